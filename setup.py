@@ -1,0 +1,33 @@
+"""tb-roofline: a TensorBoard plugin for roofline analysis of ML profiles."""
+from setuptools import find_packages, setup
+
+setup(
+    name="tb-roofline",
+    version="0.1.0",
+    description="Roofline analysis of JAX, TensorFlow and PyTorch profiles inside TensorBoard",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.9",
+    packages=find_packages(include=["tb_roofline", "tb_roofline.*"]),
+    package_data={"tb_roofline": ["static/*", "static/**/*", "protos/*.proto"]},
+    include_package_data=True,
+    install_requires=[
+        "tensorboard>=2.12",
+        "werkzeug>=2.0",
+        "numpy>=1.22",
+        "protobuf>=4.21",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=7",
+            "xprof>=2.20",  # the reference converter the conformance tests compare against
+            "playwright>=1.40",  # drives Debian's chromium (executable_path), no browser download
+            "grpcio-tools>=1.62",  # checks the committed *_pb2.py match the .proto files
+        ],
+    },
+    entry_points={
+        "tensorboard_plugins": ["roofline = tb_roofline.plugin:RooflinePlugin"],
+        "console_scripts": ["tb-roofline = tb_roofline.cli:main"],
+    },
+)

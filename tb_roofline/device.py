@@ -1,0 +1,85 @@
+"""Device peaks, each with the place it came from.
+
+Peaks are per core (a TPU TensorCore, a GPU, a CPU) because rates are per core too. Units are
+the ones the UI shows: GFLOP/s for compute, GB/s (1e9 B/s) stored and GiB/s (2^30 B/s) derived.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+GIB_PER_GB = 1e9 / (1 << 30)  # 1 GB/s = 0.931... GiB/s (XProf divides GB/s by 1.073741824)
+
+
+@dataclasses.dataclass
+class ComputePeak:
+    precision: str  # "default" when the profile gives one figure for all precisions
+    gflops: float
+    source: str  # profile | datasheet | measured | user
+
+
+@dataclasses.dataclass
+class MemoryPeak:
+    id: str  # hbm, cmem_read, cmem_write, vmem_read, vmem_write, ...
+    name: str
+    gbs: float
+    source: str
+
+    @property
+    def gibs(self) -> float:
+        return self.gbs * GIB_PER_GB
+
+
+@dataclasses.dataclass
+class DeviceInfo:
+    type: str = "Unknown"
+    kind: str = "unknown"  # tpu | gpu | cpu | unknown
+    num_cores: int = 0
+    num_hosts: int = 1
+    megacore: bool = False
+    has_cmem: bool = False
+    has_merged_vmem: bool = False
+    time_scale_multiplier: float | None = None
+    compute: list[ComputePeak] = dataclasses.field(default_factory=list)
+    memories: list[MemoryPeak] = dataclasses.field(default_factory=list)
+
+    @property
+    def peak_gflops(self) -> float:
+        """The compute roof used for bound-by and efficiency (the default precision's)."""
+        return self.compute[0].gflops if self.compute else 0.0
+
+    @property
+    def peaks_known(self) -> bool:
+        return self.peak_gflops > 0
+
+    def memory(self, memory_id: str) -> MemoryPeak | None:
+        for m in self.memories:
+            if m.id == memory_id:
+                return m
+        return None
+
+    def to_json(self) -> dict:
+        return {
+            "type": self.type, "kind": self.kind, "num_cores": self.num_cores,
+            "num_hosts": self.num_hosts, "megacore": self.megacore, "has_cmem": self.has_cmem,
+            "has_merged_vmem": self.has_merged_vmem,
+            "time_scale_multiplier": self.time_scale_multiplier,
+            "compute": [dataclasses.asdict(c) | {"peak_gflops": c.gflops} for c in self.compute],
+            "memories": [{"id": m.id, "name": m.name, "peak_gbs": m.gbs, "peak_gibs": m.gibs,
+                          "ridge_point": (self.peak_gflops / m.gbs) if m.gbs > 0 else None,
+                          "source": m.source} for m in self.memories],
+            "peaks_known": self.peaks_known,
+        }
+
+    @staticmethod
+    def merge(devices: list["DeviceInfo"]) -> "DeviceInfo":
+        """Combine the hosts of one session: cores add up, flags are kept (XProf drops them)."""
+        devices = [d for d in devices if d is not None]
+        if not devices:
+            return DeviceInfo()
+        first = devices[0]
+        merged = dataclasses.replace(first, num_cores=sum(d.num_cores for d in devices),
+                                     num_hosts=len(devices))
+        merged.megacore = any(d.megacore for d in devices)
+        merged.has_cmem = any(d.has_cmem for d in devices)
+        merged.has_merged_vmem = any(d.has_merged_vmem for d in devices)
+        return merged

@@ -1,0 +1,57 @@
+"""Errors users can see. Readers raise the plain ones; the service maps them to public errors.
+
+Public errors derive from `tensorboard.errors.PublicError` (like TensorBoard's own plugins) and
+carry an HTTP status and a short machine-readable code; the plugin turns them into JSON.
+"""
+from __future__ import annotations
+
+from tensorboard import errors as tb_errors
+
+
+class ProfileFormatError(ValueError):
+    """The file is not a readable profile (corrupt, truncated, empty, wrong format)."""
+
+
+class ProfileIncompleteError(ProfileFormatError):
+    """The file changed while we read it, or is too young to judge: it is still being written."""
+
+
+class ProfileTooLargeError(ProfileFormatError):
+    """The file exceeds the configured size limit."""
+
+
+class NotFoundError(tb_errors.NotFoundError):
+    code = "not_found"
+
+
+class InvalidArgumentError(tb_errors.InvalidArgumentError):
+    code = "invalid_argument"
+
+
+class BadProfileError(tb_errors.PublicError):
+    http_code = 422
+    code = "bad_profile"
+
+
+class ProfileIncompletePublicError(tb_errors.PublicError):
+    http_code = 503
+    code = "profile_incomplete"
+
+
+class TooLargeError(tb_errors.PublicError):
+    http_code = 413
+    code = "too_large"
+
+
+def to_public(exc: ProfileFormatError, what: str) -> tb_errors.PublicError:
+    """Name the file (`what`) in the message users see."""
+    if isinstance(exc, ProfileIncompleteError):
+        return ProfileIncompletePublicError(f"{what}: {exc} (still being written? retry shortly)")
+    if isinstance(exc, ProfileTooLargeError):
+        return TooLargeError(f"{what}: {exc}")
+    return BadProfileError(f"{what}: {exc}")
+
+
+def error_code(exc: tb_errors.PublicError) -> str:
+    return getattr(exc, "code", None) or {400: "invalid_argument", 404: "not_found"}.get(
+        exc.http_code, "error")

@@ -1,0 +1,135 @@
+"""The common op table every reader produces and the roofline model consumes.
+
+One row per (host, core, program, op, step): executions and times summed over that group,
+FLOPs and bytes as totals over those executions. Columns are numpy arrays so the model can
+aggregate hundreds of thousands of rows without Python loops. Readers know nothing of the model;
+the model knows nothing of file formats.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+# Memory traffic columns: (column, display name, memory id, direction).
+MEMORY_COLUMNS = (
+    ("hbm_bytes", "HBM", "hbm", "rw"),
+    ("cmem_read_bytes", "CMEM Read", "cmem_read", "r"),
+    ("cmem_write_bytes", "CMEM Write", "cmem_write", "w"),
+    ("vmem_read_bytes", "VMEM Read", "vmem_read", "r"),
+    ("vmem_write_bytes", "VMEM Write", "vmem_write", "w"),
+)
+
+STRING_COLUMNS = ("host", "program_id", "program", "operation", "category", "source", "tf_op",
+                  "flops_source")
+INT_COLUMNS = ("core", "step", "occurrences")
+FLOAT_COLUMNS = ("total_time_ps", "self_time_ps", "dma_stall_ps", "flops", "model_flops",
+                 "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS)
+BOOL_COLUMNS = ("is_infeed_outfeed", "is_container")
+ALL_COLUMNS = STRING_COLUMNS + INT_COLUMNS + FLOAT_COLUMNS + BOOL_COLUMNS
+
+NO_STEP = -1
+
+# Categories that only contain other ops; the Program record skips them (their children count).
+CONTAINER_CATEGORIES = frozenset({"call", "conditional", "while", "megacore fusion"})
+
+
+def is_infeed_outfeed_category(category: str) -> bool:
+    return "infeed" in category or "outfeed" in category
+
+
+@dataclasses.dataclass
+class OpTable:
+    """Columnar op rows. Strings are object arrays; numbers float64/int64; flags bool."""
+    columns: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.columns["operation"])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def select(self, mask: np.ndarray) -> "OpTable":
+        return OpTable({k: v[mask] for k, v in self.columns.items()})
+
+    @staticmethod
+    def concat(tables: list["OpTable"]) -> "OpTable":
+        if not tables:
+            return OpTableBuilder().build()
+        return OpTable({k: np.concatenate([t.columns[k] for t in tables]) for k in ALL_COLUMNS})
+
+
+class OpTableBuilder:
+    """Appends rows as plain Python values; `build()` turns them into numpy columns once."""
+
+    def __init__(self):
+        self._cols: dict[str, list] = {k: [] for k in ALL_COLUMNS}
+
+    def add(self, **row):
+        for key in ALL_COLUMNS:
+            self._cols[key].append(row.get(key, _DEFAULTS[key]))
+
+    def build(self) -> OpTable:
+        out = {}
+        for key, values in self._cols.items():
+            if key in STRING_COLUMNS:
+                arr = np.empty(len(values), dtype=object)
+                arr[:] = values
+            elif key in INT_COLUMNS:
+                arr = np.asarray(values, dtype=np.int64)
+            elif key in BOOL_COLUMNS:
+                arr = np.asarray(values, dtype=bool)
+            else:
+                arr = np.asarray(values, dtype=np.float64)
+            out[key] = arr
+        return OpTable(out)
+
+
+_DEFAULTS = {**{k: "" for k in STRING_COLUMNS}, **{k: 0 for k in INT_COLUMNS},
+             **{k: 0.0 for k in FLOAT_COLUMNS}, **{k: False for k in BOOL_COLUMNS}}
+_DEFAULTS["step"] = NO_STEP
+_DEFAULTS["flops_source"] = "profile"
+
+
+@dataclasses.dataclass
+class StepSpan:
+    """One step on one core: where it starts and how long it lasts (ps)."""
+    host: str
+    core: int
+    step: int
+    start_ps: int
+    duration_ps: int
+
+
+@dataclasses.dataclass
+class CoreSpan:
+    """The profiled span of one core (first to last op or step), for the Program record."""
+    host: str
+    core: int
+    start_ps: int
+    end_ps: int
+
+    @property
+    def duration_ps(self) -> int:
+        return max(0, self.end_ps - self.start_ps)
+
+
+@dataclasses.dataclass
+class Diagnostic:
+    severity: str  # info | warning | error
+    code: str
+    message: str
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class ProfileData:
+    """What a reader hands to the model for one host (or several, once merged)."""
+    device: "object"  # tb_roofline.device.DeviceInfo
+    ops: OpTable
+    steps: list[StepSpan]
+    core_spans: list[CoreSpan]
+    diagnostics: list[Diagnostic]
+    has_hw_counters: bool = False

@@ -1,0 +1,189 @@
+"""The TensorBoard plugin: thin route handlers over `RooflineService`.
+
+Like TensorBoard's scalars plugin, each handler parses parameters, calls a plain function and
+serialises its answer. Errors become JSON with a fitting status, so one bad run never breaks
+the page or the other runs.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import mimetypes
+import os
+
+from tensorboard import errors as tb_errors
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from tb_roofline import errors
+from tb_roofline.service import RooflineService
+
+PLUGIN_NAME = "roofline"
+STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
+logger = logging.getLogger(__name__)
+
+
+def _json_response(payload, status=200, headers=None):
+    body = payload if isinstance(payload, (bytes, str)) else json.dumps(payload, allow_nan=False)
+    return wrappers.Response(body, status=status, content_type="application/json",
+                             headers=headers or [])
+
+
+def _error_response(exc: tb_errors.PublicError):
+    return _json_response({"error": {"status": exc.http_code, "code": errors.error_code(exc),
+                                     "message": str(exc)}}, status=exc.http_code)
+
+
+def _handler(fn):
+    """Wrap a route: public errors become JSON errors, bugs a JSON 500 naming the exception."""
+
+    @wrappers.Request.application
+    def wrapped(self, request):
+        try:
+            return fn(self, request)
+        except tb_errors.PublicError as exc:
+            return _error_response(exc)
+        except Exception as exc:  # a bug: say what, keep serving
+            logger.exception("tb-roofline: %s failed", request.path)
+            err = tb_errors.PublicError(f"internal error: {type(exc).__name__}: {exc}")
+            err.http_code = 500
+            err.code = "internal"
+            return _error_response(err)
+
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+class RooflinePlugin(base_plugin.TBPlugin):
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext):
+        self._service = RooflineService(context.logdir or "")
+
+    def frontend_metadata(self):
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Roofline",
+                                            disable_reload=False)
+
+    def is_active(self):
+        """Instant: answers from the last background scan, never walks the logdir here."""
+        return self._service.has_profiles()
+
+    def get_plugin_apps(self):
+        return {
+            "/index.js": self._serve_index,
+            "/static/*": self._serve_static,
+            "/runs": self._runs,
+            "/hosts": self._hosts,
+            "/device": self._device,
+            "/program": self._program,
+            "/ops": self._ops,
+            "/diagnostics": self._diagnostics,
+            "/export": self._export,
+        }
+
+    # --- static files -------------------------------------------------------------------
+    @_handler
+    def _serve_index(self, request):
+        return self._static_file("index.js")
+
+    @_handler
+    def _serve_static(self, request):
+        prefix = "/static/"
+        rel = request.path[request.path.index(prefix) + len(prefix):]
+        return self._static_file(rel)
+
+    def _static_file(self, rel: str):
+        path = os.path.realpath(os.path.join(STATIC_DIR, rel))
+        if not path.startswith(os.path.realpath(STATIC_DIR) + os.sep) or not os.path.isfile(path):
+            raise errors.NotFoundError(f"no static file {rel!r}")
+        content_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        if path.endswith((".js", ".mjs")):
+            content_type = "text/javascript"
+        with open(path, "rb") as f:
+            body = f.read()
+        return wrappers.Response(body, content_type=content_type,
+                                 headers=[("Cache-Control", "no-cache")])
+
+    # --- data ---------------------------------------------------------------------------
+    @_handler
+    def _runs(self, request):
+        return _json_response(self._service.list_runs())
+
+    @_handler
+    def _hosts(self, request):
+        return _json_response(self._service.hosts(_arg(request, "run")))
+
+    @_handler
+    def _device(self, request):
+        run, host = _run_host(request)
+        return _json_response(self._service.device(run, host))
+
+    @_handler
+    def _program(self, request):
+        run, host = _run_host(request)
+        return _json_response(self._service.program(run, host, _infeed(request)))
+
+    @_handler
+    def _ops(self, request):
+        run, host = _run_host(request)
+        return _json_response(self._service.ops(run, host, _infeed(request), **_filters(request)))
+
+    @_handler
+    def _diagnostics(self, request):
+        run, host = _run_host(request)
+        return _json_response(self._service.diagnostics(run, host))
+
+    @_handler
+    def _export(self, request):
+        run, host = _run_host(request)
+        level = request.args.get("level", "op")
+        fmt = request.args.get("format", "csv")
+        body, content_type, filename = self._service.export(
+            run, host, _infeed(request), level=level, fmt=fmt, **_filters(request))
+        return wrappers.Response(body, content_type=content_type, headers=[
+            ("Content-Disposition", f'attachment; filename="{filename}"')])
+
+
+def _arg(request, name, required=True):
+    value = request.args.get(name)
+    if value is None and required:
+        raise errors.InvalidArgumentError(f"missing parameter '{name}'")
+    return value
+
+
+def _run_host(request):
+    return _arg(request, "run"), request.args.get("host", "")
+
+
+def _infeed(request) -> bool:
+    value = request.args.get("infeed_outfeed", "include")
+    if value not in ("include", "exclude"):
+        raise errors.InvalidArgumentError(
+            f"infeed_outfeed must be 'include' or 'exclude', not {value!r}")
+    return value == "include"
+
+
+def _multi(request, name) -> list[str]:
+    values = []
+    for v in request.args.getlist(name):
+        values.extend(x for x in v.split(",") if x)
+    return values
+
+
+def _int_arg(request, name):
+    value = request.args.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise errors.InvalidArgumentError(f"'{name}' must be an integer, not {value!r}") from None
+    if number < 0:
+        raise errors.InvalidArgumentError(f"'{name}' must not be negative")
+    return number
+
+
+def _filters(request) -> dict:
+    return {"categories": _multi(request, "category"), "bound_by": _multi(request, "bound_by"),
+            "name": request.args.get("name", ""), "offset": _int_arg(request, "offset") or 0,
+            "limit": _int_arg(request, "limit")}

@@ -1,0 +1,15 @@
+"""Readers turn one profile file into `ProfileData` (an op table plus spans and peaks).
+
+They know nothing of HTTP or of the roofline model; they raise `ProfileFormatError`s.
+"""
+from __future__ import annotations
+
+from tb_roofline.errors import ProfileFormatError
+from tb_roofline.op_table import ProfileData
+
+
+def read_profile_file(path: str, fmt: str, host: str, max_bytes: int | None = None) -> ProfileData:
+    if fmt == "xplane":
+        from tb_roofline.readers.xspace import read_xspace_file
+        return read_xspace_file(path, host, max_bytes=max_bytes)
+    raise ProfileFormatError(f"{fmt} profiles are not supported yet")

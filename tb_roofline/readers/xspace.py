@@ -1,0 +1,344 @@
+"""XSpace (`*.xplane.pb`) reader: TPU TensorCore planes → op table, step and core spans, peaks.
+
+Facts used (REFERENCE.md §2-3, and XProf's conversion, which users compare us with):
+- TensorCore planes are named `/device:TPU:N`; SparseCore planes (`... SparseCore K`) are skipped.
+- Ops are the events of the `XLA Ops` line; an op is identified by its metadata (program id and
+  name); `device_offset_ps`/`device_duration_ps` (absolute ps) override the event's own timing.
+- Self time = duration minus the durations of the events directly nested in it on the line.
+- Steps come from `group_id` stats on the `Steps` line (markers) and on the op events.
+- A core's profiled span runs from the first to the last event on its `XLA Ops` and `Steps` lines.
+- Op metadata values (FLOPs, bytes) are per execution; the table holds totals.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from tb_roofline.device import ComputePeak, DeviceInfo, MemoryPeak
+from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
+from tb_roofline.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, Diagnostic,
+                                  OpTableBuilder, ProfileData, StepSpan,
+                                  is_infeed_outfeed_category)
+from tb_roofline.protos import memory_access_pb2, xplane_pb2
+
+TENSOR_CORE_PLANE = re.compile(r"^/device:TPU:(\d+)$")
+SPARSE_CORE_PLANE = re.compile(r"^/device:TPU:\d+ SparseCore")
+OPS_LINE, STEPS_LINE = "XLA Ops", "Steps"
+YOUNG_FILE_S = 2.0  # a file this young that fails to parse is probably still being written
+
+HBM, CMEM, VMEM = 1, 2, 3
+READ, WRITE = 1, 2
+
+
+def load_xspace(path: str, max_bytes: int | None = None) -> xplane_pb2.XSpace:
+    """Parse the file, telling "corrupt" from "still being written" and "too large"."""
+    try:
+        before = os.stat(path)
+    except OSError as exc:
+        raise ProfileFormatError(f"cannot read {os.path.basename(path)}: {exc.strerror}") from None
+    if max_bytes is not None and before.st_size > max_bytes:
+        raise ProfileTooLargeError(
+            f"{os.path.basename(path)} is {before.st_size / 2**20:.0f} MiB, over the limit of "
+            f"{max_bytes / 2**20:.0f} MiB (set TB_ROOFLINE_MAX_FILE_MB to raise it)")
+    with open(path, "rb") as f:
+        data = f.read()
+    after = os.stat(path)
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns) or \
+            len(data) != after.st_size:
+        raise ProfileIncompleteError(f"{os.path.basename(path)} changed while it was read")
+    young = time.time() - after.st_mtime < YOUNG_FILE_S
+    if not data:
+        if young:
+            raise ProfileIncompleteError(f"{os.path.basename(path)} is empty")
+        raise ProfileFormatError(f"{os.path.basename(path)} is empty (0 bytes)")
+    space = xplane_pb2.XSpace()
+    try:
+        space.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        if young:
+            raise ProfileIncompleteError(f"{os.path.basename(path)} does not parse yet") from None
+        raise ProfileFormatError(
+            f"{os.path.basename(path)} is not a valid XSpace (truncated or corrupt): {exc}") from None
+    if not space.planes:
+        raise ProfileFormatError(f"{os.path.basename(path)} holds an empty XSpace (no planes)")
+    return space
+
+
+class _PlaneStats:
+    """Stat-name lookups for one plane (metadata ids are per plane)."""
+
+    def __init__(self, plane: xplane_pb2.XPlane):
+        self.plane = plane
+        self.names = {k: v.name for k, v in plane.stat_metadata.items()}
+        self.ids = {v: k for k, v in self.names.items()}
+
+    def value(self, stat):
+        kind = stat.WhichOneof("value")
+        if kind is None:
+            return None
+        if kind == "ref_value":
+            md = self.plane.stat_metadata.get(stat.ref_value)
+            return md.name if md is not None else ""
+        return getattr(stat, kind)
+
+    def as_dict(self, stats) -> dict:
+        return {self.names.get(s.metadata_id, ""): self.value(s) for s in stats}
+
+
+def _device_from_plane_stats(stats: dict, num_cores: int) -> DeviceInfo:
+    def num(key):
+        v = stats.get(key)
+        return float(v) if isinstance(v, (int, float)) else 0.0
+
+    tflops = num("peak_teraflops_per_second")
+    device = DeviceInfo(type=str(stats.get("device_type_string") or "TPU"), kind="tpu",
+                        num_cores=num_cores, megacore=bool(num("has_megacore")),
+                        has_merged_vmem=bool(num("has_merged_vmem")))
+    device.has_cmem = num("peak_cmem_rd_bw_gigabytes_per_second") > 0 or \
+        num("peak_cmem_wr_bw_gigabytes_per_second") > 0
+    if tflops > 0:
+        device.compute.append(ComputePeak("default", tflops * 1000.0, "profile"))
+    device.memories.append(MemoryPeak("hbm", "HBM", num("peak_hbm_bw_gigabytes_per_second"), "profile"))
+    for mid, name, key in (("cmem_read", "CMEM Read", "peak_cmem_rd_bw_gigabytes_per_second"),
+                           ("cmem_write", "CMEM Write", "peak_cmem_wr_bw_gigabytes_per_second"),
+                           ("vmem_read", "VMEM Read", "peak_vmem_rd_bw_gigabytes_per_second"),
+                           ("vmem_write", "VMEM Write", "peak_vmem_wr_bw_gigabytes_per_second")):
+        if num(key) > 0 and (mid.startswith("cmem") or device.has_merged_vmem):
+            device.memories.append(MemoryPeak(mid, name, num(key), "profile"))
+    return device
+
+
+def _breakdown_bytes(raw: bytes | None, total: float) -> tuple:
+    """(hbm, cmem_r, cmem_w, vmem_r, vmem_w) bytes per execution; no breakdown = all HBM."""
+    if not raw:
+        return (total, 0.0, 0.0, 0.0, 0.0)
+    msg = memory_access_pb2.MemoryAccessBreakdown.FromString(raw)
+    if not msg.memory_accessed:
+        return (total, 0.0, 0.0, 0.0, 0.0)
+    hbm = cr = cw = vr = vw = 0.0
+    for m in msg.memory_accessed:
+        if m.memory_space == HBM:
+            hbm += m.bytes_accessed
+        elif m.memory_space == CMEM:
+            if m.operation_type == READ:
+                cr += m.bytes_accessed
+            elif m.operation_type == WRITE:
+                cw += m.bytes_accessed
+        elif m.memory_space == VMEM:
+            if m.operation_type == READ:
+                vr += m.bytes_accessed
+            elif m.operation_type == WRITE:
+                vw += m.bytes_accessed
+    return (hbm, cr, cw, vr, vw)
+
+
+def _int(v) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _op_info(ps: _PlaneStats, md) -> dict:
+    s = ps.as_dict(md.stats)
+    flops = float(_int(s.get("flops")))
+    model_flops = float(_int(s.get("model_flops"))) or flops
+    total = float(_int(s.get("bytes_accessed")))
+    category = str(s.get("hlo_category") or "unknown")
+    program_id = s.get("program_id")
+    return {
+        "operation": md.display_name or md.name,
+        "program_id": "" if program_id is None else str(program_id),
+        "category": category,
+        "flops": flops, "model_flops": model_flops, "bytes": total,
+        "mem": _breakdown_bytes(s.get("memory_access_breakdown"), total),
+        "source": str(s.get("source") or ""),
+        "tf_op": str(s.get("tf_op") or ""),
+        "is_infeed_outfeed": is_infeed_outfeed_category(category),
+        "is_container": category in CONTAINER_CATEGORIES,
+    }
+
+
+def _program_names(ps: _PlaneStats, plane) -> dict[str, str]:
+    """program id -> module name, from the metadata of the `XLA Modules` line's events."""
+    names = {}
+    seen = set()
+    for line in plane.lines:
+        if line.name != "XLA Modules":
+            continue
+        for ev in line.events:
+            if ev.metadata_id in seen:
+                continue
+            seen.add(ev.metadata_id)
+            md = plane.event_metadata.get(ev.metadata_id)
+            if md is None:
+                continue
+            pid = ps.as_dict(md.stats).get("program_id")
+            name = md.display_name or re.sub(r"\(\d+\)$", "", md.name)
+            if pid is not None:
+                names[str(pid)] = name
+    return names
+
+
+def _line_events(line, stat_ids: dict):
+    """Arrays of (metadata id, begin ps, duration ps, group id, dma stall ps, occurrences)."""
+    base = line.timestamp_ns * 1000
+    gid, doff, ddur, dma = (stat_ids.get(k, -1) for k in (
+        "group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps"))
+    n = len(line.events)
+    md = np.empty(n, np.int64)
+    begin = np.empty(n, np.int64)
+    dur = np.empty(n, np.int64)
+    group = np.full(n, NO_STEP, np.int64)
+    stall = np.zeros(n, np.int64)
+    occ = np.ones(n, np.int64)
+    for i, ev in enumerate(line.events):
+        md[i] = ev.metadata_id
+        b = base + ev.offset_ps
+        d = ev.duration_ps
+        if ev.num_occurrences:
+            occ[i] = ev.num_occurrences
+        for st in ev.stats:
+            sid = st.metadata_id
+            if sid == gid:
+                group[i] = st.int64_value or st.uint64_value
+            elif sid == doff:
+                b = st.int64_value or st.uint64_value
+            elif sid == ddur:
+                d = st.int64_value or st.uint64_value
+            elif sid == dma:
+                stall[i] = st.int64_value or st.uint64_value
+        begin[i] = b
+        dur[i] = d
+    return md, begin, dur, group, stall, occ
+
+
+def _self_times(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, self time) with events sorted parents-first; a child lies within its parent."""
+    order = np.lexsort((-dur, begin))
+    b = begin[order].tolist()
+    e = (begin[order] + dur[order]).tolist()
+    selft = dur[order].astype(np.int64).tolist()
+    stack: list[int] = []
+    for i in range(len(b)):
+        while stack and not (b[i] >= b[stack[-1]] and e[i] <= e[stack[-1]]):
+            stack.pop()
+        if stack:
+            selft[stack[-1]] -= e[i] - b[i]
+        stack.append(i)
+    return order, np.asarray(selft, dtype=np.int64)
+
+
+def read_xspace(space: xplane_pb2.XSpace, host: str) -> ProfileData:
+    builder = OpTableBuilder()
+    steps: list[StepSpan] = []
+    spans: list[CoreSpan] = []
+    diagnostics: list[Diagnostic] = []
+    cores = [(int(m.group(1)), p) for p in space.planes
+             if (m := TENSOR_CORE_PLANE.match(p.name))]
+    cores.sort(key=lambda c: c[0])
+    sparse = [p.name for p in space.planes if SPARSE_CORE_PLANE.match(p.name)]
+    if sparse:
+        diagnostics.append(Diagnostic("info", "sparsecore_ignored",
+                                      f"{len(sparse)} SparseCore plane(s) ignored: their ops are "
+                                      "not part of the TensorCore roofline"))
+    device = None
+    dropped_ops = 0
+    for core, plane in cores:
+        ps = _PlaneStats(plane)
+        if device is None:
+            device = _device_from_plane_stats(ps.as_dict(plane.stats), len(cores))
+        ops_lines = [l for l in plane.lines if l.name == OPS_LINE]
+        step_lines = [l for l in plane.lines if l.name == STEPS_LINE]
+        lo, hi = None, None
+        marker_steps: dict[int, list[int]] = {}
+        for line in step_lines:
+            md, begin, dur, group, _, _ = _line_events(line, ps.ids)
+            if len(begin):
+                lo = begin.min() if lo is None else min(lo, begin.min())
+                hi = (begin + dur).max() if hi is None else max(hi, (begin + dur).max())
+            for g, b, d in zip(group.tolist(), begin.tolist(), dur.tolist()):
+                if g != NO_STEP:
+                    entry = marker_steps.setdefault(g, [b, 0])
+                    entry[0] = min(entry[0], b)
+                    entry[1] += d
+        op_groups: set[int] = set()
+        infos = {}
+        programs = _program_names(ps, plane)
+        for line in ops_lines:
+            md, begin, dur, group, stall, occ = _line_events(line, ps.ids)
+            if not len(md):
+                continue
+            lo = begin.min() if lo is None else min(lo, begin.min())
+            hi = (begin + dur).max() if hi is None else max(hi, (begin + dur).max())
+            order, selft = _self_times(begin, dur)
+            md, dur, group, stall, occ = md[order], dur[order], group[order], stall[order], occ[order]
+            op_groups.update(np.unique(group[group != NO_STEP]).tolist())
+            # One row per (op, step): sum executions, times and stalls.
+            keys = np.stack([md, group], axis=1)
+            uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            sums = {name: np.bincount(inverse, weights=arr, minlength=len(uniq))
+                    for name, arr in (("time", dur), ("self", selft), ("stall", stall),
+                                      ("occ", occ))}
+            for j, (mid, step) in enumerate(uniq.tolist()):
+                info = infos.get(mid)
+                if info is None:
+                    meta = plane.event_metadata.get(mid)
+                    if meta is None:
+                        dropped_ops += int(sums["occ"][j])
+                        continue
+                    info = infos[mid] = _op_info(ps, meta)
+                    info["program"] = programs.get(info["program_id"], "")
+                n = sums["occ"][j]
+                hbm, cr, cw, vr, vw = info["mem"]
+                builder.add(host=host, core=core, program_id=info["program_id"],
+                            program=info["program"],
+                            operation=info["operation"], category=info["category"],
+                            source=info["source"], tf_op=info["tf_op"], step=step,
+                            occurrences=int(n), total_time_ps=sums["time"][j],
+                            self_time_ps=sums["self"][j], dma_stall_ps=sums["stall"][j],
+                            flops=info["flops"] * n, model_flops=info["model_flops"] * n,
+                            bytes=info["bytes"] * n, hbm_bytes=hbm * n, cmem_read_bytes=cr * n,
+                            cmem_write_bytes=cw * n, vmem_read_bytes=vr * n,
+                            vmem_write_bytes=vw * n, is_infeed_outfeed=info["is_infeed_outfeed"],
+                            is_container=info["is_container"], flops_source="profile")
+        if lo is not None:
+            spans.append(CoreSpan(host, core, int(lo), int(hi)))
+        for g in sorted(set(marker_steps) & op_groups):
+            steps.append(StepSpan(host, core, g, int(marker_steps[g][0]), int(marker_steps[g][1])))
+    if not cores:
+        kinds = sorted({p.name.split(":")[0] for p in space.planes})
+        diagnostics.append(Diagnostic(
+            "warning", "no_tpu_planes",
+            "no TPU TensorCore planes in this profile (planes: " + ", ".join(
+                p.name for p in space.planes[:8]) + "); GPU and CPU profiles need the HLO cost "
+            "model, which is not available yet, so no op FLOPs or bytes can be shown"))
+        device = _non_tpu_device(space)
+    if dropped_ops:
+        diagnostics.append(Diagnostic("warning", "ops_without_metadata",
+                                      f"{dropped_ops} op executions reference missing metadata"))
+    data = ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
+                       diagnostics=diagnostics)
+    return data
+
+
+def _non_tpu_device(space) -> DeviceInfo:
+    names = [p.name for p in space.planes]
+    gpus = [p for p in space.planes if p.name.startswith("/device:GPU:")]
+    if gpus:
+        ps = _PlaneStats(gpus[0])
+        s = ps.as_dict(gpus[0].stats)
+        name = s.get("gpu_device_name") or s.get("device_vendor") or "GPU"
+        return DeviceInfo(type=str(name), kind="gpu", num_cores=len(gpus))
+    if any(n.startswith("/host:CPU") for n in names):
+        return DeviceInfo(type="CPU", kind="cpu", num_cores=1)
+    return DeviceInfo()
+
+
+def read_xspace_file(path: str, host: str, max_bytes: int | None = None) -> ProfileData:
+    return read_xspace(load_xspace(path, max_bytes=max_bytes), host)

@@ -1,0 +1,326 @@
+"""The roofline model: op rows in, program/step/op records out.
+
+Knows nothing of file formats: it takes an `OpTable`, the step and core spans and a
+`DeviceInfo`. Definitions follow XProf's Roofline Model tool (REFERENCE.md §4) so users see the
+numbers they know, except where XProf is wrong (docs/xprof_differences.md).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tb_roofline.device import DeviceInfo
+from tb_roofline.op_table import MEMORY_COLUMNS, Diagnostic, OpTable
+
+GIB = 1.073741824  # GB per GiB: XProf's GiB/s = (bytes / ns) / 1.073741824
+
+# Output columns, in API order (docs/http_api.md).
+RECORD_COLUMNS = (
+    "record_type", "step", "rank", "category", "operation", "program", "program_id",
+    "occurrences", "total_time_us", "avg_time_us", "total_self_time_us", "avg_self_time_us",
+    "self_time_percent", "cumulative_self_time_percent", "dma_stall_percent",
+    "flops", "model_flops", "bytes", "hbm_bytes", "cmem_read_bytes", "cmem_write_bytes",
+    "vmem_read_bytes", "vmem_write_bytes",
+    "flop_rate", "model_flop_rate", "memory_bw", "hbm_bw", "cmem_read_bw", "cmem_write_bw",
+    "vmem_read_bw", "vmem_write_bw",
+    "operational_intensity", "hbm_operational_intensity", "cmem_read_operational_intensity",
+    "cmem_write_operational_intensity", "vmem_read_operational_intensity",
+    "vmem_write_operational_intensity", "bottleneck_operational_intensity", "bound_by",
+    "total_time_per_core_us", "time_fraction", "optimal_flop_rate", "roofline_efficiency",
+    "compute_efficiency", "max_mem_bw_utilization", "potential_time_saved_us",
+    "include_infeed_outfeed", "is_infeed_outfeed", "source", "tf_op", "flops_source", "host",
+)
+
+
+@dataclasses.dataclass
+class RecordTable:
+    """Records as numpy columns in `RECORD_COLUMNS` order."""
+    columns: dict[str, np.ndarray]
+
+    def __len__(self):
+        return len(self.columns["operation"])
+
+    def select(self, mask) -> "RecordTable":
+        return RecordTable({k: v[mask] for k, v in self.columns.items()})
+
+    def rows(self) -> list[list]:
+        """JSON-ready rows: numpy scalars become Python values, NaN/inf become None."""
+        cols = []
+        for name in RECORD_COLUMNS:
+            arr = self.columns[name]
+            if arr.dtype.kind == "f":
+                values = arr.tolist()
+                if not np.isfinite(arr).all():
+                    bad = ~np.isfinite(arr)
+                    for i in np.flatnonzero(bad):
+                        values[i] = None
+                cols.append(values)
+            else:
+                cols.append(arr.tolist())
+        return [list(r) for r in zip(*cols)] if cols and len(self) else []
+
+    def row_dicts(self) -> list[dict]:
+        return [dict(zip(RECORD_COLUMNS, r)) for r in self.rows()]
+
+
+def _resources(device: DeviceInfo):
+    """(name, memory column, peak GB/s) for each memory that takes part in bound-by.
+
+    Order matters: ties keep the earlier one, as in XProf (Compute first, then HBM, CMEM, VMEM).
+    """
+    out = []
+    for col, name, mid, _ in MEMORY_COLUMNS:
+        if mid.startswith("cmem") and not device.has_cmem:
+            continue
+        if mid.startswith("vmem") and not device.has_merged_vmem:
+            continue
+        peak = device.memory(mid)
+        if mid == "hbm" or (peak is not None and peak.gbs > 0):
+            out.append((name, col, peak.gbs if peak else 0.0))
+    return out
+
+
+def _div(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    out = np.zeros(np.broadcast(a, b).shape)
+    np.divide(a, b, out=out, where=b != 0)
+    return out
+
+
+def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> dict[str, np.ndarray]:
+    """Rates, intensities, bound-by and efficiencies from summed FLOPs, bytes and times (ps)."""
+    time_ns = sums["total_time_ps"] / 1000.0
+    out = {}
+    out["flop_rate"] = _div(sums["flops"], time_ns)
+    out["model_flop_rate"] = _div(sums["model_flops"], time_ns)
+    out["memory_bw"] = _div(sums["bytes"], time_ns) / GIB
+    out["operational_intensity"] = _div(sums["flops"], sums["bytes"])
+    for col, _name, mid, _ in MEMORY_COLUMNS:
+        out[f"{mid}_bw"] = _div(sums[col], time_ns) / GIB
+        out[f"{mid}_operational_intensity"] = _div(sums["flops"], sums[col])
+
+    n = len(time_ns)
+    peak = device.peak_gflops
+    compute_util = _div(out["flop_rate"], np.full(n, peak))
+    names = ["Compute"]
+    utils = [compute_util]
+    intensities = [out["operational_intensity"]]
+    for name, col, peak_gbs in _resources(device):
+        mid = col[: -len("_bytes")]
+        utils.append(_div(_div(sums[col], time_ns), np.full(n, peak_gbs)))  # GB/s over GB/s
+        names.append(name)
+        intensities.append(out[f"{mid}_operational_intensity"])
+    util = np.vstack(utils)  # resources × rows
+    best = np.argmax(util, axis=0)  # first maximum: ties keep the earlier resource
+    eff = util[best, np.arange(n)]
+    out["roofline_efficiency"] = eff
+    out["compute_efficiency"] = compute_util
+    out["max_mem_bw_utilization"] = util[1:].max(axis=0) if len(utils) > 1 else np.zeros(n)
+    bound = np.asarray(names, dtype=object)[best]
+    bound[eff <= 0] = "Unknown"  # nothing measurable (no FLOPs, no bytes, or no peaks)
+    out["bound_by"] = bound
+    out["bottleneck_operational_intensity"] = np.vstack(intensities)[best, np.arange(n)]
+    out["optimal_flop_rate"] = _div(out["flop_rate"], eff)
+    out["total_time_per_core_us"] = sums["total_time_ps"] / 1e6 / max(num_cores, 1)
+    return out
+
+
+SUM_COLUMNS = ("occurrences", "total_time_ps", "self_time_ps", "dma_stall_ps", "flops",
+               "model_flops", "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS)
+
+
+@dataclasses.dataclass
+class Analysis:
+    """Everything the API serves for one run and host selection."""
+    device: DeviceInfo
+    program: dict  # include_infeed_outfeed (bool) -> RecordTable
+    ops: dict  # include_infeed_outfeed (bool) -> RecordTable
+    diagnostics: list
+    num_steps: int
+    has_hw_counters: bool = False
+
+
+def _group_sums(table: OpTable, keys: list[np.ndarray]):
+    """Sum SUM_COLUMNS over rows sharing the same key tuple; returns (first row index, sums)."""
+    if len(table) == 0:
+        return np.zeros(0, np.int64), {c: np.zeros(0) for c in SUM_COLUMNS}
+    codes = []
+    for k in keys:
+        _, inv = np.unique(k, return_inverse=True)
+        codes.append(inv.reshape(-1))
+    combined = np.stack(codes, axis=1)
+    _, first, inverse = np.unique(combined, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    sums = {c: np.bincount(inverse, weights=table[c].astype(np.float64), minlength=len(first))
+            for c in SUM_COLUMNS}
+    return first, sums
+
+
+def _total_sums(table: OpTable) -> dict:
+    return {c: np.asarray([table[c].astype(np.float64).sum()]) for c in SUM_COLUMNS}
+
+
+def _records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, n: int,
+             include_io: bool, frac_denominator_ps) -> RecordTable:
+    d = derive(sums, device, num_cores)
+    occ = sums["occurrences"]
+    cols = {}
+    for key, value in labels.items():
+        arr = np.empty(n, dtype=object) if not isinstance(value, np.ndarray) else value
+        if not isinstance(value, np.ndarray):
+            arr[:] = [value] * n
+        cols[key] = arr
+    cols["occurrences"] = occ.astype(np.int64)
+    cols["total_time_us"] = sums["total_time_ps"] / 1e6
+    cols["avg_time_us"] = _div(cols["total_time_us"], occ)
+    cols["total_self_time_us"] = sums["self_time_ps"] / 1e6
+    cols["avg_self_time_us"] = _div(cols["total_self_time_us"], occ)
+    cols["dma_stall_percent"] = _div(sums["dma_stall_ps"], sums["total_time_ps"]) * 100.0
+    for c in ("flops", "model_flops", "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS):
+        cols[c] = sums[c]
+    cols.update(d)
+    cols["time_fraction"] = _div(sums["total_time_ps"], frac_denominator_ps)
+    eff = d["roofline_efficiency"]
+    saved = cols["total_time_us"] * (1.0 - np.minimum(eff, 1.0))
+    saved[(eff <= 0)] = np.nan
+    if not device.peaks_known:
+        for c in ("roofline_efficiency", "compute_efficiency", "optimal_flop_rate"):
+            cols[c] = np.full(n, np.nan)
+        saved[:] = np.nan
+    cols["potential_time_saved_us"] = saved
+    cols["include_infeed_outfeed"] = np.full(n, include_io)
+    cols.setdefault("self_time_percent", np.zeros(n))
+    cols.setdefault("cumulative_self_time_percent", np.zeros(n))
+    return RecordTable({c: cols[c] for c in RECORD_COLUMNS})
+
+
+def _host_steps(profiles) -> list[list[tuple[str, int]]]:
+    """Complete steps: present on every core of a host; hosts aligned by position (as XProf).
+
+    Returns one entry per step: the (host, step id) pairs that make it up.
+    """
+    per_host = []
+    for p in profiles:
+        by_core: dict[int, set] = {}
+        for s in p.steps:
+            by_core.setdefault(s.core, set()).add(s.step)
+        cores = {c.core for c in p.core_spans}
+        if not by_core or set(by_core) != cores:
+            per_host.append([])
+            continue
+        common = set.intersection(*by_core.values())
+        host = p.core_spans[0].host
+        per_host.append([(host, s) for s in sorted(common)])
+    if not per_host:
+        return []
+    k = min(len(h) for h in per_host)
+    return [[h[i] for h in per_host] for i in range(k)]
+
+
+def analyze(profiles: list, host_label: str = "*") -> Analysis:
+    from tb_roofline.op_table import OpTable as _OpTable
+    device = DeviceInfo.merge([p.device for p in profiles])
+    num_cores = max(device.num_cores, 1)
+    table = _OpTable.concat([p.ops for p in profiles])
+    spans_ps = float(sum(s.duration_ps for p in profiles for s in p.core_spans))
+    diagnostics = [d for p in profiles for d in p.diagnostics]
+    steps = _host_steps(profiles)
+    single_host = len(profiles) == 1
+    step_time = {}
+    for p in profiles:
+        for s in p.steps:
+            step_time[(s.host, s.step)] = step_time.get((s.host, s.step), 0) + s.duration_ps
+
+    io_step_time: dict = {}
+    io_mask = table["is_infeed_outfeed"] & ~table["is_container"]
+    for host, sid, tps in zip(table["host"][io_mask], table["step"][io_mask],
+                              table["total_time_ps"][io_mask]):
+        io_step_time[(host, sid)] = io_step_time.get((host, sid), 0.0) + tps
+
+    program, ops = {}, {}
+    for include_io in (True, False):
+        keep = np.ones(len(table), bool) if include_io else ~table["is_infeed_outfeed"]
+        io_rows = table["is_infeed_outfeed"] & ~table["is_container"]
+        io_time = 0.0 if include_io else float(table["total_time_ps"][io_rows].sum())
+        denominator = spans_ps - io_time
+        t = table.select(keep)
+
+        # Op records: one per (program, op) over all cores, hosts and steps.
+        first, sums = _group_sums(t, [t["program_id"], t["operation"]])
+        n = len(first)
+        order = np.lexsort((t["operation"][first].astype(str), -sums["self_time_ps"]))
+        first = first[order]
+        sums = {k: v[order] for k, v in sums.items()}
+        labels = {"record_type": "op", "step": "Total", "rank": np.arange(1, n + 1),
+                  "category": t["category"][first], "operation": t["operation"][first],
+                  "program": t["program"][first], "program_id": t["program_id"][first],
+                  "is_infeed_outfeed": t["is_infeed_outfeed"][first],
+                  "source": t["source"][first], "tf_op": t["tf_op"][first],
+                  "flops_source": t["flops_source"][first], "host": host_label}
+        op_rec = _records(sums, device, num_cores, labels, n, include_io, np.full(n, denominator))
+        self_pct = _div(sums["self_time_ps"], np.full(n, denominator)) * 100.0
+        op_rec.columns["self_time_percent"] = self_pct
+        op_rec.columns["cumulative_self_time_percent"] = np.cumsum(self_pct)
+        containers = t["is_container"][first]
+        op_rec.columns["potential_time_saved_us"][containers] = 0.0
+        ops[include_io] = op_rec
+
+        # Program records: innermost ops only, over the whole span / each step.
+        inner = t.select(~t["is_container"])
+        rows = []
+        total = _total_sums(inner)
+        total["total_time_ps"] = np.asarray([denominator])
+        total["self_time_ps"] = np.zeros(1)
+        total["occurrences"] = np.ones(1)
+        rows.append(("total", "Total", total))
+        step_sums = []
+        for i, members in enumerate(steps):
+            mask = np.zeros(len(inner), bool)
+            time_ps = 0.0
+            for host, sid in members:
+                m = (inner["host"] == host) & (inner["step"] == sid)
+                mask |= m
+                time_ps += step_time.get((host, sid), 0)
+                if not include_io:
+                    time_ps -= io_step_time.get((host, sid), 0.0)
+            s = _total_sums(inner.select(mask))
+            s["total_time_ps"] = np.asarray([time_ps])
+            s["self_time_ps"] = np.zeros(1)
+            s["occurrences"] = np.ones(1)
+            label = str(members[0][1]) if single_host else str(i)
+            step_sums.append((label, s))
+        if step_sums:
+            k = len(step_sums)
+            avg = {c: np.asarray([sum(s[c][0] for _, s in step_sums) / k]) for c in SUM_COLUMNS}
+            avg["occurrences"] = np.ones(1)
+            rows.append(("average", "Average", avg))
+        rows += [("step", label, s) for label, s in step_sums]
+        merged = {c: np.concatenate([r[2][c] for r in rows]) for c in SUM_COLUMNS}
+        n = len(rows)
+        labels = {"record_type": np.asarray([r[0] for r in rows], dtype=object),
+                  "step": np.asarray([r[1] for r in rows], dtype=object), "rank": np.zeros(n, np.int64),
+                  "category": "Program", "operation": "Program", "program": "", "program_id": "",
+                  "is_infeed_outfeed": np.zeros(n, bool), "source": "", "tf_op": "",
+                  "flops_source": "profile", "host": host_label}
+        prog = _records(merged, device, num_cores, labels, n, include_io, merged["total_time_ps"])
+        prog.columns["self_time_percent"] = np.zeros(n)
+        prog.columns["cumulative_self_time_percent"] = np.zeros(n)
+        program[include_io] = prog
+
+    if not steps:
+        diagnostics.append(Diagnostic(
+            "warning", "no_steps",
+            "no complete step markers (a 'Steps' line with group_id on every core): only the "
+            "Total record is shown, no Average or per-step records. Annotate training steps "
+            "(e.g. jax.profiler.StepTraceAnnotation) or profile longer than one step."))
+    if not device.peaks_known:
+        diagnostics.append(Diagnostic("warning", "peaks_unknown",
+                                      "the profile carries no peak FLOP rate for this device: "
+                                      "efficiencies and bound-by cannot be computed"))
+    if len(table) == 0:
+        diagnostics.append(Diagnostic("warning", "no_ops",
+                                      "no XLA ops with FLOPs/bytes were found in this profile"))
+    return Analysis(device=device, program=program, ops=ops, diagnostics=diagnostics,
+                    num_steps=len(steps))

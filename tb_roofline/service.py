@@ -1,0 +1,210 @@
+"""Plain functions behind the HTTP API and the CLI: resolve runs, read, analyse, cache, filter.
+
+Caches are keyed by each file's (path, size, mtime), so a rewritten profile is read again and an
+unchanged one costs nothing. Nothing is ever written into the logdir.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import threading
+
+import numpy as np
+
+from tb_roofline import errors, roofline
+from tb_roofline.discovery import ALL_HOSTS, Run, RunIndex
+from tb_roofline.op_table import Diagnostic, ProfileData
+
+DEFAULT_MAX_FILE_MB = 4096
+
+
+def _file_signature(path: str):
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise errors.NotFoundError(f"profile file vanished: {os.path.basename(path)} ({exc.strerror})")
+    return (path, st.st_size, st.st_mtime_ns)
+
+
+def _check_name(kind: str, value: str):
+    """Reject path tricks early with a clear message (lookups below never join user paths)."""
+    if value is None:
+        raise errors.InvalidArgumentError(f"missing parameter '{kind}'")
+    parts = value.replace("\\", "/").split("/")
+    if value.startswith(("/", "\\")) or ".." in parts or "\x00" in value or (
+            len(value) > 1 and value[1] == ":"):
+        raise errors.InvalidArgumentError(
+            f"{kind} {value!r} is not a valid name: absolute paths and '..' are not allowed")
+
+
+class RooflineService:
+    def __init__(self, logdir: str, max_file_mb: float | None = None):
+        self.logdir = logdir
+        self.index = RunIndex(logdir) if logdir else None
+        env_limit = os.environ.get("TB_ROOFLINE_MAX_FILE_MB")
+        self.max_file_bytes = int(float(max_file_mb or env_limit or DEFAULT_MAX_FILE_MB) * (1 << 20))
+        self._lock = threading.Lock()
+        self._key_locks: dict = {}
+        self._host_cache: dict = {}  # path -> (signature, ProfileData)
+        self._analysis_cache: dict = {}  # (run, hosts, signatures) -> Analysis
+
+    # --- discovery ------------------------------------------------------------------------
+    def has_profiles(self) -> bool:
+        return bool(self.index) and self.index.has_any()
+
+    def list_runs(self) -> dict:
+        runs = self.index.refresh() if self.index else []
+        return {"runs": [r.to_json() for r in runs], "logdir": self.logdir,
+                "scanning": bool(self.index and self.index.scanning)}
+
+    def _run(self, name: str) -> Run:
+        _check_name("run", name)
+        if not self.index:
+            raise errors.NotFoundError("no logdir given")
+        run = self.index.find(name)
+        if run is None:
+            known = [r.run for r in self.index.runs()]
+            hint = ", ".join(known[:10]) + (" ..." if len(known) > 10 else "") if known else "none"
+            raise errors.NotFoundError(f"unknown run {name!r}; known runs: {hint}")
+        return run
+
+    def hosts(self, run: str) -> dict:
+        r = self._run(run)
+        return {"run": r.run, "hosts": r.hosts, "all_hosts": ALL_HOSTS, "format": r.format}
+
+    def _files(self, run: Run, host: str):
+        if host in ("", ALL_HOSTS, None):
+            return list(run.files)
+        _check_name("host", host)
+        for f in run.files:
+            if f.host == host:
+                return [f]
+        raise errors.NotFoundError(f"unknown host {host!r} in run {run.run!r}; hosts: "
+                                   + ", ".join(run.hosts))
+
+    # --- reading and analysis -------------------------------------------------------------
+    def _key_lock(self, key):
+        with self._lock:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    def _read_host(self, run: Run, hostfile) -> ProfileData:
+        from tb_roofline.readers import read_profile_file  # import late: keeps is_active light
+        sig = _file_signature(hostfile.path)
+        cached = self._host_cache.get(hostfile.path)
+        if cached and cached[0] == sig:
+            return cached[1]
+        with self._key_lock(("host", hostfile.path)):
+            cached = self._host_cache.get(hostfile.path)
+            if cached and cached[0] == sig:
+                return cached[1]
+            try:
+                data = read_profile_file(hostfile.path, run.format, hostfile.host,
+                                         max_bytes=self.max_file_bytes)
+            except errors.ProfileFormatError as exc:
+                raise errors.to_public(exc, f"run {run.run!r}, host {hostfile.host!r}") from None
+            self._host_cache[hostfile.path] = (sig, data)
+            return data
+
+    def analysis(self, run_name: str, host: str) -> roofline.Analysis:
+        run = self._run(run_name)
+        files = self._files(run, host)
+        sigs = tuple(_file_signature(f.path) for f in files)
+        key = (run.run, tuple(f.host for f in files), sigs)
+        cached = self._analysis_cache.get(key)
+        if cached is not None:
+            return cached
+        with self._key_lock(("analysis",) + key[:2]):
+            cached = self._analysis_cache.get(key)
+            if cached is not None:
+                return cached
+            profiles, extra = [], []
+            for f in files:
+                try:
+                    profiles.append(self._read_host(run, f))
+                except (errors.BadProfileError, errors.ProfileIncompletePublicError,
+                        errors.TooLargeError) as exc:
+                    if len(files) == 1:
+                        raise
+                    extra.append(Diagnostic("error", exc.code, f"host {f.host!r} skipped: {exc}"))
+            if not profiles:
+                raise errors.BadProfileError(
+                    f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra))
+            result = roofline.analyze(profiles, host_label=files[0].host if len(files) == 1 else ALL_HOSTS)
+            result.diagnostics = extra + result.diagnostics
+            # Drop stale entries of the same run/host (an older version of the files).
+            for old in [k for k in self._analysis_cache if k[:2] == key[:2]]:
+                del self._analysis_cache[old]
+            self._analysis_cache[key] = result
+            return result
+
+    # --- API answers ----------------------------------------------------------------------
+    def device(self, run: str, host: str) -> dict:
+        a = self.analysis(run, host)
+        return {"run": run, "host": host or ALL_HOSTS, "device": a.device.to_json()}
+
+    def program(self, run: str, host: str, include_infeed_outfeed: bool = True) -> dict:
+        a = self.analysis(run, host)
+        table = a.program[include_infeed_outfeed]
+        return {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
+                "rows": table.rows(), "num_steps": a.num_steps,
+                "has_hw_counters": a.has_hw_counters}
+
+    def _filtered_ops(self, a, include_infeed_outfeed, categories=(), bound_by=(), name=""):
+        table = a.ops[include_infeed_outfeed]
+        mask = np.ones(len(table), dtype=bool)
+        if categories:
+            mask &= np.isin(table.columns["category"], list(categories))
+        if bound_by:
+            mask &= np.isin(table.columns["bound_by"], list(bound_by))
+        if name:
+            needle = name.lower()
+            ops = table.columns["operation"]
+            mask &= np.fromiter((needle in str(o).lower() for o in ops), dtype=bool, count=len(ops))
+        return table, (table if mask.all() else table.select(mask))
+
+    def ops(self, run: str, host: str, include_infeed_outfeed: bool = True, categories=(),
+            bound_by=(), name="", offset: int = 0, limit: int | None = None) -> dict:
+        a = self.analysis(run, host)
+        full, table = self._filtered_ops(a, include_infeed_outfeed, categories, bound_by, name)
+        total = len(table)
+        if offset or limit is not None:
+            end = total if limit is None else offset + limit
+            table = table.select(slice(offset, end))
+        return {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
+                "rows": table.rows(), "total_count": total, "unfiltered_count": len(full),
+                "offset": offset,
+                "facets": {"category": sorted(set(full.columns["category"].tolist())),
+                           "bound_by": sorted(set(full.columns["bound_by"].tolist()))}}
+
+    def diagnostics(self, run: str, host: str) -> dict:
+        a = self.analysis(run, host)
+        return {"run": run, "host": host or ALL_HOSTS,
+                "diagnostics": [d.to_json() for d in a.diagnostics]}
+
+    def export(self, run: str, host: str, include_infeed_outfeed: bool = True, level="op",
+               fmt="csv", categories=(), bound_by=(), name="", offset=0, limit=None):
+        if level not in ("op", "program"):
+            raise errors.InvalidArgumentError(f"level must be 'op' or 'program', not {level!r}")
+        if fmt not in ("csv", "json"):
+            raise errors.InvalidArgumentError(f"format must be 'csv' or 'json', not {fmt!r}")
+        if level == "program":
+            answer = self.program(run, host, include_infeed_outfeed)
+        else:
+            answer = self.ops(run, host, include_infeed_outfeed, categories, bound_by, name,
+                              offset, limit)
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{run}_{host or 'all'}")
+        filename = f"roofline_{level}_{safe}.{fmt}"
+        if fmt == "json":
+            rows = [dict(zip(answer["columns"], r)) for r in answer["rows"]]
+            return json.dumps(rows, allow_nan=False, indent=1), "application/json", filename
+        return to_csv(answer["columns"], answer["rows"]), "text/csv; charset=utf-8", filename
+
+
+def to_csv(columns, rows) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(["" if v is None else v for v in r] for r in rows)
+    return buf.getvalue()

@@ -1,0 +1,266 @@
+"""Seeded synthetic TPU XSpaces: the demo logdir, the conformance tests and the benchmark.
+
+The layout follows what real TPU profiles carry (REFERENCE.md §3): one `/device:TPU:N` plane per
+TensorCore with its peaks as plane stats, lines `Steps`, `XLA Modules` and `XLA Ops`, op
+metadata with per-execution FLOPs and a `memory_access_breakdown`, nested ops inside `while`
+bodies, infeed/outfeed ops, SparseCore planes and a `Task Environment` plane.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+
+from tb_roofline.protos import memory_access_pb2, xplane_pb2
+
+HBM, CMEM, VMEM = 1, 2, 3
+READ, WRITE = 1, 2
+
+# Per-TensorCore peaks as real profiles report them (TFLOP/s, GB/s).
+CHIPS = {
+    "v6e": dict(device_type_string="TPU v6 Lite", peak_teraflops_per_second=918.0,
+                peak_hbm_bw_gigabytes_per_second=1637.99, peak_sram_rd_bw_gigabytes_per_second=0.0,
+                peak_sram_wr_bw_gigabytes_per_second=0.0, peak_cmem_rd_bw_gigabytes_per_second=0.0,
+                peak_cmem_wr_bw_gigabytes_per_second=0.0,
+                peak_vmem_rd_bw_gigabytes_per_second=23296.01,
+                peak_vmem_wr_bw_gigabytes_per_second=16128.03, has_megacore=0, has_merged_vmem=1),
+    "v4": dict(device_type_string="TPU v4", peak_teraflops_per_second=137.5,
+               peak_hbm_bw_gigabytes_per_second=600.0, peak_sram_rd_bw_gigabytes_per_second=0.0,
+               peak_sram_wr_bw_gigabytes_per_second=0.0, peak_cmem_rd_bw_gigabytes_per_second=2048.0,
+               peak_cmem_wr_bw_gigabytes_per_second=1536.0,
+               peak_vmem_rd_bw_gigabytes_per_second=0.0, peak_vmem_wr_bw_gigabytes_per_second=0.0,
+               has_megacore=1, has_merged_vmem=0),
+}
+
+# (category, name prefix, FLOPs per byte) templates for generated HLO ops.
+OP_KINDS = [
+    ("convolution fusion", "convolution_fusion", 300.0),
+    ("convolution", "convolution", 150.0),
+    ("loop fusion", "loop_fusion", 0.4),
+    ("output fusion", "output_fusion", 2.0),
+    ("data formatting", "copy", 0.0),
+    ("all-reduce", "all-reduce", 0.0),
+    ("non-fusion elementwise", "add", 0.25),
+    ("reduce", "reduce", 1.0),
+]
+
+
+@dataclasses.dataclass
+class SynthConfig:
+    seed: int = 0
+    chip: str = "v6e"
+    num_cores: int = 2
+    num_steps: int = 4
+    ops_per_step: int = 24
+    distinct_ops: int = 12
+    with_steps: bool = True
+    with_infeed_outfeed: bool = True
+    with_while: bool = True
+    with_sparse_core: bool = True
+    with_device_timing: bool = True
+    hostname: str = "host0"
+    program_seed: int | None = None  # hosts of one SPMD job share the program: same seed here
+
+
+class _Plane:
+    """Builds one XPlane with interned stat and event metadata."""
+
+    def __init__(self, plane: xplane_pb2.XPlane):
+        self.plane = plane
+        self._stat_ids: dict[str, int] = {}
+        self._next_event_id = 1
+
+    def stat_id(self, name: str) -> int:
+        if name not in self._stat_ids:
+            sid = len(self._stat_ids) + 1
+            self._stat_ids[name] = sid
+            self.plane.stat_metadata[sid].id = sid
+            self.plane.stat_metadata[sid].name = name
+        return self._stat_ids[name]
+
+    def add_stat(self, holder, name, value):
+        stat = holder.stats.add(metadata_id=self.stat_id(name))
+        if isinstance(value, bool):
+            stat.int64_value = int(value)
+        elif isinstance(value, int):
+            if value < 0:
+                stat.int64_value = value
+            else:
+                stat.uint64_value = value
+        elif isinstance(value, float):
+            stat.double_value = value
+        elif isinstance(value, bytes):
+            stat.bytes_value = value
+        elif isinstance(value, _Ref):
+            stat.ref_value = self.stat_id(value.text)
+        else:
+            stat.str_value = str(value)
+        return stat
+
+    def event_metadata(self, name, display_name="", **stats):
+        mid = self._next_event_id
+        self._next_event_id += 1
+        md = self.plane.event_metadata[mid]
+        md.id = mid
+        md.name = name
+        md.display_name = display_name
+        for key, value in stats.items():
+            self.add_stat(md, key, value)
+        return md
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ref:
+    """A string stat written by reference (`ref_value`), as real profiles do for repeated text."""
+    text: str
+
+
+def _breakdown(rng: random.Random, total_bytes: int, chip: str) -> bytes:
+    msg = memory_access_pb2.MemoryAccessBreakdown()
+    if total_bytes <= 0:
+        return msg.SerializeToString()
+    hbm_read = int(total_bytes * rng.uniform(0.3, 0.6))
+    hbm_write = int(total_bytes * rng.uniform(0.1, 0.3))
+    entries = [(READ, HBM, hbm_read), (WRITE, HBM, hbm_write)]
+    on_chip = CMEM if chip == "v4" else VMEM
+    entries += [(READ, on_chip, int(total_bytes * rng.uniform(0.5, 3.0))),
+                (WRITE, on_chip, int(total_bytes * rng.uniform(0.2, 1.5)))]
+    for op_type, space, nbytes in entries:
+        msg.memory_accessed.add(operation_type=op_type, memory_space=space, bytes_accessed=nbytes)
+    return msg.SerializeToString()
+
+
+def _op_templates(rng: random.Random, cfg: SynthConfig, program_id: int):
+    """Distinct HLO ops of one program: (metadata kwargs, name, duration_ps)."""
+    ops = []
+    for i in range(cfg.distinct_ops):
+        category, prefix, intensity = OP_KINDS[i % len(OP_KINDS)]
+        name = f"{prefix}.{i}"
+        nbytes = rng.randint(1 << 16, 1 << 26)
+        flops = int(nbytes * intensity * rng.uniform(0.5, 2.0))
+        ops.append(dict(name=name, category=category, flops=flops, bytes=nbytes,
+                        duration_ps=rng.randint(2_000_000, 400_000_000),
+                        source=f"model/layers.py:{10 + i}", tf_op=f"jit(train_step)/{prefix}"))
+    if cfg.with_infeed_outfeed:
+        ops.append(dict(name="infeed.1", category="infeed", flops=0, bytes=1 << 20,
+                        duration_ps=rng.randint(50_000_000, 300_000_000), source="", tf_op=""))
+        ops.append(dict(name="outfeed.2", category="outfeed", flops=0, bytes=1 << 12,
+                        duration_ps=rng.randint(5_000_000, 30_000_000), source="", tf_op=""))
+    return ops
+
+
+def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
+    """One host's XSpace: `cfg.num_cores` TensorCores, each running `cfg.num_steps` steps."""
+    cfg = cfg or SynthConfig()
+    rng = random.Random(cfg.seed)
+    chip = CHIPS[cfg.chip]
+    space = xplane_pb2.XSpace(hostnames=[cfg.hostname])
+    program_seed = cfg.seed if cfg.program_seed is None else cfg.program_seed
+    program_id = 1000 + program_seed
+    templates = _op_templates(random.Random(program_seed), cfg, program_id)
+    start_ns = 5_000_000_000  # device clock ns; absolute ps offsets must fit int64
+
+    for core in range(cfg.num_cores):
+        plane = _Plane(space.planes.add(id=core, name=f"/device:TPU:{core}"))
+        for key, value in chip.items():
+            if key.startswith("has_"):  # XProf reads these flags as int64 only
+                plane.plane.stats.add(metadata_id=plane.stat_id(key), int64_value=int(value))
+            else:
+                plane.add_stat(plane.plane, key, value)
+        steps_line = plane.plane.lines.add(id=1, name="Steps", display_name="Steps", timestamp_ns=start_ns)
+        modules_line = plane.plane.lines.add(id=2, name="XLA Modules", timestamp_ns=start_ns)
+        ops_line = plane.plane.lines.add(id=3, name="XLA Ops", timestamp_ns=start_ns)
+        op_md = {}
+        for symbol_id, tpl in enumerate(templates, start=1):
+            total = tpl["bytes"]
+            md = plane.event_metadata(
+                f"%{tpl['name']} = f32[128,1024]{{1,0}} {tpl['category']}(...)", tpl["name"],
+                program_id=program_id, symbol_id=symbol_id, hlo_category=_Ref(tpl["category"]),
+                flops=tpl["flops"],
+                model_flops=int(tpl["flops"] * 0.9), bytes_accessed=total, raw_bytes_accessed=total,
+                memory_access_breakdown=_breakdown(rng, total, cfg.chip),
+                shape_with_layout="f32[128,1024]{1,0}", tf_op=tpl["tf_op"], source=tpl["source"],
+                deduplicated_name="")
+            op_md[tpl["name"]] = (md, tpl)
+        while_md = None
+        if cfg.with_while:
+            while_md = plane.event_metadata("%while.9 = (f32[]) while(...)", "while.9",
+                                            program_id=program_id, symbol_id=len(templates) + 1,
+                                            hlo_category=_Ref("while"),
+                                            flops=0, model_flops=0, bytes_accessed=0)
+            while_md.child_id.extend([op_md[t["name"]][0].id for t in templates[:3]])
+        module_md = plane.event_metadata(f"jit_train_step({program_id})", "jit_train_step",
+                                         program_id=program_id)
+
+        t_ps = rng.randint(1_000_000, 5_000_000)
+        for step in range(cfg.num_steps):
+            step_start = t_ps
+            module_start = t_ps
+            events = []
+            chosen = [templates[rng.randrange(len(templates))] for _ in range(cfg.ops_per_step)]
+            if cfg.with_infeed_outfeed:
+                chosen = [templates[-2]] + [c for c in chosen if c["category"] not in ("infeed", "outfeed")] + [templates[-1]]
+            i = 0
+            while i < len(chosen):
+                if while_md is not None and i == len(chosen) // 2:
+                    # A while loop whose body runs three nested ops.
+                    body_start = t_ps
+                    for tpl in templates[:3]:
+                        events.append((op_md[tpl["name"]][0], t_ps, tpl["duration_ps"]))
+                        t_ps += tpl["duration_ps"] + rng.randint(0, 200_000)
+                    events.append((while_md, body_start - 100_000, t_ps - body_start + 200_000))
+                    t_ps += 200_000
+                tpl = chosen[i]
+                duration = int(tpl["duration_ps"] * rng.uniform(0.9, 1.1))
+                events.append((op_md[tpl["name"]][0], t_ps, duration))
+                t_ps += duration + rng.randint(0, 1_000_000)
+                i += 1
+            events.sort(key=lambda e: (e[1], -e[2]))
+            for md, offset, duration in events:
+                ev = ops_line.events.add(metadata_id=md.id, offset_ps=offset, duration_ps=duration)
+                if cfg.with_steps:
+                    plane.add_stat(ev, "group_id", step)
+                if cfg.with_device_timing:
+                    # Absolute ps, as the profiler writes it.
+                    plane.add_stat(ev, "device_offset_ps", start_ns * 1000 + offset)
+                    plane.add_stat(ev, "device_duration_ps", duration)
+            mod_ev = modules_line.events.add(metadata_id=module_md.id, offset_ps=module_start,
+                                             duration_ps=t_ps - module_start)
+            plane.add_stat(mod_ev, "run_id", step)
+            if cfg.with_steps:
+                plane.add_stat(mod_ev, "group_id", step)
+                step_md = plane.event_metadata(str(step))
+                step_ev = steps_line.events.add(metadata_id=step_md.id, offset_ps=step_start - 50_000,
+                                                duration_ps=t_ps - step_start + 100_000)
+                plane.add_stat(step_ev, "group_id", step)
+                plane.add_stat(step_ev, "step_num", step)
+            t_ps += rng.randint(2_000_000, 20_000_000)  # idle gap between steps
+        if not cfg.with_steps:
+            plane.plane.lines.remove(steps_line)
+
+        if cfg.with_sparse_core:
+            sc = _Plane(space.planes.add(id=100 + core, name=f"/device:TPU:{core} SparseCore 0"))
+            line = sc.plane.lines.add(id=1, name="XLA Ops", timestamp_ns=start_ns)
+            md = sc.event_metadata("%sc_gather = f32[8] gather(...)", "sc_gather", flops=10,
+                                   bytes_accessed=100, hlo_category=_Ref("gather"))
+            line.events.add(metadata_id=md.id, offset_ps=1000, duration_ps=5000)
+
+    env = _Plane(space.planes.add(id=999, name="Task Environment"))
+    env.add_stat(env.plane, "profile_start_time", start_ns)
+    env.add_stat(env.plane, "profile_stop_time", start_ns + 10_000_000)
+    return space
+
+
+def write_xspace(space: xplane_pb2.XSpace, path: str) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(space.SerializeToString())
+    return path
+
+
+def write_tpu_session(logdir: str, run: str, session: str, cfgs: list[SynthConfig]) -> list[str]:
+    """Write one profiling session (one file per host) as TensorBoard's layout expects."""
+    base = os.path.join(logdir, run, "plugins", "profile", session) if run else \
+        os.path.join(logdir, "plugins", "profile", session)
+    return [write_xspace(make_tpu_xspace(c), os.path.join(base, f"{c.hostname}.xplane.pb"))
+            for c in cfgs]
