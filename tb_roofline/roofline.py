@@ -225,7 +225,12 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
     num_cores = max(device.num_cores, 1)
     table = _OpTable.concat([p.ops for p in profiles])
     spans_ps = float(sum(s.duration_ps for p in profiles for s in p.core_spans))
-    diagnostics = [d for p in profiles for d in p.diagnostics]
+    diagnostics = []
+    for p in profiles:  # say which host a diagnostic is about when several are aggregated
+        host = p.core_spans[0].host if p.core_spans else ""
+        for d in p.diagnostics:
+            diagnostics.append(Diagnostic(d.severity, d.code, f"host {host}: {d.message}")
+                               if len(profiles) > 1 and host else d)
     steps = _host_steps(profiles)
     single_host = len(profiles) == 1
     step_time = {}

@@ -40,8 +40,9 @@ def _check_name(kind: str, value: str):
 
 
 class RooflineService:
-    def __init__(self, logdir: str, max_file_mb: float | None = None):
+    def __init__(self, logdir: str, max_file_mb: float | None = None, progress=None):
         self.logdir = logdir
+        self.progress = progress  # callable(host, done, total) for long reads (the CLI's)
         self.index = RunIndex(logdir) if logdir else None
         env_limit = os.environ.get("TB_ROOFLINE_MAX_FILE_MB")
         self.max_file_bytes = int(float(max_file_mb or env_limit or DEFAULT_MAX_FILE_MB) * (1 << 20))
@@ -100,8 +101,10 @@ class RooflineService:
             if cached and cached[0] == sig:
                 return cached[1]
             try:
+                report = (lambda done, total: self.progress(hostfile.host, done, total)) \
+                    if self.progress else None
                 data = read_profile_file(hostfile.path, run.format, hostfile.host,
-                                         max_bytes=self.max_file_bytes)
+                                         max_bytes=self.max_file_bytes, progress=report)
             except errors.ProfileFormatError as exc:
                 raise errors.to_public(exc, f"run {run.run!r}, host {hostfile.host!r}") from None
             self._host_cache[hostfile.path] = (sig, data)

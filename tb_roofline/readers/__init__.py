@@ -8,8 +8,10 @@ from tb_roofline.errors import ProfileFormatError
 from tb_roofline.op_table import ProfileData
 
 
-def read_profile_file(path: str, fmt: str, host: str, max_bytes: int | None = None) -> ProfileData:
+def read_profile_file(path: str, fmt: str, host: str, max_bytes: int | None = None,
+                      progress=None) -> ProfileData:
+    """`progress(done, total)`, when given, is called as the reader advances."""
     if fmt == "xplane":
         from tb_roofline.readers.xspace import read_xspace_file
-        return read_xspace_file(path, host, max_bytes=max_bytes)
+        return read_xspace_file(path, host, max_bytes=max_bytes, progress=progress)
     raise ProfileFormatError(f"{fmt} profiles are not supported yet")

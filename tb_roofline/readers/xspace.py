@@ -233,7 +233,7 @@ def _self_times(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndar
     return order, np.asarray(selft, dtype=np.int64)
 
 
-def read_xspace(space: xplane_pb2.XSpace, host: str) -> ProfileData:
+def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileData:
     builder = OpTableBuilder()
     steps: list[StepSpan] = []
     spans: list[CoreSpan] = []
@@ -248,7 +248,9 @@ def read_xspace(space: xplane_pb2.XSpace, host: str) -> ProfileData:
                                       "not part of the TensorCore roofline"))
     device = None
     dropped_ops = 0
-    for core, plane in cores:
+    for done, (core, plane) in enumerate(cores):
+        if progress:
+            progress(done, len(cores))
         ps = _PlaneStats(plane)
         if device is None:
             device = _device_from_plane_stats(ps.as_dict(plane.stats), len(cores))
@@ -340,5 +342,11 @@ def _non_tpu_device(space) -> DeviceInfo:
     return DeviceInfo()
 
 
-def read_xspace_file(path: str, host: str, max_bytes: int | None = None) -> ProfileData:
-    return read_xspace(load_xspace(path, max_bytes=max_bytes), host)
+def read_xspace_file(path: str, host: str, max_bytes: int | None = None,
+                     progress=None) -> ProfileData:
+    if progress:
+        progress(0, 1)
+    data = read_xspace(load_xspace(path, max_bytes=max_bytes), host, progress)
+    if progress:
+        progress(1, 1)
+    return data

@@ -1,0 +1,614 @@
+// Wiring: view state, data loading and the reactions to user input. Data access lives in
+// api.js, TensorBoard integration in tbhost.js, rendering in views/ and charts.js.
+import {api, ApiError, tableToObjects} from './api.js';
+import {onReload, readUrlState, watchDarkMode, writeUrlState} from './tbhost.js';
+import {Chart, categorySpec, loadVega, opSpec, placePoints, programSpec, roofGeometry}
+  from './charts.js';
+import {OP_COLUMNS, PROGRAM_COLUMNS, fmtInt, toCsv, visibleColumns} from './columns.js';
+import {download, downloadText, h, setChildren, slug} from './views/dom.js';
+import {devicePanel} from './views/device.js';
+import {LoadingIndicator, diagnosticsList, emptyState, errorBox} from './views/states.js';
+import {DataTable} from './views/table.js';
+import {Tooltip} from './views/tooltip.js';
+
+const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', average: 'Average', step: 'Step'};
+const DERIVED = new Set(['px', 'py', 'at_floor', 'kind']);
+const now = () => performance.now();
+
+class App {
+  constructor(root) {
+    this.root = root;
+    this.state = {run: '', host: '*', infeed: 'include', categories: [], boundBy: [], name: ''};
+    this.runs = [];
+    this.logdir = '';
+    this.data = null;  // {device, diagnostics, program, ops, opColumns, programColumns, facets}
+    this.filtered = [];
+    this.dark = false;
+    this.loadToken = 0;
+    this.timings = {};
+    this.status = 'starting';
+  }
+
+  // ---------------------------------------------------------------- layout
+
+  build() {
+    const css = h('link', {rel: 'stylesheet', href: new URL('./style.css', import.meta.url).href});
+    document.head.appendChild(css);
+    this.cssLoaded = new Promise((resolve) => {
+      css.onload = resolve;
+      css.onerror = resolve;
+    });
+    this.tooltip = new Tooltip();
+
+    this.runSelect = h('select', {id: 'run-select', 'aria-label': 'Run',
+      onchange: () => this.selectRun(this.runSelect.value, {fromUser: true})});
+    this.hostSelect = h('select', {id: 'host-select', 'aria-label': 'Host',
+      onchange: () => this.selectHost(this.hostSelect.value)});
+    this.infeedToggle = h('input', {type: 'checkbox', id: 'infeed-toggle', checked: true,
+      onchange: () => this.setInfeed(this.infeedToggle.checked ? 'include' : 'exclude')});
+    this.loadingEl = h('div', {id: 'loading'});
+    this.loading = new LoadingIndicator(this.loadingEl);
+    this.noticeEl = h('div', {id: 'notice', class: 'notice', hidden: true});
+    this.runErrorEl = h('div', {id: 'run-error'});
+
+    this.devicePanelEl = h('div', {id: 'device-panel'});
+    this.diagSummary = h('summary', {}, 'Diagnostics');
+    this.diagnosticsEl = h('div', {id: 'diagnostics'});
+    this.programChartEl = h('div', {id: 'program-chart', class: 'chart'});
+    this.programTableEl = h('div', {id: 'program-table-wrap'});
+    this.programErrorEl = h('div', {class: 'section-error'});
+    this.opChartEl = h('div', {id: 'op-chart', class: 'chart'});
+    this.catChartEl = h('div', {id: 'category-chart', class: 'chart'});
+    this.opTableEl = h('div', {id: 'op-table-wrap'});
+    this.opErrorEl = h('div', {class: 'section-error'});
+    this.opStatusEl = h('div', {id: 'op-status', class: 'muted'});
+    this.selectionEl = h('div', {id: 'op-selection', class: 'selection'});
+
+    this.categoryMenu = h('div', {class: 'menu-list', id: 'category-options'});
+    this.boundMenu = h('div', {class: 'menu-list', id: 'bound-options'});
+    this.categorySummary = h('summary', {}, 'Category: all');
+    this.boundSummary = h('summary', {}, 'Bound by: all');
+    let nameTimer = null;
+    this.nameInput = h('input', {type: 'search', id: 'name-filter', placeholder: 'Op name contains…',
+      'aria-label': 'Filter ops by name', oninput: () => {
+        clearTimeout(nameTimer);
+        nameTimer = setTimeout(() => this.setFilter({name: this.nameInput.value.trim()}), 150);
+      }});
+
+    const exportButtons = (prefix, items) => h('div', {class: 'export-buttons'},
+        h('span', {class: 'muted'}, 'Export:'),
+        items.map(([label, fn]) => h('button', {type: 'button',
+          id: `${prefix}-export-${label.toLowerCase().replace(/[^a-z]+/g, '-')}`,
+          onclick: () => fn()}, label)));
+
+    this.programSection = h('section', {id: 'program-section'},
+        h('div', {class: 'section-head'}, h('h2', {}, 'Program-level roofline'),
+            exportButtons('program', [
+              ['CSV', () => this.exportTable('program', 'csv')],
+              ['JSON', () => this.exportTable('program', 'json')],
+              ['PNG', () => this.exportChart(this.programChart, 'program', 'png')],
+              ['SVG', () => this.exportChart(this.programChart, 'program', 'svg')]])),
+        this.programErrorEl,
+        h('p', {class: 'hint'}, 'Log-log. One roof per memory level (▼ ridge point). ' +
+            'Scroll to zoom, drag to pan, double-click to reset.'),
+        this.programChartEl, this.programTableEl);
+
+    this.opSection = h('section', {id: 'op-section'},
+        h('div', {class: 'section-head'}, h('h2', {}, 'Op-level roofline'),
+            exportButtons('op', [
+              ['CSV', () => this.exportTable('op', 'csv')],
+              ['JSON', () => this.exportTable('op', 'json')],
+              ['PNG', () => this.exportChart(this.opChart, 'ops', 'png')],
+              ['SVG', () => this.exportChart(this.opChart, 'ops', 'svg')]])),
+        h('div', {class: 'filters', id: 'op-filters'},
+            h('label', {class: 'check'}, this.infeedToggle, ' Include infeed/outfeed'),
+            h('details', {class: 'menu', id: 'category-filter'}, this.categorySummary,
+                this.categoryMenu),
+            h('details', {class: 'menu', id: 'bound-filter'}, this.boundSummary, this.boundMenu),
+            this.nameInput,
+            h('button', {type: 'button', id: 'clear-filters', onclick: () => this.clearFilters()},
+                'Clear filters')),
+        this.opErrorEl, this.opStatusEl,
+        h('p', {class: 'hint'}, 'Colour: category · size: share of time · ✚ Program. ' +
+            'Scroll to zoom, drag to pan, double-click to reset, click a point to find its row.'),
+        this.opChartEl, this.selectionEl,
+        h('div', {class: 'two-col'},
+            h('div', {class: 'cat-wrap'},
+                h('div', {class: 'section-head'}, h('h3', {}, 'Self time per category'),
+                    exportButtons('category', [
+                      ['PNG', () => this.exportChart(this.catChart, 'categories', 'png')],
+                      ['SVG', () => this.exportChart(this.catChart, 'categories', 'svg')]])),
+                this.catChartEl)),
+        h('h3', {}, 'Ops'), this.opTableEl);
+
+    this.deviceSection = h('section', {id: 'device-section'},
+        h('h2', {}, 'Device'), this.devicePanelEl,
+        h('details', {id: 'diagnostics-section', open: true}, this.diagSummary,
+            this.diagnosticsEl));
+
+    this.contentEl = h('div', {id: 'content'}, this.deviceSection, this.programSection,
+        this.opSection);
+    this.app = h('div', {id: 'roofline-app', class: 'app', dataset: {status: 'starting'}},
+        h('header', {class: 'toolbar'},
+            h('label', {}, 'Run ', this.runSelect),
+            h('label', {}, 'Host ', this.hostSelect),
+            this.loadingEl),
+        this.noticeEl, this.runErrorEl, this.contentEl);
+    setChildren(this.root, this.app);
+
+    this.programChart = new Chart(this.programChartEl, {tooltip: this.tooltip.handler});
+    this.opChart = new Chart(this.opChartEl, {tooltip: this.tooltip.handler,
+      onClick: (datum) => {
+        if (datum && datum.record_type === 'op') this.selectOp(datum.rank, {fromChart: true});
+      }});
+    this.catChart = new Chart(this.catChartEl, {tooltip: this.tooltip.handler,
+      onClick: (datum) => {
+        if (datum && datum.category && datum.self_time_us !== undefined) {
+          this.setFilter({categories: [datum.category]});
+        }
+      }});
+    this.programTable = new DataTable(this.programTableEl, {id: 'program-table',
+      columns: PROGRAM_COLUMNS, rowKey: (r) => r.step, searchable: false, paginated: false});
+    this.opTable = new DataTable(this.opTableEl, {id: 'op-table', columns: OP_COLUMNS,
+      rowKey: (r) => r.rank, pageSize: 50, defaultSort: {key: 'rank', dir: 'asc'},
+      searchKeys: ['operation', 'category', 'program', 'source', 'tf_op'],
+      onRowClick: (r) => this.selectOp(r.rank, {fromTable: true})});
+  }
+
+  setStatus(status) {
+    this.status = status;
+    this.app.dataset.status = status;
+  }
+
+  notice(text) {
+    this.noticeEl.hidden = !text;
+    setChildren(this.noticeEl, text || '');
+  }
+
+  // ---------------------------------------------------------------- state & URL
+
+  persist() {
+    const s = this.state;
+    writeUrlState({run: s.run, host: s.host === '*' ? '' : s.host,
+      infeed: s.infeed === 'exclude' ? 'exclude' : '', category: s.categories.join(','),
+      bound: s.boundBy.join(','), name: s.name});
+  }
+
+  async restore() {
+    let url = {};
+    try {
+      url = await readUrlState();
+    } catch (e) {
+      url = {};
+    }
+    const split = (v) => (v ? String(v).split(',').filter(Boolean) : []);
+    this.state = {run: url.run || '', host: url.host || '*',
+      infeed: url.infeed === 'exclude' ? 'exclude' : 'include',
+      categories: split(url.category), boundBy: split(url.bound), name: url.name || ''};
+    this.infeedToggle.checked = this.state.infeed === 'include';
+    this.nameInput.value = this.state.name;
+  }
+
+  // ---------------------------------------------------------------- runs
+
+  async loadRuns({keepView = false} = {}) {
+    let answer;
+    try {
+      answer = await this.loading.track(api.runs(), 'runs');
+    } catch (e) {
+      this.setStatus('error');
+      setChildren(this.runErrorEl, errorBox(e, 'the list of runs'));
+      return;
+    }
+    this.runs = answer.runs || [];
+    this.logdir = answer.logdir || '';
+    clearTimeout(this.scanTimer);
+    if (answer.scanning) {
+      this.scanTimer = setTimeout(() => this.loadRuns({keepView: true}), 2000);
+    }
+    if (!this.runs.length) {
+      if (answer.scanning) {
+        this.setStatus('scanning');
+        setChildren(this.runErrorEl, h('p', {class: 'muted', id: 'scanning'},
+            'Scanning the logdir for profiles…'));
+        return;
+      }
+      this.showEmpty();
+      return;
+    }
+    this.contentEl.hidden = false;
+    setChildren(this.runSelect, this.runs.map((r) =>
+      h('option', {value: r.run}, r.run + (r.format && r.format !== 'xplane' ? ` (${r.format})` : ''))));
+    const wanted = this.state.run;
+    const known = this.runs.some((r) => r.run === wanted);
+    if (wanted && !known) {
+      this.notice(`Run “${wanted}” from the link is not in this logdir; showing the newest run.`);
+    }
+    const run = known ? wanted : this.runs[0].run;
+    const sameRun = run === this.state.run && keepView && this.data;
+    await this.selectRun(run, {keepHost: true, reload: !sameRun || !keepView});
+  }
+
+  showEmpty() {
+    this.setStatus('empty');
+    setChildren(this.runSelect, h('option', {value: ''}, '(no runs)'));
+    setChildren(this.hostSelect, h('option', {value: '*'}, 'All hosts'));
+    this.contentEl.hidden = true;
+    setChildren(this.runErrorEl, emptyState(this.logdir));
+  }
+
+  async selectRun(run, {keepHost = false, fromUser = false, reload = true} = {}) {
+    if (fromUser) this.notice('');
+    const changed = run !== this.state.run;
+    this.state.run = run;
+    this.runSelect.value = run;
+    const entry = this.runs.find((r) => r.run === run) || {};
+    let hosts = entry.hosts;
+    if (!hosts) {
+      try {
+        hosts = (await api.hosts(run)).hosts || [];
+      } catch (e) {
+        hosts = [];
+      }
+    }
+    setChildren(this.hostSelect, h('option', {value: '*'}, `All hosts (${hosts.length})`),
+        hosts.map((x) => h('option', {value: x}, x)));
+    if (!(keepHost && (this.state.host === '*' || hosts.includes(this.state.host)))) {
+      if (this.state.host !== '*' && keepHost) {
+        this.notice(`Host “${this.state.host}” is not in run “${run}”; showing all hosts.`);
+      }
+      this.state.host = '*';
+    }
+    this.hostSelect.value = this.state.host;
+    if (changed && fromUser) {
+      this.state.categories = [];
+      this.state.boundBy = [];
+    }
+    this.persist();
+    if (reload || changed) await this.loadView();
+  }
+
+  async selectHost(host) {
+    this.state.host = host || '*';
+    this.notice('');
+    this.persist();
+    await this.loadView();
+  }
+
+  async setInfeed(value) {
+    this.state.infeed = value;
+    this.persist();
+    await this.loadView({only: ['program', 'ops']});
+  }
+
+  // ---------------------------------------------------------------- data
+
+  async loadView({only = null} = {}) {
+    const token = ++this.loadToken;
+    const sel = {run: this.state.run, host: this.state.host, infeed: this.state.infeed};
+    if (!sel.run) return;
+    this.setStatus('loading');
+    setChildren(this.runErrorEl);
+    const onRetry = (err, attempt) => this.loading.note(
+        `The profile is still being written; retrying (${attempt})…`);
+    const want = only || ['device', 'diagnostics', 'program', 'ops'];
+    const fetchers = {
+      device: () => api.device(sel, {onRetry}),
+      diagnostics: () => api.diagnostics(sel, {onRetry}),
+      program: () => api.program(sel, {onRetry}),
+      ops: () => api.ops(sel, {onRetry}),
+    };
+    const started = now();
+    const results = await Promise.allSettled(want.map((k) =>
+      this.loading.track(fetchers[k](), k === 'ops' ? 'ops' : k)));
+    if (token !== this.loadToken) return;  // A newer selection superseded this one.
+    this.timings.fetchMs = now() - started;
+    const got = {};
+    const errors = {};
+    want.forEach((k, i) => {
+      if (results[i].status === 'fulfilled') got[k] = results[i].value;
+      else errors[k] = results[i].reason;
+    });
+    const prev = only && this.data ? this.data : {};
+    const data = {...prev, errors: {...(prev.errors || {}), ...errors}};
+    for (const k of want) if (!errors[k]) delete data.errors[k];
+    if (got.device) data.device = got.device.device;
+    if (errors.device) data.device = null;
+    if (got.diagnostics) data.diagnostics = got.diagnostics.diagnostics || [];
+    if (errors.diagnostics) data.diagnostics = null;
+    if (got.program) {
+      data.program = tableToObjects(got.program);
+      data.programColumns = got.program.columns;
+      data.numSteps = got.program.num_steps;
+      data.hasHw = got.program.has_hw_counters;
+    } else if (errors.program) data.program = null;
+    if (got.ops) {
+      data.ops = tableToObjects(got.ops);
+      data.opColumns = got.ops.columns;
+      data.facets = got.ops.facets || {};
+      data.opsTotal = got.ops.total_count;
+    } else if (errors.ops) data.ops = null;
+    this.data = data;
+
+    const errs = Object.values(data.errors);
+    const allFailed = errs.length && ['device', 'diagnostics', 'program', 'ops']
+        .every((k) => data.errors[k]);
+    if (allFailed) {
+      // The run as a whole cannot be read: one clear message in place of the views.
+      this.contentEl.hidden = true;
+      setChildren(this.runErrorEl, errorBox(data.errors.program || errs[0],
+          `run “${sel.run}”${sel.host !== '*' ? ` (host ${sel.host})` : ''}`));
+      this.setStatus('error');
+      this.destroyCharts();
+      return;
+    }
+    this.contentEl.hidden = false;
+    await this.renderAll();
+    if (token !== this.loadToken) return;
+    this.setStatus(errs.length ? 'partial' : 'ready');
+  }
+
+  destroyCharts() {
+    this.programChart.dispose();
+    this.opChart.dispose();
+    this.catChart.dispose();
+  }
+
+  // ---------------------------------------------------------------- rendering
+
+  memoryIds() {
+    const d = this.data && this.data.device;
+    return d && d.memories ? d.memories.filter((m) => m.peak_gbs > 0 || m.peak_gibs > 0)
+        .map((m) => m.id) : ['hbm'];
+  }
+
+  async renderAll() {
+    const d = this.data;
+    // Device + diagnostics.
+    setChildren(this.devicePanelEl, d.errors.device ? errorBox(d.errors.device,
+        'the device information') : devicePanel(d.device));
+    if (d.errors.diagnostics) {
+      setChildren(this.diagnosticsEl, errorBox(d.errors.diagnostics, 'the diagnostics'));
+    } else {
+      setChildren(this.diagnosticsEl, diagnosticsList(d.diagnostics));
+      const n = (d.diagnostics || []).length;
+      const worst = (d.diagnostics || []).some((x) => x.severity === 'error') ? 'error' :
+        (d.diagnostics || []).some((x) => x.severity === 'warning') ? 'warning' : 'info';
+      setChildren(this.diagSummary, `Diagnostics (${n})`);
+      this.diagSummary.dataset.severity = n ? worst : 'none';
+    }
+    await loadVega();
+    const geometry = roofGeometry(d.device, [...(d.program || []), ...(d.ops || [])]);
+    this.geometry = geometry;
+    await Promise.all([this.renderProgram(geometry), this.renderOps(geometry)]);
+  }
+
+  async renderProgram(geometry) {
+    const d = this.data;
+    if (d.errors.program || !d.program) {
+      setChildren(this.programErrorEl, errorBox(d.errors.program, 'the program-level roofline'));
+      this.programChart.dispose();
+      this.programChartEl.hidden = true;
+      this.programTableEl.hidden = true;
+      return;
+    }
+    setChildren(this.programErrorEl);
+    this.programChartEl.hidden = false;
+    this.programTableEl.hidden = false;
+    const rows = placePoints(d.program, geometry.floorX, geometry.floorY);
+    for (const r of rows) r.kind = KIND_LABEL[r.record_type] || r.record_type;
+    if (!rows.length) {
+      setChildren(this.programErrorEl, h('p', {class: 'muted'}, 'No program-level records.'));
+    }
+    this.programTable.setColumns(visibleColumns(PROGRAM_COLUMNS, this.memoryIds(), rows,
+        d.programColumns));
+    this.programTable.setRows(rows);
+    await this.programChart.setSpec(programSpec(geometry, this.dark), {records: rows});
+  }
+
+  async renderOps(geometry) {
+    const d = this.data;
+    if (d.errors.ops || !d.ops) {
+      setChildren(this.opErrorEl, errorBox(d.errors.ops, 'the op-level roofline'));
+      this.opChart.dispose();
+      this.catChart.dispose();
+      for (const el of [this.opChartEl, this.catChartEl, this.opTableEl]) el.hidden = true;
+      return;
+    }
+    setChildren(this.opErrorEl);
+    for (const el of [this.opChartEl, this.catChartEl, this.opTableEl]) el.hidden = false;
+    placePoints(d.ops, geometry.floorX, geometry.floorY);
+    const facets = d.facets || {};
+    const uniq = (key) => [...new Set(d.ops.map((r) => r[key]))].filter((x) => x !== null).sort();
+    this.categories = facets.category && facets.category.length ? facets.category : uniq('category');
+    this.bounds = facets.bound_by && facets.bound_by.length ? facets.bound_by : uniq('bound_by');
+    // Drop filter values (e.g. from a link) the run does not have.
+    this.state.categories = this.state.categories.filter((c) => this.categories.includes(c));
+    this.state.boundBy = this.state.boundBy.filter((c) => this.bounds.includes(c));
+    this.renderFilterMenus();
+    this.opTable.setColumns(visibleColumns(OP_COLUMNS, this.memoryIds(), d.ops, d.opColumns));
+    const programTotal = (d.program || []).filter((r) => r.record_type === 'total');
+    this.filtered = this.applyFilterRows();
+    const t0 = now();
+    await this.opChart.setSpec(opSpec(geometry, this.categories, this.dark),
+        {ops: this.filtered, program: programTotal});
+    this.timings.opChartMs = now() - t0;
+    this.timings.opChartPoints = this.filtered.length;
+    await this.catChart.setSpec(categorySpec(this.categories, this.dark),
+        {cats: this.categoryRows(this.filtered)});
+    this.opTable.setRows(this.filtered);
+    this.updateOpStatus();
+    if (this.selectedRank !== undefined && this.selectedRank !== null) {
+      const still = d.ops.some((r) => r.rank === this.selectedRank);
+      if (still) await this.selectOp(this.selectedRank, {});
+      else this.clearSelection();
+    }
+  }
+
+  renderFilterMenus() {
+    const menu = (el, values, selected, key) => setChildren(el, values.map((v) =>
+      h('label', {class: 'check'}, h('input', {type: 'checkbox', value: v,
+        checked: selected.includes(v), onchange: () => {
+          const checked = [...el.querySelectorAll('input:checked')].map((i) => i.value);
+          this.setFilter({[key]: checked});
+        }}), ` ${v}`)));
+    menu(this.categoryMenu, this.categories, this.state.categories, 'categories');
+    menu(this.boundMenu, this.bounds, this.state.boundBy, 'boundBy');
+    const label = (name, sel) => `${name}: ${sel.length ? sel.join(', ') : 'all'}`;
+    setChildren(this.categorySummary, label('Category', this.state.categories));
+    setChildren(this.boundSummary, label('Bound by', this.state.boundBy));
+  }
+
+  /** The same semantics as the API's filters: exact category/bound_by, name substring. */
+  applyFilterRows() {
+    const ops = (this.data && this.data.ops) || [];
+    const cats = this.state.categories.length ? new Set(this.state.categories) : null;
+    const bounds = this.state.boundBy.length ? new Set(this.state.boundBy) : null;
+    const name = this.state.name.toLowerCase();
+    if (!cats && !bounds && !name) return ops;
+    return ops.filter((r) => (!cats || cats.has(r.category)) &&
+        (!bounds || bounds.has(r.bound_by)) &&
+        (!name || String(r.operation || '').toLowerCase().includes(name)));
+  }
+
+  categoryRows(rows) {
+    const by = new Map();
+    let total = 0;
+    for (const r of rows) {
+      const t = r.total_self_time_us || 0;
+      total += t;
+      const e = by.get(r.category) || {category: r.category, self_time_us: 0, ops: 0};
+      e.self_time_us += t;
+      e.ops += 1;
+      by.set(r.category, e);
+    }
+    const out = [...by.values()];
+    for (const e of out) {
+      e.self_time_us = Math.round(e.self_time_us * 1000) / 1000;
+      e.share = total ? e.self_time_us / total : 0;
+    }
+    return out;
+  }
+
+  updateOpStatus() {
+    const d = this.data;
+    const n = this.filtered.length;
+    const floor = this.filtered.reduce((acc, r) => acc + (r.at_floor ? 1 : 0), 0);
+    setChildren(this.opStatusEl, `Plotted ${fmtInt(n)} of ${fmtInt(d.ops.length)} ops`,
+        floor ? ` (${fmtInt(floor)} with zero or unknown FLOPs/bytes drawn on the axis floor)` : '',
+        this.state.infeed === 'exclude' ? ' · infeed/outfeed excluded' : '');
+    this.opStatusEl.dataset.plotted = String(n);
+    this.opStatusEl.dataset.total = String(d.ops.length);
+  }
+
+  async setFilter(patch) {
+    Object.assign(this.state, patch);
+    if ('name' in patch && this.nameInput.value.trim() !== patch.name) {
+      this.nameInput.value = patch.name;
+    }
+    this.persist();
+    if (!this.data || !this.data.ops) return;
+    const t0 = now();
+    this.filtered = this.applyFilterRows();
+    this.renderFilterMenus();
+    await this.opChart.setData({ops: this.filtered});
+    await this.catChart.setData({cats: this.categoryRows(this.filtered)});
+    this.opTable.setRows(this.filtered);
+    this.updateOpStatus();
+    this.timings.lastFilterMs = now() - t0;
+    this.app.dataset.filterSeq = String((+this.app.dataset.filterSeq || 0) + 1);
+  }
+
+  clearFilters() {
+    this.setFilter({categories: [], boundBy: [], name: ''});
+  }
+
+  async selectOp(rank, {fromChart = false} = {}) {
+    this.selectedRank = rank;
+    const row = this.data && this.data.ops ? this.data.ops.find((r) => r.rank === rank) : null;
+    if (!row) return;
+    const inTable = this.opTable.select(rank);
+    await this.opChart.setSignal('selRank', rank);
+    setChildren(this.selectionEl, h('span', {}, 'Selected: ', h('strong', {}, row.operation),
+        ` (rank ${rank}, ${row.category}, bound by ${row.bound_by})`),
+        inTable ? '' : h('span', {class: 'muted'}, ' — hidden by the current filters'), ' ',
+        h('button', {type: 'button', onclick: () => this.clearSelection()}, 'Clear'));
+    this.selectionEl.dataset.rank = String(rank);
+    if (fromChart) {
+      const tr = this.opTableEl.querySelector('tr.selected');
+      if (tr && tr.scrollIntoView) tr.scrollIntoView({block: 'center'});
+    }
+  }
+
+  clearSelection() {
+    this.selectedRank = null;
+    this.opTable.select(null);
+    this.opChart.setSignal('selRank', -1);
+    setChildren(this.selectionEl);
+    delete this.selectionEl.dataset.rank;
+  }
+
+  // ---------------------------------------------------------------- export
+
+  fileBase(what) {
+    return `roofline_${slug(this.state.run)}_${slug(this.state.host === '*' ? 'all-hosts' :
+      this.state.host)}_${what}`;
+  }
+
+  exportTable(level, format) {
+    const d = this.data;
+    if (!d) return;
+    const rows = level === 'program' ? this.programTable.visibleRows() :
+      this.opTable.visibleRows();
+    const apiColumns = (level === 'program' ? d.programColumns : d.opColumns) ||
+        Object.keys(rows[0] || {}).filter((k) => !DERIVED.has(k));
+    const name = this.fileBase(level === 'program' ? 'program' : 'ops');
+    if (format === 'csv') {
+      downloadText(toCsv(rows, apiColumns), `${name}.csv`, 'text/csv');
+    } else {
+      const clean = rows.map((r) => Object.fromEntries(apiColumns.map((k) => [k, r[k] ?? null])));
+      const doc = {run: this.state.run, host: this.state.host, infeed_outfeed: this.state.infeed,
+        filters: level === 'program' ? {} : {category: this.state.categories,
+          bound_by: this.state.boundBy, name: this.state.name, search: this.opTable.search},
+        columns: apiColumns, rows: clean};
+      downloadText(JSON.stringify(doc, null, 1), `${name}.json`, 'application/json');
+    }
+  }
+
+  async exportChart(chart, what, format) {
+    const url = await chart.imageUrl(format);
+    download(url, `${this.fileBase(what)}.${format}`);
+  }
+
+  // ---------------------------------------------------------------- theme & reload
+
+  async setDark(dark) {
+    this.dark = dark;
+    this.app.classList.toggle('dark', dark);
+    document.documentElement.classList.toggle('dark', dark);
+    if (this.data && (this.status === 'ready' || this.status === 'partial')) {
+      await this.renderAll();
+    }
+  }
+
+  async reload() {
+    await this.loadRuns({keepView: false});
+  }
+}
+
+let app = null;
+
+/** Builds the tab into `root` (TensorBoard calls render() once per iframe). */
+export async function start(root) {
+  app = new App(root);
+  app.build();
+  window.__roofline = app;  // For the e2e tests and the benchmark.
+  await app.cssLoaded;
+  watchDarkMode((dark) => app.setDark(dark));
+  onReload(() => app.reload());
+  await app.restore();
+  await app.loadRuns();
+  return app;
+}
+
+export {ApiError};

@@ -1,0 +1,133 @@
+// Formatting and the column definitions of the tables, tooltips and exports. No DOM here.
+
+const EMPTY = '—';
+
+export function fmtNum(value, digits = 2) {
+  if (value === null || value === undefined || value === '') return EMPTY;
+  if (typeof value !== 'number') return String(value);
+  if (!Number.isFinite(value)) return String(value);
+  const abs = Math.abs(value);
+  if (abs !== 0 && (abs < 10 ** -digits || abs >= 1e15)) return value.toExponential(digits);
+  return value.toLocaleString('en-US', {maximumFractionDigits: digits});
+}
+
+export const fmtInt = (v) => fmtNum(v, 0);
+/** A 0..1 fraction as a percentage. */
+export const fmtFrac = (v) => (v === null || v === undefined ? EMPTY : `${fmtNum(v * 100, 2)}%`);
+/** A value already in percent. */
+export const fmtPct = (v) => (v === null || v === undefined ? EMPTY : `${fmtNum(v, 2)}%`);
+export const fmtText = (v) => (v === null || v === undefined || v === '' ? EMPTY : String(v));
+export const fmtBool = (v) => (v === null || v === undefined ? EMPTY : v ? 'yes' : 'no');
+
+/** Human scale for FLOP/s given in GFLOP/s. */
+export function fmtGflops(gflops) {
+  if (gflops === null || gflops === undefined) return EMPTY;
+  if (gflops >= 1e3) return `${fmtNum(gflops / 1e3, 2)} TFLOP/s`;
+  return `${fmtNum(gflops, 2)} GFLOP/s`;
+}
+
+// key, label, format, type ('num' sorts numerically), plus optional `memory` (a memory id whose
+// presence on the device decides whether the column is shown) and `title` (header tooltip).
+const C = (key, label, format, extra = {}) => ({key, label, format,
+  type: format === fmtText || format === fmtBool ? 'text' : 'num', ...extra});
+
+function memoryColumns(suffix, labelSuffix, format) {
+  return [
+    ['hbm', 'HBM'], ['cmem_read', 'CMEM Read'], ['cmem_write', 'CMEM Write'],
+    ['vmem_read', 'VMEM Read'], ['vmem_write', 'VMEM Write'],
+  ].map(([id, name]) => C(`${id}_${suffix}`, `${name} ${labelSuffix}`, format, {memory: id}));
+}
+
+/** Op table: XProf's roofline op table columns, plus time saved and source. */
+export const OP_COLUMNS = [
+  C('rank', 'Rank', fmtInt),
+  C('program', 'Program', fmtText),
+  C('category', 'Category', fmtText),
+  C('operation', 'Operation', fmtText),
+  C('occurrences', '# Occurrences', fmtInt),
+  C('total_time_us', 'Total time (µs)', fmtNum),
+  C('avg_time_us', 'Avg. time (µs)', fmtNum),
+  C('total_self_time_us', 'Total self time (µs)', fmtNum),
+  C('avg_self_time_us', 'Avg. self time (µs)', fmtNum),
+  C('self_time_percent', 'Total self time (%)', fmtPct),
+  C('cumulative_self_time_percent', 'Cumulative total self time (%)', fmtPct),
+  C('dma_stall_percent', 'DMA stall (%)', fmtPct),
+  C('flop_rate', 'FLOP rate (GFLOP/s per core)', fmtNum),
+  C('model_flop_rate', 'Model FLOP rate (GFLOP/s per core)', fmtNum),
+  C('memory_bw', 'Memory BW (GiB/s)', fmtNum),
+  ...memoryColumns('bw', 'BW (GiB/s)', fmtNum),
+  C('operational_intensity', 'Operational intensity (FLOP/B)', fmtNum),
+  ...memoryColumns('operational_intensity', 'op. intensity (FLOP/B)', fmtNum),
+  C('bound_by', 'Bound by', fmtText),
+  C('roofline_efficiency', 'Roofline efficiency', fmtFrac),
+  C('compute_efficiency', 'Compute efficiency (% of peak FLOP rate)', fmtFrac),
+  C('max_mem_bw_utilization', 'Max memory BW utilization', fmtFrac),
+  C('potential_time_saved_us', 'Potential time saved if on the roof (µs)', fmtNum,
+    {title: 'total time × (1 − roofline efficiency)'}),
+  C('include_infeed_outfeed', 'Include infeed/outfeed', fmtBool),
+  C('source', 'Source (file:line)', fmtText),
+];
+
+/** Program-level table (Total, Total (HW), Average, steps). */
+export const PROGRAM_COLUMNS = [
+  C('step', 'Step', fmtText),
+  C('total_time_per_core_us', 'Time per core (µs)', fmtNum),
+  C('total_time_us', 'Total time (µs)', fmtNum),
+  C('flop_rate', 'FLOP rate (GFLOP/s per core)', fmtNum),
+  C('memory_bw', 'Memory BW (GiB/s)', fmtNum),
+  ...memoryColumns('bw', 'BW (GiB/s)', fmtNum),
+  C('operational_intensity', 'Operational intensity (FLOP/B)', fmtNum),
+  C('bound_by', 'Bound by', fmtText),
+  C('roofline_efficiency', 'Roofline efficiency', fmtFrac),
+  C('compute_efficiency', '% of peak FLOP rate', fmtFrac),
+  C('max_mem_bw_utilization', 'Max memory BW utilization', fmtFrac),
+];
+
+/** Every metric shown in a chart tooltip (in this order). */
+export const TOOLTIP_COLUMNS = [
+  C('operation', 'Operation', fmtText),
+  C('step', 'Step', fmtText),
+  C('category', 'Category', fmtText),
+  C('program', 'Program', fmtText),
+  C('bound_by', 'Bound by', fmtText),
+  C('bottleneck_operational_intensity', 'Bottleneck op. intensity (FLOP/B)', fmtNum),
+  C('flop_rate', 'FLOP rate (GFLOP/s per core)', fmtNum),
+  C('time_fraction', 'Time share', fmtFrac),
+  ...OP_COLUMNS.filter((c) => !['operation', 'category', 'program', 'bound_by',
+    'include_infeed_outfeed'].includes(c.key)),
+  C('total_time_per_core_us', 'Time per core (µs)', fmtNum),
+  C('flops', 'FLOPs', fmtNum),
+  C('bytes', 'Bytes accessed', fmtNum),
+  C('tf_op', 'Framework op', fmtText),
+  C('flops_source', 'FLOPs source', fmtText),
+  C('host', 'Host', fmtText),
+];
+
+/**
+ * The columns to show for a device: drops per-memory columns of memories the device lacks and
+ * columns no row has a value for (e.g. DMA stall on GPU).
+ */
+export function visibleColumns(columns, memoryIds, rows, apiColumns) {
+  const ids = new Set(memoryIds);
+  const known = apiColumns ? new Set(apiColumns) : null;
+  return columns.filter((c) => {
+    if (known && !known.has(c.key)) return false;
+    if (c.memory && !ids.has(c.memory)) return false;
+    if (c.key === 'dma_stall_percent' || c.key === 'source' || c.key === 'model_flop_rate') {
+      return rows.some((r) => r[c.key] !== null && r[c.key] !== undefined && r[c.key] !== '');
+    }
+    return true;
+  });
+}
+
+/** CSV text of `rows` with `keys` as the header (RFC 4180 quoting). */
+export function toCsv(rows, keys) {
+  const quote = (v) => {
+    if (v === null || v === undefined) return '';
+    const s = String(v);
+    return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  };
+  const lines = [keys.map(quote).join(',')];
+  for (const row of rows) lines.push(keys.map((k) => quote(row[k])).join(','));
+  return lines.join('\r\n') + '\r\n';
+}

@@ -1,0 +1,69 @@
+// Device information panel: type, peaks per precision, bandwidth of every memory, ridge points,
+// megacore, and where each number comes from.
+import {h} from './dom.js';
+import {fmtBool, fmtGflops, fmtInt, fmtNum, fmtText} from '../columns.js';
+
+const SOURCE_LABEL = {profile: 'profile', datasheet: 'data sheet', measured: 'measured',
+                      user: 'user'};
+
+function source(value) {
+  return h('span', {class: `source source-${value || 'unknown'}`, dataset: {field: 'source'}},
+      SOURCE_LABEL[value] || value || 'unknown');
+}
+
+const num = (field, value, text) => h('td', {class: 'num', dataset: {field,
+  value: value === null || value === undefined ? '' : String(value)}}, text);
+
+export function devicePanel(device) {
+  if (!device) return h('p', {class: 'muted'}, 'No device information.');
+  const facts = [
+    ['Device type', 'type', fmtText(device.type)],
+    ['Kind', 'kind', fmtText(device.kind)],
+    ['Cores (per host)', 'num_cores', fmtInt(device.num_cores)],
+    ['Hosts', 'num_hosts', fmtInt(device.num_hosts)],
+    ['Megacore', 'megacore', fmtBool(device.megacore)],
+  ];
+  if (device.kind === 'tpu' || device.has_cmem !== undefined) {
+    facts.push(['CMEM', 'has_cmem', fmtBool(device.has_cmem)]);
+    facts.push(['Merged VMEM', 'has_merged_vmem', fmtBool(device.has_merged_vmem)]);
+  }
+  if (device.time_scale_multiplier !== null && device.time_scale_multiplier !== undefined) {
+    facts.push(['Time scale multiplier', 'time_scale_multiplier',
+      fmtNum(device.time_scale_multiplier, 4)]);
+  }
+  const factTable = h('table', {class: 'facts'}, h('tbody', {}, facts.map(([label, field, text]) =>
+    h('tr', {dataset: {field}}, h('th', {}, label),
+        h('td', {dataset: {field, value: String(device[field] ?? '')}}, text)))));
+
+  const compute = device.compute || [];
+  const computeTable = h('table', {class: 'peaks', id: 'device-compute'},
+      h('caption', {}, 'Peak FLOP rate (per core)'),
+      h('thead', {}, h('tr', {}, h('th', {}, 'Precision'), h('th', {}, 'Peak'),
+          h('th', {}, 'GFLOP/s'), h('th', {}, 'Source'))),
+      h('tbody', {}, compute.length ? compute.map((c) =>
+        h('tr', {dataset: {precision: c.precision}},
+            h('td', {}, c.precision),
+            h('td', {}, fmtGflops(c.peak_gflops)),
+            num('peak_gflops', c.peak_gflops, fmtNum(c.peak_gflops)),
+            h('td', {}, source(c.source)))) :
+        h('tr', {}, h('td', {colspan: 4, class: 'muted'}, 'Unknown (no compute peak in the ' +
+            'profile; run `tb-roofline calibrate` or set it by hand).'))));
+
+  const memories = device.memories || [];
+  const memoryTable = h('table', {class: 'peaks', id: 'device-memories'},
+      h('caption', {}, 'Peak memory bandwidth (per core) and ridge points'),
+      h('thead', {}, h('tr', {}, h('th', {}, 'Memory'), h('th', {}, 'GiB/s'),
+          h('th', {}, 'GB/s'), h('th', {}, 'Ridge point (FLOP/B)'), h('th', {}, 'Source'))),
+      h('tbody', {}, memories.length ? memories.map((m) =>
+        h('tr', {dataset: {memory: m.id}},
+            h('td', {}, m.name),
+            num('peak_gibs', m.peak_gibs, fmtNum(m.peak_gibs)),
+            num('peak_gbs', m.peak_gbs, fmtNum(m.peak_gbs)),
+            num('ridge_point', m.ridge_point, fmtNum(m.ridge_point)),
+            h('td', {}, source(m.source)))) :
+        h('tr', {}, h('td', {colspan: 5, class: 'muted'}, 'No memory bandwidth known.'))));
+
+  return h('div', {class: 'device-grid'}, factTable, computeTable, memoryTable,
+      device.peaks_known === false ? h('p', {class: 'warning'},
+          'Peaks are not known for this device: rates are shown, efficiencies are not.') : null);
+}

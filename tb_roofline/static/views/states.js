@@ -1,0 +1,110 @@
+// Loading indicator, empty state, in-place errors and the backend's diagnostics.
+import {h, setChildren} from './dom.js';
+
+/** A thin bar with a spinner shown while requests are slow (> 250 ms). */
+export class LoadingIndicator {
+  constructor(el) {
+    this.el = el;
+    this.pending = new Map();
+    this.timer = null;
+    this.nextId = 0;
+    el.classList.add('loading-bar');
+    el.hidden = true;
+    el.setAttribute('role', 'status');
+    el.setAttribute('aria-live', 'polite');
+  }
+
+  /** Tracks a promise; returns it. */
+  track(promise, label) {
+    const id = this.nextId++;
+    this.pending.set(id, label);
+    this._update();
+    const done = () => {
+      this.pending.delete(id);
+      this._update();
+    };
+    promise.then(done, done);
+    return promise;
+  }
+
+  /** A note shown while loading (e.g. "profile still being written, retrying"). */
+  note(text) {
+    this.noteText = text;
+    this._update();
+  }
+
+  _update() {
+    if (!this.pending.size) {
+      clearTimeout(this.timer);
+      this.timer = null;
+      this.noteText = '';
+      this.el.hidden = true;
+      this.el.dataset.busy = '0';
+      return;
+    }
+    this.el.dataset.busy = '1';
+    const labels = [...new Set(this.pending.values())].join(', ');
+    setChildren(this.el, h('span', {class: 'spinner', 'aria-hidden': 'true'}),
+        h('span', {}, `Loading ${labels}… large profiles take a while to convert the first time.`),
+        this.noteText ? h('span', {class: 'loading-note'}, ` ${this.noteText}`) : null);
+    if (!this.timer && this.el.hidden) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        if (this.pending.size) this.el.hidden = false;
+      }, 250);
+    }
+  }
+}
+
+/** "No profiles in this logdir": how to capture one. */
+export function emptyState(logdir) {
+  return h('div', {class: 'empty-state', id: 'empty-state'},
+      h('h2', {}, 'No profiles in this logdir'),
+      h('p', {}, 'The Roofline tab reads profiling sessions written under ',
+          h('code', {}, '<logdir>/<run>/plugins/profile/<session>/<host>.xplane.pb'),
+          logdir ? [' (logdir: ', h('code', {}, logdir), ')'] : null, '. Here is how to capture one:'),
+      h('ul', {},
+          h('li', {}, 'JAX: ', h('code', {}, 'jax.profiler.start_trace(logdir)'), ' … ',
+              h('code', {}, 'jax.profiler.stop_trace()'), ' or ',
+              h('code', {}, 'with jax.profiler.trace(logdir): …')),
+          h('li', {}, 'TensorFlow: ', h('code', {}, 'tf.profiler.experimental.start(logdir)'),
+              ' … ', h('code', {}, 'tf.profiler.experimental.stop()')),
+          h('li', {}, 'PyTorch/XLA: ', h('code', {}, 'xp.start_server(9012)'), ' then ',
+              h('code', {}, 'xp.trace("localhost:9012", logdir, duration_ms=…)')),
+          h('li', {}, 'A running job: ', h('code', {}, 'tensorboard --logdir LOGDIR'),
+              ' → Profile tab → “Capture profile”.')),
+      h('p', {}, 'New sessions appear here when you press TensorBoard\'s reload button.'));
+}
+
+/** An error answered by the API, shown in place of the panel that needed the data. */
+export function errorBox(error, what) {
+  const code = error && error.code ? error.code : 'error';
+  const hints = {
+    bad_profile: 'The profile file is truncated, corrupt or holds no usable data. Other runs are ' +
+        'not affected; capture the profile again.',
+    profile_incomplete: 'The profile is still being written. Press reload in a few seconds.',
+    too_large: 'The profile is larger than the configured limit (TB_ROOFLINE_MAX_FILE_MB).',
+    not_found: 'The run or host is not in the logdir any more.',
+    internal: 'This is a bug in tb-roofline; other runs keep working.',
+    network: 'TensorBoard did not answer.',
+  };
+  return h('div', {class: 'error-box', role: 'alert', dataset: {code}},
+      h('strong', {}, `Cannot show ${what}`),
+      h('span', {class: 'error-code'}, ` (${error && error.status ? error.status + ' ' : ''}${code})`),
+      h('div', {class: 'error-message'}, error && error.message ? error.message : String(error)),
+      hints[code] ? h('div', {class: 'error-hint'}, hints[code]) : null);
+}
+
+const SEVERITY_ICON = {error: '⛔', warning: '⚠️', info: 'ℹ️'};
+
+/** The backend's diagnostics for the selected run/host. */
+export function diagnosticsList(diagnostics) {
+  if (!diagnostics || !diagnostics.length) {
+    return h('p', {class: 'muted'}, 'No diagnostics: the profile has everything the roofline needs.');
+  }
+  return h('ul', {class: 'diagnostics'}, diagnostics.map((d) =>
+    h('li', {class: `diag diag-${d.severity}`, dataset: {code: d.code || '', severity: d.severity}},
+        h('span', {class: 'diag-icon', 'aria-hidden': 'true'}, SEVERITY_ICON[d.severity] || '•'),
+        h('span', {class: 'diag-severity'}, d.severity), ' ',
+        h('code', {}, d.code || ''), ' ', h('span', {}, d.message || ''))));
+}

@@ -1,0 +1,67 @@
+// Chart tooltips: one floating box listing every metric of the hovered record.
+import {h, setChildren} from './dom.js';
+import {TOOLTIP_COLUMNS} from '../columns.js';
+
+export class Tooltip {
+  constructor() {
+    this.el = h('div', {class: 'chart-tooltip', id: 'chart-tooltip', role: 'tooltip'});
+    this.el.hidden = true;
+    document.body.appendChild(this.el);
+    this.current = null;
+    // The signature vega-embed expects for a custom tooltip handler.
+    this.handler = (handler, event, item, value) => this.show(event, value);
+  }
+
+  show(event, datum) {
+    if (!datum || typeof datum !== 'object') {
+      this.hide();
+      return;
+    }
+    if (datum !== this.current) {
+      this.current = datum;
+      setChildren(this.el, this.render(datum));
+    }
+    this.el.hidden = false;
+    const pad = 14;
+    const {innerWidth: w, innerHeight: hgt} = window;
+    const box = this.el.getBoundingClientRect();
+    let x = event.clientX + pad;
+    let y = event.clientY + pad;
+    if (x + box.width > w) x = Math.max(0, event.clientX - box.width - pad);
+    if (y + box.height > hgt) y = Math.max(0, hgt - box.height - 4);
+    this.el.style.left = `${x + window.scrollX}px`;
+    this.el.style.top = `${y + window.scrollY}px`;
+  }
+
+  hide() {
+    this.current = null;
+    this.el.hidden = true;
+  }
+
+  render(d) {
+    // Category-bar data and roof/ridge points have their own small shapes.
+    if (d.self_time_us !== undefined && d.rank === undefined) {
+      return h('table', {}, h('tbody', {},
+          row('Category', d.category), row('Self time (µs)', d.self_time_us.toLocaleString()),
+          row('Share of self time', `${(d.share * 100).toFixed(2)}%`), row('Ops', d.ops)));
+    }
+    if (d.record_type === undefined && d.label !== undefined) {
+      return h('div', {}, d.label);
+    }
+    const rows = [];
+    for (const c of TOOLTIP_COLUMNS) {
+      if (!(c.key in d)) continue;
+      const v = d[c.key];
+      if (v === null || v === undefined || v === '') continue;
+      rows.push(row(c.label, c.format(v), c.key));
+    }
+    return h('div', {},
+        d.at_floor ? h('div', {class: 'tooltip-note'},
+            'Zero or unknown FLOPs/bytes: drawn on the axis floor.') : null,
+        h('table', {}, h('tbody', {}, rows)));
+  }
+}
+
+function row(label, value, key) {
+  return h('tr', {dataset: key ? {key} : {}}, h('th', {}, label), h('td', {}, String(value)));
+}
