@@ -66,6 +66,10 @@ class OpTableBuilder:
         self._cols: dict[str, list] = {k: [] for k in ALL_COLUMNS}
 
     def add(self, **row):
+        """Add one row; the flags follow from the category unless given."""
+        category = row.get("category", "")
+        row.setdefault("is_infeed_outfeed", is_infeed_outfeed_category(category))
+        row.setdefault("is_container", category in CONTAINER_CATEGORIES)
         for key in ALL_COLUMNS:
             self._cols[key].append(row.get(key, _DEFAULTS[key]))
 

@@ -233,10 +233,13 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                                if len(profiles) > 1 and host else d)
     steps = _host_steps(profiles)
     single_host = len(profiles) == 1
-    step_time = {}
+    # XProf: StepTime() = the longest marker of the step over all cores of the host; each
+    # core's step db gets that total, so the host's step time is n_cores x max.
+    step_marks: dict = {}
     for p in profiles:
         for s in p.steps:
-            step_time[(s.host, s.step)] = step_time.get((s.host, s.step), 0) + s.duration_ps
+            step_marks.setdefault((s.host, s.step), []).append(s.duration_ps)
+    step_time = {k: len(v) * max(v) for k, v in step_marks.items()}
 
     io_step_time: dict = {}
     io_mask = table["is_infeed_outfeed"] & ~table["is_container"]

@@ -62,6 +62,12 @@ class SynthConfig:
     program_seed: int | None = None  # hosts of one SPMD job share the program: same seed here
 
 
+# Stats XProf reads with `IntValue()` (int64 only: a uint64_value reads as 0). `group_id` is one:
+# the Steps-line markers' group id is read that way, so uint64 ids would all collapse into step 0.
+# XProf itself writes group_id as int64 (EventNode::SetGroupId).
+INT64_STATS = frozenset({"group_id"})
+
+
 class _Plane:
     """Builds one XPlane with interned stat and event metadata."""
 
@@ -83,7 +89,7 @@ class _Plane:
         if isinstance(value, bool):
             stat.int64_value = int(value)
         elif isinstance(value, int):
-            if value < 0:
+            if value < 0 or name in INT64_STATS:
                 stat.int64_value = value
             else:
                 stat.uint64_value = value
@@ -240,6 +246,11 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
 
         if cfg.with_sparse_core:
             sc = _Plane(space.planes.add(id=100 + core, name=f"/device:TPU:{core} SparseCore 0"))
+            if cfg.with_steps:
+                # A grouped XSpace (as XProf leaves it) has `group_id` stat metadata on every plane.
+                # XProf re-groups (renumbering the Steps markers 0, 1, ... by position on each core)
+                # unless every /device:TPU: plane, SparseCore ones included, declares group_id.
+                sc.stat_id("group_id")
             line = sc.plane.lines.add(id=1, name="XLA Ops", timestamp_ns=start_ns)
             md = sc.event_metadata("%sc_gather = f32[8] gather(...)", "sc_gather", flops=10,
                                    bytes_accessed=100, hlo_category=_Ref("gather"))

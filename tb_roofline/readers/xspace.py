@@ -265,9 +265,9 @@ def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileDa
                 hi = (begin + dur).max() if hi is None else max(hi, (begin + dur).max())
             for g, b, d in zip(group.tolist(), begin.tolist(), dur.tolist()):
                 if g != NO_STEP:
-                    entry = marker_steps.setdefault(g, [b, 0])
-                    entry[0] = min(entry[0], b)
-                    entry[1] += d
+                    entry = marker_steps.get(g)
+                    if entry is None or d > entry[1]:  # XProf: the longest marker of the step
+                        marker_steps[g] = [b, d]
         op_groups: set[int] = set()
         infos = {}
         programs = _program_names(ps, plane)

@@ -1,0 +1,42 @@
+"""The command line prints and exports the same numbers as the API."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+from tb_roofline.cli import main
+from tb_roofline.service import RooflineService
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO = os.path.join(REPO, "testdata", "demo")
+
+
+def test_report_shows_device_program_and_top_ops():
+    out = io.StringIO()
+    assert main([DEMO, "--top", "5"], out=out) == 0
+    text = out.getvalue()
+    assert "Device: TPU v4" in text and "peak CMEM Read" in text
+    assert "Program records" in text and "Average" in text
+    assert "Top 5 of" in text and "potential_time_saved_us" in text
+
+
+def test_export_is_what_the_api_serves(tmp_path):
+    run = "v6e_train/2026_11_29_10_00_00"
+    target = tmp_path / "ops.json"
+    assert main(["export", DEMO, "--run", run, "--format", "json", "--name", "fusion",
+                 "-o", str(target)]) == 0
+    api, _, _ = RooflineService(DEMO).export(run, "", True, level="op", fmt="json", name="fusion")
+    assert target.read_text() == api
+    assert all("fusion" in r["operation"] for r in json.loads(api))
+
+
+def test_console_script_and_errors():
+    done = subprocess.run([sys.executable, "-m", "tb_roofline.cli", "runs", DEMO],
+                          capture_output=True, text=True, check=True)
+    assert "v4_pod/2026_11_29_11_30_00" in done.stdout
+    err = subprocess.run([sys.executable, "-m", "tb_roofline.cli", DEMO, "--run", "nope"],
+                         capture_output=True, text=True)
+    assert err.returncode == 1 and "unknown run 'nope'" in err.stderr

@@ -1,0 +1,171 @@
+"""Discovery, caching, filters, exports and bad input through the service functions."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import time
+
+import pytest
+from tensorboard import errors as tb_errors
+
+from tb_roofline import errors
+from tb_roofline.discovery import scan_logdir
+from tb_roofline.service import RooflineService
+from tb_roofline.synthetic import SynthConfig, write_tpu_session
+
+
+@pytest.fixture
+def logdir(tmp_path):
+    write_tpu_session(str(tmp_path), "", "2026_01_01_00_00_00", [SynthConfig(seed=1)])
+    write_tpu_session(str(tmp_path), "train/a", "2026_02_01_00_00_00",
+                      [SynthConfig(seed=2, hostname="h0", program_seed=2),
+                       SynthConfig(seed=3, hostname="h1", program_seed=2)])
+    return tmp_path
+
+
+def _age(path, seconds=60):
+    past = time.time() - seconds
+    os.utime(path, (past, past))
+
+
+def test_run_names_and_order_follow_xprof(logdir):
+    runs = scan_logdir(str(logdir))
+    assert [r.run for r in runs] == ["train/a/2026_02_01_00_00_00", "2026_01_01_00_00_00"]
+    assert runs[0].hosts == ["h0", "h1"]
+    assert runs[0].tb_run == "train/a" and runs[0].session == "2026_02_01_00_00_00"
+
+
+def test_new_sessions_appear_without_restart(logdir):
+    service = RooflineService(str(logdir))
+    assert len(service.list_runs()["runs"]) == 2
+    write_tpu_session(str(logdir), "", "2026_03_01_00_00_00", [SynthConfig(seed=4)])
+    assert service.list_runs()["runs"][0]["run"] == "2026_03_01_00_00_00"
+    assert service.hosts("2026_03_01_00_00_00")["hosts"] == ["host0"]
+
+
+def test_is_active_is_instant_and_eventually_true(logdir):
+    service = RooflineService(str(logdir))
+    t0 = time.monotonic()
+    service.has_profiles()
+    assert time.monotonic() - t0 < 0.05
+    deadline = time.monotonic() + 5
+    while not service.has_profiles() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert service.has_profiles()
+    assert not RooflineService(str(logdir / "nothing_here")).list_runs()["runs"]
+
+
+def test_hosts_aggregate_and_single(logdir):
+    service = RooflineService(str(logdir))
+    run = "train/a/2026_02_01_00_00_00"
+    both = service.program(run, "", True)
+    h0 = service.program(run, "h0", True)
+    h1 = service.program(run, "h1", True)
+    col = both["columns"].index("flops")
+    assert both["rows"][0][col] == pytest.approx(h0["rows"][0][col] + h1["rows"][0][col])
+    assert service.device(run, "h0")["device"]["num_cores"] == 2
+    assert service.device(run, "*")["device"]["num_cores"] == 4
+
+
+def test_filters_and_paging(logdir):
+    service = RooflineService(str(logdir))
+    run = "2026_01_01_00_00_00"
+    everything = service.ops(run, "", True)
+    cols = everything["columns"]
+    assert everything["total_count"] == len(everything["rows"]) == everything["unfiltered_count"]
+    cat = everything["facets"]["category"][0]
+    only = service.ops(run, "", True, categories=[cat])
+    assert only["rows"] and all(r[cols.index("category")] == cat for r in only["rows"])
+    bound = service.ops(run, "", True, bound_by=["HBM"])
+    assert all(r[cols.index("bound_by")] == "HBM" for r in bound["rows"])
+    named = service.ops(run, "", True, name="FUSION")
+    assert named["rows"] and all("fusion" in r[cols.index("operation")] for r in named["rows"])
+    page = service.ops(run, "", True, offset=2, limit=3)
+    assert page["rows"] == everything["rows"][2:5] and page["total_count"] == len(everything["rows"])
+    no_io = service.ops(run, "", False)
+    assert not any(r[cols.index("is_infeed_outfeed")] for r in no_io["rows"])
+    assert any(r[cols.index("is_infeed_outfeed")] for r in everything["rows"])
+
+
+def test_exports_match_the_api(logdir):
+    service = RooflineService(str(logdir))
+    run = "2026_01_01_00_00_00"
+    api = service.ops(run, "", True, name="fusion")
+    body, ctype, filename = service.export(run, "", True, level="op", fmt="csv", name="fusion")
+    assert ctype.startswith("text/csv") and filename.endswith(".csv")
+    rows = list(csv.reader(io.StringIO(body)))
+    assert rows[0] == api["columns"] and len(rows) - 1 == len(api["rows"])
+    body, ctype, _ = service.export(run, "", True, level="program", fmt="json")
+    data = json.loads(body)
+    assert data[0]["step"] == "Total" and ctype == "application/json"
+    with pytest.raises(tb_errors.InvalidArgumentError):
+        service.export(run, "", True, level="nope")
+
+
+@pytest.mark.parametrize("bad", ["../etc", "/etc/passwd", "a/../../b", "C:\\x", "x\x00y"])
+def test_path_tricks_are_rejected(logdir, bad):
+    service = RooflineService(str(logdir))
+    with pytest.raises(tb_errors.InvalidArgumentError, match="not a valid name"):
+        service.program(bad, "", True)
+    with pytest.raises(tb_errors.InvalidArgumentError):
+        service.program("2026_01_01_00_00_00", bad, True)
+
+
+def test_unknown_run_and_host(logdir):
+    service = RooflineService(str(logdir))
+    with pytest.raises(tb_errors.NotFoundError, match="unknown run 'nope'; known runs"):
+        service.program("nope", "", True)
+    with pytest.raises(tb_errors.NotFoundError, match="unknown host 'zz'"):
+        service.program("2026_01_01_00_00_00", "zz", True)
+
+
+def test_corrupt_profile_fails_alone(logdir):
+    bad = logdir / "broken" / "plugins" / "profile" / "2026_04_01_00_00_00" / "h.xplane.pb"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"\x0a\xff\xff\xff\xff\x0f")
+    _age(str(bad))
+    service = RooflineService(str(logdir))
+    with pytest.raises(errors.BadProfileError, match="broken/2026_04_01_00_00_00.*not a valid XSpace"):
+        service.program("broken/2026_04_01_00_00_00", "", True)
+    assert service.program("2026_01_01_00_00_00", "", True)["rows"]
+
+
+def test_one_bad_host_is_skipped_in_the_aggregate(logdir):
+    run_dir = logdir / "train" / "a" / "plugins" / "profile" / "2026_02_01_00_00_00"
+    (run_dir / "h1.xplane.pb").write_bytes(b"\x0a\xff\xff")
+    _age(str(run_dir / "h1.xplane.pb"))
+    service = RooflineService(str(logdir))
+    run = "train/a/2026_02_01_00_00_00"
+    assert service.device(run, "")["device"]["num_hosts"] == 1
+    diags = service.diagnostics(run, "")["diagnostics"]
+    assert diags[0]["severity"] == "error" and "h1" in diags[0]["message"]
+    with pytest.raises(errors.BadProfileError):
+        service.program(run, "h1", True)
+
+
+def test_profile_being_written_and_size_limit(logdir):
+    session = logdir / "live" / "plugins" / "profile" / "2026_05_01_00_00_00"
+    session.mkdir(parents=True)
+    (session / "h.xplane.pb").write_bytes(b"\x0a\x05\x12")  # fresh and incomplete
+    service = RooflineService(str(logdir))
+    with pytest.raises(errors.ProfileIncompletePublicError, match="still being written"):
+        service.program("live/2026_05_01_00_00_00", "", True)
+    small = RooflineService(str(logdir), max_file_mb=0.001)
+    with pytest.raises(errors.TooLargeError, match="TB_ROOFLINE_MAX_FILE_MB"):
+        small.program("2026_01_01_00_00_00", "", True)
+
+
+def test_cache_follows_file_changes_and_never_writes(logdir):
+    before = sorted(p for p in logdir.rglob("*"))
+    service = RooflineService(str(logdir))
+    run = "2026_01_01_00_00_00"
+    first = service.analysis(run, "")
+    assert service.analysis(run, "") is first
+    path = next(logdir.glob("plugins/profile/2026_01_01_00_00_00/*.xplane.pb"))
+    write_tpu_session(str(logdir), "", "2026_01_01_00_00_00", [SynthConfig(seed=9)])
+    _age(str(path), 5)
+    second = service.analysis(run, "")
+    assert second is not first
+    assert sorted(p for p in logdir.rglob("*")) == before
