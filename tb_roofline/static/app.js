@@ -434,7 +434,7 @@ class App {
         {ops: this.filtered, program: programTotal});
     this.timings.opChartMs = now() - t0;
     this.timings.opChartPoints = this.filtered.length;
-    await this.catChart.setSpec(categorySpec(this.categories, this.dark),
+    await this.catChart.setSpec(categorySpec(this.categories, this.dark, this.catChartEl.clientWidth),
         {cats: this.categoryRows(this.filtered)});
     this.opTable.setRows(this.filtered);
     this.updateOpStatus();

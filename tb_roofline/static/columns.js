@@ -2,13 +2,24 @@
 
 const EMPTY = '—';
 
+const formatters = new Map();
+function formatter(digits) {
+  // Number.prototype.toLocaleString builds a formatter per call (slow on 20k-row tables).
+  let f = formatters.get(digits);
+  if (!f) {
+    f = new Intl.NumberFormat('en-US', {maximumFractionDigits: digits});
+    formatters.set(digits, f);
+  }
+  return f;
+}
+
 export function fmtNum(value, digits = 2) {
   if (value === null || value === undefined || value === '') return EMPTY;
   if (typeof value !== 'number') return String(value);
   if (!Number.isFinite(value)) return String(value);
   const abs = Math.abs(value);
   if (abs !== 0 && (abs < 10 ** -digits || abs >= 1e15)) return value.toExponential(digits);
-  return value.toLocaleString('en-US', {maximumFractionDigits: digits});
+  return formatter(digits).format(value);
 }
 
 export const fmtInt = (v) => fmtNum(v, 0);

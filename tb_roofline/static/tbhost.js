@@ -148,12 +148,26 @@ export async function readUrlState() {
  */
 export function writeUrlState(state) {
   const parent = parentWindow();
-  const storage = parent && parent.tensorboard && parent.tensorboard.tf_storage;
-  if (storage && storage.setString) {
+  if (parent && parent.tensorboard && parent.tensorboard.tf_storage) {
+    // The same hash format as TensorBoard's tf_storage (`<tab>&key=value&…`), written with one
+    // replaceState (tf_storage.setString would write once per key).
+    const parts = parent.location.hash.replace(/^#/, '').split('&').filter(Boolean);
+    const tab = parts.length && !parts[0].includes('=') ? parts.shift() : '';
+    const dict = new Map();
+    for (const part of parts) {
+      const eq = part.indexOf('=');
+      if (eq > 0) dict.set(decodeURIComponent(part.slice(0, eq)), decodeURIComponent(part.slice(eq + 1)));
+    }
     for (const [key, value] of Object.entries(state)) {
-      const text = value === undefined || value === null ? '' : String(value);
-      // An empty value equal to the default removes the key from the hash.
-      storage.setString(PREFIX + key, text, {defaultValue: '', useLocationReplace: true});
+      if (value === undefined || value === null || value === '') dict.delete(PREFIX + key);
+      else dict.set(PREFIX + key, String(value));
+    }
+    const rest = [...dict].map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`);
+    const hash = [tab, ...rest].filter(Boolean).join('&');
+    if (hash !== parent.location.hash.replace(/^#/, '')) {
+      const url = new URL(parent.location.href);
+      url.hash = hash;
+      parent.history.replaceState(parent.history.state, '', url.toString());
     }
     return;
   }
@@ -164,6 +178,7 @@ export function writeUrlState(state) {
   }
   const hash = Object.entries(dict)
       .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
+  if (hash === window.location.hash.replace(/^#/, '')) return;
   const url = new URL(window.location.href);
   url.hash = hash;
   window.history.replaceState(window.history.state, '', url.toString());
