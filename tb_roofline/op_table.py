@@ -60,10 +60,11 @@ class OpTable:
 
 
 class OpTableBuilder:
-    """Appends rows as plain Python values; `build()` turns them into numpy columns once."""
+    """Collects rows (one at a time, or many at once as arrays); `build()` makes the columns."""
 
     def __init__(self):
         self._cols: dict[str, list] = {k: [] for k in ALL_COLUMNS}
+        self._chunks: list[dict[str, np.ndarray]] = []
 
     def add(self, **row):
         """Add one row; the flags follow from the category unless given."""
@@ -73,20 +74,56 @@ class OpTableBuilder:
         for key in ALL_COLUMNS:
             self._cols[key].append(row.get(key, _DEFAULTS[key]))
 
+    def add_columns(self, n: int, **columns):
+        """Add `n` rows at once: each value is an array of length n or a scalar for all rows."""
+        chunk = {}
+        for key in ALL_COLUMNS:
+            value = columns.get(key, _DEFAULTS[key])
+            if isinstance(value, np.ndarray):
+                chunk[key] = value.astype(_dtype(key), copy=False)
+            else:
+                chunk[key] = _full(key, n, value)
+        self._chunks.append(chunk)
+
     def build(self) -> OpTable:
+        parts = [self._convert(self._cols)] + self._chunks
+        return OpTable({k: np.concatenate([p[k] for p in parts]) for k in ALL_COLUMNS})
+
+    @staticmethod
+    def _convert(cols: dict[str, list]) -> dict[str, np.ndarray]:
         out = {}
-        for key, values in self._cols.items():
+        for key, values in cols.items():
             if key in STRING_COLUMNS:
                 arr = np.empty(len(values), dtype=object)
                 arr[:] = values
-            elif key in INT_COLUMNS:
-                arr = np.asarray(values, dtype=np.int64)
-            elif key in BOOL_COLUMNS:
-                arr = np.asarray(values, dtype=bool)
             else:
-                arr = np.asarray(values, dtype=np.float64)
+                arr = np.asarray(values, dtype=_dtype(key))
             out[key] = arr
-        return OpTable(out)
+        return out
+
+
+def _dtype(key: str):
+    if key in STRING_COLUMNS:
+        return object
+    if key in INT_COLUMNS:
+        return np.int64
+    if key in BOOL_COLUMNS:
+        return bool
+    return np.float64
+
+
+def _full(key: str, n: int, value) -> np.ndarray:
+    arr = np.empty(n, dtype=_dtype(key))
+    arr[:] = value
+    return arr
+
+
+def factorize(values: np.ndarray) -> np.ndarray:
+    """Integer codes for any values (object strings included), far faster than np.unique on
+    object arrays; equal values get equal codes, in order of first appearance."""
+    index: dict = {}
+    return np.fromiter((index.setdefault(v, len(index)) for v in values.tolist()),
+                       dtype=np.int64, count=len(values))
 
 
 _DEFAULTS = {**{k: "" for k in STRING_COLUMNS}, **{k: 0 for k in INT_COLUMNS},

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from tb_roofline.device import DeviceInfo
-from tb_roofline.op_table import MEMORY_COLUMNS, Diagnostic, OpTable
+from tb_roofline.op_table import MEMORY_COLUMNS, Diagnostic, OpTable, factorize
 
 GIB = 1.073741824  # GB per GiB: XProf's GiB/s = (bytes / ns) / 1.073741824
 
@@ -146,12 +146,11 @@ def _group_sums(table: OpTable, keys: list[np.ndarray]):
     """Sum SUM_COLUMNS over rows sharing the same key tuple; returns (first row index, sums)."""
     if len(table) == 0:
         return np.zeros(0, np.int64), {c: np.zeros(0) for c in SUM_COLUMNS}
-    codes = []
+    combined = np.zeros(len(table), np.int64)
     for k in keys:
-        _, inv = np.unique(k, return_inverse=True)
-        codes.append(inv.reshape(-1))
-    combined = np.stack(codes, axis=1)
-    _, first, inverse = np.unique(combined, axis=0, return_index=True, return_inverse=True)
+        codes = factorize(k)
+        combined = combined * (int(codes.max()) + 1) + codes
+    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     sums = {c: np.bincount(inverse, weights=table[c].astype(np.float64), minlength=len(first))
             for c in SUM_COLUMNS}

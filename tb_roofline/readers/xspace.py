@@ -281,34 +281,45 @@ def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileDa
             md, dur, group, stall, occ = md[order], dur[order], group[order], stall[order], occ[order]
             op_groups.update(np.unique(group[group != NO_STEP]).tolist())
             # One row per (op, step): sum executions, times and stalls.
-            keys = np.stack([md, group], axis=1)
-            uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+            key = md * (int(group.max()) + 2) + (group + 1)
+            uniq, inverse = np.unique(key, return_inverse=True)
             inverse = inverse.reshape(-1)
+            first = np.zeros(len(uniq), np.int64)
+            first[inverse[::-1]] = np.arange(len(key))[::-1]
             sums = {name: np.bincount(inverse, weights=arr, minlength=len(uniq))
                     for name, arr in (("time", dur), ("self", selft), ("stall", stall),
                                       ("occ", occ))}
-            for j, (mid, step) in enumerate(uniq.tolist()):
-                info = infos.get(mid)
-                if info is None:
+            row_md, row_step = md[first], group[first]
+            for mid in np.unique(row_md).tolist():
+                if mid not in infos:
                     meta = plane.event_metadata.get(mid)
-                    if meta is None:
-                        dropped_ops += int(sums["occ"][j])
-                        continue
-                    info = infos[mid] = _op_info(ps, meta)
-                    info["program"] = programs.get(info["program_id"], "")
-                n = sums["occ"][j]
-                hbm, cr, cw, vr, vw = info["mem"]
-                builder.add(host=host, core=core, program_id=info["program_id"],
-                            program=info["program"],
-                            operation=info["operation"], category=info["category"],
-                            source=info["source"], tf_op=info["tf_op"], step=step,
-                            occurrences=int(n), total_time_ps=sums["time"][j],
-                            self_time_ps=sums["self"][j], dma_stall_ps=sums["stall"][j],
-                            flops=info["flops"] * n, model_flops=info["model_flops"] * n,
-                            bytes=info["bytes"] * n, hbm_bytes=hbm * n, cmem_read_bytes=cr * n,
-                            cmem_write_bytes=cw * n, vmem_read_bytes=vr * n,
-                            vmem_write_bytes=vw * n, is_infeed_outfeed=info["is_infeed_outfeed"],
-                            is_container=info["is_container"], flops_source="profile")
+                    infos[mid] = None if meta is None else _op_info(ps, meta)
+                    if infos[mid] is not None:
+                        infos[mid]["program"] = programs.get(infos[mid]["program_id"], "")
+            known = np.fromiter((infos[m] is not None for m in row_md.tolist()), bool,
+                                count=len(row_md))
+            dropped_ops += int(sums["occ"][~known].sum())
+            rows = [infos[m] for m in row_md[known].tolist()]
+            n = sums["occ"][known]
+            per_exec = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"]]
+                                 for i in rows], dtype=np.float64).reshape(-1, 8) * n[:, None]
+
+            def texts(field):
+                return np.array([i[field] for i in rows], dtype=object)
+
+            builder.add_columns(
+                len(rows), host=host, core=core, program_id=texts("program_id"),
+                program=texts("program"), operation=texts("operation"),
+                category=texts("category"), source=texts("source"), tf_op=texts("tf_op"),
+                step=row_step[known], occurrences=n.astype(np.int64),
+                total_time_ps=sums["time"][known], self_time_ps=sums["self"][known],
+                dma_stall_ps=sums["stall"][known], flops=per_exec[:, 0],
+                model_flops=per_exec[:, 1], bytes=per_exec[:, 2], hbm_bytes=per_exec[:, 3],
+                cmem_read_bytes=per_exec[:, 4], cmem_write_bytes=per_exec[:, 5],
+                vmem_read_bytes=per_exec[:, 6], vmem_write_bytes=per_exec[:, 7],
+                is_infeed_outfeed=np.array([i["is_infeed_outfeed"] for i in rows], dtype=bool),
+                is_container=np.array([i["is_container"] for i in rows], dtype=bool),
+                flops_source="profile")
         if lo is not None:
             spans.append(CoreSpan(host, core, int(lo), int(hi)))
         for g in sorted(set(marker_steps) & op_groups):

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install the test extras (Debian's chromium for the browser tests, the package with its test
+# extras: xprof, playwright, pytest, grpcio-tools) and run the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v chromium >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+python3 -m pip install -q -e ".[test]"
+mkdir -p test-output
+python3 -m pytest -q "$@"
