@@ -174,3 +174,16 @@ def test_steps_need_markers_and_ops():
     data = read_xspace(space, "h")
     assert [(s.step, s.duration_ps) for s in data.steps] == [(3, 10)]
     assert np.all(data.ops["step"] == 3)
+
+
+def test_ops_without_symbol_id_are_kept():
+    """XProf drops ops whose metadata lacks symbol_id; their time is real, so we keep them."""
+    space = _tpu_space([("fusion.2", "loop fusion", 0, 10, 0, 5, 1)])
+    plane = space.planes[0]
+    md = next(iter(plane.event_metadata.values()))
+    sid = next(k for k, m in plane.stat_metadata.items() if m.name == "symbol_id")
+    kept = [s for s in md.stats if s.metadata_id != sid]
+    del md.stats[:]
+    md.stats.extend(kept)
+    t = read_xspace(space, "h").ops
+    assert t["operation"].tolist() == ["fusion.2"] and t["flops"][0] == 5
