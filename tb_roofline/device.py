@@ -9,6 +9,25 @@ import dataclasses
 
 GIB_PER_GB = 1e9 / (1 << 30)  # 1 GB/s = 0.931... GiB/s (XProf divides GB/s by 1.073741824)
 
+# Spellings of one precision in HLO (f32, s8), PyTorch (float, c10::Half) and data sheets (fp32).
+_PRECISION_ALIASES = {
+    "f64": "fp64", "double": "fp64", "float64": "fp64",
+    "f32": "fp32", "float": "fp32", "float32": "fp32",
+    "tf32": "tf32",
+    "bf16": "bf16", "bfloat16": "bf16", "c10::bfloat16": "bf16",
+    "f16": "fp16", "half": "fp16", "float16": "fp16", "c10::half": "fp16",
+    "f8": "fp8", "fp8": "fp8", "f8e4m3fn": "fp8", "f8e5m2": "fp8", "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8", "s8": "int8", "u8": "int8", "int8": "int8",
+}
+
+
+def normalize_precision(name: str) -> str:
+    """One spelling per precision ('fp32', 'bf16', ...); '' when unknown or not given."""
+    if not name:
+        return ""
+    key = name.strip().lower()
+    return _PRECISION_ALIASES.get(key, key if key.startswith(("fp", "int", "tf", "bf")) else "")
+
 
 @dataclasses.dataclass
 class ComputePeak:
@@ -46,6 +65,16 @@ class DeviceInfo:
     def peak_gflops(self) -> float:
         """The compute roof used for bound-by and efficiency (the default precision's)."""
         return self.compute[0].gflops if self.compute else 0.0
+
+    def peak_for(self, precision: str) -> float:
+        """The compute roof for work of this precision: its own ceiling when the device has one,
+        else the default (first) ceiling. 0 when no compute peak is known."""
+        wanted = normalize_precision(precision)
+        if wanted:
+            for c in self.compute:
+                if normalize_precision(c.precision) == wanted:
+                    return c.gflops
+        return self.peak_gflops
 
     @property
     def peaks_known(self) -> bool:

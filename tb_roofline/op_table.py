@@ -21,7 +21,7 @@ MEMORY_COLUMNS = (
 )
 
 STRING_COLUMNS = ("host", "program_id", "program", "operation", "category", "source", "tf_op",
-                  "flops_source")
+                  "flops_source", "precision")
 INT_COLUMNS = ("core", "step", "occurrences")
 FLOAT_COLUMNS = ("total_time_ps", "self_time_ps", "dma_stall_ps", "flops", "model_flops",
                  "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS)

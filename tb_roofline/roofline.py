@@ -29,6 +29,7 @@ RECORD_COLUMNS = (
     "vmem_write_operational_intensity", "bottleneck_operational_intensity", "bound_by",
     "total_time_per_core_us", "time_fraction", "optimal_flop_rate", "roofline_efficiency",
     "compute_efficiency", "max_mem_bw_utilization", "potential_time_saved_us",
+    "peak_flop_rate", "precision",
     "include_infeed_outfeed", "is_infeed_outfeed", "source", "tf_op", "flops_source", "host",
 )
 
@@ -90,7 +91,12 @@ def _div(a, b):
 
 
 def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> dict[str, np.ndarray]:
-    """Rates, intensities, bound-by and efficiencies from summed FLOPs, bytes and times (ps)."""
+    """Rates, intensities, bound-by and efficiencies from summed FLOPs, bytes and times (ps).
+
+    The compute roof of each record is `sums["flops"] / sums["roof_time"]`: for work of one
+    precision that is its own ceiling; for a mix (a Program record) it is the rate at which the
+    mix would run if each part ran on its own ceiling.
+    """
     time_ns = sums["total_time_ps"] / 1000.0
     out = {}
     out["flop_rate"] = _div(sums["flops"], time_ns)
@@ -102,8 +108,10 @@ def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> d
         out[f"{mid}_operational_intensity"] = _div(sums["flops"], sums[col])
 
     n = len(time_ns)
-    peak = device.peak_gflops
-    compute_util = _div(out["flop_rate"], np.full(n, peak))
+    peak = np.where(sums["roof_time"] > 0, _div(sums["flops"], sums["roof_time"]),
+                    device.peak_gflops)
+    out["peak_flop_rate"] = peak
+    compute_util = _div(out["flop_rate"], peak)
     names = ["Compute"]
     utils = [compute_util]
     intensities = [out["operational_intensity"]]
@@ -128,7 +136,7 @@ def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> d
 
 
 SUM_COLUMNS = ("occurrences", "total_time_ps", "self_time_ps", "dma_stall_ps", "flops",
-               "model_flops", "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS)
+               "model_flops", "bytes", "roof_time") + tuple(c for c, *_ in MEMORY_COLUMNS)
 
 
 @dataclasses.dataclass
@@ -155,6 +163,14 @@ def _group_sums(table: OpTable, keys: list[np.ndarray]):
     sums = {c: np.bincount(inverse, weights=table[c].astype(np.float64), minlength=len(first))
             for c in SUM_COLUMNS}
     return first, sums
+
+
+def _firsts(values: np.ndarray, codes: np.ndarray) -> list:
+    """The value of each code, in code order."""
+    out = {}
+    for v, c in zip(values.tolist(), codes.tolist()):
+        out.setdefault(c, v)
+    return [out[c] for c in range(len(out))]
 
 
 def _total_sums(table: OpTable) -> dict:
@@ -223,6 +239,11 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
     device = DeviceInfo.merge([p.device for p in profiles])
     num_cores = max(device.num_cores, 1)
     table = _OpTable.concat([p.ops for p in profiles])
+    # Time the FLOPs would take on their own precision's roof (ns): sums to a mixed roof.
+    codes = factorize(table["precision"])
+    roofs = np.array([device.peak_for(v) for v in _firsts(table["precision"], codes)] or [0.0])
+    row_peak = roofs[codes] if len(codes) else np.zeros(0)
+    table.columns["roof_time"] = _div(table["flops"], row_peak)
     spans_ps = float(sum(s.duration_ps for p in profiles for s in p.core_spans))
     diagnostics = []
     for p in profiles:  # say which host a diagnostic is about when several are aggregated
@@ -265,7 +286,8 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                   "program": t["program"][first], "program_id": t["program_id"][first],
                   "is_infeed_outfeed": t["is_infeed_outfeed"][first],
                   "source": t["source"][first], "tf_op": t["tf_op"][first],
-                  "flops_source": t["flops_source"][first], "host": host_label}
+                  "flops_source": t["flops_source"][first], "host": host_label,
+                  "precision": t["precision"][first]}
         op_rec = _records(sums, device, num_cores, labels, n, include_io, np.full(n, denominator))
         self_pct = _div(sums["self_time_ps"], np.full(n, denominator)) * 100.0
         op_rec.columns["self_time_percent"] = self_pct
@@ -310,7 +332,7 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                   "step": np.asarray([r[1] for r in rows], dtype=object), "rank": np.zeros(n, np.int64),
                   "category": "Program", "operation": "Program", "program": "", "program_id": "",
                   "is_infeed_outfeed": np.zeros(n, bool), "source": "", "tf_op": "",
-                  "flops_source": "profile", "host": host_label}
+                  "flops_source": "profile", "host": host_label, "precision": "mixed"}
         prog = _records(merged, device, num_cores, labels, n, include_io, merged["total_time_ps"])
         prog.columns["self_time_percent"] = np.zeros(n)
         prog.columns["cumulative_self_time_percent"] = np.zeros(n)

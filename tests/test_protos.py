@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import glob
+import importlib
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import tempfile
 import pytest
 from google.protobuf import descriptor_pb2
 
-from tb_roofline.protos import memory_access_pb2, xplane_pb2
+from tb_roofline.protos import xplane_pb2
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,8 +24,9 @@ def test_generated_code_is_current():
         subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{REPO}",
                         f"--descriptor_set_out={out}", *protos], check=True)
         fresh = descriptor_pb2.FileDescriptorSet.FromString(open(out, "rb").read())
-    committed = {m.DESCRIPTOR.name: m.DESCRIPTOR.serialized_pb
-                 for m in (xplane_pb2, memory_access_pb2)}
+    modules = [importlib.import_module("tb_roofline.protos." + os.path.basename(p)[:-6] + "_pb2")
+               for p in protos]
+    committed = {m.DESCRIPTOR.name: m.DESCRIPTOR.serialized_pb for m in modules}
     assert {f.name for f in fresh.file} == set(committed)
     for f in fresh.file:
         old = descriptor_pb2.FileDescriptorProto.FromString(committed[f.name])

@@ -130,3 +130,22 @@ def test_zero_work_op_is_unknown_bound():
     row = roofline.analyze([_profile([idle])], "h").ops[True].row_dicts()[0]
     assert row["bound_by"] == "Unknown"
     assert row["potential_time_saved_us"] is None
+
+
+def test_each_precision_sits_under_its_own_ceiling():
+    dev = DeviceInfo(type="gpu", kind="gpu", num_cores=1)
+    dev.compute += [ComputePeak("fp32", 10_000.0, "datasheet"),
+                    ComputePeak("bf16", 100_000.0, "datasheet")]
+    dev.memories.append(MemoryPeak("hbm", "HBM", 1000.0, "datasheet"))
+    f32 = dict(COMPUTE_OP, operation="dot.f32", precision="f32")  # 1e4 GFLOP/s
+    bf16 = dict(COMPUTE_OP, operation="dot.bf16", precision="bf16")
+    a = roofline.analyze([_profile([f32, bf16], device=dev)], "h")
+    ops = _rows(a.ops[True])
+    assert ops["dot.f32"]["peak_flop_rate"] == pytest.approx(10_000.0)
+    assert ops["dot.f32"]["compute_efficiency"] == pytest.approx(1.0)
+    assert ops["dot.bf16"]["peak_flop_rate"] == pytest.approx(100_000.0)
+    assert ops["dot.bf16"]["compute_efficiency"] == pytest.approx(0.1)
+    # The Program roof for the mix: 2e9 FLOP would take 1e9/1e4 + 1e9/1e5 ns on their roofs.
+    total = a.program[True].row_dicts()[0]
+    assert total["peak_flop_rate"] == pytest.approx(2e9 / (1e9 / 1e4 + 1e9 / 1e5))
+    assert total["precision"] == "mixed"
