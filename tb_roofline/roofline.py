@@ -304,6 +304,20 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
         total["self_time_ps"] = np.zeros(1)
         total["occurrences"] = np.ones(1)
         rows.append(("total", "Total", total))
+        if len(profiles) > 1:  # one point per host (rank), so a straggler shows
+            for p in profiles:
+                if not p.core_spans:
+                    continue
+                host = p.core_spans[0].host
+                mine = inner.select(inner["host"] == host)
+                h = _total_sums(mine)
+                span = float(sum(s.duration_ps for s in p.core_spans))
+                if not include_io:
+                    span -= float(table["total_time_ps"][io_mask & (table["host"] == host)].sum())
+                h["total_time_ps"] = np.asarray([span])
+                h["self_time_ps"] = np.zeros(1)
+                h["occurrences"] = np.ones(1)
+                rows.append(("host", "Total", h, host))
         step_sums = []
         for i, members in enumerate(steps):
             mask = np.zeros(len(inner), bool)
@@ -332,7 +346,9 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                   "step": np.asarray([r[1] for r in rows], dtype=object), "rank": np.zeros(n, np.int64),
                   "category": "Program", "operation": "Program", "program": "", "program_id": "",
                   "is_infeed_outfeed": np.zeros(n, bool), "source": "", "tf_op": "",
-                  "flops_source": "profile", "host": host_label, "precision": "mixed"}
+                  "flops_source": "profile", "precision": "mixed",
+                  "host": np.asarray([r[3] if len(r) > 3 else host_label for r in rows],
+                                     dtype=object)}
         prog = _records(merged, device, num_cores, labels, n, include_io, merged["total_time_ps"])
         prog.columns["self_time_percent"] = np.zeros(n)
         prog.columns["cumulative_self_time_percent"] = np.zeros(n)

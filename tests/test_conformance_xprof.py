@@ -41,7 +41,8 @@ def _ours_by_key(service, run, host):
         prog = service.program(run, host, include)
         for r in prog["rows"]:
             d = dict(zip(prog["columns"], r))
-            rows[(include, "Program", d["step"])] = d
+            if d["record_type"] != "host":  # per-host points: ours only (see test below)
+                rows[(include, "Program", d["step"])] = d
         ops = service.ops(run, host, include)
         for r in ops["rows"]:
             d = dict(zip(ops["columns"], r))
@@ -171,3 +172,17 @@ def test_multi_host_keeps_flags_and_on_chip_peaks(tmp_path):
     total = dict(zip(prog["columns"], prog["rows"][0]))
     cmem_peak = next(m for m in device["memories"] if m["id"] == "cmem_read")["peak_gibs"]
     assert total["roofline_efficiency"] >= total["cmem_read_bw"] / cmem_peak - 1e-12
+
+
+def test_per_host_points_sum_to_the_aggregate(tmp_path):
+    write_tpu_session(str(tmp_path), "", "s", CASES["v4_2hosts"])
+    service = RooflineService(str(tmp_path))
+    prog = service.program("s", "", True)
+    rows = [dict(zip(prog["columns"], r)) for r in prog["rows"]]
+    total = rows[0]
+    hosts = [r for r in rows if r["record_type"] == "host"]
+    assert [h["host"] for h in hosts] == ["h0", "h1"]
+    for col in ("flops", "bytes", "total_time_us"):
+        assert sum(h[col] for h in hosts) == pytest.approx(total[col], rel=1e-12)
+    single = dict(zip(prog["columns"], service.program("s", "h1", True)["rows"][0]))
+    assert hosts[1]["flop_rate"] == pytest.approx(single["flop_rate"], rel=1e-12)
