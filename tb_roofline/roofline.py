@@ -350,6 +350,11 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                   "host": np.asarray([r[3] if len(r) > 3 else host_label for r in rows],
                                      dtype=object)}
         prog = _records(merged, device, num_cores, labels, n, include_io, merged["total_time_ps"])
+        for i, r in enumerate(rows):  # a host's time per core is over its own cores
+            if r[0] == "host":
+                cores = next(p.device.num_cores for p in profiles
+                             if p.core_spans and p.core_spans[0].host == r[3])
+                prog.columns["total_time_per_core_us"][i] = r[2]["total_time_ps"][0] / 1e6 / max(cores, 1)
         prog.columns["self_time_percent"] = np.zeros(n)
         prog.columns["cumulative_self_time_percent"] = np.zeros(n)
         program[include_io] = prog

@@ -186,3 +186,4 @@ def test_per_host_points_sum_to_the_aggregate(tmp_path):
         assert sum(h[col] for h in hosts) == pytest.approx(total[col], rel=1e-12)
     single = dict(zip(prog["columns"], service.program("s", "h1", True)["rows"][0]))
     assert hosts[1]["flop_rate"] == pytest.approx(single["flop_rate"], rel=1e-12)
+    assert hosts[1]["total_time_per_core_us"] == pytest.approx(single["total_time_per_core_us"])
