@@ -169,3 +169,32 @@ def test_cache_follows_file_changes_and_never_writes(logdir):
     second = service.analysis(run, "")
     assert second is not first
     assert sorted(p for p in logdir.rglob("*")) == before
+
+
+def test_is_active_never_waits_for_a_slow_disk(logdir, monkeypatch):
+    import tb_roofline.discovery as discovery
+    real_scan = discovery.scan_logdir
+
+    def slow_scan(*args, **kwargs):
+        time.sleep(1.5)
+        return real_scan(*args, **kwargs)
+
+    monkeypatch.setattr(discovery, "scan_logdir", slow_scan)
+    service = RooflineService(str(logdir))
+    for _ in range(5):
+        t0 = time.monotonic()
+        service.has_profiles()
+        assert time.monotonic() - t0 < 0.05
+
+
+def test_large_logdir_scan(tmp_path):
+    for i in range(300):  # many runs with event files around them
+        d = tmp_path / f"run{i:03d}"
+        d.mkdir()
+        for j in range(10):
+            (d / f"events.out.tfevents.{j}").write_bytes(b"")
+    write_tpu_session(str(tmp_path), "run150", "2026_01_01_00_00_00", [SynthConfig(seed=1)])
+    t0 = time.monotonic()
+    runs = scan_logdir(str(tmp_path))
+    assert [r.run for r in runs] == ["run150/2026_01_01_00_00_00"]
+    assert time.monotonic() - t0 < 5
