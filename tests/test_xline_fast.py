@@ -1,0 +1,234 @@
+"""tb_roofline.readers.xline_fast against the reference per-event code of readers.xspace."""
+import random
+
+import numpy as np
+import pytest
+
+from tb_roofline.protos import xplane_pb2, xplane_view_pb2
+from tb_roofline.readers import xline_fast as xf
+from tb_roofline.readers.xspace import _line_events, _PlaneStats, _self_times
+from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
+
+
+def _same(ref, got):
+    assert len(ref) == len(got)
+    for r, g in zip(ref, got):
+        assert g.dtype == np.int64
+        np.testing.assert_array_equal(r, g)
+
+
+def _check_space(space):
+    data = space.SerializeToString()
+    full = xplane_pb2.XSpace.FromString(data)
+    view = xplane_view_pb2.XSpaceView.FromString(data)
+    n = 0
+    for pf, pv in zip(full.planes, view.planes):
+        ids = _PlaneStats(pf).ids
+        for lf, lv in zip(pf.lines, pv.lines):
+            ref = _line_events(lf, ids)
+            got = xf.decode_line(lv, ids)
+            _same(ref, got)
+            _same(_self_times(ref[1], ref[2]), xf.self_times(got[1], got[2]))
+            n += len(ref[0])
+    return n
+
+
+@pytest.mark.parametrize("cfg", [
+    SynthConfig(seed=1),
+    SynthConfig(seed=2, with_device_timing=False),
+    SynthConfig(seed=3, with_steps=False, with_while=False),
+    SynthConfig(seed=4, num_cores=1, num_steps=2, ops_per_step=200, distinct_ops=50,
+                with_infeed_outfeed=False),
+    SynthConfig(seed=5, with_device_timing=False, with_steps=False),
+])
+def test_synthetic_profiles(cfg):
+    assert _check_space(make_tpu_xspace(cfg)) > 0
+
+
+STAT_NAMES = ["group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps",
+              "other"]
+
+
+def _random_line(rng, n, kinds):
+    """An XLine with n random events; kinds: the stat value kinds allowed."""
+    line = xplane_pb2.XLine(timestamp_ns=rng.choice([0, 1, 5_000_000_000]))
+    for _ in range(n):
+        ev = line.events.add()
+        if rng.random() < 0.9:
+            ev.metadata_id = rng.choice([0, 1, 2, 300, 2**40, -7])
+        r = rng.random()
+        if r < 0.6:
+            ev.offset_ps = rng.choice([0, 1, 127, 128, 10**12, -5, rng.randrange(-2**62, 2**62)])
+        elif r < 0.8:
+            ev.num_occurrences = rng.choice([0, 1, 3, 1000])
+        if rng.random() < 0.8:
+            ev.duration_ps = rng.choice([0, 1, 10**6, -1, rng.randrange(0, 2**62)])
+        for _ in range(rng.choice([0, 0, 1, 2, 3, 5])):
+            st = ev.stats.add()
+            if rng.random() < 0.95:
+                st.metadata_id = rng.choice([0, 1, 2, 3, 4, 5, 9])
+            kind = rng.choice(kinds)
+            if kind == "int64":
+                st.int64_value = rng.choice([0, 1, -1, -2**63, 2**63 - 1, rng.randrange(-2**40, 2**40)])
+            elif kind == "uint64":
+                st.uint64_value = rng.choice([0, 1, 2**32, 2**63 - 1, rng.randrange(0, 2**50)])
+            elif kind == "ref":
+                st.ref_value = rng.choice([0, 1, 7])
+            elif kind == "double":
+                st.double_value = rng.random()
+            elif kind == "str":
+                st.str_value = rng.choice(["", "x", "\u00e9t\u00e9"])
+            elif kind == "bytes":
+                st.bytes_value = bytes(rng.randrange(256) for _ in range(rng.randrange(4)))
+    return line
+
+
+def _ids(rng):
+    ids = {name: i + 1 for i, name in enumerate(STAT_NAMES)}
+    if rng.random() < 0.2:
+        del ids[rng.choice(STAT_NAMES)]
+    return ids
+
+
+def _check_line(line, ids, events=None):
+    ref = _line_events(line, ids)
+    raw = events if events is not None else [e.SerializeToString() for e in line.events]
+    got = xf.decode_events(raw, line.timestamp_ns, ids)
+    _same(ref, got)
+    view = xplane_view_pb2.XLineView.FromString(line.SerializeToString())
+    _same(ref, xf.decode_line(view, ids))
+    return got
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_varint_lines(seed):
+    rng = random.Random(seed)
+    line = _random_line(rng, rng.choice([1, 2, 10, 300]), ["int64", "uint64", "ref", "none"])
+    _check_line(line, _ids(rng))
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_random_lines_with_fallback_kinds(seed):
+    rng = random.Random(1000 + seed)
+    line = _random_line(rng, rng.choice([1, 5, 100]),
+                        ["int64", "uint64", "double", "str", "bytes", "ref"])
+    _check_line(line, _ids(rng))
+
+
+def test_empty_line_and_empty_events():
+    ids = {"group_id": 1}
+    got = _check_line(xplane_pb2.XLine(timestamp_ns=3), ids)
+    assert all(len(a) == 0 for a in got)
+    line = xplane_pb2.XLine(timestamp_ns=3)
+    line.events.add()
+    line.events.add()
+    got = _check_line(line, ids)
+    assert got[1].tolist() == [3000, 3000] and got[5].tolist() == [1, 1]
+
+
+def test_hand_built_values():
+    ids = {"group_id": 1, "device_offset_ps": 2, "device_duration_ps": 3,
+           "dma_stall_duration_ps": 4}
+    line = xplane_pb2.XLine(timestamp_ns=10)
+    e = line.events.add(metadata_id=5, offset_ps=-3, duration_ps=7)
+    e.stats.add(metadata_id=1, uint64_value=2**63 - 1)       # uint64 group id
+    e.stats.add(metadata_id=4, int64_value=-9)               # negative int64: 10-byte varint
+    e = line.events.add(metadata_id=6, num_occurrences=4, duration_ps=2)
+    e.stats.add(metadata_id=2, int64_value=123456789012345)  # absolute begin
+    e.stats.add(metadata_id=3, uint64_value=11)
+    e.stats.add(metadata_id=1, int64_value=-1)
+    e.stats.add(metadata_id=1, int64_value=8)                # the last one wins
+    e = line.events.add(metadata_id=7, offset_ps=1)
+    e.stats.add(metadata_id=1, ref_value=3)                  # a ref reads 0
+    e.stats.add(metadata_id=1)                               # no value: 0
+    got = _check_line(line, ids)
+    assert got[3].tolist() == [2**63 - 1, 8, 0]
+    assert got[4].tolist() == [-9, 0, 0]
+    assert got[5].tolist() == [1, 4, 1]
+    assert got[1].tolist() == [10_000 - 3, 123456789012345, 10_001]
+
+
+def test_repeated_scalar_fields_last_wins():
+    ids = {"group_id": 1}
+    # metadata_id twice, offset then num_occurrences (oneof: the last one wins), a stat whose
+    # metadata id and value appear twice.
+    stat = b"\x08\x01\x20\x05\x08\x01\x18\x06"
+    raw = b"\x08\x02\x08\x03\x10\x05\x28\x02\x18\x04" + b"\x22" + bytes([len(stat)]) + stat
+    ref = _line_events(xplane_pb2.XLine(events=[xplane_pb2.XEvent.FromString(raw)]), ids)
+    got = xf.decode_events([raw], 0, ids)
+    _same(ref, got)
+    assert got[0].tolist() == [3] and got[3].tolist() == [6] and got[5].tolist() == [2]
+
+
+def test_long_stats_and_non_canonical_varints():
+    ids = {"group_id": 1, "dma_stall_duration_ps": 2}
+    stat = b"".join([b"\x08\x01\x20" + bytes([k]) for k in range(1, 12)])  # 11 pairs
+    raw = b"\x08\x85\x00" + b"\x22" + bytes([len(stat)]) + stat  # metadata id 5, non-minimal
+    raws = [raw, b"\x08\x01\x22\x00", raw]
+    ref = _line_events(xplane_pb2.XLine(events=[xplane_pb2.XEvent.FromString(r) for r in raws]),
+                       ids)
+    _same(ref, xf.decode_events(raws, 0, ids))
+
+
+def test_unknown_fields_fall_back():
+    ids = {"group_id": 1}
+    raws = [b"\x08\x01\x30\x05", b"\x08\x02\x3a\x01x"]  # unknown varint field 6, unknown LEN field 7
+    ref = _line_events(xplane_pb2.XLine(events=[xplane_pb2.XEvent.FromString(r) for r in raws]),
+                       ids)
+    _same(ref, xf.decode_events(raws, 0, ids))
+
+
+def _random_intervals(rng, n):
+    begin, dur = [], []
+    for _ in range(n):
+        r = rng.random()
+        if begin and r < 0.3:      # nested in, equal to or sharing an edge with an earlier one
+            k = rng.randrange(len(begin))
+            b0, d0 = begin[k], dur[k]
+            b = rng.choice([b0, b0 + rng.randrange(0, d0 + 1)])
+            d = rng.choice([0, b0 + d0 - b, rng.randrange(0, b0 + d0 - b + 1)])
+        else:
+            b = rng.randrange(0, 100)
+            d = rng.choice([0, 0, 1, rng.randrange(0, 50), rng.randrange(0, 500)])
+        begin.append(b)
+        dur.append(d)
+    return np.array(begin, np.int64), np.array(dur, np.int64)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_self_times_random_intervals(seed):
+    rng = random.Random(seed)
+    begin, dur = _random_intervals(rng, rng.choice([1, 2, 5, 50, 400]))
+    _same(_self_times(begin, dur), xf.self_times(begin, dur))
+    order = np.lexsort((-dur, begin))     # already sorted input takes the no-sort path
+    _same(_self_times(begin[order], dur[order]), xf.self_times(begin[order], dur[order]))
+
+
+def test_self_times_deep_nesting_and_edges():
+    n = 300  # deeper than the peeling limit: the stack fallback
+    begin = np.arange(n, dtype=np.int64)
+    dur = np.arange(2 * n, 0, -2, dtype=np.int64)
+    _same(_self_times(begin, dur), xf.self_times(begin, dur))
+    for b, d in (([], []), ([5], [0]), ([0, 0, 0], [3, 3, 3]), ([0, 3, 3, 10], [10, 0, 7, 0]),
+                 ([0, 1, 2], [-1, 5, -3])):
+        b, d = np.array(b, np.int64), np.array(d, np.int64)
+        _same(_self_times(b, d), xf.self_times(b, d))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_group_sums(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 2000))
+    md = rng.integers(0, 30, n)
+    group = rng.choice(np.array([-1, 0, 3, 2**62, -2**62]), n) if seed % 2 else rng.integers(-1, 5, n)
+    w1 = rng.integers(-10**12, 10**12, n)
+    w2 = rng.integers(0, 5, n)
+    umd, ug, (s1, s2) = xf.group_sums(md, group, w1, w2)
+    uniq, inv = np.unique(np.stack([md, group], axis=1), axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    np.testing.assert_array_equal(umd, uniq[:, 0])
+    np.testing.assert_array_equal(ug, uniq[:, 1])
+    ref1 = np.zeros(len(uniq), np.int64)
+    np.add.at(ref1, inv, w1)
+    np.testing.assert_array_equal(s1, ref1)
+    np.testing.assert_array_equal(s2, np.bincount(inv, weights=w2).astype(np.int64))
