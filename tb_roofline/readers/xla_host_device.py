@@ -1,0 +1,331 @@
+"""XSpaces of XLA on GPU and CPU (no TPU TensorCore planes) → op table costed by the HLO model.
+
+Facts used (REFERENCE.md §2-3, HLO.md §1.0):
+- GPU: one plane `/device:GPU:N` per GPU, one line per CUDA stream (`Stream #N(...)`); kernel
+  and memcpy events carry `hlo_op` (may be `a::b`), `hlo_module`, `program_id`, maybe `group_id`.
+  Derived lines (`XLA Ops`, `TensorFlow Ops`, `Steps`...) repeat the kernels and are not read
+  as ops; a `Steps` line gives step spans by `group_id`.
+- CPU: op executions are events of the `/host:CPU` threads with `hlo_op`, `hlo_module` and
+  `program_id` (one event per execution). JAX's `StepTraceAnnotation` writes a host event with
+  a `step_num` stat spanning the step; ops are put in the step whose span holds their start.
+- The programs' HLO is in `/host:metadata` (`Hlo Proto`, by `program_id`); FLOPs, bytes and
+  precision come from `tb_roofline.hlo` (per execution) × executions.
+
+Choices (docs/hlo_cost_model.md): an HLO that launches several kernels counts its FLOPs once per
+execution: the executions of an op are the most launches of any one of its kernels. Kernels that
+match no HLO instruction keep their time as rows of category "unattributed" (zero FLOPs) and are
+reported in a diagnostic.
+"""
+from __future__ import annotations
+
+import bisect
+import collections
+import re
+
+import numpy as np
+
+from tb_roofline.device import DeviceInfo
+from tb_roofline.hlo.cost_model import module_costs
+from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
+from tb_roofline.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, Diagnostic,
+                                  OpTableBuilder, ProfileData, StepSpan)
+from tb_roofline.readers.xspace import _PlaneStats, _self_times
+
+GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
+HOST_PLANE = "/host:CPU"
+DERIVED_LINES = frozenset({"XLA Ops", "XLA Modules", "TensorFlow Ops", "TensorFlow Name Scope",
+                           "Steps", "Launch Stats", "_counters_", "Source code", "XLA TraceMe",
+                           "Framework Ops", "Framework Name Scope", "Async XLA Ops"})
+UNATTRIBUTED = "unattributed"
+
+
+class _Event:
+    __slots__ = ("name", "begin", "dur", "hlo_op", "program_id", "module", "group", "step")
+
+    def __init__(self, name, begin, dur, hlo_op, program_id, module, group):
+        self.name = name
+        self.begin = begin
+        self.dur = dur
+        self.hlo_op = hlo_op
+        self.program_id = program_id
+        self.module = module
+        self.group = group
+        self.step = NO_STEP
+
+
+def _events(plane, lines, ps: _PlaneStats, require_hlo: bool):
+    """Events of `lines` (per line, for self times) as `_Event`s."""
+    ids = ps.ids
+    want = {ids.get(k, -1): k for k in ("hlo_op", "program_id", "hlo_module", "group_id")}
+    want.pop(-1, None)
+    out = []
+    for line in lines:
+        base = line.timestamp_ns * 1000
+        evs = []
+        for ev in line.events:
+            vals = {}
+            for st in ev.stats:
+                key = want.get(st.metadata_id)
+                if key is not None:
+                    vals[key] = ps.value(st)
+            hlo_op = vals.get("hlo_op")
+            if require_hlo and not hlo_op:
+                continue
+            md = plane.event_metadata.get(ev.metadata_id)
+            name = (md.name or md.display_name) if md is not None else ""
+            pid = vals.get("program_id")
+            group = vals.get("group_id")
+            evs.append(_Event(name, base + ev.offset_ps, ev.duration_ps,
+                              str(hlo_op) if hlo_op else "",
+                              "" if pid in (None, "") else str(pid),
+                              str(vals.get("hlo_module") or ""),
+                              NO_STEP if group is None else int(group)))
+        if evs:
+            out.append(evs)
+    return out
+
+
+def _host_steps(space) -> list[tuple[int, int, int]]:
+    """(step, begin ps, duration ps) from host events with a `step_num` stat (the longest wins)."""
+    best: dict[int, tuple[int, int]] = {}
+    for plane in space.planes:
+        if plane.name != HOST_PLANE:
+            continue
+        ps = _PlaneStats(plane)
+        sid = ps.ids.get("step_num")
+        if sid is None:
+            continue
+        for line in plane.lines:
+            base = line.timestamp_ns * 1000
+            for ev in line.events:
+                for st in ev.stats:
+                    if st.metadata_id == sid:
+                        step = int(ps.value(st))
+                        b, d = base + ev.offset_ps, ev.duration_ps
+                        if step not in best or d > best[step][1]:
+                            best[step] = (b, d)
+    return sorted((s, b, d) for s, (b, d) in best.items())
+
+
+def _device_steps(plane, ps: _PlaneStats) -> dict[int, tuple[int, int]]:
+    gid = ps.ids.get("group_id")
+    out: dict[int, tuple[int, int]] = {}
+    for line in plane.lines:
+        if line.name != "Steps":
+            continue
+        base = line.timestamp_ns * 1000
+        for ev in line.events:
+            for st in ev.stats:
+                if st.metadata_id == gid:
+                    g = int(ps.value(st))
+                    if g not in out or ev.duration_ps > out[g][1]:
+                        out[g] = (base + ev.offset_ps, ev.duration_ps)
+    return out
+
+
+def _assign_by_time(events, steps):
+    """Put each event in the host step whose span holds its start."""
+    if not steps:
+        return
+    starts = [b for _, b, _ in steps]
+    for ev in events:
+        i = bisect.bisect_right(starts, ev.begin) - 1
+        if i >= 0:
+            step, b, d = steps[i]
+            if ev.begin < b + d:
+                ev.step = step
+
+
+class _Costing:
+    """Looks instructions up and costs them, once per program; tallies what does not match."""
+
+    def __init__(self, index: HloIndex, gpu: bool):
+        self.index = index
+        self.gpu = gpu
+        self.costs = {}
+        self.unknown = collections.Counter()
+        self.no_trip = 0
+        self._name_to_pid = {}
+
+    def program_id(self, ev: _Event) -> str:
+        if ev.program_id:
+            return ev.program_id
+        if ev.module and ev.module not in self._name_to_pid:
+            m = self.index.find(None, ev.module)
+            self._name_to_pid[ev.module] = m.program_id if m is not None else ""
+        return self._name_to_pid.get(ev.module, "")
+
+    def module_costs(self, pid: str):
+        if pid not in self.costs:
+            module = self.index.get(pid) if pid else None
+            mc = None
+            if module is not None:
+                mc = module_costs(module, gpu=self.gpu)
+                self.unknown.update(mc.unknown)
+                self.no_trip += sum(1 for c in module.computations for i in c.instructions
+                                    if i.opcode == "while" and b"known_trip_count" not in
+                                    bytes(i.proto.backend_config))
+            self.costs[pid] = (module, mc)
+        return self.costs[pid]
+
+
+def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
+    """Op table for an XSpace of XLA on GPU (`/device:GPU:N` streams) or CPU (`/host:CPU`)."""
+    index = HloIndex.from_space(space)
+    gpus = sorted(((int(m.group(1)), p) for p in space.planes
+                   if (m := GPU_PLANE.match(p.name))), key=lambda c: c[0])
+    is_gpu = bool(gpus)
+    costing = _Costing(index, gpu=is_gpu)
+    builder = OpTableBuilder()
+    steps: list[StepSpan] = []
+    spans: list[CoreSpan] = []
+    diagnostics: list[Diagnostic] = []
+    host_steps = _host_steps(space)
+    reasons = collections.Counter()
+    unattributed_ps = 0
+    all_ps = 0
+    cores = gpus if is_gpu else [(0, p) for p in space.planes if p.name == HOST_PLANE][:1]
+    for done, (core, plane) in enumerate(cores):
+        if progress:
+            progress(done, len(cores))
+        ps = _PlaneStats(plane)
+        if is_gpu:
+            lines = [l for l in plane.lines if l.name not in DERIVED_LINES]
+            per_line = _events(plane, lines, ps, require_hlo=False)
+        else:
+            per_line = _events(plane, plane.lines, ps, require_hlo=True)
+        flat = [e for evs in per_line for e in evs]
+        if not flat:
+            continue
+        dev_steps = _device_steps(plane, ps) if is_gpu else {}
+        if any(e.group != NO_STEP for e in flat):
+            for e in flat:
+                e.step = e.group
+        else:
+            _assign_by_time(flat, host_steps)
+        # Self times per line (ops nest only on their own line: a while around its body).
+        self_time = {}
+        for evs in per_line:
+            begin = np.fromiter((e.begin for e in evs), np.int64, len(evs))
+            dur = np.fromiter((e.dur for e in evs), np.int64, len(evs))
+            order, selft = _self_times(begin, dur)
+            for i, s in zip(order.tolist(), selft.tolist()):
+                self_time[id(evs[i])] = s
+        groups: dict[tuple, list] = {}
+        for e in flat:
+            pid = costing.program_id(e) if e.hlo_op else e.program_id
+            module, mc = costing.module_costs(pid) if e.hlo_op else (None, None)
+            ins = module.instruction(e.hlo_op) if module is not None else None
+            if ins is None:
+                reason = ("no hlo_op (command buffer, CUDA graph or non-XLA kernel)" if not e.hlo_op
+                          else "program without HLO proto" if module is None
+                          else "op not found in its program's HLO")
+                reasons[reason] += 1
+                key = (UNATTRIBUTED, pid, e.hlo_op or e.name, e.step)
+            else:
+                key = ("op", pid, ins.name, e.step)
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = [ins, module, mc, 0, 0, collections.Counter(), 0]
+            g[3] += e.dur
+            g[4] += self_time[id(e)]
+            g[5][e.name] += 1
+            g[6] += 1
+        lo = min(e.begin for e in flat)
+        hi = max(e.begin + e.dur for e in flat)
+        step_ids = sorted({e.step for e in flat if e.step != NO_STEP})
+        for s in step_ids:
+            if s in dev_steps:
+                b, d = dev_steps[s]
+            else:
+                hs = [x for x in host_steps if x[0] == s]
+                if hs and not dev_steps and not any(e.group != NO_STEP for e in flat):
+                    b, d = hs[0][1], hs[0][2]
+                else:
+                    member = [e for e in flat if e.step == s]
+                    b = min(e.begin for e in member)
+                    d = max(e.begin + e.dur for e in member) - b
+            steps.append(StepSpan(host, core, s, int(b), int(d)))
+            lo, hi = min(lo, b), max(hi, b + d)
+        spans.append(CoreSpan(host, core, int(lo), int(hi)))
+        for (kind, pid, opname, step), (ins, module, mc, total, selft, kernels, n_events) in \
+                groups.items():
+            all_ps += total
+            program = index.module_name(pid) if pid else ""
+            if kind == UNATTRIBUTED:
+                unattributed_ps += total
+                builder.add(host=host, core=core, program_id=pid, program=program,
+                            operation=opname, category=UNATTRIBUTED, step=step,
+                            occurrences=n_events, total_time_ps=float(total),
+                            self_time_ps=float(selft), flops_source="cost_model")
+                continue
+            # One execution launches each of its kernels once: count the most-launched kernel.
+            execs = max(kernels.values()) if is_gpu else n_events
+            c = mc.get(opname)
+            meta = ins.proto.metadata
+            builder.add(host=host, core=core, program_id=pid, program=program or module.name,
+                        operation=opname, category=c.category, step=step,
+                        occurrences=execs, total_time_ps=float(total), self_time_ps=float(selft),
+                        flops=c.flops * execs, model_flops=c.flops * execs,
+                        bytes=c.bytes * execs, hbm_bytes=c.bytes * execs,
+                        source=module.source_of(ins), tf_op=meta.op_name,
+                        flops_source="cost_model", precision=c.precision,
+                        is_container=c.category in CONTAINER_CATEGORIES)
+    if progress:
+        progress(len(cores), len(cores))
+
+    device = _device(space, gpus, is_gpu)
+    if not any(p.name == METADATA_PLANE for p in space.planes) or not len(index):
+        diagnostics.append(Diagnostic(
+            "warning", "no_hlo_protos",
+            "this profile holds no HLO programs (no `Hlo Proto` on /host:metadata), so no FLOPs "
+            "or bytes can be computed; kernel time is shown as unattributed"))
+    else:
+        used = [pid for pid, (m, _) in costing.costs.items() if m is not None]
+        diagnostics.append(Diagnostic(
+            "info", "cost_model",
+            f"FLOPs and bytes computed by tb-roofline's HLO cost model from {len(used)} of "
+            f"{len(index)} programs' HLO (per execution, × executions); a while loop counts its "
+            "body × the known trip count"))
+    for err in index.errors:
+        diagnostics.append(Diagnostic("warning", "hlo_decode_error", err))
+    if reasons:
+        share = 100.0 * unattributed_ps / all_ps if all_ps else 0.0
+        what = "kernels" if is_gpu else "op events"
+        diagnostics.append(Diagnostic(
+            "warning", "unattributed_time",
+            f"{sum(reasons.values())} {what} ({unattributed_ps / 1e6:.3f} µs, {share:.1f}% of op "
+            "time) match no HLO instruction and are shown as category \"unattributed\" with no "
+            "FLOPs: " + "; ".join(f"{n} {r}" for r, n in reasons.most_common())))
+    if costing.unknown:
+        diagnostics.append(Diagnostic(
+            "warning", "unknown_opcodes",
+            "HLO operations with no cost rule count 0 FLOPs: " + ", ".join(
+                f"{name} ×{n}" for name, n in costing.unknown.most_common())))
+    if costing.no_trip:
+        diagnostics.append(Diagnostic(
+            "info", "while_without_trip_count",
+            f"{costing.no_trip} while loop(s) have no known trip count; their cost is one "
+            "iteration (their body ops are still timed and costed per execution)"))
+    if not cores or not len(builder.build()):
+        diagnostics.append(Diagnostic("warning", "no_xla_ops",
+                                      "no XLA op executions found on GPU streams or CPU threads"))
+    return ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
+                       diagnostics=diagnostics)
+
+
+def _device(space, gpus, is_gpu) -> DeviceInfo:
+    """Kind, type and core count; peaks are left to the device table (filled by its owner)."""
+    if is_gpu:
+        ps = _PlaneStats(gpus[0][1])
+        s = ps.as_dict(gpus[0][1].stats)
+        name = s.get("gpu_device_name") or s.get("device_type_string") or s.get("device_vendor")
+        if not name and s.get("compute_cap_major"):
+            name = f"GPU (compute capability {s.get('compute_cap_major')}." \
+                   f"{s.get('compute_cap_minor', 0)})"
+        return DeviceInfo(type=str(name or "GPU"), kind="gpu", num_cores=len(gpus), compute=[])
+    cpu = ""
+    for p in space.planes:
+        if p.name == METADATA_PLANE:
+            cpu = str(_PlaneStats(p).as_dict(p.stats).get("cpu_version") or "")
+    return DeviceInfo(type=cpu or "CPU", kind="cpu", num_cores=1, compute=[])
