@@ -1,0 +1,229 @@
+"""GPU/CPU XSpace reader: ops matched to HLO instructions and costed by the HLO model.
+
+GPU matching runs on synthetic XSpaces built from the facts in REFERENCE.md §3 (kernels on
+`Stream #N` lines of `/device:GPU:N` with `hlo_op`/`program_id`, a derived `XLA Ops` line that
+must not be read twice, a `Steps` line); CPU on the real JAX profiles end to end.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tb_roofline import roofline
+from tb_roofline.hlo.shapes import BF16, F32, S8
+from tb_roofline.protos import hlo_pb2, xplane_pb2
+from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
+from tb_roofline.readers.xspace import load_xspace
+from tb_roofline.synthetic import _Plane, _Ref
+from test_hlo_cost_model import HloBuilder
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GEMM_FLOPS = 2 * 64 * 32 * 128
+FUSION_FLOPS = 64 * 32          # the multiply; the exponential is a transcendental
+FUSION_BYTES = 2 * (64 * 32 * 2)  # bf16 in and out
+
+
+def _gpu_module() -> bytes:
+    b = HloBuilder("jit_step")
+    fused = b.computation("fused_exp_mul", fusion=True)
+    fp = b.param("fp", (BF16, (64, 32)), 0)
+    e = b.add("e", "exponential", (BF16, (64, 32)), [fp])
+    b.add("m", "multiply", (BF16, (64, 32)), [e, fp])
+    entry = b.computation("main")
+    a = b.param("a", (BF16, (64, 128)), 0)
+    w = b.param("w", (BF16, (128, 32)), 1)
+    cfg = {"gemm_backend_config": {"dot_dimension_numbers": {
+        "lhs_contracting_dimensions": ["1"], "rhs_contracting_dimensions": ["0"],
+        "lhs_batch_dimensions": [], "rhs_batch_dimensions": []}}}
+    out = HloBuilder.shape(0, tuple_shapes=[HloBuilder.shape(BF16, (64, 32)),
+                                            HloBuilder.shape(S8, (4096,))])
+    gemm = b.add("custom-call.1", "custom-call", out, [a, w],
+                 custom_call_target="__cublas$lt$matmul", backend_config=json.dumps(cfg).encode())
+    g = b.add("get-tuple-element.2", "get-tuple-element", (BF16, (64, 32)), [gemm], tuple_index=0)
+    b.add("fusion.1", "fusion", (BF16, (64, 32)), [g], [fused], fusion_kind="kLoop")
+    b.module.entry_computation_id = entry.id
+    return hlo_pb2.HloProto(hlo_module=b.module).SerializeToString()
+
+
+def _gpu_space():
+    """GPU:0 with two compute streams and 2 steps; GPU:1 with one stream; one program (id 7).
+
+    Per step on GPU:0: custom-call.1 launches 2 kernels (gemm 30 ps + split-K reduce 10 ps) on
+    stream 1; fusion.1 one kernel (20 ps) on stream 2. Also, unattributed: a CUDA-graph kernel
+    with no hlo_op (50 ps), a kernel of program 99 (no HLO proto, 5 ps) and one naming an op that
+    program 7 lacks (7 ps), in step 0.
+    """
+    space = xplane_pb2.XSpace()
+    meta = _Plane(space.planes.add(id=1, name="/host:metadata"))
+    meta.event_metadata("jit_step(7)", "", **{"Hlo Proto": _gpu_module(), "program_id": 7})
+    gpus = []
+    for n in range(2):
+        gp = _Plane(space.planes.add(id=10 + n, name=f"/device:GPU:{n}"))
+        for key, value in (("clock_rate", 1410000), ("core_count", 108),
+                           ("compute_cap_major", 8), ("compute_cap_minor", 0)):
+            gp.add_stat(gp.plane, key, value)
+        gpus.append(gp)
+    mds = {}
+
+    def kernel(gp, line, name, begin, dur, hlo_op=None, program_id=7, group=None):
+        key = (id(gp), name)
+        if key not in mds:
+            mds[key] = gp.event_metadata(name, "")
+        ev = line.events.add(metadata_id=mds[key].id, offset_ps=begin, duration_ps=dur)
+        if hlo_op is not None:
+            gp.add_stat(ev, "hlo_op", _Ref(hlo_op))
+            gp.add_stat(ev, "hlo_module", _Ref("jit_step"))
+            gp.add_stat(ev, "program_id", program_id)
+        if group is not None:
+            gp.add_stat(ev, "group_id", group)
+        return ev
+
+    g0 = gpus[0]
+    s1 = g0.plane.lines.add(id=1, name="Stream #1(Compute)", timestamp_ns=1)
+    s2 = g0.plane.lines.add(id=2, name="Stream #2(Compute)", timestamp_ns=1)
+    xla_ops = g0.plane.lines.add(id=3, name="XLA Ops", timestamp_ns=1)
+    steps = g0.plane.lines.add(id=4, name="Steps", timestamp_ns=1)
+    for step, t0 in ((0, 0), (1, 1000)):
+        kernel(g0, s1, "sm80_xmma_gemm_bf16", t0 + 0, 30, "custom-call.1", group=step)
+        kernel(g0, s1, "splitKreduce_kernel", t0 + 30, 10, "custom-call.1", group=step)
+        kernel(g0, s2, "loop_fusion_kernel", t0 + 40, 20, "fusion.1", group=step)
+        kernel(g0, xla_ops, "fusion.1", t0 + 40, 20, "fusion.1", group=step)  # derived copy
+        marker = g0.event_metadata(str(step))
+        ev = steps.events.add(metadata_id=marker.id, offset_ps=t0, duration_ps=900)
+        g0.add_stat(ev, "group_id", step)
+    kernel(g0, s2, "graph_kernel", 100, 50, group=0)                       # no hlo_op
+    kernel(g0, s2, "other_prog_kernel", 200, 5, "fusion.9", program_id=99, group=0)
+    kernel(g0, s1, "stray_kernel", 300, 7, "fusion.404", group=0)
+    g1 = gpus[1]
+    t1 = g1.plane.lines.add(id=1, name="Stream #7(Compute)", timestamp_ns=2)
+    kernel(g1, t1, "loop_fusion_kernel", 0, 25, "jit_step::fusion.1", group=0)
+    return space
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    return read_gpu_cpu_xspace(_gpu_space(), "gpuhost")
+
+
+def _rows(data, **match):
+    t = data.ops
+    mask = np.ones(len(t), bool)
+    for k, v in match.items():
+        mask &= t[k] == v
+    return [{k: t[k][i] for k in t.columns} for i in np.flatnonzero(mask)]
+
+
+def test_gpu_device_and_cores(gpu):
+    assert gpu.device.kind == "gpu" and gpu.device.num_cores == 2
+    assert gpu.device.compute == []  # peaks are filled from the device table, not here
+    spans = {s.core: (s.start_ps, s.end_ps) for s in gpu.core_spans}
+    assert spans[0] == (1000, 1000 + 1000 + 900)  # step 1's marker ends last
+    assert spans[1] == (2000, 2025)
+
+
+def test_multi_kernel_hlo_counts_its_flops_once_per_execution(gpu):
+    rows = _rows(gpu, core=0, operation="custom-call.1")
+    assert sorted(r["step"] for r in rows) == [0, 1]
+    for r in rows:
+        assert r["occurrences"] == 1             # 2 kernels, 1 execution
+        assert r["flops"] == GEMM_FLOPS          # XProf would count 2 ×
+        assert r["total_time_ps"] == 40          # both kernels' time
+        assert r["bytes"] == 2 * (64 * 128 + 128 * 32) + 2 * 64 * 32
+        assert r["hbm_bytes"] == r["bytes"]
+        assert (r["category"], r["precision"], r["flops_source"]) == ("dot", "bf16", "cost_model")
+        assert r["program"] == "jit_step" and r["program_id"] == "7"
+
+
+def test_fusion_rows_and_derived_lines_not_double_counted(gpu):
+    rows = _rows(gpu, core=0, operation="fusion.1")
+    assert len(rows) == 2
+    for r in rows:
+        assert r["occurrences"] == 1 and r["total_time_ps"] == 20
+        assert r["flops"] == FUSION_FLOPS and r["bytes"] == FUSION_BYTES
+        assert r["category"] == "loop fusion" and r["precision"] == "bf16"
+    # `a::b` names the instruction b; GPU:1 is core 1.
+    (r1,) = _rows(gpu, core=1)
+    assert r1["operation"] == "fusion.1" and r1["flops"] == FUSION_FLOPS and r1["step"] == 0
+
+
+def test_kernels_without_hlo_are_kept_as_unattributed_time(gpu):
+    rows = _rows(gpu, category="unattributed")
+    assert {r["operation"]: r["total_time_ps"] for r in rows} == {
+        "graph_kernel": 50, "fusion.9": 5, "fusion.404": 7}
+    assert all(r["flops"] == 0 and r["bytes"] == 0 for r in rows)
+    (diag,) = [d for d in gpu.diagnostics if d.code == "unattributed_time"]
+    assert diag.severity == "warning"
+    for text in ("3 kernels", "1 no hlo_op", "1 program without HLO proto",
+                 "1 op not found"):
+        assert text in diag.message
+    # Nothing disappears: every stream kernel's time is in the table once.
+    assert gpu.ops["total_time_ps"].sum() == 2 * (30 + 10 + 20) + 50 + 5 + 7 + 25
+
+
+def test_gpu_steps_from_the_steps_line(gpu):
+    steps = {(s.core, s.step): (s.start_ps, s.duration_ps) for s in gpu.steps}
+    assert steps[(0, 0)] == (1000, 900) and steps[(0, 1)] == (2000, 900)
+    assert steps[(1, 0)] == (2000, 25)  # no Steps line on GPU:1: its ops' extent
+
+
+def test_gpu_analysis_end_to_end(gpu):
+    a = roofline.analyze([gpu])
+    total = a.program[True].row_dicts()[0]
+    assert total["step"] == "Total"
+    assert total["flops"] == 2 * (GEMM_FLOPS + FUSION_FLOPS) + FUSION_FLOPS
+    ops = {r["operation"]: r for r in a.ops[True].row_dicts()}
+    assert ops["custom-call.1"]["flops"] == 2 * GEMM_FLOPS
+    assert ops["graph_kernel"]["flops"] == 0
+    assert ops["graph_kernel"]["total_time_us"] == pytest.approx(50 / 1e6)
+
+
+def test_profile_without_hlo_shows_all_kernels_unattributed():
+    path = glob.glob(os.path.join(REPO, "testdata", "xplane_tf_gpu_v100", "**", "*.xplane.pb"),
+                     recursive=True)[0]
+    space = load_xspace(path)
+    data = read_gpu_cpu_xspace(space, "v100")
+    assert data.device.kind == "gpu" and data.device.num_cores == 8
+    assert len(data.ops) and set(data.ops["category"]) == {"unattributed"}
+    assert "no_hlo_protos" in [d.code for d in data.diagnostics]
+    stream_time = sum(ev.duration_ps for p in space.planes if p.name.startswith("/device:GPU:")
+                      for line in p.lines if line.name.startswith("Stream")
+                      for ev in line.events)
+    assert data.ops["total_time_ps"].sum() == stream_time
+
+
+CPU_PROFILES = sorted(os.path.dirname(p) for p in glob.glob(
+    os.path.join(REPO, "testdata", "jax_cpu", "*", "cost_analysis.json")))
+
+
+@pytest.mark.parametrize("folder", CPU_PROFILES, ids=os.path.basename)
+def test_real_cpu_profile_end_to_end(folder):
+    path = glob.glob(os.path.join(folder, "plugins", "profile", "*", "*.xplane.pb"))[0]
+    data = read_gpu_cpu_xspace(load_xspace(path), "vm")
+    ref = json.load(open(os.path.join(folder, "cost_analysis.json")))
+    assert data.device.kind == "cpu" and data.device.num_cores == 1
+    assert [s.step for s in data.steps] == [0, 1, 2, 3, 4]   # StepTraceAnnotation step_num
+    assert len(data.core_spans) == 1 and data.core_spans[0].core == 0
+    t = data.ops
+    assert set(t["flops_source"]) == {"cost_model"}
+    assert "unattributed" not in set(t["category"])
+    assert set(t["precision"]) <= {"f32", "int32", "pred", ""}
+    # Every op ran once per step.
+    assert set(t["step"]) == {0, 1, 2, 3, 4}
+    a = roofline.analyze([data])
+    records = a.program[True].row_dicts()
+    total = records[0]
+    per_step = [r for r in records if r["record_type"] == "step"] or records[2:]
+    if os.path.basename(folder) != "while_loop":  # there we count every iteration
+        assert total["flops"] == pytest.approx(5 * ref["flops"], rel=1e-3)
+        for r in per_step:
+            assert r["flops"] == pytest.approx(ref["flops"], rel=1e-3)
+    assert total["total_time_us"] > 0
+    ops = a.ops[True].row_dicts()
+    assert ops and all(r["flops_source"] == "cost_model" for r in ops)
+    top = max((r for r in ops if r["category"] not in ("while", "call", "conditional")),
+              key=lambda r: r["flops"])
+    assert top["category"] in ("convolution fusion", "dot", "convolution")
