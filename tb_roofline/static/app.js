@@ -1,7 +1,7 @@
 // Wiring: view state, data loading and the reactions to user input. Data access lives in
 // api.js, TensorBoard integration in tbhost.js, rendering in views/ and charts.js.
 import {api, ApiError, tableToObjects} from './api.js';
-import {onReload, readUrlState, watchDarkMode, writeUrlState} from './tbhost.js';
+import {onReload, onUrlChange, readUrlState, watchDarkMode, writeUrlState} from './tbhost.js';
 import {Chart, categorySpec, loadVega, opSpec, placePoints, programSpec, roofGeometry}
   from './charts.js';
 import {OP_COLUMNS, PROGRAM_COLUMNS, fmtInt, toCsv, visibleColumns} from './columns.js';
@@ -38,8 +38,6 @@ class App {
       css.onload = resolve;
       css.onerror = resolve;
     });
-    this.tooltip = new Tooltip();
-
     this.runSelect = h('select', {id: 'run-select', 'aria-label': 'Run',
       onchange: () => this.selectRun(this.runSelect.value, {fromUser: true})});
     this.hostSelect = h('select', {id: 'host-select', 'aria-label': 'Host',
@@ -135,6 +133,7 @@ class App {
             this.loadingEl),
         this.noticeEl, this.runErrorEl, this.contentEl);
     setChildren(this.root, this.app);
+    this.tooltip = new Tooltip();  // Appended to <body>, after the root was filled.
 
     this.programChart = new Chart(this.programChartEl, {tooltip: this.tooltip.handler});
     this.opChart = new Chart(this.opChartEl, {tooltip: this.tooltip.handler,
@@ -214,6 +213,7 @@ class App {
         return;
       }
       this.showEmpty();
+      this.bump('runsSeq');
       return;
     }
     this.contentEl.hidden = false;
@@ -225,8 +225,24 @@ class App {
       this.notice(`Run “${wanted}” from the link is not in this logdir; showing the newest run.`);
     }
     const run = known ? wanted : this.runs[0].run;
-    const sameRun = run === this.state.run && keepView && this.data;
-    await this.selectRun(run, {keepHost: true, reload: !sameRun || !keepView});
+    // On TensorBoard's reload (also its 30 s auto-reload) keep the view as it is (zoom,
+    // selection) unless the selected run's files changed.
+    const entry = this.runs.find((r) => r.run === run);
+    const signature = JSON.stringify([entry.run, entry.mtime, entry.hosts]);
+    const unchanged = keepView && this.data && run === this.state.run &&
+        signature === this.runSignature && this.status !== 'error';
+    this.runSignature = signature;
+    if (unchanged) {
+      this.runSelect.value = run;
+    } else {
+      await this.selectRun(run, {keepHost: true, reload: true});
+    }
+    this.bump('runsSeq');
+  }
+
+  /** Counters the tests wait on (`data-load-seq`, `data-runs-seq`, `data-filter-seq`). */
+  bump(name) {
+    this.app.dataset[name] = String((+this.app.dataset[name] || 0) + 1);
   }
 
   showEmpty() {
@@ -285,6 +301,14 @@ class App {
 
   async loadView({only = null} = {}) {
     const token = ++this.loadToken;
+    try {
+      await this._loadView(token, only);
+    } finally {
+      if (token === this.loadToken) this.bump('loadSeq');
+    }
+  }
+
+  async _loadView(token, only) {
     const sel = {run: this.state.run, host: this.state.host, infeed: this.state.infeed};
     if (!sel.run) return;
     this.setStatus('loading');
@@ -416,7 +440,21 @@ class App {
       return;
     }
     setChildren(this.opErrorEl);
-    for (const el of [this.opChartEl, this.catChartEl, this.opTableEl]) el.hidden = false;
+    const none = !d.ops.length;
+    for (const el of [this.opChartEl, this.catChartEl, this.opTableEl]) el.hidden = none;
+    if (none) {
+      this.opChart.dispose();
+      this.catChart.dispose();
+      setChildren(this.opErrorEl, h('p', {class: 'notice', id: 'no-ops'},
+          'No op-level records: this profile has no ops with FLOPs or bytes ' +
+          '(see the diagnostics above).'));
+      this.filtered = [];
+      this.opTable.setRows([]);
+      this.opStatusEl.dataset.plotted = '0';
+      this.opStatusEl.dataset.total = '0';
+      setChildren(this.opStatusEl);
+      return;
+    }
     placePoints(d.ops, geometry.floorX, geometry.floorY);
     const facets = d.facets || {};
     const uniq = (key) => [...new Set(d.ops.map((r) => r[key]))].filter((x) => x !== null).sort();
@@ -516,7 +554,7 @@ class App {
     this.opTable.setRows(this.filtered);
     this.updateOpStatus();
     this.timings.lastFilterMs = now() - t0;
-    this.app.dataset.filterSeq = String((+this.app.dataset.filterSeq || 0) + 1);
+    this.bump('filterSeq');
   }
 
   clearFilters() {
@@ -591,8 +629,15 @@ class App {
     }
   }
 
+  /** The URL was changed from outside (a pasted link, back/forward): show what it says. */
+  async followUrl() {
+    const before = JSON.stringify(this.state);
+    await this.restore();
+    if (JSON.stringify(this.state) !== before) await this.loadRuns();
+  }
+
   async reload() {
-    await this.loadRuns({keepView: false});
+    await this.loadRuns({keepView: true});
   }
 }
 
@@ -606,6 +651,7 @@ export async function start(root) {
   await app.cssLoaded;
   watchDarkMode((dark) => app.setDark(dark));
   onReload(() => app.reload());
+  onUrlChange(() => app.followUrl());
   await app.restore();
   await app.loadRuns();
   return app;

@@ -230,6 +230,7 @@ export function opSpec(geometry, categories, dark) {
         encoding: {x: xEnc(X_TITLE, geometry), y: yEnc(Y_TITLE, geometry)},
       },
       {
+        name: 'selected',
         data: {name: 'ops'},
         transform: [{filter: 'datum.rank === selRank'}],
         mark: {type: 'circle', size: 420, filled: false, stroke: '#e53935', strokeWidth: 3,
@@ -319,6 +320,25 @@ export class Chart {
     } catch (e) {
       return 0;
     }
+  }
+
+  /** The data of the items a named Vega-Lite layer draws (`<name>_marks`), e.g. 'selected'. */
+  markData(layerName) {
+    if (!this.view) return [];
+    const out = [];
+    const walk = (node) => {
+      if (!node) return;
+      if (node.marktype && node.name === `${layerName}_marks`) {
+        for (const item of node.items || []) out.push(item.datum);
+        return;
+      }
+      for (const item of node.items || []) {
+        if (item.items) item.items.forEach(walk);
+        else if (item.marktype) walk(item);
+      }
+    };
+    walk(this.view.scenegraph().root);
+    return out;
   }
 
   async imageUrl(format) {

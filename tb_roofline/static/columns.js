@@ -94,8 +94,10 @@ export const PROGRAM_COLUMNS = [
   C('max_mem_bw_utilization', 'Max memory BW utilization', fmtFrac),
 ];
 
+const uniqueByKey = (cols) => cols.filter((c, i) => cols.findIndex((d) => d.key === c.key) === i);
+
 /** Every metric shown in a chart tooltip (in this order). */
-export const TOOLTIP_COLUMNS = [
+export const TOOLTIP_COLUMNS = uniqueByKey([
   C('operation', 'Operation', fmtText),
   C('step', 'Step', fmtText),
   C('category', 'Category', fmtText),
@@ -112,7 +114,7 @@ export const TOOLTIP_COLUMNS = [
   C('tf_op', 'Framework op', fmtText),
   C('flops_source', 'FLOPs source', fmtText),
   C('host', 'Host', fmtText),
-];
+]);
 
 /**
  * The columns to show for a device: drops per-memory columns of memories the device lacks and

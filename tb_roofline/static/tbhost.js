@@ -184,6 +184,12 @@ export function writeUrlState(state) {
   window.history.replaceState(window.history.state, '', url.toString());
 }
 
+/** Calls `callback()` when the URL hash is changed by the user (links, back/forward). */
+export function onUrlChange(callback) {
+  const target = parentWindow() || window;
+  target.addEventListener('hashchange', () => callback());
+}
+
 /**
  * Follows TensorBoard's dark mode (the `dark-mode` class on the parent's body); without a
  * readable parent, follows the browser's prefers-color-scheme. Calls `callback(isDark)` now and
