@@ -64,12 +64,13 @@ class Shape:
         if etype == TUPLE:
             subs = tuple(Shape.from_proto(t) for t in p.tuple_shapes)
             return Shape(TUPLE, (), all(s.has_layout for s in subs), 0, (), subs)
-        has = p.HasField("layout")
-        if has:
+        dyn = p.is_dynamic_dimension
+        dynamic = bool(len(dyn)) and any(dyn)
+        if p.HasField("layout"):
             lay = p.layout
             return Shape(etype, p.dimensions, True, lay.element_size_in_bits, lay.minor_to_major,
-                         (), any(p.is_dynamic_dimension))
-        return Shape(etype, p.dimensions, False, 0, (), (), any(p.is_dynamic_dimension))
+                         (), dynamic)
+        return Shape(etype, p.dimensions, False, 0, (), (), dynamic)
 
     @property
     def is_tuple(self) -> bool:
