@@ -281,6 +281,178 @@ def decode_line(line, stat_ids: dict):
     return decode_events(line.events, line.timestamp_ns, stat_ids)
 
 
+_VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
+
+
+def _varint_sizes(v: np.ndarray) -> np.ndarray:
+    """Bytes of the minimal varint encoding of each uint64."""
+    return np.searchsorted(_VARINT_LIMITS, v, side="right").astype(np.int64) + 1
+
+
+_TARGET_STATS = ("group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps")
+
+
+def _first_event_pairs(tag: np.ndarray) -> int:
+    """Pairs in the first event (its metadata-id pair up to the next event's), or 0."""
+    i, n = 1, len(tag)
+    limit = min(n, 4096)
+    while i < limit:
+        if tag[i] == 0x22:
+            i += 3  # a stat: header, metadata id, value
+        elif tag[i] == 0x08:
+            return i
+        else:
+            i += 1
+    return n if i >= n else 0
+
+
+def _decode_uniform(tag, val, base, stat_ids, n_events):
+    """Every event has the same sequence of tags (the usual case on op lines): the pairs form an
+    events x fields table and each field is a column. None when the line is not like that."""
+    k = _first_event_pairs(tag)
+    if k <= 0 or len(tag) % k or len(tag) // k != n_events:
+        return None
+    m = n_events
+    pattern = tag[:k]
+    tags = tag.reshape(m, k)
+    if not (tags == pattern).all():
+        return None
+    vals = val.reshape(m, k)
+    vi = vals.view(np.int64)
+    plist = pattern.tolist()
+    j = 0
+    fields, stats = {}, []
+    while j < k:  # check the grammar once, on the pattern
+        t = plist[j]
+        if t == 0x22:
+            if j + 2 >= k or plist[j + 1] != 0x08 or plist[j + 2] not in (0x18, 0x20, 0x38):
+                return None
+            stats.append(j)
+            j += 3
+            continue
+        if t not in (0x08, 0x10, 0x18, 0x28) or t in fields or (fields and t < max(fields)):
+            return None
+        fields[t] = j
+        j += 1
+    if 0x08 not in fields or (0x10 in fields) == (0x28 in fields):
+        return None
+    for j in stats:
+        size = 2 + _varint_sizes(vals[:, j + 1]) + _varint_sizes(vals[:, j + 2])
+        if (vals[:, j] != size.astype(np.uint64)).any():
+            return None
+    md = vi[:, fields[0x08]].copy()
+    dur = vi[:, fields[0x18]].copy() if 0x18 in fields else np.zeros(m, np.int64)
+    if 0x10 in fields:
+        begin = base + vi[:, fields[0x10]]
+        occ = np.ones(m, np.int64)
+    else:
+        begin = np.full(m, base, np.int64)
+        occ = vi[:, fields[0x28]].copy()
+    group = np.full(m, NO_STEP, np.int64)
+    stall = np.zeros(m, np.int64)
+    targets = dict(zip(_TARGET_STATS, (group, begin, dur, stall)))
+    for j in stats:  # in order: of several matching stats, the last one wins
+        mids = vi[:, j + 1]
+        value = vi[:, j + 2] if plist[j + 2] != 0x38 else np.zeros(m, np.int64)
+        for name, target in targets.items():
+            sid = stat_ids.get(name)
+            if sid is None:
+                continue
+            hit = mids == sid
+            if hit.all():
+                target[:] = value
+            elif hit.any():
+                target[hit] = value[hit]
+    return md, begin, dur, group, stall, occ
+
+
+def decode_tokens(tokens, line_timestamp_ns: int, stat_ids: dict, n_events: int):
+    """`_line_events` from an `XLineTokens.event_tokens` stream, or None when the stream is not
+    a sequence of `n_events` events made of varints and 2-field varint stats in field order (the
+    caller then decodes that line per event). `n_events` (from the `XSpaceView` parse) guards
+    against an event without a metadata id, which would otherwise merge into the one before.
+
+    The stream alternates tag and value (a stat's header is tag 0x22 and its byte length, its
+    content two tag/value pairs). Events start at their metadata-id pair; every event must hold
+    exactly one of offset_ps / num_occurrences, which also catches events merged by a missing id.
+    """
+    t = np.asarray(tokens, dtype=np.uint64)
+    base = int(line_timestamp_ns) * 1000
+    if len(t) == 0:
+        return _empty(0) if n_events == 0 else None
+    if len(t) % 2:
+        return None
+    tag = t[0::2]
+    val = t[1::2]
+    if int(tag.max()) > 0xFF:
+        return None
+    tag = tag.astype(np.int64)
+    uniform = _decode_uniform(tag, val, base, stat_ids, n_events)
+    if uniform is not None:
+        return uniform
+    n = len(tag)
+    i22 = np.flatnonzero(tag == 0x22)
+    if len(i22) and int(i22[-1]) + 2 >= n:
+        return None
+    stat_level = np.zeros(n, bool)
+    stat_level[i22 + 1] = True
+    stat_level[i22 + 2] = True
+    if (stat_level[i22]).any():
+        return None
+    s_mid_tag, s_val_tag = tag[i22 + 1], tag[i22 + 2]
+    if (s_mid_tag != 0x08).any() or not np.isin(s_val_tag, (0x18, 0x20, 0x38)).all():
+        return None
+    s_mid, s_val = val[i22 + 1], val[i22 + 2]
+    if (val[i22] != (2 + _varint_sizes(s_mid) + _varint_sizes(s_val)).astype(np.uint64)).any():
+        return None
+    ev_tag = np.where(stat_level, -1, tag)
+    if not _EV_OK[tag[~stat_level]].all():
+        return None
+    starts = ev_tag == 0x08
+    if not starts[0]:
+        return None
+    event = np.cumsum(starts) - 1
+    m = int(starts.sum())
+    if m != n_events:
+        return None
+    vi = val.view(np.int64)
+
+    def field(code, default):
+        where = np.flatnonzero(ev_tag == code)
+        out = np.full(m, default, np.int64)
+        counts = np.bincount(event[where], minlength=m)
+        if (counts > 1).any():
+            return None, None
+        out[event[where]] = vi[where]
+        return out, counts
+
+    md, _ = field(0x08, 0)
+    offset, has_offset = field(0x10, 0)
+    dur, _ = field(0x18, 0)
+    occ_raw, has_occ = field(0x28, 0)
+    if md is None or offset is None or dur is None or occ_raw is None:
+        return None
+    if ((has_offset + has_occ) != 1).any():
+        return None
+    begin = base + offset
+    occ = np.where(has_occ > 0, occ_raw, 1).astype(np.int64)
+    group = np.full(m, NO_STEP, np.int64)
+    stall = np.zeros(m, np.int64)
+    if len(i22):
+        s_event = event[i22]
+        s_value = np.where(s_val_tag == 0x38, 0, s_val.view(np.int64))
+        s_mid_i = s_mid.view(np.int64)
+        for name, target in (("group_id", group), ("device_offset_ps", begin),
+                             ("device_duration_ps", dur), ("dma_stall_duration_ps", stall)):
+            sid = stat_ids.get(name)
+            if sid is None:
+                continue
+            hit = np.flatnonzero(s_mid_i == sid)
+            if len(hit):
+                target[s_event[hit]] = s_value[hit]  # several: the last one wins
+    return md, begin, dur, group, stall, occ
+
+
 # ----------------------------------------------------------------------------------------------
 # Self times
 

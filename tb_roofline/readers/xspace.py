@@ -23,7 +23,8 @@ from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, Profi
 from tb_roofline.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, Diagnostic,
                                   OpTableBuilder, ProfileData, StepSpan,
                                   is_infeed_outfeed_category)
-from tb_roofline.protos import memory_access_pb2, xplane_pb2
+from tb_roofline.protos import memory_access_pb2, xplane_pb2, xplane_view_pb2
+from tb_roofline.readers.xline_fast import decode_tokens, group_sums, self_times
 
 TENSOR_CORE_PLANE = re.compile(r"^/device:TPU:(\d+)$")
 SPARSE_CORE_PLANE = re.compile(r"^/device:TPU:\d+ SparseCore")
@@ -34,8 +35,9 @@ HBM, CMEM, VMEM = 1, 2, 3
 READ, WRITE = 1, 2
 
 
-def load_xspace(path: str, max_bytes: int | None = None) -> xplane_pb2.XSpace:
-    """Parse the file, telling "corrupt" from "still being written" and "too large"."""
+def read_profile_bytes(path: str, max_bytes: int | None = None) -> tuple[bytes, bool]:
+    """(file contents, whether the file is young), telling "still being written" and "too
+    large" apart from the rest."""
     try:
         before = os.stat(path)
     except OSError as exc:
@@ -55,17 +57,112 @@ def load_xspace(path: str, max_bytes: int | None = None) -> xplane_pb2.XSpace:
         if young:
             raise ProfileIncompleteError(f"{os.path.basename(path)} is empty")
         raise ProfileFormatError(f"{os.path.basename(path)} is empty (0 bytes)")
+    return data, young
+
+
+def parse_xspace(data: bytes, name: str, young: bool = False) -> xplane_pb2.XSpace:
     space = xplane_pb2.XSpace()
     try:
         space.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as exc:
         if young:
-            raise ProfileIncompleteError(f"{os.path.basename(path)} does not parse yet") from None
+            raise ProfileIncompleteError(f"{name} does not parse yet") from None
         raise ProfileFormatError(
-            f"{os.path.basename(path)} is not a valid XSpace (truncated or corrupt): {exc}") from None
+            f"{name} is not a valid XSpace (truncated or corrupt): {exc}") from None
     if not space.planes:
-        raise ProfileFormatError(f"{os.path.basename(path)} holds an empty XSpace (no planes)")
+        raise ProfileFormatError(f"{name} holds an empty XSpace (no planes)")
     return space
+
+
+def load_xspace(path: str, max_bytes: int | None = None) -> xplane_pb2.XSpace:
+    """Parse the whole file with the full schema."""
+    data, young = read_profile_bytes(path, max_bytes)
+    return parse_xspace(data, os.path.basename(path), young)
+
+
+class _FullPlane:
+    """The plane's bytes, parsed with the full schema only if some line needs it. Shared by a
+    `_TokenPlane` and its lines without pointing back at them (no reference cycle, so a plane's
+    memory goes as soon as the reader moves on)."""
+
+    def __init__(self, raw: bytes):
+        self._raw = raw
+        self._plane = None
+
+    def get(self):
+        if self._plane is None:
+            self._plane = xplane_pb2.XPlane.FromString(self._raw)
+        return self._plane
+
+
+class _TokenLine:
+    """A line of a TPU plane read as a varint token stream (see xline_fast.decode_tokens)."""
+
+    def __init__(self, full: _FullPlane, index: int, line, n_events: int):
+        self._full, self._index = full, index
+        self.name = line.name
+        self.timestamp_ns = line.timestamp_ns
+        self.tokens = line.event_tokens
+        self.n_events = n_events
+
+    def full(self):
+        return self._full.get().lines[self._index]
+
+
+class _TokenPlane:
+    """A TPU TensorCore plane parsed with the token view; the full parse happens only if a
+    line needs the per-event path."""
+
+    def __init__(self, raw: bytes):
+        tok = xplane_view_pb2.XPlaneTokens.FromString(raw)
+        counts = [len(l.events) for l in xplane_view_pb2.XPlaneView.FromString(raw).lines]
+        full = _FullPlane(raw)
+        self.id, self.name = tok.id, tok.name
+        self.stats, self.event_metadata, self.stat_metadata = tok.stats, tok.event_metadata, tok.stat_metadata
+        self.lines = [_TokenLine(full, i, l, counts[i]) for i, l in enumerate(tok.lines)]
+
+
+class _LazyPlane:
+    """A TensorCore plane not parsed yet: planes are parsed one at a time, so only one plane's
+    decoded events are in memory at once."""
+
+    def __init__(self, name: str, raw: bytes):
+        self.name = name
+        self._raw = raw
+
+    def load(self):
+        try:
+            return _TokenPlane(self._raw)
+        except (DecodeError, RuntimeError, ValueError):
+            return xplane_pb2.XPlane.FromString(self._raw)
+
+
+def _fast_tpu_planes(data: bytes):
+    """The TPU TensorCore planes through the token view, or None to use the full schema."""
+    try:
+        raw = xplane_view_pb2.XSpaceRaw.FromString(data)
+        headers = [(xplane_view_pb2.XPlaneHeader.FromString(p), p) for p in raw.planes]
+    except (DecodeError, RuntimeError, ValueError):
+        return None
+    planes, other = [], []
+    for header, plane_bytes in headers:
+        if TENSOR_CORE_PLANE.match(header.name):
+            planes.append(_LazyPlane(header.name, plane_bytes))
+        else:
+            other.append(header)
+    if not planes:
+        return None
+    return planes, other
+
+
+def _events(line, stat_ids: dict):
+    """`_line_events` for either kind of line, through the fast path when it can."""
+    if isinstance(line, _TokenLine):
+        decoded = decode_tokens(line.tokens, line.timestamp_ns, stat_ids, line.n_events)
+        if decoded is not None:
+            return decoded
+        return _line_events(line.full(), stat_ids)
+    return _line_events(line, stat_ids)
 
 
 class _PlaneStats:
@@ -170,11 +267,11 @@ def _program_names(ps: _PlaneStats, plane) -> dict[str, str]:
     for line in plane.lines:
         if line.name != "XLA Modules":
             continue
-        for ev in line.events:
-            if ev.metadata_id in seen:
+        for mid in np.unique(_events(line, ps.ids)[0]).tolist():
+            if mid in seen:
                 continue
-            seen.add(ev.metadata_id)
-            md = plane.event_metadata.get(ev.metadata_id)
+            seen.add(mid)
+            md = plane.event_metadata.get(mid)
             if md is None:
                 continue
             pid = ps.as_dict(md.stats).get("program_id")
@@ -234,14 +331,20 @@ def _self_times(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileData:
+    if not any(TENSOR_CORE_PLANE.match(p.name) for p in space.planes):
+        return _read_without_tpu(space, host)
+    return _read_tpu_planes(list(space.planes), [p.name for p in space.planes], host, progress)
+
+
+def _read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=None) -> ProfileData:
+    """TensorCore planes (full `XPlane`s or `_TokenPlane`s) → op table, spans, peaks."""
     builder = OpTableBuilder()
     steps: list[StepSpan] = []
     spans: list[CoreSpan] = []
     diagnostics: list[Diagnostic] = []
-    cores = [(int(m.group(1)), p) for p in space.planes
-             if (m := TENSOR_CORE_PLANE.match(p.name))]
+    cores = [(int(m.group(1)), p) for p in planes if (m := TENSOR_CORE_PLANE.match(p.name))]
     cores.sort(key=lambda c: c[0])
-    sparse = [p.name for p in space.planes if SPARSE_CORE_PLANE.match(p.name)]
+    sparse = [n for n in plane_names if SPARSE_CORE_PLANE.match(n)]
     if sparse:
         diagnostics.append(Diagnostic("info", "sparsecore_ignored",
                                       f"{len(sparse)} SparseCore plane(s) ignored: their ops are "
@@ -251,6 +354,8 @@ def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileDa
     for done, (core, plane) in enumerate(cores):
         if progress:
             progress(done, len(cores))
+        if isinstance(plane, _LazyPlane):
+            plane = plane.load()
         ps = _PlaneStats(plane)
         if device is None:
             device = _device_from_plane_stats(ps.as_dict(plane.stats), len(cores))
@@ -259,7 +364,7 @@ def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileDa
         lo, hi = None, None
         marker_steps: dict[int, list[int]] = {}
         for line in step_lines:
-            md, begin, dur, group, _, _ = _line_events(line, ps.ids)
+            md, begin, dur, group, _, _ = _events(line, ps.ids)
             if len(begin):
                 lo = begin.min() if lo is None else min(lo, begin.min())
                 hi = (begin + dur).max() if hi is None else max(hi, (begin + dur).max())
@@ -272,24 +377,18 @@ def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileDa
         infos = {}
         programs = _program_names(ps, plane)
         for line in ops_lines:
-            md, begin, dur, group, stall, occ = _line_events(line, ps.ids)
+            md, begin, dur, group, stall, occ = _events(line, ps.ids)
             if not len(md):
                 continue
             lo = begin.min() if lo is None else min(lo, begin.min())
             hi = (begin + dur).max() if hi is None else max(hi, (begin + dur).max())
-            order, selft = _self_times(begin, dur)
+            order, selft = self_times(begin, dur)
             md, dur, group, stall, occ = md[order], dur[order], group[order], stall[order], occ[order]
             op_groups.update(np.unique(group[group != NO_STEP]).tolist())
             # One row per (op, step): sum executions, times and stalls.
-            key = md * (int(group.max()) + 2) + (group + 1)
-            uniq, inverse = np.unique(key, return_inverse=True)
-            inverse = inverse.reshape(-1)
-            first = np.zeros(len(uniq), np.int64)
-            first[inverse[::-1]] = np.arange(len(key))[::-1]
-            sums = {name: np.bincount(inverse, weights=arr, minlength=len(uniq))
-                    for name, arr in (("time", dur), ("self", selft), ("stall", stall),
-                                      ("occ", occ))}
-            row_md, row_step = md[first], group[first]
+            row_md, row_step, totals = group_sums(md, group, dur, selft, stall, occ)
+            sums = {name: totals[i].astype(np.float64)
+                    for i, name in enumerate(("time", "self", "stall", "occ"))}
             for mid in np.unique(row_md).tolist():
                 if mid not in infos:
                     meta = plane.event_metadata.get(mid)
@@ -324,20 +423,25 @@ def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileDa
             spans.append(CoreSpan(host, core, int(lo), int(hi)))
         for g in sorted(set(marker_steps) & op_groups):
             steps.append(StepSpan(host, core, g, int(marker_steps[g][0]), int(marker_steps[g][1])))
-    if not cores:
-        kinds = sorted({p.name.split(":")[0] for p in space.planes})
-        diagnostics.append(Diagnostic(
-            "warning", "no_tpu_planes",
-            "no TPU TensorCore planes in this profile (planes: " + ", ".join(
-                p.name for p in space.planes[:8]) + "); GPU and CPU profiles need the HLO cost "
-            "model, which is not available yet, so no op FLOPs or bytes can be shown"))
-        device = _non_tpu_device(space)
+        # Let this plane's decoded events go before the next plane is parsed.
+        plane = ps = ops_lines = step_lines = line = infos = meta = None
     if dropped_ops:
         diagnostics.append(Diagnostic("warning", "ops_without_metadata",
                                       f"{dropped_ops} op executions reference missing metadata"))
     data = ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
                        diagnostics=diagnostics)
     return data
+
+
+def _read_without_tpu(space, host: str) -> ProfileData:
+    """GPU/CPU profiles: no FLOPs or bytes in the profile itself (they need the HLO cost model)."""
+    diagnostics = [Diagnostic(
+        "warning", "no_tpu_planes",
+        "no TPU TensorCore planes in this profile (planes: " + ", ".join(
+            p.name for p in space.planes[:8]) + "); GPU and CPU profiles need the HLO cost "
+        "model, which is not available yet, so no op FLOPs or bytes can be shown")]
+    return ProfileData(device=_non_tpu_device(space), ops=OpTableBuilder().build(), steps=[],
+                       core_spans=[], diagnostics=diagnostics)
 
 
 def _non_tpu_device(space) -> DeviceInfo:
@@ -357,7 +461,14 @@ def read_xspace_file(path: str, host: str, max_bytes: int | None = None,
                      progress=None) -> ProfileData:
     if progress:
         progress(0, 1)
-    data = read_xspace(load_xspace(path, max_bytes=max_bytes), host, progress)
+    raw, young = read_profile_bytes(path, max_bytes)
+    fast = _fast_tpu_planes(raw)
+    if fast is not None:
+        planes, others = fast
+        data = _read_tpu_planes(planes, [p.name for p in planes] + [h.name for h in others],
+                                host, progress)
+    else:
+        data = read_xspace(parse_xspace(raw, os.path.basename(path), young), host, progress)
     if progress:
         progress(1, 1)
     return data
