@@ -286,3 +286,24 @@ def test_tokens_hand_built():
     assert got[3].tolist() == [2**62, 8]
     line.events.add(offset_ps=5)  # metadata id 0 is not written: cannot be split safely
     assert _check_tokens(line, ids) is None
+
+
+def test_tokens_without_count_never_merge_events():
+    """With the count only on demand, a line with an id-less event must still come out exact."""
+    ids = {"group_id": 1}
+    line = xplane_pb2.XLine(timestamp_ns=1)
+    for i in range(6):
+        e = line.events.add(metadata_id=0 if i == 3 else 4, offset_ps=10 * i, duration_ps=5)
+        e.stats.add(metadata_id=1, int64_value=i)
+    tok = xplane_view_pb2.XLineTokens.FromString(line.SerializeToString())
+    asked = []
+    got = xf.decode_tokens(tok.event_tokens, 1, ids, lambda: asked.append(1) or len(line.events))
+    assert asked, "a non-uniform line must check the event count"
+    assert got is None or all(np.array_equal(a, b) for a, b in zip(got, _line_events(line, ids)))
+    uniform = xplane_pb2.XLine(timestamp_ns=1)
+    for i in range(6):
+        uniform.events.add(metadata_id=4, offset_ps=10 * i, duration_ps=5).stats.add(
+            metadata_id=1, int64_value=i)
+    tok = xplane_view_pb2.XLineTokens.FromString(uniform.SerializeToString())
+    got = xf.decode_tokens(tok.event_tokens, 1, ids, lambda: pytest.fail("count not needed"))
+    _same(_line_events(uniform, ids), got)

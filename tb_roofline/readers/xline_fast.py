@@ -310,9 +310,9 @@ def _decode_uniform(tag, val, base, stat_ids, n_events):
     """Every event has the same sequence of tags (the usual case on op lines): the pairs form an
     events x fields table and each field is a column. None when the line is not like that."""
     k = _first_event_pairs(tag)
-    if k <= 0 or len(tag) % k or len(tag) // k != n_events:
+    if k <= 0 or len(tag) % k or (n_events is not None and len(tag) // k != n_events):
         return None
-    m = n_events
+    m = len(tag) // k
     pattern = tag[:k]
     tags = tag.reshape(m, k)
     if not (tags == pattern).all():
@@ -366,11 +366,13 @@ def _decode_uniform(tag, val, base, stat_ids, n_events):
     return md, begin, dur, group, stall, occ
 
 
-def decode_tokens(tokens, line_timestamp_ns: int, stat_ids: dict, n_events: int):
+def decode_tokens(tokens, line_timestamp_ns: int, stat_ids: dict, n_events):
     """`_line_events` from an `XLineTokens.event_tokens` stream, or None when the stream is not
     a sequence of `n_events` events made of varints and 2-field varint stats in field order (the
-    caller then decodes that line per event). `n_events` (from the `XSpaceView` parse) guards
-    against an event without a metadata id, which would otherwise merge into the one before.
+    caller then decodes that line per event). `n_events` (from the `XSpaceView` parse; an int or
+    a callable giving it, asked only when needed) guards against an event without a metadata
+    id, which would otherwise merge into the one before. A line whose events all share one tag
+    sequence needs no count: a missing id would break the shared sequence.
 
     The stream alternates tag and value (a stat's header is tag 0x22 and its byte length, its
     content two tag/value pairs). Events start at their metadata-id pair; every event must hold
@@ -378,8 +380,9 @@ def decode_tokens(tokens, line_timestamp_ns: int, stat_ids: dict, n_events: int)
     """
     t = np.asarray(tokens, dtype=np.uint64)
     base = int(line_timestamp_ns) * 1000
+    count = n_events if callable(n_events) else (lambda: n_events)
     if len(t) == 0:
-        return _empty(0) if n_events == 0 else None
+        return _empty(0) if count() == 0 else None
     if len(t) % 2:
         return None
     tag = t[0::2]
@@ -387,7 +390,7 @@ def decode_tokens(tokens, line_timestamp_ns: int, stat_ids: dict, n_events: int)
     if int(tag.max()) > 0xFF:
         return None
     tag = tag.astype(np.int64)
-    uniform = _decode_uniform(tag, val, base, stat_ids, n_events)
+    uniform = _decode_uniform(tag, val, base, stat_ids, None if callable(n_events) else n_events)
     if uniform is not None:
         return uniform
     n = len(tag)
@@ -413,7 +416,7 @@ def decode_tokens(tokens, line_timestamp_ns: int, stat_ids: dict, n_events: int)
         return None
     event = np.cumsum(starts) - 1
     m = int(starts.sum())
-    if m != n_events:
+    if m != count():
         return None
     vi = val.view(np.int64)
 

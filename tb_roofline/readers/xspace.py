@@ -81,29 +81,38 @@ def load_xspace(path: str, max_bytes: int | None = None) -> xplane_pb2.XSpace:
 
 
 class _FullPlane:
-    """The plane's bytes, parsed with the full schema only if some line needs it. Shared by a
-    `_TokenPlane` and its lines without pointing back at them (no reference cycle, so a plane's
-    memory goes as soon as the reader moves on)."""
+    """The plane's bytes, parsed with the full schema (or the event-count view) only if some
+    line needs it. Shared by a `_TokenPlane` and its lines without pointing back at them (no
+    reference cycle, so a plane's memory goes as soon as the reader moves on)."""
 
     def __init__(self, raw: bytes):
         self._raw = raw
         self._plane = None
+        self._counts = None
 
     def get(self):
         if self._plane is None:
             self._plane = xplane_pb2.XPlane.FromString(self._raw)
         return self._plane
 
+    def event_count(self, index: int) -> int:
+        if self._counts is None:
+            view = xplane_view_pb2.XPlaneView.FromString(self._raw)
+            self._counts = [len(l.events) for l in view.lines]
+        return self._counts[index]
+
 
 class _TokenLine:
     """A line of a TPU plane read as a varint token stream (see xline_fast.decode_tokens)."""
 
-    def __init__(self, full: _FullPlane, index: int, line, n_events: int):
+    def __init__(self, full: _FullPlane, index: int, line):
         self._full, self._index = full, index
         self.name = line.name
         self.timestamp_ns = line.timestamp_ns
         self.tokens = line.event_tokens
-        self.n_events = n_events
+
+    def n_events(self) -> int:
+        return self._full.event_count(self._index)
 
     def full(self):
         return self._full.get().lines[self._index]
@@ -115,11 +124,10 @@ class _TokenPlane:
 
     def __init__(self, raw: bytes):
         tok = xplane_view_pb2.XPlaneTokens.FromString(raw)
-        counts = [len(l.events) for l in xplane_view_pb2.XPlaneView.FromString(raw).lines]
         full = _FullPlane(raw)
         self.id, self.name = tok.id, tok.name
         self.stats, self.event_metadata, self.stat_metadata = tok.stats, tok.event_metadata, tok.stat_metadata
-        self.lines = [_TokenLine(full, i, l, counts[i]) for i, l in enumerate(tok.lines)]
+        self.lines = [_TokenLine(full, i, l) for i, l in enumerate(tok.lines)]
 
 
 class _LazyPlane:
@@ -182,6 +190,14 @@ class _PlaneStats:
             return md.name if md is not None else ""
         return getattr(stat, kind)
 
+    def wanted(self, names) -> dict:
+        """{stat id: name} for the given names that this plane defines (cached)."""
+        key = tuple(names)
+        cache = self.__dict__.setdefault("_wanted", {})
+        if key not in cache:
+            cache[key] = {self.ids[n]: n for n in names if n in self.ids}
+        return cache[key]
+
     def as_dict(self, stats) -> dict:
         return {self.names.get(s.metadata_id, ""): self.value(s) for s in stats}
 
@@ -240,8 +256,17 @@ def _int(v) -> int:
         return 0
 
 
+OP_STATS = ("flops", "model_flops", "bytes_accessed", "hlo_category", "program_id",
+            "memory_access_breakdown", "source", "tf_op")
+
+
 def _op_info(ps: _PlaneStats, md) -> dict:
-    s = ps.as_dict(md.stats)
+    wanted = ps.wanted(OP_STATS)
+    s = {}
+    for st in md.stats:
+        name = wanted.get(st.metadata_id)
+        if name is not None:
+            s[name] = ps.value(st)
     flops = float(_int(s.get("flops")))
     model_flops = float(_int(s.get("model_flops"))) or flops
     total = float(_int(s.get("bytes_accessed")))
