@@ -307,10 +307,11 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
             "info", "while_without_trip_count",
             f"{costing.no_trip} while loop(s) have no known trip count; their cost is one "
             "iteration (their body ops are still timed and costed per execution)"))
-    if not cores or not len(builder.build()):
+    ops = builder.build()
+    if not len(ops):
         diagnostics.append(Diagnostic("warning", "no_xla_ops",
                                       "no XLA op executions found on GPU streams or CPU threads"))
-    return ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
+    return ProfileData(device=device, ops=ops, steps=steps, core_spans=spans,
                        diagnostics=diagnostics)
 
 
