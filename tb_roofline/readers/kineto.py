@@ -1,0 +1,914 @@
+"""PyTorch profiler traces (Kineto JSON, `*.pt.trace.json[.gz]`) → op table, steps, core spans.
+
+Facts used (REFERENCE.md §6; docs/pytorch_traces.md has the details and choices):
+- A trace is one JSON object; `traceEvents` holds Chrome trace events (`ph: "X"`, `ts`/`dur`
+  in µs). Other keys: `deviceProperties`, `distributedInfo` (`rank`, `world_size`), ...
+- `cpu_op` events are aten ops; they nest on their thread by time. With `record_shapes` they
+  carry `Input Dims`, `Input type` and `Concrete Inputs`, from which `torch_flops` derives FLOPs
+  and bytes.
+- GPU activity (`kernel`, `gpu_memcpy`, `gpu_memset`) carries `correlation`, matching the
+  `cuda_runtime` launch on the CPU thread; the ops enclosing that launch launched it. Newer
+  traces also give the launch the enclosing op's `External id`; older ones set it to the
+  correlation id, so time nesting is the link that works for both, `External id` the fallback.
+- `user_annotation` `ProfilerStep#N` spans mark training steps.
+- `cuda_profiler_range` events (CUPTI range profiler) carry per-kernel SASS instruction counts;
+  FLOPs per precision = add + mul + 2·fma. They come in launch order, with placeholder times.
+
+Attribution (so nested ops never count their kernels twice): every op is charged to one "row
+op": the outermost op around it that has a FLOP formula, else its outermost (top-level) op. All
+kernels launched inside, and on CPU-only traces all CPU time spent inside (minus the time of
+nested row ops), go to that row op. memcpy/memset are rows of their own with measured bytes.
+"""
+from __future__ import annotations
+
+import array
+import codecs
+import dataclasses
+import gzip
+import json
+import os
+import re
+import time
+import zlib
+
+import numpy as np
+
+from tb_roofline.device import DeviceInfo
+from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
+from tb_roofline.op_table import (NO_STEP, CoreSpan, Diagnostic, OpTable, OpTableBuilder,
+                                  ProfileData, StepSpan)
+from tb_roofline.readers import torch_flops
+
+CHUNK_CHARS = 4 << 20
+YOUNG_FILE_S = 2.0
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"})
+KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
+HW_PREFIX = "smsp__sass_thread_inst_executed_op_"
+HW_PRECISIONS = {"d": "f64", "f": "f32", "h": "f16"}
+HW_NOTE = ("CUPTI SASS instruction counters (add + mul + 2·fma per precision) count CUDA-core "
+           "floating-point work only: tensor-core (HMMA/IMMA/DMMA) work is not counted, so "
+           "GEMMs and convolutions on tensor cores show few or no hardware FLOPs; half-precision "
+           "counts are instructions, and packed (×2) instructions count once.")
+
+
+# ------------------------------------------------------------------------------------------
+# Streaming JSON: top-level keys, and the traceEvents array in batches.
+
+class _Truncated(Exception):
+    pass
+
+
+class _TextSource:
+    """Decoded text of a (gzipped) file, read in chunks; counts the bytes it read."""
+
+    def __init__(self, f, max_chars: int | None):
+        self.f = f
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+        self.eof = False
+        self.read_bytes = 0
+        self.max_chars = max_chars
+
+    def read(self) -> str:
+        if self.eof:
+            return ""
+        data = self.f.read(CHUNK_CHARS)
+        self.read_bytes += len(data)
+        if self.max_chars is not None and self.read_bytes > self.max_chars:
+            raise ProfileTooLargeError(
+                f"holds more than {self.max_chars / 2**20:.0f} MiB of JSON, over the limit "
+                "(set TB_ROOFLINE_MAX_FILE_MB to raise it)")
+        if not data:
+            self.eof = True
+            return self.decoder.decode(b"", final=True)
+        return self.decoder.decode(data)
+
+
+class _JsonStream:
+    """An incremental reader of `{ "key": value, ..., "traceEvents": [ {...}, ... ], ... }`.
+
+    Values other than traceEvents are decoded whole (they are small); the events array is
+    decoded in batches of complete elements with one `json.loads` per few MB (fast path: the
+    text up to the last `},` that ends a top-level element), falling back to `raw_decode` one
+    element at a time when a batch boundary is ambiguous. Only a few MB of text are held.
+    """
+
+    WS = " \t\r\n"
+
+    def __init__(self, src: _TextSource):
+        self.src = src
+        self.buf = ""
+        self.pos = 0
+        self.decoder = json.JSONDecoder()
+        self.saw_events = False
+
+    def _more(self) -> bool:
+        text = self.src.read()
+        if not text and self.src.eof:
+            return False
+        self.buf = self.buf[self.pos:] + text
+        self.pos = 0
+        return True
+
+    def _skip_ws(self):
+        while True:
+            buf, pos = self.buf, self.pos
+            n = len(buf)
+            while pos < n and buf[pos] in self.WS:
+                pos += 1
+            self.pos = pos
+            if pos < n:
+                return buf[pos]
+            if not self._more():
+                raise _Truncated("unexpected end of file")
+
+    def _expect(self, ch):
+        if self._skip_ws() != ch:
+            raise ProfileFormatError(f"expected '{ch}' at offset {self.pos} of the JSON text, "
+                                     f"found {self.buf[self.pos:self.pos + 20]!r}")
+        self.pos += 1
+
+    def _value(self):
+        self._skip_ws()
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                # The value may just continue in the next chunk: read on (bounded), then judge.
+                if not self.src.eof and len(self.buf) - self.pos < max(4 * CHUNK_CHARS, 1 << 26):
+                    if self._more():
+                        continue
+                if self.src.eof and (exc.msg.startswith("Unterminated string") or
+                                     not self.buf[exc.pos:].strip()):
+                    raise _Truncated(str(exc)) from None
+                raise ProfileFormatError(f"invalid JSON: {exc.msg}") from None
+            self.pos = end
+            return value
+
+    def parse(self, on_key, on_events):
+        """Calls on_key(key, value) for plain keys and on_events(list) per batch of events."""
+        self._expect("{")
+        first = True
+        while True:
+            ch = self._skip_ws()
+            if ch == "}":
+                self.pos += 1
+                return
+            if not first:
+                if ch != ",":
+                    raise ProfileFormatError(f"expected ',' between top-level keys, found {ch!r}")
+                self.pos += 1
+                if self._skip_ws() == "}":  # tolerate a trailing comma
+                    self.pos += 1
+                    return
+            first = False
+            key = self._value()
+            if not isinstance(key, str):
+                raise ProfileFormatError("top-level keys must be strings")
+            self._expect(":")
+            if key == "traceEvents":
+                self.saw_events = True
+                self._expect("[")
+                self._events(on_events)
+            else:
+                on_key(key, self._value())
+
+    def _events(self, on_events):
+        loads = json.loads
+        while True:
+            ch = self._skip_ws()
+            if ch == "]":
+                self.pos += 1
+                return
+            if ch == ",":  # between elements (after a batch or a single element)
+                self.pos += 1
+                continue
+            while len(self.buf) - self.pos < CHUNK_CHARS and not self.src.eof:
+                if not self._more():
+                    break
+            batch = None
+            buf, pos = self.buf, self.pos
+            end = len(buf)
+            for _ in range(4):
+                cut = buf.rfind("},", pos, end)
+                if cut < 0:
+                    break
+                try:
+                    batch = loads("[" + buf[pos:cut + 1] + "]")
+                except ValueError:
+                    end = cut
+                    continue
+                self.pos = cut + 2
+                break
+            if batch is None:
+                batch = self._slow_batch()
+            on_events(batch)
+
+    def _slow_batch(self) -> list:
+        """Elements one by one (raw_decode) up to about one chunk; stops before the ']'."""
+        out = []
+        while True:
+            out.append(self._value())
+            ch = self._skip_ws()
+            if ch != "," or len(out) >= 4096:
+                return out
+            self.pos += 1
+            ch = self._skip_ws()
+            if ch == "]":
+                return out
+
+
+# ------------------------------------------------------------------------------------------
+# Event collection: compact columns, one pass, no event dicts kept.
+
+class _Collector:
+    def __init__(self):
+        self.meta: dict = {}
+        self.names: dict[str, int] = {}
+        self.threads: dict = {}
+        # cpu ops
+        self.op_thread = array.array("q")
+        self.op_ts = array.array("d")
+        self.op_dur = array.array("d")
+        self.op_name = array.array("q")
+        self.op_ext = array.array("q")
+        self.op_cost = array.array("q")
+        self.costs: list = []
+        self._cost_index: dict = {}
+        # gpu activity
+        self.gpu_kind = array.array("b")
+        self.gpu_ts = array.array("d")
+        self.gpu_dur = array.array("d")
+        self.gpu_dev = array.array("q")
+        self.gpu_corr = array.array("q")
+        self.gpu_ext = array.array("q")
+        self.gpu_name = array.array("q")
+        self.gpu_bytes = array.array("d")
+        # runtime (launch) events
+        self.rt_corr = array.array("q")
+        self.rt_ext = array.array("q")
+        self.rt_thread = array.array("q")
+        self.rt_ts = array.array("d")
+        self.rt_dur = array.array("d")
+        self.rt_launch = array.array("b")
+        # steps (cpu time) and hardware ranges
+        self.steps: list[tuple[int, float, float]] = []
+        self.hw: list[tuple[str, dict]] = []
+        self.n_events = 0
+        self.bad_events = 0
+
+    def name_id(self, name: str) -> int:
+        idx = self.names.get(name)
+        if idx is None:
+            idx = self.names[name] = len(self.names)
+        return idx
+
+    def thread_id(self, pid, tid) -> int:
+        key = (pid, tid)
+        idx = self.threads.get(key)
+        if idx is None:
+            idx = self.threads[key] = len(self.threads)
+        return idx
+
+    def cost_id(self, name, args) -> int:
+        dims = args.get("Input Dims")
+        if dims is None:
+            return -1
+        types = args.get("Input type")
+        concrete = args.get("Concrete Inputs")
+        key = (name, repr(dims), repr(types), repr(concrete))
+        idx = self._cost_index.get(key)
+        if idx is None:
+            try:
+                cost = torch_flops.op_cost(name, dims, types, concrete)
+            except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
+                cost = None
+            if cost is None:
+                precision = torch_flops.precision_of(types)
+                cost = torch_flops.OpCost(torch_flops.category_of(name), 0.0, 0.0, precision,
+                                          "none")
+            idx = self._cost_index[key] = len(self.costs)
+            self.costs.append(cost)
+        return idx
+
+    def on_events(self, batch):
+        self.n_events += len(batch)
+        for ev in batch:
+            if not isinstance(ev, dict) or ev.get("ph") != "X":
+                continue
+            cat = ev.get("cat")
+            try:
+                if cat == "cpu_op":
+                    args = ev.get("args") or {}
+                    name = ev["name"]
+                    self.op_thread.append(self.thread_id(ev.get("pid"), ev.get("tid")))
+                    self.op_ts.append(ev["ts"])
+                    self.op_dur.append(ev.get("dur", 0))
+                    self.op_name.append(self.name_id(name))
+                    self.op_ext.append(_int(args.get("External id"), -1))
+                    self.op_cost.append(self.cost_id(name, args))
+                elif cat in RUNTIME_CATEGORIES:
+                    args = ev.get("args") or {}
+                    corr = _int(args.get("correlation"), -1)
+                    if corr < 0:
+                        continue
+                    self.rt_corr.append(corr)
+                    self.rt_ext.append(_int(args.get("External id"), -1))
+                    self.rt_thread.append(self.thread_id(ev.get("pid"), ev.get("tid")))
+                    self.rt_ts.append(ev["ts"])
+                    self.rt_dur.append(ev.get("dur", 0))
+                    self.rt_launch.append("Launch" in ev.get("name", ""))
+                elif cat in GPU_CATEGORIES:
+                    args = ev.get("args") or {}
+                    kind = GPU_CATEGORIES.index(cat)
+                    self.gpu_kind.append(kind)
+                    self.gpu_ts.append(ev["ts"])
+                    self.gpu_dur.append(ev.get("dur", 0))
+                    self.gpu_dev.append(_int(args.get("device"), 0))
+                    self.gpu_corr.append(_int(args.get("correlation"), -1))
+                    self.gpu_ext.append(_int(args.get("External id"), -1))
+                    self.gpu_name.append(self.name_id(ev.get("name", "")))
+                    self.gpu_bytes.append(float(args.get("bytes", 0) or 0))
+                elif cat == "user_annotation":
+                    m = STEP_NAME.match(ev.get("name", ""))
+                    if m:
+                        self.steps.append((int(m.group(1)), float(ev["ts"]),
+                                           float(ev.get("dur", 0))))
+                elif cat == "cuda_profiler_range":
+                    self.hw.append((ev.get("name", ""), ev.get("args") or {}))
+            except (KeyError, TypeError, ValueError):
+                self.bad_events += 1
+
+
+_WRAPPER = re.compile(r"^(autograd::|torch::autograd::)|Backward\d*$|^CompiledFunction")
+
+
+def _is_wrapper(name: str) -> bool:
+    """Autograd engine frames and graph nodes: they only call other ops, so rows skip them."""
+    return bool(_WRAPPER.search(name))
+
+
+def _int(value, default):
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return default
+
+
+# ------------------------------------------------------------------------------------------
+# Reading the file.
+
+def load_kineto(path: str, max_bytes: int | None = None, progress=None) -> _Collector:
+    base = os.path.basename(path)
+    try:
+        before = os.stat(path)
+    except OSError as exc:
+        raise ProfileFormatError(f"cannot read {base}: {exc.strerror}") from None
+    if max_bytes is not None and before.st_size > max_bytes:
+        raise ProfileTooLargeError(
+            f"{base} is {before.st_size / 2**20:.0f} MiB, over the limit of "
+            f"{max_bytes / 2**20:.0f} MiB (set TB_ROOFLINE_MAX_FILE_MB to raise it)")
+    young = time.time() - before.st_mtime < YOUNG_FILE_S
+    if before.st_size == 0:
+        if young:
+            raise ProfileIncompleteError(f"{base} is empty")
+        raise ProfileFormatError(f"{base} is empty (0 bytes)")
+    col = _Collector()
+    total = before.st_size
+
+    def on_events(batch):
+        col.on_events(batch)
+        if progress:
+            progress(min(raw.tell(), total), total)
+
+    def on_key(key, value):
+        col.meta[key] = value
+
+    try:
+        with open(path, "rb") as raw:
+            f = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+            # Uncompressed JSON is limited too: it is what costs time and memory.
+            src = _TextSource(f, max_bytes * (20 if path.endswith(".gz") else 1)
+                              if max_bytes is not None else None)
+            stream = _JsonStream(src)
+            stream.parse(on_key, on_events)
+    except ProfileTooLargeError as exc:
+        raise ProfileTooLargeError(f"{base} {exc}") from None
+    except _Truncated as exc:
+        _raise_incomplete(path, before, young, f"{base} ends early (truncated JSON: {exc})")
+    except EOFError:
+        _raise_incomplete(path, before, young, f"{base} ends early (truncated gzip stream)")
+    except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+        raise ProfileFormatError(f"{base} is not a readable gzip file: {exc}") from None
+    except UnicodeDecodeError:
+        raise ProfileFormatError(f"{base} is not UTF-8 JSON text") from None
+    except ProfileFormatError as exc:
+        if _changed(path, before):
+            raise ProfileIncompleteError(f"{base} changed while it was read") from None
+        if young:
+            raise ProfileIncompleteError(f"{base} does not parse yet") from None
+        raise ProfileFormatError(f"{base}: {exc}") from None
+    except RecursionError:
+        raise ProfileFormatError(f"{base}: JSON nested too deeply") from None
+    if _changed(path, before):
+        raise ProfileIncompleteError(f"{base} changed while it was read")
+    if not stream.saw_events:
+        raise ProfileFormatError(f"{base} has no traceEvents: not a PyTorch profiler trace")
+    return col
+
+
+def _changed(path, before) -> bool:
+    try:
+        after = os.stat(path)
+    except OSError:
+        return True
+    return (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
+
+
+def _raise_incomplete(path, before, young, message):
+    if young or _changed(path, before):
+        raise ProfileIncompleteError(message) from None
+    raise ProfileFormatError(message) from None
+
+
+# ------------------------------------------------------------------------------------------
+# From columns to the op table.
+
+@dataclasses.dataclass
+class HwCounters:
+    """Hardware counters of a trace (CUPTI range profiler), for the "Total (HW)" record.
+
+    `kernels` has one entry per profiled kernel, in launch order: name, metrics (raw sums),
+    flops per precision, total flops, the row op that launched it (when the ranges could be
+    matched to the launches) and its step. `flops` sums per precision; `metric_sums` sums each
+    metric. `kernel_time_known` says whether the trace also timed the kernels (range-profiler
+    traces do not: their range times are placeholders)."""
+    kernels: list
+    flops: dict
+    total_flops: float
+    metric_sums: dict
+    matched_to_ops: bool
+    kernel_time_known: bool
+    note: str = HW_NOTE
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def hw_flops_from_metrics(metrics: dict) -> dict:
+    """FLOPs per precision from SASS counters: add + mul + 2·fma (Nsight Compute's rule)."""
+    out = {}
+    for letter, precision in HW_PRECISIONS.items():
+        keys = [f"{HW_PREFIX}{letter}{op}_pred_on.sum" for op in ("add", "mul", "fma")]
+        if not any(k in metrics for k in keys):
+            continue
+        add, mul, fma = (float(metrics.get(k) or 0) for k in keys)
+        out[precision] = add + mul + 2.0 * fma
+    return out
+
+
+def _us_to_ps(us: np.ndarray, base: float) -> np.ndarray:
+    return np.rint((us - base) * 1e6).astype(np.int64)
+
+
+def _op_tree(thread, ts, dur):
+    """Per-op parent (-1 for top level) and the ops sorted by (thread, start, -duration)."""
+    n = len(ts)
+    order = np.lexsort((-dur, ts, thread))
+    parent = np.full(n, -1, np.int64)
+    t_l, b_l = thread[order].tolist(), ts[order].tolist()
+    e_l = (ts[order] + dur[order]).tolist()
+    o_l = order.tolist()
+    stack: list[int] = []  # positions in sorted order
+    cur_thread = None
+    par = [-1] * n
+    for i in range(n):
+        th, b, e = t_l[i], b_l[i], e_l[i]
+        if th != cur_thread:
+            stack = []
+            cur_thread = th
+        while stack and not (b >= b_l[stack[-1]] and e <= e_l[stack[-1]]):
+            stack.pop()
+        if stack:
+            par[o_l[i]] = o_l[stack[-1]]
+        stack.append(i)
+    parent[:] = par
+    return order, parent
+
+
+def _innermost_op(order, parent, thread_sorted, ts_sorted, end_all, q_thread, q_ts, q_end):
+    """For each query (thread, ts, end): the innermost op on that thread enclosing it, or -1."""
+    n_q = len(q_ts)
+    out = np.full(n_q, -1, np.int64)
+    if not len(order) or not n_q:
+        return out
+    # Search within the query's thread: sort key = thread * big + ts (ts relative, float).
+    keys = thread_sorted.astype(np.float64) * 1e15 + ts_sorted
+    qk = q_thread.astype(np.float64) * 1e15 + q_ts
+    pos = np.searchsorted(keys, qk, side="right") - 1
+    par = parent.tolist()
+    end_l = end_all.tolist()
+    o = order.tolist()
+    th_sorted = thread_sorted.tolist()
+    for i, p in enumerate(pos.tolist()):
+        if p < 0 or th_sorted[p] != int(q_thread[i]):
+            continue
+        op = o[p]
+        qe = float(q_end[i])
+        while op >= 0 and end_l[op] < qe:
+            op = par[op]
+        out[i] = op
+    return out
+
+
+def read_kineto(col: _Collector, host: str) -> ProfileData:
+    diagnostics: list[Diagnostic] = []
+    meta = col.meta
+    names = np.empty(len(col.names), dtype=object)
+    names[:] = list(col.names)
+
+    op_thread = np.frombuffer(col.op_thread, np.int64) if len(col.op_thread) else np.zeros(0, np.int64)
+    op_ts = np.asarray(col.op_ts, np.float64)
+    op_dur = np.maximum(np.asarray(col.op_dur, np.float64), 0)
+    op_name = np.asarray(col.op_name, np.int64)
+    op_ext = np.asarray(col.op_ext, np.int64)
+    op_cost = np.asarray(col.op_cost, np.int64)
+    gpu_ts = np.asarray(col.gpu_ts, np.float64)
+    gpu_dur = np.maximum(np.asarray(col.gpu_dur, np.float64), 0)
+    gpu_kind = np.asarray(col.gpu_kind, np.int64)
+    gpu_dev = np.asarray(col.gpu_dev, np.int64)
+    gpu_corr = np.asarray(col.gpu_corr, np.int64)
+    gpu_ext = np.asarray(col.gpu_ext, np.int64)
+    gpu_name = np.asarray(col.gpu_name, np.int64)
+    gpu_bytes = np.asarray(col.gpu_bytes, np.float64)
+    rt_corr = np.asarray(col.rt_corr, np.int64)
+    rt_ext = np.asarray(col.rt_ext, np.int64)
+    rt_thread = np.asarray(col.rt_thread, np.int64)
+    rt_ts = np.asarray(col.rt_ts, np.float64)
+    rt_dur = np.maximum(np.asarray(col.rt_dur, np.float64), 0)
+    rt_launch = np.asarray(col.rt_launch, bool)
+
+    # One time base for the file: ps relative to the earliest event (int64-safe).
+    starts = [a.min() for a in (op_ts, gpu_ts, rt_ts) if len(a)]
+    starts += [min(s[1] for s in col.steps)] if col.steps else []
+    base = float(min(starts)) if starts else 0.0
+
+    # Costs as arrays indexed by cost id (-1 → no args recorded: unknown).
+    n_costs = len(col.costs)
+    cost_flops = np.array([c.flops for c in col.costs] + [0.0])
+    cost_bytes = np.array([c.bytes for c in col.costs] + [0.0])
+    cost_formula = np.array([c.source == "formula" for c in col.costs] + [False])
+    op_cost = np.where(op_cost < 0, n_costs, op_cost)  # the extra last entry
+    op_has_formula = cost_formula[op_cost]
+
+    # Op tree per thread and each op's row op.
+    n_ops = len(op_ts)
+    order, parent = _op_tree(op_thread, op_ts, op_dur)
+    row_op = np.arange(n_ops)
+    par_l = parent.tolist()
+    formula_l = op_has_formula.tolist()
+    wrapper_names = np.array([_is_wrapper(x) for x in names.tolist()] + [False], bool)
+    wrap_l = wrapper_names[op_name].tolist() if n_ops else []
+    row_l = [0] * n_ops
+    top_l = [0] * n_ops  # outermost non-wrapper op (else the op itself)
+    fanc_l = [-1] * n_ops
+    for i in order.tolist():  # parents come before their children in this order
+        p = par_l[i]
+        if p < 0:
+            top_l[i] = i
+            fanc_l[i] = i if formula_l[i] else -1
+        else:
+            top_l[i] = i if wrap_l[top_l[p]] else top_l[p]
+            fanc_l[i] = fanc_l[p] if fanc_l[p] >= 0 else (i if formula_l[i] else -1)
+        row_l[i] = fanc_l[i] if fanc_l[i] >= 0 else top_l[i]
+    if n_ops:
+        row_op = np.asarray(row_l, np.int64)
+
+    # Steps: ProfilerStep#N spans in CPU time.
+    step_ids = np.array([s[0] for s in col.steps], np.int64)
+    step_b = np.array([s[1] for s in col.steps], np.float64)
+    step_e = step_b + np.array([s[2] for s in col.steps], np.float64)
+    s_order = np.argsort(step_b, kind="stable")
+    step_ids, step_b, step_e = step_ids[s_order], step_b[s_order], step_e[s_order]
+
+    def step_of(t_us: np.ndarray) -> np.ndarray:
+        if not len(step_ids) or not len(t_us):
+            return np.full(len(t_us), NO_STEP, np.int64)
+        i = np.searchsorted(step_b, t_us, side="right") - 1
+        ok = (i >= 0) & (t_us <= step_e[np.maximum(i, 0)])
+        return np.where(ok, step_ids[np.maximum(i, 0)], NO_STEP)
+
+    # GPU activity → launching runtime event → enclosing op → row op.
+    has_gpu = len(gpu_ts) > 0
+    rt_by_corr = {}
+    if len(rt_corr):
+        for i, c in enumerate(rt_corr.tolist()):
+            rt_by_corr.setdefault(c, i)
+    gpu_rt = np.fromiter((rt_by_corr.get(c, -1) for c in gpu_corr.tolist()), np.int64,
+                         count=len(gpu_corr))
+    thread_sorted = op_thread[order] if n_ops else np.zeros(0, np.int64)
+    ts_sorted = (op_ts[order] - base) if n_ops else np.zeros(0)
+    end_all = (op_ts + op_dur - base) if n_ops else np.zeros(0)
+    linked = gpu_rt >= 0
+    gpu_op = np.full(len(gpu_ts), -1, np.int64)
+    if linked.any():
+        r = gpu_rt[linked]
+        gpu_op[linked] = _innermost_op(order, parent, thread_sorted, ts_sorted, end_all,
+                                       rt_thread[r], rt_ts[r] - base,
+                                       rt_ts[r] + rt_dur[r] - base)
+    # External id fallback, only where launches carry op ids (not their correlation ids).
+    new_style = len(rt_ext) and bool(np.any((rt_ext != rt_corr) & (rt_ext >= 0)))
+    if new_style and n_ops:
+        ext_to_op = {e: i for i, e in enumerate(op_ext.tolist()) if e >= 0}
+        miss = np.flatnonzero((gpu_op < 0) & (gpu_ext >= 0))
+        for i in miss.tolist():
+            gpu_op[i] = ext_to_op.get(int(gpu_ext[i]), -1)
+    gpu_row = np.where(gpu_op >= 0, row_op[np.maximum(gpu_op, 0)] if n_ops else -1, -1)
+    launch_t = np.where(linked, rt_ts[np.maximum(gpu_rt, 0)] if len(rt_ts) else gpu_ts, gpu_ts)
+    gpu_step = step_of(launch_t)
+
+    builder = OpTableBuilder()
+    kernels = OpTableBuilder()
+    steps: list[StepSpan] = []
+    spans: list[CoreSpan] = []
+    costs = col.costs + [torch_flops.OpCost("other", 0.0, 0.0, "", "none")]
+    op_step = step_of(op_ts)
+
+    unattributed = 0
+    if has_gpu:
+        # Kernels: time summed per (row op invocation, device); FLOPs/bytes once per invocation.
+        is_k = gpu_kind == KIND_KERNEL
+        k_idx = np.flatnonzero(is_k)
+        att = k_idx[gpu_row[k_idx] >= 0]
+        unatt = k_idx[gpu_row[k_idx] < 0]
+        unattributed = len(unatt)
+        if len(att):
+            inv = gpu_row[att]
+            dev = gpu_dev[att]
+            key = inv * (int(dev.max()) + 1) + dev
+            uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            t_ps = np.bincount(inverse, weights=gpu_dur[att] * 1e6, minlength=len(uniq))
+            inv_u, dev_u = inv[first], dev[first]
+            # FLOPs go to one device per invocation: the first in key order.
+            _, first_dev = np.unique(inv_u, return_index=True)
+            owner = np.zeros(len(uniq), bool)
+            owner[first_dev] = True
+            c_ids = op_cost[inv_u]
+            _add_rows(builder, host, dev_u, names[op_name[inv_u]], c_ids, costs,
+                      op_step[inv_u], t_ps, np.where(owner, cost_flops[c_ids], 0.0),
+                      np.where(owner, cost_bytes[c_ids], 0.0), occurrences=owner.astype(np.int64))
+        if len(unatt):
+            nm = names[gpu_name[unatt]]
+            cats = np.array([torch_flops.category_of(x) if torch_flops.COMMUNICATION.search(x)
+                             else "other" for x in nm.tolist()], dtype=object)
+            _add_grouped(builder, host, gpu_dev[unatt], nm, cats, np.full(len(unatt), "", object),
+                         np.full(len(unatt), "none", object), gpu_step[unatt],
+                         gpu_dur[unatt] * 1e6, np.zeros(len(unatt)), np.zeros(len(unatt)),
+                         np.ones(len(unatt), np.int64))
+        # memcpy / memset: measured bytes, own rows.
+        m_idx = np.flatnonzero(~is_k)
+        if len(m_idx):
+            cats = np.where(gpu_kind[m_idx] == KIND_MEMCPY, "memcpy", "memset").astype(object)
+            b = gpu_bytes[m_idx]
+            _add_grouped(builder, host, gpu_dev[m_idx], names[gpu_name[m_idx]], cats,
+                         np.full(len(m_idx), "", object), np.full(len(m_idx), "none", object),
+                         gpu_step[m_idx], gpu_dur[m_idx] * 1e6, np.zeros(len(m_idx)), b,
+                         np.ones(len(m_idx), np.int64))
+        _kernel_view(kernels, host, gpu_kind, gpu_dev, gpu_name, names, gpu_row, gpu_dur,
+                     gpu_bytes, gpu_step, op_cost, cost_flops, cost_bytes, costs)
+        devices = sorted(set(gpu_dev.tolist()))
+        g_end = gpu_ts + gpu_dur
+        for d in devices:
+            m = gpu_dev == d
+            lo, hi = float(gpu_ts[m].min()), float(g_end[m].max())
+            # Steps on the device: from the CPU step start (nothing launches earlier) to the end
+            # of the last activity launched in it, never before the CPU step ends; steps do not
+            # overlap (a step starts when the previous one has ended on the device).
+            prev_end = -np.inf
+            for sid, sb, se in zip(step_ids.tolist(), step_b.tolist(), step_e.tolist()):
+                mm = m & (gpu_step == sid)
+                end = max(se, float(g_end[mm].max())) if mm.any() else se
+                start = max(sb, prev_end)
+                prev_end = end
+                steps.append(StepSpan(host, d, sid, int(round((start - base) * 1e6)),
+                                      int(round((end - start) * 1e6))))
+                lo, hi = min(lo, start), max(hi, end)
+            spans.append(CoreSpan(host, d, int(round((lo - base) * 1e6)),
+                                  int(round((hi - base) * 1e6))))
+        cpu_only_formula = int(np.count_nonzero(
+            (row_op == np.arange(n_ops)) & op_has_formula & ~np.isin(np.arange(n_ops), gpu_row)))
+        if cpu_only_formula:
+            diagnostics.append(Diagnostic(
+                "info", "cpu_ops_skipped",
+                f"{cpu_only_formula} op calls with FLOP formulas launched no GPU work (CPU-side "
+                "ops); GPU traces show device time only, so they are not in the table"))
+    elif n_ops:
+        # CPU-only: each op's self time goes to its row op; row ops count one occurrence.
+        child_sum = np.bincount(parent[parent >= 0], weights=op_dur[parent >= 0], minlength=n_ops)
+        self_ps = np.maximum(op_dur - child_sum, 0) * 1e6
+        t_ps = np.bincount(row_op, weights=self_ps, minlength=n_ops)
+        rows = np.flatnonzero(row_op == np.arange(n_ops))
+        c_ids = op_cost[rows]
+        _add_rows(builder, host, np.zeros(len(rows), np.int64), names[op_name[rows]], c_ids, costs,
+                  op_step[rows], t_ps[rows], cost_flops[c_ids], cost_bytes[c_ids],
+                  occurrences=np.ones(len(rows), np.int64))
+        lo = float(op_ts.min())
+        hi = float((op_ts + op_dur).max())
+        prev_end = -np.inf
+        for sid, sb, se in zip(step_ids.tolist(), step_b.tolist(), step_e.tolist()):
+            start = max(sb, prev_end)
+            prev_end = se
+            steps.append(StepSpan(host, 0, sid, int(round((start - base) * 1e6)),
+                                  int(round((se - start) * 1e6))))
+            lo, hi = min(lo, start), max(hi, se)
+        spans.append(CoreSpan(host, 0, int(round((lo - base) * 1e6)), int(round((hi - base) * 1e6))))
+
+    hw = _hw_counters(col, rt_launch, rt_ts, rt_thread, rt_dur, base, order, parent,
+                      thread_sorted, ts_sorted, end_all, row_op, names, op_name, step_of)
+
+    props = meta.get("deviceProperties") or []
+    device = _device_info(props, spans, has_gpu or bool(hw), col)
+    if n_ops and not any(costs[c].source == "formula" for c in set(op_cost.tolist())) and \
+            not meta.get("record_shapes"):
+        diagnostics.append(Diagnostic(
+            "warning", "no_shapes",
+            "the trace was recorded without record_shapes=True: op FLOPs and bytes are unknown "
+            "(profile with torch.profiler.profile(record_shapes=True))"))
+    if unattributed:
+        diagnostics.append(Diagnostic(
+            "info", "kernels_without_op",
+            f"{unattributed} kernels were launched outside any aten op; they are listed by "
+            "kernel name without FLOPs"))
+    if hw is not None and not hw.kernel_time_known:
+        diagnostics.append(Diagnostic(
+            "info", "hw_counters_without_timing",
+            f"{len(hw.kernels)} kernels carry CUPTI hardware counters, but the range profiler "
+            "does not time kernels: hardware FLOPs are shown without rates. " + HW_NOTE))
+    if not has_gpu and hw is not None:
+        diagnostics.append(Diagnostic(
+            "warning", "no_kernel_timing",
+            "this GPU trace holds no kernel events (captured with the CUPTI range profiler), so "
+            "op times on the device are unknown"))
+    if col.bad_events:
+        diagnostics.append(Diagnostic("warning", "bad_events",
+                                      f"{col.bad_events} events lacked required fields"))
+
+    data = ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
+                       diagnostics=diagnostics, has_hw_counters=hw is not None)
+    # Extra attributes for the service (see docs/pytorch_traces.md).
+    data.kernels = kernels.build()
+    data.hw_counters = hw
+    data.hw_ops = _hw_table(hw, host) if hw is not None else None
+    dist = meta.get("distributedInfo") or {}
+    data.rank = _int(dist.get("rank"), None) if isinstance(dist, dict) else None
+    data.world_size = _int(dist.get("world_size"), None) if isinstance(dist, dict) else None
+    data.device_properties = props
+    return data
+
+
+def _add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbytes, occ):
+    """Sum rows sharing (core, op, category, precision, source, step) and add them."""
+    if not len(op):
+        return
+    keys = list(zip(core.tolist(), op.tolist(), cat.tolist(), prec.tolist(), src.tolist(),
+                    step.tolist()))
+    index: dict = {}
+    codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, count=len(keys))
+    n = len(index)
+    first = np.zeros(n, np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    t = np.bincount(codes, weights=t_ps, minlength=n)
+    f = np.bincount(codes, weights=flops, minlength=n)
+    b = np.bincount(codes, weights=nbytes, minlength=n)
+    o = np.bincount(codes, weights=occ, minlength=n).astype(np.int64)
+    builder.add_columns(n, host=host, core=core[first], program_id="", program="",
+                        operation=op[first], category=cat[first], precision=prec[first],
+                        flops_source=src[first], step=step[first], occurrences=o,
+                        total_time_ps=t, self_time_ps=t, flops=f, bytes=b, hbm_bytes=b)
+
+
+def _add_rows(builder, host, core, op_names, cost_ids, costs, step, t_ps, flops, nbytes,
+              occurrences):
+    cats = np.array([costs[c].category for c in cost_ids.tolist()], dtype=object)
+    precs = np.array([costs[c].precision for c in cost_ids.tolist()], dtype=object)
+    srcs = np.array([costs[c].source for c in cost_ids.tolist()], dtype=object)
+    _add_grouped(builder, host, np.asarray(core, np.int64), op_names, cats, precs, srcs, step,
+                 t_ps, flops, nbytes, occurrences)
+
+
+def _kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, step, op_cost,
+                 cost_flops, cost_bytes, costs):
+    """Kernel-level rows: each op call's FLOPs and bytes go to its longest kernel (the GEMM or
+    convolution main kernel; helpers such as offset or split-K reduction kernels get none)."""
+    n = len(kind)
+    if not n:
+        return
+    flops = np.zeros(n)
+    nbytes = np.where(kind != KIND_KERNEL, gbytes, 0.0)
+    cats = np.empty(n, dtype=object)
+    precs = np.full(n, "", dtype=object)
+    srcs = np.full(n, "none", dtype=object)
+    cats[:] = "other"
+    cats[kind == KIND_MEMCPY] = "memcpy"
+    cats[kind == KIND_MEMSET] = "memset"
+    k = np.flatnonzero((kind == KIND_KERNEL) & (row >= 0))
+    if len(k):
+        c_ids = op_cost[row[k]]
+        for j, c in zip(k.tolist(), c_ids.tolist()):
+            cats[j] = costs[c].category
+            precs[j] = costs[c].precision
+            srcs[j] = costs[c].source
+        # the longest kernel of each op call
+        o = np.lexsort((-dur[k], row[k]))
+        ks = k[o]
+        firsts = ks[np.r_[True, row[ks][1:] != row[ks][:-1]]]
+        flops[firsts] = cost_flops[op_cost[row[firsts]]]
+        nbytes[firsts] = cost_bytes[op_cost[row[firsts]]]
+        # the others: a formula op's helper kernels get 0 FLOPs from that formula
+    _add_grouped(builder, host, dev, names[name_ids], cats, precs, srcs, step, dur * 1e6,
+                 flops, nbytes, np.ones(n, np.int64))
+
+
+def _hw_counters(col, rt_launch, rt_ts, rt_thread, rt_dur, base, order, parent, thread_sorted,
+                 ts_sorted, end_all, row_op, names, op_name, step_of) -> HwCounters | None:
+    if not col.hw:
+        return None
+    kernels = []
+    totals: dict = {}
+    metric_sums: dict = {}
+    for name, metrics in col.hw:
+        flops = hw_flops_from_metrics(metrics)
+        for p, v in flops.items():
+            totals[p] = totals.get(p, 0.0) + v
+        for k, v in metrics.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                metric_sums[k] = metric_sums.get(k, 0) + v
+        kernels.append({"name": name, "metrics": dict(metrics), "flops": flops,
+                        "total_flops": sum(flops.values()), "op": None, "step": NO_STEP,
+                        "time_ps": None})
+    # Ranges come one per launched kernel, in launch order: match them to the launches.
+    launches = np.flatnonzero(rt_launch)
+    matched = len(launches) == len(kernels) and len(kernels) > 0
+    if matched:
+        launches = launches[np.argsort(rt_ts[launches], kind="stable")]
+        ops = _innermost_op(order, parent, thread_sorted, ts_sorted, end_all, rt_thread[launches],
+                            rt_ts[launches] - base, rt_ts[launches] + rt_dur[launches] - base)
+        steps = step_of(rt_ts[launches])
+        for kern, op, st in zip(kernels, ops.tolist(), steps.tolist()):
+            if op >= 0:
+                kern["op"] = str(names[op_name[row_op[op]]])
+            kern["step"] = int(st)
+    return HwCounters(kernels=kernels, flops=totals, total_flops=float(sum(totals.values())),
+                      metric_sums=metric_sums, matched_to_ops=matched, kernel_time_known=False)
+
+
+def _hw_table(hw: HwCounters, host: str) -> OpTable:
+    """Per-kernel hardware-counter rows (flops_source "counter"), one per kernel name and step;
+    precision is the one with the most counted FLOPs."""
+    b = OpTableBuilder()
+    n = len(hw.kernels)
+    if not n:
+        return b.build()
+    op = np.array([k["name"] for k in hw.kernels], dtype=object)
+    prec = np.array([max(k["flops"], key=k["flops"].get) if k["flops"] and k["total_flops"] > 0
+                     else "" for k in hw.kernels], dtype=object)
+    _add_grouped(b, host, np.zeros(n, np.int64), op, np.full(n, "kernel", object), prec,
+                 np.full(n, "counter", object), np.array([k["step"] for k in hw.kernels], np.int64),
+                 np.zeros(n), np.array([k["total_flops"] for k in hw.kernels]), np.zeros(n),
+                 np.ones(n, np.int64))
+    return b.build()
+
+
+def _device_info(props, spans, gpu: bool, col) -> DeviceInfo:
+    # TODO(lead): replace with tb_roofline.device_table.device_from_kineto_properties(props)
+    # (picks peaks from the data-sheet table); keep num_cores = devices with activity.
+    if gpu:
+        used = {s.core for s in spans}
+        prop = next((p for p in props if isinstance(p, dict) and p.get("id") in used), None)
+        if prop is None and props and isinstance(props[0], dict):
+            prop = props[0]
+        name = str(prop.get("name")) if prop else "GPU"
+        return DeviceInfo(type=name, kind="gpu", num_cores=max(len(used), 1))
+    return DeviceInfo(type="CPU", kind="cpu", num_cores=1)
+
+
+def read_kineto_file(path: str, host: str, max_bytes: int | None = None,
+                     progress=None) -> ProfileData:
+    """Read one `*.pt.trace.json[.gz]` (one worker/rank, one profiling span).
+
+    The returned ProfileData also has attributes `kernels` (kernel-level OpTable), `hw_counters`
+    (HwCounters or None), `hw_ops` (per-kernel counter OpTable or None), `rank`, `world_size` and
+    `device_properties`.
+    """
+    if progress:
+        progress(0, 1)
+    col = load_kineto(path, max_bytes=max_bytes, progress=progress)
+    data = read_kineto(col, host)
+    if progress:
+        progress(1, 1)
+    return data

@@ -1,0 +1,381 @@
+"""The Kineto (PyTorch profiler) reader on real traces, on captured traces cross-checked with
+FlopCounterMode, and on broken files. References are computed here from the raw JSON."""
+import glob
+import gzip
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+
+from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
+from tb_roofline.readers import kineto
+from tb_roofline.readers.kineto import read_kineto_file
+from tb_roofline.roofline import analyze
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "testdata")
+REAL = os.path.join(ROOT, "kineto")
+CAPTURED = os.path.join(ROOT, "kineto_captured")
+
+
+def real(name):
+    return glob.glob(os.path.join(REAL, name, "*.pt.trace.json.gz"))[0]
+
+
+def raw_events(path):
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def x_events(doc, cat):
+    return [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == cat]
+
+
+# ---------------------------------------------------------------- independent hand formulas
+
+def hand_matmul(name, dims):
+    if name == "aten::linear":
+        x, w = dims[0], dims[1]
+        return 2 * int(np.prod(x[:-1])) * x[-1] * w[0]
+    if name == "aten::addmm":
+        (m, k), (_, n) = dims[1], dims[2]
+        return 2 * m * k * n
+    if name == "aten::mm":
+        (m, k), (_, n) = dims[0], dims[1]
+        return 2 * m * k * n
+    raise AssertionError(name)
+
+
+def hand_conv(name, args):
+    dims, conc = args["Input Dims"], args["Concrete Inputs"]
+    if name == "aten::conv2d":
+        x, w = dims[0], dims[1]
+        stride, pad, dil = (json.loads(conc[i]) for i in (3, 4, 5))
+        out = [(x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // stride[i] + 1
+               for i in range(2)]
+        return 2 * x[0] * out[0] * out[1] * w[2] * w[3] * w[1] * w[0]
+    if name == "aten::convolution_backward":
+        g, w = dims[0], dims[2]
+        mask = [m == "True" for m in conc[10].strip("[]").split(", ")]
+        one = 2 * g[0] * g[2] * g[3] * w[2] * w[3] * w[1] * w[0]
+        return one * (mask[0] + mask[1])
+    raise AssertionError(name)
+
+
+def outermost(ops, names):
+    """Ops named in `names` not nested inside another such op on the same thread."""
+    sel = [e for e in ops if e["name"] in names]
+    out = []
+    for e in sel:
+        nested = any(o is not e and o["tid"] == e["tid"] and o["ts"] <= e["ts"] and
+                     o["ts"] + o["dur"] >= e["ts"] + e["dur"] and
+                     (o["ts"], -o["dur"]) < (e["ts"], -e["dur"]) for o in sel)
+        if not nested:
+            out.append(e)
+    return out
+
+
+# ---------------------------------------------------------------- real traces
+
+def test_cpu_convnet_matmul_and_conv_flops_equal_hand_formulas():
+    path = real("cpu_convnet")
+    doc = raw_events(path)
+    ops = x_events(doc, "cpu_op")
+    data = read_kineto_file(path, "vm")
+    t = data.ops
+    assert data.device.kind == "cpu"
+    for family, names, fn in (
+            ("matmul", {"aten::linear", "aten::addmm", "aten::mm"},
+             lambda e: hand_matmul(e["name"], e["args"]["Input Dims"])),
+            ("convolution", {"aten::conv2d", "aten::convolution_backward"},
+             lambda e: hand_conv(e["name"], e["args"]))):
+        expected = {}
+        for e in outermost(ops, names):
+            expected[e["name"]] = expected.get(e["name"], 0) + fn(e)
+        got = {}
+        for op, cat, fl in zip(t["operation"], t["category"], t["flops"]):
+            if cat == family:
+                got[op] = got.get(op, 0) + fl
+        assert got == expected and expected
+    assert set(t["flops_source"]) == {"formula", "none"}
+    assert set(t["precision"][t["flops_source"] == "formula"]) == {"f32"}
+
+
+def test_cpu_convnet_steps_time_partition_and_model():
+    path = real("cpu_convnet")
+    doc = raw_events(path)
+    data = read_kineto_file(path, "vm")
+    steps = sorted(int(e["name"].split("#")[1]) for e in x_events(doc, "user_annotation")
+                   if e["name"].startswith("ProfilerStep#"))
+    assert [s.step for s in data.steps] == steps == [2, 3, 4]
+    ops = x_events(doc, "cpu_op")
+    # Row times partition the CPU time of the top-level ops: nothing counted twice.
+    tops = 0.0
+    for e in ops:
+        if not any(o is not e and o["tid"] == e["tid"] and o["ts"] <= e["ts"] and
+                   o["ts"] + o["dur"] >= e["ts"] + e["dur"] and o["dur"] > e["dur"] for o in ops):
+            tops += e["dur"]
+    assert data.ops["total_time_ps"].sum() == pytest.approx(tops * 1e6, rel=1e-9)
+    a = analyze([data])
+    assert a.num_steps == 3
+    total = a.program[True].row_dicts()[0]
+    assert total["flops"] == pytest.approx(data.ops["flops"].sum())
+
+
+def test_a100_80gb_kernels_counted_once_and_matmul_flops():
+    path = real("a100_80gb_shapes")
+    doc = raw_events(path)
+    data = read_kineto_file(path, "rank0")
+    t = data.ops
+    kernels = x_events(doc, "kernel")
+    kernel_rows = ~np.isin(t["category"], ["memcpy", "memset"])
+    # Every kernel's time lands in exactly one row.
+    assert t["total_time_ps"][kernel_rows].sum() == pytest.approx(
+        sum(k["dur"] for k in kernels) * 1e6)
+    assert data.kernels["total_time_ps"].sum() == pytest.approx(
+        sum(e["dur"] for e in doc["traceEvents"] if e.get("cat") in kineto.GPU_CATEGORIES) * 1e6)
+    # Matmul FLOPs: outermost matmul-family ops, by hand.
+    ops = x_events(doc, "cpu_op")
+    expected = sum(hand_matmul(e["name"], e["args"]["Input Dims"])
+                   for e in outermost(ops, {"aten::linear", "aten::addmm", "aten::mm"}))
+    assert t["flops"][t["category"] == "matmul"].sum() == expected > 0
+    assert data.kernels["flops"].sum() == pytest.approx(t["flops"].sum())
+    # Steps: ProfilerStep#550..554 on device 0.
+    assert [(s.core, s.step) for s in data.steps] == [(0, s) for s in range(550, 555)]
+    assert data.rank == 0 and data.world_size == 16
+    assert data.device.kind == "gpu" and data.device.type == "NVIDIA A100-SXM4-80GB"
+    assert analyze([data]).num_steps == 5
+
+
+def test_memcpy_rows_carry_measured_bandwidth():
+    path = real("a100_alexnet")
+    doc = raw_events(path)
+    data = read_kineto_file(path, "w0")
+    t = data.ops
+    copies = x_events(doc, "gpu_memcpy")
+    m = t["category"] == "memcpy"
+    assert t["bytes"][m].sum() == sum(e["args"]["bytes"] for e in copies)
+    assert (t["hbm_bytes"][m] == t["bytes"][m]).all()
+    assert t["total_time_ps"][m].sum() == pytest.approx(sum(e["dur"] for e in copies) * 1e6)
+    # One memcpy alone: bytes / time is the trace's own "memory bandwidth (GB/s)".
+    k = data.kernels
+    first = copies[0]
+    rows = [i for i in range(len(k)) if k["operation"][i] == first["name"] and
+            k["occurrences"][i] == 1]
+    if rows:
+        i = rows[0]
+        assert k["bytes"][i] / (k["total_time_ps"][i] / 1e3) > 0
+    one = [e for e in copies if e["dur"] > 0][0]
+    assert one["args"]["bytes"] / (one["dur"] * 1e3) == pytest.approx(
+        one["args"]["memory bandwidth (GB/s)"], rel=1e-6)
+
+
+def test_cupti_hw_flops_equal_metric_sums():
+    path = real("a100_cupti_counters")
+    doc = raw_events(path)
+    ranges = x_events(doc, "cuda_profiler_range")
+    data = read_kineto_file(path, "w0")
+    hw = data.hw_counters
+    assert data.has_hw_counters and hw is not None
+    pre = "smsp__sass_thread_inst_executed_op_"
+    for letter, prec in (("d", "f64"), ("f", "f32"), ("h", "f16")):
+        s = {op: sum(r["args"][f"{pre}{letter}{op}_pred_on.sum"] for r in ranges)
+             for op in ("add", "mul", "fma")}
+        assert hw.flops[prec] == s["add"] + s["mul"] + 2 * s["fma"]
+        for op in ("add", "mul", "fma"):
+            assert hw.metric_sums[f"{pre}{letter}{op}_pred_on.sum"] == s[op]
+    assert hw.flops["f32"] > 0 and len(hw.kernels) == len(ranges) == 77
+    assert data.hw_ops["flops"].sum() == pytest.approx(hw.total_flops)
+    assert set(data.hw_ops["flops_source"]) == {"counter"}
+    # ranges are matched to the 77 launches in order; conv kernels belong to aten::conv2d
+    assert hw.matched_to_ops
+    conv = [k for k in hw.kernels if "convolve" in k["name"] or "fprop" in k["name"]]
+    assert conv and all(k["op"] == "aten::conv2d" for k in conv)
+    assert "tensor-core" in hw.note
+    assert any(d.code == "no_kernel_timing" for d in data.diagnostics)
+
+
+def test_mi250_trace():
+    path = real("mi250")
+    doc = raw_events(path)
+    data = read_kineto_file(path, "w0")
+    kernels = x_events(doc, "kernel")
+    t = data.ops
+    kernel_rows = ~np.isin(t["category"], ["memcpy", "memset"])
+    assert t["total_time_ps"][kernel_rows].sum() == pytest.approx(sum(k["dur"] for k in kernels) * 1e6)
+    devices = {k["args"]["device"] for k in kernels}
+    assert {s.core for s in data.core_spans} == devices
+    ops = x_events(doc, "cpu_op")
+    expected = sum(hand_matmul(e["name"], e["args"]["Input Dims"])
+                   for e in outermost(ops, {"aten::linear", "aten::addmm", "aten::mm"}))
+    assert t["flops"][t["category"] == "matmul"].sum() == expected > 0
+
+
+def test_nested_ops_do_not_double_count_kernels(tmp_path):
+    # linear > addmm launches one kernel; mm launches one; an outer non-formula op wraps both.
+    ev = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::dropout", "pid": 1, "tid": 1, "ts": 0,
+         "dur": 100, "args": {"External id": 1}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10,
+         "dur": 40, "args": {"External id": 2, "Input Dims": [[4, 8], [16, 8], []],
+                             "Input type": ["float", "float", ""]}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 12,
+         "dur": 30, "args": {"External id": 3, "Input Dims": [[16], [4, 8], [8, 16]],
+                             "Input type": ["float", "float", "float"]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 20, "dur": 5, "args": {"External id": 3, "correlation": 100}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 60, "dur": 5, "args": {"External id": 1, "correlation": 101}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 30, "dur": 7,
+         "args": {"External id": 3, "correlation": 100, "device": 0}},
+        {"ph": "X", "cat": "kernel", "name": "mask", "pid": 0, "tid": 7, "ts": 70, "dur": 3,
+         "args": {"External id": 1, "correlation": 101, "device": 0}},
+    ]
+    path = tmp_path / "w.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "G"}]}))
+    data = read_kineto_file(str(path), "w")
+    rows = {op: (f, tp) for op, f, tp in zip(data.ops["operation"], data.ops["flops"],
+                                            data.ops["total_time_ps"])}
+    assert rows == {"aten::linear": (2 * 4 * 8 * 16, 7e6), "aten::dropout": (0.0, 3e6)}
+
+
+# ---------------------------------------------------------------- captured traces vs FlopCounterMode
+
+EXPECTED = json.load(open(os.path.join(CAPTURED, "expected_flops.json")))["cases"]
+PRODUCT_FAMILIES = ["matmul", "convolution", "attention"]
+
+
+def captured(case):
+    paths = glob.glob(os.path.join(CAPTURED, f"{case}.*.pt.trace.json.gz"))
+    assert len(paths) == 1, case
+    return read_kineto_file(paths[0], case)
+
+
+def product_flops(data):
+    t = data.ops
+    return t["flops"][np.isin(t["category"], PRODUCT_FAMILIES)].sum()
+
+
+# FlopCounterMode does not count matrix-vector products, and counts grouped-convolution weight
+# gradients `groups` times (docs/pytorch_traces.md): those two are checked by hand below.
+DIFFERENT = {"matmul_vector", "conv2d_groups_backward"}
+
+
+@pytest.mark.parametrize("case", sorted(c for c in EXPECTED if c not in DIFFERENT))
+def test_captured_trace_matches_flop_counter_mode(case):
+    ref = EXPECTED[case].get("flop_counter_math_backend", EXPECTED[case]["flop_counter"])["total"]
+    assert product_flops(captured(case)) == ref
+
+
+def test_captured_differences_from_flop_counter_mode():
+    data = captured("matmul_vector")
+    assert EXPECTED["matmul_vector"]["flop_counter"]["total"] == 0
+    assert product_flops(data) == 2 * 24 * 40
+    data = captured("conv2d_groups_backward")
+    fwd = 2 * 2 * 15 * 13 * 9 * 2 * 6  # x [2,4,17,15], w [6,2,3,3], groups 2
+    assert product_flops(data) == 2 * fwd
+    assert EXPECTED["conv2d_groups_backward"]["flop_counter"]["total"] == 3 * fwd
+
+
+def test_captured_cover_the_formula_table():
+    seen = {}
+    for case in EXPECTED:
+        t = captured(case).ops
+        for op, src in zip(t["operation"], t["flops_source"]):
+            if src == "formula":
+                seen.setdefault(op, case)
+    for op in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
+               "aten::linear", "aten::conv1d", "aten::conv2d", "aten::conv3d",
+               "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::convolution_backward",
+               "aten::scaled_dot_product_attention",
+               "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+               "aten::add", "aten::add_", "aten::relu", "aten::sum", "aten::mean",
+               "aten::softmax", "aten::layer_norm", "aten::batch_norm", "aten::embedding",
+               "aten::clone", "aten::_to_copy", "aten::cat"):
+        assert op in seen, op
+
+
+def test_captured_elementwise_and_copies_by_hand():
+    t = captured("add").ops
+    assert (t["flops"][t["operation"] == "aten::add"], t["bytes"][t["operation"] == "aten::add"]) \
+        == (512, 3 * 512 * 4)
+    t = captured("copy_to_bf16").ops
+    m = t["operation"] == "aten::_to_copy"
+    assert t["bytes"][m][0] == 512 * 4 + 512 * 2 and t["precision"][m][0] == "f32"
+    t = captured("mm_bf16").ops
+    assert set(t["precision"][t["operation"] == "aten::mm"]) == {"bf16"}
+
+
+# ---------------------------------------------------------------- file handling
+
+def test_plain_json_and_compact_json_read_the_same(tmp_path):
+    doc = raw_events(real("mi250"))
+    a = tmp_path / "pretty.pt.trace.json"
+    a.write_text(json.dumps(doc, indent=2))
+    b = tmp_path / "compact.pt.trace.json"
+    b.write_text(json.dumps(doc, separators=(",", ":")))
+    ref = read_kineto_file(real("mi250"), "h").ops
+    for p in (a, b):
+        t = read_kineto_file(str(p), "h").ops
+        for col in ("operation", "flops", "bytes", "total_time_ps", "step", "core"):
+            assert list(t[col]) == list(ref[col]), col
+
+
+def test_small_chunks_and_tricky_strings(tmp_path, monkeypatch):
+    doc = raw_events(real("cpu_convnet"))
+    # A name holding "}," and brackets must not confuse the batch boundaries.
+    doc["traceEvents"].insert(0, {"ph": "X", "cat": "user_annotation", "name": 'x},{"a": ]"',
+                                  "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {}})
+    p = tmp_path / "t.pt.trace.json"
+    p.write_text(json.dumps(doc, indent=1))
+    ref = read_kineto_file(str(p), "h").ops
+    monkeypatch.setattr(kineto, "CHUNK_CHARS", 97)
+    t = read_kineto_file(str(p), "h").ops
+    for col in ("operation", "flops", "total_time_ps", "step"):
+        assert list(t[col]) == list(ref[col])
+
+
+def _old(path):
+    past = time.time() - 3600
+    os.utime(path, (past, past))
+
+
+def test_truncated_files(tmp_path):
+    data = gzip.decompress(open(real("mi250"), "rb").read())
+    p = tmp_path / "cut.pt.trace.json"
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ProfileIncompleteError):  # young: probably still being written
+        read_kineto_file(str(p), "h")
+    _old(p)
+    with pytest.raises(ProfileFormatError) as exc:
+        read_kineto_file(str(p), "h")
+    assert not isinstance(exc.value, ProfileIncompleteError)
+    g = tmp_path / "cut.pt.trace.json.gz"
+    g.write_bytes(gzip.compress(data)[:-100])
+    _old(g)
+    with pytest.raises(ProfileFormatError, match="truncated"):
+        read_kineto_file(str(g), "h")
+
+
+@pytest.mark.parametrize("content,match", [
+    (b"", "empty"), (b"not json at all", "expected"), (b'{"schemaVersion": 1}', "traceEvents"),
+    (b'{"traceEvents": [1, 2,, 3]}', "JSON"), (b"\x1f\x8b\x08garbage", None)])
+def test_corrupt_files(tmp_path, content, match):
+    name = "bad.pt.trace.json.gz" if content.startswith(b"\x1f\x8b") else "bad.pt.trace.json"
+    p = tmp_path / name
+    p.write_bytes(content)
+    _old(p)
+    with pytest.raises(ProfileFormatError, match=match):
+        read_kineto_file(str(p), "h")
+
+
+def test_too_large(tmp_path):
+    with pytest.raises(ProfileTooLargeError):
+        read_kineto_file(real("mi250"), "h", max_bytes=1000)
+
+
+def test_progress_is_reported():
+    calls = []
+    read_kineto_file(real("a100_80gb_shapes"), "h", progress=lambda d, t: calls.append((d, t)))
+    assert calls[0] == (0, 1) and calls[-1] == (1, 1) and len(calls) > 3

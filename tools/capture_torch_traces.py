@@ -1,0 +1,214 @@
+"""Capture small PyTorch CPU traces, one per op family case, with FlopCounterMode references.
+
+Each case runs its calls twice on the same tensors: once under `torch.profiler.profile(
+record_shapes=True)` whose trace `tensorboard_trace_handler(out, worker_name=case,
+use_gzip=True)` writes as `<case>.<ts>.pt.trace.json.gz`, and once under
+`torch.utils.flop_counter.FlopCounterMode`, whose totals go to `expected_flops.json`.
+Tests read only the committed files (CI has no torch):
+
+    pip install torch==2.13.0   # CPU build
+    python tools/capture_torch_traces.py testdata/kineto_captured --clean
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+
+
+def cases():
+    import torch
+    import torch.nn.functional as F
+
+    def t(*shape, grad=False, dtype=None):
+        x = torch.randn(*shape, dtype=dtype or torch.float32)
+        return x.requires_grad_(grad)
+
+    out = {}
+
+    def case(name, note=""):
+        def deco(fn):
+            out[name] = (fn, note)
+            return fn
+        return deco
+
+    a, b = t(24, 40), t(40, 16)
+    case("mm")(lambda: torch.mm(a, b))
+    bias = t(16)
+    case("addmm")(lambda: torch.addmm(bias, a, b))
+    ba, bb = t(3, 24, 40), t(3, 40, 16)
+    case("bmm")(lambda: torch.bmm(ba, bb))
+    bbias = t(3, 24, 16)
+    case("baddbmm")(lambda: torch.baddbmm(bbias, ba, bb))
+    m4a, m4b = t(2, 3, 24, 40), t(3, 40, 16)
+    case("matmul_broadcast")(lambda: torch.matmul(m4a, m4b))
+    va = t(40)
+    case("matmul_vector")(lambda: torch.matmul(a, va))
+    x3, w, wb = t(4, 6, 40), t(32, 40), t(32)
+    case("linear")(lambda: F.linear(x3, w, wb))
+    case("linear_nobias")(lambda: F.linear(x3, w))
+    case("einsum")(lambda: torch.einsum("bij,bjk->bik", ba, bb))
+    bf_a, bf_b = a.to(torch.bfloat16), b.to(torch.bfloat16)
+    case("mm_bf16")(lambda: torch.mm(bf_a, bf_b))
+
+    c1x, c1w = t(2, 4, 33), t(8, 4, 5)
+    case("conv1d_stride_pad")(lambda: F.conv1d(c1x, c1w, None, stride=2, padding=2))
+    c2x, c2w, c2b = t(2, 4, 17, 15), t(6, 4, 3, 3), t(6)
+    case("conv2d")(lambda: F.conv2d(c2x, c2w, c2b))
+    case("conv2d_stride_pad_dil")(lambda: F.conv2d(c2x, c2w, c2b, stride=(2, 1), padding=(1, 2),
+                                                  dilation=(2, 1)))
+    g2w = t(6, 2, 3, 3)
+    case("conv2d_groups")(lambda: F.conv2d(c2x, g2w, None, stride=2, padding=1, groups=2))
+    dw = t(4, 1, 3, 3)
+    case("conv2d_depthwise")(lambda: F.conv2d(c2x, dw, None, padding=1, groups=4))
+    case("conv2d_same")(lambda: F.conv2d(c2x, c2w, None, padding="same"))
+    c3x, c3w = t(1, 3, 6, 7, 8), t(4, 3, 2, 3, 3)
+    case("conv3d")(lambda: F.conv3d(c3x, c3w, None, stride=(1, 2, 2), padding=1))
+    tw = t(4, 3, 3, 3)
+    case("conv_transpose2d")(lambda: F.conv_transpose2d(c2x, tw, None, stride=2, padding=1,
+                                                        output_padding=1))
+    tgw = t(4, 3, 3, 3)
+    case("conv_transpose2d_groups")(lambda: F.conv_transpose2d(c2x, tgw, None, stride=2,
+                                                               groups=2, dilation=2))
+    t1w = t(4, 5, 4)
+    case("conv_transpose1d")(lambda: F.conv_transpose1d(c1x, t1w, None, stride=3))
+
+    q, k, v = t(2, 3, 16, 8), t(2, 3, 12, 8), t(2, 3, 12, 4)
+    case("sdpa")(lambda: F.scaled_dot_product_attention(q, k, v))
+    qc, kc, vc = t(2, 2, 16, 8), t(2, 2, 16, 8), t(2, 2, 16, 8)
+    case("sdpa_causal")(lambda: F.scaled_dot_product_attention(qc, kc, vc, is_causal=True))
+
+    x = t(8, 64)
+    y = t(8, 64)
+    case("add")(lambda: torch.add(x, y))
+    case("mul_broadcast")(lambda: x * t(64))
+    case("relu")(lambda: F.relu(x))
+    case("gelu")(lambda: F.gelu(x))
+    xi = t(8, 64)
+    case("add_inplace")(lambda: xi.add_(y))
+    case("addcmul")(lambda: torch.addcmul(x, x, y))
+    case("sum_dim")(lambda: x.sum(dim=1))
+    case("mean_all")(lambda: x.mean())
+    case("amax_keepdim")(lambda: x.amax(dim=0, keepdim=True))
+    case("softmax")(lambda: torch.softmax(x, dim=-1))
+    ln_w, ln_b = t(64), t(64)
+    case("layer_norm")(lambda: F.layer_norm(x, (64,), ln_w, ln_b))
+    bn_x = t(4, 6, 5, 5)
+    rm, rv = torch.zeros(6), torch.ones(6)
+    bn_w, bn_b = t(6), t(6)
+    case("batch_norm_train")(lambda: F.batch_norm(bn_x, rm.clone(), rv.clone(), bn_w, bn_b,
+                                                  training=True))
+    case("batch_norm_eval")(lambda: F.batch_norm(bn_x, rm, rv, bn_w, bn_b, training=False))
+    emb_w = t(50, 16)
+    idx = torch.randint(0, 50, (4, 7))
+    case("embedding")(lambda: F.embedding(idx, emb_w))
+    case("copy_clone")(lambda: x.clone())
+    case("copy_to_bf16")(lambda: x.to(torch.bfloat16))
+    case("cat")(lambda: torch.cat([x, y, x], dim=0))
+
+    # Backward cases: the forward runs outside the profiler; only backward is profiled.
+    def backward_case(name, forward):
+        def run():
+            inputs, fn = forward()
+            o = fn(*inputs)
+            grad = torch.ones_like(o)
+            return lambda: torch.autograd.grad(o, [i for i in inputs if i.requires_grad], grad)
+        out[name] = (run, "backward")
+
+    backward_case("conv2d_backward", lambda: ((t(2, 4, 17, 15, grad=True),
+                                               t(6, 4, 3, 3, grad=True)),
+                                              lambda i, ww: F.conv2d(i, ww, stride=2, padding=1)))
+    backward_case("conv2d_groups_backward", lambda: ((t(2, 4, 17, 15, grad=True),
+                                                      t(6, 2, 3, 3, grad=True)),
+                                                     lambda i, ww: F.conv2d(i, ww, groups=2)))
+    backward_case("conv1d_backward", lambda: ((t(2, 4, 33, grad=True), t(8, 4, 5, grad=True)),
+                                              lambda i, ww: F.conv1d(i, ww, dilation=2)))
+    backward_case("mm_backward", lambda: ((t(24, 40, grad=True), t(40, 16, grad=True)),
+                                          torch.mm))
+    backward_case("linear_backward", lambda: ((t(6, 40, grad=True), t(32, 40, grad=True),
+                                               t(32, grad=True)), F.linear))
+    backward_case("sdpa_backward", lambda: ((t(2, 3, 16, 8, grad=True), t(2, 3, 12, 8, grad=True),
+                                             t(2, 3, 12, 4, grad=True)),
+                                            F.scaled_dot_product_attention))
+
+    def flash_fwd(backend=None):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        qq, kk, vv = t(2, 3, 16, 8), t(2, 3, 12, 8), t(2, 3, 12, 8)
+
+        def run():
+            with sdpa_kernel(backend or SDPBackend.FLASH_ATTENTION):
+                return F.scaled_dot_product_attention(qq, kk, vv)
+        return run
+    out["sdpa_flash_forward"] = (flash_fwd, "lazy-forward")  # needs torch.nn.attention
+
+    def flash_bwd(backend=None):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        qq, kk, vv = (t(2, 3, 16, 8, grad=True), t(2, 3, 12, 8, grad=True),
+                      t(2, 3, 12, 8, grad=True))
+        with sdpa_kernel(backend or SDPBackend.FLASH_ATTENTION):
+            o = F.scaled_dot_product_attention(qq, kk, vv)
+        return lambda: torch.autograd.grad(o, [qq, kk, vv], torch.ones_like(o))
+    out["sdpa_flash_backward"] = (flash_bwd, "backward")
+    return out
+
+
+def flop_counter(fn) -> dict:
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as mode:
+        fn()
+    counts = mode.get_flop_counts().get("Global", {})
+    return {"total": int(mode.get_total_flops()),
+            "by_op": {str(k): int(v) for k, v in sorted(counts.items(), key=lambda kv: str(kv[0]))}}
+
+
+def capture(out_dir: str):
+    import torch
+    from torch.profiler import ProfilerActivity, profile, tensorboard_trace_handler
+
+    torch.manual_seed(0)
+    expected = {"torch_version": torch.__version__, "cases": {}}
+    for name, (fn, note) in cases().items():
+        lazy = note in ("backward", "lazy-forward")
+        call = fn() if lazy else fn
+        # FlopCounterMode first (a second call, same tensors and shapes).
+        ref = flop_counter(call)
+        if lazy:
+            call = fn()  # autograd.grad frees the graph: build it again for the profiler
+        handler = tensorboard_trace_handler(out_dir, worker_name=name, use_gzip=True)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                     on_trace_ready=handler):
+            call()
+        entry = {"flop_counter": ref, "profiled": "backward" if note == "backward" else "forward"}
+        if name.startswith("sdpa"):
+            # FlopCounterMode does not count the CPU flash kernels: count the same call on the
+            # math backend (the same matmuls) as the reference.
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            if name.startswith("sdpa_flash"):
+                math_call = fn(SDPBackend.MATH)
+            else:
+                math_call = fn() if lazy else fn
+            with sdpa_kernel(SDPBackend.MATH):
+                entry["flop_counter_math_backend"] = flop_counter(math_call)
+        expected["cases"][name] = entry
+        print(f"{name:28s} FlopCounterMode {ref['total']}", file=sys.stderr)
+    with open(os.path.join(out_dir, "expected_flops.json"), "w") as f:
+        json.dump(expected, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out_dir")
+    ap.add_argument("--clean", action="store_true", help="remove earlier traces first")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out_dir, exist_ok=True)
+    if args.clean:
+        for f in glob.glob(os.path.join(args.out_dir, "*.pt.trace.json*")):
+            os.remove(f)
+    capture(args.out_dir)
+
+
+if __name__ == "__main__":
+    main()
