@@ -1,0 +1,270 @@
+"""Device files: peaks the profile does not carry (CPUs, unknown GPUs), measured or configured.
+
+A device file is JSON (UTF-8), by convention named `roofline_device.json`:
+
+    {
+      "tb_roofline_device_file": 1,            # optional format marker; if present, must be 1
+      "type": "Intel Xeon Gold 6338 (2 sockets)",  # shown as the device name
+      "kind": "cpu",                           # cpu | gpu | tpu | unknown (required)
+      "num_cores": 1,                          # how many such devices a host has (default 1)
+      "source": "measured",                    # default source of every peak: measured | user |
+                                               # datasheet (default "user")
+      "default_precision": "fp32",             # optional; else the first compute entry
+      "compute": {                             # GFLOP/s per precision (dense)
+        "fp32": 2150.0,
+        "fp64": {"gflops": 1080.0, "source": "measured"}
+      },
+      "memories": {                            # GB/s (1e9 B/s) per memory
+        "hbm": {"name": "DRAM", "gbs": 180.0}, # `hbm` is the main-memory roof, whatever its
+        "l3": 900.0                            # kind; other ids are extra roofs
+      },
+      "notes": "free text",                    # optional
+      "measurement": {...}                     # optional, free-form (written by calibrate)
+    }
+
+Precisions: fp64, fp64_tc, fp32, fp32_tc, tf32, bf16, fp16, fp8, int8 (and `default` for one
+figure that covers all). Peaks are per device (per CPU: the whole machine as one device).
+
+Where a run's device file is found (`find_device_file`): the nearest `roofline_device.json`
+from the profile's directory up to the logdir (a file beside a profile is the most specific),
+else the path in the environment variable `TB_ROOFLINE_DEVICE_FILE`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+
+from tb_roofline.device import ComputePeak, DeviceInfo, MemoryPeak
+from tb_roofline.device_table import PRECISIONS
+
+FILE_NAME = "roofline_device.json"
+ENV_VAR = "TB_ROOFLINE_DEVICE_FILE"
+FORMAT_KEY = "tb_roofline_device_file"
+FORMAT_VERSION = 1
+KINDS = ("cpu", "gpu", "tpu", "unknown")
+SOURCES = ("measured", "user", "datasheet")
+TOP_KEYS = (FORMAT_KEY, "type", "kind", "num_cores", "source", "default_precision", "compute",
+            "memories", "notes", "measurement")
+COMPUTE_PRECISIONS = PRECISIONS + ("default",)
+_MEMORY_ID = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+MAX_FILE_BYTES = 1 << 20
+PEAKS_UNKNOWN_MESSAGE = (
+    "peaks unknown: this profile does not carry the device's peaks. Run `tb-roofline calibrate` "
+    f"on the machine (it writes {FILE_NAME}) and put the file next to the profile or in a "
+    f"parent folder up to the logdir, or point {ENV_VAR} at a device file")
+
+
+class DeviceFileError(ValueError):
+    """A device file that cannot be used; the message names the file and the offending field."""
+
+
+def _positive(value, where: str, unit: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DeviceFileError(f"{where}: must be a number of {unit}, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise DeviceFileError(f"{where}: must be a positive finite number of {unit}, "
+                              f"got {value!r}")
+    return float(value)
+
+
+def _source(value, where: str) -> str:
+    if value not in SOURCES:
+        raise DeviceFileError(f"{where}: source must be one of {', '.join(SOURCES)}, "
+                              f"got {value!r}")
+    return value
+
+
+def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
+    """Validate a parsed device file and build its DeviceInfo; DeviceFileError on any problem."""
+    if not isinstance(data, dict):
+        raise DeviceFileError(f"{origin}: the top level must be a JSON object")
+    unknown = sorted(set(data) - set(TOP_KEYS))
+    if unknown:
+        raise DeviceFileError(f"{origin}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                              f"allowed: {', '.join(TOP_KEYS)}")
+    if FORMAT_KEY in data and data[FORMAT_KEY] != FORMAT_VERSION:
+        raise DeviceFileError(f"{origin}: {FORMAT_KEY} is {data[FORMAT_KEY]!r}; this version "
+                              f"of tb-roofline reads format {FORMAT_VERSION}")
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise DeviceFileError(f"{origin}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    dtype = data.get("type", kind.upper() if kind != "unknown" else "Device")
+    if not isinstance(dtype, str) or not dtype.strip():
+        raise DeviceFileError(f"{origin}: type must be a non-empty string")
+    num_cores = data.get("num_cores", 1)
+    if isinstance(num_cores, bool) or not isinstance(num_cores, int) or num_cores < 1:
+        raise DeviceFileError(f"{origin}: num_cores must be an integer >= 1, got {num_cores!r}")
+    default_source = _source(data.get("source", "user"), f"{origin}: source")
+    for key in ("notes",):
+        if key in data and not isinstance(data[key], str):
+            raise DeviceFileError(f"{origin}: {key} must be a string")
+    if "measurement" in data and not isinstance(data["measurement"], dict):
+        raise DeviceFileError(f"{origin}: measurement must be an object")
+
+    compute_in = data.get("compute", {})
+    if not isinstance(compute_in, dict):
+        raise DeviceFileError(f"{origin}: compute must be an object of precision -> GFLOP/s")
+    compute = []
+    for prec, entry in compute_in.items():
+        where = f"{origin}: compute.{prec}"
+        if prec not in COMPUTE_PRECISIONS:
+            raise DeviceFileError(f"{where}: unknown precision; use one of "
+                                  f"{', '.join(COMPUTE_PRECISIONS)}")
+        src = default_source
+        if isinstance(entry, dict):
+            extra = sorted(set(entry) - {"gflops", "source"})
+            if extra:
+                raise DeviceFileError(f"{where}: unknown key(s) {', '.join(map(repr, extra))}; "
+                                      "allowed: gflops, source")
+            if "gflops" not in entry:
+                raise DeviceFileError(f"{where}: missing gflops")
+            src = _source(entry.get("source", default_source), where)
+            entry = entry["gflops"]
+        compute.append(ComputePeak(prec, _positive(entry, where, "GFLOP/s"), src))
+
+    memories_in = data.get("memories", {})
+    if not isinstance(memories_in, dict):
+        raise DeviceFileError(f"{origin}: memories must be an object of memory id -> GB/s")
+    memories = []
+    for mid, entry in memories_in.items():
+        where = f"{origin}: memories.{mid}"
+        if not _MEMORY_ID.match(str(mid)):
+            raise DeviceFileError(f"{where}: a memory id is lower-case letters, digits and _")
+        default_name = ("DRAM" if kind == "cpu" else "HBM") if mid == "hbm" else mid.upper()
+        name, src = default_name, default_source
+        if isinstance(entry, dict):
+            extra = sorted(set(entry) - {"gbs", "name", "source"})
+            if extra:
+                raise DeviceFileError(f"{where}: unknown key(s) {', '.join(map(repr, extra))}; "
+                                      "allowed: gbs, name, source")
+            if "gbs" not in entry:
+                raise DeviceFileError(f"{where}: missing gbs")
+            name = entry.get("name", default_name)
+            if not isinstance(name, str) or not name.strip():
+                raise DeviceFileError(f"{where}: name must be a non-empty string")
+            src = _source(entry.get("source", default_source), where)
+            entry = entry["gbs"]
+        memories.append(MemoryPeak(mid, name, _positive(entry, where, "GB/s"), src))
+    if not compute and not memories:
+        raise DeviceFileError(f"{origin}: no peaks: give at least one compute or memory peak")
+    if memories and not any(m.id == "hbm" for m in memories):
+        raise DeviceFileError(f"{origin}: memories need an 'hbm' entry (the main-memory roof: "
+                              "DRAM on a CPU)")
+
+    default = data.get("default_precision")
+    if default is not None:
+        if not any(c.precision == default for c in compute):
+            raise DeviceFileError(f"{origin}: default_precision {default!r} is not one of the "
+                                  "compute entries")
+        compute.sort(key=lambda c: c.precision != default)  # stable: the default first
+    return DeviceInfo(type=dtype.strip(), kind=kind, num_cores=num_cores, compute=compute,
+                      memories=memories)
+
+
+def load_device_file(path: str) -> DeviceInfo:
+    """Read and validate a device file. DeviceFileError names the file and the problem."""
+    name = os.path.basename(path)
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise DeviceFileError(f"{path}: {size} bytes is too large for a device file")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise DeviceFileError(f"{path}: cannot read device file: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise DeviceFileError(f"{path}: not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DeviceFileError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} "
+                              f"column {exc.colno}") from None
+    return device_from_dict(data, origin=name if os.path.dirname(path) == "" else path)
+
+
+def device_to_dict(device: DeviceInfo, notes: str = "", measurement: dict | None = None) -> dict:
+    """The device-file form of a DeviceInfo (what `load_device_file` reads back)."""
+    sources = {c.source for c in device.compute} | {m.source for m in device.memories}
+    top_source = sources.pop() if len(sources) == 1 else "user"
+    out = {FORMAT_KEY: FORMAT_VERSION, "type": device.type, "kind": device.kind,
+           "num_cores": max(1, device.num_cores), "source": top_source}
+    if device.compute:
+        out["default_precision"] = device.compute[0].precision
+    out["compute"] = {c.precision: (c.gflops if c.source == top_source
+                                    else {"gflops": c.gflops, "source": c.source})
+                      for c in device.compute}
+    out["memories"] = {m.id: {"name": m.name, "gbs": m.gbs} | (
+        {} if m.source == top_source else {"source": m.source}) for m in device.memories}
+    if notes:
+        out["notes"] = notes
+    if measurement:
+        out["measurement"] = measurement
+    device_from_dict(out, "generated device file")  # never write what we could not read
+    return out
+
+
+def write_device_file(path: str, device: DeviceInfo, notes: str = "",
+                      measurement: dict | None = None) -> str:
+    """Write atomically (a temporary file renamed over the target); returns the path."""
+    data = device_to_dict(device, notes, measurement)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".roofline_device.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _is_within(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # different drives
+        return False
+
+
+def find_device_file(profile_path: str, logdir: str | None, environ=None) -> str | None:
+    """The device file that applies to a profile, or None.
+
+    Looks for `roofline_device.json` in the profile's directory (or the directory itself when
+    `profile_path` is one), then each parent up to and including `logdir`; never above the
+    logdir (a profile outside the logdir gets only its own directory searched). Then the path
+    in TB_ROOFLINE_DEVICE_FILE; a set variable that names no file is an error, not a silent
+    fallback.
+    """
+    environ = os.environ if environ is None else environ
+    start = os.path.realpath(profile_path)
+    if not os.path.isdir(start):
+        start = os.path.dirname(start)
+    root = os.path.realpath(logdir) if logdir else None
+    folder = start
+    while True:
+        candidate = os.path.join(folder, FILE_NAME)
+        if os.path.isfile(candidate):
+            return candidate
+        if root is None or folder == root or not _is_within(folder, root):
+            break
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    env_path = environ.get(ENV_VAR, "").strip()
+    if env_path:
+        if not os.path.isfile(env_path):
+            raise DeviceFileError(f"{ENV_VAR}={env_path!r} does not name a readable file")
+        return env_path
+    return None
+
+
+def unknown_device(kind: str = "cpu", type_name: str = "CPU", num_cores: int = 1) -> DeviceInfo:
+    """A device without peaks: the 'peaks unknown, calibrate or configure' state."""
+    return DeviceInfo(type=type_name, kind=kind, num_cores=num_cores)
+
