@@ -165,6 +165,12 @@ def _group_sums(table: OpTable, keys: list[np.ndarray]):
     return first, sums
 
 
+def _common(values: np.ndarray) -> str:
+    """The one value all rows share, "mixed" when they differ, "none" without rows."""
+    distinct = set(values.tolist())
+    return distinct.pop() if len(distinct) == 1 else ("mixed" if distinct else "none")
+
+
 def _firsts(values: np.ndarray, codes: np.ndarray) -> list:
     """The value of each code, in code order."""
     out = {}
@@ -346,7 +352,7 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                   "step": np.asarray([r[1] for r in rows], dtype=object), "rank": np.zeros(n, np.int64),
                   "category": "Program", "operation": "Program", "program": "", "program_id": "",
                   "is_infeed_outfeed": np.zeros(n, bool), "source": "", "tf_op": "",
-                  "flops_source": "profile", "precision": "mixed",
+                  "flops_source": _common(inner["flops_source"]), "precision": "mixed",
                   "host": np.asarray([r[3] if len(r) > 3 else host_label for r in rows],
                                      dtype=object)}
         prog = _records(merged, device, num_cores, labels, n, include_io, merged["total_time_ps"])

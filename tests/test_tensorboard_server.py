@@ -76,7 +76,10 @@ def test_cpu_profile_reports_what_is_missing(server):
     status, diags = get_json(api + "/diagnostics" + q(run="jax_mlp/2026_11_29_16_58_17"))
     assert status == 200
     codes = {d["code"] for d in diags["diagnostics"]}
-    assert {"no_tpu_planes", "peaks_unknown"} <= codes
+    assert {"cost_model", "peaks_unknown"} <= codes  # FLOPs from the HLO; CPU peaks not in it
+    status, prog = get_json(api + "/program" + q(run="jax_mlp/2026_11_29_16_58_17"))
+    total = dict(zip(prog["columns"], prog["rows"][0]))
+    assert total["flops"] > 0 and total["flops_source"] == "cost_model"
 
 
 @pytest.mark.parametrize("path,status,code", [

@@ -125,7 +125,7 @@ def test_non_tpu_profile_says_what_is_missing():
     data = read_xspace(space, "h")
     assert len(data.ops) == 0
     assert data.device.kind == "cpu"
-    assert "no_tpu_planes" in [d.code for d in data.diagnostics]
+    assert "no_xla_ops" in [d.code for d in data.diagnostics]
 
 
 def _old(path):

@@ -357,7 +357,7 @@ def _self_times(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileData:
     if not any(TENSOR_CORE_PLANE.match(p.name) for p in space.planes):
-        return _read_without_tpu(space, host)
+        return _read_without_tpu(space, host, progress)
     return _read_tpu_planes(list(space.planes), [p.name for p in space.planes], host, progress)
 
 
@@ -458,15 +458,10 @@ def _read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=N
     return data
 
 
-def _read_without_tpu(space, host: str) -> ProfileData:
-    """GPU/CPU profiles: no FLOPs or bytes in the profile itself (they need the HLO cost model)."""
-    diagnostics = [Diagnostic(
-        "warning", "no_tpu_planes",
-        "no TPU TensorCore planes in this profile (planes: " + ", ".join(
-            p.name for p in space.planes[:8]) + "); GPU and CPU profiles need the HLO cost "
-        "model, which is not available yet, so no op FLOPs or bytes can be shown")]
-    return ProfileData(device=_non_tpu_device(space), ops=OpTableBuilder().build(), steps=[],
-                       core_spans=[], diagnostics=diagnostics)
+def _read_without_tpu(space, host: str, progress=None) -> ProfileData:
+    """GPU/CPU profiles: FLOPs and bytes come from the HLO cost model over `/host:metadata`."""
+    from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
+    return read_gpu_cpu_xspace(space, host, progress=progress)
 
 
 def _non_tpu_device(space) -> DeviceInfo:
