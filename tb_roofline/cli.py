@@ -4,7 +4,10 @@
     tb-roofline report LOGDIR --run R --host H --top 30 --exclude-infeed-outfeed
     tb-roofline runs LOGDIR                 # list runs and hosts
     tb-roofline export LOGDIR --run R --level op --format csv -o ops.csv
-Exports are byte-for-byte what the HTTP API's `/export` serves.
+    tb-roofline calibrate -o LOGDIR/roofline_device.json   # measure this machine's peaks
+Exports are byte-for-byte what the HTTP API's `/export` serves. Profiles without peaks (CPU,
+unknown GPUs) take them from --device-file, or from a roofline_device.json next to the profile
+or in a parent folder up to the logdir, or from TB_ROOFLINE_DEVICE_FILE.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from tensorboard import errors as tb_errors
 
 from tb_roofline.service import RooflineService
 
-COMMANDS = ("report", "runs", "export")
+COMMANDS = ("report", "runs", "export", "calibrate")
 
 
 def _fmt(value) -> str:
@@ -151,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--exclude-infeed-outfeed", action="store_true",
                        help="leave infeed/outfeed ops out, as the UI's toggle does")
         p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+        p.add_argument("--device-file", help="peaks for this run from a device file "
+                                             "(as `tb-roofline calibrate` writes)")
 
     rep = sub.add_parser("report", help="device, program records and top ops (default)")
     common(rep)
@@ -171,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--name", help="keep ops whose name contains this (case-insensitive)")
     exp.add_argument("-o", "--output", help="file to write ('-' = stdout; default: API file name)")
     exp.set_defaults(func=cmd_export)
+
+    from tb_roofline.calibrate import add_calibrate_subparser
+    add_calibrate_subparser(sub)
     return parser
 
 
@@ -180,11 +188,14 @@ def main(argv=None, out=None) -> int:
         argv.insert(0, "report")  # `tb-roofline LOGDIR` means `report`
     args = build_parser().parse_args(argv)
     out = out or sys.stdout
+    if getattr(args, "run_standalone", None):
+        return args.run_standalone(args, out)
     if not os.path.isdir(args.logdir):
         sys.stderr.write(f"tb-roofline: {args.logdir!r} is not a directory\n")
         return 2
     progress = _Progress(enabled=not args.no_progress and sys.stderr.isatty())
-    service = RooflineService(args.logdir, progress=progress)
+    service = RooflineService(args.logdir, progress=progress,
+                              device_file=getattr(args, "device_file", None))
     try:
         args.func(service, args, out)
     except tb_errors.PublicError as exc:

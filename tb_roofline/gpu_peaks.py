@@ -380,3 +380,23 @@ def ceiling_precision(dtype: str, is_matmul: bool, device: DeviceInfo,
         chain = tuple(c for c in chain if c != "tf32")
     have = {c.precision for c in device.compute if c.gflops > 0}
     return next((c for c in chain if c in have), "")
+
+
+_MATMUL_WORDS = ("conv", "dot", "matmul", "gemm", "attention", "einsum", "linear")
+
+
+def apply_ceilings(table, device: DeviceInfo, allow_tf32: bool = True) -> None:
+    """Set each op row's `precision` to the ceiling it belongs under on this device (tensor-core
+    roofs for dots and convolutions, vector roofs for the rest); rows whose precision has no
+    ceiling of its own keep their data type and fall under the default roof."""
+    if not len(table) or not device.compute:
+        return
+    cache: dict = {}
+    out = []
+    for dtype, category in zip(table["precision"].tolist(), table["category"].tolist()):
+        key = (dtype, category)
+        if key not in cache:
+            matmul = any(w in category.lower() for w in _MATMUL_WORDS)
+            cache[key] = ceiling_precision(dtype, matmul, device, allow_tf32) or dtype
+        out.append(cache[key])
+    table.columns["precision"][:] = out

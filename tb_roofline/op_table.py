@@ -174,3 +174,11 @@ class ProfileData:
     core_spans: list[CoreSpan]
     diagnostics: list[Diagnostic]
     has_hw_counters: bool = False
+    # PyTorch traces: kernel-level rows (a second view), hardware counters (the "Total (HW)"
+    # record and per-kernel counter rows), and the rank this file is.
+    kernels: "OpTable | None" = None
+    hw_counters: "object | None" = None
+    hw_ops: "OpTable | None" = None
+    rank: "int | None" = None
+    world_size: "int | None" = None
+    device_properties: "list | None" = None

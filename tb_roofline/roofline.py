@@ -371,7 +371,7 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
             "no complete step markers (a 'Steps' line with group_id on every core): only the "
             "Total record is shown, no Average or per-step records. Annotate training steps "
             "(e.g. jax.profiler.StepTraceAnnotation) or profile longer than one step."))
-    if not device.peaks_known:
+    if not device.peaks_known and not any(d.code == "peaks_unknown" for d in diagnostics):
         diagnostics.append(Diagnostic("warning", "peaks_unknown",
                                       "the profile carries no peak FLOP rate for this device: "
                                       "efficiencies and bound-by cannot be computed"))

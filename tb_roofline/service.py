@@ -6,6 +6,7 @@ unchanged one costs nothing. Nothing is ever written into the logdir.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -13,7 +14,7 @@ import threading
 
 import numpy as np
 
-from tb_roofline import errors, roofline
+from tb_roofline import device_file, errors, roofline
 from tb_roofline.discovery import ALL_HOSTS, Run, RunIndex
 from tb_roofline.op_table import Diagnostic, ProfileData
 
@@ -40,8 +41,10 @@ def _check_name(kind: str, value: str):
 
 
 class RooflineService:
-    def __init__(self, logdir: str, max_file_mb: float | None = None, progress=None):
+    def __init__(self, logdir: str, max_file_mb: float | None = None, progress=None,
+                 device_file: str | None = None):
         self.logdir = logdir
+        self.device_file = device_file  # overrides the roofline_device.json lookup (CLI flag)
         self.progress = progress  # callable(host, done, total) for long reads (the CLI's)
         self.index = RunIndex(logdir) if logdir else None
         env_limit = os.environ.get("TB_ROOFLINE_MAX_FILE_MB")
@@ -110,10 +113,30 @@ class RooflineService:
             self._host_cache[hostfile.path] = (sig, data)
             return data
 
+    def _with_device_file(self, run: Run, hostfile, data: ProfileData) -> ProfileData:
+        """Profiles without peaks (CPU, unknown GPUs) take them from a device file: the CLI's
+        --device-file, else roofline_device.json next to the profile or above it up to the
+        logdir, else TB_ROOFLINE_DEVICE_FILE. Without one they say how to get one."""
+        if data.device is not None and data.device.peaks_known and not self.device_file:
+            return data
+        try:
+            path = self.device_file or device_file.find_device_file(hostfile.path, self.logdir)
+            device = device_file.load_device_file(path) if path else None
+        except device_file.DeviceFileError as exc:
+            raise errors.InvalidArgumentError(f"device file: {exc}") from None
+        if device is None:
+            note = Diagnostic("warning", "peaks_unknown", device_file.PEAKS_UNKNOWN_MESSAGE)
+            return dataclasses.replace(data, diagnostics=data.diagnostics + [note])
+        device.num_cores = data.device.num_cores if data.device else device.num_cores
+        note = Diagnostic("info", "device_file",
+                          f"peaks from the device file {os.path.basename(path)} "
+                          f"({device.type}, source: {', '.join(sorted({c.source for c in device.compute}))})")
+        return dataclasses.replace(data, device=device, diagnostics=data.diagnostics + [note])
+
     def analysis(self, run_name: str, host: str) -> roofline.Analysis:
         run = self._run(run_name)
         files = self._files(run, host)
-        sigs = tuple(_file_signature(f.path) for f in files)
+        sigs = tuple(_file_signature(f.path) for f in files) + self._device_file_signatures(files)
         key = (run.run, tuple(f.host for f in files), sigs)
         cached = self._analysis_cache.get(key)
         if cached is not None:
@@ -125,7 +148,7 @@ class RooflineService:
             profiles, extra = [], []
             for f in files:
                 try:
-                    profiles.append(self._read_host(run, f))
+                    profiles.append(self._with_device_file(run, f, self._read_host(run, f)))
                 except (errors.BadProfileError, errors.ProfileIncompletePublicError,
                         errors.TooLargeError) as exc:
                     if len(files) == 1:
@@ -141,6 +164,22 @@ class RooflineService:
                 del self._analysis_cache[old]
             self._analysis_cache[key] = result
             return result
+
+    def _device_file_signatures(self, files) -> tuple:
+        """A new or edited device file must show at once: it is part of the cache key."""
+        out = []
+        for f in files:
+            try:
+                path = self.device_file or device_file.find_device_file(f.path, self.logdir)
+            except device_file.DeviceFileError:
+                path = None
+            if path:
+                try:
+                    st = os.stat(path)
+                    out.append((path, st.st_size, st.st_mtime_ns))
+                except OSError:
+                    pass
+        return tuple(out)
 
     # --- API answers ----------------------------------------------------------------------
     def device(self, run: str, host: str) -> dict:

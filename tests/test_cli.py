@@ -40,3 +40,27 @@ def test_console_script_and_errors():
     err = subprocess.run([sys.executable, "-m", "tb_roofline.cli", DEMO, "--run", "nope"],
                          capture_output=True, text=True)
     assert err.returncode == 1 and "unknown run 'nope'" in err.stderr
+
+
+def test_calibrate_then_cpu_profile_gets_a_roof(tmp_path):
+    """`calibrate` writes a device file; a CPU profile beside it gets peaks and efficiencies."""
+    import shutil
+    logdir = tmp_path / "logdir"
+    shutil.copytree(os.path.join(REPO, "testdata", "jax_cpu", "mlp"), logdir / "mlp")
+    service = RooflineService(str(logdir))
+    run = service.list_runs()["runs"][0]["run"]
+    assert not service.device(run, "")["device"]["peaks_known"]
+    codes = [d["code"] for d in service.diagnostics(run, "")["diagnostics"]]
+    assert "peaks_unknown" in codes
+    out = io.StringIO()
+    device_file = logdir / "roofline_device.json"
+    assert main(["calibrate", "--quick", "--seconds", "2", "-o", str(device_file)], out=out) == 0
+    dev = service.device(run, "")["device"]  # the cache notices the new device file
+    assert dev["peaks_known"] and dev["compute"][0]["source"] == "measured"
+    prog = service.program(run, "", True)
+    total = dict(zip(prog["columns"], prog["rows"][0]))
+    assert 0 < total["roofline_efficiency"] and total["bound_by"] != "Unknown"
+    assert "device_file" in [d["code"] for d in service.diagnostics(run, "")["diagnostics"]]
+    text = io.StringIO()
+    assert main([str(logdir), "--device-file", str(device_file), "--top", "3"], out=text) == 0
+    assert "(measured)" in text.getvalue()

@@ -14,4 +14,7 @@ def read_profile_file(path: str, fmt: str, host: str, max_bytes: int | None = No
     if fmt == "xplane":
         from tb_roofline.readers.xspace import read_xspace_file
         return read_xspace_file(path, host, max_bytes=max_bytes, progress=progress)
-    raise ProfileFormatError(f"{fmt} profiles are not supported yet")
+    if fmt == "kineto":
+        from tb_roofline.readers.kineto import read_kineto_file
+        return read_kineto_file(path, host, max_bytes=max_bytes, progress=progress)
+    raise ProfileFormatError(f"{fmt} profiles are not supported")

@@ -34,6 +34,7 @@ import zlib
 import numpy as np
 
 from tb_roofline.device import DeviceInfo
+from tb_roofline.gpu_peaks import apply_ceilings, kineto_device_peaks
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.op_table import (NO_STEP, CoreSpan, Diagnostic, OpTable, OpTableBuilder,
                                   ProfileData, StepSpan)
@@ -732,7 +733,8 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
                       thread_sorted, ts_sorted, end_all, row_op, names, op_name, step_of)
 
     props = meta.get("deviceProperties") or []
-    device = _device_info(props, spans, has_gpu or bool(hw), col)
+    device, device_notes = _device_info(props, spans, has_gpu or bool(hw), col)
+    diagnostics.extend(device_notes)
     if n_ops and not any(costs[c].source == "formula" for c in set(op_cost.tolist())) and \
             not meta.get("record_shapes"):
         diagnostics.append(Diagnostic(
@@ -758,17 +760,17 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
         diagnostics.append(Diagnostic("warning", "bad_events",
                                       f"{col.bad_events} events lacked required fields"))
 
-    data = ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
-                       diagnostics=diagnostics, has_hw_counters=hw is not None)
-    # Extra attributes for the service (see docs/pytorch_traces.md).
-    data.kernels = kernels.build()
-    data.hw_counters = hw
-    data.hw_ops = _hw_table(hw, host) if hw is not None else None
+    ops, kernel_table = builder.build(), kernels.build()
+    for table in (ops, kernel_table):  # PyTorch runs f32 matmuls in full f32 unless told otherwise
+        apply_ceilings(table, device, allow_tf32=False)
     dist = meta.get("distributedInfo") or {}
-    data.rank = _int(dist.get("rank"), None) if isinstance(dist, dict) else None
-    data.world_size = _int(dist.get("world_size"), None) if isinstance(dist, dict) else None
-    data.device_properties = props
-    return data
+    return ProfileData(
+        device=device, ops=ops, steps=steps, core_spans=spans, diagnostics=diagnostics,
+        has_hw_counters=hw is not None, kernels=kernel_table, hw_counters=hw,
+        hw_ops=_hw_table(hw, host) if hw is not None else None,
+        rank=_int(dist.get("rank"), None) if isinstance(dist, dict) else None,
+        world_size=_int(dist.get("world_size"), None) if isinstance(dist, dict) else None,
+        device_properties=props)
 
 
 def _add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbytes, occ):
@@ -884,17 +886,21 @@ def _hw_table(hw: HwCounters, host: str) -> OpTable:
     return b.build()
 
 
-def _device_info(props, spans, gpu: bool, col) -> DeviceInfo:
-    # TODO(lead): replace with tb_roofline.device_table.device_from_kineto_properties(props)
-    # (picks peaks from the data-sheet table); keep num_cores = devices with activity.
+def _device_info(props, spans, gpu: bool, col) -> tuple[DeviceInfo, list]:
+    """Data-sheet peaks for the GPU that ran the kernels (Kineto carries no clock); a CPU-only
+    trace has no peaks (the service applies a device file when there is one)."""
     if gpu:
         used = {s.core for s in spans}
         prop = next((p for p in props if isinstance(p, dict) and p.get("id") in used), None)
         if prop is None and props and isinstance(props[0], dict):
             prop = props[0]
-        name = str(prop.get("name")) if prop else "GPU"
-        return DeviceInfo(type=name, kind="gpu", num_cores=max(len(used), 1))
-    return DeviceInfo(type="CPU", kind="cpu", num_cores=1)
+        if prop is None:
+            return DeviceInfo(type="GPU", kind="gpu", num_cores=max(len(used), 1)), []
+        peaks = kineto_device_peaks(prop, num_cores=max(len(used), 1))
+        if prop.get("name"):  # the name the trace gives, not the data sheet's spelling
+            peaks.device.type = str(prop["name"])
+        return peaks.device, peaks.diagnostics
+    return DeviceInfo(type="CPU", kind="cpu", num_cores=1), []
 
 
 def read_kineto_file(path: str, host: str, max_bytes: int | None = None,

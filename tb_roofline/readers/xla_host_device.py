@@ -25,6 +25,7 @@ import re
 import numpy as np
 
 from tb_roofline.device import DeviceInfo
+from tb_roofline.gpu_peaks import apply_ceilings, derive_gpu_peaks
 from tb_roofline.hlo.cost_model import module_costs
 from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
 from tb_roofline.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, Diagnostic,
@@ -274,7 +275,8 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     if progress:
         progress(len(cores), len(cores))
 
-    device = _device(space, gpus, is_gpu)
+    device, device_notes = _device(space, gpus, is_gpu)
+    diagnostics.extend(device_notes)
     if not any(p.name == METADATA_PLANE for p in space.planes) or not len(index):
         diagnostics.append(Diagnostic(
             "warning", "no_hlo_protos",
@@ -308,6 +310,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
             f"{costing.no_trip} while loop(s) have no known trip count; their cost is one "
             "iteration (their body ops are still timed and costed per execution)"))
     ops = builder.build()
+    apply_ceilings(ops, device, allow_tf32=True)  # XLA runs f32 dots on TF32 by default
     if not len(ops):
         diagnostics.append(Diagnostic("warning", "no_xla_ops",
                                       "no XLA op executions found on GPU streams or CPU threads"))
@@ -315,18 +318,15 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
                        diagnostics=diagnostics)
 
 
-def _device(space, gpus, is_gpu) -> DeviceInfo:
-    """Kind, type and core count; peaks are left to the device table (filled by its owner)."""
+def _device(space, gpus, is_gpu) -> tuple[DeviceInfo, list]:
+    """GPU: peaks derived from the device-capability stats, checked against the data sheets.
+    CPU: the profile has no peaks (the service applies a device file when there is one)."""
     if is_gpu:
         ps = _PlaneStats(gpus[0][1])
-        s = ps.as_dict(gpus[0][1].stats)
-        name = s.get("gpu_device_name") or s.get("device_type_string") or s.get("device_vendor")
-        if not name and s.get("compute_cap_major"):
-            name = f"GPU (compute capability {s.get('compute_cap_major')}." \
-                   f"{s.get('compute_cap_minor', 0)})"
-        return DeviceInfo(type=str(name or "GPU"), kind="gpu", num_cores=len(gpus), compute=[])
+        peaks = derive_gpu_peaks(ps.as_dict(gpus[0][1].stats), len(gpus))
+        return peaks.device, peaks.diagnostics
     cpu = ""
     for p in space.planes:
         if p.name == METADATA_PLANE:
             cpu = str(_PlaneStats(p).as_dict(p.stats).get("cpu_version") or "")
-    return DeviceInfo(type=cpu or "CPU", kind="cpu", num_cores=1, compute=[])
+    return DeviceInfo(type=cpu or "CPU", kind="cpu", num_cores=1, compute=[]), []
