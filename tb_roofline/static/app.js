@@ -402,6 +402,7 @@ class App {
       this.diagSummary.dataset.severity = n ? worst : 'none';
     }
     await loadVega();
+    this.tooltip.memoryIds = d.device ? this.memoryIds() : null;
     const geometry = roofGeometry(d.device, [...(d.program || []), ...(d.ops || [])]);
     this.geometry = geometry;
     await Promise.all([this.renderProgram(geometry), this.renderOps(geometry)]);
@@ -469,7 +470,7 @@ class App {
     this.filtered = this.applyFilterRows();
     const t0 = now();
     await this.opChart.setSpec(opSpec(geometry, this.categories, this.dark),
-        {ops: this.filtered, program: programTotal});
+        {ops: this.filtered, program: programTotal, selected: []});
     this.timings.opChartMs = now() - t0;
     this.timings.opChartPoints = this.filtered.length;
     await this.catChart.setSpec(categorySpec(this.categories, this.dark, this.catChartEl.clientWidth),
@@ -566,7 +567,7 @@ class App {
     const row = this.data && this.data.ops ? this.data.ops.find((r) => r.rank === rank) : null;
     if (!row) return;
     const inTable = this.opTable.select(rank);
-    await this.opChart.setSignal('selRank', rank);
+    await this.opChart.setData({selected: [row]});
     setChildren(this.selectionEl, h('span', {}, 'Selected: ', h('strong', {}, row.operation),
         ` (rank ${rank}, ${row.category}, bound by ${row.bound_by})`),
         inTable ? '' : h('span', {class: 'muted'}, ' — hidden by the current filters'), ' ',
@@ -581,7 +582,7 @@ class App {
   clearSelection() {
     this.selectedRank = null;
     this.opTable.select(null);
-    this.opChart.setSignal('selRank', -1);
+    this.opChart.setData({selected: []});
     setChildren(this.selectionEl);
     delete this.selectionEl.dataset.rank;
   }

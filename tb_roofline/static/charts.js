@@ -197,7 +197,6 @@ export function opSpec(geometry, categories, dark) {
     height: 460,
     autosize: {type: 'fit-x', contains: 'padding'},
     config: themeConfig(dark),
-    params: [{name: 'selRank', value: -1}],
     layer: [
       ...roofLayers(geometry),
       {
@@ -230,9 +229,10 @@ export function opSpec(geometry, categories, dark) {
         encoding: {x: xEnc(X_TITLE, geometry), y: yEnc(Y_TITLE, geometry)},
       },
       {
+        // The selected op, from its own one-row data set (a filter over all ops would run on
+        // every data change).
         name: 'selected',
-        data: {name: 'ops'},
-        transform: [{filter: 'datum.rank === selRank'}],
+        data: {name: 'selected'},
         mark: {type: 'circle', size: 420, filled: false, stroke: '#e53935', strokeWidth: 3,
                clip: true},
         encoding: {x: xEnc(X_TITLE, geometry), y: yEnc(Y_TITLE, geometry)},
@@ -301,14 +301,21 @@ export class Chart {
     if (!this.view) return;
     const {vega} = await loadVega();
     for (const [name, rows] of Object.entries(data)) {
-      this.view.change(name, vega.changeset().remove(() => true).insert(rows));
+      // Only the difference goes through the dataflow: narrowing a filter just removes
+      // tuples, widening it just inserts the missing ones (rows are the same objects).
+      const mark = Symbol('keep');
+      for (const r of rows) r[mark] = true;
+      const current = this.view.data(name);
+      const removed = [];
+      for (const t of current) {
+        if (t[mark]) t[mark] = false;  // Present in both: neither removed nor added.
+        else removed.push(t);
+      }
+      const added = rows.filter((r) => r[mark]);
+      for (const r of rows) delete r[mark];
+      if (!removed.length && !added.length) continue;
+      this.view.change(name, vega.changeset().remove(removed).insert(added));
     }
-    await this.view.runAsync();
-  }
-
-  async setSignal(name, value) {
-    if (!this.view) return;
-    this.view.signal(name, value);
     await this.view.runAsync();
   }
 

@@ -247,7 +247,7 @@ def test_hover_tooltip_and_click_selection(page, tb):
     rank = int(row.get_attribute("data-key"))
     row.click()
     page.wait_for_selector(f"#op-table tr.selected[data-key='{rank}']")
-    assert page.evaluate("window.__roofline.opChart.view.signal('selRank')") == rank
+    assert page.evaluate("window.__roofline.opChart.view.data('selected').map(r => r.rank)") == [rank]
     highlighted = page.evaluate(
         "window.__roofline.opChart.markData('selected').map(r => r.rank)")
     assert highlighted == [rank]

@@ -8,6 +8,7 @@ export class Tooltip {
     this.el.hidden = true;
     document.body.appendChild(this.el);
     this.current = null;
+    this.memoryIds = null;  // Memories of the device: other per-memory metrics are left out.
     // The signature vega-embed expects for a custom tooltip handler.
     this.handler = (handler, event, item, value) => this.show(event, value);
   }
@@ -49,8 +50,11 @@ export class Tooltip {
       return h('div', {}, d.label);
     }
     const rows = [];
+    const memories = this.memoryIds ? new Set(this.memoryIds) : null;
     for (const c of TOOLTIP_COLUMNS) {
       if (!(c.key in d)) continue;
+      if (c.memory && memories && !memories.has(c.memory)) continue;
+      if (c.key === 'step' && d.record_type === 'op') continue;
       const v = d[c.key];
       if (v === null || v === undefined || v === '') continue;
       rows.push(row(c.label, c.format(v), c.key));

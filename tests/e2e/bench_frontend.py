@@ -1,0 +1,215 @@
+"""Frontend benchmark (not a test): the op-level chart with ~20,000 points in headless Chromium.
+
+    python tests/e2e/bench_frontend.py [--ops 20000] [--reps 5]
+
+Builds a synthetic TPU profile with that many distinct ops (tb_roofline.synthetic), starts a
+real `tensorboard`, opens the tab in Debian's Chromium (same flags as the e2e tests) and
+measures, inside the page (performance.now()):
+
+- render: the op-level chart alone (Vega-Lite compile + Vega parse + dataflow + canvas) and
+  the whole op section (chart, category bars, table) for all points;
+- filter: category / bound-by / name filters and clearing them (chart + bars + table);
+- hover: a real mouse move over a point until our tooltip is filled, and to the next frame;
+- select: click on a point until its table row is selected.
+
+Prints a Markdown table (for docs/benchmarks.md) and writes test-output/bench_frontend.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_helpers import CHROMIUM, CHROMIUM_ARGS, OUT, READY, TensorBoard, wait_js  # noqa: E402
+
+
+def make_logdir(path: str, n_ops: int) -> str:
+    from tb_roofline.synthetic import SynthConfig, write_tpu_session
+    # ops_per_step ≈ 6× distinct ops: (1 - e^-6) of the templates get executed at least once.
+    distinct = int(n_ops * 1.003) + 8
+    write_tpu_session(path, "bench", "2026_11_29_12_00_00", [SynthConfig(
+        seed=7, distinct_ops=distinct, ops_per_step=distinct * 6, num_steps=1, num_cores=1,
+        with_while=False, with_sparse_core=False)])
+    return path
+
+
+IN_PAGE = """async ({reps}) => {
+  const a = window.__roofline;
+  const now = () => performance.now();
+  const frame = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  const out = {points: a.filtered.length, chart: [], section: [], filters: {}};
+  const {opSpec} = await import(new URL('charts.js',
+      document.querySelector('link[rel=stylesheet]').href).href);
+  for (let i = 0; i < reps; i++) {
+    const programTotal = (a.data.program || []).filter((r) => r.record_type === 'total');
+    let t = now();
+    await a.opChart.setSpec(opSpec(a.geometry, a.categories, a.dark),
+        {ops: a.filtered, program: programTotal, selected: []});
+    await frame();
+    out.chart.push(now() - t);
+    t = now();
+    await a.renderOps(a.geometry);
+    await frame();
+    out.section.push(now() - t);
+  }
+  const cats = a.categories.slice();
+  const bounds = a.bounds.slice();
+  const cases = {
+    [`category = ${cats[0]}`]: {categories: [cats[0]]},
+    [`category = ${cats[1]}, ${cats[2]}`]: {categories: [cats[1], cats[2]]},
+    [`bound by = ${bounds[0]}`]: {boundBy: [bounds[0]]},
+    'name contains "fusion.1"': {name: 'fusion.1'},
+  };
+  for (const [label, patch] of Object.entries(cases)) {
+    const times = [];
+    const clears = [];
+    for (let i = 0; i < reps; i++) {
+      let t = now();
+      await a.setFilter(patch);
+      await frame();
+      times.push(now() - t);
+      const shown = a.filtered.length;
+      t = now();
+      await a.setFilter({categories: [], boundBy: [], name: ''});
+      await frame();
+      clears.push(now() - t);
+      out.filters[label] = {times, clears, shown};
+    }
+  }
+  return out;
+}"""
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=20000)
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.monotonic()
+        make_logdir(tmp, args.ops)
+        gen_s = time.monotonic() - t0
+        server = TensorBoard(tmp, name="bench")
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                errors = []
+                page.on("console", lambda m: errors.append(m.text)
+                        if m.type == "error" and "favicon" not in str(m.location) else None)
+                t0 = time.monotonic()
+                page.goto(server.frame_url())
+                wait_js(page, READY, timeout=300)
+                first_load_s = time.monotonic() - t0
+                timings = page.evaluate("window.__roofline.timings")
+                # Second visit: the backend has the profile converted (cached).
+                t0 = time.monotonic()
+                page.reload()
+                wait_js(page, READY, timeout=300)
+                warm_load_s = time.monotonic() - t0
+                warm_timings = page.evaluate("window.__roofline.timings")
+                result = page.evaluate(IN_PAGE, {"reps": args.reps})
+
+                # Hover: real mouse moves onto points, until our tooltip holds that datum.
+                page.locator("#op-chart").scroll_into_view_if_needed()
+                points = page.evaluate("""(n) => {
+                  const view = window.__roofline.opChart.view;
+                  const items = view.data('ops').filter((r) => !r.at_floor)
+                      .sort((a, b) => b.time_fraction - a.time_fraction).slice(0, n);
+                  const [ox, oy] = view.origin();
+                  const box = view.container().querySelector('canvas').getBoundingClientRect();
+                  return items.map((d) => ({x: box.left + ox + view.scale('x')(d.px),
+                                            y: box.top + oy + view.scale('y')(d.py)}));
+                }""", 12)
+                page.evaluate("""() => {
+                  const tip = window.__roofline.tooltip;
+                  const show = tip.show.bind(tip);
+                  window.__hover = [];
+                  let moveAt = null;
+                  const canvas = window.__roofline.opChart.view.container().querySelector('canvas');
+                  canvas.addEventListener('mousemove', () => { moveAt = performance.now(); },
+                                          {capture: true});
+                  tip.show = (event, datum) => {
+                    show(event, datum);
+                    if (datum && moveAt !== null) {
+                      const start = moveAt;
+                      moveAt = null;
+                      const shown = performance.now() - start;
+                      requestAnimationFrame(() => window.__hover.push(
+                          [shown, performance.now() - start]));
+                    }
+                  };
+                }""")
+                hover_wall = []
+                for pt in points:
+                    page.mouse.move(5, 5)
+                    page.wait_for_timeout(30)
+                    t0 = time.monotonic()
+                    page.mouse.move(pt["x"], pt["y"])
+                    page.locator("#chart-tooltip").wait_for(state="visible")
+                    hover_wall.append((time.monotonic() - t0) * 1000)
+                page.wait_for_timeout(100)
+                hover = page.evaluate("window.__hover")
+
+                # Select: click a point → its row selected.
+                select_ms = []
+                for pt in points[:6]:
+                    t0 = time.monotonic()
+                    page.mouse.click(pt["x"], pt["y"])
+                    page.wait_for_selector("#op-table tr.selected")
+                    select_ms.append((time.monotonic() - t0) * 1000)
+                    page.evaluate("window.__roofline.clearSelection()")
+                browser.close()
+        finally:
+            server.stop()
+
+    report = {
+        "ops": result["points"], "reps": args.reps, "profile_generation_s": gen_s,
+        "first_load_s": first_load_s, "first_fetch_ms": timings.get("fetchMs"),
+        "first_op_chart_ms": timings.get("opChartMs"), "warm_load_s": warm_load_s,
+        "warm_fetch_ms": warm_timings.get("fetchMs"),
+        "op_chart_render_ms": result["chart"], "op_section_render_ms": result["section"],
+        "filters": result["filters"], "hover_handler_ms": [h[0] for h in hover],
+        "hover_to_frame_ms": [h[1] for h in hover], "hover_wall_ms": hover_wall,
+        "select_wall_ms": select_ms, "console_errors": errors,
+    }
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, "bench_frontend.json"), "w") as f:
+        json.dump(report, f, indent=1)
+
+    def row(label, xs):
+        return f"| {label} | {median(xs):.0f} | {max(xs):.0f} |"
+
+    print(f"Op-level chart, {report['ops']:,} points, headless Chromium "
+          f"({args.reps} repetitions; ms)\n")
+    print("| what | median | max |\n|---|---:|---:|")
+    print(row("op chart render (compile + dataflow + canvas, to next frame)",
+              report["op_chart_render_ms"]))
+    print(row("whole op section (chart + category bars + table)", report["op_section_render_ms"]))
+    for label, f in report["filters"].items():
+        print(row(f"filter {label} ({f['shown']:,} shown)", f["times"]))
+        print(row(f"clear that filter (back to {report['ops']:,})", f["clears"]))
+    print(row("hover: mousemove → tooltip filled", report["hover_handler_ms"]))
+    print(row("hover: mousemove → next frame", report["hover_to_frame_ms"]))
+    print(row("hover: Playwright mouse.move → tooltip visible (wall, incl. CDP)",
+              report["hover_wall_ms"]))
+    print(row("click point → table row selected (wall, incl. CDP)", report["select_wall_ms"]))
+    print(f"\nFirst open (cold conversion): {first_load_s:.2f} s, of which API "
+          f"{report['first_fetch_ms']:.0f} ms; warm reload {warm_load_s:.2f} s "
+          f"(API {report['warm_fetch_ms']:.0f} ms). Console errors: {len(errors)}.")
+
+
+if __name__ == "__main__":
+    main()
