@@ -186,4 +186,4 @@ def _int_arg(request, name):
 def _filters(request) -> dict:
     return {"categories": _multi(request, "category"), "bound_by": _multi(request, "bound_by"),
             "name": request.args.get("name", ""), "offset": _int_arg(request, "offset") or 0,
-            "limit": _int_arg(request, "limit")}
+            "limit": _int_arg(request, "limit"), "view": request.args.get("view", "op")}

@@ -148,6 +148,7 @@ class Analysis:
     diagnostics: list
     num_steps: int
     has_hw_counters: bool = False
+    views: dict = dataclasses.field(default_factory=dict)  # "kernel", "kernel_hw" -> {io: table}
 
 
 def _group_sums(table: OpTable, keys: list[np.ndarray]):
@@ -244,12 +245,7 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
     from tb_roofline.op_table import OpTable as _OpTable
     device = DeviceInfo.merge([p.device for p in profiles])
     num_cores = max(device.num_cores, 1)
-    table = _OpTable.concat([p.ops for p in profiles])
-    # Time the FLOPs would take on their own precision's roof (ns): sums to a mixed roof.
-    codes = factorize(table["precision"])
-    roofs = np.array([device.peak_for(v) for v in _firsts(table["precision"], codes)] or [0.0])
-    row_peak = roofs[codes] if len(codes) else np.zeros(0)
-    table.columns["roof_time"] = _div(table["flops"], row_peak)
+    table = _with_roof_time(_OpTable.concat([p.ops for p in profiles]), device)
     spans_ps = float(sum(s.duration_ps for p in profiles for s in p.core_spans))
     diagnostics = []
     for p in profiles:  # say which host a diagnostic is about when several are aggregated
@@ -273,7 +269,15 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                               table["total_time_ps"][io_mask]):
         io_step_time[(host, sid)] = io_step_time.get((host, sid), 0.0) + tps
 
-    program, ops = {}, {}
+    # Second views of PyTorch traces: one row per kernel, and per-kernel hardware counters.
+    extra_tables = {}
+    for name, attr in (("kernel", "kernels"), ("kernel_hw", "hw_ops")):
+        tables = [getattr(p, attr) for p in profiles if getattr(p, attr, None) is not None]
+        if any(len(t) for t in tables):
+            extra_tables[name] = _with_roof_time(_OpTable.concat(tables), device)
+    hw = [p.hw_counters for p in profiles if getattr(p, "hw_counters", None) is not None]
+
+    program, ops, views = {}, {}, {}
     for include_io in (True, False):
         keep = np.ones(len(table), bool) if include_io else ~table["is_infeed_outfeed"]
         io_rows = table["is_infeed_outfeed"] & ~table["is_container"]
@@ -282,25 +286,11 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
         t = table.select(keep)
 
         # Op records: one per (program, op) over all cores, hosts and steps.
-        first, sums = _group_sums(t, [t["program_id"], t["operation"]])
-        n = len(first)
-        order = np.lexsort((t["operation"][first].astype(str), -sums["self_time_ps"]))
-        first = first[order]
-        sums = {k: v[order] for k, v in sums.items()}
-        labels = {"record_type": "op", "step": "Total", "rank": np.arange(1, n + 1),
-                  "category": t["category"][first], "operation": t["operation"][first],
-                  "program": t["program"][first], "program_id": t["program_id"][first],
-                  "is_infeed_outfeed": t["is_infeed_outfeed"][first],
-                  "source": t["source"][first], "tf_op": t["tf_op"][first],
-                  "flops_source": t["flops_source"][first], "host": host_label,
-                  "precision": t["precision"][first]}
-        op_rec = _records(sums, device, num_cores, labels, n, include_io, np.full(n, denominator))
-        self_pct = _div(sums["self_time_ps"], np.full(n, denominator)) * 100.0
-        op_rec.columns["self_time_percent"] = self_pct
-        op_rec.columns["cumulative_self_time_percent"] = np.cumsum(self_pct)
-        containers = t["is_container"][first]
-        op_rec.columns["potential_time_saved_us"][containers] = 0.0
-        ops[include_io] = op_rec
+        ops[include_io] = _op_records(t, device, num_cores, host_label, include_io, denominator)
+        for name, extra in extra_tables.items():
+            kept = extra if include_io else extra.select(~extra["is_infeed_outfeed"])
+            views.setdefault(name, {})[include_io] = _op_records(
+                kept, device, num_cores, host_label, include_io, denominator)
 
         # Program records: innermost ops only, over the whole span / each step.
         inner = t.select(~t["is_container"])
@@ -310,6 +300,17 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
         total["self_time_ps"] = np.zeros(1)
         total["occurrences"] = np.ones(1)
         rows.append(("total", "Total", total))
+        if hw:  # FLOPs counted by the hardware, over the same time
+            hw_sums = {c: np.zeros(1) for c in SUM_COLUMNS}
+            hw_sums["occurrences"] = np.ones(1)
+            hw_sums["flops"] = np.asarray([sum(h.total_flops for h in hw)])
+            hw_sums["model_flops"] = hw_sums["flops"].copy()
+            hw_sums["roof_time"] = np.asarray([sum(
+                _div(np.asarray([f]), np.asarray([device.peak_for(prec)]))[0]
+                for h in hw for prec, f in h.flops.items())])
+            timed = all(h.kernel_time_known for h in hw)
+            hw_sums["total_time_ps"] = np.asarray([denominator if timed else 0.0])
+            rows.append(("total_hw", "Total (HW)", hw_sums))
         if len(profiles) > 1:  # one point per host (rank), so a straggler shows
             for p in profiles:
                 if not p.core_spans:
@@ -361,6 +362,10 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                 cores = next(p.device.num_cores for p in profiles
                              if p.core_spans and p.core_spans[0].host == r[3])
                 prog.columns["total_time_per_core_us"][i] = r[2]["total_time_ps"][0] / 1e6 / max(cores, 1)
+        for i, r in enumerate(rows):
+            if r[0] == "total_hw":  # counters give FLOPs only: bytes and (untimed) rates unknown
+                _unknown_bytes(prog, i, timed=r[2]["total_time_ps"][0] > 0)
+                prog.columns["flops_source"][i] = "counter"
         prog.columns["self_time_percent"] = np.zeros(n)
         prog.columns["cumulative_self_time_percent"] = np.zeros(n)
         program[include_io] = prog
@@ -378,5 +383,58 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
     if len(table) == 0:
         diagnostics.append(Diagnostic("warning", "no_ops",
                                       "no XLA ops with FLOPs/bytes were found in this profile"))
+    if hw:
+        diagnostics.append(Diagnostic("info", "hw_counters", hw[0].note))
     return Analysis(device=device, program=program, ops=ops, diagnostics=diagnostics,
-                    num_steps=len(steps))
+                    num_steps=len(steps), has_hw_counters=bool(hw), views=views)
+
+
+def _with_roof_time(table: OpTable, device: DeviceInfo) -> OpTable:
+    """Add the time (ns) each row's FLOPs would take on its own precision's roof: summed, it
+    gives any group of rows its mixed-precision roof."""
+    codes = factorize(table["precision"])
+    roofs = np.array([device.peak_for(v) for v in _firsts(table["precision"], codes)] or [0.0])
+    row_peak = roofs[codes] if len(codes) else np.zeros(0)
+    table.columns["roof_time"] = _div(table["flops"], row_peak)
+    return table
+
+
+def _op_records(t: OpTable, device, num_cores, host_label, include_io, denominator) -> RecordTable:
+    """One record per (program, op): ranked by self time, ties by name."""
+    first, sums = _group_sums(t, [t["program_id"], t["operation"]])
+    n = len(first)
+    order = np.lexsort((t["operation"][first].astype(str), -sums["self_time_ps"]))
+    first = first[order]
+    sums = {k: v[order] for k, v in sums.items()}
+    labels = {"record_type": "op", "step": "Total", "rank": np.arange(1, n + 1),
+              "category": t["category"][first], "operation": t["operation"][first],
+              "program": t["program"][first], "program_id": t["program_id"][first],
+              "is_infeed_outfeed": t["is_infeed_outfeed"][first],
+              "source": t["source"][first], "tf_op": t["tf_op"][first],
+              "flops_source": t["flops_source"][first], "host": host_label,
+              "precision": t["precision"][first]}
+    rec = _records(sums, device, num_cores, labels, n, include_io, np.full(n, denominator))
+    self_pct = _div(sums["self_time_ps"], np.full(n, denominator)) * 100.0
+    rec.columns["self_time_percent"] = self_pct
+    rec.columns["cumulative_self_time_percent"] = np.cumsum(self_pct)
+    rec.columns["potential_time_saved_us"][t["is_container"][first]] = 0.0
+    return rec
+
+
+_BYTE_COLUMNS = ("bytes", "hbm_bytes", "cmem_read_bytes", "cmem_write_bytes", "vmem_read_bytes",
+                 "vmem_write_bytes", "memory_bw", "hbm_bw", "cmem_read_bw", "cmem_write_bw",
+                 "vmem_read_bw", "vmem_write_bw", "operational_intensity",
+                 "hbm_operational_intensity", "cmem_read_operational_intensity",
+                 "cmem_write_operational_intensity", "vmem_read_operational_intensity",
+                 "vmem_write_operational_intensity", "bottleneck_operational_intensity",
+                 "max_mem_bw_utilization")
+_RATE_COLUMNS = ("total_time_us", "avg_time_us", "total_time_per_core_us", "flop_rate",
+                 "model_flop_rate", "optimal_flop_rate", "roofline_efficiency",
+                 "compute_efficiency", "potential_time_saved_us", "time_fraction")
+
+
+def _unknown_bytes(table: RecordTable, i: int, timed: bool):
+    for c in _BYTE_COLUMNS + (() if timed else _RATE_COLUMNS):
+        table.columns[c][i] = np.nan
+    if not timed:
+        table.columns["bound_by"][i] = "Unknown"

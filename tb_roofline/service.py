@@ -191,10 +191,18 @@ class RooflineService:
         table = a.program[include_infeed_outfeed]
         return {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
                 "rows": table.rows(), "num_steps": a.num_steps,
-                "has_hw_counters": a.has_hw_counters}
+                "has_hw_counters": a.has_hw_counters, "views": ["op"] + sorted(a.views)}
 
-    def _filtered_ops(self, a, include_infeed_outfeed, categories=(), bound_by=(), name=""):
-        table = a.ops[include_infeed_outfeed]
+    def _filtered_ops(self, a, include_infeed_outfeed, categories=(), bound_by=(), name="",
+                      view="op"):
+        if view == "op":
+            table = a.ops[include_infeed_outfeed]
+        elif view in a.views:
+            table = a.views[view][include_infeed_outfeed]
+        else:
+            raise errors.InvalidArgumentError(
+                f"view {view!r} is not available for this run; views: "
+                + ", ".join(["op"] + sorted(a.views)))
         mask = np.ones(len(table), dtype=bool)
         if categories:
             mask &= np.isin(table.columns["category"], list(categories))
@@ -207,16 +215,18 @@ class RooflineService:
         return table, (table if mask.all() else table.select(mask))
 
     def ops(self, run: str, host: str, include_infeed_outfeed: bool = True, categories=(),
-            bound_by=(), name="", offset: int = 0, limit: int | None = None) -> dict:
+            bound_by=(), name="", offset: int = 0, limit: int | None = None,
+            view: str = "op") -> dict:
         a = self.analysis(run, host)
-        full, table = self._filtered_ops(a, include_infeed_outfeed, categories, bound_by, name)
+        full, table = self._filtered_ops(a, include_infeed_outfeed, categories, bound_by, name,
+                                         view)
         total = len(table)
         if offset or limit is not None:
             end = total if limit is None else offset + limit
             table = table.select(slice(offset, end))
         return {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
                 "rows": table.rows(), "total_count": total, "unfiltered_count": len(full),
-                "offset": offset,
+                "offset": offset, "view": view, "views": ["op"] + sorted(a.views),
                 "facets": {"category": sorted(set(full.columns["category"].tolist())),
                            "bound_by": sorted(set(full.columns["bound_by"].tolist()))}}
 
@@ -226,7 +236,7 @@ class RooflineService:
                 "diagnostics": [d.to_json() for d in a.diagnostics]}
 
     def export(self, run: str, host: str, include_infeed_outfeed: bool = True, level="op",
-               fmt="csv", categories=(), bound_by=(), name="", offset=0, limit=None):
+               fmt="csv", categories=(), bound_by=(), name="", offset=0, limit=None, view="op"):
         if level not in ("op", "program"):
             raise errors.InvalidArgumentError(f"level must be 'op' or 'program', not {level!r}")
         if fmt not in ("csv", "json"):
@@ -235,7 +245,7 @@ class RooflineService:
             answer = self.program(run, host, include_infeed_outfeed)
         else:
             answer = self.ops(run, host, include_infeed_outfeed, categories, bound_by, name,
-                              offset, limit)
+                              offset, limit, view)
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{run}_{host or 'all'}")
         filename = f"roofline_{level}_{safe}.{fmt}"
         if fmt == "json":
