@@ -96,8 +96,8 @@ export const api = {
   device: (sel, opts) => getJson('device', commonParams(sel), opts),
   program: (sel, opts) => getJson('program',
       {...commonParams(sel), infeed_outfeed: sel.infeed || 'include'}, opts),
-  ops: (sel, opts) => getJson('ops',
-      {...commonParams(sel), infeed_outfeed: sel.infeed || 'include'}, opts),
+  ops: (sel, opts) => getJson('ops', {...commonParams(sel), infeed_outfeed: sel.infeed || 'include',
+    view: sel.view && sel.view !== 'op' ? sel.view : undefined}, opts),
   diagnostics: (sel, opts) => getJson('diagnostics', commonParams(sel), opts),
   exportUrl: (sel, level, format, filters = {}) => apiUrl('export', {
     ...commonParams(sel), infeed_outfeed: sel.infeed || 'include', level, format, ...filters,

@@ -11,14 +11,16 @@ import {LoadingIndicator, diagnosticsList, emptyState, errorBox} from './views/s
 import {DataTable} from './views/table.js';
 import {Tooltip} from './views/tooltip.js';
 
-const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', average: 'Average', step: 'Step'};
-const DERIVED = new Set(['px', 'py', 'at_floor', 'kind']);
+const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', average: 'Average',
+                    step: 'Step'};
+const DERIVED = new Set(['px', 'py', 'at_floor', 'kind', 'series']);
 const now = () => performance.now();
 
 class App {
   constructor(root) {
     this.root = root;
-    this.state = {run: '', host: '*', infeed: 'include', categories: [], boundBy: [], name: ''};
+    this.state = {run: '', host: '*', infeed: 'include', view: 'op', categories: [], boundBy: [],
+      name: ''};
     this.runs = [];
     this.logdir = '';
     this.data = null;  // {device, diagnostics, program, ops, opColumns, programColumns, facets}
@@ -44,6 +46,9 @@ class App {
       onchange: () => this.selectHost(this.hostSelect.value)});
     this.infeedToggle = h('input', {type: 'checkbox', id: 'infeed-toggle', checked: true,
       onchange: () => this.setInfeed(this.infeedToggle.checked ? 'include' : 'exclude')});
+    this.viewSelect = h('select', {id: 'view-select', 'aria-label': 'Op table view',
+      onchange: () => this.setView(this.viewSelect.value)});
+    this.viewLabel = h('label', {hidden: true}, 'Rows: ', this.viewSelect);
     this.loadingEl = h('div', {id: 'loading'});
     this.loading = new LoadingIndicator(this.loadingEl);
     this.noticeEl = h('div', {id: 'notice', class: 'notice', hidden: true});
@@ -99,7 +104,9 @@ class App {
               ['PNG', () => this.exportChart(this.opChart, 'ops', 'png')],
               ['SVG', () => this.exportChart(this.opChart, 'ops', 'svg')]])),
         h('div', {class: 'filters', id: 'op-filters'},
-            h('label', {class: 'check'}, this.infeedToggle, ' Include infeed/outfeed'),
+            this.viewLabel,
+            this.infeedLabel = h('label', {class: 'check'}, this.infeedToggle,
+                ' Include infeed/outfeed'),
             h('details', {class: 'menu', id: 'category-filter'}, this.categorySummary,
                 this.categoryMenu),
             h('details', {class: 'menu', id: 'bound-filter'}, this.boundSummary, this.boundMenu),
@@ -147,7 +154,7 @@ class App {
         }
       }});
     this.programTable = new DataTable(this.programTableEl, {id: 'program-table',
-      columns: PROGRAM_COLUMNS, rowKey: (r) => r.step, searchable: false, paginated: false});
+      columns: PROGRAM_COLUMNS, rowKey: (r) => r.series, searchable: false, paginated: false});
     this.opTable = new DataTable(this.opTableEl, {id: 'op-table', columns: OP_COLUMNS,
       rowKey: (r) => r.rank, pageSize: 50, defaultSort: {key: 'rank', dir: 'asc'},
       searchKeys: ['operation', 'category', 'program', 'source', 'tf_op'],
@@ -169,7 +176,8 @@ class App {
   persist() {
     const s = this.state;
     writeUrlState({run: s.run, host: s.host === '*' ? '' : s.host,
-      infeed: s.infeed === 'exclude' ? 'exclude' : '', category: s.categories.join(','),
+      infeed: s.infeed === 'exclude' ? 'exclude' : '', view: s.view === 'op' ? '' : s.view,
+      category: s.categories.join(','),
       bound: s.boundBy.join(','), name: s.name});
   }
 
@@ -182,7 +190,7 @@ class App {
     }
     const split = (v) => (v ? String(v).split(',').filter(Boolean) : []);
     this.state = {run: url.run || '', host: url.host || '*',
-      infeed: url.infeed === 'exclude' ? 'exclude' : 'include',
+      infeed: url.infeed === 'exclude' ? 'exclude' : 'include', view: url.view || 'op',
       categories: split(url.category), boundBy: split(url.bound), name: url.name || ''};
     this.infeedToggle.checked = this.state.infeed === 'include';
     this.nameInput.value = this.state.name;
@@ -279,6 +287,7 @@ class App {
     if (changed && fromUser) {
       this.state.categories = [];
       this.state.boundBy = [];
+      this.state.view = 'op';
     }
     this.persist();
     if (reload || changed) await this.loadView();
@@ -289,6 +298,14 @@ class App {
     this.notice('');
     this.persist();
     await this.loadView();
+  }
+
+  async setView(value) {
+    this.state.view = value || 'op';
+    this.state.categories = [];  // Kernel views have their own categories.
+    this.state.boundBy = [];
+    this.persist();
+    await this.loadView({only: ['ops']});
   }
 
   async setInfeed(value) {
@@ -309,7 +326,8 @@ class App {
   }
 
   async _loadView(token, only) {
-    const sel = {run: this.state.run, host: this.state.host, infeed: this.state.infeed};
+    const sel = {run: this.state.run, host: this.state.host, infeed: this.state.infeed,
+      view: this.state.view};
     if (!sel.run) return;
     this.setStatus('loading');
     setChildren(this.runErrorEl);
@@ -333,6 +351,12 @@ class App {
       if (results[i].status === 'fulfilled') got[k] = results[i].value;
       else errors[k] = results[i].reason;
     });
+    if (errors.ops && sel.view !== 'op' && errors.ops.code === 'invalid_argument') {
+      // A view from a link that this run does not have: fall back to the op view.
+      this.state.view = 'op';
+      this.persist();
+      return this._loadView(token, only);
+    }
     const prev = only && this.data ? this.data : {};
     const data = {...prev, errors: {...(prev.errors || {}), ...errors}};
     for (const k of want) if (!errors[k]) delete data.errors[k];
@@ -350,6 +374,7 @@ class App {
       data.ops = tableToObjects(got.ops);
       data.opColumns = got.ops.columns;
       data.facets = got.ops.facets || {};
+      data.views = got.ops.views || ['op'];
       data.opsTotal = got.ops.total_count;
     } else if (errors.ops) data.ops = null;
     this.data = data;
@@ -421,7 +446,11 @@ class App {
     this.programChartEl.hidden = false;
     this.programTableEl.hidden = false;
     const rows = placePoints(d.program, geometry.floorX, geometry.floorY);
-    for (const r of rows) r.kind = KIND_LABEL[r.record_type] || r.record_type;
+    for (const r of rows) {
+      r.kind = KIND_LABEL[r.record_type] || r.record_type;
+      r.series = r.record_type === 'host' ? `Host ${r.host}` :
+        r.record_type === 'step' ? `Step ${r.step}` : r.step;
+    }
     if (!rows.length) {
       setChildren(this.programErrorEl, h('p', {class: 'muted'}, 'No program-level records.'));
     }
@@ -431,8 +460,17 @@ class App {
     await this.programChart.setSpec(programSpec(geometry, this.dark), {records: rows});
   }
 
+  renderViewSelect() {
+    const views = (this.data && this.data.views) || ['op'];
+    const labels = {op: 'Ops', kernel: 'GPU kernels', kernel_hw: 'GPU kernels (HW counters)'};
+    setChildren(this.viewSelect, views.map((v) => h('option', {value: v}, labels[v] || v)));
+    this.viewSelect.value = views.includes(this.state.view) ? this.state.view : views[0];
+    this.viewLabel.hidden = views.length < 2;
+  }
+
   async renderOps(geometry) {
     const d = this.data;
+    this.renderViewSelect();
     if (d.errors.ops || !d.ops) {
       setChildren(this.opErrorEl, errorBox(d.errors.ops, 'the op-level roofline'));
       this.opChart.dispose();
@@ -465,6 +503,9 @@ class App {
     this.state.categories = this.state.categories.filter((c) => this.categories.includes(c));
     this.state.boundBy = this.state.boundBy.filter((c) => this.bounds.includes(c));
     this.renderFilterMenus();
+    // The infeed/outfeed switch only matters where such ops exist (TPU).
+    this.infeedLabel.hidden = this.state.infeed === 'include' &&
+        !d.ops.some((r) => r.is_infeed_outfeed);
     this.opTable.setColumns(visibleColumns(OP_COLUMNS, this.memoryIds(), d.ops, d.opColumns));
     const programTotal = (d.program || []).filter((r) => r.record_type === 'total');
     this.filtered = this.applyFilterRows();
@@ -607,6 +648,7 @@ class App {
     } else {
       const clean = rows.map((r) => Object.fromEntries(apiColumns.map((k) => [k, r[k] ?? null])));
       const doc = {run: this.state.run, host: this.state.host, infeed_outfeed: this.state.infeed,
+        view: level === 'program' ? undefined : this.state.view,
         filters: level === 'program' ? {} : {category: this.state.categories,
           bound_by: this.state.boundBy, name: this.state.name, search: this.opTable.search},
         columns: apiColumns, rows: clean};

@@ -110,6 +110,15 @@ export function roofGeometry(device, records) {
                         label: `${m.name} ridge ${ridge.toPrecision(4)} FLOP/B`});
     }
   }
+  // Other precisions' ceilings (GPU: fp32, tf32, bf16, ...) used by the records.
+  const ceilings = [];
+  const used = new Set(records.map((r) => r.precision).filter((p) => p && p !== 'mixed'));
+  for (const c of (device && device.compute) || []) {
+    if (!used.has(c.precision) || !c.peak_gflops || c.peak_gflops === peak) continue;
+    const label = `${c.precision} ceiling ${(c.peak_gflops / 1000).toPrecision(3)} TFLOP/s`;
+    ceilings.push({precision: c.precision, order: 0, px: x0, py: c.peak_gflops, label});
+    ceilings.push({precision: c.precision, order: 1, px: x1, py: c.peak_gflops, label});
+  }
   // Stagger the ridge labels (ridges of VMEM read/write are often close together).
   ridgePoints.sort((a, b) => a.px - b.px).forEach((r, i) => {
     r.ly = r.py * [1.3, 1.75, 2.35][i % 3];
@@ -117,7 +126,7 @@ export function roofGeometry(device, records) {
   // Explicit domains: the roofs' flat part and the floor stay inside the plot.
   const xDomain = [floorX / 2, x1];
   const yDomain = [floorY / 2, Math.max(yMax, peak || 0) * 3];
-  return {peak, roofs, ridgePoints, floorX, floorY, x0, x1, xDomain, yDomain};
+  return {peak, roofs, ridgePoints, ceilings, floorX, floorY, x0, x1, xDomain, yDomain};
 }
 
 const xEnc = (title, g) => ({field: 'px', type: 'quantitative', title,
@@ -128,9 +137,30 @@ const yEnc = (title, g) => ({field: 'py', type: 'quantitative', title,
 const X_TITLE = 'Operational intensity of the bounding resource (FLOP/byte)';
 const Y_TITLE = 'FLOP rate (GFLOP/s per core)';
 
+function ceilingLayers(geometry) {
+  if (!geometry.ceilings.length) return [];
+  const ends = geometry.ceilings.filter((c) => c.order === 1);
+  return [
+    {
+      data: {values: geometry.ceilings},
+      mark: {type: 'line', color: ROOF_COLOR, strokeWidth: 1, strokeDash: [2, 3], clip: true},
+      encoding: {x: xEnc(X_TITLE, geometry), y: yEnc(Y_TITLE, geometry), order: {field: 'order'},
+                 detail: {field: 'precision'}, tooltip: {field: 'label'}},
+    },
+    {
+      data: {values: ends},
+      mark: {type: 'text', align: 'right', dx: -4, dy: -6, fontSize: 10, color: ROOF_COLOR,
+             clip: true},
+      encoding: {x: xEnc(X_TITLE, geometry), y: yEnc(Y_TITLE, geometry),
+                 text: {field: 'label'}},
+    },
+  ];
+}
+
 function roofLayers(geometry) {
   if (!geometry.roofs.length) return [];
   return [
+    ...ceilingLayers(geometry),
     {
       data: {values: geometry.roofs},
       mark: {type: 'line', color: ROOF_COLOR, strokeWidth: 2, clip: true},
@@ -179,9 +209,9 @@ export function programSpec(geometry, dark) {
           x: xEnc(X_TITLE, geometry),
           y: yEnc(Y_TITLE, geometry),
           shape: {field: 'kind', type: 'nominal', title: 'Record',
-                  scale: {domain: ['Total', 'Total (HW)', 'Average', 'Step'],
-                          range: ['square', 'diamond', 'triangle-up', 'circle']}},
-          color: {field: 'step', type: 'nominal', title: 'Step', sort: null,
+                  scale: {domain: ['Total', 'Total (HW)', 'Host', 'Average', 'Step'],
+                          range: ['square', 'diamond', 'cross', 'triangle-up', 'circle']}},
+          color: {field: 'series', type: 'nominal', title: 'Record / step', sort: null,
                   scale: {scheme: 'category10'}, legend: {symbolLimit: 24}},
         },
       },

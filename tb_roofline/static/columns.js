@@ -70,6 +70,9 @@ export const OP_COLUMNS = [
   C('operational_intensity', 'Operational intensity (FLOP/B)', fmtNum),
   ...memoryColumns('operational_intensity', 'op. intensity (FLOP/B)', fmtNum),
   C('bound_by', 'Bound by', fmtText),
+  C('precision', 'Precision', fmtText),
+  C('peak_flop_rate', 'Compute roof (GFLOP/s)', fmtNum,
+    {title: "the peak FLOP rate of the op's precision"}),
   C('roofline_efficiency', 'Roofline efficiency', fmtFrac),
   C('compute_efficiency', 'Compute efficiency (% of peak FLOP rate)', fmtFrac),
   C('max_mem_bw_utilization', 'Max memory BW utilization', fmtFrac),
@@ -81,7 +84,7 @@ export const OP_COLUMNS = [
 
 /** Program-level table (Total, Total (HW), Average, steps). */
 export const PROGRAM_COLUMNS = [
-  C('step', 'Step', fmtText),
+  C('series', 'Record', fmtText, {title: 'Total, Total (HW), a host, Average or a step'}),
   C('total_time_per_core_us', 'Time per core (µs)', fmtNum),
   C('total_time_us', 'Total time (µs)', fmtNum),
   C('flop_rate', 'FLOP rate (GFLOP/s per core)', fmtNum),
@@ -89,6 +92,8 @@ export const PROGRAM_COLUMNS = [
   ...memoryColumns('bw', 'BW (GiB/s)', fmtNum),
   C('operational_intensity', 'Operational intensity (FLOP/B)', fmtNum),
   C('bound_by', 'Bound by', fmtText),
+  C('peak_flop_rate', 'Compute roof (GFLOP/s)', fmtNum,
+    {title: 'for a mix of precisions: the rate if each part ran at its own ceiling'}),
   C('roofline_efficiency', 'Roofline efficiency', fmtFrac),
   C('compute_efficiency', '% of peak FLOP rate', fmtFrac),
   C('max_mem_bw_utilization', 'Max memory BW utilization', fmtFrac),
@@ -124,9 +129,10 @@ export function visibleColumns(columns, memoryIds, rows, apiColumns) {
   const ids = new Set(memoryIds);
   const known = apiColumns ? new Set(apiColumns) : null;
   return columns.filter((c) => {
+    if (c.key === 'series') return true;  // Derived by the frontend.
     if (known && !known.has(c.key)) return false;
     if (c.memory && !ids.has(c.memory)) return false;
-    if (c.key === 'dma_stall_percent' || c.key === 'source' || c.key === 'model_flop_rate') {
+    if (['dma_stall_percent', 'source', 'model_flop_rate', 'precision'].includes(c.key)) {
       return rows.some((r) => r[c.key] !== null && r[c.key] !== undefined && r[c.key] !== '');
     }
     return true;

@@ -139,7 +139,7 @@ def main():
                   window.__hover = [];
                   let moveAt = null;
                   const canvas = window.__roofline.opChart.view.container().querySelector('canvas');
-                  canvas.addEventListener('mousemove', () => { moveAt = performance.now(); },
+                  canvas.addEventListener('pointermove', () => { moveAt = performance.now(); },
                                           {capture: true});
                   tip.show = (event, datum) => {
                     show(event, datum);

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from e2e_helpers import (BROKEN_RUN, CHROMIUM, CHROMIUM_ARGS, MAIN_RUN, V4_RUN, BrowserLog,
-                         TensorBoard, _CSP_PROBE)
+from e2e_helpers import (BROKEN_RUN, CHROMIUM, CHROMIUM_ARGS, MAIN_RUN, REPO, V4_RUN,
+                         BrowserLog, TensorBoard, _CSP_PROBE)
 
 
 def _write_main_logdir(logdir: str):
@@ -55,6 +55,15 @@ def tb(main_logdir):
 @pytest.fixture(scope="session")
 def tb_empty(tmp_path_factory):
     server = TensorBoard(str(tmp_path_factory.mktemp("empty_logdir")), name="empty")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def tb_testdata():
+    """The repository's committed test data: the demo TPU runs, real JAX CPU, TF GPU and
+    PyTorch (Kineto) profiles."""
+    server = TensorBoard(os.path.join(REPO, "testdata"), name="testdata")
     yield server
     server.stop()
 

@@ -62,7 +62,9 @@ export function emptyState(logdir) {
       h('h2', {}, 'No profiles in this logdir'),
       h('p', {}, 'The Roofline tab reads profiling sessions written under ',
           h('code', {}, '<logdir>/<run>/plugins/profile/<session>/<host>.xplane.pb'),
-          logdir ? [' (logdir: ', h('code', {}, logdir), ')'] : null, '. Here is how to capture one:'),
+          ' (JAX, TensorFlow, PyTorch/XLA) and PyTorch profiler traces (',
+          h('code', {}, '*.pt.trace.json[.gz]'), ')',
+          logdir ? [' — logdir: ', h('code', {}, logdir)] : null, '. Here is how to capture one:'),
       h('ul', {},
           h('li', {}, 'JAX: ', h('code', {}, 'jax.profiler.start_trace(logdir)'), ' … ',
               h('code', {}, 'jax.profiler.stop_trace()'), ' or ',
@@ -71,6 +73,9 @@ export function emptyState(logdir) {
               ' … ', h('code', {}, 'tf.profiler.experimental.stop()')),
           h('li', {}, 'PyTorch/XLA: ', h('code', {}, 'xp.start_server(9012)'), ' then ',
               h('code', {}, 'xp.trace("localhost:9012", logdir, duration_ms=…)')),
+          h('li', {}, 'PyTorch: ', h('code', {}, 'torch.profiler.profile(record_shapes=True, ' +
+              'on_trace_ready=torch.profiler.tensorboard_trace_handler(logdir))'),
+              ' and ', h('code', {}, 'prof.step()'), ' every step'),
           h('li', {}, 'A running job: ', h('code', {}, 'tensorboard --logdir LOGDIR'),
               ' → Profile tab → “Capture profile”.')),
       h('p', {}, 'New sessions appear here when you press TensorBoard\'s reload button.'));

@@ -1,0 +1,86 @@
+"""The tab on the repository's committed test data (demo TPU pods, real GPU/CPU profiles)."""
+from __future__ import annotations
+
+import pytest
+
+from e2e_helpers import READY, open_frame, point_count, shot, wait_js
+
+
+def runs_of(server):
+    return {r["run"]: r for r in server.api("runs")[1]["runs"]}
+
+
+def test_demo_runs_and_per_host_points(page, tb_testdata):
+    runs = runs_of(tb_testdata)
+    demo = [r for r in runs if r.startswith("demo/")]
+    if not demo:
+        pytest.skip("no demo logdir in testdata/")
+    for run in demo:
+        open_frame(page, tb_testdata, run=run)
+        assert page.evaluate("document.querySelector('#roofline-app').dataset.status") == "ready"
+        _, program = tb_testdata.api("program", run=run)
+        _, ops = tb_testdata.api("ops", run=run)
+        assert point_count(page, "records") == len(program["rows"])
+        assert point_count(page, "ops") == ops["total_count"]
+        kinds = [r[0] for r in program["rows"]]
+        if len(runs[run]["hosts"]) > 1 and "host" in kinds:
+            # One point per host in the all-hosts view, named in the table.
+            labels = page.eval_on_selector_all("#program-table tbody tr",
+                                               "rs => rs.map(r => r.dataset.key)")
+            for host in runs[run]["hosts"]:
+                assert f"Host {host}" in labels
+        shot(page, f"testdata_{run.split('/')[1]}")
+
+
+def test_gpu_trace_precisions_and_kernel_view(page, tb_testdata):
+    runs = runs_of(tb_testdata)
+    candidates = [r for r, info in runs.items() if info["format"] == "kineto"]
+    run = next((r for r in candidates
+                if len(tb_testdata.api("device", run=r)[1]["device"]["compute"]) > 1), None)
+    if run is None:
+        pytest.skip("no GPU trace with per-precision peaks in testdata/")
+    open_frame(page, tb_testdata, run=run)
+    device = tb_testdata.api("device", run=run)[1]["device"]
+    rows = page.locator("#device-compute tbody tr[data-precision]")
+    assert rows.count() == len(device["compute"])
+    _, ops = tb_testdata.api("ops", run=run)
+    assert point_count(page, "ops") == ops["total_count"]
+    used = {r[ops["columns"].index("precision")] for r in ops["rows"]} - {"", None, "mixed"}
+    top = device["compute"][0]["peak_gflops"]
+    expected = {c["precision"] for c in device["compute"]
+                if c["precision"] in used and c["peak_gflops"] != top}
+    ceilings = page.evaluate("[...new Set(window.__roofline.geometry.ceilings.map(c => c.precision))]")
+    assert set(ceilings) == expected
+    views = ops.get("views", ["op"])
+    if len(views) > 1:
+        assert page.is_visible("#view-select")
+        before = int(page.evaluate("+document.querySelector('#roofline-app').dataset.loadSeq"))
+        page.select_option("#view-select", views[1])
+        wait_js(page, f"+document.querySelector('#roofline-app').dataset.loadSeq > {before}")
+        wait_js(page, READY)
+        expected = tb_testdata.api("ops", run=run, view=views[1])[1]["total_count"]
+        assert point_count(page, "ops") == expected
+        assert f"view={views[1]}" in page.url
+    shot(page, "testdata_gpu_trace")
+
+
+def test_profiles_without_peaks_or_ops(page, tb_testdata):
+    runs = runs_of(tb_testdata)
+    for run in runs:
+        _, device = tb_testdata.api("device", run=run)
+        if "device" in device and not device["device"]["peaks_known"]:
+            break
+    else:
+        pytest.skip("every profile in testdata/ has known peaks")
+    open_frame(page, tb_testdata, run=run)
+    assert page.evaluate("document.querySelector('#roofline-app').dataset.status") in (
+        "ready", "partial")
+    assert page.locator("#device-panel .warning").count() == 1  # "Peaks are not known"
+    _, diags = tb_testdata.api("diagnostics", run=run)
+    assert page.locator("#diagnostics li").count() == len(diags["diagnostics"])
+    _, ops = tb_testdata.api("ops", run=run)
+    if ops["total_count"] == 0:
+        assert page.locator("#no-ops").is_visible()
+    else:
+        assert point_count(page, "ops") == ops["total_count"]
+    shot(page, "testdata_no_peaks")
