@@ -428,9 +428,12 @@ class App {
     }
     await loadVega();
     this.tooltip.memoryIds = d.device ? this.memoryIds() : null;
+    // Each chart spans its own records (and the ridge points): program points are not lost in
+    // the op chart's wider range.
     const geometry = roofGeometry(d.device, [...(d.program || []), ...(d.ops || [])]);
     this.geometry = geometry;
-    await Promise.all([this.renderProgram(geometry), this.renderOps(geometry)]);
+    this.programGeometry = roofGeometry(d.device, d.program || []);
+    await Promise.all([this.renderProgram(this.programGeometry), this.renderOps(geometry)]);
   }
 
   async renderProgram(geometry) {
@@ -507,7 +510,9 @@ class App {
     this.infeedLabel.hidden = this.state.infeed === 'include' &&
         !d.ops.some((r) => r.is_infeed_outfeed);
     this.opTable.setColumns(visibleColumns(OP_COLUMNS, this.memoryIds(), d.ops, d.opColumns));
-    const programTotal = (d.program || []).filter((r) => r.record_type === 'total');
+    // A copy: the program table's rows are placed on the program chart's axes.
+    const programTotal = placePoints((d.program || []).filter((r) => r.record_type === 'total')
+        .map((r) => ({...r})), geometry.floorX, geometry.floorY);
     this.filtered = this.applyFilterRows();
     const t0 = now();
     await this.opChart.setSpec(opSpec(geometry, this.categories, this.dark),

@@ -124,8 +124,10 @@ export function roofGeometry(device, records) {
     r.ly = r.py * [1.3, 1.75, 2.35][i % 3];
   });
   // Explicit domains: the roofs' flat part and the floor stay inside the plot.
-  const xDomain = [floorX / 2, x1];
-  const yDomain = [floorY / 2, Math.max(yMax, peak || 0) * 3];
+  const zeroX = records.some((r) => !(r.bottleneck_operational_intensity > 0));
+  const zeroY = records.some((r) => !(r.flop_rate > 0));
+  const xDomain = [zeroX ? floorX / 2 : x0, x1];
+  const yDomain = [zeroY ? floorY / 2 : floorY * 5, Math.max(yMax, peak || 0) * 3];
   return {peak, roofs, ridgePoints, ceilings, floorX, floorY, x0, x1, xDomain, yDomain};
 }
 
