@@ -4,7 +4,9 @@ import {api, ApiError, tableToObjects} from './api.js';
 import {onReload, onUrlChange, readUrlState, watchDarkMode, writeUrlState} from './tbhost.js';
 import {Chart, categorySpec, loadVega, opSpec, placePoints, programSpec, roofGeometry}
   from './charts.js';
-import {OP_COLUMNS, PROGRAM_COLUMNS, fmtInt, toCsv, visibleColumns} from './columns.js';
+import {OP_COLUMNS, PROGRAM_COLUMNS, TOOLTIP_COLUMNS, fmtInt, toCsv, visibleColumns,
+  withDeviceMemories}
+  from './columns.js';
 import {download, downloadText, h, setChildren, slug} from './views/dom.js';
 import {devicePanel} from './views/device.js';
 import {LoadingIndicator, diagnosticsList, emptyState, errorBox} from './views/states.js';
@@ -428,6 +430,7 @@ class App {
     }
     await loadVega();
     this.tooltip.memoryIds = d.device ? this.memoryIds() : null;
+    this.tooltip.columns = withDeviceMemories(TOOLTIP_COLUMNS, d.device && d.device.memories);
     // Each chart spans its own records (and the ridge points): program points are not lost in
     // the op chart's wider range.
     const geometry = roofGeometry(d.device, [...(d.program || []), ...(d.ops || [])]);
@@ -457,7 +460,8 @@ class App {
     if (!rows.length) {
       setChildren(this.programErrorEl, h('p', {class: 'muted'}, 'No program-level records.'));
     }
-    this.programTable.setColumns(visibleColumns(PROGRAM_COLUMNS, this.memoryIds(), rows,
+    this.programTable.setColumns(visibleColumns(
+        withDeviceMemories(PROGRAM_COLUMNS, d.device && d.device.memories), this.memoryIds(), rows,
         d.programColumns));
     this.programTable.setRows(rows);
     await this.programChart.setSpec(programSpec(geometry, this.dark), {records: rows});
@@ -509,7 +513,9 @@ class App {
     // The infeed/outfeed switch only matters where such ops exist (TPU).
     this.infeedLabel.hidden = this.state.infeed === 'include' &&
         !d.ops.some((r) => r.is_infeed_outfeed);
-    this.opTable.setColumns(visibleColumns(OP_COLUMNS, this.memoryIds(), d.ops, d.opColumns));
+    this.opTable.setColumns(visibleColumns(
+        withDeviceMemories(OP_COLUMNS, d.device && d.device.memories), this.memoryIds(), d.ops,
+        d.opColumns));
     // A copy: the program table's rows are placed on the program chart's axes.
     const programTotal = placePoints((d.program || []).filter((r) => r.record_type === 'total')
         .map((r) => ({...r})), geometry.floorX, geometry.floorY);

@@ -122,6 +122,26 @@ export const TOOLTIP_COLUMNS = uniqueByKey([
 ]);
 
 /**
+ * Adds per-memory columns for device memories beyond HBM/CMEM/VMEM (e.g. GPU `l2`), named like
+ * the others (`<id>_bw`, `<id>_operational_intensity`); `visibleColumns` keeps those the API has.
+ */
+export function withDeviceMemories(columns, memories) {
+  const known = new Set(['hbm', 'cmem_read', 'cmem_write', 'vmem_read', 'vmem_write']);
+  const extra = (memories || []).filter((m) => !known.has(m.id));
+  if (!extra.length) return columns;
+  const out = columns.slice();
+  for (const [suffix, label] of [['bw', 'BW (GiB/s)'],
+    ['operational_intensity', 'op. intensity (FLOP/B)']]) {
+    let at = -1;
+    out.forEach((c, i) => { if (c.memory && c.key.endsWith(`_${suffix}`)) at = i; });
+    if (at < 0) continue;
+    out.splice(at + 1, 0, ...extra.map((m) =>
+      C(`${m.id}_${suffix}`, `${m.name} ${label}`, fmtNum, {memory: m.id})));
+  }
+  return out;
+}
+
+/**
  * The columns to show for a device: drops per-memory columns of memories the device lacks and
  * columns no row has a value for (e.g. DMA stall on GPU).
  */

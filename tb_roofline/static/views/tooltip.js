@@ -9,6 +9,7 @@ export class Tooltip {
     document.body.appendChild(this.el);
     this.current = null;
     this.memoryIds = null;  // Memories of the device: other per-memory metrics are left out.
+    this.columns = null;  // TOOLTIP_COLUMNS plus the device's extra memories (app.js).
     // The signature vega-embed expects for a custom tooltip handler.
     this.handler = (handler, event, item, value) => this.show(event, value);
   }
@@ -51,7 +52,7 @@ export class Tooltip {
     }
     const rows = [];
     const memories = this.memoryIds ? new Set(this.memoryIds) : null;
-    for (const c of TOOLTIP_COLUMNS) {
+    for (const c of this.columns || TOOLTIP_COLUMNS) {
       if (!(c.key in d)) continue;
       if (c.memory && memories && !memories.has(c.memory)) continue;
       if (c.key === 'step' && d.record_type === 'op') continue;
