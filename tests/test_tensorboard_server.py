@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 import os
 import shutil
 import time
@@ -107,3 +108,26 @@ def test_bad_run_does_not_break_others(server):
     api, _, _ = server
     assert get(api + "/program" + q(run="broken/2026_01_01_00_00_00"))[0] == 422
     assert get(api + "/program" + q(run="v6e_train/2026_11_29_10_00_00"))[0] == 200
+
+
+def test_static_files_are_compressed_revalidated_and_nosniff(server):
+    import urllib.request
+    api, _, _ = server
+    url = api + "/static/vendor/vega.min.js"
+    req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.headers["Content-Encoding"] == "gzip"
+        assert r.headers["X-Content-Type-Options"] == "nosniff"
+        etag = r.headers["ETag"]
+        zipped = r.read()
+    import gzip as _gzip
+    plain = get(url)[2]
+    assert _gzip.decompress(zipped) == plain and len(zipped) < len(plain) / 2
+    req = urllib.request.Request(url, headers={"If-None-Match": etag})
+    try:
+        urllib.request.urlopen(req, timeout=30)
+        raise AssertionError("expected 304")
+    except urllib.error.HTTPError as e:
+        assert e.code == 304
+    status, headers, _ = get(api + "/runs")
+    assert headers["X-Content-Type-Options"] == "nosniff"
