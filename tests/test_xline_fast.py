@@ -17,17 +17,45 @@ def _same(ref, got):
         np.testing.assert_array_equal(r, g)
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _line_bytes(raws, timestamp_ns=0) -> bytes:
+    """An XLine holding these serialized events exactly as given (non-canonical ones too)."""
+    head = b"\x18" + _varint(timestamp_ns) if timestamp_ns else b""
+    return head + b"".join(b"\x22" + _varint(len(r)) + r for r in raws)
+
+
+def _check_raw(data: bytes, ids):
+    """The token path is exact whenever it decodes; else it says None (or the packed parse
+    refuses the bytes) and the reader takes the per-event path. Returns the reference."""
+    full = xplane_pb2.XLine.FromString(data)
+    ref = _line_events(full, ids)
+    try:
+        tok = xplane_view_pb2.XLineTokens.FromString(data)
+    except Exception as exc:  # not varints: the caller falls back
+        assert "DecodeError" in type(exc).__name__ or "Error parsing" in str(exc), exc
+        return ref, None
+    got = xf.decode_tokens(tok.event_tokens, tok.timestamp_ns, ids, len(full.events))
+    if got is not None:
+        _same(ref, got)
+    return ref, got
+
+
 def _check_space(space):
-    data = space.SerializeToString()
-    full = xplane_pb2.XSpace.FromString(data)
-    view = xplane_view_pb2.XSpaceView.FromString(data)
     n = 0
-    for pf, pv in zip(full.planes, view.planes):
-        ids = _PlaneStats(pf).ids
-        for lf, lv in zip(pf.lines, pv.lines):
-            ref = _line_events(lf, ids)
-            got = xf.decode_line(lv, ids)
-            _same(ref, got)
+    for plane in space.planes:
+        ids = _PlaneStats(plane).ids
+        for line in plane.lines:
+            ref, got = _check_raw(line.SerializeToString(), ids)
+            assert got is not None, "synthetic TPU lines must take the token path"
             _same(_self_times(ref[1], ref[2]), xf.self_times(got[1], got[2]))
             n += len(ref[0])
     return n
@@ -90,14 +118,8 @@ def _ids(rng):
     return ids
 
 
-def _check_line(line, ids, events=None):
-    ref = _line_events(line, ids)
-    raw = events if events is not None else [e.SerializeToString() for e in line.events]
-    got = xf.decode_events(raw, line.timestamp_ns, ids)
-    _same(ref, got)
-    view = xplane_view_pb2.XLineView.FromString(line.SerializeToString())
-    _same(ref, xf.decode_line(view, ids))
-    return got
+def _check_line(line, ids):
+    return _check_raw(line.SerializeToString(), ids)[0]
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -154,28 +176,21 @@ def test_repeated_scalar_fields_last_wins():
     # metadata id and value appear twice.
     stat = b"\x08\x01\x20\x05\x08\x01\x18\x06"
     raw = b"\x08\x02\x08\x03\x10\x05\x28\x02\x18\x04" + b"\x22" + bytes([len(stat)]) + stat
-    ref = _line_events(xplane_pb2.XLine(events=[xplane_pb2.XEvent.FromString(raw)]), ids)
-    got = xf.decode_events([raw], 0, ids)
-    _same(ref, got)
-    assert got[0].tolist() == [3] and got[3].tolist() == [6] and got[5].tolist() == [2]
+    ref, _ = _check_raw(_line_bytes([raw]), ids)
+    assert ref[0].tolist() == [3] and ref[3].tolist() == [6] and ref[5].tolist() == [2]
 
 
 def test_long_stats_and_non_canonical_varints():
     ids = {"group_id": 1, "dma_stall_duration_ps": 2}
     stat = b"".join([b"\x08\x01\x20" + bytes([k]) for k in range(1, 12)])  # 11 pairs
     raw = b"\x08\x85\x00" + b"\x22" + bytes([len(stat)]) + stat  # metadata id 5, non-minimal
-    raws = [raw, b"\x08\x01\x22\x00", raw]
-    ref = _line_events(xplane_pb2.XLine(events=[xplane_pb2.XEvent.FromString(r) for r in raws]),
-                       ids)
-    _same(ref, xf.decode_events(raws, 0, ids))
+    _check_raw(_line_bytes([raw, b"\x08\x01\x22\x00", raw]), ids)
 
 
 def test_unknown_fields_fall_back():
     ids = {"group_id": 1}
     raws = [b"\x08\x01\x30\x05", b"\x08\x02\x3a\x01x"]  # unknown varint field 6, unknown LEN field 7
-    ref = _line_events(xplane_pb2.XLine(events=[xplane_pb2.XEvent.FromString(r) for r in raws]),
-                       ids)
-    _same(ref, xf.decode_events(raws, 0, ids))
+    assert _check_raw(_line_bytes(raws), ids)[1] is None
 
 
 def _random_intervals(rng, n):

@@ -15,7 +15,7 @@ _sym_db = _symbol_database.Default()
 from tb_roofline.protos import xplane_pb2 as tb__roofline_dot_protos_dot_xplane__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$tb_roofline/protos/xplane_view.proto\x12\x17tb_roofline.xplane_view\x1a\x1ftb_roofline/protos/xplane.proto\"v\n\nXSpaceView\x12\x33\n\x06planes\x18\x01 \x03(\x0b\x32#.tb_roofline.xplane_view.XPlaneView\x12\x0e\n\x06\x65rrors\x18\x02 \x03(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\x12\x11\n\thostnames\x18\x04 \x03(\t\"\xd3\x03\n\nXPlaneView\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x31\n\x05lines\x18\x03 \x03(\x0b\x32\".tb_roofline.xplane_view.XLineView\x12N\n\x0e\x65vent_metadata\x18\x04 \x03(\x0b\x32\x36.tb_roofline.xplane_view.XPlaneView.EventMetadataEntry\x12L\n\rstat_metadata\x18\x05 \x03(\x0b\x32\x35.tb_roofline.xplane_view.XPlaneView.StatMetadataEntry\x12(\n\x05stats\x18\x06 \x03(\x0b\x32\x19.tb_roofline.xplane.XStat\x1aX\n\x12\x45ventMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".tb_roofline.xplane.XEventMetadata:\x02\x38\x01\x1aV\n\x11StatMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x30\n\x05value\x18\x02 \x01(\x0b\x32!.tb_roofline.xplane.XStatMetadata:\x02\x38\x01\"\x8a\x01\n\tXLineView\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x12\n\ndisplay_id\x18\n \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x0b \x01(\t\x12\x14\n\x0ctimestamp_ns\x18\x03 \x01(\x03\x12\x13\n\x0b\x64uration_ps\x18\t \x01(\x03\x12\x0e\n\x06\x65vents\x18\x04 \x03(\x0c\"z\n\x0cXSpaceTokens\x12\x35\n\x06planes\x18\x01 \x03(\x0b\x32%.tb_roofline.xplane_view.XPlaneTokens\x12\x0e\n\x06\x65rrors\x18\x02 \x03(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\x12\x11\n\thostnames\x18\x04 \x03(\t\"\xdb\x03\n\x0cXPlaneTokens\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x33\n\x05lines\x18\x03 \x03(\x0b\x32$.tb_roofline.xplane_view.XLineTokens\x12P\n\x0e\x65vent_metadata\x18\x04 \x03(\x0b\x32\x38.tb_roofline.xplane_view.XPlaneTokens.EventMetadataEntry\x12N\n\rstat_metadata\x18\x05 \x03(\x0b\x32\x37.tb_roofline.xplane_view.XPlaneTokens.StatMetadataEntry\x12(\n\x05stats\x18\x06 \x03(\x0b\x32\x19.tb_roofline.xplane.XStat\x1aX\n\x12\x45ventMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".tb_roofline.xplane.XEventMetadata:\x02\x38\x01\x1aV\n\x11StatMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x30\n\x05value\x18\x02 \x01(\x0b\x32!.tb_roofline.xplane.XStatMetadata:\x02\x38\x01\"\x92\x01\n\x0bXLineTokens\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x12\n\ndisplay_id\x18\n \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x0b \x01(\t\x12\x14\n\x0ctimestamp_ns\x18\x03 \x01(\x03\x12\x13\n\x0b\x64uration_ps\x18\t \x01(\x03\x12\x14\n\x0c\x65vent_tokens\x18\x04 \x03(\x04\"P\n\tXSpaceRaw\x12\x0e\n\x06planes\x18\x01 \x03(\x0c\x12\x0e\n\x06\x65rrors\x18\x02 \x03(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\x12\x11\n\thostnames\x18\x04 \x03(\t\"(\n\x0cXPlaneHeader\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$tb_roofline/protos/xplane_view.proto\x12\x17tb_roofline.xplane_view\x1a\x1ftb_roofline/protos/xplane.proto\"\xd3\x03\n\nXPlaneView\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x31\n\x05lines\x18\x03 \x03(\x0b\x32\".tb_roofline.xplane_view.XLineView\x12N\n\x0e\x65vent_metadata\x18\x04 \x03(\x0b\x32\x36.tb_roofline.xplane_view.XPlaneView.EventMetadataEntry\x12L\n\rstat_metadata\x18\x05 \x03(\x0b\x32\x35.tb_roofline.xplane_view.XPlaneView.StatMetadataEntry\x12(\n\x05stats\x18\x06 \x03(\x0b\x32\x19.tb_roofline.xplane.XStat\x1aX\n\x12\x45ventMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".tb_roofline.xplane.XEventMetadata:\x02\x38\x01\x1aV\n\x11StatMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x30\n\x05value\x18\x02 \x01(\x0b\x32!.tb_roofline.xplane.XStatMetadata:\x02\x38\x01\"\x8a\x01\n\tXLineView\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x12\n\ndisplay_id\x18\n \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x0b \x01(\t\x12\x14\n\x0ctimestamp_ns\x18\x03 \x01(\x03\x12\x13\n\x0b\x64uration_ps\x18\t \x01(\x03\x12\x0e\n\x06\x65vents\x18\x04 \x03(\x0c\"z\n\x0cXSpaceTokens\x12\x35\n\x06planes\x18\x01 \x03(\x0b\x32%.tb_roofline.xplane_view.XPlaneTokens\x12\x0e\n\x06\x65rrors\x18\x02 \x03(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\x12\x11\n\thostnames\x18\x04 \x03(\t\"\xdb\x03\n\x0cXPlaneTokens\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x33\n\x05lines\x18\x03 \x03(\x0b\x32$.tb_roofline.xplane_view.XLineTokens\x12P\n\x0e\x65vent_metadata\x18\x04 \x03(\x0b\x32\x38.tb_roofline.xplane_view.XPlaneTokens.EventMetadataEntry\x12N\n\rstat_metadata\x18\x05 \x03(\x0b\x32\x37.tb_roofline.xplane_view.XPlaneTokens.StatMetadataEntry\x12(\n\x05stats\x18\x06 \x03(\x0b\x32\x19.tb_roofline.xplane.XStat\x1aX\n\x12\x45ventMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".tb_roofline.xplane.XEventMetadata:\x02\x38\x01\x1aV\n\x11StatMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x30\n\x05value\x18\x02 \x01(\x0b\x32!.tb_roofline.xplane.XStatMetadata:\x02\x38\x01\"\x92\x01\n\x0bXLineTokens\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x12\n\ndisplay_id\x18\n \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x0b \x01(\t\x12\x14\n\x0ctimestamp_ns\x18\x03 \x01(\x03\x12\x13\n\x0b\x64uration_ps\x18\t \x01(\x03\x12\x14\n\x0c\x65vent_tokens\x18\x04 \x03(\x04\"P\n\tXSpaceRaw\x12\x0e\n\x06planes\x18\x01 \x03(\x0c\x12\x0e\n\x06\x65rrors\x18\x02 \x03(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\x12\x11\n\thostnames\x18\x04 \x03(\t\"(\n\x0cXPlaneHeader\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -30,28 +30,26 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _globals['_XPLANETOKENS_EVENTMETADATAENTRY']._serialized_options = b'8\001'
   _globals['_XPLANETOKENS_STATMETADATAENTRY']._options = None
   _globals['_XPLANETOKENS_STATMETADATAENTRY']._serialized_options = b'8\001'
-  _globals['_XSPACEVIEW']._serialized_start=98
-  _globals['_XSPACEVIEW']._serialized_end=216
-  _globals['_XPLANEVIEW']._serialized_start=219
-  _globals['_XPLANEVIEW']._serialized_end=686
-  _globals['_XPLANEVIEW_EVENTMETADATAENTRY']._serialized_start=510
-  _globals['_XPLANEVIEW_EVENTMETADATAENTRY']._serialized_end=598
-  _globals['_XPLANEVIEW_STATMETADATAENTRY']._serialized_start=600
-  _globals['_XPLANEVIEW_STATMETADATAENTRY']._serialized_end=686
-  _globals['_XLINEVIEW']._serialized_start=689
-  _globals['_XLINEVIEW']._serialized_end=827
-  _globals['_XSPACETOKENS']._serialized_start=829
-  _globals['_XSPACETOKENS']._serialized_end=951
-  _globals['_XPLANETOKENS']._serialized_start=954
-  _globals['_XPLANETOKENS']._serialized_end=1429
-  _globals['_XPLANETOKENS_EVENTMETADATAENTRY']._serialized_start=510
-  _globals['_XPLANETOKENS_EVENTMETADATAENTRY']._serialized_end=598
-  _globals['_XPLANETOKENS_STATMETADATAENTRY']._serialized_start=600
-  _globals['_XPLANETOKENS_STATMETADATAENTRY']._serialized_end=686
-  _globals['_XLINETOKENS']._serialized_start=1432
-  _globals['_XLINETOKENS']._serialized_end=1578
-  _globals['_XSPACERAW']._serialized_start=1580
-  _globals['_XSPACERAW']._serialized_end=1660
-  _globals['_XPLANEHEADER']._serialized_start=1662
-  _globals['_XPLANEHEADER']._serialized_end=1702
+  _globals['_XPLANEVIEW']._serialized_start=99
+  _globals['_XPLANEVIEW']._serialized_end=566
+  _globals['_XPLANEVIEW_EVENTMETADATAENTRY']._serialized_start=390
+  _globals['_XPLANEVIEW_EVENTMETADATAENTRY']._serialized_end=478
+  _globals['_XPLANEVIEW_STATMETADATAENTRY']._serialized_start=480
+  _globals['_XPLANEVIEW_STATMETADATAENTRY']._serialized_end=566
+  _globals['_XLINEVIEW']._serialized_start=569
+  _globals['_XLINEVIEW']._serialized_end=707
+  _globals['_XSPACETOKENS']._serialized_start=709
+  _globals['_XSPACETOKENS']._serialized_end=831
+  _globals['_XPLANETOKENS']._serialized_start=834
+  _globals['_XPLANETOKENS']._serialized_end=1309
+  _globals['_XPLANETOKENS_EVENTMETADATAENTRY']._serialized_start=390
+  _globals['_XPLANETOKENS_EVENTMETADATAENTRY']._serialized_end=478
+  _globals['_XPLANETOKENS_STATMETADATAENTRY']._serialized_start=480
+  _globals['_XPLANETOKENS_STATMETADATAENTRY']._serialized_end=566
+  _globals['_XLINETOKENS']._serialized_start=1312
+  _globals['_XLINETOKENS']._serialized_end=1458
+  _globals['_XSPACERAW']._serialized_start=1460
+  _globals['_XSPACERAW']._serialized_end=1540
+  _globals['_XPLANEHEADER']._serialized_start=1542
+  _globals['_XPLANEHEADER']._serialized_end=1582
 # @@protoc_insertion_point(module_scope)

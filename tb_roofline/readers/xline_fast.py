@@ -1,284 +1,36 @@
 """Vectorised decoding of XLine events, self times and per-(op, step) sums (numpy only).
 
-Exact equivalents of `xspace._line_events` / `xspace._self_times` for lines parsed with the
-wire-compatible view schema `xplane_view.proto`, whose `XLineView.events` holds each event's
-serialized bytes.
+Exact equivalents of `xspace._line_events` / `xspace._self_times` for TPU op lines parsed with
+the token view of `xplane_view.proto` (`XLineTokens.event_tokens`: the events field read as packed
+varints, so protobuf's C parser decodes every varint of every event at once).
 
-Decoding: an XEvent whose fields are all varints, or XStat sub-messages whose fields are all
-varints, is a pure stream of varints in which tags and values alternate (a length-delimited stat's
-header is a tag and a length, its content again tag/value pairs). The joined events are tokenised
-at once (a byte < 0x80 ends a varint), stats are the 0x22 pairs' byte ranges, and everything is
-checked against the protobuf grammar (tags allowed at their level, stats ending on a pair boundary
-inside their event, varints of at most 10 bytes). A line that fails any check (double, string or
-bytes stats, unknown fields, ...) is decoded per event with the regular `xplane_pb2.XEvent`, so the
-result is always the one of `_line_events`.
+An XEvent made of varints, with XStat sub-messages of varints, is a stream in which tags and
+values alternate (a stat's header is a tag and a length, its content again tag/value pairs).
+`decode_tokens` rebuilds the events from that stream: when all events share one tag sequence
+(the usual case) the pairs form an events x fields table; otherwise events are found by their
+metadata-id pair and checked against the event count. Anything it cannot prove well formed
+(double, string or bytes stats, unknown fields, missing ids) comes back as None and the reader
+decodes that line per event with the full schema, so the result is always `_line_events`'.
 
-Protobuf semantics kept: the last occurrence of a scalar field wins; `offset_ps` and
-`num_occurrences` are one oneof (the last one set wins, the other reads 0); a stat's value is its
-last `uint64_value`/`int64_value`/`ref_value` (a ref reads 0 as int64/uint64); of several matching
-stats of an event the last wins; a stat is matched against group_id, device_offset_ps,
-device_duration_ps and dma_stall_duration_ps in that order. uint64 values >= 2**63 wrap to int64
-(the per-event path would raise OverflowError there).
+Protobuf semantics kept: of several matching stats of an event the last wins; a stat is matched
+against group_id, device_offset_ps, device_duration_ps and dma_stall_duration_ps; a ref value
+reads 0 as int64/uint64. uint64 values >= 2**63 wrap to int64 (the per-event path would raise
+OverflowError there).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.protos import xplane_pb2
 
 NO_STEP = -1  # tb_roofline.op_table.NO_STEP
 
 _EVENT_TAGS = (0x08, 0x10, 0x18, 0x22, 0x28)   # XEvent: metadata_id, offset_ps, duration_ps, stats, num_occurrences
-_STAT_TAGS = (0x08, 0x18, 0x20, 0x38)          # XStat: metadata_id, uint64_value, int64_value, ref_value
 _EV_OK = np.zeros(256, bool)
 _EV_OK[list(_EVENT_TAGS)] = True
-_ST_OK = np.zeros(256, bool)
-_ST_OK[list(_STAT_TAGS)] = True
-_STAT_WALK_STEPS = 8  # pairs walked per stat before a binary search finds the end
-
-_M7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-_C1 = (np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), np.uint64(1))
-_C2 = (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000), np.uint64(2))
-_C3 = (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000), np.uint64(4))
-_BYTE_MASK = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [(1 << 64) - 1] * 3,
-                      dtype=np.uint64)
-
-
 def _empty(n=0):
     return (np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64),
             np.full(n, NO_STEP, np.int64), np.zeros(n, np.int64), np.ones(n, np.int64))
 
-
-def _varints(a: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray | None:
-    """Values (uint64) of the varints a[start:start+length] (1 <= length <= 10)."""
-    out = a[start + length - 1].astype(np.uint64)
-    multi = np.flatnonzero(length > 1)
-    if not len(multi):
-        return out
-    s = start[multi]
-    n = length[multi]
-    if n.max() > 10:
-        return None
-    # Little-endian 8-byte loads from the padded buffer, from two aligned words.
-    words = _words(a)
-    wi = s >> 3
-    sh = ((s & 7) << 3).astype(np.uint64)
-    x = (words[wi] >> sh) | np.where(sh > 0, words[wi + 1] << (np.uint64(64) - sh), np.uint64(0))
-    x &= _BYTE_MASK[np.minimum(n, 8)]
-    x &= _M7
-    for lo, hi, k in (_C1, _C2, _C3):
-        x = (x & lo) | ((x & hi) >> k)
-    long = np.flatnonzero(n > 8)
-    if len(long):
-        for k in (8, 9):
-            sel = long[n[long] > k]
-            if len(sel):
-                x[sel] |= (a[s[sel] + k].astype(np.uint64) & np.uint64(0x7F)) << np.uint64(7 * k)
-    out[multi] = x
-    return out
-
-
-_WORDS_CACHE: list = [None, None]
-
-
-def _words(a: np.ndarray) -> np.ndarray:
-    if _WORDS_CACHE[0] is a:
-        return _WORDS_CACHE[1]
-    n = (len(a) + 16) // 8 + 1
-    buf = np.zeros(n * 8, np.uint8)
-    buf[:len(a)] = a
-    w = buf.view("<u8")
-    _WORDS_CACHE[0], _WORDS_CACHE[1] = a, w
-    return w
-
-
-def _last_of_runs(ids: np.ndarray) -> np.ndarray:
-    """Positions of the last element of each run of equal (sorted) ids."""
-    keep = np.empty(len(ids), bool)
-    if len(ids):
-        keep[:-1] = ids[1:] != ids[:-1]
-        keep[-1] = True
-    return keep
-
-
-def _decode_vectorised(buf: bytes, lengths: np.ndarray, base: int, stat_ids: dict):
-    """The arrays of `_line_events`, or None when the events are not a pure varint stream."""
-    n_ev = len(lengths)
-    a = np.frombuffer(buf, np.uint8)
-    N = len(a)
-    if N == 0:
-        md, begin, dur, group, stall, occ = _empty(n_ev)
-        return md, begin + base, dur, group, stall, occ
-    if a[-1] >= 0x80:
-        return None
-    ends = np.flatnonzero(a < 0x80)
-    if len(ends) & 1:
-        return None
-    te = ends[0::2]            # tag token (one byte) = its end
-    ve = ends[1::2]            # value token end
-    P = len(te)
-    if te[0] != 0 or (P > 1 and not np.array_equal(te[1:], ve[:-1] + 1)):
-        return None            # a tag of more than one byte (or a value ending where a tag should)
-    tags = a[te]
-    vals = _varints(a, te + 1, ve - te)
-    if vals is None:
-        return None
-    vals = vals.view(np.int64)
-
-    # Events: pair index of each event's first byte.
-    ev_off = np.zeros(n_ev, np.int64)
-    np.cumsum(lengths[:-1], out=ev_off[1:])
-    ev_p = np.searchsorted(te, ev_off)
-    te_ext = np.append(te, N)
-    if not np.array_equal(te_ext[ev_p], ev_off):
-        return None            # an event boundary inside a field
-    ev_cnt = np.diff(np.append(ev_p, P))
-    evid = np.repeat(np.arange(n_ev), ev_cnt)
-
-    # Stats: the 0x22 pairs; content [ve+1, ve+1+len) must end on a pair boundary in the event.
-    hdr = np.flatnonzero(tags == 0x22)
-    c_start = ve[hdr] + 1
-    c_end = c_start + vals[hdr]
-    h_ev = evid[hdr]
-    ev_end_byte = ev_off + lengths
-    if len(hdr) and ((vals[hdr] < 0).any() or (c_end > ev_end_byte[h_ev]).any()):
-        return None
-    # Walk each stat's pairs (short) to find the end pair and the stat-level pairs.
-    st_pairs, st_ids = [], []
-    j = hdr + 1
-    todo = np.arange(len(hdr))
-    for _ in range(_STAT_WALK_STEPS):
-        if not len(todo):
-            break
-        jj = j[todo]
-        at = te_ext[jj]
-        inside = at < c_end[todo]
-        st_pairs.append(jj[inside])
-        st_ids.append(todo[inside])
-        j[todo[inside]] += 1
-        todo = todo[inside]
-    if len(todo):  # long stats: binary search for the end, then list their pairs
-        jend = np.searchsorted(te_ext, c_end[todo])
-        cnt = jend - j[todo]
-        if (cnt < 0).any():
-            return None
-        csum = np.cumsum(cnt) - cnt
-        st_pairs.append(np.repeat(j[todo] - csum, cnt) + np.arange(int(cnt.sum())))
-        st_ids.append(np.repeat(todo, cnt))
-        j[todo] = jend
-    if len(hdr) and not np.array_equal(te_ext[j], c_end):
-        return None            # a stat ending inside a field
-    sp = np.concatenate(st_pairs) if st_pairs else np.zeros(0, np.int64)
-    sid = np.concatenate(st_ids) if st_ids else np.zeros(0, np.int64)
-    is_stat = np.zeros(P, bool)
-    is_stat[sp] = True
-    if len(sp) and (is_stat[hdr].any() or not _ST_OK[tags[sp]].all()):
-        return None            # nested length-delimited field in a stat, or a non-stat tag
-    ev_pairs = np.flatnonzero(~is_stat)
-    if not _EV_OK[tags[ev_pairs]].all():
-        return None
-    if len(sp):
-        order = np.argsort(sid, kind="stable")  # stat-level pairs grouped by stat, in order
-        sp, sid = sp[order], sid[order]
-
-    md, begin, dur, group, stall, occ = _empty(n_ev)
-    offset = np.zeros(n_ev, np.int64)
-    et = tags[ev_pairs]
-    for tag, out in ((0x08, md), (0x18, dur)):
-        p = ev_pairs[et == tag]
-        if len(p):
-            e = evid[p]
-            keep = _last_of_runs(e)
-            out[e[keep]] = vals[p[keep]]
-    p = ev_pairs[(et == 0x10) | (et == 0x28)]   # oneof data { offset_ps, num_occurrences }
-    if len(p):
-        e = evid[p]
-        keep = _last_of_runs(e)
-        p, e = p[keep], e[keep]
-        is_off = tags[p] == 0x10
-        offset[e[is_off]] = vals[p[is_off]]
-        occ_v = vals[p[~is_off]]
-        occ[e[~is_off]] = np.where(occ_v != 0, occ_v, 1)
-    begin = base + offset
-
-    if len(hdr):
-        n_st = len(hdr)
-        s_md = np.zeros(n_st, np.int64)
-        s_val = np.zeros(n_st, np.int64)
-        stt = tags[sp]
-        q = sp[stt == 0x08]
-        if len(q):
-            s = sid[stt == 0x08]
-            keep = _last_of_runs(s)
-            s_md[s[keep]] = vals[q[keep]]
-        vsel = stt != 0x08
-        q = sp[vsel]
-        if len(q):
-            s = sid[vsel]
-            keep = _last_of_runs(s)
-            q, s = q[keep], s[keep]
-            s_val[s] = np.where(tags[q] == 0x38, 0, vals[q])  # ref_value reads 0
-        gid, doff, ddur, dma = (stat_ids.get(k, -1) for k in (
-            "group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps"))
-        taken = np.zeros(n_st, bool)
-        for key, out in ((gid, group), (doff, begin), (ddur, dur), (dma, stall)):
-            m = (s_md == key) & ~taken
-            taken |= m
-            s = np.flatnonzero(m)
-            if len(s):
-                e = h_ev[s]
-                keep = _last_of_runs(e)
-                out[e[keep]] = s_val[s[keep]]
-    return md, begin, dur, group, stall, occ
-
-
-def _decode_slow(events, base: int, stat_ids: dict):
-    """Per-event protobuf decoding (the logic of `xspace._line_events`)."""
-    gid, doff, ddur, dma = (stat_ids.get(k, -1) for k in (
-        "group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps"))
-    n = len(events)
-    md, begin, dur, group, stall, occ = _empty(n)
-    parse = xplane_pb2.XEvent.FromString
-    for i, raw in enumerate(events):
-        ev = parse(raw)
-        md[i] = ev.metadata_id
-        b = base + ev.offset_ps
-        d = ev.duration_ps
-        if ev.num_occurrences:
-            occ[i] = ev.num_occurrences
-        for st in ev.stats:
-            sid = st.metadata_id
-            if sid == gid:
-                group[i] = st.int64_value or st.uint64_value
-            elif sid == doff:
-                b = st.int64_value or st.uint64_value
-            elif sid == ddur:
-                d = st.int64_value or st.uint64_value
-            elif sid == dma:
-                stall[i] = st.int64_value or st.uint64_value
-        begin[i] = b
-        dur[i] = d
-    return md, begin, dur, group, stall, occ
-
-
-def decode_events(events, line_timestamp_ns: int, stat_ids: dict):
-    """(metadata id, begin ps, duration ps, group id, dma stall ps, occurrences) int64 arrays,
-    as `xspace._line_events` returns them, from a line's serialized events (`XLineView.events`
-    or any sequence of bytes). `stat_ids` maps stat names to the plane's stat metadata ids."""
-    events = events if isinstance(events, list) else list(events)
-    base = int(line_timestamp_ns) * 1000
-    if not events:
-        return _empty(0)
-    lengths = np.fromiter(map(len, events), np.int64, len(events))
-    out = _decode_vectorised(b"".join(events), lengths, base, stat_ids)
-    if out is None:
-        out = _decode_slow(events, base, stat_ids)
-    return out
-
-
-def decode_line(line, stat_ids: dict):
-    """`decode_events` for an `XLineView`."""
-    return decode_events(line.events, line.timestamp_ns, stat_ids)
 
 
 _VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
@@ -369,7 +121,7 @@ def _decode_uniform(tag, val, base, stat_ids, n_events):
 def decode_tokens(tokens, line_timestamp_ns: int, stat_ids: dict, n_events):
     """`_line_events` from an `XLineTokens.event_tokens` stream, or None when the stream is not
     a sequence of `n_events` events made of varints and 2-field varint stats in field order (the
-    caller then decodes that line per event). `n_events` (from the `XSpaceView` parse; an int or
+    caller then decodes that line per event). `n_events` (from the `XPlaneView` parse; an int or
     a callable giving it, asked only when needed) guards against an event without a metadata
     id, which would otherwise merge into the one before. A line whose events all share one tag
     sequence needs no count: a missing id would break the shared sequence.
