@@ -376,12 +376,15 @@ def _read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=N
                                       "not part of the TensorCore roofline"))
     device = None
     dropped_ops = 0
+    shared_infos: dict = {}
+    stat_tables: dict = {}
     for done, (core, plane) in enumerate(cores):
         if progress:
             progress(done, len(cores))
         if isinstance(plane, _LazyPlane):
             plane = plane.load()
         ps = _PlaneStats(plane)
+        stat_table = stat_tables.setdefault(tuple(sorted(ps.names.items())), len(stat_tables))
         if device is None:
             device = _device_from_plane_stats(ps.as_dict(plane.stats), len(cores))
         ops_lines = [l for l in plane.lines if l.name == OPS_LINE]
@@ -417,9 +420,16 @@ def _read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=N
             for mid in np.unique(row_md).tolist():
                 if mid not in infos:
                     meta = plane.event_metadata.get(mid)
-                    infos[mid] = None if meta is None else _op_info(ps, meta)
-                    if infos[mid] is not None:
-                        infos[mid]["program"] = programs.get(infos[mid]["program_id"], "")
+                    if meta is None:
+                        infos[mid] = None
+                        continue
+                    # Cores repeat the same op metadata: decode it once per stat table.
+                    key = (stat_table, meta.SerializeToString())
+                    info = shared_infos.get(key)
+                    if info is None:
+                        info = shared_infos[key] = _op_info(ps, meta)
+                        info["program"] = programs.get(info["program_id"], "")
+                    infos[mid] = info
             known = np.fromiter((infos[m] is not None for m in row_md.tolist()), bool,
                                 count=len(row_md))
             dropped_ops += int(sums["occ"][~known].sum())
