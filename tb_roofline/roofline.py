@@ -208,7 +208,8 @@ def _records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, n: in
     saved = cols["total_time_us"] * (1.0 - np.minimum(eff, 1.0))
     saved[(eff <= 0)] = np.nan
     if not device.peaks_known:
-        for c in ("roofline_efficiency", "compute_efficiency", "optimal_flop_rate"):
+        for c in ("roofline_efficiency", "compute_efficiency", "optimal_flop_rate",
+                  "peak_flop_rate"):
             cols[c] = np.full(n, np.nan)
         saved[:] = np.nan
     cols["potential_time_saved_us"] = saved

@@ -120,7 +120,7 @@ def test_unknown_peaks_give_rates_but_no_efficiency():
     a = roofline.analyze([_profile([COMPUTE_OP], device=dev)], "h")
     row = a.ops[True].row_dicts()[0]
     assert row["flop_rate"] == pytest.approx(1e4)
-    assert row["roofline_efficiency"] is None
+    assert row["roofline_efficiency"] is None and row["peak_flop_rate"] is None
     assert row["bound_by"] == "Unknown"
     assert "peaks_unknown" in [d.code for d in a.diagnostics]
 
