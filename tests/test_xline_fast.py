@@ -6,7 +6,8 @@ import pytest
 
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers import xline_fast as xf
-from tb_roofline.readers.xspace import _line_events, _PlaneStats, _self_times
+from tb_roofline.readers.xline_fast import self_times_by_stack as _self_times
+from tb_roofline.readers.xspace import _line_events, _PlaneStats
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 
 
@@ -322,3 +323,10 @@ def test_tokens_without_count_never_merge_events():
     tok = xplane_view_pb2.XLineTokens.FromString(uniform.SerializeToString())
     got = xf.decode_tokens(tok.event_tokens, 1, ids, lambda: pytest.fail("count not needed"))
     _same(_line_events(uniform, ids), got)
+
+
+def test_self_times_deep_nesting_uses_the_stack_walk():
+    # 100 events each inside the one before (deeper than the peeling rounds), plus siblings.
+    begin = np.array([i for i in range(100)] + [200 + i for i in range(80)], np.int64)
+    dur = np.array([1000 - 2 * i for i in range(100)] + [1] * 80, np.int64)
+    _same(_self_times(begin, dur), xf.self_times(begin, dur))

@@ -30,7 +30,8 @@ from tb_roofline.hlo.cost_model import module_costs
 from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
 from tb_roofline.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, Diagnostic,
                                   OpTableBuilder, ProfileData, StepSpan)
-from tb_roofline.readers.xspace import _PlaneStats, _self_times
+from tb_roofline.readers.xline_fast import self_times
+from tb_roofline.readers.xspace import _PlaneStats
 
 GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
 HOST_PLANE = "/host:CPU"
@@ -209,7 +210,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
         for evs in per_line:
             begin = np.fromiter((e.begin for e in evs), np.int64, len(evs))
             dur = np.fromiter((e.dur for e in evs), np.int64, len(evs))
-            order, selft = _self_times(begin, dur)
+            order, selft = self_times(begin, dur)
             for i, s in zip(order.tolist(), selft.tolist()):
                 self_time[id(evs[i])] = s
         groups: dict[tuple, list] = {}

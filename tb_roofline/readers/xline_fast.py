@@ -1,6 +1,6 @@
 """Vectorised decoding of XLine events, self times and per-(op, step) sums (numpy only).
 
-Exact equivalents of `xspace._line_events` / `xspace._self_times` for TPU op lines parsed with
+Exact equivalents of `xspace._line_events` and of the stack walk for self times, for TPU op lines parsed with
 the token view of `xplane_view.proto` (`XLineTokens.event_tokens`: the events field read as packed
 varints, so protobuf's C parser decodes every varint of every event at once).
 
@@ -215,10 +215,10 @@ _MAX_PEEL_ROUNDS = 48
 
 
 def _self_times_stack(b, e, d):
-    selft = d.copy()
+    """The definition, one event at a time (events already in (begin, -duration) order): each
+    event's parent is the innermost open event that contains it."""
     bl, el = b.tolist(), e.tolist()
-    dl = d.tolist()
-    out = selft.tolist()
+    out = d.astype(np.int64).tolist()
     stack: list[int] = []
     for i in range(len(bl)):
         while stack and not (bl[i] >= bl[stack[-1]] and el[i] <= el[stack[-1]]):
@@ -229,8 +229,18 @@ def _self_times_stack(b, e, d):
     return np.asarray(out, dtype=np.int64)
 
 
+def self_times_by_stack(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`self_times` by the plain stack walk: the reference the vectorised version is tested
+    against, and its fallback for very deep nesting."""
+    begin = np.asarray(begin, np.int64)
+    dur = np.asarray(dur, np.int64)
+    order = np.lexsort((-dur, begin))
+    b, d = begin[order], dur[order]
+    return order, _self_times_stack(b, b + d, d)
+
+
 def self_times(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(order, self time), exactly as `xspace._self_times`: events sorted by (begin, -duration)
+    """(order, self time), exactly as `self_times_by_stack`: events sorted by (begin, -duration)
     (stable); self = duration minus the durations of the direct children, the parent of an event
     being the nearest earlier event (in that order) that ends at or after it ends."""
     begin = np.asarray(begin, np.int64)

@@ -339,22 +339,6 @@ def _line_events(line, stat_ids: dict):
     return md, begin, dur, group, stall, occ
 
 
-def _self_times(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(order, self time) with events sorted parents-first; a child lies within its parent."""
-    order = np.lexsort((-dur, begin))
-    b = begin[order].tolist()
-    e = (begin[order] + dur[order]).tolist()
-    selft = dur[order].astype(np.int64).tolist()
-    stack: list[int] = []
-    for i in range(len(b)):
-        while stack and not (b[i] >= b[stack[-1]] and e[i] <= e[stack[-1]]):
-            stack.pop()
-        if stack:
-            selft[stack[-1]] -= e[i] - b[i]
-        stack.append(i)
-    return order, np.asarray(selft, dtype=np.int64)
-
-
 def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileData:
     if not any(TENSOR_CORE_PLANE.match(p.name) for p in space.planes):
         return _read_without_tpu(space, host, progress)
@@ -472,19 +456,6 @@ def _read_without_tpu(space, host: str, progress=None) -> ProfileData:
     """GPU/CPU profiles: FLOPs and bytes come from the HLO cost model over `/host:metadata`."""
     from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
     return read_gpu_cpu_xspace(space, host, progress=progress)
-
-
-def _non_tpu_device(space) -> DeviceInfo:
-    names = [p.name for p in space.planes]
-    gpus = [p for p in space.planes if p.name.startswith("/device:GPU:")]
-    if gpus:
-        ps = _PlaneStats(gpus[0])
-        s = ps.as_dict(gpus[0].stats)
-        name = s.get("gpu_device_name") or s.get("device_vendor") or "GPU"
-        return DeviceInfo(type=str(name), kind="gpu", num_cores=len(gpus))
-    if any(n.startswith("/host:CPU") for n in names):
-        return DeviceInfo(type="CPU", kind="cpu", num_cores=1)
-    return DeviceInfo()
 
 
 def read_xspace_file(path: str, host: str, max_bytes: int | None = None,
