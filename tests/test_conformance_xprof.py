@@ -6,7 +6,6 @@ VMEM (v6e) chips and nested ops. Where we deliberately differ from XProf
 """
 from __future__ import annotations
 
-import os
 
 import pytest
 

@@ -10,7 +10,6 @@ import urllib.parse
 
 import pytest
 
-from tb_roofline.synthetic import SynthConfig, write_tpu_session
 from tb_server import get, get_json, tensorboard
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

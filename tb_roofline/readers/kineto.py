@@ -28,7 +28,6 @@ import gzip
 import json
 import os
 import re
-import time
 import zlib
 
 import numpy as np
@@ -39,9 +38,9 @@ from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, Profi
 from tb_roofline.op_table import (NO_STEP, CoreSpan, Diagnostic, OpTable, OpTableBuilder,
                                   ProfileData, StepSpan)
 from tb_roofline.readers import torch_flops
+from tb_roofline.readers.files import check_profile_file
 
 CHUNK_CHARS = 4 << 20
-YOUNG_FILE_S = 2.0
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"})
@@ -365,19 +364,7 @@ def _int(value, default):
 
 def load_kineto(path: str, max_bytes: int | None = None, progress=None) -> _Collector:
     base = os.path.basename(path)
-    try:
-        before = os.stat(path)
-    except OSError as exc:
-        raise ProfileFormatError(f"cannot read {base}: {exc.strerror}") from None
-    if max_bytes is not None and before.st_size > max_bytes:
-        raise ProfileTooLargeError(
-            f"{base} is {before.st_size / 2**20:.0f} MiB, over the limit of "
-            f"{max_bytes / 2**20:.0f} MiB (set TB_ROOFLINE_MAX_FILE_MB to raise it)")
-    young = time.time() - before.st_mtime < YOUNG_FILE_S
-    if before.st_size == 0:
-        if young:
-            raise ProfileIncompleteError(f"{base} is empty")
-        raise ProfileFormatError(f"{base} is empty (0 bytes)")
+    before, young = check_profile_file(path, max_bytes)
     col = _Collector()
     total = before.st_size
 

@@ -13,23 +13,22 @@ from __future__ import annotations
 
 import os
 import re
-import time
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
 from tb_roofline.device import ComputePeak, DeviceInfo, MemoryPeak
-from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
+from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
 from tb_roofline.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, Diagnostic,
                                   OpTableBuilder, ProfileData, StepSpan,
                                   is_infeed_outfeed_category)
 from tb_roofline.protos import memory_access_pb2, xplane_pb2, xplane_view_pb2
+from tb_roofline.readers.files import check_profile_file
 from tb_roofline.readers.xline_fast import decode_tokens, group_sums, self_times
 
 TENSOR_CORE_PLANE = re.compile(r"^/device:TPU:(\d+)$")
 SPARSE_CORE_PLANE = re.compile(r"^/device:TPU:\d+ SparseCore")
 OPS_LINE, STEPS_LINE = "XLA Ops", "Steps"
-YOUNG_FILE_S = 2.0  # a file this young that fails to parse is probably still being written
 
 HBM, CMEM, VMEM = 1, 2, 3
 READ, WRITE = 1, 2
@@ -38,25 +37,13 @@ READ, WRITE = 1, 2
 def read_profile_bytes(path: str, max_bytes: int | None = None) -> tuple[bytes, bool]:
     """(file contents, whether the file is young), telling "still being written" and "too
     large" apart from the rest."""
-    try:
-        before = os.stat(path)
-    except OSError as exc:
-        raise ProfileFormatError(f"cannot read {os.path.basename(path)}: {exc.strerror}") from None
-    if max_bytes is not None and before.st_size > max_bytes:
-        raise ProfileTooLargeError(
-            f"{os.path.basename(path)} is {before.st_size / 2**20:.0f} MiB, over the limit of "
-            f"{max_bytes / 2**20:.0f} MiB (set TB_ROOFLINE_MAX_FILE_MB to raise it)")
+    before, young = check_profile_file(path, max_bytes)
     with open(path, "rb") as f:
         data = f.read()
     after = os.stat(path)
     if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns) or \
             len(data) != after.st_size:
         raise ProfileIncompleteError(f"{os.path.basename(path)} changed while it was read")
-    young = time.time() - after.st_mtime < YOUNG_FILE_S
-    if not data:
-        if young:
-            raise ProfileIncompleteError(f"{os.path.basename(path)} is empty")
-        raise ProfileFormatError(f"{os.path.basename(path)} is empty (0 bytes)")
     return data, young
 
 

@@ -1,0 +1,30 @@
+"""Checks every reader makes before reading a profile file: it exists, is not over the size
+limit, is not empty; and whether it is young enough that a parse failure means "still being
+written" rather than "corrupt"."""
+from __future__ import annotations
+
+import os
+import time
+
+from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
+
+YOUNG_FILE_S = 2.0  # a file this young that fails to parse is probably still being written
+
+
+def check_profile_file(path: str, max_bytes: int | None = None) -> tuple[os.stat_result, bool]:
+    """(stat of the file, whether it is young); raises the reader errors users see."""
+    base = os.path.basename(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ProfileFormatError(f"cannot read {base}: {exc.strerror}") from None
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise ProfileTooLargeError(
+            f"{base} is {st.st_size / 2**20:.0f} MiB, over the limit of "
+            f"{max_bytes / 2**20:.0f} MiB (set TB_ROOFLINE_MAX_FILE_MB to raise it)")
+    young = time.time() - st.st_mtime < YOUNG_FILE_S
+    if st.st_size == 0:
+        if young:
+            raise ProfileIncompleteError(f"{base} is empty")
+        raise ProfileFormatError(f"{base} is empty (0 bytes)")
+    return st, young
