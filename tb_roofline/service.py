@@ -47,6 +47,8 @@ class RooflineService:
         self.device_file = device_file  # overrides the roofline_device.json lookup (CLI flag)
         self.progress = progress  # callable(host, done, total) for long reads (the CLI's)
         self.index = RunIndex(logdir) if logdir else None
+        if self.index:
+            self.index.has_any()  # start the first scan now, so is_active() knows by page load
         env_limit = os.environ.get("TB_ROOFLINE_MAX_FILE_MB")
         self.max_file_bytes = int(float(max_file_mb or env_limit or DEFAULT_MAX_FILE_MB) * (1 << 20))
         self._lock = threading.Lock()

@@ -39,10 +39,8 @@ def test_plugin_listed_beside_xprof(server):
     assert status == 200
     assert listing["roofline"]["tab_name"] == "Roofline"
     assert listing["roofline"]["loading_mechanism"]["module_path"] == "/data/plugin/roofline/index.js"
-    deadline = time.monotonic() + 20  # is_active answers from a background scan
-    while not listing["roofline"]["enabled"] and time.monotonic() < deadline:
-        time.sleep(0.5)
-        listing = get_json(base + "/data/plugins_listing")[1]
+    # is_active answers from a background scan started with the plugin: by the time the page
+    # asks, it knows (a user's first page load shows the tab as active).
     assert listing["roofline"]["enabled"]
     pytest.importorskip("xprof")
     assert "profile" in listing  # XProf's plugin, installed in the same environment
