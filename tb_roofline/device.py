@@ -92,7 +92,8 @@ class DeviceInfo:
             "num_hosts": self.num_hosts, "megacore": self.megacore, "has_cmem": self.has_cmem,
             "has_merged_vmem": self.has_merged_vmem,
             "time_scale_multiplier": self.time_scale_multiplier,
-            "compute": [dataclasses.asdict(c) | {"peak_gflops": c.gflops} for c in self.compute],
+            "compute": [{"precision": c.precision, "peak_gflops": c.gflops, "source": c.source}
+                        for c in self.compute],
             "memories": [{"id": m.id, "name": m.name, "peak_gbs": m.gbs, "peak_gibs": m.gibs,
                           "ridge_point": (self.peak_gflops / m.gbs) if m.gbs > 0 else None,
                           "source": m.source} for m in self.memories],
