@@ -17,6 +17,24 @@ const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', averag
                     step: 'Step'};
 const DERIVED = new Set(['px', 'py', 'at_floor', 'kind', 'series']);
 const now = () => performance.now();
+const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
+// Which filter pass last kept a row (Chart.showOnly's predicate); a symbol, so exports and
+// tooltips never see it.
+const SHOWN = Symbol('shown');
+// Columns that place, colour or size an op: the infeed/outfeed switch without a re-render
+// needs them equal in both variants (they are: each op's own sums do not change).
+const PLACED = ['operation', 'category', 'bottleneck_operational_intensity', 'flop_rate',
+  'total_time_us', 'px', 'py', 'at_floor'];
+const opKey = (r) => `${r.program_id}\u0000${r.operation}\u0000${r.host}`;
+/** 1 / the variant's time denominator (µs): time share = total time × this. */
+function timeShareOf(rows) {
+  let best = null;
+  for (const r of rows || []) {
+    if (r.total_time_us > 0 && r.time_fraction > 0 &&
+        (!best || r.total_time_us > best.total_time_us)) best = r;
+  }
+  return best ? best.time_fraction / best.total_time_us : 0;
+}
 
 class App {
   constructor(root) {
@@ -73,12 +91,11 @@ class App {
     this.boundMenu = h('div', {class: 'menu-list', id: 'bound-options'});
     this.categorySummary = h('summary', {}, 'Category: all');
     this.boundSummary = h('summary', {}, 'Bound by: all');
-    let nameTimer = null;
+    // No fixed debounce: a keystroke is applied at once; keystrokes typed while a filter pass
+    // runs are coalesced into one pass after it (queueFilter).
     this.nameInput = h('input', {type: 'search', id: 'name-filter', placeholder: 'Op name contains…',
-      'aria-label': 'Filter ops by name', oninput: () => {
-        clearTimeout(nameTimer);
-        nameTimer = setTimeout(() => this.setFilter({name: this.nameInput.value.trim()}), 150);
-      }});
+      'aria-label': 'Filter ops by name',
+      oninput: () => this.queueFilter({name: this.nameInput.value.trim()})});
 
     const exportButtons = (prefix, items) => h('div', {class: 'export-buttons'},
         h('span', {class: 'muted'}, 'Export:'),
@@ -313,7 +330,102 @@ class App {
   async setInfeed(value) {
     this.state.infeed = value;
     this.persist();
+    const t0 = now();
+    if (await this.switchInfeed(value)) {
+      this.timings.lastInfeedMs = now() - t0;
+      this.bump('filterSeq');
+      this.bump('loadSeq');
+      return;
+    }
     await this.loadView({only: ['program', 'ops']});
+  }
+
+  /**
+   * After a load, fetches the other infeed/outfeed variant of /ops and /program in the
+   * background, so the toggle needs no request and no re-render (switchInfeed).
+   */
+  prefetchInfeed() {
+    const d = this.data;
+    if (!d || !d.ops || !d.ops.length || !d.program || d.errors.ops || d.errors.program ||
+        !this.opChart.view) return;
+    const loaded = this.state.infeed;
+    const other = loaded === 'include' ? 'exclude' : 'include';
+    const sel = {run: this.state.run, host: this.state.host, infeed: other, view: this.state.view};
+    const byKey = new Map();
+    for (const r of d.ops) byKey.set(opKey(r), r);
+    if (byKey.size !== d.ops.length) return;  // No unique key: the toggle refetches.
+    d.variants = {[loaded]: {ops: d.ops, program: d.program, facets: d.facets,
+      opsTotal: d.opsTotal}};
+    d.variantsReady = Promise.all([api.ops(sel), api.program(sel)]).then(([ops, program]) => {
+      if (this.data !== d) return;
+      const rows = tableToObjects(ops);
+      const objects = [];
+      const changed = new Set();
+      for (const raw of rows) {
+        const obj = byKey.get(opKey(raw));
+        if (!obj) return;  // An op the loaded variant lacks: the toggle refetches.
+        objects.push(obj);
+        for (const c of ops.columns) if (raw[c] !== obj[c] && !changed.has(c)) changed.add(c);
+      }
+      const cols = [...changed];
+      if (cols.some((c) => PLACED.includes(c))) return;
+      // The values of the changed columns in each variant, in that variant's row order.
+      const vals = (list) => list.map((r) => cols.map((c) => r[c]));
+      d.variants[loaded].values = vals(d.ops);
+      d.variants[loaded].cols = cols;
+      d.variants[other] = {ops: objects, values: vals(rows), cols, facets: ops.facets || {},
+        opsTotal: ops.total_count, program: tableToObjects(program)};
+    }).catch(() => {});  // The toggle then refetches as before.
+  }
+
+  /**
+   * The infeed/outfeed toggle without a request or a re-render: the op rows stay the same
+   * objects (so the chart keeps its items), their changed columns (time share, rank, self-time
+   * percentages) are swapped in, the ops the variant lacks are hidden like filtered ones, and
+   * the program records are replaced. Returns false (the caller reloads) when the prefetched
+   * variant is missing or its points do not fit the current axes.
+   */
+  async switchInfeed(value) {
+    const d = this.data;
+    if (!d || !d.variantsReady) return false;
+    await d.variantsReady;
+    if (this.data !== d || !d.variants[value] || !d.variants[value].values) return false;
+    const v = d.variants[value];
+    if (v.ops === d.ops) return true;
+    if ((v.facets.category || []).some((c) => !this.chartCategories.includes(c))) return false;
+    // Program records of that variant, placed on the current axes; they must fit.
+    const program = v.program.map((r) => ({...r}));
+    const total = program.filter((r) => r.record_type === 'total').map((r) => ({...r}));
+    placePoints(program, this.programGeometry.floorX, this.programGeometry.floorY);
+    placePoints(total, this.geometry.floorX, this.geometry.floorY);
+    const inside = (g, rows) => rows.every((r) => r.px >= g.xDomain[0] && r.px <= g.xDomain[1] &&
+        r.py >= g.yDomain[0] && r.py <= g.yDomain[1]);
+    if (!inside(this.programGeometry, program) || !inside(this.geometry, total)) return false;
+    const selected = this.selectedRank !== null && this.selectedRank !== undefined ?
+      d.ops.find((r) => r.rank === this.selectedRank) : null;
+    const cols = v.cols;
+    v.ops.forEach((obj, i) => {
+      const values = v.values[i];
+      for (let j = 0; j < cols.length; j++) obj[cols[j]] = values[j];
+    });
+    d.ops = v.ops;
+    d.facets = v.facets;
+    d.opsTotal = v.opsTotal;
+    d.program = program;
+    this.decorateProgram(program);
+    this.categories = d.facets.category && d.facets.category.length ? d.facets.category :
+      this.categories;
+    this.bounds = d.facets.bound_by && d.facets.bound_by.length ? d.facets.bound_by : this.bounds;
+    this.state.categories = this.state.categories.filter((c) => this.categories.includes(c));
+    this.state.boundBy = this.state.boundBy.filter((c) => this.bounds.includes(c));
+    this.programTable.setRows(program);
+    // One run of the op chart for the Program point, the legend and the shown ops.
+    await this.opChart.setData({program: total}, {run: false});
+    await this.opChart.setParam('time_share', timeShareOf(d.ops), {run: false});
+    await Promise.all([this.programChart.setData({records: program}), this.applyFilters()]);
+    if (selected && d.ops.includes(selected)) await this.selectOp(selected.rank, {});
+    else if (selected) this.clearSelection();
+    return true;
   }
 
   // ---------------------------------------------------------------- data
@@ -397,6 +509,7 @@ class App {
     await this.renderAll();
     if (token !== this.loadToken) return;
     this.setStatus(errs.length ? 'partial' : 'ready');
+    this.prefetchInfeed();
   }
 
   destroyCharts() {
@@ -451,12 +564,7 @@ class App {
     setChildren(this.programErrorEl);
     this.programChartEl.hidden = false;
     this.programTableEl.hidden = false;
-    const rows = placePoints(d.program, geometry.floorX, geometry.floorY);
-    for (const r of rows) {
-      r.kind = KIND_LABEL[r.record_type] || r.record_type;
-      r.series = r.record_type === 'host' ? `Host ${r.host}` :
-        r.record_type === 'step' ? `Step ${r.step}` : r.step;
-    }
+    const rows = this.decorateProgram(placePoints(d.program, geometry.floorX, geometry.floorY));
     if (!rows.length) {
       setChildren(this.programErrorEl, h('p', {class: 'muted'}, 'No program-level records.'));
     }
@@ -465,6 +573,15 @@ class App {
         d.programColumns));
     this.programTable.setRows(rows);
     await this.programChart.setSpec(programSpec(geometry, this.dark), {records: rows});
+  }
+
+  decorateProgram(rows) {
+    for (const r of rows) {
+      r.kind = KIND_LABEL[r.record_type] || r.record_type;
+      r.series = r.record_type === 'host' ? `Host ${r.host}` :
+        r.record_type === 'step' ? `Step ${r.step}` : r.step;
+    }
+    return rows;
   }
 
   renderViewSelect() {
@@ -519,15 +636,19 @@ class App {
     // A copy: the program table's rows are placed on the program chart's axes.
     const programTotal = placePoints((d.program || []).filter((r) => r.record_type === 'total')
         .map((r) => ({...r})), geometry.floorX, geometry.floorY);
-    this.filtered = this.applyFilterRows();
+    // The chart holds every op; filters only choose which of its items are shown.
+    this.chartCategories = this.categories;
     const t0 = now();
-    await this.opChart.setSpec(opSpec(geometry, this.categories, this.dark),
-        {ops: this.filtered, program: programTotal, selected: []});
+    await this.opChart.setSpec(opSpec(geometry, this.categories, this.dark, timeShareOf(d.ops)),
+        {ops: d.ops, program: programTotal, selected: []});
     this.timings.opChartMs = now() - t0;
+    this.filtered = this.markShown();
+    await this.opChart.showOnly('points', 'ops', this.shownPredicate(),
+        {cacheKey: this.filterKey()});
     this.timings.opChartPoints = this.filtered.length;
     await this.catChart.setSpec(categorySpec(this.categories, this.dark, this.catChartEl.clientWidth),
         {cats: this.categoryRows(this.filtered)});
-    this.opTable.setRows(this.filtered);
+    this.opTable.setRows(this.filtered, {base: d.ops});
     this.updateOpStatus();
     if (this.selectedRank !== undefined && this.selectedRank !== null) {
       const still = d.ops.some((r) => r.rank === this.selectedRank);
@@ -592,6 +713,42 @@ class App {
     this.opStatusEl.dataset.total = String(d.ops.length);
   }
 
+  /** Filters the rows and stamps the kept ones (for Chart.showOnly's predicate). */
+  markShown() {
+    const rows = this.applyFilterRows();
+    this.shownStamp = (this.shownStamp || 0) + 1;
+    const stamp = this.shownStamp;
+    for (const r of rows) r[SHOWN] = stamp;
+    return rows;
+  }
+
+  /** Which chart items to show: null (all) when every op of the chart is kept. */
+  shownPredicate() {
+    const all = this.opChart.view ? this.opChart.view.data('ops').length : -1;
+    if (this.filtered.length === all) return null;
+    const stamp = this.shownStamp;
+    return (datum) => datum[SHOWN] === stamp;
+  }
+
+  /** The filter state (its bitmap of the op chart's points is kept for a while). */
+  filterKey() {
+    const s = this.state;
+    return JSON.stringify([s.infeed, s.categories, s.boundBy, s.name]);
+  }
+
+  /** Applies the current filters to the op chart, the category bars, the table and status. */
+  async applyFilters() {
+    this.filtered = this.markShown();
+    this.renderFilterMenus();
+    this.opTable.setRows(this.filtered, {base: this.data.ops});
+    this.updateOpStatus();
+    await Promise.all([
+      this.opChart.showOnly('points', 'ops', this.shownPredicate(), {cacheKey: this.filterKey()})
+          .then(() => this.opChart.view && this.opChart.view.runAsync()),
+      this.catChart.setData({cats: this.categoryRows(this.filtered)}),
+    ]);
+  }
+
   async setFilter(patch) {
     Object.assign(this.state, patch);
     if ('name' in patch && this.nameInput.value.trim() !== patch.name) {
@@ -600,14 +757,31 @@ class App {
     this.persist();
     if (!this.data || !this.data.ops) return;
     const t0 = now();
-    this.filtered = this.applyFilterRows();
-    this.renderFilterMenus();
-    await this.opChart.setData({ops: this.filtered});
-    await this.catChart.setData({cats: this.categoryRows(this.filtered)});
-    this.opTable.setRows(this.filtered);
-    this.updateOpStatus();
+    await this.applyFilters();
     this.timings.lastFilterMs = now() - t0;
     this.bump('filterSeq');
+  }
+
+  /**
+   * Applies a filter change now, or, while a filter pass runs, once it is done: keystrokes typed
+   * during a pass are coalesced into one pass (the latest text wins).
+   */
+  queueFilter(patch) {
+    this.pendingFilter = {...(this.pendingFilter || {}), ...patch};
+    if (this.filterBusy) return;
+    this.filterBusy = true;
+    (async () => {
+      try {
+        while (this.pendingFilter) {
+          const next = this.pendingFilter;
+          this.pendingFilter = null;
+          await this.setFilter(next);
+          if (this.pendingFilter) await nextFrame();  // Let the browser paint in between.
+        }
+      } finally {
+        this.filterBusy = false;
+      }
+    })();
   }
 
   clearFilters() {

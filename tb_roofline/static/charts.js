@@ -18,10 +18,105 @@ export function loadVega() {
       await import('./vendor/vega-embed.min.js');
       const {vega, vegaLite, vegaEmbed} = globalThis;
       if (!vega || !vegaLite || !vegaEmbed) throw new Error('chart library failed to load');
+      installLayerCache(vega);
       return {vega, vegaLite, vegaEmbed};
     })();
   }
   return vegaPromise;
+}
+
+/**
+ * A bitmap cache for the symbol layer that Chart.showOnly filters: redrawing 20,000
+ * anti-aliased circles costs ~70 ms of software rasterisation, copying a bitmap of the same
+ * items ~2 ms. Vega draws a symbol mark with `Marks.symbol.draw(context, scene, bounds)`; the
+ * wrapper below serves a mark that carries a cache (`scene[LAYER_CACHE]`, set by
+ * Chart._itemFilter) from a bitmap of the same subset (showOnly's `cacheKey`: every item, or a
+ * filter state the caller names), drawn on the view's own canvas with the same data version,
+ * scales and transform. The last few subsets are kept. Anything else (another mark, an
+ * export's renderer, an unnamed subset) is drawn by Vega as usual.
+ */
+const CACHED_SUBSETS = 4;
+const LAYER_CACHE = Symbol('layerCache');
+
+function installLayerCache(vega) {
+  const marks = vega.Marks && vega.Marks.symbol;
+  if (!marks || marks[LAYER_CACHE]) return;
+  const draw = marks.draw;
+  marks.draw = function(context, scene, bounds, markTypes) {
+    const cache = scene[LAYER_CACHE];
+    if (!cache || !cache.usable(context, scene)) return draw.call(this, context, scene, bounds, markTypes);
+    return cache.draw(draw, this, context, scene, bounds, markTypes);
+  };
+  marks[LAYER_CACHE] = true;
+}
+
+class LayerCache {
+  constructor(view, filter) {
+    this.view = view;
+    this.filter = filter;
+    this.entries = new Map();  // cacheKey → {key: what it was drawn with, canvas}
+  }
+
+  /** Only the view's own canvas renderer, and only for a named subset. */
+  usable(context, scene) {
+    const f = this.filter;
+    if (f.cacheKey === null || scene.items !== f.shown || typeof document === 'undefined') {
+      return false;
+    }
+    const canvas = this.view.container() && this.view.container().querySelector('canvas');
+    return !!canvas && context.canvas === canvas && canvas.width > 0 && canvas.height > 0;
+  }
+
+  keyOf(context) {
+    const t = context.getTransform();
+    const scale = (name) => {
+      try {
+        const s = this.view.scale(name);
+        return s ? [s.domain(), s.range()] : null;
+      } catch (e) {
+        return null;
+      }
+    };
+    return JSON.stringify([this.filter.version, context.canvas.width, context.canvas.height,
+      [t.a, t.b, t.c, t.d, t.e, t.f], scale('x'), scale('y'), scale('size'), scale('color')]);
+  }
+
+  draw(draw, renderer, context, scene, bounds, markTypes) {
+    const subset = this.filter.cacheKey;
+    const key = this.keyOf(context);
+    let entry = this.entries.get(subset);
+    if (entry && entry.key !== key) {
+      this.entries.delete(subset);
+      entry = null;
+    }
+    if (!entry) {
+      // The bitmap holds every item of the subset, also when Vega only redraws a dirty region
+      // (the copy below is clipped to it).
+      // Reuse the least recently used bitmap's canvas once the cache is full; the bitmap of
+      // every item (subset '', what clearing the filters shows) is kept.
+      let canvas = null;
+      if (this.entries.size >= CACHED_SUBSETS) {
+        const oldest = [...this.entries.keys()].find((k) => k !== '');
+        canvas = this.entries.get(oldest).canvas;
+        this.entries.delete(oldest);
+      }
+      canvas = canvas || document.createElement('canvas');
+      canvas.width = context.canvas.width;  // Also clears it.
+      canvas.height = context.canvas.height;
+      const g = canvas.getContext('2d');
+      g.setTransform(context.getTransform());
+      draw.call(renderer, g, scene, null, markTypes);
+      entry = {key, canvas};
+    }
+    this.entries.delete(subset);  // Most recently used last.
+    this.entries.set(subset, entry);
+    context.save();
+    context.setTransform(1, 0, 0, 1, 0, 0);
+    context.globalAlpha = 1;
+    context.globalCompositeOperation = 'source-over';
+    context.drawImage(entry.canvas, 0, 0);
+    context.restore();
+  }
 }
 
 export const CATEGORY_SCHEME = 'tableau20';
@@ -222,13 +317,14 @@ export function programSpec(geometry, dark) {
 }
 
 /** Op-level roofline: every op, coloured by category, sized by time share, Program marked. */
-export function opSpec(geometry, categories, dark) {
+export function opSpec(geometry, categories, dark, timeShare = 0) {
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     width: 'container',
     height: 460,
     autosize: {type: 'fit-x', contains: 'padding'},
     config: themeConfig(dark),
+    params: [{name: 'time_share', value: timeShare}],
     layer: [
       ...roofLayers(geometry),
       {
@@ -243,8 +339,14 @@ export function opSpec(geometry, categories, dark) {
           color: {field: 'category', type: 'nominal', title: 'Category',
                   scale: {domain: categories, scheme: CATEGORY_SCHEME},
                   legend: {symbolLimit: 30}},
-          size: {field: 'time_fraction', type: 'quantitative', title: 'Time share',
-                 scale: {type: 'sqrt', range: [12, 700], zero: true}, legend: {format: '.2~%'}},
+          // Sized by total time, which is proportional to the time share within a variant and
+          // the same in both infeed/outfeed variants: toggling them re-encodes nothing. The
+          // legend labels convert the time to a share with the `time_share` parameter
+          // (1 / the variant's denominator, set by Chart.setParam).
+          size: {field: 'total_time_us', type: 'quantitative', title: 'Time share',
+                 scale: {type: 'sqrt', range: [12, 700], zero: true},
+                 legend: {labelExpr: "time_share > 0 ? format(datum.value * time_share, '.2~%') " +
+                   ": format(datum.value, '~s') + ' µs'"}},
         },
       },
       {
@@ -295,6 +397,11 @@ export function categorySpec(categories, dark, width = 600) {
   };
 }
 
+// Per-item stamps of Chart.showOnly (which items are kept now, which were before).
+const KEPT = Symbol('kept');
+const WAS = Symbol('was');
+const FULL_REDRAW = 2000;
+
 /** A chart in a container element: embeds a spec, feeds data sets, exports images. */
 export class Chart {
   constructor(container, {tooltip, onClick} = {}) {
@@ -303,6 +410,7 @@ export class Chart {
     this.onClick = onClick;
     this.view = null;
     this.result = null;
+    this.filter = null;  // Chart.showOnly's state for the current view.
   }
 
   /**
@@ -329,7 +437,105 @@ export class Chart {
     }
   }
 
-  async setData(data) {
+  /**
+   * Shows only the items of the layer `layerName` (a Vega-Lite layer `name`) whose datum
+   * passes `keep` (every item when `keep` is null). The data set keeps every row and nothing
+   * goes through the dataflow: no tuple is removed or inserted, no item is re-encoded, scales
+   * and legends stay as they are; the mark's items array is swapped for the kept subset, the
+   * items that appear or disappear are marked dirty and the renderer redraws that region.
+   * Drawing, picking (tooltips, clicks) and the PNG/SVG exports all read the mark's items, so
+   * they see only the kept ones. `dataName` is the layer's data set (for pointCount).
+   * `cacheKey` names the subset (the filter state) so that its bitmap can be kept and reused
+   * (LayerCache); every item shown is always cached. `run: false` leaves the redraw to the
+   * caller's next `view.runAsync()`.
+   */
+  async showOnly(layerName, dataName, keep, {cacheKey = null, run = true} = {}) {
+    const f = this._itemFilter(layerName, dataName);
+    if (!f) return;
+    const before = f.shown;
+    f.keep = keep || null;
+    f.cacheKey = keep ? cacheKey : '';
+    const after = keep ? f.all.filter((item) => keep(item.datum)) : f.all;
+    f.shown = after;
+    const view = this.view;
+    const stamp = ++f.stamp;
+    let changed = 0;
+    for (const item of after) item[KEPT] = stamp;
+    for (const item of before) {
+      if (item[KEPT] !== stamp) {  // Disappears.
+        view.dirty(item);
+        changed++;
+      }
+      item[WAS] = stamp;
+    }
+    for (const item of after) {
+      if (item[WAS] !== stamp) {  // Appears.
+        view.dirty(item);
+        changed++;
+      }
+    }
+    const bounds = f.mark.bounds;
+    if (bounds) {
+      bounds.clear();
+      for (const item of after) if (item.bounds) bounds.union(item.bounds);
+    }
+    if (changed > FULL_REDRAW && view._renderer) {
+      // Many items: one full redraw is cheaper than clipping to their dirty region.
+      view._renderer._redraw = true;
+    }
+    if (changed && run) await view.runAsync();
+  }
+
+  /** Installs the item filter of a layer on the current view (once per view). */
+  _itemFilter(layerName, dataName) {
+    if (!this.view) return null;
+    if (this.filter && this.filter.view === this.view) return this.filter;
+    const mark = this.findMark(layerName);
+    if (!mark) return null;
+    const f = {view: this.view, mark, dataName, all: mark.items || [], shown: null, keep: null,
+      stamp: 0, version: 0, cacheKey: ''};
+    f.shown = f.all;
+    mark[LAYER_CACHE] = new LayerCache(this.view, f);
+    // Vega assigns `mark.items` (its collector's array of every item) whenever the layer's
+    // data changes: keep that as `all` and hand out the kept subset.
+    Object.defineProperty(mark, 'items', {
+      configurable: true,
+      enumerable: true,
+      get: () => f.shown,
+      set: (items) => {
+        f.version++;  // The layer's data changed: its bitmap cache is stale.
+        f.all = items;
+        f.shown = f.keep ? items.filter((item) => f.keep(item.datum)) : items;
+      },
+    });
+    this.filter = f;
+    return f;
+  }
+
+  /** Forgets the bitmaps of showOnly's layer (the benchmark times uncached redraws). */
+  dropLayerCache() {
+    const f = this.filter;
+    if (f && f.mark[LAYER_CACHE]) f.mark[LAYER_CACHE].entries.clear();
+  }
+
+  /** The rows of a data set that the chart shows (all of them unless `showOnly` hides some). */
+  shownData(dataName) {
+    if (!this.view) return [];
+    const rows = this.view.data(dataName);
+    const f = this.filter;
+    return f && f.view === this.view && f.dataName === dataName && f.keep ?
+      rows.filter((r) => f.keep(r)) : rows;
+  }
+
+  /** Sets a top-level parameter (a Vega signal) and redraws what depends on it. */
+  async setParam(name, value, {run = true} = {}) {
+    if (!this.view || this.view.signal(name) === value) return;
+    this.view.signal(name, value);
+    if (run) await this.view.runAsync();
+  }
+
+  /** `run: false` leaves the dataflow run (and redraw) to the caller's next `runAsync()`. */
+  async setData(data, {run = true} = {}) {
     if (!this.view) return;
     const {vega} = await loadVega();
     for (const [name, rows] of Object.entries(data)) {
@@ -348,27 +554,27 @@ export class Chart {
       if (!removed.length && !added.length) continue;
       this.view.change(name, vega.changeset().remove(removed).insert(added));
     }
-    await this.view.runAsync();
+    if (run) await this.view.runAsync();
   }
 
-  /** Items currently drawn by the mark named `points` (what the tests count). */
+  /** How many rows of a data set the chart shows (what the tests count). */
   pointCount(dataName) {
     if (!this.view) return 0;
     try {
-      return this.view.data(dataName).length;
+      return this.shownData(dataName).length;
     } catch (e) {
       return 0;
     }
   }
 
-  /** The data of the items a named Vega-Lite layer draws (`<name>_marks`), e.g. 'selected'. */
-  markData(layerName) {
-    if (!this.view) return [];
-    const out = [];
+  /** The scenegraph mark of a named Vega-Lite layer (`<name>_marks`). */
+  findMark(layerName) {
+    if (!this.view) return null;
+    let found = null;
     const walk = (node) => {
-      if (!node) return;
+      if (!node || found) return;
       if (node.marktype && node.name === `${layerName}_marks`) {
-        for (const item of node.items || []) out.push(item.datum);
+        found = node;
         return;
       }
       for (const item of node.items || []) {
@@ -377,7 +583,13 @@ export class Chart {
       }
     };
     walk(this.view.scenegraph().root);
-    return out;
+    return found;
+  }
+
+  /** The data of the items a named Vega-Lite layer draws (`<name>_marks`), e.g. 'selected'. */
+  markData(layerName) {
+    const mark = this.findMark(layerName);
+    return mark ? (mark.items || []).map((item) => item.datum) : [];
   }
 
   async imageUrl(format) {
@@ -389,5 +601,6 @@ export class Chart {
     if (this.result) this.result.finalize();
     this.result = null;
     this.view = null;
+    this.filter = null;
   }
 }

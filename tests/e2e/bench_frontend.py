@@ -8,7 +8,11 @@ measures, inside the page (performance.now()):
 
 - render: the op-level chart alone (Vega-Lite compile + Vega parse + dataflow + canvas) and
   the whole op section (chart, category bars, table) for all points;
-- filter: category / bound-by / name filters and clearing them (chart + bars + table);
+- filter: category / bound-by / name filters and clearing them (chart + bars + table), each
+  timed until the next frame after the change is applied;
+- typing: "fusion.1" typed into the name box (an input event every 60 ms), from the last key
+  until its result is shown and painted (keystrokes during a pass are coalesced, no debounce);
+- infeed/outfeed: the toggle off and on (the other variant is prefetched after the load);
 - hover: a real mouse move over a point until our tooltip is filled, and to the next frame;
 - select: click on a point until its table row is selected.
 
@@ -65,20 +69,75 @@ IN_PAGE = """async ({reps}) => {
     [`bound by = ${bounds[0]}`]: {boundBy: [bounds[0]]},
     'name contains "fusion.1"': {name: 'fusion.1'},
   };
+  // Each case twice: with the op chart's bitmaps of earlier filter states dropped before every
+  // change (a first visit, or any change after a zoom/pan: every shown point is redrawn), and
+  // with them kept (a filter state seen before at the same zoom).
   for (const [label, patch] of Object.entries(cases)) {
-    const times = [];
-    const clears = [];
-    for (let i = 0; i < reps; i++) {
-      let t = now();
-      await a.setFilter(patch);
-      await frame();
-      times.push(now() - t);
-      const shown = a.filtered.length;
+    const r = {times: [], clears: [], cachedTimes: [], cachedClears: [], shown: 0};
+    for (const cached of [false, true]) {
+      for (let i = 0; i < reps; i++) {
+        if (!cached) if (a.opChart.dropLayerCache) a.opChart.dropLayerCache();
+        let t = now();
+        await a.setFilter(patch);
+        await frame();
+        r[cached ? 'cachedTimes' : 'times'].push(now() - t);
+        r.shown = a.filtered.length;
+        if (!cached) if (a.opChart.dropLayerCache) a.opChart.dropLayerCache();
+        t = now();
+        await a.setFilter({categories: [], boundBy: [], name: ''});
+        await frame();
+        r[cached ? 'cachedClears' : 'clears'].push(now() - t);
+      }
+    }
+    out.filters[label] = r;
+  }
+  // Typing into the name box: one input event every 60 ms (a fast typist), then the time from
+  // the last keystroke until the chart, bars and table show that text's result, painted.
+  const input = document.querySelector('#name-filter');
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  out.typing = {times: [], shown: null};
+  for (let i = 0; i < reps; i++) {
+    await a.setFilter({categories: [], boundBy: [], name: ''});
+    await frame();
+    const text = 'fusion.1';
+    let t = 0;
+    let seq = 0;
+    if (a.opChart.dropLayerCache) a.opChart.dropLayerCache();
+    for (let k = 1; k <= text.length; k++) {
+      input.value = text.slice(0, k);
+      seq = +a.app.dataset.filterSeq;
       t = now();
-      await a.setFilter({categories: [], boundBy: [], name: ''});
+      input.dispatchEvent(new Event('input', {bubbles: true}));
+      if (k < text.length) await sleep(60);
+    }
+    // Done: a filter pass finished after the last key, for that text, none pending.
+    while (+a.app.dataset.filterSeq <= seq || a.state.name !== text || a.filterBusy) {
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    await frame();
+    out.typing.times.push(now() - t);
+    out.typing.shown = a.filtered.length;
+  }
+  await a.setFilter({categories: [], boundBy: [], name: ''});
+  await frame();
+  // Infeed/outfeed toggle (a server-side variant, prefetched after the load).
+  if (a.data.variantsReady) await a.data.variantsReady;
+  out.infeed = {exclude: [], include: [], shown: null, fast: true};
+  out.infeed.cachedExclude = [];
+  out.infeed.cachedInclude = [];
+  for (let i = 0; i < 2 * reps; i++) {
+    const cached = i >= reps;
+    for (const value of ['exclude', 'include']) {
+      if (!cached) if (a.opChart.dropLayerCache) a.opChart.dropLayerCache();
+      a.timings.lastInfeedMs = null;
+      a.infeedToggle.checked = value === 'include';
+      const t = now();
+      await a.setInfeed(value);
       await frame();
-      clears.push(now() - t);
-      out.filters[label] = {times, clears, shown};
+      out.infeed[cached ? (value === 'exclude' ? 'cachedExclude' : 'cachedInclude') : value]
+          .push(now() - t);
+      if (a.timings.lastInfeedMs === null) out.infeed.fast = false;
+      if (value === 'exclude') out.infeed.shown = a.filtered.length;
     }
   }
   return out;
@@ -181,7 +240,8 @@ def main():
         "first_op_chart_ms": timings.get("opChartMs"), "warm_load_s": warm_load_s,
         "warm_fetch_ms": warm_timings.get("fetchMs"),
         "op_chart_render_ms": result["chart"], "op_section_render_ms": result["section"],
-        "filters": result["filters"], "hover_handler_ms": [h[0] for h in hover],
+        "filters": result["filters"], "typing": result["typing"], "infeed": result["infeed"],
+        "hover_handler_ms": [h[0] for h in hover],
         "hover_to_frame_ms": [h[1] for h in hover], "hover_wall_ms": hover_wall,
         "select_wall_ms": select_ms, "console_errors": errors,
     }
@@ -201,6 +261,19 @@ def main():
     for label, f in report["filters"].items():
         print(row(f"filter {label} ({f['shown']:,} shown)", f["times"]))
         print(row(f"clear that filter (back to {report['ops']:,})", f["clears"]))
+    print(row("(filter states seen before at the same zoom: bitmap reused)",
+              [x for f in report["filters"].values() for x in f["cachedTimes"]]))
+    print(row(f"(clear to {report['ops']:,} with the all-points bitmap reused)",
+              [x for f in report["filters"].values() for x in f["cachedClears"]]))
+    typing = report["typing"]
+    print(row(f"type \"fusion.1\" (a key every 60 ms): last key → shown and painted "
+              f"({typing['shown']:,} shown)", typing["times"]))
+    infeed = report["infeed"]
+    how = "prefetched, no re-render" if infeed["fast"] else "refetched and re-rendered"
+    print(row(f"infeed/outfeed off ({infeed['shown']:,} shown; {how})", infeed["exclude"]))
+    print(row(f"infeed/outfeed on again (back to {report['ops']:,})", infeed["include"]))
+    print(row("(infeed/outfeed off/on, bitmaps reused)",
+              infeed["cachedExclude"] + infeed["cachedInclude"]))
     print(row("hover: mousemove → tooltip filled", report["hover_handler_ms"]))
     print(row("hover: mousemove → next frame", report["hover_to_frame_ms"]))
     print(row("hover: Playwright mouse.move → tooltip visible (wall, incl. CDP)",

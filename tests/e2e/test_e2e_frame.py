@@ -46,7 +46,7 @@ def op_point_screen_xy(frame, rank=None):
     """Screen position of an op's point (by default the biggest circle)."""
     return frame.evaluate("""(rank) => {
       const view = window.__roofline.opChart.view;
-      const items = view.data('ops');
+      const items = window.__roofline.opChart.shownData('ops');
       let d = rank === null ? null : items.find((r) => r.rank === rank);
       if (!d) {
         // The biggest circle among the ops not on the axis floor.
@@ -161,13 +161,25 @@ def test_each_filter_matches_api(page, tb):
     def count():
         return point_count(page, "ops")
 
-    # Infeed/outfeed: a server-side variant (percentages change), refetched.
+    # Infeed/outfeed: a server-side variant (percentages change), prefetched after the load and
+    # swapped in without a re-render; the rows, the program records and the chart must be
+    # exactly the API's answer for that variant.
     _, excluded = tb.api("ops", run=MAIN_RUN, infeed_outfeed="exclude")
+    _, program_excluded = tb.api("program", run=MAIN_RUN, infeed_outfeed="exclude")
     before = load_seq(page)
     page.uncheck("#infeed-toggle")
     wait_load(page, before)
     assert count() == excluded["total_count"] < unfiltered["total_count"]
     assert "infeed=exclude" in page.url
+    assert page.evaluate("window.__roofline.timings.lastInfeedMs") is not None  # no reload
+    cols = excluded["columns"]
+    shown = page.evaluate(f"window.__roofline.data.ops.map(r => {json.dumps(cols)}.map(c => r[c]))")
+    assert shown == excluded["rows"]
+    assert page.evaluate("window.__roofline.data.program.map(r => r.flop_rate)") == \
+        [r[program_excluded["columns"].index("flop_rate")] for r in program_excluded["rows"]]
+    assert point_count(page, "records") == len(program_excluded["rows"])
+    assert not any(page.evaluate(
+        "window.__roofline.opChart.shownData('ops').map(r => r.is_infeed_outfeed)"))
     before = load_seq(page)
     page.check("#infeed-toggle")
     wait_load(page, before)
@@ -179,7 +191,7 @@ def test_each_filter_matches_api(page, tb):
         apply(page, lambda: page.check(f"#category-options input[value='{category}']"))
         expected = tb.api("ops", run=MAIN_RUN, category=category)[1]["total_count"]
         assert count() == expected, category
-        assert set(page.evaluate("window.__roofline.opChart.view.data('ops').map(r => r.category)")) \
+        assert set(page.evaluate("window.__roofline.opChart.shownData('ops').map(r => r.category)")) \
             == {category}
         apply(page, lambda: page.uncheck(f"#category-options input[value='{category}']"))
     two = facets["category"][:2]
@@ -349,6 +361,12 @@ def test_exports(page, tb):
     assert doc["filters"]["category"] == [category]
     assert len(doc["rows"]) == tb.api("ops", run=MAIN_RUN, category=category)[1]["total_count"]
     assert all(r["category"] == category for r in doc["rows"])
+
+    # The op chart's SVG draws only the ops the filter keeps.
+    name, body = download("#op-export-svg")
+    group = re.search(r'<g class="mark-symbol role-mark points_marks"[^>]*>(.*?)</g>',
+                      body.decode(), re.S)
+    assert group and group.group(1).count("<path") == len(doc["rows"])
 
     for button, kind in (("#op-export-png", "png"), ("#op-export-svg", "svg"),
                          ("#program-export-png", "png"), ("#program-export-svg", "svg"),

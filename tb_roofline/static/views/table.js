@@ -39,11 +39,17 @@ export class DataTable {
 
   setColumns(columns) {
     this.columns = columns;
+    this.sortCache = null;
     this._render();
   }
 
-  setRows(rows) {
+  /**
+   * Replaces the rows. `base`: a superset the rows were filtered from (in any order); the
+   * table then keeps that set sorted and filters it, instead of sorting the rows again.
+   */
+  setRows(rows, {base = null} = {}) {
     this.rows = rows;
+    this.base = base;
     this._recompute();
     const pages = this.pageCount();
     if (this.page >= pages) this.page = Math.max(0, pages - 1);
@@ -83,22 +89,20 @@ export class DataTable {
     return index >= 0;
   }
 
-  _recompute() {
-    let rows = this.rows;
-    if (this.search) {
-      const keys = this.options.searchKeys;
-      const q = this.search;
-      rows = rows.filter((r) => keys.some((k) => r[k] !== null && r[k] !== undefined &&
-          String(r[k]).toLowerCase().includes(q)));
-    } else {
-      rows = rows.slice();
+  /** `rows` sorted by the current sort (a new array); cached for the `base` set. */
+  _sorted(rows) {
+    const sort = this.sort;
+    const cache = this.sortCache;
+    if (rows === this.base && cache && cache.rows === rows && cache.sort === sort) {
+      return cache.sorted;
     }
-    if (this.sort) {
-      const {key, dir} = this.sort;
+    const sorted = rows.slice();
+    if (sort) {
+      const {key, dir} = sort;
       const col = this.columns.find((c) => c.key === key);
       const numeric = !col || col.type === 'num';
       const sign = dir === 'asc' ? 1 : -1;
-      rows.sort((a, b) => {
+      sorted.sort((a, b) => {
         const x = a[key];
         const y = b[key];
         const xn = x === null || x === undefined;
@@ -107,6 +111,25 @@ export class DataTable {
         if (numeric) return sign * (x - y);
         return sign * String(x).localeCompare(String(y));
       });
+    }
+    if (rows === this.base) this.sortCache = {rows, sort, sorted};
+    return sorted;
+  }
+
+  _recompute() {
+    let rows = this.rows;
+    if (this.base && this.base !== rows) {
+      // A subset of `base`: filter the sorted base (linear) rather than sort the subset.
+      const keep = new Set(rows);
+      rows = this._sorted(this.base).filter((r) => keep.has(r));
+    } else {
+      rows = this._sorted(rows);
+    }
+    if (this.search) {
+      const keys = this.options.searchKeys;
+      const q = this.search;
+      rows = rows.filter((r) => keys.some((k) => r[k] !== null && r[k] !== undefined &&
+          String(r[k]).toLowerCase().includes(q)));
     }
     this.view = rows;
   }
