@@ -13,8 +13,7 @@ def runs_of(server):
 def test_demo_runs_and_per_host_points(page, tb_testdata):
     runs = runs_of(tb_testdata)
     demo = [r for r in runs if r.startswith("demo/")]
-    if not demo:
-        pytest.skip("no demo logdir in testdata/")
+    assert demo, "the demo logdir (testdata/demo) is part of the repository"
     for run in demo:
         open_frame(page, tb_testdata, run=run)
         assert page.evaluate("document.querySelector('#roofline-app').dataset.status") == "ready"
@@ -37,8 +36,7 @@ def test_gpu_trace_precisions_and_kernel_view(page, tb_testdata):
     candidates = [r for r, info in runs.items() if info["format"] == "kineto"]
     run = next((r for r in candidates
                 if len(tb_testdata.api("device", run=r)[1]["device"]["compute"]) > 1), None)
-    if run is None:
-        pytest.skip("no GPU trace with per-precision peaks in testdata/")
+    assert run is not None, "testdata/kineto holds GPU traces with per-precision peaks"
     open_frame(page, tb_testdata, run=run)
     device = tb_testdata.api("device", run=run)[1]["device"]
     rows = page.locator("#device-compute tbody tr[data-precision]")
@@ -71,7 +69,7 @@ def test_profiles_without_peaks_or_ops(page, tb_testdata):
         if "device" in device and not device["device"]["peaks_known"]:
             break
     else:
-        pytest.skip("every profile in testdata/ has known peaks")
+        raise AssertionError("testdata/ holds CPU profiles without peaks")
     open_frame(page, tb_testdata, run=run)
     assert page.evaluate("document.querySelector('#roofline-app').dataset.status") in (
         "ready", "partial")
