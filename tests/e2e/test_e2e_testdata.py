@@ -1,7 +1,6 @@
 """The tab on the repository's committed test data (demo TPU pods, real GPU/CPU profiles)."""
 from __future__ import annotations
 
-import pytest
 
 from e2e_helpers import READY, open_frame, point_count, shot, wait_js
 
