@@ -6,6 +6,7 @@ the ones the UI shows: GFLOP/s for compute, GB/s (1e9 B/s) stored and GiB/s (2^3
 from __future__ import annotations
 
 import dataclasses
+import math
 
 GIB_PER_GB = 1e9 / (1 << 30)  # 1 GB/s = 0.931... GiB/s (XProf divides GB/s by 1.073741824)
 
@@ -27,6 +28,11 @@ def normalize_precision(name: str) -> str:
         return ""
     key = name.strip().lower()
     return _PRECISION_ALIASES.get(key, key if key.startswith(("fp", "int", "tf", "bf")) else "")
+
+
+def _finite(value):
+    """JSON has no NaN or infinity: an unusable number is an unknown one."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 @dataclasses.dataclass
@@ -92,10 +98,11 @@ class DeviceInfo:
             "num_hosts": self.num_hosts, "megacore": self.megacore, "has_cmem": self.has_cmem,
             "has_merged_vmem": self.has_merged_vmem,
             "time_scale_multiplier": self.time_scale_multiplier,
-            "compute": [{"precision": c.precision, "peak_gflops": c.gflops, "source": c.source}
-                        for c in self.compute],
-            "memories": [{"id": m.id, "name": m.name, "peak_gbs": m.gbs, "peak_gibs": m.gibs,
-                          "ridge_point": (self.peak_gflops / m.gbs) if m.gbs > 0 else None,
+            "compute": [{"precision": c.precision, "peak_gflops": _finite(c.gflops),
+                         "source": c.source} for c in self.compute],
+            "memories": [{"id": m.id, "name": m.name, "peak_gbs": _finite(m.gbs),
+                          "peak_gibs": _finite(m.gibs),
+                          "ridge_point": _finite(self.peak_gflops / m.gbs) if m.gbs > 0 else None,
                           "source": m.source} for m in self.memories],
             "peaks_known": self.peaks_known,
         }

@@ -120,7 +120,7 @@ def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> d
         utils.append(_div(_div(sums[col], time_ns), np.full(n, peak_gbs)))  # GB/s over GB/s
         names.append(name)
         intensities.append(out[f"{mid}_operational_intensity"])
-    util = np.vstack(utils)  # resources × rows
+    util = np.nan_to_num(np.vstack(utils), nan=0.0, posinf=0.0)  # resources × rows
     best = np.argmax(util, axis=0)  # first maximum: ties keep the earlier resource
     eff = util[best, np.arange(n)]
     out["roofline_efficiency"] = eff

@@ -187,3 +187,39 @@ def test_ops_without_symbol_id_are_kept():
     md.stats.extend(kept)
     t = read_xspace(space, "h").ops
     assert t["operation"].tolist() == ["fusion.2"] and t["flops"][0] == 5
+
+
+def test_damaged_files_give_a_format_error_never_a_crash(tmp_path):
+    """Seeded byte flips and truncations: each file reads, or fails as a ProfileFormatError."""
+    import random
+
+    from tb_roofline.readers.xspace import read_xspace_file
+    from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
+
+    good = make_tpu_xspace(SynthConfig(seed=3, num_cores=2, num_steps=2, ops_per_step=30))
+    good = good.SerializeToString()
+    outcomes = {"read": 0, "error": 0}
+    for seed in range(150):
+        rng = random.Random(seed)
+        data = bytearray(good)
+        for _ in range(rng.choice([1, 3, 10])):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            data = data[: rng.randrange(len(data))]
+        path = tmp_path / f"{seed}.xplane.pb"
+        path.write_bytes(bytes(data))
+        try:
+            read_xspace_file(_old(str(path)), "h")
+            outcomes["read"] += 1
+        except ProfileFormatError:
+            outcomes["error"] += 1
+    assert outcomes["read"] and outcomes["error"]
+
+
+def test_non_finite_peaks_are_unknown_not_crashes():
+    space = _tpu_space([("fusion.2", "loop fusion", 0, 10, 0, 100, 64)],
+                       plane_stats={"peak_teraflops_per_second": float("inf"),
+                                    "peak_hbm_bw_gigabytes_per_second": float("nan")})
+    data = read_xspace(space, "h")
+    assert data.device.peak_gflops == 0 and not data.device.peaks_known
+    assert data.device.memory("hbm").gbs == 0

@@ -11,6 +11,7 @@ Facts used (REFERENCE.md §2-3, and XProf's conversion, which users compare us w
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -190,9 +191,9 @@ class _PlaneStats:
 
 
 def _device_from_plane_stats(stats: dict, num_cores: int) -> DeviceInfo:
-    def num(key):
+    def num(key):  # a missing, non-numeric or non-finite peak is an unknown one
         v = stats.get(key)
-        return float(v) if isinstance(v, (int, float)) else 0.0
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else 0.0
 
     tflops = num("peak_teraflops_per_second")
     device = DeviceInfo(type=str(stats.get("device_type_string") or "TPU"), kind="tpu",
@@ -450,13 +451,27 @@ def read_xspace_file(path: str, host: str, max_bytes: int | None = None,
     if progress:
         progress(0, 1)
     raw, young = read_profile_bytes(path, max_bytes)
+    name = os.path.basename(path)
+    data = None
     fast = _fast_tpu_planes(raw)
     if fast is not None:
         planes, others = fast
-        data = _read_tpu_planes(planes, [p.name for p in planes] + [h.name for h in others],
-                                host, progress)
-    else:
-        data = read_xspace(parse_xspace(raw, os.path.basename(path), young), host, progress)
+        try:
+            data = _read_tpu_planes(planes, [p.name for p in planes] + [h.name for h in others],
+                                    host, progress)
+        except _DAMAGE:  # damage inside a plane: the full parse below says what it is
+            data = None
+    if data is None:
+        space = parse_xspace(raw, name, young)
+        try:
+            data = read_xspace(space, host, progress)
+        except _DAMAGE as exc:  # e.g. a corrupt nested message (memory breakdown, HLO)
+            if young:
+                raise ProfileIncompleteError(f"{name} does not parse yet") from None
+            raise ProfileFormatError(f"{name} holds a damaged record: {exc}") from None
     if progress:
         progress(1, 1)
     return data
+
+
+_DAMAGE = (DecodeError, RuntimeError, ValueError, OverflowError)
