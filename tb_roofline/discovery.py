@@ -50,11 +50,19 @@ def _kineto_host(name: str) -> str:
 
 
 def scan_logdir(logdir: str, deadline: float | None = None) -> list[Run]:
-    """Walk `logdir` once; newest session first. Stops early (partial list) past `deadline`."""
+    """Walk `logdir` once; newest session first. Stops early past `deadline` (see
+    `scan_logdir_bounded` to know whether it did)."""
+    return scan_logdir_bounded(logdir, deadline)[0]
+
+
+def scan_logdir_bounded(logdir: str, deadline: float | None = None) -> tuple[list[Run], bool]:
+    """(runs, whether the walk finished before `deadline`)."""
     runs: list[Run] = []
+    complete = True
     logdir = os.path.abspath(logdir)
     for dirpath, dirnames, filenames in os.walk(logdir, followlinks=False):
         if deadline is not None and time.monotonic() > deadline:
+            complete = False
             break
         dirnames.sort()
         rel = os.path.relpath(dirpath, logdir)
@@ -70,9 +78,12 @@ def scan_logdir(logdir: str, deadline: float | None = None) -> list[Run]:
             name = "." if rel == "." else rel.replace(os.sep, "/")
             files = tuple(HostFile(_kineto_host(f), os.path.join(dirpath, f)) for f in traces)
             runs.append(Run(name, name, "", "kineto", files, _newest_mtime(files)))
+    return _newest_first(runs), complete
+
+
+def _newest_first(runs: list[Run]) -> list[Run]:
     # Session names are timestamps (YYYY_MM_DD_HH_MM_SS): sort on them, then on mtime.
-    runs.sort(key=lambda r: (r.session, r.mtime, r.run), reverse=True)
-    return runs
+    return sorted(runs, key=lambda r: (r.session, r.mtime, r.run), reverse=True)
 
 
 def _newest_mtime(files) -> float:
@@ -97,7 +108,6 @@ class RunIndex:
         self.max_age_s = max_age_s
         self._runs: list[Run] = []
         self._scanned_at = 0.0
-        self._complete = False
         self._lock = threading.Lock()
         self._scanning = False
 
@@ -115,11 +125,19 @@ class RunIndex:
         return list(self._runs)
 
     def refresh(self, budget_s: float = 2.0) -> list[Run]:
-        """Scan now (for `/runs`), bounded so a slow disk cannot hang a request."""
-        result = scan_logdir(self.logdir, deadline=time.monotonic() + budget_s)
+        """Scan now (for `/runs`), bounded so a slow disk cannot hang a request. A scan cut
+        short keeps the runs it did not reach and finishes in the background."""
+        result, complete = scan_logdir_bounded(self.logdir, deadline=time.monotonic() + budget_s)
         with self._lock:
-            self._runs, self._scanned_at = result, time.monotonic()
-        return list(result)
+            if complete:
+                self._runs, self._scanned_at = result, time.monotonic()
+            else:
+                seen = {r.run for r in result}
+                self._runs = _newest_first(result + [r for r in self._runs if r.run not in seen])
+                self._scanned_at = 0.0  # stale: the next call starts a full background scan
+        if not complete:
+            self._maybe_start_background()
+        return list(self._runs)
 
     def find(self, name: str) -> Run | None:
         for run in self._runs:

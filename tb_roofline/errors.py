@@ -33,6 +33,12 @@ class BadProfileError(tb_errors.PublicError):
     code = "bad_profile"
 
 
+class BadDeviceFileError(tb_errors.PublicError):
+    """A device file (roofline_device.json, TB_ROOFLINE_DEVICE_FILE) that cannot be used."""
+    http_code = 422
+    code = "bad_device_file"
+
+
 class ProfileIncompletePublicError(tb_errors.PublicError):
     http_code = 503
     code = "profile_incomplete"

@@ -5,9 +5,11 @@ unchanged one costs nothing. Nothing is ever written into the logdir.
 """
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import io
+import logging
 import json
 import os
 import threading
@@ -19,6 +21,50 @@ from tb_roofline.discovery import ALL_HOSTS, Run, RunIndex
 from tb_roofline.op_table import Diagnostic, ProfileData
 
 DEFAULT_MAX_FILE_MB = 4096
+
+
+HOST_CACHE_SIZE = 32
+ANALYSIS_CACHE_SIZE = 16
+
+
+class _LRU:
+    """A small thread-safe least-recently-used map."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._items: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key, value):
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def __len__(self):
+        return len(self._items)
+
+
+def _env_file_limit_mb() -> float:
+    """TB_ROOFLINE_MAX_FILE_MB, or the default when unset or not a positive number (a typo in
+    an environment variable must not stop TensorBoard from loading the plugin)."""
+    value = os.environ.get("TB_ROOFLINE_MAX_FILE_MB", "")
+    try:
+        limit = float(value)
+    except ValueError:
+        if value:
+            logging.getLogger(__name__).warning(
+                "TB_ROOFLINE_MAX_FILE_MB=%r is not a number; using %d", value, DEFAULT_MAX_FILE_MB)
+        return DEFAULT_MAX_FILE_MB
+    return limit if limit > 0 else DEFAULT_MAX_FILE_MB
 
 
 def _file_signature(path: str):
@@ -49,12 +95,14 @@ class RooflineService:
         self.index = RunIndex(logdir) if logdir else None
         if self.index:
             self.index.has_any()  # start the first scan now, so is_active() knows by page load
-        env_limit = os.environ.get("TB_ROOFLINE_MAX_FILE_MB")
-        self.max_file_bytes = int(float(max_file_mb or env_limit or DEFAULT_MAX_FILE_MB) * (1 << 20))
-        self._lock = threading.Lock()
-        self._key_locks: dict = {}
-        self._host_cache: dict = {}  # path -> (signature, ProfileData)
-        self._analysis_cache: dict = {}  # (run, hosts, signatures) -> Analysis
+        self.max_file_bytes = int((max_file_mb or _env_file_limit_mb()) * (1 << 20))
+        # Striped locks: one conversion per key at a time, with a bounded number of locks.
+        # Analyses take a host lock while holding their own, never the reverse: two separate
+        # sets keep that order deadlock-free.
+        self._stripes = {kind: [threading.Lock() for _ in range(32)] for kind in ("analysis", "host")}
+        # Small LRU caches (a long-running TensorBoard must not grow without bound):
+        self._host_cache = _LRU(HOST_CACHE_SIZE)  # path -> (signature, ProfileData)
+        self._analysis_cache = _LRU(ANALYSIS_CACHE_SIZE)  # (run, hosts) -> (signatures, Analysis)
 
     # --- discovery ------------------------------------------------------------------------
     def has_profiles(self) -> bool:
@@ -92,8 +140,8 @@ class RooflineService:
 
     # --- reading and analysis -------------------------------------------------------------
     def _key_lock(self, key):
-        with self._lock:
-            return self._key_locks.setdefault(key, threading.Lock())
+        stripes = self._stripes[key[0]]
+        return stripes[hash(key) % len(stripes)]
 
     def _read_host(self, run: Run, hostfile) -> ProfileData:
         from tb_roofline.readers import read_profile_file  # import late: keeps is_active light
@@ -112,7 +160,7 @@ class RooflineService:
                                          max_bytes=self.max_file_bytes, progress=report)
             except errors.ProfileFormatError as exc:
                 raise errors.to_public(exc, f"run {run.run!r}, host {hostfile.host!r}") from None
-            self._host_cache[hostfile.path] = (sig, data)
+            self._host_cache.put(hostfile.path, (sig, data))
             return data
 
     def _with_device_file(self, run: Run, hostfile, data: ProfileData) -> ProfileData:
@@ -121,11 +169,15 @@ class RooflineService:
         logdir, else TB_ROOFLINE_DEVICE_FILE. Without one they say how to get one."""
         if data.device is not None and data.device.peaks_known and not self.device_file:
             return data
+        path = None
         try:
             path = self.device_file or device_file.find_device_file(hostfile.path, self.logdir)
             device = device_file.load_device_file(path) if path else None
         except device_file.DeviceFileError as exc:
-            raise errors.InvalidArgumentError(f"device file: {exc}") from None
+            message = str(exc)  # name the file, but not where it lives on the server
+            for full in filter(None, (path, self.device_file, os.environ.get(device_file.ENV_VAR))):
+                message = message.replace(full, os.path.basename(full))
+            raise errors.BadDeviceFileError(f"device file: {message}") from None
         if device is None:
             note = Diagnostic("warning", "peaks_unknown", device_file.PEAKS_UNKNOWN_MESSAGE)
             return dataclasses.replace(data, diagnostics=data.diagnostics + [note])
@@ -138,16 +190,22 @@ class RooflineService:
     def analysis(self, run_name: str, host: str) -> roofline.Analysis:
         run = self._run(run_name)
         files = self._files(run, host)
+        extra = []
+        if len(files) > 1:  # a host file deleted since the last scan: the others still count
+            present = [f for f in files if os.path.exists(f.path)]
+            extra = [Diagnostic("warning", "host_missing", f"host {f.host!r} skipped: its file "
+                                "is gone") for f in files if f not in present]
+            files = present or files
         sigs = tuple(_file_signature(f.path) for f in files) + self._device_file_signatures(files)
-        key = (run.run, tuple(f.host for f in files), sigs)
+        key = (run.run, tuple(f.host for f in files))
         cached = self._analysis_cache.get(key)
-        if cached is not None:
-            return cached
-        with self._key_lock(("analysis",) + key[:2]):
+        if cached is not None and cached[0] == sigs:
+            return cached[1]
+        with self._key_lock(("analysis",) + key):
             cached = self._analysis_cache.get(key)
-            if cached is not None:
-                return cached
-            profiles, extra = [], []
+            if cached is not None and cached[0] == sigs:
+                return cached[1]
+            profiles = []
             for f in files:
                 try:
                     profiles.append(self._with_device_file(run, f, self._read_host(run, f)))
@@ -161,10 +219,7 @@ class RooflineService:
                     f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra))
             result = roofline.analyze(profiles, host_label=files[0].host if len(files) == 1 else ALL_HOSTS)
             result.diagnostics = extra + result.diagnostics
-            # Drop stale entries of the same run/host (an older version of the files).
-            for old in [k for k in self._analysis_cache if k[:2] == key[:2]]:
-                del self._analysis_cache[old]
-            self._analysis_cache[key] = result
+            self._analysis_cache.put(key, (sigs, result))  # replaces an older version's
             return result
 
     def _device_file_signatures(self, files) -> tuple:

@@ -198,3 +198,77 @@ def test_large_logdir_scan(tmp_path):
     runs = scan_logdir(str(tmp_path))
     assert [r.run for r in runs] == ["run150/2026_01_01_00_00_00"]
     assert time.monotonic() - t0 < 5
+
+
+def test_concurrent_requests_share_one_conversion(logdir):
+    """TensorBoard serves requests from threads: no errors, one answer, caches stay bounded."""
+    import concurrent.futures
+
+    from tb_roofline import service as service_module
+    service = RooflineService(str(logdir))
+    runs = [r["run"] for r in service.list_runs()["runs"]]
+    jobs = [(run, host) for run in runs for host in ("", "*", "h0", "host0")
+            if host in ("", "*") or host in service.hosts(run)["hosts"]] * 6
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda j: service.analysis(*j), jobs))
+    by_key = {}
+    for job, result in zip(jobs, results):
+        by_key.setdefault(job, set()).add(id(result))
+    assert all(len(ids) == 1 for ids in by_key.values())
+    assert len(service._analysis_cache) <= service_module.ANALYSIS_CACHE_SIZE
+
+
+def test_caches_are_bounded(tmp_path, monkeypatch):
+    from tb_roofline import service as service_module
+    monkeypatch.setattr(service_module, "ANALYSIS_CACHE_SIZE", 2)
+    monkeypatch.setattr(service_module, "HOST_CACHE_SIZE", 2)
+    for i in range(4):
+        write_tpu_session(str(tmp_path), "", f"2026_01_0{i + 1}_00_00_00",
+                          [SynthConfig(seed=i, num_steps=1, ops_per_step=4)])
+    service = RooflineService(str(tmp_path))
+    for run in service.list_runs()["runs"]:
+        service.program(run["run"], "", True)
+    assert len(service._analysis_cache) == 2 and len(service._host_cache) == 2
+
+
+def test_deleted_host_file_leaves_the_others(logdir):
+    service = RooflineService(str(logdir))
+    run = "train/a/2026_02_01_00_00_00"
+    assert service.device(run, "")["device"]["num_hosts"] == 2
+    os.remove(logdir / "train" / "a" / "plugins" / "profile" / "2026_02_01_00_00_00" / "h1.xplane.pb")
+    assert service.device(run, "")["device"]["num_hosts"] == 1
+    assert "host_missing" in [d["code"] for d in service.diagnostics(run, "")["diagnostics"]]
+
+
+def test_bad_size_limit_variable_falls_back(logdir, monkeypatch):
+    from tb_roofline.service import DEFAULT_MAX_FILE_MB
+    monkeypatch.setenv("TB_ROOFLINE_MAX_FILE_MB", "lots")
+    assert RooflineService(str(logdir)).max_file_bytes == DEFAULT_MAX_FILE_MB * (1 << 20)
+    monkeypatch.setenv("TB_ROOFLINE_MAX_FILE_MB", "0.5")
+    assert RooflineService(str(logdir)).max_file_bytes == (1 << 19)
+
+
+def test_bad_device_file_is_a_clear_error_without_server_paths(tmp_path):
+    shutil = __import__("shutil")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    shutil.copytree(os.path.join(repo, "testdata", "jax_cpu", "mlp"), tmp_path / "mlp")
+    (tmp_path / "roofline_device.json").write_text("{not json")
+    service = RooflineService(str(tmp_path))
+    run = service.list_runs()["runs"][0]["run"]
+    with pytest.raises(errors.BadDeviceFileError) as info:
+        service.device(run, "")
+    assert "roofline_device.json" in str(info.value) and str(tmp_path) not in str(info.value)
+
+
+def test_partial_scan_keeps_runs_it_did_not_reach(logdir, monkeypatch):
+    import tb_roofline.discovery as discovery
+    index = discovery.RunIndex(str(logdir))
+    full = index.refresh()
+    assert len(full) == 2
+    real = discovery.scan_logdir_bounded
+
+    def cut_short(logdir, deadline=None):  # the bounded scan runs out of time at once
+        return ([], False) if deadline is not None else real(logdir, deadline)
+
+    monkeypatch.setattr(discovery, "scan_logdir_bounded", cut_short)
+    assert [r.run for r in index.refresh()] == [r.run for r in full]
