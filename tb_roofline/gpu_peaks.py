@@ -388,12 +388,19 @@ _MATMUL_WORDS = ("conv", "dot", "matmul", "gemm", "attention", "einsum", "linear
 def apply_ceilings(table, device: DeviceInfo, allow_tf32: bool = True) -> None:
     """Set each op row's `precision` to the ceiling it belongs under on this device (tensor-core
     roofs for dots and convolutions, vector roofs for the rest); rows whose precision has no
-    ceiling of its own keep their data type and fall under the default roof."""
-    if not len(table) or not device.compute:
+    ceiling of its own keep their data type and fall under the default roof. The data type
+    itself stays in `dtype`, so a later device (a device file) can place the rows again."""
+    if not len(table):
+        return
+    dtypes = table["dtype"]
+    if not any(dtypes.tolist()):  # first call: the reader's precision is the data type
+        dtypes[:] = table["precision"]
+    if not device.compute:
+        table.columns["precision"][:] = dtypes
         return
     cache: dict = {}
     out = []
-    for dtype, category in zip(table["precision"].tolist(), table["category"].tolist()):
+    for dtype, category in zip(dtypes.tolist(), table["category"].tolist()):
         key = (dtype, category)
         if key not in cache:
             matmul = any(w in category.lower() for w in _MATMUL_WORDS)

@@ -21,7 +21,7 @@ MEMORY_COLUMNS = (
 )
 
 STRING_COLUMNS = ("host", "program_id", "program", "operation", "category", "source", "tf_op",
-                  "flops_source", "precision")
+                  "flops_source", "precision", "dtype")
 INT_COLUMNS = ("core", "step", "occurrences")
 FLOAT_COLUMNS = ("total_time_ps", "self_time_ps", "dma_stall_ps", "flops", "model_flops",
                  "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS)
@@ -48,6 +48,9 @@ class OpTable:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
+
+    def copy(self) -> "OpTable":
+        return OpTable({k: v.copy() for k, v in self.columns.items()})
 
     def select(self, mask: np.ndarray) -> "OpTable":
         return OpTable({k: v[mask] for k, v in self.columns.items()})
@@ -176,6 +179,8 @@ class ProfileData:
     has_hw_counters: bool = False
     # PyTorch traces: kernel-level rows (a second view), hardware counters (the "Total (HW)"
     # record and per-kernel counter rows), and the rank this file is.
+    # Whether f32 matmuls may sit under a TF32 roof (XLA's default; PyTorch's only when asked).
+    allow_tf32: bool = True
     kernels: "OpTable | None" = None
     hw_counters: "object | None" = None
     hw_ops: "OpTable | None" = None

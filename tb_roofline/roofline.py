@@ -93,9 +93,9 @@ def _div(a, b):
 def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> dict[str, np.ndarray]:
     """Rates, intensities, bound-by and efficiencies from summed FLOPs, bytes and times (ps).
 
-    The compute roof of each record is `sums["flops"] / sums["roof_time"]`: for work of one
-    precision that is its own ceiling; for a mix (a Program record) it is the rate at which the
-    mix would run if each part ran on its own ceiling.
+    The compute roof of each record is `sums["peak"]` when given (op records: their precision's
+    ceiling), else `sums["flops"] / sums["roof_time"]`: for a mix (a Program record) the rate at
+    which the mix would run if each part ran on its own ceiling.
     """
     time_ns = sums["total_time_ps"] / 1000.0
     out = {}
@@ -108,8 +108,10 @@ def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> d
         out[f"{mid}_operational_intensity"] = _div(sums["flops"], sums[col])
 
     n = len(time_ns)
-    peak = np.where(sums["roof_time"] > 0, _div(sums["flops"], sums["roof_time"]),
-                    device.peak_gflops)
+    peak = sums.get("peak")
+    if peak is None:  # the mixed roof of each record's FLOPs
+        peak = np.where(sums["roof_time"] > 0, _div(sums["flops"], sums["roof_time"]),
+                        device.peak_gflops)
     out["peak_flop_rate"] = peak
     compute_util = _div(out["flop_rate"], peak)
     names = ["Compute"]
@@ -186,6 +188,9 @@ def _total_sums(table: OpTable) -> dict:
 
 def _records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, n: int,
              include_io: bool, frac_denominator_ps) -> RecordTable:
+    precision = labels.get("precision")
+    if isinstance(precision, np.ndarray):  # rows of one precision each: exactly its ceiling
+        sums = dict(sums, peak=np.array([device.peak_for(p) for p in precision.tolist()]))
     d = derive(sums, device, num_cores)
     occ = sums["occurrences"]
     cols = {}

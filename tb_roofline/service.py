@@ -18,6 +18,7 @@ import numpy as np
 
 from tb_roofline import device_file, errors, roofline
 from tb_roofline.discovery import ALL_HOSTS, Run, RunIndex
+from tb_roofline.gpu_peaks import apply_ceilings
 from tb_roofline.op_table import Diagnostic, ProfileData
 
 DEFAULT_MAX_FILE_MB = 4096
@@ -185,7 +186,16 @@ class RooflineService:
         note = Diagnostic("info", "device_file",
                           f"peaks from the device file {os.path.basename(path)} "
                           f"({device.type}, source: {', '.join(sorted({c.source for c in device.compute}))})")
-        return dataclasses.replace(data, device=device, diagnostics=data.diagnostics + [note])
+        # Place every row under this device's ceilings (copies: the cached read stays as read).
+        placed = {}
+        for name in ("ops", "kernels"):
+            table = getattr(data, name)
+            if table is not None:
+                table = table.copy()
+                apply_ceilings(table, device, data.allow_tf32)
+            placed[name] = table
+        return dataclasses.replace(data, device=device, diagnostics=data.diagnostics + [note],
+                                   **placed)
 
     def analysis(self, run_name: str, host: str) -> roofline.Analysis:
         run = self._run(run_name)

@@ -64,3 +64,22 @@ def test_calibrate_then_cpu_profile_gets_a_roof(tmp_path):
     text = io.StringIO()
     assert main([str(logdir), "--device-file", str(device_file), "--top", "3"], out=text) == 0
     assert "(measured)" in text.getvalue()
+
+
+def test_device_file_places_rows_under_its_own_ceilings(tmp_path):
+    """A device file applied later places each op under that file's ceiling of its precision."""
+    import shutil
+
+    from tb_roofline.device import ComputePeak, DeviceInfo, MemoryPeak
+    from tb_roofline.device_file import write_device_file
+    shutil.copytree(os.path.join(REPO, "testdata", "jax_cpu", "mlp"), tmp_path / "mlp")
+    device = DeviceInfo(type="test cpu", kind="cpu", num_cores=1,
+                        compute=[ComputePeak("fp64", 50.0, "user"), ComputePeak("fp32", 100.0, "user")],
+                        memories=[MemoryPeak("hbm", "DRAM", 20.0, "user")])
+    write_device_file(str(tmp_path / "roofline_device.json"), device)
+    service = RooflineService(str(tmp_path))
+    run = service.list_runs()["runs"][0]["run"]
+    ops = service.ops(run, "", True)
+    cols = ops["columns"]
+    placed = {(r[cols.index("precision")], r[cols.index("peak_flop_rate")]) for r in ops["rows"]}
+    assert placed == {("fp32", 100.0)}  # f32 work under the fp32 roof, not the first (fp64)
