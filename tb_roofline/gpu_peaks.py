@@ -183,7 +183,7 @@ def _compare(checks, diagnostics, resource, unit, derived, spec_value, source, w
 
 
 def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
-    """Peaks of one GPU plane (`_PlaneStats.as_dict(plane.stats)`), with checks and notes."""
+    """Peaks of one GPU plane (`PlaneStats.as_dict(plane.stats)`), with checks and notes."""
     clock_khz = _num(stats, "clock_rate")
     sms = int(_num(stats, "core_count"))
     bandwidth = _num(stats, "memory_bandwidth")

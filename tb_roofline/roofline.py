@@ -286,8 +286,7 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
     program, ops, views = {}, {}, {}
     for include_io in (True, False):
         keep = np.ones(len(table), bool) if include_io else ~table["is_infeed_outfeed"]
-        io_rows = table["is_infeed_outfeed"] & ~table["is_container"]
-        io_time = 0.0 if include_io else float(table["total_time_ps"][io_rows].sum())
+        io_time = 0.0 if include_io else float(table["total_time_ps"][io_mask].sum())
         denominator = spans_ps - io_time
         t = table.select(keep)
 

@@ -22,7 +22,7 @@ from tb_roofline.device_table import TABLE, lookup
 from tb_roofline.gpu_peaks import (ceiling_precision, derive_gpu_peaks,
                                    device_from_kineto_properties, gpu_device_from_plane_stats,
                                    kineto_device_peaks)
-from tb_roofline.readers.xspace import _PlaneStats, load_xspace
+from tb_roofline.readers.xspace import PlaneStats, load_xspace
 
 HERE = os.path.dirname(__file__)
 TESTDATA = os.path.join(HERE, "..", "testdata")
@@ -63,7 +63,7 @@ def _peaks(device: DeviceInfo) -> dict:
 def _v100_plane_stats():
     space = load_xspace(V100_FILE)
     gpus = [p for p in space.planes if p.name.startswith("/device:GPU:")]
-    ps = _PlaneStats(gpus[0])
+    ps = PlaneStats(gpus[0])
     return ps.as_dict(gpus[0].stats), len(gpus)
 
 

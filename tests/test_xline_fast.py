@@ -7,7 +7,7 @@ import pytest
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers import xline_fast as xf
 from tb_roofline.readers.xline_fast import self_times_by_stack as _self_times
-from tb_roofline.readers.xspace import _line_events, _PlaneStats
+from tb_roofline.readers.xspace import _line_events, PlaneStats
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 
 
@@ -53,7 +53,7 @@ def _check_raw(data: bytes, ids):
 def _check_space(space):
     n = 0
     for plane in space.planes:
-        ids = _PlaneStats(plane).ids
+        ids = PlaneStats(plane).ids
         for line in plane.lines:
             ref, got = _check_raw(line.SerializeToString(), ids)
             assert got is not None, "synthetic TPU lines must take the token path"
@@ -269,7 +269,7 @@ def _check_tokens(line, ids, must_decode=False):
 def test_tokens_on_synthetic_profiles(cfg):
     space = make_tpu_xspace(cfg)
     for plane in space.planes:
-        ids = _PlaneStats(plane).ids
+        ids = PlaneStats(plane).ids
         for line in plane.lines:
             _check_tokens(line, ids, must_decode=True)
 

@@ -31,7 +31,7 @@ from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
 from tb_roofline.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, Diagnostic,
                                   OpTableBuilder, ProfileData, StepSpan)
 from tb_roofline.readers.xline_fast import self_times
-from tb_roofline.readers.xspace import _PlaneStats
+from tb_roofline.readers.xspace import PlaneStats
 
 GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
 HOST_PLANE = "/host:CPU"
@@ -55,7 +55,7 @@ class _Event:
         self.step = NO_STEP
 
 
-def _events(plane, lines, ps: _PlaneStats, require_hlo: bool):
+def _events(plane, lines, ps: PlaneStats, require_hlo: bool):
     """Events of `lines` (per line, for self times) as `_Event`s."""
     ids = ps.ids
     want = {ids.get(k, -1): k for k in ("hlo_op", "program_id", "hlo_module", "group_id")}
@@ -93,7 +93,7 @@ def _host_steps(space) -> list[tuple[int, int, int]]:
     for plane in space.planes:
         if plane.name != HOST_PLANE:
             continue
-        ps = _PlaneStats(plane)
+        ps = PlaneStats(plane)
         sid = ps.ids.get("step_num")
         if sid is None:
             continue
@@ -109,7 +109,7 @@ def _host_steps(space) -> list[tuple[int, int, int]]:
     return sorted((s, b, d) for s, (b, d) in best.items())
 
 
-def _device_steps(plane, ps: _PlaneStats) -> dict[int, tuple[int, int]]:
+def _device_steps(plane, ps: PlaneStats) -> dict[int, tuple[int, int]]:
     gid = ps.ids.get("group_id")
     out: dict[int, tuple[int, int]] = {}
     for line in plane.lines:
@@ -190,7 +190,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     for done, (core, plane) in enumerate(cores):
         if progress:
             progress(done, len(cores))
-        ps = _PlaneStats(plane)
+        ps = PlaneStats(plane)
         if is_gpu:
             lines = [l for l in plane.lines if l.name not in DERIVED_LINES]
             per_line = _events(plane, lines, ps, require_hlo=False)
@@ -323,11 +323,11 @@ def _device(space, gpus, is_gpu) -> tuple[DeviceInfo, list]:
     """GPU: peaks derived from the device-capability stats, checked against the data sheets.
     CPU: the profile has no peaks (the service applies a device file when there is one)."""
     if is_gpu:
-        ps = _PlaneStats(gpus[0][1])
+        ps = PlaneStats(gpus[0][1])
         peaks = derive_gpu_peaks(ps.as_dict(gpus[0][1].stats), len(gpus))
         return peaks.device, peaks.diagnostics
     cpu = ""
     for p in space.planes:
         if p.name == METADATA_PLANE:
-            cpu = str(_PlaneStats(p).as_dict(p.stats).get("cpu_version") or "")
+            cpu = str(PlaneStats(p).as_dict(p.stats).get("cpu_version") or "")
     return DeviceInfo(type=cpu or "CPU", kind="cpu", num_cores=1, compute=[]), []

@@ -161,7 +161,7 @@ def _events(line, stat_ids: dict):
     return _line_events(line, stat_ids)
 
 
-class _PlaneStats:
+class PlaneStats:
     """Stat-name lookups for one plane (metadata ids are per plane)."""
 
     def __init__(self, plane: xplane_pb2.XPlane):
@@ -248,7 +248,7 @@ OP_STATS = ("flops", "model_flops", "bytes_accessed", "hlo_category", "program_i
             "memory_access_breakdown", "source", "tf_op")
 
 
-def _op_info(ps: _PlaneStats, md) -> dict:
+def _op_info(ps: PlaneStats, md) -> dict:
     wanted = ps.wanted(OP_STATS)
     s = {}
     for st in md.stats:
@@ -273,7 +273,7 @@ def _op_info(ps: _PlaneStats, md) -> dict:
     }
 
 
-def _program_names(ps: _PlaneStats, plane) -> dict[str, str]:
+def _program_names(ps: PlaneStats, plane) -> dict[str, str]:
     """program id -> module name, from the metadata of the `XLA Modules` line's events."""
     names = {}
     seen = set()
@@ -355,7 +355,7 @@ def _read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=N
             progress(done, len(cores))
         if isinstance(plane, _LazyPlane):
             plane = plane.load()
-        ps = _PlaneStats(plane)
+        ps = PlaneStats(plane)
         stat_table = stat_tables.setdefault(tuple(sorted(ps.names.items())), len(stat_tables))
         if device is None:
             device = _device_from_plane_stats(ps.as_dict(plane.stats), len(cores))
