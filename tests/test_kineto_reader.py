@@ -379,3 +379,225 @@ def test_progress_is_reported():
     calls = []
     read_kineto_file(real("a100_80gb_shapes"), "h", progress=lambda d, t: calls.append((d, t)))
     assert calls[0] == (0, 1) and calls[-1] == (1, 1) and len(calls) > 3
+
+
+# ---------------------------------------------------------------- malformed events and fields
+
+def _doc_file(tmp_path, doc, name="t"):
+    p = tmp_path / f"{name}.pt.trace.json"
+    p.write_text(json.dumps(doc))  # writes NaN / Infinity, which Python's json reads back
+    _old(p)
+    return str(p)
+
+
+def _summary(data):
+    """Everything a trace yields, except the bad-event count."""
+    from tb_roofline.op_table import ALL_COLUMNS
+    return ({k: data.ops[k].tolist() for k in ALL_COLUMNS},
+            {k: data.kernels[k].tolist() for k in ALL_COLUMNS},
+            data.steps, data.core_spans, data.device.type,
+            [d for d in data.diagnostics if d.code != "bad_events"])
+
+
+def _bad_events(data):
+    return [d for d in data.diagnostics if d.code == "bad_events"]
+
+
+MUTATIONS = {
+    "no_ts": lambda e: e.pop("ts"),
+    "str_ts": lambda e: e.update(ts=str(e["ts"])),
+    "bool_ts": lambda e: e.update(ts=True),
+    "nan_ts": lambda e: e.update(ts=float("nan")),
+    "str_dur": lambda e: e.update(dur="5"),
+    "inf_dur": lambda e: e.update(dur=float("inf")),
+    "int_name": lambda e: e.update(name=5),
+    "args_list": lambda e: e.update(args=[1]),
+    "list_tid": lambda e: e.update(tid=[1]),
+}
+
+
+@pytest.mark.parametrize("cat,mutation", [
+    (c, m) for c in ("cuda_runtime", "cpu_op", "kernel", "gpu_memcpy") for m in sorted(MUTATIONS)
+    if m != "list_tid" or c in ("cuda_runtime", "cpu_op")])  # GPU events ignore their thread
+def test_one_bad_event_is_skipped_whole(tmp_path, cat, mutation):
+    """A malformed event in the middle of a real trace reads exactly as if it were absent (no
+    column of the collector shifts), and is counted in the bad_events diagnostic."""
+    doc = raw_events(real("a100_alexnet"))
+    idx = [i for i, e in enumerate(doc["traceEvents"])
+           if e.get("ph") == "X" and e.get("cat") == cat and
+           (cat != "cuda_runtime" or "correlation" in e.get("args", {}))]
+    victim = idx[len(idx) // 2]
+    bad = json.loads(json.dumps(doc))
+    MUTATIONS[mutation](bad["traceEvents"][victim])
+    gone = json.loads(json.dumps(doc))
+    del gone["traceEvents"][victim]
+    data = read_kineto_file(_doc_file(tmp_path, bad, "bad"), "h")
+    ref = read_kineto_file(_doc_file(tmp_path, gone, "gone"), "h")
+    assert _summary(data) == _summary(ref)
+    assert [d.message.split()[0] for d in _bad_events(data)] == ["1"]
+    assert not _bad_events(ref)
+
+
+def test_runtime_event_without_ts_keeps_the_alexnet_op_table(tmp_path):
+    # The review's case: the first launch lost its ts; everything else must stay attributed.
+    doc = raw_events(real("a100_alexnet"))
+    ref = read_kineto_file(real("a100_alexnet"), "h").ops
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {}):
+            e.pop("ts")
+            break
+    t = read_kineto_file(_doc_file(tmp_path, doc), "h").ops
+    assert sorted(t["operation"]) == sorted(ref["operation"]) and len(t) == len(ref) == 9
+    assert "aten::rand" in list(t["operation"])
+
+
+def _ev(cat, name, ts, dur, tid=1, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+            "args": args}
+
+
+def _launch(ts, corr, tid, kernel_ts, device=0, dur=0.5, kdur=2.0):
+    return [_ev("cuda_runtime", "cudaLaunchKernel", ts, dur, tid=tid, correlation=corr),
+            {"ph": "X", "cat": "kernel", "name": f"k{corr}", "pid": 0, "tid": 7, "ts": kernel_ts,
+             "dur": kdur, "args": {"correlation": corr, "device": device}}]
+
+
+def test_launch_search_is_exact_on_high_thread_indices(tmp_path):
+    # 61 threads (index 60 and up: a float key thread*1e15 + ts had 8 µs steps); on the last,
+    # op A [100, 105) launches at 103 and op B [106, 200) right after A.
+    ev = [_ev("cpu_op", "aten::relu", 0, 1, tid=t) for t in range(60)]
+    ev += [_ev("cpu_op", "aten::mm", 100, 5, tid=60), _ev("cpu_op", "aten::add", 106, 94, tid=60)]
+    ev += _launch(103, 1, 60, 300, kdur=3.0) + _launch(107, 2, 60, 310, kdur=5.0)
+    data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
+    rows = dict(zip(data.ops["operation"], data.ops["total_time_ps"]))
+    assert rows == {"aten::mm": 3e6, "aten::add": 5e6}
+
+
+def test_innermost_op_requires_start_before_launch():
+    thread = np.array(list(range(60)) + [60, 60])
+    ts = np.array([0.0] * 60 + [100.0, 106.0])
+    dur = np.array([1.0] * 60 + [5.0, 94.0])
+    order, parent = kineto._op_tree(thread, ts, dur)
+    end = ts + dur
+
+    def find(th, t, e):
+        return kineto._innermost_op(order, parent, thread[order], ts[order], end, np.array([th]),
+                                    np.array([t]), np.array([e])).tolist()[0]
+
+    assert find(60, 103.0, 103.5) == 60  # inside A, not B
+    assert find(60, 105.5, 105.6) == -1  # between A and B
+    assert find(60, 99.0, 99.5) == -1  # before any op of the thread
+    assert find(60, 150.0, 150.5) == 61
+    assert find(5, 0.5, 0.6) == 5
+    assert find(61, 0.5, 0.6) == -1  # a thread without ops
+
+
+def test_negative_device_ids_do_not_merge_groups(tmp_path):
+    # Row op 0 launches on device 0, row op 1 on device -1: a key inv * (max + 1) + dev mapped
+    # both to 0 and merged their times into one row.
+    ev = [_ev("cpu_op", "aten::mm", 0, 10), _ev("cpu_op", "aten::add", 20, 10)]
+    ev += _launch(5, 1, 1, 50, device=0, kdur=3.0) + _launch(25, 2, 1, 60, device=-1, kdur=5.0)
+    data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
+    rows = {(op, c): t for op, c, t in zip(data.ops["operation"], data.ops["core"],
+                                           data.ops["total_time_ps"])}
+    assert rows == {("aten::mm", 0): 3e6, ("aten::add", -1): 5e6}
+
+
+@pytest.mark.parametrize("device", ["cuda:0", 1.5, [0], True, 2 ** 40])
+def test_non_integer_device_ids_are_bad_events(tmp_path, device):
+    ev = [_ev("cpu_op", "aten::mm", 0, 10)] + _launch(5, 1, 1, 50, kdur=3.0)
+    ev += _launch(6, 2, 1, 55, kdur=1.0)
+    ev[-1]["args"]["device"] = device
+    data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
+    assert dict(zip(data.ops["operation"], data.ops["total_time_ps"])) == {"aten::mm": 3e6}
+    assert len(_bad_events(data)) == 1
+
+
+def _step(n, ts, dur):
+    return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
+            "ts": ts, "dur": dur}
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_overlapping_steps_never_get_negative_durations(tmp_path, gpu):
+    ev = [_ev("cpu_op", "aten::mm", 0, 10), _ev("cpu_op", "aten::add", 20, 10),
+          _step(1, 0, 100), _step(2, 10, 40), _step(3, 120, 10)]
+    if gpu:
+        ev += _launch(5, 1, 1, 6, kdur=3.0)
+    data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
+    assert [s.step for s in data.steps] == [1, 2, 3]
+    assert all(s.duration_ps >= 0 for s in data.steps)
+    assert [s.duration_ps for s in data.steps][1] == 0  # step 2 lies inside step 1
+    assert any(d.code == "steps_overlap" for d in data.diagnostics)
+    analyze([data])
+
+
+@pytest.mark.parametrize("props", [{"a": 1}, "A100", [1, "x", None],
+                                   [{"id": [0], "name": "NVIDIA A100-SXM4-80GB"}],
+                                   [{"id": 0, "name": "G", "totalGlobalMem": float("nan"),
+                                     "numSms": float("inf"), "computeMajor": "x"}]])
+def test_malformed_device_properties(tmp_path, props):
+    ev = [_ev("cpu_op", "aten::mm", 0, 10)] + _launch(5, 1, 1, 50, kdur=3.0)
+    data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev, "deviceProperties": props}),
+                            "h")
+    assert data.device.kind == "gpu"
+    json.dumps(data.device.to_json(), allow_nan=False)
+    json.dumps(data.device_properties, allow_nan=False)
+    analyze([data])
+
+
+def test_malformed_counter_args(tmp_path):
+    fadd = kineto.HW_PREFIX + "fadd_pred_on.sum"
+    ffma = kineto.HW_PREFIX + "ffma_pred_on.sum"
+    ev = [_ev("cpu_op", "aten::mm", 0, 10)]
+    ev += [{"ph": "X", "cat": "cuda_profiler_range", "name": "k1", "ts": 1, "dur": 1,
+            "args": {fadd: 10, ffma: "abc"}},
+           {"ph": "X", "cat": "cuda_profiler_range", "name": "k2", "ts": 1, "dur": 1,
+            "args": {fadd: float("nan"), ffma: 4, "other": [1]}},
+           {"ph": "X", "cat": "cuda_profiler_range", "name": "k3", "ts": 1, "dur": 1,
+            "args": [1, 2]}]
+    data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
+    hw = data.hw_counters
+    assert [k["name"] for k in hw.kernels] == ["k1", "k2"]
+    assert hw.flops == {"f32": 10.0 + 8.0} and hw.total_flops == 18.0
+    assert hw.metric_sums == {fadd: 10, ffma: 4}
+    json.dumps(hw.kernels, allow_nan=False)
+    assert len(_bad_events(data)) == 1
+    assert kineto.hw_flops_from_metrics({fadd: "12", ffma: None}) == {"f32": 0.0}
+    assert kineto.hw_flops_from_metrics([1]) == {}
+
+
+@pytest.mark.parametrize("field,value", [("ts", float("nan")), ("ts", float("inf")),
+                                         ("dur", float("nan")), ("dur", -float("inf")),
+                                         ("ts", "12"), ("dur", 1e300)])
+def test_non_finite_times_of_steps_and_ops_are_bad_events(tmp_path, field, value):
+    ev = [_ev("cpu_op", "aten::mm", 0, 10), _ev("cpu_op", "aten::add", 20, 10),
+          _step(1, 0, 50), _step(2, 60, 50)]
+    ref = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev[:3]}, "ref"), "h")
+    ref_op = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev[:1] + ev[2:]}, "ref2"), "h")
+    for i, expect in ((3, ref), (1, ref_op)):
+        bad = json.loads(json.dumps(ev))
+        bad[i][field] = value
+        data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": bad}, "bad"), "h")
+        assert _summary(data) == _summary(expect)
+        assert len(_bad_events(data)) == 1
+
+
+def test_step_number_out_of_range_is_a_bad_event(tmp_path):
+    ev = [_ev("cpu_op", "aten::mm", 0, 10), _step(10 ** 30, 0, 50)]
+    data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
+    assert data.steps == [] and len(_bad_events(data)) == 1
+
+
+def test_time_span_too_long_is_a_format_error(tmp_path):
+    # ts within range each, but 1e15 µs apart: ps from the first event would overflow int64.
+    ev = [_ev("cpu_op", "aten::mm", 0, 10), _ev("cpu_op", "aten::add", 1e15, 10)]
+    with pytest.raises(ProfileFormatError, match="span"):
+        read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
+
+
+def test_time_conversion_has_one_helper():
+    import inspect
+    src = inspect.getsource(kineto)
+    assert src.count("* 1e6))") == 1  # µs → integer ps only in _us_to_ps
+    assert kineto._us_to_ps(1.5, 1.0) == 500000 and kineto._us_to_ps(2.0, 0.0) == 2000000

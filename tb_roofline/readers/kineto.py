@@ -26,6 +26,7 @@ import codecs
 import dataclasses
 import gzip
 import json
+import math
 import os
 import re
 import zlib
@@ -293,52 +294,144 @@ class _Collector:
         return idx
 
     def on_events(self, batch):
+        """Add one batch of events. Each event is read and checked whole before anything is
+        appended, so a malformed event (counted in `bad_events`) leaves the columns aligned."""
         self.n_events += len(batch)
         for ev in batch:
-            if not isinstance(ev, dict) or ev.get("ph") != "X":
+            if type(ev) is not dict or ev.get("ph") != "X":
                 continue
             cat = ev.get("cat")
+            if type(cat) is not str:
+                continue
             try:
                 if cat == "cpu_op":
-                    args = ev.get("args") or {}
-                    name = ev["name"]
-                    self.op_thread.append(self.thread_id(ev.get("pid"), ev.get("tid")))
-                    self.op_ts.append(ev["ts"])
-                    self.op_dur.append(ev.get("dur", 0))
-                    self.op_name.append(self.name_id(name))
-                    self.op_ext.append(_int(args.get("External id"), -1))
-                    self.op_cost.append(self.cost_id(name, args))
+                    self._cpu_op(ev)
                 elif cat in RUNTIME_CATEGORIES:
-                    args = ev.get("args") or {}
-                    corr = _int(args.get("correlation"), -1)
-                    if corr < 0:
-                        continue
-                    self.rt_corr.append(corr)
-                    self.rt_ext.append(_int(args.get("External id"), -1))
-                    self.rt_thread.append(self.thread_id(ev.get("pid"), ev.get("tid")))
-                    self.rt_ts.append(ev["ts"])
-                    self.rt_dur.append(ev.get("dur", 0))
-                    self.rt_launch.append("Launch" in ev.get("name", ""))
+                    self._runtime(ev)
                 elif cat in GPU_CATEGORIES:
-                    args = ev.get("args") or {}
-                    kind = GPU_CATEGORIES.index(cat)
-                    self.gpu_kind.append(kind)
-                    self.gpu_ts.append(ev["ts"])
-                    self.gpu_dur.append(ev.get("dur", 0))
-                    self.gpu_dev.append(_int(args.get("device"), 0))
-                    self.gpu_corr.append(_int(args.get("correlation"), -1))
-                    self.gpu_ext.append(_int(args.get("External id"), -1))
-                    self.gpu_name.append(self.name_id(ev.get("name", "")))
-                    self.gpu_bytes.append(float(args.get("bytes", 0) or 0))
+                    self._gpu(ev, GPU_CATEGORIES.index(cat))
                 elif cat == "user_annotation":
-                    m = STEP_NAME.match(ev.get("name", ""))
+                    name = ev.get("name")
+                    if type(name) is not str:
+                        raise _BadEvent
+                    m = STEP_NAME.match(name)
                     if m:
-                        self.steps.append((int(m.group(1)), float(ev["ts"]),
-                                           float(ev.get("dur", 0))))
+                        step = int(m.group(1))
+                        if step > _MAX_STEP:
+                            raise _BadEvent
+                        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+                        self.steps.append((step, ts, dur))
                 elif cat == "cuda_profiler_range":
-                    self.hw.append((ev.get("name", ""), ev.get("args") or {}))
-            except (KeyError, TypeError, ValueError):
+                    name = ev.get("name", "")
+                    if type(name) is not str:
+                        raise _BadEvent
+                    self.hw.append((name, _args(ev)))
+            except (_BadEvent, TypeError, ValueError, OverflowError):
+                # TypeError: an unhashable pid/tid; ValueError: a step number of thousands of
+                # digits. Nothing was appended for this event: the columns stay aligned.
                 self.bad_events += 1
+
+    def _cpu_op(self, ev):
+        args = _args(ev)
+        name = ev.get("name")
+        if type(name) is not str:
+            raise _BadEvent
+        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+        ext = _int(args.get("External id"), -1)
+        thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+        name_i = self.name_id(name)
+        cost = self.cost_id(name, args)
+        # All fields are valid: append them together.
+        self.op_thread.append(thread)
+        self.op_ts.append(ts)
+        self.op_dur.append(dur)
+        self.op_name.append(name_i)
+        self.op_ext.append(ext)
+        self.op_cost.append(cost)
+
+    def _runtime(self, ev):
+        args = _args(ev)
+        corr = _int(args.get("correlation"), -1)
+        if corr < 0:
+            return
+        name = ev.get("name", "")
+        if type(name) is not str:
+            raise _BadEvent
+        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+        ext = _int(args.get("External id"), -1)
+        thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+        self.rt_corr.append(corr)
+        self.rt_ext.append(ext)
+        self.rt_thread.append(thread)
+        self.rt_ts.append(ts)
+        self.rt_dur.append(dur)
+        self.rt_launch.append("Launch" in name)
+
+    def _gpu(self, ev, kind):
+        args = _args(ev)
+        name = ev.get("name", "")
+        if type(name) is not str:
+            raise _BadEvent
+        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+        dev = args.get("device")
+        dev = 0 if dev is None else _int(dev, None)
+        if dev is None or not -_MAX_DEVICE < dev < _MAX_DEVICE:
+            raise _BadEvent
+        nbytes = args.get("bytes")
+        nbytes = 0.0 if nbytes is None else _finite(nbytes, 1e18)
+        if nbytes < 0:
+            raise _BadEvent
+        corr = _int(args.get("correlation"), -1)
+        ext = _int(args.get("External id"), -1)
+        name_i = self.name_id(name)
+        self.gpu_kind.append(kind)
+        self.gpu_ts.append(ts)
+        self.gpu_dur.append(dur)
+        self.gpu_dev.append(dev)
+        self.gpu_corr.append(corr)
+        self.gpu_ext.append(ext)
+        self.gpu_name.append(name_i)
+        self.gpu_bytes.append(nbytes)
+
+
+class _BadEvent(Exception):
+    """An event with a missing or malformed field."""
+
+
+# Limits on event fields: beyond these a value is corrupt (and would overflow int64 ps).
+_MAX_TS_US = 1e17      # ~3,000 years after the epoch
+_MAX_DUR_US = 1e12     # ~11.6 days
+_MAX_SPAN_US = 2.0 ** 62 / 1e6  # ~53 days: ps relative to the first event fit in int64
+_MAX_STEP = 2 ** 62
+_MAX_DEVICE = 2 ** 31
+
+
+def _finite(value, limit: float) -> float:
+    """A JSON number (not a bool) as a float with |value| < limit, else _BadEvent."""
+    t = type(value)
+    if t is float:
+        if -limit < value < limit:  # False for NaN and ±inf
+            return value
+    elif t is int and -limit < value < limit:
+        return float(value)
+    raise _BadEvent
+
+
+def _ts(value) -> float:
+    return _finite(value, _MAX_TS_US)
+
+
+def _dur(value) -> float:
+    return _finite(value, _MAX_DUR_US)
+
+
+def _args(ev) -> dict:
+    args = ev.get("args")
+    if args is None:
+        return {}
+    if type(args) is not dict:
+        raise _BadEvent
+    return args
 
 
 _WRAPPER = re.compile(r"^(autograd::|torch::autograd::)|Backward\d*$|^CompiledFunction")
@@ -350,12 +443,13 @@ def _is_wrapper(name: str) -> bool:
 
 
 def _int(value, default):
+    """An integer JSON value (int, or integral float) that fits in int64, else default."""
     if isinstance(value, bool):
         return default
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(value)
+    if isinstance(value, int) and -2 ** 63 <= value < 2 ** 63:
+        return value
     return default
 
 
@@ -447,20 +541,36 @@ class HwCounters:
         return dataclasses.asdict(self)
 
 
+def _num(value) -> float:
+    """A finite JSON number as a float; 0 for anything else (strings, null, NaN, inf, bools)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            value = float(value)
+        except OverflowError:
+            return 0.0
+        if math.isfinite(value):
+            return value
+    return 0.0
+
+
 def hw_flops_from_metrics(metrics: dict) -> dict:
     """FLOPs per precision from SASS counters: add + mul + 2·fma (Nsight Compute's rule)."""
     out = {}
+    if not isinstance(metrics, dict):
+        return out
     for letter, precision in HW_PRECISIONS.items():
         keys = [f"{HW_PREFIX}{letter}{op}_pred_on.sum" for op in ("add", "mul", "fma")]
         if not any(k in metrics for k in keys):
             continue
-        add, mul, fma = (float(metrics.get(k) or 0) for k in keys)
-        out[precision] = add + mul + 2.0 * fma
+        add, mul, fma = (_num(metrics.get(k)) for k in keys)
+        total = add + mul + 2.0 * fma
+        out[precision] = total if math.isfinite(total) else 0.0
     return out
 
 
-def _us_to_ps(us: np.ndarray, base: float) -> np.ndarray:
-    return np.rint((us - base) * 1e6).astype(np.int64)
+def _us_to_ps(us: float, base: float) -> int:
+    """A time in µs as integer ps after `base` (µs); also a duration: _us_to_ps(end, start)."""
+    return int(round((us - base) * 1e6))
 
 
 def _op_tree(thread, ts, dur):
@@ -489,25 +599,47 @@ def _op_tree(thread, ts, dur):
 
 
 def _innermost_op(order, parent, thread_sorted, ts_sorted, end_all, q_thread, q_ts, q_end):
-    """For each query (thread, ts, end): the innermost op on that thread enclosing it, or -1."""
+    """For each query (thread, ts, end): the innermost op on that thread enclosing it
+    (op start <= ts and end <= op end), or -1.
+
+    `order` sorts the ops by (thread, start, -duration); `thread_sorted`/`ts_sorted` are the
+    threads and starts in that order. Each query is searched only within its own thread's
+    slice, comparing times exactly (no combined thread/time key that could lose precision)."""
     n_q = len(q_ts)
     out = np.full(n_q, -1, np.int64)
     if not len(order) or not n_q:
         return out
-    # Search within the query's thread: sort key = thread * big + ts (ts relative, float).
-    keys = thread_sorted.astype(np.float64) * 1e15 + ts_sorted
-    qk = q_thread.astype(np.float64) * 1e15 + q_ts
-    pos = np.searchsorted(keys, qk, side="right") - 1
+    q_thread = np.asarray(q_thread, np.int64)
+    q_ts = np.asarray(q_ts, np.float64)
+    q_end = np.asarray(q_end, np.float64)
+    # Candidate: the last op of the query's thread starting at or before the query.
+    pos = np.full(n_q, -1, np.int64)
+    lo_all = np.searchsorted(thread_sorted, q_thread, side="left")
+    hi_all = np.searchsorted(thread_sorted, q_thread, side="right")
+    q_order = np.argsort(q_thread, kind="stable")
+    qt_sorted = q_thread[q_order]
+    cuts = np.flatnonzero(np.r_[True, qt_sorted[1:] != qt_sorted[:-1], True])
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        qs = q_order[a:b]
+        lo, hi = int(lo_all[qs[0]]), int(hi_all[qs[0]])
+        if lo == hi:  # no ops on this thread
+            continue
+        p = np.searchsorted(ts_sorted[lo:hi], q_ts[qs], side="right") - 1
+        pos[qs] = np.where(p >= 0, p + lo, -1)
+    # Walk up from the candidate to the first op that encloses the query.
     par = parent.tolist()
     end_l = end_all.tolist()
+    start_l = np.empty(len(order))
+    start_l[order] = ts_sorted
+    start_l = start_l.tolist()
     o = order.tolist()
-    th_sorted = thread_sorted.tolist()
+    qs_l, qe_l = q_ts.tolist(), q_end.tolist()
     for i, p in enumerate(pos.tolist()):
-        if p < 0 or th_sorted[p] != int(q_thread[i]):
+        if p < 0:
             continue
         op = o[p]
-        qe = float(q_end[i])
-        while op >= 0 and end_l[op] < qe:
+        qs, qe = qs_l[i], qe_l[i]
+        while op >= 0 and not (start_l[op] <= qs and qe <= end_l[op]):
             op = par[op]
         out[i] = op
     return out
@@ -544,6 +676,13 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
     starts = [a.min() for a in (op_ts, gpu_ts, rt_ts) if len(a)]
     starts += [min(s[1] for s in col.steps)] if col.steps else []
     base = float(min(starts)) if starts else 0.0
+    ends = [float((t + d).max()) for t, d in ((op_ts, op_dur), (gpu_ts, gpu_dur), (rt_ts, rt_dur))
+            if len(t)]
+    ends += [max(s[1] + max(s[2], 0.0) for s in col.steps)] if col.steps else []
+    if ends and max(ends) - base > _MAX_SPAN_US:
+        raise ProfileFormatError(
+            f"event times span {(max(ends) - base) / 86400e6:.3g} days, more than the "
+            f"{_MAX_SPAN_US / 86400e6:.0f} days a trace can cover: a 'ts' or 'dur' is corrupt")
 
     # Costs as arrays indexed by cost id (-1 → no args recorded: unknown).
     n_costs = len(col.costs)
@@ -579,9 +718,15 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
     # Steps: ProfilerStep#N spans in CPU time.
     step_ids = np.array([s[0] for s in col.steps], np.int64)
     step_b = np.array([s[1] for s in col.steps], np.float64)
-    step_e = step_b + np.array([s[2] for s in col.steps], np.float64)
+    step_e = step_b + np.maximum(np.array([s[2] for s in col.steps], np.float64), 0)
     s_order = np.argsort(step_b, kind="stable")
     step_ids, step_b, step_e = step_ids[s_order], step_b[s_order], step_e[s_order]
+    overlapping = int(np.count_nonzero(step_b[1:] < np.maximum.accumulate(step_e)[:-1]))
+    if overlapping:
+        diagnostics.append(Diagnostic(
+            "warning", "steps_overlap",
+            f"{overlapping} ProfilerStep spans start before an earlier step ends; each step is "
+            "counted from the end of the previous one"))
 
     def step_of(t_us: np.ndarray) -> np.ndarray:
         if not len(step_ids) or not len(t_us):
@@ -637,7 +782,9 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
         if len(att):
             inv = gpu_row[att]
             dev = gpu_dev[att]
-            key = inv * (int(dev.max()) + 1) + dev
+            # One group per (invocation, device); device ids may be any int32 (even negative).
+            d0 = dev - int(dev.min())
+            key = inv * (int(d0.max()) + 1) + d0
             uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
             inverse = inverse.reshape(-1)
             t_ps = np.bincount(inverse, weights=gpu_dur[att] * 1e6, minlength=len(uniq))
@@ -682,12 +829,12 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
                 mm = m & (gpu_step == sid)
                 end = max(se, float(g_end[mm].max())) if mm.any() else se
                 start = max(sb, prev_end)
+                end = max(end, start)  # overlapping markers: never a negative duration
                 prev_end = end
-                steps.append(StepSpan(host, d, sid, int(round((start - base) * 1e6)),
-                                      int(round((end - start) * 1e6))))
+                steps.append(StepSpan(host, d, sid, _us_to_ps(start, base),
+                                      _us_to_ps(end, start)))
                 lo, hi = min(lo, start), max(hi, end)
-            spans.append(CoreSpan(host, d, int(round((lo - base) * 1e6)),
-                                  int(round((hi - base) * 1e6))))
+            spans.append(CoreSpan(host, d, _us_to_ps(lo, base), _us_to_ps(hi, base)))
         cpu_only_formula = int(np.count_nonzero(
             (row_op == np.arange(n_ops)) & op_has_formula & ~np.isin(np.arange(n_ops), gpu_row)))
         if cpu_only_formula:
@@ -710,16 +857,18 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
         prev_end = -np.inf
         for sid, sb, se in zip(step_ids.tolist(), step_b.tolist(), step_e.tolist()):
             start = max(sb, prev_end)
-            prev_end = se
-            steps.append(StepSpan(host, 0, sid, int(round((start - base) * 1e6)),
-                                  int(round((se - start) * 1e6))))
-            lo, hi = min(lo, start), max(hi, se)
-        spans.append(CoreSpan(host, 0, int(round((lo - base) * 1e6)), int(round((hi - base) * 1e6))))
+            end = max(se, start)  # overlapping markers: never a negative duration
+            prev_end = end
+            steps.append(StepSpan(host, 0, sid, _us_to_ps(start, base), _us_to_ps(end, start)))
+            lo, hi = min(lo, start), max(hi, end)
+        spans.append(CoreSpan(host, 0, _us_to_ps(lo, base), _us_to_ps(hi, base)))
 
     hw = _hw_counters(col, rt_launch, rt_ts, rt_thread, rt_dur, base, order, parent,
                       thread_sorted, ts_sorted, end_all, row_op, names, op_name, step_of)
 
-    props = meta.get("deviceProperties") or []
+    props = meta.get("deviceProperties")
+    props = [{k: v for k, v in p.items() if not isinstance(v, float) or math.isfinite(v)}
+             for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     device, device_notes = _device_info(props, spans, has_gpu or bool(hw), col)
     diagnostics.extend(device_notes)
     if n_ops and not any(costs[c].source == "formula" for c in set(op_cost.tolist())) and \
@@ -745,7 +894,8 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
             "op times on the device are unknown"))
     if col.bad_events:
         diagnostics.append(Diagnostic("warning", "bad_events",
-                                      f"{col.bad_events} events lacked required fields"))
+                                      f"{col.bad_events} events were skipped: a required field "
+                                      "was missing or malformed"))
 
     ops, kernel_table = builder.build(), kernels.build()
     for table in (ops, kernel_table):  # PyTorch runs f32 matmuls in full f32 unless told otherwise
@@ -753,7 +903,7 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
     dist = meta.get("distributedInfo") or {}
     return ProfileData(
         device=device, ops=ops, steps=steps, core_spans=spans, diagnostics=diagnostics,
-        has_hw_counters=hw is not None, kernels=kernel_table, hw_counters=hw,
+        has_hw_counters=hw is not None, allow_tf32=False, kernels=kernel_table, hw_counters=hw,
         hw_ops=_hw_table(hw, host) if hw is not None else None,
         rank=_int(dist.get("rank"), None) if isinstance(dist, dict) else None,
         world_size=_int(dist.get("world_size"), None) if isinstance(dist, dict) else None,
@@ -834,10 +984,13 @@ def _hw_counters(col, rt_launch, rt_ts, rt_thread, rt_dur, base, order, parent, 
         flops = hw_flops_from_metrics(metrics)
         for p, v in flops.items():
             totals[p] = totals.get(p, 0.0) + v
+        # Only finite numbers are kept: the metrics go out as JSON.
+        metrics = {k: v for k, v in metrics.items()
+                   if isinstance(v, (str, bool)) or v is None or v == _num(v)}
         for k, v in metrics.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 metric_sums[k] = metric_sums.get(k, 0) + v
-        kernels.append({"name": name, "metrics": dict(metrics), "flops": flops,
+        kernels.append({"name": name, "metrics": metrics, "flops": flops,
                         "total_flops": sum(flops.values()), "op": None, "step": NO_STEP,
                         "time_ps": None})
     # Ranges come one per launched kernel, in launch order: match them to the launches.
@@ -878,8 +1031,8 @@ def _device_info(props, spans, gpu: bool, col) -> tuple[DeviceInfo, list]:
     trace has no peaks (the service applies a device file when there is one)."""
     if gpu:
         used = {s.core for s in spans}
-        prop = next((p for p in props if isinstance(p, dict) and p.get("id") in used), None)
-        if prop is None and props and isinstance(props[0], dict):
+        prop = next((p for p in props if _int(p.get("id"), None) in used), None)
+        if prop is None and props:
             prop = props[0]
         if prop is None:
             return DeviceInfo(type="GPU", kind="gpu", num_cores=max(len(used), 1)), []
@@ -894,14 +1047,17 @@ def read_kineto_file(path: str, host: str, max_bytes: int | None = None,
                      progress=None) -> ProfileData:
     """Read one `*.pt.trace.json[.gz]` (one worker/rank, one profiling span).
 
-    The returned ProfileData also has attributes `kernels` (kernel-level OpTable), `hw_counters`
-    (HwCounters or None), `hw_ops` (per-kernel counter OpTable or None), `rank`, `world_size` and
-    `device_properties`.
+    Besides the op table it fills the PyTorch fields of ProfileData: `kernels`, `hw_counters`,
+    `hw_ops`, `rank`, `world_size` and `device_properties`. Malformed events are skipped (the
+    `bad_events` diagnostic counts them); a malformed file raises ProfileFormatError.
     """
     if progress:
         progress(0, 1)
     col = load_kineto(path, max_bytes=max_bytes, progress=progress)
-    data = read_kineto(col, host)
+    try:
+        data = read_kineto(col, host)
+    except ProfileFormatError as exc:
+        raise ProfileFormatError(f"{os.path.basename(path)}: {exc}") from None
     if progress:
         progress(1, 1)
     return data

@@ -652,7 +652,7 @@ def precision_of(types) -> str:
         return ""
     first = ""
     for t in types:
-        info = DTYPES.get(t)
+        info = DTYPES.get(t) if isinstance(t, str) else None
         if info:
             if info[0] in FLOAT_PRECISIONS:
                 return info[0]
