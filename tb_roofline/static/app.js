@@ -166,6 +166,7 @@ class App {
       onClick: (datum) => {
         if (datum && datum.record_type === 'op') this.selectOp(datum.rank, {fromChart: true});
       }});
+    this.opChart.prerenderSubsets = () => this.prerenderSubsets();
     this.catChart = new Chart(this.catChartEl, {tooltip: this.tooltip.handler,
       onClick: (datum) => {
         if (datum && datum.category && datum.self_time_us !== undefined) {
@@ -375,6 +376,7 @@ class App {
       d.variants[loaded].cols = cols;
       d.variants[other] = {ops: objects, values: vals(rows), cols, facets: ops.facets || {},
         opsTotal: ops.total_count, program: tableToObjects(program)};
+      this.opChart.schedulePrerender();  // Its bitmap, in idle time.
     }).catch(() => {});  // The toggle then refetches as before.
   }
 
@@ -672,15 +674,42 @@ class App {
   }
 
   /** The same semantics as the API's filters: exact category/bound_by, name substring. */
-  applyFilterRows() {
-    const ops = (this.data && this.data.ops) || [];
-    const cats = this.state.categories.length ? new Set(this.state.categories) : null;
-    const bounds = this.state.boundBy.length ? new Set(this.state.boundBy) : null;
-    const name = this.state.name.toLowerCase();
+  applyFilterRows(ops = (this.data && this.data.ops) || [], state = this.state) {
+    const cats = state.categories.length ? new Set(state.categories) : null;
+    const bounds = state.boundBy.length ? new Set(state.boundBy) : null;
+    const name = state.name.toLowerCase();
     if (!cats && !bounds && !name) return ops;
     return ops.filter((r) => (!cats || cats.has(r.category)) &&
         (!bounds || bounds.has(r.bound_by)) &&
         (!name || String(r.operation || '').toLowerCase().includes(name)));
+  }
+
+  /**
+   * The op chart's subsets worth pre-rendering while the user does nothing (Chart
+   * .prerenderSubsets): every op (clearing the filters) and the other infeed/outfeed variant,
+   * with the current filters and without, each named as showOnly will name it.
+   */
+  prerenderSubsets() {
+    const d = this.data;
+    if (!d || !d.ops || !this.opChart.view) return [];
+    const s = this.state;
+    const other = s.infeed === 'include' ? 'exclude' : 'include';
+    const cleared = {...s, categories: [], boundBy: [], name: ''};
+    const all = this.opChart.view.data('ops').length;
+    const out = [];
+    for (const st of [cleared, {...s, infeed: other}, {...cleared, infeed: other}]) {
+      const v = st.infeed === s.infeed ? {ops: d.ops} : d.variants && d.variants[st.infeed];
+      if (!v || !v.ops || (v.ops !== d.ops && !v.values)) continue;
+      const rows = this.applyFilterRows(v.ops, st);
+      if (rows.length === all) {
+        out.push({cacheKey: '', keep: null});
+      } else {
+        const kept = new Set(rows);
+        out.push({cacheKey: this.filterKey(st), keep: (datum) => kept.has(datum)});
+      }
+    }
+    const current = this.filterKey();
+    return out.filter((x) => x.cacheKey !== current);
   }
 
   categoryRows(rows) {
@@ -731,8 +760,7 @@ class App {
   }
 
   /** The filter state (its bitmap of the op chart's points is kept for a while). */
-  filterKey() {
-    const s = this.state;
+  filterKey(s = this.state) {
     return JSON.stringify([s.infeed, s.categories, s.boundBy, s.name]);
   }
 
@@ -742,10 +770,14 @@ class App {
     this.renderFilterMenus();
     this.opTable.setRows(this.filtered, {base: this.data.ops});
     this.updateOpStatus();
+    // One run of the op chart (the shown points and whatever the caller changed with
+    // `run: false`); the category bars are updated in place (changeset `modify`).
     await Promise.all([
-      this.opChart.showOnly('points', 'ops', this.shownPredicate(), {cacheKey: this.filterKey()})
+      this.opChart.showOnly('points', 'ops', this.shownPredicate(),
+          {cacheKey: this.filterKey(), run: false})
           .then(() => this.opChart.view && this.opChart.view.runAsync()),
-      this.catChart.setData({cats: this.categoryRows(this.filtered)}),
+      this.catChart.updateRows('cats', this.categoryRows(this.filtered), 'category',
+          ['self_time_us', 'ops', 'share']),
     ]);
   }
 

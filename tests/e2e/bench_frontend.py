@@ -13,6 +13,10 @@ measures, inside the page (performance.now()):
 - typing: "fusion.1" typed into the name box (an input event every 60 ms), from the last key
   until its result is shown and painted (keystrokes during a pass are coalesced, no debounce);
 - infeed/outfeed: the toggle off and on (the other variant is prefetched after the load);
+- after a zoom: a real wheel zoom over the op chart (which invalidates every saved bitmap of the
+  points layer), then, after a pause (--settle ms: the time a user needs to reach a control;
+  the chart pre-renders the bitmaps it expects next in idle time) or at once (50 ms), clearing a
+  category filter and toggling infeed/outfeed;
 - hover: a real mouse move over a point until our tooltip is filled, and to the next frame;
 - select: click on a point until its table row is selected.
 
@@ -144,6 +148,62 @@ IN_PAGE = """async ({reps}) => {
 }"""
 
 
+TIMED = """async (patch) => {
+  const a = window.__roofline;
+  const t = performance.now();
+  if (patch.infeed) {
+    a.infeedToggle.checked = patch.infeed === 'include';
+    await a.setInfeed(patch.infeed);
+  } else {
+    await a.setFilter(patch);
+  }
+  await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  return performance.now() - t;
+}"""
+
+
+def zoom_cases(page, reps, settle):
+    """Filter changes after a real wheel zoom (every bitmap of the points layer is then stale)."""
+    box = page.locator("#op-chart canvas").bounding_box()
+    domain = "JSON.stringify(window.__roofline.opChart.view.scale('x').domain())"
+    busy = "!!(window.__roofline.opChart.prerendering && window.__roofline.opChart.prerendering())"
+    cat = page.evaluate("window.__roofline.categories[0]")
+    page.evaluate(TIMED, {"categories": [], "boundBy": [], "name": ""})
+    out = {"settle_ms": settle, "clear": [], "infeed_off": [], "infeed_on": [],
+           "clear_at_once": [], "infeed_off_at_once": [], "infeed_on_at_once": [],
+           "still_prerendering": 0, "zooms_missed": 0}
+    step = [0]
+
+    def zoom():
+        # In at one place, out at another: the domain drifts a little and every zoom is new.
+        i = step[0]
+        step[0] += 1
+        before = page.evaluate(domain)
+        page.mouse.move(box["x"] + box["width"] * (0.35 + 0.1 * (i % 3)),
+                        box["y"] + box["height"] * 0.5)
+        page.mouse.wheel(0, -60 if i % 2 == 0 else 60)
+        page.wait_for_timeout(30)
+        if page.evaluate(domain) == before:
+            out["zooms_missed"] += 1
+
+    for i in range(reps):
+        for wait, suffix in ((settle, ""), (50, "_at_once")):
+            page.evaluate(TIMED, {"categories": [cat]})
+            zoom()
+            page.wait_for_timeout(wait)
+            if wait == settle and page.evaluate(busy):
+                out["still_prerendering"] += 1
+            out["clear" + suffix].append(page.evaluate(TIMED, {"categories": []}))
+            for value in ("exclude", "include"):
+                zoom()
+                page.wait_for_timeout(wait)
+                if wait == settle and page.evaluate(busy):
+                    out["still_prerendering"] += 1
+                out[("infeed_off" if value == "exclude" else "infeed_on") + suffix].append(
+                    page.evaluate(TIMED, {"infeed": value}))
+    return out
+
+
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
@@ -152,6 +212,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=20000)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--settle", type=int, default=500,
+                        help="ms between a zoom and the next filter change (settled cases)")
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -180,6 +242,9 @@ def main():
                 warm_load_s = time.monotonic() - t0
                 warm_timings = page.evaluate("window.__roofline.timings")
                 result = page.evaluate(IN_PAGE, {"reps": args.reps})
+
+                page.locator("#op-chart").scroll_into_view_if_needed()
+                after_zoom = zoom_cases(page, args.reps, args.settle)
 
                 # Hover: real mouse moves onto points, until our tooltip holds that datum.
                 page.locator("#op-chart").scroll_into_view_if_needed()
@@ -241,6 +306,7 @@ def main():
         "warm_fetch_ms": warm_timings.get("fetchMs"),
         "op_chart_render_ms": result["chart"], "op_section_render_ms": result["section"],
         "filters": result["filters"], "typing": result["typing"], "infeed": result["infeed"],
+        "after_zoom": after_zoom,
         "hover_handler_ms": [h[0] for h in hover],
         "hover_to_frame_ms": [h[1] for h in hover], "hover_wall_ms": hover_wall,
         "select_wall_ms": select_ms, "console_errors": errors,
@@ -274,6 +340,13 @@ def main():
     print(row(f"infeed/outfeed on again (back to {report['ops']:,})", infeed["include"]))
     print(row("(infeed/outfeed off/on, bitmaps reused)",
               infeed["cachedExclude"] + infeed["cachedInclude"]))
+    z = report["after_zoom"]
+    for key, label in (("clear", f"clear a category filter (back to {report['ops']:,})"),
+                       ("infeed_off", "infeed/outfeed off"), ("infeed_on", "infeed/outfeed on")):
+        print(row(f"after a zoom, {z['settle_ms']} ms later: {label}", z[key]))
+        print(row(f"after a zoom, at once (50 ms): {label}", z[key + "_at_once"]))
+    print(f"| (settled cases with idle pre-rendering still running: {z['still_prerendering']}; "
+          f"zooms that did not change the domain: {z['zooms_missed']}) | | |")
     print(row("hover: mousemove → tooltip filled", report["hover_handler_ms"]))
     print(row("hover: mousemove → next frame", report["hover_to_frame_ms"]))
     print(row("hover: Playwright mouse.move → tooltip visible (wall, incl. CDP)",

@@ -92,10 +92,13 @@ export class DataTable {
   /** `rows` sorted by the current sort (a new array); cached for the `base` set. */
   _sorted(rows) {
     const sort = this.sort;
-    const cache = this.sortCache;
-    if (rows === this.base && cache && cache.rows === rows && cache.sort === sort) {
-      return cache.sorted;
+    // Per `base` array (e.g. each infeed/outfeed variant of the op list), for the current sort
+    // and columns only.
+    if (!this.sortCache || this.sortCache.sort !== sort || this.sortCache.columns !== this.columns) {
+      this.sortCache = {sort, columns: this.columns, sorted: new WeakMap()};
     }
+    const cached = rows === this.base ? this.sortCache.sorted.get(rows) : null;
+    if (cached) return cached;
     const sorted = rows.slice();
     if (sort) {
       const {key, dir} = sort;
@@ -112,7 +115,7 @@ export class DataTable {
         return sign * String(x).localeCompare(String(y));
       });
     }
-    if (rows === this.base) this.sortCache = {rows, sort, sorted};
+    if (rows === this.base) this.sortCache.sorted.set(rows, sorted);
     return sorted;
   }
 
