@@ -115,29 +115,29 @@ def measure_matmul(dtype, seconds: float, max_n: int) -> dict:
     rng = np.random.default_rng(0)
     deadline = time.perf_counter() + seconds
     n, best, best_n, runs = 256, 0.0, 0, 0
+
+    def timed() -> float:
+        nonlocal best, best_n, runs
+        t = time.perf_counter()
+        np.matmul(a, b, out=out)
+        dt = time.perf_counter() - t
+        runs += 1
+        rate = 2.0 * n ** 3 / dt / 1e9 if dt > 0 else 0.0
+        if rate > best:
+            best, best_n = rate, n
+        return dt
+
     while True:
         a = rng.standard_normal((n, n)).astype(dtype)
         b = rng.standard_normal((n, n)).astype(dtype)
         out = np.empty((n, n), dtype=dtype)
         np.matmul(a, b, out=out)  # warm-up (thread pool start, page faults)
-        t = time.perf_counter()
-        np.matmul(a, b, out=out)
-        dt = time.perf_counter() - t
-        runs += 1
-        rate = 2.0 * n ** 3 / dt / 1e9 if dt > 0 else 0.0
-        if rate > best:
-            best, best_n = rate, n
+        dt = timed()
         if dt * 20 > seconds or n * 2 > max_n or time.perf_counter() > deadline:
             break
         n *= 2
     while time.perf_counter() + dt < deadline or runs < 3:
-        t = time.perf_counter()
-        np.matmul(a, b, out=out)
-        dt = time.perf_counter() - t
-        runs += 1
-        rate = 2.0 * n ** 3 / dt / 1e9 if dt > 0 else 0.0
-        if rate > best:
-            best, best_n = rate, n
+        dt = timed()
     if not np.isfinite(out).all():
         raise RuntimeError(f"{np.dtype(dtype).name} matmul produced non-finite values")
     return {"gflops": best, "n": best_n, "runs": runs}

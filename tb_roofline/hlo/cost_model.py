@@ -360,24 +360,8 @@ class CostModel:
                     _out_precision(ins), category_of(ins))
 
     # ------------------------------------------------------------------ control flow
-    def _while(self, ins: Instruction) -> Cost:
-        t = _Totals()
-        for comp in ins.called:  # [body, condition]
-            sub = self.computation_totals(comp)
-            t.flops += sub.flops
-            t.transcendentals += sub.transcendentals
-            t.read += sub.read
-            t.written += sub.written
-            t.bytes += sub.bytes
-            if sub.max_flops > t.max_flops:
-                t.max_flops, t.precision = sub.max_flops, sub.precision
-        n = 1 if self.xla_compatible else (trip_count(ins) or 1)
-        c = Cost(t.flops * n, t.transcendentals * n, t.read * n, t.written * n,
-                 t.precision or _out_precision(ins), "while")
-        c.bytes = t.bytes * n
-        return c
-
-    def _call(self, ins: Instruction) -> Cost:
+    def _called_totals(self, ins: Instruction) -> "_Totals":
+        """The called computations' costs added up; precision of the one with the most FLOPs."""
         t = _Totals()
         for comp in ins.called:
             sub = self.computation_totals(comp)
@@ -388,6 +372,18 @@ class CostModel:
             t.bytes += sub.bytes
             if sub.max_flops > t.max_flops:
                 t.max_flops, t.precision = sub.max_flops, sub.precision
+        return t
+
+    def _while(self, ins: Instruction) -> Cost:
+        t = self._called_totals(ins)  # [body, condition]
+        n = 1 if self.xla_compatible else (trip_count(ins) or 1)
+        c = Cost(t.flops * n, t.transcendentals * n, t.read * n, t.written * n,
+                 t.precision or _out_precision(ins), "while")
+        c.bytes = t.bytes * n
+        return c
+
+    def _call(self, ins: Instruction) -> Cost:
+        t = self._called_totals(ins)
         c = Cost(t.flops, t.transcendentals, t.read, t.written, t.precision or _out_precision(ins))
         c.bytes = t.bytes
         return c
