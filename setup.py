@@ -27,7 +27,7 @@ setup(
         ],
     },
     entry_points={
-        "tensorboard_plugins": ["roofline = tb_roofline.plugin:RooflinePlugin"],
-        "console_scripts": ["tb-roofline = tb_roofline.cli:main"],
+        "tensorboard_plugins": ["roofline = tb_roofline.serve.plugin:RooflinePlugin"],
+        "console_scripts": ["tb-roofline = tb_roofline.serve.cli:main"],
     },
 )

@@ -71,7 +71,7 @@ CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.roofline import analyze
+from tb_roofline.model.roofline import analyze
 t1 = time.perf_counter()
 data = read_kineto_file(sys.argv[1], "rank0")
 t2 = time.perf_counter()
@@ -88,7 +88,7 @@ def measure(path: str) -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     base = subprocess.run([sys.executable, "-c",
                            "import resource, numpy, tb_roofline.readers.kineto, "
-                           "tb_roofline.roofline; print(resource.getrusage("
+                           "tb_roofline.model.roofline; print(resource.getrusage("
                            "resource.RUSAGE_SELF).ru_maxrss / 1024)"],
                           capture_output=True, text=True, env=env, check=True)
     out = subprocess.run([sys.executable, "-c", CHILD, path], capture_output=True, text=True,

@@ -21,7 +21,7 @@ REPO = os.path.dirname(HERE)
 OURS = r"""
 import json, sys, time, resource
 t0 = time.perf_counter()
-from tb_roofline.service import RooflineService
+from tb_roofline.serve.service import RooflineService
 t1 = time.perf_counter()
 s = RooflineService(sys.argv[1])
 run = s.list_runs()["runs"][0]["run"]

@@ -7,8 +7,8 @@ import os
 import subprocess
 import sys
 
-from tb_roofline.cli import main
-from tb_roofline.service import RooflineService
+from tb_roofline.serve.cli import main
+from tb_roofline.serve.service import RooflineService
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(REPO, "testdata", "demo")
@@ -34,10 +34,10 @@ def test_export_is_what_the_api_serves(tmp_path):
 
 
 def test_console_script_and_errors():
-    done = subprocess.run([sys.executable, "-m", "tb_roofline.cli", "runs", DEMO],
+    done = subprocess.run([sys.executable, "-m", "tb_roofline.serve.cli", "runs", DEMO],
                           capture_output=True, text=True, check=True)
     assert "v4_pod/2026_11_29_11_30_00" in done.stdout
-    err = subprocess.run([sys.executable, "-m", "tb_roofline.cli", DEMO, "--run", "nope"],
+    err = subprocess.run([sys.executable, "-m", "tb_roofline.serve.cli", DEMO, "--run", "nope"],
                          capture_output=True, text=True)
     assert err.returncode == 1 and "unknown run 'nope'" in err.stderr
 
@@ -70,8 +70,8 @@ def test_device_file_places_rows_under_its_own_ceilings(tmp_path):
     """A device file applied later places each op under that file's ceiling of its precision."""
     import shutil
 
-    from tb_roofline.device import ComputePeak, DeviceInfo, MemoryPeak
-    from tb_roofline.device_file import write_device_file
+    from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
+    from tb_roofline.devices.device_file import write_device_file
     shutil.copytree(os.path.join(REPO, "testdata", "jax_cpu", "mlp"), tmp_path / "mlp")
     device = DeviceInfo(type="test cpu", kind="cpu", num_cores=1,
                         compute=[ComputePeak("fp64", 50.0, "user"), ComputePeak("fp32", 100.0, "user")],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tb_roofline.service import RooflineService
+from tb_roofline.serve.service import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 from xprof_reference import COLUMN_MAP, xprof_roofline
 

@@ -14,15 +14,15 @@ import os
 
 import pytest
 
-from tb_roofline import calibrate as calibrate_mod
-from tb_roofline.device import DeviceInfo, ComputePeak
-from tb_roofline.device_file import (ENV_VAR, FILE_NAME, DeviceFileError, device_from_dict,
+from tb_roofline.devices import calibrate as calibrate_mod
+from tb_roofline.devices.spec import DeviceInfo, ComputePeak
+from tb_roofline.devices.device_file import (ENV_VAR, FILE_NAME, DeviceFileError, device_from_dict,
                                      find_device_file, load_device_file, write_device_file)
-from tb_roofline.device_table import TABLE, lookup
-from tb_roofline.gpu_peaks import (ceiling_precision, derive_gpu_peaks,
+from tb_roofline.devices.datasheets import TABLE, lookup
+from tb_roofline.devices.gpu_peaks import (ceiling_precision, derive_gpu_peaks,
                                    device_from_kineto_properties, gpu_device_from_plane_stats,
                                    kineto_device_peaks)
-from tb_roofline.readers.xspace import PlaneStats, load_xspace
+from tb_roofline.readers.xplane import PlaneStats, load_xspace
 
 HERE = os.path.dirname(__file__)
 TESTDATA = os.path.join(HERE, "..", "testdata")

@@ -17,7 +17,7 @@ from tb_roofline.hlo import CostModel, HloIndex, module_costs, parse_module
 from tb_roofline.hlo.cost_model import valid_positions
 from tb_roofline.hlo.shapes import BF16, F32, F64, PRED, S8, S32, TUPLE, U8
 from tb_roofline.protos import hlo_pb2
-from tb_roofline.readers.xspace import load_xspace
+from tb_roofline.readers.xplane import load_xspace
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROFILES = sorted(os.path.dirname(p) for p in glob.glob(

@@ -16,9 +16,9 @@ import time
 import pytest
 
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.op_table import ProfileData
+from tb_roofline.model.op_table import ProfileData
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.roofline import analyze
+from tb_roofline.model.roofline import analyze
 
 REAL = os.path.join(os.path.dirname(__file__), "..", "testdata", "kineto")
 TRACES = sorted(glob.glob(os.path.join(REAL, "*", "*.pt.trace.json.gz")))

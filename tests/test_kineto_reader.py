@@ -12,7 +12,7 @@ import pytest
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.readers import kineto
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.roofline import analyze
+from tb_roofline.model.roofline import analyze
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "testdata")
 REAL = os.path.join(ROOT, "kineto")
@@ -392,7 +392,7 @@ def _doc_file(tmp_path, doc, name="t"):
 
 def _summary(data):
     """Everything a trace yields, except the bad-event count."""
-    from tb_roofline.op_table import ALL_COLUMNS
+    from tb_roofline.model.op_table import ALL_COLUMNS
     return ({k: data.ops[k].tolist() for k in ALL_COLUMNS},
             {k: data.kernels[k].tolist() for k in ALL_COLUMNS},
             data.steps, data.core_spans, data.device.type,

@@ -11,8 +11,8 @@ import pytest
 from tensorboard import errors as tb_errors
 
 from tb_roofline import errors
-from tb_roofline.discovery import scan_logdir
-from tb_roofline.service import RooflineService
+from tb_roofline.serve.discovery import scan_logdir
+from tb_roofline.serve.service import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
 
@@ -172,7 +172,7 @@ def test_cache_follows_file_changes_and_never_writes(logdir):
 
 
 def test_is_active_never_waits_for_a_slow_disk(logdir, monkeypatch):
-    import tb_roofline.discovery as discovery
+    import tb_roofline.serve.discovery as discovery
     real_scan = discovery.scan_logdir
 
     def slow_scan(*args, **kwargs):
@@ -204,7 +204,7 @@ def test_concurrent_requests_share_one_conversion(logdir):
     """TensorBoard serves requests from threads: no errors, one answer, caches stay bounded."""
     import concurrent.futures
 
-    from tb_roofline import service as service_module
+    from tb_roofline.serve import service as service_module
     service = RooflineService(str(logdir))
     runs = [r["run"] for r in service.list_runs()["runs"]]
     jobs = [(run, host) for run in runs for host in ("", "*", "h0", "host0")
@@ -219,7 +219,7 @@ def test_concurrent_requests_share_one_conversion(logdir):
 
 
 def test_caches_are_bounded(tmp_path, monkeypatch):
-    from tb_roofline import service as service_module
+    from tb_roofline.serve import service as service_module
     monkeypatch.setattr(service_module, "ANALYSIS_CACHE_SIZE", 2)
     monkeypatch.setattr(service_module, "HOST_CACHE_SIZE", 2)
     for i in range(4):
@@ -241,7 +241,7 @@ def test_deleted_host_file_leaves_the_others(logdir):
 
 
 def test_bad_size_limit_variable_falls_back(logdir, monkeypatch):
-    from tb_roofline.service import DEFAULT_MAX_FILE_MB
+    from tb_roofline.serve.service import DEFAULT_MAX_FILE_MB
     monkeypatch.setenv("TB_ROOFLINE_MAX_FILE_MB", "lots")
     assert RooflineService(str(logdir)).max_file_bytes == DEFAULT_MAX_FILE_MB * (1 << 20)
     monkeypatch.setenv("TB_ROOFLINE_MAX_FILE_MB", "0.5")
@@ -261,7 +261,7 @@ def test_bad_device_file_is_a_clear_error_without_server_paths(tmp_path):
 
 
 def test_partial_scan_keeps_runs_it_did_not_reach(logdir, monkeypatch):
-    import tb_roofline.discovery as discovery
+    import tb_roofline.serve.discovery as discovery
     index = discovery.RunIndex(str(logdir))
     full = index.refresh()
     assert len(full) == 2

@@ -13,11 +13,11 @@ import os
 import numpy as np
 import pytest
 
-from tb_roofline import roofline
+from tb_roofline.model import roofline
 from tb_roofline.hlo.shapes import BF16, S8
 from tb_roofline.protos import hlo_pb2, xplane_pb2
 from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
-from tb_roofline.readers.xspace import load_xspace
+from tb_roofline.readers.xplane import load_xspace
 from tb_roofline.synthetic import _Plane, _Ref
 from test_hlo_cost_model import HloBuilder
 

@@ -7,7 +7,8 @@ import pytest
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers import xline_fast as xf
 from tb_roofline.readers.xline_fast import self_times_by_stack as _self_times
-from tb_roofline.readers.xspace import _line_events, PlaneStats
+from tb_roofline.readers.tpu import _line_events
+from tb_roofline.readers.xplane import PlaneStats
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 
 

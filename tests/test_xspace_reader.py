@@ -9,7 +9,8 @@ import pytest
 
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.protos import memory_access_pb2, xplane_pb2
-from tb_roofline.readers.xspace import load_xspace, read_xspace
+from tb_roofline.readers.xplane import load_xspace
+from tb_roofline.readers.xspace import read_xspace
 from tb_roofline.synthetic import _Plane, _Ref
 
 

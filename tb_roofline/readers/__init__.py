@@ -5,7 +5,7 @@ They know nothing of HTTP or of the roofline model; they raise `ProfileFormatErr
 from __future__ import annotations
 
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.op_table import ProfileData
+from tb_roofline.model.op_table import ProfileData
 
 
 def read_profile_file(path: str, fmt: str, host: str, max_bytes: int | None = None,

@@ -33,11 +33,11 @@ import zlib
 
 import numpy as np
 
-from tb_roofline.device import DeviceInfo
-from tb_roofline.gpu_peaks import apply_ceilings, kineto_device_peaks
+from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.devices.gpu_peaks import apply_ceilings, kineto_device_peaks
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
-from tb_roofline.op_table import (NO_STEP, CoreSpan, Diagnostic, OpTable, OpTableBuilder,
-                                  ProfileData, StepSpan)
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.model.op_table import (NO_STEP, CoreSpan, OpTable, OpTableBuilder, ProfileData, StepSpan)
 from tb_roofline.readers import torch_flops
 from tb_roofline.readers.files import check_profile_file
 

@@ -24,14 +24,14 @@ import re
 
 import numpy as np
 
-from tb_roofline.device import DeviceInfo
-from tb_roofline.gpu_peaks import apply_ceilings, derive_gpu_peaks
+from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.devices.gpu_peaks import apply_ceilings, derive_gpu_peaks
 from tb_roofline.hlo.cost_model import module_costs
 from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
-from tb_roofline.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, Diagnostic,
-                                  OpTableBuilder, ProfileData, StepSpan)
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, OpTableBuilder, ProfileData, StepSpan)
 from tb_roofline.readers.xline_fast import self_times
-from tb_roofline.readers.xspace import PlaneStats
+from tb_roofline.readers.xplane import PlaneStats
 
 GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
 HOST_PLANE = "/host:CPU"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 
-NO_STEP = -1  # tb_roofline.op_table.NO_STEP
+NO_STEP = -1  # tb_roofline.model.op_table.NO_STEP
 
 _EVENT_TAGS = (0x08, 0x10, 0x18, 0x22, 0x28)   # XEvent: metadata_id, offset_ps, duration_ps, stats, num_occurrences
 _EV_OK = np.zeros(256, bool)

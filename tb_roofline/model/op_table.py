@@ -11,6 +11,8 @@ import dataclasses
 
 import numpy as np
 
+from tb_roofline.diagnostics import Diagnostic  # noqa: F401 (readers build ProfileData with it)
+
 # Memory traffic columns: (column, display name, memory id, direction).
 MEMORY_COLUMNS = (
     ("hbm_bytes", "HBM", "hbm", "rw"),
@@ -159,19 +161,9 @@ class CoreSpan:
 
 
 @dataclasses.dataclass
-class Diagnostic:
-    severity: str  # info | warning | error
-    code: str
-    message: str
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass
 class ProfileData:
     """What a reader hands to the model for one host (or several, once merged)."""
-    device: "object"  # tb_roofline.device.DeviceInfo
+    device: "object"  # tb_roofline.devices.spec.DeviceInfo
     ops: OpTable
     steps: list[StepSpan]
     core_spans: list[CoreSpan]

@@ -10,9 +10,9 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.device import DeviceInfo
-from tb_roofline.op_table import MEMORY_COLUMNS, Diagnostic, OpTable, factorize
-
+from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.model.op_table import (MEMORY_COLUMNS, OpTable, factorize)
 GIB = 1.073741824  # GB per GiB: XProf's GiB/s = (bytes / ns) / 1.073741824
 
 # Output columns, in API order (docs/http_api.md).
@@ -248,7 +248,7 @@ def _host_steps(profiles) -> list[list[tuple[str, int]]]:
 
 
 def analyze(profiles: list, host_label: str = "*") -> Analysis:
-    from tb_roofline.op_table import OpTable as _OpTable
+    from tb_roofline.model.op_table import OpTable as _OpTable
     device = DeviceInfo.merge([p.device for p in profiles])
     num_cores = max(device.num_cores, 1)
     table = _with_roof_time(_OpTable.concat([p.ops for p in profiles]), device)

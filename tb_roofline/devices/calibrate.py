@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from tb_roofline.device import ComputePeak, DeviceInfo, MemoryPeak
-from tb_roofline.device_file import FILE_NAME, write_device_file
+from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
+from tb_roofline.devices.device_file import FILE_NAME, write_device_file
 
 NOT_MEASURABLE = ("bf16", "fp16", "fp8", "int8")
 DEFAULT_SECONDS = 20.0

@@ -19,7 +19,7 @@ import time
 
 from tensorboard import errors as tb_errors
 
-from tb_roofline.service import RooflineService
+from tb_roofline.serve.service import RooflineService
 
 COMMANDS = ("report", "runs", "export", "calibrate")
 
@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("-o", "--output", help="file to write ('-' = stdout; default: API file name)")
     exp.set_defaults(func=cmd_export)
 
-    from tb_roofline.calibrate import add_calibrate_subparser
+    from tb_roofline.devices.calibrate import add_calibrate_subparser
     add_calibrate_subparser(sub)
     return parser
 

@@ -6,7 +6,7 @@ the dense ones) for Ampere and later; where a data sheet only gives the sparse f
 stores half of it and says so (`basis="sparse_halved"`). Numbers that are not on a data sheet
 but follow from the architecture (rate per clock × units × clock) say `basis="derived"`.
 
-Precision keys (the same spellings as `tb_roofline.device.normalize_precision`):
+Precision keys (the same spellings as `tb_roofline.devices.spec.normalize_precision`):
 `fp64` (vector/CUDA cores), `fp64_tc` (FP64 on tensor / matrix cores), `fp32` (vector/CUDA
 cores), `fp32_tc` (FP32 on AMD matrix cores), `tf32`, `bf16`, `fp16` (tensor/matrix cores),
 `fp8`, `int8` (tensor/matrix cores).
@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from tb_roofline.device import ComputePeak, DeviceInfo, MemoryPeak
+from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 
 PRECISIONS = ("fp64", "fp64_tc", "fp32", "fp32_tc", "tf32", "bf16", "fp16", "fp8", "int8")
 # The precision whose roof is the default (first) ceiling of a device: the headline ML roof.

@@ -16,10 +16,13 @@ import threading
 
 import numpy as np
 
-from tb_roofline import device_file, errors, roofline
-from tb_roofline.discovery import ALL_HOSTS, Run, RunIndex
-from tb_roofline.gpu_peaks import apply_ceilings
-from tb_roofline.op_table import Diagnostic, ProfileData
+from tb_roofline import errors
+from tb_roofline.devices import device_file
+from tb_roofline.model import roofline
+from tb_roofline.serve.discovery import ALL_HOSTS, Run, RunIndex
+from tb_roofline.devices.gpu_peaks import apply_ceilings
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.model.op_table import ProfileData
 
 DEFAULT_MAX_FILE_MB = 4096
 

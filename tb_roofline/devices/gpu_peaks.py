@@ -23,10 +23,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from tb_roofline.device import ComputePeak, DeviceInfo, MemoryPeak
-from tb_roofline.device_table import (DEFAULT_ORDER, PRECISIONS, DeviceSpec, lookup,
+from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
+from tb_roofline.devices.datasheets import (DEFAULT_ORDER, PRECISIONS, DeviceSpec, lookup,
                                       memory_display_name)
-from tb_roofline.op_table import Diagnostic
+from tb_roofline.diagnostics import Diagnostic
 
 MISMATCH_TOLERANCE = 0.10  # derived vs data sheet, relative
 SHARED_BYTES_PER_CLOCK = 128  # 32 banks x 32 bits per clock per SM (CUDA programming guide)

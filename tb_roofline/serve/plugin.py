@@ -18,10 +18,10 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tb_roofline import errors
-from tb_roofline.service import RooflineService
+from tb_roofline.serve.service import RooflineService
 
 PLUGIN_NAME = "roofline"
-STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
+STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
 logger = logging.getLogger(__name__)
 
 

@@ -37,8 +37,8 @@ import os
 import re
 import tempfile
 
-from tb_roofline.device import ComputePeak, DeviceInfo, MemoryPeak
-from tb_roofline.device_table import PRECISIONS
+from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
+from tb_roofline.devices.datasheets import PRECISIONS
 
 FILE_NAME = "roofline_device.json"
 ENV_VAR = "TB_ROOFLINE_DEVICE_FILE"

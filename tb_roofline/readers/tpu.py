@@ -1,0 +1,369 @@
+"""TPU reader: the TensorCore planes of an XSpace → op table, step and core spans, peaks.
+
+Facts used (REFERENCE.md §2-3, and XProf's conversion, which users compare us with):
+- TensorCore planes are named `/device:TPU:N`; SparseCore planes (`... SparseCore K`) are skipped.
+- Ops are the events of the `XLA Ops` line; an op is identified by its metadata (program id and
+  name); `device_offset_ps`/`device_duration_ps` (absolute ps) override the event's own timing.
+- Self time = duration minus the durations of the events directly nested in it on the line.
+- Steps come from `group_id` stats on the `Steps` line (markers) and on the op events.
+- A core's profiled span runs from the first to the last event on its `XLA Ops` and `Steps` lines.
+- Op metadata values (FLOPs, bytes) are per execution; the table holds totals.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, OpTableBuilder,
+                                        ProfileData, StepSpan, is_infeed_outfeed_category)
+from tb_roofline.protos import memory_access_pb2, xplane_pb2, xplane_view_pb2
+from tb_roofline.readers.xplane import PlaneStats
+from tb_roofline.readers.xline_fast import decode_tokens, group_sums, self_times
+
+TENSOR_CORE_PLANE = re.compile(r"^/device:TPU:(\d+)$")
+SPARSE_CORE_PLANE = re.compile(r"^/device:TPU:\d+ SparseCore")
+OPS_LINE, STEPS_LINE = "XLA Ops", "Steps"
+
+HBM, CMEM, VMEM = 1, 2, 3
+READ, WRITE = 1, 2
+
+
+class _FullPlane:
+    """The plane's bytes, parsed with the full schema (or the event-count view) only if some
+    line needs it. Shared by a `_TokenPlane` and its lines without pointing back at them (no
+    reference cycle, so a plane's memory goes as soon as the reader moves on)."""
+
+    def __init__(self, raw: bytes):
+        self._raw = raw
+        self._plane = None
+        self._counts = None
+
+    def get(self):
+        if self._plane is None:
+            self._plane = xplane_pb2.XPlane.FromString(self._raw)
+        return self._plane
+
+    def event_count(self, index: int) -> int:
+        if self._counts is None:
+            view = xplane_view_pb2.XPlaneView.FromString(self._raw)
+            self._counts = [len(l.events) for l in view.lines]
+        return self._counts[index]
+
+
+class _TokenLine:
+    """A line of a TPU plane read as a varint token stream (see xline_fast.decode_tokens)."""
+
+    def __init__(self, full: _FullPlane, index: int, line):
+        self._full, self._index = full, index
+        self.name = line.name
+        self.timestamp_ns = line.timestamp_ns
+        self.tokens = line.event_tokens
+
+    def n_events(self) -> int:
+        return self._full.event_count(self._index)
+
+    def full(self):
+        return self._full.get().lines[self._index]
+
+
+class _TokenPlane:
+    """A TPU TensorCore plane parsed with the token view; the full parse happens only if a
+    line needs the per-event path."""
+
+    def __init__(self, raw: bytes):
+        tok = xplane_view_pb2.XPlaneTokens.FromString(raw)
+        full = _FullPlane(raw)
+        self.id, self.name = tok.id, tok.name
+        self.stats, self.event_metadata, self.stat_metadata = tok.stats, tok.event_metadata, tok.stat_metadata
+        self.lines = [_TokenLine(full, i, l) for i, l in enumerate(tok.lines)]
+
+
+class _LazyPlane:
+    """A TensorCore plane not parsed yet: planes are parsed one at a time, so only one plane's
+    decoded events are in memory at once."""
+
+    def __init__(self, name: str, raw: bytes):
+        self.name = name
+        self._raw = raw
+
+    def load(self):
+        try:
+            return _TokenPlane(self._raw)
+        except (DecodeError, RuntimeError, ValueError):
+            return xplane_pb2.XPlane.FromString(self._raw)
+
+
+def fast_tpu_planes(data: bytes):
+    """The TPU TensorCore planes through the token view, or None to use the full schema."""
+    try:
+        raw = xplane_view_pb2.XSpaceRaw.FromString(data)
+        headers = [(xplane_view_pb2.XPlaneHeader.FromString(p), p) for p in raw.planes]
+    except (DecodeError, RuntimeError, ValueError):
+        return None
+    planes, other = [], []
+    for header, plane_bytes in headers:
+        if TENSOR_CORE_PLANE.match(header.name):
+            planes.append(_LazyPlane(header.name, plane_bytes))
+        else:
+            other.append(header)
+    if not planes:
+        return None
+    return planes, other
+
+
+def _events(line, stat_ids: dict):
+    """`_line_events` for either kind of line, through the fast path when it can."""
+    if isinstance(line, _TokenLine):
+        decoded = decode_tokens(line.tokens, line.timestamp_ns, stat_ids, line.n_events)
+        if decoded is not None:
+            return decoded
+        return _line_events(line.full(), stat_ids)
+    return _line_events(line, stat_ids)
+
+def _device_from_plane_stats(stats: dict, num_cores: int) -> DeviceInfo:
+    def num(key):  # a missing, non-numeric or non-finite peak is an unknown one
+        v = stats.get(key)
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else 0.0
+
+    tflops = num("peak_teraflops_per_second")
+    device = DeviceInfo(type=str(stats.get("device_type_string") or "TPU"), kind="tpu",
+                        num_cores=num_cores, megacore=bool(num("has_megacore")),
+                        has_merged_vmem=bool(num("has_merged_vmem")))
+    device.has_cmem = num("peak_cmem_rd_bw_gigabytes_per_second") > 0 or \
+        num("peak_cmem_wr_bw_gigabytes_per_second") > 0
+    if tflops > 0:
+        device.compute.append(ComputePeak("default", tflops * 1000.0, "profile"))
+    device.memories.append(MemoryPeak("hbm", "HBM", num("peak_hbm_bw_gigabytes_per_second"), "profile"))
+    for mid, name, key in (("cmem_read", "CMEM Read", "peak_cmem_rd_bw_gigabytes_per_second"),
+                           ("cmem_write", "CMEM Write", "peak_cmem_wr_bw_gigabytes_per_second"),
+                           ("vmem_read", "VMEM Read", "peak_vmem_rd_bw_gigabytes_per_second"),
+                           ("vmem_write", "VMEM Write", "peak_vmem_wr_bw_gigabytes_per_second")):
+        if num(key) > 0 and (mid.startswith("cmem") or device.has_merged_vmem):
+            device.memories.append(MemoryPeak(mid, name, num(key), "profile"))
+    return device
+
+
+def _breakdown_bytes(raw: bytes | None, total: float) -> tuple:
+    """(hbm, cmem_r, cmem_w, vmem_r, vmem_w) bytes per execution; no breakdown = all HBM."""
+    if not raw:
+        return (total, 0.0, 0.0, 0.0, 0.0)
+    msg = memory_access_pb2.MemoryAccessBreakdown.FromString(raw)
+    if not msg.memory_accessed:
+        return (total, 0.0, 0.0, 0.0, 0.0)
+    hbm = cr = cw = vr = vw = 0.0
+    for m in msg.memory_accessed:
+        if m.memory_space == HBM:
+            hbm += m.bytes_accessed
+        elif m.memory_space == CMEM:
+            if m.operation_type == READ:
+                cr += m.bytes_accessed
+            elif m.operation_type == WRITE:
+                cw += m.bytes_accessed
+        elif m.memory_space == VMEM:
+            if m.operation_type == READ:
+                vr += m.bytes_accessed
+            elif m.operation_type == WRITE:
+                vw += m.bytes_accessed
+    return (hbm, cr, cw, vr, vw)
+
+
+def _int(v) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
+OP_STATS = ("flops", "model_flops", "bytes_accessed", "hlo_category", "program_id",
+            "memory_access_breakdown", "source", "tf_op")
+
+
+def _op_info(ps: PlaneStats, md) -> dict:
+    wanted = ps.wanted(OP_STATS)
+    s = {}
+    for st in md.stats:
+        name = wanted.get(st.metadata_id)
+        if name is not None:
+            s[name] = ps.value(st)
+    flops = float(_int(s.get("flops")))
+    model_flops = float(_int(s.get("model_flops"))) or flops
+    total = float(_int(s.get("bytes_accessed")))
+    category = str(s.get("hlo_category") or "unknown")
+    program_id = s.get("program_id")
+    return {
+        "operation": md.display_name or md.name,
+        "program_id": "" if program_id is None else str(program_id),
+        "category": category,
+        "flops": flops, "model_flops": model_flops, "bytes": total,
+        "mem": _breakdown_bytes(s.get("memory_access_breakdown"), total),
+        "source": str(s.get("source") or ""),
+        "tf_op": str(s.get("tf_op") or ""),
+        "is_infeed_outfeed": is_infeed_outfeed_category(category),
+        "is_container": category in CONTAINER_CATEGORIES,
+    }
+
+
+def _program_names(ps: PlaneStats, plane) -> dict[str, str]:
+    """program id -> module name, from the metadata of the `XLA Modules` line's events."""
+    names = {}
+    seen = set()
+    for line in plane.lines:
+        if line.name != "XLA Modules":
+            continue
+        for mid in np.unique(_events(line, ps.ids)[0]).tolist():
+            if mid in seen:
+                continue
+            seen.add(mid)
+            md = plane.event_metadata.get(mid)
+            if md is None:
+                continue
+            pid = ps.as_dict(md.stats).get("program_id")
+            name = md.display_name or re.sub(r"\(\d+\)$", "", md.name)
+            if pid is not None:
+                names[str(pid)] = name
+    return names
+
+
+def _line_events(line, stat_ids: dict):
+    """Arrays of (metadata id, begin ps, duration ps, group id, dma stall ps, occurrences)."""
+    base = line.timestamp_ns * 1000
+    gid, doff, ddur, dma = (stat_ids.get(k, -1) for k in (
+        "group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps"))
+    n = len(line.events)
+    md = np.empty(n, np.int64)
+    begin = np.empty(n, np.int64)
+    dur = np.empty(n, np.int64)
+    group = np.full(n, NO_STEP, np.int64)
+    stall = np.zeros(n, np.int64)
+    occ = np.ones(n, np.int64)
+    for i, ev in enumerate(line.events):
+        md[i] = ev.metadata_id
+        b = base + ev.offset_ps
+        d = ev.duration_ps
+        if ev.num_occurrences:
+            occ[i] = ev.num_occurrences
+        for st in ev.stats:
+            sid = st.metadata_id
+            if sid == gid:
+                group[i] = st.int64_value or st.uint64_value
+            elif sid == doff:
+                b = st.int64_value or st.uint64_value
+            elif sid == ddur:
+                d = st.int64_value or st.uint64_value
+            elif sid == dma:
+                stall[i] = st.int64_value or st.uint64_value
+        begin[i] = b
+        dur[i] = d
+    return md, begin, dur, group, stall, occ
+
+
+def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=None) -> ProfileData:
+    """TensorCore planes (full `XPlane`s or `_TokenPlane`s) → op table, spans, peaks."""
+    builder = OpTableBuilder()
+    steps: list[StepSpan] = []
+    spans: list[CoreSpan] = []
+    diagnostics: list[Diagnostic] = []
+    cores = [(int(m.group(1)), p) for p in planes if (m := TENSOR_CORE_PLANE.match(p.name))]
+    cores.sort(key=lambda c: c[0])
+    sparse = [n for n in plane_names if SPARSE_CORE_PLANE.match(n)]
+    if sparse:
+        diagnostics.append(Diagnostic("info", "sparsecore_ignored",
+                                      f"{len(sparse)} SparseCore plane(s) ignored: their ops are "
+                                      "not part of the TensorCore roofline"))
+    device = None
+    dropped_ops = 0
+    shared_infos: dict = {}
+    stat_tables: dict = {}
+    for done, (core, plane) in enumerate(cores):
+        if progress:
+            progress(done, len(cores))
+        if isinstance(plane, _LazyPlane):
+            plane = plane.load()
+        ps = PlaneStats(plane)
+        stat_table = stat_tables.setdefault(tuple(sorted(ps.names.items())), len(stat_tables))
+        if device is None:
+            device = _device_from_plane_stats(ps.as_dict(plane.stats), len(cores))
+        ops_lines = [l for l in plane.lines if l.name == OPS_LINE]
+        step_lines = [l for l in plane.lines if l.name == STEPS_LINE]
+        lo, hi = None, None
+        marker_steps: dict[int, list[int]] = {}
+        for line in step_lines:
+            md, begin, dur, group, _, _ = _events(line, ps.ids)
+            if len(begin):
+                lo = begin.min() if lo is None else min(lo, begin.min())
+                hi = (begin + dur).max() if hi is None else max(hi, (begin + dur).max())
+            for g, b, d in zip(group.tolist(), begin.tolist(), dur.tolist()):
+                if g != NO_STEP:
+                    entry = marker_steps.get(g)
+                    if entry is None or d > entry[1]:  # XProf: the longest marker of the step
+                        marker_steps[g] = [b, d]
+        op_groups: set[int] = set()
+        infos = {}
+        programs = _program_names(ps, plane)
+        for line in ops_lines:
+            md, begin, dur, group, stall, occ = _events(line, ps.ids)
+            if not len(md):
+                continue
+            lo = begin.min() if lo is None else min(lo, begin.min())
+            hi = (begin + dur).max() if hi is None else max(hi, (begin + dur).max())
+            order, selft = self_times(begin, dur)
+            md, dur, group, stall, occ = md[order], dur[order], group[order], stall[order], occ[order]
+            op_groups.update(np.unique(group[group != NO_STEP]).tolist())
+            # One row per (op, step): sum executions, times and stalls.
+            row_md, row_step, totals = group_sums(md, group, dur, selft, stall, occ)
+            sums = {name: totals[i].astype(np.float64)
+                    for i, name in enumerate(("time", "self", "stall", "occ"))}
+            for mid in np.unique(row_md).tolist():
+                if mid not in infos:
+                    meta = plane.event_metadata.get(mid)
+                    if meta is None:
+                        infos[mid] = None
+                        continue
+                    # Cores repeat the same op metadata: decode it once per stat table.
+                    key = (stat_table, meta.SerializeToString())
+                    info = shared_infos.get(key)
+                    if info is None:
+                        info = shared_infos[key] = _op_info(ps, meta)
+                        info["program"] = programs.get(info["program_id"], "")
+                    infos[mid] = info
+            known = np.fromiter((infos[m] is not None for m in row_md.tolist()), bool,
+                                count=len(row_md))
+            dropped_ops += int(sums["occ"][~known].sum())
+            rows = [infos[m] for m in row_md[known].tolist()]
+            n = sums["occ"][known]
+            per_exec = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"]]
+                                 for i in rows], dtype=np.float64).reshape(-1, 8) * n[:, None]
+
+            def texts(field):
+                return np.array([i[field] for i in rows], dtype=object)
+
+            builder.add_columns(
+                len(rows), host=host, core=core, program_id=texts("program_id"),
+                program=texts("program"), operation=texts("operation"),
+                category=texts("category"), source=texts("source"), tf_op=texts("tf_op"),
+                step=row_step[known], occurrences=n.astype(np.int64),
+                total_time_ps=sums["time"][known], self_time_ps=sums["self"][known],
+                dma_stall_ps=sums["stall"][known], flops=per_exec[:, 0],
+                model_flops=per_exec[:, 1], bytes=per_exec[:, 2], hbm_bytes=per_exec[:, 3],
+                cmem_read_bytes=per_exec[:, 4], cmem_write_bytes=per_exec[:, 5],
+                vmem_read_bytes=per_exec[:, 6], vmem_write_bytes=per_exec[:, 7],
+                is_infeed_outfeed=np.array([i["is_infeed_outfeed"] for i in rows], dtype=bool),
+                is_container=np.array([i["is_container"] for i in rows], dtype=bool),
+                flops_source="profile")
+        if lo is not None:
+            spans.append(CoreSpan(host, core, int(lo), int(hi)))
+        for g in sorted(set(marker_steps) & op_groups):
+            steps.append(StepSpan(host, core, g, int(marker_steps[g][0]), int(marker_steps[g][1])))
+        # Let this plane's decoded events go before the next plane is parsed.
+        plane = ps = ops_lines = step_lines = line = infos = meta = None
+    if dropped_ops:
+        diagnostics.append(Diagnostic("warning", "ops_without_metadata",
+                                      f"{dropped_ops} op executions reference missing metadata"))
+    data = ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
+                       diagnostics=diagnostics)
+    return data
