@@ -145,6 +145,16 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
         for d in p.diagnostics:
             diagnostics.append(Diagnostic(d.severity, d.code, f"host {host}: {d.message}")
                                if len(profiles) > 1 and host else d)
+    kinds = {}
+    for p in profiles:
+        if p.device is not None and p.core_spans:
+            kinds.setdefault(p.device.type, []).append(p.core_spans[0].host)
+    if len(kinds) > 1:
+        diagnostics.append(Diagnostic(
+            "warning", "mixed_devices",
+            "the hosts of this run report different devices (" + "; ".join(
+                f"{t}: {', '.join(h[:3])}{' ...' if len(h) > 3 else ''}" for t, h in kinds.items())
+            + f"): the aggregate is judged against {device.type}'s peaks; look at each host alone"))
     # A profile-derived peak that the profile's own ops beat is the figure in doubt.
     device, notes = peaks.settle(device, table, kernel_tables.get("kernel"), row_sums)
     diagnostics += notes
@@ -314,13 +324,15 @@ def _coverage_notes(program: RecordTable) -> list[Diagnostic]:
     if not len(program):
         return []
     total = program.row_dicts()[0]
-    out = []
-    for what, col in (("FLOPs", "flop_coverage"), ("bytes", "bytes_coverage")):
-        cov = total[col]
-        if cov is not None and cov < 0.5:
-            out.append(Diagnostic(
-                "warning", f"low_{col}",
-                f"only {cov * 100:.1f}% of the op time has known {what}: the program-level "
-                f"rates, bound-by and efficiency describe that part, not the whole run "
-                "(ops without a cost are marked no_cost; see their time in the op table)"))
-    return out
+    flops, nbytes = total["flop_coverage"], total["bytes_coverage"]
+    low = [(what, cov) for what, cov in (("FLOPs", flops), ("bytes", nbytes))
+           if cov is not None and cov < 0.5]
+    if not low:
+        return []
+    if len(low) == 2 and abs(flops - nbytes) < 5e-4:
+        low = [("FLOPs and bytes", flops)]
+    return [Diagnostic(
+        "warning", "low_coverage",
+        f"only {cov * 100:.1f}% of the op time has known {what}: the program-level rates, "
+        "bound-by and efficiency describe that part, not the whole run (ops without a cost "
+        "are marked no_cost; see their time in the op table)") for what, cov in low]
