@@ -93,6 +93,10 @@ def op_records(table: OpTable, vals: dict, device: DeviceInfo, num_cores: int,
     for col in ("category", "operation", "program", "program_id", "is_infeed_outfeed",
                 "source", "tf_op", "flops_source", "precision"):
         labels[col] = keys[col][first_key]
+    # A program without a module name (no `XLA Modules` event for it) is named by its id.
+    unnamed = (labels["program"] == "") & (labels["program_id"] != "")
+    labels["program"] = np.where(unnamed, np.char.add("program ", labels["program_id"].astype(str)),
+                                 labels["program"]).astype(object)
     rec = build_records(sums, device, num_cores, labels, n, include_io, np.full(n, span_ps), cav)
     # Percentages of all ops' self time in this view: they sum to 100.
     self_pct = div(sums["self_time_ps"], np.full(n, sums["self_time_ps"].sum())) * 100.0

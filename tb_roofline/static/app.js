@@ -2,20 +2,21 @@
 // api.js, TensorBoard integration in tbhost.js, rendering in views/ and charts.js.
 import {api, ApiError, tableToObjects} from './api.js';
 import {onReload, onUrlChange, readUrlState, watchDarkMode, writeUrlState} from './tbhost.js';
-import {Chart, categorySpec, loadVega, opSpec, placePoints, programSpec, roofGeometry}
-  from './charts.js';
+import {Chart, POINT_FLAGS, categorySpec, loadVega, opSpec, placePoints, programSpec,
+  roofGeometry} from './charts.js';
 import {OP_COLUMNS, PROGRAM_COLUMNS, TOOLTIP_COLUMNS, fmtInt, toCsv, visibleColumns,
   withDeviceMemories}
   from './columns.js';
+import {topOpsSummary} from './views/top_ops.js';
 import {download, downloadText, h, setChildren, slug} from './views/dom.js';
 import {devicePanel} from './views/device.js';
 import {LoadingIndicator, diagnosticsList, emptyState, errorBox} from './views/states.js';
 import {DataTable} from './views/table.js';
-import {Tooltip} from './views/tooltip.js';
+import {Tooltip, detailsTable} from './views/tooltip.js';
 
 const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', average: 'Average',
                     step: 'Step'};
-const DERIVED = new Set(['px', 'py', 'at_floor', 'kind', 'series']);
+const DERIVED = new Set(['px', 'py', 'at_floor', 'kind', 'series', 'flag']);
 const now = () => performance.now();
 const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
 // Which filter pass last kept a row (Chart.showOnly's predicate); a symbol, so exports and
@@ -24,8 +25,10 @@ const SHOWN = Symbol('shown');
 // Columns that place, colour or size an op: the infeed/outfeed switch without a re-render
 // needs them equal in both variants (they are: each op's own sums do not change).
 const PLACED = ['operation', 'category', 'bottleneck_operational_intensity', 'flop_rate',
-  'total_time_us', 'px', 'py', 'at_floor'];
-const opKey = (r) => `${r.program_id}\u0000${r.operation}\u0000${r.host}`;
+  'total_time_us', 'px', 'py', 'at_floor', 'caveat'];
+/** An op's identity (not its rank, which changes with the infeed/outfeed variant): the key of
+ * its table row, its selection and the `op` URL parameter. */
+export const opKey = (r) => JSON.stringify([r.program_id, r.operation, r.precision, r.host]);
 /** 1 / the variant's time denominator (µs): time share = total time × this. */
 function timeShareOf(rows) {
   let best = null;
@@ -40,7 +43,7 @@ class App {
   constructor(root) {
     this.root = root;
     this.state = {run: '', host: '*', infeed: 'include', view: 'op', categories: [], boundBy: [],
-      name: ''};
+      name: '', op: ''};
     this.runs = [];
     this.logdir = '';
     this.data = null;  // {device, diagnostics, program, ops, opColumns, programColumns, facets}
@@ -86,6 +89,11 @@ class App {
     this.opErrorEl = h('div', {class: 'section-error'});
     this.opStatusEl = h('div', {id: 'op-status', class: 'muted'});
     this.selectionEl = h('div', {id: 'op-selection', class: 'selection'});
+    this.topOpsEl = h('div', {id: 'top-ops', class: 'top-ops'});
+    this.emptyFilterText = h('span', {}, 'No op matches the filters. ');
+    this.emptyFilterEl = h('p', {id: 'no-match', class: 'notice', hidden: true},
+        this.emptyFilterText, h('button', {type: 'button',
+          onclick: () => this.clearFilters()}, 'Clear filters'));
 
     this.categoryMenu = h('div', {class: 'menu-list', id: 'category-options'});
     this.boundMenu = h('div', {class: 'menu-list', id: 'bound-options'});
@@ -124,18 +132,18 @@ class App {
               ['SVG', () => this.exportChart(this.opChart, 'ops', 'svg')]])),
         h('div', {class: 'filters', id: 'op-filters'},
             this.viewLabel,
-            this.infeedLabel = h('label', {class: 'check'}, this.infeedToggle,
-                ' Include infeed/outfeed'),
             h('details', {class: 'menu', id: 'category-filter'}, this.categorySummary,
                 this.categoryMenu),
             h('details', {class: 'menu', id: 'bound-filter'}, this.boundSummary, this.boundMenu),
             this.nameInput,
             h('button', {type: 'button', id: 'clear-filters', onclick: () => this.clearFilters()},
                 'Clear filters')),
-        this.opErrorEl, this.opStatusEl,
-        h('p', {class: 'hint'}, 'Colour: category · size: share of time · ✚ Program. ' +
-            'Scroll to zoom, drag to pan, double-click to reset, click a point to find its row.'),
-        this.opChartEl, this.selectionEl,
+        this.opErrorEl, this.topOpsEl, this.opStatusEl,
+        h('p', {class: 'hint'}, 'Colour: category · size: share of time · shape: measured ' +
+            '(●), not a measurement (◆, see its caveat) or above its roof (▲) · ✚ Program · ' +
+            'ops without FLOPs or bytes sit in the strip at the bottom. Scroll to zoom, drag ' +
+            'to pan, double-click to reset, click a point for every metric.'),
+        this.emptyFilterEl, this.opChartEl, this.selectionEl,
         h('div', {class: 'two-col'},
             h('div', {class: 'cat-wrap'},
                 h('div', {class: 'section-head'}, h('h3', {}, 'Self time per category'),
@@ -156,6 +164,9 @@ class App {
         h('header', {class: 'toolbar'},
             h('label', {}, 'Run ', this.runSelect),
             h('label', {}, 'Host ', this.hostSelect),
+            this.infeedLabel = h('label', {class: 'check', title: 'Applies to both charts, ' +
+              'the tables and the exports'}, this.infeedToggle,
+            ' Include infeed/outfeed (both charts)'),
             this.loadingEl),
         this.noticeEl, this.runErrorEl, this.contentEl);
     setChildren(this.root, this.app);
@@ -164,7 +175,7 @@ class App {
     this.programChart = new Chart(this.programChartEl, {tooltip: this.tooltip.handler});
     this.opChart = new Chart(this.opChartEl, {tooltip: this.tooltip.handler,
       onClick: (datum) => {
-        if (datum && datum.record_type === 'op') this.selectOp(datum.rank, {fromChart: true});
+        if (datum && datum.record_type === 'op') this.selectOp(opKey(datum), {fromChart: true});
       }});
     this.opChart.prerenderSubsets = () => this.prerenderSubsets();
     this.catChart = new Chart(this.catChartEl, {tooltip: this.tooltip.handler,
@@ -176,9 +187,9 @@ class App {
     this.programTable = new DataTable(this.programTableEl, {id: 'program-table',
       columns: PROGRAM_COLUMNS, rowKey: (r) => r.series, searchable: false, paginated: false});
     this.opTable = new DataTable(this.opTableEl, {id: 'op-table', columns: OP_COLUMNS,
-      rowKey: (r) => r.rank, pageSize: 50, defaultSort: {key: 'rank', dir: 'asc'},
-      searchKeys: ['operation', 'category', 'program', 'source', 'tf_op'],
-      onRowClick: (r) => this.selectOp(r.rank, {fromTable: true})});
+      rowKey: opKey, pageSize: 50, defaultSort: {key: 'rank', dir: 'asc'},
+      searchKeys: ['operation', 'category', 'program', 'source', 'tf_op', 'caveat'],
+      onRowClick: (r) => this.selectOp(opKey(r), {fromTable: true})});
   }
 
   setStatus(status) {
@@ -198,7 +209,7 @@ class App {
     writeUrlState({run: s.run, host: s.host === '*' ? '' : s.host,
       infeed: s.infeed === 'exclude' ? 'exclude' : '', view: s.view === 'op' ? '' : s.view,
       category: s.categories.join(','),
-      bound: s.boundBy.join(','), name: s.name});
+      bound: s.boundBy.join(','), name: s.name, op: s.op || ''});
   }
 
   async restore() {
@@ -211,7 +222,8 @@ class App {
     const split = (v) => (v ? String(v).split(',').filter(Boolean) : []);
     this.state = {run: url.run || '', host: url.host || '*',
       infeed: url.infeed === 'exclude' ? 'exclude' : 'include', view: url.view || 'op',
-      categories: split(url.category), boundBy: split(url.bound), name: url.name || ''};
+      categories: split(url.category), boundBy: split(url.bound), name: url.name || '',
+      op: url.op || ''};
     this.infeedToggle.checked = this.state.infeed === 'include';
     this.nameInput.value = this.state.name;
   }
@@ -398,13 +410,14 @@ class App {
     // Program records of that variant, placed on the current axes; they must fit.
     const program = v.program.map((r) => ({...r}));
     const total = program.filter((r) => r.record_type === 'total').map((r) => ({...r}));
-    placePoints(program, this.programGeometry.floorX, this.programGeometry.floorY);
-    placePoints(total, this.geometry.floorX, this.geometry.floorY);
+    const pg = this.programGeometry;
+    placePoints(program, pg.floorX, pg.floorY, pg.x0, pg.x1);
+    placePoints(total, this.geometry.floorX, this.geometry.floorY, this.geometry.x0,
+        this.geometry.x1);
     const inside = (g, rows) => rows.every((r) => r.px >= g.xDomain[0] && r.px <= g.xDomain[1] &&
         r.py >= g.yDomain[0] && r.py <= g.yDomain[1]);
     if (!inside(this.programGeometry, program) || !inside(this.geometry, total)) return false;
-    const selected = this.selectedRank !== null && this.selectedRank !== undefined ?
-      d.ops.find((r) => r.rank === this.selectedRank) : null;
+    const selected = this.state.op ? d.ops.find((r) => opKey(r) === this.state.op) : null;
     const cols = v.cols;
     v.ops.forEach((obj, i) => {
       const values = v.values[i];
@@ -425,7 +438,7 @@ class App {
     await this.opChart.setData({program: total}, {run: false});
     await this.opChart.setParam('time_share', timeShareOf(d.ops), {run: false});
     await Promise.all([this.programChart.setData({records: program}), this.applyFilters()]);
-    if (selected && d.ops.includes(selected)) await this.selectOp(selected.rank, {});
+    if (selected && d.ops.includes(selected)) await this.selectOp(opKey(selected), {});
     else if (selected) this.clearSelection();
     return true;
   }
@@ -532,7 +545,8 @@ class App {
     const d = this.data;
     // Device + diagnostics.
     setChildren(this.devicePanelEl, d.errors.device ? errorBox(d.errors.device,
-        'the device information') : devicePanel(d.device));
+        'the device information') : devicePanel(d.device,
+        (d.program || []).find((r) => r.record_type === 'total')));
     if (d.errors.diagnostics) {
       setChildren(this.diagnosticsEl, errorBox(d.errors.diagnostics, 'the diagnostics'));
     } else {
@@ -547,10 +561,12 @@ class App {
     this.tooltip.memoryIds = d.device ? this.memoryIds() : null;
     this.tooltip.columns = withDeviceMemories(TOOLTIP_COLUMNS, d.device && d.device.memories);
     // Each chart spans its own records (and the ridge points): program points are not lost in
-    // the op chart's wider range.
-    const geometry = roofGeometry(d.device, [...(d.program || []), ...(d.ops || [])]);
+    // the op chart's wider range. Both draw the program's FLOP-mix roof (the Total's).
+    const total = (d.program || []).find((r) => r.record_type === 'total');
+    const roofs = {mixPeak: total ? total.peak_flop_rate : null, dark: this.dark};
+    const geometry = roofGeometry(d.device, [...(d.program || []), ...(d.ops || [])], roofs);
     this.geometry = geometry;
-    this.programGeometry = roofGeometry(d.device, d.program || []);
+    this.programGeometry = roofGeometry(d.device, d.program || [], roofs);
     await Promise.all([this.renderProgram(this.programGeometry), this.renderOps(geometry)]);
   }
 
@@ -566,15 +582,32 @@ class App {
     setChildren(this.programErrorEl);
     this.programChartEl.hidden = false;
     this.programTableEl.hidden = false;
-    const rows = this.decorateProgram(placePoints(d.program, geometry.floorX, geometry.floorY));
+    const rows = this.decorateProgram(placePoints(d.program, geometry.floorX, geometry.floorY,
+        geometry.x0, geometry.x1));
     if (!rows.length) {
       setChildren(this.programErrorEl, h('p', {class: 'muted'}, 'No program-level records.'));
     }
     this.programTable.setColumns(visibleColumns(
         withDeviceMemories(PROGRAM_COLUMNS, d.device && d.device.memories), this.memoryIds(), rows,
-        d.programColumns));
+        d.programColumns, d.device && d.device.kind));
     this.programTable.setRows(rows);
-    await this.programChart.setSpec(programSpec(geometry, this.dark), {records: rows});
+    await this.programChart.setSpec(programSpec(geometry, this.dark,
+        {kinds: [...new Set(rows.map((r) => r.kind))], subtitle: this.subtitle()}),
+    {records: rows});
+  }
+
+  /** Run, host and device: every chart says what it shows (also in PNG/SVG exports). */
+  subtitle() {
+    const d = this.data || {};
+    const s = this.state;
+    return [`run ${s.run}`, s.host === '*' ? 'all hosts' : `host ${s.host}`,
+      d.device ? d.device.type : null, s.infeed === 'exclude' ? 'infeed/outfeed excluded' : null]
+        .filter(Boolean).join(' · ');
+  }
+
+  /** 'kernels' in the kernel views, else 'ops'. */
+  opNoun() {
+    return this.state.view && this.state.view.startsWith('kernel') ? 'kernels' : 'ops';
   }
 
   decorateProgram(rows) {
@@ -620,7 +653,7 @@ class App {
       setChildren(this.opStatusEl);
       return;
     }
-    placePoints(d.ops, geometry.floorX, geometry.floorY);
+    placePoints(d.ops, geometry.floorX, geometry.floorY, geometry.x0, geometry.x1);
     const facets = d.facets || {};
     const uniq = (key) => [...new Set(d.ops.map((r) => r[key]))].filter((x) => x !== null).sort();
     this.categories = facets.category && facets.category.length ? facets.category : uniq('category');
@@ -634,15 +667,19 @@ class App {
         !d.ops.some((r) => r.is_infeed_outfeed);
     this.opTable.setColumns(visibleColumns(
         withDeviceMemories(OP_COLUMNS, d.device && d.device.memories), this.memoryIds(), d.ops,
-        d.opColumns));
+        d.opColumns, d.device && d.device.kind));
+    setChildren(this.topOpsEl, topOpsSummary(d.ops, this.opNoun(),
+        (row) => this.selectOp(opKey(row), {fromChart: true})));
     // A copy: the program table's rows are placed on the program chart's axes.
     const programTotal = placePoints((d.program || []).filter((r) => r.record_type === 'total')
-        .map((r) => ({...r})), geometry.floorX, geometry.floorY);
+        .map((r) => ({...r})), geometry.floorX, geometry.floorY, geometry.x0, geometry.x1);
     // The chart holds every op; filters only choose which of its items are shown.
     this.chartCategories = this.categories;
     const t0 = now();
-    await this.opChart.setSpec(opSpec(geometry, this.categories, this.dark, timeShareOf(d.ops)),
-        {ops: d.ops, program: programTotal, selected: []});
+    const flags = [...new Set(d.ops.map((r) => r.flag))];
+    await this.opChart.setSpec(opSpec(geometry, this.categories, this.dark, timeShareOf(d.ops),
+        {flags, subtitle: this.subtitle(), what: this.opNoun()}),
+    {ops: d.ops, program: programTotal, selected: []});
     this.timings.opChartMs = now() - t0;
     this.filtered = this.markShown();
     await this.opChart.showOnly('points', 'ops', this.shownPredicate(),
@@ -652,9 +689,8 @@ class App {
         {cats: this.categoryRows(this.filtered)});
     this.opTable.setRows(this.filtered, {base: d.ops});
     this.updateOpStatus();
-    if (this.selectedRank !== undefined && this.selectedRank !== null) {
-      const still = d.ops.some((r) => r.rank === this.selectedRank);
-      if (still) await this.selectOp(this.selectedRank, {});
+    if (this.state.op) {
+      if (d.ops.some((r) => opKey(r) === this.state.op)) await this.selectOp(this.state.op, {});
       else this.clearSelection();
     }
   }
@@ -734,12 +770,19 @@ class App {
   updateOpStatus() {
     const d = this.data;
     const n = this.filtered.length;
+    const noun = this.opNoun();
     const floor = this.filtered.reduce((acc, r) => acc + (r.at_floor ? 1 : 0), 0);
-    setChildren(this.opStatusEl, `Plotted ${fmtInt(n)} of ${fmtInt(d.ops.length)} ops`,
-        floor ? ` (${fmtInt(floor)} with zero or unknown FLOPs/bytes drawn on the axis floor)` : '',
+    const caveated = this.filtered.reduce((acc, r) => acc +
+        (r.flag && r.flag !== POINT_FLAGS[0] ? 1 : 0), 0);
+    setChildren(this.opStatusEl, `Plotted ${fmtInt(n)} of ${fmtInt(d.ops.length)} ${noun}`,
+        floor ? ` · ${fmtInt(floor)} without FLOPs or bytes in the strip at the bottom` : '',
+        caveated ? ` · ${fmtInt(caveated)} not a roofline measurement (◆/▲, see Caveat)` : '',
         this.state.infeed === 'exclude' ? ' · infeed/outfeed excluded' : '');
     this.opStatusEl.dataset.plotted = String(n);
     this.opStatusEl.dataset.total = String(d.ops.length);
+    this.emptyFilterEl.hidden = n > 0 || !d.ops.length;
+    this.catChartEl.hidden = n === 0;
+    setChildren(this.emptyFilterText, `No ${noun} match the filters. `);
   }
 
   /** Filters the rows and stamps the kept ones (for Chart.showOnly's predicate). */
@@ -820,17 +863,25 @@ class App {
     this.setFilter({categories: [], boundBy: [], name: ''});
   }
 
-  async selectOp(rank, {fromChart = false} = {}) {
-    this.selectedRank = rank;
-    const row = this.data && this.data.ops ? this.data.ops.find((r) => r.rank === rank) : null;
+  /** Selects an op by its identity (opKey): table row, chart ring, details, URL. */
+  async selectOp(key, {fromChart = false} = {}) {
+    const row = this.data && this.data.ops ? this.data.ops.find((r) => opKey(r) === key) : null;
     if (!row) return;
-    const inTable = this.opTable.select(rank);
+    this.state.op = key;
+    this.persist();
+    const inTable = this.opTable.select(key);
     await this.opChart.setData({selected: [row]});
-    setChildren(this.selectionEl, h('span', {}, 'Selected: ', h('strong', {}, row.operation),
-        ` (rank ${rank}, ${row.category}, bound by ${row.bound_by})`),
+    setChildren(this.selectionEl,
+        h('div', {class: 'selection-head'}, h('span', {}, 'Selected: ',
+            h('strong', {}, row.operation),
+            ` (rank ${row.rank}, ${row.category}${row.precision ? `, ${row.precision}` : ''}, ` +
+            `bound by ${row.bound_by})`),
         inTable ? '' : h('span', {class: 'muted'}, ' — hidden by the current filters'), ' ',
-        h('button', {type: 'button', onclick: () => this.clearSelection()}, 'Clear'));
-    this.selectionEl.dataset.rank = String(rank);
+        h('button', {type: 'button', onclick: () => this.clearSelection()}, 'Clear')),
+        h('details', {class: 'selection-details'}, h('summary', {}, 'Every metric'),
+            detailsTable(row, this.tooltip.columns || TOOLTIP_COLUMNS, this.tooltip.memoryIds)));
+    this.selectionEl.dataset.key = key;
+    this.selectionEl.dataset.rank = String(row.rank);
     if (fromChart) {
       const tr = this.opTableEl.querySelector('tr.selected');
       if (tr && tr.scrollIntoView) tr.scrollIntoView({block: 'center'});
@@ -838,10 +889,12 @@ class App {
   }
 
   clearSelection() {
-    this.selectedRank = null;
+    this.state.op = '';
+    this.persist();
     this.opTable.select(null);
     this.opChart.setData({selected: []});
     setChildren(this.selectionEl);
+    delete this.selectionEl.dataset.key;
     delete this.selectionEl.dataset.rank;
   }
 

@@ -45,63 +45,119 @@ const C = (key, label, format, extra = {}) => ({key, label, format,
 function memoryColumns(suffix, labelSuffix, format) {
   return [
     ['hbm', 'HBM'], ['cmem_read', 'CMEM Read'], ['cmem_write', 'CMEM Write'],
-    ['vmem_read', 'VMEM Read'], ['vmem_write', 'VMEM Write'],
+    ['vmem_read', 'VMEM Read'], ['vmem_write', 'VMEM Write'], ['host', 'Host link'],
   ].map(([id, name]) => C(`${id}_${suffix}`, `${name} ${labelSuffix}`, format, {memory: id}));
 }
 
-/** Op table: XProf's roofline op table columns, plus time saved and source. */
+/** Why a row is not a roofline measurement as it stands (the API's `caveat`). */
+export const CAVEATS = {
+  async_start: 'Issues an asynchronous copy or collective: its time is the issue, not the ' +
+    'transfer (see the matching -done op). Not a roofline point.',
+  async_wait: 'Waits for an asynchronous copy or collective issued earlier: its time is ' +
+    'waiting, not work; "transfer time" is the real interval from issue to end.',
+  host_transfer: 'Moves data between host and device memory over the host link (PCIe): its ' +
+    'bytes are host-link traffic, never HBM; judged only where the link speed is known.',
+  peer_transfer: 'Copies between devices over their link: not HBM traffic.',
+  no_cost: 'No FLOPs or bytes are known for this op: its time counts, but it has no place ' +
+    'on the roofline (shown in the strip under the plot).',
+  above_roof: 'Measured above its roof: a cost or a peak is wrong for this op (e.g. work on a ' +
+    'unit the trace does not show). Not counted in potential time saved.',
+  container: 'Contains other ops (while/call/conditional): its children are the points to ' +
+    'look at.',
+};
+export const fmtCaveat = (v) => (v ? String(v) : EMPTY);
+const CAVEAT_CELL = {cellTitle: (v) => (v ? CAVEATS[v] || v : null),
+  cellClass: (v) => (v ? `caveat caveat-${v}` : '')};
+
+/** A FLOP rate in GFLOP/s with a readable unit at any scale (no "100m GFLOP/s"). */
+export function fmtFlopRate(gflops) {
+  if (gflops === null || gflops === undefined) return EMPTY;
+  const units = [[1e6, 'PFLOP/s'], [1e3, 'TFLOP/s'], [1, 'GFLOP/s'], [1e-3, 'MFLOP/s'],
+    [1e-6, 'kFLOP/s'], [1e-9, 'FLOP/s']];
+  const abs = Math.abs(gflops);
+  if (abs === 0) return '0 FLOP/s';
+  const [scale, unit] = units.find(([f]) => abs >= f) || units[units.length - 1];
+  return `${fmtNum(gflops / scale, abs / scale >= 100 ? 0 : 2)} ${unit}`;
+}
+
+// The actionable columns first (what binds the op, how far from its roof, what it is worth,
+// and whether the numbers are a measurement), then the details XProf shows.
+/** Op table: XProf's roofline op table columns, plus precision, time saved, caveat, coverage. */
 export const OP_COLUMNS = [
   C('rank', 'Rank', fmtInt),
-  C('program', 'Program', fmtText),
-  C('category', 'Category', fmtText),
   C('operation', 'Operation', fmtText),
+  C('bound_by', 'Bound by', fmtText),
+  C('roofline_efficiency', 'Roofline efficiency', fmtFrac),
+  C('potential_time_saved_us', 'Potential time saved if on the roof (µs)', fmtNum,
+    {title: 'total time × (1 − roofline efficiency); empty when the row is not a measurement'}),
+  C('caveat', 'Caveat', fmtCaveat, {title: 'why the row is not a roofline measurement as it ' +
+    'stands (hover a value for the reason)', type: 'text', ...CAVEAT_CELL}),
+  C('self_time_percent', 'Total self time (%)', fmtPct,
+    {title: "share of all ops' self time (the column sums to 100%)"}),
+  C('category', 'Category', fmtText),
+  C('precision', 'Precision', fmtText,
+    {title: 'the precision that ran (from the kernel name on GPU, else the data type)'}),
+  C('program', 'Program', fmtText),
   C('occurrences', '# Occurrences', fmtInt),
   C('total_time_us', 'Total time (µs)', fmtNum),
   C('avg_time_us', 'Avg. time (µs)', fmtNum),
   C('total_self_time_us', 'Total self time (µs)', fmtNum),
   C('avg_self_time_us', 'Avg. self time (µs)', fmtNum),
-  C('self_time_percent', 'Total self time (%)', fmtPct),
   C('cumulative_self_time_percent', 'Cumulative total self time (%)', fmtPct),
-  C('dma_stall_percent', 'DMA stall (%)', fmtPct),
-  C('flop_rate', 'FLOP rate (GFLOP/s per core)', fmtNum),
-  C('model_flop_rate', 'Model FLOP rate (GFLOP/s per core)', fmtNum),
+  C('dma_stall_percent', 'DMA stall (%)', fmtPct, {tpu: true}),
+  C('flop_rate', 'FLOP rate (GFLOP/s per core)', fmtNum, {title: "the chart's y"}),
+  C('bottleneck_operational_intensity', 'Bottleneck op. intensity (FLOP/B)', fmtNum,
+    {title: "the chart's x: operational intensity of the bound-by resource"}),
+  C('model_flop_rate', 'Model FLOP rate (GFLOP/s per core)', fmtNum, {tpu: true}),
   C('memory_bw', 'Memory BW (GiB/s)', fmtNum),
   ...memoryColumns('bw', 'BW (GiB/s)', fmtNum),
+  C('transfer_time_us', 'Transfer time (µs)', fmtNum,
+    {title: 'async copies: from issue to end of the transfer, summed'}),
+  C('transfer_bw', 'Transfer BW (GiB/s)', fmtNum),
   C('operational_intensity', 'Operational intensity (FLOP/B)', fmtNum),
   ...memoryColumns('operational_intensity', 'op. intensity (FLOP/B)', fmtNum),
-  C('bound_by', 'Bound by', fmtText),
-  C('precision', 'Precision', fmtText),
   C('peak_flop_rate', 'Compute roof (GFLOP/s)', fmtNum,
     {title: "the peak FLOP rate of the op's precision"}),
-  C('roofline_efficiency', 'Roofline efficiency', fmtFrac),
   C('compute_efficiency', 'Compute efficiency (% of peak FLOP rate)', fmtFrac),
   C('max_mem_bw_utilization', 'Max memory BW utilization', fmtFrac),
-  C('potential_time_saved_us', 'Potential time saved if on the roof (µs)', fmtNum,
-    {title: 'total time × (1 − roofline efficiency)'}),
-  C('include_infeed_outfeed', 'Include infeed/outfeed', fmtBool),
+  C('flop_coverage', 'FLOPs known (share of time)', fmtFrac),
+  C('include_infeed_outfeed', 'Include infeed/outfeed', fmtBool, {tpu: true}),
   C('source', 'Source (file:line)', fmtText),
 ];
 
 /** Program-level table (Total, Total (HW), Average, steps). */
 export const PROGRAM_COLUMNS = [
   C('series', 'Record', fmtText, {title: 'Total, Total (HW), a host, Average or a step'}),
+  C('bound_by', 'Bound by', fmtText),
+  C('roofline_efficiency', 'Roofline efficiency', fmtFrac),
+  C('flop_coverage', 'FLOPs known (share of op time)', fmtFrac,
+    {title: 'the share of the op time whose FLOPs are known: below 100%, the rates describe ' +
+      'only that part'}),
+  C('bytes_coverage', 'Bytes known (share of op time)', fmtFrac),
+  C('caveat', 'Caveat', fmtCaveat, {type: 'text', ...CAVEAT_CELL}),
   C('total_time_per_core_us', 'Time per core (µs)', fmtNum),
   C('total_time_us', 'Total time (µs)', fmtNum),
-  C('flop_rate', 'FLOP rate (GFLOP/s per core)', fmtNum),
+  C('flop_rate', 'FLOP rate (GFLOP/s per core)', fmtNum, {title: "the chart's y"}),
+  C('bottleneck_operational_intensity', 'Bottleneck op. intensity (FLOP/B)', fmtNum,
+    {title: "the chart's x"}),
   C('memory_bw', 'Memory BW (GiB/s)', fmtNum),
   ...memoryColumns('bw', 'BW (GiB/s)', fmtNum),
   C('operational_intensity', 'Operational intensity (FLOP/B)', fmtNum),
-  C('bound_by', 'Bound by', fmtText),
   C('peak_flop_rate', 'Compute roof (GFLOP/s)', fmtNum,
-    {title: 'for a mix of precisions: the rate if each part ran at its own ceiling'}),
-  C('roofline_efficiency', 'Roofline efficiency', fmtFrac),
+    {title: 'for a mix of precisions: the rate if each part ran at its own ceiling ' +
+      '(FLOPs ÷ Σ FLOPs_p / peak_p); drawn as the dotted "program mix" roof'}),
   C('compute_efficiency', '% of peak FLOP rate', fmtFrac),
   C('max_mem_bw_utilization', 'Max memory BW utilization', fmtFrac),
 ];
 
+/** What the chart tooltip shows at once (details: click the point). */
+export const TOOLTIP_KEYS = ['operation', 'step', 'category', 'precision', 'bound_by',
+  'roofline_efficiency', 'potential_time_saved_us', 'self_time_percent', 'total_time_us',
+  'flop_rate', 'bottleneck_operational_intensity', 'flop_coverage', 'caveat', 'host'];
+
 const uniqueByKey = (cols) => cols.filter((c, i) => cols.findIndex((d) => d.key === c.key) === i);
 
-/** Every metric shown in a chart tooltip (in this order). */
+/** Every metric of a record, for the details of a selected point (in this order). */
 export const TOOLTIP_COLUMNS = uniqueByKey([
   C('operation', 'Operation', fmtText),
   C('step', 'Step', fmtText),
@@ -109,10 +165,11 @@ export const TOOLTIP_COLUMNS = uniqueByKey([
   C('program', 'Program', fmtText),
   C('bound_by', 'Bound by', fmtText),
   C('bottleneck_operational_intensity', 'Bottleneck op. intensity (FLOP/B)', fmtNum),
-  C('flop_rate', 'FLOP rate (GFLOP/s per core)', fmtNum),
-  C('time_fraction', 'Time share', fmtFrac),
+  C('flop_rate', 'FLOP rate (per core)', fmtFlopRate),
+  C('time_fraction', 'Share of the profiled span', fmtFrac),
   ...OP_COLUMNS.filter((c) => !['operation', 'category', 'program', 'bound_by',
-    'include_infeed_outfeed'].includes(c.key)),
+    'include_infeed_outfeed', 'flop_rate', 'bottleneck_operational_intensity'].includes(c.key)),
+  C('bytes_coverage', 'Bytes known (share of time)', fmtFrac),
   C('total_time_per_core_us', 'Time per core (µs)', fmtNum),
   C('flops', 'FLOPs', fmtNum),
   C('bytes', 'Bytes accessed', fmtNum),
@@ -126,7 +183,7 @@ export const TOOLTIP_COLUMNS = uniqueByKey([
  * the others (`<id>_bw`, `<id>_operational_intensity`); `visibleColumns` keeps those the API has.
  */
 export function withDeviceMemories(columns, memories) {
-  const known = new Set(['hbm', 'cmem_read', 'cmem_write', 'vmem_read', 'vmem_write']);
+  const known = new Set(['hbm', 'cmem_read', 'cmem_write', 'vmem_read', 'vmem_write', 'host']);
   const extra = (memories || []).filter((m) => !known.has(m.id));
   if (!extra.length) return columns;
   const out = columns.slice();
@@ -142,19 +199,20 @@ export function withDeviceMemories(columns, memories) {
 }
 
 /**
- * The columns to show for a device: drops per-memory columns of memories the device lacks and
- * columns no row has a value for (e.g. DMA stall on GPU).
+ * The columns to show for a device: drops per-memory columns of memories the device lacks,
+ * TPU-only columns on GPU/CPU runs, and columns no row has a value for.
  */
-export function visibleColumns(columns, memoryIds, rows, apiColumns) {
+export function visibleColumns(columns, memoryIds, rows, apiColumns, kind = null) {
   const ids = new Set(memoryIds);
   const known = apiColumns ? new Set(apiColumns) : null;
+  const has = (key) => rows.some((r) => r[key] !== null && r[key] !== undefined && r[key] !== '');
   return columns.filter((c) => {
     if (c.key === 'series') return true;  // Derived by the frontend.
     if (known && !known.has(c.key)) return false;
     if (c.memory && !ids.has(c.memory)) return false;
-    if (['dma_stall_percent', 'source', 'model_flop_rate', 'precision'].includes(c.key)) {
-      return rows.some((r) => r[c.key] !== null && r[c.key] !== undefined && r[c.key] !== '');
-    }
+    if (c.tpu && kind && kind !== 'tpu') return false;
+    if (['dma_stall_percent', 'source', 'model_flop_rate', 'precision', 'caveat',
+      'transfer_time_us', 'transfer_bw', 'program'].includes(c.key)) return has(c.key);
     return true;
   });
 }

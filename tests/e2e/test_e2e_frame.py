@@ -241,28 +241,43 @@ def test_hover_tooltip_and_click_selection(page, tb):
     api_row = by_name[hovered["operation"]]
     text = tooltip.inner_text()
     assert hovered["operation"] in text
-    # Every metric, bound-by included.
+    # The key numbers at once (what binds it, how far from its roof, what it is worth).
     bound_row = tooltip.locator("tr[data-key=bound_by] td")
     assert bound_row.inner_text() == api_row["bound_by"]
-    for key in ("roofline_efficiency", "flop_rate", "potential_time_saved_us", "hbm_bw",
-                "total_self_time_us", "category"):
+    for key in ("roofline_efficiency", "flop_rate", "potential_time_saved_us",
+                "self_time_percent", "bottleneck_operational_intensity", "category"):
         assert tooltip.locator(f"tr[data-key={key}]").count() == 1, key
+    assert tooltip.locator("tr").count() <= 14  # compact: details on click
     shot(page, "frame_tooltip")
 
-    # Clicking the point selects its table row (and shows its page).
+    # Clicking the point selects its table row (and shows its page), by op identity (in the
+    # URL too), and lists every metric.
     page.mouse.click(target["x"], target["y"])
-    page.wait_for_selector(f"#op-table tr.selected[data-key='{hovered['rank']}']")
+    key = json.dumps([hovered[k] for k in ("program_id", "operation", "precision", "host")],
+                     separators=(",", ":"), ensure_ascii=False)
+    wait_js(page, "!!document.querySelector('#op-table tr.selected')")
+    assert page.evaluate("document.querySelector('#op-table tr.selected').dataset.key") == key
+    assert page.get_attribute("#op-selection", "data-key") == key
     assert page.get_attribute("#op-selection", "data-rank") == str(hovered["rank"])
+    details = page.locator("#op-selection .details-table")
+    for k in ("hbm_bw", "total_self_time_us", "flops", "bytes"):
+        assert details.locator(f"tr[data-key={k}]").count() == 1, k
+    assert "op=" in page.url
     # ... and clicking a row selects its point: the chart's highlight layer shows that op.
     page.mouse.move(5, 5)
     row = page.locator("#op-table tbody tr").nth(2)
-    rank = int(row.get_attribute("data-key"))
+    key = row.get_attribute("data-key")
     row.click()
-    page.wait_for_selector(f"#op-table tr.selected[data-key='{rank}']")
-    assert page.evaluate("window.__roofline.opChart.view.data('selected').map(r => r.rank)") == [rank]
+    wait_js(page, "document.querySelector('#op-selection').dataset.key === " + json.dumps(key))
+    rank = page.evaluate("window.__roofline.opChart.view.data('selected').map(r => r.rank)")
+    assert len(rank) == 1
     highlighted = page.evaluate(
         "window.__roofline.opChart.markData('selected').map(r => r.rank)")
-    assert highlighted == [rank]
+    assert highlighted == rank
+    # A reload keeps the selection (by identity, from the URL).
+    page.reload()
+    wait_js(page, READY)
+    wait_js(page, "document.querySelector('#op-selection').dataset.key === " + json.dumps(key))
     shot(page, "frame_selected")
 
 
@@ -336,8 +351,7 @@ def test_op_table_sort_search_paginate(page, tb):
     n = ops["total_count"]
     table = page.locator("#op-table")
     # Ranked by self time by default.
-    ranks = [int(x) for x in table.locator("tbody tr").evaluate_all(
-        "rs => rs.map(r => r.dataset.key)")]
+    ranks = page.evaluate("window.__roofline.opTable.visibleRows().slice(0, 50).map(r => r.rank)")
     assert ranks == sorted(ranks) and ranks[0] == 1
     # Sort by potential time saved, descending then ascending.
     header = table.locator("th[data-key=potential_time_saved_us]")

@@ -1,7 +1,7 @@
 // Device information panel: type, peaks per precision, bandwidth of every memory, ridge points,
 // megacore, and where each number comes from.
 import {h} from './dom.js';
-import {fmtBool, fmtGflops, fmtInt, fmtNum, fmtText} from '../columns.js';
+import {fmtBool, fmtFrac, fmtGflops, fmtInt, fmtNum, fmtText} from '../columns.js';
 
 const SOURCE_LABEL = {profile: 'profile', datasheet: 'data sheet', measured: 'measured',
                       user: 'user'};
@@ -14,16 +14,20 @@ function source(value) {
 const num = (field, value, text) => h('td', {class: 'num', dataset: {field,
   value: value === null || value === undefined ? '' : String(value)}}, text);
 
-export function devicePanel(device) {
+/**
+ * @param device the API's device object
+ * @param total the program's Total record (for the cost coverage), or undefined
+ */
+export function devicePanel(device, total) {
   if (!device) return h('p', {class: 'muted'}, 'No device information.');
   const facts = [
     ['Device type', 'type', fmtText(device.type)],
     ['Kind', 'kind', fmtText(device.kind)],
     ['Cores (per host)', 'num_cores', fmtInt(device.num_cores)],
     ['Hosts', 'num_hosts', fmtInt(device.num_hosts)],
-    ['Megacore', 'megacore', fmtBool(device.megacore)],
   ];
-  if (device.kind === 'tpu' || device.has_cmem !== undefined) {
+  if (device.kind === 'tpu') {  // TensorCore facts: meaningless on GPUs and CPUs
+    facts.push(['Megacore', 'megacore', fmtBool(device.megacore)]);
     facts.push(['CMEM', 'has_cmem', fmtBool(device.has_cmem)]);
     facts.push(['Merged VMEM', 'has_merged_vmem', fmtBool(device.has_merged_vmem)]);
   }
@@ -45,7 +49,8 @@ export function devicePanel(device) {
             h('td', {}, c.precision),
             h('td', {}, fmtGflops(c.peak_gflops)),
             num('peak_gflops', c.peak_gflops, fmtNum(c.peak_gflops)),
-            h('td', {}, source(c.source)))) :
+            h('td', {title: c.note || null}, source(c.source), c.note ? h('div', {
+              class: 'peak-note'}, c.note) : null))) :
         h('tr', {}, h('td', {colspan: 4, class: 'muted'}, 'Unknown (no compute peak in the ' +
             'profile; run `tb-roofline calibrate` or set it by hand).'))));
 
@@ -60,10 +65,18 @@ export function devicePanel(device) {
             num('peak_gibs', m.peak_gibs, fmtNum(m.peak_gibs)),
             num('peak_gbs', m.peak_gbs, fmtNum(m.peak_gbs)),
             num('ridge_point', m.ridge_point, fmtNum(m.ridge_point)),
-            h('td', {}, source(m.source)))) :
+            h('td', {title: m.note || null}, source(m.source), m.note ? h('div', {
+              class: 'peak-note'}, m.note) : null))) :
         h('tr', {}, h('td', {colspan: 5, class: 'muted'}, 'No memory bandwidth known.'))));
 
-  return h('div', {class: 'device-grid'}, factTable, computeTable, memoryTable,
+  const coverage = total && total.flop_coverage !== null && total.flop_coverage !== undefined ?
+    h('p', {id: 'cost-coverage', class: total.flop_coverage < 0.5 ? 'warning' : 'muted',
+      dataset: {flops: String(total.flop_coverage), bytes: String(total.bytes_coverage)}},
+    `Known cost: FLOPs for ${fmtFrac(total.flop_coverage)} and bytes for ` +
+    `${fmtFrac(total.bytes_coverage)} of the op time`,
+    total.flop_coverage < 0.5 ? ' — the program-level numbers describe that part only.' :
+      '.') : null;
+  return h('div', {class: 'device-grid'}, factTable, computeTable, memoryTable, coverage,
       device.peaks_known === false ? h('p', {class: 'warning'},
           'Peaks are not known for this device: rates are shown, efficiencies are not.') : null);
 }

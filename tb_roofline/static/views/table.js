@@ -166,8 +166,9 @@ export class DataTable {
       const key = rowKey(r);
       return h('tr', {class: key === this.selectedKey ? 'selected' : '', dataset: {key: String(key)},
         onclick: onRowClick ? () => onRowClick(r) : null},
-      this.columns.map((c) => h('td', {class: c.type === 'num' ? 'num' : '', dataset: {key: c.key}},
-          c.format(r[c.key]))));
+      this.columns.map((c) => h('td', {class: `${c.type === 'num' ? 'num' : ''} ${
+        c.cellClass ? c.cellClass(r[c.key], r) : ''}`, dataset: {key: c.key},
+      title: c.cellTitle ? c.cellTitle(r[c.key], r) : null}, c.format(r[c.key]))));
     }));
     if (!pageRows.length) {
       body.appendChild(h('tr', {}, h('td', {colspan: this.columns.length, class: 'muted'},

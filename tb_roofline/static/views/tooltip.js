@@ -1,6 +1,8 @@
-// Chart tooltips: one floating box listing every metric of the hovered record.
+// Chart tooltips: a compact box with the key numbers of the hovered record (what binds it, how
+// far from its roof, what it is worth, whether it is a measurement); every metric is in the
+// details of a selected point (detailsTable).
 import {h, setChildren} from './dom.js';
-import {TOOLTIP_COLUMNS} from '../columns.js';
+import {CAVEATS, TOOLTIP_COLUMNS, TOOLTIP_KEYS} from '../columns.js';
 
 export class Tooltip {
   constructor() {
@@ -50,21 +52,44 @@ export class Tooltip {
     if (d.record_type === undefined && d.label !== undefined) {
       return h('div', {}, d.label);
     }
+    const columns = this.columns || TOOLTIP_COLUMNS;
+    const byKey = new Map(columns.map((c) => [c.key, c]));
     const rows = [];
-    const memories = this.memoryIds ? new Set(this.memoryIds) : null;
-    for (const c of this.columns || TOOLTIP_COLUMNS) {
-      if (!(c.key in d)) continue;
-      if (c.memory && memories && !memories.has(c.memory)) continue;
-      if (c.key === 'step' && d.record_type === 'op') continue;
-      const v = d[c.key];
+    for (const key of TOOLTIP_KEYS) {
+      const c = byKey.get(key);
+      if (!c || !(key in d) || key === 'caveat') continue;
+      if (key === 'step' && d.record_type === 'op') continue;
+      const v = d[key];
       if (v === null || v === undefined || v === '') continue;
-      rows.push(row(c.label, c.format(v), c.key));
+      rows.push(row(c.label, c.format(v), key));
     }
     return h('div', {},
-        d.at_floor ? h('div', {class: 'tooltip-note'},
-            'Zero or unknown FLOPs/bytes: drawn on the axis floor.') : null,
-        h('table', {}, h('tbody', {}, rows)));
+        d.caveat ? h('div', {class: `tooltip-note caveat-${d.caveat}`, dataset: {caveat: d.caveat}},
+            h('strong', {}, d.caveat), ': ', CAVEATS[d.caveat] || '') : null,
+        d.at_floor && !d.caveat ? h('div', {class: 'tooltip-note'},
+            'Zero FLOPs or bytes: shown in the strip under the plot.') : null,
+        h('table', {}, h('tbody', {}, rows)),
+        d.record_type === 'op' ? h('div', {class: 'muted tooltip-more'},
+            'Click for every metric.') : null);
   }
+}
+
+/** Every metric of a record, as a two-column table (the details of a selected point). */
+export function detailsTable(d, columns = TOOLTIP_COLUMNS, memoryIds = null) {
+  const memories = memoryIds ? new Set(memoryIds) : null;
+  const rows = [];
+  for (const c of columns) {
+    if (!(c.key in d)) continue;
+    if (c.memory && memories && !memories.has(c.memory)) continue;
+    if (c.key === 'step' && d.record_type === 'op') continue;
+    const v = d[c.key];
+    if (v === null || v === undefined || v === '') continue;
+    rows.push(row(c.label, c.format(v), c.key));
+  }
+  return h('div', {class: 'details'},
+      d.caveat ? h('p', {class: `tooltip-note caveat-${d.caveat}`}, h('strong', {}, d.caveat),
+          ': ', CAVEATS[d.caveat] || '') : null,
+      h('table', {class: 'details-table'}, h('tbody', {}, rows)));
 }
 
 function row(label, value, key) {
