@@ -1,0 +1,279 @@
+"""Every figure is a measurement under its true roof or says why not (issue #8): one real or
+realistic profile per finding, each checked against a reference computed here, plus a suite-wide
+invariant over every profile in testdata/ and every view."""
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from tb_roofline.hlo.text import parse_instruction
+from tb_roofline.protos import xplane_pb2
+from tb_roofline.readers import torch_flops
+from tb_roofline.readers.kineto import read_kineto_file
+from tb_roofline.serve.service import RooflineService
+
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata")
+A100 = os.path.join(ROOT, "kineto", "a100_80gb_shapes")
+V6E_RUN = "demo/v6e_train/2026_11_29_10_00_00"
+
+
+def rows(table) -> list[dict]:
+    return table.row_dicts()
+
+
+@pytest.fixture(scope="module")
+def testdata():
+    return RooflineService(ROOT)
+
+
+@pytest.fixture(scope="module")
+def a100(testdata):
+    return testdata.analysis("kineto/a100_80gb_shapes", "")
+
+
+# ------------------------------------------------------------------- 1, 2: what ran, per row
+
+def test_tf32_gemms_sit_under_the_tf32_roof(a100):
+    """f32 aten::mm runs cutlass tensorop_s1688 kernels (TF32) and ampere_sgemm (FP32 SIMT)."""
+    peaks = {c.precision: c.gflops for c in a100.device.compute}
+    mm = [r for r in rows(a100.ops[True]) if r["operation"] in ("aten::mm", "aten::linear")]
+    assert {r["precision"] for r in mm} == {"tf32", "fp32"}
+    for r in mm:
+        assert r["peak_flop_rate"] == peaks[r["precision"]]
+        assert r["roofline_efficiency"] <= 1.0 and r["caveat"] is None
+    kernels = rows(a100.views["kernel"][True])
+    tensorop = [r for r in kernels if "tensorop_s1688gemm" in r["operation"]]
+    sgemm = [r for r in kernels if "ampere_sgemm" in r["operation"]]
+    assert tensorop and all(r["precision"] == "tf32" and r["category"] == "matmul"
+                            for r in tensorop)
+    assert sgemm and all(r["precision"] == "fp32" and r["category"] == "matmul" for r in sgemm)
+    assert all((r["roofline_efficiency"] or 0) <= 1.001 for r in tensorop + sgemm)
+
+
+def test_rows_never_merge_precisions(a100):
+    """aten::add_ ran fp32 and fp64 calls: one row each, under its own ceiling, and the calls
+    add up to the trace's own count of aten::add_ calls that launched kernels."""
+    peaks = {c.precision: c.gflops for c in a100.device.compute}
+    add = [r for r in rows(a100.ops[True]) if r["operation"] == "aten::add_"]
+    assert {r["precision"] for r in add} >= {"fp32", "fp64"}
+    for r in add:
+        assert r["peak_flop_rate"] == peaks.get(r["precision"], peaks["bf16"])
+    # Independent count: aten::add_ calls in the JSON by their first input type.
+    doc = json.load(gzip.open(glob.glob(os.path.join(A100, "*.gz"))[0]))
+    types = {}
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e.get("name") == "aten::add_":
+            t = (e.get("args") or {}).get("Input type") or [""]
+            types[t[0]] = types.get(t[0], 0) + 1
+    assert types.get("double", 0) > 0 and types.get("float", 0) > 0
+    by_prec = {}
+    for r in add:
+        by_prec[r["precision"]] = by_prec.get(r["precision"], 0) + r["occurrences"]
+    assert by_prec["fp64"] <= types["double"] and by_prec["fp32"] <= types["float"]
+
+
+def test_program_roof_follows_its_flop_mix(a100):
+    """FLOPs ÷ Σ FLOPs_p / peak_p over the program's ops, computed by hand from the op rows."""
+    ops = [r for r in rows(a100.ops[True]) if (r["flops"] or 0) > 0]
+    mix = sum(r["flops"] for r in ops) / sum(r["flops"] / r["peak_flop_rate"] for r in ops)
+    total = rows(a100.program[True])[0]
+    assert total["peak_flop_rate"] == pytest.approx(mix, rel=1e-9)
+    assert total["compute_efficiency"] == pytest.approx(total["flop_rate"] / mix, rel=1e-9)
+    assert mix not in {c.gflops for c in a100.device.compute}  # a real mix here
+
+
+# ------------------------------------------------------------ 4, 5: host memory, async pairs
+
+def _events_by_name(path):
+    """(op name -> [(begin ps, end ps)]) and (op name -> HLO text) of every TensorCore plane,
+    read with the plain protobuf classes (the independent reference)."""
+    space = xplane_pb2.XSpace.FromString(open(path, "rb").read())
+    events, texts = {}, {}
+    for plane in space.planes:
+        if not re.fullmatch(r"/device:TPU:\d+", plane.name):
+            continue
+        stat = {v.name: k for k, v in plane.stat_metadata.items()}
+        for line in plane.lines:
+            if line.name != "XLA Ops":
+                continue
+            for ev in line.events:
+                md = plane.event_metadata[ev.metadata_id]
+                begin = next(s.int64_value or s.uint64_value for s in ev.stats
+                             if s.metadata_id == stat["device_offset_ps"])
+                dur = next(s.int64_value or s.uint64_value for s in ev.stats
+                           if s.metadata_id == stat["device_duration_ps"])
+                events.setdefault((plane.name, md.display_name), []).append((begin, begin + dur))
+                texts[md.display_name] = md.name
+    return events, texts
+
+
+def test_host_offload_copies_are_host_traffic_and_async_pairs(testdata):
+    a = testdata.analysis(V6E_RUN, "")
+    path = glob.glob(os.path.join(ROOT, "demo", "v6e_train", "plugins", "profile", "*", "*.pb"))[0]
+    events, texts = _events_by_name(path)
+    ops = {r["operation"]: r for r in rows(a.ops[True])}
+    starts = [n for n in ops if n.startswith("copy-start")]
+    assert starts
+    for start in starts:
+        done = start.replace("start", "done")
+        s, d = ops[start], ops[done]
+        assert s["caveat"] == "async_start" and d["caveat"] == "async_wait"
+        for r in (s, d):  # not roofline points, not opportunities, never HBM
+            assert r["roofline_efficiency"] is None and r["potential_time_saved_us"] is None
+            assert r["hbm_bytes"] == 0 and r["bound_by"] == "Async"
+        # The transfer moves the host array once, on the half that completes it.
+        size = parse_instruction(texts[done]).host_bytes
+        assert size > 0 and d["host_bytes"] == size * d["occurrences"] and s["host_bytes"] == 0
+        # Its real interval: from each start's issue to its done's end, paired in order.
+        span = 0
+        for (plane, name), evs in events.items():
+            if name != done:
+                continue
+            issued = sorted(events[(plane, start)])
+            span += sum(e - b for (b, _), (_, e) in zip(issued, sorted(evs)))
+        assert d["transfer_time_us"] == pytest.approx(span / 1e6, rel=1e-12)
+        assert d["transfer_bw"] == pytest.approx(d["host_bytes"] / (span / 1e3) / 1.073741824)
+    total = rows(a.program[True])[0]
+    assert total["host_bytes"] == sum(ops[s.replace("start", "done")]["host_bytes"] for s in starts)
+
+
+# ------------------------------------------------------------------------- 6, 7: coverage
+
+def test_coverage_is_the_share_of_op_time_with_a_known_cost(a100, testdata):
+    data = testdata._read_host(testdata._run("kineto/a100_80gb_shapes"),
+                               testdata._run("kineto/a100_80gb_shapes").files[0])
+    t = data.ops
+    known = t["flops_known"]
+    expected = t["total_time_ps"][known].sum() / t["total_time_ps"].sum()
+    total = rows(a100.program[True])[0]
+    assert total["flop_coverage"] == pytest.approx(expected, rel=1e-12)
+    assert total["flop_coverage"] < 0.5
+    assert any(d.code == "low_coverage" for d in a100.diagnostics)
+
+
+def _gpu_trace(tmp_path, events):
+    doc = {"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8,
+                                 "computeMinor": 0, "numSms": 108,
+                                 "totalGlobalMem": 85899345920}],
+           "traceEvents": events}
+    path = tmp_path / "w.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    old = 1_000_000_000
+    os.utime(path, (old, old))
+    return str(path)
+
+
+def _op_with_kernel(name, ts, corr, stream, kts, kdur, kernel):
+    return [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 5,
+             "args": {"External id": corr}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": ts + 1, "dur": 2, "args": {"correlation": corr, "External id": corr}},
+            {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": stream, "ts": kts,
+             "dur": kdur, "args": {"correlation": corr, "device": 0, "stream": stream,
+                                   "External id": corr}}]
+
+
+def test_self_time_percent_is_a_share_of_all_ops_self_time(tmp_path):
+    """Concurrent streams (NCCL beside a GEMM) make op time exceed the span: shares of the
+    span would sum past 100% (the old definition); shares of all ops' self time sum to 100."""
+    events = (_op_with_kernel("c10d::allreduce_", 0, 1, 13, 10, 100, "ncclKernel_AllReduce") +
+              _op_with_kernel("aten::mm", 6, 2, 7, 12, 90, "ampere_sgemm_128x64_nn"))
+    service = RooflineService(str(tmp_path))
+    _gpu_trace(tmp_path, events)
+    a = service.analysis(".", "")
+    ops = rows(a.ops[True])
+    span = rows(a.program[True])[0]["total_time_us"]
+    assert sum(r["total_self_time_us"] for r in ops) == pytest.approx(190.0)
+    assert span < 190.0  # the kernels overlap
+    assert sum(r["time_fraction"] for r in ops) > 1.0  # span shares: not additive
+    assert sum(r["self_time_percent"] for r in ops) == pytest.approx(100.0, rel=1e-12)
+    assert ops[-1]["cumulative_self_time_percent"] == pytest.approx(100.0, rel=1e-12)
+    assert ops[0]["self_time_percent"] == pytest.approx(100 * 100 / 190)
+
+
+# --------------------------------------------------------------------------- 8: Kineto details
+
+def test_epoch_ns_timestamps_read_exactly():
+    """The same trace with epoch-µs timestamps (ns fractions a float64 cannot hold, see
+    tools/epoch_trace.py) gives exactly the same op table, steps and spans."""
+    base = read_kineto_file(glob.glob(os.path.join(ROOT, "kineto", "cpu_convnet", "*.gz"))[0], "h")
+    epoch = read_kineto_file(glob.glob(os.path.join(ROOT, "kineto", "cpu_convnet_epoch",
+                                                    "*.gz"))[0], "h")
+    for col in ("operation", "total_time_ps", "self_time_ps", "flops", "step", "occurrences"):
+        assert list(epoch.ops[col]) == list(base.ops[col]), col
+    assert [(s.step, s.duration_ps) for s in epoch.steps] == \
+        [(s.step, s.duration_ps) for s in base.steps]
+    assert [c.duration_ps for c in epoch.core_spans] == [c.duration_ps for c in base.core_spans]
+
+
+@pytest.mark.parametrize("spelling,precision", [("long", "s64"), ("int", "s32"),
+                                                ("short", "s16"), ("c10::BFloat16", "bf16"),
+                                                ("c10::Half", "f16"), ("long int", "s64")])
+def test_every_dtype_spelling_gets_a_formula(spelling, precision):
+    cost = torch_flops.op_cost("aten::add", [[8, 4], [8, 4]], [spelling, spelling])
+    assert cost is not None and cost.precision == precision and cost.flops == 32
+
+
+# ---------------------------------------------------------------- 9: a profile's own peak
+
+def test_peak_beaten_by_its_own_ops_is_replaced_by_the_data_sheet(testdata):
+    run = testdata.list_runs()["runs"]
+    run = next(r["run"] for r in run if r["run"].startswith("xla_gpu_mi300_conv"))
+    a = testdata.analysis(run, "")
+    hbm = a.device.memory("hbm")
+    assert hbm.gbs == 5300.0 and hbm.source == "datasheet" and "2,662" in hbm.note
+    notes = [d.message for d in a.diagnostics if d.code == "peak_replaced"]
+    assert notes and "input_transpose_fusion" in notes[0] and "2,662" in notes[0]
+    for r in rows(a.ops[True]):
+        assert (r["roofline_efficiency"] or 0) <= 1.001 or r["caveat"]
+
+
+# ------------------------------------------------------------------ invariant over testdata
+
+def _all_runs(service):
+    return [r["run"] for r in service.list_runs()["runs"]]
+
+
+def test_every_row_of_every_profile_is_a_measurement_or_says_why(testdata):
+    runs = _all_runs(testdata)
+    assert len(runs) >= 12
+    checked = 0
+    for run in runs:
+        try:
+            a = testdata.analysis(run, "")
+        except Exception as exc:  # a deliberately broken fixture would be named here
+            raise AssertionError(f"{run}: {exc}")
+        for io in (True, False):
+            views = {"op": a.ops[io], **{k: v[io] for k, v in a.views.items()},
+                     "program": a.program[io]}
+            for name, table in views.items():
+                rs = rows(table)
+                for r in rs:
+                    where = f"{run} {name} {r['operation']} {r['step']}"
+                    eff = r["roofline_efficiency"]
+                    assert eff is None or eff <= 1.001 or r["caveat"], where
+                    if r["caveat"] and r["caveat"] not in ("host_transfer", "container"):
+                        assert r["potential_time_saved_us"] is None, where
+                    saved = r["potential_time_saved_us"]
+                    assert saved is None or 0 <= saved <= r["total_time_us"] + 1e-9, where
+                    for c in ("flop_coverage", "bytes_coverage"):
+                        assert r[c] is None or 0.0 <= r[c] <= 1.0, where
+                    for c in ("total_time_us", "total_self_time_us", "flops", "bytes",
+                              "time_fraction", "self_time_percent"):
+                        assert r[c] is None or r[c] >= 0, where
+                    checked += 1
+                if name != "program" and rs:
+                    pct = [r["self_time_percent"] for r in rs]
+                    if sum(r["total_self_time_us"] for r in rs) > 0:
+                        assert sum(pct) == pytest.approx(100.0, rel=1e-9), (run, name)
+                    assert max(r["cumulative_self_time_percent"] for r in rs) <= 100 + 1e-9
+                if name == "program" and rs and rs[0]["record_type"] == "total":
+                    assert rs[0]["flop_coverage"] is not None or not len(a.ops[io]), run
+    assert checked > 1000
+    assert np.isfinite(checked)
