@@ -18,7 +18,6 @@ import posixpath
 import threading
 
 READ_BLOCK_BYTES = 8 << 20  # ranged reads of this size (streamed readers keep one block)
-EXTRAS = {"s3": "s3", "gs": "gcs", "gcs": "gcs"}  # URL scheme -> tb-roofline extra
 
 
 class StorageError(OSError):
@@ -73,7 +72,8 @@ def _filesystem(url: str):
     try:
         import fsspec
     except ImportError:
-        raise StorageError(_missing(protocol, "fsspec")) from None
+        raise StorageError(f"reading {protocol}:// needs fsspec: pip install "
+                           "'tb-roofline[remote]' (or [s3], [gcs])") from None
     options = _options(protocol)
     key = (protocol, repr(sorted(options.items())))
     with _fs_lock:
@@ -82,21 +82,26 @@ def _filesystem(url: str):
             try:
                 cls = fsspec.get_filesystem_class(protocol)
             except ImportError as exc:
-                raise StorageError(_missing(protocol, exc.name or str(exc))) from None
+                raise StorageError(_missing(protocol, str(exc))) from None
             except ValueError as exc:
                 raise StorageError(f"{protocol}:// is not a storage fsspec knows: {exc}") from None
             try:
                 fs = cls(**options)
+            except ImportError as exc:
+                raise StorageError(_missing(protocol, str(exc))) from None
             except Exception as exc:
                 raise StorageError(f"cannot set up {protocol}:// storage: {exc}") from None
             _filesystems[key] = fs
     return fs, fs._strip_protocol(url).rstrip("/")
 
 
-def _missing(protocol: str, package: str) -> str:
-    extra = EXTRAS.get(protocol, "remote")
-    return (f"reading {protocol}:// needs the Python package {package!r}: "
-            f"pip install 'tb-roofline[{extra}]'")
+def _missing(protocol: str, detail: str) -> str:
+    package = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}.get(protocol)
+    if package:
+        extra = "s3" if package == "s3fs" else "gcs"
+        return (f"reading {protocol}:// needs the Python package {package}: "
+                f"pip install 'tb-roofline[{extra}]' ({detail})")
+    return f"reading {protocol}:// needs a package fsspec names: {detail}"
 
 
 def _options(protocol: str) -> dict:

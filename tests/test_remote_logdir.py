@@ -192,3 +192,15 @@ def test_tensorboard_serves_an_s3_logdir(s3):
             with urllib.request.urlopen(request, timeout=60) as r:
                 assert r.headers["Content-Encoding"] == "gzip"
                 assert json.loads(gzip.decompress(r.read())) == here.ops(run, "", True)
+
+
+def test_missing_s3_package_says_which_extra_to_install():
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['s3fs'] = None\n"
+            "from tb_roofline.serve.cli import main\n"
+            "sys.exit(main(['runs', 's3://some-bucket/logs']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": REPO}, timeout=120)
+    assert out.returncode == 2
+    assert "pip install 'tb-roofline[s3]'" in out.stderr

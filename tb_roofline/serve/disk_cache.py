@@ -4,9 +4,13 @@ the logdir), so a restarted TensorBoard answers at once for a profile it has see
 - Where: `TB_ROOFLINE_CACHE_DIR`, else `$XDG_CACHE_HOME/tb-roofline`, else
   `~/.cache/tb-roofline`; `TB_ROOFLINE_CACHE_DIR=off` turns the cache off.
 - How much: `TB_ROOFLINE_CACHE_MAX_MB` (default 2048); least recently used entries go first.
-- Key: the file's identity (path or URL, size, mtime or etag/generation), its format and host,
-  the tool version, the Python and numpy versions, and a digest of the code that produces the
-  cached object (readers, op table, devices, HLO cost model): any change there is a miss.
+- What: each converted profile (what a reader returns), keyed by the file's identity (path or
+  URL, size, mtime or etag/generation), its format and host; and the encoded answers a page
+  load asks for (`/program`, `/ops` without filters, `/device`, `/diagnostics`), keyed by the
+  identities of all files behind them. Every key also holds the tool version, the Python and
+  numpy versions, and a digest of the code that produces the entry (readers, op table,
+  devices, HLO cost model; for answers also the roofline model and the service): any change
+  there is a miss.
 - Entries are pickles (the object a reader returns, whatever its fields) behind a header with
   a SHA-256 of the payload. They are written to a temporary file and renamed, so two
   TensorBoard servers can share the directory; an entry that is truncated, corrupt or
@@ -42,15 +46,17 @@ TMP_PREFIX = ".tmp-"
 STALE_TMP_S = 3600.0  # a temporary file this old was left by a crashed writer
 # Code whose output the cache holds (relative to the package): a change invalidates entries.
 CODE_PATHS = ("readers", "model/op_table.py", "devices", "hlo", "protos", "diagnostics.py")
+# Encoded answers also depend on the roofline model and on how the service builds answers.
+ANSWER_CODE_PATHS = CODE_PATHS + ("model", "serve/service.py")
 logger = logging.getLogger(__name__)
 
 
-@functools.lru_cache(maxsize=1)
-def code_digest() -> str:
-    """SHA-256 over the source of CODE_PATHS (once per process, ~1 ms)."""
+@functools.lru_cache(maxsize=4)
+def code_digest(paths: tuple = CODE_PATHS) -> str:
+    """SHA-256 over the source of `paths` (once per process, ~1 ms)."""
     root = os.path.dirname(os.path.abspath(tb_roofline.__file__))
     digest = hashlib.sha256()
-    for rel in CODE_PATHS:
+    for rel in paths:
         path = os.path.join(root, rel)
         files = [path] if os.path.isfile(path) else sorted(
             os.path.join(d, f) for d, _, names in os.walk(path) for f in names
