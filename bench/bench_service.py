@@ -2,6 +2,10 @@
 cache, and cycling through twenty runs.
 
     python bench/bench_service.py [--ops 50000] [--runs 20] [--run-ops 5000] [--repeat 20]
+                                  [--corrupt-mb 172] [--code DIR]
+
+`--code DIR` runs the same requests against another checkout (e.g. `git archive` of an older
+commit unpacked in DIR) for before/after figures.
 
 Requests go through the plugin's WSGI routes (werkzeug's test client: routing, parameter
 parsing, encoding, gzip), each phase in a fresh subprocess so "restart" is a new process with
@@ -21,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 COMMON = r"""
-import gzip, json, statistics, sys, time, resource
+import gzip, json, statistics, sys, time
 t0 = time.perf_counter()
 from werkzeug.test import Client
 from tensorboard.plugins import base_plugin
@@ -38,8 +42,12 @@ def timed(client, url, headers=None):
 def p50(values):
     return statistics.median(values) * 1000
 
-def rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def rss_mb():  # this process's peak (ru_maxrss would carry the parent's over exec)
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) / 1024
+
+def body(r):
+    return gzip.decompress(r.data) if r.headers.get("Content-Encoding") == "gzip" else r.data
 """
 
 BIG = COMMON + r"""
@@ -55,8 +63,8 @@ program_s, _ = timed(program, f"/program?run={run}", GZ)
 out["first_program_ms"] = (time.perf_counter() - t) * 1000  # plugin start to /program answered
 cold, r = timed(ops, f"/ops?run={run}", GZ)
 out["cold_ops_gzip_ms"] = cold * 1000
-out["ops_rows"] = len(json.loads(gzip.decompress(r.data))["rows"])
-out["gzip_mb"] = len(r.data) / 2**20
+out["ops_rows"] = len(json.loads(body(r))["rows"])
+out["gzip_mb"] = len(r.data) / 2**20 if r.headers.get("Content-Encoding") == "gzip" else None
 cold_plain, r = timed(ops, f"/ops?run={run}")
 out["cold_ops_plain_ms"] = cold_plain * 1000  # the analysis cached, encoded anew
 out["json_mb"] = len(r.data) / 2**20
@@ -86,18 +94,38 @@ for i in range(rounds):
         timed(ops, f"/ops?run={run}", GZ)
         (first if i == 0 else warm).append(time.perf_counter() - t)
 s = plugin._service
+mb = lambda name: getattr(getattr(s, name, None), "bytes", 0) / 2**20  # noqa: E731 (older code: 0)
 print(json.dumps({"runs": len(runs), "first_round_p50_ms": p50(first),
                   "warm_p50_ms": p50(warm), "warm_max_ms": max(warm) * 1000,
                   "analyses_cached": len(s._analysis_cache),
-                  "analysis_cache_mb": s._analysis_cache.bytes / 2**20,
-                  "profile_cache_mb": s._host_cache.bytes / 2**20,
-                  "answer_cache_mb": s._answer_cache.bytes / 2**20, "max_rss_mb": rss_mb()}))
+                  "analysis_cache_mb": mb("_analysis_cache"), "profile_cache_mb": mb("_host_cache"),
+                  "answer_cache_mb": mb("_answer_cache"), "max_rss_mb": rss_mb()}))
 """
+
+
+CORRUPT = COMMON + r"""
+import concurrent.futures
+logdir, clients = sys.argv[1], int(sys.argv[2])
+plugin = RooflinePlugin(base_plugin.TBContext(logdir=logdir))
+apps = plugin.get_plugin_apps()
+run = Client(apps["/runs"]).get("/runs").json["runs"][0]["run"]
+
+def ask(_):
+    return Client(apps["/program"]).get(f"/program?run={run}").status_code
+
+t = time.perf_counter()
+with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+    statuses = list(pool.map(ask, range(clients)))
+assert set(statuses) == {422}, statuses
+print(json.dumps({"clients": clients, "all_answered_s": time.perf_counter() - t}))
+"""
+
+CODE = REPO
 
 
 def run_side(code: str, *args, env=None) -> dict:
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
-                         text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO, **(env or {})})
+                         text=True, cwd=CODE, env={**os.environ, "PYTHONPATH": CODE, **(env or {})})
     if out.returncode:
         sys.exit(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -109,7 +137,12 @@ def main():
     parser.add_argument("--runs", type=int, default=20, help="runs to cycle through")
     parser.add_argument("--run-ops", type=int, default=5_000, help="distinct ops of each run")
     parser.add_argument("--repeat", type=int, default=20, help="warm requests timed")
+    parser.add_argument("--corrupt-mb", type=float, default=172,
+                        help="size of the corrupt profile asked for by 20 clients at once")
+    parser.add_argument("--code", default=REPO, help="checkout to measure (default: this one)")
     args = parser.parse_args()
+    global CODE
+    CODE = os.path.abspath(args.code)
     sys.path.insert(0, REPO)
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
     tmp = tempfile.mkdtemp(prefix="tb_roofline_bench_service_")
@@ -122,12 +155,24 @@ def main():
             write_tpu_session(many, f"run{i:02d}", "2026_11_29_12_00_00", [SynthConfig(
                 seed=100 + i, distinct_ops=args.run_ops, ops_per_step=args.run_ops * 2,
                 num_steps=2, num_cores=1, with_while=False, with_sparse_core=False)])
+        # A corrupt profile: copies of the big one (valid XSpace when concatenated), the last
+        # one cut short; old enough to count as corrupt rather than still being written.
+        bad = os.path.join(tmp, "corrupt", "plugins", "profile", "2026_01_01_00_00_00", "h.xplane.pb")
+        os.makedirs(os.path.dirname(bad))
+        with open(path, "rb") as f:
+            good = f.read()
+        want = int(args.corrupt_mb * 2**20)
+        with open(bad, "wb") as f:
+            f.write((good * (want // len(good) + 1))[:want])
+        os.utime(bad, (1e9, 1e9))
         env = {"TB_ROOFLINE_CACHE_DIR": cache}
         result = {"file_mb": round(os.path.getsize(path) / 2**20, 1),
                   "cold": run_side(BIG, big, args.repeat, env=env),
                   "restart": run_side(BIG, big, args.repeat, env=env),
                   "restart_cache_off": run_side(BIG, big, 3, env={"TB_ROOFLINE_CACHE_DIR": "off"}),
-                  "cycle": run_side(CYCLE, many, 3, env={"TB_ROOFLINE_CACHE_DIR": "off"})}
+                  "cycle": run_side(CYCLE, many, 3, env={"TB_ROOFLINE_CACHE_DIR": "off"}),
+                  "corrupt": run_side(CORRUPT, os.path.dirname(os.path.dirname(os.path.dirname(
+                      os.path.dirname(bad)))), 20, env={"TB_ROOFLINE_CACHE_DIR": "off"})}
         print(json.dumps(result, indent=1))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
