@@ -204,3 +204,19 @@ def test_missing_s3_package_says_which_extra_to_install():
                          env={**os.environ, "PYTHONPATH": REPO}, timeout=120)
     assert out.returncode == 2
     assert "pip install 'tb-roofline[s3]'" in out.stderr
+
+
+def test_local_logdirs_never_import_fsspec(tmp_path):
+    import subprocess
+    import sys
+    write_tpu_session(str(tmp_path), "", "2026_01_01_00_00_00", [SynthConfig(seed=1)])
+    code = ("import sys\n"
+            "from tb_roofline.serve.service import RooflineService\n"
+            "s = RooflineService(sys.argv[1])\n"
+            "run = s.list_runs()['runs'][0]['run']\n"
+            "s.encoded('ops', run, '', True, include_infeed_outfeed=True)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fsspec', 's3fs', 'gcsfs')))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": REPO}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
