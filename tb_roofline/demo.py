@@ -1,7 +1,7 @@
 """Write the bundled demo logdir (`testdata/demo`): realistic generated TPU profiles.
 
     python -m tb_roofline.demo testdata/demo
-Two runs: a single-host v6e training run, and a two-host v4 run (CMEM, megacore) whose hosts can
+Two runs: a single-host v6e training run (with host-offload copies), and a two-host v4 run (CMEM, megacore) whose hosts can
 be compared or aggregated. Seeds are fixed, so the files are reproducible byte for byte.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tb_roofline.synthetic import SynthConfig, write_tpu_session
 def write_demo(logdir: str) -> list[str]:
     paths = write_tpu_session(logdir, "v6e_train", "2026_11_29_10_00_00", [
         SynthConfig(seed=11, chip="v6e", num_cores=4, num_steps=6, ops_per_step=160,
-                    distinct_ops=60, hostname="tpu-v6e-host0")])
+                    distinct_ops=60, hostname="tpu-v6e-host0", host_offload_pairs=2)])
     paths += write_tpu_session(logdir, "v4_pod", "2026_11_29_11_30_00", [
         SynthConfig(seed=21 + h, chip="v4", num_cores=2, num_steps=5, ops_per_step=120,
                     distinct_ops=40, hostname=f"tpu-v4-host{h}", program_seed=21) for h in range(2)])

@@ -60,6 +60,7 @@ class SynthConfig:
     with_device_timing: bool = True
     hostname: str = "host0"
     program_seed: int | None = None  # hosts of one SPMD job share the program: same seed here
+    host_offload_pairs: int = 0  # async copy-start/copy-done pairs to and from host memory
 
 
 # Stats XProf reads with `IntValue()` (int64 only: a uint64_value reads as 0). `group_id` is one:
@@ -121,38 +122,91 @@ class _Ref:
     text: str
 
 
-def _breakdown(rng: random.Random, total_bytes: int, chip: str) -> bytes:
-    msg = memory_access_pb2.MemoryAccessBreakdown()
+def _breakdown_entries(rng: random.Random, total_bytes: int, chip: str) -> list:
     if total_bytes <= 0:
-        return msg.SerializeToString()
+        return []
     hbm_read = int(total_bytes * rng.uniform(0.3, 0.6))
     hbm_write = int(total_bytes * rng.uniform(0.1, 0.3))
     entries = [(READ, HBM, hbm_read), (WRITE, HBM, hbm_write)]
     on_chip = CMEM if chip == "v4" else VMEM
     entries += [(READ, on_chip, int(total_bytes * rng.uniform(0.5, 3.0))),
                 (WRITE, on_chip, int(total_bytes * rng.uniform(0.2, 1.5)))]
+    return entries
+
+
+def _breakdown(entries: list) -> bytes:
+    msg = memory_access_pb2.MemoryAccessBreakdown()
     for op_type, space, nbytes in entries:
         msg.memory_accessed.add(operation_type=op_type, memory_space=space, bytes_accessed=nbytes)
     return msg.SerializeToString()
 
 
+def _roofline_time_ps(flops: float, entries: list, chip: str) -> float:
+    """The shortest time the chip's roofs allow (ps): a generated op never beats them."""
+    c = CHIPS[chip]
+    per_ps = {  # bytes per ps = GB/s / 1000
+        (READ, HBM): c["peak_hbm_bw_gigabytes_per_second"] / 1000,
+        (WRITE, HBM): c["peak_hbm_bw_gigabytes_per_second"] / 1000,
+        (READ, CMEM): c["peak_cmem_rd_bw_gigabytes_per_second"] / 1000,
+        (WRITE, CMEM): c["peak_cmem_wr_bw_gigabytes_per_second"] / 1000,
+        (READ, VMEM): c["peak_vmem_rd_bw_gigabytes_per_second"] / 1000,
+        (WRITE, VMEM): c["peak_vmem_wr_bw_gigabytes_per_second"] / 1000,
+    }
+    hbm = sum(b for _, space, b in entries if space == HBM)
+    times = [flops / c["peak_teraflops_per_second"], hbm / per_ps[(READ, HBM)]]
+    times += [b / per_ps[(t, space)] for t, space, b in entries
+              if space != HBM and per_ps[(t, space)] > 0]
+    return max(times)
+
+
 def _op_templates(rng: random.Random, cfg: SynthConfig, program_id: int):
-    """Distinct HLO ops of one program: (metadata kwargs, name, duration_ps)."""
+    """Distinct HLO ops of one program: (metadata kwargs, name, duration_ps). Each op runs at a
+    random efficiency (3-85%) of its tightest roof, never above it."""
     ops = []
     for i in range(cfg.distinct_ops):
         category, prefix, intensity = OP_KINDS[i % len(OP_KINDS)]
         name = f"{prefix}.{i}"
         nbytes = rng.randint(1 << 16, 1 << 26)
         flops = int(nbytes * intensity * rng.uniform(0.5, 2.0))
+        entries = _breakdown_entries(rng, nbytes, cfg.chip)
+        floor = _roofline_time_ps(flops, entries, cfg.chip)
+        duration = max(int(floor / rng.uniform(0.03, 0.85)), 2_000_000)
         ops.append(dict(name=name, category=category, flops=flops, bytes=nbytes,
-                        duration_ps=rng.randint(2_000_000, 400_000_000),
+                        breakdown=_breakdown(entries), duration_ps=duration,
                         source=f"model/layers.py:{10 + i}", tf_op=f"jit(train_step)/{prefix}"))
     if cfg.with_infeed_outfeed:
         ops.append(dict(name="infeed.1", category="infeed", flops=0, bytes=1 << 20,
+                        breakdown=_breakdown(_breakdown_entries(rng, 1 << 20, cfg.chip)),
                         duration_ps=rng.randint(50_000_000, 300_000_000), source="", tf_op=""))
         ops.append(dict(name="outfeed.2", category="outfeed", flops=0, bytes=1 << 12,
+                        breakdown=_breakdown(_breakdown_entries(rng, 1 << 12, cfg.chip)),
                         duration_ps=rng.randint(5_000_000, 30_000_000), source="", tf_op=""))
     return ops
+
+
+def _host_offload_templates(rng: random.Random, cfg: SynthConfig) -> list:
+    """Async copies to and from host memory (S(5)), as host offload compiles them: a short
+    `copy-start` that issues the DMA and a `copy-done` that waits for it; no memory breakdown
+    (REFERENCE.md §3). The HLO text in the metadata name carries the layouts."""
+    out = []
+    for i in range(cfg.host_offload_pairs):
+        rows = 256 * (1 + rng.randrange(16))
+        size = rows * 1024 * 4
+        host, dev = f"f32[{rows},1024]{{1,0:T(8,128)S(5)}}", f"f32[{rows},1024]{{1,0:T(8,128)}}"
+        to_host = i % 2 == 0
+        dst, src = (host, dev) if to_host else (dev, host)
+        ctx = "u32[]{:S(2)}"
+        start, done = f"copy-start.{100 + i}", f"copy-done.{100 + i}"
+        src_name = f"fusion.{200 + i}" if to_host else f"param.{300 + i}"
+        out.append(dict(
+            name=start, category="copy-start", flops=0, bytes=3 * size + 4, breakdown=b"",
+            text=f"%{start} = ({dst}, {src}, {ctx}) copy-start({src} %{src_name})",
+            duration_ps=rng.randint(1_000_000, 2_000_000), source="", tf_op="offload"))
+        out.append(dict(
+            name=done, category="copy-done", flops=0, bytes=3 * size + 4, breakdown=b"",
+            text=f"%{done} = {dst} copy-done(({dst}, {src}, {ctx}) %{start})",
+            duration_ps=rng.randint(20_000_000, 200_000_000), source="", tf_op="offload"))
+    return out
 
 
 def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
@@ -163,7 +217,9 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
     space = xplane_pb2.XSpace(hostnames=[cfg.hostname])
     program_seed = cfg.seed if cfg.program_seed is None else cfg.program_seed
     program_id = 1000 + program_seed
-    templates = _op_templates(random.Random(program_seed), cfg, program_id)
+    program_rng = random.Random(program_seed)
+    templates = _op_templates(program_rng, cfg, program_id)
+    offload = _host_offload_templates(program_rng, cfg)
     start_ns = 5_000_000_000  # device clock ns; absolute ps offsets must fit int64
 
     for core in range(cfg.num_cores):
@@ -177,21 +233,24 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
         modules_line = plane.plane.lines.add(id=2, name="XLA Modules", timestamp_ns=start_ns)
         ops_line = plane.plane.lines.add(id=3, name="XLA Ops", timestamp_ns=start_ns)
         op_md = {}
-        for symbol_id, tpl in enumerate(templates, start=1):
+        for symbol_id, tpl in enumerate(templates + offload, start=1):
             total = tpl["bytes"]
+            stats = dict(program_id=program_id, symbol_id=symbol_id,
+                         hlo_category=_Ref(tpl["category"]), flops=tpl["flops"],
+                         model_flops=int(tpl["flops"] * 0.9), bytes_accessed=total,
+                         raw_bytes_accessed=total)
+            if tpl["breakdown"]:
+                stats["memory_access_breakdown"] = tpl["breakdown"]
             md = plane.event_metadata(
-                f"%{tpl['name']} = f32[128,1024]{{1,0}} {tpl['category']}(...)", tpl["name"],
-                program_id=program_id, symbol_id=symbol_id, hlo_category=_Ref(tpl["category"]),
-                flops=tpl["flops"],
-                model_flops=int(tpl["flops"] * 0.9), bytes_accessed=total, raw_bytes_accessed=total,
-                memory_access_breakdown=_breakdown(rng, total, cfg.chip),
-                shape_with_layout="f32[128,1024]{1,0}", tf_op=tpl["tf_op"], source=tpl["source"],
-                deduplicated_name="")
+                tpl.get("text") or f"%{tpl['name']} = f32[128,1024]{{1,0}} {tpl['category']}(...)",
+                tpl["name"], **stats, shape_with_layout="f32[128,1024]{1,0}", tf_op=tpl["tf_op"],
+                source=tpl["source"], deduplicated_name="")
             op_md[tpl["name"]] = (md, tpl)
         while_md = None
         if cfg.with_while:
             while_md = plane.event_metadata("%while.9 = (f32[]) while(...)", "while.9",
-                                            program_id=program_id, symbol_id=len(templates) + 1,
+                                            program_id=program_id,
+                                            symbol_id=len(templates) + len(offload) + 1,
                                             hlo_category=_Ref("while"),
                                             flops=0, model_flops=0, bytes_accessed=0)
             while_md.child_id.extend([op_md[t["name"]][0].id for t in templates[:3]])
@@ -216,6 +275,11 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
                         t_ps += tpl["duration_ps"] + rng.randint(0, 200_000)
                     events.append((while_md, body_start - 100_000, t_ps - body_start + 200_000))
                     t_ps += 200_000
+                halves = offload[0::2] if i == 1 else offload[1::2] if i == len(chosen) - 1 else []
+                for half in halves:  # copies issued early in the step, waited for at its end
+                    duration = int(half["duration_ps"] * rng.uniform(0.9, 1.1))
+                    events.append((op_md[half["name"]][0], t_ps, duration))
+                    t_ps += duration + rng.randint(0, 200_000)
                 tpl = chosen[i]
                 duration = int(tpl["duration_ps"] * rng.uniform(0.9, 1.1))
                 events.append((op_md[tpl["name"]][0], t_ps, duration))

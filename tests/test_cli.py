@@ -20,7 +20,29 @@ def test_report_shows_device_program_and_top_ops():
     text = out.getvalue()
     assert "Device: TPU v4" in text and "peak CMEM Read" in text
     assert "Program records" in text and "Average" in text
-    assert "Top 5 of" in text and "potential_time_saved_us" in text
+    assert "Top opportunities: 5 of" in text and "potential_time_saved_us" in text
+    assert "1 other run in this logdir" in text
+    assert "host tpu-v4-host0" in text  # each host's own Total is labelled with its host
+
+
+def test_report_lists_caveated_ops_apart_and_kernel_view():
+    """Async halves of host-offload copies are not opportunities: they are listed apart."""
+    out = io.StringIO()
+    assert main([DEMO, "--run", "v6e_train/2026_11_29_10_00_00", "--top", "100"], out=out) == 0
+    text = out.getvalue()
+    top, caveats = text.split("Top opportunities", 1)[1].split("are not roofline measurements", 1)
+    assert "copy-start" not in top and "copy-done" not in top
+    assert "async_wait" in caveats and "copy-done" in caveats
+    kernel = os.path.join(REPO, "testdata", "kineto", "a100_80gb_shapes")
+    out = io.StringIO()
+    assert main([kernel, "--view", "kernel", "--top", "3"], out=out) == 0
+    assert "kernels by potential time saved" in out.getvalue()
+    out = io.StringIO()
+    assert main(["export", kernel, "--view", "kernel", "--format", "json", "-o", "-"],
+                out=out) == 0
+    rows = json.loads(out.getvalue())
+    assert any("cutlass_80_tensorop_s1688gemm" in r["operation"] and r["precision"] == "tf32"
+               for r in rows)
 
 
 def test_export_is_what_the_api_serves(tmp_path):

@@ -156,7 +156,13 @@ def test_memcpy_rows_carry_measured_bandwidth():
     copies = x_events(doc, "gpu_memcpy")
     m = t["category"] == "memcpy"
     assert t["bytes"][m].sum() == sum(e["args"]["bytes"] for e in copies)
-    assert (t["hbm_bytes"][m] == t["bytes"][m]).all()
+    # Host copies cross the host link, never HBM; device copies read and write HBM.
+    host = np.array(["HtoD" in n or "DtoH" in n for n in t["operation"][m]])
+    assert host.any()
+    assert (t["host_bytes"][m][host] == t["bytes"][m][host]).all()
+    assert (t["hbm_bytes"][m][host] == 0).all()
+    assert set(t["caveat"][m][host]) == {"host_transfer"}
+    assert (t["hbm_bytes"][m][~host] == 2 * t["bytes"][m][~host]).all()
     assert t["total_time_ps"][m].sum() == pytest.approx(sum(e["dur"] for e in copies) * 1e6)
     # One memcpy alone: bytes / time is the trace's own "memory bandwidth (GB/s)".
     k = data.kernels
@@ -447,8 +453,11 @@ def test_runtime_event_without_ts_keeps_the_alexnet_op_table(tmp_path):
             e.pop("ts")
             break
     t = read_kineto_file(_doc_file(tmp_path, doc), "h").ops
-    assert sorted(t["operation"]) == sorted(ref["operation"]) and len(t) == len(ref) == 9
+    assert sorted(t["operation"]) == sorted(ref["operation"]) and len(t) == len(ref) == 10
     assert "aten::rand" in list(t["operation"])
+    # aten::conv2d ran both a TF32 xmma kernel and an FP32 SIMT cuDNN kernel: two rows.
+    conv = sorted(p for o, p in zip(t["operation"], t["precision"]) if o == "aten::conv2d")
+    assert conv == ["fp32", "tf32"]
 
 
 def _ev(cat, name, ts, dur, tid=1, **args):
@@ -596,8 +605,24 @@ def test_time_span_too_long_is_a_format_error(tmp_path):
         read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
 
 
-def test_time_conversion_has_one_helper():
-    import inspect
-    src = inspect.getsource(kineto)
-    assert src.count("* 1e6))") == 1  # µs → integer ps only in _us_to_ps
-    assert kineto._us_to_ps(1.5, 1.0) == 500000 and kineto._us_to_ps(2.0, 0.0) == 2000000
+def test_ns_timestamps_are_exact(tmp_path):
+    """Epoch µs with ns fractions lose ~0.25 µs as float64: a child ending exactly at its
+    parent's end would seem to end after it (and its time be counted twice). Read exactly."""
+    parent_ts, child_ts = "1712181098123456.789", "1712181098123456.905"  # child ends with parent
+    as_float = float(parent_ts) + 10.0 < float(child_ts) + 9.884
+    assert as_float, "the case must break float64 nesting"
+    text = ('{"traceEvents": ['
+            f'{{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, '
+            f'"ts": {parent_ts}, "dur": 10.000, "args": {{}}}},'
+            f'{{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, '
+            f'"ts": {child_ts}, "dur": 9.884, "args": {{}}}}]}}')
+    path = tmp_path / "ns.pt.trace.json"
+    path.write_text(text)
+    _old(path)
+    data = read_kineto_file(str(path), "h")
+    # One top-level op: its row holds the whole 10 µs (the child's 9.884 inside it), exactly.
+    assert list(data.ops["operation"]) == ["aten::linear"]
+    assert data.ops["total_time_ps"].sum() == 10_000_000
+    assert data.core_spans[0].duration_ps == 10_000_000
+    assert kineto._exact_ns("1712181098123456.789") == 1712181098123456789
+    assert kineto._exact_ns("-0.5") == -500 and kineto._exact_ns("3") == 3000

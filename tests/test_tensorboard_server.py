@@ -126,5 +126,12 @@ def test_static_files_are_compressed_revalidated_and_nosniff(server):
         raise AssertionError("expected 304")
     except urllib.error.HTTPError as e:
         assert e.code == 304
+        # TensorBoard's security middleware wants a Content-Type on every response.
+        assert e.headers["Content-Type"] == "text/javascript"
+        assert e.headers["X-Content-Type-Options"] == "nosniff"
+    port = api.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]
+    log = os.path.join(os.path.dirname(__file__), "..", "test-output", f"tensorboard_{port}.log")
+    with open(log, encoding="utf-8", errors="replace") as f:
+        assert "Content-Type is required" not in f.read()
     status, headers, _ = get(api + "/runs")
     assert headers["X-Content-Type-Options"] == "nosniff"

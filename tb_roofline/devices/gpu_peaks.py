@@ -23,7 +23,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
+import numpy as np
+
+from tb_roofline.devices.spec import ComputePeak, DeviceInfo, Fallback, MemoryPeak
 from tb_roofline.devices.datasheets import (DEFAULT_ORDER, PRECISIONS, DeviceSpec, lookup,
                                       memory_display_name)
 from tb_roofline.diagnostics import Diagnostic
@@ -179,7 +181,8 @@ def _compare(checks, diagnostics, resource, unit, derived, spec_value, source, w
             "warning", "peak_datasheet_mismatch",
             f"{what} derived from the profile ({derived:,.0f} {unit}) differs from the data "
             f"sheet ({spec_value:,.0f} {unit}; {source}) by "
-            f"{check.relative_difference * 100:+.1f}%; the profile's value is used"))
+            f"{check.relative_difference * 100:+.1f}%; the profile's value is used unless the "
+            "profile's own ops beat it"))
 
 
 def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
@@ -213,7 +216,8 @@ def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
     for p in PRECISIONS:
         sheet = spec.compute.get(p) if spec is not None else None
         if p in derived:
-            compute.append(ComputePeak(p, derived[p], "profile"))
+            compute.append(ComputePeak(p, derived[p], "profile", fallback=Fallback(
+                sheet.value * 1000.0, sheet.source) if sheet is not None else None))
             if sheet is not None:
                 _compare(checks, diags, p, "GFLOP/s", derived[p], sheet.value * 1000.0,
                          sheet.source, f"{p} peak")
@@ -235,7 +239,8 @@ def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
     memories: list[MemoryPeak] = []
     mem_name = memory_display_name(spec.memory_type) if spec is not None else "HBM"
     if bandwidth > 0:
-        memories.append(MemoryPeak("hbm", mem_name, bandwidth / 1e9, "profile"))
+        memories.append(MemoryPeak("hbm", mem_name, bandwidth / 1e9, "profile", fallback=Fallback(
+            spec.memory_bw.value, spec.memory_bw.source) if spec is not None else None))
         if spec is not None:
             _compare(checks, diags, "hbm", "GB/s", bandwidth / 1e9, spec.memory_bw.value,
                      spec.memory_bw.source, "memory bandwidth")
@@ -364,20 +369,35 @@ def dtype_precision(dtype: str) -> str:
     return _DTYPE.get(key, "")
 
 
+# What a kernel name says ran (readers set `dtype` to "kernel:<this>"): the exact unit, so f32
+# inputs on TF32 tensor cores go under the TF32 roof and SIMT sgemm under the FP32 one.
+KERNEL_PREFIX = "kernel:"
+_KERNEL_CHAINS = {
+    "tf32": ("tf32", "fp32_tc", "fp32"), "fp32": ("fp32",), "fp32_tc": ("fp32_tc", "fp32"),
+    "fp16": ("fp16", "fp32_tc", "fp32"), "bf16": ("bf16", "fp16", "fp32_tc", "fp32"),
+    "fp8": ("fp8", "fp16", "bf16"), "int8": ("int8",), "fp64": ("fp64",),
+    "fp64_tc": ("fp64_tc", "fp64"),
+}
+
+
 def ceiling_precision(dtype: str, is_matmul: bool, device: DeviceInfo,
                       allow_tf32: bool = True) -> str:
     """The precision of the ceiling an op belongs under on this device, '' for the default.
 
     is_matmul: dots and convolutions (tensor / matrix cores); everything else uses the vector
-    units. allow_tf32: f32 dots run on TF32 tensor cores (XLA's default on Ampere and later;
-    PyTorch's only with `allow_tf32`); the higher TF32 roof keeps efficiencies at most 100%.
+    units. allow_tf32: f32 dots whose kernels are not known may run on TF32 tensor cores (XLA's
+    default on Ampere and later; PyTorch's only with `allow_tf32`). A `kernel:` dtype names the
+    unit that ran and is taken as it is.
     """
-    p = dtype_precision(dtype)
-    if not p:
-        return ""
-    chain = (_MATMUL_CHAINS if is_matmul else _VECTOR_CHAINS).get(p, ())
-    if not allow_tf32:
-        chain = tuple(c for c in chain if c != "tf32")
+    if dtype.startswith(KERNEL_PREFIX):
+        chain = _KERNEL_CHAINS.get(dtype[len(KERNEL_PREFIX):], ())
+    else:
+        p = dtype_precision(dtype)
+        if not p:
+            return ""
+        chain = (_MATMUL_CHAINS if is_matmul else _VECTOR_CHAINS).get(p, ())
+        if not allow_tf32:
+            chain = tuple(c for c in chain if c != "tf32")
     have = {c.precision for c in device.compute if c.gflops > 0}
     return next((c for c in chain if c in have), "")
 
@@ -386,24 +406,32 @@ _MATMUL_WORDS = ("conv", "dot", "matmul", "gemm", "attention", "einsum", "linear
 
 
 def apply_ceilings(table, device: DeviceInfo, allow_tf32: bool = True) -> None:
-    """Set each op row's `precision` to the ceiling it belongs under on this device (tensor-core
-    roofs for dots and convolutions, vector roofs for the rest); rows whose precision has no
-    ceiling of its own keep their data type and fall under the default roof. The data type
-    itself stays in `dtype`, so a later device (a device file) can place the rows again."""
-    if not len(table):
+    """Set each op's `precision` (a key column of the op table) to the ceiling it belongs under
+    on this device (tensor-core roofs for dots and convolutions, vector roofs for the rest, or
+    exactly the unit its kernel names); ops whose precision has no ceiling of its own keep their
+    data type and fall under the default roof. The data type itself stays in `dtype`, so a later
+    device (a device file) can place the ops again."""
+    keys = table.keys
+    if not len(keys["precision"]):
         return
-    dtypes = table["dtype"]
-    if not any(dtypes.tolist()):  # first call: the reader's precision is the data type
-        dtypes[:] = table["precision"]
+    dtypes = keys["dtype"]
+    unset = np.flatnonzero(dtypes == "")  # first call: the reader's precision is the data type
+    dtypes[unset] = keys["precision"][unset]
     if not device.compute:
-        table.columns["precision"][:] = dtypes
+        keys["precision"] = np.array([_plain(d) for d in dtypes.tolist()], dtype=object)
         return
     cache: dict = {}
     out = []
-    for dtype, category in zip(dtypes.tolist(), table["category"].tolist()):
+    for dtype, category in zip(dtypes.tolist(), keys["category"].tolist()):
         key = (dtype, category)
         if key not in cache:
             matmul = any(w in category.lower() for w in _MATMUL_WORDS)
-            cache[key] = ceiling_precision(dtype, matmul, device, allow_tf32) or dtype
+            cache[key] = ceiling_precision(dtype, matmul, device, allow_tf32) or _plain(dtype)
         out.append(cache[key])
-    table.columns["precision"][:] = out
+    out_arr = np.empty(len(out), dtype=object)
+    out_arr[:] = out
+    keys["precision"] = out_arr
+
+
+def _plain(dtype: str) -> str:
+    return dtype[len(KERNEL_PREFIX):] if dtype.startswith(KERNEL_PREFIX) else dtype

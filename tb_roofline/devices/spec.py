@@ -35,19 +35,32 @@ def _finite(value):
     return value if value is not None and math.isfinite(value) else None
 
 
+@dataclasses.dataclass(frozen=True)
+class Fallback:
+    """A data-sheet value (GFLOP/s or GB/s) and where it comes from."""
+    value: float
+    source: str
+
+
 @dataclasses.dataclass
 class ComputePeak:
     precision: str  # "default" when the profile gives one figure for all precisions
     gflops: float
     source: str  # profile | datasheet | measured | user
+    # A sourced data-sheet figure kept beside a profile-derived one: the model takes it when the
+    # profile's own ops beat the profile's figure (then that figure is the one in doubt).
+    fallback: "Fallback | None" = None
+    note: str = ""  # why this figure is the one used, when it is not the obvious one
 
 
 @dataclasses.dataclass
 class MemoryPeak:
-    id: str  # hbm, cmem_read, cmem_write, vmem_read, vmem_write, ...
+    id: str  # hbm, cmem_read, cmem_write, vmem_read, vmem_write, host, shared, l2
     name: str
     gbs: float
     source: str
+    fallback: "Fallback | None" = None
+    note: str = ""
 
     @property
     def gibs(self) -> float:
@@ -99,11 +112,11 @@ class DeviceInfo:
             "has_merged_vmem": self.has_merged_vmem,
             "time_scale_multiplier": self.time_scale_multiplier,
             "compute": [{"precision": c.precision, "peak_gflops": _finite(c.gflops),
-                         "source": c.source} for c in self.compute],
+                         "source": c.source, "note": c.note} for c in self.compute],
             "memories": [{"id": m.id, "name": m.name, "peak_gbs": _finite(m.gbs),
                           "peak_gibs": _finite(m.gibs),
                           "ridge_point": _finite(self.peak_gflops / m.gbs) if m.gbs > 0 else None,
-                          "source": m.source} for m in self.memories],
+                          "source": m.source, "note": m.note} for m in self.memories],
             "peaks_known": self.peaks_known,
         }
 

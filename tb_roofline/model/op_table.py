@@ -1,9 +1,12 @@
 """The common op table every reader produces and the roofline model consumes.
 
-One row per (host, core, program, op, step): executions and times summed over that group,
-FLOPs and bytes as totals over those executions. Columns are numpy arrays so the model can
-aggregate hundreds of thousands of rows without Python loops. Readers know nothing of the model;
-the model knows nothing of file formats.
+Two levels, so that a profile with 2,000 ops × 1,000 steps carries 2,000 strings, not 2 million:
+- `keys`: one entry per distinct op of one host (its names, category, precision, flags);
+- `rows`: one row per (op, core, step): the index of its key (`op`) and numbers summed over that
+  group (executions, times; FLOPs and bytes as totals over those executions).
+`table["category"]` gathers a key column per row when a caller wants it; the model groups on the
+keys and never touches per-row strings. Readers know nothing of the model; the model knows
+nothing of file formats.
 """
 from __future__ import annotations
 
@@ -13,27 +16,39 @@ import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic  # noqa: F401 (readers build ProfileData with it)
 
-# Memory traffic columns: (column, display name, memory id, direction).
+# Memory traffic columns: (column, display name, memory id, direction). `host` is traffic
+# between device and host memory (PCIe / the host link): never HBM.
 MEMORY_COLUMNS = (
     ("hbm_bytes", "HBM", "hbm", "rw"),
     ("cmem_read_bytes", "CMEM Read", "cmem_read", "r"),
     ("cmem_write_bytes", "CMEM Write", "cmem_write", "w"),
     ("vmem_read_bytes", "VMEM Read", "vmem_read", "r"),
     ("vmem_write_bytes", "VMEM Write", "vmem_write", "w"),
+    ("host_bytes", "Host link", "host", "rw"),
 )
 
-STRING_COLUMNS = ("host", "program_id", "program", "operation", "category", "source", "tf_op",
-                  "flops_source", "precision", "dtype")
+# Per distinct op (and host).
+KEY_STRINGS = ("host", "program_id", "program", "operation", "category", "source", "tf_op",
+               "flops_source", "precision", "dtype", "caveat")
+KEY_FLAGS = ("is_infeed_outfeed", "is_container", "flops_known", "bytes_known")
+KEY_COLUMNS = KEY_STRINGS + KEY_FLAGS
+# Per row.
 INT_COLUMNS = ("core", "step", "occurrences")
 FLOAT_COLUMNS = ("total_time_ps", "self_time_ps", "dma_stall_ps", "flops", "model_flops",
-                 "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS)
-BOOL_COLUMNS = ("is_infeed_outfeed", "is_container")
-ALL_COLUMNS = STRING_COLUMNS + INT_COLUMNS + FLOAT_COLUMNS + BOOL_COLUMNS
+                 "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS) + ("async_span_ps",)
+ROW_COLUMNS = INT_COLUMNS + FLOAT_COLUMNS
+ALL_COLUMNS = KEY_COLUMNS + ROW_COLUMNS
+STRING_COLUMNS = KEY_STRINGS  # (older name)
 
 NO_STEP = -1
 
 # Categories that only contain other ops; the Program record skips them (their children count).
 CONTAINER_CATEGORIES = frozenset({"call", "conditional", "while", "megacore fusion"})
+
+# Caveats a reader may set on an op (the model adds `no_cost` and `above_roof`); see
+# docs/http_api.md. A caveated row is not a roofline measurement as it stands.
+ASYNC_START, ASYNC_WAIT, HOST_TRANSFER = "async_start", "async_wait", "host_transfer"
+PEER_TRANSFER = "peer_transfer"
 
 
 def is_infeed_outfeed_category(category: str) -> bool:
@@ -42,85 +57,147 @@ def is_infeed_outfeed_category(category: str) -> bool:
 
 @dataclasses.dataclass
 class OpTable:
-    """Columnar op rows. Strings are object arrays; numbers float64/int64; flags bool."""
-    columns: dict[str, np.ndarray]
+    """Distinct ops (`keys`) and numeric rows pointing at them (`rows["op"]`)."""
+    keys: dict[str, np.ndarray]
+    rows: dict[str, np.ndarray]
 
     def __len__(self) -> int:
-        return len(self.columns["operation"])
+        return len(self.rows["op"])
+
+    @property
+    def num_keys(self) -> int:
+        return len(self.keys["operation"])
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self.columns[name]
+        if name in self.rows:
+            return self.rows[name]
+        return self.keys[name][self.rows["op"]]
+
+    @property
+    def columns(self) -> dict[str, np.ndarray]:
+        """Every column per row (key columns gathered): a copy, for inspection."""
+        return {k: self[k] for k in ALL_COLUMNS}
 
     def copy(self) -> "OpTable":
-        return OpTable({k: v.copy() for k, v in self.columns.items()})
+        return OpTable({k: v.copy() for k, v in self.keys.items()},
+                       {k: v.copy() for k, v in self.rows.items()})
 
-    def select(self, mask: np.ndarray) -> "OpTable":
-        return OpTable({k: v[mask] for k, v in self.columns.items()})
+    def with_keys(self, **columns) -> "OpTable":
+        """The same rows with some key columns replaced (the rows are shared, not copied)."""
+        return OpTable(dict(self.keys, **columns), self.rows)
+
+    def select(self, mask) -> "OpTable":
+        return OpTable(self.keys, {k: v[mask] for k, v in self.rows.items()})
 
     @staticmethod
     def concat(tables: list["OpTable"]) -> "OpTable":
+        tables = [t for t in tables if t is not None]
         if not tables:
             return OpTableBuilder().build()
-        return OpTable({k: np.concatenate([t.columns[k] for t in tables]) for k in ALL_COLUMNS})
+        if len(tables) == 1:
+            return tables[0]
+        offsets = np.cumsum([0] + [t.num_keys for t in tables[:-1]])
+        keys = {k: np.concatenate([t.keys[k] for t in tables]) for k in KEY_COLUMNS}
+        rows = {k: np.concatenate([t.rows[k] for t in tables]) for k in ROW_COLUMNS}
+        rows["op"] = np.concatenate([t.rows["op"] + off for t, off in zip(tables, offsets)])
+        return OpTable(keys, rows)
 
 
 class OpTableBuilder:
-    """Collects rows (one at a time, or many at once as arrays); `build()` makes the columns."""
+    """Collects rows (one at a time, many at once as arrays, or already keyed); `build()` makes
+    the table. Rows given with their key columns are keyed by those values at build time."""
 
     def __init__(self):
-        self._cols: dict[str, list] = {k: [] for k in ALL_COLUMNS}
-        self._chunks: list[dict[str, np.ndarray]] = []
+        self._single: list[dict] = []
+        self._chunks: list[tuple[dict, dict]] = []  # (keys, rows with "op")
 
     def add(self, **row):
         """Add one row; the flags follow from the category unless given."""
-        category = row.get("category", "")
-        row.setdefault("is_infeed_outfeed", is_infeed_outfeed_category(category))
-        row.setdefault("is_container", category in CONTAINER_CATEGORIES)
-        for key in ALL_COLUMNS:
-            self._cols[key].append(row.get(key, _DEFAULTS[key]))
+        self._single.append(row)
 
     def add_columns(self, n: int, **columns):
         """Add `n` rows at once: each value is an array of length n or a scalar for all rows."""
-        chunk = {}
-        for key in ALL_COLUMNS:
-            value = columns.get(key, _DEFAULTS[key])
-            if isinstance(value, np.ndarray):
-                chunk[key] = value.astype(_dtype(key), copy=False)
-            else:
-                chunk[key] = _full(key, n, value)
-        self._chunks.append(chunk)
+        if not n:
+            return
+        keys = {k: _column(k, n, columns.get(k, _DEFAULTS[k])) for k in KEY_COLUMNS}
+        _default_flags(keys, columns)
+        codes, first = _factorize_rows([keys[k] for k in KEY_COLUMNS])
+        rows = {k: _column(k, n, columns.get(k, _DEFAULTS[k])) for k in ROW_COLUMNS}
+        rows["op"] = codes
+        self._chunks.append(({k: v[first] for k, v in keys.items()}, rows))
+
+    def add_keyed(self, keys: dict, op: np.ndarray, **columns):
+        """Add rows whose distinct ops are already known: `keys` (one entry per op; missing
+        columns take their defaults) and `op`, each row's index into them."""
+        m = next(len(v) for v in keys.values() if isinstance(v, np.ndarray))
+        full = {k: _column(k, m, keys.get(k, _DEFAULTS[k])) for k in KEY_COLUMNS}
+        _default_flags(full, keys)
+        n = len(op)
+        rows = {k: _column(k, n, columns.get(k, _DEFAULTS[k])) for k in ROW_COLUMNS}
+        rows["op"] = np.asarray(op, np.int64)
+        self._chunks.append((full, rows))
 
     def build(self) -> OpTable:
-        parts = [self._convert(self._cols)] + self._chunks
-        return OpTable({k: np.concatenate([p[k] for p in parts]) for k in ALL_COLUMNS})
+        chunks = list(self._chunks)
+        if self._single:
+            n = len(self._single)
+            cols = {k: [r.get(k, _DEFAULTS[k]) for r in self._single] for k in ALL_COLUMNS}
+            given = {k for r in self._single for k in r}
+            arrays = {k: _column(k, n, v) for k, v in cols.items()}
+            if "is_infeed_outfeed" not in given or "is_container" not in given:
+                _default_flags(arrays, {k: None for k in given})
+            codes, first = _factorize_rows([arrays[k] for k in KEY_COLUMNS])
+            rows = {k: arrays[k] for k in ROW_COLUMNS}
+            rows["op"] = codes
+            chunks.insert(0, ({k: arrays[k][first] for k in KEY_COLUMNS}, rows))
+        if not chunks:
+            return OpTable({k: _column(k, 0, _DEFAULTS[k]) for k in KEY_COLUMNS},
+                           dict({k: _column(k, 0, _DEFAULTS[k]) for k in ROW_COLUMNS},
+                                op=np.zeros(0, np.int64)))
+        return OpTable.concat([OpTable(k, r) for k, r in chunks])
 
-    @staticmethod
-    def _convert(cols: dict[str, list]) -> dict[str, np.ndarray]:
-        out = {}
-        for key, values in cols.items():
-            if key in STRING_COLUMNS:
-                arr = np.empty(len(values), dtype=object)
-                arr[:] = values
-            else:
-                arr = np.asarray(values, dtype=_dtype(key))
-            out[key] = arr
-        return out
+
+def _default_flags(keys: dict, given):
+    """is_infeed_outfeed / is_container follow from the category unless given."""
+    cats = keys["category"]
+    if "is_infeed_outfeed" not in given:
+        keys["is_infeed_outfeed"] = np.fromiter(
+            (is_infeed_outfeed_category(c) for c in cats.tolist()), bool, len(cats))
+    if "is_container" not in given:
+        keys["is_container"] = np.fromiter(
+            (c in CONTAINER_CATEGORIES for c in cats.tolist()), bool, len(cats))
 
 
 def _dtype(key: str):
-    if key in STRING_COLUMNS:
+    if key in KEY_STRINGS:
         return object
-    if key in INT_COLUMNS:
+    if key in INT_COLUMNS or key == "op":
         return np.int64
-    if key in BOOL_COLUMNS:
+    if key in KEY_FLAGS:
         return bool
     return np.float64
 
 
-def _full(key: str, n: int, value) -> np.ndarray:
+def _column(key: str, n: int, value) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value.astype(_dtype(key), copy=False)
     arr = np.empty(n, dtype=_dtype(key))
-    arr[:] = value
+    if isinstance(value, (list, tuple)):
+        arr[:] = list(value)
+    else:
+        arr[:] = value
     return arr
+
+
+def _factorize_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each row, first row of each code) for rows keyed by several columns."""
+    index: dict = {}
+    n = len(columns[0]) if columns else 0
+    codes = np.fromiter((index.setdefault(k, len(index)) for k in zip(*[c.tolist() for c in columns])),
+                        np.int64, count=n)
+    first = np.zeros(len(index), np.int64)
+    first[codes[::-1]] = np.arange(n)[::-1]
+    return codes, first
 
 
 def factorize(values: np.ndarray) -> np.ndarray:
@@ -131,10 +208,12 @@ def factorize(values: np.ndarray) -> np.ndarray:
                        dtype=np.int64, count=len(values))
 
 
-_DEFAULTS = {**{k: "" for k in STRING_COLUMNS}, **{k: 0 for k in INT_COLUMNS},
-             **{k: 0.0 for k in FLOAT_COLUMNS}, **{k: False for k in BOOL_COLUMNS}}
+_DEFAULTS = {**{k: "" for k in KEY_STRINGS}, **{k: 0 for k in INT_COLUMNS},
+             **{k: 0.0 for k in FLOAT_COLUMNS}, **{k: False for k in KEY_FLAGS}}
 _DEFAULTS["step"] = NO_STEP
 _DEFAULTS["flops_source"] = "profile"
+_DEFAULTS["flops_known"] = True
+_DEFAULTS["bytes_known"] = True
 
 
 @dataclasses.dataclass
@@ -169,10 +248,11 @@ class ProfileData:
     core_spans: list[CoreSpan]
     diagnostics: list[Diagnostic]
     has_hw_counters: bool = False
+    # Whether f32 matmuls may sit under a TF32 roof when no kernel says what ran (XLA's
+    # default; PyTorch's only when asked).
+    allow_tf32: bool = True
     # PyTorch traces: kernel-level rows (a second view), hardware counters (the "Total (HW)"
     # record and per-kernel counter rows), and the rank this file is.
-    # Whether f32 matmuls may sit under a TF32 roof (XLA's default; PyTorch's only when asked).
-    allow_tf32: bool = True
     kernels: "OpTable | None" = None
     hw_counters: "object | None" = None
     hw_ops: "OpTable | None" = None

@@ -1,8 +1,8 @@
-"""The roofline model: op rows in, program/step/op records out.
+"""The roofline model: op tables in, program/step/host/op records out.
 
-Knows nothing of file formats: it takes an `OpTable`, the step and core spans and a
-`DeviceInfo`. Definitions follow XProf's Roofline Model tool (REFERENCE.md §4) so users see the
-numbers they know, except where XProf is wrong (docs/xprof_differences.md).
+Knows nothing of file formats: it takes `ProfileData` (an `OpTable`, step and core spans, a
+`DeviceInfo`). Every record comes from one grouped pass over the rows (`np.bincount` by record
+id), so time is linear in rows, steps and hosts; strings are only touched per distinct op.
 """
 from __future__ import annotations
 
@@ -12,133 +12,12 @@ import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import (MEMORY_COLUMNS, OpTable, factorize)
-GIB = 1.073741824  # GB per GiB: XProf's GiB/s = (bytes / ns) / 1.073741824
+from tb_roofline.model import peaks
+from tb_roofline.model.op_table import OpTable, factorize
+from tb_roofline.model.records import (GIB, RECORD_COLUMNS, SUM_COLUMNS, RecordTable,  # noqa: F401
+                                       build_records, derive, div, resources, unknown_bytes)
 
-# Output columns, in API order (docs/http_api.md).
-RECORD_COLUMNS = (
-    "record_type", "step", "rank", "category", "operation", "program", "program_id",
-    "occurrences", "total_time_us", "avg_time_us", "total_self_time_us", "avg_self_time_us",
-    "self_time_percent", "cumulative_self_time_percent", "dma_stall_percent",
-    "flops", "model_flops", "bytes", "hbm_bytes", "cmem_read_bytes", "cmem_write_bytes",
-    "vmem_read_bytes", "vmem_write_bytes",
-    "flop_rate", "model_flop_rate", "memory_bw", "hbm_bw", "cmem_read_bw", "cmem_write_bw",
-    "vmem_read_bw", "vmem_write_bw",
-    "operational_intensity", "hbm_operational_intensity", "cmem_read_operational_intensity",
-    "cmem_write_operational_intensity", "vmem_read_operational_intensity",
-    "vmem_write_operational_intensity", "bottleneck_operational_intensity", "bound_by",
-    "total_time_per_core_us", "time_fraction", "optimal_flop_rate", "roofline_efficiency",
-    "compute_efficiency", "max_mem_bw_utilization", "potential_time_saved_us",
-    "peak_flop_rate", "precision",
-    "include_infeed_outfeed", "is_infeed_outfeed", "source", "tf_op", "flops_source", "host",
-)
-
-
-@dataclasses.dataclass
-class RecordTable:
-    """Records as numpy columns in `RECORD_COLUMNS` order."""
-    columns: dict[str, np.ndarray]
-
-    def __len__(self):
-        return len(self.columns["operation"])
-
-    def select(self, mask) -> "RecordTable":
-        return RecordTable({k: v[mask] for k, v in self.columns.items()})
-
-    def rows(self) -> list[list]:
-        """JSON-ready rows: numpy scalars become Python values, NaN/inf become None."""
-        cols = []
-        for name in RECORD_COLUMNS:
-            arr = self.columns[name]
-            if arr.dtype.kind == "f":
-                values = arr.tolist()
-                if not np.isfinite(arr).all():
-                    bad = ~np.isfinite(arr)
-                    for i in np.flatnonzero(bad):
-                        values[i] = None
-                cols.append(values)
-            else:
-                cols.append(arr.tolist())
-        return [list(r) for r in zip(*cols)] if cols and len(self) else []
-
-    def row_dicts(self) -> list[dict]:
-        return [dict(zip(RECORD_COLUMNS, r)) for r in self.rows()]
-
-
-def _resources(device: DeviceInfo):
-    """(name, memory column, peak GB/s) for each memory that takes part in bound-by.
-
-    Order matters: ties keep the earlier one, as in XProf (Compute first, then HBM, CMEM, VMEM).
-    """
-    out = []
-    for col, name, mid, _ in MEMORY_COLUMNS:
-        if mid.startswith("cmem") and not device.has_cmem:
-            continue
-        if mid.startswith("vmem") and not device.has_merged_vmem:
-            continue
-        peak = device.memory(mid)
-        if mid == "hbm" or (peak is not None and peak.gbs > 0):
-            out.append((name, col, peak.gbs if peak else 0.0))
-    return out
-
-
-def _div(a, b):
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    out = np.zeros(np.broadcast(a, b).shape)
-    np.divide(a, b, out=out, where=b != 0)
-    return out
-
-
-def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> dict[str, np.ndarray]:
-    """Rates, intensities, bound-by and efficiencies from summed FLOPs, bytes and times (ps).
-
-    The compute roof of each record is `sums["peak"]` when given (op records: their precision's
-    ceiling), else `sums["flops"] / sums["roof_time"]`: for a mix (a Program record) the rate at
-    which the mix would run if each part ran on its own ceiling.
-    """
-    time_ns = sums["total_time_ps"] / 1000.0
-    out = {}
-    out["flop_rate"] = _div(sums["flops"], time_ns)
-    out["model_flop_rate"] = _div(sums["model_flops"], time_ns)
-    out["memory_bw"] = _div(sums["bytes"], time_ns) / GIB
-    out["operational_intensity"] = _div(sums["flops"], sums["bytes"])
-    for col, _name, mid, _ in MEMORY_COLUMNS:
-        out[f"{mid}_bw"] = _div(sums[col], time_ns) / GIB
-        out[f"{mid}_operational_intensity"] = _div(sums["flops"], sums[col])
-
-    n = len(time_ns)
-    peak = sums.get("peak")
-    if peak is None:  # the mixed roof of each record's FLOPs
-        peak = np.where(sums["roof_time"] > 0, _div(sums["flops"], sums["roof_time"]),
-                        device.peak_gflops)
-    out["peak_flop_rate"] = peak
-    compute_util = _div(out["flop_rate"], peak)
-    names = ["Compute"]
-    utils = [compute_util]
-    intensities = [out["operational_intensity"]]
-    for name, col, peak_gbs in _resources(device):
-        mid = col[: -len("_bytes")]
-        utils.append(_div(_div(sums[col], time_ns), np.full(n, peak_gbs)))  # GB/s over GB/s
-        names.append(name)
-        intensities.append(out[f"{mid}_operational_intensity"])
-    util = np.nan_to_num(np.vstack(utils), nan=0.0, posinf=0.0)  # resources × rows
-    best = np.argmax(util, axis=0)  # first maximum: ties keep the earlier resource
-    eff = util[best, np.arange(n)]
-    out["roofline_efficiency"] = eff
-    out["compute_efficiency"] = compute_util
-    out["max_mem_bw_utilization"] = util[1:].max(axis=0) if len(utils) > 1 else np.zeros(n)
-    bound = np.asarray(names, dtype=object)[best]
-    bound[eff <= 0] = "Unknown"  # nothing measurable (no FLOPs, no bytes, or no peaks)
-    out["bound_by"] = bound
-    out["bottleneck_operational_intensity"] = np.vstack(intensities)[best, np.arange(n)]
-    out["optimal_flop_rate"] = _div(out["flop_rate"], eff)
-    out["total_time_per_core_us"] = sums["total_time_ps"] / 1e6 / max(num_cores, 1)
-    return out
-
-
-SUM_COLUMNS = ("occurrences", "total_time_ps", "self_time_ps", "dma_stall_ps", "flops",
-               "model_flops", "bytes", "roof_time") + tuple(c for c, *_ in MEMORY_COLUMNS)
+CONTAINER_CAVEAT = "container"
 
 
 @dataclasses.dataclass
@@ -153,75 +32,80 @@ class Analysis:
     views: dict = dataclasses.field(default_factory=dict)  # "kernel", "kernel_hw" -> {io: table}
 
 
-def _group_sums(table: OpTable, keys: list[np.ndarray]):
-    """Sum SUM_COLUMNS over rows sharing the same key tuple; returns (first row index, sums)."""
-    if len(table) == 0:
-        return np.zeros(0, np.int64), {c: np.zeros(0) for c in SUM_COLUMNS}
-    combined = np.zeros(len(table), np.int64)
-    for k in keys:
-        codes = factorize(k)
-        combined = combined * (int(codes.max()) + 1) + codes
-    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    sums = {c: np.bincount(inverse, weights=table[c].astype(np.float64), minlength=len(first))
-            for c in SUM_COLUMNS}
-    return first, sums
+def row_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
+    """Per-row values of SUM_COLUMNS: the table's numbers, the time each row's FLOPs would take
+    on its own precision's roof (summed, it gives any group its mixed-precision roof), and the
+    op time whose FLOPs / bytes are known (for coverage)."""
+    rows, keys, op = table.rows, table.keys, table.rows["op"]
+    out = {c: rows[c].astype(np.float64) for c in SUM_COLUMNS if c in rows}
+    codes = factorize(keys["precision"])
+    distinct = {}
+    for p, c in zip(keys["precision"].tolist(), codes.tolist()):
+        distinct.setdefault(c, p)
+    roof = np.array([device.peak_for(distinct[c]) for c in range(len(distinct))] or [0.0])
+    key_peak = roof[codes] if len(codes) else np.zeros(0)
+    time = out["total_time_ps"]
+    out["roof_time"] = div(out["flops"], key_peak[op]) if len(op) else np.zeros(0)
+    out["flops_known_ps"] = time * keys["flops_known"][op]
+    out["bytes_known_ps"] = time * keys["bytes_known"][op]
+    out["op_time_ps"] = time
+    return out
 
 
-def _common(values: np.ndarray) -> str:
-    """The one value all rows share, "mixed" when they differ, "none" without rows."""
-    distinct = set(values.tolist())
-    return distinct.pop() if len(distinct) == 1 else ("mixed" if distinct else "none")
+def _bincount(vals: dict, codes: np.ndarray, n: int, mask=None) -> dict:
+    if mask is not None:
+        codes = codes[mask]
+    return {c: np.bincount(codes, weights=v if mask is None else v[mask], minlength=n)
+            for c, v in vals.items()}
 
 
-def _firsts(values: np.ndarray, codes: np.ndarray) -> list:
-    """The value of each code, in code order."""
-    out = {}
-    for v, c in zip(values.tolist(), codes.tolist()):
-        out.setdefault(c, v)
-    return [out[c] for c in range(len(out))]
+def op_records(table: OpTable, vals: dict, device: DeviceInfo, num_cores: int,
+               host_label: str, include_io: bool, span_ps: float) -> RecordTable:
+    """One record per (program, op, precision) over all cores, hosts and steps; ranked by self
+    time, ties by name. A row merges only calls that ran in one precision (its roof)."""
+    keys = table.keys
+    keep = np.ones(len(table), bool) if include_io else ~keys["is_infeed_outfeed"][table.rows["op"]]
+    # Record id of each key: program id, op name and precision (not the host).
+    rec_of_key = factorize(_tuples(keys["program_id"], keys["operation"], keys["precision"]))
+    codes = rec_of_key[table.rows["op"]]
+    present = np.unique(codes[keep])
+    remap = np.full(int(rec_of_key.max()) + 1 if len(rec_of_key) else 0, -1, np.int64)
+    remap[present] = np.arange(len(present))
+    n = len(present)
+    sums = _bincount(vals, remap[codes], n, keep) if n else {c: np.zeros(0) for c in vals}
+    # The first key of each record labels it (a reader caveat: the first one that is set).
+    key_rec = remap[rec_of_key]
+    first_key = np.full(n, -1, np.int64)
+    valid = np.flatnonzero(key_rec >= 0)
+    first_key[key_rec[valid[::-1]]] = valid[::-1]
+    caveat = keys["caveat"]
+    has_caveat = np.flatnonzero((caveat != "") & (key_rec >= 0))
+    cav = np.full(n, "", dtype=object)
+    cav[key_rec[has_caveat[::-1]]] = caveat[has_caveat[::-1]]
+    container = keys["is_container"][first_key] if n else np.zeros(0, bool)
+    cav[container & (cav == "")] = CONTAINER_CAVEAT
+    name = keys["operation"][first_key]
+    order = np.lexsort((keys["precision"][first_key].astype(str), name.astype(str),
+                        -sums["self_time_ps"])) if n else np.zeros(0, np.int64)
+    first_key, sums, cav = first_key[order], {k: v[order] for k, v in sums.items()}, cav[order]
+    labels = {"record_type": "op", "step": "Total", "rank": np.arange(1, n + 1),
+              "host": host_label}
+    for col in ("category", "operation", "program", "program_id", "is_infeed_outfeed",
+                "source", "tf_op", "flops_source", "precision"):
+        labels[col] = keys[col][first_key]
+    rec = build_records(sums, device, num_cores, labels, n, include_io, np.full(n, span_ps), cav)
+    # Percentages of all ops' self time in this view: they sum to 100.
+    self_pct = div(sums["self_time_ps"], np.full(n, sums["self_time_ps"].sum())) * 100.0
+    rec.columns["self_time_percent"] = self_pct
+    rec.columns["cumulative_self_time_percent"] = np.cumsum(self_pct)
+    rec.columns["potential_time_saved_us"][keys["is_container"][first_key]] = 0.0
+    return rec
 
 
-def _total_sums(table: OpTable) -> dict:
-    return {c: np.asarray([table[c].astype(np.float64).sum()]) for c in SUM_COLUMNS}
-
-
-def _records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, n: int,
-             include_io: bool, frac_denominator_ps) -> RecordTable:
-    precision = labels.get("precision")
-    if isinstance(precision, np.ndarray):  # rows of one precision each: exactly its ceiling
-        sums = dict(sums, peak=np.array([device.peak_for(p) for p in precision.tolist()]))
-    d = derive(sums, device, num_cores)
-    occ = sums["occurrences"]
-    cols = {}
-    for key, value in labels.items():
-        arr = np.empty(n, dtype=object) if not isinstance(value, np.ndarray) else value
-        if not isinstance(value, np.ndarray):
-            arr[:] = [value] * n
-        cols[key] = arr
-    cols["occurrences"] = occ.astype(np.int64)
-    cols["total_time_us"] = sums["total_time_ps"] / 1e6
-    cols["avg_time_us"] = _div(cols["total_time_us"], occ)
-    cols["total_self_time_us"] = sums["self_time_ps"] / 1e6
-    cols["avg_self_time_us"] = _div(cols["total_self_time_us"], occ)
-    cols["dma_stall_percent"] = _div(sums["dma_stall_ps"], sums["total_time_ps"]) * 100.0
-    for c in ("flops", "model_flops", "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS):
-        cols[c] = sums[c]
-    cols.update(d)
-    cols["time_fraction"] = _div(sums["total_time_ps"], frac_denominator_ps)
-    eff = d["roofline_efficiency"]
-    saved = cols["total_time_us"] * (1.0 - np.minimum(eff, 1.0))
-    saved[(eff <= 0)] = np.nan
-    if not device.peaks_known:
-        for c in ("roofline_efficiency", "compute_efficiency", "optimal_flop_rate",
-                  "peak_flop_rate"):
-            cols[c] = np.full(n, np.nan)
-        saved[:] = np.nan
-    cols["potential_time_saved_us"] = saved
-    cols["include_infeed_outfeed"] = np.full(n, include_io)
-    cols.setdefault("self_time_percent", np.zeros(n))
-    cols.setdefault("cumulative_self_time_percent", np.zeros(n))
-    return RecordTable({c: cols[c] for c in RECORD_COLUMNS})
+def _tuples(*columns) -> np.ndarray:
+    out = np.empty(len(columns[0]), dtype=object)
+    out[:] = list(zip(*[c.tolist() for c in columns]))
+    return out
 
 
 def _host_steps(profiles) -> list[list[tuple[str, int]]]:
@@ -248,132 +132,105 @@ def _host_steps(profiles) -> list[list[tuple[str, int]]]:
 
 
 def analyze(profiles: list, host_label: str = "*") -> Analysis:
-    from tb_roofline.model.op_table import OpTable as _OpTable
     device = DeviceInfo.merge([p.device for p in profiles])
-    num_cores = max(device.num_cores, 1)
-    table = _with_roof_time(_OpTable.concat([p.ops for p in profiles]), device)
-    spans_ps = float(sum(s.duration_ps for p in profiles for s in p.core_spans))
+    table = OpTable.concat([p.ops for p in profiles])
+    kernel_tables = {}
+    for name, attr in (("kernel", "kernels"), ("kernel_hw", "hw_ops")):
+        tables = [getattr(p, attr) for p in profiles if getattr(p, attr, None) is not None]
+        if any(len(t) for t in tables):
+            kernel_tables[name] = OpTable.concat(tables)
     diagnostics = []
     for p in profiles:  # say which host a diagnostic is about when several are aggregated
         host = p.core_spans[0].host if p.core_spans else ""
         for d in p.diagnostics:
             diagnostics.append(Diagnostic(d.severity, d.code, f"host {host}: {d.message}")
                                if len(profiles) > 1 and host else d)
+    kinds = {}
+    for p in profiles:
+        if p.device is not None and p.core_spans:
+            kinds.setdefault(p.device.type, []).append(p.core_spans[0].host)
+    if len(kinds) > 1:
+        diagnostics.append(Diagnostic(
+            "warning", "mixed_devices",
+            "the hosts of this run report different devices (" + "; ".join(
+                f"{t}: {', '.join(h[:3])}{' ...' if len(h) > 3 else ''}" for t, h in kinds.items())
+            + f"): the aggregate is judged against {device.type}'s peaks; look at each host alone"))
+    # A profile-derived peak that the profile's own ops beat is the figure in doubt.
+    device, notes = peaks.settle(device, table, kernel_tables.get("kernel"), row_sums)
+    diagnostics += notes
+    analysis = _analyze(profiles, device, table, kernel_tables, host_label, diagnostics)
+    return analysis
+
+
+def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) -> Analysis:
+    num_cores = max(device.num_cores, 1)
+    vals = row_sums(table, device)
+    op = table.rows["op"]
+    keys = table.keys
+    inner = ~keys["is_container"][op]
+    is_io = keys["is_infeed_outfeed"][op]
+    io_inner = is_io & inner
+    host_names = [c.host for p in profiles for c in p.core_spans[:1]]
+    host_code_of_key = np.array([_index(host_names, h) for h in keys["host"].tolist()],
+                                np.int64) if len(keys["host"]) else np.zeros(0, np.int64)
+    row_host = host_code_of_key[op] if len(op) else np.zeros(0, np.int64)
+    spans_ps = float(sum(s.duration_ps for p in profiles for s in p.core_spans))
+    host_span = np.array([float(sum(s.duration_ps for s in p.core_spans)) for p in profiles
+                          if p.core_spans])
+    time = vals["total_time_ps"]
+    io_time = float(time[io_inner].sum())
+    io_host = np.bincount(row_host[io_inner], weights=time[io_inner], minlength=len(host_names))
+
+    # Steps: (host, step id) of each row -> aligned step index, in one pass.
     steps = _host_steps(profiles)
-    single_host = len(profiles) == 1
-    # XProf: StepTime() = the longest marker of the step over all cores of the host; each
-    # core's step db gets that total, so the host's step time is n_cores x max.
     step_marks: dict = {}
     for p in profiles:
         for s in p.steps:
             step_marks.setdefault((s.host, s.step), []).append(s.duration_ps)
+    # XProf: a step's time is its longest marker over the host's cores × the number of cores.
     step_time = {k: len(v) * max(v) for k, v in step_marks.items()}
+    member_index = {(_index(host_names, h), sid): i for i, members in enumerate(steps)
+                    for h, sid in members}
+    row_step = _step_index(row_host, table.rows["step"], member_index)
+    n_steps = len(steps)
+    step_time_all = np.array([sum(step_time.get(m, 0) for m in members) for members in steps])
+    io_step = np.bincount(row_step[io_inner & (row_step >= 0)],
+                          weights=time[io_inner & (row_step >= 0)], minlength=n_steps)
 
-    io_step_time: dict = {}
-    io_mask = table["is_infeed_outfeed"] & ~table["is_container"]
-    for host, sid, tps in zip(table["host"][io_mask], table["step"][io_mask],
-                              table["total_time_ps"][io_mask]):
-        io_step_time[(host, sid)] = io_step_time.get((host, sid), 0.0) + tps
-
-    # Second views of PyTorch traces: one row per kernel, and per-kernel hardware counters.
-    extra_tables = {}
-    for name, attr in (("kernel", "kernels"), ("kernel_hw", "hw_ops")):
-        tables = [getattr(p, attr) for p in profiles if getattr(p, attr, None) is not None]
-        if any(len(t) for t in tables):
-            extra_tables[name] = _with_roof_time(_OpTable.concat(tables), device)
+    kernel_vals = {name: row_sums(t, device) for name, t in kernel_tables.items()}
     hw = [p.hw_counters for p in profiles if getattr(p, "hw_counters", None) is not None]
-
+    single_host = len(profiles) == 1
     program, ops, views = {}, {}, {}
     for include_io in (True, False):
-        keep = np.ones(len(table), bool) if include_io else ~table["is_infeed_outfeed"]
-        io_time = 0.0 if include_io else float(table["total_time_ps"][io_mask].sum())
-        denominator = spans_ps - io_time
-        t = table.select(keep)
-
-        # Op records: one per (program, op) over all cores, hosts and steps.
-        ops[include_io] = _op_records(t, device, num_cores, host_label, include_io, denominator)
-        for name, extra in extra_tables.items():
-            kept = extra if include_io else extra.select(~extra["is_infeed_outfeed"])
-            views.setdefault(name, {})[include_io] = _op_records(
-                kept, device, num_cores, host_label, include_io, denominator)
-
-        # Program records: innermost ops only, over the whole span / each step.
-        inner = t.select(~t["is_container"])
-        rows = []
-        total = _total_sums(inner)
-        total["total_time_ps"] = np.asarray([denominator])
-        total["self_time_ps"] = np.zeros(1)
-        total["occurrences"] = np.ones(1)
-        rows.append(("total", "Total", total))
-        if hw:  # FLOPs counted by the hardware, over the same time
-            hw_sums = {c: np.zeros(1) for c in SUM_COLUMNS}
-            hw_sums["occurrences"] = np.ones(1)
-            hw_sums["flops"] = np.asarray([sum(h.total_flops for h in hw)])
-            hw_sums["model_flops"] = hw_sums["flops"].copy()
-            hw_sums["roof_time"] = np.asarray([sum(
-                _div(np.asarray([f]), np.asarray([device.peak_for(prec)]))[0]
-                for h in hw for prec, f in h.flops.items())])
-            timed = all(h.kernel_time_known for h in hw)
-            hw_sums["total_time_ps"] = np.asarray([denominator if timed else 0.0])
-            rows.append(("total_hw", "Total (HW)", hw_sums))
-        if len(profiles) > 1:  # one point per host (rank), so a straggler shows
-            for p in profiles:
-                if not p.core_spans:
-                    continue
-                host = p.core_spans[0].host
-                mine = inner.select(inner["host"] == host)
-                h = _total_sums(mine)
-                span = float(sum(s.duration_ps for s in p.core_spans))
-                if not include_io:
-                    span -= float(table["total_time_ps"][io_mask & (table["host"] == host)].sum())
-                h["total_time_ps"] = np.asarray([span])
-                h["self_time_ps"] = np.zeros(1)
-                h["occurrences"] = np.ones(1)
-                rows.append(("host", "Total", h, host))
-        step_sums = []
-        for i, members in enumerate(steps):
-            mask = np.zeros(len(inner), bool)
-            time_ps = 0.0
-            for host, sid in members:
-                m = (inner["host"] == host) & (inner["step"] == sid)
-                mask |= m
-                time_ps += step_time.get((host, sid), 0)
-                if not include_io:
-                    time_ps -= io_step_time.get((host, sid), 0.0)
-            s = _total_sums(inner.select(mask))
-            s["total_time_ps"] = np.asarray([time_ps])
-            s["self_time_ps"] = np.zeros(1)
-            s["occurrences"] = np.ones(1)
-            label = str(members[0][1]) if single_host else str(i)
-            step_sums.append((label, s))
-        if step_sums:
-            k = len(step_sums)
-            avg = {c: np.asarray([sum(s[c][0] for _, s in step_sums) / k]) for c in SUM_COLUMNS}
-            avg["occurrences"] = np.ones(1)
-            rows.append(("average", "Average", avg))
-        rows += [("step", label, s) for label, s in step_sums]
-        merged = {c: np.concatenate([r[2][c] for r in rows]) for c in SUM_COLUMNS}
-        n = len(rows)
-        labels = {"record_type": np.asarray([r[0] for r in rows], dtype=object),
-                  "step": np.asarray([r[1] for r in rows], dtype=object), "rank": np.zeros(n, np.int64),
-                  "category": "Program", "operation": "Program", "program": "", "program_id": "",
-                  "is_infeed_outfeed": np.zeros(n, bool), "source": "", "tf_op": "",
-                  "flops_source": _common(inner["flops_source"]), "precision": "mixed",
-                  "host": np.asarray([r[3] if len(r) > 3 else host_label for r in rows],
-                                     dtype=object)}
-        prog = _records(merged, device, num_cores, labels, n, include_io, merged["total_time_ps"])
-        for i, r in enumerate(rows):  # a host's time per core is over its own cores
-            if r[0] == "host":
-                cores = next(p.device.num_cores for p in profiles
-                             if p.core_spans and p.core_spans[0].host == r[3])
-                prog.columns["total_time_per_core_us"][i] = r[2]["total_time_ps"][0] / 1e6 / max(cores, 1)
-        for i, r in enumerate(rows):
-            if r[0] == "total_hw":  # counters give FLOPs only: bytes and (untimed) rates unknown
-                _unknown_bytes(prog, i, timed=r[2]["total_time_ps"][0] > 0)
-                prog.columns["flops_source"][i] = "counter"
-        prog.columns["self_time_percent"] = np.zeros(n)
-        prog.columns["cumulative_self_time_percent"] = np.zeros(n)
-        program[include_io] = prog
+        denominator = spans_ps - (0.0 if include_io else io_time)
+        ops[include_io] = op_records(table, vals, device, num_cores, host_label, include_io,
+                                     denominator)
+        for name, t in kernel_tables.items():
+            views.setdefault(name, {})[include_io] = op_records(
+                t, kernel_vals[name], device, num_cores, host_label, include_io, denominator)
+        keep = inner if include_io else inner & ~is_io
+        rows = []  # (record_type, step label, time ps, sums, host)
+        total = {c: np.array([v[keep].sum()]) for c, v in vals.items()}
+        rows.append(("total", "Total", denominator, total, host_label))
+        if hw:
+            rows.append(("total_hw", "Total (HW)", denominator, _hw_sums(hw, device), host_label))
+        if not single_host:  # one point per host (rank), so a straggler shows
+            by_host = _bincount(vals, row_host, len(host_names), keep)
+            for i, h in enumerate(host_names):
+                span = host_span[i] - (0.0 if include_io else io_host[i])
+                rows.append(("host", "Total", span, {c: v[i:i + 1] for c, v in by_host.items()}, h))
+        if n_steps:
+            in_step = keep & (row_step >= 0)
+            by_step = _bincount(vals, row_step, n_steps, in_step)
+            step_ps = step_time_all - (0.0 if include_io else io_step)
+            avg = {c: np.array([v.sum() / n_steps]) for c, v in by_step.items()}
+            rows.append(("average", "Average", float(step_ps.sum() / n_steps), avg, host_label))
+            for i, members in enumerate(steps):
+                label = str(members[0][1]) if single_host else str(i)
+                rows.append(("step", label, float(step_ps[i]),
+                             {c: v[i:i + 1] for c, v in by_step.items()}, host_label))
+        program[include_io] = _program_table(rows, profiles, device, num_cores, include_io,
+                                             keys["flops_source"])
 
     if not steps:
         diagnostics.append(Diagnostic(
@@ -388,58 +245,94 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
     if len(table) == 0:
         diagnostics.append(Diagnostic("warning", "no_ops",
                                       "no XLA ops with FLOPs/bytes were found in this profile"))
+    diagnostics += _coverage_notes(program[True])
     if hw:
         diagnostics.append(Diagnostic("info", "hw_counters", hw[0].note))
     return Analysis(device=device, program=program, ops=ops, diagnostics=diagnostics,
-                    num_steps=len(steps), has_hw_counters=bool(hw), views=views)
+                    num_steps=n_steps, has_hw_counters=bool(hw), views=views)
 
 
-def _with_roof_time(table: OpTable, device: DeviceInfo) -> OpTable:
-    """Add the time (ns) each row's FLOPs would take on its own precision's roof: summed, it
-    gives any group of rows its mixed-precision roof."""
-    codes = factorize(table["precision"])
-    roofs = np.array([device.peak_for(v) for v in _firsts(table["precision"], codes)] or [0.0])
-    row_peak = roofs[codes] if len(codes) else np.zeros(0)
-    table.columns["roof_time"] = _div(table["flops"], row_peak)
-    return table
+def _index(values: list, value) -> int:
+    try:
+        return values.index(value)
+    except ValueError:
+        return 0
 
 
-def _op_records(t: OpTable, device, num_cores, host_label, include_io, denominator) -> RecordTable:
-    """One record per (program, op): ranked by self time, ties by name."""
-    first, sums = _group_sums(t, [t["program_id"], t["operation"]])
-    n = len(first)
-    order = np.lexsort((t["operation"][first].astype(str), -sums["self_time_ps"]))
-    first = first[order]
-    sums = {k: v[order] for k, v in sums.items()}
-    labels = {"record_type": "op", "step": "Total", "rank": np.arange(1, n + 1),
-              "category": t["category"][first], "operation": t["operation"][first],
-              "program": t["program"][first], "program_id": t["program_id"][first],
-              "is_infeed_outfeed": t["is_infeed_outfeed"][first],
-              "source": t["source"][first], "tf_op": t["tf_op"][first],
-              "flops_source": t["flops_source"][first], "host": host_label,
-              "precision": t["precision"][first]}
-    rec = _records(sums, device, num_cores, labels, n, include_io, np.full(n, denominator))
-    self_pct = _div(sums["self_time_ps"], np.full(n, denominator)) * 100.0
-    rec.columns["self_time_percent"] = self_pct
-    rec.columns["cumulative_self_time_percent"] = np.cumsum(self_pct)
-    rec.columns["potential_time_saved_us"][t["is_container"][first]] = 0.0
-    return rec
+def _step_index(row_host: np.ndarray, row_step: np.ndarray, member_index: dict) -> np.ndarray:
+    """The aligned step index of each row (-1 when its (host, step) is not a complete step)."""
+    if not len(row_step) or not member_index:
+        return np.full(len(row_step), -1, np.int64)
+    lo = int(row_step.min())
+    width = int(row_step.max()) - lo + 1
+    combined = row_host * width + (row_step - lo)
+    uniq, inverse = np.unique(combined, return_inverse=True)
+    mapped = np.array([member_index.get((int(u) // width, int(u) % width + lo), -1)
+                       for u in uniq.tolist()], np.int64)
+    return mapped[inverse.reshape(-1)]
 
 
-_BYTE_COLUMNS = ("bytes", "hbm_bytes", "cmem_read_bytes", "cmem_write_bytes", "vmem_read_bytes",
-                 "vmem_write_bytes", "memory_bw", "hbm_bw", "cmem_read_bw", "cmem_write_bw",
-                 "vmem_read_bw", "vmem_write_bw", "operational_intensity",
-                 "hbm_operational_intensity", "cmem_read_operational_intensity",
-                 "cmem_write_operational_intensity", "vmem_read_operational_intensity",
-                 "vmem_write_operational_intensity", "bottleneck_operational_intensity",
-                 "max_mem_bw_utilization")
-_RATE_COLUMNS = ("total_time_us", "avg_time_us", "total_time_per_core_us", "flop_rate",
-                 "model_flop_rate", "optimal_flop_rate", "roofline_efficiency",
-                 "compute_efficiency", "potential_time_saved_us", "time_fraction")
+def _hw_sums(hw, device) -> dict:
+    """FLOPs counted by the hardware, over the same time (when the trace timed kernels)."""
+    sums = {c: np.zeros(1) for c in SUM_COLUMNS}
+    sums["occurrences"] = np.ones(1)
+    sums["flops"] = np.array([sum(h.total_flops for h in hw)])
+    sums["model_flops"] = sums["flops"].copy()
+    sums["roof_time"] = np.array([sum(float(div(f, device.peak_for(p)))
+                                      for h in hw for p, f in h.flops.items())])
+    sums["flops_known_ps"] = sums["op_time_ps"] = np.ones(1)
+    return sums
 
 
-def _unknown_bytes(table: RecordTable, i: int, timed: bool):
-    for c in _BYTE_COLUMNS + (() if timed else _RATE_COLUMNS):
-        table.columns[c][i] = np.nan
-    if not timed:
-        table.columns["bound_by"][i] = "Unknown"
+def _program_table(rows, profiles, device, num_cores, include_io, flops_source) -> RecordTable:
+    n = len(rows)
+    merged = {c: np.concatenate([np.asarray(r[3][c], np.float64).reshape(1) for r in rows])
+              for c in SUM_COLUMNS}
+    merged["total_time_ps"] = np.array([r[2] for r in rows], np.float64)
+    merged["self_time_ps"] = np.zeros(n)
+    merged["occurrences"] = np.ones(n)
+    timed = np.array([r[0] != "total_hw" or all(h.kernel_time_known for h in (
+        p.hw_counters for p in profiles if p.hw_counters is not None)) for r in rows])
+    merged["total_time_ps"] = np.where(timed, merged["total_time_ps"], 0.0)
+    distinct = set(flops_source.tolist())
+    labels = {"record_type": np.array([r[0] for r in rows], dtype=object),
+              "step": np.array([r[1] for r in rows], dtype=object), "rank": np.zeros(n, np.int64),
+              "category": "Program", "operation": "Program", "program": "", "program_id": "",
+              "is_infeed_outfeed": np.zeros(n, bool), "source": "", "tf_op": "",
+              "flops_source": distinct.pop() if len(distinct) == 1 else (
+                  "mixed" if distinct else "none"),
+              "precision": "mixed", "host": np.array([r[4] for r in rows], dtype=object)}
+    prog = build_records(merged, device, num_cores, labels, n, include_io,
+                         merged["total_time_ps"])
+    cores = {p.core_spans[0].host: p.device.num_cores for p in profiles if p.core_spans}
+    for i, r in enumerate(rows):
+        if r[0] == "host":  # a host's time per core is over its own cores
+            prog.columns["total_time_per_core_us"][i] = r[2] / 1e6 / max(cores.get(r[4], 1), 1)
+        if r[0] == "total_hw":  # counters give FLOPs only: bytes (and untimed rates) unknown
+            unknown_bytes(prog, i, timed=bool(timed[i]))
+            prog.columns["flops_source"][i] = "counter"
+            prog.columns["flop_coverage"][i] = np.nan
+            prog.columns["bytes_coverage"][i] = np.nan
+    prog.columns["self_time_percent"] = np.zeros(n)
+    prog.columns["cumulative_self_time_percent"] = np.zeros(n)
+    return prog
+
+
+def _coverage_notes(program: RecordTable) -> list[Diagnostic]:
+    """Say so when most of the op time has unknown FLOPs or bytes: the program's point then
+    describes only the known part."""
+    if not len(program):
+        return []
+    total = program.row_dicts()[0]
+    flops, nbytes = total["flop_coverage"], total["bytes_coverage"]
+    low = [(what, cov) for what, cov in (("FLOPs", flops), ("bytes", nbytes))
+           if cov is not None and cov < 0.5]
+    if not low:
+        return []
+    if len(low) == 2 and abs(flops - nbytes) < 5e-4:
+        low = [("FLOPs and bytes", flops)]
+    return [Diagnostic(
+        "warning", "low_coverage",
+        f"only {cov * 100:.1f}% of the op time has known {what}: the program-level rates, "
+        "bound-by and efficiency describe that part, not the whole run (ops without a cost "
+        "are marked no_cost; see their time in the op table)") for what, cov in low]

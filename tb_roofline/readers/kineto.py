@@ -34,11 +34,13 @@ import zlib
 import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.devices import gpu_peaks
 from tb_roofline.devices.gpu_peaks import apply_ceilings, kineto_device_peaks
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import (NO_STEP, CoreSpan, OpTable, OpTableBuilder, ProfileData, StepSpan)
-from tb_roofline.readers import torch_flops
+from tb_roofline.model.op_table import (HOST_TRANSFER, NO_STEP, PEER_TRANSFER, CoreSpan, OpTable,
+                                        OpTableBuilder, ProfileData, StepSpan)
+from tb_roofline.readers import kernel_names, torch_flops
 from tb_roofline import storage
 from tb_roofline.readers.files import check_profile_file
 
@@ -102,7 +104,7 @@ class _JsonStream:
         self.src = src
         self.buf = ""
         self.pos = 0
-        self.decoder = json.JSONDecoder()
+        self.decoder = json.JSONDecoder(parse_float=_parse_float)
         self.saw_events = False
 
     def _more(self) -> bool:
@@ -177,7 +179,7 @@ class _JsonStream:
                 on_key(key, self._value())
 
     def _events(self, on_events):
-        loads = json.loads
+        loads = json.JSONDecoder(parse_float=_parse_float).decode
         while True:
             ch = self._skip_ws()
             if ch == "]":
@@ -231,8 +233,8 @@ class _Collector:
         self.threads: dict = {}
         # cpu ops
         self.op_thread = array.array("q")
-        self.op_ts = array.array("d")
-        self.op_dur = array.array("d")
+        self.op_ts = array.array("q")  # ns
+        self.op_dur = array.array("q")  # ns
         self.op_name = array.array("q")
         self.op_ext = array.array("q")
         self.op_cost = array.array("q")
@@ -240,8 +242,8 @@ class _Collector:
         self._cost_index: dict = {}
         # gpu activity
         self.gpu_kind = array.array("b")
-        self.gpu_ts = array.array("d")
-        self.gpu_dur = array.array("d")
+        self.gpu_ts = array.array("q")  # ns
+        self.gpu_dur = array.array("q")  # ns
         self.gpu_dev = array.array("q")
         self.gpu_corr = array.array("q")
         self.gpu_ext = array.array("q")
@@ -251,11 +253,11 @@ class _Collector:
         self.rt_corr = array.array("q")
         self.rt_ext = array.array("q")
         self.rt_thread = array.array("q")
-        self.rt_ts = array.array("d")
-        self.rt_dur = array.array("d")
+        self.rt_ts = array.array("q")  # ns
+        self.rt_dur = array.array("q")  # ns
         self.rt_launch = array.array("b")
         # steps (cpu time) and hardware ranges
-        self.steps: list[tuple[int, float, float]] = []
+        self.steps: list[tuple[int, int, int]] = []  # (step, ts ns, dur ns)
         self.hw: list[tuple[str, dict]] = []
         self.n_events = 0
         self.bad_events = 0
@@ -275,8 +277,14 @@ class _Collector:
 
     def cost_id(self, name, args) -> int:
         dims = args.get("Input Dims")
-        if dims is None:
-            return -1
+        if dims is None:  # no shapes recorded: the cost is unknown, the kind of op is not
+            key = (name,)
+            idx = self._cost_index.get(key)
+            if idx is None:
+                idx = self._cost_index[key] = len(self.costs)
+                self.costs.append(torch_flops.OpCost(torch_flops.category_of(name), 0.0, 0.0,
+                                                     "", "none"))
+            return idx
         types = args.get("Input type")
         concrete = args.get("Concrete Inputs")
         key = (name, repr(dims), repr(types), repr(concrete))
@@ -400,30 +408,71 @@ class _BadEvent(Exception):
 
 
 # Limits on event fields: beyond these a value is corrupt (and would overflow int64 ps).
-_MAX_TS_US = 1e17      # ~3,000 years after the epoch
-_MAX_DUR_US = 1e12     # ~11.6 days
-_MAX_SPAN_US = 2.0 ** 62 / 1e6  # ~53 days: ps relative to the first event fit in int64
+_MAX_TS_NS = 2 ** 62   # ~2116 in epoch ns
+_MAX_DUR_NS = 10 ** 15  # ~11.6 days
+_MAX_SPAN_NS = 2 ** 52  # ~52 days: exact in float64 ns, and int64 in ps
 _MAX_STEP = 2 ** 62
 _MAX_DEVICE = 2 ** 31
+
+
+class _Exact(float):
+    """A JSON number with more digits than a double keeps (epoch µs with ns fractions); its
+    text gives the exact value (REFERENCE.md §6)."""
+
+
+def _parse_float(text: str, _float=float):
+    if len(text) < 16:
+        return _float(text)
+    value = _Exact(text)
+    value.text = text
+    return value
 
 
 def _finite(value, limit: float) -> float:
     """A JSON number (not a bool) as a float with |value| < limit, else _BadEvent."""
     t = type(value)
-    if t is float:
+    if t is float or t is _Exact:
         if -limit < value < limit:  # False for NaN and ±inf
-            return value
+            return float(value)
     elif t is int and -limit < value < limit:
         return float(value)
     raise _BadEvent
 
 
-def _ts(value) -> float:
-    return _finite(value, _MAX_TS_US)
+def _ns(value, limit: int) -> int:
+    """A time in µs (JSON int or number, maybe with a ns fraction) as exact integer ns."""
+    t = type(value)
+    if t is int:
+        ns = value * 1000
+    elif t is _Exact:
+        ns = _exact_ns(value.text)
+    elif t is float:
+        if value != value:
+            raise _BadEvent
+        ns = round(value * 1000) if -1e18 < value < 1e18 else limit
+    else:
+        raise _BadEvent
+    if not -limit < ns < limit:
+        raise _BadEvent
+    return ns
 
 
-def _dur(value) -> float:
-    return _finite(value, _MAX_DUR_US)
+def _exact_ns(text: str) -> int:
+    """'1712181098123456.789' (µs) -> 1712181098123456789 (ns), digits beyond ns dropped."""
+    if "e" in text or "E" in text:
+        return round(float(text) * 1000)
+    whole, _, frac = text.partition(".")
+    neg = whole.startswith("-")
+    ns = abs(int(whole or "0")) * 1000 + int((frac + "000")[:3])
+    return -ns if neg else ns
+
+
+def _ts(value) -> int:
+    return _ns(value, _MAX_TS_NS)
+
+
+def _dur(value) -> int:
+    return _ns(value, _MAX_DUR_NS)
 
 
 def _args(ev) -> dict:
@@ -569,9 +618,9 @@ def hw_flops_from_metrics(metrics: dict) -> dict:
     return out
 
 
-def _us_to_ps(us: float, base: float) -> int:
-    """A time in µs as integer ps after `base` (µs); also a duration: _us_to_ps(end, start)."""
-    return int(round((us - base) * 1e6))
+def _ns_to_ps(ns: float, base: float) -> int:
+    """A time in ns as integer ps after `base` (ns); also a duration: _ns_to_ps(end, start)."""
+    return int(round((ns - base) * 1000))
 
 
 def _op_tree(thread, ts, dur):
@@ -652,14 +701,38 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
     names = np.empty(len(col.names), dtype=object)
     names[:] = list(col.names)
 
+    # Times are exact integer ns (µs with ns fractions in the file); from here on they are ns
+    # after the earliest event, as float64 (exact below 2**53 ns), so sums and nesting tests
+    # are exact.
+    ts_ns = {k: np.frombuffer(getattr(col, k), np.int64) if len(getattr(col, k))
+             else np.zeros(0, np.int64) for k in ("op_ts", "op_dur", "gpu_ts", "gpu_dur",
+                                                  "rt_ts", "rt_dur")}
+    step_ts = np.array([s[1] for s in col.steps], np.int64)
+    step_dur = np.maximum(np.array([s[2] for s in col.steps], np.int64), 0)
+    starts = [int(a.min()) for a in (ts_ns["op_ts"], ts_ns["gpu_ts"], ts_ns["rt_ts"], step_ts)
+              if len(a)]
+    base_ns = min(starts) if starts else 0
+    ends = [int((ts_ns[t] + np.maximum(ts_ns[d], 0)).max()) for t, d in (
+        ("op_ts", "op_dur"), ("gpu_ts", "gpu_dur"), ("rt_ts", "rt_dur")) if len(ts_ns[t])]
+    ends += [int((step_ts + step_dur).max())] if len(step_ts) else []
+    if ends and max(ends) - base_ns > _MAX_SPAN_NS:
+        raise ProfileFormatError(
+            f"event times span {(max(ends) - base_ns) / 86400e9:.3g} days, more than the "
+            f"{_MAX_SPAN_NS / 86400e9:.0f} days a trace can cover: a 'ts' or 'dur' is corrupt")
+
+    def rel(key):
+        return (ts_ns[key] - base_ns).astype(np.float64)
+
+    def dur(key):
+        return np.maximum(ts_ns[key], 0).astype(np.float64)
+
+    base = 0.0
     op_thread = np.frombuffer(col.op_thread, np.int64) if len(col.op_thread) else np.zeros(0, np.int64)
-    op_ts = np.asarray(col.op_ts, np.float64)
-    op_dur = np.maximum(np.asarray(col.op_dur, np.float64), 0)
+    op_ts, op_dur = rel("op_ts"), dur("op_dur")
     op_name = np.asarray(col.op_name, np.int64)
     op_ext = np.asarray(col.op_ext, np.int64)
     op_cost = np.asarray(col.op_cost, np.int64)
-    gpu_ts = np.asarray(col.gpu_ts, np.float64)
-    gpu_dur = np.maximum(np.asarray(col.gpu_dur, np.float64), 0)
+    gpu_ts, gpu_dur = rel("gpu_ts"), dur("gpu_dur")
     gpu_kind = np.asarray(col.gpu_kind, np.int64)
     gpu_dev = np.asarray(col.gpu_dev, np.int64)
     gpu_corr = np.asarray(col.gpu_corr, np.int64)
@@ -669,21 +742,8 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
     rt_corr = np.asarray(col.rt_corr, np.int64)
     rt_ext = np.asarray(col.rt_ext, np.int64)
     rt_thread = np.asarray(col.rt_thread, np.int64)
-    rt_ts = np.asarray(col.rt_ts, np.float64)
-    rt_dur = np.maximum(np.asarray(col.rt_dur, np.float64), 0)
+    rt_ts, rt_dur = rel("rt_ts"), dur("rt_dur")
     rt_launch = np.asarray(col.rt_launch, bool)
-
-    # One time base for the file: ps relative to the earliest event (int64-safe).
-    starts = [a.min() for a in (op_ts, gpu_ts, rt_ts) if len(a)]
-    starts += [min(s[1] for s in col.steps)] if col.steps else []
-    base = float(min(starts)) if starts else 0.0
-    ends = [float((t + d).max()) for t, d in ((op_ts, op_dur), (gpu_ts, gpu_dur), (rt_ts, rt_dur))
-            if len(t)]
-    ends += [max(s[1] + max(s[2], 0.0) for s in col.steps)] if col.steps else []
-    if ends and max(ends) - base > _MAX_SPAN_US:
-        raise ProfileFormatError(
-            f"event times span {(max(ends) - base) / 86400e6:.3g} days, more than the "
-            f"{_MAX_SPAN_US / 86400e6:.0f} days a trace can cover: a 'ts' or 'dur' is corrupt")
 
     # Costs as arrays indexed by cost id (-1 → no args recorded: unknown).
     n_costs = len(col.costs)
@@ -718,8 +778,8 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
 
     # Steps: ProfilerStep#N spans in CPU time.
     step_ids = np.array([s[0] for s in col.steps], np.int64)
-    step_b = np.array([s[1] for s in col.steps], np.float64)
-    step_e = step_b + np.maximum(np.array([s[2] for s in col.steps], np.float64), 0)
+    step_b = (step_ts - base_ns).astype(np.float64)
+    step_e = step_b + step_dur
     s_order = np.argsort(step_b, kind="stable")
     step_ids, step_b, step_e = step_ids[s_order], step_b[s_order], step_e[s_order]
     overlapping = int(np.count_nonzero(step_b[1:] < np.maximum.accumulate(step_e)[:-1]))
@@ -729,11 +789,11 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
             f"{overlapping} ProfilerStep spans start before an earlier step ends; each step is "
             "counted from the end of the previous one"))
 
-    def step_of(t_us: np.ndarray) -> np.ndarray:
-        if not len(step_ids) or not len(t_us):
-            return np.full(len(t_us), NO_STEP, np.int64)
-        i = np.searchsorted(step_b, t_us, side="right") - 1
-        ok = (i >= 0) & (t_us <= step_e[np.maximum(i, 0)])
+    def step_of(t_ns: np.ndarray) -> np.ndarray:
+        if not len(step_ids) or not len(t_ns):
+            return np.full(len(t_ns), NO_STEP, np.int64)
+        i = np.searchsorted(step_b, t_ns, side="right") - 1
+        ok = (i >= 0) & (t_ns <= step_e[np.maximum(i, 0)])
         return np.where(ok, step_ids[np.maximum(i, 0)], NO_STEP)
 
     # GPU activity → launching runtime event → enclosing op → row op.
@@ -773,6 +833,7 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
     op_step = step_of(op_ts)
 
     unattributed = 0
+    name_units = _kernel_units(names) if has_gpu else np.full(len(names), "", dtype=object)
     if has_gpu:
         # Kernels: time summed per (row op invocation, device); FLOPs/bytes once per invocation.
         is_k = gpu_kind == KIND_KERNEL
@@ -788,35 +849,46 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
             key = inv * (int(d0.max()) + 1) + d0
             uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
             inverse = inverse.reshape(-1)
-            t_ps = np.bincount(inverse, weights=gpu_dur[att] * 1e6, minlength=len(uniq))
+            t_ps = np.bincount(inverse, weights=gpu_dur[att] * 1e3, minlength=len(uniq))
             inv_u, dev_u = inv[first], dev[first]
             # FLOPs go to one device per invocation: the first in key order.
             _, first_dev = np.unique(inv_u, return_index=True)
             owner = np.zeros(len(uniq), bool)
             owner[first_dev] = True
             c_ids = op_cost[inv_u]
-            _add_rows(builder, host, dev_u, names[op_name[inv_u]], c_ids, costs,
-                      op_step[inv_u], t_ps, np.where(owner, cost_flops[c_ids], 0.0),
-                      np.where(owner, cost_bytes[c_ids], 0.0), occurrences=owner.astype(np.int64))
+            # What ran: the unit the invocation's longest kernel names, else the data type.
+            o = np.lexsort((-gpu_dur[att], inv))
+            main = att[o][np.r_[True, inv[o][1:] != inv[o][:-1]]]
+            unit_of_inv = dict(zip(gpu_row[main].tolist(), name_units[gpu_name[main]].tolist()))
+            precs = np.array([unit_of_inv.get(i) or costs[c].precision
+                              for i, c in zip(inv_u.tolist(), c_ids.tolist())], dtype=object)
+            _add_grouped(builder, host, dev_u, names[op_name[inv_u]],
+                         np.array([costs[c].category for c in c_ids.tolist()], dtype=object),
+                         precs, np.array([costs[c].source for c in c_ids.tolist()], dtype=object),
+                         op_step[inv_u], t_ps, np.where(owner, cost_flops[c_ids], 0.0),
+                         np.where(owner, cost_bytes[c_ids], 0.0), owner.astype(np.int64))
         if len(unatt):
             nm = names[gpu_name[unatt]]
             cats = np.array([torch_flops.category_of(x) if torch_flops.COMMUNICATION.search(x)
-                             else "other" for x in nm.tolist()], dtype=object)
-            _add_grouped(builder, host, gpu_dev[unatt], nm, cats, np.full(len(unatt), "", object),
+                             else kernel_names.kernel_category(x) or "other"
+                             for x in nm.tolist()], dtype=object)
+            _add_grouped(builder, host, gpu_dev[unatt], nm, cats, name_units[gpu_name[unatt]],
                          np.full(len(unatt), "none", object), gpu_step[unatt],
-                         gpu_dur[unatt] * 1e6, np.zeros(len(unatt)), np.zeros(len(unatt)),
+                         gpu_dur[unatt] * 1e3, np.zeros(len(unatt)), np.zeros(len(unatt)),
                          np.ones(len(unatt), np.int64))
         # memcpy / memset: measured bytes, own rows.
         m_idx = np.flatnonzero(~is_k)
         if len(m_idx):
             cats = np.where(gpu_kind[m_idx] == KIND_MEMCPY, "memcpy", "memset").astype(object)
             b = gpu_bytes[m_idx]
+            hbm, host_b, caveat = _transfers(gpu_kind[m_idx], names[gpu_name[m_idx]], b)
             _add_grouped(builder, host, gpu_dev[m_idx], names[gpu_name[m_idx]], cats,
-                         np.full(len(m_idx), "", object), np.full(len(m_idx), "none", object),
-                         gpu_step[m_idx], gpu_dur[m_idx] * 1e6, np.zeros(len(m_idx)), b,
-                         np.ones(len(m_idx), np.int64))
+                         np.full(len(m_idx), "", object), np.full(len(m_idx), "measured", object),
+                         gpu_step[m_idx], gpu_dur[m_idx] * 1e3, np.zeros(len(m_idx)), b,
+                         np.ones(len(m_idx), np.int64), hbm=hbm, host_bytes=host_b,
+                         caveat=caveat)
         _kernel_view(kernels, host, gpu_kind, gpu_dev, gpu_name, names, gpu_row, gpu_dur,
-                     gpu_bytes, gpu_step, op_cost, cost_flops, cost_bytes, costs)
+                     gpu_bytes, gpu_step, op_cost, cost_flops, cost_bytes, costs, name_units)
         devices = sorted(set(gpu_dev.tolist()))
         g_end = gpu_ts + gpu_dur
         for d in devices:
@@ -832,10 +904,10 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
                 start = max(sb, prev_end)
                 end = max(end, start)  # overlapping markers: never a negative duration
                 prev_end = end
-                steps.append(StepSpan(host, d, sid, _us_to_ps(start, base),
-                                      _us_to_ps(end, start)))
+                steps.append(StepSpan(host, d, sid, _ns_to_ps(start, base),
+                                      _ns_to_ps(end, start)))
                 lo, hi = min(lo, start), max(hi, end)
-            spans.append(CoreSpan(host, d, _us_to_ps(lo, base), _us_to_ps(hi, base)))
+            spans.append(CoreSpan(host, d, _ns_to_ps(lo, base), _ns_to_ps(hi, base)))
         cpu_only_formula = int(np.count_nonzero(
             (row_op == np.arange(n_ops)) & op_has_formula & ~np.isin(np.arange(n_ops), gpu_row)))
         if cpu_only_formula:
@@ -846,7 +918,7 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
     elif n_ops:
         # CPU-only: each op's self time goes to its row op; row ops count one occurrence.
         child_sum = np.bincount(parent[parent >= 0], weights=op_dur[parent >= 0], minlength=n_ops)
-        self_ps = np.maximum(op_dur - child_sum, 0) * 1e6
+        self_ps = np.maximum(op_dur - child_sum, 0) * 1e3
         t_ps = np.bincount(row_op, weights=self_ps, minlength=n_ops)
         rows = np.flatnonzero(row_op == np.arange(n_ops))
         c_ids = op_cost[rows]
@@ -860,9 +932,9 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
             start = max(sb, prev_end)
             end = max(se, start)  # overlapping markers: never a negative duration
             prev_end = end
-            steps.append(StepSpan(host, 0, sid, _us_to_ps(start, base), _us_to_ps(end, start)))
+            steps.append(StepSpan(host, 0, sid, _ns_to_ps(start, base), _ns_to_ps(end, start)))
             lo, hi = min(lo, start), max(hi, end)
-        spans.append(CoreSpan(host, 0, _us_to_ps(lo, base), _us_to_ps(hi, base)))
+        spans.append(CoreSpan(host, 0, _ns_to_ps(lo, base), _ns_to_ps(hi, base)))
 
     hw = _hw_counters(col, rt_launch, rt_ts, rt_thread, rt_dur, base, order, parent,
                       thread_sorted, ts_sorted, end_all, row_op, names, op_name, step_of)
@@ -911,25 +983,62 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
         device_properties=props)
 
 
-def _add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbytes, occ):
-    """Sum rows sharing (core, op, category, precision, source, step) and add them."""
+KNOWN_SOURCES = frozenset({"formula", "measured", "counter"})
+_HOST_COPY = re.compile(r"htod|dtoh|htoh|hosttodevice|devicetohost|hosttohost", re.I)
+_PEER_COPY = re.compile(r"ptop|peer", re.I)
+
+
+def _transfers(kind: np.ndarray, names: np.ndarray, nbytes: np.ndarray):
+    """(HBM bytes, host-link bytes, caveat) of memcpy/memset activity: a host copy crosses the
+    host link (never HBM), a device copy reads and writes HBM, a memset writes it, a peer copy
+    crosses the GPU link."""
+    n = len(kind)
+    hbm, host = np.zeros(n), np.zeros(n)
+    caveat = np.full(n, "", dtype=object)
+    for i, (k, name, b) in enumerate(zip(kind.tolist(), names.tolist(), nbytes.tolist())):
+        if k == KIND_MEMSET:
+            hbm[i] = b
+        elif k == KIND_MEMCPY:
+            if _HOST_COPY.search(name):
+                host[i], caveat[i] = b, HOST_TRANSFER
+            elif _PEER_COPY.search(name):
+                caveat[i] = PEER_TRANSFER
+            else:
+                hbm[i] = 2 * b
+    return hbm, host, caveat
+
+
+def _add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbytes, occ,
+                 hbm=None, host_bytes=None, caveat=None):
+    """Sum rows sharing (core, op, category, precision, source, caveat, step) and add them.
+    `hbm` defaults to all bytes; a cost source says whether FLOPs and bytes are known."""
     if not len(op):
         return
+    n_rows = len(op)
+    hbm = nbytes if hbm is None else hbm
+    host_bytes = np.zeros(n_rows) if host_bytes is None else host_bytes
+    caveat = np.full(n_rows, "", dtype=object) if caveat is None else caveat
     keys = list(zip(core.tolist(), op.tolist(), cat.tolist(), prec.tolist(), src.tolist(),
-                    step.tolist()))
+                    caveat.tolist(), step.tolist()))
     index: dict = {}
-    codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, count=len(keys))
+    codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, count=n_rows)
     n = len(index)
     first = np.zeros(n, np.int64)
-    first[codes[::-1]] = np.arange(len(codes))[::-1]
-    t = np.bincount(codes, weights=t_ps, minlength=n)
-    f = np.bincount(codes, weights=flops, minlength=n)
-    b = np.bincount(codes, weights=nbytes, minlength=n)
-    o = np.bincount(codes, weights=occ, minlength=n).astype(np.int64)
+    first[codes[::-1]] = np.arange(n_rows)[::-1]
+
+    def total(w):
+        return np.bincount(codes, weights=w, minlength=n)
+
+    t = total(t_ps)
+    known = np.array([x in KNOWN_SOURCES for x in src[first].tolist()], bool)
+    counted = src[first] == "counter"  # hardware counters: FLOPs, no memory traffic
     builder.add_columns(n, host=host, core=core[first], program_id="", program="",
                         operation=op[first], category=cat[first], precision=prec[first],
-                        flops_source=src[first], step=step[first], occurrences=o,
-                        total_time_ps=t, self_time_ps=t, flops=f, bytes=b, hbm_bytes=b)
+                        flops_source=src[first], caveat=caveat[first], flops_known=known,
+                        bytes_known=known & ~counted, step=step[first],
+                        occurrences=total(occ).astype(np.int64), total_time_ps=t,
+                        self_time_ps=t, flops=total(flops), bytes=total(nbytes),
+                        hbm_bytes=total(hbm), host_bytes=total(host_bytes))
 
 
 def _add_rows(builder, host, core, op_names, cost_ids, costs, step, t_ps, flops, nbytes,
@@ -941,37 +1050,77 @@ def _add_rows(builder, host, core, op_names, cost_ids, costs, step, t_ps, flops,
                  t_ps, flops, nbytes, occurrences)
 
 
+def div_safe(a, b):
+    out = np.zeros(np.broadcast(a, b).shape)
+    np.divide(a, b, out=out, where=b != 0)
+    return out
+
+
+def _kernel_units(names: np.ndarray) -> np.ndarray:
+    """Per kernel name: "kernel:<unit>" for GEMM/convolution/attention kernels whose name says
+    which math unit and precision ran, else ""."""
+    out = np.full(len(names), "", dtype=object)
+    for i, name in enumerate(names.tolist()):
+        if kernel_names.is_matmul_kernel(name):
+            unit = kernel_names.kernel_unit(name)
+            if unit:
+                out[i] = gpu_peaks.KERNEL_PREFIX + unit
+    return out
+
+
 def _kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, step, op_cost,
-                 cost_flops, cost_bytes, costs):
+                 cost_flops, cost_bytes, costs, name_units):
     """Kernel-level rows: each op call's FLOPs and bytes go to its longest kernel (the GEMM or
-    convolution main kernel; helpers such as offset or split-K reduction kernels get none)."""
+    convolution main kernel; helpers such as offset or split-K reduction kernels get none).
+    A kernel's precision is what its name says ran, else its op's data type; a kernel outside
+    any known op is categorised by its name."""
     n = len(kind)
     if not n:
         return
+    kernel_name = names[name_ids]
     flops = np.zeros(n)
     nbytes = np.where(kind != KIND_KERNEL, gbytes, 0.0)
-    cats = np.empty(n, dtype=object)
-    precs = np.full(n, "", dtype=object)
+    cats = np.array([kernel_names.kernel_category(x) or "other" for x in kernel_name.tolist()],
+                    dtype=object)
+    precs = name_units[name_ids].copy()
     srcs = np.full(n, "none", dtype=object)
-    cats[:] = "other"
     cats[kind == KIND_MEMCPY] = "memcpy"
     cats[kind == KIND_MEMSET] = "memset"
+    srcs[kind != KIND_KERNEL] = "measured"
     k = np.flatnonzero((kind == KIND_KERNEL) & (row >= 0))
     if len(k):
         c_ids = op_cost[row[k]]
         for j, c in zip(k.tolist(), c_ids.tolist()):
-            cats[j] = costs[c].category
-            precs[j] = costs[c].precision
-            srcs[j] = costs[c].source
-        # the longest kernel of each op call
+            cost = costs[c]
+            if cost.category not in ("other", ""):
+                cats[j] = cost.category
+            if not precs[j]:
+                precs[j] = cost.precision
+            srcs[j] = cost.source
+        # A GEMM/convolution call: its longest kernel does the math (split-K reductions and
+        # offset helpers get none). Any other call: its kernels share its cost by their time,
+        # so each runs at the call's own rate.
         o = np.lexsort((-dur[k], row[k]))
         ks = k[o]
         firsts = ks[np.r_[True, row[ks][1:] != row[ks][:-1]]]
-        flops[firsts] = cost_flops[op_cost[row[firsts]]]
-        nbytes[firsts] = cost_bytes[op_cost[row[firsts]]]
-        # the others: a formula op's helper kernels get 0 FLOPs from that formula
-    _add_grouped(builder, host, dev, names[name_ids], cats, precs, srcs, step, dur * 1e6,
-                 flops, nbytes, np.ones(n, np.int64))
+        calls, call_of = np.unique(row[k], return_inverse=True)
+        call_time = np.bincount(call_of, weights=dur[k])
+        main = dict(zip(row[firsts].tolist(), firsts.tolist()))
+        gemm = np.array([name_units[name_ids[main[c]]] != "" or
+                         kernel_names.is_matmul_kernel(kernel_name[main[c]])
+                         for c in calls.tolist()], bool)
+        share = np.where(call_time[call_of] > 0, div_safe(dur[k], call_time[call_of]), 0.0)
+        is_first = np.zeros(n, bool)
+        is_first[firsts] = True
+        share = np.where(gemm[call_of] | (call_time[call_of] <= 0), is_first[k].astype(float),
+                         share)
+        c_of_k = op_cost[row[k]]
+        flops[k] = cost_flops[c_of_k] * share
+        nbytes[k] = cost_bytes[c_of_k] * share
+    hbm, host_b, caveat = _transfers(kind, kernel_name, gbytes)
+    hbm = np.where(kind == KIND_KERNEL, nbytes, hbm)
+    _add_grouped(builder, host, dev, kernel_name, cats, precs, srcs, step, dur * 1e3,
+                 flops, nbytes, np.ones(n, np.int64), hbm=hbm, host_bytes=host_b, caveat=caveat)
 
 
 def _hw_counters(col, rt_launch, rt_ts, rt_thread, rt_dur, base, order, parent, thread_sorted,

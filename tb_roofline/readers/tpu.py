@@ -19,7 +19,9 @@ from google.protobuf.message import DecodeError
 
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, OpTableBuilder,
+from tb_roofline.hlo.text import async_role, parse_instruction
+from tb_roofline.model.op_table import (ASYNC_START, ASYNC_WAIT, CONTAINER_CATEGORIES,
+                                        HOST_TRANSFER, NO_STEP, CoreSpan, OpTableBuilder,
                                         ProfileData, StepSpan, is_infeed_outfeed_category)
 from tb_roofline.protos import memory_access_pb2, xplane_pb2, xplane_view_pb2
 from tb_roofline.readers.xplane import PlaneStats
@@ -180,7 +182,7 @@ def _int(v) -> int:
 
 
 OP_STATS = ("flops", "model_flops", "bytes_accessed", "hlo_category", "program_id",
-            "memory_access_breakdown", "source", "tf_op")
+            "memory_access_breakdown", "source", "tf_op", "shape_with_layout")
 
 
 def _op_info(ps: PlaneStats, md) -> dict:
@@ -195,17 +197,38 @@ def _op_info(ps: PlaneStats, md) -> dict:
     total = float(_int(s.get("bytes_accessed")))
     category = str(s.get("hlo_category") or "unknown")
     program_id = s.get("program_id")
+    raw = s.get("memory_access_breakdown")
+    mem = _breakdown_bytes(raw, total)
+    # The HLO text in the metadata says where the arrays live and whether this is one half of
+    # an asynchronous pair (REFERENCE.md §3).
+    text = parse_instruction(md.name) or parse_instruction(
+        f"x = {s.get('shape_with_layout') or ''} {category.replace(' ', '-')}()")
+    role = async_role(text.opcode if text else "", category)
+    host = float(text.host_bytes) if text else 0.0
+    caveat = {"start": ASYNC_START, "done": ASYNC_WAIT}.get(role, "")
+    if host and not _has_breakdown(raw):
+        # Host halves of offload copies carry no breakdown: their bytes cross the host link,
+        # not HBM. The transfer moves the host array once: on the half that completes it.
+        mem = (0.0,) + mem[1:]
+        caveat = caveat or HOST_TRANSFER
+    host = 0.0 if role == "start" else host
     return {
         "operation": md.display_name or md.name,
         "program_id": "" if program_id is None else str(program_id),
         "category": category,
         "flops": flops, "model_flops": model_flops, "bytes": total,
-        "mem": _breakdown_bytes(s.get("memory_access_breakdown"), total),
+        "mem": mem + (host,),
         "source": str(s.get("source") or ""),
         "tf_op": str(s.get("tf_op") or ""),
         "is_infeed_outfeed": is_infeed_outfeed_category(category),
         "is_container": category in CONTAINER_CATEGORIES,
+        "caveat": caveat, "role": role,
+        "start_name": text.operands[-1] if role == "done" and text and text.operands else "",
     }
+
+
+def _has_breakdown(raw) -> bool:
+    return bool(raw) and bool(memory_access_pb2.MemoryAccessBreakdown.FromString(raw).memory_accessed)
 
 
 def _program_names(ps: PlaneStats, plane) -> dict[str, str]:
@@ -227,6 +250,32 @@ def _program_names(ps: PlaneStats, plane) -> dict[str, str]:
             if pid is not None:
                 names[str(pid)] = name
     return names
+
+
+def _async_spans(md: np.ndarray, begin: np.ndarray, dur: np.ndarray, infos: dict) -> np.ndarray:
+    """Per event: for the `-done` half of an asynchronous pair, the time from its `-start`'s
+    issue to its own end (the transfer's real interval); 0 for every other event.
+
+    A done names its start as its operand; executions pair in order (the k-th done of a pair
+    completes the k-th start), each start before its done."""
+    out = np.zeros(len(md), np.int64)
+    by_name = {i["operation"]: mid for mid, i in infos.items()
+               if i is not None and i["role"] == "start"}
+    for mid, info in infos.items():
+        if info is None or info["role"] != "done" or info["start_name"] not in by_name:
+            continue
+        done = np.flatnonzero(md == mid)
+        start = np.flatnonzero(md == by_name[info["start_name"]])
+        if not len(done) or not len(start):
+            continue
+        done = done[np.argsort(begin[done], kind="stable")]
+        start = start[np.argsort(begin[start], kind="stable")]
+        k = min(len(done), len(start))
+        done, start = done[:k], start[:k]
+        end = begin[done] + dur[done]
+        ok = begin[start] <= begin[done]
+        out[done[ok]] = end[ok] - begin[start[ok]]
+    return out
 
 
 def _line_events(line, stat_ids: dict):
@@ -311,14 +360,7 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
                 continue
             lo = begin.min() if lo is None else min(lo, begin.min())
             hi = (begin + dur).max() if hi is None else max(hi, (begin + dur).max())
-            order, selft = self_times(begin, dur)
-            md, dur, group, stall, occ = md[order], dur[order], group[order], stall[order], occ[order]
-            op_groups.update(np.unique(group[group != NO_STEP]).tolist())
-            # One row per (op, step): sum executions, times and stalls.
-            row_md, row_step, totals = group_sums(md, group, dur, selft, stall, occ)
-            sums = {name: totals[i].astype(np.float64)
-                    for i, name in enumerate(("time", "self", "stall", "occ"))}
-            for mid in np.unique(row_md).tolist():
+            for mid in np.unique(md).tolist():
                 if mid not in infos:
                     meta = plane.event_metadata.get(mid)
                     if meta is None:
@@ -331,30 +373,43 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
                         info = shared_infos[key] = _op_info(ps, meta)
                         info["program"] = programs.get(info["program_id"], "")
                     infos[mid] = info
+            span = _async_spans(md, begin, dur, infos)
+            order, selft = self_times(begin, dur)
+            md, dur, group, stall, occ, span = (md[order], dur[order], group[order], stall[order],
+                                                occ[order], span[order])
+            op_groups.update(np.unique(group[group != NO_STEP]).tolist())
+            # One row per (op, step): sum executions, times, stalls and async transfer spans.
+            row_md, row_step, totals = group_sums(md, group, dur, selft, stall, occ, span)
+            sums = {name: totals[i].astype(np.float64)
+                    for i, name in enumerate(("time", "self", "stall", "occ", "span"))}
             known = np.fromiter((infos[m] is not None for m in row_md.tolist()), bool,
                                 count=len(row_md))
             dropped_ops += int(sums["occ"][~known].sum())
-            rows = [infos[m] for m in row_md[known].tolist()]
+            key_md, op_index = np.unique(row_md[known], return_inverse=True)
+            rows = [infos[m] for m in key_md.tolist()]
             n = sums["occ"][known]
             per_exec = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"]]
-                                 for i in rows], dtype=np.float64).reshape(-1, 8) * n[:, None]
+                                 for i in rows], dtype=np.float64).reshape(-1, 9)
+            totals_ = per_exec[op_index.reshape(-1)] * n[:, None]
 
-            def texts(field):
-                return np.array([i[field] for i in rows], dtype=object)
+            def texts(field, dtype=object):
+                return np.array([i[field] for i in rows], dtype=dtype)
 
-            builder.add_columns(
-                len(rows), host=host, core=core, program_id=texts("program_id"),
-                program=texts("program"), operation=texts("operation"),
-                category=texts("category"), source=texts("source"), tf_op=texts("tf_op"),
-                step=row_step[known], occurrences=n.astype(np.int64),
-                total_time_ps=sums["time"][known], self_time_ps=sums["self"][known],
-                dma_stall_ps=sums["stall"][known], flops=per_exec[:, 0],
-                model_flops=per_exec[:, 1], bytes=per_exec[:, 2], hbm_bytes=per_exec[:, 3],
-                cmem_read_bytes=per_exec[:, 4], cmem_write_bytes=per_exec[:, 5],
-                vmem_read_bytes=per_exec[:, 6], vmem_write_bytes=per_exec[:, 7],
-                is_infeed_outfeed=np.array([i["is_infeed_outfeed"] for i in rows], dtype=bool),
-                is_container=np.array([i["is_container"] for i in rows], dtype=bool),
-                flops_source="profile")
+            builder.add_keyed(
+                dict(host=host, program_id=texts("program_id"), program=texts("program"),
+                     operation=texts("operation"), category=texts("category"),
+                     source=texts("source"), tf_op=texts("tf_op"), caveat=texts("caveat"),
+                     flops_source="profile",
+                     is_infeed_outfeed=texts("is_infeed_outfeed", bool),
+                     is_container=texts("is_container", bool)),
+                op_index.reshape(-1), core=core, step=row_step[known],
+                occurrences=n.astype(np.int64), total_time_ps=sums["time"][known],
+                self_time_ps=sums["self"][known], dma_stall_ps=sums["stall"][known],
+                async_span_ps=sums["span"][known], flops=totals_[:, 0],
+                model_flops=totals_[:, 1], bytes=totals_[:, 2], hbm_bytes=totals_[:, 3],
+                cmem_read_bytes=totals_[:, 4], cmem_write_bytes=totals_[:, 5],
+                vmem_read_bytes=totals_[:, 6], vmem_write_bytes=totals_[:, 7],
+                host_bytes=totals_[:, 8])
         if lo is not None:
             spans.append(CoreSpan(host, core, int(lo), int(hi)))
         for g in sorted(set(marker_steps) & op_groups):

@@ -25,11 +25,12 @@ import re
 import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
-from tb_roofline.devices.gpu_peaks import apply_ceilings, derive_gpu_peaks
+from tb_roofline.devices.gpu_peaks import KERNEL_PREFIX, apply_ceilings, derive_gpu_peaks
 from tb_roofline.hlo.cost_model import module_costs
 from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, OpTableBuilder, ProfileData, StepSpan)
+from tb_roofline.readers import kernel_names
 from tb_roofline.readers.xline_fast import self_times
 from tb_roofline.readers.xplane import PlaneStats
 
@@ -228,11 +229,13 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
                 key = ("op", pid, ins.name, e.step)
             g = groups.get(key)
             if g is None:
-                g = groups[key] = [ins, module, mc, 0, 0, collections.Counter(), 0]
+                g = groups[key] = [ins, module, mc, 0, 0, collections.Counter(), 0,
+                                   collections.Counter()]
             g[3] += e.dur
             g[4] += self_time[id(e)]
             g[5][e.name] += 1
             g[6] += 1
+            g[7][e.name] += e.dur
         lo = min(e.begin for e in flat)
         hi = max(e.begin + e.dur for e in flat)
         step_ids = sorted({e.step for e in flat if e.step != NO_STEP})
@@ -250,8 +253,8 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
             steps.append(StepSpan(host, core, s, int(b), int(d)))
             lo, hi = min(lo, b), max(hi, b + d)
         spans.append(CoreSpan(host, core, int(lo), int(hi)))
-        for (kind, pid, opname, step), (ins, module, mc, total, selft, kernels, n_events) in \
-                groups.items():
+        for (kind, pid, opname, step), (ins, module, mc, total, selft, kernels, n_events,
+                                        kernel_time) in groups.items():
             all_ps += total
             program = index.module_name(pid) if pid else ""
             if kind == UNATTRIBUTED:
@@ -259,19 +262,23 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
                 builder.add(host=host, core=core, program_id=pid, program=program,
                             operation=opname, category=UNATTRIBUTED, step=step,
                             occurrences=n_events, total_time_ps=float(total),
-                            self_time_ps=float(selft), flops_source="cost_model")
+                            self_time_ps=float(selft), flops_source="none",
+                            flops_known=False, bytes_known=False)
                 continue
             # One execution launches each of its kernels once: count the most-launched kernel.
             execs = max(kernels.values()) if is_gpu else n_events
             c = mc.get(opname)
             meta = ins.proto.metadata
+            costed = _costed(ins, mc)
             builder.add(host=host, core=core, program_id=pid, program=program or module.name,
                         operation=opname, category=c.category, step=step,
                         occurrences=execs, total_time_ps=float(total), self_time_ps=float(selft),
                         flops=c.flops * execs, model_flops=c.flops * execs,
                         bytes=c.bytes * execs, hbm_bytes=c.bytes * execs,
                         source=module.source_of(ins), tf_op=meta.op_name,
-                        flops_source="cost_model", precision=c.precision,
+                        flops_source="cost_model" if costed else "none",
+                        flops_known=costed, bytes_known=costed,
+                        precision=_ran_at(kernel_time, c.precision) if is_gpu else c.precision,
                         is_container=c.category in CONTAINER_CATEGORIES)
     if progress:
         progress(len(cores), len(cores))
@@ -317,6 +324,26 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
                                       "no XLA op executions found on GPU streams or CPU threads"))
     return ProfileData(device=device, ops=ops, steps=steps, core_spans=spans,
                        diagnostics=diagnostics)
+
+
+def _costed(ins, mc) -> bool:
+    """Whether the cost model has a rule for this instruction (unknown opcodes count 0)."""
+    unknown = mc.unknown
+    if ins.opcode in unknown:
+        return False
+    target = getattr(ins.proto, "custom_call_target", "")
+    return not (ins.opcode == "custom-call" and f"custom-call {target}" in unknown)
+
+
+def _ran_at(kernel_time, dtype: str) -> str:
+    """What ran: the unit the op's longest GEMM/convolution kernel names (TF32 tensor cores,
+    FP32 SIMT, ...), else the data type the HLO gives."""
+    if kernel_time:
+        name = max(kernel_time, key=kernel_time.get)
+        unit = kernel_names.kernel_unit(name) if kernel_names.is_matmul_kernel(name) else ""
+        if unit:
+            return KERNEL_PREFIX + unit
+    return dtype
 
 
 def _device(space, gpus, is_gpu) -> tuple[DeviceInfo, list]:

@@ -38,8 +38,16 @@ def _fmt(value) -> str:
     return str(value)
 
 
+NAME_WIDTH = 64  # long kernel names would push every other column off the screen
+
+
+def _cell(value) -> str:
+    text = _fmt(value)
+    return text if len(text) <= NAME_WIDTH else text[: NAME_WIDTH - 1] + "…"
+
+
 def _table(headers: list[str], rows: list[list]) -> str:
-    cells = [headers] + [[_fmt(v) for v in r] for r in rows]
+    cells = [headers] + [[_cell(v) for v in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
                        enumerate(zip(row, widths))) for row in cells]
@@ -78,17 +86,24 @@ def _pick_run(service: RooflineService, run: str | None) -> str:
 
 PROGRAM_COLUMNS = ["step", "total_time_per_core_us", "flop_rate", "hbm_bw",
                    "operational_intensity", "bound_by", "roofline_efficiency",
-                   "compute_efficiency", "max_mem_bw_utilization"]
-OP_COLUMNS = ["rank", "operation", "category", "occurrences", "total_self_time_us", "flop_rate",
-              "bottleneck_operational_intensity", "bound_by", "roofline_efficiency",
+                   "peak_flop_rate", "flop_coverage", "bytes_coverage"]
+OP_COLUMNS = ["rank", "operation", "precision", "category", "occurrences", "total_self_time_us",
+              "flop_rate", "bottleneck_operational_intensity", "bound_by", "roofline_efficiency",
               "potential_time_saved_us", "source"]
+CAVEAT_COLUMNS = ["rank", "operation", "precision", "category", "total_self_time_us",
+                  "self_time_percent", "caveat"]
 
 
 def cmd_report(service, args, out):
     run = _pick_run(service, args.run)
     include = not args.exclude_infeed_outfeed
     dev = service.device(run, args.host)["device"]
-    out.write(f"Run {run}  host {args.host or 'all hosts'}\n\n")
+    out.write(f"Run {run}  host {args.host or 'all hosts'}\n")
+    others = len(service.list_runs()["runs"]) - 1
+    if others > 0 and not args.run:
+        out.write(f"({others} other run{'s' if others > 1 else ''} in this logdir: "
+                  f"`tb-roofline runs {args.logdir}` lists them, --run picks one)\n")
+    out.write("\n")
     out.write(f"Device: {dev['type']} ({dev['kind']}), {dev['num_cores']} core(s) on "
               f"{dev['num_hosts']} host(s), megacore: {_fmt(dev['megacore'])}\n")
     for c in dev["compute"]:
@@ -100,15 +115,30 @@ def cmd_report(service, args, out):
         out.write("  peaks unknown: efficiencies cannot be computed\n")
     prog = service.program(run, args.host, include)
     rows = [dict(zip(prog["columns"], r)) for r in prog["rows"]]
+    for r in rows:  # a host's own Total says which host it is
+        if r["record_type"] == "host":
+            r["step"] = f"host {r['host']}"
     out.write(f"\nProgram records (infeed/outfeed {'included' if include else 'excluded'}; "
               "rates per core: GFLOP/s, GiB/s):\n")
     out.write(_table(PROGRAM_COLUMNS, [[r[c] for c in PROGRAM_COLUMNS] for r in rows]) + "\n")
-    ops = service.ops(run, args.host, include)
+    ops = service.ops(run, args.host, include, view=args.view)
     op_rows = [dict(zip(ops["columns"], r)) for r in ops["rows"]]
-    op_rows.sort(key=lambda r: -(r["potential_time_saved_us"] or 0))
-    out.write(f"\nTop {min(args.top, len(op_rows))} of {len(op_rows)} ops by potential time saved "
-              "if on the roof (us):\n")
-    out.write(_table(OP_COLUMNS, [[r[c] for c in OP_COLUMNS] for r in op_rows[: args.top]]) + "\n")
+    what = "kernels" if args.view.startswith("kernel") else "ops"
+    measured = [r for r in op_rows if r["potential_time_saved_us"] is not None]
+    measured.sort(key=lambda r: -r["potential_time_saved_us"])
+    out.write(f"\nTop opportunities: {min(args.top, len(measured))} of {len(op_rows)} {what} by "
+              "potential time saved if on their roof (us):\n")
+    out.write(_table(OP_COLUMNS, [[r[c] for c in OP_COLUMNS] for r in measured[: args.top]]) + "\n")
+    caveated = [r for r in op_rows if r["caveat"] and r["caveat"] != "container"]
+    if caveated:
+        share = sum(r["self_time_percent"] or 0 for r in caveated)
+        kinds = sorted({r["caveat"] for r in caveated})
+        out.write(f"\n{len(caveated)} {what} ({share:.1f}% of the self time) are not roofline "
+                  f"measurements ({', '.join(kinds)}; see docs/http_api.md#caveats); the "
+                  f"longest:\n")
+        caveated.sort(key=lambda r: -(r["total_self_time_us"] or 0))
+        out.write(_table(CAVEAT_COLUMNS, [[r[c] for c in CAVEAT_COLUMNS]
+                                          for r in caveated[: min(args.top, 10)]]) + "\n")
     diags = service.diagnostics(run, args.host)["diagnostics"]
     if diags:
         out.write("\nDiagnostics:\n")
@@ -131,7 +161,8 @@ def cmd_export(service, args, out):
     run = _pick_run(service, args.run)
     body, _, filename = service.export(
         run, args.host, not args.exclude_infeed_outfeed, level=args.level, fmt=args.format,
-        categories=args.category or (), bound_by=args.bound_by or (), name=args.name or "")
+        categories=args.category or (), bound_by=args.bound_by or (), name=args.name or "",
+        view=args.view)
     if args.output == "-":
         out.write(body)
     else:
@@ -161,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="device, program records and top ops (default)")
     common(rep)
     rep.add_argument("--top", type=int, default=20, help="ops to list (default 20)")
+    rep.add_argument("--view", default="op", help="op (default), or kernel / kernel_hw for "
+                                                  "PyTorch GPU traces (as the API's view=)")
     rep.set_defaults(func=cmd_report)
 
     runs = sub.add_parser("runs", help="list runs and hosts")
@@ -175,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--category", action="append", help="keep this category (repeatable)")
     exp.add_argument("--bound-by", action="append", help="keep this bound-by (repeatable)")
     exp.add_argument("--name", help="keep ops whose name contains this (case-insensitive)")
+    exp.add_argument("--view", default="op", help="op (default), or kernel / kernel_hw for "
+                                                  "PyTorch GPU traces (as the API's view=)")
     exp.add_argument("-o", "--output", help="file to write ('-' = stdout; default: API file name)")
     exp.set_defaults(func=cmd_export)
 

@@ -34,6 +34,21 @@ def _json_response(payload, status=200, headers=None):
                              headers=[NOSNIFF] + list(headers or []))
 
 
+class _NotModified(wrappers.Response):
+    """A 304 that keeps its Content-Type: TensorBoard's security middleware wants one on every
+    response (a warning per request today, an error in TensorBoard 3), and werkzeug drops it
+    from 304s as an entity header (RFC 9110 allows it: it describes the cached copy)."""
+
+    def __init__(self, content_type: str, headers):
+        super().__init__(status=304, headers=headers)
+        self._cached_type = content_type
+
+    def get_wsgi_headers(self, environ):
+        headers = super().get_wsgi_headers(environ)
+        headers["Content-Type"] = self._cached_type
+        return headers
+
+
 def _error_response(exc: tb_errors.PublicError):
     return _json_response({"error": {"status": exc.http_code, "code": errors.error_code(exc),
                                      "message": str(exc)}}, status=exc.http_code)
@@ -120,7 +135,7 @@ class RooflinePlugin(base_plugin.TBPlugin):
         headers = [NOSNIFF, ("Cache-Control", "no-cache"), ("ETag", f'"{etag}"'),
                    ("Vary", "Accept-Encoding")]
         if request.if_none_match.contains(etag):
-            return wrappers.Response(status=304, headers=headers)
+            return _NotModified(content_type, headers)
         if "gzip" in request.headers.get("Accept-Encoding", "") and len(zipped) < len(body):
             return wrappers.Response(zipped, content_type=content_type,
                                      headers=headers + [("Content-Encoding", "gzip")])

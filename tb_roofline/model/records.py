@@ -1,0 +1,250 @@
+"""Records: summed FLOPs, bytes and times in; rates, intensities, bound-by, efficiencies and
+caveats out, as numpy columns in the API's order.
+
+Definitions follow XProf's Roofline Model tool (REFERENCE.md §4) so users see the numbers they
+know, except where XProf is wrong (docs/xprof_differences.md). Every figure is either a
+measurement under its true roof or carries a caveat saying why it is not (docs/http_api.md).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.model.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, MEMORY_COLUMNS
+
+GIB = 1.073741824  # GB per GiB: XProf's GiB/s = (bytes / ns) / 1.073741824
+ABOVE_ROOF = 1.001  # an efficiency above this is not a measurement under its roof
+NO_COST, ABOVE_ROOF_CAVEAT = "no_cost", "above_roof"
+ASYNC_CAVEATS = (ASYNC_START, ASYNC_WAIT)
+BOUND_ASYNC = "Async"
+
+_MEM = tuple(c for c, *_ in MEMORY_COLUMNS)
+_MEM_IDS = tuple(mid for _, _, mid, _ in MEMORY_COLUMNS)
+
+# Output columns, in API order (docs/http_api.md).
+RECORD_COLUMNS = (
+    "record_type", "step", "rank", "category", "operation", "program", "program_id",
+    "occurrences", "total_time_us", "avg_time_us", "total_self_time_us", "avg_self_time_us",
+    "self_time_percent", "cumulative_self_time_percent", "dma_stall_percent",
+    "flops", "model_flops", "bytes") + _MEM + (
+    "flop_rate", "model_flop_rate", "memory_bw") + tuple(f"{m}_bw" for m in _MEM_IDS) + (
+    "operational_intensity",) + tuple(f"{m}_operational_intensity" for m in _MEM_IDS) + (
+    "bottleneck_operational_intensity", "bound_by",
+    "total_time_per_core_us", "time_fraction", "optimal_flop_rate", "roofline_efficiency",
+    "compute_efficiency", "max_mem_bw_utilization", "potential_time_saved_us",
+    "caveat", "flop_coverage", "bytes_coverage", "transfer_time_us", "transfer_bw",
+    "peak_flop_rate", "precision",
+    "include_infeed_outfeed", "is_infeed_outfeed", "source", "tf_op", "flops_source", "host",
+)
+
+# What each row sums (besides the op table's own columns): the time its FLOPs would take on
+# their own precision's roof, and the op time whose FLOPs / bytes are known.
+SUM_COLUMNS = ("occurrences", "total_time_ps", "self_time_ps", "dma_stall_ps", "flops",
+               "model_flops", "bytes") + _MEM + ("async_span_ps", "roof_time", "flops_known_ps",
+                                                 "bytes_known_ps", "op_time_ps")
+
+_BYTE_COLUMNS = ("bytes",) + _MEM + ("memory_bw",) + tuple(f"{m}_bw" for m in _MEM_IDS) + (
+    "operational_intensity",) + tuple(f"{m}_operational_intensity" for m in _MEM_IDS) + (
+    "bottleneck_operational_intensity", "max_mem_bw_utilization")
+_RATE_COLUMNS = ("total_time_us", "avg_time_us", "total_time_per_core_us", "flop_rate",
+                 "model_flop_rate", "optimal_flop_rate", "roofline_efficiency",
+                 "compute_efficiency", "potential_time_saved_us", "time_fraction")
+_EFFICIENCY_COLUMNS = ("roofline_efficiency", "compute_efficiency", "optimal_flop_rate",
+                       "max_mem_bw_utilization")
+
+
+@dataclasses.dataclass
+class RecordTable:
+    """Records as numpy columns in `RECORD_COLUMNS` order."""
+    columns: dict[str, np.ndarray]
+
+    def __len__(self):
+        return len(self.columns["operation"])
+
+    def select(self, mask) -> "RecordTable":
+        return RecordTable({k: v[mask] for k, v in self.columns.items()})
+
+    def rows(self) -> list[list]:
+        """JSON-ready rows: numpy scalars become Python values, NaN/inf and "" caveats None."""
+        cols = []
+        for name in RECORD_COLUMNS:
+            arr = self.columns[name]
+            if arr.dtype.kind == "f":
+                values = arr.tolist()
+                if not np.isfinite(arr).all():
+                    for i in np.flatnonzero(~np.isfinite(arr)).tolist():
+                        values[i] = None
+                cols.append(values)
+            elif name == "caveat":
+                cols.append([v or None for v in arr.tolist()])
+            else:
+                cols.append(arr.tolist())
+        return [list(r) for r in zip(*cols)] if cols and len(self) else []
+
+    def row_dicts(self) -> list[dict]:
+        return [dict(zip(RECORD_COLUMNS, r)) for r in self.rows()]
+
+
+def resources(device: DeviceInfo):
+    """(name, memory column, peak GB/s) for each memory that takes part in bound-by.
+
+    Order matters: ties keep the earlier one, as in XProf (Compute first, then HBM, CMEM, VMEM;
+    the host link last, and only where its speed is known).
+    """
+    out = []
+    for col, name, mid, _ in MEMORY_COLUMNS:
+        if mid.startswith("cmem") and not device.has_cmem:
+            continue
+        if mid.startswith("vmem") and not device.has_merged_vmem:
+            continue
+        peak = device.memory(mid)
+        if mid == "hbm" or (peak is not None and peak.gbs > 0):
+            out.append((peak.name if mid == "host" and peak else name, col,
+                        peak.gbs if peak else 0.0))
+    return out
+
+
+def div(a, b):
+    """a / b elementwise, 0 where b is 0."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    out = np.zeros(np.broadcast(a, b).shape)
+    np.divide(a, b, out=out, where=b != 0)
+    return out
+
+
+def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> dict[str, np.ndarray]:
+    """Rates, intensities, bound-by and efficiencies from summed FLOPs, bytes and times (ps).
+
+    The compute roof of each record is `sums["peak"]` when given (op records: their precision's
+    ceiling), else `sums["flops"] / sums["roof_time"]`: for a mix (a Program record) the rate at
+    which the mix would run if each part ran on its own ceiling (FLOPs ÷ Σ FLOPs_p / peak_p).
+    """
+    time_ns = sums["total_time_ps"] / 1000.0
+    out = {}
+    out["flop_rate"] = div(sums["flops"], time_ns)
+    out["model_flop_rate"] = div(sums["model_flops"], time_ns)
+    out["memory_bw"] = div(sums["bytes"], time_ns) / GIB
+    out["operational_intensity"] = div(sums["flops"], sums["bytes"])
+    for col, _name, mid, _ in MEMORY_COLUMNS:
+        out[f"{mid}_bw"] = div(sums[col], time_ns) / GIB
+        out[f"{mid}_operational_intensity"] = div(sums["flops"], sums[col])
+
+    n = len(time_ns)
+    peak = sums.get("peak")
+    if peak is None:  # the mixed roof of each record's FLOPs
+        peak = np.where(sums["roof_time"] > 0, div(sums["flops"], sums["roof_time"]),
+                        device.peak_gflops)
+        # One precision's mix is exactly its ceiling (not its ceiling ± rounding).
+        for c in device.compute:
+            peak = np.where(np.isclose(peak, c.gflops, rtol=1e-12, atol=0), c.gflops, peak)
+    out["peak_flop_rate"] = peak
+    compute_util = div(out["flop_rate"], peak)
+    names = ["Compute"]
+    utils = [compute_util]
+    intensities = [out["operational_intensity"]]
+    for name, col, peak_gbs in resources(device):
+        mid = col[: -len("_bytes")]
+        utils.append(div(div(sums[col], time_ns), np.full(n, peak_gbs)))  # GB/s over GB/s
+        names.append(name)
+        intensities.append(out[f"{mid}_operational_intensity"])
+    util = np.nan_to_num(np.vstack(utils), nan=0.0, posinf=0.0)  # resources × rows
+    best = np.argmax(util, axis=0)  # first maximum: ties keep the earlier resource
+    eff = util[best, np.arange(n)]
+    out["roofline_efficiency"] = eff
+    out["compute_efficiency"] = compute_util
+    out["max_mem_bw_utilization"] = util[1:].max(axis=0) if len(utils) > 1 else np.zeros(n)
+    bound = np.asarray(names, dtype=object)[best]
+    bound[eff <= 0] = "Unknown"  # nothing measurable (no FLOPs, no bytes, or no peaks)
+    out["bound_by"] = bound
+    out["bottleneck_operational_intensity"] = np.vstack(intensities)[best, np.arange(n)]
+    out["optimal_flop_rate"] = div(out["flop_rate"], eff)
+    out["total_time_per_core_us"] = sums["total_time_ps"] / 1e6 / max(num_cores, 1)
+    return out
+
+
+def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, n: int,
+                  include_io: bool, frac_denominator_ps, caveats=None) -> RecordTable:
+    """Records from group sums. `labels`: a value per column (scalar or array of n);
+    `caveats`: the reader's caveat per record ("" for none), op-level records only."""
+    precision = labels.get("precision")
+    if isinstance(precision, np.ndarray):  # rows of one precision each: exactly its ceiling
+        peaks = {p: device.peak_for(p) for p in set(precision.tolist())}
+        sums = dict(sums, peak=np.array([peaks[p] for p in precision.tolist()], dtype=float))
+    d = derive(sums, device, num_cores)
+    occ = sums["occurrences"]
+    cols = {}
+    for key, value in labels.items():
+        if isinstance(value, np.ndarray):
+            cols[key] = value
+        else:
+            arr = np.empty(n, dtype=object)
+            arr[:] = [value] * n
+            cols[key] = arr
+    cols["occurrences"] = occ.astype(np.int64)
+    cols["total_time_us"] = sums["total_time_ps"] / 1e6
+    cols["avg_time_us"] = div(cols["total_time_us"], occ)
+    cols["total_self_time_us"] = sums["self_time_ps"] / 1e6
+    cols["avg_self_time_us"] = div(cols["total_self_time_us"], occ)
+    cols["dma_stall_percent"] = div(sums["dma_stall_ps"], sums["total_time_ps"]) * 100.0
+    for c in ("flops", "model_flops", "bytes") + _MEM:
+        cols[c] = sums[c]
+    cols.update(d)
+    cols["time_fraction"] = div(sums["total_time_ps"], frac_denominator_ps)
+    op_time = sums["op_time_ps"]
+    cols["flop_coverage"] = np.where(op_time > 0, div(sums["flops_known_ps"], op_time), np.nan)
+    cols["bytes_coverage"] = np.where(op_time > 0, div(sums["bytes_known_ps"], op_time), np.nan)
+    span = sums["async_span_ps"]
+    cols["transfer_time_us"] = np.where(span > 0, span / 1e6, np.nan)
+    cols["transfer_bw"] = np.where((span > 0) & (sums["host_bytes"] > 0),
+                                   div(sums["host_bytes"], span / 1000.0) / GIB, np.nan)
+    caveat = np.empty(n, dtype=object)
+    caveat[:] = caveats if caveats is not None else ""
+    _apply_caveats(cols, caveat, sums, device)
+    cols["include_infeed_outfeed"] = np.full(n, include_io)
+    cols.setdefault("self_time_percent", np.zeros(n))
+    cols.setdefault("cumulative_self_time_percent", np.zeros(n))
+    return RecordTable({c: cols[c] for c in RECORD_COLUMNS})
+
+
+def _apply_caveats(cols: dict, caveat: np.ndarray, sums: dict, device: DeviceInfo):
+    """Say why a row is not a measurement under its roof, and keep it out of the time-saved
+    ranking: async halves (issue or wait time, not a transfer at a rate), host transfers
+    without a known link speed, rows with nothing known to place, rows above their roof."""
+    eff = cols["roofline_efficiency"]
+    saved = cols["total_time_us"] * (1.0 - np.minimum(eff, 1.0))
+    saved[eff <= 0] = np.nan
+    if not device.peaks_known:
+        for c in _EFFICIENCY_COLUMNS + ("peak_flop_rate",):
+            cols[c] = np.full(len(eff), np.nan)
+        saved[:] = np.nan
+    is_async = np.isin(caveat, ASYNC_CAVEATS)
+    if is_async.any():
+        for c in _EFFICIENCY_COLUMNS:
+            cols[c] = np.where(is_async, np.nan, cols[c])
+        cols["bound_by"] = np.where(is_async, BOUND_ASYNC, cols["bound_by"]).astype(object)
+    nothing = ~is_async & (caveat == "") & (sums["flops"] <= 0) & (sums["bytes"] <= 0) & \
+        np.all([sums[c] <= 0 for c in _MEM], axis=0)
+    unknown = ~is_async & (caveat == "") & (sums["flops_known_ps"] <= 0) & \
+        (sums["bytes_known_ps"] <= 0) & (sums["op_time_ps"] > 0)
+    caveat[nothing | unknown] = NO_COST
+    above = (caveat == "") & (np.nan_to_num(cols["roofline_efficiency"]) > ABOVE_ROOF)
+    caveat[above] = ABOVE_ROOF_CAVEAT
+    host = caveat == HOST_TRANSFER
+    # Time saved counts only for rows that are measurements under their roof (a host transfer
+    # is one when the link speed is known and it stays under it).
+    measured = (caveat == "") | (host & (np.nan_to_num(cols["roofline_efficiency"]) <= ABOVE_ROOF)
+                                 & (cols["bound_by"] != "Unknown"))
+    saved[~measured] = np.nan
+    cols["potential_time_saved_us"] = saved
+    cols["caveat"] = caveat
+
+
+def unknown_bytes(table: RecordTable, i: int, timed: bool):
+    """Hardware-counter records: FLOPs only, so byte columns (and untimed rates) are unknown."""
+    for c in _BYTE_COLUMNS + (() if timed else _RATE_COLUMNS):
+        table.columns[c][i] = np.nan
+    if not timed:
+        table.columns["bound_by"][i] = "Unknown"

@@ -1,0 +1,72 @@
+"""What a GPU kernel's name says about what ran: the math unit and precision, and the kind of
+work (REFERENCE.md §6). A trace's dtypes say what the tensors held; the kernel says how they
+were computed: f32 `aten::mm` runs `cutlass_80_tensorop_s1688gemm_*` on TF32 tensor cores, or
+`ampere_sgemm_*` on the FP32 CUDA cores.
+
+`kernel_unit(name)` answers a ceiling name (`tf32`, `fp32`, `fp16`, `bf16`, `fp8`, `int8`,
+`fp64`, `fp64_tc`, `fp32_tc`) or '' when the name does not say.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+# Order matters: the first rule that matches wins (bf16 before f16; explicit types before the
+# generic tensor-op shapes).
+_UNIT_RULES = [
+    (re.compile(r"e4m3|e5m2|e2m1|fp8|f8f8|_f8_|qkve4m3"), "fp8"),
+    (re.compile(r"bf16|bfloat16"), "bf16"),
+    (re.compile(r"fp16|f16|half|[_a-z]h884|[_a-z]h1688|[_a-z]h16816|hgemm|hmma"), "fp16"),
+    (re.compile(r"tf32|xf32"), "tf32"),
+    (re.compile(r"i8816|i8832|imma|int8|s8s8|i8i8|igemm"), "int8"),
+    (re.compile(r"dmma|d884|tensorop_d|dgemm"), "fp64_tc"),
+    # CUTLASS/cuBLAS tensor-op GEMMs on f32 operands without a 16-bit type: TF32 MMA.
+    (re.compile(r"tensorop_s\d|s1688gemm|s16816gemm|s1684gemm"), "tf32"),
+    (re.compile(r"sgemm|scudnn|_sgemv|gcgemm|cgemm|fp32|f32f32"), "fp32"),
+]
+# AMD Tensile GEMMs: Cijk_<layouts>_<types>_..._MI<m>x<n>x<k>_ (MI = matrix cores).
+_TENSILE = re.compile(r"^cijk_[a-z]+_[a-z]+_([a-z0-9]+)_")
+_TENSILE_TYPES = {"s": ("fp32_tc", "fp32"), "d": ("fp64_tc", "fp64"), "h": ("fp16", "fp16"),
+                  "b": ("bf16", "bf16"), "i8": ("int8", "int8")}
+
+_CATEGORY_RULES = [
+    (re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|sendrecv|multimem"),
+     "communication"),
+    (re.compile(r"fmha|flash|attention|attn"), "attention"),
+    (re.compile(r"conv|fprop|dgrad|wgrad|scudnn|implicit_gemm|im2col|winograd|fft"),
+     "convolution"),
+    (re.compile(r"(?<!fb)gemm|gemv|matmul|cijk_|nvjet|bmm_|_mma|tensorop|cutlass::kernel"),
+     "matmul"),
+    (re.compile(r"reduce|softmax|norm"), "reduction"),
+    (re.compile(r"elementwise|functor|_copy|memcpy|fill"), "elementwise"),
+]
+
+
+@functools.lru_cache(maxsize=65536)
+def kernel_unit(name: str) -> str:
+    low = name.lower()
+    m = _TENSILE.match(low)
+    if m:
+        code = m.group(1)
+        for prefix, (matrix, vector) in _TENSILE_TYPES.items():
+            if code.startswith(prefix):
+                return matrix if "_mi" in low else vector
+        return ""
+    for pattern, unit in _UNIT_RULES:
+        if pattern.search(low):
+            return unit
+    return ""
+
+
+@functools.lru_cache(maxsize=65536)
+def kernel_category(name: str) -> str:
+    """A category for kernels whose op is unknown ('' when the name does not say)."""
+    low = name.lower()
+    for pattern, category in _CATEGORY_RULES:
+        if pattern.search(low):
+            return category
+    return ""
+
+
+def is_matmul_kernel(name: str) -> bool:
+    return kernel_category(name) in ("matmul", "convolution", "attention")
