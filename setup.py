@@ -19,11 +19,18 @@ setup(
         "protobuf>=4.21",
     ],
     extras_require={
+        # Remote logdirs (read through fsspec, imported only for a URL logdir):
+        "s3": ["s3fs>=2023.1"],  # s3://
+        "gcs": ["gcsfs>=2023.1"],  # gs://
+        "remote": ["fsspec>=2023.1"],  # any other fsspec scheme (plus that scheme's package)
         "test": [
             "pytest>=7",
             "xprof>=2.20",  # the reference converter the conformance tests compare against
             "playwright>=1.40",  # drives Debian's chromium (executable_path), no browser download
             "grpcio-tools>=1.62",  # checks the committed *_pb2.py match the .proto files
+            "s3fs>=2023.1",  # the s3 extra, for the remote-logdir tests
+            "boto3>=1.26",  # uploads the test profiles to the S3 server
+            "moto[server]>=5",  # a real S3-compatible server, run as a separate process
         ],
     },
     entry_points={

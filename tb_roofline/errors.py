@@ -49,6 +49,12 @@ class TooLargeError(tb_errors.PublicError):
     code = "too_large"
 
 
+class StorageError(tb_errors.PublicError):
+    """The logdir's storage cannot be listed (a remote store unreachable, a package missing)."""
+    http_code = 502
+    code = "storage_error"
+
+
 def to_public(exc: ProfileFormatError, what: str) -> tb_errors.PublicError:
     """Name the file (`what`) in the message users see."""
     if isinstance(exc, ProfileIncompleteError):

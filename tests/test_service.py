@@ -215,20 +215,42 @@ def test_concurrent_requests_share_one_conversion(logdir):
     for job, result in zip(jobs, results):
         by_key.setdefault(job, set()).add(id(result))
     assert all(len(ids) == 1 for ids in by_key.values())
-    assert len(service._analysis_cache) <= service_module.ANALYSIS_CACHE_SIZE
+    cache = service._analysis_cache
+    assert 0 < cache.bytes <= cache.max_bytes
 
 
-def test_caches_are_bounded(tmp_path, monkeypatch):
-    from tb_roofline.serve import service as service_module
-    monkeypatch.setattr(service_module, "ANALYSIS_CACHE_SIZE", 2)
-    monkeypatch.setattr(service_module, "HOST_CACHE_SIZE", 2)
+def test_caches_are_bounded_by_bytes(tmp_path, monkeypatch):
+    from tb_roofline.serve.caches import approx_size
     for i in range(4):
         write_tpu_session(str(tmp_path), "", f"2026_01_0{i + 1}_00_00_00",
                           [SynthConfig(seed=i, num_steps=1, ops_per_step=4)])
+    probe = RooflineService(str(tmp_path))
+    run0 = probe.list_runs()["runs"][0]["run"]
+    one = approx_size(probe.analysis(run0, ""))
+    # A budget whose analysis share holds two of these analyses, not four.
+    from tb_roofline.serve.caches import MEMORY_SHARES
+    monkeypatch.setenv("TB_ROOFLINE_MEMORY_CACHE_MB",
+                       str(2.5 * one / MEMORY_SHARES["analyses"] / 2**20))
     service = RooflineService(str(tmp_path))
     for run in service.list_runs()["runs"]:
         service.program(run["run"], "", True)
-    assert len(service._analysis_cache) == 2 and len(service._host_cache) == 2
+    cache = service._analysis_cache
+    assert len(cache) == 2 and cache.bytes <= cache.max_bytes
+    assert service._host_cache.bytes <= service._host_cache.max_bytes
+
+
+def test_twenty_runs_cycle_without_recomputing(tmp_path):
+    """The default budgets hold many runs: going round twenty runs again recomputes nothing."""
+    for i in range(20):
+        write_tpu_session(str(tmp_path), f"r{i:02d}", "2026_01_01_00_00_00",
+                          [SynthConfig(seed=i, num_steps=2, ops_per_step=40, distinct_ops=30)])
+    service = RooflineService(str(tmp_path))
+    runs = [r["run"] for r in service.list_runs()["runs"]]
+    assert len(runs) == 20
+    first = {run: service.analysis(run, "") for run in runs}
+    for _ in range(2):
+        for run in runs:
+            assert service.analysis(run, "") is first[run]
 
 
 def test_deleted_host_file_leaves_the_others(logdir):

@@ -34,9 +34,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import posixpath
 import re
 import tempfile
 
+from tb_roofline import storage
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.devices.datasheets import PRECISIONS
 
@@ -165,16 +167,17 @@ def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
 
 
 def load_device_file(path: str) -> DeviceInfo:
-    """Read and validate a device file. DeviceFileError names the file and the problem."""
+    """Read and validate a device file (a local path or a URL). DeviceFileError names the
+    file and the problem."""
     name = os.path.basename(path)
     try:
-        size = os.path.getsize(path)
+        size = storage.stat(path).st_size
         if size > MAX_FILE_BYTES:
             raise DeviceFileError(f"{path}: {size} bytes is too large for a device file")
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with storage.open_binary(path) as f:
+            text = f.read(MAX_FILE_BYTES + 1).decode("utf-8")
     except OSError as exc:
-        raise DeviceFileError(f"{path}: cannot read device file: {exc.strerror}") from None
+        raise DeviceFileError(f"{path}: cannot read device file: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise DeviceFileError(f"{path}: not UTF-8 text") from None
     try:
@@ -231,16 +234,34 @@ def _is_within(path: str, root: str) -> bool:
         return False
 
 
-def find_device_file(profile_path: str, logdir: str | None, environ=None) -> str | None:
+def find_device_file(profile_path: str, logdir: str | None, environ=None,
+                     isfile=None) -> str | None:
     """The device file that applies to a profile, or None.
 
     Looks for `roofline_device.json` in the profile's directory (or the directory itself when
     `profile_path` is one), then each parent up to and including `logdir`; never above the
     logdir (a profile outside the logdir gets only its own directory searched). Then the path
     in TB_ROOFLINE_DEVICE_FILE; a set variable that names no file is an error, not a silent
-    fallback.
+    fallback. For a remote profile (a URL) `isfile(url)` says which files exist (the service
+    passes the last listing's device files, so the lookup costs no request).
     """
     environ = os.environ if environ is None else environ
+    if storage.is_remote(profile_path):
+        found = _find_remote(profile_path, logdir, isfile or _remote_isfile)
+    else:
+        found = _find_local(profile_path, logdir)
+    if found:
+        return found
+    env_path = environ.get(ENV_VAR, "").strip()
+    if env_path:
+        exists = _remote_isfile(env_path) if storage.is_remote(env_path) else os.path.isfile(env_path)
+        if not exists:
+            raise DeviceFileError(f"{ENV_VAR}={env_path!r} does not name a readable file")
+        return env_path
+    return None
+
+
+def _find_local(profile_path: str, logdir: str | None) -> str | None:
     start = os.path.realpath(profile_path)
     if not os.path.isdir(start):
         start = os.path.dirname(start)
@@ -251,17 +272,34 @@ def find_device_file(profile_path: str, logdir: str | None, environ=None) -> str
         if os.path.isfile(candidate):
             return candidate
         if root is None or folder == root or not _is_within(folder, root):
-            break
+            return None
         parent = os.path.dirname(folder)
         if parent == folder:
-            break
+            return None
         folder = parent
-    env_path = environ.get(ENV_VAR, "").strip()
-    if env_path:
-        if not os.path.isfile(env_path):
-            raise DeviceFileError(f"{ENV_VAR}={env_path!r} does not name a readable file")
-        return env_path
+
+
+def _find_remote(profile_url: str, logdir: str | None, isfile) -> str | None:
+    """The same walk up on URLs (`s3://bucket/a/b/x.xplane.pb`: b/, a/, then the logdir)."""
+    scheme, rest = storage.split_url(profile_url)
+    root = storage.split_url(logdir.rstrip("/"))[1] if logdir and logdir.startswith(scheme) else None
+    folder = posixpath.dirname(rest.rstrip("/"))
+    while folder:
+        candidate = scheme + folder + "/" + FILE_NAME
+        if isfile(candidate):
+            return candidate
+        if root is None or folder == root or not folder.startswith(root + "/"):
+            return None
+        folder = posixpath.dirname(folder)
     return None
+
+
+def _remote_isfile(url: str) -> bool:
+    try:
+        storage.stat(url)
+        return True
+    except OSError:
+        return False
 
 
 def unknown_device(kind: str = "cpu", type_name: str = "CPU", num_cores: int = 1) -> DeviceInfo:

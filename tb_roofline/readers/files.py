@@ -6,16 +6,18 @@ from __future__ import annotations
 import os
 import time
 
+from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 
 YOUNG_FILE_S = 2.0  # a file this young that fails to parse is probably still being written
 
 
 def check_profile_file(path: str, max_bytes: int | None = None) -> tuple[os.stat_result, bool]:
-    """(stat of the file, whether it is young); raises the reader errors users see."""
+    """(stat of the file, whether it is young); raises the reader errors users see. `path`
+    may be a URL (`tb_roofline.storage`)."""
     base = os.path.basename(path)
     try:
-        st = os.stat(path)
+        st = storage.stat(path)
     except OSError as exc:
         raise ProfileFormatError(f"cannot read {base}: {exc.strerror}") from None
     if max_bytes is not None and st.st_size > max_bytes:

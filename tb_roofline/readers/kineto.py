@@ -41,6 +41,7 @@ from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model.op_table import (HOST_TRANSFER, NO_STEP, PEER_TRANSFER, CoreSpan, OpTable,
                                         OpTableBuilder, ProfileData, StepSpan)
 from tb_roofline.readers import kernel_names, torch_flops
+from tb_roofline import storage
 from tb_roofline.readers.files import check_profile_file
 
 CHUNK_CHARS = 4 << 20
@@ -520,7 +521,7 @@ def load_kineto(path: str, max_bytes: int | None = None, progress=None) -> _Coll
         col.meta[key] = value
 
     try:
-        with open(path, "rb") as raw:
+        with storage.open_binary(path, size=total) as raw:
             f = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
             # Uncompressed JSON is limited too: it is what costs time and memory.
             src = _TextSource(f, max_bytes * (20 if path.endswith(".gz") else 1)
@@ -554,10 +555,10 @@ def load_kineto(path: str, max_bytes: int | None = None, progress=None) -> _Coll
 
 def _changed(path, before) -> bool:
     try:
-        after = os.stat(path)
+        after = storage.stat(path)
     except OSError:
         return True
-    return (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
+    return storage.version(after) != storage.version(before)
 
 
 def _raise_incomplete(path, before, young, message):

@@ -7,6 +7,7 @@ import os
 
 from google.protobuf.message import DecodeError
 
+from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers.files import check_profile_file
@@ -19,11 +20,10 @@ def read_profile_bytes(path: str, max_bytes: int | None = None) -> tuple[bytes, 
     """(file contents, whether the file is young), telling "still being written" and "too
     large" apart from the rest."""
     before, young = check_profile_file(path, max_bytes)
-    with open(path, "rb") as f:
+    with storage.open_binary(path, size=before.st_size) as f:
         data = f.read()
-    after = os.stat(path)
-    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns) or \
-            len(data) != after.st_size:
+    after = storage.stat(path)
+    if storage.version(after) != storage.version(before) or len(data) != after.st_size:
         raise ProfileIncompleteError(f"{os.path.basename(path)} changed while it was read")
     return data, young
 

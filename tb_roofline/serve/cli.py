@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
 from tensorboard import errors as tb_errors
 
+from tb_roofline import storage
 from tb_roofline.serve.service import RooflineService
 
 COMMANDS = ("report", "runs", "export", "calibrate")
@@ -179,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p):
-        p.add_argument("logdir", help="TensorBoard logdir (or one run's directory)")
+        p.add_argument("logdir", help="TensorBoard logdir (or one run's directory); a path or "
+                                      "a URL such as s3://bucket/logs or gs://bucket/logs")
         p.add_argument("--run", help="run name as `tb-roofline runs` lists it (default: newest)")
         p.add_argument("--host", default="", help="one host; default: all hosts aggregated")
         p.add_argument("--exclude-infeed-outfeed", action="store_true",
@@ -225,7 +226,12 @@ def main(argv=None, out=None) -> int:
     out = out or sys.stdout
     if getattr(args, "run_standalone", None):
         return args.run_standalone(args, out)
-    if not os.path.isdir(args.logdir):
+    try:
+        is_dir = storage.isdir(args.logdir)
+    except OSError as exc:  # remote storage unreachable, or its package not installed
+        sys.stderr.write(f"tb-roofline: cannot read {args.logdir!r}: {exc.strerror or exc}\n")
+        return 2
+    if not is_dir:
         sys.stderr.write(f"tb-roofline: {args.logdir!r} is not a directory\n")
         return 2
     progress = _Progress(enabled=not args.no_progress and sys.stderr.isatty())

@@ -152,23 +152,28 @@ class RooflinePlugin(base_plugin.TBPlugin):
 
     @_handler
     def _device(self, request):
-        run, host = _run_host(request)
-        return _json_response(self._service.device(run, host))
+        return self._encoded(request, "device")
 
     @_handler
     def _program(self, request):
-        run, host = _run_host(request)
-        return _json_response(self._service.program(run, host, _infeed(request)))
+        return self._encoded(request, "program", include_infeed_outfeed=_infeed(request))
 
     @_handler
     def _ops(self, request):
-        run, host = _run_host(request)
-        return _json_response(self._service.ops(run, host, _infeed(request), **_filters(request)))
+        return self._encoded(request, "ops", include_infeed_outfeed=_infeed(request),
+                             **_filters(request))
 
     @_handler
     def _diagnostics(self, request):
+        return self._encoded(request, "diagnostics")
+
+    def _encoded(self, request, kind: str, **params):
+        """An answer the service keeps encoded (and gzipped for clients that take it, as
+        browsers do): a warm request costs a lookup, not JSON for every op."""
         run, host = _run_host(request)
-        return _json_response(self._service.diagnostics(run, host))
+        body, zipped = self._service.encoded(kind, run, host, _accepts_gzip(request), **params)
+        headers = [("Vary", "Accept-Encoding")] + ([("Content-Encoding", "gzip")] if zipped else [])
+        return _json_response(body, headers=headers)
 
     @_handler
     def _export(self, request):
@@ -179,6 +184,10 @@ class RooflinePlugin(base_plugin.TBPlugin):
             run, host, _infeed(request), level=level, fmt=fmt, **_filters(request))
         return wrappers.Response(body, content_type=content_type, headers=[
             NOSNIFF, ("Content-Disposition", f'attachment; filename="{filename}"')])
+
+
+def _accepts_gzip(request) -> bool:
+    return request.accept_encodings["gzip"] > 0
 
 
 def _arg(request, name, required=True):

@@ -1,60 +1,73 @@
 """Plain functions behind the HTTP API and the CLI: resolve runs, read, analyse, cache, filter.
 
-Caches are keyed by each file's (path, size, mtime), so a rewritten profile is read again and an
-unchanged one costs nothing. Nothing is ever written into the logdir.
+Caches are keyed by each file's identity (path, size, mtime; for a remote file its etag or
+generation from the last listing), so a rewritten profile is read again and an unchanged one
+costs nothing. Failures are cached the same way (a corrupt file is parsed once, not once per
+request). Answers are kept encoded (JSON, gzipped for browsers) per parameters. Memory caches
+are bounded by bytes (`serve/caches.py`); converted profiles and the answers a page load asks
+for also go to a cache on disk outside the logdir (`serve/disk_cache.py`), so a restart
+answers at once. Nothing is ever written into the logdir.
 """
 from __future__ import annotations
 
-import collections
 import csv
 import dataclasses
+import gzip
 import io
 import logging
 import json
 import os
 import threading
+import time
 
 import numpy as np
 
-from tb_roofline import errors
+from tb_roofline import errors, storage
 from tb_roofline.devices import device_file
 from tb_roofline.model import roofline
+from tb_roofline.serve.caches import ByteLRU, approx_size, memory_budget_bytes
 from tb_roofline.serve.discovery import ALL_HOSTS, Run, RunIndex
+from tb_roofline.serve import disk_cache
+from tb_roofline.serve.disk_cache import DiskCache
 from tb_roofline.devices.gpu_peaks import apply_ceilings
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model.op_table import ProfileData
 
 DEFAULT_MAX_FILE_MB = 4096
+GZIP_LEVEL = 1  # 0.2 s for 30 MB of JSON, 11% larger than level 6 (0.9 s)
+GZIP_MIN_BYTES = 1024
+DISK_PLAIN_MAX_BYTES = 1 << 20  # larger answers go to disk only gzipped (what browsers ask)
+# How long a failure stays cached for an unchanged file: a file "still being written" is
+# judged again once it is no longer young; a remote read error may have been the network.
+INCOMPLETE_RETRY_S = 2.0
+REMOTE_ERROR_RETRY_S = 60.0
 
 
-HOST_CACHE_SIZE = 32
-ANALYSIS_CACHE_SIZE = 16
+@dataclasses.dataclass
+class _Inputs:
+    run: Run
+    files: list
+    extra: list  # diagnostics about files left out (deleted since the last scan)
+    signatures: tuple  # (path, size, version) of each file and device file
 
 
-class _LRU:
-    """A small thread-safe least-recently-used map."""
+@dataclasses.dataclass
+class _HostEntry:
+    """A read profile, or the public error reading it gave, for one file signature."""
+    signature: tuple
+    data: ProfileData | None = None
+    error: tuple | None = None  # (PublicError class, message): raised anew each time
+    expires: float | None = None  # monotonic time; None = while the signature holds
 
-    def __init__(self, size: int):
-        self.size = size
-        self._items: collections.OrderedDict = collections.OrderedDict()
-        self._lock = threading.Lock()
+    def valid_for(self, signature) -> bool:
+        return self.signature == signature and (
+            self.expires is None or time.monotonic() < self.expires)
 
-    def get(self, key):
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key, value):
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-    def __len__(self):
-        return len(self._items)
+    def result(self) -> ProfileData:
+        if self.error is not None:
+            cls, message = self.error
+            raise cls(message)
+        return self.data
 
 
 def _env_file_limit_mb() -> float:
@@ -71,12 +84,24 @@ def _env_file_limit_mb() -> float:
     return limit if limit > 0 else DEFAULT_MAX_FILE_MB
 
 
-def _file_signature(path: str):
+def _file_signature(hostfile) -> tuple:
+    """(path, size, version). A remote file's comes from the last listing: no request."""
+    if hostfile.stat is not None:
+        return (hostfile.path,) + storage.version(hostfile.stat)
     try:
-        st = os.stat(path)
+        st = storage.stat(hostfile.path)
     except OSError as exc:
-        raise errors.NotFoundError(f"profile file vanished: {os.path.basename(path)} ({exc.strerror})")
-    return (path, st.st_size, st.st_mtime_ns)
+        raise errors.NotFoundError(f"profile file vanished: {os.path.basename(hostfile.path)} "
+                                   f"({exc.strerror})")
+    return (hostfile.path,) + storage.version(st)
+
+
+def _current_signature(hostfile) -> tuple | None:
+    """The file's identity asked of the storage now (a HEAD request for a remote file)."""
+    try:
+        return (hostfile.path,) + storage.version(storage.stat(hostfile.path))
+    except OSError:
+        return None
 
 
 def _check_name(kind: str, value: str):
@@ -101,12 +126,18 @@ class RooflineService:
             self.index.has_any()  # start the first scan now, so is_active() knows by page load
         self.max_file_bytes = int((max_file_mb or _env_file_limit_mb()) * (1 << 20))
         # Striped locks: one conversion per key at a time, with a bounded number of locks.
-        # Analyses take a host lock while holding their own, never the reverse: two separate
+        # Answers take an analysis lock, analyses a host lock, never the reverse: separate
         # sets keep that order deadlock-free.
-        self._stripes = {kind: [threading.Lock() for _ in range(32)] for kind in ("analysis", "host")}
-        # Small LRU caches (a long-running TensorBoard must not grow without bound):
-        self._host_cache = _LRU(HOST_CACHE_SIZE)  # path -> (signature, ProfileData)
-        self._analysis_cache = _LRU(ANALYSIS_CACHE_SIZE)  # (run, hosts) -> (signatures, Analysis)
+        self._stripes = {kind: [threading.Lock() for _ in range(32)]
+                         for kind in ("answer", "analysis", "host")}
+        # Memory caches bounded by bytes (a long-running TensorBoard must not grow without
+        # bound, and twenty small runs must not push each other out):
+        self._host_cache = ByteLRU(memory_budget_bytes("profiles"))  # path -> _HostEntry
+        # (run, hosts) -> (signatures, Analysis, whether every host was read)
+        self._analysis_cache = ByteLRU(memory_budget_bytes("analyses"))
+        # (kind, run, host, parameters, gzip) -> (signatures, encoded JSON, gzipped)
+        self._answer_cache = ByteLRU(memory_budget_bytes("answers"))
+        self.disk_cache = DiskCache.from_env(logdir)
 
     # --- discovery ------------------------------------------------------------------------
     def has_profiles(self) -> bool:
@@ -114,8 +145,14 @@ class RooflineService:
 
     def list_runs(self) -> dict:
         runs = self.index.refresh() if self.index else []
+        if not runs:
+            self._raise_storage_error()
         return {"runs": [r.to_json() for r in runs], "logdir": self.logdir,
                 "scanning": bool(self.index and self.index.scanning)}
+
+    def _raise_storage_error(self):
+        if self.index and self.index.error:
+            raise errors.StorageError(f"cannot list the logdir {self.logdir}: {self.index.error}")
 
     def _run(self, name: str) -> Run:
         _check_name("run", name)
@@ -124,6 +161,8 @@ class RooflineService:
         run = self.index.find(name)
         if run is None:
             known = [r.run for r in self.index.runs()]
+            if not known:
+                self._raise_storage_error()
             hint = ", ".join(known[:10]) + (" ..." if len(known) > 10 else "") if known else "none"
             raise errors.NotFoundError(f"unknown run {name!r}; known runs: {hint}")
         return run
@@ -148,24 +187,49 @@ class RooflineService:
         return stripes[hash(key) % len(stripes)]
 
     def _read_host(self, run: Run, hostfile) -> ProfileData:
-        from tb_roofline.readers import read_profile_file  # import late: keeps is_active light
-        sig = _file_signature(hostfile.path)
+        sig = _file_signature(hostfile)
         cached = self._host_cache.get(hostfile.path)
-        if cached and cached[0] == sig:
-            return cached[1]
+        if cached is not None and cached.valid_for(sig):
+            return cached.result()
         with self._key_lock(("host", hostfile.path)):
             cached = self._host_cache.get(hostfile.path)
-            if cached and cached[0] == sig:
-                return cached[1]
+            if cached is not None and cached.valid_for(sig):
+                return cached.result()
+            disk_key = None
+            if self.disk_cache is not None and sig[1] <= self.max_file_bytes:
+                disk_key = DiskCache.key(sig, run.format, hostfile.host)
+                data = self.disk_cache.get(disk_key)
+                if isinstance(data, ProfileData):
+                    self._host_cache.put(hostfile.path, _HostEntry(sig, data), approx_size(data))
+                    return data
+            from tb_roofline.readers import read_profile_file  # late: keeps is_active light
             try:
                 report = (lambda done, total: self.progress(hostfile.host, done, total)) \
                     if self.progress else None
                 data = read_profile_file(hostfile.path, run.format, hostfile.host,
                                          max_bytes=self.max_file_bytes, progress=report)
             except errors.ProfileFormatError as exc:
-                raise errors.to_public(exc, f"run {run.run!r}, host {hostfile.host!r}") from None
-            self._host_cache.put(hostfile.path, (sig, data))
+                public = errors.to_public(exc, f"run {run.run!r}, host {hostfile.host!r}")
+                retry = INCOMPLETE_RETRY_S if isinstance(exc, errors.ProfileIncompleteError) \
+                    else REMOTE_ERROR_RETRY_S if storage.is_remote(hostfile.path) else None
+                entry = _HostEntry(sig, error=(type(public), str(public)),
+                                   expires=None if retry is None else time.monotonic() + retry)
+                self._host_cache.put(hostfile.path, entry, 0)
+                raise public from None
+            self._host_cache.put(hostfile.path, _HostEntry(sig, data), approx_size(data))
+            # Keep on disk only what was read from the version the key names.
+            if disk_key is not None and _current_signature(hostfile) == sig:
+                self.disk_cache.put(disk_key, data)
             return data
+
+    def _find_device_file(self, profile_path: str):
+        if self.device_file:
+            return self.device_file
+        if storage.is_remote(profile_path):  # the listing knows the device files: no request
+            known = self.index.device_files if self.index else {}
+            return device_file.find_device_file(profile_path, self.logdir,
+                                                isfile=known.__contains__)
+        return device_file.find_device_file(profile_path, self.logdir)
 
     def _with_device_file(self, run: Run, hostfile, data: ProfileData) -> ProfileData:
         """Profiles without peaks (CPU, unknown GPUs) take them from a device file: the CLI's
@@ -175,7 +239,7 @@ class RooflineService:
             return data
         path = None
         try:
-            path = self.device_file or device_file.find_device_file(hostfile.path, self.logdir)
+            path = self._find_device_file(hostfile.path)
             device = device_file.load_device_file(path) if path else None
         except device_file.DeviceFileError as exc:
             message = str(exc)  # name the file, but not where it lives on the server
@@ -201,24 +265,33 @@ class RooflineService:
                                    **placed)
 
     def analysis(self, run_name: str, host: str) -> roofline.Analysis:
+        return self._analysis_entry(self._inputs(run_name, host))[0]
+
+    def _inputs(self, run_name: str, host: str) -> _Inputs:
+        """What an analysis of (run, host) is made from, with the identity of each file."""
         run = self._run(run_name)
         files = self._files(run, host)
         extra = []
         if len(files) > 1:  # a host file deleted since the last scan: the others still count
-            present = [f for f in files if os.path.exists(f.path)]
+            present = [f for f in files if f.stat is not None or os.path.exists(f.path)]
             extra = [Diagnostic("warning", "host_missing", f"host {f.host!r} skipped: its file "
                                 "is gone") for f in files if f not in present]
             files = present or files
-        sigs = tuple(_file_signature(f.path) for f in files) + self._device_file_signatures(files)
+        sigs = tuple(_file_signature(f) for f in files) + self._device_file_signatures(files)
+        return _Inputs(run, files, extra, sigs)
+
+    def _analysis_entry(self, inputs: _Inputs):
+        """(Analysis, whether every host was read: only then may answers go to disk)."""
+        run, files, sigs = inputs.run, inputs.files, inputs.signatures
         key = (run.run, tuple(f.host for f in files))
         cached = self._analysis_cache.get(key)
         if cached is not None and cached[0] == sigs:
-            return cached[1]
+            return cached[1], cached[2]
         with self._key_lock(("analysis",) + key):
             cached = self._analysis_cache.get(key)
             if cached is not None and cached[0] == sigs:
-                return cached[1]
-            profiles = []
+                return cached[1], cached[2]
+            profiles, extra = [], list(inputs.extra)
             for f in files:
                 try:
                     profiles.append(self._with_device_file(run, f, self._read_host(run, f)))
@@ -232,38 +305,104 @@ class RooflineService:
                     f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra))
             result = roofline.analyze(profiles, host_label=files[0].host if len(files) == 1 else ALL_HOSTS)
             result.diagnostics = extra + result.diagnostics
-            self._analysis_cache.put(key, (sigs, result))  # replaces an older version's
-            return result
+            complete = not extra
+            # Replaces an older version's; sized once, here.
+            self._analysis_cache.put(key, (sigs, result, complete), approx_size(result))
+            return result, complete
 
     def _device_file_signatures(self, files) -> tuple:
         """A new or edited device file must show at once: it is part of the cache key."""
         out = []
         for f in files:
             try:
-                path = self.device_file or device_file.find_device_file(f.path, self.logdir)
+                path = self._find_device_file(f.path)
             except device_file.DeviceFileError:
                 path = None
-            if path:
-                try:
-                    st = os.stat(path)
-                    out.append((path, st.st_size, st.st_mtime_ns))
-                except OSError:
-                    pass
+            if not path:
+                continue
+            known = self.index.device_files.get(path) if self.index else None
+            try:
+                st = known if known is not None else storage.stat(path)
+            except OSError:
+                continue
+            out.append((path,) + storage.version(st))
         return tuple(out)
 
     # --- API answers ----------------------------------------------------------------------
     def device(self, run: str, host: str) -> dict:
-        a = self.analysis(run, host)
-        return {"run": run, "host": host or ALL_HOSTS, "device": a.device.to_json()}
+        return self._device_answer(self.analysis(run, host), run, host)
 
     def program(self, run: str, host: str, include_infeed_outfeed: bool = True) -> dict:
-        a = self.analysis(run, host)
+        return self._program_answer(self.analysis(run, host), run, host, include_infeed_outfeed)
+
+    def ops(self, run: str, host: str, include_infeed_outfeed: bool = True, categories=(),
+            bound_by=(), name="", offset: int = 0, limit: int | None = None,
+            view: str = "op") -> dict:
+        return self._ops_answer(self.analysis(run, host), run, host, include_infeed_outfeed,
+                                categories, bound_by, name, offset, limit, view)
+
+    def diagnostics(self, run: str, host: str) -> dict:
+        return self._diagnostics_answer(self.analysis(run, host), run, host)
+
+    def encoded(self, kind: str, run: str, host: str, accept_gzip: bool = False,
+                **params) -> tuple[bytes, bool]:
+        """The JSON answer of `device`, `program`, `ops` or `diagnostics` as bytes
+        (gzip-compressed when the client takes it and it is worth it): (body, gzipped).
+
+        Kept per (run, host, parameters) while the files behind it are unchanged, so a warm
+        request costs a stat per file and a lookup, not rows and JSON for every op. The
+        answers a page load asks for (no filters) also go to the disk cache: after a restart
+        they are served without reading the profile or redoing the analysis."""
+        answer_of = {"device": self._device_answer, "program": self._program_answer,
+                     "ops": self._ops_answer, "diagnostics": self._diagnostics_answer}[kind]
+        inputs = self._inputs(run, host)
+        key = ("answer", kind, run, host or ALL_HOSTS, _hashable(params), bool(accept_gzip))
+        hit = self._answer_cache.get(key)
+        if hit is not None and hit[0] == inputs.signatures:
+            return hit[1], hit[2]
+        with self._key_lock(key):
+            hit = self._answer_cache.get(key)
+            if hit is not None and hit[0] == inputs.signatures:
+                return hit[1], hit[2]
+            disk_key = self._answer_disk_key(key, inputs, params)
+            stored = self.disk_cache.get(disk_key) if disk_key else None
+            if isinstance(stored, tuple) and len(stored) == 2 and isinstance(stored[0], bytes):
+                body, zipped = stored
+            else:
+                a, complete = self._analysis_entry(inputs)
+                body = json.dumps(answer_of(a, run, host, **params), allow_nan=False,
+                                  separators=(",", ":")).encode()
+                zipped = bool(accept_gzip) and len(body) >= GZIP_MIN_BYTES
+                if zipped:
+                    body = gzip.compress(body, GZIP_LEVEL, mtime=0)
+                if disk_key and complete and (zipped or len(body) <= DISK_PLAIN_MAX_BYTES):
+                    self.disk_cache.put(disk_key, (body, zipped))
+            self._answer_cache.put(key, (inputs.signatures, body, zipped), len(body))
+            return body, zipped
+
+    def _answer_disk_key(self, key, inputs: _Inputs, params: dict) -> str | None:
+        """Disk key of an answer a page load asks for; None for filtered or paged ones (each
+        keystroke in a filter box would be a file)."""
+        if self.disk_cache is None:
+            return None
+        if any(params.get(name) for name in ("categories", "bound_by", "name", "offset", "limit")):
+            return None
+        return DiskCache.key("answer", key, inputs.signatures, self.max_file_bytes,
+                             disk_cache.code_digest(disk_cache.ANSWER_CODE_PATHS))
+
+    @staticmethod
+    def _device_answer(a, run, host) -> dict:
+        return {"run": run, "host": host or ALL_HOSTS, "device": a.device.to_json()}
+
+    @staticmethod
+    def _program_answer(a, run, host, include_infeed_outfeed=True) -> dict:
         table = a.program[include_infeed_outfeed]
         return {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
                 "rows": table.rows(), "num_steps": a.num_steps,
                 "has_hw_counters": a.has_hw_counters, "views": ["op"] + sorted(a.views)}
 
-    def _filtered_ops(self, a, include_infeed_outfeed, categories=(), bound_by=(), name="",
+    @staticmethod
+    def _filtered_ops(a, include_infeed_outfeed, categories=(), bound_by=(), name="",
                       view="op"):
         if view == "op":
             table = a.ops[include_infeed_outfeed]
@@ -284,10 +423,9 @@ class RooflineService:
             mask &= np.fromiter((needle in str(o).lower() for o in ops), dtype=bool, count=len(ops))
         return table, (table if mask.all() else table.select(mask))
 
-    def ops(self, run: str, host: str, include_infeed_outfeed: bool = True, categories=(),
-            bound_by=(), name="", offset: int = 0, limit: int | None = None,
-            view: str = "op") -> dict:
-        a = self.analysis(run, host)
+    def _ops_answer(self, a, run, host, include_infeed_outfeed=True, categories=(),
+                    bound_by=(), name="", offset: int = 0, limit: int | None = None,
+                    view: str = "op") -> dict:
         full, table = self._filtered_ops(a, include_infeed_outfeed, categories, bound_by, name,
                                          view)
         total = len(table)
@@ -300,8 +438,8 @@ class RooflineService:
                 "facets": {"category": sorted(set(full.columns["category"].tolist())),
                            "bound_by": sorted(set(full.columns["bound_by"].tolist()))}}
 
-    def diagnostics(self, run: str, host: str) -> dict:
-        a = self.analysis(run, host)
+    @staticmethod
+    def _diagnostics_answer(a, run, host) -> dict:
         return {"run": run, "host": host or ALL_HOSTS,
                 "diagnostics": [d.to_json() for d in a.diagnostics]}
 
@@ -322,6 +460,11 @@ class RooflineService:
             rows = [dict(zip(answer["columns"], r)) for r in answer["rows"]]
             return json.dumps(rows, allow_nan=False, indent=1), "application/json", filename
         return to_csv(answer["columns"], answer["rows"]), "text/csv; charset=utf-8", filename
+
+
+def _hashable(params: dict) -> tuple:
+    return tuple(sorted((k, tuple(v) if isinstance(v, (list, tuple)) else v)
+                        for k, v in params.items()))
 
 
 def to_csv(columns, rows) -> str:
