@@ -294,3 +294,18 @@ def test_partial_scan_keeps_runs_it_did_not_reach(logdir, monkeypatch):
 
     monkeypatch.setattr(discovery, "scan_logdir_bounded", cut_short)
     assert [r.run for r in index.refresh()] == [r.run for r in full]
+
+
+def test_symlinked_run_directories_are_followed_without_looping(tmp_path):
+    """A run directory symlinked into the logdir is found (TensorBoard follows them too); a
+    symlink back up the tree does not make the scan loop."""
+    elsewhere = tmp_path / "elsewhere"
+    write_tpu_session(str(elsewhere), "", "2026_01_01_00_00_00", [SynthConfig(seed=3)])
+    logdir = tmp_path / "logdir"
+    write_tpu_session(str(logdir), "local", "2026_01_02_00_00_00", [SynthConfig(seed=4)])
+    os.symlink(elsewhere, logdir / "linked")
+    os.symlink(logdir, logdir / "local" / "loop")  # a cycle
+    runs = {r.run: r for r in scan_logdir(str(logdir))}
+    assert set(runs) == {"local/2026_01_02_00_00_00", "linked/2026_01_01_00_00_00"}
+    service = RooflineService(str(logdir))
+    assert service.program("linked/2026_01_01_00_00_00", "", True)["rows"]

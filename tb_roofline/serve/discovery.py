@@ -87,10 +87,20 @@ def scan_logdir_bounded(logdir: str, deadline: float | None = None) -> tuple[lis
     runs: list[Run] = []
     complete = True
     logdir = os.path.abspath(storage.local_path(logdir))
-    for dirpath, dirnames, filenames in os.walk(logdir, followlinks=False):
+    seen: set = set()  # (device, inode) of every directory walked: a symlink loop stops there
+    for dirpath, dirnames, filenames in os.walk(logdir, followlinks=True):
         if deadline is not None and time.monotonic() > deadline:
             complete = False
             break
+        try:
+            st = os.stat(dirpath)
+        except OSError:
+            dirnames[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            dirnames[:] = []  # reached again through a symlink: already listed
+            continue
+        seen.add((st.st_dev, st.st_ino))
         dirnames.sort()
         rel = os.path.relpath(dirpath, logdir).replace(os.sep, "/")
         runs.extend(_runs_in_dir(rel, filenames,
