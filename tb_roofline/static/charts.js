@@ -457,7 +457,8 @@ function stripLayers(geometry, dark) {
       data: {values: [{px: geometry.xDomain[0], py: geometry.stripTop}]},
       mark: {type: 'text', align: 'left', baseline: 'bottom', dx: 4, dy: -1, fontSize: 10,
              color: dark ? '#bdbdbd' : '#616161',
-             text: 'below: no FLOPs or bytes known — not on the roofline (hover each)'},
+             text: 'below: no FLOPs (data movement: see its bandwidth in the table) or no known ' +
+               'cost — not on the FLOP-rate axis (hover each)'},
       encoding: {x: xEnc(geometry), y: yEnc(geometry)},
     },
   ];
