@@ -277,3 +277,17 @@ def test_every_row_of_every_profile_is_a_measurement_or_says_why(testdata):
                     assert rs[0]["flop_coverage"] is not None or not len(a.ops[io]), run
     assert checked > 1000
     assert np.isfinite(checked)
+
+
+def test_host_copies_are_judged_against_the_host_link(testdata):
+    """Memcpy HtoD/DtoH cross PCIe: under the data sheet's per-direction link speed, never HBM."""
+    a = testdata.analysis("kineto/a100_alexnet", "")
+    link = a.device.memory("host")
+    assert link.gbs == 32.0 and link.source == "datasheet"  # A100: PCIe Gen4 64 GB/s both ways
+    copy = next(r for r in rows(a.ops[True]) if r["operation"].startswith("Memcpy HtoD"))
+    assert copy["hbm_bytes"] == 0 and copy["host_bytes"] == copy["bytes"] > 0
+    assert copy["bound_by"] == link.name and copy["caveat"] == "host_transfer"
+    rate_gbs = copy["host_bytes"] / (copy["total_time_us"] * 1e3)
+    assert copy["roofline_efficiency"] == pytest.approx(rate_gbs / 32.0, rel=1e-12)
+    assert copy["potential_time_saved_us"] == pytest.approx(
+        copy["total_time_us"] * (1 - copy["roofline_efficiency"]), rel=1e-12)

@@ -229,3 +229,37 @@ def test_real_cpu_profile_end_to_end(folder):
     top = max((r for r in ops if r["category"] not in ("while", "call", "conditional")),
               key=lambda r: r["flops"])
     assert top["category"] in ("convolution fusion", "dot", "convolution")
+
+
+def test_host_offload_copies_on_gpu_are_host_link_traffic():
+    """A copy to host memory (layout memory space 5, JAX host offload) moves its array over the
+    host link: host bytes, never HBM, with the host_transfer caveat."""
+    from tb_roofline.hlo.shapes import F32
+    b = HloBuilder("jit_offload")
+    b.computation("main")
+    x = b.param("x", (F32, (256, 1024)), 0)
+    host = HloBuilder.shape(F32, (256, 1024))
+    host.layout.memory_space = 5
+    ctx = HloBuilder.shape(8, ())
+    start = b.add("copy-start.3", "copy-start", HloBuilder.shape(0, tuple_shapes=[
+        host, HloBuilder.shape(F32, (256, 1024)), ctx]), [x])
+    b.add("copy-done.3", "copy-done", host, [start])
+    b.module.entry_computation_id = 1
+    space = xplane_pb2.XSpace()
+    meta = _Plane(space.planes.add(id=1, name="/host:metadata"))
+    meta.event_metadata("jit_offload(5)", "", **{
+        "Hlo Proto": hlo_pb2.HloProto(hlo_module=b.module).SerializeToString(), "program_id": 5})
+    gp = _Plane(space.planes.add(id=10, name="/device:GPU:0"))
+    for key, value in (("clock_rate", 1410000), ("core_count", 108), ("compute_cap_major", 8),
+                       ("compute_cap_minor", 0)):
+        gp.add_stat(gp.plane, key, value)
+    line = gp.plane.lines.add(id=1, name="Stream #3(MemcpyD2H)", timestamp_ns=1)
+    md = gp.event_metadata("MemcpyD2H", "")
+    for t in (0, 1_000_000):
+        ev = line.events.add(metadata_id=md.id, offset_ps=t, duration_ps=40_000_000)
+        gp.add_stat(ev, "hlo_op", _Ref("copy-start.3"))
+        gp.add_stat(ev, "program_id", 5)
+    data = read_gpu_cpu_xspace(space, "h")
+    row = {k: data.ops[k][0] for k in ("operation", "host_bytes", "hbm_bytes", "caveat")}
+    assert row == {"operation": "copy-start.3", "host_bytes": 2 * 256 * 1024 * 4,
+                   "hbm_bytes": 0.0, "caveat": "host_transfer"}

@@ -121,6 +121,10 @@ def datasheet_memories(spec: DeviceSpec) -> list[MemoryPeak]:
                       "datasheet")]
     if spec.l2_bw is not None:
         out.append(MemoryPeak("l2", "L2", spec.l2_bw.value, "datasheet"))
+    from tb_roofline.devices.host_links import NAME, host_link  # (it reads this table's sources)
+    link = host_link(spec.key)
+    if link is not None:
+        out.append(MemoryPeak("host", NAME, link.value, "datasheet", note=link.note))
     return out
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, Fallback, MemoryPeak
 from tb_roofline.devices.datasheets import (DEFAULT_ORDER, PRECISIONS, DeviceSpec, lookup,
                                       memory_display_name)
+from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME, host_link
 from tb_roofline.diagnostics import Diagnostic
 
 MISMATCH_TOLERANCE = 0.10  # derived vs data sheet, relative
@@ -254,6 +255,10 @@ def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
                                    sms * hz * arch.shared_bytes_per_clock / 1e9, "profile"))
     if spec is not None and spec.l2_bw is not None:
         memories.append(MemoryPeak("l2", "L2", spec.l2_bw.value, "datasheet"))
+    link = host_link(spec.key) if spec is not None else None
+    if link is not None:
+        memories.append(MemoryPeak("host", HOST_LINK_NAME, link.value, "datasheet",
+                                   note=link.note))
 
     label = spec.name if spec is not None else (name or vendor or "GPU")
     if spec is None:

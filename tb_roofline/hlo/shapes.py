@@ -130,3 +130,16 @@ def leaf_bytes(s: Shape) -> int:
     if s.etype != TUPLE:
         return byte_size(s) if s.is_array else 0
     return sum(leaf_bytes(t) for t in s.tuple_shapes)
+
+
+HOST_MEMORY_SPACE = 5  # Layout::kHostMemorySpace: host offload (pinned_host / unpinned_host)
+
+
+def largest_in_memory_space(p, space: int = HOST_MEMORY_SPACE) -> int:
+    """Bytes of the largest array of ShapeProto `p` (tuples walked) whose layout puts it in
+    `space`: what a host transfer moves once."""
+    if p.element_type == TUPLE:
+        return max((largest_in_memory_space(t, space) for t in p.tuple_shapes), default=0)
+    if not p.HasField("layout") or p.layout.memory_space != space:
+        return 0
+    return byte_size(Shape.from_proto(p))

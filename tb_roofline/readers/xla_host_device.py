@@ -28,8 +28,10 @@ from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.devices.gpu_peaks import KERNEL_PREFIX, apply_ceilings, derive_gpu_peaks
 from tb_roofline.hlo.cost_model import module_costs
 from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
+from tb_roofline.hlo.shapes import largest_in_memory_space
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, OpTableBuilder, ProfileData, StepSpan)
+from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, HOST_TRANSFER, NO_STEP, CoreSpan,
+                                        OpTableBuilder, ProfileData, StepSpan)
 from tb_roofline.readers import kernel_names
 from tb_roofline.readers.xline_fast import self_times
 from tb_roofline.readers.xplane import PlaneStats
@@ -270,11 +272,13 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
             c = mc.get(opname)
             meta = ins.proto.metadata
             costed = _costed(ins, mc)
+            host_moved = _host_bytes(ins)
             builder.add(host=host, core=core, program_id=pid, program=program or module.name,
                         operation=opname, category=c.category, step=step,
                         occurrences=execs, total_time_ps=float(total), self_time_ps=float(selft),
                         flops=c.flops * execs, model_flops=c.flops * execs,
-                        bytes=c.bytes * execs, hbm_bytes=c.bytes * execs,
+                        bytes=c.bytes * execs, hbm_bytes=0.0 if host_moved else c.bytes * execs,
+                        host_bytes=host_moved * execs, caveat=HOST_TRANSFER if host_moved else "",
                         source=module.source_of(ins), tf_op=meta.op_name,
                         flops_source="cost_model" if costed else "none",
                         flops_known=costed, bytes_known=costed,
@@ -324,6 +328,16 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
                                       "no XLA op executions found on GPU streams or CPU threads"))
     return ProfileData(device=device, ops=ops, steps=steps, core_spans=spans,
                        diagnostics=diagnostics)
+
+
+def _host_bytes(ins) -> int:
+    """Arrays in host memory (`S(5)`) among an instruction's result and operands make it a host
+    transfer (JAX host offload on GPU/CPU): the size it moves over the host link, else 0. The
+    `-done` half of an async copy moves nothing of its own."""
+    if ins.opcode.endswith("-done"):
+        return 0
+    shapes = [ins.proto.shape] + [o.proto.shape for o in ins.operands]
+    return max(largest_in_memory_space(s) for s in shapes)
 
 
 def _costed(ins, mc) -> bool:
