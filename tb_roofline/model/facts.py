@@ -18,7 +18,7 @@ from tb_roofline.model.timeline import AdjacentPair, Timeline, merge_shapes
 class Facts:
     timeline: "Timeline | None"  # None when no reader gave one (then op times stand in)
     op_shapes: dict  # (program_id, operation, precision) -> [ShapeUse]
-    host_step_ps: dict  # host -> wall time of each aligned step (ps), when several hosts
+    host_step_ps: dict  # host -> its own time of each aligned step (ps), when several hosts
     hosts: list  # the hosts of this view
 
 
@@ -35,17 +35,32 @@ def collect(profiles, table, steps: list) -> Facts:
     shapes = merge_shapes([{resolve(k): v for k, v in (p.op_shapes or {}).items()}
                            for p in profiles]) or {}
     hosts = [p.core_spans[0].host for p in profiles if p.core_spans]
-    wall: dict = {}
-    for p in profiles:
-        for s in p.steps:
-            key = (s.host, s.step)
-            wall[key] = max(wall.get(key, 0), s.duration_ps)
+    wall = _own_step_time(profiles)
     host_step_ps = {}
     if len(hosts) > 1 and steps:
         for i, h in enumerate(hosts):
             host_step_ps[h] = np.array([float(wall.get(members[i], 0)) if i < len(members)
                                         else 0.0 for members in steps])
     return Facts(timeline, shapes, host_step_ps, hosts)
+
+
+def _own_step_time(profiles) -> dict:
+    """(host, step) -> the step's time on that host less the communication it waited in
+    alone (the slowest core): in synchronous training every host's step lasts as long as the
+    slowest one's, the others spend the difference waiting in collectives. Without a timeline,
+    the step's wall time."""
+    out: dict = {}
+    for p in profiles:
+        host = p.core_spans[0].host if p.core_spans else ""
+        w = p.timeline.windows if p.timeline is not None else None
+        if w is not None:
+            own = w["span_ps"] - w["exposed_ps"]
+            for step, t in zip(w["step"].tolist(), own.tolist()):
+                out[(host, step)] = max(out.get((host, step), 0.0), t)
+        else:
+            for s in p.steps:
+                out[(s.host, s.step)] = max(out.get((s.host, s.step), 0.0), s.duration_ps)
+    return out
 
 
 def _resolver(table):

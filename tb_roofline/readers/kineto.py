@@ -261,6 +261,7 @@ class _Collector:
         self.rt_launch = array.array("b")
         # steps (cpu time) and hardware ranges
         self.steps: list[tuple[int, int, int]] = []  # (step, ts ns, dur ns)
+        self.comm_spans: list = []  # (thread, ts ns, dur ns, name) of collective annotations
         self.hw: list[tuple[str, dict]] = []
         self.n_events = 0
         self.bad_events = 0
@@ -335,6 +336,11 @@ class _Collector:
                             raise _BadEvent
                         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
                         self.steps.append((step, ts, dur))
+                    elif torch_flops.COMMUNICATION.search(name) or name.startswith("gloo:"):
+                        # A collective's run on its backend's thread (CPU timeline only).
+                        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+                        thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+                        self.comm_spans.append((thread, ts, dur, name))
                 elif cat == "cuda_profiler_range":
                     name = ev.get("name", "")
                     if type(name) is not str:
@@ -951,7 +957,9 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
             lo, hi = min(lo, start), max(hi, end)
         spans.append(CoreSpan(host, 0, _ns_to_ps(lo, base), _ns_to_ps(hi, base)))
         timeline = kineto_timeline.cpu_timeline(spans, steps, op_thread, op_ts, op_dur, parent,
-                                                names, op_name, op_cost, costs)
+                                                names, op_name, op_cost, costs,
+                                                [(t, a - base_ns, d, n)
+                                                 for t, a, d, n in col.comm_spans])
         shapes = kineto_timeline.op_shapes(
             rows, t_ps[rows], [("", str(names[op_name[r]]), costs[op_cost[r]].precision)
                                for r in rows.tolist()], col.cost_shapes, op_cost)

@@ -73,8 +73,11 @@ def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, 
     return tb.build()
 
 
-def cpu_timeline(spans, steps, thread, ts_ns, dur_ns, parent, names, op_name, op_cost, costs):
-    """The timeline of a CPU-only trace: top-level ops on their threads."""
+def cpu_timeline(spans, steps, thread, ts_ns, dur_ns, parent, names, op_name, op_cost, costs,
+                 comm_spans=()):
+    """The timeline of a CPU-only trace: top-level ops on their threads, plus the collectives'
+    annotated runs on their backend threads (`comm_spans`: (thread, ts ns, dur ns, name); the
+    op that issues a collective returns before it completes)."""
     tb = TimelineBuilder()
     top = np.flatnonzero(parent < 0)
     if not len(top) or not spans:
@@ -92,9 +95,19 @@ def cpu_timeline(spans, steps, thread, ts_ns, dur_ns, parent, names, op_name, op
         ids[j], comm[j], fusible[j] = facts[label]
     begin = np.round(ts_ns[top] * 1000.0)
     end = begin + np.round(dur_ns[top] * 1000.0)
+    lanes = thread[top]
+    if comm_spans:
+        c_ids = [tb.label_id(("", n, "")) for *_, n in comm_spans]
+        c_begin = np.round(np.array([a for _, a, _, _ in comm_spans], np.float64) * 1000.0)
+        c_end = c_begin + np.round(np.array([d for _, _, d, _ in comm_spans], np.float64) * 1000)
+        begin, end = np.r_[begin, c_begin], np.r_[end, c_end]
+        lanes = np.r_[lanes, [t for t, *_ in comm_spans]]
+        ids = np.r_[ids, c_ids]
+        comm = np.r_[comm, np.ones(len(comm_spans), bool)]
+        fusible = np.r_[fusible, np.zeros(len(comm_spans), bool)]
     s = spans[0]
     tb.add_core(s.core, (s.start_ps, s.end_ps),
-                [(x.step, x.start_ps, x.duration_ps) for x in steps], thread[top], begin, end,
+                [(x.step, x.start_ps, x.duration_ps) for x in steps], lanes, begin, end,
                 ids, comm, fusible)
     return tb.build()
 
