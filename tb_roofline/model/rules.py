@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from tb_roofline.devices.spec import normalize_precision
-from tb_roofline.model.timeline import COPY_CATEGORIES, is_communication, is_fusible
+from tb_roofline.model.timeline import is_communication, is_fusible
 
 MIN_SHARE = 0.0005  # an op finding must be worth at least 0.05% of the profiled time
 FAR_BELOW_ROOF = 0.5  # compute-bound and under half its roof
@@ -264,8 +264,7 @@ def repeated_copy(ctx: Context) -> list:
     by_shape: dict = {}
     for ident, uses in ctx.facts.op_shapes.items():
         i = ctx.index.get(ident)
-        if i is None or not ctx.trusted[i] or str(c["category"][i]).lower() not in \
-                COPY_CATEGORIES:
+        if i is None or not ctx.trusted[i]:  # the readers give "copy" shapes to copies only
             continue
         for u in uses:
             if u.kind == "copy" and u.calls:
