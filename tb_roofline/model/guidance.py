@@ -32,7 +32,9 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
     total_us = float(total["total_time_us"]) if total else 0.0
     framework = "pytorch" if "formula" in set(ops.columns["flops_source"].tolist()) else "xla"
     ctx = Context(ops, analysis.device, analysis.facts, total_us, analysis.num_steps, framework)
-    wall = _wall_split(ctx, include_io)
+    full = next((r for r in analysis.program[True].row_dicts() if r["record_type"] == "total"),
+                None)
+    wall = _wall_split(ctx, float(full["total_time_us"]) if full else total_us)
     findings = []
     for rule in rules.OP_RULES:
         findings += rule(ctx)
@@ -65,9 +67,11 @@ def _per_step(us: float, total_us: float, step_us: float):
     return us * step_us / total_us if total_us > 0 else None
 
 
-def _wall_split(ctx: Context, include_io: bool) -> dict:
+def _wall_split(ctx: Context, total_with_io: float) -> dict:
     """Wall time (core-time) per class: idle and exposed communication from the timeline, the
-    rest (time non-communication ops ran) split by the self time of op classes."""
+    rest (time non-communication ops ran) split by the self time of op classes. The classes
+    add up to the Total record's time: `total_with_io` is that time with infeed/outfeed, the
+    view's Total leaves their time out."""
     c = ctx.c
     total = ctx.total_time_us
     self_us = c["total_self_time_us"].astype(float)
@@ -77,16 +81,15 @@ def _wall_split(ctx: Context, include_io: bool) -> dict:
     tl = ctx.facts.timeline if ctx.facts is not None else None
     if tl is not None:
         w = tl.windows
-        span = float(w["span_ps"].sum()) / 1e6
-        busy = float(w["busy_ps"].sum()) / 1e6
-        exposed = float(w["exposed_ps"].sum()) / 1e6
+        busy = min(float(w["busy_ps"].sum()) / 1e6, total_with_io)
+        exposed = min(float(w["exposed_ps"].sum()) / 1e6, busy)
         idle_in = float((w["span_ps"] - w["busy_ps"])[w["step"] != NO_STEP].sum()) / 1e6
         # Without infeed/outfeed the records leave their time out: take it from the exposed
         # (they count as transfers), then from the compute time.
-        io = span - total if not include_io else 0.0
-        compute = busy - exposed - max(0.0, io - exposed)
+        io = max(0.0, total_with_io - total)
+        compute = max(0.0, busy - exposed - max(0.0, io - exposed))
         exposed = max(0.0, exposed - io)
-        idle = max(0.0, span - busy)
+        idle = max(0.0, total_with_io - busy)
     else:
         busy = min(float(self_us[~container].sum()), total)
         exposed = min(float(self_us[comm & ~container].sum()), busy)

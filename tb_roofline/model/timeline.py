@@ -146,7 +146,7 @@ class TimelineBuilder:
     def __init__(self):
         self._labels: dict = {}
         self._windows: list = []
-        self._pairs: dict = {}
+        self._pairs: list = []  # per core: (pair codes, counts, gaps, shorter times)
         self._exposed: dict = {}
 
     def label_id(self, label: OpLabel) -> int:
@@ -212,26 +212,28 @@ class TimelineBuilder:
         if not len(a):
             return
         b = a + 1
-        width = int(op.max()) + 1
-        code = op[a] * width + op[b]
-        uniq, inv = np.unique(code, return_inverse=True)
-        inv = inv.reshape(-1)
-        count = np.bincount(inv, minlength=len(uniq))
-        gap = np.bincount(inv, weights=begin[b] - end[a], minlength=len(uniq))
-        shorter = np.bincount(inv, weights=np.minimum(end[a] - begin[a], end[b] - begin[b]),
-                              minlength=len(uniq))
-        for u, c, g, s in zip(uniq.tolist(), count.tolist(), gap.tolist(), shorter.tolist()):
-            k = (u // width, u % width)
-            old = self._pairs.get(k)
-            self._pairs[k] = (c, g, s) if old is None else (old[0] + c, old[1] + g, old[2] + s)
+        self._pairs.append((op[a] << 32 | op[b], np.ones(len(a)), begin[b] - end[a],
+                            np.minimum(end[a] - begin[a], end[b] - begin[b])))
 
     def build(self) -> Timeline | None:
         if not self._windows:
             return None
         labels = list(self._labels)
         windows = {c: np.concatenate([w[c] for w in self._windows]) for c in WINDOW_COLUMNS}
-        pairs = [AdjacentPair(labels[a], labels[b], int(c), g, s)
-                 for (a, b), (c, g, s) in self._pairs.items()]
+        pairs = []
+        if self._pairs:
+            code, count, gap, shorter = (np.concatenate([p[i] for p in self._pairs])
+                                         for i in range(4))
+            uniq, inv = np.unique(code, return_inverse=True)
+            inv = inv.reshape(-1)
+            sums = [np.bincount(inv, weights=w, minlength=len(uniq))
+                    for w in (count, gap, shorter)]
+            top = np.argsort(-sums[2], kind="stable")[:MAX_PAIRS]
+            pairs = [AdjacentPair(labels[int(u) >> 32], labels[int(u) & 0xFFFFFFFF], int(c), g,
+                                  sh) for u, c, g, sh in zip(uniq[top].tolist(),
+                                                             sums[0][top].tolist(),
+                                                             sums[1][top].tolist(),
+                                                             sums[2][top].tolist())]
         exposed = sorted(self._exposed.items(), key=lambda kv: -kv[1])[:MAX_EXPOSED_OPS]
         return Timeline(windows, _top_pairs(pairs),
                         {labels[o]: v for o, v in exposed if v > 0})
