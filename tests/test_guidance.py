@@ -277,3 +277,33 @@ def test_cli_report_json_and_text(capsys):
     assert cli.main(["report", GUIDANCE, "--run", "torch/host_bound", "--top", "2"]) == 0
     text = capsys.readouterr().out
     assert "Opportunities (1 findings" in text and "[idle]" in text and "steps/s" in text
+
+
+def test_repeated_copies_of_one_shape_on_tpu():
+    logdir = os.path.join(TESTDATA, "demo")
+    s = _service(logdir)
+    run = next(r["run"] for r in s.list_runs()["runs"] if r["run"].startswith("v6e"))
+    g = s.guidance(run, "", True)
+    ops = _ops_by_identity(s, run)
+    found = _by_rule(g, "repeated_copy")
+    assert found
+    # By hand: every data-formatting op of the demo program writes f32[128,1024].
+    copies = [r for r in ops.values() if r["category"] == "data formatting"
+              and r["caveat"] is None]
+    k = sum(r["occurrences"] for r in copies) / g["time"]["num_steps"]
+    for f in found:
+        facts = f["evidence"]["facts"]
+        assert facts["shape"] == "f32[128,1024]"
+        assert facts["calls_per_step_of_shape"] == pytest.approx(k)
+        op = ops[tuple(f["ops"][0][c] for c in ("program_id", "operation", "precision"))]
+        assert f["time_saved_us"] == pytest.approx(op["total_time_us"] * (1 - 1 / k))
+        assert sorted(facts["ops_with_shape"]) == sorted(r["operation"] for r in copies)
+
+
+def test_exposed_collectives_on_a100_trace():
+    s, run, g = _answer(os.path.join(TESTDATA, "kineto", "a100_80gb_shapes"))
+    (f,) = _by_rule(g, "exposed_communication")
+    names = [c["operation"] for c in f["evidence"]["facts"]["contributors"]]
+    assert names[0] == "c10d::allreduce_" and any(n.startswith("ncclKernel") for n in names)
+    assert f["time_saved_us"] == pytest.approx(
+        next(c["time_us"] for c in g["classes"] if c["class"] == "communication"))
