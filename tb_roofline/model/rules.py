@@ -27,7 +27,8 @@ STRAGGLER_RATIO = 1.15
 TPU_TILE = (8, 128)  # XLA's TPU array tile: second-minor x minor dimension
 # Tensor cores want M, N, K multiples of 16 bytes of the input type (NVIDIA's guide).
 GPU_TILE_BYTES = 16
-_ELEMENT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+# Precisions that run on tensor cores (plain fp32 runs on CUDA cores: no tile; see precision).
+_ELEMENT_BYTES = {"tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 _MEMORY_BOUND_EXCLUDE = ("Compute", "Unknown", "Async")
 _MATMUL_WORDS = ("matmul", "convolution", "dot", "gemm", "conv")
 
