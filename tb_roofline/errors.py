@@ -39,6 +39,12 @@ class BadDeviceFileError(tb_errors.PublicError):
     code = "bad_device_file"
 
 
+class BadWorkloadFileError(tb_errors.PublicError):
+    """A workload file (roofline_workload.json, --workload-file) that cannot be used."""
+    http_code = 422
+    code = "bad_workload_file"
+
+
 class ProfileIncompletePublicError(tb_errors.PublicError):
     http_code = 503
     code = "profile_incomplete"

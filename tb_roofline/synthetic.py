@@ -61,6 +61,9 @@ class SynthConfig:
     hostname: str = "host0"
     program_seed: int | None = None  # hosts of one SPMD job share the program: same seed here
     host_offload_pairs: int = 0  # async copy-start/copy-done pairs to and from host memory
+    # HLO text of named ops (their shapes), e.g. {"convolution.1": "%convolution.1 = bf16[...]
+    # convolution(...)"}; others get f32[128,1024].
+    op_text: dict = dataclasses.field(default_factory=dict)
 
 
 # Stats XProf reads with `IntValue()` (int64 only: a uint64_value reads as 0). `group_id` is one:
@@ -242,7 +245,8 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
             if tpl["breakdown"]:
                 stats["memory_access_breakdown"] = tpl["breakdown"]
             md = plane.event_metadata(
-                tpl.get("text") or f"%{tpl['name']} = f32[128,1024]{{1,0}} {tpl['category']}(...)",
+                tpl.get("text") or cfg.op_text.get(tpl["name"]) or
+                f"%{tpl['name']} = f32[128,1024]{{1,0}} {tpl['category']}(...)",
                 tpl["name"], **stats, shape_with_layout="f32[128,1024]{1,0}", tf_op=tpl["tf_op"],
                 source=tpl["source"], deduplicated_name="")
             op_md[tpl["name"]] = (md, tpl)

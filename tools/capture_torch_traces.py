@@ -8,6 +8,7 @@ Tests read only the committed files (CI has no torch):
 
     pip install torch==2.13.0   # CPU build
     python tools/capture_torch_traces.py testdata/kineto_captured --clean
+    python tools/capture_torch_traces.py testdata/guidance/torch --guidance --clean
 """
 from __future__ import annotations
 
@@ -202,12 +203,107 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir")
     ap.add_argument("--clean", action="store_true", help="remove earlier traces first")
+    ap.add_argument("--guidance", action="store_true",
+                    help="capture the guidance cases (one run folder each) instead")
     args = ap.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
     if args.clean:
-        for f in glob.glob(os.path.join(args.out_dir, "*.pt.trace.json*")):
+        for f in glob.glob(os.path.join(args.out_dir, "**", "*.pt.trace.json*"), recursive=True):
             os.remove(f)
-    capture(args.out_dir)
+    if args.guidance:
+        capture_guidance(args.out_dir)
+    else:
+        capture(args.out_dir)
+
+
+
+# ------------------------------------------------------------------------------------------
+# Guidance cases (docs/guidance.md): small CPU training-like loops, one run folder each, with
+# ProfilerStep spans, that trigger one rule each (and one clean case that triggers none).
+
+def _profiled_steps(out_dir, worker, step_fn, steps=4):
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+    handler = tensorboard_trace_handler(out_dir, worker_name=worker, use_gzip=True)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, on_trace_ready=handler,
+                 schedule=schedule(wait=0, warmup=1, active=steps)) as prof:
+        for _ in range(steps + 1):
+            step_fn()
+            prof.step()
+    del torch
+
+
+def guidance_cases():
+    import time
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    big = torch.randn(1 << 24)  # 64 MiB: larger than the last-level cache
+
+    def elementwise_chain():
+        y = big * 2.0
+        y = y + 1.0
+        y = F.relu(y)
+        return y * y
+
+    small = torch.randn(64)
+
+    def tiny_ops():
+        s = small
+        for _ in range(200):
+            s = s + 1.0
+        return s
+
+    w = torch.randn(512, 512)
+    x = torch.randn(512, 512)
+
+    def host_bound():
+        y = torch.mm(x, w)
+        time.sleep(0.03)  # the "input pipeline": the CPU does no op work meanwhile
+        return y
+
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+
+    def clean():
+        return torch.mm(torch.mm(a, b), b)
+
+    return {"elementwise_chain": elementwise_chain, "tiny_ops": tiny_ops,
+            "host_bound": host_bound, "clean_matmul": clean}
+
+
+def _ddp_worker(rank, world, out_dir, port):
+    import time
+    import torch
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(rank)
+    grad = torch.randn(1 << 22)
+    x, w = torch.randn(256, 256), torch.randn(256, 256)
+
+    def step():
+        torch.mm(x, w)
+        if rank == 1:
+            time.sleep(0.04)  # the straggler: its peers wait for it in the all-reduce
+        dist.all_reduce(grad)
+    _profiled_steps(out_dir, f"rank{rank}", step)
+    dist.destroy_process_group()
+
+
+def capture_guidance(out_dir: str):
+    import torch
+    import torch.multiprocessing as mp
+    torch.set_num_threads(1)
+    for name, fn in guidance_cases().items():
+        d = os.path.join(out_dir, name)
+        os.makedirs(d, exist_ok=True)
+        _profiled_steps(d, name, fn)
+        print(f"{name:20s} written", file=sys.stderr)
+    d = os.path.join(out_dir, "ddp_straggler")
+    os.makedirs(d, exist_ok=True)
+    mp.spawn(_ddp_worker, args=(2, d, 29517), nprocs=2, join=True)
+    print("ddp_straggler        written", file=sys.stderr)
 
 
 if __name__ == "__main__":

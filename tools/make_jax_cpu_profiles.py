@@ -12,6 +12,7 @@ program, one per step (jax.profiler.StepTraceAnnotation).
 import json
 import os
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -115,8 +116,23 @@ def while_loop():
     return jax.jit(f), (w, x)
 
 
+def host_bound():
+    """A step that waits on the host (a slow input pipeline) between two device programs."""
+    k = jax.random.PRNGKey(5)
+    w = jax.random.normal(k, (512, 512)) * 0.05
+    x = jax.random.normal(k, (256, 512))
+    f = jax.jit(lambda w, x: jnp.tanh(x @ w) @ w)
+
+    def step(w, x):
+        y = f(w, x).block_until_ready()
+        time.sleep(0.02)  # the host prepares the next batch; the device has nothing to do
+        return f(w, y)
+    step.lower = f.lower  # cost_analysis of the program the step runs
+    return step, (w, x)
+
+
 CASES = {"mlp": mlp, "matmul_tanh": matmul_tanh, "convnet": convnet, "attention": attention,
-         "while_loop": while_loop}
+         "while_loop": while_loop, "host_bound": host_bound}
 
 if __name__ == "__main__":
     out = sys.argv[1]

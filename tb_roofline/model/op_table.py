@@ -259,3 +259,7 @@ class ProfileData:
     rank: "int | None" = None
     world_size: "int | None" = None
     device_properties: "list | None" = None
+    # Timeline facts the op table cannot hold (idle and exposed time per core and step, ops
+    # run back to back) and the shapes matmuls and copies ran with: model/timeline.py.
+    timeline: "object | None" = None  # tb_roofline.model.timeline.Timeline
+    op_shapes: "dict | None" = None  # OpLabel -> [ShapeUse]

@@ -12,6 +12,7 @@ import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.model import facts as timeline_facts
 from tb_roofline.model import peaks
 from tb_roofline.model.op_table import OpTable, factorize
 from tb_roofline.model.records import (GIB, RECORD_COLUMNS, SUM_COLUMNS, RecordTable,  # noqa: F401
@@ -30,6 +31,8 @@ class Analysis:
     num_steps: int
     has_hw_counters: bool = False
     views: dict = dataclasses.field(default_factory=dict)  # "kernel", "kernel_hw" -> {io: table}
+    facts: "timeline_facts.Facts | None" = None  # timeline facts for the guidance rules
+    derived: dict = dataclasses.field(default_factory=dict)  # answers cached by the service
 
 
 def row_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
@@ -253,7 +256,8 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     if hw:
         diagnostics.append(Diagnostic("info", "hw_counters", hw[0].note))
     return Analysis(device=device, program=program, ops=ops, diagnostics=diagnostics,
-                    num_steps=n_steps, has_hw_counters=bool(hw), views=views)
+                    num_steps=n_steps, has_hw_counters=bool(hw), views=views,
+                    facts=timeline_facts.collect(profiles, table, steps))
 
 
 def _index(values: list, value) -> int:

@@ -43,6 +43,8 @@ from tb_roofline.model.op_table import (HOST_TRANSFER, NO_STEP, PEER_TRANSFER, C
 from tb_roofline.readers import kernel_names, torch_flops
 from tb_roofline import storage
 from tb_roofline.readers.files import check_profile_file
+from tb_roofline.readers import kineto_timeline
+from tb_roofline.readers.shape_facts import torch_shape
 
 CHUNK_CHARS = 4 << 20
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
@@ -239,6 +241,7 @@ class _Collector:
         self.op_ext = array.array("q")
         self.op_cost = array.array("q")
         self.costs: list = []
+        self.cost_shapes: list = []  # per cost: shape_facts.torch_shape(...) or None
         self._cost_index: dict = {}
         # gpu activity
         self.gpu_kind = array.array("b")
@@ -249,6 +252,7 @@ class _Collector:
         self.gpu_ext = array.array("q")
         self.gpu_name = array.array("q")
         self.gpu_bytes = array.array("d")
+        self.gpu_stream = array.array("q")
         # runtime (launch) events
         self.rt_corr = array.array("q")
         self.rt_ext = array.array("q")
@@ -258,6 +262,7 @@ class _Collector:
         self.rt_launch = array.array("b")
         # steps (cpu time) and hardware ranges
         self.steps: list[tuple[int, int, int]] = []  # (step, ts ns, dur ns)
+        self.comm_spans: list = []  # (thread, ts ns, dur ns, name) of collective annotations
         self.hw: list[tuple[str, dict]] = []
         self.n_events = 0
         self.bad_events = 0
@@ -284,6 +289,7 @@ class _Collector:
                 idx = self._cost_index[key] = len(self.costs)
                 self.costs.append(torch_flops.OpCost(torch_flops.category_of(name), 0.0, 0.0,
                                                      "", "none"))
+                self.cost_shapes.append(None)
             return idx
         types = args.get("Input type")
         concrete = args.get("Concrete Inputs")
@@ -300,6 +306,7 @@ class _Collector:
                                           "none")
             idx = self._cost_index[key] = len(self.costs)
             self.costs.append(cost)
+            self.cost_shapes.append(torch_shape(name, dims))
         return idx
 
     def on_events(self, batch):
@@ -330,6 +337,11 @@ class _Collector:
                             raise _BadEvent
                         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
                         self.steps.append((step, ts, dur))
+                    elif torch_flops.COMMUNICATION.search(name) or name.startswith("gloo:"):
+                        # A collective's run on its backend's thread (CPU timeline only).
+                        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+                        thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+                        self.comm_spans.append((thread, ts, dur, name))
                 elif cat == "cuda_profiler_range":
                     name = ev.get("name", "")
                     if type(name) is not str:
@@ -401,6 +413,7 @@ class _Collector:
         self.gpu_ext.append(ext)
         self.gpu_name.append(name_i)
         self.gpu_bytes.append(nbytes)
+        self.gpu_stream.append(_int(args.get("stream"), -1))
 
 
 class _BadEvent(Exception):
@@ -827,6 +840,7 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
 
     builder = OpTableBuilder()
     kernels = OpTableBuilder()
+    timeline, shapes = None, {}
     steps: list[StepSpan] = []
     spans: list[CoreSpan] = []
     costs = col.costs + [torch_flops.OpCost("other", 0.0, 0.0, "", "none")]
@@ -862,6 +876,9 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
             unit_of_inv = dict(zip(gpu_row[main].tolist(), name_units[gpu_name[main]].tolist()))
             precs = np.array([unit_of_inv.get(i) or costs[c].precision
                               for i, c in zip(inv_u.tolist(), c_ids.tolist())], dtype=object)
+            shapes = kineto_timeline.op_shapes(
+                inv_u, t_ps, list(zip([""] * len(inv_u), names[op_name[inv_u]].tolist(),
+                                      precs.tolist())), col.cost_shapes, op_cost)
             _add_grouped(builder, host, dev_u, names[op_name[inv_u]],
                          np.array([costs[c].category for c in c_ids.tolist()], dtype=object),
                          precs, np.array([costs[c].source for c in c_ids.tolist()], dtype=object),
@@ -908,6 +925,11 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
                                       _ns_to_ps(end, start)))
                 lo, hi = min(lo, start), max(hi, end)
             spans.append(CoreSpan(host, d, _ns_to_ps(lo, base), _ns_to_ps(hi, base)))
+        stream = np.asarray(col.gpu_stream, np.int64)
+        timeline = kineto_timeline.gpu_timeline(
+            spans, steps, gpu_kind, gpu_dev, stream * (1 << 20) + gpu_dev, gpu_ts, gpu_dur,
+            gpu_row, gpu_name, names, op_name, op_cost, costs, name_units,
+            lambda kind, nm: _transfers(kind, nm, np.zeros(len(kind)))[2])
         cpu_only_formula = int(np.count_nonzero(
             (row_op == np.arange(n_ops)) & op_has_formula & ~np.isin(np.arange(n_ops), gpu_row)))
         if cpu_only_formula:
@@ -935,6 +957,13 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
             steps.append(StepSpan(host, 0, sid, _ns_to_ps(start, base), _ns_to_ps(end, start)))
             lo, hi = min(lo, start), max(hi, end)
         spans.append(CoreSpan(host, 0, _ns_to_ps(lo, base), _ns_to_ps(hi, base)))
+        timeline = kineto_timeline.cpu_timeline(spans, steps, op_thread, op_ts, op_dur, parent,
+                                                names, op_name, op_cost, costs,
+                                                [(t, a - base_ns, d, n)
+                                                 for t, a, d, n in col.comm_spans])
+        shapes = kineto_timeline.op_shapes(
+            rows, t_ps[rows], [("", str(names[op_name[r]]), costs[op_cost[r]].precision)
+                               for r in rows.tolist()], col.cost_shapes, op_cost)
 
     hw = _hw_counters(col, rt_launch, rt_ts, rt_thread, rt_dur, base, order, parent,
                       thread_sorted, ts_sorted, end_all, row_op, names, op_name, step_of)
@@ -980,7 +1009,7 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
         hw_ops=_hw_table(hw, host) if hw is not None else None,
         rank=_int(dist.get("rank"), None) if isinstance(dist, dict) else None,
         world_size=_int(dist.get("world_size"), None) if isinstance(dist, dict) else None,
-        device_properties=props)
+        device_properties=props, timeline=timeline, op_shapes=shapes)
 
 
 KNOWN_SOURCES = frozenset({"formula", "measured", "counter"})

@@ -24,6 +24,8 @@ from tb_roofline.model.op_table import (ASYNC_START, ASYNC_WAIT, CONTAINER_CATEG
                                         HOST_TRANSFER, NO_STEP, CoreSpan, OpTableBuilder,
                                         ProfileData, StepSpan, is_infeed_outfeed_category)
 from tb_roofline.protos import memory_access_pb2, xplane_pb2, xplane_view_pb2
+from tb_roofline.model.timeline import ShapeUse, TimelineBuilder, is_communication, is_fusible
+from tb_roofline.readers.shape_facts import tpu_text_shape
 from tb_roofline.readers.xplane import PlaneStats
 from tb_roofline.readers.xline_fast import decode_tokens, group_sums, self_times
 
@@ -224,6 +226,7 @@ def _op_info(ps: PlaneStats, md) -> dict:
         "is_container": category in CONTAINER_CATEGORIES,
         "caveat": caveat, "role": role,
         "start_name": text.operands[-1] if role == "done" and text and text.operands else "",
+        "shape": tpu_text_shape(md.name, category),
     }
 
 
@@ -328,6 +331,7 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
     dropped_ops = 0
     shared_infos: dict = {}
     stat_tables: dict = {}
+    timeline, shapes = TimelineBuilder(), {}
     for done, (core, plane) in enumerate(cores):
         if progress:
             progress(done, len(cores))
@@ -354,7 +358,8 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
         op_groups: set[int] = set()
         infos = {}
         programs = _program_names(ps, plane)
-        for line in ops_lines:
+        core_events = []
+        for line_index, line in enumerate(ops_lines):
             md, begin, dur, group, stall, occ = _events(line, ps.ids)
             if not len(md):
                 continue
@@ -374,6 +379,7 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
                         info["program"] = programs.get(info["program_id"], "")
                     infos[mid] = info
             span = _async_spans(md, begin, dur, infos)
+            core_events.append((line_index, md, begin, dur))
             order, selft = self_times(begin, dur)
             md, dur, group, stall, occ, span = (md[order], dur[order], group[order], stall[order],
                                                 occ[order], span[order])
@@ -387,6 +393,8 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
             dropped_ops += int(sums["occ"][~known].sum())
             key_md, op_index = np.unique(row_md[known], return_inverse=True)
             rows = [infos[m] for m in key_md.tolist()]
+            _add_shapes(shapes, rows, op_index.reshape(-1), sums["occ"][known],
+                        sums["time"][known])
             n = sums["occ"][known]
             per_exec = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"]]
                                  for i in rows], dtype=np.float64).reshape(-1, 9)
@@ -412,13 +420,62 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
                 host_bytes=totals_[:, 8])
         if lo is not None:
             spans.append(CoreSpan(host, core, int(lo), int(hi)))
-        for g in sorted(set(marker_steps) & op_groups):
-            steps.append(StepSpan(host, core, g, int(marker_steps[g][0]), int(marker_steps[g][1])))
+        core_steps = [(g, int(marker_steps[g][0]), int(marker_steps[g][1]))
+                      for g in sorted(set(marker_steps) & op_groups)]
+        steps += [StepSpan(host, core, g, b, d) for g, b, d in core_steps]
+        if lo is not None:
+            _add_core_timeline(timeline, core, (lo, hi), core_steps, core_events, infos)
         # Let this plane's decoded events go before the next plane is parsed.
         plane = ps = ops_lines = step_lines = line = infos = meta = None
     if dropped_ops:
         diagnostics.append(Diagnostic("warning", "ops_without_metadata",
                                       f"{dropped_ops} op executions reference missing metadata"))
     data = ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
-                       diagnostics=diagnostics)
+                       diagnostics=diagnostics, timeline=timeline.build(), op_shapes=shapes)
     return data
+
+
+def _label(info) -> tuple:
+    return (info["program_id"], info["operation"], "")
+
+
+def _add_core_timeline(timeline: TimelineBuilder, core, span, core_steps, core_events, infos):
+    """Hand one core's op events to the timeline summary (model/timeline.py)."""
+    if not core_events:
+        return
+    per_md = {}
+    for mid, info in infos.items():
+        if info is not None:
+            per_md[mid] = (timeline.label_id(_label(info)),
+                           is_communication(info["category"], info["caveat"]),
+                           is_fusible(info["category"]), not info["is_container"])
+    parts = []
+    for line_index, md, begin, dur in core_events:
+        uniq, inv = np.unique(md, return_inverse=True)
+        facts = np.array([per_md.get(m, (-1, False, False, False)) for m in uniq.tolist()],
+                         dtype=np.int64).reshape(-1, 4)[inv.reshape(-1)]
+        keep = facts[:, 0] >= 0
+        parts.append((np.full(int(keep.sum()), line_index), begin[keep], (begin + dur)[keep],
+                      facts[keep]))
+    lane, begin, end, facts = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    timeline.add_core(core, span, core_steps, lane, begin, end, facts[:, 0], facts[:, 1] > 0,
+                      facts[:, 2] > 0, facts[:, 3] > 0)
+
+
+def _add_shapes(shapes: dict, rows: list, op_index, occurrences, time_ps):
+    """Calls and time per (op, shape) for the ops whose HLO text gives one."""
+    if not any(r["shape"] for r in rows):
+        return
+    occ = np.bincount(op_index, weights=occurrences, minlength=len(rows))
+    t = np.bincount(op_index, weights=time_ps, minlength=len(rows))
+    for r, n, tt in zip(rows, occ.tolist(), t.tolist()):
+        if r["shape"] is None or not n:
+            continue
+        kind, dims, text = r["shape"]
+        uses = shapes.setdefault(_label(r), [])
+        for i, u in enumerate(uses):
+            if u.text == text:
+                uses[i] = ShapeUse(kind, dims, text, u.calls + int(n), u.time_ps + tt)
+                break
+        else:
+            uses.append(ShapeUse(kind, dims, text, int(n), tt))

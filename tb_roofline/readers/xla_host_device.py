@@ -32,7 +32,9 @@ from tb_roofline.hlo.shapes import largest_in_memory_space
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, HOST_TRANSFER, NO_STEP, CoreSpan,
                                         OpTableBuilder, ProfileData, StepSpan)
+from tb_roofline.model.timeline import ShapeUse, TimelineBuilder, is_communication, is_fusible
 from tb_roofline.readers import kernel_names
+from tb_roofline.readers.shape_facts import hlo_shape
 from tb_roofline.readers.xline_fast import self_times
 from tb_roofline.readers.xplane import PlaneStats
 
@@ -190,6 +192,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     unattributed_ps = 0
     all_ps = 0
     cores = gpus if is_gpu else [(0, p) for p in space.planes if p.name == HOST_PLANE][:1]
+    timeline, shapes = TimelineBuilder(), {}
     for done, (core, plane) in enumerate(cores):
         if progress:
             progress(done, len(cores))
@@ -217,6 +220,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
             for i, s in zip(order.tolist(), selft.tolist()):
                 self_time[id(evs[i])] = s
         groups: dict[tuple, list] = {}
+        event_keys = []
         for e in flat:
             pid = costing.program_id(e) if e.hlo_op else e.program_id
             module, mc = costing.module_costs(pid) if e.hlo_op else (None, None)
@@ -229,6 +233,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
                 key = (UNATTRIBUTED, pid, e.hlo_op or e.name, e.step)
             else:
                 key = ("op", pid, ins.name, e.step)
+            event_keys.append(key)
             g = groups.get(key)
             if g is None:
                 g = groups[key] = [ins, module, mc, 0, 0, collections.Counter(), 0,
@@ -255,12 +260,14 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
             steps.append(StepSpan(host, core, s, int(b), int(d)))
             lo, hi = min(lo, b), max(hi, b + d)
         spans.append(CoreSpan(host, core, int(lo), int(hi)))
+        labels = {}  # group key -> (op label, category) for the timeline
         for (kind, pid, opname, step), (ins, module, mc, total, selft, kernels, n_events,
                                         kernel_time) in groups.items():
             all_ps += total
             program = index.module_name(pid) if pid else ""
             if kind == UNATTRIBUTED:
                 unattributed_ps += total
+                labels[(kind, pid, opname, step)] = ((pid, opname, ""), opname)
                 builder.add(host=host, core=core, program_id=pid, program=program,
                             operation=opname, category=UNATTRIBUTED, step=step,
                             occurrences=n_events, total_time_ps=float(total),
@@ -273,6 +280,9 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
             meta = ins.proto.metadata
             costed = _costed(ins, mc)
             host_moved = _host_bytes(ins)
+            precision = _ran_at(kernel_time, c.precision) if is_gpu else c.precision
+            labels[(kind, pid, opname, step)] = ((pid, opname, precision), c.category)
+            _add_shape(shapes, (pid, opname, precision), ins, execs, total)
             builder.add(host=host, core=core, program_id=pid, program=program or module.name,
                         operation=opname, category=c.category, step=step,
                         occurrences=execs, total_time_ps=float(total), self_time_ps=float(selft),
@@ -282,8 +292,11 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
                         source=module.source_of(ins), tf_op=meta.op_name,
                         flops_source="cost_model" if costed else "none",
                         flops_known=costed, bytes_known=costed,
-                        precision=_ran_at(kernel_time, c.precision) if is_gpu else c.precision,
+                        precision=precision,
                         is_container=c.category in CONTAINER_CATEGORIES)
+        _add_core_timeline(timeline, core, (lo, hi), [(x.step, x.start_ps, x.duration_ps)
+                                                      for x in steps if x.core == core],
+                           per_line, event_keys, labels)
     if progress:
         progress(len(cores), len(cores))
 
@@ -327,7 +340,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
         diagnostics.append(Diagnostic("warning", "no_xla_ops",
                                       "no XLA op executions found on GPU streams or CPU threads"))
     return ProfileData(device=device, ops=ops, steps=steps, core_spans=spans,
-                       diagnostics=diagnostics)
+                       diagnostics=diagnostics, timeline=timeline.build(), op_shapes=shapes)
 
 
 def _host_bytes(ins) -> int:
@@ -372,3 +385,31 @@ def _device(space, gpus, is_gpu) -> tuple[DeviceInfo, list]:
         if p.name == METADATA_PLANE:
             cpu = str(PlaneStats(p).as_dict(p.stats).get("cpu_version") or "")
     return DeviceInfo(type=cpu or "CPU", kind="cpu", num_cores=1, compute=[]), []
+
+
+def _add_core_timeline(timeline: TimelineBuilder, core, span, core_steps, per_line, event_keys,
+                       labels):
+    """Hand one core's events (lanes = streams or threads) to the timeline summary."""
+    lane = np.repeat(np.arange(len(per_line)), [len(evs) for evs in per_line])
+    begin = np.fromiter((e.begin for evs in per_line for e in evs), np.int64, len(lane))
+    end = begin + np.fromiter((e.dur for evs in per_line for e in evs), np.int64, len(lane))
+    facts = {}
+    for key, (label, category) in labels.items():
+        facts[key] = (timeline.label_id(label), is_communication(category),
+                      is_fusible(category), category not in CONTAINER_CATEGORIES)
+    f = np.array([facts[k] for k in event_keys], np.int64).reshape(-1, 4)
+    timeline.add_core(core, span, core_steps, lane, begin, end, f[:, 0], f[:, 1] > 0,
+                      f[:, 2] > 0, f[:, 3] > 0)
+
+
+def _add_shape(shapes: dict, label, ins, calls, time_ps):
+    shape = hlo_shape(ins)
+    if shape is None:
+        return
+    kind, dims, text = shape
+    uses = shapes.setdefault(label, [])
+    for i, u in enumerate(uses):
+        if u.text == text:
+            uses[i] = ShapeUse(kind, dims, text, u.calls + int(calls), u.time_ps + float(time_ps))
+            return
+    uses.append(ShapeUse(kind, dims, text, int(calls), float(time_ps)))

@@ -2,6 +2,8 @@
 
     tb-roofline LOGDIR                      # device, program records, top ops by time saved
     tb-roofline report LOGDIR --run R --host H --top 30 --exclude-infeed-outfeed
+    tb-roofline report LOGDIR --format json -o report.json   # everything, for scripts/agents
+    tb-roofline report LOGDIR --model-flops-per-step 3.1e15 --tokens-per-step 65536  # MFU
     tb-roofline runs LOGDIR                 # list runs and hosts
     tb-roofline export LOGDIR --run R --level op --format csv -o ops.csv
     tb-roofline calibrate -o LOGDIR/roofline_device.json   # measure this machine's peaks
@@ -94,9 +96,25 @@ CAVEAT_COLUMNS = ["rank", "operation", "precision", "category", "total_self_time
                   "self_time_percent", "caveat"]
 
 
+def _workload_flags(args) -> dict:
+    return {"model_flops_per_step": args.model_flops_per_step,
+            "tokens_per_step": args.tokens_per_step, "samples_per_step": args.samples_per_step,
+            "precision": args.model_precision, "num_devices": args.num_devices}
+
+
 def cmd_report(service, args, out):
     run = _pick_run(service, args.run)
     include = not args.exclude_infeed_outfeed
+    if args.format == "json":
+        report = service.report(run, args.host, include, args.top, _workload_flags(args))
+        body = json.dumps(report, indent=1, allow_nan=False) + "\n"
+        if args.output and args.output != "-":
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(body)
+            sys.stderr.write(f"wrote {args.output}\n")
+        else:
+            out.write(body)
+        return
     dev = service.device(run, args.host)["device"]
     out.write(f"Run {run}  host {args.host or 'all hosts'}\n")
     others = len(service.list_runs()["runs"]) - 1
@@ -121,6 +139,8 @@ def cmd_report(service, args, out):
     out.write(f"\nProgram records (infeed/outfeed {'included' if include else 'excluded'}; "
               "rates per core: GFLOP/s, GiB/s):\n")
     out.write(_table(PROGRAM_COLUMNS, [[r[c] for c in PROGRAM_COLUMNS] for r in rows]) + "\n")
+    guide = service.guidance(run, args.host, include, _workload_flags(args))
+    out.write(_throughput_line(guide["throughput"]) + "\n")
     ops = service.ops(run, args.host, include, view=args.view)
     op_rows = [dict(zip(ops["columns"], r)) for r in ops["rows"]]
     what = "kernels" if args.view.startswith("kernel") else "ops"
@@ -139,11 +159,43 @@ def cmd_report(service, args, out):
         caveated.sort(key=lambda r: -(r["total_self_time_us"] or 0))
         out.write(_table(CAVEAT_COLUMNS, [[r[c] for c in CAVEAT_COLUMNS]
                                           for r in caveated[: min(args.top, 10)]]) + "\n")
+    _write_guidance(guide, out)
     diags = service.diagnostics(run, args.host)["diagnostics"]
     if diags:
         out.write("\nDiagnostics:\n")
         for d in diags:
             out.write(f"  [{d['severity']}] {d['message']}\n")
+
+
+def _throughput_line(t: dict) -> str:
+    if not t["step_time_us"]:
+        return f"\nThroughput: {t['note']}"
+    parts = [f"{t['steps_per_second']:,.3f} steps/s ({t['step_time_us']:,.1f} us per step)"]
+    if t["tokens_per_second"]:
+        parts.append(f"{t['tokens_per_second']:,.0f} tokens/s")
+    if t["samples_per_second"]:
+        parts.append(f"{t['samples_per_second']:,.1f} samples/s")
+    for key in ("mfu", "hfu"):
+        if t[key] is not None:
+            parts.append(f"{key.upper()} {t[key] * 100:.2f}%")
+    peak = t["peak_gflops_per_device"]
+    line = "\nThroughput: " + ", ".join(parts)
+    if peak:
+        line += f" (peak {peak:,.0f} GFLOP/s per device, {t['precision'] or 'default'})"
+    return line + (f"\n  {t['note']}" if t["note"] else "")
+
+
+def _write_guidance(g: dict, out):
+    out.write("\nStep time by class: " + ", ".join(
+        f"{c['label']} {c['percent'] or 0:.1f}%" for c in g["classes"]) + "\n")
+    findings = g["findings"]
+    total = g["total_percent_of_step"]
+    out.write(f"\nOpportunities ({len(findings)} findings; together up to "
+              f"{g['total_time_saved_us']:,.1f} us, {total or 0:.1f}% of the time):\n")
+    for f in findings:
+        pct = f["percent_of_step"]
+        out.write(f"  [{f['rule']}] {f['title']}: saves {f['time_saved_us']:,.1f} us"
+                  f" ({pct or 0:.2f}%)\n      {f['suggestion']}\n")
 
 
 def cmd_runs(service, args, out):
@@ -194,6 +246,16 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--top", type=int, default=20, help="ops to list (default 20)")
     rep.add_argument("--view", default="op", help="op (default), or kernel / kernel_hw for "
                                                   "PyTorch GPU traces (as the API's view=)")
+    rep.add_argument("--format", choices=("text", "json"), default="text",
+                     help="json: the whole report in one schema (docs/guidance.md)")
+    rep.add_argument("-o", "--output", help="file for --format json ('-' = stdout)")
+    rep.add_argument("--workload-file", help="model FLOPs / tokens per step for MFU "
+                                             "(default: the nearest roofline_workload.json)")
+    rep.add_argument("--model-flops-per-step", type=float, help="model FLOPs of one step")
+    rep.add_argument("--tokens-per-step", type=float, help="tokens processed per step")
+    rep.add_argument("--samples-per-step", type=float, help="samples processed per step")
+    rep.add_argument("--model-precision", help="precision the model FLOPs run in (bf16, ...)")
+    rep.add_argument("--num-devices", type=int, help="devices one step runs on")
     rep.set_defaults(func=cmd_report)
 
     runs = sub.add_parser("runs", help="list runs and hosts")
@@ -236,7 +298,8 @@ def main(argv=None, out=None) -> int:
         return 2
     progress = _Progress(enabled=not args.no_progress and sys.stderr.isatty())
     service = RooflineService(args.logdir, progress=progress,
-                              device_file=getattr(args, "device_file", None))
+                              device_file=getattr(args, "device_file", None),
+                              workload_file=getattr(args, "workload_file", None))
     try:
         args.func(service, args, out)
     except tb_errors.PublicError as exc:

@@ -99,6 +99,8 @@ class RooflinePlugin(base_plugin.TBPlugin):
             "/program": self._program,
             "/ops": self._ops,
             "/diagnostics": self._diagnostics,
+            "/guidance": self._guidance,
+            "/report": self._report,
             "/export": self._export,
         }
 
@@ -174,6 +176,18 @@ class RooflinePlugin(base_plugin.TBPlugin):
         body, zipped = self._service.encoded(kind, run, host, _accepts_gzip(request), **params)
         headers = [("Vary", "Accept-Encoding")] + ([("Content-Encoding", "gzip")] if zipped else [])
         return _json_response(body, headers=headers)
+
+    @_handler
+    def _guidance(self, request):
+        run, host = _run_host(request)
+        return _json_response(self._service.guidance(run, host, _infeed(request)))
+
+    @_handler
+    def _report(self, request):
+        run, host = _run_host(request)
+        top = _int_arg(request, "top")
+        return _json_response(self._service.report(run, host, _infeed(request),
+                                                   20 if top is None else top))
 
     @_handler
     def _export(self, request):

@@ -117,9 +117,10 @@ def _check_name(kind: str, value: str):
 
 class RooflineService:
     def __init__(self, logdir: str, max_file_mb: float | None = None, progress=None,
-                 device_file: str | None = None):
+                 device_file: str | None = None, workload_file: str | None = None):
         self.logdir = logdir
         self.device_file = device_file  # overrides the roofline_device.json lookup (CLI flag)
+        self.workload_file = workload_file  # overrides the roofline_workload.json lookup
         self.progress = progress  # callable(host, done, total) for long reads (the CLI's)
         self.index = RunIndex(logdir) if logdir else None
         if self.index:
@@ -437,6 +438,18 @@ class RooflineService:
                 "offset": offset, "view": view, "views": ["op"] + sorted(a.views),
                 "facets": {"category": sorted(set(full.columns["category"].tolist())),
                            "bound_by": sorted(set(full.columns["bound_by"].tolist()))}}
+
+    def guidance(self, run: str, host: str, include_infeed_outfeed: bool = True,
+                 workload: dict | None = None) -> dict:
+        """Findings, time per class and throughput (serve/report.py, docs/guidance.md)."""
+        from tb_roofline.serve.report import guidance_answer
+        return guidance_answer(self, run, host, include_infeed_outfeed, workload)
+
+    def report(self, run: str, host: str, include_infeed_outfeed: bool = True, top: int = 20,
+               workload: dict | None = None) -> dict:
+        """Everything in one answer, for scripts and agents (docs/guidance.md)."""
+        from tb_roofline.serve.report import full_report
+        return full_report(self, run, host, include_infeed_outfeed, top, workload)
 
     @staticmethod
     def _diagnostics_answer(a, run, host) -> dict:

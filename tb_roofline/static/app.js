@@ -13,6 +13,7 @@ import {devicePanel} from './views/device.js';
 import {LoadingIndicator, diagnosticsList, emptyState, errorBox} from './views/states.js';
 import {DataTable} from './views/table.js';
 import {Tooltip, detailsTable} from './views/tooltip.js';
+import {OpportunitiesPanel} from './views/opportunities.js';  // guidance (issue #10)
 
 const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', average: 'Average',
                     step: 'Step'};
@@ -122,6 +123,11 @@ class App {
         h('p', {class: 'hint'}, 'Log-log. One roof per memory level (▼ ridge point). ' +
             'Scroll to zoom, drag to pan, double-click to reset.'),
         this.programChartEl, this.programTableEl);
+    // Guidance (issue #10): the Opportunities panel on top, the throughput line above.
+    this.opportunities = new OpportunitiesPanel({
+      findRank: (op) => opKeyOf(this.data && this.data.ops, op),
+      selectOp: (key) => this.selectOp(key, {fromChart: true})});
+    this.programSection.insertBefore(this.opportunities.throughputEl, this.programChartEl);
 
     this.opSection = h('section', {id: 'op-section'},
         h('div', {class: 'section-head'}, h('h2', {}, 'Op-level roofline'),
@@ -158,8 +164,8 @@ class App {
         h('details', {id: 'diagnostics-section', open: true}, this.diagSummary,
             this.diagnosticsEl));
 
-    this.contentEl = h('div', {id: 'content'}, this.deviceSection, this.programSection,
-        this.opSection);
+    this.contentEl = h('div', {id: 'content'}, this.opportunities.el, this.deviceSection,
+        this.programSection, this.opSection);
     this.app = h('div', {id: 'roofline-app', class: 'app', dataset: {status: 'starting'}},
         h('header', {class: 'toolbar'},
             h('label', {}, 'Run ', this.runSelect),
@@ -345,6 +351,7 @@ class App {
     this.persist();
     const t0 = now();
     if (await this.switchInfeed(value)) {
+      this.opportunities.load(this.state);  // guidance (issue #10)
       this.timings.lastInfeedMs = now() - t0;
       this.bump('filterSeq');
       this.bump('loadSeq');
@@ -449,6 +456,7 @@ class App {
     const token = ++this.loadToken;
     try {
       await this._loadView(token, only);
+      this.opportunities.load(this.state);  // guidance (issue #10), in the background
     } finally {
       if (token === this.loadToken) this.bump('loadSeq');
     }
@@ -952,6 +960,13 @@ class App {
   async reload() {
     await this.loadRuns({keepView: true});
   }
+}
+
+/** The key (opKey) of the op row with this identity (guidance findings link by identity). */
+function opKeyOf(ops, op) {
+  const row = (ops || []).find((r) => r.program_id === op.program_id &&
+      r.operation === op.operation && r.precision === op.precision);
+  return row ? opKey(row) : null;
 }
 
 let app = null;

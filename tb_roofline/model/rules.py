@@ -1,0 +1,299 @@
+"""The guidance rules: each looks at op records (and the timeline facts) and returns findings.
+
+Op-level rules only consider *trusted* records (`Context.trusted`): no caveat, FLOPs and bytes
+known for all of the op's time, a potential time saved (peaks known), not a container,
+not infeed/outfeed, not communication. Their evidence is the record's own exported values.
+Thresholds, reasons and sources: docs/guidance.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from tb_roofline.devices.spec import normalize_precision
+from tb_roofline.model.timeline import is_communication, is_fusible
+
+MIN_SHARE = 0.0005  # an op finding must be worth at least 0.05% of the profiled time
+FAR_BELOW_ROOF = 0.5  # compute-bound and under half its roof
+MISALIGNED_SHARE = 0.2  # at least a fifth of the op's time in shapes that do not tile
+PRECISION_RATIO = 4.0  # a roof at least 4x higher for another precision
+TINY_CALL_US = 5.0  # a call shorter than this is mostly launch / dispatch overhead
+TINY_CALLS_PER_STEP = 20
+IDLE_SHARE = 0.10
+EXPOSED_SHARE = 0.05
+STRAGGLER_RATIO = 1.15
+TPU_TILE = (8, 128)  # XLA's TPU array tile: second-minor x minor dimension
+# Tensor cores want M, N, K multiples of 16 bytes of the input type (NVIDIA's guide).
+GPU_TILE_BYTES = 16
+# Precisions that run on tensor cores (plain fp32 runs on CUDA cores: no tile; see precision).
+_ELEMENT_BYTES = {"tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+_MEMORY_BOUND_EXCLUDE = ("Compute", "Unknown", "Async")
+_MATMUL_WORDS = ("matmul", "convolution", "dot", "gemm", "conv")
+
+OP_COLUMNS = {
+    "tiling": ("bound_by", "roofline_efficiency", "compute_efficiency", "flop_rate",
+               "peak_flop_rate", "precision", "total_time_us", "potential_time_saved_us"),
+    "precision": ("category", "precision", "peak_flop_rate", "flop_rate", "compute_efficiency",
+                  "max_mem_bw_utilization", "total_time_us", "potential_time_saved_us"),
+    "tiny_ops": ("occurrences", "avg_time_us", "total_time_us", "self_time_percent",
+                 "potential_time_saved_us"),
+    "fusion": ("category", "bound_by", "roofline_efficiency", "occurrences", "avg_time_us",
+               "total_time_us", "potential_time_saved_us"),
+    "repeated_copy": ("category", "bound_by", "occurrences", "total_time_us",
+                      "potential_time_saved_us"),
+}
+
+
+@dataclasses.dataclass
+class Finding:
+    rule: str
+    title: str
+    rows: list  # op record indices (op findings), [] for program findings
+    facts: dict
+    time_saved_us: float
+    suggestion: str
+    claim: int = -1  # the record whose time this saving comes out of (op findings)
+    counted_us: float = 0.0  # what it adds to the total (model.guidance._count)
+
+
+@dataclasses.dataclass
+class Context:
+    ops: object  # RecordTable (one infeed/outfeed variant)
+    device: object
+    facts: object  # model.facts.Facts
+    total_time_us: float
+    num_steps: int
+    framework: str  # "pytorch" or "xla"
+
+    def __post_init__(self):
+        c = self.ops.columns
+        self.c = c
+        self.index = {(pid, op, p): i for i, (pid, op, p) in enumerate(zip(
+            c["program_id"].tolist(), c["operation"].tolist(), c["precision"].tolist()))}
+        caveat = np.array([not v for v in c["caveat"].tolist()], bool)
+        saved = np.isfinite(c["potential_time_saved_us"].astype(float))
+        comm = np.array([is_communication(cat) for cat in c["category"].tolist()], bool)
+        full = (np.nan_to_num(c["flop_coverage"].astype(float)) >= 1.0) & \
+            (np.nan_to_num(c["bytes_coverage"].astype(float)) >= 1.0)
+        self.trusted = caveat & saved & ~comm & full & ~c["is_infeed_outfeed"].astype(bool) & \
+            (c["flops_source"] != "none")
+        self.min_us = MIN_SHARE * self.total_time_us
+
+    def per_step(self, calls: float) -> float:
+        return calls / max(self.num_steps, 1)
+
+
+def tiling(ctx: Context) -> list:
+    """Compute-bound matmuls / convolutions far below their roof whose shapes do not fill the
+    device's matrix tiles."""
+    kind = ctx.device.kind
+    if kind not in ("gpu", "tpu"):
+        return []
+    c, out = ctx.c, []
+    cand = ctx.trusted & (c["bound_by"] == "Compute") & \
+        (np.nan_to_num(c["roofline_efficiency"].astype(float)) < FAR_BELOW_ROOF)
+    for i in np.flatnonzero(cand).tolist():
+        ident = (c["program_id"][i], c["operation"][i], c["precision"][i])
+        uses = [u for u in ctx.facts.op_shapes.get(ident, []) if u.kind in ("gemm", "array")]
+        total = sum(u.time_ps for u in uses)
+        if not uses or total <= 0:
+            continue
+        bad, tile = [], None
+        for u in uses:
+            if u.kind == "array":
+                tile = TPU_TILE
+                miss = _tpu_waste(u.dims)
+            else:
+                width = _ELEMENT_BYTES.get(normalize_precision(_plain(c["precision"][i])))
+                if width is None:
+                    continue
+                tile = max(GPU_TILE_BYTES // width, 1)
+                miss = [d for d in u.dims if d % tile]
+            if miss:
+                bad.append((u, miss))
+        share = sum(u.time_ps for u, _ in bad) / total
+        saved = float(c["potential_time_saved_us"][i]) * share
+        if share < MISALIGNED_SHARE or saved < ctx.min_us:
+            continue
+        worst = max(bad, key=lambda b: b[0].time_ps)
+        facts = {"tile": list(tile) if isinstance(tile, tuple) else tile,
+                 "misaligned_time_share": share, "shape": worst[0].text,
+                 "shapes": [{"shape": u.text, "calls": u.calls, "time_us": u.time_ps / 1e6,
+                             "misaligned": m if isinstance(m, list) else None,
+                             "padding_share": m if isinstance(m, float) else None}
+                            for u, m in bad[:8]]}
+        if kind == "tpu":
+            text = (f"pad the arrays' last dimension to a multiple of 128 and the second-to-last "
+                    f"to a multiple of 8: XLA stores TPU arrays in (8, 128) tiles and feeds the "
+                    f"MXU 128 wide, so the padding of {worst[0].text} is work for nothing")
+        else:
+            text = (f"pad M, N and K to multiples of {tile} for {c['precision'][i]}: tensor "
+                    f"cores multiply {GPU_TILE_BYTES}-byte-aligned tiles, and cuBLAS/cuDNN fall "
+                    f"back to slower kernels otherwise ({worst[0].text}; e.g. round vocabulary, "
+                    "hidden and batch sizes up)")
+        out.append(Finding("tiling", f"{c['operation'][i]}: shapes do not fill the matrix tiles",
+                           [i], facts, saved, text[0].upper() + text[1:] + ".", i))
+    return out
+
+
+def _tpu_waste(arrays) -> float | list:
+    """The share of (8, 128)-tile space that is padding over the arrays (0 when they tile)."""
+    real = padded = 0
+    for dims in arrays:
+        if len(dims) < 1:
+            continue
+        minor = dims[-1]
+        second = dims[-2] if len(dims) > 1 else 1
+        rest = math.prod(dims[:-2]) if len(dims) > 2 else 1
+        real += rest * second * minor
+        padded += rest * math.ceil(second / 8) * 8 * math.ceil(minor / 128) * 128
+    return [] if padded == real or padded == 0 else 1.0 - real / padded
+
+
+def _plain(precision: str) -> str:
+    return precision.split(":", 1)[1] if ":" in precision else precision
+
+
+def precision(ctx: Context) -> list:
+    """f32 matmuls / convolutions on a device whose tf32 or bf16 roof is >= 4x higher."""
+    c, dev, out = ctx.c, ctx.device, []
+    roofs = {normalize_precision(p.precision): p.gflops for p in dev.compute}
+    for i in np.flatnonzero(ctx.trusted).tolist():
+        cat = str(c["category"][i]).lower()
+        if not any(w in cat for w in _MATMUL_WORDS):
+            continue
+        if normalize_precision(_plain(c["precision"][i])) != "fp32":
+            continue
+        peak = float(c["peak_flop_rate"][i])
+        target = next((p for p in ("tf32", "bf16") if roofs.get(p, 0) >= PRECISION_RATIO * peak),
+                      None)
+        if target is None or peak <= 0:
+            continue
+        t = float(c["total_time_us"][i])
+        # On the new roof: compute time scales by the roofs' ratio, memory time stays.
+        new = t * max(float(c["compute_efficiency"][i]) * peak / roofs[target],
+                      float(np.nan_to_num(c["max_mem_bw_utilization"][i])))
+        saved = max(t - new, 0.0)
+        if saved < ctx.min_us:
+            continue
+        facts = {"target_precision": target, "target_peak_flop_rate": roofs[target],
+                 "roof_ratio": roofs[target] / peak, "time_on_target_roof_us": new}
+        if ctx.framework == "pytorch":
+            how = ("torch.backends.cuda.matmul.allow_tf32 = True (or "
+                   "torch.set_float32_matmul_precision('high'))" if target == "tf32" else
+                   f"torch.autocast(device_type='{'cuda' if dev.kind == 'gpu' else 'cpu'}', "
+                   "dtype=torch.bfloat16)")
+        else:
+            how = ("jax.default_matmul_precision('tensorfloat32') / precision=HIGH" if
+                   target == "tf32" else "bf16 operands (cast the weights and activations)")
+        out.append(Finding(
+            "precision", f"{c['operation'][i]}: f32 on a device with a "
+            f"{roofs[target] / peak:.0f}x higher {target} roof", [i], facts, saved,
+            f"Run it in {target}: {how}. Its roof moves from {peak:,.0f} to "
+            f"{roofs[target]:,.0f} GFLOP/s; check the accuracy of the result.", i))
+    return out
+
+
+def tiny_ops(ctx: Context) -> list:
+    """Ops called many times for a few µs each: launch / dispatch overhead dominates."""
+    c, out = ctx.c, []
+    avg = c["avg_time_us"].astype(float)
+    calls = c["occurrences"].astype(float)
+    cand = ctx.trusted & (avg < TINY_CALL_US) & (calls / max(ctx.num_steps, 1) >=
+                                                 TINY_CALLS_PER_STEP)
+    for i in np.flatnonzero(cand).tolist():
+        saved = float(c["potential_time_saved_us"][i])
+        if saved < ctx.min_us:
+            continue
+        per_step = ctx.per_step(float(calls[i]))
+        if ctx.framework == "pytorch":
+            how = ("capture the step in a CUDA graph (torch.compile(mode='reduce-overhead') or "
+                   "torch.cuda.graphs), fuse the small ops (torch.compile), or raise the batch "
+                   "size so each call does more work" if ctx.device.kind == "gpu" else
+                   "fuse the small ops (torch.compile) or raise the batch size so each call does "
+                   "more work")
+        else:
+            how = ("batch the work into fewer, larger ops (jax.vmap instead of a Python loop, "
+                   "lax.scan instead of unrolling) or raise the batch size")
+        out.append(Finding(
+            "tiny_ops", f"{c['operation'][i]}: {per_step:,.0f} calls per step of "
+            f"{avg[i]:.2f} µs", [i], {"calls_per_step": per_step, "max_call_us": TINY_CALL_US},
+            saved, f"Each call is too short to amortise its launch: {how}.", i))
+    return out
+
+
+def fusion(ctx: Context) -> list:
+    """Memory-bound elementwise / data-movement ops that ran back to back on one stream."""
+    tl = ctx.facts.timeline
+    if tl is None:
+        return []
+    c, out = ctx.c, []
+    for pair in tl.pairs:
+        a, b = ctx.index.get(pair.first), ctx.index.get(pair.second)
+        if a is None or b is None or a == b or pair.count < 2:
+            continue
+        if not all(ctx.trusted[i] and is_fusible(str(c["category"][i])) and
+                   c["bound_by"][i] not in _MEMORY_BOUND_EXCLUDE for i in (a, b)):
+            continue
+        saved = pair.shorter_ps / 1e6
+        if saved < ctx.min_us:
+            continue
+        claim = a if float(c["total_time_us"][a]) <= float(c["total_time_us"][b]) else b
+        facts = {"pairs": pair.count, "pairs_per_step": ctx.per_step(pair.count),
+                 "mean_gap_us": pair.gap_ps / pair.count / 1e6,
+                 "shorter_op_time_us": pair.shorter_ps / 1e6}
+        if ctx.framework == "pytorch":
+            how = ("torch.compile fuses chains of elementwise ops into one kernel (or use a "
+                   "fused implementation of the pair)")
+        else:
+            how = ("XLA left them as separate kernels: look for what breaks the fusion between "
+                   "them (a reduction, custom call or layout change in between, an "
+                   "optimization_barrier, a host callback)")
+        out.append(Finding(
+            "fusion", f"{c['operation'][a]} → {c['operation'][b]}: memory-bound ops back to "
+            "back", [a, b], facts, saved,
+            f"Fuse them: {how}. The intermediate array is then written and read once less; "
+            "the saving counted is the shorter op's time.", claim))
+    return out
+
+
+def repeated_copy(ctx: Context) -> list:
+    """Copies / transposes of one shape repeated within a step (layout changes)."""
+    c = ctx.c
+    by_shape: dict = {}
+    for ident, uses in ctx.facts.op_shapes.items():
+        i = ctx.index.get(ident)
+        if i is None or not ctx.trusted[i]:  # the readers give "copy" shapes to copies only
+            continue
+        for u in uses:
+            if u.kind == "copy" and u.calls:
+                by_shape.setdefault((ident[0], u.text), []).append((i, u))
+    out = []
+    for (_, text), members in by_shape.items():
+        calls = sum(u.calls for _, u in members)
+        k = ctx.per_step(calls)
+        if k < 2:
+            continue
+        for i, u in members:
+            saved = min(u.time_ps / 1e6 * (1.0 - 1.0 / k), float(c["total_time_us"][i]))
+            if saved < ctx.min_us:
+                continue
+            facts = {"shape": text, "calls_per_step_of_shape": k,
+                     "ops_with_shape": sorted({str(c["operation"][j]) for j, _ in members}),
+                     "time_in_shape_us": u.time_ps / 1e6}
+            how = ("keep tensors in the layout their consumers want (e.g. channels_last for "
+                   "convolutions) instead of .contiguous() / .to() / .permute() copies in the "
+                   "step" if ctx.framework == "pytorch" else
+                   "check the transposes / reshapes around it: XLA inserts a copy where "
+                   "producers and consumers disagree on layout")
+            out.append(Finding(
+                "repeated_copy", f"{c['operation'][i]}: {text} copied {k:,.1f}× per step",
+                [i], facts, saved,
+                f"The same relayout repeats: {how}; keeping one copy per step saves the rest.",
+                i))
+    return out
+
+
+OP_RULES = (tiling, precision, tiny_ops, fusion, repeated_copy)

@@ -1,0 +1,128 @@
+"""Timeline facts and op shapes of a PyTorch trace (model/timeline.py), from the reader's columns.
+
+GPU traces: the lanes are (device, stream) of the kernels, memcpys and memsets; each activity is
+labelled as the op table labels it (its row op and the precision its longest kernel names, or
+the kernel / memcpy name when no op launched it). CPU-only traces: the lanes are threads and
+the events their top-level ops. Times arrive in ns and leave in ps, like the spans.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tb_roofline.model.timeline import ShapeUse, TimelineBuilder, is_communication, is_fusible
+from tb_roofline.readers import kernel_names, torch_flops
+
+KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
+
+
+def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, names, op_name,
+                 op_cost, costs, name_units, caveat_of):
+    """The timeline of a GPU trace; `caveat_of(kind, names)` gives the memcpy caveats the op
+    table uses (host / peer transfers)."""
+    n = len(kind)
+    tb = TimelineBuilder()
+    if not n:
+        return tb.build()
+    kernel_name = names[name_ids]
+    is_k = kind == KIND_KERNEL
+    att = np.flatnonzero(is_k & (row >= 0))
+    # The precision of each invocation: the unit its longest kernel names, else its data type.
+    unit_of_inv = {}
+    if len(att):
+        o = np.lexsort((-dur_ns[att], row[att]))
+        main = att[o][np.r_[True, row[att][o][1:] != row[att][o][:-1]]]
+        unit_of_inv = dict(zip(row[main].tolist(), name_units[name_ids[main]].tolist()))
+    caveats = caveat_of(kind, kernel_name)
+    label_ids = np.empty(n, np.int64)
+    comm = np.zeros(n, bool)
+    fusible = np.zeros(n, bool)
+    # Activities launched by an op: labelled per invocation (its op, its precision).
+    if len(att):
+        invs, inv_of = np.unique(row[att], return_inverse=True)
+        facts = []
+        for r in invs.tolist():
+            cost = costs[op_cost[r]]
+            label = ("", str(names[op_name[r]]), unit_of_inv.get(r) or cost.precision)
+            facts.append((tb.label_id(label), is_communication(cost.category),
+                          is_fusible(cost.category)))
+        f = np.array(facts, np.int64).reshape(-1, 3)[inv_of.reshape(-1)]
+        label_ids[att], comm[att], fusible[att] = f[:, 0], f[:, 1] > 0, f[:, 2] > 0
+    # The others (kernels outside any op, memcpy, memset): labelled by their name.
+    rest = np.setdiff1d(np.arange(n), att)
+    if len(rest):
+        uniq, first, inv_of = np.unique(name_ids[rest], return_index=True, return_inverse=True)
+        facts = []
+        for j in rest[first].tolist():
+            nm, k, cav = str(kernel_name[j]), int(kind[j]), caveats[j]
+            if k == KIND_KERNEL:
+                cat = "communication" if torch_flops.COMMUNICATION.search(nm) else \
+                    kernel_names.kernel_category(nm) or "other"
+                label = ("", nm, name_units[name_ids[j]])
+            else:
+                cat, label = ("memcpy" if k == KIND_MEMCPY else "memset"), ("", nm, "")
+            facts.append((tb.label_id(label), is_communication(cat, cav), is_fusible(cat)))
+        f = np.array(facts, np.int64).reshape(-1, 3)[inv_of.reshape(-1)]
+        label_ids[rest], comm[rest], fusible[rest] = f[:, 0], f[:, 1] > 0, f[:, 2] > 0
+    begin = np.round(ts_ns * 1000.0)
+    end = begin + np.round(dur_ns * 1000.0)
+    for s in spans:
+        m = dev == s.core
+        core_steps = [(x.step, x.start_ps, x.duration_ps) for x in steps if x.core == s.core]
+        tb.add_core(s.core, (s.start_ps, s.end_ps), core_steps, stream[m], begin[m], end[m],
+                    label_ids[m], comm[m], fusible[m])
+    return tb.build()
+
+
+def cpu_timeline(spans, steps, thread, ts_ns, dur_ns, parent, names, op_name, op_cost, costs,
+                 comm_spans=()):
+    """The timeline of a CPU-only trace: top-level ops on their threads, plus the collectives'
+    annotated runs on their backend threads (`comm_spans`: (thread, ts ns, dur ns, name); the
+    op that issues a collective returns before it completes)."""
+    tb = TimelineBuilder()
+    top = np.flatnonzero(parent < 0)
+    if not len(top) or not spans:
+        return tb.build()
+    facts: dict = {}
+    ids = np.empty(len(top), np.int64)
+    comm = np.zeros(len(top), bool)
+    fusible = np.zeros(len(top), bool)
+    for j, i in enumerate(top.tolist()):
+        cost = costs[op_cost[i]]
+        label = ("", str(names[op_name[i]]), cost.precision)
+        if label not in facts:
+            facts[label] = (tb.label_id(label), is_communication(cost.category),
+                            is_fusible(cost.category))
+        ids[j], comm[j], fusible[j] = facts[label]
+    begin = np.round(ts_ns[top] * 1000.0)
+    end = begin + np.round(dur_ns[top] * 1000.0)
+    lanes = thread[top]
+    if comm_spans:
+        c_ids = [tb.label_id(("", n, "")) for *_, n in comm_spans]
+        c_begin = np.round(np.array([a for _, a, _, _ in comm_spans], np.float64) * 1000.0)
+        c_end = c_begin + np.round(np.array([d for _, _, d, _ in comm_spans], np.float64) * 1000)
+        begin, end = np.r_[begin, c_begin], np.r_[end, c_end]
+        lanes = np.r_[lanes, [t for t, *_ in comm_spans]]
+        ids = np.r_[ids, c_ids]
+        comm = np.r_[comm, np.ones(len(comm_spans), bool)]
+        fusible = np.r_[fusible, np.zeros(len(comm_spans), bool)]
+    s = spans[0]
+    tb.add_core(s.core, (s.start_ps, s.end_ps),
+                [(x.step, x.start_ps, x.duration_ps) for x in steps], lanes, begin, end,
+                ids, comm, fusible)
+    return tb.build()
+
+
+def op_shapes(invocations, time_ps, labels, cost_shapes, op_cost) -> dict:
+    """Calls and time per (op label, shape) of the invocations whose op has a shape fact."""
+    out: dict = {}
+    for inv, t, label in zip(invocations.tolist(), time_ps.tolist(), labels):
+        shape = cost_shapes[op_cost[inv]] if op_cost[inv] < len(cost_shapes) else None
+        if shape is None:
+            continue
+        kind, dims, text = shape
+        per = out.setdefault(label, {})
+        calls, total = per.get(text, (0, 0.0))[:2]
+        per[text] = (calls + 1, total + t, kind, dims)
+    return {label: [ShapeUse(kind, dims, text, calls, total)
+                    for text, (calls, total, kind, dims) in per.items()]
+            for label, per in out.items()}

@@ -1,0 +1,63 @@
+"""The guidance answer (`/guidance`) and the whole report (`/report`, `tb-roofline report
+--format json`): device, program records, top ops, findings, throughput and diagnostics in one
+documented schema (docs/guidance.md). Computed from the service's cached analysis; each answer
+is cached on that analysis, so it goes when the profile changes.
+"""
+from __future__ import annotations
+
+import os
+
+from tb_roofline import errors
+from tb_roofline.model import roofline
+from tb_roofline.model.guidance import guidance
+from tb_roofline.serve import workload_file
+from tb_roofline.serve.discovery import ALL_HOSTS
+
+REPORT_SCHEMA = "tb-roofline-report/1"
+
+
+def workload_for(service, run_name: str, host: str, override: dict | None = None):
+    """The workload of a run: the service's --workload-file, else the nearest
+    roofline_workload.json of the run's first profile; the command line's values on top."""
+    run = service._run(run_name)
+    files = service._files(run, host)
+    path = None
+    try:
+        path = getattr(service, "workload_file", None) or (
+            workload_file.find_workload_file(files[0].path, service.logdir) if files else None)
+        base = workload_file.load_workload_file(path) if path else None
+    except workload_file.WorkloadFileError as exc:
+        raise errors.BadWorkloadFileError(f"workload file: {exc}") from None
+    return workload_file.merge(base, override or {}), len(run.files), len(files)
+
+
+def guidance_answer(service, run: str, host: str, include_io: bool = True,
+                    override: dict | None = None) -> dict:
+    a = service.analysis(run, host)
+    workload, run_hosts, view_hosts = workload_for(service, run, host, override)
+    devices = a.device.num_cores * run_hosts // max(view_hosts, 1) if a.device.num_cores else None
+    key = ("guidance", include_io, repr(workload), devices)
+    answer = a.derived.get(key)
+    if answer is None:
+        answer = guidance(a, include_io, workload, devices)
+        a.derived[key] = answer
+    return dict(answer, run=run, host=host or ALL_HOSTS)
+
+
+def full_report(service, run: str, host: str, include_io: bool = True, top: int = 20,
+                override: dict | None = None) -> dict:
+    a = service.analysis(run, host)
+    g = guidance_answer(service, run, host, include_io, override)
+    program = a.program[include_io].row_dicts()
+    ops = a.ops[include_io].row_dicts()
+    ops.sort(key=lambda r: -(r["potential_time_saved_us"] or 0.0))
+    return {
+        "schema": REPORT_SCHEMA, "run": run, "host": host or ALL_HOSTS,
+        "include_infeed_outfeed": include_io,
+        "device": a.device.to_json(), "num_steps": a.num_steps,
+        "columns": list(roofline.RECORD_COLUMNS),
+        "program": program, "top_ops": ops[:max(top, 0)], "op_count": len(ops),
+        "guidance": {k: v for k, v in g.items() if k not in ("run", "host")},
+        "diagnostics": [d.to_json() for d in a.diagnostics],
+        "files": [os.path.basename(f.path) for f in service._files(service._run(run), host)],
+    }
