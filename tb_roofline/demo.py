@@ -14,11 +14,12 @@ from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
 def write_demo(logdir: str) -> list[str]:
     paths = write_tpu_session(logdir, "v6e_train", "2026_11_29_10_00_00", [
-        SynthConfig(seed=11, chip="v6e", num_cores=4, num_steps=6, ops_per_step=160,
-                    distinct_ops=60, hostname="tpu-v6e-host0", host_offload_pairs=2)])
+        SynthConfig(seed=11, chip="v6e", num_cores=4, num_steps=6, distinct_ops=60,
+                    hostname="tpu-v6e-host0", host_offload_pairs=2, fixed_program=True)])
     paths += write_tpu_session(logdir, "v4_pod", "2026_11_29_11_30_00", [
-        SynthConfig(seed=21 + h, chip="v4", num_cores=2, num_steps=5, ops_per_step=120,
-                    distinct_ops=40, hostname=f"tpu-v4-host{h}", program_seed=21) for h in range(2)])
+        SynthConfig(seed=21 + h, chip="v4", num_cores=2, num_steps=5, distinct_ops=40,
+                    hostname=f"tpu-v4-host{h}", program_seed=21, fixed_program=True)
+        for h in range(2)])
     return paths
 
 

@@ -64,6 +64,9 @@ class SynthConfig:
     # HLO text of named ops (their shapes), e.g. {"convolution.1": "%convolution.1 = bf16[...]
     # convolution(...)"}; others get f32[128,1024].
     op_text: dict = dataclasses.field(default_factory=dict)
+    # As a compiled program runs: each op once per step, in a fixed order, each with its own
+    # output shape (ops_per_step is then ignored). The default draws ops at random.
+    fixed_program: bool = False
 
 
 # Stats XProf reads with `IntValue()` (int64 only: a uint64_value reads as 0). `group_id` is one:
@@ -244,10 +247,11 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
                          raw_bytes_accessed=total)
             if tpl["breakdown"]:
                 stats["memory_access_breakdown"] = tpl["breakdown"]
+            shape = f"f32[{max(1, total // 8192)},1024]" if cfg.fixed_program else "f32[128,1024]"
             md = plane.event_metadata(
                 tpl.get("text") or cfg.op_text.get(tpl["name"]) or
-                f"%{tpl['name']} = f32[128,1024]{{1,0}} {tpl['category']}(...)",
-                tpl["name"], **stats, shape_with_layout="f32[128,1024]{1,0}", tf_op=tpl["tf_op"],
+                f"%{tpl['name']} = {shape}{{1,0}} {tpl['category']}(...)",
+                tpl["name"], **stats, shape_with_layout=f"{shape}{{1,0}}", tf_op=tpl["tf_op"],
                 source=tpl["source"], deduplicated_name="")
             op_md[tpl["name"]] = (md, tpl)
         while_md = None
@@ -266,7 +270,11 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
             step_start = t_ps
             module_start = t_ps
             events = []
-            chosen = [templates[rng.randrange(len(templates))] for _ in range(cfg.ops_per_step)]
+            if cfg.fixed_program:
+                chosen = list(templates)
+            else:
+                chosen = [templates[rng.randrange(len(templates))]
+                          for _ in range(cfg.ops_per_step)]
             if cfg.with_infeed_outfeed:
                 chosen = [templates[-2]] + [c for c in chosen if c["category"] not in ("infeed", "outfeed")] + [templates[-1]]
             i = 0

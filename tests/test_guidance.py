@@ -279,18 +279,22 @@ def test_cli_report_json_and_text(capsys):
     assert "Opportunities (1 findings" in text and "[idle]" in text and "steps/s" in text
 
 
-def test_repeated_copies_of_one_shape_on_tpu():
-    logdir = os.path.join(TESTDATA, "demo")
-    s = _service(logdir)
-    run = next(r["run"] for r in s.list_runs()["runs"] if r["run"].startswith("v6e"))
-    g = s.guidance(run, "", True)
-    ops = _ops_by_identity(s, run)
+def test_repeated_copies_of_one_shape_on_tpu(tmp_path):
+    """A TPU program whose data-formatting ops all write f32[128,1024] and run many times a
+    step (the random synthetic program, two TensorCores); the demo's fixed program has one
+    copy of each shape a step per core, and no such finding."""
+    from tb_roofline.synthetic import write_tpu_session
+    write_tpu_session(str(tmp_path), "", "s", [SynthConfig(
+        seed=11, chip="v6e", num_cores=2, num_steps=6, ops_per_step=160, distinct_ops=60)])
+    s = _service(str(tmp_path))
+    g = s.guidance("s", "", True)
+    ops = _ops_by_identity(s, "s")
     found = _by_rule(g, "repeated_copy")
     assert found
-    # By hand: every data-formatting op of the demo program writes f32[128,1024].
+    # By hand: every data-formatting op writes f32[128,1024]; calls per step of one core.
     copies = [r for r in ops.values() if r["category"] == "data formatting"
               and r["caveat"] is None]
-    k = sum(r["occurrences"] for r in copies) / g["time"]["num_steps"]
+    k = sum(r["occurrences"] for r in copies) / g["time"]["num_steps"] / 2
     for f in found:
         facts = f["evidence"]["facts"]
         assert facts["shape"] == "f32[128,1024]"
@@ -298,6 +302,9 @@ def test_repeated_copies_of_one_shape_on_tpu():
         op = ops[tuple(f["ops"][0][c] for c in ("program_id", "operation", "precision"))]
         assert f["time_saved_us"] == pytest.approx(op["total_time_us"] * (1 - 1 / k))
         assert sorted(facts["ops_with_shape"]) == sorted(r["operation"] for r in copies)
+    demo = _service(os.path.join(TESTDATA, "demo"))
+    run = next(r["run"] for r in demo.list_runs()["runs"] if r["run"].startswith("v6e"))
+    assert not _by_rule(demo.guidance(run, "", True), "repeated_copy")
 
 
 def test_exposed_collectives_on_a100_trace():

@@ -82,7 +82,9 @@ class Context:
         self.min_us = MIN_SHARE * self.total_time_us
 
     def per_step(self, calls: float) -> float:
-        return calls / max(self.num_steps, 1)
+        """Calls per step of one core (occurrences add up over every core and host: each core
+        runs the program once a step)."""
+        return calls / max(self.num_steps, 1) / max(getattr(self.device, "num_cores", 1) or 1, 1)
 
 
 def tiling(ctx: Context) -> list:
@@ -201,8 +203,7 @@ def tiny_ops(ctx: Context) -> list:
     c, out = ctx.c, []
     avg = c["avg_time_us"].astype(float)
     calls = c["occurrences"].astype(float)
-    cand = ctx.trusted & (avg < TINY_CALL_US) & (calls / max(ctx.num_steps, 1) >=
-                                                 TINY_CALLS_PER_STEP)
+    cand = ctx.trusted & (avg < TINY_CALL_US) & (ctx.per_step(1.0) * calls >= TINY_CALLS_PER_STEP)
     for i in np.flatnonzero(cand).tolist():
         saved = float(c["potential_time_saved_us"][i])
         if saved < ctx.min_us:
