@@ -27,6 +27,7 @@ import numpy as np
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.devices.gpu_peaks import KERNEL_PREFIX, apply_ceilings, derive_gpu_peaks
 from tb_roofline.hlo.cost_model import module_costs
+from tb_roofline.hlo.fingerprint import instruction_fingerprint
 from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, NO_STEP, CoreSpan, OpTableBuilder, ProfileData, StepSpan)
@@ -146,6 +147,8 @@ class _Costing:
         self.index = index
         self.gpu = gpu
         self.costs = {}
+        self.fingerprints: dict = {}  # program id -> {op name: fingerprint}
+        self._signatures: dict = {}  # computation signatures, shared by the programs
         self.unknown = collections.Counter()
         self.no_trip = 0
         self._name_to_pid = {}
@@ -157,6 +160,13 @@ class _Costing:
             m = self.index.find(None, ev.module)
             self._name_to_pid[ev.module] = m.program_id if m is not None else ""
         return self._name_to_pid.get(ev.module, "")
+
+    def fingerprint(self, pid: str, ins) -> str:
+        by_name = self.fingerprints.setdefault(pid, {})
+        fp = by_name.get(ins.name)
+        if fp is None:
+            fp = by_name[ins.name] = instruction_fingerprint(ins, self._signatures)
+        return fp
 
     def module_costs(self, pid: str):
         if pid not in self.costs:
@@ -279,6 +289,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
                         flops_source="cost_model" if costed else "none",
                         flops_known=costed, bytes_known=costed,
                         precision=_ran_at(kernel_time, c.precision) if is_gpu else c.precision,
+                        fingerprint=costing.fingerprint(pid, ins),
                         is_container=c.category in CONTAINER_CATEGORIES)
     if progress:
         progress(len(cores), len(cores))
