@@ -85,6 +85,7 @@ class RooflinePlugin(base_plugin.TBPlugin):
             "/ops": self._ops,
             "/diagnostics": self._diagnostics,
             "/export": self._export,
+            "/compare": self._compare,
         }
 
     # --- static files -------------------------------------------------------------------
@@ -154,6 +155,17 @@ class RooflinePlugin(base_plugin.TBPlugin):
     def _diagnostics(self, request):
         run, host = _run_host(request)
         return _json_response(self._service.diagnostics(run, host))
+
+    @_handler
+    def _compare(self, request):
+        run, host = _run_host(request)
+        f = _filters(request)
+        answer = self._service.compare(
+            _arg(request, "base"), run, request.args.get("base_host", ""), host,
+            request.args.get("base_step"), request.args.get("step"),
+            request.args.get("level", "op"), _infeed(request), f["view"], f["categories"],
+            f["bound_by"], f["name"], f["offset"], f["limit"])
+        return _json_response(answer)
 
     @_handler
     def _export(self, request):

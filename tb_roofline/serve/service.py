@@ -23,6 +23,7 @@ from tb_roofline.serve.discovery import ALL_HOSTS, Run, RunIndex
 from tb_roofline.devices.gpu_peaks import apply_ceilings
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model.op_table import ProfileData
+from tb_roofline.serve import compare_api
 
 DEFAULT_MAX_FILE_MB = 4096
 
@@ -107,6 +108,7 @@ class RooflineService:
         # Small LRU caches (a long-running TensorBoard must not grow without bound):
         self._host_cache = _LRU(HOST_CACHE_SIZE)  # path -> (signature, ProfileData)
         self._analysis_cache = _LRU(ANALYSIS_CACHE_SIZE)  # (run, hosts) -> (signatures, Analysis)
+        self.compare_cache = compare_api.CompareCache()  # the last run comparisons
 
     # --- discovery ------------------------------------------------------------------------
     def has_profiles(self) -> bool:
@@ -299,6 +301,15 @@ class RooflineService:
                 "offset": offset, "view": view, "views": ["op"] + sorted(a.views),
                 "facets": {"category": sorted(set(full.columns["category"].tolist())),
                            "bound_by": sorted(set(full.columns["bound_by"].tolist()))}}
+
+    def compare(self, base: str, run: str, base_host: str = "", host: str = "", base_step=None,
+                step=None, level: str = "op", include_infeed_outfeed: bool = True,
+                view: str = "op", categories=(), bound_by=(), name: str = "", offset: int = 0,
+                limit: int | None = None) -> dict:
+        """Two runs (hosts, steps) on one roofline: see serve/compare_api.py, docs/compare.md."""
+        return compare_api.compare_answer(self, base, run, base_host, host, base_step, step,
+                                          level, include_infeed_outfeed, view, categories,
+                                          bound_by, name, offset, limit)
 
     def diagnostics(self, run: str, host: str) -> dict:
         a = self.analysis(run, host)
