@@ -11,7 +11,8 @@ Tests read only the committed files (CI has no torch):
 
 `--compare` instead captures the run pairs the comparison is tested on (`COMPARE_CASES`): a small
 CNN training step at batch 8 and 16, and at batch 8 in `channels_last` memory format, each in
-its own directory (one run each), 3 profiled steps (`ProfilerStep#N`) after one warm-up step:
+its own directory (one run each), 3 profiled steps (`ProfilerStep#N`) after two warm-up steps, on
+one thread (steadier timings on a shared machine):
 
     python tools/capture_torch_traces.py --compare testdata/compare/torch_cpu --clean
 """
@@ -215,6 +216,7 @@ def capture_compare(out_dir: str, clean: bool):
     import torch.nn as nn
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
+    torch.set_num_threads(1)  # steadier timings on a shared machine
     for name, (batch, channels_last) in COMPARE_CASES.items():
         torch.manual_seed(0)
         model = nn.Sequential(
@@ -234,9 +236,9 @@ def capture_compare(out_dir: str, clean: bool):
                 os.remove(f)
         handler = tensorboard_trace_handler(d, worker_name="vm", use_gzip=True)
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                     schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+                     schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
                      on_trace_ready=handler) as prof:
-            for _ in range(4):
+            for _ in range(5):
                 opt.zero_grad()
                 nn.functional.cross_entropy(model(x), y).backward()
                 opt.step()

@@ -181,7 +181,8 @@ def capture_compare_case(out, name, steps=3):
     ca = compiled.cost_analysis()
     ca = ca[0] if isinstance(ca, (list, tuple)) else ca
     module = compiled.runtime_executable().hlo_modules()[0].name
-    jax.block_until_ready(compiled(*args))
+    for _ in range(3):  # warm up (first-run allocations, thread pools)
+        jax.block_until_ready(compiled(*args))
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     jax.profiler.start_trace(d)

@@ -7,19 +7,23 @@ Rules, tried in this order on the records not paired yet (docs/compare.md):
    identify the work (XLA: fusions renamed between compilations), same order of precisions;
 3. `name_only`: same program and op name, but what it computes changed (other shapes: another
    batch size), first at the same precision, then at any.
-Within one key, the k-th record of one side pairs with the k-th of the other: by natural name
-order (`fusion.2` before `fusion.10`) for rules 1-2, by work per execution (FLOPs, then bytes,
-descending) for rule 3, which keeps the layers of a model in step when their shapes scale
-together. Whatever is left is new (candidate only) or removed (base only): nothing is dropped.
+Within one key, the k-th record of one side pairs with the k-th of the other, in natural name
+order (`fusion.2` before `fusion.10`) for rules 1-2. For rule 3 (several calls of one PyTorch op
+whose shapes all changed, e.g. every `aten::conv2d` of a model at another batch size), each
+record pairs with the most similar one of the other side: the most input dimensions in common
+(`[[8,16,32,32],[32,16,3,3]]` and `[[16,16,32,32],[32,16,3,3]]` share 7 of 8), ties by work per
+execution (FLOPs, then bytes). Whatever is left is new (candidate only) or removed (base only):
+nothing is dropped.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
 import numpy as np
 
-from tb_roofline.hlo.fingerprint import is_name_independent
+from tb_roofline.hlo.fingerprint import SHAPES, is_name_independent
 
 NAME, FINGERPRINT, NAME_ONLY = "name", "fingerprint", "name_only"
 _DIGITS = re.compile(r"(\d+)")
@@ -82,8 +86,12 @@ def match(base: MatchKeys, cand: MatchKeys) -> Matching:
         if by_fingerprint:  # only fingerprints that identify the work without the name
             cb = cb[_independent(base.fingerprint[cb])]
             cc = cc[_independent(cand.fingerprint[cc])]
-        ib, ic = _pair_round([getattr(base, f)[cb] for f in fields],
-                             [getattr(cand, f)[cc] for f in fields], order_b, order_c, cb, cc)
+        fb, fc = [getattr(base, f)[cb] for f in fields], [getattr(cand, f)[cc] for f in fields]
+        if rule == NAME_ONLY:
+            ib, ic = _pair_similar(fb, fc, base.fingerprint[cb], cand.fingerprint[cc],
+                                   order_b.get()[cb], order_c.get()[cc])
+        else:
+            ib, ic = _pair_round(fb, fc, order_b, order_c, cb, cc)
         if not len(ib):
             continue
         pairs_b.append(cb[ib])
@@ -139,6 +147,64 @@ def _pair_round(fields_b: list, fields_c: list, order_b: _LazyOrder, order_c: _L
         comb_b, comb_c = code_b * width, sub_c * width
     _, ib, ic = np.intersect1d(comb_b, comb_c, assume_unique=True, return_indices=True)
     return ib_all[ib], ic_all[ic]
+
+
+def _pair_similar(fields_b: list, fields_c: list, fp_b: np.ndarray, fp_c: np.ndarray,
+                  order_b: np.ndarray, order_c: np.ndarray):
+    """Like `_pair_round`, but within a key of several records on both sides, the pairs with
+    the most input dimensions in common first (ties: nearest in `order`)."""
+    groups: dict = {}
+    for i, k in enumerate(zip(*[f.tolist() for f in fields_b])):
+        groups.setdefault(k, ([], []))[0].append(i)
+    for j, k in enumerate(zip(*[f.tolist() for f in fields_c])):
+        g = groups.get(k)
+        if g is not None:
+            g[1].append(j)
+    pb, pc = [], []
+    dims: dict = {}
+    for bs, cs in groups.values():
+        if not cs:
+            continue
+        if len(bs) == 1 and len(cs) == 1:
+            pb.append(bs[0])
+            pc.append(cs[0])
+            continue
+        bs = sorted(bs, key=lambda i: order_b[i])
+        cs = sorted(cs, key=lambda j: order_c[j])
+        scored = sorted(((-_common_dims(_dims(fp_b[i], dims), _dims(fp_c[j], dims)),
+                          abs(x - y), x, y) for x, i in enumerate(bs) for y, j in enumerate(cs)))
+        used_b, used_c = set(), set()
+        for _, _, x, y in scored:
+            if x not in used_b and y not in used_c:
+                used_b.add(x)
+                used_c.add(y)
+                pb.append(bs[x])
+                pc.append(cs[y])
+    return np.asarray(pb, np.int64), np.asarray(pc, np.int64)
+
+
+def _dims(fingerprint: str, cache: dict):
+    """The input dimensions a `shapes:` fingerprint lists (None for other fingerprints)."""
+    if fingerprint not in cache:
+        value = None
+        if fingerprint.startswith(SHAPES):
+            try:
+                value = json.loads(fingerprint[len(SHAPES):])
+            except ValueError:
+                value = None
+        cache[fingerprint] = value if isinstance(value, list) else None
+    return cache[fingerprint]
+
+
+def _common_dims(a, b) -> int:
+    """How many input dimensions two shape lists share, position by position."""
+    if a is None or b is None or len(a) != len(b):
+        return 0
+    n = 0
+    for x, y in zip(a, b):
+        if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            n += 1 + sum(1 for u, v in zip(x, y) if u == v)
+    return n
 
 
 def _rank_within(codes: np.ndarray, order: np.ndarray) -> np.ndarray:
