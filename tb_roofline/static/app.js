@@ -12,6 +12,7 @@ import {devicePanel} from './views/device.js';
 import {LoadingIndicator, diagnosticsList, emptyState, errorBox} from './views/states.js';
 import {DataTable} from './views/table.js';
 import {Tooltip} from './views/tooltip.js';
+import {attachCompare} from './views/compare.js';  // "Compare with" (issue #9)
 
 const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', average: 'Average',
                     step: 'Step'};
@@ -907,6 +908,7 @@ let app = null;
 export async function start(root) {
   app = new App(root);
   app.build();
+  attachCompare(app);  // "Compare with" (issue #9): its own toolbar controls and section
   window.__roofline = app;  // For the e2e tests and the benchmark.
   await app.cssLoaded;
   watchDarkMode((dark) => app.setDark(dark));
