@@ -134,6 +134,9 @@ const xEnc = (g, field = 'px') => ({field, type: 'quantitative', title: X_TITLE,
 const yEnc = (g, field = 'py') => ({field, type: 'quantitative', title: Y_TITLE,
   scale: {type: 'log', nice: false, domain: g.yDomain}, axis: {format: '~s', grid: true}});
 const changeScale = {domain: CHANGES, range: CHANGE_COLORS};
+// Vega-Lite makes a layer pickable (hover, click) only with a selection or a tooltip: a tooltip
+// that is always null costs the least per item (the view's own events show ours).
+const PICKABLE = {tooltip: {expr: 'null'}};
 const colorEnc = {field: 'change', type: 'nominal', title: 'Change', scale: changeScale};
 const sizeEnc = (title) => ({field: 't', type: 'quantitative', title,
   scale: {type: 'sqrt', range: [14, 600], zero: true}});
@@ -180,7 +183,7 @@ export function compareSpec(g, dark, {height = 460, labels = false, sizeTitle = 
     ...roofLayers(g),
     {
       data: {name: 'arrows'},
-      mark: {type: 'rule', strokeWidth: 1.4, opacity: 0.8, clip: true},
+      mark: {type: 'rule', strokeWidth: 1.4, opacity: 0.8, clip: true, ...PICKABLE},
       encoding: {x: xEnc(g, 'bx'), y: yEnc(g, 'by'), x2: {field: 'cx'}, y2: {field: 'cy'},
         color: colorEnc},
     },
@@ -198,13 +201,13 @@ export function compareSpec(g, dark, {height = 460, labels = false, sizeTitle = 
       name: 'base_points',
       params: [{name: 'zoom', select: 'interval', bind: 'scales'}],
       data: {name: 'base_points'},
-      mark: {type: 'circle', color: BASE_COLOR, opacity: 0.45, clip: true},
+      mark: {type: 'circle', color: BASE_COLOR, opacity: 0.45, clip: true, ...PICKABLE},
       encoding: {x: xEnc(g), y: yEnc(g), size: sizeEnc(sizeTitle)},
     },
     {
       name: 'cand_points',
       data: {name: 'cand_points'},
-      mark: {type: 'circle', opacity: 0.7, clip: true},
+      mark: {type: 'circle', opacity: 0.7, clip: true, cursor: 'pointer', ...PICKABLE},
       encoding: {x: xEnc(g), y: yEnc(g), color: colorEnc, size: sizeEnc(sizeTitle)},
     },
     {

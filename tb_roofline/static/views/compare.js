@@ -125,6 +125,7 @@ class CompareView {
     this.app.contentEl.insertBefore(this.section, this.app.programSection);
 
     this.tooltip = new Tooltip();
+    this.tooltip.el.id = 'compare-tooltip';  // #chart-tooltip is the app's
     this.tooltip.columns = PAIR_TOOLTIP_COLUMNS;
     const onPoint = (datum) => {
       if (datum && datum.pair) this.selectPair(datum.pair._i, {fromChart: true});
