@@ -19,10 +19,13 @@ const now = () => performance.now();
 const frame = () => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
 const KEYS = {base: 'compare', baseHost: 'compare_host', baseStep: 'compare_base_step',
   step: 'compare_step', categories: 'compare_category', boundBy: 'compare_bound',
-  name: 'compare_name', change: 'compare_change'};
+  name: 'compare_name', change: 'compare_change', allBase: 'compare_all_base'};
 const LISTS = new Set(['categories', 'boundBy']);
 const EMPTY = {base: '', baseHost: '*', baseStep: '', step: '', categories: [], boundBy: [],
-  name: '', change: ''};
+  name: '', change: '', allBase: ''};
+// Above this many grey base points, only those of the pairs with arrows are drawn unless asked
+// for all (readability, and 20,000 more points cost ~0.5 s to draw).
+const BASE_POINTS_LIMIT = 10000;
 
 export function attachCompare(app) {
   const view = new CompareView(app);
@@ -82,6 +85,11 @@ class CompareView {
       onchange: () => this.setFilter({change: this.changeSelect.value})},
     [['', 'All pairs'], ['matched', 'Matched'], ...CHANGES.map((c) => [c, c[0].toUpperCase() +
       c.slice(1)])].map(([v, l]) => h('option', {value: v}, l)));
+    this.allBaseToggle = h('input', {type: 'checkbox', id: 'compare-all-base',
+      onchange: () => this.setFilter({allBase: this.allBaseToggle.checked ? '1' : ''})});
+    this.allBaseLabel = h('label', {class: 'check', hidden: true,
+      title: `more than ${BASE_POINTS_LIMIT} pairs: by default only the base points of the ` +
+        'pairs with arrows are drawn'}, this.allBaseToggle, ' All base points');
     this.nameInput = h('input', {type: 'search', id: 'compare-name-filter',
       placeholder: 'Op name contains…', 'aria-label': 'Filter pairs by op name',
       oninput: () => this.setFilter({name: this.nameInput.value.trim()})});
@@ -111,7 +119,7 @@ class CompareView {
             this.categoryMenu),
         h('details', {class: 'menu', id: 'compare-bound-filter'}, this.boundSummary,
             this.boundMenu),
-        this.changeSelect, this.nameInput,
+        this.changeSelect, this.nameInput, this.allBaseLabel,
         h('button', {type: 'button', id: 'compare-clear-filters',
           onclick: () => this.setFilter({categories: [], boundBy: [], name: '', change: ''})},
         'Clear filters')),
@@ -165,6 +173,7 @@ class CompareView {
     this.state = state;
     this.nameInput.value = state.name;
     this.changeSelect.value = state.change;
+    this.allBaseToggle.checked = state.allBase === '1';
   }
 
   persist() {
@@ -417,7 +426,7 @@ class CompareView {
     const kept = new Set(this.filtered);
     this.arrows = pairArrows(points.filter((p) => kept.has(p.pair)));
     const shown = kept.size === this.pairs.length ? points : points.filter((p) => kept.has(p.pair));
-    await this.opChart.setSpec(compareSpec(g, this.app.dark), {...bySide(shown),
+    await this.opChart.setSpec(compareSpec(g, this.app.dark), {...this.chartSets(shown),
       arrows: this.arrows, selected: []});
     this.hover(this.opChart);
     this.opTable.setRows(this.filtered, {base: this.pairs});
@@ -450,26 +459,38 @@ class CompareView {
     const shown = this.points.filter((p) => kept.has(p.pair));
     this.arrows = pairArrows(shown);
     // Only the difference goes through the dataflow (Chart.setData): narrowing removes tuples.
-    await this.opChart.setData({...bySide(shown), arrows: this.arrows});
+    await this.opChart.setData({...this.chartSets(shown), arrows: this.arrows});
     this.updateStatus();
   }
 
-  updateStatus() {
-    const kept = new Set(this.filtered);
-    let base = 0;
-    let cand = 0;
-    for (const p of this.points) {
-      if (!kept.has(p.pair)) continue;
-      if (p.side === 'base') base++;
-      else cand++;
+  /**
+   * The op chart's point sets for the shown points: every grey base point up to
+   * BASE_POINTS_LIMIT (or when asked), else those of the pairs with arrows.
+   */
+  chartSets(shown) {
+    const sets = bySide(shown);
+    const total = sets.base_points.length;
+    const limited = total > BASE_POINTS_LIMIT && this.state.allBase !== '1';
+    if (limited) {
+      const withArrow = new Set(this.arrows.map((a) => a.pair));
+      sets.base_points = sets.base_points.filter((p) => withArrow.has(p.pair));
     }
+    this.allBaseLabel.hidden = total <= BASE_POINTS_LIMIT;
+    this.drawn = {base: sets.base_points.length, baseTotal: total,
+      cand: sets.cand_points.length, limited};
+    return sets;
+  }
+
+  updateStatus() {
+    const d = this.drawn;
     setChildren(this.opStatusEl, `${fmtInt(this.filtered.length)} of ${fmtInt(this.pairs.length)} ` +
-        `pairs: ${fmtInt(base)} base and ${fmtInt(cand)} candidate points, ` +
-        `${fmtInt(this.arrows.length)} arrows`,
+        `pairs: ${fmtInt(d.cand)} coloured and ${fmtInt(d.base)} grey base points` +
+        (d.limited ? ` (of ${fmtInt(d.baseTotal)}: those with arrows; tick “All base points” ` +
+          'to draw every one)' : '') + `, ${fmtInt(this.arrows.length)} arrows`,
     this.caveated ? ` · ${fmtInt(this.caveated)} records with a caveat listed, not placed` : '');
     Object.assign(this.opStatusEl.dataset, {pairs: String(this.filtered.length),
-      basePoints: String(base), candPoints: String(cand), arrows: String(this.arrows.length),
-      caveated: String(this.caveated)});
+      basePoints: String(d.base), baseTotal: String(d.baseTotal), candPoints: String(d.cand),
+      arrows: String(this.arrows.length), caveated: String(this.caveated)});
   }
 
   async selectPair(index, {fromChart = false} = {}) {
