@@ -234,6 +234,9 @@ def _summary(program: PairTable, ops: PairTable, pair, change: float, base: Side
     op_change = float(delta.sum())
     tb = float(pair["base_total_time_us"]) if pair is not None else None
     tc = float(pair["cand_total_time_us"]) if pair is not None else None
+    # Percent and speedup of the wall time (per core): the same as of the sums over cores when
+    # both sides have as many cores.
+    wb, wc = _num(pair, "base_total_time_per_core_us"), _num(pair, "cand_total_time_per_core_us")
     n_top = min(top, len(ops))
     top_rows = ops.select(np.arange(n_top)).row_dicts()  # ops are in largest-change order
     explained = float(delta[:n_top].sum()) / change if np.isfinite(change) and change else None
@@ -247,8 +250,8 @@ def _summary(program: PairTable, ops: PairTable, pair, change: float, base: Side
         "base_time_per_core_us": _num(pair, "base_total_time_per_core_us"),
         "cand_time_per_core_us": _num(pair, "cand_total_time_per_core_us"),
         "time_change_us": change if np.isfinite(change) else None,
-        "time_change_percent": 100.0 * change / tb if tb else None,
-        "speedup": tb / tc if tb and tc else None,
+        "time_change_percent": 100.0 * (wc - wb) / wb if wb and wc is not None else None,
+        "speedup": wb / wc if wb and wc else None,
         "op_time_change_us": op_change,
         "other_time_change_us": change - op_change if np.isfinite(change) else None,
         "matched": int((status == MATCHED).sum()), "new": int((status == NEW).sum()),
@@ -283,6 +286,10 @@ def _notes(base: Side, cand: Side, ops: PairTable) -> list[str]:
         if not d.peaks_known:
             notes.append(f"the {name} has no known peaks: its efficiencies are unknown "
                          "(tb-roofline calibrate, or a device file)")
+    if db.num_cores != dc.num_cores:
+        notes.append(f"the base has {db.num_cores} core(s) and the candidate {dc.num_cores}: op "
+                     "times are summed over cores (as in the op table), the program's time "
+                     "change in percent and its speedup are per core")
     if base.scope == cand.scope == "Total" and base.num_steps != cand.num_steps:
         notes.append(f"the base holds {base.num_steps} step(s) and the candidate "
                      f"{cand.num_steps}: Total compares whole profiles; compare per step with "

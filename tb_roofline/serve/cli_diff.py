@@ -236,6 +236,18 @@ def _csv_report(cmp, base, cand, gate, args) -> str:
     return buf.getvalue()
 
 
+def _record(r: dict, side: str):
+    """`Total`, `Average`, `step 3`, `host h0`, or None for a missing side."""
+    kind = r[f"{side}_record_type"]
+    if kind is None:
+        return None
+    if kind == "step":
+        return f"step {r[f'{side}_step']}"
+    if kind == "host":
+        return f"host {r[f'{side}_host']}"
+    return r[f"{side}_step"]
+
+
 def _table_report(cmp, base, cand, gate, args) -> str:
     from tb_roofline.serve.cli import _fmt, _table
     s = cmp.summary
@@ -258,13 +270,14 @@ def _table_report(cmp, base, cand, gate, args) -> str:
     if s["explained_share"] is not None:
         lines.append(f"The top {len(s['top_contributors'])} ops explain "
                      f"{100 * s['explained_share']:.1f}% of the time change")
-    prog_cols = ["base_step", "cand_step", "base_total_time_per_core_us",
-                 "cand_total_time_per_core_us", "delta_time_percent", "speedup",
-                 "base_bound_by", "cand_bound_by", "base_roofline_efficiency",
-                 "cand_roofline_efficiency"]
+    prog_cols = ["base_total_time_per_core_us", "cand_total_time_per_core_us",
+                 "delta_time_percent", "speedup", "base_bound_by", "cand_bound_by",
+                 "base_roofline_efficiency", "cand_roofline_efficiency"]
     program = cmp.program.row_dicts()
     lines += ["", "Program records (time per core, µs):",
-              _table(prog_cols, [[r[c] for c in prog_cols] for r in program])]
+              _table(["base", "candidate"] + prog_cols, [
+                  [_record(r, "base"), _record(r, "cand")] + [r[c] for c in prog_cols]
+                  for r in program])]
     if args.level == "op":
         op_cols = ["status", "match_rule", "base_operation", "cand_operation",
                    "base_total_self_time_us", "cand_total_self_time_us", "delta_time_us",

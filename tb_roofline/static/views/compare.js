@@ -150,7 +150,7 @@ class CompareView {
     // The app's signals: its run list (data-runs-seq) and each finished load (data-load-seq).
     this.seen = {};
     new MutationObserver(() => this.onAppSignal()).observe(this.app.app,
-        {attributes: true, attributeFilter: ['data-runs-seq', 'data-load-seq']});
+        {attributes: true, attributeFilter: ['data-runs-seq', 'data-load-seq', 'class']});
     onUrlChange(() => this.followUrl());
     this.ready = this.restore();
   }
@@ -226,17 +226,26 @@ class CompareView {
     const d = this.app.app.dataset;
     const runsChanged = d.runsSeq !== this.seen.runsSeq;
     const loaded = d.loadSeq !== this.seen.loadSeq;
-    this.seen = {runsSeq: d.runsSeq, loadSeq: d.loadSeq};
+    const darkChanged = this.app.dark !== this.seen.dark;
+    this.seen = {runsSeq: d.runsSeq, loadSeq: d.loadSeq, dark: this.app.dark};
     if (runsChanged) this.renderRunOptions();
     const target = this.target();
-    if ((runsChanged || loaded) && target !== this.loadedFor) await this.load();
+    if ((runsChanged || loaded) && target !== this.loadedFor) {
+      await this.load();
+    } else if (darkChanged && this.answer && this.section.dataset.status === 'ready') {
+      const token = ++this.loadToken;  // Dark mode: the same answer drawn in the other theme.
+      await this.render(this.answer, token);
+    }
   }
 
+  /** What the comparison depends on: both selections and both runs' files (TensorBoard's
+   * reload button reloads it only when a run changed). */
   target() {
     const a = this.app.state;
     const s = this.state;
+    const mtime = (run) => ((this.app.runs || []).find((r) => r.run === run) || {}).mtime;
     return JSON.stringify([a.run, a.host, a.infeed, a.view, s.base, s.baseHost, s.baseStep,
-      s.step]);
+      s.step, mtime(a.run), mtime(s.base)]);
   }
 
   renderRunOptions() {
