@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import re
 import urllib.parse
@@ -236,3 +237,44 @@ def test_comparison_in_tensorboards_page(page, tb_compare, runs):
     labels = frame.locator("#compare-op-table tbody td[data-key=match_rule]").all_text_contents()
     assert sorted(labels).count("fingerprint") == 2  # the renamed fusions
     shot(page, "compare_tensorboard_page")
+
+
+def test_compare_view_under_a_strict_csp(page, tb_compare, runs):
+    """The arrowheads' angle is an expression (scale() of both ends): like every other one it is
+    interpreted, so the view works without 'unsafe-eval' (the page fixture fails on any CSP
+    violation or console error)."""
+
+    def strict(route):
+        response = route.fetch()
+        headers = dict(response.headers)
+        headers["content-security-policy"] = headers.get(
+            "content-security-policy", "").replace("'unsafe-eval'", "")
+        route.fulfill(response=response, headers=headers)
+
+    page.route(re.compile(r".*/data/plugin_entry\.html.*"), strict)
+    open_frame(page, tb_compare, run=runs["mlp_b64_unfused"], compare=runs["mlp_b64"])
+    assert wait_compare(page) == "ready"
+    # Each arrowhead points from the base point to the candidate point on screen.
+    heads = page.evaluate("""() => {
+      const view = window.__rooflineCompare.opChart.view;
+      const x = view.scale('x');
+      const y = view.scale('y');
+      const out = [];
+      const walk = (node) => {
+        if (node.marktype === 'symbol') for (const item of node.items || []) {
+          const d = item.datum;
+          if (d && d.cx !== undefined) out.push([item.angle, x(d.cx) - x(d.bx), y(d.cy) - y(d.by)]);
+        }
+        for (const child of node.items || []) if (child.items) walk(child);
+      };
+      walk(view.scenegraph().root);
+      return out;
+    }""")
+    assert heads
+    for angle, dx, dy in heads:
+        expected = 90 + math.degrees(math.atan2(dy, dx))
+        assert angle == pytest.approx(expected, abs=1e-6)
+    page.locator("#compare-op-chart").scroll_into_view_if_needed()
+    target = point_xy(page)
+    page.mouse.move(target["x"], target["y"])
+    page.locator("#compare-tooltip").wait_for(state="visible")
