@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 from tb_roofline import errors
-from tb_roofline.model.compare import Comparison, PairTable, Side, compare
+from tb_roofline.model.compare import PairTable, Side, compare
 from tb_roofline.model.roofline import scoped_op_records
 from tb_roofline.serve.discovery import ALL_HOSTS
 
@@ -173,6 +173,3 @@ def round_significant(a: np.ndarray, digits: int) -> np.ndarray:
     out[nz] = r
     return out
 
-
-__all__ = ["Comparison", "CompareCache", "comparison", "compare_answer", "filter_pairs",
-           "columnar", "resolve_scopes"]

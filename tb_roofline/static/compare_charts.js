@@ -239,3 +239,24 @@ export function compareSpec(g, dark, {height = 460, labels = false, sizeTitle = 
     layer: layers,
   };
 }
+
+/** The chart's two point sets: grey, the base positions of matched pairs; coloured, the
+ * candidate positions and the ops only one side has (new, removed). */
+export function bySide(points) {
+  const base = [];
+  const coloured = [];
+  for (const p of points) (p.side === 'base' && p.pair.status === 'matched' ? base : coloured).push(p);
+  return {base_points: base, cand_points: coloured};
+}
+
+/** Both sides' placed coordinates, for the axis ranges. */
+export function sidesXY(rows) {
+  const out = [];
+  for (const r of rows) {
+    for (const side of ['base', 'cand']) {
+      if (r[`${side}_caveat`]) continue;
+      out.push({x: r[`${side}_bottleneck_operational_intensity`], y: r[`${side}_flop_rate`]});
+    }
+  }
+  return out;
+}

@@ -1,6 +1,6 @@
 // Data of a run comparison (the /compare answer, docs/compare.md): columnar values to row
 // objects, the browser-side filters (the API's semantics), table columns, CSV. No DOM.
-import {fmtBool, fmtFrac, fmtInt, fmtNum, fmtText} from './columns.js';
+import {fmtBool, fmtFrac, fmtNum, fmtText} from './columns.js';
 
 /** `{columns, values}` (one array per column) → row objects, each with its index `_i`. */
 export function columnarToObjects(table) {
@@ -136,4 +136,9 @@ export function exportColumns(apiColumns) {
   return apiColumns.filter((c) => c !== '_i');
 }
 
-export {fmtInt};
+/** What a hovered point or arrow shows: its pair, which side it is, whether it is on the floor. */
+export function tooltipDatum(datum) {
+  const side = datum.side ? {side_label: datum.side === 'base' ? 'base' : 'candidate'} :
+    {side_label: 'arrow: base → candidate'};
+  return {...datum.pair, ...side, at_floor: datum.at_floor};
+}

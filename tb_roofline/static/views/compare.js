@@ -5,10 +5,12 @@
 // sections are hidden (the `comparing` class) and this section takes their place.
 import {api, getJson} from '../api.js';
 import {Chart, loadVega} from '../charts.js';
-import {CHANGES, compareGeometry, compareSpec, pairArrows, pairPoints} from '../compare_charts.js';
+import {CHANGES, bySide, compareGeometry, compareSpec, pairArrows, pairPoints, sidesXY}
+  from '../compare_charts.js';
 import {PAIR_COLUMNS, PAIR_TOOLTIP_COLUMNS, PROGRAM_PAIR_COLUMNS, columnarToObjects,
-  exportColumns, filterPairs, programLabel} from '../compare_data.js';
-import {fmtFrac, fmtInt, fmtNum, toCsv} from '../columns.js';
+  exportColumns, filterPairs, programLabel, tooltipDatum} from '../compare_data.js';
+import {summaryPanel} from './compare_summary.js';
+import {fmtInt, toCsv} from '../columns.js';
 import {onUrlChange, readUrlState, writeUrlState} from '../tbhost.js';
 import {download, downloadText, h, setChildren, slug} from './dom.js';
 import {errorBox} from './states.js';
@@ -355,7 +357,7 @@ class CompareView {
     setChildren(this.headEl, h('span', {class: 'muted'}, 'base ', h('strong', {id: 'compare-base-label'},
         side(base)), ' → candidate ', h('strong', {id: 'compare-cand-label'}, side(cand))));
     setChildren(this.notesEl, (answer.notes || []).map((n) => h('li', {}, n)));
-    this.renderSummary(answer.summary, base, cand);
+    setChildren(this.summaryEl, ...summaryPanel(answer.summary, base, cand));
     await loadVega();
     if (token !== this.loadToken) return;
     const t1 = now();
@@ -365,40 +367,6 @@ class CompareView {
     await this.renderOps();
     this.timings.opChartMs = now() - t2;
     this.timings.renderMs = now() - t0;
-  }
-
-  renderSummary(s, base, cand) {
-    const pct = (v) => (v === null || v === undefined ? '—' : `${v > 0 ? '+' : ''}${fmtNum(v)}%`);
-    const us = (v) => (v === null || v === undefined ? '—' : `${fmtNum(v)} µs`);
-    const rules = Object.entries(s.rules || {}).map(([r, n]) => `${fmtInt(n)} by ${r}`).join(', ');
-    const devices = base.device.type === cand.device.type ? base.device.type :
-      `${base.device.type} → ${cand.device.type}`;
-    const facts = [
-      ['Device', devices],
-      ['Time per core', `${us(s.base_time_per_core_us)} → ${us(s.cand_time_per_core_us)}`, 'time'],
-      ['Time change', `${pct(s.time_change_percent)} (speedup ${s.speedup ? fmtNum(s.speedup, 3) : '—'}×)`,
-        'change'],
-      ['Explained by op self times', `${us(s.op_time_change_us)}; gaps and host ` +
-        `${us(s.other_time_change_us)}`],
-      ['Pairs', `${fmtInt(s.matched)} matched${rules ? ` (${rules})` : ''}, ${fmtInt(s.new)} new ` +
-        `(${us(s.new_time_us)}), ${fmtInt(s.removed)} removed (${us(s.removed_time_us)})`, 'pairs'],
-      ['Matched pairs', `${fmtInt(s.faster)} faster, ${fmtInt(s.slower)} slower, ` +
-        `${fmtInt(s.same)} unchanged`],
-    ];
-    const top = s.top_contributors || [];
-    setChildren(this.summaryEl,
-        h('table', {class: 'facts', id: 'compare-facts'}, h('tbody', {}, facts.map(([k, v, key]) =>
-          h('tr', {dataset: key ? {key} : {}}, h('th', {}, k), h('td', {}, v))))),
-        h('div', {class: 'compare-top'},
-            h('h3', {}, 'Top contributors', s.explained_share === null ? '' :
-              ` (explain ${fmtFrac(s.explained_share)} of the time change)`),
-            h('ol', {id: 'compare-top'}, top.map((t) => h('li', {class: `change-${
-              t.delta_time_us < 0 ? 'faster' : t.delta_time_us > 0 ? 'slower' : 'same'}`},
-            h('strong', {}, t.cand_operation || t.base_operation),
-            t.base_operation && t.cand_operation && t.base_operation !== t.cand_operation ?
-              ` (was ${t.base_operation})` : '', t.status !== 'matched' ? ` [${t.status}]` : '',
-            `: ${t.delta_time_us > 0 ? '+' : ''}${fmtNum(t.delta_time_us)} µs`,
-            t.share_of_change === null ? '' : ` (${fmtFrac(t.share_of_change)})`)))));
   }
 
   async renderProgram() {
@@ -548,32 +516,4 @@ class CompareView {
     if (!chart.view) return;
     download(await chart.imageUrl(format), `${this.fileBase(what)}.${format}`);
   }
-}
-
-/** The chart's two point sets: grey, the base positions of matched pairs; coloured, the
- * candidate positions and the ops only one side has (new, removed). */
-function bySide(points) {
-  const base = [];
-  const coloured = [];
-  for (const p of points) (p.side === 'base' && p.pair.status === 'matched' ? base : coloured).push(p);
-  return {base_points: base, cand_points: coloured};
-}
-
-/** What a hovered point or arrow shows: its pair, which side it is, whether it is on the floor. */
-function tooltipDatum(datum) {
-  const side = datum.side ? {side_label: datum.side === 'base' ? 'base' : 'candidate'} :
-    {side_label: 'arrow: base → candidate'};
-  return {...datum.pair, ...side, at_floor: datum.at_floor};
-}
-
-/** Both sides' placed coordinates, for the axis ranges. */
-function sidesXY(rows) {
-  const out = [];
-  for (const r of rows) {
-    for (const side of ['base', 'cand']) {
-      if (r[`${side}_caveat`]) continue;
-      out.push({x: r[`${side}_bottleneck_operational_intensity`], y: r[`${side}_flop_rate`]});
-    }
-  }
-  return out;
 }
