@@ -9,6 +9,13 @@ Tests read only the committed files (CI has no torch):
     pip install torch==2.13.0   # CPU build
     python tools/capture_torch_traces.py testdata/kineto_captured --clean
     python tools/capture_torch_traces.py testdata/guidance/torch --guidance --clean
+
+`--compare` instead captures the run pairs the comparison is tested on (`COMPARE_CASES`): a small
+CNN training step at batch 8 and 16, and at batch 8 in `channels_last` memory format, each in
+its own directory (one run each), 3 profiled steps (`ProfilerStep#N`) after two warm-up steps, on
+one thread (steadier timings on a shared machine):
+
+    python tools/capture_torch_traces.py --compare testdata/compare/torch_cpu --clean
 """
 from __future__ import annotations
 
@@ -199,14 +206,60 @@ def capture(out_dir: str):
         f.write("\n")
 
 
+# case: (batch size, channels_last)
+COMPARE_CASES = {"convnet_b8": (8, False), "convnet_b16": (16, False),
+                 "convnet_b8_channels_last": (8, True)}
+
+
+def capture_compare(out_dir: str, clean: bool):
+    """One run directory per case: a CNN (conv-BN-ReLU ×2, max-pool, linear) training step."""
+    import torch
+    import torch.nn as nn
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    torch.set_num_threads(1)  # steadier timings on a shared machine
+    for name, (batch, channels_last) in COMPARE_CASES.items():
+        torch.manual_seed(0)
+        model = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 16 * 16, 10))
+        x = torch.randn(batch, 3, 32, 32)
+        y = torch.arange(batch) % 10
+        if channels_last:
+            model = model.to(memory_format=torch.channels_last)
+            x = x.contiguous(memory_format=torch.channels_last)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        d = os.path.join(out_dir, name)
+        os.makedirs(d, exist_ok=True)
+        if clean:
+            for f in glob.glob(os.path.join(d, "*.pt.trace.json*")):
+                os.remove(f)
+        handler = tensorboard_trace_handler(d, worker_name="vm", use_gzip=True)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                     schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                     on_trace_ready=handler) as prof:
+            for _ in range(5):
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+                prof.step()
+        print(f"{name:28s} batch {batch} channels_last {channels_last}", file=sys.stderr)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir")
     ap.add_argument("--clean", action="store_true", help="remove earlier traces first")
     ap.add_argument("--guidance", action="store_true",
                     help="capture the guidance cases (one run folder each) instead")
+    ap.add_argument("--compare", action="store_true",
+                    help="capture the comparison pairs (COMPARE_CASES) instead")
     args = ap.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
+    if args.compare:
+        capture_compare(args.out_dir, args.clean)
+        return
     if args.clean:
         for f in glob.glob(os.path.join(args.out_dir, "**", "*.pt.trace.json*"), recursive=True):
             os.remove(f)

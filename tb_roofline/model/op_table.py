@@ -28,8 +28,12 @@ MEMORY_COLUMNS = (
 )
 
 # Per distinct op (and host).
+# `fingerprint`: what the op computes, beyond its name (readers fill it; "" = unknown), so two
+# runs can be compared op by op: `hlo:<hash>` for XLA ops (name-independent: survives renamed
+# fusions), `shapes:<input dims>` for PyTorch ops, `grid:<grid>` for GPU kernels (both only
+# meaningful together with the op name). See tb_roofline/hlo/fingerprint.py.
 KEY_STRINGS = ("host", "program_id", "program", "operation", "category", "source", "tf_op",
-               "flops_source", "precision", "dtype", "caveat")
+               "flops_source", "precision", "dtype", "caveat", "fingerprint")
 KEY_FLAGS = ("is_infeed_outfeed", "is_container", "flops_known", "bytes_known")
 KEY_COLUMNS = KEY_STRINGS + KEY_FLAGS
 # Per row.

@@ -68,23 +68,31 @@ class RecordTable:
 
     def rows(self) -> list[list]:
         """JSON-ready rows: numpy scalars become Python values, NaN/inf and "" caveats None."""
-        cols = []
-        for name in RECORD_COLUMNS:
-            arr = self.columns[name]
-            if arr.dtype.kind == "f":
-                values = arr.tolist()
-                if not np.isfinite(arr).all():
-                    for i in np.flatnonzero(~np.isfinite(arr)).tolist():
-                        values[i] = None
-                cols.append(values)
-            elif name == "caveat":
-                cols.append([v or None for v in arr.tolist()])
-            else:
-                cols.append(arr.tolist())
-        return [list(r) for r in zip(*cols)] if cols and len(self) else []
+        return json_rows(self.columns, RECORD_COLUMNS)
 
     def row_dicts(self) -> list[dict]:
         return [dict(zip(RECORD_COLUMNS, r)) for r in self.rows()]
+
+
+def json_rows(columns: dict, names) -> list[list]:
+    """Rows of the named numpy columns for JSON: Python values, NaN/inf as None, and "" as None
+    in caveat columns (`caveat`, `base_caveat`, ...)."""
+    cols = []
+    for name in names:
+        arr = columns[name]
+        if arr.dtype.kind == "f":
+            finite = np.isfinite(arr)
+            if finite.all():
+                cols.append(arr.tolist())
+            else:
+                values = arr.astype(object)
+                values[~finite] = None
+                cols.append(values.tolist())
+        elif name.endswith("caveat"):
+            cols.append([v or None for v in arr.tolist()])
+        else:
+            cols.append(arr.tolist())
+    return [list(r) for r in zip(*cols)] if cols and len(cols[0]) else []
 
 
 def resources(device: DeviceInfo):

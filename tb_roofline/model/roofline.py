@@ -33,6 +33,59 @@ class Analysis:
     views: dict = dataclasses.field(default_factory=dict)  # "kernel", "kernel_hw" -> {io: table}
     facts: "timeline_facts.Facts | None" = None  # timeline facts for the guidance rules
     derived: dict = dataclasses.field(default_factory=dict)  # answers cached by the service
+    scope: "ScopeSource | None" = None  # what op records of one step need (scoped_op_records)
+
+
+@dataclasses.dataclass
+class ScopeSource:
+    """The op tables behind an Analysis, with each row's aligned step, so that op records can be
+    made for one step or the average step (run comparisons) after the Analysis is built."""
+    tables: dict  # view ("op", "kernel", "kernel_hw") -> OpTable
+    row_steps: dict  # view -> aligned step index of each row (-1: outside complete steps)
+    step_labels: list  # aligned step index -> the label of its program record
+    step_ps: dict  # include_io -> time of each aligned step (ps)
+    span_ps: dict  # include_io -> the Total's time (ps)
+    num_cores: int
+    host_label: str
+    cache: dict = dataclasses.field(default_factory=dict)
+
+
+# Op record columns that add up over steps (divided by the step count for the average step).
+EXTENSIVE_COLUMNS = ("occurrences", "total_time_us", "total_self_time_us", "flops",
+                     "model_flops", "bytes", "total_time_per_core_us", "potential_time_saved_us",
+                     "transfer_time_us") + tuple(c for c in RECORD_COLUMNS if c.endswith("_bytes"))
+
+
+def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, view: str = "op",
+                      split_by: str | None = None) -> RecordTable:
+    """Op records of one scope: `Total` (every row, as `analysis.ops`), `Average` (rows of
+    complete steps, extensive columns divided by the step count: per step) or a step label as
+    the program records name it. `split_by`: a key column whose values split records further
+    (`fingerprint`: one record per PyTorch input shape). Cached on the analysis."""
+    src = analysis.scope
+    key = (scope, include_io, view, split_by)
+    if key in src.cache:
+        return src.cache[key]
+    if scope == "Total" and not split_by:  # the records the analysis already has
+        return analysis.ops[include_io] if view == "op" else analysis.views[view][include_io]
+    table, row_step = src.tables[view], src.row_steps[view]
+    n_steps = len(src.step_labels)
+    if scope == "Total":
+        mask, denominator = None, src.span_ps[include_io]
+    elif scope == "Average":
+        mask, denominator = row_step >= 0, float(src.step_ps[include_io].sum())
+    else:
+        i = src.step_labels.index(scope)  # the caller checks the label
+        mask, denominator = row_step == i, float(src.step_ps[include_io][i])
+    if mask is not None:
+        table = table.select(mask)
+    rec = op_records(table, row_sums(table, analysis.device), analysis.device, src.num_cores,
+                     src.host_label, include_io, denominator, split_by=split_by)
+    if scope == "Average" and n_steps:
+        for c in EXTENSIVE_COLUMNS:
+            rec.columns[c] = rec.columns[c] / n_steps
+    src.cache[key] = rec
+    return rec
 
 
 def row_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
@@ -63,13 +116,18 @@ def _bincount(vals: dict, codes: np.ndarray, n: int, mask=None) -> dict:
 
 
 def op_records(table: OpTable, vals: dict, device: DeviceInfo, num_cores: int,
-               host_label: str, include_io: bool, span_ps: float) -> RecordTable:
+               host_label: str, include_io: bool, span_ps: float,
+               split_by: str | None = None) -> RecordTable:
     """One record per (program, op, precision) over all cores, hosts and steps; ranked by self
-    time, ties by name. A row merges only calls that ran in one precision (its roof)."""
+    time, ties by name. A row merges only calls that ran in one precision (its roof).
+    `split_by`: a key column that splits records further; its values are then in the records
+    (an extra column)."""
     keys = table.keys
     keep = np.ones(len(table), bool) if include_io else ~keys["is_infeed_outfeed"][table.rows["op"]]
     # Record id of each key: program id, op name and precision (not the host).
-    rec_of_key = factorize(_tuples(keys["program_id"], keys["operation"], keys["precision"]))
+    split = (keys[split_by],) if split_by else ()
+    rec_of_key = factorize(_tuples(keys["program_id"], keys["operation"], keys["precision"],
+                                   *split))
     codes = rec_of_key[table.rows["op"]]
     present = np.unique(codes[keep])
     remap = np.full(int(rec_of_key.max()) + 1 if len(rec_of_key) else 0, -1, np.int64)
@@ -106,6 +164,8 @@ def op_records(table: OpTable, vals: dict, device: DeviceInfo, num_cores: int,
     rec.columns["self_time_percent"] = self_pct
     rec.columns["cumulative_self_time_percent"] = np.cumsum(self_pct)
     rec.columns["potential_time_saved_us"][keys["is_container"][first_key]] = 0.0
+    if split_by:
+        rec.columns[split_by] = keys[split_by][first_key]
     return rec
 
 
@@ -178,9 +238,7 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     is_io = keys["is_infeed_outfeed"][op]
     io_inner = is_io & inner
     host_names = [c.host for p in profiles for c in p.core_spans[:1]]
-    host_code_of_key = np.array([_index(host_names, h) for h in keys["host"].tolist()],
-                                np.int64) if len(keys["host"]) else np.zeros(0, np.int64)
-    row_host = host_code_of_key[op] if len(op) else np.zeros(0, np.int64)
+    row_host = _row_hosts(table, host_names)
     spans_ps = float(sum(s.duration_ps for p in profiles for s in p.core_spans))
     host_span = np.array([float(sum(s.duration_ps for s in p.core_spans)) for p in profiles
                           if p.core_spans])
@@ -208,6 +266,7 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     hw = [p.hw_counters for p in profiles if getattr(p, "hw_counters", None) is not None]
     single_host = len(profiles) == 1
     program, ops, views = {}, {}, {}
+    step_ps_of = {}
     for include_io in (True, False):
         denominator = spans_ps - (0.0 if include_io else io_time)
         ops[include_io] = op_records(table, vals, device, num_cores, host_label, include_io,
@@ -230,6 +289,7 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
             in_step = keep & (row_step >= 0)
             by_step = _bincount(vals, row_step, n_steps, in_step)
             step_ps = step_time_all - (0.0 if include_io else io_step)
+            step_ps_of[include_io] = step_ps
             avg = {c: np.array([v.sum() / n_steps]) for c, v in by_step.items()}
             rows.append(("average", "Average", float(step_ps.sum() / n_steps), avg, host_label))
             for i, members in enumerate(steps):
@@ -255,9 +315,26 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     diagnostics += _coverage_notes(program[True])
     if hw:
         diagnostics.append(Diagnostic("info", "hw_counters", hw[0].note))
+    labels = [str(m[0][1]) if single_host else str(i) for i, m in enumerate(steps)]
+    tables = dict(kernel_tables, op=table)
+    scope = ScopeSource(
+        tables=tables,
+        row_steps={name: row_step if t is table else _step_index(
+            _row_hosts(t, host_names), t.rows["step"], member_index) for name, t in tables.items()},
+        step_labels=labels, step_ps={io: step_ps_of.get(io, np.zeros(0)) for io in (True, False)},
+        span_ps={io: spans_ps - (0.0 if io else io_time) for io in (True, False)},
+        num_cores=num_cores, host_label=host_label)
     return Analysis(device=device, program=program, ops=ops, diagnostics=diagnostics,
-                    num_steps=n_steps, has_hw_counters=bool(hw), views=views,
+                    num_steps=n_steps, has_hw_counters=bool(hw), views=views, scope=scope,
                     facts=timeline_facts.collect(profiles, table, steps))
+
+
+def _row_hosts(table: OpTable, host_names: list) -> np.ndarray:
+    """Each row's host as an index into `host_names`."""
+    keys, op = table.keys, table.rows["op"]
+    code_of_key = np.array([_index(host_names, h) for h in keys["host"].tolist()],
+                           np.int64) if len(keys["host"]) else np.zeros(0, np.int64)
+    return code_of_key[op] if len(op) else np.zeros(0, np.int64)
 
 
 def _index(values: list, value) -> int:

@@ -38,6 +38,7 @@ from tb_roofline.devices import gpu_peaks
 from tb_roofline.devices.gpu_peaks import apply_ceilings, kineto_device_peaks
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.hlo.fingerprint import grid_fingerprint, shapes_fingerprint
 from tb_roofline.model.op_table import (HOST_TRANSFER, NO_STEP, PEER_TRANSFER, CoreSpan, OpTable,
                                         OpTableBuilder, ProfileData, StepSpan)
 from tb_roofline.readers import kernel_names, torch_flops
@@ -242,6 +243,7 @@ class _Collector:
         self.op_cost = array.array("q")
         self.costs: list = []
         self.cost_shapes: list = []  # per cost: shape_facts.torch_shape(...) or None
+        self.cost_fingerprints: list[str] = []  # per cost id: the op's input shapes
         self._cost_index: dict = {}
         # gpu activity
         self.gpu_kind = array.array("b")
@@ -253,6 +255,8 @@ class _Collector:
         self.gpu_name = array.array("q")
         self.gpu_bytes = array.array("d")
         self.gpu_stream = array.array("q")
+        self.gpu_grid = array.array("q")  # index into `grids`
+        self.grids: dict[str, int] = {"": 0}
         # runtime (launch) events
         self.rt_corr = array.array("q")
         self.rt_ext = array.array("q")
@@ -290,6 +294,7 @@ class _Collector:
                 self.costs.append(torch_flops.OpCost(torch_flops.category_of(name), 0.0, 0.0,
                                                      "", "none"))
                 self.cost_shapes.append(None)
+                self.cost_fingerprints.append("")
             return idx
         types = args.get("Input type")
         concrete = args.get("Concrete Inputs")
@@ -307,6 +312,7 @@ class _Collector:
             idx = self._cost_index[key] = len(self.costs)
             self.costs.append(cost)
             self.cost_shapes.append(torch_shape(name, dims))
+            self.cost_fingerprints.append(shapes_fingerprint(dims))
         return idx
 
     def on_events(self, batch):
@@ -405,6 +411,8 @@ class _Collector:
         corr = _int(args.get("correlation"), -1)
         ext = _int(args.get("External id"), -1)
         name_i = self.name_id(name)
+        grid = grid_fingerprint(args.get("grid")) if kind == KIND_KERNEL else ""
+        grid_i = self.grids.setdefault(grid, len(self.grids))
         self.gpu_kind.append(kind)
         self.gpu_ts.append(ts)
         self.gpu_dur.append(dur)
@@ -414,6 +422,7 @@ class _Collector:
         self.gpu_name.append(name_i)
         self.gpu_bytes.append(nbytes)
         self.gpu_stream.append(_int(args.get("stream"), -1))
+        self.gpu_grid.append(grid_i)
 
 
 class _BadEvent(Exception):
@@ -764,6 +773,10 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
     cost_bytes = np.array([c.bytes for c in col.costs] + [0.0])
     cost_formula = np.array([c.source == "formula" for c in col.costs] + [False])
     op_cost = np.where(op_cost < 0, n_costs, op_cost)  # the extra last entry
+    cost_fp = np.array(col.cost_fingerprints + [""], dtype=object)
+    grids = np.empty(len(col.grids), dtype=object)
+    grids[:] = list(col.grids)
+    gpu_fp = grids[np.asarray(col.gpu_grid, np.int64)]
     op_has_formula = cost_formula[op_cost]
 
     # Op tree per thread and each op's row op.
@@ -883,7 +896,8 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
                          np.array([costs[c].category for c in c_ids.tolist()], dtype=object),
                          precs, np.array([costs[c].source for c in c_ids.tolist()], dtype=object),
                          op_step[inv_u], t_ps, np.where(owner, cost_flops[c_ids], 0.0),
-                         np.where(owner, cost_bytes[c_ids], 0.0), owner.astype(np.int64))
+                         np.where(owner, cost_bytes[c_ids], 0.0), owner.astype(np.int64),
+                         fingerprint=cost_fp[c_ids])
         if len(unatt):
             nm = names[gpu_name[unatt]]
             cats = np.array([torch_flops.category_of(x) if torch_flops.COMMUNICATION.search(x)
@@ -892,7 +906,7 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
             _add_grouped(builder, host, gpu_dev[unatt], nm, cats, name_units[gpu_name[unatt]],
                          np.full(len(unatt), "none", object), gpu_step[unatt],
                          gpu_dur[unatt] * 1e3, np.zeros(len(unatt)), np.zeros(len(unatt)),
-                         np.ones(len(unatt), np.int64))
+                         np.ones(len(unatt), np.int64), fingerprint=gpu_fp[unatt])
         # memcpy / memset: measured bytes, own rows.
         m_idx = np.flatnonzero(~is_k)
         if len(m_idx):
@@ -905,7 +919,8 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
                          np.ones(len(m_idx), np.int64), hbm=hbm, host_bytes=host_b,
                          caveat=caveat)
         _kernel_view(kernels, host, gpu_kind, gpu_dev, gpu_name, names, gpu_row, gpu_dur,
-                     gpu_bytes, gpu_step, op_cost, cost_flops, cost_bytes, costs, name_units)
+                     gpu_bytes, gpu_step, op_cost, cost_flops, cost_bytes, costs, name_units,
+                     gpu_fp)
         devices = sorted(set(gpu_dev.tolist()))
         g_end = gpu_ts + gpu_dur
         for d in devices:
@@ -946,7 +961,7 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
         c_ids = op_cost[rows]
         _add_rows(builder, host, np.zeros(len(rows), np.int64), names[op_name[rows]], c_ids, costs,
                   op_step[rows], t_ps[rows], cost_flops[c_ids], cost_bytes[c_ids],
-                  occurrences=np.ones(len(rows), np.int64))
+                  occurrences=np.ones(len(rows), np.int64), fingerprint=cost_fp[c_ids])
         lo = float(op_ts.min())
         hi = float((op_ts + op_dur).max())
         prev_end = -np.inf
@@ -1038,17 +1053,19 @@ def _transfers(kind: np.ndarray, names: np.ndarray, nbytes: np.ndarray):
 
 
 def _add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbytes, occ,
-                 hbm=None, host_bytes=None, caveat=None):
-    """Sum rows sharing (core, op, category, precision, source, caveat, step) and add them.
-    `hbm` defaults to all bytes; a cost source says whether FLOPs and bytes are known."""
+                 hbm=None, host_bytes=None, caveat=None, fingerprint=None):
+    """Sum rows sharing (core, op, category, precision, source, caveat, fingerprint, step) and
+    add them. `hbm` defaults to all bytes; a cost source says whether FLOPs and bytes are
+    known; `fingerprint`: input shapes (ops) or launch grid (kernels), "" when unknown."""
     if not len(op):
         return
     n_rows = len(op)
     hbm = nbytes if hbm is None else hbm
     host_bytes = np.zeros(n_rows) if host_bytes is None else host_bytes
     caveat = np.full(n_rows, "", dtype=object) if caveat is None else caveat
+    fingerprint = np.full(n_rows, "", dtype=object) if fingerprint is None else fingerprint
     keys = list(zip(core.tolist(), op.tolist(), cat.tolist(), prec.tolist(), src.tolist(),
-                    caveat.tolist(), step.tolist()))
+                    caveat.tolist(), fingerprint.tolist(), step.tolist()))
     index: dict = {}
     codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, count=n_rows)
     n = len(index)
@@ -1063,7 +1080,8 @@ def _add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nby
     counted = src[first] == "counter"  # hardware counters: FLOPs, no memory traffic
     builder.add_columns(n, host=host, core=core[first], program_id="", program="",
                         operation=op[first], category=cat[first], precision=prec[first],
-                        flops_source=src[first], caveat=caveat[first], flops_known=known,
+                        flops_source=src[first], caveat=caveat[first],
+                        fingerprint=fingerprint[first], flops_known=known,
                         bytes_known=known & ~counted, step=step[first],
                         occurrences=total(occ).astype(np.int64), total_time_ps=t,
                         self_time_ps=t, flops=total(flops), bytes=total(nbytes),
@@ -1071,12 +1089,12 @@ def _add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nby
 
 
 def _add_rows(builder, host, core, op_names, cost_ids, costs, step, t_ps, flops, nbytes,
-              occurrences):
+              occurrences, fingerprint=None):
     cats = np.array([costs[c].category for c in cost_ids.tolist()], dtype=object)
     precs = np.array([costs[c].precision for c in cost_ids.tolist()], dtype=object)
     srcs = np.array([costs[c].source for c in cost_ids.tolist()], dtype=object)
     _add_grouped(builder, host, np.asarray(core, np.int64), op_names, cats, precs, srcs, step,
-                 t_ps, flops, nbytes, occurrences)
+                 t_ps, flops, nbytes, occurrences, fingerprint=fingerprint)
 
 
 def div_safe(a, b):
@@ -1098,7 +1116,7 @@ def _kernel_units(names: np.ndarray) -> np.ndarray:
 
 
 def _kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, step, op_cost,
-                 cost_flops, cost_bytes, costs, name_units):
+                 cost_flops, cost_bytes, costs, name_units, grid_fp):
     """Kernel-level rows: each op call's FLOPs and bytes go to its longest kernel (the GEMM or
     convolution main kernel; helpers such as offset or split-K reduction kernels get none).
     A kernel's precision is what its name says ran, else its op's data type; a kernel outside
@@ -1149,7 +1167,8 @@ def _kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, st
     hbm, host_b, caveat = _transfers(kind, kernel_name, gbytes)
     hbm = np.where(kind == KIND_KERNEL, nbytes, hbm)
     _add_grouped(builder, host, dev, kernel_name, cats, precs, srcs, step, dur * 1e3,
-                 flops, nbytes, np.ones(n, np.int64), hbm=hbm, host_bytes=host_b, caveat=caveat)
+                 flops, nbytes, np.ones(n, np.int64), hbm=hbm, host_bytes=host_b, caveat=caveat,
+                 fingerprint=grid_fp)
 
 
 def _hw_counters(col, rt_launch, rt_ts, rt_thread, rt_dur, base, order, parent, thread_sorted,

@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.hlo.fingerprint import text_fingerprint
 from tb_roofline.hlo.text import async_role, parse_instruction
 from tb_roofline.model.op_table import (ASYNC_START, ASYNC_WAIT, CONTAINER_CATEGORIES,
                                         HOST_TRANSFER, NO_STEP, CoreSpan, OpTableBuilder,
@@ -225,6 +226,7 @@ def _op_info(ps: PlaneStats, md) -> dict:
         "is_infeed_outfeed": is_infeed_outfeed_category(category),
         "is_container": category in CONTAINER_CATEGORIES,
         "caveat": caveat, "role": role,
+        "fingerprint": text_fingerprint(md.name),  # "" when the name is not the HLO text
         "start_name": text.operands[-1] if role == "done" and text and text.operands else "",
         "shape": tpu_text_shape(md.name, category),
     }
@@ -407,6 +409,7 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
                 dict(host=host, program_id=texts("program_id"), program=texts("program"),
                      operation=texts("operation"), category=texts("category"),
                      source=texts("source"), tf_op=texts("tf_op"), caveat=texts("caveat"),
+                     fingerprint=texts("fingerprint"),
                      flops_source="profile",
                      is_infeed_outfeed=texts("is_infeed_outfeed", bool),
                      is_container=texts("is_container", bool)),

@@ -27,6 +27,7 @@ import numpy as np
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.devices.gpu_peaks import KERNEL_PREFIX, apply_ceilings, derive_gpu_peaks
 from tb_roofline.hlo.cost_model import module_costs
+from tb_roofline.hlo.fingerprint import instruction_fingerprint
 from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
 from tb_roofline.hlo.shapes import largest_in_memory_space
 from tb_roofline.diagnostics import Diagnostic
@@ -150,6 +151,8 @@ class _Costing:
         self.index = index
         self.gpu = gpu
         self.costs = {}
+        self.fingerprints: dict = {}  # program id -> {op name: fingerprint}
+        self._signatures: dict = {}  # computation signatures, shared by the programs
         self.unknown = collections.Counter()
         self.no_trip = 0
         self._name_to_pid = {}
@@ -161,6 +164,13 @@ class _Costing:
             m = self.index.find(None, ev.module)
             self._name_to_pid[ev.module] = m.program_id if m is not None else ""
         return self._name_to_pid.get(ev.module, "")
+
+    def fingerprint(self, pid: str, ins) -> str:
+        by_name = self.fingerprints.setdefault(pid, {})
+        fp = by_name.get(ins.name)
+        if fp is None:
+            fp = by_name[ins.name] = instruction_fingerprint(ins, self._signatures)
+        return fp
 
     def module_costs(self, pid: str):
         if pid not in self.costs:
@@ -293,6 +303,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
                         flops_source="cost_model" if costed else "none",
                         flops_known=costed, bytes_known=costed,
                         precision=precision,
+                        fingerprint=costing.fingerprint(pid, ins),
                         is_container=c.category in CONTAINER_CATEGORIES)
         _add_core_timeline(timeline, core, (lo, hi), [(x.step, x.start_ps, x.duration_ps)
                                                       for x in steps if x.core == core],

@@ -7,6 +7,7 @@
     tb-roofline runs LOGDIR                 # list runs and hosts
     tb-roofline export LOGDIR --run R --level op --format csv -o ops.csv
     tb-roofline calibrate -o LOGDIR/roofline_device.json   # measure this machine's peaks
+    tb-roofline diff BASE CANDIDATE --fail-if-slower 5     # compare two runs; a CI gate
 Exports are byte-for-byte what the HTTP API's `/export` serves. Profiles without peaks (CPU,
 unknown GPUs) take them from --device-file, or from a roofline_device.json next to the profile
 or in a parent folder up to the logdir, or from TB_ROOFLINE_DEVICE_FILE.
@@ -23,7 +24,7 @@ from tensorboard import errors as tb_errors
 from tb_roofline import storage
 from tb_roofline.serve.service import RooflineService
 
-COMMANDS = ("report", "runs", "export", "calibrate")
+COMMANDS = ("report", "runs", "export", "calibrate", "diff")
 
 
 def _fmt(value) -> str:
@@ -277,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from tb_roofline.devices.calibrate import add_calibrate_subparser
     add_calibrate_subparser(sub)
+    from tb_roofline.serve.cli_diff import add_diff_subparser
+    add_diff_subparser(sub)
     return parser
 
 

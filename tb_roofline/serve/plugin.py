@@ -102,6 +102,7 @@ class RooflinePlugin(base_plugin.TBPlugin):
             "/guidance": self._guidance,
             "/report": self._report,
             "/export": self._export,
+            "/compare": self._compare,
         }
 
     # --- static files -------------------------------------------------------------------
@@ -188,6 +189,17 @@ class RooflinePlugin(base_plugin.TBPlugin):
         top = _int_arg(request, "top")
         return _json_response(self._service.report(run, host, _infeed(request),
                                                    20 if top is None else top))
+
+    @_handler
+    def _compare(self, request):
+        run, host = _run_host(request)
+        f = _filters(request)
+        answer = self._service.compare(
+            _arg(request, "base"), run, request.args.get("base_host", ""), host,
+            request.args.get("base_step"), request.args.get("step"),
+            request.args.get("level", "op"), _infeed(request), f["view"], f["categories"],
+            f["bound_by"], f["name"], f["offset"], f["limit"])
+        return _json_response(answer)
 
     @_handler
     def _export(self, request):

@@ -32,6 +32,7 @@ from tb_roofline.serve.disk_cache import DiskCache
 from tb_roofline.devices.gpu_peaks import apply_ceilings
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model.op_table import ProfileData
+from tb_roofline.serve import compare_api
 
 DEFAULT_MAX_FILE_MB = 4096
 GZIP_LEVEL = 1  # 0.2 s for 30 MB of JSON, 11% larger than level 6 (0.9 s)
@@ -139,6 +140,7 @@ class RooflineService:
         # (kind, run, host, parameters, gzip) -> (signatures, encoded JSON, gzipped)
         self._answer_cache = ByteLRU(memory_budget_bytes("answers"))
         self.disk_cache = DiskCache.from_env(logdir)
+        self.compare_cache = compare_api.CompareCache()  # the last run comparisons
 
     # --- discovery ------------------------------------------------------------------------
     def has_profiles(self) -> bool:
@@ -438,6 +440,15 @@ class RooflineService:
                 "offset": offset, "view": view, "views": ["op"] + sorted(a.views),
                 "facets": {"category": sorted(set(full.columns["category"].tolist())),
                            "bound_by": sorted(set(full.columns["bound_by"].tolist()))}}
+
+    def compare(self, base: str, run: str, base_host: str = "", host: str = "", base_step=None,
+                step=None, level: str = "op", include_infeed_outfeed: bool = True,
+                view: str = "op", categories=(), bound_by=(), name: str = "", offset: int = 0,
+                limit: int | None = None) -> dict:
+        """Two runs (hosts, steps) on one roofline: see serve/compare_api.py, docs/compare.md."""
+        return compare_api.compare_answer(self, base, run, base_host, host, base_step, step,
+                                          level, include_infeed_outfeed, view, categories,
+                                          bound_by, name, offset, limit)
 
     def guidance(self, run: str, host: str, include_infeed_outfeed: bool = True,
                  workload: dict | None = None) -> dict:

@@ -14,6 +14,7 @@ import {LoadingIndicator, diagnosticsList, emptyState, errorBox} from './views/s
 import {DataTable} from './views/table.js';
 import {Tooltip, detailsTable} from './views/tooltip.js';
 import {OpportunitiesPanel} from './views/opportunities.js';  // guidance (issue #10)
+import {attachCompare} from './views/compare.js';  // "Compare with" (issue #9)
 
 const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', average: 'Average',
                     step: 'Step'};
@@ -975,6 +976,7 @@ let app = null;
 export async function start(root) {
   app = new App(root);
   app.build();
+  attachCompare(app);  // "Compare with" (issue #9): its own toolbar controls and section
   window.__roofline = app;  // For the e2e tests and the benchmark.
   await app.cssLoaded;
   watchDarkMode((dark) => app.setDark(dark));

@@ -1,0 +1,311 @@
+"""Two runs (or hosts, or steps) on one roofline: paired records, their deltas, and which ops
+explain the change in time.
+
+Each side keeps its own device and roofs: a point is placed and judged under the roofs of the
+run it comes from, so efficiencies compare how close each side ran to its own limits, and the
+comparison says when the devices or an op's precision (its compute roof) differ. Records with a
+caveat (async halves, transfers, no cost, ...) are compared by time; their efficiency deltas are
+not given. Definitions: docs/compare.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.model.matching import Matching, MatchKeys, match
+from tb_roofline.model.records import RecordTable, div, json_rows
+
+# Per side (prefixed `base_` and `cand_`); a pair's sides always share their program.
+_COMMON = ("occurrences", "total_time_us", "flops", "bytes", "flop_rate",
+           "operational_intensity", "bottleneck_operational_intensity", "bound_by",
+           "roofline_efficiency", "peak_flop_rate")
+SIDE_COLUMNS = ("operation", "category", "precision", "caveat", "fingerprint",
+                "total_self_time_us") + _COMMON
+PROGRAM_SIDE_COLUMNS = ("record_type", "step", "host", "total_time_per_core_us") + _COMMON
+PAIR_COLUMNS = ("status", "match_rule", "change", "program", "delta_time_us",
+                "delta_time_percent", "speedup", "share_of_change", "delta_flop_rate",
+                "delta_operational_intensity", "delta_roofline_efficiency", "bound_by_changed",
+                "roof_changed")
+OP_COLUMNS = PAIR_COLUMNS + tuple(f"{s}_{c}" for s in ("base", "cand") for c in SIDE_COLUMNS)
+PROGRAM_COLUMNS = PAIR_COLUMNS + tuple(f"{s}_{c}" for s in ("base", "cand")
+                                       for c in PROGRAM_SIDE_COLUMNS)
+MATCHED, NEW, REMOVED = "matched", "new", "removed"
+_STRING_COLUMNS = frozenset({"operation", "program", "category", "precision", "caveat",
+                             "fingerprint", "bound_by", "record_type", "step", "host"})
+
+
+@dataclasses.dataclass
+class Side:
+    """One side: its device, program records, and op records in the compared scope (`Total`,
+    `Average` or a step label; op records carry a `fingerprint` column)."""
+    device: DeviceInfo
+    program: RecordTable
+    ops: RecordTable
+    scope: str
+    num_steps: int
+
+
+@dataclasses.dataclass
+class PairTable:
+    """Paired records as numpy columns, in `names` order."""
+    columns: dict
+    names: tuple
+
+    def __len__(self):
+        return len(self.columns["status"])
+
+    def select(self, mask) -> "PairTable":
+        return PairTable({k: v[mask] for k, v in self.columns.items()}, self.names)
+
+    def rows(self) -> list[list]:
+        return json_rows(self.columns, self.names)
+
+    def row_dicts(self) -> list[dict]:
+        return [dict(zip(self.names, r)) for r in self.rows()]
+
+
+@dataclasses.dataclass
+class Comparison:
+    program: PairTable
+    ops: PairTable
+    summary: dict
+    notes: list
+
+
+def compare(base: Side, cand: Side, top: int = 10) -> Comparison:
+    program = _pair_program(base, cand)
+    time_pair = _scope_pair(program, base.scope)
+    change = (float(time_pair["cand_total_time_us"] - time_pair["base_total_time_us"])
+              if time_pair is not None else np.nan)
+    matching = match(MatchKeys.of(base.ops.columns), MatchKeys.of(cand.ops.columns))
+    ops = pair_table(base.ops.columns, cand.ops.columns, matching, SIDE_COLUMNS, OP_COLUMNS,
+                     "total_self_time_us", change)
+    order = _largest_change_first(ops)
+    ops = ops.select(order)
+    summary = _summary(program, ops, time_pair, change, base, cand, top)
+    return Comparison(program, ops, summary, _notes(base, cand, ops))
+
+
+def pair_table(base: dict, cand: dict, m: Matching, side_columns, names, time_column: str,
+               total_change: float) -> PairTable:
+    """Both sides' columns for each pair (None / NaN on a missing side) and the deltas."""
+    out = {}
+    for prefix, cols, idx in (("base", base, m.base), ("cand", cand, m.cand)):
+        present = idx >= 0
+        safe = np.where(present, idx, 0)
+        for c in side_columns:
+            arr = cols.get(c)
+            if c in _STRING_COLUMNS:
+                values = np.full(len(idx), None, dtype=object)
+                if arr is not None and len(arr):
+                    values[present] = arr[safe[present]]
+            else:
+                values = np.full(len(idx), np.nan)
+                if arr is not None and len(arr):
+                    values[present] = np.asarray(arr, np.float64)[safe[present]]
+            out[f"{prefix}_{c}"] = values
+    both = (m.base >= 0) & (m.cand >= 0)
+    program = np.full(len(m.base), "", dtype=object)
+    for cols, idx in ((base, m.base), (cand, m.cand)):
+        if "program" in cols and len(cols["program"]):
+            present = idx >= 0
+            program[present] = cols["program"][idx[present]]
+    out["program"] = program
+    out["status"] = np.where(both, MATCHED, np.where(m.base >= 0, REMOVED, NEW)).astype(object)
+    out["match_rule"] = np.where(both, m.rule, None).astype(object)
+    tb = np.nan_to_num(out[f"base_{time_column}"])
+    tc = np.nan_to_num(out[f"cand_{time_column}"])
+    delta = tc - tb
+    out["delta_time_us"] = delta
+    out["delta_time_percent"] = np.where(both & (tb > 0), div(delta, tb) * 100.0, np.nan)
+    out["speedup"] = np.where(both & (tc > 0), div(tb, tc), np.nan)
+    out["share_of_change"] = (delta / total_change if np.isfinite(total_change)
+                              and total_change != 0 else np.full(len(delta), np.nan))
+    out["change"] = np.select([~both & (m.base < 0), ~both, delta < 0, delta > 0],
+                              [NEW, REMOVED, "faster", "slower"], "same").astype(object)
+    for c in ("flop_rate", "operational_intensity", "roofline_efficiency"):
+        d = out[f"cand_{c}"] - out[f"base_{c}"]
+        out[f"delta_{c}"] = np.where(both, d, np.nan)
+    # An efficiency is a measurement under its roof only without a caveat.
+    if "base_caveat" in out:
+        caveated = _has(out["base_caveat"]) | _has(out["cand_caveat"])
+        out["delta_roofline_efficiency"][caveated] = np.nan
+    out["bound_by_changed"] = np.where(both, out["base_bound_by"] != out["cand_bound_by"],
+                                       None).astype(object)
+    pb, pc = out["base_peak_flop_rate"], out["cand_peak_flop_rate"]
+    same_roof = (pb == pc) | (np.isnan(pb) & np.isnan(pc))
+    out["roof_changed"] = np.where(both, ~same_roof, None).astype(object)
+    return PairTable(out, tuple(names))
+
+
+def _has(values: np.ndarray) -> np.ndarray:
+    """Non-empty entries of an object column (None and "" are empty)."""
+    return values.astype(bool)
+
+
+def _largest_change_first(t: PairTable) -> np.ndarray:
+    name = np.where(t.columns["cand_operation"] == None, t.columns["base_operation"],  # noqa: E711
+                    t.columns["cand_operation"]).astype(str)
+    return np.lexsort((name, -np.abs(t.columns["delta_time_us"])))
+
+
+# --- program records ------------------------------------------------------------------------
+
+def _pair_program(base: Side, cand: Side) -> PairTable:
+    """Total with Total, Total (HW) with Total (HW), Average with Average, hosts by name (then
+    by position), steps by position; for a step scope, the two chosen steps."""
+    b, c = base.program.columns, cand.program.columns
+    pairs: list[tuple[int, int, str]] = []
+    if base.scope != cand.scope or base.scope not in ("Total", "Average"):
+        pairs.append((scope_record(b, base.scope), scope_record(c, cand.scope), "scope"))
+    else:
+        for kind in ("total", "total_hw", "average"):
+            ib, ic = _find(b, "record_type", kind), _find(c, "record_type", kind)
+            if ib >= 0 or ic >= 0:
+                pairs.append((ib, ic, "record"))
+        pairs += _by_position(_indices(b, "host"), _indices(c, "host"), b["host"], c["host"],
+                              "host")
+        pairs += _by_position(_indices(b, "step"), _indices(c, "step"), None, None, "position")
+    bi = np.array([p[0] for p in pairs], np.int64)
+    ci = np.array([p[1] for p in pairs], np.int64)
+    rule = np.array([p[2] for p in pairs], dtype=object)
+    t = pair_table(b, c, Matching(bi, ci, rule), PROGRAM_SIDE_COLUMNS, PROGRAM_COLUMNS,
+                   "total_time_us", np.nan)
+    return t
+
+
+def _find(cols: dict, column: str, value) -> int:
+    values = cols[column].tolist()
+    return values.index(value) if value in values else -1
+
+
+def scope_record(cols: dict, scope: str) -> int:
+    """The program record of a scope: the Total, the Average or the step so labelled (-1)."""
+    kinds, steps = cols["record_type"].tolist(), cols["step"].tolist()
+    want = {"Total": "total", "Average": "average"}.get(scope, "step")
+    for i, (k, s) in enumerate(zip(kinds, steps)):
+        if k == want and (want != "step" or s == scope):
+            return i
+    return -1
+
+
+def _indices(cols: dict, kind: str) -> list[int]:
+    return [i for i, k in enumerate(cols["record_type"].tolist()) if k == kind]
+
+
+def _by_position(ib: list, ic: list, names_b, names_c, rule: str) -> list:
+    """Records of one kind: same name first (hosts), then in order."""
+    pairs = []
+    if names_b is not None:
+        by_name = {names_c[i]: i for i in ic}
+        for i in list(ib):
+            j = by_name.get(names_b[i])
+            if j is not None:
+                pairs.append((i, j, "name"))
+                ib = [x for x in ib if x != i]
+                ic = [x for x in ic if x != j]
+    k = min(len(ib), len(ic))
+    pairs += [(ib[n], ic[n], rule) for n in range(k)]
+    pairs += [(i, -1, "") for i in ib[k:]] + [(-1, j, "") for j in ic[k:]]
+    return pairs
+
+
+def _scope_pair(program: PairTable, scope: str):
+    """The program pair whose time the summary explains: Total, Average, or the chosen steps."""
+    cols = program.columns
+    want = {"Total": "total", "Average": "average"}.get(scope)
+    for i in range(len(program)):
+        if cols["match_rule"][i] == "scope" or cols["base_record_type"][i] == want:
+            if cols["status"][i] == MATCHED:
+                return {k: v[i] for k, v in cols.items()}
+            return None
+    return None
+
+
+# --- summary --------------------------------------------------------------------------------
+
+def _summary(program: PairTable, ops: PairTable, pair, change: float, base: Side, cand: Side,
+             top: int) -> dict:
+    c = ops.columns
+    status = c["status"]
+    delta = c["delta_time_us"]
+    op_change = float(delta.sum())
+    tb = float(pair["base_total_time_us"]) if pair is not None else None
+    tc = float(pair["cand_total_time_us"]) if pair is not None else None
+    # Percent and speedup of the wall time (per core): the same as of the sums over cores when
+    # both sides have as many cores.
+    wb, wc = _num(pair, "base_total_time_per_core_us"), _num(pair, "cand_total_time_per_core_us")
+    n_top = min(top, len(ops))
+    top_rows = ops.select(np.arange(n_top)).row_dicts()  # ops are in largest-change order
+    explained = float(delta[:n_top].sum()) / change if np.isfinite(change) and change else None
+    rules = {}
+    for r in c["match_rule"][status == MATCHED].tolist():
+        rules[r] = rules.get(r, 0) + 1
+    return {
+        "scope": {"base": base.scope, "cand": cand.scope},
+        "num_steps": {"base": base.num_steps, "cand": cand.num_steps},
+        "base_time_us": tb, "cand_time_us": tc,
+        "base_time_per_core_us": _num(pair, "base_total_time_per_core_us"),
+        "cand_time_per_core_us": _num(pair, "cand_total_time_per_core_us"),
+        "time_change_us": change if np.isfinite(change) else None,
+        "time_change_percent": 100.0 * (wc - wb) / wb if wb and wc is not None else None,
+        "speedup": wb / wc if wb and wc else None,
+        "op_time_change_us": op_change,
+        "other_time_change_us": change - op_change if np.isfinite(change) else None,
+        "matched": int((status == MATCHED).sum()), "new": int((status == NEW).sum()),
+        "removed": int((status == REMOVED).sum()), "rules": rules,
+        "faster": int((c["change"] == "faster").sum()),
+        "slower": int((c["change"] == "slower").sum()),
+        "same": int((c["change"] == "same").sum()),
+        "new_time_us": float(np.nansum(c["cand_total_self_time_us"][status == NEW])),
+        "removed_time_us": float(np.nansum(c["base_total_self_time_us"][status == REMOVED])),
+        "top_contributors": [{k: r[k] for k in (
+            "status", "match_rule", "program", "base_operation", "cand_operation",
+            "delta_time_us", "share_of_change")} for r in top_rows],
+        "explained_share": explained,
+    }
+
+
+def _num(pair, key):
+    if pair is None:
+        return None
+    v = float(pair[key])
+    return v if np.isfinite(v) else None
+
+
+def _notes(base: Side, cand: Side, ops: PairTable) -> list[str]:
+    notes = []
+    db, dc = base.device, cand.device
+    if _roofs(db) != _roofs(dc):
+        notes.append(f"the two sides ran on different devices or under other peaks ({db.type} "
+                     f"vs {dc.type}): each point is placed under its own device's roofs and "
+                     "its efficiency is against those roofs")
+    for name, d in (("base", db), ("candidate", dc)):
+        if not d.peaks_known:
+            notes.append(f"the {name} has no known peaks: its efficiencies are unknown "
+                         "(tb-roofline calibrate, or a device file)")
+    if db.num_cores != dc.num_cores:
+        notes.append(f"the base has {db.num_cores} core(s) and the candidate {dc.num_cores}: op "
+                     "times are summed over cores (as in the op table), the program's time "
+                     "change in percent and its speedup are per core")
+    if base.scope == cand.scope == "Total" and base.num_steps != cand.num_steps:
+        notes.append(f"the base holds {base.num_steps} step(s) and the candidate "
+                     f"{cand.num_steps}: Total compares whole profiles; compare per step with "
+                     "step=Average")
+    c = ops.columns
+    matched = c["status"] == MATCHED
+    prec = int((matched & (c["base_precision"] != c["cand_precision"])).sum())
+    if prec:
+        notes.append(f"{prec} matched op(s) ran at another precision (another compute roof)")
+    caveated = int((_has(c["base_caveat"]) | _has(c["cand_caveat"])).sum())
+    if caveated:
+        notes.append(f"{caveated} op pair(s) carry a caveat (async halves, transfers, no cost, "
+                     "...): their times are compared, their efficiencies are not")
+    return notes
+
+
+def _roofs(device: DeviceInfo) -> tuple:
+    return (tuple((c.precision, round(c.gflops, 6)) for c in device.compute),
+            tuple((m.id, round(m.gbs, 6)) for m in device.memories))

@@ -1,0 +1,175 @@
+"""The run comparison behind `/compare` and `tb-roofline diff`: resolve both sides (run, host,
+step), compare them with the model, cache the result, filter and page it, answer JSON.
+
+Both sides come from `RooflineService.analysis` (cached per run and host); a comparison is
+cached by the identity of the two analyses it was made from, so a re-read profile is compared
+again and an unchanged pair costs a dictionary look-up.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from tb_roofline import errors
+from tb_roofline.model.compare import PairTable, Side, compare
+from tb_roofline.model.roofline import scoped_op_records
+from tb_roofline.serve.discovery import ALL_HOSTS
+
+LEVELS = ("op", "program")
+SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full precision)
+CACHE_SIZE = 8
+
+
+class CompareCache:
+    """The last comparisons, each kept with the two analyses it was made from."""
+
+    def __init__(self):
+        self._items: list = []
+        self._lock = threading.Lock()
+
+    def get(self, key, base, cand):
+        with self._lock:
+            for k, b, c, value in self._items:
+                if k == key and b is base and c is cand:
+                    return value
+        return None
+
+    def put(self, key, base, cand, value):
+        with self._lock:
+            self._items = [x for x in self._items if x[0] != key][-(CACHE_SIZE - 1):]
+            self._items.append((key, base, cand, value))
+
+
+def resolve_scopes(base_analysis, cand_analysis, base_step, step):
+    """(base scope, candidate scope): `step` alone applies to both sides; neither = Total."""
+    base_step = base_step if base_step not in (None, "") else step
+    step = step if step not in (None, "") else base_step
+    scopes = []
+    for which, analysis, value in (("base", base_analysis, base_step), ("run", cand_analysis, step)):
+        scope = value if value not in (None, "") else "Total"
+        labels = analysis.scope.step_labels
+        if scope != "Total" and not labels:
+            raise errors.NotFoundError(f"{which} has no complete steps: only step=Total is "
+                                       f"possible, not {scope!r}")
+        if scope not in ("Total", "Average") and scope not in labels:
+            shown = ", ".join(labels[:20]) + (" ..." if len(labels) > 20 else "")
+            raise errors.NotFoundError(f"unknown step {scope!r} for {which}; steps: Total, "
+                                       f"Average, {shown}")
+        scopes.append(scope)
+    return scopes
+
+
+def comparison(service, base: str, run: str, base_host: str = "", host: str = "",
+               base_step=None, step=None, include_io: bool = True, view: str = "op",
+               top: int = 10, base_service=None):
+    """(Comparison, base side info, candidate side info). `base_service`: where the base run
+    lives when not in `service`'s logdir (the CLI comparing two logdirs)."""
+    base_service = base_service or service
+    a_base = base_service.analysis(base, base_host)
+    a_cand = service.analysis(run, host)
+    for which, a in (("base", a_base), ("run", a_cand)):
+        if view != "op" and view not in a.views:
+            raise errors.InvalidArgumentError(
+                f"view {view!r} is not available for {which}; views: "
+                + ", ".join(["op"] + sorted(a.views)))
+    scope_b, scope_c = resolve_scopes(a_base, a_cand, base_step, step)
+    key = (base, base_host or ALL_HOSTS, run, host or ALL_HOSTS, scope_b, scope_c, include_io,
+           view, top)
+    cmp = service.compare_cache.get(key, a_base, a_cand)
+    if cmp is None:
+        sides = [Side(a.device, a.program[include_io],
+                      scoped_op_records(a, scope, include_io, view, split_by="fingerprint"),
+                      scope, a.num_steps) for a, scope in ((a_base, scope_b), (a_cand, scope_c))]
+        cmp = compare(*sides, top=top)
+        service.compare_cache.put(key, a_base, a_cand, cmp)
+    info = [{"run": r, "host": h or ALL_HOSTS, "step": s, "num_steps": a.num_steps,
+             "format": svc.hosts(r)["format"], "device": a.device.to_json()}
+            for svc, r, h, s, a in ((base_service, base, base_host, scope_b, a_base),
+                                    (service, run, host, scope_c, a_cand))]
+    return cmp, info[0], info[1]
+
+
+def filter_pairs(table: PairTable, categories=(), bound_by=(), name="") -> PairTable:
+    """The API's op filters on either side: category and bound-by exact, name a
+    case-insensitive substring of either side's op name."""
+    c = table.columns
+    mask = np.ones(len(table), bool)
+    for values, column in ((categories, "category"), (bound_by, "bound_by")):
+        if values:
+            wanted = list(values)
+            mask &= np.isin(c[f"base_{column}"], wanted) | np.isin(c[f"cand_{column}"], wanted)
+    if name:
+        needle = name.lower()
+        names = zip(c["base_operation"].tolist(), c["cand_operation"].tolist())
+        mask &= np.fromiter(((b is not None and needle in b.lower()) or
+                             (o is not None and needle in o.lower()) for b, o in names),
+                            bool, count=len(table))
+    return table if mask.all() else table.select(mask)
+
+
+def compare_answer(service, base: str, run: str, base_host: str = "", host: str = "",
+                   base_step=None, step=None, level: str = "op", include_io: bool = True,
+                   view: str = "op", categories=(), bound_by=(), name: str = "",
+                   offset: int = 0, limit=None) -> dict:
+    if base is None:
+        raise errors.InvalidArgumentError("missing parameter 'base'")
+    if level not in LEVELS:
+        raise errors.InvalidArgumentError(f"level must be 'op' or 'program', not {level!r}")
+    cmp, base_info, cand_info = comparison(service, base, run, base_host, host, base_step,
+                                           step, include_io, view)
+    full = cmp.ops if level == "op" else cmp.program
+    table = filter_pairs(full, categories, bound_by, name) if level == "op" else full
+    total = len(table)
+    if offset or limit is not None:
+        end = total if limit is None else offset + limit
+        table = table.select(slice(offset, end))
+    c = full.columns
+    facets = {}
+    if level == "op":
+        for column in ("category", "bound_by"):
+            values = set(c[f"base_{column}"].tolist()) | set(c[f"cand_{column}"].tolist())
+            facets[column] = sorted(v for v in values if v is not None)
+    return {"base": base_info, "cand": cand_info, "level": level, "view": view,
+            "infeed_outfeed": "include" if include_io else "exclude",
+            "summary": cmp.summary, "notes": cmp.notes,
+            "program": columnar(cmp.program),
+            **columnar(table), "total_count": total, "unfiltered_count": len(full),
+            "offset": offset, "facets": facets}
+
+
+def columnar(table: PairTable, digits: int = SIGNIFICANT_DIGITS) -> dict:
+    """`{"columns": names, "values": one array per column}`: numbers rounded to `digits`
+    significant digits, NaN as null (the fastest JSON for 20,000 pairs)."""
+    values = []
+    for name in table.names:
+        arr = table.columns[name]
+        if arr.dtype.kind == "f":
+            arr = round_significant(arr, digits)
+            finite = np.isfinite(arr)
+            if not finite.all():
+                arr = arr.astype(object)
+                arr[~finite] = None
+        elif name.endswith("caveat"):
+            arr = np.where(arr == "", None, arr)
+        values.append(arr.tolist())
+    return {"columns": list(table.names), "values": values}
+
+
+def round_significant(a: np.ndarray, digits: int) -> np.ndarray:
+    """Each value rounded to `digits` significant digits (so that it prints short)."""
+    out = np.array(a, dtype=np.float64)
+    nz = np.isfinite(out) & (out != 0)
+    v = out[nz]
+    if not len(v):
+        return out
+    e = np.floor(np.log10(np.abs(v)))
+    big = e >= digits - 1
+    r = np.empty_like(v)
+    p = 10.0 ** (e[big] - (digits - 1))  # exact powers of ten: the product prints short
+    r[big] = np.round(v[big] / p) * p
+    q = 10.0 ** ((digits - 1) - e[~big])
+    r[~big] = np.round(v[~big] * q) / q
+    out[nz] = r
+    return out
+
