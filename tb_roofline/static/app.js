@@ -4,7 +4,7 @@ import {api, ApiError, tableToObjects} from './api.js';
 import {onReload, onUrlChange, readUrlState, watchDarkMode, writeUrlState} from './tbhost.js';
 import {Chart, POINT_FLAGS, categorySpec, loadVega, opSpec, placePoints, programSpec,
   roofGeometry} from './charts.js';
-import {OP_COLUMNS, PROGRAM_COLUMNS, TOOLTIP_COLUMNS, fmtInt, toCsv, visibleColumns,
+import {OP_COLUMNS, PROGRAM_COLUMNS, TOOLTIP_COLUMNS, TOOLTIP_KEYS, fmtInt, toCsv, visibleColumns,
   withDeviceMemories}
   from './columns.js';
 import {topOpsSummary} from './views/top_ops.js';
@@ -178,6 +178,7 @@ class App {
         this.noticeEl, this.runErrorEl, this.contentEl);
     setChildren(this.root, this.app);
     this.tooltip = new Tooltip();  // Appended to <body>, after the root was filled.
+    this.tooltip.keys = TOOLTIP_KEYS;  // compact: every metric is in the selection's details
 
     this.programChart = new Chart(this.programChartEl, {tooltip: this.tooltip.handler});
     this.opChart = new Chart(this.opChartEl, {tooltip: this.tooltip.handler,

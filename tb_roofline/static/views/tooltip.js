@@ -2,7 +2,7 @@
 // far from its roof, what it is worth, whether it is a measurement); every metric is in the
 // details of a selected point (detailsTable).
 import {h, setChildren} from './dom.js';
-import {CAVEATS, TOOLTIP_COLUMNS, TOOLTIP_KEYS} from '../columns.js';
+import {CAVEATS, TOOLTIP_COLUMNS} from '../columns.js';
 
 export class Tooltip {
   constructor() {
@@ -12,6 +12,7 @@ export class Tooltip {
     this.current = null;
     this.memoryIds = null;  // Memories of the device: other per-memory metrics are left out.
     this.columns = null;  // TOOLTIP_COLUMNS plus the device's extra memories (app.js).
+    this.keys = null;  // The columns shown at once (null: every one of `columns`).
     // The signature vega-embed expects for a custom tooltip handler.
     this.handler = (handler, event, item, value) => this.show(event, value);
   }
@@ -55,7 +56,7 @@ export class Tooltip {
     const columns = this.columns || TOOLTIP_COLUMNS;
     const byKey = new Map(columns.map((c) => [c.key, c]));
     const rows = [];
-    for (const key of TOOLTIP_KEYS) {
+    for (const key of this.keys || columns.map((c) => c.key)) {
       const c = byKey.get(key);
       if (!c || !(key in d) || key === 'caveat') continue;
       if (key === 'step' && d.record_type === 'op') continue;
