@@ -54,3 +54,295 @@ def test_a_truncated_file_written_seconds_ago_is_still_being_written(tmp_path, m
     monkeypatch.setenv("TB_ROOFLINE_YOUNG_FILE_S", "bogus")  # a typo keeps the default
     with pytest.raises(ProfileIncompleteError):
         read_profile_file(_age(x, 5), "xplane", "h")
+
+
+# ------------------------------------------------------------------------------------------
+# Helpers: gzip members concatenate, so a bomb of any size is one small member repeated.
+
+def _gz_member(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+TINY_EVENT = b'{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":1,"dur":1},'
+
+
+def _bomb(path, mib: int, fill: bytes = TINY_EVENT, tail: bytes = b'1]}'):
+    """`{"traceEvents": [` + `mib` MiB of `fill` repeated + `tail`, gzipped in ~mib KB."""
+    block = _gz_member(fill * ((1 << 20) // len(fill)))
+    with open(path, "wb") as f:
+        f.write(_gz_member(b'{"traceEvents": ['))
+        for _ in range(mib):
+            f.write(block)
+        f.write(_gz_member(tail))
+    return _age(path, 3600)
+
+
+def _logdir_with(tmp_path, files: dict):
+    """A logdir with one Kineto run per entry: {run name: (file name, bytes or callable)}."""
+    for run, (name, content) in files.items():
+        folder = tmp_path / run
+        folder.mkdir(parents=True, exist_ok=True)
+        if callable(content):
+            content(folder / name)
+        else:
+            (folder / name).write_bytes(content)
+            _age(folder / name, 3600)
+    return str(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------
+# 1. Gzip bombs: bounded inflated size and event count, clean 413s, memory per request bounded.
+
+def test_a_gzip_bomb_is_refused_by_its_event_count(tmp_path, monkeypatch):
+    from tb_roofline.serve.service import RooflineService
+    monkeypatch.setenv("TB_ROOFLINE_MAX_EVENTS", "100000")
+    path = _bomb(tmp_path / "w.pt.trace.json.gz", 64)  # 64 MiB of tiny events, 860k of them
+    assert os.path.getsize(path) < 300_000
+    with pytest.raises(ProfileTooLargeError, match="100,000 trace events.*TB_ROOFLINE_MAX_EVENTS"):
+        read_kineto_file(path, "h")
+    service = RooflineService(str(tmp_path))
+    with pytest.raises(errors.TooLargeError) as exc:
+        service.program(".", "", True)
+    assert exc.value.http_code == 413 and "TB_ROOFLINE_MAX_EVENTS" in str(exc.value)
+
+
+def test_the_inflated_json_is_limited_like_a_file(tmp_path):
+    from tb_roofline.serve.service import RooflineService
+    _bomb(tmp_path / "w.pt.trace.json.gz", 3, fill=b" " * 1024)  # 3 MiB inflated from 10 kB
+    service = RooflineService(str(tmp_path), max_file_mb=1)
+    with pytest.raises(errors.TooLargeError, match="TB_ROOFLINE_MAX_FILE_MB"):
+        service.program(".", "", True)
+
+
+def test_default_limits_bound_the_memory_of_a_bomb(tmp_path):
+    """The 3.6 MB trace that inflates to 1 GiB of 14 million tiny events took the server to
+    3.6 GB. With the default limits it is refused (413) and the reader stays small."""
+    import subprocess
+    import sys
+    path = _bomb(tmp_path / "w.pt.trace.json.gz", 1024)
+    assert os.path.getsize(path) < 4 << 20
+    code = f"""
+import resource, sys, time
+from tb_roofline.readers import read_profile_file
+from tb_roofline.errors import ProfileTooLargeError
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.monotonic()
+try:
+    read_profile_file({str(path)!r}, "kineto", "h", max_bytes=4096 << 20)
+    sys.exit("read a bomb")
+except ProfileTooLargeError as exc:
+    print(exc)
+print("growth_mb", (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+print("seconds", time.monotonic() - t)
+"""
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("TB_ROOFLINE_MAX_EVENTS", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines()[1:])
+    assert "TB_ROOFLINE_MAX_EVENTS" in done.stdout
+    assert int(lines["growth_mb"]) < 600, done.stdout  # was 3,600 MB
+
+
+def test_a_failed_read_is_not_repeated_until_the_file_changes(tmp_path, monkeypatch):
+    from tb_roofline.readers import kineto
+    path = tmp_path / "w.pt.trace.json"
+    path.write_bytes(b'{"traceEvents": [{"ph": "X"}, nonsense]}')
+    _age(path, 3600)
+    calls = []
+    real = kineto.load_kineto
+    monkeypatch.setattr(kineto, "load_kineto", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for _ in range(3):
+        with pytest.raises(ProfileFormatError, match="invalid JSON"):
+            read_profile_file(str(path), "kineto", "h")
+    assert len(calls) == 1
+    path.write_bytes(b'{"traceEvents": [{"ph": "X"}, nonsense]}')
+    _age(path, 3000)
+    with pytest.raises(ProfileFormatError):
+        read_profile_file(str(path), "kineto", "h")
+    assert len(calls) == 2
+
+
+def test_running_out_of_memory_is_a_413_and_the_server_keeps_serving(tmp_path, monkeypatch):
+    from tb_roofline import readers
+    from tb_roofline.readers import kineto
+    from tb_roofline.serve.service import RooflineService
+    text = _kineto_text()
+    logdir = _logdir_with(tmp_path, {"big": ("w.pt.trace.json", text),
+                                     "small": ("w.pt.trace.json", text + b" ")})
+    real = kineto.read_kineto
+
+    def hungry(col, host):
+        if len(col.op_ts) and col.meta.get("hungry", True) and hungry.on:
+            raise MemoryError
+        return real(col, host)
+    hungry.on = True
+    monkeypatch.setattr(kineto, "read_kineto", hungry)
+    service = RooflineService(logdir)
+    with pytest.raises(errors.TooLargeError, match="not enough memory"):
+        service.program("big", "", True)
+    hungry.on = False
+    with pytest.raises(errors.TooLargeError):  # not read again at once...
+        service.program("big", "", True)
+    assert service.program("small", "", True)["rows"]  # ...while the others are served
+    for key, (cls, message, expires) in list(readers._FAILURES.items()):
+        if expires is not None:  # MEMORY_RETRY_S later
+            readers._FAILURES[key] = (cls, message, expires - readers.MEMORY_RETRY_S - 1)
+    assert service.program("big", "", True)["rows"]  # read again a while later
+
+
+def _plugin(logdir):
+    from tensorboard.plugins import base_plugin
+    from werkzeug import test as wtest
+    from werkzeug.wrappers import Response
+
+    from tb_roofline.serve.plugin import RooflinePlugin
+    plugin = RooflinePlugin(base_plugin.TBContext(logdir=str(logdir)))
+    apps = plugin.get_plugin_apps()
+
+    def app(environ, start_response):
+        path = environ["PATH_INFO"]
+        route = "/static/*" if path.startswith("/static/") else path
+        return apps[route](environ, start_response)
+    return plugin, wtest.Client(app, Response)
+
+
+def test_memory_error_in_the_analysis_answers_413(tmp_path, monkeypatch):
+    _logdir_with(tmp_path, {"run": ("w.pt.trace.json", _kineto_text())})
+    plugin, client = _plugin(tmp_path)
+    monkeypatch.setattr(plugin._service, "analysis", lambda *a: (_ for _ in ()).throw(MemoryError))
+    r = client.get("/program?run=run")
+    assert r.status_code == 413 and r.json["error"]["code"] == "too_large"
+    assert client.get("/runs").status_code == 200
+
+
+def test_the_background_scan_survives_a_thread_that_cannot_start(tmp_path, monkeypatch):
+    import threading
+
+    from tb_roofline.serve.discovery import RunIndex
+    _logdir_with(tmp_path, {"run": ("w.pt.trace.json", _kineto_text())})
+    index = RunIndex(str(tmp_path))
+    real = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start",
+                        lambda self: (_ for _ in ()).throw(RuntimeError("can't start new thread")))
+    assert not index.has_any()  # no thread: no scan, no exception either
+    monkeypatch.setattr(threading.Thread, "start", real)
+    deadline = time.monotonic() + 5
+    while not index.has_any() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert index.has_any()  # it was not left "scanning" forever
+
+
+# ------------------------------------------------------------------------------------------
+# 2. Whitespace bombs: skipped in bulk, a run of it bounded.
+
+def test_a_whitespace_bomb_costs_little(tmp_path):
+    one = _bomb(tmp_path / "a.pt.trace.json.gz", 1024, fill=b" " * 4096)  # 1 GiB in 1 MB
+    t = time.monotonic()
+    with pytest.raises(ProfileFormatError, match="whitespace in a row"):
+        read_kineto_file(one, "h")
+    assert time.monotonic() - t < 5  # was 74 s
+    # Runs under the bound, between elements: skipped in bulk (was 18 s for these 256 MiB).
+    many = tmp_path / "b.pt.trace.json.gz"
+    with open(many, "wb") as f:
+        f.write(_gz_member(b'{"traceEvents": ['))
+        spaces = _gz_member(b" " * (8 << 20))
+        for _ in range(32):
+            f.write(spaces + _gz_member(TINY_EVENT))
+        f.write(_gz_member(b"1]}"))
+    t = time.monotonic()
+    assert len(read_kineto_file(_age(many, 3600), "h").ops) == 1
+    assert time.monotonic() - t < 8
+
+
+def test_braces_inside_strings_do_not_multiply_the_parsing(tmp_path, monkeypatch):
+    """Each fast batch cut at a '},' inside a string fails; the slow path then takes at least a
+    chunk, so a trace made of such events costs a few parses per chunk, not per event."""
+    from tb_roofline.readers import kineto
+    event = b'{"ph":"X","cat":"cpu_op","name":"a},},},},},","ts":1,"dur":1,"pid":1,"tid":1},'
+    path = _bomb(tmp_path / "w.pt.trace.json.gz", 16, fill=event,
+                 tail=event[:-1] + b"]}")
+    loads = []
+    real = json.loads
+    monkeypatch.setattr(kineto.json, "loads", lambda s, *a, **k: loads.append(len(s)) or real(s))
+    assert len(read_kineto_file(path, "h").ops) == 1
+    assert sum(loads) < 4 * (16 << 20)  # was 8 x (28 x on 256 MiB): 4 MB parses per 4096 events
+
+
+# ------------------------------------------------------------------------------------------
+# 3./7. Kineto: clean 422s, never quoting the file.
+
+def test_kineto_integers_of_thousands_of_digits(tmp_path):
+    big = b"9" * 5000
+    for doc in (b'{"traceEvents": [{"ph": "X", "ts": ' + big + b'}]}',
+                b'{"traceEvents": [], "distributedInfo": {"rank": ' + big + b'}}',
+                b'{"traceEvents": [' + TINY_EVENT * 10 + b'{"dur": ' + big + b'}]}'):
+        path = tmp_path / "w.pt.trace.json"
+        path.write_bytes(doc)
+        with pytest.raises(ProfileFormatError, match="number too long"):
+            read_profile_file(_age(path, 3600 + len(doc) % 97), "kineto", "h")
+
+
+def test_errors_never_quote_the_file(tmp_path):
+    """A profile that is a link to /etc/passwd (or any text) is named, never quoted."""
+    secret = b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n"
+    target = tmp_path / "passwd"
+    target.write_bytes(secret)
+    _age(target, 3600)
+    for name, fmt in (("w.pt.trace.json", "kineto"), ("w.pt.trace.json.gz", "kineto"),
+                      ("h.xplane.pb", "xplane")):
+        link = tmp_path / name
+        link.symlink_to(target)
+        with pytest.raises(ProfileFormatError) as exc:
+            read_profile_file(str(link), fmt, "h")
+        message = str(exc.value)
+        assert "root" not in message and "x:0" not in message and "bash" not in message
+        assert name in message
+    for doc in (b'{"traceEvents": [] "rootsecret": 1}', b'{"traceEvents": [], rootsecret}',
+                b'["rootsecret"]', b'{"traceEvents": [{"a": rootsecret}]}'):
+        path = tmp_path / "d.pt.trace.json"
+        path.write_bytes(doc)
+        with pytest.raises(ProfileFormatError) as exc:
+            read_profile_file(_age(path, 3600 + len(doc)), "kineto", "h")
+        assert "secret" not in str(exc.value)
+
+
+# ------------------------------------------------------------------------------------------
+# 4. Kineto: negative durations are counted as 0 and said so.
+
+def test_kineto_negative_durations_are_clamped_with_a_diagnostic(tmp_path):
+    doc = json.loads(_kineto_text())
+    n = 0
+    for ev in doc["traceEvents"]:
+        if ev.get("ph") == "X" and ev.get("cat") in ("cpu_op", "kernel") and n < 5:
+            ev["dur"] = -abs(ev.get("dur", 1)) - 1
+            n += 1
+    path = tmp_path / "w.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    data = read_kineto_file(_age(path, 3600), "h")
+    notes = [d for d in data.diagnostics if d.code == "negative_durations"]
+    assert notes and notes[0].message.startswith("5 events")
+    assert (data.ops["total_time_ps"] >= 0).all()
+
+
+# ------------------------------------------------------------------------------------------
+# 5./7. HTTP: exports of any run name, NUL in a static path.
+
+def test_export_of_a_run_named_outside_latin1(tmp_path):
+    _logdir_with(tmp_path, {"训练-é": ("w.pt.trace.json", _kineto_text())})
+    plugin, client = _plugin(tmp_path)
+    r = client.get("/export?run=" + __import__("urllib.parse").parse.quote("训练-é"))
+    assert r.status_code == 200
+    header = r.headers["Content-Disposition"]
+    header.encode("latin-1")  # what a real server must be able to send
+    assert 'filename="roofline_op_' in header
+    assert "filename*=UTF-8''roofline_op_%E8%AE%AD%E7%BB%83-%C3%A9_all.csv" in header
+
+
+def test_a_nul_in_a_static_path_is_404(tmp_path):
+    plugin, client = _plugin(tmp_path)
+    for path in ("/static/app.js%00.png", "/static/%00", "/static/vendor/%00/x"):
+        r = client.get(path)
+        assert r.status_code == 404 and r.json["error"]["code"] == "not_found"
+    assert client.get("/static/app.js").status_code == 200

@@ -154,7 +154,11 @@ class RunIndex:
             if self._scanning or time.monotonic() - self._scanned_at < self.max_age_s:
                 return
             self._scanning = True
-        threading.Thread(target=self._background_scan, name="tb-roofline-scan", daemon=True).start()
+        try:
+            threading.Thread(target=self._background_scan, name="tb-roofline-scan",
+                             daemon=True).start()
+        except Exception:  # no thread (out of memory): the next call tries again
+            self._scanning = False
 
     def _background_scan(self):
         try:
