@@ -298,6 +298,7 @@ def test_errors_never_quote_the_file(tmp_path):
             read_profile_file(str(link), fmt, "h")
         message = str(exc.value)
         assert "root" not in message and "x:0" not in message and "bash" not in message
+        assert "'ro" not in message  # not even the two bytes gzip's own error quotes
         assert name in message
     for doc in (b'{"traceEvents": [] "rootsecret": 1}', b'{"traceEvents": [], rootsecret}',
                 b'["rootsecret"]', b'{"traceEvents": [{"a": rootsecret}]}'):
@@ -346,3 +347,264 @@ def test_a_nul_in_a_static_path_is_404(tmp_path):
         r = client.get(path)
         assert r.status_code == 404 and r.json["error"]["code"] == "not_found"
     assert client.get("/static/app.js").status_code == 200
+
+
+# ------------------------------------------------------------------------------------------
+# 3. XSpace: stats of the wrong kind, empty HLO, malformed instructions: 422 naming the place.
+
+def _gpu_space():
+    from test_xla_gpu_cpu_reader import _gpu_space as make
+    return make()
+
+
+def _write_space(tmp_path, space, name="h.xplane.pb"):
+    path = tmp_path / name
+    path.write_bytes(space.SerializeToString())
+    return _age(path, 3600)
+
+
+def _stat_id(plane, name):
+    return next(k for k, m in plane.stat_metadata.items() if m.name == name)
+
+
+def _new_stat(plane, holder, name):
+    """A stat of a new stat metadata `name` on `holder` (an event or event metadata)."""
+    sid = max(plane.stat_metadata, default=0) + 1
+    plane.stat_metadata[sid].id = sid
+    plane.stat_metadata[sid].name = name
+    return holder.stats.add(metadata_id=sid)
+
+
+def test_step_and_group_stats_without_a_value(tmp_path):
+    from tb_roofline.synthetic import _Plane
+    space = _gpu_space()
+    gpu = space.planes[1]
+    ev = next(e for line in gpu.lines if line.name == "Steps" for e in line.events)
+    gid = _stat_id(gpu, "group_id")
+    for st in ev.stats:
+        if st.metadata_id == gid:
+            st.ClearField("value")  # a step marker's group_id with no value at all
+    with pytest.raises(ProfileFormatError, match=r"plane '/device:GPU:0', line 'Steps': "
+                                                 r"stat 'group_id' holds no value"):
+        read_xspace_file(_write_space(tmp_path, space), "h")
+    stream = next(line for line in gpu.lines if line.name == "Stream #1(Compute)")
+    for st in stream.events[0].stats:
+        if st.metadata_id == gid:
+            st.double_value = float("nan")  # a kernel's group_id that is not a number
+    with pytest.raises(ProfileFormatError, match=r"line 'Stream #1\(Compute\)': "
+                                                 r"stat 'group_id' holds a float"):
+        read_xspace_file(_write_space(tmp_path, space, "n.xplane.pb"), "h")
+    space = _gpu_space()  # a host step marker whose step_num is text
+    host = _Plane(space.planes.add(id=99, name="/host:CPU"))
+    line = host.plane.lines.add(id=1, name="python", timestamp_ns=0)
+    ev = line.events.add(metadata_id=host.event_metadata("train").id, offset_ps=0, duration_ps=5)
+    host.add_stat(ev, "step_num", "one")
+    with pytest.raises(ProfileFormatError, match="stat 'step_num' holds a str") as exc:
+        read_xspace_file(_write_space(tmp_path, space, "g.xplane.pb"), "h")
+    assert "one" not in str(exc.value).replace("python", "")
+
+
+def test_an_empty_hlo_proto_is_a_diagnostic(tmp_path):
+    space = _gpu_space()
+    meta = space.planes[0]
+    hid = _stat_id(meta, "Hlo Proto")
+    for md in meta.event_metadata.values():
+        for st in md.stats:
+            if st.metadata_id == hid:
+                st.bytes_value = b""
+    data = read_xspace_file(_write_space(tmp_path, space), "h")
+    assert "program 7: HLO proto holds no computation" in [d.message for d in data.diagnostics]
+    assert set(data.ops["category"]) == {"unattributed"}
+
+
+def test_memory_breakdown_of_the_wrong_kind(tmp_path):
+    from test_xspace_reader import _tpu_space
+    for kind, value in (("double_value", 2.5), ("str_value", "x"), ("bytes_value", b"\xff\xff")):
+        space = _tpu_space([("fusion.2", "loop fusion", 0, 10, 0, 1, 1)])
+        plane = space.planes[0]
+        md = next(iter(plane.event_metadata.values()))
+        setattr(_new_stat(plane, md, "memory_access_breakdown"), kind, value)
+        with pytest.raises(ProfileFormatError,
+                           match=r"plane '/device:TPU:0', op .*fusion.2.*memory_access_breakdown"):
+            read_xspace_file(_write_space(tmp_path, space, f"{kind}.xplane.pb"), "h")
+
+
+def _module_with(opcode, operands=0, **fields):
+    """A one-instruction entry computation: `opcode` over `operands` f32[4,4] parameters."""
+    from test_hlo_cost_model import HloBuilder
+
+    from tb_roofline.hlo.shapes import F32
+    b = HloBuilder("bad_module")
+    called = [b.adder()]
+    b.computation("main")
+    params = [b.param(f"p{i}", (F32, (4, 4)), i) for i in range(operands)]
+    b.add(f"{opcode}.7", opcode, (F32, (4, 4)), params, called, **fields)
+    b.module.entry_computation_id = len(b.module.computations)
+    return b.module
+
+
+@pytest.mark.parametrize("opcode,need", [
+    ("cholesky", 1), ("convolution", 2), ("dot", 2), ("dynamic-update-slice", 2), ("fft", 1),
+    ("gather", 2), ("ragged-dot", 3), ("reduce", 2), ("reduce-window", 2), ("scaled-dot", 2),
+    ("scatter", 3), ("select-and-scatter", 3), ("sort", 1), ("triangular-solve", 2)])
+def test_every_opcode_rule_with_too_few_operands(opcode, need):
+    from tb_roofline.hlo import HloModule, module_costs
+    from tb_roofline.hlo.cost_model import HloError
+    for n in range(need):
+        module = HloModule(_module_with(opcode, n), "7")
+        with pytest.raises(HloError, match=rf"program 'bad_module' \(7\), instruction "
+                                           rf"'{opcode}.7': a {opcode} needs"):
+            module_costs(module)
+
+
+def test_dimension_numbers_an_operand_lacks():
+    from test_hlo_cost_model import HloBuilder
+
+    from tb_roofline.hlo import HloModule, module_costs
+    from tb_roofline.hlo.cost_model import HloError
+    from tb_roofline.protos import hlo_pb2
+    window = hlo_pb2.Window()  # a cumsum-like window on a third dimension the output lacks
+    window.dimensions.add(size=1)
+    window.dimensions.add(size=1)
+    window.dimensions.add(size=3, padding_low=1, padding_high=1)
+    cases = [
+        ("dot", 2, {"dot_dimension_numbers": hlo_pb2.DotDimensionNumbers(
+            lhs_contracting_dimensions=[5])}),
+        ("convolution", 2, {"convolution_dimension_numbers":
+                            hlo_pb2.ConvolutionDimensionNumbers(input_feature_dimension=9)}),
+        ("reduce-window", 2, {"window": window}),
+        ("custom-call", 2, {"custom_call_target": "__cublas$gemm", "backend_config": json.dumps(
+            {"dot_dimension_numbers": {"lhs_contracting_dimensions": ["7"]}}).encode()}),
+        ("custom-call", 2, {"custom_call_target": "__cublas$gemm",
+                            "backend_config": b'{"dot_dimension_numbers": [1]}'}),
+        ("custom-call", 1, {"custom_call_target": "__cudnn$convForward"}),
+        ("while", 0, {"backend_config": b'{"known_trip_count":{"n":"' + b"9" * 5000 + b'"}}'}),
+    ]
+    for opcode, n, fields in cases:
+        module = HloModule(_module_with(opcode, n, **fields), "7")
+        t = time.monotonic()
+        with pytest.raises(HloError, match=rf"instruction '{opcode}.7'"):
+            module_costs(module)
+        assert time.monotonic() - t < 5, opcode
+    # A window of 2^40 taps (the enumeration looped for ever): counted at once.
+    module = HloModule(_module_with("convolution", 2, convolution_dimension_numbers=(
+        hlo_pb2.ConvolutionDimensionNumbers(input_spatial_dimensions=[0],
+                                            output_spatial_dimensions=[0])),
+        window=hlo_pb2.Window(dimensions=[hlo_pb2.WindowDimension(
+            size=1 << 40, stride=3, base_dilation=2)])), "7")
+    t = time.monotonic()
+    module_costs(module)
+    assert time.monotonic() - t < 1
+    b = HloBuilder("loop")  # a computation that calls itself
+    comp = b.computation("main")
+    b.add("call.1", "call", (1, ()), [], [comp])
+    b.module.entry_computation_id = comp.id
+    with pytest.raises(HloError, match="computation 'main' calls itself"):
+        module_costs(HloModule(b.module, "7"))
+
+
+def test_a_malformed_instruction_through_the_reader_is_a_bad_profile(tmp_path):
+    from tb_roofline.protos import hlo_pb2
+    from tb_roofline.serve.service import RooflineService
+    space = _gpu_space()
+    meta = space.planes[0]
+    hid = _stat_id(meta, "Hlo Proto")
+    module = _module_with("gather", 1)
+    module.name = "jit_step"
+    module.computations[-1].instructions[-1].name = "fusion.1"  # the op the kernels name
+    for md in meta.event_metadata.values():
+        for st in md.stats:
+            if st.metadata_id == hid:
+                st.bytes_value = hlo_pb2.HloProto(hlo_module=module).SerializeToString()
+    session = tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00"
+    session.mkdir(parents=True)
+    _write_space(session, space)
+    with pytest.raises(errors.BadProfileError) as exc:
+        RooflineService(str(tmp_path)).program("2026_01_01_00_00_00", "", True)
+    assert exc.value.http_code == 422
+    assert "h.xplane.pb" in str(exc.value) and "instruction 'fusion.1': a gather needs 2" \
+        in str(exc.value)
+
+
+def test_a_convolution_window_is_counted_exactly_and_at_once():
+    """The (tap, output) count, O(1) per tap, equals the enumeration it replaces."""
+    import random
+
+    from tb_roofline.hlo.cost_model import valid_positions
+
+    def enumerate_(in_size, out_size, k_size, stride, pad_lo, wdil, bdil):
+        return sum(1 for k in range(k_size) for o in range(out_size)
+                   if (o * stride + k * wdil - pad_lo) % bdil == 0
+                   and 0 <= (o * stride + k * wdil - pad_lo) // bdil < in_size)
+    rng = random.Random(11)
+    for _ in range(3000):
+        args = (rng.randrange(0, 12), rng.randrange(0, 12), rng.randrange(0, 8),
+                rng.randrange(1, 5), rng.randrange(-6, 8), rng.randrange(1, 4), rng.randrange(1, 5))
+        assert valid_positions(*args) == enumerate_(*args), args
+    t = time.monotonic()
+    assert valid_positions(10 ** 12, 10 ** 12, 3, 7, 1, 1, 5) > 0
+    with pytest.raises(ValueError):
+        valid_positions(10 ** 12, 10 ** 12, 10 ** 12, 7, 1, 1, 5)
+    assert time.monotonic() - t < 1
+
+
+# ------------------------------------------------------------------------------------------
+# 4. Negative durations, absurd occurrences, times that overflow int64: clamped or refused, said.
+
+def _tpu_with(events_edit, full_path=False):
+    from test_xspace_reader import _tpu_space
+    space = _tpu_space([("fusion.2", "loop fusion", 0, 100, 0, 10, 64),
+                        ("fusion.3", "loop fusion", 200, 50, 0, 10, 64),
+                        ("fusion.4", "loop fusion", 300, 50, 0, 10, 64)])
+    plane = space.planes[0]
+    ops = next(line for line in plane.lines if line.name == "XLA Ops")
+    events_edit(ops.events)
+    if full_path:  # a double stat makes the token decoder give the line to the per-event path
+        _new_stat(plane, ops.events[0], "some_double").double_value = 0.5
+    return space
+
+
+@pytest.mark.parametrize("full_path", [False, True])
+def test_tpu_negative_durations_and_absurd_occurrences(tmp_path, full_path):
+    def edit(events):
+        events[0].duration_ps = -100
+        events[1].num_occurrences = 2 ** 62
+        events[2].num_occurrences = -3
+    data = read_xspace_file(_write_space(tmp_path, _tpu_with(edit, full_path)), "h")
+    codes = {d.code: d.message for d in data.diagnostics}
+    assert codes["negative_durations"].startswith("1 events")
+    assert codes["bad_occurrences"].startswith("2 events")
+    t = data.ops
+    assert t["operation"].tolist() == ["fusion.2"]
+    assert (t["total_time_ps"] >= 0).all() and t["occurrences"].tolist() == [1]
+    from tb_roofline.model.roofline import analyze
+    analyze([data])
+
+
+@pytest.mark.parametrize("full_path", [False, True])
+def test_tpu_times_that_overflow_int64_are_a_bad_profile(tmp_path, full_path):
+    def edit(events):
+        events[0].duration_ps = 2 ** 63 - 10
+        events[1].duration_ps = 2 ** 63 - 10
+    with pytest.raises(ProfileFormatError, match="line 'XLA Ops': event times or durations"):
+        read_xspace_file(_write_space(tmp_path, _tpu_with(edit, full_path)), "h")
+
+
+def test_tpu_negative_op_costs_count_as_zero(tmp_path):
+    from test_xspace_reader import _tpu_space
+    space = _tpu_space([("fusion.2", "loop fusion", 0, 100, 0, -10, -64)])
+    data = read_xspace_file(_write_space(tmp_path, space), "h")
+    assert "negative_costs" in {d.code for d in data.diagnostics}
+    assert data.ops["flops"].tolist() == [0.0] and data.ops["bytes"].tolist() == [0.0]
+
+
+def test_gpu_negative_durations_and_overflowing_times(tmp_path):
+    space = _gpu_space()
+    stream = next(line for line in space.planes[1].lines if line.name == "Stream #1(Compute)")
+    stream.events[0].duration_ps = -30
+    data = read_xspace_file(_write_space(tmp_path, space), "h")
+    assert "negative_durations" in {d.code for d in data.diagnostics}
+    assert (data.ops["total_time_ps"] >= 0).all() and (data.ops["self_time_ps"] >= 0).all()
+    stream.events[0].duration_ps = 2 ** 63 - 1
+    with pytest.raises(ProfileFormatError, match="plane '/device:GPU:0': event times"):
+        read_xspace_file(_write_space(tmp_path, space, "g.xplane.pb"), "h")

@@ -509,7 +509,10 @@ def load_kineto(path: str, max_bytes: int | None = None, progress=None) -> _Coll
     except EOFError:
         _raise_incomplete(path, before, young, f"{base} ends early (truncated gzip stream)")
     except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-        raise ProfileFormatError(f"{base} is not a readable gzip file: {exc}") from None
+        what = str(exc)
+        if what.startswith("Not a gzipped file"):  # it quotes the file's first bytes: do not
+            what = "no gzip header"
+        raise ProfileFormatError(f"{base} is not a readable gzip file: {what}") from None
     except UnicodeDecodeError:
         raise ProfileFormatError(f"{base} is not UTF-8 JSON text") from None
     except ProfileFormatError as exc:
