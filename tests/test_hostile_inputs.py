@@ -608,3 +608,48 @@ def test_gpu_negative_durations_and_overflowing_times(tmp_path):
     stream.events[0].duration_ps = 2 ** 63 - 1
     with pytest.raises(ProfileFormatError, match="plane '/device:GPU:0': event times"):
         read_xspace_file(_write_space(tmp_path, space, "g.xplane.pb"), "h")
+
+
+# ------------------------------------------------------------------------------------------
+# 6. CSV exports: no formulas, no split rows (the same rule as the tab's toCsv, see e2e).
+
+CSV_CASES = [("=1+1", "'=1+1"), ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"),
+             ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"),
+             ("\r=x", "\"'\r=x\""), ("a\rb", '"a\rb"'), ('say "hi", ok', '"say ""hi"", ok"'),
+             ("-1.5", "-1.5"), ("+2", "+2"), ("-3e-7", "-3e-7"), (-1.5, "-1.5"), (7, "7"),
+             (None, ""), (True, "True"), ("fusion.3", "fusion.3"), ("-", "'-"), ("", "")]
+
+
+def test_csv_cells_are_never_formulas():
+    import csv
+    import io
+
+    from tb_roofline.serve.service import csv_cell, to_csv
+    for value, expected in CSV_CASES:
+        assert csv_cell(value) == expected, value
+    text = to_csv(["a", "b"], [[v, "x"] for v, _ in CSV_CASES])
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    assert len(rows) == 1 + len(CSV_CASES)  # a lone CR did not split a row
+    assert [r[0] for r in rows[1:]] == [csv_cell(v).strip('"').replace('""', '"')
+                                        for v, _ in CSV_CASES]
+
+
+def test_exports_of_hostile_op_names(tmp_path):
+    """Op names come from the profile: an export of them opens as text in a spreadsheet."""
+    import csv
+    import io
+
+    from tb_roofline.serve.service import RooflineService
+    doc = json.loads(_kineto_text())
+    names = ["=HYPERLINK(\"http://x\")", "@x", "-x", "+x", "a\rb"]
+    ops = [ev for ev in doc["traceEvents"] if ev.get("cat") == "cpu_op"]
+    for ev, name in zip(ops, names):
+        ev["name"] = name
+    _logdir_with(tmp_path, {"run": ("w.pt.trace.json", json.dumps(doc).encode())})
+    body, _, _ = RooflineService(str(tmp_path)).export("run", "", level="op", fmt="csv")
+    rows = list(csv.reader(io.StringIO(body, newline="")))
+    cells = [c for r in rows for c in r]
+    assert not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r")]
+    assert not [c for c in cells if c.startswith("-") and not c.lstrip("-")[:1].isdigit()]
+    assert len({len(r) for r in rows}) == 1
+    assert "'=HYPERLINK(\"http://x\")" in cells  # the names are there, as text
