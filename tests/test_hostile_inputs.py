@@ -653,3 +653,75 @@ def test_exports_of_hostile_op_names(tmp_path):
     assert not [c for c in cells if c.startswith("-") and not c.lstrip("-")[:1].isdigit()]
     assert len({len(r) for r in rows}) == 1
     assert "'=HYPERLINK(\"http://x\")" in cells  # the names are there, as text
+
+
+# ------------------------------------------------------------------------------------------
+# 8. calibrate's file is readable by others; CLI errors are one line, exit code 2.
+
+DEMO = os.path.join(REPO, "testdata", "demo")
+
+
+def _fake_calibration(monkeypatch):
+    from tb_roofline.devices import calibrate
+    from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
+    device = DeviceInfo(type="test cpu", kind="cpu", num_cores=1,
+                        compute=[ComputePeak("fp32", 100.0, "measured")],
+                        memories=[MemoryPeak("hbm", "DRAM", 20.0, "measured")])
+    details = {"stream": {"copy_gbs": 20.0, "triad_gbs": 19.0, "array_bytes": 1 << 20}}
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: calibrate.Calibration(
+        device, details, "test"))
+
+
+def test_calibrate_writes_a_file_others_can_read(tmp_path, monkeypatch):
+    import io
+    import stat
+
+    from tb_roofline.serve.cli import main
+    _fake_calibration(monkeypatch)
+    old = os.umask(0o022)
+    try:
+        target = tmp_path / "roofline_device.json"
+        assert main(["calibrate", "-o", str(target)], out=io.StringIO()) == 0
+        assert stat.S_IMODE(os.stat(target).st_mode) == 0o644  # was 0600
+        os.umask(0o077)  # a user who wants private files gets them
+        assert main(["calibrate", "-o", str(target)], out=io.StringIO()) == 0
+        assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+    finally:
+        os.umask(old)
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_cli_output_errors_are_one_line_with_exit_code_2(tmp_path, monkeypatch, capsys):
+    import io
+
+    from tb_roofline.serve.cli import main
+    _fake_calibration(monkeypatch)
+    run = "v6e_train/2026_11_29_10_00_00"
+    for target in (tmp_path / "missing" / "ops.csv", tmp_path):  # no such folder; a folder
+        capsys.readouterr()
+        assert main(["export", DEMO, "--run", run, "-o", str(target)], out=io.StringIO()) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"tb-roofline: cannot write {target}: ") and err.count("\n") == 1
+        assert main(["calibrate", "-o", str(target / "d.json" if target != tmp_path else
+                                                 tmp_path / "x" / "d.json")],
+                    out=io.StringIO()) == 2
+        err = capsys.readouterr().err
+        assert "cannot write" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as exc:
+        main([DEMO, "--top", "-5"], out=io.StringIO())
+    assert exc.value.code == 2 and "--top: -5 is negative" in capsys.readouterr().err
+    out = io.StringIO()
+    assert main([DEMO, "--top", "0"], out=out) == 0 and "Top 0 of" in out.getvalue()
+
+
+def test_cli_into_a_closed_pipe_exits_quietly():
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "tb_roofline.serve.cli", "export", DEMO,
+                             "--run", "v6e_train/2026_11_29_10_00_00", "--format", "json",
+                             "-o", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()  # `| head` that has read all it wanted
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1
+    assert err == "", err  # no BrokenPipeError traceback
