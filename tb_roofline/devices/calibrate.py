@@ -300,8 +300,9 @@ def run_from_args(args, out=None) -> int:
     try:
         write_device_file(args.output, dev, cal.notes, cal.details)
     except OSError as exc:
-        sys.stderr.write(f"tb-roofline calibrate: cannot write {args.output}: {exc.strerror}\n")
-        return 1
+        sys.stderr.write(f"tb-roofline calibrate: cannot write {args.output}: "
+                         f"{exc.strerror or exc}\n")
+        return 2
     out.write(f"wrote {args.output}\n")
     return 0
 

@@ -211,11 +211,15 @@ def device_to_dict(device: DeviceInfo, notes: str = "", measurement: dict | None
 
 def write_device_file(path: str, device: DeviceInfo, notes: str = "",
                       measurement: dict | None = None) -> str:
-    """Write atomically (a temporary file renamed over the target); returns the path."""
+    """Write atomically (a temporary file renamed over the target); returns the path. The file
+    is readable as any new file is (0666 less the umask, usually 0644): another user's
+    TensorBoard reads it, while the temporary file's own mode would be 0600."""
     data = device_to_dict(device, notes, measurement)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".roofline_device.", suffix=".tmp", dir=folder)
     try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2)
             f.write("\n")
@@ -225,6 +229,20 @@ def write_device_file(path: str, device: DeviceInfo, notes: str = "",
             os.unlink(tmp)
         raise
     return path
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it where Linux tells it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _is_within(path: str, root: str) -> bool:

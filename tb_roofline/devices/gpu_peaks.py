@@ -140,6 +140,18 @@ def _num(stats: dict, key: str) -> float:
     return 0.0
 
 
+def _capability(major, minor, types) -> tuple | None:
+    """(major, minor) compute capability, or None when the profile's values are not numbers
+    (a corrupt stat is an unknown capability, not a crash)."""
+    if not isinstance(major, types) or not major:
+        return None
+    minor = minor if isinstance(minor, types) else 0
+    try:
+        return int(major), int(minor or 0)
+    except (ValueError, OverflowError):  # NaN, infinity
+        return None
+
+
 def _gfx(name) -> str:
     name = str(name or "").strip().lower()
     return name.split(":")[0] if name.startswith("gfx") else ""
@@ -193,7 +205,7 @@ def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
     bandwidth = _num(stats, "memory_bandwidth")
     memory_bytes = _num(stats, "memory_size") or None
     major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
-    cc = (int(major), int(minor or 0)) if isinstance(major, (int, float)) and major else None
+    cc = _capability(major, minor, (int, float))
     name = str(stats.get("gpu_device_name") or "")
     vendor = str(stats.get("device_vendor") or "")
     gfx = _gfx(name)
@@ -304,7 +316,7 @@ def kineto_device_peaks(props: dict, num_cores: int = 1) -> GpuPeaks:
     """Data-sheet peaks for one Kineto `deviceProperties` entry (no clock: nothing to derive)."""
     name = str(props.get("name") or "")
     major, minor = props.get("computeMajor"), props.get("computeMinor")
-    cc = (int(major), int(minor or 0)) if isinstance(major, int) and major else None
+    cc = _capability(major, minor, (int,))
     sms = props.get("numSms") if isinstance(props.get("numSms"), int) else None
     memory = props.get("totalGlobalMem") if isinstance(props.get("totalGlobalMem"),
                                                        (int, float)) else None

@@ -19,6 +19,7 @@ import math
 import re
 import threading
 
+from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.module import Computation, HloModule, Instruction
 from tb_roofline.hlo.shapes import TUPLE, Shape, byte_size, leaf_bytes, precision_name
 
@@ -46,6 +47,15 @@ all-reduce-done rng-get-and-update-state topk
 NO_COST = frozenset("parameter constant get-tuple-element bitcast after-all add-dependency domain"
                     .split())
 CONTAINERS = frozenset(("while", "call", "conditional"))
+# Operands each rule needs (fewer is a malformed instruction, not a cost of 0).
+MIN_OPERANDS = {"dot": 2, "scaled-dot": 2, "ragged-dot": 3, "convolution": 2, "fft": 1,
+                "triangular-solve": 2, "cholesky": 1, "sort": 1, "reduce": 2, "reduce-window": 2,
+                "select-and-scatter": 3, "dynamic-update-slice": 2, "gather": 2, "scatter": 3}
+MAX_WINDOW_POSITIONS = 1 << 22  # kernel positions one convolution dimension may enumerate
+
+
+class HloError(ProfileFormatError):
+    """A malformed instruction: names its program and instruction."""
 
 _TRIP_COUNT = re.compile(rb'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
 _COST_ESTIMATE_FLOPS = re.compile(rb'flops\\*["\']?\s*[:=]\s*\\*["\']?(\d+)')
@@ -148,15 +158,37 @@ class CostModel:
         key = id(ins)
         c = self._cache.get(key)
         if c is None:
-            c = self._cache[key] = self._compute(ins)
+            try:
+                c = self._compute(ins)
+            except HloError:
+                raise
+            except (IndexError, KeyError, TypeError, ValueError, AttributeError,
+                    ZeroDivisionError, OverflowError) as exc:
+                # A dimension number its operand lacks, a malformed config...: name the place.
+                raise HloError(f"{self._where(ins)}: malformed {ins.opcode} "
+                               f"({type(exc).__name__})") from None
+            self._cache[key] = c
         return c
+
+    def _where(self, ins: Instruction) -> str:
+        m = self.module
+        program = f"program {m.name[:100]!r}" + (f" ({m.program_id})" if m.program_id else "")
+        return f"{program}, instruction {ins.name[:100]!r}"
 
     def computation_totals(self, comp: Computation) -> _Totals:
         t = self._comp_cache.get(comp.id)
         if t is None:
-            t = _Totals()
-            for ins in comp.instructions:
-                t.add(self.cost(ins))
+            active = self.__dict__.setdefault("_active", set())
+            if comp.id in active:
+                raise HloError(f"program {self.module.name[:100]!r}: computation "
+                               f"{comp.name[:100]!r} calls itself")
+            active.add(comp.id)
+            try:
+                t = _Totals()
+                for ins in comp.instructions:
+                    t.add(self.cost(ins))
+            finally:
+                active.discard(comp.id)
             self._comp_cache[comp.id] = t
         return t
 
@@ -171,6 +203,10 @@ class CostModel:
     # ------------------------------------------------------------------ dispatch
     def _compute(self, ins: Instruction) -> Cost:
         op = ins.opcode
+        need = MIN_OPERANDS.get(op)
+        if need is not None and len(ins.operands) < need:
+            raise HloError(f"{self._where(ins)}: a {op} needs {need} operands, it has "
+                           f"{len(ins.operands)}")
         if op in NO_COST:
             return Cost(precision=_out_precision(ins), category=category_of(ins))
         if op in ELEMENTWISE:
@@ -470,6 +506,9 @@ class CostModel:
             flops = float(FMA * result.elements() * k)
             return Cost(flops, 0.0, operands, float(byte_size(result)), precision, "dot")
         if is_conv_target(target):
+            if len(ins.operands) < 2:
+                raise HloError(f"{self._where(ins)}: a convolution needs 2 operands, it has "
+                               f"{len(ins.operands)}")
             flops = float(convolution_flops(ins, result))
             return Cost(flops, 0.0, operands, float(byte_size(result)), _dot_precision(ins),
                         "convolution")
@@ -585,23 +624,39 @@ def convolution_flops(ins: Instruction, out: Shape) -> int:
 
 
 def valid_positions(in_size, out_size, k_size, stride, pad_lo, wdil, bdil) -> int:
-    """(kernel index, output index) pairs that land on a real input element."""
-    if stride == 1 and bdil == 1:
-        total = 0
-        for k in range(k_size):
-            shift = pad_lo - k * wdil
-            total += max(min(in_size + shift, out_size) - max(shift, 0), 0)
-        return total
+    """(kernel index, output index) pairs that land on a real input element: output o and
+    kernel tap k read the base-dilated input at u = o·stride + k·wdil − pad_lo, a real element
+    when 0 <= u <= (in_size − 1)·bdil and bdil divides u. Counted per tap in O(1), over the
+    taps that can land at all (a corrupt window size cannot make this loop for ever)."""
+    if in_size <= 0 or out_size <= 0 or k_size <= 0:
+        return 0
+    if stride <= 0 or wdil <= 0 or bdil <= 0:
+        raise ValueError("non-positive stride or dilation")
+    hi_u = (in_size - 1) * bdil
+    k_lo = max(0, -(((out_size - 1) * stride - pad_lo) // wdil))  # ceil((pad_lo − …) / wdil)
+    k_hi = min(k_size - 1, (hi_u + pad_lo) // wdil)
+    if k_hi - k_lo >= MAX_WINDOW_POSITIONS:
+        raise ValueError("convolution window too large")
+    g = math.gcd(stride, bdil)
+    period = bdil // g
+    step_inv = pow(stride // g, -1, period) if period > 1 else 0
     total = 0
-    for k in range(k_size):
+    for k in range(k_lo, k_hi + 1):
         base = k * wdil - pad_lo
-        for o in range(out_size):
-            u = o * stride + base
-            if u % bdil:
-                continue
-            j = u // bdil
-            if 0 <= j < in_size:
-                total += 1
+        o_lo = max(0, -(base // stride))            # ceil(−base / stride)
+        o_hi = min(out_size - 1, (hi_u - base) // stride)
+        if o_lo > o_hi:
+            continue
+        if period == 1:
+            if base % g == 0:  # g == bdil here: every o lands on an element, or none does
+                total += o_hi - o_lo + 1
+            continue
+        if base % g:
+            continue
+        r = (-(base // g)) * step_inv % period      # o ≡ r (mod period) lands on an element
+        first = o_lo + (r - o_lo) % period
+        if first <= o_hi:
+            total += (o_hi - first) // period + 1
     return total
 
 

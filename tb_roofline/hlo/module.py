@@ -193,6 +193,8 @@ class HloIndex:
                     elif key == "program_id":
                         pid = st.int64_value or st.uint64_value
                 m = _NAME_WITH_ID.match(md.name)
+                if m and len(m.group(2)) > 19:  # not an int64: not a program id
+                    m = None
                 if pid is None and m:
                     pid = int(m.group(2))
                 if blob is None or pid is None:
@@ -226,6 +228,9 @@ class HloIndex:
                     self._names[pid] = module.name
             except (DecodeError, RuntimeError, ValueError) as exc:
                 self.errors.append(f"program {pid}: HLO proto does not decode ({exc})")
+            if module is not None and module.entry is None:  # empty: nothing to cost
+                self.errors.append(f"program {pid}: HLO proto holds no computation")
+                module = None
         self._modules[pid] = module
         return module
 

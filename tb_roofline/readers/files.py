@@ -3,13 +3,40 @@ limit, is not empty; and whether it is young enough that a parse failure means "
 written" rather than "corrupt"."""
 from __future__ import annotations
 
+import logging
 import os
 import time
 
 from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 
-YOUNG_FILE_S = 2.0  # a file this young that fails to parse is probably still being written
+# A file modified this recently that fails to parse is probably still being written (503, retry)
+# rather than corrupt (422). Writers pause (buffered writes, slow or network disks, a busy
+# host), so this is generous; TB_ROOFLINE_YOUNG_FILE_S changes it. A file whose size or mtime
+# changes while it is read is always "still being written", whatever its age.
+YOUNG_FILE_S = 30.0
+YOUNG_FILE_ENV = "TB_ROOFLINE_YOUNG_FILE_S"
+
+
+def env_number(name: str, default: float) -> float:
+    """A positive number from the environment variable `name`, else `default` (a typo must not
+    stop TensorBoard from loading the plugin: it is logged and the default is used)."""
+    value = os.environ.get(name, "")
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number > 0 or number == float("inf"):
+        logging.getLogger(__name__).warning("%s=%r is not a positive number; using %g",
+                                            name, value, default)
+        return default
+    return number
+
+
+def young_file_s() -> float:
+    return env_number(YOUNG_FILE_ENV, YOUNG_FILE_S)
 
 
 def check_profile_file(path: str, max_bytes: int | None = None) -> tuple[os.stat_result, bool]:
@@ -18,13 +45,14 @@ def check_profile_file(path: str, max_bytes: int | None = None) -> tuple[os.stat
     base = os.path.basename(path)
     try:
         st = storage.stat(path)
-    except OSError as exc:
-        raise ProfileFormatError(f"cannot read {base}: {exc.strerror}") from None
+    except (OSError, ValueError) as exc:
+        raise ProfileFormatError(f"cannot read {base}: "
+                                 f"{getattr(exc, 'strerror', None) or 'invalid path'}") from None
     if max_bytes is not None and st.st_size > max_bytes:
         raise ProfileTooLargeError(
             f"{base} is {st.st_size / 2**20:.0f} MiB, over the limit of "
             f"{max_bytes / 2**20:.0f} MiB (set TB_ROOFLINE_MAX_FILE_MB to raise it)")
-    young = time.time() - st.st_mtime < YOUNG_FILE_S
+    young = time.time() - st.st_mtime < young_file_s()
     if st.st_size == 0:
         if young:
             raise ProfileIncompleteError(f"{base} is empty")

@@ -43,11 +43,17 @@ from tb_roofline.model.op_table import (HOST_TRANSFER, NO_STEP, PEER_TRANSFER, C
                                         OpTableBuilder, ProfileData, StepSpan)
 from tb_roofline.readers import kernel_names, torch_flops
 from tb_roofline import storage
-from tb_roofline.readers.files import check_profile_file
+from tb_roofline.readers.files import check_profile_file, env_number
 from tb_roofline.readers import kineto_timeline
 from tb_roofline.readers.shape_facts import torch_shape
 
 CHUNK_CHARS = 4 << 20
+# Memory per trace grows with its events (the trace is streamed, its events kept as columns):
+# a trace with more events is refused (413) before it can exhaust the server's memory.
+MAX_EVENTS = 5_000_000
+MAX_EVENTS_ENV = "TB_ROOFLINE_MAX_EVENTS"
+MAX_WHITESPACE_RUN = 16 << 20  # no trace has this much whitespace in a row: a padded bomb
+_NOT_WS = re.compile(r"[^ \t\r\n]")
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"})
@@ -109,31 +115,37 @@ class _JsonStream:
         self.pos = 0
         self.decoder = json.JSONDecoder(parse_float=_parse_float)
         self.saw_events = False
+        self.shifted = 0  # characters dropped from the front of buf so far
 
     def _more(self) -> bool:
         text = self.src.read()
         if not text and self.src.eof:
             return False
+        self.shifted += self.pos
         self.buf = self.buf[self.pos:] + text
         self.pos = 0
         return True
 
     def _skip_ws(self):
+        """The next character that is not whitespace (skipped in bulk, a bounded run)."""
+        run = 0
         while True:
-            buf, pos = self.buf, self.pos
-            n = len(buf)
-            while pos < n and buf[pos] in self.WS:
-                pos += 1
-            self.pos = pos
-            if pos < n:
-                return buf[pos]
+            m = _NOT_WS.search(self.buf, self.pos)
+            if m is not None:
+                self.pos = m.start()
+                return self.buf[self.pos]
+            run += len(self.buf) - self.pos
+            self.pos = len(self.buf)
+            if run > MAX_WHITESPACE_RUN:
+                raise ProfileFormatError(f"more than {MAX_WHITESPACE_RUN >> 20} MiB of "
+                                         "whitespace in a row in the JSON text")
             if not self._more():
                 raise _Truncated("unexpected end of file")
 
     def _expect(self, ch):
-        if self._skip_ws() != ch:
-            raise ProfileFormatError(f"expected '{ch}' at offset {self.pos} of the JSON text, "
-                                     f"found {self.buf[self.pos:self.pos + 20]!r}")
+        if self._skip_ws() != ch:  # never quote the text: the file may be anything
+            raise ProfileFormatError(f"expected '{ch}' at offset {self.shifted + self.pos} of "
+                                     "the JSON text")
         self.pos += 1
 
     def _value(self):
@@ -141,7 +153,10 @@ class _JsonStream:
         while True:
             try:
                 value, end = self.decoder.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError as exc:
+            except ValueError as exc:
+                if not isinstance(exc, json.JSONDecodeError):  # an integer of > 4300 digits
+                    raise ProfileFormatError("invalid JSON: a number too long to convert "
+                                             f"at offset {self.shifted + self.pos}") from None
                 # The value may just continue in the next chunk: read on (bounded), then judge.
                 if not self.src.eof and len(self.buf) - self.pos < max(4 * CHUNK_CHARS, 1 << 26):
                     if self._more():
@@ -164,7 +179,8 @@ class _JsonStream:
                 return
             if not first:
                 if ch != ",":
-                    raise ProfileFormatError(f"expected ',' between top-level keys, found {ch!r}")
+                    raise ProfileFormatError("expected ',' between top-level keys at offset "
+                                             f"{self.shifted + self.pos}")
                 self.pos += 1
                 if self._skip_ws() == "}":  # tolerate a trailing comma
                     self.pos += 1
@@ -213,12 +229,15 @@ class _JsonStream:
             on_events(batch)
 
     def _slow_batch(self) -> list:
-        """Elements one by one (raw_decode) up to about one chunk; stops before the ']'."""
+        """Elements one by one (raw_decode) up to about one chunk; stops before the ']'.
+        At least a chunk of text, so that the fast path's failed tries stay a bounded share of
+        the work (a trace with '},' inside its strings must not cost many parses per event)."""
         out = []
+        start = self.shifted + self.pos
         while True:
             out.append(self._value())
             ch = self._skip_ws()
-            if ch != "," or len(out) >= 4096:
+            if ch != "," or self.shifted + self.pos - start >= CHUNK_CHARS:
                 return out
             self.pos += 1
             ch = self._skip_ws()
@@ -534,7 +553,13 @@ def load_kineto(path: str, max_bytes: int | None = None, progress=None) -> _Coll
     col = _Collector()
     total = before.st_size
 
+    max_events = int(env_number(MAX_EVENTS_ENV, MAX_EVENTS))
+
     def on_events(batch):
+        if col.n_events + len(batch) > max_events:
+            raise ProfileTooLargeError(
+                f"holds more than {max_events:,} trace events, over the limit (set "
+                f"{MAX_EVENTS_ENV} to raise it)")
         col.on_events(batch)
         if progress:
             progress(min(raw.tell(), total), total)
@@ -545,9 +570,8 @@ def load_kineto(path: str, max_bytes: int | None = None, progress=None) -> _Coll
     try:
         with storage.open_binary(path, size=total) as raw:
             f = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
-            # Uncompressed JSON is limited too: it is what costs time and memory.
-            src = _TextSource(f, max_bytes * (20 if path.endswith(".gz") else 1)
-                              if max_bytes is not None else None)
+            # The JSON text a .gz inflates to is limited like a file: it is what costs time.
+            src = _TextSource(f, max_bytes)
             stream = _JsonStream(src)
             stream.parse(on_key, on_events)
     except ProfileTooLargeError as exc:
@@ -557,7 +581,10 @@ def load_kineto(path: str, max_bytes: int | None = None, progress=None) -> _Coll
     except EOFError:
         _raise_incomplete(path, before, young, f"{base} ends early (truncated gzip stream)")
     except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-        raise ProfileFormatError(f"{base} is not a readable gzip file: {exc}") from None
+        what = str(exc)
+        if what.startswith("Not a gzipped file"):  # it quotes the file's first bytes: do not
+            what = "no gzip header"
+        raise ProfileFormatError(f"{base} is not a readable gzip file: {what}") from None
     except UnicodeDecodeError:
         raise ProfileFormatError(f"{base} is not UTF-8 JSON text") from None
     except ProfileFormatError as exc:
@@ -1252,10 +1279,17 @@ def read_kineto_file(path: str, host: str, max_bytes: int | None = None,
     if progress:
         progress(0, 1)
     col = load_kineto(path, max_bytes=max_bytes, progress=progress)
+    negative = sum(int(np.count_nonzero(np.asarray(a) < 0))
+                   for a in (col.op_dur, col.gpu_dur, col.rt_dur) if len(a))
+    negative += sum(1 for s in col.steps if s[2] < 0)
     try:
         data = read_kineto(col, host)
     except ProfileFormatError as exc:
         raise ProfileFormatError(f"{os.path.basename(path)}: {exc}") from None
+    if negative:
+        data.diagnostics.append(Diagnostic(
+            "warning", "negative_durations",
+            f"{negative} events have a negative 'dur'; they count as 0 µs long"))
     if progress:
         progress(1, 1)
     return data

@@ -11,6 +11,7 @@ Facts used (REFERENCE.md §2-3, and XProf's conversion, which users compare us w
 """
 from __future__ import annotations
 
+import collections
 import math
 import re
 
@@ -19,6 +20,7 @@ from google.protobuf.message import DecodeError
 
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.fingerprint import text_fingerprint
 from tb_roofline.hlo.text import async_role, parse_instruction
 from tb_roofline.model.op_table import (ASYNC_START, ASYNC_WAIT, CONTAINER_CATEGORIES,
@@ -36,6 +38,8 @@ OPS_LINE, STEPS_LINE = "XLA Ops", "Steps"
 
 HBM, CMEM, VMEM = 1, 2, 3
 READ, WRITE = 1, 2
+MAX_OCCURRENCES = 1 << 32  # more executions in one event is a corrupt count
+_TIME_LIMIT_PS = 1 << 62   # times and sums of durations beyond this would overflow int64
 
 
 class _FullPlane:
@@ -180,8 +184,35 @@ def _breakdown_bytes(raw: bytes | None, total: float) -> tuple:
 def _int(v) -> int:
     try:
         return int(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 0
+
+
+def _checked(events, plane: str, line: str, fixes: collections.Counter):
+    """`_events`' arrays made safe to sum, for either decoding path: negative durations and
+    DMA stalls count as 0, an unset (0) num_occurrences as 1, and events with a negative or
+    absurd num_occurrences are dropped (each counted in `fixes`, for a diagnostic). Times or
+    durations that int64 sums could not hold are a corrupt file."""
+    md, begin, dur, group, stall, occ = events
+    if not len(md):
+        return events
+    for name, values in (("negative_durations", dur), ("negative_durations", stall)):
+        negative = values < 0
+        if negative.any():
+            fixes[name] += int(negative.sum())
+            values[negative] = 0
+    occ[occ == 0] = 1
+    bad = (occ < 0) | (occ > MAX_OCCURRENCES)
+    if bad.any():
+        fixes["bad_occurrences"] += int(bad.sum())
+        keep = ~bad
+        md, begin, dur, group, stall, occ = (a[keep] for a in (md, begin, dur, group, stall, occ))
+    if len(md) and (int(begin.min()) <= -_TIME_LIMIT_PS or int(begin.max()) >= _TIME_LIMIT_PS or
+                    float(dur.sum(dtype=np.float64)) >= _TIME_LIMIT_PS or
+                    float(stall.sum(dtype=np.float64)) >= _TIME_LIMIT_PS):
+        raise ProfileFormatError(f"plane {plane[:100]!r}, line {line[:100]!r}: event times or "
+                                 "durations beyond 2^62 ps (53 days): corrupt offsets or durations")
+    return md, begin, dur, group, stall, occ
 
 
 OP_STATS = ("flops", "model_flops", "bytes_accessed", "hlo_category", "program_id",
@@ -198,6 +229,19 @@ def _op_info(ps: PlaneStats, md) -> dict:
     flops = float(_int(s.get("flops")))
     model_flops = float(_int(s.get("model_flops"))) or flops
     total = float(_int(s.get("bytes_accessed")))
+    negative = min(flops, model_flops, total) < 0  # a corrupt stat: counted as 0, and said
+    flops, model_flops, total = max(flops, 0.0), max(model_flops, 0.0), max(total, 0.0)
+    breakdown = s.get("memory_access_breakdown")
+    if breakdown is not None and not isinstance(breakdown, bytes):
+        raise ProfileFormatError(
+            f"plane {ps.plane.name[:100]!r}, op {md.name[:200]!r}: stat 'memory_access_breakdown' "
+            f"holds a {type(breakdown).__name__}, not a serialized MemoryAccessBreakdown")
+    try:
+        mem = _breakdown_bytes(breakdown, total)
+    except DecodeError:
+        raise ProfileFormatError(
+            f"plane {ps.plane.name[:100]!r}, op {md.name[:200]!r}: stat 'memory_access_breakdown' "
+            "does not decode") from None
     category = str(s.get("hlo_category") or "unknown")
     program_id = s.get("program_id")
     raw = s.get("memory_access_breakdown")
@@ -220,7 +264,7 @@ def _op_info(ps: PlaneStats, md) -> dict:
         "program_id": "" if program_id is None else str(program_id),
         "category": category,
         "flops": flops, "model_flops": model_flops, "bytes": total,
-        "mem": mem + (host,),
+        "mem": mem + (host,), "negative": negative,
         "source": str(s.get("source") or ""),
         "tf_op": str(s.get("tf_op") or ""),
         "is_infeed_outfeed": is_infeed_outfeed_category(category),
@@ -331,6 +375,7 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
                                       "not part of the TensorCore roofline"))
     device = None
     dropped_ops = 0
+    fixes: collections.Counter = collections.Counter()
     shared_infos: dict = {}
     stat_tables: dict = {}
     timeline, shapes = TimelineBuilder(), {}
@@ -348,7 +393,8 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
         lo, hi = None, None
         marker_steps: dict[int, list[int]] = {}
         for line in step_lines:
-            md, begin, dur, group, _, _ = _events(line, ps.ids)
+            md, begin, dur, group, _, _ = _checked(_events(line, ps.ids), plane.name, line.name,
+                                                   fixes)
             if len(begin):
                 lo = begin.min() if lo is None else min(lo, begin.min())
                 hi = (begin + dur).max() if hi is None else max(hi, (begin + dur).max())
@@ -362,7 +408,8 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
         programs = _program_names(ps, plane)
         core_events = []
         for line_index, line in enumerate(ops_lines):
-            md, begin, dur, group, stall, occ = _events(line, ps.ids)
+            md, begin, dur, group, stall, occ = _checked(_events(line, ps.ids), plane.name,
+                                                         line.name, fixes)
             if not len(md):
                 continue
             lo = begin.min() if lo is None else min(lo, begin.min())
@@ -397,6 +444,7 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
             rows = [infos[m] for m in key_md.tolist()]
             _add_shapes(shapes, rows, op_index.reshape(-1), sums["occ"][known],
                         sums["time"][known])
+            fixes["negative_costs"] += sum(1 for i in rows if i["negative"])
             n = sums["occ"][known]
             per_exec = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"]]
                                  for i in rows], dtype=np.float64).reshape(-1, 9)
@@ -433,6 +481,7 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
     if dropped_ops:
         diagnostics.append(Diagnostic("warning", "ops_without_metadata",
                                       f"{dropped_ops} op executions reference missing metadata"))
+    diagnostics.extend(corrupt_value_notes(fixes))
     data = ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
                        diagnostics=diagnostics, timeline=timeline.build(), op_shapes=shapes)
     return data
@@ -482,3 +531,21 @@ def _add_shapes(shapes: dict, rows: list, op_index, occurrences, time_ps):
                 break
         else:
             uses.append(ShapeUse(kind, dims, text, int(n), tt))
+
+
+def corrupt_value_notes(fixes: collections.Counter) -> list:
+    """Diagnostics for the corrupt values a reader counted as 0 or skipped."""
+    notes = []
+    if fixes["negative_durations"]:
+        notes.append(Diagnostic("warning", "negative_durations",
+                                f"{fixes['negative_durations']} events have a negative duration "
+                                "(or DMA stall); they count as 0"))
+    if fixes["bad_occurrences"]:
+        notes.append(Diagnostic("warning", "bad_occurrences",
+                                f"{fixes['bad_occurrences']} events with a num_occurrences below "
+                                f"0 or above 2^32 were skipped"))
+    if fixes["negative_costs"]:
+        notes.append(Diagnostic("warning", "negative_costs",
+                                f"{fixes['negative_costs']} op rows have negative FLOPs or bytes "
+                                "in their metadata; they count as 0"))
+    return notes

@@ -31,11 +31,13 @@ from tb_roofline.hlo.fingerprint import instruction_fingerprint
 from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
 from tb_roofline.hlo.shapes import largest_in_memory_space
 from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.errors import ProfileFormatError
 from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, HOST_TRANSFER, NO_STEP, CoreSpan,
                                         OpTableBuilder, ProfileData, StepSpan)
 from tb_roofline.model.timeline import ShapeUse, TimelineBuilder, is_communication, is_fusible
 from tb_roofline.readers import kernel_names
 from tb_roofline.readers.shape_facts import hlo_shape
+from tb_roofline.readers.tpu import corrupt_value_notes
 from tb_roofline.readers.xline_fast import self_times
 from tb_roofline.readers.xplane import PlaneStats
 
@@ -45,6 +47,19 @@ DERIVED_LINES = frozenset({"XLA Ops", "XLA Modules", "TensorFlow Ops", "TensorFl
                            "Steps", "Launch Stats", "_counters_", "Source code", "XLA TraceMe",
                            "Framework Ops", "Framework Name Scope", "Async XLA Ops"})
 UNATTRIBUTED = "unattributed"
+_TIME_LIMIT_PS = 1 << 62  # times beyond this would overflow int64 sums
+
+
+def _stat_int(value, plane, line, name: str) -> int:
+    """An integer stat (`step_num`, `group_id`): int64 / uint64, or a double holding an integer;
+    anything else (no value, text, NaN, out of int64) names the place of the corrupt stat."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 63:
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and -2 ** 63 <= value < 2 ** 63:
+        return value
+    kind = "no value" if value is None else f"a {type(value).__name__}"
+    raise ProfileFormatError(f"plane {plane.name[:100]!r}, line {line.name[:100]!r}: stat "
+                             f"{name!r} holds {kind}, not an integer")
 
 
 class _Event:
@@ -87,7 +102,8 @@ def _events(plane, lines, ps: PlaneStats, require_hlo: bool):
                               str(hlo_op) if hlo_op else "",
                               "" if pid in (None, "") else str(pid),
                               str(vals.get("hlo_module") or ""),
-                              NO_STEP if group is None else int(group)))
+                              NO_STEP if group is None else
+                              _stat_int(group, plane, line, "group_id")))
         if evs:
             out.append(evs)
     return out
@@ -108,7 +124,7 @@ def _host_steps(space) -> list[tuple[int, int, int]]:
             for ev in line.events:
                 for st in ev.stats:
                     if st.metadata_id == sid:
-                        step = int(ps.value(st))
+                        step = _stat_int(ps.value(st), plane, line, "step_num")
                         b, d = base + ev.offset_ps, ev.duration_ps
                         if step not in best or d > best[step][1]:
                             best[step] = (b, d)
@@ -125,10 +141,16 @@ def _device_steps(plane, ps: PlaneStats) -> dict[int, tuple[int, int]]:
         for ev in line.events:
             for st in ev.stats:
                 if st.metadata_id == gid:
-                    g = int(ps.value(st))
+                    g = _stat_int(ps.value(st), plane, line, "group_id")
                     if g not in out or ev.duration_ps > out[g][1]:
                         out[g] = (base + ev.offset_ps, ev.duration_ps)
     return out
+
+
+def _check_step_times(steps, plane_name: str):
+    if any(not -_TIME_LIMIT_PS < b < _TIME_LIMIT_PS or d >= _TIME_LIMIT_PS for _, b, d in steps):
+        raise ProfileFormatError(f"plane {plane_name[:100]!r}: step times or durations beyond "
+                                 "2^62 ps (53 days): corrupt offsets or durations")
 
 
 def _assign_by_time(events, steps):
@@ -198,6 +220,10 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     spans: list[CoreSpan] = []
     diagnostics: list[Diagnostic] = []
     host_steps = _host_steps(space)
+    fixes = collections.Counter()
+    fixes["negative_durations"] += sum(1 for _, _, d in host_steps if d < 0)
+    host_steps = [(s, b, max(d, 0)) for s, b, d in host_steps]
+    _check_step_times(host_steps, HOST_PLANE)
     reasons = collections.Counter()
     unattributed_ps = 0
     all_ps = 0
@@ -215,7 +241,21 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
         flat = [e for evs in per_line for e in evs]
         if not flat:
             continue
+        for e in flat:  # a negative duration counts as 0 (and is said); no time overflows int64
+            if e.dur < 0:
+                fixes["negative_durations"] += 1
+                e.dur = 0
+            if not -_TIME_LIMIT_PS < e.begin < _TIME_LIMIT_PS or e.dur >= _TIME_LIMIT_PS:
+                raise ProfileFormatError(
+                    f"plane {plane.name[:100]!r}: event times or durations beyond 2^62 ps "
+                    "(53 days): corrupt offsets or durations")
+        if sum(e.dur for e in flat) >= _TIME_LIMIT_PS:
+            raise ProfileFormatError(f"plane {plane.name[:100]!r}: event durations sum to more "
+                                     "than 2^62 ps (53 days): corrupt durations")
         dev_steps = _device_steps(plane, ps) if is_gpu else {}
+        fixes["negative_durations"] += sum(1 for _, d in dev_steps.values() if d < 0)
+        dev_steps = {g: (b, max(d, 0)) for g, (b, d) in dev_steps.items()}
+        _check_step_times([(g, b, d) for g, (b, d) in dev_steps.items()], plane.name)
         if any(e.group != NO_STEP for e in flat):
             for e in flat:
                 e.step = e.group
@@ -313,6 +353,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
 
     device, device_notes = _device(space, gpus, is_gpu)
     diagnostics.extend(device_notes)
+    diagnostics.extend(corrupt_value_notes(fixes))
     if not any(p.name == METADATA_PLANE for p in space.planes) or not len(index):
         diagnostics.append(Diagnostic(
             "warning", "no_hlo_protos",

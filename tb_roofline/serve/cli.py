@@ -220,9 +220,26 @@ def cmd_export(service, args, out):
         out.write(body)
     else:
         path = args.output or filename
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(body)
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(body)
+        except OSError as exc:
+            raise _UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
         sys.stderr.write(f"wrote {path}\n")
+
+
+class _UsageError(Exception):
+    """A problem with the command line or the output path: one line, exit code 2."""
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -244,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="device, program records and top ops (default)")
     common(rep)
-    rep.add_argument("--top", type=int, default=20, help="ops to list (default 20)")
+    rep.add_argument("--top", type=_non_negative_int, default=20, help="ops to list (default 20)")
     rep.add_argument("--view", default="op", help="op (default), or kernel / kernel_hw for "
                                                   "PyTorch GPU traces (as the API's view=)")
     rep.add_argument("--format", choices=("text", "json"), default="text",
@@ -284,6 +301,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None, out=None) -> int:
+    try:
+        code = _main(argv, out)
+        (out or sys.stdout).flush()
+        return code
+    except BrokenPipeError:  # `tb-roofline ... | head`: the reader has all it wanted
+        try:  # no second error when Python flushes stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
+
+
+def _main(argv=None, out=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
         argv.insert(0, "report")  # `tb-roofline LOGDIR` means `report`
@@ -309,6 +339,10 @@ def main(argv=None, out=None) -> int:
         progress.finish()
         sys.stderr.write(f"tb-roofline: {exc}\n")
         return 1
+    except _UsageError as exc:
+        progress.finish()
+        sys.stderr.write(f"tb-roofline: {exc}\n")
+        return 2
     progress.finish()
     return 0
 

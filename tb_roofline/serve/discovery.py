@@ -243,7 +243,13 @@ class RunIndex:
                 return
             self._scanning = True
             self._scan_done.clear()
-        threading.Thread(target=self._background_scan, name="tb-roofline-scan", daemon=True).start()
+        try:
+            threading.Thread(target=self._background_scan, name="tb-roofline-scan",
+                             daemon=True).start()
+        except Exception:  # no thread (out of memory): the next call tries again
+            with self._lock:
+                self._scanning = False
+            self._scan_done.set()
 
     def _background_scan(self):
         started = time.monotonic()

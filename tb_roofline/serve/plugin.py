@@ -12,6 +12,7 @@ import json
 import logging
 import mimetypes
 import os
+import urllib.parse
 
 from tensorboard import errors as tb_errors
 from tensorboard.plugins import base_plugin
@@ -63,12 +64,19 @@ def _handler(fn):
             return fn(self, request)
         except tb_errors.PublicError as exc:
             return _error_response(exc)
+        except MemoryError:
+            pass  # answered below, outside this block: the failed request's memory is free
         except Exception as exc:  # a bug: say what, keep serving
             logger.exception("tb-roofline: %s failed", request.path)
             err = tb_errors.PublicError(f"internal error: {type(exc).__name__}: {exc}")
             err.http_code = 500
             err.code = "internal"
             return _error_response(err)
+        logger.error("tb-roofline: %s ran out of memory", request.path)
+        return _error_response(errors.TooLargeError(
+            "not enough memory to answer this request: the profile is too large for this "
+            "server (lower TB_ROOFLINE_MAX_FILE_MB or TB_ROOFLINE_MAX_EVENTS, or give "
+            "TensorBoard more memory)"))
 
     wrapped.__name__ = fn.__name__
     return wrapped
@@ -119,6 +127,8 @@ class RooflinePlugin(base_plugin.TBPlugin):
     def _static_file(self, request, rel: str):
         """Our frontend files: gzip when the browser takes it, revalidated by ETag (a reload
         costs a 304, not the 840 kB of the chart library)."""
+        if "\x00" in rel:  # the OS refuses such a path: there is no such file
+            raise errors.NotFoundError("no such static file")
         path = os.path.realpath(os.path.join(STATIC_DIR, rel))
         if not path.startswith(os.path.realpath(STATIC_DIR) + os.sep) or not os.path.isfile(path):
             raise errors.NotFoundError(f"no static file {rel!r}")
@@ -209,7 +219,17 @@ class RooflinePlugin(base_plugin.TBPlugin):
         body, content_type, filename = self._service.export(
             run, host, _infeed(request), level=level, fmt=fmt, **_filters(request))
         return wrappers.Response(body, content_type=content_type, headers=[
-            NOSNIFF, ("Content-Disposition", f'attachment; filename="{filename}"')])
+            NOSNIFF, ("Content-Disposition", _attachment(filename))])
+
+
+def _attachment(filename: str) -> str:
+    """Content-Disposition for any file name: headers are Latin-1, so a name outside ASCII goes
+    in RFC 5987's `filename*` (UTF-8), with an ASCII `filename` for older clients."""
+    ascii_name = "".join(c if " " <= c < "\x7f" and c not in '"\\' else "_" for c in filename)
+    if ascii_name == filename:
+        return f'attachment; filename="{filename}"'
+    return (f'attachment; filename="{ascii_name}"; '
+            f"filename*=UTF-8''{urllib.parse.quote(filename, safe='')}")
 
 
 def _accepts_gzip(request) -> bool:

@@ -491,9 +491,35 @@ def _hashable(params: dict) -> tuple:
                         for k, v in params.items()))
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER_CHARS = frozenset("0123456789+-.eE")
+
+
+def _plain_number(text: str) -> bool:
+    """-1.5, +2, 1e-3: a number a spreadsheet reads as such (not a formula)."""
+    if not set(text) <= _NUMBER_CHARS:
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def csv_cell(value) -> str:
+    """One CSV field that a spreadsheet opens as data, never as a formula (OWASP's rule, the
+    same as `toCsv` in static/columns.js): a text starting with = + - @, a tab or a CR gets a
+    leading ' (a plain number such as -1.5 stays a number); a field holding a comma, a quote,
+    a CR or a LF is quoted, so a lone CR cannot split a row."""
+    if value is None:
+        return ""
+    text = str(value)
+    if text.startswith(_FORMULA_START) and not _plain_number(text):
+        text = "'" + text
+    if any(c in text for c in ',"\r\n'):
+        text = '"' + text.replace('"', '""') + '"'
+    return text
+
+
 def to_csv(columns, rows) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(["" if v is None else v for v in r] for r in rows)
-    return buf.getvalue()
+    return "".join(",".join(csv_cell(v) for v in r) + "\n" for r in [columns, *rows])

@@ -217,14 +217,25 @@ export function visibleColumns(columns, memoryIds, rows, apiColumns, kind = null
   });
 }
 
-/** CSV text of `rows` with `keys` as the header (RFC 4180 quoting). */
+const FORMULA_START = /^[=+\-@\t\r]/;
+const PLAIN_NUMBER = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+
+/**
+ * One CSV field that a spreadsheet opens as data, never as a formula (OWASP's rule, the same
+ * as `csv_cell` in serve/service.py): a text starting with = + - @, a tab or a CR gets a
+ * leading ' (a plain number such as -1.5 stays a number); a field holding a comma, a quote, a
+ * CR or a LF is quoted (RFC 4180), so a lone CR cannot split a row.
+ */
+export function csvCell(v) {
+  if (v === null || v === undefined) return '';
+  let s = String(v);
+  if (FORMULA_START.test(s) && !PLAIN_NUMBER.test(s)) s = `'${s}`;
+  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+/** CSV text of `rows` with `keys` as the header. */
 export function toCsv(rows, keys) {
-  const quote = (v) => {
-    if (v === null || v === undefined) return '';
-    const s = String(v);
-    return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
-  };
-  const lines = [keys.map(quote).join(',')];
-  for (const row of rows) lines.push(keys.map((k) => quote(row[k])).join(','));
+  const lines = [keys.map(csvCell).join(',')];
+  for (const row of rows) lines.push(keys.map((k) => csvCell(row[k])).join(','));
   return lines.join('\r\n') + '\r\n';
 }
