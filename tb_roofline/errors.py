@@ -20,6 +20,11 @@ class ProfileTooLargeError(ProfileFormatError):
     """The file exceeds the configured size limit."""
 
 
+class ProfileOutOfMemoryError(ProfileTooLargeError):
+    """Reading the file ran out of memory: maybe the other requests' fault, so the service
+    tries it again after a while (not at once: it would hold the server at its limit)."""
+
+
 class NotFoundError(tb_errors.NotFoundError):
     code = "not_found"
 

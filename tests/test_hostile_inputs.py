@@ -146,27 +146,31 @@ print("seconds", time.monotonic() - t)
 
 
 def test_a_failed_read_is_not_repeated_until_the_file_changes(tmp_path, monkeypatch):
+    """The tab asks for the device, program, ops and diagnostics at once: a corrupt file costs
+    one read (the service remembers the failure per file version), and a rewrite is read."""
     from tb_roofline.readers import kineto
+    from tb_roofline.serve.service import RooflineService
     path = tmp_path / "w.pt.trace.json"
     path.write_bytes(b'{"traceEvents": [{"ph": "X"}, nonsense]}')
     _age(path, 3600)
     calls = []
     real = kineto.load_kineto
     monkeypatch.setattr(kineto, "load_kineto", lambda *a, **k: calls.append(1) or real(*a, **k))
+    service = RooflineService(str(tmp_path))
     for _ in range(3):
-        with pytest.raises(ProfileFormatError, match="invalid JSON"):
-            read_profile_file(str(path), "kineto", "h")
+        with pytest.raises(errors.BadProfileError, match="invalid JSON"):
+            service.program(".", "", True)
     assert len(calls) == 1
     path.write_bytes(b'{"traceEvents": [{"ph": "X"}, nonsense]}')
     _age(path, 3000)
-    with pytest.raises(ProfileFormatError):
-        read_profile_file(str(path), "kineto", "h")
+    with pytest.raises(errors.BadProfileError):
+        service.program(".", "", True)
     assert len(calls) == 2
 
 
 def test_running_out_of_memory_is_a_413_and_the_server_keeps_serving(tmp_path, monkeypatch):
-    from tb_roofline import readers
     from tb_roofline.readers import kineto
+    from tb_roofline.serve import service as service_module
     from tb_roofline.serve.service import RooflineService
     text = _kineto_text()
     logdir = _logdir_with(tmp_path, {"big": ("w.pt.trace.json", text),
@@ -186,10 +190,12 @@ def test_running_out_of_memory_is_a_413_and_the_server_keeps_serving(tmp_path, m
     with pytest.raises(errors.TooLargeError):  # not read again at once...
         service.program("big", "", True)
     assert service.program("small", "", True)["rows"]  # ...while the others are served
-    for key, (cls, message, expires) in list(readers._FAILURES.items()):
-        if expires is not None:  # MEMORY_RETRY_S later
-            readers._FAILURES[key] = (cls, message, expires - readers.MEMORY_RETRY_S - 1)
+    monkeypatch.setattr(service_module.time, "monotonic",
+                        lambda: real_monotonic() + service_module.MEMORY_RETRY_S + 1)
     assert service.program("big", "", True)["rows"]  # read again a while later
+
+
+real_monotonic = time.monotonic
 
 
 def _plugin(logdir):
@@ -211,7 +217,8 @@ def _plugin(logdir):
 def test_memory_error_in_the_analysis_answers_413(tmp_path, monkeypatch):
     _logdir_with(tmp_path, {"run": ("w.pt.trace.json", _kineto_text())})
     plugin, client = _plugin(tmp_path)
-    monkeypatch.setattr(plugin._service, "analysis", lambda *a: (_ for _ in ()).throw(MemoryError))
+    monkeypatch.setattr(plugin._service, "_analysis_entry",
+                        lambda *a: (_ for _ in ()).throw(MemoryError))
     r = client.get("/program?run=run")
     assert r.status_code == 413 and r.json["error"]["code"] == "too_large"
     assert client.get("/runs").status_code == 200
@@ -711,7 +718,7 @@ def test_cli_output_errors_are_one_line_with_exit_code_2(tmp_path, monkeypatch, 
         main([DEMO, "--top", "-5"], out=io.StringIO())
     assert exc.value.code == 2 and "--top: -5 is negative" in capsys.readouterr().err
     out = io.StringIO()
-    assert main([DEMO, "--top", "0"], out=out) == 0 and "Top 0 of" in out.getvalue()
+    assert main([DEMO, "--top", "0"], out=out) == 0 and "Top opportunities: 0 of" in out.getvalue()
 
 
 def test_cli_into_a_closed_pipe_exits_quietly():

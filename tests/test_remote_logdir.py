@@ -136,8 +136,10 @@ def test_new_sessions_and_rewritten_files_show_after_the_next_listing(s3, tmp_pa
     assert len(server.listings(BUCKET)) - listings <= elapsed + 2
 
 
-def test_corrupt_remote_profile_is_read_once(s3, tmp_path):
+def test_corrupt_remote_profile_is_read_once(s3, tmp_path, monkeypatch):
     server, _, _ = s3
+    # A store's mtime is the upload time: judge the parse failure as corruption at once.
+    monkeypatch.setenv("TB_ROOFLINE_YOUNG_FILE_S", "2")
     bad = tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00" / "h.xplane.pb"
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"\x0a\xff\xff\xff\xff\x0f not an xspace" * 100)

@@ -15,8 +15,8 @@ from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model import facts as timeline_facts
 from tb_roofline.model import peaks
 from tb_roofline.model.op_table import OpTable, factorize
-from tb_roofline.model.records import (GIB, RECORD_COLUMNS, SUM_COLUMNS, RecordTable,  # noqa: F401
-                                       build_records, derive, div, resources, unknown_bytes)
+from tb_roofline.model.records import (RECORD_COLUMNS, SUM_COLUMNS, RecordTable, build_records,
+                                       div, unknown_bytes)
 
 CONTAINER_CAVEAT = "container"
 
@@ -348,11 +348,11 @@ def _step_index(row_host: np.ndarray, row_step: np.ndarray, member_index: dict) 
     """The aligned step index of each row (-1 when its (host, step) is not a complete step)."""
     if not len(row_step) or not member_index:
         return np.full(len(row_step), -1, np.int64)
-    lo = int(row_step.min())
-    width = int(row_step.max()) - lo + 1
-    combined = row_host * width + (row_step - lo)
-    uniq, inverse = np.unique(combined, return_inverse=True)
-    mapped = np.array([member_index.get((int(u) // width, int(u) % width + lo), -1)
+    # Step ids may be any int64 (a corrupt group_id): rank them first, then pair with hosts.
+    step_ids, step_code = np.unique(row_step, return_inverse=True)
+    width = len(step_ids)
+    uniq, inverse = np.unique(row_host * width + step_code.reshape(-1), return_inverse=True)
+    mapped = np.array([member_index.get((int(u) // width, int(step_ids[int(u) % width])), -1)
                        for u in uniq.tolist()], np.int64)
     return mapped[inverse.reshape(-1)]
 

@@ -10,10 +10,8 @@ answers at once. Nothing is ever written into the logdir.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import gzip
-import io
 import logging
 import json
 import os
@@ -42,6 +40,7 @@ DISK_PLAIN_MAX_BYTES = 1 << 20  # larger answers go to disk only gzipped (what b
 # judged again once it is no longer young; a remote read error may have been the network.
 INCOMPLETE_RETRY_S = 2.0
 REMOTE_ERROR_RETRY_S = 60.0
+MEMORY_RETRY_S = 60.0  # out of memory may have been the other requests' fault
 
 
 @dataclasses.dataclass
@@ -214,6 +213,7 @@ class RooflineService:
             except errors.ProfileFormatError as exc:
                 public = errors.to_public(exc, f"run {run.run!r}, host {hostfile.host!r}")
                 retry = INCOMPLETE_RETRY_S if isinstance(exc, errors.ProfileIncompleteError) \
+                    else MEMORY_RETRY_S if isinstance(exc, errors.ProfileOutOfMemoryError) \
                     else REMOTE_ERROR_RETRY_S if storage.is_remote(hostfile.path) else None
                 entry = _HostEntry(sig, error=(type(public), str(public)),
                                    expires=None if retry is None else time.monotonic() + retry)
