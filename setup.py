@@ -29,8 +29,10 @@ setup(
             "playwright>=1.40",  # drives Debian's chromium (executable_path), no browser download
             "grpcio-tools>=1.62",  # checks the committed *_pb2.py match the .proto files
             "s3fs>=2023.1",  # the s3 extra, for the remote-logdir tests
-            "boto3>=1.26",  # uploads the test profiles to the S3 server
-            "moto[server]>=5",  # a real S3-compatible server, run as a separate process
+            # A real S3-compatible server, run as a separate process; it brings boto3 (the tests
+            # upload with it). boto3 is not listed itself: a newer boto3 than aiobotocore's
+            # botocore range makes pip backtrack s3fs to a release whose fsspec is yanked.
+            "moto[server]>=5",
         ],
     },
     entry_points={
