@@ -61,6 +61,10 @@ class SynthConfig:
     hostname: str = "host0"
     program_seed: int | None = None  # hosts of one SPMD job share the program: same seed here
     host_offload_pairs: int = 0  # async copy-start/copy-done pairs to and from host memory
+    # "random": each step draws its ops at random from the templates; "cycle": the templates in
+    # order (ops_per_step = distinct_ops runs every op exactly once per step: the benchmark's
+    # unique-op shape).
+    op_order: str = "random"
 
 
 # Stats XProf reads with `IntValue()` (int64 only: a uint64_value reads as 0). `group_id` is one:
@@ -262,7 +266,11 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
             step_start = t_ps
             module_start = t_ps
             events = []
-            chosen = [templates[rng.randrange(len(templates))] for _ in range(cfg.ops_per_step)]
+            if cfg.op_order == "cycle":
+                regular = templates[:cfg.distinct_ops]
+                chosen = [regular[i % len(regular)] for i in range(cfg.ops_per_step)]
+            else:
+                chosen = [templates[rng.randrange(len(templates))] for _ in range(cfg.ops_per_step)]
             if cfg.with_infeed_outfeed:
                 chosen = [templates[-2]] + [c for c in chosen if c["category"] not in ("infeed", "outfeed")] + [templates[-1]]
             i = 0
