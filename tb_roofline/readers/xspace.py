@@ -8,6 +8,7 @@ from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
 from tb_roofline.model.op_table import ProfileData
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers.tpu import TENSOR_CORE_PLANE, fast_tpu_planes, read_tpu_planes
+from tb_roofline.readers.tpu_file import read_tpu_file
 from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
 from tb_roofline.readers.xplane import DAMAGE, parse_xspace, read_profile_bytes
 
@@ -22,6 +23,24 @@ def read_xspace_file(path: str, host: str, max_bytes: int | None = None,
                      progress=None) -> ProfileData:
     if progress:
         progress(0, 1)
+    data = None
+    try:  # TPU files plane by plane from the wire format (readers/tpu_file.py)
+        data = read_tpu_file(path, host, max_bytes, progress)
+    except ProfileFormatError:
+        raise
+    except DAMAGE:  # damage somewhere: the full parse below says what it is
+        data = None
+    if data is None:
+        return read_xspace_whole(path, host, max_bytes, progress)
+    if progress:
+        progress(1, 1)
+    return data
+
+
+def read_xspace_whole(path: str, host: str, max_bytes: int | None = None,
+                      progress=None) -> ProfileData:
+    """The whole file parsed at once: GPU and CPU files, and TPU files the plane-by-plane path
+    does not take."""
     raw, young = read_profile_bytes(path, max_bytes)
     name = os.path.basename(path)
     data = None

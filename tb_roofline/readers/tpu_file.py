@@ -1,0 +1,173 @@
+"""A TPU XSpace file read plane by plane: the file's layout from its top-level fields (a few
+small reads), each TensorCore plane read and converted on its own (`tpu_plane.convert_plane`,
+in this process or a worker), and the planes merged into the host's ProfileData.
+
+Only one plane's bytes are in memory at a time per process, never the whole file. The file's
+identity (size, modification time) is checked before and after: a file rewritten meanwhile is
+"still being written", as for the whole-file readers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from tb_roofline import storage
+from tb_roofline.errors import ProfileIncompleteError
+from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, CoreSpan, OpTableBuilder,
+                                        ProfileData, StepSpan, is_infeed_outfeed_category)
+from tb_roofline.readers import xwire
+from tb_roofline.readers.files import check_profile_file
+from tb_roofline.readers.tpu_plane import PlaneResult, convert_plane
+
+HEAD_BYTES = 4096  # read to find a plane's id and name (fields 1 and 2 come first)
+
+
+@dataclasses.dataclass
+class FilePlan:
+    """Where the planes of one file are, and the file's identity when it was planned."""
+    path: str
+    host: str
+    size: int
+    version: tuple
+    young: bool
+    planes: list  # (start, end, name) of every plane
+    cores: list   # (core number, start, end) of the TensorCore planes, by core
+
+
+def plan_file(path: str, host: str, max_bytes: int | None = None) -> FilePlan | None:
+    """The layout of a TPU file; None when it has no TensorCore plane (another reader's)."""
+    from tb_roofline.readers.tpu import TENSOR_CORE_PLANE
+    st, young = check_profile_file(path, max_bytes)
+    planes = []
+    with storage.open_binary(path, size=st.st_size) as f:
+        pos = 0
+        while pos < st.st_size:
+            f.seek(pos)
+            head = f.read(min(20, st.st_size - pos))
+            tag, p = xwire.varint(head, 0)
+            if tag & 7 != 2:  # hostnames, errors, warnings are strings too; no varint fields
+                raise xwire.WireError("unexpected top-level field")
+            n, p = xwire.varint(head, p)
+            start, end = pos + p, pos + p + n
+            if end > st.st_size:
+                raise xwire.WireError("field runs past the end of the file")
+            if tag >> 3 == 1:
+                f.seek(start)
+                first = f.read(min(HEAD_BYTES, n))
+                name = _plane_name(first) if len(first) < n else _plane_name(first, whole=True)
+                if name is None:  # the name comes late in the plane: read all of it
+                    f.seek(start)
+                    name = _plane_name(f.read(n), whole=True) or ""
+                planes.append((start, end, name))
+            pos = end
+    cores = sorted((int(m.group(1)), s, e) for s, e, name in planes
+                   if (m := TENSOR_CORE_PLANE.match(name)))
+    if not cores:
+        return None
+    return FilePlan(path, host, st.st_size, storage.version(st), young, planes, cores)
+
+
+def _plane_name(head: bytes, whole: bool = False) -> str | None:
+    """The plane's name from its first bytes, or None when they do not reach it."""
+    try:
+        for field, wire, value, _, _ in xwire.fields(head, 0, len(head)):
+            if field == 2 and wire == 2:
+                return xwire.text(head, value)
+            if field not in (1, 2):
+                return "" if whole else None
+    except xwire.WireError:
+        if whole:
+            raise
+        return None  # the head ends inside a field
+    return "" if whole else None
+
+
+def convert_plane_at(path: str, start: int, end: int, core: int, size: int) -> PlaneResult:
+    """Read one plane of a file and convert it (the unit of work of a worker)."""
+    with storage.open_binary(path, size=size) as f:
+        f.seek(start)
+        buf = f.read(end - start)
+    if len(buf) != end - start:
+        raise ProfileIncompleteError(f"{os.path.basename(path)} changed while it was read")
+    return convert_plane(buf, 0, len(buf), core)
+
+
+def check_unchanged(plan: FilePlan):
+    st = storage.stat(plan.path)
+    if storage.version(st) != plan.version or st.st_size != plan.size:
+        raise ProfileIncompleteError(f"{os.path.basename(plan.path)} changed while it was read")
+
+
+def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
+    """The host's ProfileData from its TensorCore planes' results (in core order)."""
+    from tb_roofline.diagnostics import Diagnostic
+    from tb_roofline.readers.tpu import SPARSE_CORE_PLANE, _device_from_plane_stats
+    host = plan.host
+    diagnostics = []
+    sparse = [name for _, _, name in plan.planes if SPARSE_CORE_PLANE.match(name)]
+    if sparse:
+        diagnostics.append(Diagnostic("info", "sparsecore_ignored",
+                                      f"{len(sparse)} SparseCore plane(s) ignored: their ops are "
+                                      "not part of the TensorCore roofline"))
+    results = sorted(results, key=lambda r: r.core)
+    device = _device_from_plane_stats(results[0].plane_stats, len(results)) if results else None
+    builder = OpTableBuilder()
+    steps, spans, dropped = [], [], 0
+    for r in results:
+        dropped += r.dropped_ops
+        if r.lo is not None:
+            spans.append(CoreSpan(host, r.core, int(r.lo), int(r.hi)))
+        steps += [StepSpan(host, r.core, g, b, d) for g, b, d in zip(*(s.tolist() for s in r.steps))]
+        if r.infos:
+            _add_rows(builder, host, r)
+    if dropped:
+        diagnostics.append(Diagnostic("warning", "ops_without_metadata",
+                                      f"{dropped} op executions reference missing metadata"))
+    return ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
+                       diagnostics=diagnostics)
+
+
+def _add_rows(builder: OpTableBuilder, host: str, r: PlaneResult):
+    infos, rows = r.infos, r.rows
+    op = rows["op"]
+    n = rows["occ"].astype(np.float64)
+    per_exec = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"]] for i in infos],
+                        dtype=np.float64).reshape(-1, 9)
+    totals = per_exec[op] * n[:, None]
+
+    def texts(field, values=None):
+        out = np.empty(len(infos), object)
+        out[:] = values if values is not None else [i[field] for i in infos]
+        return out
+
+    categories = [i["category"] for i in infos]
+    builder.add_keyed(
+        dict(host=host, program_id=texts("program_id"),
+             program=texts(None, r.programs),
+             operation=texts("operation"), category=texts("category"), source=texts("source"),
+             tf_op=texts("tf_op"), caveat=texts("caveat"), flops_source="profile",
+             is_infeed_outfeed=np.array([is_infeed_outfeed_category(c) for c in categories], bool),
+             is_container=np.array([c in CONTAINER_CATEGORIES for c in categories], bool)),
+        op, core=r.core, step=rows["step"], occurrences=rows["occ"],
+        total_time_ps=rows["time"].astype(np.float64), self_time_ps=rows["self"].astype(np.float64),
+        dma_stall_ps=rows["stall"].astype(np.float64), async_span_ps=rows["span"].astype(np.float64),
+        flops=totals[:, 0], model_flops=totals[:, 1], bytes=totals[:, 2], hbm_bytes=totals[:, 3],
+        cmem_read_bytes=totals[:, 4], cmem_write_bytes=totals[:, 5], vmem_read_bytes=totals[:, 6],
+        vmem_write_bytes=totals[:, 7], host_bytes=totals[:, 8])
+
+
+def read_tpu_file(path: str, host: str, max_bytes: int | None = None,
+                  progress=None) -> ProfileData | None:
+    """In this process, plane after plane; None when the file is not a TPU one."""
+    plan = plan_file(path, host, max_bytes)
+    if plan is None:
+        return None
+    results = []
+    for done, (core, start, end) in enumerate(plan.cores):
+        if progress:
+            progress(done, len(plan.cores))
+        results.append(convert_plane_at(path, start, end, core, plan.size))
+    check_unchanged(plan)
+    return merge_planes(plan, results)

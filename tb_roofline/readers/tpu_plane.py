@@ -1,0 +1,431 @@
+"""One TPU TensorCore plane, from its bytes to op-table pieces.
+
+`convert_plane` is a pure function of the plane's bytes (no shared state but a cache of decoded
+op metadata), so the planes of a file and the files of a run can be converted in any order, in
+any process (`readers/parallel.py`), and merged into exactly the serial answer
+(`tpu.merge_planes`). Events are decoded window by window (`xwire.decode_events`) and reduced
+to one row per (op, step) as they come, so memory follows the window and the rows, not the
+events: a line is cut where no earlier event can contain a later one (self times never cross a
+cut), and only the clusters of nested events go through the nesting computation.
+
+Semantics are those of the per-event reference (`tpu._line_events`, `tpu.read_tpu_planes`);
+lines this path cannot decode take the protobuf token path, then the per-event one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from tb_roofline.protos import xplane_pb2, xplane_view_pb2
+from tb_roofline.readers import xwire
+from tb_roofline.readers.xline_fast import decode_tokens, group_sums, self_times
+from tb_roofline.readers.xplane import PlaneStats
+
+NO_STEP = -1
+OPS_LINE, STEPS_LINE, MODULES_LINE = "XLA Ops", "Steps", "XLA Modules"
+SEGMENT_EVENTS = 1 << 16  # events reduced at a time (at the last cut before this many)
+MAX_RUNS = 16  # layouts per line before the whole line takes the protobuf path
+_INFO_CACHE_LIMIT = 200_000
+
+
+@dataclasses.dataclass
+class PlaneResult:
+    """What one TensorCore plane contributes to its host's ProfileData (picklable)."""
+    core: int
+    plane_stats: dict
+    lo: int | None
+    hi: int | None
+    steps: tuple  # (group ids, begins, durations) of the steps of this core, ascending
+    infos: list   # op metadata (tpu._op_info) of each distinct op, in key order
+    programs: list  # module name of each distinct op's program
+    rows: dict    # op (index into infos), step, occurrences, time, self, stall, span (int64)
+    dropped_ops: int = 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Layout of a plane and its lines
+
+def plane_header(buf, start: int, end: int) -> tuple[int, str, list, int]:
+    """(id, name, [(line start, end)], where the rest of the plane begins): fields 1-3 walked
+    in Python until the first other field (metadata and stats follow the lines in the order
+    protobuf writes fields; lines written later are found in the rest's parse)."""
+    pid, name, lines = 0, "", []
+    for field, wire, value, at, _ in xwire.fields(buf, start, end):
+        if field == 1 and wire == 0:
+            pid = xwire.signed(value)
+        elif field == 2 and wire == 2:
+            name = xwire.text(buf, value)
+        elif field == 3 and wire == 2:
+            lines.append(value)
+        else:
+            return pid, name, lines, at
+    return pid, name, lines, end
+
+
+def _line_header(buf, start: int, end: int):
+    """(name, timestamp_ns, position of the first event or None)."""
+    name, ts = "", 0
+    for field, wire, value, at, _ in xwire.fields(buf, start, end):
+        if field == 4 and wire == 2:
+            return name, ts, at
+        if field == 2 and wire == 2:
+            name = xwire.text(buf, value)
+        elif field == 3 and wire == 0:
+            ts = xwire.signed(value)
+    return name, ts, None
+
+
+# ----------------------------------------------------------------------------------------------
+# Decoding a line
+
+def _collect(buf, start, end, stat_ids, sink):
+    """Send every event of the line at buf[start:end] to `sink` as it is decoded. Returns
+    (name, timestamp), or None when the line must take the protobuf path (the sink's state is
+    then to be dropped)."""
+    name, ts, pos = _line_header(buf, start, end)
+    if pos is None:
+        return name, ts
+    base = ts * 1000
+    for _ in range(MAX_RUNS):
+        pos = xwire.decode_events(buf, pos, end, base, stat_ids, sink)
+        if pos is None:
+            return None
+        # What follows the run: another event (a new layout) or the line's other fields.
+        for field, wire, _, at, _ in xwire.fields(buf, pos, end):
+            if field == 4 and wire == 2:
+                pos = at
+                break
+            if field in (2, 3):  # a name or timestamp after the events: not the usual order
+                return None
+        else:
+            return name, ts
+    return None
+
+
+def _fallback_events(line_bytes: bytes, stat_ids: dict):
+    """(name, columns) of a line through the protobuf token path, else the per-event one."""
+    from tb_roofline.readers.tpu import _line_events
+    try:
+        tok = xplane_view_pb2.XLineTokens.FromString(line_bytes)
+        decoded = decode_tokens(tok.event_tokens, tok.timestamp_ns, stat_ids,
+                                lambda: len(xplane_view_pb2.XLineView.FromString(line_bytes).events))
+    except (DecodeError, RuntimeError, ValueError):
+        decoded = None
+    line = xplane_pb2.XLine.FromString(line_bytes)
+    return line.name, decoded if decoded is not None else _line_events(line, stat_ids)
+
+
+def _concat(chunks):
+    if len(chunks) == 1:
+        return chunks[0]
+    return tuple(np.concatenate(cols) for cols in zip(*chunks))
+
+
+def _line(buf, span, stat_ids):
+    """(name, columns) of a whole line (for the short Steps and XLA Modules lines)."""
+    chunks = []
+    got = _collect(buf, span[0], span[1], stat_ids, lambda *c: chunks.append(c))
+    if got is None:
+        return _fallback_events(bytes(buf[span[0]:span[1]]), stat_ids)
+    if not chunks:
+        return got[0], tuple(np.zeros(0, np.int64) for _ in range(6))
+    return got[0], _concat(chunks)
+
+
+class _OpLine:
+    """Reduces an `XLA Ops` line to rows (op, step) as its events arrive, in segments cut where
+    no earlier event can contain a later one. A line whose events are not in (begin, -duration)
+    order is kept whole and reduced at the end (self times need the order)."""
+
+    def __init__(self, role_of):
+        self.role_of = role_of  # md ids -> 0 none, 1 async start, 2 async done
+        self.pending = []
+        self.n_pending = 0
+        self.partials = []
+        self.asyncs = []
+        self.count = 0          # events seen (global index of the next one)
+        self.max_end = None     # largest end of the events already reduced
+        self.last = None        # (begin, duration) of the last event seen
+        self.ordered = True
+        self.lo = self.hi = None
+
+    def add(self, md, begin, dur, group, stall, occ):
+        if not len(md):
+            return
+        end = begin + dur
+        lo, hi = int(begin.min()), int(end.max())
+        self.lo = lo if self.lo is None else min(self.lo, lo)
+        self.hi = hi if self.hi is None else max(self.hi, hi)
+        if self.ordered:
+            db, dd = np.diff(begin), np.diff(dur)
+            ok = bool(((db > 0) | ((db == 0) & (dd <= 0))).all())
+            if ok and self.last is not None:
+                b0, d0 = self.last
+                ok = begin[0] > b0 or (begin[0] == b0 and dur[0] <= d0)
+            self.ordered = ok
+        self.last = (int(begin[-1]), int(dur[-1]))
+        idx = np.arange(self.count, self.count + len(md))
+        self.count += len(md)
+        roles = self.role_of(md)
+        if roles.any():
+            sel = np.flatnonzero(roles)
+            self.asyncs.append((md[sel], begin[sel], dur[sel], group[sel], idx[sel], roles[sel]))
+        self.pending.append((md, begin, dur, group, stall, occ))
+        self.n_pending += len(md)
+        if self.ordered and self.n_pending >= SEGMENT_EVENTS:
+            self._reduce(final=False)
+
+    def _reduce(self, final: bool):
+        md, begin, dur, group, stall, occ = _concat(self.pending)
+        self.pending, self.n_pending = [], 0
+        if not self.ordered:  # only at the end: everything at once, sorted
+            order, selft = self_times(begin, dur)
+            md, group, stall, occ, dur = md[order], group[order], stall[order], occ[order], dur[order]
+            self.partials.append(group_sums(md, group, dur, selft, stall, occ, np.zeros_like(dur)))
+            return
+        end = begin + dur
+        running = np.maximum.accumulate(end)
+        prev = np.empty_like(running)
+        prev[0] = self.max_end if self.max_end is not None else np.iinfo(np.int64).min
+        np.maximum(running[:-1], prev[0], out=prev[1:])
+        cut = (prev < begin) | ((prev == begin) & (dur > 0))
+        cut[0] = True  # the previous segment ended at a cut
+        if final:
+            stop = len(md)
+        else:
+            cuts = np.flatnonzero(cut)
+            stop = int(cuts[-1])
+            if stop == 0:  # no cut yet: keep everything for the next window
+                self.pending, self.n_pending = [(md, begin, dur, group, stall, occ)], len(md)
+                return
+            rest = (md[stop:], begin[stop:], dur[stop:], group[stop:], stall[stop:], occ[stop:])
+            self.pending, self.n_pending = [rest], len(rest[0])
+            md, begin, dur, group, stall, occ = (c[:stop] for c in (md, begin, dur, group, stall, occ))
+            cut = cut[:stop]
+        self.max_end = int(running[stop - 1]) if self.max_end is None else max(
+            self.max_end, int(running[stop - 1]))
+        selft = dur.copy()
+        cluster = np.cumsum(cut)
+        size = np.bincount(cluster)
+        nested = np.flatnonzero(size[cluster] > 1)
+        if len(nested):
+            order, sub = self_times(begin[nested], dur[nested])
+            selft[nested[order]] = sub
+        self.partials.append(group_sums(md, group, dur, selft, stall, occ, np.zeros_like(dur)))
+
+    def finish(self, start_of):
+        """Rows (md, step, [time, self, stall, occ, span]) of the whole line; `start_of` maps
+        the metadata id of an async `-done` to its `-start`'s."""
+        if self.n_pending:
+            self._reduce(final=True)
+        if self.asyncs:
+            span_rows = _async_rows(_concat(self.asyncs), start_of)
+            if span_rows is not None:
+                self.partials.append(span_rows)
+        if not self.partials:
+            return None
+        if len(self.partials) == 1:
+            return self.partials[0]
+        md = np.concatenate([p[0] for p in self.partials])
+        group = np.concatenate([p[1] for p in self.partials])
+        sums = [np.concatenate([p[2][i] for p in self.partials]) for i in range(5)]
+        self.partials = []
+        return group_sums(md, group, *sums)
+
+
+def _async_rows(events, start_of):
+    """(md, step, sums) rows carrying the transfer span of each `-done` event: from its
+    `-start`'s issue to its own end; executions pair in order (tpu._async_spans)."""
+    md, begin, dur, group, idx, roles = events
+    out_md, out_group, out_span = [], [], []
+    for mid in np.unique(md[roles == 2]).tolist():
+        start_mid = start_of.get(mid)
+        if start_mid is None:
+            continue
+        done = np.flatnonzero(md == mid)
+        start = np.flatnonzero(md == start_mid)
+        if not len(start):
+            continue
+        done = done[np.lexsort((idx[done], begin[done]))]
+        start = start[np.lexsort((idx[start], begin[start]))]
+        k = min(len(done), len(start))
+        done, start = done[:k], start[:k]
+        ok = begin[start] <= begin[done]
+        done, start = done[ok], start[ok]
+        out_md.append(md[done])
+        out_group.append(group[done])
+        out_span.append(begin[done] + dur[done] - begin[start])
+    if not out_md:
+        return None
+    md, group, span = (np.concatenate(x) for x in (out_md, out_group, out_span))
+    zero = np.zeros(len(md), np.int64)
+    r_md, r_group, sums = group_sums(md, group, zero, zero, zero, zero, span)
+    return r_md, r_group, sums
+
+
+# ----------------------------------------------------------------------------------------------
+# A plane
+
+_INFO_CACHE: dict = {}
+
+
+def _infos(ps: PlaneStats, meta_plane, mids):
+    """tpu._op_info of each metadata id (None when the plane has no such metadata). Cores
+    repeat the same metadata: decoded once per (stat table, serialized metadata)."""
+    from tb_roofline.readers.tpu import _op_info
+    table = tuple(sorted(ps.names.items()))
+    cache = _INFO_CACHE.setdefault(table, {})
+    if sum(len(c) for c in _INFO_CACHE.values()) > _INFO_CACHE_LIMIT:
+        _INFO_CACHE.clear()
+        cache = _INFO_CACHE.setdefault(table, {})
+    out = []
+    mds = meta_plane.event_metadata
+    for mid in mids:
+        meta = mds.get(mid)
+        if meta is None:
+            out.append(None)
+            continue
+        key = meta.SerializeToString()
+        info = cache.get(key)
+        if info is None:
+            info = cache[key] = _op_info(ps, meta)
+        out.append(info)
+    return out
+
+
+def clear_info_cache():
+    _INFO_CACHE.clear()
+
+
+def convert_plane(buf, start: int, end: int, core: int) -> PlaneResult:
+    """The TensorCore plane at buf[start:end] (buf: bytes or memoryview)."""
+    _, _, line_spans, rest = plane_header(buf, start, end)
+    meta = xplane_pb2.XPlane.FromString(memoryview(buf)[rest:end]) if rest < end \
+        else xplane_pb2.XPlane()
+    ps = PlaneStats(meta)
+    stat_ids = ps.ids
+    lines = {OPS_LINE: [], STEPS_LINE: [], MODULES_LINE: []}
+    for span in line_spans:
+        name = _line_header(buf, span[0], span[1])[0]
+        if name in lines:
+            lines[name].append(("wire", span))
+    for line in meta.lines:  # lines written after the metadata (not the usual order)
+        if line.name in lines:
+            lines[line.name].append(("proto", line.SerializeToString()))
+
+    def whole(entry):
+        kind, x = entry
+        if kind == "wire":
+            return _line(buf, x, stat_ids)[1]
+        return _fallback_events(x, stat_ids)[1]
+
+    # Program names, from the XLA Modules line's events' metadata.
+    programs: dict[str, str] = {}
+    for entry in lines[MODULES_LINE]:
+        for mid in np.unique(whole(entry)[0]).tolist():
+            md = meta.event_metadata.get(mid)
+            if md is None:
+                continue
+            pid = ps.as_dict(md.stats).get("program_id")
+            if pid is not None:
+                programs[str(pid)] = md.display_name or re.sub(r"\(\d+\)$", "", md.name)
+
+    lo = hi = None
+    marks = []
+    for entry in lines[STEPS_LINE]:
+        _, begin, dur, group, _, _ = whole(entry)
+        if len(begin):
+            lo = int(begin.min()) if lo is None else min(lo, int(begin.min()))
+            hi = int((begin + dur).max()) if hi is None else max(hi, int((begin + dur).max()))
+        marks.append((group, begin, dur))
+
+    # Op metadata per distinct id, decoded the first time the id shows up.
+    info_of: dict[int, dict | None] = {}
+    roles = {}
+
+    def learn(mids):
+        new = [m for m in mids if m not in info_of]
+        for m, info in zip(new, _infos(ps, meta, new)):
+            info_of[m] = info
+            roles[m] = 0 if info is None else {"start": 1, "done": 2}.get(info["role"], 0)
+
+    def role_of(md):
+        u, inv = np.unique(md, return_inverse=True)
+        ul = u.tolist()
+        learn(ul)
+        return np.array([roles[m] for m in ul], np.int64)[inv.reshape(-1)]
+
+    def start_of():
+        by_name = {}
+        for m in sorted(info_of):
+            i = info_of[m]
+            if i is not None and i["role"] == "start":
+                by_name[i["operation"]] = m
+        return {m: by_name.get(i["start_name"]) for m, i in info_of.items()
+                if i is not None and i["role"] == "done"}
+
+    line_rows = []
+    for kind, x in lines[OPS_LINE]:
+        acc = _OpLine(role_of)
+        if kind != "wire" or _collect(buf, x[0], x[1], stat_ids, acc.add) is None:
+            cols = _fallback_events(x if kind == "proto" else bytes(buf[x[0]:x[1]]), stat_ids)[1]
+            acc = _OpLine(role_of)
+            acc.ordered = False
+            acc.add(*cols)
+        rows = acc.finish(start_of())
+        if acc.lo is not None:
+            lo = acc.lo if lo is None else min(lo, acc.lo)
+            hi = acc.hi if hi is None else max(hi, acc.hi)
+        if rows is not None:
+            line_rows.append(rows)
+    return _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi)
+
+
+def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -> PlaneResult:
+    op_groups = [np.unique(r[1][r[1] != NO_STEP]) for r in line_rows]
+    op_groups = np.unique(np.concatenate(op_groups)) if op_groups else np.zeros(0, np.int64)
+    steps = _steps(marks, op_groups)
+    # One key per distinct known op of the plane; rows of unknown ops are dropped (counted).
+    if line_rows:
+        md = np.concatenate([r[0] for r in line_rows])
+        step = np.concatenate([r[1] for r in line_rows])
+        sums = [np.concatenate([r[2][i] for r in line_rows]) for i in range(5)]
+    else:
+        md = step = np.zeros(0, np.int64)
+        sums = [np.zeros(0, np.int64)] * 5
+    key_md, op = np.unique(md, return_inverse=True)
+    op = op.reshape(-1)
+    known_key = np.array([info_of.get(m) is not None for m in key_md.tolist()], bool)
+    known = known_key[op] if len(op) else np.zeros(0, bool)
+    dropped = int(sums[3][~known].sum())
+    new_index = np.cumsum(known_key) - 1
+    infos = [info_of[m] for m in key_md[known_key].tolist()]
+    rows = {"op": new_index[op[known]], "step": step[known]}
+    for name, s in zip(("time", "self", "stall", "occ", "span"), sums):
+        rows[name] = s[known]
+    return PlaneResult(core=core, plane_stats=ps.as_dict(meta.stats), lo=lo, hi=hi,
+                       steps=steps, infos=infos,
+                       programs=[programs.get(i["program_id"], "") for i in infos],
+                       rows=rows, dropped_ops=dropped)
+
+
+def _steps(marks, op_groups):
+    """(group, begin, duration) of each step with both a marker and ops, ascending; a step's
+    marker is its longest one (the first of equal ones), as XProf takes it."""
+    empty = tuple(np.zeros(0, np.int64) for _ in range(3))
+    if not marks:
+        return empty
+    group, begin, dur = (np.concatenate(c) for c in zip(*marks))
+    valid = np.flatnonzero(group != NO_STEP)
+    if not len(valid):
+        return empty
+    g, b, d = group[valid], begin[valid], dur[valid]
+    order = np.lexsort((np.arange(len(g)), -d, g))
+    g, b, d = g[order], b[order], d[order]
+    first = np.concatenate(([True], g[1:] != g[:-1]))
+    g, b, d = g[first], b[first], d[first]
+    keep = np.isin(g, op_groups)
+    return g[keep], b[keep], d[keep]

@@ -1,0 +1,259 @@
+"""The XSpace wire format read directly: a few fields walked in Python (planes, lines), the
+events of a line decoded as numpy columns straight from the file's bytes, window by window.
+
+Why: protobuf builds an object per event (or, through the token view, a uint64 per varint plus
+a numpy copy), 10-25x the bytes on disk; here memory stays at one window (`WINDOW` bytes) and
+each event costs a few vectorised passes over its bytes.
+
+An XEvent holding only varints and varint-only stats (what TPU op, step and module lines hold)
+is a run of varints in which tags and values alternate. `decode_events` takes the first event's
+layout (walked in Python, field by field), checks that the following events repeat it exactly
+(every tag a single byte with the expected value, every length equal to the bytes it covers),
+and decodes the wanted columns. The run ends at the first event that differs; the caller then
+looks at what follows (another layout, or the line's remaining fields). Anything this module
+cannot prove well formed is reported (`None`, `WireError`) so the caller can take the exact
+protobuf path, whose semantics are the reference: the last of repeated scalar fields wins, a
+`oneof` keeps its last member, stats are matched in order (the last match wins), a ref value
+reads 0 as an integer, uint64 values at or above 2**63 wrap to int64.
+"""
+from __future__ import annotations
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+NO_STEP = -1  # tb_roofline.model.op_table.NO_STEP
+WINDOW = 1 << 20
+TARGETS = ("group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps")
+
+
+class WireError(DecodeError):
+    """Bytes that are not a well-formed message (truncated, bad varint, bad wire type)."""
+
+
+def varint(buf, pos: int) -> tuple[int, int]:
+    """(value, position after it) of the varint at `pos`."""
+    try:
+        b = buf[pos]
+        if b < 0x80:
+            return b, pos + 1
+        result, shift = b & 0x7F, 7
+        while True:
+            pos += 1
+            b = buf[pos]
+            result |= (b & 0x7F) << shift
+            if b < 0x80:
+                return result & 0xFFFFFFFFFFFFFFFF, pos + 1
+            shift += 7
+            if shift >= 70:
+                raise WireError("varint longer than 10 bytes")
+    except IndexError:
+        raise WireError("truncated varint") from None
+
+
+def fields(buf, pos: int, end: int):
+    """(field number, wire type, value, start, position after) of each field in buf[pos:end];
+    the value of a length-delimited field is its (start, end)."""
+    while pos < end:
+        start = pos
+        tag, pos = varint(buf, pos)
+        field, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, pos = varint(buf, pos)
+        elif wire == 2:
+            n, pos = varint(buf, pos)
+            value = (pos, pos + n)
+            pos += n
+        elif wire == 1:
+            value, pos = int.from_bytes(buf[pos:pos + 8], "little"), pos + 8
+        elif wire == 5:
+            value, pos = int.from_bytes(buf[pos:pos + 4], "little"), pos + 4
+        else:
+            raise WireError(f"unsupported wire type {wire}")
+        if pos > end or field == 0:
+            raise WireError("field runs past its message")
+        yield field, wire, value, start, pos
+
+
+def signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def text(buf, span) -> str:
+    try:
+        return bytes(buf[span[0]:span[1]]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise WireError("string field is not UTF-8") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Event runs
+
+class _Layout:
+    """Where each field sits among the varints of one event (framing tag and length included)."""
+
+    def __init__(self):
+        self.k = 2                 # varints per event
+        self.tags = [(0, 0x22)]    # (position, tag byte)
+        self.lengths = [(1, None)] # (position of a length, position of the last varint it covers)
+        self.md = self.offset = self.occ = self.dur = None
+        self.stats = []            # (position of metadata id or None, of value or None)
+
+    def add(self, tag: int) -> int:
+        self.tags.append((self.k, tag))
+        self.k += 2
+        return self.k - 1
+
+
+def _layout(buf, pos: int, end: int):
+    """The layout of the event at `pos`, or None when it is not made of varints and
+    varint-only stats (or is not an event)."""
+    tag, p = varint(buf, pos)
+    if tag != 0x22:
+        return None
+    size, p = varint(buf, p)
+    stop = p + size
+    if stop > end:
+        raise WireError("event runs past its line")
+    lay = _Layout()
+    oneof = None
+    while p < stop:
+        tag, q = varint(buf, p)
+        if tag in (0x08, 0x10, 0x18, 0x28):
+            value_pos = lay.add(tag)
+            _, p = varint(buf, q)
+            if tag == 0x08:
+                lay.md = value_pos
+            elif tag == 0x18:
+                lay.dur = value_pos
+            else:  # offset_ps / num_occurrences: a oneof, the last one set wins
+                oneof = (tag, value_pos)
+        elif tag == 0x22:
+            n, q2 = varint(buf, q)
+            len_pos = lay.add(0x22)
+            s_end = q2 + n
+            if s_end > stop:
+                raise WireError("stat runs past its event")
+            sid = val = None
+            while q2 < s_end:
+                stag, q3 = varint(buf, q2)
+                if stag not in (0x08, 0x18, 0x20, 0x38):
+                    return None  # double, string or bytes value: not this path's
+                vpos = lay.add(stag)
+                _, q2 = varint(buf, q3)
+                if stag == 0x08:
+                    sid = vpos
+                else:
+                    val = vpos if stag != 0x38 else None  # a ref value reads 0
+            if q2 != s_end:
+                raise WireError("stat runs past its length")
+            if lay.k - 1 == len_pos:  # an empty stat: nothing to cover, nothing to check
+                return None
+            lay.lengths.append((len_pos, lay.k - 1))
+            lay.stats.append((sid, val))
+            p = q2
+        else:
+            return None
+    if p != stop or lay.k == 2:
+        return None
+    lay.lengths[0] = (1, lay.k - 1)
+    if oneof is not None:
+        if oneof[0] == 0x10:
+            lay.offset = oneof[1]
+        else:
+            lay.occ = oneof[1]
+    return lay
+
+
+def _column(b: np.ndarray, last: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Values (uint64) of the varints ending at `last` that are `size` bytes long."""
+    start = last - (size - 1)
+    out = (b[start] & 0x7F).astype(np.uint64)
+    sel = np.flatnonzero(size > 1)
+    i = 1
+    while len(sel):
+        out[sel] |= (b[start[sel] + i] & 0x7F).astype(np.uint64) << np.uint64(7 * i)
+        i += 1
+        sel = sel[size[sel] > i]
+    return out
+
+
+def _window(b: np.ndarray, lay: _Layout):
+    """(rows, complete, ends, sizes): the events at the start of the window that follow the
+    layout exactly, and how many complete events' worth of varints the window holds;
+    ends[i, j] is the byte where varint j of event i ends."""
+    last = np.flatnonzero(b < 0x80)
+    m = len(last) // lay.k
+    if not m:
+        return 0, 0, None, None
+    ends = last[:m * lay.k].reshape(m, lay.k)
+    prev = np.empty_like(ends)
+    prev[:, 1:] = ends[:, :-1]
+    prev[0, 0] = -1
+    prev[1:, 0] = ends[:-1, -1]
+    sizes = ends - prev
+    ok = (sizes <= 10).all(axis=1)
+    for j, tag in lay.tags:
+        ok &= (sizes[:, j] == 1) & (b[ends[:, j]] == tag)
+    for j, covered in lay.lengths:
+        n = _column(b, ends[:, j], np.minimum(sizes[:, j], 10))
+        ok &= n == (ends[:, covered] - ends[:, j]).astype(np.uint64)
+    rows = m if ok.all() else int(np.argmin(ok))
+    return rows, m, ends[:rows], sizes[:rows]
+
+
+def decode_events(buf, pos: int, end: int, base_ps: int, stat_ids: dict, sink,
+                  window: int = WINDOW):
+    """Decode the run of events that share the layout of the event at `pos`, window by window;
+    `sink(md, begin, dur, group, stall, occ)` gets each window's int64 columns (the columns of
+    `tpu._line_events`). Returns the position after the run, or None when the event at `pos`
+    is not one this path decodes (nothing was sent to the sink)."""
+    lay = _layout(buf, pos, end)
+    if lay is None:
+        return None
+    targets = [stat_ids.get(name) for name in TARGETS]
+    data = np.frombuffer(buf, np.uint8)
+    while pos < end:
+        b = data[pos:min(end, pos + window)]
+        rows, complete, ends, sizes = _window(b, lay)
+        if not rows:
+            if not complete and pos + window < end:  # an event larger than the window
+                window *= 2
+                continue
+            break
+        sink(*_columns(b, ends, sizes, lay, base_ps, targets))
+        pos += int(ends[-1, -1]) + 1
+        if rows < complete:
+            break  # the next event differs from the layout
+    return pos
+
+
+def _columns(b, ends, sizes, lay: _Layout, base_ps: int, targets):
+    m = len(ends)
+
+    def col(j):
+        return _column(b, ends[:, j], sizes[:, j]).view(np.int64)
+
+    md = col(lay.md) if lay.md is not None else np.zeros(m, np.int64)
+    dur = col(lay.dur) if lay.dur is not None else np.zeros(m, np.int64)
+    begin = np.full(m, base_ps, np.int64)
+    occ = np.ones(m, np.int64)
+    if lay.offset is not None:
+        begin += col(lay.offset)
+    elif lay.occ is not None:
+        occ = col(lay.occ)
+        occ[occ == 0] = 1  # protobuf: 0 reads as "not set"
+    group = np.full(m, NO_STEP, np.int64)
+    stall = np.zeros(m, np.int64)
+    outputs = (group, begin, dur, stall)
+    for sid_pos, val_pos in lay.stats:  # in order: of several matching stats the last wins
+        sid = col(sid_pos) if sid_pos is not None else np.zeros(m, np.int64)
+        val = col(val_pos) if val_pos is not None else np.zeros(m, np.int64)
+        for target, out in zip(targets, outputs):
+            if target is None:
+                continue
+            hit = sid == target
+            if hit.all():
+                out[:] = val
+            elif hit.any():
+                out[hit] = val[hit]
+    return md, begin, dur, group, stall, occ
