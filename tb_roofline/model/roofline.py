@@ -13,7 +13,8 @@ import numpy as np
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model import peaks
-from tb_roofline.model.op_table import OpTable, factorize
+from tb_roofline.model import steps as steps_model
+from tb_roofline.model.op_table import OpTable, distinct, factorize
 from tb_roofline.model.records import (GIB, RECORD_COLUMNS, SUM_COLUMNS, RecordTable,  # noqa: F401
                                        build_records, derive, div, resources, unknown_bytes)
 
@@ -32,49 +33,80 @@ class Analysis:
     views: dict = dataclasses.field(default_factory=dict)  # "kernel", "kernel_hw" -> {io: table}
 
 
+def _key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
+    """The compute ceiling of each key's precision (0 when unknown)."""
+    codes = factorize(table.keys["precision"])
+    distinct = {}
+    for p, c in zip(table.keys["precision"].tolist(), codes.tolist()):
+        distinct.setdefault(c, p)
+    roof = np.array([device.peak_for(distinct[c]) for c in range(len(distinct))] or [0.0])
+    return roof[codes] if len(codes) else np.zeros(0)
+
+
 def row_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
     """Per-row values of SUM_COLUMNS: the table's numbers, the time each row's FLOPs would take
     on its own precision's roof (summed, it gives any group its mixed-precision roof), and the
     op time whose FLOPs / bytes are known (for coverage)."""
+    inv_peak = div(1.0, _key_peaks(table, device))
+    return {c: _row_column(table, c, inv_peak) for c in SUM_COLUMNS}
+
+
+_ROW_COLUMNS = tuple(c for c in SUM_COLUMNS if c not in (
+    "roof_time", "flops_known_ps", "bytes_known_ps", "op_time_ps"))
+
+
+def _row_column(table: OpTable, c: str, inv_peak) -> np.ndarray:
+    """One per-row column of SUM_COLUMNS (float64; the table's own array when it is one)."""
     rows, keys, op = table.rows, table.keys, table.rows["op"]
-    out = {c: rows[c].astype(np.float64) for c in SUM_COLUMNS if c in rows}
-    codes = factorize(keys["precision"])
-    distinct = {}
-    for p, c in zip(keys["precision"].tolist(), codes.tolist()):
-        distinct.setdefault(c, p)
-    roof = np.array([device.peak_for(distinct[c]) for c in range(len(distinct))] or [0.0])
-    key_peak = roof[codes] if len(codes) else np.zeros(0)
-    time = out["total_time_ps"]
-    out["roof_time"] = div(out["flops"], key_peak[op]) if len(op) else np.zeros(0)
-    out["flops_known_ps"] = time * keys["flops_known"][op]
-    out["bytes_known_ps"] = time * keys["bytes_known"][op]
-    out["op_time_ps"] = time
+    if c in rows:
+        return np.asarray(rows[c], np.float64)
+    if c == "roof_time":
+        return rows["flops"] * inv_peak[op]
+    time = np.asarray(rows["total_time_ps"], np.float64)
+    if c == "op_time_ps":
+        return time
+    return time * keys["flops_known" if c == "flops_known_ps" else "bytes_known"][op]
+
+
+def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
+    """SUM_COLUMNS summed per key (distinct op) in one pass over the rows: every record that
+    groups whole keys (ops, program totals, hosts) is then a sum over keys."""
+    n, op = table.num_keys, table.rows["op"]
+    out = {c: np.bincount(op, weights=_row_column(table, c, None), minlength=n)
+           for c in _ROW_COLUMNS}
+    out["roof_time"] = div(out["flops"], _key_peaks(table, device))
+    out["flops_known_ps"] = out["total_time_ps"] * table.keys["flops_known"]
+    out["bytes_known_ps"] = out["total_time_ps"] * table.keys["bytes_known"]
+    out["op_time_ps"] = out["total_time_ps"]
     return out
 
 
-def _bincount(vals: dict, codes: np.ndarray, n: int, mask=None) -> dict:
+def _group(sums: dict, codes: np.ndarray, n: int, mask=None) -> dict:
+    """Sums grouped by a code per element (elements with mask False left out)."""
     if mask is not None:
         codes = codes[mask]
     return {c: np.bincount(codes, weights=v if mask is None else v[mask], minlength=n)
-            for c, v in vals.items()}
+            for c, v in sums.items()}
 
 
-def op_records(table: OpTable, vals: dict, device: DeviceInfo, num_cores: int,
+def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
                host_label: str, include_io: bool, span_ps: float) -> RecordTable:
     """One record per (program, op, precision) over all cores, hosts and steps; ranked by self
-    time, ties by name. A row merges only calls that ran in one precision (its roof)."""
+    time, ties by name. A row merges only calls that ran in one precision (its roof).
+    `ksums`: `key_sums` of the table."""
     keys = table.keys
-    keep = np.ones(len(table), bool) if include_io else ~keys["is_infeed_outfeed"][table.rows["op"]]
+    keep = np.ones(table.num_keys, bool) if include_io else ~keys["is_infeed_outfeed"]
+    keep &= np.bincount(table.rows["op"], minlength=table.num_keys) > 0
     # Record id of each key: program id, op name and precision (not the host).
-    rec_of_key = factorize(_tuples(keys["program_id"], keys["operation"], keys["precision"]))
-    codes = rec_of_key[table.rows["op"]]
-    present = np.unique(codes[keep])
+    rec_of_key = _combine(factorize(keys["program_id"]), factorize(keys["operation"]),
+                          factorize(keys["precision"]))
+    present = distinct(rec_of_key[keep])
     remap = np.full(int(rec_of_key.max()) + 1 if len(rec_of_key) else 0, -1, np.int64)
     remap[present] = np.arange(len(present))
     n = len(present)
-    sums = _bincount(vals, remap[codes], n, keep) if n else {c: np.zeros(0) for c in vals}
-    # The first key of each record labels it (a reader caveat: the first one that is set).
     key_rec = remap[rec_of_key]
+    sums = _group(ksums, key_rec, n, keep) if n else {c: np.zeros(0) for c in ksums}
+    # The first key of each record labels it (a reader caveat: the first one that is set).
     first_key = np.full(n, -1, np.int64)
     valid = np.flatnonzero(key_rec >= 0)
     first_key[key_rec[valid[::-1]]] = valid[::-1]
@@ -94,9 +126,11 @@ def op_records(table: OpTable, vals: dict, device: DeviceInfo, num_cores: int,
                 "source", "tf_op", "flops_source", "precision"):
         labels[col] = keys[col][first_key]
     # A program without a module name (no `XLA Modules` event for it) is named by its id.
-    unnamed = (labels["program"] == "") & (labels["program_id"] != "")
-    labels["program"] = np.where(unnamed, np.char.add("program ", labels["program_id"].astype(str)),
-                                 labels["program"]).astype(object)
+    unnamed = np.flatnonzero((labels["program"] == "") & (labels["program_id"] != ""))
+    if len(unnamed):
+        labels["program"] = labels["program"].copy()
+        labels["program"][unnamed] = ["program " + str(p)
+                                      for p in labels["program_id"][unnamed].tolist()]
     rec = build_records(sums, device, num_cores, labels, n, include_io, np.full(n, span_ps), cav)
     # Percentages of all ops' self time in this view: they sum to 100.
     self_pct = div(sums["self_time_ps"], np.full(n, sums["self_time_ps"].sum())) * 100.0
@@ -106,33 +140,15 @@ def op_records(table: OpTable, vals: dict, device: DeviceInfo, num_cores: int,
     return rec
 
 
-def _tuples(*columns) -> np.ndarray:
-    out = np.empty(len(columns[0]), dtype=object)
-    out[:] = list(zip(*[c.tolist() for c in columns]))
-    return out
-
-
-def _host_steps(profiles) -> list[list[tuple[str, int]]]:
-    """Complete steps: present on every core of a host; hosts aligned by position (as XProf).
-
-    Returns one entry per step: the (host, step id) pairs that make it up.
-    """
-    per_host = []
-    for p in profiles:
-        by_core: dict[int, set] = {}
-        for s in p.steps:
-            by_core.setdefault(s.core, set()).add(s.step)
-        cores = {c.core for c in p.core_spans}
-        if not by_core or set(by_core) != cores:
-            per_host.append([])
-            continue
-        common = set.intersection(*by_core.values())
-        host = p.core_spans[0].host
-        per_host.append([(host, s) for s in sorted(common)])
-    if not per_host:
-        return []
-    k = min(len(h) for h in per_host)
-    return [[h[i] for h in per_host] for i in range(k)]
+def _combine(*codes: np.ndarray) -> np.ndarray:
+    """One code per combination of several integer codes (equal combinations, equal codes)."""
+    out = np.zeros(len(codes[0]), np.int64)
+    for c in codes:
+        width = int(c.max()) + 1 if len(c) else 1
+        if int(out.max(initial=0)) * width + width >= 2 ** 62:
+            out = np.unique(out, return_inverse=True)[1].reshape(-1)
+        out = out * width + c
+    return np.unique(out, return_inverse=True)[1].reshape(-1) if len(out) else out
 
 
 def analyze(profiles: list, host_label: str = "*") -> Analysis:
@@ -160,7 +176,7 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                 f"{t}: {', '.join(h[:3])}{' ...' if len(h) > 3 else ''}" for t, h in kinds.items())
             + f"): the aggregate is judged against {device.type}'s peaks; look at each host alone"))
     # A profile-derived peak that the profile's own ops beat is the figure in doubt.
-    device, notes = peaks.settle(device, table, kernel_tables.get("kernel"), row_sums)
+    device, notes = peaks.settle(device, table, kernel_tables.get("kernel"), key_sums)
     diagnostics += notes
     analysis = _analyze(profiles, device, table, kernel_tables, host_label, diagnostics)
     return analysis
@@ -168,75 +184,69 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
 
 def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) -> Analysis:
     num_cores = max(device.num_cores, 1)
-    vals = row_sums(table, device)
-    op = table.rows["op"]
-    keys = table.keys
-    inner = ~keys["is_container"][op]
-    is_io = keys["is_infeed_outfeed"][op]
-    io_inner = is_io & inner
+    keys, op = table.keys, table.rows["op"]
+    ksums = key_sums(table, device)
+    inner, is_io = ~keys["is_container"], keys["is_infeed_outfeed"]
     host_names = [c.host for p in profiles for c in p.core_spans[:1]]
-    host_code_of_key = np.array([_index(host_names, h) for h in keys["host"].tolist()],
-                                np.int64) if len(keys["host"]) else np.zeros(0, np.int64)
-    row_host = host_code_of_key[op] if len(op) else np.zeros(0, np.int64)
+    key_host = _key_hosts(profiles, host_names)
     spans_ps = float(sum(s.duration_ps for p in profiles for s in p.core_spans))
     host_span = np.array([float(sum(s.duration_ps for s in p.core_spans)) for p in profiles
                           if p.core_spans])
-    time = vals["total_time_ps"]
-    io_time = float(time[io_inner].sum())
-    io_host = np.bincount(row_host[io_inner], weights=time[io_inner], minlength=len(host_names))
+    io_keys = inner & is_io
+    io_time = float(ksums["total_time_ps"][io_keys].sum())
+    io_host = np.bincount(key_host[io_keys], weights=ksums["total_time_ps"][io_keys],
+                          minlength=len(host_names))
 
-    # Steps: (host, step id) of each row -> aligned step index, in one pass.
-    steps = _host_steps(profiles)
-    step_marks: dict = {}
-    for p in profiles:
-        for s in p.steps:
-            step_marks.setdefault((s.host, s.step), []).append(s.duration_ps)
-    # XProf: a step's time is its longest marker over the host's cores × the number of cores.
-    step_time = {k: len(v) * max(v) for k, v in step_marks.items()}
-    member_index = {(_index(host_names, h), sid): i for i, members in enumerate(steps)
-                    for h, sid in members}
-    row_step = _step_index(row_host, table.rows["step"], member_index)
-    n_steps = len(steps)
-    step_time_all = np.array([sum(step_time.get(m, 0) for m in members) for members in steps])
-    io_step = np.bincount(row_step[io_inner & (row_step >= 0)],
-                          weights=time[io_inner & (row_step >= 0)], minlength=n_steps)
-
-    kernel_vals = {name: row_sums(t, device) for name, t in kernel_tables.items()}
+    # Steps: the aligned step of each row; sums per (step, infeed/outfeed or not) in one pass.
+    aligned = steps_model.align(profiles)
+    n_steps = len(aligned)
+    by_step = {}
+    if n_steps:
+        profile_host = np.array([_index(host_names, p.core_spans[0].host) if p.core_spans else 0
+                                 for p in profiles], np.int64)
+        row_step = steps_model.row_steps(aligned, profile_host, key_host[op], table.rows["step"])
+        code = np.where(inner[op] & (row_step >= 0), row_step * 2 + is_io[op], 2 * n_steps)
+        inv_peak = div(1.0, _key_peaks(table, device))
+        for c in SUM_COLUMNS:
+            both = np.bincount(code, weights=_row_column(table, c, inv_peak),
+                               minlength=2 * n_steps + 1)[:-1].reshape(n_steps, 2)
+            by_step[c] = both
+    kernel_sums = {name: key_sums(t, device) for name, t in kernel_tables.items()}
     hw = [p.hw_counters for p in profiles if getattr(p, "hw_counters", None) is not None]
     single_host = len(profiles) == 1
     program, ops, views = {}, {}, {}
     for include_io in (True, False):
         denominator = spans_ps - (0.0 if include_io else io_time)
-        ops[include_io] = op_records(table, vals, device, num_cores, host_label, include_io,
+        ops[include_io] = op_records(table, ksums, device, num_cores, host_label, include_io,
                                      denominator)
         for name, t in kernel_tables.items():
             views.setdefault(name, {})[include_io] = op_records(
-                t, kernel_vals[name], device, num_cores, host_label, include_io, denominator)
+                t, kernel_sums[name], device, num_cores, host_label, include_io, denominator)
         keep = inner if include_io else inner & ~is_io
-        rows = []  # (record_type, step label, time ps, sums, host)
-        total = {c: np.array([v[keep].sum()]) for c, v in vals.items()}
-        rows.append(("total", "Total", denominator, total, host_label))
+        blocks = []  # (record types, step labels, times ps, sums, hosts)
+        total = {c: np.array([v[keep].sum()]) for c, v in ksums.items()}
+        blocks.append((["total"], ["Total"], [denominator], total, [host_label]))
         if hw:
-            rows.append(("total_hw", "Total (HW)", denominator, _hw_sums(hw, device), host_label))
+            blocks.append((["total_hw"], ["Total (HW)"], [denominator], _hw_sums(hw, device),
+                           [host_label]))
         if not single_host:  # one point per host (rank), so a straggler shows
-            by_host = _bincount(vals, row_host, len(host_names), keep)
-            for i, h in enumerate(host_names):
-                span = host_span[i] - (0.0 if include_io else io_host[i])
-                rows.append(("host", "Total", span, {c: v[i:i + 1] for c, v in by_host.items()}, h))
+            by_host = _group(ksums, key_host, len(host_names), keep)
+            span = host_span - (0.0 if include_io else io_host)
+            blocks.append((["host"] * len(host_names), ["Total"] * len(host_names), span,
+                           by_host, host_names))
         if n_steps:
-            in_step = keep & (row_step >= 0)
-            by_step = _bincount(vals, row_step, n_steps, in_step)
-            step_ps = step_time_all - (0.0 if include_io else io_step)
-            avg = {c: np.array([v.sum() / n_steps]) for c, v in by_step.items()}
-            rows.append(("average", "Average", float(step_ps.sum() / n_steps), avg, host_label))
-            for i, members in enumerate(steps):
-                label = str(members[0][1]) if single_host else str(i)
-                rows.append(("step", label, float(step_ps[i]),
-                             {c: v[i:i + 1] for c, v in by_step.items()}, host_label))
-        program[include_io] = _program_table(rows, profiles, device, num_cores, include_io,
+            step_sums = {c: v.sum(axis=1) if include_io else v[:, 0] for c, v in by_step.items()}
+            step_ps = aligned.time_ps - (0.0 if include_io else by_step["total_time_ps"][:, 1])
+            avg = {c: np.array([v.sum() / n_steps]) for c, v in step_sums.items()}
+            blocks.append((["average"], ["Average"], [float(step_ps.sum() / n_steps)], avg,
+                           [host_label]))
+            label = aligned.ids[0] if single_host else np.arange(n_steps)
+            blocks.append((np.full(n_steps, "step", object), label.astype(str).astype(object),
+                           step_ps, step_sums, np.full(n_steps, host_label, object)))
+        program[include_io] = _program_table(blocks, profiles, device, num_cores, include_io,
                                              keys["flops_source"])
 
-    if not steps:
+    if not n_steps:
         diagnostics.append(Diagnostic(
             "warning", "no_steps",
             "no complete step markers (a 'Steps' line with group_id on every core): only the "
@@ -263,17 +273,22 @@ def _index(values: list, value) -> int:
         return 0
 
 
-def _step_index(row_host: np.ndarray, row_step: np.ndarray, member_index: dict) -> np.ndarray:
-    """The aligned step index of each row (-1 when its (host, step) is not a complete step)."""
-    if not len(row_step) or not member_index:
-        return np.full(len(row_step), -1, np.int64)
-    lo = int(row_step.min())
-    width = int(row_step.max()) - lo + 1
-    combined = row_host * width + (row_step - lo)
-    uniq, inverse = np.unique(combined, return_inverse=True)
-    mapped = np.array([member_index.get((int(u) // width, int(u) % width + lo), -1)
-                       for u in uniq.tolist()], np.int64)
-    return mapped[inverse.reshape(-1)]
+def _key_hosts(profiles, host_names: list) -> np.ndarray:
+    """The host code (index in host_names; 0 when absent) of every key of the concatenated
+    tables: one lookup per distinct host name of each profile."""
+    codes = {h: i for i, h in reversed(list(enumerate(host_names)))}
+    parts = []
+    for p in profiles:
+        hosts = p.ops.keys["host"]
+        if not len(hosts):
+            continue
+        first = hosts[0]
+        if (hosts == first).all():
+            parts.append(np.full(len(hosts), codes.get(first, 0), np.int64))
+        else:
+            parts.append(np.fromiter((codes.get(h, 0) for h in hosts.tolist()), np.int64,
+                                     len(hosts)))
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def _hw_sums(hw, device) -> dict:
@@ -288,35 +303,44 @@ def _hw_sums(hw, device) -> dict:
     return sums
 
 
-def _program_table(rows, profiles, device, num_cores, include_io, flops_source) -> RecordTable:
-    n = len(rows)
-    merged = {c: np.concatenate([np.asarray(r[3][c], np.float64).reshape(1) for r in rows])
+def _program_table(blocks, profiles, device, num_cores, include_io, flops_source) -> RecordTable:
+    """Program records from blocks of rows (record types, step labels, times, sums, hosts)."""
+    def cat(i, dtype):
+        return np.concatenate([np.asarray(b[i], dtype).reshape(-1) for b in blocks])
+
+    kinds = cat(0, object)
+    n = len(kinds)
+    merged = {c: np.concatenate([np.asarray(b[3][c], np.float64).reshape(-1) for b in blocks])
               for c in SUM_COLUMNS}
-    merged["total_time_ps"] = np.array([r[2] for r in rows], np.float64)
     merged["self_time_ps"] = np.zeros(n)
     merged["occurrences"] = np.ones(n)
-    timed = np.array([r[0] != "total_hw" or all(h.kernel_time_known for h in (
-        p.hw_counters for p in profiles if p.hw_counters is not None)) for r in rows])
-    merged["total_time_ps"] = np.where(timed, merged["total_time_ps"], 0.0)
+    timed = np.ones(n, bool)
+    if not all(h.kernel_time_known for h in (p.hw_counters for p in profiles
+                                             if p.hw_counters is not None)):
+        timed = kinds != "total_hw"
+    merged["total_time_ps"] = np.where(timed, cat(2, np.float64), 0.0)
     distinct = set(flops_source.tolist())
-    labels = {"record_type": np.array([r[0] for r in rows], dtype=object),
-              "step": np.array([r[1] for r in rows], dtype=object), "rank": np.zeros(n, np.int64),
+    hosts = cat(4, object)
+    labels = {"record_type": kinds, "step": cat(1, object), "rank": np.zeros(n, np.int64),
               "category": "Program", "operation": "Program", "program": "", "program_id": "",
               "is_infeed_outfeed": np.zeros(n, bool), "source": "", "tf_op": "",
               "flops_source": distinct.pop() if len(distinct) == 1 else (
                   "mixed" if distinct else "none"),
-              "precision": "mixed", "host": np.array([r[4] for r in rows], dtype=object)}
+              "precision": "mixed", "host": hosts}
     prog = build_records(merged, device, num_cores, labels, n, include_io,
                          merged["total_time_ps"])
-    cores = {p.core_spans[0].host: p.device.num_cores for p in profiles if p.core_spans}
-    for i, r in enumerate(rows):
-        if r[0] == "host":  # a host's time per core is over its own cores
-            prog.columns["total_time_per_core_us"][i] = r[2] / 1e6 / max(cores.get(r[4], 1), 1)
-        if r[0] == "total_hw":  # counters give FLOPs only: bytes (and untimed rates) unknown
-            unknown_bytes(prog, i, timed=bool(timed[i]))
-            prog.columns["flops_source"][i] = "counter"
-            prog.columns["flop_coverage"][i] = np.nan
-            prog.columns["bytes_coverage"][i] = np.nan
+    host_rows = np.flatnonzero(kinds == "host")
+    if len(host_rows):  # a host's time per core is over its own cores
+        cores = {p.core_spans[0].host: p.device.num_cores for p in profiles if p.core_spans}
+        per_host = np.array([max(cores.get(h, 1), 1) for h in hosts[host_rows].tolist()])
+        prog.columns["total_time_per_core_us"][host_rows] = \
+            merged["total_time_ps"][host_rows] / 1e6 / per_host
+    for i in np.flatnonzero(kinds == "total_hw").tolist():
+        # counters give FLOPs only: bytes (and untimed rates) unknown
+        unknown_bytes(prog, i, timed=bool(timed[i]))
+        prog.columns["flops_source"][i] = "counter"
+        prog.columns["flop_coverage"][i] = np.nan
+        prog.columns["bytes_coverage"][i] = np.nan
     prog.columns["self_time_percent"] = np.zeros(n)
     prog.columns["cumulative_self_time_percent"] = np.zeros(n)
     return prog
@@ -327,7 +351,7 @@ def _coverage_notes(program: RecordTable) -> list[Diagnostic]:
     describes only the known part."""
     if not len(program):
         return []
-    total = program.row_dicts()[0]
+    total = dict(zip(RECORD_COLUMNS, program.select(slice(0, 1)).rows()[0]))
     flops, nbytes = total["flop_coverage"], total["bytes_coverage"]
     low = [(what, cov) for what, cov in (("FLOPs", flops), ("bytes", nbytes))
            if cov is not None and cov < 0.5]

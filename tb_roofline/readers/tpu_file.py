@@ -16,7 +16,7 @@ import numpy as np
 from tb_roofline import storage
 from tb_roofline.errors import ProfileIncompleteError
 from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, CoreSpan, OpTableBuilder,
-                                        ProfileData, StepSpan, is_infeed_outfeed_category)
+                                        ProfileData, StepSpans, is_infeed_outfeed_category)
 from tb_roofline.readers import xwire
 from tb_roofline.readers.files import check_profile_file
 from tb_roofline.readers.tpu_plane import PlaneResult, convert_plane
@@ -34,39 +34,60 @@ class FilePlan:
     young: bool
     planes: list  # (start, end, name) of every plane
     cores: list   # (core number, start, end) of the TensorCore planes, by core
+    buffer: bytes | None = None  # the whole file, when it was read at once (remote files)
 
 
 def plan_file(path: str, host: str, max_bytes: int | None = None) -> FilePlan | None:
-    """The layout of a TPU file; None when it has no TensorCore plane (another reader's)."""
-    from tb_roofline.readers.tpu import TENSOR_CORE_PLANE
+    """The layout of a local TPU file from a few small reads; None when it has no TensorCore
+    plane (another reader's)."""
     st, young = check_profile_file(path, max_bytes)
-    planes = []
     with storage.open_binary(path, size=st.st_size) as f:
-        pos = 0
-        while pos < st.st_size:
+        def read_at(pos, n):
             f.seek(pos)
-            head = f.read(min(20, st.st_size - pos))
-            tag, p = xwire.varint(head, 0)
-            if tag & 7 != 2:  # hostnames, errors, warnings are strings too; no varint fields
-                raise xwire.WireError("unexpected top-level field")
-            n, p = xwire.varint(head, p)
-            start, end = pos + p, pos + p + n
-            if end > st.st_size:
-                raise xwire.WireError("field runs past the end of the file")
-            if tag >> 3 == 1:
-                f.seek(start)
-                first = f.read(min(HEAD_BYTES, n))
-                name = _plane_name(first) if len(first) < n else _plane_name(first, whole=True)
-                if name is None:  # the name comes late in the plane: read all of it
-                    f.seek(start)
-                    name = _plane_name(f.read(n), whole=True) or ""
-                planes.append((start, end, name))
-            pos = end
+            return f.read(n)
+        planes = _layout(read_at, st.st_size)
+    return _plan(path, host, st.st_size, storage.version(st), young, planes)
+
+
+def plan_buffer(path: str, host: str, data: bytes, version: tuple, young: bool) -> FilePlan | None:
+    """The layout of a TPU file already read whole."""
+    planes = _layout(lambda pos, n: data[pos:pos + n], len(data))
+    plan = _plan(path, host, len(data), version, young, planes)
+    if plan is not None:
+        plan.buffer = data
+    return plan
+
+
+def _plan(path, host, size, version, young, planes) -> FilePlan | None:
+    from tb_roofline.readers.tpu import TENSOR_CORE_PLANE
     cores = sorted((int(m.group(1)), s, e) for s, e, name in planes
                    if (m := TENSOR_CORE_PLANE.match(name)))
     if not cores:
         return None
-    return FilePlan(path, host, st.st_size, storage.version(st), young, planes, cores)
+    return FilePlan(path, host, size, version, young, planes, cores)
+
+
+def _layout(read_at, size: int) -> list:
+    """(start, end, name) of every plane: the top-level fields walked with small reads."""
+    planes = []
+    pos = 0
+    while pos < size:
+        head = read_at(pos, min(20, size - pos))
+        tag, p = xwire.varint(head, 0)
+        if tag & 7 != 2:  # planes, hostnames, errors, warnings: all length-delimited
+            raise xwire.WireError("unexpected top-level field")
+        n, p = xwire.varint(head, p)
+        start, end = pos + p, pos + p + n
+        if end > size:
+            raise xwire.WireError("field runs past the end of the file")
+        if tag >> 3 == 1:
+            first = read_at(start, min(HEAD_BYTES, n))
+            name = _plane_name(first, whole=len(first) == n)
+            if name is None:  # the name comes late in the plane: read all of it
+                name = _plane_name(read_at(start, n), whole=True) or ""
+            planes.append((start, end, name))
+        pos = end
+    return planes
 
 
 def _plane_name(head: bytes, whole: bool = False) -> str | None:
@@ -114,14 +135,17 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
     results = sorted(results, key=lambda r: r.core)
     device = _device_from_plane_stats(results[0].plane_stats, len(results)) if results else None
     builder = OpTableBuilder()
-    steps, spans, dropped = [], [], 0
+    spans, dropped = [], 0
     for r in results:
         dropped += r.dropped_ops
         if r.lo is not None:
             spans.append(CoreSpan(host, r.core, int(r.lo), int(r.hi)))
-        steps += [StepSpan(host, r.core, g, b, d) for g, b, d in zip(*(s.tolist() for s in r.steps))]
         if r.infos:
             _add_rows(builder, host, r)
+    steps = StepSpans(host, np.concatenate([np.full(len(r.steps[0]), r.core) for r in results]
+                                           or [np.zeros(0)]),
+                      *(np.concatenate([r.steps[i] for r in results] or [np.zeros(0)])
+                        for i in range(3)))
     if dropped:
         diagnostics.append(Diagnostic("warning", "ops_without_metadata",
                                       f"{dropped} op executions reference missing metadata"))
@@ -162,12 +186,18 @@ def read_tpu_file(path: str, host: str, max_bytes: int | None = None,
                   progress=None) -> ProfileData | None:
     """In this process, plane after plane; None when the file is not a TPU one."""
     plan = plan_file(path, host, max_bytes)
-    if plan is None:
-        return None
+    return None if plan is None else convert_plan(plan, progress)
+
+
+def convert_plan(plan: FilePlan, progress=None) -> ProfileData:
     results = []
     for done, (core, start, end) in enumerate(plan.cores):
         if progress:
             progress(done, len(plan.cores))
-        results.append(convert_plane_at(path, start, end, core, plan.size))
-    check_unchanged(plan)
+        if plan.buffer is not None:
+            results.append(convert_plane(memoryview(plan.buffer)[start:end], 0, end - start, core))
+        else:
+            results.append(convert_plane_at(plan.path, start, end, core, plan.size))
+    if plan.buffer is None:
+        check_unchanged(plan)
     return merge_planes(plan, results)

@@ -19,9 +19,10 @@ import re
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from tb_roofline.model.op_table import distinct
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers import xwire
-from tb_roofline.readers.xline_fast import decode_tokens, group_sums, self_times
+from tb_roofline.readers.xline_fast import decode_tokens, group_sums as _sorted_sums, self_times
 from tb_roofline.readers.xplane import PlaneStats
 
 NO_STEP = -1
@@ -122,6 +123,26 @@ def _concat(chunks):
     if len(chunks) == 1:
         return chunks[0]
     return tuple(np.concatenate(cols) for cols in zip(*chunks))
+
+
+def group_sums(md: np.ndarray, group: np.ndarray, *weights: np.ndarray):
+    """`xline_fast.group_sums` (rows by (md, group), ascending; exact int64 sums), by counting
+    into a dense table when the (md, group) ranges are small and every sum stays exact in
+    float64 (below 2**53), else by sorting."""
+    n = len(md)
+    if n:
+        mlo, mhi = int(md.min()), int(md.max())
+        glo, ghi = int(group.min()), int(group.max())
+        gw = ghi - glo + 1
+        size = (mhi - mlo + 1) * gw
+        if size <= max(4 * n, 1 << 16) and all(
+                max(-int(w.min()), int(w.max())) * n < 2 ** 53 for w in weights):
+            key = (md - mlo) * gw + (group - glo)
+            present = np.flatnonzero(np.bincount(key, minlength=size))
+            sums = [np.bincount(key, weights=w, minlength=size)[present].astype(np.int64)
+                    for w in weights]
+            return present // gw + mlo, present % gw + glo, sums
+    return _sorted_sums(md, group, *weights)
 
 
 def _line(buf, span, stat_ids):
@@ -241,7 +262,7 @@ def _async_rows(events, start_of):
     `-start`'s issue to its own end; executions pair in order (tpu._async_spans)."""
     md, begin, dur, group, idx, roles = events
     out_md, out_group, out_span = [], [], []
-    for mid in np.unique(md[roles == 2]).tolist():
+    for mid in distinct(md[roles == 2]).tolist():
         start_mid = start_of.get(mid)
         if start_mid is None:
             continue
@@ -325,7 +346,7 @@ def convert_plane(buf, start: int, end: int, core: int) -> PlaneResult:
     # Program names, from the XLA Modules line's events' metadata.
     programs: dict[str, str] = {}
     for entry in lines[MODULES_LINE]:
-        for mid in np.unique(whole(entry)[0]).tolist():
+        for mid in distinct(whole(entry)[0]).tolist():
             md = meta.event_metadata.get(mid)
             if md is None:
                 continue
@@ -342,8 +363,12 @@ def convert_plane(buf, start: int, end: int, core: int) -> PlaneResult:
             hi = int((begin + dur).max()) if hi is None else max(hi, int((begin + dur).max()))
         marks.append((group, begin, dur))
 
-    # Op metadata per distinct id, decoded the first time the id shows up.
+    # Op metadata per distinct id, decoded the first time the id shows up; roles looked up in
+    # a table indexed by id (ids are small and dense in real and generated profiles).
     info_of: dict[int, dict | None] = {}
+    ids = np.fromiter(meta.event_metadata.keys(), np.int64, len(meta.event_metadata))
+    dense = len(ids) and int(ids.min()) >= 0 and int(ids.max()) < 4 * len(ids) + 4096
+    table = np.zeros(int(ids.max()) + 2 if dense else 0, np.int64)  # role + 1; 0 = not seen
     roles = {}
 
     def learn(mids):
@@ -351,8 +376,16 @@ def convert_plane(buf, start: int, end: int, core: int) -> PlaneResult:
         for m, info in zip(new, _infos(ps, meta, new)):
             info_of[m] = info
             roles[m] = 0 if info is None else {"start": 1, "done": 2}.get(info["role"], 0)
+            if 0 <= m < len(table):
+                table[m] = roles[m] + 1
 
     def role_of(md):
+        if len(table) and int(md.min()) >= 0 and int(md.max()) < len(table):
+            got = table[md]
+            if got.all():
+                return got - 1
+            learn(distinct(md[got == 0]).tolist())
+            return table[md] - 1
         u, inv = np.unique(md, return_inverse=True)
         ul = u.tolist()
         learn(ul)
@@ -385,8 +418,8 @@ def convert_plane(buf, start: int, end: int, core: int) -> PlaneResult:
 
 
 def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -> PlaneResult:
-    op_groups = [np.unique(r[1][r[1] != NO_STEP]) for r in line_rows]
-    op_groups = np.unique(np.concatenate(op_groups)) if op_groups else np.zeros(0, np.int64)
+    op_groups = [distinct(r[1][r[1] != NO_STEP]) for r in line_rows]
+    op_groups = distinct(np.concatenate(op_groups)) if op_groups else np.zeros(0, np.int64)
     steps = _steps(marks, op_groups)
     # One key per distinct known op of the plane; rows of unknown ops are dropped (counted).
     if line_rows:

@@ -164,40 +164,63 @@ def _layout(buf, pos: int, end: int):
     return lay
 
 
-def _column(b: np.ndarray, last: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """Values (uint64) of the varints ending at `last` that are `size` bytes long."""
+_SHIFTS = np.arange(0, 70, 7, dtype=np.uint64)
+_KEEP = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], np.uint64)
+_M = [np.uint64(v) for v in (0x7F7F7F7F7F7F7F7F, 0x007F007F007F007F, 0x7F007F007F007F00,
+                             0x00003FFF00003FFF, 0x3FFF00003FFF0000, 0x000000000FFFFFFF,
+                             0x0FFFFFFF00000000)]
+_ONE, _TWO, _FOUR = np.uint64(1), np.uint64(2), np.uint64(4)
+
+
+def _words(b: np.ndarray) -> np.ndarray:
+    """words[i] = the 8 bytes b[i:i+8] as a little-endian uint64 (a view, no copy)."""
+    return np.ndarray((max(len(b) - 7, 0),), dtype="<u8", buffer=b, strides=(1,))
+
+
+def _column(b: np.ndarray, last: np.ndarray, size: np.ndarray, words=None) -> np.ndarray:
+    """Values (uint64) of the varints ending at `last` that are `size` bytes long (<= 10)."""
+    width = int(size.max()) if len(size) else 1
+    if width == 1:
+        return b[last].astype(np.uint64)
     start = last - (size - 1)
-    out = (b[start] & 0x7F).astype(np.uint64)
-    sel = np.flatnonzero(size > 1)
-    i = 1
-    while len(sel):
-        out[sel] |= (b[start[sel] + i] & 0x7F).astype(np.uint64) << np.uint64(7 * i)
-        i += 1
-        sel = sel[size[sel] > i]
-    return out
+    if width <= 8 and words is not None and int(start[-1]) < len(words):
+        # Eight bytes at once; then the 7-bit groups packed together, pairs, quads, halves.
+        x = words[start] & _KEEP[size] & _M[0]
+        x = (x & _M[1]) | ((x & _M[2]) >> _ONE)
+        x = (x & _M[3]) | ((x & _M[4]) >> _TWO)
+        return (x & _M[5]) | ((x & _M[6]) >> _FOUR)
+    at = start[:, None] + np.arange(width)
+    np.minimum(at, len(b) - 1, out=at)
+    g = b[at] & 0x7F
+    g[np.arange(width) >= size[:, None]] = 0  # bytes past each varint belong to the next one
+    return (g.astype(np.uint64) << _SHIFTS[:width]).sum(axis=1, dtype=np.uint64)
 
 
 def _window(b: np.ndarray, lay: _Layout):
     """(rows, complete, ends, sizes): the events at the start of the window that follow the
     layout exactly, and how many complete events' worth of varints the window holds;
-    ends[i, j] is the byte where varint j of event i ends."""
+    ends[i, j] is the byte where varint j of event i ends, sizes[i, j] its length."""
     last = np.flatnonzero(b < 0x80)
     m = len(last) // lay.k
     if not m:
         return 0, 0, None, None
-    ends = last[:m * lay.k].reshape(m, lay.k)
-    prev = np.empty_like(ends)
-    prev[:, 1:] = ends[:, :-1]
-    prev[0, 0] = -1
-    prev[1:, 0] = ends[:-1, -1]
-    sizes = ends - prev
-    ok = (sizes <= 10).all(axis=1)
-    for j, tag in lay.tags:
-        ok &= (sizes[:, j] == 1) & (b[ends[:, j]] == tag)
+    last = last[:m * lay.k]
+    sizes = np.empty_like(last)
+    sizes[0] = last[0] + 1
+    np.subtract(last[1:], last[:-1], out=sizes[1:])
+    limit = m
+    if int(sizes.max()) > 10:  # not a varint: only the events before it can be right
+        limit = int(np.argmax(sizes > 10)) // lay.k
+    ends = last.reshape(m, lay.k)[:limit]
+    sizes = sizes.reshape(m, lay.k)[:limit]
+    tag_pos = [j for j, _ in lay.tags]
+    ok = ((b[ends[:, tag_pos]] == np.array([t for _, t in lay.tags], np.uint8)) &
+          (sizes[:, tag_pos] == 1)).all(axis=1)
+    words = _words(b)
     for j, covered in lay.lengths:
-        n = _column(b, ends[:, j], np.minimum(sizes[:, j], 10))
+        n = _column(b, ends[:, j], sizes[:, j], words)
         ok &= n == (ends[:, covered] - ends[:, j]).astype(np.uint64)
-    rows = m if ok.all() else int(np.argmin(ok))
+    rows = limit if ok.all() else int(np.argmin(ok))
     return rows, m, ends[:rows], sizes[:rows]
 
 
@@ -229,9 +252,10 @@ def decode_events(buf, pos: int, end: int, base_ps: int, stat_ids: dict, sink,
 
 def _columns(b, ends, sizes, lay: _Layout, base_ps: int, targets):
     m = len(ends)
+    words = _words(b)
 
     def col(j):
-        return _column(b, ends[:, j], sizes[:, j]).view(np.int64)
+        return _column(b, ends[:, j], sizes[:, j], words).view(np.int64)
 
     md = col(lay.md) if lay.md is not None else np.zeros(m, np.int64)
     dur = col(lay.dur) if lay.dur is not None else np.zeros(m, np.int64)
@@ -247,13 +271,17 @@ def _columns(b, ends, sizes, lay: _Layout, base_ps: int, targets):
     outputs = (group, begin, dur, stall)
     for sid_pos, val_pos in lay.stats:  # in order: of several matching stats the last wins
         sid = col(sid_pos) if sid_pos is not None else np.zeros(m, np.int64)
-        val = col(val_pos) if val_pos is not None else np.zeros(m, np.int64)
+        val = None
         for target, out in zip(targets, outputs):
             if target is None:
                 continue
             hit = sid == target
+            if not hit.any():
+                continue
+            if val is None:
+                val = col(val_pos) if val_pos is not None else np.zeros(m, np.int64)
             if hit.all():
                 out[:] = val
-            elif hit.any():
+            else:
                 out[hit] = val[hit]
     return md, begin, dur, group, stall, occ
