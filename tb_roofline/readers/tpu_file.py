@@ -19,7 +19,7 @@ from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, CoreSpan, OpTableB
                                         ProfileData, StepSpans, is_infeed_outfeed_category)
 from tb_roofline.readers import xwire
 from tb_roofline.readers.files import check_profile_file
-from tb_roofline.readers.tpu_plane import PlaneResult, convert_plane
+from tb_roofline.readers.tpu_plane import PlaneResult, clear_info_cache, convert_plane
 
 HEAD_BYTES = 4096  # read to find a plane's id and name (fields 1 and 2 come first)
 
@@ -112,7 +112,7 @@ def convert_plane_at(path: str, start: int, end: int, core: int, size: int) -> P
         buf = f.read(end - start)
     if len(buf) != end - start:
         raise ProfileIncompleteError(f"{os.path.basename(path)} changed while it was read")
-    return convert_plane(buf, 0, len(buf), core)
+    return convert_plane(buf, 0, len(buf), core, (path, size))
 
 
 def check_unchanged(plan: FilePlan):
@@ -140,7 +140,7 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
         dropped += r.dropped_ops
         if r.lo is not None:
             spans.append(CoreSpan(host, r.core, int(r.lo), int(r.hi)))
-        if r.infos:
+        if r.keys["operation"]:
             _add_rows(builder, host, r)
     steps = StepSpans(host, np.concatenate([np.full(len(r.steps[0]), r.core) for r in results]
                                            or [np.zeros(0)]),
@@ -154,27 +154,23 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
 
 
 def _add_rows(builder: OpTableBuilder, host: str, r: PlaneResult):
-    infos, rows = r.infos, r.rows
-    op = rows["op"]
-    n = rows["occ"].astype(np.float64)
-    per_exec = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"]] for i in infos],
-                        dtype=np.float64).reshape(-1, 9)
-    totals = per_exec[op] * n[:, None]
+    keys, rows = r.keys, r.rows
+    totals = keys["per_exec"][rows["op"]] * rows["occ"].astype(np.float64)[:, None]
 
-    def texts(field, values=None):
-        out = np.empty(len(infos), object)
-        out[:] = values if values is not None else [i[field] for i in infos]
+    def texts(values):
+        out = np.empty(len(values), object)
+        out[:] = values
         return out
 
-    categories = [i["category"] for i in infos]
+    categories = keys["category"]
     builder.add_keyed(
-        dict(host=host, program_id=texts("program_id"),
-             program=texts(None, r.programs),
-             operation=texts("operation"), category=texts("category"), source=texts("source"),
-             tf_op=texts("tf_op"), caveat=texts("caveat"), flops_source="profile",
+        dict(host=host, program_id=texts(keys["program_id"]), program=texts(keys["program"]),
+             operation=texts(keys["operation"]), category=texts(categories),
+             source=texts(keys["source"]), tf_op=texts(keys["tf_op"]),
+             caveat=texts(keys["caveat"]), flops_source="profile",
              is_infeed_outfeed=np.array([is_infeed_outfeed_category(c) for c in categories], bool),
              is_container=np.array([c in CONTAINER_CATEGORIES for c in categories], bool)),
-        op, core=r.core, step=rows["step"], occurrences=rows["occ"],
+        rows["op"], core=r.core, step=rows["step"], occurrences=rows["occ"],
         total_time_ps=rows["time"].astype(np.float64), self_time_ps=rows["self"].astype(np.float64),
         dma_stall_ps=rows["stall"].astype(np.float64), async_span_ps=rows["span"].astype(np.float64),
         flops=totals[:, 0], model_flops=totals[:, 1], bytes=totals[:, 2], hbm_bytes=totals[:, 3],
@@ -195,9 +191,11 @@ def convert_plan(plan: FilePlan, progress=None) -> ProfileData:
         if progress:
             progress(done, len(plan.cores))
         if plan.buffer is not None:
-            results.append(convert_plane(memoryview(plan.buffer)[start:end], 0, end - start, core))
+            results.append(convert_plane(memoryview(plan.buffer)[start:end], 0, end - start, core,
+                                         (plan.path, plan.size)))
         else:
             results.append(convert_plane_at(plan.path, start, end, core, plan.size))
+    clear_info_cache()
     if plan.buffer is None:
         check_unchanged(plan)
     return merge_planes(plan, results)

@@ -13,6 +13,7 @@ lines this path cannot decode take the protobuf token path, then the per-event o
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import re
 
@@ -29,20 +30,22 @@ NO_STEP = -1
 OPS_LINE, STEPS_LINE, MODULES_LINE = "XLA Ops", "Steps", "XLA Modules"
 SEGMENT_EVENTS = 1 << 16  # events reduced at a time (at the last cut before this many)
 MAX_RUNS = 16  # layouts per line before the whole line takes the protobuf path
-_INFO_CACHE_LIMIT = 200_000
+
+
+KEY_TEXTS = ("program_id", "operation", "category", "source", "tf_op", "caveat")
 
 
 @dataclasses.dataclass
 class PlaneResult:
-    """What one TensorCore plane contributes to its host's ProfileData (picklable)."""
+    """What one TensorCore plane contributes to its host's ProfileData (picklable, compact:
+    columns, not a dictionary per op)."""
     core: int
     plane_stats: dict
     lo: int | None
     hi: int | None
     steps: tuple  # (group ids, begins, durations) of the steps of this core, ascending
-    infos: list   # op metadata (tpu._op_info) of each distinct op, in key order
-    programs: list  # module name of each distinct op's program
-    rows: dict    # op (index into infos), step, occurrences, time, self, stall, span (int64)
+    keys: dict    # per distinct op: KEY_TEXTS and "program" (lists), "per_exec" (ops x 9)
+    rows: dict    # op (index into keys), step, occ, time, self, stall, span (int64)
     dropped_ops: int = 0
 
 
@@ -290,18 +293,15 @@ def _async_rows(events, start_of):
 # ----------------------------------------------------------------------------------------------
 # A plane
 
-_INFO_CACHE: dict = {}
+_INFO_CACHE: "collections.OrderedDict" = collections.OrderedDict()  # file -> {metadata: info}
+_CACHED_FILES = 2
 
 
-def _infos(ps: PlaneStats, meta_plane, mids):
+def _infos(ps: PlaneStats, meta_plane, mids, cache: dict):
     """tpu._op_info of each metadata id (None when the plane has no such metadata). Cores
     repeat the same metadata: decoded once per (stat table, serialized metadata)."""
     from tb_roofline.readers.tpu import _op_info
     table = tuple(sorted(ps.names.items()))
-    cache = _INFO_CACHE.setdefault(table, {})
-    if sum(len(c) for c in _INFO_CACHE.values()) > _INFO_CACHE_LIMIT:
-        _INFO_CACHE.clear()
-        cache = _INFO_CACHE.setdefault(table, {})
     out = []
     mds = meta_plane.event_metadata
     for mid in mids:
@@ -309,7 +309,7 @@ def _infos(ps: PlaneStats, meta_plane, mids):
         if meta is None:
             out.append(None)
             continue
-        key = meta.SerializeToString()
+        key = (table, meta.SerializeToString())
         info = cache.get(key)
         if info is None:
             info = cache[key] = _op_info(ps, meta)
@@ -317,12 +317,26 @@ def _infos(ps: PlaneStats, meta_plane, mids):
     return out
 
 
+def info_cache(file_key) -> dict:
+    """The op-metadata cache of one file (the planes of a file share their metadata); the
+    last few files' are kept, so a worker converting a file's planes in turn reuses it."""
+    if file_key is None:
+        return {}
+    cache = _INFO_CACHE.pop(file_key, None)
+    _INFO_CACHE[file_key] = cache = {} if cache is None else cache
+    while len(_INFO_CACHE) > _CACHED_FILES:
+        _INFO_CACHE.popitem(last=False)
+    return cache
+
+
 def clear_info_cache():
     _INFO_CACHE.clear()
 
 
-def convert_plane(buf, start: int, end: int, core: int) -> PlaneResult:
-    """The TensorCore plane at buf[start:end] (buf: bytes or memoryview)."""
+def convert_plane(buf, start: int, end: int, core: int, file_key=None) -> PlaneResult:
+    """The TensorCore plane at buf[start:end] (buf: bytes or memoryview); `file_key` names the
+    file for the op-metadata cache (None: no cache)."""
+    cache = info_cache(file_key)
     _, _, line_spans, rest = plane_header(buf, start, end)
     meta = xplane_pb2.XPlane.FromString(memoryview(buf)[rest:end]) if rest < end \
         else xplane_pb2.XPlane()
@@ -373,7 +387,7 @@ def convert_plane(buf, start: int, end: int, core: int) -> PlaneResult:
 
     def learn(mids):
         new = [m for m in mids if m not in info_of]
-        for m, info in zip(new, _infos(ps, meta, new)):
+        for m, info in zip(new, _infos(ps, meta, new, cache)):
             info_of[m] = info
             roles[m] = 0 if info is None else {"start": 1, "done": 2}.get(info["role"], 0)
             if 0 <= m < len(table):
@@ -439,10 +453,12 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
     rows = {"op": new_index[op[known]], "step": step[known]}
     for name, s in zip(("time", "self", "stall", "occ", "span"), sums):
         rows[name] = s[known]
+    keys = {k: [i[k] for i in infos] for k in KEY_TEXTS}
+    keys["program"] = [programs.get(i["program_id"], "") for i in infos]
+    keys["per_exec"] = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"]]
+                                 for i in infos], dtype=np.float64).reshape(-1, 9)
     return PlaneResult(core=core, plane_stats=ps.as_dict(meta.stats), lo=lo, hi=hi,
-                       steps=steps, infos=infos,
-                       programs=[programs.get(i["program_id"], "") for i in infos],
-                       rows=rows, dropped_ops=dropped)
+                       steps=steps, keys=keys, rows=rows, dropped_ops=dropped)
 
 
 def _steps(marks, op_groups):
