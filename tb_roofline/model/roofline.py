@@ -14,7 +14,7 @@ from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model import peaks
 from tb_roofline.model import steps as steps_model
-from tb_roofline.model.op_table import OpTable, distinct, factorize
+from tb_roofline.model.op_table import COST_COLUMNS, OpTable, distinct, factorize
 from tb_roofline.model.records import (GIB, RECORD_COLUMNS, SUM_COLUMNS, RecordTable,  # noqa: F401
                                        build_records, derive, div, resources, unknown_bytes)
 
@@ -58,10 +58,10 @@ _ROW_COLUMNS = tuple(c for c in SUM_COLUMNS if c not in (
 def _row_column(table: OpTable, c: str, inv_peak) -> np.ndarray:
     """One per-row column of SUM_COLUMNS (float64; the table's own array when it is one)."""
     rows, keys, op = table.rows, table.keys, table.rows["op"]
-    if c in rows:
-        return np.asarray(rows[c], np.float64)
+    if c in rows or c in COST_COLUMNS:
+        return np.asarray(table[c], np.float64)
     if c == "roof_time":
-        return rows["flops"] * inv_peak[op]
+        return table["flops"] * inv_peak[op]
     time = np.asarray(rows["total_time_ps"], np.float64)
     if c == "op_time_ps":
         return time
@@ -72,8 +72,12 @@ def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
     """SUM_COLUMNS summed per key (distinct op) in one pass over the rows: every record that
     groups whole keys (ops, program totals, hosts) is then a sum over keys."""
     n, op = table.num_keys, table.rows["op"]
+    unit = table.unit_costs
     out = {c: np.bincount(op, weights=_row_column(table, c, None), minlength=n)
-           for c in _ROW_COLUMNS}
+           for c in _ROW_COLUMNS if unit is None or c not in COST_COLUMNS}
+    if unit is not None:  # a row's costs are its key's times its occurrences
+        for j, c in enumerate(COST_COLUMNS):
+            out[c] = unit[:, j] * out["occurrences"]
     out["roof_time"] = div(out["flops"], _key_peaks(table, device))
     out["flops_known_ps"] = out["total_time_ps"] * table.keys["flops_known"]
     out["bytes_known_ps"] = out["total_time_ps"] * table.keys["bytes_known"]

@@ -15,11 +15,11 @@ import numpy as np
 
 from tb_roofline import storage
 from tb_roofline.errors import ProfileIncompleteError
-from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, CoreSpan, OpTableBuilder,
-                                        ProfileData, StepSpans, is_infeed_outfeed_category)
+from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, CoreSpan, ProfileData, StepSpans,
+                                        is_infeed_outfeed_category, keyed_table)
 from tb_roofline.readers import xwire
 from tb_roofline.readers.files import check_profile_file
-from tb_roofline.readers.tpu_plane import PlaneResult, clear_info_cache, convert_plane
+from tb_roofline.readers.tpu_plane import KEY_TEXTS, PlaneResult, clear_info_cache, convert_plane
 
 HEAD_BYTES = 4096  # read to find a plane's id and name (fields 1 and 2 come first)
 
@@ -134,48 +134,87 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
                                       "not part of the TensorCore roofline"))
     results = sorted(results, key=lambda r: r.core)
     device = _device_from_plane_stats(results[0].plane_stats, len(results)) if results else None
-    builder = OpTableBuilder()
-    spans, dropped = [], 0
-    for r in results:
-        dropped += r.dropped_ops
-        if r.lo is not None:
-            spans.append(CoreSpan(host, r.core, int(r.lo), int(r.hi)))
-        if r.keys["operation"]:
-            _add_rows(builder, host, r)
+    spans = [CoreSpan(host, r.core, int(r.lo), int(r.hi)) for r in results if r.lo is not None]
     steps = StepSpans(host, np.concatenate([np.full(len(r.steps[0]), r.core) for r in results]
                                            or [np.zeros(0)]),
                       *(np.concatenate([r.steps[i] for r in results] or [np.zeros(0)])
                         for i in range(3)))
+    dropped = sum(r.dropped_ops for r in results)
     if dropped:
         diagnostics.append(Diagnostic("warning", "ops_without_metadata",
                                       f"{dropped} op executions reference missing metadata"))
-    return ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
+    return ProfileData(device=device, ops=_table(host, results), steps=steps, core_spans=spans,
                        diagnostics=diagnostics)
 
 
-def _add_rows(builder: OpTableBuilder, host: str, r: PlaneResult):
-    keys, rows = r.keys, r.rows
-    totals = keys["per_exec"][rows["op"]] * rows["occ"].astype(np.float64)[:, None]
+_TEXTS = KEY_TEXTS + ("program",)
+
+
+def _merged_keys(results: list[PlaneResult]):
+    """(key columns, unit costs, each plane's map from its key indices to the merged ones):
+    cores running the same program share their keys (one string per op and host)."""
+    if not results:
+        return {f: [] for f in _TEXTS}, np.zeros((0, 9)), []
+    first = results[0].keys
+    cols = {f: list(first[f]) for f in _TEXTS}
+    maps = [np.arange(len(first["operation"]))]
+    added, index = [], None
+    for r in results[1:]:
+        k = r.keys
+        if all(k[f] == first[f] for f in _TEXTS) and \
+                np.array_equal(k["per_exec"], first["per_exec"]):
+            maps.append(maps[0])  # the usual case: the same metadata on every core
+            continue
+        if index is None:
+            index = {t: i for i, t in enumerate(zip(*(cols[f] for f in _TEXTS),
+                                                    map(tuple, first["per_exec"].tolist())))}
+        m = np.empty(len(k["operation"]), np.int64)
+        for i, t in enumerate(zip(*(k[f] for f in _TEXTS), map(tuple, k["per_exec"].tolist()))):
+            at = index.get(t)
+            if at is None:
+                at = index[t] = len(cols["operation"])
+                for f, v in zip(_TEXTS, t):
+                    cols[f].append(v)
+                added.append(t[len(_TEXTS):])
+            m[i] = at
+        maps.append(m)
+    unit = np.concatenate([first["per_exec"], np.array(added, np.float64).reshape(-1, 9)])
+    return cols, unit, maps
+
+
+def _table(host: str, results: list[PlaneResult]):
+    cols, unit, maps = _merged_keys(results)
 
     def texts(values):
         out = np.empty(len(values), object)
         out[:] = values
         return out
 
-    categories = keys["category"]
-    builder.add_keyed(
-        dict(host=host, program_id=texts(keys["program_id"]), program=texts(keys["program"]),
-             operation=texts(keys["operation"]), category=texts(categories),
-             source=texts(keys["source"]), tf_op=texts(keys["tf_op"]),
-             caveat=texts(keys["caveat"]), flops_source="profile",
-             is_infeed_outfeed=np.array([is_infeed_outfeed_category(c) for c in categories], bool),
-             is_container=np.array([c in CONTAINER_CATEGORIES for c in categories], bool)),
-        rows["op"], core=r.core, step=rows["step"], occurrences=rows["occ"],
-        total_time_ps=rows["time"].astype(np.float64), self_time_ps=rows["self"].astype(np.float64),
-        dma_stall_ps=rows["stall"].astype(np.float64), async_span_ps=rows["span"].astype(np.float64),
-        flops=totals[:, 0], model_flops=totals[:, 1], bytes=totals[:, 2], hbm_bytes=totals[:, 3],
-        cmem_read_bytes=totals[:, 4], cmem_write_bytes=totals[:, 5], vmem_read_bytes=totals[:, 6],
-        vmem_write_bytes=totals[:, 7], host_bytes=totals[:, 8])
+    categories = cols["category"]
+    keys = {f: texts(cols[f]) for f in _TEXTS}
+    keys.update(host=np.full(len(categories), host, object), flops_source="profile",
+                is_infeed_outfeed=np.array([is_infeed_outfeed_category(c) for c in categories],
+                                           bool).reshape(-1),
+                is_container=np.array([c in CONTAINER_CATEGORIES for c in categories],
+                                      bool).reshape(-1))
+    n = sum(len(r.rows["op"]) for r in results)
+    rows = {"op": np.empty(n, np.int64), "core": np.empty(n, np.int64),
+            "step": np.empty(n, np.int64), "occurrences": np.empty(n, np.int64)}
+    rows.update({c: np.empty(n, np.float64) for c in ("total_time_ps", "self_time_ps",
+                                                     "dma_stall_ps", "async_span_ps")})
+    at = 0
+    for r, m in zip(results, maps):
+        got = r.rows
+        end = at + len(got["op"])
+        rows["op"][at:end] = m[got["op"]]
+        rows["core"][at:end] = r.core
+        rows["step"][at:end] = got["step"]
+        rows["occurrences"][at:end] = got["occ"]
+        for c, name in (("total_time_ps", "time"), ("self_time_ps", "self"),
+                        ("dma_stall_ps", "stall"), ("async_span_ps", "span")):
+            rows[c][at:end] = got[name]
+        at = end
+    return keyed_table(keys, rows, unit)
 
 
 def read_tpu_file(path: str, host: str, max_bytes: int | None = None,
