@@ -200,8 +200,8 @@ def _table(host: str, results: list[PlaneResult]):
     n = sum(len(r.rows["op"]) for r in results)
     rows = {"op": np.empty(n, np.int64), "core": np.empty(n, np.int64),
             "step": np.empty(n, np.int64), "occurrences": np.empty(n, np.int64)}
-    rows.update({c: np.empty(n, np.float64) for c in ("total_time_ps", "self_time_ps",
-                                                     "dma_stall_ps", "async_span_ps")})
+    rows.update({c: np.empty(n, np.float64) for c in ("total_time_ps", "self_time_ps")})
+    rows.update({c: np.zeros(n, np.float64) for c in ("dma_stall_ps", "async_span_ps")})
     at = 0
     for r, m in zip(results, maps):
         got = r.rows
@@ -212,7 +212,9 @@ def _table(host: str, results: list[PlaneResult]):
         rows["occurrences"][at:end] = got["occ"]
         for c, name in (("total_time_ps", "time"), ("self_time_ps", "self"),
                         ("dma_stall_ps", "stall"), ("async_span_ps", "span")):
-            rows[c][at:end] = got[name]
+            if got[name] is not None:
+                rows[c][at:end] = got[name]
+        r.rows = None  # copied: let the plane's arrays go before the next one's are copied
         at = end
     return keyed_table(keys, rows, unit)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import re
 
 import numpy as np
@@ -295,24 +296,32 @@ def _async_rows(events, start_of):
 
 _INFO_CACHE: "collections.OrderedDict" = collections.OrderedDict()  # file -> {metadata: info}
 _CACHED_FILES = 2
+_TABLES: dict = {}  # stat table -> small id (part of the cache key)
+
+# What a plane keeps of each op's metadata (tpu._op_info): its key texts, async role, the
+# name of its `-start` (a `-done`'s) and FLOPs and bytes of one execution (9 float64, as bytes).
+Info = collections.namedtuple("Info", KEY_TEXTS + ("role", "start_name", "per_exec"))
 
 
-def _infos(ps: PlaneStats, meta_plane, mids, cache: dict):
-    """tpu._op_info of each metadata id (None when the plane has no such metadata). Cores
-    repeat the same metadata: decoded once per (stat table, serialized metadata)."""
+def _infos(ps: PlaneStats, metadata, mids, cache: dict):
+    """The Info of each metadata id (None when the plane has no such metadata); `metadata`:
+    id -> serialized XEventMetadata. Cores repeat the same metadata: decoded once per (stat
+    table, metadata bytes)."""
     from tb_roofline.readers.tpu import _op_info
-    table = tuple(sorted(ps.names.items()))
+    table = _TABLES.setdefault(tuple(sorted(ps.names.items())), len(_TABLES))
     out = []
-    mds = meta_plane.event_metadata
     for mid in mids:
-        meta = mds.get(mid)
-        if meta is None:
+        raw = metadata.get(mid)
+        if raw is None:
             out.append(None)
             continue
-        key = (table, meta.SerializeToString())
+        key = (table, hashlib.blake2b(raw, digest_size=16).digest())
         info = cache.get(key)
         if info is None:
-            info = cache[key] = _op_info(ps, meta)
+            i = _op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
+            info = cache[key] = Info(*(i[k] for k in KEY_TEXTS), i["role"], i["start_name"],
+                                     np.array([i["flops"], i["model_flops"], i["bytes"],
+                                               *i["mem"]], np.float64).tobytes())
         out.append(info)
     return out
 
@@ -338,40 +347,34 @@ def convert_plane(buf, start: int, end: int, core: int, file_key=None) -> PlaneR
     file for the op-metadata cache (None: no cache)."""
     cache = info_cache(file_key)
     _, _, line_spans, rest = plane_header(buf, start, end)
-    meta = xplane_pb2.XPlane.FromString(memoryview(buf)[rest:end]) if rest < end \
-        else xplane_pb2.XPlane()
+    meta = xplane_view_pb2.XPlaneMetaView.FromString(memoryview(buf)[rest:end])
     ps = PlaneStats(meta)
     stat_ids = ps.ids
+    metadata = meta.event_metadata  # id -> bytes, decoded per op when an event names it
     lines = {OPS_LINE: [], STEPS_LINE: [], MODULES_LINE: []}
-    for span in line_spans:
-        name = _line_header(buf, span[0], span[1])[0]
+    located = [(buf, a, b) for a, b in line_spans]
+    located += [(x, 0, len(x)) for x in meta.lines]  # written after the metadata (unusual)
+    for where in located:
+        name = _line_header(*where)[0]
         if name in lines:
-            lines[name].append(("wire", span))
-    for line in meta.lines:  # lines written after the metadata (not the usual order)
-        if line.name in lines:
-            lines[line.name].append(("proto", line.SerializeToString()))
-
-    def whole(entry):
-        kind, x = entry
-        if kind == "wire":
-            return _line(buf, x, stat_ids)[1]
-        return _fallback_events(x, stat_ids)[1]
+            lines[name].append(where)
 
     # Program names, from the XLA Modules line's events' metadata.
     programs: dict[str, str] = {}
-    for entry in lines[MODULES_LINE]:
-        for mid in distinct(whole(entry)[0]).tolist():
-            md = meta.event_metadata.get(mid)
-            if md is None:
+    for b, a, z in lines[MODULES_LINE]:
+        for mid in distinct(_line(b, (a, z), stat_ids)[1][0]).tolist():
+            raw = metadata.get(mid)
+            if raw is None:
                 continue
+            md = xplane_pb2.XEventMetadata.FromString(raw)
             pid = ps.as_dict(md.stats).get("program_id")
             if pid is not None:
                 programs[str(pid)] = md.display_name or re.sub(r"\(\d+\)$", "", md.name)
 
     lo = hi = None
     marks = []
-    for entry in lines[STEPS_LINE]:
-        _, begin, dur, group, _, _ = whole(entry)
+    for b, a, z in lines[STEPS_LINE]:
+        _, begin, dur, group, _, _ = _line(b, (a, z), stat_ids)[1]
         if len(begin):
             lo = int(begin.min()) if lo is None else min(lo, int(begin.min()))
             hi = int((begin + dur).max()) if hi is None else max(hi, int((begin + dur).max()))
@@ -379,17 +382,17 @@ def convert_plane(buf, start: int, end: int, core: int, file_key=None) -> PlaneR
 
     # Op metadata per distinct id, decoded the first time the id shows up; roles looked up in
     # a table indexed by id (ids are small and dense in real and generated profiles).
-    info_of: dict[int, dict | None] = {}
-    ids = np.fromiter(meta.event_metadata.keys(), np.int64, len(meta.event_metadata))
+    info_of: dict[int, Info | None] = {}
+    ids = np.fromiter(metadata.keys(), np.int64, len(metadata))
     dense = len(ids) and int(ids.min()) >= 0 and int(ids.max()) < 4 * len(ids) + 4096
     table = np.zeros(int(ids.max()) + 2 if dense else 0, np.int64)  # role + 1; 0 = not seen
     roles = {}
 
     def learn(mids):
         new = [m for m in mids if m not in info_of]
-        for m, info in zip(new, _infos(ps, meta, new, cache)):
+        for m, info in zip(new, _infos(ps, metadata, new, cache)):
             info_of[m] = info
-            roles[m] = 0 if info is None else {"start": 1, "done": 2}.get(info["role"], 0)
+            roles[m] = 0 if info is None else {"start": 1, "done": 2}.get(info.role, 0)
             if 0 <= m < len(table):
                 table[m] = roles[m] + 1
 
@@ -409,16 +412,16 @@ def convert_plane(buf, start: int, end: int, core: int, file_key=None) -> PlaneR
         by_name = {}
         for m in sorted(info_of):
             i = info_of[m]
-            if i is not None and i["role"] == "start":
-                by_name[i["operation"]] = m
-        return {m: by_name.get(i["start_name"]) for m, i in info_of.items()
-                if i is not None and i["role"] == "done"}
+            if i is not None and i.role == "start":
+                by_name[i.operation] = m
+        return {m: by_name.get(i.start_name) for m, i in info_of.items()
+                if i is not None and i.role == "done"}
 
     line_rows = []
-    for kind, x in lines[OPS_LINE]:
+    for b, a, z in lines[OPS_LINE]:
         acc = _OpLine(role_of)
-        if kind != "wire" or _collect(buf, x[0], x[1], stat_ids, acc.add) is None:
-            cols = _fallback_events(x if kind == "proto" else bytes(buf[x[0]:x[1]]), stat_ids)[1]
+        if _collect(b, a, z, stat_ids, acc.add) is None:
+            cols = _fallback_events(bytes(b[a:z]), stat_ids)[1]
             acc = _OpLine(role_of)
             acc.ordered = False
             acc.add(*cols)
@@ -436,29 +439,50 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
     op_groups = distinct(np.concatenate(op_groups)) if op_groups else np.zeros(0, np.int64)
     steps = _steps(marks, op_groups)
     # One key per distinct known op of the plane; rows of unknown ops are dropped (counted).
-    if line_rows:
+    if len(line_rows) == 1:
+        md, step, sums = line_rows[0]
+    elif line_rows:
         md = np.concatenate([r[0] for r in line_rows])
         step = np.concatenate([r[1] for r in line_rows])
         sums = [np.concatenate([r[2][i] for r in line_rows]) for i in range(5)]
     else:
         md = step = np.zeros(0, np.int64)
         sums = [np.zeros(0, np.int64)] * 5
-    key_md, op = np.unique(md, return_inverse=True)
-    op = op.reshape(-1)
+    line_rows.clear()
+    key_md, op = _codes(md)
     known_key = np.array([info_of.get(m) is not None for m in key_md.tolist()], bool)
-    known = known_key[op] if len(op) else np.zeros(0, bool)
-    dropped = int(sums[3][~known].sum())
-    new_index = np.cumsum(known_key) - 1
     infos = [info_of[m] for m in key_md[known_key].tolist()]
-    rows = {"op": new_index[op[known]], "step": step[known]}
-    for name, s in zip(("time", "self", "stall", "occ", "span"), sums):
-        rows[name] = s[known]
-    keys = {k: [i[k] for i in infos] for k in KEY_TEXTS}
-    keys["program"] = [programs.get(i["program_id"], "") for i in infos]
-    keys["per_exec"] = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"]]
-                                 for i in infos], dtype=np.float64).reshape(-1, 9)
+    if known_key.all():
+        dropped, keep = 0, slice(None)
+    else:
+        known = known_key[op]
+        dropped = int(sums[3][~known].sum())
+        op = (np.cumsum(known_key) - 1)[op[known]]
+        keep = known
+    rows = {"op": op, "step": step[keep]}
+    for name, col in zip(("time", "self", "stall", "occ", "span"), sums):
+        # all-zero stalls and spans (the usual case) travel as None
+        rows[name] = col[keep] if name in ("time", "self", "occ") or col.any() else None
+    keys = {k: [getattr(i, k) for i in infos] for k in KEY_TEXTS}
+    keys["program"] = [programs.get(i.program_id, "") for i in infos]
+    keys["per_exec"] = np.frombuffer(b"".join(i.per_exec for i in infos),
+                                     np.float64).reshape(-1, 9).copy()
     return PlaneResult(core=core, plane_stats=ps.as_dict(meta.stats), lo=lo, hi=hi,
                        steps=steps, keys=keys, rows=rows, dropped_ops=dropped)
+
+
+def _codes(values: np.ndarray):
+    """(sorted distinct values, index of each value among them): by a table when the values
+    are small non-negative ids, else by sorting."""
+    if len(values) and int(values.min()) >= 0 and int(values.max()) < 4 * len(values) + 4096:
+        seen = np.zeros(int(values.max()) + 1, bool)
+        seen[values] = True
+        uniq = np.flatnonzero(seen)
+        where = np.zeros(len(seen), np.int64)
+        where[uniq] = np.arange(len(uniq))
+        return uniq, where[values]
+    uniq, inv = np.unique(values, return_inverse=True)
+    return uniq, inv.reshape(-1)
 
 
 def _steps(marks, op_groups):
