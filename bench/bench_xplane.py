@@ -8,10 +8,13 @@ issue #11, side by side in one run.
 
 Each side runs in a fresh subprocess per repetition (cold: no memory cache, the disk cache off,
 imports timed apart), the sides interleaved so load changes hit both; medians are reported.
+Ours: discovery, reading, the roofline model and the program and op answers (rows ready to
+serialise; "analysis" stops before the answers); XProf: `xspace_to_tool_data` (its JSON).
 "parse" is the floor: protobuf's `XSpace.FromString` of the same files (our generated classes,
 the full schema; file reads not timed). Memory: the peak over time of the summed PSS of the
 side's process and its children (a worker pool shares pages with its parent; PSS counts each
-once), sampled every 5 ms, and that peak less the PSS after imports, over the files' size.
+once), sampled every 5 ms, and that peak less the PSS after imports, over the files' size
+("analysis_mem": up to the end of the analysis).
 Profiles are generated at bench time (seeded, `tb_roofline.synthetic`) and never committed.
 """
 from __future__ import annotations
@@ -40,9 +43,15 @@ SHAPES = {
                                        distinct_ops=2000, op_order="cycle"), False),
     "1core_50ops_1000steps": (1, dict(num_cores=1, num_steps=1000, ops_per_step=50,
                                       distinct_ops=50, op_order="cycle"), False),
+    # Events with no stats (no steps, no device timing): ~12 bytes each on disk.
+    "1core_tiny_events": (1, dict(num_cores=1, num_steps=20, ops_per_step=20_000,
+                                  distinct_ops=400, with_steps=False, with_device_timing=False,
+                                  with_while=False), False),
     "8hosts_200k": (8, PER_200K, False),
     "1host_2M_unique": (1, dict(num_cores=4, num_steps=10, ops_per_step=50_000,
                                 distinct_ops=50_000, op_order="cycle"), True),
+    "1host_2M_2000ops": (1, dict(num_cores=4, num_steps=250, ops_per_step=2000,
+                                 distinct_ops=2000, op_order="cycle"), True),
     "32hosts_200k": (32, PER_200K, True),
 }
 
@@ -56,14 +65,17 @@ def _pss_kb():
 """
 
 OURS = PSS_AFTER_IMPORT + r"""
-import json, os, sys, time, resource
+import json, os, sys, time
 os.environ["TB_ROOFLINE_CACHE_DIR"] = "off"
 t0 = time.perf_counter()
 from tb_roofline.serve.service import RooflineService
+import tb_roofline.readers.parallel, tb_roofline.readers.xspace  # (imported on first read)
 t1 = time.perf_counter()
 base = _pss_kb()
 s = RooflineService(sys.argv[1])
 run = s.list_runs()["runs"][0]["run"]
+s.analysis(run, "")
+analysed, analysed_at = time.perf_counter(), time.time()
 s.program(run, "", True); s.ops(run, "", True)
 t2 = time.perf_counter()
 for _ in range(20):
@@ -71,7 +83,8 @@ for _ in range(20):
 t3 = time.perf_counter()
 s.ops(run, "", True, name="fusion")
 t4 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "convert_s": t2 - t1, "cached_ops_s": (t3 - t2) / 20,
+print(json.dumps({"import_s": t1 - t0, "convert_s": t2 - t1, "analysis_s": analysed - t1,
+                  "analysed_at": analysed_at, "cached_ops_s": (t3 - t2) / 20,
                   "filtered_ops_s": t4 - t3, "base_pss_kb": base,
                   "ops": len(s.ops(run, "", True)["rows"])}))
 """
@@ -155,11 +168,11 @@ def run_side(code: str, arg: str) -> dict:
     env = {**os.environ, "PYTHONPATH": REPO}
     proc = subprocess.Popen([sys.executable, "-c", code, arg], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
-    peak = [0]
+    samples = []  # (wall time, PSS kB)
 
     def sample():
         while proc.poll() is None:
-            peak[0] = max(peak[0], _tree_pss_kb(proc.pid))
+            samples.append((time.time(), _tree_pss_kb(proc.pid)))
             time.sleep(0.005)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -169,8 +182,12 @@ def run_side(code: str, arg: str) -> dict:
     if proc.returncode:
         raise RuntimeError(f"side failed ({proc.returncode}):\n{err[-3000:]}")
     result = json.loads(out.strip().splitlines()[-1])
-    result["peak_pss_mb"] = peak[0] / 1024
-    result["pss_over_base_mb"] = (peak[0] - result["base_pss_kb"]) / 1024
+    peak = max((kb for _, kb in samples), default=0)
+    result["peak_pss_mb"] = peak / 1024
+    result["pss_over_base_mb"] = (peak - result["base_pss_kb"]) / 1024
+    if "analysed_at" in result:  # the conversion alone, before answers are built
+        before = max((kb for t, kb in samples if t <= result["analysed_at"]), default=0)
+        result["analysis_pss_over_base_mb"] = (before - result["base_pss_kb"]) / 1024
     return result
 
 
@@ -201,6 +218,9 @@ def bench_shape(root: str, name: str, repeat: int, sides: list[str]) -> dict:
         out[f"{side}_peak_pss_mb"] = round(med(side, "peak_pss_mb"), 1)
         out[f"{side}_mem_over_file"] = round(med(side, "pss_over_base_mb") / size_mb, 2)
     if "ours" in sides:
+        out["ours_analysis_s"] = round(med("ours", "analysis_s"), 4)
+        out["ours_analysis_mem_over_file"] = round(
+            med("ours", "analysis_pss_over_base_mb") / size_mb, 2)
         out["ours_cached_ops_ms"] = round(med("ours", "cached_ops_s") * 1000, 2)
         out["ours_filtered_ops_ms"] = round(med("ours", "filtered_ops_s") * 1000, 2)
         out["ops"] = results["ours"][0]["ops"]

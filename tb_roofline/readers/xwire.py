@@ -22,7 +22,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 NO_STEP = -1  # tb_roofline.model.op_table.NO_STEP
-WINDOW = 1 << 20
+WINDOW = 1 << 18  # bytes; a window's arrays stay in the CPU caches (4x faster than 1 MiB)
 TARGETS = ("group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps")
 
 
@@ -156,6 +156,7 @@ def _layout(buf, pos: int, end: int):
     if p != stop or lay.k == 2:
         return None
     lay.lengths[0] = (1, lay.k - 1)
+    lay.tag_row = np.array([t for _, t in lay.tags], np.uint8)  # at positions 0, 2, 4, ...
     if oneof is not None:
         if oneof[0] == 0x10:
             lay.offset = oneof[1]
@@ -177,11 +178,13 @@ def _words(b: np.ndarray) -> np.ndarray:
     return np.ndarray((max(len(b) - 7, 0),), dtype="<u8", buffer=b, strides=(1,))
 
 
-def _column(b: np.ndarray, last: np.ndarray, size: np.ndarray, words=None) -> np.ndarray:
-    """Values (uint64) of the varints ending at `last` that are `size` bytes long (<= 10)."""
+def _column(b: np.ndarray, last: np.ndarray, size: np.ndarray, words=None,
+            last_byte=None) -> np.ndarray:
+    """Values (uint64) of the varints ending at `last` that are `size` bytes long (<= 10);
+    `last_byte`: b[last], when already gathered."""
     width = int(size.max()) if len(size) else 1
     if width == 1:
-        return b[last].astype(np.uint64)
+        return (b[last] if last_byte is None else last_byte).astype(np.uint64)
     start = last - (size - 1)
     if width <= 8 and words is not None and int(start[-1]) < len(words):
         # Eight bytes at once; then the 7-bit groups packed together, pairs, quads, halves.
@@ -196,32 +199,45 @@ def _column(b: np.ndarray, last: np.ndarray, size: np.ndarray, words=None) -> np
     return (g.astype(np.uint64) << _SHIFTS[:width]).sum(axis=1, dtype=np.uint64)
 
 
-def _window(b: np.ndarray, lay: _Layout):
-    """(rows, complete, ends, sizes): the events at the start of the window that follow the
-    layout exactly, and how many complete events' worth of varints the window holds;
-    ends[i, j] is the byte where varint j of event i ends, sizes[i, j] its length."""
-    last = np.flatnonzero(b < 0x80)
-    m = len(last) // lay.k
-    if not m:
-        return 0, 0, None, None
-    last = last[:m * lay.k]
-    sizes = np.empty_like(last)
-    sizes[0] = last[0] + 1
-    np.subtract(last[1:], last[:-1], out=sizes[1:])
-    limit = m
-    if int(sizes.max()) > 10:  # not a varint: only the events before it can be right
-        limit = int(np.argmax(sizes > 10)) // lay.k
-    ends = last.reshape(m, lay.k)[:limit]
-    sizes = sizes.reshape(m, lay.k)[:limit]
-    tag_pos = [j for j, _ in lay.tags]
-    ok = ((b[ends[:, tag_pos]] == np.array([t for _, t in lay.tags], np.uint8)) &
-          (sizes[:, tag_pos] == 1)).all(axis=1)
-    words = _words(b)
-    for j, covered in lay.lengths:
-        n = _column(b, ends[:, j], sizes[:, j], words)
-        ok &= n == (ends[:, covered] - ends[:, j]).astype(np.uint64)
-    rows = limit if ok.all() else int(np.argmin(ok))
-    return rows, m, ends[:rows], sizes[:rows]
+class _Window:
+    """The complete events at the start of a window that follow the layout exactly: `rows`
+    of them, out of `complete` events' worth of varints; ends[i, j] is the byte where varint j
+    of event i ends, sizes[i, j] its length, last_bytes[i, j] its last byte."""
+
+    def __init__(self, b: np.ndarray, lay: _Layout):
+        self.b, self.rows, self.complete = b, 0, 0
+        last = np.flatnonzero(b < 0x80)
+        k = lay.k
+        m = len(last) // k
+        if not m:
+            return
+        last = last[:m * k]
+        sizes = np.empty_like(last)
+        sizes[0] = last[0] + 1
+        np.subtract(last[1:], last[:-1], out=sizes[1:])
+        limit = m
+        if int(sizes.max()) > 10:  # not a varint: only the events before it can be right
+            limit = int(np.argmax(sizes > 10)) // k
+        ends = last.reshape(m, k)[:limit]
+        sizes = sizes.reshape(m, k)[:limit]
+        last_bytes = b[ends]
+        # Every field is a tag and a value: tags are the single-byte varints at even places.
+        rows = limit
+        tags = (last_bytes[:, 0::2] == lay.tag_row) & (sizes[:, 0::2] == 1)
+        if not tags.all():
+            rows = int(np.argmin(tags.reshape(-1))) // tags.shape[1]
+        self.words = _words(b)
+        for j, covered in lay.lengths:
+            n = _column(b, ends[:, j], sizes[:, j], self.words, last_bytes[:, j])
+            same = n == (ends[:, covered] - ends[:, j]).astype(np.uint64)
+            if not same.all():
+                rows = min(rows, int(np.argmin(same)))
+        self.rows, self.complete = rows, m
+        self.ends, self.sizes, self.last_bytes = ends[:rows], sizes[:rows], last_bytes[:rows]
+
+    def col(self, j) -> np.ndarray:
+        return _column(self.b, self.ends[:, j], self.sizes[:, j], self.words,
+                       self.last_bytes[:, j]).view(np.int64)
 
 
 def decode_events(buf, pos: int, end: int, base_ps: int, stat_ids: dict, sink,
@@ -237,26 +253,22 @@ def decode_events(buf, pos: int, end: int, base_ps: int, stat_ids: dict, sink,
     data = np.frombuffer(buf, np.uint8)
     while pos < end:
         b = data[pos:min(end, pos + window)]
-        rows, complete, ends, sizes = _window(b, lay)
-        if not rows:
-            if not complete and pos + window < end:  # an event larger than the window
+        w = _Window(b, lay)
+        if not w.rows:
+            if not w.complete and pos + window < end:  # an event larger than the window
                 window *= 2
                 continue
             break
-        sink(*_columns(b, ends, sizes, lay, base_ps, targets))
-        pos += int(ends[-1, -1]) + 1
-        if rows < complete:
+        sink(*_columns(w, lay, base_ps, targets))
+        pos += int(w.ends[-1, -1]) + 1
+        if w.rows < w.complete:
             break  # the next event differs from the layout
     return pos
 
 
-def _columns(b, ends, sizes, lay: _Layout, base_ps: int, targets):
-    m = len(ends)
-    words = _words(b)
-
-    def col(j):
-        return _column(b, ends[:, j], sizes[:, j], words).view(np.int64)
-
+def _columns(w: _Window, lay: _Layout, base_ps: int, targets):
+    m = w.rows
+    col = w.col
     md = col(lay.md) if lay.md is not None else np.zeros(m, np.int64)
     dur = col(lay.dur) if lay.dur is not None else np.zeros(m, np.int64)
     begin = np.full(m, base_ps, np.int64)
