@@ -106,13 +106,18 @@ def _plane_name(head: bytes, whole: bool = False) -> str | None:
 
 
 def convert_plane_at(path: str, start: int, end: int, core: int, size: int) -> PlaneResult:
-    """Read one plane of a file and convert it (the unit of work of a worker)."""
-    with storage.open_binary(path, size=size) as f:
-        f.seek(start)
-        buf = f.read(end - start)
-    if len(buf) != end - start:
-        raise ProfileIncompleteError(f"{os.path.basename(path)} changed while it was read")
-    return convert_plane(buf, 0, len(buf), core, (path, size))
+    """Convert one plane of a local file, reading it piece by piece (the unit of work of a
+    worker)."""
+    with open(storage.local_path(path), "rb") as f:
+        if os.fstat(f.fileno()).st_size != size:
+            raise ProfileIncompleteError(f"{os.path.basename(path)} changed while it was read")
+        try:
+            return convert_plane(xwire.Source(fd=f.fileno()), start, end, core, (path, size))
+        except xwire.WireError:
+            if os.fstat(f.fileno()).st_size != size:  # cut short while we read it
+                raise ProfileIncompleteError(
+                    f"{os.path.basename(path)} changed while it was read") from None
+            raise
 
 
 def check_unchanged(plan: FilePlan):
@@ -232,7 +237,7 @@ def convert_plan(plan: FilePlan, progress=None) -> ProfileData:
         if progress:
             progress(done, len(plan.cores))
         if plan.buffer is not None:
-            results.append(convert_plane(memoryview(plan.buffer)[start:end], 0, end - start, core,
+            results.append(convert_plane(xwire.Source(plan.buffer), start, end, core,
                                          (plan.path, plan.size)))
         else:
             results.append(convert_plane_at(plan.path, start, end, core, plan.size))

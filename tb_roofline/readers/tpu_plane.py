@@ -29,7 +29,7 @@ from tb_roofline.readers.xplane import PlaneStats
 
 NO_STEP = -1
 OPS_LINE, STEPS_LINE, MODULES_LINE = "XLA Ops", "Steps", "XLA Modules"
-SEGMENT_EVENTS = 1 << 16  # events reduced at a time (at the last cut before this many)
+SEGMENT_EVENTS = 1 << 15  # events reduced at a time (at the last cut before this many)
 MAX_RUNS = 16  # layouts per line before the whole line takes the protobuf path
 
 
@@ -53,16 +53,16 @@ class PlaneResult:
 # ----------------------------------------------------------------------------------------------
 # Layout of a plane and its lines
 
-def plane_header(buf, start: int, end: int) -> tuple[int, str, list, int]:
+def plane_header(src: xwire.Source, start: int, end: int) -> tuple[int, str, list, int]:
     """(id, name, [(line start, end)], where the rest of the plane begins): fields 1-3 walked
     in Python until the first other field (metadata and stats follow the lines in the order
     protobuf writes fields; lines written later are found in the rest's parse)."""
     pid, name, lines = 0, "", []
-    for field, wire, value, at, _ in xwire.fields(buf, start, end):
+    for field, wire, value, at, _ in xwire.fields_at(src, start, end):
         if field == 1 and wire == 0:
             pid = xwire.signed(value)
         elif field == 2 and wire == 2:
-            name = xwire.text(buf, value)
+            name = xwire.text_at(src, value)
         elif field == 3 and wire == 2:
             lines.append(value)
         else:
@@ -70,14 +70,14 @@ def plane_header(buf, start: int, end: int) -> tuple[int, str, list, int]:
     return pid, name, lines, end
 
 
-def _line_header(buf, start: int, end: int):
+def _line_header(src: xwire.Source, start: int, end: int):
     """(name, timestamp_ns, position of the first event or None)."""
     name, ts = "", 0
-    for field, wire, value, at, _ in xwire.fields(buf, start, end):
+    for field, wire, value, at, _ in xwire.fields_at(src, start, end):
         if field == 4 and wire == 2:
             return name, ts, at
         if field == 2 and wire == 2:
-            name = xwire.text(buf, value)
+            name = xwire.text_at(src, value)
         elif field == 3 and wire == 0:
             ts = xwire.signed(value)
     return name, ts, None
@@ -86,20 +86,20 @@ def _line_header(buf, start: int, end: int):
 # ----------------------------------------------------------------------------------------------
 # Decoding a line
 
-def _collect(buf, start, end, stat_ids, sink):
-    """Send every event of the line at buf[start:end] to `sink` as it is decoded. Returns
+def _collect(src: xwire.Source, start, end, stat_ids, sink):
+    """Send every event of the line at [start, end) to `sink` as it is decoded. Returns
     (name, timestamp), or None when the line must take the protobuf path (the sink's state is
     then to be dropped)."""
-    name, ts, pos = _line_header(buf, start, end)
+    name, ts, pos = _line_header(src, start, end)
     if pos is None:
         return name, ts
     base = ts * 1000
     for _ in range(MAX_RUNS):
-        pos = xwire.decode_events(buf, pos, end, base, stat_ids, sink)
+        pos = xwire.decode_events(src, pos, end, base, stat_ids, sink)
         if pos is None:
             return None
         # What follows the run: another event (a new layout) or the line's other fields.
-        for field, wire, _, at, _ in xwire.fields(buf, pos, end):
+        for field, wire, _, at, _ in xwire.fields_at(src, pos, end):
             if field == 4 and wire == 2:
                 pos = at
                 break
@@ -149,12 +149,12 @@ def group_sums(md: np.ndarray, group: np.ndarray, *weights: np.ndarray):
     return _sorted_sums(md, group, *weights)
 
 
-def _line(buf, span, stat_ids):
+def _line(src: xwire.Source, span, stat_ids):
     """(name, columns) of a whole line (for the short Steps and XLA Modules lines)."""
     chunks = []
-    got = _collect(buf, span[0], span[1], stat_ids, lambda *c: chunks.append(c))
+    got = _collect(src, span[0], span[1], stat_ids, lambda *c: chunks.append(c))
     if got is None:
-        return _fallback_events(bytes(buf[span[0]:span[1]]), stat_ids)
+        return _fallback_events(bytes(src.read(span[0], span[1] - span[0])), stat_ids)
     if not chunks:
         return got[0], tuple(np.zeros(0, np.int64) for _ in range(6))
     return got[0], _concat(chunks)
@@ -342,18 +342,21 @@ def clear_info_cache():
     _INFO_CACHE.clear()
 
 
-def convert_plane(buf, start: int, end: int, core: int, file_key=None) -> PlaneResult:
-    """The TensorCore plane at buf[start:end] (buf: bytes or memoryview); `file_key` names the
-    file for the op-metadata cache (None: no cache)."""
+def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneResult:
+    """The TensorCore plane at [start, end) of `src` (an xwire.Source, or bytes); `file_key`
+    names the file for the op-metadata cache (None: no cache)."""
+    if not isinstance(src, xwire.Source):
+        src = xwire.Source(src)
     cache = info_cache(file_key)
-    _, _, line_spans, rest = plane_header(buf, start, end)
-    meta = xplane_view_pb2.XPlaneMetaView.FromString(memoryview(buf)[rest:end])
+    _, _, line_spans, rest = plane_header(src, start, end)
+    meta = xplane_view_pb2.XPlaneMetaView.FromString(src.read(rest, end - rest))
     ps = PlaneStats(meta)
     stat_ids = ps.ids
     metadata = meta.event_metadata  # id -> bytes, decoded per op when an event names it
     lines = {OPS_LINE: [], STEPS_LINE: [], MODULES_LINE: []}
-    located = [(buf, a, b) for a, b in line_spans]
-    located += [(x, 0, len(x)) for x in meta.lines]  # written after the metadata (unusual)
+    located = [(src, a, b) for a, b in line_spans]
+    # lines written after the metadata (unusual)
+    located += [(xwire.Source(x), 0, len(x)) for x in meta.lines]
     for where in located:
         name = _line_header(*where)[0]
         if name in lines:
@@ -421,7 +424,7 @@ def convert_plane(buf, start: int, end: int, core: int, file_key=None) -> PlaneR
     for b, a, z in lines[OPS_LINE]:
         acc = _OpLine(role_of)
         if _collect(b, a, z, stat_ids, acc.add) is None:
-            cols = _fallback_events(bytes(b[a:z]), stat_ids)[1]
+            cols = _fallback_events(bytes(b.read(a, z - a)), stat_ids)[1]
             acc = _OpLine(role_of)
             acc.ordered = False
             acc.add(*cols)

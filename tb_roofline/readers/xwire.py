@@ -18,6 +18,8 @@ reads 0 as an integer, uint64 values at or above 2**63 wrap to int64.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from google.protobuf.message import DecodeError
 
@@ -83,6 +85,54 @@ def text(buf, span) -> str:
         return bytes(buf[span[0]:span[1]]).decode("utf-8")
     except UnicodeDecodeError:
         raise WireError("string field is not UTF-8") from None
+
+
+class Source:
+    """Random access to bytes: a buffer in memory, or a file read piece by piece (os.pread), so
+    a plane's events need never be in memory all at once."""
+
+    def __init__(self, buf=None, fd: int | None = None):
+        self.buf = memoryview(buf) if buf is not None else None
+        self.fd = fd
+
+    def read(self, pos: int, n: int):
+        if self.buf is not None:
+            return self.buf[pos:pos + n]
+        data = os.pread(self.fd, n, pos)
+        if len(data) != n:
+            raise WireError("file ended early")
+        return data
+
+
+def fields_at(src: Source, pos: int, end: int):
+    """`fields` over a Source: one small read per field (for the few fields of a plane's or
+    a line's head and tail); values of length-delimited fields are (start, end) spans."""
+    while pos < end:
+        head = src.read(pos, min(20, end - pos))
+        tag, p = varint(head, 0)
+        field, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, p = varint(head, p)
+            after = pos + p
+        elif wire == 2:
+            n, p = varint(head, p)
+            value = (pos + p, pos + p + n)
+            after = value[1]
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            if len(head) < p + width:
+                raise WireError("truncated field")
+            value, after = int.from_bytes(head[p:p + width], "little"), pos + p + width
+        else:
+            raise WireError(f"unsupported wire type {wire}")
+        if after > end or field == 0:
+            raise WireError("field runs past its message")
+        yield field, wire, value, pos, after
+        pos = after
+
+
+def text_at(src: Source, span) -> str:
+    return text(src.read(span[0], span[1] - span[0]), (0, span[1] - span[0]))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -240,19 +290,24 @@ class _Window:
                        self.last_bytes[:, j]).view(np.int64)
 
 
-def decode_events(buf, pos: int, end: int, base_ps: int, stat_ids: dict, sink,
-                  window: int = WINDOW):
-    """Decode the run of events that share the layout of the event at `pos`, window by window;
-    `sink(md, begin, dur, group, stall, occ)` gets each window's int64 columns (the columns of
-    `tpu._line_events`). Returns the position after the run, or None when the event at `pos`
-    is not one this path decodes (nothing was sent to the sink)."""
-    lay = _layout(buf, pos, end)
+def decode_events(src: Source, pos: int, end: int, base_ps: int, stat_ids: dict, sink,
+                  window: int | None = None):
+    """Decode the run of events that share the layout of the event at `pos`, window by window
+    (one read of `window` bytes each); `sink(md, begin, dur, group, stall, occ)` gets each
+    window's int64 columns (the columns of `tpu._line_events`). Returns the position after the
+    run, or None when the event at `pos` is not one this path decodes (nothing was sent)."""
+    head = src.read(pos, min(20, end - pos))
+    tag, p = varint(head, 0)
+    size, p = varint(head, p)
+    if tag != 0x22 or pos + p + size > end:
+        return None if tag != 0x22 else _raise("event runs past its line")
+    lay = _layout(src.read(pos, p + size), 0, p + size)
     if lay is None:
         return None
     targets = [stat_ids.get(name) for name in TARGETS]
-    data = np.frombuffer(buf, np.uint8)
+    window = window or WINDOW
     while pos < end:
-        b = data[pos:min(end, pos + window)]
+        b = np.frombuffer(src.read(pos, min(window, end - pos)), np.uint8)
         w = _Window(b, lay)
         if not w.rows:
             if not w.complete and pos + window < end:  # an event larger than the window
@@ -264,6 +319,10 @@ def decode_events(buf, pos: int, end: int, base_ps: int, stat_ids: dict, sink,
         if w.rows < w.complete:
             break  # the next event differs from the layout
     return pos
+
+
+def _raise(message):
+    raise WireError(message)
 
 
 def _columns(w: _Window, lay: _Layout, base_ps: int, targets):
