@@ -11,13 +11,10 @@ work, one core, `TB_ROOFLINE_WORKERS=1`, or a pool that cannot start: everything
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import logging
-import multiprocessing
 import os
 import threading
 import time
-from concurrent.futures.process import BrokenProcessPool
 
 from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError
@@ -67,6 +64,7 @@ def _watch_parent():
 
 
 def _context():
+    import multiprocessing  # (here: a read that needs no pool does not pay for it)
     methods = multiprocessing.get_all_start_methods()
     others = [t for t in threading.enumerate() if t is not threading.current_thread()
               and not t.name.startswith("tb-roofline")]
@@ -82,6 +80,7 @@ def _context():
 def _get_pool(n: int):
     global _pool
     if _pool is None:
+        import concurrent.futures
         _pool = concurrent.futures.ProcessPoolExecutor(n, mp_context=_context(),
                                                        initializer=_watch_parent)
     return _pool
@@ -117,6 +116,7 @@ def _run_all(fn, args_list: list, progress=None) -> list:
     """fn(*args) for each, on all cores: workers take units from the front, this process
     takes the ones no worker has started yet, from the back. Each result, or the exception
     it raised."""
+    import concurrent.futures
     global _busy, _timer
     with _lock:
         pool = _get_pool(max(min(workers(), len(args_list)) - 1, 1))
@@ -212,6 +212,7 @@ def read_files(jobs: list, progress=None) -> list:
         sum(u[3] for u in units) >= _min_parallel_bytes()
     outcomes = None
     if parallel:
+        from concurrent.futures.process import BrokenProcessPool
         try:
             outcomes = _run_all(_call, args, report)
             broken = [o for o in outcomes if isinstance(o, BrokenProcessPool)]
