@@ -5,6 +5,7 @@ issue #11, side by side in one run.
     python bench/bench_xplane.py --big               # also 2M unique events and 32 hosts
     python bench/bench_xplane.py --shapes 1host_200k --repeat 5
     python bench/bench_xplane.py --big --data /tmp/tbr_bench   # keep the generated files
+    python bench/bench_xplane.py --scaling          # ours as steps and hosts grow
 
 Each side runs in a fresh subprocess per repetition (cold: no memory cache, the disk cache off,
 imports timed apart), the sides interleaved so load changes hit both; medians are reported.
@@ -233,6 +234,34 @@ def bench_shape(root: str, name: str, repeat: int, sides: list[str]) -> dict:
     return out
 
 
+def scaling(root: str, repeat: int):
+    """Ours alone, as steps and hosts grow: the time per step and per host should stay flat."""
+    rows = []
+    for steps in (250, 500, 1000, 2000):
+        name = f"scale_steps_{steps}"
+        SHAPES[name] = (1, dict(num_cores=1, num_steps=steps, ops_per_step=50, distinct_ops=50,
+                                op_order="cycle"), False)
+        r = bench_shape(root, name, repeat, ["ours"])
+        rows.append({"steps": steps, "ours_s": r["ours_s"], "per_step_ms":
+                     round(r["ours_s"] / steps * 1000, 3)})
+    _, hosts_dir = make_shape(root, "8hosts_200k")
+    files = sorted(glob.glob(os.path.join(hosts_dir, "*.xplane.pb")))
+    for n in (1, 2, 4, 8):
+        name = f"scale_hosts_{n}"
+        session = os.path.join(root, name, "plugins", "profile", "2026_01_01_00_00_00")
+        if not os.path.isdir(session):
+            os.makedirs(session)
+            for f in files[:n]:
+                os.link(f, os.path.join(session, os.path.basename(f)))
+            open(os.path.join(root, name, "DONE"), "w").close()
+        SHAPES[name] = (n, {}, False)
+        r = bench_shape(root, name, repeat, ["ours"])
+        rows.append({"hosts": n, "ours_s": r["ours_s"], "per_host_ms":
+                     round(r["ours_s"] / n * 1000, 1)})
+    for row in rows:
+        print(json.dumps(row), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="", help="comma-separated shape names (default: all "
@@ -240,6 +269,8 @@ def main():
     parser.add_argument("--big", action="store_true", help="include the big shapes")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sides", default="ours,xprof,parse")
+    parser.add_argument("--scaling", action="store_true",
+                        help="ours alone as steps (250-2000) and hosts (1-8) grow")
     parser.add_argument("--data", default="", help="keep generated profiles in this directory "
                         "(reused by later runs); default: a temporary one, removed")
     args = parser.parse_args()
@@ -248,6 +279,9 @@ def main():
     root = args.data or tempfile.mkdtemp(prefix="tb_roofline_bench_")
     os.makedirs(root, exist_ok=True)
     try:
+        if args.scaling:
+            scaling(root, args.repeat)
+            return
         for name in names:
             print(json.dumps(bench_shape(root, name, args.repeat, args.sides.split(","))),
                   flush=True)
