@@ -228,13 +228,11 @@ def _words(b: np.ndarray) -> np.ndarray:
     return np.ndarray((max(len(b) - 7, 0),), dtype="<u8", buffer=b, strides=(1,))
 
 
-def _column(b: np.ndarray, last: np.ndarray, size: np.ndarray, words=None,
-            last_byte=None) -> np.ndarray:
-    """Values (uint64) of the varints ending at `last` that are `size` bytes long (<= 10);
-    `last_byte`: b[last], when already gathered."""
+def _column(b: np.ndarray, last: np.ndarray, size: np.ndarray, words=None) -> np.ndarray:
+    """Values (uint64) of the varints ending at `last` that are `size` bytes long (<= 10)."""
     width = int(size.max()) if len(size) else 1
     if width == 1:
-        return (b[last] if last_byte is None else last_byte).astype(np.uint64)
+        return b[last].astype(np.uint64)
     start = last - (size - 1)
     if width <= 8 and words is not None and int(start[-1]) < len(words):
         # Eight bytes at once; then the 7-bit groups packed together, pairs, quads, halves.
@@ -252,7 +250,7 @@ def _column(b: np.ndarray, last: np.ndarray, size: np.ndarray, words=None,
 class _Window:
     """The complete events at the start of a window that follow the layout exactly: `rows`
     of them, out of `complete` events' worth of varints; ends[i, j] is the byte where varint j
-    of event i ends, sizes[i, j] its length, last_bytes[i, j] its last byte."""
+    of event i ends, sizes[i, j] its length."""
 
     def __init__(self, b: np.ndarray, lay: _Layout):
         self.b, self.rows, self.complete = b, 0, 0
@@ -270,24 +268,22 @@ class _Window:
             limit = int(np.argmax(sizes > 10)) // k
         ends = last.reshape(m, k)[:limit]
         sizes = sizes.reshape(m, k)[:limit]
-        last_bytes = b[ends]
         # Every field is a tag and a value: tags are the single-byte varints at even places.
         rows = limit
-        tags = (last_bytes[:, 0::2] == lay.tag_row) & (sizes[:, 0::2] == 1)
+        tags = (b[ends[:, 0::2]] == lay.tag_row) & (sizes[:, 0::2] == 1)
         if not tags.all():
             rows = int(np.argmin(tags.reshape(-1))) // tags.shape[1]
         self.words = _words(b)
         for j, covered in lay.lengths:
-            n = _column(b, ends[:, j], sizes[:, j], self.words, last_bytes[:, j])
+            n = _column(b, ends[:, j], sizes[:, j], self.words)
             same = n == (ends[:, covered] - ends[:, j]).astype(np.uint64)
             if not same.all():
                 rows = min(rows, int(np.argmin(same)))
         self.rows, self.complete = rows, m
-        self.ends, self.sizes, self.last_bytes = ends[:rows], sizes[:rows], last_bytes[:rows]
+        self.ends, self.sizes = ends[:rows], sizes[:rows]
 
     def col(self, j) -> np.ndarray:
-        return _column(self.b, self.ends[:, j], self.sizes[:, j], self.words,
-                       self.last_bytes[:, j]).view(np.int64)
+        return _column(self.b, self.ends[:, j], self.sizes[:, j], self.words).view(np.int64)
 
 
 def decode_events(src: Source, pos: int, end: int, base_ps: int, stat_ids: dict, sink,
@@ -328,20 +324,26 @@ def _raise(message):
 def _columns(w: _Window, lay: _Layout, base_ps: int, targets):
     m = w.rows
     col = w.col
-    md = col(lay.md) if lay.md is not None else np.zeros(m, np.int64)
-    dur = col(lay.dur) if lay.dur is not None else np.zeros(m, np.int64)
+    zeros = np.zeros(m, np.int64)
+    sids = [col(j) if j is not None else zeros for j, _ in lay.stats]
+    # A column every event overrides with a stat (device offset and duration on TPU op lines)
+    # needs no decoding of its own.
+    overridden = {i for sid in sids for i, t in enumerate(targets)
+                  if t is not None and bool((sid == t).all())}
+    md = col(lay.md) if lay.md is not None else zeros.copy()
+    dur = col(lay.dur) if lay.dur is not None and 2 not in overridden else zeros.copy()
     begin = np.full(m, base_ps, np.int64)
     occ = np.ones(m, np.int64)
     if lay.offset is not None:
-        begin += col(lay.offset)
+        if 1 not in overridden:
+            begin += col(lay.offset)
     elif lay.occ is not None:
         occ = col(lay.occ)
         occ[occ == 0] = 1  # protobuf: 0 reads as "not set"
     group = np.full(m, NO_STEP, np.int64)
     stall = np.zeros(m, np.int64)
     outputs = (group, begin, dur, stall)
-    for sid_pos, val_pos in lay.stats:  # in order: of several matching stats the last wins
-        sid = col(sid_pos) if sid_pos is not None else np.zeros(m, np.int64)
+    for sid, (_, val_pos) in zip(sids, lay.stats):  # in order: the last matching stat wins
         val = None
         for target, out in zip(targets, outputs):
             if target is None:
@@ -350,7 +352,7 @@ def _columns(w: _Window, lay: _Layout, base_ps: int, targets):
             if not hit.any():
                 continue
             if val is None:
-                val = col(val_pos) if val_pos is not None else np.zeros(m, np.int64)
+                val = col(val_pos) if val_pos is not None else zeros
             if hit.all():
                 out[:] = val
             else:
