@@ -10,7 +10,7 @@ import pytest
 
 from tb_roofline.model.op_table import ALL_COLUMNS
 from tb_roofline.protos import xplane_pb2
-from tb_roofline.readers import tpu_file, tpu_plane, xspace, xwire
+from tb_roofline.readers import op_rows, tpu_file, tpu_plane, xspace, xwire
 from tb_roofline.readers.tpu import _line_events
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace, write_tpu_session, write_xspace
 from test_xline_fast import _ids, _random_line
@@ -19,7 +19,7 @@ from test_xline_fast import _ids, _random_line
 @pytest.fixture(params=[96, 1 << 18], ids=["tiny-windows", "default-windows"])
 def windows(request, monkeypatch):
     monkeypatch.setattr(xwire, "WINDOW", request.param)
-    monkeypatch.setattr(tpu_plane, "SEGMENT_EVENTS", 7 if request.param < 1000 else 1 << 15)
+    monkeypatch.setattr(op_rows, "SEGMENT_EVENTS", 7 if request.param < 1000 else 1 << 15)
     return request.param
 
 

@@ -208,8 +208,14 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     if n_steps:
         profile_host = np.array([_index(host_names, p.core_spans[0].host) if p.core_spans else 0
                                  for p in profiles], np.int64)
-        row_step = steps_model.row_steps(aligned, profile_host, key_host[op], table.rows["step"])
-        code = np.where(inner[op] & (row_step >= 0), row_step * 2 + is_io[op], 2 * n_steps)
+        # (in place where it can: a table of millions of rows makes each temporary count)
+        code = steps_model.row_steps(aligned, profile_host, key_host, op, table.rows["step"])
+        left_out = code < 0
+        left_out |= keys["is_container"][op]
+        code *= 2
+        code += is_io[op]
+        code[left_out] = 2 * n_steps
+        del left_out
         inv_peak = div(1.0, _key_peaks(table, device))
         for c in SUM_COLUMNS:
             both = np.bincount(code, weights=_row_column(table, c, inv_peak),

@@ -54,32 +54,45 @@ def align(profiles) -> Steps:
     return Steps(ids, np.asarray(time, np.float64))
 
 
-def row_steps(steps: Steps, host_of_profile: np.ndarray, row_host: np.ndarray,
+def row_steps(steps: Steps, host_of_profile: np.ndarray, key_host: np.ndarray, op: np.ndarray,
               row_step: np.ndarray) -> np.ndarray:
     """The aligned step of each row (-1 when its (host, step) is not a complete step).
-    `host_of_profile[j]`: the host code of profile j (the row codes' numbering)."""
+    `host_of_profile[j]`: the host code of profile j; `key_host`: the host code of each key
+    (rows point at keys with `op`)."""
     n_hosts, k = steps.ids.shape
     if not len(row_step) or not k:
         return np.full(len(row_step), -1, np.int64)
     member_host = np.repeat(host_of_profile, k)
     member_step = steps.ids.reshape(-1)
     member_index = np.tile(np.arange(k), n_hosts)
+    one_host = len(key_host) and bool((key_host == key_host[0]).all())
     lo = min(int(row_step.min()), int(member_step.min()))
     hi = max(int(row_step.max()), int(member_step.max()))
     width = hi - lo + 1
-    if width * (int(max(row_host.max(initial=0), member_host.max(initial=0))) + 1) < 2 ** 62:
+    top = int(max(key_host.max(initial=0), member_host.max(initial=0)))
+    if width * (top + 1) < 2 ** 62:
         member = member_host * width + (member_step - lo)
-        rows = row_host * width + (row_step - lo)
+        rows = row_step - lo  # a new array: the table's stays as it is
+        if not one_host:
+            rows += key_host[op] * width
+        elif key_host[0]:
+            rows += int(key_host[0]) * width
     else:  # step ids too far apart for one key: rank them first
         uniq, inv = np.unique(np.concatenate([member_step, row_step]), return_inverse=True)
         inv = inv.reshape(-1)
         width = len(uniq)
         member = member_host * width + inv[:len(member_step)]
-        rows = row_host * width + inv[len(member_step):]
+        rows = key_host[op] * width + inv[len(member_step):]
     order = np.argsort(member, kind="stable")
     member, member_index = member[order], member_index[order]
     # Two profiles of one host name: the last one's step wins (as a dictionary would keep it).
     last = np.concatenate((member[1:] != member[:-1], [True]))
     member, member_index = member[last], member_index[last]
-    at = np.minimum(np.searchsorted(member, rows), len(member) - 1)
-    return np.where(member[at] == rows, member_index[at], -1)
+    at = np.searchsorted(member, rows)
+    np.minimum(at, len(member) - 1, out=at)
+    found = member[at] == rows
+    del rows
+    out = member_index[at]  # reuse: the result replaces the positions
+    del at
+    out[~found] = -1
+    return out

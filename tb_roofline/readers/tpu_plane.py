@@ -24,12 +24,12 @@ from google.protobuf.message import DecodeError
 from tb_roofline.model.op_table import distinct
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers import xwire
-from tb_roofline.readers.xline_fast import decode_tokens, group_sums as _sorted_sums, self_times
+from tb_roofline.readers.op_rows import OpLine
+from tb_roofline.readers.xline_fast import decode_tokens
 from tb_roofline.readers.xplane import PlaneStats
 
 NO_STEP = -1
 OPS_LINE, STEPS_LINE, MODULES_LINE = "XLA Ops", "Steps", "XLA Modules"
-SEGMENT_EVENTS = 1 << 15  # events reduced at a time (at the last cut before this many)
 MAX_RUNS = 16  # layouts per line before the whole line takes the protobuf path
 
 
@@ -129,26 +129,6 @@ def _concat(chunks):
     return tuple(np.concatenate(cols) for cols in zip(*chunks))
 
 
-def group_sums(md: np.ndarray, group: np.ndarray, *weights: np.ndarray):
-    """`xline_fast.group_sums` (rows by (md, group), ascending; exact int64 sums), by counting
-    into a dense table when the (md, group) ranges are small and every sum stays exact in
-    float64 (below 2**53), else by sorting."""
-    n = len(md)
-    if n:
-        mlo, mhi = int(md.min()), int(md.max())
-        glo, ghi = int(group.min()), int(group.max())
-        gw = ghi - glo + 1
-        size = (mhi - mlo + 1) * gw
-        if size <= max(4 * n, 1 << 16) and all(
-                max(-int(w.min()), int(w.max())) * n < 2 ** 53 for w in weights):
-            key = (md - mlo) * gw + (group - glo)
-            present = np.flatnonzero(np.bincount(key, minlength=size))
-            sums = [np.bincount(key, weights=w, minlength=size)[present].astype(np.int64)
-                    for w in weights]
-            return present // gw + mlo, present % gw + glo, sums
-    return _sorted_sums(md, group, *weights)
-
-
 def _line(src: xwire.Source, span, stat_ids):
     """(name, columns) of a whole line (for the short Steps and XLA Modules lines)."""
     chunks = []
@@ -158,137 +138,6 @@ def _line(src: xwire.Source, span, stat_ids):
     if not chunks:
         return got[0], tuple(np.zeros(0, np.int64) for _ in range(6))
     return got[0], _concat(chunks)
-
-
-class _OpLine:
-    """Reduces an `XLA Ops` line to rows (op, step) as its events arrive, in segments cut where
-    no earlier event can contain a later one. A line whose events are not in (begin, -duration)
-    order is kept whole and reduced at the end (self times need the order)."""
-
-    def __init__(self, role_of):
-        self.role_of = role_of  # md ids -> 0 none, 1 async start, 2 async done
-        self.pending = []
-        self.n_pending = 0
-        self.partials = []
-        self.asyncs = []
-        self.count = 0          # events seen (global index of the next one)
-        self.max_end = None     # largest end of the events already reduced
-        self.last = None        # (begin, duration) of the last event seen
-        self.ordered = True
-        self.lo = self.hi = None
-
-    def add(self, md, begin, dur, group, stall, occ):
-        if not len(md):
-            return
-        end = begin + dur
-        lo, hi = int(begin.min()), int(end.max())
-        self.lo = lo if self.lo is None else min(self.lo, lo)
-        self.hi = hi if self.hi is None else max(self.hi, hi)
-        if self.ordered:
-            db, dd = np.diff(begin), np.diff(dur)
-            ok = bool(((db > 0) | ((db == 0) & (dd <= 0))).all())
-            if ok and self.last is not None:
-                b0, d0 = self.last
-                ok = begin[0] > b0 or (begin[0] == b0 and dur[0] <= d0)
-            self.ordered = ok
-        self.last = (int(begin[-1]), int(dur[-1]))
-        idx = np.arange(self.count, self.count + len(md))
-        self.count += len(md)
-        roles = self.role_of(md)
-        if roles.any():
-            sel = np.flatnonzero(roles)
-            self.asyncs.append((md[sel], begin[sel], dur[sel], group[sel], idx[sel], roles[sel]))
-        self.pending.append((md, begin, dur, group, stall, occ))
-        self.n_pending += len(md)
-        if self.ordered and self.n_pending >= SEGMENT_EVENTS:
-            self._reduce(final=False)
-
-    def _reduce(self, final: bool):
-        md, begin, dur, group, stall, occ = _concat(self.pending)
-        self.pending, self.n_pending = [], 0
-        if not self.ordered:  # only at the end: everything at once, sorted
-            order, selft = self_times(begin, dur)
-            md, group, stall, occ, dur = md[order], group[order], stall[order], occ[order], dur[order]
-            self.partials.append(group_sums(md, group, dur, selft, stall, occ, np.zeros_like(dur)))
-            return
-        end = begin + dur
-        running = np.maximum.accumulate(end)
-        prev = np.empty_like(running)
-        prev[0] = self.max_end if self.max_end is not None else np.iinfo(np.int64).min
-        np.maximum(running[:-1], prev[0], out=prev[1:])
-        cut = (prev < begin) | ((prev == begin) & (dur > 0))
-        cut[0] = True  # the previous segment ended at a cut
-        if final:
-            stop = len(md)
-        else:
-            cuts = np.flatnonzero(cut)
-            stop = int(cuts[-1])
-            if stop == 0:  # no cut yet: keep everything for the next window
-                self.pending, self.n_pending = [(md, begin, dur, group, stall, occ)], len(md)
-                return
-            rest = (md[stop:], begin[stop:], dur[stop:], group[stop:], stall[stop:], occ[stop:])
-            self.pending, self.n_pending = [rest], len(rest[0])
-            md, begin, dur, group, stall, occ = (c[:stop] for c in (md, begin, dur, group, stall, occ))
-            cut = cut[:stop]
-        self.max_end = int(running[stop - 1]) if self.max_end is None else max(
-            self.max_end, int(running[stop - 1]))
-        selft = dur.copy()
-        cluster = np.cumsum(cut)
-        size = np.bincount(cluster)
-        nested = np.flatnonzero(size[cluster] > 1)
-        if len(nested):
-            order, sub = self_times(begin[nested], dur[nested])
-            selft[nested[order]] = sub
-        self.partials.append(group_sums(md, group, dur, selft, stall, occ, np.zeros_like(dur)))
-
-    def finish(self, start_of):
-        """Rows (md, step, [time, self, stall, occ, span]) of the whole line; `start_of` maps
-        the metadata id of an async `-done` to its `-start`'s."""
-        if self.n_pending:
-            self._reduce(final=True)
-        if self.asyncs:
-            span_rows = _async_rows(_concat(self.asyncs), start_of)
-            if span_rows is not None:
-                self.partials.append(span_rows)
-        if not self.partials:
-            return None
-        if len(self.partials) == 1:
-            return self.partials[0]
-        md = np.concatenate([p[0] for p in self.partials])
-        group = np.concatenate([p[1] for p in self.partials])
-        sums = [np.concatenate([p[2][i] for p in self.partials]) for i in range(5)]
-        self.partials = []
-        return group_sums(md, group, *sums)
-
-
-def _async_rows(events, start_of):
-    """(md, step, sums) rows carrying the transfer span of each `-done` event: from its
-    `-start`'s issue to its own end; executions pair in order (tpu._async_spans)."""
-    md, begin, dur, group, idx, roles = events
-    out_md, out_group, out_span = [], [], []
-    for mid in distinct(md[roles == 2]).tolist():
-        start_mid = start_of.get(mid)
-        if start_mid is None:
-            continue
-        done = np.flatnonzero(md == mid)
-        start = np.flatnonzero(md == start_mid)
-        if not len(start):
-            continue
-        done = done[np.lexsort((idx[done], begin[done]))]
-        start = start[np.lexsort((idx[start], begin[start]))]
-        k = min(len(done), len(start))
-        done, start = done[:k], start[:k]
-        ok = begin[start] <= begin[done]
-        done, start = done[ok], start[ok]
-        out_md.append(md[done])
-        out_group.append(group[done])
-        out_span.append(begin[done] + dur[done] - begin[start])
-    if not out_md:
-        return None
-    md, group, span = (np.concatenate(x) for x in (out_md, out_group, out_span))
-    zero = np.zeros(len(md), np.int64)
-    r_md, r_group, sums = group_sums(md, group, zero, zero, zero, zero, span)
-    return r_md, r_group, sums
 
 
 # ----------------------------------------------------------------------------------------------
@@ -422,10 +271,10 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
 
     line_rows = []
     for b, a, z in lines[OPS_LINE]:
-        acc = _OpLine(role_of)
+        acc = OpLine(role_of)
         if _collect(b, a, z, stat_ids, acc.add) is None:
             cols = _fallback_events(bytes(b.read(a, z - a)), stat_ids)[1]
-            acc = _OpLine(role_of)
+            acc = OpLine(role_of)
             acc.ordered = False
             acc.add(*cols)
         rows = acc.finish(start_of())
@@ -447,7 +296,9 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
     elif line_rows:
         md = np.concatenate([r[0] for r in line_rows])
         step = np.concatenate([r[1] for r in line_rows])
-        sums = [np.concatenate([r[2][i] for r in line_rows]) for i in range(5)]
+        sums = [None if all(r[2][i] is None for r in line_rows) else np.concatenate(
+            [r[2][i] if r[2][i] is not None else np.zeros(len(r[0]), np.int64)
+             for r in line_rows]) for i in range(5)]
     else:
         md = step = np.zeros(0, np.int64)
         sums = [np.zeros(0, np.int64)] * 5
@@ -465,7 +316,8 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
     rows = {"op": op, "step": step[keep]}
     for name, col in zip(("time", "self", "stall", "occ", "span"), sums):
         # all-zero stalls and spans (the usual case) travel as None
-        rows[name] = col[keep] if name in ("time", "self", "occ") or col.any() else None
+        rows[name] = None if col is None or not (name in ("time", "self", "occ") or col.any()) \
+            else col[keep]
     keys = {k: [getattr(i, k) for i in infos] for k in KEY_TEXTS}
     keys["program"] = [programs.get(i.program_id, "") for i in infos]
     keys["per_exec"] = np.frombuffer(b"".join(i.per_exec for i in infos),
