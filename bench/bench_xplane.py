@@ -84,7 +84,13 @@ for _ in range(20):
 t3 = time.perf_counter()
 s.ops(run, "", True, name="fusion")
 t4 = time.perf_counter()
+import resource
+from tb_roofline.readers import parallel
+parallel.shutdown()  # workers joined: their CPU time counts below
+cpu = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF,
+          resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
 print(json.dumps({"import_s": t1 - t0, "convert_s": t2 - t1, "analysis_s": analysed - t1,
+                  "cpu_s": cpu,
                   "analysed_at": analysed_at, "cached_ops_s": (t3 - t2) / 20,
                   "filtered_ops_s": t4 - t3, "base_pss_kb": base,
                   "ops": len(s.ops(run, "", True)["rows"])}))
@@ -220,6 +226,7 @@ def bench_shape(root: str, name: str, repeat: int, sides: list[str]) -> dict:
         out[f"{side}_mem_over_file"] = round(med(side, "pss_over_base_mb") / size_mb, 2)
     if "ours" in sides:
         out["ours_analysis_s"] = round(med("ours", "analysis_s"), 4)
+        out["ours_cpu_s"] = round(med("ours", "cpu_s"), 3)  # whole process, imports included
         out["ours_analysis_mem_over_file"] = round(
             med("ours", "analysis_pss_over_base_mb") / size_mb, 2)
         out["ours_cached_ops_ms"] = round(med("ours", "cached_ops_s") * 1000, 2)

@@ -192,9 +192,18 @@ def read_files(jobs: list, progress=None) -> list:
                           0 if remote else _size(path)))
             continue
         plans[i] = plan
+    # Enough files to go round: a file's planes in one unit (its op metadata decoded once);
+    # else one unit per plane.
+    whole_files = len(plans) >= workers()
+    for i, plan in plans.items():
+        if whole_files:
+            units.append((i, _convert_planes, (plan.path, plan.cores, plan.size),
+                          plan.cores[-1][2] - plan.cores[0][1]))
+            continue
         for core, start, end in plan.cores:
             units.append((i, tpu_file.convert_plane_at,
-                          (path, start, end, core, plan.size), end - start))
+                          (plan.path, start, end, core, plan.size), end - start))
+    units.sort(key=lambda u: u[0])
     totals: dict = {}
     for i, *_ in units:
         totals[i] = totals.get(i, 0) + 1
@@ -245,10 +254,16 @@ def _size(path) -> int:
         return 0
 
 
+def _convert_planes(path, cores, size) -> list:
+    return [tpu_file.convert_plane_at(path, start, end, core, size) for core, start, end in cores]
+
+
 def _finish(job, plan, outs):
     """A file's result from its units' outcomes."""
     if plan is None:
         return outs[0]
+    if len(outs) == 1 and isinstance(outs[0], list):  # the whole file in one unit
+        outs = outs[0]
     errors = [o for o in outs if isinstance(o, Exception)]
     if errors:
         if any(isinstance(e, ProfileFormatError) for e in errors):
