@@ -247,3 +247,30 @@ def _is_tb(pid: str, base: str) -> bool:
     except OSError:
         return False
     return b"tensorboard.main" in cmd and base.rsplit(":", 1)[1].encode() in cmd
+
+
+def test_cli_with_workers_prints_the_serial_report_and_leaves_none(logdir):
+    """The CLI (no other threads: workers are forked) answers as in one process, and exits
+    with no worker left."""
+    def cli(workers: str):
+        env = dict(os.environ, TB_ROOFLINE_WORKERS=workers, TB_ROOFLINE_PARALLEL_MIN_MB="0",
+                   TB_ROOFLINE_CACHE_DIR="off", PYTHONPATH=REPO)
+        proc = subprocess.Popen([sys.executable, "-m", "tb_roofline.serve.cli", "export", logdir,
+                                 "--run", SESSION, "--format", "json", "-o", "-"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        return out, proc.pid
+
+    serial, _ = cli("1")
+    pooled, pid = cli("2")
+    assert pooled == serial and json.loads(pooled)
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _parent_is(p, pid)]
+
+
+def _parent_is(pid: str, parent: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1]) == parent
+    except (OSError, ValueError, IndexError):
+        return False

@@ -11,6 +11,7 @@ work, one core, `TB_ROOFLINE_WORKERS=1`, or a pool that cannot start: everything
 from __future__ import annotations
 
 import atexit
+import itertools
 import logging
 import os
 import threading
@@ -23,9 +24,10 @@ from tb_roofline.readers.tpu_plane import clear_info_cache
 from tb_roofline.readers.xplane import DAMAGE
 
 IDLE_S = 60.0
-MIN_PARALLEL_MB = 4.0  # less work than this is done faster than workers start
+MIN_PARALLEL_MB = 16.0  # less work than this is done faster than a worker starts (~20 ms)
 _lock = threading.Lock()
 _pool = None
+_pool_size = 0
 _timer = None
 _busy = 0
 log = logging.getLogger(__name__)
@@ -43,7 +45,7 @@ def workers() -> int:
 
 
 def _min_parallel_bytes() -> float:
-    """TB_ROOFLINE_PARALLEL_MIN_MB (MB of profile below which one process reads), or 4."""
+    """TB_ROOFLINE_PARALLEL_MIN_MB (MB of profile below which one process reads), or 16."""
     try:
         return float(os.environ.get("TB_ROOFLINE_PARALLEL_MIN_MB", MIN_PARALLEL_MB)) * 2**20
     except ValueError:
@@ -78,8 +80,9 @@ def _context():
 
 
 def _get_pool(n: int):
-    global _pool
+    global _pool, _pool_size
     if _pool is None:
+        _pool_size = n
         import concurrent.futures
         _pool = concurrent.futures.ProcessPoolExecutor(n, mp_context=_context(),
                                                        initializer=_watch_parent)
@@ -127,11 +130,20 @@ def _run_all(fn, args_list: list, progress=None) -> list:
     try:
         futures = [pool.submit(fn, *args) for args in args_list]
         outcomes: dict = {}
+        # This process's share first (taken before a worker queues it), then, from the back,
+        # whatever no worker has started once that is done.
+        share = len(futures) // (_pool_size + 1)
+        mine = []
         for k in reversed(range(len(futures))):
-            if futures[k].cancel():  # not started by a worker: do it here
-                outcomes[k] = _run_here(fn, [args_list[k]])[0]
-                if progress:
-                    progress(k)
+            if len(mine) >= share:
+                break
+            if futures[k].cancel():
+                mine.append(k)
+        steal = (k for k in reversed(range(len(futures))) if k not in mine and futures[k].cancel())
+        for k in itertools.chain(mine, steal):
+            outcomes[k] = _run_here(fn, [args_list[k]])[0]
+            if progress:
+                progress(k)
         index = {f: k for k, f in enumerate(futures) if k not in outcomes}
         for f in concurrent.futures.as_completed(index):
             outcomes[index[f]] = _outcome(f)
