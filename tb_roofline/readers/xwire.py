@@ -24,7 +24,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 NO_STEP = -1  # tb_roofline.model.op_table.NO_STEP
-WINDOW = 1 << 18  # bytes; a window's arrays stay in the CPU caches (4x faster than 1 MiB)
+WINDOW = 1 << 18  # bytes; a window's arrays stay in the CPU caches (twice as fast as 1 MiB)
 TARGETS = ("group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps")
 
 
@@ -207,6 +207,8 @@ def _layout(buf, pos: int, end: int):
         return None
     lay.lengths[0] = (1, lay.k - 1)
     lay.tag_row = np.array([t for _, t in lay.tags], np.uint8)  # at positions 0, 2, 4, ...
+    lay.length_at = [j for j, _ in lay.lengths]
+    lay.length_covered = [c for _, c in lay.lengths]
     if oneof is not None:
         if oneof[0] == 0x10:
             lay.offset = oneof[1]
@@ -274,11 +276,18 @@ class _Window:
         if not tags.all():
             rows = int(np.argmin(tags.reshape(-1))) // tags.shape[1]
         self.words = _words(b)
-        for j, covered in lay.lengths:
-            n = _column(b, ends[:, j], sizes[:, j], self.words)
-            same = n == (ends[:, covered] - ends[:, j]).astype(np.uint64)
+        # Each length equals the bytes it covers; lengths under 128 (one byte) all at once.
+        at, covered = lay.length_at, lay.length_covered
+        if (sizes[:, at] == 1).all():
+            same = b[ends[:, at]] == (ends[:, covered] - ends[:, at])
             if not same.all():
-                rows = min(rows, int(np.argmin(same)))
+                rows = min(rows, int(np.argmin(same.all(axis=1))))
+        else:
+            for j, c in lay.lengths:
+                n = _column(b, ends[:, j], sizes[:, j], self.words)
+                same = n == (ends[:, c] - ends[:, j]).astype(np.uint64)
+                if not same.all():
+                    rows = min(rows, int(np.argmin(same)))
         self.rows, self.complete = rows, m
         self.ends, self.sizes = ends[:rows], sizes[:rows]
 
