@@ -198,7 +198,12 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
         src = xwire.Source(src)
     cache = info_cache(file_key)
     _, _, line_spans, rest = plane_header(src, start, end)
-    meta = xplane_view_pb2.XPlaneMetaView.FromString(src.read(rest, end - rest))
+    meta_bytes = src.read(rest, end - rest)
+    meta = xplane_view_pb2.XPlaneMetaView.FromString(meta_bytes)
+    # Cores of one program repeat the same metadata, byte for byte: a plane whose metadata
+    # another plane of the file had starts from that plane's decoded ops.
+    same_as = ("plane", hashlib.blake2b(meta_bytes, digest_size=16).digest())
+    del meta_bytes
     ps = PlaneStats(meta)
     stat_ids = ps.ids
     metadata = meta.event_metadata  # id -> bytes, decoded per op when an event names it
@@ -234,11 +239,16 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
 
     # Op metadata per distinct id, decoded the first time the id shows up; roles looked up in
     # a table indexed by id (ids are small and dense in real and generated profiles).
-    info_of: dict[int, Info | None] = {}
+    info_of: dict[int, Info | None] = cache.setdefault(same_as, {})
     ids = np.fromiter(metadata.keys(), np.int64, len(metadata))
     dense = len(ids) and int(ids.min()) >= 0 and int(ids.max()) < 4 * len(ids) + 4096
     table = np.zeros(int(ids.max()) + 2 if dense else 0, np.int64)  # role + 1; 0 = not seen
-    roles = {}
+    roles = {m: 0 if i is None else {"start": 1, "done": 2}.get(i.role, 0)
+             for m, i in info_of.items()}
+    if roles and len(table):
+        known = np.fromiter(roles.keys(), np.int64, len(roles))
+        inside = (known >= 0) & (known < len(table))
+        table[known[inside]] = np.fromiter(roles.values(), np.int64, len(roles))[inside] + 1
 
     def learn(mids):
         new = [m for m in mids if m not in info_of]
@@ -260,12 +270,15 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
         learn(ul)
         return np.array([roles[m] for m in ul], np.int64)[inv.reshape(-1)]
 
-    def start_of():
+    seen_starts: set = set()  # async starts on this plane's op lines so far
+
+    def start_of(acc):
+        """done id -> its start's id, among the starts this plane's lines ran so far."""
+        for md, *_, role in acc.asyncs:
+            seen_starts.update(distinct(md[role == 1]).tolist())
         by_name = {}
-        for m in sorted(info_of):
-            i = info_of[m]
-            if i is not None and i.role == "start":
-                by_name[i.operation] = m
+        for m in sorted(seen_starts):
+            by_name[info_of[m].operation] = m
         return {m: by_name.get(i.start_name) for m, i in info_of.items()
                 if i is not None and i.role == "done"}
 
@@ -277,7 +290,7 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
             acc = OpLine(role_of)
             acc.ordered = False
             acc.add(*cols)
-        rows = acc.finish(start_of())
+        rows = acc.finish(start_of(acc))
         if acc.lo is not None:
             lo = acc.lo if lo is None else min(lo, acc.lo)
             hi = acc.hi if hi is None else max(hi, acc.hi)
