@@ -1,8 +1,10 @@
 """The roofline model: op tables in, program/step/host/op records out.
 
 Knows nothing of file formats: it takes `ProfileData` (an `OpTable`, step and core spans, a
-`DeviceInfo`). Every record comes from one grouped pass over the rows (`np.bincount` by record
-id), so time is linear in rows, steps and hosts; strings are only touched per distinct op.
+`DeviceInfo`). One pass over the rows sums every column per key (distinct op); op, program and
+host records group those key sums, and only per-step records take a second pass over the rows
+(`np.bincount` by step). Time is linear in rows, steps and hosts; strings are only touched per
+distinct op.
 """
 from __future__ import annotations
 
@@ -41,14 +43,6 @@ def _key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
         distinct.setdefault(c, p)
     roof = np.array([device.peak_for(distinct[c]) for c in range(len(distinct))] or [0.0])
     return roof[codes] if len(codes) else np.zeros(0)
-
-
-def row_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
-    """Per-row values of SUM_COLUMNS: the table's numbers, the time each row's FLOPs would take
-    on its own precision's roof (summed, it gives any group its mixed-precision roof), and the
-    op time whose FLOPs / bytes are known (for coverage)."""
-    inv_peak = div(1.0, _key_peaks(table, device))
-    return {c: _row_column(table, c, inv_peak) for c in SUM_COLUMNS}
 
 
 _ROW_COLUMNS = tuple(c for c in SUM_COLUMNS if c not in (
