@@ -6,7 +6,8 @@ The pool is made on first use and reused; it is shut down after `IDLE_S` without
 exit. Workers are forked (cheap: they inherit the imported modules) when no thread but ours
 runs, as in the CLI; beside other threads (TensorBoard serves from threads) a fork could copy a
 lock another thread holds, so workers then come from a fork server started once. One unit of
-work, one core, `TB_ROOFLINE_WORKERS=1`, or a pool that cannot start: everything in-process.
+work, one core, `TB_ROOFLINE_WORKERS=1`, less than `TB_ROOFLINE_PARALLEL_MIN_MB` of profile, a
+remote logdir, or a pool that cannot start: everything in the calling process.
 """
 from __future__ import annotations
 
