@@ -67,6 +67,10 @@ class SynthConfig:
     # As a compiled program runs: each op once per step, in a fixed order, each with its own
     # output shape (ops_per_step is then ignored). The default draws ops at random.
     fixed_program: bool = False
+    # "random": each step draws its ops at random from the templates; "cycle": the templates in
+    # order (ops_per_step = distinct_ops runs every op exactly once per step: the benchmark's
+    # unique-op shape).
+    op_order: str = "random"
 
 
 # Stats XProf reads with `IntValue()` (int64 only: a uint64_value reads as 0). `group_id` is one:
@@ -272,6 +276,9 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
             events = []
             if cfg.fixed_program:
                 chosen = list(templates)
+            elif cfg.op_order == "cycle":
+                regular = templates[:cfg.distinct_ops]
+                chosen = [regular[i % len(regular)] for i in range(cfg.ops_per_step)]
             else:
                 chosen = [templates[rng.randrange(len(templates))]
                           for _ in range(cfg.ops_per_step)]

@@ -41,6 +41,8 @@ INT_COLUMNS = ("core", "step", "occurrences")
 FLOAT_COLUMNS = ("total_time_ps", "self_time_ps", "dma_stall_ps", "flops", "model_flops",
                  "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS) + ("async_span_ps",)
 ROW_COLUMNS = INT_COLUMNS + FLOAT_COLUMNS
+# FLOPs and bytes: what a table with `unit_costs` derives per row.
+COST_COLUMNS = ("flops", "model_flops", "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS)
 ALL_COLUMNS = KEY_COLUMNS + ROW_COLUMNS
 STRING_COLUMNS = KEY_STRINGS  # (older name)
 
@@ -61,9 +63,14 @@ def is_infeed_outfeed_category(category: str) -> bool:
 
 @dataclasses.dataclass
 class OpTable:
-    """Distinct ops (`keys`) and numeric rows pointing at them (`rows["op"]`)."""
+    """Distinct ops (`keys`) and numeric rows pointing at them (`rows["op"]`).
+
+    With `unit_costs` (one row of COST_COLUMNS per key: FLOPs and bytes of one execution), the
+    rows hold no cost columns: a row's are its key's times its occurrences, computed when asked
+    (`table["flops"]`), so a table of one row per execution stays small."""
     keys: dict[str, np.ndarray]
     rows: dict[str, np.ndarray]
+    unit_costs: "np.ndarray | None" = None
 
     def __len__(self) -> int:
         return len(self.rows["op"])
@@ -75,6 +82,9 @@ class OpTable:
     def __getitem__(self, name: str) -> np.ndarray:
         if name in self.rows:
             return self.rows[name]
+        if self.unit_costs is not None and name in COST_COLUMNS:
+            return self.unit_costs[self.rows["op"], COST_COLUMNS.index(name)] * \
+                self.rows["occurrences"]
         return self.keys[name][self.rows["op"]]
 
     @property
@@ -84,14 +94,21 @@ class OpTable:
 
     def copy(self) -> "OpTable":
         return OpTable({k: v.copy() for k, v in self.keys.items()},
-                       {k: v.copy() for k, v in self.rows.items()})
+                       {k: v.copy() for k, v in self.rows.items()},
+                       None if self.unit_costs is None else self.unit_costs.copy())
 
     def with_keys(self, **columns) -> "OpTable":
         """The same rows with some key columns replaced (the rows are shared, not copied)."""
-        return OpTable(dict(self.keys, **columns), self.rows)
+        return OpTable(dict(self.keys, **columns), self.rows, self.unit_costs)
 
     def select(self, mask) -> "OpTable":
-        return OpTable(self.keys, {k: v[mask] for k, v in self.rows.items()})
+        return OpTable(self.keys, {k: v[mask] for k, v in self.rows.items()}, self.unit_costs)
+
+    def explicit(self) -> "OpTable":
+        """The same table with cost columns in its rows."""
+        if self.unit_costs is None:
+            return self
+        return OpTable(self.keys, dict(self.rows, **{c: self[c] for c in COST_COLUMNS}))
 
     @staticmethod
     def concat(tables: list["OpTable"]) -> "OpTable":
@@ -100,11 +117,15 @@ class OpTable:
             return OpTableBuilder().build()
         if len(tables) == 1:
             return tables[0]
+        unit = all(t.unit_costs is not None for t in tables)
+        if not unit:
+            tables = [t.explicit() for t in tables]
         offsets = np.cumsum([0] + [t.num_keys for t in tables[:-1]])
         keys = {k: np.concatenate([t.keys[k] for t in tables]) for k in KEY_COLUMNS}
-        rows = {k: np.concatenate([t.rows[k] for t in tables]) for k in ROW_COLUMNS}
+        rows = {k: np.concatenate([t.rows[k] for t in tables]) for k in tables[0].rows
+                if k != "op"}
         rows["op"] = np.concatenate([t.rows["op"] + off for t, off in zip(tables, offsets)])
-        return OpTable(keys, rows)
+        return OpTable(keys, rows, np.concatenate([t.unit_costs for t in tables]) if unit else None)
 
 
 class OpTableBuilder:
@@ -161,6 +182,19 @@ class OpTableBuilder:
         return OpTable.concat([OpTable(k, r) for k, r in chunks])
 
 
+def keyed_table(keys: dict, rows: dict, unit_costs: "np.ndarray | None" = None) -> OpTable:
+    """A table from per-key and per-row columns given as they are (not copied); missing ones
+    take their defaults (cost columns come from `unit_costs` when given)."""
+    m = len(keys["operation"])
+    full = {k: _column(k, m, keys.get(k, _DEFAULTS[k])) for k in KEY_COLUMNS}
+    _default_flags(full, keys)
+    n = len(rows["op"])
+    wanted = [c for c in ROW_COLUMNS if unit_costs is None or c not in COST_COLUMNS]
+    out = {k: _column(k, n, rows.get(k, _DEFAULTS[k])) for k in wanted}
+    out["op"] = np.asarray(rows["op"], np.int64)
+    return OpTable(full, out, unit_costs)
+
+
 def _default_flags(keys: dict, given):
     """is_infeed_outfeed / is_container follow from the category unless given."""
     cats = keys["category"]
@@ -212,6 +246,15 @@ def factorize(values: np.ndarray) -> np.ndarray:
                        dtype=np.int64, count=len(values))
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of a numeric array: `np.unique` without its first-call import of
+    numpy.ma (30 ms, numpy 2.x)."""
+    values = np.sort(np.asarray(values).reshape(-1))
+    if len(values) < 2:
+        return values
+    return values[np.concatenate(([True], values[1:] != values[:-1]))]
+
+
 _DEFAULTS = {**{k: "" for k in KEY_STRINGS}, **{k: 0 for k in INT_COLUMNS},
              **{k: 0.0 for k in FLOAT_COLUMNS}, **{k: False for k in KEY_FLAGS}}
 _DEFAULTS["step"] = NO_STEP
@@ -228,6 +271,45 @@ class StepSpan:
     step: int
     start_ps: int
     duration_ps: int
+
+
+class StepSpans:
+    """The steps of one host as columns (core, step, start_ps, duration_ps): what the TPU
+    reader gives, so a profile of many steps carries arrays rather than an object per step.
+    Reads as a list of StepSpan (equal to one, iterable, indexable) for everything else."""
+
+    def __init__(self, host: str, core, step, start_ps, duration_ps):
+        self.host = host
+        self.core, self.step, self.start_ps, self.duration_ps = (
+            np.asarray(c, np.int64) for c in (core, step, start_ps, duration_ps))
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return StepSpans(self.host, self.core[i], self.step[i], self.start_ps[i],
+                             self.duration_ps[i])
+        return StepSpan(self.host, int(self.core[i]), int(self.step[i]), int(self.start_ps[i]),
+                        int(self.duration_ps[i]))
+
+    def __iter__(self):
+        cols = (c.tolist() for c in (self.core, self.step, self.start_ps, self.duration_ps))
+        return (StepSpan(self.host, *v) for v in zip(*cols))
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"StepSpans({self.host!r}, {len(self)} steps)"
+
+    @staticmethod
+    def columns(steps) -> tuple:
+        """(core, step, duration_ps) arrays of any list of steps."""
+        if isinstance(steps, StepSpans):
+            return steps.core, steps.step, steps.duration_ps
+        return tuple(np.array([getattr(s, f) for s in steps], np.int64)
+                     for f in ("core", "step", "duration_ps"))
 
 
 @dataclasses.dataclass
@@ -248,7 +330,7 @@ class ProfileData:
     """What a reader hands to the model for one host (or several, once merged)."""
     device: "object"  # tb_roofline.devices.spec.DeviceInfo
     ops: OpTable
-    steps: list[StepSpan]
+    steps: "list[StepSpan] | StepSpans"
     core_spans: list[CoreSpan]
     diagnostics: list[Diagnostic]
     has_hw_counters: bool = False

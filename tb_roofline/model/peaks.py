@@ -17,18 +17,17 @@ from tb_roofline.model.records import ABOVE_ROOF, div
 MIN_TIME_PS = 1e6  # ops shorter than 1 µs in total are too coarse to judge a peak by
 
 
-def settle(device: DeviceInfo, table, kernels, row_sums) -> tuple[DeviceInfo, list[Diagnostic]]:
-    """(the device to judge this profile by, notes). `row_sums(table, device)` gives per-row
-    sums (the model's)."""
+def settle(device: DeviceInfo, table, kernels, key_sums) -> tuple[DeviceInfo, list[Diagnostic]]:
+    """(the device to judge this profile by, notes). `key_sums(table, device)` gives sums per
+    key (the model's)."""
     doubtful = [p for p in device.compute + device.memories
                 if p.source == "profile" and p.fallback is not None
                 and p.fallback.value > (p.gflops if isinstance(p, ComputePeak) else p.gbs)]
     if not doubtful or not len(table):
         return device, []
-    vals = row_sums(table, device)
-    keys, op = table.keys, table.rows["op"]
-    n = table.num_keys
-    time = np.bincount(op, weights=vals["total_time_ps"], minlength=n)
+    vals = key_sums(table, device)
+    keys = table.keys
+    time = vals["total_time_ps"]
     trusted = (keys["caveat"] == "") & keys["flops_known"] & keys["bytes_known"] & \
         ~keys["is_container"] & (time >= MIN_TIME_PS)
     if not trusted.any():
@@ -42,7 +41,7 @@ def settle(device: DeviceInfo, table, kernels, row_sums) -> tuple[DeviceInfo, li
         # The rows judged against this ceiling (any precision whose roof it is).
         roofs = {p: device.peak_for(p) for p in set(keys["precision"].tolist())}
         mine = np.array([roofs[p] == peak.gflops for p in keys["precision"].tolist()], bool)
-        rate = div(np.bincount(op, weights=vals["flops"], minlength=n), time_ns)
+        rate = div(vals["flops"], time_ns)
         worst = _worst(rate, trusted & mine)
         if worst is not None and rate[worst] > peak.gflops * ABOVE_ROOF:
             compute[i], note = _replace(peak, peak.gflops, rate[worst], keys["operation"][worst],
@@ -52,7 +51,7 @@ def settle(device: DeviceInfo, table, kernels, row_sums) -> tuple[DeviceInfo, li
         col = f"{peak.id}_bytes"
         if peak not in doubtful or col not in vals:
             continue
-        rate = div(np.bincount(op, weights=vals[col], minlength=n), time_ns)  # GB/s
+        rate = div(vals[col], time_ns)  # GB/s
         worst = _worst(rate, trusted)
         if worst is not None and rate[worst] > peak.gbs * ABOVE_ROOF:
             memories[i], note = _replace(peak, peak.gbs, rate[worst], keys["operation"][worst],

@@ -1,8 +1,10 @@
 """The roofline model: op tables in, program/step/host/op records out.
 
 Knows nothing of file formats: it takes `ProfileData` (an `OpTable`, step and core spans, a
-`DeviceInfo`). Every record comes from one grouped pass over the rows (`np.bincount` by record
-id), so time is linear in rows, steps and hosts; strings are only touched per distinct op.
+`DeviceInfo`). One pass over the rows sums every column per key (distinct op); op, program and
+host records group those key sums, and only per-step records take a second pass over the rows
+(`np.bincount` by step). Time is linear in rows, steps and hosts; strings are only touched per
+distinct op.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model import facts as timeline_facts
 from tb_roofline.model import peaks
-from tb_roofline.model.op_table import OpTable, factorize
+from tb_roofline.model import steps as steps_model
+from tb_roofline.model.op_table import COST_COLUMNS, OpTable, distinct, factorize
 from tb_roofline.model.records import (RECORD_COLUMNS, SUM_COLUMNS, RecordTable, build_records,
                                        div, unknown_bytes)
 
@@ -41,13 +44,26 @@ class ScopeSource:
     """The op tables behind an Analysis, with each row's aligned step, so that op records can be
     made for one step or the average step (run comparisons) after the Analysis is built."""
     tables: dict  # view ("op", "kernel", "kernel_hw") -> OpTable
-    row_steps: dict  # view -> aligned step index of each row (-1: outside complete steps)
+    aligned: "steps_model.Steps"  # the complete steps, aligned across hosts
+    profile_host: np.ndarray  # host code of each profile
+    key_hosts: dict  # view -> host code of each key of its table
     step_labels: list  # aligned step index -> the label of its program record
     step_ps: dict  # include_io -> time of each aligned step (ps)
     span_ps: dict  # include_io -> the Total's time (ps)
     num_cores: int
     host_label: str
     cache: dict = dataclasses.field(default_factory=dict)
+
+    def row_steps(self, view: str) -> np.ndarray:
+        """The aligned step of each row of a view's table (-1: outside complete steps),
+        computed when a comparison first asks for one step."""
+        key = ("row_steps", view)
+        if key not in self.cache:
+            t = self.tables[view]
+            self.cache[key] = steps_model.row_steps(self.aligned, self.profile_host,
+                                                    self.key_hosts[view], t.rows["op"],
+                                                    t.rows["step"])
+        return self.cache[key]
 
 
 # Op record columns that add up over steps (divided by the step count for the average step).
@@ -68,7 +84,7 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
         return src.cache[key]
     if scope == "Total" and not split_by:  # the records the analysis already has
         return analysis.ops[include_io] if view == "op" else analysis.views[view][include_io]
-    table, row_step = src.tables[view], src.row_steps[view]
+    table, row_step = src.tables[view], src.row_steps(view)
     n_steps = len(src.step_labels)
     if scope == "Total":
         mask, denominator = None, src.span_ps[include_io]
@@ -79,7 +95,7 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
         mask, denominator = row_step == i, float(src.step_ps[include_io][i])
     if mask is not None:
         table = table.select(mask)
-    rec = op_records(table, row_sums(table, analysis.device), analysis.device, src.num_cores,
+    rec = op_records(table, key_sums(table, analysis.device), analysis.device, src.num_cores,
                      src.host_label, include_io, denominator, split_by=split_by)
     if scope == "Average" and n_steps:
         for c in EXTENSIVE_COLUMNS:
@@ -88,54 +104,79 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
     return rec
 
 
-def row_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
-    """Per-row values of SUM_COLUMNS: the table's numbers, the time each row's FLOPs would take
-    on its own precision's roof (summed, it gives any group its mixed-precision roof), and the
-    op time whose FLOPs / bytes are known (for coverage)."""
-    rows, keys, op = table.rows, table.keys, table.rows["op"]
-    out = {c: rows[c].astype(np.float64) for c in SUM_COLUMNS if c in rows}
-    codes = factorize(keys["precision"])
+def _key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
+    """The compute ceiling of each key's precision (0 when unknown)."""
+    codes = factorize(table.keys["precision"])
     distinct = {}
-    for p, c in zip(keys["precision"].tolist(), codes.tolist()):
+    for p, c in zip(table.keys["precision"].tolist(), codes.tolist()):
         distinct.setdefault(c, p)
     roof = np.array([device.peak_for(distinct[c]) for c in range(len(distinct))] or [0.0])
-    key_peak = roof[codes] if len(codes) else np.zeros(0)
-    time = out["total_time_ps"]
-    out["roof_time"] = div(out["flops"], key_peak[op]) if len(op) else np.zeros(0)
-    out["flops_known_ps"] = time * keys["flops_known"][op]
-    out["bytes_known_ps"] = time * keys["bytes_known"][op]
-    out["op_time_ps"] = time
+    return roof[codes] if len(codes) else np.zeros(0)
+
+
+_ROW_COLUMNS = tuple(c for c in SUM_COLUMNS if c not in (
+    "roof_time", "flops_known_ps", "bytes_known_ps", "op_time_ps"))
+
+
+def _row_column(table: OpTable, c: str, inv_peak) -> np.ndarray:
+    """One per-row column of SUM_COLUMNS (float64; the table's own array when it is one)."""
+    rows, keys, op = table.rows, table.keys, table.rows["op"]
+    if c in rows or c in COST_COLUMNS:
+        return np.asarray(table[c], np.float64)
+    if c == "roof_time":
+        return table["flops"] * inv_peak[op]
+    time = np.asarray(rows["total_time_ps"], np.float64)
+    if c == "op_time_ps":
+        return time
+    return time * keys["flops_known" if c == "flops_known_ps" else "bytes_known"][op]
+
+
+def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
+    """SUM_COLUMNS summed per key (distinct op) in one pass over the rows: every record that
+    groups whole keys (ops, program totals, hosts) is then a sum over keys."""
+    n, op = table.num_keys, table.rows["op"]
+    unit = table.unit_costs
+    out = {c: np.bincount(op, weights=_row_column(table, c, None), minlength=n)
+           for c in _ROW_COLUMNS if unit is None or c not in COST_COLUMNS}
+    if unit is not None:  # a row's costs are its key's times its occurrences
+        for j, c in enumerate(COST_COLUMNS):
+            out[c] = unit[:, j] * out["occurrences"]
+    out["roof_time"] = div(out["flops"], _key_peaks(table, device))
+    out["flops_known_ps"] = out["total_time_ps"] * table.keys["flops_known"]
+    out["bytes_known_ps"] = out["total_time_ps"] * table.keys["bytes_known"]
+    out["op_time_ps"] = out["total_time_ps"]
     return out
 
 
-def _bincount(vals: dict, codes: np.ndarray, n: int, mask=None) -> dict:
+def _group(sums: dict, codes: np.ndarray, n: int, mask=None) -> dict:
+    """Sums grouped by a code per element (elements with mask False left out)."""
     if mask is not None:
         codes = codes[mask]
     return {c: np.bincount(codes, weights=v if mask is None else v[mask], minlength=n)
-            for c, v in vals.items()}
+            for c, v in sums.items()}
 
 
-def op_records(table: OpTable, vals: dict, device: DeviceInfo, num_cores: int,
+def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
                host_label: str, include_io: bool, span_ps: float,
                split_by: str | None = None) -> RecordTable:
     """One record per (program, op, precision) over all cores, hosts and steps; ranked by self
     time, ties by name. A row merges only calls that ran in one precision (its roof).
-    `split_by`: a key column that splits records further; its values are then in the records
-    (an extra column)."""
+    `ksums`: `key_sums` of the table. `split_by`: a key column that splits records further;
+    its values are then in the records (an extra column)."""
     keys = table.keys
-    keep = np.ones(len(table), bool) if include_io else ~keys["is_infeed_outfeed"][table.rows["op"]]
+    keep = np.ones(table.num_keys, bool) if include_io else ~keys["is_infeed_outfeed"]
+    keep &= np.bincount(table.rows["op"], minlength=table.num_keys) > 0
     # Record id of each key: program id, op name and precision (not the host).
-    split = (keys[split_by],) if split_by else ()
-    rec_of_key = factorize(_tuples(keys["program_id"], keys["operation"], keys["precision"],
-                                   *split))
-    codes = rec_of_key[table.rows["op"]]
-    present = np.unique(codes[keep])
+    split = (factorize(keys[split_by]),) if split_by else ()
+    rec_of_key = _combine(factorize(keys["program_id"]), factorize(keys["operation"]),
+                          factorize(keys["precision"]), *split)
+    present = distinct(rec_of_key[keep])
     remap = np.full(int(rec_of_key.max()) + 1 if len(rec_of_key) else 0, -1, np.int64)
     remap[present] = np.arange(len(present))
     n = len(present)
-    sums = _bincount(vals, remap[codes], n, keep) if n else {c: np.zeros(0) for c in vals}
-    # The first key of each record labels it (a reader caveat: the first one that is set).
     key_rec = remap[rec_of_key]
+    sums = _group(ksums, key_rec, n, keep) if n else {c: np.zeros(0) for c in ksums}
+    # The first key of each record labels it (a reader caveat: the first one that is set).
     first_key = np.full(n, -1, np.int64)
     valid = np.flatnonzero(key_rec >= 0)
     first_key[key_rec[valid[::-1]]] = valid[::-1]
@@ -155,9 +196,11 @@ def op_records(table: OpTable, vals: dict, device: DeviceInfo, num_cores: int,
                 "source", "tf_op", "flops_source", "precision"):
         labels[col] = keys[col][first_key]
     # A program without a module name (no `XLA Modules` event for it) is named by its id.
-    unnamed = (labels["program"] == "") & (labels["program_id"] != "")
-    labels["program"] = np.where(unnamed, np.char.add("program ", labels["program_id"].astype(str)),
-                                 labels["program"]).astype(object)
+    unnamed = np.flatnonzero((labels["program"] == "") & (labels["program_id"] != ""))
+    if len(unnamed):
+        labels["program"] = labels["program"].copy()
+        labels["program"][unnamed] = ["program " + str(p)
+                                      for p in labels["program_id"][unnamed].tolist()]
     rec = build_records(sums, device, num_cores, labels, n, include_io, np.full(n, span_ps), cav)
     # Percentages of all ops' self time in this view: they sum to 100.
     self_pct = div(sums["self_time_ps"], np.full(n, sums["self_time_ps"].sum())) * 100.0
@@ -169,33 +212,15 @@ def op_records(table: OpTable, vals: dict, device: DeviceInfo, num_cores: int,
     return rec
 
 
-def _tuples(*columns) -> np.ndarray:
-    out = np.empty(len(columns[0]), dtype=object)
-    out[:] = list(zip(*[c.tolist() for c in columns]))
-    return out
-
-
-def _host_steps(profiles) -> list[list[tuple[str, int]]]:
-    """Complete steps: present on every core of a host; hosts aligned by position (as XProf).
-
-    Returns one entry per step: the (host, step id) pairs that make it up.
-    """
-    per_host = []
-    for p in profiles:
-        by_core: dict[int, set] = {}
-        for s in p.steps:
-            by_core.setdefault(s.core, set()).add(s.step)
-        cores = {c.core for c in p.core_spans}
-        if not by_core or set(by_core) != cores:
-            per_host.append([])
-            continue
-        common = set.intersection(*by_core.values())
-        host = p.core_spans[0].host
-        per_host.append([(host, s) for s in sorted(common)])
-    if not per_host:
-        return []
-    k = min(len(h) for h in per_host)
-    return [[h[i] for h in per_host] for i in range(k)]
+def _combine(*codes: np.ndarray) -> np.ndarray:
+    """One code per combination of several integer codes (equal combinations, equal codes)."""
+    out = np.zeros(len(codes[0]), np.int64)
+    for c in codes:
+        width = int(c.max()) + 1 if len(c) else 1
+        if int(out.max(initial=0)) * width + width >= 2 ** 62:
+            out = np.unique(out, return_inverse=True)[1].reshape(-1)
+        out = out * width + c
+    return np.unique(out, return_inverse=True)[1].reshape(-1) if len(out) else out
 
 
 def analyze(profiles: list, host_label: str = "*") -> Analysis:
@@ -223,7 +248,7 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                 f"{t}: {', '.join(h[:3])}{' ...' if len(h) > 3 else ''}" for t, h in kinds.items())
             + f"): the aggregate is judged against {device.type}'s peaks; look at each host alone"))
     # A profile-derived peak that the profile's own ops beat is the figure in doubt.
-    device, notes = peaks.settle(device, table, kernel_tables.get("kernel"), row_sums)
+    device, notes = peaks.settle(device, table, kernel_tables.get("kernel"), key_sums)
     diagnostics += notes
     analysis = _analyze(profiles, device, table, kernel_tables, host_label, diagnostics)
     return analysis
@@ -231,75 +256,77 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
 
 def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) -> Analysis:
     num_cores = max(device.num_cores, 1)
-    vals = row_sums(table, device)
-    op = table.rows["op"]
-    keys = table.keys
-    inner = ~keys["is_container"][op]
-    is_io = keys["is_infeed_outfeed"][op]
-    io_inner = is_io & inner
+    keys, op = table.keys, table.rows["op"]
+    ksums = key_sums(table, device)
+    inner, is_io = ~keys["is_container"], keys["is_infeed_outfeed"]
     host_names = [c.host for p in profiles for c in p.core_spans[:1]]
-    row_host = _row_hosts(table, host_names)
+    key_host = _key_hosts(profiles, host_names)
     spans_ps = float(sum(s.duration_ps for p in profiles for s in p.core_spans))
     host_span = np.array([float(sum(s.duration_ps for s in p.core_spans)) for p in profiles
                           if p.core_spans])
-    time = vals["total_time_ps"]
-    io_time = float(time[io_inner].sum())
-    io_host = np.bincount(row_host[io_inner], weights=time[io_inner], minlength=len(host_names))
+    io_keys = inner & is_io
+    io_time = float(ksums["total_time_ps"][io_keys].sum())
+    io_host = np.bincount(key_host[io_keys], weights=ksums["total_time_ps"][io_keys],
+                          minlength=len(host_names))
 
-    # Steps: (host, step id) of each row -> aligned step index, in one pass.
-    steps = _host_steps(profiles)
-    step_marks: dict = {}
-    for p in profiles:
-        for s in p.steps:
-            step_marks.setdefault((s.host, s.step), []).append(s.duration_ps)
-    # XProf: a step's time is its longest marker over the host's cores × the number of cores.
-    step_time = {k: len(v) * max(v) for k, v in step_marks.items()}
-    member_index = {(_index(host_names, h), sid): i for i, members in enumerate(steps)
-                    for h, sid in members}
-    row_step = _step_index(row_host, table.rows["step"], member_index)
-    n_steps = len(steps)
-    step_time_all = np.array([sum(step_time.get(m, 0) for m in members) for members in steps])
-    io_step = np.bincount(row_step[io_inner & (row_step >= 0)],
-                          weights=time[io_inner & (row_step >= 0)], minlength=n_steps)
-
-    kernel_vals = {name: row_sums(t, device) for name, t in kernel_tables.items()}
+    # Steps: the aligned step of each row; sums per (step, infeed/outfeed or not) in one pass.
+    aligned = steps_model.align(profiles)
+    n_steps = len(aligned)
+    by_step = {}
+    if n_steps:
+        profile_host = np.array([_index(host_names, p.core_spans[0].host) if p.core_spans else 0
+                                 for p in profiles], np.int64)
+        # (in place where it can: a table of millions of rows makes each temporary count)
+        code = steps_model.row_steps(aligned, profile_host, key_host, op, table.rows["step"])
+        left_out = code < 0
+        left_out |= keys["is_container"][op]
+        code *= 2
+        code += is_io[op]
+        code[left_out] = 2 * n_steps
+        del left_out
+        inv_peak = div(1.0, _key_peaks(table, device))
+        for c in SUM_COLUMNS:
+            both = np.bincount(code, weights=_row_column(table, c, inv_peak),
+                               minlength=2 * n_steps + 1)[:-1].reshape(n_steps, 2)
+            by_step[c] = both
+    kernel_sums = {name: key_sums(t, device) for name, t in kernel_tables.items()}
     hw = [p.hw_counters for p in profiles if getattr(p, "hw_counters", None) is not None]
     single_host = len(profiles) == 1
     program, ops, views = {}, {}, {}
     step_ps_of = {}
     for include_io in (True, False):
         denominator = spans_ps - (0.0 if include_io else io_time)
-        ops[include_io] = op_records(table, vals, device, num_cores, host_label, include_io,
+        ops[include_io] = op_records(table, ksums, device, num_cores, host_label, include_io,
                                      denominator)
         for name, t in kernel_tables.items():
             views.setdefault(name, {})[include_io] = op_records(
-                t, kernel_vals[name], device, num_cores, host_label, include_io, denominator)
+                t, kernel_sums[name], device, num_cores, host_label, include_io, denominator)
         keep = inner if include_io else inner & ~is_io
-        rows = []  # (record_type, step label, time ps, sums, host)
-        total = {c: np.array([v[keep].sum()]) for c, v in vals.items()}
-        rows.append(("total", "Total", denominator, total, host_label))
+        blocks = []  # (record types, step labels, times ps, sums, hosts)
+        total = {c: np.array([v[keep].sum()]) for c, v in ksums.items()}
+        blocks.append((["total"], ["Total"], [denominator], total, [host_label]))
         if hw:
-            rows.append(("total_hw", "Total (HW)", denominator, _hw_sums(hw, device), host_label))
+            blocks.append((["total_hw"], ["Total (HW)"], [denominator], _hw_sums(hw, device),
+                           [host_label]))
         if not single_host:  # one point per host (rank), so a straggler shows
-            by_host = _bincount(vals, row_host, len(host_names), keep)
-            for i, h in enumerate(host_names):
-                span = host_span[i] - (0.0 if include_io else io_host[i])
-                rows.append(("host", "Total", span, {c: v[i:i + 1] for c, v in by_host.items()}, h))
+            by_host = _group(ksums, key_host, len(host_names), keep)
+            span = host_span - (0.0 if include_io else io_host)
+            blocks.append((["host"] * len(host_names), ["Total"] * len(host_names), span,
+                           by_host, host_names))
         if n_steps:
-            in_step = keep & (row_step >= 0)
-            by_step = _bincount(vals, row_step, n_steps, in_step)
-            step_ps = step_time_all - (0.0 if include_io else io_step)
+            step_sums = {c: v.sum(axis=1) if include_io else v[:, 0] for c, v in by_step.items()}
+            step_ps = aligned.time_ps - (0.0 if include_io else by_step["total_time_ps"][:, 1])
             step_ps_of[include_io] = step_ps
-            avg = {c: np.array([v.sum() / n_steps]) for c, v in by_step.items()}
-            rows.append(("average", "Average", float(step_ps.sum() / n_steps), avg, host_label))
-            for i, members in enumerate(steps):
-                label = str(members[0][1]) if single_host else str(i)
-                rows.append(("step", label, float(step_ps[i]),
-                             {c: v[i:i + 1] for c, v in by_step.items()}, host_label))
-        program[include_io] = _program_table(rows, profiles, device, num_cores, include_io,
+            avg = {c: np.array([v.sum() / n_steps]) for c, v in step_sums.items()}
+            blocks.append((["average"], ["Average"], [float(step_ps.sum() / n_steps)], avg,
+                           [host_label]))
+            label = aligned.ids[0] if single_host else np.arange(n_steps)
+            blocks.append((np.full(n_steps, "step", object), label.astype(str).astype(object),
+                           step_ps, step_sums, np.full(n_steps, host_label, object)))
+        program[include_io] = _program_table(blocks, profiles, device, num_cores, include_io,
                                              keys["flops_source"])
 
-    if not steps:
+    if not n_steps:
         diagnostics.append(Diagnostic(
             "warning", "no_steps",
             "no complete step markers (a 'Steps' line with group_id on every core): only the "
@@ -315,26 +342,25 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     diagnostics += _coverage_notes(program[True])
     if hw:
         diagnostics.append(Diagnostic("info", "hw_counters", hw[0].note))
-    labels = [str(m[0][1]) if single_host else str(i) for i, m in enumerate(steps)]
+    labels = [str(x) for x in (aligned.ids[0] if single_host else range(n_steps))] \
+        if n_steps else []
     tables = dict(kernel_tables, op=table)
+    attrs = {"op": "ops", "kernel": "kernels", "kernel_hw": "hw_ops"}
     scope = ScopeSource(
-        tables=tables,
-        row_steps={name: row_step if t is table else _step_index(
-            _row_hosts(t, host_names), t.rows["step"], member_index) for name, t in tables.items()},
+        tables=tables, aligned=aligned,
+        profile_host=np.array([_index(host_names, p.core_spans[0].host) if p.core_spans else 0
+                               for p in profiles], np.int64),
+        key_hosts={name: key_host if t is table else _key_hosts(profiles, host_names, attrs[name])
+                   for name, t in tables.items()},
         step_labels=labels, step_ps={io: step_ps_of.get(io, np.zeros(0)) for io in (True, False)},
         span_ps={io: spans_ps - (0.0 if io else io_time) for io in (True, False)},
         num_cores=num_cores, host_label=host_label)
+    # The aligned steps as (host, step id) pairs, for the guidance facts.
+    members = [[(host_names[h], int(aligned.ids[h, i])) for h in range(min(
+        len(host_names), aligned.ids.shape[0]))] for i in range(n_steps)]
     return Analysis(device=device, program=program, ops=ops, diagnostics=diagnostics,
                     num_steps=n_steps, has_hw_counters=bool(hw), views=views, scope=scope,
-                    facts=timeline_facts.collect(profiles, table, steps))
-
-
-def _row_hosts(table: OpTable, host_names: list) -> np.ndarray:
-    """Each row's host as an index into `host_names`."""
-    keys, op = table.keys, table.rows["op"]
-    code_of_key = np.array([_index(host_names, h) for h in keys["host"].tolist()],
-                           np.int64) if len(keys["host"]) else np.zeros(0, np.int64)
-    return code_of_key[op] if len(op) else np.zeros(0, np.int64)
+                    facts=timeline_facts.collect(profiles, table, members))
 
 
 def _index(values: list, value) -> int:
@@ -344,17 +370,26 @@ def _index(values: list, value) -> int:
         return 0
 
 
-def _step_index(row_host: np.ndarray, row_step: np.ndarray, member_index: dict) -> np.ndarray:
-    """The aligned step index of each row (-1 when its (host, step) is not a complete step)."""
-    if not len(row_step) or not member_index:
-        return np.full(len(row_step), -1, np.int64)
-    # Step ids may be any int64 (a corrupt group_id): rank them first, then pair with hosts.
-    step_ids, step_code = np.unique(row_step, return_inverse=True)
-    width = len(step_ids)
-    uniq, inverse = np.unique(row_host * width + step_code.reshape(-1), return_inverse=True)
-    mapped = np.array([member_index.get((int(u) // width, int(step_ids[int(u) % width])), -1)
-                       for u in uniq.tolist()], np.int64)
-    return mapped[inverse.reshape(-1)]
+def _key_hosts(profiles, host_names: list, attr: str = "ops") -> np.ndarray:
+    """The host code (index in host_names; 0 when absent) of every key of the concatenated
+    tables (`attr`: the profiles' table, `ops` or a kernel view's, None ones left out): one
+    lookup per distinct host name of each profile."""
+    codes = {h: i for i, h in reversed(list(enumerate(host_names)))}
+    parts = []
+    for p in profiles:
+        table = getattr(p, attr, None)
+        if table is None:
+            continue
+        hosts = table.keys["host"]
+        if not len(hosts):
+            continue
+        first = hosts[0]
+        if (hosts == first).all():
+            parts.append(np.full(len(hosts), codes.get(first, 0), np.int64))
+        else:
+            parts.append(np.fromiter((codes.get(h, 0) for h in hosts.tolist()), np.int64,
+                                     len(hosts)))
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def _hw_sums(hw, device) -> dict:
@@ -369,35 +404,44 @@ def _hw_sums(hw, device) -> dict:
     return sums
 
 
-def _program_table(rows, profiles, device, num_cores, include_io, flops_source) -> RecordTable:
-    n = len(rows)
-    merged = {c: np.concatenate([np.asarray(r[3][c], np.float64).reshape(1) for r in rows])
+def _program_table(blocks, profiles, device, num_cores, include_io, flops_source) -> RecordTable:
+    """Program records from blocks of rows (record types, step labels, times, sums, hosts)."""
+    def cat(i, dtype):
+        return np.concatenate([np.asarray(b[i], dtype).reshape(-1) for b in blocks])
+
+    kinds = cat(0, object)
+    n = len(kinds)
+    merged = {c: np.concatenate([np.asarray(b[3][c], np.float64).reshape(-1) for b in blocks])
               for c in SUM_COLUMNS}
-    merged["total_time_ps"] = np.array([r[2] for r in rows], np.float64)
     merged["self_time_ps"] = np.zeros(n)
     merged["occurrences"] = np.ones(n)
-    timed = np.array([r[0] != "total_hw" or all(h.kernel_time_known for h in (
-        p.hw_counters for p in profiles if p.hw_counters is not None)) for r in rows])
-    merged["total_time_ps"] = np.where(timed, merged["total_time_ps"], 0.0)
+    timed = np.ones(n, bool)
+    if not all(h.kernel_time_known for h in (p.hw_counters for p in profiles
+                                             if p.hw_counters is not None)):
+        timed = kinds != "total_hw"
+    merged["total_time_ps"] = np.where(timed, cat(2, np.float64), 0.0)
     distinct = set(flops_source.tolist())
-    labels = {"record_type": np.array([r[0] for r in rows], dtype=object),
-              "step": np.array([r[1] for r in rows], dtype=object), "rank": np.zeros(n, np.int64),
+    hosts = cat(4, object)
+    labels = {"record_type": kinds, "step": cat(1, object), "rank": np.zeros(n, np.int64),
               "category": "Program", "operation": "Program", "program": "", "program_id": "",
               "is_infeed_outfeed": np.zeros(n, bool), "source": "", "tf_op": "",
               "flops_source": distinct.pop() if len(distinct) == 1 else (
                   "mixed" if distinct else "none"),
-              "precision": "mixed", "host": np.array([r[4] for r in rows], dtype=object)}
+              "precision": "mixed", "host": hosts}
     prog = build_records(merged, device, num_cores, labels, n, include_io,
                          merged["total_time_ps"])
-    cores = {p.core_spans[0].host: p.device.num_cores for p in profiles if p.core_spans}
-    for i, r in enumerate(rows):
-        if r[0] == "host":  # a host's time per core is over its own cores
-            prog.columns["total_time_per_core_us"][i] = r[2] / 1e6 / max(cores.get(r[4], 1), 1)
-        if r[0] == "total_hw":  # counters give FLOPs only: bytes (and untimed rates) unknown
-            unknown_bytes(prog, i, timed=bool(timed[i]))
-            prog.columns["flops_source"][i] = "counter"
-            prog.columns["flop_coverage"][i] = np.nan
-            prog.columns["bytes_coverage"][i] = np.nan
+    host_rows = np.flatnonzero(kinds == "host")
+    if len(host_rows):  # a host's time per core is over its own cores
+        cores = {p.core_spans[0].host: p.device.num_cores for p in profiles if p.core_spans}
+        per_host = np.array([max(cores.get(h, 1), 1) for h in hosts[host_rows].tolist()])
+        prog.columns["total_time_per_core_us"][host_rows] = \
+            merged["total_time_ps"][host_rows] / 1e6 / per_host
+    for i in np.flatnonzero(kinds == "total_hw").tolist():
+        # counters give FLOPs only: bytes (and untimed rates) unknown
+        unknown_bytes(prog, i, timed=bool(timed[i]))
+        prog.columns["flops_source"][i] = "counter"
+        prog.columns["flop_coverage"][i] = np.nan
+        prog.columns["bytes_coverage"][i] = np.nan
     prog.columns["self_time_percent"] = np.zeros(n)
     prog.columns["cumulative_self_time_percent"] = np.zeros(n)
     return prog
@@ -408,7 +452,7 @@ def _coverage_notes(program: RecordTable) -> list[Diagnostic]:
     describes only the known part."""
     if not len(program):
         return []
-    total = program.row_dicts()[0]
+    total = dict(zip(RECORD_COLUMNS, program.select(slice(0, 1)).rows()[0]))
     flops, nbytes = total["flop_coverage"], total["bytes_coverage"]
     low = [(what, cov) for what, cov in (("FLOPs", flops), ("bytes", nbytes))
            if cov is not None and cov < 0.5]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 
+from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
 from tb_roofline.model.op_table import ProfileData
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers.tpu import TENSOR_CORE_PLANE, fast_tpu_planes, read_tpu_planes
+from tb_roofline.readers.tpu_file import convert_plan, plan_buffer, read_tpu_file
 from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
 from tb_roofline.readers.xplane import DAMAGE, parse_xspace, read_profile_bytes
 
@@ -22,7 +24,32 @@ def read_xspace_file(path: str, host: str, max_bytes: int | None = None,
                      progress=None) -> ProfileData:
     if progress:
         progress(0, 1)
-    raw, young = read_profile_bytes(path, max_bytes)
+    raw = young = None
+    data = None
+    try:  # TPU files plane by plane from the wire format (readers/tpu_file.py)
+        if storage.is_remote(path):  # one request: the whole file, then its planes
+            raw, young = read_profile_bytes(path, max_bytes)
+            plan = plan_buffer(path, host, raw, (), young)
+            data = None if plan is None else convert_plan(plan, progress)
+        else:
+            data = read_tpu_file(path, host, max_bytes, progress)
+    except ProfileFormatError:
+        raise
+    except DAMAGE:  # damage somewhere: the full parse below says what it is
+        data = None
+    if data is None:
+        return read_xspace_whole(path, host, max_bytes, progress, raw, young)
+    if progress:
+        progress(1, 1)
+    return data
+
+
+def read_xspace_whole(path: str, host: str, max_bytes: int | None = None,
+                      progress=None, raw: bytes | None = None, young=None) -> ProfileData:
+    """The whole file parsed at once: GPU and CPU files, and TPU files the plane-by-plane path
+    does not take (`raw`: the file's bytes when they were read already)."""
+    if raw is None:
+        raw, young = read_profile_bytes(path, max_bytes)
     name = os.path.basename(path)
     data = None
     fast = fast_tpu_planes(raw)

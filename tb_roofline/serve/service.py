@@ -189,41 +189,78 @@ class RooflineService:
         return stripes[hash(key) % len(stripes)]
 
     def _read_host(self, run: Run, hostfile) -> ProfileData:
-        sig = _file_signature(hostfile)
+        return self._read_hosts(run, [hostfile])[0].result()
+
+    def _cached_host(self, run: Run, hostfile, sig) -> "_HostEntry | None":
+        """The memory cache's entry, else the disk cache's (then kept in memory too)."""
         cached = self._host_cache.get(hostfile.path)
         if cached is not None and cached.valid_for(sig):
-            return cached.result()
-        with self._key_lock(("host", hostfile.path)):
-            cached = self._host_cache.get(hostfile.path)
-            if cached is not None and cached.valid_for(sig):
-                return cached.result()
-            disk_key = None
-            if self.disk_cache is not None and sig[1] <= self.max_file_bytes:
-                disk_key = DiskCache.key(sig, run.format, hostfile.host)
-                data = self.disk_cache.get(disk_key)
-                if isinstance(data, ProfileData):
-                    self._host_cache.put(hostfile.path, _HostEntry(sig, data), approx_size(data))
-                    return data
-            from tb_roofline.readers import read_profile_file  # late: keeps is_active light
-            try:
-                report = (lambda done, total: self.progress(hostfile.host, done, total)) \
-                    if self.progress else None
-                data = read_profile_file(hostfile.path, run.format, hostfile.host,
-                                         max_bytes=self.max_file_bytes, progress=report)
-            except errors.ProfileFormatError as exc:
-                public = errors.to_public(exc, f"run {run.run!r}, host {hostfile.host!r}")
-                retry = INCOMPLETE_RETRY_S if isinstance(exc, errors.ProfileIncompleteError) \
-                    else MEMORY_RETRY_S if isinstance(exc, errors.ProfileOutOfMemoryError) \
-                    else REMOTE_ERROR_RETRY_S if storage.is_remote(hostfile.path) else None
-                entry = _HostEntry(sig, error=(type(public), str(public)),
-                                   expires=None if retry is None else time.monotonic() + retry)
-                self._host_cache.put(hostfile.path, entry, 0)
-                raise public from None
-            self._host_cache.put(hostfile.path, _HostEntry(sig, data), approx_size(data))
-            # Keep on disk only what was read from the version the key names.
-            if disk_key is not None and _current_signature(hostfile) == sig:
-                self.disk_cache.put(disk_key, data)
-            return data
+            return cached
+        if self.disk_cache is not None and sig[1] <= self.max_file_bytes:
+            data = self.disk_cache.get(DiskCache.key(sig, run.format, hostfile.host))
+            if isinstance(data, ProfileData):
+                entry = _HostEntry(sig, data)
+                self._host_cache.put(hostfile.path, entry, approx_size(data))
+                return entry
+        return None
+
+    def _read_hosts(self, run: Run, files: list) -> list:
+        """A `_HostEntry` per file (its ProfileData or the public error reading it gave). Files
+        not cached are converted together, on all cores (`readers/parallel.py`), each under its
+        host lock (taken in one order, so two requests never wait on each other)."""
+        entries: list = [None] * len(files)
+        sigs = [_file_signature(f) for f in files]
+        missing = []
+        for i, f in enumerate(files):
+            entries[i] = self._cached_host(run, f, sigs[i])
+            if entries[i] is None:
+                missing.append(i)
+        if not missing:
+            return entries
+        stripes = self._stripes["host"]
+        locks = sorted({hash(("host", files[i].path)) % len(stripes) for i in missing})
+        for k in locks:
+            stripes[k].acquire()
+        try:
+            todo = []
+            for i in missing:  # converted by another request while we waited?
+                entries[i] = self._cached_host(run, files[i], sigs[i])
+                if entries[i] is None:
+                    todo.append(i)
+            if todo:
+                from tb_roofline.readers.parallel import read_files  # late: keeps is_active light
+                report = None
+                if self.progress:
+                    report = lambda j, done, total: self.progress(files[todo[j]].host, done, total)
+                results = read_files([(files[i].path, run.format, files[i].host,
+                                       self.max_file_bytes) for i in todo], progress=report)
+                for i, result in zip(todo, results):
+                    entries[i] = self._store_host(run, files[i], sigs[i], result)
+        finally:
+            for k in reversed(locks):
+                stripes[k].release()
+        return entries
+
+    def _store_host(self, run: Run, hostfile, sig, result) -> "_HostEntry":
+        """Keep a conversion's result (or its public error) in the caches."""
+        if isinstance(result, errors.ProfileFormatError):
+            public = errors.to_public(result, f"run {run.run!r}, host {hostfile.host!r}")
+            retry = INCOMPLETE_RETRY_S if isinstance(result, errors.ProfileIncompleteError) \
+                else MEMORY_RETRY_S if isinstance(result, errors.ProfileOutOfMemoryError) \
+                else REMOTE_ERROR_RETRY_S if storage.is_remote(hostfile.path) else None
+            entry = _HostEntry(sig, error=(type(public), str(public)),
+                               expires=None if retry is None else time.monotonic() + retry)
+            self._host_cache.put(hostfile.path, entry, 0)
+            return entry
+        if isinstance(result, BaseException):
+            raise result
+        entry = _HostEntry(sig, result)
+        self._host_cache.put(hostfile.path, entry, approx_size(result))
+        # Keep on disk only what was read from the version the key names.
+        if self.disk_cache is not None and sig[1] <= self.max_file_bytes and \
+                _current_signature(hostfile) == sig:
+            self.disk_cache.put(DiskCache.key(sig, run.format, hostfile.host), result)
+        return entry
 
     def _find_device_file(self, profile_path: str):
         if self.device_file:
@@ -295,9 +332,10 @@ class RooflineService:
             if cached is not None and cached[0] == sigs:
                 return cached[1], cached[2]
             profiles, extra = [], list(inputs.extra)
-            for f in files:
+            entries = self._read_hosts(run, files)
+            for f, entry in zip(files, entries):
                 try:
-                    profiles.append(self._with_device_file(run, f, self._read_host(run, f)))
+                    profiles.append(self._with_device_file(run, f, entry.result()))
                 except (errors.BadProfileError, errors.ProfileIncompletePublicError,
                         errors.TooLargeError) as exc:
                     if len(files) == 1:

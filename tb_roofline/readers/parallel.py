@@ -1,0 +1,296 @@
+"""Profiles read on all cores: the TensorCore planes of every TPU file and every other file of a
+run are independent units of work, converted by a pool of worker processes and merged in order,
+so the answer is the serial one (`tpu_file.merge_planes` sorts planes by core).
+
+The pool is made on first use and reused; it is shut down after `IDLE_S` without work and at
+exit. Workers are forked (cheap: they inherit the imported modules) when no thread but ours
+runs, as in the CLI; beside other threads (TensorBoard serves from threads) a fork could copy a
+lock another thread holds, so workers then come from a fork server started once. One unit of
+work, one core, `TB_ROOFLINE_WORKERS=1`, less than `TB_ROOFLINE_PARALLEL_MIN_MB` of profile, a
+remote logdir, or a pool that cannot start: everything in the calling process.
+"""
+from __future__ import annotations
+
+import atexit
+import itertools
+import logging
+import os
+import threading
+import time
+
+from tb_roofline import storage
+from tb_roofline.errors import ProfileFormatError
+from tb_roofline.readers import tpu_file
+from tb_roofline.readers.tpu_plane import clear_info_cache
+from tb_roofline.readers.xplane import DAMAGE
+
+IDLE_S = 60.0
+MIN_PARALLEL_MB = 16.0  # less work than this is done faster than a worker starts (~20 ms)
+_lock = threading.Lock()
+_pool = None
+_pool_size = 0
+_timer = None
+_busy = 0
+log = logging.getLogger(__name__)
+
+
+def workers() -> int:
+    """Worker processes to use: TB_ROOFLINE_WORKERS, else the cores this process may run on."""
+    value = os.environ.get("TB_ROOFLINE_WORKERS", "")
+    if value.strip().isdigit():
+        return max(int(value), 1)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _min_parallel_bytes() -> float:
+    """TB_ROOFLINE_PARALLEL_MIN_MB (MB of profile below which one process reads), or 16."""
+    try:
+        return float(os.environ.get("TB_ROOFLINE_PARALLEL_MIN_MB", MIN_PARALLEL_MB)) * 2**20
+    except ValueError:
+        return MIN_PARALLEL_MB * 2**20
+
+
+def _watch_parent():
+    """In each worker: exit once the process that started it is gone (TensorBoard killed,
+    the fork server gone with it), so no worker outlives the server."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="tb-roofline-parent-watch", daemon=True).start()
+
+
+def _context():
+    import multiprocessing  # (here: a read that needs no pool does not pay for it)
+    methods = multiprocessing.get_all_start_methods()
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()
+              and not t.name.startswith("tb-roofline")]
+    if "fork" in methods and not others:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["tb_roofline.readers.parallel"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _get_pool(n: int):
+    global _pool, _pool_size
+    if _pool is None:
+        _pool_size = n
+        import concurrent.futures
+        _pool = concurrent.futures.ProcessPoolExecutor(n, mp_context=_context(),
+                                                       initializer=_watch_parent)
+    return _pool
+
+
+def pool_running() -> bool:
+    return _pool is not None
+
+
+def shutdown():
+    """Stop the workers now (also at exit, and after IDLE_S without work)."""
+    global _pool, _timer
+    with _lock:
+        pool, _pool = _pool, None
+        if _timer is not None:
+            _timer.cancel()
+            _timer = None
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+atexit.register(shutdown)
+
+
+def _idle_shutdown():
+    with _lock:
+        if _busy:
+            return
+    shutdown()
+
+
+def _run_all(fn, args_list: list, progress=None) -> list:
+    """fn(*args) for each, on all cores: workers take units from the front, this process
+    takes the ones no worker has started yet, from the back. Each result, or the exception
+    it raised."""
+    import concurrent.futures
+    global _busy, _timer
+    with _lock:
+        pool = _get_pool(max(min(workers(), len(args_list)) - 1, 1))
+        _busy += 1
+        if _timer is not None:
+            _timer.cancel()
+            _timer = None
+    try:
+        futures = [pool.submit(fn, *args) for args in args_list]
+        outcomes: dict = {}
+        # This process's share first (taken before a worker queues it), then, from the back,
+        # whatever no worker has started once that is done.
+        share = len(futures) // (_pool_size + 1)
+        mine = []
+        for k in reversed(range(len(futures))):
+            if len(mine) >= share:
+                break
+            if futures[k].cancel():
+                mine.append(k)
+        steal = (k for k in reversed(range(len(futures))) if k not in mine and futures[k].cancel())
+        for k in itertools.chain(mine, steal):
+            outcomes[k] = _run_here(fn, [args_list[k]])[0]
+            if progress:
+                progress(k)
+        index = {f: k for k, f in enumerate(futures) if k not in outcomes}
+        for f in concurrent.futures.as_completed(index):
+            outcomes[index[f]] = _outcome(f)
+            if progress:
+                progress(index[f])
+        return [outcomes[k] for k in range(len(futures))]
+    finally:
+        with _lock:
+            _busy -= 1
+            if not _busy and _pool is not None:
+                _timer = threading.Timer(IDLE_S, _idle_shutdown)
+                _timer.name = "tb-roofline-pool-idle"
+                _timer.daemon = True
+                _timer.start()
+
+
+def _outcome(future):
+    exc = future.exception()
+    return exc if exc is not None else future.result()
+
+
+def _run_here(fn, args_list: list, progress=None) -> list:
+    out = []
+    for i, args in enumerate(args_list):
+        try:
+            out.append(fn(*args))
+        except Exception as exc:  # noqa: BLE001 (each unit's failure is its file's)
+            out.append(exc)
+        if progress:
+            progress(i)
+    return out
+
+
+def _read_whole(path, fmt, host, max_bytes):
+    from tb_roofline.readers import read_profile_file
+    return read_profile_file(path, fmt, host, max_bytes=max_bytes)
+
+
+def read_files(jobs: list, progress=None) -> list:
+    """jobs: (path, format, host, max_bytes) each; returns each file's ProfileData or the
+    exception reading it raised. `progress(job index, done, total)` as units finish."""
+    results: list = [None] * len(jobs)
+    plans: dict = {}
+    units = []  # (job index, function, arguments, bytes of work)
+    remote = any(storage.is_remote(job[0]) for job in jobs)
+    for i, (path, fmt, host, max_bytes) in enumerate(jobs):
+        plan = None
+        if fmt == "xplane" and not storage.is_remote(path):
+            try:
+                plan = tpu_file.plan_file(path, host, max_bytes)
+            except ProfileFormatError as exc:
+                results[i] = exc
+                continue
+            except DAMAGE:
+                plan = None  # the whole-file reader says what is wrong
+        if plan is None:
+            units.append((i, _read_whole, (path, fmt, host, max_bytes),
+                          0 if remote else _size(path)))
+            continue
+        plans[i] = plan
+    # Enough files to go round: a file's planes in one unit (its op metadata decoded once);
+    # else one unit per plane.
+    whole_files = len(plans) >= workers()
+    for i, plan in plans.items():
+        if whole_files:
+            units.append((i, _convert_planes, (plan.path, plan.cores, plan.size),
+                          plan.cores[-1][2] - plan.cores[0][1]))
+            continue
+        for core, start, end in plan.cores:
+            units.append((i, tpu_file.convert_plane_at,
+                          (plan.path, start, end, core, plan.size), end - start))
+    units.sort(key=lambda u: u[0])
+    totals: dict = {}
+    for i, *_ in units:
+        totals[i] = totals.get(i, 0) + 1
+    finished: dict = {}
+
+    def report(k):
+        i = units[k][0]
+        finished[i] = finished.get(i, 0) + 1
+        if progress:
+            progress(i, finished[i], totals[i])
+
+    args = [(fn, a) for _, fn, a, _ in units]
+    # Remote files stay in this process: their storage clients (and threads) are this one's.
+    parallel = len(units) > 1 and workers() > 1 and not remote and \
+        sum(u[3] for u in units) >= _min_parallel_bytes()
+    outcomes = None
+    if parallel:
+        from concurrent.futures.process import BrokenProcessPool
+        try:
+            outcomes = _run_all(_call, args, report)
+            broken = [o for o in outcomes if isinstance(o, BrokenProcessPool)]
+            if broken:
+                raise broken[0]
+        except (OSError, RuntimeError, BrokenProcessPool) as exc:
+            log.warning("tb-roofline: reading in one process (worker pool failed: %s)", exc)
+            shutdown()
+            finished.clear()
+            outcomes = None
+    if outcomes is None:
+        outcomes = _run_here(_call, args, report)
+    clear_info_cache()  # what this process decoded: not kept between requests
+    per_job: dict = {}
+    for (i, *_), out in zip(units, outcomes):
+        per_job.setdefault(i, []).append(out)
+    for i, outs in per_job.items():
+        results[i] = _finish(jobs[i], plans.get(i), outs)
+    return results
+
+
+def _call(fn, args):
+    return fn(*args)
+
+
+def _size(path) -> int:
+    try:
+        return storage.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _convert_planes(path, cores, size) -> list:
+    return [tpu_file.convert_plane_at(path, start, end, core, size) for core, start, end in cores]
+
+
+def _finish(job, plan, outs):
+    """A file's result from its units' outcomes."""
+    if plan is None:
+        return outs[0]
+    if len(outs) == 1 and isinstance(outs[0], list):  # the whole file in one unit
+        outs = outs[0]
+    errors = [o for o in outs if isinstance(o, Exception)]
+    if errors:
+        if any(isinstance(e, ProfileFormatError) for e in errors):
+            return next(e for e in errors if isinstance(e, ProfileFormatError))
+        if not all(isinstance(e, DAMAGE) for e in errors):
+            return errors[0]
+        # Damage inside a plane: the whole-file reader says what it is.
+        from tb_roofline.readers.xspace import read_xspace_whole
+        try:
+            return read_xspace_whole(job[0], job[2], job[3])
+        except Exception as exc:  # noqa: BLE001
+            return exc
+    try:
+        tpu_file.check_unchanged(plan)
+        return tpu_file.merge_planes(plan, outs)
+    except Exception as exc:  # noqa: BLE001
+        return exc

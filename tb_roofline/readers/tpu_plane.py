@@ -1,0 +1,372 @@
+"""One TPU TensorCore plane, from its bytes to op-table pieces.
+
+`convert_plane` is a pure function of the plane's bytes (no shared state but a cache of decoded
+op metadata), so the planes of a file and the files of a run can be converted in any order, in
+any process (`readers/parallel.py`), and merged into exactly the serial answer
+(`tpu.merge_planes`). Events are decoded window by window (`xwire.decode_events`) and reduced
+to one row per (op, step) as they come, so memory follows the window and the rows, not the
+events: a line is cut where no earlier event can contain a later one (self times never cross a
+cut), and only the clusters of nested events go through the nesting computation.
+
+Semantics are those of the per-event reference (`tpu._line_events`, `tpu.read_tpu_planes`);
+lines this path cannot decode take the protobuf token path, then the per-event one.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import re
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from tb_roofline.model.op_table import distinct
+from tb_roofline.protos import xplane_pb2, xplane_view_pb2
+from tb_roofline.readers import xwire
+from tb_roofline.readers.op_rows import OpLine
+from tb_roofline.readers.xline_fast import decode_tokens
+from tb_roofline.readers.xplane import PlaneStats
+
+NO_STEP = -1
+OPS_LINE, STEPS_LINE, MODULES_LINE = "XLA Ops", "Steps", "XLA Modules"
+MAX_RUNS = 16  # layouts per line before the whole line takes the protobuf path
+
+
+KEY_TEXTS = ("program_id", "operation", "category", "source", "tf_op", "caveat")
+
+
+@dataclasses.dataclass
+class PlaneResult:
+    """What one TensorCore plane contributes to its host's ProfileData (picklable, compact:
+    columns, not a dictionary per op)."""
+    core: int
+    plane_stats: dict
+    lo: int | None
+    hi: int | None
+    steps: tuple  # (group ids, begins, durations) of the steps of this core, ascending
+    keys: dict    # per distinct op: KEY_TEXTS and "program" (lists), "per_exec" (ops x 9)
+    rows: dict    # op (index into keys), step, occ, time, self, stall, span (int64)
+    dropped_ops: int = 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Layout of a plane and its lines
+
+def plane_header(src: xwire.Source, start: int, end: int) -> tuple[int, str, list, int]:
+    """(id, name, [(line start, end)], where the rest of the plane begins): fields 1-3 walked
+    in Python until the first other field (metadata and stats follow the lines in the order
+    protobuf writes fields; lines written later are found in the rest's parse)."""
+    pid, name, lines = 0, "", []
+    for field, wire, value, at, _ in xwire.fields_at(src, start, end):
+        if field == 1 and wire == 0:
+            pid = xwire.signed(value)
+        elif field == 2 and wire == 2:
+            name = xwire.text_at(src, value)
+        elif field == 3 and wire == 2:
+            lines.append(value)
+        else:
+            return pid, name, lines, at
+    return pid, name, lines, end
+
+
+def _line_header(src: xwire.Source, start: int, end: int):
+    """(name, timestamp_ns, position of the first event or None)."""
+    name, ts = "", 0
+    for field, wire, value, at, _ in xwire.fields_at(src, start, end):
+        if field == 4 and wire == 2:
+            return name, ts, at
+        if field == 2 and wire == 2:
+            name = xwire.text_at(src, value)
+        elif field == 3 and wire == 0:
+            ts = xwire.signed(value)
+    return name, ts, None
+
+
+# ----------------------------------------------------------------------------------------------
+# Decoding a line
+
+def _collect(src: xwire.Source, start, end, stat_ids, sink):
+    """Send every event of the line at [start, end) to `sink` as it is decoded. Returns
+    (name, timestamp), or None when the line must take the protobuf path (the sink's state is
+    then to be dropped)."""
+    name, ts, pos = _line_header(src, start, end)
+    if pos is None:
+        return name, ts
+    base = ts * 1000
+    for _ in range(MAX_RUNS):
+        pos = xwire.decode_events(src, pos, end, base, stat_ids, sink)
+        if pos is None:
+            return None
+        # What follows the run: another event (a new layout) or the line's other fields.
+        for field, wire, _, at, _ in xwire.fields_at(src, pos, end):
+            if field == 4 and wire == 2:
+                pos = at
+                break
+            if field in (2, 3):  # a name or timestamp after the events: not the usual order
+                return None
+        else:
+            return name, ts
+    return None
+
+
+def _fallback_events(line_bytes: bytes, stat_ids: dict):
+    """(name, columns) of a line through the protobuf token path, else the per-event one."""
+    from tb_roofline.readers.tpu import _line_events
+    try:
+        tok = xplane_view_pb2.XLineTokens.FromString(line_bytes)
+        decoded = decode_tokens(tok.event_tokens, tok.timestamp_ns, stat_ids,
+                                lambda: len(xplane_view_pb2.XLineView.FromString(line_bytes).events))
+    except (DecodeError, RuntimeError, ValueError):
+        decoded = None
+    line = xplane_pb2.XLine.FromString(line_bytes)
+    return line.name, decoded if decoded is not None else _line_events(line, stat_ids)
+
+
+def _concat(chunks):
+    if len(chunks) == 1:
+        return chunks[0]
+    return tuple(np.concatenate(cols) for cols in zip(*chunks))
+
+
+def _line(src: xwire.Source, span, stat_ids):
+    """(name, columns) of a whole line (for the short Steps and XLA Modules lines)."""
+    chunks = []
+    got = _collect(src, span[0], span[1], stat_ids, lambda *c: chunks.append(c))
+    if got is None:
+        return _fallback_events(bytes(src.read(span[0], span[1] - span[0])), stat_ids)
+    if not chunks:
+        return got[0], tuple(np.zeros(0, np.int64) for _ in range(6))
+    return got[0], _concat(chunks)
+
+
+# ----------------------------------------------------------------------------------------------
+# A plane
+
+_INFO_CACHE: "collections.OrderedDict" = collections.OrderedDict()  # file -> {metadata: info}
+_CACHED_FILES = 2
+_TABLES: dict = {}  # stat table -> small id (part of the cache key)
+
+# What a plane keeps of each op's metadata (tpu._op_info): its key texts, async role, the
+# name of its `-start` (a `-done`'s) and FLOPs and bytes of one execution (9 float64, as bytes).
+Info = collections.namedtuple("Info", KEY_TEXTS + ("role", "start_name", "per_exec"))
+
+
+def _infos(ps: PlaneStats, metadata, mids, cache: dict):
+    """The Info of each metadata id (None when the plane has no such metadata); `metadata`:
+    id -> serialized XEventMetadata. Cores repeat the same metadata: decoded once per (stat
+    table, metadata bytes)."""
+    from tb_roofline.readers.tpu import _op_info
+    table = _TABLES.setdefault(tuple(sorted(ps.names.items())), len(_TABLES))
+    out = []
+    for mid in mids:
+        raw = metadata.get(mid)
+        if raw is None:
+            out.append(None)
+            continue
+        key = (table, hashlib.blake2b(raw, digest_size=16).digest())
+        info = cache.get(key)
+        if info is None:
+            i = _op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
+            info = cache[key] = Info(*(i[k] for k in KEY_TEXTS), i["role"], i["start_name"],
+                                     np.array([i["flops"], i["model_flops"], i["bytes"],
+                                               *i["mem"]], np.float64).tobytes())
+        out.append(info)
+    return out
+
+
+def info_cache(file_key) -> dict:
+    """The op-metadata cache of one file (the planes of a file share their metadata); the
+    last few files' are kept, so a worker converting a file's planes in turn reuses it."""
+    if file_key is None:
+        return {}
+    cache = _INFO_CACHE.pop(file_key, None)
+    _INFO_CACHE[file_key] = cache = {} if cache is None else cache
+    while len(_INFO_CACHE) > _CACHED_FILES:
+        _INFO_CACHE.popitem(last=False)
+    return cache
+
+
+def clear_info_cache():
+    _INFO_CACHE.clear()
+
+
+def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneResult:
+    """The TensorCore plane at [start, end) of `src` (an xwire.Source, or bytes); `file_key`
+    names the file for the op-metadata cache (None: no cache)."""
+    if not isinstance(src, xwire.Source):
+        src = xwire.Source(src)
+    cache = info_cache(file_key)
+    _, _, line_spans, rest = plane_header(src, start, end)
+    meta_bytes = src.read(rest, end - rest)
+    meta = xplane_view_pb2.XPlaneMetaView.FromString(meta_bytes)
+    # Cores of one program repeat the same metadata, byte for byte: a plane whose metadata
+    # another plane of the file had starts from that plane's decoded ops.
+    same_as = ("plane", hashlib.blake2b(meta_bytes, digest_size=16).digest())
+    del meta_bytes
+    ps = PlaneStats(meta)
+    stat_ids = ps.ids
+    metadata = meta.event_metadata  # id -> bytes, decoded per op when an event names it
+    lines = {OPS_LINE: [], STEPS_LINE: [], MODULES_LINE: []}
+    located = [(src, a, b) for a, b in line_spans]
+    # lines written after the metadata (unusual)
+    located += [(xwire.Source(x), 0, len(x)) for x in meta.lines]
+    for where in located:
+        name = _line_header(*where)[0]
+        if name in lines:
+            lines[name].append(where)
+
+    # Program names, from the XLA Modules line's events' metadata.
+    programs: dict[str, str] = {}
+    for b, a, z in lines[MODULES_LINE]:
+        for mid in distinct(_line(b, (a, z), stat_ids)[1][0]).tolist():
+            raw = metadata.get(mid)
+            if raw is None:
+                continue
+            md = xplane_pb2.XEventMetadata.FromString(raw)
+            pid = ps.as_dict(md.stats).get("program_id")
+            if pid is not None:
+                programs[str(pid)] = md.display_name or re.sub(r"\(\d+\)$", "", md.name)
+
+    lo = hi = None
+    marks = []
+    for b, a, z in lines[STEPS_LINE]:
+        _, begin, dur, group, _, _ = _line(b, (a, z), stat_ids)[1]
+        if len(begin):
+            lo = int(begin.min()) if lo is None else min(lo, int(begin.min()))
+            hi = int((begin + dur).max()) if hi is None else max(hi, int((begin + dur).max()))
+        marks.append((group, begin, dur))
+
+    # Op metadata per distinct id, decoded the first time the id shows up; roles looked up in
+    # a table indexed by id (ids are small and dense in real and generated profiles).
+    info_of: dict[int, Info | None] = cache.setdefault(same_as, {})
+    ids = np.fromiter(metadata.keys(), np.int64, len(metadata))
+    dense = len(ids) and int(ids.min()) >= 0 and int(ids.max()) < 4 * len(ids) + 4096
+    table = np.zeros(int(ids.max()) + 2 if dense else 0, np.int64)  # role + 1; 0 = not seen
+    roles = {m: 0 if i is None else {"start": 1, "done": 2}.get(i.role, 0)
+             for m, i in info_of.items()}
+    if roles and len(table):
+        known = np.fromiter(roles.keys(), np.int64, len(roles))
+        inside = (known >= 0) & (known < len(table))
+        table[known[inside]] = np.fromiter(roles.values(), np.int64, len(roles))[inside] + 1
+
+    def learn(mids):
+        new = [m for m in mids if m not in info_of]
+        for m, info in zip(new, _infos(ps, metadata, new, cache)):
+            info_of[m] = info
+            roles[m] = 0 if info is None else {"start": 1, "done": 2}.get(info.role, 0)
+            if 0 <= m < len(table):
+                table[m] = roles[m] + 1
+
+    def role_of(md):
+        if len(table) and int(md.min()) >= 0 and int(md.max()) < len(table):
+            got = table[md]
+            if got.all():
+                return got - 1
+            learn(distinct(md[got == 0]).tolist())
+            return table[md] - 1
+        u, inv = np.unique(md, return_inverse=True)
+        ul = u.tolist()
+        learn(ul)
+        return np.array([roles[m] for m in ul], np.int64)[inv.reshape(-1)]
+
+    seen_starts: set = set()  # async starts on this plane's op lines so far
+
+    def start_of(acc):
+        """done id -> its start's id, among the starts this plane's lines ran so far."""
+        for md, *_, role in acc.asyncs:
+            seen_starts.update(distinct(md[role == 1]).tolist())
+        by_name = {}
+        for m in sorted(seen_starts):
+            by_name[info_of[m].operation] = m
+        return {m: by_name.get(i.start_name) for m, i in info_of.items()
+                if i is not None and i.role == "done"}
+
+    line_rows = []
+    for b, a, z in lines[OPS_LINE]:
+        acc = OpLine(role_of)
+        if _collect(b, a, z, stat_ids, acc.add) is None:
+            cols = _fallback_events(bytes(b.read(a, z - a)), stat_ids)[1]
+            acc = OpLine(role_of)
+            acc.ordered = False
+            acc.add(*cols)
+        rows = acc.finish(start_of(acc))
+        if acc.lo is not None:
+            lo = acc.lo if lo is None else min(lo, acc.lo)
+            hi = acc.hi if hi is None else max(hi, acc.hi)
+        if rows is not None:
+            line_rows.append(rows)
+    return _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi)
+
+
+def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -> PlaneResult:
+    op_groups = [distinct(r[1][r[1] != NO_STEP]) for r in line_rows]
+    op_groups = distinct(np.concatenate(op_groups)) if op_groups else np.zeros(0, np.int64)
+    steps = _steps(marks, op_groups)
+    # One key per distinct known op of the plane; rows of unknown ops are dropped (counted).
+    if len(line_rows) == 1:
+        md, step, sums = line_rows[0]
+    elif line_rows:
+        md = np.concatenate([r[0] for r in line_rows])
+        step = np.concatenate([r[1] for r in line_rows])
+        sums = [None if all(r[2][i] is None for r in line_rows) else np.concatenate(
+            [r[2][i] if r[2][i] is not None else np.zeros(len(r[0]), np.int64)
+             for r in line_rows]) for i in range(5)]
+    else:
+        md = step = np.zeros(0, np.int64)
+        sums = [np.zeros(0, np.int64)] * 5
+    line_rows.clear()
+    key_md, op = _codes(md)
+    known_key = np.array([info_of.get(m) is not None for m in key_md.tolist()], bool)
+    infos = [info_of[m] for m in key_md[known_key].tolist()]
+    if known_key.all():
+        dropped, keep = 0, slice(None)
+    else:
+        known = known_key[op]
+        dropped = int(sums[3][~known].sum())
+        op = (np.cumsum(known_key) - 1)[op[known]]
+        keep = known
+    rows = {"op": op, "step": step[keep]}
+    for name, col in zip(("time", "self", "stall", "occ", "span"), sums):
+        # all-zero stalls and spans (the usual case) travel as None
+        rows[name] = None if col is None or not (name in ("time", "self", "occ") or col.any()) \
+            else col[keep]
+    keys = {k: [getattr(i, k) for i in infos] for k in KEY_TEXTS}
+    keys["program"] = [programs.get(i.program_id, "") for i in infos]
+    keys["per_exec"] = np.frombuffer(b"".join(i.per_exec for i in infos),
+                                     np.float64).reshape(-1, 9).copy()
+    return PlaneResult(core=core, plane_stats=ps.as_dict(meta.stats), lo=lo, hi=hi,
+                       steps=steps, keys=keys, rows=rows, dropped_ops=dropped)
+
+
+def _codes(values: np.ndarray):
+    """(sorted distinct values, index of each value among them): by a table when the values
+    are small non-negative ids, else by sorting."""
+    if len(values) and int(values.min()) >= 0 and int(values.max()) < 4 * len(values) + 4096:
+        seen = np.zeros(int(values.max()) + 1, bool)
+        seen[values] = True
+        uniq = np.flatnonzero(seen)
+        where = np.zeros(len(seen), np.int64)
+        where[uniq] = np.arange(len(uniq))
+        return uniq, where[values]
+    uniq, inv = np.unique(values, return_inverse=True)
+    return uniq, inv.reshape(-1)
+
+
+def _steps(marks, op_groups):
+    """(group, begin, duration) of each step with both a marker and ops, ascending; a step's
+    marker is its longest one (the first of equal ones), as XProf takes it."""
+    empty = tuple(np.zeros(0, np.int64) for _ in range(3))
+    if not marks:
+        return empty
+    group, begin, dur = (np.concatenate(c) for c in zip(*marks))
+    valid = np.flatnonzero(group != NO_STEP)
+    if not len(valid):
+        return empty
+    g, b, d = group[valid], begin[valid], dur[valid]
+    order = np.lexsort((np.arange(len(g)), -d, g))
+    g, b, d = g[order], b[order], d[order]
+    first = np.concatenate(([True], g[1:] != g[:-1]))
+    g, b, d = g[first], b[first], d[first]
+    keep = np.isin(g, op_groups)
+    return g[keep], b[keep], d[keep]

@@ -1,0 +1,276 @@
+"""The worker pool (readers/parallel.py): exactly the serial answers, used only where it pays,
+and gone when it should be (idle, at shutdown, with its parent, inside TensorBoard)."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from tb_roofline.model.op_table import ALL_COLUMNS
+from tb_roofline.readers import parallel
+from tb_roofline.serve.service import RooflineService
+from tb_roofline.synthetic import SynthConfig, write_tpu_session
+from tb_server import get_json, tensorboard
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = "multi"
+SESSION = RUN + "/2026_01_01_00_00_00"  # the run as the service names it
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("parallel"))
+    cfgs = [SynthConfig(seed=30 + h, num_cores=3, num_steps=5, ops_per_step=60, distinct_ops=25,
+                        hostname=f"h{h}", program_seed=30, host_offload_pairs=1)
+            for h in range(4)]
+    write_tpu_session(root, RUN, "2026_01_01_00_00_00", cfgs)
+    return root
+
+
+def _files(logdir):
+    session = os.path.join(logdir, RUN, "plugins", "profile", "2026_01_01_00_00_00")
+    return [os.path.join(session, f) for f in sorted(os.listdir(session))]
+
+
+@pytest.fixture
+def pooled(monkeypatch):
+    """Every read with more than one unit of work goes through two workers."""
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", "2")
+    monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "0")
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    parallel.shutdown()
+    yield
+    parallel.shutdown()
+
+
+def _answers(logdir) -> str:
+    service = RooflineService(logdir)
+    out = []
+    for host in ("", "h0", "h3"):
+        for io in (True, False):
+            out.append(service.program(SESSION, host, io))
+            out.append(service.ops(SESSION, host, io))
+        out.append(service.diagnostics(SESSION, host))
+        out.append(service.device(SESSION, host))
+    return json.dumps(out, sort_keys=True)  # floats written exactly (repr)
+
+
+def _serial(monkeypatch, fn):
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")
+    try:
+        return fn()
+    finally:
+        monkeypatch.setenv("TB_ROOFLINE_WORKERS", "2")
+
+
+def _same_profiles(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        for col in ALL_COLUMNS + ("op",):
+            u, v = x.ops[col], y.ops[col]
+            if u.dtype == object:
+                assert u.tolist() == v.tolist(), col
+            else:
+                np.testing.assert_array_equal(u, v, err_msg=col)
+        assert x.steps == y.steps and x.core_spans == y.core_spans
+        assert x.device == y.device
+        assert [d.to_json() for d in x.diagnostics] == [d.to_json() for d in y.diagnostics]
+
+
+def test_pool_gives_exactly_the_serial_answers(logdir, pooled, monkeypatch):
+    jobs = [(p, "xplane", f"h{i}", None) for i, p in enumerate(_files(logdir))]
+    serial = _serial(monkeypatch, lambda: parallel.read_files(jobs))
+    assert not parallel.pool_running()
+    pooled_data = parallel.read_files(jobs)
+    assert parallel.pool_running()
+    _same_profiles(serial, pooled_data)
+    expected = _serial(monkeypatch, lambda: _answers(logdir))
+    assert _answers(logdir) == expected
+
+
+def test_pool_only_where_it_pays(logdir, tmp_path, monkeypatch):
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    parallel.shutdown()
+    one_plane = str(tmp_path)
+    path = write_tpu_session(one_plane, "", "s", [SynthConfig(seed=1, num_cores=1)])[0]
+    monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "0")
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", "2")
+    parallel.read_files([(path, "xplane", "h", None)])  # one unit of work
+    assert not parallel.pool_running()
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")  # one core
+    parallel.read_files([(p, "xplane", "h", None) for p in _files(logdir)])
+    assert not parallel.pool_running()
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", "2")
+    monkeypatch.delenv("TB_ROOFLINE_PARALLEL_MIN_MB")  # small files: not worth the workers
+    parallel.read_files([(p, "xplane", "h", None) for p in _files(logdir)])
+    assert not parallel.pool_running()
+    assert not multiprocessing.active_children()
+
+
+def test_shutdown_and_idle_stop_the_workers(logdir, pooled, monkeypatch):
+    jobs = [(p, "xplane", "h", None) for p in _files(logdir)]
+    parallel.read_files(jobs)
+    assert parallel.pool_running() and multiprocessing.active_children()
+    parallel.shutdown()
+    assert not parallel.pool_running() and not multiprocessing.active_children()
+    monkeypatch.setattr(parallel, "IDLE_S", 0.2)
+    parallel.read_files(jobs)
+    assert parallel.pool_running()
+    deadline = time.monotonic() + 10
+    while (parallel.pool_running() or multiprocessing.active_children()) and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not parallel.pool_running() and not multiprocessing.active_children()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\nState:\tZ" in f.read()  # a zombie has exited
+    except FileNotFoundError:
+        return True
+
+
+def test_workers_exit_with_their_parent(logdir):
+    """A server killed without cleanup (SIGKILL, os._exit) leaves no worker behind."""
+    script = (
+        "import json, multiprocessing, os, sys\n"
+        "from tb_roofline.readers import parallel\n"
+        "jobs = [(p, 'xplane', 'h', None) for p in sys.argv[1:]]\n"
+        "parallel.read_files(jobs)\n"
+        "print(json.dumps([p.pid for p in multiprocessing.active_children()]), flush=True)\n"
+        "os._exit(0)\n")
+    env = dict(os.environ, TB_ROOFLINE_WORKERS="2", TB_ROOFLINE_PARALLEL_MIN_MB="0",
+               PYTHONPATH=REPO)
+    out = subprocess.run([sys.executable, "-c", script, *_files(logdir)], env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    pids = json.loads(out.stdout.strip().splitlines()[-1])
+    assert pids
+    deadline = time.monotonic() + 10
+    while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(_gone(p) for p in pids)
+
+
+def test_fork_only_without_other_threads():
+    foreign = [t for t in threading.enumerate() if t is not threading.current_thread()
+               and not t.name.startswith("tb-roofline")]
+    if not foreign:  # (an earlier test may have left a thread of its own running)
+        assert parallel._context().get_start_method() == "fork"
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, name="someone-else")
+    other.start()
+    try:
+        assert parallel._context().get_start_method() == "forkserver"
+    finally:
+        stop.set()
+        other.join()
+
+
+def test_a_pool_that_cannot_start_reads_in_process(logdir, pooled, monkeypatch):
+    jobs = [(p, "xplane", "h", None) for p in _files(logdir)]
+    expected = _serial(monkeypatch, lambda: parallel.read_files(jobs))
+
+    def refuse(n):
+        raise OSError("no semaphores here")
+
+    monkeypatch.setattr(parallel, "_get_pool", refuse)
+    _same_profiles(expected, parallel.read_files(jobs))
+
+
+def test_damaged_host_in_the_pool_is_that_host_alone(tmp_path, pooled, monkeypatch):
+    cfgs = [SynthConfig(seed=50 + h, num_cores=2, hostname=f"h{h}", program_seed=50)
+            for h in range(3)]
+    paths = write_tpu_session(str(tmp_path), RUN, "2026_01_01_00_00_00", cfgs)
+    data = bytearray(open(paths[1], "rb").read())
+    data[len(data) // 3: len(data) // 3 + 64] = b"\xff" * 64  # inside a plane
+    open(paths[1], "wb").write(bytes(data))
+    past = time.time() - 60
+    os.utime(paths[1], (past, past))
+    got = _answers_all(str(tmp_path))
+    assert got == _serial(monkeypatch, lambda: _answers_all(str(tmp_path)))
+    assert "h1" in got and "skipped" in got
+
+
+def _answers_all(logdir) -> str:
+    service = RooflineService(logdir)
+    return json.dumps([service.program(SESSION, "", True), service.diagnostics(SESSION, "")],
+                      sort_keys=True)
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = [int(c) for c in f.read().split()]
+                out += kids
+                todo += kids
+        except OSError:
+            continue
+    return out
+
+
+def test_tensorboard_converts_with_workers_and_leaves_none(logdir, monkeypatch):
+    """Inside TensorBoard (threads: workers from a fork server): the same answers, and the
+    workers end with the server."""
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    expected = _serial(monkeypatch, lambda: RooflineService(logdir).program(SESSION, "", True))
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", "2")
+    monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "0")
+    with tensorboard(logdir) as base:
+        status, body = get_json(base + f"/data/plugin/roofline/program?run={SESSION}&host=")
+        assert status == 200
+        assert json.dumps(body, sort_keys=True) == json.dumps(expected, sort_keys=True)
+        tb_pid = int(next(p for p in os.listdir("/proc") if p.isdigit() and _is_tb(p, base)))
+        workers = _descendants(tb_pid)
+        assert workers  # the fork server and its workers
+    deadline = time.monotonic() + 10
+    while not all(_gone(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(_gone(p) for p in workers)
+
+
+def _is_tb(pid: str, base: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"tensorboard.main" in cmd and base.rsplit(":", 1)[1].encode() in cmd
+
+
+def test_cli_with_workers_prints_the_serial_report_and_leaves_none(logdir):
+    """The CLI (no other threads: workers are forked) answers as in one process, and exits
+    with no worker left."""
+    def cli(workers: str):
+        env = dict(os.environ, TB_ROOFLINE_WORKERS=workers, TB_ROOFLINE_PARALLEL_MIN_MB="0",
+                   TB_ROOFLINE_CACHE_DIR="off", PYTHONPATH=REPO)
+        proc = subprocess.Popen([sys.executable, "-m", "tb_roofline.serve.cli", "export", logdir,
+                                 "--run", SESSION, "--format", "json", "-o", "-"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        return out, proc.pid
+
+    serial, _ = cli("1")
+    pooled, pid = cli("2")
+    assert pooled == serial and json.loads(pooled)
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _parent_is(p, pid)]
+
+
+def _parent_is(pid: str, parent: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1]) == parent
+    except (OSError, ValueError, IndexError):
+        return False
