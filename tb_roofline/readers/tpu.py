@@ -234,18 +234,17 @@ def _op_info(ps: PlaneStats, md) -> dict:
     breakdown = s.get("memory_access_breakdown")
     if breakdown is not None and not isinstance(breakdown, bytes):
         raise ProfileFormatError(
-            f"plane {ps.plane.name[:100]!r}, op {md.name[:200]!r}: stat 'memory_access_breakdown' "
+            f"plane {ps.name[:100]!r}, op {md.name[:200]!r}: stat 'memory_access_breakdown' "
             f"holds a {type(breakdown).__name__}, not a serialized MemoryAccessBreakdown")
     try:
         mem = _breakdown_bytes(breakdown, total)
     except DecodeError:
         raise ProfileFormatError(
-            f"plane {ps.plane.name[:100]!r}, op {md.name[:200]!r}: stat 'memory_access_breakdown' "
+            f"plane {ps.name[:100]!r}, op {md.name[:200]!r}: stat 'memory_access_breakdown' "
             "does not decode") from None
     category = str(s.get("hlo_category") or "unknown")
     program_id = s.get("program_id")
-    raw = s.get("memory_access_breakdown")
-    mem = _breakdown_bytes(raw, total)
+    raw = breakdown
     # The HLO text in the metadata says where the arrays live and whether this is one half of
     # an asynchronous pair (REFERENCE.md §3).
     text = parse_instruction(md.name) or parse_instruction(

@@ -8,6 +8,8 @@ identity (size, modification time) is checked before and after: a file rewritten
 """
 from __future__ import annotations
 
+import collections
+
 import dataclasses
 import os
 
@@ -62,6 +64,10 @@ def _plan(path, host, size, version, young, planes) -> FilePlan | None:
     from tb_roofline.readers.tpu import TENSOR_CORE_PLANE
     cores = sorted((int(m.group(1)), s, e) for s, e, name in planes
                    if (m := TENSOR_CORE_PLANE.match(name)))
+    if cores and cores[-1][0] >= 1 << 31:
+        from tb_roofline.errors import ProfileFormatError
+        raise ProfileFormatError(f"{os.path.basename(path)}: a TensorCore plane is numbered "
+                                 f"{str(cores[-1][0])[:20]}..., beyond any real core number")
     if not cores:
         return None
     return FilePlan(path, host, size, version, young, planes, cores)
@@ -129,7 +135,9 @@ def check_unchanged(plan: FilePlan):
 def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
     """The host's ProfileData from its TensorCore planes' results (in core order)."""
     from tb_roofline.diagnostics import Diagnostic
-    from tb_roofline.readers.tpu import SPARSE_CORE_PLANE, _device_from_plane_stats
+    from tb_roofline.model.timeline import Timeline, merge_shapes
+    from tb_roofline.readers.tpu import (SPARSE_CORE_PLANE, _device_from_plane_stats,
+                                         corrupt_value_notes)
     host = plan.host
     diagnostics = []
     sparse = [name for _, _, name in plan.planes if SPARSE_CORE_PLANE.match(name)]
@@ -148,8 +156,14 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
     if dropped:
         diagnostics.append(Diagnostic("warning", "ops_without_metadata",
                                       f"{dropped} op executions reference missing metadata"))
+    fixes = collections.Counter()
+    for r in results:
+        fixes.update(r.fixes)
+    diagnostics.extend(corrupt_value_notes(fixes))
+    timeline = Timeline.merge([r.timeline for r in results])
+    shapes = merge_shapes([r.shapes for r in results]) or {}
     return ProfileData(device=device, ops=_table(host, results), steps=steps, core_spans=spans,
-                       diagnostics=diagnostics)
+                       diagnostics=diagnostics, timeline=timeline, op_shapes=shapes)
 
 
 _TEXTS = KEY_TEXTS + ("program",)

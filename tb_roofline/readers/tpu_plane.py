@@ -33,7 +33,7 @@ OPS_LINE, STEPS_LINE, MODULES_LINE = "XLA Ops", "Steps", "XLA Modules"
 MAX_RUNS = 16  # layouts per line before the whole line takes the protobuf path
 
 
-KEY_TEXTS = ("program_id", "operation", "category", "source", "tf_op", "caveat")
+KEY_TEXTS = ("program_id", "operation", "category", "source", "tf_op", "caveat", "fingerprint")
 
 
 @dataclasses.dataclass
@@ -48,6 +48,9 @@ class PlaneResult:
     keys: dict    # per distinct op: KEY_TEXTS and "program" (lists), "per_exec" (ops x 9)
     rows: dict    # op (index into keys), step, occ, time, self, stall, span (int64)
     dropped_ops: int = 0
+    fixes: dict = dataclasses.field(default_factory=dict)  # corrupt values counted (tpu._checked)
+    timeline: "object | None" = None  # model.timeline.Timeline of this core (the guidance's)
+    shapes: dict = dataclasses.field(default_factory=dict)  # op label -> [ShapeUse]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -149,7 +152,8 @@ _TABLES: dict = {}  # stat table -> small id (part of the cache key)
 
 # What a plane keeps of each op's metadata (tpu._op_info): its key texts, async role, the
 # name of its `-start` (a `-done`'s) and FLOPs and bytes of one execution (9 float64, as bytes).
-Info = collections.namedtuple("Info", KEY_TEXTS + ("role", "start_name", "per_exec"))
+Info = collections.namedtuple("Info", KEY_TEXTS + ("role", "start_name", "per_exec", "negative",
+                                                 "shape", "is_container"))
 
 
 def _infos(ps: PlaneStats, metadata, mids, cache: dict):
@@ -170,7 +174,8 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
             i = _op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
             info = cache[key] = Info(*(i[k] for k in KEY_TEXTS), i["role"], i["start_name"],
                                      np.array([i["flops"], i["model_flops"], i["bytes"],
-                                               *i["mem"]], np.float64).tobytes())
+                                               *i["mem"]], np.float64).tobytes(),
+                                     i["negative"], i["shape"], i["is_container"])
         out.append(info)
     return out
 
@@ -196,15 +201,17 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
     names the file for the op-metadata cache (None: no cache)."""
     if not isinstance(src, xwire.Source):
         src = xwire.Source(src)
+    from tb_roofline.readers.tpu import _checked
     cache = info_cache(file_key)
-    _, _, line_spans, rest = plane_header(src, start, end)
+    _, plane_name, line_spans, rest = plane_header(src, start, end)
+    fixes: collections.Counter = collections.Counter()
     meta_bytes = src.read(rest, end - rest)
     meta = xplane_view_pb2.XPlaneMetaView.FromString(meta_bytes)
     # Cores of one program repeat the same metadata, byte for byte: a plane whose metadata
     # another plane of the file had starts from that plane's decoded ops.
     same_as = ("plane", hashlib.blake2b(meta_bytes, digest_size=16).digest())
     del meta_bytes
-    ps = PlaneStats(meta)
+    ps = PlaneStats(meta, plane_name)
     stat_ids = ps.ids
     metadata = meta.event_metadata  # id -> bytes, decoded per op when an event names it
     lines = {OPS_LINE: [], STEPS_LINE: [], MODULES_LINE: []}
@@ -231,7 +238,8 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
     lo = hi = None
     marks = []
     for b, a, z in lines[STEPS_LINE]:
-        _, begin, dur, group, _, _ = _line(b, (a, z), stat_ids)[1]
+        _, begin, dur, group, _, _ = _checked(_line(b, (a, z), stat_ids)[1], plane_name,
+                                              STEPS_LINE, fixes)
         if len(begin):
             lo = int(begin.min()) if lo is None else min(lo, int(begin.min()))
             hi = int((begin + dur).max()) if hi is None else max(hi, int((begin + dur).max()))
@@ -283,20 +291,102 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
                 if i is not None and i.role == "done"}
 
     line_rows = []
-    for b, a, z in lines[OPS_LINE]:
+    core_events = []  # (line, md, begin, duration) of every op event: the guidance's timeline
+    for line_index, (b, a, z) in enumerate(lines[OPS_LINE]):
         acc = OpLine(role_of)
-        if _collect(b, a, z, stat_ids, acc.add) is None:
+        events = []
+        check = _LineCheck(plane_name, fixes)
+
+        def sink(*cols, acc=acc, events=events, check=check):
+            md, begin, dur, group, stall, occ = check(cols)
+            events.append((md, begin, dur))
+            acc.add(md, begin, dur, group, stall, occ)
+
+        if _collect(b, a, z, stat_ids, sink) is None:
             cols = _fallback_events(bytes(b.read(a, z - a)), stat_ids)[1]
             acc = OpLine(role_of)
             acc.ordered = False
-            acc.add(*cols)
+            events.clear()
+            md, begin, dur, group, stall, occ = _LineCheck(plane_name, fixes)(cols)
+            events.append((md, begin, dur))
+            acc.add(md, begin, dur, group, stall, occ)
+        if events:
+            core_events.append((line_index, *_concat(events)))
         rows = acc.finish(start_of(acc))
         if acc.lo is not None:
             lo = acc.lo if lo is None else min(lo, acc.lo)
             hi = acc.hi if hi is None else max(hi, acc.hi)
         if rows is not None:
             line_rows.append(rows)
-    return _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi)
+    result = _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi)
+    result.fixes = dict(fixes)
+    result.fixes["negative_costs"] = result.fixes.get("negative_costs", 0) + sum(
+        1 for i in info_of.values() if i is not None and i.negative)
+    if lo is not None and core_events:
+        result.timeline = _timeline(core, (lo, hi), result.steps, core_events, info_of)
+    result.shapes = _shapes(result, info_of)
+    return result
+
+
+class _LineCheck:
+    """`tpu._checked` on each window of a line, with the line's running sums checked too (a
+    window may hold, a line's sum not)."""
+
+    def __init__(self, plane_name: str, fixes):
+        self.plane_name, self.fixes = plane_name, fixes
+        self.dur = self.stall = 0.0
+
+    def __call__(self, cols):
+        from tb_roofline.readers.tpu import _TIME_LIMIT_PS, _checked
+        md, begin, dur, group, stall, occ = _checked(tuple(cols), self.plane_name, OPS_LINE,
+                                                     self.fixes)
+        self.dur += float(dur.sum(dtype=np.float64))
+        self.stall += float(stall.sum(dtype=np.float64))
+        if self.dur >= _TIME_LIMIT_PS or self.stall >= _TIME_LIMIT_PS:
+            from tb_roofline.errors import ProfileFormatError
+            raise ProfileFormatError(f"plane {self.plane_name[:100]!r}, line {OPS_LINE!r}: event "
+                                     "durations beyond 2^62 ps (53 days): corrupt durations")
+        return md, begin, dur, group, stall, occ
+
+
+def _timeline(core, span, steps, core_events, info_of):
+    """This core's timeline facts (model/timeline.py), as the reference builds them."""
+    from tb_roofline.model.timeline import TimelineBuilder
+    from tb_roofline.readers.tpu import _add_core_timeline
+    infos = {m: None if i is None else {"program_id": i.program_id, "operation": i.operation,
+                                        "category": i.category, "caveat": i.caveat,
+                                        "is_container": i.is_container}
+             for m, i in info_of.items()}
+    builder = TimelineBuilder()
+    core_steps = [(int(g), int(b), int(d)) for g, b, d in zip(*(c.tolist() for c in steps))]
+    _add_core_timeline(builder, core, span, core_steps, core_events, infos)
+    return builder.build()
+
+
+def _shapes(result: PlaneResult, info_of) -> dict:
+    """Calls and time per (op, shape) for the ops whose HLO text gives one (the guidance's)."""
+    from tb_roofline.model.timeline import ShapeUse
+    keys, rows = result.keys, result.rows
+    shapes_of = keys.get("shape")
+    if not shapes_of or not any(x is not None for x in shapes_of) or not len(rows["op"]):
+        return {}
+    n = len(shapes_of)
+    occ = np.bincount(rows["op"], weights=rows["occ"], minlength=n)
+    time = np.bincount(rows["op"], weights=rows["time"], minlength=n)
+    out: dict = {}
+    for i, shape in enumerate(shapes_of):
+        if shape is None or not occ[i]:
+            continue
+        kind, dims, text = shape
+        label = (keys["program_id"][i], keys["operation"][i], "")
+        uses = out.setdefault(label, [])
+        for j, u in enumerate(uses):
+            if u.text == text:
+                uses[j] = ShapeUse(kind, dims, text, u.calls + int(occ[i]), u.time_ps + time[i])
+                break
+        else:
+            uses.append(ShapeUse(kind, dims, text, int(occ[i]), float(time[i])))
+    return out
 
 
 def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -> PlaneResult:
@@ -332,6 +422,7 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
         rows[name] = None if col is None or not (name in ("time", "self", "occ") or col.any()) \
             else col[keep]
     keys = {k: [getattr(i, k) for i in infos] for k in KEY_TEXTS}
+    keys["shape"] = [i.shape for i in infos]
     keys["program"] = [programs.get(i.program_id, "") for i in infos]
     keys["per_exec"] = np.frombuffer(b"".join(i.per_exec for i in infos),
                                      np.float64).reshape(-1, 9).copy()

@@ -50,8 +50,9 @@ def load_xspace(path: str, max_bytes: int | None = None) -> xplane_pb2.XSpace:
 class PlaneStats:
     """Stat-name lookups for one plane (metadata ids are per plane)."""
 
-    def __init__(self, plane: xplane_pb2.XPlane):
+    def __init__(self, plane: xplane_pb2.XPlane, name: str | None = None):
         self.plane = plane
+        self.name = plane.name if name is None else name  # (a metadata view has none)
         self.names = {k: v.name for k, v in plane.stat_metadata.items()}
         self.ids = {v: k for k, v in self.names.items()}
 
