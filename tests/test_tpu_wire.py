@@ -74,7 +74,29 @@ def _same_as_reference(path):
     assert ref.steps == got.steps and ref.core_spans == got.core_spans
     assert ref.device == got.device
     assert [d.to_json() for d in ref.diagnostics] == [d.to_json() for d in got.diagnostics]
+    _same_timeline(ref.timeline, got.timeline)
+    assert _shapes(ref.op_shapes) == _shapes(got.op_shapes)
     return got
+
+
+def _same_timeline(ref, got):
+    """The guidance's timeline facts: the same windows, adjacent pairs and exposed times."""
+    assert (ref is None) == (got is None)
+    if ref is None:
+        return
+    order = [np.lexsort((t.windows["step"], t.windows["core"])) for t in (ref, got)]
+    for c in ref.windows:
+        np.testing.assert_allclose(ref.windows[c][order[0]], got.windows[c][order[1]],
+                                   err_msg=c)
+    pairs = [sorted((p.first, p.second, p.count, p.gap_ps, p.shorter_ps) for p in t.pairs)
+             for t in (ref, got)]
+    assert pairs[0] == pairs[1]
+    assert ref.exposed_by_op == pytest.approx(got.exposed_by_op)
+
+
+def _shapes(shapes):
+    return {k: sorted((u.kind, u.dims, u.text, u.calls, u.time_ps) for u in v)
+            for k, v in (shapes or {}).items()}
 
 
 CONFIGS = [

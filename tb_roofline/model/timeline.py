@@ -112,32 +112,50 @@ def _top_pairs(pairs: list) -> list:
     return sorted(pairs, key=lambda p: (-p.shorter_ps, -p.count))[:MAX_PAIRS]
 
 
-def _union(begin: np.ndarray, end: np.ndarray):
-    """Disjoint segments (starts, ends) covering the intervals, sorted."""
-    keep = end > begin
-    begin, end = begin[keep], end[keep]
-    if not len(begin):
-        return np.zeros(0), np.zeros(0)
-    order = np.argsort(begin, kind="stable")
-    b, e = begin[order].astype(np.float64), end[order].astype(np.float64)
-    reach = np.maximum.accumulate(e)
-    new = np.r_[True, b[1:] > reach[:-1]]
-    first = np.flatnonzero(new)
-    last = np.r_[first[1:] - 1, len(b) - 1]
-    return b[first], reach[last]
+def _ascending(x: np.ndarray) -> bool:
+    return len(x) < 2 or bool((x[1:] >= x[:-1]).all())
 
 
-def _covered(starts: np.ndarray, ends: np.ndarray, t) -> np.ndarray:
-    """The measure of the segments' union up to each time in `t`."""
-    t = np.asarray(t, np.float64)
-    if not len(starts):
-        return np.zeros(t.shape)
-    length = ends - starts
-    cum = np.r_[0.0, np.cumsum(length)]
-    i = np.searchsorted(starts, t, side="right")  # segments starting at or before t
-    j = np.maximum(i - 1, 0)
-    part = np.where(i > 0, np.clip(t - starts[j], 0.0, length[j]), 0.0)
-    return cum[j] + part
+class _Segments:
+    """Disjoint sorted segments covering some intervals, with their running measure: how much
+    of the union lies before any time, in one search."""
+
+    def __init__(self, begin: np.ndarray, end: np.ndarray):
+        keep = end > begin
+        if not keep.all():
+            begin, end = begin[keep], end[keep]
+        if not _ascending(begin):  # events of one line come in order; several lines do not
+            order = np.argsort(begin, kind="stable")
+            begin, end = begin[order], end[order]
+        n = len(begin)
+        if n:
+            reach = np.maximum.accumulate(end)
+            new = np.empty(n, bool)
+            new[0] = True
+            np.greater(begin[1:], reach[:-1], out=new[1:])
+            first = np.flatnonzero(new)
+            last = np.empty_like(first)
+            last[:-1] = first[1:] - 1
+            last[-1] = n - 1
+            self.starts, self.ends = begin[first], reach[last]
+        else:
+            self.starts = self.ends = np.zeros(0)
+        self.length = self.ends - self.starts
+        self.cum = np.zeros(len(self.length) + 1)
+        np.cumsum(self.length, out=self.cum[1:])
+
+    def covered(self, t) -> np.ndarray:
+        """The measure of the union up to each time in `t`."""
+        t = np.asarray(t, np.float64)
+        if not len(self.starts):
+            return np.zeros(t.shape)
+        i = np.searchsorted(self.starts, t, side="right")  # segments starting at or before t
+        j = np.maximum(i - 1, 0)
+        part = np.where(i > 0, np.clip(t - self.starts[j], 0.0, self.length[j]), 0.0)
+        return self.cum[j] + part
+
+    def between(self, lo, hi) -> np.ndarray:
+        return self.covered(hi) - self.covered(lo)
 
 
 class TimelineBuilder:
@@ -167,16 +185,16 @@ class TimelineBuilder:
         op = np.asarray(op, np.int64)
         lane = np.asarray(lane, np.int64)
         leaf = np.ones(len(begin), bool) if leaf is None else np.asarray(leaf, bool)
-        all_s, all_e = _union(begin, end)
-        cmp_s, cmp_e = _union(begin[~comm], end[~comm])
+        busy_segments = _Segments(begin, end)
+        compute_segments = _Segments(begin[~comm], end[~comm]) if comm.any() else busy_segments
         lo, hi = float(span[0]), float(span[1])
         steps = sorted(steps, key=lambda s: s[1])
         sb = np.array([s[1] for s in steps], np.float64)
         se = sb + np.array([s[2] for s in steps], np.float64)
-        busy = _covered(all_s, all_e, se) - _covered(all_s, all_e, sb)
-        compute = _covered(cmp_s, cmp_e, se) - _covered(cmp_s, cmp_e, sb)
-        busy_all = float(_covered(all_s, all_e, hi) - _covered(all_s, all_e, lo))
-        compute_all = float(_covered(cmp_s, cmp_e, hi) - _covered(cmp_s, cmp_e, lo))
+        busy = busy_segments.between(sb, se)
+        compute = compute_segments.between(sb, se)
+        busy_all = float(busy_segments.between(lo, hi))
+        compute_all = float(compute_segments.between(lo, hi))
         out_span = max(0.0, (hi - lo) - float((se - sb).sum()))
         out_busy = max(0.0, busy_all - float(busy.sum()))
         out_compute = min(out_busy, max(0.0, compute_all - float(compute.sum())))
@@ -187,14 +205,17 @@ class TimelineBuilder:
             "span_ps": np.r_[se - sb, out_span], "busy_ps": np.r_[busy, out_busy],
             "compute_ps": np.r_[compute, out_compute],
             "exposed_ps": np.r_[busy - compute, out_busy - out_compute]})
-        self._add_exposed(begin, end, op, comm, cmp_s, cmp_e)
-        self._add_pairs(lane[leaf], begin[leaf], end[leaf], op[leaf], fusible[leaf])
+        self._add_exposed(begin, end, op, comm, compute_segments)
+        if not leaf.all():
+            lane, begin, end, op, fusible = lane[leaf], begin[leaf], end[leaf], op[leaf], \
+                fusible[leaf]
+        self._add_pairs(lane, begin, end, op, fusible)
 
-    def _add_exposed(self, begin, end, op, comm, cmp_s, cmp_e):
+    def _add_exposed(self, begin, end, op, comm, compute_segments):
         idx = np.flatnonzero(comm)
         if not len(idx):
             return
-        hidden = _covered(cmp_s, cmp_e, end[idx]) - _covered(cmp_s, cmp_e, begin[idx])
+        hidden = compute_segments.between(begin[idx], end[idx])
         alone = np.maximum((end[idx] - begin[idx]) - hidden, 0.0)
         ops, inv = np.unique(op[idx], return_inverse=True)
         sums = np.bincount(inv.reshape(-1), weights=alone, minlength=len(ops))
@@ -204,9 +225,11 @@ class TimelineBuilder:
     def _add_pairs(self, lane, begin, end, op, fusible):
         if len(begin) < 2:
             return
-        order = np.lexsort((begin, lane))
-        lane, begin, end, op, fusible = lane[order], begin[order], end[order], op[order], \
-            fusible[order]
+        in_order = (lane[1:] > lane[:-1]) | ((lane[1:] == lane[:-1]) & (begin[1:] >= begin[:-1]))
+        if not in_order.all():  # each lane's events usually come in order already
+            order = np.lexsort((begin, lane))
+            lane, begin, end, op, fusible = lane[order], begin[order], end[order], op[order], \
+                fusible[order]
         ok = (lane[1:] == lane[:-1]) & (begin[1:] >= end[:-1]) & fusible[1:] & fusible[:-1]
         a = np.flatnonzero(ok)
         if not len(a):

@@ -491,26 +491,49 @@ def _label(info) -> tuple:
 
 
 def _add_core_timeline(timeline: TimelineBuilder, core, span, core_steps, core_events, infos):
-    """Hand one core's op events to the timeline summary (model/timeline.py)."""
+    """Hand one core's op events to the timeline summary (model/timeline.py): each event's
+    facts come from its metadata id by one sorted search, not per event."""
     if not core_events:
         return
-    per_md = {}
+    kinds: dict = {}  # (category, caveat) -> (communication, fusible)
+    mids, facts = [], []
     for mid, info in infos.items():
-        if info is not None:
-            per_md[mid] = (timeline.label_id(_label(info)),
-                           is_communication(info["category"], info["caveat"]),
-                           is_fusible(info["category"]), not info["is_container"])
+        if info is None:
+            continue
+        kind = (info["category"], info["caveat"])
+        if kind not in kinds:
+            kinds[kind] = (is_communication(*kind), is_fusible(kind[0]))
+        mids.append(mid)
+        facts.append((timeline.label_id(_label(info)), *kinds[kind], not info["is_container"]))
+    if not mids:
+        return
+    mids = np.array(mids, np.int64)
+    table = np.array(facts, np.int64).reshape(-1, 4)
+    dense = 0 <= mids.min() and mids.max() < 4 * len(mids) + 4096  # ids are small, usually
+    if dense:
+        slot = np.full(int(mids.max()) + 2, -1, np.int64)  # the last slot: ids out of range
+        slot[mids] = np.arange(len(mids))
+    else:
+        order = np.argsort(mids, kind="stable")
+        known, table = mids[order], table[order]
     parts = []
     for line_index, md, begin, dur in core_events:
-        uniq, inv = np.unique(md, return_inverse=True)
-        facts = np.array([per_md.get(m, (-1, False, False, False)) for m in uniq.tolist()],
-                         dtype=np.int64).reshape(-1, 4)[inv.reshape(-1)]
-        keep = facts[:, 0] >= 0
-        parts.append((np.full(int(keep.sum()), line_index), begin[keep], (begin + dur)[keep],
-                      facts[keep]))
-    lane, begin, end, facts = (np.concatenate([p[i] for p in parts]) for i in range(4))
-    timeline.add_core(core, span, core_steps, lane, begin, end, facts[:, 0], facts[:, 1] > 0,
-                      facts[:, 2] > 0, facts[:, 3] > 0)
+        if not len(md):
+            continue
+        if dense:
+            pos = slot[np.minimum(md, len(slot) - 1)] if md.min() >= 0 else \
+                slot[np.where(md < 0, len(slot) - 1, np.minimum(md, len(slot) - 1))]
+            hit = pos >= 0
+        else:
+            pos = np.minimum(np.searchsorted(known, md), len(known) - 1)
+            hit = known[pos] == md
+        if not hit.all():
+            pos, begin, dur = pos[hit], begin[hit], dur[hit]
+        parts.append((np.full(len(pos), line_index), begin, begin + dur, pos))
+    lane, begin, end, pos = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    label, comm, fusible, leaf = table[:, 0], table[:, 1] > 0, table[:, 2] > 0, table[:, 3] > 0
+    timeline.add_core(core, span, core_steps, lane, begin, end, label[pos], comm[pos],
+                      fusible[pos], leaf[pos] if not leaf.all() else None)
 
 
 def _add_shapes(shapes: dict, rows: list, op_index, occurrences, time_ps):

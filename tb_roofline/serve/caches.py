@@ -98,8 +98,15 @@ def approx_size(obj, _seen=None, _depth=0) -> int:
     if isinstance(obj, (str, bytes, bytearray, int, float, bool)) or obj is None:
         return sys.getsizeof(obj)
     if isinstance(obj, dict):
-        return sys.getsizeof(obj) + sum(approx_size(k, seen, _depth + 1) + approx_size(v, seen, _depth + 1)
-                                        for k, v in obj.items())
+        items = obj.items()
+        if len(obj) > 256:  # big maps of similar entries (op shapes per op): a sample
+            items = list(items)
+            sample = items[:: len(items) // 64][:64]
+            return sys.getsizeof(obj) + int(sum(approx_size(k, seen, _depth + 1) +
+                                                approx_size(v, seen, _depth + 1)
+                                                for k, v in sample) / len(sample) * len(items))
+        return sys.getsizeof(obj) + sum(approx_size(k, seen, _depth + 1) +
+                                        approx_size(v, seen, _depth + 1) for k, v in items)
     if isinstance(obj, (list, tuple, set, frozenset)):
         items = list(obj) if isinstance(obj, (set, frozenset)) else obj
         if len(items) > 256:  # long lists of similar records: measure a sample
