@@ -81,6 +81,9 @@ class ByteLRU:
         return len(self._items)
 
 
+_SAMPLE_OVER, _SAMPLE = 48, 16  # containers longer than this are measured from a sample
+
+
 def approx_size(obj, _seen=None, _depth=0) -> int:
     """Bytes an object graph holds, roughly: numpy buffers exactly, object arrays (strings)
     from a sample, containers and dataclasses walked. Cheap enough to run once per entry."""
@@ -99,9 +102,9 @@ def approx_size(obj, _seen=None, _depth=0) -> int:
         return sys.getsizeof(obj)
     if isinstance(obj, dict):
         items = obj.items()
-        if len(obj) > 256:  # big maps of similar entries (op shapes per op): a sample
+        if len(obj) > _SAMPLE_OVER:  # big maps of similar entries (op shapes per op): a sample
             items = list(items)
-            sample = items[:: len(items) // 64][:64]
+            sample = items[:: len(items) // _SAMPLE][:_SAMPLE]
             return sys.getsizeof(obj) + int(sum(approx_size(k, seen, _depth + 1) +
                                                 approx_size(v, seen, _depth + 1)
                                                 for k, v in sample) / len(sample) * len(items))
@@ -109,8 +112,8 @@ def approx_size(obj, _seen=None, _depth=0) -> int:
                                         approx_size(v, seen, _depth + 1) for k, v in items)
     if isinstance(obj, (list, tuple, set, frozenset)):
         items = list(obj) if isinstance(obj, (set, frozenset)) else obj
-        if len(items) > 256:  # long lists of similar records: measure a sample
-            sample = items[:: len(items) // 64][:64]
+        if len(items) > _SAMPLE_OVER:  # long lists of similar records: measure a sample
+            sample = items[:: len(items) // _SAMPLE][:_SAMPLE]
             return sys.getsizeof(obj) + int(sum(approx_size(v, seen, _depth + 1) for v in sample)
                                             / len(sample) * len(items))
         return sys.getsizeof(obj) + sum(approx_size(v, seen, _depth + 1) for v in items)
