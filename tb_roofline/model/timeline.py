@@ -173,6 +173,15 @@ class TimelineBuilder:
             idx = self._labels[label] = len(self._labels)
         return idx
 
+    def label_ids(self, labels: list) -> np.ndarray:
+        """Ids of many labels at once (a fresh builder takes them in order)."""
+        if not self._labels:
+            self._labels = dict.fromkeys(labels)
+            self._labels.update(zip(self._labels, range(len(self._labels))))
+            if len(self._labels) == len(labels):
+                return np.arange(len(labels))
+        return np.fromiter((self.label_id(x) for x in labels), np.int64, len(labels))
+
     def add_core(self, core: int, span: tuple, steps: list, lane, begin, end, op, comm, fusible,
                  leaf=None):
         """One core's op events (arrays of equal length; `op` holds label ids; `leaf` False for

@@ -27,8 +27,9 @@ from tb_roofline.model.op_table import (ASYNC_START, ASYNC_WAIT, CONTAINER_CATEG
                                         HOST_TRANSFER, NO_STEP, CoreSpan, OpTableBuilder,
                                         ProfileData, StepSpan, is_infeed_outfeed_category)
 from tb_roofline.protos import memory_access_pb2, xplane_pb2, xplane_view_pb2
-from tb_roofline.model.timeline import ShapeUse, TimelineBuilder, is_communication, is_fusible
+from tb_roofline.model.timeline import ShapeUse, TimelineBuilder
 from tb_roofline.readers.shape_facts import tpu_text_shape
+from tb_roofline.readers.tpu_timeline import add_core_events, event_facts
 from tb_roofline.readers.xplane import PlaneStats
 from tb_roofline.readers.xline_fast import decode_tokens, group_sums, self_times
 
@@ -491,49 +492,10 @@ def _label(info) -> tuple:
 
 
 def _add_core_timeline(timeline: TimelineBuilder, core, span, core_steps, core_events, infos):
-    """Hand one core's op events to the timeline summary (model/timeline.py): each event's
-    facts come from its metadata id by one sorted search, not per event."""
-    if not core_events:
-        return
-    kinds: dict = {}  # (category, caveat) -> (communication, fusible)
-    mids, facts = [], []
-    for mid, info in infos.items():
-        if info is None:
-            continue
-        kind = (info["category"], info["caveat"])
-        if kind not in kinds:
-            kinds[kind] = (is_communication(*kind), is_fusible(kind[0]))
-        mids.append(mid)
-        facts.append((timeline.label_id(_label(info)), *kinds[kind], not info["is_container"]))
-    if not mids:
-        return
-    mids = np.array(mids, np.int64)
-    table = np.array(facts, np.int64).reshape(-1, 4)
-    dense = 0 <= mids.min() and mids.max() < 4 * len(mids) + 4096  # ids are small, usually
-    if dense:
-        slot = np.full(int(mids.max()) + 2, -1, np.int64)  # the last slot: ids out of range
-        slot[mids] = np.arange(len(mids))
-    else:
-        order = np.argsort(mids, kind="stable")
-        known, table = mids[order], table[order]
-    parts = []
-    for line_index, md, begin, dur in core_events:
-        if not len(md):
-            continue
-        if dense:
-            pos = slot[np.minimum(md, len(slot) - 1)] if md.min() >= 0 else \
-                slot[np.where(md < 0, len(slot) - 1, np.minimum(md, len(slot) - 1))]
-            hit = pos >= 0
-        else:
-            pos = np.minimum(np.searchsorted(known, md), len(known) - 1)
-            hit = known[pos] == md
-        if not hit.all():
-            pos, begin, dur = pos[hit], begin[hit], dur[hit]
-        parts.append((np.full(len(pos), line_index), begin, begin + dur, pos))
-    lane, begin, end, pos = (np.concatenate([p[i] for p in parts]) for i in range(4))
-    label, comm, fusible, leaf = table[:, 0], table[:, 1] > 0, table[:, 2] > 0, table[:, 3] > 0
-    timeline.add_core(core, span, core_steps, lane, begin, end, label[pos], comm[pos],
-                      fusible[pos], leaf[pos] if not leaf.all() else None)
+    """Hand one core's op events to the timeline summary (readers/tpu_timeline.py)."""
+    facts = event_facts((m, i["program_id"], i["operation"], i["category"], i["caveat"],
+                         i["is_container"]) for m, i in infos.items() if i is not None)
+    add_core_events(timeline, core, span, core_steps, core_events, facts)
 
 
 def _add_shapes(shapes: dict, rows: list, op_index, occurrences, time_ps):

@@ -135,7 +135,7 @@ def check_unchanged(plan: FilePlan):
 def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
     """The host's ProfileData from its TensorCore planes' results (in core order)."""
     from tb_roofline.diagnostics import Diagnostic
-    from tb_roofline.model.timeline import Timeline, merge_shapes
+    from tb_roofline.model.timeline import Timeline
     from tb_roofline.readers.tpu import (SPARSE_CORE_PLANE, _device_from_plane_stats,
                                          corrupt_value_notes)
     host = plan.host
@@ -161,40 +161,41 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
         fixes.update(r.fixes)
     diagnostics.extend(corrupt_value_notes(fixes))
     timeline = Timeline.merge([r.timeline for r in results])
-    shapes = merge_shapes([r.shapes for r in results]) or {}
-    return ProfileData(device=device, ops=_table(host, results), steps=steps, core_spans=spans,
+    table, shapes = _table(host, results)
+    return ProfileData(device=device, ops=table, steps=steps, core_spans=spans,
                        diagnostics=diagnostics, timeline=timeline, op_shapes=shapes)
 
 
 _TEXTS = KEY_TEXTS + ("program",)
+_MERGED = _TEXTS + ("shape",)  # the shape goes to the guidance's op shapes, not the table
 
 
 def _merged_keys(results: list[PlaneResult]):
     """(key columns, unit costs, each plane's map from its key indices to the merged ones):
     cores running the same program share their keys (one string per op and host)."""
     if not results:
-        return {f: [] for f in _TEXTS}, np.zeros((0, 9)), []
+        return {f: [] for f in _MERGED}, np.zeros((0, 9)), []
     first = results[0].keys
-    cols = {f: list(first[f]) for f in _TEXTS}
+    cols = {f: list(first[f]) for f in _MERGED}
     maps = [np.arange(len(first["operation"]))]
     added, index = [], None
     for r in results[1:]:
         k = r.keys
-        if all(k[f] == first[f] for f in _TEXTS) and \
+        if all(k[f] == first[f] for f in _MERGED) and \
                 np.array_equal(k["per_exec"], first["per_exec"]):
             maps.append(maps[0])  # the usual case: the same metadata on every core
             continue
         if index is None:
-            index = {t: i for i, t in enumerate(zip(*(cols[f] for f in _TEXTS),
+            index = {t: i for i, t in enumerate(zip(*(cols[f] for f in _MERGED),
                                                     map(tuple, first["per_exec"].tolist())))}
         m = np.empty(len(k["operation"]), np.int64)
-        for i, t in enumerate(zip(*(k[f] for f in _TEXTS), map(tuple, k["per_exec"].tolist()))):
+        for i, t in enumerate(zip(*(k[f] for f in _MERGED), map(tuple, k["per_exec"].tolist()))):
             at = index.get(t)
             if at is None:
                 at = index[t] = len(cols["operation"])
-                for f, v in zip(_TEXTS, t):
+                for f, v in zip(_MERGED, t):
                     cols[f].append(v)
-                added.append(t[len(_TEXTS):])
+                added.append(t[len(_MERGED):])
             m[i] = at
         maps.append(m)
     unit = np.concatenate([first["per_exec"], np.array(added, np.float64).reshape(-1, 9)])
@@ -235,7 +236,33 @@ def _table(host: str, results: list[PlaneResult]):
                 rows[c][at:end] = got[name]
         r.rows = None  # copied: let the plane's arrays go before the next one's are copied
         at = end
-    return keyed_table(keys, rows, unit)
+    shapes = _op_shapes(cols, rows["op"], rows["occurrences"], rows["total_time_ps"])
+    return keyed_table(keys, rows, unit), shapes
+
+
+def _op_shapes(cols: dict, op, occurrences, time_ps) -> dict:
+    """Calls and time per (op label, shape) of the host's ops whose HLO text gives one (the
+    guidance's), from the merged keys: once per distinct op, not per core."""
+    from tb_roofline.model.timeline import ShapeUse
+    shape_of = cols["shape"]
+    n = len(shape_of)
+    has = np.fromiter((x is not None for x in shape_of), bool, n)
+    if not has.any() or not len(op):
+        return {}
+    occ = np.bincount(op, weights=occurrences, minlength=n)
+    time = np.bincount(op, weights=time_ps, minlength=n)
+    out: dict = {}
+    program_id, operation = cols["program_id"], cols["operation"]
+    for i in np.flatnonzero(has & (occ > 0)).tolist():
+        kind, dims, text = shape_of[i]
+        uses = out.setdefault((program_id[i], operation[i], ""), [])
+        for j, u in enumerate(uses):
+            if u.text == text:
+                uses[j] = ShapeUse(kind, dims, text, u.calls + int(occ[i]), u.time_ps + time[i])
+                break
+        else:
+            uses.append(ShapeUse(kind, dims, text, int(occ[i]), float(time[i])))
+    return out
 
 
 def read_tpu_file(path: str, host: str, max_bytes: int | None = None,

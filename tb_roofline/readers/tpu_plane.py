@@ -50,7 +50,6 @@ class PlaneResult:
     dropped_ops: int = 0
     fixes: dict = dataclasses.field(default_factory=dict)  # corrupt values counted (tpu._checked)
     timeline: "object | None" = None  # model.timeline.Timeline of this core (the guidance's)
-    shapes: dict = dataclasses.field(default_factory=dict)  # op label -> [ShapeUse]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -323,8 +322,8 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
     result.fixes["negative_costs"] = result.fixes.get("negative_costs", 0) + sum(
         1 for i in info_of.values() if i is not None and i.negative)
     if lo is not None and core_events:
-        result.timeline = _timeline(core, (lo, hi), result.steps, core_events, info_of)
-    result.shapes = _shapes(result, info_of)
+        result.timeline = _timeline(core, (lo, hi), result.steps, core_events, info_of, cache,
+                                    same_as)
     return result
 
 
@@ -349,44 +348,20 @@ class _LineCheck:
         return md, begin, dur, group, stall, occ
 
 
-def _timeline(core, span, steps, core_events, info_of):
-    """This core's timeline facts (model/timeline.py), as the reference builds them."""
+def _timeline(core, span, steps, core_events, info_of, cache: dict, same_as):
+    """This core's timeline facts (model/timeline.py), as the reference builds them; the facts
+    of its ops are kept with the plane metadata's decoded ops, for the cores that share it."""
     from tb_roofline.model.timeline import TimelineBuilder
-    from tb_roofline.readers.tpu import _add_core_timeline
-    infos = {m: None if i is None else {"program_id": i.program_id, "operation": i.operation,
-                                        "category": i.category, "caveat": i.caveat,
-                                        "is_container": i.is_container}
-             for m, i in info_of.items()}
+    from tb_roofline.readers.tpu_timeline import add_core_events, event_facts
+    got = cache.get(("timeline", same_as))
+    if got is None or got[0] != len(info_of):
+        facts = event_facts((m, i.program_id, i.operation, i.category, i.caveat, i.is_container)
+                            for m, i in info_of.items() if i is not None)
+        cache[("timeline", same_as)] = got = (len(info_of), facts)
     builder = TimelineBuilder()
     core_steps = [(int(g), int(b), int(d)) for g, b, d in zip(*(c.tolist() for c in steps))]
-    _add_core_timeline(builder, core, span, core_steps, core_events, infos)
+    add_core_events(builder, core, span, core_steps, core_events, got[1])
     return builder.build()
-
-
-def _shapes(result: PlaneResult, info_of) -> dict:
-    """Calls and time per (op, shape) for the ops whose HLO text gives one (the guidance's)."""
-    from tb_roofline.model.timeline import ShapeUse
-    keys, rows = result.keys, result.rows
-    shapes_of = keys.get("shape")
-    if not shapes_of or not any(x is not None for x in shapes_of) or not len(rows["op"]):
-        return {}
-    n = len(shapes_of)
-    occ = np.bincount(rows["op"], weights=rows["occ"], minlength=n)
-    time = np.bincount(rows["op"], weights=rows["time"], minlength=n)
-    out: dict = {}
-    for i, shape in enumerate(shapes_of):
-        if shape is None or not occ[i]:
-            continue
-        kind, dims, text = shape
-        label = (keys["program_id"][i], keys["operation"][i], "")
-        uses = out.setdefault(label, [])
-        for j, u in enumerate(uses):
-            if u.text == text:
-                uses[j] = ShapeUse(kind, dims, text, u.calls + int(occ[i]), u.time_ps + time[i])
-                break
-        else:
-            uses.append(ShapeUse(kind, dims, text, int(occ[i]), float(time[i])))
-    return out
 
 
 def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -> PlaneResult:
@@ -421,11 +396,10 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
         # all-zero stalls and spans (the usual case) travel as None
         rows[name] = None if col is None or not (name in ("time", "self", "occ") or col.any()) \
             else col[keep]
-    keys = {k: [getattr(i, k) for i in infos] for k in KEY_TEXTS}
-    keys["shape"] = [i.shape for i in infos]
-    keys["program"] = [programs.get(i.program_id, "") for i in infos]
-    keys["per_exec"] = np.frombuffer(b"".join(i.per_exec for i in infos),
-                                     np.float64).reshape(-1, 9).copy()
+    fields = dict(zip(Info._fields, zip(*infos))) if infos else dict.fromkeys(Info._fields, ())
+    keys = {k: list(fields[k]) for k in KEY_TEXTS + ("shape",)}
+    keys["program"] = [programs.get(p, "") for p in fields["program_id"]]
+    keys["per_exec"] = np.frombuffer(b"".join(fields["per_exec"]), np.float64).reshape(-1, 9).copy()
     return PlaneResult(core=core, plane_stats=ps.as_dict(meta.stats), lo=lo, hi=hi,
                        steps=steps, keys=keys, rows=rows, dropped_ops=dropped)
 

@@ -1,0 +1,94 @@
+"""A TPU core's op events handed to the guidance's timeline summary (model/timeline.py).
+
+What the summary needs of an event (its op's label, whether it is communication, fusible, a
+container) depends only on its metadata id: `EventFacts` holds those facts once per set of op
+metadata (cores of a program share it), and each event finds them by a dense lookup (a sorted
+search when the ids are sparse), never through a per-event or per-core Python loop.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tb_roofline.model.timeline import TimelineBuilder, is_communication, is_fusible
+
+
+@dataclasses.dataclass
+class EventFacts:
+    labels: list  # distinct op labels (program id, operation, "")
+    label: np.ndarray  # per known metadata id (in lookup order): index into labels
+    comm: np.ndarray
+    fusible: np.ndarray
+    leaf: np.ndarray  # False for containers (busy, but no part in adjacency)
+    slot: np.ndarray | None  # dense: metadata id -> position (-1: unknown; last slot: out of range)
+    known: np.ndarray | None  # sparse: sorted metadata ids
+
+    def positions(self, md: np.ndarray):
+        """(positions of the known ids among `md`, mask of the events that have one)."""
+        if self.slot is not None:
+            last = len(self.slot) - 1
+            idx = np.minimum(md, last)
+            if len(md) and md.min() < 0:
+                idx = np.where(md < 0, last, idx)
+            pos = self.slot[idx]
+            return pos, pos >= 0
+        pos = np.minimum(np.searchsorted(self.known, md), len(self.known) - 1)
+        return pos, self.known[pos] == md
+
+
+def event_facts(entries) -> EventFacts | None:
+    """entries: (metadata id, program id, operation, category, caveat, is container) per op."""
+    kinds: dict = {}  # (category, caveat) -> (communication, fusible)
+    index: dict = {}
+    mids, label, comm, fusible, leaf = [], [], [], [], []
+    for mid, program_id, operation, category, caveat, container in entries:
+        kind = (category, caveat)
+        if kind not in kinds:
+            kinds[kind] = (is_communication(category, caveat), is_fusible(category))
+        c, f = kinds[kind]
+        mids.append(mid)
+        label.append(index.setdefault((program_id, operation, ""), len(index)))
+        comm.append(c)
+        fusible.append(f)
+        leaf.append(not container)
+    if not mids:
+        return None
+    mids = np.array(mids, np.int64)
+    cols = [np.array(label, np.int64), np.array(comm, bool), np.array(fusible, bool),
+            np.array(leaf, bool)]
+    slot = known = None
+    if 0 <= mids.min() and mids.max() < 4 * len(mids) + 4096:  # ids are small, usually
+        slot = np.full(int(mids.max()) + 2, -1, np.int64)
+        slot[mids] = np.arange(len(mids))
+    else:
+        order = np.argsort(mids, kind="stable")
+        known, cols = mids[order], [c[order] for c in cols]
+    return EventFacts(list(index), *cols, slot, known)
+
+
+def add_core_events(builder: TimelineBuilder, core, span, core_steps, core_events,
+                    facts: EventFacts | None):
+    """One core's events: core_events = [(line index, md, begin ps, duration ps)]."""
+    if not core_events or facts is None:
+        return
+    parts = []
+    for line_index, md, begin, dur in core_events:
+        if not len(md):
+            continue
+        pos, hit = facts.positions(np.asarray(md, np.int64))
+        if not hit.all():
+            pos, begin, dur = pos[hit], begin[hit], dur[hit]
+        parts.append((line_index, pos, begin, begin + dur))
+    if not parts:
+        return
+    if len(parts) == 1:
+        line_index, pos, begin, end = parts[0]
+        lane = np.full(len(pos), line_index)
+    else:
+        lane = np.concatenate([np.full(len(p[1]), p[0]) for p in parts])
+        pos, begin, end = (np.concatenate([p[i] for p in parts]) for i in (1, 2, 3))
+    label_ids = builder.label_ids(facts.labels)
+    builder.add_core(core, span, core_steps, lane, begin, end, label_ids[facts.label[pos]],
+                     facts.comm[pos], facts.fusible[pos],
+                     facts.leaf[pos] if not facts.leaf.all() else None)
