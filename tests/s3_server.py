@@ -28,10 +28,21 @@ class S3Server:
     def env(self) -> dict:
         return {**FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": self.endpoint, "S3_ENDPOINT": self.endpoint}
 
-    def requests(self) -> list[str]:
-        """Request lines served so far ("GET /bucket?list-type=2&prefix=... HTTP/1.1")."""
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            return re.findall(r'"((?:GET|HEAD|PUT|POST|DELETE) [^"]*)"', f.read())
+    def requests(self, settle_s: float = 0.3, most_s: float = 5.0) -> list[str]:
+        """Request lines served so far ("GET /bucket?list-type=2&prefix=... HTTP/1.1"). The
+        server logs a request after answering it: the log is read until it has not grown for
+        `settle_s`, so a request just answered is counted."""
+        deadline = time.monotonic() + most_s
+        text, since = None, time.monotonic()
+        while True:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                now = f.read()
+            if now != text:
+                text, since = now, time.monotonic()
+            elif time.monotonic() - since >= settle_s or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        return re.findall(r'"((?:GET|HEAD|PUT|POST|DELETE) [^"]*)"', text)
 
     def listings(self, bucket: str) -> list[str]:
         return [r for r in self.requests() if re.match(rf"GET /{re.escape(bucket)}/?\?", r)]
@@ -58,7 +69,8 @@ def moto_server():
     log_path = os.path.join(out_dir, f"moto_server_{port}.log")
     log = open(log_path, "w")
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})  # request log at once
     endpoint = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
