@@ -6,14 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
 import sys
 import time
-import urllib.request
 
-from tb_server import free_port
+from tb_server import free_port, server_process
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Credentials moto accepts; nothing leaves this machine: every client is pointed at the server
 # (AWS_ENDPOINT_URL for boto3/s3fs, S3_ENDPOINT for TensorBoard's own S3 support).
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -65,31 +62,7 @@ class S3Server:
 @contextlib.contextmanager
 def moto_server():
     port = free_port()
-    out_dir = os.path.join(REPO, "test-output")
-    os.makedirs(out_dir, exist_ok=True)
-    log_path = os.path.join(out_dir, f"moto_server_{port}.log")
-    log = open(log_path, "w")
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})  # request log at once
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"moto server exited with {proc.returncode}; see {log_path}")
-            try:
-                with urllib.request.urlopen(endpoint + "/moto-api/", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"moto server did not answer; see {log_path}")
-                time.sleep(0.2)
-        yield S3Server(endpoint, log_path)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # the request log written at once
+    with server_process("moto_server", argv, port, "/moto-api/", 60, env) as (endpoint, log):
+        yield S3Server(endpoint, log)

@@ -27,32 +27,34 @@ def get(url: str, timeout: float = 60):
         return e.code, dict(e.headers), e.read()
 
 
+OUTPUT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "test-output")
+
+
 @contextlib.contextmanager
-def tensorboard(logdir: str, extra_args=()):
-    port = free_port()
-    log_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "test-output")
-    os.makedirs(log_dir, exist_ok=True)
-    log = open(os.path.join(log_dir, f"tensorboard_{port}.log"), "w")
-    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir,
-                             "--host", "127.0.0.1", "--port", str(port), *extra_args],
-                            stdout=log, stderr=subprocess.STDOUT)
+def server_process(name: str, argv: list, port: int, probe_path: str, wait_s: float,
+                   env: dict | None = None):
+    """Run `argv` (a server on `port`) with its output in test-output/<name>_<port>.log, until
+    GET `probe_path` answers 200; yields (base URL, log path); stops it afterwards."""
+    os.makedirs(OUTPUT_DIR, exist_ok=True)
+    log_path = os.path.join(OUTPUT_DIR, f"{name}_{port}.log")
+    log = open(log_path, "w")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + wait_s
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"tensorboard exited with {proc.returncode}; see {log.name}")
+                raise RuntimeError(f"{name} exited with {proc.returncode}; see {log_path}")
             try:
-                status, _, body = get(base + "/data/plugins_listing", timeout=5)
-                if status == 200:
+                if get(base + probe_path, timeout=5)[0] == 200:
                     break
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"tensorboard did not answer in time; see {log.name}")
+                raise RuntimeError(f"{name} did not answer in time; see {log_path}")
             time.sleep(0.3)
-        yield base
+        yield base, log_path
     finally:
         proc.terminate()
         try:
@@ -60,6 +62,15 @@ def tensorboard(logdir: str, extra_args=()):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@contextlib.contextmanager
+def tensorboard(logdir: str, extra_args=()):
+    port = free_port()
+    argv = [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", "127.0.0.1",
+            "--port", str(port), *extra_args]
+    with server_process("tensorboard", argv, port, "/data/plugins_listing", 90) as (base, _):
+        yield base
 
 
 def get_json(url: str):

@@ -10,7 +10,6 @@ import threading
 import time
 import urllib.parse
 
-import pytest
 
 from fuzz_profiles import (KINETO, KINETO_GZ, XPLANE, damaged_kineto, damaged_xspace,
                            kineto_bomb, xspace_bases)

@@ -10,7 +10,6 @@ import json
 import math
 import os
 
-import numpy as np
 import pytest
 
 from tb_roofline.model.guidance import guidance

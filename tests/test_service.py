@@ -204,7 +204,6 @@ def test_concurrent_requests_share_one_conversion(logdir):
     """TensorBoard serves requests from threads: no errors, one answer, caches stay bounded."""
     import concurrent.futures
 
-    from tb_roofline.serve import service as service_module
     service = RooflineService(str(logdir))
     runs = [r["run"] for r in service.list_runs()["runs"]]
     jobs = [(run, host) for run in runs for host in ("", "*", "h0", "host0")

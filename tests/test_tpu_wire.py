@@ -12,8 +12,8 @@ from tb_roofline.model.op_table import ALL_COLUMNS
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers import op_rows, tpu_file, tpu_plane, xspace, xwire
 from tb_roofline.readers.tpu import _line_events
-from tb_roofline.synthetic import SynthConfig, make_tpu_xspace, write_tpu_session, write_xspace
-from test_xline_fast import _ids, _random_line
+from tb_roofline.synthetic import SynthConfig, write_tpu_session, write_xspace
+from test_xline_fast import _ids, _random_line, _varint
 
 
 @pytest.fixture(params=[96, 1 << 18], ids=["tiny-windows", "default-windows"])
@@ -206,16 +206,6 @@ def test_line_written_after_the_metadata(tmp_path):
     path.write_bytes(data)
     assert xplane_pb2.XSpace.FromString(data).planes[0].lines[0].SerializeToString() == line
     _same_as_reference(str(path))
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 def test_tpu_files_take_the_wire_path(tmp_path, monkeypatch):

@@ -271,6 +271,30 @@ class TimelineBuilder:
                         {labels[o]: v for o, v in exposed if v > 0})
 
 
+def add_shape_use(shapes: dict, label: OpLabel, shape: tuple, calls, time_ps):
+    """Count `calls` and `time_ps` to `label`'s use of `shape` (kind, dims, text)."""
+    kind, dims, text = shape
+    uses = shapes.setdefault(label, [])
+    for i, u in enumerate(uses):
+        if u.text == text:
+            uses[i] = ShapeUse(kind, dims, text, u.calls + int(calls), u.time_ps + float(time_ps))
+            return
+    uses.append(ShapeUse(kind, dims, text, int(calls), float(time_ps)))
+
+
+def add_key_shapes(shapes: dict, label_of, shape_of: list, op, occurrences, time_ps):
+    """Calls and time per (op label, shape) from rows of keyed ops: `shape_of[k]` is key k's
+    shape (None: none known), `label_of(k)` its label; one step per key, not per row."""
+    n = len(shape_of)
+    has = np.fromiter((x is not None for x in shape_of), bool, n)
+    if not has.any() or not len(op):
+        return
+    occ = np.bincount(op, weights=occurrences, minlength=n)
+    time = np.bincount(op, weights=time_ps, minlength=n)
+    for k in np.flatnonzero(has & (occ > 0)).tolist():
+        add_shape_use(shapes, label_of(k), shape_of[k], occ[k], time[k])
+
+
 def merge_shapes(parts: list) -> dict | None:
     """Op shapes of several profiles: uses of one label and shape text add up."""
     parts = [p for p in parts if p]
@@ -279,13 +303,6 @@ def merge_shapes(parts: list) -> dict | None:
     out: dict = {}
     for p in parts:
         for label, uses in p.items():
-            mine = {u.text: u for u in out.get(label, [])}
             for u in uses:
-                if u.text in mine:
-                    m = mine[u.text]
-                    mine[u.text] = ShapeUse(m.kind, m.dims, m.text, m.calls + u.calls,
-                                            m.time_ps + u.time_ps)
-                else:
-                    mine[u.text] = u
-            out[label] = list(mine.values())
+                add_shape_use(out, label, (u.kind, u.dims, u.text), u.calls, u.time_ps)
     return out

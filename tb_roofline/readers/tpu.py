@@ -27,7 +27,7 @@ from tb_roofline.model.op_table import (ASYNC_START, ASYNC_WAIT, CONTAINER_CATEG
                                         HOST_TRANSFER, NO_STEP, CoreSpan, OpTableBuilder,
                                         ProfileData, StepSpan, is_infeed_outfeed_category)
 from tb_roofline.protos import memory_access_pb2, xplane_pb2, xplane_view_pb2
-from tb_roofline.model.timeline import ShapeUse, TimelineBuilder
+from tb_roofline.model.timeline import TimelineBuilder, add_key_shapes
 from tb_roofline.readers.shape_facts import tpu_text_shape
 from tb_roofline.readers.tpu_timeline import add_core_events, event_facts
 from tb_roofline.readers.xplane import PlaneStats
@@ -500,21 +500,8 @@ def _add_core_timeline(timeline: TimelineBuilder, core, span, core_steps, core_e
 
 def _add_shapes(shapes: dict, rows: list, op_index, occurrences, time_ps):
     """Calls and time per (op, shape) for the ops whose HLO text gives one."""
-    if not any(r["shape"] for r in rows):
-        return
-    occ = np.bincount(op_index, weights=occurrences, minlength=len(rows))
-    t = np.bincount(op_index, weights=time_ps, minlength=len(rows))
-    for r, n, tt in zip(rows, occ.tolist(), t.tolist()):
-        if r["shape"] is None or not n:
-            continue
-        kind, dims, text = r["shape"]
-        uses = shapes.setdefault(_label(r), [])
-        for i, u in enumerate(uses):
-            if u.text == text:
-                uses[i] = ShapeUse(kind, dims, text, u.calls + int(n), u.time_ps + tt)
-                break
-        else:
-            uses.append(ShapeUse(kind, dims, text, int(n), tt))
+    add_key_shapes(shapes, lambda k: _label(rows[k]), [r["shape"] for r in rows], op_index,
+                   occurrences, time_ps)
 
 
 def corrupt_value_notes(fixes: collections.Counter) -> list:

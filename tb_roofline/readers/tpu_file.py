@@ -241,28 +241,13 @@ def _table(host: str, results: list[PlaneResult]):
 
 
 def _op_shapes(cols: dict, op, occurrences, time_ps) -> dict:
-    """Calls and time per (op label, shape) of the host's ops whose HLO text gives one (the
-    guidance's), from the merged keys: once per distinct op, not per core."""
-    from tb_roofline.model.timeline import ShapeUse
-    shape_of = cols["shape"]
-    n = len(shape_of)
-    has = np.fromiter((x is not None for x in shape_of), bool, n)
-    if not has.any() or not len(op):
-        return {}
-    occ = np.bincount(op, weights=occurrences, minlength=n)
-    time = np.bincount(op, weights=time_ps, minlength=n)
-    out: dict = {}
+    """The guidance's op shapes from the merged keys: once per distinct op, not per core."""
+    from tb_roofline.model.timeline import add_key_shapes
+    shapes: dict = {}
     program_id, operation = cols["program_id"], cols["operation"]
-    for i in np.flatnonzero(has & (occ > 0)).tolist():
-        kind, dims, text = shape_of[i]
-        uses = out.setdefault((program_id[i], operation[i], ""), [])
-        for j, u in enumerate(uses):
-            if u.text == text:
-                uses[j] = ShapeUse(kind, dims, text, u.calls + int(occ[i]), u.time_ps + time[i])
-                break
-        else:
-            uses.append(ShapeUse(kind, dims, text, int(occ[i]), float(time[i])))
-    return out
+    add_key_shapes(shapes, lambda k: (program_id[k], operation[k], ""), cols["shape"], op,
+                   occurrences, time_ps)
+    return shapes
 
 
 def read_tpu_file(path: str, host: str, max_bytes: int | None = None,

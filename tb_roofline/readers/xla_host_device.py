@@ -34,7 +34,7 @@ from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, HOST_TRANSFER, NO_STEP, CoreSpan,
                                         OpTableBuilder, ProfileData, StepSpan)
-from tb_roofline.model.timeline import ShapeUse, TimelineBuilder, is_communication, is_fusible
+from tb_roofline.model.timeline import TimelineBuilder, add_shape_use, is_communication, is_fusible
 from tb_roofline.readers import kernel_names
 from tb_roofline.readers.shape_facts import hlo_shape
 from tb_roofline.readers.tpu import corrupt_value_notes
@@ -456,12 +456,5 @@ def _add_core_timeline(timeline: TimelineBuilder, core, span, core_steps, per_li
 
 def _add_shape(shapes: dict, label, ins, calls, time_ps):
     shape = hlo_shape(ins)
-    if shape is None:
-        return
-    kind, dims, text = shape
-    uses = shapes.setdefault(label, [])
-    for i, u in enumerate(uses):
-        if u.text == text:
-            uses[i] = ShapeUse(kind, dims, text, u.calls + int(calls), u.time_ps + float(time_ps))
-            return
-    uses.append(ShapeUse(kind, dims, text, int(calls), float(time_ps)))
+    if shape is not None:
+        add_shape_use(shapes, label, shape, calls, time_ps)

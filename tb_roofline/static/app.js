@@ -201,12 +201,7 @@ class App {
   }
 
   async restore() {
-    let url = {};
-    try {
-      url = await readUrlState();
-    } catch (e) {
-      url = {};
-    }
+    const url = await readUrlState();
     const split = (v) => (v ? String(v).split(',').filter(Boolean) : []);
     this.state = {run: url.run || '', host: url.host || '*',
       infeed: url.infeed === 'exclude' ? 'exclude' : 'include', view: url.view || 'op',

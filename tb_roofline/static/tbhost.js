@@ -102,33 +102,36 @@ export function onReload(callback) {
   });
 }
 
-function ownHashDict() {
-  const dict = {};
-  const hash = window.location.hash.replace(/^#/, '');
-  for (const part of hash.split('&')) {
-    if (!part) continue;
+/** The `key=value` pairs of a location hash, in order (malformed escapes kept as written). */
+function hashPairs(hash) {
+  const decode = (text) => {
+    try {
+      return decodeURIComponent(text);
+    } catch (e) {
+      return text;
+    }
+  };
+  const pairs = [];
+  for (const part of hash.replace(/^#/, '').split('&')) {
     const eq = part.indexOf('=');
-    if (eq < 0) continue;
-    dict[decodeURIComponent(part.slice(0, eq))] = decodeURIComponent(part.slice(eq + 1));
+    if (eq > 0) pairs.push([decode(part.slice(0, eq)), decode(part.slice(eq + 1))]);
   }
-  return dict;
+  return pairs;
 }
 
-/** The view state (`{run, host, ...}`) from the URL. */
+function ownHashDict() {
+  return Object.fromEntries(hashPairs(window.location.hash));
+}
+
+/** The view state (`{run, host, ...}`) from the URL; never throws (a bad hash reads as is). */
 export async function readUrlState() {
   const parent = parentWindow();
   const storage = parent && parent.tensorboard && parent.tensorboard.tf_storage;
   if (storage && storage.getUrlHashDict) {
     const out = {};
     // tf_storage's cached dict is refreshed on hashchange; parse the live hash to be safe.
-    const hash = parent.location.hash.replace(/^#/, '');
-    for (const part of hash.split('&')) {
-      const eq = part.indexOf('=');
-      if (eq < 0) continue;
-      const key = decodeURIComponent(part.slice(0, eq));
-      if (key.startsWith(PREFIX)) {
-        out[key.slice(PREFIX.length)] = decodeURIComponent(part.slice(eq + 1));
-      }
+    for (const [key, value] of hashPairs(parent.location.hash)) {
+      if (key.startsWith(PREFIX)) out[key.slice(PREFIX.length)] = value;
     }
     return out;
   }
@@ -153,11 +156,7 @@ export function writeUrlState(state) {
     // replaceState (tf_storage.setString would write once per key).
     const parts = parent.location.hash.replace(/^#/, '').split('&').filter(Boolean);
     const tab = parts.length && !parts[0].includes('=') ? parts.shift() : '';
-    const dict = new Map();
-    for (const part of parts) {
-      const eq = part.indexOf('=');
-      if (eq > 0) dict.set(decodeURIComponent(part.slice(0, eq)), decodeURIComponent(part.slice(eq + 1)));
-    }
+    const dict = new Map(hashPairs(parts.join('&')));
     for (const [key, value] of Object.entries(state)) {
       if (value === undefined || value === null || value === '') dict.delete(PREFIX + key);
       else dict.set(PREFIX + key, String(value));

@@ -160,12 +160,7 @@ class CompareView {
   // ---------------------------------------------------------------- state
 
   async restore() {
-    let url = {};
-    try {
-      url = await readUrlState();
-    } catch (e) {
-      url = {};
-    }
+    const url = await readUrlState();
     const state = {...EMPTY};
     for (const [key, name] of Object.entries(KEYS)) {
       const v = url[name];
