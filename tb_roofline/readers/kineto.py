@@ -1030,7 +1030,7 @@ def read_kineto(col: _Collector, host: str) -> ProfileData:
         diagnostics.append(Diagnostic(
             "info", "hw_counters_without_timing",
             f"{len(hw.kernels)} kernels carry CUPTI hardware counters, but the range profiler "
-            "does not time kernels: hardware FLOPs are shown without rates. " + HW_NOTE))
+            "does not time kernels: hardware FLOPs are shown without rates"))
     if not has_gpu and hw is not None:
         diagnostics.append(Diagnostic(
             "warning", "no_kernel_timing",
