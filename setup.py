@@ -23,6 +23,7 @@ setup(
         "s3": ["s3fs>=2023.1"],  # s3://
         "gcs": ["gcsfs>=2023.1"],  # gs://
         "remote": ["fsspec>=2023.1"],  # any other fsspec scheme (plus that scheme's package)
+        "mcp": ["mcp>=2,<3"],  # `tb-roofline mcp LOGDIR`: the official MCP Python SDK (2.x API)
         "test": [
             "pytest>=7",
             "xprof>=2.20",  # the reference converter the conformance tests compare against
@@ -33,6 +34,7 @@ setup(
             # upload with it). boto3 is not listed itself: a newer boto3 than aiobotocore's
             # botocore range makes pip backtrack s3fs to a release whose fsspec is yanked.
             "moto[server]>=5",
+            "mcp>=2,<3",  # the mcp extra, for tests/test_mcp.py (a real MCP client session)
         ],
     },
     entry_points={

@@ -8,6 +8,7 @@
     tb-roofline export LOGDIR --run R --level op --format csv -o ops.csv
     tb-roofline calibrate -o LOGDIR/roofline_device.json   # measure this machine's peaks
     tb-roofline diff BASE CANDIDATE --fail-if-slower 5     # compare two runs; a CI gate
+    tb-roofline mcp LOGDIR                  # MCP server for coding agents (stdio; --http)
 Exports are byte-for-byte what the HTTP API's `/export` serves. Profiles without peaks (CPU,
 unknown GPUs) take them from --device-file, or from a roofline_device.json next to the profile
 or in a parent folder up to the logdir, or from TB_ROOFLINE_DEVICE_FILE.
@@ -25,7 +26,7 @@ from tensorboard import errors as tb_errors
 from tb_roofline import storage
 from tb_roofline.serve.service import RooflineService
 
-COMMANDS = ("report", "runs", "export", "calibrate", "diff")
+COMMANDS = ("report", "runs", "export", "calibrate", "diff", "mcp")
 
 
 def _fmt(value) -> str:
@@ -298,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_calibrate_subparser(sub)
     from tb_roofline.serve.cli_diff import add_diff_subparser
     add_diff_subparser(sub)
+    from tb_roofline.serve.mcp_server import add_mcp_subparser
+    add_mcp_subparser(sub)
     return parser
 
 

@@ -1,0 +1,322 @@
+"""The MCP server's tools as plain functions over `RooflineService` (docs/mcp.md).
+
+Each tool takes the service and its arguments and returns a dict. The numbers come from the
+same service calls the HTTP routes make (`serve/plugin.py`: `list_runs`, `hosts`, `encoded`,
+`guidance`, `compare`), so a tool's answer holds the HTTP API's values, shaped for an agent:
+
+- small by default: the top `limit` rows, the columns that matter (`columns` asks for others),
+  numbers rounded to `significant_digits` (6, as `/compare`; 0 keeps full precision);
+- records as objects (`{"operation": ..., ...}`) instead of the API's column arrays;
+- a unit in every field name: the HTTP API's name, with the unit appended where the name
+  lacks one (`unit_name`): `flop_rate` -> `flop_rate_gflops`, `hbm_bw` -> `hbm_bw_gibs`,
+  `operational_intensity` -> `operational_intensity_flop_per_byte`.
+
+Errors are the service's public errors (same classes and messages as the HTTP answers);
+`serve/mcp_server.py` turns them into MCP errors. Nothing here writes anything.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from tb_roofline import errors
+from tb_roofline.serve.compare_api import SIGNIFICANT_DIGITS, round_significant
+
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 1000
+
+OP_COLUMNS = ("rank", "operation", "category", "precision", "program", "program_id", "host",
+              "occurrences", "total_self_time_us", "self_time_percent", "flops", "bytes",
+              "flop_rate", "memory_bw", "bottleneck_operational_intensity", "bound_by",
+              "peak_flop_rate", "roofline_efficiency", "potential_time_saved_us", "caveat",
+              "flops_source")
+PROGRAM_COLUMNS = ("record_type", "step", "host", "total_time_per_core_us", "flops", "bytes",
+                   "flop_rate", "hbm_bw", "operational_intensity", "bound_by",
+                   "peak_flop_rate", "roofline_efficiency", "flop_coverage", "bytes_coverage",
+                   "caveat")
+PAIR_COLUMNS = ("status", "match_rule", "change", "program", "base_operation",
+                "cand_operation", "base_precision", "cand_precision", "delta_time_us",
+                "delta_time_percent", "speedup", "share_of_change", "base_total_self_time_us",
+                "cand_total_self_time_us", "base_bound_by", "cand_bound_by",
+                "base_roofline_efficiency", "cand_roofline_efficiency", "delta_flop_rate",
+                "delta_operational_intensity", "bound_by_changed", "roof_changed")
+PROGRAM_PAIR_COLUMNS = ("status", "change", "base_record_type", "base_step", "base_host",
+                        "cand_record_type", "cand_step", "cand_host", "delta_time_us",
+                        "delta_time_percent", "speedup", "base_total_time_per_core_us",
+                        "cand_total_time_per_core_us", "base_bound_by", "cand_bound_by",
+                        "base_roofline_efficiency", "cand_roofline_efficiency",
+                        "delta_flop_rate", "delta_operational_intensity")
+ORDERS = ("self_time", "time_saved")
+NO_VALUE = "none"  # the precision / caveat filter value for rows without one
+
+
+# --- shaping --------------------------------------------------------------------------------
+
+def unit_name(name: str) -> str:
+    """The field name an MCP answer uses: the HTTP API's, with its unit where it lacks one."""
+    if name.endswith("flop_rate"):
+        return name + "_gflops"  # GFLOP/s
+    if name.endswith("_bw"):
+        return name + "_gibs"  # GiB/s
+    if name.endswith("operational_intensity") or name == "ridge_point":
+        return name + "_flop_per_byte"
+    return name
+
+
+def shape(value, digits: int):
+    """Field names with units and floats rounded to `digits` significant digits (0: as is),
+    all through the structure."""
+    if isinstance(value, dict):
+        return {unit_name(k): shape(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [shape(v, digits) for v in value]
+    if isinstance(value, float) and digits:
+        return float(round_significant(np.array([value]), digits)[0])
+    return value
+
+
+def _digits(significant_digits) -> int:
+    if significant_digits is None:
+        return SIGNIFICANT_DIGITS
+    if not 0 <= significant_digits <= 17:
+        raise errors.InvalidArgumentError(
+            f"significant_digits must be between 0 and 17, not {significant_digits}")
+    return significant_digits
+
+
+def _page(offset: int, limit: int | None):
+    if offset < 0:
+        raise errors.InvalidArgumentError("'offset' must not be negative")
+    if limit is not None and not 0 <= limit <= MAX_LIMIT:
+        raise errors.InvalidArgumentError(f"'limit' must be between 0 and {MAX_LIMIT}")
+    return offset, DEFAULT_LIMIT if limit is None else limit
+
+
+def _pick(columns, wanted, default) -> list:
+    """The columns an answer shows: `wanted` (HTTP names or MCP names), else `default`."""
+    if not wanted:
+        return [c for c in default if c in columns]
+    by_name = {unit_name(c): c for c in columns} | {c: c for c in columns}
+    unknown = [w for w in wanted if w not in by_name]
+    if unknown:
+        raise errors.InvalidArgumentError(
+            f"unknown column(s) {', '.join(map(repr, unknown))}; columns: "
+            + ", ".join(unit_name(c) for c in columns))
+    return [by_name[w] for w in wanted]
+
+
+def _records(columns, rows, keep) -> list:
+    index = [columns.index(c) for c in keep]
+    return [{c: r[i] for c, i in zip(keep, index)} for r in rows]
+
+
+def _io(infeed_outfeed: str) -> bool:
+    if infeed_outfeed not in ("include", "exclude"):
+        raise errors.InvalidArgumentError(
+            f"infeed_outfeed must be 'include' or 'exclude', not {infeed_outfeed!r}")
+    return infeed_outfeed == "include"
+
+
+def _encoded(service, kind, run, host, **params) -> dict:
+    """An answer exactly as the HTTP route serves it (the plugin's `_encoded`), decoded."""
+    body, _ = service.encoded(kind, run, host or "", False, **params)
+    return json.loads(body)
+
+
+# --- the tools ------------------------------------------------------------------------------
+
+def list_runs(service, offset: int = 0, limit: int | None = 50) -> dict:
+    """Runs in the logdir, newest first, each with its hosts and format (`/runs`)."""
+    offset, limit = _page(offset, limit)
+    answer = service.list_runs()
+    runs = answer["runs"]
+    return {"runs": [{k: r[k] for k in ("run", "format", "hosts")}
+                     for r in runs[offset:offset + limit]],
+            "total_count": len(runs), "offset": offset, "scanning": answer["scanning"]}
+
+
+def list_hosts(service, run: str) -> dict:
+    """The hosts of one run (`/hosts`); host "" or "*" means all of them aggregated."""
+    return service.hosts(run)
+
+
+def get_device(service, run: str, host: str = "", significant_digits: int | None = None) -> dict:
+    """The device and its roofs, each peak with its source (`/device`)."""
+    return shape(_encoded(service, "device", run, host), _digits(significant_digits))
+
+
+def get_program(service, run: str, host: str = "", infeed_outfeed: str = "include",
+                offset: int = 0, limit: int | None = None, columns: list | None = None,
+                significant_digits: int | None = None) -> dict:
+    """Program records (`/program`): Total, Total (HW), one per host, Average, each step."""
+    offset, limit = _page(offset, limit)
+    a = _encoded(service, "program", run, host, include_infeed_outfeed=_io(infeed_outfeed))
+    keep = _pick(a["columns"], columns, PROGRAM_COLUMNS)
+    rows = a["rows"]
+    return shape({"run": a["run"], "host": a["host"], "num_steps": a["num_steps"],
+                  "has_hw_counters": a["has_hw_counters"], "views": a["views"],
+                  "total_count": len(rows), "offset": offset,
+                  "records": _records(a["columns"], rows[offset:offset + limit], keep)},
+                 _digits(significant_digits))
+
+
+def _value_mask(values, wanted) -> np.ndarray:
+    """Rows whose value is one of `wanted`; NO_VALUE stands for a row without one."""
+    wanted = set(wanted)
+    return np.fromiter(((v or NO_VALUE) in wanted for v in values), bool, count=len(values))
+
+
+def top_ops(service, run: str, host: str = "", infeed_outfeed: str = "include",
+            view: str = "op", category: list | None = None, bound_by: list | None = None,
+            name: str = "", precision: list | None = None, caveat: list | None = None,
+            order: str = "self_time", offset: int = 0, limit: int | None = None,
+            columns: list | None = None, significant_digits: int | None = None) -> dict:
+    """Op records (`/ops`) filtered and paged. `order`: `self_time` (the API's rank order) or
+    `time_saved` (potential time saved first, as `tb-roofline report`'s `top_ops`)."""
+    offset, limit = _page(offset, limit)
+    if order not in ORDERS:
+        raise errors.InvalidArgumentError(f"order must be one of {', '.join(ORDERS)}, "
+                                          f"not {order!r}")
+    params = dict(include_infeed_outfeed=_io(infeed_outfeed), categories=list(category or []),
+                  bound_by=list(bound_by or []), name=name or "", view=view)
+    local = bool(precision or caveat) or order != "self_time"
+    if local:  # filters the API has not, or another order: all rows, then filter and page
+        a = _encoded(service, "ops", run, host, offset=0, limit=None, **params)
+    else:  # the API pages itself: exactly its answer
+        a = _encoded(service, "ops", run, host, offset=offset, limit=limit, **params)
+    cols, rows = a["columns"], a["rows"]
+    total = a["total_count"]
+    if local:
+        mask = np.ones(len(rows), bool)
+        for values, column in ((precision, "precision"), (caveat, "caveat")):
+            if values:
+                i = cols.index(column)
+                mask &= _value_mask([r[i] for r in rows], values)
+        rows = [r for r, keep in zip(rows, mask.tolist()) if keep]
+        if order == "time_saved":  # report.full_report's order (stable over the rank order)
+            i = cols.index("potential_time_saved_us")
+            rows.sort(key=lambda r: -(r[i] or 0.0))
+        total = len(rows)
+        rows = rows[offset:offset + limit]
+    keep = _pick(cols, columns, OP_COLUMNS)
+    nxt = offset + len(rows)
+    return shape({"run": a["run"], "host": a["host"], "view": a["view"], "order": order,
+                  "total_count": total, "unfiltered_count": a["unfiltered_count"],
+                  "offset": offset, "next_offset": nxt if nxt < total else None,
+                  "facets": a["facets"], "ops": _records(cols, rows, keep)},
+                 _digits(significant_digits))
+
+
+def _op_key(r: dict) -> tuple:
+    return (r["program_id"], r["operation"], r["precision"], r["host"])
+
+
+def get_op(service, run: str, operation: str, host: str = "", program_id: str | None = None,
+           precision: str | None = None, view: str = "op", infeed_outfeed: str = "include",
+           significant_digits: int | None = None) -> dict:
+    """One op in full: its records (every column; one per program, precision and host it
+    ran in), the guidance findings that name it with their evidence, and its shapes."""
+    if not operation:
+        raise errors.InvalidArgumentError("missing parameter 'operation'")
+    io = _io(infeed_outfeed)
+    a = _encoded(service, "ops", run, host, include_infeed_outfeed=io, name=operation,
+                 view=view)
+    cols = a["columns"]
+    records = [dict(zip(cols, r)) for r in a["rows"]]
+    records = [r for r in records if r["operation"] == operation
+               and (program_id is None or r["program_id"] == program_id)
+               and (precision is None or r["precision"] == precision)]
+    if not records:
+        raise errors.NotFoundError(
+            f"no op {operation!r} in run {run!r}" + (f", host {host!r}" if host else "")
+            + (f", program_id {program_id!r}" if program_id is not None else "")
+            + (f", precision {precision!r}" if precision is not None else "")
+            + (f", view {view!r}" if view != "op" else "")
+            + "; top_ops with name= finds the exact names")
+    keys = {_op_key(r) for r in records}
+    g = service.guidance(run, host or "", io)
+    findings = [f for f in g["findings"]
+                if any((o["program_id"], o["operation"], o["precision"], o["host"]) in keys
+                       for o in f["ops"])]
+    shapes = _shapes(service, run, host, records) if view == "op" else []
+    return shape({"run": a["run"], "host": a["host"], "view": a["view"],
+                  "operation": operation, "records": records, "findings": findings,
+                  "shapes": shapes}, _digits(significant_digits))
+
+
+def _shapes(service, run, host, records) -> list:
+    """The shapes each record's op ran with (the timeline facts the guidance rules read):
+    kind (`gemm`: M, N, K; `array`: each array's dims; `copy`), calls and time."""
+    facts = service.analysis(run, host or "").facts
+    op_shapes = getattr(facts, "op_shapes", None) or {}
+    out = []
+    for r in records:
+        for u in op_shapes.get((r["program_id"], r["operation"], r["precision"]), []):
+            out.append({"program_id": r["program_id"], "precision": r["precision"],
+                        "kind": u.kind, "shape": u.text, "dims": [list(d) if isinstance(
+                            d, (list, tuple)) else d for d in u.dims],
+                        "calls": u.calls, "time_us": u.time_ps / 1e6})
+    return out
+
+
+def get_guidance(service, run: str, host: str = "", infeed_outfeed: str = "include",
+                 offset: int = 0, limit: int | None = None,
+                 significant_digits: int | None = None) -> dict:
+    """Guidance (`/guidance`): the findings (rule, ops, evidence, time saved, suggestion),
+    time by class and throughput."""
+    offset, limit = _page(offset, limit)
+    g = service.guidance(run, host or "", _io(infeed_outfeed))
+    findings = g["findings"]
+    answer = {k: v for k, v in g.items() if k != "findings"}
+    answer.update(findings_count=len(findings), offset=offset,
+                  findings=findings[offset:offset + limit])
+    return shape(answer, _digits(significant_digits))
+
+
+def compare(service, base: str, run: str, base_host: str = "", host: str = "",
+            base_step: str | None = None, step: str | None = None, level: str = "op",
+            infeed_outfeed: str = "include", view: str = "op", category: list | None = None,
+            bound_by: list | None = None, name: str = "", offset: int = 0,
+            limit: int | None = None, columns: list | None = None,
+            significant_digits: int | None = None) -> dict:
+    """Two runs, hosts or steps (`/compare`): both sides, the summary and notes first, then
+    one page of pairs (ops, or program records with level=program) as objects."""
+    offset, limit = _page(offset, limit)
+    a = service.compare(base, run, base_host or "", host or "", base_step, step, level,
+                        _io(infeed_outfeed), view, list(category or []), list(bound_by or []),
+                        name or "", offset, limit)
+    cols = a["columns"]
+    keep = _pick(cols, columns, PAIR_COLUMNS if a["level"] == "op" else PROGRAM_PAIR_COLUMNS)
+    index = [cols.index(c) for c in keep]
+    n = len(a["values"][0]) if a["values"] else 0
+    pairs = [{c: a["values"][i][j] for c, i in zip(keep, index)} for j in range(n)]
+    sides = {side: {k: v for k, v in a[side].items() if k != "device"}
+                   | {"device_type": a[side]["device"]["type"]} for side in ("base", "cand")}
+    nxt = offset + n
+    return shape({**sides, "level": a["level"], "view": a["view"],
+                  "infeed_outfeed": a["infeed_outfeed"], "summary": a["summary"],
+                  "notes": a["notes"], "total_count": a["total_count"],
+                  "unfiltered_count": a["unfiltered_count"], "offset": offset,
+                  "next_offset": nxt if nxt < a["total_count"] else None,
+                  "facets": a["facets"], "pairs": pairs}, _digits(significant_digits))
+
+
+SEVERITIES = ("info", "warning", "error")
+
+
+def get_diagnostics(service, run: str, host: str = "", severity: list | None = None) -> dict:
+    """What the profile lacks or what was skipped (`/diagnostics`)."""
+    bad = [s for s in severity or [] if s not in SEVERITIES]
+    if bad:
+        raise errors.InvalidArgumentError(f"severity must be among {', '.join(SEVERITIES)}, "
+                                          f"not {', '.join(map(repr, bad))}")
+    a = _encoded(service, "diagnostics", run, host)
+    diags = a["diagnostics"]
+    if severity:
+        diags = [d for d in diags if d["severity"] in severity]
+    return {"run": a["run"], "host": a["host"], "diagnostics": diags}
+
+
+TOOLS = (list_runs, list_hosts, get_device, get_program, top_ops, get_op, get_guidance,
+         compare, get_diagnostics)
