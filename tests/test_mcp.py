@@ -1,0 +1,532 @@
+"""The MCP server (`tb-roofline mcp`): a real MCP client session (the SDK's stdio client) starts
+the server on copies of testdata profiles, lists the tools, calls each one and checks every
+answer against the HTTP API (the plugin's WSGI routes through werkzeug's test client) and the
+CLI's JSON; bad arguments, path tricks and a damaged profile give errors and the server keeps
+serving; one session over streamable HTTP on localhost."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from tensorboard.plugins import base_plugin
+from werkzeug.test import Client
+from werkzeug.wrappers import Response
+
+from tb_roofline.serve import cli, mcp_tools
+from tb_roofline.serve.plugin import RooflinePlugin
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(REPO, "testdata")
+TOOLS = {"list_runs", "list_hosts", "get_device", "get_program", "top_ops", "get_op",
+         "get_guidance", "compare", "get_diagnostics"}
+
+
+def _age(path, seconds=300):
+    past = time.time() - seconds
+    os.utime(path, (past, past))
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mcp_logdir")
+    for rel in ("guidance/torch/clean_matmul", "guidance/torch/elementwise_chain",
+                "guidance/torch/ddp_straggler", "compare/jax_cpu/mlp_b64",
+                "compare/jax_cpu/mlp_b128", "demo/v6e_train"):
+        shutil.copytree(os.path.join(DATA, rel), root / rel)
+    for rel in ("guidance/roofline_device.json", "compare/jax_cpu/roofline_device.json"):
+        shutil.copy(os.path.join(DATA, rel), root / rel)
+    # A damaged profile: the first half of a real trace (a truncated gzip), written long ago.
+    src = os.path.join(DATA, "guidance/torch/elementwise_chain")
+    name = next(f for f in os.listdir(src) if f.endswith(".pt.trace.json.gz"))
+    data = open(os.path.join(src, name), "rb").read()
+    (root / "damaged").mkdir()
+    bad = root / "damaged" / name
+    bad.write_bytes(data[: len(data) // 2])
+    _age(bad)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def http(logdir):
+    """GET a plugin route: (status, JSON), as the HTTP API answers it."""
+    apps = RooflinePlugin(base_plugin.TBContext(logdir=logdir)).get_plugin_apps()
+
+    def get(route, **params):
+        r = Client(apps[route], Response).get(route, query_string=params)
+        return r.status_code, json.loads(r.data)
+    return get
+
+
+@pytest.fixture(scope="module")
+def runs(http):
+    status, answer = http("/runs")
+    assert status == 200
+    names = [r["run"] for r in answer["runs"]]
+
+    def find(part):
+        (match,) = [n for n in names if part in n]
+        return match
+    return {"clean": find("clean_matmul"), "chain": find("elementwise_chain"),
+            "ddp": find("ddp_straggler"), "b64": find("mlp_b64"), "b128": find("mlp_b128"),
+            "tpu": find("v6e_train"), "damaged": "damaged"}
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
+    return env
+
+
+async def _call(session, tool, args):
+    """("ok", answer) or ("error", MCP error code, message, data) or ("tool_error", text)."""
+    try:
+        result = await session.call_tool(tool, args)
+    except MCPError as exc:
+        return ("error", exc.error.code, exc.error.message, exc.error.data)
+    text = "".join(c.text for c in result.content if getattr(c, "text", None))
+    if result.is_error:
+        return ("tool_error", text)
+    return ("ok", json.loads(text))
+
+
+async def _session(streams, calls):
+    read, write = streams
+    async with ClientSession(read, write) as session:
+        init = await session.initialize()
+        tools = await session.list_tools()
+        out = {"instructions": init.instructions,
+               "tools": {t.name: t for t in tools.tools}}
+        for key, tool, args in calls:
+            out[key] = await _call(session, tool, args)
+        return out
+
+
+def _stdio_session(logdir, calls):
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "tb_roofline.serve.cli", "mcp", logdir],
+                                   env=_env(), cwd=REPO)
+
+    async def main():
+        async with stdio_client(params) as streams:
+            return await _session(streams, calls)
+    return anyio.run(main)
+
+
+def _listing(root):
+    return sorted((os.path.relpath(os.path.join(d, f), root),
+                   os.stat(os.path.join(d, f)).st_mtime_ns)
+                  for d, _, files in os.walk(root) for f in files)
+
+
+@pytest.fixture(scope="module")
+def session(logdir, runs, http):
+    r = runs
+    _, ops_tpu = http("/ops", run=r["tpu"])
+    cat = ops_tpu["facets"]["category"][0]
+    calls = [
+        ("runs", "list_runs", {}),
+        ("hosts", "list_hosts", {"run": r["ddp"]}),
+        ("device", "get_device", {"run": r["b64"], "significant_digits": 0}),
+        ("device_rounded", "get_device", {"run": r["tpu"]}),
+        ("program", "get_program", {"run": r["ddp"], "limit": 1000, "significant_digits": 0,
+                                    "columns": ops_tpu["columns"]}),
+        ("program_default", "get_program", {"run": r["tpu"]}),
+        ("ops_default", "top_ops", {"run": r["tpu"]}),
+        ("ops_filtered", "top_ops", {"run": r["tpu"], "category": [cat], "name": "o",
+                                     "offset": 1, "limit": 2, "significant_digits": 0}),
+        ("ops_caveat", "top_ops", {"run": r["tpu"], "caveat": ["async_wait", "none"],
+                                   "bound_by": ["HBM"], "limit": 1000,
+                                   "significant_digits": 0}),
+        ("ops_precision", "top_ops", {"run": r["ddp"], "precision": ["none"], "limit": 1000,
+                                      "significant_digits": 0}),
+        ("ops_saved", "top_ops", {"run": r["b64"], "order": "time_saved", "limit": 20,
+                                  "significant_digits": 0, "columns": ops_tpu["columns"]}),
+        ("op_mm", "get_op", {"run": r["clean"], "operation": "aten::mm",
+                             "significant_digits": 0}),
+        ("op_mul", "get_op", {"run": r["chain"], "operation": "aten::mul",
+                              "significant_digits": 0}),
+        ("guidance", "get_guidance", {"run": r["chain"], "limit": 1000,
+                                      "significant_digits": 0}),
+        ("guidance_default", "get_guidance", {"run": r["chain"]}),
+        ("compare", "compare", {"base": r["b64"], "run": r["b128"], "limit": 3,
+                                "significant_digits": 0}),
+        ("compare_default", "compare", {"base": r["b64"], "run": r["b128"]}),
+        ("compare_program", "compare", {"base": r["b64"], "run": r["b128"],
+                                        "level": "program", "significant_digits": 0}),
+        ("compare_hosts", "compare", {"base": r["ddp"], "run": r["ddp"],
+                                      "base_host": "rank0.1796046409084906552",
+                                      "host": "rank1.1796046409087992866",
+                                      "significant_digits": 0}),
+        ("diagnostics", "get_diagnostics", {"run": r["tpu"]}),
+        ("diagnostics_warn", "get_diagnostics", {"run": r["tpu"], "severity": ["warning"]}),
+        # errors the service gives, as the HTTP API gives them
+        ("e_traversal", "list_hosts", {"run": "../../etc"}),
+        ("e_abs", "get_device", {"run": "/etc/passwd"}),
+        ("e_host", "get_device", {"run": r["ddp"], "host": "../rank0"}),
+        ("e_unknown", "get_program", {"run": "nope"}),
+        ("e_view", "top_ops", {"run": r["b64"], "view": "kernel"}),
+        ("e_step", "compare", {"base": r["b64"], "run": r["b128"], "step": "42"}),
+        ("e_damaged", "get_program", {"run": r["damaged"]}),
+        ("e_no_op", "get_op", {"run": r["chain"], "operation": "aten::nothing"}),
+        ("after_damaged", "get_device", {"run": r["b64"], "significant_digits": 0}),
+        # arguments the input schema refuses
+        ("s_limit", "top_ops", {"run": r["tpu"], "limit": -1}),
+        ("s_io", "top_ops", {"run": r["tpu"], "infeed_outfeed": "sideways"}),
+        ("s_order", "top_ops", {"run": r["tpu"], "order": "fastest"}),
+        ("s_extra", "top_ops", {"run": r["tpu"], "limt": 3}),
+        ("s_missing", "list_hosts", {}),
+        ("s_type", "get_program", {"run": r["tpu"], "offset": "many"}),
+        ("s_op", "get_op", {"run": r["chain"], "operation": ""}),
+        ("s_column", "top_ops", {"run": r["tpu"], "columns": ["flop_rate_gflops", "nope"]}),
+        ("last", "list_runs", {"limit": 1}),
+    ]
+    before = _listing(logdir)
+    out = _stdio_session(logdir, calls)
+    out["written"] = [x for x in _listing(logdir) if x not in before]
+    return out
+
+
+def _ok(session, key):
+    status, *rest = session[key]
+    assert status == "ok", (key, rest)
+    return rest[0]
+
+
+def _named(record: dict) -> dict:
+    """A record as the MCP answers name it (the HTTP name with its unit)."""
+    return {mcp_tools.unit_name(k): v for k, v in record.items()}
+
+
+def _rows(answer, columns=None):
+    cols = answer["columns"]
+    keep = columns or cols
+    return [_named({c: row[cols.index(c)] for c in keep}) for row in answer["rows"]]
+
+
+# --- the session, the tools, the instructions ----------------------------------------------
+
+def test_tools_are_listed_with_validated_read_only_schemas(session):
+    assert set(session["tools"]) == TOOLS
+    for tool in session["tools"].values():
+        assert tool.description and tool.input_schema["type"] == "object"
+        assert tool.input_schema.get("additionalProperties") is False
+        assert tool.annotations.read_only_hint is True
+    top = session["tools"]["top_ops"].input_schema["properties"]
+    assert top["infeed_outfeed"]["enum"] == ["include", "exclude"]
+    assert "roofline" in session["instructions"] and "ridge point" in session["instructions"]
+
+
+def test_unit_names_and_rounding():
+    assert mcp_tools.unit_name("flop_rate") == "flop_rate_gflops"
+    assert mcp_tools.unit_name("delta_flop_rate") == "delta_flop_rate_gflops"
+    assert mcp_tools.unit_name("hbm_bw") == "hbm_bw_gibs"
+    assert mcp_tools.unit_name("bottleneck_operational_intensity") == \
+        "bottleneck_operational_intensity_flop_per_byte"
+    assert mcp_tools.unit_name("ridge_point") == "ridge_point_flop_per_byte"
+    for name in ("total_self_time_us", "peak_gflops", "roofline_efficiency", "flops"):
+        assert mcp_tools.unit_name(name) == name
+    assert mcp_tools.shape({"a": [1234567.891, 0.000123456789, 7, None, True]}, 6) == \
+        {"a": [1234570.0, 0.000123457, 7, None, True]}
+    assert mcp_tools.shape({"x": 1.23456789}, 0) == {"x": 1.23456789}
+
+
+def test_runs_and_hosts_equal_the_http_api(session, http, runs):
+    _, want = http("/runs")
+    got = _ok(session, "runs")
+    assert got["total_count"] == len(want["runs"]) == 7
+    assert got["runs"] == [{k: r[k] for k in ("run", "format", "hosts")} for r in want["runs"]]
+    assert _ok(session, "last")["runs"] == got["runs"][:1]
+    assert _ok(session, "hosts") == http("/hosts", run=runs["ddp"])[1]
+
+
+def test_device_and_roofs_equal_the_http_api(session, http, runs):
+    _, want = http("/device", run=runs["b64"])
+    got = _ok(session, "device")
+    assert got["device"] == json.loads(json.dumps(mcp_tools.shape(want["device"], 0)))
+    memory = got["device"]["memories"][0]
+    assert memory["ridge_point_flop_per_byte"] == want["device"]["memories"][0]["ridge_point"]
+    assert all(c["source"] == "measured" for c in got["device"]["compute"])
+    # default: rounded to 6 significant digits, within 5e-6 of the exact figure
+    _, tpu = http("/device", run=runs["tpu"])
+    exact = tpu["device"]["compute"][0]["peak_gflops"]
+    rounded = _ok(session, "device_rounded")["device"]["compute"][0]["peak_gflops"]
+    assert rounded == pytest.approx(exact, rel=5e-6) and len(repr(rounded)) <= 9
+
+
+def test_program_records_equal_the_http_api(session, http, runs):
+    _, want = http("/program", run=runs["ddp"])
+    got = _ok(session, "program")
+    assert got["records"] == _rows(want) and got["num_steps"] == want["num_steps"]
+    assert {r["record_type"] for r in got["records"]} >= {"total", "host"}
+    default = _ok(session, "program_default")
+    _, tpu = http("/program", run=runs["tpu"])
+    assert len(default["records"]) == min(10, len(tpu["rows"]))
+    assert default["total_count"] == len(tpu["rows"])
+    for rec, row in zip(default["records"], _rows(tpu)):
+        assert set(rec) < set(row)
+        for k, v in rec.items():
+            assert v == (pytest.approx(row[k], rel=5e-6) if isinstance(v, float) else row[k])
+
+
+def test_top_ops_equal_the_http_api(session, http, runs):
+    cols = list(mcp_tools.OP_COLUMNS)
+    _, everything = http("/ops", run=runs["tpu"])
+    default = _ok(session, "ops_default")
+    assert len(default["ops"]) == 10 and default["next_offset"] == 10
+    assert default["total_count"] == everything["total_count"]
+    for got, want in zip(default["ops"], _rows(everything, cols)):
+        assert got.keys() == want.keys()
+        for k, v in got.items():
+            assert v == (pytest.approx(want[k], rel=5e-6) if isinstance(v, float) else want[k])
+
+    cat = everything["facets"]["category"][0]
+    _, page = http("/ops", run=runs["tpu"], category=cat, name="o", offset=1, limit=2)
+    got = _ok(session, "ops_filtered")
+    assert got["ops"] == _rows(page, cols) and got["total_count"] == page["total_count"]
+
+    # caveat and precision: filters the HTTP API has not, applied to its rows
+    _, hbm = http("/ops", run=runs["tpu"], bound_by="HBM")
+    c = hbm["columns"].index("caveat")
+    keep = [row for row in hbm["rows"] if row[c] in ("async_wait", None)]
+    got = _ok(session, "ops_caveat")
+    assert got["ops"] == _rows(dict(hbm, rows=keep), cols) and got["total_count"] == len(keep)
+    assert {o["caveat"] for o in got["ops"]} <= {"async_wait", None}
+    _, ddp = http("/ops", run=runs["ddp"])
+    p = ddp["columns"].index("precision")
+    keep = [row for row in ddp["rows"] if not row[p]]  # "none": the rows without a precision
+    assert 0 < len(keep) < len(ddp["rows"])
+    assert _ok(session, "ops_precision")["ops"] == _rows(dict(ddp, rows=keep), cols)
+
+
+def test_top_ops_by_time_saved_equal_the_cli_report(session, logdir, runs):
+    out = io.StringIO()
+    assert cli.main(["report", logdir, "--run", runs["b64"], "--format", "json", "--top", "20",
+                     "--no-progress"], out=out) == 0
+    report = json.loads(out.getvalue())
+    got = _ok(session, "ops_saved")
+    assert got["ops"] == [_named(r) for r in report["top_ops"]]
+    assert got["total_count"] == report["op_count"]
+
+
+def test_one_op_in_full(session, http, runs):
+    _, ops = http("/ops", run=runs["clean"], name="aten::mm")
+    want = [r for r in _rows(ops) if r["operation"] == "aten::mm"]
+    got = _ok(session, "op_mm")
+    assert got["records"] == want and len(want) == 1
+    # the two 1024^3 matmuls of the capture (testdata/README.md): M = N = K = 1024
+    (gemm,) = [s for s in got["shapes"] if s["kind"] == "gemm"]
+    assert gemm["dims"] == [1024, 1024, 1024] and gemm["calls"] == 8
+    _, guide = http("/guidance", run=runs["chain"])
+    naming = [f for f in guide["findings"] if any(o["operation"] == "aten::mul"
+                                                  for o in f["ops"])]
+    got = _ok(session, "op_mul")
+    assert naming and got["findings"] == [_named_deep(f) for f in naming]
+    assert got["findings"][0]["evidence"]["records"]
+
+
+def _named_deep(value):
+    return json.loads(json.dumps(mcp_tools.shape(value, 0)))
+
+
+def test_guidance_equals_the_http_api(session, http, runs):
+    _, want = http("/guidance", run=runs["chain"])
+    got = _ok(session, "guidance")
+    assert got["findings"] == _named_deep(want["findings"]) and got["findings_count"] > 2
+    assert {k: v for k, v in got.items() if k not in ("findings", "findings_count", "offset")} \
+        == _named_deep({k: v for k, v in want.items() if k != "findings"})
+    default = _ok(session, "guidance_default")
+    assert [f["id"] for f in default["findings"]] == [f["id"] for f in want["findings"]][:10]
+
+
+def _pairs(answer, keep):
+    cols = answer["columns"]
+    n = len(answer["values"][0]) if answer["values"] else 0
+    return [_named({c: answer["values"][cols.index(c)][j] for c in keep}) for j in range(n)]
+
+
+def test_compare_equals_the_http_api(session, http, runs):
+    _, want = http("/compare", base=runs["b64"], run=runs["b128"], limit=3)
+    got = _ok(session, "compare")
+    assert got["summary"] == _named_deep(want["summary"]) and got["notes"] == want["notes"]
+    assert got["pairs"] == _pairs(want, mcp_tools.PAIR_COLUMNS)
+    assert got["total_count"] == want["total_count"] == 32 and got["next_offset"] == 3
+    assert got["base"]["run"] == runs["b64"] and got["cand"]["device_type"] == \
+        want["cand"]["device"]["type"]
+    assert list(got)[:3] == ["base", "cand", "level"]  # the summary comes before the pairs
+    assert list(got).index("summary") < list(got).index("pairs")
+    _, want = http("/compare", base=runs["b64"], run=runs["b128"], level="program")
+    got = _ok(session, "compare_program")
+    assert got["pairs"] == _pairs(want, mcp_tools.PROGRAM_PAIR_COLUMNS)[:10]
+    _, want = http("/compare", base=runs["ddp"], run=runs["ddp"],
+                   base_host="rank0.1796046409084906552", host="rank1.1796046409087992866")
+    got = _ok(session, "compare_hosts")
+    assert got["summary"] == _named_deep(want["summary"])
+    assert got["pairs"] == _pairs(want, mcp_tools.PAIR_COLUMNS)[:10]
+
+
+@pytest.mark.parametrize("key", ["runs", "device_rounded", "program_default", "ops_default",
+                                 "guidance_default", "compare_default", "diagnostics"])
+def test_default_answers_are_small(session, key):
+    assert len(json.dumps(_ok(session, key))) < 12_000
+
+
+def test_the_rounded_compare_is_the_exact_one_rounded(session):
+    exact, rounded = _ok(session, "compare"), _ok(session, "compare_default")
+    assert rounded["pairs"][:3] == json.loads(json.dumps(mcp_tools.shape(exact["pairs"], 6)))
+    assert len(rounded["pairs"]) == 10 and rounded["next_offset"] == 10
+
+
+def test_diagnostics_equal_the_http_api(session, http, runs):
+    _, want = http("/diagnostics", run=runs["tpu"])
+    assert _ok(session, "diagnostics") == want
+    warnings = [d for d in want["diagnostics"] if d["severity"] == "warning"]
+    assert _ok(session, "diagnostics_warn")["diagnostics"] == warnings
+
+
+# --- errors, the damaged profile, read-only -------------------------------------------------
+
+@pytest.mark.parametrize("key,route,params", [
+    ("e_traversal", "/hosts", {"run": "../../etc"}),
+    ("e_abs", "/device", {"run": "/etc/passwd"}),
+    ("e_host", "/device", {"run": "ddp", "host": "../rank0"}),
+    ("e_unknown", "/program", {"run": "nope"}),
+    ("e_view", "/ops", {"run": "b64", "view": "kernel"}),
+    ("e_step", "/compare", {"base": "b64", "run": "b128", "step": "42"}),
+    ("e_damaged", "/program", {"run": "damaged"}),
+])
+def test_errors_carry_the_http_api_message(session, http, runs, key, route, params):
+    params = {k: runs.get(v, v) if k in ("run", "base") else v for k, v in params.items()}
+    status, want = http(route, **params)
+    kind, code, message, data = session[key]
+    assert kind == "error" and status >= 400
+    assert message == want["error"]["message"]
+    assert data == {"status": status, "code": want["error"]["code"]}
+    assert code == (-32602 if status == 400 else -32000)
+
+
+def test_a_damaged_profile_is_an_error_and_the_server_keeps_serving(session, http, runs):
+    kind, _, message, data = session["e_damaged"]
+    assert kind == "error" and data["code"] == "bad_profile" and "damaged" in message
+    assert _ok(session, "after_damaged") == _ok(session, "device")
+    assert _ok(session, "last")["total_count"] == 7  # the last call of the session answered
+    kind, _, message, data = session["e_no_op"]
+    assert data["code"] == "not_found" and "aten::nothing" in message
+
+
+@pytest.mark.parametrize("key,field", [
+    ("s_limit", "limit"), ("s_io", "infeed_outfeed"), ("s_order", "order"), ("s_extra", "limt"),
+    ("s_missing", "run"), ("s_type", "offset"), ("s_op", "operation")])
+def test_the_input_schema_refuses_bad_arguments(session, key, field):
+    kind, *rest = session[key]
+    assert kind in ("tool_error", "error"), rest
+    assert field in " ".join(map(str, rest))
+
+
+def test_an_unknown_column_names_the_columns(session):
+    kind, _, message, data = session["s_column"]
+    assert kind == "error" and data["code"] == "invalid_argument"
+    assert "'nope'" in message and "flop_rate_gflops" in message
+
+
+def test_a_bug_or_no_memory_fails_one_call_as_an_mcp_error():
+    from tb_roofline.serve import mcp_server
+
+    def bug(service):
+        raise KeyError("x")
+
+    def hungry(service):
+        raise MemoryError
+
+    with pytest.raises(MCPError) as err:
+        mcp_server.call(None, bug)
+    assert err.value.error.message == "internal error: KeyError: 'x'"
+    assert err.value.error.data == {"status": 500, "code": "internal"}
+    with pytest.raises(MCPError) as err:
+        mcp_server.call(None, hungry)
+    assert err.value.error.data == {"status": 413, "code": "too_large"}
+    assert mcp_server.call(None, lambda service, x: {"x": x}, x=1) == {"x": 1}
+
+
+def test_nothing_is_written_into_the_logdir(session):
+    assert session["written"] == []
+
+
+# --- streamable HTTP --------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _http_server(logdir, port):
+    proc = subprocess.Popen([sys.executable, "-m", "tb_roofline.serve.cli", "mcp", logdir,
+                             "--http", "--port", str(port)], env=_env(), cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode()
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the MCP HTTP server did not start"
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+
+def test_a_streamable_http_session_on_localhost(logdir, http, runs):
+    port = _free_port()
+    with _http_server(logdir, port) as url:
+        async def main():
+            async with streamable_http_client(url) as streams:
+                return await _session(streams, [
+                    ("device", "get_device", {"run": runs["b64"], "significant_digits": 0}),
+                    ("e_traversal", "list_hosts", {"run": "../x"})])
+        out = anyio.run(main)
+        with socket.socket() as s:  # bound to the loopback interface only
+            s.settimeout(2)
+            addr = [a for a in _addresses() if not a.startswith("127.")]
+            assert all(s.connect_ex((a, port)) != 0 for a in addr[:1])
+    assert set(out["tools"]) == TOOLS
+    _, want = http("/device", run=runs["b64"])
+    assert _ok(out, "device")["device"] == _named_deep(want["device"])
+    assert out["e_traversal"][0] == "error" and out["e_traversal"][3]["code"] == \
+        "invalid_argument"
+
+
+def _addresses() -> list:
+    try:
+        return sorted({i[4][0] for i in socket.getaddrinfo(socket.gethostname(), None,
+                                                             socket.AF_INET)})
+    except OSError:
+        return []
+
+
+def test_the_cli_refuses_a_missing_logdir_and_a_bad_port(tmp_path, capsys):
+    assert cli.main(["mcp", str(tmp_path / "nothing")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    assert cli.main(["mcp", str(tmp_path), "--http", "--port", "0"]) == 2
+    assert "not a port" in capsys.readouterr().err
