@@ -99,7 +99,8 @@ async def _call(session, tool, args):
     text = "".join(c.text for c in result.content if getattr(c, "text", None))
     if result.is_error:
         return ("tool_error", text)
-    return ("ok", json.loads(text))
+    assert json.loads(text) == result.structured_content  # the text is the same JSON object
+    return ("ok", result.structured_content)
 
 
 async def _session(streams, calls):
@@ -154,6 +155,11 @@ def session(logdir, runs, http):
                                       "significant_digits": 0}),
         ("ops_saved", "top_ops", {"run": r["b64"], "order": "time_saved", "limit": 20,
                                   "significant_digits": 0, "columns": ops_tpu["columns"]}),
+        ("program_b64", "get_program", {"run": r["b64"], "limit": 1000,
+                                        "significant_digits": 0, "columns": ops_tpu["columns"]}),
+        ("guidance_b64", "get_guidance", {"run": r["b64"], "limit": 1000,
+                                          "significant_digits": 0}),
+        ("diagnostics_b64", "get_diagnostics", {"run": r["b64"]}),
         ("op_mm", "get_op", {"run": r["clean"], "operation": "aten::mm",
                              "significant_digits": 0}),
         ("op_mul", "get_op", {"run": r["chain"], "operation": "aten::mul",
@@ -311,7 +317,7 @@ def test_top_ops_equal_the_http_api(session, http, runs):
     assert _ok(session, "ops_precision")["ops"] == _rows(dict(ddp, rows=keep), cols)
 
 
-def test_top_ops_by_time_saved_equal_the_cli_report(session, logdir, runs):
+def test_answers_equal_the_cli_report_json(session, logdir, runs):
     out = io.StringIO()
     assert cli.main(["report", logdir, "--run", runs["b64"], "--format", "json", "--top", "20",
                      "--no-progress"], out=out) == 0
@@ -319,6 +325,15 @@ def test_top_ops_by_time_saved_equal_the_cli_report(session, logdir, runs):
     got = _ok(session, "ops_saved")
     assert got["ops"] == [_named(r) for r in report["top_ops"]]
     assert got["total_count"] == report["op_count"]
+    assert _ok(session, "device")["device"] == _named_deep(report["device"])
+    program = _ok(session, "program_b64")
+    assert program["records"] == [_named(r) for r in report["program"]]
+    assert program["num_steps"] == report["num_steps"]
+    guidance = _ok(session, "guidance_b64")
+    want = _named_deep(report["guidance"])
+    assert guidance["findings"] == want.pop("findings")
+    assert {k: v for k, v in guidance.items() if k in want} == want
+    assert _ok(session, "diagnostics_b64")["diagnostics"] == report["diagnostics"]
 
 
 def test_one_op_in_full(session, http, runs):
@@ -375,6 +390,34 @@ def test_compare_equals_the_http_api(session, http, runs):
     got = _ok(session, "compare_hosts")
     assert got["summary"] == _named_deep(want["summary"])
     assert got["pairs"] == _pairs(want, mcp_tools.PAIR_COLUMNS)[:10]
+
+
+def _close(got, want, path="answer"):
+    """`got` (rounded to 6 significant digits) against the exact `want`, field by field."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and got.keys() == want.keys(), path
+        for k in want:
+            _close(got[k], want[k], f"{path}.{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), path
+        for i, (g, w) in enumerate(zip(got, want)):
+            _close(g, w, f"{path}[{i}]")
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert got == pytest.approx(want, rel=5e-6, abs=1e-12), path
+    else:
+        assert got == want, path
+
+
+def test_compare_equals_the_cli_diff_json(session, logdir, runs):
+    out = io.StringIO()
+    assert cli.main(["diff", logdir, "--base-run", runs["b64"], "--run", runs["b128"],
+                     "--format", "json", "--no-progress"], out=out) == 0
+    doc = json.loads(out.getvalue())
+    got = _ok(session, "compare")
+    _close(got["summary"], _named_deep(doc["summary"]))
+    assert got["notes"] == doc["notes"] and got["total_count"] == len(doc["ops"])
+    want = [{k: v for k, v in _named(r).items() if k in got["pairs"][0]} for r in doc["ops"][:3]]
+    _close(got["pairs"], want)
 
 
 @pytest.mark.parametrize("key", ["runs", "device_rounded", "program_default", "ops_default",

@@ -8,7 +8,7 @@ API's message, status and code (`docs/mcp.md`). A failure, even a bug or running
 memory, answers that one call; the server keeps serving. Read-only: nothing is written.
 """
 import logging
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from tensorboard import errors as tb_errors
 
@@ -50,6 +50,7 @@ How to read a roofline:
 """
 
 IoArg = Literal["include", "exclude"]
+Answer = dict[str, Any]  # a JSON object: the structured content of a tool's result
 
 
 def _mcp_error(exc: tb_errors.PublicError):
@@ -91,7 +92,7 @@ def build_server(service):
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                 idempotent_hint=True, open_world_hint=False)
-    tool = lambda: server.tool(annotations=read_only)  # noqa: E731
+    tool = lambda: server.tool(annotations=read_only, structured_output=True)  # noqa: E731
     Run = Annotated[str, Field(description="run name exactly as list_runs gives it")]
     Host = Annotated[str, Field(description="one host of the run; '' or '*' = all hosts")]
     Io = Annotated[IoArg, Field(description="whether infeed/outfeed ops count")]
@@ -109,17 +110,17 @@ def build_server(service):
 
     @tool()
     def list_runs(offset: Off = 0, limit: Annotated[Optional[int], Field(
-            ge=0, le=mcp_tools.MAX_LIMIT)] = 50) -> dict:
+            ge=0, le=mcp_tools.MAX_LIMIT)] = 50) -> Answer:
         """Profiling runs in the logdir, newest first, with their hosts and format."""
         return call(service, mcp_tools.list_runs, offset=offset, limit=limit)
 
     @tool()
-    def list_hosts(run: Run) -> dict:
+    def list_hosts(run: Run) -> Answer:
         """The hosts of one run ('*' aggregates all)."""
         return call(service, mcp_tools.list_hosts, run=run)
 
     @tool()
-    def get_device(run: Run, host: Host = "", significant_digits: Dig = None) -> dict:
+    def get_device(run: Run, host: Host = "", significant_digits: Dig = None) -> Answer:
         """The device and its roofs: peak FLOP rate per precision and bandwidth per memory,
         ridge points, each with its source (profile, datasheet, measured, user)."""
         return call(service, mcp_tools.get_device, run=run, host=host,
@@ -128,7 +129,7 @@ def build_server(service):
     @tool()
     def get_program(run: Run, host: Host = "", infeed_outfeed: Io = "include",
                     offset: Off = 0, limit: Lim = None, columns: Cols = None,
-                    significant_digits: Dig = None) -> dict:
+                    significant_digits: Dig = None) -> Answer:
         """Program records: the Total, Total (HW), one per host, Average and each step, with
         rates, intensity, bound-by, efficiency and cost coverage."""
         return call(service, mcp_tools.get_program, run=run, host=host,
@@ -146,7 +147,7 @@ def build_server(service):
                     description="self_time (rank) or time_saved (opportunities first)")]
                 = "self_time",
                 offset: Off = 0, limit: Lim = None, columns: Cols = None,
-                significant_digits: Dig = None) -> dict:
+                significant_digits: Dig = None) -> Answer:
         """The top ops by self time or by potential time saved, filtered by category,
         bound_by, name, precision and caveat, paged (next_offset)."""
         return call(service, mcp_tools.top_ops, run=run, host=host,
@@ -160,7 +161,7 @@ def build_server(service):
             "the op's exact name, as top_ops gives it"))], host: Host = "",
                program_id: Optional[str] = None, precision: Optional[str] = None,
                view: View = "op", infeed_outfeed: Io = "include",
-               significant_digits: Dig = None) -> dict:
+               significant_digits: Dig = None) -> Answer:
         """One op in full: every column of its records, the guidance findings naming it with
         their evidence, and the shapes it ran with."""
         return call(service, mcp_tools.get_op, run=run, operation=operation, host=host,
@@ -170,7 +171,7 @@ def build_server(service):
     @tool()
     def get_guidance(run: Run, host: Host = "", infeed_outfeed: Io = "include",
                      offset: Off = 0, limit: Lim = None,
-                     significant_digits: Dig = None) -> dict:
+                     significant_digits: Dig = None) -> Answer:
         """What to change: findings (rule, ops, evidence, time saved, suggestion), step time
         by class (compute, memory, communication, idle) and throughput (MFU, HFU)."""
         return call(service, mcp_tools.get_guidance, run=run, host=host,
@@ -183,7 +184,7 @@ def build_server(service):
                 step: Step = None, level: Literal["op", "program"] = "op",
                 infeed_outfeed: Io = "include", view: View = "op", category: Values = None,
                 bound_by: Values = None, name: str = "", offset: Off = 0, limit: Lim = None,
-                columns: Cols = None, significant_digits: Dig = None) -> dict:
+                columns: Cols = None, significant_digits: Dig = None) -> Answer:
         """Two runs, two hosts of one run or two steps: the summary (time change, speedup,
         top contributors) first, then one page of matched op (or program) pairs."""
         return call(service, mcp_tools.compare, base=base, run=run, base_host=base_host,
@@ -195,7 +196,7 @@ def build_server(service):
     @tool()
     def get_diagnostics(run: Run, host: Host = "", severity: Annotated[
             Optional[list[Literal["info", "warning", "error"]]], Field(
-                description="keep these severities")] = None) -> dict:
+                description="keep these severities")] = None) -> Answer:
         """What the profile lacks or what was skipped (unknown peaks, low cost coverage, ...)."""
         return call(service, mcp_tools.get_diagnostics, run=run, host=host,
                     severity=severity)
