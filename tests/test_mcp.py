@@ -14,6 +14,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import anyio
 import pytest
@@ -549,6 +551,13 @@ def test_a_streamable_http_session_on_localhost(logdir, http, runs):
                     ("device", "get_device", {"run": runs["b64"], "significant_digits": 0}),
                     ("e_traversal", "list_hosts", {"run": "../x"})])
         out = anyio.run(main)
+        # A page on another site cannot reach it through DNS rebinding: other Host headers
+        # are refused.
+        req = urllib.request.Request(url, data=b"{}", method="POST", headers={
+            "Host": f"evil.example:{port}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream"})
+        status = _status(req)
+        assert 400 <= status < 500
         with socket.socket() as s:  # bound to the loopback interface only
             s.settimeout(2)
             addr = [a for a in _addresses() if not a.startswith("127.")]
@@ -558,6 +567,14 @@ def test_a_streamable_http_session_on_localhost(logdir, http, runs):
     assert _ok(out, "device")["device"] == _named_deep(want["device"])
     assert out["e_traversal"][0] == "error" and out["e_traversal"][3]["code"] == \
         "invalid_argument"
+
+
+def _status(req) -> int:
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
 
 
 def _addresses() -> list:
