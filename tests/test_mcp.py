@@ -573,3 +573,9 @@ def test_the_cli_refuses_a_missing_logdir_and_a_bad_port(tmp_path, capsys):
     assert "not a directory" in capsys.readouterr().err
     assert cli.main(["mcp", str(tmp_path), "--http", "--port", "0"]) == 2
     assert "not a port" in capsys.readouterr().err
+
+
+def test_without_the_sdk_the_cli_says_which_extra_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)
+    assert cli.main(["mcp", str(tmp_path)]) == 2
+    assert "pip install 'tb-roofline[mcp]'" in capsys.readouterr().err
