@@ -59,6 +59,11 @@ def logdir(tmp_path_factory):
     bad = root / "damaged" / name
     bad.write_bytes(data[: len(data) // 2])
     _age(bad)
+    # and an XSpace that is not one (its wire format is corrupt)
+    session = root / "junk" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    session.mkdir(parents=True)
+    (session / "h.xplane.pb").write_bytes(bytes(range(256)) * 40)
+    _age(session / "h.xplane.pb")
     return str(root)
 
 
@@ -84,7 +89,7 @@ def runs(http):
         return match
     return {"clean": find("clean_matmul"), "chain": find("elementwise_chain"),
             "ddp": find("ddp_straggler"), "b64": find("mlp_b64"), "b128": find("mlp_b128"),
-            "tpu": find("v6e_train"), "damaged": "damaged"}
+            "tpu": find("v6e_train"), "damaged": "damaged", "junk": find("junk")}
 
 
 def _env():
@@ -189,6 +194,7 @@ def session(logdir, runs, http):
         ("e_view", "top_ops", {"run": r["b64"], "view": "kernel"}),
         ("e_step", "compare", {"base": r["b64"], "run": r["b128"], "step": "42"}),
         ("e_damaged", "get_program", {"run": r["damaged"]}),
+        ("e_junk", "top_ops", {"run": r["junk"]}),
         ("e_no_op", "get_op", {"run": r["chain"], "operation": "aten::nothing"}),
         ("after_damaged", "get_device", {"run": r["b64"], "significant_digits": 0}),
         # arguments the input schema refuses
@@ -255,7 +261,7 @@ def test_unit_names_and_rounding():
 def test_runs_and_hosts_equal_the_http_api(session, http, runs):
     _, want = http("/runs")
     got = _ok(session, "runs")
-    assert got["total_count"] == len(want["runs"]) == 7
+    assert got["total_count"] == len(want["runs"]) == 8
     assert got["runs"] == [{k: r[k] for k in ("run", "format", "hosts")} for r in want["runs"]]
     assert _ok(session, "last")["runs"] == got["runs"][:1]
     assert _ok(session, "hosts") == http("/hosts", run=runs["ddp"])[1]
@@ -452,6 +458,7 @@ def test_diagnostics_equal_the_http_api(session, http, runs):
     ("e_view", "/ops", {"run": "b64", "view": "kernel"}),
     ("e_step", "/compare", {"base": "b64", "run": "b128", "step": "42"}),
     ("e_damaged", "/program", {"run": "damaged"}),
+    ("e_junk", "/ops", {"run": "junk"}),
 ])
 def test_errors_carry_the_http_api_message(session, http, runs, key, route, params):
     params = {k: runs.get(v, v) if k in ("run", "base") else v for k, v in params.items()}
@@ -467,7 +474,8 @@ def test_a_damaged_profile_is_an_error_and_the_server_keeps_serving(session, htt
     kind, _, message, data = session["e_damaged"]
     assert kind == "error" and data["code"] == "bad_profile" and "damaged" in message
     assert _ok(session, "after_damaged") == _ok(session, "device")
-    assert _ok(session, "last")["total_count"] == 7  # the last call of the session answered
+    assert session["e_junk"][3]["code"] == "bad_profile" and "XSpace" in session["e_junk"][2]
+    assert _ok(session, "last")["total_count"] == 8  # the last call of the session answered
     kind, _, message, data = session["e_no_op"]
     assert data["code"] == "not_found" and "aten::nothing" in message
 
