@@ -5,6 +5,7 @@ CLI's JSON; bad arguments, path tricks and a damaged profile give errors and the
 serving; one session over streamable HTTP on localhost."""
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import io
 import json
@@ -131,7 +132,14 @@ def _stdio_session(logdir, calls):
     async def main():
         async with stdio_client(params) as streams:
             return await _session(streams, calls)
-    return anyio.run(main)
+    return _run(main)
+
+
+def _run(main):
+    """anyio.run(main) on a thread of its own: the main thread may hold another test's event
+    loop (Playwright's sync API leaves one running there)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, main).result()
 
 
 def _listing(root):
@@ -553,7 +561,7 @@ def test_a_streamable_http_session_on_localhost(logdir, http, runs):
                 return await _session(streams, [
                     ("device", "get_device", {"run": runs["b64"], "significant_digits": 0}),
                     ("e_traversal", "list_hosts", {"run": "../x"})])
-        out = anyio.run(main)
+        out = _run(main)
         # A page on another site cannot reach it through DNS rebinding: other Host headers
         # are refused.
         req = urllib.request.Request(url, data=b"{}", method="POST", headers={
