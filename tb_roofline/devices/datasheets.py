@@ -25,30 +25,18 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME, host_link
+from tb_roofline.devices.sources import (BASES, Figure, V100_DS, V100_L2, T4_DS, A100_DS, A100_L2,
+                                         A10_DS, H100_WP, H100_PCIE_WP, H100_NVL_DS, H200_DS,
+                                         H200_NVL_DS, L4_DS, L40S_DS, B200_DS, MI100_DS, MI210_DS,
+                                         MI250_DS, MI250X_DS, MI300X_DS, MI325X_DS, TPU_DOC)
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 
 PRECISIONS = ("fp64", "fp64_tc", "fp32", "fp32_tc", "tf32", "bf16", "fp16", "fp8", "int8")
 # The precision whose roof is the default (first) ceiling of a device: the headline ML roof.
 DEFAULT_ORDER = ("bf16", "fp16", "tf32", "fp32_tc", "fp32", "fp64_tc", "fp64", "int8", "fp8")
-BASES = ("dense", "sparse_halved", "derived")
 
 GIB = 1 << 30
-
-
-@dataclasses.dataclass(frozen=True)
-class Figure:
-    """One number from a document."""
-    value: float
-    source: str
-    basis: str = "dense"  # dense | sparse_halved | derived
-    uncertain: bool = False
-    note: str = ""
-
-    def __post_init__(self):
-        if self.basis not in BASES:
-            raise ValueError(f"basis {self.basis!r} not in {BASES}")
-        if not self.value > 0:
-            raise ValueError("a table figure must be positive")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,10 +109,9 @@ def datasheet_memories(spec: DeviceSpec) -> list[MemoryPeak]:
                       "datasheet")]
     if spec.l2_bw is not None:
         out.append(MemoryPeak("l2", "L2", spec.l2_bw.value, "datasheet"))
-    from tb_roofline.devices.host_links import NAME, host_link  # (it reads this table's sources)
     link = host_link(spec.key)
     if link is not None:
-        out.append(MemoryPeak("host", NAME, link.value, "datasheet", note=link.note))
+        out.append(MemoryPeak("host", HOST_LINK_NAME, link.value, "datasheet", note=link.note))
     return out
 
 
@@ -143,39 +130,6 @@ def _f(value, source, basis="dense", uncertain=False, note=""):
 def _half(package_value, source, note="half of the two-GCD package figure"):
     """AMD MI250/MI250X: the data sheet gives the package; each GCD is its own device."""
     return Figure(package_value / 2.0, source, "dense", False, note)
-
-
-V100_DS = "NVIDIA Tesla V100 GPU datasheet (2018); Volta has no sparsity, all figures dense"
-V100_L2 = ("NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): V100 L2 read bandwidth "
-           "2048 bytes/clock; times the 1530 MHz boost clock")
-T4_DS = "NVIDIA T4 Tensor Core GPU datasheet (2019); Turing has no sparsity, all figures dense"
-A100_DS = ("NVIDIA A100 Tensor Core GPU datasheet (2021), dense column "
-           "(the datasheet gives dense and 2:4-sparse figures)")
-A100_L2 = ("NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): L2 read bandwidth "
-           "5120 bytes/clock; times the 1410 MHz boost clock")
-A10_DS = "NVIDIA A10 Tensor Core GPU datasheet (2021), figures without sparsity"
-H100_WP = ("NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 column, "
-           "dense figures")
-H100_PCIE_WP = ("NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 PCIe column, "
-                "dense figures")
-H100_NVL_DS = ("NVIDIA H100 Tensor Core GPU datasheet (2023), H100 NVL column; tensor figures "
-               "there are 2:4-sparse, halved here")
-H200_DS = ("NVIDIA H200 Tensor Core GPU datasheet (2024), H200 SXM column; tensor figures there "
-           "are 2:4-sparse, halved here")
-H200_NVL_DS = ("NVIDIA H200 Tensor Core GPU datasheet (2024), H200 NVL column; tensor figures "
-               "there are 2:4-sparse, halved here")
-L4_DS = ("NVIDIA L4 Tensor Core GPU datasheet (2023); tensor figures there are 2:4-sparse, "
-         "halved here")
-L40S_DS = "NVIDIA L40S GPU datasheet (2023), figures without sparsity"
-B200_DS = ("NVIDIA HGX B200 datasheet (2024), per-GPU share of the 8-GPU board; tensor figures "
-           "there are 2:4-sparse, halved here")
-MI100_DS = "AMD Instinct MI100 accelerator data sheet (2020); no sparsity, all figures dense"
-MI210_DS = "AMD Instinct MI210 accelerator data sheet (2022); no sparsity, all figures dense"
-MI250_DS = "AMD Instinct MI250 accelerator data sheet (2021), package figures halved per GCD"
-MI250X_DS = "AMD Instinct MI250X accelerator data sheet (2021), package figures halved per GCD"
-MI300X_DS = "AMD Instinct MI300X accelerator data sheet (2023), figures without sparsity"
-MI325X_DS = "AMD Instinct MI325X accelerator data sheet (2024), figures without sparsity"
-TPU_DOC = "Google Cloud TPU system architecture documentation ({v}), per chip"
 
 
 def _nvidia_datasheet_sparse(value_sparse, source):
