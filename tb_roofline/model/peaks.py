@@ -12,7 +12,7 @@ import numpy as np
 
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.records import ABOVE_ROOF, div
+from tb_roofline.model.records import ABOVE_ROOF, compute_roof, div
 
 MIN_TIME_PS = 1e6  # ops shorter than 1 µs in total are too coarse to judge a peak by
 
@@ -39,8 +39,7 @@ def settle(device: DeviceInfo, table, kernels, key_sums) -> tuple[DeviceInfo, li
         if peak not in doubtful:
             continue
         # The rows judged against this ceiling (any precision whose roof it is).
-        roofs = {p: device.peak_for(p) for p in set(keys["precision"].tolist())}
-        mine = np.array([roofs[p] == peak.gflops for p in keys["precision"].tolist()], bool)
+        mine = compute_roof(device, keys["precision"]) == peak.gflops
         rate = div(vals["flops"], time_ns)
         worst = _worst(rate, trusted & mine)
         if worst is not None and rate[worst] > peak.gflops * ABOVE_ROOF:
