@@ -13,6 +13,7 @@ import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo, normalize_precision
 from tb_roofline.model.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, MEMORY_COLUMNS
+from tb_roofline.model.timeline import is_collective
 
 GIB = 1.073741824  # GB per GiB: XProf's GiB/s = (bytes / ns) / 1.073741824
 ABOVE_ROOF = 1.001  # an efficiency above this is not a measurement under its roof
@@ -155,6 +156,15 @@ def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> d
         names.append(name)
         intensities.append(out[f"{mid}_operational_intensity"])
     util = np.nan_to_num(np.vstack(utils), nan=0.0, posinf=0.0)  # resources × rows
+    comm = sums.get("collective")
+    if comm is not None and "Interconnect" in names:
+        # Collectives with link bytes sit under the interconnect roof only (communication,
+        # never a compute or HBM point).
+        link = names.index("Interconnect")
+        judged = comm & (util[link] > 0)
+        if judged.any():
+            others = np.arange(len(names)) != link
+            util[np.ix_(others, judged)] = 0.0
     best = np.argmax(util, axis=0)  # first maximum: ties keep the earlier resource
     eff = util[best, np.arange(n)]
     out["roofline_efficiency"] = eff
@@ -222,6 +232,10 @@ def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, 
     precision = labels.get("precision")
     if isinstance(precision, np.ndarray):  # rows of one precision each: exactly its ceiling
         sums = dict(sums, peak=compute_roof(device, precision))
+    category = labels.get("category")
+    if isinstance(category, np.ndarray):
+        kinds = {c: is_collective(str(c)) for c in set(category.tolist())}
+        sums = dict(sums, collective=np.array([kinds[c] for c in category.tolist()], bool))
     d = derive(sums, device, num_cores)
     occ = sums["occurrences"]
     cols = {}
@@ -253,7 +267,8 @@ def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, 
     caveat[:] = caveats if caveats is not None else ""
     _apply_caveats(cols, caveat, sums, device)
     cols["potential_time_saved_us"] = potential_time_saved(
-        cols, device, np.zeros(n, bool) if containers is None else containers)
+        cols, device, np.zeros(n, bool) if containers is None else containers,
+        sums.get("collective"))
     cols["include_infeed_outfeed"] = np.full(n, include_io)
     cols.setdefault("self_time_percent", np.zeros(n))
     cols.setdefault("cumulative_self_time_percent", np.zeros(n))
@@ -283,12 +298,14 @@ def _apply_caveats(cols: dict, caveat: np.ndarray, sums: dict, device: DeviceInf
     cols["caveat"] = caveat
 
 
-def potential_time_saved(cols: dict, device: DeviceInfo, containers: np.ndarray) -> np.ndarray:
+def potential_time_saved(cols: dict, device: DeviceInfo, containers: np.ndarray,
+                         collective=None) -> np.ndarray:
     """THE time a record would save at its roof: total time x (1 - roofline efficiency), µs.
     Unknown (NaN) where nothing places it (no peaks, efficiency 0) or it is not a measurement
     under its roof (a caveat; a host transfer counts when its link speed is known and it stays
-    under it); 0 for containers (their children hold the time). Linear in the time, so a
-    record scaled to one step (the Average) gives this of its scaled time."""
+    under it; a collective only under the interconnect roof); 0 for containers (their children
+    hold the time). Linear in the time, so a record scaled to one step (the Average) gives this
+    of its scaled time."""
     eff = np.asarray(cols["roofline_efficiency"], dtype=float)
     saved = cols["total_time_us"] * (1.0 - np.minimum(np.nan_to_num(eff), 1.0))
     saved[~(eff > 0)] = np.nan
@@ -299,6 +316,9 @@ def potential_time_saved(cols: dict, device: DeviceInfo, containers: np.ndarray)
     measured = (caveat == "") | (host & (np.nan_to_num(eff) <= ABOVE_ROOF)
                                  & (cols["bound_by"] != "Unknown"))
     saved[~measured] = np.nan
+    if collective is None:
+        collective = np.array([is_collective(str(c)) for c in cols["category"].tolist()], bool)
+    saved[np.asarray(collective, bool) & (cols["bound_by"] != "Interconnect")] = np.nan
     saved[np.asarray(containers, bool)] = 0.0
     return saved
 

@@ -137,8 +137,8 @@ def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
     out = {c: np.bincount(op, weights=_row_column(table, c, None), minlength=n)
            for c in _ROW_COLUMNS if unit is None or c not in COST_COLUMNS}
     if unit is not None:  # a row's costs are its key's times its occurrences
-        for j, c in enumerate(COST_COLUMNS):
-            out[c] = unit[:, j] * out["occurrences"]
+        for j, c in enumerate(COST_COLUMNS):  # (columns a reader does not give: 0)
+            out[c] = unit[:, j] * out["occurrences"] if j < unit.shape[1] else np.zeros(n)
     out["roof_time"] = div(out["flops"], _key_peaks(table, device))
     out["flops_known_ps"] = out["total_time_ps"] * table.keys["flops_known"]
     out["bytes_known_ps"] = out["total_time_ps"] * table.keys["bytes_known"]
