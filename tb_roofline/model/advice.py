@@ -12,6 +12,11 @@ XLA, EAGER, COMPILE, GRAPHS = "xla", "pytorch_eager", "torch_compile", "cuda_gra
 RUNTIME_LABELS = {XLA: "XLA", EAGER: "PyTorch eager", COMPILE: "torch.compile",
                   GRAPHS: "CUDA/HIP graphs (vLLM-style)"}
 
+# Names of PyTorch CPU ops (aten and the libraries' ops), as opposed to kernels named by
+# themselves when no CPU op launched them.
+CPU_OP_PREFIXES = ("aten::", "vllm::", "c10d::", "_C::", "torch::", "CompiledFunction",
+                   "Torch-Compiled Region", "ProfilerStep", "autograd::", "Optimizer.",
+                   "fbgemm::", "record_param_comms", "nccl:", "gloo:")
 _COMPILE_MARKS = ("Torch-Compiled Region", "CompiledFunction", "triton_", "inductor")
 _GRAPH_MARKS = ("vllm::", "cudaGraphLaunch", "hipGraphLaunch", "_C::")
 

@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
-from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
 from tb_roofline.model import facts as timeline_facts
 from tb_roofline.model import peaks
 from tb_roofline.model import steps as steps_model
@@ -332,6 +332,8 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     diagnostics += _coverage_notes(program[True])
     if hw:
         diagnostics.append(Diagnostic("info", "hw_counters", hw[0].note))
+    else:
+        diagnostics.append(no_hw_counters_note("kernel" in kernel_tables))
     labels = [str(x) for x in (aligned.ids[0] if single_host else range(n_steps))] \
         if n_steps else []
     tables = dict(kernel_tables, op=table)
