@@ -32,6 +32,8 @@ class Costing:
         self.unknown = collections.Counter()
         self.no_trip = 0
         self.reasons = collections.Counter()  # why events matched no instruction
+        self.ungrouped: set = set()  # (program, op) of collectives without replica groups
+        self.masked: dict = {}  # (program, op) -> mask of attention calls counted unmasked
         self._name_to_pid = {}
 
     def program_id(self, ev) -> str:

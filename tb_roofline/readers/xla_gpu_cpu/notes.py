@@ -5,7 +5,8 @@ from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.hlo.module import METADATA_PLANE
 
 
-def program_notes(space, index, costing, unattributed_ps: float, all_ps: float) -> list:
+def program_notes(space, index, costing, unattributed_ps: float, all_ps: float,
+                  devices: int) -> list:
     """Where the costs came from, and what they could not cover."""
     out = []
     if not any(p.name == METADATA_PLANE for p in space.planes) or not len(index):
@@ -36,6 +37,22 @@ def program_notes(space, index, costing, unattributed_ps: float, all_ps: float) 
             "warning", "unknown_opcodes",
             "HLO operations with no cost rule count 0 FLOPs: " + ", ".join(
                 f"{name} ×{n}" for name, n in costing.unknown.most_common())))
+    if costing.ungrouped:
+        names = sorted(op for _, op in costing.ungrouped)
+        out.append(Diagnostic(
+            "info", "collective_groups_assumed",
+            f"{len(names)} collective(s) name no replica groups, so every device takes part: "
+            f"their bus bytes assume the {devices} device(s) of this profile "
+            f"({', '.join(names[:5])}{' ...' if len(names) > 5 else ''})"))
+    if costing.masked:
+        shown = sorted(costing.masked.items())[:5]
+        out.append(Diagnostic(
+            "info", "attention_mask_not_discounted",
+            f"{len(costing.masked)} fused attention op(s) have a causal or windowed mask; their "
+            "FLOPs are counted as torch.utils.flop_counter counts them, over every (query, key) "
+            "pair (a causal mask does about half that work): " + "; ".join(
+                f"{op} ({mask})" for (_, op), mask in shown)
+            + (" ..." if len(costing.masked) > 5 else "")))
     if costing.no_trip:
         out.append(Diagnostic(
             "info", "while_without_trip_count",

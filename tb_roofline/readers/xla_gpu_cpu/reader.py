@@ -49,12 +49,13 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     for done, (core, plane) in enumerate(cores):
         if progress:
             progress(done, len(cores))
-        _read_core(out, host, core, plane, is_gpu, host_spans, costing, fixes)
+        _read_core(out, host, core, plane, is_gpu, host_spans, costing, fixes, len(cores))
     if progress:
         progress(len(cores), len(cores))
     device, diagnostics = _device(space, gpus, is_gpu, out.ran)
     diagnostics += corrupt_value_notes(fixes)
-    diagnostics += program_notes(space, index, costing, out.unattributed_ps, out.all_ps)
+    diagnostics += program_notes(space, index, costing, out.unattributed_ps, out.all_ps,
+                                 len(cores))
     ops = out.builder.build()
     apply_ceilings(ops, device, allow_tf32=True)  # XLA runs f32 dots on TF32 by default
     if not len(ops):
@@ -65,7 +66,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
                        op_shapes=out.shapes)
 
 
-def _read_core(out: _Read, host, core, plane, is_gpu, host_spans, costing, fixes):
+def _read_core(out: _Read, host, core, plane, is_gpu, host_spans, costing, fixes, devices):
     per_line = ev_stage.op_lines(plane, is_gpu)
     flat = [e for evs in per_line for e in evs]
     if not flat:
@@ -81,7 +82,7 @@ def _read_core(out: _Read, host, core, plane, is_gpu, host_spans, costing, fixes
     lo = min([e.begin for e in flat] + [s.start_ps for s in core_steps])
     hi = max([e.begin + e.dur for e in flat] + [s.start_ps + s.duration_ps for s in core_steps])
     out.spans.append(CoreSpan(host, core, int(lo), int(hi)))
-    labels = add_rows(out.builder, groups, host, core, costing, out.shapes)
+    labels = add_rows(out.builder, groups, host, core, costing, out.shapes, devices)
     for g in groups:
         out.all_ps += g.total_ps
         if g.key[0] == UNATTRIBUTED:

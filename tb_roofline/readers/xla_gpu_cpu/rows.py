@@ -9,6 +9,8 @@ import dataclasses
 
 import numpy as np
 
+from tb_roofline.hlo.attention import attention_of
+from tb_roofline.hlo.collectives import transfer
 from tb_roofline.model.op_table import CONTAINER_CATEGORIES, HOST_TRANSFER, OpTableBuilder
 from tb_roofline.model.timeline import add_shape_use
 from tb_roofline.readers.common import group_codes, group_sums, op_nesting, self_times
@@ -63,8 +65,9 @@ def group_events(flat, lane, costing: Costing) -> tuple[list[Group], np.ndarray]
 
 
 def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
-             costing: Costing, shapes: dict) -> list[tuple]:
-    """One op row per group; returns each group's (timeline label, category)."""
+             costing: Costing, shapes: dict, devices: int) -> list[tuple]:
+    """One op row per group; returns each group's (timeline label, category). `devices`: the
+    group of a collective whose HLO names none."""
     labels = []
     index = costing.index
     for g in groups:
@@ -83,6 +86,15 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
         c = mc.get(opname)
         has_cost = costed(ins, mc)
         host_moved = host_bytes(ins)
+        moved = transfer(ins, devices)
+        link = moved.bus_bytes if moved is not None else 0.0
+        if moved is not None and not moved.group_known:
+            costing.ungrouped.add((pid, opname))
+        if c.category == "attention":
+            att = attention_of(ins)
+            if att is not None and att.mask:
+                costing.masked[(pid, opname)] = att.mask
+        hbm = 0.0 if host_moved else c.bytes
         precision = ran_at(g.kernel_time, c.precision) if costing.gpu else c.precision
         labels.append(((pid, opname, precision), c.category))
         shape = hlo_shape(ins)
@@ -92,8 +104,9 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
                     operation=opname, category=c.category, step=step,
                     occurrences=execs, total_time_ps=g.total_ps, self_time_ps=g.self_ps,
                     flops=c.flops * execs, model_flops=c.flops * execs,
-                    bytes=c.bytes * execs, hbm_bytes=0.0 if host_moved else c.bytes * execs,
-                    host_bytes=host_moved * execs, caveat=HOST_TRANSFER if host_moved else "",
+                    bytes=max(c.bytes, hbm, host_moved, link) * execs, hbm_bytes=hbm * execs,
+                    host_bytes=host_moved * execs, interconnect_bytes=link * execs,
+                    caveat=HOST_TRANSFER if host_moved else "",
                     source=module.source_of(ins), tf_op=ins.proto.metadata.op_name,
                     flops_source="cost_model" if has_cost else "none",
                     flops_known=has_cost, bytes_known=has_cost,
