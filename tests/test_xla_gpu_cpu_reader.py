@@ -380,3 +380,28 @@ def test_per_core_figures_count_the_gpus_that_ran():
                                               gpus=8), "h")
     assert data.device.num_cores == 1
     assert [s.core for s in data.core_spans] == [0]
+
+
+def test_gfx950_profile_peak_beaten_by_its_own_fusion_is_replaced():
+    """gfx950 (MI355X) profiles report 4,096 GB/s; a loop fusion moving 2 × 32 MiB in 10 µs runs
+    at 6.7 TB/s, so the model takes the data sheet's 8 TB/s, and the compute peaks are known."""
+    from tb_roofline.hlo.shapes import BF16
+    b = HloBuilder("jit_scale")
+    fused = b.computation("fused_neg", fusion=True)
+    fp = b.param("fp", (BF16, (1 << 24,)), 0)
+    b.add("n", "negate", (BF16, (1 << 24,)), [fp])
+    entry = b.computation("main")
+    x = b.param("x", (BF16, (1 << 24,)), 0)
+    b.add("op.1", "fusion", (BF16, (1 << 24,)), [x], [fused], fusion_kind="kLoop")
+    b.module.entry_computation_id = entry.id
+    stats = (("gpu_device_name", "gfx950"), ("core_count", 256), ("clock_rate", 2_400_000),
+             ("memory_bandwidth", 4_096_000_000_000), ("memory_size", 288 << 30))
+    kernels = [("loop_neg_fusion", t, 10_000_000, "op.1") for t in (0, 20_000_000)]
+    data = read_gpu_cpu_xspace(_one_gpu_space(b.module, kernels, stats=stats), "h")
+    assert data.device.peaks_known
+    assert data.device.peak_for("bf16") == pytest.approx(2_516_582.4)
+    a = roofline.analyze([data])
+    hbm = a.device.memory("hbm")
+    assert (hbm.gbs, hbm.source) == (8000.0, "datasheet")
+    (note,) = [d for d in a.diagnostics if d.code == "peak_replaced"]
+    assert "4,096 GB/s" in note.message and "op.1" in note.message

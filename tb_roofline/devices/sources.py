@@ -58,3 +58,13 @@ MI250X_DS = "AMD Instinct MI250X accelerator data sheet (2021), package figures 
 MI300X_DS = "AMD Instinct MI300X accelerator data sheet (2023), figures without sparsity"
 MI325X_DS = "AMD Instinct MI325X accelerator data sheet (2024), figures without sparsity"
 TPU_DOC = "Google Cloud TPU system architecture documentation ({v}), per chip"
+B200_FP4 = ("NVIDIA HGX B200 datasheet (2024): FP4 tensor 144 PFLOPS and FP8/FP6 72 PFLOPS per "
+            "8-GPU board, 2:4-sparse; per GPU and halved here")
+GB200_DS = ("NVIDIA GB200 NVL72 datasheet (2024), per-GPU share of the 72-GPU rack; tensor figures "
+            "there are 2:4-sparse, halved here")
+MI350X_DS = ("AMD Instinct MI350X accelerator data sheet (2025), figures without sparsity "
+             "(256 CUs, 2200 MHz peak engine clock)")
+MI355X_DS = ("AMD Instinct MI355X accelerator data sheet (2025), figures without sparsity "
+             "(256 CUs, 2400 MHz peak engine clock)")
+CDNA4_WP = ("AMD CDNA 4 Architecture whitepaper (2025), Table 1: peak FLOP per clock per CU; "
+            "times 256 CUs and the peak engine clock")
