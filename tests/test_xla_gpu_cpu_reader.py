@@ -405,3 +405,17 @@ def test_gfx950_profile_peak_beaten_by_its_own_fusion_is_replaced():
     assert (hbm.gbs, hbm.source) == (8000.0, "datasheet")
     (note,) = [d for d in a.diagnostics if d.code == "peak_replaced"]
     assert "4,096 GB/s" in note.message and "op.1" in note.message
+
+
+def test_ops_without_a_cost_rule_are_named_by_share_of_time():
+    from tb_roofline.hlo.shapes import F32
+    b = HloBuilder("jit_mix")
+    entry = b.computation("main")
+    x = b.param("x", (F32, (64,)), 0)
+    b.add("cc.1", "custom-call", (F32, (64,)), [x], custom_call_target="my_moe_kernel")
+    b.add("add.2", "add", (F32, (64,)), [x, x])
+    b.module.entry_computation_id = entry.id
+    kernels = [("moe", 0, 300, "cc.1"), ("add_kernel", 400, 100, "add.2")]
+    data = read_gpu_cpu_xspace(_one_gpu_space(b.module, kernels), "h")
+    (note,) = [d for d in data.diagnostics if d.code == "uncosted_time"]
+    assert "custom-call my_moe_kernel 75.0%" in note.message and "add" not in note.message

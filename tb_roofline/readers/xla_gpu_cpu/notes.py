@@ -37,6 +37,12 @@ def program_notes(space, index, costing, unattributed_ps: float, all_ps: float,
             "warning", "unknown_opcodes",
             "HLO operations with no cost rule count 0 FLOPs: " + ", ".join(
                 f"{name} ×{n}" for name, n in costing.unknown.most_common())))
+    if costing.uncosted_ps and all_ps:
+        out.append(Diagnostic(
+            "warning", "uncosted_time",
+            "op time without FLOPs or bytes (no cost rule), by share of op time: " + ", ".join(
+                f"{name} {100.0 * t / all_ps:.1f}%"
+                for name, t in costing.uncosted_ps.most_common(8))))
     if costing.ungrouped:
         names = sorted(op for _, op in costing.ungrouped)
         out.append(Diagnostic(

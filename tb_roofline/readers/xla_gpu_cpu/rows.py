@@ -85,6 +85,9 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
         execs = executions(g.kernels, g.kernel_time) if costing.gpu else g.n_events
         c = mc.get(opname)
         has_cost = costed(ins, mc)
+        if not has_cost:
+            target = ins.proto.custom_call_target if ins.opcode == "custom-call" else ""
+            costing.uncosted_ps[f"custom-call {target}" if target else ins.opcode] += g.total_ps
         host_moved = host_bytes(ins)
         moved = transfer(ins, devices)
         link = moved.bus_bytes if moved is not None else 0.0
