@@ -1,6 +1,6 @@
 """GPU/CPU XSpace reader: ops matched to HLO instructions and costed by the HLO model.
 
-GPU matching runs on synthetic XSpaces built from the facts in REFERENCE.md §3 (kernels on
+GPU matching runs on synthetic XSpaces built from the facts in docs/hlo_cost_model.md (kernels on
 `Stream #N` lines of `/device:GPU:N` with `hlo_op`/`program_id`, a derived `XLA Ops` line that
 must not be read twice, a `Steps` line); CPU on the real JAX profiles end to end.
 """
