@@ -13,11 +13,11 @@ from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, CoreSpan, OpTableB
                                         ProfileData)
 from tb_roofline.model.timeline import TimelineBuilder, is_communication, is_fusible
 from tb_roofline.readers.common import corrupt_value_notes
-from tb_roofline.readers.xla_gpu_cpu import events as ev_stage
-from tb_roofline.readers.xla_gpu_cpu import steps as step_stage
+from tb_roofline.readers.xla_gpu_cpu.events import HOST_PLANE, check_times, gpu_planes, op_lines
 from tb_roofline.readers.xla_gpu_cpu.costing import UNATTRIBUTED, Costing
 from tb_roofline.readers.xla_gpu_cpu.notes import program_notes
 from tb_roofline.readers.xla_gpu_cpu.rows import add_rows, group_events, lanes
+from tb_roofline.readers.xla_gpu_cpu.steps import assign_steps, device_steps, host_steps, step_spans
 from tb_roofline.readers.xplane import PlaneStats
 
 
@@ -38,13 +38,13 @@ class _Read:
 def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     """Op table for an XSpace of XLA on GPU (`/device:GPU:N` streams) or CPU (`/host:CPU`)."""
     index = HloIndex.from_space(space)
-    gpus = ev_stage.gpu_planes(space)
+    gpus = gpu_planes(space)
     is_gpu = bool(gpus)
     costing = Costing(index, gpu=is_gpu)
     fixes = collections.Counter()
-    host_spans = step_stage.host_steps(space, fixes)
+    host_spans = host_steps(space, fixes)
     cores = gpus if is_gpu else [(0, p) for p in space.planes
-                                 if p.name == ev_stage.HOST_PLANE][:1]
+                                 if p.name == HOST_PLANE][:1]
     out = _Read()
     for done, (core, plane) in enumerate(cores):
         if progress:
@@ -67,17 +67,17 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
 
 
 def _read_core(out: _Read, host, core, plane, is_gpu, host_spans, costing, fixes, devices):
-    per_line = ev_stage.op_lines(plane, is_gpu)
+    per_line = op_lines(plane, is_gpu)
     flat = [e for evs in per_line for e in evs]
     if not flat:
         return
     out.ran.append(core)
-    ev_stage.check_times(flat, plane.name, fixes)
-    dev_steps = step_stage.device_steps(plane, fixes) if is_gpu else {}
-    step_stage.assign_steps(flat, host_spans)
+    check_times(flat, plane.name, fixes)
+    dev_steps = device_steps(plane, fixes) if is_gpu else {}
+    assign_steps(flat, host_spans)
     lane = lanes(per_line)
     groups, event_group = group_events(flat, lane, costing)
-    core_steps = step_stage.step_spans(host, core, flat, dev_steps, host_spans)
+    core_steps = step_spans(host, core, flat, dev_steps, host_spans)
     out.steps += core_steps
     lo = min([e.begin for e in flat] + [s.start_ps for s in core_steps])
     hi = max([e.begin + e.dur for e in flat] + [s.start_ps + s.duration_ps for s in core_steps])
