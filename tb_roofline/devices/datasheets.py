@@ -28,7 +28,7 @@ import re
 from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME, host_link
 from tb_roofline.devices.interconnect import interconnect, link_name
 from tb_roofline.devices.onchip import AMD_ARCH_OF_SPEC, per_clock, shared_gbs
-from tb_roofline.devices.sources import (BASES, Figure, V100_DS, V100_L2, T4_DS, A100_DS, A100_L2,
+from tb_roofline.devices.sources import (Figure, V100_DS, V100_L2, T4_DS, A100_DS, A100_L2,
                                          A10_DS, H100_WP, H100_PCIE_WP, H100_NVL_DS, H200_DS,
                                          H200_NVL_DS, L4_DS, L40S_DS, B200_DS, MI100_DS, MI210_DS,
                                          MI250_DS, MI250X_DS, MI300X_DS, MI325X_DS, TPU_DOC,
