@@ -419,3 +419,21 @@ def test_ops_without_a_cost_rule_are_named_by_share_of_time():
     data = read_gpu_cpu_xspace(_one_gpu_space(b.module, kernels), "h")
     (note,) = [d for d in data.diagnostics if d.code == "uncosted_time"]
     assert "custom-call my_moe_kernel 75.0%" in note.message and "add" not in note.message
+
+
+def test_an_all_reduce_on_mi300x_is_judged_under_the_infinity_fabric_roof():
+    """all-reduce-start of f32[16M] over 8 GPUs, twice, 500 µs each: bus bytes 64 MiB × 2 × 7/8
+    = 117.4 MB per call, 234.9 GB/s over 1 ms, 52.4% of the 448 GB/s per direction of 7
+    Infinity Fabric links (128 GB/s each, both directions)."""
+    from tb_roofline.hlo.shapes import F32
+    module = _entry_with("all-reduce-start", (F32, (1 << 24,)), [(F32, (1 << 24,))],
+                         replica_groups=[hlo_pb2.ReplicaGroup(replica_ids=list(range(8)))])
+    stats = (("gpu_device_name", "gfx942"), ("core_count", 304), ("clock_rate", 2_100_000),
+             ("memory_bandwidth", 5_300_000_000_000), ("memory_size", 192 << 30))
+    kernels = [("ncclDevKernel_AllReduce_Sum_f32", t, 500_000_000, "op.1") for t in (0, 10 ** 9)]
+    data = read_gpu_cpu_xspace(_one_gpu_space(module, kernels, stats=stats), "h")
+    assert data.device.memory("interconnect").gbs == 448
+    (r,) = [x for x in roofline.analyze([data]).ops[True].row_dicts() if x["operation"] == "op.1"]
+    assert r["interconnect_bytes"] == 2 * (1 << 26) * 2 * 7 / 8
+    assert r["bound_by"] == "Interconnect"
+    assert r["roofline_efficiency"] == pytest.approx(2 * (1 << 26) * 1.75 / 1e6 / 448)
