@@ -215,3 +215,14 @@ def test_done_halves_and_other_ops_move_nothing_over_links():
     assert transfer(m.by_name["op"], 8) is None and transfer(start, 8) is not None
     assert transfer(_single("add", (F32, (4,)), [(F32, (4,)), (F32, (4,))]).by_name["op"],
                     8) is None
+
+
+def test_cudnn_fmha_with_dimension_numbers_outside_its_operands_is_reported():
+    cfg = {"cudnn_fmha_backend_config": {
+        "bmm1_dot_dimension_numbers": _dn((0, 7), (3,), (0, 2), (3,)),
+        "bmm2_dot_dimension_numbers": _dn((0, 1), (-1,), (0, 2), (1,))}}
+    qkv = (BF16, (4, 256, 8, 64))
+    m = _single("custom-call", qkv, [qkv, qkv, qkv], custom_call_target="__cudnn$fmhaSoftmax",
+                backend_config=json.dumps(cfg).encode())
+    c, model = _cost(m, "op")
+    assert c.flops == 0 and model.unknown == {"custom-call __cudnn$fmhaSoftmax": 1}

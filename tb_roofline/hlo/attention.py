@@ -99,11 +99,19 @@ def _dims(cfg: dict, name: str) -> dict | None:
 
 
 def _split(dims: list, batch, contracting) -> tuple[int, int, int]:
-    """(batch size, contracted size, the rest) of one GEMM operand."""
+    """(batch size, contracted size, the rest) of one GEMM operand; ValueError when the
+    dimension numbers do not fit the operand."""
     b = [int(x) for x in batch or []]
     c = [int(x) for x in contracting or []]
+    if any(not 0 <= i < len(dims) for i in b + c) or len(set(b + c)) < len(b + c):
+        raise ValueError("dimension numbers outside the operand")
     rest = [n for i, n in enumerate(dims) if i not in b and i not in c]
     return prod(dims[i] for i in b), prod(dims[i] for i in c), prod(rest)
+
+
+def _side(dims: list, numbers: dict, side: str) -> tuple[int, int, int]:
+    return _split(dims, numbers.get(f"{side}_batch_dimensions"),
+                  numbers.get(f"{side}_contracting_dimensions"))
 
 
 def cudnn_attention(ins: Instruction) -> Attention | None:
@@ -121,22 +129,28 @@ def cudnn_attention(ins: Instruction) -> Attention | None:
     except ValueError:
         cfg = {}
     cfg = cfg.get("cudnn_fmha_backend_config", cfg) if isinstance(cfg, dict) else {}
-    backward = is_backward(ins.proto.custom_call_target)
+    try:
+        return _cudnn_sizes(q, k, v, cfg, is_backward(ins.proto.custom_call_target))
+    except (TypeError, ValueError, AttributeError):  # a config that does not fit: no rule
+        return None
+
+
+def _cudnn_sizes(q, k, v, cfg: dict, backward: bool) -> Attention | None:
     if not backward and _dims(cfg, "bmm1_dot_dimension_numbers") and \
             _dims(cfg, "bmm2_dot_dimension_numbers"):
         d1, d2 = cfg["bmm1_dot_dimension_numbers"], cfg["bmm2_dot_dimension_numbers"]
-        bh, dqk, sq = _split(q, d1.get("lhs_batch_dimensions"), d1.get("lhs_contracting_dimensions"))
-        _, _, skv = _split(k, d1.get("rhs_batch_dimensions"), d1.get("rhs_contracting_dimensions"))
-        _, _, dv = _split(v, d2.get("rhs_batch_dimensions"), d2.get("rhs_contracting_dimensions"))
+        bh, dqk, sq = _side(q, d1, "lhs")
+        _, _, skv = _side(k, d1, "rhs")
+        _, _, dv = _side(v, d2, "rhs")
     elif backward and all(_dims(cfg, n) for n in ("bmm1_grad_gemm1_dot_dimension_numbers",
                                                   "bmm1_grad_gemm2_dot_dimension_numbers",
                                                   "bmm2_grad_gemm2_dot_dimension_numbers")):
         g1 = cfg["bmm1_grad_gemm1_dot_dimension_numbers"]
         g2 = cfg["bmm1_grad_gemm2_dot_dimension_numbers"]
         g3 = cfg["bmm2_grad_gemm2_dot_dimension_numbers"]
-        bh, sq, dqk = _split(q, g1.get("rhs_batch_dimensions"), g1.get("rhs_contracting_dimensions"))
-        _, skv, _ = _split(k, g2.get("rhs_batch_dimensions"), g2.get("rhs_contracting_dimensions"))
-        _, dv, _ = _split(v, g3.get("rhs_batch_dimensions"), g3.get("rhs_contracting_dimensions"))
+        bh, sq, dqk = _side(q, g1, "rhs")
+        _, skv, _ = _side(k, g2, "rhs")
+        _, dv, _ = _side(v, g3, "rhs")
     else:  # [B, S, H, D]
         bh, sq, dqk = q[0] * q[-2], prod(q[1:-2]), q[-1]
         skv, dv = prod(k[1:-2]), v[-1]
