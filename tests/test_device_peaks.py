@@ -1,7 +1,7 @@
 """Device peaks: derived from profiles, from the data-sheet table, from device files, measured.
 
 Reference numbers below are the vendors' data-sheet figures as listed in the project's
-REFERENCE.md §5 (dense TFLOP/s, GB/s), typed in here independently of `device_table`.
+docs/device_peaks.md (dense TFLOP/s, GB/s), typed in here independently of `device_table`.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ V100_FILE = os.path.join(TESTDATA, "xplane_tf_gpu_v100", "plugins", "profile", "
                          "34.83.195.179_6003.xplane.pb")
 KINETO = os.path.join(TESTDATA, "kineto")
 
-# REFERENCE.md §5 data-sheet table (TFLOP/s dense; memory GB/s).
+# The vendors' data-sheet figures (TFLOP/s dense; memory GB/s).
 REF = {
     "V100 SXM2": {"fp64": 7.8, "fp32": 15.7, "fp16": 125, "hbm": 900},
     "T4": {"fp32": 8.1, "fp16": 65, "int8": 130, "hbm": 320},

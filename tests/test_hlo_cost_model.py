@@ -188,7 +188,7 @@ def test_mlp_matmuls_dominate_and_are_f32():
             if ins.opcode == "dot":
                 dots += costs.model.cost(ins).flops
                 assert costs.model.cost(ins).precision == "f32"
-    # HLO.md §4: the 8 dots give 1,224,212,480 flops.
+    # By hand: the 8 dots give 1,224,212,480 flops.
     assert dots == 1_224_212_480
 
 

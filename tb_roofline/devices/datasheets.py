@@ -25,30 +25,23 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME, host_link
+from tb_roofline.devices.interconnect import interconnect, link_name
+from tb_roofline.devices.onchip import AMD_ARCH_OF_SPEC, per_clock, shared_gbs
+from tb_roofline.devices.sources import (Figure, V100_DS, V100_L2, T4_DS, A100_DS, A100_L2,
+                                         A10_DS, H100_WP, H100_PCIE_WP, H100_NVL_DS, H200_DS,
+                                         H200_NVL_DS, L4_DS, L40S_DS, B200_DS, MI100_DS, MI210_DS,
+                                         MI250_DS, MI250X_DS, MI300X_DS, MI325X_DS, TPU_DOC,
+                                         B200_FP4, GB200_DS, MI350X_DS, MI355X_DS)
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 
-PRECISIONS = ("fp64", "fp64_tc", "fp32", "fp32_tc", "tf32", "bf16", "fp16", "fp8", "int8")
+PRECISIONS = ("fp64", "fp64_tc", "fp32", "fp32_tc", "tf32", "bf16", "fp16", "fp8", "int8", "fp6",
+              "fp4")
 # The precision whose roof is the default (first) ceiling of a device: the headline ML roof.
-DEFAULT_ORDER = ("bf16", "fp16", "tf32", "fp32_tc", "fp32", "fp64_tc", "fp64", "int8", "fp8")
-BASES = ("dense", "sparse_halved", "derived")
+DEFAULT_ORDER = ("bf16", "fp16", "tf32", "fp32_tc", "fp32", "fp64_tc", "fp64", "int8", "fp8",
+                 "fp6", "fp4")
 
 GIB = 1 << 30
-
-
-@dataclasses.dataclass(frozen=True)
-class Figure:
-    """One number from a document."""
-    value: float
-    source: str
-    basis: str = "dense"  # dense | sparse_halved | derived
-    uncertain: bool = False
-    note: str = ""
-
-    def __post_init__(self):
-        if self.basis not in BASES:
-            raise ValueError(f"basis {self.basis!r} not in {BASES}")
-        if not self.value > 0:
-            raise ValueError("a table figure must be positive")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,14 +110,24 @@ def datasheet_compute(spec: DeviceSpec) -> list[ComputePeak]:
 
 
 def datasheet_memories(spec: DeviceSpec) -> list[MemoryPeak]:
+    """HBM, the L1/shared roof (SMs x clock x bytes per clock, `onchip.py`), L2, the host link
+    and the device-to-device link, each where its figures are known."""
     out = [MemoryPeak("hbm", memory_display_name(spec.memory_type), spec.memory_bw.value,
                       "datasheet")]
+    rate = per_clock(spec.vendor, AMD_ARCH_OF_SPEC.get(spec.key, "")) \
+        if spec.kind == "gpu" else None
+    if rate is not None and spec.sm_count and spec.clock_mhz:
+        gbs, note = shared_gbs(spec.sm_count, spec.clock_mhz, rate)
+        out.append(MemoryPeak("shared", "L1/Shared", gbs, "datasheet", note=note))
     if spec.l2_bw is not None:
         out.append(MemoryPeak("l2", "L2", spec.l2_bw.value, "datasheet"))
-    from tb_roofline.devices.host_links import NAME, host_link  # (it reads this table's sources)
     link = host_link(spec.key)
     if link is not None:
-        out.append(MemoryPeak("host", NAME, link.value, "datasheet", note=link.note))
+        out.append(MemoryPeak("host", HOST_LINK_NAME, link.value, "datasheet", note=link.note))
+    peer = interconnect(spec.key)
+    if peer is not None:
+        out.append(MemoryPeak("interconnect", link_name(spec.key), peer.value, "datasheet",
+                              note=f"{peer.source}; {peer.note}"))
     return out
 
 
@@ -143,39 +146,6 @@ def _f(value, source, basis="dense", uncertain=False, note=""):
 def _half(package_value, source, note="half of the two-GCD package figure"):
     """AMD MI250/MI250X: the data sheet gives the package; each GCD is its own device."""
     return Figure(package_value / 2.0, source, "dense", False, note)
-
-
-V100_DS = "NVIDIA Tesla V100 GPU datasheet (2018); Volta has no sparsity, all figures dense"
-V100_L2 = ("NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): V100 L2 read bandwidth "
-           "2048 bytes/clock; times the 1530 MHz boost clock")
-T4_DS = "NVIDIA T4 Tensor Core GPU datasheet (2019); Turing has no sparsity, all figures dense"
-A100_DS = ("NVIDIA A100 Tensor Core GPU datasheet (2021), dense column "
-           "(the datasheet gives dense and 2:4-sparse figures)")
-A100_L2 = ("NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): L2 read bandwidth "
-           "5120 bytes/clock; times the 1410 MHz boost clock")
-A10_DS = "NVIDIA A10 Tensor Core GPU datasheet (2021), figures without sparsity"
-H100_WP = ("NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 column, "
-           "dense figures")
-H100_PCIE_WP = ("NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 PCIe column, "
-                "dense figures")
-H100_NVL_DS = ("NVIDIA H100 Tensor Core GPU datasheet (2023), H100 NVL column; tensor figures "
-               "there are 2:4-sparse, halved here")
-H200_DS = ("NVIDIA H200 Tensor Core GPU datasheet (2024), H200 SXM column; tensor figures there "
-           "are 2:4-sparse, halved here")
-H200_NVL_DS = ("NVIDIA H200 Tensor Core GPU datasheet (2024), H200 NVL column; tensor figures "
-               "there are 2:4-sparse, halved here")
-L4_DS = ("NVIDIA L4 Tensor Core GPU datasheet (2023); tensor figures there are 2:4-sparse, "
-         "halved here")
-L40S_DS = "NVIDIA L40S GPU datasheet (2023), figures without sparsity"
-B200_DS = ("NVIDIA HGX B200 datasheet (2024), per-GPU share of the 8-GPU board; tensor figures "
-           "there are 2:4-sparse, halved here")
-MI100_DS = "AMD Instinct MI100 accelerator data sheet (2020); no sparsity, all figures dense"
-MI210_DS = "AMD Instinct MI210 accelerator data sheet (2022); no sparsity, all figures dense"
-MI250_DS = "AMD Instinct MI250 accelerator data sheet (2021), package figures halved per GCD"
-MI250X_DS = "AMD Instinct MI250X accelerator data sheet (2021), package figures halved per GCD"
-MI300X_DS = "AMD Instinct MI300X accelerator data sheet (2023), figures without sparsity"
-MI325X_DS = "AMD Instinct MI325X accelerator data sheet (2024), figures without sparsity"
-TPU_DOC = "Google Cloud TPU system architecture documentation ({v}), per chip"
 
 
 def _nvidia_datasheet_sparse(value_sparse, source):
@@ -366,12 +336,31 @@ TABLE: tuple[DeviceSpec, ...] = (
                  "bf16": _nvidia_datasheet_sparse(4500, B200_DS),
                  "fp16": _nvidia_datasheet_sparse(4500, B200_DS),
                  "fp8": _nvidia_datasheet_sparse(9000, B200_DS),
-                 "int8": _nvidia_datasheet_sparse(9000, B200_DS)},
+                 "int8": _nvidia_datasheet_sparse(9000, B200_DS),
+                 "fp6": _nvidia_datasheet_sparse(9000, B200_FP4),
+                 "fp4": _nvidia_datasheet_sparse(18000, B200_FP4)},
         memory_bw=_f(8000, B200_DS), memory_type="HBM3e", memory_gib=180,
         compute_capability=(10, 0), sm_count=148,
         patterns=(r"\bb200\b",), uncertain=True,
         notes="Blackwell figures vary between NVIDIA documents (board configurations, power "
               "limits); FP32 vector peak not published on the HGX datasheet"),
+    DeviceSpec(
+        key="gb200", name="NVIDIA GB200 (one GPU)", vendor="nvidia", kind="gpu",
+        compute={"fp64": _f(45, GB200_DS, note="rack total / 72"),
+                 "fp64_tc": _f(45, GB200_DS, note="rack total / 72"),
+                 "tf32": _nvidia_datasheet_sparse(2500, GB200_DS),
+                 "bf16": _nvidia_datasheet_sparse(5000, GB200_DS),
+                 "fp16": _nvidia_datasheet_sparse(5000, GB200_DS),
+                 "fp8": _nvidia_datasheet_sparse(10000, GB200_DS),
+                 "int8": _nvidia_datasheet_sparse(10000, GB200_DS),
+                 "fp6": _nvidia_datasheet_sparse(10000, GB200_DS),
+                 "fp4": _nvidia_datasheet_sparse(20000, GB200_DS)},
+        memory_bw=_f(8000, GB200_DS), memory_type="HBM3e", memory_gib=186,
+        compute_capability=(10, 0),
+        patterns=(r"\bgb200\b",), uncertain=True,
+        notes="the Grace-Blackwell superchip's GPUs run at a higher power limit than the HGX "
+              "B200; SM count and clock are not on the datasheet; FP32 vector peak not "
+              "published there"),
     # ---------------------------------------------------------------- AMD CDNA
     DeviceSpec(
         key="mi100", name="AMD Instinct MI100", vendor="amd", kind="gpu",
@@ -435,6 +424,28 @@ TABLE: tuple[DeviceSpec, ...] = (
         memory_bw=_f(6000, MI325X_DS), memory_type="HBM3e", memory_gib=256,
         compute_capability=(9, 4), sm_count=304, clock_mhz=2100,
         patterns=(r"mi325x",)),
+    DeviceSpec(
+        key="mi350x", name="AMD Instinct MI350X", vendor="amd", kind="gpu",
+        compute={"fp64": _f(72.1, MI350X_DS), "fp64_tc": _f(72.1, MI350X_DS),
+                 "fp32": _f(144.2, MI350X_DS), "fp16": _f(2306.9, MI350X_DS),
+                 "bf16": _f(2306.9, MI350X_DS), "fp8": _f(4613.7, MI350X_DS),
+                 "int8": _f(4613.7, MI350X_DS), "fp6": _f(9227.5, MI350X_DS),
+                 "fp4": _f(9227.5, MI350X_DS)},
+        memory_bw=_f(8000, MI350X_DS), memory_type="HBM3e", memory_gib=288,
+        compute_capability=(9, 5), sm_count=256, clock_mhz=2200,
+        patterns=(r"mi350x",),
+        notes="CDNA 4 (gfx950); the air-cooled part, same chip as the MI355X at a lower clock"),
+    DeviceSpec(
+        key="mi355x", name="AMD Instinct MI355X", vendor="amd", kind="gpu",
+        compute={"fp64": _f(78.6, MI355X_DS), "fp64_tc": _f(78.6, MI355X_DS),
+                 "fp32": _f(157.3, MI355X_DS), "fp16": _f(2516.6, MI355X_DS),
+                 "bf16": _f(2516.6, MI355X_DS), "fp8": _f(5033.2, MI355X_DS),
+                 "int8": _f(5033.2, MI355X_DS), "fp6": _f(10066.3, MI355X_DS),
+                 "fp4": _f(10066.3, MI355X_DS)},
+        memory_bw=_f(8000, MI355X_DS), memory_type="HBM3e", memory_gib=288,
+        compute_capability=(9, 5), sm_count=256, clock_mhz=2400,
+        patterns=(r"mi355x",),
+        notes="CDNA 4 (gfx950); the liquid-cooled part"),
     # ---------------------------------------------------------------- Google TPU (per chip)
     DeviceSpec(
         key="tpu-v4", name="TPU v4", vendor="google", kind="tpu", per="chip",

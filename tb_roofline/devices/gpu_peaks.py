@@ -6,7 +6,7 @@ and, for AMD, `gpu_device_name` (the gfx name). From these:
 
     peak FLOP/s (precision p) = SMs x clock x FLOP per clock per SM for p on this architecture
     HBM GB/s                  = memory_bandwidth / 1e9
-    L1/shared GB/s            = SMs x clock x 128 B (32 banks x 4 B per clock; AMD LDS alike)
+    L1/shared GB/s            = SMs x clock x bytes per clock per SM (`onchip.py`)
 
 Each derived number is compared with the data-sheet table (`device_table`); both are kept
 (`GpuPeaks.checks`) and a disagreement over 10% becomes a warning diagnostic.
@@ -29,10 +29,13 @@ from tb_roofline.devices.spec import ComputePeak, DeviceInfo, Fallback, MemoryPe
 from tb_roofline.devices.datasheets import (DEFAULT_ORDER, PRECISIONS, DeviceSpec, lookup,
                                       memory_display_name)
 from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME, host_link
+from tb_roofline.devices.interconnect import interconnect, link_name
+from tb_roofline.devices.onchip import AMD_ARCH_OF_SPEC, PerClock, per_clock, shared_gbs
+from tb_roofline.devices.sources import CDNA4_WP
 from tb_roofline.diagnostics import Diagnostic
 
 MISMATCH_TOLERANCE = 0.10  # derived vs data sheet, relative
-SHARED_BYTES_PER_CLOCK = 128  # 32 banks x 32 bits per clock per SM (CUDA programming guide)
+SHARED_BYTES_PER_CLOCK = 128  # NVIDIA: 32 banks x 4 B per clock per SM (see onchip.py)
 PEAKS_UNKNOWN_HINT = ("write a device file (roofline_device.json next to the profile, or the "
                       "path in TB_ROOFLINE_DEVICE_FILE) to give its peaks")
 
@@ -73,9 +76,11 @@ NVIDIA_ARCHS = {
                                  "bf16": 4096, "fp16": 4096, "fp8": 8192, "int8": 8192},
                       _NV.format("Hopper")),
     (10, 0): ArchRates("Blackwell", {"fp64": 128, "fp32": 256, "tf32": 4096, "bf16": 8192,
-                                     "fp16": 8192, "fp8": 16384, "int8": 16384},
+                                     "fp16": 8192, "fp8": 16384, "int8": 16384, "fp6": 16384,
+                                     "fp4": 32768},
                        _NV.format("Blackwell"),
-                       uncertain=("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"),
+                       uncertain=("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6",
+                                  "fp4"),
                        note="Blackwell per-SM rates are provisional"),
 }
 
@@ -93,9 +98,15 @@ AMD_ARCHS = {
                                           "bf16": 2048, "fp8": 4096, "int8": 4096},
                         _AMD.format("CDNA3"), shared_uncertain=True),
 }
+# CDNA 4 (MI350X / MI355X): vector fp64/fp32 as CDNA 3, matrix cores twice as wide for 16- and
+# 8-bit types, FP64 matrix at the vector rate, FP6/FP4 at twice FP8, no TF32 (XProf derives
+# 256 CUs x 2.4 GHz x 4096 = 2,516,582 GFLOP/s bf16 for the MI355X from the same table).
+AMD_ARCHS["gfx950"] = ArchRates("CDNA4 (MI350)", {"fp64": 128, "fp64_tc": 128, "fp32": 256,
+                                                  "fp16": 4096, "bf16": 4096, "fp8": 8192,
+                                                  "int8": 8192, "fp6": 16384, "fp4": 16384},
+                                CDNA4_WP, shared_bytes_per_clock=256, shared_uncertain=True)
 AMD_ARCHS["gfx940"] = AMD_ARCHS["gfx941"] = AMD_ARCHS["gfx942"]
-_AMD_ARCH_OF_SPEC = {"mi100": "gfx908", "mi210": "gfx90a", "mi250-gcd": "gfx90a",
-                     "mi250x-gcd": "gfx90a", "mi300x": "gfx942", "mi325x": "gfx942"}
+_AMD_ARCH_OF_SPEC = AMD_ARCH_OF_SPEC
 
 
 @dataclasses.dataclass
@@ -216,7 +227,7 @@ def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
     if spec is not None and (spec.vendor == "amd") != amd:
         spec = None  # a Hopper (9.0) must never match an AMD signature, nor the reverse
     if spec is None and gfx:
-        spec = _amd_spec_by_gfx(gfx, sms, memory_bytes)
+        spec = _amd_spec_by_gfx(gfx, sms, memory_bytes, clock_khz)
     arch = arch_for(cc, gfx, amd=amd, spec=spec)
     checks: list[PeakCheck] = []
     diags: list[Diagnostic] = []
@@ -263,14 +274,21 @@ def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
     if sram > 0:
         memories.append(MemoryPeak("shared", "L1/Shared", sram, "profile"))
     elif arch is not None and arch.shared_bytes_per_clock and sms > 0 and hz > 0:
-        memories.append(MemoryPeak("shared", "L1/Shared",
-                                   sms * hz * arch.shared_bytes_per_clock / 1e9, "profile"))
+        rate = per_clock("amd" if amd else "nvidia", gfx or _AMD_ARCH_OF_SPEC.get(
+            spec.key if spec is not None else "", "")) or PerClock(
+                arch.shared_bytes_per_clock, arch.source, arch.shared_uncertain)
+        gbs, note = shared_gbs(sms, clock_khz / 1e3, rate)
+        memories.append(MemoryPeak("shared", "L1/Shared", gbs, "profile", note=note))
     if spec is not None and spec.l2_bw is not None:
         memories.append(MemoryPeak("l2", "L2", spec.l2_bw.value, "datasheet"))
     link = host_link(spec.key) if spec is not None else None
     if link is not None:
         memories.append(MemoryPeak("host", HOST_LINK_NAME, link.value, "datasheet",
                                    note=link.note))
+    peer = interconnect(spec.key) if spec is not None else None
+    if peer is not None:
+        memories.append(MemoryPeak("interconnect", link_name(spec.key), peer.value, "datasheet",
+                                   note=f"{peer.source}; {peer.note}".rstrip("; ")))
 
     label = spec.name if spec is not None else (name or vendor or "GPU")
     if spec is None:
@@ -297,12 +315,12 @@ def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
     return GpuPeaks(device, spec, arch, checks, diags)
 
 
-def _amd_spec_by_gfx(gfx: str, sms: int, memory_bytes) -> DeviceSpec | None:
+def _amd_spec_by_gfx(gfx: str, sms: int, memory_bytes, clock_khz=None) -> DeviceSpec | None:
     cc = {"gfx908": (9, 0), "gfx90a": (9, 0), "gfx940": (9, 4), "gfx941": (9, 4),
-          "gfx942": (9, 4)}.get(gfx)
+          "gfx942": (9, 4), "gfx950": (9, 5)}.get(gfx)
     if cc is None or not sms:
         return None
-    return lookup("", cc, memory_bytes, sm_count=sms)
+    return lookup("", cc, memory_bytes, sm_count=sms, clock_khz=clock_khz or None)
 
 
 def gpu_device_from_plane_stats(stats: dict, num_gpus: int) -> DeviceInfo:
@@ -355,6 +373,8 @@ def device_from_kineto_properties(props: dict, num_cores: int = 1) -> DeviceInfo
 # ----------------------------------------------------------------------------- ceilings
 
 _MATMUL_CHAINS = {
+    "fp4": ("fp4", "fp6", "fp8", "fp16", "bf16"),  # no fp4 units: converted up
+    "fp6": ("fp6", "fp8", "fp16", "bf16"),
     "fp64": ("fp64_tc", "fp64"),
     "fp32": ("tf32", "fp32_tc", "fp32"),
     "tf32": ("tf32", "fp32_tc", "fp32"),
@@ -369,13 +389,14 @@ _VECTOR_CHAINS = {
     # Elementwise 16-bit math runs on the vector units (packed, up to 2x the fp32 rate on some
     # parts); the fp32 roof is the closest ceiling the tables carry.
     "bf16": ("fp32",), "fp16": ("fp32",), "fp8": ("fp32",), "int8": ("fp32",),
+    "fp6": ("fp32",), "fp4": ("fp32",),
 }
 _DTYPE = {"f64": "fp64", "float64": "fp64", "double": "fp64", "fp64": "fp64",
           "f32": "fp32", "float32": "fp32", "float": "fp32", "fp32": "fp32", "tf32": "tf32",
           "bf16": "bf16", "bfloat16": "bf16", "c10::bfloat16": "bf16",
           "f16": "fp16", "float16": "fp16", "half": "fp16", "c10::half": "fp16", "fp16": "fp16",
           "s8": "int8", "u8": "int8", "int8": "int8", "uint8": "int8", "signed char": "int8",
-          "unsigned char": "int8", "fp8": "fp8"}
+          "unsigned char": "int8", "fp8": "fp8", "fp6": "fp6", "fp4": "fp4"}
 
 
 def dtype_precision(dtype: str) -> str:
@@ -383,6 +404,10 @@ def dtype_precision(dtype: str) -> str:
     key = str(dtype or "").strip().lower()
     if key.startswith(("f8", "float8", "c10::float8")):
         return "fp8"
+    if key.startswith(("f6e", "float6_")):
+        return "fp6"
+    if key.startswith(("f4e", "float4_")):
+        return "fp4"
     return _DTYPE.get(key, "")
 
 
@@ -393,6 +418,7 @@ _KERNEL_CHAINS = {
     "tf32": ("tf32", "fp32_tc", "fp32"), "fp32": ("fp32",), "fp32_tc": ("fp32_tc", "fp32"),
     "fp16": ("fp16", "fp32_tc", "fp32"), "bf16": ("bf16", "fp16", "fp32_tc", "fp32"),
     "fp8": ("fp8", "fp16", "bf16"), "int8": ("int8",), "fp64": ("fp64",),
+    "fp6": ("fp6", "fp8", "fp16", "bf16"), "fp4": ("fp4", "fp6", "fp8", "fp16", "bf16"),
     "fp64_tc": ("fp64_tc", "fp64"),
 }
 

@@ -7,7 +7,7 @@ figure are left out: their host transfers are then shown without a roof (caveat
 """
 from __future__ import annotations
 
-from tb_roofline.devices.datasheets import (A100_DS, H100_WP, H200_DS, MI100_DS, MI210_DS,
+from tb_roofline.devices.sources import (A100_DS, H100_WP, H200_DS, MI100_DS, MI210_DS,
                                             MI300X_DS, MI325X_DS, V100_DS, Figure)
 
 NAME = "Host link (PCIe)"

@@ -19,6 +19,7 @@ _PRECISION_ALIASES = {
     "f16": "fp16", "half": "fp16", "float16": "fp16", "c10::half": "fp16",
     "f8": "fp8", "fp8": "fp8", "f8e4m3fn": "fp8", "f8e5m2": "fp8", "float8_e4m3fn": "fp8",
     "float8_e5m2": "fp8", "s8": "int8", "u8": "int8", "int8": "int8",
+    "f6e2m3fn": "fp6", "f6e3m2fn": "fp6", "f4e2m1fn": "fp4", "float4_e2m1fn_x2": "fp4",
 }
 
 
@@ -55,7 +56,7 @@ class ComputePeak:
 
 @dataclasses.dataclass
 class MemoryPeak:
-    id: str  # hbm, cmem_read, cmem_write, vmem_read, vmem_write, host, shared, l2
+    id: str  # hbm, cmem_read, cmem_write, vmem_read, vmem_write, host, shared, l2, interconnect
     name: str
     gbs: float
     source: str

@@ -1,9 +1,10 @@
 """HLO shapes: element types, element counts and byte sizes as XLA's cost analysis sizes them.
 
-Facts (HLO.md §1.2-1.3, §3.1): a primitive type's byte width is ceil(bits / 8) unless the layout
-sets `element_size_in_bits` (then the array takes ceil(elements × bits / 8) bytes); a tuple
-takes 8 bytes per top-level element (its pointer table); a token 0; an opaque 8. XLA's cost
-analysis sizes a shape **without a layout** as 0 bytes (a tuple has one when all its leaves do).
+Facts (docs/hlo_cost_model.md, "Sizes"): a primitive type's byte width is ceil(bits / 8)
+unless the layout sets `element_size_in_bits` (then the array takes ceil(elements × bits / 8)
+bytes); a tuple takes 8 bytes per top-level element (its pointer table); a token 0; an opaque
+8. XLA's cost analysis sizes a shape **without a layout** as 0 bytes (a tuple has one when all
+its leaves do).
 """
 from __future__ import annotations
 

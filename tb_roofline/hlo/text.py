@@ -2,7 +2,7 @@
 `%copy-start.1 = (f32[1024]{0:S(5)}, f32[1024]{0}, u32[]) copy-start(f32[1024]{0} %p.1)`):
 its opcode, operand names, and the arrays that live in each memory space.
 
-Memory spaces (HLO.md §1.2, REFERENCE.md §3): `S(n)` in a layout; 0 = device memory (HBM),
+Memory spaces (docs/hlo_cost_model.md): `S(n)` in a layout; 0 = device memory (HBM),
 1 = on-chip, 5 = host memory (`pinned_host` / host offload).
 """
 from __future__ import annotations

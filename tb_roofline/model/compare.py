@@ -252,6 +252,7 @@ def _summary(program: PairTable, ops: PairTable, pair, change: float, base: Side
         "time_change_us": change if np.isfinite(change) else None,
         "time_change_percent": 100.0 * (wc - wb) / wb if wb and wc is not None else None,
         "speedup": wb / wc if wb and wc else None,
+        **change_label(100.0 * (wc - wb) / wb if wb and wc is not None else None),
         "op_time_change_us": op_change,
         "other_time_change_us": change - op_change if np.isfinite(change) else None,
         "matched": int((status == MATCHED).sum()), "new": int((status == NEW).sum()),
@@ -266,6 +267,16 @@ def _summary(program: PairTable, ops: PairTable, pair, change: float, base: Side
             "delta_time_us", "share_of_change")} for r in top_rows],
         "explained_share": explained,
     }
+
+
+def change_label(percent) -> dict:
+    """The wall-time change in words that follow its sign: a negative change is faster, a
+    positive one slower (`change`, `change_label`: "0.7% slower")."""
+    if percent is None or not np.isfinite(percent):
+        return {"change": None, "change_label": None}
+    word = "faster" if percent < 0 else "slower" if percent > 0 else "same"
+    return {"change": word, "change_label": "no change" if word == "same" else
+            f"{abs(percent):.1f}% {word}"}
 
 
 def _num(pair, key):

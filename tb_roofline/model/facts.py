@@ -31,7 +31,8 @@ def collect(profiles, table, steps: list) -> Facts:
             timeline.windows,
             [AdjacentPair(resolve(p.first), resolve(p.second), p.count, p.gap_ps, p.shorter_ps)
              for p in timeline.pairs],
-            _resolved_sums(timeline.exposed_by_op, resolve))
+            _resolved_sums(timeline.exposed_by_op, resolve), timeline.idle_causes,
+            timeline.cause_span_ps)
     shapes = merge_shapes([{resolve(k): v for k, v in (p.op_shapes or {}).items()}
                            for p in profiles]) or {}
     hosts = [p.core_spans[0].host for p in profiles if p.core_spans]

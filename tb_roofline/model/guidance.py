@@ -2,21 +2,31 @@
 class, and throughput / MFU. Knows nothing of files or HTTP: an `Analysis` in, a JSON-ready
 dict out (schema in docs/guidance.md).
 
-Time is core-time, as in the op records: summed over cores and hosts. Totals hold by
-construction: each op finding saves at most its op's time and an op counts once (the largest
-claim); op savings together count at most the wall time non-communication ops ran; the idle and
-exposed-communication findings count time no other finding counts; so the total never exceeds
-the profiled time, and per step never the step time.
+Time is core-time, as in the op records: summed over cores and hosts. Every finding's saving is
+a bound its rule proves (`bound_us`, written out in `bound_formula`). The total is their union:
+an op counts once (its largest claim); op savings together count at most the wall time
+non-communication ops ran; overlap hides communication under at most the work left after them;
+idle time is time no op ran; so the total never exceeds the profiled time, and per step never
+the step time.
 """
 from __future__ import annotations
 
 import numpy as np
 
+import json
+
+from tb_roofline.model import advice
 from tb_roofline.model import rules
 from tb_roofline.model.op_table import NO_STEP
+from tb_roofline.model.program_rules import program_findings
 from tb_roofline.model.rules import Context, Finding
 from tb_roofline.model.throughput import throughput
-from tb_roofline.model.timeline import is_communication
+from tb_roofline.model.timeline import IDLE_CAPTURE, is_communication
+
+GROUP_MIN = 3  # this many findings of one rule are shown as one group
+UNION_NOTE = ("the union of the findings: an op counts once (its largest claim), op savings "
+              "within the time non-communication ops ran, overlap within the work left beside "
+              "the communication, idle time apart from both; a straggler's wait is counted 0")
 
 SCHEMA = "tb-roofline-guidance/1"
 CLASSES = (("compute_bound", "Compute-bound ops"), ("memory_bound", "Memory-bound ops"),
@@ -30,33 +40,145 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
     total = next((r for r in program if r["record_type"] == "total"), None)
     average = next((r for r in program if r["record_type"] == "average"), None)
     total_us = float(total["total_time_us"]) if total else 0.0
-    framework = "pytorch" if "formula" in set(ops.columns["flops_source"].tolist()) else "xla"
-    ctx = Context(ops, analysis.device, analysis.facts, total_us, analysis.num_steps, framework)
+    rt = runtime_of(analysis)
+    framework = advice.framework(rt)
+    ctx = Context(ops, analysis.device, analysis.facts, total_us, analysis.num_steps, framework,
+                  rt, tensor_shapes(analysis))
     full = next((r for r in analysis.program[True].row_dicts() if r["record_type"] == "total"),
                 None)
     wall = _wall_split(ctx, float(full["total_time_us"]) if full else total_us)
     findings = []
     for rule in rules.OP_RULES:
         findings += rule(ctx)
-    findings += _program_findings(ctx, wall)
+    findings += rules.far_below_roof(ctx, {i for f in findings for i in f.rows})
+    findings += program_findings(ctx, wall)
     _count(findings, ctx, wall)
     findings.sort(key=lambda f: (-f.time_saved_us, f.rule, f.title))
     step_us = float(average["total_time_us"]) if average else total_us
+    unit = {"name": "step" if average else "profile",
+            "label": "per step" if average else "over the whole profile",
+            "time_us": step_us}
     counted = sum(f.counted_us for f in findings)
     host = ops.columns["host"][0] if len(ops) else ""
+    items = [_finding_json(f, n, ctx, host, step_us) for n, f in enumerate(findings)]
     return {
-        "schema": SCHEMA, "framework": framework,
+        "schema": SCHEMA, "framework": framework, "runtime": rt,
+        "runtime_label": advice.RUNTIME_LABELS[rt], "unit": unit,
         "time": {"total_time_us": total_us, "step_time_us": step_us,
                  "num_steps": analysis.num_steps,
                  "timeline": analysis.facts is not None and analysis.facts.timeline is not None},
         "classes": [{"class": k, "label": label, "time_us": wall["classes"][k],
                      "percent": _pct(wall["classes"][k], total_us)} for k, label in CLASSES],
-        "findings": [_finding_json(f, n, ctx, host, step_us) for n, f in enumerate(findings)],
+        "findings": items,
+        "groups": _groups(items, unit),
         "total_time_saved_us": counted,
         "total_time_saved_per_step_us": _per_step(counted, total_us, step_us),
         "total_percent_of_step": _pct(counted, total_us),
+        "total_note": UNION_NOTE,
+        "diagnostics": guidance_diagnostics(analysis, rt),
         "throughput": throughput(analysis, include_io, workload, devices_in_run),
     }
+
+
+def runtime_of(analysis) -> str:
+    """model.advice.runtime of an analysis (its op names, kernel view and graph captures)."""
+    tl = analysis.facts.timeline if analysis.facts is not None else None
+    captured = bool(tl is not None and tl.cause_span_ps.get(IDLE_CAPTURE, 0) > 0)
+    names = set(analysis.ops[True].columns["operation"].tolist())
+    return advice.runtime(names, "kernel" in analysis.views, captured)
+
+
+def tensor_shapes(analysis) -> dict:
+    """Record identity -> the set of array dims it touched: the PyTorch inputs recorded in
+    `shapes:` fingerprints (elementwise outputs have their inputs' shape), and the arrays of
+    copy shapes."""
+    out: dict = {}
+    scope = getattr(analysis, "scope", None)
+    if scope is not None and "op" in scope.tables:
+        keys = scope.tables["op"].keys
+        for pid, op, p, fp in zip(keys["program_id"].tolist(), keys["operation"].tolist(),
+                                  keys["precision"].tolist(), keys["fingerprint"].tolist()):
+            if isinstance(fp, str) and fp.startswith("shapes:"):
+                dims = _dims(fp[len("shapes:"):])
+                if dims:
+                    out.setdefault((pid, op, p), set()).update(dims)
+    facts = analysis.facts
+    for ident, uses in ((facts.op_shapes if facts is not None else {}) or {}).items():
+        for u in uses:
+            if u.kind == "copy" and u.dims:
+                out.setdefault(ident, set()).add(tuple(int(d) for d in u.dims))
+    return out
+
+
+def _dims(text: str) -> set:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return set()
+    found = set()
+
+    def walk(v):
+        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+            found.add(tuple(v))
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+    walk(value)
+    return found
+
+
+def guidance_diagnostics(analysis, rt: str) -> list:
+    """What the profile would need for the rules to say more: a graph capture instead of the
+    replay, a PyTorch trace without CPU ops or without shapes (each says what to capture)."""
+    out = []
+    tl = analysis.facts.timeline if analysis.facts is not None else None
+    if tl is not None and tl.cause_span_ps.get(IDLE_CAPTURE, 0) > 0:
+        out.append({"severity": "warning", "code": "graph_capture",
+                    "message": advice.CAPTURE_NOTES["graph_capture"]})
+    if rt != advice.XLA:
+        names = [str(n) for n in analysis.ops[True].columns["operation"].tolist()]
+        if names and not any(n.startswith(advice.CPU_OP_PREFIXES) for n in names):
+            out.append({"severity": "warning", "code": "no_cpu_ops",
+                        "message": advice.CAPTURE_NOTES["no_cpu_ops"]})
+        elif names and not any(fp.startswith("shapes:") for fp in _fingerprints(analysis)):
+            out.append({"severity": "warning", "code": "no_shapes",
+                        "message": advice.CAPTURE_NOTES["no_shapes"]})
+    return out
+
+
+def _fingerprints(analysis) -> list:
+    scope = getattr(analysis, "scope", None)
+    if scope is None or "op" not in scope.tables:
+        return []
+    return [str(f) for f in scope.tables["op"].keys["fingerprint"].tolist()]
+
+
+def _groups(items: list, unit: dict) -> list:
+    """Findings of one op rule, GROUP_MIN or more: one group each, with their union."""
+    by_rule: dict = {}
+    for f in items:
+        if f["scope"] == "op":
+            by_rule.setdefault(f["rule"], []).append(f)
+    out = []
+    nouns = {"fusion": "fusion pairs", "tiny_ops": "ops with tiny calls",
+             "repeated_copy": "repeated copies", "tiling": "ops with untiled shapes",
+             "precision": "f32 ops with a faster roof", "far_below_roof": "ops far below their roof"}
+    for rule, fs in by_rule.items():
+        if len(fs) < GROUP_MIN:
+            continue
+        counted = sum(f["counted_us"] for f in fs)
+        per_unit = sum(f["counted_per_unit_us"] or 0.0 for f in fs)
+        gid = f"group-{rule}"
+        for f in fs:
+            f["group"] = gid
+        out.append({"id": gid, "rule": rule,
+                    "title": f"{len(fs)} {nouns.get(rule, rule)}, {per_unit:,.0f} µs "
+                             f"{unit['label']} in all",
+                    "findings": [f["id"] for f in fs], "counted_us": counted,
+                    "counted_per_unit_us": per_unit,
+                    "time_saved_us": sum(f["time_saved_us"] for f in fs)})
+    out.sort(key=lambda g: -g["counted_us"])
+    return out
 
 
 def _pct(part: float, whole: float):
@@ -107,69 +229,11 @@ def _wall_split(ctx: Context, total_with_io: float) -> dict:
             "exposed": exposed}
 
 
-def _program_findings(ctx: Context, wall: dict) -> list:
-    out = []
-    total = ctx.total_time_us
-    if total <= 0:
-        return out
-    idle = wall["idle"]
-    if idle >= rules.IDLE_SHARE * total:
-        facts = {"idle_us": idle, "idle_in_steps_us": wall["idle_in_steps"],
-                 "idle_outside_steps_us": idle - wall["idle_in_steps"],
-                 "idle_share": idle / total}
-        out.append(Finding(
-            "idle", f"The device is idle {idle / total:.0%} of the time", [], facts, idle,
-            "No op runs for this long: the device waits for the host. Feed it ahead of time "
-            "(DataLoader num_workers / pin_memory / prefetch, tf.data prefetch, batches put on "
-            "the device one step early), keep Python work (logging, .item() / host syncs) out of "
-            "the step, and cut launch gaps with CUDA graphs, jit or torch.compile."))
-    exposed = wall["exposed"]
-    if exposed >= rules.EXPOSED_SHARE * total:
-        tl = ctx.facts.timeline
-        top = sorted((tl.exposed_by_op if tl else {}).items(), key=lambda kv: -kv[1])[:5]
-        facts = {"exposed_us": exposed, "exposed_share": exposed / total,
-                 "contributors": [{"program_id": k[0], "operation": k[1], "precision": k[2],
-                                   "exposed_us": v / 1e6} for k, v in top]}
-        out.append(Finding(
-            "exposed_communication", f"Communication and host transfers run alone "
-            f"{exposed / total:.0%} of the time", [], facts, exposed,
-            "Overlap them with compute: async collectives (XLA's latency-hiding scheduler, "
-            "DDP/FSDP bucketing and prefetch), fewer and larger transfers, pinned host memory "
-            "with non_blocking copies on a side stream, and input prefetch instead of "
-            "synchronous host-to-device copies."))
-    out += _straggler(ctx)
-    return out
-
-
-def _straggler(ctx: Context) -> list:
-    steps = ctx.facts.host_step_ps if ctx.facts is not None else {}
-    if len(steps) < 2:
-        return []
-    hosts = list(steps)
-    t = np.vstack([steps[h] for h in hosts])  # hosts × steps (ps)
-    mean = t.mean(axis=1)
-    slow = int(np.argmax(mean))
-    others = np.median(np.delete(t, slow, axis=0), axis=0)
-    ratio = float(mean[slow] / others.mean()) if others.mean() > 0 else 0.0
-    if ratio < rules.STRAGGLER_RATIO:
-        return []
-    wait_us = float(np.maximum(t[slow] - np.delete(t, slow, axis=0), 0).sum()) / 1e6 * max(
-        1, ctx.device.num_cores // len(hosts))
-    facts = {"host": hosts[slow], "ratio_to_median": ratio,
-             "step_time_us": {h: float(m) / 1e6 for h, m in zip(hosts, mean)},
-             "others_wait_us": wait_us}
-    return [Finding(
-        "straggler", f"Host {hosts[slow]} is {ratio - 1:.0%} slower per step than the others",
-        [], facts, wait_us,
-        f"In synchronous training every host waits for {hosts[slow]}: compare its op times and "
-        "idle time with the others (its input shard, clocks / thermal throttling, background "
-        "processes, an uneven split of data or model). Its wait shows up as the others' idle "
-        "or exposed-communication time, so it is not added to the total again.")]
-
-
 def _count(findings: list, ctx: Context, wall: dict):
-    """`counted_us`: what each finding adds to the total. An op counts once (its largest
-    claim); op findings together at most the wall time of non-communication ops."""
+    """`counted_us`: what each finding adds to the total (the union). An op counts once (its
+    largest claim); op findings together at most the wall time of non-communication ops;
+    overlap at most the work left beside the communication after them; idle as it is; a
+    straggler 0."""
     claimed: dict = {}
     op_findings = sorted((f for f in findings if f.claim >= 0), key=lambda f: -f.time_saved_us)
     for f in op_findings:
@@ -181,9 +245,15 @@ def _count(findings: list, ctx: Context, wall: dict):
         scale = max(wall["compute"], 0.0) / ops_total  # concurrent kernels overlap in time
         for f in op_findings:
             f.counted_us *= scale
+        ops_total = max(wall["compute"], 0.0)
     for f in findings:
         if f.claim < 0:
-            f.counted_us = 0.0 if f.rule == "straggler" else f.time_saved_us
+            if f.rule == "straggler":
+                f.counted_us = 0.0
+            elif f.rule == "exposed_communication":
+                f.counted_us = min(f.time_saved_us, max(0.0, wall["compute"] - ops_total))
+            else:
+                f.counted_us = f.time_saved_us
 
 
 def _finding_json(f: Finding, n: int, ctx: Context, host: str, step_us: float) -> dict:
@@ -200,11 +270,15 @@ def _finding_json(f: Finding, n: int, ctx: Context, host: str, step_us: float) -
         "scope": "op" if f.rows else "program",
         "ops": [{k: r[k] for k in ("program_id", "operation", "precision", "host")}
                 for r in records],
-        "evidence": {"records": records, "facts": f.facts},
+        "evidence": {"records": records, "facts": f.facts, "bound_formula": f.formula},
         "time_saved_us": f.time_saved_us,
         "time_saved_per_step_us": _per_step(f.time_saved_us, ctx.total_time_us, step_us),
+        "time_saved_per_unit_us": _per_step(f.time_saved_us, ctx.total_time_us, step_us),
         "percent_of_step": _pct(f.time_saved_us, ctx.total_time_us),
-        "counted_us": f.counted_us, "suggestion": f.suggestion,
+        "counted_us": f.counted_us,
+        "counted_per_unit_us": _per_step(f.counted_us, ctx.total_time_us, step_us),
+        "bound_us": f.bound_us if np.isfinite(f.bound_us) else None,
+        "bound_formula": f.formula, "group": None, "suggestion": f.suggestion,
     }
 
 

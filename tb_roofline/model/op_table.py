@@ -25,6 +25,7 @@ MEMORY_COLUMNS = (
     ("vmem_read_bytes", "VMEM Read", "vmem_read", "r"),
     ("vmem_write_bytes", "VMEM Write", "vmem_write", "w"),
     ("host_bytes", "Host link", "host", "rw"),
+    ("interconnect_bytes", "Interconnect", "interconnect", "rw"),
 )
 
 # Per distinct op (and host).
@@ -83,8 +84,10 @@ class OpTable:
         if name in self.rows:
             return self.rows[name]
         if self.unit_costs is not None and name in COST_COLUMNS:
-            return self.unit_costs[self.rows["op"], COST_COLUMNS.index(name)] * \
-                self.rows["occurrences"]
+            j = COST_COLUMNS.index(name)
+            if j >= self.unit_costs.shape[1]:  # a reader's costs without the newer columns
+                return np.zeros(len(self.rows["op"]))
+            return self.unit_costs[self.rows["op"], j] * self.rows["occurrences"]
         return self.keys[name][self.rows["op"]]
 
     @property

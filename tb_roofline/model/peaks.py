@@ -1,8 +1,11 @@
 """Peaks in doubt: when a profile's own ops run faster than a peak derived from that profile, the
-peak is wrong, not the ops (REFERENCE.md §5: profiles report base clocks or half bandwidths).
+peak is wrong, not the ops (profiles may report base clocks or half bandwidths: see
+docs/guidance.md, "Peaks the profile's own ops beat").
 
-Such a peak is replaced by its sourced data-sheet figure (kept beside it by the device layer);
-the device panel says so and a diagnostic keeps the profile's figure.
+Such a peak is replaced by its sourced data-sheet figure when the device layer kept one beside
+it and the ops stay under that, else by the fastest op's own rate (a measured lower bound on the
+true peak), whether or not the compute peaks are known; the device panel says so and a
+diagnostic keeps the profile's figure.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import numpy as np
 
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.records import ABOVE_ROOF, div
+from tb_roofline.model.records import ABOVE_ROOF, compute_roof, div
 
 MIN_TIME_PS = 1e6  # ops shorter than 1 µs in total are too coarse to judge a peak by
 
@@ -20,9 +23,7 @@ MIN_TIME_PS = 1e6  # ops shorter than 1 µs in total are too coarse to judge a p
 def settle(device: DeviceInfo, table, kernels, key_sums) -> tuple[DeviceInfo, list[Diagnostic]]:
     """(the device to judge this profile by, notes). `key_sums(table, device)` gives sums per
     key (the model's)."""
-    doubtful = [p for p in device.compute + device.memories
-                if p.source == "profile" and p.fallback is not None
-                and p.fallback.value > (p.gflops if isinstance(p, ComputePeak) else p.gbs)]
+    doubtful = [p for p in device.compute + device.memories if p.source == "profile"]
     if not doubtful or not len(table):
         return device, []
     vals = key_sums(table, device)
@@ -36,11 +37,10 @@ def settle(device: DeviceInfo, table, kernels, key_sums) -> tuple[DeviceInfo, li
     compute, memories = list(device.compute), list(device.memories)
     notes = []
     for i, peak in enumerate(compute):
-        if peak not in doubtful:
+        if peak not in doubtful or not peak.gflops > 0:
             continue
         # The rows judged against this ceiling (any precision whose roof it is).
-        roofs = {p: device.peak_for(p) for p in set(keys["precision"].tolist())}
-        mine = np.array([roofs[p] == peak.gflops for p in keys["precision"].tolist()], bool)
+        mine = compute_roof(device, keys["precision"]) == peak.gflops
         rate = div(vals["flops"], time_ns)
         worst = _worst(rate, trusted & mine)
         if worst is not None and rate[worst] > peak.gflops * ABOVE_ROOF:
@@ -49,7 +49,7 @@ def settle(device: DeviceInfo, table, kernels, key_sums) -> tuple[DeviceInfo, li
             notes.append(note)
     for i, peak in enumerate(memories):
         col = f"{peak.id}_bytes"
-        if peak not in doubtful or col not in vals:
+        if peak not in doubtful or col not in vals or not peak.gbs > 0:
             continue
         rate = div(vals[col], time_ns)  # GB/s
         worst = _worst(rate, trusted)
@@ -71,11 +71,19 @@ def _worst(rate, mask):
 
 def _replace(peak, value, rate, op_name, unit, what):
     fb = peak.fallback
-    note = (f"the profile's {value:,.0f} {unit} is beaten by its own op {op_name} "
-            f"({rate:,.0f} {unit}): the data sheet's {fb.value:,.0f} {unit} is used ({fb.source})")
+    beaten = f"the profile's {value:,.0f} {unit} is beaten by its own op {op_name} ({rate:,.0f} {unit})"
+    if fb is not None and fb.value >= rate:
+        new_value, source = fb.value, "datasheet"
+        note = f"{beaten}: the data sheet's {fb.value:,.0f} {unit} is used ({fb.source})"
+    else:
+        new_value, source = float(rate), "measured"
+        why = (f"the data sheet's {fb.value:,.0f} {unit} is beaten too" if fb is not None else
+               "no data-sheet figure is known")
+        note = (f"{beaten}, and {why}: that op's rate is used, a lower bound on the true peak "
+                "(give the real one in a device file)")
     if isinstance(peak, ComputePeak):
-        new = dataclasses.replace(peak, gflops=fb.value, source="datasheet", note=note)
+        new = dataclasses.replace(peak, gflops=new_value, source=source, note=note)
     else:
         assert isinstance(peak, MemoryPeak)
-        new = dataclasses.replace(peak, gbs=fb.value, source="datasheet", note=note)
+        new = dataclasses.replace(peak, gbs=new_value, source=source, note=note)
     return new, Diagnostic("warning", "peak_replaced", f"{what}: {note}")

@@ -11,8 +11,9 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.devices.spec import DeviceInfo, normalize_precision
 from tb_roofline.model.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, MEMORY_COLUMNS
+from tb_roofline.model.timeline import is_collective
 
 GIB = 1.073741824  # GB per GiB: XProf's GiB/s = (bytes / ns) / 1.073741824
 ABOVE_ROOF = 1.001  # an efficiency above this is not a measurement under its roof
@@ -143,11 +144,7 @@ def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> d
     n = len(time_ns)
     peak = sums.get("peak")
     if peak is None:  # the mixed roof of each record's FLOPs
-        peak = np.where(sums["roof_time"] > 0, div(sums["flops"], sums["roof_time"]),
-                        device.peak_gflops)
-        # One precision's mix is exactly its ceiling (not its ceiling ± rounding).
-        for c in device.compute:
-            peak = np.where(np.isclose(peak, c.gflops, rtol=1e-12, atol=0), c.gflops, peak)
+        peak = mixed_roof(sums["flops"], sums["roof_time"], device)
     out["peak_flop_rate"] = peak
     compute_util = div(out["flop_rate"], peak)
     names = ["Compute"]
@@ -159,6 +156,15 @@ def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> d
         names.append(name)
         intensities.append(out[f"{mid}_operational_intensity"])
     util = np.nan_to_num(np.vstack(utils), nan=0.0, posinf=0.0)  # resources × rows
+    comm = sums.get("collective")
+    if comm is not None and "Interconnect" in names:
+        # Collectives with link bytes sit under the interconnect roof only (communication,
+        # never a compute or HBM point).
+        link = names.index("Interconnect")
+        judged = comm & (util[link] > 0)
+        if judged.any():
+            others = np.arange(len(names)) != link
+            util[np.ix_(others, judged)] = 0.0
     best = np.argmax(util, axis=0)  # first maximum: ties keep the earlier resource
     eff = util[best, np.arange(n)]
     out["roofline_efficiency"] = eff
@@ -173,14 +179,63 @@ def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> d
     return out
 
 
+_INTEGER_PREFIXES = ("s", "u", "int", "uint")
+
+
+def is_integer_precision(precision: str) -> bool:
+    """Integer and boolean data (HLO s32 / u8 / pred, PyTorch int / long / bool): no
+    floating-point roof applies to them."""
+    p = (precision.split(":", 1)[1] if ":" in precision else precision).strip().lower()
+    if p in ("int", "bool", "pred", "long", "short", "char", "byte", "integer", "boolean"):
+        return True
+    return any(p.startswith(x) and p[len(x):].isdigit() for x in _INTEGER_PREFIXES)
+
+
+def compute_roof(device: DeviceInfo, precisions) -> np.ndarray:
+    """THE compute roof (GFLOP/s) of work of each precision label: its own ceiling when the
+    device has one, else the device's default ceiling; integer and boolean work only under an
+    integer ceiling of its width (int8 for s8 / u8) when the device has one, else none (0); 0
+    when no compute peak is known. One lookup per distinct label."""
+    precisions = np.asarray(precisions, dtype=object)
+    roofs = {}
+    for p in set(precisions.tolist()):
+        p = str(p)
+        if is_integer_precision(p):
+            wanted = normalize_precision(_plain(p))
+            roofs[p] = next((c.gflops for c in device.compute
+                             if wanted and normalize_precision(c.precision) == wanted), 0.0)
+        else:
+            roofs[p] = device.peak_for(p)
+    return np.array([roofs[str(p)] for p in precisions.tolist()], dtype=float)
+
+
+def mixed_roof(flops, roof_time, device: DeviceInfo) -> np.ndarray:
+    """The compute roof of a mix of precisions (a Program record): the rate at which its FLOPs
+    would run if each part ran on its own ceiling, FLOPs / sum(FLOPs_p / peak_p); a mix of one
+    precision is exactly that ceiling."""
+    peak = np.where(roof_time > 0, div(flops, roof_time), device.peak_gflops)
+    for c in device.compute:
+        peak = np.where(np.isclose(peak, c.gflops, rtol=1e-12, atol=0), c.gflops, peak)
+    return peak
+
+
+def _plain(precision: str) -> str:
+    return precision.split(":", 1)[1] if ":" in precision else precision
+
+
 def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, n: int,
-                  include_io: bool, frac_denominator_ps, caveats=None) -> RecordTable:
+                  include_io: bool, frac_denominator_ps, caveats=None,
+                  containers=None) -> RecordTable:
     """Records from group sums. `labels`: a value per column (scalar or array of n);
-    `caveats`: the reader's caveat per record ("" for none), op-level records only."""
+    `caveats`: the reader's caveat per record ("" for none), op-level records only;
+    `containers`: records that only hold other ops (no time of their own to save)."""
     precision = labels.get("precision")
     if isinstance(precision, np.ndarray):  # rows of one precision each: exactly its ceiling
-        peaks = {p: device.peak_for(p) for p in set(precision.tolist())}
-        sums = dict(sums, peak=np.array([peaks[p] for p in precision.tolist()], dtype=float))
+        sums = dict(sums, peak=compute_roof(device, precision))
+    category = labels.get("category")
+    if isinstance(category, np.ndarray):
+        kinds = {c: is_collective(str(c)) for c in set(category.tolist())}
+        sums = dict(sums, collective=np.array([kinds[c] for c in category.tolist()], bool))
     d = derive(sums, device, num_cores)
     occ = sums["occurrences"]
     cols = {}
@@ -211,6 +266,9 @@ def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, 
     caveat = np.empty(n, dtype=object)
     caveat[:] = caveats if caveats is not None else ""
     _apply_caveats(cols, caveat, sums, device)
+    cols["potential_time_saved_us"] = potential_time_saved(
+        cols, device, np.zeros(n, bool) if containers is None else containers,
+        sums.get("collective"))
     cols["include_infeed_outfeed"] = np.full(n, include_io)
     cols.setdefault("self_time_percent", np.zeros(n))
     cols.setdefault("cumulative_self_time_percent", np.zeros(n))
@@ -218,16 +276,13 @@ def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, 
 
 
 def _apply_caveats(cols: dict, caveat: np.ndarray, sums: dict, device: DeviceInfo):
-    """Say why a row is not a measurement under its roof, and keep it out of the time-saved
-    ranking: async halves (issue or wait time, not a transfer at a rate), host transfers
-    without a known link speed, rows with nothing known to place, rows above their roof."""
+    """Say why a row is not a measurement under its roof: async halves (issue or wait time,
+    not a transfer at a rate), rows with nothing known to place, rows above their roof (host
+    transfers without a known link speed keep the reader's caveat)."""
     eff = cols["roofline_efficiency"]
-    saved = cols["total_time_us"] * (1.0 - np.minimum(eff, 1.0))
-    saved[eff <= 0] = np.nan
     if not device.peaks_known:
         for c in _EFFICIENCY_COLUMNS + ("peak_flop_rate",):
             cols[c] = np.full(len(eff), np.nan)
-        saved[:] = np.nan
     is_async = np.isin(caveat, ASYNC_CAVEATS)
     if is_async.any():
         for c in _EFFICIENCY_COLUMNS:
@@ -240,14 +295,32 @@ def _apply_caveats(cols: dict, caveat: np.ndarray, sums: dict, device: DeviceInf
     caveat[nothing | unknown] = NO_COST
     above = (caveat == "") & (np.nan_to_num(cols["roofline_efficiency"]) > ABOVE_ROOF)
     caveat[above] = ABOVE_ROOF_CAVEAT
+    cols["caveat"] = caveat
+
+
+def potential_time_saved(cols: dict, device: DeviceInfo, containers: np.ndarray,
+                         collective=None) -> np.ndarray:
+    """THE time a record would save at its roof: total time x (1 - roofline efficiency), µs.
+    Unknown (NaN) where nothing places it (no peaks, efficiency 0) or it is not a measurement
+    under its roof (a caveat; a host transfer counts when its link speed is known and it stays
+    under it; a collective only under the interconnect roof); 0 for containers (their children
+    hold the time). Linear in the time, so a record scaled to one step (the Average) gives this
+    of its scaled time."""
+    eff = np.asarray(cols["roofline_efficiency"], dtype=float)
+    saved = cols["total_time_us"] * (1.0 - np.minimum(np.nan_to_num(eff), 1.0))
+    saved[~(eff > 0)] = np.nan
+    if not device.peaks_known:
+        saved[:] = np.nan
+    caveat = cols["caveat"]
     host = caveat == HOST_TRANSFER
-    # Time saved counts only for rows that are measurements under their roof (a host transfer
-    # is one when the link speed is known and it stays under it).
-    measured = (caveat == "") | (host & (np.nan_to_num(cols["roofline_efficiency"]) <= ABOVE_ROOF)
+    measured = (caveat == "") | (host & (np.nan_to_num(eff) <= ABOVE_ROOF)
                                  & (cols["bound_by"] != "Unknown"))
     saved[~measured] = np.nan
-    cols["potential_time_saved_us"] = saved
-    cols["caveat"] = caveat
+    if collective is None:
+        collective = np.array([is_collective(str(c)) for c in cols["category"].tolist()], bool)
+    saved[np.asarray(collective, bool) & (cols["bound_by"] != "Interconnect")] = np.nan
+    saved[np.asarray(containers, bool)] = 0.0
+    return saved
 
 
 def unknown_bytes(table: RecordTable, i: int, timed: bool):

@@ -13,13 +13,14 @@ import dataclasses
 import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
-from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
 from tb_roofline.model import facts as timeline_facts
 from tb_roofline.model import peaks
 from tb_roofline.model import steps as steps_model
 from tb_roofline.model.op_table import COST_COLUMNS, OpTable, distinct, factorize
 from tb_roofline.model.records import (RECORD_COLUMNS, SUM_COLUMNS, RecordTable, build_records,
-                                       div, unknown_bytes)
+                                       compute_roof, div, potential_time_saved,
+                                       unknown_bytes)
 
 CONTAINER_CAVEAT = "container"
 
@@ -67,9 +68,9 @@ class ScopeSource:
 
 
 # Op record columns that add up over steps (divided by the step count for the average step).
+# (The time saved follows from the scaled time: records.potential_time_saved.)
 EXTENSIVE_COLUMNS = ("occurrences", "total_time_us", "total_self_time_us", "flops",
-                     "model_flops", "bytes", "total_time_per_core_us", "potential_time_saved_us",
-                     "transfer_time_us") + tuple(c for c in RECORD_COLUMNS if c.endswith("_bytes"))
+                     "model_flops", "bytes", "total_time_per_core_us", "transfer_time_us") + tuple(c for c in RECORD_COLUMNS if c.endswith("_bytes"))
 
 
 def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, view: str = "op",
@@ -100,18 +101,15 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
     if scope == "Average" and n_steps:
         for c in EXTENSIVE_COLUMNS:
             rec.columns[c] = rec.columns[c] / n_steps
+        rec.columns["potential_time_saved_us"] = potential_time_saved(
+            rec.columns, analysis.device, rec.columns["potential_time_saved_us"] == 0)
     src.cache[key] = rec
     return rec
 
 
 def _key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
-    """The compute ceiling of each key's precision (0 when unknown)."""
-    codes = factorize(table.keys["precision"])
-    distinct = {}
-    for p, c in zip(table.keys["precision"].tolist(), codes.tolist()):
-        distinct.setdefault(c, p)
-    roof = np.array([device.peak_for(distinct[c]) for c in range(len(distinct))] or [0.0])
-    return roof[codes] if len(codes) else np.zeros(0)
+    """The compute ceiling of each key's precision (records.compute_roof; 0 when none)."""
+    return compute_roof(device, table.keys["precision"])
 
 
 _ROW_COLUMNS = tuple(c for c in SUM_COLUMNS if c not in (
@@ -139,8 +137,8 @@ def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
     out = {c: np.bincount(op, weights=_row_column(table, c, None), minlength=n)
            for c in _ROW_COLUMNS if unit is None or c not in COST_COLUMNS}
     if unit is not None:  # a row's costs are its key's times its occurrences
-        for j, c in enumerate(COST_COLUMNS):
-            out[c] = unit[:, j] * out["occurrences"]
+        for j, c in enumerate(COST_COLUMNS):  # (columns a reader does not give: 0)
+            out[c] = unit[:, j] * out["occurrences"] if j < unit.shape[1] else np.zeros(n)
     out["roof_time"] = div(out["flops"], _key_peaks(table, device))
     out["flops_known_ps"] = out["total_time_ps"] * table.keys["flops_known"]
     out["bytes_known_ps"] = out["total_time_ps"] * table.keys["bytes_known"]
@@ -201,12 +199,12 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
         labels["program"] = labels["program"].copy()
         labels["program"][unnamed] = ["program " + str(p)
                                       for p in labels["program_id"][unnamed].tolist()]
-    rec = build_records(sums, device, num_cores, labels, n, include_io, np.full(n, span_ps), cav)
+    rec = build_records(sums, device, num_cores, labels, n, include_io, np.full(n, span_ps), cav,
+                        containers=keys["is_container"][first_key] if n else np.zeros(0, bool))
     # Percentages of all ops' self time in this view: they sum to 100.
     self_pct = div(sums["self_time_ps"], np.full(n, sums["self_time_ps"].sum())) * 100.0
     rec.columns["self_time_percent"] = self_pct
     rec.columns["cumulative_self_time_percent"] = np.cumsum(self_pct)
-    rec.columns["potential_time_saved_us"][keys["is_container"][first_key]] = 0.0
     if split_by:
         rec.columns[split_by] = keys[split_by][first_key]
     return rec
@@ -302,29 +300,21 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
             views.setdefault(name, {})[include_io] = op_records(
                 t, kernel_sums[name], device, num_cores, host_label, include_io, denominator)
         keep = inner if include_io else inner & ~is_io
-        blocks = []  # (record types, step labels, times ps, sums, hosts)
-        total = {c: np.array([v[keep].sum()]) for c, v in ksums.items()}
-        blocks.append((["total"], ["Total"], [denominator], total, [host_label]))
+        blocks = [_total_block(ksums, keep, denominator, host_label)]
         if hw:
-            blocks.append((["total_hw"], ["Total (HW)"], [denominator], _hw_sums(hw, device),
-                           [host_label]))
+            blocks.append(_hw_block(hw, device, denominator, host_label))
         if not single_host:  # one point per host (rank), so a straggler shows
-            by_host = _group(ksums, key_host, len(host_names), keep)
-            span = host_span - (0.0 if include_io else io_host)
-            blocks.append((["host"] * len(host_names), ["Total"] * len(host_names), span,
-                           by_host, host_names))
+            blocks.append(_host_block(ksums, keep, key_host, host_names,
+                                      host_span - (0.0 if include_io else io_host)))
         if n_steps:
             step_sums = {c: v.sum(axis=1) if include_io else v[:, 0] for c, v in by_step.items()}
             step_ps = aligned.time_ps - (0.0 if include_io else by_step["total_time_ps"][:, 1])
             step_ps_of[include_io] = step_ps
-            avg = {c: np.array([v.sum() / n_steps]) for c, v in step_sums.items()}
-            blocks.append((["average"], ["Average"], [float(step_ps.sum() / n_steps)], avg,
-                           [host_label]))
+            blocks.append(_average_block(step_sums, step_ps, n_steps, host_label))
             label = aligned.ids[0] if single_host else np.arange(n_steps)
-            blocks.append((np.full(n_steps, "step", object), label.astype(str).astype(object),
-                           step_ps, step_sums, np.full(n_steps, host_label, object)))
-        program[include_io] = _program_table(blocks, profiles, device, num_cores, include_io,
-                                             keys["flops_source"])
+            blocks.append(_step_block(step_sums, step_ps, label, host_label))
+        program[include_io] = program_records(blocks, profiles, device, num_cores, include_io,
+                                              keys["flops_source"])
 
     if not n_steps:
         diagnostics.append(Diagnostic(
@@ -342,6 +332,8 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     diagnostics += _coverage_notes(program[True])
     if hw:
         diagnostics.append(Diagnostic("info", "hw_counters", hw[0].note))
+    else:
+        diagnostics.append(no_hw_counters_note("kernel" in kernel_tables))
     labels = [str(x) for x in (aligned.ids[0] if single_host else range(n_steps))] \
         if n_steps else []
     tables = dict(kernel_tables, op=table)
@@ -392,19 +384,51 @@ def _key_hosts(profiles, host_names: list, attr: str = "ops") -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
+# Program record blocks, one builder per record kind: (record types, step labels, times ps,
+# sums, hosts), which `program_records` turns into records.
+def _total_block(ksums: dict, keep, span_ps: float, host_label: str) -> tuple:
+    """The Total record: every (kept) op of every core, host and step."""
+    total = {c: np.array([v[keep].sum()]) for c, v in ksums.items()}
+    return ["total"], ["Total"], [span_ps], total, [host_label]
+
+
+def _hw_block(hw, device, span_ps: float, host_label: str) -> tuple:
+    """The Total (HW) record: FLOPs the hardware counted."""
+    return ["total_hw"], ["Total (HW)"], [span_ps], _hw_sums(hw, device), [host_label]
+
+
+def _host_block(ksums: dict, keep, key_host, host_names: list, span_ps) -> tuple:
+    """One Total record per host (rank)."""
+    by_host = _group(ksums, key_host, len(host_names), keep)
+    return ["host"] * len(host_names), ["Total"] * len(host_names), span_ps, by_host, host_names
+
+
+def _average_block(step_sums: dict, step_ps, n_steps: int, host_label: str) -> tuple:
+    """The Average record: the complete steps' sums over their count."""
+    avg = {c: np.array([v.sum() / n_steps]) for c, v in step_sums.items()}
+    return ["average"], ["Average"], [float(step_ps.sum() / n_steps)], avg, [host_label]
+
+
+def _step_block(step_sums: dict, step_ps, label, host_label: str) -> tuple:
+    """One record per complete (aligned) step."""
+    n = len(step_ps)
+    return (np.full(n, "step", object), np.asarray(label).astype(str).astype(object), step_ps,
+            step_sums, np.full(n, host_label, object))
+
+
 def _hw_sums(hw, device) -> dict:
     """FLOPs counted by the hardware, over the same time (when the trace timed kernels)."""
     sums = {c: np.zeros(1) for c in SUM_COLUMNS}
     sums["occurrences"] = np.ones(1)
     sums["flops"] = np.array([sum(h.total_flops for h in hw)])
     sums["model_flops"] = sums["flops"].copy()
-    sums["roof_time"] = np.array([sum(float(div(f, device.peak_for(p)))
+    sums["roof_time"] = np.array([sum(float(div(f, compute_roof(device, [p])[0]))
                                       for h in hw for p, f in h.flops.items())])
     sums["flops_known_ps"] = sums["op_time_ps"] = np.ones(1)
     return sums
 
 
-def _program_table(blocks, profiles, device, num_cores, include_io, flops_source) -> RecordTable:
+def program_records(blocks, profiles, device, num_cores, include_io, flops_source) -> RecordTable:
     """Program records from blocks of rows (record types, step labels, times, sums, hosts)."""
     def cat(i, dtype):
         return np.concatenate([np.asarray(b[i], dtype).reshape(-1) for b in blocks])

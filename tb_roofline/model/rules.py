@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from tb_roofline.devices.spec import normalize_precision
+from tb_roofline.model import advice
 from tb_roofline.model.timeline import is_communication, is_fusible
 
 MIN_SHARE = 0.0005  # an op finding must be worth at least 0.05% of the profiled time
@@ -21,6 +22,8 @@ MISALIGNED_SHARE = 0.2  # at least a fifth of the op's time in shapes that do no
 PRECISION_RATIO = 4.0  # a roof at least 4x higher for another precision
 TINY_CALL_US = 5.0  # a call shorter than this is mostly launch / dispatch overhead
 TINY_CALLS_PER_STEP = 20
+FAR_BELOW_SHARE = 0.05  # ops with at least 5% of the op self time ...
+FAR_BELOW_GAP_SHARE = 0.02  # ... or a gap to their roof of at least 2% of the profiled time
 IDLE_SHARE = 0.10
 EXPOSED_SHARE = 0.05
 STRAGGLER_RATIO = 1.15
@@ -43,7 +46,11 @@ OP_COLUMNS = {
                "total_time_us", "potential_time_saved_us"),
     "repeated_copy": ("category", "bound_by", "occurrences", "total_time_us",
                       "potential_time_saved_us"),
+    "far_below_roof": ("category", "bound_by", "roofline_efficiency", "compute_efficiency",
+                       "max_mem_bw_utilization", "precision", "peak_flop_rate",
+                       "self_time_percent", "total_time_us", "potential_time_saved_us"),
 }
+_ELEMENT_SIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 
 
 @dataclasses.dataclass
@@ -56,6 +63,8 @@ class Finding:
     suggestion: str
     claim: int = -1  # the record whose time this saving comes out of (op findings)
     counted_us: float = 0.0  # what it adds to the total (model.guidance._count)
+    bound_us: float = math.inf  # the most the rule's model proves this could save
+    formula: str = ""  # the bound, written out with its numbers
 
 
 @dataclasses.dataclass
@@ -66,6 +75,8 @@ class Context:
     total_time_us: float
     num_steps: int
     framework: str  # "pytorch" or "xla"
+    runtime: str = advice.XLA  # model.advice: xla, pytorch_eager, torch_compile, cuda_graphs
+    tensors: dict = dataclasses.field(default_factory=dict)  # identity -> {input dims}
 
     def __post_init__(self):
         c = self.ops.columns
@@ -135,8 +146,11 @@ def tiling(ctx: Context) -> list:
                     f"cores multiply {GPU_TILE_BYTES}-byte-aligned tiles, and cuBLAS/cuDNN fall "
                     f"back to slower kernels otherwise ({worst[0].text}; e.g. round vocabulary, "
                     "hidden and batch sizes up)")
+        gap = float(c["potential_time_saved_us"][i])
         out.append(Finding("tiling", f"{c['operation'][i]}: shapes do not fill the matrix tiles",
-                           [i], facts, saved, text[0].upper() + text[1:] + ".", i))
+                           [i], facts, saved, text[0].upper() + text[1:] + ".", i,
+                           bound_us=gap, formula=f"(t − max(F/P, B/BW)) × misaligned share = "
+                                                 f"{_us(gap)} × {share:.3f} = {_us(saved)}"))
     return out
 
 
@@ -158,11 +172,37 @@ def _plain(precision: str) -> str:
     return precision.split(":", 1)[1] if ":" in precision else precision
 
 
+def _us(x: float) -> str:
+    return f"{x:,.1f} µs"
+
+
+def floor_us(ctx: Context, i: int, peak: float | None = None) -> float:
+    """The op's time at its roof: max(F / P, B / BW) over its memories, from its own exported
+    efficiencies (F / P = t × compute efficiency, B / BW = t × the largest memory
+    utilisation); `peak`: the same FLOPs on another compute roof."""
+    c = ctx.c
+    t = float(c["total_time_us"][i])
+    ce = float(np.nan_to_num(c["compute_efficiency"][i]))
+    mu = float(np.nan_to_num(c["max_mem_bw_utilization"][i]))
+    own = float(np.nan_to_num(c["peak_flop_rate"][i]))
+    if peak is not None and own > 0:
+        ce = ce * own / peak
+    return t * max(ce, mu)
+
+
+def gap_formula(ctx: Context, i: int) -> str:
+    t = float(ctx.c["total_time_us"][i])
+    return (f"t − max(F/P, B/BW) = {_us(t)} − {_us(floor_us(ctx, i))} = "
+            f"{_us(float(ctx.c['potential_time_saved_us'][i]))}")
+
+
 def precision(ctx: Context) -> list:
-    """f32 matmuls / convolutions on a device whose tf32 or bf16 roof is >= 4x higher."""
+    """Compute-bound f32 matmuls / convolutions on a device whose tf32 or bf16 roof is >= 4x
+    higher. Saves the floor on the current roof less the floor on the target roof (memory-bound
+    ops: both floors are the memory time, nothing to save)."""
     c, dev, out = ctx.c, ctx.device, []
     roofs = {normalize_precision(p.precision): p.gflops for p in dev.compute}
-    for i in np.flatnonzero(ctx.trusted).tolist():
+    for i in np.flatnonzero(ctx.trusted & (c["bound_by"] == "Compute")).tolist():
         cat = str(c["category"][i]).lower()
         if not any(w in cat for w in _MATMUL_WORDS):
             continue
@@ -173,28 +213,25 @@ def precision(ctx: Context) -> list:
                       None)
         if target is None or peak <= 0:
             continue
-        t = float(c["total_time_us"][i])
-        # On the new roof: compute time scales by the roofs' ratio, memory time stays.
-        new = t * max(float(c["compute_efficiency"][i]) * peak / roofs[target],
-                      float(np.nan_to_num(c["max_mem_bw_utilization"][i])))
-        saved = max(t - new, 0.0)
+        now, new = floor_us(ctx, i), floor_us(ctx, i, roofs[target])
+        saved = max(now - new, 0.0)
         if saved < ctx.min_us:
             continue
+        t = float(c["total_time_us"][i])
+        ce = float(c["compute_efficiency"][i])
+        mu = float(np.nan_to_num(c["max_mem_bw_utilization"][i]))
+        formula = (f"max(F/P, B/BW) − max(F/P′, B/BW) = max({_us(t * ce)}, {_us(t * mu)}) − "
+                   f"max({_us(t * ce * peak / roofs[target])}, {_us(t * mu)}) = {_us(saved)} "
+                   f"(P = {peak:,.0f}, P′ = {roofs[target]:,.0f} GFLOP/s {target})")
         facts = {"target_precision": target, "target_peak_flop_rate": roofs[target],
-                 "roof_ratio": roofs[target] / peak, "time_on_target_roof_us": new}
-        if ctx.framework == "pytorch":
-            how = ("torch.backends.cuda.matmul.allow_tf32 = True (or "
-                   "torch.set_float32_matmul_precision('high'))" if target == "tf32" else
-                   f"torch.autocast(device_type='{'cuda' if dev.kind == 'gpu' else 'cpu'}', "
-                   "dtype=torch.bfloat16)")
-        else:
-            how = ("jax.default_matmul_precision('tensorfloat32') / precision=HIGH" if
-                   target == "tf32" else "bf16 operands (cast the weights and activations)")
+                 "roof_ratio": roofs[target] / peak, "floor_us": now,
+                 "floor_on_target_roof_us": new}
         out.append(Finding(
             "precision", f"{c['operation'][i]}: f32 on a device with a "
             f"{roofs[target] / peak:.0f}x higher {target} roof", [i], facts, saved,
-            f"Run it in {target}: {how}. Its roof moves from {peak:,.0f} to "
-            f"{roofs[target]:,.0f} GFLOP/s; check the accuracy of the result.", i))
+            f"Run it in {target}: {advice.advice('precision', ctx.runtime)}. Its roof moves from "
+            f"{peak:,.0f} to {roofs[target]:,.0f} GFLOP/s; check the accuracy of the result.", i,
+            bound_us=saved, formula=formula))
     return out
 
 
@@ -209,26 +246,37 @@ def tiny_ops(ctx: Context) -> list:
         if saved < ctx.min_us:
             continue
         per_step = ctx.per_step(float(calls[i]))
-        if ctx.framework == "pytorch":
-            how = ("capture the step in a CUDA graph (torch.compile(mode='reduce-overhead') or "
-                   "torch.cuda.graphs), fuse the small ops (torch.compile), or raise the batch "
-                   "size so each call does more work" if ctx.device.kind == "gpu" else
-                   "fuse the small ops (torch.compile) or raise the batch size so each call does "
-                   "more work")
-        else:
-            how = ("batch the work into fewer, larger ops (jax.vmap instead of a Python loop, "
-                   "lax.scan instead of unrolling) or raise the batch size")
         out.append(Finding(
             "tiny_ops", f"{c['operation'][i]}: {per_step:,.0f} calls per step of "
             f"{avg[i]:.2f} µs", [i], {"calls_per_step": per_step, "max_call_us": TINY_CALL_US},
-            saved, f"Each call is too short to amortise its launch: {how}.", i))
+            saved, "Each call is too short to amortise its launch: "
+            f"{advice.advice('tiny_ops', ctx.runtime)}.", i, bound_us=saved,
+            formula=gap_formula(ctx, i)))
     return out
 
 
+def _shared_tensor(ctx: Context, a: int, b: int):
+    """The smallest array both ops touch (the same dims in both ops' recorded shapes), as
+    (dims, bytes), or None when no shape says they share one."""
+    ia = tuple(str(ctx.c[k][a]) for k in ("program_id", "operation", "precision"))
+    ib = tuple(str(ctx.c[k][b]) for k in ("program_id", "operation", "precision"))
+    common = ctx.tensors.get(ia, set()) & ctx.tensors.get(ib, set())
+    if not common:
+        return None
+    size = _ELEMENT_SIZE.get(normalize_precision(_plain(str(ctx.c["precision"][a]))))
+    if size is None:
+        return None
+    dims = min(common, key=lambda d: (math.prod(d), d))
+    return dims, math.prod(dims) * size
+
+
 def fusion(ctx: Context) -> list:
-    """Memory-bound elementwise / data-movement ops that ran back to back on one stream."""
+    """Memory-bound elementwise / data-movement ops that ran back to back on one stream and
+    share a tensor (the producer's output is the consumer's input, by shape): fused, the
+    intermediate is written and read once less. Saves that traffic at the memory roof."""
     tl = ctx.facts.timeline
-    if tl is None:
+    hbm = ctx.device.memory("hbm")
+    if tl is None or hbm is None or not hbm.gbs > 0:
         return []
     c, out = ctx.c, []
     for pair in tl.pairs:
@@ -238,25 +286,29 @@ def fusion(ctx: Context) -> list:
         if not all(ctx.trusted[i] and is_fusible(str(c["category"][i])) and
                    c["bound_by"][i] not in _MEMORY_BOUND_EXCLUDE for i in (a, b)):
             continue
-        saved = pair.shorter_ps / 1e6
+        shared = _shared_tensor(ctx, a, b)
+        if shared is None:
+            continue
+        dims, nbytes = shared
+        bound = pair.count * 2.0 * nbytes / (hbm.gbs * 1e3)  # µs
+        saved = min(bound, pair.shorter_ps / 1e6)
         if saved < ctx.min_us:
             continue
         claim = a if float(c["total_time_us"][a]) <= float(c["total_time_us"][b]) else b
         facts = {"pairs": pair.count, "pairs_per_step": ctx.per_step(pair.count),
                  "mean_gap_us": pair.gap_ps / pair.count / 1e6,
-                 "shorter_op_time_us": pair.shorter_ps / 1e6}
-        if ctx.framework == "pytorch":
-            how = ("torch.compile fuses chains of elementwise ops into one kernel (or use a "
-                   "fused implementation of the pair)")
-        else:
-            how = ("XLA left them as separate kernels: look for what breaks the fusion between "
-                   "them (a reduction, custom call or layout change in between, an "
-                   "optimization_barrier, a host callback)")
+                 "shorter_op_time_us": pair.shorter_ps / 1e6,
+                 "shared_shape": list(dims), "intermediate_bytes": nbytes,
+                 "memory_roof_gbs": hbm.gbs}
+        formula = (f"pairs × 2 × S ÷ BW = {pair.count:,} × 2 × {nbytes:,} B ÷ {hbm.gbs:,.0f} GB/s"
+                   f" = {_us(bound)}" + (f", capped at the shorter op's {_us(pair.shorter_ps / 1e6)}"
+                                         if saved < bound else ""))
         out.append(Finding(
             "fusion", f"{c['operation'][a]} → {c['operation'][b]}: memory-bound ops back to "
-            "back", [a, b], facts, saved,
-            f"Fuse them: {how}. The intermediate array is then written and read once less; "
-            "the saving counted is the shorter op's time.", claim))
+            f"back on one {list(dims)} tensor", [a, b], facts, saved,
+            f"Fuse them: {advice.advice('fusion', ctx.runtime)}. The intermediate array is then "
+            "written and read once less: that traffic at the memory roof is the saving.", claim,
+            bound_us=bound, formula=formula))
     return out
 
 
@@ -278,22 +330,49 @@ def repeated_copy(ctx: Context) -> list:
         if k < 2:
             continue
         for i, u in members:
-            saved = min(u.time_ps / 1e6 * (1.0 - 1.0 / k), float(c["total_time_us"][i]))
+            bound = u.time_ps / 1e6 * (1.0 - 1.0 / k)
+            saved = min(bound, float(c["total_time_us"][i]))
             if saved < ctx.min_us:
                 continue
             facts = {"shape": text, "calls_per_step_of_shape": k,
                      "ops_with_shape": sorted({str(c["operation"][j]) for j, _ in members}),
                      "time_in_shape_us": u.time_ps / 1e6}
-            how = ("keep tensors in the layout their consumers want (e.g. channels_last for "
-                   "convolutions) instead of .contiguous() / .to() / .permute() copies in the "
-                   "step" if ctx.framework == "pytorch" else
-                   "check the transposes / reshapes around it: XLA inserts a copy where "
-                   "producers and consumers disagree on layout")
             out.append(Finding(
                 "repeated_copy", f"{c['operation'][i]}: {text} copied {k:,.1f}× per step",
                 [i], facts, saved,
-                f"The same relayout repeats: {how}; keeping one copy per step saves the rest.",
-                i))
+                f"The same relayout repeats: {advice.advice('repeated_copy', ctx.runtime)}; "
+                "keeping one copy per step saves the rest.", i, bound_us=bound,
+                formula=f"t(shape) × (1 − 1/k) = {_us(u.time_ps / 1e6)} × (1 − 1/{k:,.1f}) = "
+                        f"{_us(bound)}"))
+    return out
+
+
+def far_below_roof(ctx: Context, covered: set) -> list:
+    """Big ops (>= 5% of the op self time, or a gap to their roof >= 2% of the profiled time)
+    under half their roof that no other rule explains: the gap to the roof, and what bounds it."""
+    c, out = ctx.c, []
+    eff = np.nan_to_num(c["roofline_efficiency"].astype(float))
+    gap = np.nan_to_num(c["potential_time_saved_us"].astype(float))
+    big = (np.nan_to_num(c["self_time_percent"].astype(float)) >= 100 * FAR_BELOW_SHARE) | \
+        (gap >= FAR_BELOW_GAP_SHARE * ctx.total_time_us)
+    cand = ctx.trusted & (eff < FAR_BELOW_ROOF) & (eff > 0) & big & (gap >= ctx.min_us)
+    for i in np.flatnonzero(cand).tolist():
+        if i in covered:
+            continue
+        bound = str(c["bound_by"][i])
+        if bound == "Compute":
+            what = (f"compute-bound at {eff[i]:.0%} of its {c['precision'][i]} roof "
+                    f"({float(c['peak_flop_rate'][i]):,.0f} GFLOP/s)")
+        else:
+            what = f"bound by {bound} at {eff[i]:.0%} of its bandwidth"
+        facts = {"roofline_efficiency": float(eff[i]), "bound_by": bound,
+                 "self_time_percent": float(c["self_time_percent"][i]),
+                 "floor_us": floor_us(ctx, i)}
+        out.append(Finding(
+            "far_below_roof", f"{c['operation'][i]}: {eff[i]:.0%} of its roof, "
+            f"{float(c['self_time_percent'][i]):.0f}% of the op time", [i], facts, float(gap[i]),
+            f"It is {what}: {advice.advice('far_below_roof', ctx.runtime)}.", i,
+            bound_us=float(gap[i]), formula=gap_formula(ctx, i)))
     return out
 
 

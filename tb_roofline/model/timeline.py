@@ -53,6 +53,16 @@ def is_communication(category: str, caveat: str = "") -> bool:
     return any(w in low for w in _COMM_WORDS)
 
 
+_COLLECTIVE_WORDS = tuple(w for w in _COMM_WORDS if w not in ("infeed", "outfeed"))
+
+
+def is_collective(category: str) -> bool:
+    """Collectives and sends/receives between devices (not host transfers): communication,
+    judged under the interconnect roof only."""
+    low = category.lower()
+    return any(w in low for w in _COLLECTIVE_WORDS)
+
+
 def is_fusible(category: str) -> bool:
     return category.lower() in FUSIBLE_CATEGORIES
 
@@ -79,11 +89,23 @@ class ShapeUse:
     time_ps: float
 
 
+# Why a device sat idle, besides the host not feeding it (Timeline.idle_causes, in ps): spans the
+# reader saw on the host (a graph capture: launches are recorded, not run; a device sync), and
+# the profile's own start and end (before the first op and after the last one of a core).
+IDLE_CAPTURE, IDLE_SYNC, IDLE_EDGES = "graph_capture", "sync", "profile_edges"
+IDLE_CAUSES = (IDLE_CAPTURE, IDLE_SYNC, IDLE_EDGES)
+
+
 @dataclasses.dataclass
 class Timeline:
     windows: dict  # WINDOW_COLUMNS -> arrays
     pairs: list
     exposed_by_op: dict  # OpLabel -> exposed ps
+    # Idle time (ps, summed over cores) inside the host spans of each cause, and at the
+    # profile's edges; each idle instant counts once, in IDLE_CAUSES order.
+    idle_causes: dict = dataclasses.field(default_factory=dict)
+    # Host spans the reader saw, summed (ps): graph captures and syncs, whatever the device did.
+    cause_span_ps: dict = dataclasses.field(default_factory=dict)
 
     @staticmethod
     def merge(parts: list["Timeline"]) -> "Timeline | None":
@@ -102,10 +124,16 @@ class Timeline:
                 else:
                     pairs[k] = pr
         exposed: dict = {}
+        causes: dict = {}
+        spans: dict = {}
         for p in parts:
             for k, v in p.exposed_by_op.items():
                 exposed[k] = exposed.get(k, 0.0) + v
-        return Timeline(windows, _top_pairs(list(pairs.values())), exposed)
+            for k, v in p.idle_causes.items():
+                causes[k] = causes.get(k, 0.0) + v
+            for k, v in p.cause_span_ps.items():
+                spans[k] = spans.get(k, 0.0) + v
+        return Timeline(windows, _top_pairs(list(pairs.values())), exposed, causes, spans)
 
 
 def _top_pairs(pairs: list) -> list:
@@ -166,6 +194,8 @@ class TimelineBuilder:
         self._windows: list = []
         self._pairs: list = []  # per core: (pair codes, counts, gaps, shorter times)
         self._exposed: dict = {}
+        self._causes: dict = {}
+        self._cause_spans: dict = {}
 
     def label_id(self, label: OpLabel) -> int:
         idx = self._labels.get(label)
@@ -183,10 +213,12 @@ class TimelineBuilder:
         return np.fromiter((self.label_id(x) for x in labels), np.int64, len(labels))
 
     def add_core(self, core: int, span: tuple, steps: list, lane, begin, end, op, comm, fusible,
-                 leaf=None):
+                 leaf=None, causes=None):
         """One core's op events (arrays of equal length; `op` holds label ids; `leaf` False for
         containers, which count as busy but take no part in adjacency). `span` = (start, end)
-        ps of the core; `steps` = [(step, start ps, duration ps)] on this core."""
+        ps of the core; `steps` = [(step, start ps, duration ps)] on this core. `causes`:
+        {IDLE_CAPTURE or IDLE_SYNC: (begin ps array, end ps array)} host spans that explain
+        idle time on this core (graph_capture_spans, sync_spans)."""
         begin = np.asarray(begin, np.float64)
         end = np.maximum(np.asarray(end, np.float64), begin)
         comm = np.asarray(comm, bool)
@@ -215,6 +247,7 @@ class TimelineBuilder:
             "compute_ps": np.r_[compute, out_compute],
             "exposed_ps": np.r_[busy - compute, out_busy - out_compute]})
         self._add_exposed(begin, end, op, comm, compute_segments)
+        self._add_idle_causes(lo, hi, begin, end, busy_segments, causes or {})
         if not leaf.all():
             lane, begin, end, op, fusible = lane[leaf], begin[leaf], end[leaf], op[leaf], \
                 fusible[leaf]
@@ -230,6 +263,35 @@ class TimelineBuilder:
         sums = np.bincount(inv.reshape(-1), weights=alone, minlength=len(ops))
         for o, v in zip(ops.tolist(), sums.tolist()):
             self._exposed[o] = self._exposed.get(o, 0.0) + v
+
+    def _add_idle_causes(self, lo, hi, begin, end, busy, causes):
+        """Idle time of the core inside each cause's spans, in IDLE_CAUSES order (an idle
+        instant counts for the first cause that covers it): measure(union of the spans so far)
+        less the busy time in it, less what the earlier causes took."""
+        edges_b, edges_e = [], []
+        if len(begin):
+            first, last = float(begin.min()), float(end.max())
+            edges_b, edges_e = [lo, min(max(last, lo), hi)], [max(min(first, hi), lo), hi]
+        else:
+            edges_b, edges_e = [lo], [hi]
+        spans = {IDLE_EDGES: (np.asarray(edges_b, np.float64), np.asarray(edges_e, np.float64))}
+        for k in (IDLE_CAPTURE, IDLE_SYNC):
+            if k in causes:
+                b = np.clip(np.asarray(causes[k][0], np.float64), lo, hi)
+                e = np.clip(np.asarray(causes[k][1], np.float64), lo, hi)
+                spans[k] = (b, e)
+                seg = _Segments(b, e)
+                self._cause_spans[k] = self._cause_spans.get(k, 0.0) + float(seg.length.sum())
+        acc_b, acc_e = np.zeros(0), np.zeros(0)
+        taken = 0.0
+        for k in IDLE_CAUSES:
+            if k not in spans:
+                continue
+            acc_b, acc_e = np.r_[acc_b, spans[k][0]], np.r_[acc_e, spans[k][1]]
+            seg = _Segments(acc_b, acc_e)
+            idle = float(seg.length.sum() - busy.between(seg.starts, seg.ends).sum())
+            self._causes[k] = self._causes.get(k, 0.0) + max(0.0, idle - taken)
+            taken = max(taken, idle)
 
     def _add_pairs(self, lane, begin, end, op, fusible):
         if len(begin) < 2:
@@ -268,7 +330,45 @@ class TimelineBuilder:
                                                              sums[2][top].tolist())]
         exposed = sorted(self._exposed.items(), key=lambda kv: -kv[1])[:MAX_EXPOSED_OPS]
         return Timeline(windows, _top_pairs(pairs),
-                        {labels[o]: v for o, v in exposed if v > 0})
+                        {labels[o]: v for o, v in exposed if v > 0}, dict(self._causes),
+                        dict(self._cause_spans))
+
+
+def paired_spans(names, begin, end, thread, opens: tuple, closes: tuple):
+    """(begin, end) arrays of host spans that open with a call named in `opens` and close with
+    the next call named in `closes` on the same thread: cudaStreamBeginCapture /
+    hipStreamBeginCapture .. EndCapture (GRAPH_CAPTURE_CALLS). Unclosed spans run to the last
+    call's end."""
+    names = np.asarray(names, dtype=object)
+    begin = np.asarray(begin, np.float64)
+    end = np.asarray(end, np.float64)
+    thread = np.asarray(thread)
+    is_open = np.isin(names, list(opens))
+    is_close = np.isin(names, list(closes))
+    idx = np.flatnonzero(is_open | is_close)
+    out_b, out_e = [], []
+    last = float(end.max()) if len(end) else 0.0
+    for t in np.unique(thread[idx]).tolist() if len(idx) else []:
+        mine = idx[thread[idx] == t]
+        mine = mine[np.argsort(begin[mine], kind="stable")]
+        start = None
+        for i in mine.tolist():
+            if is_open[i] and start is None:
+                start = begin[i]
+            elif is_close[i] and start is not None:
+                out_b.append(start)
+                out_e.append(end[i])
+                start = None
+        if start is not None:
+            out_b.append(start)
+            out_e.append(last)
+    return np.array(out_b, np.float64), np.array(out_e, np.float64)
+
+
+GRAPH_CAPTURE_CALLS = (("cudaStreamBeginCapture", "hipStreamBeginCapture"),
+                       ("cudaStreamEndCapture", "hipStreamEndCapture"))
+SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+                        "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize"})
 
 
 def add_shape_use(shapes: dict, label: OpLabel, shape: tuple, calls, time_ps):

@@ -1,0 +1,122 @@
+"""The program-level guidance rules: idle time, exposed communication, a straggler host.
+
+Each states the bound its model proves (docs/guidance.md, "Rules"): idle time the host could
+fill is the idle time less the profile's edges and graph captures; overlap hides at most the
+exposed communication or the work that could run beside it, whichever is less; a straggler's
+cost is the others' wait, already in their idle / exposed time.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tb_roofline.model import advice
+from tb_roofline.model import rules
+from tb_roofline.model.rules import Context, Finding, _us
+from tb_roofline.model.timeline import IDLE_CAPTURE, IDLE_EDGES, IDLE_SYNC
+
+CAPTURE_DOMINATES = 0.5  # a graph capture explains at least half of the idle time
+
+
+def idle_split(ctx: Context, idle_us: float) -> dict:
+    """The idle time split by cause (µs, core-time): graph capture, device syncs, the
+    profile's start / end, and the rest (the host not feeding the device). Each idle instant
+    counts once (timeline.IDLE_CAUSES order); the parts add up to `idle_us`."""
+    tl = ctx.facts.timeline if ctx.facts is not None else None
+    causes = tl.idle_causes if tl is not None else {}
+    left = max(idle_us, 0.0)
+    out = {}
+    for key in (IDLE_CAPTURE, IDLE_SYNC, IDLE_EDGES):
+        out[key] = min(float(causes.get(key, 0.0)) / 1e6, left)
+        left -= out[key]
+    out["host_bound"] = left
+    return out
+
+
+def idle(ctx: Context, wall: dict) -> list:
+    total = ctx.total_time_us
+    t_idle = wall["idle"]
+    if total <= 0 or t_idle < rules.IDLE_SHARE * total:
+        return []
+    split = idle_split(ctx, t_idle)
+    saved = split["host_bound"] + split[IDLE_SYNC]
+    facts = {"idle_us": t_idle, "idle_in_steps_us": wall["idle_in_steps"],
+             "idle_outside_steps_us": t_idle - wall["idle_in_steps"], "idle_share": t_idle / total,
+             "host_bound_us": split["host_bound"], "graph_capture_us": split[IDLE_CAPTURE],
+             "sync_us": split[IDLE_SYNC], "profile_edges_us": split[IDLE_EDGES]}
+    formula = (f"idle − profile start/end − graph capture = {_us(t_idle)} − "
+               f"{_us(split[IDLE_EDGES])} − {_us(split[IDLE_CAPTURE])} = {_us(saved)} "
+               f"(host-bound {_us(split['host_bound'])}, syncs {_us(split[IDLE_SYNC])})")
+    if split[IDLE_CAPTURE] >= CAPTURE_DOMINATES * t_idle:
+        title = (f"The device is idle {t_idle / total:.0%} of the time, mostly while CUDA/HIP "
+                 f"graphs are captured ({split[IDLE_CAPTURE] / total:.0%})")
+        text = ("A graph capture records launches without running them: this profile shows the "
+                "capture, not the workload. " + advice.CAPTURE_NOTES["graph_capture"][0].upper()
+                + advice.CAPTURE_NOTES["graph_capture"][1:] + ".")
+    else:
+        title = f"The device is idle {t_idle / total:.0%} of the time"
+        text = f"No op runs for this long: {advice.advice('idle', ctx.runtime)}."
+        if split[IDLE_SYNC] > 0:
+            text += (f" {_us(split[IDLE_SYNC])} of it is spent in device syncs "
+                     "(cudaDeviceSynchronize / StreamSynchronize): remove the ones in the step.")
+    if split[IDLE_EDGES] > 0.25 * t_idle:
+        text += (f" {_us(split[IDLE_EDGES])} is before the first op or after the last one: "
+                 "the profile's own start and end, not counted.")
+    return [Finding("idle", title, [], facts, saved, text, bound_us=t_idle - split[IDLE_EDGES]
+                    - split[IDLE_CAPTURE], formula=formula)]
+
+
+def exposed_communication(ctx: Context, wall: dict) -> list:
+    total = ctx.total_time_us
+    exposed = wall["exposed"]
+    if total <= 0 or exposed < rules.EXPOSED_SHARE * total:
+        return []
+    work = max(wall["compute"], 0.0)
+    saved = min(exposed, work)
+    tl = ctx.facts.timeline
+    top = sorted((tl.exposed_by_op if tl else {}).items(), key=lambda kv: -kv[1])[:5]
+    facts = {"exposed_us": exposed, "exposed_share": exposed / total, "overlap_work_us": work,
+             "contributors": [{"program_id": k[0], "operation": k[1], "precision": k[2],
+                               "exposed_us": v / 1e6} for k, v in top]}
+    text = f"Overlap them with compute: {advice.advice('exposed_communication', ctx.runtime)}."
+    if work < exposed:
+        text += (f" Only {_us(work)} of work exists to run beside {_us(exposed)} of exposed "
+                 "transfers, so overlap hides at most that; the rest is the link itself: move "
+                 "fewer bytes (smaller data types, sharding or placement that transfers less, "
+                 "keeping data on the device) or use a faster link.")
+    return [Finding(
+        "exposed_communication", f"Communication and host transfers run alone "
+        f"{exposed / total:.0%} of the time", [], facts, saved, text, bound_us=saved,
+        formula=f"min(exposed, work beside it) = min({_us(exposed)}, {_us(work)}) = "
+                f"{_us(saved)}")]
+
+
+def straggler(ctx: Context) -> list:
+    steps = ctx.facts.host_step_ps if ctx.facts is not None else {}
+    if len(steps) < 2:
+        return []
+    hosts = list(steps)
+    t = np.vstack([steps[h] for h in hosts])  # hosts × steps (ps)
+    mean = t.mean(axis=1)
+    slow = int(np.argmax(mean))
+    others = np.median(np.delete(t, slow, axis=0), axis=0)
+    ratio = float(mean[slow] / others.mean()) if others.mean() > 0 else 0.0
+    if ratio < rules.STRAGGLER_RATIO:
+        return []
+    wait_us = float(np.maximum(t[slow] - np.delete(t, slow, axis=0), 0).sum()) / 1e6 * max(
+        1, ctx.device.num_cores // len(hosts))
+    facts = {"host": hosts[slow], "ratio_to_median": ratio,
+             "step_time_us": {h: float(m) / 1e6 for h, m in zip(hosts, mean)},
+             "others_wait_us": wait_us}
+    return [Finding(
+        "straggler", f"Host {hosts[slow]} is {ratio - 1:.0%} slower per step than the others",
+        [], facts, wait_us,
+        f"In synchronous training every host waits for {hosts[slow]}: compare its op times and "
+        "idle time with the others (its input shard, clocks / thermal throttling, background "
+        "processes, an uneven split of data or model). Its wait shows up as the others' idle "
+        "or exposed-communication time, so it is not added to the total again.",
+        bound_us=wait_us, formula=f"Σ over steps and hosts of (slowest − own step time) = "
+                                  f"{_us(wait_us)} (counted 0: already idle / exposed time)")]
+
+
+def program_findings(ctx: Context, wall: dict) -> list:
+    return idle(ctx, wall) + exposed_communication(ctx, wall) + straggler(ctx)

@@ -1,0 +1,51 @@
+"""The shared reader rules (tb_roofline/readers/common.py) against hand-made cases."""
+import collections
+
+import numpy as np
+
+from tb_roofline.readers import common
+
+
+def test_nesting_self_times_and_enclosing_ops_from_one_walk():
+    # thread 0: A [0,10) holds B [1,4) holds C [2,3); D [5,9). thread 1: E [0,10).
+    thread = np.array([0, 0, 0, 0, 1])
+    begin = np.array([0, 1, 2, 5, 0.0])
+    dur = np.array([10, 3, 1, 4, 10.0])
+    order, parent = common.op_nesting(thread, begin, dur)
+    assert parent.tolist() == [-1, 0, 1, 0, -1]
+    assert common.self_times(parent, dur).tolist() == [3, 2, 1, 4, 10]
+    got = common.innermost_enclosing(order, parent, thread, begin, begin + dur,
+                                     [0, 0, 1, 0, 2], [2.5, 6, 3, 9.5, 1], [2.6, 7, 4, 9.6, 2])
+    assert got.tolist() == [2, 3, 4, 0, -1]
+
+
+def test_group_sums_follow_first_appearance():
+    codes, first = common.group_codes(["a", "b", "a", "c"], [1, 1, 1, 2])
+    assert codes.tolist() == [0, 1, 0, 2] and first.tolist() == [0, 1, 3]
+    sums = common.group_sums(codes, 3, t=[1, 2, 3, 4])
+    assert sums["t"].tolist() == [4, 2, 4]
+
+
+def test_the_longest_marker_of_a_step_wins_the_first_of_equal_ones():
+    s, b, d = common.longest_markers([2, 1, 2, 2, -1], [10, 0, 20, 30, 5], [5, 3, 7, 7, 99],
+                                     skip=-1)
+    assert s.tolist() == [1, 2] and b.tolist() == [0, 20] and d.tolist() == [3, 7]
+
+
+def test_the_gemm_kernel_decides_the_precision_not_a_longer_split_k_reduction():
+    names = ["void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>(Params)",
+             "void splitKreduce_kernel<32, 16, int, float, float>(...)",
+             "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn"]
+    units = common.kernel_unit_labels(names)
+    assert units.tolist() == ["kernel:tf32", "", "kernel:bf16"]
+    got = common.longest_matmul_unit([0, 0, 1, -1], [1.0, 9.0, 2.0, 5.0],
+                                     np.r_[units, units[:1]])
+    assert got == {0: "kernel:tf32", 1: "kernel:bf16"}
+    assert common.longest_kernel_unit({names[0]: 1.0, names[1]: 9.0}) == "kernel:tf32"
+    assert common.longest_kernel_unit({names[1]: 9.0}) == ""
+
+
+def test_corrupt_value_notes():
+    fixes = collections.Counter(negative_durations=2, negative_costs=1)
+    codes = [n.code for n in common.corrupt_value_notes(fixes)]
+    assert codes == ["negative_durations", "negative_costs"]
