@@ -15,7 +15,7 @@ import pytest
 from tb_roofline.model.guidance import guidance
 from tb_roofline.model.op_table import NO_STEP
 from tb_roofline.model.roofline import analyze
-from tb_roofline.model.timeline import TimelineBuilder
+from tb_roofline.model.timeline import TimelineBuilder, is_communication
 from tb_roofline.readers.xspace import read_xspace
 from tb_roofline.serve import cli
 from tb_roofline.serve.service import RooflineService
@@ -309,6 +309,10 @@ def _all_runs():
              (os.path.join(TESTDATA, "xla_gpu_mi300_conv"), None)]
     cases += [(d, None) for d in sorted(glob.glob(os.path.join(TESTDATA, "kineto", "*")))]
     cases += [(d, DEVICE_FILE) for d in sorted(glob.glob(os.path.join(TESTDATA, "jax_cpu", "*")))]
+    cases += [(os.path.join(TESTDATA, "compare"), DEVICE_FILE),
+              (os.path.join(TESTDATA, "kineto_captured"), DEVICE_FILE),
+              (os.path.join(TESTDATA, "xplane_tf_gpu_v100"), None),
+              (os.path.join(GUIDANCE, "vllm"), None)]
     out = []
     for logdir, dev in cases:
         for r in RooflineService(logdir).list_runs()["runs"]:
@@ -331,8 +335,13 @@ def test_invariants(logdir, device_file, run):
             assert all(c["time_us"] >= -1e-6 for c in g["classes"])
         saved = [f["time_saved_us"] for f in g["findings"]]
         assert saved == sorted(saved, reverse=True)
+        assert sum(f["counted_us"] for f in g["findings"]) == pytest.approx(
+            g["total_time_saved_us"])
         for f in g["findings"]:
             assert 0 <= f["counted_us"] <= f["time_saved_us"] * (1 + 1e-9) + 1e-9
+            # Each saving within the bound its rule states (written out with its numbers).
+            assert f["bound_us"] is not None and f["bound_formula"]
+            assert f["time_saved_us"] <= f["bound_us"] * (1 + 1e-9) + 1e-9, f["id"]
             assert (f["scope"] == "op") == bool(f["ops"])
             for ident, rec in zip(f["ops"], f["evidence"]["records"]):
                 op = ops[(ident["program_id"], ident["operation"], ident["precision"])]
@@ -342,6 +351,7 @@ def test_invariants(logdir, device_file, run):
                 assert op["caveat"] is None and op["flops_source"] != "none"
                 assert op["flop_coverage"] == 1 and op["bytes_coverage"] == 1
                 assert op["potential_time_saved_us"] is not None
+                assert not is_communication(op["category"])  # never a compute/HBM finding
                 assert f["time_saved_us"] <= op["total_time_us"] * (1 + 1e-9) or \
                     f["rule"] == "fusion"
         json.dumps(g, allow_nan=False)

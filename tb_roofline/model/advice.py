@@ -136,7 +136,7 @@ def advice(rule: str, rt: str) -> str:
 # What a profile needs so that the rules can say more (diagnostics the guidance adds).
 CAPTURE_NOTES = {
     "graph_capture": (
-        "most of this trace is a CUDA/HIP graph being captured (hipStreamBeginCapture / "
+        "this trace records CUDA/HIP graphs being captured (hipStreamBeginCapture / "
         "cudaStreamBeginCapture .. EndCapture): launches inside a capture are recorded, not run, "
         "so the device looks idle. Profile the replay instead: start the profiler after warm-up "
         "(vLLM: after the engine has captured its graphs, e.g. with the profiler's schedule "
