@@ -253,3 +253,41 @@ def test_beaten_profile_peak_is_replaced_without_compute_peaks():
     assert "no data-sheet figure" in note
     assert _rows(a)["copy.1"]["caveat"] is None  # at its (new) roof, not above it
     assert peaks.settle(a.device, OpTableBuilder().build(), None, None) == (a.device, [])
+
+
+def _xla_pair(shapes: bool):
+    """Two XLA loop fusions run back to back twice on one op line; with `shapes`, the reader's
+    `tensor` shapes say both touch f32[128,1024] (output of the first, operand of the second)."""
+    from tb_roofline.model.timeline import ShapeUse
+    dev = _device([ComputePeak("default", 100_000.0, "profile")],
+                  [MemoryPeak("hbm", "HBM", 1000.0, "profile")])
+    b = OpTableBuilder()
+    for name in ("add.1", "reduce.2"):
+        b.add(host="h", core=0, step=0, occurrences=2, program_id="1", operation=name,
+              category="loop fusion", flops_known=True, bytes_known=True,
+              flops_source="profile", total_time_ps=200 * US, self_time_ps=200 * US,
+              flops=1e6, bytes=2e7, hbm_bytes=2e7)
+    tb = TimelineBuilder()
+    a, r = tb.label_id(("1", "add.1", "")), tb.label_id(("1", "reduce.2", ""))
+    tb.add_core(0, (0, 500 * US), [], lane=[0] * 4,
+                begin=np.array([0, 100, 250, 350]) * US, end=np.array([100, 200, 350, 450]) * US,
+                op=[a, r, a, r], comm=[False] * 4, fusible=[True] * 4)
+    use = [ShapeUse("tensor", ((128, 1024), (128, 1024)), "f32[128,1024] f32[128,1024]", 2,
+                    200 * US)]
+    op_shapes = {("1", "add.1", ""): use, ("1", "reduce.2", ""): use} if shapes else None
+    return ProfileData(device=dev, ops=b.build(), steps=[], diagnostics=[],
+                       core_spans=[CoreSpan("h", 0, 0, 500 * US)], timeline=tb.build(),
+                       op_shapes=op_shapes)
+
+
+def test_xla_fusion_needs_a_shared_tensor_from_the_reader():
+    """XLA pairs carry no PyTorch shapes: without the HLO's arrays no fusion finding (nothing
+    proves they share a tensor); with them, the intermediate's write and read at HBM speed."""
+    assert not [f for f in guidance(roofline.analyze([_xla_pair(False)]))["findings"]
+                if f["rule"] == "fusion"]
+    g = guidance(roofline.analyze([_xla_pair(True)]))
+    (f,) = [f for f in g["findings"] if f["rule"] == "fusion"]
+    bound = 2 * 2 * 128 * 1024 * 4 / (1000.0 * 1e3)  # pairs × 2 × bytes ÷ GB/s, µs
+    assert f["bound_us"] == pytest.approx(bound) and f["time_saved_us"] == pytest.approx(bound)
+    assert f["evidence"]["facts"]["shared_shape"] == [128, 1024]
+    assert g["runtime"] == "xla" and "torch" not in f["suggestion"]

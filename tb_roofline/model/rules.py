@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 
@@ -50,7 +51,19 @@ OP_COLUMNS = {
                        "max_mem_bw_utilization", "precision", "peak_flop_rate",
                        "self_time_percent", "total_time_us", "potential_time_saved_us"),
 }
-_ELEMENT_SIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+_ELEMENT_SIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
+                 "s64": 8, "u64": 8, "s32": 4, "u32": 4, "s16": 2, "u16": 2, "pred": 1,
+                 "int64": 8, "int32": 4, "long": 8, "int": 4, "bool": 1}
+ARRAY_TYPE = re.compile(r"\b([a-z][a-z0-9]*)\[[0-9,]*\]")  # the element type of "f32[8,128]"
+
+
+def element_bytes(dtype: str) -> int | None:
+    """Bytes of one element of a data type as a reader spells it (f32, bf16, s32, pred,
+    float, c10::Half, ...); None when unknown."""
+    if not dtype:
+        return None
+    d = _plain(str(dtype)).strip().lower()
+    return _ELEMENT_SIZE.get(d) or _ELEMENT_SIZE.get(normalize_precision(d))
 
 
 @dataclasses.dataclass
@@ -257,17 +270,16 @@ def tiny_ops(ctx: Context) -> list:
 
 def _shared_tensor(ctx: Context, a: int, b: int):
     """The smallest array both ops touch (the same dims in both ops' recorded shapes), as
-    (dims, bytes), or None when no shape says they share one."""
+    (dims, bytes), or None when no shape says they share one or its element size is unknown."""
     ia = tuple(str(ctx.c[k][a]) for k in ("program_id", "operation", "precision"))
     ib = tuple(str(ctx.c[k][b]) for k in ("program_id", "operation", "precision"))
-    common = ctx.tensors.get(ia, set()) & ctx.tensors.get(ib, set())
-    if not common:
-        return None
-    size = _ELEMENT_SIZE.get(normalize_precision(_plain(str(ctx.c["precision"][a]))))
-    if size is None:
-        return None
-    dims = min(common, key=lambda d: (math.prod(d), d))
-    return dims, math.prod(dims) * size
+    ta, tb = ctx.tensors.get(ia, {}), ctx.tensors.get(ib, {})
+    best = None
+    for dims in set(ta) & set(tb):
+        size = ta[dims] or tb[dims] or element_bytes(str(ctx.c["precision"][a]))
+        if size and (best is None or math.prod(dims) * size < best[1]):
+            best = (dims, math.prod(dims) * size)
+    return best
 
 
 def fusion(ctx: Context) -> list:
