@@ -173,6 +173,12 @@ def test_one_unit_per_view(logdir, unit):
         assert f["time_saved_per_unit_us"] == pytest.approx(f["time_saved_us"] * step / total)
     if unit == "profile":
         assert step == total and g["unit"]["label"] == "over the whole profile"
+    rep = s.report(run, "", True, top=5)  # the report's top ops in the same unit
+    assert rep["top_ops_unit"] == g["unit"]
+    for r in rep["top_ops"]:
+        if r["potential_time_saved_us"] is not None:
+            assert r["potential_time_saved_per_unit_us"] == pytest.approx(
+                r["potential_time_saved_us"] * step / total)
 
 
 def test_speedup_labels_follow_the_sign():
@@ -291,3 +297,22 @@ def test_xla_fusion_needs_a_shared_tensor_from_the_reader():
     assert f["bound_us"] == pytest.approx(bound) and f["time_saved_us"] == pytest.approx(bound)
     assert f["evidence"]["facts"]["shared_shape"] == [128, 1024]
     assert g["runtime"] == "xla" and "torch" not in f["suggestion"]
+
+
+def test_idle_causes_by_hand():
+    """One core, span 0-100, one step 10-60, ops 20-30 and 70-80; a capture 25-50, a sync
+    45-65. Idle: 0-20, 30-70, 80-100 (80). Capture takes 30-50 (20), the sync 50-65 (15, its
+    45-50 is the capture's), the edges what is left of 0-20 and 80-100 outside the step: 0-10
+    and 80-100 (30); the rest (10-20, 65-70) is the host's."""
+    tb = TimelineBuilder()
+    a = tb.label_id(("p", "a", ""))
+    tb.add_core(0, (0, 100), [(1, 10, 50)], lane=[0, 0], begin=[20, 70], end=[30, 80], op=[a, a],
+                comm=[False, False], fusible=[False, False],
+                causes={IDLE_CAPTURE: (np.array([25.0]), np.array([50.0])),
+                        IDLE_SYNC: (np.array([45.0]), np.array([65.0]))})
+    t = tb.build()
+    assert t.idle_causes == {"graph_capture": 20.0, "sync": 15.0, "profile_edges": 30.0}
+    assert t.cause_span_ps == {"graph_capture": 25.0, "sync": 20.0}
+    b = paired_spans(["hipStreamBeginCapture", "x", "hipStreamEndCapture", "cudaStreamBeginCapture"],
+                     [0, 1, 2, 5], [0.5, 1.5, 3, 6], [7, 7, 7, 8], *GRAPH_CAPTURE_CALLS)
+    assert b[0].tolist() == [0.0, 5.0] and b[1].tolist() == [3.0, 6.0]  # unclosed: to the end
