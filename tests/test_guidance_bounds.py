@@ -313,6 +313,6 @@ def test_idle_causes_by_hand():
     t = tb.build()
     assert t.idle_causes == {"graph_capture": 20.0, "sync": 15.0, "profile_edges": 30.0}
     assert t.cause_span_ps == {"graph_capture": 25.0, "sync": 20.0}
-    b = paired_spans(["hipStreamBeginCapture", "x", "hipStreamEndCapture", "cudaStreamBeginCapture"],
-                     [0, 1, 2, 5], [0.5, 1.5, 3, 6], [7, 7, 7, 8], *GRAPH_CAPTURE_CALLS)
+    names = ["hipStreamBeginCapture", "x", "hipStreamEndCapture", "cudaStreamBeginCapture"]
+    b = paired_spans(names, [0, 1, 2, 5], [0.5, 1.5, 3, 6], [7, 7, 7, 8], *GRAPH_CAPTURE_CALLS)
     assert b[0].tolist() == [0.0, 5.0] and b[1].tolist() == [3.0, 6.0]  # unclosed: to the end

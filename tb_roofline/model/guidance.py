@@ -170,7 +170,8 @@ def _groups(items: list, unit: dict) -> list:
     out = []
     nouns = {"fusion": "fusion pairs", "tiny_ops": "ops with tiny calls",
              "repeated_copy": "repeated copies", "tiling": "ops with untiled shapes",
-             "precision": "f32 ops with a faster roof", "far_below_roof": "ops far below their roof"}
+             "precision": "f32 ops with a faster roof",
+             "far_below_roof": "ops far below their roof"}
     for rule, fs in by_rule.items():
         if len(fs) < GROUP_MIN:
             continue

@@ -105,6 +105,10 @@ class Context:
             (c["flops_source"] != "none")
         self.min_us = MIN_SHARE * self.total_time_us
 
+    def advise(self, rule: str) -> str:
+        """The rule's suggestion for the runtime that ran, on this device (model.advice)."""
+        return advice.advice(rule, self.runtime, getattr(self.device, "kind", ""))
+
     def per_step(self, calls: float) -> float:
         """Calls per step of one core (occurrences add up over every core and host: each core
         runs the program once a step)."""
@@ -238,11 +242,11 @@ def precision(ctx: Context) -> list:
                    f"(P = {peak:,.0f}, P′ = {roofs[target]:,.0f} GFLOP/s {target})")
         facts = {"target_precision": target, "target_peak_flop_rate": roofs[target],
                  "roof_ratio": roofs[target] / peak, "floor_us": now,
-                 "floor_on_target_roof_us": new}
+                 "floor_on_target_roof_us": new, "time_on_target_roof_us": t - saved}
         out.append(Finding(
             "precision", f"{c['operation'][i]}: f32 on a device with a "
             f"{roofs[target] / peak:.0f}x higher {target} roof", [i], facts, saved,
-            f"Run it in {target}: {advice.advice('precision', ctx.runtime)}. Its roof moves from "
+            f"Run it in {target}: {ctx.advise('precision')}. Its roof moves from "
             f"{peak:,.0f} to {roofs[target]:,.0f} GFLOP/s; check the accuracy of the result.", i,
             bound_us=saved, formula=formula))
     return out
@@ -263,7 +267,7 @@ def tiny_ops(ctx: Context) -> list:
             "tiny_ops", f"{c['operation'][i]}: {per_step:,.0f} calls per step of "
             f"{avg[i]:.2f} µs", [i], {"calls_per_step": per_step, "max_call_us": TINY_CALL_US},
             saved, "Each call is too short to amortise its launch: "
-            f"{advice.advice('tiny_ops', ctx.runtime)}.", i, bound_us=saved,
+            f"{ctx.advise('tiny_ops')}.", i, bound_us=saved,
             formula=gap_formula(ctx, i)))
     return out
 
@@ -312,13 +316,14 @@ def fusion(ctx: Context) -> list:
                  "shorter_op_time_us": pair.shorter_ps / 1e6,
                  "shared_shape": list(dims), "intermediate_bytes": nbytes,
                  "memory_roof_gbs": hbm.gbs}
-        formula = (f"pairs × 2 × S ÷ BW = {pair.count:,} × 2 × {nbytes:,} B ÷ {hbm.gbs:,.0f} GB/s"
-                   f" = {_us(bound)}" + (f", capped at the shorter op's {_us(pair.shorter_ps / 1e6)}"
-                                         if saved < bound else ""))
+        formula = (f"pairs × 2 × S ÷ BW = {pair.count:,} × 2 × {nbytes:,} B ÷ "
+                   f"{hbm.gbs:,.0f} GB/s = {_us(bound)}")
+        if saved < bound:
+            formula += f", capped at the shorter op's {_us(pair.shorter_ps / 1e6)}"
         out.append(Finding(
             "fusion", f"{c['operation'][a]} → {c['operation'][b]}: memory-bound ops back to "
             f"back on one {list(dims)} tensor", [a, b], facts, saved,
-            f"Fuse them: {advice.advice('fusion', ctx.runtime)}. The intermediate array is then "
+            f"Fuse them: {ctx.advise('fusion')}. The intermediate array is then "
             "written and read once less: that traffic at the memory roof is the saving.", claim,
             bound_us=bound, formula=formula))
     return out
@@ -352,7 +357,7 @@ def repeated_copy(ctx: Context) -> list:
             out.append(Finding(
                 "repeated_copy", f"{c['operation'][i]}: {text} copied {k:,.1f}× per step",
                 [i], facts, saved,
-                f"The same relayout repeats: {advice.advice('repeated_copy', ctx.runtime)}; "
+                f"The same relayout repeats: {ctx.advise('repeated_copy')}; "
                 "keeping one copy per step saves the rest.", i, bound_us=bound,
                 formula=f"t(shape) × (1 − 1/k) = {_us(u.time_ps / 1e6)} × (1 − 1/{k:,.1f}) = "
                         f"{_us(bound)}"))
@@ -383,7 +388,7 @@ def far_below_roof(ctx: Context, covered: set) -> list:
         out.append(Finding(
             "far_below_roof", f"{c['operation'][i]}: {eff[i]:.0%} of its roof, "
             f"{float(c['self_time_percent'][i]):.0f}% of the op time", [i], facts, float(gap[i]),
-            f"It is {what}: {advice.advice('far_below_roof', ctx.runtime)}.", i,
+            f"It is {what}: {ctx.advise('far_below_roof')}.", i,
             bound_us=float(gap[i]), formula=gap_formula(ctx, i)))
     return out
 
