@@ -316,3 +316,22 @@ def test_idle_causes_by_hand():
     names = ["hipStreamBeginCapture", "x", "hipStreamEndCapture", "cudaStreamBeginCapture"]
     b = paired_spans(names, [0, 1, 2, 5], [0.5, 1.5, 3, 6], [7, 7, 7, 8], *GRAPH_CAPTURE_CALLS)
     assert b[0].tolist() == [0.0, 5.0] and b[1].tolist() == [3.0, 6.0]  # unclosed: to the end
+
+
+def test_host_offload_overlap_is_bounded_by_the_work_beside_it():
+    """A TPU host-offload program (the demo generator's async copies to and from host memory):
+    the copies run alone most of the time, but overlap can hide at most the op work there is;
+    the rest is the host link itself."""
+    from tb_roofline.readers.xspace import read_xspace
+    from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
+    a = roofline.analyze([read_xspace(make_tpu_xspace(SynthConfig(
+        seed=3, chip="v6e", host_offload_pairs=16)), "h")])
+    g = guidance(a)
+    (f,) = [x for x in g["findings"] if x["rule"] == "exposed_communication"]
+    cls = {c["class"]: c["time_us"] for c in g["classes"]}
+    work = cls["compute_bound"] + cls["memory_bound"] + cls["unknown"]
+    assert cls["communication"] > 3 * work  # the copies dominate
+    assert f["time_saved_us"] == pytest.approx(work) == f["bound_us"]
+    assert f["counted_us"] <= work - sum(x["counted_us"] for x in g["findings"] if x["ops"]) + 1e-6
+    assert "link itself" in f["suggestion"] and "DataLoader" not in f["suggestion"]
+    assert g["runtime"] == "xla" and "ICI" in f["suggestion"]
