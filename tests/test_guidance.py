@@ -361,6 +361,18 @@ def test_invariants(logdir, device_file, run):
                 assert not is_communication(op["category"])  # never a compute/HBM finding
                 assert f["time_saved_us"] <= op["total_time_us"] * (1 + 1e-9) or \
                     f["rule"] == "fusion"
+        # Nothing big left out: every trusted op with >= 5% of the op time under half its
+        # roof (and a gap worth a finding) is named by some finding.
+        named = {(o["program_id"], o["operation"], o["precision"]) for f in g["findings"]
+                 for o in f["ops"]}
+        for ident, op in ops.items():
+            if op["caveat"] is None and op["flops_source"] != "none" and \
+                    op["flop_coverage"] == 1 and op["bytes_coverage"] == 1 and \
+                    not op["is_infeed_outfeed"] and not is_communication(op["category"]) and \
+                    op["potential_time_saved_us"] is not None and \
+                    op["self_time_percent"] >= 5 and 0 < op["roofline_efficiency"] < 0.5 and \
+                    op["potential_time_saved_us"] >= 0.0005 * total:
+                assert ident in named, ident
         json.dumps(g, allow_nan=False)
 
 
