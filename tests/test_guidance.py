@@ -15,7 +15,7 @@ import pytest
 from tb_roofline.model.guidance import guidance
 from tb_roofline.model.op_table import NO_STEP
 from tb_roofline.model.roofline import analyze
-from tb_roofline.model.timeline import TimelineBuilder
+from tb_roofline.model.timeline import TimelineBuilder, is_communication
 from tb_roofline.readers.xspace import read_xspace
 from tb_roofline.serve import cli
 from tb_roofline.serve.service import RooflineService
@@ -149,8 +149,15 @@ def test_idle_device_when_host_bound(run):
         busy = sum(d for _, _, d in top)
         total = g["time"]["total_time_us"]
         assert idle["time_us"] == pytest.approx(total - busy, rel=1e-6)
-        edges = total - (top[-1][1] + top[-1][2] - top[0][1])
-        assert facts["profile_edges_us"] == pytest.approx(edges, rel=1e-6)
+        # The profile's edges are idle outside any step before the first op / after the
+        # last: here the ProfilerStep spans cover the whole profile (their first start to their
+        # last end is the profiled time), so there are none, and all idle is the host's.
+        with gzip.open(_trace(run), "rt") as fh:
+            steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in json.load(fh)["traceEvents"]
+                           if str(e.get("name", "")).startswith("ProfilerStep#"))
+        assert steps[-1][1] - steps[0][0] == pytest.approx(total, rel=1e-6)
+        assert steps[0][0] <= top[0][1] and top[-1][1] + top[-1][2] <= steps[-1][1]
+        assert facts["profile_edges_us"] == 0
         assert "DataLoader" in f["suggestion"]
     else:  # JAX: advice for XLA, never PyTorch's
         assert g["runtime"] == "xla"
@@ -309,6 +316,10 @@ def _all_runs():
              (os.path.join(TESTDATA, "xla_gpu_mi300_conv"), None)]
     cases += [(d, None) for d in sorted(glob.glob(os.path.join(TESTDATA, "kineto", "*")))]
     cases += [(d, DEVICE_FILE) for d in sorted(glob.glob(os.path.join(TESTDATA, "jax_cpu", "*")))]
+    cases += [(os.path.join(TESTDATA, "compare"), DEVICE_FILE),
+              (os.path.join(TESTDATA, "kineto_captured"), DEVICE_FILE),
+              (os.path.join(TESTDATA, "xplane_tf_gpu_v100"), None),
+              (os.path.join(GUIDANCE, "vllm"), None)]
     out = []
     for logdir, dev in cases:
         for r in RooflineService(logdir).list_runs()["runs"]:
@@ -331,8 +342,13 @@ def test_invariants(logdir, device_file, run):
             assert all(c["time_us"] >= -1e-6 for c in g["classes"])
         saved = [f["time_saved_us"] for f in g["findings"]]
         assert saved == sorted(saved, reverse=True)
+        assert sum(f["counted_us"] for f in g["findings"]) == pytest.approx(
+            g["total_time_saved_us"])
         for f in g["findings"]:
             assert 0 <= f["counted_us"] <= f["time_saved_us"] * (1 + 1e-9) + 1e-9
+            # Each saving within the bound its rule states (written out with its numbers).
+            assert f["bound_us"] is not None and f["bound_formula"]
+            assert f["time_saved_us"] <= f["bound_us"] * (1 + 1e-9) + 1e-9, f["id"]
             assert (f["scope"] == "op") == bool(f["ops"])
             for ident, rec in zip(f["ops"], f["evidence"]["records"]):
                 op = ops[(ident["program_id"], ident["operation"], ident["precision"])]
@@ -342,8 +358,21 @@ def test_invariants(logdir, device_file, run):
                 assert op["caveat"] is None and op["flops_source"] != "none"
                 assert op["flop_coverage"] == 1 and op["bytes_coverage"] == 1
                 assert op["potential_time_saved_us"] is not None
+                assert not is_communication(op["category"])  # never a compute/HBM finding
                 assert f["time_saved_us"] <= op["total_time_us"] * (1 + 1e-9) or \
                     f["rule"] == "fusion"
+        # Nothing big left out: every trusted op with >= 5% of the op time under half its
+        # roof (and a gap worth a finding) is named by some finding.
+        named = {(o["program_id"], o["operation"], o["precision"]) for f in g["findings"]
+                 for o in f["ops"]}
+        for ident, op in ops.items():
+            if op["caveat"] is None and op["flops_source"] != "none" and \
+                    op["flop_coverage"] == 1 and op["bytes_coverage"] == 1 and \
+                    not op["is_infeed_outfeed"] and not is_communication(op["category"]) and \
+                    op["potential_time_saved_us"] is not None and \
+                    op["self_time_percent"] >= 5 and 0 < op["roofline_efficiency"] < 0.5 and \
+                    op["potential_time_saved_us"] >= 0.0005 * total:
+                assert ident in named, ident
         json.dumps(g, allow_nan=False)
 
 

@@ -128,7 +128,37 @@ ADVICE = {
 }
 
 
-def advice(rule: str, rt: str) -> str:
+# Where the device changes the advice (rule, runtime, device kind).
+ADVICE_BY_DEVICE = {
+    ("precision", XLA, "tpu"): "bf16 operands (the MXU multiplies bf16; f32 dots run as several "
+                               "bf16 passes): jax.default_matmul_precision('bfloat16') or cast "
+                               "the weights and activations",
+    ("tiny_ops", EAGER, "cpu"): "fuse the small ops (torch.compile) or raise the batch size so "
+                                "each call does more work",
+    ("tiny_ops", COMPILE, "cpu"): "remove the graph breaks that leave small eager ops between "
+                                  "compiled regions, or raise the batch size",
+    ("idle", XLA, "tpu"): "the TensorCores wait for the host between programs: keep the input "
+                          "pipeline ahead (tf.data / grain prefetch, jax.device_put one step "
+                          "early), avoid host syncs (block_until_ready, printing device arrays) "
+                          "in the step, and keep host-offloaded arrays off the step's critical "
+                          "path",
+    ("idle", XLA, "cpu"): "the XLA CPU threads wait between programs: Python work and "
+                          "dispatch between jitted calls; jax.jit larger regions and keep host "
+                          "syncs out of the step",
+    ("idle", EAGER, "cpu"): "no op runs on the CPU threads: Python work between ops (data "
+                            "preparation, logging) and sleeps or waits in the step; move data "
+                            "loading to DataLoader workers and fuse the step (torch.compile)",
+    ("exposed_communication", XLA, "tpu"): "overlap them with compute: the latency-hiding "
+                                           "scheduler and async collectives over ICI, and for "
+                                           "host offload, prefetch the next arrays while the "
+                                           "current step computes",
+}
+
+
+def advice(rule: str, rt: str, kind: str = "") -> str:
+    """The suggestion of a rule for the runtime that ran, on this kind of device."""
+    if (rule, rt, kind) in ADVICE_BY_DEVICE:
+        return ADVICE_BY_DEVICE[(rule, rt, kind)]
     by = ADVICE.get(rule, {})
     return by.get(rt) or by.get(EAGER if rt != XLA else XLA, "")
 
@@ -136,7 +166,7 @@ def advice(rule: str, rt: str) -> str:
 # What a profile needs so that the rules can say more (diagnostics the guidance adds).
 CAPTURE_NOTES = {
     "graph_capture": (
-        "most of this trace is a CUDA/HIP graph being captured (hipStreamBeginCapture / "
+        "this trace records CUDA/HIP graphs being captured (hipStreamBeginCapture / "
         "cudaStreamBeginCapture .. EndCapture): launches inside a capture are recorded, not run, "
         "so the device looks idle. Profile the replay instead: start the profiler after warm-up "
         "(vLLM: after the engine has captured its graphs, e.g. with the profiler's schedule "
@@ -147,6 +177,6 @@ CAPTURE_NOTES = {
         "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
         "record_shapes=True)"),
     "no_shapes": (
-        "this PyTorch trace has no input shapes: FLOPs, bytes, tensor sizes for the fusion rule and "
-        "GEMM tile checks are unknown. Record them: torch.profiler.profile(record_shapes=True)"),
+        "this PyTorch trace has no input shapes: FLOPs, bytes, tensor sizes for the fusion rule "
+        "and GEMM tile checks are unknown. Record them: torch.profiler.profile(record_shapes=True)"),
 }

@@ -89,24 +89,32 @@ def runtime_of(analysis) -> str:
 
 
 def tensor_shapes(analysis) -> dict:
-    """Record identity -> the set of array dims it touched: the PyTorch inputs recorded in
-    `shapes:` fingerprints (elementwise outputs have their inputs' shape), and the arrays of
-    copy shapes."""
+    """Record identity -> {array dims: element bytes (None: unknown)} of the arrays it touched:
+    the PyTorch inputs recorded in `shapes:` fingerprints (elementwise outputs have their
+    inputs' shape; the element size from the op's data type), the copied array of `copy`
+    shapes, and every array of `array` / `tensor` shapes (an op's output and operands from its
+    HLO text: readers that give them let XLA pairs be checked too)."""
     out: dict = {}
     scope = getattr(analysis, "scope", None)
     if scope is not None and "op" in scope.tables:
         keys = scope.tables["op"].keys
-        for pid, op, p, fp in zip(keys["program_id"].tolist(), keys["operation"].tolist(),
-                                  keys["precision"].tolist(), keys["fingerprint"].tolist()):
+        for pid, op, p, dt, fp in zip(keys["program_id"].tolist(), keys["operation"].tolist(),
+                                      keys["precision"].tolist(), keys["dtype"].tolist(),
+                                      keys["fingerprint"].tolist()):
             if isinstance(fp, str) and fp.startswith("shapes:"):
-                dims = _dims(fp[len("shapes:"):])
-                if dims:
-                    out.setdefault((pid, op, p), set()).update(dims)
+                size = rules.element_bytes(dt or p)
+                for d in _dims(fp[len("shapes:"):]):
+                    out.setdefault((pid, op, p), {}).setdefault(d, size)
     facts = analysis.facts
     for ident, uses in ((facts.op_shapes if facts is not None else {}) or {}).items():
         for u in uses:
-            if u.kind == "copy" and u.dims:
-                out.setdefault(ident, set()).add(tuple(int(d) for d in u.dims))
+            arrays = [u.dims] if u.kind == "copy" else list(u.dims) if u.kind in (
+                "array", "tensor") else []
+            types = rules.ARRAY_TYPE.findall(u.text or "")
+            for j, a in enumerate(arrays):
+                if a:
+                    size = rules.element_bytes(types[j]) if j < len(types) else None
+                    out.setdefault(ident, {}).setdefault(tuple(int(d) for d in a), size)
     return out
 
 
@@ -162,7 +170,8 @@ def _groups(items: list, unit: dict) -> list:
     out = []
     nouns = {"fusion": "fusion pairs", "tiny_ops": "ops with tiny calls",
              "repeated_copy": "repeated copies", "tiling": "ops with untiled shapes",
-             "precision": "f32 ops with a faster roof", "far_below_roof": "ops far below their roof"}
+             "precision": "f32 ops with a faster roof",
+             "far_below_roof": "ops far below their roof"}
     for rule, fs in by_rule.items():
         if len(fs) < GROUP_MIN:
             continue

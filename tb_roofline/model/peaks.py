@@ -71,7 +71,8 @@ def _worst(rate, mask):
 
 def _replace(peak, value, rate, op_name, unit, what):
     fb = peak.fallback
-    beaten = f"the profile's {value:,.0f} {unit} is beaten by its own op {op_name} ({rate:,.0f} {unit})"
+    beaten = (f"the profile's {value:,.0f} {unit} is beaten by its own op {op_name} "
+              f"({rate:,.0f} {unit})")
     if fb is not None and fb.value >= rate:
         new_value, source = fb.value, "datasheet"
         note = f"{beaten}: the data sheet's {fb.value:,.0f} {unit} is used ({fb.source})"

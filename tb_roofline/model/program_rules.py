@@ -54,7 +54,7 @@ def idle(ctx: Context, wall: dict) -> list:
                 + advice.CAPTURE_NOTES["graph_capture"][1:] + ".")
     else:
         title = f"The device is idle {t_idle / total:.0%} of the time"
-        text = f"No op runs for this long: {advice.advice('idle', ctx.runtime)}."
+        text = f"No op runs for this long: {ctx.advise('idle')}."
         if split[IDLE_SYNC] > 0:
             text += (f" {_us(split[IDLE_SYNC])} of it is spent in device syncs "
                      "(cudaDeviceSynchronize / StreamSynchronize): remove the ones in the step.")
@@ -77,7 +77,7 @@ def exposed_communication(ctx: Context, wall: dict) -> list:
     facts = {"exposed_us": exposed, "exposed_share": exposed / total, "overlap_work_us": work,
              "contributors": [{"program_id": k[0], "operation": k[1], "precision": k[2],
                                "exposed_us": v / 1e6} for k, v in top]}
-    text = f"Overlap them with compute: {advice.advice('exposed_communication', ctx.runtime)}."
+    text = f"Overlap them with compute: {ctx.advise('exposed_communication')}."
     if work < exposed:
         text += (f" Only {_us(work)} of work exists to run beside {_us(exposed)} of exposed "
                  "transfers, so overlap hides at most that; the rest is the link itself: move "

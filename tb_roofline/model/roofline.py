@@ -70,7 +70,8 @@ class ScopeSource:
 # Op record columns that add up over steps (divided by the step count for the average step).
 # (The time saved follows from the scaled time: records.potential_time_saved.)
 EXTENSIVE_COLUMNS = ("occurrences", "total_time_us", "total_self_time_us", "flops",
-                     "model_flops", "bytes", "total_time_per_core_us", "transfer_time_us") + tuple(c for c in RECORD_COLUMNS if c.endswith("_bytes"))
+                     "model_flops", "bytes", "total_time_per_core_us", "transfer_time_us") + \
+    tuple(c for c in RECORD_COLUMNS if c.endswith("_bytes"))
 
 
 def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, view: str = "op",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 
@@ -50,7 +51,19 @@ OP_COLUMNS = {
                        "max_mem_bw_utilization", "precision", "peak_flop_rate",
                        "self_time_percent", "total_time_us", "potential_time_saved_us"),
 }
-_ELEMENT_SIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+_ELEMENT_SIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
+                 "s64": 8, "u64": 8, "s32": 4, "u32": 4, "s16": 2, "u16": 2, "pred": 1,
+                 "int64": 8, "int32": 4, "long": 8, "int": 4, "bool": 1}
+ARRAY_TYPE = re.compile(r"\b([a-z][a-z0-9]*)\[[0-9,]*\]")  # the element type of "f32[8,128]"
+
+
+def element_bytes(dtype: str) -> int | None:
+    """Bytes of one element of a data type as a reader spells it (f32, bf16, s32, pred,
+    float, c10::Half, ...); None when unknown."""
+    if not dtype:
+        return None
+    d = _plain(str(dtype)).strip().lower()
+    return _ELEMENT_SIZE.get(d) or _ELEMENT_SIZE.get(normalize_precision(d))
 
 
 @dataclasses.dataclass
@@ -91,6 +104,10 @@ class Context:
         self.trusted = caveat & saved & ~comm & full & ~c["is_infeed_outfeed"].astype(bool) & \
             (c["flops_source"] != "none")
         self.min_us = MIN_SHARE * self.total_time_us
+
+    def advise(self, rule: str) -> str:
+        """The rule's suggestion for the runtime that ran, on this device (model.advice)."""
+        return advice.advice(rule, self.runtime, getattr(self.device, "kind", ""))
 
     def per_step(self, calls: float) -> float:
         """Calls per step of one core (occurrences add up over every core and host: each core
@@ -225,11 +242,11 @@ def precision(ctx: Context) -> list:
                    f"(P = {peak:,.0f}, P′ = {roofs[target]:,.0f} GFLOP/s {target})")
         facts = {"target_precision": target, "target_peak_flop_rate": roofs[target],
                  "roof_ratio": roofs[target] / peak, "floor_us": now,
-                 "floor_on_target_roof_us": new}
+                 "floor_on_target_roof_us": new, "time_on_target_roof_us": t - saved}
         out.append(Finding(
             "precision", f"{c['operation'][i]}: f32 on a device with a "
             f"{roofs[target] / peak:.0f}x higher {target} roof", [i], facts, saved,
-            f"Run it in {target}: {advice.advice('precision', ctx.runtime)}. Its roof moves from "
+            f"Run it in {target}: {ctx.advise('precision')}. Its roof moves from "
             f"{peak:,.0f} to {roofs[target]:,.0f} GFLOP/s; check the accuracy of the result.", i,
             bound_us=saved, formula=formula))
     return out
@@ -250,24 +267,23 @@ def tiny_ops(ctx: Context) -> list:
             "tiny_ops", f"{c['operation'][i]}: {per_step:,.0f} calls per step of "
             f"{avg[i]:.2f} µs", [i], {"calls_per_step": per_step, "max_call_us": TINY_CALL_US},
             saved, "Each call is too short to amortise its launch: "
-            f"{advice.advice('tiny_ops', ctx.runtime)}.", i, bound_us=saved,
+            f"{ctx.advise('tiny_ops')}.", i, bound_us=saved,
             formula=gap_formula(ctx, i)))
     return out
 
 
 def _shared_tensor(ctx: Context, a: int, b: int):
     """The smallest array both ops touch (the same dims in both ops' recorded shapes), as
-    (dims, bytes), or None when no shape says they share one."""
+    (dims, bytes), or None when no shape says they share one or its element size is unknown."""
     ia = tuple(str(ctx.c[k][a]) for k in ("program_id", "operation", "precision"))
     ib = tuple(str(ctx.c[k][b]) for k in ("program_id", "operation", "precision"))
-    common = ctx.tensors.get(ia, set()) & ctx.tensors.get(ib, set())
-    if not common:
-        return None
-    size = _ELEMENT_SIZE.get(normalize_precision(_plain(str(ctx.c["precision"][a]))))
-    if size is None:
-        return None
-    dims = min(common, key=lambda d: (math.prod(d), d))
-    return dims, math.prod(dims) * size
+    ta, tb = ctx.tensors.get(ia, {}), ctx.tensors.get(ib, {})
+    best = None
+    for dims in set(ta) & set(tb):
+        size = ta[dims] or tb[dims] or element_bytes(str(ctx.c["precision"][a]))
+        if size and (best is None or math.prod(dims) * size < best[1]):
+            best = (dims, math.prod(dims) * size)
+    return best
 
 
 def fusion(ctx: Context) -> list:
@@ -300,13 +316,14 @@ def fusion(ctx: Context) -> list:
                  "shorter_op_time_us": pair.shorter_ps / 1e6,
                  "shared_shape": list(dims), "intermediate_bytes": nbytes,
                  "memory_roof_gbs": hbm.gbs}
-        formula = (f"pairs × 2 × S ÷ BW = {pair.count:,} × 2 × {nbytes:,} B ÷ {hbm.gbs:,.0f} GB/s"
-                   f" = {_us(bound)}" + (f", capped at the shorter op's {_us(pair.shorter_ps / 1e6)}"
-                                         if saved < bound else ""))
+        formula = (f"pairs × 2 × S ÷ BW = {pair.count:,} × 2 × {nbytes:,} B ÷ "
+                   f"{hbm.gbs:,.0f} GB/s = {_us(bound)}")
+        if saved < bound:
+            formula += f", capped at the shorter op's {_us(pair.shorter_ps / 1e6)}"
         out.append(Finding(
             "fusion", f"{c['operation'][a]} → {c['operation'][b]}: memory-bound ops back to "
             f"back on one {list(dims)} tensor", [a, b], facts, saved,
-            f"Fuse them: {advice.advice('fusion', ctx.runtime)}. The intermediate array is then "
+            f"Fuse them: {ctx.advise('fusion')}. The intermediate array is then "
             "written and read once less: that traffic at the memory roof is the saving.", claim,
             bound_us=bound, formula=formula))
     return out
@@ -340,7 +357,7 @@ def repeated_copy(ctx: Context) -> list:
             out.append(Finding(
                 "repeated_copy", f"{c['operation'][i]}: {text} copied {k:,.1f}× per step",
                 [i], facts, saved,
-                f"The same relayout repeats: {advice.advice('repeated_copy', ctx.runtime)}; "
+                f"The same relayout repeats: {ctx.advise('repeated_copy')}; "
                 "keeping one copy per step saves the rest.", i, bound_us=bound,
                 formula=f"t(shape) × (1 − 1/k) = {_us(u.time_ps / 1e6)} × (1 − 1/{k:,.1f}) = "
                         f"{_us(bound)}"))
@@ -371,7 +388,7 @@ def far_below_roof(ctx: Context, covered: set) -> list:
         out.append(Finding(
             "far_below_roof", f"{c['operation'][i]}: {eff[i]:.0%} of its roof, "
             f"{float(c['self_time_percent'][i]):.0f}% of the op time", [i], facts, float(gap[i]),
-            f"It is {what}: {advice.advice('far_below_roof', ctx.runtime)}.", i,
+            f"It is {what}: {ctx.advise('far_below_roof')}.", i,
             bound_us=float(gap[i]), formula=gap_formula(ctx, i)))
     return out
 

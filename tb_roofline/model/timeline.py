@@ -247,7 +247,7 @@ class TimelineBuilder:
             "compute_ps": np.r_[compute, out_compute],
             "exposed_ps": np.r_[busy - compute, out_busy - out_compute]})
         self._add_exposed(begin, end, op, comm, compute_segments)
-        self._add_idle_causes(lo, hi, begin, end, busy_segments, causes or {})
+        self._add_idle_causes(lo, hi, begin, end, busy_segments, causes or {}, sb, se)
         if not leaf.all():
             lane, begin, end, op, fusible = lane[leaf], begin[leaf], end[leaf], op[leaf], \
                 fusible[leaf]
@@ -264,17 +264,25 @@ class TimelineBuilder:
         for o, v in zip(ops.tolist(), sums.tolist()):
             self._exposed[o] = self._exposed.get(o, 0.0) + v
 
-    def _add_idle_causes(self, lo, hi, begin, end, busy, causes):
+    def _add_idle_causes(self, lo, hi, begin, end, busy, causes, step_b, step_e):
         """Idle time of the core inside each cause's spans, in IDLE_CAUSES order (an idle
         instant counts for the first cause that covers it): measure(union of the spans so far)
-        less the busy time in it, less what the earlier causes took."""
-        edges_b, edges_e = [], []
+        less the busy time in it, less what the earlier causes took. The profile's edges are
+        the time before the core's first op and after its last one, outside any step (idle in
+        a step is the step's)."""
         if len(begin):
             first, last = float(begin.min()), float(end.max())
-            edges_b, edges_e = [lo, min(max(last, lo), hi)], [max(min(first, hi), lo), hi]
+            edges_b = np.array([lo, min(max(last, lo), hi)])
+            edges_e = np.array([max(min(first, hi), lo), hi])
         else:
-            edges_b, edges_e = [lo], [hi]
-        spans = {IDLE_EDGES: (np.asarray(edges_b, np.float64), np.asarray(edges_e, np.float64))}
+            edges_b, edges_e = np.array([lo], np.float64), np.array([hi], np.float64)
+        if len(step_b):  # the edges less the steps: intersect with the gaps between steps
+            st = _Segments(np.asarray(step_b, np.float64), np.asarray(step_e, np.float64))
+            gaps_b, gaps_e = np.r_[lo, st.ends], np.r_[st.starts, hi]
+            b = np.maximum(gaps_b[None, :], edges_b[:, None]).ravel()
+            e = np.minimum(gaps_e[None, :], edges_e[:, None]).ravel()
+            edges_b, edges_e = b[e > b], e[e > b]
+        spans = {IDLE_EDGES: (edges_b, edges_e)}
         for k in (IDLE_CAPTURE, IDLE_SYNC):
             if k in causes:
                 b = np.clip(np.asarray(causes[k][0], np.float64), lo, hi)

@@ -51,12 +51,19 @@ def full_report(service, run: str, host: str, include_io: bool = True, top: int 
     program = a.program[include_io].row_dicts()
     ops = a.ops[include_io].row_dicts()
     ops.sort(key=lambda r: -(r["potential_time_saved_us"] or 0.0))
+    unit = g["unit"]  # the guidance's unit, so top ops and findings read alike
+    total_us = g["time"]["total_time_us"]
+    for r in ops[:max(top, 0)]:
+        saved = r["potential_time_saved_us"]
+        r["potential_time_saved_per_unit_us"] = None if saved is None or not total_us else \
+            saved * unit["time_us"] / total_us
     return {
         "schema": REPORT_SCHEMA, "run": run, "host": host or ALL_HOSTS,
         "include_infeed_outfeed": include_io,
         "device": a.device.to_json(), "num_steps": a.num_steps,
         "columns": list(roofline.RECORD_COLUMNS),
-        "program": program, "top_ops": ops[:max(top, 0)], "op_count": len(ops),
+        "program": program, "top_ops": ops[:max(top, 0)], "top_ops_unit": unit,
+        "op_count": len(ops),
         "guidance": {k: v for k, v in g.items() if k not in ("run", "host")},
         "diagnostics": [d.to_json() for d in a.diagnostics],
         "files": [os.path.basename(f.path) for f in service._files(service._run(run), host)],
