@@ -38,12 +38,12 @@ import posixpath
 import re
 import tempfile
 
-from tb_roofline import storage
+from tb_roofline import settings, storage
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.devices.datasheets import PRECISIONS
 
 FILE_NAME = "roofline_device.json"
-ENV_VAR = "TB_ROOFLINE_DEVICE_FILE"
+ENV_VAR = settings.DEVICE_FILE
 FORMAT_KEY = "tb_roofline_device_file"
 FORMAT_VERSION = 1
 KINDS = ("cpu", "gpu", "tpu", "unknown")
@@ -270,7 +270,7 @@ def find_device_file(profile_path: str, logdir: str | None, environ=None,
         found = _find_local(profile_path, logdir)
     if found:
         return found
-    env_path = environ.get(ENV_VAR, "").strip()
+    env_path = settings.text(ENV_VAR, environ)
     if env_path:
         exists = _remote_isfile(env_path) if storage.is_remote(env_path) else os.path.isfile(env_path)
         if not exists:

@@ -34,10 +34,11 @@ import time
 import numpy as np
 
 import tb_roofline
+from tb_roofline import settings
 
-DIR_ENV = "TB_ROOFLINE_CACHE_DIR"
-MAX_MB_ENV = "TB_ROOFLINE_CACHE_MAX_MB"
-DEFAULT_MAX_MB = 2048
+DIR_ENV = settings.CACHE_DIR
+MAX_MB_ENV = settings.CACHE_MAX_MB.name
+DEFAULT_MAX_MB = settings.CACHE_MAX_MB.default
 OFF_VALUES = ("off", "none", "0", "false", "no", "disabled")
 MAGIC = b"TBRFCACHE1\n"
 HEADER = struct.Struct(">32sQ")  # sha256 of the payload, payload length
@@ -74,18 +75,6 @@ def default_dir(environ=None) -> str:
     return os.path.join(base, "tb-roofline")
 
 
-def _max_bytes(environ) -> int:
-    value = environ.get(MAX_MB_ENV, "")
-    try:
-        mb = float(value) if value else DEFAULT_MAX_MB
-        if mb < 0:
-            raise ValueError(value)
-    except ValueError:
-        logger.warning("%s=%r is not a size in MB; using %d", MAX_MB_ENV, value, DEFAULT_MAX_MB)
-        mb = DEFAULT_MAX_MB
-    return int(mb * (1 << 20))
-
-
 def _inside(path: str, root: str) -> bool:
     try:
         return os.path.commonpath([os.path.realpath(path), os.path.realpath(root)]) == \
@@ -107,7 +96,7 @@ class DiskCache:
         if value.lower() in OFF_VALUES:
             return None
         directory = os.path.abspath(os.path.expanduser(value or default_dir(environ)))
-        max_bytes = _max_bytes(environ)
+        max_bytes = settings.mb(settings.CACHE_MAX_MB, environ)
         if max_bytes == 0:
             return None
         if logdir and "://" not in logdir and _inside(directory, logdir):
