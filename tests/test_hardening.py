@@ -209,3 +209,121 @@ def test_another_user_cannot_plant_entries(logdir, monkeypatch):
         assert _page_encoded(RooflineService(str(logdir))) == expected
     finally:
         shutil.rmtree(area, ignore_errors=True)
+
+
+# --- device and workload files ------------------------------------------------------------------
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROUTES = ("/device", "/program", "/ops", "/diagnostics", "/guidance", "/report", "/export",
+          "/compare")
+
+
+def _cpu_logdir(tmp_path):
+    """A CPU profile (no peaks of its own: the device file applies) as run `mlp`."""
+    root = tmp_path / "logs"
+    shutil.copytree(os.path.join(REPO, "testdata", "jax_cpu", "mlp"), root / "mlp")
+    _age_all(root)
+    return root
+
+
+def _client(logdir):
+    from tensorboard.plugins import base_plugin
+    from werkzeug import test as wtest
+    from werkzeug.wrappers import Response
+
+    from tb_roofline.serve.plugin import RooflinePlugin
+    apps = RooflinePlugin(base_plugin.TBContext(logdir=str(logdir))).get_plugin_apps()
+    return wtest.Client(lambda env, start: apps[env["PATH_INFO"]](env, start), Response)
+
+
+def _query(route, run):
+    return f"{route}?run={run}" + (f"&base={run}" if route == "/compare" else "")
+
+
+@pytest.mark.parametrize("text", ["[" * 1000, '{"kind": "cpu", "notes": ' + "[" * 5000 + "]" * 5000
+                                  + "}", "{" + '"a":{' * 900 + "1" + "}" * 901])
+def test_deep_device_json_is_a_422_on_every_route_and_a_clean_cli_error(tmp_path, text, capsys):
+    logdir = _cpu_logdir(tmp_path)
+    (logdir / "roofline_device.json").write_text(text)
+    client = _client(logdir)
+    run = client.get("/runs").json["runs"][0]["run"]
+    for route in ROUTES:
+        r = client.get(_query(route, run))
+        assert r.status_code == 422, (route, r.status_code, r.data[:300])
+        error = r.json["error"]
+        assert error["code"] == "bad_device_file"
+        assert "roofline_device.json" in error["message"] and "nested" in error["message"]
+        assert str(tmp_path) not in error["message"]
+    from tb_roofline.serve.cli import main
+    assert main(["report", str(logdir), "--run", run]) == 1
+    err = capsys.readouterr().err
+    assert "roofline_device.json" in err and "nested" in err and "Traceback" not in err
+
+
+def test_deep_workload_json_is_a_422_and_a_clean_cli_error(tmp_path, capsys):
+    logdir = _cpu_logdir(tmp_path)
+    shutil.copy(os.path.join(REPO, "testdata", "guidance", "roofline_device.json"),
+                logdir / "roofline_device.json")
+    (logdir / "roofline_workload.json").write_text("[" * 1000)
+    client = _client(logdir)
+    run = client.get("/runs").json["runs"][0]["run"]
+    for route in ("/guidance", "/report"):
+        r = client.get(_query(route, run))
+        assert r.status_code == 422, (route, r.data[:300])
+        assert r.json["error"]["code"] == "bad_workload_file"
+        assert "roofline_workload.json" in r.json["error"]["message"]
+    assert client.get(_query("/program", run)).status_code == 200
+    from tb_roofline.serve.cli import main
+    assert main(["report", str(logdir), "--run", run]) == 1
+    err = capsys.readouterr().err
+    assert "roofline_workload.json" in err and "Traceback" not in err
+
+
+SECRET_FILES = [
+    {"kind": "cpu", "api_key": "TOPSECRET-DEV-VALUE", "compute": {"fp32": 1}},
+    {"kind": "TOPSECRET-DEV-VALUE", "compute": {"fp32": 1}},
+    {"kind": "cpu", "compute": {"TOPSECRET_PRECISION": 1}},
+    {"kind": "cpu", "compute": {"fp32": "TOPSECRET-DEV-VALUE"}},
+    {"kind": "cpu", "compute": {"fp32": {"gflops": 1, "api_key": 2}}},
+    {"kind": "cpu", "memories": {"hbm": 1, "topsecret_id": "TOPSECRET-DEV-VALUE"}},
+    {"kind": "cpu", "compute": {"fp32": 1}, "default_precision": "TOPSECRET-DEV-VALUE"},
+    {"kind": "cpu", "compute": {"fp32": 1}, "source": "TOPSECRET-DEV-VALUE"},
+    {"kind": "cpu", "compute": {"fp32": 1}, "tb_roofline_device_file": "TOPSECRET-DEV-VALUE"},
+    {"kind": "cpu", "num_cores": "TOPSECRET-DEV-VALUE", "compute": {"fp32": 1}},
+]
+
+
+@pytest.mark.parametrize("secret", SECRET_FILES)
+def test_errors_never_quote_a_symlinked_files_values_or_keys(tmp_path, secret):
+    logdir = _cpu_logdir(tmp_path)
+    elsewhere = tmp_path / "elsewhere" / "credentials.json"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(json.dumps(secret))
+    os.symlink(elsewhere, logdir / "roofline_device.json")
+    client = _client(logdir)
+    run = client.get("/runs").json["runs"][0]["run"]
+    r = client.get(_query("/program", run))
+    assert r.status_code == 422
+    message = r.json["error"]["message"]
+    assert "roofline_device.json" in message
+    for leak in ("TOPSECRET", "topsecret", "api_key", "credentials", "elsewhere"):
+        assert leak not in message, message
+
+
+@pytest.mark.parametrize("secret", [{"model_flops_per_step": "TOPSECRET-VALUE"},
+                                    {"tokens_per_step": 1, "api_key": "TOPSECRET-VALUE"}])
+def test_workload_errors_never_quote_a_symlinked_files_values(tmp_path, secret):
+    from tb_roofline.serve.workload_file import WorkloadFileError, load_workload_file
+    elsewhere = tmp_path / "secret.json"
+    elsewhere.write_text(json.dumps(secret))
+    os.symlink(elsewhere, tmp_path / "roofline_workload.json")
+    with pytest.raises(WorkloadFileError) as err:
+        load_workload_file(str(tmp_path / "roofline_workload.json"))
+    assert "roofline_workload.json" in str(err.value)
+    assert "TOPSECRET" not in str(err.value) and "api_key" not in str(err.value)
+
+
+def test_a_csv_cell_starting_with_nul_is_escaped(tmp_path):
+    from tb_roofline.serve.export import csv_cell, to_csv
+    assert csv_cell("\x00=cmd|' /C calc'!A0") == "'\x00=cmd|' /C calc'!A0"
+    assert csv_cell("\x00") == "'\x00"
+    assert to_csv(["a"], [["\x00@SUM(1)"]]) == "a\n'\x00@SUM(1)\n"
