@@ -240,7 +240,8 @@ def _query(route, run):
 
 
 @pytest.mark.parametrize("text", ["[" * 1000, '{"kind": "cpu", "notes": ' + "[" * 5000 + "]" * 5000
-                                  + "}", "{" + '"a":{' * 900 + "1" + "}" * 901])
+                                  + "}", "{" + '"a":{' * 900 + "1" + "}" * 901],
+                         ids=["brackets", "deep-notes", "deep-objects"])
 def test_deep_device_json_is_a_422_on_every_route_and_a_clean_cli_error(tmp_path, text, capsys):
     logdir = _cpu_logdir(tmp_path)
     (logdir / "roofline_device.json").write_text(text)
@@ -327,3 +328,171 @@ def test_a_csv_cell_starting_with_nul_is_escaped(tmp_path):
     assert csv_cell("\x00=cmd|' /C calc'!A0") == "'\x00=cmd|' /C calc'!A0"
     assert csv_cell("\x00") == "'\x00"
     assert to_csv(["a"], [["\x00@SUM(1)"]]) == "a\n'\x00@SUM(1)\n"
+
+
+# --- memory: the conversion budget, analyses too large to keep, head-of-line blocking ----------
+def _names_bomb(path, events: int, name_kb: int = 40, tail_member: bool = False) -> str:
+    """A PyTorch trace of `events` ops with distinct names of `name_kb` KB each (what the
+    reader must keep), gzipped to ~1/400 of its size. `tail_member`: the last event in a gzip
+    member of its own, so the file's trailer claims a few bytes."""
+    import zlib
+    filler = b"n" * (name_kb * 1024)
+    z = zlib.compressobj(6, zlib.DEFLATED, 31)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(z.compress(b'{"traceEvents": ['))
+        for i in range(events):
+            f.write(z.compress(b'{"ph":"X","cat":"cpu_op","name":"op%d_%s","pid":1,"tid":1,'
+                               b'"ts":%d,"dur":1},' % (i, filler, 2 * i)))
+        if tail_member:
+            f.write(z.flush())
+            z = zlib.compressobj(6, zlib.DEFLATED, 31)
+        f.write(z.compress(b'{"ph":"X","cat":"cpu_op","name":"last","pid":1,"tid":1,"ts":0,'
+                           b'"dur":1}]}'))
+        f.write(z.flush())
+    past = time.time() - 3600
+    os.utime(path, (past, past))
+    return str(path)
+
+
+RSS_SCRIPT = r"""
+import json, resource, sys, time
+from tb_roofline import errors
+from tb_roofline.serve.service import RooflineService
+service = RooflineService(sys.argv[1])
+service.list_runs()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+out = {}
+for run in sys.argv[2:]:
+    t = time.monotonic()
+    try:
+        out[run] = ["ok", len(service.program(run, "", True)["rows"])]
+    except errors.TooLargeError as exc:
+        out[run] = ["413", str(exc)]
+    out[run].append(time.monotonic() - t)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"base": base, "peak": peak, "out": out}))
+"""
+
+
+def test_a_names_bomb_is_refused_under_the_memory_budget(tmp_path):
+    """200 MB of JSON in a ~0.5 MB .gz: refused from its trailer before it is read; the same
+    bomb whose trailer lies is stopped where the budget says. The process's peak RSS grows by
+    less than the budget (unbounded, this bomb took ~1 GB)."""
+    logdir = tmp_path / "logs"
+    _names_bomb(logdir / "bomb" / "w.pt.trace.json.gz", 5000)
+    _names_bomb(logdir / "liar" / "w.pt.trace.json.gz", 5000, tail_member=True)
+    write_tpu_session(str(logdir / "small"), "", RUN, [SynthConfig(seed=1)])
+    _age_all(logdir)
+    assert os.path.getsize(logdir / "bomb" / "w.pt.trace.json.gz") < 2 << 20
+    env = dict(os.environ, TB_ROOFLINE_MEMORY_BUDGET_MB="64", TB_ROOFLINE_CACHE_DIR="off",
+               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(logdir), "bomb", "liar",
+                           "small/" + RUN], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    out = result["out"]
+    for run in ("bomb", "liar"):
+        status, message, _ = out[run]
+        assert status == "413" and "memory budget of 64 MB" in message
+        assert "TB_ROOFLINE_MEMORY_BUDGET_MB" in message
+    assert out["bomb"][2] < 2.0  # refused before reading
+    assert out["small/" + RUN][0] == "ok"
+    grown = (result["peak"] - result["base"]) / 2**20
+    assert grown < 64 + 32, f"peak RSS grew by {grown:.0f} MB"
+
+
+class _InFlight:
+    """Counts the conversions running at once (wraps the real conversion)."""
+
+    def __init__(self, reader):
+        self.now = self.most = 0
+        self.lock = threading.Lock()
+        real = reader._convert
+
+        def convert(*args):
+            with self.lock:
+                self.now += 1
+                self.most = max(self.most, self.now)
+            try:
+                return real(*args)
+            finally:
+                with self.lock:
+                    self.now -= 1
+        reader._convert = convert
+
+
+def test_concurrent_big_reads_queue_under_the_budget(tmp_path, monkeypatch):
+    logdir = tmp_path / "logs"
+    for i in range(4):
+        _names_bomb(logdir / f"big{i}" / "w.pt.trace.json.gz", 40 + i)  # ~1.6 MB each
+    monkeypatch.setenv("TB_ROOFLINE_MEMORY_BUDGET_MB", "12")  # one at a time (est. ~8 MB)
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    service = RooflineService(str(logdir))
+    service.list_runs()
+    flight = _InFlight(service.hosts_reader)
+    results = []
+    threads = [threading.Thread(target=lambda r=r: results.append(
+        len(service.program(r, "", True)["rows"]))) for r in ("big0", "big1", "big2", "big3")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(results) == 4 and all(results)
+    assert flight.most == 1 and service.hosts_reader.budget.used == 0
+
+
+def test_small_runs_never_wait_behind_a_slow_conversion(tmp_path, monkeypatch):
+    logdir = tmp_path / "logs"
+    _names_bomb(logdir / "slow" / "w.pt.trace.json.gz", 250)  # ~10 MB of names: seconds
+    small = [f"small{i}" for i in range(12)]
+    for i, name in enumerate(small):
+        write_tpu_session(str(logdir / name), "", RUN, [SynthConfig(seed=i, num_steps=1)])
+    _age_all(logdir)
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    # The slow one takes the whole budget (but 1 KB): the small ones pass in their own lane.
+    from tb_roofline.serve.hosts import estimate_bytes
+    path = str(logdir / "slow" / "w.pt.trace.json.gz")
+    need = estimate_bytes(path, "kineto", os.path.getsize(path))
+    monkeypatch.setenv("TB_ROOFLINE_MEMORY_BUDGET_MB", f"{-(-need // 1024) / 1024:.6f}")
+    service = RooflineService(str(logdir))
+    service.list_runs()
+    slow = threading.Thread(target=lambda: service.program("slow", "", True))
+    slow.start()
+    deadline = time.monotonic() + 30
+    while service.hosts_reader.budget.used == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    budget = service.hosts_reader.budget
+    assert budget.used == need and budget.total - budget.used < 1024
+    waits = []
+    for name in small:
+        t = time.monotonic()
+        assert service.program(f"{name}/{RUN}", "", True)["rows"]
+        waits.append(time.monotonic() - t)
+        assert slow.is_alive(), "the slow conversion ended first: the test proves nothing"
+    slow.join(300)
+    assert max(waits) < 3.0, waits
+
+
+def test_an_analysis_too_large_to_keep_converts_once_per_page_load(logdir, monkeypatch):
+    from tb_roofline.model import roofline
+    from tb_roofline.readers import parallel
+    calls = {"read": 0, "analyze": 0}
+    real_read, real_analyze = parallel.read_files, roofline.analyze
+
+    def read(jobs, *a, **k):
+        calls["read"] += len(jobs)
+        return real_read(jobs, *a, **k)
+
+    def analyze(*a, **k):
+        calls["analyze"] += 1
+        return real_analyze(*a, **k)
+    monkeypatch.setattr(parallel, "read_files", read)
+    monkeypatch.setattr(roofline, "analyze", analyze)
+    monkeypatch.setenv("TB_ROOFLINE_MEMORY_CACHE_MB", "0.001")  # nothing fits
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    service = RooflineService(str(logdir))
+    first = _page_encoded(service) + [service.encoded("ops", RUN, "", True, name="fusion")]
+    assert calls == {"read": 1, "analyze": 1}
+    assert _page_encoded(service) == first[:4]
+    assert calls == {"read": 1, "analyze": 1}
