@@ -496,3 +496,25 @@ def test_an_analysis_too_large_to_keep_converts_once_per_page_load(logdir, monke
     assert calls == {"read": 1, "analyze": 1}
     assert _page_encoded(service) == first[:4]
     assert calls == {"read": 1, "analyze": 1}
+
+
+def test_key_locks_are_per_key_and_go_away():
+    from tb_roofline.serve.hosts import KeyLocks
+    locks = KeyLocks()
+    held, go = threading.Event(), threading.Event()
+
+    def hold_a():
+        with locks.hold(("host", "a")):
+            held.set()
+            go.wait(10)
+    t = threading.Thread(target=hold_a)
+    t.start()
+    held.wait(10)
+    started = time.monotonic()
+    for i in range(100):  # any other key: no wait (stripes would share a lock among 100)
+        with locks.hold(("host", f"b{i}")):
+            pass
+    assert time.monotonic() - started < 1.0
+    go.set()
+    t.join(10)
+    assert len(locks) == 0
