@@ -518,3 +518,43 @@ def test_key_locks_are_per_key_and_go_away():
     go.set()
     t.join(10)
     assert len(locks) == 0
+
+
+RSS_CONCURRENT_SCRIPT = r"""
+import json, resource, sys, threading
+from tb_roofline.serve.service import RooflineService
+service = RooflineService(sys.argv[1])
+service.list_runs()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+rows = []
+threads = [threading.Thread(target=lambda r=r: rows.append(
+    len(service.program(r, "", True)["rows"]))) for r in sys.argv[2:]]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"base": base, "peak": peak, "rows": rows}))
+"""
+
+
+def test_concurrent_bombs_take_the_memory_of_one(tmp_path):
+    """Four names bombs of ~8 MB of JSON each, requested at once under a budget that admits one:
+    the process's peak RSS grows by about one request's memory (~51 MB alone), not four
+    (~190 MB with the budget at 8 GB). Measured with the memory caches off (what they keep is
+    their own budget) and one malloc arena: glibc otherwise keeps what each request thread
+    freed in that thread's arena, whatever the order requests ran in (docs/design.md)."""
+    logdir = tmp_path / "logs"
+    runs = [f"bomb{i}" for i in range(4)]
+    for i, run in enumerate(runs):
+        _names_bomb(logdir / run / "w.pt.trace.json.gz", 200 + i)
+    env = dict(os.environ, TB_ROOFLINE_MEMORY_BUDGET_MB="60", TB_ROOFLINE_CACHE_DIR="off",
+               TB_ROOFLINE_MEMORY_CACHE_MB="0", MALLOC_ARENA_MAX="1",
+               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", RSS_CONCURRENT_SCRIPT, str(logdir), *runs],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(result["rows"]) == 4 and all(result["rows"])
+    grown = (result["peak"] - result["base"]) / 2**20
+    assert grown < 120, f"peak RSS grew by {grown:.0f} MB"  # one at a time: ~75 MB

@@ -143,15 +143,40 @@ def estimate_bytes(path: str, fmt: str, size: int) -> int:
     return int(data_bytes * MEMORY_PER_BYTE.get(fmt, 2.0))
 
 
+def _libc_trim():
+    try:
+        import ctypes
+        import ctypes.util
+        name = ctypes.util.find_library("c")
+        trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except (OSError, AttributeError, ImportError):
+        trim = None
+    return trim
+
+
+_TRIM = []
+
+
+def release_free_memory():
+    """Give the memory a big conversion freed back to the system (glibc keeps it per thread
+    otherwise: four big reads in four threads, one after another, held the peak of each)."""
+    if not _TRIM:
+        _TRIM.append(_libc_trim())
+    if _TRIM[0] is not None:
+        _TRIM[0](0)
+
+
 class ConversionBudget:
     """Bytes that conversions in flight may take together. `admit(n)` waits until `n` fits
-    (a conversion alone always fits); small conversions have a lane of their own."""
+    (a conversion alone always fits); small conversions have a lane of their own. Re-entrant:
+    a thread already admitted (for a whole request) is not counted again."""
 
     def __init__(self, total_bytes: int):
         self.total = total_bytes
         self.small = int(total_bytes * SMALL_LANE_SHARE)
         self.used = 0
         self._cond = threading.Condition()
+        self._mine = threading.local()
 
     def describe(self) -> str:
         return (f"the memory budget of {self.total / 2**20:.0f} MB "
@@ -160,19 +185,22 @@ class ConversionBudget:
     @contextlib.contextmanager
     def admit(self, need: int):
         need = min(need, self.total)
-        lane = need <= self.small
-        if not lane:
-            with self._cond:
-                while self.used and self.used + need > self.total:
-                    self._cond.wait()
-                self.used += need
+        if getattr(self._mine, "held", False) or need <= self.small:
+            yield
+            return
+        with self._cond:
+            while self.used and self.used + need > self.total:
+                self._cond.wait()
+            self.used += need
+        self._mine.held = True
         try:
             yield
         finally:
-            if not lane:
-                with self._cond:
-                    self.used -= need
-                    self._cond.notify_all()
+            self._mine.held = False
+            with self._cond:
+                self.used -= need
+                self._cond.notify_all()
+            release_free_memory()
 
 
 class HostReader:
@@ -200,6 +228,21 @@ class HostReader:
                 self.cache.put(hostfile.path, entry, approx_size(data))
                 return entry
         return None
+
+    def pending_bytes(self, run, files: list) -> int:
+        """The estimated memory of reading those of `files` not in the memory cache (what a
+        request admits for its whole conversion: read, analysis and answer)."""
+        total = 0
+        for f in files:
+            try:
+                sig = file_signature(f)
+            except errors.NotFoundError:
+                continue
+            cached = self.cache.get(f.path)
+            if cached is None or not cached.valid_for(sig):
+                need = estimate_bytes(f.path, run.format, sig[1])
+                total += need if need <= self.budget.total else 0  # refused at once
+        return min(total, self.budget.total)
 
     def read(self, run, files: list) -> list:
         """A `HostEntry` per file (its ProfileData or the public error reading it gave). Files

@@ -198,33 +198,40 @@ class RooflineService:
         cached = self._cached_analysis(key, sigs)
         if cached is not None:
             return cached
-        with self._locks.hold(("analysis",) + key):
+        # Memory before the lock (answer lock, budget, analysis lock, host locks: one order).
+        with self.hosts_reader.budget.admit(self.hosts_reader.pending_bytes(run, files)), \
+                self._locks.hold(("analysis",) + key):
             cached = self._cached_analysis(key, sigs)
             if cached is not None:
                 return cached
-            profiles, extra = [], list(inputs.extra)
-            entries = self.hosts_reader.read(run, files)
-            for f, entry in zip(files, entries):
-                try:
-                    profiles.append(self._with_device_file(f, entry.result()))
-                except (errors.BadProfileError, errors.ProfileIncompletePublicError,
-                        errors.TooLargeError) as exc:
-                    if len(files) == 1:
-                        raise
-                    extra.append(Diagnostic("error", exc.code, f"host {f.host!r} skipped: {exc}"))
-            if not profiles:
-                raise errors.BadProfileError(
-                    f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra))
-            result = roofline.analyze(profiles, host_label=files[0].host if len(files) == 1 else ALL_HOSTS)
-            result.diagnostics = extra + result.diagnostics
-            complete = not extra
-            # Replaces an older version's; sized once, here. Too large to keep: held on its
-            # own for a page load's requests, so they convert it once.
-            if not self._analysis_cache.put(key, (sigs, result, complete), approx_size(result)):
-                with self._oversize_lock:
-                    self._oversize = (key, (sigs, result, complete),
-                                      time.monotonic() + OVERSIZE_HOLD_S)
-            return result, complete
+            return self._analyse(inputs, key)
+
+    def _analyse(self, inputs: _Inputs, key):
+        """Read the files (cached), apply device files, run the model, keep the analysis."""
+        run, files, sigs = inputs.run, inputs.files, inputs.signatures
+        profiles, extra = [], list(inputs.extra)
+        entries = self.hosts_reader.read(run, files)
+        for f, entry in zip(files, entries):
+            try:
+                profiles.append(self._with_device_file(f, entry.result()))
+            except (errors.BadProfileError, errors.ProfileIncompletePublicError,
+                    errors.TooLargeError) as exc:
+                if len(files) == 1:
+                    raise
+                extra.append(Diagnostic("error", exc.code, f"host {f.host!r} skipped: {exc}"))
+        if not profiles:
+            raise errors.BadProfileError(
+                f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra))
+        result = roofline.analyze(profiles, host_label=files[0].host if len(files) == 1 else ALL_HOSTS)
+        result.diagnostics = extra + result.diagnostics
+        complete = not extra
+        # Replaces an older version's; sized once, here. Too large to keep: held on its
+        # own for a page load's requests, so they convert it once.
+        if not self._analysis_cache.put(key, (sigs, result, complete), approx_size(result)):
+            with self._oversize_lock:
+                self._oversize = (key, (sigs, result, complete),
+                                  time.monotonic() + OVERSIZE_HOLD_S)
+        return result, complete
 
     def _cached_analysis(self, key, sigs):
         cached = self._analysis_cache.get(key)
@@ -295,10 +302,13 @@ class RooflineService:
             stored = self.disk_cache.get(disk_key) if disk_key else None
             if isinstance(stored, tuple) and len(stored) == 2 and isinstance(stored[0], bytes):
                 body, zipped = stored
-            else:
-                a, complete = self._analysis_entry(inputs)
-                body = json.dumps(answer_of(a, run, host, **params), allow_nan=False,
-                                  separators=(",", ":")).encode()
+            else:  # the whole conversion (read, analysis, answer) within the memory budget
+                with self.hosts_reader.budget.admit(
+                        self.hosts_reader.pending_bytes(inputs.run, inputs.files)):
+                    a, complete = self._analysis_entry(inputs)
+                    body = json.dumps(answer_of(a, run, host, **params), allow_nan=False,
+                                      separators=(",", ":")).encode()
+                    del a
                 zipped = bool(accept_gzip) and len(body) >= GZIP_MIN_BYTES
                 if zipped:
                     body = gzip.compress(body, GZIP_LEVEL, mtime=0)
