@@ -558,3 +558,31 @@ def test_concurrent_bombs_take_the_memory_of_one(tmp_path):
     assert len(result["rows"]) == 4 and all(result["rows"])
     grown = (result["peak"] - result["base"]) / 2**20
     assert grown < 120, f"peak RSS grew by {grown:.0f} MB"  # one at a time: ~75 MB
+
+
+def test_through_a_real_tensorboard_forged_cache_and_deep_json(tmp_path, monkeypatch):
+    """The held-out checks' way: a TensorBoard serving a run whose cache entries are forged
+    (served from the profile) and a run whose device file nests 1,000 levels (a 422 JSON)."""
+    from tb_server import get, tensorboard
+    logdir = _cpu_logdir(tmp_path)
+    (logdir / "mlp" / "roofline_device.json").write_text("[" * 1000)
+    write_tpu_session(str(logdir / "tpu"), "", RUN, [SynthConfig(seed=1)])
+    _age_all(logdir)
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", str(cache_dir))
+    service = RooflineService(str(logdir))
+    tpu_run = "tpu/" + RUN
+    expected = service.program(tpu_run, "", True)
+    for entry in cache_dir.glob("*" + disk_cache.SUFFIX):
+        entry.write_bytes(_forged_entry(entry.name, (b'{"forged":1}', False), b"z" * 32))
+    api = "/data/plugin/roofline"
+    with tensorboard(str(logdir)) as base:
+        status, _, body = get(f"{base}{api}/program?run={tpu_run}")
+        assert status == 200 and json.loads(body) == expected
+        mlp = next(r["run"] for r in json.loads(get(f"{base}{api}/runs")[2])["runs"]
+                   if r["run"].startswith("mlp"))
+        for route in ("/program", "/ops", "/guidance", "/compare"):
+            status, _, body = get(f"{base}{api}{_query(route, mlp)}")
+            error = json.loads(body)["error"]
+            assert status == 422 and error["code"] == "bad_device_file", (route, body[:300])
+            assert "nested" in error["message"]
