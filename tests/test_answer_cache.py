@@ -12,7 +12,7 @@ import pytest
 from werkzeug.test import Client
 
 from tb_roofline import errors, readers
-from tb_roofline.serve import service as service_module
+from tb_roofline.serve import hosts as service_module
 from tb_roofline.serve.plugin import RooflinePlugin
 from tb_roofline.serve.service import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session

@@ -18,6 +18,10 @@ from tensorboard import errors as tb_errors
 from fuzz_profiles import XPLANE, damaged_kineto, damaged_xspace, xspace_bases
 
 N = int(os.environ.get("TB_ROOFLINE_FUZZ_SEEDS", "300"))
+# Fresh seeds each hardening round (issue 17: from 17,000), besides the first N: a fixed
+# range would only ever find what it found once. TB_ROOFLINE_FUZZ_SEED_BASE moves them.
+NEW_SEED_BASE = int(os.environ.get("TB_ROOFLINE_FUZZ_SEED_BASE", "17000"))
+SEEDS = list(range(N)) + list(range(NEW_SEED_BASE, NEW_SEED_BASE + N // 3))
 TIME_LIMIT_S = 10.0
 SESSION = "2026_01_01_00_00_00"
 
@@ -89,7 +93,7 @@ def _fuzz(tmp_path, cases, service_kw=None):
 def test_damaged_xspace_files(tmp_path, base):
     data = xspace_bases()[base]
     cases = [(f"x_{base}_{seed}", XPLANE, damaged_xspace(seed, base, data))
-             for seed in range(N)]
+             for seed in SEEDS]
     outcomes = _fuzz(tmp_path, cases)
     assert outcomes.get("ok") and outcomes.get("bad_profile"), outcomes
 
@@ -99,7 +103,7 @@ def test_damaged_kineto_files(tmp_path, monkeypatch):
     monkeypatch.setenv("TB_ROOFLINE_MAX_EVENTS", "200000")  # bombs stop early (see the
     # default limits in test_hostile_inputs.py::test_default_limits_bound_the_memory_of_a_bomb)
     cases = []
-    for seed in range(N // 2):
+    for seed in SEEDS[: N // 2] + SEEDS[N:N + N // 6]:
         suffix, data = damaged_kineto(seed, DOCS, _mutate_doc)
         cases.append((f"k_{seed}", suffix, data))
     outcomes = _fuzz(tmp_path, cases, {"max_file_mb": 64})

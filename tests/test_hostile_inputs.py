@@ -170,7 +170,7 @@ def test_a_failed_read_is_not_repeated_until_the_file_changes(tmp_path, monkeypa
 
 def test_running_out_of_memory_is_a_413_and_the_server_keeps_serving(tmp_path, monkeypatch):
     from tb_roofline.readers import kineto
-    from tb_roofline.serve import service as service_module
+    from tb_roofline.serve import hosts as service_module
     from tb_roofline.serve.service import RooflineService
     text = _kineto_text()
     logdir = _logdir_with(tmp_path, {"big": ("w.pt.trace.json", text),
@@ -631,7 +631,7 @@ def test_csv_cells_are_never_formulas():
     import csv
     import io
 
-    from tb_roofline.serve.service import csv_cell, to_csv
+    from tb_roofline.serve.export import csv_cell, to_csv
     for value, expected in CSV_CASES:
         assert csv_cell(value) == expected, value
     text = to_csv(["a", "b"], [[v, "x"] for v, _ in CSV_CASES])

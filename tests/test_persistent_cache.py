@@ -71,7 +71,7 @@ def test_restart_answers_from_the_cache_and_never_writes_the_logdir(logdir, cach
     first = RooflineService(str(logdir))
     runs = [r["run"] for r in first.list_runs()["runs"]]
     expected = _answers(first, runs)
-    assert len(list(cache_dir.glob("*.pkl"))) == 3  # one per host file
+    assert len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) == 3  # one per host file
     assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
     assert _tree(logdir) == before
     for path in logdir.rglob("*.xplane.pb"):
@@ -92,10 +92,10 @@ def test_changed_file_or_code_is_a_miss(logdir, cache_dir, monkeypatch):
     write_tpu_session(str(logdir), "", RUN, [SynthConfig(seed=7)])
     _age_all(logdir, 30)
     assert RooflineService(str(logdir)).program(RUN, "", True) != old
-    entries = len(list(cache_dir.glob("*.pkl")))
+    entries = len(list(cache_dir.glob("*" + disk_cache.SUFFIX)))
     monkeypatch.setattr(disk_cache, "code_digest", lambda *paths: "other code")
     RooflineService(str(logdir)).program(RUN, "", True)
-    assert len(list(cache_dir.glob("*.pkl"))) == entries + 1
+    assert len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) == entries + 1
 
 
 def test_code_digest_covers_the_reader_sources():
@@ -118,7 +118,7 @@ def test_page_load_answers_survive_a_restart_without_the_profile(logdir, cache_d
                 for kind, params in kinds.items()}
     assert all(zipped for body, zipped in expected.values() if len(body) > 1024)
     cache = first.disk_cache
-    for entry in cache_dir.glob("*.pkl"):  # drop the converted profiles, keep the answers
+    for entry in cache_dir.glob("*" + disk_cache.SUFFIX):  # drop the converted profiles, keep the answers
         if isinstance(cache.get(entry.stem), ProfileData):
             entry.unlink()
     for path in logdir.rglob("*.xplane.pb"):
@@ -132,26 +132,33 @@ def test_page_load_answers_survive_a_restart_without_the_profile(logdir, cache_d
 
 def test_corrupt_or_truncated_entries_are_replaced(logdir, cache_dir):
     expected = RooflineService(str(logdir)).program(RUN, "", True)
-    entry = next(cache_dir.glob("*.pkl"))
+    entry = next(cache_dir.glob("*" + disk_cache.SUFFIX))
     good = entry.read_bytes()
     for bad in (good[: len(good) // 2], good[:-1] + bytes([good[-1] ^ 1]), b"", b"junk"):
-        for p in cache_dir.glob("*.pkl"):
+        for p in cache_dir.glob("*" + disk_cache.SUFFIX):
             p.write_bytes(bad)
         assert RooflineService(str(logdir)).program(RUN, "", True) == expected
-        assert all(DiskCache._decode(p.read_bytes()) is not None for p in cache_dir.glob("*.pkl"))
+        cache = DiskCache(str(cache_dir), max_bytes=1 << 30)
+        assert all(cache.get(p.stem) is not None for p in cache_dir.glob("*" + disk_cache.SUFFIX))
 
 
 def test_lru_eviction_keeps_the_cap(tmp_path):
-    cache = DiskCache(str(tmp_path), max_bytes=3 * 1100)
+    probe = DiskCache(str(tmp_path / "probe"), max_bytes=1 << 20)
+    (tmp_path / "probe").mkdir(mode=0o700)
+    assert probe.put("p", b"x" * 1000)
+    entry = (tmp_path / "probe" / ("p" + disk_cache.SUFFIX)).stat().st_size  # 1000 + framing
+    cache = DiskCache(str(tmp_path / "c"), max_bytes=3 * entry + entry // 2)
+    tmp_path = tmp_path / "c"
+    tmp_path.mkdir(mode=0o700)
     for name in "abc":
         assert cache.put(name, b"x" * 1000)
         time.sleep(0.02)
     assert cache.get("a") == b"x" * 1000  # used: now the most recent
     time.sleep(0.02)
     cache.put("d", b"x" * 1000)
-    assert sorted(p.stem for p in tmp_path.glob("*.pkl")) == ["a", "c", "d"]
+    assert sorted(p.stem for p in tmp_path.glob("*" + disk_cache.SUFFIX)) == ["a", "c", "d"]
     assert not cache.put("huge", b"x" * 10_000)  # larger than the whole cache
-    assert sum(p.stat().st_size for p in tmp_path.glob("*.pkl")) <= cache.max_bytes
+    assert sum(p.stat().st_size for p in tmp_path.glob("*" + disk_cache.SUFFIX)) <= cache.max_bytes
 
 
 def test_settings(tmp_path, logdir, monkeypatch):
@@ -178,7 +185,7 @@ def test_settings(tmp_path, logdir, monkeypatch):
 def _two_entries_mb(cache_dir) -> str:
     """A cap that holds two of the three entries (eviction then races reads and writes);
     empties the directory."""
-    sizes = sorted(p.stat().st_size for p in cache_dir.glob("*.pkl"))
+    sizes = sorted(p.stat().st_size for p in cache_dir.glob("*" + disk_cache.SUFFIX))
     assert len(sizes) == 3
     shutil.rmtree(cache_dir)
     return str((sizes[-1] + sizes[-2] + sizes[0] // 2) / 2**20)
@@ -202,7 +209,7 @@ def test_two_services_share_the_directory(logdir, cache_dir, monkeypatch):
         for run, answer in pool.map(work, range(36)):
             assert answer == expected[run]
     assert not list(cache_dir.glob(".tmp-*"))
-    assert len(list(cache_dir.glob("*.pkl"))) == 2
+    assert len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) == 2
 
 
 WORKER = r"""
@@ -230,7 +237,7 @@ def test_two_processes_share_the_directory(logdir, cache_dir):
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outputs]
     for out, _ in outputs:
         assert json.loads(out) == json.loads(json.dumps(expected, sort_keys=True))
-    assert not list(cache_dir.glob(".tmp-*")) and len(list(cache_dir.glob("*.pkl"))) == 2
+    assert not list(cache_dir.glob(".tmp-*")) and len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) == 2
 
 
 def test_tensorboard_restart_answers_from_the_cache(tmp_path, cache_dir):
@@ -242,7 +249,7 @@ def test_tensorboard_restart_answers_from_the_cache(tmp_path, cache_dir):
     with tensorboard(str(logdir)) as base:
         first = {run: get(base + api + run)[2] for run in runs}
     assert all(json.loads(body)["rows"] for body in first.values())
-    assert len(list(cache_dir.glob("*.pkl"))) >= 3
+    assert len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) >= 3
     assert _tree(logdir) == before
     for path in logdir.rglob("*.xplane.pb"):
         _spoil_keeping_identity(path)

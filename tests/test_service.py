@@ -262,7 +262,8 @@ def test_deleted_host_file_leaves_the_others(logdir):
 
 
 def test_bad_size_limit_variable_falls_back(logdir, monkeypatch):
-    from tb_roofline.serve.service import DEFAULT_MAX_FILE_MB
+    from tb_roofline import settings
+    DEFAULT_MAX_FILE_MB = settings.MAX_FILE_MB.default
     monkeypatch.setenv("TB_ROOFLINE_MAX_FILE_MB", "lots")
     assert RooflineService(str(logdir)).max_file_bytes == DEFAULT_MAX_FILE_MB * (1 << 20)
     monkeypatch.setenv("TB_ROOFLINE_MAX_FILE_MB", "0.5")

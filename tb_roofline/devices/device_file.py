@@ -38,12 +38,12 @@ import posixpath
 import re
 import tempfile
 
-from tb_roofline import storage
+from tb_roofline import settings, storage
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.devices.datasheets import PRECISIONS
 
 FILE_NAME = "roofline_device.json"
-ENV_VAR = "TB_ROOFLINE_DEVICE_FILE"
+ENV_VAR = settings.DEVICE_FILE
 FORMAT_KEY = "tb_roofline_device_file"
 FORMAT_VERSION = 1
 KINDS = ("cpu", "gpu", "tpu", "unknown")
@@ -60,22 +60,65 @@ PEAKS_UNKNOWN_MESSAGE = (
 
 
 class DeviceFileError(ValueError):
-    """A device file that cannot be used; the message names the file and the offending field."""
+    """A device file that cannot be used; the message names the file and the offending field,
+    never the file's values or unknown key names (the path may be a symlink to any JSON)."""
+
+
+MAX_JSON_DEPTH = 32  # a device or workload file nests 4 levels; 1,000 `[` must not recurse
+KNOWN_MEMORY_IDS = frozenset({"hbm", "dram", "l1", "l2", "l3", "shared", "host", "interconnect",
+                              "cmem_read", "cmem_write", "vmem_read", "vmem_write", "vmem",
+                              "cmem", "sram", "mcdram"})
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON text (strings skipped)."""
+    depth = deepest = 0
+    for c in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json_file(text: str, where: str, error=ValueError):
+    """JSON of a small settings file with its nesting bounded: `error(message)` names `where`
+    and the problem (never the text)."""
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise error(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} "
+                    f"column {exc.colno}") from None
+    except RecursionError:
+        raise error(f"{where}: nested too deeply") from None
+
+
+def _kind_of(value) -> str:
+    """What a JSON value is, without its text."""
+    return {bool: "true/false", str: "a string", list: "a list", dict: "an object",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def _unknown(keys) -> str:
+    return f"{len(keys)} unknown key(s)"
 
 
 def _positive(value, where: str, unit: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DeviceFileError(f"{where}: must be a number of {unit}, got {value!r}")
+        raise DeviceFileError(f"{where}: must be a number of {unit}, not {_kind_of(value)}")
     if not math.isfinite(value) or value <= 0:
-        raise DeviceFileError(f"{where}: must be a positive finite number of {unit}, "
-                              f"got {value!r}")
+        raise DeviceFileError(f"{where}: must be a positive finite number of {unit}")
     return float(value)
 
 
 def _source(value, where: str) -> str:
     if value not in SOURCES:
-        raise DeviceFileError(f"{where}: source must be one of {', '.join(SOURCES)}, "
-                              f"got {value!r}")
+        raise DeviceFileError(f"{where}: source must be one of {', '.join(SOURCES)}")
     return value
 
 
@@ -85,20 +128,19 @@ def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
         raise DeviceFileError(f"{origin}: the top level must be a JSON object")
     unknown = sorted(set(data) - set(TOP_KEYS))
     if unknown:
-        raise DeviceFileError(f"{origin}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                              f"allowed: {', '.join(TOP_KEYS)}")
+        raise DeviceFileError(f"{origin}: {_unknown(unknown)}; allowed: {', '.join(TOP_KEYS)}")
     if FORMAT_KEY in data and data[FORMAT_KEY] != FORMAT_VERSION:
-        raise DeviceFileError(f"{origin}: {FORMAT_KEY} is {data[FORMAT_KEY]!r}; this version "
+        raise DeviceFileError(f"{origin}: {FORMAT_KEY} is not {FORMAT_VERSION}; this version "
                               f"of tb-roofline reads format {FORMAT_VERSION}")
     kind = data.get("kind")
     if kind not in KINDS:
-        raise DeviceFileError(f"{origin}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise DeviceFileError(f"{origin}: kind must be one of {', '.join(KINDS)}")
     dtype = data.get("type", kind.upper() if kind != "unknown" else "Device")
     if not isinstance(dtype, str) or not dtype.strip():
         raise DeviceFileError(f"{origin}: type must be a non-empty string")
     num_cores = data.get("num_cores", 1)
     if isinstance(num_cores, bool) or not isinstance(num_cores, int) or num_cores < 1:
-        raise DeviceFileError(f"{origin}: num_cores must be an integer >= 1, got {num_cores!r}")
+        raise DeviceFileError(f"{origin}: num_cores must be an integer >= 1")
     default_source = _source(data.get("source", "user"), f"{origin}: source")
     for key in ("notes",):
         if key in data and not isinstance(data[key], str):
@@ -110,17 +152,16 @@ def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
     if not isinstance(compute_in, dict):
         raise DeviceFileError(f"{origin}: compute must be an object of precision -> GFLOP/s")
     compute = []
-    for prec, entry in compute_in.items():
+    for i, (prec, entry) in enumerate(compute_in.items()):
+        if prec not in COMPUTE_PRECISIONS:  # not named: the file's own text is never quoted
+            raise DeviceFileError(f"{origin}: compute entry {i + 1}: unknown precision; use "
+                                  f"one of {', '.join(COMPUTE_PRECISIONS)}")
         where = f"{origin}: compute.{prec}"
-        if prec not in COMPUTE_PRECISIONS:
-            raise DeviceFileError(f"{where}: unknown precision; use one of "
-                                  f"{', '.join(COMPUTE_PRECISIONS)}")
         src = default_source
         if isinstance(entry, dict):
             extra = sorted(set(entry) - {"gflops", "source"})
             if extra:
-                raise DeviceFileError(f"{where}: unknown key(s) {', '.join(map(repr, extra))}; "
-                                      "allowed: gflops, source")
+                raise DeviceFileError(f"{where}: {_unknown(extra)}; allowed: gflops, source")
             if "gflops" not in entry:
                 raise DeviceFileError(f"{where}: missing gflops")
             src = _source(entry.get("source", default_source), where)
@@ -131,17 +172,18 @@ def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
     if not isinstance(memories_in, dict):
         raise DeviceFileError(f"{origin}: memories must be an object of memory id -> GB/s")
     memories = []
-    for mid, entry in memories_in.items():
-        where = f"{origin}: memories.{mid}"
+    for i, (mid, entry) in enumerate(memories_in.items()):
         if not _MEMORY_ID.match(str(mid)):
-            raise DeviceFileError(f"{where}: a memory id is lower-case letters, digits and _")
+            raise DeviceFileError(f"{origin}: memories entry {i + 1}: a memory id is "
+                                  "lower-case letters, digits and _")
+        # A memory id is named when it is one tb-roofline knows, else by its position.
+        where = f"{origin}: memories." + (mid if mid in KNOWN_MEMORY_IDS else f"entry {i + 1}")
         default_name = ("DRAM" if kind == "cpu" else "HBM") if mid == "hbm" else mid.upper()
         name, src = default_name, default_source
         if isinstance(entry, dict):
             extra = sorted(set(entry) - {"gbs", "name", "source"})
             if extra:
-                raise DeviceFileError(f"{where}: unknown key(s) {', '.join(map(repr, extra))}; "
-                                      "allowed: gbs, name, source")
+                raise DeviceFileError(f"{where}: {_unknown(extra)}; allowed: gbs, name, source")
             if "gbs" not in entry:
                 raise DeviceFileError(f"{where}: missing gbs")
             name = entry.get("name", default_name)
@@ -159,7 +201,7 @@ def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
     default = data.get("default_precision")
     if default is not None:
         if not any(c.precision == default for c in compute):
-            raise DeviceFileError(f"{origin}: default_precision {default!r} is not one of the "
+            raise DeviceFileError(f"{origin}: default_precision is not one of the "
                                   "compute entries")
         compute.sort(key=lambda c: c.precision != default)  # stable: the default first
     return DeviceInfo(type=dtype.strip(), kind=kind, num_cores=num_cores, compute=compute,
@@ -180,11 +222,7 @@ def load_device_file(path: str) -> DeviceInfo:
         raise DeviceFileError(f"{path}: cannot read device file: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise DeviceFileError(f"{path}: not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DeviceFileError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} "
-                              f"column {exc.colno}") from None
+    data = parse_json_file(text, path, DeviceFileError)
     return device_from_dict(data, origin=name if os.path.dirname(path) == "" else path)
 
 
@@ -270,7 +308,7 @@ def find_device_file(profile_path: str, logdir: str | None, environ=None,
         found = _find_local(profile_path, logdir)
     if found:
         return found
-    env_path = environ.get(ENV_VAR, "").strip()
+    env_path = settings.text(ENV_VAR, environ)
     if env_path:
         exists = _remote_isfile(env_path) if storage.is_remote(env_path) else os.path.isfile(env_path)
         if not exists:

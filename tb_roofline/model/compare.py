@@ -15,7 +15,7 @@ import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.matching import Matching, MatchKeys, match
-from tb_roofline.model.records import RecordTable, div, json_rows
+from tb_roofline.model.records import RecordTable, div, json_rows, scope_record_type
 
 # Per side (prefixed `base_` and `cand_`); a pair's sides always share their program.
 _COMMON = ("occurrences", "total_time_us", "flops", "bytes", "flop_rate",
@@ -158,7 +158,7 @@ def _pair_program(base: Side, cand: Side) -> PairTable:
     by position), steps by position; for a step scope, the two chosen steps."""
     b, c = base.program.columns, cand.program.columns
     pairs: list[tuple[int, int, str]] = []
-    if base.scope != cand.scope or base.scope not in ("Total", "Average"):
+    if base.scope != cand.scope or scope_record_type(base.scope) == "step":
         pairs.append((scope_record(b, base.scope), scope_record(c, cand.scope), "scope"))
     else:
         for kind in ("total", "total_hw", "average"):
@@ -184,7 +184,7 @@ def _find(cols: dict, column: str, value) -> int:
 def scope_record(cols: dict, scope: str) -> int:
     """The program record of a scope: the Total, the Average or the step so labelled (-1)."""
     kinds, steps = cols["record_type"].tolist(), cols["step"].tolist()
-    want = {"Total": "total", "Average": "average"}.get(scope, "step")
+    want = scope_record_type(scope)
     for i, (k, s) in enumerate(zip(kinds, steps)):
         if k == want and (want != "step" or s == scope):
             return i
@@ -215,7 +215,7 @@ def _by_position(ib: list, ic: list, names_b, names_c, rule: str) -> list:
 def _scope_pair(program: PairTable, scope: str):
     """The program pair whose time the summary explains: Total, Average, or the chosen steps."""
     cols = program.columns
-    want = {"Total": "total", "Average": "average"}.get(scope)
+    want = scope_record_type(scope)
     for i in range(len(program)):
         if cols["match_rule"][i] == "scope" or cols["base_record_type"][i] == want:
             if cols["status"][i] == MATCHED:

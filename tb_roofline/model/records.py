@@ -75,9 +75,26 @@ class RecordTable:
         return [dict(zip(RECORD_COLUMNS, r)) for r in self.rows()]
 
 
+TOTAL, AVERAGE = "Total", "Average"  # the scopes that are not one step's label
+SCOPE_RECORD_TYPES = {TOTAL: "total", AVERAGE: "average"}
+
+
+def scope_record_type(scope: str) -> str:
+    """The program record type of a scope: `Total` -> total, `Average` -> average, a step's
+    label -> step (the one mapping from scope names to records)."""
+    return SCOPE_RECORD_TYPES.get(scope, "step")
+
+
 def json_rows(columns: dict, names) -> list[list]:
-    """Rows of the named numpy columns for JSON: Python values, NaN/inf as None, and "" as None
-    in caveat columns (`caveat`, `base_caveat`, ...)."""
+    """Rows of the named numpy columns for JSON (see `json_columns`)."""
+    cols = json_columns(columns, names)
+    return [list(r) for r in zip(*cols)] if cols and len(cols[0]) else []
+
+
+def json_columns(columns: dict, names) -> list[list]:
+    """The named numpy columns as lists for JSON: Python values, NaN/inf as None, and "" as
+    None in caveat columns (`caveat`, `base_caveat`, ...). The one NaN-to-null rule of every
+    answer (record rows here, the columnar answers of serve/answers.py)."""
     cols = []
     for name in names:
         arr = columns[name]
@@ -93,7 +110,7 @@ def json_rows(columns: dict, names) -> list[list]:
             cols.append([v or None for v in arr.tolist()])
         else:
             cols.append(arr.tolist())
-    return [list(r) for r in zip(*cols)] if cols and len(cols[0]) else []
+    return cols
 
 
 def resources(device: DeviceInfo):

@@ -20,7 +20,7 @@ from tb_roofline.model import steps as steps_model
 from tb_roofline.model.op_table import COST_COLUMNS, OpTable, distinct, factorize
 from tb_roofline.model.records import (RECORD_COLUMNS, SUM_COLUMNS, RecordTable, build_records,
                                        compute_roof, div, potential_time_saved,
-                                       unknown_bytes)
+                                       scope_record_type, unknown_bytes)
 
 CONTAINER_CAVEAT = "container"
 
@@ -36,7 +36,6 @@ class Analysis:
     has_hw_counters: bool = False
     views: dict = dataclasses.field(default_factory=dict)  # "kernel", "kernel_hw" -> {io: table}
     facts: "timeline_facts.Facts | None" = None  # timeline facts for the guidance rules
-    derived: dict = dataclasses.field(default_factory=dict)  # answers cached by the service
     scope: "ScopeSource | None" = None  # what op records of one step need (scoped_op_records)
 
 
@@ -84,13 +83,14 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
     key = (scope, include_io, view, split_by)
     if key in src.cache:
         return src.cache[key]
-    if scope == "Total" and not split_by:  # the records the analysis already has
+    kind = scope_record_type(scope)
+    if kind == "total" and not split_by:  # the records the analysis already has
         return analysis.ops[include_io] if view == "op" else analysis.views[view][include_io]
     table, row_step = src.tables[view], src.row_steps(view)
     n_steps = len(src.step_labels)
-    if scope == "Total":
+    if kind == "total":
         mask, denominator = None, src.span_ps[include_io]
-    elif scope == "Average":
+    elif kind == "average":
         mask, denominator = row_step >= 0, float(src.step_ps[include_io].sum())
     else:
         i = src.step_labels.index(scope)  # the caller checks the label
@@ -99,7 +99,7 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
         table = table.select(mask)
     rec = op_records(table, key_sums(table, analysis.device), analysis.device, src.num_cores,
                      src.host_label, include_io, denominator, split_by=split_by)
-    if scope == "Average" and n_steps:
+    if kind == "average" and n_steps:
         for c in EXTENSIVE_COLUMNS:
             rec.columns[c] = rec.columns[c] / n_steps
         rec.columns["potential_time_saved_us"] = potential_time_saved(

@@ -8,35 +8,20 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import logging
-import os
 import sys
 import threading
 
 import numpy as np
 
-MEMORY_ENV = "TB_ROOFLINE_MEMORY_CACHE_MB"
-DEFAULT_MEMORY_MB = 2048
+from tb_roofline import settings
+
 MEMORY_SHARES = {"profiles": 0.35, "analyses": 0.45, "answers": 0.20}
 MIN_ENTRY_BYTES = 4096  # what an entry costs at least (keys, dicts, small objects)
 
 
 def memory_budget_bytes(kind: str, environ=None) -> int:
-    """This cache's share of TB_ROOFLINE_MEMORY_CACHE_MB (a bad value falls back to the
-    default: a typo must not stop TensorBoard from loading the plugin)."""
-    environ = os.environ if environ is None else environ
-    value = environ.get(MEMORY_ENV, "")
-    total = DEFAULT_MEMORY_MB
-    if value:
-        try:
-            total = float(value)
-            if total < 0:
-                raise ValueError(value)
-        except ValueError:
-            logging.getLogger(__name__).warning("%s=%r is not a size in MB; using %d",
-                                                MEMORY_ENV, value, DEFAULT_MEMORY_MB)
-            total = DEFAULT_MEMORY_MB
-    return int(total * MEMORY_SHARES[kind] * (1 << 20))
+    """This cache's share of TB_ROOFLINE_MEMORY_CACHE_MB (tb_roofline/settings.py)."""
+    return int(settings.mb(settings.MEMORY_CACHE_MB, environ) * MEMORY_SHARES[kind])
 
 
 class ByteLRU:
@@ -57,19 +42,21 @@ class ByteLRU:
             self._items.move_to_end(key)
             return item[0]
 
-    def put(self, key, value, size: int):
+    def put(self, key, value, size: int) -> bool:
+        """Keep `value` (False: larger than the whole budget, not kept)."""
         size = max(int(size), MIN_ENTRY_BYTES)
         with self._lock:
             old = self._items.pop(key, None)
             if old is not None:
                 self.bytes -= old[1]
             if size > self.max_bytes:
-                return
+                return False
             self._items[key] = (value, size)
             self.bytes += size
             while self.bytes > self.max_bytes:
                 _, (_, dropped) = self._items.popitem(last=False)
                 self.bytes -= dropped
+            return True
 
     def pop(self, key):
         with self._lock:

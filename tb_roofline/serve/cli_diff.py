@@ -20,6 +20,7 @@ import sys
 from tensorboard import errors as tb_errors
 
 from tb_roofline.serve import compare_api
+from tb_roofline.serve.cli_format import _fmt, _table
 from tb_roofline.serve.discovery import KINETO_SUFFIXES, PROFILE_DIR, XPLANE_SUFFIX
 from tb_roofline.serve.service import RooflineService
 
@@ -249,7 +250,6 @@ def _record(r: dict, side: str):
 
 
 def _table_report(cmp, base, cand, gate, args) -> str:
-    from tb_roofline.serve.cli import _fmt, _table
     s = cmp.summary
     lines = []
     for label, side in (("Base", base), ("Candidate", cand)):

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
-
 from tb_roofline import errors
 from tb_roofline.model.compare import PairTable, Side, compare
+from tb_roofline.model.records import AVERAGE, TOTAL
 from tb_roofline.model.roofline import scoped_op_records
+from tb_roofline.serve import answers
+from tb_roofline.serve.answers import SIGNIFICANT_DIGITS, columnar, round_significant  # noqa: F401
 from tb_roofline.serve.discovery import ALL_HOSTS
 
 LEVELS = ("op", "program")
-SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full precision)
+SIDES = ("base_", "cand_")  # a pair's column prefixes: the filters match either side
 CACHE_SIZE = 8
 
 
@@ -47,15 +48,15 @@ def resolve_scopes(base_analysis, cand_analysis, base_step, step):
     step = step if step not in (None, "") else base_step
     scopes = []
     for which, analysis, value in (("base", base_analysis, base_step), ("run", cand_analysis, step)):
-        scope = value if value not in (None, "") else "Total"
+        scope = value if value not in (None, "") else TOTAL
         labels = analysis.scope.step_labels
-        if scope != "Total" and not labels:
-            raise errors.NotFoundError(f"{which} has no complete steps: only step=Total is "
+        if scope != TOTAL and not labels:
+            raise errors.NotFoundError(f"{which} has no complete steps: only step={TOTAL} is "
                                        f"possible, not {scope!r}")
-        if scope not in ("Total", "Average") and scope not in labels:
+        if scope not in (TOTAL, AVERAGE) and scope not in labels:
             shown = ", ".join(labels[:20]) + (" ..." if len(labels) > 20 else "")
-            raise errors.NotFoundError(f"unknown step {scope!r} for {which}; steps: Total, "
-                                       f"Average, {shown}")
+            raise errors.NotFoundError(f"unknown step {scope!r} for {which}; steps: {TOTAL}, "
+                                       f"{AVERAGE}, {shown}")
         scopes.append(scope)
     return scopes
 
@@ -91,21 +92,8 @@ def comparison(service, base: str, run: str, base_host: str = "", host: str = ""
 
 
 def filter_pairs(table: PairTable, categories=(), bound_by=(), name="") -> PairTable:
-    """The API's op filters on either side: category and bound-by exact, name a
-    case-insensitive substring of either side's op name."""
-    c = table.columns
-    mask = np.ones(len(table), bool)
-    for values, column in ((categories, "category"), (bound_by, "bound_by")):
-        if values:
-            wanted = list(values)
-            mask &= np.isin(c[f"base_{column}"], wanted) | np.isin(c[f"cand_{column}"], wanted)
-    if name:
-        needle = name.lower()
-        names = zip(c["base_operation"].tolist(), c["cand_operation"].tolist())
-        mask &= np.fromiter(((b is not None and needle in b.lower()) or
-                             (o is not None and needle in o.lower()) for b, o in names),
-                            bool, count=len(table))
-    return table if mask.all() else table.select(mask)
+    """The API's op filters on either side (serve/answers.py)."""
+    return answers.filtered(table, categories, bound_by, name, prefixes=SIDES)
 
 
 def compare_answer(service, base: str, run: str, base_host: str = "", host: str = "",
@@ -121,55 +109,11 @@ def compare_answer(service, base: str, run: str, base_host: str = "", host: str 
     full = cmp.ops if level == "op" else cmp.program
     table = filter_pairs(full, categories, bound_by, name) if level == "op" else full
     total = len(table)
-    if offset or limit is not None:
-        end = total if limit is None else offset + limit
-        table = table.select(slice(offset, end))
-    c = full.columns
-    facets = {}
-    if level == "op":
-        for column in ("category", "bound_by"):
-            values = set(c[f"base_{column}"].tolist()) | set(c[f"cand_{column}"].tolist())
-            facets[column] = sorted(v for v in values if v is not None)
+    table = answers.page(table, offset, limit)
+    facets = answers.facets(full.columns, SIDES) if level == "op" else {}
     return {"base": base_info, "cand": cand_info, "level": level, "view": view,
             "infeed_outfeed": "include" if include_io else "exclude",
             "summary": cmp.summary, "notes": cmp.notes,
             "program": columnar(cmp.program),
             **columnar(table), "total_count": total, "unfiltered_count": len(full),
             "offset": offset, "facets": facets}
-
-
-def columnar(table: PairTable, digits: int = SIGNIFICANT_DIGITS) -> dict:
-    """`{"columns": names, "values": one array per column}`: numbers rounded to `digits`
-    significant digits, NaN as null (the fastest JSON for 20,000 pairs)."""
-    values = []
-    for name in table.names:
-        arr = table.columns[name]
-        if arr.dtype.kind == "f":
-            arr = round_significant(arr, digits)
-            finite = np.isfinite(arr)
-            if not finite.all():
-                arr = arr.astype(object)
-                arr[~finite] = None
-        elif name.endswith("caveat"):
-            arr = np.where(arr == "", None, arr)
-        values.append(arr.tolist())
-    return {"columns": list(table.names), "values": values}
-
-
-def round_significant(a: np.ndarray, digits: int) -> np.ndarray:
-    """Each value rounded to `digits` significant digits (so that it prints short)."""
-    out = np.array(a, dtype=np.float64)
-    nz = np.isfinite(out) & (out != 0)
-    v = out[nz]
-    if not len(v):
-        return out
-    e = np.floor(np.log10(np.abs(v)))
-    big = e >= digits - 1
-    r = np.empty_like(v)
-    p = 10.0 ** (e[big] - (digits - 1))  # exact powers of ten: the product prints short
-    r[big] = np.round(v[big] / p) * p
-    q = 10.0 ** ((digits - 1) - e[~big])
-    r[~big] = np.round(v[~big] * q) / q
-    out[nz] = r
-    return out
-

@@ -14,7 +14,7 @@ import posixpath
 import threading
 import time
 
-from tb_roofline import storage
+from tb_roofline import settings, storage
 
 XPLANE_SUFFIX = ".xplane.pb"
 KINETO_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
@@ -151,17 +151,8 @@ def _newest_mtime(files) -> float:
     return newest
 
 
-def _env_seconds(name: str, default: float) -> float:
-    value = os.environ.get(name, "")
-    try:
-        return float(value) if value and float(value) >= 0 else default
-    except ValueError:
-        logging.getLogger(__name__).warning("%s=%r is not a number; using %s", name, value, default)
-        return default
-
-
-REMOTE_RESCAN_ENV = "TB_ROOFLINE_REMOTE_RESCAN_S"
-REMOTE_RESCAN_S = 15.0
+REMOTE_RESCAN_ENV = settings.REMOTE_RESCAN_S.name
+REMOTE_RESCAN_S = settings.REMOTE_RESCAN_S.default
 
 
 class RunIndex:
@@ -181,7 +172,7 @@ class RunIndex:
         self.logdir = logdir
         self.remote = storage.is_remote(logdir)
         if max_age_s is None:
-            max_age_s = _env_seconds(REMOTE_RESCAN_ENV, REMOTE_RESCAN_S) if self.remote else 5.0
+            max_age_s = settings.number(settings.REMOTE_RESCAN_S) if self.remote else 5.0
         self.max_age_s = max_age_s
         self._runs: list[Run] = []
         self.device_files: dict = {}  # remote: URL -> RemoteStat, from the last listing

@@ -9,48 +9,64 @@ the logdir), so a restarted TensorBoard answers at once for a profile it has see
   load asks for (`/program`, `/ops` without filters, `/device`, `/diagnostics`), keyed by the
   identities of all files behind them. Every key also holds the tool version, the Python and
   numpy versions, and a digest of the code that produces the entry (readers, op table,
-  devices, HLO cost model; for answers also the roofline model and the service): any change
-  there is a miss.
-- Entries are pickles (the object a reader returns, whatever its fields) behind a header with
-  a SHA-256 of the payload. They are written to a temporary file and renamed, so two
-  TensorBoard servers can share the directory; an entry that is truncated, corrupt or
-  unreadable is ignored and replaced, never an error.
-- Safety: unpickling runs code, so the directory is created 0700 and refused (cache off, with
-  a warning) when another user owns it or others may write to it.
+  devices, HLO cost model; for answers also the roofline model and the answer code): any
+  change there is a miss.
+- Entries are data only (`serve/cache_codec.py`: JSON and a numpy .npz read with
+  allow_pickle=False): loading one runs no code from it. Each carries an HMAC-SHA256 under a
+  per-user key (`.key`, 32 random bytes, 0600, in the cache directory) over its name and
+  content, so an entry someone else wrote, or one renamed, is a miss.
+- The directory is checked at every open, from `/` down: no component a symlink (each opened
+  relative to its parent with O_NOFOLLOW), each owned by this user or root, none writable by
+  group or others unless sticky (like /tmp); the cache directory itself owned by this user and
+  writable by nobody else. Entries are opened relative to the checked directory's descriptor
+  (O_NOFOLLOW), so a directory renamed or swapped after the check is never used. A failed
+  check is a miss (logged once), never an error.
+- Entries are written to a temporary file and renamed, so two TensorBoard servers can share
+  the directory; an entry that is truncated, corrupt, forged or unreadable is ignored and
+  replaced, never an error.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import hashlib
+import hmac
 import logging
 import os
-import pickle
 import stat
-import struct
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 import tb_roofline
+from tb_roofline import settings
+from tb_roofline.serve import cache_codec
 
-DIR_ENV = "TB_ROOFLINE_CACHE_DIR"
-MAX_MB_ENV = "TB_ROOFLINE_CACHE_MAX_MB"
-DEFAULT_MAX_MB = 2048
+DIR_ENV = settings.CACHE_DIR
+MAX_MB_ENV = settings.CACHE_MAX_MB.name
+DEFAULT_MAX_MB = settings.CACHE_MAX_MB.default
 OFF_VALUES = ("off", "none", "0", "false", "no", "disabled")
-MAGIC = b"TBRFCACHE1\n"
-HEADER = struct.Struct(">32sQ")  # sha256 of the payload, payload length
-SUFFIX = ".pkl"
+MAGIC = b"TBRFCACHE2\n"
+MAC_BYTES = 32
+SUFFIX = ".entry"
+KEY_FILE = ".key"
+KEY_BYTES = 32
 TMP_PREFIX = ".tmp-"
 STALE_TMP_S = 3600.0  # a temporary file this old was left by a crashed writer
 # Code whose output the cache holds (relative to the package): a change invalidates entries.
-CODE_PATHS = ("readers", "model/op_table.py", "devices", "hlo", "protos", "diagnostics.py")
+CODE_PATHS = ("readers", "model/op_table.py", "devices", "hlo", "protos", "diagnostics.py",
+              "serve/cache_codec.py")
 # Encoded answers also depend on the roofline model and on how the service builds answers.
-ANSWER_CODE_PATHS = CODE_PATHS + ("model", "serve/service.py")
+ANSWER_CODE_PATHS = CODE_PATHS + ("model", "serve/service.py", "serve/answers.py")
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+_FILE_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 logger = logging.getLogger(__name__)
 
 
+class UnsafeDirectory(OSError):
+    """The cache directory, or one above it, could let another user plant or swap entries."""
 @functools.lru_cache(maxsize=4)
 def code_digest(paths: tuple = CODE_PATHS) -> str:
     """SHA-256 over the source of `paths` (once per process, ~1 ms)."""
@@ -74,18 +90,6 @@ def default_dir(environ=None) -> str:
     return os.path.join(base, "tb-roofline")
 
 
-def _max_bytes(environ) -> int:
-    value = environ.get(MAX_MB_ENV, "")
-    try:
-        mb = float(value) if value else DEFAULT_MAX_MB
-        if mb < 0:
-            raise ValueError(value)
-    except ValueError:
-        logger.warning("%s=%r is not a size in MB; using %d", MAX_MB_ENV, value, DEFAULT_MAX_MB)
-        mb = DEFAULT_MAX_MB
-    return int(mb * (1 << 20))
-
-
 def _inside(path: str, root: str) -> bool:
     try:
         return os.path.commonpath([os.path.realpath(path), os.path.realpath(root)]) == \
@@ -94,10 +98,45 @@ def _inside(path: str, root: str) -> bool:
         return False
 
 
+def check_directory_chain(directory: str) -> int:
+    """A descriptor of `directory` (absolute, without symlinks) opened component by component
+    from `/`, each checked (see the module's docstring); raises UnsafeDirectory or OSError
+    (a component missing)."""
+    uid = os.getuid()
+    parts = [p for p in directory.split("/") if p]
+    fd = os.open("/", _DIR_FLAGS)
+    where = "/"
+    try:
+        for i in range(len(parts) + 1):
+            st = os.fstat(fd)
+            last = i == len(parts)
+            if st.st_uid not in (uid, 0) or (last and st.st_uid != uid):
+                raise UnsafeDirectory(f"{where} is owned by another user (uid {st.st_uid})")
+            if st.st_mode & 0o022 and (last or not st.st_mode & stat.S_ISVTX):
+                raise UnsafeDirectory(f"{where} is writable by group or others and not sticky "
+                                      f"(mode {stat.S_IMODE(st.st_mode):o})")
+            if last:
+                return fd
+            where = os.path.join(where, parts[i])
+            try:
+                nfd = os.open(parts[i], _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise UnsafeDirectory(f"{where} is a symlink or not a directory") from None
+                raise
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 class DiskCache:
     def __init__(self, directory: str, max_bytes: int):
-        self.directory = directory
+        self.directory = os.path.realpath(directory)
         self.max_bytes = max_bytes
+        self._warned: set = set()
 
     @classmethod
     def from_env(cls, logdir: str | None = None, environ=None) -> "DiskCache | None":
@@ -107,8 +146,8 @@ class DiskCache:
         if value.lower() in OFF_VALUES:
             return None
         directory = os.path.abspath(os.path.expanduser(value or default_dir(environ)))
-        max_bytes = _max_bytes(environ)
-        if max_bytes == 0:
+        max_bytes = settings.mb(settings.CACHE_MAX_MB, environ)
+        if max_bytes == 0 or not hasattr(os, "getuid"):
             return None
         if logdir and "://" not in logdir and _inside(directory, logdir):
             logger.warning("tb-roofline: cache directory %s is inside the logdir; cache off "
@@ -116,140 +155,241 @@ class DiskCache:
             return None
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-            st = os.stat(directory)
+            cache = cls(directory, max_bytes)
+            os.close(check_directory_chain(cache.directory))
         except OSError as exc:
             logger.warning("tb-roofline: cannot use cache directory %s (%s); cache off",
-                           directory, exc.strerror)
+                           directory, exc.strerror or exc)
             return None
-        if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
-            logger.warning("tb-roofline: cache directory %s is not private to this user "
-                           "(owner %d, mode %o); cache off", directory, st.st_uid,
-                           stat.S_IMODE(st.st_mode))
-            return None
-        return cls(directory, max_bytes)
+        return cache
 
     # --- keys and entries -------------------------------------------------------------------
     @staticmethod
     def key(*identity) -> str:
         """Entry name for a file identity (path, size, version, format, host, ...)."""
         parts = (identity, tb_roofline.__version__, code_digest(), sys.version_info[:2],
-                 np.__version__, pickle.HIGHEST_PROTOCOL)
+                 np.__version__)
         return hashlib.sha256(repr(parts).encode("utf-8", "backslashreplace")).hexdigest()
 
-    def _path(self, key: str) -> str:
-        return os.path.join(self.directory, key + SUFFIX)
+    @contextlib.contextmanager
+    def _directory(self):
+        """The checked directory's descriptor, or None (unsafe: logged once, a miss)."""
+        try:
+            fd = check_directory_chain(self.directory)
+        except OSError as exc:
+            reason = str(exc) if isinstance(exc, UnsafeDirectory) else (exc.strerror or str(exc))
+            if reason not in self._warned:
+                self._warned.add(reason)
+                logger.warning("tb-roofline: cache directory %s not used: %s",
+                               self.directory, reason)
+            yield None
+            return
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
-    def get(self, key: str):
-        """The cached object, or None (missing, corrupt, unreadable: all just a miss)."""
-        path = self._path(key)
+    def _key(self, dir_fd: int) -> bytes | None:
+        """This user's HMAC key (made on first use), or None when it is not safe."""
         try:
-            with open(path, "rb") as f:
-                ino = os.fstat(f.fileno()).st_ino
-                data = f.read()
+            fd = os.open(KEY_FILE, os.O_RDONLY | _FILE_FLAGS, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return self._new_key(dir_fd)
         except OSError:
             return None
-        value = self._decode(data)
-        if value is None:
-            self._discard(path, ino)
-            return None
         try:
-            os.utime(path)  # last use, for the LRU eviction
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or \
+                    st.st_mode & 0o077 or st.st_size != KEY_BYTES:
+                return None
+            key = os.read(fd, KEY_BYTES + 1)
+        finally:
+            os.close(fd)
+        return key if len(key) == KEY_BYTES else None
+
+    def _new_key(self, dir_fd: int) -> bytes | None:
+        tmp = f"{TMP_PREFIX}key-{os.getpid()}-{os.urandom(6).hex()}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, 0o600,
+                         dir_fd=dir_fd)
+            try:
+                os.write(fd, os.urandom(KEY_BYTES))
+                os.fchmod(fd, 0o600)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, KEY_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except FileExistsError:  # another process made it first: use theirs
+                pass
+            finally:
+                os.unlink(tmp, dir_fd=dir_fd)
         except OSError:
-            pass
-        return value
+            return None
+        return self._key(dir_fd) if self._key_exists(dir_fd) else None
 
     @staticmethod
-    def _decode(data: bytes):
-        start = len(MAGIC) + HEADER.size
+    def _key_exists(dir_fd: int) -> bool:
+        try:
+            os.stat(KEY_FILE, dir_fd=dir_fd, follow_symlinks=False)
+            return True
+        except OSError:
+            return False
+
+    @staticmethod
+    def _mac(key: bytes, name: str, body) -> bytes:
+        mac = hmac.new(key, name.encode() + b"\0", hashlib.sha256)
+        mac.update(body)
+        return mac.digest()
+
+    def get(self, key: str):
+        """The cached object, or None (missing, corrupt, forged, unsafe: all just a miss)."""
+        name = key + SUFFIX
+        with self._directory() as dir_fd:
+            if dir_fd is None:
+                return None
+            secret = self._key(dir_fd)
+            if secret is None:
+                return None
+            try:
+                fd = os.open(name, os.O_RDONLY | _FILE_FLAGS, dir_fd=dir_fd)
+            except OSError:
+                return None
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or \
+                        st.st_size > self.max_bytes:
+                    return None
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    data = f.read()
+                value = self._decode(data, secret, name)
+                if value is None:
+                    self._discard(dir_fd, name, st.st_ino)
+                    return None
+                try:
+                    os.utime(fd)  # last use, for the LRU eviction
+                except OSError:
+                    pass
+                return value
+            except OSError:
+                return None
+            finally:
+                os.close(fd)
+
+    @classmethod
+    def _decode(cls, data: bytes, secret: bytes, name: str):
+        start = len(MAGIC) + MAC_BYTES
         if len(data) < start or not data.startswith(MAGIC):
             return None
-        digest, length = HEADER.unpack_from(data, len(MAGIC))
-        payload = memoryview(data)[start:]
-        if len(payload) != length or hashlib.sha256(payload).digest() != digest:
+        body = memoryview(data)[start:]
+        if not hmac.compare_digest(data[len(MAGIC):start], cls._mac(secret, name, body)):
             return None
         try:
-            return pickle.loads(payload)
-        except Exception:  # written by other code (a field renamed, a class moved)
+            return cache_codec.decode(bytes(body))
+        except cache_codec.CodecError:  # written by other code (a field renamed, a class moved)
             return None
 
-    def _discard(self, path: str, ino: int):
+    @staticmethod
+    def _discard(dir_fd: int, name: str, ino: int):
         """Remove a bad entry, unless another process has replaced it meanwhile."""
         try:
-            if os.stat(path).st_ino == ino:
-                os.unlink(path)
+            if os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_ino == ino:
+                os.unlink(name, dir_fd=dir_fd)
         except OSError:
             pass
 
     def put(self, key: str, value) -> bool:
         """Store atomically (temporary file + rename); False when it could not be stored."""
         try:
-            payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:
+            body = cache_codec.encode(value)
+        except (cache_codec.CodecError, ValueError, TypeError) as exc:
             logger.warning("tb-roofline: cannot cache a %s: %s", type(value).__name__, exc)
             return False
-        size = len(MAGIC) + HEADER.size + len(payload)
+        size = len(MAGIC) + MAC_BYTES + len(body)
         if size > self.max_bytes:
             return False
-        tmp = None
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".part", dir=self.directory)
-            with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC)
-                f.write(HEADER.pack(hashlib.sha256(payload).digest(), len(payload)))
-                f.write(payload)
-            os.replace(tmp, self._path(key))
-            tmp = None
-        except OSError as exc:
-            logger.warning("tb-roofline: cannot write to the cache %s: %s", self.directory, exc)
-            return False
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-        self.evict()
+        name = key + SUFFIX
+        with self._directory() as dir_fd:
+            if dir_fd is None:
+                return False
+            secret = self._key(dir_fd)
+            if secret is None:
+                return False
+            tmp = f"{TMP_PREFIX}{os.getpid()}-{os.urandom(8).hex()}.part"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, 0o600,
+                             dir_fd=dir_fd)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(MAGIC)
+                    f.write(self._mac(secret, name, body))
+                    f.write(body)
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                tmp = None
+            except OSError as exc:
+                logger.warning("tb-roofline: cannot write to the cache %s: %s", self.directory,
+                               exc.strerror or exc)
+                return False
+            finally:
+                if tmp is not None:
+                    try:
+                        os.unlink(tmp, dir_fd=dir_fd)
+                    except OSError:
+                        pass
+            self._evict(dir_fd)
         return True
 
-    def entries(self) -> list[tuple[float, int, str]]:
-        """(last use, size, path) of every entry, oldest first."""
+    @staticmethod
+    def _entries(dir_fd: int) -> list[tuple[float, int, str]]:
+        """(last use, size, name) of every entry, oldest first."""
         out = []
         try:
-            with os.scandir(self.directory) as it:
+            with os.scandir(dir_fd) as it:
                 for entry in it:
                     if not entry.name.endswith(SUFFIX):
                         continue
                     try:
-                        st = entry.stat()
+                        st = entry.stat(follow_symlinks=False)
                     except OSError:  # evicted by another process meanwhile
                         continue
-                    out.append((st.st_mtime, st.st_size, entry.path))
+                    out.append((st.st_mtime, st.st_size, entry.name))
         except OSError:
             return []
         out.sort()
         return out
 
+    def entries(self) -> list[tuple[float, int, str]]:
+        """(last use, size, path) of every entry, oldest first."""
+        with self._directory() as dir_fd:
+            if dir_fd is None:
+                return []
+            return [(t, n, os.path.join(self.directory, name))
+                    for t, n, name in self._entries(dir_fd)]
+
     def evict(self):
+        with self._directory() as dir_fd:
+            if dir_fd is not None:
+                self._evict(dir_fd)
+
+    def _evict(self, dir_fd: int):
         """Drop least recently used entries until the total is under the cap (and temporary
         files that crashed writers left behind)."""
-        entries = self.entries()
+        entries = self._entries(dir_fd)
         total = sum(size for _, size, _ in entries)
-        for _, size, path in entries:
+        for _, size, name in entries:
             if total <= self.max_bytes:
                 break
             try:
-                os.unlink(path)  # a reader that has it open keeps reading it (POSIX)
+                os.unlink(name, dir_fd=dir_fd)  # a reader that has it open keeps reading it
             except OSError:
                 pass
             total -= size
         now = time.time()
         try:
-            with os.scandir(self.directory) as it:
+            with os.scandir(dir_fd) as it:
                 for entry in it:
                     if entry.name.startswith(TMP_PREFIX):
                         try:
-                            if now - entry.stat().st_mtime > STALE_TMP_S:
-                                os.unlink(entry.path)
+                            if now - entry.stat(follow_symlinks=False).st_mtime > STALE_TMP_S:
+                                os.unlink(entry.name, dir_fd=dir_fd)
                         except OSError:
                             pass
         except OSError:

@@ -75,8 +75,8 @@ def _handler(fn):
         logger.error("tb-roofline: %s ran out of memory", request.path)
         return _error_response(errors.TooLargeError(
             "not enough memory to answer this request: the profile is too large for this "
-            "server (lower TB_ROOFLINE_MAX_FILE_MB or TB_ROOFLINE_MAX_EVENTS, or give "
-            "TensorBoard more memory)"))
+            "server (lower TB_ROOFLINE_MEMORY_BUDGET_MB, TB_ROOFLINE_MAX_FILE_MB or "
+            "TB_ROOFLINE_MAX_EVENTS, or give TensorBoard more memory)"))
 
     wrapped.__name__ = fn.__name__
     return wrapped

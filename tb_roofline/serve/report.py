@@ -1,7 +1,8 @@
 """The guidance answer (`/guidance`) and the whole report (`/report`, `tb-roofline report
 --format json`): device, program records, top ops, findings, throughput and diagnostics in one
-documented schema (docs/guidance.md). Computed from the service's cached analysis; each answer
-is cached on that analysis, so it goes when the profile changes.
+documented schema (docs/guidance.md). Computed from the service's cached analysis; the guidance
+is kept by the service for that analysis (`RooflineService.derived_answer`), so it goes when
+the profile changes.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ REPORT_SCHEMA = "tb-roofline-report/1"
 def workload_for(service, run_name: str, host: str, override: dict | None = None):
     """The workload of a run: the service's --workload-file, else the nearest
     roofline_workload.json of the run's first profile; the command line's values on top."""
-    run = service._run(run_name)
-    files = service._files(run, host)
+    run = service.resolve_run(run_name)
+    files = service.resolve_files(run, host)
     path = None
     try:
         path = getattr(service, "workload_file", None) or (
@@ -37,10 +38,7 @@ def guidance_answer(service, run: str, host: str, include_io: bool = True,
     workload, run_hosts, view_hosts = workload_for(service, run, host, override)
     devices = a.device.num_cores * run_hosts // max(view_hosts, 1) if a.device.num_cores else None
     key = ("guidance", include_io, repr(workload), devices)
-    answer = a.derived.get(key)
-    if answer is None:
-        answer = guidance(a, include_io, workload, devices)
-        a.derived[key] = answer
+    answer = service.derived_answer(a, key, lambda: guidance(a, include_io, workload, devices))
     return dict(answer, run=run, host=host or ALL_HOSTS)
 
 
@@ -66,5 +64,5 @@ def full_report(service, run: str, host: str, include_io: bool = True, top: int 
         "op_count": len(ops),
         "guidance": {k: v for k, v in g.items() if k not in ("run", "host")},
         "diagnostics": [d.to_json() for d in a.diagnostics],
-        "files": [os.path.basename(f.path) for f in service._files(service._run(run), host)],
+        "files": [os.path.basename(f.path) for f in service.resolve_files(service.resolve_run(run), host)],
     }

@@ -20,11 +20,11 @@ Every number must be positive; at least one of the three per-step numbers must b
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 
 from tb_roofline.devices.datasheets import PRECISIONS
+from tb_roofline.devices.device_file import parse_json_file
 from tb_roofline.model.throughput import Workload
 
 FILE_NAME = "roofline_workload.json"
@@ -43,7 +43,7 @@ def workload_from_dict(data, origin: str) -> Workload:
         raise WorkloadFileError(f"{origin}: the top level must be a JSON object")
     unknown = sorted(set(data) - set(KEYS))
     if unknown:
-        raise WorkloadFileError(f"{origin}: unknown key(s) {', '.join(map(repr, unknown))}; "
+        raise WorkloadFileError(f"{origin}: {len(unknown)} unknown key(s); "
                                 f"allowed: {', '.join(KEYS)}")
     if FORMAT_KEY in data and data[FORMAT_KEY] != 1:
         raise WorkloadFileError(f"{origin}: {FORMAT_KEY} must be 1")
@@ -69,7 +69,7 @@ def workload_from_dict(data, origin: str) -> Workload:
 def _positive(value, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             not math.isfinite(value) or value <= 0:
-        raise WorkloadFileError(f"{where}: must be a positive number, got {value!r}")
+        raise WorkloadFileError(f"{where}: must be a positive number")
     return float(value)
 
 
@@ -79,11 +79,12 @@ def load_workload_file(path: str) -> Workload:
         if os.path.getsize(path) > MAX_FILE_BYTES:
             raise WorkloadFileError(f"{name}: too large for a workload file")
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            text = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise WorkloadFileError(f"{name}: cannot read: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WorkloadFileError(f"{name}: not valid UTF-8 JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise WorkloadFileError(f"{name}: not UTF-8 text") from None
+    data = parse_json_file(text, name, WorkloadFileError)
     return workload_from_dict(data, name)
 
 

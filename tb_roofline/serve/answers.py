@@ -1,0 +1,147 @@
+"""Answer shaping shared by the single-run routes (`/program`, `/ops`, ...) and `/compare`:
+the op filters, paging, facets, and the columnar JSON of numpy columns (NaN as null).
+
+One rule each:
+- a filter keeps a row when its category and bound-by are among those asked (either side of a
+  pair: `base_*` or `cand_*`) and the name filter is a case-insensitive substring of its name
+  (either side's);
+- paging is `offset`, then at most `limit` rows, after filtering;
+- numbers in JSON: NaN and ±inf are null (`model/records.json_columns`, the model's own rows
+  use the same function), compare answers rounded to 6 significant digits.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tb_roofline import errors
+from tb_roofline.model import roofline
+from tb_roofline.model.records import json_columns
+from tb_roofline.serve.discovery import ALL_HOSTS
+
+SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full precision)
+FILTER_PARAMS = ("categories", "bound_by", "name", "offset", "limit")
+
+
+def filter_mask(columns: dict, n: int, categories=(), bound_by=(), name="",
+                prefixes=("",)) -> np.ndarray:
+    """Rows kept by the API's op filters. `prefixes`: the column sets a row has ("" for a
+    record table; "base_", "cand_" for a comparison's pairs: either side may match)."""
+    mask = np.ones(n, bool)
+    for values, column in ((categories, "category"), (bound_by, "bound_by")):
+        if values:
+            wanted = list(values)
+            hit = np.zeros(n, bool)
+            for p in prefixes:
+                hit |= np.isin(columns[p + column], wanted)
+            mask &= hit
+    if name:
+        needle = name.lower()
+        sides = [columns[p + "operation"].tolist() for p in prefixes]
+        mask &= np.fromiter((any(o is not None and needle in str(o).lower() for o in row)
+                             for row in zip(*sides)), bool, count=n)
+    return mask
+
+
+def filtered(table, categories=(), bound_by=(), name="", prefixes=("",)):
+    """The table with only the rows the filters keep (the same object when all are kept)."""
+    mask = filter_mask(table.columns, len(table), categories, bound_by, name, prefixes)
+    return table if mask.all() else table.select(mask)
+
+
+def page(table, offset: int = 0, limit: int | None = None):
+    """Rows `offset` .. `offset + limit` (all from `offset` when `limit` is None)."""
+    if not offset and limit is None:
+        return table
+    end = len(table) if limit is None else offset + limit
+    return table.select(slice(offset, end))
+
+
+def facets(columns: dict, prefixes=("",)) -> dict:
+    """The distinct categories and bound-by values (either side), for the filter menus."""
+    out = {}
+    for column in ("category", "bound_by"):
+        values = set()
+        for p in prefixes:
+            values |= set(columns[p + column].tolist())
+        out[column] = sorted(v for v in values if v is not None)
+    return out
+
+
+def columnar(table, digits: int | None = SIGNIFICANT_DIGITS) -> dict:
+    """`{"columns": names, "values": one array per column}`: numbers rounded to `digits`
+    significant digits (None: as they are), NaN as null (the fastest JSON for 20,000 rows)."""
+    cols = table.columns
+    if digits is not None:
+        cols = {k: (round_significant(v, digits) if v.dtype.kind == "f" else v)
+                for k, v in cols.items() if k in table.names}
+    return {"columns": list(table.names), "values": json_columns(cols, table.names)}
+
+
+def round_significant(a: np.ndarray, digits: int) -> np.ndarray:
+    """Each value rounded to `digits` significant digits (so that it prints short)."""
+    out = np.array(a, dtype=np.float64)
+    nz = np.isfinite(out) & (out != 0)
+    v = out[nz]
+    if not len(v):
+        return out
+    e = np.floor(np.log10(np.abs(v)))
+    big = e >= digits - 1
+    r = np.empty_like(v)
+    p = 10.0 ** (e[big] - (digits - 1))  # exact powers of ten: the product prints short
+    r[big] = np.round(v[big] / p) * p
+    q = 10.0 ** ((digits - 1) - e[~big])
+    r[~big] = np.round(v[~big] * q) / q
+    out[nz] = r
+    return out
+
+
+def views_of(a) -> list:
+    return ["op"] + sorted(a.views)
+
+
+def op_table(a, include_io: bool, view: str = "op"):
+    """The op records of a view of an analysis (a clear error for a view it does not have)."""
+    if view == "op":
+        return a.ops[include_io]
+    if view in a.views:
+        return a.views[view][include_io]
+    raise errors.InvalidArgumentError(f"view {view!r} is not available for this run; views: "
+                                      + ", ".join(views_of(a)))
+
+
+# --- the single-run answers (what `RooflineService` serves and caches encoded) -------------
+def device_answer(a, run, host) -> dict:
+    return {"run": run, "host": host or ALL_HOSTS, "device": a.device.to_json()}
+
+
+def program_answer(a, run, host, include_infeed_outfeed=True) -> dict:
+    table = a.program[include_infeed_outfeed]
+    return {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
+            "rows": table.rows(), "num_steps": a.num_steps,
+            "has_hw_counters": a.has_hw_counters, "views": views_of(a)}
+
+
+def ops_answer(a, run, host, include_infeed_outfeed=True, categories=(), bound_by=(), name="",
+               offset: int = 0, limit: int | None = None, view: str = "op") -> dict:
+    full = op_table(a, include_infeed_outfeed, view)
+    table = filtered(full, categories, bound_by, name)
+    total = len(table)
+    table = page(table, offset, limit)
+    return {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
+            "rows": table.rows(), "total_count": total, "unfiltered_count": len(full),
+            "offset": offset, "view": view, "views": views_of(a),
+            "facets": facets(full.columns)}
+
+
+def diagnostics_answer(a, run, host) -> dict:
+    return {"run": run, "host": host or ALL_HOSTS,
+            "diagnostics": [d.to_json() for d in a.diagnostics]}
+
+
+ANSWERS = {"device": device_answer, "program": program_answer, "ops": ops_answer,
+           "diagnostics": diagnostics_answer}
+
+
+def is_page_load(params: dict) -> bool:
+    """An answer a page load asks for: no filter, no paging (the ones worth keeping on disk)."""
+    return not any(params.get(name) for name in FILTER_PARAMS)

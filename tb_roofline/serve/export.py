@@ -1,0 +1,67 @@
+"""Exports: the program or op records of a run as CSV or JSON files (`/export`,
+`tb-roofline export`), the same rows the API serves.
+
+CSV cells are written so that a spreadsheet opens them as data, never as a formula (OWASP's
+rule, as `toCsv` in static/columns.js): a text starting with = + - @, a tab, a CR or a NUL
+gets a leading ' (a plain number such as -1.5 stays a number); a field holding a comma, a
+quote, a CR or a LF is quoted, so a lone CR cannot split a row.
+"""
+from __future__ import annotations
+
+import json
+
+from tb_roofline import errors
+
+LEVELS = ("op", "program")
+FORMATS = ("csv", "json")
+# NUL first: some spreadsheets drop it, and the formula after it would run.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\x00")
+_NUMBER_CHARS = frozenset("0123456789+-.eE")
+
+
+def _plain_number(text: str) -> bool:
+    """-1.5, +2, 1e-3: a number a spreadsheet reads as such (not a formula)."""
+    if not set(text) <= _NUMBER_CHARS:
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def csv_cell(value) -> str:
+    """One CSV field that a spreadsheet opens as data (see the module's docstring)."""
+    if value is None:
+        return ""
+    text = str(value)
+    if text.startswith(_FORMULA_START) and not _plain_number(text):
+        text = "'" + text
+    if any(c in text for c in ',"\r\n'):
+        text = '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def to_csv(columns, rows) -> str:
+    return "".join(",".join(csv_cell(v) for v in r) + "\n" for r in [columns, *rows])
+
+
+def check(level: str, fmt: str):
+    if level not in LEVELS:
+        raise errors.InvalidArgumentError(f"level must be 'op' or 'program', not {level!r}")
+    if fmt not in FORMATS:
+        raise errors.InvalidArgumentError(f"format must be 'csv' or 'json', not {fmt!r}")
+
+
+def file_name(run: str, host: str, level: str, fmt: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{run}_{host or 'all'}")
+    return f"roofline_{level}_{safe}.{fmt}"
+
+
+def export(answer: dict, run: str, host: str, level: str, fmt: str) -> tuple[str, str, str]:
+    """(text, content type, file name) of an answer's rows (`columns` + `rows`)."""
+    filename = file_name(run, host, level, fmt)
+    if fmt == "json":
+        rows = [dict(zip(answer["columns"], r)) for r in answer["rows"]]
+        return json.dumps(rows, allow_nan=False, indent=1), "application/json", filename
+    return to_csv(answer["columns"], answer["rows"]), "text/csv; charset=utf-8", filename

@@ -1,0 +1,322 @@
+"""Reading profile files for the service: each file's identity, the memory and disk caches of
+read profiles, the conversion budget, and per-key locks.
+
+- A file's identity (`file_signature`) is (path, size, version) — mtime_ns locally, etag or
+  generation remotely, from the last listing (no request). A cached read serves while the
+  identity holds; failures are cached the same way (a corrupt file is parsed once), those
+  that may pass (a file still being written, a remote error, out of memory) for a while only.
+- Memory: read profiles sit in a byte-bounded LRU (`serve/caches.py`); converted profiles also
+  go to the disk cache (`serve/disk_cache.py`) when the file did not change while read.
+- Budget (`TB_ROOFLINE_MEMORY_BUDGET_MB`): before a conversion, its memory is estimated from
+  the file (`estimate_bytes`: the inflated size of a .gz from its trailer, else the file size,
+  times what a reader keeps per byte). A file whose estimate exceeds the whole budget is refused
+  at once (413 naming the budget, remembered for that file version); the reader is also told to
+  stop at what the budget allows, so a trailer that lies still cannot take more. Conversions
+  are admitted against the budget, so concurrent big reads queue instead of multiplying; small
+  ones (under a sixteenth of the budget) have their own lane and never wait behind a big one.
+- Locks: one per file being read (`KeyLocks`), taken in one order; two requests for the same
+  file convert it once, and requests for other files never wait on it.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import struct
+import threading
+import time
+
+from tb_roofline import errors, settings, storage
+from tb_roofline.model.op_table import ProfileData
+from tb_roofline.serve.caches import ByteLRU, approx_size, memory_budget_bytes
+from tb_roofline.serve.disk_cache import DiskCache
+
+# How long a failure stays cached for an unchanged file: a file "still being written" is
+# judged again once it is no longer young; a remote read error may have been the network.
+INCOMPLETE_RETRY_S = 2.0
+REMOTE_ERROR_RETRY_S = 60.0
+MEMORY_RETRY_S = 60.0  # out of memory may have been the other requests' fault
+# What a reader keeps in memory per byte of (inflated) profile, at its peak: measured on
+# traces with long distinct names (80 MB of JSON: 445 MB peak RSS; tests/test_hardening.py).
+MEMORY_PER_BYTE = {"kineto": 5.0, "xplane": 2.0}
+SMALL_LANE_SHARE = 1 / 16
+
+
+@dataclasses.dataclass
+class HostEntry:
+    """A read profile, or the public error reading it gave, for one file signature."""
+    signature: tuple
+    data: ProfileData | None = None
+    error: tuple | None = None  # (PublicError class, message): raised anew each time
+    expires: float | None = None  # monotonic time; None = while the signature holds
+
+    def valid_for(self, signature) -> bool:
+        return self.signature == signature and (
+            self.expires is None or time.monotonic() < self.expires)
+
+    def result(self) -> ProfileData:
+        if self.error is not None:
+            cls, message = self.error
+            raise cls(message)
+        return self.data
+
+
+def file_signature(hostfile) -> tuple:
+    """(path, size, version). A remote file's comes from the last listing: no request."""
+    if hostfile.stat is not None:
+        return (hostfile.path,) + storage.version(hostfile.stat)
+    try:
+        st = storage.stat(hostfile.path)
+    except OSError as exc:
+        raise errors.NotFoundError(f"profile file vanished: {os.path.basename(hostfile.path)} "
+                                   f"({exc.strerror})")
+    return (hostfile.path,) + storage.version(st)
+
+
+def current_signature(hostfile) -> tuple | None:
+    """The file's identity asked of the storage now (a HEAD request for a remote file)."""
+    try:
+        return (hostfile.path,) + storage.version(storage.stat(hostfile.path))
+    except OSError:
+        return None
+
+
+def max_file_bytes(max_file_mb: float | None = None) -> int:
+    return int((max_file_mb or settings.number(settings.MAX_FILE_MB)) * (1 << 20))
+
+
+class KeyLocks:
+    """A lock per key, made when first asked for and dropped when nobody holds or waits on it
+    (so a thousand runs do not keep a thousand locks, and two keys never share one)."""
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        self._locks: dict = {}  # key -> [lock, users]
+
+    @contextlib.contextmanager
+    def hold(self, *keys):
+        keys = sorted(set(keys), key=repr)  # one order: two holders never wait on each other
+        taken = []
+        try:
+            for key in keys:
+                with self._guard:
+                    item = self._locks.setdefault(key, [threading.Lock(), 0])
+                    item[1] += 1
+                taken.append(key)
+                item[0].acquire()
+            yield
+        finally:
+            for key in reversed(taken):
+                with self._guard:
+                    item = self._locks[key]
+                    item[1] -= 1
+                    if item[1] == 0:
+                        del self._locks[key]
+                item[0].release()
+
+    def __len__(self):
+        return len(self._locks)
+
+
+def _gzip_inflated_size(path: str, size: int) -> int | None:
+    """A local .gz file's inflated size from its trailer (ISIZE, modulo 4 GiB), or None."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(size - 4, 0))
+            tail = f.read(4)
+    except OSError:
+        return None
+    if len(tail) != 4:
+        return None
+    return struct.unpack("<I", tail)[0]
+
+
+def estimate_bytes(path: str, fmt: str, size: int) -> int:
+    """Memory a conversion of this file may take at its peak (an estimate, made before)."""
+    data_bytes = size
+    if path.endswith(".gz") and not storage.is_remote(path):
+        inflated = _gzip_inflated_size(path, size)
+        if inflated is not None:
+            data_bytes = max(size, inflated)
+    elif path.endswith(".gz"):
+        data_bytes = size * 8  # a remote trailer costs a request: a typical trace ratio
+    return int(data_bytes * MEMORY_PER_BYTE.get(fmt, 2.0))
+
+
+def _libc_trim():
+    try:
+        import ctypes
+        import ctypes.util
+        name = ctypes.util.find_library("c")
+        trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except (OSError, AttributeError, ImportError):
+        trim = None
+    return trim
+
+
+_TRIM = []
+
+
+def release_free_memory():
+    """Give the memory a big conversion freed back to the system (glibc keeps it per thread
+    otherwise: four big reads in four threads, one after another, held the peak of each)."""
+    if not _TRIM:
+        _TRIM.append(_libc_trim())
+    if _TRIM[0] is not None:
+        _TRIM[0](0)
+
+
+class ConversionBudget:
+    """Bytes that conversions in flight may take together. `admit(n)` waits until `n` fits
+    (a conversion alone always fits); small conversions have a lane of their own. Re-entrant:
+    a thread already admitted (for a whole request) is not counted again."""
+
+    def __init__(self, total_bytes: int):
+        self.total = total_bytes
+        self.small = int(total_bytes * SMALL_LANE_SHARE)
+        self.used = 0
+        self._cond = threading.Condition()
+        self._mine = threading.local()
+
+    def describe(self) -> str:
+        return (f"the memory budget of {self.total / 2**20:.0f} MB "
+                f"({settings.MEMORY_BUDGET_MB.name})")
+
+    @contextlib.contextmanager
+    def admit(self, need: int):
+        need = min(need, self.total)
+        if getattr(self._mine, "held", False) or need <= self.small:
+            yield
+            return
+        with self._cond:
+            while self.used and self.used + need > self.total:
+                self._cond.wait()
+            self.used += need
+        self._mine.held = True
+        try:
+            yield
+        finally:
+            self._mine.held = False
+            with self._cond:
+                self.used -= need
+                self._cond.notify_all()
+            release_free_memory()
+
+
+class HostReader:
+    """Read profiles, cached in memory and on disk, converted under the budget."""
+
+    def __init__(self, max_file_bytes_: int, disk_cache: DiskCache | None, progress=None,
+                 budget_bytes: int | None = None):
+        self.max_file_bytes = max_file_bytes_
+        self.disk_cache = disk_cache
+        self.progress = progress  # callable(host, done, total) for long reads (the CLI's)
+        self.cache = ByteLRU(memory_budget_bytes("profiles"))  # path -> HostEntry
+        self.budget = ConversionBudget(budget_bytes if budget_bytes is not None
+                                       else settings.mb(settings.MEMORY_BUDGET_MB))
+        self.locks = KeyLocks()
+
+    def _cached(self, run, hostfile, sig) -> HostEntry | None:
+        """The memory cache's entry, else the disk cache's (then kept in memory too)."""
+        cached = self.cache.get(hostfile.path)
+        if cached is not None and cached.valid_for(sig):
+            return cached
+        if self.disk_cache is not None and sig[1] <= self.max_file_bytes:
+            data = self.disk_cache.get(DiskCache.key(sig, run.format, hostfile.host))
+            if isinstance(data, ProfileData):
+                entry = HostEntry(sig, data)
+                self.cache.put(hostfile.path, entry, approx_size(data))
+                return entry
+        return None
+
+    def pending_bytes(self, run, files: list) -> int:
+        """The estimated memory of reading those of `files` not in the memory cache (what a
+        request admits for its whole conversion: read, analysis and answer)."""
+        total = 0
+        for f in files:
+            try:
+                sig = file_signature(f)
+            except errors.NotFoundError:
+                continue
+            cached = self.cache.get(f.path)
+            if cached is None or not cached.valid_for(sig):
+                need = estimate_bytes(f.path, run.format, sig[1])
+                guess = storage.is_remote(f.path) and f.path.endswith(".gz")
+                total += need if need <= self.budget.total or guess else 0  # else refused
+        return min(total, self.budget.total)
+
+    def read(self, run, files: list) -> list:
+        """A `HostEntry` per file (its ProfileData or the public error reading it gave). Files
+        not cached are converted together, on all cores (`readers/parallel.py`), each under its
+        own lock, within the conversion budget."""
+        entries: list = [None] * len(files)
+        sigs = [file_signature(f) for f in files]
+        missing = []
+        for i, f in enumerate(files):
+            entries[i] = self._cached(run, f, sigs[i])
+            if entries[i] is None:
+                missing.append(i)
+        if not missing:
+            return entries
+        with self.locks.hold(*(("host", files[i].path) for i in missing)):
+            todo = []
+            for i in missing:  # converted by another request while we waited?
+                entries[i] = self._cached(run, files[i], sigs[i])
+                if entries[i] is None:
+                    todo.append(i)
+            need = {}
+            for i in todo:
+                need[i] = estimate_bytes(files[i].path, run.format, sigs[i][1])
+                # Can never fit: refused before it is read (a remote .gz's size is a guess:
+                # admitted as the whole budget, and the reader's limit decides).
+                if need[i] > self.budget.total and not (storage.is_remote(files[i].path)
+                                                        and files[i].path.endswith(".gz")):
+                    entries[i] = self._store(run, files[i], sigs[i], errors.ProfileTooLargeError(
+                        f"needs about {need[i] / 2**20:.0f} MB to read, over "
+                        f"{self.budget.describe()}"))
+            todo = [i for i in todo if entries[i] is None]
+            if todo:
+                with self.budget.admit(sum(need[i] for i in todo)):
+                    results = self._convert(run, files, todo)
+                for i, result in zip(todo, results):
+                    entries[i] = self._store(run, files[i], sigs[i], result)
+        return entries
+
+    def _convert(self, run, files, todo) -> list:
+        from tb_roofline.readers.parallel import read_files  # late: keeps is_active light
+        report = None
+        if self.progress:
+            report = lambda j, done, total: self.progress(files[todo[j]].host, done, total)
+        # The reader stops at what the budget allows, whatever a .gz trailer claimed.
+        factor = MEMORY_PER_BYTE.get(run.format, 2.0)
+        limit = min(self.max_file_bytes, int(self.budget.total / factor))
+        results = read_files([(files[i].path, run.format, files[i].host, limit) for i in todo],
+                             progress=report)
+        if limit < self.max_file_bytes:  # a "too large" then means over the budget's share
+            results = [errors.ProfileTooLargeError(
+                f"holds more than {limit / 2**20:.0f} MB of profile data, over "
+                f"{self.budget.describe()}")
+                if type(r) is errors.ProfileTooLargeError and settings.MAX_FILE_MB.name in str(r)
+                else r for r in results]
+        return results
+
+    def _store(self, run, hostfile, sig, result) -> HostEntry:
+        """Keep a conversion's result (or its public error) in the caches."""
+        if isinstance(result, errors.ProfileFormatError):
+            public = errors.to_public(result, f"run {run.run!r}, host {hostfile.host!r}")
+            retry = INCOMPLETE_RETRY_S if isinstance(result, errors.ProfileIncompleteError) \
+                else MEMORY_RETRY_S if isinstance(result, errors.ProfileOutOfMemoryError) \
+                else REMOTE_ERROR_RETRY_S if storage.is_remote(hostfile.path) else None
+            entry = HostEntry(sig, error=(type(public), str(public)),
+                              expires=None if retry is None else time.monotonic() + retry)
+            self.cache.put(hostfile.path, entry, 0)
+            return entry
+        if isinstance(result, BaseException):
+            raise result
+        entry = HostEntry(sig, result)
+        self.cache.put(hostfile.path, entry, approx_size(result))
+        # Keep on disk only what was read from the version the key names.
+        if self.disk_cache is not None and sig[1] <= self.max_file_bytes and \
+                current_signature(hostfile) == sig:
+            self.disk_cache.put(DiskCache.key(sig, run.format, hostfile.host), result)
+        return entry

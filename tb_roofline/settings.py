@@ -1,0 +1,98 @@
+"""Every `TB_ROOFLINE_*` environment variable, read by one rule.
+
+A number must be finite and at least the variable's minimum (an integer where the variable
+counts something). Anything else — a typo, a negative size, `inf` — logs one warning naming
+the variable, the value and the default, and the default is used: a bad environment variable
+must never stop TensorBoard from loading the plugin. Text settings (paths) are taken as given,
+stripped. Values are read at each call, so tests and long-running servers see changes.
+
+| variable | meaning | default | minimum |
+|---|---|---|---|
+| TB_ROOFLINE_MAX_FILE_MB | largest profile file read (MB) | 4096 | > 0 |
+| TB_ROOFLINE_MAX_EVENTS | most trace events in a PyTorch trace | 5,000,000 | 1 |
+| TB_ROOFLINE_MEMORY_CACHE_MB | memory for cached profiles, analyses, answers (MB) | 2048 | 0 |
+| TB_ROOFLINE_MEMORY_BUDGET_MB | memory conversions in flight may take (MB) | 8192 | > 0 |
+| TB_ROOFLINE_CACHE_DIR | disk cache directory, or off | ~/.cache/tb-roofline | |
+| TB_ROOFLINE_CACHE_MAX_MB | disk cache size (MB; 0 = off) | 2048 | 0 |
+| TB_ROOFLINE_DEVICE_FILE | a device file for profiles without peaks | | |
+| TB_ROOFLINE_REMOTE_RESCAN_S | least seconds between listings of a remote logdir | 15 | 0 |
+| TB_ROOFLINE_YOUNG_FILE_S | a file younger than this may still be written (s) | 30 | > 0 |
+| TB_ROOFLINE_WORKERS | reader processes | the usable cores | 1 |
+| TB_ROOFLINE_PARALLEL_MIN_MB | profile size below which one process reads (MB) | 16 | 0 |
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Number:
+    name: str
+    default: float
+    minimum: float = 0.0
+    exclusive: bool = False  # the minimum itself is not allowed
+    integer: bool = False
+
+
+MAX_FILE_MB = Number("TB_ROOFLINE_MAX_FILE_MB", 4096, 0, exclusive=True)
+MAX_EVENTS = Number("TB_ROOFLINE_MAX_EVENTS", 5_000_000, 1, integer=True)
+MEMORY_CACHE_MB = Number("TB_ROOFLINE_MEMORY_CACHE_MB", 2048, 0)
+MEMORY_BUDGET_MB = Number("TB_ROOFLINE_MEMORY_BUDGET_MB", 8192, 0, exclusive=True)
+CACHE_MAX_MB = Number("TB_ROOFLINE_CACHE_MAX_MB", 2048, 0)
+REMOTE_RESCAN_S = Number("TB_ROOFLINE_REMOTE_RESCAN_S", 15.0, 0)
+YOUNG_FILE_S = Number("TB_ROOFLINE_YOUNG_FILE_S", 30.0, 0, exclusive=True)
+WORKERS = Number("TB_ROOFLINE_WORKERS", 0, 1, integer=True)  # 0: the usable cores
+PARALLEL_MIN_MB = Number("TB_ROOFLINE_PARALLEL_MIN_MB", 16, 0)
+
+CACHE_DIR = "TB_ROOFLINE_CACHE_DIR"
+DEVICE_FILE = "TB_ROOFLINE_DEVICE_FILE"
+NUMBERS = (MAX_FILE_MB, MAX_EVENTS, MEMORY_CACHE_MB, MEMORY_BUDGET_MB, CACHE_MAX_MB,
+           REMOTE_RESCAN_S, YOUNG_FILE_S, WORKERS, PARALLEL_MIN_MB)
+_warned: set = set()
+
+
+def parse(setting: Number, value: str | None) -> tuple[float, str | None]:
+    """(the value to use, the complaint about `value` or None): the one rule."""
+    text = (value or "").strip()
+    if not text:
+        return setting.default, None
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    ok = math.isfinite(number) and (number > setting.minimum if setting.exclusive
+                                    else number >= setting.minimum)
+    if ok and setting.integer and number != int(number):
+        ok = False
+    if not ok:
+        bound = ("greater than" if setting.exclusive else "at least") + f" {setting.minimum:g}"
+        kind = "an integer" if setting.integer else "a number"
+        default = setting.default if setting.default else "automatic"
+        return setting.default, (f"{setting.name}={text!r} is not {kind} {bound}; "
+                                 f"using the default ({default})")
+    return (int(number) if setting.integer else number), None
+
+
+def number(setting: Number, environ=None) -> float:
+    """The setting's value from the environment (bad values: one warning, the default)."""
+    environ = os.environ if environ is None else environ
+    value, complaint = parse(setting, environ.get(setting.name))
+    if complaint and (setting.name, environ.get(setting.name)) not in _warned:
+        _warned.add((setting.name, environ.get(setting.name)))
+        log.warning("tb-roofline: %s", complaint)
+    return value
+
+
+def text(name: str, environ=None) -> str:
+    environ = os.environ if environ is None else environ
+    return (environ.get(name) or "").strip()
+
+
+def mb(setting: Number, environ=None) -> int:
+    """A size setting in bytes."""
+    return int(number(setting, environ) * (1 << 20))
