@@ -297,9 +297,14 @@ def _apply_caveats(cols: dict, caveat: np.ndarray, sums: dict, device: DeviceInf
     not a transfer at a rate), rows with nothing known to place, rows above their roof (host
     transfers without a known link speed keep the reader's caveat)."""
     eff = cols["roofline_efficiency"]
+    # A memory's utilisation is a measurement whether or not a compute peak is known (the roof
+    # min(P, I x BW) is at most I x BW, so bytes/s above BW is above the roof either way); what
+    # needs the compute peak (the roof itself, its efficiency, the optimal rate) is unknown.
+    mem_util = np.asarray(cols["max_mem_bw_utilization"], dtype=float)
     if not device.peaks_known:
         for c in _EFFICIENCY_COLUMNS + ("peak_flop_rate",):
-            cols[c] = np.full(len(eff), np.nan)
+            if c != "max_mem_bw_utilization":
+                cols[c] = np.full(len(eff), np.nan)
     is_async = np.isin(caveat, ASYNC_CAVEATS)
     if is_async.any():
         for c in _EFFICIENCY_COLUMNS:
@@ -310,7 +315,8 @@ def _apply_caveats(cols: dict, caveat: np.ndarray, sums: dict, device: DeviceInf
     unknown = ~is_async & (caveat == "") & (sums["flops_known_ps"] <= 0) & \
         (sums["bytes_known_ps"] <= 0) & (sums["op_time_ps"] > 0)
     caveat[nothing | unknown] = NO_COST
-    above = (caveat == "") & (np.nan_to_num(cols["roofline_efficiency"]) > ABOVE_ROOF)
+    above = (caveat == "") & ((np.nan_to_num(cols["roofline_efficiency"]) > ABOVE_ROOF)
+                              | (np.nan_to_num(mem_util) > ABOVE_ROOF))
     caveat[above] = ABOVE_ROOF_CAVEAT
     cols["caveat"] = caveat
 
