@@ -22,7 +22,7 @@ import numpy as np
 
 from tb_roofline import errors, storage
 from tb_roofline.devices import device_file
-from tb_roofline.model import roofline
+from tb_roofline.model import roofline, row_grouping
 from tb_roofline.serve.caches import ByteLRU, approx_size, memory_budget_bytes
 from tb_roofline.serve.discovery import ALL_HOSTS, Run, RunIndex
 from tb_roofline.serve import disk_cache
@@ -378,9 +378,9 @@ class RooflineService:
 
     def ops(self, run: str, host: str, include_infeed_outfeed: bool = True, categories=(),
             bound_by=(), name="", offset: int = 0, limit: int | None = None,
-            view: str = "op") -> dict:
+            view: str = "op", rows: str = "") -> dict:
         return self._ops_answer(self.analysis(run, host), run, host, include_infeed_outfeed,
-                                categories, bound_by, name, offset, limit, view)
+                                categories, bound_by, name, offset, limit, view, rows)
 
     def diagnostics(self, run: str, host: str) -> dict:
         return self._diagnostics_answer(self.analysis(run, host), run, host)
@@ -444,8 +444,13 @@ class RooflineService:
 
     @staticmethod
     def _filtered_ops(a, include_infeed_outfeed, categories=(), bound_by=(), name="",
-                      view="op"):
-        if view == "op":
+                      view="op", rows=""):
+        if rows:  # the `rows` grouping (model/row_grouping.py)
+            try:
+                table = row_grouping.grouped_records(a, include_infeed_outfeed, rows)
+            except ValueError as e:
+                raise errors.InvalidArgumentError(str(e)) from None
+        elif view == "op":
             table = a.ops[include_infeed_outfeed]
         elif view in a.views:
             table = a.views[view][include_infeed_outfeed]
@@ -466,18 +471,19 @@ class RooflineService:
 
     def _ops_answer(self, a, run, host, include_infeed_outfeed=True, categories=(),
                     bound_by=(), name="", offset: int = 0, limit: int | None = None,
-                    view: str = "op") -> dict:
+                    view: str = "op", rows: str = "") -> dict:
         full, table = self._filtered_ops(a, include_infeed_outfeed, categories, bound_by, name,
-                                         view)
+                                         view, rows)
         total = len(table)
         if offset or limit is not None:
             end = total if limit is None else offset + limit
             table = table.select(slice(offset, end))
-        return {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
+        return row_grouping.add_extra_columns(a, table, rows, {
+                "run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
                 "rows": table.rows(), "total_count": total, "unfiltered_count": len(full),
                 "offset": offset, "view": view, "views": ["op"] + sorted(a.views),
                 "facets": {"category": sorted(set(full.columns["category"].tolist())),
-                           "bound_by": sorted(set(full.columns["bound_by"].tolist()))}}
+                           "bound_by": sorted(set(full.columns["bound_by"].tolist()))}})
 
     def compare(self, base: str, run: str, base_host: str = "", host: str = "", base_step=None,
                 step=None, level: str = "op", include_infeed_outfeed: bool = True,
