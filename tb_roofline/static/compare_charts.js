@@ -1,13 +1,15 @@
 // Charts of a run comparison: both sides' points on one log-log roofline, each side under its own
 // device's roofs, an arrow from a base record to its candidate coloured by faster / slower. The
 // Vega-Lite specs and the data they draw; views are made with charts.js's Chart. No API access.
+import {X_LABELS, Y_LABELS} from './roofline_specs.js';
+import {decades} from './roofs.js';
 
 export const CHANGES = ['faster', 'slower', 'same', 'new', 'removed'];
 const CHANGE_COLORS = ['#2e7d32', '#d32f2f', '#78909c', '#1565c0', '#ef6c00'];
 const ROOF_COLOR = '#7f7f7f';
 const BASE_COLOR = '#9e9e9e';
-const X_TITLE = 'Operational intensity of the bounding resource (FLOP/byte)';
-const Y_TITLE = 'FLOP rate (GFLOP/s per core)';
+const X_TITLE = 'Operational intensity (FLOP/byte)';
+const Y_TITLE = 'FLOP rate per core';
 // Arrows for the pairs that matter: the largest time changes that make up this share of all
 // the change, at most MAX_ARROWS of them; the other pairs are drawn as points only.
 const ARROW_SHARE = 0.9;
@@ -130,9 +132,11 @@ export function pairArrows(points, {share = ARROW_SHARE, max = MAX_ARROWS, all =
 }
 
 const xEnc = (g, field = 'px') => ({field, type: 'quantitative', title: X_TITLE,
-  scale: {type: 'log', nice: false, domain: g.xDomain}, axis: {format: '~g', grid: true}});
+  scale: {type: 'log', nice: false, domain: g.xDomain}, axis: {labelExpr: X_LABELS, grid: true,
+    values: decades(g.xDomain[0], g.xDomain[1])}});
 const yEnc = (g, field = 'py') => ({field, type: 'quantitative', title: Y_TITLE,
-  scale: {type: 'log', nice: false, domain: g.yDomain}, axis: {format: '~s', grid: true}});
+  scale: {type: 'log', nice: false, domain: g.yDomain}, axis: {labelExpr: Y_LABELS, grid: true,
+    values: decades(g.yDomain[0], g.yDomain[1])}});
 const changeScale = {domain: CHANGES, range: CHANGE_COLORS};
 // Vega-Lite makes a layer pickable (hover, click) only with a selection or a tooltip: a tooltip
 // that is always null costs the least per item (the view's own events show ours).
