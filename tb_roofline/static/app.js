@@ -127,8 +127,11 @@ class App {
   get geometry() { return this.ops.geometryNow; }
   get programGeometry() { return this.program.geometryNow; }
   get filtered() { return this.ops.filtered; }
+  get categories() { return this.ops.categories; }
+  get bounds() { return this.ops.bounds; }
   setFilter(patch) { return this.ops.setFilter(patch); }
   selectOp(key, opts) { return this.ops.selectOp(key, opts); }
+  clearSelection() { return this.ops.clearSelection(); }
 
   setStatus(status) {
     this.status = status;

@@ -115,6 +115,12 @@ export class OpSection {
           this.setFilter({categories: [datum.category]});
         }
       }});
+    // The category bars have a fixed plot width (see categorySpec): re-fit them to their card
+    // when it changes size.
+    this.catWidth = 0;
+    if (typeof ResizeObserver !== 'undefined') {
+      new ResizeObserver(() => this.refitCategories()).observe(this.catChartEl);
+    }
     this.table = new DataTable(this.tableEl, {id: 'op-table', columns: OP_COLUMNS,
       rowKey: opKey, pageSize: 50, defaultSort: {key: 'rank', dir: 'asc'},
       searchKeys: ['operation', 'shapes', 'category', 'program', 'source', 'tf_op', 'caveat'],
@@ -204,14 +210,26 @@ export class OpSection {
     await this.chart.showOnly('points', 'ops', this.shownPredicate(),
         {cacheKey: this.filterKey()});
     this.ctx.timings.opChartPoints = this.filtered.length;
-    await this.catChart.setSpec(categorySpec(this.categories, this.ctx.dark,
-        this.catChartEl.clientWidth), {cats: this.categoryRows(this.filtered)});
+    await this.renderCategories();
     this.table.setRows(this.filtered, {base: d.ops});
     this.updateStatus();
     if (this.state.op) {
       if (d.ops.some((r) => opKey(r) === this.state.op)) await this.selectOp(this.state.op, {});
       else this.clearSelection();
     }
+  }
+
+  async renderCategories() {
+    this.catWidth = this.catChartEl.clientWidth;
+    await this.catChart.setSpec(categorySpec(this.categories, this.ctx.dark, this.catWidth),
+        {cats: this.categoryRows(this.filtered)});
+  }
+
+  refitCategories() {
+    const width = this.catChartEl.clientWidth;
+    if (!this.catChart.view || !width || Math.abs(width - this.catWidth) < 8) return;
+    clearTimeout(this.catTimer);
+    this.catTimer = setTimeout(() => this.renderCategories(), 100);
   }
 
   /** A copy of the program's Total placed on this chart's axes (the ✚ Program point). */
