@@ -11,10 +11,10 @@ import {TOOLTIP_COLUMNS, TOOLTIP_KEYS, withDeviceMemories} from './columns.js';
 import {exportChart, exportTable} from './exports.js';
 import {InfeedSwitch} from './infeed_switch.js';
 import {h, setChildren} from './views/dom.js';
-import {devicePanel} from './views/device.js';
+import {renderDeviceSection} from './views/device.js';
 import {OpSection, opKeyOf} from './views/op_section.js';
 import {ProgramSection} from './views/program_section.js';
-import {LoadingIndicator, diagnosticsList, emptyState, errorBox} from './views/states.js';
+import {LoadingIndicator, emptyState, errorBox} from './views/states.js';
 import {Tooltip} from './views/tooltip.js';
 import {OpportunitiesPanel} from './views/opportunities.js';  // guidance (issue #10)
 import {attachCompare} from './views/compare.js';  // "Compare with" (issue #9)
@@ -414,25 +414,8 @@ class App {
   }
 
   renderDevice() {
-    const d = this.data;
-    const diags = d.diagnostics || [];
-    // The peaks_unknown note is said once: in the device panel, with the diagnostic's words.
-    const peaksNote = diags.find((x) => x.code === 'peaks_unknown');
-    setChildren(this.devicePanelEl, d.errors.device ? errorBox(d.errors.device,
-        'the device information') : devicePanel(d.device,
-        (d.program || []).find((r) => r.record_type === 'total'), peaksNote));
-    if (d.errors.diagnostics) {
-      setChildren(this.diagnosticsEl, errorBox(d.errors.diagnostics, 'the diagnostics'));
-      return;
-    }
-    const shown = diags.filter((x) => x !== peaksNote || !d.device);
-    setChildren(this.diagnosticsEl, diagnosticsList(shown));
-    const count = (sev) => shown.filter((x) => x.severity === sev).length;
-    const worst = count('error') ? 'error' : count('warning') ? 'warning' : 'info';
-    setChildren(this.diagSummary, `Diagnostics (${shown.length}` +
-        `${count('warning') ? `, ${count('warning')} warning${count('warning') > 1 ? 's' : ''}` :
-          ''}${count('error') ? `, ${count('error')} error${count('error') > 1 ? 's' : ''}` : ''})`);
-    this.diagSummary.dataset.severity = shown.length ? worst : 'none';
+    renderDeviceSection({panel: this.devicePanelEl, list: this.diagnosticsEl,
+      summary: this.diagSummary}, this.data);
   }
 
   async renderAll() {

@@ -9,11 +9,12 @@ import {Chart, loadVega} from '../charts.js';
 import {CHANGES, bySide, compareGeometry, compareSpec, pairArrows, pairPoints, sidesXY}
   from '../compare_charts.js';
 import {PAIR_COLUMNS, PAIR_TOOLTIP_COLUMNS, PROGRAM_PAIR_COLUMNS, columnarToObjects,
-  exportColumns, filterPairs, programLabel, tooltipDatum} from '../compare_data.js';
+  filterPairs, programLabel, tooltipDatum} from '../compare_data.js';
 import {summaryPanel} from './compare_summary.js';
-import {fmtInt, toCsv} from '../columns.js';
+import {fmtInt} from '../columns.js';
+import {exportCompareChart, exportPairs} from './compare_exports.js';
 import {onUrlChange, readUrlState, writeUrlState} from '../tbhost.js';
-import {download, downloadText, h, setChildren, slug} from './dom.js';
+import {h, setChildren} from './dom.js';
 import {errorBox} from './states.js';
 import {DataTable} from './table.js';
 import {Tooltip} from './tooltip.js';
@@ -487,30 +488,11 @@ class CompareView {
 
   // ---------------------------------------------------------------- export
 
-  fileBase(what) {
-    const a = this.answer;
-    return `roofline_compare_${slug(a.base.run)}_vs_${slug(a.cand.run)}_${what}`;
-  }
-
   exportTable(format) {
-    if (!this.answer) return;
-    const rows = this.opTable.visibleRows();
-    const columns = exportColumns(this.answer.columns);
-    const name = this.fileBase('ops');
-    if (format === 'csv') {
-      downloadText(toCsv(rows, columns), `${name}.csv`, 'text/csv');
-      return;
-    }
-    const s = this.state;
-    const doc = {base: this.answer.base, cand: this.answer.cand, summary: this.answer.summary,
-      notes: this.answer.notes, filters: {category: s.categories, bound_by: s.boundBy,
-        name: s.name, change: s.change, search: this.opTable.search},
-      columns, rows: rows.map((r) => Object.fromEntries(columns.map((k) => [k, r[k] ?? null])))};
-    downloadText(JSON.stringify(doc, null, 1), `${name}.json`, 'application/json');
+    if (this.answer) exportPairs(this.answer, this.opTable, this.state, format);
   }
 
   async exportChart(chart, what, format) {
-    if (!chart.view) return;
-    download(await chart.imageUrl(format), `${this.fileBase(what)}.${format}`);
+    if (this.answer) await exportCompareChart(this.answer, chart, what, format);
   }
 }

@@ -1,6 +1,7 @@
 // Device information panel: type, peaks per precision, bandwidth of every memory, ridge points,
 // megacore, and where each number comes from.
-import {h} from './dom.js';
+import {h, setChildren} from './dom.js';
+import {diagnosticsList, errorBox} from './states.js';
 import {fmtBool, fmtFlopRate, fmtFrac, fmtInt, fmtNum, fmtText} from '../columns.js';
 
 const SOURCE_LABEL = {profile: 'profile', datasheet: 'data sheet', measured: 'measured',
@@ -82,4 +83,26 @@ export function devicePanel(device, total, peaksNote = null) {
           'Peaks are not known for this device: rates are shown, efficiencies are not.',
           peaksNote && peaksNote.message ? h('span', {class: 'muted'}, ` ${peaksNote.message}`) :
             null) : null);
+}
+
+/**
+ * The device panel and the diagnostics list of the loaded data (`els`: {panel, list, summary}).
+ * The peaks_unknown note is said once: in the device panel, with the diagnostic's words.
+ */
+export function renderDeviceSection(els, d) {
+  const diags = d.diagnostics || [];
+  const peaksNote = diags.find((x) => x.code === 'peaks_unknown');
+  setChildren(els.panel, d.errors.device ? errorBox(d.errors.device, 'the device information') :
+    devicePanel(d.device, (d.program || []).find((r) => r.record_type === 'total'), peaksNote));
+  if (d.errors.diagnostics) {
+    setChildren(els.list, errorBox(d.errors.diagnostics, 'the diagnostics'));
+    return;
+  }
+  const shown = diags.filter((x) => x !== peaksNote || !d.device);
+  setChildren(els.list, diagnosticsList(shown));
+  const count = (sev) => shown.filter((x) => x.severity === sev).length;
+  const worst = count('error') ? 'error' : count('warning') ? 'warning' : 'info';
+  const n = (sev) => (count(sev) ? `, ${count(sev)} ${sev}${count(sev) > 1 ? 's' : ''}` : '');
+  setChildren(els.summary, `Diagnostics (${shown.length}${n('warning')}${n('error')})`);
+  els.summary.dataset.severity = shown.length ? worst : 'none';
 }

@@ -141,7 +141,8 @@ export class OpportunitiesPanel {
     const links = f.ops.map((op) => {
       const rank = this.findRank(op);
       return h('button', {type: 'button', class: 'opp-op', disabled: rank === null,
-        title: rank === null ? 'not in the loaded op rows' : 'show in the chart and table',
+        title: `${op.operation}\n${rank === null ? 'not in the loaded op rows' :
+          'show in the chart and table'}`,
         dataset: {rank: rank === null ? '' : String(rank)},
         onclick: () => rank !== null && this.selectOp(rank)}, op.operation);
     });

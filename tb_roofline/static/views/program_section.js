@@ -88,9 +88,10 @@ export class ProgramSection {
     else this.selected = null;
   }
 
-  /** Decades between points that sit on one spot (~14 px on a ~1,100 px wide plot). */
+  /** Decades between points that sit on one spot: ~14 px on the plot's width. */
   spreadFor(g) {
-    return (Math.log10(g.xDomain[1]) - Math.log10(g.xDomain[0])) * 14 / 1100;
+    const plot = Math.max(300, (this.chartEl.clientWidth || 1300) - 200);
+    return (Math.log10(g.xDomain[1]) - Math.log10(g.xDomain[0])) * 14 / plot;
   }
 
   /** Replaces the records (infeed/outfeed switch) if they fit the current axes. */
