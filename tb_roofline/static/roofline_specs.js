@@ -113,7 +113,12 @@ function titled(text, subtitle) {
   return subtitle ? {text, subtitle, anchor: 'start', fontSize: 13, subtitleFontSize: 11} : text;
 }
 
-const SERIES_SHAPES = {Total: 'square', 'Total (HW)': 'diamond', Host: 'cross',
+const SERIES_COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b',
+  '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
+/** The colour of each program record (in order): Vega's category10. */
+export const seriesColors = (n) => Array.from({length: n}, (_, i) => SERIES_COLORS[i % 10]);
+/** The marker of each record kind. */
+export const SERIES_SHAPES = {Total: 'square', 'Total (HW)': 'diamond', Host: 'cross',
   Average: 'triangle-up', Step: 'circle'};
 
 /**
@@ -123,12 +128,7 @@ const SERIES_SHAPES = {Total: 'square', 'Total (HW)': 'diamond', Host: 'cross',
  */
 export function programSpec(geometry, dark, {series = [], kinds = [], subtitle = ''} = {}) {
   const shapeOf = (i) => SERIES_SHAPES[kinds[i]] || 'circle';
-  // One legend (colour), whose symbols take each record's shape.
-  const special = series.map((name, i) => [name, shapeOf(i)]).filter(([, sh]) => sh !== 'circle');
-  const shapeExpr = special.reduceRight((acc, [name, sh]) =>
-    `datum.value === ${JSON.stringify(name)} ? '${sh}' : ${acc}`, "'circle'");
-  const legend = {title: 'Record', symbolLimit: 40, columns: series.length > 12 ? 2 : 1,
-    encode: {symbols: {update: {shape: {signal: shapeExpr}}}}};
+  const colors = seriesColors(series.length);
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: titled('Program-level roofline', subtitle),
@@ -149,10 +149,11 @@ export function programSpec(geometry, dark, {series = [], kinds = [], subtitle =
         encoding: {
           x: xEnc(geometry),
           y: yEnc(geometry),
+          // One legend for both (views/program_section.js draws it: Vega-Lite would draw two).
           shape: {field: 'series', type: 'nominal', sort: null, legend: null,
                   scale: {domain: series, range: series.map((_, i) => shapeOf(i))}},
-          color: {field: 'series', type: 'nominal', sort: null, legend,
-                  scale: {domain: series, scheme: 'category10'}},
+          color: {field: 'series', type: 'nominal', sort: null, legend: null,
+                  scale: {domain: series, range: colors}},
         },
       },
       {

@@ -184,10 +184,13 @@ def test_program_records_each_hoverable(page, tb_testdata):
     wait_js(page, "document.querySelector('#program-section').dataset.selected === 'Total'")
     assert page.evaluate("document.querySelector('#program-table tr.selected').dataset.key") == \
         "Total"
-    # One legend for the records.
+    # One legend for the records (under the chart, marker and colour of each), none in it.
     legends = page.evaluate("""window.__roofline.programChart.view.scenegraph().root.items[0]
         .items.filter((m) => m.role === 'legend').length""")
-    assert legends == 1
+    assert legends == 0
+    assert page.eval_on_selector_all("#program-legend .record-item",
+                                     "els => els.map((e) => e.dataset.series)") == \
+        [p[0] for p in pts]
 
 
 def test_pytorch_rows_by_shapes(page, tb_testdata):
@@ -264,3 +267,43 @@ def test_compare_replaces_the_charts_at_the_top(page, tb_testdata):
     assert ticks and not [t for t in ticks if re.fullmatch(r"[\d.]+[µmk]", str(t))]
     at_size(page, 1600)
     shot(page, "layout_compare_1600")
+
+
+def test_numbers_and_roofs_without_compute_peaks(page, tb_testdata):
+    """The formatting and roof rules themselves (static/columns.js, static/roofs.js), on the
+    figures the issue quotes."""
+    open_frame(page, tb_testdata, run=A100)
+    base = f"{tb_testdata.base}/data/plugin/roofline/static"
+    out = page.evaluate("""async (base) => {
+      const cols = await import(base + '/columns.js');
+      const roofs = await import(base + '/roofs.js');
+      const device = {compute: [], memories: [{id: 'hbm', name: 'HBM', peak_gbs: 1000},
+        {id: 'l1', name: 'L1', peak_gbs: 19000}, {id: 'interconnect', name: 'Interconnect',
+          peak_gbs: 300}]};
+      const records = [{bottleneck_operational_intensity: 2, flop_rate: 500, bound_by: 'HBM'},
+        {bottleneck_operational_intensity: 0, flop_rate: 0, bound_by: 'HBM'}];
+      const g = roofs.roofGeometry(device, records, {});
+      roofs.placePoints(records, g);
+      return {pct: cols.fmtFrac(6.92e-8), pct2: cols.fmtPct(12.3456), time: cols.fmtTime(363729698.77),
+        ms: cols.fmtTime(1234.5), us: cols.fmtTime(12.5),
+        copy: cols.COLUMN.hbm_bw.format(833333333, {caveat: 'async_start'}),
+        zero: cols.COLUMN.flop_rate.format(0, {flops: 0, flop_coverage: 0}),
+        eff: cols.COLUMN.roofline_efficiency.format(0, {peak_flop_rate: 0}),
+        drawn: g.drawn.map((m) => m.id), available: g.available.map((m) => m.id),
+        computes: g.computes.length, hbmLine: g.lines.filter((l) => l.roof === 'memory:hbm').length,
+        top: g.yDomain[1], strip: records[1].px <= g.xDomain[0] * (g.xDomain[1] / g.xDomain[0]) ** 0.3,
+        colors: [roofs.memoryColor('hbm'), roofs.memoryColor('host'), roofs.memoryColor('l1')]};
+    }""", base)
+    assert out["pct"] == "<0.01%" and out["pct2"] == "12.35%"
+    assert out["time"] == "363.73 s" and out["ms"] == "1.23 ms" and out["us"] == "12.5 µs"
+    assert out["copy"] == out["zero"] == out["eff"] == "—"
+    # Unknown compute peaks: the HBM roof is still drawn (up to the top of the plot), no
+    # compute roof; memories no record is bound by are listed, not drawn.
+    assert out["drawn"] == ["hbm"] and out["available"] == ["l1", "interconnect"]
+    assert out["computes"] == 0 and out["hbmLine"] == 2
+    assert out["strip"]
+    # Fixed roof colours, none of them a colour of the category palette (tableau20).
+    tableau20 = {"#4c78a8", "#9ecae9", "#f58518", "#ffbf79", "#54a24b", "#88d27a", "#b79a20",
+                 "#f2cf5b", "#439894", "#83bcb6", "#e45756", "#ff9d98", "#79706e", "#bab0ac",
+                 "#d67195", "#fcbfd2", "#b279a2", "#d6a5c9", "#9e765f", "#d8b5a5"}
+    assert len(set(out["colors"])) == 3 and not set(out["colors"]) & tableau20

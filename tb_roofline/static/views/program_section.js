@@ -1,7 +1,8 @@
 // The program-level section: Total, Total (HW), hosts, Average and steps on a chart and in a
 // table. An object that gets what it needs explicitly: `ctx` (view state, loaded data, tooltip,
 // theme; see app.js `sectionContext`) and owns its DOM, chart and table.
-import {Chart, placePoints, programSpec, roofGeometry} from '../charts.js';
+import {Chart, SERIES_SHAPES, placePoints, programSpec, roofGeometry, seriesColors}
+  from '../charts.js';
 import {PROGRAM_COLUMNS, visibleColumns, withDeviceMemories} from '../columns.js';
 import {exportButtons, h, setChildren} from './dom.js';
 import {roofLegend} from './roof_legend.js';
@@ -21,6 +22,16 @@ export function decorateProgram(rows) {
   return rows;
 }
 
+const MARKS = {square: '■', diamond: '◆', cross: '✚', 'triangle-up': '▲', circle: '●'};
+
+/** The one legend of the records: each record's marker in its colour (a click selects it). */
+function recordsLegend(rows) {
+  const colors = seriesColors(rows.length);
+  return [h('span', {class: 'muted'}, 'Records: '), rows.map((r, i) => h('span', {
+    class: 'record-item', dataset: {series: r.series}},
+  h('span', {style: {color: colors[i]}}, MARKS[SERIES_SHAPES[r.kind] || 'circle']), ` ${r.series}`))];
+}
+
 export class ProgramSection {
   /** @param ctx {state, data, dark, tooltip, subtitle(), memoryIds(), exportTable(), exportChart()} */
   constructor(ctx) {
@@ -29,6 +40,7 @@ export class ProgramSection {
     this.tableEl = h('div', {id: 'program-table-wrap'});
     this.errorEl = h('div', {class: 'section-error'});
     this.legendEl = h('div', {class: 'roof-legend', id: 'program-roofs'});
+    this.recordsLegendEl = h('div', {class: 'records-legend', id: 'program-legend'});
     this.extraEl = h('div', {class: 'program-extra'});  // the throughput line (guidance)
     this.el = h('section', {id: 'program-section'},
         h('div', {class: 'section-head'}, h('h2', {}, 'Program-level roofline'),
@@ -37,7 +49,7 @@ export class ProgramSection {
               ['JSON', () => ctx.exportTable('program', 'json', this.table)],
               ['PNG', () => ctx.exportChart(this.chart, 'program', 'png')],
               ['SVG', () => ctx.exportChart(this.chart, 'program', 'svg')]])),
-        this.errorEl, this.extraEl, this.chartEl, this.legendEl,
+        this.errorEl, this.extraEl, this.chartEl, this.recordsLegendEl, this.legendEl,
         h('details', {class: 'program-table-details', open: true},
             h('summary', {}, 'Program records'), this.tableEl));
     this.chart = new Chart(this.chartEl, {tooltip: ctx.tooltip.handler,
@@ -81,6 +93,7 @@ export class ProgramSection {
         rows, d.programColumns, d.device && d.device.kind));
     this.table.setRows(rows);
     setChildren(this.legendEl, roofLegend(g, d.device));
+    setChildren(this.recordsLegendEl, recordsLegend(rows));
     await this.chart.setSpec(programSpec(g, this.ctx.dark, {series: rows.map((r) => r.series),
       kinds: rows.map((r) => r.kind), subtitle: this.ctx.subtitle()}),
     {records: rows, selected: []});
