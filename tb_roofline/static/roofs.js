@@ -138,12 +138,16 @@ export function roofGeometry(device, records, {mixPeak = null, dark = false, fit
     roofs.push({id, label: `${m.name} ${fmtBandwidth(m.peak_gbs)}`, color, kind: 'memory'});
     lines.push({roof: id, order: 0, px: xStart, py: m.peak_gbs * xStart, color});
     lines.push({roof: id, order: 1, px: xMeet, py: meetY, color});
-    // The label sits on the visible part of the slope, rotated along it.
-    const lx = Math.sqrt(Math.max(x0, yDomain[0] / m.peak_gbs) *
-        Math.min(x1, xMeet, yHi / m.peak_gbs));
-    labels.push({roof: id, px: lx, py: m.peak_gbs * lx, text: roofs[roofs.length - 1].label,
-      ax: lx, ay: m.peak_gbs * lx, bx: lx * 2, by: m.peak_gbs * lx * 2, color,
-      align: 'center'});
+    // The label sits on the visible part of the slope, rotated along it (none when too little
+    // of the line is visible: the legend under the chart names it).
+    const vis0 = Math.max(x0, yDomain[0] / m.peak_gbs);
+    const vis1 = Math.min(x1, xMeet, yHi / m.peak_gbs);
+    if (vis1 > vis0 && Math.log(vis1 / vis0) > 0.25 * Math.log(x1 / x0)) {
+      const lx = Math.sqrt(vis0 * vis1);
+      labels.push({roof: id, px: lx, py: m.peak_gbs * lx, text: roofs[roofs.length - 1].label,
+        ax: lx, ay: m.peak_gbs * lx, bx: lx * 2, by: m.peak_gbs * lx * 2, color,
+        align: 'center'});
+    }
   }
   computes.forEach((c, i) => {
     const start = hbm ? c.value / hbm.peak_gbs : x0;
@@ -173,9 +177,10 @@ export function roofGeometry(device, records, {mixPeak = null, dark = false, fit
  * (`at_floor`), laid out in a grid in rank order so each can be hovered — not spread along
  * the intensity axis, which would give them an intensity they do not have. Records that sit on
  * one spot (Total, Average and equal steps) are spread sideways a few pixels, so each can be
- * hovered and picked (`spread`: decades per point; 0 = none).
+ * hovered and picked (`spread`: decades per point along x, `spreadY`: the closeness in y that
+ * counts as one spot; 0 = none).
  */
-export function placePoints(rows, g, {spread = 0} = {}) {
+export function placePoints(rows, g, {spread = 0, spreadY = 0} = {}) {
   const strip = [];
   for (const r of rows) {
     const x = r.bottleneck_operational_intensity;
@@ -201,18 +206,18 @@ export function placePoints(rows, g, {spread = 0} = {}) {
     });
   }
   if (spread > 0) {
-    const groups = new Map();
-    for (const r of rows) {
-      if (r.at_floor) continue;
-      const key = `${Math.round(Math.log10(r.px) / spread)}:${Math.round(Math.log10(r.py) / spread)}`;
-      if (!groups.has(key)) groups.set(key, []);
-      groups.get(key).push(r);
-    }
-    for (const group of groups.values()) {
-      if (group.length < 2) continue;
-      group.forEach((r, i) => {
-        r.px *= 10 ** (spread * (i - (group.length - 1) / 2));
-      });
+    // Left to right, a record closer than `spread` decades in x to one already placed that is
+    // within `spreadY` in y moves right until it is not: every record gets its own spot.
+    const sy = spreadY || spread;
+    const placed = rows.filter((r) => !r.at_floor).sort((a, b) => a.px - b.px || a.py - b.py);
+    const done = [];
+    for (const r of placed) {
+      let min = 0;
+      for (const q of done) {
+        if (Math.abs(Math.log10(r.py / q.py)) < sy) min = Math.max(min, q.px * 10 ** spread);
+      }
+      if (r.px < min) r.px = min;
+      done.push(r);
     }
   }
   return rows;

@@ -84,7 +84,7 @@ export class ProgramSection {
     const rows = decorateProgram(d.program);
     const g = this.geometry(rows);
     this.geometryNow = g;
-    placePoints(rows, g, {spread: this.spreadFor(g)});
+    placePoints(rows, g, this.spreadFor(g));
     if (!rows.length) {
       setChildren(this.errorEl, h('p', {class: 'muted'}, 'No program-level records.'));
     }
@@ -101,17 +101,18 @@ export class ProgramSection {
     else this.selected = null;
   }
 
-  /** Decades between points that sit on one spot: ~14 px on the plot's width. */
+  /** Points closer than a marker (~16 px on the plot) sit on one spot: spread them. */
   spreadFor(g) {
-    const plot = Math.max(300, (this.chartEl.clientWidth || 1300) - 200);
-    return (Math.log10(g.xDomain[1]) - Math.log10(g.xDomain[0])) * 14 / plot;
+    const width = Math.max(300, (this.chartEl.clientWidth || 1300) - 200);
+    const decades = (d) => Math.log10(d[1]) - Math.log10(d[0]);
+    return {spread: decades(g.xDomain) * 16 / width, spreadY: decades(g.yDomain) * 16 / 300};
   }
 
   /** Replaces the records (infeed/outfeed switch) if they fit the current axes. */
   async replaceRecords(program) {
     const g = this.geometryNow;
     decorateProgram(program);
-    placePoints(program, g, {spread: this.spreadFor(g)});
+    placePoints(program, g, this.spreadFor(g));
     const inside = program.every((r) => r.px >= g.xDomain[0] && r.px <= g.xDomain[1] &&
         r.py >= g.yDomain[0] && r.py <= g.yDomain[1]);
     if (!inside) return false;
