@@ -22,6 +22,9 @@ const positive = (v) => typeof v === 'number' && v > 0;
  * devices: the roof lines of a side are drawn only when its device differs (else one set).
  */
 export function compareGeometry(baseDevice, candDevice, points) {
+  // XProf's rule (roofs.js): HBM always, another memory only where a record is bound by it.
+  const bound = new Set(points.map((p) => p.bound).filter(Boolean));
+  const memories = (d) => allMemories(d).filter((m) => m.id === 'hbm' || bound.has(m.name));
   let xMin = Infinity; let xMax = 0; let yMin = Infinity; let yMax = 0;
   for (const p of points) {
     if (positive(p.x)) { xMin = Math.min(xMin, p.x); xMax = Math.max(xMax, p.x); }
@@ -69,12 +72,12 @@ export function compareGeometry(baseDevice, candDevice, points) {
 
 function roofKey(d) {
   return d ? [(d.compute || []).map((c) => [c.precision, c.peak_gflops]),
-    memories(d).map((m) => [m.id, m.peak_gbs])] : null;
+    allMemories(d).map((m) => [m.id, m.peak_gbs])] : null;
 }
 function firstPeak(d) {
   return d && d.compute && d.compute.length ? d.compute[0].peak_gflops : null;
 }
-function memories(d) {
+function allMemories(d) {
   return ((d && d.memories) || []).filter((m) => m.peak_gbs > 0);
 }
 function fmtPeak(gflops) {
@@ -259,7 +262,8 @@ export function sidesXY(rows) {
   for (const r of rows) {
     for (const side of ['base', 'cand']) {
       if (r[`${side}_caveat`]) continue;
-      out.push({x: r[`${side}_bottleneck_operational_intensity`], y: r[`${side}_flop_rate`]});
+      out.push({x: r[`${side}_bottleneck_operational_intensity`], y: r[`${side}_flop_rate`],
+        bound: r[`${side}_bound_by`]});
     }
   }
   return out;
