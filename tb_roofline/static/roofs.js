@@ -77,8 +77,8 @@ export function drawnMemories(device, records) {
 export function bindingRoof(device, r) {
   if (r.bound_by === 'Compute' && positive(r.peak_flop_rate)) {
     const p = r.precision && r.precision !== 'mixed' ? `${r.precision} ` : '';
-    return {id: `compute:${r.peak_flop_rate}`, label: `Compute (${p}${fmtFlopRate(
-        r.peak_flop_rate)})`.replace('( ', '(')};
+    return {id: `compute:${r.peak_flop_rate}`,
+      label: `Compute (${p}${fmtFlopRate(r.peak_flop_rate)})`};
   }
   const m = memoryNamed(memoriesOf(device), r.bound_by);
   if (m) return {id: `memory:${m.id}`, label: `${m.name} (${fmtBandwidth(m.peak_gbs)})`};
