@@ -129,6 +129,9 @@ def test_tooltip_names_the_binding_roof_and_highlights_it(page, tb_testdata):
     hovered = page.evaluate("window.__roofline.tooltip.current")
     roof = tooltip.locator("tr[data-key=binding_roof] td").inner_text()
     assert roof == "HBM (2.04 TB/s)", roof  # the A100's 2,039 GB/s
+    # The trace has no hardware counters: the tab says why there is no "Total (HW)".
+    assert not tb_testdata.api("program", run=A100)[1]["has_hw_counters"]
+    assert page.is_visible("#no-hw-record")
     wait_js(page, "window.__roofline.opChart.view.signal('hl_roof') === 'memory:hbm'")
     # A compute-bound op names its precision's roof.
     _, ops = tb_testdata.api("ops", run=A100)

@@ -41,6 +41,7 @@ export class ProgramSection {
     this.errorEl = h('div', {class: 'section-error'});
     this.legendEl = h('div', {class: 'roof-legend', id: 'program-roofs'});
     this.recordsLegendEl = h('div', {class: 'records-legend', id: 'program-legend'});
+    this.hwNoteEl = h('p', {class: 'hint', id: 'no-hw-record', hidden: true});
     this.extraEl = h('div', {class: 'program-extra'});  // the throughput line (guidance)
     this.el = h('section', {id: 'program-section'},
         h('div', {class: 'section-head'}, h('h2', {}, 'Program-level roofline'),
@@ -50,6 +51,7 @@ export class ProgramSection {
               ['PNG', () => ctx.exportChart(this.chart, 'program', 'png')],
               ['SVG', () => ctx.exportChart(this.chart, 'program', 'svg')]])),
         this.errorEl, this.extraEl, this.chartEl, this.recordsLegendEl, this.legendEl,
+        this.hwNoteEl,
         h('details', {class: 'program-table-details', open: true},
             h('summary', {}, 'Program records'), this.tableEl));
     this.chart = new Chart(this.chartEl, {tooltip: ctx.tooltip.handler,
@@ -94,6 +96,12 @@ export class ProgramSection {
     this.table.setRows(rows);
     setChildren(this.legendEl, roofLegend(g, d.device));
     setChildren(this.recordsLegendEl, recordsLegend(rows));
+    // Why there is no "Total (HW)" record (GPU traces): no hardware counters in the trace.
+    const gpu = d.device && d.device.kind === 'gpu';
+    this.hwNoteEl.hidden = !(gpu && !d.hasHw);
+    setChildren(this.hwNoteEl, 'No “Total (HW)” record: the trace has no hardware FLOP ' +
+        'counters (CUPTI range-profiler SASS counters); FLOPs are counted from the ops’ ' +
+        'shapes and kernels.');
     await this.chart.setSpec(programSpec(g, this.ctx.dark, {series: rows.map((r) => r.series),
       kinds: rows.map((r) => r.kind), subtitle: this.ctx.subtitle()}),
     {records: rows, selected: []});
