@@ -1,4 +1,5 @@
-"""How the op records of a view are grouped: the `/ops?rows=` choice (docs/http_api.md).
+"""How the op records of a view are grouped: the `/ops?rows=` choice (docs/frontend.md, "Backend
+ requests"; to go into docs/http_api.md).
 
 - `op` (default): one record per (program, op, precision), as `Analysis.ops`;
 - `shapes`: one record per (program, op, precision, input shapes): the op table's `fingerprint`
