@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline import errors
-from tb_roofline.model import roofline
+from tb_roofline.model import roofline, row_grouping
 from tb_roofline.model.records import json_columns
 from tb_roofline.serve.discovery import ALL_HOSTS
 
@@ -122,15 +122,22 @@ def program_answer(a, run, host, include_infeed_outfeed=True) -> dict:
 
 
 def ops_answer(a, run, host, include_infeed_outfeed=True, categories=(), bound_by=(), name="",
-               offset: int = 0, limit: int | None = None, view: str = "op") -> dict:
-    full = op_table(a, include_infeed_outfeed, view)
+               offset: int = 0, limit: int | None = None, view: str = "op",
+               rows: str = "") -> dict:
+    if rows:  # rows by op, op x input shapes or kernel (model/row_grouping.py)
+        try:
+            full = row_grouping.grouped_records(a, include_infeed_outfeed, rows)
+        except ValueError as e:
+            raise errors.InvalidArgumentError(str(e)) from None
+    else:
+        full = op_table(a, include_infeed_outfeed, view)
     table = filtered(full, categories, bound_by, name)
     total = len(table)
     table = page(table, offset, limit)
-    return {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
+    return row_grouping.add_extra_columns(a, table, rows, {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
             "rows": table.rows(), "total_count": total, "unfiltered_count": len(full),
             "offset": offset, "view": view, "views": views_of(a),
-            "facets": facets(full.columns)}
+            "facets": facets(full.columns)})
 
 
 def diagnostics_answer(a, run, host) -> dict:

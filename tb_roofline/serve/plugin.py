@@ -174,7 +174,7 @@ class RooflinePlugin(base_plugin.TBPlugin):
     @_handler
     def _ops(self, request):
         return self._encoded(request, "ops", include_infeed_outfeed=_infeed(request),
-                             **_filters(request))
+                             rows=request.args.get("rows", ""), **_filters(request))
 
     @_handler
     def _diagnostics(self, request):

@@ -272,9 +272,9 @@ class RooflineService:
 
     def ops(self, run: str, host: str, include_infeed_outfeed: bool = True, categories=(),
             bound_by=(), name="", offset: int = 0, limit: int | None = None,
-            view: str = "op") -> dict:
+            view: str = "op", rows: str = "") -> dict:
         return answers.ops_answer(self.analysis(run, host), run, host, include_infeed_outfeed,
-                                  categories, bound_by, name, offset, limit, view)
+                                  categories, bound_by, name, offset, limit, view, rows)
 
     def diagnostics(self, run: str, host: str) -> dict:
         return answers.diagnostics_answer(self.analysis(run, host), run, host)

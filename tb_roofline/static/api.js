@@ -96,8 +96,11 @@ export const api = {
   device: (sel, opts) => getJson('device', commonParams(sel), opts),
   program: (sel, opts) => getJson('program',
       {...commonParams(sel), infeed_outfeed: sel.infeed || 'include'}, opts),
+  // `view`: the "Rows" choice: op (default), shapes (`rows=shapes`: op × input shapes), or an
+  // op view of the API (kernel, kernel_hw).
   ops: (sel, opts) => getJson('ops', {...commonParams(sel), infeed_outfeed: sel.infeed || 'include',
-    view: sel.view && sel.view !== 'op' ? sel.view : undefined}, opts),
+    view: sel.view && !['op', 'shapes'].includes(sel.view) ? sel.view : undefined,
+    rows: sel.view === 'shapes' ? 'shapes' : undefined}, opts),
   diagnostics: (sel, opts) => getJson('diagnostics', commonParams(sel), opts),
   exportUrl: (sel, level, format, filters = {}) => apiUrl('export', {
     ...commonParams(sel), infeed_outfeed: sel.infeed || 'include', level, format, ...filters,

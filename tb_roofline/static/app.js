@@ -1,20 +1,20 @@
-// Wiring: view state, URL, runs and data loading, the layout, and the reactions that span
-// sections. Data access lives in api.js, TensorBoard integration in tbhost.js, the sections in
-// views/program_section.js and views/op_section.js (methods of App), the infeed/outfeed switch
-// in infeed_switch.js, exports in exports.js, charts in charts.js.
+// Wiring: view state and URL, runs and data loading, the layout, and the events other views
+// follow. The sections are objects (views/program_section.js, views/op_section.js, the
+// infeed/outfeed switch in infeed_switch.js) that get the view context (`sectionContext`)
+// explicitly; the compare view (views/compare.js) follows the app through its events
+// (`app.events`: `runs`, `loaded`, `theme`). Data access lives in api.js, TensorBoard
+// integration in tbhost.js, charts in charts.js, exports in exports.js.
 import {api, ApiError, tableToObjects} from './api.js';
 import {onReload, onUrlChange, readUrlState, watchDarkMode, writeUrlState} from './tbhost.js';
-import {Chart, loadVega, roofGeometry} from './charts.js';
-import {OP_COLUMNS, PROGRAM_COLUMNS, TOOLTIP_COLUMNS, TOOLTIP_KEYS, withDeviceMemories}
-  from './columns.js';
-import {Exports} from './exports.js';
+import {loadVega} from './charts.js';
+import {TOOLTIP_COLUMNS, TOOLTIP_KEYS, withDeviceMemories} from './columns.js';
+import {exportChart, exportTable} from './exports.js';
 import {InfeedSwitch} from './infeed_switch.js';
 import {h, setChildren} from './views/dom.js';
-import {devicePanel} from './views/device.js';
-import {OpSection, opKey, opKeyOf} from './views/op_section.js';
+import {renderDeviceSection} from './views/device.js';
+import {OpSection, opKeyOf} from './views/op_section.js';
 import {ProgramSection} from './views/program_section.js';
-import {LoadingIndicator, diagnosticsList, emptyState, errorBox} from './views/states.js';
-import {DataTable} from './views/table.js';
+import {LoadingIndicator, emptyState, errorBox} from './views/states.js';
 import {Tooltip} from './views/tooltip.js';
 import {OpportunitiesPanel} from './views/opportunities.js';  // guidance (issue #10)
 import {attachCompare} from './views/compare.js';  // "Compare with" (issue #9)
@@ -29,11 +29,37 @@ class App {
     this.runs = [];
     this.logdir = '';
     this.data = null;  // {device, diagnostics, program, ops, opColumns, programColumns, facets}
-    this.filtered = [];
     this.dark = false;
     this.loadToken = 0;
     this.timings = {};
     this.status = 'starting';
+    /** What other views follow: `runs` (the run list changed), `loaded` (a load or an
+     * infeed/outfeed switch finished), `theme` (dark mode changed). */
+    this.events = new EventTarget();
+  }
+
+  emit(name) {
+    this.events.dispatchEvent(new Event(name));
+  }
+
+  /** What the sections get: the view state, the loaded data, theme, tooltip and helpers. */
+  sectionContext() {
+    const app = this;
+    return {
+      get state() { return app.state; },
+      get data() { return app.data; },
+      get dark() { return app.dark; },
+      tooltip: this.tooltip,
+      timings: this.timings,
+      persist: () => this.persist(),
+      bump: (name) => this.bump(name),
+      subtitle: () => this.subtitle(),
+      memoryIds: () => this.memoryIds(),
+      setRows: (value) => this.setView(value),
+      exportTable: (level, format, table) => exportTable(this.state, this.data, level, format,
+          table),
+      exportChart: (chart, what, format) => exportChart(this.state, chart, what, format),
+    };
   }
 
   // ---------------------------------------------------------------- layout
@@ -51,102 +77,34 @@ class App {
       onchange: () => this.selectHost(this.hostSelect.value)});
     this.infeedToggle = h('input', {type: 'checkbox', id: 'infeed-toggle', checked: true,
       onchange: () => this.setInfeed(this.infeedToggle.checked ? 'include' : 'exclude')});
-    this.viewSelect = h('select', {id: 'view-select', 'aria-label': 'Op table view',
-      onchange: () => this.setView(this.viewSelect.value)});
-    this.viewLabel = h('label', {hidden: true}, 'Rows: ', this.viewSelect);
     this.loadingEl = h('div', {id: 'loading'});
     this.loading = new LoadingIndicator(this.loadingEl);
     this.noticeEl = h('div', {id: 'notice', class: 'notice', hidden: true});
     this.runErrorEl = h('div', {id: 'run-error'});
+    this.tooltip = new Tooltip();
+    this.tooltip.keys = TOOLTIP_KEYS;  // compact: every metric is in the selection's details
+
+    const ctx = this.sectionContext();
+    this.program = new ProgramSection(ctx);
+    this.ops = new OpSection(ctx);
+    this.infeed = new InfeedSwitch(ctx, api, {program: this.program, ops: this.ops});
+    // Guidance (issue #10): a compact Opportunities summary beside the device; the throughput
+    // line in the program section.
+    this.opportunities = new OpportunitiesPanel({
+      findRank: (op) => opKeyOf(this.data && this.data.ops, op),
+      selectOp: (key) => this.ops.selectOp(key, {fromChart: true})});
+    this.program.extraEl.appendChild(this.opportunities.throughputEl);
 
     this.devicePanelEl = h('div', {id: 'device-panel'});
     this.diagSummary = h('summary', {}, 'Diagnostics');
     this.diagnosticsEl = h('div', {id: 'diagnostics'});
-    this.programChartEl = h('div', {id: 'program-chart', class: 'chart'});
-    this.programTableEl = h('div', {id: 'program-table-wrap'});
-    this.programErrorEl = h('div', {class: 'section-error'});
-    this.opChartEl = h('div', {id: 'op-chart', class: 'chart'});
-    this.catChartEl = h('div', {id: 'category-chart', class: 'chart'});
-    this.opTableEl = h('div', {id: 'op-table-wrap'});
-    this.opErrorEl = h('div', {class: 'section-error'});
-    this.opStatusEl = h('div', {id: 'op-status', class: 'muted'});
-    this.selectionEl = h('div', {id: 'op-selection', class: 'selection'});
-    this.topOpsEl = h('div', {id: 'top-ops', class: 'top-ops'});
-    this.emptyFilterText = h('span', {}, 'No op matches the filters. ');
-    this.emptyFilterEl = h('p', {id: 'no-match', class: 'notice', hidden: true},
-        this.emptyFilterText, h('button', {type: 'button',
-          onclick: () => this.clearFilters()}, 'Clear filters'));
-
-    this.categoryMenu = h('div', {class: 'menu-list', id: 'category-options'});
-    this.boundMenu = h('div', {class: 'menu-list', id: 'bound-options'});
-    this.categorySummary = h('summary', {}, 'Category: all');
-    this.boundSummary = h('summary', {}, 'Bound by: all');
-    // No fixed debounce: a keystroke is applied at once; keystrokes typed while a filter pass
-    // runs are coalesced into one pass after it (queueFilter).
-    this.nameInput = h('input', {type: 'search', id: 'name-filter', placeholder: 'Op name contains…',
-      'aria-label': 'Filter ops by name',
-      oninput: () => this.queueFilter({name: this.nameInput.value.trim()})});
-
-    const exportButtons = (prefix, items) => h('div', {class: 'export-buttons'},
-        h('span', {class: 'muted'}, 'Export:'),
-        items.map(([label, fn]) => h('button', {type: 'button',
-          id: `${prefix}-export-${label.toLowerCase().replace(/[^a-z]+/g, '-')}`,
-          onclick: () => fn()}, label)));
-
-    this.programSection = h('section', {id: 'program-section'},
-        h('div', {class: 'section-head'}, h('h2', {}, 'Program-level roofline'),
-            exportButtons('program', [
-              ['CSV', () => this.exportTable('program', 'csv')],
-              ['JSON', () => this.exportTable('program', 'json')],
-              ['PNG', () => this.exportChart(this.programChart, 'program', 'png')],
-              ['SVG', () => this.exportChart(this.programChart, 'program', 'svg')]])),
-        this.programErrorEl,
-        h('p', {class: 'hint'}, 'Log-log. One roof per memory level (▼ ridge point). ' +
-            'Scroll to zoom, drag to pan, double-click to reset.'),
-        this.programChartEl, this.programTableEl);
-    // Guidance (issue #10): the Opportunities panel on top, the throughput line above.
-    this.opportunities = new OpportunitiesPanel({
-      findRank: (op) => opKeyOf(this.data && this.data.ops, op),
-      selectOp: (key) => this.selectOp(key, {fromChart: true})});
-    this.programSection.insertBefore(this.opportunities.throughputEl, this.programChartEl);
-
-    this.opSection = h('section', {id: 'op-section'},
-        h('div', {class: 'section-head'}, h('h2', {}, 'Op-level roofline'),
-            exportButtons('op', [
-              ['CSV', () => this.exportTable('op', 'csv')],
-              ['JSON', () => this.exportTable('op', 'json')],
-              ['PNG', () => this.exportChart(this.opChart, 'ops', 'png')],
-              ['SVG', () => this.exportChart(this.opChart, 'ops', 'svg')]])),
-        h('div', {class: 'filters', id: 'op-filters'},
-            this.viewLabel,
-            h('details', {class: 'menu', id: 'category-filter'}, this.categorySummary,
-                this.categoryMenu),
-            h('details', {class: 'menu', id: 'bound-filter'}, this.boundSummary, this.boundMenu),
-            this.nameInput,
-            h('button', {type: 'button', id: 'clear-filters', onclick: () => this.clearFilters()},
-                'Clear filters')),
-        this.opErrorEl, this.topOpsEl, this.opStatusEl,
-        h('p', {class: 'hint'}, 'Colour: category · size: share of time · shape: measured ' +
-            '(●), not a measurement (◆, see its caveat) or above its roof (▲) · ✚ Program · ' +
-            'ops without FLOPs or bytes sit in the strip at the bottom. Scroll to zoom, drag ' +
-            'to pan, double-click to reset, click a point for every metric.'),
-        this.emptyFilterEl, this.opChartEl, this.selectionEl,
-        h('div', {class: 'two-col'},
-            h('div', {class: 'cat-wrap'},
-                h('div', {class: 'section-head'}, h('h3', {}, 'Self time per category'),
-                    exportButtons('category', [
-                      ['PNG', () => this.exportChart(this.catChart, 'categories', 'png')],
-                      ['SVG', () => this.exportChart(this.catChart, 'categories', 'svg')]])),
-                this.catChartEl)),
-        h('h3', {}, 'Ops'), this.opTableEl);
-
     this.deviceSection = h('section', {id: 'device-section'},
         h('h2', {}, 'Device'), this.devicePanelEl,
-        h('details', {id: 'diagnostics-section', open: true}, this.diagSummary,
-            this.diagnosticsEl));
-
-    this.contentEl = h('div', {id: 'content'}, this.opportunities.el, this.deviceSection,
-        this.programSection, this.opSection);
+        h('details', {id: 'diagnostics-section'}, this.diagSummary, this.diagnosticsEl));
+    // XProf's order: device, program roofline + table, op roofline + table; the compare view
+    // goes first when it is on.
+    this.topEl = h('div', {class: 'top-row'}, this.deviceSection, this.opportunities.el);
+    this.contentEl = h('div', {id: 'content'}, this.topEl, this.program.el, this.ops.el);
     this.app = h('div', {id: 'roofline-app', class: 'app', dataset: {status: 'starting'}},
         h('header', {class: 'toolbar'},
             h('label', {}, 'Run ', this.runSelect),
@@ -157,28 +115,23 @@ class App {
             this.loadingEl),
         this.noticeEl, this.runErrorEl, this.contentEl);
     setChildren(this.root, this.app);
-    this.tooltip = new Tooltip();  // Appended to <body>, after the root was filled.
-    this.tooltip.keys = TOOLTIP_KEYS;  // compact: every metric is in the selection's details
-
-    this.programChart = new Chart(this.programChartEl, {tooltip: this.tooltip.handler});
-    this.opChart = new Chart(this.opChartEl, {tooltip: this.tooltip.handler,
-      onClick: (datum) => {
-        if (datum && datum.record_type === 'op') this.selectOp(opKey(datum), {fromChart: true});
-      }});
-    this.opChart.prerenderSubsets = () => this.prerenderSubsets();
-    this.catChart = new Chart(this.catChartEl, {tooltip: this.tooltip.handler,
-      onClick: (datum) => {
-        if (datum && datum.category && datum.self_time_us !== undefined) {
-          this.setFilter({categories: [datum.category]});
-        }
-      }});
-    this.programTable = new DataTable(this.programTableEl, {id: 'program-table',
-      columns: PROGRAM_COLUMNS, rowKey: (r) => r.series, searchable: false, paginated: false});
-    this.opTable = new DataTable(this.opTableEl, {id: 'op-table', columns: OP_COLUMNS,
-      rowKey: opKey, pageSize: 50, defaultSort: {key: 'rank', dir: 'asc'},
-      searchKeys: ['operation', 'category', 'program', 'source', 'tf_op', 'caveat'],
-      onRowClick: (r) => this.selectOp(opKey(r), {fromTable: true})});
+    document.body.appendChild(this.tooltip.el);  // after the root was filled
   }
+
+  // The charts and tables under their old names (tests, benchmark).
+  get programChart() { return this.program.chart; }
+  get opChart() { return this.ops.chart; }
+  get catChart() { return this.ops.catChart; }
+  get opTable() { return this.ops.table; }
+  get programTable() { return this.program.table; }
+  get geometry() { return this.ops.geometryNow; }
+  get programGeometry() { return this.program.geometryNow; }
+  get filtered() { return this.ops.filtered; }
+  get categories() { return this.ops.categories; }
+  get bounds() { return this.ops.bounds; }
+  setFilter(patch) { return this.ops.setFilter(patch); }
+  selectOp(key, opts) { return this.ops.selectOp(key, opts); }
+  clearSelection() { return this.ops.clearSelection(); }
 
   setStatus(status) {
     this.status = status;
@@ -188,6 +141,15 @@ class App {
   notice(text) {
     this.noticeEl.hidden = !text;
     setChildren(this.noticeEl, text || '');
+  }
+
+  /** Run, host and device: every chart says what it shows (also in PNG/SVG exports). */
+  subtitle() {
+    const d = this.data || {};
+    const s = this.state;
+    return [`run ${s.run}`, s.host === '*' ? 'all hosts' : `host ${s.host}`,
+      d.device ? d.device.type : null, s.infeed === 'exclude' ? 'infeed/outfeed excluded' : null]
+        .filter(Boolean).join(' · ');
   }
 
   // ---------------------------------------------------------------- state & URL
@@ -203,12 +165,13 @@ class App {
   async restore() {
     const url = await readUrlState();
     const split = (v) => (v ? String(v).split(',').filter(Boolean) : []);
-    this.state = {run: url.run || '', host: url.host || '*',
+    // Mutated in place: the sections hold the same object.
+    Object.assign(this.state, {run: url.run || '', host: url.host || '*',
       infeed: url.infeed === 'exclude' ? 'exclude' : 'include', view: url.view || 'op',
       categories: split(url.category), boundBy: split(url.bound), name: url.name || '',
-      op: url.op || ''};
+      op: url.op || ''});
     this.infeedToggle.checked = this.state.infeed === 'include';
-    this.nameInput.value = this.state.name;
+    this.ops.nameInput.value = this.state.name;
   }
 
   // ---------------------------------------------------------------- runs
@@ -236,7 +199,7 @@ class App {
         return;
       }
       this.showEmpty();
-      this.bump('runsSeq');
+      this.runsChanged();
       return;
     }
     this.contentEl.hidden = false;
@@ -260,7 +223,12 @@ class App {
     } else {
       await this.selectRun(run, {keepHost: true, reload: true});
     }
+    this.runsChanged();
+  }
+
+  runsChanged() {
     this.bump('runsSeq');
+    this.emit('runs');
   }
 
   /** Counters the tests wait on (`data-load-seq`, `data-runs-seq`, `data-filter-seq`). */
@@ -315,12 +283,32 @@ class App {
     await this.loadView();
   }
 
+  /** The "Rows" choice: ops, ops × input shapes, GPU kernels (and with HW counters). */
   async setView(value) {
     this.state.view = value || 'op';
     this.state.categories = [];  // Kernel views have their own categories.
     this.state.boundBy = [];
     this.persist();
     await this.loadView({only: ['ops']});
+  }
+
+  async setInfeed(value) {
+    this.state.infeed = value;
+    this.persist();
+    const t0 = now();
+    if (await this.infeed.switchTo(value)) {
+      this.opportunities.load(this.state);  // guidance (issue #10)
+      this.timings.lastInfeedMs = now() - t0;
+      this.bump('filterSeq');
+      this.loaded();
+      return;
+    }
+    await this.loadView({only: ['program', 'ops']});
+  }
+
+  loaded() {
+    this.bump('loadSeq');
+    this.emit('loaded');
   }
 
   // ---------------------------------------------------------------- data
@@ -331,7 +319,7 @@ class App {
       await this._loadView(token, only);
       this.opportunities.load(this.state);  // guidance (issue #10), in the background
     } finally {
-      if (token === this.loadToken) this.bump('loadSeq');
+      if (token === this.loadToken) this.loaded();
     }
   }
 
@@ -367,7 +355,30 @@ class App {
       this.persist();
       return this._loadView(token, only);
     }
-    const prev = only && this.data ? this.data : {};
+    this.data = this.merge(only && this.data ? this.data : {}, want, got, errors);
+    const data = this.data;
+    const errs = Object.values(data.errors);
+    const allFailed = errs.length && ['device', 'diagnostics', 'program', 'ops']
+        .every((k) => data.errors[k]);
+    if (allFailed) {
+      // The run as a whole cannot be read: one clear message in place of the views.
+      this.contentEl.hidden = true;
+      setChildren(this.runErrorEl, errorBox(data.errors.program || errs[0],
+          `run “${sel.run}”${sel.host !== '*' ? ` (host ${sel.host})` : ''}`));
+      this.setStatus('error');
+      this.program.chart.dispose();
+      this.ops.dispose();
+      return;
+    }
+    this.contentEl.hidden = false;
+    await this.renderAll();
+    if (token !== this.loadToken) return;
+    this.setStatus(errs.length ? 'partial' : 'ready');
+    this.infeed.prefetch();
+  }
+
+  /** The loaded data: the previous answers with the new ones (`want`) merged in. */
+  merge(prev, want, got, errors) {
     const data = {...prev, errors: {...(prev.errors || {}), ...errors}};
     for (const k of want) if (!errors[k]) delete data.errors[k];
     if (got.device) data.device = got.device.device;
@@ -385,33 +396,13 @@ class App {
       data.opColumns = got.ops.columns;
       data.facets = got.ops.facets || {};
       data.views = got.ops.views || ['op'];
+      // The "Rows" choices: ops, ops × shapes (where the run has shapes), the kernel views.
+      const groupings = got.ops.row_groupings || ['op'];
+      data.rowChoices = ['op', ...(groupings.includes('shapes') ? ['shapes'] : []),
+        ...data.views.filter((v) => v !== 'op')];
       data.opsTotal = got.ops.total_count;
     } else if (errors.ops) data.ops = null;
-    this.data = data;
-
-    const errs = Object.values(data.errors);
-    const allFailed = errs.length && ['device', 'diagnostics', 'program', 'ops']
-        .every((k) => data.errors[k]);
-    if (allFailed) {
-      // The run as a whole cannot be read: one clear message in place of the views.
-      this.contentEl.hidden = true;
-      setChildren(this.runErrorEl, errorBox(data.errors.program || errs[0],
-          `run “${sel.run}”${sel.host !== '*' ? ` (host ${sel.host})` : ''}`));
-      this.setStatus('error');
-      this.destroyCharts();
-      return;
-    }
-    this.contentEl.hidden = false;
-    await this.renderAll();
-    if (token !== this.loadToken) return;
-    this.setStatus(errs.length ? 'partial' : 'ready');
-    this.prefetchInfeed();
-  }
-
-  destroyCharts() {
-    this.programChart.dispose();
-    this.opChart.dispose();
-    this.catChart.dispose();
+    return data;
   }
 
   // ---------------------------------------------------------------- rendering
@@ -422,33 +413,21 @@ class App {
         .map((m) => m.id) : ['hbm'];
   }
 
+  renderDevice() {
+    renderDeviceSection({panel: this.devicePanelEl, list: this.diagnosticsEl,
+      summary: this.diagSummary}, this.data);
+  }
+
   async renderAll() {
     const d = this.data;
-    // Device + diagnostics.
-    setChildren(this.devicePanelEl, d.errors.device ? errorBox(d.errors.device,
-        'the device information') : devicePanel(d.device,
-        (d.program || []).find((r) => r.record_type === 'total')));
-    if (d.errors.diagnostics) {
-      setChildren(this.diagnosticsEl, errorBox(d.errors.diagnostics, 'the diagnostics'));
-    } else {
-      setChildren(this.diagnosticsEl, diagnosticsList(d.diagnostics));
-      const n = (d.diagnostics || []).length;
-      const worst = (d.diagnostics || []).some((x) => x.severity === 'error') ? 'error' :
-        (d.diagnostics || []).some((x) => x.severity === 'warning') ? 'warning' : 'info';
-      setChildren(this.diagSummary, `Diagnostics (${n})`);
-      this.diagSummary.dataset.severity = n ? worst : 'none';
-    }
+    this.renderDevice();
     await loadVega();
     this.tooltip.memoryIds = d.device ? this.memoryIds() : null;
     this.tooltip.columns = withDeviceMemories(TOOLTIP_COLUMNS, d.device && d.device.memories);
-    // Each chart spans its own records (and the ridge points): program points are not lost in
-    // the op chart's wider range. Both draw the program's FLOP-mix roof (the Total's).
-    const total = (d.program || []).find((r) => r.record_type === 'total');
-    const roofs = {mixPeak: total ? total.peak_flop_rate : null, dark: this.dark};
-    const geometry = roofGeometry(d.device, [...(d.program || []), ...(d.ops || [])], roofs);
-    this.geometry = geometry;
-    this.programGeometry = roofGeometry(d.device, d.program || [], roofs);
-    await Promise.all([this.renderProgram(this.programGeometry), this.renderOps(geometry)]);
+    // The op section first: it places the program's Total on its own axes from a copy.
+    await Promise.all([this.program.render(), this.ops.render()]);
+    this.infeedLabel.hidden = this.state.infeed === 'include' &&
+        !(d.ops || []).some((r) => r.is_infeed_outfeed);
   }
 
   // ---------------------------------------------------------------- theme & reload
@@ -460,6 +439,7 @@ class App {
     if (this.data && (this.status === 'ready' || this.status === 'partial')) {
       await this.renderAll();
     }
+    this.emit('theme');
   }
 
   /** The URL was changed from outside (a pasted link, back/forward): show what it says. */
@@ -474,23 +454,24 @@ class App {
   }
 }
 
-// The sections' methods are the app's: one object with one state, split by concern.
-for (const part of [ProgramSection, OpSection, InfeedSwitch, Exports]) {
-  for (const name of Object.getOwnPropertyNames(part.prototype)) {
-    if (name !== 'constructor') {
-      Object.defineProperty(App.prototype, name,
-          Object.getOwnPropertyDescriptor(part.prototype, name));
-    }
-  }
-}
-
 let app = null;
 
 /** Builds the tab into `root` (TensorBoard calls render() once per iframe). */
 export async function start(root) {
   app = new App(root);
   app.build();
-  attachCompare(app);  // "Compare with" (issue #9): its own toolbar controls and section
+  // "Compare with" (issue #9): its own toolbar controls and section, fed by the app's events.
+  app.compare = attachCompare({
+    events: app.events,
+    get state() { return app.state; },
+    get runs() { return app.runs; },
+    get dark() { return app.dark; },
+    loading: app.loading,
+    toolbar: app.app.querySelector('header.toolbar'),
+    toolbarBefore: app.loadingEl,
+    root: app.app,
+    content: app.contentEl,
+  });
   window.__roofline = app;  // For the e2e tests and the benchmark.
   await app.cssLoaded;
   watchDarkMode((dark) => app.setDark(dark));

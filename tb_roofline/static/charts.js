@@ -36,10 +36,11 @@ const FULL_REDRAW = 2000;
 
 /** A chart in a container element: embeds a spec, feeds data sets, exports images. */
 export class Chart {
-  constructor(container, {tooltip, onClick} = {}) {
+  constructor(container, {tooltip, onClick, onHover} = {}) {
     this.container = container;
     this.tooltip = tooltip;
     this.onClick = onClick;
+    this.onHover = onHover;  // (datum | null): the hovered item's datum, on change
     this.view = null;
     this.result = null;
     this.filter = null;  // Chart.showOnly's state for the current view.
@@ -69,6 +70,17 @@ export class Chart {
       this.view.addEventListener('click', (event, item) => {
         this.onClick(item && item.datum ? item.datum : null, item, event);
       });
+    }
+    if (this.onHover) {
+      let last = null;
+      const hover = (datum) => {
+        if (datum === last) return;
+        last = datum;
+        this.onHover(datum);
+      };
+      this.view.addEventListener('mousemove', (event, item) => hover(item && item.datum ?
+        item.datum : null));
+      this.view.addEventListener('mouseout', () => hover(null));
     }
   }
 
@@ -185,7 +197,12 @@ export class Chart {
 
   /** Sets a top-level parameter (a Vega signal) and redraws what depends on it. */
   async setParam(name, value, {run = true} = {}) {
-    if (!this.view || this.view.signal(name) === value) return;
+    if (!this.view) return;
+    try {
+      if (this.view.signal(name) === value) return;
+    } catch (e) {
+      return;  // The spec has no such parameter.
+    }
     this.view.signal(name, value);
     if (run) await this.view.runAsync();
   }

@@ -1,6 +1,8 @@
-// Formatting and the column definitions of the tables, tooltips and exports. No DOM here.
+// Formatting and THE column registry: every column the tables, tooltips, details and exports
+// show is defined once here (COLUMN); the lists (op table, program table, tooltip, the compare
+// view's pair columns in compare_data.js) name registry keys. No DOM here.
 
-const EMPTY = '—';
+export const EMPTY = '—';
 
 const formatters = new Map();
 function formatter(digits) {
@@ -13,41 +15,50 @@ function formatter(digits) {
   return f;
 }
 
+const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
+
+/** A plain number, fixed point (never scientific notation); tiny values as "<0.01". */
 export function fmtNum(value, digits = 2) {
   if (value === null || value === undefined || value === '') return EMPTY;
   if (typeof value !== 'number') return String(value);
   if (!Number.isFinite(value)) return String(value);
   const abs = Math.abs(value);
-  if (abs !== 0 && (abs < 10 ** -digits || abs >= 1e15)) return value.toExponential(digits);
+  if (abs !== 0 && abs < 10 ** -digits) return `${value < 0 ? '>-' : '<'}${10 ** -digits}`;
   return formatter(digits).format(value);
 }
 
 export const fmtInt = (v) => fmtNum(v, 0);
+/** A value already in percent, fixed point: "12.34%", "<0.01%". */
+export const fmtPct = (v) => (isNum(v) ? `${fmtNum(v, 2)}%` : EMPTY);
 /** A 0..1 fraction as a percentage. */
-export const fmtFrac = (v) => (v === null || v === undefined ? EMPTY : `${fmtNum(v * 100, 2)}%`);
-/** A value already in percent. */
-export const fmtPct = (v) => (v === null || v === undefined ? EMPTY : `${fmtNum(v, 2)}%`);
+export const fmtFrac = (v) => (isNum(v) ? fmtPct(v * 100) : EMPTY);
 export const fmtText = (v) => (v === null || v === undefined || v === '' ? EMPTY : String(v));
 export const fmtBool = (v) => (v === null || v === undefined ? EMPTY : v ? 'yes' : 'no');
 
-/** Human scale for FLOP/s given in GFLOP/s. */
-export function fmtGflops(gflops) {
-  if (gflops === null || gflops === undefined) return EMPTY;
-  if (gflops >= 1e3) return `${fmtNum(gflops / 1e3, 2)} TFLOP/s`;
-  return `${fmtNum(gflops, 2)} GFLOP/s`;
+/** A time in µs with a unit that reads at any length: µs, ms, s. */
+export function fmtTime(us) {
+  if (!isNum(us)) return EMPTY;
+  const abs = Math.abs(us);
+  if (abs >= 1e6) return `${fmtNum(us / 1e6, 2)} s`;
+  if (abs >= 1e3) return `${fmtNum(us / 1e3, 2)} ms`;
+  return `${fmtNum(us, 2)} µs`;
 }
 
-// key, label, format, type ('num' sorts numerically), plus optional `memory` (a memory id whose
-// presence on the device decides whether the column is shown) and `title` (header tooltip).
-const C = (key, label, format, extra = {}) => ({key, label, format,
-  type: format === fmtText || format === fmtBool ? 'text' : 'num', ...extra});
-
-function memoryColumns(suffix, labelSuffix, format) {
-  return [
-    ['hbm', 'HBM'], ['cmem_read', 'CMEM Read'], ['cmem_write', 'CMEM Write'],
-    ['vmem_read', 'VMEM Read'], ['vmem_write', 'VMEM Write'], ['host', 'Host link'],
-  ].map(([id, name]) => C(`${id}_${suffix}`, `${name} ${labelSuffix}`, format, {memory: id}));
+function scaled(value, units, digits = 2) {
+  const abs = Math.abs(value);
+  if (abs === 0) return `0 ${units[units.length - 1][1]}`;
+  const [scale, unit] = units.find(([f]) => abs >= f) || units[units.length - 1];
+  return `${fmtNum(value / scale, abs / scale >= 100 ? 0 : digits)} ${unit}`;
 }
+
+const FLOP_UNITS = [[1e6, 'PFLOP/s'], [1e3, 'TFLOP/s'], [1, 'GFLOP/s'], [1e-3, 'MFLOP/s'],
+  [1e-6, 'kFLOP/s'], [1e-9, 'FLOP/s']];
+/** A FLOP rate given in GFLOP/s, with a unit that reads at any scale (no "100m GFLOP/s"). */
+export const fmtFlopRate = (gflops) => (isNum(gflops) ? scaled(gflops, FLOP_UNITS) : EMPTY);
+export const fmtGflops = fmtFlopRate;
+/** A bandwidth given in GB/s. */
+export const fmtBandwidth = (gbs) => (isNum(gbs) ? scaled(gbs, [[1e3, 'TB/s'], [1, 'GB/s'],
+  [1e-3, 'MB/s'], [1e-6, 'kB/s']]) : EMPTY);
 
 /** Why a row is not a roofline measurement as it stands (the API's `caveat`). */
 export const CAVEATS = {
@@ -65,154 +76,201 @@ export const CAVEATS = {
   container: 'Contains other ops (while/call/conditional): its children are the points to ' +
     'look at.',
 };
-export const fmtCaveat = (v) => (v ? String(v) : EMPTY);
+// Caveats whose rates are not measurements of the op's work (async halves, no cost).
+const NOT_MEASURED = new Set(['async_start', 'async_wait', 'no_cost']);
+
+/**
+ * Whether a record's value of a derived column is a measurement: rates, intensities and
+ * efficiencies of an async half or an op without cost are not (an issue time over the bytes
+ * of the whole transfer reads 833,333,333 GiB/s); FLOP figures need known FLOPs
+ * (`flop_coverage` > 0), bandwidths known bytes (`bytes_coverage` > 0), efficiencies and
+ * ridges a known peak.
+ */
+export function isMeasurement(row, need) {
+  if (!row) return true;
+  if (NOT_MEASURED.has(row.caveat)) return false;
+  const zero = (k) => row[k] === 0;
+  if (need.includes('flops') && (zero('flop_coverage') || zero('flops'))) return false;
+  if (need.includes('bytes') && (zero('bytes_coverage') || zero('bytes'))) return false;
+  if (need.includes('peak') && !(row.peak_flop_rate > 0)) return false;
+  return true;
+}
+
+// A column: key, label, format (value, row), type ('num' sorts numerically), plus optional
+// `memory` (a memory id whose presence on the device decides whether the column is shown),
+// `title` (header tooltip), `needs` (what makes the value a measurement: isMeasurement),
+// `wide` (a long text cell truncated with the full text on hover), `tpu` (TPU runs only).
+function C(key, label, format, extra = {}) {
+  const text = format === fmtText || format === fmtBool;
+  const col = {key, label, type: text ? 'text' : 'num', ...extra};
+  const needs = extra.needs;
+  // Called as format(value, row): the formatter itself sees only the value.
+  col.format = needs ? (v, row) => (isMeasurement(row, needs) ? format(v) : EMPTY) :
+    (v) => format(v);
+  col.raw = (v) => format(v);
+  return col;
+}
+
+const MEMORIES = [['hbm', 'HBM'], ['cmem_read', 'CMEM Read'], ['cmem_write', 'CMEM Write'],
+  ['vmem_read', 'VMEM Read'], ['vmem_write', 'VMEM Write'], ['host', 'Host link']];
+export const KNOWN_MEMORY_IDS = new Set(MEMORIES.map(([id]) => id));
+const memoryBw = (id, name) => C(`${id}_bw`, `${name} BW (GiB/s)`, fmtNum,
+  {memory: id, needs: ['bytes']});
+const memoryOi = (id, name) => C(`${id}_operational_intensity`, `${name} op. intensity (FLOP/B)`,
+  fmtNum, {memory: id, needs: ['flops', 'bytes']});
 const CAVEAT_CELL = {cellTitle: (v) => (v ? CAVEATS[v] || v : null),
   cellClass: (v) => (v ? `caveat caveat-${v}` : '')};
 
-/** A FLOP rate in GFLOP/s with a readable unit at any scale (no "100m GFLOP/s"). */
-export function fmtFlopRate(gflops) {
-  if (gflops === null || gflops === undefined) return EMPTY;
-  const units = [[1e6, 'PFLOP/s'], [1e3, 'TFLOP/s'], [1, 'GFLOP/s'], [1e-3, 'MFLOP/s'],
-    [1e-6, 'kFLOP/s'], [1e-9, 'FLOP/s']];
-  const abs = Math.abs(gflops);
-  if (abs === 0) return '0 FLOP/s';
-  const [scale, unit] = units.find(([f]) => abs >= f) || units[units.length - 1];
-  return `${fmtNum(gflops / scale, abs / scale >= 100 ? 0 : 2)} ${unit}`;
-}
-
-// The actionable columns first (what binds the op, how far from its roof, what it is worth,
-// and whether the numbers are a measurement), then the details XProf shows.
-/** Op table: XProf's roofline op table columns, plus precision, time saved, caveat, coverage. */
-export const OP_COLUMNS = [
+/** The registry: every column, once. */
+export const COLUMN = Object.fromEntries([
   C('rank', 'Rank', fmtInt),
-  C('operation', 'Operation', fmtText),
+  C('series', 'Record', fmtText, {title: 'Total, Total (HW), a host, Average or a step'}),
+  C('operation', 'Operation', fmtText, {wide: true}),
+  C('shapes', 'Shapes', fmtText, {wide: true, title: 'the input shapes recorded for these calls'}),
+  C('step', 'Step', fmtText),
   C('bound_by', 'Bound by', fmtText),
-  C('roofline_efficiency', 'Roofline efficiency', fmtFrac),
-  C('potential_time_saved_us', 'Potential time saved if on the roof (µs)', fmtNum,
+  C('binding_roof', 'Binding roof', fmtText,
+    {title: 'the roof the efficiency is measured against, and its value'}),
+  C('roofline_efficiency', 'Roofline efficiency', fmtFrac, {needs: ['peak'],
+    title: "FLOP rate ÷ the binding roof's attainable rate at this intensity"}),
+  C('potential_time_saved_us', 'Time saved on the roof', fmtTime,
     {title: 'total time × (1 − roofline efficiency); empty when the row is not a measurement'}),
-  C('caveat', 'Caveat', fmtCaveat, {title: 'why the row is not a roofline measurement as it ' +
-    'stands (hover a value for the reason)', type: 'text', ...CAVEAT_CELL}),
-  C('self_time_percent', 'Total self time (%)', fmtPct,
+  C('caveat', 'Caveat', (v) => (v ? String(v) : EMPTY), {type: 'text', ...CAVEAT_CELL,
+    title: 'why the row is not a roofline measurement as it stands (hover a value)'}),
+  C('self_time_percent', 'Self time (%)', fmtPct,
     {title: "share of all ops' self time (the column sums to 100%)"}),
   C('category', 'Category', fmtText),
   C('precision', 'Precision', fmtText,
     {title: 'the precision that ran (from the kernel name on GPU, else the data type)'}),
-  C('program', 'Program', fmtText),
+  C('program', 'Program', fmtText, {wide: true}),
   C('occurrences', '# Occurrences', fmtInt),
-  C('total_time_us', 'Total time (µs)', fmtNum),
-  C('avg_time_us', 'Avg. time (µs)', fmtNum),
-  C('total_self_time_us', 'Total self time (µs)', fmtNum),
-  C('avg_self_time_us', 'Avg. self time (µs)', fmtNum),
-  C('cumulative_self_time_percent', 'Cumulative total self time (%)', fmtPct),
+  C('total_time_us', 'Total time', fmtTime),
+  C('avg_time_us', 'Avg. time', fmtTime),
+  C('total_self_time_us', 'Total self time', fmtTime),
+  C('avg_self_time_us', 'Avg. self time', fmtTime),
+  C('cumulative_self_time_percent', 'Cumulative self time (%)', fmtPct),
   C('dma_stall_percent', 'DMA stall (%)', fmtPct, {tpu: true}),
-  C('flop_rate', 'FLOP rate (GFLOP/s per core)', fmtNum, {title: "the chart's y"}),
-  C('bottleneck_operational_intensity', 'Bottleneck op. intensity (FLOP/B)', fmtNum,
-    {title: "the chart's x: operational intensity of the bound-by resource"}),
-  C('model_flop_rate', 'Model FLOP rate (GFLOP/s per core)', fmtNum, {tpu: true}),
-  C('memory_bw', 'Memory BW (GiB/s)', fmtNum),
-  ...memoryColumns('bw', 'BW (GiB/s)', fmtNum),
-  C('transfer_time_us', 'Transfer time (µs)', fmtNum,
+  C('flop_rate', 'FLOP rate (per core)', fmtFlopRate, {needs: ['flops'], title: "the chart's y"}),
+  C('bottleneck_operational_intensity', 'Op. intensity of the bound-by resource (FLOP/B)',
+    fmtNum, {needs: ['flops', 'bytes'], title: "the chart's x"}),
+  C('model_flop_rate', 'Model FLOP rate (per core)', fmtFlopRate, {tpu: true, needs: ['flops']}),
+  C('memory_bw', 'Memory BW (GiB/s)', fmtNum, {needs: ['bytes']}),
+  ...MEMORIES.map(([id, name]) => memoryBw(id, name)),
+  C('transfer_time_us', 'Transfer time', fmtTime,
     {title: 'async copies: from issue to end of the transfer, summed'}),
   C('transfer_bw', 'Transfer BW (GiB/s)', fmtNum),
-  C('operational_intensity', 'Operational intensity (FLOP/B)', fmtNum),
-  ...memoryColumns('operational_intensity', 'op. intensity (FLOP/B)', fmtNum),
-  C('peak_flop_rate', 'Compute roof (GFLOP/s)', fmtNum,
-    {title: "the peak FLOP rate of the op's precision"}),
-  C('compute_efficiency', 'Compute efficiency (% of peak FLOP rate)', fmtFrac),
-  C('max_mem_bw_utilization', 'Max memory BW utilization', fmtFrac),
+  C('operational_intensity', 'Operational intensity (FLOP/B)', fmtNum,
+    {needs: ['flops', 'bytes']}),
+  ...MEMORIES.map(([id, name]) => memoryOi(id, name)),
+  C('peak_flop_rate', 'Compute roof', fmtFlopRate, {needs: ['peak'],
+    title: "the peak FLOP rate of the record's precision (a mix of precisions: the rate if " +
+      'each part ran at its own roof)'}),
+  C('compute_efficiency', '% of peak FLOP rate', fmtFrac, {needs: ['flops', 'peak']}),
+  C('max_mem_bw_utilization', 'Max memory BW utilization', fmtFrac, {needs: ['bytes', 'peak']}),
   C('flop_coverage', 'FLOPs known (share of time)', fmtFrac),
-  C('include_infeed_outfeed', 'Include infeed/outfeed', fmtBool, {tpu: true}),
-  C('source', 'Source (file:line)', fmtText),
-];
-
-/** Program-level table (Total, Total (HW), Average, steps). */
-export const PROGRAM_COLUMNS = [
-  C('series', 'Record', fmtText, {title: 'Total, Total (HW), a host, Average or a step'}),
-  C('bound_by', 'Bound by', fmtText),
-  C('roofline_efficiency', 'Roofline efficiency', fmtFrac),
-  C('flop_coverage', 'FLOPs known (share of op time)', fmtFrac,
-    {title: 'the share of the op time whose FLOPs are known: below 100%, the rates describe ' +
-      'only that part'}),
-  C('bytes_coverage', 'Bytes known (share of op time)', fmtFrac),
-  C('caveat', 'Caveat', fmtCaveat, {type: 'text', ...CAVEAT_CELL}),
-  C('total_time_per_core_us', 'Time per core (µs)', fmtNum),
-  C('total_time_us', 'Total time (µs)', fmtNum),
-  C('flop_rate', 'FLOP rate (GFLOP/s per core)', fmtNum, {title: "the chart's y"}),
-  C('bottleneck_operational_intensity', 'Bottleneck op. intensity (FLOP/B)', fmtNum,
-    {title: "the chart's x"}),
-  C('memory_bw', 'Memory BW (GiB/s)', fmtNum),
-  ...memoryColumns('bw', 'BW (GiB/s)', fmtNum),
-  C('operational_intensity', 'Operational intensity (FLOP/B)', fmtNum),
-  C('peak_flop_rate', 'Compute roof (GFLOP/s)', fmtNum,
-    {title: 'for a mix of precisions: the rate if each part ran at its own ceiling ' +
-      '(FLOPs ÷ Σ FLOPs_p / peak_p); drawn as the dotted "program mix" roof'}),
-  C('compute_efficiency', '% of peak FLOP rate', fmtFrac),
-  C('max_mem_bw_utilization', 'Max memory BW utilization', fmtFrac),
-];
-
-/** What the chart tooltip shows at once (details: click the point). */
-export const TOOLTIP_KEYS = ['operation', 'step', 'category', 'precision', 'bound_by',
-  'roofline_efficiency', 'potential_time_saved_us', 'self_time_percent', 'total_time_us',
-  'flop_rate', 'bottleneck_operational_intensity', 'flop_coverage', 'caveat', 'host'];
-
-const uniqueByKey = (cols) => cols.filter((c, i) => cols.findIndex((d) => d.key === c.key) === i);
-
-/** Every metric of a record, for the details of a selected point (in this order). */
-export const TOOLTIP_COLUMNS = uniqueByKey([
-  C('operation', 'Operation', fmtText),
-  C('step', 'Step', fmtText),
-  C('category', 'Category', fmtText),
-  C('program', 'Program', fmtText),
-  C('bound_by', 'Bound by', fmtText),
-  C('bottleneck_operational_intensity', 'Bottleneck op. intensity (FLOP/B)', fmtNum),
-  C('flop_rate', 'FLOP rate (per core)', fmtFlopRate),
-  C('time_fraction', 'Share of the profiled span', fmtFrac),
-  ...OP_COLUMNS.filter((c) => !['operation', 'category', 'program', 'bound_by',
-    'include_infeed_outfeed', 'flop_rate', 'bottleneck_operational_intensity'].includes(c.key)),
   C('bytes_coverage', 'Bytes known (share of time)', fmtFrac),
-  C('total_time_per_core_us', 'Time per core (µs)', fmtNum),
+  C('include_infeed_outfeed', 'Include infeed/outfeed', fmtBool, {tpu: true}),
+  C('source', 'Source (file:line)', fmtText, {wide: true}),
+  C('time_fraction', 'Share of the profiled span', fmtFrac),
+  C('total_time_per_core_us', 'Time per core', fmtTime),
   C('flops', 'FLOPs', fmtNum),
   C('bytes', 'Bytes accessed', fmtNum),
-  C('tf_op', 'Framework op', fmtText),
+  C('tf_op', 'Framework op', fmtText, {wide: true}),
   C('flops_source', 'FLOPs source', fmtText),
   C('host', 'Host', fmtText),
-]);
+].map((c) => [c.key, c]));
 
 /**
- * Adds per-memory columns for device memories beyond HBM/CMEM/VMEM (e.g. GPU `l2`), named like
- * the others (`<id>_bw`, `<id>_operational_intensity`); `visibleColumns` keeps those the API has.
+ * One side of a compared pair (`cand_<key>` / `base_<key>`): the registry's column of `key`,
+ * "—" where that side is not a measurement (its own caveat).
  */
-export function withDeviceMemories(columns, memories) {
-  const known = new Set(['hbm', 'cmem_read', 'cmem_write', 'vmem_read', 'vmem_write', 'host']);
-  const extra = (memories || []).filter((m) => !known.has(m.id));
-  if (!extra.length) return columns;
-  const out = columns.slice();
-  for (const [suffix, label] of [['bw', 'BW (GiB/s)'],
-    ['operational_intensity', 'op. intensity (FLOP/B)']]) {
+export function sideColumn(side, key, extra = {}) {
+  const c = COLUMN[key];
+  if (!c) throw new Error(`no column ${key} in the registry`);
+  const format = c.needs ? (v, row) => (row && NOT_MEASURED.has(row[`${side}_caveat`]) ? EMPTY :
+    c.raw(v)) : c.raw;
+  return {...c, key: `${side}_${key}`, format, ...extra};
+}
+
+/** Registry columns by key, with per-list overrides (`{key: {label, ...}}`). */
+export function columns(keys, overrides = {}) {
+  return keys.map((k) => {
+    const base = COLUMN[k];
+    if (!base) throw new Error(`no column ${k} in the registry`);
+    return overrides[k] ? {...base, ...overrides[k]} : base;
+  });
+}
+
+const MEMORY_BW_KEYS = MEMORIES.map(([id]) => `${id}_bw`);
+const MEMORY_OI_KEYS = MEMORIES.map(([id]) => `${id}_operational_intensity`);
+
+// The actionable columns first (what binds the op, how far from its roof, what it is worth,
+// whether the numbers are a measurement), then the details XProf shows.
+/** Op table: XProf's roofline op table columns, plus precision, time saved, caveat, coverage. */
+export const OP_COLUMNS = columns(['rank', 'operation', 'shapes', 'bound_by', 'roofline_efficiency',
+  'potential_time_saved_us', 'caveat', 'self_time_percent', 'category', 'precision', 'program',
+  'occurrences', 'total_time_us', 'avg_time_us', 'total_self_time_us', 'avg_self_time_us',
+  'cumulative_self_time_percent', 'dma_stall_percent', 'flop_rate',
+  'bottleneck_operational_intensity', 'model_flop_rate', 'memory_bw', ...MEMORY_BW_KEYS,
+  'transfer_time_us', 'transfer_bw', 'operational_intensity', ...MEMORY_OI_KEYS,
+  'peak_flop_rate', 'compute_efficiency', 'max_mem_bw_utilization', 'flop_coverage',
+  'include_infeed_outfeed', 'source']);
+
+/** Program-level table (Total, Total (HW), hosts, Average, steps). */
+export const PROGRAM_COLUMNS = columns(['series', 'bound_by', 'roofline_efficiency',
+  'flop_coverage', 'bytes_coverage', 'caveat', 'total_time_per_core_us', 'total_time_us',
+  'flop_rate', 'bottleneck_operational_intensity', 'memory_bw', ...MEMORY_BW_KEYS,
+  'operational_intensity', 'peak_flop_rate', 'compute_efficiency', 'max_mem_bw_utilization'],
+{flop_coverage: {label: 'FLOPs known (share of op time)', title: 'the share of the op time ' +
+  'whose FLOPs are known: below 100%, the rates describe only that part'},
+bytes_coverage: {label: 'Bytes known (share of op time)'}});
+
+/** What the chart tooltip shows at once (details: click the point). */
+export const TOOLTIP_KEYS = ['series', 'operation', 'shapes', 'category', 'precision', 'bound_by',
+  'binding_roof', 'roofline_efficiency', 'potential_time_saved_us', 'self_time_percent',
+  'total_time_us', 'flop_rate', 'bottleneck_operational_intensity', 'flop_coverage', 'caveat',
+  'host'];
+
+/** Every metric of a record, for the details of a selected point (in this order). */
+export const TOOLTIP_COLUMNS = columns([...new Set(['series', 'operation', 'shapes', 'step',
+  'category', 'program', 'bound_by', 'binding_roof', 'bottleneck_operational_intensity',
+  'flop_rate', 'time_fraction', ...OP_COLUMNS.map((c) => c.key).filter((k) =>
+    !['include_infeed_outfeed'].includes(k)), 'bytes_coverage', 'total_time_per_core_us',
+  'flops', 'bytes', 'tf_op', 'flops_source', 'host'])]);
+
+/**
+ * Adds per-memory columns for device memories beyond HBM/CMEM/VMEM/host (e.g. GPU `l2`,
+ * `l1`, `interconnect`), named like the others (`<id>_bw`, `<id>_operational_intensity`);
+ * `visibleColumns` keeps those the API has.
+ */
+export function withDeviceMemories(list, memories) {
+  const extra = (memories || []).filter((m) => !KNOWN_MEMORY_IDS.has(m.id));
+  if (!extra.length) return list;
+  const out = list.slice();
+  for (const [suffix, make] of [['bw', memoryBw], ['operational_intensity', memoryOi]]) {
     let at = -1;
     out.forEach((c, i) => { if (c.memory && c.key.endsWith(`_${suffix}`)) at = i; });
     if (at < 0) continue;
-    out.splice(at + 1, 0, ...extra.map((m) =>
-      C(`${m.id}_${suffix}`, `${m.name} ${label}`, fmtNum, {memory: m.id})));
+    out.splice(at + 1, 0, ...extra.map((m) => make(m.id, m.name)));
   }
   return out;
 }
 
 /**
  * The columns to show for a device: drops per-memory columns of memories the device lacks,
- * TPU-only columns on GPU/CPU runs, and columns no row has a value for.
+ * TPU-only columns on GPU/CPU runs, and optional columns no row has a value for.
  */
-export function visibleColumns(columns, memoryIds, rows, apiColumns, kind = null) {
+export function visibleColumns(list, memoryIds, rows, apiColumns, kind = null) {
   const ids = new Set(memoryIds);
   const known = apiColumns ? new Set(apiColumns) : null;
   const has = (key) => rows.some((r) => r[key] !== null && r[key] !== undefined && r[key] !== '');
-  return columns.filter((c) => {
+  return list.filter((c) => {
     if (c.key === 'series') return true;  // Derived by the frontend.
     if (known && !known.has(c.key)) return false;
     if (c.memory && !ids.has(c.memory)) return false;
     if (c.tpu && kind && kind !== 'tpu') return false;
     if (['dma_stall_percent', 'source', 'model_flop_rate', 'precision', 'caveat',
-      'transfer_time_us', 'transfer_bw', 'program'].includes(c.key)) return has(c.key);
+      'transfer_time_us', 'transfer_bw', 'program', 'shapes'].includes(c.key)) return has(c.key);
     return true;
   });
 }

@@ -1,13 +1,15 @@
 // Charts of a run comparison: both sides' points on one log-log roofline, each side under its own
 // device's roofs, an arrow from a base record to its candidate coloured by faster / slower. The
 // Vega-Lite specs and the data they draw; views are made with charts.js's Chart. No API access.
+import {X_LABELS, Y_LABELS} from './roofline_specs.js';
+import {decades} from './roofs.js';
 
 export const CHANGES = ['faster', 'slower', 'same', 'new', 'removed'];
 const CHANGE_COLORS = ['#2e7d32', '#d32f2f', '#78909c', '#1565c0', '#ef6c00'];
 const ROOF_COLOR = '#7f7f7f';
 const BASE_COLOR = '#9e9e9e';
-const X_TITLE = 'Operational intensity of the bounding resource (FLOP/byte)';
-const Y_TITLE = 'FLOP rate (GFLOP/s per core)';
+const X_TITLE = 'Operational intensity (FLOP/byte)';
+const Y_TITLE = 'FLOP rate per core';
 // Arrows for the pairs that matter: the largest time changes that make up this share of all
 // the change, at most MAX_ARROWS of them; the other pairs are drawn as points only.
 const ARROW_SHARE = 0.9;
@@ -20,6 +22,9 @@ const positive = (v) => typeof v === 'number' && v > 0;
  * devices: the roof lines of a side are drawn only when its device differs (else one set).
  */
 export function compareGeometry(baseDevice, candDevice, points) {
+  // XProf's rule (roofs.js): HBM always, another memory only where a record is bound by it.
+  const bound = new Set(points.map((p) => p.bound).filter(Boolean));
+  const memories = (d) => allMemories(d).filter((m) => m.id === 'hbm' || bound.has(m.name));
   let xMin = Infinity; let xMax = 0; let yMin = Infinity; let yMax = 0;
   for (const p of points) {
     if (positive(p.x)) { xMin = Math.min(xMin, p.x); xMax = Math.max(xMax, p.x); }
@@ -67,12 +72,12 @@ export function compareGeometry(baseDevice, candDevice, points) {
 
 function roofKey(d) {
   return d ? [(d.compute || []).map((c) => [c.precision, c.peak_gflops]),
-    memories(d).map((m) => [m.id, m.peak_gbs])] : null;
+    allMemories(d).map((m) => [m.id, m.peak_gbs])] : null;
 }
 function firstPeak(d) {
   return d && d.compute && d.compute.length ? d.compute[0].peak_gflops : null;
 }
-function memories(d) {
+function allMemories(d) {
   return ((d && d.memories) || []).filter((m) => m.peak_gbs > 0);
 }
 function fmtPeak(gflops) {
@@ -130,9 +135,11 @@ export function pairArrows(points, {share = ARROW_SHARE, max = MAX_ARROWS, all =
 }
 
 const xEnc = (g, field = 'px') => ({field, type: 'quantitative', title: X_TITLE,
-  scale: {type: 'log', nice: false, domain: g.xDomain}, axis: {format: '~g', grid: true}});
+  scale: {type: 'log', nice: false, domain: g.xDomain}, axis: {labelExpr: X_LABELS, grid: true,
+    values: decades(g.xDomain[0], g.xDomain[1])}});
 const yEnc = (g, field = 'py') => ({field, type: 'quantitative', title: Y_TITLE,
-  scale: {type: 'log', nice: false, domain: g.yDomain}, axis: {format: '~s', grid: true}});
+  scale: {type: 'log', nice: false, domain: g.yDomain}, axis: {labelExpr: Y_LABELS, grid: true,
+    values: decades(g.yDomain[0], g.yDomain[1])}});
 const changeScale = {domain: CHANGES, range: CHANGE_COLORS};
 // Vega-Lite makes a layer pickable (hover, click) only with a selection or a tooltip: a tooltip
 // that is always null costs the least per item (the view's own events show ours).
@@ -255,7 +262,8 @@ export function sidesXY(rows) {
   for (const r of rows) {
     for (const side of ['base', 'cand']) {
       if (r[`${side}_caveat`]) continue;
-      out.push({x: r[`${side}_bottleneck_operational_intensity`], y: r[`${side}_flop_rate`]});
+      out.push({x: r[`${side}_bottleneck_operational_intensity`], y: r[`${side}_flop_rate`],
+        bound: r[`${side}_bound_by`]});
     }
   }
   return out;

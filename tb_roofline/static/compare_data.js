@@ -1,6 +1,6 @@
 // Data of a run comparison (the /compare answer, docs/compare.md): columnar values to row
 // objects, the browser-side filters (the API's semantics), table columns, CSV. No DOM.
-import {fmtBool, fmtFrac, fmtNum, fmtText} from './columns.js';
+import {fmtBool, fmtFrac, fmtNum, fmtText, fmtTime, sideColumn} from './columns.js';
 
 /** `{columns, values}` (one array per column) → row objects, each with its index `_i`. */
 export function columnarToObjects(table) {
@@ -14,7 +14,11 @@ export function columnarToObjects(table) {
     const col = values[j];
     for (let i = 0; i < n; i++) rows[i][key] = col[i];
   }
-  for (const r of rows) r.abs_delta_time_us = Math.abs(r.delta_time_us || 0);
+  for (const r of rows) {
+    r.abs_delta_time_us = Math.abs(r.delta_time_us || 0);
+    // Removed ops have no candidate name: the pair is named by the side that has it.
+    r.pair_operation = r.cand_operation ?? r.base_operation ?? null;
+  }
   return rows;
 }
 
@@ -36,76 +40,82 @@ export function filterPairs(rows, {categories = [], boundBy = [], name = '', cha
       (!change || (change === 'matched' ? r.status === 'matched' : r.change === change)));
 }
 
-const C = (key, label, format, extra = {}) => ({key, label, format,
+const C = (key, label, format, extra = {}) => ({key, label, format: (v) => format(v),
   type: format === fmtText || format === fmtBool ? 'text' : 'num', ...extra});
 const fmtSigned = (v) => (v === null || v === undefined ? '—' :
   `${v > 0 ? '+' : ''}${fmtNum(v)}`);
+const fmtSignedTime = (v) => (v === null || v === undefined ? '—' :
+  `${v > 0 ? '+' : ''}${fmtTime(v)}`);
 const fmtSignedPct = (v) => (v === null || v === undefined ? '—' :
   `${v > 0 ? '+' : ''}${fmtNum(v)}%`);
 const fmtSignedFrac = (v) => (v === null || v === undefined ? '—' :
   `${v > 0 ? '+' : ''}${fmtNum(v * 100)} pt`);
 const fmtX = (v) => (v === null || v === undefined ? '—' : `${fmtNum(v, 3)}×`);
 const fmtShapes = (v) => (v && v.startsWith('shapes:') ? v.slice(7) :
-  v && v.startsWith('grid:') ? v : '');
+  v && v.startsWith('grid:') ? `grid ${v.slice(5)}` : '—');
+// One side's column of the registry (columns.js): `cand_<key>` / `base_<key>`.
+const cand = (key, extra = {}) => sideColumn('cand', key, extra);
+const base = (key, extra = {}) => sideColumn('base', key, extra);
 
-/** The op pairs table. */
+/** The op pairs table: what changed first (Δ columns), then both sides. */
 export const PAIR_COLUMNS = [
   C('change', 'Change', fmtText, {title: 'faster / slower / same (matched), new, removed'}),
-  C('match_rule', 'Matched by', fmtText,
-    {title: 'name: same name and work; fingerprint: renamed, same work; name_only: same ' +
-      'name, other shapes'}),
-  C('program', 'Program', fmtText),
-  C('cand_operation', 'Operation', fmtText),
-  C('base_operation', 'Base operation', fmtText),
-  C('cand_fingerprint', 'Shapes / grid', fmtShapes, {type: 'text',
-    title: 'PyTorch input shapes or GPU kernel grid (candidate)'}),
-  C('base_fingerprint', 'Base shapes / grid', fmtShapes, {type: 'text'}),
-  C('cand_category', 'Category', fmtText),
-  C('abs_delta_time_us', '|Δ time| (µs)', fmtNum, {title: 'size of the change in self time'}),
-  C('delta_time_us', 'Δ self time (µs)', fmtSigned),
+  C('pair_operation', 'Operation', fmtText, {wide: true,
+    title: "the candidate's op name (the base's for a removed op)"}),
+  C('delta_time_us', 'Δ self time', fmtSignedTime),
   C('delta_time_percent', 'Δ self time (%)', fmtSignedPct),
   C('speedup', 'Speedup', fmtX, {title: 'base time / candidate time'}),
   C('share_of_change', 'Share of the time change', fmtFrac),
-  C('base_total_self_time_us', 'Base self time (µs)', fmtNum),
-  C('cand_total_self_time_us', 'Self time (µs)', fmtNum),
-  C('base_flop_rate', 'Base FLOP rate (GFLOP/s)', fmtNum),
-  C('cand_flop_rate', 'FLOP rate (GFLOP/s)', fmtNum),
-  C('delta_flop_rate', 'Δ FLOP rate', fmtSigned),
-  C('base_operational_intensity', 'Base op. intensity (FLOP/B)', fmtNum),
-  C('cand_operational_intensity', 'Op. intensity (FLOP/B)', fmtNum),
-  C('delta_operational_intensity', 'Δ op. intensity', fmtSigned),
-  C('base_bound_by', 'Base bound by', fmtText),
-  C('cand_bound_by', 'Bound by', fmtText),
-  C('base_roofline_efficiency', 'Base roofline efficiency', fmtFrac),
-  C('cand_roofline_efficiency', 'Roofline efficiency', fmtFrac),
   C('delta_roofline_efficiency', 'Δ efficiency', fmtSignedFrac,
     {title: 'null when a side carries a caveat (not a measurement under its roof)'}),
-  C('base_peak_flop_rate', 'Base roof (GFLOP/s)', fmtNum),
-  C('cand_peak_flop_rate', 'Roof (GFLOP/s)', fmtNum),
-  C('base_precision', 'Base precision', fmtText),
-  C('cand_precision', 'Precision', fmtText),
-  C('base_caveat', 'Base caveat', fmtText),
-  C('cand_caveat', 'Caveat', fmtText),
-  C('base_occurrences', 'Base # occurrences', fmtNum),
-  C('cand_occurrences', '# Occurrences', fmtNum),
+  C('delta_flop_rate', 'Δ FLOP rate (GFLOP/s)', fmtSigned),
+  C('delta_operational_intensity', 'Δ op. intensity', fmtSigned),
+  C('abs_delta_time_us', '|Δ time|', fmtTime, {title: 'size of the change in self time'}),
+  C('match_rule', 'Matched by', fmtText,
+    {title: 'name: same name and work; fingerprint: renamed, same work; name_only: same ' +
+      'name, other shapes'}),
+  C('program', 'Program', fmtText, {wide: true}),
+  base('operation', {label: 'Base operation'}),
+  C('cand_fingerprint', 'Shapes / grid', fmtShapes, {type: 'text', wide: true,
+    title: 'PyTorch input shapes or GPU kernel grid (candidate)'}),
+  C('base_fingerprint', 'Base shapes / grid', fmtShapes, {type: 'text', wide: true}),
+  cand('category'),
+  base('total_self_time_us', {label: 'Base self time'}),
+  cand('total_self_time_us', {label: 'Self time'}),
+  base('flop_rate', {label: 'Base FLOP rate'}),
+  cand('flop_rate'),
+  base('operational_intensity', {label: 'Base op. intensity (FLOP/B)'}),
+  cand('operational_intensity'),
+  base('bound_by', {label: 'Base bound by'}),
+  cand('bound_by'),
+  base('roofline_efficiency', {label: 'Base roofline efficiency'}),
+  cand('roofline_efficiency'),
+  base('peak_flop_rate', {label: 'Base compute roof'}),
+  cand('peak_flop_rate'),
+  base('precision', {label: 'Base precision'}),
+  cand('precision'),
+  base('caveat', {label: 'Base caveat'}),
+  cand('caveat'),
+  base('occurrences', {label: 'Base # occurrences'}),
+  cand('occurrences'),
 ];
 
 /** The program pairs table. */
 export const PROGRAM_PAIR_COLUMNS = [
   C('record', 'Record', fmtText),
-  C('match_rule', 'Matched by', fmtText),
-  C('base_total_time_per_core_us', 'Base time per core (µs)', fmtNum),
-  C('cand_total_time_per_core_us', 'Time per core (µs)', fmtNum),
   C('delta_time_percent', 'Δ time (%)', fmtSignedPct),
   C('speedup', 'Speedup', fmtX),
-  C('base_flop_rate', 'Base FLOP rate (GFLOP/s)', fmtNum),
-  C('cand_flop_rate', 'FLOP rate (GFLOP/s)', fmtNum),
-  C('base_bound_by', 'Base bound by', fmtText),
-  C('cand_bound_by', 'Bound by', fmtText),
-  C('base_roofline_efficiency', 'Base roofline efficiency', fmtFrac),
-  C('cand_roofline_efficiency', 'Roofline efficiency', fmtFrac),
-  C('base_peak_flop_rate', 'Base roof (GFLOP/s)', fmtNum),
-  C('cand_peak_flop_rate', 'Roof (GFLOP/s)', fmtNum),
+  C('match_rule', 'Matched by', fmtText),
+  base('total_time_per_core_us', {label: 'Base time per core'}),
+  cand('total_time_per_core_us'),
+  base('flop_rate', {label: 'Base FLOP rate'}),
+  cand('flop_rate'),
+  base('bound_by', {label: 'Base bound by'}),
+  cand('bound_by'),
+  base('roofline_efficiency', {label: 'Base roofline efficiency'}),
+  cand('roofline_efficiency'),
+  base('peak_flop_rate', {label: 'Base compute roof'}),
+  cand('peak_flop_rate'),
 ];
 
 /** Tooltip of a compared point or arrow (the pair's values). */
@@ -113,8 +123,8 @@ export const PAIR_TOOLTIP_COLUMNS = [
   C('side_label', 'Point', fmtText),
   C('record', 'Record', fmtText),
   ...PAIR_COLUMNS.filter((c) => !['abs_delta_time_us', 'share_of_change'].includes(c.key)),
-  C('base_total_time_per_core_us', 'Base time per core (µs)', fmtNum),
-  C('cand_total_time_per_core_us', 'Time per core (µs)', fmtNum),
+  base('total_time_per_core_us', {label: 'Base time per core'}),
+  cand('total_time_per_core_us'),
 ];
 
 /** A program pair's label: `Total`, `Average`, `Step 3`, `Host h0`, `Step 3 → 4`. */
@@ -133,7 +143,7 @@ export function programLabel(r) {
 
 /** Columns (in API order) of the rows a CSV/JSON export writes: no derived keys. */
 export function exportColumns(apiColumns) {
-  return apiColumns.filter((c) => c !== '_i');
+  return apiColumns.filter((c) => c !== '_i' && c !== 'pair_operation');
 }
 
 /** What a hovered point or arrow shows: its pair, which side it is, whether it is on the floor. */

@@ -1,40 +1,39 @@
 // Exports of what the tab shows: the tables as CSV/JSON (rows after filters, search and
-// sort), the charts as PNG/SVG. Methods of App (installed by app.js): `this` is the app.
+// sort), the charts as PNG/SVG. Plain functions of what they export.
 import {toCsv} from './columns.js';
 import {download, downloadText, slug} from './views/dom.js';
 
 // Columns the tab adds to the API's rows (placement, labels): never exported.
-const DERIVED = new Set(['px', 'py', 'at_floor', 'kind', 'series', 'flag']);
+const DERIVED = new Set(['px', 'py', 'at_floor', 'kind', 'series', 'flag', 'roof_id',
+  'binding_roof']);
 
-export class Exports {
-  fileBase(what) {
-    return `roofline_${slug(this.state.run)}_${slug(this.state.host === '*' ? 'all-hosts' :
-      this.state.host)}_${what}`;
-  }
+export function fileBase(state, what) {
+  return `roofline_${slug(state.run)}_${slug(state.host === '*' ? 'all-hosts' :
+    state.host)}_${what}`;
+}
 
-  exportTable(level, format) {
-    const d = this.data;
-    if (!d) return;
-    const rows = level === 'program' ? this.programTable.visibleRows() :
-      this.opTable.visibleRows();
-    const apiColumns = (level === 'program' ? d.programColumns : d.opColumns) ||
-        Object.keys(rows[0] || {}).filter((k) => !DERIVED.has(k));
-    const name = this.fileBase(level === 'program' ? 'program' : 'ops');
-    if (format === 'csv') {
-      downloadText(toCsv(rows, apiColumns), `${name}.csv`, 'text/csv');
-    } else {
-      const clean = rows.map((r) => Object.fromEntries(apiColumns.map((k) => [k, r[k] ?? null])));
-      const doc = {run: this.state.run, host: this.state.host, infeed_outfeed: this.state.infeed,
-        view: level === 'program' ? undefined : this.state.view,
-        filters: level === 'program' ? {} : {category: this.state.categories,
-          bound_by: this.state.boundBy, name: this.state.name, search: this.opTable.search},
-        columns: apiColumns, rows: clean};
-      downloadText(JSON.stringify(doc, null, 1), `${name}.json`, 'application/json');
-    }
+/** Downloads a table's visible rows (`table`: a DataTable) with the API's columns. */
+export function exportTable(state, data, level, format, table) {
+  if (!data) return;
+  const rows = table.visibleRows();
+  const apiColumns = (level === 'program' ? data.programColumns : data.opColumns) ||
+      Object.keys(rows[0] || {}).filter((k) => !DERIVED.has(k));
+  const name = fileBase(state, level === 'program' ? 'program' : 'ops');
+  if (format === 'csv') {
+    downloadText(toCsv(rows, apiColumns), `${name}.csv`, 'text/csv');
+    return;
   }
+  const clean = rows.map((r) => Object.fromEntries(apiColumns.map((k) => [k, r[k] ?? null])));
+  const doc = {run: state.run, host: state.host, infeed_outfeed: state.infeed,
+    view: level === 'program' ? undefined : state.view,
+    filters: level === 'program' ? {} : {category: state.categories,
+      bound_by: state.boundBy, name: state.name, search: table.search},
+    columns: apiColumns, rows: clean};
+  downloadText(JSON.stringify(doc, null, 1), `${name}.json`, 'application/json');
+}
 
-  async exportChart(chart, what, format) {
-    const url = await chart.imageUrl(format);
-    download(url, `${this.fileBase(what)}.${format}`);
-  }
+export async function exportChart(state, chart, what, format) {
+  if (!chart.view) return;
+  const url = await chart.imageUrl(format);
+  download(url, `${fileBase(state, what)}.${format}`);
 }

@@ -1,68 +1,63 @@
 // The infeed/outfeed switch without a request or a re-render: the other variant of /ops and
-// /program is fetched in the background after each load and swapped in. Methods of App
-// (installed by app.js): `this` is the app.
-import {api, tableToObjects} from './api.js';
-import {placePoints} from './charts.js';
+// /program is fetched in the background after each load and swapped in. An object that gets
+// the view context, the API and the two sections explicitly.
+import {tableToObjects} from './api.js';
 import {opKey, timeShareOf} from './views/op_section.js';
 
-const now = () => performance.now();
 // Columns that place, colour or size an op: the infeed/outfeed switch without a re-render
 // needs them equal in both variants (they are: each op's own sums do not change).
 const PLACED = ['operation', 'category', 'bottleneck_operational_intensity', 'flop_rate',
   'total_time_us', 'px', 'py', 'at_floor', 'caveat'];
 
 export class InfeedSwitch {
-  async setInfeed(value) {
-    this.state.infeed = value;
-    this.persist();
-    const t0 = now();
-    if (await this.switchInfeed(value)) {
-      this.opportunities.load(this.state);  // guidance (issue #10)
-      this.timings.lastInfeedMs = now() - t0;
-      this.bump('filterSeq');
-      this.bump('loadSeq');
-      return;
-    }
-    await this.loadView({only: ['program', 'ops']});
+  /** @param ctx the sections' context (app.js), `api` the data access, `sections`
+   * {program: ProgramSection, ops: OpSection} */
+  constructor(ctx, api, {program, ops}) {
+    this.ctx = ctx;
+    this.api = api;
+    this.program = program;
+    this.ops = ops;
   }
 
   /**
    * After a load, fetches the other infeed/outfeed variant of /ops and /program in the
-   * background, so the toggle needs no request and no re-render (switchInfeed).
+   * background, so the toggle needs no request and no re-render (switchTo).
    */
-  prefetchInfeed() {
-    const d = this.data;
+  prefetch() {
+    const d = this.ctx.data;
+    const state = this.ctx.state;
     if (!d || !d.ops || !d.ops.length || !d.program || d.errors.ops || d.errors.program ||
-        !this.opChart.view) return;
-    const loaded = this.state.infeed;
+        !this.ops.chart.view) return;
+    const loaded = state.infeed;
     const other = loaded === 'include' ? 'exclude' : 'include';
-    const sel = {run: this.state.run, host: this.state.host, infeed: other, view: this.state.view};
+    const sel = {run: state.run, host: state.host, infeed: other, view: state.view};
     const byKey = new Map();
     for (const r of d.ops) byKey.set(opKey(r), r);
     if (byKey.size !== d.ops.length) return;  // No unique key: the toggle refetches.
     d.variants = {[loaded]: {ops: d.ops, program: d.program, facets: d.facets,
       opsTotal: d.opsTotal}};
-    d.variantsReady = Promise.all([api.ops(sel), api.program(sel)]).then(([ops, program]) => {
-      if (this.data !== d) return;
-      const rows = tableToObjects(ops);
-      const objects = [];
-      const changed = new Set();
-      for (const raw of rows) {
-        const obj = byKey.get(opKey(raw));
-        if (!obj) return;  // An op the loaded variant lacks: the toggle refetches.
-        objects.push(obj);
-        for (const c of ops.columns) if (raw[c] !== obj[c] && !changed.has(c)) changed.add(c);
-      }
-      const cols = [...changed];
-      if (cols.some((c) => PLACED.includes(c))) return;
-      // The values of the changed columns in each variant, in that variant's row order.
-      const vals = (list) => list.map((r) => cols.map((c) => r[c]));
-      d.variants[loaded].values = vals(d.ops);
-      d.variants[loaded].cols = cols;
-      d.variants[other] = {ops: objects, values: vals(rows), cols, facets: ops.facets || {},
-        opsTotal: ops.total_count, program: tableToObjects(program)};
-      this.opChart.schedulePrerender();  // Its bitmap, in idle time.
-    }).catch(() => {});  // The toggle then refetches as before.
+    d.variantsReady = Promise.all([this.api.ops(sel), this.api.program(sel)]).then(
+        ([ops, program]) => {
+          if (this.ctx.data !== d) return;
+          const rows = tableToObjects(ops);
+          const objects = [];
+          const changed = new Set();
+          for (const raw of rows) {
+            const obj = byKey.get(opKey(raw));
+            if (!obj) return;  // An op the loaded variant lacks: the toggle refetches.
+            objects.push(obj);
+            for (const c of ops.columns) if (raw[c] !== obj[c] && !changed.has(c)) changed.add(c);
+          }
+          const cols = [...changed];
+          if (cols.some((c) => PLACED.includes(c))) return;
+          // The values of the changed columns in each variant, in that variant's row order.
+          const vals = (list) => list.map((r) => cols.map((c) => r[c]));
+          d.variants[loaded].values = vals(d.ops);
+          d.variants[loaded].cols = cols;
+          d.variants[other] = {ops: objects, values: vals(rows), cols, facets: ops.facets || {},
+            opsTotal: ops.total_count, program: tableToObjects(program)};
+          this.ops.chart.schedulePrerender();  // Its bitmap, in idle time.
+        }).catch(() => {});  // The toggle then refetches as before.
   }
 
   /**
@@ -72,25 +67,30 @@ export class InfeedSwitch {
    * the program records are replaced. Returns false (the caller reloads) when the prefetched
    * variant is missing or its points do not fit the current axes.
    */
-  async switchInfeed(value) {
-    const d = this.data;
+  async switchTo(value) {
+    const d = this.ctx.data;
     if (!d || !d.variantsReady) return false;
     await d.variantsReady;
-    if (this.data !== d || !d.variants[value] || !d.variants[value].values) return false;
+    if (this.ctx.data !== d || !d.variants[value] || !d.variants[value].values) return false;
     const v = d.variants[value];
     if (v.ops === d.ops) return true;
-    if ((v.facets.category || []).some((c) => !this.chartCategories.includes(c))) return false;
+    const opSection = this.ops;
+    if ((v.facets.category || []).some((c) => !opSection.chartCategories.includes(c))) {
+      return false;
+    }
     // Program records of that variant, placed on the current axes; they must fit.
     const program = v.program.map((r) => ({...r}));
-    const total = program.filter((r) => r.record_type === 'total').map((r) => ({...r}));
-    const pg = this.programGeometry;
-    placePoints(program, pg.floorX, pg.floorY, pg.x0, pg.x1);
-    placePoints(total, this.geometry.floorX, this.geometry.floorY, this.geometry.x0,
-        this.geometry.x1);
-    const inside = (g, rows) => rows.every((r) => r.px >= g.xDomain[0] && r.px <= g.xDomain[1] &&
-        r.py >= g.yDomain[0] && r.py <= g.yDomain[1]);
-    if (!inside(this.programGeometry, program) || !inside(this.geometry, total)) return false;
-    const selected = this.state.op ? d.ops.find((r) => opKey(r) === this.state.op) : null;
+    const total = opSection.programTotal(program);
+    const g = opSection.geometryNow;
+    if (!total.every((r) => r.px >= g.xDomain[0] && r.px <= g.xDomain[1] &&
+        r.py >= g.yDomain[0] && r.py <= g.yDomain[1])) return false;
+    const previous = d.program;
+    if (!(await this.program.replaceRecords(program))) {
+      d.program = previous;
+      return false;
+    }
+    const state = this.ctx.state;
+    const selected = state.op ? d.ops.find((r) => opKey(r) === state.op) : null;
     const cols = v.cols;
     v.ops.forEach((obj, i) => {
       const values = v.values[i];
@@ -100,19 +100,18 @@ export class InfeedSwitch {
     d.facets = v.facets;
     d.opsTotal = v.opsTotal;
     d.program = program;
-    this.decorateProgram(program);
-    this.categories = d.facets.category && d.facets.category.length ? d.facets.category :
-      this.categories;
-    this.bounds = d.facets.bound_by && d.facets.bound_by.length ? d.facets.bound_by : this.bounds;
-    this.state.categories = this.state.categories.filter((c) => this.categories.includes(c));
-    this.state.boundBy = this.state.boundBy.filter((c) => this.bounds.includes(c));
-    this.programTable.setRows(program);
+    opSection.categories = d.facets.category && d.facets.category.length ? d.facets.category :
+      opSection.categories;
+    opSection.bounds = d.facets.bound_by && d.facets.bound_by.length ? d.facets.bound_by :
+      opSection.bounds;
+    state.categories = state.categories.filter((c) => opSection.categories.includes(c));
+    state.boundBy = state.boundBy.filter((c) => opSection.bounds.includes(c));
     // One run of the op chart for the Program point, the legend and the shown ops.
-    await this.opChart.setData({program: total}, {run: false});
-    await this.opChart.setParam('time_share', timeShareOf(d.ops), {run: false});
-    await Promise.all([this.programChart.setData({records: program}), this.applyFilters()]);
-    if (selected && d.ops.includes(selected)) await this.selectOp(opKey(selected), {});
-    else if (selected) this.clearSelection();
+    await opSection.chart.setData({program: total}, {run: false});
+    await opSection.chart.setParam('time_share', timeShareOf(d.ops), {run: false});
+    await opSection.applyFilters();
+    if (selected && d.ops.includes(selected)) await opSection.selectOp(opKey(selected), {});
+    else if (selected) opSection.clearSelection();
     return true;
   }
 }

@@ -61,7 +61,7 @@ IN_PAGE = """async ({reps}) => {
     await frame();
     out.chart.push(now() - t);
     t = now();
-    await a.renderOps(a.geometry);
+    await a.ops.render();
     await frame();
     out.section.push(now() - t);
   }

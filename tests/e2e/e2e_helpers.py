@@ -146,13 +146,14 @@ class BrowserLog:
         return out
 
 
-def shot(page_or_locator, name: str):
-    """Save a screenshot under test-output/screenshots/ (CI artifact)."""
+def shot(page_or_locator, name: str, full_page: bool = True):
+    """Save a screenshot under test-output/screenshots/ (CI artifact); `full_page=False`: the
+    window only (what a user sees first)."""
     os.makedirs(SCREENSHOTS, exist_ok=True)
     path = os.path.join(SCREENSHOTS, f"{name}.png")
     if hasattr(page_or_locator, "screenshot"):
         try:
-            page_or_locator.screenshot(path=path, full_page=True)
+            page_or_locator.screenshot(path=path, full_page=full_page)
         except TypeError:
             page_or_locator.screenshot(path=path)
     return path

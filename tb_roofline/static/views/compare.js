@@ -1,18 +1,20 @@
 // "Compare with": the selected run (the candidate) against another run, host or step (the base)
-// on one roofline (docs/compare.md). Attached to the app by one call (attachCompare); it reads
-// the app's selection and signals (data-runs-seq, data-load-seq) and keeps its own state in
-// the URL (`compare*` keys). While a comparison is shown, the single-run program and op
-// sections are hidden (the `comparing` class) and this section takes their place.
+// on one roofline (docs/compare.md). Attached by one call (attachCompare) with what it needs
+// of the app, explicitly: its state, runs, theme and loading bar, where to put its controls
+// and section, and its events (`runs`, `loaded`, `theme`), which it follows. Its own state
+// lives in the URL (`compare*` keys). While a comparison is shown, the single-run sections
+// are hidden (the `comparing` class) and this section takes their place, at the top.
 import {api, getJson} from '../api.js';
 import {Chart, loadVega} from '../charts.js';
 import {CHANGES, bySide, compareGeometry, compareSpec, pairArrows, pairPoints, sidesXY}
   from '../compare_charts.js';
 import {PAIR_COLUMNS, PAIR_TOOLTIP_COLUMNS, PROGRAM_PAIR_COLUMNS, columnarToObjects,
-  exportColumns, filterPairs, programLabel, tooltipDatum} from '../compare_data.js';
+  filterPairs, programLabel, tooltipDatum} from '../compare_data.js';
 import {summaryPanel} from './compare_summary.js';
-import {fmtInt, toCsv} from '../columns.js';
+import {fmtInt} from '../columns.js';
+import {exportCompareChart, exportPairs} from './compare_exports.js';
 import {onUrlChange, readUrlState, writeUrlState} from '../tbhost.js';
-import {download, downloadText, h, setChildren, slug} from './dom.js';
+import {h, setChildren} from './dom.js';
 import {errorBox} from './states.js';
 import {DataTable} from './table.js';
 import {Tooltip} from './tooltip.js';
@@ -29,8 +31,12 @@ const EMPTY = {base: '', baseHost: '*', baseStep: '', step: '', categories: [], 
 // for all (readability, and 20,000 more points cost ~0.5 s to draw).
 const BASE_POINTS_LIMIT = 10000;
 
-export function attachCompare(app) {
-  const view = new CompareView(app);
+/**
+ * @param host {events: EventTarget, state, runs, dark, loading: LoadingIndicator,
+ *   toolbar: Element, toolbarBefore: Element, root: Element, content: Element}
+ */
+export function attachCompare(host) {
+  const view = new CompareView(host);
   view.install();
   window.__rooflineCompare = view;  // For the e2e tests and the benchmark.
   return view;
@@ -67,8 +73,7 @@ class CompareView {
     this.hostLabel = h('label', {hidden: true}, 'Base host ', this.hostSelect);
     this.controls = h('span', {class: 'compare-controls', id: 'compare-controls'},
         h('label', {}, 'Compare with ', this.runSelect), this.hostLabel, this.stepsEl);
-    const toolbar = this.app.app.querySelector('header.toolbar');
-    toolbar.insertBefore(this.controls, this.app.loadingEl);
+    this.app.toolbar.insertBefore(this.controls, this.app.toolbarBefore);
 
     this.headEl = h('div', {id: 'compare-head'});
     this.errorEl = h('div', {class: 'section-error'});
@@ -132,7 +137,7 @@ class CompareView {
         'as points; ops with a caveat are listed in the table, not placed. Click a point to find ' +
         'its pair.'),
     this.opChartEl, this.opTableEl);
-    this.app.contentEl.insertBefore(this.section, this.app.programSection);
+    this.app.content.insertBefore(this.section, this.app.content.firstChild);
 
     this.tooltip = new Tooltip();
     this.tooltip.el.id = 'compare-tooltip';  // #chart-tooltip is the app's
@@ -146,13 +151,15 @@ class CompareView {
       columns: PROGRAM_PAIR_COLUMNS, rowKey: (r) => r._i, searchable: false, paginated: false});
     this.opTable = new DataTable(this.opTableEl, {id: 'compare-op-table', columns: PAIR_COLUMNS,
       rowKey: (r) => r._i, pageSize: 50, defaultSort: {key: 'abs_delta_time_us', dir: 'desc'},
-      searchKeys: ['cand_operation', 'base_operation', 'program', 'cand_category'],
+      searchKeys: ['pair_operation', 'base_operation', 'program', 'cand_category'],
+      placeholder: 'Search operation, base operation, program, category',
       onRowClick: (r) => this.selectPair(r._i, {})});
 
-    // The app's signals: its run list (data-runs-seq) and each finished load (data-load-seq).
+    // The app's events: its run list changed, a load finished, the theme changed.
     this.seen = {};
-    new MutationObserver(() => this.onAppSignal()).observe(this.app.app,
-        {attributes: true, attributeFilter: ['data-runs-seq', 'data-load-seq', 'class']});
+    for (const name of ['runs', 'loaded', 'theme']) {
+      this.app.events.addEventListener(name, () => this.onAppEvent(name));
+    }
     onUrlChange(() => this.followUrl());
     this.ready = this.restore();
   }
@@ -217,19 +224,14 @@ class CompareView {
     this.section.dataset.status = status;
   }
 
-  /** The app loaded its runs, or finished a load: follow its run and host. */
-  async onAppSignal() {
+  /** The app loaded its runs, finished a load or changed its theme: follow it. */
+  async onAppEvent(name) {
     await this.ready;
-    const d = this.app.app.dataset;
-    const runsChanged = d.runsSeq !== this.seen.runsSeq;
-    const loaded = d.loadSeq !== this.seen.loadSeq;
-    const darkChanged = this.app.dark !== this.seen.dark;
-    this.seen = {runsSeq: d.runsSeq, loadSeq: d.loadSeq, dark: this.app.dark};
-    if (runsChanged) this.renderRunOptions();
+    if (name === 'runs') this.renderRunOptions();
     const target = this.target();
-    if ((runsChanged || loaded) && target !== this.loadedFor) {
+    if (name !== 'theme' && target !== this.loadedFor) {
       await this.load();
-    } else if (darkChanged && this.answer && this.section.dataset.status === 'ready') {
+    } else if (name === 'theme' && this.answer && this.section.dataset.status === 'ready') {
       const token = ++this.loadToken;  // Dark mode: the same answer drawn in the other theme.
       await this.render(this.answer, token);
     }
@@ -260,7 +262,7 @@ class CompareView {
     const a = this.app.state;
     this.renderRunOptions();
     const active = Boolean(s.base && a.run && (this.app.runs || []).some((r) => r.run === s.base));
-    this.app.app.classList.toggle('comparing', active);
+    this.app.root.classList.toggle('comparing', active);
     this.section.hidden = !active;
     this.hostLabel.hidden = !active;
     this.stepsEl.hidden = !active;
@@ -277,7 +279,8 @@ class CompareView {
     const base = {run: s.base, host: s.baseHost};
     const params = {base: s.base, run: a.run, base_host: s.baseHost === '*' ? '' : s.baseHost,
       host: a.host === '*' ? '' : a.host, base_step: s.baseStep, step: s.step,
-      infeed_outfeed: a.infeed || 'include', view: a.view && a.view !== 'op' ? a.view : undefined};
+      infeed_outfeed: a.infeed || 'include',
+      view: a.view && !['op', 'shapes'].includes(a.view) ? a.view : undefined};
     const [answer, hosts, baseProgram, candProgram] = await Promise.allSettled([
       this.app.loading.track(getJson('compare', params), 'comparison'),
       api.hosts(s.base), api.program(base), api.program(cand)]);
@@ -485,30 +488,11 @@ class CompareView {
 
   // ---------------------------------------------------------------- export
 
-  fileBase(what) {
-    const a = this.answer;
-    return `roofline_compare_${slug(a.base.run)}_vs_${slug(a.cand.run)}_${what}`;
-  }
-
   exportTable(format) {
-    if (!this.answer) return;
-    const rows = this.opTable.visibleRows();
-    const columns = exportColumns(this.answer.columns);
-    const name = this.fileBase('ops');
-    if (format === 'csv') {
-      downloadText(toCsv(rows, columns), `${name}.csv`, 'text/csv');
-      return;
-    }
-    const s = this.state;
-    const doc = {base: this.answer.base, cand: this.answer.cand, summary: this.answer.summary,
-      notes: this.answer.notes, filters: {category: s.categories, bound_by: s.boundBy,
-        name: s.name, change: s.change, search: this.opTable.search},
-      columns, rows: rows.map((r) => Object.fromEntries(columns.map((k) => [k, r[k] ?? null])))};
-    downloadText(JSON.stringify(doc, null, 1), `${name}.json`, 'application/json');
+    if (this.answer) exportPairs(this.answer, this.opTable, this.state, format);
   }
 
   async exportChart(chart, what, format) {
-    if (!chart.view) return;
-    download(await chart.imageUrl(format), `${this.fileBase(what)}.${format}`);
+    if (this.answer) await exportCompareChart(this.answer, chart, what, format);
   }
 }

@@ -1,10 +1,10 @@
 // The comparison's summary panel: both devices, the time change and what explains it, pair
 // counts by rule, and the top contributors (docs/compare.md, "Summary").
-import {fmtFrac, fmtInt, fmtNum} from '../columns.js';
+import {fmtFrac, fmtInt, fmtNum, fmtTime} from '../columns.js';
 import {h} from './dom.js';
 
 const pct = (v) => (v === null || v === undefined ? '—' : `${v > 0 ? '+' : ''}${fmtNum(v)}%`);
-const us = (v) => (v === null || v === undefined ? '—' : `${fmtNum(v)} µs`);
+const us = (v) => fmtTime(v);
 
 /** The panel's elements for a /compare summary and its two sides. */
 export function summaryPanel(s, base, cand) {
@@ -36,7 +36,7 @@ export function summaryPanel(s, base, cand) {
               t.base_operation && t.cand_operation && t.base_operation !== t.cand_operation ?
                 ` (was ${t.base_operation})` : '',
               t.status !== 'matched' ? ` [${t.status}]` : '',
-              `: ${t.delta_time_us > 0 ? '+' : ''}${fmtNum(t.delta_time_us)} µs`,
+              `: ${t.delta_time_us > 0 ? '+' : ''}${fmtTime(t.delta_time_us)}`,
               t.share_of_change === null ? '' : ` (${fmtFrac(t.share_of_change)})`)))),
   ];
 }

@@ -1,7 +1,8 @@
 // Device information panel: type, peaks per precision, bandwidth of every memory, ridge points,
 // megacore, and where each number comes from.
-import {h} from './dom.js';
-import {fmtBool, fmtFrac, fmtGflops, fmtInt, fmtNum, fmtText} from '../columns.js';
+import {h, setChildren} from './dom.js';
+import {diagnosticsList, errorBox} from './states.js';
+import {fmtBool, fmtFlopRate, fmtFrac, fmtInt, fmtNum, fmtText} from '../columns.js';
 
 const SOURCE_LABEL = {profile: 'profile', datasheet: 'data sheet', measured: 'measured',
                       user: 'user'};
@@ -17,8 +18,9 @@ const num = (field, value, text) => h('td', {class: 'num', dataset: {field,
 /**
  * @param device the API's device object
  * @param total the program's Total record (for the cost coverage), or undefined
+ * @param peaksNote the `peaks_unknown` diagnostic, said here once (not in the list)
  */
-export function devicePanel(device, total) {
+export function devicePanel(device, total, peaksNote = null) {
   if (!device) return h('p', {class: 'muted'}, 'No device information.');
   const facts = [
     ['Device type', 'type', fmtText(device.type)],
@@ -47,7 +49,7 @@ export function devicePanel(device, total) {
       h('tbody', {}, compute.length ? compute.map((c) =>
         h('tr', {dataset: {precision: c.precision}},
             h('td', {}, c.precision),
-            h('td', {}, fmtGflops(c.peak_gflops)),
+            h('td', {}, fmtFlopRate(c.peak_gflops)),
             num('peak_gflops', c.peak_gflops, fmtNum(c.peak_gflops)),
             h('td', {title: c.note || null}, source(c.source), c.note ? h('div', {
               class: 'peak-note'}, c.note) : null))) :
@@ -64,7 +66,7 @@ export function devicePanel(device, total) {
             h('td', {}, m.name),
             num('peak_gibs', m.peak_gibs, fmtNum(m.peak_gibs)),
             num('peak_gbs', m.peak_gbs, fmtNum(m.peak_gbs)),
-            num('ridge_point', m.ridge_point, fmtNum(m.ridge_point)),
+            num('ridge_point', m.ridge_point, m.ridge_point > 0 ? fmtNum(m.ridge_point) : '—'),
             h('td', {title: m.note || null}, source(m.source), m.note ? h('div', {
               class: 'peak-note'}, m.note) : null))) :
         h('tr', {}, h('td', {colspan: 5, class: 'muted'}, 'No memory bandwidth known.'))));
@@ -77,6 +79,30 @@ export function devicePanel(device, total) {
     total.flop_coverage < 0.5 ? ' — the program-level numbers describe that part only.' :
       '.') : null;
   return h('div', {class: 'device-grid'}, factTable, computeTable, memoryTable, coverage,
-      device.peaks_known === false ? h('p', {class: 'warning'},
-          'Peaks are not known for this device: rates are shown, efficiencies are not.') : null);
+      device.peaks_known === false || peaksNote ? h('p', {class: 'warning', id: 'peaks-unknown'},
+          'Peaks are not known for this device: rates are shown, efficiencies are not.',
+          peaksNote && peaksNote.message ? h('span', {class: 'muted'}, ` ${peaksNote.message}`) :
+            null) : null);
+}
+
+/**
+ * The device panel and the diagnostics list of the loaded data (`els`: {panel, list, summary}).
+ * The peaks_unknown note is said once: in the device panel, with the diagnostic's words.
+ */
+export function renderDeviceSection(els, d) {
+  const diags = d.diagnostics || [];
+  const peaksNote = diags.find((x) => x.code === 'peaks_unknown');
+  setChildren(els.panel, d.errors.device ? errorBox(d.errors.device, 'the device information') :
+    devicePanel(d.device, (d.program || []).find((r) => r.record_type === 'total'), peaksNote));
+  if (d.errors.diagnostics) {
+    setChildren(els.list, errorBox(d.errors.diagnostics, 'the diagnostics'));
+    return;
+  }
+  const shown = diags.filter((x) => x !== peaksNote || !d.device);
+  setChildren(els.list, diagnosticsList(shown));
+  const count = (sev) => shown.filter((x) => x.severity === sev).length;
+  const worst = count('error') ? 'error' : count('warning') ? 'warning' : 'info';
+  const n = (sev) => (count(sev) ? `, ${count(sev)} ${sev}${count(sev) > 1 ? 's' : ''}` : '');
+  setChildren(els.summary, `Diagnostics (${shown.length}${n('warning')}${n('error')})`);
+  els.summary.dataset.severity = shown.length ? worst : 'none';
 }

@@ -56,3 +56,11 @@ export function downloadText(text, filename, type) {
 export function slug(text) {
   return String(text || 'all').replace(/[^A-Za-z0-9._-]+/g, '_').replace(/^_+|_+$/g, '') || 'all';
 }
+
+/** "Export: CSV JSON PNG SVG" buttons: `items` = [[label, fn]]; ids `<prefix>-export-<label>`. */
+export function exportButtons(prefix, items) {
+  return h('div', {class: 'export-buttons'}, h('span', {class: 'muted'}, 'Export:'),
+      items.map(([label, fn]) => h('button', {type: 'button',
+        id: `${prefix}-export-${label.toLowerCase().replace(/[^a-z]+/g, '-')}`,
+        onclick: () => fn()}, label)));
+}

@@ -1,10 +1,13 @@
 // The "Opportunities" panel (docs/guidance.md): findings ranked by the time they would save,
 // each linking to its op in the chart and the table; the step time by class as one bar;
 // exports; and the throughput / MFU line shown in the program section. Data: /guidance.
+// Compact (it sits beside the device panel, above the charts): the top 3 findings and the
+// total, the others behind "Show all"; each suggestion and its evidence on demand.
 
 import {getJson} from '../api.js';
 import {downloadText, h, setChildren, slug} from './dom.js';
 
+const TOP = 3;
 const CLASS_COLOURS = {compute_bound: '#4c78a8', memory_bound: '#f58518',
   communication: '#e45756', idle: '#bab0ac', unknown: '#9d755d'};
 
@@ -12,6 +15,12 @@ function num(v, digits = 1) {
   if (v === null || v === undefined || !isFinite(v)) return '—';
   return Number(v).toLocaleString('en-US', {maximumFractionDigits: digits,
     minimumFractionDigits: Math.abs(v) < 100 ? Math.min(digits, 2) : 0});
+}
+
+function time(us) {
+  if (us === null || us === undefined || !isFinite(us)) return '—';
+  return Math.abs(us) >= 1e6 ? `${num(us / 1e6, 2)} s` : Math.abs(us) >= 1e3 ?
+    `${num(us / 1e3, 2)} ms` : `${num(us, 1)} µs`;
 }
 
 function pct(v, digits = 1) {
@@ -47,7 +56,9 @@ export class OpportunitiesPanel {
       href: new URL('./opportunities.css', import.meta.url).href}));
     this.summaryText = h('span', {class: 'opp-summary-text'}, 'Opportunities');
     this.barEl = h('div', {id: 'opportunities-classes'});
-    this.listEl = h('ol', {id: 'opportunities-list', class: 'opp-list'});
+    this.listEl = h('ol', {id: 'opportunities-list', class: 'opp-list opp-collapsed'});
+    this.moreButton = h('button', {type: 'button', class: 'link', id: 'opportunities-more',
+      hidden: true, onclick: () => this.toggleAll()}, 'Show all');
     this.noteEl = h('div', {class: 'muted opp-note'});
     this.details = h('details', {open: true, id: 'opportunities-details'},
         h('summary', {}, this.summaryText),
@@ -56,7 +67,7 @@ export class OpportunitiesPanel {
               onclick: () => this.export('json')}, 'JSON'),
             h('button', {type: 'button', id: 'opportunities-export-csv',
               onclick: () => this.export('csv')}, 'CSV')),
-        this.barEl, this.noteEl, this.listEl);
+        this.barEl, this.noteEl, this.listEl, this.moreButton);
     this.el = h('section', {id: 'opportunities', dataset: {status: 'empty'}},
         h('h2', {}, 'Opportunities'), this.details);
     this.throughputEl = h('div', {id: 'throughput-line', class: 'throughput'});
@@ -72,7 +83,7 @@ export class OpportunitiesPanel {
         host: sel.host === '*' ? '' : sel.host, infeed_outfeed: sel.infeed});
       if (token !== this.token) return;
       this.answer = answer;
-      this.sel = sel;
+      this.sel = {...sel};
       this.render(answer);
       this.el.dataset.status = 'ready';
     } catch (e) {
@@ -86,15 +97,30 @@ export class OpportunitiesPanel {
     }
   }
 
+  toggleAll() {
+    const collapsed = this.listEl.classList.toggle('opp-collapsed');
+    setChildren(this.moreButton, collapsed ? `Show all ${this.answer.findings.length} findings` :
+      'Show the top 3');
+  }
+
   render(g) {
     const n = g.findings.length;
-    setChildren(this.summaryText, `${n} finding${n === 1 ? '' : 's'}, ranked by time saved — ` +
-        `together up to ${num(g.total_time_saved_per_step_us ?? g.total_time_saved_us)} µs ` +
-        `${g.time.num_steps ? 'per step' : ''} (${pct(g.total_percent_of_step)} of the time)`);
+    this.listEl.classList.add('opp-collapsed');
+    this.moreButton.hidden = n <= TOP;
+    setChildren(this.moreButton, `Show all ${n} findings`);
+    setChildren(this.summaryText, `${n} finding${n === 1 ? '' : 's'}: up to ` +
+        `${time(g.total_time_saved_per_step_us ?? g.total_time_saved_us)}` +
+        `${g.time.num_steps ? ' per step' : ''} (${pct(g.total_percent_of_step)} of the time)`);
     this.renderClasses(g);
     setChildren(this.noteEl, n ? '' : 'No finding: every rule was checked (docs/guidance.md).');
-    setChildren(this.listEl, g.findings.map((f) => this.item(f)));
-    this.renderThroughput(g.throughput);
+    setChildren(this.listEl, g.findings.map((f, i) => this.item(f, i)));
+    // Steps/s do not depend on the infeed/outfeed choice: the line of the first answer for
+    // this run and host stays.
+    const key = JSON.stringify([this.sel.run, this.sel.host]);
+    if (this.throughputKey !== key) {
+      this.throughputKey = key;
+      this.renderThroughput(g.throughput);
+    }
   }
 
   renderClasses(g) {
@@ -111,11 +137,12 @@ export class OpportunitiesPanel {
         (g.time.timeline ? '' : ' (from op times: no timeline)')), bar, legend);
   }
 
-  item(f) {
+  item(f, index = 0) {
     const links = f.ops.map((op) => {
       const rank = this.findRank(op);
       return h('button', {type: 'button', class: 'opp-op', disabled: rank === null,
-        title: rank === null ? 'not in the loaded op rows' : 'show in the chart and table',
+        title: `${op.operation}\n${rank === null ? 'not in the loaded op rows' :
+          'show in the chart and table'}`,
         dataset: {rank: rank === null ? '' : String(rank)},
         onclick: () => rank !== null && this.selectOp(rank)}, op.operation);
     });
@@ -125,17 +152,18 @@ export class OpportunitiesPanel {
                 .includes(k)).map(([k, v]) => `${k} ${show(v)}`).join(' · ')))),
         Object.keys(f.evidence.facts).length ? h('tr', {}, h('th', {}, 'facts'),
             h('td', {}, show(f.evidence.facts))) : null);
-    return h('li', {class: 'opp-item', dataset: {rule: f.rule, id: f.id}},
+    return h('li', {class: `opp-item${index >= TOP ? ' opp-extra' : ''}`,
+      dataset: {rule: f.rule, id: f.id}},
         h('div', {class: 'opp-head'},
             h('span', {class: 'opp-rule'}, f.rule),
             h('span', {class: 'opp-title'}, f.title),
             h('span', {class: 'opp-saved', dataset: {us: String(f.time_saved_us)}},
-                `saves ${num(f.time_saved_per_step_us ?? f.time_saved_us)} µs` +
+                `saves ${time(f.time_saved_per_step_us ?? f.time_saved_us)}` +
                 `${this.answer && this.answer.time.num_steps ? ' per step' : ''}` +
                 ` (${pct(f.percent_of_step, 2)})`)),
         links.length ? h('div', {class: 'opp-ops'}, 'Op: ', links) : null,
-        h('p', {class: 'opp-suggestion'}, f.suggestion),
-        h('details', {class: 'opp-details'}, h('summary', {}, 'Evidence'), evidence));
+        h('details', {class: 'opp-details'}, h('summary', {}, 'Suggestion and evidence'),
+            h('p', {class: 'opp-suggestion'}, f.suggestion), evidence));
   }
 
   renderThroughput(t) {
@@ -144,7 +172,7 @@ export class OpportunitiesPanel {
       return;
     }
     const parts = [`${num(t.steps_per_second, 3)} steps/s`,
-      `${num(t.step_time_us)} µs per step`];
+      `${time(t.step_time_us)} per step`];
     if (t.tokens_per_second) parts.push(`${num(t.tokens_per_second, 0)} tokens/s`);
     if (t.samples_per_second) parts.push(`${num(t.samples_per_second)} samples/s`);
     parts.push(`MFU ${t.mfu === null ? '—' : pct(t.mfu * 100, 2)}`);

@@ -1,55 +1,152 @@
 // The program-level section: Total, Total (HW), hosts, Average and steps on a chart and in a
-// table. Methods of App (installed by app.js): `this` is the app.
-import {placePoints, programSpec} from '../charts.js';
+// table. An object that gets what it needs explicitly: `ctx` (view state, loaded data, tooltip,
+// theme; see app.js `sectionContext`) and owns its DOM, chart and table.
+import {Chart, SERIES_SHAPES, placePoints, programSpec, roofGeometry, seriesColors}
+  from '../charts.js';
 import {PROGRAM_COLUMNS, visibleColumns, withDeviceMemories} from '../columns.js';
-import {h, setChildren} from './dom.js';
+import {exportButtons, h, setChildren} from './dom.js';
+import {roofLegend} from './roof_legend.js';
 import {errorBox} from './states.js';
+import {DataTable} from './table.js';
 
 const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', average: 'Average',
                     step: 'Step'};
 
+/** Labels of program records: `kind` (Total, Step, ...) and `series` (Total, Step 3, ...). */
+export function decorateProgram(rows) {
+  for (const r of rows) {
+    r.kind = KIND_LABEL[r.record_type] || r.record_type;
+    r.series = r.record_type === 'host' ? `Host ${r.host}` :
+      r.record_type === 'step' ? `Step ${r.step}` : r.step;
+  }
+  return rows;
+}
+
+const MARKS = {square: '■', diamond: '◆', cross: '✚', 'triangle-up': '▲', circle: '●'};
+
+/** The one legend of the records: each record's marker in its colour (a click selects it). */
+function recordsLegend(rows) {
+  const colors = seriesColors(rows.length);
+  return [h('span', {class: 'muted'}, 'Records: '), rows.map((r, i) => h('span', {
+    class: 'record-item', dataset: {series: r.series}},
+  h('span', {style: {color: colors[i]}}, MARKS[SERIES_SHAPES[r.kind] || 'circle']), ` ${r.series}`))];
+}
+
 export class ProgramSection {
-  async renderProgram(geometry) {
-    const d = this.data;
+  /** @param ctx {state, data, dark, tooltip, subtitle(), memoryIds(), exportTable(), exportChart()} */
+  constructor(ctx) {
+    this.ctx = ctx;
+    this.chartEl = h('div', {id: 'program-chart', class: 'chart'});
+    this.tableEl = h('div', {id: 'program-table-wrap'});
+    this.errorEl = h('div', {class: 'section-error'});
+    this.legendEl = h('div', {class: 'roof-legend', id: 'program-roofs'});
+    this.recordsLegendEl = h('div', {class: 'records-legend', id: 'program-legend'});
+    this.hwNoteEl = h('p', {class: 'hint', id: 'no-hw-record', hidden: true});
+    this.extraEl = h('div', {class: 'program-extra'});  // the throughput line (guidance)
+    this.el = h('section', {id: 'program-section'},
+        h('div', {class: 'section-head'}, h('h2', {}, 'Program-level roofline'),
+            exportButtons('program', [
+              ['CSV', () => ctx.exportTable('program', 'csv', this.table)],
+              ['JSON', () => ctx.exportTable('program', 'json', this.table)],
+              ['PNG', () => ctx.exportChart(this.chart, 'program', 'png')],
+              ['SVG', () => ctx.exportChart(this.chart, 'program', 'svg')]])),
+        this.errorEl, this.extraEl, this.chartEl, this.recordsLegendEl, this.legendEl,
+        this.hwNoteEl,
+        h('details', {class: 'program-table-details', open: true},
+            h('summary', {}, 'Program records'), this.tableEl));
+    this.chart = new Chart(this.chartEl, {tooltip: ctx.tooltip.handler,
+      onHover: (datum) => this.highlight(datum),
+      onClick: (datum) => this.select(datum && datum.series !== undefined ? datum.series : null)});
+    this.table = new DataTable(this.tableEl, {id: 'program-table', columns: PROGRAM_COLUMNS,
+      rowKey: (r) => r.series, searchable: false, paginated: false,
+      onRowClick: (r) => this.select(r.series)});
+    this.selected = null;
+  }
+
+  /** The chart's geometry for these records (fitted to them). */
+  geometry(records) {
+    const d = this.ctx.data;
+    const total = records.find((r) => r.record_type === 'total');
+    return roofGeometry(d.device, records, {mixPeak: total ? total.peak_flop_rate : null,
+      dark: this.ctx.dark, fit: true});
+  }
+
+  async render() {
+    const d = this.ctx.data;
     if (d.errors.program || !d.program) {
-      setChildren(this.programErrorEl, errorBox(d.errors.program, 'the program-level roofline'));
-      this.programChart.dispose();
-      this.programChartEl.hidden = true;
-      this.programTableEl.hidden = true;
+      setChildren(this.errorEl, errorBox(d.errors.program, 'the program-level roofline'));
+      this.chart.dispose();
+      this.chartEl.hidden = true;
+      this.tableEl.hidden = true;
       return;
     }
-    setChildren(this.programErrorEl);
-    this.programChartEl.hidden = false;
-    this.programTableEl.hidden = false;
-    const rows = this.decorateProgram(placePoints(d.program, geometry.floorX, geometry.floorY,
-        geometry.x0, geometry.x1));
+    setChildren(this.errorEl);
+    this.chartEl.hidden = false;
+    this.tableEl.hidden = false;
+    const rows = decorateProgram(d.program);
+    const g = this.geometry(rows);
+    this.geometryNow = g;
+    placePoints(rows, g, this.spreadFor(g));
     if (!rows.length) {
-      setChildren(this.programErrorEl, h('p', {class: 'muted'}, 'No program-level records.'));
+      setChildren(this.errorEl, h('p', {class: 'muted'}, 'No program-level records.'));
     }
-    this.programTable.setColumns(visibleColumns(
-        withDeviceMemories(PROGRAM_COLUMNS, d.device && d.device.memories), this.memoryIds(), rows,
-        d.programColumns, d.device && d.device.kind));
-    this.programTable.setRows(rows);
-    await this.programChart.setSpec(programSpec(geometry, this.dark,
-        {kinds: [...new Set(rows.map((r) => r.kind))], subtitle: this.subtitle()}),
-    {records: rows});
+    this.table.setColumns(visibleColumns(
+        withDeviceMemories(PROGRAM_COLUMNS, d.device && d.device.memories), this.ctx.memoryIds(),
+        rows, d.programColumns, d.device && d.device.kind));
+    this.table.setRows(rows);
+    setChildren(this.legendEl, roofLegend(g, d.device));
+    setChildren(this.recordsLegendEl, recordsLegend(rows));
+    // Why there is no "Total (HW)" record (GPU traces): no hardware counters in the trace.
+    const gpu = d.device && d.device.kind === 'gpu';
+    this.hwNoteEl.hidden = !(gpu && !d.hasHw);
+    setChildren(this.hwNoteEl, 'No “Total (HW)” record: the trace has no hardware FLOP ' +
+        'counters (CUPTI range-profiler SASS counters); FLOPs are counted from the ops’ ' +
+        'shapes and kernels.');
+    await this.chart.setSpec(programSpec(g, this.ctx.dark, {series: rows.map((r) => r.series),
+      kinds: rows.map((r) => r.kind), subtitle: this.ctx.subtitle()}),
+    {records: rows, selected: []});
+    if (this.selected && rows.some((r) => r.series === this.selected)) this.select(this.selected);
+    else this.selected = null;
   }
 
-  /** Run, host and device: every chart says what it shows (also in PNG/SVG exports). */
-  subtitle() {
-    const d = this.data || {};
-    const s = this.state;
-    return [`run ${s.run}`, s.host === '*' ? 'all hosts' : `host ${s.host}`,
-      d.device ? d.device.type : null, s.infeed === 'exclude' ? 'infeed/outfeed excluded' : null]
-        .filter(Boolean).join(' · ');
+  /** Points closer than a marker (~16 px on the plot) sit on one spot: spread them. */
+  spreadFor(g) {
+    const width = Math.max(300, (this.chartEl.clientWidth || 1300) - 200);
+    const decades = (d) => Math.log10(d[1]) - Math.log10(d[0]);
+    return {spread: decades(g.xDomain) * 16 / width, spreadY: decades(g.yDomain) * 16 / 300};
   }
 
-  decorateProgram(rows) {
-    for (const r of rows) {
-      r.kind = KIND_LABEL[r.record_type] || r.record_type;
-      r.series = r.record_type === 'host' ? `Host ${r.host}` :
-        r.record_type === 'step' ? `Step ${r.step}` : r.step;
-    }
-    return rows;
+  /** Replaces the records (infeed/outfeed switch) if they fit the current axes. */
+  async replaceRecords(program) {
+    const g = this.geometryNow;
+    decorateProgram(program);
+    placePoints(program, g, this.spreadFor(g));
+    const inside = program.every((r) => r.px >= g.xDomain[0] && r.px <= g.xDomain[1] &&
+        r.py >= g.yDomain[0] && r.py <= g.yDomain[1]);
+    if (!inside) return false;
+    this.table.setRows(program);
+    await this.chart.setData({records: program, selected: []});
+    return true;
+  }
+
+  /** The binding roof of the hovered record drawn thicker (the selected one's otherwise). */
+  highlight(datum) {
+    const row = datum && datum.roof_id !== undefined ? datum : this.selectedRow();
+    this.chart.setParam('hl_roof', row ? row.roof_id || '' : '');
+  }
+
+  selectedRow() {
+    const rows = (this.ctx.data && this.ctx.data.program) || [];
+    return this.selected ? rows.find((r) => r.series === this.selected) || null : null;
+  }
+
+  /** Selects a record (by its label): table row, ring on the chart, its binding roof. */
+  async select(series) {
+    this.selected = series;
+    this.table.select(series);
+    const row = this.selectedRow();
+    this.el.dataset.selected = row ? row.series : '';
+    await this.chart.setData({selected: row ? [row] : []});
+    this.highlight(null);
   }
 }

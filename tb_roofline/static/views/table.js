@@ -20,7 +20,8 @@ export class DataTable {
     this.selectedKey = null;
 
     this.searchInput = h('input', {type: 'search', class: 'table-search',
-      placeholder: 'Search ' + (this.options.searchKeys.join(', ') || 'rows'),
+      placeholder: this.options.placeholder || 'Search ' + (this.options.searchKeys.join(', ') ||
+        'rows'),
       'aria-label': 'Search table', oninput: () => {
         this.search = this.searchInput.value.trim().toLowerCase();
         this.page = 0;
@@ -166,9 +167,13 @@ export class DataTable {
       const key = rowKey(r);
       return h('tr', {class: key === this.selectedKey ? 'selected' : '', dataset: {key: String(key)},
         onclick: onRowClick ? () => onRowClick(r) : null},
-      this.columns.map((c) => h('td', {class: `${c.type === 'num' ? 'num' : ''} ${
-        c.cellClass ? c.cellClass(r[c.key], r) : ''}`, dataset: {key: c.key},
-      title: c.cellTitle ? c.cellTitle(r[c.key], r) : null}, c.format(r[c.key]))));
+      this.columns.map((c) => {
+        const text = c.format(r[c.key], r);
+        // Long names are cut to the column's width; the full text is on hover.
+        const title = c.cellTitle ? c.cellTitle(r[c.key], r) : c.wide ? text : null;
+        return h('td', {class: `${c.type === 'num' ? 'num' : ''} ${c.wide ? 'wide' : ''} ${
+          c.cellClass ? c.cellClass(r[c.key], r) : ''}`, dataset: {key: c.key}, title}, text);
+      }));
     }));
     if (!pageRows.length) {
       body.appendChild(h('tr', {}, h('td', {colspan: this.columns.length, class: 'muted'},

@@ -2,7 +2,7 @@
 // far from its roof, what it is worth, whether it is a measurement); every metric is in the
 // details of a selected point (detailsTable).
 import {h, setChildren} from './dom.js';
-import {CAVEATS, TOOLTIP_COLUMNS} from '../columns.js';
+import {CAVEATS, TOOLTIP_COLUMNS, fmtFrac, fmtTime} from '../columns.js';
 
 export class Tooltip {
   constructor() {
@@ -47,8 +47,8 @@ export class Tooltip {
     // Category-bar data and roof/ridge points have their own small shapes.
     if (d.self_time_us !== undefined && d.rank === undefined) {
       return h('table', {}, h('tbody', {},
-          row('Category', d.category), row('Self time (µs)', d.self_time_us.toLocaleString()),
-          row('Share of self time', `${(d.share * 100).toFixed(2)}%`), row('Ops', d.ops)));
+          row('Category', d.category), row('Self time', fmtTime(d.self_time_us)),
+          row('Share of self time', fmtFrac(d.share)), row('Ops', d.ops)));
     }
     if (d.record_type === undefined && d.label !== undefined) {
       return h('div', {}, d.label);
@@ -62,7 +62,7 @@ export class Tooltip {
       if (key === 'step' && d.record_type === 'op') continue;
       const v = d[key];
       if (v === null || v === undefined || v === '') continue;
-      rows.push(row(c.label, c.format(v), key));
+      rows.push(row(c.label, c.format(v, d), key));
     }
     return h('div', {},
         d.caveat ? h('div', {class: `tooltip-note caveat-${d.caveat}`, dataset: {caveat: d.caveat}},
@@ -85,7 +85,7 @@ export function detailsTable(d, columns = TOOLTIP_COLUMNS, memoryIds = null) {
     if (c.key === 'step' && d.record_type === 'op') continue;
     const v = d[c.key];
     if (v === null || v === undefined || v === '') continue;
-    rows.push(row(c.label, c.format(v), c.key));
+    rows.push(row(c.label, c.format(v, d), c.key));
   }
   return h('div', {class: 'details'},
       d.caveat ? h('p', {class: `tooltip-note caveat-${d.caveat}`}, h('strong', {}, d.caveat),
