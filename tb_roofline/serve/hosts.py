@@ -118,6 +118,9 @@ class KeyLocks:
         return len(self._locks)
 
 
+MAX_DEFLATE_RATIO = 1032
+
+
 def _gzip_inflated_size(path: str, size: int) -> int | None:
     """A local .gz file's inflated size from its trailer (ISIZE, modulo 4 GiB), or None."""
     try:
@@ -128,7 +131,12 @@ def _gzip_inflated_size(path: str, size: int) -> int | None:
         return None
     if len(tail) != 4:
         return None
-    return struct.unpack("<I", tail)[0]
+    inflated = struct.unpack("<I", tail)[0]
+    # Deflate never inflates more than ~1032x: a trailer claiming more is not a trailer (a cut
+    # or damaged file ends in other bytes), so it says nothing and the reader judges the file.
+    if inflated > MAX_DEFLATE_RATIO * size + 1024:
+        return None
+    return inflated
 
 
 def estimate_bytes(path: str, fmt: str, size: int) -> int:
