@@ -120,7 +120,7 @@ def cmd_report(service, args, out):
     measured = [r for r in op_rows if r["potential_time_saved_us"] is not None]
     measured.sort(key=lambda r: -r["potential_time_saved_us"])
     out.write(f"\nTop opportunities: {min(args.top, len(measured))} of {len(op_rows)} {what} by "
-              "potential time saved if on their roof (us):\n")
+              "potential time saved if on their roof (us over the whole profile):\n")
     out.write(_table(OP_COLUMNS, [[r[c] for c in OP_COLUMNS] for r in measured[: args.top]]) + "\n")
     caveated = [r for r in op_rows if r["caveat"] and r["caveat"] != "container"]
     if caveated:
@@ -159,16 +159,38 @@ def _throughput_line(t: dict) -> str:
 
 
 def _write_guidance(g: dict, out):
+    """The Opportunities in the guidance's own unit (per step where steps exist, else over the
+    profile), repeated findings under their group, each saving with the bound its rule proves."""
     out.write("\nStep time by class: " + ", ".join(
         f"{c['label']} {c['percent'] or 0:.1f}%" for c in g["classes"]) + "\n")
     findings = g["findings"]
+    unit = (g.get("unit") or {}).get("label") or "over the profile"
+    per_unit = "time_saved_per_unit_us"
     total = g["total_percent_of_step"]
-    out.write(f"\nOpportunities ({len(findings)} findings; together up to "
-              f"{g['total_time_saved_us']:,.1f} us, {total or 0:.1f}% of the time):\n")
+    total_us = g.get("total_time_saved_per_step_us") if unit == "per step" else None
+    total_us = g["total_time_saved_us"] if total_us is None else total_us
+    out.write(f"\nOpportunities ({len(findings)} findings; together up to {total_us:,.1f} us "
+              f"{unit}, {total or 0:.1f}% of the time)")
+    out.write(f"\n  ({g['total_note']})\n" if g.get("total_note") else ":\n")
+    grouped = {f: grp for grp in g.get("groups") or () for f in grp["findings"]}
+    shown = set()
     for f in findings:
-        pct = f["percent_of_step"]
-        out.write(f"  [{f['rule']}] {f['title']}: saves {f['time_saved_us']:,.1f} us"
-                  f" ({pct or 0:.2f}%)\n      {f['suggestion']}\n")
+        grp = grouped.get(f["id"])
+        if grp is not None and grp["id"] in shown:
+            continue
+        members = [f]
+        if grp is not None:
+            shown.add(grp["id"])
+            members = [m for m in findings if grouped.get(m["id"]) is grp]
+            out.write(f"  [{grp['rule']}] {grp['title']}\n")
+        for m in members:
+            pad = "    " if grp is not None else "  "
+            saved = m.get(per_unit, m["time_saved_us"])
+            out.write(f"{pad}[{m['rule']}] {m['title']}: saves {saved:,.1f} us {unit}"
+                      f" ({m['percent_of_step'] or 0:.2f}%)\n")
+            if m.get("bound_formula"):
+                out.write(f"{pad}    bound (over the profile): {m['bound_formula']}\n")
+        out.write(f"      {members[0]['suggestion']}\n")
 
 
 def cmd_runs(service, args, out):
