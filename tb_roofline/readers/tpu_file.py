@@ -80,7 +80,7 @@ def _plan(path, host, size, version, young, read_at, check_truncation) -> FilePl
     try:
         planes, hostnames, complete_end, cut = _layout(read_at, size)
     except DAMAGE as exc:
-        raise not_valid(name, exc, young) from None
+        raise _from_layout(not_valid(name, exc, young)) from None
     cores = sorted((int(m.group(1)), s, e) for s, e, plane in planes
                    if (m := TENSOR_CORE_PLANE.match(plane)))
     if cores and cores[-1][0] >= MAX_CORE:
@@ -97,11 +97,23 @@ def _plan(path, host, size, version, young, read_at, check_truncation) -> FilePl
         plan.truncation = ("the file ends without the hostnames field profilers write last, "
                            "so planes after the last one read may be missing")
     if plan.truncation and young:
-        raise ProfileIncompleteError(f"{name} is still being written: {plan.truncation}")
+        raise _from_layout(ProfileIncompleteError(
+            f"{name} is still being written: {plan.truncation}"))
     if plan.truncation and not planes:
-        raise ProfileFormatError(f"{name} is not a valid XSpace (truncated or corrupt): "
-                                 f"{plan.truncation}, and no plane is complete")
+        raise _from_layout(ProfileFormatError(
+            f"{name} is not a valid XSpace (truncated or corrupt): {plan.truncation}, and no "
+            "plane is complete"))
     return plan
+
+
+def _from_layout(exc: ProfileFormatError) -> ProfileFormatError:
+    exc.from_layout = True  # (what the file's layout says: see `from_layout`)
+    return exc
+
+
+def from_layout(exc: Exception) -> bool:
+    """Whether a reader error comes from the file's layout (damaged, or cut short)."""
+    return getattr(exc, "from_layout", False)
 
 
 def not_valid(name: str, exc, young: bool) -> ProfileFormatError:

@@ -20,11 +20,16 @@ from tb_roofline.readers.xplane import DAMAGE, parse_xspace, read_profile_bytes
 def plane_plan(path: str, fmt: str, host: str, max_bytes: int | None = None):
     """How a profile file is read: a local XSpace file with TensorCore planes plane by plane
     (its `tpu_file.FilePlan`: the planes are independent units of work); anything else whole,
-    by `readers.read_profile_file` (None). Raises the reader errors (a damaged layout, a
-    young file cut short)."""
+    by `readers.read_profile_file` (None), which also says what is wrong with a damaged or
+    cut layout. Raises the errors of the file itself (missing, empty, too large)."""
     if fmt != "xplane" or storage.is_remote(path):
         return None  # (a remote file is fetched in one request, then read plane by plane)
-    plan = tpu_file.plan_file(path, host, max_bytes)
+    try:
+        plan = tpu_file.plan_file(path, host, max_bytes)
+    except ProfileFormatError as exc:
+        if tpu_file.from_layout(exc):
+            return None
+        raise
     return plan if plan.cores else None
 
 
