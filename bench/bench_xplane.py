@@ -6,6 +6,7 @@ issue #11, side by side in one run.
     python bench/bench_xplane.py --shapes 1host_200k --repeat 5
     python bench/bench_xplane.py --big --data /tmp/tbr_bench   # keep the generated files
     python bench/bench_xplane.py --scaling          # ours as steps and hosts grow
+    python bench/bench_xplane.py --reader --repeat 7 --data /tmp/tbr_bench   # the reader alone
 
 Each side runs in a fresh subprocess per repetition (cold: no memory cache, the disk cache off,
 imports timed apart), the sides interleaved so load changes hit both; medians are reported.
@@ -125,6 +126,34 @@ for p in sorted(glob.glob(sys.argv[1] + "/*.xplane.pb")):
     del space, raw
 print(json.dumps({"import_s": t1 - t0, "convert_s": total, "base_pss_kb": base}))
 """
+
+
+READER = r"""
+import glob, json, os, sys, time
+os.environ["TB_ROOFLINE_WORKERS"] = "1"
+from tb_roofline.readers.xspace import read_xspace_file
+files = sorted(glob.glob(os.path.join(sys.argv[1], "*.xplane.pb")))
+best = {"cpu_s": 1e9, "wall_s": 1e9}
+for _ in range(int(sys.argv[2])):
+    w, c = time.perf_counter(), time.process_time()
+    for f in files:
+        read_xspace_file(f, "h")
+    best["wall_s"] = min(best["wall_s"], time.perf_counter() - w)
+    best["cpu_s"] = min(best["cpu_s"], time.process_time() - c)
+print(json.dumps({k: round(v, 4) for k, v in best.items()}))
+"""
+
+
+def reader_only(root: str, names: list, repeat: int):
+    """The reader alone (`read_xspace_file`, one process, no model): the least CPU time of
+    `repeat` reads of each shape's files. CPU time and the minimum, so a busy machine changes
+    the figure least (for before/after comparisons of the reader's code)."""
+    for name in names:
+        _, session = make_shape(root, name)
+        out = subprocess.run([sys.executable, "-c", READER, session, str(repeat)],
+                             capture_output=True, text=True, cwd=REPO,
+                             env={**os.environ, "PYTHONPATH": REPO}, check=True)
+        print(json.dumps({"shape": name, **json.loads(out.stdout)}), flush=True)
 
 
 def _gen_host(args):
@@ -278,6 +307,8 @@ def main():
     parser.add_argument("--sides", default="ours,xprof,parse")
     parser.add_argument("--scaling", action="store_true",
                         help="ours alone as steps (250-2000) and hosts (1-8) grow")
+    parser.add_argument("--reader", action="store_true",
+                        help="the reader alone, in one process: least CPU time of --repeat")
     parser.add_argument("--data", default="", help="keep generated profiles in this directory "
                         "(reused by later runs); default: a temporary one, removed")
     args = parser.parse_args()
@@ -288,6 +319,9 @@ def main():
     try:
         if args.scaling:
             scaling(root, args.repeat)
+            return
+        if args.reader:
+            reader_only(root, names, args.repeat)
             return
         for name in names:
             print(json.dumps(bench_shape(root, name, args.repeat, args.sides.split(","))),

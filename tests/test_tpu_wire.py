@@ -1,5 +1,5 @@
-"""The wire-format TPU path (readers/xwire.py, tpu_plane.py, tpu_file.py) against the reference
-per-event reader: every column of random lines, whole op tables of generated and hand-made
+"""The wire-format TPU reader (readers/xwire.py, tpu_plane.py, tpu_file.py) against the
+protobuf-object oracle (tests/tpu_oracle.py): every column of random lines, whole op tables of generated and hand-made
 profiles, with windows and segments small enough that events, nests and steps cross them."""
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 
 from tb_roofline.model.op_table import ALL_COLUMNS
 from tb_roofline.protos import xplane_pb2
+import tpu_oracle
 from tb_roofline.readers import op_rows, tpu_file, tpu_plane, xspace, xwire
-from tb_roofline.readers.tpu import _line_events
+from tb_roofline.readers.tpu_plane import protobuf_line_events as _line_events
 from tb_roofline.synthetic import SynthConfig, write_tpu_session, write_xspace
 from test_xline_fast import _ids, _random_line, _varint
 
@@ -62,9 +63,8 @@ def _canonical(data):
 
 
 def _same_as_reference(path):
-    ref = xspace.read_xspace_whole(path, "h")
-    got = tpu_file.read_tpu_file(path, "h")
-    assert got is not None
+    ref = tpu_oracle.read_file(path, "h")
+    got = xspace.read_xspace_file(path, "h")
     a, b = _canonical(ref), _canonical(got)
     for k in ALL_COLUMNS:
         if a[k].dtype == object:
@@ -120,7 +120,7 @@ def test_generated_profiles_match_the_reference(cfg, windows, tmp_path):
 
 def _plane(events, metadata=None, line_extra=None, stats=("group_id", "dma_stall_duration_ps")):
     """A one-TensorCore XSpace; events: (metadata id, offset, duration, {stat: value})."""
-    space = xplane_pb2.XSpace()
+    space = xplane_pb2.XSpace(hostnames=["h"])
     plane = space.planes.add(id=0, name="/device:TPU:0")
     for i, name in enumerate(("peak_teraflops_per_second", "peak_hbm_bw_gigabytes_per_second",
                               "hlo_category", "flops", "bytes_accessed", "program_id") + stats,
@@ -201,7 +201,7 @@ def test_line_written_after_the_metadata(tmp_path):
     line = plane.lines[0].SerializeToString()
     del plane.lines[:]
     body = plane.SerializeToString() + b"\x1a" + _varint(len(line)) + line
-    data = b"\x0a" + _varint(len(body)) + body
+    data = b"\x0a" + _varint(len(body)) + body + b"\x22\x01h"  # and the hostnames
     path = tmp_path / "h.xplane.pb"
     path.write_bytes(data)
     assert xplane_pb2.XSpace.FromString(data).planes[0].lines[0].SerializeToString() == line
@@ -212,9 +212,10 @@ def test_tpu_files_take_the_wire_path(tmp_path, monkeypatch):
     path = write_tpu_session(str(tmp_path), "", "s", [SynthConfig(seed=3, num_cores=2)])[0]
 
     def refuse(*args, **kwargs):
-        raise AssertionError("fell back to the whole-file reader")
+        raise AssertionError("parsed the whole file")
 
-    monkeypatch.setattr(xspace, "read_xspace_whole", refuse)
+    monkeypatch.setattr(xspace, "parse_xspace", refuse)
+    monkeypatch.setattr(xspace, "read_gpu_cpu_xspace", refuse)
     assert len(xspace.read_xspace_file(path, "h").ops)
 
 

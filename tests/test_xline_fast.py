@@ -1,13 +1,15 @@
-"""tb_roofline.readers.xline_fast against the reference per-event code of readers.xspace."""
+"""Self times (readers/xline_fast.py), and the token decoder and plain sums of the test oracle
+(tests/tpu_oracle.py), against the per-event protobuf decoding (tpu_plane.protobuf_line_events)."""
 import random
 
 import numpy as np
 import pytest
 
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
-from tb_roofline.readers import xline_fast as xf
+import tpu_oracle as xf
+from tb_roofline.readers import xline_fast
 from tb_roofline.readers.xline_fast import self_times_by_stack as _self_times
-from tb_roofline.readers.tpu import _line_events
+from tb_roofline.readers.tpu_plane import protobuf_line_events as _line_events
 from tb_roofline.readers.xplane import PlaneStats
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 
@@ -58,7 +60,7 @@ def _check_space(space):
         for line in plane.lines:
             ref, got = _check_raw(line.SerializeToString(), ids)
             assert got is not None, "synthetic TPU lines must take the token path"
-            _same(_self_times(ref[1], ref[2]), xf.self_times(got[1], got[2]))
+            _same(_self_times(ref[1], ref[2]), xline_fast.self_times(got[1], got[2]))
             n += len(ref[0])
     return n
 
@@ -216,20 +218,20 @@ def _random_intervals(rng, n):
 def test_self_times_random_intervals(seed):
     rng = random.Random(seed)
     begin, dur = _random_intervals(rng, rng.choice([1, 2, 5, 50, 400]))
-    _same(_self_times(begin, dur), xf.self_times(begin, dur))
+    _same(_self_times(begin, dur), xline_fast.self_times(begin, dur))
     order = np.lexsort((-dur, begin))     # already sorted input takes the no-sort path
-    _same(_self_times(begin[order], dur[order]), xf.self_times(begin[order], dur[order]))
+    _same(_self_times(begin[order], dur[order]), xline_fast.self_times(begin[order], dur[order]))
 
 
 def test_self_times_deep_nesting_and_edges():
     n = 300  # deeper than the peeling limit: the stack fallback
     begin = np.arange(n, dtype=np.int64)
     dur = np.arange(2 * n, 0, -2, dtype=np.int64)
-    _same(_self_times(begin, dur), xf.self_times(begin, dur))
+    _same(_self_times(begin, dur), xline_fast.self_times(begin, dur))
     for b, d in (([], []), ([5], [0]), ([0, 0, 0], [3, 3, 3]), ([0, 3, 3, 10], [10, 0, 7, 0]),
                  ([0, 1, 2], [-1, 5, -3])):
         b, d = np.array(b, np.int64), np.array(d, np.int64)
-        _same(_self_times(b, d), xf.self_times(b, d))
+        _same(_self_times(b, d), xline_fast.self_times(b, d))
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -330,4 +332,4 @@ def test_self_times_deep_nesting_uses_the_stack_walk():
     # 100 events each inside the one before (deeper than the peeling rounds), plus siblings.
     begin = np.array([i for i in range(100)] + [200 + i for i in range(80)], np.int64)
     dur = np.array([1000 - 2 * i for i in range(100)] + [1] * 80, np.int64)
-    _same(_self_times(begin, dur), xf.self_times(begin, dur))
+    _same(_self_times(begin, dur), xline_fast.self_times(begin, dur))

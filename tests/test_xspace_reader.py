@@ -224,3 +224,58 @@ def test_non_finite_peaks_are_unknown_not_crashes():
     data = read_xspace(space, "h")
     assert data.device.peak_gflops == 0 and not data.device.peaks_known
     assert data.device.memory("hbm").gbs == 0
+
+
+V6E = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   "testdata/demo/v6e_train/plugins/profile/2026_11_29_10_00_00/"
+                   "tpu-v6e-host0.xplane.pb")
+
+
+def _module_names(space) -> dict:
+    """program id -> module name, read by hand from the `XLA Modules` lines' metadata."""
+    names = {}
+    for plane in space.planes:
+        stat = {m.name: k for k, m in plane.stat_metadata.items()}
+        for line in plane.lines:
+            if line.name != "XLA Modules":
+                continue
+            for ev in line.events:
+                md = plane.event_metadata[ev.metadata_id]
+                pid = [s.uint64_value or s.int64_value for s in md.stats
+                       if s.metadata_id == stat.get("program_id")]
+                names[str(pid[0])] = md.display_name
+    return names
+
+
+@pytest.mark.parametrize("big_id", [False, True])
+def test_program_names_come_from_the_modules_line(tmp_path, big_id):
+    """Programs are named by their `XLA Modules` events, `<name>(<program id>)`, also when
+    the events' metadata has no program_id stat nor display name (issue #20)."""
+    space = xplane_pb2.XSpace.FromString(open(V6E, "rb").read())
+    expected = _module_names(space)
+    assert expected == {"1011": "jit_train_step"}
+    if big_id:  # a real profile's uint64 program id, on the ops and in the modules' names
+        expected = {"12190760917235803885": "jit_train_step"}
+    for plane in space.planes:
+        stat = {m.name: k for k, m in plane.stat_metadata.items()}
+        modules = {ev.metadata_id for line in plane.lines if line.name == "XLA Modules"
+                   for ev in line.events}
+        for mid, md in plane.event_metadata.items():
+            for s in md.stats:
+                if big_id and s.metadata_id == stat.get("program_id"):
+                    s.uint64_value = 12190760917235803885
+            if mid in modules:  # the name alone says which program it is
+                kept = [s for s in md.stats if s.metadata_id != stat["program_id"]]
+                del md.stats[:]
+                md.stats.extend(kept)
+                md.name = f"jit_train_step({next(iter(expected))})"
+                md.display_name = ""
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    from tb_roofline.readers.xspace import read_xspace_file
+    ops = read_xspace_file(str(path), "h").ops
+    assert len(ops) and set(zip(ops["program_id"].tolist(), ops["program"].tolist())) == \
+        set(expected.items())
+    # and as before where the stat is there: the demo profile as written
+    ops = read_xspace_file(V6E, "h").ops
+    assert set(ops["program"].tolist()) == {"jit_train_step"}

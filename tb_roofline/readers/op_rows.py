@@ -5,8 +5,9 @@ Events come window by window (readers/xwire.py). The line is cut where no earlie
 contain a later one (self times never cross a cut) and reduced a segment at a time: only the
 clusters of nested events go through the nesting computation. Segments' rows are merged one
 column at a time, so a line of one row per event (every op once per step) needs little more
-than its rows. Semantics are those of the reference (`tpu.read_tpu_planes`): self times of
-`xline_fast.self_times`, async spans of `tpu._async_spans`.
+than its rows. Self times are `xline_fast.self_times`'; async transfer spans pair each `-done`
+with its `-start` in order (docs/xspace_format.md, "Asynchronous pairs"); tests/tpu_oracle.py
+is the plain reduction this one is tested against.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ SUMS = ("time", "self", "stall", "occ", "span")
 class Grouping:
     """Rows of (md, group) pairs, ascending, and exact int64 sums per row: by counting into a
     dense table when the ranges are small and a sum stays exact in float64 (below 2**53),
-    else by sorting (`xline_fast.group_sums`' order and values)."""
+    else by sorting (the order and values of a plain sort by (md, group))."""
 
     def __init__(self, md: np.ndarray, group: np.ndarray):
         self.n = n = len(md)
@@ -195,7 +196,7 @@ class OpLine:
 
 def _async_rows(events, start_of):
     """Rows carrying the transfer span of each `-done` event: from its `-start`'s issue to
-    its own end; executions pair in order (tpu._async_spans)."""
+    its own end; executions pair in order."""
     md, begin, dur, group, idx, roles = events
     out_md, out_group, out_span = [], [], []
     for mid in distinct(md[roles == 2]).tolist():

@@ -20,9 +20,8 @@ import time
 
 from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.readers import tpu_file
+from tb_roofline.readers import tpu_file, xspace
 from tb_roofline.readers.tpu_plane import clear_info_cache
-from tb_roofline.readers.xplane import DAMAGE
 
 IDLE_S = 60.0
 MIN_PARALLEL_MB = 16.0  # less work than this is done faster than a worker starts (~20 ms)
@@ -191,15 +190,11 @@ def read_files(jobs: list, progress=None) -> list:
     units = []  # (job index, function, arguments, bytes of work)
     remote = any(storage.is_remote(job[0]) for job in jobs)
     for i, (path, fmt, host, max_bytes) in enumerate(jobs):
-        plan = None
-        if fmt == "xplane" and not storage.is_remote(path):
-            try:
-                plan = tpu_file.plan_file(path, host, max_bytes)
-            except ProfileFormatError as exc:
-                results[i] = exc
-                continue
-            except DAMAGE:
-                plan = None  # the whole-file reader says what is wrong
+        try:
+            plan = xspace.plane_plan(path, fmt, host, max_bytes)
+        except ProfileFormatError as exc:
+            results[i] = exc
+            continue
         if plan is None:
             units.append((i, _read_whole, (path, fmt, host, max_bytes),
                           0 if remote else _size(path)))
@@ -281,14 +276,7 @@ def _finish(job, plan, outs):
     if errors:
         if any(isinstance(e, ProfileFormatError) for e in errors):
             return next(e for e in errors if isinstance(e, ProfileFormatError))
-        if not all(isinstance(e, DAMAGE) for e in errors):
-            return errors[0]
-        # Damage inside a plane: the whole-file reader says what it is.
-        from tb_roofline.readers.xspace import read_xspace_whole
-        try:
-            return read_xspace_whole(job[0], job[2], job[3])
-        except Exception as exc:  # noqa: BLE001
-            return exc
+        return errors[0]
     try:
         tpu_file.check_unchanged(plan)
         return tpu_file.merge_planes(plan, outs)

@@ -5,25 +5,36 @@ in this process or a worker), and the planes merged into the host's ProfileData.
 Only one plane's bytes are in memory at a time per process, never the whole file. The file's
 identity (size, modification time) is checked before and after: a file rewritten meanwhile is
 "still being written", as for the whole-file readers.
+
+The layout also tells a file cut short (docs/xspace_format.md, "Truncated files"): a top-level
+field that runs past the end of the file, or no `hostnames` field (profilers write it last). A
+young file cut short is still being written (`ProfileIncompleteError`); an old one is read as
+far as its complete planes go, with a `truncated` diagnostic naming what is missing.
 """
 from __future__ import annotations
 
 import collections
-
 import dataclasses
 import os
+import time
 
 import numpy as np
 
 from tb_roofline import storage
-from tb_roofline.errors import ProfileIncompleteError
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
 from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, CoreSpan, ProfileData, StepSpans,
                                         is_infeed_outfeed_category, keyed_table)
+from tb_roofline.model.timeline import Timeline, add_key_shapes
 from tb_roofline.readers import xwire
-from tb_roofline.readers.files import check_profile_file
+from tb_roofline.readers.files import check_profile_file, young_file_s
+from tb_roofline.readers.tpu import (MAX_CORE, TENSOR_CORE_PLANE, device_from_plane_stats,
+                                     plane_notes)
 from tb_roofline.readers.tpu_plane import KEY_TEXTS, PlaneResult, clear_info_cache, convert_plane
+from tb_roofline.readers.xplane import DAMAGE
 
 HEAD_BYTES = 4096  # read to find a plane's id and name (fields 1 and 2 come first)
+PLANES, HOSTNAMES = 1, 4  # XSpace's field numbers (errors and warnings are 2 and 3)
 
 
 @dataclasses.dataclass
@@ -34,66 +45,145 @@ class FilePlan:
     size: int
     version: tuple
     young: bool
-    planes: list  # (start, end, name) of every plane
-    cores: list   # (core number, start, end) of the TensorCore planes, by core
+    planes: list  # (start, end, name) of every complete plane
+    cores: list   # (core number, start, end) of the complete TensorCore planes, by core
     buffer: bytes | None = None  # the whole file, when it was read at once (remote files)
+    truncation: str = ""  # what the file's end says is missing ("" when it looks whole)
+    complete_end: int = 0  # where the last complete top-level field ends
+    cut_core: bool = False  # the file ends inside a TensorCore plane
 
 
-def plan_file(path: str, host: str, max_bytes: int | None = None) -> FilePlan | None:
-    """The layout of a local TPU file from a few small reads; None when it has no TensorCore
-    plane (another reader's)."""
+def plan_file(path: str, host: str, max_bytes: int | None = None,
+              check_truncation: bool = True) -> FilePlan:
+    """The layout of a local XSpace file from a few small reads (`cores` is empty when it has
+    no complete TensorCore plane)."""
     st, young = check_profile_file(path, max_bytes)
     with storage.open_binary(path, size=st.st_size) as f:
         def read_at(pos, n):
             f.seek(pos)
             return f.read(n)
-        planes = _layout(read_at, st.st_size)
-    return _plan(path, host, st.st_size, storage.version(st), young, planes)
+        return _plan(path, host, st.st_size, storage.version(st), young, read_at,
+                     check_truncation)
 
 
-def plan_buffer(path: str, host: str, data: bytes, version: tuple, young: bool) -> FilePlan | None:
-    """The layout of a TPU file already read whole."""
-    planes = _layout(lambda pos, n: data[pos:pos + n], len(data))
-    plan = _plan(path, host, len(data), version, young, planes)
-    if plan is not None:
-        plan.buffer = data
+def plan_buffer(path: str, host: str, data: bytes, version: tuple, young: bool,
+                check_truncation: bool = True) -> FilePlan:
+    """The layout of an XSpace file already read whole."""
+    plan = _plan(path, host, len(data), version, young, lambda pos, n: data[pos:pos + n],
+                 check_truncation)
+    plan.buffer = data
     return plan
 
 
-def _plan(path, host, size, version, young, planes) -> FilePlan | None:
-    from tb_roofline.readers.tpu import TENSOR_CORE_PLANE
-    cores = sorted((int(m.group(1)), s, e) for s, e, name in planes
-                   if (m := TENSOR_CORE_PLANE.match(name)))
-    if cores and cores[-1][0] >= 1 << 31:
-        from tb_roofline.errors import ProfileFormatError
-        raise ProfileFormatError(f"{os.path.basename(path)}: a TensorCore plane is numbered "
+def _plan(path, host, size, version, young, read_at, check_truncation) -> FilePlan:
+    name = os.path.basename(path)
+    try:
+        planes, hostnames, complete_end, cut = _layout(read_at, size)
+    except DAMAGE as exc:
+        raise _from_layout(not_valid(name, exc, young)) from None
+    cores = sorted((int(m.group(1)), s, e) for s, e, plane in planes
+                   if (m := TENSOR_CORE_PLANE.match(plane)))
+    if cores and cores[-1][0] >= MAX_CORE:
+        raise ProfileFormatError(f"{name}: a TensorCore plane is numbered "
                                  f"{str(cores[-1][0])[:20]}..., beyond any real core number")
-    if not cores:
-        return None
-    return FilePlan(path, host, size, version, young, planes, cores)
+    plan = FilePlan(path, host, size, version, young, planes, cores, complete_end=complete_end)
+    if not check_truncation:
+        return plan
+    if cut is not None:
+        plan.cut_core = bool(TENSOR_CORE_PLANE.match(cut[1]))
+        plan.truncation = (f"the file ends inside {cut[0]} ({cut[2]:,} of its {cut[3]:,} bytes "
+                           f"are there)")
+    elif not hostnames:
+        plan.truncation = ("the file ends without the hostnames field profilers write last, "
+                           "so planes after the last one read may be missing")
+    if plan.truncation and young:
+        raise _from_layout(ProfileIncompleteError(
+            f"{name} is still being written: {plan.truncation}"))
+    if plan.truncation and not planes:
+        raise _from_layout(ProfileFormatError(
+            f"{name} is not a valid XSpace (truncated or corrupt): {plan.truncation}, and no "
+            "plane is complete"))
+    return plan
 
 
-def _layout(read_at, size: int) -> list:
-    """(start, end, name) of every plane: the top-level fields walked with small reads."""
+def _from_layout(exc: ProfileFormatError) -> ProfileFormatError:
+    exc.from_layout = True  # (what the file's layout says: see `from_layout`)
+    return exc
+
+
+def from_layout(exc: Exception) -> bool:
+    """Whether a reader error comes from the file's layout (damaged, or cut short)."""
+    return getattr(exc, "from_layout", False)
+
+
+def not_valid(name: str, exc, young: bool) -> ProfileFormatError:
+    """The error of a file whose bytes are not a well-formed XSpace."""
+    if young:
+        return ProfileIncompleteError(f"{name} does not parse yet")
+    return ProfileFormatError(f"{name} is not a valid XSpace (truncated or corrupt): {exc}")
+
+
+def truncation_notes(plan: FilePlan) -> list:
+    """The `truncated` diagnostic of an old file cut short (none for a whole one)."""
+    if not plan.truncation:
+        return []
+    n = len(plan.cores) if plan.cores else len(plan.planes)
+    what = "TensorCore plane(s)" if plan.cores else "plane(s)"
+    return [Diagnostic("warning", "truncated",
+                       f"{os.path.basename(plan.path)} looks cut short: {plan.truncation}; the "
+                       f"answer covers its {n} complete {what} only")]
+
+
+def _layout(read_at, size: int):
+    """([(start, end, name) of every complete plane], whether a hostnames field was seen,
+    where the last complete field ends, and (what, its name, bytes there, its length) of the
+    field the file's end cuts, or None)."""
     planes = []
+    hostnames = False
     pos = 0
     while pos < size:
         head = read_at(pos, min(20, size - pos))
-        tag, p = xwire.varint(head, 0)
-        if tag & 7 != 2:  # planes, hostnames, errors, warnings: all length-delimited
-            raise xwire.WireError("unexpected top-level field")
-        n, p = xwire.varint(head, p)
-        start, end = pos + p, pos + p + n
+        try:
+            field, wire, start, end = _top_field(head)
+        except xwire.WireError:
+            if len(head) == 20:  # a whole head that is not a field: damage, not a cut
+                raise
+            return planes, hostnames, pos, (f"field {len(planes) + 1}", "", size - pos, 0)
+        start, end = pos + start, pos + end
         if end > size:
-            raise xwire.WireError("field runs past the end of the file")
-        if tag >> 3 == 1:
-            first = read_at(start, min(HEAD_BYTES, n))
-            name = _plane_name(first, whole=len(first) == n)
+            what, name = "the hostnames field" if field == HOSTNAMES else f"field {field}", ""
+            if field == PLANES:
+                name = _plane_name(read_at(start, min(HEAD_BYTES, size - start))) or ""
+                what = f"plane {len(planes) + 1}" + (f" ({name!r})" if name else "")
+            return planes, hostnames, pos, (what, name, size - start, end - start)
+        if field == PLANES and wire == 2:
+            first = read_at(start, min(HEAD_BYTES, end - start))
+            name = _plane_name(first, whole=len(first) == end - start)
             if name is None:  # the name comes late in the plane: read all of it
-                name = _plane_name(read_at(start, n), whole=True) or ""
+                name = _plane_name(read_at(start, end - start), whole=True) or ""
             planes.append((start, end, name))
+        elif field == HOSTNAMES:
+            hostnames = True
         pos = end
-    return planes
+    return planes, hostnames, pos, None
+
+
+def _top_field(head: bytes) -> tuple[int, int, int, int]:
+    """(field number, wire type, start, end of its value) of the field `head` begins with;
+    the value may reach past `head`."""
+    tag, p = xwire.varint(head, 0)
+    field, wire = tag >> 3, tag & 7
+    if field == 0:
+        raise xwire.WireError("field number 0")
+    if wire == 0:
+        _, q = xwire.varint(head, p)
+        return field, wire, p, q
+    if wire == 2:
+        n, q = xwire.varint(head, p)
+        return field, wire, q, q + n
+    if wire in (1, 5):
+        return field, wire, p, p + (8 if wire == 1 else 4)
+    raise xwire.WireError(f"unsupported wire type {wire}")
 
 
 def _plane_name(head: bytes, whole: bool = False) -> str | None:
@@ -119,11 +209,23 @@ def convert_plane_at(path: str, start: int, end: int, core: int, size: int) -> P
             raise ProfileIncompleteError(f"{os.path.basename(path)} changed while it was read")
         try:
             return convert_plane(xwire.Source(fd=f.fileno()), start, end, core, (path, size))
-        except xwire.WireError:
-            if os.fstat(f.fileno()).st_size != size:  # cut short while we read it
+        except ProfileFormatError:
+            raise
+        except DAMAGE as exc:
+            st = os.fstat(f.fileno())
+            if st.st_size != size:  # cut short while we read it
                 raise ProfileIncompleteError(
                     f"{os.path.basename(path)} changed while it was read") from None
-            raise
+            raise damaged_plane(path, core, exc, time.time() - st.st_mtime < young_file_s()) \
+                from None
+
+
+def damaged_plane(path: str, core: int, exc, young: bool) -> ProfileFormatError:
+    """The error of a TensorCore plane whose bytes do not decode."""
+    name = os.path.basename(path)
+    if young:
+        return ProfileIncompleteError(f"{name} does not parse yet")
+    return ProfileFormatError(f"{name} holds a damaged record in TensorCore plane {core}: {exc}")
 
 
 def check_unchanged(plan: FilePlan):
@@ -134,32 +236,19 @@ def check_unchanged(plan: FilePlan):
 
 def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
     """The host's ProfileData from its TensorCore planes' results (in core order)."""
-    from tb_roofline.diagnostics import Diagnostic
-    from tb_roofline.model.timeline import Timeline
-    from tb_roofline.readers.tpu import (SPARSE_CORE_PLANE, _device_from_plane_stats,
-                                         corrupt_value_notes)
     host = plan.host
-    diagnostics = []
-    sparse = [name for _, _, name in plan.planes if SPARSE_CORE_PLANE.match(name)]
-    if sparse:
-        diagnostics.append(Diagnostic("info", "sparsecore_ignored",
-                                      f"{len(sparse)} SparseCore plane(s) ignored: their ops are "
-                                      "not part of the TensorCore roofline"))
     results = sorted(results, key=lambda r: r.core)
-    device = _device_from_plane_stats(results[0].plane_stats, len(results)) if results else None
+    device = device_from_plane_stats(results[0].plane_stats, len(results)) if results else None
     spans = [CoreSpan(host, r.core, int(r.lo), int(r.hi)) for r in results if r.lo is not None]
     steps = StepSpans(host, np.concatenate([np.full(len(r.steps[0]), r.core) for r in results]
                                            or [np.zeros(0)]),
                       *(np.concatenate([r.steps[i] for r in results] or [np.zeros(0)])
                         for i in range(3)))
-    dropped = sum(r.dropped_ops for r in results)
-    if dropped:
-        diagnostics.append(Diagnostic("warning", "ops_without_metadata",
-                                      f"{dropped} op executions reference missing metadata"))
     fixes = collections.Counter()
     for r in results:
         fixes.update(r.fixes)
-    diagnostics.extend(corrupt_value_notes(fixes))
+    diagnostics = truncation_notes(plan) + plane_notes(
+        [name for _, _, name in plan.planes], sum(r.dropped_ops for r in results), fixes)
     timeline = Timeline.merge([r.timeline for r in results])
     table, shapes = _table(host, results)
     return ProfileData(device=device, ops=table, steps=steps, core_spans=spans,
@@ -242,7 +331,6 @@ def _table(host: str, results: list[PlaneResult]):
 
 def _op_shapes(cols: dict, op, occurrences, time_ps) -> dict:
     """The guidance's op shapes from the merged keys: once per distinct op, not per core."""
-    from tb_roofline.model.timeline import add_key_shapes
     shapes: dict = {}
     program_id, operation = cols["program_id"], cols["operation"]
     add_key_shapes(shapes, lambda k: (program_id[k], operation[k], ""), cols["shape"], op,
@@ -250,21 +338,20 @@ def _op_shapes(cols: dict, op, occurrences, time_ps) -> dict:
     return shapes
 
 
-def read_tpu_file(path: str, host: str, max_bytes: int | None = None,
-                  progress=None) -> ProfileData | None:
-    """In this process, plane after plane; None when the file is not a TPU one."""
-    plan = plan_file(path, host, max_bytes)
-    return None if plan is None else convert_plan(plan, progress)
-
-
 def convert_plan(plan: FilePlan, progress=None) -> ProfileData:
+    """A planned TPU file's ProfileData, its planes converted in this process in turn."""
     results = []
     for done, (core, start, end) in enumerate(plan.cores):
         if progress:
             progress(done, len(plan.cores))
         if plan.buffer is not None:
-            results.append(convert_plane(xwire.Source(plan.buffer), start, end, core,
-                                         (plan.path, plan.size)))
+            try:
+                results.append(convert_plane(xwire.Source(plan.buffer), start, end, core,
+                                             (plan.path, plan.size)))
+            except ProfileFormatError:
+                raise
+            except DAMAGE as exc:
+                raise damaged_plane(plan.path, core, exc, plan.young) from None
         else:
             results.append(convert_plane_at(plan.path, start, end, core, plan.size))
     clear_info_cache()

@@ -3,33 +3,34 @@
 `convert_plane` is a pure function of the plane's bytes (no shared state but a cache of decoded
 op metadata), so the planes of a file and the files of a run can be converted in any order, in
 any process (`readers/parallel.py`), and merged into exactly the serial answer
-(`tpu.merge_planes`). Events are decoded window by window (`xwire.decode_events`) and reduced
+(`tpu_file.merge_planes`). Events are decoded window by window (`xwire.decode_events`) and reduced
 to one row per (op, step) as they come, so memory follows the window and the rows, not the
 events: a line is cut where no earlier event can contain a later one (self times never cross a
 cut), and only the clusters of nested events go through the nesting computation.
 
-Semantics are those of the per-event reference (`tpu._line_events`, `tpu.read_tpu_planes`);
-lines this path cannot decode take the protobuf token path, then the per-event one.
+The rules (op metadata, value checks, steps, program names) are readers/tpu.py's; lines the
+wire decoder does not take (string, double or bytes stats, unusual field orders) are decoded
+event by event through protobuf objects (`protobuf_line_events`, the same columns).
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
 import hashlib
-import re
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
-from tb_roofline.model.op_table import distinct
+from tb_roofline.errors import ProfileFormatError
+from tb_roofline.model.op_table import NO_STEP, distinct
+from tb_roofline.model.timeline import TimelineBuilder
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers import xwire
 from tb_roofline.readers.op_rows import OpLine
-from tb_roofline.readers.xline_fast import decode_tokens
+from tb_roofline.readers.tpu import (MODULES_LINE, OPS_LINE, STEPS_LINE, TIME_LIMIT_PS,
+                                     check_events, module_program, op_info, step_spans)
+from tb_roofline.readers.tpu_timeline import add_core_events, event_facts
 from tb_roofline.readers.xplane import PlaneStats
 
-NO_STEP = -1
-OPS_LINE, STEPS_LINE, MODULES_LINE = "XLA Ops", "Steps", "XLA Modules"
 MAX_RUNS = 16  # layouts per line before the whole line takes the protobuf path
 
 
@@ -48,7 +49,7 @@ class PlaneResult:
     keys: dict    # per distinct op: KEY_TEXTS and "program" (lists), "per_exec" (ops x 9)
     rows: dict    # op (index into keys), step, occ, time, self, stall, span (int64)
     dropped_ops: int = 0
-    fixes: dict = dataclasses.field(default_factory=dict)  # corrupt values counted (tpu._checked)
+    fixes: dict = dataclasses.field(default_factory=dict)  # corrupt values (tpu.check_events)
     timeline: "object | None" = None  # model.timeline.Timeline of this core (the guidance's)
 
 
@@ -112,17 +113,44 @@ def _collect(src: xwire.Source, start, end, stat_ids, sink):
     return None
 
 
+def protobuf_line_events(line, stat_ids: dict):
+    """Columns (metadata id, begin ps, duration ps, group id, dma stall ps, occurrences) of
+    an `XLine` object, event by event: for the lines the wire decoder does not take, and the
+    definition the wire decoder is tested against (tests/test_tpu_wire.py)."""
+    base = line.timestamp_ns * 1000
+    gid, doff, ddur, dma = (stat_ids.get(k, -1) for k in xwire.TARGETS)
+    n = len(line.events)
+    md = np.empty(n, np.int64)
+    begin = np.empty(n, np.int64)
+    dur = np.empty(n, np.int64)
+    group = np.full(n, NO_STEP, np.int64)
+    stall = np.zeros(n, np.int64)
+    occ = np.ones(n, np.int64)
+    for i, ev in enumerate(line.events):
+        md[i] = ev.metadata_id
+        b = base + ev.offset_ps
+        d = ev.duration_ps
+        if ev.num_occurrences:
+            occ[i] = ev.num_occurrences
+        for st in ev.stats:
+            sid = st.metadata_id
+            if sid == gid:
+                group[i] = st.int64_value or st.uint64_value
+            elif sid == doff:
+                b = st.int64_value or st.uint64_value
+            elif sid == ddur:
+                d = st.int64_value or st.uint64_value
+            elif sid == dma:
+                stall[i] = st.int64_value or st.uint64_value
+        begin[i] = b
+        dur[i] = d
+    return md, begin, dur, group, stall, occ
+
+
 def _fallback_events(line_bytes: bytes, stat_ids: dict):
-    """(name, columns) of a line through the protobuf token path, else the per-event one."""
-    from tb_roofline.readers.tpu import _line_events
-    try:
-        tok = xplane_view_pb2.XLineTokens.FromString(line_bytes)
-        decoded = decode_tokens(tok.event_tokens, tok.timestamp_ns, stat_ids,
-                                lambda: len(xplane_view_pb2.XLineView.FromString(line_bytes).events))
-    except (DecodeError, RuntimeError, ValueError):
-        decoded = None
+    """(name, columns) of a line the wire decoder does not take."""
     line = xplane_pb2.XLine.FromString(line_bytes)
-    return line.name, decoded if decoded is not None else _line_events(line, stat_ids)
+    return line.name, protobuf_line_events(line, stat_ids)
 
 
 def _concat(chunks):
@@ -149,7 +177,7 @@ _INFO_CACHE: "collections.OrderedDict" = collections.OrderedDict()  # file -> {m
 _CACHED_FILES = 2
 _TABLES: dict = {}  # stat table -> small id (part of the cache key)
 
-# What a plane keeps of each op's metadata (tpu._op_info): its key texts, async role, the
+# What a plane keeps of each op's metadata (tpu.op_info): its key texts, async role, the
 # name of its `-start` (a `-done`'s) and FLOPs and bytes of one execution (9 float64, as bytes).
 Info = collections.namedtuple("Info", KEY_TEXTS + ("role", "start_name", "per_exec", "negative",
                                                  "shape", "is_container"))
@@ -159,7 +187,6 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
     """The Info of each metadata id (None when the plane has no such metadata); `metadata`:
     id -> serialized XEventMetadata. Cores repeat the same metadata: decoded once per (stat
     table, metadata bytes)."""
-    from tb_roofline.readers.tpu import _op_info
     table = _TABLES.setdefault(tuple(sorted(ps.names.items())), len(_TABLES))
     out = []
     for mid in mids:
@@ -170,7 +197,7 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
         key = (table, hashlib.blake2b(raw, digest_size=16).digest())
         info = cache.get(key)
         if info is None:
-            i = _op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
+            i = op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
             info = cache[key] = Info(*(i[k] for k in KEY_TEXTS), i["role"], i["start_name"],
                                      np.array([i["flops"], i["model_flops"], i["bytes"],
                                                *i["mem"]], np.float64).tobytes(),
@@ -200,7 +227,6 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
     names the file for the op-metadata cache (None: no cache)."""
     if not isinstance(src, xwire.Source):
         src = xwire.Source(src)
-    from tb_roofline.readers.tpu import _checked
     cache = info_cache(file_key)
     _, plane_name, line_spans, rest = plane_header(src, start, end)
     fixes: collections.Counter = collections.Counter()
@@ -229,15 +255,14 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
             raw = metadata.get(mid)
             if raw is None:
                 continue
-            md = xplane_pb2.XEventMetadata.FromString(raw)
-            pid = ps.as_dict(md.stats).get("program_id")
-            if pid is not None:
-                programs[str(pid)] = md.display_name or re.sub(r"\(\d+\)$", "", md.name)
+            got = module_program(ps, xplane_pb2.XEventMetadata.FromString(raw))
+            if got is not None:
+                programs[got[0]] = got[1]
 
     lo = hi = None
     marks = []
     for b, a, z in lines[STEPS_LINE]:
-        _, begin, dur, group, _, _ = _checked(_line(b, (a, z), stat_ids)[1], plane_name,
+        _, begin, dur, group, _, _ = check_events(_line(b, (a, z), stat_ids)[1], plane_name,
                                               STEPS_LINE, fixes)
         if len(begin):
             lo = int(begin.min()) if lo is None else min(lo, int(begin.min()))
@@ -328,7 +353,7 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
 
 
 class _LineCheck:
-    """`tpu._checked` on each window of a line, with the line's running sums checked too (a
+    """`tpu.check_events` on each window of a line, with the line's running sums checked too (a
     window may hold, a line's sum not)."""
 
     def __init__(self, plane_name: str, fixes):
@@ -336,13 +361,11 @@ class _LineCheck:
         self.dur = self.stall = 0.0
 
     def __call__(self, cols):
-        from tb_roofline.readers.tpu import _TIME_LIMIT_PS, _checked
-        md, begin, dur, group, stall, occ = _checked(tuple(cols), self.plane_name, OPS_LINE,
+        md, begin, dur, group, stall, occ = check_events(tuple(cols), self.plane_name, OPS_LINE,
                                                      self.fixes)
         self.dur += float(dur.sum(dtype=np.float64))
         self.stall += float(stall.sum(dtype=np.float64))
-        if self.dur >= _TIME_LIMIT_PS or self.stall >= _TIME_LIMIT_PS:
-            from tb_roofline.errors import ProfileFormatError
+        if self.dur >= TIME_LIMIT_PS or self.stall >= TIME_LIMIT_PS:
             raise ProfileFormatError(f"plane {self.plane_name[:100]!r}, line {OPS_LINE!r}: event "
                                      "durations beyond 2^62 ps (53 days): corrupt durations")
         return md, begin, dur, group, stall, occ
@@ -351,8 +374,6 @@ class _LineCheck:
 def _timeline(core, span, steps, core_events, info_of, cache: dict, same_as):
     """This core's timeline facts (model/timeline.py), as the reference builds them; the facts
     of its ops are kept with the plane metadata's decoded ops, for the cores that share it."""
-    from tb_roofline.model.timeline import TimelineBuilder
-    from tb_roofline.readers.tpu_timeline import add_core_events, event_facts
     got = cache.get(("timeline", same_as))
     if got is None or got[0] != len(info_of):
         facts = event_facts((m, i.program_id, i.operation, i.category, i.caveat, i.is_container)
@@ -367,7 +388,7 @@ def _timeline(core, span, steps, core_events, info_of, cache: dict, same_as):
 def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -> PlaneResult:
     op_groups = [distinct(r[1][r[1] != NO_STEP]) for r in line_rows]
     op_groups = distinct(np.concatenate(op_groups)) if op_groups else np.zeros(0, np.int64)
-    steps = _steps(marks, op_groups)
+    steps = step_spans(marks, op_groups)
     # One key per distinct known op of the plane; rows of unknown ops are dropped (counted).
     if len(line_rows) == 1:
         md, step, sums = line_rows[0]
@@ -416,22 +437,3 @@ def _codes(values: np.ndarray):
         return uniq, where[values]
     uniq, inv = np.unique(values, return_inverse=True)
     return uniq, inv.reshape(-1)
-
-
-def _steps(marks, op_groups):
-    """(group, begin, duration) of each step with both a marker and ops, ascending; a step's
-    marker is its longest one (the first of equal ones), as XProf takes it."""
-    empty = tuple(np.zeros(0, np.int64) for _ in range(3))
-    if not marks:
-        return empty
-    group, begin, dur = (np.concatenate(c) for c in zip(*marks))
-    valid = np.flatnonzero(group != NO_STEP)
-    if not len(valid):
-        return empty
-    g, b, d = group[valid], begin[valid], dur[valid]
-    order = np.lexsort((np.arange(len(g)), -d, g))
-    g, b, d = g[order], b[order], d[order]
-    first = np.concatenate(([True], g[1:] != g[:-1]))
-    g, b, d = g[first], b[first], d[first]
-    keep = np.isin(g, op_groups)
-    return g[keep], b[keep], d[keep]

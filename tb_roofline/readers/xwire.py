@@ -11,8 +11,9 @@ layout (walked in Python, field by field), checks that the following events repe
 (every tag a single byte with the expected value, every length equal to the bytes it covers),
 and decodes the wanted columns. The run ends at the first event that differs; the caller then
 looks at what follows (another layout, or the line's remaining fields). Anything this module
-cannot prove well formed is reported (`None`, `WireError`) so the caller can take the exact
-protobuf path, whose semantics are the reference: the last of repeated scalar fields wins, a
+cannot prove well formed is reported (`None`: the caller decodes that line through protobuf
+objects, `tpu_plane.protobuf_line_events`; `WireError`: damaged bytes), and the semantics are
+protobuf's (docs/xspace_format.md): the last of repeated scalar fields wins, a
 `oneof` keeps its last member, stats are matched in order (the last match wins), a ref value
 reads 0 as an integer, uint64 values at or above 2**63 wrap to int64.
 """
@@ -23,7 +24,8 @@ import os
 import numpy as np
 from google.protobuf.message import DecodeError
 
-NO_STEP = -1  # tb_roofline.model.op_table.NO_STEP
+from tb_roofline.model.op_table import NO_STEP
+
 WINDOW = 1 << 18  # bytes; a window's arrays stay in the CPU caches (twice as fast as 1 MiB)
 TARGETS = ("group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps")
 
@@ -299,7 +301,7 @@ def decode_events(src: Source, pos: int, end: int, base_ps: int, stat_ids: dict,
                   window: int | None = None):
     """Decode the run of events that share the layout of the event at `pos`, window by window
     (one read of `window` bytes each); `sink(md, begin, dur, group, stall, occ)` gets each
-    window's int64 columns (the columns of `tpu._line_events`). Returns the position after the
+    window's int64 columns (those of `tpu_plane.protobuf_line_events`). Returns the position after the
     run, or None when the event at `pos` is not one this path decodes (nothing was sent)."""
     head = src.read(pos, min(20, end - pos))
     tag, p = varint(head, 0)

@@ -1,0 +1,151 @@
+"""XSpace files cut short (issue #17): real profiles from testdata cut at every plane boundary
+and inside every plane. A young file cut short is still being written (503); an old one is
+read as far as its complete planes go, with a `truncated` diagnostic naming what is missing."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
+from tb_roofline.readers import parallel, read_profile_file, xwire
+from tb_roofline.readers.xspace import read_xspace_file
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+V6E = os.path.join(REPO, "testdata/demo/v6e_train/plugins/profile/2026_11_29_10_00_00/"
+                   "tpu-v6e-host0.xplane.pb")
+GPU = os.path.join(REPO, "testdata/xla_gpu_mi300_conv/plugins/profile/2026_01_01_00_00_00/"
+                   "tw003.xplane.pb")
+
+
+def _fields(data: bytes):
+    """(field number, start, end) of each top-level field, walked by hand."""
+    out, pos = [], 0
+    while pos < len(data):
+        tag, p = xwire.varint(data, pos)
+        n, p = xwire.varint(data, p)
+        out.append((tag >> 3, pos, p + n))
+        pos = p + n
+    return out
+
+
+def _write(tmp_path, data: bytes, age_s: float, name="h.xplane.pb"):
+    path = tmp_path / name
+    path.write_bytes(data)
+    past = time.time() - age_s
+    os.utime(path, (past, past))
+    return str(path)
+
+
+def _codes(data):
+    return [d.code for d in data.diagnostics]
+
+
+def _cores(data):
+    return sorted(set(data.ops["core"].tolist()))
+
+
+def test_whole_profiles_have_no_truncated_diagnostic(tmp_path):
+    for src in (V6E, GPU):
+        data = read_xspace_file(_write(tmp_path, open(src, "rb").read(), 3600), "h")
+        assert "truncated" not in _codes(data)
+
+
+def test_v6e_cut_at_each_plane_boundary(tmp_path):
+    raw = open(V6E, "rb").read()
+    whole = read_xspace_file(_write(tmp_path, raw, 3600, "whole.xplane.pb"), "h")
+    assert _cores(whole) == [0, 1, 2, 3]
+    planes = [f for f in _fields(raw) if f[0] == 1]
+    assert _fields(raw)[-1][0] == 4  # the hostnames field comes last
+    for k, (_, _, end) in enumerate(planes, start=1):
+        cut = raw[:end]
+        with pytest.raises(ProfileIncompleteError, match="still being written"):
+            read_xspace_file(_write(tmp_path, cut, 1), "h")
+        data = read_xspace_file(_write(tmp_path, cut, 3600), "h")
+        note = next(d for d in data.diagnostics if d.code == "truncated")
+        assert note.severity == "warning" and "hostnames" in note.message
+        cores = (k + 1) // 2  # TensorCore and SparseCore planes alternate, then the host's
+        assert _cores(data) == list(range(min(cores, 4)))
+        assert f"{min(cores, 4)} complete TensorCore plane(s)" in note.message
+        if cores < 4:  # fewer cores: less time, and the diagnostic says why
+            assert data.ops["total_time_ps"].sum() < whole.ops["total_time_ps"].sum()
+        else:
+            np.testing.assert_array_equal(data.ops["total_time_ps"],
+                                          whole.ops["total_time_ps"])
+
+
+def test_v6e_cut_inside_each_plane(tmp_path):
+    raw = open(V6E, "rb").read()
+    fields = _fields(raw)
+    for k, (field, start, end) in enumerate(fields):
+        cut = raw[:(start + end) // 2]
+        with pytest.raises(ProfileIncompleteError, match="still being written"):
+            read_xspace_file(_write(tmp_path, cut, 1), "h")
+        if k == 0:  # not one complete plane: a format error (422), never an empty answer
+            with pytest.raises(ProfileFormatError, match="truncated or corrupt") as exc:
+                read_xspace_file(_write(tmp_path, cut, 3600), "h")
+            assert not isinstance(exc.value, ProfileIncompleteError)
+            continue
+        data = read_xspace_file(_write(tmp_path, cut, 3600), "h")
+        note = next(d for d in data.diagnostics if d.code == "truncated")
+        what = "the hostnames field" if field == 4 else f"plane {k + 1}"
+        assert f"ends inside {what}" in note.message, note.message
+        if field == 1 and k % 2 == 0 and k < 8:  # a TensorCore plane cut: named
+            assert f"'/device:TPU:{k // 2}'" in note.message
+        assert _cores(data) == list(range(min((k + 1) // 2, 4)))
+
+
+def test_gpu_profile_cut_short(tmp_path):
+    raw = open(GPU, "rb").read()
+    whole = read_xspace_file(_write(tmp_path, raw, 3600, "whole.xplane.pb"), "h")
+    planes = [f for f in _fields(raw) if f[0] == 1]
+    _, start, end = planes[-1]
+    for cut in (raw[:end], raw[:(start + end) // 2], raw[:start]):
+        with pytest.raises(ProfileIncompleteError):
+            read_xspace_file(_write(tmp_path, cut, 1), "h")
+        data = read_xspace_file(_write(tmp_path, cut, 3600), "h")
+        assert "truncated" in _codes(data)
+        assert len(data.ops) <= len(whole.ops)
+
+
+def test_every_reading_path_says_the_same(tmp_path, monkeypatch):
+    """The plane-by-plane readers of parallel.py (one process, and workers) give the same
+    answer and diagnostics as read_xspace_file for a file cut at a plane boundary."""
+    raw = open(V6E, "rb").read()
+    planes = [f for f in _fields(raw) if f[0] == 1]
+    path = _write(tmp_path, raw[:planes[3][2]], 3600)
+    ref = read_xspace_file(path, "h")
+    monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "0")
+    for workers in ("1", "2"):
+        monkeypatch.setenv("TB_ROOFLINE_WORKERS", workers)
+        got = parallel.read_files([(path, "xplane", "h", None)])[0]
+        assert not isinstance(got, Exception), got
+        assert [d.to_json() for d in got.diagnostics] == [d.to_json() for d in ref.diagnostics]
+        np.testing.assert_array_equal(got.ops["total_time_ps"], ref.ops["total_time_ps"])
+    parallel.shutdown()
+    young = _write(tmp_path, raw[:planes[3][2]], 1, "young.xplane.pb")
+    assert isinstance(parallel.read_files([(young, "xplane", "h", None)])[0],
+                      ProfileIncompleteError)
+    with pytest.raises(ProfileIncompleteError):
+        read_profile_file(young, "xplane", "h")
+
+
+def test_the_service_answers_503_then_a_diagnostic(tmp_path):
+    from tb_roofline import errors
+    from tb_roofline.serve.service import RooflineService
+    raw = open(V6E, "rb").read()
+    planes = [f for f in _fields(raw) if f[0] == 1]
+    run = tmp_path / "logs" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    path = _write(run, raw[:planes[3][2]], 1, "host0.xplane.pb")
+    service = RooflineService(str(tmp_path / "logs"))
+    name = service.list_runs()["runs"][0]["run"]
+    with pytest.raises(errors.ProfileIncompletePublicError):
+        service.program(name, "")
+    past = time.time() - 3600
+    os.utime(path, (past, past))
+    service = RooflineService(str(tmp_path / "logs"))
+    got = service.diagnostics(name, "")
+    assert "truncated" in [d["code"] for d in got["diagnostics"]]
