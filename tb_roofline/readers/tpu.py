@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError
 
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.readers.common import corrupt_value_notes  # noqa: F401 (re-exported)
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.fingerprint import text_fingerprint
 from tb_roofline.hlo.text import async_role, parse_instruction
@@ -261,22 +262,3 @@ def plane_notes(plane_names: list, dropped_ops: int, fixes) -> list:
         notes.append(Diagnostic("warning", "ops_without_metadata",
                                 f"{dropped_ops} op executions reference missing metadata"))
     return notes + corrupt_value_notes(fixes)
-
-
-def corrupt_value_notes(fixes) -> list:
-    """Diagnostics for the corrupt values a reader counted as 0 or skipped (`fixes`: a
-    Counter of negative_durations, bad_occurrences, negative_costs)."""
-    notes = []
-    if fixes["negative_durations"]:
-        notes.append(Diagnostic("warning", "negative_durations",
-                                f"{fixes['negative_durations']} events have a negative duration "
-                                "(or DMA stall); they count as 0"))
-    if fixes["bad_occurrences"]:
-        notes.append(Diagnostic("warning", "bad_occurrences",
-                                f"{fixes['bad_occurrences']} events with a num_occurrences below "
-                                f"0 or above 2^32 were skipped"))
-    if fixes["negative_costs"]:
-        notes.append(Diagnostic("warning", "negative_costs",
-                                f"{fixes['negative_costs']} op rows have negative FLOPs or bytes "
-                                "in their metadata; they count as 0"))
-    return notes
