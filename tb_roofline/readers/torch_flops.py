@@ -51,7 +51,12 @@ class OpCost(NamedTuple):
     flops: float
     bytes: float
     precision: str
-    source: str  # "formula" (FLOPs from a formula; 0 is a real 0 for copies) or "none"
+    # "formula" (FLOPs and bytes from a formula; 0 is a real 0 for copies), "bytes" (bytes
+    # known, FLOPs not) or "none"
+    source: str
+    # A collective: (kind, message bytes S) as readers/collectives.py defines them; the bytes
+    # over the links follow once the number of ranks is known.
+    comm: tuple = ()
 
 
 class Tensor(NamedTuple):
@@ -83,8 +88,7 @@ class Args:
             return None
         info = DTYPES.get(self.types[i])
         shape = self.dims[i]
-        if info is None or not isinstance(shape, list) or \
-                not all(isinstance(d, int) for d in shape):
+        if info is None or not _is_shape(shape):
             return None
         return Tensor(tuple(shape), info[0])
 
@@ -103,7 +107,7 @@ class Args:
         if i >= len(self.dims) or not isinstance(self.dims[i], list):
             return None
         shapes = self.dims[i]
-        if not all(isinstance(s, list) and all(isinstance(d, int) for d in s) for s in shapes):
+        if not all(_is_shape(s) for s in shapes):
             return None
         prec = next((t.precision for t in self._plain_tensors()), "f32")
         return [Tensor(tuple(s), prec) for s in shapes]
@@ -117,6 +121,35 @@ class Args:
             return default
         parsed = parse_concrete(self.concrete[i])
         return default if parsed is None else parsed
+
+
+def _is_shape(shape) -> bool:
+    """A list of non-negative ints (a negative dimension is a corrupt shape: no cost)."""
+    return isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
+
+
+def has_negative_dim(dims) -> bool:
+    """Whether `Input Dims` holds a negative dimension anywhere (two levels: TensorLists)."""
+    if not isinstance(dims, list):
+        return False
+    for s in dims:
+        if isinstance(s, list):
+            for d in s:
+                if (type(d) is int and d < 0) or (isinstance(d, list) and
+                                                  any(type(x) is int and x < 0 for x in d)):
+                    return True
+    return False
+
+
+# Integer and boolean tensors run on no floating-point unit: their rows say so ("int",
+# "bool"); 8-bit integers keep their own name (int8 tensor-core ceilings exist).
+INT_LABELS = {"s16": "int", "s32": "int", "s64": "int", "u16": "int", "u32": "int",
+              "u64": "int", "pred": "bool"}
+
+
+def precision_label(precision: str) -> str:
+    """The precision a row shows: integer and boolean dtypes as "int" / "bool"."""
+    return INT_LABELS.get(precision, precision)
 
 
 _INT_LIST = re.compile(r"^\[\s*(-?\d+\s*(,\s*-?\d+\s*)*)?\]$")
@@ -607,8 +640,8 @@ expand expand_as select slice squeeze unsqueeze detach alias narrow flatten unfl
 split_with_sizes chunk unbind view_as numpy_T contiguous lift_fresh resolve_conj resolve_neg
 empty empty_like empty_strided new_empty new_empty_strided resize_ as_strided_ unfold""".split())
 
-COMMUNICATION = re.compile(r"nccl|c10d::|record_param_comms|all_?reduce|all_?gather|"
-                           r"reduce_?scatter|all_?to_?all|broadcast_", re.I)
+COMMUNICATION = re.compile(r"nccl|rccl|c10d::|record_param_comms|all_?reduce|all_?gather|"
+                           r"reduce_?scatter|all_?to_?all|all_?2_?all|broadcast_", re.I)
 
 
 def base_name(name: str) -> tuple[str, bool]:

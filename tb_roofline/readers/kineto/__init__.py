@@ -25,7 +25,7 @@ from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.model.op_table import OpTableBuilder, ProfileData
 from tb_roofline.readers.common import innermost_enclosing, op_nesting
-from tb_roofline.readers.kineto import attribution, counters, device, tables
+from tb_roofline.readers.kineto import attribution, comms, counters, device, tables
 from tb_roofline.readers.kineto import timeline as kineto_timeline
 from tb_roofline.readers.kineto.counters import (HW_NOTE, HW_PRECISIONS, HW_PREFIX,  # noqa: F401
                                                  HwCounters, hw_flops_from_metrics)
@@ -44,7 +44,10 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     """The profile of one collected trace: the stages in order."""
     diagnostics: list[Diagnostic] = []
     c = to_columns(col)
-    tree = attribution.nesting(c)
+    order, parent = attribution.op_tree(c)
+    ranks = comms.apply_facts(c, col, order, parent)  # before row ops: it adds costs
+    tree = attribution.nesting(c, order, parent)
+    c.op_ic = comms.op_interconnect(c, ranks, comms.world_size(col.meta))
     step_spans = attribution.steps(c, diagnostics)
     op_step = step_spans.of(c.op_ts)
     builder, kernels = OpTableBuilder(), OpTableBuilder()

@@ -41,10 +41,16 @@ class Nesting:
                                    c.op_ts + c.op_dur, q_thread, q_ts, q_end)
 
 
-def nesting(c: Columns) -> Nesting:
+def op_tree(c: Columns) -> tuple[np.ndarray, np.ndarray]:
+    """(order, parent) of the ops, by one stack walk per thread."""
+    return op_nesting(c.op_thread, c.op_ts, c.op_dur)
+
+
+def nesting(c: Columns, order=None, parent=None) -> Nesting:
     """Each op's parent and row op (the rule in the module docstring)."""
     n_ops = c.n_ops
-    order, parent = op_nesting(c.op_thread, c.op_ts, c.op_dur)
+    if order is None:
+        order, parent = op_tree(c)
     row_op = np.arange(n_ops)
     par_l = parent.tolist()
     formula_l = c.op_has_formula.tolist()

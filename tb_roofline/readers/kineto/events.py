@@ -15,6 +15,7 @@ Facts used (docs/pytorch_traces.md has the details):
 from __future__ import annotations
 
 import array
+import hashlib
 import dataclasses
 import re
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.fingerprint import grid_fingerprint, shapes_fingerprint
-from tb_roofline.readers import torch_flops
+from tb_roofline.readers import torch_custom_ops, torch_flops
 from tb_roofline.readers.common import kernel_unit_labels
 from tb_roofline.readers.shape_facts import torch_shape
 
@@ -30,6 +31,11 @@ STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"})
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
+# Longer names are cut (with a diagnostic): what a trace keeps per distinct name is bounded.
+MAX_NAME_CHARS = 1024
+# Annotations of a collective's run (`nccl:all_reduce`, `c10d::...`, ...).
+_COMM_ANNOTATION = re.compile(r"nccl|c10d::|record_param_comms|all_?reduce|all_?gather|"
+                              r"reduce_?scatter|all_?to_?all|broadcast_", re.I)
 
 
 class Collector:
@@ -73,8 +79,21 @@ class Collector:
         self.steps: list[tuple[int, int, int]] = []  # (step, ts ns, dur ns)
         self.comm_spans: list = []  # (thread, ts ns, dur ns, name) of collective annotations
         self.hw: list[tuple[str, dict]] = []
+        # collectives' sizes: (thread, ts ns, dur ns, kind, in bytes, out bytes, ranks,
+        # precision) from `record_param_comms` fields and `nccl:*` annotations
+        self.comm_facts: list = []
+        self.cost_negative: list[bool] = []  # per cost id: its Input Dims had a negative dim
         self.n_events = 0
         self.bad_events = 0
+        self.long_names = 0  # names cut to MAX_NAME_CHARS
+
+    def bounded(self, name: str) -> str:
+        """A name cut to MAX_NAME_CHARS (counted): a trace of many distinct long names must
+        not keep gigabytes of them."""
+        if len(name) > MAX_NAME_CHARS:
+            self.long_names += 1
+            return name[:MAX_NAME_CHARS] + "…"
+        return name
 
     def name_id(self, name: str) -> int:
         idx = self.names.get(name)
@@ -91,7 +110,10 @@ class Collector:
 
     def cost_id(self, name, args) -> int:
         dims = args.get("Input Dims")
-        if dims is None:  # no shapes recorded: the cost is unknown, the kind of op is not
+        inductor = name.startswith("triton_") and ("kernel_num_gb" in args or
+                                                    "kernel_flop" in args)
+        if dims is None and not inductor:
+            # no shapes recorded: the cost is unknown, the kind of op is not
             key = (name,)
             idx = self._cost_index.get(key)
             if idx is None:
@@ -100,24 +122,33 @@ class Collector:
                                                      "", "none"))
                 self.cost_shapes.append(None)
                 self.cost_fingerprints.append("")
+                self.cost_negative.append(False)
             return idx
         types = args.get("Input type")
         concrete = args.get("Concrete Inputs")
-        key = (name, repr(dims), repr(types), repr(concrete))
+        key = (name, _bounded_repr(dims), _bounded_repr(types), _bounded_repr(concrete)) + (
+            (repr(args.get("kernel_flop")), repr(args.get("kernel_num_gb"))) if inductor else ())
         idx = self._cost_index.get(key)
         if idx is None:
-            try:
-                cost = torch_flops.op_cost(name, dims, types, concrete)
-            except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
-                cost = None
+            negative = torch_flops.has_negative_dim(dims)
+            cost = None
+            if not negative:  # a negative dimension: a corrupt shape, no cost (said once)
+                try:
+                    cost = torch_custom_ops.op_cost(name, args)
+                except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
+                    cost = None
             if cost is None:
                 precision = torch_flops.precision_of(types)
                 cost = torch_flops.OpCost(torch_flops.category_of(name), 0.0, 0.0, precision,
                                           "none")
+            if negative or cost.flops < 0 or cost.bytes < 0:
+                cost = cost._replace(flops=0.0, bytes=0.0, source="none", comm=())
+            cost = cost._replace(precision=torch_flops.precision_label(cost.precision))
             idx = self._cost_index[key] = len(self.costs)
             self.costs.append(cost)
-            self.cost_shapes.append(torch_shape(name, dims))
+            self.cost_shapes.append(None if negative else torch_shape(name, dims))
             self.cost_fingerprints.append(shapes_fingerprint(dims))
+            self.cost_negative.append(negative)
         return idx
 
     def on_events(self, batch):
@@ -148,16 +179,19 @@ class Collector:
                             raise _BadEvent
                         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
                         self.steps.append((step, ts, dur))
-                    elif torch_flops.COMMUNICATION.search(name) or name.startswith("gloo:"):
+                    elif _COMM_ANNOTATION.search(name) or name.startswith("gloo:"):
                         # A collective's run on its backend's thread (CPU timeline only).
                         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
                         thread = self.thread_id(ev.get("pid"), ev.get("tid"))
-                        self.comm_spans.append((thread, ts, dur, name))
+                        fact = torch_custom_ops.annotation_fact(name, _args(ev)) \
+                            if name.startswith("nccl:") else None
+                        self.comm_spans.append((thread, ts, dur, self.bounded(name)))
+                        self._comm_fact(thread, ts, dur, fact)
                 elif cat == "cuda_profiler_range":
                     name = ev.get("name", "")
                     if type(name) is not str:
                         raise _BadEvent
-                    self.hw.append((name, _args(ev)))
+                    self.hw.append((self.bounded(name), _args(ev)))
             except (_BadEvent, TypeError, ValueError, OverflowError):
                 # TypeError: an unhashable pid/tid; ValueError: a step number of thousands of
                 # digits. Nothing was appended for this event: the columns stay aligned.
@@ -171,8 +205,11 @@ class Collector:
         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
         ext = _int(args.get("External id"), -1)
         thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+        name = self.bounded(name)
         name_i = self.name_id(name)
         cost = self.cost_id(name, args)
+        if name == "record_param_comms" and "Collective name" in args:
+            self._comm_fact(thread, ts, dur, torch_custom_ops.param_comms_fact(args))
         # All fields are valid: append them together.
         self.op_thread.append(thread)
         self.op_ts.append(ts)
@@ -180,6 +217,10 @@ class Collector:
         self.op_name.append(name_i)
         self.op_ext.append(ext)
         self.op_cost.append(cost)
+
+    def _comm_fact(self, thread, ts, dur, fact):
+        if fact is not None:
+            self.comm_facts.append((thread, ts, dur) + fact)
 
     def _runtime(self, ev):
         args = _args(ev)
@@ -215,7 +256,7 @@ class Collector:
             raise _BadEvent
         corr = _int(args.get("correlation"), -1)
         ext = _int(args.get("External id"), -1)
-        name_i = self.name_id(name)
+        name_i = self.name_id(self.bounded(name))
         grid = grid_fingerprint(args.get("grid")) if kind == KIND_KERNEL else ""
         grid_i = self.grids.setdefault(grid, len(self.grids))
         self.gpu_kind.append(kind)
@@ -324,6 +365,14 @@ def _int(value, default):
 
 
 
+def _bounded_repr(value, limit: int = 1024) -> str:
+    """repr(value) for a cache key, a digest when it is long (distinct stays distinct)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return "#" + hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).hexdigest()
+
+
 @dataclasses.dataclass
 class Columns:
     """The collected events as numpy arrays; times in float64 ns after `base_ns` (the earliest
@@ -362,6 +411,7 @@ class Columns:
     cost_fp: np.ndarray
     op_has_formula: np.ndarray
     name_units: np.ndarray  # per name: the unit a GEMM-like kernel name says ran, else ""
+    op_ic: np.ndarray = None  # per op: bytes over the GPU links (collectives; comms stage)
 
     @property
     def n_ops(self) -> int:
@@ -402,7 +452,7 @@ def to_columns(col: Collector) -> Columns:
     costs = col.costs + [torch_flops.OpCost("other", 0.0, 0.0, "", "none")]
     op_cost = np.asarray(col.op_cost, np.int64)
     op_cost = np.where(op_cost < 0, n_costs, op_cost)  # the extra last entry
-    cost_formula = np.array([c.source == "formula" for c in col.costs] + [False])
+    cost_formula = np.array([c.source in ("formula", "bytes") for c in col.costs] + [False])
     grids = np.empty(len(col.grids), dtype=object)
     grids[:] = list(col.grids)
     return Columns(

@@ -14,12 +14,15 @@ import re
 import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import HOST_TRANSFER, PEER_TRANSFER, CoreSpan, StepSpan
+from tb_roofline.model.op_table import (HOST_TRANSFER, PEER_TRANSFER, ROW_COLUMNS, CoreSpan,
+                                        StepSpan)
 from tb_roofline.readers import kernel_names, torch_flops
-from tb_roofline.readers.common import group_codes, self_times
+from tb_roofline.readers.common import group_codes, longest_matmul_unit, self_times
 from tb_roofline.readers.kineto import timeline as kineto_timeline
 from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 
+# The op table's column for bytes over the GPU links, when this version of it has one.
+HAS_INTERCONNECT = "interconnect_bytes" in ROW_COLUMNS
 KNOWN_SOURCES = frozenset({"formula", "measured", "counter"})
 _HOST_COPY = re.compile(r"htod|dtoh|htoh|hosttodevice|devicetohost|hosttohost", re.I)
 _PEER_COPY = re.compile(r"ptop|peer", re.I)
@@ -46,7 +49,7 @@ def transfers(kind: np.ndarray, names: np.ndarray, nbytes: np.ndarray):
 
 
 def add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbytes, occ,
-                 hbm=None, host_bytes=None, caveat=None, fingerprint=None):
+                 hbm=None, host_bytes=None, caveat=None, fingerprint=None, interconnect=None):
     """Sum rows sharing (core, op, category, precision, source, caveat, fingerprint, step) and
     add them. `hbm` defaults to all bytes; a cost source says whether FLOPs and bytes are
     known; `fingerprint`: input shapes (ops) or launch grid (kernels), "" when unknown."""
@@ -66,23 +69,28 @@ def add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbyt
     t = total(t_ps)
     known = np.array([x in KNOWN_SOURCES for x in src[first].tolist()], bool)
     counted = src[first] == "counter"  # hardware counters: FLOPs, no memory traffic
+    bytes_only = src[first] == "bytes"  # bytes from shapes, FLOPs unknown
+    extra = {}
+    if interconnect is not None and HAS_INTERCONNECT:
+        extra["interconnect_bytes"] = total(interconnect)
     builder.add_columns(n, host=host, core=core[first], program_id="", program="",
                         operation=op[first], category=cat[first], precision=prec[first],
                         flops_source=src[first], caveat=caveat[first],
                         fingerprint=fingerprint[first], flops_known=known,
-                        bytes_known=known & ~counted, step=step[first],
+                        bytes_known=(known & ~counted) | bytes_only, step=step[first],
                         occurrences=total(occ).astype(np.int64), total_time_ps=t,
                         self_time_ps=t, flops=total(flops), bytes=total(nbytes),
-                        hbm_bytes=total(hbm), host_bytes=total(host_bytes))
+                        hbm_bytes=total(hbm), host_bytes=total(host_bytes), **extra)
 
 
 def _add_rows(builder, host, core, op_names, cost_ids, costs, step, t_ps, flops, nbytes,
-              occurrences, fingerprint=None):
+              occurrences, fingerprint=None, interconnect=None):
     cats = np.array([costs[c].category for c in cost_ids.tolist()], dtype=object)
     precs = np.array([costs[c].precision for c in cost_ids.tolist()], dtype=object)
     srcs = np.array([costs[c].source for c in cost_ids.tolist()], dtype=object)
     add_grouped(builder, host, np.asarray(core, np.int64), op_names, cats, precs, srcs, step,
-                 t_ps, flops, nbytes, occurrences, fingerprint=fingerprint)
+                 t_ps, flops, nbytes, occurrences, fingerprint=fingerprint,
+                 interconnect=interconnect)
 
 
 def div_safe(a, b):
@@ -92,9 +100,10 @@ def div_safe(a, b):
 
 
 def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, step, op_cost,
-                 cost_flops, cost_bytes, costs, name_units, grid_fp):
-    """Kernel-level rows: each op call's FLOPs and bytes go to its longest kernel (the GEMM or
-    convolution main kernel; helpers such as offset or split-K reduction kernels get none).
+                 cost_flops, cost_bytes, costs, name_units, grid_fp, op_ic=None):
+    """Kernel-level rows: a GEMM-like op call's FLOPs and bytes go to its main kernel (its
+    longest GEMM / convolution / attention kernel; helpers such as offset, fill or split-K
+    reduction kernels get none, however long they ran); other calls share them by time.
     A kernel's precision is what its name says ran, else its op's data type; a kernel outside
     any known op is categorised by its name."""
     n = len(kind)
@@ -102,6 +111,7 @@ def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, ste
         return
     kernel_name = names[name_ids]
     flops = np.zeros(n)
+    ic = np.zeros(n)
     nbytes = np.where(kind != KIND_KERNEL, gbytes, 0.0)
     cats = np.array([kernel_names.kernel_category(x) or "other" for x in kernel_name.tolist()],
                     dtype=object)
@@ -123,15 +133,16 @@ def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, ste
         # A GEMM/convolution call: its longest kernel does the math (split-K reductions and
         # offset helpers get none). Any other call: its kernels share its cost by their time,
         # so each runs at the call's own rate.
-        o = np.lexsort((-dur[k], row[k]))
+        mm_name = np.array([u != "" or kernel_names.is_matmul_kernel(x)
+                            for u, x in zip(name_units.tolist(), names.tolist())], bool)
+        is_mm = mm_name[name_ids[k]]
+        o = np.lexsort((-dur[k], ~is_mm, row[k]))
         ks = k[o]
         firsts = ks[np.r_[True, row[ks][1:] != row[ks][:-1]]]
         calls, call_of = np.unique(row[k], return_inverse=True)
         call_time = np.bincount(call_of, weights=dur[k])
         main = dict(zip(row[firsts].tolist(), firsts.tolist()))
-        gemm = np.array([name_units[name_ids[main[c]]] != "" or
-                         kernel_names.is_matmul_kernel(kernel_name[main[c]])
-                         for c in calls.tolist()], bool)
+        gemm = mm_name[name_ids[np.array([main[c] for c in calls.tolist()], np.int64)]]
         share = np.where(call_time[call_of] > 0, div_safe(dur[k], call_time[call_of]), 0.0)
         is_first = np.zeros(n, bool)
         is_first[firsts] = True
@@ -140,11 +151,13 @@ def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, ste
         c_of_k = op_cost[row[k]]
         flops[k] = cost_flops[c_of_k] * share
         nbytes[k] = cost_bytes[c_of_k] * share
+        if op_ic is not None:
+            ic[k] = op_ic[row[k]] * share
     hbm, host_b, caveat = transfers(kind, kernel_name, gbytes)
     hbm = np.where(kind == KIND_KERNEL, nbytes, hbm)
     add_grouped(builder, host, dev, kernel_name, cats, precs, srcs, step, dur * 1e3,
                  flops, nbytes, np.ones(n, np.int64), hbm=hbm, host_bytes=host_b, caveat=caveat,
-                 fingerprint=grid_fp)
+                 fingerprint=grid_fp, interconnect=ic)
 
 
 
@@ -154,14 +167,10 @@ def _ns_to_ps(ns: float, base: float) -> int:
 
 
 def invocation_units(c, links) -> dict:
-    """Per row-op call: the unit its longest kernel names ("" when that kernel names none)."""
+    """Per row-op call: the unit its longest GEMM-like kernel names (helper kernels such as
+    split-K reductions and fills never decide); calls without one are not in the dict."""
     att = np.flatnonzero((c.gpu_kind == KIND_KERNEL) & (links.row >= 0))
-    if not len(att):
-        return {}
-    inv = links.row[att]
-    o = np.lexsort((-c.gpu_dur[att], inv))
-    main = att[o][np.r_[True, inv[o][1:] != inv[o][:-1]]]
-    return dict(zip(links.row[main].tolist(), c.name_units[c.gpu_name[main]].tolist()))
+    return longest_matmul_unit(links.row[att], c.gpu_dur[att], c.name_units[c.gpu_name[att]])
 
 
 def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes) -> tuple[int, dict]:
@@ -201,7 +210,8 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes) -> tup
                     precs, np.array([costs[k].source for k in c_ids.tolist()], dtype=object),
                     op_step[inv_u], t_ps, np.where(owner, c.cost_flops[c_ids], 0.0),
                     np.where(owner, c.cost_bytes[c_ids], 0.0), owner.astype(np.int64),
-                    fingerprint=c.cost_fp[c_ids])
+                    fingerprint=c.cost_fp[c_ids],
+                    interconnect=np.where(owner, c.op_ic[inv_u], 0.0))
     if len(unatt):
         nm = names[c.gpu_name[unatt]]
         cats = np.array([torch_flops.category_of(x) if torch_flops.COMMUNICATION.search(x)
@@ -224,7 +234,7 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes) -> tup
                     np.ones(len(m_idx), np.int64), hbm=hbm, host_bytes=host_b, caveat=caveat)
     kernel_view(kernels, host, c.gpu_kind, c.gpu_dev, c.gpu_name, names, links.row, c.gpu_dur,
                 c.gpu_bytes, links.step, op_cost, c.cost_flops, c.cost_bytes, costs,
-                c.name_units, c.gpu_fp)
+                c.name_units, c.gpu_fp, c.op_ic)
     return len(unatt), shapes
 
 
@@ -274,7 +284,8 @@ def cpu_rows(builder, host: str, c, tree, op_step) -> tuple[np.ndarray, np.ndarr
     c_ids = c.op_cost[rows]
     _add_rows(builder, host, np.zeros(len(rows), np.int64), c.names[c.op_name[rows]], c_ids,
               c.costs, op_step[rows], t_ps[rows], c.cost_flops[c_ids], c.cost_bytes[c_ids],
-              occurrences=np.ones(len(rows), np.int64), fingerprint=c.cost_fp[c_ids])
+              occurrences=np.ones(len(rows), np.int64), fingerprint=c.cost_fp[c_ids],
+              interconnect=c.op_ic[rows])
     return rows, t_ps
 
 
