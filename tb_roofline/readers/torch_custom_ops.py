@@ -28,7 +28,12 @@ def op_cost(name: str, args: dict) -> OpCost | None:
     dims, types = args.get("Input Dims"), args.get("Input type")
     concrete = args.get("Concrete Inputs")
     if name.startswith("aten::"):
-        return torch_flops.op_cost(name, dims, types, concrete)
+        cost = torch_flops.op_cost(name, dims, types, concrete)
+        if cost is None and dims is not None:
+            cost = more_aten_cost(name[len("aten::"):], Args(dims, types, concrete))
+        return cost
+    if name.startswith(("_C::", "vllm::unified_kv")):
+        return vllm_cost(name, Args(dims, types, concrete))
     if name.startswith("triton_"):
         return triton_cost(args, Args(dims, types, concrete))
     if name.startswith("flash_attn::"):
@@ -197,4 +202,129 @@ def triton_cost(args: dict, a: Args) -> OpCost | None:
 def _number(value) -> float | None:
     if type(value) in (int, float) and math.isfinite(value) and 0 <= value < 1e30:
         return float(value)
+    return None
+
+
+# ------------------------------------------------------------------------------ more aten
+
+def more_aten_cost(n: str, args: Args) -> OpCost | None:
+    """aten families readers/torch_flops.py does not cover: the `_foreach_*` ops (the
+    optimizers' multi_tensor_apply kernels), fills and the MSE loss."""
+    if n.startswith("_foreach_"):
+        return foreach_cost(n[len("_foreach_"):].rstrip("_"), n.endswith("_"), args)
+    if n.startswith("_fused_adam"):
+        return fused_adam_cost(args)
+    if n in ("fill_", "zero_", "fill", "zero", "ones_like", "zeros_like", "full_like"):
+        x = args.tensor(0)
+        if x is None:
+            return None
+        return OpCost("copy", 0.0, float(x.nbytes), x.precision, "formula")  # writes only
+    if n in ("mse_loss", "mse_loss_backward"):
+        return mse_cost(n, args)
+    return None
+
+
+def _lists(args: Args) -> list:
+    """The TensorList arguments, in order (their dtype is not recorded: the op's, else f32)."""
+    out = []
+    for i, t in enumerate(args.types):
+        if t == "TensorList":
+            parts = args.tensor_list(i)
+            if parts is None:
+                return []
+            out.append(parts)
+    return out
+
+
+def foreach_cost(op: str, inplace: bool, args: Args) -> OpCost | None:
+    """`_foreach_<op>(list, [list | scalar], ...)`: `op` over every tensor of the first list;
+    FLOPs as the single-tensor op counts them (1 per element, addcmul/addcdiv/lerp 2, copies
+    and zeroing 0, norms 1 per element read); bytes = every list read + the result written."""
+    lists = _lists(args)
+    if not lists or not lists[0]:
+        return None
+    first = lists[0]
+    numel = sum(t.numel for t in first)
+    out_bytes = float(sum(t.nbytes for t in first))
+    read = float(sum(t.nbytes for parts in lists for t in parts))
+    prec = first[0].precision
+    if op in ("zero", "copy"):
+        read = 0.0 if op == "zero" else read - out_bytes  # copy_(self, src): reads src
+        return OpCost("copy", 0.0, read + out_bytes, prec, "formula")
+    if op == "norm":
+        return OpCost("reduction", float(numel), read + 4.0 * len(first), prec, "formula")
+    if op in torch_flops.ELEMENTWISE_2:
+        per = 2
+    elif op in torch_flops.ELEMENTWISE_1 or op in ("sqrt", "addcmul", "div"):
+        per = 1
+    else:
+        return None
+    return OpCost("elementwise", float(per * numel), read + out_bytes, prec, "formula")
+
+
+def fused_adam_cost(args: Args) -> OpCost | None:
+    """`_fused_adam[w]_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, ...)`:
+    reads the four lists, writes params and both moments; FLOPs not counted (source
+    "bytes")."""
+    lists = _lists(args)
+    if len(lists) < 4 or not lists[0]:
+        return None
+    read = sum(t.nbytes for parts in lists[:4] for t in parts)
+    written = sum(t.nbytes for parts in (lists[0], lists[2], lists[3]) for t in parts)
+    return OpCost("elementwise", 0.0, float(read + written), lists[0][0].precision, "bytes")
+
+
+def mse_cost(n: str, args: Args) -> OpCost | None:
+    """mse_loss(input, target, reduction): subtract, square, then (mean/sum) reduce: 3 FLOPs
+    per element (2 with reduction 'none'). mse_loss_backward(grad, input, target, reduction):
+    subtract, scale, multiply by the gradient: 3 per element, a gradient of the input's
+    shape written."""
+    back = n.endswith("backward")
+    g = args.tensor(0) if back else None
+    x, y = (args.tensor(1), args.tensor(2)) if back else (args.tensor(0), args.tensor(1))
+    if x is None or y is None or (back and g is None):
+        return None
+    reduction = args.value(3 if back else 2, 1)
+    numel = x.numel
+    if back:
+        out = Tensor(x.shape, x.precision)
+        flops, inputs = 3 * numel, [g, x, y]
+    else:
+        out = Tensor(x.shape if reduction == 0 else (), x.precision)
+        flops, inputs = (2 if reduction == 0 else 3) * numel, [x, y]
+    nbytes = sum(t.nbytes for t in inputs) + out.nbytes
+    return OpCost("reduction" if not back else "elementwise", float(flops), float(nbytes),
+                  x.precision, "formula")
+
+
+# ------------------------------------------------------------------------------ vLLM
+
+def vllm_cost(name: str, args: Args) -> OpCost | None:
+    """vLLM's custom ops whose work follows from their recorded tensors."""
+    if name == "_C::rms_norm":  # rms_norm(out, input, weight, eps)
+        out, x, w = args.tensor(0), args.tensor(1), args.tensor(2)
+        if out is None or x is None or w is None:
+            return None
+        flops = torch_flops.norm_flops_per_element("rms", True, True) * x.numel
+        return OpCost("normalization", float(flops), float(x.nbytes + w.nbytes + out.nbytes),
+                      x.precision, "formula")
+    if name == "_C::fused_add_rms_norm":  # (input, residual, weight, eps), both in place
+        x, r, w = args.tensor(0), args.tensor(1), args.tensor(2)
+        if x is None or r is None or w is None:
+            return None
+        flops = (1 + torch_flops.norm_flops_per_element("rms", True, True)) * x.numel
+        return OpCost("normalization", float(flops), float(2 * (x.nbytes + r.nbytes) + w.nbytes),
+                      x.precision, "formula")
+    if name == "vllm::unified_kv_cache_update":  # (key, value, layer): k, v into the cache
+        k, v = args.tensor(0), args.tensor(1)
+        if k is None or v is None:
+            return None
+        return OpCost("copy", 0.0, float(2 * (k.nbytes + v.nbytes)), k.precision, "formula")
+    if name in ("_C::static_scaled_fp8_quant", "_C::dynamic_scaled_fp8_quant"):
+        out, x = args.tensor(0), args.tensor(1)  # (out, input, scale): one multiply each
+        if out is None or x is None:
+            return None
+        scale = args.tensor(2)
+        nbytes = x.nbytes + out.nbytes + (scale.nbytes if scale is not None else 0)
+        return OpCost("elementwise", float(x.numel), float(nbytes), x.precision, "formula")
     return None

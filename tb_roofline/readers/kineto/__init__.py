@@ -78,7 +78,9 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     dev, device_notes = device.device_info(props, spans, has_gpu or bool(hw))
     diagnostics += device_notes
     diagnostics += device.trace_notes(col, c, has_gpu, hw, unattributed)
+    diagnostics += counters.negative_counters(col)
     ops, kernel_table = builder.build(), kernels.build()
+    diagnostics += device.uncosted_ops(ops)
     for table in (ops, kernel_table):  # PyTorch runs f32 matmuls in full f32 unless told otherwise
         apply_ceilings(table, dev, allow_tf32=False)
     dist = col.meta.get("distributedInfo") or {}

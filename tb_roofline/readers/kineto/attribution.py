@@ -18,7 +18,8 @@ import numpy as np
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model.op_table import NO_STEP
 from tb_roofline.readers.common import innermost_enclosing, op_nesting
-from tb_roofline.readers.kineto.events import Columns
+from tb_roofline.readers import kernel_names
+from tb_roofline.readers.kineto.events import KIND_KERNEL, Columns
 
 _WRAPPER = re.compile(r"^(autograd::|torch::autograd::)|Backward\d*$|^CompiledFunction")
 
@@ -109,9 +110,13 @@ def steps(c: Columns, diagnostics: list) -> Steps:
 
 @dataclasses.dataclass
 class GpuLinks:
-    """Per GPU activity: its row op (-1: launched outside every op) and its step."""
+    """Per GPU activity: its row op (-1: a row of its own, by name) and its step; `outside`:
+    launched outside every op; `own_rows`: Triton kernels whose op has no cost (a compiled
+    region), rows of their own instead of lumped into the region."""
     row: np.ndarray
     step: np.ndarray
+    outside: int = 0
+    own_rows: int = 0
 
 
 def gpu_links(c: Columns, tree: Nesting, step_spans: Steps) -> GpuLinks:
@@ -135,6 +140,13 @@ def gpu_links(c: Columns, tree: Nesting, step_spans: Steps) -> GpuLinks:
         for i in miss.tolist():
             gpu_op[i] = ext_to_op.get(int(c.gpu_ext[i]), -1)
     gpu_row = np.where(gpu_op >= 0, tree.row_op[np.maximum(gpu_op, 0)] if c.n_ops else -1, -1)
+    is_k = c.gpu_kind == KIND_KERNEL
+    outside = int(np.count_nonzero(is_k & (gpu_row < 0)))
+    triton = np.array([kernel_names.is_triton_kernel(x) for x in c.names.tolist()], bool)
+    own = is_k & (gpu_row >= 0) & triton[c.gpu_name] if len(c.names) else is_k & False
+    if c.n_ops and own.any():
+        own &= ~c.op_has_formula[np.maximum(gpu_row, 0)]
+        gpu_row = np.where(own, -1, gpu_row)
     launch_t = np.where(linked, c.rt_ts[np.maximum(gpu_rt, 0)] if len(c.rt_ts) else c.gpu_ts,
                         c.gpu_ts)
-    return GpuLinks(gpu_row, step_spans.of(launch_t))
+    return GpuLinks(gpu_row, step_spans.of(launch_t), outside, int(np.count_nonzero(own)))

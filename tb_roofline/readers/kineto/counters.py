@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model.op_table import NO_STEP, OpTable, OpTableBuilder
 from tb_roofline.readers.kineto.attribution import Nesting, Steps
 from tb_roofline.readers.kineto.events import Collector, Columns
@@ -47,15 +48,27 @@ class HwCounters:
 
 
 def _num(value) -> float:
-    """A finite JSON number as a float; 0 for anything else (strings, null, NaN, inf, bools)."""
+    """A finite, non-negative JSON number as a float (counters count: a negative one is
+    corrupt); 0 for anything else (strings, null, NaN, inf, bools, negatives)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
             value = float(value)
         except OverflowError:
             return 0.0
-        if math.isfinite(value):
+        if math.isfinite(value) and value >= 0:
             return value
     return 0.0
+
+
+def negative_counters(col: Collector) -> list:
+    """A diagnostic for CUPTI counter values below 0 (dropped: they count as 0)."""
+    n = sum(1 for _, metrics in col.hw if isinstance(metrics, dict)
+            for v in metrics.values() if isinstance(v, (int, float)) and
+            not isinstance(v, bool) and v < 0)
+    if not n:
+        return []
+    return [Diagnostic("warning", "negative_counters",
+                       f"{n} CUPTI counter values are negative (corrupt); they count as 0")]
 
 
 def hw_flops_from_metrics(metrics: dict) -> dict:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from tb_roofline.devices.gpu_peaks import kineto_device_peaks
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.readers.kineto.events import _int
+from tb_roofline.readers.kineto.events import MAX_NAME_CHARS, _int
 
 
 def device_properties(meta: dict) -> list:
@@ -59,8 +61,42 @@ def trace_notes(col, c, has_gpu: bool, hw, unattributed: int) -> list:
             "warning", "no_kernel_timing",
             "this GPU trace holds no kernel events (captured with the CUPTI range profiler), so "
             "op times on the device are unknown"))
+    if col.long_names:
+        out.append(Diagnostic(
+            "warning", "long_names",
+            f"{col.long_names} op or kernel names are longer than {MAX_NAME_CHARS:,} characters; "
+            "they were cut there (names that differ only after that share a row)"))
+    negative = col.cost_negative and int(np.count_nonzero(
+        np.array(col.cost_negative, bool)[np.asarray(col.op_cost, np.int64)]))
+    if negative:
+        out.append(Diagnostic(
+            "warning", "negative_shapes",
+            f"{negative} op calls record a negative dimension in 'Input Dims' (a corrupt "
+            "shape); they count without FLOPs or bytes"))
     if col.bad_events:
         out.append(Diagnostic("warning", "bad_events",
                               f"{col.bad_events} events were skipped: a required field "
                               "was missing or malformed"))
     return out
+
+
+def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
+    """The ops that still have no FLOP count, by their share of the op time (the largest few,
+    each at least `floor` of it), so a reader knows where the roofline is blind."""
+    t = np.asarray(ops["total_time_ps"], np.float64)
+    total = float(t.sum())
+    if total <= 0:
+        return []
+    unknown = ~np.asarray(ops["flops_known"], bool)
+    if not unknown.any():
+        return []
+    share: dict = {}
+    for name, v in zip(ops["operation"][unknown].tolist(), t[unknown].tolist()):
+        share[name] = share.get(name, 0.0) + v / total
+    worst = sorted(((v, n) for n, v in share.items() if v >= floor), reverse=True)[:top]
+    if not worst:
+        return []
+    listed = "; ".join(f"{n[:120]} {v * 100:.1f}%" for v, n in worst)
+    return [Diagnostic("info", "uncosted_ops",
+                       f"ops without a FLOP count, by share of op time: {listed} (all ops "
+                       f"without one: {sum(share.values()) * 100:.1f}%)")]

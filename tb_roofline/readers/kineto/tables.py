@@ -175,7 +175,7 @@ def invocation_units(c, links) -> dict:
 
 def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes) -> tuple[int, dict]:
     """The op rows and kernel rows of a GPU trace; (kernels launched outside every op, the
-    op shapes)."""
+    op shapes). Kernels without a row op are rows of their own, by kernel name."""
     names, costs, op_cost = c.names, c.costs, c.op_cost
     is_k = c.gpu_kind == KIND_KERNEL
     k_idx = np.flatnonzero(is_k)
@@ -235,7 +235,7 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes) -> tup
     kernel_view(kernels, host, c.gpu_kind, c.gpu_dev, c.gpu_name, names, links.row, c.gpu_dur,
                 c.gpu_bytes, links.step, op_cost, c.cost_flops, c.cost_bytes, costs,
                 c.name_units, c.gpu_fp, c.op_ic)
-    return len(unatt), shapes
+    return links.outside, shapes
 
 
 def gpu_spans(host: str, c, links, step_spans) -> tuple[list, list]:
