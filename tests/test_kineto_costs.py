@@ -182,3 +182,216 @@ def test_a100_collectives_match_the_raw_annotations():
     world = raw["distributedInfo"]["world_size"]
     ic = _interconnect(A100)["c10d::allreduce_"]
     assert ic == pytest.approx(want / 2 * 2 * (world - 1) / world)
+
+
+# ------------------------------------------------------------------------------ precision
+
+def test_the_gemm_kernel_decides_the_precision_of_a_split_k_call(tmp_path):
+    # aten::mm f32 launches a cast (longest), a CUTLASS TF32 tensor-op GEMM and a split-K
+    # reduction longer than the GEMM: the GEMM kernel names what ran (TF32), and in the kernel
+    # table the GEMM kernel carries all of the call's 2·64·4096·100 FLOPs.
+    dims = {"Input Dims": [[64, 4096], [4096, 100]], "Input type": ["float", "float"]}
+    ev = [_ev("cpu_op", "aten::mm", 0, 100, **dims)]
+    ev += _launch(10, 1, "void at::native::elementwise_kernel<128, 2>(x)", 200, 23)
+    ev += _launch(20, 2, "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn>"
+                         "(Params)", 230, 14)
+    ev += _launch(30, 3, "void splitKreduce_kernel<float, float, float, float>(x)", 250, 19)
+    data = read_kineto_file(_file(tmp_path, ev), "h")
+    assert _rows(data)["aten::mm"][5] == "tf32"
+    k = data.kernels
+    flops = dict(zip(k["operation"].tolist(), k["flops"].tolist()))
+    gemm = next(n for n in flops if "cutlass" in n)
+    assert flops[gemm] == 2 * 64 * 4096 * 100
+    assert sum(v for n, v in flops.items() if n != gemm) == 0
+
+
+def test_integer_and_boolean_rows_say_so():
+    from tb_roofline.readers.torch_flops import precision_label
+    assert [precision_label(p) for p in ("s64", "s32", "u16", "pred", "s8", "bf16")] == \
+        ["int", "int", "int", "bool", "s8", "bf16"]
+
+
+def test_an_integer_fill_is_labelled_int(tmp_path):
+    ev = [_ev("cpu_op", "aten::fill_", 0, 10, **{"Input Dims": [[1000], []],
+                                                  "Input type": ["long int", "Scalar"]})]
+    ev += _launch(2, 1, "void at::native::vectorized_elementwise_kernel<4>(x)", 20, 3)
+    row = _rows(read_kineto_file(_file(tmp_path, ev), "h"))["aten::fill_"]
+    assert row[:6] == ("copy", 0.0, 8000.0, True, "formula", "int")
+
+
+# ------------------------------------------------------------------------------ attention
+
+def _torch_sdpa_flops(b, h, sq, sk, dq, dv, backward=False):
+    """torch.utils.flop_counter's sdpa_flop_count / sdpa_backward_flop_count, by hand: the
+    forward is bmm(q, kᵀ) + bmm(scores, v); the backward four bmms (dv, dscores, dq, dk)."""
+    def bmm(bb, m, k, n):
+        return 2 * bb * m * k * n
+    if not backward:
+        return bmm(b * h, sq, dq, sk) + bmm(b * h, sq, sk, dv)
+    return (bmm(b * h, sk, sq, dv) + bmm(b * h, sq, dv, sk) + bmm(b * h, sq, sk, dq) +
+            bmm(b * h, sk, sq, dq))
+
+
+def test_flash_attn_ops_count_as_torch_counts_sdpa():
+    # flash_attn::_flash_attn_forward(q, k, v, ...) on [B, S, H, D] = [2, 512, 16, 64] with
+    # GQA keys [2, 1024, 4, 64] bf16: 4·B·H·Sq·Skv·D; causal is not discounted (torch's rule).
+    q, k = [2, 512, 16, 64], [2, 1024, 4, 64]
+    args = {"Input Dims": [q, k, k, [], [], []],
+            "Input type": ["c10::BFloat16"] * 3 + ["Scalar", "Scalar", "Scalar"],
+            "Concrete Inputs": ["", "", "", "0.0", "0.125", "True"]}
+    fwd = torch_custom_ops.op_cost("flash_attn::_flash_attn_forward", args)
+    want = _torch_sdpa_flops(2, 16, 512, 1024, 64, 64)
+    assert want == 4 * 2 * 16 * 512 * 1024 * 64
+    assert (fwd.category, fwd.flops) == ("attention", want)
+    qb, kb = 2 * 512 * 16 * 64 * 2, 2 * 1024 * 4 * 64 * 2
+    assert fwd.bytes == qb + 2 * kb + qb  # q, k, v read, out (q's shape) written
+    back = torch_custom_ops.op_cost("flash_attn::_flash_attn_backward", {
+        "Input Dims": [q, q, k, k, q, [2, 16, 512]],
+        "Input type": ["c10::BFloat16"] * 5 + ["float"]})
+    assert back.flops == _torch_sdpa_flops(2, 16, 512, 1024, 64, 64, backward=True) == 2 * want
+    assert back.bytes == qb + qb + 2 * kb + qb + 2 * kb  # dout, q, k, v; dq, dk, dv
+    # varlen: q is [total tokens, H, D] and the sequence lengths are not recorded
+    assert torch_custom_ops.op_cost("flash_attn::_flash_attn_varlen_forward", {
+        "Input Dims": [[1000, 16, 64]] * 3, "Input type": ["c10::BFloat16"] * 3}) is None
+
+
+def test_aten_sdpa_backends_match_torchs_formula():
+    from tb_roofline.readers.torch_flops import op_cost
+    q = [4, 8, 256, 64]
+    for name, backward in (("_scaled_dot_product_flash_attention", False),
+                           ("_scaled_dot_product_efficient_attention", False),
+                           ("_scaled_dot_product_cudnn_attention", False),
+                           ("_scaled_dot_product_flash_attention_backward", True),
+                           ("_scaled_dot_product_efficient_attention_backward", True),
+                           ("_scaled_dot_product_cudnn_attention_backward", True)):
+        dims = [q] * 4 if backward else [q] * 3
+        cost = op_cost("aten::" + name, dims, ["c10::Half"] * len(dims))
+        assert cost.flops == _torch_sdpa_flops(4, 8, 256, 256, 64, 64, backward), name
+
+
+# ------------------------------------------------------------------------------ triton
+
+def test_triton_kernels_take_inductors_annotations_else_their_argument_bytes(tmp_path):
+    annotated = {"Input Dims": [[1024, 1024], [1024, 1024], [1024, 1024]],
+                 "Input type": ["float"] * 3, "kernel_flop": 2147483648, "kernel_num_gb": 0.0126}
+    plain = {"Input Dims": [[4096], [4096], []], "Input type": ["c10::BFloat16"] * 2 + ["Scalar"]}
+    ev = [_ev("cpu_op", "Torch-Compiled Region: 0/0", 0, 300),
+          _ev("cpu_op", "triton_tem_fused_mm_0", 10, 20, **annotated),
+          _ev("cpu_op", "triton_poi_fused_add_1", 40, 20, **plain)]
+    ev += _launch(15, 1, "triton_tem_fused_mm_0", 400, 30)
+    ev += _launch(45, 2, "triton_poi_fused_add_1", 440, 5)
+    ev += _launch(100, 3, "triton_red_fused_sum_2", 460, 7)  # no triton op of its own
+    ev += _launch(150, 4, "void at::native::vectorized_elementwise_kernel<4>(x)", 480, 2)
+    data = read_kineto_file(_file(tmp_path, ev), "h")
+    o = data.ops
+    rows = {n: (f, b, fk, bk, s) for n, f, b, fk, bk, s in zip(
+        o["operation"].tolist(), o["flops"].tolist(), o["bytes"].tolist(),
+        o["flops_known"].tolist(), o["bytes_known"].tolist(), o["flops_source"].tolist())}
+    assert rows["triton_tem_fused_mm_0"] == (2147483648.0, 0.0126e9, True, True, "formula")
+    assert rows["triton_poi_fused_add_1"] == (0.0, 2 * 4096 * 2.0, False, True, "bytes")
+    # a Triton kernel of the region without a cost of its own: its own row, not the region's
+    assert rows["triton_red_fused_sum_2"][2:] == (False, False, "none")
+    time = dict(zip(o["operation"].tolist(), o["total_time_ps"].tolist()))
+    assert time["Torch-Compiled Region: 0/0"] == 2e6  # only the aten kernel
+    assert not any(d.code == "kernels_without_op" for d in data.diagnostics)
+
+
+# ------------------------------------------------------------------------------ more ops
+
+def test_foreach_ops_cost_their_tensor_lists():
+    # _foreach_add_(params, grads, alpha) over [[128, 128], [128]] (f32: lists carry no dtype):
+    # one add per element; reads both lists, writes the first.
+    cost = torch_custom_ops.op_cost("aten::_foreach_add_", {
+        "Input Dims": [[[128, 128], [128]], [[128, 128], [128]], []],
+        "Input type": ["TensorList", "TensorList", "Scalar"]})
+    n = 128 * 128 + 128
+    assert (cost.category, cost.flops, cost.bytes, cost.source) == \
+        ("elementwise", n, 3 * 4 * n, "formula")
+    lerp = torch_custom_ops.op_cost("aten::_foreach_lerp_", {
+        "Input Dims": [[[10]], [[10]], []], "Input type": ["TensorList", "TensorList", "Scalar"]})
+    assert lerp.flops == 20
+
+
+def test_mse_loss_and_vllm_norms():
+    mse = torch_custom_ops.op_cost("aten::mse_loss", {
+        "Input Dims": [[5, 128], [5, 128], []], "Input type": ["float", "float", "Scalar"],
+        "Concrete Inputs": ["", "", "1"]})
+    assert (mse.flops, mse.bytes) == (3 * 640, 2 * 640 * 4 + 4)
+    back = torch_custom_ops.op_cost("aten::mse_loss_backward", {
+        "Input Dims": [[], [5, 128], [5, 128], []],
+        "Input type": ["float", "float", "float", "Scalar"], "Concrete Inputs": ["", "", "", "1"]})
+    assert (back.flops, back.bytes) == (3 * 640, 4 + 3 * 640 * 4)
+    # fused_add_rms_norm(x, residual, w): add (1) + RMS norm with weights (4) per element;
+    # reads x, residual and w, writes x and residual.
+    x = [888, 2880]
+    norm = torch_custom_ops.op_cost("_C::fused_add_rms_norm", {
+        "Input Dims": [x, x, [2880], []], "Input type": ["c10::BFloat16"] * 3 + ["Scalar"]})
+    n = 888 * 2880
+    assert (norm.flops, norm.bytes) == (5 * n, 2 * (2 * n * 2) + 2880 * 2)
+
+
+# ------------------------------------------------------------------------------ corrupt input
+
+def test_negative_dims_give_no_negative_costs(tmp_path):
+    ev = [_ev("cpu_op", "aten::mm", 0, 10, **{"Input Dims": [[-2, 3], [3, 4]],
+                                               "Input type": ["float", "float"]}),
+          _ev("cpu_op", "aten::mm", 20, 10, **{"Input Dims": [[2, 3], [3, 4]],
+                                                "Input type": ["float", "float"]})]
+    data = read_kineto_file(_file(tmp_path, ev), "h")
+    o = data.ops
+    assert (o["flops"] >= 0).all() and (o["bytes"] >= 0).all()
+    assert sorted(o["flops"].tolist()) == [0.0, 2 * 2 * 3 * 4]
+    (note,) = [d for d in data.diagnostics if d.code == "negative_shapes"]
+    assert note.message.startswith("1 op calls")
+
+
+def test_a_negative_cupti_counter_is_rejected(tmp_path):
+    from tb_roofline.model.roofline import analyze
+    metric = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
+    ev = [_ev("cuda_profiler_range", "k1", 0, 1, **{metric: -1e12}),
+          _ev("cuda_profiler_range", "k2", 1, 1, **{metric: 1000})]
+    data = read_kineto_file(_file(tmp_path, ev), "h")
+    assert data.hw_counters.total_flops == 2000
+    assert all(v >= 0 for v in data.hw_counters.metric_sums.values())
+    assert any(d.code == "negative_counters" for d in data.diagnostics)
+    prog = analyze([data]).program[True]
+    hw = [i for i, k in enumerate(prog.columns["record_type"].tolist()) if k == "total_hw"]
+    assert hw and all(prog.columns["flops"][i] >= 0 for i in hw)
+
+
+def test_long_names_are_cut_and_memory_stays_bounded(tmp_path):
+    """5,000 events with distinct 40 KB names (200 MB of JSON): before the cut the reader kept
+    207 MB and peaked 970 MB above its start (78 s with the model); now it keeps the first
+    1 KB of each name."""
+    import subprocess
+    import sys
+    script = os.path.join(tmp_path, "bomb.py")
+    path = os.path.join(tmp_path, "w.pt.trace.json.gz")
+    with open(script, "w") as f:
+        f.write('''
+import gzip, json, os, resource, sys, time
+path = sys.argv[1]
+with gzip.open(path, "wt", compresslevel=1) as f:
+    f.write('{"traceEvents": [')
+    for i in range(5000):
+        ev = {"ph": "X", "cat": "cpu_op", "name": f"op{i}_" + "x" * 40000, "pid": 1, "tid": 1,
+              "ts": i * 10, "dur": 5, "args": {}}
+        f.write(("," if i else "") + json.dumps(ev))
+    f.write("]}")
+past = time.time() - 3600
+os.utime(path, (past, past))
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+from tb_roofline.readers.kineto import read_kineto_file
+base, peak = rss(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+d = read_kineto_file(path, "h")
+names = d.ops["operation"].tolist()
+print(rss() - base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - peak,
+      len(names), max(map(len, names)), [x.code for x in d.diagnostics])
+''')
+    done = subprocess.run([sys.executable, script, path], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    kept, peak, n, longest, codes = done.stdout.split(" ", 4)
+    assert int(n) == 5000 and int(longest) == 1025 and "long_names" in codes
+    assert float(kept) < 120 and float(peak) < 300, done.stdout
