@@ -15,7 +15,7 @@ nested row ops), go to that row op. memcpy/memset are rows of their own with mea
 """
 from __future__ import annotations
 
-import json  # noqa: F401 (tests patch kineto.json)
+import json  # tests patch kineto.json.loads
 import os
 
 import numpy as np
@@ -38,6 +38,13 @@ from tb_roofline.readers.kineto.stream import (CHUNK_CHARS, MAX_EVENTS,  # noqa:
 from tb_roofline.readers.kineto.tables import KNOWN_SOURCES, div_safe  # noqa: F401
 
 _Collector = Collector
+
+# What other modules and tests use from the package (re-exported from its stages).
+__all__ = ["read_kineto_file", "read_kineto", "load_kineto", "to_columns", "Collector",
+           "HwCounters", "hw_flops_from_metrics", "HW_NOTE", "HW_PRECISIONS", "HW_PREFIX",
+           "GPU_CATEGORIES", "RUNTIME_CATEGORIES", "STEP_NAME", "KIND_KERNEL", "KIND_MEMCPY",
+           "KIND_MEMSET", "CHUNK_CHARS", "MAX_EVENTS", "MAX_EVENTS_ENV", "KNOWN_SOURCES",
+           "div_safe", "json", "_exact_ns", "_op_tree", "_innermost_op", "_Collector"]
 
 
 def read_kineto(col: Collector, host: str) -> ProfileData:
