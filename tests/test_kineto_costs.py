@@ -395,3 +395,23 @@ print(rss() - base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - 
     kept, peak, n, longest, codes = done.stdout.split(" ", 4)
     assert int(n) == 5000 and int(longest) == 1025 and "long_names" in codes
     assert float(kept) < 120 and float(peak) < 300, done.stdout
+
+
+def test_an_nccl_kernel_outside_any_op_is_costed_from_its_own_args(tmp_path):
+    # newer traces write the collective on the kernel: all-reduce of 1,048,576 bf16 elements
+    # in a group of 8: S = 2 MiB, local bytes 2 × S, bus bytes S × 2·7/8.
+    kernel = {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)",
+              "pid": 0, "tid": 7, "ts": 100, "dur": 50, "args": {
+                  "correlation": 9, "device": 0, "Collective name": "allreduce",
+                  "In msg nelems": 1048576, "Out msg nelems": 1048576, "Group size": 8,
+                  "dtype": "BFloat16"}}
+    path = _file(tmp_path, [kernel])
+    data = read_kineto_file(path, "h")
+    row = _rows(data)[kernel["name"]]
+    assert row[:5] == ("communication", 0.0, 2.0 * 2 ** 21, True, "formula")
+    col = load_kineto(path)
+    c = to_columns(col)
+    nbytes, ic, known = comms.kernel_costs(c, col)
+    assert known.tolist() == [True] and ic[0] == pytest.approx(2 ** 21 * 2 * 7 / 8)
+    k = data.kernels
+    assert k["bytes"].tolist() == [2.0 * 2 ** 21] and k["flops_known"].tolist() == [True]

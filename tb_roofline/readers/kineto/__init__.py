@@ -54,7 +54,8 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     order, parent = attribution.op_tree(c)
     ranks = comms.apply_facts(c, col, order, parent)  # before row ops: it adds costs
     tree = attribution.nesting(c, order, parent)
-    c.op_ic = comms.op_interconnect(c, ranks, comms.world_size(col.meta))
+    c.world = comms.world_size(col.meta)
+    c.op_ic = comms.op_interconnect(c, ranks, c.world)
     step_spans = attribution.steps(c, diagnostics)
     op_step = step_spans.of(c.op_ts)
     builder, kernels = OpTableBuilder(), OpTableBuilder()
@@ -64,7 +65,7 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     if has_gpu:
         links = attribution.gpu_links(c, tree, step_spans)
         unattributed, shapes = tables.gpu_rows(builder, kernels, host, c, links, op_step,
-                                               col.cost_shapes)
+                                               col.cost_shapes, comms.kernel_costs(c, col))
         steps, spans = tables.gpu_spans(host, c, links, step_spans)
         timeline = kineto_timeline.gpu_timeline(
             spans, steps, c.gpu_kind, c.gpu_dev, c.gpu_stream * (1 << 20) + c.gpu_dev,

@@ -101,3 +101,17 @@ def op_interconnect(c: Columns, ranks: np.ndarray, world: int) -> np.ndarray:
         n = int(ranks[op]) or world
         out[op] = collectives.bus_bytes(kind_of[cid], per_cost[cid], n)
     return out
+
+
+def kernel_costs(c: Columns, col: Collector) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(local bytes, bytes over the links, has a cost) per GPU activity, for the NCCL kernels
+    whose args carry the collective (newer traces: `Collective name`, `In msg nelems`, ...);
+    used where the kernel has no op to take the cost from."""
+    n = len(c.gpu_ts)
+    nbytes, ic, known = np.zeros(n), np.zeros(n), np.zeros(n, bool)
+    for i, (kind, in_b, out_b, ranks, prec) in col.kernel_comm.items():
+        cost = fact_cost(kind, in_b, out_b, ranks, prec)
+        nbytes[i] = cost.bytes
+        ic[i] = collectives.bus_bytes(kind, cost.comm[1], ranks or c.world)
+        known[i] = True
+    return nbytes, ic, known

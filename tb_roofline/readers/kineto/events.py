@@ -82,6 +82,7 @@ class Collector:
         # collectives' sizes: (thread, ts ns, dur ns, kind, in bytes, out bytes, ranks,
         # precision) from `record_param_comms` fields and `nccl:*` annotations
         self.comm_facts: list = []
+        self.kernel_comm: dict = {}  # gpu event index -> the collective fact its args give
         self.cost_negative: list[bool] = []  # per cost id: its Input Dims had a negative dim
         self.n_events = 0
         self.bad_events = 0
@@ -259,6 +260,10 @@ class Collector:
         name_i = self.name_id(self.bounded(name))
         grid = grid_fingerprint(args.get("grid")) if kind == KIND_KERNEL else ""
         grid_i = self.grids.setdefault(grid, len(self.grids))
+        if kind == KIND_KERNEL and "Collective name" in args:  # newer traces: NCCL kernels
+            fact = torch_custom_ops.param_comms_fact(args)
+            if fact is not None:
+                self.kernel_comm[len(self.gpu_kind)] = fact
         self.gpu_kind.append(kind)
         self.gpu_ts.append(ts)
         self.gpu_dur.append(dur)
@@ -412,6 +417,7 @@ class Columns:
     op_has_formula: np.ndarray
     name_units: np.ndarray  # per name: the unit a GEMM-like kernel name says ran, else ""
     op_ic: np.ndarray = None  # per op: bytes over the GPU links (collectives; comms stage)
+    world: int = 0  # ranks of the run (distributedInfo.world_size; 0: not said)
 
     @property
     def n_ops(self) -> int:

@@ -100,7 +100,8 @@ def div_safe(a, b):
 
 
 def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, step, op_cost,
-                 cost_flops, cost_bytes, costs, name_units, grid_fp, op_ic=None):
+                 cost_flops, cost_bytes, costs, name_units, grid_fp, op_ic=None,
+                 kernel_comm=None):
     """Kernel-level rows: a GEMM-like op call's FLOPs and bytes go to its main kernel (its
     longest GEMM / convolution / attention kernel; helpers such as offset, fill or split-K
     reduction kernels get none, however long they ran); other calls share them by time.
@@ -153,6 +154,10 @@ def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, ste
         nbytes[k] = cost_bytes[c_of_k] * share
         if op_ic is not None:
             ic[k] = op_ic[row[k]] * share
+    if kernel_comm is not None:  # NCCL kernels outside any op that name their collective
+        own = np.flatnonzero((kind == KIND_KERNEL) & (row < 0) & kernel_comm[2])
+        nbytes[own], ic[own] = kernel_comm[0][own], kernel_comm[1][own]
+        srcs[own], cats[own] = "formula", "communication"
     hbm, host_b, caveat = transfers(kind, kernel_name, gbytes)
     hbm = np.where(kind == KIND_KERNEL, nbytes, hbm)
     add_grouped(builder, host, dev, kernel_name, cats, precs, srcs, step, dur * 1e3,
@@ -173,9 +178,11 @@ def invocation_units(c, links) -> dict:
     return longest_matmul_unit(links.row[att], c.gpu_dur[att], c.name_units[c.gpu_name[att]])
 
 
-def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes) -> tuple[int, dict]:
+def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
+             kernel_comm) -> tuple[int, dict]:
     """The op rows and kernel rows of a GPU trace; (kernels launched outside every op, the
-    op shapes). Kernels without a row op are rows of their own, by kernel name."""
+    op shapes). Kernels without a row op are rows of their own, by kernel name, costed when
+    their args name their collective (`kernel_comm`: comms.kernel_costs)."""
     names, costs, op_cost = c.names, c.costs, c.op_cost
     is_k = c.gpu_kind == KIND_KERNEL
     k_idx = np.flatnonzero(is_k)
@@ -217,10 +224,13 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes) -> tup
         cats = np.array([torch_flops.category_of(x) if torch_flops.COMMUNICATION.search(x)
                          else kernel_names.kernel_category(x) or "other"
                          for x in nm.tolist()], dtype=object)
+        k_bytes, k_ic, k_known = kernel_comm
+        srcs = np.where(k_known[unatt], "formula", "none").astype(object)
+        cats[k_known[unatt]] = "communication"
         add_grouped(builder, host, c.gpu_dev[unatt], nm, cats, c.name_units[c.gpu_name[unatt]],
-                    np.full(len(unatt), "none", object), links.step[unatt],
-                    c.gpu_dur[unatt] * 1e3, np.zeros(len(unatt)), np.zeros(len(unatt)),
-                    np.ones(len(unatt), np.int64), fingerprint=c.gpu_fp[unatt])
+                    srcs, links.step[unatt], c.gpu_dur[unatt] * 1e3, np.zeros(len(unatt)),
+                    k_bytes[unatt], np.ones(len(unatt), np.int64), fingerprint=c.gpu_fp[unatt],
+                    interconnect=k_ic[unatt])
     # memcpy / memset: measured bytes, own rows.
     m_idx = np.flatnonzero(~is_k)
     if len(m_idx):
@@ -234,7 +244,7 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes) -> tup
                     np.ones(len(m_idx), np.int64), hbm=hbm, host_bytes=host_b, caveat=caveat)
     kernel_view(kernels, host, c.gpu_kind, c.gpu_dev, c.gpu_name, names, links.row, c.gpu_dur,
                 c.gpu_bytes, links.step, op_cost, c.cost_flops, c.cost_bytes, costs,
-                c.name_units, c.gpu_fp, c.op_ic)
+                c.name_units, c.gpu_fp, c.op_ic, kernel_comm)
     return links.outside, shapes
 
 
