@@ -415,3 +415,20 @@ def test_an_nccl_kernel_outside_any_op_is_costed_from_its_own_args(tmp_path):
     assert known.tolist() == [True] and ic[0] == pytest.approx(2 ** 21 * 2 * 7 / 8)
     k = data.kernels
     assert k["bytes"].tolist() == [2.0 * 2 ** 21] and k["flops_known"].tolist() == [True]
+
+
+def test_pad_and_rotary_embedding():
+    pad = torch_custom_ops.op_cost("aten::pad", {
+        "Input Dims": [[888, 2880], [], [], []],
+        "Input type": ["c10::BFloat16", "ScalarList", "", "Scalar"],
+        "Concrete Inputs": ["", "[0, 192]", "", "0."]})
+    assert (pad.flops, pad.bytes) == (0.0, 888 * 2880 * 2 + 888 * 3072 * 2)
+    # vLLM rotary_embedding(positions [888], q [888, 512], k [888, 64], 64, cache [131072, 64]):
+    # 8 query + 1 key heads of 64 per token, all 64 dims rotated: 3 FLOPs per rotated element;
+    # q and k read and written, positions and one cache row per token read.
+    rot = torch_custom_ops.op_cost("_C::rotary_embedding", {
+        "Input Dims": [[888], [888, 512], [888, 64], [], [131072, 64], []],
+        "Input type": ["long int", "c10::BFloat16", "c10::BFloat16", "Scalar", "c10::BFloat16",
+                       "Scalar"], "Concrete Inputs": ["", "", "", "64", "", "True"]})
+    assert rot.flops == 3 * 64 * 888 * 9
+    assert rot.bytes == 888 * 8 + 2 * (888 * 512 * 2 + 888 * 64 * 2) + 888 * 64 * 2

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from tb_roofline.readers import collectives, torch_flops
-from tb_roofline.readers.torch_flops import Args, OpCost, Tensor
+from tb_roofline.readers.torch_flops import SIZES as SIZE_OF, Args, OpCost, Tensor
 
 # c10 ScalarType names as `record_param_comms` writes them (`dtype`) → (precision, bytes).
 SCALAR_TYPES = {
@@ -221,7 +221,25 @@ def more_aten_cost(n: str, args: Args) -> OpCost | None:
         return OpCost("copy", 0.0, float(x.nbytes), x.precision, "formula")  # writes only
     if n in ("mse_loss", "mse_loss_backward"):
         return mse_cost(n, args)
+    if n in ("pad", "constant_pad_nd"):
+        return pad_cost(args)
     return None
+
+
+def pad_cost(args: Args) -> OpCost | None:
+    """pad / constant_pad_nd(x, [left, right, ...] from the last dim backwards, ...): a copy
+    into the padded shape (0 FLOPs; x read, the padded tensor written)."""
+    x, pads = args.tensor(0), args.value(1)
+    if x is None or not isinstance(pads, list) or len(pads) % 2 or \
+            len(pads) // 2 > len(x.shape) or not all(type(p) is int for p in pads):
+        return None
+    shape = list(x.shape)
+    for i in range(len(pads) // 2):
+        shape[-1 - i] += pads[2 * i] + pads[2 * i + 1]
+    if any(d < 0 for d in shape):
+        return None
+    out = Tensor(tuple(shape), x.precision)
+    return OpCost("copy", 0.0, float(x.nbytes + out.nbytes), x.precision, "formula")
 
 
 def _lists(args: Args) -> list:
@@ -320,6 +338,20 @@ def vllm_cost(name: str, args: Args) -> OpCost | None:
         if k is None or v is None:
             return None
         return OpCost("copy", 0.0, float(2 * (k.nbytes + v.nbytes)), k.precision, "formula")
+    if name == "_C::rotary_embedding":  # (positions, query, key, head_size, cache, is_neox)
+        pos, q, k, cache = args.tensor(0), args.tensor(1), args.tensor(2), args.tensor(4)
+        head = args.value(3)
+        if None in (pos, q, k, cache) or type(head) is not int or head <= 0 or \
+                len(cache.shape) != 2 or not q.shape or not k.shape:
+            return None
+        # each rotated pair: 4 multiplies and 2 adds = 3 FLOPs per rotated element, for the
+        # rot_dim (cache width) elements of every query and key head of every token
+        heads = (q.numel + k.numel) // head
+        flops = 3 * cache.shape[1] * heads
+        tokens = pos.numel
+        nbytes = pos.nbytes + 2 * (q.nbytes + k.nbytes) + \
+            tokens * cache.shape[1] * SIZE_OF.get(cache.precision, 4)
+        return OpCost("elementwise", float(flops), float(nbytes), q.precision, "formula")
     if name in ("_C::static_scaled_fp8_quant", "_C::dynamic_scaled_fp8_quant"):
         out, x = args.tensor(0), args.tensor(1)  # (out, input, scale): one multiply each
         if out is None or x is None:
