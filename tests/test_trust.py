@@ -157,8 +157,10 @@ def test_coverage_is_the_share_of_op_time_with_a_known_cost(a100, testdata):
     expected = t["total_time_ps"][known].sum() / t["total_time_ps"].sum()
     total = rows(a100.program[True])[0]
     assert total["flop_coverage"] == pytest.approx(expected, rel=1e-12)
-    assert total["flop_coverage"] < 0.5
-    assert any(d.code == "low_coverage" for d in a100.diagnostics)
+    # the low-coverage warning is said exactly when less than half the time has a cost
+    assert 0 < total["flop_coverage"] < 1
+    assert (total["flop_coverage"] < 0.5) == any(d.code == "low_coverage"
+                                                  for d in a100.diagnostics)
 
 
 def _gpu_trace(tmp_path, events):

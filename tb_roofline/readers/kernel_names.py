@@ -30,6 +30,11 @@ _TENSILE_TYPES = {"s": ("fp32_tc", "fp32"), "d": ("fp64_tc", "fp64"), "h": ("fp1
                   "b": ("bf16", "bf16"), "i8": ("int8", "int8")}
 
 _CATEGORY_RULES = [
+    # Inductor's Triton kernels: pointwise, reduction / persistent reduction, template (GEMM)
+    (re.compile(r"^triton_poi_"), "elementwise"),
+    (re.compile(r"^triton_(red|per)_"), "reduction"),
+    (re.compile(r"^triton_tem_.*(mm|conv)"), "matmul"),
+    (re.compile(r"^triton_"), "fusion"),
     (re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|sendrecv|multimem"),
      "communication"),
     (re.compile(r"fmha|flash|attention|attn"), "attention"),
@@ -70,3 +75,9 @@ def kernel_category(name: str) -> str:
 
 def is_matmul_kernel(name: str) -> bool:
     return kernel_category(name) in ("matmul", "convolution", "attention")
+
+
+def is_triton_kernel(name: str) -> bool:
+    """A kernel Triton compiled (Inductor names them `triton_<kind>_fused_...`, older
+    versions `triton__0d1d2d...`)."""
+    return name.startswith("triton_")

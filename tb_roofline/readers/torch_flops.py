@@ -22,172 +22,16 @@ from __future__ import annotations
 
 import math
 import re
-from typing import NamedTuple
 
-# Kineto `Input type` strings (c10 scalar type names) → precision names and element sizes.
-DTYPES = {
-    "double": ("f64", 8), "float": ("f32", 4), "c10::Half": ("f16", 2),
-    "c10::BFloat16": ("bf16", 2), "c10::Float8_e4m3fn": ("f8e4m3", 1),
-    "c10::Float8_e5m2": ("f8e5m2", 1), "c10::Float8_e4m3fnuz": ("f8e4m3", 1),
-    "c10::Float8_e5m2fnuz": ("f8e5m2", 1), "c10::complex<float>": ("c64", 8),
-    "c10::complex<double>": ("c128", 16), "c10::complex<c10::Half>": ("c32", 4),
-    "long int": ("s64", 8), "int": ("s32", 4), "short int": ("s16", 2),
-    "signed char": ("s8", 1), "unsigned char": ("u8", 1), "bool": ("pred", 1),
-    "unsigned int": ("u32", 4), "unsigned short": ("u16", 2), "unsigned long": ("u64", 8),
-    # The spellings PyTorch writes depend on the platform's C++ type names (REFERENCE.md §6).
-    "long": ("s64", 8), "long long": ("s64", 8), "long long int": ("s64", 8),
-    "short": ("s16", 2), "unsigned long long": ("u64", 8), "uint8_t": ("u8", 1),
-    "int8_t": ("s8", 1), "c10::Float8_e8m0fnu": ("f8e8m0", 1),
-    "c10::Float4_e2m1fn_x2": ("f4e2m1", 1), "Half": ("f16", 2), "BFloat16": ("bf16", 2),
-    "at::Half": ("f16", 2), "at::BFloat16": ("bf16", 2),
-}
-FLOAT_PRECISIONS = frozenset({"f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "c64", "c128",
-                              "c32"})
-SIZES = {p: s for p, s in DTYPES.values()}
+from tb_roofline.readers.torch_args import (  # noqa: F401 (re-exported)
+    DTYPES, FLOAT_PRECISIONS, SIZES, OpCost, Tensor, Args, has_negative_dim, INT_LABELS,
+    precision_label, parse_concrete, _tuple, _first_float, _cost, broadcast)
 
-
-class OpCost(NamedTuple):
-    category: str
-    flops: float
-    bytes: float
-    precision: str
-    source: str  # "formula" (FLOPs from a formula; 0 is a real 0 for copies) or "none"
-
-
-class Tensor(NamedTuple):
-    shape: tuple
-    precision: str
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * SIZES.get(self.precision, 4)
-
-
-class Args:
-    """Positional arguments of one op call, decoded from the three `record_shapes` lists."""
-
-    def __init__(self, dims, types, concrete=None):
-        self.dims = dims if isinstance(dims, list) else []
-        self.types = types if isinstance(types, list) else []
-        self.concrete = concrete if isinstance(concrete, list) else []
-
-    def __len__(self):
-        return len(self.types)
-
-    def tensor(self, i) -> Tensor | None:
-        if i >= len(self.types) or i >= len(self.dims):
-            return None
-        info = DTYPES.get(self.types[i])
-        shape = self.dims[i]
-        if info is None or not isinstance(shape, list) or \
-                not all(isinstance(d, int) for d in shape):
-            return None
-        return Tensor(tuple(shape), info[0])
-
-    def tensors(self) -> list[Tensor]:
-        out = []
-        for i in range(len(self.types)):
-            t = self.tensor(i)
-            if t is not None:
-                out.append(t)
-            elif i < len(self.types) and self.types[i] == "TensorList":
-                out.extend(self.tensor_list(i) or [])
-        return out
-
-    def tensor_list(self, i) -> list[Tensor] | None:
-        """Shapes of a TensorList argument (their dtype is not recorded: taken as the op's)."""
-        if i >= len(self.dims) or not isinstance(self.dims[i], list):
-            return None
-        shapes = self.dims[i]
-        if not all(isinstance(s, list) and all(isinstance(d, int) for d in s) for s in shapes):
-            return None
-        prec = next((t.precision for t in self._plain_tensors()), "f32")
-        return [Tensor(tuple(s), prec) for s in shapes]
-
-    def _plain_tensors(self):
-        return [t for t in (self.tensor(i) for i in range(len(self.types))) if t is not None]
-
-    def value(self, i, default=None):
-        """The concrete value of a scalar argument, parsed; `default` when absent."""
-        if i >= len(self.concrete):
-            return default
-        parsed = parse_concrete(self.concrete[i])
-        return default if parsed is None else parsed
-
-
-_INT_LIST = re.compile(r"^\[\s*(-?\d+\s*(,\s*-?\d+\s*)*)?\]$")
-
-
-def parse_concrete(text):
-    """'[1, 1]' → [1, 1]; '2' → 2; '0.5' → 0.5; 'True' → True; '' → None."""
-    if not isinstance(text, str):
-        return text
-    s = text.strip()
-    if not s:
-        return None
-    if s in ("True", "False"):
-        return s == "True"
-    if s.startswith("["):
-        inner = s[1:-1].strip() if s.endswith("]") else None
-        if inner is None:
-            return None
-        if not inner:
-            return []
-        items = [parse_concrete(p) for p in inner.split(",")]
-        return None if any(v is None for v in items) else items
-    try:
-        return int(s)
-    except ValueError:
-        pass
-    try:
-        return float(s)
-    except ValueError:
-        return s.strip('"\'')
-
-
-def _tuple(value, n, default):
-    """Expand an int or a 1-element list to n entries (PyTorch's _ntuple)."""
-    if value is None:
-        return (default,) * n
-    if isinstance(value, (int, float)):
-        return (int(value),) * n
-    if isinstance(value, list) and all(isinstance(v, (int, bool)) for v in value):
-        if len(value) == 1:
-            return (int(value[0]),) * n
-        if len(value) == n:
-            return tuple(int(v) for v in value)
-    return None
-
-
-def _first_float(tensors) -> str:
-    for t in tensors:
-        if t.precision in FLOAT_PRECISIONS:
-            return t.precision
-    return tensors[0].precision if tensors else ""
-
-
-def _cost(category, flops, tensors_in, out: Tensor | list | None, precision=None):
-    outs = out if isinstance(out, list) else ([out] if out is not None else [])
-    nbytes = sum(t.nbytes for t in tensors_in) + sum(t.nbytes for t in outs)
-    return OpCost(category, float(flops), float(nbytes), precision or _first_float(tensors_in),
-                  "formula")
-
-
-def broadcast(*shapes) -> tuple | None:
-    """NumPy/PyTorch broadcasting of shapes; None when they do not broadcast."""
-    n = max((len(s) for s in shapes), default=0)
-    out = []
-    for i in range(n):
-        dims = {s[len(s) - n + i] for s in shapes if len(s) - n + i >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            return None
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
+__all__ = ["DTYPES", "FLOAT_PRECISIONS", "SIZES", "OpCost", "Tensor", "Args", "has_negative_dim",
+           "INT_LABELS", "precision_label", "parse_concrete", "broadcast", "op_cost",
+           "precision_of", "category_of", "base_name", "COMMUNICATION", "attention_flops",
+           "norm_flops_per_element", "ELEMENTWISE_1", "ELEMENTWISE_2", "REDUCTIONS",
+           "ATTENTION_OPS", "NORM_OPS", "COPY_OPS", "VIEW_OPS", "matmul_shapes", "conv_flops"]
 
 
 # ---------------------------------------------------------------- matmul family
@@ -607,8 +451,8 @@ expand expand_as select slice squeeze unsqueeze detach alias narrow flatten unfl
 split_with_sizes chunk unbind view_as numpy_T contiguous lift_fresh resolve_conj resolve_neg
 empty empty_like empty_strided new_empty new_empty_strided resize_ as_strided_ unfold""".split())
 
-COMMUNICATION = re.compile(r"nccl|c10d::|record_param_comms|all_?reduce|all_?gather|"
-                           r"reduce_?scatter|all_?to_?all|broadcast_", re.I)
+COMMUNICATION = re.compile(r"nccl|rccl|c10d::|record_param_comms|all_?reduce|all_?gather|"
+                           r"reduce_?scatter|all_?to_?all|all_?2_?all|broadcast_", re.I)
 
 
 def base_name(name: str) -> tuple[str, bool]:

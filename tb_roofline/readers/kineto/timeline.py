@@ -11,6 +11,7 @@ import numpy as np
 
 from tb_roofline.model.timeline import ShapeUse, TimelineBuilder, is_communication, is_fusible
 from tb_roofline.readers import kernel_names, torch_flops
+from tb_roofline.readers.common import longest_matmul_unit
 
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 
@@ -26,12 +27,9 @@ def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, 
     kernel_name = names[name_ids]
     is_k = kind == KIND_KERNEL
     att = np.flatnonzero(is_k & (row >= 0))
-    # The precision of each invocation: the unit its longest kernel names, else its data type.
-    unit_of_inv = {}
-    if len(att):
-        o = np.lexsort((-dur_ns[att], row[att]))
-        main = att[o][np.r_[True, row[att][o][1:] != row[att][o][:-1]]]
-        unit_of_inv = dict(zip(row[main].tolist(), name_units[name_ids[main]].tolist()))
+    # The precision of each invocation: the unit its longest GEMM-like kernel names, else its
+    # data type (as the op table labels it).
+    unit_of_inv = longest_matmul_unit(row[att], dur_ns[att], name_units[name_ids[att]])
     caveats = caveat_of(kind, kernel_name)
     label_ids = np.empty(n, np.int64)
     comm = np.zeros(n, bool)

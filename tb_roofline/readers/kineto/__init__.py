@@ -1,0 +1,142 @@
+"""PyTorch profiler traces (Kineto JSON, `*.pt.trace.json[.gz]`) → op table, steps, core spans.
+
+The reader by stage (docs/pytorch_traces.md has the facts and choices):
+1. `stream`: the JSON text streamed in batches into the collector (limits, truncation);
+2. `events`: events into compact columns, then numpy arrays on one time base;
+3. `attribution`: the op tree, each op's row op, GPU activity → op, steps;
+4. `tables`: the op table, the kernel table, steps and core spans;
+5. `counters`: CUPTI hardware counters ("Total (HW counters)");
+and `timeline` (the timeline summary and op shapes), `device` (peaks, trace diagnostics).
+
+Attribution (so nested ops never count their kernels twice): every op is charged to one "row
+op": the outermost op around it that has a FLOP formula, else its outermost (top-level) op. All
+kernels launched inside, and on CPU-only traces all CPU time spent inside (minus the time of
+nested row ops), go to that row op. memcpy/memset are rows of their own with measured bytes.
+"""
+from __future__ import annotations
+
+import json  # tests patch kineto.json.loads
+import os
+
+import numpy as np
+
+from tb_roofline.devices.gpu_peaks import apply_ceilings
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.errors import ProfileFormatError
+from tb_roofline.model.op_table import OpTableBuilder, ProfileData
+from tb_roofline.readers.common import innermost_enclosing, op_nesting
+from tb_roofline.readers.kineto import attribution, comms, counters, device, tables
+from tb_roofline.readers.kineto import timeline as kineto_timeline
+from tb_roofline.readers.kineto.counters import (HW_NOTE, HW_PRECISIONS, HW_PREFIX,  # noqa: F401
+                                                 HwCounters, hw_flops_from_metrics)
+from tb_roofline.readers.kineto.events import (GPU_CATEGORIES, KIND_KERNEL,  # noqa: F401
+                                               KIND_MEMCPY, KIND_MEMSET, RUNTIME_CATEGORIES,
+                                               STEP_NAME, Collector, _exact_ns, _int,
+                                               to_columns)
+from tb_roofline.readers.kineto.stream import (CHUNK_CHARS, MAX_EVENTS,  # noqa: F401
+                                               MAX_EVENTS_ENV, load_kineto)
+from tb_roofline.readers.kineto.tables import KNOWN_SOURCES, div_safe  # noqa: F401
+
+_Collector = Collector
+
+# What other modules and tests use from the package (re-exported from its stages).
+__all__ = ["read_kineto_file", "read_kineto", "load_kineto", "to_columns", "Collector",
+           "HwCounters", "hw_flops_from_metrics", "HW_NOTE", "HW_PRECISIONS", "HW_PREFIX",
+           "GPU_CATEGORIES", "RUNTIME_CATEGORIES", "STEP_NAME", "KIND_KERNEL", "KIND_MEMCPY",
+           "KIND_MEMSET", "CHUNK_CHARS", "MAX_EVENTS", "MAX_EVENTS_ENV", "KNOWN_SOURCES",
+           "div_safe", "json", "_exact_ns", "_op_tree", "_innermost_op", "_Collector"]
+
+
+def read_kineto(col: Collector, host: str) -> ProfileData:
+    """The profile of one collected trace: the stages in order."""
+    diagnostics: list[Diagnostic] = []
+    c = to_columns(col)
+    order, parent = attribution.op_tree(c)
+    ranks = comms.apply_facts(c, col, order, parent)  # before row ops: it adds costs
+    tree = attribution.nesting(c, order, parent)
+    c.world = comms.world_size(col.meta)
+    c.op_ic = comms.op_interconnect(c, ranks, c.world)
+    step_spans = attribution.steps(c, diagnostics)
+    op_step = step_spans.of(c.op_ts)
+    builder, kernels = OpTableBuilder(), OpTableBuilder()
+    timeline, shapes, steps, spans = None, {}, [], []
+    unattributed = 0
+    has_gpu = len(c.gpu_ts) > 0
+    if has_gpu:
+        links = attribution.gpu_links(c, tree, step_spans)
+        unattributed, shapes = tables.gpu_rows(builder, kernels, host, c, links, op_step,
+                                               col.cost_shapes, comms.kernel_costs(c, col))
+        steps, spans = tables.gpu_spans(host, c, links, step_spans)
+        timeline = kineto_timeline.gpu_timeline(
+            spans, steps, c.gpu_kind, c.gpu_dev, c.gpu_stream * (1 << 20) + c.gpu_dev,
+            c.gpu_ts, c.gpu_dur, links.row, c.gpu_name, c.names, c.op_name, c.op_cost, c.costs,
+            c.name_units, lambda kind, nm: tables.transfers(kind, nm, np.zeros(len(kind)))[2])
+        diagnostics += tables.cpu_ops_skipped(c, tree, links)
+    elif c.n_ops:
+        rows, t_ps = tables.cpu_rows(builder, host, c, tree, op_step)
+        steps, spans = tables.cpu_spans(host, c, step_spans)
+        timeline = kineto_timeline.cpu_timeline(
+            spans, steps, c.op_thread, c.op_ts, c.op_dur, tree.parent, c.names, c.op_name,
+            c.op_cost, c.costs, [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans])
+        shapes = kineto_timeline.op_shapes(
+            rows, t_ps[rows], [("", str(c.names[c.op_name[r]]), c.costs[c.op_cost[r]].precision)
+                               for r in rows.tolist()], col.cost_shapes, c.op_cost)
+    hw = counters.hw_counters(col, c, tree, step_spans)
+    props = device.device_properties(col.meta)
+    dev, device_notes = device.device_info(props, spans, has_gpu or bool(hw))
+    diagnostics += device_notes
+    diagnostics += device.trace_notes(col, c, has_gpu, hw, unattributed)
+    diagnostics += counters.negative_counters(col)
+    ops, kernel_table = builder.build(), kernels.build()
+    diagnostics += device.uncosted_ops(ops)
+    for table in (ops, kernel_table):  # PyTorch runs f32 matmuls in full f32 unless told otherwise
+        apply_ceilings(table, dev, allow_tf32=False)
+    dist = col.meta.get("distributedInfo") or {}
+    return ProfileData(
+        device=dev, ops=ops, steps=steps, core_spans=spans, diagnostics=diagnostics,
+        has_hw_counters=hw is not None, allow_tf32=False, kernels=kernel_table, hw_counters=hw,
+        hw_ops=counters.hw_table(hw, host) if hw is not None else None,
+        rank=_int(dist.get("rank"), None) if isinstance(dist, dict) else None,
+        world_size=_int(dist.get("world_size"), None) if isinstance(dist, dict) else None,
+        device_properties=props, timeline=timeline, op_shapes=shapes)
+
+
+def _op_tree(thread, ts, dur):
+    """Per-op parent (-1 for top level) and the ops sorted by (thread, start, -duration)."""
+    return op_nesting(thread, ts, dur)
+
+
+def _innermost_op(order, parent, thread_sorted, ts_sorted, end_all, q_thread, q_ts, q_end):
+    """The innermost op enclosing each query (the older signature, kept for tests)."""
+    begin = np.empty(len(order))
+    begin[order] = ts_sorted
+    thread = np.empty(len(order), np.asarray(thread_sorted).dtype)
+    thread[order] = thread_sorted
+    return innermost_enclosing(order, parent, thread, begin, end_all, q_thread, q_ts, q_end)
+
+
+def read_kineto_file(path: str, host: str, max_bytes: int | None = None,
+                     progress=None) -> ProfileData:
+    """Read one `*.pt.trace.json[.gz]` (one worker/rank, one profiling span).
+
+    Besides the op table it fills the PyTorch fields of ProfileData: `kernels`, `hw_counters`,
+    `hw_ops`, `rank`, `world_size` and `device_properties`. Malformed events are skipped (the
+    `bad_events` diagnostic counts them); a malformed file raises ProfileFormatError.
+    """
+    if progress:
+        progress(0, 1)
+    col = load_kineto(path, max_bytes=max_bytes, progress=progress)
+    negative = sum(int(np.count_nonzero(np.asarray(a) < 0))
+                   for a in (col.op_dur, col.gpu_dur, col.rt_dur) if len(a))
+    negative += sum(1 for s in col.steps if s[2] < 0)
+    try:
+        data = read_kineto(col, host)
+    except ProfileFormatError as exc:
+        raise ProfileFormatError(f"{os.path.basename(path)}: {exc}") from None
+    if negative:
+        data.diagnostics.append(Diagnostic(
+            "warning", "negative_durations",
+            f"{negative} events have a negative 'dur'; they count as 0 µs long"))
+    if progress:
+        progress(1, 1)
+    return data

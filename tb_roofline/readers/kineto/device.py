@@ -1,0 +1,102 @@
+"""The Kineto reader's device (data-sheet peaks for the GPU that ran) and its trace-level
+diagnostics."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tb_roofline.devices.gpu_peaks import kineto_device_peaks
+from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.readers.kineto.events import MAX_NAME_CHARS, _int
+
+
+def device_properties(meta: dict) -> list:
+    """The trace's `deviceProperties` entries (dicts), non-finite numbers dropped."""
+    props = meta.get("deviceProperties")
+    return [{k: v for k, v in p.items() if not isinstance(v, float) or math.isfinite(v)}
+            for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+
+
+def device_info(props, spans, gpu: bool) -> tuple[DeviceInfo, list]:
+    """Data-sheet peaks for the GPU that ran the kernels (Kineto carries no clock); a CPU-only
+    trace has no peaks (the service applies a device file when there is one)."""
+    if gpu:
+        used = {s.core for s in spans}
+        prop = next((p for p in props if _int(p.get("id"), None) in used), None)
+        if prop is None and props:
+            prop = props[0]
+        if prop is None:
+            return DeviceInfo(type="GPU", kind="gpu", num_cores=max(len(used), 1)), []
+        peaks = kineto_device_peaks(prop, num_cores=max(len(used), 1))
+        if prop.get("name"):  # the name the trace gives, not the data sheet's spelling
+            peaks.device.type = str(prop["name"])
+        return peaks.device, peaks.diagnostics
+    return DeviceInfo(type="CPU", kind="cpu", num_cores=1), []
+
+
+def trace_notes(col, c, has_gpu: bool, hw, unattributed: int) -> list:
+    """What the reader says about the trace as a whole (shapes missing, kernels outside ops,
+    counters without timing, skipped events)."""
+    out = []
+    if c.n_ops and not any(c.costs[k].source == "formula" for k in set(c.op_cost.tolist())) \
+            and not col.meta.get("record_shapes"):
+        out.append(Diagnostic(
+            "warning", "no_shapes",
+            "the trace was recorded without record_shapes=True: op FLOPs and bytes are unknown "
+            "(profile with torch.profiler.profile(record_shapes=True))"))
+    if unattributed:
+        out.append(Diagnostic(
+            "info", "kernels_without_op",
+            f"{unattributed} kernels were launched outside any aten op; they are listed by "
+            "kernel name without FLOPs"))
+    if hw is not None and not hw.kernel_time_known:
+        out.append(Diagnostic(
+            "info", "hw_counters_without_timing",
+            f"{len(hw.kernels)} kernels carry CUPTI hardware counters, but the range profiler "
+            "does not time kernels: hardware FLOPs are shown without rates"))
+    if not has_gpu and hw is not None:
+        out.append(Diagnostic(
+            "warning", "no_kernel_timing",
+            "this GPU trace holds no kernel events (captured with the CUPTI range profiler), so "
+            "op times on the device are unknown"))
+    if col.long_names:
+        out.append(Diagnostic(
+            "warning", "long_names",
+            f"{col.long_names} op or kernel names are longer than {MAX_NAME_CHARS:,} characters; "
+            "they were cut there (names that differ only after that share a row)"))
+    negative = col.cost_negative and int(np.count_nonzero(
+        np.array(col.cost_negative, bool)[np.asarray(col.op_cost, np.int64)]))
+    if negative:
+        out.append(Diagnostic(
+            "warning", "negative_shapes",
+            f"{negative} op calls record a negative dimension in 'Input Dims' (a corrupt "
+            "shape); they count without FLOPs or bytes"))
+    if col.bad_events:
+        out.append(Diagnostic("warning", "bad_events",
+                              f"{col.bad_events} events were skipped: a required field "
+                              "was missing or malformed"))
+    return out
+
+
+def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
+    """The ops that still have no FLOP count, by their share of the op time (the largest few,
+    each at least `floor` of it), so a reader knows where the roofline is blind."""
+    t = np.asarray(ops["total_time_ps"], np.float64)
+    total = float(t.sum())
+    if total <= 0:
+        return []
+    unknown = ~np.asarray(ops["flops_known"], bool)
+    if not unknown.any():
+        return []
+    share: dict = {}
+    for name, v in zip(ops["operation"][unknown].tolist(), t[unknown].tolist()):
+        share[name] = share.get(name, 0.0) + v / total
+    worst = sorted(((v, n) for n, v in share.items() if v >= floor), reverse=True)[:top]
+    if not worst:
+        return []
+    listed = "; ".join(f"{n[:120]} {v * 100:.1f}%" for v, n in worst)
+    return [Diagnostic("info", "uncosted_ops",
+                       f"ops without a FLOP count, by share of op time: {listed} (all ops "
+                       f"without one: {sum(share.values()) * 100:.1f}%)")]

@@ -1,0 +1,276 @@
+"""Stage 1 of the Kineto reader: the file's JSON text streamed into the event collector.
+
+A trace is one JSON object whose `traceEvents` array may hold millions of events: the array is
+decoded in batches of a few MB (events.Collector keeps them as columns), every other top-level
+key whole. Limits: the inflated text (TB_ROOFLINE_MAX_FILE_MB), the number of events
+(TB_ROOFLINE_MAX_EVENTS), runs of whitespace; a file that is still being written or changes
+while it is read is "incomplete" (503), a malformed one a format error (422).
+"""
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import os
+import re
+import zlib
+
+from tb_roofline import storage
+from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
+from tb_roofline.readers.files import check_profile_file, env_number
+from tb_roofline.readers.kineto.events import Collector, parse_float as _parse_float
+
+CHUNK_CHARS = 4 << 20
+# Memory per trace grows with its events (the trace is streamed, its events kept as columns):
+# a trace with more events is refused (413) before it can exhaust the server's memory.
+MAX_EVENTS = 5_000_000
+MAX_EVENTS_ENV = "TB_ROOFLINE_MAX_EVENTS"
+MAX_WHITESPACE_RUN = 16 << 20  # no trace has this much whitespace in a row: a padded bomb
+_NOT_WS = re.compile(r"[^ \t\r\n]")
+
+
+class _Truncated(Exception):
+    pass
+
+
+class _TextSource:
+    """Decoded text of a (gzipped) file, read in chunks; counts the bytes it read."""
+
+    def __init__(self, f, max_chars: int | None):
+        self.f = f
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+        self.eof = False
+        self.read_bytes = 0
+        self.max_chars = max_chars
+
+    def read(self) -> str:
+        if self.eof:
+            return ""
+        data = self.f.read(CHUNK_CHARS)
+        self.read_bytes += len(data)
+        if self.max_chars is not None and self.read_bytes > self.max_chars:
+            raise ProfileTooLargeError(
+                f"holds more than {self.max_chars / 2**20:.0f} MiB of JSON, over the limit "
+                "(set TB_ROOFLINE_MAX_FILE_MB to raise it)")
+        if not data:
+            self.eof = True
+            return self.decoder.decode(b"", final=True)
+        return self.decoder.decode(data)
+
+
+class _JsonStream:
+    """An incremental reader of `{ "key": value, ..., "traceEvents": [ {...}, ... ], ... }`.
+
+    Values other than traceEvents are decoded whole (they are small); the events array is
+    decoded in batches of complete elements with one `json.loads` per few MB (fast path: the
+    text up to the last `},` that ends a top-level element), falling back to `raw_decode` one
+    element at a time when a batch boundary is ambiguous. Only a few MB of text are held.
+    """
+
+    WS = " \t\r\n"
+
+    def __init__(self, src: _TextSource):
+        self.src = src
+        self.buf = ""
+        self.pos = 0
+        self.decoder = json.JSONDecoder(parse_float=_parse_float)
+        self.saw_events = False
+        self.shifted = 0  # characters dropped from the front of buf so far
+
+    def _more(self) -> bool:
+        text = self.src.read()
+        if not text and self.src.eof:
+            return False
+        self.shifted += self.pos
+        self.buf = self.buf[self.pos:] + text
+        self.pos = 0
+        return True
+
+    def _skip_ws(self):
+        """The next character that is not whitespace (skipped in bulk, a bounded run)."""
+        run = 0
+        while True:
+            m = _NOT_WS.search(self.buf, self.pos)
+            if m is not None:
+                self.pos = m.start()
+                return self.buf[self.pos]
+            run += len(self.buf) - self.pos
+            self.pos = len(self.buf)
+            if run > MAX_WHITESPACE_RUN:
+                raise ProfileFormatError(f"more than {MAX_WHITESPACE_RUN >> 20} MiB of "
+                                         "whitespace in a row in the JSON text")
+            if not self._more():
+                raise _Truncated("unexpected end of file")
+
+    def _expect(self, ch):
+        if self._skip_ws() != ch:  # never quote the text: the file may be anything
+            raise ProfileFormatError(f"expected '{ch}' at offset {self.shifted + self.pos} of "
+                                     "the JSON text")
+        self.pos += 1
+
+    def _value(self):
+        self._skip_ws()
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
+            except ValueError as exc:
+                if not isinstance(exc, json.JSONDecodeError):  # an integer of > 4300 digits
+                    raise ProfileFormatError("invalid JSON: a number too long to convert "
+                                             f"at offset {self.shifted + self.pos}") from None
+                # The value may just continue in the next chunk: read on (bounded), then judge.
+                if not self.src.eof and len(self.buf) - self.pos < max(4 * CHUNK_CHARS, 1 << 26):
+                    if self._more():
+                        continue
+                if self.src.eof and (exc.msg.startswith("Unterminated string") or
+                                     not self.buf[exc.pos:].strip()):
+                    raise _Truncated(str(exc)) from None
+                raise ProfileFormatError(f"invalid JSON: {exc.msg}") from None
+            self.pos = end
+            return value
+
+    def parse(self, on_key, on_events):
+        """Calls on_key(key, value) for plain keys and on_events(list) per batch of events."""
+        self._expect("{")
+        first = True
+        while True:
+            ch = self._skip_ws()
+            if ch == "}":
+                self.pos += 1
+                return
+            if not first:
+                if ch != ",":
+                    raise ProfileFormatError("expected ',' between top-level keys at offset "
+                                             f"{self.shifted + self.pos}")
+                self.pos += 1
+                if self._skip_ws() == "}":  # tolerate a trailing comma
+                    self.pos += 1
+                    return
+            first = False
+            key = self._value()
+            if not isinstance(key, str):
+                raise ProfileFormatError("top-level keys must be strings")
+            self._expect(":")
+            if key == "traceEvents":
+                self.saw_events = True
+                self._expect("[")
+                self._events(on_events)
+            else:
+                on_key(key, self._value())
+
+    def _events(self, on_events):
+        loads = json.JSONDecoder(parse_float=_parse_float).decode
+        while True:
+            ch = self._skip_ws()
+            if ch == "]":
+                self.pos += 1
+                return
+            if ch == ",":  # between elements (after a batch or a single element)
+                self.pos += 1
+                continue
+            while len(self.buf) - self.pos < CHUNK_CHARS and not self.src.eof:
+                if not self._more():
+                    break
+            batch = None
+            buf, pos = self.buf, self.pos
+            end = len(buf)
+            for _ in range(4):
+                cut = buf.rfind("},", pos, end)
+                if cut < 0:
+                    break
+                try:
+                    batch = loads("[" + buf[pos:cut + 1] + "]")
+                except ValueError:
+                    end = cut
+                    continue
+                self.pos = cut + 2
+                break
+            if batch is None:
+                batch = self._slow_batch()
+            on_events(batch)
+
+    def _slow_batch(self) -> list:
+        """Elements one by one (raw_decode) up to about one chunk; stops before the ']'.
+        At least a chunk of text, so that the fast path's failed tries stay a bounded share of
+        the work (a trace with '},' inside its strings must not cost many parses per event)."""
+        out = []
+        start = self.shifted + self.pos
+        while True:
+            out.append(self._value())
+            ch = self._skip_ws()
+            if ch != "," or self.shifted + self.pos - start >= CHUNK_CHARS:
+                return out
+            self.pos += 1
+            ch = self._skip_ws()
+            if ch == "]":
+                return out
+
+
+
+def load_kineto(path: str, max_bytes: int | None = None, progress=None) -> Collector:
+    base = os.path.basename(path)
+    before, young = check_profile_file(path, max_bytes)
+    col = Collector()
+    total = before.st_size
+
+    max_events = int(env_number(MAX_EVENTS_ENV, MAX_EVENTS))
+
+    def on_events(batch):
+        if col.n_events + len(batch) > max_events:
+            raise ProfileTooLargeError(
+                f"holds more than {max_events:,} trace events, over the limit (set "
+                f"{MAX_EVENTS_ENV} to raise it)")
+        col.on_events(batch)
+        if progress:
+            progress(min(raw.tell(), total), total)
+
+    def on_key(key, value):
+        col.meta[key] = value
+
+    try:
+        with storage.open_binary(path, size=total) as raw:
+            f = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+            # The JSON text a .gz inflates to is limited like a file: it is what costs time.
+            src = _TextSource(f, max_bytes)
+            stream = _JsonStream(src)
+            stream.parse(on_key, on_events)
+    except ProfileTooLargeError as exc:
+        raise ProfileTooLargeError(f"{base} {exc}") from None
+    except _Truncated as exc:
+        _raise_incomplete(path, before, young, f"{base} ends early (truncated JSON: {exc})")
+    except EOFError:
+        _raise_incomplete(path, before, young, f"{base} ends early (truncated gzip stream)")
+    except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+        what = str(exc)
+        if what.startswith("Not a gzipped file"):  # it quotes the file's first bytes: do not
+            what = "no gzip header"
+        raise ProfileFormatError(f"{base} is not a readable gzip file: {what}") from None
+    except UnicodeDecodeError:
+        raise ProfileFormatError(f"{base} is not UTF-8 JSON text") from None
+    except ProfileFormatError as exc:
+        if _changed(path, before):
+            raise ProfileIncompleteError(f"{base} changed while it was read") from None
+        if young:
+            raise ProfileIncompleteError(f"{base} does not parse yet") from None
+        raise ProfileFormatError(f"{base}: {exc}") from None
+    except RecursionError:
+        raise ProfileFormatError(f"{base}: JSON nested too deeply") from None
+    if _changed(path, before):
+        raise ProfileIncompleteError(f"{base} changed while it was read")
+    if not stream.saw_events:
+        raise ProfileFormatError(f"{base} has no traceEvents: not a PyTorch profiler trace")
+    return col
+
+
+def _changed(path, before) -> bool:
+    try:
+        after = storage.stat(path)
+    except OSError:
+        return True
+    return storage.version(after) != storage.version(before)
+
+
+def _raise_incomplete(path, before, young, message):
+    if young or _changed(path, before):
+        raise ProfileIncompleteError(message) from None
+    raise ProfileFormatError(message) from None
+
