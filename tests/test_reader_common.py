@@ -2,6 +2,7 @@
 import collections
 
 import numpy as np
+import pytest
 
 from tb_roofline.readers import common
 
@@ -49,3 +50,18 @@ def test_corrupt_value_notes():
     fixes = collections.Counter(negative_durations=2, negative_costs=1)
     codes = [n.code for n in common.corrupt_value_notes(fixes)]
     assert codes == ["negative_durations", "negative_costs"]
+
+
+@pytest.mark.parametrize("name,unit", [
+    # NVIDIA/CUTLASS FP4 (E2M1) and FP8 block-scaled GEMMs, FP6, and the older rules.
+    ("nvjet_sm100_tst_128x256_64x4_2x1_v_bz_e2m1_e2m1_bf16", "fp4"),
+    ("cutlass3x_sm100_bstensorop_s256x128x64gemm_block_scaled_ue4m3xe2m1_ue4m3xe2m1", "fp4"),
+    ("sm100_xmma_gemm_mxfp6_e3m2", "fp6"),
+    ("sm90_xmma_gemm_e4m3e4m3_e4m3_f32_tn_n_tilesize128x128x128", "fp8"),
+    ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_nn", "bf16"),
+    ("cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4", "tf32"),
+    ("ampere_sgemm_128x64_nn", "fp32"),
+])
+def test_kernel_names_say_the_unit(name, unit):
+    from tb_roofline.readers import kernel_names
+    assert kernel_names.kernel_unit(name) == unit

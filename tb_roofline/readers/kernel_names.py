@@ -1,10 +1,11 @@
 """What a GPU kernel's name says about what ran: the math unit and precision, and the kind of
-work (REFERENCE.md §6). A trace's dtypes say what the tensors held; the kernel says how they
+work (docs/device_peaks.md, "Precision from kernel names"). A trace's dtypes say what the tensors held; the kernel says how they
 were computed: f32 `aten::mm` runs `cutlass_80_tensorop_s1688gemm_*` on TF32 tensor cores, or
 `ampere_sgemm_*` on the FP32 CUDA cores.
 
-`kernel_unit(name)` answers a ceiling name (`tf32`, `fp32`, `fp16`, `bf16`, `fp8`, `int8`,
-`fp64`, `fp64_tc`, `fp32_tc`) or '' when the name does not say.
+`kernel_unit(name)` answers a ceiling name (`tf32`, `fp32`, `fp16`, `bf16`, `fp8`, `fp6`, `fp4`,
+`int8`, `fp64`, `fp64_tc`, `fp32_tc`) or '' when the name does not say. FP4 is E2M1 (NVFP4,
+MXFP4), FP6 E2M3 / E3M2, FP8 E4M3 / E5M2.
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import re
 # Order matters: the first rule that matches wins (bf16 before f16; explicit types before the
 # generic tensor-op shapes).
 _UNIT_RULES = [
-    (re.compile(r"e4m3|e5m2|e2m1|fp8|f8f8|_f8_|qkve4m3"), "fp8"),
+    (re.compile(r"e2m1|nvfp4|mxfp4|fp4"), "fp4"),
+    (re.compile(r"e2m3|e3m2|mxfp6|fp6"), "fp6"),
+    (re.compile(r"e4m3|e5m2|fp8|f8f8|_f8_|qkve4m3"), "fp8"),
     (re.compile(r"bf16|bfloat16"), "bf16"),
     (re.compile(r"fp16|f16|half|[_a-z]h884|[_a-z]h1688|[_a-z]h16816|hgemm|hmma"), "fp16"),
     (re.compile(r"tf32|xf32"), "tf32"),
