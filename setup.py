@@ -23,6 +23,8 @@ setup(
         "s3": ["s3fs>=2023.1"],  # s3://
         "gcs": ["gcsfs>=2023.1"],  # gs://
         "remote": ["fsspec>=2023.1"],  # any other fsspec scheme (plus that scheme's package)
+        # Conversions on a Dask cluster (TB_ROOFLINE_SCHEDULER / --scheduler; docs/cluster.md):
+        "dask": ["distributed>=2023.1"],
         "test": [
             "pytest>=7",
             "xprof>=2.20",  # the reference converter the conformance tests compare against
@@ -33,6 +35,7 @@ setup(
             # upload with it). boto3 is not listed itself: a newer boto3 than aiobotocore's
             # botocore range makes pip backtrack s3fs to a release whose fsspec is yanked.
             "moto[server]>=5",
+            "distributed>=2023.1",  # the dask extra: tests/test_dask_cluster.py runs a cluster
         ],
     },
     entry_points={

@@ -20,10 +20,10 @@ import os
 import sys
 import time
 
-from tensorboard import errors as tb_errors
-
 from tb_roofline import storage
-from tb_roofline.serve.service import RooflineService
+
+# Heavy modules (the service, the model, numpy, TensorBoard's errors) are imported by the
+# command that needs them, when it runs: `--help` and argument errors stay instant.
 
 COMMANDS = ("report", "runs", "export", "calibrate", "diff")
 
@@ -81,9 +81,10 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def _pick_run(service: RooflineService, run: str | None) -> str:
+def _pick_run(service, run: str | None) -> str:
     runs = service.list_runs()["runs"]
     if not runs:
+        from tensorboard import errors as tb_errors
         raise tb_errors.NotFoundError(f"no profiles found under {service.logdir!r}")
     return run or runs[0]["run"]
 
@@ -298,6 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_calibrate_subparser(sub)
     from tb_roofline.serve.cli_diff import add_diff_subparser
     add_diff_subparser(sub)
+    for p in sub.choices.values():  # every command: its conversions on a Dask cluster
+        p.add_argument("--scheduler", default=os.environ.get("TB_ROOFLINE_SCHEDULER") or None,
+                       help="convert on this Dask cluster (tcp://HOST:8786; default "
+                            "$TB_ROOFLINE_SCHEDULER; pip install 'tb-roofline[dask]')")
     return parser
 
 
@@ -320,6 +325,20 @@ def _main(argv=None, out=None) -> int:
         argv.insert(0, "report")  # `tb-roofline LOGDIR` means `report`
     args = build_parser().parse_args(argv)
     out = out or sys.stdout
+    from tb_roofline.readers import cluster
+    cluster.configure(args.scheduler, strict=True)
+    try:
+        if args.scheduler and args.command not in ("runs", "calibrate"):
+            cluster.usable_workers(cluster.get_client(args.scheduler), args.scheduler)
+        return _command(args, out)
+    except cluster.ClusterError as exc:  # no hang, no traceback: what is wrong, exit 2
+        sys.stderr.write(f"tb-roofline: {exc}\n")
+        return 2
+    finally:
+        cluster.configure(None)
+
+
+def _command(args, out) -> int:
     if getattr(args, "run_standalone", None):
         return args.run_standalone(args, out)
     try:
@@ -330,6 +349,8 @@ def _main(argv=None, out=None) -> int:
     if not is_dir:
         sys.stderr.write(f"tb-roofline: {args.logdir!r} is not a directory\n")
         return 2
+    from tensorboard import errors as tb_errors
+    from tb_roofline.serve.service import RooflineService
     progress = _Progress(enabled=not args.no_progress and sys.stderr.isatty())
     service = RooflineService(args.logdir, progress=progress,
                               device_file=getattr(args, "device_file", None),
@@ -344,6 +365,9 @@ def _main(argv=None, out=None) -> int:
         progress.finish()
         sys.stderr.write(f"tb-roofline: {exc}\n")
         return 2
+    except Exception:  # the cluster's error is told by the caller, after this line ends
+        progress.finish()
+        raise
     progress.finish()
     return 0
 
