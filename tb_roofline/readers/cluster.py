@@ -33,11 +33,13 @@ from tb_roofline.readers.files import env_number
 SCHEDULER_ENV = "TB_ROOFLINE_SCHEDULER"
 CONNECT_S = 10.0  # the scheduler's answer to a connection, workers to the probe
 STALL_S = 300.0  # no unit finished for this long: the cluster is not converting
+RETRY_S = 60.0  # TensorBoard: after a failure, convert locally this long before trying again
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _clients: dict = {}
 _setting: tuple | None = None  # (address, strict) given by the CLI
+_failed: dict = {}  # address -> (monotonic time, ClusterError) of its last failure
 
 
 class ClusterError(RuntimeError):
@@ -228,6 +230,20 @@ def run_units(addr: str, fn, args_list: list, progress=None, names=None) -> list
     ClusterError when the cluster cannot."""
     from distributed.client import FutureCancelledError
     from distributed.scheduler import KilledWorker
+    failed = _failed.get(addr)
+    if failed is not None and not strict() and time.monotonic() - failed[0] < RETRY_S:
+        raise ClusterError(f"{failed[1]} ({time.monotonic() - failed[0]:.0f} s ago; tried "
+                           f"again {RETRY_S:g} s after)")
+    try:
+        outcomes = _run_units(addr, fn, args_list, progress, names)
+    except ClusterError as exc:
+        _failed[addr] = (time.monotonic(), exc)
+        raise
+    _failed.pop(addr, None)
+    return outcomes
+
+
+def _run_units(addr: str, fn, args_list: list, progress, names) -> list:
     from tb_roofline.errors import ProfileOutOfMemoryError
     client = get_client(addr)
     workers = usable_workers(client, addr)

@@ -8,6 +8,9 @@ runs, as in the CLI; beside other threads (TensorBoard serves from threads) a fo
 lock another thread holds, so workers then come from a fork server started once. One unit of
 work, one core, `TB_ROOFLINE_WORKERS=1`, less than `TB_ROOFLINE_PARALLEL_MIN_MB` of profile, a
 remote logdir, or a pool that cannot start: everything in the calling process.
+
+With a Dask scheduler set (TB_ROOFLINE_SCHEDULER, the CLI's --scheduler) the same units run
+on that cluster instead (`readers/cluster.py`); `_execute` is the one place that chooses.
 """
 from __future__ import annotations
 
