@@ -16,8 +16,6 @@ overwritten between the stat and a read, or between two reads, is a `ProfileInco
 """
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import errno
 import io
 import os
@@ -50,16 +48,27 @@ class StorageTimeoutError(StorageError):
     code = errno.ETIMEDOUT
 
 
-@dataclasses.dataclass(frozen=True)
-class RemoteStat:
-    """What a remote listing or HEAD tells about a file, shaped like `os.stat_result`."""
-    st_size: int
-    st_mtime: float  # seconds since the epoch; 0.0 when the store does not say
-    version: str  # generation, etag or modification time: changes when the file is rewritten
+class RemoteStat(tuple):
+    """What a remote listing or HEAD tells about a file, shaped like `os.stat_result`
+    (a tuple: immutable, compared and hashed by value; no dataclasses import at start-up)."""
+    __slots__ = ()
+
+    def __new__(cls, st_size: int, st_mtime: float, version: str):
+        return tuple.__new__(cls, (st_size, st_mtime, version))
+
+    st_size = property(lambda self: self[0])
+    st_mtime = property(lambda self: self[1])  # seconds since the epoch; 0.0 when not said
+    version = property(lambda self: self[2])  # generation, etag or mtime: changes on rewrite
 
     @property
     def st_mtime_ns(self) -> int:
         return int(self.st_mtime * 1e9)
+
+    def __repr__(self):
+        return f"RemoteStat(st_size={self[0]!r}, st_mtime={self[1]!r}, version={self[2]!r})"
+
+    def __getnewargs__(self):
+        return tuple(self)
 
 
 def is_remote(path: str) -> bool:
@@ -172,6 +181,7 @@ def store_name(url: str) -> str:
 
 
 def _mtime(info: dict) -> float:
+    import datetime
     for key in ("LastModified", "mtime", "updated", "last_modified", "created", "timeCreated"):
         value = info.get(key)
         if isinstance(value, datetime.datetime):
