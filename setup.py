@@ -24,6 +24,8 @@ setup(
         "gcs": ["gcsfs>=2023.1"],  # gs://
         "remote": ["fsspec>=2023.1"],  # any other fsspec scheme (plus that scheme's package)
         "mcp": ["mcp>=2,<3"],  # `tb-roofline mcp LOGDIR`: the official MCP Python SDK (2.x API)
+        # Conversions on a Dask cluster (TB_ROOFLINE_SCHEDULER / --scheduler; docs/cluster.md):
+        "dask": ["distributed>=2023.1"],
         "test": [
             "pytest>=7",
             "xprof>=2.20",  # the reference converter the conformance tests compare against
@@ -35,6 +37,7 @@ setup(
             # botocore range makes pip backtrack s3fs to a release whose fsspec is yanked.
             "moto[server]>=5",
             "mcp>=2,<3",  # the mcp extra, for tests/test_mcp.py (a real MCP client session)
+            "distributed>=2023.1",  # the dask extra: tests/test_dask_cluster.py runs a cluster
         ],
     },
     entry_points={

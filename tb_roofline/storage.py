@@ -6,40 +6,67 @@ like a local one: one recursive listing per scan (not one request per directory)
 streamed reads, and a file identity (size and etag/generation, or mtime) for the caches.
 S3 follows TensorBoard's own conventions: credentials and `AWS_ENDPOINT_URL` as boto3 reads
 them, and `S3_ENDPOINT` (TensorBoard's variable) when set.
+
+A store that stalls cannot hold a request: S3 requests have a connect timeout, a read timeout
+(TB_ROOFLINE_REMOTE_TIMEOUT_S, 10 s) and at most TB_ROOFLINE_REMOTE_ATTEMPTS (2) attempts,
+so a call gives up within ~25 s with a `StorageTimeoutError` naming the store. A remote
+file's ranged reads are conditional on the ETag its last `stat` saw (S3 `If-Match`): an object
+overwritten between the stat and a read, or between two reads, is a `ProfileIncompleteError`
+("changed while it was read", a 503), never a mix of two versions.
 """
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import errno
 import io
 import os
 import posixpath
 import threading
+from collections import OrderedDict
 
 READ_BLOCK_BYTES = 8 << 20  # ranged reads of this size (streamed readers keep one block)
+CONNECT_TIMEOUT_S = 5.0
 
 
 class StorageError(OSError):
     """Remote storage is not usable (missing package, bad URL, unreachable service)."""
 
-    def __init__(self, message: str):
-        super().__init__(errno.EIO, message)
+    code = errno.EIO
+
+    def __init__(self, message, *more):
+        if isinstance(message, int) and more:  # unpickled (OSError pickles (errno, text))
+            message = more[0]
+        super().__init__(self.code, message)
 
     def __str__(self):
         return self.strerror
 
 
-@dataclasses.dataclass(frozen=True)
-class RemoteStat:
-    """What a remote listing or HEAD tells about a file, shaped like `os.stat_result`."""
-    st_size: int
-    st_mtime: float  # seconds since the epoch; 0.0 when the store does not say
-    version: str  # generation, etag or modification time: changes when the file is rewritten
+class StorageTimeoutError(StorageError):
+    """The store did not answer in time (connect or read timeout, after the retries)."""
+    code = errno.ETIMEDOUT
+
+
+class RemoteStat(tuple):
+    """What a remote listing or HEAD tells about a file, shaped like `os.stat_result`
+    (a tuple: immutable, compared and hashed by value; no dataclasses import at start-up)."""
+    __slots__ = ()
+
+    def __new__(cls, st_size: int, st_mtime: float, version: str):
+        return tuple.__new__(cls, (st_size, st_mtime, version))
+
+    st_size = property(lambda self: self[0])
+    st_mtime = property(lambda self: self[1])  # seconds since the epoch; 0.0 when not said
+    version = property(lambda self: self[2])  # generation, etag or mtime: changes on rewrite
 
     @property
     def st_mtime_ns(self) -> int:
         return int(self.st_mtime * 1e9)
+
+    def __repr__(self):
+        return f"RemoteStat(st_size={self[0]!r}, st_mtime={self[1]!r}, version={self[2]!r})"
+
+    def __getnewargs__(self):
+        return tuple(self)
 
 
 def is_remote(path: str) -> bool:
@@ -53,10 +80,13 @@ def local_path(path: str) -> str:
 
 
 def version(st) -> tuple:
-    """What identifies one version of a file: compare two stats of it with this."""
+    """What identifies one version of a file: compare two stats of it with this. Locally the
+    size, mtime, ctime and inode: a same-size rewrite that keeps the mtime (`cp -p`,
+    `rsync -t`) still changes the ctime (no call sets it) and, renamed into place, the inode.
+    Remotely the size and the store's version (etag or generation)."""
     if isinstance(st, RemoteStat):
         return (st.st_size, st.version)
-    return (st.st_size, st.st_mtime_ns)
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
 # --- remote file systems ------------------------------------------------------------------
@@ -75,7 +105,7 @@ def _filesystem(url: str):
         raise StorageError(f"reading {protocol}:// needs fsspec: pip install "
                            "'tb-roofline[remote]' (or [s3], [gcs])") from None
     options = _options(protocol)
-    key = (protocol, repr(sorted(options.items())))
+    key = (protocol, repr(sorted(options.items())), timeouts())
     with _fs_lock:
         fs = _filesystems.get(key)
         if fs is None:
@@ -87,6 +117,8 @@ def _filesystem(url: str):
                 raise StorageError(f"{protocol}:// is not a storage fsspec knows: {exc}") from None
             try:
                 fs = cls(**options)
+                if protocol in ("s3", "s3a"):
+                    fs.retries = timeouts()[2]  # s3fs's own retries of timeouts (5 by default)
             except ImportError as exc:
                 raise StorageError(_missing(protocol, str(exc))) from None
             except Exception as exc:
@@ -104,6 +136,13 @@ def _missing(protocol: str, detail: str) -> str:
     return f"reading {protocol}:// needs a package fsspec names: {detail}"
 
 
+def timeouts() -> tuple[float, float, int]:
+    """(connect timeout s, read timeout s, attempts) of one remote request."""
+    from tb_roofline import settings
+    return (CONNECT_TIMEOUT_S, settings.number(settings.REMOTE_TIMEOUT_S),
+            int(settings.number(settings.REMOTE_ATTEMPTS)))
+
+
 def _options(protocol: str) -> dict:
     # Listings change under us (new sessions): never answer from fsspec's listing cache.
     options = {"use_listings_cache": False}
@@ -114,10 +153,26 @@ def _options(protocol: str) -> dict:
                 https = os.environ.get("S3_USE_HTTPS", "1") not in ("0", "false")
                 endpoint = ("https://" if https else "http://") + endpoint
             options["client_kwargs"] = {"endpoint_url": endpoint}
+        connect, read, _ = timeouts()
+        # botocore: one attempt per call (s3fs retries it, `fs.retries`, set in _filesystem).
+        options["config_kwargs"] = {"connect_timeout": connect, "read_timeout": read,
+                                    "retries": {"total_max_attempts": 1}}
     return options
 
 
+def store_name(url: str) -> str:
+    """The store a URL is read from, for messages: the endpoint and the bucket."""
+    protocol, _, rest = str(url).partition("://")
+    bucket = rest.split("/", 1)[0]
+    endpoint = ""
+    if protocol in ("s3", "s3a"):
+        endpoint = (os.environ.get("S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
+                    or "").strip()
+    return f"{protocol}://{bucket}" + (f" at {endpoint}" if endpoint else "")
+
+
 def _mtime(info: dict) -> float:
+    import datetime
     for key in ("LastModified", "mtime", "updated", "last_modified", "created", "timeCreated"):
         value = info.get(key)
         if isinstance(value, datetime.datetime):
@@ -142,8 +197,23 @@ def _stat_of(info: dict) -> RemoteStat:
     return RemoteStat(int(info.get("size") or 0), mtime, token or f"mtime={mtime!r}")
 
 
+def _is_timeout(exc: BaseException) -> bool:
+    seen = 0
+    while exc is not None and seen < 8:  # the error, or what caused it (s3fs wraps them)
+        if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def _translate(exc: Exception, url: str) -> OSError:
-    """An OSError with a readable `strerror`, as callers of `os` functions expect."""
+    """An OSError with a readable `strerror`, as callers of `os` functions expect; a store
+    that did not answer in time is a StorageTimeoutError naming it."""
+    if _is_timeout(exc):
+        connect, read, attempts = timeouts()
+        return StorageTimeoutError(
+            f"the store {store_name(url)} did not answer in time (read timeout {read:g} s, "
+            f"{attempts} attempt{'s' if attempts > 1 else ''}) reading {url}")
     if isinstance(exc, OSError):
         if exc.strerror:
             return exc
@@ -152,6 +222,11 @@ def _translate(exc: Exception, url: str) -> OSError:
         except Exception:
             return StorageError(f"{url}: {exc}")
     return StorageError(f"{url}: {type(exc).__name__}: {exc}")
+
+
+_SEEN_MAX = 4096
+_seen_lock = threading.Lock()
+_seen: OrderedDict = OrderedDict()  # URL -> (size, ETag) of its last stat, for If-Match
 
 
 def stat(path: str):
@@ -165,7 +240,14 @@ def stat(path: str):
         raise _translate(exc, path) from None
     if info.get("type") == "directory":
         raise IsADirectoryError(21, "Is a directory", path)
-    return _stat_of(info)
+    st = _stat_of(info)
+    if info.get("ETag"):
+        with _seen_lock:
+            _seen.pop(path, None)
+            _seen[path] = (st.st_size, info["ETag"])
+            while len(_seen) > _SEEN_MAX:
+                _seen.popitem(last=False)
+    return st
 
 
 def isdir(path: str) -> bool:
@@ -189,7 +271,24 @@ def open_binary(path: str, size: int | None = None):
         f = fs.open(p, "rb", block_size=READ_BLOCK_BYTES, cache_type="readahead", **kwargs)
     except Exception as exc:
         raise _translate(exc, path) from None
+    with _seen_lock:
+        seen = _seen.get(path)
+    if seen is not None and seen[0] == getattr(f, "size", None) and \
+            isinstance(getattr(f, "read_kw", None), dict):
+        # s3fs: every ranged GET only if the object is still the one stat saw.
+        f.read_kw = {**{k: v for k, v in f.read_kw.items() if v is not None}, "IfMatch": seen[1]}
     return _RemoteFile(f, path)
+
+
+def _changed_error(exc: BaseException) -> bool:
+    """s3fs's FileExpired, or the 412 an If-Match GET gets for an overwritten object."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if type(exc).__name__ == "FileExpired" or "PreconditionFailed" in str(exc) or \
+                (isinstance(exc, OSError) and "pre-condition" in str(exc).lower()):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 class _RemoteFile(io.RawIOBase):
@@ -209,6 +308,11 @@ class _RemoteFile(io.RawIOBase):
         try:
             return self._f.read(n if n is not None and n >= 0 else -1)
         except Exception as exc:
+            if _changed_error(exc):
+                from tb_roofline.errors import ProfileIncompleteError
+                raise ProfileIncompleteError(
+                    f"{posixpath.basename(self._url)} changed while it was read (the store "
+                    "now holds another version)") from None
             raise _translate(exc, self._url) from None
 
     def readall(self):

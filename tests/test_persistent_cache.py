@@ -14,6 +14,7 @@ import time
 import pytest
 
 from tb_server import get, tensorboard
+from tb_roofline.readers import parallel
 from tb_roofline.serve import disk_cache
 from tb_roofline.serve.disk_cache import DiskCache
 from tb_roofline.serve.service import RooflineService
@@ -53,7 +54,7 @@ def _tree(root) -> dict:
 
 
 def _spoil_keeping_identity(path):
-    """Garbage of the same size and mtime: only a cache hit can still answer for it."""
+    """Garbage of the same size and mtime, as `cp -p` of another file leaves it."""
     st = os.stat(path)
     with open(path, "r+b") as f:
         f.write(b"\xff" * st.st_size)
@@ -74,13 +75,17 @@ def test_restart_answers_from_the_cache_and_never_writes_the_logdir(logdir, cach
     assert len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) == 3  # one per host file
     assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
     assert _tree(logdir) == before
+    restarted = RooflineService(str(logdir))
+    with monkeypatch.context() as m:  # no file is read: only the cache can answer
+        m.setattr(parallel, "read_files", lambda *a, **k: pytest.fail("read a cached file"))
+        assert _answers(restarted, runs) == expected
+    assert _tree(logdir) == before
+    # A rewrite keeping size and mtime (cp -p) is a new version (its ctime moved): read, and
+    # failing, with the cache on as with it off.
     for path in logdir.rglob("*.xplane.pb"):
         _spoil_keeping_identity(path)
-    spoiled = _tree(logdir)
-    restarted = RooflineService(str(logdir))
-    assert _answers(restarted, runs) == expected
-    assert _tree(logdir) == spoiled
-    # With the cache off the spoiled files are read, and fail.
+    with pytest.raises(Exception, match="not a valid XSpace|damaged"):
+        RooflineService(str(logdir)).program(RUN, "", True)
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     with pytest.raises(Exception, match="not a valid XSpace|damaged"):
         RooflineService(str(logdir)).program(RUN, "", True)
@@ -106,7 +111,8 @@ def test_code_digest_covers_the_reader_sources():
     assert disk_cache.code_digest(disk_cache.ANSWER_CODE_PATHS) != digest
 
 
-def test_page_load_answers_survive_a_restart_without_the_profile(logdir, cache_dir):
+def test_page_load_answers_survive_a_restart_without_the_profile(logdir, cache_dir,
+                                                                 monkeypatch):
     """Unfiltered answers are kept encoded on disk: a restart serves them without reading
     the profile or redoing the analysis; filtered ones are not kept."""
     from tb_roofline import errors
@@ -121,9 +127,9 @@ def test_page_load_answers_survive_a_restart_without_the_profile(logdir, cache_d
     for entry in cache_dir.glob("*" + disk_cache.SUFFIX):  # drop the converted profiles, keep the answers
         if isinstance(cache.get(entry.stem), ProfileData):
             entry.unlink()
-    for path in logdir.rglob("*.xplane.pb"):
-        _spoil_keeping_identity(path)
     restarted = RooflineService(str(logdir))
+    monkeypatch.setattr(parallel, "read_files",  # no file is read: only the cache answers
+                        lambda jobs, progress=None: [errors.ProfileFormatError("not read")] * len(jobs))
     for kind, params in kinds.items():
         assert restarted.encoded(kind, RUN, "", True, **params) == expected[kind]
     with pytest.raises(errors.BadProfileError):
@@ -251,9 +257,14 @@ def test_tensorboard_restart_answers_from_the_cache(tmp_path, cache_dir):
     assert all(json.loads(body)["rows"] for body in first.values())
     assert len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) >= 3
     assert _tree(logdir) == before
-    for path in logdir.rglob("*.xplane.pb"):
-        _spoil_keeping_identity(path)
+    entries = sorted(cache_dir.glob("*.pkl"))
+    past = time.time() - 3600
+    for entry in entries:
+        os.utime(entry, (past, past))
     with tensorboard(str(logdir)) as base:
         for run in runs:
             status, _, body = get(base + api + run)
             assert status == 200 and json.loads(body) == json.loads(first[run])
+    # Answered from the entries (a hit marks its last use), none made anew.
+    assert sorted(cache_dir.glob("*.pkl")) == entries
+    assert any(e.stat().st_mtime > past + 60 for e in entries)

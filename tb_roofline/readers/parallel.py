@@ -8,10 +8,14 @@ runs, as in the CLI; beside other threads (TensorBoard serves from threads) a fo
 lock another thread holds, so workers then come from a fork server started once. One unit of
 work, one core, `TB_ROOFLINE_WORKERS=1`, less than `TB_ROOFLINE_PARALLEL_MIN_MB` of profile, a
 remote logdir, or a pool that cannot start: everything in the calling process.
+
+With a Dask scheduler set (TB_ROOFLINE_SCHEDULER, the CLI's --scheduler) the same units run
+on that cluster instead (`readers/cluster.py`); `_execute` is the one place that chooses.
 """
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import itertools
 import logging
 import os
@@ -19,7 +23,9 @@ import threading
 import time
 
 from tb_roofline import storage
+from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
+from tb_roofline.model.op_table import ProfileData
 from tb_roofline.readers import tpu_file, xspace
 from tb_roofline.readers.tpu_plane import clear_info_cache
 
@@ -224,10 +230,41 @@ def read_files(jobs: list, progress=None) -> list:
             progress(i, finished[i], totals[i])
 
     args = [(fn, a) for _, fn, a, _ in units]
+    outcomes, note = _execute(args, units, remote, report, finished)
+    clear_info_cache()  # what this process decoded: not kept between requests
+    per_job: dict = {}
+    for (i, *_), out in zip(units, outcomes):
+        per_job.setdefault(i, []).append(out)
+    for i, outs in per_job.items():
+        results[i] = _finish(jobs[i], plans.get(i), outs)
+        if note is not None and isinstance(results[i], ProfileData):
+            results[i] = dataclasses.replace(results[i],
+                                             diagnostics=results[i].diagnostics + [note])
+    return results
+
+
+def _execute(args: list, units: list, remote: bool, report, finished: dict):
+    """The one choice of executor: (each unit's outcome, a diagnostic for the answers or
+    None). A Dask scheduler when one is set (`readers/cluster.py`; if it fails, the CLI stops
+    with its error and TensorBoard converts here, saying so); else the local pool when the
+    work is worth it; else this process."""
+    from tb_roofline.readers import cluster
+    address = cluster.address()
+    note = None
+    if address and units:
+        try:
+            names = [os.path.basename(str(a[1][0])) for a in args]
+            return cluster.run_units(address, _call, args, report, names), None
+        except cluster.ClusterError as exc:
+            if cluster.strict():
+                raise
+            log.warning("tb-roofline: converting here, not on the cluster: %s", exc)
+            note = Diagnostic("warning", "cluster_unavailable",
+                              f"converted by this server, not on the Dask cluster: {exc}")
+            finished.clear()
     # Remote files stay in this process: their storage clients (and threads) are this one's.
     parallel = len(units) > 1 and workers() > 1 and not remote and \
         sum(u[3] for u in units) >= _min_parallel_bytes()
-    outcomes = None
     if parallel:
         from concurrent.futures.process import BrokenProcessPool
         try:
@@ -235,20 +272,12 @@ def read_files(jobs: list, progress=None) -> list:
             broken = [o for o in outcomes if isinstance(o, BrokenProcessPool)]
             if broken:
                 raise broken[0]
+            return outcomes, note
         except (OSError, RuntimeError, BrokenProcessPool) as exc:
             log.warning("tb-roofline: reading in one process (worker pool failed: %s)", exc)
             shutdown()
             finished.clear()
-            outcomes = None
-    if outcomes is None:
-        outcomes = _run_here(_call, args, report)
-    clear_info_cache()  # what this process decoded: not kept between requests
-    per_job: dict = {}
-    for (i, *_), out in zip(units, outcomes):
-        per_job.setdefault(i, []).append(out)
-    for i, outs in per_job.items():
-        results[i] = _finish(jobs[i], plans.get(i), outs)
-    return results
+    return _run_here(_call, args, report), note
 
 
 def _call(fn, args):

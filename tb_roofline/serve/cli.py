@@ -21,11 +21,11 @@ import os
 import sys
 import time
 
-from tensorboard import errors as tb_errors
-
-from tb_roofline import storage
+from tb_roofline import settings, storage
 from tb_roofline.serve.cli_format import NAME_WIDTH, _cell, _fmt, _table  # noqa: F401
-from tb_roofline.serve.service import RooflineService
+
+# Heavy modules (the service, the model, numpy, TensorBoard's errors) are imported by the
+# command that needs them, when it runs: `--help` and argument errors stay instant.
 
 COMMANDS = ("report", "runs", "export", "calibrate", "diff", "mcp")
 
@@ -52,9 +52,10 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def _pick_run(service: RooflineService, run: str | None) -> str:
+def _pick_run(service, run: str | None) -> str:
     runs = service.list_runs()["runs"]
     if not runs:
+        from tensorboard import errors as tb_errors
         raise tb_errors.NotFoundError(f"no profiles found under {service.logdir!r}")
     return run or runs[0]["run"]
 
@@ -236,7 +237,9 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; `only`: the command about to run (the others' modules are
+    not imported)."""
     parser = argparse.ArgumentParser(prog="tb-roofline", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n", 1)[1])
@@ -287,12 +290,27 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("-o", "--output", help="file to write ('-' = stdout; default: API file name)")
     exp.set_defaults(func=cmd_export)
 
-    from tb_roofline.devices.calibrate import add_calibrate_subparser
-    add_calibrate_subparser(sub)
-    from tb_roofline.serve.cli_diff import add_diff_subparser
-    add_diff_subparser(sub)
-    from tb_roofline.serve.mcp_server import add_mcp_subparser
-    add_mcp_subparser(sub)
+    # calibrate and diff import numpy and the model: only when one of them runs (or for
+    # `build_parser()` whole); otherwise a stand-in that lists them in --help.
+    if only in (None, "calibrate"):
+        from tb_roofline.devices.calibrate import add_calibrate_subparser
+        add_calibrate_subparser(sub)
+    else:
+        sub.add_parser("calibrate", help="measure this machine's peaks, write a device file")
+    if only in (None, "diff"):
+        from tb_roofline.serve.cli_diff import add_diff_subparser
+        add_diff_subparser(sub)
+    else:
+        sub.add_parser("diff", help="compare two runs (hosts, steps); gate regressions in CI")
+    if only in (None, "mcp"):
+        from tb_roofline.serve.mcp_server import add_mcp_subparser
+        add_mcp_subparser(sub)
+    else:
+        sub.add_parser("mcp", help="serve the roofline answers to coding agents (MCP)")
+    for p in sub.choices.values():  # every command: its conversions on a Dask cluster
+        p.add_argument("--scheduler", default=settings.text(settings.SCHEDULER) or None,
+                       help="convert on this Dask cluster (tcp://HOST:8786; default "
+                            "$TB_ROOFLINE_SCHEDULER; pip install 'tb-roofline[dask]')")
     return parser
 
 
@@ -313,8 +331,22 @@ def _main(argv=None, out=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
         argv.insert(0, "report")  # `tb-roofline LOGDIR` means `report`
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv[0] if argv and argv[0] in COMMANDS else "").parse_args(argv)
     out = out or sys.stdout
+    from tb_roofline.readers import cluster
+    cluster.configure(args.scheduler, strict=True)
+    try:
+        if args.scheduler and args.command not in ("runs", "calibrate"):
+            cluster.usable_workers(cluster.get_client(args.scheduler), args.scheduler)
+        return _command(args, out)
+    except cluster.ClusterError as exc:  # no hang, no traceback: what is wrong, exit 2
+        sys.stderr.write(f"tb-roofline: {exc}\n")
+        return 2
+    finally:
+        cluster.configure(None)
+
+
+def _command(args, out) -> int:
     if getattr(args, "run_standalone", None):
         return args.run_standalone(args, out)
     try:
@@ -325,6 +357,8 @@ def _main(argv=None, out=None) -> int:
     if not is_dir:
         sys.stderr.write(f"tb-roofline: {args.logdir!r} is not a directory\n")
         return 2
+    from tensorboard import errors as tb_errors
+    from tb_roofline.serve.service import RooflineService
     progress = _Progress(enabled=not args.no_progress and sys.stderr.isatty())
     service = RooflineService(args.logdir, progress=progress,
                               device_file=getattr(args, "device_file", None),
@@ -339,6 +373,9 @@ def _main(argv=None, out=None) -> int:
         progress.finish()
         sys.stderr.write(f"tb-roofline: {exc}\n")
         return 2
+    except Exception:  # the cluster's error is told by the caller, after this line ends
+        progress.finish()
+        raise
     progress.finish()
     return 0
 

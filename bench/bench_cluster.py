@@ -1,0 +1,173 @@
+"""Scaling of conversion on a Dask cluster (readers/cluster.py), measured on this machine, and
+the per-host costs a projection to bigger pods uses (docs/cluster.md).
+
+    python bench/bench_cluster.py [--hosts 64] [--workers 1,2] [--repeat 3] [--data DIR]
+
+A run of `--hosts` generated TPU hosts (1 TensorCore, 500 ops x 100 steps: ~2.2 MB each, as
+issue #18's table) on local disk, which the workers share. For each worker count a real
+`dask scheduler` and that many `dask worker --nthreads 1 --no-nanny` processes are started on
+127.0.0.1; each repetition is a fresh client process (cold: disk cache off) that lists the
+run, converts every host on the cluster and builds the analysis (`RooflineService.analysis`).
+Local baselines: the same in one process (TB_ROOFLINE_WORKERS=1) and with the local pool.
+Per-host costs, in one process: converting one host (what a worker does), the pickled size
+of its result (what travels back), unpickling it (what the client does per host), and the
+analysis over all hosts (the client's share, per host). Raw figures: test-output/bench_cluster.json.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import pickle
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path[:0] = [REPO, HERE]
+
+import bench_xplane  # noqa: E402 (its shape generator)
+
+HOST = dict(num_cores=1, num_steps=100, ops_per_step=500, distinct_ops=500, op_order="cycle")
+
+CLIENT = r"""
+import json, os, sys, time
+os.environ["TB_ROOFLINE_CACHE_DIR"] = "off"
+t0 = time.perf_counter()
+from tb_roofline.serve.service import RooflineService
+from tb_roofline.readers import cluster, parallel, xspace  # noqa: F401
+if os.environ.get("TB_ROOFLINE_SCHEDULER"):
+    cluster.configure(os.environ["TB_ROOFLINE_SCHEDULER"], strict=True)
+    cluster.usable_workers(cluster.get_client(cluster.address()), cluster.address())
+t1 = time.perf_counter()
+s = RooflineService(sys.argv[1])
+run = s.list_runs()["runs"][0]["run"]
+s.analysis(run, "")
+t2 = time.perf_counter()
+rows = len(s.ops(run, "", True)["rows"])
+print(json.dumps({"setup_s": t1 - t0, "convert_s": t2 - t1, "ops": rows}))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def dask_cluster(n_workers: int):
+    port = free_port()
+    addr = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": REPO}
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
+                               "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    try:
+        for i in range(n_workers):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", addr, "--nthreads", "1",
+                 "--no-nanny", "--no-dashboard", "--host", "127.0.0.1", "--name", f"w{i}"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        from distributed import Client
+        with Client(addr, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(n_workers, timeout=120)
+        yield addr
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def client_run(logdir: str, env: dict) -> dict:
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CLIENT, logdir], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": REPO, **env}, cwd=REPO)
+    whole = time.perf_counter() - t
+    if out.returncode:
+        raise RuntimeError(out.stderr[-3000:])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["whole_s"] = whole
+    return result
+
+
+def per_host_costs(logdir: str, session: str) -> dict:
+    """In this process: one host converted, its result's pickled size and unpickling."""
+    os.environ["TB_ROOFLINE_WORKERS"] = "1"
+    from tb_roofline.readers import read_profile_file
+    from tb_roofline.serve.service import RooflineService
+    files = sorted(f for f in os.listdir(session) if f.endswith(".xplane.pb"))
+    path = os.path.join(session, files[0])
+    read_profile_file(path, "xplane", "host00")  # warm imports
+    times, sizes, loads = [], [], []
+    for f in files[:8]:
+        t = time.perf_counter()
+        data = read_profile_file(os.path.join(session, f), "xplane", f)
+        times.append(time.perf_counter() - t)
+        blob = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+        sizes.append(len(blob))
+        t = time.perf_counter()
+        pickle.loads(blob)
+        loads.append(time.perf_counter() - t)
+    s = RooflineService(logdir)
+    run = s.list_runs()["runs"][0]["run"]
+    entries = s._read_hosts(s._run(run), s._run(run).files)  # converted: not timed below
+    assert all(e.data is not None for e in entries)
+    t = time.perf_counter()
+    s.analysis(run, "")
+    analysis = time.perf_counter() - t
+    return {"convert_host_s": statistics.median(times),
+            "result_bytes_per_host": int(statistics.median(sizes)),
+            "file_bytes_per_host": os.path.getsize(path),
+            "unpickle_host_s": statistics.median(loads),
+            "analysis_s": analysis, "analysis_per_host_s": analysis / len(files)}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hosts", type=int, default=64)
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--data", default="")
+    args = parser.parse_args()
+    root = args.data or tempfile.mkdtemp(prefix="tbr_cluster_")
+    name = f"{args.hosts}hosts_500x100"
+    bench_xplane.SHAPES[name] = (args.hosts, HOST, False)
+    logdir, session = bench_xplane.make_shape(root, name)
+    size_mb = sum(os.path.getsize(os.path.join(session, f)) for f in os.listdir(session)) / 2**20
+    out = {"hosts": args.hosts, "file_mb": round(size_mb, 1), "rows": []}
+    configs = [("local, 1 process", None, {"TB_ROOFLINE_WORKERS": "1"}),
+               ("local pool", None, {})]
+    configs += [(f"dask, {n} worker{'s' * (n > 1)}", n, {"TB_ROOFLINE_WORKERS": "1"})
+                for n in map(int, args.workers.split(","))]
+    for label, n, env in configs:
+        runs = []
+        with (dask_cluster(n) if n else contextlib.nullcontext()) as addr:
+            for _ in range(args.repeat):
+                runs.append(client_run(logdir, {**env, **({"TB_ROOFLINE_SCHEDULER": addr}
+                                                          if addr else {})}))
+        row = {"config": label, "convert_s": round(statistics.median(r["convert_s"] for r in runs), 3),
+               "whole_s": round(statistics.median(r["whole_s"] for r in runs), 3),
+               "setup_s": round(statistics.median(r["setup_s"] for r in runs), 3),
+               "runs": [round(r["convert_s"], 3) for r in runs],
+               "load_avg": round(os.getloadavg()[0], 2)}
+        print(json.dumps(row), flush=True)
+        out["rows"].append(row)
+    out["per_host"] = per_host_costs(logdir, session)
+    print(json.dumps(out["per_host"]), flush=True)
+    os.makedirs(os.path.join(REPO, "test-output"), exist_ok=True)
+    with open(os.path.join(REPO, "test-output", "bench_cluster.json"), "w") as f:
+        json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
