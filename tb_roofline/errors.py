@@ -16,6 +16,11 @@ class ProfileIncompleteError(ProfileFormatError):
     """The file changed while we read it, or is too young to judge: it is still being written."""
 
 
+class ProfileStoreTimeoutError(ProfileFormatError):
+    """The store holding the file did not answer in time (after its retries): nothing is known
+    about the file itself, so the service tries it again after a while, not at once."""
+
+
 class ProfileTooLargeError(ProfileFormatError):
     """The file exceeds the configured size limit."""
 
@@ -66,8 +71,16 @@ class StorageError(tb_errors.PublicError):
     code = "storage_error"
 
 
+class StorageTimeoutPublicError(tb_errors.PublicError):
+    """The remote store did not answer a read in time (a gateway timeout, not a bad file)."""
+    http_code = 504
+    code = "storage_timeout"
+
+
 def to_public(exc: ProfileFormatError, what: str) -> tb_errors.PublicError:
     """Name the file (`what`) in the message users see."""
+    if isinstance(exc, ProfileStoreTimeoutError):
+        return StorageTimeoutPublicError(f"{what}: {exc} (retried after 60 s)")
     if isinstance(exc, ProfileIncompleteError):
         return ProfileIncompletePublicError(f"{what}: {exc} (still being written? retry shortly)")
     if isinstance(exc, ProfileTooLargeError):

@@ -75,6 +75,28 @@ def test_a_stalled_logdir_listing_is_a_storage_error_soon(silent_endpoint, monke
     assert "stalled-bucket" in str(info.value)
 
 
+def test_a_profile_on_a_stalled_store_is_a_gateway_timeout_not_a_bad_file(silent_endpoint,
+                                                                           monkeypatch):
+    """A file the store does not serve in time is a 504 naming the store (retried after a
+    while), never a 422 that would call the profile damaged."""
+    pytest.importorskip("s3fs")
+    from tb_roofline.readers import read_profile_file
+    from tb_roofline.readers.files import check_profile_file
+    from tb_roofline.serve import hosts
+    monkeypatch.setenv("TB_ROOFLINE_REMOTE_TIMEOUT_S", "1")
+    _, endpoint = silent_endpoint
+    url = "s3://stalled-bucket/run/plugins/profile/s/host0.xplane.pb"
+    start = time.monotonic()
+    for read in (lambda: check_profile_file(url), lambda: read_profile_file(url, "xplane", "h")):
+        with pytest.raises(errors.ProfileStoreTimeoutError) as info:
+            read()
+        public = errors.to_public(info.value, "run 'r', host 'host0'")
+        assert public.http_code == 504 and errors.error_code(public) == "storage_timeout"
+        assert "stalled-bucket" in str(public) and "host0.xplane.pb" in str(public)
+    assert time.monotonic() - start < 30
+    assert hosts.REMOTE_ERROR_RETRY_S >= 30  # not retried in a tight loop
+
+
 def test_storage_errors_survive_pickling():
     """Dask workers send a unit's error back pickled (readers/cluster.py)."""
     for exc in (storage.StorageError("s3://b/x: gone"),

@@ -7,7 +7,9 @@ from __future__ import annotations
 import gc
 import os
 
-from tb_roofline.errors import ProfileFormatError, ProfileOutOfMemoryError
+from tb_roofline import storage
+from tb_roofline.errors import ProfileFormatError, ProfileOutOfMemoryError, \
+    ProfileStoreTimeoutError
 from tb_roofline.model.op_table import ProfileData
 
 def read_profile_file(path: str, fmt: str, host: str, max_bytes: int | None = None,
@@ -20,6 +22,8 @@ def read_profile_file(path: str, fmt: str, host: str, max_bytes: int | None = No
     out_of_memory = False
     try:
         return _read(path, fmt, host, max_bytes, progress)
+    except storage.StorageTimeoutError as exc:  # the store stalled mid-read: a 504, not a 422
+        raise ProfileStoreTimeoutError(f"{os.path.basename(path)}: {exc}") from None
     except MemoryError:
         out_of_memory = True
     if out_of_memory:  # outside the except block: the read's frames and arrays are gone now

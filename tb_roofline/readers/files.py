@@ -8,7 +8,8 @@ import os
 import time
 
 from tb_roofline import storage
-from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
+from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, \
+    ProfileStoreTimeoutError, ProfileTooLargeError
 
 # A file modified this recently that fails to parse is probably still being written (503, retry)
 # rather than corrupt (422). Writers pause (buffered writes, slow or network disks, a busy
@@ -45,6 +46,8 @@ def check_profile_file(path: str, max_bytes: int | None = None) -> tuple[os.stat
     base = os.path.basename(path)
     try:
         st = storage.stat(path)
+    except storage.StorageTimeoutError as exc:  # the store, not the file: a 504, retried later
+        raise ProfileStoreTimeoutError(f"cannot read {base}: {exc}") from None
     except (OSError, ValueError) as exc:
         raise ProfileFormatError(f"cannot read {base}: "
                                  f"{getattr(exc, 'strerror', None) or 'invalid path'}") from None

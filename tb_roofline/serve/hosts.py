@@ -314,6 +314,7 @@ class HostReader:
             public = errors.to_public(result, f"run {run.run!r}, host {hostfile.host!r}")
             retry = INCOMPLETE_RETRY_S if isinstance(result, errors.ProfileIncompleteError) \
                 else MEMORY_RETRY_S if isinstance(result, errors.ProfileOutOfMemoryError) \
+                else REMOTE_ERROR_RETRY_S if isinstance(result, errors.ProfileStoreTimeoutError) \
                 else REMOTE_ERROR_RETRY_S if storage.is_remote(hostfile.path) else None
             entry = HostEntry(sig, error=(type(public), str(public)),
                               expires=None if retry is None else time.monotonic() + retry)
