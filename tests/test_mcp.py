@@ -48,7 +48,7 @@ def logdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("mcp_logdir")
     for rel in ("guidance/torch/clean_matmul", "guidance/torch/elementwise_chain",
                 "guidance/torch/ddp_straggler", "compare/jax_cpu/mlp_b64",
-                "compare/jax_cpu/mlp_b128", "demo/v6e_train"):
+                "compare/jax_cpu/mlp_b128", "demo/v6e_train", "compare/torch_cpu/convnet_b8"):
         shutil.copytree(os.path.join(DATA, rel), root / rel)
     for rel in ("guidance/roofline_device.json", "compare/jax_cpu/roofline_device.json"):
         shutil.copy(os.path.join(DATA, rel), root / rel)
@@ -90,7 +90,8 @@ def runs(http):
         return match
     return {"clean": find("clean_matmul"), "chain": find("elementwise_chain"),
             "ddp": find("ddp_straggler"), "b64": find("mlp_b64"), "b128": find("mlp_b128"),
-            "tpu": find("v6e_train"), "damaged": "damaged", "junk": find("junk")}
+            "tpu": find("v6e_train"), "damaged": "damaged", "junk": find("junk"),
+            "conv": find("convnet_b8")}
 
 
 def _env():
@@ -167,7 +168,7 @@ def session(logdir, runs, http):
         ("ops_caveat", "top_ops", {"run": r["tpu"], "caveat": ["async_wait", "none"],
                                    "bound_by": ["HBM"], "limit": 1000,
                                    "significant_digits": 0}),
-        ("ops_precision", "top_ops", {"run": r["ddp"], "precision": ["none"], "limit": 1000,
+        ("ops_precision", "top_ops", {"run": r["conv"], "precision": ["none"], "limit": 1000,
                                       "significant_digits": 0}),
         ("ops_saved", "top_ops", {"run": r["b64"], "order": "time_saved", "limit": 20,
                                   "significant_digits": 0, "columns": ops_tpu["columns"]}),
@@ -269,7 +270,7 @@ def test_unit_names_and_rounding():
 def test_runs_and_hosts_equal_the_http_api(session, http, runs):
     _, want = http("/runs")
     got = _ok(session, "runs")
-    assert got["total_count"] == len(want["runs"]) == 8
+    assert got["total_count"] == len(want["runs"]) == 9
     assert got["runs"] == [{k: r[k] for k in ("run", "format", "hosts")} for r in want["runs"]]
     assert _ok(session, "last")["runs"] == got["runs"][:1]
     assert _ok(session, "hosts") == http("/hosts", run=runs["ddp"])[1]
@@ -327,7 +328,7 @@ def test_top_ops_equal_the_http_api(session, http, runs):
     got = _ok(session, "ops_caveat")
     assert got["ops"] == _rows(dict(hbm, rows=keep), cols) and got["total_count"] == len(keep)
     assert {o["caveat"] for o in got["ops"]} <= {"async_wait", None}
-    _, ddp = http("/ops", run=runs["ddp"])
+    _, ddp = http("/ops", run=runs["conv"])  # a CPU trace: f32, int and rows without a dtype
     p = ddp["columns"].index("precision")
     keep = [row for row in ddp["rows"] if not row[p]]  # "none": the rows without a precision
     assert 0 < len(keep) < len(ddp["rows"])
@@ -488,7 +489,7 @@ def test_a_damaged_profile_is_an_error_and_the_server_keeps_serving(session, htt
     assert kind == "error" and data["code"] == "bad_profile" and "damaged" in message
     assert _ok(session, "after_damaged") == _ok(session, "device")
     assert session["e_junk"][3]["code"] == "bad_profile" and "XSpace" in session["e_junk"][2]
-    assert _ok(session, "last")["total_count"] == 8  # the last call of the session answered
+    assert _ok(session, "last")["total_count"] == 9  # the last call of the session answered
     kind, _, message, data = session["e_no_op"]
     assert data["code"] == "not_found" and "aten::nothing" in message
 
