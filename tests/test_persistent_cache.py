@@ -257,7 +257,7 @@ def test_tensorboard_restart_answers_from_the_cache(tmp_path, cache_dir):
     assert all(json.loads(body)["rows"] for body in first.values())
     assert len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) >= 3
     assert _tree(logdir) == before
-    entries = sorted(cache_dir.glob("*.pkl"))
+    entries = sorted(cache_dir.glob("*" + disk_cache.SUFFIX))
     past = time.time() - 3600
     for entry in entries:
         os.utime(entry, (past, past))
@@ -266,5 +266,5 @@ def test_tensorboard_restart_answers_from_the_cache(tmp_path, cache_dir):
             status, _, body = get(base + api + run)
             assert status == 200 and json.loads(body) == json.loads(first[run])
     # Answered from the entries (a hit marks its last use), none made anew.
-    assert sorted(cache_dir.glob("*.pkl")) == entries
+    assert sorted(cache_dir.glob("*" + disk_cache.SUFFIX)) == entries
     assert any(e.stat().st_mtime > past + 60 for e in entries)
