@@ -138,8 +138,10 @@ def test_tooltip_names_the_binding_roof_and_highlights_it(page, tb_testdata):
     compute = [r for r in rows_of(ops) if r["bound_by"] == "Compute"]
     if compute:
         r = compute[0]
-        text = page.evaluate("""(op) => window.__roofline.opChart.view.data('ops')
-            .find((d) => d.operation === op).binding_roof""", r["operation"])
+        # one row per (op, precision): aten::mm ran tf32 (HBM-bound) and fp32 calls
+        text = page.evaluate("""([op, prec]) => window.__roofline.opChart.view.data('ops')
+            .find((d) => d.operation === op && d.precision === prec).binding_roof""",
+                             [r["operation"], r["precision"]])
         assert text.startswith("Compute (") and "FLOP/s" in text
     shot(page, "layout_a100_tooltip")
 
