@@ -150,10 +150,13 @@ def test_attention():
     c = cost("aten::_flash_attention_forward", [[2, 16, 3, 8], [2, 12, 3, 8], [2, 12, 3, 8]],
              [BF16] * 3)
     assert (c.flops, c.precision) == (2 * 2 * 3 * 16 * 12 * 16, "bf16")
-    # backward = twice the forward; argument 0 is grad_out
+    # backward (torch.utils.flop_counter's sdpa_backward_flop_count): the recomputed scores
+    # q·kᵀ and four more bmms: 2·b·h·Lq·Lk·(3·Dqk + 2·Dv) = 2.5× the forward with equal dims;
+    # argument 0 is grad_out
     c = cost("aten::_scaled_dot_product_flash_attention_backward",
              [[2, 3, 16, 8], [2, 3, 16, 8], [2, 3, 12, 8], [2, 3, 12, 8]], [F32] * 4)
-    assert c.flops == 2 * (2 * 2 * 3 * 16 * 12 * 16)
+    bmm = 2 * (2 * 3) * 16 * 12 * 8  # one [16, 8] x [8, 12] product per batch and head
+    assert c.flops == 5 * bmm == 2 * 2 * 3 * 16 * 12 * (3 * 8 + 2 * 8)
 
 
 def test_elementwise_and_reductions():

@@ -43,10 +43,12 @@ def is_backward(target: str) -> bool:
 
 
 def attention_flops(b: int, h: int, sq: int, skv: int, dqk: int, dv: int,
-                    backward: bool) -> float:
-    """FLOPs of one call, as torch.utils.flop_counter counts SDPA (masks not discounted)."""
-    pairs = 2.0 * b * h * sq * skv
-    return pairs * (3 * dqk + 2 * dv) if backward else pairs * (dqk + dv)
+                    backward: bool) -> int:
+    """FLOPs of one call, as torch.utils.flop_counter counts SDPA (masks not discounted):
+    forward Q·Kᵀ and P·V; backward the recomputed Q·Kᵀ, dV, dP, dQ and dK. Exact integers (the
+    PyTorch reader uses this function too, readers/torch_flops.py)."""
+    pairs = 2 * int(b) * int(h) * int(sq) * int(skv)
+    return pairs * (3 * int(dqk) + 2 * int(dv)) if backward else pairs * (int(dqk) + int(dv))
 
 
 class Attention:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 
+from tb_roofline.hlo import attention as hlo_attention
 from tb_roofline.readers.torch_args import (  # noqa: F401 (re-exported)
     DTYPES, FLOAT_PRECISIONS, SIZES, OpCost, Tensor, Args, has_negative_dim, INT_LABELS,
     precision_label, parse_concrete, _tuple, _first_float, _cost, broadcast)
@@ -210,9 +211,10 @@ def _attention_bhsd(q, k, v, layout):
 
 
 def attention_flops(b, h, lq, lk, dq, dv, backward=False) -> int:
-    """Q·Kᵀ (2·b·h·Lq·Lk·Dqk) + P·V (2·b·h·Lq·Lk·Dv); the backward pass does each twice."""
-    fwd = 2 * b * h * lq * lk * (dq + dv)
-    return 2 * fwd if backward else fwd
+    """Q·Kᵀ (2·b·h·Lq·Lk·Dqk) + P·V (2·b·h·Lq·Lk·Dv); the backward pass recomputes Q·Kᵀ and
+    does four more products, 2·b·h·Lq·Lk·(3·Dqk + 2·Dv), as torch.utils.flop_counter counts
+    SDPA: one rule for PyTorch ops and XLA custom calls (tb_roofline/hlo/attention.py)."""
+    return hlo_attention.attention_flops(b, h, lq, lk, dq, dv, backward)
 
 
 # name → (index of q, layout, backward?)
