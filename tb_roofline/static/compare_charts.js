@@ -32,14 +32,25 @@ export function compareGeometry(baseDevice, candDevice, points) {
   }
   const sides = [['cand', candDevice], ['base', baseDevice]];
   const same = JSON.stringify(roofKey(baseDevice)) === JSON.stringify(roofKey(candDevice));
-  for (const [, d] of same ? sides.slice(0, 1) : sides) {
-    const peak = firstPeak(d);
-    if (!peak) continue;
-    yMax = Math.max(yMax, peak);
+  // One compute roof per precision the side's records run under (their peak_flop_rate), as in
+  // the single-run charts; the device's first peak when no record says.
+  const peaksOf = (side, d) => {
+    const mine = points.filter((p) => same || p.side === side).map((p) => p.peak)
+        .filter(positive);
+    const peaks = [...new Set(mine)].sort((a, b) => b - a);
+    const first = firstPeak(d);
+    return peaks.length ? peaks : (first ? [first] : []);
+  };
+  for (const [side, d] of same ? sides.slice(0, 1) : sides) {
+    const peaks = peaksOf(side, d);
+    if (!peaks.length) continue;
+    yMax = Math.max(yMax, peaks[0]);
     for (const m of memories(d)) {
-      const ridge = peak / m.peak_gbs;
-      xMin = Math.min(xMin, ridge);
-      xMax = Math.max(xMax, ridge);
+      for (const peak of peaks) {
+        const ridge = peak / m.peak_gbs;
+        xMin = Math.min(xMin, ridge);
+        xMax = Math.max(xMax, ridge);
+      }
     }
   }
   if (!Number.isFinite(xMin)) { xMin = 0.01; xMax = 1000; }
@@ -53,10 +64,12 @@ export function compareGeometry(baseDevice, candDevice, points) {
   const roofs = [];
   const ridges = [];
   for (const [side, d] of same ? sides.slice(0, 1) : sides) {
-    const peak = firstPeak(d);
-    if (!peak) continue;
+    const peaks = peaksOf(side, d);
+    if (!peaks.length) continue;
+    const [peak, ...lower] = peaks;  // each memory roof rises to the highest compute roof
     const who = same ? '' : `${side === 'cand' ? 'candidate' : 'base'}: `;
-    for (const m of memories(d)) {
+    const mems = memories(d);
+    for (const m of mems) {
       const ridge = peak / m.peak_gbs;
       const name = `${who}${m.name}`;
       roofs.push({roof: name, side, order: 0, px: x0, py: m.peak_gbs * x0});
@@ -64,6 +77,17 @@ export function compareGeometry(baseDevice, candDevice, points) {
       roofs.push({roof: name, side, order: 2, px: x1, py: peak});
       ridges.push({side, px: ridge, py: peak,
         label: `${who}${m.name} ridge ${ridge.toPrecision(4)} FLOP/B, peak ${fmtPeak(peak)}`});
+    }
+    const hbm = mems.find((m) => m.id === 'hbm') || mems[0];
+    for (const p of lower) {  // a lower precision's roof: from where HBM meets it
+      const ridge = hbm ? p / hbm.peak_gbs : x0;
+      const name = `${who}compute ${fmtPeak(p)}`;
+      roofs.push({roof: name, side, order: 0, px: ridge, py: p});
+      roofs.push({roof: name, side, order: 1, px: x1, py: p});
+      if (hbm) {
+        ridges.push({side, px: ridge, py: p,
+          label: `${who}${hbm.name} ridge ${ridge.toPrecision(4)} FLOP/B, peak ${fmtPeak(p)}`});
+      }
     }
   }
   return {same, floorX, floorY, roofs, ridges, xDomain: [floorX / 2, x1],
@@ -158,7 +182,7 @@ function roofLayers(g) {
                opacity: rows[0].side === 'cand' ? 0.9 : 0.45},
         encoding: {
           x: xEnc(g), y: yEnc(g), order: {field: 'order'},
-          strokeDash: {field: 'roof', type: 'nominal', title: 'Roof (memory)',
+          strokeDash: {field: 'roof', type: 'nominal', title: 'Roof',
                        legend: {orient: 'right', symbolType: 'stroke'}},
         },
       }));
@@ -263,7 +287,7 @@ export function sidesXY(rows) {
     for (const side of ['base', 'cand']) {
       if (r[`${side}_caveat`]) continue;
       out.push({x: r[`${side}_bottleneck_operational_intensity`], y: r[`${side}_flop_rate`],
-        bound: r[`${side}_bound_by`]});
+        bound: r[`${side}_bound_by`], side, peak: r[`${side}_peak_flop_rate`]});
     }
   }
   return out;

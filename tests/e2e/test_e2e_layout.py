@@ -312,3 +312,26 @@ def test_numbers_and_roofs_without_compute_peaks(page, tb_testdata):
                  "#f2cf5b", "#439894", "#83bcb6", "#e45756", "#ff9d98", "#79706e", "#bab0ac",
                  "#d67195", "#fcbfd2", "#b279a2", "#d6a5c9", "#9e765f", "#d8b5a5"}
     assert len(set(out["colors"])) == 3 and not set(out["colors"]) & tableau20
+
+
+def test_compare_chart_draws_one_compute_roof_per_precision(page, tb_testdata):
+    """The comparison's roofs follow the single-run rule: one compute roof per peak its records
+    run under (an A100 run with fp32 and bf16 work: both), memory roofs up to the highest."""
+    open_frame(page, tb_testdata, run=CAND)
+    roofs = page.evaluate("""async () => {
+        const m = await import('./static/compare_charts.js');
+        const d = {compute: [{precision: 'bf16', peak_gflops: 312000},
+                             {precision: 'fp32', peak_gflops: 19500}],
+                   memories: [{id: 'hbm', name: 'HBM', peak_gbs: 2039}]};
+        const rows = [{base_bottleneck_operational_intensity: 10, base_flop_rate: 1000,
+                       base_bound_by: 'HBM', base_peak_flop_rate: 19500,
+                       cand_bottleneck_operational_intensity: 300, cand_flop_rate: 150000,
+                       cand_bound_by: 'Compute', cand_peak_flop_rate: 312000}];
+        const g = m.compareGeometry(d, d, m.sidesXY(rows));
+        return g.roofs.map((r) => [r.roof, r.px, r.py]);
+    }""")
+    tops = {name: max(py for n, _, py in roofs if n == name) for name, _, _ in roofs}
+    assert tops["HBM"] == 312000  # the memory roof rises to the highest compute roof
+    assert tops["compute 19.5 TFLOP/s"] == 19500  # and the fp32 work has its own
+    fp32 = sorted(px for n, px, _ in roofs if n == "compute 19.5 TFLOP/s")
+    assert abs(fp32[0] - 19500 / 2039) < 1e-9  # starting where HBM meets it
