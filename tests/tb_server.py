@@ -56,12 +56,18 @@ def server_process(name: str, argv: list, port: int, probe_path: str, wait_s: fl
             time.sleep(0.3)
         yield base, log_path
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()
+
+
+def stop(proc: subprocess.Popen, timeout: float = 15):
+    """End a server process: terminate, then kill if it does not go in `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @contextlib.contextmanager

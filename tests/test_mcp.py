@@ -30,7 +30,7 @@ from werkzeug.wrappers import Response
 
 from tb_roofline.serve import cli, mcp_tools
 from tb_roofline.serve.plugin import RooflinePlugin
-from tb_server import free_port
+from tb_server import free_port, stop
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "testdata")
@@ -550,12 +550,7 @@ def _http_server(logdir, port):
             time.sleep(0.2)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         proc.stderr.close()
 
 

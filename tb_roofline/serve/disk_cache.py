@@ -189,6 +189,14 @@ class DiskCache:
         finally:
             os.close(fd)
 
+    @contextlib.contextmanager
+    def _keyed(self):
+        """(the checked directory's descriptor, this user's HMAC key), or (None, None) when
+        either is not safe to use (a miss)."""
+        with self._directory() as dir_fd:
+            secret = None if dir_fd is None else self._key(dir_fd)
+            yield (dir_fd, secret) if secret is not None else (None, None)
+
     def _key(self, dir_fd: int) -> bytes | None:
         """This user's HMAC key (made on first use), or None when it is not safe."""
         try:
@@ -244,11 +252,8 @@ class DiskCache:
     def get(self, key: str):
         """The cached object, or None (missing, corrupt, forged, unsafe: all just a miss)."""
         name = key + SUFFIX
-        with self._directory() as dir_fd:
+        with self._keyed() as (dir_fd, secret):
             if dir_fd is None:
-                return None
-            secret = self._key(dir_fd)
-            if secret is None:
                 return None
             try:
                 fd = os.open(name, os.O_RDONLY | _FILE_FLAGS, dir_fd=dir_fd)
@@ -308,11 +313,8 @@ class DiskCache:
         if size > self.max_bytes:
             return False
         name = key + SUFFIX
-        with self._directory() as dir_fd:
+        with self._keyed() as (dir_fd, secret):
             if dir_fd is None:
-                return False
-            secret = self._key(dir_fd)
-            if secret is None:
                 return False
             tmp = f"{TMP_PREFIX}{os.getpid()}-{os.urandom(8).hex()}.part"
             try:
