@@ -112,14 +112,18 @@ def link_bus_bytes(link: tuple | None, devices: int) -> tuple:
     return message * _FACTOR[kind](n), assumed
 
 
-def _label(arrays) -> str:
-    return " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in arrays)
+def _label(arrays, operands=()) -> str:
+    """"f32[8,128] f32[128]", then " from a b": the operands' instruction names (so a pair is
+    checked as a data edge, not only by shape)."""
+    text = " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in arrays)
+    names = [n for n in operands if n]
+    return text + (" from " + " ".join(names) if names else "")
 
 
 def text_tensor_shape(text: str, category: str) -> tuple | None:
-    """("tensor", (output dims, operand dims...), "f32[..] f32[..]") of an elementwise or
-    fusion op from its HLO text (the arrays it writes and reads); None for other ops or when
-    the text names no array."""
+    """("tensor", (output dims, operand dims...), "f32[..] f32[..] from <operand names>") of an
+    elementwise or fusion op from its HLO text (the array it writes, first of a tuple, and the
+    arrays it reads); None for other ops or when the text names no output array."""
     cat = category.lower()
     if not any(w in cat for w in TENSOR_WORDS):
         return None
@@ -127,10 +131,13 @@ def text_tensor_shape(text: str, category: str) -> tuple | None:
     if parts is None:
         return None
     _, out_text, operand_text = parts
-    arrays = _arrays(out_text) + _arrays(operand_text)
-    if not arrays:
+    outputs = _arrays(out_text)
+    if not outputs:
         return None
-    return "tensor", tuple(d for _, d in arrays), _label(arrays)
+    arrays = outputs[:1] + _arrays(operand_text)
+    names = [tok.split()[-1].lstrip("%") for tok in operand_text.split(",")
+             if tok.strip() and "%" in tok]
+    return "tensor", tuple(d for _, d in arrays), _label(arrays, names)
 
 
 def _leaves(shape) -> list:
@@ -146,9 +153,9 @@ def hlo_tensor_shape(ins, category: str) -> tuple | None:
     cat = category.lower()
     if not any(w in cat for w in TENSOR_WORDS) and ins.opcode != "fusion":
         return None
-    arrays = _leaves(ins.shape)
-    for o in ins.operands:
-        arrays += _leaves(o.shape)
+    arrays = _leaves(ins.shape)[:1]
     if not arrays:
         return None
-    return "tensor", tuple(d for _, d in arrays), _label(arrays)
+    for o in ins.operands:
+        arrays += _leaves(o.shape)
+    return "tensor", tuple(d for _, d in arrays), _label(arrays, [o.name for o in ins.operands])
