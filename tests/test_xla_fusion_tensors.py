@@ -147,3 +147,23 @@ def test_tpu_reader_gives_tensor_shapes_from_the_op_text():
     data = read_xspace(make_tpu_xspace(cfg), "h")
     uses = [u for label, us in data.op_shapes.items() if label[1] == "loop_fusion.2" for u in us]
     assert [u.kind for u in uses] == ["tensor"] and uses[0].dims[0] == (8, 128)
+
+
+def test_matmul_then_tanh_share_the_matmul_output():
+    """jax_cpu/matmul_tanh: `wrapped_tanh` reads the f32[256,1024] that the dot `ynn_fusion.2`
+    writes (M=256, N=1024 by its GEMM shape): the reader says so (operand name and dims); the
+    dot is no elementwise op, so the fusion rule (elementwise pairs) claims nothing there."""
+    logdir, device = CASES[0]
+    path = glob.glob(os.path.join(logdir, "matmul_tanh", "plugins", "profile", "*",
+                                  "*.xplane.pb"))[0]
+    space = xplane_pb2.XSpace()
+    with open(path, "rb") as f:
+        space.ParseFromString(f.read())
+    shapes = {label[1]: uses for label, uses in read_xspace(space, "h").op_shapes.items()}
+    (tanh,) = shapes["wrapped_tanh"]
+    assert tanh.kind == "tensor" and tanh.text.endswith(" from ynn_fusion.2")
+    (gemm,) = shapes["ynn_fusion.2"]
+    assert gemm.kind == "gemm" and tanh.dims[1] == (gemm.dims[0], gemm.dims[1])
+    s = RooflineService(logdir, device_file=device)
+    run = next(r["run"] for r in s.list_runs()["runs"] if r["run"].startswith("matmul_tanh/"))
+    assert not [f for f in s.guidance(run, "", True)["findings"] if f["rule"] == "fusion"]
