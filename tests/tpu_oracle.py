@@ -21,7 +21,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import NO_STEP, CoreSpan, OpTableBuilder, ProfileData, StepSpan
+from tb_roofline.model.op_table import (COST_COLUMNS, NO_STEP, CoreSpan, OpTableBuilder,
+                                        ProfileData, StepSpan)
 from tb_roofline.model.timeline import TimelineBuilder, add_key_shapes
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers.tpu import (OPS_LINE, STEPS_LINE, TENSOR_CORE_PLANE,
@@ -468,7 +469,7 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
             n = sums["occ"][known]
             per_exec = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"],
                                   link_bus_bytes(i["link"], len(cores))[0]]
-                                 for i in rows], dtype=np.float64).reshape(-1, 10)
+                                 for i in rows], dtype=np.float64).reshape(-1, len(COST_COLUMNS))
             totals_ = per_exec[op_index.reshape(-1)] * n[:, None]
 
             def texts(field, dtype=object):

@@ -29,6 +29,13 @@ TENSOR_WORDS = ("fusion", "elementwise", "add", "multiply", "subtract", "divide"
                 "exponential", "log", "maximum", "minimum", "negate", "convert", "select",
                 "compare", "broadcast", "reduce", "transpose", "copy", "data formatting",
                 "logistic", "rsqrt", "sqrt", "power", "abs")
+# ... but not collectives nor async halves (they move data, they fuse with nothing).
+_NOT_TENSOR_WORDS = ("all-", "reduce-scatter", "collective", "-start", "-done", "send", "recv")
+
+
+def _tensor_category(category: str) -> bool:
+    cat = category.lower()
+    return any(w in cat for w in TENSOR_WORDS) and not any(w in cat for w in _NOT_TENSOR_WORDS)
 
 
 def _arrays(text: str) -> list:
@@ -124,8 +131,7 @@ def text_tensor_shape(text: str, category: str) -> tuple | None:
     """("tensor", (output dims, operand dims...), "f32[..] f32[..] from <operand names>") of an
     elementwise or fusion op from its HLO text (the array it writes, first of a tuple, and the
     arrays it reads); None for other ops or when the text names no output array."""
-    cat = category.lower()
-    if not any(w in cat for w in TENSOR_WORDS):
+    if not _tensor_category(category):
         return None
     parts = _split(text)
     if parts is None:
@@ -150,8 +156,8 @@ def _leaves(shape) -> list:
 def hlo_tensor_shape(ins, category: str) -> tuple | None:
     """The same `tensor` shape from a parsed HLO instruction (hlo/module.Instruction): its
     output arrays, then its operands' arrays."""
-    cat = category.lower()
-    if not any(w in cat for w in TENSOR_WORDS) and ins.opcode != "fusion":
+    if not _tensor_category(category) and not (ins.opcode == "fusion" and
+                                               _tensor_category(category + " fusion")):
         return None
     arrays = _leaves(ins.shape)[:1]
     if not arrays:

@@ -291,7 +291,8 @@ def _merged_keys(results: list[PlaneResult]):
                 added.append(t[len(_MERGED):])
             m[i] = at
         maps.append(m)
-    unit = np.concatenate([first["per_exec"], np.array(added, np.float64).reshape(-1, len(COST_COLUMNS))])
+    unit = np.concatenate([first["per_exec"],
+                           np.array(added, np.float64).reshape(-1, len(COST_COLUMNS))])
     return cols, unit, maps
 
 
