@@ -11,6 +11,7 @@ import dataclasses
 import os
 import random
 
+from tb_roofline.devices.interconnect import interconnect
 from tb_roofline.protos import memory_access_pb2, xplane_pb2
 
 HBM, CMEM, VMEM = 1, 2, 3
@@ -169,6 +170,16 @@ def _roofline_time_ps(flops: float, entries: list, chip: str) -> float:
     return max(times)
 
 
+def _link_time_ps(cfg: SynthConfig, nbytes: int) -> float:
+    """The shortest time a generated all-reduce of its output shape (see make_tpu_xspace) takes
+    on the chip's ICI roof (devices/interconnect.py): its nccl-tests bus bytes over all the
+    host's cores (the group the reader assumes without replica groups) at that rate."""
+    rows = max(1, nbytes // 8192) if cfg.fixed_program else 128
+    n = max(cfg.num_cores, 1)
+    bus = rows * 1024 * 4 * 2.0 * (n - 1) / n
+    return bus / (interconnect(f"tpu-{cfg.chip}").value / 1000)
+
+
 def _op_templates(rng: random.Random, cfg: SynthConfig, program_id: int):
     """Distinct HLO ops of one program: (metadata kwargs, name, duration_ps). Each op runs at a
     random efficiency (3-85%) of its tightest roof, never above it."""
@@ -179,7 +190,8 @@ def _op_templates(rng: random.Random, cfg: SynthConfig, program_id: int):
         nbytes = rng.randint(1 << 16, 1 << 26)
         flops = int(nbytes * intensity * rng.uniform(0.5, 2.0))
         entries = _breakdown_entries(rng, nbytes, cfg.chip)
-        floor = _roofline_time_ps(flops, entries, cfg.chip)
+        floor = max(_roofline_time_ps(flops, entries, cfg.chip), _link_time_ps(cfg, nbytes)
+                    if category == "all-reduce" else 0.0)
         duration = max(int(floor / rng.uniform(0.03, 0.85)), 2_000_000)
         ops.append(dict(name=name, category=category, flops=flops, bytes=nbytes,
                         breakdown=_breakdown(entries), duration_ps=duration,

@@ -21,12 +21,15 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import NO_STEP, CoreSpan, OpTableBuilder, ProfileData, StepSpan
+from tb_roofline.model.op_table import (COST_COLUMNS, NO_STEP, CoreSpan, OpTableBuilder,
+                                        ProfileData, StepSpan)
 from tb_roofline.model.timeline import TimelineBuilder, add_key_shapes
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers.tpu import (OPS_LINE, STEPS_LINE, TENSOR_CORE_PLANE,
                                      check_events as _checked, device_from_plane_stats,
-                                     module_program, op_info as _op_info, plane_notes)
+                                     link_notes, module_program, op_info as _op_info,
+                                     plane_notes)
+from tb_roofline.readers.hlo_shapes import link_bus_bytes
 from tb_roofline.readers.tpu_plane import protobuf_line_events as _line_events
 from tb_roofline.readers.tpu_timeline import add_core_events, event_facts
 from tb_roofline.readers.xline_fast import self_times
@@ -464,8 +467,9 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
                         sums["time"][known])
             fixes["negative_costs"] += sum(1 for i in rows if i["negative"])
             n = sums["occ"][known]
-            per_exec = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"]]
-                                 for i in rows], dtype=np.float64).reshape(-1, 9)
+            per_exec = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"],
+                                  link_bus_bytes(i["link"], len(cores))[0]]
+                                 for i in rows], dtype=np.float64).reshape(-1, len(COST_COLUMNS))
             totals_ = per_exec[op_index.reshape(-1)] * n[:, None]
 
             def texts(field, dtype=object):
@@ -486,7 +490,7 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
                 model_flops=totals_[:, 1], bytes=totals_[:, 2], hbm_bytes=totals_[:, 3],
                 cmem_read_bytes=totals_[:, 4], cmem_write_bytes=totals_[:, 5],
                 vmem_read_bytes=totals_[:, 6], vmem_write_bytes=totals_[:, 7],
-                host_bytes=totals_[:, 8])
+                host_bytes=totals_[:, 8], interconnect_bytes=totals_[:, 9])
         if lo is not None:
             spans.append(CoreSpan(host, core, int(lo), int(hi)))
         core_steps = [(g, int(marker_steps[g][0]), int(marker_steps[g][1]))
@@ -497,6 +501,8 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
         # Let this plane's decoded events go before the next plane is parsed.
         plane = ps = ops_lines = step_lines = line = infos = meta = None
     diagnostics += plane_notes(plane_names, dropped_ops, fixes)
+    diagnostics += link_notes(sum(1 for i in shared_infos.values()
+                                  if i["link"] is not None and not i["link"][2]), len(cores))
     data = ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
                        diagnostics=diagnostics, timeline=timeline.build(), op_shapes=shapes)
     return data

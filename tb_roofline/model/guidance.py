@@ -43,7 +43,7 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
     rt = runtime_of(analysis)
     framework = advice.framework(rt)
     ctx = Context(ops, analysis.device, analysis.facts, total_us, analysis.num_steps, framework,
-                  rt, tensor_shapes(analysis))
+                  rt, tensor_shapes(analysis), tensor_flows(analysis))
     full = next((r for r in analysis.program[True].row_dicts() if r["record_type"] == "total"),
                 None)
     wall = _wall_split(ctx, float(full["total_time_us"]) if full else total_us)
@@ -115,6 +115,23 @@ def tensor_shapes(analysis) -> dict:
                 if a:
                     size = rules.element_bytes(types[j]) if j < len(types) else None
                     out.setdefault(ident, {}).setdefault(tuple(int(d) for d in a), size)
+    return out
+
+
+def tensor_flows(analysis) -> dict:
+    """Record identity -> ({output dims}, {operand dims}, {operand names}) from `tensor` shapes
+    (dims[0]: the op's output, the rest its operands; the text's " from a b": the operands'
+    instruction names, where the reader gives them)."""
+    out: dict = {}
+    facts = analysis.facts
+    for ident, uses in ((facts.op_shapes if facts is not None else {}) or {}).items():
+        for u in uses:
+            if u.kind == "tensor" and u.dims:
+                outs, ins, names = out.setdefault(ident, (set(), set(), set()))
+                outs.add(tuple(int(d) for d in u.dims[0]))
+                ins.update(tuple(int(d) for d in a) for a in u.dims[1:])
+                if " from " in (u.text or ""):
+                    names.update(u.text.split(" from ", 1)[1].split())
     return out
 
 

@@ -90,6 +90,11 @@ class Context:
     framework: str  # "pytorch" or "xla"
     runtime: str = advice.XLA  # model.advice: xla, pytorch_eager, torch_compile, cuda_graphs
     tensors: dict = dataclasses.field(default_factory=dict)  # identity -> {input dims}
+    # identity -> ({output dims}, {operand dims}, {operand names}) where the HLO says which is
+    # which (`tensor` shapes): such a pair shares a tensor only when the producer's output is
+    # an operand of the consumer (two ops writing, or both reading, one shape share no
+    # intermediate), and, where operand names are known, the producer is one of them.
+    flows: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         c = self.ops.columns
@@ -278,8 +283,14 @@ def _shared_tensor(ctx: Context, a: int, b: int):
     ia = tuple(str(ctx.c[k][a]) for k in ("program_id", "operation", "precision"))
     ib = tuple(str(ctx.c[k][b]) for k in ("program_id", "operation", "precision"))
     ta, tb = ctx.tensors.get(ia, {}), ctx.tensors.get(ib, {})
+    common = set(ta) & set(tb)
+    if ia in ctx.flows and ib in ctx.flows:
+        common &= ctx.flows[ia][0] & ctx.flows[ib][1]
+        names = ctx.flows[ib][2]
+        if names and ia[1] not in names and ia[1].rsplit("::", 1)[-1] not in names:
+            return None  # the consumer does not read the producer's output
     best = None
-    for dims in set(ta) & set(tb):
+    for dims in common:
         size = ta[dims] or tb[dims] or element_bytes(str(ctx.c["precision"][a]))
         if size and (best is None or math.prod(dims) * size < best[1]):
             best = (dims, math.prod(dims) * size)

@@ -21,6 +21,8 @@ import re
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from tb_roofline.devices import datasheets
+from tb_roofline.devices.interconnect import interconnect, link_name
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers.common import corrupt_value_notes  # noqa: F401 (re-exported)
@@ -30,6 +32,7 @@ from tb_roofline.hlo.text import async_role, parse_instruction
 from tb_roofline.model.op_table import (ASYNC_START, ASYNC_WAIT, CONTAINER_CATEGORIES,
                                         HOST_TRANSFER, NO_STEP, is_infeed_outfeed_category)
 from tb_roofline.protos import memory_access_pb2
+from tb_roofline.readers.hlo_shapes import text_link, text_tensor_shape
 from tb_roofline.readers.shape_facts import tpu_text_shape
 
 TENSOR_CORE_PLANE = re.compile(r"^/device:TPU:(\d+)$")
@@ -68,7 +71,21 @@ def device_from_plane_stats(stats: dict, num_cores: int) -> DeviceInfo:
                            ("vmem_write", "VMEM Write", "peak_vmem_wr_bw_gigabytes_per_second")):
         if num(key) > 0 and (mid.startswith("cmem") or device.has_merged_vmem):
             device.memories.append(MemoryPeak(mid, name, num(key), "profile"))
+    link = ici_peak(device.type)
+    if link is not None:
+        device.memories.append(link)
     return device
+
+
+def ici_peak(device_type: str) -> MemoryPeak | None:
+    """The chip's inter-chip interconnect (ICI) roof from its data sheet (the profile gives
+    none): the roof of the collectives' bus bytes; None for chips not listed."""
+    spec = datasheets.lookup(device_type)
+    peer = interconnect(spec.key) if spec is not None and spec.kind == "tpu" else None
+    if peer is None:
+        return None
+    return MemoryPeak("interconnect", link_name(spec.key), peer.value, "datasheet",
+                      note=f"{peer.source}; {peer.note}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -143,8 +160,8 @@ def op_info(ps, md) -> dict:
     program_id = s.get("program_id")
     # The HLO text in the metadata says where the arrays live and whether this is one half of
     # an asynchronous pair (docs/xspace_format.md, "Asynchronous pairs").
-    text = parse_instruction(md.name) or parse_instruction(
-        f"x = {s.get('shape_with_layout') or ''} {category.replace(' ', '-')}()")
+    fallback = f"x = {s.get('shape_with_layout') or ''} {category.replace(' ', '-')}()"
+    text = parse_instruction(md.name) or parse_instruction(fallback)
     role = async_role(text.opcode if text else "", category)
     host = float(text.host_bytes) if text else 0.0
     caveat = {"start": ASYNC_START, "done": ASYNC_WAIT}.get(role, "")
@@ -167,7 +184,9 @@ def op_info(ps, md) -> dict:
         "caveat": caveat, "role": role,
         "fingerprint": text_fingerprint(md.name),  # "" when the name is not the HLO text
         "start_name": text.operands[-1] if role == "done" and text and text.operands else "",
-        "shape": tpu_text_shape(md.name, category),
+        "shape": tpu_text_shape(md.name, category) or text_tensor_shape(md.name, category),
+        # a collective's (kind, message bytes, group): its bus bytes once the cores are known
+        "link": text_link(md.name) or text_link(fallback),
     }
 
 
@@ -248,6 +267,16 @@ def step_spans(marks: list, op_groups: np.ndarray) -> tuple:
 
 # ----------------------------------------------------------------------------------------------
 # Diagnostics
+
+def link_notes(assumed: int, cores: int) -> list:
+    """The diagnostic of collectives whose HLO text names no replica groups."""
+    if not assumed:
+        return []
+    return [Diagnostic("info", "collective_group_assumed",
+                       f"{assumed} collective op(s) name no replica groups in their HLO text: "
+                       f"their interconnect bytes assume a group of all {cores} TensorCore(s) "
+                       "of the host")]
+
 
 def plane_notes(plane_names: list, dropped_ops: int, fixes) -> list:
     """The diagnostics of a host's TPU planes: SparseCore planes skipped, op executions whose

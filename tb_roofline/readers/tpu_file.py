@@ -23,13 +23,15 @@ import numpy as np
 from tb_roofline import storage
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
-from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, CoreSpan, ProfileData, StepSpans,
-                                        is_infeed_outfeed_category, keyed_table)
+from tb_roofline.model.op_table import (COST_COLUMNS, CONTAINER_CATEGORIES, CoreSpan,
+                                        ProfileData, StepSpans, is_infeed_outfeed_category,
+                                        keyed_table)
 from tb_roofline.model.timeline import Timeline, add_key_shapes
 from tb_roofline.readers import xwire
 from tb_roofline.readers.files import check_profile_file, young_file_s
+from tb_roofline.readers.hlo_shapes import link_bus_bytes
 from tb_roofline.readers.tpu import (MAX_CORE, TENSOR_CORE_PLANE, device_from_plane_stats,
-                                     plane_notes)
+                                     link_notes, plane_notes)
 from tb_roofline.readers.tpu_plane import KEY_TEXTS, PlaneResult, clear_info_cache, convert_plane
 from tb_roofline.readers.xplane import DAMAGE
 
@@ -250,20 +252,22 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
     diagnostics = truncation_notes(plan) + plane_notes(
         [name for _, _, name in plan.planes], sum(r.dropped_ops for r in results), fixes)
     timeline = Timeline.merge([r.timeline for r in results])
-    table, shapes = _table(host, results)
+    table, shapes, link_notes = _table(host, results)
     return ProfileData(device=device, ops=table, steps=steps, core_spans=spans,
-                       diagnostics=diagnostics, timeline=timeline, op_shapes=shapes)
+                       diagnostics=diagnostics + link_notes, timeline=timeline, op_shapes=shapes)
 
 
 _TEXTS = KEY_TEXTS + ("program",)
-_MERGED = _TEXTS + ("shape",)  # the shape goes to the guidance's op shapes, not the table
+# the shape goes to the guidance's op shapes, the link to the interconnect bytes (_link_bytes)
+_MERGED = _TEXTS + ("shape", "link")
+_LINK = COST_COLUMNS.index("interconnect_bytes")
 
 
 def _merged_keys(results: list[PlaneResult]):
     """(key columns, unit costs, each plane's map from its key indices to the merged ones):
     cores running the same program share their keys (one string per op and host)."""
     if not results:
-        return {f: [] for f in _MERGED}, np.zeros((0, 9)), []
+        return {f: [] for f in _MERGED}, np.zeros((0, len(COST_COLUMNS))), []
     first = results[0].keys
     cols = {f: list(first[f]) for f in _MERGED}
     maps = [np.arange(len(first["operation"]))]
@@ -287,12 +291,26 @@ def _merged_keys(results: list[PlaneResult]):
                 added.append(t[len(_MERGED):])
             m[i] = at
         maps.append(m)
-    unit = np.concatenate([first["per_exec"], np.array(added, np.float64).reshape(-1, 9)])
+    unit = np.concatenate([first["per_exec"],
+                           np.array(added, np.float64).reshape(-1, len(COST_COLUMNS))])
     return cols, unit, maps
+
+
+def _link_bytes(unit: np.ndarray, links: list, cores: int) -> int:
+    """Fill the interconnect bytes of one execution of each collective key (nccl-tests' bus
+    bytes, readers/hlo_shapes.py); its group is the host's `cores` where the HLO text names
+    none. Returns how many collective keys had their group assumed."""
+    assumed = 0
+    for k, link in enumerate(links):
+        if link is not None:
+            unit[k, _LINK], guessed = link_bus_bytes(link, cores)
+            assumed += guessed
+    return assumed
 
 
 def _table(host: str, results: list[PlaneResult]):
     cols, unit, maps = _merged_keys(results)
+    assumed = _link_bytes(unit, cols["link"], len(results))
 
     def texts(values):
         out = np.empty(len(values), object)
@@ -326,7 +344,7 @@ def _table(host: str, results: list[PlaneResult]):
         r.rows = None  # copied: let the plane's arrays go before the next one's are copied
         at = end
     shapes = _op_shapes(cols, rows["op"], rows["occurrences"], rows["total_time_ps"])
-    return keyed_table(keys, rows, unit), shapes
+    return keyed_table(keys, rows, unit), shapes, link_notes(assumed, len(results))
 
 
 def _op_shapes(cols: dict, op, occurrences, time_ps) -> dict:

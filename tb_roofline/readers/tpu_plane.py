@@ -21,7 +21,7 @@ import hashlib
 import numpy as np
 
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.model.op_table import NO_STEP, distinct
+from tb_roofline.model.op_table import COST_COLUMNS, NO_STEP, distinct
 from tb_roofline.model.timeline import TimelineBuilder
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers import xwire
@@ -46,7 +46,7 @@ class PlaneResult:
     lo: int | None
     hi: int | None
     steps: tuple  # (group ids, begins, durations) of the steps of this core, ascending
-    keys: dict    # per distinct op: KEY_TEXTS and "program" (lists), "per_exec" (ops x 9)
+    keys: dict    # per distinct op: KEY_TEXTS, "program", "link" (lists), "per_exec" (ops x costs)
     rows: dict    # op (index into keys), step, occ, time, self, stall, span (int64)
     dropped_ops: int = 0
     fixes: dict = dataclasses.field(default_factory=dict)  # corrupt values (tpu.check_events)
@@ -178,9 +178,11 @@ _CACHED_FILES = 2
 _TABLES: dict = {}  # stat table -> small id (part of the cache key)
 
 # What a plane keeps of each op's metadata (tpu.op_info): its key texts, async role, the
-# name of its `-start` (a `-done`'s) and FLOPs and bytes of one execution (9 float64, as bytes).
+# name of its `-start` (a `-done`'s), FLOPs and bytes of one execution (COST_COLUMNS float64,
+# as bytes; interconnect bytes 0 until the file's cores are known: `link` holds a collective's
+# message, tpu_file fills them).
 Info = collections.namedtuple("Info", KEY_TEXTS + ("role", "start_name", "per_exec", "negative",
-                                                 "shape", "is_container"))
+                                                 "shape", "is_container", "link"))
 
 
 def _infos(ps: PlaneStats, metadata, mids, cache: dict):
@@ -200,8 +202,8 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
             i = op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
             info = cache[key] = Info(*(i[k] for k in KEY_TEXTS), i["role"], i["start_name"],
                                      np.array([i["flops"], i["model_flops"], i["bytes"],
-                                               *i["mem"]], np.float64).tobytes(),
-                                     i["negative"], i["shape"], i["is_container"])
+                                               *i["mem"], 0.0], np.float64).tobytes(),
+                                     i["negative"], i["shape"], i["is_container"], i["link"])
         out.append(info)
     return out
 
@@ -418,9 +420,10 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
         rows[name] = None if col is None or not (name in ("time", "self", "occ") or col.any()) \
             else col[keep]
     fields = dict(zip(Info._fields, zip(*infos))) if infos else dict.fromkeys(Info._fields, ())
-    keys = {k: list(fields[k]) for k in KEY_TEXTS + ("shape",)}
+    keys = {k: list(fields[k]) for k in KEY_TEXTS + ("shape", "link")}
     keys["program"] = [programs.get(p, "") for p in fields["program_id"]]
-    keys["per_exec"] = np.frombuffer(b"".join(fields["per_exec"]), np.float64).reshape(-1, 9).copy()
+    keys["per_exec"] = np.frombuffer(b"".join(fields["per_exec"]), np.float64).reshape(
+        -1, len(COST_COLUMNS)).copy()
     return PlaneResult(core=core, plane_stats=ps.as_dict(meta.stats), lo=lo, hi=hi,
                        steps=steps, keys=keys, rows=rows, dropped_ops=dropped)
 

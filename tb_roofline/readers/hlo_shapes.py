@@ -1,0 +1,167 @@
+"""What the XLA readers take from an HLO instruction's shapes, beyond its costs: the bytes a
+TPU collective moves over the chip links (from the op metadata's HLO text) and the arrays an
+elementwise / fusion op writes and reads (the guidance's `tensor` shapes, so the fusion rule
+can tell a producer -> consumer pair that shares an array from two unrelated ops).
+
+Collectives: nccl-tests' bus bytes, as hlo/collectives.py defines them (its bus factors are
+reused here): message size S from the operand arrays the text names, else from the output
+(all-reduce, all-to-all, collective-permute: the output's size; all-gather: the gathered
+output; reduce-scatter: output × n); n from `replica_groups` (`{{0,1,..},..}` or the iota
+form `[groups,n]<=[..]`), else unknown (the caller assumes its device count, and says so).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from tb_roofline.hlo.collectives import KINDS
+from tb_roofline.hlo.shapes import BYTE_WIDTH, TUPLE, TYPE_NAMES
+
+_WIDTH = {name: BYTE_WIDTH[t] for t, name in TYPE_NAMES.items() if t in BYTE_WIDTH}
+_ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]")
+_OPCODE = re.compile(r"\s([a-z][a-z0-9\-]*)\(")
+_GROUPS = re.compile(r"replica_groups=\{\{([0-9, ]*)\}")
+_FACTOR = {kind: factor for kind, factor in KINDS.values()}  # kind -> bus factor of n
+_IOTA_GROUPS = re.compile(r"replica_groups=\[(\d+),(\d+)\]")
+
+# Categories / opcodes whose arrays the fusion rule compares (elementwise and fusions).
+TENSOR_WORDS = ("fusion", "elementwise", "add", "multiply", "subtract", "divide", "tanh",
+                "exponential", "log", "maximum", "minimum", "negate", "convert", "select",
+                "compare", "broadcast", "reduce", "transpose", "copy", "data formatting",
+                "logistic", "rsqrt", "sqrt", "power", "abs")
+# ... but not collectives nor async halves (they move data, they fuse with nothing).
+_NOT_TENSOR_WORDS = ("all-", "reduce-scatter", "collective", "-start", "-done", "send", "recv")
+
+
+def _tensor_category(category: str) -> bool:
+    cat = category.lower()
+    return any(w in cat for w in TENSOR_WORDS) and not any(w in cat for w in _NOT_TENSOR_WORDS)
+
+
+def _arrays(text: str) -> list:
+    """(element type, dims) of each array in `text`, in order (scalars and tokens dropped)."""
+    return [(t, tuple(int(d) for d in dims.split(",") if d)) for t, dims in _ARRAY.findall(text)
+            if t in _WIDTH and dims]
+
+
+def _size(arrays) -> float:
+    return float(sum(_WIDTH[t] * math.prod(d) for t, d in arrays))
+
+
+def _split(text: str):
+    """(opcode, output part, operand part) of an HLO instruction text; None when it is not one."""
+    if not text or "=" not in text:
+        return None
+    rhs = text.split("=", 1)[1]
+    m = _OPCODE.search(rhs)
+    if m is None:
+        return None
+    args = rhs[m.end():]
+    depth, end = 1, len(args)
+    for i, ch in enumerate(args):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0:
+            end = i
+            break
+    return m.group(1), rhs[:m.start()], args[:end]
+
+
+def text_group(text: str) -> int | None:
+    """Devices per group from the text's `replica_groups`; None when it names none."""
+    m = _GROUPS.search(text)
+    if m is not None and m.group(1).strip():
+        return len([x for x in m.group(1).split(",") if x.strip()])
+    m = _IOTA_GROUPS.search(text)
+    return int(m.group(2)) if m is not None else None
+
+
+def text_link(text: str) -> tuple | None:
+    """(kind, message bytes S, group n or 0 when the text names none) of a collective's HLO
+    text; None for other ops and for `-done` halves (they move nothing of their own)."""
+    parts = _split(text)
+    if parts is None or parts[0] not in KINDS:
+        return None
+    opcode, out_text, operand_text = parts
+    kind = KINDS[opcode][0]
+    n = 1 if kind == "collective-permute" else (text_group(text) or 0)
+    operands = _arrays(operand_text)
+    if operands:
+        message = _size(operands)
+        return kind, message, n  # an all-gather's S is × n once n is known (link_bus_bytes)
+    outputs = _arrays(out_text)
+    if not outputs:
+        return None
+    # From the output alone: a `-start`'s tuple holds (operand, result): the largest is the result.
+    result = max(outputs, key=lambda a: _size([a])) if opcode.endswith("-start") else None
+    message = _size([result]) if result is not None else _size(outputs)
+    if kind == "all-gather":
+        return "all-gather-result", message, n
+    if kind == "reduce-scatter":
+        return "reduce-scatter-result", message, n
+    return kind, message, n
+
+
+def link_bus_bytes(link: tuple | None, devices: int) -> tuple:
+    """(bus bytes of one execution, whether n was assumed) of a `text_link` answer; n = the
+    text's group, else `devices`."""
+    if link is None:
+        return 0.0, False
+    kind, message, n = link
+    assumed = not n
+    n = max(int(n or devices), 1)
+    if kind == "all-gather":
+        message = message * n  # S of an all-gather is the gathered array
+    elif kind == "all-gather-result":
+        kind = "all-gather"
+    elif kind == "reduce-scatter-result":
+        kind, message = "reduce-scatter", message * n
+    return message * _FACTOR[kind](n), assumed
+
+
+def _label(arrays, operands=()) -> str:
+    """"f32[8,128] f32[128]", then " from a b": the operands' instruction names (so a pair is
+    checked as a data edge, not only by shape)."""
+    text = " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in arrays)
+    names = [n for n in operands if n]
+    return text + (" from " + " ".join(names) if names else "")
+
+
+def text_tensor_shape(text: str, category: str) -> tuple | None:
+    """("tensor", (output dims, operand dims...), "f32[..] f32[..] from <operand names>") of an
+    elementwise or fusion op from its HLO text (the array it writes, first of a tuple, and the
+    arrays it reads); None for other ops or when the text names no output array."""
+    if not _tensor_category(category):
+        return None
+    parts = _split(text)
+    if parts is None:
+        return None
+    _, out_text, operand_text = parts
+    outputs = _arrays(out_text)
+    if not outputs:
+        return None
+    arrays = outputs[:1] + _arrays(operand_text)
+    names = [tok.split()[-1].lstrip("%") for tok in operand_text.split(",")
+             if tok.strip() and "%" in tok]
+    return "tensor", tuple(d for _, d in arrays), _label(arrays, names)
+
+
+def _leaves(shape) -> list:
+    if shape.etype == TUPLE:
+        return [x for s in shape.tuple_shapes for x in _leaves(s)]
+    name = TYPE_NAMES.get(shape.etype, "")
+    return [(name, tuple(shape.dims))] if name in _WIDTH and shape.dims else []
+
+
+def hlo_tensor_shape(ins, category: str) -> tuple | None:
+    """The same `tensor` shape from a parsed HLO instruction (hlo/module.Instruction): its
+    output arrays, then its operands' arrays."""
+    if not _tensor_category(category) and not (ins.opcode == "fusion" and
+                                               _tensor_category(category + " fusion")):
+        return None
+    arrays = _leaves(ins.shape)[:1]
+    if not arrays:
+        return None
+    for o in ins.operands:
+        arrays += _leaves(o.shape)
+    return "tensor", tuple(d for _, d in arrays), _label(arrays, [o.name for o in ins.operands])
