@@ -77,7 +77,8 @@ def exposed_communication(ctx: Context, wall: dict) -> list:
     facts = {"exposed_us": exposed, "exposed_share": exposed / total, "overlap_work_us": work,
              "contributors": [{"program_id": k[0], "operation": k[1], "precision": k[2],
                                "exposed_us": v / 1e6} for k, v in top]}
-    text = f"Overlap them with compute: {ctx.advise('exposed_communication')}."
+    advice = ctx.advise("exposed_communication")  # each runtime's text says how to overlap
+    text = advice[:1].upper() + advice[1:] + "."
     if work < exposed:
         text += (f" Only {_us(work)} of work exists to run beside {_us(exposed)} of exposed "
                  "transfers, so overlap hides at most that; the rest is the link itself: move "
