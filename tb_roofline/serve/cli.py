@@ -184,6 +184,7 @@ def _write_guidance(g: dict, out):
             shown.add(grp["id"])
             members = [m for m in findings if grouped.get(m["id"]) is grp]
             out.write(f"  [{grp['rule']}] {grp['title']}\n")
+        shared = len({m["suggestion"] for m in members}) == 1  # one text for the group
         for m in members:
             pad = "    " if grp is not None else "  "
             saved = m.get(per_unit, m["time_saved_us"])
@@ -191,7 +192,10 @@ def _write_guidance(g: dict, out):
                       f" ({m['percent_of_step'] or 0:.2f}%)\n")
             if m.get("bound_formula"):
                 out.write(f"{pad}    bound (over the profile): {m['bound_formula']}\n")
-        out.write(f"      {members[0]['suggestion']}\n")
+            if not shared:
+                out.write(f"{pad}    {m['suggestion']}\n")
+        if shared:
+            out.write(f"      {members[0]['suggestion']}\n")
 
 
 def cmd_runs(service, args, out):
