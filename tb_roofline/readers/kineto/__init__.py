@@ -62,6 +62,7 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     timeline, shapes, steps, spans = None, {}, [], []
     unattributed = 0
     has_gpu = len(c.gpu_ts) > 0
+    causes = kineto_timeline.idle_causes(col.host_calls, c.base_ns)
     if has_gpu:
         links = attribution.gpu_links(c, tree, step_spans)
         unattributed, shapes = tables.gpu_rows(builder, kernels, host, c, links, op_step,
@@ -70,14 +71,16 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
         timeline = kineto_timeline.gpu_timeline(
             spans, steps, c.gpu_kind, c.gpu_dev, c.gpu_stream * (1 << 20) + c.gpu_dev,
             c.gpu_ts, c.gpu_dur, links.row, c.gpu_name, c.names, c.op_name, c.op_cost, c.costs,
-            c.name_units, lambda kind, nm: tables.transfers(kind, nm, np.zeros(len(kind)))[2])
+            c.name_units, lambda kind, nm: tables.transfers(kind, nm, np.zeros(len(kind)))[2],
+            causes)
         diagnostics += tables.cpu_ops_skipped(c, tree, links)
     elif c.n_ops:
         rows, t_ps = tables.cpu_rows(builder, host, c, tree, op_step)
         steps, spans = tables.cpu_spans(host, c, step_spans)
         timeline = kineto_timeline.cpu_timeline(
             spans, steps, c.op_thread, c.op_ts, c.op_dur, tree.parent, c.names, c.op_name,
-            c.op_cost, c.costs, [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans])
+            c.op_cost, c.costs, [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans],
+            causes)
         shapes = kineto_timeline.op_shapes(
             rows, t_ps[rows], [("", str(c.names[c.op_name[r]]), c.costs[c.op_cost[r]].precision)
                                for r in rows.tolist()], col.cost_shapes, c.op_cost)
