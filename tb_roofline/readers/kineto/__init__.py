@@ -59,14 +59,14 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     step_spans = attribution.steps(c, diagnostics)
     op_step = step_spans.of(c.op_ts)
     builder, kernels = OpTableBuilder(), OpTableBuilder()
-    timeline, shapes, steps, spans = None, {}, [], []
+    timeline, shapes, steps, spans, op_kernels = None, {}, [], [], {}
     unattributed = 0
     has_gpu = len(c.gpu_ts) > 0
     causes = kineto_timeline.idle_causes(col.host_calls, c.base_ns)
     if has_gpu:
         links = attribution.gpu_links(c, tree, step_spans)
-        unattributed, shapes = tables.gpu_rows(builder, kernels, host, c, links, op_step,
-                                               col.cost_shapes, comms.kernel_costs(c, col))
+        unattributed, shapes, op_kernels = tables.gpu_rows(
+            builder, kernels, host, c, links, op_step, col.cost_shapes, comms.kernel_costs(c, col))
         steps, spans = tables.gpu_spans(host, c, links, step_spans)
         timeline = kineto_timeline.gpu_timeline(
             spans, steps, c.gpu_kind, c.gpu_dev, c.gpu_stream * (1 << 20) + c.gpu_dev,
@@ -101,7 +101,8 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
         hw_ops=counters.hw_table(hw, host) if hw is not None else None,
         rank=_int(dist.get("rank"), None) if isinstance(dist, dict) else None,
         world_size=_int(dist.get("world_size"), None) if isinstance(dist, dict) else None,
-        device_properties=props, timeline=timeline, op_shapes=shapes)
+        device_properties=props, timeline=timeline, op_shapes=shapes,
+        op_kernels=op_kernels)
 
 
 def _op_tree(thread, ts, dur):

@@ -12,6 +12,7 @@ import numpy as np
 from tb_roofline.model.timeline import (GRAPH_CAPTURE_CALLS, IDLE_CAPTURE, IDLE_SYNC, SYNC_CALLS,
                                         ShapeUse, TimelineBuilder, is_communication, is_fusible,
                                         paired_spans)
+from tb_roofline.model.facts import MAX_KERNELS_PER_OP, KernelUse
 from tb_roofline.readers import kernel_names, torch_flops
 from tb_roofline.readers.common import longest_matmul_unit
 
@@ -130,6 +131,27 @@ def cpu_timeline(spans, steps, thread, ts_ns, dur_ns, parent, names, op_name, op
                 [(x.step, x.start_ps, x.duration_ps) for x in steps], lanes, begin, end,
                 ids, comm, fusible, causes=causes)
     return tb.build()
+
+
+def op_kernels(labels, group_of, kernel_name_ids, names, dur_ns) -> dict:
+    """The kernels each op label launched, most time first: `labels[g]` is group g's label,
+    `group_of[i]` the group of kernel i (a launch), `kernel_name_ids[i]` its name id."""
+    if not len(group_of):
+        return {}
+    label_ids: dict = {}
+    of_group = np.array([label_ids.setdefault(x, len(label_ids)) for x in labels], np.int64)
+    n_names = int(kernel_name_ids.max()) + 1
+    key = of_group[group_of] * n_names + kernel_name_ids
+    uniq, inv = np.unique(key, return_inverse=True)
+    inv = inv.reshape(-1)
+    launches = np.bincount(inv, minlength=len(uniq))
+    time_ps = np.bincount(inv, weights=dur_ns * 1e3, minlength=len(uniq))
+    by_id = list(label_ids)
+    out: dict = {}
+    for k, n, t in zip(uniq.tolist(), launches.tolist(), time_ps.tolist()):
+        out.setdefault(by_id[k // n_names], []).append(KernelUse(str(names[k % n_names]), n, t))
+    return {label: sorted(uses, key=lambda u: (-u.time_ps, u.name))[:MAX_KERNELS_PER_OP]
+            for label, uses in out.items()}
 
 
 def op_shapes(invocations, time_ps, labels, cost_shapes, op_cost) -> dict:
