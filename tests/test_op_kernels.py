@@ -78,3 +78,38 @@ def test_merge_kernels_adds_up_and_keeps_the_top():
     b = {("", "op", "fp32"): [KernelUse("k2", 3, 30.0)]}
     assert merge_kernels([a, b]) == {("", "op", "fp32"): [KernelUse("k2", 4, 35.0),
                                                           KernelUse("k1", 2, 10.0)]}
+
+
+def test_op_kernels_survive_the_disk_cache(alexnet):
+    """ProfileData.op_kernels (and the idle causes) through the disk cache's codec."""
+    from tb_roofline.readers.kineto import read_kineto_file
+    from tb_roofline.serve import cache_codec
+    _, path = alexnet
+    data = read_kineto_file(path, "h")
+    back = cache_codec.decode(cache_codec.encode(data))
+    assert data.op_kernels and back.op_kernels == data.op_kernels
+    assert back.timeline.idle_causes == data.timeline.idle_causes
+
+
+def test_host_calls_are_kept_without_a_correlation_id():
+    """Sync and capture runtime calls are kept (thread, ts, dur) whether or not they carry a
+    correlation id; other runtime calls without one are still dropped."""
+    from tb_roofline.readers.kineto import Collector
+    from tb_roofline.readers.kineto.timeline import idle_causes
+    col = Collector()
+    col.on_events([
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 2,
+         "ts": 10, "dur": 5, "args": {}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamBeginCapture", "pid": 1, "tid": 2,
+         "ts": 20, "dur": 1, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamEndCapture", "pid": 1, "tid": 2,
+         "ts": 30, "dur": 2, "args": {"correlation": 8}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "pid": 1, "tid": 2,
+         "ts": 40, "dur": 2, "args": {}}])
+    assert [c[0] for c in col.host_calls] == ["cudaDeviceSynchronize", "cudaStreamBeginCapture",
+                                              "cudaStreamEndCapture"]
+    assert len(col.rt_corr) == 2  # the two with a correlation id; cudaMalloc dropped
+    causes = idle_causes(col.host_calls, 10_000)  # ps after 10 µs
+    assert causes["sync"][0].tolist() == [0.0] and causes["sync"][1].tolist() == [5e6]
+    assert causes["graph_capture"][0].tolist() == [10e6]
+    assert causes["graph_capture"][1].tolist() == [22e6]
