@@ -181,8 +181,9 @@ def invocation_units(c, links) -> dict:
 def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
              kernel_comm) -> tuple[int, dict, dict]:
     """The op rows and kernel rows of a GPU trace; (kernels launched outside every op, the
-    op shapes, the kernels each op launched). Kernels without a row op are rows of their own, by kernel name, costed when
-    their args name their collective (`kernel_comm`: comms.kernel_costs)."""
+    op shapes, the kernels each op launched). Kernels without a row op are rows of their own,
+    by kernel name, costed when their args name their collective (`kernel_comm`:
+    comms.kernel_costs)."""
     names, costs, op_cost = c.names, c.costs, c.op_cost
     is_k = c.gpu_kind == KIND_KERNEL
     k_idx = np.flatnonzero(is_k)
