@@ -86,6 +86,42 @@ def test_graph_capture_is_not_an_idle_host(monkeypatch):
     assert g["unit"]["name"] == "profile"  # no steps: one unit, the whole profile
 
 
+def test_graph_capture_through_the_reader():
+    """The same trace through the real pipeline (read_kineto_file -> analyze -> guidance): the
+    Kineto reader keeps the capture and sync runtime calls itself. The capture share is checked
+    against a hand count of the raw JSON's Begin .. EndCapture spans (paired here without
+    paired_spans: per thread, each BeginCapture closes at the next EndCapture)."""
+    with gzip.open(VLLM, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    rt = sorted((e for e in events if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"),
+                key=lambda e: (e["tid"], e["ts"]))
+    capture, syncs, open_at = [], [], {}
+    for e in rt:
+        if e["name"] == "hipStreamBeginCapture" and e["tid"] not in open_at:
+            open_at[e["tid"]] = e["ts"]
+        elif e["name"] == "hipStreamEndCapture" and e["tid"] in open_at:
+            capture.append((open_at.pop(e["tid"]), e["ts"] + e["dur"]))
+        elif e["name"] in SYNC_CALLS:
+            syncs.append((e["ts"], e["ts"] + e["dur"]))
+    assert len(capture) == 25 and not open_at and len(syncs) == 27
+    device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    busy = _union([(e["ts"], e["ts"] + e["dur"]) for e in device])
+    capture = _union(capture)
+    by_hand = sum(e - b for b, e in capture) - _overlap(capture, busy)
+    data = read_kineto_file(VLLM, "h")
+    assert data.timeline.cause_span_ps[IDLE_CAPTURE] / US == pytest.approx(
+        sum(e - b for b, e in capture), rel=1e-6)
+    g = guidance(roofline.analyze([data]))
+    (f,) = [x for x in g["findings"] if x["rule"] == "idle"]
+    facts = f["evidence"]["facts"]
+    assert facts["graph_capture_us"] == pytest.approx(by_hand, rel=1e-6)
+    assert facts["graph_capture_us"] >= 0.5 * facts["idle_us"]
+    assert facts["sync_us"] > 0
+    assert "graph" in f["title"] and "captured" in f["title"]
+    assert "DataLoader" not in f["suggestion"] and "host-bound" not in f["title"]
+    assert f["time_saved_us"] <= f["bound_us"] * (1 + 1e-9)
+
+
 def _device(compute=(), memories=()):
     d = DeviceInfo(type="test", kind="gpu", num_cores=1)
     d.compute += list(compute)

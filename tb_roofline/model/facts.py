@@ -8,10 +8,21 @@ kept in `dtype`). Here every label becomes the identity of the op record it belo
 from __future__ import annotations
 
 import dataclasses
-
 import numpy as np
 
 from tb_roofline.model.timeline import AdjacentPair, Timeline, merge_shapes
+
+
+# The kernels an op launched, most time first (readers cut each op's list to this many).
+MAX_KERNELS_PER_OP = 20
+
+
+@dataclasses.dataclass
+class KernelUse:
+    """One kernel an op launched: its name, launches and total time (ps) over the profile."""
+    name: str
+    launches: int
+    time_ps: float
 
 
 @dataclasses.dataclass
@@ -20,6 +31,22 @@ class Facts:
     op_shapes: dict  # (program_id, operation, precision) -> [ShapeUse]
     host_step_ps: dict  # host -> its own time of each aligned step (ps), when several hosts
     hosts: list  # the hosts of this view
+    op_kernels: dict = dataclasses.field(default_factory=dict)  # same keys -> [KernelUse]
+
+
+def merge_kernels(parts: list) -> dict:
+    """The kernels of several profiles' ops: one name's launches and time add up; each op
+    keeps its MAX_KERNELS_PER_OP kernels of most time."""
+    out: dict = {}
+    for p in parts:
+        for label, uses in (p or {}).items():
+            per = out.setdefault(label, {})
+            for u in uses:
+                n, t = per.get(u.name, (0, 0.0))
+                per[u.name] = (n + int(u.launches), t + float(u.time_ps))
+    return {label: sorted((KernelUse(k, n, t) for k, (n, t) in per.items()),
+                          key=lambda u: (-u.time_ps, u.name))[:MAX_KERNELS_PER_OP]
+            for label, per in out.items()}
 
 
 def collect(profiles, table, steps: list) -> Facts:
@@ -35,6 +62,8 @@ def collect(profiles, table, steps: list) -> Facts:
             timeline.cause_span_ps)
     shapes = merge_shapes([{resolve(k): v for k, v in (p.op_shapes or {}).items()}
                            for p in profiles]) or {}
+    kernels = merge_kernels([{resolve(k): v for k, v in (getattr(p, "op_kernels", None)
+                                                           or {}).items()} for p in profiles])
     hosts = [p.core_spans[0].host for p in profiles if p.core_spans]
     wall = _own_step_time(profiles)
     host_step_ps = {}
@@ -42,7 +71,7 @@ def collect(profiles, table, steps: list) -> Facts:
         for i, h in enumerate(hosts):
             host_step_ps[h] = np.array([float(wall.get(members[i], 0)) if i < len(members)
                                         else 0.0 for members in steps])
-    return Facts(timeline, shapes, host_step_ps, hosts)
+    return Facts(timeline, shapes, host_step_ps, hosts, kernels)
 
 
 def _own_step_time(profiles) -> dict:

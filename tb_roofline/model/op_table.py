@@ -352,3 +352,5 @@ class ProfileData:
     # run back to back) and the shapes matmuls and copies ran with: model/timeline.py.
     timeline: "object | None" = None  # tb_roofline.model.timeline.Timeline
     op_shapes: "dict | None" = None  # OpLabel -> [ShapeUse]
+    # The kernels each op launched (PyTorch traces): OpLabel -> [model.facts.KernelUse].
+    op_kernels: "dict | None" = None

@@ -3,41 +3,24 @@ limit, is not empty; and whether it is young enough that a parse failure means "
 written" rather than "corrupt"."""
 from __future__ import annotations
 
-import logging
 import os
 import time
 
-from tb_roofline import storage
+from tb_roofline import settings, storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, \
     ProfileStoreTimeoutError, ProfileTooLargeError
 
 # A file modified this recently that fails to parse is probably still being written (503, retry)
 # rather than corrupt (422). Writers pause (buffered writes, slow or network disks, a busy
-# host), so this is generous; TB_ROOFLINE_YOUNG_FILE_S changes it. A file whose size or mtime
-# changes while it is read is always "still being written", whatever its age.
-YOUNG_FILE_S = 30.0
-YOUNG_FILE_ENV = "TB_ROOFLINE_YOUNG_FILE_S"
-
-
-def env_number(name: str, default: float) -> float:
-    """A positive number from the environment variable `name`, else `default` (a typo must not
-    stop TensorBoard from loading the plugin: it is logged and the default is used)."""
-    value = os.environ.get(name, "")
-    if not value:
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not number > 0 or number == float("inf"):
-        logging.getLogger(__name__).warning("%s=%r is not a positive number; using %g",
-                                            name, value, default)
-        return default
-    return number
+# host), so this is generous; TB_ROOFLINE_YOUNG_FILE_S changes it (read by tb_roofline/settings.py,
+# the one rule for every TB_ROOFLINE_* variable). A file whose size or mtime changes while it is
+# read is always "still being written", whatever its age.
+YOUNG_FILE_S = settings.YOUNG_FILE_S.default
+YOUNG_FILE_ENV = settings.YOUNG_FILE_S.name
 
 
 def young_file_s() -> float:
-    return env_number(YOUNG_FILE_ENV, YOUNG_FILE_S)
+    return settings.number(settings.YOUNG_FILE_S)
 
 
 def check_profile_file(path: str, max_bytes: int | None = None) -> tuple[os.stat_result, bool]:

@@ -1,6 +1,7 @@
 """Costs of the ops of a PyTorch trace beyond aten (docs/pytorch_traces.md): collectives (c10d,
 vLLM / symmetric-memory all-reduces, `record_param_comms` and `nccl:*` annotations), the
-`flash_attn` package's attention ops and Triton kernels compiled by Inductor.
+`flash_attn` package's attention ops and Triton kernels compiled by Inductor; MoE layers,
+grouped GEMMs and embedding bags in readers/torch_sparse_ops.py.
 
 `op_cost(name, args)` is the one entry the Kineto reader calls for a `cpu_op`: aten ops go to
 readers/torch_flops.py, the others are handled here. Conventions are torch_flops's: FLOPs of the
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from tb_roofline.readers import collectives, torch_flops
+from tb_roofline.readers import collectives, torch_flops, torch_sparse_ops
 from tb_roofline.readers.torch_flops import SIZES as SIZE_OF, Args, OpCost, Tensor
 
 # c10 ScalarType names as `record_param_comms` writes them (`dtype`) → (precision, bytes).
@@ -38,6 +39,8 @@ def op_cost(name: str, args: dict) -> OpCost | None:
         return triton_cost(args, Args(dims, types, concrete))
     if name.startswith("flash_attn::"):
         return flash_attn_cost(name[len("flash_attn::"):], Args(dims, types, concrete))
+    if "fused_experts" in name or "fused_moe" in name:  # vllm::, sglang:: MoE layers
+        return torch_sparse_ops.fused_experts_cost(Args(dims, types, concrete))
     if name == "record_param_comms" or not torch_flops.COMMUNICATION.search(name):
         return None
     return collective_cost(name, Args(dims, types, concrete))
@@ -223,6 +226,10 @@ def more_aten_cost(n: str, args: Args) -> OpCost | None:
         return mse_cost(n, args)
     if n in ("pad", "constant_pad_nd"):
         return pad_cost(args)
+    if n in ("embedding_bag", "_embedding_bag", "_embedding_bag_forward_only"):
+        return torch_sparse_ops.embedding_bag_cost(args)
+    if n == "_grouped_mm":
+        return torch_sparse_ops.grouped_mm_cost(args)
     return None
 
 

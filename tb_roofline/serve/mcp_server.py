@@ -163,7 +163,7 @@ def build_server(service):
                view: View = "op", infeed_outfeed: Io = "include",
                significant_digits: Dig = None) -> Answer:
         """One op in full: every column of its records, the guidance findings naming it with
-        their evidence, and the shapes it ran with."""
+        their evidence, the shapes it ran with and the kernels it launched (PyTorch)."""
         return call(service, mcp_tools.get_op, run=run, operation=operation, host=host,
                     program_id=program_id, precision=precision, view=view,
                     infeed_outfeed=infeed_outfeed, significant_digits=significant_digits)

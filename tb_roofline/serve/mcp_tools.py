@@ -216,7 +216,8 @@ def get_op(service, run: str, operation: str, host: str = "", program_id: str | 
            precision: str | None = None, view: str = "op", infeed_outfeed: str = "include",
            significant_digits: int | None = None) -> dict:
     """One op in full: its records (every column; one per program, precision and host it
-    ran in), the guidance findings that name it with their evidence, and its shapes."""
+    ran in), the guidance findings that name it with their evidence, its shapes and the
+    kernels it launched (PyTorch traces)."""
     if not operation:
         raise errors.InvalidArgumentError("missing parameter 'operation'")
     io = _io(infeed_outfeed)
@@ -240,9 +241,24 @@ def get_op(service, run: str, operation: str, host: str = "", program_id: str | 
                 if any((o["program_id"], o["operation"], o["precision"], o["host"]) in keys
                        for o in f["ops"])]
     shapes = _shapes(service, run, host, records) if view == "op" else []
+    kernels = _kernels(service, run, host, records) if view == "op" else []
     return shape({"run": a["run"], "host": a["host"], "view": a["view"],
                   "operation": operation, "records": records, "findings": findings,
-                  "shapes": shapes}, _digits(significant_digits))
+                  "shapes": shapes, "kernels": kernels}, _digits(significant_digits))
+
+
+def _kernels(service, run, host, records) -> list:
+    """The kernels each record's op launched, most time first (the reader keeps the top
+    model.facts.MAX_KERNELS_PER_OP per op): name, launches, total and mean time."""
+    facts = service.analysis(run, host or "").facts
+    op_kernels = getattr(facts, "op_kernels", None) or {}
+    out = []
+    for r in records:
+        for u in op_kernels.get((r["program_id"], r["operation"], r["precision"]), []):
+            out.append({"program_id": r["program_id"], "precision": r["precision"],
+                        "kernel": u.name, "launches": u.launches, "time_us": u.time_ps / 1e6,
+                        "mean_time_us": u.time_ps / 1e6 / u.launches if u.launches else 0.0})
+    return out
 
 
 def _shapes(service, run, host, records) -> list:

@@ -59,25 +59,28 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     step_spans = attribution.steps(c, diagnostics)
     op_step = step_spans.of(c.op_ts)
     builder, kernels = OpTableBuilder(), OpTableBuilder()
-    timeline, shapes, steps, spans = None, {}, [], []
+    timeline, shapes, steps, spans, op_kernels = None, {}, [], [], {}
     unattributed = 0
     has_gpu = len(c.gpu_ts) > 0
+    causes = kineto_timeline.idle_causes(col.host_calls, c.base_ns)
     if has_gpu:
         links = attribution.gpu_links(c, tree, step_spans)
-        unattributed, shapes = tables.gpu_rows(builder, kernels, host, c, links, op_step,
-                                               col.cost_shapes, comms.kernel_costs(c, col))
+        unattributed, shapes, op_kernels = tables.gpu_rows(
+            builder, kernels, host, c, links, op_step, col.cost_shapes, comms.kernel_costs(c, col))
         steps, spans = tables.gpu_spans(host, c, links, step_spans)
         timeline = kineto_timeline.gpu_timeline(
             spans, steps, c.gpu_kind, c.gpu_dev, c.gpu_stream * (1 << 20) + c.gpu_dev,
             c.gpu_ts, c.gpu_dur, links.row, c.gpu_name, c.names, c.op_name, c.op_cost, c.costs,
-            c.name_units, lambda kind, nm: tables.transfers(kind, nm, np.zeros(len(kind)))[2])
+            c.name_units, lambda kind, nm: tables.transfers(kind, nm, np.zeros(len(kind)))[2],
+            causes)
         diagnostics += tables.cpu_ops_skipped(c, tree, links)
     elif c.n_ops:
         rows, t_ps = tables.cpu_rows(builder, host, c, tree, op_step)
         steps, spans = tables.cpu_spans(host, c, step_spans)
         timeline = kineto_timeline.cpu_timeline(
             spans, steps, c.op_thread, c.op_ts, c.op_dur, tree.parent, c.names, c.op_name,
-            c.op_cost, c.costs, [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans])
+            c.op_cost, c.costs, [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans],
+            causes)
         shapes = kineto_timeline.op_shapes(
             rows, t_ps[rows], [("", str(c.names[c.op_name[r]]), c.costs[c.op_cost[r]].precision)
                                for r in rows.tolist()], col.cost_shapes, c.op_cost)
@@ -98,7 +101,8 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
         hw_ops=counters.hw_table(hw, host) if hw is not None else None,
         rank=_int(dist.get("rank"), None) if isinstance(dist, dict) else None,
         world_size=_int(dist.get("world_size"), None) if isinstance(dist, dict) else None,
-        device_properties=props, timeline=timeline, op_shapes=shapes)
+        device_properties=props, timeline=timeline, op_shapes=shapes,
+        op_kernels=op_kernels)
 
 
 def _op_tree(thread, ts, dur):

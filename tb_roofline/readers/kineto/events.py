@@ -23,6 +23,7 @@ import numpy as np
 
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.fingerprint import grid_fingerprint, shapes_fingerprint
+from tb_roofline.model.timeline import GRAPH_CAPTURE_CALLS, SYNC_CALLS
 from tb_roofline.readers import torch_custom_ops, torch_flops
 from tb_roofline.readers.common import kernel_unit_labels
 from tb_roofline.readers.shape_facts import torch_shape
@@ -30,6 +31,8 @@ from tb_roofline.readers.shape_facts import torch_shape
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"})
+# Runtime calls kept for the timeline's idle causes (graph capture begin/end, syncs).
+HOST_CAUSE_CALLS = frozenset(GRAPH_CAPTURE_CALLS[0] + GRAPH_CAPTURE_CALLS[1]) | SYNC_CALLS
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 # Longer names are cut (with a diagnostic): what a trace keeps per distinct name is bounded.
 MAX_NAME_CHARS = 1024
@@ -75,6 +78,9 @@ class Collector:
         self.rt_ts = array.array("q")  # ns
         self.rt_dur = array.array("q")  # ns
         self.rt_launch = array.array("b")
+        # host calls that explain device idle time: (name, thread, ts ns, dur ns) of graph
+        # capture begin/end and device/stream/event syncs (model/timeline.py's lists)
+        self.host_calls: list = []
         # steps (cpu time) and hardware ranges
         self.steps: list[tuple[int, int, int]] = []  # (step, ts ns, dur ns)
         self.comm_spans: list = []  # (thread, ts ns, dur ns, name) of collective annotations
@@ -225,12 +231,15 @@ class Collector:
 
     def _runtime(self, ev):
         args = _args(ev)
-        corr = _int(args.get("correlation"), -1)
-        if corr < 0:
-            return
         name = ev.get("name", "")
         if type(name) is not str:
             raise _BadEvent
+        if name in HOST_CAUSE_CALLS:  # kept whether or not it has a correlation id
+            ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+            self.host_calls.append((name, self.thread_id(ev.get("pid"), ev.get("tid")), ts, dur))
+        corr = _int(args.get("correlation"), -1)
+        if corr < 0:
+            return
         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
         ext = _int(args.get("External id"), -1)
         thread = self.thread_id(ev.get("pid"), ev.get("tid"))

@@ -17,14 +17,15 @@ import zlib
 
 from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
-from tb_roofline.readers.files import check_profile_file, env_number
+from tb_roofline import settings
+from tb_roofline.readers.files import check_profile_file
 from tb_roofline.readers.kineto.events import Collector, parse_float as _parse_float
 
 CHUNK_CHARS = 4 << 20
 # Memory per trace grows with its events (the trace is streamed, its events kept as columns):
 # a trace with more events is refused (413) before it can exhaust the server's memory.
-MAX_EVENTS = 5_000_000
-MAX_EVENTS_ENV = "TB_ROOFLINE_MAX_EVENTS"
+MAX_EVENTS = int(settings.MAX_EVENTS.default)  # TB_ROOFLINE_MAX_EVENTS, read by settings.py
+MAX_EVENTS_ENV = settings.MAX_EVENTS.name
 MAX_WHITESPACE_RUN = 16 << 20  # no trace has this much whitespace in a row: a padded bomb
 _NOT_WS = re.compile(r"[^ \t\r\n]")
 
@@ -212,7 +213,7 @@ def load_kineto(path: str, max_bytes: int | None = None, progress=None) -> Colle
     col = Collector()
     total = before.st_size
 
-    max_events = int(env_number(MAX_EVENTS_ENV, MAX_EVENTS))
+    max_events = int(settings.number(settings.MAX_EVENTS))
 
     def on_events(batch):
         if col.n_events + len(batch) > max_events:

@@ -179,16 +179,18 @@ def invocation_units(c, links) -> dict:
 
 
 def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
-             kernel_comm) -> tuple[int, dict]:
+             kernel_comm) -> tuple[int, dict, dict]:
     """The op rows and kernel rows of a GPU trace; (kernels launched outside every op, the
-    op shapes). Kernels without a row op are rows of their own, by kernel name, costed when
-    their args name their collective (`kernel_comm`: comms.kernel_costs)."""
+    op shapes, the kernels each op launched). Kernels without a row op are rows of their own,
+    by kernel name, costed when their args name their collective (`kernel_comm`:
+    comms.kernel_costs)."""
     names, costs, op_cost = c.names, c.costs, c.op_cost
     is_k = c.gpu_kind == KIND_KERNEL
     k_idx = np.flatnonzero(is_k)
     att = k_idx[links.row[k_idx] >= 0]
     unatt = k_idx[links.row[k_idx] < 0]
     shapes: dict = {}
+    op_kernels: dict = {}
     if len(att):
         inv = links.row[att]
         dev = c.gpu_dev[att]
@@ -209,9 +211,10 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
         precs = np.array([unit_of_inv.get(i) or costs[k].precision
                           for i, k in zip(inv_u.tolist(), c_ids.tolist())], dtype=object)
         op_names = names[c.op_name[inv_u]]
-        shapes = kineto_timeline.op_shapes(
-            inv_u, t_ps, list(zip([""] * len(inv_u), op_names.tolist(), precs.tolist())),
-            cost_shapes, op_cost)
+        labels = list(zip([""] * len(inv_u), op_names.tolist(), precs.tolist()))
+        shapes = kineto_timeline.op_shapes(inv_u, t_ps, labels, cost_shapes, op_cost)
+        op_kernels = kineto_timeline.op_kernels(labels, inverse, c.gpu_name[att], names,
+                                                c.gpu_dur[att])
         add_grouped(builder, host, dev_u, op_names,
                     np.array([costs[k].category for k in c_ids.tolist()], dtype=object),
                     precs, np.array([costs[k].source for k in c_ids.tolist()], dtype=object),
@@ -245,7 +248,7 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
     kernel_view(kernels, host, c.gpu_kind, c.gpu_dev, c.gpu_name, names, links.row, c.gpu_dur,
                 c.gpu_bytes, links.step, op_cost, c.cost_flops, c.cost_bytes, costs,
                 c.name_units, c.gpu_fp, c.op_ic, kernel_comm)
-    return links.outside, shapes
+    return links.outside, shapes, op_kernels
 
 
 def gpu_spans(host: str, c, links, step_spans) -> tuple[list, list]:

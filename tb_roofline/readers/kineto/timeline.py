@@ -9,17 +9,40 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.model.timeline import ShapeUse, TimelineBuilder, is_communication, is_fusible
+from tb_roofline.model.timeline import (GRAPH_CAPTURE_CALLS, IDLE_CAPTURE, IDLE_SYNC, SYNC_CALLS,
+                                        ShapeUse, TimelineBuilder, is_communication, is_fusible,
+                                        paired_spans)
+from tb_roofline.model.facts import MAX_KERNELS_PER_OP, KernelUse
 from tb_roofline.readers import kernel_names, torch_flops
 from tb_roofline.readers.common import longest_matmul_unit
 
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 
 
+def idle_causes(host_calls, base_ns) -> dict:
+    """The host spans that explain device idle time, in ps on the op events' clock (ns after
+    `base_ns`, times 1000): graph captures (Begin .. EndCapture on one thread, paired by
+    model/timeline.paired_spans) and sync calls. `host_calls`: (name, thread, ts ns, dur ns)."""
+    if not host_calls:
+        return {}
+    names = np.array([c[0] for c in host_calls], dtype=object)
+    thread = np.array([c[1] for c in host_calls], np.int64)
+    begin = (np.array([c[2] for c in host_calls], np.int64) - base_ns).astype(np.float64) * 1e3
+    end = begin + np.array([max(c[3], 0) for c in host_calls], np.float64) * 1e3
+    out = {}
+    cap_b, cap_e = paired_spans(names, begin, end, thread, *GRAPH_CAPTURE_CALLS)
+    if len(cap_b):
+        out[IDLE_CAPTURE] = (cap_b, cap_e)
+    sync = np.isin(names, list(SYNC_CALLS))
+    if sync.any():
+        out[IDLE_SYNC] = (begin[sync], end[sync])
+    return out
+
+
 def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, names, op_name,
-                 op_cost, costs, name_units, caveat_of):
+                 op_cost, costs, name_units, caveat_of, causes=None):
     """The timeline of a GPU trace; `caveat_of(kind, names)` gives the memcpy caveats the op
-    table uses (host / peer transfers)."""
+    table uses (host / peer transfers); `causes`: idle_causes(...) (host spans, ps)."""
     n = len(kind)
     tb = TimelineBuilder()
     if not n:
@@ -67,12 +90,12 @@ def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, 
         m = dev == s.core
         core_steps = [(x.step, x.start_ps, x.duration_ps) for x in steps if x.core == s.core]
         tb.add_core(s.core, (s.start_ps, s.end_ps), core_steps, stream[m], begin[m], end[m],
-                    label_ids[m], comm[m], fusible[m])
+                    label_ids[m], comm[m], fusible[m], causes=causes)
     return tb.build()
 
 
 def cpu_timeline(spans, steps, thread, ts_ns, dur_ns, parent, names, op_name, op_cost, costs,
-                 comm_spans=()):
+                 comm_spans=(), causes=None):
     """The timeline of a CPU-only trace: top-level ops on their threads, plus the collectives'
     annotated runs on their backend threads (`comm_spans`: (thread, ts ns, dur ns, name); the
     op that issues a collective returns before it completes)."""
@@ -106,8 +129,29 @@ def cpu_timeline(spans, steps, thread, ts_ns, dur_ns, parent, names, op_name, op
     s = spans[0]
     tb.add_core(s.core, (s.start_ps, s.end_ps),
                 [(x.step, x.start_ps, x.duration_ps) for x in steps], lanes, begin, end,
-                ids, comm, fusible)
+                ids, comm, fusible, causes=causes)
     return tb.build()
+
+
+def op_kernels(labels, group_of, kernel_name_ids, names, dur_ns) -> dict:
+    """The kernels each op label launched, most time first: `labels[g]` is group g's label,
+    `group_of[i]` the group of kernel i (a launch), `kernel_name_ids[i]` its name id."""
+    if not len(group_of):
+        return {}
+    label_ids: dict = {}
+    of_group = np.array([label_ids.setdefault(x, len(label_ids)) for x in labels], np.int64)
+    n_names = int(kernel_name_ids.max()) + 1
+    key = of_group[group_of] * n_names + kernel_name_ids
+    uniq, inv = np.unique(key, return_inverse=True)
+    inv = inv.reshape(-1)
+    launches = np.bincount(inv, minlength=len(uniq))
+    time_ps = np.bincount(inv, weights=dur_ns * 1e3, minlength=len(uniq))
+    by_id = list(label_ids)
+    out: dict = {}
+    for k, n, t in zip(uniq.tolist(), launches.tolist(), time_ps.tolist()):
+        out.setdefault(by_id[k // n_names], []).append(KernelUse(str(names[k % n_names]), n, t))
+    return {label: sorted(uses, key=lambda u: (-u.time_ps, u.name))[:MAX_KERNELS_PER_OP]
+            for label, uses in out.items()}
 
 
 def op_shapes(invocations, time_ps, labels, cost_shapes, op_cost) -> dict:
