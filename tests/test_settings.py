@@ -36,20 +36,18 @@ def test_good_values_minimums_and_integers():
 
 
 def test_the_service_reads_no_environment_variable_itself():
-    """Outside settings.py, TB_ROOFLINE_* variables are read through it, readers included
-    (readers/parallel.py keeps its own until it moves over); the readers' file checks and the
-    Kineto event limit read no environment at all."""
+    """Outside settings.py, TB_ROOFLINE_* variables are read through it, readers included; the
+    readers' file checks, the pool and the Kineto event limit read no environment at all."""
     pattern = re.compile(r"environ(\.get)?\s*[\[(]\s*[\"']TB_ROOFLINE_")
     offenders = []
     for root, _, files in os.walk(os.path.join(REPO, "tb_roofline")):
         for name in files:
             path = os.path.join(root, name)
-            if name.endswith(".py") and name != "settings.py" \
-                    and os.path.relpath(path, REPO) != os.path.join("tb_roofline", "readers",
-                                                                    "parallel.py"):
+            if name.endswith(".py") and name != "settings.py":
                 if pattern.search(open(path, encoding="utf-8").read()):
                     offenders.append(os.path.relpath(path, REPO))
     assert not offenders
-    for rel in (("readers", "files.py"), ("readers", "kineto", "stream.py")):
+    for rel in (("readers", "files.py"), ("readers", "kineto", "stream.py"),
+                ("readers", "parallel.py")):
         assert "environ" not in open(os.path.join(REPO, "tb_roofline", *rel),
                                      encoding="utf-8").read()

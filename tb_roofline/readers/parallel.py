@@ -22,7 +22,7 @@ import os
 import threading
 import time
 
-from tb_roofline import storage
+from tb_roofline import settings, storage
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.model.op_table import ProfileData
@@ -41,9 +41,9 @@ log = logging.getLogger(__name__)
 
 def workers() -> int:
     """Worker processes to use: TB_ROOFLINE_WORKERS, else the cores this process may run on."""
-    value = os.environ.get("TB_ROOFLINE_WORKERS", "")
-    if value.strip().isdigit():
-        return max(int(value), 1)
+    wanted = int(settings.number(settings.WORKERS))  # 0: not set (or not a count: warned)
+    if wanted >= 1:
+        return wanted
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -52,10 +52,7 @@ def workers() -> int:
 
 def _min_parallel_bytes() -> float:
     """TB_ROOFLINE_PARALLEL_MIN_MB (MB of profile below which one process reads), or 16."""
-    try:
-        return float(os.environ.get("TB_ROOFLINE_PARALLEL_MIN_MB", MIN_PARALLEL_MB)) * 2**20
-    except ValueError:
-        return MIN_PARALLEL_MB * 2**20
+    return settings.number(settings.PARALLEL_MIN_MB) * 2**20
 
 
 def _watch_parent():
