@@ -13,9 +13,9 @@ import os
 import pytest
 
 from tb_roofline.model.guidance import guidance
-from tb_roofline.model.op_table import NO_STEP
+from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.model.roofline import analyze
-from tb_roofline.model.timeline import TimelineBuilder, is_communication
+from tb_roofline.table.timeline import TimelineBuilder, is_communication
 from tb_roofline.readers.xspace import read_xspace
 from tb_roofline.serve import cli
 from tb_roofline.serve.service import RooflineService
@@ -188,7 +188,7 @@ def test_straggler_and_exposed_collectives_across_ranks():
 
 def _a100_like(rows):
     from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
-    from tb_roofline.model.op_table import CoreSpan, OpTableBuilder, ProfileData
+    from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData
     d = DeviceInfo(type="A100-like", kind="gpu", num_cores=1)
     d.compute += [ComputePeak("fp32", 19500.0, "datasheet"), ComputePeak("tf32", 156000.0,
                                                                           "datasheet")]

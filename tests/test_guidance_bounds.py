@@ -16,8 +16,8 @@ from tb_roofline.devices.spec import ComputePeak, DeviceInfo, Fallback, MemoryPe
 from tb_roofline.model import peaks, roofline
 from tb_roofline.model.compare import change_label
 from tb_roofline.model.guidance import guidance
-from tb_roofline.model.op_table import CoreSpan, OpTableBuilder, ProfileData
-from tb_roofline.model.timeline import (GRAPH_CAPTURE_CALLS, IDLE_CAPTURE, IDLE_SYNC, SYNC_CALLS,
+from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData
+from tb_roofline.table.timeline import (GRAPH_CAPTURE_CALLS, IDLE_CAPTURE, IDLE_SYNC, SYNC_CALLS,
                                         TimelineBuilder, paired_spans)
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.serve.service import RooflineService
@@ -305,7 +305,7 @@ def test_beaten_profile_peak_is_replaced_without_compute_peaks():
 def _xla_pair(shapes: bool):
     """Two XLA loop fusions run back to back twice on one op line; with `shapes`, the reader's
     `tensor` shapes say both touch f32[128,1024] (output of the first, operand of the second)."""
-    from tb_roofline.model.timeline import ShapeUse
+    from tb_roofline.table.timeline import ShapeUse
     dev = _device([ComputePeak("default", 100_000.0, "profile")],
                   [MemoryPeak("hbm", "HBM", 1000.0, "profile")])
     b = OpTableBuilder()

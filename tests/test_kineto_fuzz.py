@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.model.op_table import ProfileData
+from tb_roofline.table.op_table import ProfileData
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.model.roofline import analyze
 

@@ -410,7 +410,7 @@ def _doc_file(tmp_path, doc, name="t"):
 
 def _summary(data):
     """Everything a trace yields, except the bad-event count."""
-    from tb_roofline.model.op_table import ALL_COLUMNS
+    from tb_roofline.table.op_table import ALL_COLUMNS
     return ({k: data.ops[k].tolist() for k in ALL_COLUMNS},
             {k: data.kernels[k].tolist() for k in ALL_COLUMNS},
             data.steps, data.core_spans, data.device.type,

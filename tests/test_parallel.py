@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from tb_roofline.model.op_table import ALL_COLUMNS
+from tb_roofline.table.op_table import ALL_COLUMNS
 from tb_roofline.readers import parallel
 from tb_roofline.serve.service import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session

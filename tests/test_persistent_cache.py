@@ -106,7 +106,7 @@ def test_changed_file_or_code_is_a_miss(logdir, cache_dir, monkeypatch):
 def test_code_digest_covers_the_reader_sources():
     digest = disk_cache.code_digest()
     assert len(digest) == 64 and digest == disk_cache.code_digest()
-    assert {"readers", "model/op_table.py", "devices", "hlo"} <= set(disk_cache.CODE_PATHS)
+    assert {"readers", "table", "devices", "hlo"} <= set(disk_cache.CODE_PATHS)
     assert {"model", "serve/service.py"} <= set(disk_cache.ANSWER_CODE_PATHS)
     assert disk_cache.code_digest(disk_cache.ANSWER_CODE_PATHS) != digest
 
@@ -116,7 +116,7 @@ def test_page_load_answers_survive_a_restart_without_the_profile(logdir, cache_d
     """Unfiltered answers are kept encoded on disk: a restart serves them without reading
     the profile or redoing the analysis; filtered ones are not kept."""
     from tb_roofline import errors
-    from tb_roofline.model.op_table import ProfileData
+    from tb_roofline.table.op_table import ProfileData
     first = RooflineService(str(logdir))
     kinds = {"program": {"include_infeed_outfeed": True}, "device": {}, "diagnostics": {},
              "ops": {"include_infeed_outfeed": False}}

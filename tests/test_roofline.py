@@ -5,7 +5,7 @@ import pytest
 
 from tb_roofline.model import roofline
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
-from tb_roofline.model.op_table import CoreSpan, OpTableBuilder, ProfileData, StepSpan
+from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData, StepSpan
 
 US = 1_000_000  # ps per microsecond
 

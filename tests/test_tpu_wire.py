@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from tb_roofline.model.op_table import ALL_COLUMNS
+from tb_roofline.table.op_table import ALL_COLUMNS
 from tb_roofline.protos import xplane_pb2
 import tpu_oracle
 from tb_roofline.readers import op_rows, tpu_file, tpu_plane, xspace, xwire

@@ -21,9 +21,9 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import (COST_COLUMNS, NO_STEP, CoreSpan, OpTableBuilder,
+from tb_roofline.table.op_table import (COST_COLUMNS, NO_STEP, CoreSpan, OpTableBuilder,
                                         ProfileData, StepSpan)
-from tb_roofline.model.timeline import TimelineBuilder, add_key_shapes
+from tb_roofline.table.timeline import TimelineBuilder, add_key_shapes
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers.tpu import (OPS_LINE, STEPS_LINE, TENSOR_CORE_PLANE,
                                      check_events as _checked, device_from_plane_stats,

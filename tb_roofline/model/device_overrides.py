@@ -14,7 +14,7 @@ from tb_roofline.devices.device_file import PEAKS_UNKNOWN_MESSAGE
 from tb_roofline.devices.gpu_peaks import apply_ceilings
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import ProfileData
+from tb_roofline.table.op_table import ProfileData
 
 
 def needs_device_file(data: ProfileData, forced: bool = False) -> bool:

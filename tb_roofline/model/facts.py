@@ -10,19 +10,8 @@ from __future__ import annotations
 import dataclasses
 import numpy as np
 
-from tb_roofline.model.timeline import AdjacentPair, Timeline, merge_shapes
-
-
-# The kernels an op launched, most time first (readers cut each op's list to this many).
-MAX_KERNELS_PER_OP = 20
-
-
-@dataclasses.dataclass
-class KernelUse:
-    """One kernel an op launched: its name, launches and total time (ps) over the profile."""
-    name: str
-    launches: int
-    time_ps: float
+from tb_roofline.table.timeline import (MAX_KERNELS_PER_OP, AdjacentPair, KernelUse,  # noqa: F401
+                                        Timeline, merge_shapes)
 
 
 @dataclasses.dataclass

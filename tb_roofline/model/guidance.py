@@ -17,11 +17,11 @@ import json
 
 from tb_roofline.model import advice
 from tb_roofline.model import rules
-from tb_roofline.model.op_table import NO_STEP
+from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.model.program_rules import program_findings
 from tb_roofline.model.rules import Context, Finding
 from tb_roofline.model.throughput import throughput
-from tb_roofline.model.timeline import IDLE_CAPTURE, is_communication
+from tb_roofline.table.timeline import IDLE_CAPTURE, is_communication
 
 GROUP_MIN = 3  # this many findings of one rule are shown as one group
 UNION_NOTE = ("the union of the findings: an op counts once (its largest claim), op savings "

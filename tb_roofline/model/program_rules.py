@@ -12,7 +12,7 @@ import numpy as np
 from tb_roofline.model import advice
 from tb_roofline.model import rules
 from tb_roofline.model.rules import Context, Finding, _us
-from tb_roofline.model.timeline import IDLE_CAPTURE, IDLE_EDGES, IDLE_SYNC
+from tb_roofline.table.timeline import IDLE_CAPTURE, IDLE_EDGES, IDLE_SYNC
 
 CAPTURE_DOMINATES = 0.5  # a graph capture explains at least half of the idle time
 

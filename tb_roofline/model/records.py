@@ -12,8 +12,8 @@ import dataclasses
 import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo, normalize_precision
-from tb_roofline.model.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, MEMORY_COLUMNS
-from tb_roofline.model.timeline import is_collective
+from tb_roofline.table.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, MEMORY_COLUMNS
+from tb_roofline.table.timeline import is_collective
 
 GIB = 1.073741824  # GB per GiB: XProf's GiB/s = (bytes / ns) / 1.073741824
 ABOVE_ROOF = 1.001  # an efficiency above this is not a measurement under its roof

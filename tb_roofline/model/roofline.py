@@ -17,7 +17,7 @@ from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
 from tb_roofline.model import facts as timeline_facts
 from tb_roofline.model import peaks
 from tb_roofline.model import steps as steps_model
-from tb_roofline.model.op_table import COST_COLUMNS, OpTable, distinct, factorize
+from tb_roofline.table.op_table import COST_COLUMNS, OpTable, distinct, factorize
 from tb_roofline.model.records import (RECORD_COLUMNS, SUM_COLUMNS, RecordTable, build_records,
                                        compute_roof, div, potential_time_saved,
                                        scope_record_type, unknown_bytes)

@@ -15,7 +15,7 @@ import numpy as np
 
 from tb_roofline.devices.spec import normalize_precision
 from tb_roofline.model import advice
-from tb_roofline.model.timeline import is_communication, is_fusible
+from tb_roofline.table.timeline import is_communication, is_fusible
 
 MIN_SHARE = 0.0005  # an op finding must be worth at least 0.05% of the profiled time
 FAR_BELOW_ROOF = 0.5  # compute-bound and under half its roof

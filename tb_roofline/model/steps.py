@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.model.op_table import StepSpans, distinct
+from tb_roofline.table.op_table import StepSpans, distinct
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ import os
 from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError, ProfileOutOfMemoryError, \
     ProfileStoreTimeoutError
-from tb_roofline.model.op_table import ProfileData
+from tb_roofline.table.op_table import ProfileData
 
 def read_profile_file(path: str, fmt: str, host: str, max_bytes: int | None = None,
                       progress=None) -> ProfileData:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.model.op_table import distinct
+from tb_roofline.table.op_table import distinct
 from tb_roofline.readers.xline_fast import self_times
 
 SEGMENT_EVENTS = 1 << 15  # events reduced at a time (at the last cut before this many)

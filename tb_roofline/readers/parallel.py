@@ -25,7 +25,7 @@ import time
 from tb_roofline import settings, storage
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.model.op_table import ProfileData
+from tb_roofline.table.op_table import ProfileData
 from tb_roofline.readers import tpu_file, xspace
 from tb_roofline.readers.tpu_plane import clear_info_cache
 

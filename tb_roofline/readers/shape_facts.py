@@ -4,7 +4,7 @@ and transposes (is the same relayout repeated?). One function per source: PyTorc
 `Input Dims`, an HLO instruction (XLA on GPU/CPU), an HLO text (TPU op metadata).
 
 Each returns `(kind, dims, text)` or None; readers sum calls and time per (op, text) into
-`ShapeUse`s (model/timeline.py).
+`ShapeUse`s (table/timeline.py).
 """
 from __future__ import annotations
 

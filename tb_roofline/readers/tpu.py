@@ -29,7 +29,7 @@ from tb_roofline.readers.common import corrupt_value_notes  # noqa: F401 (re-exp
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.fingerprint import text_fingerprint
 from tb_roofline.hlo.text import async_role, parse_instruction
-from tb_roofline.model.op_table import (ASYNC_START, ASYNC_WAIT, CONTAINER_CATEGORIES,
+from tb_roofline.table.op_table import (ASYNC_START, ASYNC_WAIT, CONTAINER_CATEGORIES,
                                         HOST_TRANSFER, NO_STEP, is_infeed_outfeed_category)
 from tb_roofline.protos import memory_access_pb2
 from tb_roofline.readers.hlo_shapes import text_link, text_tensor_shape

@@ -23,10 +23,10 @@ import numpy as np
 from tb_roofline import storage
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
-from tb_roofline.model.op_table import (COST_COLUMNS, CONTAINER_CATEGORIES, CoreSpan,
+from tb_roofline.table.op_table import (COST_COLUMNS, CONTAINER_CATEGORIES, CoreSpan,
                                         ProfileData, StepSpans, is_infeed_outfeed_category,
                                         keyed_table)
-from tb_roofline.model.timeline import Timeline, add_key_shapes
+from tb_roofline.table.timeline import Timeline, add_key_shapes
 from tb_roofline.readers import xwire
 from tb_roofline.readers.files import check_profile_file, young_file_s
 from tb_roofline.readers.hlo_shapes import link_bus_bytes

@@ -21,8 +21,8 @@ import hashlib
 import numpy as np
 
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.model.op_table import COST_COLUMNS, NO_STEP, distinct
-from tb_roofline.model.timeline import TimelineBuilder
+from tb_roofline.table.op_table import COST_COLUMNS, NO_STEP, distinct
+from tb_roofline.table.timeline import TimelineBuilder
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers import xwire
 from tb_roofline.readers.op_rows import OpLine
@@ -50,7 +50,7 @@ class PlaneResult:
     rows: dict    # op (index into keys), step, occ, time, self, stall, span (int64)
     dropped_ops: int = 0
     fixes: dict = dataclasses.field(default_factory=dict)  # corrupt values (tpu.check_events)
-    timeline: "object | None" = None  # model.timeline.Timeline of this core (the guidance's)
+    timeline: "object | None" = None  # table.timeline.Timeline of this core (the guidance's)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -374,7 +374,7 @@ class _LineCheck:
 
 
 def _timeline(core, span, steps, core_events, info_of, cache: dict, same_as):
-    """This core's timeline facts (model/timeline.py), as the reference builds them; the facts
+    """This core's timeline facts (table/timeline.py), as the reference builds them; the facts
     of its ops are kept with the plane metadata's decoded ops, for the cores that share it."""
     got = cache.get(("timeline", same_as))
     if got is None or got[0] != len(info_of):

@@ -1,4 +1,4 @@
-"""A TPU core's op events handed to the guidance's timeline summary (model/timeline.py).
+"""A TPU core's op events handed to the guidance's timeline summary (table/timeline.py).
 
 What the summary needs of an event (its op's label, whether it is communication, fusible, a
 container) depends only on its metadata id: `EventFacts` holds those facts once per set of op
@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.model.timeline import TimelineBuilder, is_communication, is_fusible
+from tb_roofline.table.timeline import TimelineBuilder, is_communication, is_fusible
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ import os
 
 from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
-from tb_roofline.model.op_table import ProfileData
+from tb_roofline.table.op_table import ProfileData
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers import tpu_file
 from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace

@@ -24,7 +24,7 @@ import os
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from tb_roofline.model.op_table import NO_STEP
+from tb_roofline.table.op_table import NO_STEP
 
 WINDOW = 1 << 18  # bytes; a window's arrays stay in the CPU caches (twice as fast as 1 MiB)
 TARGETS = ("group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps")

@@ -56,7 +56,7 @@ KEY_BYTES = 32
 TMP_PREFIX = ".tmp-"
 STALE_TMP_S = 3600.0  # a temporary file this old was left by a crashed writer
 # Code whose output the cache holds (relative to the package): a change invalidates entries.
-CODE_PATHS = ("readers", "model/op_table.py", "devices", "hlo", "protos", "diagnostics.py",
+CODE_PATHS = ("readers", "table", "devices", "hlo", "protos", "diagnostics.py",
               "serve/cache_codec.py")
 # Encoded answers also depend on the roofline model and on how the service builds answers.
 ANSWER_CODE_PATHS = CODE_PATHS + ("model", "serve/service.py", "serve/answers.py")

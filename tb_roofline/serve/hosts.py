@@ -27,7 +27,7 @@ import threading
 import time
 
 from tb_roofline import errors, settings, storage
-from tb_roofline.model.op_table import ProfileData
+from tb_roofline.table.op_table import ProfileData
 from tb_roofline.serve.caches import ByteLRU, approx_size, memory_budget_bytes
 from tb_roofline.serve.disk_cache import DiskCache
 

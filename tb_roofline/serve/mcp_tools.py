@@ -249,7 +249,7 @@ def get_op(service, run: str, operation: str, host: str = "", program_id: str | 
 
 def _kernels(service, run, host, records) -> list:
     """The kernels each record's op launched, most time first (the reader keeps the top
-    model.facts.MAX_KERNELS_PER_OP per op): name, launches, total and mean time."""
+    table.timeline.MAX_KERNELS_PER_OP per op): name, launches, total and mean time."""
     facts = service.analysis(run, host or "").facts
     op_kernels = getattr(facts, "op_kernels", None) or {}
     out = []

@@ -26,7 +26,7 @@ from tb_roofline import errors, settings, storage
 from tb_roofline.devices import device_file
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model import device_overrides, roofline
-from tb_roofline.model.op_table import ProfileData
+from tb_roofline.table.op_table import ProfileData
 from tb_roofline.serve import answers, compare_api, disk_cache, export as export_module
 from tb_roofline.serve.caches import ByteLRU, approx_size, memory_budget_bytes
 from tb_roofline.serve.discovery import ALL_HOSTS, Run, RunIndex

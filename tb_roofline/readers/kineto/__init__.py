@@ -23,7 +23,7 @@ import numpy as np
 from tb_roofline.devices.gpu_peaks import apply_ceilings
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.model.op_table import OpTableBuilder, ProfileData
+from tb_roofline.table.op_table import OpTableBuilder, ProfileData
 from tb_roofline.readers.common import innermost_enclosing, op_nesting
 from tb_roofline.readers.kineto import attribution, comms, counters, device, tables
 from tb_roofline.readers.kineto import timeline as kineto_timeline

@@ -16,7 +16,7 @@ import re
 import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import NO_STEP
+from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.readers.common import innermost_enclosing, op_nesting
 from tb_roofline.readers import kernel_names
 from tb_roofline.readers.kineto.events import KIND_KERNEL, Columns

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import NO_STEP, OpTable, OpTableBuilder
+from tb_roofline.table.op_table import NO_STEP, OpTable, OpTableBuilder
 from tb_roofline.readers.kineto.attribution import Nesting, Steps
 from tb_roofline.readers.kineto.events import Collector, Columns
 from tb_roofline.readers.kineto.tables import add_grouped

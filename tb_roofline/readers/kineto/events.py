@@ -23,7 +23,7 @@ import numpy as np
 
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.fingerprint import grid_fingerprint, shapes_fingerprint
-from tb_roofline.model.timeline import GRAPH_CAPTURE_CALLS, SYNC_CALLS
+from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS, SYNC_CALLS
 from tb_roofline.readers import torch_custom_ops, torch_flops
 from tb_roofline.readers.common import kernel_unit_labels
 from tb_roofline.readers.shape_facts import torch_shape
@@ -79,7 +79,7 @@ class Collector:
         self.rt_dur = array.array("q")  # ns
         self.rt_launch = array.array("b")
         # host calls that explain device idle time: (name, thread, ts ns, dur ns) of graph
-        # capture begin/end and device/stream/event syncs (model/timeline.py's lists)
+        # capture begin/end and device/stream/event syncs (table/timeline.py's lists)
         self.host_calls: list = []
         # steps (cpu time) and hardware ranges
         self.steps: list[tuple[int, int, int]] = []  # (step, ts ns, dur ns)

@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.op_table import (HOST_TRANSFER, PEER_TRANSFER, ROW_COLUMNS, CoreSpan,
+from tb_roofline.table.op_table import (HOST_TRANSFER, PEER_TRANSFER, ROW_COLUMNS, CoreSpan,
                                         StepSpan)
 from tb_roofline.readers import kernel_names, torch_flops
 from tb_roofline.readers.common import group_codes, longest_matmul_unit, self_times

@@ -1,4 +1,4 @@
-"""Timeline facts and op shapes of a PyTorch trace (model/timeline.py), from the reader's columns.
+"""Timeline facts and op shapes of a PyTorch trace (table/timeline.py), from the reader's columns.
 
 GPU traces: the lanes are (device, stream) of the kernels, memcpys and memsets; each activity is
 labelled as the op table labels it (its row op and the precision its longest kernel names, or
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.model.timeline import (GRAPH_CAPTURE_CALLS, IDLE_CAPTURE, IDLE_SYNC, SYNC_CALLS,
+from tb_roofline.table.timeline import (GRAPH_CAPTURE_CALLS, IDLE_CAPTURE, IDLE_SYNC, SYNC_CALLS,
                                         ShapeUse, TimelineBuilder, is_communication, is_fusible,
                                         paired_spans)
-from tb_roofline.model.facts import MAX_KERNELS_PER_OP, KernelUse
+from tb_roofline.table.timeline import MAX_KERNELS_PER_OP, KernelUse
 from tb_roofline.readers import kernel_names, torch_flops
 from tb_roofline.readers.common import longest_matmul_unit
 

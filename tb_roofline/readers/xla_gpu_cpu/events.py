@@ -11,7 +11,7 @@ import collections
 import re
 
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.model.op_table import NO_STEP
+from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.readers.xplane import PlaneStats
 
 GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")

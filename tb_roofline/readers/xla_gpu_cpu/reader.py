@@ -9,9 +9,9 @@ from tb_roofline.devices.gpu_peaks import apply_ceilings, derive_gpu_peaks
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
-from tb_roofline.model.op_table import (CONTAINER_CATEGORIES, CoreSpan, OpTableBuilder,
+from tb_roofline.table.op_table import (CONTAINER_CATEGORIES, CoreSpan, OpTableBuilder,
                                         ProfileData)
-from tb_roofline.model.timeline import TimelineBuilder, is_communication, is_fusible
+from tb_roofline.table.timeline import TimelineBuilder, is_communication, is_fusible
 from tb_roofline.readers.common import corrupt_value_notes
 from tb_roofline.readers.xla_gpu_cpu.events import HOST_PLANE, check_times, gpu_planes, op_lines
 from tb_roofline.readers.xla_gpu_cpu.costing import UNATTRIBUTED, Costing

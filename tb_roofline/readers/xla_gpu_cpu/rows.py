@@ -11,8 +11,8 @@ import numpy as np
 
 from tb_roofline.hlo.attention import attention_of
 from tb_roofline.hlo.collectives import transfer
-from tb_roofline.model.op_table import CONTAINER_CATEGORIES, HOST_TRANSFER, OpTableBuilder
-from tb_roofline.model.timeline import add_shape_use
+from tb_roofline.table.op_table import CONTAINER_CATEGORIES, HOST_TRANSFER, OpTableBuilder
+from tb_roofline.table.timeline import add_shape_use
 from tb_roofline.readers.common import group_codes, group_sums, op_nesting, self_times
 from tb_roofline.readers.hlo_shapes import hlo_tensor_shape
 from tb_roofline.readers.shape_facts import hlo_shape

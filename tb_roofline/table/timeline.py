@@ -23,7 +23,7 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.model.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, NO_STEP, \
+from tb_roofline.table.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, NO_STEP, \
     PEER_TRANSFER
 
 OpLabel = tuple  # (program_id, operation, precision as read)
@@ -86,6 +86,18 @@ class ShapeUse:
     dims: tuple
     text: str
     calls: int
+    time_ps: float
+
+
+# The kernels an op launched, most time first (readers cut each op's list to this many).
+MAX_KERNELS_PER_OP = 20
+
+
+@dataclasses.dataclass
+class KernelUse:
+    """One kernel an op launched: its name, launches and total time (ps) over the profile."""
+    name: str
+    launches: int
     time_ps: float
 
 

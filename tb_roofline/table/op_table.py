@@ -349,8 +349,8 @@ class ProfileData:
     world_size: "int | None" = None
     device_properties: "list | None" = None
     # Timeline facts the op table cannot hold (idle and exposed time per core and step, ops
-    # run back to back) and the shapes matmuls and copies ran with: model/timeline.py.
-    timeline: "object | None" = None  # tb_roofline.model.timeline.Timeline
+    # run back to back) and the shapes matmuls and copies ran with: table/timeline.py.
+    timeline: "object | None" = None  # tb_roofline.table.timeline.Timeline
     op_shapes: "dict | None" = None  # OpLabel -> [ShapeUse]
-    # The kernels each op launched (PyTorch traces): OpLabel -> [model.facts.KernelUse].
+    # The kernels each op launched (PyTorch traces): OpLabel -> [table.timeline.KernelUse].
     op_kernels: "dict | None" = None
