@@ -1,6 +1,6 @@
 """Seeded synthetic TPU XSpaces: the demo logdir, the conformance tests and the benchmark.
 
-The layout follows what real TPU profiles carry (REFERENCE.md §3): one `/device:TPU:N` plane per
+The layout follows what real TPU profiles carry (docs/xspace_format.md, "The layout"): one `/device:TPU:N` plane per
 TensorCore with its peaks as plane stats, lines `Steps`, `XLA Modules` and `XLA Ops`, op
 metadata with per-execution FLOPs and a `memory_access_breakdown`, nested ops inside `while`
 bodies, infeed/outfeed ops, SparseCore planes and a `Task Environment` plane.
@@ -209,7 +209,7 @@ def _op_templates(rng: random.Random, cfg: SynthConfig, program_id: int):
 def _host_offload_templates(rng: random.Random, cfg: SynthConfig) -> list:
     """Async copies to and from host memory (S(5)), as host offload compiles them: a short
     `copy-start` that issues the DMA and a `copy-done` that waits for it; no memory breakdown
-    (REFERENCE.md §3). The HLO text in the metadata name carries the layouts."""
+    (docs/xspace_format.md, "The layout"). The HLO text in the metadata name carries the layouts."""
     out = []
     for i in range(cfg.host_offload_pairs):
         rows = 256 * (1 + rng.randrange(16))

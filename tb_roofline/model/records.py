@@ -1,7 +1,8 @@
 """Records: summed FLOPs, bytes and times in; rates, intensities, bound-by, efficiencies and
 caveats out, as numpy columns in the API's order.
 
-Definitions follow XProf's Roofline Model tool (REFERENCE.md §4) so users see the numbers they
+Definitions follow XProf's Roofline Model tool (docs/xprof_differences.md, "Semantics we
+share with XProf") so users see the numbers they
 know, except where XProf is wrong (docs/xprof_differences.md). Every figure is either a
 measurement under its true roof or carries a caveat saying why it is not (docs/http_api.md).
 """

@@ -22,7 +22,8 @@ DTYPES = {
     "long int": ("s64", 8), "int": ("s32", 4), "short int": ("s16", 2),
     "signed char": ("s8", 1), "unsigned char": ("u8", 1), "bool": ("pred", 1),
     "unsigned int": ("u32", 4), "unsigned short": ("u16", 2), "unsigned long": ("u64", 8),
-    # The spellings PyTorch writes depend on the platform's C++ type names (REFERENCE.md §6).
+    # The spellings PyTorch writes depend on the platform's C++ type names (docs/pytorch_traces.md,
+    # "Timestamps and type names").
     "long": ("s64", 8), "long long": ("s64", 8), "long long int": ("s64", 8),
     "short": ("s16", 2), "unsigned long long": ("u64", 8), "uint8_t": ("u8", 1),
     "int8_t": ("s8", 1), "c10::Float8_e8m0fnu": ("f8e8m0", 1),

@@ -299,7 +299,7 @@ _MAX_DEVICE = 2 ** 31
 
 class _Exact(float):
     """A JSON number with more digits than a double keeps (epoch µs with ns fractions); its
-    text gives the exact value (REFERENCE.md §6)."""
+    text gives the exact value (docs/pytorch_traces.md, "Timestamps and type names")."""
 
 
 def parse_float(text: str, _float=float):
