@@ -76,9 +76,15 @@ def text_group(text: str) -> int | None:
     return int(m.group(2)) if m is not None else None
 
 
+# Every collective opcode contains one of these (a cheap test before parsing the text).
+_ANY_KIND = re.compile("|".join(sorted({re.escape(k) for k in KINDS}, key=len, reverse=True)))
+
+
 def text_link(text: str) -> tuple | None:
     """(kind, message bytes S, group n or 0 when the text names none) of a collective's HLO
     text; None for other ops and for `-done` halves (they move nothing of their own)."""
+    if not text or _ANY_KIND.search(text) is None:  # no collective's opcode in it: at once
+        return None
     parts = _split(text)
     if parts is None or parts[0] not in KINDS:
         return None
