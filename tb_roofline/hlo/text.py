@@ -34,15 +34,15 @@ class InstructionText:
         return self.space_bytes.get(HOST_MEMORY_SPACE, 0)
 
 
-def parse_instruction(text: str) -> InstructionText | None:
-    """None when `text` is not an HLO instruction (`name = shape opcode(operands)`)."""
+def split_instruction(text: str) -> tuple | None:
+    """(opcode, the text before it: the output shape, the operand list) of an HLO instruction
+    text (`name = shape opcode(operands), attributes`); None when it is not one."""
     if not text or "=" not in text:
         return None
     rhs = text.split("=", 1)[1]
     m = _OPCODE.search(rhs)
     if m is None:
         return None
-    opcode = m.group(1)
     args = rhs[m.end():]
     depth, end = 1, len(args)
     for i, ch in enumerate(args):  # the operand list ends at the matching parenthesis
@@ -51,7 +51,18 @@ def parse_instruction(text: str) -> InstructionText | None:
         if depth == 0:
             end = i
             break
-    operands = tuple(tok.split()[-1].lstrip("%") for tok in _split_top(args[:end]) if tok.split())
+    return m.group(1), rhs[:m.start()], args[:end]
+
+
+def parse_instruction(text: str) -> InstructionText | None:
+    """None when `text` is not an HLO instruction (`name = shape opcode(operands)`)."""
+    parts = split_instruction(text)
+    if parts is None:
+        return None
+    opcode, _, operand_text = parts
+    rhs = text.split("=", 1)[1]
+    operands = tuple(tok.split()[-1].lstrip("%") for tok in _split_top(operand_text)
+                     if tok.split())
     spaces: dict = {}
     for etype, dims, layout in _ARRAY.findall(rhs):
         s = _SPACE.search(layout)

@@ -16,10 +16,10 @@ import re
 
 from tb_roofline.hlo.collectives import KINDS
 from tb_roofline.hlo.shapes import BYTE_WIDTH, TUPLE, TYPE_NAMES
+from tb_roofline.hlo.text import split_instruction
 
 _WIDTH = {name: BYTE_WIDTH[t] for t, name in TYPE_NAMES.items() if t in BYTE_WIDTH}
 _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]")
-_OPCODE = re.compile(r"\s([a-z][a-z0-9\-]*)\(")
 _GROUPS = re.compile(r"replica_groups=\{\{([0-9, ]*)\}")
 _FACTOR = {kind: factor for kind, factor in KINDS.values()}  # kind -> bus factor of n
 _IOTA_GROUPS = re.compile(r"replica_groups=\[(\d+),(\d+)\]")
@@ -48,23 +48,7 @@ def _size(arrays) -> float:
     return float(sum(_WIDTH[t] * math.prod(d) for t, d in arrays))
 
 
-def _split(text: str):
-    """(opcode, output part, operand part) of an HLO instruction text; None when it is not one."""
-    if not text or "=" not in text:
-        return None
-    rhs = text.split("=", 1)[1]
-    m = _OPCODE.search(rhs)
-    if m is None:
-        return None
-    args = rhs[m.end():]
-    depth, end = 1, len(args)
-    for i, ch in enumerate(args):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0:
-            end = i
-            break
-    return m.group(1), rhs[:m.start()], args[:end]
+_split = split_instruction  # (opcode, output part, operand part), or None
 
 
 def text_group(text: str) -> int | None:
