@@ -2,7 +2,7 @@
 // device's roofs, an arrow from a base record to its candidate coloured by faster / slower. The
 // Vega-Lite specs and the data they draw; views are made with charts.js's Chart. No API access.
 import {X_LABELS, Y_LABELS} from './roofline_specs.js';
-import {decades} from './roofs.js';
+import {boundTo, decades} from './roofs.js';
 
 export const CHANGES = ['faster', 'slower', 'same', 'new', 'removed'];
 const CHANGE_COLORS = ['#2e7d32', '#d32f2f', '#78909c', '#1565c0', '#ef6c00'];
@@ -24,7 +24,8 @@ const positive = (v) => typeof v === 'number' && v > 0;
 export function compareGeometry(baseDevice, candDevice, points) {
   // XProf's rule (roofs.js): HBM always, another memory only where a record is bound by it.
   const bound = new Set(points.map((p) => p.bound).filter(Boolean));
-  const memories = (d) => allMemories(d).filter((m) => m.id === 'hbm' || bound.has(m.name));
+  const memories = (d) => allMemories(d).filter((m) => m.id === 'hbm' ||
+      [...bound].some((b) => boundTo(m, b)));
   let xMin = Infinity; let xMax = 0; let yMin = Infinity; let yMax = 0;
   for (const p of points) {
     if (positive(p.x)) { xMin = Math.min(xMin, p.x); xMax = Math.max(xMax, p.x); }

@@ -57,8 +57,18 @@ function computeRoofs(device, records, mix) {
 }
 
 /** The memory a `bound_by` value names (the API names memories by their display name). */
+/**
+ * Whether a record's `bound_by` names this memory: the model names a resource as its op-table
+ * column does ("HBM", "Host link", "Interconnect"); the device may add the link's kind to the
+ * name ("Interconnect (ICI)", "Host link (PCIe)").
+ */
+export function boundTo(m, boundBy) {
+  return !!boundBy && (m.name === boundBy || m.id === boundBy ||
+    m.name.startsWith(`${boundBy} (`));
+}
+
 function memoryNamed(memories, boundBy) {
-  return memories.find((m) => m.name === boundBy || m.id === boundBy) || null;
+  return memories.find((m) => boundTo(m, boundBy)) || null;
 }
 
 /**
@@ -68,7 +78,7 @@ function memoryNamed(memories, boundBy) {
 export function drawnMemories(device, records) {
   const memories = memoriesOf(device);
   const bound = new Set(records.map((r) => r.bound_by));
-  const drawn = memories.filter((m) => m.id === 'hbm' || bound.has(m.name) || bound.has(m.id));
+  const drawn = memories.filter((m) => m.id === 'hbm' || [...bound].some((b) => boundTo(m, b)));
   if (!drawn.length && memories.length) drawn.push(memories[0]);
   return {drawn, available: memories.filter((m) => !drawn.includes(m))};
 }

@@ -96,10 +96,16 @@ def test_memory_roofs_by_xprofs_rule(page, tb_testdata, run):
     memories = [m for m in device["device"]["memories"] if m["peak_gbs"] > 0]
     drawn = page.evaluate("window.__roofline.geometry.drawn.map((m) => m.id)")
     available = page.evaluate("window.__roofline.geometry.available.map((m) => m.id)")
-    # HBM always; any other memory only when an op of the view is bound by it.
+    # HBM always; any other memory only when an op of the view is bound by it. The model
+    # names a resource by the device's memory name ("Host link (PCIe)") or by its op-table
+    # column (table/op_table.py MEMORY_COLUMNS: "Interconnect" for "Interconnect (ICI)").
+    from tb_roofline.table.op_table import MEMORY_COLUMNS
+    bound_ids = {mid for _, name, mid, _ in MEMORY_COLUMNS if name in bound}
     assert "hbm" in drawn
+    if run == TPU:  # its all-reduces are bound by the ICI links: that roof is drawn
+        assert "Interconnect" in bound and "interconnect" in drawn
     for m in memories:
-        expected = m["id"] == "hbm" or m["name"] in bound
+        expected = m["id"] == "hbm" or m["id"] in bound_ids or m["name"] in bound
         assert (m["id"] in drawn) == expected, (m["id"], bound)
         assert (m["id"] in available) == (not expected)
     # The roof lines drawn are those roofs (and compute roofs), each labelled on its line.
