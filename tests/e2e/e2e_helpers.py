@@ -205,3 +205,37 @@ def point_count(frame, data_name: str) -> int:
     chart = {"ops": "opChart", "program": "opChart", "records": "programChart",
              "cats": "catChart"}[data_name]
     return frame.evaluate(f"window.__roofline.{chart}.pointCount('{data_name}')")
+
+
+def hover(page, chart_selector: str, locate, tooltip_selector: str = "#chart-tooltip",
+          attempts: int = 4):
+    """Move the real mouse onto a chart point until its tooltip shows; returns the point.
+
+    `locate()` gives the point's viewport position ({x, y, ...}). The chart is scrolled into
+    the window first (a mouse outside the viewport sends no events), and the position is read
+    again until two readings 100 ms apart agree (a chart that is still re-fitting its width,
+    a section loading above it). A move that arrives while the chart re-renders is retried
+    from outside the point, a few times, before the tooltip's absence fails the test.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    tooltip = page.locator(tooltip_selector)
+    for attempt in range(attempts):
+        page.locator(chart_selector).scroll_into_view_if_needed()
+        target = locate()
+        for _ in range(20):
+            page.wait_for_timeout(100)
+            again = locate()
+            if (again["x"], again["y"]) == (target["x"], target["y"]):
+                break
+            target = again
+        inner = page.evaluate("[window.innerWidth, window.innerHeight]")
+        assert 0 <= target["x"] < inner[0] and 0 <= target["y"] < inner[1], (target, inner)
+        page.mouse.move(2, 2)
+        page.mouse.move(target["x"], target["y"], steps=2)
+        try:
+            tooltip.wait_for(state="visible", timeout=3000 if attempt < attempts - 1 else 30000)
+            return target
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+    return target

@@ -13,7 +13,7 @@ import urllib.parse
 
 import pytest
 
-from e2e_helpers import READY, REPO, TensorBoard, open_frame, shot, wait_js
+from e2e_helpers import READY, REPO, TensorBoard, hover, open_frame, shot, wait_js
 
 SECTION = "document.querySelector('#compare-section')"
 
@@ -122,10 +122,7 @@ def test_comparison_from_the_url_draws_what_the_api_answers(page, tb_compare, ru
     assert len(page.query_selector_all("#compare-top li")) == len(
         answer["summary"]["top_contributors"])
     # Hover: the pair's values; click: its table row.
-    page.locator("#compare-op-chart").scroll_into_view_if_needed()
-    target = point_xy(page)
-    page.mouse.move(target["x"], target["y"])
-    page.locator("#compare-tooltip").wait_for(state="visible")
+    target = hover(page, "#compare-op-chart", lambda: point_xy(page), "#compare-tooltip")
     tip = page.text_content("#compare-tooltip")
     assert "Δ self time" in tip and " µs" in tip and target["operation"] in tip and "candidate" in tip
     page.mouse.click(target["x"], target["y"])
@@ -275,7 +272,4 @@ def test_compare_view_under_a_strict_csp(page, tb_compare, runs):
     for angle, dx, dy in heads:
         expected = 90 + math.degrees(math.atan2(dy, dx))
         assert angle == pytest.approx(expected, abs=1e-6)
-    page.locator("#compare-op-chart").scroll_into_view_if_needed()
-    target = point_xy(page)
-    page.mouse.move(target["x"], target["y"])
-    page.locator("#compare-tooltip").wait_for(state="visible")
+    target = hover(page, "#compare-op-chart", lambda: point_xy(page), "#compare-tooltip")

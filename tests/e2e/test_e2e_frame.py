@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from e2e_helpers import (BROKEN_RUN, MAIN_RUN, READY, V4_RUN, filter_seq, open_frame,
+from e2e_helpers import (BROKEN_RUN, MAIN_RUN, READY, V4_RUN, filter_seq, hover, open_frame,
                          point_count, shot, wait_js, wait_ready)
 from e2e_helpers import _CSP_PROBE as CSP_PROBE
 
@@ -232,10 +232,8 @@ def test_hover_tooltip_and_click_selection(page, tb):
     cols = ops["columns"]
     by_name = {r[cols.index("operation")]: dict(zip(cols, r)) for r in ops["rows"]}
 
-    target = op_point_screen_xy(page)
-    page.mouse.move(target["x"], target["y"])
+    target = hover(page, "#op-chart", lambda: op_point_screen_xy(page))
     tooltip = page.locator("#chart-tooltip")
-    tooltip.wait_for(state="visible")
     hovered = page.evaluate("window.__roofline.tooltip.current")
     assert hovered["record_type"] == "op"
     api_row = by_name[hovered["operation"]]
@@ -518,10 +516,7 @@ def test_strict_csp_without_unsafe_eval(browser, page, tb):
     open_frame(page, tb, run=MAIN_RUN)
     assert page.evaluate("document.querySelector('#roofline-app').dataset.status") == "ready"
     # Exercise the expression-heavy paths: hover, zoom, filter, selection.
-    page.locator("#op-chart").scroll_into_view_if_needed()
-    target = op_point_screen_xy(page)
-    page.mouse.move(target["x"], target["y"])
-    page.locator("#chart-tooltip").wait_for(state="visible")
+    target = hover(page, "#op-chart", lambda: op_point_screen_xy(page))
     page.mouse.wheel(0, -200)
     page.mouse.click(target["x"], target["y"])
     apply(page, lambda: page.fill("#name-filter", "fusion"))

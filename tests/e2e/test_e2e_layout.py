@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from e2e_helpers import READY, filter_seq, open_frame, point_count, shot, wait_js, wait_ready
+from e2e_helpers import READY, filter_seq, hover, open_frame, point_count, shot, wait_js, wait_ready
 
 A100 = "kineto/a100_80gb_shapes"
 TPU = "demo/v6e_train/2026_11_29_10_00_00"
@@ -127,11 +127,9 @@ def test_memory_roofs_by_xprofs_rule(page, tb_testdata, run):
 
 def test_tooltip_names_the_binding_roof_and_highlights_it(page, tb_testdata):
     open_frame(page, tb_testdata, run=A100)
-    page.locator("#op-chart").scroll_into_view_if_needed()
-    target = screen_xy(page, "opChart", "ops", "r.bound_by === 'HBM' && !r.at_floor")
-    page.mouse.move(target["x"], target["y"])
+    hover(page, "#op-chart", lambda: screen_xy(page, "opChart", "ops",
+                                               "r.bound_by === 'HBM' && !r.at_floor"))
     tooltip = page.locator("#chart-tooltip")
-    tooltip.wait_for(state="visible")
     hovered = page.evaluate("window.__roofline.tooltip.current")
     roof = tooltip.locator("tr[data-key=binding_roof] td").inner_text()
     assert roof == "HBM (2.04 TB/s)", roof  # the A100's 2,039 GB/s
@@ -187,9 +185,8 @@ def test_program_records_each_hoverable(page, tb_testdata):
         for b in pts[i + 1:]:
             assert max(abs(a[1] - b[1]), abs(a[2] - b[2])) >= 12, (a, b)
     # Hovering Total shows the Total; a click selects it (table row, ring).
-    target = screen_xy(page, "programChart", "records", "r.record_type === 'total'")
-    page.mouse.move(target["x"], target["y"])
-    page.locator("#chart-tooltip").wait_for(state="visible")
+    target = hover(page, "#program-chart", lambda: screen_xy(
+        page, "programChart", "records", "r.record_type === 'total'"))
     assert page.evaluate("window.__roofline.tooltip.current.series") == "Total"
     page.mouse.click(target["x"], target["y"])
     wait_js(page, "document.querySelector('#program-section').dataset.selected === 'Total'")
