@@ -215,7 +215,8 @@ def test_tpu_files_take_the_wire_path(tmp_path, monkeypatch):
         raise AssertionError("parsed the whole file")
 
     monkeypatch.setattr(xspace, "parse_xspace", refuse)
-    monkeypatch.setattr(xspace, "read_gpu_cpu_xspace", refuse)
+    from tb_roofline.readers import xla_host_device  # imported by xspace when a file needs it
+    monkeypatch.setattr(xla_host_device, "read_gpu_cpu_xspace", refuse)
     assert len(xspace.read_xspace_file(path, "h").ops)
 
 

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from tb_roofline.devices.spec import ComputePeak, DeviceInfo, Fallback, MemoryPeak
+from tb_roofline.devices.spec import KERNEL_PREFIX, ComputePeak, DeviceInfo, Fallback, MemoryPeak
 from tb_roofline.devices.datasheets import (DEFAULT_ORDER, PRECISIONS, DeviceSpec, lookup,
                                       memory_display_name)
 from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME, host_link
@@ -413,7 +413,6 @@ def dtype_precision(dtype: str) -> str:
 
 # What a kernel name says ran (readers set `dtype` to "kernel:<this>"): the exact unit, so f32
 # inputs on TF32 tensor cores go under the TF32 roof and SIMT sgemm under the FP32 one.
-KERNEL_PREFIX = "kernel:"
 _KERNEL_CHAINS = {
     "tf32": ("tf32", "fp32_tc", "fp32"), "fp32": ("fp32",), "fp32_tc": ("fp32_tc", "fp32"),
     "fp16": ("fp16", "fp32_tc", "fp32"), "bf16": ("bf16", "fp16", "fp32_tc", "fp32"),

@@ -22,6 +22,10 @@ _PRECISION_ALIASES = {
     "f6e2m3fn": "fp6", "f6e3m2fn": "fp6", "f4e2m1fn": "fp4", "float4_e2m1fn_x2": "fp4",
 }
 
+# A precision named by the GEMM kernel that ran ("kernel:tf32"), not by the tensors' dtype
+# (readers/common.py sets it, devices/gpu_peaks.py picks the ceiling of it).
+KERNEL_PREFIX = "kernel:"
+
 
 def normalize_precision(name: str) -> str:
     """One spelling per precision ('fp32', 'bf16', ...); '' when unknown or not given."""

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from tb_roofline.hlo.module import Instruction
+from typing import TYPE_CHECKING
+
 from tb_roofline.hlo.shapes import byte_size
+
+if TYPE_CHECKING:  # its protos are imported by the readers that parse HLO
+    from tb_roofline.hlo.module import Instruction
 
 # opcode -> (kind, bus factor as a function of n)
 _ALL_REDUCE = lambda n: 2.0 * (n - 1) / n  # noqa: E731

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 
 from tb_roofline.devices.device_file import PEAKS_UNKNOWN_MESSAGE
-from tb_roofline.devices.gpu_peaks import apply_ceilings
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.table.op_table import ProfileData
@@ -43,6 +42,7 @@ def with_device(data: ProfileData, device: DeviceInfo, file_name: str) -> Profil
         table = getattr(data, name)
         if table is not None:
             table = table.copy()
+            from tb_roofline.devices.gpu_peaks import apply_ceilings  # only with a device file
             apply_ceilings(table, device, data.allow_tf32)
         placed[name] = table
     return dataclasses.replace(data, device=device, diagnostics=data.diagnostics + [note],

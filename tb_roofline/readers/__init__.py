@@ -10,7 +10,10 @@ import os
 from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError, ProfileOutOfMemoryError, \
     ProfileStoreTimeoutError
-from tb_roofline.table.op_table import ProfileData
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported by the reader that runs, not by this package
+    from tb_roofline.table.op_table import ProfileData
 
 def read_profile_file(path: str, fmt: str, host: str, max_bytes: int | None = None,
                       progress=None) -> ProfileData:

@@ -18,7 +18,7 @@ import collections
 
 import numpy as np
 
-from tb_roofline.devices.gpu_peaks import KERNEL_PREFIX
+from tb_roofline.devices.spec import KERNEL_PREFIX
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers import kernel_names
 

@@ -13,7 +13,6 @@ from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
 from tb_roofline.table.op_table import ProfileData
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers import tpu_file
-from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
 from tb_roofline.readers.xplane import DAMAGE, parse_xspace, read_profile_bytes
 
 
@@ -57,6 +56,7 @@ def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileDa
     raw = space.SerializeToString()
     plan = tpu_file.plan_buffer("xspace", host, raw, (), False, check_truncation=False)
     if not plan.cores:
+        from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
         return read_gpu_cpu_xspace(space, host, progress=progress)
     return tpu_file.convert_plan(plan, progress)
 
@@ -72,6 +72,7 @@ def _read_gpu_cpu(plan: tpu_file.FilePlan, raw: bytes, progress=None) -> Profile
         raw = raw[:plan.complete_end]
     space = parse_xspace(raw, name, plan.young)
     try:
+        from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
         data = read_gpu_cpu_xspace(space, plan.host, progress=progress)
     except DAMAGE as exc:  # e.g. a corrupt nested message (an HLO proto), a bad instruction
         if plan.young:

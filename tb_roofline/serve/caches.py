@@ -11,8 +11,6 @@ import dataclasses
 import sys
 import threading
 
-import numpy as np
-
 from tb_roofline import settings
 
 MEMORY_SHARES = {"profiles": 0.35, "analyses": 0.45, "answers": 0.20}
@@ -78,7 +76,8 @@ def approx_size(obj, _seen=None, _depth=0) -> int:
     if id(obj) in seen or _depth > 12:
         return 0
     seen.add(id(obj))
-    if isinstance(obj, np.ndarray):
+    np = sys.modules.get("numpy")  # no array exists before numpy is imported
+    if np is not None and isinstance(obj, np.ndarray):
         size = obj.nbytes
         if obj.dtype == object and obj.size:
             flat = obj.ravel()
@@ -110,3 +109,26 @@ def approx_size(obj, _seen=None, _depth=0) -> int:
     if hasattr(obj, "__dict__"):
         return sys.getsizeof(obj) + approx_size(vars(obj), seen, _depth + 1)
     return sys.getsizeof(obj)
+
+
+COMPARE_CACHE_SIZE = 8
+
+
+class CompareCache:
+    """The last comparisons, each kept with the two analyses it was made from."""
+
+    def __init__(self):
+        self._items: list = []
+        self._lock = threading.Lock()
+
+    def get(self, key, base, cand):
+        with self._lock:
+            for k, b, c, value in self._items:
+                if k == key and b is base and c is cand:
+                    return value
+        return None
+
+    def put(self, key, base, cand, value):
+        with self._lock:
+            self._items = [x for x in self._items if x[0] != key][-(COMPARE_CACHE_SIZE - 1):]
+            self._items.append((key, base, cand, value))

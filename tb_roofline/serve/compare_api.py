@@ -7,7 +7,6 @@ again and an unchanged pair costs a dictionary look-up.
 """
 from __future__ import annotations
 
-import threading
 
 from tb_roofline import errors
 from tb_roofline.model.compare import PairTable, Side, compare
@@ -15,31 +14,11 @@ from tb_roofline.model.records import AVERAGE, TOTAL
 from tb_roofline.model.roofline import scoped_op_records
 from tb_roofline.serve import answers
 from tb_roofline.serve.answers import SIGNIFICANT_DIGITS, columnar, round_significant  # noqa: F401
+from tb_roofline.serve.caches import CompareCache  # noqa: F401  (the service keeps one)
 from tb_roofline.serve.discovery import ALL_HOSTS
 
 LEVELS = ("op", "program")
 SIDES = ("base_", "cand_")  # a pair's column prefixes: the filters match either side
-CACHE_SIZE = 8
-
-
-class CompareCache:
-    """The last comparisons, each kept with the two analyses it was made from."""
-
-    def __init__(self):
-        self._items: list = []
-        self._lock = threading.Lock()
-
-    def get(self, key, base, cand):
-        with self._lock:
-            for k, b, c, value in self._items:
-                if k == key and b is base and c is cand:
-                    return value
-        return None
-
-    def put(self, key, base, cand, value):
-        with self._lock:
-            self._items = [x for x in self._items if x[0] != key][-(CACHE_SIZE - 1):]
-            self._items.append((key, base, cand, value))
 
 
 def resolve_scopes(base_analysis, cand_analysis, base_step, step):

@@ -38,11 +38,8 @@ import stat
 import sys
 import time
 
-import numpy as np
-
 import tb_roofline
 from tb_roofline import settings
-from tb_roofline.serve import cache_codec
 
 DIR_ENV = settings.CACHE_DIR
 MAX_MB_ENV = settings.CACHE_MAX_MB.name
@@ -167,6 +164,7 @@ class DiskCache:
     @staticmethod
     def key(*identity) -> str:
         """Entry name for a file identity (path, size, version, format, host, ...)."""
+        import numpy as np  # the entries hold its arrays: a key asks for them (imported then)
         parts = (identity, tb_roofline.__version__, code_digest(), sys.version_info[:2],
                  np.__version__)
         return hashlib.sha256(repr(parts).encode("utf-8", "backslashreplace")).hexdigest()
@@ -286,6 +284,7 @@ class DiskCache:
         if len(data) < start or not data.startswith(MAGIC):
             return None
         body = memoryview(data)[start:]
+        from tb_roofline.serve import cache_codec
         if not hmac.compare_digest(data[len(MAGIC):start], cls._mac(secret, name, body)):
             return None
         try:
@@ -304,6 +303,7 @@ class DiskCache:
 
     def put(self, key: str, value) -> bool:
         """Store atomically (temporary file + rename); False when it could not be stored."""
+        from tb_roofline.serve import cache_codec
         try:
             body = cache_codec.encode(value)
         except (cache_codec.CodecError, ValueError, TypeError) as exc:

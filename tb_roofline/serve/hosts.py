@@ -27,9 +27,12 @@ import threading
 import time
 
 from tb_roofline import errors, settings, storage
-from tb_roofline.table.op_table import ProfileData
+from typing import TYPE_CHECKING
 from tb_roofline.serve.caches import ByteLRU, approx_size, memory_budget_bytes
 from tb_roofline.serve.disk_cache import DiskCache
+
+if TYPE_CHECKING:
+    from tb_roofline.table.op_table import ProfileData
 
 # How long a failure stays cached for an unchanged file: a file "still being written" is
 # judged again once it is no longer young; a remote read error may have been the network.
@@ -231,6 +234,7 @@ class HostReader:
             return cached
         if self.disk_cache is not None and sig[1] <= self.max_file_bytes:
             data = self.disk_cache.get(DiskCache.key(sig, run.format, hostfile.host))
+            from tb_roofline.table.op_table import ProfileData
             if isinstance(data, ProfileData):
                 entry = HostEntry(sig, data)
                 self.cache.put(hostfile.path, entry, approx_size(data))

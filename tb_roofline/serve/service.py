@@ -22,16 +22,23 @@ import threading
 import time
 import weakref
 
+from typing import TYPE_CHECKING
+
 from tb_roofline import errors, settings, storage
-from tb_roofline.devices import device_file
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model import device_overrides, roofline
-from tb_roofline.table.op_table import ProfileData
-from tb_roofline.serve import answers, compare_api, disk_cache, export as export_module
-from tb_roofline.serve.caches import ByteLRU, approx_size, memory_budget_bytes
+from tb_roofline.serve import disk_cache, export as export_module
+from tb_roofline.serve.caches import ByteLRU, CompareCache, approx_size, memory_budget_bytes
 from tb_roofline.serve.discovery import ALL_HOSTS, Run, RunIndex
 from tb_roofline.serve.disk_cache import DiskCache
 from tb_roofline.serve.hosts import HostReader, KeyLocks, file_signature, max_file_bytes
+
+if TYPE_CHECKING:
+    from tb_roofline.model.roofline import Analysis
+    from tb_roofline.table.op_table import ProfileData
+
+# The model, the device data sheets, numpy and the comparison are imported by the methods
+# that use them, when they first run: listing runs, the plugin's is_active and a cached answer
+# import none of them, and a command starts in what it needs (docs/benchmarks.md, start-up).
 
 GZIP_LEVEL = 1  # 0.2 s for 30 MB of JSON, 11% larger than level 6 (0.9 s)
 GZIP_MIN_BYTES = 1024
@@ -82,7 +89,7 @@ class RooflineService:
         self._oversize = None  # (key, value, expires): the last analysis too large to keep
         self._oversize_lock = threading.Lock()
         self.derived = ByteLRU(memory_budget_bytes("answers") // 4)  # guidance answers
-        self.compare_cache = compare_api.CompareCache()  # the last run comparisons
+        self.compare_cache = CompareCache()  # the last run comparisons
 
     @property
     def progress(self):
@@ -147,6 +154,7 @@ class RooflineService:
     _read_host = read_host
 
     def find_device_file(self, profile_path: str):
+        from tb_roofline.devices import device_file
         if self.device_file:
             return self.device_file
         if storage.is_remote(profile_path):  # the listing knows the device files: no request
@@ -159,6 +167,8 @@ class RooflineService:
         """Profiles without peaks (CPU, unknown GPUs) take them from a device file: the CLI's
         --device-file, else roofline_device.json next to the profile or above it up to the
         logdir, else TB_ROOFLINE_DEVICE_FILE (model/device_overrides.py places the rows)."""
+        from tb_roofline.devices import device_file
+        from tb_roofline.model import device_overrides
         if not device_overrides.needs_device_file(data, forced=bool(self.device_file)):
             return data
         path = None
@@ -175,7 +185,7 @@ class RooflineService:
             return device_overrides.without_peaks(data)
         return device_overrides.with_device(data, device, os.path.basename(path))
 
-    def analysis(self, run_name: str, host: str) -> roofline.Analysis:
+    def analysis(self, run_name: str, host: str) -> Analysis:
         return self._analysis_entry(self._inputs(run_name, host))[0]
 
     def _inputs(self, run_name: str, host: str) -> _Inputs:
@@ -208,6 +218,7 @@ class RooflineService:
 
     def _analyse(self, inputs: _Inputs, key):
         """Read the files (cached), apply device files, run the model, keep the analysis."""
+        from tb_roofline.model import roofline
         run, files, sigs = inputs.run, inputs.files, inputs.signatures
         profiles, extra = [], list(inputs.extra)
         entries = self.hosts_reader.read(run, files)
@@ -247,6 +258,7 @@ class RooflineService:
 
     def _device_file_signatures(self, files) -> tuple:
         """A new or edited device file must show at once: it is part of the cache key."""
+        from tb_roofline.devices import device_file
         out = []
         for f in files:
             try:
@@ -265,18 +277,22 @@ class RooflineService:
 
     # --- API answers ----------------------------------------------------------------------
     def device(self, run: str, host: str) -> dict:
+        from tb_roofline.serve import answers
         return answers.device_answer(self.analysis(run, host), run, host)
 
     def program(self, run: str, host: str, include_infeed_outfeed: bool = True) -> dict:
+        from tb_roofline.serve import answers
         return answers.program_answer(self.analysis(run, host), run, host, include_infeed_outfeed)
 
     def ops(self, run: str, host: str, include_infeed_outfeed: bool = True, categories=(),
             bound_by=(), name="", offset: int = 0, limit: int | None = None,
             view: str = "op", rows: str = "") -> dict:
+        from tb_roofline.serve import answers
         return answers.ops_answer(self.analysis(run, host), run, host, include_infeed_outfeed,
                                   categories, bound_by, name, offset, limit, view, rows)
 
     def diagnostics(self, run: str, host: str) -> dict:
+        from tb_roofline.serve import answers
         return answers.diagnostics_answer(self.analysis(run, host), run, host)
 
     def encoded(self, kind: str, run: str, host: str, accept_gzip: bool = False,
@@ -288,6 +304,7 @@ class RooflineService:
         request costs a stat per file and a lookup, not rows and JSON for every op. The
         answers a page load asks for (no filters) also go to the disk cache: after a restart
         they are served without reading the profile or redoing the analysis."""
+        from tb_roofline.serve import answers
         answer_of = answers.ANSWERS[kind]
         inputs = self._inputs(run, host)
         key = ("answer", kind, run, host or ALL_HOSTS, _hashable(params), bool(accept_gzip))
@@ -320,6 +337,7 @@ class RooflineService:
     def _answer_disk_key(self, key, inputs: _Inputs, params: dict) -> str | None:
         """Disk key of an answer a page load asks for; None for filtered or paged ones (each
         keystroke in a filter box would be a file)."""
+        from tb_roofline.serve import answers
         if self.disk_cache is None or not answers.is_page_load(params):
             return None
         return DiskCache.key("answer", key, inputs.signatures, self.max_file_bytes,
@@ -341,6 +359,7 @@ class RooflineService:
                 view: str = "op", categories=(), bound_by=(), name: str = "", offset: int = 0,
                 limit: int | None = None) -> dict:
         """Two runs (hosts, steps) on one roofline: see serve/compare_api.py, docs/compare.md."""
+        from tb_roofline.serve import compare_api
         return compare_api.compare_answer(self, base, run, base_host, host, base_step, step,
                                           level, include_infeed_outfeed, view, categories,
                                           bound_by, name, offset, limit)

@@ -1,0 +1,62 @@
+"""Issue #18, start-up: each entry point imports what its work needs, when it needs it.
+
+Measured in a fresh interpreter (what a user starts): the modules in `sys.modules` after the
+entry point's own imports, never a timing (docs/benchmarks.md has those). A regression here
+is a module-level import added to a module on the listing path (the service, the caches,
+discovery, the readers package), which costs every `tb-roofline runs` and every TensorBoard
+start the whole model and numpy again.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEAVY = ("numpy", "tb_roofline.model.roofline", "tb_roofline.model.compare",
+         "tb_roofline.devices.datasheets", "tb_roofline.devices.gpu_peaks",
+         "tb_roofline.table.op_table", "tb_roofline.serve.answers",
+         "tb_roofline.serve.compare_api", "tb_roofline.serve.cache_codec", "google.protobuf")
+
+
+def modules_after(code: str) -> set:
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json\n"
+                          "print(json.dumps(sorted(sys.modules)))"], capture_output=True,
+                         text=True, env=env, cwd=REPO, timeout=120, check=True).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_the_service_and_listing_runs_import_no_model_and_no_numpy(tmp_path):
+    loaded = modules_after(
+        "import os\nos.environ['TB_ROOFLINE_CACHE_DIR'] = 'off'\n"
+        "from tb_roofline.serve.service import RooflineService\n"
+        f"s = RooflineService({os.path.join(REPO, 'testdata', 'demo')!r})\n"
+        "assert s.list_runs()['runs']")
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_the_cli_runs_command_imports_no_model_and_no_numpy():
+    loaded = modules_after(
+        "import io\nfrom tb_roofline.serve import cli\nout = io.StringIO()\n"
+        f"assert cli.main(['runs', {os.path.join(REPO, 'testdata', 'demo')!r}], out=out) == 0\n"
+        "assert 'v6e_train' in out.getvalue()")
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_a_tpu_read_imports_no_gpu_reader_no_hlo_protos_no_comparison():
+    """A TPU profile is read by the wire reader: the XLA GPU/CPU reader, the HLO protos and
+    cost model, the GPU peak tables and the run comparison stay unimported."""
+    loaded = modules_after(
+        "import os\nos.environ['TB_ROOFLINE_CACHE_DIR'] = 'off'\n"
+        "from tb_roofline.serve.service import RooflineService\n"
+        f"s = RooflineService({os.path.join(REPO, 'testdata', 'demo')!r})\n"
+        "run = [r['run'] for r in s.list_runs()['runs'] if 'v6e' in r['run']][0]\n"
+        "assert s.ops(run, '')['rows']")
+    assert "numpy" in loaded and "tb_roofline.model.roofline" in loaded  # the work needs them
+    for name in ("tb_roofline.readers.xla_host_device", "tb_roofline.readers.xla_gpu_cpu",
+                 "tb_roofline.hlo.cost_model", "tb_roofline.protos.hlo_pb2",
+                 "tb_roofline.devices.gpu_peaks", "tb_roofline.model.compare",
+                 "tb_roofline.serve.compare_api"):
+        assert name not in loaded, name
