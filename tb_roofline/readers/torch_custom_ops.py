@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from tb_roofline.readers import collectives, torch_flops, torch_sparse_ops
+from tb_roofline.readers import collectives, torch_flops, torch_pool, torch_sparse_ops
 from tb_roofline.readers.torch_flops import SIZES as SIZE_OF, Args, OpCost, Tensor
 
 # c10 ScalarType names as `record_param_comms` writes them (`dtype`) → (precision, bytes).
@@ -212,7 +212,8 @@ def _number(value) -> float | None:
 
 def more_aten_cost(n: str, args: Args) -> OpCost | None:
     """aten families readers/torch_flops.py does not cover: the `_foreach_*` ops (the
-    optimizers' multi_tensor_apply kernels), fills and the MSE loss."""
+    optimizers' multi_tensor_apply kernels), fills, the MSE loss, padding, embedding bags,
+    grouped GEMMs and pooling (readers/torch_pool.py)."""
     if n.startswith("_foreach_"):
         return foreach_cost(n[len("_foreach_"):].rstrip("_"), n.endswith("_"), args)
     if n.startswith("_fused_adam"):
@@ -230,6 +231,8 @@ def more_aten_cost(n: str, args: Args) -> OpCost | None:
         return torch_sparse_ops.embedding_bag_cost(args)
     if n == "_grouped_mm":
         return torch_sparse_ops.grouped_mm_cost(args)
+    if n in torch_pool.POOL_OPS:
+        return torch_pool.pool_cost(n, args)
     return None
 
 
