@@ -9,6 +9,7 @@ import numpy as np
 from tb_roofline.devices.gpu_peaks import kineto_device_peaks
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.readers import torch_flops
 from tb_roofline.readers.kineto.events import MAX_NAME_CHARS, _int
 
 
@@ -80,9 +81,42 @@ def trace_notes(col, c, has_gpu: bool, hw, unattributed: int) -> list:
     return out
 
 
+# Why an op row has no FLOP count, from what the trace recorded for it (the first that
+# applies); each says what would give it one.
+_COMPILED = ("CompiledFunction", "CompiledFunctionBackward", "Torch-Compiled Region")
+WHY_NO_COST = {
+    "compiled": "a torch.compile region: its kernels carry no Inductor annotations "
+                "(kernel_flop, kernel_num_gb: torch._inductor.config.benchmark_kernel) and no "
+                "shapes of their own",
+    "kernel": "a kernel whose launch has no recorded op around it (launched before the trace "
+              "began, from a thread without ops, or by a library the profiler does not see)",
+    "bytes": "bytes known, FLOPs not",
+    "no_shapes": "an op with a formula whose calls recorded no shapes (profile with "
+                 "record_shapes=True)",
+    "no_formula": "no formula for this op, or its shapes were not recorded",
+}
+_FORMULA_FAMILIES = frozenset({"matmul", "convolution", "attention", "normalization",
+                               "elementwise", "reduction", "copy", "embedding"})
+
+
+def why_no_cost(name: str, source: str) -> str:
+    """The WHY_NO_COST key of an op row without FLOPs."""
+    if source == "bytes":
+        return "bytes"
+    if name.startswith(_COMPILED):
+        return "compiled"
+    if "(" in name or name.startswith(("void ", "nccl", "triton__", "cutlass", "ampere_",
+                                       "sm80_", "sm90_", "Memcpy", "Memset")):
+        return "kernel"
+    if name.startswith("aten::") and torch_flops.category_of(name) in _FORMULA_FAMILIES:
+        return "no_shapes"
+    return "no_formula"
+
+
 def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
     """The ops that still have no FLOP count, by their share of the op time (the largest few,
-    each at least `floor` of it), so a reader knows where the roofline is blind."""
+    each at least `floor` of it), each with why (WHY_NO_COST), so a reader knows where the
+    roofline is blind and what would light it."""
     t = np.asarray(ops["total_time_ps"], np.float64)
     total = float(t.sum())
     if total <= 0:
@@ -90,13 +124,24 @@ def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
     unknown = ~np.asarray(ops["flops_known"], bool)
     if not unknown.any():
         return []
-    share: dict = {}
-    for name, v in zip(ops["operation"][unknown].tolist(), t[unknown].tolist()):
-        share[name] = share.get(name, 0.0) + v / total
-    worst = sorted(((v, n) for n, v in share.items() if v >= floor), reverse=True)[:top]
+    names = np.asarray(ops["operation"], dtype=object)[unknown]
+    sources = np.asarray(ops["source"], dtype=object)[unknown]
+    name_u, name_i = np.unique(names.astype(str), return_inverse=True)
+    src_u, src_i = np.unique(sources.astype(str), return_inverse=True)
+    uniq, inverse = np.unique(name_i.reshape(-1) * len(src_u) + src_i.reshape(-1),
+                              return_inverse=True)
+    share = np.bincount(inverse.reshape(-1), weights=t[unknown], minlength=len(uniq)) / total
+    order = np.argsort(-share, kind="stable")
+    worst = [i for i in order[:top].tolist() if share[i] >= floor]
     if not worst:
         return []
-    listed = "; ".join(f"{n[:120]} {v * 100:.1f}%" for v, n in worst)
+    parts, reasons = [], []
+    for i in worst:  # the few listed (at most `top`), not every op
+        name, source = str(name_u[uniq[i] // len(src_u)]), str(src_u[uniq[i] % len(src_u)])
+        why = why_no_cost(name, source)
+        reasons.append(why)
+        parts.append(f"{name[:120]} {share[i] * 100:.1f}% ({why})")
+    told = "; ".join(f"{k}: {WHY_NO_COST[k]}" for k in dict.fromkeys(reasons))
     return [Diagnostic("info", "uncosted_ops",
-                       f"ops without a FLOP count, by share of op time: {listed} (all ops "
-                       f"without one: {sum(share.values()) * 100:.1f}%)")]
+                       f"ops without a FLOP count, by share of op time: {'; '.join(parts)} "
+                       f"(all ops without one: {share.sum() * 100:.1f}%). Why: {told}")]
