@@ -3,6 +3,7 @@ protobuf-object oracle (tests/tpu_oracle.py): every column of random lines, whol
 profiles, with windows and segments small enough that events, nests and steps cross them."""
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -238,3 +239,36 @@ def test_a_plane_is_read_piece_by_piece(tmp_path, monkeypatch):
     plan = tpu_file.plan_file(path, "h")
     plane = plan.cores[0][2] - plan.cores[0][1]
     assert max(reads) <= 1 << 14 < plane / 16, (max(reads), plane)
+
+
+def test_hosts_of_one_program_decode_its_op_metadata_once(tmp_path, monkeypatch):
+    """Issue #18: a pod's hosts run one program, so each op's metadata is decoded once per
+    process among the files kept, not once per host; the hosts read exactly as one by one,
+    and a host of another program (other costs under the same names) keeps its own."""
+    from tb_roofline.readers import parallel
+    cfgs = [SynthConfig(seed=5, num_cores=1, hostname=f"h{i}") for i in range(3)] + \
+        [SynthConfig(seed=6, num_cores=1, hostname="other")]
+    paths = write_tpu_session(str(tmp_path), "", "s", cfgs)
+    calls = []
+    real = tpu_plane.op_info
+    monkeypatch.setattr(tpu_plane, "op_info", lambda ps, md: calls.append(1) or real(ps, md))
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")  # this process: the calls are countable
+    together = parallel.read_files([(p, "xplane", os.path.basename(p), None) for p in paths])
+    shared = len(calls)
+    alone, per_file = [], []
+    for p in paths:  # one by one: each file decodes its own
+        calls.clear()
+        alone.append(xspace.read_xspace_file(p, os.path.basename(p)))
+        per_file.append(len(calls))
+    assert per_file[0] == per_file[1] == per_file[2] > 0
+    # Together: the first host's, then nothing for its two repeats, then the other program's.
+    assert max(per_file) <= shared <= per_file[0] + per_file[3] < sum(per_file)
+    for a, b in zip(together, alone):
+        x, y = _canonical(a), _canonical(b)
+        for k in ALL_COLUMNS:
+            if x[k].dtype == object:
+                assert x[k].tolist() == y[k].tolist(), k
+            else:
+                np.testing.assert_array_equal(x[k], y[k], err_msg=k)
+    # The other program's costs are its own, not the first program's.
+    assert not np.array_equal(_canonical(alone[0])["flops"], _canonical(alone[3])["flops"])

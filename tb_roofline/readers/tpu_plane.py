@@ -187,8 +187,9 @@ Info = collections.namedtuple("Info", KEY_TEXTS + ("role", "start_name", "per_ex
 
 def _infos(ps: PlaneStats, metadata, mids, cache: dict):
     """The Info of each metadata id (None when the plane has no such metadata); `metadata`:
-    id -> serialized XEventMetadata. Cores repeat the same metadata: decoded once per (stat
-    table, metadata bytes)."""
+    id -> serialized XEventMetadata. Cores repeat the same metadata, and so do the hosts of one
+    program: decoded once per (stat table, metadata bytes) among the files kept (info_cache;
+    the key holds everything op_info reads, so a hit from another file is the same Info)."""
     table = _TABLES.setdefault(tuple(sorted(ps.names.items())), len(_TABLES))
     out = []
     for mid in mids:
@@ -198,6 +199,11 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
             continue
         key = (table, hashlib.blake2b(raw, digest_size=16).digest())
         info = cache.get(key)
+        if info is None:  # the hosts of a pod run one program: another file's may have it
+            info = next((c[key] for c in _INFO_CACHE.values() if c is not cache and key in c),
+                        None)
+            if info is not None:
+                cache[key] = info
         if info is None:
             i = op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
             info = cache[key] = Info(*(i[k] for k in KEY_TEXTS), i["role"], i["start_name"],
