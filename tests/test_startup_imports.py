@@ -43,6 +43,7 @@ def test_the_cli_runs_command_imports_no_model_and_no_numpy():
         f"assert cli.main(['runs', {os.path.join(REPO, 'testdata', 'demo')!r}], out=out) == 0\n"
         "assert 'v6e_train' in out.getvalue()")
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    assert "tb_roofline.readers.cluster" not in loaded  # no --scheduler: no cluster switch
 
 
 def test_a_tpu_read_imports_no_gpu_reader_no_hlo_protos_no_comparison():

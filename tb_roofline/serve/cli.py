@@ -337,6 +337,8 @@ def _main(argv=None, out=None) -> int:
         argv.insert(0, "report")  # `tb-roofline LOGDIR` means `report`
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else "").parse_args(argv)
     out = out or sys.stdout
+    if not args.scheduler:  # local conversion: the cluster module is not needed (start-up)
+        return _command(args, out)
     from tb_roofline.readers import cluster
     cluster.configure(args.scheduler, strict=True)
     try:
