@@ -111,3 +111,27 @@ def test_real_cpu_traces_cost_their_max_pools(monkeypatch):
         program = service.program(run, "")
         total = dict(zip(program["columns"], program["rows"][0]))
         assert total["flop_coverage"] >= 0.9, (run, total["flop_coverage"])
+
+
+def test_any_recorded_arguments_give_a_cost_or_none_never_an_error():
+    """Whatever a trace holds in the window arguments (missing, empty, negative, floats,
+    text, huge, lists with nulls), every pooling op answers a non-negative cost or None."""
+    import itertools
+    values = ["", "[2, 2]", "[]", "[-1]", "[0]", "3", "2.5", "True", "abc", "[1e30, 2]",
+              "[999999999999, 2]", "[None, 7]"]
+    names = ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
+             "max_pool2d_with_indices_backward", "avg_pool2d_backward", "max_pool3d",
+             "_adaptive_avg_pool2d_backward", "max_pool1d_with_indices")
+    shapes = ([[8, 3, 9, 9], [], [], [], [], []],
+              [[8, 3, 9, 9], [8, 3, 18, 18], [], [], [], [], [], [8, 3, 9, 9]],
+              [[3], []], [[2, 3, 9], []])
+    costed = 0
+    for combo in itertools.product(values, repeat=3):
+        for name in names:
+            for dims in shapes:
+                concrete = [""] + list(combo) + [""] * max(0, len(dims) - 4)
+                cost = call(name, dims, concrete, ["float"] + ["ScalarList"] * (len(dims) - 1))
+                if cost is not None:
+                    costed += 1
+                    assert cost.flops >= 0 and cost.bytes >= 0, (name, combo, dims)
+    assert costed  # the sweep reaches the formulas, not only the refusals

@@ -103,7 +103,7 @@ def pool_cost(name: str, args: Args) -> OpCost | None:
         return OpCost("reduction", float(flops), float(x.nbytes + written), x.precision,
                       "formula")
     if name in _ADAPTIVE:
-        size = _tuple(args.value(1), n, None)
+        size = _tuple(args.value(1), n, None) if args.value(1) is not None else None
         if size is None or len(x.shape) < n + 1 or not all(s > 0 for s in size):
             return None
         out = Tensor(x.shape[:-n] + size, x.precision)
