@@ -2,8 +2,9 @@
 minus the durations of the events directly nested in it (docs/xspace_format.md, "Self time").
 
 `self_times` peels the nesting level by level; `self_times_by_stack` is the plain stack walk it
-is tested against and falls back to for very deep nesting. Used by the TPU op rows
-(readers/op_rows.py) and the XLA GPU/CPU reader.
+is tested against and falls back to for very deep nesting; `parents` gives the direct parents
+by the same peeling. Used by the TPU op rows (readers/op_rows.py) and, through
+readers/common.py `op_nesting`, by the Kineto and XLA GPU/CPU readers.
 """
 from __future__ import annotations
 
@@ -46,14 +47,49 @@ def self_times(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarr
     n = len(begin)
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order, b, d = _sorted(begin, dur)
+    got = _peel(b, b + d, d)
+    return order, (got[0] if got is not None else _self_times_stack(b, b + d, d))
+
+
+def parents(begin: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Each event's direct parent (its index, -1 at top level) for events already in
+    (begin, -duration) order, as the stack walk nests them (the innermost open event that
+    contains it): the peeling of `self_times`, with the stack walk for very deep nesting."""
+    b = np.asarray(begin, np.int64)
+    d = np.asarray(dur, np.int64)
+    if not len(b):
+        return np.zeros(0, np.int64)
+    got = _peel(b, b + d, d)
+    return got[1] if got is not None else _parents_stack(b, b + d)
+
+
+def _parents_stack(b, e):
+    bl, el = b.tolist(), e.tolist()
+    out = [-1] * len(bl)
+    stack: list[int] = []
+    for i in range(len(bl)):
+        while stack and not (bl[i] >= bl[stack[-1]] and el[i] <= el[stack[-1]]):
+            stack.pop()
+        if stack:
+            out[i] = stack[-1]
+        stack.append(i)
+    return np.asarray(out, np.int64)
+
+
+def _sorted(begin, dur):
+    n = len(begin)
     db, dd = np.diff(begin), np.diff(dur)
     if ((db > 0) | ((db == 0) & (dd <= 0))).all():
-        order = np.arange(n)   # already in (begin, -duration) order; lexsort is stable
-        b, d = begin, dur
-    else:
-        order = np.lexsort((-dur, begin))
-        b, d = begin[order], dur[order]
-    e = b + d
+        return np.arange(n), begin, dur  # already in (begin, -duration) order (lexsort is stable)
+    order = np.lexsort((-dur, begin))
+    return order, begin[order], dur[order]
+
+
+def _peel(b, e, d):
+    """(self times, parents) of sorted events by peeling levels, or None past
+    _MAX_PEEL_ROUNDS rounds (very deep nesting: the caller walks the stack)."""
+    n = len(b)
     selft = d.copy()
     # Parent = previous element with end >= own end (stack semantics, since begins ascend).
     # Peel level by level: within the segment of elements following a parent (its subtree),
@@ -72,7 +108,7 @@ def self_times(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarr
     while len(idx):
         rounds += 1
         if rounds > _MAX_PEEL_ROUNDS and len(idx) > 64:
-            return order, _self_times_stack(b, e, d)
+            return None
         key = seg_ord * width + rank_e[idx]
         rec = np.empty(len(idx), bool)
         rec[0] = True
@@ -96,4 +132,4 @@ def self_times(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarr
         chg[0] = True
         chg[1:] = newpar[1:] != newpar[:-1]
         seg_ord = np.cumsum(chg)
-    return order, selft
+    return selft, parent
