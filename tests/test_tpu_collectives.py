@@ -78,3 +78,17 @@ def test_v4_gets_its_ici_roof_and_unknown_chips_none():
     assert v4.device.memory("interconnect").gbs == pytest.approx(2400 / 8)
     from tb_roofline.readers.tpu import ici_peak
     assert ici_peak("TPU v9 Ultra") is None and ici_peak("") is None
+
+
+def test_ragged_all_to_all_moves_its_input_and_send_needs_no_group():
+    """By hand: ragged-all-to-all(input, output, 4 offset/size arrays) moves its input
+    (4 KiB), not its output buffer and index arrays: S·(n−1)/n = 4096·3/4 over 4 devices. A
+    send moves its operand once whatever the group: no group is assumed for it."""
+    ragged = text_link("%ra = f32[1024]{0} ragged-all-to-all(f32[1024]{0} %in, f32[1024]{0} "
+                       "%out, s64[4]{0} %io, s64[4]{0} %ss, s64[4]{0} %oo, s64[4]{0} %rs), "
+                       "replica_groups={{0,1,2,3}}")
+    assert ragged == ("all-to-all", 4096.0, 4)
+    assert link_bus_bytes(ragged, 8) == (4096.0 * 3 / 4, False)
+    send = text_link("%s = (f32[1024]{0}, u32[], token[]) send(f32[1024]{0} %x, token[] %t), "
+                     "channel_id=1")
+    assert link_bus_bytes(send, 8) == (4096.0, False)

@@ -34,6 +34,15 @@ KINDS = {
     "collective-permute-start": ("collective-permute", _ONE),
     "collective-broadcast": ("broadcast", _ONE), "send": ("send", _ONE), "recv": ("recv", _ONE),
 }
+# Its message is its first operand: the others are the output buffer and the offset and size
+# arrays (ragged-all-to-all(input, output, input_offsets, send_sizes, output_offsets,
+# recv_sizes)).
+MESSAGE_IS_FIRST_OPERAND = frozenset({"ragged-all-to-all"})
+
+
+def group_free(opcode: str) -> bool:
+    """Whether the bus bytes of this collective do not depend on the group size (factor 1)."""
+    return KINDS[opcode][1] is _ONE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +87,7 @@ def transfer(ins: Instruction, devices: int) -> Transfer | None:
     n = group_size(c)
     known = n is not None
     n = max(int(n if known else devices), 1)
-    operands = float(sum(byte_size(o.shape) for o in c.operands))
+    moved = c.operands[:1] if c.opcode in MESSAGE_IS_FIRST_OPERAND else c.operands
+    operands = float(sum(byte_size(o.shape) for o in moved))
     message = operands * n if kind == "all-gather" else operands
     return Transfer(kind, n, known, message, message * factor(n))

@@ -29,6 +29,8 @@ TYPE_NAMES = {PRED: "pred", S8: "s8", S16: "s16", S32: "s32", S64: "s64", U8: "u
               24: "f8e5m2fnuz", 25: "f8e4m3fnuz", 26: "s2", 27: "u2", 28: "f8e4m3",
               29: "f8e3m4", 30: "s1", 31: "u1", 32: "f4e2m1fn", 33: "f8e8m0fnu", 34: "buffer",
               35: "f6e3m2fn", 36: "f6e2m3fn"}
+# Element width in bytes by the type's name in HLO text (`f32`, `bf16`, ...).
+BYTE_WIDTH_BY_NAME = {name: BYTE_WIDTH[t] for t, name in TYPE_NAMES.items() if t in BYTE_WIDTH}
 
 # The precision a piece of work runs at, in the names the peaks use.
 _PRECISION = {F32: "f32", C64: "f32", BF16: "bf16", F16: "f16", F64: "f64", C128: "f64",

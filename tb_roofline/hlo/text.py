@@ -11,11 +11,10 @@ import dataclasses
 import math
 import re
 
-from tb_roofline.hlo.shapes import BYTE_WIDTH, TYPE_NAMES
+from tb_roofline.hlo.shapes import BYTE_WIDTH_BY_NAME
 
 HOST_MEMORY_SPACE = 5
 
-_WIDTH_BY_NAME = {name: BYTE_WIDTH[t] for t, name in TYPE_NAMES.items() if t in BYTE_WIDTH}
 # An array with a layout: element type, dims, layout body.
 _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]\{([^{}]*)\}")
 _SPACE = re.compile(r"S\((\d+)\)")
@@ -68,7 +67,7 @@ def parse_instruction(text: str) -> InstructionText | None:
         s = _SPACE.search(layout)
         if s is None:
             continue
-        width = _WIDTH_BY_NAME.get(etype)
+        width = BYTE_WIDTH_BY_NAME.get(etype)
         if width is None:
             continue
         size = width * math.prod(int(d) for d in dims.split(",") if d)

@@ -14,11 +14,10 @@ from __future__ import annotations
 import math
 import re
 
-from tb_roofline.hlo.collectives import KINDS
-from tb_roofline.hlo.shapes import BYTE_WIDTH, TUPLE, TYPE_NAMES
+from tb_roofline.hlo.collectives import KINDS, MESSAGE_IS_FIRST_OPERAND, group_free
+from tb_roofline.hlo.shapes import BYTE_WIDTH_BY_NAME as _WIDTH, TUPLE, TYPE_NAMES
 from tb_roofline.hlo.text import split_instruction
 
-_WIDTH = {name: BYTE_WIDTH[t] for t, name in TYPE_NAMES.items() if t in BYTE_WIDTH}
 _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]")
 _GROUPS = re.compile(r"replica_groups=\{\{([0-9, ]*)\}")
 _FACTOR = {kind: factor for kind, factor in KINDS.values()}  # kind -> bus factor of n
@@ -48,9 +47,6 @@ def _size(arrays) -> float:
     return float(sum(_WIDTH[t] * math.prod(d) for t, d in arrays))
 
 
-_split = split_instruction  # (opcode, output part, operand part), or None
-
-
 def text_group(text: str) -> int | None:
     """Devices per group from the text's `replica_groups`; None when it names none."""
     m = _GROUPS.search(text)
@@ -69,13 +65,15 @@ def text_link(text: str) -> tuple | None:
     text; None for other ops and for `-done` halves (they move nothing of their own)."""
     if not text or _ANY_KIND.search(text) is None:  # no collective's opcode in it: at once
         return None
-    parts = _split(text)
+    parts = split_instruction(text)
     if parts is None or parts[0] not in KINDS:
         return None
     opcode, out_text, operand_text = parts
     kind = KINDS[opcode][0]
-    n = 1 if kind == "collective-permute" else (text_group(text) or 0)
+    n = 1 if group_free(opcode) else (text_group(text) or 0)
     operands = _arrays(operand_text)
+    if opcode in MESSAGE_IS_FIRST_OPERAND:
+        operands = operands[:1]
     if operands:
         message = _size(operands)
         return kind, message, n  # an all-gather's S is × n once n is known (link_bus_bytes)
@@ -123,7 +121,7 @@ def text_tensor_shape(text: str, category: str) -> tuple | None:
     arrays it reads); None for other ops or when the text names no output array."""
     if not _tensor_category(category):
         return None
-    parts = _split(text)
+    parts = split_instruction(text)
     if parts is None:
         return None
     _, out_text, operand_text = parts
