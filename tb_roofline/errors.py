@@ -71,6 +71,11 @@ class StorageError(tb_errors.PublicError):
     code = "storage_error"
 
 
+# How long a remote file's failure (a timeout, an unreadable object) is remembered before
+# the file is read again (serve/hosts.py), as the message says.
+REMOTE_ERROR_RETRY_S = 60.0
+
+
 class StorageTimeoutPublicError(tb_errors.PublicError):
     """The remote store did not answer a read in time (a gateway timeout, not a bad file)."""
     http_code = 504
@@ -80,7 +85,7 @@ class StorageTimeoutPublicError(tb_errors.PublicError):
 def to_public(exc: ProfileFormatError, what: str) -> tb_errors.PublicError:
     """Name the file (`what`) in the message users see."""
     if isinstance(exc, ProfileStoreTimeoutError):
-        return StorageTimeoutPublicError(f"{what}: {exc} (retried after 60 s)")
+        return StorageTimeoutPublicError(f"{what}: {exc} (retried after {REMOTE_ERROR_RETRY_S:g} s)")
     if isinstance(exc, ProfileIncompleteError):
         return ProfileIncompletePublicError(f"{what}: {exc} (still being written? retry shortly)")
     if isinstance(exc, ProfileTooLargeError):

@@ -179,3 +179,30 @@ def test_a_profile_overwritten_mid_read_is_a_503(s3, monkeypatch):
     with pytest.raises(errors.ProfileIncompletePublicError) as info:
         service.program("run", "", True)
     assert info.value.http_code == 503 and "changed while it was read" in str(info.value)
+
+
+def test_one_host_timing_out_is_skipped_like_any_other_bad_host(tmp_path, monkeypatch):
+    """A multi-host run where one host's store read times out: the others are analysed, the
+    timed-out host is named in a diagnostic (as a damaged host is), no 504 for the run."""
+    from tb_roofline import errors
+    from tb_roofline.readers import parallel
+    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.synthetic import SynthConfig, write_tpu_session
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    write_tpu_session(str(tmp_path), "run", "s", [SynthConfig(seed=1, hostname="h0"),
+                                                 SynthConfig(seed=1, hostname="h1")])
+    real = parallel.read_files
+
+    def h1_times_out(jobs, progress=None):
+        got = real(jobs, progress)
+        return [errors.ProfileStoreTimeoutError("h1.xplane.pb: the store did not answer")
+                if job[2] == "h1" else r for job, r in zip(jobs, got)]
+
+    monkeypatch.setattr(parallel, "read_files", h1_times_out)
+    service = RooflineService(str(tmp_path))
+    run = service.list_runs()["runs"][0]["run"]
+    assert service.device(run, "")["device"]
+    notes = [d for d in service.diagnostics(run, "")["diagnostics"] if "'h1' skipped" in
+             d["message"]]
+    assert notes and notes[0]["code"] == "storage_timeout"
+    assert service.program(run, "")["rows"]  # the other host's records

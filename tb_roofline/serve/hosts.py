@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 # How long a failure stays cached for an unchanged file: a file "still being written" is
 # judged again once it is no longer young; a remote read error may have been the network.
 INCOMPLETE_RETRY_S = 2.0
-REMOTE_ERROR_RETRY_S = 60.0
+REMOTE_ERROR_RETRY_S = errors.REMOTE_ERROR_RETRY_S
 MEMORY_RETRY_S = 60.0  # out of memory may have been the other requests' fault
 # What a reader keeps in memory per byte of (inflated) profile, at its peak: measured on
 # traces with long distinct names (80 MB of JSON: 445 MB peak RSS; tests/test_hardening.py).
@@ -318,7 +318,6 @@ class HostReader:
             public = errors.to_public(result, f"run {run.run!r}, host {hostfile.host!r}")
             retry = INCOMPLETE_RETRY_S if isinstance(result, errors.ProfileIncompleteError) \
                 else MEMORY_RETRY_S if isinstance(result, errors.ProfileOutOfMemoryError) \
-                else REMOTE_ERROR_RETRY_S if isinstance(result, errors.ProfileStoreTimeoutError) \
                 else REMOTE_ERROR_RETRY_S if storage.is_remote(hostfile.path) else None
             entry = HostEntry(sig, error=(type(public), str(public)),
                               expires=None if retry is None else time.monotonic() + retry)

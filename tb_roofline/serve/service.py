@@ -226,7 +226,7 @@ class RooflineService:
             try:
                 profiles.append(self._with_device_file(f, entry.result()))
             except (errors.BadProfileError, errors.ProfileIncompletePublicError,
-                    errors.TooLargeError) as exc:
+                    errors.TooLargeError, errors.StorageTimeoutPublicError) as exc:
                 if len(files) == 1:
                     raise
                 extra.append(Diagnostic("error", exc.code, f"host {f.host!r} skipped: {exc}"))
