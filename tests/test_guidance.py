@@ -446,3 +446,13 @@ def test_exposed_collectives_on_a100_trace():
     assert names[0] == "c10d::allreduce_" and any(n.startswith("ncclKernel") for n in names)
     assert f["time_saved_us"] == pytest.approx(
         next(c["time_us"] for c in g["classes"] if c["class"] == "communication"))
+
+
+def test_element_bytes_of_every_spelling():
+    """By hand: the element size of a type as each reader spells it (torch `c10::` names,
+    kernel-decided precisions, HLO and Kineto names)."""
+    from tb_roofline.model.rules import element_bytes
+    cases = {"c10::Half": 2, "c10::BFloat16": 2, "float": 4, "f32": 4, "kernel:tf32": 4,
+             "double": 8, "long int": 8, "c64": 8, "c10::Float8_e4m3fn": 1, "pred": 1}
+    assert {k: element_bytes(k) for k in cases} == cases
+    assert element_bytes("") is None and element_bytes("no such type") is None

@@ -48,3 +48,22 @@ def test_each_uncosted_op_says_why(service, run, op, why):
 def test_a_fully_costed_run_has_no_such_note(service):
     notes = [d["code"] for d in service.diagnostics("kineto/mi250", "")["diagnostics"]]
     assert "uncosted_ops" not in notes
+
+
+def test_bytes_only_ops_say_so():
+    """A row whose cost source is `bytes` (FLOPs unknown: a fused optimizer step, a Triton
+    kernel without kernel_flop) is told as such, from the row's cost source."""
+    import numpy as np
+    from tb_roofline.readers.kineto.device import uncosted_ops
+    from tb_roofline.readers.kineto.tables import add_grouped
+    from tb_roofline.table.op_table import OpTableBuilder
+    builder = OpTableBuilder()
+    names = np.array(["aten::_fused_adamw_", "my::custom_op"], dtype=object)
+    add_grouped(builder, "h", np.zeros(2, np.int64), names,
+                np.array(["elementwise", "other"], dtype=object),
+                np.array(["f32", "f32"], dtype=object), np.array(["bytes", "none"], dtype=object),
+                np.array([-1, -1]), np.array([3e6, 1e6]), np.zeros(2), np.array([100.0, 0.0]),
+                np.ones(2, np.int64))
+    message = uncosted_ops(builder.build())[0].message
+    assert "aten::_fused_adamw_ 75.0% (bytes)" in message
+    assert "my::custom_op 25.0% (no_formula)" in message

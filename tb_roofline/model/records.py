@@ -219,7 +219,7 @@ def compute_roof(device: DeviceInfo, precisions) -> np.ndarray:
     for p in set(precisions.tolist()):
         p = str(p)
         if is_integer_precision(p):
-            wanted = normalize_precision(_plain(p))
+            wanted = normalize_precision(plain_precision(p))
             roofs[p] = next((c.gflops for c in device.compute
                              if wanted and normalize_precision(c.precision) == wanted), 0.0)
         else:
@@ -237,7 +237,8 @@ def mixed_roof(flops, roof_time, device: DeviceInfo) -> np.ndarray:
     return peak
 
 
-def _plain(precision: str) -> str:
+def plain_precision(precision: str) -> str:
+    """A precision without its source prefix ("kernel:tf32" -> "tf32")."""
     return precision.split(":", 1)[1] if ":" in precision else precision
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from tb_roofline.devices.spec import normalize_precision
 from tb_roofline.model import advice
+from tb_roofline.model.records import plain_precision
 from tb_roofline.table.timeline import is_communication, is_fusible
 
 MIN_SHARE = 0.0005  # an op finding must be worth at least 0.05% of the profiled time
@@ -53,7 +54,8 @@ OP_COLUMNS = {
 }
 _ELEMENT_SIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
                  "s64": 8, "u64": 8, "s32": 4, "u32": 4, "s16": 2, "u16": 2, "pred": 1,
-                 "int64": 8, "int32": 4, "long": 8, "int": 4, "bool": 1}
+                 "int64": 8, "int32": 4, "long": 8, "int": 4, "bool": 1, "long int": 8,
+                 "c64": 8, "c128": 16, "complexfloat": 8, "complexdouble": 16}
 ARRAY_TYPE = re.compile(r"\b([a-z][a-z0-9]*)\[[0-9,]*\]")  # the element type of "f32[8,128]"
 
 
@@ -62,7 +64,7 @@ def element_bytes(dtype: str) -> int | None:
     float, c10::Half, ...); None when unknown."""
     if not dtype:
         return None
-    d = _plain(str(dtype)).strip().lower()
+    d = str(dtype).rsplit(":", 1)[-1].strip().lower()  # kernel:tf32, c10::Half -> tf32, half
     return _ELEMENT_SIZE.get(d) or _ELEMENT_SIZE.get(normalize_precision(d))
 
 
@@ -141,7 +143,7 @@ def tiling(ctx: Context) -> list:
                 tile = TPU_TILE
                 miss = _tpu_waste(u.dims)
             else:
-                width = _ELEMENT_BYTES.get(normalize_precision(_plain(c["precision"][i])))
+                width = _ELEMENT_BYTES.get(normalize_precision(plain_precision(c["precision"][i])))
                 if width is None:
                     continue
                 tile = max(GPU_TILE_BYTES // width, 1)
@@ -190,10 +192,6 @@ def _tpu_waste(arrays) -> float | list:
     return [] if padded == real or padded == 0 else 1.0 - real / padded
 
 
-def _plain(precision: str) -> str:
-    return precision.split(":", 1)[1] if ":" in precision else precision
-
-
 def _us(x: float) -> str:
     return f"{x:,.1f} µs"
 
@@ -228,7 +226,7 @@ def precision(ctx: Context) -> list:
         cat = str(c["category"][i]).lower()
         if not any(w in cat for w in _MATMUL_WORDS):
             continue
-        if normalize_precision(_plain(c["precision"][i])) != "fp32":
+        if normalize_precision(plain_precision(c["precision"][i])) != "fp32":
             continue
         peak = float(c["peak_flop_rate"][i])
         target = next((p for p in ("tf32", "bf16") if roofs.get(p, 0) >= PRECISION_RATIO * peak),

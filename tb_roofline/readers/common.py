@@ -22,6 +22,9 @@ from tb_roofline.devices.spec import KERNEL_PREFIX
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers import kernel_names, xline_fast
 
+# Times and sums of durations (ps) beyond this would overflow int64: a corrupt profile.
+TIME_LIMIT_PS = 1 << 62
+
 
 # ------------------------------------------------------------------------------ nesting
 

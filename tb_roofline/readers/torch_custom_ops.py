@@ -283,7 +283,7 @@ def foreach_cost(op: str, inplace: bool, args: Args) -> OpCost | None:
         return OpCost("reduction", float(numel), read + 4.0 * len(first), prec, "formula")
     if op in torch_flops.ELEMENTWISE_2:
         per = 2
-    elif op in torch_flops.ELEMENTWISE_1 or op in ("sqrt", "addcmul", "div"):
+    elif op in torch_flops.ELEMENTWISE_1:
         per = 1
     else:
         return None

@@ -25,7 +25,7 @@ from tb_roofline.devices import datasheets
 from tb_roofline.devices.interconnect import interconnect, link_name
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.readers.common import corrupt_value_notes  # noqa: F401 (re-exported)
+from tb_roofline.readers.common import TIME_LIMIT_PS, corrupt_value_notes  # noqa: F401
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.fingerprint import text_fingerprint
 from tb_roofline.hlo.text import async_role, parse_instruction
@@ -42,7 +42,6 @@ OPS_LINE, STEPS_LINE, MODULES_LINE = "XLA Ops", "Steps", "XLA Modules"
 HBM, CMEM, VMEM = 1, 2, 3
 READ, WRITE = 1, 2
 MAX_OCCURRENCES = 1 << 32  # more executions in one event is a corrupt count
-TIME_LIMIT_PS = 1 << 62    # times and sums of durations beyond this would overflow int64
 MAX_CORE = 1 << 31         # a TensorCore numbered beyond this is a corrupt plane name
 
 

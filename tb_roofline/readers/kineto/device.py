@@ -125,7 +125,7 @@ def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
     if not unknown.any():
         return []
     names = np.asarray(ops["operation"], dtype=object)[unknown]
-    sources = np.asarray(ops["source"], dtype=object)[unknown]
+    sources = np.asarray(ops["flops_source"], dtype=object)[unknown]  # "bytes": bytes only
     name_u, name_i = np.unique(names.astype(str), return_inverse=True)
     src_u, src_i = np.unique(sources.astype(str), return_inverse=True)
     uniq, inverse = np.unique(name_i.reshape(-1) * len(src_u) + src_i.reshape(-1),

@@ -36,9 +36,6 @@ HOST_CAUSE_CALLS = frozenset(GRAPH_CAPTURE_CALLS[0] + GRAPH_CAPTURE_CALLS[1]) | 
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 # Longer names are cut (with a diagnostic): what a trace keeps per distinct name is bounded.
 MAX_NAME_CHARS = 1024
-# Annotations of a collective's run (`nccl:all_reduce`, `c10d::...`, ...).
-_COMM_ANNOTATION = re.compile(r"nccl|c10d::|record_param_comms|all_?reduce|all_?gather|"
-                              r"reduce_?scatter|all_?to_?all|broadcast_", re.I)
 
 
 class Collector:
@@ -186,7 +183,7 @@ class Collector:
                             raise _BadEvent
                         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
                         self.steps.append((step, ts, dur))
-                    elif _COMM_ANNOTATION.search(name) or name.startswith("gloo:"):
+                    elif torch_flops.COMMUNICATION.search(name) or name.startswith("gloo:"):
                         # A collective's run on its backend's thread (CPU timeline only).
                         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
                         thread = self.thread_id(ev.get("pid"), ev.get("tid"))

@@ -15,8 +15,7 @@ from tb_roofline.table.timeline import (GRAPH_CAPTURE_CALLS, IDLE_CAPTURE, IDLE_
 from tb_roofline.table.timeline import MAX_KERNELS_PER_OP, KernelUse
 from tb_roofline.readers import kernel_names, torch_flops
 from tb_roofline.readers.common import longest_matmul_unit
-
-KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
+from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET  # noqa: F401
 
 
 def idle_causes(host_calls, base_ns) -> dict:

@@ -12,6 +12,7 @@ import re
 
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.table.op_table import NO_STEP
+from tb_roofline.readers.common import TIME_LIMIT_PS  # noqa: F401 (steps.py takes it here)
 from tb_roofline.readers.xplane import PlaneStats
 
 GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
@@ -19,7 +20,6 @@ HOST_PLANE = "/host:CPU"
 DERIVED_LINES = frozenset({"XLA Ops", "XLA Modules", "TensorFlow Ops", "TensorFlow Name Scope",
                            "Steps", "Launch Stats", "_counters_", "Source code", "XLA TraceMe",
                            "Framework Ops", "Framework Name Scope", "Async XLA Ops"})
-TIME_LIMIT_PS = 1 << 62  # times beyond this would overflow int64 sums
 
 
 def stat_int(value, plane, line, name: str) -> int:
