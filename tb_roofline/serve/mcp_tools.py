@@ -247,33 +247,31 @@ def get_op(service, run: str, operation: str, host: str = "", program_id: str | 
                   "shapes": shapes, "kernels": kernels}, _digits(significant_digits))
 
 
+def _per_record(service, run, host, records, facts_name: str, row) -> list:
+    """`row(record, use)` for each use the analysis facts `facts_name` (op_kernels,
+    op_shapes: keyed by program, op and precision) hold for each record's op."""
+    uses = getattr(service.analysis(run, host or "").facts, facts_name, None) or {}
+    return [row(r, u) for r in records
+            for u in uses.get((r["program_id"], r["operation"], r["precision"]), [])]
+
+
 def _kernels(service, run, host, records) -> list:
     """The kernels each record's op launched, most time first (the reader keeps the top
     table.timeline.MAX_KERNELS_PER_OP per op): name, launches, total and mean time."""
-    facts = service.analysis(run, host or "").facts
-    op_kernels = getattr(facts, "op_kernels", None) or {}
-    out = []
-    for r in records:
-        for u in op_kernels.get((r["program_id"], r["operation"], r["precision"]), []):
-            out.append({"program_id": r["program_id"], "precision": r["precision"],
-                        "kernel": u.name, "launches": u.launches, "time_us": u.time_ps / 1e6,
-                        "mean_time_us": u.time_ps / 1e6 / u.launches if u.launches else 0.0})
-    return out
+    return _per_record(service, run, host, records, "op_kernels", lambda r, u: {
+        "program_id": r["program_id"], "precision": r["precision"], "kernel": u.name,
+        "launches": u.launches, "time_us": u.time_ps / 1e6,
+        "mean_time_us": u.time_ps / 1e6 / u.launches if u.launches else 0.0})
 
 
 def _shapes(service, run, host, records) -> list:
     """The shapes each record's op ran with (the timeline facts the guidance rules read):
     kind (`gemm`: M, N, K; `array`: each array's dims; `copy`), calls and time."""
-    facts = service.analysis(run, host or "").facts
-    op_shapes = getattr(facts, "op_shapes", None) or {}
-    out = []
-    for r in records:
-        for u in op_shapes.get((r["program_id"], r["operation"], r["precision"]), []):
-            out.append({"program_id": r["program_id"], "precision": r["precision"],
-                        "kind": u.kind, "shape": u.text, "dims": [list(d) if isinstance(
-                            d, (list, tuple)) else d for d in u.dims],
-                        "calls": u.calls, "time_us": u.time_ps / 1e6})
-    return out
+    return _per_record(service, run, host, records, "op_shapes", lambda r, u: {
+        "program_id": r["program_id"], "precision": r["precision"], "kind": u.kind,
+        "shape": u.text, "dims": [list(d) if isinstance(d, (list, tuple)) else d
+                                  for d in u.dims],
+        "calls": u.calls, "time_us": u.time_ps / 1e6})
 
 
 def get_guidance(service, run: str, host: str = "", infeed_outfeed: str = "include",
