@@ -31,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path[:0] = [REPO, HERE]
 
+import bench_env  # noqa: E402 (children run with bytecode, as an installed package does)
 import bench_xplane  # noqa: E402 (its shape generator)
 
 HOST = dict(num_cores=1, num_steps=100, ops_per_step=500, distinct_ops=500, op_order="cycle")
@@ -64,7 +65,7 @@ def free_port() -> int:
 def dask_cluster(n_workers: int):
     port = free_port()
     addr = f"tcp://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": REPO}
+    env = bench_env.child_env(REPO)
     procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
                                "127.0.0.1", "--port", str(port), "--no-dashboard"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
@@ -91,7 +92,7 @@ def dask_cluster(n_workers: int):
 def client_run(logdir: str, env: dict) -> dict:
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", CLIENT, logdir], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": REPO, **env}, cwd=REPO)
+                         env={**bench_env.child_env(REPO), **env}, cwd=REPO)
     whole = time.perf_counter() - t
     if out.returncode:
         raise RuntimeError(out.stderr[-3000:])

@@ -19,6 +19,9 @@ import sys
 import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_env  # noqa: E402 (children run with bytecode, as an installed package does)
 SOURCE = glob.glob(os.path.join(ROOT, "testdata", "kineto", "a100_80gb_shapes", "*.json.gz"))[0]
 
 
@@ -85,7 +88,7 @@ print(json.dumps({"import_s": t1 - t0, "read_s": t2 - t1, "analyze_s": t3 - t2,
 
 
 def measure(path: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = bench_env.child_env(ROOT)
     base = subprocess.run([sys.executable, "-c",
                            "import resource, numpy, tb_roofline.readers.kineto, "
                            "tb_roofline.model.roofline; print(resource.getrusage("

@@ -23,6 +23,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import bench_env  # noqa: E402 (children run with bytecode, as an installed package does)
 
 COMMON = r"""
 import gzip, json, statistics, sys, time
@@ -125,7 +128,7 @@ CODE = REPO
 
 def run_side(code: str, *args, env=None) -> dict:
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
-                         text=True, cwd=CODE, env={**os.environ, "PYTHONPATH": CODE, **(env or {})})
+                         text=True, cwd=CODE, env={**bench_env.child_env(CODE), **(env or {})})
     if out.returncode:
         sys.exit(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -19,6 +19,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import bench_env  # noqa: E402 (children run with bytecode, as an installed package does)
 
 ROWS = [
     ("python -c pass", ["-c", "pass"]),
@@ -31,7 +34,7 @@ ROWS = [
 
 
 def once(tree: str, args: list) -> float:
-    env = dict(os.environ, PYTHONPATH=tree, TB_ROOFLINE_CACHE_DIR="off")
+    env = bench_env.child_env(tree, TB_ROOFLINE_CACHE_DIR="off")
     args = [a.format(demo=os.path.join(tree, "testdata", "demo")) for a in args]
     t = time.perf_counter()
     subprocess.run([sys.executable, *args], cwd=tree, env=env, check=True,

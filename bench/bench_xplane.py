@@ -36,6 +36,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import bench_env  # noqa: E402 (children run with bytecode, as an installed package does)
 
 # name -> (hosts, SynthConfig fields, big). 200k events a host = 4 cores x 10 steps x 5,000.
 PER_200K = dict(num_cores=4, num_steps=10, ops_per_step=200_000 // 40 - 6, distinct_ops=400)
@@ -152,7 +155,7 @@ def reader_only(root: str, names: list, repeat: int):
         _, session = make_shape(root, name)
         out = subprocess.run([sys.executable, "-c", READER, session, str(repeat)],
                              capture_output=True, text=True, cwd=REPO,
-                             env={**os.environ, "PYTHONPATH": REPO}, check=True)
+                             env=bench_env.child_env(REPO), check=True)
         print(json.dumps({"shape": name, **json.loads(out.stdout)}), flush=True)
 
 
@@ -201,7 +204,7 @@ def _tree_pss_kb(pid: int) -> int:
 
 def run_side(code: str, arg: str) -> dict:
     """Run one side in a fresh interpreter, sampling its tree's PSS."""
-    env = {**os.environ, "PYTHONPATH": REPO}
+    env = bench_env.child_env(REPO)
     proc = subprocess.Popen([sys.executable, "-c", code, arg], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
     samples = []  # (wall time, PSS kB)

@@ -344,6 +344,7 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
             acc.add(md, begin, dur, group, stall, occ)
         if events:
             core_events.append((line_index, *_concat(events)))
+            events.clear()  # (the windows' arrays: the line's copy above is what is kept)
         rows = acc.finish(start_of(acc))
         if acc.lo is not None:
             lo = acc.lo if lo is None else min(lo, acc.lo)

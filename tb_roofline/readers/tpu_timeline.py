@@ -69,26 +69,39 @@ def event_facts(entries) -> EventFacts | None:
 
 def add_core_events(builder: TimelineBuilder, core, span, core_steps, core_events,
                     facts: EventFacts | None):
-    """One core's events: core_events = [(line index, md, begin ps, duration ps)]."""
+    """One core's events: core_events = [(line index, md, begin ps, duration ps)], consumed:
+    the list is emptied line by line, so each line's integer columns are freed as its float
+    times and label ids (~26 bytes an event, what add_core keeps) are made."""
     if not core_events or facts is None:
+        core_events.clear()
         return
-    parts = []
-    for line_index, md, begin, dur in core_events:
+    label_ids = builder.label_ids(facts.labels).astype(np.int32)
+    with_leaf = not facts.leaf.all()
+    parts = []  # (lane, label id, communication, fusible, leaf or None, begin, end) per line
+    while core_events:
+        line_index, md, begin, dur = core_events.pop(0)
         if not len(md):
             continue
         pos, hit = facts.positions(np.asarray(md, np.int64))
+        del md
         if not hit.all():
             pos, begin, dur = pos[hit], begin[hit], dur[hit]
-        parts.append((line_index, pos, begin, begin + dur))
+        del hit
+        end = (begin + dur).astype(np.float64)  # the sum in integers: exact, as before
+        del dur
+        begin = begin.astype(np.float64)
+        parts.append((np.full(len(pos), line_index, np.int32), label_ids[facts.label[pos]],
+                      facts.comm[pos], facts.fusible[pos],
+                      facts.leaf[pos] if with_leaf else None, begin, end))
+        del pos, begin, end
     if not parts:
         return
     if len(parts) == 1:
-        line_index, pos, begin, end = parts[0]
-        lane = np.full(len(pos), line_index)
+        cols = list(parts.pop())
     else:
-        lane = np.concatenate([np.full(len(p[1]), p[0]) for p in parts])
-        pos, begin, end = (np.concatenate([p[i] for p in parts]) for i in (1, 2, 3))
-    label_ids = builder.label_ids(facts.labels)
-    builder.add_core(core, span, core_steps, lane, begin, end, label_ids[facts.label[pos]],
-                     facts.comm[pos], facts.fusible[pos],
-                     facts.leaf[pos] if not facts.leaf.all() else None)
+        cols = [None if parts[0][i] is None else np.concatenate([p[i] for p in parts])
+                for i in range(7)]
+        parts.clear()
+    lane, op, comm, fusible, leaf, begin, end = cols
+    cols.clear()
+    builder.add_core(core, span, core_steps, lane, begin, end, op, comm, fusible, leaf)

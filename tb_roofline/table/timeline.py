@@ -158,31 +158,40 @@ def _ascending(x: np.ndarray) -> bool:
 
 class _Segments:
     """Disjoint sorted segments covering some intervals, with their running measure: how much
-    of the union lies before any time, in one search."""
+    of the union lies before any time, in one search. Holds three floats a segment (starts,
+    ends, running measure); a segment's length is read off the first two when asked."""
 
     def __init__(self, begin: np.ndarray, end: np.ndarray):
         keep = end > begin
         if not keep.all():
             begin, end = begin[keep], end[keep]
+        del keep
         if not _ascending(begin):  # events of one line come in order; several lines do not
             order = np.argsort(begin, kind="stable")
             begin, end = begin[order], end[order]
         n = len(begin)
         if n:
             reach = np.maximum.accumulate(end)
-            new = np.empty(n, bool)
+            new = np.empty(n, bool)  # an interval that starts after all before it ended
             new[0] = True
             np.greater(begin[1:], reach[:-1], out=new[1:])
-            first = np.flatnonzero(new)
-            last = np.empty_like(first)
-            last[:-1] = first[1:] - 1
-            last[-1] = n - 1
-            self.starts, self.ends = begin[first], reach[last]
+            if new.all():  # disjoint already (back-to-back ops): the intervals themselves
+                self.starts, self.ends = begin, reach
+            else:
+                last = np.empty(n, bool)  # the last interval of each segment
+                last[:-1] = new[1:]
+                last[-1] = True
+                self.starts, self.ends = begin[new], reach[last]
+            del reach, new
         else:
             self.starts = self.ends = np.zeros(0)
-        self.length = self.ends - self.starts
-        self.cum = np.zeros(len(self.length) + 1)
-        np.cumsum(self.length, out=self.cum[1:])
+        self.cum = np.zeros(len(self.starts) + 1)
+        np.subtract(self.ends, self.starts, out=self.cum[1:])
+        np.cumsum(self.cum[1:], out=self.cum[1:])
+
+    def total(self) -> float:
+        """The measure of the union (summed as numpy sums, pairwise)."""
+        return float((self.ends - self.starts).sum())
 
     def covered(self, t) -> np.ndarray:
         """The measure of the union up to each time in `t`."""
@@ -191,7 +200,8 @@ class _Segments:
             return np.zeros(t.shape)
         i = np.searchsorted(self.starts, t, side="right")  # segments starting at or before t
         j = np.maximum(i - 1, 0)
-        part = np.where(i > 0, np.clip(t - self.starts[j], 0.0, self.length[j]), 0.0)
+        part = np.where(i > 0, np.clip(t - self.starts[j], 0.0, self.ends[j] - self.starts[j]),
+                        0.0)
         return self.cum[j] + part
 
     def between(self, lo, hi) -> np.ndarray:
@@ -230,23 +240,35 @@ class TimelineBuilder:
         containers, which count as busy but take no part in adjacency). `span` = (start, end)
         ps of the core; `steps` = [(step, start ps, duration ps)] on this core. `causes`:
         {IDLE_CAPTURE or IDLE_SYNC: (begin ps array, end ps array)} host spans that explain
-        idle time on this core (graph_capture_spans, sync_spans)."""
+        idle time on this core (graph_capture_spans, sync_spans).
+
+        Memory: float64 `begin`/`end` and integer `op`/`lane` of any width are used as given
+        (no copies); one set of segments at a time is held (busy, then compute)."""
         begin = np.asarray(begin, np.float64)
-        end = np.maximum(np.asarray(end, np.float64), begin)
+        end = np.asarray(end, np.float64)
+        if (end < begin).any():
+            end = np.maximum(end, begin)
         comm = np.asarray(comm, bool)
         fusible = np.asarray(fusible, bool)
-        op = np.asarray(op, np.int64)
-        lane = np.asarray(lane, np.int64)
-        leaf = np.ones(len(begin), bool) if leaf is None else np.asarray(leaf, bool)
-        busy_segments = _Segments(begin, end)
-        compute_segments = _Segments(begin[~comm], end[~comm]) if comm.any() else busy_segments
+        op = np.asarray(op)
+        lane = np.asarray(lane)
         lo, hi = float(span[0]), float(span[1])
         steps = sorted(steps, key=lambda s: s[1])
         sb = np.array([s[1] for s in steps], np.float64)
         se = sb + np.array([s[2] for s in steps], np.float64)
+        busy_segments = _Segments(begin, end)
         busy = busy_segments.between(sb, se)
-        compute = compute_segments.between(sb, se)
         busy_all = float(busy_segments.between(lo, hi))
+        self._add_idle_causes(lo, hi, begin, end, busy_segments, causes or {}, sb, se)
+        has_comm = bool(comm.any())
+        if has_comm:
+            del busy_segments
+            keep = ~comm
+            compute_segments = _Segments(begin[keep], end[keep])
+            del keep
+        else:
+            compute_segments = busy_segments
+        compute = compute_segments.between(sb, se)
         compute_all = float(compute_segments.between(lo, hi))
         out_span = max(0.0, (hi - lo) - float((se - sb).sum()))
         out_busy = max(0.0, busy_all - float(busy.sum()))
@@ -258,9 +280,11 @@ class TimelineBuilder:
             "span_ps": np.r_[se - sb, out_span], "busy_ps": np.r_[busy, out_busy],
             "compute_ps": np.r_[compute, out_compute],
             "exposed_ps": np.r_[busy - compute, out_busy - out_compute]})
-        self._add_exposed(begin, end, op, comm, compute_segments)
-        self._add_idle_causes(lo, hi, begin, end, busy_segments, causes or {}, sb, se)
-        if not leaf.all():
+        if has_comm:
+            self._add_exposed(begin, end, op, comm, compute_segments)
+        del compute_segments
+        if leaf is not None and not np.all(leaf):
+            leaf = np.asarray(leaf, bool)
             lane, begin, end, op, fusible = lane[leaf], begin[leaf], end[leaf], op[leaf], \
                 fusible[leaf]
         self._add_pairs(lane, begin, end, op, fusible)
@@ -301,7 +325,7 @@ class TimelineBuilder:
                 e = np.clip(np.asarray(causes[k][1], np.float64), lo, hi)
                 spans[k] = (b, e)
                 seg = _Segments(b, e)
-                self._cause_spans[k] = self._cause_spans.get(k, 0.0) + float(seg.length.sum())
+                self._cause_spans[k] = self._cause_spans.get(k, 0.0) + seg.total()
         acc_b, acc_e = np.zeros(0), np.zeros(0)
         taken = 0.0
         for k in IDLE_CAUSES:
@@ -309,7 +333,7 @@ class TimelineBuilder:
                 continue
             acc_b, acc_e = np.r_[acc_b, spans[k][0]], np.r_[acc_e, spans[k][1]]
             seg = _Segments(acc_b, acc_e)
-            idle = float(seg.length.sum() - busy.between(seg.starts, seg.ends).sum())
+            idle = seg.total() - float(busy.between(seg.starts, seg.ends).sum())
             self._causes[k] = self._causes.get(k, 0.0) + max(0.0, idle - taken)
             taken = max(taken, idle)
 
@@ -321,13 +345,26 @@ class TimelineBuilder:
             order = np.lexsort((begin, lane))
             lane, begin, end, op, fusible = lane[order], begin[order], end[order], op[order], \
                 fusible[order]
-        ok = (lane[1:] == lane[:-1]) & (begin[1:] >= end[:-1]) & fusible[1:] & fusible[:-1]
+        ok = lane[1:] == lane[:-1]
+        ok &= begin[1:] >= end[:-1]
+        ok &= fusible[1:]
+        ok &= fusible[:-1]
         a = np.flatnonzero(ok)
+        del ok
         if not len(a):
             return
         b = a + 1
-        self._pairs.append((op[a] << 32 | op[b], np.ones(len(a)), begin[b] - end[a],
-                            np.minimum(end[a] - begin[a], end[b] - begin[b])))
+        code = op[a].astype(np.int64) << 32 | op[b]
+        # Summed per pair of ops here rather than kept per event until build(): the same sums
+        # (exactly for whole-ps times, as XLA's are; to rounding for fractional Kineto times).
+        uniq, inv = np.unique(code, return_inverse=True)
+        del code
+        inv = inv.reshape(-1)
+        gap = np.bincount(inv, weights=begin[b] - end[a], minlength=len(uniq))
+        shorter = np.bincount(inv, weights=np.minimum(end[a] - begin[a], end[b] - begin[b]),
+                              minlength=len(uniq))
+        count = np.bincount(inv, minlength=len(uniq)).astype(np.float64)
+        self._pairs.append((uniq, count, gap, shorter))
 
     def build(self) -> Timeline | None:
         if not self._windows:
