@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import operator
 import os
 import shutil
 import signal
@@ -57,13 +58,15 @@ class Cluster:
     def __init__(self, address: str, procs: dict, logs: list):
         self.address, self.procs, self.logs = address, procs, logs
 
-    def start_worker(self, name: str, env: dict, argv_head=None):
+    def start_worker(self, name: str, env: dict, argv_head=None, nanny=False):
         log = open(os.path.join(OUTPUT_DIR, f"dask_{name}_{self.address.rsplit(':', 1)[1]}.log"),
                    "w")
         self.logs.append(log)
         head = argv_head or [sys.executable, "-m", "distributed.cli.dask_worker"]
-        argv = head + [self.address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
-                       "--name", name, "--host", "127.0.0.1", "--death-timeout", "60"]
+        argv = head + [self.address, "--nthreads", "1", "--no-dashboard", "--name", name,
+                       "--host", "127.0.0.1", "--death-timeout", "60"]
+        if not nanny:
+            argv.insert(len(head) + 3, "--no-nanny")
         self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True, preexec_fn=_die_with_us)
 
@@ -87,7 +90,7 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def dask_cluster(worker_env: dict, workers=("w1", "w2")):
+def dask_cluster(worker_env: dict, workers=("w1", "w2"), scheduler_env=None):
     os.makedirs(OUTPUT_DIR, exist_ok=True)
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
@@ -96,7 +99,7 @@ def dask_cluster(worker_env: dict, workers=("w1", "w2")):
     procs["scheduler"] = subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
          "--port", str(port), "--no-dashboard"], stdout=logs[0], stderr=subprocess.STDOUT,
-        env=_env({}), start_new_session=True, preexec_fn=_die_with_us)
+        env=_env(scheduler_env or {}), start_new_session=True, preexec_fn=_die_with_us)
     c = Cluster(address, procs, logs)
     try:
         for name in workers:
@@ -309,3 +312,24 @@ def test_a_worker_without_tb_roofline_is_named(world, capsys, monkeypatch):
                     out=io.StringIO())
     err = capsys.readouterr().err
     assert code == 2 and "Dask worker" in err and "cannot import tb-roofline" in err, err
+
+
+def test_a_unit_that_kills_its_workers_is_that_units_error(world, monkeypatch):
+    """A unit whose worker dies every time it runs it (out of memory, in life; here the worker
+    exits) is given up by the scheduler (KilledWorker) and is that unit's error; the units
+    beside it answer, on the worker its nanny restarted (at a new address)."""
+    from tb_roofline.errors import ProfileOutOfMemoryError
+    server = world[0]
+    monkeypatch.setenv("TB_ROOFLINE_CLUSTER_STALL_S", "60")
+    with dask_cluster(_env(server.env()), workers=(),
+                      scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}) as c:
+        c.start_worker("mortal", _env(server.env()), nanny=True)  # the nanny restarts it
+        c.wait_for({"mortal"})
+        # operator.call(f, x) = f(x): functions the workers import by name, as ours are. The
+        # first unit's result dies with the worker unless gathered: then it is run again, on
+        # the worker the nanny restarted at a new address.
+        out = cluster.run_units(c.address, operator.call, [(abs, -3), (os._exit, 3)],
+                                names=["a", "killer"])
+        after = cluster.run_units(c.address, operator.call, [(abs, -4), (abs, -5)])
+    assert out[0] == 3 and after == [4, 5]
+    assert isinstance(out[1], ProfileOutOfMemoryError) and "died" in str(out[1])

@@ -19,16 +19,15 @@ TB_ROOFLINE_CLUSTER_STALL_S (300 s) is a `ClusterError` naming the scheduler or 
 from __future__ import annotations
 
 import atexit
-import hashlib
 import logging
 import os
-import queue
-import socket
 import threading
 import time
-import uuid
 
 from tb_roofline import settings
+
+# (socket, hashlib, queue and uuid are imported by the functions that use them: every read
+# asks `address()`, and only a read with a scheduler set needs more.)
 
 SCHEDULER_ENV = "TB_ROOFLINE_SCHEDULER"
 RETRY_S = 60.0  # TensorBoard: after a failure, convert locally this long before trying again
@@ -80,6 +79,7 @@ def _reachable(addr: str, timeout: float):
     hp = _host_port(addr)
     if hp is None:
         return
+    import socket
     try:
         socket.create_connection(hp, timeout=timeout).close()
     except OSError as exc:
@@ -162,6 +162,7 @@ atexit.register(close_clients)
 
 def code_id() -> str:
     """tb-roofline's version and a digest of its source (the workers must run ours)."""
+    import hashlib
     import tb_roofline
     root = os.path.dirname(os.path.abspath(tb_roofline.__file__))
     digest = hashlib.sha256()
@@ -208,9 +209,15 @@ def usable_workers(client, addr: str) -> list[str]:
     return sorted(answers)
 
 
-def _unit(fn, args):
+def _unit(fn, args, code: str | None = None):
     """One unit on a worker: its result, or the exception it raised as a value (a file's
-    error is that file's answer, never a reason to retry)."""
+    error is that file's answer, never a reason to retry). `code`: the caller's `code_id()`;
+    a worker that joined after the probe (a restarted one has a new address) and runs other
+    code fails the unit, which fails the conversion with its words."""
+    if code is not None and _probe() != code:
+        from distributed import get_worker
+        raise RuntimeError(f"Dask worker {get_worker().address} runs tb-roofline {_probe()}, "
+                           f"not {code}: install the same tb-roofline on every worker")
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001
@@ -226,8 +233,6 @@ def run_units(addr: str, fn, args_list: list, progress=None, names=None) -> list
     """fn(*args) for each, as tasks on the cluster at `addr`: each result, or the exception
     it raised; `progress(k)` as unit k finishes, and a log line naming it (`names[k]`).
     ClusterError when the cluster cannot."""
-    from distributed.client import FutureCancelledError
-    from distributed.scheduler import KilledWorker
     failed = _failed.get(addr)
     if failed is not None and not strict() and time.monotonic() - failed[0] < RETRY_S:
         raise ClusterError(f"{failed[1]} ({time.monotonic() - failed[0]:.0f} s ago; tried "
@@ -242,13 +247,20 @@ def run_units(addr: str, fn, args_list: list, progress=None, names=None) -> list
 
 
 def _run_units(addr: str, fn, args_list: list, progress, names) -> list:
+    import queue
+    import uuid
+    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker
     from tb_roofline.errors import ProfileOutOfMemoryError
     client = get_client(addr)
     workers = usable_workers(client, addr)
     stall = settings.number(settings.CLUSTER_STALL_S)
     batch = uuid.uuid4().hex[:12]
-    futures = [client.submit(_unit, fn, args, key=f"tb-roofline-{batch}-{k}", pure=False,
-                             workers=workers) for k, args in enumerate(args_list)]
+    # Any worker may run a unit, not only those probed: a worker the nanny restarted (after
+    # an out-of-memory kill) comes back at a new address; `_unit` checks the code it runs.
+    code = _probe()
+    futures = [client.submit(_unit, fn, args, code, key=f"tb-roofline-{batch}-{k}", pure=False)
+               for k, args in enumerate(args_list)]
     index = {f.key: k for k, f in enumerate(futures)}
     start, finished = time.monotonic(), 0
     log.info("tb-roofline: %d conversion units sent to the Dask cluster %s (%d workers)",
