@@ -61,3 +61,17 @@ def test_a_tpu_read_imports_no_gpu_reader_no_hlo_protos_no_comparison():
                  "tb_roofline.devices.gpu_peaks", "tb_roofline.model.compare",
                  "tb_roofline.serve.compare_api"):
         assert name not in loaded, name
+    # ... nor, with no scheduler set, the cluster's networking (readers/cluster.py asks).
+    for name in ("socket", "uuid", "queue", "distributed"):
+        assert name not in loaded, name
+
+
+def test_help_imports_no_dataclasses_and_no_logging():
+    """`tb-roofline --help` (and an argument error): the parser and the settings it shows."""
+    loaded = modules_after(
+        "import contextlib, io\nfrom tb_roofline.serve import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    try:\n        cli.main(['--help'])\n    except SystemExit:\n        pass\n"
+        "assert 'report' in out.getvalue()")
+    for name in ("dataclasses", "logging", "numpy", "tb_roofline.serve.service"):
+        assert name not in loaded, name
