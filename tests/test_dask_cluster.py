@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -90,15 +91,17 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def dask_cluster(worker_env: dict, workers=("w1", "w2"), scheduler_env=None):
+def dask_cluster(worker_env: dict, workers=("w1", "w2"), scheduler_env=None,
+                 scheduler_head=None):
     os.makedirs(OUTPUT_DIR, exist_ok=True)
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     procs: dict = {}
     logs = [open(os.path.join(OUTPUT_DIR, f"dask_scheduler_{port}.log"), "w")]
+    head = scheduler_head or [sys.executable, "-m", "distributed.cli.dask_scheduler"]
     procs["scheduler"] = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-         "--port", str(port), "--no-dashboard"], stdout=logs[0], stderr=subprocess.STDOUT,
+        head + ["--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        stdout=logs[0], stderr=subprocess.STDOUT,
         env=_env(scheduler_env or {}), start_new_session=True, preexec_fn=_die_with_us)
     c = Cluster(address, procs, logs)
     try:
@@ -333,3 +336,74 @@ def test_a_unit_that_kills_its_workers_is_that_units_error(world, monkeypatch):
         after = cluster.run_units(c.address, operator.call, [(abs, -4), (abs, -5)])
     assert out[0] == 3 and after == [4, 5]
     assert isinstance(out[1], ProfileOutOfMemoryError) and "died" in str(out[1])
+
+
+def test_the_scheduler_address_may_carry_spaces(world, capsys):
+    """As TB_ROOFLINE_SCHEDULER is read (stripped), so is --scheduler."""
+    _, _, local, c = world
+    code = main(["report", local, "--run", TPU_RUN, "--host", "tpu-host01", "--scheduler",
+                 f"  {c.address} "], out=io.StringIO())
+    assert code == 0, capsys.readouterr().err
+
+
+def test_a_worker_too_busy_to_answer_the_probe_does_not_stop_the_cluster(world, monkeypatch):
+    """A worker inside a long conversion (another request's, holding the GIL) may not answer
+    the probe in time: the units are sent anyway, and finish once it is back."""
+    server = world[0]
+    monkeypatch.setenv("TB_ROOFLINE_CLUSTER_CONNECT_S", "2")
+    with dask_cluster(_env(server.env()), workers=("b1", "b2")) as c:
+        os.killpg(c.procs["b2"].pid, signal.SIGSTOP)
+        try:
+            result: dict = {}
+
+            def go():
+                try:
+                    result["out"] = cluster.run_units(
+                        c.address, operator.call, [(abs, -k) for k in range(6)])
+                except Exception as exc:  # noqa: BLE001 (the test reads it)
+                    result["error"] = exc
+            thread = threading.Thread(target=go)
+            thread.start()
+            thread.join(6)  # past the probe's 2 s: still running, not failed
+            assert "error" not in result, result
+        finally:
+            os.killpg(c.procs["b2"].pid, signal.SIGCONT)
+        thread.join(60)
+    assert result.get("out") == list(range(6)), result
+
+
+def test_a_path_the_workers_do_not_share_is_the_clusters_error(world):
+    """A local path a worker cannot see is not that file's error (the file is there for the
+    caller): the conversion fails on the cluster with words naming the worker and the path,
+    so the CLI exits 2 and TensorBoard converts here."""
+    c = world[3]
+    missing = "/nonexistent-on-the-workers/host0.xplane.pb"
+    with pytest.raises(cluster.ClusterError, match="cannot read .*nonexistent-on-the-workers.*"
+                                                   "every worker shares"):
+        cluster.run_units(c.address, operator.call, [(abs, -1), (open, missing)])
+
+
+class _OnlyHere(Exception):
+    pass
+
+
+_OnlyHere.__module__ = "somewhere_else.errors"  # a class the caller could not import
+
+
+def test_an_exception_the_caller_cannot_import_travels_as_words():
+    def boom():
+        raise _OnlyHere("disk on fire")
+    out = cluster._unit(operator.call, (boom,))
+    assert type(out) is RuntimeError and str(out) == "_OnlyHere: disk on fire"
+    assert isinstance(cluster._unit(operator.call, (int, "x")), ValueError)  # builtins travel
+
+
+def test_a_scheduler_without_tb_roofline_is_named(world, capsys):
+    server, _, local, _ = world
+    bare = [sys.executable, "-c", "import sys; sys.modules['tb_roofline'] = None; "
+            "from distributed.cli.dask_scheduler import main; main()"]
+    with dask_cluster(_env(server.env()), workers=("s1",), scheduler_head=bare) as c:
+        code = main(["report", local, "--run", TPU_RUN, "--scheduler", c.address],
+                    out=io.StringIO())
+    err = capsys.readouterr().err
+    assert code == 2 and "Dask scheduler" in err and "cannot import tb-roofline" in err, err

@@ -178,6 +178,7 @@ def code_id() -> str:
 
 
 _CODE_ID: list = []
+_scheduler_ok: set = set()  # scheduler addresses found running our code
 
 
 def _probe() -> str:
@@ -192,11 +193,29 @@ def usable_workers(client, addr: str) -> list[str]:
     timeout = settings.number(settings.CLUSTER_CONNECT_S)
     try:
         client.wait_for_workers(1, timeout=timeout)
-        answers = client.run(_probe, on_error="return", callback_timeout=timeout)
     except Exception as exc:  # noqa: BLE001 (TimeoutError, a lost connection)
         raise ClusterError(f"the Dask cluster {addr} has no worker answering within "
                            f"{timeout:g} s ({type(exc).__name__}: {exc})") from None
+    try:
+        answers = client.run(_probe, on_error="return", callback_timeout=timeout)
+    except Exception as exc:  # noqa: BLE001
+        # A worker busy in a long conversion (another request's) may not answer in time: no
+        # reason to give up the cluster. Each unit checks on its worker that the code is ours.
+        log.info("tb-roofline: not every Dask worker of %s answered the probe within %g s "
+                 "(%s): converting there anyway", addr, timeout, type(exc).__name__)
+        answers = {}
     ours = _probe()
+    if addr not in _scheduler_ok:  # it unpickles the task graphs: our functions are in them
+        try:
+            theirs = client.run_on_scheduler(_probe)
+        except Exception as exc:  # noqa: BLE001 (ModuleNotFoundError, a deserialization error)
+            raise ClusterError(f"the Dask scheduler {addr} cannot import tb-roofline "
+                               f"({type(exc).__name__}: {str(exc)[:200]}): run it from the "
+                               "same image as the workers") from None
+        if theirs != ours:
+            raise ClusterError(f"the Dask scheduler {addr} runs tb-roofline {theirs}, not this "
+                               f"process's {ours}: run it from the same image as the workers")
+        _scheduler_ok.add(addr)
     bad = {w: a for w, a in answers.items() if a != ours}
     if bad:
         worker, answer = sorted(bad.items())[0]
@@ -221,8 +240,17 @@ def _unit(fn, args, code: str | None = None):
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001
+        from tb_roofline import storage
+        if isinstance(exc, FileNotFoundError) and not storage.is_remote(str(exc.filename)):
+            # A path this worker does not see (not shared): the cluster's fault, not the file's.
+            from distributed import get_worker
+            raise RuntimeError(f"Dask worker {get_worker().address} cannot read "
+                               f"{exc.filename}: {exc.strerror} (is the logdir a path every "
+                               "worker shares?)") from None
         import pickle
-        try:
+        try:  # travels, and the caller can import its class (not only this worker)
+            if type(exc).__module__.partition(".")[0] not in ("builtins", "tb_roofline"):
+                raise TypeError
             pickle.loads(pickle.dumps(exc))
             return exc
         except Exception:  # noqa: BLE001 (an exception that cannot travel: its words do)
@@ -299,6 +327,8 @@ def _run_units(addr: str, fn, args_list: list, progress, names) -> list:
             if progress:
                 progress(k)
     finally:
-        if pending:
-            client.cancel([futures[k] for k in pending if futures[k] is not None])
+        # Unfinished units are released by dropping their futures (the client tells the
+        # scheduler without waiting): a blocking cancel on a client closed meanwhile (at
+        # exit, by close_clients) could hang or hide the error being raised.
+        futures.clear()
     return outcomes

@@ -337,13 +337,14 @@ def _main(argv=None, out=None) -> int:
         argv.insert(0, "report")  # `tb-roofline LOGDIR` means `report`
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else "").parse_args(argv)
     out = out or sys.stdout
-    if not args.scheduler:  # local conversion: the cluster module is not needed (start-up)
+    if not (args.scheduler or "").strip():  # local conversion: no cluster module (start-up)
         return _command(args, out)
     from tb_roofline.readers import cluster
     cluster.configure(args.scheduler, strict=True)
     try:
-        if args.scheduler and args.command not in ("runs", "calibrate"):
-            cluster.usable_workers(cluster.get_client(args.scheduler), args.scheduler)
+        addr = cluster.address()  # (stripped, as the environment variable is)
+        if args.command not in ("runs", "calibrate"):
+            cluster.usable_workers(cluster.get_client(addr), addr)
         return _command(args, out)
     except cluster.ClusterError as exc:  # no hang, no traceback: what is wrong, exit 2
         sys.stderr.write(f"tb-roofline: {exc}\n")
