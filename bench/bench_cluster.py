@@ -121,8 +121,9 @@ def per_host_costs(logdir: str, session: str) -> dict:
         loads.append(time.perf_counter() - t)
     s = RooflineService(logdir)
     run = s.list_runs()["runs"][0]["run"]
-    entries = s._read_hosts(s._run(run), s._run(run).files)  # converted: not timed below
-    assert all(e.data is not None for e in entries)
+    target = s.resolve_run(run)  # every host converted (and cached): not timed below
+    entries = s.hosts_reader.read(target, s.resolve_files(target, ""))
+    assert all(e.result() is not None for e in entries)
     t = time.perf_counter()
     s.analysis(run, "")
     analysis = time.perf_counter() - t
