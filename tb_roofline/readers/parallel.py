@@ -227,8 +227,10 @@ def read_files(jobs: list, progress=None) -> list:
             progress(i, finished[i], totals[i])
 
     args = [(fn, a) for _, fn, a, _ in units]
-    outcomes, note = _execute(args, units, remote, report, finished)
-    clear_info_cache()  # what this process decoded: not kept between requests
+    try:
+        outcomes, note = _execute(args, units, remote, report, finished)
+    finally:  # (a strict cluster error too: the MCP server lives on after it)
+        clear_info_cache()  # what this process decoded: not kept between requests
     per_job: dict = {}
     for (i, *_), out in zip(units, outcomes):
         per_job.setdefault(i, []).append(out)
