@@ -42,7 +42,9 @@ def op_nesting(thread, begin, dur) -> tuple[np.ndarray, np.ndarray]:
         return order, np.zeros(0, np.int64)
     t, b, d = thread[order], begin[order], dur[order]
     cut = np.flatnonzero(np.concatenate(([True], t[1:] != t[:-1])))
-    first = b[cut]  # each thread's earliest begin (sorted by begin within a thread)
+    # Each thread's earliest time: its first begin, or an earlier end of a negative duration
+    # (kept by the Kineto reader), which must not reach back into the previous thread.
+    first = np.minimum.reduceat(np.minimum(b, b + d), cut)
     reach = np.maximum.reduceat(b + np.maximum(d, 0), cut) - first + 1  # each thread's extent
     if int(reach.astype(object).sum()) + int(np.abs(d).max()) >= 1 << 62:
         pos = np.concatenate([  # absurd times: no shifting, each thread on its own

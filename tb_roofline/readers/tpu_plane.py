@@ -200,8 +200,8 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
         key = (table, hashlib.blake2b(raw, digest_size=16).digest())
         info = cache.get(key)
         if info is None:  # the hosts of a pod run one program: another file's may have it
-            info = next((c[key] for c in _INFO_CACHE.values() if c is not cache and key in c),
-                        None)
+            info = next((c[key] for c in tuple(_INFO_CACHE.values())  # (a snapshot: other
+                         if c is not cache and key in c), None)    # requests' threads edit it)
             if info is not None:
                 cache[key] = info
         if info is None:

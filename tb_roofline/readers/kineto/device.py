@@ -126,8 +126,9 @@ def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
         return []
     names = np.asarray(ops["operation"], dtype=object)[unknown]
     sources = np.asarray(ops["flops_source"], dtype=object)[unknown]  # "bytes": bytes only
-    name_u, name_i = np.unique(names.astype(str), return_inverse=True)
-    src_u, src_i = np.unique(sources.astype(str), return_inverse=True)
+    # (object arrays as they are: a fixed-width copy is as wide as the longest name, per row)
+    name_u, name_i = np.unique(names, return_inverse=True)
+    src_u, src_i = np.unique(sources, return_inverse=True)
     uniq, inverse = np.unique(name_i.reshape(-1) * len(src_u) + src_i.reshape(-1),
                               return_inverse=True)
     share = np.bincount(inverse.reshape(-1), weights=t[unknown], minlength=len(uniq)) / total
