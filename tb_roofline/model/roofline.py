@@ -224,13 +224,12 @@ def _combine(*codes: np.ndarray) -> np.ndarray:
 
 def analyze(profiles: list, host_label: str = "*") -> Analysis:
     device = DeviceInfo.merge([p.device for p in profiles])
-    # The hosts' tables (kept by the service's caches) become views of the run's: one copy.
-    table = OpTable.concat([p.ops for p in profiles], share=True)
+    table = OpTable.concat([p.ops for p in profiles])
     kernel_tables = {}
     for name, attr in (("kernel", "kernels"), ("kernel_hw", "hw_ops")):
         tables = [getattr(p, attr) for p in profiles if getattr(p, attr, None) is not None]
         if any(len(t) for t in tables):
-            kernel_tables[name] = OpTable.concat(tables, share=True)
+            kernel_tables[name] = OpTable.concat(tables)
     diagnostics = []
     for p in profiles:  # say which host a diagnostic is about when several are aggregated
         host = p.core_spans[0].host if p.core_spans else ""

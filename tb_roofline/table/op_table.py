@@ -114,28 +114,20 @@ class OpTable:
         return OpTable(self.keys, dict(self.rows, **{c: self[c] for c in COST_COLUMNS}))
 
     @staticmethod
-    def concat(tables: list["OpTable"], share: bool = False) -> "OpTable":
-        """One table of all the rows, keys offset per table. With `share`, each input's row
-        columns (all but `op`, which the result offsets) become views of the result's, built
-        column by column: the same values, one copy between the run's table and its hosts'
-        (each input's own column is released as soon as the result's exists)."""
+    def concat(tables: list["OpTable"]) -> "OpTable":
+        """One table of all the rows, keys offset per table."""
         tables = [t for t in tables if t is not None]
         if not tables:
             return OpTableBuilder().build()
         if len(tables) == 1:
             return tables[0]
         unit = all(t.unit_costs is not None for t in tables)
-        if not unit:  # (new tables: sharing then leaves the inputs as they are)
+        if not unit:
             tables = [t.explicit() for t in tables]
         offsets = np.cumsum([0] + [t.num_keys for t in tables[:-1]])
-        bounds = np.cumsum([0] + [len(t) for t in tables]).tolist()
         keys = {k: np.concatenate([t.keys[k] for t in tables]) for k in KEY_COLUMNS}
-        rows = {}
-        for k in [k for k in tables[0].rows if k != "op"]:
-            rows[k] = np.concatenate([t.rows[k] for t in tables])
-            if share:
-                for t, lo, hi in zip(tables, bounds[:-1], bounds[1:]):
-                    t.rows[k] = rows[k][lo:hi]
+        rows = {k: np.concatenate([t.rows[k] for t in tables]) for k in tables[0].rows
+                if k != "op"}
         rows["op"] = np.concatenate([t.rows["op"] + off for t, off in zip(tables, offsets)])
         return OpTable(keys, rows, np.concatenate([t.unit_costs for t in tables]) if unit else None)
 
