@@ -241,8 +241,10 @@ def _unit(fn, args, code: str | None = None):
         return fn(*args)
     except Exception as exc:  # noqa: BLE001
         from tb_roofline import storage
-        if isinstance(exc, FileNotFoundError) and not storage.is_remote(str(exc.filename)):
-            # A path this worker does not see (not shared): the cluster's fault, not the file's.
+        name = str(exc.filename) if isinstance(exc, FileNotFoundError) else ""
+        if name and not storage.is_remote(name) and not os.path.isdir(os.path.dirname(name)):
+            # A directory this worker does not see (not shared): the cluster's fault, not the
+            # file's (a file deleted since the listing, in a directory it sees, is the file's).
             from distributed import get_worker
             raise RuntimeError(f"Dask worker {get_worker().address} cannot read "
                                f"{exc.filename}: {exc.strerror} (is the logdir a path every "
