@@ -383,6 +383,7 @@ def test_a_path_the_workers_do_not_share_is_the_clusters_error(world):
         cluster.run_units(c.address, operator.call, [(abs, -1), (open, missing)])
     # A file gone from a directory the workers see (deleted since the listing) is the file's.
     gone = os.path.join(world[2], "deleted-since-the-listing.xplane.pb")
+    cluster._failed.clear()  # (the failure above: TensorBoard would wait 60 s to try again)
     out = cluster.run_units(c.address, operator.call, [(abs, -1), (open, gone)])
     assert out[0] == 1 and isinstance(out[1], FileNotFoundError)
 
