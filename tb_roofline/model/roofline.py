@@ -17,7 +17,7 @@ from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
 from tb_roofline.model import facts as timeline_facts
 from tb_roofline.model import peaks
 from tb_roofline.model import steps as steps_model
-from tb_roofline.table.op_table import COST_COLUMNS, OpTable, distinct, factorize
+from tb_roofline.table.op_table import COST_COLUMNS, OpTable, distinct, factorize, is_constant
 from tb_roofline.model.records import (RECORD_COLUMNS, SUM_COLUMNS, RecordTable, build_records,
                                        compute_roof, div, potential_time_saved,
                                        scope_record_type, unknown_bytes)
@@ -130,12 +130,21 @@ def _row_column(table: OpTable, c: str, inv_peak) -> np.ndarray:
     return time * keys["flops_known" if c == "flops_known_ps" else "bytes_known"][op]
 
 
+def _sum_by(codes: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
+    """`np.bincount(codes, weights, n)`; a constant column of zeros or ones (table/op_table.py)
+    as counts, without the full-length copy bincount would make of it (the same sums, exactly:
+    counts of ones are integers)."""
+    if is_constant(weights) and weights[0] in (0, 1):
+        return np.bincount(codes, minlength=n) * (float(weights[0]) + 0.0)  # (never -0.0)
+    return np.bincount(codes, weights=weights, minlength=n)
+
+
 def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
     """SUM_COLUMNS summed per key (distinct op) in one pass over the rows: every record that
     groups whole keys (ops, program totals, hosts) is then a sum over keys."""
     n, op = table.num_keys, table.rows["op"]
     unit = table.unit_costs
-    out = {c: np.bincount(op, weights=_row_column(table, c, None), minlength=n)
+    out = {c: _sum_by(op, _row_column(table, c, None), n)
            for c in _ROW_COLUMNS if unit is None or c not in COST_COLUMNS}
     if unit is not None:  # a row's costs are its key's times its occurrences
         for j, c in enumerate(COST_COLUMNS):  # (columns a reader does not give: 0)
@@ -224,12 +233,13 @@ def _combine(*codes: np.ndarray) -> np.ndarray:
 
 def analyze(profiles: list, host_label: str = "*") -> Analysis:
     device = DeviceInfo.merge([p.device for p in profiles])
-    table = OpTable.concat([p.ops for p in profiles])
+    # The hosts' tables (a service keeps them) become views of the run's: one copy of the rows.
+    table = OpTable.concat([p.ops for p in profiles], share=True)
     kernel_tables = {}
     for name, attr in (("kernel", "kernels"), ("kernel_hw", "hw_ops")):
         tables = [getattr(p, attr) for p in profiles if getattr(p, attr, None) is not None]
         if any(len(t) for t in tables):
-            kernel_tables[name] = OpTable.concat(tables)
+            kernel_tables[name] = OpTable.concat(tables, share=True)
     diagnostics = []
     for p in profiles:  # say which host a diagnostic is about when several are aggregated
         host = p.core_spans[0].host if p.core_spans else ""
@@ -285,9 +295,8 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
         del left_out
         inv_peak = div(1.0, _key_peaks(table, device))
         for c in SUM_COLUMNS:
-            both = np.bincount(code, weights=_row_column(table, c, inv_peak),
-                               minlength=2 * n_steps + 1)[:-1].reshape(n_steps, 2)
-            by_step[c] = both
+            by_step[c] = _sum_by(code, _row_column(table, c, inv_peak),
+                                 2 * n_steps + 1)[:-1].reshape(n_steps, 2)
     kernel_sums = {name: key_sums(t, device) for name, t in kernel_tables.items()}
     hw = [p.hw_counters for p in profiles if getattr(p, "hw_counters", None) is not None]
     single_host = len(profiles) == 1

@@ -28,6 +28,9 @@ class CodecError(ValueError):
     """An entry holds something this encoding does not (a miss, never an error shown)."""
 
 
+MAX_CONSTANT_LEN = 2 ** 40  # a constant column's length (it holds one value, whatever it says)
+
+
 def encode(value) -> bytes:
     """(JSON length, 8 bytes) + JSON + .npz of the arrays."""
     arrays: list = []
@@ -73,6 +76,9 @@ def _enc(v, arrays):
         arrays.append(np.frombuffer(bytes(v), np.uint8))
         return {"b": len(arrays) - 1}
     if t is np.ndarray:
+        if v.dtype.kind in ARRAY_KINDS and v.ndim == 1 and len(v) > 1 and not v.strides[0]:
+            arrays.append(v[:1].copy())  # a constant column (table/op_table.py): its value
+            return {"r": len(arrays) - 1, "len": len(v)}
         if v.dtype.kind in ARRAY_KINDS:
             arrays.append(v)
             return {"a": len(arrays) - 1}
@@ -113,6 +119,11 @@ def _dec(node, arrays):
         return _array(arrays, node["a"])
     if "n" in node:
         return _array(arrays, node["n"])[()]
+    if "r" in node:
+        one, n = _array(arrays, node["r"]), node.get("len")
+        if one.shape != (1,) or type(n) is not int or not 1 < n <= MAX_CONSTANT_LEN:
+            raise CodecError("bad constant")
+        return np.broadcast_to(one, (n,))
     if "os" in node or "o" in node:
         items = node["os"] if "os" in node else [_dec(x, arrays) for x in node["o"]]
         out = np.empty(len(items), dtype=object)

@@ -24,12 +24,19 @@ def memory_budget_bytes(kind: str, environ=None) -> int:
 
 class ByteLRU:
     """A thread-safe least-recently-used map holding at most `max_bytes` (by the size given
-    with each entry). An entry larger than the whole budget is not kept."""
+    with each entry). An entry larger than the whole budget is not kept.
+
+    Entries may share buffers (`roots`: the arrays their views keep alive, from
+    `approx_size(..., roots=)`): a buffer is charged once, while any entry holding it stays,
+    so hosts whose rows are views of their run's table cost that table once, and the last of
+    them left still costs all of it."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._items: collections.OrderedDict = collections.OrderedDict()  # key -> (value, size)
+        # key -> (value, size, ids of roots); id -> [root array, entries holding it]
+        self._items: collections.OrderedDict = collections.OrderedDict()
+        self._roots: dict = {}
         self._lock = threading.Lock()
 
     def get(self, key):
@@ -40,27 +47,52 @@ class ByteLRU:
             self._items.move_to_end(key)
             return item[0]
 
-    def put(self, key, value, size: int) -> bool:
-        """Keep `value` (False: larger than the whole budget, not kept)."""
-        size = max(int(size), MIN_ENTRY_BYTES)
+    def put(self, key, value, size: int, roots: "dict | None" = None) -> bool:
+        """Keep `value` (False: larger than the whole budget, not kept); `roots` (id -> array)
+        are buffers it shares with other entries, charged once among them."""
         with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.bytes -= old[1]
-            if size > self.max_bytes:
-                return False
-            self._items[key] = (value, size)
-            self.bytes += size
-            while self.bytes > self.max_bytes:
-                _, (_, dropped) = self._items.popitem(last=False)
-                self.bytes -= dropped
-            return True
+            return self._put(key, value, size, roots or {})
+
+    def recharge(self, key, value, size: int, roots: "dict | None" = None):
+        """Measure `key`'s entry again, if it still holds `value` (its arrays changed)."""
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None and item[0] is value:
+                self._put(key, value, size, roots or {})
+
+    def _put(self, key, value, size, roots) -> bool:
+        size = max(int(size), MIN_ENTRY_BYTES)
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._release(old)
+        new_roots = sum(r.nbytes for i, r in roots.items() if i not in self._roots)
+        if size + new_roots > self.max_bytes:
+            return False
+        for i, r in roots.items():
+            held = self._roots.setdefault(i, [r, 0])
+            if not held[1]:
+                self.bytes += r.nbytes
+            held[1] += 1
+        self._items[key] = (value, size, tuple(roots))
+        self.bytes += size
+        while self.bytes > self.max_bytes and self._items:
+            self._release(self._items.popitem(last=False)[1])
+        return True
+
+    def _release(self, item):
+        self.bytes -= item[1]
+        for i in item[2]:
+            held = self._roots[i]
+            held[1] -= 1
+            if not held[1]:
+                self.bytes -= held[0].nbytes
+                del self._roots[i]
 
     def pop(self, key):
         with self._lock:
             item = self._items.pop(key, None)
             if item is not None:
-                self.bytes -= item[1]
+                self._release(item)
 
     def __len__(self):
         return len(self._items)
@@ -69,16 +101,39 @@ class ByteLRU:
 _SAMPLE_OVER, _SAMPLE = 48, 16  # containers longer than this are measured from a sample
 
 
-def approx_size(obj, _seen=None, _depth=0) -> int:
+def _root(a):
+    """The array whose buffer a view keeps alive (None: `a` owns its memory, or the memory
+    is not an array's, e.g. the bytes a decoder viewed)."""
+    np = sys.modules["numpy"]
+    root, base = None, a.base
+    while isinstance(base, np.ndarray):
+        root, base = base, base.base
+    return root if root is not None and root.flags.owndata else None
+
+
+def approx_size(obj, _seen=None, _depth=0, roots: "dict | None" = None) -> int:
     """Bytes an object graph holds, roughly: numpy buffers exactly, object arrays (strings)
-    from a sample, containers and dataclasses walked. Cheap enough to run once per entry."""
+    from a sample, containers and dataclasses walked. Cheap enough to run once per entry.
+    A view is charged the whole buffer it keeps alive (once); with `roots` given, those
+    buffers are collected there (id -> array) instead, for `ByteLRU.put` to charge once
+    among the entries that share them."""
     seen = set() if _seen is None else _seen
     if id(obj) in seen or _depth > 12:
         return 0
     seen.add(id(obj))
     np = sys.modules.get("numpy")  # no array exists before numpy is imported
     if np is not None and isinstance(obj, np.ndarray):
-        size = obj.nbytes
+        size = obj.itemsize  # what it holds: a zero stride repeats one item (a constant column)
+        for n, stride in zip(obj.shape, obj.strides):
+            size *= n if stride else 1
+        root = _root(obj) if size > obj.itemsize else None
+        if root is not None:
+            if roots is not None:
+                roots[id(root)] = root
+                size = 0
+            else:
+                size = 0 if id(root) in seen else root.nbytes
+                seen.add(id(root))
         if obj.dtype == object and obj.size:
             flat = obj.ravel()
             sample = flat[:: max(1, flat.size // 64)][:64]
@@ -91,24 +146,31 @@ def approx_size(obj, _seen=None, _depth=0) -> int:
         if len(obj) > _SAMPLE_OVER:  # big maps of similar entries (op shapes per op): a sample
             items = list(items)
             sample = items[:: len(items) // _SAMPLE][:_SAMPLE]
-            return sys.getsizeof(obj) + int(sum(approx_size(k, seen, _depth + 1) +
-                                                approx_size(v, seen, _depth + 1)
+            return sys.getsizeof(obj) + int(sum(approx_size(k, seen, _depth + 1, roots) +
+                                                approx_size(v, seen, _depth + 1, roots)
                                                 for k, v in sample) / len(sample) * len(items))
-        return sys.getsizeof(obj) + sum(approx_size(k, seen, _depth + 1) +
-                                        approx_size(v, seen, _depth + 1) for k, v in items)
+        return sys.getsizeof(obj) + sum(approx_size(k, seen, _depth + 1, roots) +
+                                        approx_size(v, seen, _depth + 1, roots) for k, v in items)
     if isinstance(obj, (list, tuple, set, frozenset)):
         items = list(obj) if isinstance(obj, (set, frozenset)) else obj
         if len(items) > _SAMPLE_OVER:  # long lists of similar records: measure a sample
             sample = items[:: len(items) // _SAMPLE][:_SAMPLE]
-            return sys.getsizeof(obj) + int(sum(approx_size(v, seen, _depth + 1) for v in sample)
+            return sys.getsizeof(obj) + int(sum(approx_size(v, seen, _depth + 1, roots) for v in sample)
                                             / len(sample) * len(items))
-        return sys.getsizeof(obj) + sum(approx_size(v, seen, _depth + 1) for v in items)
+        return sys.getsizeof(obj) + sum(approx_size(v, seen, _depth + 1, roots) for v in items)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return sys.getsizeof(obj) + sum(approx_size(getattr(obj, f.name), seen, _depth + 1)
+        return sys.getsizeof(obj) + sum(approx_size(getattr(obj, f.name), seen, _depth + 1, roots)
                                         for f in dataclasses.fields(obj))
     if hasattr(obj, "__dict__"):
-        return sys.getsizeof(obj) + approx_size(vars(obj), seen, _depth + 1)
+        return sys.getsizeof(obj) + approx_size(vars(obj), seen, _depth + 1, roots)
     return sys.getsizeof(obj)
+
+
+def sized(obj) -> tuple:
+    """(size, roots) of an object for `ByteLRU.put`: its own bytes, and the buffers its views
+    keep alive (charged once among the cache's entries)."""
+    roots: dict = {}
+    return approx_size(obj, roots=roots), roots
 
 
 COMPARE_CACHE_SIZE = 8

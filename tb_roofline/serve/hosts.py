@@ -28,7 +28,7 @@ import time
 
 from tb_roofline import errors, settings, storage
 from typing import TYPE_CHECKING
-from tb_roofline.serve.caches import ByteLRU, approx_size, memory_budget_bytes
+from tb_roofline.serve.caches import ByteLRU, memory_budget_bytes, sized
 from tb_roofline.serve.disk_cache import DiskCache
 
 if TYPE_CHECKING:
@@ -237,9 +237,17 @@ class HostReader:
             from tb_roofline.table.op_table import ProfileData
             if isinstance(data, ProfileData):
                 entry = HostEntry(sig, data)
-                self.cache.put(hostfile.path, entry, approx_size(data))
+                self.cache.put(hostfile.path, entry, *sized(data))
                 return entry
         return None
+
+    def remeasure(self, files: list):
+        """Charge the cached reads of `files` again (an analysis made their op tables' rows
+        views of the run's table: each now keeps that buffer alive, charged once among them)."""
+        for f in files:
+            entry = self.cache.get(f.path)
+            if entry is not None and entry.data is not None:
+                self.cache.recharge(f.path, entry, *sized(entry.data))
 
     def pending_bytes(self, run, files: list) -> int:
         """The estimated memory of reading those of `files` not in the memory cache (what a
@@ -326,7 +334,7 @@ class HostReader:
         if isinstance(result, BaseException):
             raise result
         entry = HostEntry(sig, result)
-        self.cache.put(hostfile.path, entry, approx_size(result))
+        self.cache.put(hostfile.path, entry, *sized(result))
         # Keep on disk only what was read from the version the key names.
         if self.disk_cache is not None and sig[1] <= self.max_file_bytes and \
                 current_signature(hostfile) == sig:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from tb_roofline import errors, settings, storage
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.serve import disk_cache, export as export_module
-from tb_roofline.serve.caches import ByteLRU, CompareCache, approx_size, memory_budget_bytes
+from tb_roofline.serve.caches import ByteLRU, CompareCache, memory_budget_bytes, sized
 from tb_roofline.serve.discovery import ALL_HOSTS, Run, RunIndex
 from tb_roofline.serve.disk_cache import DiskCache
 from tb_roofline.serve.hosts import HostReader, KeyLocks, file_signature, max_file_bytes
@@ -234,11 +234,13 @@ class RooflineService:
             raise errors.BadProfileError(
                 f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra))
         result = roofline.analyze(profiles, host_label=files[0].host if len(files) == 1 else ALL_HOSTS)
+        if len(files) > 1:  # their rows are views of the run's table now: charged anew
+            self.hosts_reader.remeasure(files)
         result.diagnostics = extra + result.diagnostics
         complete = not extra
         # Replaces an older version's; sized once, here. Too large to keep: held on its
         # own for a page load's requests, so they convert it once.
-        if not self._analysis_cache.put(key, (sigs, result, complete), approx_size(result)):
+        if not self._analysis_cache.put(key, (sigs, result, complete), *sized(result)):
             with self._oversize_lock:
                 self._oversize = (key, (sigs, result, complete),
                                   time.monotonic() + OVERSIZE_HOLD_S)
@@ -351,7 +353,7 @@ class RooflineService:
         if hit is not None and hit[0]() is analysis:
             return hit[1]
         value = make()  # held by a weak reference: the analysis cache decides its lifetime
-        self.derived.put(full_key, (weakref.ref(analysis), value), approx_size(value))
+        self.derived.put(full_key, (weakref.ref(analysis), value), *sized(value))
         return value
 
     def compare(self, base: str, run: str, base_host: str = "", host: str = "", base_step=None,

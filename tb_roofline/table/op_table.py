@@ -105,7 +105,22 @@ class OpTable:
         return OpTable(dict(self.keys, **columns), self.rows, self.unit_costs)
 
     def select(self, mask) -> "OpTable":
-        return OpTable(self.keys, {k: v[mask] for k, v in self.rows.items()}, self.unit_costs)
+        op = self.rows["op"][mask]
+        return OpTable(self.keys, {k: op if k == "op" else constant(v[0], len(op))
+                                   if is_constant(v) else v[mask] for k, v in self.rows.items()},
+                       self.unit_costs)
+
+    def __getstate__(self):
+        """Pickled (to and from worker processes, a cluster) with constant row columns as
+        their one value, so they travel as they are held: as nothing."""
+        rows = {k: ("constant", v[:1].copy(), len(v)) if is_constant(v) else v
+                for k, v in self.rows.items()}
+        return {"keys": self.keys, "rows": rows, "unit_costs": self.unit_costs}
+
+    def __setstate__(self, state):
+        self.keys, self.unit_costs = state["keys"], state["unit_costs"]
+        self.rows = {k: constant(v[1][0], v[2]) if isinstance(v, tuple) else v
+                     for k, v in state["rows"].items()}
 
     def explicit(self) -> "OpTable":
         """The same table with cost columns in its rows."""
@@ -114,8 +129,12 @@ class OpTable:
         return OpTable(self.keys, dict(self.rows, **{c: self[c] for c in COST_COLUMNS}))
 
     @staticmethod
-    def concat(tables: list["OpTable"]) -> "OpTable":
-        """One table of all the rows, keys offset per table."""
+    def concat(tables: list["OpTable"], share: bool = False) -> "OpTable":
+        """One table of all the rows, keys offset per table. With `share`, each input's row
+        columns (all but `op`, which the result offsets) become views of the result's, made
+        column by column: the same values, one copy between a run's table and its hosts',
+        each input's own column let go as soon as the result's exists. A cache holding the
+        inputs must then measure them again (`serve/caches.py` charges a view its buffer)."""
         tables = [t for t in tables if t is not None]
         if not tables:
             return OpTableBuilder().build()
@@ -126,8 +145,13 @@ class OpTable:
             tables = [t.explicit() for t in tables]
         offsets = np.cumsum([0] + [t.num_keys for t in tables[:-1]])
         keys = {k: np.concatenate([t.keys[k] for t in tables]) for k in KEY_COLUMNS}
-        rows = {k: np.concatenate([t.rows[k] for t in tables]) for k in tables[0].rows
-                if k != "op"}
+        bounds = np.cumsum([0] + [len(t) for t in tables]).tolist()
+        rows = {}
+        for k in [k for k in tables[0].rows if k != "op"]:
+            rows[k] = _concat_rows([t.rows[k] for t in tables])
+            if share and not is_constant(rows[k]):
+                for t, lo, hi in zip(tables, bounds[:-1], bounds[1:]):
+                    t.rows[k] = rows[k][lo:hi]
         rows["op"] = np.concatenate([t.rows["op"] + off for t, off in zip(tables, offsets)])
         return OpTable(keys, rows, np.concatenate([t.unit_costs for t in tables]) if unit else None)
 
@@ -183,7 +207,43 @@ class OpTableBuilder:
             return OpTable({k: _column(k, 0, _DEFAULTS[k]) for k in KEY_COLUMNS},
                            dict({k: _column(k, 0, _DEFAULTS[k]) for k in ROW_COLUMNS},
                                 op=np.zeros(0, np.int64)))
-        return OpTable.concat([OpTable(k, r) for k, r in chunks])
+        table = OpTable.concat([OpTable(k, r) for k, r in chunks])
+        compact_rows(table.rows)
+        return table
+
+
+def constant(value, n: int) -> np.ndarray:
+    """A read-only column of `n` equal values that holds one (a zero stride); under two
+    values, an ordinary array."""
+    value = np.asarray(value)
+    return np.broadcast_to(value, (n,)) if n > 1 else np.full(n, value, value.dtype)
+
+
+def is_constant(column: np.ndarray) -> bool:
+    """Whether a row column is one value repeated (made by `constant`)."""
+    return column.ndim == 1 and len(column) > 1 and column.strides[0] == 0
+
+
+def compact_rows(rows: dict) -> dict:
+    """The row columns with each that holds one value throughout (one core, one execution a
+    row, no stall: most columns of most profiles) replaced by `constant`: a table of a
+    million rows then holds what varies, not 8 MB a column of zeros. In place; returns it."""
+    for k, v in rows.items():
+        if k != "op" and len(v) > 1 and v.strides[0] and v[0] == v[-1] and \
+                not np.any(v != v[0]):
+            rows[k] = constant(v[0], len(v))
+    return rows
+
+
+def _concat_rows(parts: list) -> np.ndarray:
+    """One row column of several tables' (constant when every part is the same constant)."""
+    first = parts[0]
+    if all(is_constant(p) or len(p) < 2 for p in parts):
+        n = sum(len(p) for p in parts)
+        nonempty = [p for p in parts if len(p)]
+        if n > 1 and nonempty and all(p[0] == nonempty[0][0] for p in nonempty):
+            return constant(nonempty[0][0], n)
+    return np.concatenate(parts) if len(parts) > 1 else first
 
 
 def keyed_table(keys: dict, rows: dict, unit_costs: "np.ndarray | None" = None) -> OpTable:
@@ -196,7 +256,7 @@ def keyed_table(keys: dict, rows: dict, unit_costs: "np.ndarray | None" = None) 
     wanted = [c for c in ROW_COLUMNS if unit_costs is None or c not in COST_COLUMNS]
     out = {k: _column(k, n, rows.get(k, _DEFAULTS[k])) for k in wanted}
     out["op"] = np.asarray(rows["op"], np.int64)
-    return OpTable(full, out, unit_costs)
+    return OpTable(full, compact_rows(out), unit_costs)
 
 
 def _default_flags(keys: dict, given):

@@ -1,0 +1,157 @@
+"""What keeps the op table's memory down (docs/benchmarks.md, issue #18), checked as behaviour:
+constant row columns hold one value and stay so through selection, concatenation, pickling
+(worker processes, a cluster) and the disk cache; a run's table and its hosts' share one copy
+of the rows; and the caches charge a shared buffer once, to every entry that keeps it alive."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from tb_roofline.serve import cache_codec
+from tb_roofline.serve.caches import ByteLRU, approx_size, sized
+from tb_roofline.serve.service import RooflineService
+from tb_roofline.synthetic import SynthConfig, write_tpu_session
+from tb_roofline.table.op_table import OpTable, OpTableBuilder, constant, is_constant
+
+
+def _table(n=1000, core=0, stall=0.0, seed=0) -> OpTable:
+    rng = np.random.default_rng(seed)
+    b = OpTableBuilder()
+    b.add_keyed({"operation": np.array(["a", "b", "c"], object),
+                 "category": np.array(["convolution", "copy", "loop fusion"], object)},
+                rng.integers(0, 3, n), core=np.full(n, core), step=rng.integers(0, 9, n),
+                occurrences=np.ones(n, np.int64), total_time_ps=rng.random(n) * 100,
+                self_time_ps=rng.random(n) * 50, dma_stall_ps=np.full(n, stall))
+    return b.build()
+
+
+def test_constant_columns_hold_one_value_and_keep_their_values():
+    t = _table()
+    held = {k for k, v in t.rows.items() if is_constant(v)}
+    assert held >= {"core", "occurrences", "dma_stall_ps", "flops", "bytes"}
+    assert "step" not in held and "total_time_ps" not in held and "op" not in held
+    assert approx_size(t.rows["core"]) < 200  # one item, not 8,000 bytes
+    assert t.rows["core"].dtype == np.int64 and t.rows["dma_stall_ps"].dtype == np.float64
+    assert (t.rows["occurrences"] == 1).all() and len(t.rows["occurrences"]) == 1000
+    with pytest.raises(ValueError):  # read-only: no caller can change every row by accident
+        t.rows["core"][3] = 2
+    # Sums, groupings and gathers see the same values as a full column.
+    full = np.ones(1000)
+    assert np.bincount(t.rows["op"], weights=t.rows["occurrences"]).tolist() == \
+        np.bincount(t.rows["op"], weights=full).tolist()
+
+
+def test_selection_and_concatenation_keep_constants_constant():
+    a, b, c = _table(500, core=0, seed=1), _table(300, core=0, seed=2), _table(200, core=3)
+    part = a.select(a.rows["step"] > 4)
+    assert is_constant(part.rows["core"]) and len(part.rows["core"]) == len(part)
+    ab = OpTable.concat([a, b])
+    assert is_constant(ab.rows["core"]) and len(ab) == 800
+    abc = OpTable.concat([a, b, c])  # cores differ: a full column, with the right values
+    assert not is_constant(abc.rows["core"])
+    assert abc.rows["core"].tolist() == [0] * 800 + [3] * 200
+    assert is_constant(abc.rows["dma_stall_ps"])
+    assert abc.rows["step"].tolist() == a.rows["step"].tolist() + b.rows["step"].tolist() + \
+        c.rows["step"].tolist()
+
+
+def test_constants_travel_as_one_value_by_pickle_and_the_disk_cache():
+    t = _table(200_000)
+    full = pickle.dumps(_table(200_000).copy())
+    packed = pickle.dumps(t)
+    assert len(packed) < len(full) - 4 * 8 * 200_000 + 1000  # four constant columns: nothing
+    for back in (pickle.loads(packed), cache_codec.decode(cache_codec.encode(t))):
+        for k, v in t.rows.items():
+            assert is_constant(back.rows[k]) == is_constant(v), k
+            assert back.rows[k].dtype == v.dtype
+            assert np.array_equal(back.rows[k], v), k
+
+
+def test_the_disk_cache_refuses_a_constant_that_claims_too_many_rows():
+    data = bytearray(cache_codec.encode({"x": constant(np.float64(1.0), 5)}))
+    text_len = int.from_bytes(data[:8], "big")
+    text = bytes(data[8:8 + text_len]).replace(b'"len":5', b'"len":0')
+    bad = len(text).to_bytes(8, "big") + text + bytes(data[8 + text_len:])
+    with pytest.raises(cache_codec.CodecError):
+        cache_codec.decode(bad)
+
+
+def test_concat_shares_its_rows_with_its_inputs():
+    a, b = _table(500, seed=1), _table(300, seed=2)
+    steps_a, time_b = a.rows["step"].copy(), b.rows["total_time_ps"].copy()
+    run = OpTable.concat([a, b], share=True)
+    for k in ("step", "total_time_ps", "self_time_ps"):
+        assert np.shares_memory(a.rows[k], run.rows[k]) and np.shares_memory(b.rows[k],
+                                                                             run.rows[k])
+    assert np.array_equal(a.rows["step"], steps_a) and np.array_equal(b.rows["total_time_ps"],
+                                                                      time_b)
+    assert run.rows["op"][500:].min() >= a.num_keys  # the run's op codes are offset: its own
+    assert not np.shares_memory(b.rows["op"], run.rows["op"])
+
+
+def test_a_shared_buffer_is_charged_once_and_until_its_last_holder_goes():
+    buf = np.zeros(1 << 20)  # 8 MiB
+    lru = ByteLRU(20 << 20)
+    lru.put("a", {"v": buf[: 1 << 19]}, *sized({"v": buf[: 1 << 19]}))
+    lru.put("b", {"v": buf[1 << 19:]}, *sized({"v": buf[1 << 19:]}))
+    assert 8 << 20 <= lru.bytes < (8 << 20) + 20_000
+    lru.pop("a")
+    assert lru.bytes >= 8 << 20  # "b" still keeps all of it alive
+    lru.pop("b")
+    assert lru.bytes == 0
+    # Without roots given, a view is charged the buffer it keeps (not its slice).
+    assert approx_size(buf[:10]) >= buf.nbytes
+    # A cache too small for the shared buffer keeps neither holder.
+    small = ByteLRU(4 << 20)
+    assert not small.put("a", buf[:10], *sized(buf[:10]))
+    assert small.bytes == 0 and len(small) == 0
+
+
+def test_a_runs_hosts_share_its_table_and_the_cache_charges_it_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    cfgs = [SynthConfig(seed=7 + h, program_seed=7, hostname=f"h{h}", num_cores=1,
+                        num_steps=40, ops_per_step=60, distinct_ops=60, op_order="cycle")
+            for h in range(3)]
+    write_tpu_session(str(tmp_path), "run", "2026_01_01_00_00_00", cfgs)
+    alone = RooflineService(str(tmp_path))
+    run = alone.list_runs()["runs"][0]["run"]
+    want = {h: alone.ops(run, h, True)["rows"] for h in ("h0", "h1", "h2")}
+    want["*"] = alone.ops(run, "", True)["rows"]
+
+    s = RooflineService(str(tmp_path))
+    run_table = s.analysis(run, "").scope.tables["op"]
+    entries = [s.hosts_reader.cache.get(f.path) for f in s.resolve_files(s.resolve_run(run), "")]
+    tables = [e.data.ops for e in entries]
+    shared = [k for k, v in tables[0].rows.items() if k != "op" and not is_constant(v)]
+    assert shared and all(np.shares_memory(t.rows[k], run_table.rows[k])
+                          for t in tables for k in shared)
+    run_bytes = sum(run_table.rows[k].nbytes for k in shared)
+    own = sum(approx_size(e.data, roots={}) for e in entries)
+    cache = s.hosts_reader.cache
+    assert run_bytes + own <= cache.bytes + 1 <= run_bytes + own + len(entries) * 4096 + 1
+    # The analysis gone, one host left: it still keeps the run's rows alive, and is charged so.
+    s._analysis_cache = ByteLRU(s._analysis_cache.max_bytes)
+    for e in entries[1:]:
+        cache.pop(e.signature[0])
+    assert cache.bytes >= run_bytes
+    # Every host's answers, and the run's, are those of a service that never shared.
+    for h in ("h0", "h1", "h2"):
+        assert s.ops(run, h, True)["rows"] == want[h]
+    assert s.ops(run, "", True)["rows"] == want["*"]
+
+
+def test_sums_over_constant_columns_are_those_of_full_columns_bit_for_bit():
+    from tb_roofline.devices.spec import DeviceInfo
+    from tb_roofline.model.roofline import key_sums
+    t = _table(5000, stall=-0.0)
+    device = DeviceInfo(type="test", kind="tpu", num_cores=1)
+    full = OpTable(t.keys, {k: np.array(v) for k, v in t.rows.items()}, t.unit_costs)
+    assert any(is_constant(v) for v in t.rows.values())
+    assert not any(is_constant(v) for v in full.rows.values())
+    a, b = key_sums(t, device), key_sums(full, device)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert np.array_equal(a[k], b[k], equal_nan=True) and \
+            np.array_equal(np.signbit(a[k]), np.signbit(b[k])), k
