@@ -27,6 +27,7 @@ import threading
 import time
 
 from tb_roofline import errors, settings, storage
+from tb_roofline.allocator import release_free_memory
 from typing import TYPE_CHECKING
 from tb_roofline.serve.caches import ByteLRU, memory_budget_bytes, sized
 from tb_roofline.serve.disk_cache import DiskCache
@@ -152,29 +153,6 @@ def estimate_bytes(path: str, fmt: str, size: int) -> int:
     elif path.endswith(".gz"):
         data_bytes = size * 8  # a remote trailer costs a request: a typical trace ratio
     return int(data_bytes * MEMORY_PER_BYTE.get(fmt, 2.0))
-
-
-def _libc_trim():
-    try:
-        import ctypes
-        import ctypes.util
-        name = ctypes.util.find_library("c")
-        trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    except (OSError, AttributeError, ImportError):
-        trim = None
-    return trim
-
-
-_TRIM = []
-
-
-def release_free_memory():
-    """Give the memory a big conversion freed back to the system (glibc keeps it per thread
-    otherwise: four big reads in four threads, one after another, held the peak of each)."""
-    if not _TRIM:
-        _TRIM.append(_libc_trim())
-    if _TRIM[0] is not None:
-        _TRIM[0](0)
 
 
 class ConversionBudget:

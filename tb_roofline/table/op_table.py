@@ -14,6 +14,7 @@ import dataclasses
 
 import numpy as np
 
+from tb_roofline.allocator import release_free_memory
 from tb_roofline.diagnostics import Diagnostic  # noqa: F401 (readers build ProfileData with it)
 
 # Memory traffic columns: (column, display name, memory id, direction). `host` is traffic
@@ -133,8 +134,10 @@ class OpTable:
         """One table of all the rows, keys offset per table. With `share`, each input's row
         columns (all but `op`, which the result offsets) become views of the result's, made
         column by column: the same values, one copy between a run's table and its hosts',
-        each input's own column let go as soon as the result's exists. A cache holding the
-        inputs must then measure them again (`serve/caches.py` charges a view its buffer)."""
+        each input's own column let go as soon as the result's exists, and the heap's freed
+        pages given back before the next is made (`allocator.py`: else the freed columns stay
+        resident as holes too small for the next one). A cache holding the inputs must then
+        measure them again (`serve/caches.py` charges a view its buffer)."""
         tables = [t for t in tables if t is not None]
         if not tables:
             return OpTableBuilder().build()
@@ -148,11 +151,17 @@ class OpTable:
         bounds = np.cumsum([0] + [len(t) for t in tables]).tolist()
         rows = {}
         for k in [k for k in tables[0].rows if k != "op"]:
+            if share:  # what was freed (the inputs' last column, the reads): holes too small
+                release_free_memory()
             rows[k] = _concat_rows([t.rows[k] for t in tables])
             if share and not is_constant(rows[k]):
                 for t, lo, hi in zip(tables, bounds[:-1], bounds[1:]):
                     t.rows[k] = rows[k][lo:hi]
+        if share:
+            release_free_memory()
         rows["op"] = np.concatenate([t.rows["op"] + off for t, off in zip(tables, offsets)])
+        if share:  # (the offset copies of the inputs' op codes)
+            release_free_memory()
         return OpTable(keys, rows, np.concatenate([t.unit_costs for t in tables]) if unit else None)
 
 
