@@ -182,3 +182,105 @@ print(held - rss())
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) > 30, done.stdout  # MB returned of the 50 freed
+
+
+def _three_host_run(tmp_path, monkeypatch, hosts=3):
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    cfgs = [SynthConfig(seed=7 + h, program_seed=7, hostname=f"h{h}", num_cores=1,
+                        num_steps=40, ops_per_step=60, distinct_ops=60, op_order="cycle")
+            for h in range(hosts)]
+    write_tpu_session(str(tmp_path), "run", "2026_01_01_00_00_00", cfgs)
+    s = RooflineService(str(tmp_path))
+    return s, s.list_runs()["runs"][0]["run"]
+
+
+def test_a_single_host_analysis_keeps_its_own_rows_when_the_run_shares_later(tmp_path,
+                                                                            monkeypatch):
+    s, run = _three_host_run(tmp_path, monkeypatch)
+    one = s.analysis(run, "h0").scope.tables["op"]
+    charged = s._analysis_cache.bytes
+    everything = s.analysis(run, "").scope.tables["op"]
+    assert not any(np.shares_memory(one.rows[k], everything.rows[k]) for k in one.rows
+                   if not is_constant(one.rows[k]))
+    # What the single-host analysis holds is still what it was charged.
+    assert approx_size(one) <= charged
+
+
+def test_a_host_of_no_rows_is_charged_the_run_rows_it_keeps():
+    run = np.arange(1000, dtype=np.float64)
+    empty, single = run[1000:], run[999:]
+    for view in (empty, single):
+        roots: dict = {}
+        approx_size({"x": view}, roots=roots)
+        assert list(roots.values())[0] is run
+        assert approx_size(view) >= run.nbytes
+
+
+def test_hosts_are_charged_anew_even_when_the_analysis_fails(tmp_path, monkeypatch):
+    from tb_roofline.model import roofline
+    s, run = _three_host_run(tmp_path, monkeypatch)
+
+    def fail(*args):
+        raise MemoryError("out of memory in the model")
+    monkeypatch.setattr(roofline, "_analyze", fail)
+    with pytest.raises(Exception):
+        s.analysis(run, "")
+    cache = s.hosts_reader.cache
+    entries = [cache.get(f.path) for f in s.resolve_files(s.resolve_run(run), "")]
+    for e in entries[1:]:
+        cache.pop(e.signature[0])
+    assert cache.bytes >= approx_size(entries[0].data)  # the whole run's rows it keeps alive
+    assert approx_size(entries[0].data) > 2 * approx_size(entries[0].data, roots={})
+
+
+def test_hosts_that_fit_before_sharing_all_stay_after_it(tmp_path, monkeypatch):
+    s, run = _three_host_run(tmp_path, monkeypatch, hosts=4)
+    files = s.resolve_files(s.resolve_run(run), "")
+    s.hosts_reader.read(s.resolve_run(run), files)
+    cache = s.hosts_reader.cache
+    assert len(cache) == 4
+    cache.max_bytes = int(cache.bytes * 1.2)  # room for the hosts, not for them twice
+    s.analysis(run, "")
+    assert len(cache) == 4 and cache.bytes <= cache.max_bytes
+
+
+def test_a_table_whose_columns_disagree_on_their_length_is_not_used():
+    t = _table(100)
+    assert t.consistent()
+    t.rows["dma_stall_ps"] = constant(np.float64(0.0), 2 ** 40)  # a forged disk entry's claim
+    assert not t.consistent()
+    from tb_roofline.model.roofline import _sum_by
+    with pytest.raises(ValueError):  # a length that disagrees is never taken as counts
+        _sum_by(t.rows["op"], constant(np.float64(0.0), 150), 3)
+
+
+def test_an_entry_that_cannot_stay_is_reported_not_kept():
+    shared = np.zeros(1 << 17)  # 1 MiB
+    lru = ByteLRU(2 << 20)
+    assert lru.put("a", shared[:10], *sized(shared[:10]))
+    b = (shared[10:], np.zeros(3 << 16))  # the same buffer and 1.5 MiB of its own: 2.5 alone
+    assert not lru.put("b", b, *sized(b))
+    assert "b" not in lru._items and lru.get("a") is not None and lru.bytes <= lru.max_bytes
+
+
+def test_a_disk_entry_whose_table_lies_about_its_rows_is_a_miss(tmp_path, monkeypatch):
+    import dataclasses
+
+    from tb_roofline.serve.disk_cache import DiskCache
+    from tb_roofline.serve.hosts import file_signature
+    logdir, cache_dir = tmp_path / "logs", tmp_path / "cache"
+    cfg = SynthConfig(seed=3, hostname="h0", num_cores=1, num_steps=20)
+    write_tpu_session(str(logdir), "run", "2026_01_01_00_00_00", [cfg])
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", str(cache_dir))
+    s = RooflineService(str(logdir))
+    run = s.list_runs()["runs"][0]["run"]
+    want = s.ops(run, "", True)["rows"]
+    r = s.resolve_run(run)
+    f = s.resolve_files(r, "")[0]
+    key = DiskCache.key(file_signature(f), r.format, f.host)
+    data = s.hosts_reader.disk_cache.get(key)
+    forged = dataclasses.replace(data, ops=OpTable(data.ops.keys, dict(
+        data.ops.rows, dma_stall_ps=constant(np.float64(5.0), 2 ** 40)), data.ops.unit_costs))
+    assert s.hosts_reader.disk_cache.put(key, forged)
+    fresh = RooflineService(str(logdir))
+    assert fresh.ops(run, "", True)["rows"] == want  # converted again, not the forged rows

@@ -134,7 +134,7 @@ def _sum_by(codes: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
     """`np.bincount(codes, weights, n)`; a constant column of zeros or ones (table/op_table.py)
     as counts, without the full-length copy bincount would make of it (the same sums, exactly:
     counts of ones are integers)."""
-    if is_constant(weights) and weights[0] in (0, 1):
+    if is_constant(weights) and weights[0] in (0, 1) and len(weights) == len(codes):
         return np.bincount(codes, minlength=n) * (float(weights[0]) + 0.0)  # (never -0.0)
     return np.bincount(codes, weights=weights, minlength=n)
 

@@ -271,6 +271,7 @@ def run_units(addr: str, fn, args_list: list, progress=None, names=None) -> list
         outcomes = _run_units(addr, fn, args_list, progress, names)
     except ClusterError as exc:
         _failed[addr] = (time.monotonic(), exc)
+        _scheduler_ok.discard(addr)  # a scheduler restarted there is checked again
         raise
     _failed.pop(addr, None)
     return outcomes
@@ -293,8 +294,9 @@ def _run_units(addr: str, fn, args_list: list, progress, names) -> list:
                for k, args in enumerate(args_list)]
     index = {f.key: k for k, f in enumerate(futures)}
     start, finished = time.monotonic(), 0
-    log.info("tb-roofline: %d conversion units sent to the Dask cluster %s (%d workers)",
-             len(futures), addr, len(workers))
+    log.info("tb-roofline: %d conversion units sent to the Dask cluster %s (%s)",
+             len(futures), addr, f"{len(workers)} workers" if workers else
+             "its workers did not all answer the probe")
     outcomes: list = [None] * len(futures)
     pending = set(range(len(futures)))
     done: queue.Queue = queue.Queue()

@@ -53,31 +53,44 @@ class ByteLRU:
         with self._lock:
             return self._put(key, value, size, roots or {})
 
-    def recharge(self, key, value, size: int, roots: "dict | None" = None):
-        """Measure `key`'s entry again, if it still holds `value` (its arrays changed)."""
+    def recharge(self, keys: list, measure):
+        """Measure again the entries of `keys` (their arrays changed): `measure(value)` gives
+        (size, roots). All of them at once, under the lock (a concurrent recharge cannot
+        leave an older measurement), and evicting only after: entries that now share a
+        buffer are not evicted one by one while the others still carry their old sizes."""
         with self._lock:
-            item = self._items.get(key)
-            if item is not None and item[0] is value:
-                self._put(key, value, size, roots or {})
+            items = [(k, self._items.get(k)) for k in dict.fromkeys(keys)]
+            items = [(k, item[0]) + tuple(measure(item[0])) for k, item in items if item]
+            for k, *_ in items:
+                self._release(self._items[k])
+            for k, value, size, roots in items:
+                self._hold(k, value, max(int(size), MIN_ENTRY_BYTES), roots)
+            self._evict()
 
     def _put(self, key, value, size, roots) -> bool:
         size = max(int(size), MIN_ENTRY_BYTES)
         old = self._items.pop(key, None)
         if old is not None:
             self._release(old)
-        new_roots = sum(r.nbytes for i, r in roots.items() if i not in self._roots)
-        if size + new_roots > self.max_bytes:
-            return False
+        if size + sum(r.nbytes for r in roots.values()) > self.max_bytes:
+            return False  # (alone: the other holders of its roots may all be evicted)
+        self._hold(key, value, size, roots)
+        self._evict()
+        return key in self._items
+
+    def _hold(self, key, value, size, roots):
+        self._items[key] = (value, size, tuple(roots))
+        self._items.move_to_end(key)
         for i, r in roots.items():
             held = self._roots.setdefault(i, [r, 0])
             if not held[1]:
                 self.bytes += r.nbytes
             held[1] += 1
-        self._items[key] = (value, size, tuple(roots))
         self.bytes += size
+
+    def _evict(self):
         while self.bytes > self.max_bytes and self._items:
             self._release(self._items.popitem(last=False)[1])
-        return True
 
     def _release(self, item):
         self.bytes -= item[1]
@@ -126,7 +139,7 @@ def approx_size(obj, _seen=None, _depth=0, roots: "dict | None" = None) -> int:
         size = obj.itemsize  # what it holds: a zero stride repeats one item (a constant column)
         for n, stride in zip(obj.shape, obj.strides):
             size *= n if stride else 1
-        root = _root(obj) if size > obj.itemsize else None
+        root = _root(obj) if all(obj.strides) or obj.size < 2 else None  # (not a constant's)
         if root is not None:
             if roots is not None:
                 roots[id(root)] = root

@@ -89,6 +89,15 @@ def max_file_bytes(max_file_mb: float | None = None) -> int:
     return int((max_file_mb or settings.number(settings.MAX_FILE_MB)) * (1 << 20))
 
 
+def _tables_consistent(data) -> bool:
+    """A disk entry's op tables hold a row per row in every column (a forged or damaged entry
+    claiming a constant column of 2**40 rows is a miss, never an allocation)."""
+    from tb_roofline.table.op_table import OpTable
+    tables = [getattr(data, a, None) for a in ("ops", "kernels", "hw_ops")]
+    return all(t is None or (isinstance(t, OpTable) and t.consistent()) for t in tables) and \
+        data.ops is not None
+
+
 class KeyLocks:
     """A lock per key, made when first asked for and dropped when nobody holds or waits on it
     (so a thousand runs do not keep a thousand locks, and two keys never share one)."""
@@ -213,7 +222,7 @@ class HostReader:
         if self.disk_cache is not None and sig[1] <= self.max_file_bytes:
             data = self.disk_cache.get(DiskCache.key(sig, run.format, hostfile.host))
             from tb_roofline.table.op_table import ProfileData
-            if isinstance(data, ProfileData):
+            if isinstance(data, ProfileData) and _tables_consistent(data):
                 entry = HostEntry(sig, data)
                 self.cache.put(hostfile.path, entry, *sized(data))
                 return entry
@@ -222,10 +231,8 @@ class HostReader:
     def remeasure(self, files: list):
         """Charge the cached reads of `files` again (an analysis made their op tables' rows
         views of the run's table: each now keeps that buffer alive, charged once among them)."""
-        for f in files:
-            entry = self.cache.get(f.path)
-            if entry is not None and entry.data is not None:
-                self.cache.recharge(f.path, entry, *sized(entry.data))
+        self.cache.recharge([f.path for f in files],
+                            lambda entry: sized(entry.data) if entry.data is not None else (0, {}))
 
     def pending_bytes(self, run, files: list) -> int:
         """The estimated memory of reading those of `files` not in the memory cache (what a

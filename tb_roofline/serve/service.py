@@ -233,9 +233,12 @@ class RooflineService:
         if not profiles:
             raise errors.BadProfileError(
                 f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra))
-        result = roofline.analyze(profiles, host_label=files[0].host if len(files) == 1 else ALL_HOSTS)
-        if len(files) > 1:  # their rows are views of the run's table now: charged anew
-            self.hosts_reader.remeasure(files)
+        try:
+            result = roofline.analyze(profiles,
+                                      host_label=files[0].host if len(files) == 1 else ALL_HOSTS)
+        finally:  # their rows are views of the run's table now (if it failed, maybe): anew
+            if len(files) > 1:
+                self.hosts_reader.remeasure(files)
         result.diagnostics = extra + result.diagnostics
         complete = not extra
         # Replaces an older version's; sized once, here. Too large to keep: held on its

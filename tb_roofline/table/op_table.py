@@ -111,6 +111,14 @@ class OpTable:
                                    if is_constant(v) else v[mask] for k, v in self.rows.items()},
                        self.unit_costs)
 
+    def consistent(self) -> bool:
+        """Whether every row column has a row per `op` and every key column a value per key
+        (what a table read back from the disk cache must show before it is used)."""
+        n, m = len(self.rows["op"]), self.num_keys
+        return all(v.ndim == 1 and len(v) == n for v in self.rows.values()) and \
+            all(v.ndim == 1 and len(v) == m for v in self.keys.values()) and \
+            (self.unit_costs is None or len(self.unit_costs) == m)
+
     def __getstate__(self):
         """Pickled (to and from worker processes, a cluster) with constant row columns as
         their one value, so they travel as they are held: as nothing."""
@@ -141,8 +149,9 @@ class OpTable:
         tables = [t for t in tables if t is not None]
         if not tables:
             return OpTableBuilder().build()
-        if len(tables) == 1:
-            return tables[0]
+        if len(tables) == 1:  # (shared: its own dict of the same rows, which a later shared
+            t = tables[0]      # concat of this input then re-points without touching it)
+            return OpTable(t.keys, dict(t.rows), t.unit_costs) if share else t
         unit = all(t.unit_costs is not None for t in tables)
         if not unit:
             tables = [t.explicit() for t in tables]
