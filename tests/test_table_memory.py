@@ -284,3 +284,35 @@ def test_a_disk_entry_whose_table_lies_about_its_rows_is_a_miss(tmp_path, monkey
     assert s.hosts_reader.disk_cache.put(key, forged)
     fresh = RooflineService(str(logdir))
     assert fresh.ops(run, "", True)["rows"] == want  # converted again, not the forged rows
+
+
+def test_review_cases_of_the_sharing_and_its_charges():
+    # A host whose column is one value keeps it (not a view of the run's varied column).
+    a, b = _table(500, core=0, seed=1), _table(300, core=2, seed=2)
+    run = OpTable.concat([a, b], share=True)
+    assert is_constant(a.rows["core"]) and is_constant(b.rows["core"])
+    assert run.rows["core"].tolist() == [0] * 500 + [2] * 300
+    # A view with an added axis of length one is still charged the buffer it keeps.
+    big = np.zeros(1 << 20)
+    for view in (big[None, :10], big[:10, None]):
+        assert approx_size(view) >= big.nbytes
+        assert len(sized(view)[1]) == 1
+    # Re-measuring an entry that cannot stay even alone drops it, not the others.
+    lru = ByteLRU(4 << 20)
+    for i in range(5):
+        lru.put(i, np.zeros(1 << 14), *sized(np.zeros(1 << 14)))
+    holder = {"rows": np.zeros(10)}
+    lru.put("run", holder, *sized(holder))
+    holder["rows"] = big[:10]  # its arrays changed: now a view of 8 MiB
+    lru.recharge(["run"], sized)
+    assert "run" not in lru._items and len(lru) == 5 and lru.bytes <= lru.max_bytes
+    # Tables a disk entry may forge: every column (op too) constant, op codes out of range,
+    # a malformed state: none is consistent, none raises.
+    t = _table(100)
+    forged = OpTable(t.keys, {k: constant(v[0], 2 ** 40) for k, v in t.rows.items()},
+                     t.unit_costs)
+    assert not forged.consistent()
+    out_of_range = OpTable(t.keys, dict(t.rows, op=t.rows["op"] + 7), t.unit_costs)
+    assert not out_of_range.consistent()
+    assert not OpTable(t.keys, {"core": [1, 2]}, None).consistent()
+    assert not OpTable(t.keys, {"op": [0, 1]}, None).consistent()

@@ -64,7 +64,11 @@ class ByteLRU:
             for k, *_ in items:
                 self._release(self._items[k])
             for k, value, size, roots in items:
-                self._hold(k, value, max(int(size), MIN_ENTRY_BYTES), roots)
+                size = max(int(size), MIN_ENTRY_BYTES)
+                if size + sum(r.nbytes for r in roots.values()) > self.max_bytes:
+                    del self._items[k]  # could not stay even alone: it goes, not the others
+                    continue
+                self._hold(k, value, size, roots)
             self._evict()
 
     def _put(self, key, value, size, roots) -> bool:
@@ -139,7 +143,8 @@ def approx_size(obj, _seen=None, _depth=0, roots: "dict | None" = None) -> int:
         size = obj.itemsize  # what it holds: a zero stride repeats one item (a constant column)
         for n, stride in zip(obj.shape, obj.strides):
             size *= n if stride else 1
-        root = _root(obj) if all(obj.strides) or obj.size < 2 else None  # (not a constant's)
+        repeats = any(n > 1 and not stride for n, stride in zip(obj.shape, obj.strides))
+        root = None if repeats else _root(obj)  # (a constant's base is its one value)
         if root is not None:
             if roots is not None:
                 roots[id(root)] = root

@@ -94,8 +94,8 @@ def _tables_consistent(data) -> bool:
     claiming a constant column of 2**40 rows is a miss, never an allocation)."""
     from tb_roofline.table.op_table import OpTable
     tables = [getattr(data, a, None) for a in ("ops", "kernels", "hw_ops")]
-    return all(t is None or (isinstance(t, OpTable) and t.consistent()) for t in tables) and \
-        data.ops is not None
+    return tables[0] is not None and \
+        all(t is None or (isinstance(t, OpTable) and t.consistent()) for t in tables)
 
 
 class KeyLocks:

@@ -238,7 +238,12 @@ class RooflineService:
                                       host_label=files[0].host if len(files) == 1 else ALL_HOSTS)
         finally:  # their rows are views of the run's table now (if it failed, maybe): anew
             if len(files) > 1:
-                self.hosts_reader.remeasure(files)
+                try:
+                    self.hosts_reader.remeasure(files)
+                except Exception:  # noqa: BLE001 (never in place of the analysis's own error)
+                    import logging
+                    logging.getLogger(__name__).exception(
+                        "tb-roofline: re-measuring the cached hosts failed")
         result.diagnostics = extra + result.diagnostics
         complete = not extra
         # Replaces an older version's; sized once, here. Too large to keep: held on its

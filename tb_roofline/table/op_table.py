@@ -112,12 +112,19 @@ class OpTable:
                        self.unit_costs)
 
     def consistent(self) -> bool:
-        """Whether every row column has a row per `op` and every key column a value per key
-        (what a table read back from the disk cache must show before it is used)."""
-        n, m = len(self.rows["op"]), self.num_keys
-        return all(v.ndim == 1 and len(v) == n for v in self.rows.values()) and \
-            all(v.ndim == 1 and len(v) == m for v in self.keys.values()) and \
-            (self.unit_costs is None or len(self.unit_costs) == m)
+        """Whether every row column has a row per `op`, each `op` names a key, and every key
+        column has a value per key (what a table read back from the disk cache must show
+        before it is used; a malformed one is not)."""
+        try:
+            op, m = self.rows["op"], self.num_keys
+            n = len(op)
+            return not is_constant(op) and op.dtype.kind == "i" and \
+                (not n or (int(op.min()) >= 0 and int(op.max()) < m)) and \
+                all(v.ndim == 1 and len(v) == n for v in self.rows.values()) and \
+                all(v.ndim == 1 and len(v) == m for v in self.keys.values()) and \
+                (self.unit_costs is None or len(self.unit_costs) == m)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return False
 
     def __getstate__(self):
         """Pickled (to and from worker processes, a cluster) with constant row columns as
@@ -165,7 +172,8 @@ class OpTable:
             rows[k] = _concat_rows([t.rows[k] for t in tables])
             if share and not is_constant(rows[k]):
                 for t, lo, hi in zip(tables, bounds[:-1], bounds[1:]):
-                    t.rows[k] = rows[k][lo:hi]
+                    if not is_constant(t.rows[k]):  # (a constant holds less than a view)
+                        t.rows[k] = rows[k][lo:hi]
         if share:
             release_free_memory()
         rows["op"] = np.concatenate([t.rows["op"] + off for t, off in zip(tables, offsets)])
