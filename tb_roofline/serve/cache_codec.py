@@ -19,6 +19,8 @@ import sys
 
 import numpy as np
 
+from tb_roofline.table.op_table import constant, is_constant
+
 ARRAY_KINDS = frozenset("biufcUSmM")  # numpy dtypes that hold no Python objects
 PACKAGE = "tb_roofline."
 _MODULE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*$")
@@ -76,8 +78,8 @@ def _enc(v, arrays):
         arrays.append(np.frombuffer(bytes(v), np.uint8))
         return {"b": len(arrays) - 1}
     if t is np.ndarray:
-        if v.dtype.kind in ARRAY_KINDS and v.ndim == 1 and len(v) > 1 and not v.strides[0]:
-            arrays.append(v[:1].copy())  # a constant column (table/op_table.py): its value
+        if v.dtype.kind in ARRAY_KINDS and is_constant(v):  # (table/op_table.py): its value
+            arrays.append(v[:1].copy())
             return {"r": len(arrays) - 1, "len": len(v)}
         if v.dtype.kind in ARRAY_KINDS:
             arrays.append(v)
@@ -123,7 +125,7 @@ def _dec(node, arrays):
         one, n = _array(arrays, node["r"]), node.get("len")
         if one.shape != (1,) or type(n) is not int or not 1 < n <= MAX_CONSTANT_LEN:
             raise CodecError("bad constant")
-        return np.broadcast_to(one, (n,))
+        return constant(one[0], n)
     if "os" in node or "o" in node:
         items = node["os"] if "os" in node else [_dec(x, arrays) for x in node["o"]]
         out = np.empty(len(items), dtype=object)

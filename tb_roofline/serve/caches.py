@@ -173,8 +173,8 @@ def approx_size(obj, _seen=None, _depth=0, roots: "dict | None" = None) -> int:
         items = list(obj) if isinstance(obj, (set, frozenset)) else obj
         if len(items) > _SAMPLE_OVER:  # long lists of similar records: measure a sample
             sample = items[:: len(items) // _SAMPLE][:_SAMPLE]
-            return sys.getsizeof(obj) + int(sum(approx_size(v, seen, _depth + 1, roots) for v in sample)
-                                            / len(sample) * len(items))
+            return sys.getsizeof(obj) + int(sum(approx_size(v, seen, _depth + 1, roots)
+                                                for v in sample) / len(sample) * len(items))
         return sys.getsizeof(obj) + sum(approx_size(v, seen, _depth + 1, roots) for v in items)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return sys.getsizeof(obj) + sum(approx_size(getattr(obj, f.name), seen, _depth + 1, roots)
