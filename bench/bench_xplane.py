@@ -72,6 +72,7 @@ def _pss_kb():
 OURS = PSS_AFTER_IMPORT + r"""
 import json, os, sys, time
 os.environ["TB_ROOFLINE_CACHE_DIR"] = "off"
+os.environ.setdefault("TB_ROOFLINE_POOL_IDLE_S", "0")  # as a CLI command runs (serve/cli.py)
 t0 = time.perf_counter()
 from tb_roofline.serve.service import RooflineService
 # Imported on first read anyway: here, so that the PSS base holds the code a read runs and

@@ -19,6 +19,7 @@ stripped. Values are read at each call, so tests and long-running servers see ch
 | TB_ROOFLINE_YOUNG_FILE_S | a file younger than this may still be written (s) | 30 | > 0 |
 | TB_ROOFLINE_WORKERS | reader processes | the usable cores | 1 |
 | TB_ROOFLINE_PARALLEL_MIN_MB | profile size below which one process reads (MB) | 16 | 0 |
+| TB_ROOFLINE_POOL_IDLE_S | seconds idle reader processes wait for more work (CLI: 0) | 60 | 0 |
 | TB_ROOFLINE_REMOTE_TIMEOUT_S | a remote store silent this long has failed (s) | 10 | > 0 |
 | TB_ROOFLINE_REMOTE_ATTEMPTS | attempts of one remote request | 2 | 1 |
 | TB_ROOFLINE_SCHEDULER | a Dask scheduler to convert on (tcp://HOST:8786; docs/cluster.md) | | |
@@ -47,6 +48,7 @@ REMOTE_RESCAN_S = Number("TB_ROOFLINE_REMOTE_RESCAN_S", 15.0, 0)
 YOUNG_FILE_S = Number("TB_ROOFLINE_YOUNG_FILE_S", 30.0, 0, exclusive=True)
 WORKERS = Number("TB_ROOFLINE_WORKERS", 0, 1, integer=True)  # 0: the usable cores
 PARALLEL_MIN_MB = Number("TB_ROOFLINE_PARALLEL_MIN_MB", 16, 0)
+POOL_IDLE_S = Number("TB_ROOFLINE_POOL_IDLE_S", 60.0, 0)
 REMOTE_TIMEOUT_S = Number("TB_ROOFLINE_REMOTE_TIMEOUT_S", 10.0, 0, exclusive=True)
 REMOTE_ATTEMPTS = Number("TB_ROOFLINE_REMOTE_ATTEMPTS", 2, 1, integer=True)
 CLUSTER_CONNECT_S = Number("TB_ROOFLINE_CLUSTER_CONNECT_S", 10.0, 0, exclusive=True)
@@ -56,8 +58,8 @@ CACHE_DIR = "TB_ROOFLINE_CACHE_DIR"
 DEVICE_FILE = "TB_ROOFLINE_DEVICE_FILE"
 SCHEDULER = "TB_ROOFLINE_SCHEDULER"
 NUMBERS = (MAX_FILE_MB, MAX_EVENTS, MEMORY_CACHE_MB, MEMORY_BUDGET_MB, CACHE_MAX_MB,
-           REMOTE_RESCAN_S, YOUNG_FILE_S, WORKERS, PARALLEL_MIN_MB, REMOTE_TIMEOUT_S,
-           REMOTE_ATTEMPTS, CLUSTER_CONNECT_S, CLUSTER_STALL_S)
+           REMOTE_RESCAN_S, YOUNG_FILE_S, WORKERS, PARALLEL_MIN_MB, POOL_IDLE_S,
+           REMOTE_TIMEOUT_S, REMOTE_ATTEMPTS, CLUSTER_CONNECT_S, CLUSTER_STALL_S)
 _warned: set = set()
 
 

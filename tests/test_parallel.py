@@ -120,7 +120,7 @@ def test_shutdown_and_idle_stop_the_workers(logdir, pooled, monkeypatch):
     assert parallel.pool_running() and multiprocessing.active_children()
     parallel.shutdown()
     assert not parallel.pool_running() and not multiprocessing.active_children()
-    monkeypatch.setattr(parallel, "IDLE_S", 0.2)
+    monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "0.2")
     parallel.read_files(jobs)
     assert parallel.pool_running()
     deadline = time.monotonic() + 10
@@ -128,6 +128,39 @@ def test_shutdown_and_idle_stop_the_workers(logdir, pooled, monkeypatch):
             time.monotonic() < deadline:
         time.sleep(0.05)
     assert not parallel.pool_running() and not multiprocessing.active_children()
+
+
+def test_idle_zero_lets_the_workers_go_once_a_conversion_is_done(logdir, pooled, monkeypatch):
+    """TB_ROOFLINE_POOL_IDLE_S=0 (what the CLI sets): the pool is gone when `read_files`
+    returns and its processes leave without being waited for; the next read starts another,
+    and the answers are the serial ones."""
+    monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "0")
+    jobs = [(p, "xplane", f"h{i}", None) for i, p in enumerate(_files(logdir))]
+    serial = _serial(monkeypatch, lambda: parallel.read_files(jobs))
+    for _ in range(2):
+        got = parallel.read_files(jobs)
+        assert not parallel.pool_running()
+        _same_profiles(serial, got)
+        deadline = time.monotonic() + 10
+        while multiprocessing.active_children() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not multiprocessing.active_children()
+
+
+def test_cli_command_in_process_keeps_no_workers_and_restores_the_setting(logdir, pooled,
+                                                                          monkeypatch, capsys):
+    """A command run in the caller's process (cli.main) lets its workers go at once, and the
+    caller's environment is as it was (unset stays unset; a value the caller set is kept)."""
+    from tb_roofline.serve import cli
+    monkeypatch.delenv("TB_ROOFLINE_POOL_IDLE_S", raising=False)
+    assert cli.main(["report", logdir, "--run", SESSION, "--no-progress"]) == 0
+    assert not parallel.pool_running()
+    assert "TB_ROOFLINE_POOL_IDLE_S" not in os.environ
+    monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "30")
+    assert cli.main(["report", logdir, "--run", SESSION, "--no-progress"]) == 0
+    assert parallel.pool_running()  # the caller asked for idle workers to wait
+    assert os.environ["TB_ROOFLINE_POOL_IDLE_S"] == "30"
+    assert capsys.readouterr().out
 
 
 def _gone(pid: int) -> bool:

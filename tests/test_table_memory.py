@@ -316,3 +316,49 @@ def test_review_cases_of_the_sharing_and_its_charges():
     assert not out_of_range.consistent()
     assert not OpTable(t.keys, {"core": [1, 2]}, None).consistent()
     assert not OpTable(t.keys, {"op": [0, 1]}, None).consistent()
+
+
+def _demo_answers(logdir: str) -> str:
+    import json
+    service = RooflineService(logdir)
+    out = []
+    for run in [r["run"] for r in service.list_runs()["runs"]]:
+        for io in (True, False):
+            out += [service.program(run, "", io), service.ops(run, "", io)]
+    return json.dumps(out, sort_keys=True)
+
+
+def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
+    """The model's per-step sums (`roofline._sum_rows`) and the rows' steps
+    (`steps.row_steps`) work in blocks of ROW_BLOCK rows on long tables: the sums are those
+    of the whole columns bit for bit, with varying occurrences (an integer column made
+    float) and with the derived columns (FLOPs from unit costs, the roofline time)."""
+    import os
+    from tb_roofline.model import roofline, steps
+    from tb_roofline.model.records import SUM_COLUMNS
+    from tb_roofline.readers import read_profile_file
+    from tb_roofline.table.op_table import ROW_BLOCK
+    demo = os.path.join(os.path.dirname(__file__), "..", "testdata", "demo")
+    session = os.path.join(demo, "v4_pod", "plugins", "profile", "2026_11_29_11_30_00")
+    p = read_profile_file(os.path.join(session, "tpu-v4-host0.xplane.pb"), "xplane", "h0")
+    t = p.ops
+    assert t.unit_costs is not None and not is_constant(t.rows["occurrences"])
+    rng = np.random.default_rng(5)
+    n = len(t)
+    ones = OpTable(t.keys, dict(t.rows, occurrences=constant(1, n)), t.unit_costs)
+    inv_peak = 1.0 / (1.0 + rng.random(t.num_keys))
+    codes = rng.integers(0, 7, n)
+    monkeypatch.setattr(roofline, "ROW_BLOCK", 3)
+    for table in (t, ones):
+        for c in SUM_COLUMNS:
+            whole = roofline._sum_by(codes, roofline._row_column(table, c, inv_peak), 7)
+            blocks = roofline._sum_rows(table, c, inv_peak, codes, 7, np.empty(n))
+            assert np.array_equal(whole, blocks) and \
+                np.array_equal(np.signbit(whole), np.signbit(blocks)), c
+    # Whole answers of a two-host run and a one-host run, in blocks of 3 rows and as usual.
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    monkeypatch.setattr(roofline, "ROW_BLOCK", ROW_BLOCK)
+    usual = _demo_answers(demo)
+    monkeypatch.setattr(roofline, "ROW_BLOCK", 3)
+    monkeypatch.setattr(steps, "ROW_BLOCK", 3)
+    assert _demo_answers(demo) == usual

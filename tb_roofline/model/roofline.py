@@ -17,7 +17,8 @@ from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
 from tb_roofline.model import facts as timeline_facts
 from tb_roofline.model import peaks
 from tb_roofline.model import steps as steps_model
-from tb_roofline.table.op_table import COST_COLUMNS, OpTable, distinct, factorize, is_constant
+from tb_roofline.table.op_table import (COST_COLUMNS, ROW_BLOCK, OpTable, constant, distinct,
+                                        factorize, is_constant)
 from tb_roofline.model.records import (RECORD_COLUMNS, SUM_COLUMNS, RecordTable, build_records,
                                        compute_roof, div, potential_time_saved,
                                        scope_record_type, unknown_bytes)
@@ -120,6 +121,8 @@ _ROW_COLUMNS = tuple(c for c in SUM_COLUMNS if c not in (
 def _row_column(table: OpTable, c: str, inv_peak) -> np.ndarray:
     """One per-row column of SUM_COLUMNS (float64; the table's own array when it is one)."""
     rows, keys, op = table.rows, table.keys, table.rows["op"]
+    if c in rows and is_constant(rows[c]):  # (still one value: `_sum_by` counts it)
+        return constant(np.float64(rows[c][0]), len(rows[c]))
     if c in rows or c in COST_COLUMNS:
         return np.asarray(table[c], np.float64)
     if c == "roof_time":
@@ -128,6 +131,23 @@ def _row_column(table: OpTable, c: str, inv_peak) -> np.ndarray:
     if c == "op_time_ps":
         return time
     return time * keys["flops_known" if c == "flops_known_ps" else "bytes_known"][op]
+
+
+def _sum_rows(table: OpTable, c: str, inv_peak, codes: np.ndarray, n: int,
+              buf: np.ndarray) -> np.ndarray:
+    """`_sum_by(codes, _row_column(table, c, inv_peak), n)`, a derived column made a block of
+    rows at a time into `buf` (as long as the table): one such array, not the two or three
+    temporaries of the whole column (`roof_time`: the rows' FLOPs, each row's peak, their
+    product). Each value is computed as the whole column computes it, so the sums are the same."""
+    rows = table.rows
+    own = c == "op_time_ps" or c in rows and (is_constant(rows[c]) or rows[c].dtype == np.float64)
+    if own or len(buf) <= ROW_BLOCK:
+        return _sum_by(codes, _row_column(table, c, inv_peak), n)
+    for lo in range(0, len(buf), ROW_BLOCK):
+        part = OpTable(table.keys, {k: v[lo:lo + ROW_BLOCK] for k, v in rows.items()},
+                       table.unit_costs)
+        buf[lo:lo + ROW_BLOCK] = _row_column(part, c, inv_peak)
+    return _sum_by(codes, buf, n)
 
 
 def _sum_by(codes: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
@@ -294,9 +314,11 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
         code[left_out] = 2 * n_steps
         del left_out
         inv_peak = div(1.0, _key_peaks(table, device))
+        buf = np.empty(len(code))
         for c in SUM_COLUMNS:
-            by_step[c] = _sum_by(code, _row_column(table, c, inv_peak),
-                                 2 * n_steps + 1)[:-1].reshape(n_steps, 2)
+            by_step[c] = _sum_rows(table, c, inv_peak, code, 2 * n_steps + 1,
+                                   buf)[:-1].reshape(n_steps, 2)
+        del buf
     kernel_sums = {name: key_sums(t, device) for name, t in kernel_tables.items()}
     hw = [p.hw_counters for p in profiles if getattr(p, "hw_counters", None) is not None]
     single_host = len(profiles) == 1

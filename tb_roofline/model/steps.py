@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.table.op_table import StepSpans, distinct
+from tb_roofline.table.op_table import ROW_BLOCK, StepSpans, distinct
 
 
 @dataclasses.dataclass
@@ -90,7 +90,11 @@ def row_steps(steps: Steps, host_of_profile: np.ndarray, key_host: np.ndarray, o
     member, member_index = member[last], member_index[last]
     at = np.searchsorted(member, rows)
     np.minimum(at, len(member) - 1, out=at)
-    found = member[at] == rows
+    # (in blocks: `member[at]` whole would be a third array as long as the table)
+    found = np.empty(len(rows), bool)
+    for lo in range(0, len(rows), ROW_BLOCK):
+        part = slice(lo, lo + ROW_BLOCK)
+        np.equal(member[at[part]], rows[part], out=found[part])
     del rows
     out = member_index[at]  # reuse: the result replaces the positions
     del at

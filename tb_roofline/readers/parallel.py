@@ -2,8 +2,11 @@
 run are independent units of work, converted by a pool of worker processes and merged in order,
 so the answer is the serial one (`tpu_file.merge_planes` sorts planes by core).
 
-The pool is made on first use and reused; it is shut down after `IDLE_S` without work and at
-exit. Workers are forked (cheap: they inherit the imported modules) when no thread but ours
+The pool is made on first use and reused; it is shut down after TB_ROOFLINE_POOL_IDLE_S
+(60 s) without work and at exit. The CLI answers one command and exits: it sets 0, so the
+workers leave as soon as their conversion is done and their memory (each ~20 MB of its own
+on 8 TPU hosts: what it converted, and the parent's pages it wrote to) is gone before the
+model runs in this process (docs/benchmarks.md, issue #18). Workers are forked (cheap: they inherit the imported modules) when no thread but ours
 runs, as in the CLI; beside other threads (TensorBoard serves from threads) a fork could copy a
 lock another thread holds, so workers then come from a fork server started once. One unit of
 work, one core, `TB_ROOFLINE_WORKERS=1`, less than `TB_ROOFLINE_PARALLEL_MIN_MB` of profile, a
@@ -29,7 +32,6 @@ from tb_roofline.table.op_table import ProfileData
 from tb_roofline.readers import tpu_file, xspace
 from tb_roofline.readers.tpu_plane import clear_info_cache
 
-IDLE_S = 60.0
 MIN_PARALLEL_MB = 16.0  # less work than this is done faster than a worker starts (~20 ms)
 _lock = threading.Lock()
 _pool = None
@@ -96,8 +98,9 @@ def pool_running() -> bool:
     return _pool is not None
 
 
-def shutdown():
-    """Stop the workers now (also at exit, and after IDLE_S without work)."""
+def shutdown(wait: bool = True):
+    """Stop the workers now (also at exit, and once idle: `_release`). wait=False: tell them
+    to leave and return at once (the executor joins them in its own thread)."""
     global _pool, _timer
     with _lock:
         pool, _pool = _pool, None
@@ -105,7 +108,7 @@ def shutdown():
             _timer.cancel()
             _timer = None
     if pool is not None:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=wait, cancel_futures=True)
 
 
 atexit.register(shutdown)
@@ -116,6 +119,21 @@ def _idle_shutdown():
         if _busy:
             return
     shutdown()
+
+
+def _release():
+    """After a batch, with `_lock` held and no other batch running: the workers leave now
+    (TB_ROOFLINE_POOL_IDLE_S 0) or after that many idle seconds."""
+    global _pool, _timer
+    idle_s = settings.number(settings.POOL_IDLE_S)
+    if idle_s <= 0:
+        pool, _pool = _pool, None
+        pool.shutdown(wait=False, cancel_futures=True)
+        return
+    _timer = threading.Timer(idle_s, _idle_shutdown)
+    _timer.name = "tb-roofline-pool-idle"
+    _timer.daemon = True
+    _timer.start()
 
 
 def _run_all(fn, args_list: list, progress=None) -> list:
@@ -157,10 +175,7 @@ def _run_all(fn, args_list: list, progress=None) -> list:
         with _lock:
             _busy -= 1
             if not _busy and _pool is not None:
-                _timer = threading.Timer(IDLE_S, _idle_shutdown)
-                _timer.name = "tb-roofline-pool-idle"
-                _timer.daemon = True
-                _timer.start()
+                _release()
 
 
 def _outcome(future):

@@ -325,6 +325,7 @@ def decode_events(src: Source, pos: int, end: int, base_ps: int, stat_ids: dict,
         pos += int(w.ends[-1, -1]) + 1
         if w.rows < w.complete:
             break  # the next event differs from the layout
+        w = b = None  # (else this window's arrays live on while the next one is decoded)
     return pos
 
 
