@@ -353,6 +353,7 @@ def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
         for c in SUM_COLUMNS:
             whole = roofline._sum_by(codes, roofline._row_column(table, c, inv_peak), 7)
             blocks = roofline._sum_rows(table, c, inv_peak, codes, 7, np.empty(n))
+            assert np.array_equal(whole, roofline._sum_rows(table, c, inv_peak, codes, 7, None))
             assert np.array_equal(whole, blocks) and \
                 np.array_equal(np.signbit(whole), np.signbit(blocks)), c
     # Whole answers of a two-host run and a one-host run, in blocks of 3 rows and as usual.

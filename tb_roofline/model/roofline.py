@@ -134,14 +134,15 @@ def _row_column(table: OpTable, c: str, inv_peak) -> np.ndarray:
 
 
 def _sum_rows(table: OpTable, c: str, inv_peak, codes: np.ndarray, n: int,
-              buf: np.ndarray) -> np.ndarray:
+              buf: "np.ndarray | None") -> np.ndarray:
     """`_sum_by(codes, _row_column(table, c, inv_peak), n)`, a derived column made a block of
-    rows at a time into `buf` (as long as the table): one such array, not the two or three
-    temporaries of the whole column (`roof_time`: the rows' FLOPs, each row's peak, their
-    product). Each value is computed as the whole column computes it, so the sums are the same."""
+    rows at a time into `buf` (as long as the table; None for a table of one block): one such
+    array, not the two or three temporaries of the whole column (`roof_time`: the rows'
+    FLOPs, each row's peak, their product). Each value is computed as the whole column
+    computes it, so the sums are the same."""
     rows = table.rows
     own = c == "op_time_ps" or c in rows and (is_constant(rows[c]) or rows[c].dtype == np.float64)
-    if own or len(buf) <= ROW_BLOCK:
+    if own or buf is None:
         return _sum_by(codes, _row_column(table, c, inv_peak), n)
     for lo in range(0, len(buf), ROW_BLOCK):
         part = OpTable(table.keys, {k: v[lo:lo + ROW_BLOCK] for k, v in rows.items()},
@@ -314,7 +315,7 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
         code[left_out] = 2 * n_steps
         del left_out
         inv_peak = div(1.0, _key_peaks(table, device))
-        buf = np.empty(len(code))
+        buf = np.empty(len(code)) if len(code) > ROW_BLOCK else None
         for c in SUM_COLUMNS:
             by_step[c] = _sum_rows(table, c, inv_peak, code, 2 * n_steps + 1,
                                    buf)[:-1].reshape(n_steps, 2)
