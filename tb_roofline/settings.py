@@ -29,6 +29,7 @@ stripped. Values are read at each call, so tests and long-running servers see ch
 from __future__ import annotations
 
 import collections
+import contextvars
 import math
 import os
 
@@ -85,12 +86,29 @@ def parse(setting: Number, value: str | None) -> tuple[float, str | None]:
     return (int(number) if setting.integer else number), None
 
 
+# Defaults one call sets for what it runs in its own thread (below the environment): the CLI's
+# for one command (serve/cli.py). Other threads, and the caller after the call, never see them.
+_call_defaults: contextvars.ContextVar = contextvars.ContextVar("tb_roofline_defaults",
+                                                                default={})
+
+
+def run_with_defaults(values: dict, fn, *args):
+    """fn(*args) with `values` (variable name -> text) as those settings' defaults for this
+    call alone: a variable set in the environment still wins; an empty one counts as unset."""
+    def call():
+        _call_defaults.set({**_call_defaults.get(), **values})
+        return fn(*args)
+    return contextvars.copy_context().run(call)
+
+
 def number(setting: Number, environ=None) -> float:
     """The setting's value from the environment (bad values: one warning, the default)."""
-    environ = os.environ if environ is None else environ
-    value, complaint = parse(setting, environ.get(setting.name))
-    if complaint and (setting.name, environ.get(setting.name)) not in _warned:
-        _warned.add((setting.name, environ.get(setting.name)))
+    raw = (os.environ if environ is None else environ).get(setting.name)
+    if environ is None and not (raw or "").strip():
+        raw = _call_defaults.get().get(setting.name, raw)
+    value, complaint = parse(setting, raw)
+    if complaint and (setting.name, raw) not in _warned:
+        _warned.add((setting.name, raw))
         import logging
         logging.getLogger(__name__).warning("tb-roofline: %s", complaint)
     return value

@@ -330,8 +330,11 @@ def test_a_unit_that_kills_its_workers_is_that_units_error(world, monkeypatch):
         c.wait_for({"mortal"})
         # operator.call(f, x) = f(x): functions the workers import by name, as ours are. The
         # first unit's result dies with the worker unless gathered: then it is run again, on
-        # the worker the nanny restarted at a new address.
-        out = cluster.run_units(c.address, operator.call, [(abs, -3), (os._exit, 3)],
+        # the worker the nanny restarted at a new address. The killer waits first: a unit still
+        # running when its worker dies counts as killed by it too (with no failures allowed,
+        # given up), and both start at once on the worker's threads.
+        killer = "import os, time; time.sleep(1.0); os._exit(3)"
+        out = cluster.run_units(c.address, operator.call, [(abs, -3), (exec, killer)],
                                 names=["a", "killer"])
         after = cluster.run_units(c.address, operator.call, [(abs, -4), (abs, -5)])
     assert out[0] == 3 and after == [4, 5]

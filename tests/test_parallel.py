@@ -147,20 +147,95 @@ def test_idle_zero_lets_the_workers_go_once_a_conversion_is_done(logdir, pooled,
         assert not multiprocessing.active_children()
 
 
-def test_cli_command_in_process_keeps_no_workers_and_restores_the_setting(logdir, pooled,
-                                                                          monkeypatch, capsys):
-    """A command run in the caller's process (cli.main) lets its workers go at once, and the
-    caller's environment is as it was (unset stays unset; a value the caller set is kept)."""
+def test_cli_command_in_process_keeps_no_workers_and_leaves_the_environment(logdir, pooled,
+                                                                            monkeypatch, capsys):
+    """A command run in the caller's process (cli.main) lets its workers go at once (the
+    variable unset or empty), keeps them when the caller set a time, and never writes the
+    caller's environment."""
     from tb_roofline.serve import cli
-    monkeypatch.delenv("TB_ROOFLINE_POOL_IDLE_S", raising=False)
-    assert cli.main(["report", logdir, "--run", SESSION, "--no-progress"]) == 0
-    assert not parallel.pool_running()
-    assert "TB_ROOFLINE_POOL_IDLE_S" not in os.environ
+    for value in (None, ""):
+        if value is None:
+            monkeypatch.delenv("TB_ROOFLINE_POOL_IDLE_S", raising=False)
+        else:
+            monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", value)
+        assert cli.main(["report", logdir, "--run", SESSION, "--no-progress"]) == 0
+        assert not parallel.pool_running()
+        assert os.environ.get("TB_ROOFLINE_POOL_IDLE_S") == value
     monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "30")
     assert cli.main(["report", logdir, "--run", SESSION, "--no-progress"]) == 0
     assert parallel.pool_running()  # the caller asked for idle workers to wait
     assert os.environ["TB_ROOFLINE_POOL_IDLE_S"] == "30"
     assert capsys.readouterr().out
+
+
+def test_a_calls_defaults_are_its_own_thread_s():
+    """settings.run_with_defaults: the default holds inside the call, not in a thread it
+    starts nor after it; a variable set in the environment still wins."""
+    from tb_roofline import settings
+    seen = {}
+
+    def call():
+        seen["inside"] = settings.number(settings.POOL_IDLE_S)
+        t = threading.Thread(target=lambda: seen.update(
+            thread=settings.number(settings.POOL_IDLE_S)))
+        t.start()
+        t.join()
+        seen["env"] = settings.number(settings.POOL_IDLE_S, {"TB_ROOFLINE_POOL_IDLE_S": "5"})
+        return 7
+
+    old = os.environ.pop("TB_ROOFLINE_POOL_IDLE_S", None)
+    try:
+        assert settings.run_with_defaults({"TB_ROOFLINE_POOL_IDLE_S": "0"}, call) == 7
+        assert seen == {"inside": 0.0, "thread": 60.0, "env": 5.0}
+        assert settings.number(settings.POOL_IDLE_S) == 60.0
+        os.environ["TB_ROOFLINE_POOL_IDLE_S"] = "9"
+        assert settings.run_with_defaults({"TB_ROOFLINE_POOL_IDLE_S": "0"},
+                                          settings.number, settings.POOL_IDLE_S) == 9.0
+    finally:
+        os.environ.pop("TB_ROOFLINE_POOL_IDLE_S", None)
+        if old is not None:
+            os.environ["TB_ROOFLINE_POOL_IDLE_S"] = old
+
+
+def test_back_to_back_conversions_fork_each_new_pool(logdir, pooled, monkeypatch):
+    """With idle 0 the pool let go is stopped before the next one starts: its threads
+    still running would make the next pool come from a fork server, which would stay."""
+    monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "0")
+    chosen = []
+    context = parallel._context
+
+    def spy():
+        ctx = context()
+        chosen.append(ctx.get_start_method())
+        return ctx
+
+    monkeypatch.setattr(parallel, "_context", spy)
+    jobs = [(p, "xplane", "h", None) for p in _files(logdir)]
+    for _ in range(3):
+        parallel.read_files(jobs)
+    assert len(chosen) == 3 and len(set(chosen)) == 1, chosen
+
+
+def test_a_failed_pool_stops_itself_not_the_next_one(logdir, pooled, monkeypatch):
+    """A batch whose pool broke stops that pool only: with idle 0 another batch may already
+    have made and be using a new one."""
+    monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "0")
+    from concurrent.futures.process import BrokenProcessPool
+    other = {}
+    real_run_all = parallel._run_all
+
+    def broken_run_all(fn, args, progress=None, used=None):
+        real_run_all(abs, [(-1,), (-2,)], None, used)  # a pool, used and let go
+        other["pool"] = parallel._get_pool(1)  # another batch's new pool, meanwhile
+        raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(parallel, "_run_all", broken_run_all)
+    jobs = [(p, "xplane", f"h{i}", None) for i, p in enumerate(_files(logdir))]
+    got = parallel.read_files(jobs)  # read here instead, as before
+    assert parallel._pool is other["pool"]
+    assert other["pool"].submit(abs, -2).result(timeout=30) == 2  # still serving
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")
+    _same_profiles(parallel.read_files(jobs), got)
 
 
 def _gone(pid: int) -> bool:

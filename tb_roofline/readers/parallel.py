@@ -38,6 +38,7 @@ _pool = None
 _pool_size = 0
 _timer = None
 _busy = 0
+_retiring: list = []  # threads stopping pools `_release` let go; joined before the next pool
 log = logging.getLogger(__name__)
 
 
@@ -87,6 +88,9 @@ def _context():
 def _get_pool(n: int):
     global _pool, _pool_size
     if _pool is None:
+        # The last pool's threads first: still running, they would count as threads of the
+        # caller's (`_context`: a fork server instead of a fork).
+        _join_retiring()
         _pool_size = n
         import concurrent.futures
         _pool = concurrent.futures.ProcessPoolExecutor(n, mp_context=_context(),
@@ -99,8 +103,8 @@ def pool_running() -> bool:
 
 
 def shutdown(wait: bool = True):
-    """Stop the workers now (also at exit, and once idle: `_release`). wait=False: tell them
-    to leave and return at once (the executor joins them in its own thread)."""
+    """Stop the workers now (also at exit, and once idle: `_release`); wait=False: tell them
+    to leave and return at once."""
     global _pool, _timer
     with _lock:
         pool, _pool = _pool, None
@@ -109,6 +113,28 @@ def shutdown(wait: bool = True):
             _timer = None
     if pool is not None:
         pool.shutdown(wait=wait, cancel_futures=True)
+    if wait:
+        with _lock:
+            _join_retiring()
+
+
+def _join_retiring():
+    """With `_lock` held: wait for the pools `_release` let go to be stopped (their workers
+    are leaving already: milliseconds)."""
+    while _retiring:
+        _retiring.pop().join()
+
+
+def _discard(pool):
+    """Stop a pool that failed, and only that one: by now another batch may run on a new one."""
+    global _pool, _timer
+    with _lock:
+        if _pool is pool:
+            _pool = None
+            if _timer is not None:
+                _timer.cancel()
+                _timer = None
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 atexit.register(shutdown)
@@ -126,9 +152,12 @@ def _release():
     (TB_ROOFLINE_POOL_IDLE_S 0) or after that many idle seconds."""
     global _pool, _timer
     idle_s = settings.number(settings.POOL_IDLE_S)
-    if idle_s <= 0:
+    if idle_s <= 0:  # stopped in a thread of ours, whose end says the pool's threads are gone
         pool, _pool = _pool, None
-        pool.shutdown(wait=False, cancel_futures=True)
+        stop = threading.Thread(target=pool.shutdown, kwargs={"cancel_futures": True},
+                                name="tb-roofline-pool-release", daemon=True)
+        stop.start()
+        _retiring.append(stop)
         return
     _timer = threading.Timer(idle_s, _idle_shutdown)
     _timer.name = "tb-roofline-pool-idle"
@@ -136,14 +165,16 @@ def _release():
     _timer.start()
 
 
-def _run_all(fn, args_list: list, progress=None) -> list:
+def _run_all(fn, args_list: list, progress=None, used: list | None = None) -> list:
     """fn(*args) for each, on all cores: workers take units from the front, this process
     takes the ones no worker has started yet, from the back. Each result, or the exception
-    it raised."""
+    it raised. The pool it ran on is appended to `used`."""
     import concurrent.futures
     global _busy, _timer
     with _lock:
         pool = _get_pool(max(min(workers(), len(args_list)) - 1, 1))
+        if used is not None:
+            used.append(pool)
         _busy += 1
         if _timer is not None:
             _timer.cancel()
@@ -281,15 +312,17 @@ def _execute(args: list, units: list, remote: bool, report, finished: dict):
         sum(u[3] for u in units) >= _min_parallel_bytes()
     if parallel:
         from concurrent.futures.process import BrokenProcessPool
+        used: list = []
         try:
-            outcomes = _run_all(_call, args, report)
+            outcomes = _run_all(_call, args, report, used)
             broken = [o for o in outcomes if isinstance(o, BrokenProcessPool)]
             if broken:
                 raise broken[0]
             return outcomes, note
         except (OSError, RuntimeError, BrokenProcessPool) as exc:
             log.warning("tb-roofline: reading in one process (worker pool failed: %s)", exc)
-            shutdown()
+            for pool in used:
+                _discard(pool)
             finished.clear()
     return _run_here(_call, args, report), note
 

@@ -356,17 +356,12 @@ def _main(argv=None, out=None) -> int:
 def _command(args, out) -> int:
     """One command. Its reader processes leave as soon as a conversion is done (unless
     TB_ROOFLINE_POOL_IDLE_S says otherwise; not for the long-lived MCP server): nothing
-    would reuse them, and their memory would add to the model's (readers/parallel.py). The
-    variable is restored after, for a caller that runs commands in its own process."""
-    name = settings.POOL_IDLE_S.name
-    one_shot = args.command != "mcp" and name not in os.environ
-    if one_shot:
-        os.environ[name] = "0"
-    try:
+    would reuse them, and their memory would add to the model's (readers/parallel.py). A
+    default for this call alone: the environment, and other threads of a caller that runs
+    commands in its own process, are left as they are."""
+    if args.command == "mcp":
         return _run_command(args, out)
-    finally:
-        if one_shot:
-            os.environ.pop(name, None)
+    return settings.run_with_defaults({settings.POOL_IDLE_S.name: "0"}, _run_command, args, out)
 
 
 def _run_command(args, out) -> int:
