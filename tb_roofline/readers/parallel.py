@@ -6,11 +6,12 @@ The pool is made on first use and reused; it is shut down after TB_ROOFLINE_POOL
 (60 s) without work and at exit. The CLI answers one command and exits: it sets 0, so the
 workers leave as soon as their conversion is done and their memory (each ~20 MB of its own
 on 8 TPU hosts: what it converted, and the parent's pages it wrote to) is gone before the
-model runs in this process (docs/benchmarks.md, issue #18). Workers are forked (cheap: they inherit the imported modules) when no thread but ours
-runs, as in the CLI; beside other threads (TensorBoard serves from threads) a fork could copy a
-lock another thread holds, so workers then come from a fork server started once. One unit of
-work, one core, `TB_ROOFLINE_WORKERS=1`, less than `TB_ROOFLINE_PARALLEL_MIN_MB` of profile, a
-remote logdir, or a pool that cannot start: everything in the calling process.
+model runs in this process (docs/benchmarks.md, issue #18). Workers are forked (cheap: they
+inherit the imported modules) when no thread but ours runs, as in the CLI; beside other
+threads (TensorBoard serves from threads) a fork could copy a lock another thread holds, so
+workers then come from a fork server started once. One unit of work, one core,
+`TB_ROOFLINE_WORKERS=1`, less than `TB_ROOFLINE_PARALLEL_MIN_MB` of profile, a remote logdir,
+or a pool that cannot start: everything in the calling process.
 
 With a Dask scheduler set (TB_ROOFLINE_SCHEDULER, the CLI's --scheduler) the same units run
 on that cluster instead (`readers/cluster.py`); `_execute` is the one place that chooses.
@@ -102,20 +103,21 @@ def pool_running() -> bool:
     return _pool is not None
 
 
-def shutdown(wait: bool = True):
-    """Stop the workers now (also at exit, and once idle: `_release`); wait=False: tell them
-    to leave and return at once."""
+def shutdown(only=None):
+    """Stop the workers now (also at exit, and once idle: `_release`). `only`: a pool that
+    failed, stopped alone (by now another batch may run on a new one)."""
     global _pool, _timer
     with _lock:
-        pool, _pool = _pool, None
-        if _timer is not None:
-            _timer.cancel()
-            _timer = None
+        pool = _pool if only is None else only
+        if pool is not None and pool is _pool:
+            _pool = None
+            if _timer is not None:
+                _timer.cancel()
+                _timer = None
     if pool is not None:
-        pool.shutdown(wait=wait, cancel_futures=True)
-    if wait:
-        with _lock:
-            _join_retiring()
+        pool.shutdown(wait=True, cancel_futures=True)
+    with _lock:
+        _join_retiring()
 
 
 def _join_retiring():
@@ -123,18 +125,6 @@ def _join_retiring():
     are leaving already: milliseconds)."""
     while _retiring:
         _retiring.pop().join()
-
-
-def _discard(pool):
-    """Stop a pool that failed, and only that one: by now another batch may run on a new one."""
-    global _pool, _timer
-    with _lock:
-        if _pool is pool:
-            _pool = None
-            if _timer is not None:
-                _timer.cancel()
-                _timer = None
-    pool.shutdown(wait=True, cancel_futures=True)
 
 
 atexit.register(shutdown)
@@ -322,7 +312,7 @@ def _execute(args: list, units: list, remote: bool, report, finished: dict):
         except (OSError, RuntimeError, BrokenProcessPool) as exc:
             log.warning("tb-roofline: reading in one process (worker pool failed: %s)", exc)
             for pool in used:
-                _discard(pool)
+                shutdown(only=pool)
             finished.clear()
     return _run_here(_call, args, report), note
 
