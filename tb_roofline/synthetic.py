@@ -235,7 +235,6 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
     """One host's XSpace: `cfg.num_cores` TensorCores, each running `cfg.num_steps` steps."""
     cfg = cfg or SynthConfig()
     rng = random.Random(cfg.seed)
-    chip = CHIPS[cfg.chip]
     space = xplane_pb2.XSpace(hostnames=[cfg.hostname])
     program_seed = cfg.seed if cfg.program_seed is None else cfg.program_seed
     program_id = 1000 + program_seed
@@ -243,118 +242,145 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
     templates = _op_templates(program_rng, cfg, program_id)
     offload = _host_offload_templates(program_rng, cfg)
     start_ns = 5_000_000_000  # device clock ns; absolute ps offsets must fit int64
-
     for core in range(cfg.num_cores):
         plane = _Plane(space.planes.add(id=core, name=f"/device:TPU:{core}"))
-        for key, value in chip.items():
-            if key.startswith("has_"):  # XProf reads these flags as int64 only
-                plane.plane.stats.add(metadata_id=plane.stat_id(key), int64_value=int(value))
-            else:
-                plane.add_stat(plane.plane, key, value)
-        steps_line = plane.plane.lines.add(id=1, name="Steps", display_name="Steps", timestamp_ns=start_ns)
-        modules_line = plane.plane.lines.add(id=2, name="XLA Modules", timestamp_ns=start_ns)
-        ops_line = plane.plane.lines.add(id=3, name="XLA Ops", timestamp_ns=start_ns)
-        op_md = {}
-        for symbol_id, tpl in enumerate(templates + offload, start=1):
-            total = tpl["bytes"]
-            stats = dict(program_id=program_id, symbol_id=symbol_id,
-                         hlo_category=_Ref(tpl["category"]), flops=tpl["flops"],
-                         model_flops=int(tpl["flops"] * 0.9), bytes_accessed=total,
-                         raw_bytes_accessed=total)
-            if tpl["breakdown"]:
-                stats["memory_access_breakdown"] = tpl["breakdown"]
-            shape = f"f32[{max(1, total // 8192)},1024]" if cfg.fixed_program else "f32[128,1024]"
-            md = plane.event_metadata(
-                tpl.get("text") or cfg.op_text.get(tpl["name"]) or
-                f"%{tpl['name']} = {shape}{{1,0}} {tpl['category']}(...)",
-                tpl["name"], **stats, shape_with_layout=f"{shape}{{1,0}}", tf_op=tpl["tf_op"],
-                source=tpl["source"], deduplicated_name="")
-            op_md[tpl["name"]] = (md, tpl)
-        while_md = None
-        if cfg.with_while:
-            while_md = plane.event_metadata("%while.9 = (f32[]) while(...)", "while.9",
-                                            program_id=program_id,
-                                            symbol_id=len(templates) + len(offload) + 1,
-                                            hlo_category=_Ref("while"),
-                                            flops=0, model_flops=0, bytes_accessed=0)
-            while_md.child_id.extend([op_md[t["name"]][0].id for t in templates[:3]])
-        module_md = plane.event_metadata(f"jit_train_step({program_id})", "jit_train_step",
-                                         program_id=program_id)
-
+        _core_stats(plane, CHIPS[cfg.chip])
+        lines = [plane.plane.lines.add(id=1, name="Steps", display_name="Steps",
+                                       timestamp_ns=start_ns),
+                 plane.plane.lines.add(id=2, name="XLA Modules", timestamp_ns=start_ns),
+                 plane.plane.lines.add(id=3, name="XLA Ops", timestamp_ns=start_ns)]
+        mds = _core_metadata(plane, cfg, templates, offload, program_id)
         t_ps = rng.randint(1_000_000, 5_000_000)
         for step in range(cfg.num_steps):
             step_start = t_ps
-            module_start = t_ps
-            events = []
-            if cfg.fixed_program:
-                chosen = list(templates)
-            elif cfg.op_order == "cycle":
-                regular = templates[:cfg.distinct_ops]
-                chosen = [regular[i % len(regular)] for i in range(cfg.ops_per_step)]
-            else:
-                chosen = [templates[rng.randrange(len(templates))]
-                          for _ in range(cfg.ops_per_step)]
-            if cfg.with_infeed_outfeed:
-                chosen = [templates[-2]] + [c for c in chosen if c["category"] not in ("infeed", "outfeed")] + [templates[-1]]
-            i = 0
-            while i < len(chosen):
-                if while_md is not None and i == len(chosen) // 2:
-                    # A while loop whose body runs three nested ops.
-                    body_start = t_ps
-                    for tpl in templates[:3]:
-                        events.append((op_md[tpl["name"]][0], t_ps, tpl["duration_ps"]))
-                        t_ps += tpl["duration_ps"] + rng.randint(0, 200_000)
-                    events.append((while_md, body_start - 100_000, t_ps - body_start + 200_000))
-                    t_ps += 200_000
-                halves = offload[0::2] if i == 1 else offload[1::2] if i == len(chosen) - 1 else []
-                for half in halves:  # copies issued early in the step, waited for at its end
-                    duration = int(half["duration_ps"] * rng.uniform(0.9, 1.1))
-                    events.append((op_md[half["name"]][0], t_ps, duration))
-                    t_ps += duration + rng.randint(0, 200_000)
-                tpl = chosen[i]
-                duration = int(tpl["duration_ps"] * rng.uniform(0.9, 1.1))
-                events.append((op_md[tpl["name"]][0], t_ps, duration))
-                t_ps += duration + rng.randint(0, 1_000_000)
-                i += 1
-            events.sort(key=lambda e: (e[1], -e[2]))
-            for md, offset, duration in events:
-                ev = ops_line.events.add(metadata_id=md.id, offset_ps=offset, duration_ps=duration)
-                if cfg.with_steps:
-                    plane.add_stat(ev, "group_id", step)
-                if cfg.with_device_timing:
-                    # Absolute ps, as the profiler writes it.
-                    plane.add_stat(ev, "device_offset_ps", start_ns * 1000 + offset)
-                    plane.add_stat(ev, "device_duration_ps", duration)
-            mod_ev = modules_line.events.add(metadata_id=module_md.id, offset_ps=module_start,
-                                             duration_ps=t_ps - module_start)
-            plane.add_stat(mod_ev, "run_id", step)
-            if cfg.with_steps:
-                plane.add_stat(mod_ev, "group_id", step)
-                step_md = plane.event_metadata(str(step))
-                step_ev = steps_line.events.add(metadata_id=step_md.id, offset_ps=step_start - 50_000,
-                                                duration_ps=t_ps - step_start + 100_000)
-                plane.add_stat(step_ev, "group_id", step)
-                plane.add_stat(step_ev, "step_num", step)
+            events, t_ps = _step_events(rng, cfg, templates, offload, mds, t_ps)
+            _write_step(plane, cfg, lines, mds[2], step, events, (step_start, t_ps), start_ns)
             t_ps += rng.randint(2_000_000, 20_000_000)  # idle gap between steps
         if not cfg.with_steps:
-            plane.plane.lines.remove(steps_line)
-
+            plane.plane.lines.remove(lines[0])
         if cfg.with_sparse_core:
-            sc = _Plane(space.planes.add(id=100 + core, name=f"/device:TPU:{core} SparseCore 0"))
-            if cfg.with_steps:
-                # A grouped XSpace (as XProf leaves it) has `group_id` stat metadata on every plane.
-                # XProf re-groups (renumbering the Steps markers 0, 1, ... by position on each core)
-                # unless every /device:TPU: plane, SparseCore ones included, declares group_id.
-                sc.stat_id("group_id")
-            line = sc.plane.lines.add(id=1, name="XLA Ops", timestamp_ns=start_ns)
-            md = sc.event_metadata("%sc_gather = f32[8] gather(...)", "sc_gather", flops=10,
-                                   bytes_accessed=100, hlo_category=_Ref("gather"))
-            line.events.add(metadata_id=md.id, offset_ps=1000, duration_ps=5000)
-
+            _sparse_core_plane(space, core, cfg, start_ns)
     env = _Plane(space.planes.add(id=999, name="Task Environment"))
     env.add_stat(env.plane, "profile_start_time", start_ns)
     env.add_stat(env.plane, "profile_stop_time", start_ns + 10_000_000)
     return space
+
+
+def _core_stats(plane: "_Plane", chip: dict):
+    for key, value in chip.items():
+        if key.startswith("has_"):  # XProf reads these flags as int64 only
+            plane.plane.stats.add(metadata_id=plane.stat_id(key), int64_value=int(value))
+        else:
+            plane.add_stat(plane.plane, key, value)
+
+
+def _core_metadata(plane: "_Plane", cfg: SynthConfig, templates, offload, program_id: int):
+    """(op name -> (metadata, template), the while loop's metadata or None, the module's)."""
+    op_md = {}
+    for symbol_id, tpl in enumerate(templates + offload, start=1):
+        total = tpl["bytes"]
+        stats = dict(program_id=program_id, symbol_id=symbol_id,
+                     hlo_category=_Ref(tpl["category"]), flops=tpl["flops"],
+                     model_flops=int(tpl["flops"] * 0.9), bytes_accessed=total,
+                     raw_bytes_accessed=total)
+        if tpl["breakdown"]:
+            stats["memory_access_breakdown"] = tpl["breakdown"]
+        shape = f"f32[{max(1, total // 8192)},1024]" if cfg.fixed_program else "f32[128,1024]"
+        md = plane.event_metadata(
+            tpl.get("text") or cfg.op_text.get(tpl["name"]) or
+            f"%{tpl['name']} = {shape}{{1,0}} {tpl['category']}(...)",
+            tpl["name"], **stats, shape_with_layout=f"{shape}{{1,0}}", tf_op=tpl["tf_op"],
+            source=tpl["source"], deduplicated_name="")
+        op_md[tpl["name"]] = (md, tpl)
+    while_md = None
+    if cfg.with_while:
+        while_md = plane.event_metadata("%while.9 = (f32[]) while(...)", "while.9",
+                                        program_id=program_id,
+                                        symbol_id=len(templates) + len(offload) + 1,
+                                        hlo_category=_Ref("while"),
+                                        flops=0, model_flops=0, bytes_accessed=0)
+        while_md.child_id.extend([op_md[t["name"]][0].id for t in templates[:3]])
+    module_md = plane.event_metadata(f"jit_train_step({program_id})", "jit_train_step",
+                                     program_id=program_id)
+    return op_md, while_md, module_md
+
+
+def _chosen_ops(rng: random.Random, cfg: SynthConfig, templates) -> list:
+    if cfg.fixed_program:
+        chosen = list(templates)
+    elif cfg.op_order == "cycle":
+        regular = templates[:cfg.distinct_ops]
+        chosen = [regular[i % len(regular)] for i in range(cfg.ops_per_step)]
+    else:
+        chosen = [templates[rng.randrange(len(templates))] for _ in range(cfg.ops_per_step)]
+    if cfg.with_infeed_outfeed:
+        inner = [c for c in chosen if c["category"] not in ("infeed", "outfeed")]
+        chosen = [templates[-2]] + inner + [templates[-1]]
+    return chosen
+
+
+def _step_events(rng: random.Random, cfg: SynthConfig, templates, offload, mds, t_ps: int):
+    """One step's (metadata, offset, duration) op events, sorted, and the time it ends."""
+    op_md, while_md, _ = mds
+    chosen = _chosen_ops(rng, cfg, templates)
+    events = []
+    for i, tpl in enumerate(chosen):
+        if while_md is not None and i == len(chosen) // 2:
+            # A while loop whose body runs three nested ops.
+            body_start = t_ps
+            for inner in templates[:3]:
+                events.append((op_md[inner["name"]][0], t_ps, inner["duration_ps"]))
+                t_ps += inner["duration_ps"] + rng.randint(0, 200_000)
+            events.append((while_md, body_start - 100_000, t_ps - body_start + 200_000))
+            t_ps += 200_000
+        halves = offload[0::2] if i == 1 else offload[1::2] if i == len(chosen) - 1 else []
+        for half in halves:  # copies issued early in the step, waited for at its end
+            duration = int(half["duration_ps"] * rng.uniform(0.9, 1.1))
+            events.append((op_md[half["name"]][0], t_ps, duration))
+            t_ps += duration + rng.randint(0, 200_000)
+        duration = int(tpl["duration_ps"] * rng.uniform(0.9, 1.1))
+        events.append((op_md[tpl["name"]][0], t_ps, duration))
+        t_ps += duration + rng.randint(0, 1_000_000)
+    events.sort(key=lambda e: (e[1], -e[2]))
+    return events, t_ps
+
+
+def _write_step(plane: "_Plane", cfg: SynthConfig, lines, module_md, step: int, events, span,
+                start_ns: int):
+    """A step's op events, its module event and (with steps) its step marker."""
+    steps_line, modules_line, ops_line = lines
+    step_start, t_ps = span
+    for md, offset, duration in events:
+        ev = ops_line.events.add(metadata_id=md.id, offset_ps=offset, duration_ps=duration)
+        if cfg.with_steps:
+            plane.add_stat(ev, "group_id", step)
+        if cfg.with_device_timing:
+            # Absolute ps, as the profiler writes it.
+            plane.add_stat(ev, "device_offset_ps", start_ns * 1000 + offset)
+            plane.add_stat(ev, "device_duration_ps", duration)
+    mod_ev = modules_line.events.add(metadata_id=module_md.id, offset_ps=step_start,
+                                     duration_ps=t_ps - step_start)
+    plane.add_stat(mod_ev, "run_id", step)
+    if cfg.with_steps:
+        plane.add_stat(mod_ev, "group_id", step)
+        step_md = plane.event_metadata(str(step))
+        step_ev = steps_line.events.add(metadata_id=step_md.id, offset_ps=step_start - 50_000,
+                                        duration_ps=t_ps - step_start + 100_000)
+        plane.add_stat(step_ev, "group_id", step)
+        plane.add_stat(step_ev, "step_num", step)
+
+
+def _sparse_core_plane(space, core: int, cfg: SynthConfig, start_ns: int):
+    sc = _Plane(space.planes.add(id=100 + core, name=f"/device:TPU:{core} SparseCore 0"))
+    if cfg.with_steps:
+        # A grouped XSpace (as XProf leaves it) has `group_id` stat metadata on every plane.
+        # XProf re-groups (renumbering the Steps markers 0, 1, ... by position on each core)
+        # unless every /device:TPU: plane, SparseCore ones included, declares group_id.
+        sc.stat_id("group_id")
+    line = sc.plane.lines.add(id=1, name="XLA Ops", timestamp_ns=start_ns)
+    md = sc.event_metadata("%sc_gather = f32[8] gather(...)", "sc_gather", flops=10,
+                           bytes_accessed=100, hlo_category=_Ref("gather"))
+    line.events.add(metadata_id=md.id, offset_ps=1000, duration_ps=5000)
 
 
 def write_xspace(space: xplane_pb2.XSpace, path: str) -> str:

@@ -245,9 +245,28 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
     same_as = ("plane", hashlib.blake2b(meta_bytes, digest_size=16).digest())
     del meta_bytes
     ps = PlaneStats(meta, plane_name)
-    stat_ids = ps.ids
-    metadata = meta.event_metadata  # id -> bytes, decoded per op when an event names it
-    lines = {OPS_LINE: [], STEPS_LINE: [], MODULES_LINE: []}
+    lines = _lines_by_name(src, line_spans, meta)
+    programs = _programs(ps, meta.event_metadata, lines[MODULES_LINE])
+    lo, hi, marks = _step_marks(lines[STEPS_LINE], ps.ids, plane_name, fixes)
+    roles = _Roles(ps, meta.event_metadata, cache.setdefault(same_as, {}), cache)
+    line_rows, core_events, span = _op_lines(lines[OPS_LINE], ps.ids, plane_name, fixes, roles)
+    if span[0] is not None:
+        lo = span[0] if lo is None else min(lo, span[0])
+        hi = span[1] if hi is None else max(hi, span[1])
+    info_of = roles.info_of
+    result = _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi)
+    result.fixes = dict(fixes)
+    result.fixes["negative_costs"] = result.fixes.get("negative_costs", 0) + sum(
+        1 for i in info_of.values() if i is not None and i.negative)
+    if lo is not None and core_events:
+        result.timeline = _timeline(core, (lo, hi), result.steps, core_events, info_of, cache,
+                                    same_as)
+    return result
+
+
+def _lines_by_name(src: xwire.Source, line_spans, meta) -> dict:
+    """The plane's op, step and module lines, each as (source, start, end) places."""
+    lines: dict = {OPS_LINE: [], STEPS_LINE: [], MODULES_LINE: []}
     located = [(src, a, b) for a, b in line_spans]
     # lines written after the metadata (unusual)
     located += [(xwire.Source(x), 0, len(x)) for x in meta.lines]
@@ -255,77 +274,100 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
         name = _line_header(*where)[0]
         if name in lines:
             lines[name].append(where)
+    return lines
 
-    # Program names, from the XLA Modules line's events' metadata.
+
+def _programs(ps: PlaneStats, metadata, module_lines) -> dict[str, str]:
+    """Program id -> name, from the XLA Modules line's events' metadata."""
     programs: dict[str, str] = {}
-    for b, a, z in lines[MODULES_LINE]:
-        for mid in distinct(_line(b, (a, z), stat_ids)[1][0]).tolist():
+    for b, a, z in module_lines:
+        for mid in distinct(_line(b, (a, z), ps.ids)[1][0]).tolist():
             raw = metadata.get(mid)
             if raw is None:
                 continue
             got = module_program(ps, xplane_pb2.XEventMetadata.FromString(raw))
             if got is not None:
                 programs[got[0]] = got[1]
+    return programs
 
+
+def _step_marks(step_lines, stat_ids, plane_name: str, fixes):
+    """(first begin, last end, [(group, begins, durations)]) of the step lines."""
     lo = hi = None
     marks = []
-    for b, a, z in lines[STEPS_LINE]:
+    for b, a, z in step_lines:
         _, begin, dur, group, _, _ = check_events(_line(b, (a, z), stat_ids)[1], plane_name,
                                               STEPS_LINE, fixes)
         if len(begin):
             lo = int(begin.min()) if lo is None else min(lo, int(begin.min()))
             hi = int((begin + dur).max()) if hi is None else max(hi, int((begin + dur).max()))
         marks.append((group, begin, dur))
+    return lo, hi, marks
 
-    # Op metadata per distinct id, decoded the first time the id shows up; roles looked up in
-    # a table indexed by id (ids are small and dense in real and generated profiles).
-    info_of: dict[int, Info | None] = cache.setdefault(same_as, {})
-    ids = np.fromiter(metadata.keys(), np.int64, len(metadata))
-    dense = len(ids) and int(ids.min()) >= 0 and int(ids.max()) < 4 * len(ids) + 4096
-    table = np.zeros(int(ids.max()) + 2 if dense else 0, np.int64)  # role + 1; 0 = not seen
-    roles = {m: 0 if i is None else {"start": 1, "done": 2}.get(i.role, 0)
-             for m, i in info_of.items()}
-    if roles and len(table):
-        known = np.fromiter(roles.keys(), np.int64, len(roles))
-        inside = (known >= 0) & (known < len(table))
-        table[known[inside]] = np.fromiter(roles.values(), np.int64, len(roles))[inside] + 1
 
-    def learn(mids):
-        new = [m for m in mids if m not in info_of]
-        for m, info in zip(new, _infos(ps, metadata, new, cache)):
-            info_of[m] = info
-            roles[m] = 0 if info is None else {"start": 1, "done": 2}.get(info.role, 0)
-            if 0 <= m < len(table):
-                table[m] = roles[m] + 1
+class _Roles:
+    """Op metadata per distinct id, decoded the first time the id shows up, and each id's async
+    role (0 plain, 1 start, 2 done) looked up in a table indexed by id (ids are small and dense
+    in real and generated profiles)."""
 
-    def role_of(md):
+    def __init__(self, ps: PlaneStats, metadata, info_of: dict, cache: dict):
+        self.ps, self.metadata, self.cache = ps, metadata, cache
+        self.info_of: dict[int, Info | None] = info_of
+        ids = np.fromiter(metadata.keys(), np.int64, len(metadata))
+        dense = len(ids) and int(ids.min()) >= 0 and int(ids.max()) < 4 * len(ids) + 4096
+        self.table = np.zeros(int(ids.max()) + 2 if dense else 0, np.int64)  # role+1; 0 unseen
+        self.roles = {m: _role(i) for m, i in info_of.items()}
+        if self.roles and len(self.table):
+            known = np.fromiter(self.roles.keys(), np.int64, len(self.roles))
+            inside = (known >= 0) & (known < len(self.table))
+            values = np.fromiter(self.roles.values(), np.int64, len(self.roles))
+            self.table[known[inside]] = values[inside] + 1
+        self.seen_starts: set = set()  # async starts on this plane's op lines so far
+
+    def learn(self, mids):
+        new = [m for m in mids if m not in self.info_of]
+        for m, info in zip(new, _infos(self.ps, self.metadata, new, self.cache)):
+            self.info_of[m] = info
+            self.roles[m] = _role(info)
+            if 0 <= m < len(self.table):
+                self.table[m] = self.roles[m] + 1
+
+    def __call__(self, md):
+        table = self.table
         if len(table) and int(md.min()) >= 0 and int(md.max()) < len(table):
             got = table[md]
             if got.all():
                 return got - 1
-            learn(distinct(md[got == 0]).tolist())
+            self.learn(distinct(md[got == 0]).tolist())
             return table[md] - 1
         u, inv = np.unique(md, return_inverse=True)
         ul = u.tolist()
-        learn(ul)
-        return np.array([roles[m] for m in ul], np.int64)[inv.reshape(-1)]
+        self.learn(ul)
+        return np.array([self.roles[m] for m in ul], np.int64)[inv.reshape(-1)]
 
-    seen_starts: set = set()  # async starts on this plane's op lines so far
-
-    def start_of(acc):
+    def start_of(self, acc) -> dict:
         """done id -> its start's id, among the starts this plane's lines ran so far."""
         for md, *_, role in acc.asyncs:
-            seen_starts.update(distinct(md[role == 1]).tolist())
+            self.seen_starts.update(distinct(md[role == 1]).tolist())
         by_name = {}
-        for m in sorted(seen_starts):
-            by_name[info_of[m].operation] = m
-        return {m: by_name.get(i.start_name) for m, i in info_of.items()
+        for m in sorted(self.seen_starts):
+            by_name[self.info_of[m].operation] = m
+        return {m: by_name.get(i.start_name) for m, i in self.info_of.items()
                 if i is not None and i.role == "done"}
 
+
+def _role(info) -> int:
+    return 0 if info is None else {"start": 1, "done": 2}.get(info.role, 0)
+
+
+def _op_lines(op_lines, stat_ids, plane_name: str, fixes, roles: _Roles):
+    """Rows of every op line, the op events of each (the guidance's timeline) and the lines'
+    (first begin, last end)."""
+    lo = hi = None
     line_rows = []
-    core_events = []  # (line, md, begin, duration) of every op event: the guidance's timeline
-    for line_index, (b, a, z) in enumerate(lines[OPS_LINE]):
-        acc = OpLine(role_of)
+    core_events = []  # (line, md, begin, duration) of every op event
+    for line_index, (b, a, z) in enumerate(op_lines):
+        acc = OpLine(roles)
         events = []
         check = _LineCheck(plane_name, fixes)
 
@@ -336,7 +378,7 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
 
         if _collect(b, a, z, stat_ids, sink) is None:
             cols = _fallback_events(bytes(b.read(a, z - a)), stat_ids)[1]
-            acc = OpLine(role_of)
+            acc = OpLine(roles)
             acc.ordered = False
             events.clear()
             md, begin, dur, group, stall, occ = _LineCheck(plane_name, fixes)(cols)
@@ -345,20 +387,13 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
         if events:
             core_events.append((line_index, *_concat(events)))
             events.clear()  # (the windows' arrays: the line's copy above is what is kept)
-        rows = acc.finish(start_of(acc))
+        rows = acc.finish(roles.start_of(acc))
         if acc.lo is not None:
             lo = acc.lo if lo is None else min(lo, acc.lo)
             hi = acc.hi if hi is None else max(hi, acc.hi)
         if rows is not None:
             line_rows.append(rows)
-    result = _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi)
-    result.fixes = dict(fixes)
-    result.fixes["negative_costs"] = result.fixes.get("negative_costs", 0) + sum(
-        1 for i in info_of.values() if i is not None and i.negative)
-    if lo is not None and core_events:
-        result.timeline = _timeline(core, (lo, hi), result.steps, core_events, info_of, cache,
-                                    same_as)
-    return result
+    return line_rows, core_events, (lo, hi)
 
 
 class _LineCheck:
