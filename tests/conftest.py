@@ -13,3 +13,33 @@ sys.path.insert(0, os.path.dirname(__file__))
 _CACHE_DIR = tempfile.mkdtemp(prefix="tb_roofline_test_cache_")
 os.environ["TB_ROOFLINE_CACHE_DIR"] = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, True)
+
+
+# Markers by the file a test lives in, so that a new test file is classified here, once
+# (CONTRIBUTING.md: the fast loop is `pytest -m "not slow and not e2e and not cluster"`).
+_NETWORK_FILES = {"test_remote_logdir.py", "test_storage_faults.py"}
+_CLUSTER_FILES = {"test_dask_cluster.py"}
+# Files whose tests take seconds each: real servers or processes, the XProf reference,
+# fuzzing, generated bombs.
+_SLOW_FILES = {
+    "test_cli.py", "test_conformance_xprof.py", "test_fuzz_service.py",
+    "test_fuzz_tensorboard.py", "test_hardening.py", "test_hostile_inputs.py",
+    "test_kineto_fuzz.py", "test_mcp.py", "test_parallel.py", "test_persistent_cache.py",
+    "test_protos.py", "test_startup_imports.py", "test_tensorboard_server.py",
+    "test_table_memory.py", "test_real_profiles.py",
+} | _NETWORK_FILES | _CLUSTER_FILES
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        path = item.path
+        if "e2e" in path.parts:
+            item.add_marker(pytest.mark.e2e)
+        if path.name in _NETWORK_FILES:
+            item.add_marker(pytest.mark.network)
+        if path.name in _CLUSTER_FILES:
+            item.add_marker(pytest.mark.cluster)
+        if path.name in _SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
