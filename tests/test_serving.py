@@ -1,0 +1,244 @@
+"""Serving traces: step annotations, attention from their sums, serving custom ops, graph
+capture, the decode roofline. Expected numbers are counted here from the raw trace files and
+the annotations (independently of the reader), or derived by hand from recorded shapes."""
+import gzip
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from tb_roofline.model.roofline import analyze, scoped_op_records
+from tb_roofline.readers import serving_ops, serving_steps
+from tb_roofline.readers.kernel_names import kernel_unit
+from tb_roofline.readers.kineto import read_kineto_file
+from tb_roofline.readers.torch_args import Args
+
+HERE = os.path.dirname(__file__)
+DECODE = os.path.join(HERE, "..", "testdata", "kineto", "sglang_qwen3_8b_decode")
+DECODE_FILE = os.path.join(DECODE, "worker0.pt.trace.json.gz")
+CAPTURE_FILE = os.path.join(DECODE, "capture", "bs_32_rank0.pt.trace.json.gz")
+B200 = os.path.join(HERE, "..", "testdata", "kineto", "b200_eager",
+                    "worker0.1773700000000.pt.trace.json.gz")
+
+
+def _events(path):
+    with gzip.open(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def _rows(data):
+    """(operation, category, flops_source, occurrences, flops, bytes, time ps) per row."""
+    t = data.ops
+    op = np.asarray(t.rows["op"])
+    return [(t.keys["operation"][o], t.keys["category"][o], t.keys["flops_source"][o],
+             int(t.rows["occurrences"][i]), float(t["flops"][i]), float(t["bytes"][i]),
+             float(t.rows["total_time_ps"][i])) for i, o in enumerate(op.tolist())]
+
+
+@pytest.fixture(scope="module")
+def decode():
+    return read_kineto_file(DECODE_FILE, "h")
+
+
+# ----------------------------------------------------------------------------- annotations
+
+def test_parse_sglang_prefill_annotation_of_the_issue():
+    f = serving_steps.parse("execute_15360_context_15(sq15360sk15360sqsq15728640sqsk15728640)"
+                            "_generation_0(sq0sk0sqsq0sqsk0)")
+    assert (f.engine, f.phase, f.batch, f.tokens) == ("sglang", "prefill", 15, 15360)
+    assert (f.context.sq, f.context.sk, f.context.sqsq, f.context.sqsk) == \
+        (15360, 15360, 15728640, 15728640)
+    assert f.generation.requests == 0 and f.sums_known()
+    # 15 sequences of 1024: Σ Sq² = 15·1024²
+    assert f.context.sqsq == 15 * 1024 ** 2
+
+
+def test_parse_modes_and_vllm():
+    m = serving_steps.parse("step[EXTEND bs=15 toks=15360]")
+    assert (m.phase, m.mode, m.batch, m.tokens) == ("prefill", "EXTEND", 15, 15360)
+    assert serving_steps.parse("step[DECODE bs=32]").phase == "decode"
+    mixed = serving_steps.parse("execute_40_context_1(sq8sk8sqsq64sqsk64)_generation_32("
+                                "sq32sk900sqsq32sqsk900)")
+    assert mixed.phase == "mixed" and mixed.total("sqsk") == 964 and mixed.batch == 33
+    v = serving_steps.parse("execute_context_1(888_788544)_generation_0(0)")
+    assert (v.engine, v.phase, v.batch, v.tokens) == ("vllm", "prefill", 1, 888)
+    assert v.context.extra == (788544,) and v.context.sqsk is None and not v.sums_known()
+    assert serving_steps.parse("execute_context_0(0)_generation_8(8)").phase == "decode"
+    for bad in ("step[DECODE bs=x]", "execute_1_context_", "ProfilerStep#3", "step[]"):
+        assert serving_steps.parse(bad) is None
+
+
+# ----------------------------------------------------------------------------- attention
+
+def _prefill_args():
+    # aiter::mha_batch_prefill of the issue: q [15360, 32, 128], paged KV [835874, 8, 128]
+    dims = [[15360, 32, 128], [835874, 8, 128], [835874, 8, 128], [16], [16], [15360], [], [],
+            [], [], []]
+    types = ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "int", "int", "int",
+             "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"]
+    concrete = ["", "", "", "", "", "", "1024", "1024", "0.", "0.088", "True"]
+    return Args(dims, types, concrete)
+
+
+def test_prefill_attention_from_the_annotation():
+    f = serving_steps.parse("execute_15360_context_15(sq15360sk15360sqsq15728640sqsk15728640)"
+                            "_generation_0(sq0sk0sqsq0sqsk0)")
+    cost = serving_ops.attention_cost(_prefill_args(), f)
+    assert cost.flops == 4 * 32 * 128 * 15728640 == pytest.approx(2.577e11, rel=1e-3)
+    q_bytes = 15360 * 32 * 128 * 2
+    assert cost.bytes == 2 * q_bytes + 2 * 15360 * 8 * 128 * 2  # KV of Σ Sk tokens only
+    assert cost.category == "attention"
+
+
+def test_attention_bound_without_annotation():
+    flops, formula = serving_ops.attention_bound(_prefill_args())
+    assert flops == 4 * 32 * 128 * 15360 * 1024
+    assert "max_seqlen" in formula and "15360" in formula
+
+
+def test_call_covering_one_phase_of_a_mixed_step():
+    f = serving_steps.parse("execute_40_context_1(sq8sk8sqsq64sqsk64)_generation_32("
+                            "sq32sk900sqsq32sqsk900)")
+    q = Args([[32, 16, 64], [100, 16, 4, 64]], ["c10::Half", "c10::Half"])
+    assert serving_ops.attention_cost(q, f).flops == 4 * 16 * 64 * 900  # the decode rows
+    both = Args([[40, 16, 64], [100, 16, 4, 64]], ["c10::Half", "c10::Half"])
+    assert serving_ops.attention_cost(both, f).flops == 4 * 16 * 64 * 964
+    assert serving_ops.attention_cost(Args([[7, 16, 64]], ["c10::Half"]), f) is None
+
+
+# ----------------------------------------------------------------------------- custom ops
+
+def test_serving_custom_ops_from_shapes():
+    bf = "c10::BFloat16"
+    x = 32 * 4096 * 2
+    add = serving_ops.op_cost("aiter::add_rmsnorm", Args(
+        [[32, 4096]] * 4 + [[4096], []], [bf] * 5 + ["Scalar"]))
+    assert (add.flops, add.bytes) == (5 * 32 * 4096, 4 * x + 4096 * 2)
+    plain = serving_ops.op_cost("aiter::rmsnorm", Args(
+        [[32, 4096], [32, 4096], [4096], []], [bf, bf, bf, "Scalar"]))
+    assert (plain.flops, plain.bytes) == (4 * 32 * 4096, 2 * x + 4096 * 2)
+    act = serving_ops.op_cost("sgl_kernel::silu_and_mul", Args([[32, 12288], [32, 24576]],
+                                                                [bf, bf]))
+    assert (act.flops, act.bytes) == (2 * 32 * 12288, 3 * 32 * 12288 * 2)
+    kv = serving_ops.op_cost("sglang::store_cache", Args(
+        [[32, 1024], [32, 1024], [835874, 1024], [835874, 1024], [32], [], []],
+        [bf] * 4 + ["long int", "Scalar", "Scalar"]))
+    assert (kv.flops, kv.bytes) == (0, 4 * 32 * 1024 * 2 + 32 * 8)  # the cache never read
+    rope = serving_ops.op_cost("sgl_kernel::rotary_embedding", Args(
+        [[32], [32, 4096], [32, 1024], [], [41216, 128], []],
+        ["long int", bf, bf, "Scalar", bf, "Scalar"], ["", "", "", "128", "", "True"]))
+    assert rope.flops == 3 * 128 * (32 * 40)
+    quant = serving_ops.op_cost("_C::dynamic_per_token_scaled_fp8_quant", Args(
+        [[888, 512], [888, 512], [888, 1]], ["c10::Float8_e4m3fn", bf, "float"]))
+    assert quant.flops == 2 * 888 * 512
+    assert quant.bytes == 888 * 512 * (1 + 2) + 888 * 4
+    gemm = serving_ops.op_cost("aiter::gemm_a16w16", Args([[32, 4096], [6144, 4096]], [bf, bf]))
+    assert gemm.flops == 2 * 32 * 6144 * 4096
+    assert serving_ops.op_cost("vllm::moe_forward", Args([[888, 3072], [888, 128]], [bf, bf])) \
+        is None  # no expert weights, no top-k: named uncosted, never guessed
+
+
+def test_kv_cache_type_in_a_kernel_name_is_not_its_math():
+    name = ("void paged_attention_ll4mi_QKV_mfma16_kernel<0, __hip_bfloat16, __hip_bfloat16, "
+            "(vllm::Fp8KVCacheDataType)0, 1, 128, 256")
+    assert kernel_unit(name) == "bf16"
+
+
+# ----------------------------------------------------------------------------- real decode
+
+def _raw_step():
+    ann = [e["name"] for e in _events(DECODE_FILE) if e.get("cat") == "user_annotation"]
+    m = next(re.match(r"execute_(\d+)_context_(\d+)\(.*\)_generation_(\d+)\(sq(\d+)sk(\d+)"
+                      r"sqsq(\d+)sqsk(\d+)\)", a) for a in ann if a.startswith("execute_"))
+    return [int(x) for x in m.groups()]
+
+
+def _capture_window_ops():
+    ev = _events(CAPTURE_FILE)
+    begin = next(e["ts"] for e in ev if e.get("name") == "hipStreamBeginCapture")
+    end = next(e["ts"] for e in ev if e.get("name") == "hipStreamEndCapture")
+    return [e for e in ev if e.get("cat") == "cpu_op" and begin <= e["ts"] <= end]
+
+
+def test_decode_step_facts(decode):
+    tokens, ctx, gen, sq, sk, sqsq, sqsk = _raw_step()
+    (step,) = decode.serving_steps
+    assert step["label"] == f"0 · decode bs {gen}" == "0 · decode bs 32"
+    assert (step["phase"], step["batch"], step["tokens"]) == ("decode", 32, tokens)
+    assert step["generation"]["sk"] == sk and step["generation"]["sqsk"] == sqsk
+    assert step["tokens_per_s"] == pytest.approx(tokens / (step["time_ps"] * 1e-12))
+
+
+def test_decode_attention_against_the_annotation(decode):
+    _, _, _, _, sk, _, sqsk = _raw_step()
+    calls = [e for e in _capture_window_ops() if "attention" in e["name"]]
+    q = calls[0]["args"]["Input Dims"][2]  # query [T, H_q, D]
+    kv = calls[0]["args"]["Input Dims"][3]  # paged cache [blocks, 1, H_kv, D]
+    hq, d, hkv = q[1], q[2], kv[2]
+    rows = [r for r in _rows(decode) if r[1] == "attention" and r[2] == "formula"]
+    assert sum(r[3] for r in rows) == len(calls) == 36
+    assert sum(r[4] for r in rows) == len(calls) * 4 * hq * d * sqsk
+    per_call = 2 * q[0] * hq * d * 2 + 2 * sk * hkv * d * 2
+    assert sum(r[5] for r in rows) == len(calls) * per_call
+
+
+def test_decode_gemms_counted_once(decode):
+    ops = _capture_window_ops()
+    gemm = sum(2 * a[0] * a[1] * w[0] for e in ops if e["name"] == "aiter::gemm_a16w16"
+               for a, w in [e["args"]["Input Dims"][:2]])
+    lm_head = 2 * 32 * 4096 * 151936  # the step's own aten::matmul (hidden [32, 4096])
+    matmul = sum(r[4] for r in _rows(decode) if r[1] == "matmul")
+    assert matmul == gemm + lm_head
+
+
+def test_decode_graph_replay_attributed(decode):
+    ev = _events(DECODE_FILE)
+    launch = next(e["args"]["correlation"] for e in ev if e.get("name") == "hipGraphLaunch")
+    replayed = [e for e in ev if e.get("cat") == "kernel"
+                and e["args"].get("correlation") == launch]
+    note = next(d for d in decode.diagnostics if d.code == "graph_capture")
+    assert f"{len(replayed)} kernels" in note.message and len(replayed) == 544
+    kernel_ps = sum(round(e["dur"] * 1000) for e in ev if e.get("cat") in
+                    ("kernel", "gpu_memcpy", "gpu_memset"))
+    assert sum(r[6] for r in _rows(decode)) == pytest.approx(kernel_ps * 1000, rel=1e-9)
+    kernel_rows = [r for r in _rows(decode) if r[0].startswith(("Cijk", "void paged"))]
+    assert not kernel_rows  # every replayed GEMM/attention kernel has its op
+
+
+def test_decode_model_records_and_roofline(decode):
+    a = analyze([decode], "h")
+    recs = {r["step"]: r for r in a.program[True].row_dicts()}
+    assert "0 · decode bs 32" in recs and recs["Average · decode"]["record_type"] == "average"
+    assert recs["Total"]["flop_coverage"] >= 0.95
+    avg = scoped_op_records(a, "Average · decode")
+    assert avg.columns["flops"].sum() == pytest.approx(recs["Total"]["flops"])
+    (s,) = a.serving
+    bw = a.device.memory("hbm").gbs
+    assert s["weight_floor_us"] == pytest.approx(s["matmul_bytes"] / bw / 1e3)
+    assert s["ridge_batch"] == pytest.approx(
+        32 * s["ridge_flops_per_byte"] / (s["matmul_flops"] / s["matmul_bytes"]))
+    assert s["ridge_batch"] > 32
+    assert [f["code"] for f in s["findings"]] == ["batch_below_ridge"]
+
+
+def test_only_one_of_the_two_traces(tmp_path):
+    shutil.copy(DECODE_FILE, tmp_path / "worker0.pt.trace.json.gz")
+    alone = read_kineto_file(str(tmp_path / "worker0.pt.trace.json.gz"), "h")
+    note = next(d for d in alone.diagnostics if d.code == "graph_replay_without_capture")
+    assert "544 of 544" in note.message and "capture" in note.message
+    cap = read_kineto_file(CAPTURE_FILE, "h")
+    assert any(d.code == "graph_capture_trace" for d in cap.diagnostics)
+    assert any(d.code == "attention_bound" for d in cap.diagnostics)
+
+
+def test_vllm_step_from_its_annotation():
+    data = read_kineto_file(B200, "h")
+    (step,) = data.serving_steps
+    assert (step["label"], step["tokens"], step["engine"]) == ("0 · prefill bs 1", 888, "vllm")
+    note = next(d for d in data.diagnostics if d.code == "attention_bound")
+    assert "unified_attention_with_output: 36 calls" in note.message
+    rows = [r for r in _rows(data) if r[0] == "vllm::unified_attention_with_output"]
+    assert rows and all(r[2] == "none" for r in rows)  # no Σ Sq·Sk: no count, no guess
