@@ -242,3 +242,18 @@ def test_vllm_step_from_its_annotation():
     assert "unified_attention_with_output: 36 calls" in note.message
     rows = [r for r in _rows(data) if r[0] == "vllm::unified_attention_with_output"]
     assert rows and all(r[2] == "none" for r in rows)  # no Σ Sq·Sk: no count, no guess
+
+
+def test_norms_of_wrappers_and_kernels_counted_once(decode):
+    """`sglang_profiler::rmsnorm_…` wraps `aiter::rmsnorm` (and apply_qk_norm wraps two of
+    them): the normalization FLOPs are those of the innermost aiter calls, once each."""
+    ops = _capture_window_ops()
+    expected = 0
+    for e in ops:
+        dims = e["args"]["Input Dims"]
+        if e["name"] == "aiter::rmsnorm":
+            expected += 4 * dims[1][0] * dims[1][1]
+        elif e["name"] == "aiter::add_rmsnorm":
+            expected += 5 * dims[0][0] * dims[0][1]
+    got = sum(r[4] for r in _rows(decode) if r[1] == "normalization")
+    assert got == expected > 0

@@ -19,6 +19,7 @@ import os
 
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
+from tb_roofline.hlo.fingerprint import grid_fingerprint
 from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS
 from tb_roofline.readers.kineto.events import Collector, _args, _dur, _int, _ts
 
@@ -33,7 +34,8 @@ class CaptureCollector(Collector):
     def __init__(self):
         super().__init__()
         self.raw_ops: list = []    # (thread, ts ns, dur ns, name, args, ext)
-        self.launches: list = []   # (ts ns, dur ns, thread, kernel name, External id)
+        # (ts ns, dur ns, thread, kernel name, External id, launch grid fingerprint)
+        self.launches: list = []
         self.windows: list = []    # (thread, begin ns, end ns)
         self._begin: dict = {}
 
@@ -52,7 +54,8 @@ class CaptureCollector(Collector):
             self.windows.append((thread, self._begin.pop(thread), ts + dur))
         elif "Launch" in name and type(args.get("kernel")) is str:
             self.launches.append((ts, dur, thread, self.bounded(args["kernel"]),
-                                  _int(args.get("External id"), -1)))
+                                  _int(args.get("External id"), -1),
+                                  grid_fingerprint(args.get("grid"))))
 
 
 def capture_files(path: str) -> list[str]:
@@ -80,6 +83,24 @@ def _windows(cap: CaptureCollector) -> list[tuple]:
     return out
 
 
+def _choose(candidates: list, grids: list):
+    """The capture window for one graph launch among those launching the same kernel names:
+    any when their ops have the same shapes (pieces of one graph), else the one whose launch
+    grids agree with the replayed kernels' (where the trace records them); None when that
+    does not decide (windows of several batch sizes launching the same kernels)."""
+    if not candidates:
+        return None
+    shapes = {tuple((o[3], repr(o[4].get("Input Dims"))) for o in w[3]) for w in candidates}
+    if len(shapes) == 1:
+        return candidates[0]
+    wanted = collections.Counter(g for g in grids if g)
+    if not wanted:
+        return None
+    agree = [w for w in candidates if collections.Counter(
+        x[5] for x in w[2] if x[5]) & wanted == wanted]
+    return agree[0] if len(agree) == 1 else None
+
+
 def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
     """Attribute the replayed kernels of `col` to the ops of matching capture windows
     (`captures`: CaptureCollectors). Returns (kernels attributed, kernels replayed)."""
@@ -99,7 +120,9 @@ def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
             continue
         names = [names_of[col.gpu_name[i]] for i in kernels]
         want = collections.Counter(names)
-        w = next((w for w in windows if collections.Counter(x[3] for x in w[2]) == want), None)
+        grid_names = {v: k for k, v in col.grids.items()}
+        w = _choose([w for w in windows if collections.Counter(x[3] for x in w[2]) == want],
+                    [grid_names.get(col.gpu_grid[i], "") for i in kernels])
         if w is None:
             continue
         begin, end, launches, ops = w
@@ -119,7 +142,7 @@ def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
         for x in launches:
             queue[x[3]].append(x)
         for i, name in zip(kernels, names):
-            lts, ldur, _, _, lext = queue[name].popleft()
+            lts, ldur, _, _, lext, _ = queue[name].popleft()
             col.gpu_corr[i] = next_corr
             col.rt_corr.append(next_corr)
             col.rt_ext.append(ext_map.get(lext, -1))
@@ -163,7 +186,8 @@ def attach(col: Collector, path: str, load) -> None:
             f"({', '.join(os.path.basename(f) for f in files)})"))
         return
     why = ("no capture trace beside this one (a capture/ or capture_traces/ folder)"
-           if not files else "no capture window launched the same kernels" +
+           if not files else "no capture window launched the same kernels (or several did, "
+           "with other shapes, and the launch grids do not say which)" +
            (f"; unreadable: {', '.join(unreadable)}" if unreadable else ""))
     col.notes.append(Diagnostic(
         "warning", "graph_replay_without_capture",
