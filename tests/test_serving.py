@@ -257,3 +257,105 @@ def test_norms_of_wrappers_and_kernels_counted_once(decode):
             expected += 5 * dims[0][0] * dims[0][1]
     got = sum(r[4] for r in _rows(decode) if r[1] == "normalization")
     assert got == expected > 0
+
+
+# ----------------------------------------------------------------------------- synthetic vLLM
+
+BF = "c10::BFloat16"
+# (op, Input Dims, Input type, kernel) of one decoder layer as the B200 vLLM trace records its
+# ops (hidden 2880, 8 query heads and 1 KV head of 64 on this rank), at a batch of T tokens
+def _layer(t):
+    return [
+        ("_C::rms_norm", [[t, 2880], [t, 2880], [2880], []], [BF, BF, BF, "Scalar"],
+         "rms_norm_kernel"),
+        ("_C::rotary_embedding", [[t], [t, 512], [t, 64], [], [131072, 64], []],
+         ["long int", BF, BF, "Scalar", BF, "Scalar"], "rotary_embedding_kernel"),
+        ("vllm::unified_attention_with_output", [[t, 8, 64], [t, 1, 64], [t, 1, 64],
+                                                 [t, 8, 64], [], [], []],
+         [BF, BF, BF, BF, "", "", ""], "kernel_unified_attention_2d"),
+        ("_C_cache_ops::reshape_and_cache_flash", [[t, 1, 64], [t, 1, 64],
+                                                   [4213816, 16, 1, 64], [4213816, 16, 1, 64],
+                                                   [t], [], [], []],
+         [BF, BF, BF, BF, "long int", "", "float", "float"], "reshape_and_cache_flash_kernel"),
+    ]
+
+
+def _capture_trace(batches, grids=True):
+    """A vLLM capture trace: one capture window per batch size, each op launching its kernel."""
+    ev, ts, corr, ext = [], 1000.0, 1, 1
+    for t in batches:
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamBeginCapture",
+                   "pid": 1, "tid": 1, "ts": ts, "dur": 1, "args": {"correlation": corr}})
+        corr += 1
+        ts += 2
+        for name, dims, types, kernel in _layer(t) * 2:
+            ev.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
+                       "dur": 10, "args": {"Input Dims": dims, "Input type": types,
+                                           "External id": ext}})
+            launch = {"External id": ext, "correlation": corr, "kernel": kernel}
+            if grids:
+                launch["grid"] = [t, 1, 1]
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                       "tid": 1, "ts": ts + 2, "dur": 3, "args": launch})
+            ts, corr, ext = ts + 12, corr + 1, ext + 1
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamEndCapture",
+                   "pid": 1, "tid": 1, "ts": ts, "dur": 1, "args": {"correlation": corr}})
+        ts, corr = ts + 100, corr + 1
+    return {"traceEvents": ev}
+
+
+def _execution_trace(t, grids=False):
+    """A vLLM decode step of batch t replaying the graph captured for it."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name":
+           f"execute_context_0(0)_generation_{t}({t})", "pid": 1, "tid": 1, "ts": 0,
+           "dur": 500},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1,
+           "ts": 10, "dur": 20, "args": {"correlation": 7}}]
+    ts = 40.0
+    for _, _, _, kernel in _layer(t) * 2:
+        args = {"correlation": 7, "device": 0, "stream": 7}
+        if grids:
+            args["grid"] = [t, 1, 1]
+        ev.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": ts,
+                   "dur": 5, "args": args})
+        ts += 6
+    return {"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA B200"}]}
+
+
+def _write(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as f:
+        json.dump(obj, f)
+
+
+def test_vllm_decode_graph_replay_with_its_capture(tmp_path):
+    _write(tmp_path / "w.pt.trace.json.gz", _execution_trace(32))
+    _write(tmp_path / "capture_traces" / "graph_capture_rank_0.pt.trace.json.gz",
+           _capture_trace([32]))
+    data = read_kineto_file(str(tmp_path / "w.pt.trace.json.gz"), "h")
+    assert any(d.code == "graph_capture" and "8 kernels" in d.message
+               for d in data.diagnostics)
+    rows = {r[0]: r for r in _rows(data)}
+    assert rows["_C::rms_norm"][3] == 2
+    assert rows["_C::rms_norm"][4] == 2 * 4 * 32 * 2880  # as _C::rms_norm's formula
+    kv = rows["_C_cache_ops::reshape_and_cache_flash"]
+    assert kv[5] == 2 * (4 * 32 * 64 * 2 + 32 * 8)  # k, v read and written; slots read
+    assert rows["vllm::unified_attention_with_output"][2] == "none"  # no Σ Sq·Sk from vLLM
+    (step,) = data.serving_steps
+    assert step["label"] == "0 · decode bs 32"
+
+
+def test_capture_windows_of_several_batches(tmp_path):
+    """Two windows launch the same kernels with other shapes: grids decide; without them
+    nothing is guessed."""
+    _write(tmp_path / "a" / "w.pt.trace.json.gz", _execution_trace(16, grids=True))
+    _write(tmp_path / "a" / "capture_traces" / "c.pt.trace.json.gz", _capture_trace([8, 16]))
+    data = read_kineto_file(str(tmp_path / "a" / "w.pt.trace.json.gz"), "h")
+    rows = {r[0]: r for r in _rows(data)}
+    assert rows["_C::rms_norm"][4] == 2 * 4 * 16 * 2880  # the batch-16 window's shapes
+    _write(tmp_path / "b" / "w.pt.trace.json.gz", _execution_trace(16))
+    _write(tmp_path / "b" / "capture_traces" / "c.pt.trace.json.gz",
+           _capture_trace([8, 16], grids=False))
+    data = read_kineto_file(str(tmp_path / "b" / "w.pt.trace.json.gz"), "h")
+    note = next(d for d in data.diagnostics if d.code == "graph_replay_without_capture")
+    assert "8 of 8" in note.message and "several did" in note.message
