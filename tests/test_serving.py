@@ -221,7 +221,13 @@ def test_decode_model_records_and_roofline(decode):
     assert s["ridge_batch"] == pytest.approx(
         32 * s["ridge_flops_per_byte"] / (s["matmul_flops"] / s["matmul_bytes"]))
     assert s["ridge_batch"] > 32
-    assert [f["code"] for f in s["findings"]] == ["batch_below_ridge"]
+    small = [r for r in _rows(decode) if r[1] in ("normalization", "elementwise", "copy")]
+    assert s["small_ops_us"] == pytest.approx(sum(r[6] for r in small) / 1e6)
+    assert s["small_ops_floor_us"] == pytest.approx(sum(r[5] for r in small) / bw / 1e3)
+    codes = [f["code"] for f in s["findings"]]
+    assert codes == ["batch_below_ridge", "unfused_small_ops"]  # KV reads are 24%: no finding
+    assert s["kv_share"] == pytest.approx(s["attention_bytes"] / s["op_bytes"])
+    assert s["kv_share"] < 0.5
 
 
 def test_only_one_of_the_two_traces(tmp_path):

@@ -120,13 +120,22 @@ def decode_roofline(s: dict, mm, att, sums: dict, device, bw) -> dict:
            "kv_share": att[1] / sums["bytes"] if sums["bytes"] > 0 else None}
     if ridge and batch:
         out["ridge_batch"] = batch * ridge / intensity
+    small = [sums["by_category"].get(c, (0.0, 0.0, 0.0)) for c in _SMALL]
+    out["small_ops_us"] = sum(x[2] for x in small) / 1e6
+    out["small_ops_floor_us"] = sum(x[1] for x in small) / bw / 1e3
+    out["op_time_us"] = sums["time_ps"] / 1e6
     out["findings"] = findings(out, batch)
     return out
 
 
+# The ops between the GEMMs of a layer: norms, activations, RoPE, KV-cache stores, casts.
+_SMALL = ("normalization", "elementwise", "copy")
+
+
 def findings(r: dict, batch) -> list[dict]:
     """Serving guidance with its bound: a batch below the ridge (the GEMMs cannot be faster
-    than the weight floor: more requests per step are nearly free), KV reads dominating."""
+    than the weight floor: more requests per step are nearly free), KV reads dominating,
+    unfused small ops (the time fusing could save is at most theirs)."""
     out = []
     rb = r.get("ridge_batch")
     if rb is not None and batch and batch < rb:
@@ -141,4 +150,12 @@ def findings(r: dict, batch) -> list[dict]:
             f"the KV cache reads are {share:.0%} of the step's bytes: attention, not the "
             "weights, sets the memory floor (shorter contexts per step, KV quantisation or "
             "fewer KV heads move it)"), "bound_us": r["bytes_floor_us"] * share})
+    t, floor, total = r.get("small_ops_us", 0.0), r.get("small_ops_floor_us", 0.0), \
+        r.get("op_time_us", 0.0)
+    if total > 0 and t >= 0.1 * total and t > 2 * floor:
+        out.append({"code": "unfused_small_ops", "text": (
+            f"norm, activation, RoPE and KV-store ops take {t:.1f} µs ({t / total:.0%} of "
+            f"the step's op time) for bytes that need {floor:.1f} µs at full HBM bandwidth: "
+            "separate small kernels, bound by launches and latency rather than memory. Fusing "
+            f"them into their neighbours saves at most their {t:.1f} µs"), "bound_us": t})
     return out
