@@ -365,3 +365,43 @@ def test_capture_windows_of_several_batches(tmp_path):
     data = read_kineto_file(str(tmp_path / "b" / "w.pt.trace.json.gz"), "h")
     note = next(d for d in data.diagnostics if d.code == "graph_replay_without_capture")
     assert "8 of 8" in note.message and "several did" in note.message
+
+
+def test_serving_steps_inside_profiler_steps(tmp_path):
+    """With ProfilerStep markers the serving step takes the id of the one it starts in; one
+    outside every ProfilerStep keeps its facts but is no step's."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#134", "pid": 1, "tid": 1,
+           "ts": 0, "dur": 100},
+          {"ph": "X", "cat": "user_annotation", "name": "step[DECODE bs=32]", "pid": 1,
+           "tid": 1, "ts": 5, "dur": 50},
+          {"ph": "X", "cat": "user_annotation", "name": "step[EXTEND bs=2 toks=100]",
+           "pid": 1, "tid": 1, "ts": 500, "dur": 50},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10,
+           "dur": 5, "args": {"Input Dims": [[4], [4], []], "Input type":
+                              ["float", "float", "Scalar"]}}]
+    _write(tmp_path / "w.pt.trace.json.gz", {"traceEvents": ev})
+    data = read_kineto_file(str(tmp_path / "w.pt.trace.json.gz"), "h")
+    labels = [s["label"] for s in data.serving_steps]
+    assert labels == ["134 · decode bs 32", "-1 · prefill bs 2"]
+    a = analyze([data], "h")
+    steps = [r["step"] for r in a.program[True].row_dicts() if r["record_type"] == "step"]
+    assert steps == ["134 · decode bs 32"]
+    assert [s["step"] for s in a.serving] == [134, -1]
+
+
+def test_annotation_parser_never_raises():
+    """Names cut short, with huge or missing numbers, or other text: facts or None, never an
+    exception (the reader parses every user annotation)."""
+    import random
+    rng = random.Random(33)
+    good = ("execute_15360_context_15(sq15360sk15360sqsq15728640sqsk15728640)_generation_0("
+            "sq0sk0sqsq0sqsk0)")
+    pieces = [good, "step[DECODE bs=32]", "execute_context_1(888_788544)_generation_0(0)"]
+    for _ in range(3000):
+        base = rng.choice(pieces)
+        cut = rng.randrange(len(base) + 1)
+        name = base[:cut] + rng.choice(["", "9" * 40, ")", "(", "_", "x", " bs=1]"]) + \
+            base[cut + rng.randrange(3):]
+        facts = serving_steps.parse(name)
+        assert facts is None or facts.phase in ("prefill", "decode", "mixed", "idle") or \
+            facts.mode

@@ -87,6 +87,9 @@ def summary(profiles, device) -> list[dict]:
     out = []
     bw = _hbm_gbs(device)
     for s in _steps_of(profiles):
+        if int(s["step"]) < 0:  # outside every ProfilerStep: its ops are no step's
+            out.append(dict(s))
+            continue
         sums = _step_sums(profiles[0], int(s["step"]))
         mm = sums["by_category"].get("matmul", (0.0, 0.0, 0.0))
         att = sums["by_category"].get("attention", (0.0, 0.0, 0.0))

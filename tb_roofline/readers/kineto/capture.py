@@ -14,6 +14,7 @@ launch per replayed kernel, and the reader attributes them as any other kernel.
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import os
 
@@ -73,14 +74,28 @@ def capture_files(path: str) -> list[str]:
 
 
 def _windows(cap: CaptureCollector) -> list[tuple]:
-    """Per capture window: (begin, end, its launches in time order, its ops)."""
+    """Per capture window: (begin, end, its launches in time order, its ops) — by bisection
+    in per-thread time order (a vLLM capture trace holds a window per graph piece and batch
+    size)."""
+    launches, ops = collections.defaultdict(list), collections.defaultdict(list)
+    for x in sorted(cap.launches):
+        launches[x[2]].append(x)
+    for o in sorted(cap.raw_ops, key=lambda o: (o[0], o[1])):
+        ops[o[0]].append(o)
+    l_ts = {t: [x[0] for x in v] for t, v in launches.items()}
+    o_ts = {t: [o[1] for o in v] for t, v in ops.items()}
     out = []
     for thread, begin, end in cap.windows:
-        launches = sorted(x for x in cap.launches if x[2] == thread and begin <= x[0] <= end)
-        ops = [o for o in cap.raw_ops if o[0] == thread and begin <= o[1] and o[1] <= end]
-        if launches:
-            out.append((begin, end, launches, ops))
+        lt, ot = l_ts.get(thread, []), o_ts.get(thread, [])
+        mine = launches[thread][bisect.bisect_left(lt, begin):bisect.bisect_right(lt, end)]
+        if mine:
+            out.append((begin, end, mine,
+                        ops[thread][bisect.bisect_left(ot, begin):bisect.bisect_right(ot, end)]))
     return out
+
+
+def _names_key(names) -> tuple:
+    return tuple(sorted(collections.Counter(names).items()))
 
 
 def _choose(candidates: list, grids: list):
@@ -90,26 +105,36 @@ def _choose(candidates: list, grids: list):
     does not decide (windows of several batch sizes launching the same kernels)."""
     if not candidates:
         return None
-    shapes = {tuple((o[3], repr(o[4].get("Input Dims"))) for o in w[3]) for w in candidates}
-    if len(shapes) == 1:
+    if _same_shapes(candidates):
         return candidates[0]
     wanted = collections.Counter(g for g in grids if g)
     if not wanted:
         return None
     agree = [w for w in candidates if collections.Counter(
         x[5] for x in w[2] if x[5]) & wanted == wanted]
-    return agree[0] if len(agree) == 1 else None
+    return agree[0] if agree and _same_shapes(agree) else None
+
+
+def _same_shapes(windows: list) -> bool:
+    """Whether the windows' ops are the same calls (names and shapes, in order)."""
+    return len({tuple((o[3], repr(o[4].get("Input Dims"))) for o in w[3])
+                for w in windows}) == 1
 
 
 def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
     """Attribute the replayed kernels of `col` to the ops of matching capture windows
     (`captures`: CaptureCollectors). Returns (kernels attributed, kernels replayed)."""
-    windows = [w for cap in captures for w in _windows(cap)]
+    windows = collections.defaultdict(list)  # the multiset of kernel names -> windows
+    for cap in captures:
+        for w in _windows(cap):
+            windows[_names_key(x[3] for x in w[2])].append(w)
     by_corr = collections.defaultdict(list)
     launch_corrs = {corr for corr, *_ in col.graph_launches}
     for i, corr in enumerate(col.gpu_corr):
         if corr in launch_corrs:
             by_corr[corr].append(i)
+    grid_names = {v: k for k, v in col.grids.items()}
+    chosen: dict = {}
     next_corr = max(list(col.rt_corr) + list(col.gpu_corr) + [0]) + 1
     next_ext = max(list(col.op_ext) + list(col.rt_ext) + [0]) + 1
     attributed = replayed = 0
@@ -119,10 +144,11 @@ def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
         if not kernels:
             continue
         names = [names_of[col.gpu_name[i]] for i in kernels]
-        want = collections.Counter(names)
-        grid_names = {v: k for k, v in col.grids.items()}
-        w = _choose([w for w in windows if collections.Counter(x[3] for x in w[2]) == want],
-                    [grid_names.get(col.gpu_grid[i], "") for i in kernels])
+        key = _names_key(names)
+        grids = tuple(grid_names.get(col.gpu_grid[i], "") for i in kernels)
+        if (key, grids) not in chosen:  # a step's graph replays alike: decide once
+            chosen[(key, grids)] = _choose(windows.get(key, []), grids)
+        w = chosen[(key, grids)]
         if w is None:
             continue
         begin, end, launches, ops = w
