@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from tb_roofline.readers.torch_args import SIZES, Args, OpCost, Tensor
+from tb_roofline.readers.torch_args import FLOAT_PRECISIONS, SIZES, Args, OpCost, Tensor
 
 # Attention ops whose work depends on per-sequence lengths (values, not shapes): paged, varlen
 # and batch attention of aiter, FlashInfer, vLLM, SGLang and FlashAttention's varlen entry.
@@ -161,12 +161,13 @@ def attention_geometry(args: Args):
     """(q, query heads, head dim, KV heads, KV tensor) of an attention call: q is the first
     [T, H, D] tensor; the KV tensor the first one of rank ≥ 3 with the same head dim and another
     shape (a paged cache [blocks, block, H_kv, D] or [T, H_kv, D]); none: H_kv = H_q."""
-    ts = _tensors(args)
+    ts = [t for t in _tensors(args) if t.precision in FLOAT_PRECISIONS]
     q = next((t for t in ts if len(t.shape) == 3), None)
     if q is None or not all(q.shape):
         return None
     d = q.shape[2]
-    kv = next((t for t in ts if len(t.shape) >= 3 and t.shape[-1] == d and
+    # (a cache stored as bytes, `unsigned char` fp8, counts: its element size is what moves)
+    kv = next((t for t in _tensors(args) if len(t.shape) >= 3 and t.shape[-1] == d and
                t.shape != q.shape), None)
     hkv = kv.shape[-2] if kv is not None else q.shape[1]
     return q, q.shape[1], d, hkv, kv

@@ -5,6 +5,7 @@ go through the reader like any other.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 
 from tb_roofline.diagnostics import Diagnostic
@@ -58,11 +59,11 @@ def assign_steps(col, steps: list[ServingStep]) -> None:
                 break
 
 
-def _step_at(steps: list[ServingStep], t: int) -> ServingStep | None:
-    for s in steps:
-        if s.ts <= t <= s.end:
-            return s
-    return None
+def _step_at(steps: list[ServingStep], starts: list, t: int) -> int:
+    """The index of the serving step (in time order, `starts` their starts) whose span holds
+    time t, or -1: the latest one starting at or before t, when it has not ended."""
+    i = bisect.bisect_right(starts, t) - 1
+    return i if i >= 0 and t <= steps[i].end else -1
 
 
 def _add_cost(col, key, cost, base: int) -> int:
@@ -84,18 +85,17 @@ def cost_attention(col, steps: list[ServingStep]) -> list[Diagnostic]:
     if not col.attention_calls:
         return []
     bounds: dict = {}
-    costed = 0
+    starts = [s.ts for s in steps]
     for i, cid in enumerate(col.op_cost):
         call = col.attention_calls.get(cid)
         if call is None:
             continue
         name, args = call
         a = Args(args.get("Input Dims"), args.get("Input type"), args.get("Concrete Inputs"))
-        step = _step_at(steps, col.op_ts[i])
-        cost = serving_ops.attention_cost(a, step.facts) if step is not None else None
+        k = _step_at(steps, starts, col.op_ts[i])
+        cost = serving_ops.attention_cost(a, steps[k].facts) if k >= 0 else None
         if cost is not None:
-            col.op_cost[i] = _add_cost(col, ("serving", cid, id(step)), cost, cid)
-            costed += 1
+            col.op_cost[i] = _add_cost(col, ("serving", cid, k), cost, cid)
             continue
         bound = serving_ops.attention_bound(a)
         entry = bounds.setdefault(name, [0, bound])
