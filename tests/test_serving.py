@@ -405,3 +405,33 @@ def test_annotation_parser_never_raises():
         facts = serving_steps.parse(name)
         assert facts is None or facts.phase in ("prefill", "decode", "mixed", "idle") or \
             facts.mode
+
+
+MI300X_CAPTURE = os.path.join(HERE, "..", "testdata", "kineto", "mi300x_vllm_graph_capture",
+                              "worker0.1773709679453.pt.trace.json.gz")
+
+
+def test_vllm_capture_trace_alone():
+    """A vLLM graph capture trace read on its own says what it is; its wrapped custom ops
+    (vLLM's ROCm wrappers around aiter ops) cost the same at every level, so whichever is the
+    row, a call counts once with the same numbers."""
+    from tb_roofline.readers import torch_custom_ops
+    data = read_kineto_file(MI300X_CAPTURE, "h")
+    assert any(d.code == "graph_capture_trace" for d in data.diagnostics)
+    ev = [e for e in _events(MI300X_CAPTURE) if e.get("cat") == "cpu_op"]
+    pairs = [("vllm::rocm_aiter_rmsnorm2d_fwd_with_add", "aiter::rmsnorm2d_fwd_with_add_ck"),
+             ("vllm::rocm_aiter_rms_norm", "aiter::rms_norm")]
+    for outer, inner in pairs:
+        o = next(e for e in ev if e["name"] == outer)
+        i = next(e for e in ev if e["name"] == inner and o["ts"] <= e["ts"] <= o["ts"] + o["dur"])
+        co, ci = (torch_custom_ops.op_cost(e["name"], e["args"]) for e in (o, i))
+        assert (co.flops, co.bytes) == (ci.flops, ci.bytes) and co.flops > 0
+    x = next(e for e in ev if e["name"] == "aiter::rmsnorm2d_fwd_with_add_ck")["args"]
+    t, h = x["Input Dims"][0]
+    fused = torch_custom_ops.op_cost("aiter::rmsnorm2d_fwd_with_add_ck", x)
+    assert (fused.flops, fused.bytes) == (5 * t * h, 4 * t * h * 2 + h * 2)
+    g = next(e for e in ev if e["name"] == "vllm::rocm_unquantized_gemm")["args"]
+    (m, k), (n, _) = g["Input Dims"][:2]
+    gemm = torch_custom_ops.op_cost("vllm::rocm_unquantized_gemm", g)  # not a quant op
+    assert (gemm.category, gemm.flops) == ("matmul", 2 * m * n * k)
+    assert gemm.bytes == (m * k + n * k + m * n + n) * 2  # A, W, bias read; out written

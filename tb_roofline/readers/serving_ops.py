@@ -26,7 +26,7 @@ _ACT_AND_MUL = re.compile(r"(silu|gelu|gelu_tanh|gelu_quick|relu2?|swiglu)_and_m
 _KV_WRITE = re.compile(r"store_cache|store_kvcache|reshape_and_cache|set_kv_buffer|"
                        r"concat_and_cache", re.I)
 _ROTARY = re.compile(r"rotary_embedding|apply_rope", re.I)
-_QUANT = re.compile(r"quant", re.I)
+_QUANT = re.compile(r"(?<!un)quant", re.I)  # not `unquantized_gemm`
 _SAMPLING = re.compile(r"top_k|top_p|min_p|sampling_from", re.I)
 _GEMM = re.compile(r"^aiter::gemm_a16w16$|^sgl_kernel::bmm|^vllm::rocm_unquantized_gemm$")
 
@@ -49,12 +49,12 @@ def op_cost(name: str, args: Args) -> OpCost | None:
         return kv_write_cost(args)
     if _ROTARY.search(name):
         return rotary_cost(args)
+    if _GEMM.search(name):
+        return gemm_cost(args)
     if _SAMPLING.search(name):
         return _read_all(args, "reduction")
     if _QUANT.search(name):
         return quant_cost(args, dynamic="dynamic" in name or "per_token" in name)
-    if _GEMM.search(name):
-        return gemm_cost(args)
     return None
 
 
@@ -143,15 +143,18 @@ def _read_all(args: Args, category: str) -> OpCost | None:
 
 
 def gemm_cost(args: Args) -> OpCost | None:
-    """A [M, K] × W [N, K]ᵀ (aiter's and vLLM's linear-layer GEMMs): 2·M·N·K; A and W read,
-    [M, N] written in A's type."""
+    """A [M, K] × W [N, K]ᵀ (+ bias [N]; aiter's and vLLM's linear-layer GEMMs): 2·M·N·K (the
+    bias add not counted, as torch counts addmm); A, W and the bias read, [M, N] written in A's
+    type."""
     a, w = args.tensor(0), args.tensor(1)
     if a is None or w is None or len(w.shape) != 2 or not a.shape or a.shape[-1] != w.shape[1]:
         return None
     m = a.numel // a.shape[-1]
     n, k = w.shape
     out = Tensor((m, n), a.precision)
-    return OpCost("matmul", float(2 * m * n * k), float(a.nbytes + w.nbytes + out.nbytes),
+    bias = args.tensor(2)
+    extra = bias.nbytes if bias is not None and bias.shape == (n,) else 0
+    return OpCost("matmul", float(2 * m * n * k), float(a.nbytes + w.nbytes + out.nbytes + extra),
                   a.precision, "formula")
 
 
