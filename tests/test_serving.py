@@ -435,3 +435,45 @@ def test_vllm_capture_trace_alone():
     gemm = torch_custom_ops.op_cost("vllm::rocm_unquantized_gemm", g)  # not a quant op
     assert (gemm.category, gemm.flops) == ("matmul", 2 * m * n * k)
     assert gemm.bytes == (m * k + n * k + m * n + n) * 2  # A, W, bias read; out written
+
+
+def test_an_average_per_phase(tmp_path):
+    """Two decode steps and a prefill (no ProfilerStep markers): three step records labelled
+    by phase, `Average · decode` over the two decode steps only, tokens/s per step."""
+    ev, corr = [], 1
+    for i, (name, t) in enumerate([("execute_64_context_1(sq64sk64sqsq4096sqsk4096)_generation"
+                                    "_0(sq0sk0sqsq0sqsk0)", 64),
+                                   ("execute_4_context_0(sq0sk0sqsq0sqsk0)_generation_4(sq4sk260"
+                                    "sqsq4sqsk260)", 4),
+                                   ("execute_4_context_0(sq0sk0sqsq0sqsk0)_generation_4(sq4sk264"
+                                    "sqsq4sqsk264)", 4)]):
+        base = 1000.0 * i
+        ev.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1,
+                   "ts": base, "dur": 500})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aiter::mha_batch_prefill", "pid": 1,
+                   "tid": 1, "ts": base + 10, "dur": 50, "args": {
+                       "Input Dims": [[t, 4, 64], [1000, 1, 64], [1000, 1, 64]],
+                       "Input type": ["c10::Half"] * 3, "External id": corr}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                   "tid": 1, "ts": base + 20, "dur": 5, "args": {"correlation": corr,
+                                                               "External id": corr}})
+        ev.append({"ph": "X", "cat": "kernel", "name": "fmha_fwd_kernel", "pid": 0, "tid": 7,
+                   "ts": base + 30, "dur": 100 * (i + 1), "args": {"correlation": corr,
+                                                                   "device": 0}})
+        corr += 1
+    _write(tmp_path / "w.pt.trace.json.gz", {"traceEvents": ev, "deviceProperties": [
+        {"id": 0, "name": "NVIDIA H100 80GB HBM3"}]})
+    data = read_kineto_file(str(tmp_path / "w.pt.trace.json.gz"), "h")
+    a = analyze([data], "h")
+    recs = {r["step"]: r for r in a.program[True].row_dicts()}
+    assert {"0 · prefill bs 1", "1 · decode bs 4", "2 · decode bs 4", "Average · decode",
+            "Average · prefill"} <= set(recs)
+    per_call = {0: 4 * 4 * 64 * 4096, 1: 4 * 4 * 64 * 260, 2: 4 * 4 * 64 * 264}
+    assert recs["Average · decode"]["flops"] == (per_call[1] + per_call[2]) / 2
+    assert recs["Average · prefill"]["flops"] == per_call[0]
+    assert recs["Average"]["flops"] == sum(per_call.values()) / 3
+    dec = scoped_op_records(a, "Average · decode")
+    assert dec.columns["flops"].sum() == (per_call[1] + per_call[2]) / 2
+    assert dec.columns["total_time_us"].sum() == pytest.approx((200 + 300) / 2)  # µs
+    steps = {s["label"]: s for s in a.serving}
+    assert steps["1 · decode bs 4"]["tokens_per_s_busy"] == pytest.approx(4 / 200e-6)
