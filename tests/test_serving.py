@@ -477,3 +477,17 @@ def test_an_average_per_phase(tmp_path):
     assert dec.columns["total_time_us"].sum() == pytest.approx((200 + 300) / 2)  # µs
     steps = {s["label"]: s for s in a.serving}
     assert steps["1 · decode bs 4"]["tokens_per_s_busy"] == pytest.approx(4 / 200e-6)
+
+
+def test_capture_files_of_this_rank(tmp_path):
+    from tb_roofline.readers.kineto.capture import capture_files
+    d = tmp_path / "capture_traces"
+    d.mkdir()
+    for name in ("graph_capture_rank_0.1.pt.trace.json.gz", "graph_capture_rank_1.1.pt.trace.json.gz",
+                 "graph_capture_rank_10.1.pt.trace.json.gz", "execution_details.json"):
+        (d / name).write_text("{}")
+    exec_file = str(tmp_path / "w.pt.trace.json.gz")
+    assert [os.path.basename(f) for f in capture_files(exec_file, 1)] == \
+        ["graph_capture_rank_1.1.pt.trace.json.gz"]
+    assert len(capture_files(exec_file, None)) == 3  # rank unknown: all of them
+    assert len(capture_files(exec_file, 7)) == 3  # none named for this rank: all of them

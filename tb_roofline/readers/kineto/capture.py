@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import collections
 import os
+import re
 
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
@@ -59,9 +60,9 @@ class CaptureCollector(Collector):
                                   grid_fingerprint(args.get("grid"))))
 
 
-def capture_files(path: str) -> list[str]:
+def capture_files(path: str, rank: int | None = None) -> list[str]:
     """The capture traces beside an execution trace (a `capture/` or `capture_traces/` folder
-    in its directory)."""
+    in its directory); of several ranks' (`…rank_0…`, `…rank0…`), this rank's."""
     here = os.path.dirname(os.path.abspath(path))
     out = []
     for sub in CAPTURE_DIRS:
@@ -70,6 +71,10 @@ def capture_files(path: str) -> list[str]:
             out += sorted(os.path.join(d, f) for f in os.listdir(d)
                           if f.endswith((".json", ".json.gz")) and
                           f != "execution_details.json")
+    if rank is not None:
+        mine = [f for f in out if re.search(rf"rank_?{rank}(?!\d)", os.path.basename(f))]
+        if mine:
+            return mine
     return out
 
 
@@ -194,7 +199,8 @@ def attach(col: Collector, path: str, load) -> None:
                 "one gives it the ops and shapes of the replayed kernels"))
         return
     names_of = {i: n for n, i in col.names.items()}
-    files = capture_files(path)
+    dist = col.meta.get("distributedInfo")
+    files = capture_files(path, _int(dist.get("rank"), None) if isinstance(dist, dict) else None)
     captures, unreadable = [], []
     for f in files:
         try:
