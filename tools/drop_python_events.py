@@ -1,8 +1,9 @@
 """Copy a Kineto trace without the events the reader never uses: Python stack frames
 (`python_function`), flow arrows (`ac2g`) and memory instants (`cpu_instant_event`).
 
-Used for `testdata/kineto/mi300x_vllm_graph_capture` (2.3 MB → well under 1 MB): every op,
-runtime call, kernel and annotation is kept byte for byte, so the reader sees the same trace.
+Used for the graph capture traces in `testdata/kineto/` (`mi300x_vllm_graph_capture`,
+`sglang_qwen3_8b_decode/capture`): every op, runtime call, kernel and annotation is kept as it
+was, so the reader sees the same trace.
 
     python tools/drop_python_events.py IN.pt.trace.json.gz OUT.pt.trace.json.gz
 """
