@@ -491,3 +491,64 @@ def test_capture_files_of_this_rank(tmp_path):
         ["graph_capture_rank_1.1.pt.trace.json.gz"]
     assert len(capture_files(exec_file, None)) == 3  # rank unknown: all of them
     assert len(capture_files(exec_file, 7)) == 3  # none named for this rank: all of them
+
+
+def _sglang_prefill_trace(layers=2):
+    """An SGLang EXTEND step of Qwen3-8B as the issue records it (15 sequences of 1,024 tokens):
+    per layer a GEMM (`aiter::gemm_a16w16` with the `aten::mm` it calls nested inside), a fused
+    add-RMSNorm inside SGLang's profiler wrapper, and `aiter::mha_batch_prefill`; each innermost
+    op launches one kernel."""
+    t, bf = 15360, "c10::BFloat16"
+    ev, corr = [], [0]
+
+    def op(name, ts, dur, dims, types, concrete=None, kernel=None):
+        ev.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
+                   "dur": dur, "args": {"Input Dims": dims, "Input type": types,
+                                        "Concrete Inputs": concrete or [""] * len(dims)}})
+        if kernel:
+            corr[0] += 1
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                       "tid": 1, "ts": ts + 1, "dur": 1, "args": {"correlation": corr[0]}})
+            ev.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7,
+                       "ts": 10 * corr[0] + 5000, "dur": 8, "args": {"correlation": corr[0],
+                                                                      "device": 0}})
+
+    ev.append({"ph": "X", "cat": "user_annotation", "name": "step[EXTEND bs=15 toks=15360]",
+               "pid": 1, "tid": 1, "ts": 0, "dur": 4000})
+    ev.append({"ph": "X", "cat": "user_annotation", "name": (
+        "execute_15360_context_15(sq15360sk15360sqsq15728640sqsk15728640)_generation_0("
+        "sq0sk0sqsq0sqsk0)"), "pid": 1, "tid": 1, "ts": 1, "dur": 3998})
+    for layer in range(layers):
+        base = 10 + 1000 * layer
+        op("aiter::gemm_a16w16", base, 20, [[t, 4096], [6144, 4096], [], []],
+           [bf, bf, "", "Scalar"])
+        op("aten::mm", base + 2, 10, [[t, 4096], [4096, 6144]], [bf, bf],
+           kernel="Cijk_Alik_Bljk_BBS_BH_MT256x256x64_MI16x16x1")
+        op("sglang_profiler::rmsnorm_rmsnorm2d_fwd_with_add_110", base + 100, 30,
+           [[t, 4096]] * 4 + [[4096]], [bf] * 5)
+        op("aiter::add_rmsnorm", base + 105, 10, [[t, 4096]] * 4 + [[4096], []],
+           [bf] * 5 + ["Scalar"], kernel="add_rmsnorm_quant_kernel")
+        op("aiter::mha_batch_prefill", base + 200, 30,
+           [[t, 32, 128], [835874, 8, 128], [835874, 8, 128], [16], [16], [t], [], [], [], []],
+           [bf, bf, bf, "int", "int", "int", "Scalar", "Scalar", "Scalar", "Scalar"],
+           ["", "", "", "", "", "", "1024", "1024", "0.088", "True"],
+           kernel="mha_batch_prefill_kernel")
+    return {"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "AMD Instinct MI300X"}]}
+
+
+def test_sglang_prefill_step_of_the_issue(tmp_path):
+    _write(tmp_path / "p.pt.trace.json.gz", _sglang_prefill_trace())
+    data = read_kineto_file(str(tmp_path / "p.pt.trace.json.gz"), "h")
+    (step,) = data.serving_steps
+    assert (step["label"], step["mode"], step["tokens"]) == ("0 · prefill bs 15", "EXTEND", 15360)
+    rows = {r[0]: r for r in _rows(data)}
+    att = rows["aiter::mha_batch_prefill"]
+    assert att[3] == 2 and att[4] == 2 * 2.5769803776e11  # 4·32·128·15,728,640 a call
+    gemm = rows["aiter::gemm_a16w16"]
+    assert gemm[4] == 2 * 2 * 15360 * 4096 * 6144 and "aten::mm" not in rows  # once, not twice
+    norm = rows["sglang_profiler::rmsnorm_rmsnorm2d_fwd_with_add_110"]
+    assert norm[4] == 2 * 5 * 15360 * 4096 and "aiter::add_rmsnorm" not in rows
+    a = analyze([data], "h")
+    total = next(r for r in a.program[True].row_dicts() if r["record_type"] == "total")
+    assert total["flop_coverage"] >= 0.95
+    assert total["flops"] == att[4] + gemm[4] + norm[4]
