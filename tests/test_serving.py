@@ -483,7 +483,8 @@ def test_capture_files_of_this_rank(tmp_path):
     from tb_roofline.readers.kineto.capture import capture_files
     d = tmp_path / "capture_traces"
     d.mkdir()
-    for name in ("graph_capture_rank_0.1.pt.trace.json.gz", "graph_capture_rank_1.1.pt.trace.json.gz",
+    for name in ("graph_capture_rank_0.1.pt.trace.json.gz",
+                 "graph_capture_rank_1.1.pt.trace.json.gz",
                  "graph_capture_rank_10.1.pt.trace.json.gz", "execution_details.json"):
         (d / name).write_text("{}")
     exec_file = str(tmp_path / "w.pt.trace.json.gz")
