@@ -29,7 +29,8 @@ def uncosted(service, run):
     ("kineto/a100_80gb_shapes", "CompiledFunctionBackward", "compiled"),
     ("kineto/a100_80gb_shapes", "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", "kernel"),
     ("kineto/a100_alexnet", "aten::conv2d", "no_shapes"),
-    ("kineto/b200_eager", "vllm::moe_forward", "no_formula"),
+    ("kineto/b200_eager", "vllm::moe_forward", "moe_no_weights"),
+    ("kineto/b200_eager", "vllm::unified_attention_with_output", "no_step_sums"),
 ])
 def test_each_uncosted_op_says_why(service, run, op, why):
     message = uncosted(service, run)

@@ -83,6 +83,8 @@ SCOPE_RECORD_TYPES = {TOTAL: "total", AVERAGE: "average"}
 def scope_record_type(scope: str) -> str:
     """The program record type of a scope: `Total` -> total, `Average` -> average, a step's
     label -> step (the one mapping from scope names to records)."""
+    if scope.startswith(AVERAGE + " · "):  # one phase's average step (serving traces)
+        return "average"
     return SCOPE_RECORD_TYPES.get(scope, "step")
 
 

@@ -16,6 +16,7 @@ from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
 from tb_roofline.model import facts as timeline_facts
 from tb_roofline.model import peaks
+from tb_roofline.model import serving as serving_model
 from tb_roofline.model import steps as steps_model
 from tb_roofline.table.op_table import (COST_COLUMNS, ROW_BLOCK, OpTable, constant, distinct,
                                         factorize, is_constant)
@@ -38,6 +39,7 @@ class Analysis:
     views: dict = dataclasses.field(default_factory=dict)  # "kernel", "kernel_hw" -> {io: table}
     facts: "timeline_facts.Facts | None" = None  # timeline facts for the guidance rules
     scope: "ScopeSource | None" = None  # what op records of one step need (scoped_op_records)
+    serving: list = dataclasses.field(default_factory=list)  # model/serving.py summary
 
 
 @dataclasses.dataclass
@@ -54,6 +56,7 @@ class ScopeSource:
     num_cores: int
     host_label: str
     cache: dict = dataclasses.field(default_factory=dict)
+    phase_steps: dict = dataclasses.field(default_factory=dict)  # serving phase -> indices
 
     def row_steps(self, view: str) -> np.ndarray:
         """The aligned step of each row of a view's table (-1: outside complete steps),
@@ -91,6 +94,11 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
     n_steps = len(src.step_labels)
     if kind == "total":
         mask, denominator = None, src.span_ps[include_io]
+    elif kind == "average" and scope in src.phase_steps:  # `Average · decode`
+        idx = np.asarray(src.phase_steps[scope], np.int64)
+        n_steps = len(idx)
+        mask = np.isin(row_step, idx)
+        denominator = float(src.step_ps[include_io][idx].sum())
     elif kind == "average":
         mask, denominator = row_step >= 0, float(src.step_ps[include_io].sum())
     else:
@@ -302,6 +310,10 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     # Steps: the aligned step of each row; sums per (step, infeed/outfeed or not) in one pass.
     aligned = steps_model.align(profiles)
     n_steps = len(aligned)
+    single_ids = aligned.ids[0] if n_steps and len(profiles) == 1 else []
+    labels = (serving_model.step_labels(profiles, single_ids) if len(profiles) == 1 else
+              [str(x) for x in range(n_steps)]) if n_steps else []
+    phases = serving_model.phase_steps(profiles, single_ids) if n_steps else {}
     by_step = {}
     if n_steps:
         profile_host = np.array([_index(host_names, p.core_spans[0].host) if p.core_spans else 0
@@ -344,7 +356,8 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
             step_ps = aligned.time_ps - (0.0 if include_io else by_step["total_time_ps"][:, 1])
             step_ps_of[include_io] = step_ps
             blocks.append(_average_block(step_sums, step_ps, n_steps, host_label))
-            label = aligned.ids[0] if single_host else np.arange(n_steps)
+            blocks += serving_model.phase_average_blocks(phases, step_sums, step_ps, host_label)
+            label = labels if single_host else np.arange(n_steps)
             blocks.append(_step_block(step_sums, step_ps, label, host_label))
         program[include_io] = program_records(blocks, profiles, device, num_cores, include_io,
                                               keys["flops_source"])
@@ -367,8 +380,6 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
         diagnostics.append(Diagnostic("info", "hw_counters", hw[0].note))
     else:
         diagnostics.append(no_hw_counters_note("kernel" in kernel_tables))
-    labels = [str(x) for x in (aligned.ids[0] if single_host else range(n_steps))] \
-        if n_steps else []
     tables = dict(kernel_tables, op=table)
     attrs = {"op": "ops", "kernel": "kernels", "kernel_hw": "hw_ops"}
     scope = ScopeSource(
@@ -379,13 +390,15 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
                    for name, t in tables.items()},
         step_labels=labels, step_ps={io: step_ps_of.get(io, np.zeros(0)) for io in (True, False)},
         span_ps={io: spans_ps - (0.0 if io else io_time) for io in (True, False)},
-        num_cores=num_cores, host_label=host_label)
+        num_cores=num_cores, host_label=host_label,
+        phase_steps={serving_model.AVERAGE_PREFIX + k: v for k, v in phases.items()})
     # The aligned steps as (host, step id) pairs, for the guidance facts.
     members = [[(host_names[h], int(aligned.ids[h, i])) for h in range(min(
         len(host_names), aligned.ids.shape[0]))] for i in range(n_steps)]
     return Analysis(device=device, program=program, ops=ops, diagnostics=diagnostics,
                     num_steps=n_steps, has_hw_counters=bool(hw), views=views, scope=scope,
-                    facts=timeline_facts.collect(profiles, table, members))
+                    facts=timeline_facts.collect(profiles, table, members),
+                    serving=serving_model.summary(profiles, device))
 
 
 def _index(values: list, value) -> int:

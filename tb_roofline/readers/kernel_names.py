@@ -60,10 +60,16 @@ def kernel_unit(name: str) -> str:
             if code.startswith(prefix):
                 return matrix if "_mi" in low else vector
         return ""
+    # vLLM's paged attention names its KV cache's storage type (`Fp8KVCacheDataType)0` is
+    # "as the model", 1/2 fp8 storage): not the type its math runs in.
+    low = _KV_CACHE_TYPE.sub("", low)
     for pattern, unit in _UNIT_RULES:
         if pattern.search(low):
             return unit
     return ""
+
+
+_KV_CACHE_TYPE = re.compile(r"\(?[a-z_:]*fp8kvcachedatatype\)?\d*")
 
 
 @functools.lru_cache(maxsize=65536)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-from tb_roofline.readers import collectives, torch_flops, torch_pool, torch_sparse_ops
+from tb_roofline.readers import (collectives, serving_ops, torch_flops, torch_pool,
+                                 torch_sparse_ops)
 from tb_roofline.readers.torch_flops import SIZES as SIZE_OF, Args, OpCost, Tensor
 
 # c10 ScalarType names as `record_param_comms` writes them (`dtype`) → (precision, bytes).
@@ -34,13 +35,17 @@ def op_cost(name: str, args: dict) -> OpCost | None:
             cost = more_aten_cost(name[len("aten::"):], Args(dims, types, concrete))
         return cost
     if name.startswith(("_C::", "vllm::unified_kv")):
-        return vllm_cost(name, Args(dims, types, concrete))
+        cost = vllm_cost(name, Args(dims, types, concrete))
+        if cost is not None:
+            return cost
     if name.startswith("triton_"):
         return triton_cost(args, Args(dims, types, concrete))
     if name.startswith("flash_attn::"):
         return flash_attn_cost(name[len("flash_attn::"):], Args(dims, types, concrete))
     if "fused_experts" in name or "fused_moe" in name:  # vllm::, sglang:: MoE layers
         return torch_sparse_ops.fused_experts_cost(Args(dims, types, concrete))
+    if dims is not None and not torch_flops.COMMUNICATION.search(name):
+        return serving_ops.op_cost(name, Args(dims, types, concrete))
     if name == "record_param_comms" or not torch_flops.COMMUNICATION.search(name):
         return None
     return collective_cost(name, Args(dims, types, concrete))

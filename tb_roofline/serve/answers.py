@@ -11,6 +11,8 @@ One rule each:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tb_roofline import errors
@@ -118,7 +120,19 @@ def program_answer(a, run, host, include_infeed_outfeed=True) -> dict:
     table = a.program[include_infeed_outfeed]
     return {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
             "rows": table.rows(), "num_steps": a.num_steps,
-            "has_hw_counters": a.has_hw_counters, "views": views_of(a)}
+            "has_hw_counters": a.has_hw_counters, "views": views_of(a),
+            "serving_steps": _json_safe(getattr(a, "serving", None) or [])}
+
+
+def _json_safe(value):
+    """Lists, dicts and numbers for JSON: tuples as lists, NaN and infinities as None."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def ops_answer(a, run, host, include_infeed_outfeed=True, categories=(), bound_by=(), name="",

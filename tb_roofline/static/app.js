@@ -390,6 +390,7 @@ class App {
       data.programColumns = got.program.columns;
       data.numSteps = got.program.num_steps;
       data.hasHw = got.program.has_hw_counters;
+      data.servingSteps = got.program.serving_steps || [];
     } else if (errors.program) data.program = null;
     if (got.ops) {
       data.ops = tableToObjects(got.ops);

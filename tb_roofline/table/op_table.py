@@ -444,3 +444,6 @@ class ProfileData:
     op_shapes: "dict | None" = None  # OpLabel -> [ShapeUse]
     # The kernels each op launched (PyTorch traces): OpLabel -> [table.timeline.KernelUse].
     op_kernels: "dict | None" = None
+    # Serving engines' steps (readers/kineto/serving.py): per step its phase, batch, tokens,
+    # per-phase sums of query and key lengths, time and tokens/s.
+    serving_steps: "list | None" = None

@@ -33,8 +33,14 @@ def test_demo_runs_and_per_host_points(page, tb_testdata):
 def test_gpu_trace_precisions_and_kernel_view(page, tb_testdata):
     runs = runs_of(tb_testdata)
     candidates = [r for r, info in runs.items() if info["format"] == "kineto"]
+
+    def costed(r):  # a graph capture trace runs (almost) nothing: no op under a roof
+        _, ops = tb_testdata.api("ops", run=r)
+        peak = ops["columns"].index("peak_flop_rate")
+        return any(row[peak] for row in ops["rows"])
     run = next((r for r in candidates
-                if len(tb_testdata.api("device", run=r)[1]["device"]["compute"]) > 1), None)
+                if len(tb_testdata.api("device", run=r)[1]["device"]["compute"]) > 1
+                and costed(r)), None)
     assert run is not None, "testdata/kineto holds GPU traces with per-precision peaks"
     open_frame(page, tb_testdata, run=run)
     device = tb_testdata.api("device", run=run)[1]["device"]
@@ -91,3 +97,38 @@ def test_profiles_without_peaks_or_ops(page, tb_testdata):
     else:
         assert point_count(page, "ops") == ops["total_count"]
     shot(page, "testdata_no_peaks")
+
+
+def test_serving_steps_beside_the_program_chart(page, tb_testdata):
+    """The SGLang decode trace: its step record labelled by phase on the chart (the Vega
+    view's own points) and in the table, and the serving panel showing the model's numbers."""
+    run = "kineto/sglang_qwen3_8b_decode"
+    _, program = tb_testdata.api("program", run=run)
+    steps = program["serving_steps"]
+    assert [s["label"] for s in steps] == ["0 · decode bs 32"]
+    open_frame(page, tb_testdata, run=run)
+    series = page.evaluate("""() => {
+      const view = window.__roofline.programChart.view;
+      const out = [];
+      const walk = (node) => {
+        if (node.marktype === 'symbol') for (const item of node.items || []) {
+          if (item.datum && item.datum.series !== undefined) out.push(item.datum.series);
+        }
+        for (const child of node.items || []) if (child.items) walk(child);
+      };
+      walk(view.scenegraph().root);
+      return out;
+    }""")
+    assert "Step 0 · decode bs 32" in series and "Average · decode" in series
+    panel = page.locator("#serving-steps")
+    panel.scroll_into_view_if_needed()
+    wait_js(page, "document.querySelector('#serving-steps tbody tr[data-step]') !== null")
+    cells = page.eval_on_selector_all(
+        "#serving-steps tbody tr[data-step] td", "tds => tds.map(td => td.textContent)")
+    assert cells[0] == "0 · decode bs 32" and cells[1] == "decode" and cells[2] == "32"
+    ridge = steps[0]["ridge_batch"]
+    assert cells[-1] == f"{ridge:.3g}"
+    codes = page.eval_on_selector_all("#serving-steps li[data-code]",
+                                      "ls => ls.map(l => l.dataset.code)")
+    assert codes == [f["code"] for f in steps[0]["findings"]]
+    shot(page, "testdata_serving_steps")

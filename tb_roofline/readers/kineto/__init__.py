@@ -25,7 +25,8 @@ from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.table.op_table import OpTableBuilder, ProfileData
 from tb_roofline.readers.common import innermost_enclosing, op_nesting
-from tb_roofline.readers.kineto import attribution, comms, counters, device, tables
+from tb_roofline.readers.kineto import (attribution, capture, comms, counters, device,
+                                        serving, tables)
 from tb_roofline.readers.kineto import timeline as kineto_timeline
 from tb_roofline.readers.kineto.counters import (HW_NOTE, HW_PRECISIONS, HW_PREFIX,  # noqa: F401
                                                  HwCounters, hw_flops_from_metrics)
@@ -49,7 +50,10 @@ __all__ = ["read_kineto_file", "read_kineto", "load_kineto", "to_columns", "Coll
 
 def read_kineto(col: Collector, host: str) -> ProfileData:
     """The profile of one collected trace: the stages in order."""
-    diagnostics: list[Diagnostic] = []
+    diagnostics: list[Diagnostic] = list(col.notes)
+    serving_steps = serving.steps_of(col)
+    serving.assign_steps(col, serving_steps)
+    diagnostics += serving.cost_attention(col, serving_steps)
     c = to_columns(col)
     order, parent = attribution.op_tree(c)
     ranks = comms.apply_facts(c, col, order, parent)  # before row ops: it adds costs
@@ -102,7 +106,8 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
         rank=_int(dist.get("rank"), None) if isinstance(dist, dict) else None,
         world_size=_int(dist.get("world_size"), None) if isinstance(dist, dict) else None,
         device_properties=props, timeline=timeline, op_shapes=shapes,
-        op_kernels=op_kernels)
+        op_kernels=op_kernels,
+        serving_steps=serving.step_records(serving_steps, steps, c.base_ns) or None)
 
 
 def _op_tree(thread, ts, dur):
@@ -130,6 +135,8 @@ def read_kineto_file(path: str, host: str, max_bytes: int | None = None,
     if progress:
         progress(0, 1)
     col = load_kineto(path, max_bytes=max_bytes, progress=progress)
+    capture.attach(col, path, lambda f: load_kineto(f, max_bytes=max_bytes,
+                                                    collector=capture.CaptureCollector))
     negative = sum(int(np.count_nonzero(np.asarray(a) < 0))
                    for a in (col.op_dur, col.gpu_dur, col.rt_dur) if len(a))
     negative += sum(1 for s in col.steps if s[2] < 0)

@@ -9,7 +9,7 @@ import numpy as np
 from tb_roofline.devices.gpu_peaks import kineto_device_peaks
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.readers import torch_flops
+from tb_roofline.readers import serving_ops, torch_flops
 from tb_roofline.readers.kineto.events import MAX_NAME_CHARS, _int
 
 
@@ -94,6 +94,11 @@ WHY_NO_COST = {
     "no_shapes": "an op with a formula whose calls recorded no shapes (profile with "
                  "record_shapes=True)",
     "no_formula": "no formula for this op, or its shapes were not recorded",
+    "moe_no_weights": "a fused MoE layer that recorded no expert weights and no top-k (only "
+                      "its hidden states and router logits): its work cannot follow",
+    "no_step_sums": "paged/varlen attention: its work is Σ Sq·Sk over the step's sequences, "
+                    "values no shape holds; the engine's step annotation (SGLang "
+                    "roofline_annotations) gives them",
 }
 _FORMULA_FAMILIES = frozenset({"matmul", "convolution", "attention", "normalization",
                                "elementwise", "reduction", "copy", "embedding"})
@@ -110,6 +115,10 @@ def why_no_cost(name: str, source: str) -> str:
         return "kernel"
     if name.startswith("aten::") and torch_flops.category_of(name) in _FORMULA_FAMILIES:
         return "no_shapes"
+    if serving_ops.is_serving_attention(name):
+        return "no_step_sums"
+    if "moe" in name.lower() or "fused_experts" in name:
+        return "moe_no_weights"
     return "no_formula"
 
 

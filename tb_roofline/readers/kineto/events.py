@@ -24,7 +24,7 @@ import numpy as np
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.fingerprint import grid_fingerprint, shapes_fingerprint
 from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS, SYNC_CALLS
-from tb_roofline.readers import torch_custom_ops, torch_flops
+from tb_roofline.readers import serving_ops, serving_steps, torch_custom_ops, torch_flops
 from tb_roofline.readers.common import kernel_unit_labels
 from tb_roofline.readers.shape_facts import torch_shape
 
@@ -87,6 +87,12 @@ class Collector:
         self.comm_facts: list = []
         self.kernel_comm: dict = {}  # gpu event index -> the collective fact its args give
         self.cost_negative: list[bool] = []  # per cost id: its Input Dims had a negative dim
+        # serving engines: step annotations (thread, ts ns, dur ns, serving_steps.StepFacts)
+        # and the arguments of attention calls costed per step (cost id -> (name, args))
+        self.serving: list = []
+        self.notes: list = []  # Diagnostics found before the columns (graph capture)
+        self.graph_launches: list = []  # (correlation, thread, ts ns, dur ns)
+        self.attention_calls: dict = {}
         self.n_events = 0
         self.bad_events = 0
         self.long_names = 0  # names cut to MAX_NAME_CHARS
@@ -153,6 +159,8 @@ class Collector:
             self.cost_shapes.append(None if negative else torch_shape(name, dims))
             self.cost_fingerprints.append(shapes_fingerprint(dims))
             self.cost_negative.append(negative)
+            if not negative and cost.source == "none" and serving_ops.is_serving_attention(name):
+                self.attention_calls[idx] = (name, args)
         return idx
 
     def on_events(self, batch):
@@ -183,6 +191,12 @@ class Collector:
                             raise _BadEvent
                         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
                         self.steps.append((step, ts, dur))
+                    elif name.startswith(("step[", "execute_")):
+                        facts = serving_steps.parse(name)
+                        if facts is not None:
+                            ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+                            thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+                            self.serving.append((thread, ts, dur, facts))
                     elif torch_flops.COMMUNICATION.search(name) or name.startswith("gloo:"):
                         # A collective's run on its backend's thread (CPU timeline only).
                         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
@@ -209,6 +223,10 @@ class Collector:
         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
         ext = _int(args.get("External id"), -1)
         thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+        self.add_op(thread, ts, dur, name, args, ext)
+
+    def add_op(self, thread: int, ts: int, dur: int, name: str, args: dict, ext: int):
+        """One op call (times in ns): its name and cost interned, its columns appended."""
         name = self.bounded(name)
         name_i = self.name_id(name)
         cost = self.cost_id(name, args)
@@ -240,6 +258,8 @@ class Collector:
         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
         ext = _int(args.get("External id"), -1)
         thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+        if "GraphLaunch" in name:  # its kernels replay a captured graph (kineto/capture.py)
+            self.graph_launches.append((corr, thread, ts, dur))
         self.rt_corr.append(corr)
         self.rt_ext.append(ext)
         self.rt_thread.append(thread)

@@ -207,10 +207,11 @@ class _JsonStream:
 
 
 
-def load_kineto(path: str, max_bytes: int | None = None, progress=None) -> Collector:
+def load_kineto(path: str, max_bytes: int | None = None, progress=None,
+                collector=Collector) -> Collector:
     base = os.path.basename(path)
     before, young = check_profile_file(path, max_bytes)
-    col = Collector()
+    col = collector()
     total = before.st_size
 
     max_events = int(settings.number(settings.MAX_EVENTS))

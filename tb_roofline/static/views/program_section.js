@@ -6,6 +6,7 @@ import {Chart, SERIES_SHAPES, placePoints, programSpec, roofGeometry, seriesColo
 import {PROGRAM_COLUMNS, visibleColumns, withDeviceMemories} from '../columns.js';
 import {exportButtons, h, setChildren} from './dom.js';
 import {roofLegend} from './roof_legend.js';
+import {servingPanel} from './serving_panel.js';
 import {errorBox} from './states.js';
 import {DataTable} from './table.js';
 
@@ -43,6 +44,7 @@ export class ProgramSection {
     this.recordsLegendEl = h('div', {class: 'records-legend', id: 'program-legend'});
     this.hwNoteEl = h('p', {class: 'hint', id: 'no-hw-record', hidden: true});
     this.extraEl = h('div', {class: 'program-extra'});  // the throughput line (guidance)
+    this.servingEl = h('div', {class: 'program-serving'});  // serving steps (SGLang, vLLM)
     this.el = h('section', {id: 'program-section'},
         h('div', {class: 'section-head'}, h('h2', {}, 'Program-level roofline'),
             exportButtons('program', [
@@ -50,7 +52,7 @@ export class ProgramSection {
               ['JSON', () => ctx.exportTable('program', 'json', this.table)],
               ['PNG', () => ctx.exportChart(this.chart, 'program', 'png')],
               ['SVG', () => ctx.exportChart(this.chart, 'program', 'svg')]])),
-        this.errorEl, this.extraEl, this.chartEl, this.recordsLegendEl, this.legendEl,
+        this.errorEl, this.extraEl, this.servingEl, this.chartEl, this.recordsLegendEl, this.legendEl,
         this.hwNoteEl,
         h('details', {class: 'program-table-details', open: true},
             h('summary', {}, 'Program records'), this.tableEl));
@@ -95,6 +97,7 @@ export class ProgramSection {
         rows, d.programColumns, d.device && d.device.kind));
     this.table.setRows(rows);
     setChildren(this.legendEl, roofLegend(g, d.device));
+    setChildren(this.servingEl, servingPanel(d.servingSteps));
     setChildren(this.recordsLegendEl, recordsLegend(rows));
     // Why there is no "Total (HW)" record (GPU traces): no hardware counters in the trace.
     const gpu = d.device && d.device.kind === 'gpu';

@@ -1,0 +1,229 @@
+"""Graph-captured serving: kernels replayed from a CUDA/HIP graph, attributed to the ops that
+launched them when the graph was captured (docs/pytorch_traces.md, "Graph capture").
+
+A replayed graph's kernels all carry the correlation id of one `cudaGraphLaunch` /
+`hipGraphLaunch`: the execution trace has their times but no op, no shapes. SGLang and vLLM can
+write a second trace while they capture their graphs (SGLang: `capture/<bs>_rank<r>…`, vLLM:
+`capture_traces/graph_capture_rank_…`), where each launch between `StreamBeginCapture` and
+`StreamEndCapture` names its kernel and its op (with `Input Dims`). A graph launch is matched
+to the capture window whose launched kernels are the same multiset of names; the k-th replay
+of a kernel name is the k-th launch of that name at capture (so kernels of several streams may
+interleave). The capture window's ops are then added to the execution trace inside the graph
+launch's span (their times scaled into it, nesting kept) on a thread of their own, with one
+launch per replayed kernel, and the reader attributes them as any other kernel.
+"""
+from __future__ import annotations
+
+import bisect
+import collections
+import os
+import re
+
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.errors import ProfileFormatError
+from tb_roofline.hlo.fingerprint import grid_fingerprint
+from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS
+from tb_roofline.readers.kineto.events import Collector, _args, _dur, _int, _ts
+
+CAPTURE_DIRS = ("capture", "capture_traces")
+_BEGIN, _END = frozenset(GRAPH_CAPTURE_CALLS[0]), frozenset(GRAPH_CAPTURE_CALLS[1])
+
+
+class CaptureCollector(Collector):
+    """A collector that also keeps what a capture trace needs: each op event, each kernel
+    launch with its kernel name, and the capture windows."""
+
+    def __init__(self):
+        super().__init__()
+        self.raw_ops: list = []    # (thread, ts ns, dur ns, name, args, ext)
+        # (ts ns, dur ns, thread, kernel name, External id, launch grid fingerprint)
+        self.launches: list = []
+        self.windows: list = []    # (thread, begin ns, end ns)
+        self._begin: dict = {}
+
+    def add_op(self, thread, ts, dur, name, args, ext):
+        super().add_op(thread, ts, dur, name, args, ext)
+        self.raw_ops.append((thread, ts, dur, name, args, ext))
+
+    def _runtime(self, ev):
+        super()._runtime(ev)
+        name, args = ev.get("name", ""), _args(ev)
+        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+        thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+        if name in _BEGIN:
+            self._begin[thread] = ts
+        elif name in _END and thread in self._begin:
+            self.windows.append((thread, self._begin.pop(thread), ts + dur))
+        elif "Launch" in name and type(args.get("kernel")) is str:
+            self.launches.append((ts, dur, thread, self.bounded(args["kernel"]),
+                                  _int(args.get("External id"), -1),
+                                  grid_fingerprint(args.get("grid"))))
+
+
+def capture_files(path: str, rank: int | None = None) -> list[str]:
+    """The capture traces beside an execution trace (a `capture/` or `capture_traces/` folder
+    in its directory); of several ranks' (`…rank_0…`, `…rank0…`), this rank's."""
+    here = os.path.dirname(os.path.abspath(path))
+    out = []
+    for sub in CAPTURE_DIRS:
+        d = os.path.join(here, sub)
+        if os.path.isdir(d):
+            out += sorted(os.path.join(d, f) for f in os.listdir(d)
+                          if f.endswith((".json", ".json.gz")) and
+                          f != "execution_details.json")
+    if rank is not None:
+        mine = [f for f in out if re.search(rf"rank_?{rank}(?!\d)", os.path.basename(f))]
+        if mine:
+            return mine
+    return out
+
+
+def _windows(cap: CaptureCollector) -> list[tuple]:
+    """Per capture window: (begin, end, its launches in time order, its ops) — by bisection
+    in per-thread time order (a vLLM capture trace holds a window per graph piece and batch
+    size)."""
+    launches, ops = collections.defaultdict(list), collections.defaultdict(list)
+    for x in sorted(cap.launches):
+        launches[x[2]].append(x)
+    for o in sorted(cap.raw_ops, key=lambda o: (o[0], o[1])):
+        ops[o[0]].append(o)
+    l_ts = {t: [x[0] for x in v] for t, v in launches.items()}
+    o_ts = {t: [o[1] for o in v] for t, v in ops.items()}
+    out = []
+    for thread, begin, end in cap.windows:
+        lt, ot = l_ts.get(thread, []), o_ts.get(thread, [])
+        mine = launches[thread][bisect.bisect_left(lt, begin):bisect.bisect_right(lt, end)]
+        if mine:
+            out.append((begin, end, mine,
+                        ops[thread][bisect.bisect_left(ot, begin):bisect.bisect_right(ot, end)]))
+    return out
+
+
+def _names_key(names) -> tuple:
+    return tuple(sorted(collections.Counter(names).items()))
+
+
+def _choose(candidates: list, grids: list):
+    """The capture window for one graph launch among those launching the same kernel names:
+    any when their ops have the same shapes (pieces of one graph), else the one whose launch
+    grids agree with the replayed kernels' (where the trace records them); None when that
+    does not decide (windows of several batch sizes launching the same kernels)."""
+    if not candidates:
+        return None
+    if _same_shapes(candidates):
+        return candidates[0]
+    wanted = collections.Counter(g for g in grids if g)
+    if not wanted:
+        return None
+    agree = [w for w in candidates if collections.Counter(
+        x[5] for x in w[2] if x[5]) & wanted == wanted]
+    return agree[0] if agree and _same_shapes(agree) else None
+
+
+def _same_shapes(windows: list) -> bool:
+    """Whether the windows' ops are the same calls (names and shapes, in order)."""
+    return len({tuple((o[3], repr(o[4].get("Input Dims"))) for o in w[3])
+                for w in windows}) == 1
+
+
+def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
+    """Attribute the replayed kernels of `col` to the ops of matching capture windows
+    (`captures`: CaptureCollectors). Returns (kernels attributed, kernels replayed)."""
+    windows = collections.defaultdict(list)  # the multiset of kernel names -> windows
+    for cap in captures:
+        for w in _windows(cap):
+            windows[_names_key(x[3] for x in w[2])].append(w)
+    by_corr = collections.defaultdict(list)
+    launch_corrs = {corr for corr, *_ in col.graph_launches}
+    for i, corr in enumerate(col.gpu_corr):
+        if corr in launch_corrs:
+            by_corr[corr].append(i)
+    grid_names = {v: k for k, v in col.grids.items()}
+    chosen: dict = {}
+    next_corr = max(list(col.rt_corr) + list(col.gpu_corr) + [0]) + 1
+    next_ext = max(list(col.op_ext) + list(col.rt_ext) + [0]) + 1
+    attributed = replayed = 0
+    for g, (corr, thread, ts, dur) in enumerate(col.graph_launches):
+        kernels = sorted(by_corr.get(corr, []), key=lambda i: col.gpu_ts[i])
+        replayed += len(kernels)
+        if not kernels:
+            continue
+        names = [names_of[col.gpu_name[i]] for i in kernels]
+        key = _names_key(names)
+        grids = tuple(grid_names.get(col.gpu_grid[i], "") for i in kernels)
+        if (key, grids) not in chosen:  # a step's graph replays alike: decide once
+            chosen[(key, grids)] = _choose(windows.get(key, []), grids)
+        w = chosen[(key, grids)]
+        if w is None:
+            continue
+        begin, end, launches, ops = w
+        span = max(end - begin, 1)
+
+        def at(t, ts=ts, dur=dur, begin=begin, span=span):
+            return ts + (t - begin) * dur // span
+
+        new_thread = col.thread_id(("graph capture", g), 0)
+        ext_map = {}
+        for _, ots, odur, name, args, ext in ops:
+            ext_map[ext] = next_ext
+            col.add_op(new_thread, at(ots), max(at(ots + odur) - at(ots), 0), name, args,
+                       next_ext)
+            next_ext += 1
+        queue = collections.defaultdict(collections.deque)
+        for x in launches:
+            queue[x[3]].append(x)
+        for i, name in zip(kernels, names):
+            lts, ldur, _, _, lext, _ = queue[name].popleft()
+            col.gpu_corr[i] = next_corr
+            col.rt_corr.append(next_corr)
+            col.rt_ext.append(ext_map.get(lext, -1))
+            col.rt_thread.append(new_thread)
+            col.rt_ts.append(at(lts))
+            col.rt_dur.append(max(at(lts + ldur) - at(lts), 0))
+            col.rt_launch.append(True)
+            next_corr += 1
+            attributed += 1
+    return attributed, replayed
+
+
+def attach(col: Collector, path: str, load) -> None:
+    """Read the capture traces beside `path` (`load(path)` → CaptureCollector) into `col`, and
+    say in `col.notes` what was matched or why nothing could be."""
+    if not col.graph_launches:
+        if any(n in _BEGIN for n, *_ in col.host_calls):
+            col.notes.append(Diagnostic(
+                "info", "graph_capture_trace",
+                "this trace records CUDA/HIP graph capture: its launches record graphs, the "
+                "device barely runs, so its time is not the workload's. The execution trace "
+                "(the one with the graph launches) is needed for the serving roofline; this "
+                "one gives it the ops and shapes of the replayed kernels"))
+        return
+    names_of = {i: n for n, i in col.names.items()}
+    dist = col.meta.get("distributedInfo")
+    files = capture_files(path, _int(dist.get("rank"), None) if isinstance(dist, dict) else None)
+    captures, unreadable = [], []
+    for f in files:
+        try:
+            captures.append(load(f))
+        except (ProfileFormatError, OSError) as exc:
+            unreadable.append(f"{os.path.basename(f)} ({exc})")
+    done, replayed = merge(col, captures, names_of) if captures else (0, 0)
+    if not replayed:
+        replayed = sum(1 for c in col.gpu_corr if c in {g[0] for g in col.graph_launches})
+    if done == replayed:
+        col.notes.append(Diagnostic(
+            "info", "graph_capture",
+            f"{done} kernels replayed from {len(col.graph_launches)} graph launches were "
+            f"attributed to the ops recorded when the graphs were captured "
+            f"({', '.join(os.path.basename(f) for f in files)})"))
+        return
+    why = ("no capture trace beside this one (a capture/ or capture_traces/ folder)"
+           if not files else "no capture window launched the same kernels (or several did, "
+           "with other shapes, and the launch grids do not say which)" +
+           (f"; unreadable: {', '.join(unreadable)}" if unreadable else ""))
+    col.notes.append(Diagnostic(
+        "warning", "graph_replay_without_capture",
+        f"{replayed - done} of {replayed} kernels replay CUDA/HIP graphs whose ops were "
+        f"recorded only when the graphs were captured: {why}. They are rows named after the "
+        "kernel, without FLOPs. Profile the capture too (SGLang and vLLM write a capture "
+        "trace per batch size) and put it in a capture/ folder beside this trace"))

@@ -1,0 +1,136 @@
+"""Serving steps in a Kineto trace: the engines' step annotations (readers/serving_steps.py)
+become steps with facts, and each attention call is costed from the sums of the step it ran in
+(readers/serving_ops.py). Runs on the collector, before the columns are made, so the new costs
+go through the reader like any other.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.readers import serving_ops, serving_steps, torch_flops
+from tb_roofline.readers.torch_args import Args
+
+
+@dataclasses.dataclass
+class ServingStep:
+    """One forward step of a serving engine: its CPU span (ns, the trace's own clock) and what
+    its annotation says; `step` is the step id its ops and kernels are counted under."""
+    ts: int
+    end: int
+    facts: serving_steps.StepFacts
+    step: int = -1
+
+
+def steps_of(col) -> list[ServingStep]:
+    """The serving steps of a trace, in time order: an `execute_…` annotation merged with the
+    `step[MODE …]` span it overlaps most (SGLang writes both around one forward)."""
+    execs = sorted((ts, ts + dur, f) for _, ts, dur, f in col.serving if not f.mode)
+    modes = sorted((ts, ts + dur, f) for _, ts, dur, f in col.serving if f.mode)
+    used, out = set(), []
+    for ts, end, f in execs:
+        best, best_overlap = -1, 0
+        for j, (mts, mend, _) in enumerate(modes):
+            overlap = min(end, mend) - max(ts, mts)
+            if j not in used and overlap > best_overlap:
+                best, best_overlap = j, overlap
+        if best >= 0:
+            used.add(best)
+            f = serving_steps.merge(f, modes[best][2])
+        out.append(ServingStep(ts, end, f))
+    out += [ServingStep(ts, end, f) for j, (ts, end, f) in enumerate(modes) if j not in used]
+    out.sort(key=lambda s: s.ts)
+    return out
+
+
+def assign_steps(col, steps: list[ServingStep]) -> None:
+    """Each serving step's step id: the ProfilerStep it starts in; without ProfilerStep
+    markers the serving steps are the trace's steps (numbered in time order)."""
+    if not col.steps:
+        for i, s in enumerate(steps):
+            s.step = i
+            col.steps.append((i, s.ts, max(s.end - s.ts, 0)))
+        return
+    for s in steps:
+        for sid, ts, dur in col.steps:
+            if ts <= s.ts <= ts + dur:
+                s.step = sid
+                break
+
+
+def _step_at(steps: list[ServingStep], starts: list, t: int) -> int:
+    """The index of the serving step (in time order, `starts` their starts) whose span holds
+    time t, or -1: the latest one starting at or before t, when it has not ended."""
+    i = bisect.bisect_right(starts, t) - 1
+    return i if i >= 0 and t <= steps[i].end else -1
+
+
+def _add_cost(col, key, cost, base: int) -> int:
+    """A new cost id for a call re-costed from cost id `base` (its shapes kept)."""
+    idx = col._cost_index.get(key)
+    if idx is None:
+        cost = cost._replace(precision=torch_flops.precision_label(cost.precision))
+        idx = col._cost_index[key] = len(col.costs)
+        col.costs.append(cost)
+        col.cost_shapes.append(col.cost_shapes[base])
+        col.cost_fingerprints.append(col.cost_fingerprints[base])
+        col.cost_negative.append(False)
+    return idx
+
+
+def cost_attention(col, steps: list[ServingStep]) -> list[Diagnostic]:
+    """Attention calls costed from the step they ran in; calls outside an annotated step get
+    no cost, and a diagnostic gives the bound their shapes allow, with its formula."""
+    if not col.attention_calls:
+        return []
+    bounds: dict = {}
+    starts = [s.ts for s in steps]
+    for i, cid in enumerate(col.op_cost):
+        call = col.attention_calls.get(cid)
+        if call is None:
+            continue
+        name, args = call
+        a = Args(args.get("Input Dims"), args.get("Input type"), args.get("Concrete Inputs"))
+        k = _step_at(steps, starts, col.op_ts[i])
+        cost = serving_ops.attention_cost(a, steps[k].facts) if k >= 0 else None
+        if cost is not None:
+            col.op_cost[i] = _add_cost(col, ("serving", cid, k), cost, cid)
+            continue
+        bound = serving_ops.attention_bound(a)
+        entry = bounds.setdefault(name, [0, bound])
+        entry[0] += 1
+    out = []
+    for name, (calls, bound) in sorted(bounds.items()):
+        why = ("no serving step annotation with Σ Sq·Sk around it" if not steps else
+               "its step's annotation does not give Σ Sq·Sk for the phases it ran")
+        text = (f"{name}: {calls} calls without a FLOP count ({why}); at most "
+                f"{bound[0]:.4g} FLOPs a call, {bound[1]} (a bound, not a measurement)"
+                if bound else f"{name}: {calls} calls without a FLOP count ({why}); "
+                "no max_seqlen recorded, so not even a bound")
+        out.append(Diagnostic("info", "attention_bound", text))
+    return out
+
+
+def step_records(steps: list[ServingStep], spans, base_ns: int) -> list[dict]:
+    """The facts of each serving step for the model: id, label, phase, batch, tokens, the
+    per-phase sums, its time (the step span of its device, else its CPU span) and tokens/s."""
+    span_of = {}
+    for sp in spans:
+        span_of.setdefault(sp.step, sp.duration_ps)
+    out = []
+    for s in steps:
+        f = s.facts
+        ps = span_of.get(s.step, (s.end - s.ts) * 1000)
+        seconds = ps * 1e-12
+        out.append({
+            "step": s.step, "label": serving_steps.label(s.step, f), "engine": f.engine,
+            "phase": f.phase, "mode": f.mode, "batch": f.batch, "tokens": f.tokens,
+            "context": f.context.as_dict() if f.context else None,
+            "generation": f.generation.as_dict() if f.generation else None,
+            "start_ps": (s.ts - base_ns) * 1000, "time_ps": ps,
+            "tokens_per_s": f.tokens / seconds if f.tokens is not None and seconds > 0 else None,
+            "annotation": f.name,
+        })
+    return out
+
