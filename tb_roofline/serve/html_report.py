@@ -1,0 +1,2 @@
+def add_html_subparser(sub):
+    pass
