@@ -248,7 +248,8 @@ def _banner(what: str, answers: Answers) -> str:
     parts = [f"<b>tb-roofline report</b>: {html.escape(what)}. Written {when} by tb-roofline "
              f"{__version__}; offline, all data in this file."]
     for run, (kept, of) in sorted(answers.capped.items()):
-        parts.append(f'<span class="capped" data-capped="{kept}/{of}">{html.escape(run)}: '
+        parts.append(f'<span class="capped" data-run="{html.escape(run)}" '
+                     f'data-capped="{kept}/{of}">{html.escape(run)}: '
                      f"the op tables hold the top {kept:,} of {of:,} ops by self time "
                      "(tb-roofline export has them all).</span>")
     return " ".join(parts)

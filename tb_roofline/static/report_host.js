@@ -35,6 +35,11 @@
     return new Response(body, {status, headers: {'Content-Type': 'application/json'}});
   };
 
+  // The view the report was written for (run, host, compare), unless a link says otherwise.
+  if (!window.location.hash && data.hash) {
+    window.history.replaceState(window.history.state, '', `#${data.hash}`);
+  }
+
   const urls = {};
   for (const path of bundle.order) {
     const [type, text] = bundle.files[path];
