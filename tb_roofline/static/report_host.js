@@ -36,8 +36,12 @@
   };
 
   // The view the report was written for (run, host, compare), unless a link says otherwise.
+  // (An absolute URL: in a notebook's srcdoc frame a bare `#...` would resolve against the
+  // notebook's URL.)
   if (!window.location.hash && data.hash) {
-    window.history.replaceState(window.history.state, '', `#${data.hash}`);
+    const url = new URL(window.location.href);
+    url.hash = data.hash;
+    window.history.replaceState(window.history.state, '', url.toString());
   }
 
   const urls = {};
