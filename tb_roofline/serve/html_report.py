@@ -151,7 +151,9 @@ class Answers:
         kept = kept[: self.max_ops]
         order = {id(r): i for i, r in enumerate(rows)}
         kept.sort(key=lambda r: order[id(r)])  # the API's own order
-        self.capped[doc.get("run")] = (len(kept), len(rows))
+        run = doc.get("run")
+        if len(rows) > self.capped.get(run, (0, 0))[1]:  # the banner: the largest table's
+            self.capped[run] = (len(kept), len(rows))
         return {**doc, "rows": kept, "total_count": len(kept), "unfiltered_count": len(kept),
                 "capped_from": len(rows)}
 

@@ -19,8 +19,9 @@ from werkzeug import wrappers
 from tb_roofline.serve.routes import NOSNIFF, STATIC_DIR, RooflineRoutes
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-# The MCP SDK's defaults for a server on localhost (mcp/server/transport_security.py).
-LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+# The MCP SDK's defaults for a server on localhost (mcp/server/transport_security.py), plus
+# the names without a port (what a browser sends for port 80).
+LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]")
 LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
 PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
             "img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; "
@@ -52,7 +53,7 @@ class HeaderGuard:
         self.any_host = _is_wildcard(bind_host)
         hosts = list(LOOPBACK_HOSTS)
         if bind_host not in LOOPBACK and not self.any_host:
-            hosts.append(f"{_bracketed(bind_host)}:*")
+            hosts += [f"{_bracketed(bind_host)}:*", _bracketed(bind_host)]
         self.hosts = hosts
         self.origins = list(LOOPBACK_ORIGINS)
 

@@ -164,3 +164,34 @@ def test_diff_writes_an_html_comparison(page, tmp_path):
     assert page.evaluate(f"{SECTION}.dataset.status") == "ready"
     assert page.is_visible("#compare-section")
     assert others == []
+
+
+def test_notebook_repr_renders_the_charts_in_a_frame(page, tmp_path):
+    """What Jupyter / VS Code show for an Analysis: the report in a sandboxed srcdoc frame of
+    the output cell, working without a server or network."""
+    import tb_roofline
+    a = tb_roofline.load(DEMO)
+    path = tmp_path / "cell.html"
+    path.write_text('<!doctype html><html><head><meta charset="utf-8"></head><body>'
+                    f'<div class="output">{a._repr_html_()}</div></body></html>',
+                    encoding="utf-8")
+    others = []
+
+    def handle(route):
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            others.append(route.request.url)
+            route.abort()
+
+    page.context.route("**/*", handle)
+    page.context.set_offline(True)
+    page.goto(f"file://{path}")
+    frame = page.wait_for_selector("iframe.tb-roofline-report").content_frame()
+    wait_js(frame, READY, timeout=120)
+    assert frame.evaluate("document.querySelector('#roofline-app').dataset.status") == "ready"
+    assert frame.evaluate("window.__roofline.opChart.pointCount('ops')") == len(a.ops()) > 0
+    assert frame.evaluate("window.__roofline.programChart.pointCount('records')") == \
+        len(a.program())
+    shot(page, "html_report_notebook_cell")
+    assert others == []
