@@ -80,3 +80,27 @@ def test_host_and_origin_checks(bind, host, origin, status):
     from werkzeug.wrappers import Request
     refused = HeaderGuard(bind).refusal(Request(env))
     assert (refused[0] if refused else None) == status, refused
+
+
+def test_serve_command_errors_are_one_line(tmp_path):
+    import contextlib
+    import io
+    import socket
+
+    from tb_roofline.serve import cli
+
+    def run(*args):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = cli.main(["serve", *args], out=io.StringIO())
+        return code, err.getvalue()
+
+    code, err = run(str(tmp_path / "missing"))
+    assert code == 2 and "is not a directory" in err
+    code, err = run(DEMO, "--port", "70000")
+    assert code == 2 and "is not a port" in err
+    with socket.socket() as busy:  # a port another server holds
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        code, err = run(DEMO, "--port", str(busy.getsockname()[1]))
+    assert code == 2 and "cannot listen on 127.0.0.1" in err

@@ -117,9 +117,12 @@ def serve(logdir: str, host: str = "127.0.0.1", port: int = 6007, device_file=No
     app = StandaloneApp(service, host)
     try:
         server = make_server(host, port, app, threaded=True)
-    except OSError as exc:
+    except OSError as exc:  # an unknown address
         sys.stderr.write(f"tb-roofline serve: cannot listen on {host}:{port}: "
                          f"{exc.strerror or exc}\n")
+        return 2
+    except SystemExit:  # werkzeug said why (a port in use) and gave up
+        sys.stderr.write(f"tb-roofline serve: cannot listen on {host}:{port}\n")
         return 2
     shown = "127.0.0.1" if _is_wildcard(host) else _bracketed(host)
     if app.guard.any_host:
