@@ -22,9 +22,7 @@ STATIC = os.path.join(REPO, "tb_roofline", "static")
 
 
 def embedded(page: str, element_id: str):
-    m = re.search(rf'<script type="application/json" id="{element_id}">(.*?)</script>', page,
-                  re.S)
-    return json.loads(m.group(1))
+    return html_report.unpack(page, element_id)
 
 
 def test_the_bundle_holds_every_module_dependencies_first():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import gzip
 import hashlib
 import html
 import json
@@ -124,9 +125,11 @@ class Answers:
         resp = Client(self.routes(service)[f"/{route}"]).get(f"/{route}", query_string=query)
         body = resp.get_data(as_text=True)
         doc = json.loads(body) if resp.mimetype == "application/json" else None
-        if doc is not None and resp.status_code == 200:
-            doc = self._shape(route, doc, {v: k for k, v in alias.items()})
-            body = json.dumps(doc, allow_nan=False)
+        if doc is not None and resp.status_code == 200 and (alias or route == "ops"):
+            shaped = self._shape(route, doc, {v: k for k, v in alias.items()})
+            if shaped is not doc or alias:  # re-encoded only when changed (large answers)
+                body = json.dumps(shaped, allow_nan=False)
+            doc = shaped
         self.answers[answer_key(route, params)] = [resp.status_code, body]
         return resp.status_code, doc
 
@@ -204,10 +207,22 @@ def add_compare(answers: Answers, service, base: str, run: str, host: str,
 
 # --- the page ---------------------------------------------------------------------------------
 
-def _script_json(doc, element_id: str) -> str:
-    text = json.dumps(doc, allow_nan=False, separators=(",", ":"))
-    text = text.replace("<", "\\u003c")  # no `</script>` inside the element
-    return f'<script type="application/json" id="{element_id}">{text}</script>'
+def _packed(doc, element_id: str) -> str:
+    """JSON, gzipped, in base64 (no `<` to end the element; static/report_host.js unpacks)."""
+    text = json.dumps(doc, allow_nan=False, separators=(",", ":")).encode()
+    data = base64.b64encode(gzip.compress(text, 6, mtime=0)).decode()
+    lines = "\n".join(data[i:i + 4096] for i in range(0, len(data), 4096))
+    return (f'<script type="application/octet-stream" id="{element_id}" '
+            f'data-encoding="gzip+base64">\n{lines}\n</script>')
+
+
+def unpack(page: str, element_id: str):
+    """The JSON of a packed block of a report (for tests and tools)."""
+    m = re.search(rf'<script type="application/octet-stream" id="{element_id}"[^>]*>(.*?)'
+                  r"</script>", page, re.S)
+    if not m:
+        raise ReportError(f"no {element_id} in this file")
+    return json.loads(gzip.decompress(base64.b64decode("".join(m.group(1).split()))))
 
 
 def _csp_hash(text: str) -> str:
@@ -240,7 +255,7 @@ def render_page(answers: Answers, title: str, banner: str, state: dict) -> str:
         f"<title>{html.escape(title)}</title>", '<link rel="icon" href="data:,">',
         f"<style>{BANNER_CSS}</style>", "</head>", "<body>",
         f'<div id="report-banner">{banner}</div>', '<div id="roofline-root"></div>',
-        _script_json(frontend_bundle(), "roofline-modules"), _script_json(data, "roofline-data"),
+        _packed(frontend_bundle(), "roofline-modules"), _packed(data, "roofline-data"),
         f"<script>{host_js}</script>", "</body>", "</html>", ""])
 
 

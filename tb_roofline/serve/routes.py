@@ -75,7 +75,7 @@ def _handler(fn):
         return _error_response(errors.TooLargeError(
             "not enough memory to answer this request: the profile is too large for this "
             "server (lower TB_ROOFLINE_MEMORY_BUDGET_MB, TB_ROOFLINE_MAX_FILE_MB or "
-            "TB_ROOFLINE_MAX_EVENTS, or give TensorBoard more memory)"))
+            "TB_ROOFLINE_MAX_EVENTS, or give the server more memory)"))
 
     wrapped.__name__ = fn.__name__
     return wrapped
