@@ -3,7 +3,7 @@
     import tb_roofline
     a = tb_roofline.load("logs/", run=None, host=None)   # the newest run, all hosts
     a.device                 # dict: the device and its roofs (as /device's "device")
-    a.program()              # DataFrame: the program records (as /program, `export --level program`)
+    a.program()              # DataFrame: the program records (/program, `export --level program`)
     a.ops(category=["convolution fusion"], bound_by=["HBM"], name="fusion")   # as /ops
     a.guidance(); a.diagnostics(); a.compare(base)       # as /guidance, /diagnostics, /compare
     a                        # in Jupyter / VS Code: the interactive charts (the HTML report)

@@ -11,7 +11,6 @@ import sys
 import pytest
 
 import tb_roofline
-from tb_roofline import notebook
 from tb_roofline.serve import cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

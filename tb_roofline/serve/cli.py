@@ -368,7 +368,7 @@ def _main(argv=None, out=None) -> int:
 
 def _command(args, out) -> int:
     """One command. Its reader processes leave as soon as a conversion is done (unless
-    TB_ROOFLINE_POOL_IDLE_S says otherwise; not for the long-lived MCP server): nothing
+    TB_ROOFLINE_POOL_IDLE_S says otherwise; not for the long-lived servers, mcp and serve): nothing
     would reuse them, and their memory would add to the model's (readers/parallel.py). A
     default for this call alone: the environment, and other threads of a caller that runs
     commands in its own process, are left as they are."""

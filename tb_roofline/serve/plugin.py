@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tensorboard.plugins import base_plugin
 
-from tb_roofline.serve.routes import STATIC_DIR, RooflineRoutes  # noqa: F401
+from tb_roofline.serve.routes import RooflineRoutes
 from tb_roofline.serve.service import RooflineService
 
 PLUGIN_NAME = "roofline"
