@@ -56,6 +56,11 @@ def assert_table_equals(table, rows, columns_of):
             assert same(cell, row[col]), (i, col, cell, row[col])
 
 
+def facets_views(a, run):
+    """The op views besides `op` the run offers (kernel, kernel_hw for PyTorch GPU traces)."""
+    return [v for v in a.service.ops(run, "").get("views", ["op"]) if v != "op"]
+
+
 @pytest.fixture(scope="module")
 def analyses():
     return {run: tb_roofline.load(TESTDATA, run=run) for run in RUNS}
@@ -76,6 +81,9 @@ def test_api_tables_equal_the_cli_export(run, analyses):
         category = facets["category"][0]
         assert_table_equals(a.ops(category=category),
                             cli_export("--run", run, "--category", category),
+                            lambda t: list(t.columns))
+    for view in facets_views(a, run):
+        assert_table_equals(a.ops(view), cli_export("--run", run, "--view", view),
                             lambda t: list(t.columns))
     assert_table_equals(a.ops(name="fusion", infeed_outfeed=False),
                         cli_export("--run", run, "--name", "fusion",

@@ -195,3 +195,29 @@ def test_notebook_repr_renders_the_charts_in_a_frame(page, tmp_path):
         len(a.program())
     shot(page, "html_report_notebook_cell")
     assert others == []
+
+
+def test_report_of_a_pytorch_trace_switches_views_offline(page, tmp_path):
+    """A Kineto GPU trace: the report holds every row grouping the run offers (ops, ops by
+    input shapes, GPU kernels), each equal to the CLI's export of that view."""
+    logdir = os.path.join(REPO, "testdata")
+    run = "kineto/a100_80gb_shapes"
+    path = str(tmp_path / "kineto.html")
+    cli("html", logdir, "--run", run, "-o", path, "--no-progress")
+    others = open_offline(page, path)
+    assert point_count(page, "ops") == len(export(logdir, run)) > 0
+    options = page.eval_on_selector_all("#view-select option", "os => os.map(o => o.value)")
+    assert {"kernel", "shapes"} <= set(options)
+    for view, flag in (("kernel", ["--view", "kernel"]), ("shapes", None), ("op", [])):
+        before = int(page.evaluate("+document.querySelector('#roofline-app').dataset.loadSeq"))
+        page.select_option("#view-select", view)
+        wait_js(page, f"+document.querySelector('#roofline-app').dataset.loadSeq > {before}")
+        wait_js(page, READY)
+        assert page.evaluate("document.querySelector('#roofline-app').dataset.status") == "ready"
+        if flag is not None:
+            assert point_count(page, "ops") == len(export(logdir, run, *flag)), view
+        else:  # no CLI flag for shapes: the service's own answer
+            from tb_roofline.serve.service import RooflineService
+            shapes = RooflineService(logdir).ops(run, "", rows="shapes")
+            assert point_count(page, "ops") == shapes["total_count"]
+    assert others == []
