@@ -101,7 +101,8 @@ def run_diff(args, out) -> int:
         from tb_roofline.serve import html_report
         try:
             html_report.write(args.html, html_report.diff_report(
-                base_svc, base_run, cand_svc, cand_run, args.base_host, args.host))
+                base_svc, base_run, cand_svc, cand_run, args.base_host, args.host,
+                args.base_step, args.step))
         except html_report.ReportError as exc:
             sys.stderr.write(f"tb-roofline diff: {exc}\n")
             return EXIT_BAD_INPUT

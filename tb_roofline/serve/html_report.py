@@ -186,22 +186,26 @@ def add_run(answers: Answers, service, run: str, host: str, alias: dict | None =
 
 
 def add_compare(answers: Answers, service, base: str, run: str, host: str,
-                base_service=None, alias: dict | None = None):
-    """The comparison the tab opens with `compare=<base>` (all hosts of the base, Total),
-    with and without infeed/outfeed."""
+                base_service=None, alias: dict | None = None, base_host: str = "",
+                base_step: str | None = None, step: str | None = None):
+    """The comparison the tab opens with `compare=<base>` (and `compare_host`,
+    `compare_base_step`, `compare_step` when given), with and without infeed/outfeed."""
     from tb_roofline.serve import compare_api
     alias = alias or {}
     rename = {v: k for k, v in alias.items()}
+    base_host = "" if base_host in ("", "*") else base_host
+    host = "" if host in ("", "*") else host
     answers.ask(base_service or service, "hosts", {"run": base}, alias)
     for io in ("include", "exclude"):
         answers.ask(base_service or service, "program",
-                    {"run": base, "host": "*", "infeed_outfeed": io}, alias)
+                    {"run": base, "host": base_host or "*", "infeed_outfeed": io}, alias)
         doc = compare_api.compare_answer(
-            service, alias.get(base, base), alias.get(run, run), "", "" if host == "*" else host,
-            include_io=io == "include", base_service=base_service)
+            service, alias.get(base, base), alias.get(run, run), base_host, host, base_step,
+            step, include_io=io == "include", base_service=base_service)
         for side in (doc["base"], doc["cand"]):
             side["run"] = rename.get(side["run"], side["run"])
-        answers.put("compare", {"base": base, "run": run, "host": "" if host == "*" else host,
+        answers.put("compare", {"base": base, "run": run, "base_host": base_host, "host": host,
+                                "base_step": base_step, "step": step,
                                 "infeed_outfeed": io}, doc)
 
 
@@ -299,7 +303,8 @@ def single_report(service, runs: list[str], host: str = "*", compare: str | None
 
 
 def diff_report(base_service, base: str, service, run: str, base_host: str = "",
-                host: str = "", max_ops: int = MAX_OPS) -> str:
+                host: str = "", base_step: str | None = None, step: str | None = None,
+                max_ops: int = MAX_OPS) -> str:
     """`tb-roofline diff --html`: the candidate with the comparison open; the two runs may be
     in two logdirs (a run name both have is shown as `base: NAME` and `candidate: NAME`)."""
     answers = Answers(max_ops)
@@ -313,7 +318,8 @@ def diff_report(base_service, base: str, service, run: str, base_host: str = "",
     add_run(answers, service, run_name, host, alias)
     add_run(answers, base_service, base_name, base_host or "*", alias)
     add_compare(answers, service, base_name, run_name, host,
-                base_service=None if same else base_service, alias=alias)
+                base_service=None if same else base_service, alias=alias,
+                base_host=base_host, base_step=base_step, step=step)
     entries = []
     for svc, name, real in ((service, run_name, run), (base_service, base_name, base)):
         entry = next(r for r in svc.list_runs()["runs"] if r["run"] == real)
@@ -322,7 +328,8 @@ def diff_report(base_service, base: str, service, run: str, base_host: str = "",
     answers.put("runs", {}, _runs_answer(entries, logdir))
     what = f"{run_name} compared with {base_name}"
     state = {"run": run_name, "host": host, "compare": base_name,
-             "compare_host": base_host or ""}
+             "compare_host": base_host or "", "compare_base_step": base_step or "",
+             "compare_step": step or ""}
     return render_page(answers, f"Roofline: {run_name} vs {base_name}",
                        _banner(what, answers), state)
 

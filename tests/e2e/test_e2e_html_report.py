@@ -156,13 +156,32 @@ def test_report_caps_op_rows_and_compares(page, tmp_path):
 
 
 def test_diff_writes_an_html_comparison(page, tmp_path):
+    """`diff --html` across two logdirs whose runs have one name (each shown as base: /
+    candidate:), on one step as the diff itself compares."""
+    import shutil
+    session = "2026_01_01_00_00_00"
+    for side, src in (("base", "mlp_b64"), ("cand", "mlp_b128")):
+        profile = os.path.join(COMPARE, src, "plugins", "profile")
+        shutil.copytree(os.path.join(profile, os.listdir(profile)[0]),
+                        tmp_path / side / "mlp" / "plugins" / "profile" / session)
+        shutil.copy(os.path.join(COMPARE, "roofline_device.json"), tmp_path / side)
     path = str(tmp_path / "diff.html")
-    cli("diff", os.path.join(COMPARE, "mlp_b64"), os.path.join(COMPARE, "mlp_b128"),
+    cli("diff", str(tmp_path / "base"), str(tmp_path / "cand"), "--step", "Average",
         "--html", path, "--no-progress")
+    diff = json.loads(cli("diff", str(tmp_path / "base"), str(tmp_path / "cand"), "--step",
+                          "Average", "--format", "json", "--no-progress"))
     others = open_offline(page, path)
     wait_js(page, f"['ready', 'error'].includes({SECTION}.dataset.status)", timeout=120)
     assert page.evaluate(f"{SECTION}.dataset.status") == "ready"
-    assert page.is_visible("#compare-section")
+    run = f"mlp/{session}"
+    assert page.eval_on_selector_all("#run-select option", "os => os.map(o => o.value)") == [
+        f"candidate: {run}", f"base: {run}"]
+    assert page.input_value("#compare-run") == f"base: {run}"
+    assert page.input_value("#compare-step") == "Average"
+    pairs = page.evaluate("+document.querySelector('#compare-op-table-wrap .table-count')"
+                          ".dataset.count")
+    assert pairs == len(diff["ops"]) > 0
+    shot(page, "html_report_diff")
     assert others == []
 
 
