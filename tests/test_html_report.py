@@ -115,5 +115,12 @@ def test_html_command_errors_are_one_line(tmp_path):
     assert code == 2 and "cannot write" in err
     code, err = run_cli("html", str(tmp_path / "missing"), "-o", str(tmp_path / "r.html"))
     assert code == 2 and "not a directory" in err
+    broken = tmp_path / "broken" / "b" / "plugins" / "profile" / "2020_01_01_00_00_00"
+    broken.mkdir(parents=True)
+    (broken / "h.xplane.pb").write_bytes(bytes((i * 7919 + 13) % 251 for i in range(6000)))
+    os.utime(broken / "h.xplane.pb", (1e9, 1e9))  # old: not a file still being written
+    code, err = run_cli("html", str(tmp_path / "broken"), "-o", str(tmp_path / "b.html"),
+                        "--no-progress")
+    assert code == 1 and "not a valid XSpace" in err and not (tmp_path / "b.html").exists()
     code, err = run_cli("html", DEMO, "-o", str(tmp_path / "r.html"), "--no-progress")
     assert code == 0 and os.path.getsize(tmp_path / "r.html") > 500_000

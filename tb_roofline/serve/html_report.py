@@ -292,6 +292,9 @@ def single_report(service, runs: list[str], host: str = "*", compare: str | None
         if run not in listed:
             raise ReportError(f"unknown run {run!r}; runs: " + ", ".join(list(listed)[:10]))
     for run in wanted:
+        # A run that cannot be read fails the command (its error, exit 1), not a report of
+        # error boxes.
+        service.ops(run, host if run == runs[0] else "*")
         add_run(answers, service, run, host if run == runs[0] else "*")
     if compare:
         add_compare(answers, service, compare, runs[0], host)
