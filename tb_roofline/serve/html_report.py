@@ -294,8 +294,10 @@ def single_report(service, runs: list[str], host: str = "*", compare: str | None
     for run in wanted:
         # A run that cannot be read fails the command (its error, exit 1), not a report of
         # error boxes.
-        service.ops(run, host if run == runs[0] else "*")
-        add_run(answers, service, run, host if run == runs[0] else "*")
+        run_host = host if run == runs[0] else "*"
+        service.ops(run, run_host)
+        service.guidance(run, "" if run_host == "*" else run_host)  # a bad workload file
+        add_run(answers, service, run, run_host)
     if compare:
         add_compare(answers, service, compare, runs[0], host)
     answers.put("runs", {}, _runs_answer([listed[r] for r in wanted], service.logdir))
@@ -362,7 +364,9 @@ def add_html_subparser(sub):
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
     p.add_argument("--device-file", help="peaks for these runs from a device file")
-    p.set_defaults(func=cmd_html, exclude_infeed_outfeed=False)
+    p.add_argument("--workload-file", help="model FLOPs / tokens per step, for MFU "
+                                           "(default: the nearest roofline_workload.json)")
+    p.set_defaults(func=cmd_html)
     return p
 
 
