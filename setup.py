@@ -26,6 +26,8 @@ setup(
         "mcp": ["mcp>=2,<3"],  # `tb-roofline mcp LOGDIR`: the official MCP Python SDK (2.x API)
         # Conversions on a Dask cluster (TB_ROOFLINE_SCHEDULER / --scheduler; docs/cluster.md):
         "dask": ["distributed>=2023.1"],
+        # `tb_roofline.load(...)` tables as DataFrames (numpy record arrays without it):
+        "notebook": ["pandas>=1.5"],
         "test": [
             "pytest>=7",
             "xprof>=2.20",  # the reference converter the conformance tests compare against
@@ -38,6 +40,7 @@ setup(
             "moto[server]>=5",
             "mcp>=2,<3",  # the mcp extra, for tests/test_mcp.py (a real MCP client session)
             "distributed>=2023.1",  # the dask extra: tests/test_dask_cluster.py runs a cluster
+            "pandas>=1.5",  # the notebook extra: tests/test_notebook.py
         ],
     },
     entry_points={

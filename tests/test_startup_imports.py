@@ -75,3 +75,25 @@ def test_help_imports_no_dataclasses_and_no_logging():
         "assert 'report' in out.getvalue()")
     for name in ("dataclasses", "logging", "numpy", "tb_roofline.serve.service"):
         assert name not in loaded, name
+
+
+def test_import_tb_roofline_is_instant_until_load_is_called():
+    """`import tb_roofline` (a notebook's first cell) imports no service, numpy or pandas;
+    `tb_roofline.load` brings what it needs when called."""
+    loaded = modules_after("import tb_roofline\nassert callable(tb_roofline.load)")
+    assert not {m for m in loaded if m.startswith(("tb_roofline.", "numpy", "pandas",
+                                                   "tensorboard", "werkzeug"))}
+    loaded = modules_after(
+        "import os\nos.environ['TB_ROOFLINE_CACHE_DIR'] = 'off'\nimport tb_roofline\n"
+        f"a = tb_roofline.load({os.path.join(REPO, 'testdata', 'demo')!r})\n"
+        "assert a.device['peaks_known']")
+    assert "tb_roofline.notebook" in loaded and "tb_roofline.serve.html_report" not in loaded
+
+
+def test_serve_and_html_help_import_no_model_and_no_numpy():
+    for command in ("serve", "html"):
+        loaded = modules_after(
+            "import io, contextlib\nfrom tb_roofline.serve import cli\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    cli.main([{command!r}, '--help'])")
+        assert not loaded & set(HEAVY), (command, sorted(loaded & set(HEAVY)))

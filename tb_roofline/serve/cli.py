@@ -9,6 +9,8 @@
     tb-roofline calibrate -o LOGDIR/roofline_device.json   # measure this machine's peaks
     tb-roofline diff BASE CANDIDATE --fail-if-slower 5     # compare two runs; a CI gate
     tb-roofline mcp LOGDIR                  # MCP server for coding agents (stdio; --http)
+    tb-roofline serve LOGDIR                # the Roofline tab without TensorBoard (:6007)
+    tb-roofline html LOGDIR -o report.html  # one offline HTML file (charts, tables, data)
 Exports are byte-for-byte what the HTTP API's `/export` serves. Profiles without peaks (CPU,
 unknown GPUs) take them from --device-file, or from a roofline_device.json next to the profile
 or in a parent folder up to the logdir, or from TB_ROOFLINE_DEVICE_FILE.
@@ -27,7 +29,8 @@ from tb_roofline.serve.cli_format import NAME_WIDTH, _cell, _fmt, _table  # noqa
 # Heavy modules (the service, the model, numpy, TensorBoard's errors) are imported by the
 # command that needs them, when it runs: `--help` and argument errors stay instant.
 
-COMMANDS = ("report", "runs", "export", "calibrate", "diff", "mcp")
+COMMANDS = ("report", "runs", "export", "calibrate", "diff", "mcp", "serve", "html")
+LONG_LIVED = ("mcp", "serve")  # servers: their reader processes stay between requests
 
 
 class _Progress:
@@ -311,6 +314,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         add_mcp_subparser(sub)
     else:
         sub.add_parser("mcp", help="serve the roofline answers to coding agents (MCP)")
+    if only in (None, "serve"):
+        from tb_roofline.serve.standalone import add_serve_subparser
+        add_serve_subparser(sub)
+    else:
+        sub.add_parser("serve", help="the Roofline tab in a browser, without TensorBoard")
+    if only in (None, "html"):
+        from tb_roofline.serve.html_report import add_html_subparser
+        add_html_subparser(sub)
+    else:
+        sub.add_parser("html", help="one self-contained HTML report (offline charts, tables)")
     for p in sub.choices.values():  # every command: its conversions on a Dask cluster
         p.add_argument("--scheduler", default=settings.text(settings.SCHEDULER) or None,
                        help="convert on this Dask cluster (tcp://HOST:8786; default "
@@ -355,11 +368,11 @@ def _main(argv=None, out=None) -> int:
 
 def _command(args, out) -> int:
     """One command. Its reader processes leave as soon as a conversion is done (unless
-    TB_ROOFLINE_POOL_IDLE_S says otherwise; not for the long-lived MCP server): nothing
+    TB_ROOFLINE_POOL_IDLE_S says otherwise; not for the long-lived servers, mcp and serve): nothing
     would reuse them, and their memory would add to the model's (readers/parallel.py). A
     default for this call alone: the environment, and other threads of a caller that runs
     commands in its own process, are left as they are."""
-    if args.command == "mcp":
+    if args.command in LONG_LIVED:
         return _run_command(args, out)
     return settings.run_with_defaults({settings.POOL_IDLE_S.name: "0"}, _run_command, args, out)
 

@@ -64,6 +64,8 @@ def add_diff_subparser(sub):
                                          "writes)")
     p.add_argument("--base-device-file", help="peaks for the base only")
     p.add_argument("-o", "--output", help="write the report to this file")
+    p.add_argument("--html", metavar="FILE", help="also write the comparison as one "
+                                                  "self-contained HTML report (a CI artifact)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(run_standalone=run_diff)
 
@@ -95,6 +97,15 @@ def run_diff(args, out) -> int:
         sys.stderr.write(f"tb-roofline diff: {exc}\n")
         return EXIT_BAD_INPUT
     gate = evaluate_gate(cmp, args.fail_if_slower, args.fail_if_op_slower, args.min_op_time_us)
+    if args.html:
+        from tb_roofline.serve import html_report
+        try:
+            html_report.write(args.html, html_report.diff_report(
+                base_svc, base_run, cand_svc, cand_run, args.base_host, args.host,
+                args.base_step, args.step))
+        except html_report.ReportError as exc:
+            sys.stderr.write(f"tb-roofline diff: {exc}\n")
+            return EXIT_BAD_INPUT
     report = {"json": _json_report, "csv": _csv_report, "table": _table_report}[args.format](
         cmp, base_info, cand_info, gate, args)
     if args.output:

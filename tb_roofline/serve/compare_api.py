@@ -78,13 +78,13 @@ def filter_pairs(table: PairTable, categories=(), bound_by=(), name="") -> PairT
 def compare_answer(service, base: str, run: str, base_host: str = "", host: str = "",
                    base_step=None, step=None, level: str = "op", include_io: bool = True,
                    view: str = "op", categories=(), bound_by=(), name: str = "",
-                   offset: int = 0, limit=None) -> dict:
+                   offset: int = 0, limit=None, base_service=None) -> dict:
     if base is None:
         raise errors.InvalidArgumentError("missing parameter 'base'")
     if level not in LEVELS:
         raise errors.InvalidArgumentError(f"level must be 'op' or 'program', not {level!r}")
     cmp, base_info, cand_info = comparison(service, base, run, base_host, host, base_step,
-                                           step, include_io, view)
+                                           step, include_io, view, base_service=base_service)
     full = cmp.ops if level == "op" else cmp.program
     table = filter_pairs(full, categories, bound_by, name) if level == "op" else full
     total = len(table)

@@ -1,0 +1,106 @@
+"""`tb-roofline serve`'s app without a browser: the plugin's route table and answers, the
+page at `/`, and the Host/Origin checks (the MCP server's rules). In Chromium:
+tests/e2e/test_e2e_standalone.py."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from tensorboard.plugins import base_plugin
+from werkzeug.test import Client
+
+from tb_roofline.serve.plugin import RooflinePlugin
+from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.standalone import HeaderGuard, StandaloneApp
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO = os.path.join(REPO, "testdata", "demo")
+
+
+@pytest.fixture(scope="module")
+def app():
+    return StandaloneApp(RooflineService(DEMO))
+
+
+def test_the_plugin_and_the_server_mount_one_route_table(app):
+    plugin = RooflinePlugin(base_plugin.TBContext(logdir=DEMO)).get_plugin_apps()
+    assert set(app.routes) == set(plugin)
+    assert all(type(app.routes[k]) is type(plugin[k]) for k in plugin)
+    client, tb = Client(app), Client(plugin["/ops"])
+    run = client.get("/runs").get_json()["runs"][0]["run"]
+    for params in ({"run": run}, {"run": run, "category": "convolution fusion"},
+                   {"run": run, "infeed_outfeed": "exclude"}):
+        mine = client.get("/ops", query_string=params)
+        theirs = tb.get("/ops", query_string=params)
+        assert mine.status_code == theirs.status_code == 200
+        assert mine.get_data() == theirs.get_data()
+    bad = client.get("/ops", query_string={"run": "nope"})
+    assert bad.status_code == 404 and "unknown run 'nope'" in bad.get_json()["error"]["message"]
+
+
+def test_root_page_loads_the_tab_under_a_strict_csp(app):
+    client = Client(app)
+    page = client.get("/", headers={"Host": "127.0.0.1:6007"})
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    assert b'src="static/standalone.js"' in page.get_data()
+    csp = page.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-eval" not in csp
+    js = client.get("/static/standalone.js")
+    assert js.status_code == 200 and b"from '../index.js'" in js.get_data()
+    assert client.get("/index.js").status_code == 200
+    assert client.get("/static/../routes.py").status_code == 404
+    missing = client.get("/nothing")
+    assert missing.status_code == 404 and missing.get_json()["error"]["code"] == "not_found"
+    assert client.post("/runs").status_code == 405
+
+
+@pytest.mark.parametrize("bind,host,origin,status", [
+    ("127.0.0.1", "127.0.0.1:6007", None, None),
+    ("127.0.0.1", "localhost:6007", "http://localhost:6007", None),
+    ("127.0.0.1", "[::1]:6007", None, None),
+    ("127.0.0.1", "localhost", None, None),
+    ("127.0.0.1", "attacker.example:6007", None, 421),  # DNS rebinding
+    ("127.0.0.1", "127.0.0.1.attacker.example:6007", None, 421),
+    ("127.0.0.1", "", None, 421),
+    ("127.0.0.1", "127.0.0.1:6007", "http://attacker.example", 403),
+    ("127.0.0.1", "127.0.0.1:6007", "http://localhost.attacker.example:80", 403),
+    ("10.1.2.3", "10.1.2.3:6007", "http://10.1.2.3:6007", None),
+    ("10.1.2.3", "other:6007", None, 421),
+    ("0.0.0.0", "myhost.corp:6007", "http://myhost.corp:6007", None),  # same origin
+    ("0.0.0.0", "myhost.corp:6007", "http://attacker.example", 403),
+])
+def test_host_and_origin_checks(bind, host, origin, status):
+    from werkzeug.test import EnvironBuilder
+    headers = {"Host": host} if host else {}
+    if origin:
+        headers["Origin"] = origin
+    env = EnvironBuilder(path="/runs", headers=headers).get_environ()
+    if not host:
+        env.pop("HTTP_HOST", None)
+    from werkzeug.wrappers import Request
+    refused = HeaderGuard(bind).refusal(Request(env))
+    assert (refused[0] if refused else None) == status, refused
+
+
+def test_serve_command_errors_are_one_line(tmp_path):
+    import contextlib
+    import io
+    import socket
+
+    from tb_roofline.serve import cli
+
+    def run(*args):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = cli.main(["serve", *args], out=io.StringIO())
+        return code, err.getvalue()
+
+    code, err = run(str(tmp_path / "missing"))
+    assert code == 2 and "is not a directory" in err
+    code, err = run(DEMO, "--port", "70000")
+    assert code == 2 and "is not a port" in err
+    with socket.socket() as busy:  # a port another server holds
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        code, err = run(DEMO, "--port", str(busy.getsockname()[1]))
+    assert code == 2 and "cannot listen on 127.0.0.1" in err
