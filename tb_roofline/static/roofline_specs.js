@@ -90,20 +90,28 @@ function roofLayers(geometry) {
       mark: {type: 'line', clip: true},
       encoding: {
         x: xEnc(geometry), y: yEnc(geometry), order: {field: 'order'}, detail: {field: 'roof'},
-        // Fixed colours as values (no scale shared with the points' categories).
+        // Fixed colours and dashes as values (no scale shared with the points' categories).
         color: {field: 'color', type: 'nominal', scale: null},
-        strokeWidth: {condition: {test: hl, value: 4.5}, value: 1.8},
-        opacity: {condition: {test: `hl_roof === '' || ${hl}`, value: 1}, value: 0.55},
+        strokeDash: {field: 'dash', type: 'nominal', scale: null},
+        // The roofs that bind a record strong, the others faint; the hovered or selected
+        // record's roof thicker still.
+        strokeWidth: {condition: {test: hl, value: 4.5},
+                      field: 'width', type: 'quantitative', scale: null},
+        opacity: {condition: {test: hl, value: 1},
+                  field: 'alpha', type: 'quantitative', scale: null},
       },
     },
     {
       data: {values: geometry.labels},
-      mark: {type: 'text', clip: true, fontSize: 11, dy: -5, baseline: 'bottom',
+      mark: {type: 'text', clip: true, fontSize: 11, dy: {expr: 'datum.below ? 5 : -5'},
+             baseline: {expr: "datum.below ? 'top' : 'bottom'"},
              angle: {expr: LABEL_ANGLE}, align: {expr: 'datum.align'},
-             fontWeight: {expr: `${hl} ? 'bold' : 'normal'`}},
+             fontWeight: {expr: `${hl} || datum.strong ? 'bold' : 'normal'`}},
       encoding: {
         x: xEnc(geometry), y: yEnc(geometry), text: {field: 'text'},
         color: {field: 'color', type: 'nominal', scale: null},
+        opacity: {condition: {test: hl, value: 1},
+                  field: 'alpha', type: 'quantitative', scale: null},
       },
     },
   ];

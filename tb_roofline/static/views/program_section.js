@@ -63,12 +63,12 @@ export class ProgramSection {
     this.selected = null;
   }
 
-  /** The chart's geometry for these records (fitted to them). */
+  /** The chart's geometry for these records: the points, their roofs and the top peak. */
   geometry(records) {
     const d = this.ctx.data;
     const total = records.find((r) => r.record_type === 'total');
     return roofGeometry(d.device, records, {mixPeak: total ? total.peak_flop_rate : null,
-      dark: this.ctx.dark, fit: true});
+      dark: this.ctx.dark});
   }
 
   async render() {
@@ -86,7 +86,7 @@ export class ProgramSection {
     const rows = decorateProgram(d.program);
     const g = this.geometry(rows);
     this.geometryNow = g;
-    placePoints(rows, g, this.spreadFor(g));
+    placePoints(rows, g);
     if (!rows.length) {
       setChildren(this.errorEl, h('p', {class: 'muted'}, 'No program-level records.'));
     }
@@ -109,18 +109,11 @@ export class ProgramSection {
     else this.selected = null;
   }
 
-  /** Points closer than a marker (~16 px on the plot) sit on one spot: spread them. */
-  spreadFor(g) {
-    const width = Math.max(300, (this.chartEl.clientWidth || 1300) - 200);
-    const decades = (d) => Math.log10(d[1]) - Math.log10(d[0]);
-    return {spread: decades(g.xDomain) * 16 / width, spreadY: decades(g.yDomain) * 16 / 300};
-  }
-
   /** Replaces the records (infeed/outfeed switch) if they fit the current axes. */
   async replaceRecords(program) {
     const g = this.geometryNow;
     decorateProgram(program);
-    placePoints(program, g, this.spreadFor(g));
+    placePoints(program, g);
     const inside = program.every((r) => r.px >= g.xDomain[0] && r.px <= g.xDomain[1] &&
         r.py >= g.yDomain[0] && r.py <= g.yDomain[1]);
     if (!inside) return false;
