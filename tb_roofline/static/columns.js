@@ -172,7 +172,8 @@ export const COLUMN = Object.fromEntries([
   C('include_infeed_outfeed', 'Include infeed/outfeed', fmtBool, {tpu: true}),
   C('source', 'Source (file:line)', fmtText, {wide: true}),
   C('time_fraction', 'Share of the profiled span', fmtFrac),
-  C('total_time_per_core_us', 'Time per core', fmtTime),
+  C('total_time_per_core_us', 'Time per core', fmtTime,
+    {title: 'total time ÷ the number of cores (GPUs, chips) it ran on'}),
   C('flops', 'FLOPs', fmtNum),
   C('bytes', 'Bytes accessed', fmtNum),
   C('tf_op', 'Framework op', fmtText, {wide: true}),
@@ -190,6 +191,55 @@ export function sideColumn(side, key, extra = {}) {
   const format = c.needs ? (v, row) => (row && NOT_MEASURED.has(row[`${side}_caveat`]) ? EMPTY :
     c.raw(v)) : c.raw;
   return {...c, key: `${side}_${key}`, format, ...extra};
+}
+
+/**
+ * What one "core" of the per-core figures is on this device, in the words its users read: a
+ * GPU, a TPU chip (megacore: two TensorCores work as one) or TensorCore, a CPU core.
+ */
+export function unitOf(device) {
+  const kind = device && device.kind;
+  if (kind === 'gpu') return 'GPU';
+  if (kind === 'tpu') return device.megacore ? 'chip' : 'TensorCore';
+  return 'core';
+}
+
+/** The columns with "per core" said in the device's words (unitOf). */
+export function perUnit(list, device) {
+  const unit = unitOf(device);
+  if (unit === 'core') return list;
+  return list.map((c) => (/per core/i.test(c.label) ? {...c,
+    label: c.label.replace(/per core/, `per ${unit}`).replace(/Per core/, `Per ${unit}`)} : c));
+}
+
+/** The name of a memory id (the device's name when it has the memory). */
+export function memoryName(id, device) {
+  const m = ((device && device.memories) || []).find((x) => x.id === id);
+  if (m) return m.name;
+  const known = MEMORIES.find(([k]) => k === id);
+  return known ? known[1] : id === 'interconnect' ? 'Interconnect' : id;
+}
+
+/**
+ * The memories a record moves bytes in, each with its bandwidth (GiB/s, the API's unit), its
+ * share of the memory's peak and the record's intensity against it: [{id, name, bw, util,
+ * intensity}]. None for a record whose bytes are not a measurement (isMeasurement).
+ */
+export function recordMemories(row, device) {
+  if (!isMeasurement(row, ['bytes'])) return [];
+  const ids = [...MEMORIES.map(([id]) => id), 'interconnect',
+    ...((device && device.memories) || []).map((m) => m.id)];
+  const out = [];
+  for (const id of new Set(ids)) {
+    const bw = row[`${id}_bw`];
+    if (!(typeof bw === 'number' && bw > 0)) continue;
+    const m = ((device && device.memories) || []).find((x) => x.id === id);
+    const intensity = row[`${id}_operational_intensity`];
+    out.push({id, name: memoryName(id, device), bw,
+      util: m && m.peak_gibs > 0 ? bw / m.peak_gibs : null,
+      intensity: isMeasurement(row, ['flops', 'bytes']) && intensity > 0 ? intensity : null});
+  }
+  return out;
 }
 
 /** Registry columns by key, with per-list overrides (`{key: {label, ...}}`). */
@@ -226,10 +276,10 @@ export const PROGRAM_COLUMNS = columns(['series', 'bound_by', 'roofline_efficien
 bytes_coverage: {label: 'Bytes known (share of op time)'}});
 
 /** What the chart tooltip shows at once (details: click the point). */
-export const TOOLTIP_KEYS = ['series', 'operation', 'shapes', 'category', 'precision', 'bound_by',
-  'binding_roof', 'roofline_efficiency', 'potential_time_saved_us', 'self_time_percent',
-  'total_time_us', 'flop_rate', 'bottleneck_operational_intensity', 'flop_coverage', 'caveat',
-  'host'];
+export const TOOLTIP_KEYS = ['category', 'precision', 'bound_by', 'binding_roof',
+  'roofline_efficiency', 'potential_time_saved_us', 'total_time_us', 'total_time_per_core_us',
+  'time_fraction', 'self_time_percent', 'flop_rate', 'bottleneck_operational_intensity',
+  'flop_coverage', 'host'];
 
 /** Every metric of a record, for the details of a selected point (in this order). */
 export const TOOLTIP_COLUMNS = columns([...new Set(['series', 'operation', 'shapes', 'step',

@@ -3,6 +3,7 @@
 // Vega-Lite specs and the data they draw; views are made with charts.js's Chart. No API access.
 import {X_LABELS, Y_LABELS} from './roofline_specs.js';
 import {boundTo, decades} from './roofs.js';
+import {unitOf} from './columns.js';
 
 export const CHANGES = ['faster', 'slower', 'same', 'new', 'removed'];
 const CHANGE_COLORS = ['#2e7d32', '#d32f2f', '#78909c', '#1565c0', '#ef6c00'];
@@ -91,7 +92,7 @@ export function compareGeometry(baseDevice, candDevice, points) {
       }
     }
   }
-  return {same, floorX, floorY, roofs, ridges, xDomain: [floorX / 2, x1],
+  return {same, floorX, floorY, roofs, ridges, yTitle: `FLOP rate per ${unitOf(candDevice)}`, xDomain: [floorX / 2, x1],
     yDomain: [floorY / 2, Math.max(yMax, 1e-9) * 3]};
 }
 
@@ -162,7 +163,7 @@ export function pairArrows(points, {share = ARROW_SHARE, max = MAX_ARROWS, all =
 const xEnc = (g, field = 'px') => ({field, type: 'quantitative', title: X_TITLE,
   scale: {type: 'log', nice: false, domain: g.xDomain}, axis: {labelExpr: X_LABELS, grid: true,
     values: decades(g.xDomain[0], g.xDomain[1])}});
-const yEnc = (g, field = 'py') => ({field, type: 'quantitative', title: Y_TITLE,
+const yEnc = (g, field = 'py') => ({field, type: 'quantitative', title: g.yTitle || Y_TITLE,
   scale: {type: 'log', nice: false, domain: g.yDomain}, axis: {labelExpr: Y_LABELS, grid: true,
     values: decades(g.yDomain[0], g.yDomain[1])}});
 const changeScale = {domain: CHANGES, range: CHANGE_COLORS};

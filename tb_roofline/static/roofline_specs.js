@@ -40,7 +40,7 @@ export const X_LABELS = "datum.value >= 1e4 ? format(datum.value, '~s') : format
 const xEnc = (g) => ({field: 'px', type: 'quantitative', title: X_TITLE,
   scale: {type: 'log', nice: false, domain: g.xDomain},
   axis: {labelExpr: X_LABELS, grid: true, values: g.xTicks}});
-const yEnc = (g) => ({field: 'py', type: 'quantitative', title: Y_TITLE,
+const yEnc = (g) => ({field: 'py', type: 'quantitative', title: g.yTitle || Y_TITLE,
   scale: {type: 'log', nice: false, domain: g.yDomain},
   axis: {labelExpr: Y_LABELS, grid: true, values: g.yTicks}});
 
@@ -141,7 +141,7 @@ export function programSpec(geometry, dark, {series = [], kinds = [], subtitle =
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: titled('Program-level roofline', subtitle),
     width: 'container',
-    height: 340,
+    height: 300,
     autosize: {type: 'fit-x', contains: 'padding'},
     config: themeConfig(dark),
     params: [{name: 'hl_roof', value: ''}],

@@ -1,7 +1,7 @@
 // The roofs of a roofline chart and where each record sits: which roofs are drawn (XProf's
 // rule), their lines and labels, the binding roof of each record, the axis ranges, the strip of
 // records without a FLOP rate. No DOM, no Vega.
-import {fmtBandwidth, fmtFlopRate} from './columns.js';
+import {fmtBandwidth, fmtFlopRate, unitOf} from './columns.js';
 
 // Fixed colours per memory (the same on every device), dark tones that the category palette
 // (tableau20, mid and light tones) never uses. Compute roofs: COMPUTE_STYLES.
@@ -228,7 +228,7 @@ export function roofGeometry(device, records, {mixPeak = null, dark = false,
       by: 1, ...style, alpha: Math.max(style.alpha, 0.7), align: 'right', below});
   });
   return {peak: top, mixPeak, computes, drawn, available, roofs, lines, labels,
-    floorY, x0, x1, xDomain: [x0, x1], yDomain, stripTop,
+    yTitle: `FLOP rate per ${unitOf(device)}`, floorY, x0, x1, xDomain: [x0, x1], yDomain, stripTop,
     xTicks: decades(x0, x1), yTicks: decades(stripTop || yDomain[0], yDomain[1])};
 }
 

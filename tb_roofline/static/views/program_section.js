@@ -3,7 +3,7 @@
 // theme; see app.js `sectionContext`) and owns its DOM, chart and table.
 import {Chart, SERIES_SHAPES, placePoints, programSpec, roofGeometry, seriesColors}
   from '../charts.js';
-import {PROGRAM_COLUMNS, visibleColumns, withDeviceMemories} from '../columns.js';
+import {PROGRAM_COLUMNS, perUnit, visibleColumns, withDeviceMemories} from '../columns.js';
 import {exportButtons, h, setChildren} from './dom.js';
 import {roofLegend} from './roof_legend.js';
 import {errorBox} from './states.js';
@@ -90,9 +90,9 @@ export class ProgramSection {
     if (!rows.length) {
       setChildren(this.errorEl, h('p', {class: 'muted'}, 'No program-level records.'));
     }
-    this.table.setColumns(visibleColumns(
+    this.table.setColumns(perUnit(visibleColumns(
         withDeviceMemories(PROGRAM_COLUMNS, d.device && d.device.memories), this.ctx.memoryIds(),
-        rows, d.programColumns, d.device && d.device.kind));
+        rows, d.programColumns, d.device && d.device.kind), d.device));
     this.table.setRows(rows);
     setChildren(this.legendEl, roofLegend(g, d.device));
     setChildren(this.recordsLegendEl, recordsLegend(rows));
