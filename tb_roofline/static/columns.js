@@ -108,6 +108,8 @@ function C(key, label, format, extra = {}) {
   col.format = needs ? (v, row) => (isMeasurement(row, needs) ? format(v) : EMPTY) :
     (v) => format(v);
   col.raw = (v) => format(v);
+  // Whether the value is shown as a number (tables sort the others, "—", last).
+  col.known = needs ? (v, row) => isMeasurement(row, needs) : null;
   return col;
 }
 
@@ -151,8 +153,9 @@ export const COLUMN = Object.fromEntries([
   C('cumulative_self_time_percent', 'Cumulative self time (%)', fmtPct),
   C('dma_stall_percent', 'DMA stall (%)', fmtPct, {tpu: true}),
   C('flop_rate', 'FLOP rate (per core)', fmtFlopRate, {needs: ['flops'], title: "the chart's y"}),
-  C('bottleneck_operational_intensity', 'Op. intensity of the bound-by resource (FLOP/B)',
-    fmtNum, {needs: ['flops', 'bytes'], title: "the chart's x"}),
+  C('bottleneck_operational_intensity', 'Bound-by intensity (FLOP/B)',
+    fmtNum, {needs: ['flops', 'bytes'], title: 'operational intensity against the resource ' +
+      "that binds the record (FLOPs per byte it moves there): the chart's x"}),
   C('model_flop_rate', 'Model FLOP rate (per core)', fmtFlopRate, {tpu: true, needs: ['flops']}),
   C('memory_bw', 'Memory BW (GiB/s)', fmtNum, {needs: ['bytes']}),
   ...MEMORIES.map(([id, name]) => memoryBw(id, name)),
@@ -188,9 +191,10 @@ export const COLUMN = Object.fromEntries([
 export function sideColumn(side, key, extra = {}) {
   const c = COLUMN[key];
   if (!c) throw new Error(`no column ${key} in the registry`);
-  const format = c.needs ? (v, row) => (row && NOT_MEASURED.has(row[`${side}_caveat`]) ? EMPTY :
-    c.raw(v)) : c.raw;
-  return {...c, key: `${side}_${key}`, format, ...extra};
+  const measured = (row) => !(row && NOT_MEASURED.has(row[`${side}_caveat`]));
+  const format = c.needs ? (v, row) => (measured(row) ? c.raw(v) : EMPTY) : c.raw;
+  return {...c, key: `${side}_${key}`, format, known: c.needs ? (v, row) => measured(row) : null,
+    ...extra};
 }
 
 /**
@@ -266,6 +270,11 @@ export const OP_COLUMNS = columns(['rank', 'operation', 'shapes', 'bound_by', 'r
   'peak_flop_rate', 'compute_efficiency', 'max_mem_bw_utilization', 'flop_coverage',
   'include_infeed_outfeed', 'source']);
 
+/** The op table's columns at first (the rest in its column chooser): they fit 1280 px. */
+export const OP_ESSENTIAL = ['rank', 'operation', 'shapes', 'bound_by', 'roofline_efficiency',
+  'potential_time_saved_us', 'caveat', 'self_time_percent', 'category', 'precision',
+  'total_time_us', 'flop_rate', 'bottleneck_operational_intensity'];
+
 /** Program-level table (Total, Total (HW), hosts, Average, steps). */
 export const PROGRAM_COLUMNS = columns(['series', 'bound_by', 'roofline_efficiency',
   'flop_coverage', 'bytes_coverage', 'caveat', 'total_time_per_core_us', 'total_time_us',
@@ -274,6 +283,11 @@ export const PROGRAM_COLUMNS = columns(['series', 'bound_by', 'roofline_efficien
 {flop_coverage: {label: 'FLOPs known (share of op time)', title: 'the share of the op time ' +
   'whose FLOPs are known: below 100%, the rates describe only that part'},
 bytes_coverage: {label: 'Bytes known (share of op time)'}});
+
+/** The program table's columns at first. */
+export const PROGRAM_ESSENTIAL = ['series', 'bound_by', 'roofline_efficiency', 'flop_coverage',
+  'caveat', 'total_time_per_core_us', 'total_time_us', 'flop_rate',
+  'bottleneck_operational_intensity', 'memory_bw', 'hbm_bw', 'peak_flop_rate'];
 
 /** What the chart tooltip shows at once (details: click the point). */
 export const TOOLTIP_KEYS = ['category', 'precision', 'bound_by', 'binding_roof',

@@ -100,6 +100,12 @@ export const PAIR_COLUMNS = [
   cand('occurrences'),
 ];
 
+/** The op pairs table's columns at first (the rest in its column chooser). */
+export const PAIR_ESSENTIAL = ['change', 'pair_operation', 'delta_time_us',
+  'delta_time_percent', 'speedup', 'delta_roofline_efficiency', 'match_rule', 'cand_category',
+  'base_total_self_time_us', 'cand_total_self_time_us', 'base_flop_rate', 'cand_flop_rate',
+  'cand_bound_by'];
+
 /** The program pairs table. */
 export const PROGRAM_PAIR_COLUMNS = [
   C('record', 'Record', fmtText),

@@ -9,7 +9,7 @@ import {Chart, loadVega} from '../charts.js';
 import {CHANGES, bySide, compareGeometry, compareSpec, pairArrows, pairPoints, sidesXY}
   from '../compare_charts.js';
 import {PAIR_COLUMNS, PAIR_TOOLTIP_COLUMNS, PROGRAM_PAIR_COLUMNS, columnarToObjects,
-  filterPairs, programLabel, tooltipDatum} from '../compare_data.js';
+  filterPairs, programLabel, tooltipDatum, PAIR_ESSENTIAL} from '../compare_data.js';
 import {summaryPanel} from './compare_summary.js';
 import {fmtInt} from '../columns.js';
 import {exportCompareChart, exportPairs} from './compare_exports.js';
@@ -148,9 +148,11 @@ class CompareView {
     this.programChart = new Chart(this.programChartEl, {});
     this.opChart = new Chart(this.opChartEl, {onClick: onPoint});
     this.programTable = new DataTable(this.programTableEl, {id: 'compare-program-table',
-      columns: PROGRAM_PAIR_COLUMNS, rowKey: (r) => r._i, searchable: false, paginated: false});
+      columns: PROGRAM_PAIR_COLUMNS, rowKey: (r) => r._i, searchable: false, paginated: false,
+      stickyKey: 'record'});
     this.opTable = new DataTable(this.opTableEl, {id: 'compare-op-table', columns: PAIR_COLUMNS,
       rowKey: (r) => r._i, pageSize: 50, defaultSort: {key: 'abs_delta_time_us', dir: 'desc'},
+      essential: PAIR_ESSENTIAL, stickyKey: 'pair_operation',
       searchKeys: ['pair_operation', 'base_operation', 'program', 'cand_category'],
       placeholder: 'Search operation, base operation, program, category',
       onRowClick: (r) => this.selectPair(r._i, {})});

@@ -3,11 +3,12 @@
 // theme; see app.js `sectionContext`) and owns its DOM, chart and table.
 import {Chart, SERIES_SHAPES, placePoints, programSpec, roofGeometry, seriesColors}
   from '../charts.js';
-import {PROGRAM_COLUMNS, perUnit, visibleColumns, withDeviceMemories} from '../columns.js';
+import {PROGRAM_COLUMNS, PROGRAM_ESSENTIAL, perUnit, visibleColumns, withDeviceMemories} from '../columns.js';
 import {exportButtons, h, setChildren} from './dom.js';
 import {roofLegend} from './roof_legend.js';
 import {errorBox} from './states.js';
 import {DataTable} from './table.js';
+import {detailsTable} from './tooltip.js';
 
 const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', average: 'Average',
                     step: 'Step'};
@@ -43,6 +44,7 @@ export class ProgramSection {
     this.recordsLegendEl = h('div', {class: 'records-legend', id: 'program-legend'});
     this.hwNoteEl = h('p', {class: 'hint', id: 'no-hw-record', hidden: true});
     this.extraEl = h('div', {class: 'program-extra'});  // the throughput line (guidance)
+    this.selectionEl = h('div', {id: 'program-selection', class: 'selection'});
     this.el = h('section', {id: 'program-section'},
         h('div', {class: 'section-head'}, h('h2', {}, 'Program-level roofline'),
             exportButtons('program', [
@@ -51,7 +53,7 @@ export class ProgramSection {
               ['PNG', () => ctx.exportChart(this.chart, 'program', 'png')],
               ['SVG', () => ctx.exportChart(this.chart, 'program', 'svg')]])),
         this.errorEl, this.extraEl, this.chartEl, this.recordsLegendEl, this.legendEl,
-        this.hwNoteEl,
+        this.hwNoteEl, this.selectionEl,
         h('details', {class: 'program-table-details', open: true},
             h('summary', {}, 'Program records'), this.tableEl));
     this.chart = new Chart(this.chartEl, {tooltip: ctx.tooltip.handler,
@@ -59,6 +61,7 @@ export class ProgramSection {
       onClick: (datum) => this.select(datum && datum.series !== undefined ? datum.series : null)});
     this.table = new DataTable(this.tableEl, {id: 'program-table', columns: PROGRAM_COLUMNS,
       rowKey: (r) => r.series, searchable: false, paginated: false,
+      essential: PROGRAM_ESSENTIAL, stickyKey: 'series',
       onRowClick: (r) => this.select(r.series)});
     this.selected = null;
   }
@@ -133,12 +136,29 @@ export class ProgramSection {
     return this.selected ? rows.find((r) => r.series === this.selected) || null : null;
   }
 
+  /** The full record of the selected point (every metric), under the chart. */
+  showDetails(row) {
+    if (!row) {
+      setChildren(this.selectionEl);
+      return;
+    }
+    const tooltip = this.ctx.tooltip;
+    setChildren(this.selectionEl,
+        h('div', {class: 'selection-head'}, h('span', {}, 'Selected: ', h('strong', {}, row.series),
+            ` (bound by ${row.bound_by}${row.binding_roof ? `: ${row.binding_roof}` : ''})`), ' ',
+        h('button', {type: 'button', onclick: () => this.select(null)}, 'Clear')),
+        h('details', {class: 'selection-details', open: true},
+            h('summary', {}, 'The full record'),
+            detailsTable(row, tooltip.columns || undefined, tooltip.memoryIds)));
+  }
+
   /** Selects a record (by its label): table row, ring on the chart, its binding roof. */
   async select(series) {
     this.selected = series;
     this.table.select(series);
     const row = this.selectedRow();
     this.el.dataset.selected = row ? row.series : '';
+    this.showDetails(row);
     await this.chart.setData({selected: row ? [row] : []});
     this.highlight(null);
   }
