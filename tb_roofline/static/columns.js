@@ -191,10 +191,24 @@ export const COLUMN = Object.fromEntries([
 export function sideColumn(side, key, extra = {}) {
   const c = COLUMN[key];
   if (!c) throw new Error(`no column ${key} in the registry`);
-  const measured = (row) => !(row && NOT_MEASURED.has(row[`${side}_caveat`]));
-  const format = c.needs ? (v, row) => (measured(row) ? c.raw(v) : EMPTY) : c.raw;
-  return {...c, key: `${side}_${key}`, format, known: c.needs ? (v, row) => measured(row) : null,
-    ...extra};
+  const measured = (v, row) => sideMeasured(row, side, c.needs);
+  const format = c.needs ? (v, row) => (measured(v, row) ? c.raw(v) : EMPTY) : c.raw;
+  return {...c, key: `${side}_${key}`, format, known: c.needs ? measured : null, ...extra};
+}
+
+/**
+ * Whether one side of a compared pair has a measurement for a column that `needs` FLOPs,
+ * bytes or a peak: not for an async half or an op without cost, nor where what it needs is
+ * zero (no FLOPs: no FLOP rate; no bytes: no bandwidth; no peak: no efficiency).
+ */
+export function sideMeasured(row, side, needs = ['flops']) {
+  if (!row) return true;
+  if (NOT_MEASURED.has(row[`${side}_caveat`])) return false;
+  const zero = (k) => row[`${side}_${k}`] === 0;
+  if (needs.includes('flops') && (zero('flops') || zero('flop_rate'))) return false;
+  if (needs.includes('bytes') && (zero('bytes') || zero('memory_bw'))) return false;
+  if (needs.includes('peak') && zero('peak_flop_rate')) return false;
+  return true;
 }
 
 /**

@@ -141,6 +141,12 @@ function axisRanges(device, placed, top, drawn) {
   return {x0, x1, yLo, yHi};
 }
 
+/** [colour, dash] of the i-th compute roof (falling order). */
+export function computeStyle(i, dark = false) {
+  const [light, darkColor, dash] = COMPUTE_STYLES[Math.min(i, COMPUTE_STYLES.length - 1)];
+  return [dark ? darkColor : light, dash];
+}
+
 /** A roof's drawing: strong (it binds a record) or faint. */
 function lineStyle(color, dash, strong) {
   return {color, dash, strong, width: strong ? 2.2 : 1.2, alpha: strong ? 1 : 0.4};

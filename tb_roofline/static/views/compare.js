@@ -134,8 +134,8 @@ class CompareView {
     h('p', {class: 'hint'}, 'Grey: an op in the base; coloured: the same op in the candidate ' +
         '(green faster, red slower, grey-blue unchanged), or an op only one side has (blue new, ' +
         'orange removed). Arrows for the pairs that explain most of the time change, the others ' +
-        'as points; ops with a caveat are listed in the table, not placed. Click a point to find ' +
-        'its pair.'),
+        'as points; ops with a caveat or without a FLOP rate are listed in the table, not ' +
+        'placed. Click a point to find its pair.'),
     this.opChartEl, this.opTableEl);
     this.app.content.insertBefore(this.section, this.app.content.firstChild);
 
@@ -395,9 +395,10 @@ class CompareView {
   async renderOps() {
     const g = compareGeometry(this.answer.base.device, this.answer.cand.device, sidesXY(this.pairs));
     this.opGeometry = g;
-    const {points, caveated} = pairPoints(this.pairs, g, 'total_self_time_us');
+    const {points, caveated, unplaced} = pairPoints(this.pairs, g, 'total_self_time_us');
     this.points = points;
     this.caveated = caveated;
+    this.unplaced = unplaced;
     this.renderFilterMenus();
     this.filtered = filterPairs(this.pairs, this.state);
     const kept = new Set(this.filtered);
@@ -464,10 +465,13 @@ class CompareView {
         `pairs: ${fmtInt(d.cand)} coloured and ${fmtInt(d.base)} grey base points` +
         (d.limited ? ` (of ${fmtInt(d.baseTotal)}: those with arrows; tick “All base points” ` +
           'to draw every one)' : '') + `, ${fmtInt(this.arrows.length)} arrows`,
-    this.caveated ? ` · ${fmtInt(this.caveated)} records with a caveat listed, not placed` : '');
+    this.caveated ? ` · ${fmtInt(this.caveated)} records with a caveat listed, not placed` : '',
+    this.unplaced ? ` · ${fmtInt(this.unplaced)} records without a FLOP rate listed, not ` +
+      'placed' : '');
     Object.assign(this.opStatusEl.dataset, {pairs: String(this.filtered.length),
       basePoints: String(d.base), baseTotal: String(d.baseTotal), candPoints: String(d.cand),
-      arrows: String(this.arrows.length), caveated: String(this.caveated)});
+      arrows: String(this.arrows.length), caveated: String(this.caveated),
+      unplaced: String(this.unplaced || 0)});
   }
 
   async selectPair(index, {fromChart = false} = {}) {
