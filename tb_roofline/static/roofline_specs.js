@@ -166,6 +166,7 @@ export function programSpec(geometry, dark, {series = [], kinds = [], subtitle =
       },
       {
         // The selected record, from its own data set.
+        name: 'selected',
         data: {name: 'selected'},
         mark: {type: 'point', shape: 'circle', size: 420, filled: false, stroke: '#e53935',
                strokeWidth: 3, clip: true},

@@ -93,9 +93,12 @@ CLIPPED = """(() => {
   // (the tables' scroll areas) and no full text on hover (cut names carry a title).
   const out = [];
   for (const el of document.querySelectorAll('#roofline-app *')) {
-    if (!el.getClientRects().length || el.closest('.table-scroll') || el.closest('.chart')) {
-      continue;
+    if (!el.getClientRects().length || el.closest('.table-scroll') || el.closest('.chart') ||
+        el.closest('.menu-list')) {
+      continue;  // scroll areas meant as such: tables, charts, drop-down lists
     }
+    const closed = el.closest('details:not([open])');
+    if (closed && !el.closest('summary')) continue;  // not shown until opened
     const cs = getComputedStyle(el);
     const vy = el.scrollHeight - el.clientHeight;
     const vx = el.scrollWidth - el.clientWidth;

@@ -11,7 +11,7 @@ import {CHANGES, bySide, compareGeometry, compareSpec, pairArrows, pairPoints, s
 import {PAIR_COLUMNS, PAIR_TOOLTIP_COLUMNS, PROGRAM_PAIR_COLUMNS, columnarToObjects,
   filterPairs, programLabel, tooltipDatum, PAIR_ESSENTIAL} from '../compare_data.js';
 import {summaryPanel} from './compare_summary.js';
-import {fmtInt} from '../columns.js';
+import {fmtInt, perUnit} from '../columns.js';
 import {exportCompareChart, exportPairs} from './compare_exports.js';
 import {onUrlChange, readUrlState, writeUrlState} from '../tbhost.js';
 import {h, setChildren} from './dom.js';
@@ -358,6 +358,9 @@ class CompareView {
         side(base)), ' → candidate ', h('strong', {id: 'compare-cand-label'}, side(cand))));
     setChildren(this.notesEl, (answer.notes || []).map((n) => h('li', {}, n)));
     setChildren(this.summaryEl, ...summaryPanel(answer.summary, base, cand));
+    // "per core" in the candidate device's words (per GPU, per chip, per TensorCore).
+    this.programTable.setColumns(perUnit(PROGRAM_PAIR_COLUMNS, cand.device));
+    this.opTable.setColumns(perUnit(PAIR_COLUMNS, cand.device));
     await loadVega();
     if (token !== this.loadToken) return;
     const t1 = now();

@@ -139,15 +139,28 @@ export function renderDeviceSection(els, d) {
   if (els.banner) warningsBanner(els.banner, shown);
 }
 
-const BANNER_MAX = 3;
+const BANNER_MAX = 2;
 
-/** The warnings and errors of the diagnostics, above the charts (the full list is below). */
+/**
+ * The warnings and errors of the diagnostics, above the charts (the full list is below): one
+ * line per kind (`code`), the first message and how many more of that kind; the peaks that
+ * are not known are said in the device panel instead.
+ */
 function warningsBanner(el, diags) {
-  const worth = diags.filter((x) => x.severity === 'warning' || x.severity === 'error');
-  el.hidden = !worth.length;
-  const shown = worth.slice(0, BANNER_MAX);
-  setChildren(el, h('ul', {}, shown.map((x) => h('li', {class: `diag-${x.severity}`,
-    dataset: {code: x.code}}, h('span', {class: 'diag-severity'}, x.severity), x.message))),
-  worth.length > shown.length ? h('div', {class: 'muted'}, `and ${worth.length - shown.length} ` +
-      'more under Diagnostics (Device section)') : null);
+  const worth = diags.filter((x) => (x.severity === 'warning' || x.severity === 'error') &&
+      x.code !== 'peaks_unknown');
+  const byCode = new Map();
+  for (const x of worth) {
+    if (!byCode.has(x.code)) byCode.set(x.code, []);
+    byCode.get(x.code).push(x);
+  }
+  const kinds = [...byCode.values()];
+  el.hidden = !kinds.length;
+  const shown = kinds.slice(0, BANNER_MAX);
+  const hidden = kinds.slice(BANNER_MAX).reduce((n, k) => n + k.length, 0);
+  setChildren(el, h('ul', {}, shown.map(([x, ...more]) => h('li', {class: `diag-${x.severity}`,
+    dataset: {code: x.code}}, h('span', {class: 'diag-severity'}, x.severity), x.message,
+  more.length ? h('span', {class: 'muted'}, ` (and ${more.length} more like it)`) : null))),
+  hidden ? h('div', {class: 'muted'}, `and ${hidden} more under Diagnostics (Device section)`) :
+    null);
 }
