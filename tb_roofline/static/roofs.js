@@ -105,7 +105,7 @@ const SAME_ROOF = 5e-3;
 // Compute roof styles, one per roof in falling order: dark tones (never a tableau20 colour of
 // the points' categories) and a dash pattern each, so two roofs are told apart in grey prints.
 const COMPUTE_STYLES = [['#212121', '#eeeeee', null], ['#bf360c', '#ffab91', [8, 4]],
-  ['#1b5e20', '#a5d6a7', [3, 3]], ['#0d47a1', '#90caf9', [10, 3, 2, 3]],
+  ['#1b5e20', '#a5d6a7', [3, 3]], ['#0277bd', '#90caf9', [10, 3, 2, 3]],
   ['#6d4c41', '#d7ccc8', [1, 3]], ['#827717', '#e6ee9c', [12, 6]]];
 
 /**
