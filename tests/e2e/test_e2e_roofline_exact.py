@@ -259,3 +259,43 @@ def test_infeed_switch_always_there(page, tb_testdata):
     text = page.inner_text("body")
     assert "--model-flops" not in text and "tb-roofline " not in text
     assert page.locator("abbr.explained[title]").count() >= 2
+
+
+def test_compare_places_only_measurements_and_fits(page, tb_testdata):
+    cand, base = "compare/torch_cpu/convnet_b16", "compare/torch_cpu/convnet_b8"
+    page.set_viewport_size({"width": 1280, "height": 900})
+    open_frame(page, tb_testdata, run=cand)
+    page.select_option("#compare-run", base)
+    wait_js(page, "document.querySelector('#compare-section').dataset.status === 'ready'",
+            timeout=60)
+    out = page.evaluate("""(() => {
+      const v = window.__rooflineCompare;
+      const pts = [...v.opChart.view.data('base_points'), ...v.opChart.view.data('cand_points')];
+      const s = document.querySelector('#compare-op-table').closest('.table-scroll');
+      return {points: pts.map((p) => [p.px, p.py,
+          p.pair[p.side + '_bottleneck_operational_intensity'], p.pair[p.side + '_flop_rate']]),
+        y: v.opChart.view.scale('y').domain(),
+        widths: [document.querySelector('#compare-op-table').scrollWidth, s.clientWidth],
+        unplaced: +document.querySelector('#compare-op-status').dataset.unplaced}; })()""")
+    assert out["points"]
+    for px, py, x, y in out["points"]:  # placed where measured, never on a floor or corner
+        assert positive(x) and positive(y) and px == x and py == y
+    # The pairs without a FLOP rate: listed in the table, counted in the status, not placed.
+    status = page.inner_text("#compare-op-status")
+    if out["unplaced"]:
+        assert "without a FLOP rate listed, not placed" in status
+    assert out["widths"][0] <= out["widths"][1] + 1, out["widths"]
+    # A side without FLOPs reads "—", never "0 FLOP/s", and its Δ FLOP rate "—", never "Δ 0".
+    cells = page.evaluate("""(() => {
+      const t = window.__rooflineCompare.opTable;
+      const cols = Object.fromEntries(t.allColumns.map((c) => [c.key, c]));
+      return t.visibleRows().map((r) => [r.cand_flop_rate, cols.cand_flop_rate.format(
+        r.cand_flop_rate, r), r.base_flop_rate, cols.delta_flop_rate.format(r.delta_flop_rate, r)]);
+    })()""")
+    for cand_rate, cand_text, base_rate, delta_text in cells:
+        if cand_rate == 0:
+            assert cand_text == "—"
+        if cand_rate == 0 or base_rate == 0:
+            assert delta_text == "—"
+        assert cand_text not in ("0 FLOP/s",)
+    shot(page, "exact_compare_1280", full_page=False)

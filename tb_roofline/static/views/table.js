@@ -50,7 +50,9 @@ export class DataTable {
     setChildren(container,
         h('div', {class: 'table-toolbar'}, this.options.searchable ? this.searchInput : null,
             this.chooserEl, this.countEl),
-        h('div', {class: 'table-scroll'}, this.tableEl),
+        h('div', {class: 'table-scroll', onscroll: () => {
+          if (this.stickStale) this._stick();
+        }}, this.tableEl),
         this.options.paginated ? this.pagerEl : null);
   }
 
@@ -148,13 +150,17 @@ export class DataTable {
     const upTo = this.columns.findIndex((c) => c.key === this.options.stickyKey);
     const n = upTo >= 0 ? upTo + 1 : 1;
     const heads = [...this.tableEl.querySelectorAll('thead th')].slice(0, n);
-    const lefts = heads.map((th) => th.offsetLeft);
-    this.tableEl.style.setProperty('--sticky-count', String(n));
+    // Each column's natural left edge within the table (measured unstuck); a table laid out
+    // while hidden is measured again at its first sideways scroll.
+    for (const th of heads) th.style.left = '';
+    const origin = this.tableEl.getBoundingClientRect().left;
+    const lefts = heads.map((th) => th.getBoundingClientRect().left - origin);
+    this.stickStale = !this.tableEl.getClientRects().length;
     for (const tr of this.tableEl.rows) {
       for (let i = 0; i < n && i < tr.cells.length; i++) {
         const cell = tr.cells[i];
         cell.classList.add('sticky');
-        cell.style.left = `${lefts[i] || 0}px`;
+        cell.style.left = `${Math.max(0, lefts[i] || 0)}px`;
       }
     }
   }
