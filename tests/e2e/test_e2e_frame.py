@@ -93,6 +93,9 @@ def test_device_panel_matches_api(page, tb):
         _, answer = tb.api("device", run=run, host="*")
         device = answer["device"]
         panel = page.locator("#device-panel")
+        # One line at once, every number behind the labelled expander.
+        assert device["type"] in panel.locator("#device-summary").inner_text()
+        page.click("#device-details summary")
         assert panel.locator("td[data-field=type]").inner_text() == device["type"]
         megacore = panel.locator("td[data-field=megacore]").inner_text()
         assert megacore == ("yes" if device["megacore"] else "no")

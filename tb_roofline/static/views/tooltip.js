@@ -97,8 +97,10 @@ export class Tooltip {
         continue;
       }
       if (key === 'step' && d.record_type === 'op') continue;
+      // Self time shares are the ops' (a program record's is 0 by construction).
+      if (key === 'self_time_percent' && d.record_type !== 'op') continue;
       const v = d[key];
-      if (v === null || v === undefined || v === '') continue;
+      if (v === null || v === undefined || v === '' || (key === 'host' && v === '*')) continue;
       rows.push(row(c.label, c.format(v, d), key));
     }
     const memories = recordMemories(d, this.device);
