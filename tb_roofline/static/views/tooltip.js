@@ -5,21 +5,40 @@ import {h, setChildren} from './dom.js';
 import {CAVEATS, TOOLTIP_COLUMNS, fmtFlopRate, fmtFrac, fmtNum, fmtTime, recordMemories}
   from '../columns.js';
 
-// Records under the cursor besides the hovered one: items of the same mark within this many
-// pixels (records on one spot are drawn on one spot; the tooltip names each).
+// Records under the cursor besides the hovered one: items of the same mark whose marker
+// covers the cursor, or that sit within this many pixels of the hovered one (records on one
+// spot are drawn on one spot; the tooltip names each).
 const SAME_SPOT_PX = 4;
 const MAX_LISTED = 12;
 
-/** The data of the other items of `item`'s mark that sit on the same spot. */
-export function itemsAt(item) {
+/** The cursor in the coordinates of `item` (its mark's group), or null. */
+function cursorAt(view, event, item) {
+  if (!view || !event || typeof event.clientX !== 'number' || !view.container) return null;
+  const canvas = view.container() && view.container().querySelector('canvas');
+  if (!canvas) return null;
+  const box = canvas.getBoundingClientRect();
+  const [ox, oy] = view.origin();
+  let gx = 0;
+  let gy = 0;
+  for (let g = item.mark && item.mark.group; g; g = g.mark && g.mark.group) {
+    gx += g.x || 0;
+    gy += g.y || 0;
+  }
+  return {x: event.clientX - box.left - ox - gx, y: event.clientY - box.top - oy - gy};
+}
+
+/** The data of the other items of `item`'s mark under the cursor or on the same spot. */
+export function itemsAt(item, cursor = null) {
   const mark = item && item.mark;
   if (!mark || !Array.isArray(mark.items) || typeof item.x !== 'number') return [];
   const out = [];
   for (const o of mark.items) {
     if (o === item || !o.datum || o.datum === item.datum) continue;
-    if (Math.abs(o.x - item.x) <= SAME_SPOT_PX && Math.abs(o.y - item.y) <= SAME_SPOT_PX) {
-      out.push(o.datum);
-    }
+    const near = Math.abs(o.x - item.x) <= SAME_SPOT_PX && Math.abs(o.y - item.y) <= SAME_SPOT_PX;
+    // A point mark's size is its area in px²: the cursor is on it within that radius.
+    const r = Math.sqrt(o.size || 64) / 2 + 1;
+    const under = cursor && Math.hypot(o.x - cursor.x, o.y - cursor.y) <= r;
+    if (near || under) out.push(o.datum);
   }
   return out;
 }
@@ -37,18 +56,23 @@ export class Tooltip {
     this.keys = null;  // The columns shown at once (null: every one of `columns`).
     this.device = null;  // The run's device: memory names and peaks of the memory rows.
     this.here = [];  // The other records on the hovered spot.
-    // The signature vega-embed expects for a custom tooltip handler.
-    this.handler = (handler, event, item, value) => this.show(event, value, item);
+    // The signature vega-embed expects for a custom tooltip handler; Vega calls it with the
+    // view as `this`.
+    const self = this;
+    this.handler = function tooltipHandler(handler, event, item, value) {
+      self.show(event, value, item, this);
+    };
   }
 
-  show(event, datum, item = null) {
+  show(event, datum, item = null, view = null) {
     if (!datum || typeof datum !== 'object') {
       this.hide();
       return;
     }
     if (datum !== this.current) {
       this.current = datum;
-      this.here = datum.record_type !== undefined ? itemsAt(item) : [];
+      this.here = datum.record_type !== undefined ?
+        itemsAt(item, item ? cursorAt(view, event, item) : null) : [];
       setChildren(this.el, this.render(datum));
     }
     this.el.hidden = false;
