@@ -14,6 +14,13 @@ function source(value) {
       SOURCE_LABEL[value] || value || 'unknown');
 }
 
+/** A backend message without its command line: the page names the guide instead. */
+function pageWords(message) {
+  const cut = message.search(/\bRun `|`tb-roofline|--[a-z]/);
+  return cut < 0 ? message : `${message.slice(0, cut).trim()} docs/device_peaks.md says how to ` +
+    'give them (a device file beside the profile).';
+}
+
 const cap = (s) => s.charAt(0).toUpperCase() + s.slice(1);
 
 const num = (field, value, text) => h('td', {class: 'num', dataset: {field,
@@ -86,8 +93,8 @@ export function devicePanel(device, total, peaksNote = null) {
   const peaksWarning = device.peaks_known === false || peaksNote ? h('p',
       {class: 'warning', id: 'peaks-unknown'},
       'Peaks are not known for this device: rates are shown, efficiencies are not.',
-      peaksNote && peaksNote.message ? h('span', {class: 'muted'}, ` ${peaksNote.message}`) :
-        null) : null;
+      peaksNote && peaksNote.message ? h('span', {class: 'muted'},
+          ` ${pageWords(peaksNote.message)}`) : null) : null;
   // One line at once (what the chart's roofs are), every number behind a labelled expander
   // that grows the section to its content.
   return [deviceSummary(device), peaksWarning, coverage,
