@@ -7,7 +7,7 @@
 import {api, ApiError, tableToObjects} from './api.js';
 import {onReload, onUrlChange, readUrlState, watchDarkMode, writeUrlState} from './tbhost.js';
 import {loadVega} from './charts.js';
-import {TOOLTIP_COLUMNS, TOOLTIP_KEYS, withDeviceMemories} from './columns.js';
+import {TOOLTIP_COLUMNS, TOOLTIP_KEYS, perUnit, withDeviceMemories} from './columns.js';
 import {exportChart, exportTable} from './exports.js';
 import {InfeedSwitch} from './infeed_switch.js';
 import {h, setChildren} from './views/dom.js';
@@ -104,14 +104,20 @@ class App {
     // XProf's order: device, program roofline + table, op roofline + table; the compare view
     // goes first when it is on.
     this.topEl = h('div', {class: 'top-row'}, this.deviceSection, this.opportunities.el);
-    this.contentEl = h('div', {id: 'content'}, this.topEl, this.program.el, this.ops.el);
+    // The diagnostics' warnings, where they are read before the numbers they qualify.
+    this.bannerEl = h('div', {id: 'warnings-banner', class: 'warnings-banner', role: 'status',
+      hidden: true});
+    this.contentEl = h('div', {id: 'content'}, this.bannerEl, this.topEl, this.program.el,
+        this.ops.el);
     this.app = h('div', {id: 'roofline-app', class: 'app', dataset: {status: 'starting'}},
         h('header', {class: 'toolbar'},
             h('label', {}, 'Run ', this.runSelect),
             h('label', {}, 'Host ', this.hostSelect),
             this.infeedLabel = h('label', {class: 'check', title: 'Applies to both charts, ' +
               'the tables and the exports'}, this.infeedToggle,
-            ' Include infeed/outfeed (both charts)'),
+            ' Include infeed/outfeed (both charts)',
+            this.infeedNote = h('span', {class: 'muted', id: 'infeed-note', hidden: true},
+                ' (no infeed/outfeed ops in this run)')),
             this.loadingEl),
         this.noticeEl, this.runErrorEl, this.contentEl);
     setChildren(this.root, this.app);
@@ -416,7 +422,7 @@ class App {
 
   renderDevice() {
     renderDeviceSection({panel: this.devicePanelEl, list: this.diagnosticsEl,
-      summary: this.diagSummary}, this.data);
+      summary: this.diagSummary, banner: this.bannerEl}, this.data);
   }
 
   async renderAll() {
@@ -424,11 +430,17 @@ class App {
     this.renderDevice();
     await loadVega();
     this.tooltip.memoryIds = d.device ? this.memoryIds() : null;
-    this.tooltip.columns = withDeviceMemories(TOOLTIP_COLUMNS, d.device && d.device.memories);
+    this.tooltip.device = d.device || null;
+    this.tooltip.columns = perUnit(withDeviceMemories(TOOLTIP_COLUMNS,
+        d.device && d.device.memories), d.device);
     // The op section first: it places the program's Total on its own axes from a copy.
     await Promise.all([this.program.render(), this.ops.render()]);
-    this.infeedLabel.hidden = this.state.infeed === 'include' &&
-        !(d.ops || []).some((r) => r.is_infeed_outfeed);
+    // Always there (as in XProf); without such ops it changes nothing, and says so.
+    const none = this.state.infeed === 'include' && !!d.ops &&
+        !d.ops.some((r) => r.is_infeed_outfeed);
+    this.infeedToggle.disabled = none;
+    this.infeedNote.hidden = !none;
+    this.infeedLabel.classList.toggle('disabled', none);
   }
 
   // ---------------------------------------------------------------- theme & reload

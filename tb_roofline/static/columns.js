@@ -108,6 +108,8 @@ function C(key, label, format, extra = {}) {
   col.format = needs ? (v, row) => (isMeasurement(row, needs) ? format(v) : EMPTY) :
     (v) => format(v);
   col.raw = (v) => format(v);
+  // Whether the value is shown as a number (tables sort the others, "—", last).
+  col.known = needs ? (v, row) => isMeasurement(row, needs) : null;
   return col;
 }
 
@@ -151,8 +153,9 @@ export const COLUMN = Object.fromEntries([
   C('cumulative_self_time_percent', 'Cumulative self time (%)', fmtPct),
   C('dma_stall_percent', 'DMA stall (%)', fmtPct, {tpu: true}),
   C('flop_rate', 'FLOP rate (per core)', fmtFlopRate, {needs: ['flops'], title: "the chart's y"}),
-  C('bottleneck_operational_intensity', 'Op. intensity of the bound-by resource (FLOP/B)',
-    fmtNum, {needs: ['flops', 'bytes'], title: "the chart's x"}),
+  C('bottleneck_operational_intensity', 'Bound-by intensity (FLOP/B)',
+    fmtNum, {needs: ['flops', 'bytes'], title: 'operational intensity against the resource ' +
+      "that binds the record (FLOPs per byte it moves there): the chart's x"}),
   C('model_flop_rate', 'Model FLOP rate (per core)', fmtFlopRate, {tpu: true, needs: ['flops']}),
   C('memory_bw', 'Memory BW (GiB/s)', fmtNum, {needs: ['bytes']}),
   ...MEMORIES.map(([id, name]) => memoryBw(id, name)),
@@ -172,7 +175,8 @@ export const COLUMN = Object.fromEntries([
   C('include_infeed_outfeed', 'Include infeed/outfeed', fmtBool, {tpu: true}),
   C('source', 'Source (file:line)', fmtText, {wide: true}),
   C('time_fraction', 'Share of the profiled span', fmtFrac),
-  C('total_time_per_core_us', 'Time per core', fmtTime),
+  C('total_time_per_core_us', 'Time per core', fmtTime,
+    {title: 'total time ÷ the number of cores (GPUs, chips) it ran on'}),
   C('flops', 'FLOPs', fmtNum),
   C('bytes', 'Bytes accessed', fmtNum),
   C('tf_op', 'Framework op', fmtText, {wide: true}),
@@ -187,9 +191,73 @@ export const COLUMN = Object.fromEntries([
 export function sideColumn(side, key, extra = {}) {
   const c = COLUMN[key];
   if (!c) throw new Error(`no column ${key} in the registry`);
-  const format = c.needs ? (v, row) => (row && NOT_MEASURED.has(row[`${side}_caveat`]) ? EMPTY :
-    c.raw(v)) : c.raw;
-  return {...c, key: `${side}_${key}`, format, ...extra};
+  const measured = (v, row) => sideMeasured(row, side, c.needs);
+  const format = c.needs ? (v, row) => (measured(v, row) ? c.raw(v) : EMPTY) : c.raw;
+  return {...c, key: `${side}_${key}`, format, known: c.needs ? measured : null, ...extra};
+}
+
+/**
+ * Whether one side of a compared pair has a measurement for a column that `needs` FLOPs,
+ * bytes or a peak: not for an async half or an op without cost, nor where what it needs is
+ * zero (no FLOPs: no FLOP rate; no bytes: no bandwidth; no peak: no efficiency).
+ */
+export function sideMeasured(row, side, needs = ['flops']) {
+  if (!row) return true;
+  if (NOT_MEASURED.has(row[`${side}_caveat`])) return false;
+  const zero = (k) => row[`${side}_${k}`] === 0;
+  if (needs.includes('flops') && (zero('flops') || zero('flop_rate'))) return false;
+  if (needs.includes('bytes') && (zero('bytes') || zero('memory_bw'))) return false;
+  if (needs.includes('peak') && zero('peak_flop_rate')) return false;
+  return true;
+}
+
+/**
+ * What one "core" of the per-core figures is on this device, in the words its users read: a
+ * GPU, a TPU chip (megacore: two TensorCores work as one) or TensorCore, a CPU core.
+ */
+export function unitOf(device) {
+  const kind = device && device.kind;
+  if (kind === 'gpu') return 'GPU';
+  if (kind === 'tpu') return device.megacore ? 'chip' : 'TensorCore';
+  return 'core';
+}
+
+/** The columns with "per core" said in the device's words (unitOf). */
+export function perUnit(list, device) {
+  const unit = unitOf(device);
+  if (unit === 'core') return list;
+  return list.map((c) => (/per core/i.test(c.label) ? {...c,
+    label: c.label.replace(/per core/, `per ${unit}`).replace(/Per core/, `Per ${unit}`)} : c));
+}
+
+/** The name of a memory id (the device's name when it has the memory). */
+export function memoryName(id, device) {
+  const m = ((device && device.memories) || []).find((x) => x.id === id);
+  if (m) return m.name;
+  const known = MEMORIES.find(([k]) => k === id);
+  return known ? known[1] : id === 'interconnect' ? 'Interconnect' : id;
+}
+
+/**
+ * The memories a record moves bytes in, each with its bandwidth (GiB/s, the API's unit), its
+ * share of the memory's peak and the record's intensity against it: [{id, name, bw, util,
+ * intensity}]. None for a record whose bytes are not a measurement (isMeasurement).
+ */
+export function recordMemories(row, device) {
+  if (!isMeasurement(row, ['bytes'])) return [];
+  const ids = [...MEMORIES.map(([id]) => id), 'interconnect',
+    ...((device && device.memories) || []).map((m) => m.id)];
+  const out = [];
+  for (const id of new Set(ids)) {
+    const bw = row[`${id}_bw`];
+    if (!(typeof bw === 'number' && bw > 0)) continue;
+    const m = ((device && device.memories) || []).find((x) => x.id === id);
+    const intensity = row[`${id}_operational_intensity`];
+    out.push({id, name: memoryName(id, device), bw,
+      util: m && m.peak_gibs > 0 ? bw / m.peak_gibs : null,
+      intensity: isMeasurement(row, ['flops', 'bytes']) && intensity > 0 ? intensity : null});
+  }
+  return out;
 }
 
 /** Registry columns by key, with per-list overrides (`{key: {label, ...}}`). */
@@ -216,6 +284,11 @@ export const OP_COLUMNS = columns(['rank', 'operation', 'shapes', 'bound_by', 'r
   'peak_flop_rate', 'compute_efficiency', 'max_mem_bw_utilization', 'flop_coverage',
   'include_infeed_outfeed', 'source']);
 
+/** The op table's columns at first (the rest in its column chooser): they fit 1280 px. */
+export const OP_ESSENTIAL = ['rank', 'operation', 'shapes', 'bound_by', 'roofline_efficiency',
+  'potential_time_saved_us', 'caveat', 'self_time_percent', 'category', 'precision',
+  'total_time_us', 'flop_rate', 'bottleneck_operational_intensity'];
+
 /** Program-level table (Total, Total (HW), hosts, Average, steps). */
 export const PROGRAM_COLUMNS = columns(['series', 'bound_by', 'roofline_efficiency',
   'flop_coverage', 'bytes_coverage', 'caveat', 'total_time_per_core_us', 'total_time_us',
@@ -225,11 +298,16 @@ export const PROGRAM_COLUMNS = columns(['series', 'bound_by', 'roofline_efficien
   'whose FLOPs are known: below 100%, the rates describe only that part'},
 bytes_coverage: {label: 'Bytes known (share of op time)'}});
 
+/** The program table's columns at first. */
+export const PROGRAM_ESSENTIAL = ['series', 'bound_by', 'roofline_efficiency', 'flop_coverage',
+  'caveat', 'total_time_per_core_us', 'total_time_us', 'flop_rate',
+  'bottleneck_operational_intensity', 'memory_bw', 'hbm_bw', 'peak_flop_rate'];
+
 /** What the chart tooltip shows at once (details: click the point). */
-export const TOOLTIP_KEYS = ['series', 'operation', 'shapes', 'category', 'precision', 'bound_by',
-  'binding_roof', 'roofline_efficiency', 'potential_time_saved_us', 'self_time_percent',
-  'total_time_us', 'flop_rate', 'bottleneck_operational_intensity', 'flop_coverage', 'caveat',
-  'host'];
+export const TOOLTIP_KEYS = ['category', 'precision', 'bound_by', 'binding_roof',
+  'roofline_efficiency', 'potential_time_saved_us', 'total_time_us', 'total_time_per_core_us',
+  'time_fraction', 'self_time_percent', 'flop_rate', 'bottleneck_operational_intensity',
+  'flop_coverage', 'host'];
 
 /** Every metric of a record, for the details of a selected point (in this order). */
 export const TOOLTIP_COLUMNS = columns([...new Set(['series', 'operation', 'shapes', 'step',

@@ -2,7 +2,8 @@
 // device's roofs, an arrow from a base record to its candidate coloured by faster / slower. The
 // Vega-Lite specs and the data they draw; views are made with charts.js's Chart. No API access.
 import {X_LABELS, Y_LABELS} from './roofline_specs.js';
-import {boundTo, decades} from './roofs.js';
+import {boundTo, computeStyle, decades, memoryColor} from './roofs.js';
+import {unitOf} from './columns.js';
 
 export const CHANGES = ['faster', 'slower', 'same', 'new', 'removed'];
 const CHANGE_COLORS = ['#2e7d32', '#d32f2f', '#78909c', '#1565c0', '#ef6c00'];
@@ -70,28 +71,37 @@ export function compareGeometry(baseDevice, candDevice, points) {
     const [peak, ...lower] = peaks;  // each memory roof rises to the highest compute roof
     const who = same ? '' : `${side === 'cand' ? 'candidate' : 'base'}: `;
     const mems = memories(d);
+    // Roofs a placed record is judged against strong, the others faint (as in one run).
+    const mine = points.filter((p) => same || p.side === side);
+    const computeBinds = (v) => mine.some((p) => p.bound === 'Compute' && p.peak === v);
+    const style = (color, dash, strong) => ({color, dash, width: strong ? 2.2 : 1.2,
+      alpha: (strong ? 1 : 0.4) * (side === 'base' && !same ? 0.6 : 1)});
     for (const m of mems) {
       const ridge = peak / m.peak_gbs;
       const name = `${who}${m.name}`;
-      roofs.push({roof: name, side, order: 0, px: x0, py: m.peak_gbs * x0});
-      roofs.push({roof: name, side, order: 1, px: ridge, py: peak});
-      roofs.push({roof: name, side, order: 2, px: x1, py: peak});
+      // The memory roof runs on flat along the top compute roof: strong when either binds.
+      const ms = style(memoryColor(m.id), null, mine.some((p) => boundTo(m, p.bound)) ||
+          computeBinds(peak));
+      roofs.push({roof: name, side, order: 0, px: x0, py: m.peak_gbs * x0, ...ms});
+      roofs.push({roof: name, side, order: 1, px: ridge, py: peak, ...ms});
+      roofs.push({roof: name, side, order: 2, px: x1, py: peak, ...ms});
       ridges.push({side, px: ridge, py: peak,
         label: `${who}${m.name} ridge ${ridge.toPrecision(4)} FLOP/B, peak ${fmtPeak(peak)}`});
     }
     const hbm = mems.find((m) => m.id === 'hbm') || mems[0];
-    for (const p of lower) {  // a lower precision's roof: from where HBM meets it
+    lower.forEach((p, i) => {  // a lower precision's roof: from where HBM meets it
       const ridge = hbm ? p / hbm.peak_gbs : x0;
       const name = `${who}compute ${fmtPeak(p)}`;
-      roofs.push({roof: name, side, order: 0, px: ridge, py: p});
-      roofs.push({roof: name, side, order: 1, px: x1, py: p});
+      const cs = style(...computeStyle(i + 1, false), computeBinds(p));
+      roofs.push({roof: name, side, order: 0, px: ridge, py: p, ...cs});
+      roofs.push({roof: name, side, order: 1, px: x1, py: p, ...cs});
       if (hbm) {
         ridges.push({side, px: ridge, py: p,
           label: `${who}${hbm.name} ridge ${ridge.toPrecision(4)} FLOP/B, peak ${fmtPeak(p)}`});
       }
-    }
+    });
   }
-  return {same, floorX, floorY, roofs, ridges, xDomain: [floorX / 2, x1],
+  return {same, floorX, floorY, roofs, ridges, yTitle: `FLOP rate per ${unitOf(candDevice)}`, xDomain: [floorX / 2, x1],
     yDomain: [floorY / 2, Math.max(yMax, 1e-9) * 3]};
 }
 
@@ -111,12 +121,15 @@ function fmtPeak(gflops) {
 
 /**
  * One point per side of each pair that can be placed: records with a caveat are compared in the
- * table but never placed as roofline measurements. A point holds only what the chart encodes
- * (flat objects keep Vega's field access fast) and its `pair`. Returns {points, caveated}.
+ * table but never placed as roofline measurements, nor are records without a FLOP rate or an
+ * intensity (no place on a roofline: `unplaced`, listed in the table). A point holds only
+ * what the chart encodes (flat objects keep Vega's field access fast) and its `pair`.
+ * Returns {points, caveated, unplaced}.
  */
 export function pairPoints(pairs, geometry, timeKey) {
   const points = [];
   let caveated = 0;
+  let unplaced = 0;
   for (const pair of pairs) {
     for (const side of ['base', 'cand']) {
       if (pair[`${side}_${timeKey}`] === null || pair[`${side}_${timeKey}`] === undefined) continue;
@@ -126,12 +139,15 @@ export function pairPoints(pairs, geometry, timeKey) {
       }
       const x = pair[`${side}_bottleneck_operational_intensity`];
       const y = pair[`${side}_flop_rate`];
-      points.push({px: positive(x) ? x : geometry.floorX, py: positive(y) ? y : geometry.floorY,
-        at_floor: !(positive(x) && positive(y)), side, change: pair.change,
+      if (!(positive(x) && positive(y))) {
+        unplaced++;
+        continue;
+      }
+      points.push({px: x, py: y, at_floor: false, side, change: pair.change,
         t: pair[`${side}_${timeKey}`] || 0, pair});
     }
   }
-  return {points, caveated};
+  return {points, caveated, unplaced};
 }
 
 /** Arrows (base → candidate) for the matched pairs with the largest time changes. */
@@ -162,7 +178,7 @@ export function pairArrows(points, {share = ARROW_SHARE, max = MAX_ARROWS, all =
 const xEnc = (g, field = 'px') => ({field, type: 'quantitative', title: X_TITLE,
   scale: {type: 'log', nice: false, domain: g.xDomain}, axis: {labelExpr: X_LABELS, grid: true,
     values: decades(g.xDomain[0], g.xDomain[1])}});
-const yEnc = (g, field = 'py') => ({field, type: 'quantitative', title: Y_TITLE,
+const yEnc = (g, field = 'py') => ({field, type: 'quantitative', title: g.yTitle || Y_TITLE,
   scale: {type: 'log', nice: false, domain: g.yDomain}, axis: {labelExpr: Y_LABELS, grid: true,
     values: decades(g.yDomain[0], g.yDomain[1])}});
 const changeScale = {domain: CHANGES, range: CHANGE_COLORS};
@@ -175,20 +191,28 @@ const sizeEnc = (title) => ({field: 't', type: 'quantitative', title,
 
 function roofLayers(g) {
   if (!g.roofs.length) return [];
-  // The candidate's roofs solid, the base's (only when its device differs) fainter.
-  const lines = ['cand', 'base'].map((side) => g.roofs.filter((r) => r.side === side))
-      .filter((rows) => rows.length).map((rows) => ({
-        data: {values: rows},
-        mark: {type: 'line', color: ROOF_COLOR, strokeWidth: 2, clip: true,
-               opacity: rows[0].side === 'cand' ? 0.9 : 0.45},
-        encoding: {
-          x: xEnc(g), y: yEnc(g), order: {field: 'order'},
-          strokeDash: {field: 'roof', type: 'nominal', title: 'Roof',
-                       legend: {orient: 'right', symbolType: 'stroke'}},
-        },
-      }));
+  // Each roof in its own colour and dash (memories as in one run, compute roofs per
+  // precision); those a record is bound by strong, the others faint; the base's (only when
+  // its device differs) fainter still. The legend names each roof.
+  const names = [...new Set(g.roofs.map((r) => r.roof))];
+  const first = new Map();
+  for (const r of g.roofs) if (!first.has(r.roof)) first.set(r.roof, r);
   return [
-    ...lines,
+    {
+      data: {values: g.roofs},
+      mark: {type: 'line', clip: true},
+      encoding: {
+        x: xEnc(g), y: yEnc(g), order: {field: 'order'},
+        detail: {field: 'roof'},
+        color: {field: 'roof', type: 'nominal', title: 'Roof',
+                scale: {domain: names, range: names.map((n) => first.get(n).color)},
+                legend: {orient: 'right', symbolType: 'stroke'}},
+        strokeDash: {field: 'roof', type: 'nominal', legend: null,
+                     scale: {domain: names, range: names.map((n) => first.get(n).dash || [1, 0])}},
+        strokeWidth: {field: 'width', type: 'quantitative', scale: null},
+        opacity: {field: 'alpha', type: 'quantitative', scale: null},
+      },
+    },
     {
       data: {values: g.ridges},
       mark: {type: 'point', shape: 'triangle-down', filled: true, size: 60, color: ROOF_COLOR,

@@ -1,6 +1,7 @@
 // Data of a run comparison (the /compare answer, docs/compare.md): columnar values to row
 // objects, the browser-side filters (the API's semantics), table columns, CSV. No DOM.
-import {fmtBool, fmtFrac, fmtNum, fmtText, fmtTime, sideColumn} from './columns.js';
+import {fmtBool, fmtFrac, fmtNum, fmtText, fmtTime, sideColumn, sideMeasured}
+  from './columns.js';
 
 /** `{columns, values}` (one array per column) → row objects, each with its index `_i`. */
 export function columnarToObjects(table) {
@@ -53,6 +54,15 @@ const fmtSignedFrac = (v) => (v === null || v === undefined ? '—' :
 const fmtX = (v) => (v === null || v === undefined ? '—' : `${fmtNum(v, 3)}×`);
 const fmtShapes = (v) => (v && v.startsWith('shapes:') ? v.slice(7) :
   v && v.startsWith('grid:') ? `grid ${v.slice(5)}` : '—');
+/**
+ * A change between the sides of a measured quantity: "—" unless both sides measure it
+ * (`needs`, sideMeasured), so an op without FLOPs never reads "Δ 0".
+ */
+const D = (key, label, format, needs, extra = {}) => {
+  const known = (v, row) => sideMeasured(row, 'base', needs) && sideMeasured(row, 'cand', needs);
+  return {key, label, type: 'num', known,
+    format: (v, row) => (row && !known(v, row) ? '—' : format(v)), ...extra};
+};
 // One side's column of the registry (columns.js): `cand_<key>` / `base_<key>`.
 const cand = (key, extra = {}) => sideColumn('cand', key, extra);
 const base = (key, extra = {}) => sideColumn('base', key, extra);
@@ -66,10 +76,10 @@ export const PAIR_COLUMNS = [
   C('delta_time_percent', 'Δ self time (%)', fmtSignedPct),
   C('speedup', 'Speedup', fmtX, {title: 'base time / candidate time'}),
   C('share_of_change', 'Share of the time change', fmtFrac),
-  C('delta_roofline_efficiency', 'Δ efficiency', fmtSignedFrac,
+  D('delta_roofline_efficiency', 'Δ efficiency', fmtSignedFrac, ['peak', 'flops'],
     {title: 'null when a side carries a caveat (not a measurement under its roof)'}),
-  C('delta_flop_rate', 'Δ FLOP rate (GFLOP/s)', fmtSigned),
-  C('delta_operational_intensity', 'Δ op. intensity', fmtSigned),
+  D('delta_flop_rate', 'Δ FLOP rate (GFLOP/s)', fmtSigned, ['flops']),
+  D('delta_operational_intensity', 'Δ op. intensity', fmtSigned, ['flops', 'bytes']),
   C('abs_delta_time_us', '|Δ time|', fmtTime, {title: 'size of the change in self time'}),
   C('match_rule', 'Matched by', fmtText,
     {title: 'name: same name and work; fingerprint: renamed, same work; name_only: same ' +
@@ -99,6 +109,12 @@ export const PAIR_COLUMNS = [
   base('occurrences', {label: 'Base # occurrences'}),
   cand('occurrences'),
 ];
+
+/** The op pairs table's columns at first (the rest in its column chooser). */
+export const PAIR_ESSENTIAL = ['change', 'pair_operation', 'delta_time_us',
+  'delta_time_percent', 'speedup', 'delta_roofline_efficiency', 'match_rule', 'cand_category',
+  'base_total_self_time_us', 'cand_total_self_time_us', 'base_flop_rate', 'cand_flop_rate',
+  'cand_bound_by'];
 
 /** The program pairs table. */
 export const PROGRAM_PAIR_COLUMNS = [

@@ -40,7 +40,7 @@ export const X_LABELS = "datum.value >= 1e4 ? format(datum.value, '~s') : format
 const xEnc = (g) => ({field: 'px', type: 'quantitative', title: X_TITLE,
   scale: {type: 'log', nice: false, domain: g.xDomain},
   axis: {labelExpr: X_LABELS, grid: true, values: g.xTicks}});
-const yEnc = (g) => ({field: 'py', type: 'quantitative', title: Y_TITLE,
+const yEnc = (g) => ({field: 'py', type: 'quantitative', title: g.yTitle || Y_TITLE,
   scale: {type: 'log', nice: false, domain: g.yDomain},
   axis: {labelExpr: Y_LABELS, grid: true, values: g.yTicks}});
 
@@ -90,20 +90,28 @@ function roofLayers(geometry) {
       mark: {type: 'line', clip: true},
       encoding: {
         x: xEnc(geometry), y: yEnc(geometry), order: {field: 'order'}, detail: {field: 'roof'},
-        // Fixed colours as values (no scale shared with the points' categories).
+        // Fixed colours and dashes as values (no scale shared with the points' categories).
         color: {field: 'color', type: 'nominal', scale: null},
-        strokeWidth: {condition: {test: hl, value: 4.5}, value: 1.8},
-        opacity: {condition: {test: `hl_roof === '' || ${hl}`, value: 1}, value: 0.55},
+        strokeDash: {field: 'dash', type: 'nominal', scale: null},
+        // The roofs that bind a record strong, the others faint; the hovered or selected
+        // record's roof thicker still.
+        strokeWidth: {condition: {test: hl, value: 4.5},
+                      field: 'width', type: 'quantitative', scale: null},
+        opacity: {condition: {test: hl, value: 1},
+                  field: 'alpha', type: 'quantitative', scale: null},
       },
     },
     {
       data: {values: geometry.labels},
-      mark: {type: 'text', clip: true, fontSize: 11, dy: -5, baseline: 'bottom',
+      mark: {type: 'text', clip: true, fontSize: 11, dy: {expr: 'datum.below ? 5 : -5'},
+             baseline: {expr: "datum.below ? 'top' : 'bottom'"},
              angle: {expr: LABEL_ANGLE}, align: {expr: 'datum.align'},
-             fontWeight: {expr: `${hl} ? 'bold' : 'normal'`}},
+             fontWeight: {expr: `${hl} || datum.strong ? 'bold' : 'normal'`}},
       encoding: {
         x: xEnc(geometry), y: yEnc(geometry), text: {field: 'text'},
         color: {field: 'color', type: 'nominal', scale: null},
+        opacity: {condition: {test: hl, value: 1},
+                  field: 'alpha', type: 'quantitative', scale: null},
       },
     },
   ];
@@ -133,7 +141,7 @@ export function programSpec(geometry, dark, {series = [], kinds = [], subtitle =
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: titled('Program-level roofline', subtitle),
     width: 'container',
-    height: 340,
+    height: 300,
     autosize: {type: 'fit-x', contains: 'padding'},
     config: themeConfig(dark),
     params: [{name: 'hl_roof', value: ''}],
@@ -158,6 +166,7 @@ export function programSpec(geometry, dark, {series = [], kinds = [], subtitle =
       },
       {
         // The selected record, from its own data set.
+        name: 'selected',
         data: {name: 'selected'},
         mark: {type: 'point', shape: 'circle', size: 420, filled: false, stroke: '#e53935',
                strokeWidth: 3, clip: true},

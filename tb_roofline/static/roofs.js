@@ -1,10 +1,10 @@
 // The roofs of a roofline chart and where each record sits: which roofs are drawn (XProf's
 // rule), their lines and labels, the binding roof of each record, the axis ranges, the strip of
 // records without a FLOP rate. No DOM, no Vega.
-import {fmtBandwidth, fmtFlopRate} from './columns.js';
+import {fmtBandwidth, fmtFlopRate, unitOf} from './columns.js';
 
 // Fixed colours per memory (the same on every device), dark tones that the category palette
-// (tableau20, mid and light tones) never uses. Compute roofs are drawn in the foreground colour.
+// (tableau20, mid and light tones) never uses. Compute roofs: COMPUTE_STYLES.
 const MEMORY_COLORS = {hbm: '#1a237e', l2: '#004d40', l1: '#4a148c', vmem_read: '#880e4f',
   vmem_write: '#ad1457', cmem_read: '#33691e', cmem_write: '#558b2f', host: '#3e2723',
   interconnect: '#b71c1c'};
@@ -12,8 +12,6 @@ const MEMORY_COLORS_DARK = {hbm: '#9fa8da', l2: '#80cbc4', l1: '#ce93d8', vmem_r
   vmem_write: '#f8bbd0', cmem_read: '#c5e1a5', cmem_write: '#dcedc8', host: '#bcaaa4',
   interconnect: '#ef9a9a'};
 const OTHER_COLORS = ['#263238', '#3e2723', '#1b5e20', '#311b92'];
-const COMPUTE_COLOR = '#212121';
-const COMPUTE_COLOR_DARK = '#eeeeee';
 
 export function memoryColor(id, dark = false) {
   const table = dark ? MEMORY_COLORS_DARK : MEMORY_COLORS;
@@ -42,7 +40,7 @@ function computeRoofs(device, records, mix) {
   }
   const roofs = [];
   for (const [value, used] of byValue) {
-    if (roofs.some((r) => Math.abs(r.value / value - 1) < 1e-6)) continue;
+    if (roofs.some((r) => Math.abs(r.value / value - 1) < SAME_ROOF)) continue;
     // Named by the device's precisions with this peak that the records use (else all of them).
     const same = compute.filter((c) => Math.abs(c.peak_gflops / value - 1) < 1e-6)
         .map((c) => c.precision);
@@ -101,53 +99,114 @@ function span(values) {
   return Number.isFinite(lo) ? [lo, hi] : null;
 }
 
+// Compute roofs within this relative distance are one roof (the Program records' FLOP-mix
+// roofs of equal steps differ in the last digits).
+const SAME_ROOF = 5e-3;
+// Compute roof styles, one per roof in falling order: dark tones (never a tableau20 colour of
+// the points' categories) and a dash pattern each, so two roofs are told apart in grey prints.
+const COMPUTE_STYLES = [['#212121', '#eeeeee', null], ['#bf360c', '#ffab91', [8, 4]],
+  ['#1b5e20', '#a5d6a7', [3, 3]], ['#0277bd', '#90caf9', [10, 3, 2, 3]],
+  ['#6d4c41', '#d7ccc8', [1, 3]], ['#827717', '#e6ee9c', [12, 6]]];
+
 /**
- * The axis ranges, roof lines and labels for a device and the records of a chart.
- * `fit: true` (program chart) fits the axes to the points (the roofs are clipped);
- * otherwise the ranges also hold the ridge points. `mixPeak`: the Total's compute roof.
- * `roofRecords`: the records whose roofs are drawn (default: all of `records`).
+ * The roof a record is judged against at its own intensity (GFLOP/s): its compute peak when
+ * compute-bound, its binding memory's bandwidth × its intensity when memory-bound; null when
+ * neither is known. The y axis must hold it.
  */
-export function roofGeometry(device, records, {mixPeak = null, dark = false, fit = false,
+export function roofAt(device, r) {
+  if (!positive(r.bottleneck_operational_intensity) || !positive(r.flop_rate)) return null;
+  if (r.bound_by === 'Compute') return positive(r.peak_flop_rate) ? r.peak_flop_rate : null;
+  const m = memoryNamed(memoriesOf(device), r.bound_by);
+  return m ? m.peak_gbs * r.bottleneck_operational_intensity : null;
+}
+
+/**
+ * The axis ranges: every placed point, the roof above each (roofAt), the highest compute
+ * roof and where each drawn memory roof meets it (its ridge). The points and ridges fill the
+ * left ~80% of the x range, so the compute roofs' labels at the right end sit clear of them.
+ */
+function axisRanges(device, placed, top, drawn) {
+  const xs = placed.map((r) => r.bottleneck_operational_intensity);
+  const ridges = top ? drawn.map((m) => top / m.peak_gbs) : [];
+  const xr = span([...xs, ...ridges]) || [0.01, 1000];
+  const lo = Math.log10(xr[0]) - 0.5;
+  const hi = Math.log10(xr[1]) + 0.3;
+  const x0 = 10 ** lo;
+  const x1 = 10 ** (lo + (hi - lo) / 0.8);
+  const ys = placed.map((r) => r.flop_rate);
+  const roofs = placed.map((r) => roofAt(device, r));
+  const yr = span([...ys, ...roofs, top]);
+  const yHi = yr ? yr[1] * 3 : 1000;
+  const yLo = yr ? Math.min(yr[0] / 4, yHi / 100) : yHi / 1e6;
+  return {x0, x1, yLo, yHi};
+}
+
+/** [colour, dash] of the i-th compute roof (falling order). */
+export function computeStyle(i, dark = false) {
+  const [light, darkColor, dash] = COMPUTE_STYLES[Math.min(i, COMPUTE_STYLES.length - 1)];
+  return [dark ? darkColor : light, dash];
+}
+
+/** A roof's drawing: strong (it binds a record) or faint. */
+function lineStyle(color, dash, strong) {
+  return {color, dash, strong, width: strong ? 2.2 : 1.2, alpha: strong ? 1 : 0.4};
+}
+
+/** Line and label styles of the compute roofs; each roof is `strong` when some record binds. */
+function styleComputes(computes, bound, dark) {
+  computes.forEach((c, i) => {
+    const [light, darkColor, dash] = COMPUTE_STYLES[Math.min(i, COMPUTE_STYLES.length - 1)];
+    c.color = dark ? darkColor : light;
+    c.dash = dash;
+    c.strong = bound.has(c.id);
+  });
+}
+
+/**
+ * The axis ranges, roof lines and labels for a device and the records of a chart: the
+ * ranges always hold every point's own roof and the highest compute roof with its ridge
+ * (axisRanges). `mixPeak`: the Total's compute roof. `roofRecords`: the records whose roofs
+ * are drawn (default: all of `records`). Roofs that bind a record are `strong`, the others
+ * drawn faint.
+ */
+export function roofGeometry(device, records, {mixPeak = null, dark = false,
   roofRecords = null} = {}) {
-  const {drawn, available} = drawnMemories(device, roofRecords || records);
-  const computes = computeRoofs(device, roofRecords || records, mixPeak);
+  const judged = roofRecords || records;
+  const {drawn, available} = drawnMemories(device, judged);
+  const computes = computeRoofs(device, judged, mixPeak);
   const top = computes.length ? computes[0].value : null;
   const hbm = drawn.find((m) => m.id === 'hbm') || drawn[0] || null;
   const placed = records.filter((r) => positive(r.bottleneck_operational_intensity) &&
       positive(r.flop_rate));
-  const xs = span(placed.map((r) => r.bottleneck_operational_intensity));
-  const ys = span(placed.map((r) => r.flop_rate));
-  const ridges = hbm ? computes.map((c) => c.value / hbm.peak_gbs) : [];
-  let x0; let x1; let yLo; let yHi;
-  if (fit && xs) {
-    [x0, x1] = [xs[0] / 6, xs[1] * 6];
-    yLo = ys[0] / 6;
-    yHi = Math.max(ys[1] * 6, top && top < ys[1] * 1e3 ? top * 2 : 0);
-  } else {
-    const xr = span([...(xs || []), ...ridges]) || [0.01, 1000];
-    [x0, x1] = [xr[0] / 10, xr[1] * 10];
-    yHi = Math.max(ys ? ys[1] : 0, top || 0) * 3 || 1000;
-    yLo = ys ? ys[0] / 4 : yHi / 1e6;
-    if (hbm) yLo = Math.min(yLo, hbm.peak_gbs * x0);
+  const {x0, x1, yLo, yHi} = axisRanges(device, placed, top, drawn);
+  for (const r of records) {
+    const b = bindingRoof(device, r);
+    const c = b && b.id.startsWith('compute:') ?
+      computes.find((k) => Math.abs(k.value / r.peak_flop_rate - 1) < SAME_ROOF) : null;
+    r.roof_id = b ? (c ? c.id : b.id) : '';
+    r.binding_roof = b ? b.label : null;
   }
+  const bound = new Set(judged.map((r) => r.roof_id).filter(Boolean));
+  styleComputes(computes, bound, dark);
   const strip = records.some((r) => !positive(r.bottleneck_operational_intensity) ||
       !positive(r.flop_rate));
   const floorY = yLo / 4;
   const yDomain = [strip ? floorY / 3 : yLo, yHi];
   const stripTop = strip ? floorY * 2 : null;
-  const fg = dark ? COMPUTE_COLOR_DARK : COMPUTE_COLOR;
-  const lines = [];  // {roof, order, px, py}: one polyline per roof
-  const labels = [];  // {roof, px, py, text, angle points, align}
-  const roofs = [];  // {id, label, color, kind}
+  const lines = [];  // {roof, order, px, py, color, dash, strong}: one polyline per roof
+  const labels = [];  // {roof, px, py, text, angle points, align, below}
+  const roofs = [];  // {id, label, color, kind, dash, strong}
   const meetY = top || yHi;
   for (const m of drawn) {
     const id = `memory:${m.id}`;
     const color = memoryColor(m.id, dark);
+    const strong = bound.has(id) || !bound.size;
     const xMeet = meetY / m.peak_gbs;
-    const xStart = Math.min(x0, xMeet / 10);
-    roofs.push({id, label: `${m.name} ${fmtBandwidth(m.peak_gbs)}`, color, kind: 'memory'});
-    lines.push({roof: id, order: 0, px: xStart, py: m.peak_gbs * xStart, color});
-    lines.push({roof: id, order: 1, px: xMeet, py: meetY, color});
+    const xStart = Math.min(x0, xMeet / 10) / 100;
+    const style = lineStyle(color, null, strong);
+    roofs.push({id, label: `${m.name} ${fmtBandwidth(m.peak_gbs)}`, kind: 'memory', ...style});
+    lines.push({roof: id, order: 0, px: xStart, py: m.peak_gbs * xStart, ...style});
+    lines.push({roof: id, order: 1, px: xMeet, py: meetY, ...style});
     // The label sits on the visible part of the slope, rotated along it (none when too little
     // of the line is visible: the legend under the chart names it).
     const vis0 = Math.max(x0, yDomain[0] / m.peak_gbs);
@@ -155,42 +214,39 @@ export function roofGeometry(device, records, {mixPeak = null, dark = false, fit
     if (vis1 > vis0 && Math.log(vis1 / vis0) > 0.25 * Math.log(x1 / x0)) {
       const lx = Math.sqrt(vis0 * vis1);
       labels.push({roof: id, px: lx, py: m.peak_gbs * lx, text: roofs[roofs.length - 1].label,
-        ax: lx, ay: m.peak_gbs * lx, bx: lx * 2, by: m.peak_gbs * lx * 2, color,
-        align: 'center'});
+        ax: lx, ay: m.peak_gbs * lx, bx: lx * 2, by: m.peak_gbs * lx * 2, ...style, alpha: Math.max(style.alpha, 0.7),
+        align: 'center', below: false});
     }
   }
+  const yDecades = Math.log10(yDomain[1] / yDomain[0]);
   computes.forEach((c, i) => {
-    const start = hbm ? c.value / hbm.peak_gbs : x0;
-    roofs.push({id: c.id, label: c.label, color: fg, kind: 'compute'});
-    lines.push({roof: c.id, order: 0, px: Math.max(start, x0 / 100), py: c.value, color: fg});
-    lines.push({roof: c.id, order: 1, px: x1 * 100, py: c.value, color: fg});
-    // Staggered along the line, so that close roofs (156 and 312 TFLOP/s) keep their labels
-    // apart.
-    const lx = Math.min(x1 / 1.3, Math.max(start * 1.5,
-        x1 / 1.3 / (Math.sqrt(x1 / x0) ** (0.22 * (i % 4)))));
-    labels.push({roof: c.id, px: lx, py: c.value, text: c.label, ax: 1, ay: 1, bx: 2,
-      by: 1, color: fg, align: 'right'});
+    const start = hbm ? c.value / hbm.peak_gbs : x0 / 100;
+    const style = lineStyle(c.color, c.dash, c.strong || !bound.size);
+    roofs.push({id: c.id, label: c.label, kind: 'compute', ...style});
+    lines.push({roof: c.id, order: 0, px: start, py: c.value, ...style});
+    lines.push({roof: c.id, order: 1, px: x1 * 100, py: c.value, ...style});
+    // At the right end, right-aligned, above the line; below it when the roof above is too
+    // close for two lines of text (156 and 312 TFLOP/s on a 9-decade axis).
+    const above = computes[i - 1];
+    const below = !!above && Math.log10(above.value / c.value) < 0.07 * yDecades &&
+      !(labels.length && labels[labels.length - 1].below);
+    labels.push({roof: c.id, px: x1 / 1.02, py: c.value, text: c.label, ax: 1, ay: 1, bx: 2,
+      by: 1, ...style, alpha: Math.max(style.alpha, 0.7), align: 'right', below});
   });
-  for (const r of records) {
-    const b = bindingRoof(device, r);
-    r.roof_id = b ? b.id : '';
-    r.binding_roof = b ? b.label : null;
-  }
   return {peak: top, mixPeak, computes, drawn, available, roofs, lines, labels,
-    floorY, x0, x1, xDomain: [x0, x1], yDomain, stripTop,
+    yTitle: `FLOP rate per ${unitOf(device)}`, floorY, x0, x1, xDomain: [x0, x1], yDomain, stripTop,
     xTicks: decades(x0, x1), yTicks: decades(stripTop || yDomain[0], yDomain[1])};
 }
 
 /**
- * Positive coordinates for a log-log plot. Records with zero or unknown FLOP rate or intensity
- * have no place on the roofline: they go to a box at the bottom left, under the plot
- * (`at_floor`), laid out in a grid in rank order so each can be hovered — not spread along
- * the intensity axis, which would give them an intensity they do not have. Records that sit on
- * one spot (Total, Average and equal steps) are spread sideways a few pixels, so each can be
- * hovered and picked (`spread`: decades per point along x, `spreadY`: the closeness in y that
- * counts as one spot; 0 = none).
+ * Positive coordinates for a log-log plot: every record at its true intensity and FLOP rate
+ * (records on one spot stay there: the chart's hover lists every record under the cursor).
+ * Records with zero or unknown FLOP rate or intensity have no place on the roofline: they go
+ * to a box at the bottom left, under the plot (`at_floor`), laid out in a grid in rank order
+ * so each can be hovered — not spread along the intensity axis, which would give them an
+ * intensity they do not have.
  */
-export function placePoints(rows, g, {spread = 0, spreadY = 0} = {}) {
+export function placePoints(rows, g) {
   const strip = [];
   for (const r of rows) {
     const x = r.bottleneck_operational_intensity;
@@ -214,21 +270,6 @@ export function placePoints(rows, g, {spread = 0, spreadY = 0} = {}) {
       r.px = 10 ** (lx0 + (lx1 - lx0) * (c + 0.5) / cols);
       r.py = 10 ** (ly0 + (ly1 - ly0) * (k + 0.5) / Math.max(rowsN, 1));
     });
-  }
-  if (spread > 0) {
-    // Left to right, a record closer than `spread` decades in x to one already placed that is
-    // within `spreadY` in y moves right until it is not: every record gets its own spot.
-    const sy = spreadY || spread;
-    const placed = rows.filter((r) => !r.at_floor).sort((a, b) => a.px - b.px || a.py - b.py);
-    const done = [];
-    for (const r of placed) {
-      let min = 0;
-      for (const q of done) {
-        if (Math.abs(Math.log10(r.py / q.py)) < sy) min = Math.max(min, q.px * 10 ** spread);
-      }
-      if (r.px < min) r.px = min;
-      done.push(r);
-    }
   }
   return rows;
 }

@@ -265,8 +265,8 @@ def main():
                   const canvas = window.__roofline.opChart.view.container().querySelector('canvas');
                   canvas.addEventListener('pointermove', () => { moveAt = performance.now(); },
                                           {capture: true});
-                  tip.show = (event, datum) => {
-                    show(event, datum);
+                  tip.show = (event, datum, ...rest) => {
+                    show(event, datum, ...rest);  // the item and view: records on the spot
                     if (datum && moveAt !== null) {
                       const start = moveAt;
                       moveAt = null;

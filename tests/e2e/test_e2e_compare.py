@@ -51,12 +51,21 @@ def drawn(frame, data_name):
         f"window.__rooflineCompare.opChart.view.data('{data_name}').length")
 
 
+def has_rate(p, side):
+    """Whether a side of a pair has a place on a roofline (a FLOP rate and an intensity)."""
+    x = p[f"{side}_bottleneck_operational_intensity"]
+    y = p[f"{side}_flop_rate"]
+    return bool(x and x > 0 and y and y > 0)
+
+
 def placeable(answer):
-    """(grey base points, coloured points) the op chart must draw for an answer."""
+    """(grey base points, coloured points) the op chart must draw for an answer: sides with a
+    caveat or without a FLOP rate are listed, never placed."""
     grey = coloured = 0
     for p in pairs(answer):
         for side in ("base", "cand"):
-            if p[f"{side}_total_self_time_us"] is None or p[f"{side}_caveat"]:
+            if p[f"{side}_total_self_time_us"] is None or p[f"{side}_caveat"] or \
+                    not has_rate(p, side):
                 continue
             if side == "base" and p["status"] == "matched":
                 grey += 1
@@ -105,11 +114,16 @@ def test_comparison_from_the_url_draws_what_the_api_answers(page, tb_compare, ru
                            ".map((a) => a.pair._i)")
     assert 0 < len(arrows) <= 200
     drawable = [i for i, p in enumerate(pairs(answer)) if p["status"] == "matched"
-                and not p["base_caveat"] and not p["cand_caveat"]]
+                and not p["base_caveat"] and not p["cand_caveat"]
+                and has_rate(p, "base") and has_rate(p, "cand")]
     assert arrows == drawable[:len(arrows)]
     status_el = page.evaluate("({...document.querySelector('#compare-op-status').dataset})")
     assert int(status_el["caveated"]) == sum(
         bool(p[f"{s}_caveat"]) for p in pairs(answer) for s in ("base", "cand"))
+    assert int(status_el["unplaced"]) == sum(
+        1 for p in pairs(answer) for s in ("base", "cand")
+        if p[f"{s}_total_self_time_us"] is not None and not p[f"{s}_caveat"] and
+        not has_rate(p, s))
     # Program records: one arrow per matched pair (Total, Average, each step).
     program = answer["program"]
     assert page.evaluate("window.__rooflineCompare.programChart.view.data('arrows').length") \

@@ -93,6 +93,9 @@ def test_device_panel_matches_api(page, tb):
         _, answer = tb.api("device", run=run, host="*")
         device = answer["device"]
         panel = page.locator("#device-panel")
+        # One line at once, every number behind the labelled expander.
+        assert device["type"] in panel.locator("#device-summary").inner_text()
+        page.click("#device-details summary")
         assert panel.locator("td[data-field=type]").inner_text() == device["type"]
         megacore = panel.locator("td[data-field=megacore]").inner_text()
         assert megacore == ("yes" if device["megacore"] else "no")
@@ -245,7 +248,7 @@ def test_hover_tooltip_and_click_selection(page, tb):
     for key in ("roofline_efficiency", "flop_rate", "potential_time_saved_us",
                 "self_time_percent", "bottleneck_operational_intensity", "category"):
         assert tooltip.locator(f"tr[data-key={key}]").count() == 1, key
-    assert tooltip.locator("tr").count() <= 14  # compact: details on click
+    assert tooltip.locator("table.tooltip-main tr").count() <= 14  # compact: details on click
     shot(page, "frame_tooltip")
 
     # Clicking the point selects its table row (and shows its page), by op identity (in the
@@ -363,7 +366,8 @@ def test_op_table_sort_search_paginate(page, tb):
     known = [v for v in values if v is not None]
     assert values == sorted(known) + [None] * (len(values) - len(known))
     # Source file:line column (XProf's columns plus time saved and source).
-    headers = table.locator("thead th").evaluate_all("hs => hs.map(h => h.dataset.key)")
+    # Every column is in the chooser (the table shows the essential ones at first).
+    headers = page.evaluate("window.__roofline.opTable.allColumns.map((c) => c.key)")
     for key in ("rank", "category", "operation", "occurrences", "total_time_us",
                 "total_self_time_us", "self_time_percent", "cumulative_self_time_percent",
                 "flop_rate", "hbm_bw", "operational_intensity", "bound_by",

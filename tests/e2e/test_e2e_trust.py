@@ -45,11 +45,13 @@ def test_caveats_are_marked_and_the_mix_roof_is_drawn(page, tb_testdata):
     lo, hi = geometry["xDomain"]
     assert all(x <= lo * (hi / lo) ** 0.3 for x, _ in strip)
     # GPU run: no TPU-only columns or facts.
-    headers = page.locator("#op-table thead th").evaluate_all("hs => hs.map(h => h.dataset.key)")
+    headers = page.evaluate("window.__roofline.opTable.allColumns.map((c) => c.key)")
     assert "dma_stall_percent" not in headers and "include_infeed_outfeed" not in headers
     assert headers.index("caveat") < headers.index("category")  # actionable columns first
     assert page.locator("#device-panel tr[data-field=megacore]").count() == 0
-    assert page.locator("#infeed-toggle").is_hidden()
+    # No infeed/outfeed ops: the switch is there (as in XProf), disabled, and says why.
+    assert page.locator("#infeed-toggle").is_disabled()
+    assert page.locator("#infeed-note").is_visible()
     # Coverage stated next to the device, with a warning below 50%.
     cov = page.locator("#cost-coverage")
     assert abs(float(cov.get_attribute("data-flops")) - total["flop_coverage"]) < 1e-12

@@ -9,9 +9,9 @@ import {Chart, loadVega} from '../charts.js';
 import {CHANGES, bySide, compareGeometry, compareSpec, pairArrows, pairPoints, sidesXY}
   from '../compare_charts.js';
 import {PAIR_COLUMNS, PAIR_TOOLTIP_COLUMNS, PROGRAM_PAIR_COLUMNS, columnarToObjects,
-  filterPairs, programLabel, tooltipDatum} from '../compare_data.js';
+  filterPairs, programLabel, tooltipDatum, PAIR_ESSENTIAL} from '../compare_data.js';
 import {summaryPanel} from './compare_summary.js';
-import {fmtInt} from '../columns.js';
+import {fmtInt, perUnit} from '../columns.js';
 import {exportCompareChart, exportPairs} from './compare_exports.js';
 import {onUrlChange, readUrlState, writeUrlState} from '../tbhost.js';
 import {h, setChildren} from './dom.js';
@@ -134,8 +134,8 @@ class CompareView {
     h('p', {class: 'hint'}, 'Grey: an op in the base; coloured: the same op in the candidate ' +
         '(green faster, red slower, grey-blue unchanged), or an op only one side has (blue new, ' +
         'orange removed). Arrows for the pairs that explain most of the time change, the others ' +
-        'as points; ops with a caveat are listed in the table, not placed. Click a point to find ' +
-        'its pair.'),
+        'as points; ops with a caveat or without a FLOP rate are listed in the table, not ' +
+        'placed. Click a point to find its pair.'),
     this.opChartEl, this.opTableEl);
     this.app.content.insertBefore(this.section, this.app.content.firstChild);
 
@@ -148,9 +148,11 @@ class CompareView {
     this.programChart = new Chart(this.programChartEl, {});
     this.opChart = new Chart(this.opChartEl, {onClick: onPoint});
     this.programTable = new DataTable(this.programTableEl, {id: 'compare-program-table',
-      columns: PROGRAM_PAIR_COLUMNS, rowKey: (r) => r._i, searchable: false, paginated: false});
+      columns: PROGRAM_PAIR_COLUMNS, rowKey: (r) => r._i, searchable: false, paginated: false,
+      stickyKey: 'record'});
     this.opTable = new DataTable(this.opTableEl, {id: 'compare-op-table', columns: PAIR_COLUMNS,
       rowKey: (r) => r._i, pageSize: 50, defaultSort: {key: 'abs_delta_time_us', dir: 'desc'},
+      essential: PAIR_ESSENTIAL, stickyKey: 'pair_operation',
       searchKeys: ['pair_operation', 'base_operation', 'program', 'cand_category'],
       placeholder: 'Search operation, base operation, program, category',
       onRowClick: (r) => this.selectPair(r._i, {})});
@@ -356,6 +358,9 @@ class CompareView {
         side(base)), ' → candidate ', h('strong', {id: 'compare-cand-label'}, side(cand))));
     setChildren(this.notesEl, (answer.notes || []).map((n) => h('li', {}, n)));
     setChildren(this.summaryEl, ...summaryPanel(answer.summary, base, cand));
+    // "per core" in the candidate device's words (per GPU, per chip, per TensorCore).
+    this.programTable.setColumns(perUnit(PROGRAM_PAIR_COLUMNS, cand.device));
+    this.opTable.setColumns(perUnit(PAIR_COLUMNS, cand.device));
     await loadVega();
     if (token !== this.loadToken) return;
     const t1 = now();
@@ -393,9 +398,10 @@ class CompareView {
   async renderOps() {
     const g = compareGeometry(this.answer.base.device, this.answer.cand.device, sidesXY(this.pairs));
     this.opGeometry = g;
-    const {points, caveated} = pairPoints(this.pairs, g, 'total_self_time_us');
+    const {points, caveated, unplaced} = pairPoints(this.pairs, g, 'total_self_time_us');
     this.points = points;
     this.caveated = caveated;
+    this.unplaced = unplaced;
     this.renderFilterMenus();
     this.filtered = filterPairs(this.pairs, this.state);
     const kept = new Set(this.filtered);
@@ -462,10 +468,13 @@ class CompareView {
         `pairs: ${fmtInt(d.cand)} coloured and ${fmtInt(d.base)} grey base points` +
         (d.limited ? ` (of ${fmtInt(d.baseTotal)}: those with arrows; tick “All base points” ` +
           'to draw every one)' : '') + `, ${fmtInt(this.arrows.length)} arrows`,
-    this.caveated ? ` · ${fmtInt(this.caveated)} records with a caveat listed, not placed` : '');
+    this.caveated ? ` · ${fmtInt(this.caveated)} records with a caveat listed, not placed` : '',
+    this.unplaced ? ` · ${fmtInt(this.unplaced)} records without a FLOP rate listed, not ` +
+      'placed' : '');
     Object.assign(this.opStatusEl.dataset, {pairs: String(this.filtered.length),
       basePoints: String(d.base), baseTotal: String(d.baseTotal), candPoints: String(d.cand),
-      arrows: String(this.arrows.length), caveated: String(this.caveated)});
+      arrows: String(this.arrows.length), caveated: String(this.caveated),
+      unplaced: String(this.unplaced || 0)});
   }
 
   async selectPair(index, {fromChart = false} = {}) {

@@ -1,6 +1,6 @@
 // The comparison's summary panel: both devices, the time change and what explains it, pair
 // counts by rule, and the top contributors (docs/compare.md, "Summary").
-import {fmtFrac, fmtInt, fmtNum, fmtTime} from '../columns.js';
+import {fmtFrac, fmtInt, fmtNum, fmtTime, unitOf} from '../columns.js';
 import {h} from './dom.js';
 
 const pct = (v) => (v === null || v === undefined ? '—' : `${v > 0 ? '+' : ''}${fmtNum(v)}%`);
@@ -13,7 +13,7 @@ export function summaryPanel(s, base, cand) {
     `${base.device.type} → ${cand.device.type}`;
   const facts = [
     ['Device', devices],
-    ['Time per core', `${us(s.base_time_per_core_us)} → ${us(s.cand_time_per_core_us)}`, 'time'],
+    [`Time per ${unitOf(cand.device)}`, `${us(s.base_time_per_core_us)} → ${us(s.cand_time_per_core_us)}`, 'time'],
     ['Time change', `${pct(s.time_change_percent)} (speedup ${s.speedup ? fmtNum(s.speedup, 3) : '—'}×)`,
       'change'],
     ['Explained by op self times', `${us(s.op_time_change_us)}; gaps and host ` +

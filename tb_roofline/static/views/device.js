@@ -2,7 +2,9 @@
 // megacore, and where each number comes from.
 import {h, setChildren} from './dom.js';
 import {diagnosticsList, errorBox} from './states.js';
-import {fmtBool, fmtFlopRate, fmtFrac, fmtInt, fmtNum, fmtText} from '../columns.js';
+import {TERMS, explained} from './glossary.js';
+import {fmtBandwidth, fmtBool, fmtFlopRate, fmtFrac, fmtInt, fmtNum, fmtText, unitOf}
+  from '../columns.js';
 
 const SOURCE_LABEL = {profile: 'profile', datasheet: 'data sheet', measured: 'measured',
                       user: 'user'};
@@ -11,6 +13,15 @@ function source(value) {
   return h('span', {class: `source source-${value || 'unknown'}`, dataset: {field: 'source'}},
       SOURCE_LABEL[value] || value || 'unknown');
 }
+
+/** A backend message without its command line: the page names the guide instead. */
+function pageWords(message) {
+  const cut = message.search(/\bRun `|`tb-roofline|--[a-z]/);
+  return cut < 0 ? message : `${message.slice(0, cut).trim()} docs/device_peaks.md says how to ` +
+    'give them (a device file beside the profile).';
+}
+
+const cap = (s) => s.charAt(0).toUpperCase() + s.slice(1);
 
 const num = (field, value, text) => h('td', {class: 'num', dataset: {field,
   value: value === null || value === undefined ? '' : String(value)}}, text);
@@ -25,11 +36,11 @@ export function devicePanel(device, total, peaksNote = null) {
   const facts = [
     ['Device type', 'type', fmtText(device.type)],
     ['Kind', 'kind', fmtText(device.kind)],
-    ['Cores (per host)', 'num_cores', fmtInt(device.num_cores)],
+    [`${cap(unitOf(device))}s (per host)`, 'num_cores', fmtInt(device.num_cores)],
     ['Hosts', 'num_hosts', fmtInt(device.num_hosts)],
   ];
   if (device.kind === 'tpu') {  // TensorCore facts: meaningless on GPUs and CPUs
-    facts.push(['Megacore', 'megacore', fmtBool(device.megacore)]);
+    facts.push([explained('Megacore', TERMS.megacore), 'megacore', fmtBool(device.megacore)]);
     facts.push(['CMEM', 'has_cmem', fmtBool(device.has_cmem)]);
     facts.push(['Merged VMEM', 'has_merged_vmem', fmtBool(device.has_merged_vmem)]);
   }
@@ -43,7 +54,7 @@ export function devicePanel(device, total, peaksNote = null) {
 
   const compute = device.compute || [];
   const computeTable = h('table', {class: 'peaks', id: 'device-compute'},
-      h('caption', {}, 'Peak FLOP rate (per core)'),
+      h('caption', {}, `Peak FLOP rate (per ${unitOf(device)})`),
       h('thead', {}, h('tr', {}, h('th', {}, 'Precision'), h('th', {}, 'Peak'),
           h('th', {}, 'GFLOP/s'), h('th', {}, 'Source'))),
       h('tbody', {}, compute.length ? compute.map((c) =>
@@ -53,14 +64,15 @@ export function devicePanel(device, total, peaksNote = null) {
             num('peak_gflops', c.peak_gflops, fmtNum(c.peak_gflops)),
             h('td', {title: c.note || null}, source(c.source), c.note ? h('div', {
               class: 'peak-note'}, c.note) : null))) :
-        h('tr', {}, h('td', {colspan: 4, class: 'muted'}, 'Unknown (no compute peak in the ' +
-            'profile; run `tb-roofline calibrate` or set it by hand).'))));
+        h('tr', {}, h('td', {colspan: 4, class: 'muted'}, 'Unknown: the profile names no ' +
+            'compute peak for this device (docs/device_peaks.md says how to give one).'))));
 
   const memories = device.memories || [];
   const memoryTable = h('table', {class: 'peaks', id: 'device-memories'},
-      h('caption', {}, 'Peak memory bandwidth (per core) and ridge points'),
+      h('caption', {}, `Peak memory bandwidth (per ${unitOf(device)}) and `,
+          explained('ridge points', TERMS.ridge)),
       h('thead', {}, h('tr', {}, h('th', {}, 'Memory'), h('th', {}, 'GiB/s'),
-          h('th', {}, 'GB/s'), h('th', {}, 'Ridge point (FLOP/B)'), h('th', {}, 'Source'))),
+          h('th', {}, 'GB/s'), h('th', {}, explained('Ridge point (FLOP/B)', TERMS.ridge)), h('th', {}, 'Source'))),
       h('tbody', {}, memories.length ? memories.map((m) =>
         h('tr', {dataset: {memory: m.id}},
             h('td', {}, m.name),
@@ -78,11 +90,37 @@ export function devicePanel(device, total, peaksNote = null) {
     `${fmtFrac(total.bytes_coverage)} of the op time`,
     total.flop_coverage < 0.5 ? ' — the program-level numbers describe that part only.' :
       '.') : null;
-  return h('div', {class: 'device-grid'}, factTable, computeTable, memoryTable, coverage,
-      device.peaks_known === false || peaksNote ? h('p', {class: 'warning', id: 'peaks-unknown'},
-          'Peaks are not known for this device: rates are shown, efficiencies are not.',
-          peaksNote && peaksNote.message ? h('span', {class: 'muted'}, ` ${peaksNote.message}`) :
-            null) : null);
+  const peaksWarning = device.peaks_known === false || peaksNote ? h('p',
+      {class: 'warning', id: 'peaks-unknown'},
+      'Peaks are not known for this device: rates are shown, efficiencies are not.',
+      peaksNote && peaksNote.message ? h('span', {class: 'muted'},
+          ` ${pageWords(peaksNote.message)}`) : null) : null;
+  // One line at once (what the chart's roofs are), every number behind a labelled expander
+  // that grows the section to its content.
+  return [deviceSummary(device), peaksWarning, coverage,
+    h('details', {id: 'device-details'},
+        h('summary', {}, 'Peaks per precision, memory bandwidths and ridge points'),
+        h('div', {class: 'device-grid'}, factTable, computeTable, memoryTable))];
+}
+
+/** The device in one line: type, how many of its units, its top compute and HBM roofs. */
+function deviceSummary(device) {
+  const unit = unitOf(device);
+  const top = (device.compute || []).reduce((a, c) => (!a || c.peak_gflops > a.peak_gflops ?
+    c : a), null);
+  const mems = (device.memories || []).filter((m) => m.peak_gbs > 0);
+  const hbm = mems.find((m) => m.id === 'hbm') || mems[0];
+  const parts = [
+    h('strong', {}, fmtText(device.type)),
+    `${fmtInt(device.num_cores)} ${unit}${device.num_cores === 1 ? '' : 's'} per host`,
+    `${fmtInt(device.num_hosts)} host${device.num_hosts === 1 ? '' : 's'}`,
+    top ? `peak ${fmtFlopRate(top.peak_gflops)} (${top.precision})` : 'peak FLOP rate unknown',
+    hbm ? `${hbm.name} ${fmtBandwidth(hbm.peak_gbs)}` : null,
+    top && hbm ? [explained('ridge point', TERMS.ridge),
+      ` ${fmtNum(top.peak_gflops / hbm.peak_gbs)} FLOP/B`] : null,
+    device.kind === 'tpu' && device.megacore ? explained('megacore', TERMS.megacore) : null,
+  ].filter(Boolean);
+  return h('p', {id: 'device-summary'}, parts.map((p, i) => [i ? ' · ' : '', p]));
 }
 
 /**
@@ -105,4 +143,31 @@ export function renderDeviceSection(els, d) {
   const n = (sev) => (count(sev) ? `, ${count(sev)} ${sev}${count(sev) > 1 ? 's' : ''}` : '');
   setChildren(els.summary, `Diagnostics (${shown.length}${n('warning')}${n('error')})`);
   els.summary.dataset.severity = shown.length ? worst : 'none';
+  if (els.banner) warningsBanner(els.banner, shown);
+}
+
+const BANNER_MAX = 2;
+
+/**
+ * The warnings and errors of the diagnostics, above the charts (the full list is below): one
+ * line per kind (`code`), the first message and how many more of that kind; the peaks that
+ * are not known are said in the device panel instead.
+ */
+function warningsBanner(el, diags) {
+  const worth = diags.filter((x) => (x.severity === 'warning' || x.severity === 'error') &&
+      x.code !== 'peaks_unknown');
+  const byCode = new Map();
+  for (const x of worth) {
+    if (!byCode.has(x.code)) byCode.set(x.code, []);
+    byCode.get(x.code).push(x);
+  }
+  const kinds = [...byCode.values()];
+  el.hidden = !kinds.length;
+  const shown = kinds.slice(0, BANNER_MAX);
+  const hidden = kinds.slice(BANNER_MAX).reduce((n, k) => n + k.length, 0);
+  setChildren(el, h('ul', {}, shown.map(([x, ...more]) => h('li', {class: `diag-${x.severity}`,
+    dataset: {code: x.code}}, h('span', {class: 'diag-severity'}, x.severity), x.message,
+  more.length ? h('span', {class: 'muted'}, ` (and ${more.length} more like it)`) : null))),
+  hidden ? h('div', {class: 'muted'}, `and ${hidden} more under Diagnostics (Device section)`) :
+    null);
 }

@@ -2,7 +2,7 @@
 // selected op. An object that gets what it needs explicitly: `ctx` (view state, loaded data,
 // tooltip, theme, timings; see app.js `sectionContext`) and owns its DOM, charts and table.
 import {Chart, categorySpec, opSpec, placePoints, POINT_FLAGS, roofGeometry} from '../charts.js';
-import {OP_COLUMNS, TOOLTIP_COLUMNS, fmtInt, visibleColumns, withDeviceMemories}
+import {OP_COLUMNS, OP_ESSENTIAL, TOOLTIP_COLUMNS, fmtInt, perUnit, visibleColumns, withDeviceMemories}
   from '../columns.js';
 import {exportButtons, h, setChildren} from './dom.js';
 import {roofLegend} from './roof_legend.js';
@@ -123,6 +123,7 @@ export class OpSection {
     }
     this.table = new DataTable(this.tableEl, {id: 'op-table', columns: OP_COLUMNS,
       rowKey: opKey, pageSize: 50, defaultSort: {key: 'rank', dir: 'asc'},
+      essential: OP_ESSENTIAL, stickyKey: 'operation',
       searchKeys: ['operation', 'shapes', 'category', 'program', 'source', 'tf_op', 'caveat'],
       onRowClick: (r) => this.selectOp(opKey(r), {fromTable: true})});
   }
@@ -193,9 +194,9 @@ export class OpSection {
     this.state.categories = this.state.categories.filter((c) => this.categories.includes(c));
     this.state.boundBy = this.state.boundBy.filter((c) => this.bounds.includes(c));
     this.renderFilterMenus();
-    this.table.setColumns(visibleColumns(
+    this.table.setColumns(perUnit(visibleColumns(
         withDeviceMemories(OP_COLUMNS, d.device && d.device.memories), this.ctx.memoryIds(),
-        d.ops, d.opColumns, d.device && d.device.kind));
+        d.ops, d.opColumns, d.device && d.device.kind), d.device));
     setChildren(this.legendEl, roofLegend(g, d.device));
     const programTotal = this.programTotal(d.program);
     // The chart holds every op; filters only choose which of its items are shown.

@@ -6,6 +6,7 @@
 
 import {getJson} from '../api.js';
 import {downloadText, h, setChildren, slug} from './dom.js';
+import {RULES, TERMS, explained} from './glossary.js';
 
 const TOP = 3;
 const CLASS_COLOURS = {compute_bound: '#4c78a8', memory_bound: '#f58518',
@@ -42,6 +43,19 @@ function csvCell(v) {
   return /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
 
+/**
+ * The throughput note in the page's words: how to give the model's FLOPs (a command line, a
+ * file format) is the guide's to say, not the page's.
+ */
+function noteWords(t) {
+  if (!/--|tb-roofline|calibrate/.test(t.note || '')) return t.note;
+  return t.mfu === null && t.hfu !== null ?
+    ['MFU needs the model\'s FLOPs per step (a workload file beside the profile): see ',
+      h('em', {}, 'Throughput, HFU and MFU'), ' in docs/guidance.md.'] :
+    ['Peaks unknown for this device, so no HFU or MFU: docs/device_peaks.md says how to give ' +
+      'them.'];
+}
+
 export class OpportunitiesPanel {
   /**
    * `findRank(op)`: the key of the loaded op row with this identity (program_id, operation,
@@ -62,14 +76,15 @@ export class OpportunitiesPanel {
     this.noteEl = h('div', {class: 'muted opp-note'});
     this.details = h('details', {open: true, id: 'opportunities-details'},
         h('summary', {}, this.summaryText),
-        h('div', {class: 'export-buttons'}, h('span', {class: 'muted'}, 'Export:'),
-            h('button', {type: 'button', id: 'opportunities-export-json',
-              onclick: () => this.export('json')}, 'JSON'),
-            h('button', {type: 'button', id: 'opportunities-export-csv',
-              onclick: () => this.export('csv')}, 'CSV')),
         this.barEl, this.noteEl, this.listEl, this.moreButton);
     this.el = h('section', {id: 'opportunities', dataset: {status: 'empty'}},
-        h('h2', {}, 'Opportunities'), this.details);
+        h('div', {class: 'section-head'}, h('h2', {}, 'Opportunities'),
+            h('div', {class: 'export-buttons'}, h('span', {class: 'muted'}, 'Export:'),
+                h('button', {type: 'button', id: 'opportunities-export-json',
+                  onclick: () => this.export('json')}, 'JSON'),
+                h('button', {type: 'button', id: 'opportunities-export-csv',
+                  onclick: () => this.export('csv')}, 'CSV'))),
+        this.details);
     this.throughputEl = h('div', {id: 'throughput-line', class: 'throughput'});
   }
 
@@ -155,15 +170,16 @@ export class OpportunitiesPanel {
     return h('li', {class: `opp-item${index >= TOP ? ' opp-extra' : ''}`,
       dataset: {rule: f.rule, id: f.id}},
         h('div', {class: 'opp-head'},
-            h('span', {class: 'opp-rule'}, f.rule),
+            h('span', {class: 'opp-rule'}, RULES[f.rule] ? explained(f.rule, RULES[f.rule]) :
+              f.rule),
             h('span', {class: 'opp-title'}, f.title),
             h('span', {class: 'opp-saved', dataset: {us: String(f.time_saved_us)}},
                 `saves ${time(f.time_saved_per_step_us ?? f.time_saved_us)}` +
                 `${this.answer && this.answer.time.num_steps ? ' per step' : ''}` +
-                ` (${pct(f.percent_of_step, 2)})`)),
-        links.length ? h('div', {class: 'opp-ops'}, 'Op: ', links) : null,
-        h('details', {class: 'opp-details'}, h('summary', {}, 'Suggestion and evidence'),
-            h('p', {class: 'opp-suggestion'}, f.suggestion), evidence));
+                ` (${pct(f.percent_of_step, 2)})`),
+            links.length ? h('span', {class: 'opp-ops'}, 'Op: ', links) : null,
+            h('details', {class: 'opp-details'}, h('summary', {}, 'Suggestion and evidence'),
+                h('p', {class: 'opp-suggestion'}, f.suggestion), evidence)));
   }
 
   renderThroughput(t) {
@@ -175,14 +191,14 @@ export class OpportunitiesPanel {
       `${time(t.step_time_us)} per step`];
     if (t.tokens_per_second) parts.push(`${num(t.tokens_per_second, 0)} tokens/s`);
     if (t.samples_per_second) parts.push(`${num(t.samples_per_second)} samples/s`);
-    parts.push(`MFU ${t.mfu === null ? '—' : pct(t.mfu * 100, 2)}`);
-    parts.push(`HFU ${t.hfu === null ? '—' : pct(t.hfu * 100, 2)}`);
     const peak = t.peak_gflops_per_device ? ` (peak ${num(t.peak_gflops_per_device, 0)} ` +
       `GFLOP/s per device, ${t.precision || 'default'})` : '';
     setChildren(this.throughputEl, h('strong', {}, 'Throughput: '),
         h('span', {id: 'throughput-values', dataset: {mfu: String(t.mfu), hfu: String(t.hfu),
-          steps: String(t.steps_per_second)}}, parts.join(' · ') + peak),
-        t.note ? h('div', {class: 'muted'}, t.note) : null);
+          steps: String(t.steps_per_second)}}, parts.join(' · '), ' · ',
+        explained('MFU', TERMS.mfu), ` ${t.mfu === null ? '—' : pct(t.mfu * 100, 2)} · `,
+        explained('HFU', TERMS.hfu), ` ${t.hfu === null ? '—' : pct(t.hfu * 100, 2)}`, peak),
+        t.note ? h('div', {class: 'muted', id: 'throughput-note'}, noteWords(t)) : null);
   }
 
   export(format) {

@@ -3,12 +3,13 @@
 // theme; see app.js `sectionContext`) and owns its DOM, chart and table.
 import {Chart, SERIES_SHAPES, placePoints, programSpec, roofGeometry, seriesColors}
   from '../charts.js';
-import {PROGRAM_COLUMNS, visibleColumns, withDeviceMemories} from '../columns.js';
+import {PROGRAM_COLUMNS, PROGRAM_ESSENTIAL, perUnit, visibleColumns, withDeviceMemories} from '../columns.js';
 import {exportButtons, h, setChildren} from './dom.js';
 import {roofLegend} from './roof_legend.js';
 import {servingPanel} from './serving_panel.js';
 import {errorBox} from './states.js';
 import {DataTable} from './table.js';
+import {detailsTable} from './tooltip.js';
 
 const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', average: 'Average',
                     step: 'Step'};
@@ -44,6 +45,7 @@ export class ProgramSection {
     this.recordsLegendEl = h('div', {class: 'records-legend', id: 'program-legend'});
     this.hwNoteEl = h('p', {class: 'hint', id: 'no-hw-record', hidden: true});
     this.extraEl = h('div', {class: 'program-extra'});  // the throughput line (guidance)
+    this.selectionEl = h('div', {id: 'program-selection', class: 'selection'});
     this.servingEl = h('div', {class: 'program-serving'});  // serving steps (SGLang, vLLM)
     this.el = h('section', {id: 'program-section'},
         h('div', {class: 'section-head'}, h('h2', {}, 'Program-level roofline'),
@@ -52,8 +54,8 @@ export class ProgramSection {
               ['JSON', () => ctx.exportTable('program', 'json', this.table)],
               ['PNG', () => ctx.exportChart(this.chart, 'program', 'png')],
               ['SVG', () => ctx.exportChart(this.chart, 'program', 'svg')]])),
-        this.errorEl, this.extraEl, this.servingEl, this.chartEl, this.recordsLegendEl, this.legendEl,
-        this.hwNoteEl,
+        this.errorEl, this.extraEl, this.chartEl, this.recordsLegendEl, this.legendEl,
+        this.hwNoteEl, this.selectionEl, this.servingEl,
         h('details', {class: 'program-table-details', open: true},
             h('summary', {}, 'Program records'), this.tableEl));
     this.chart = new Chart(this.chartEl, {tooltip: ctx.tooltip.handler,
@@ -61,16 +63,17 @@ export class ProgramSection {
       onClick: (datum) => this.select(datum && datum.series !== undefined ? datum.series : null)});
     this.table = new DataTable(this.tableEl, {id: 'program-table', columns: PROGRAM_COLUMNS,
       rowKey: (r) => r.series, searchable: false, paginated: false,
+      essential: PROGRAM_ESSENTIAL, stickyKey: 'series',
       onRowClick: (r) => this.select(r.series)});
     this.selected = null;
   }
 
-  /** The chart's geometry for these records (fitted to them). */
+  /** The chart's geometry for these records: the points, their roofs and the top peak. */
   geometry(records) {
     const d = this.ctx.data;
     const total = records.find((r) => r.record_type === 'total');
     return roofGeometry(d.device, records, {mixPeak: total ? total.peak_flop_rate : null,
-      dark: this.ctx.dark, fit: true});
+      dark: this.ctx.dark});
   }
 
   async render() {
@@ -88,13 +91,13 @@ export class ProgramSection {
     const rows = decorateProgram(d.program);
     const g = this.geometry(rows);
     this.geometryNow = g;
-    placePoints(rows, g, this.spreadFor(g));
+    placePoints(rows, g);
     if (!rows.length) {
       setChildren(this.errorEl, h('p', {class: 'muted'}, 'No program-level records.'));
     }
-    this.table.setColumns(visibleColumns(
+    this.table.setColumns(perUnit(visibleColumns(
         withDeviceMemories(PROGRAM_COLUMNS, d.device && d.device.memories), this.ctx.memoryIds(),
-        rows, d.programColumns, d.device && d.device.kind));
+        rows, d.programColumns, d.device && d.device.kind), d.device));
     this.table.setRows(rows);
     setChildren(this.legendEl, roofLegend(g, d.device));
     setChildren(this.servingEl, servingPanel(d.servingSteps));
@@ -112,18 +115,11 @@ export class ProgramSection {
     else this.selected = null;
   }
 
-  /** Points closer than a marker (~16 px on the plot) sit on one spot: spread them. */
-  spreadFor(g) {
-    const width = Math.max(300, (this.chartEl.clientWidth || 1300) - 200);
-    const decades = (d) => Math.log10(d[1]) - Math.log10(d[0]);
-    return {spread: decades(g.xDomain) * 16 / width, spreadY: decades(g.yDomain) * 16 / 300};
-  }
-
   /** Replaces the records (infeed/outfeed switch) if they fit the current axes. */
   async replaceRecords(program) {
     const g = this.geometryNow;
     decorateProgram(program);
-    placePoints(program, g, this.spreadFor(g));
+    placePoints(program, g);
     const inside = program.every((r) => r.px >= g.xDomain[0] && r.px <= g.xDomain[1] &&
         r.py >= g.yDomain[0] && r.py <= g.yDomain[1]);
     if (!inside) return false;
@@ -143,12 +139,29 @@ export class ProgramSection {
     return this.selected ? rows.find((r) => r.series === this.selected) || null : null;
   }
 
+  /** The full record of the selected point (every metric), under the chart. */
+  showDetails(row) {
+    if (!row) {
+      setChildren(this.selectionEl);
+      return;
+    }
+    const tooltip = this.ctx.tooltip;
+    setChildren(this.selectionEl,
+        h('div', {class: 'selection-head'}, h('span', {}, 'Selected: ', h('strong', {}, row.series),
+            ` (bound by ${row.bound_by}${row.binding_roof ? `: ${row.binding_roof}` : ''})`), ' ',
+        h('button', {type: 'button', onclick: () => this.select(null)}, 'Clear')),
+        h('details', {class: 'selection-details', open: true},
+            h('summary', {}, 'The full record'),
+            detailsTable(row, tooltip.columns || undefined, tooltip.memoryIds)));
+  }
+
   /** Selects a record (by its label): table row, ring on the chart, its binding roof. */
   async select(series) {
     this.selected = series;
     this.table.select(series);
     const row = this.selectedRow();
     this.el.dataset.selected = row ? row.series : '';
+    this.showDetails(row);
     await this.chart.setData({selected: row ? [row] : []});
     this.highlight(null);
   }

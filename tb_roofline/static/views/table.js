@@ -1,6 +1,15 @@
-// A sortable, searchable, paginated table of records.
+// A sortable, searchable, paginated table of records: an essential set of columns by default
+// (`essential`, so the table fits its section), a column chooser for the rest, the first
+// columns up to `stickyKey` kept in view while scrolling sideways, "—" last in either sort.
 import {h, setChildren} from './dom.js';
 import {fmtInt} from '../columns.js';
+
+/** Whether a cell holds a value (not "—": missing, or not a measurement for this row). */
+function known(col, row) {
+  const v = row[col.key];
+  if (v === null || v === undefined || v === '') return false;
+  return !col.known || col.known(v, row);
+}
 
 export class DataTable {
   /**
@@ -10,8 +19,11 @@ export class DataTable {
    *          searchable?: boolean, paginated?: boolean}} options
    */
   constructor(container, options) {
-    this.options = {pageSize: 50, searchKeys: [], searchable: true, paginated: true, ...options};
+    this.options = {pageSize: 50, searchKeys: [], searchable: true, paginated: true,
+      essential: null, stickyKey: null, ...options};
+    this.allColumns = options.columns;
     this.columns = options.columns;
+    this.chosen = null;  // The user's choice of column keys (null: the essential set).
     this.rows = [];
     this.view = [];
     this.sort = options.defaultSort || null;
@@ -31,17 +43,60 @@ export class DataTable {
     this.countEl = h('span', {class: 'table-count'});
     this.tableEl = h('table', {class: 'data-table', id: options.id});
     this.pagerEl = h('div', {class: 'pager'});
+    this.chooserSummary = h('summary', {}, 'Columns');
+    this.chooserList = h('div', {class: 'menu-list column-options'});
+    this.chooserEl = h('details', {class: 'menu column-chooser', id: `${options.id}-columns`},
+        this.chooserSummary, this.chooserList);
     setChildren(container,
         h('div', {class: 'table-toolbar'}, this.options.searchable ? this.searchInput : null,
-            this.countEl),
-        h('div', {class: 'table-scroll'}, this.tableEl),
+            this.chooserEl, this.countEl),
+        h('div', {class: 'table-scroll', onscroll: () => {
+          if (this.stickStale) this._stick();
+        }}, this.tableEl),
         this.options.paginated ? this.pagerEl : null);
   }
 
+  /** The columns this table can show (those not shown are in the chooser). */
   setColumns(columns) {
-    this.columns = columns;
+    this.allColumns = columns;
+    this._applyChoice();
+  }
+
+  /** Shows exactly these column keys (in the table's order); null: the essential set. */
+  showColumns(keys) {
+    this.chosen = keys ? [...keys] : null;
+    this._applyChoice();
+  }
+
+  /** Keys of the columns shown. */
+  shownKeys() {
+    return this.columns.map((c) => c.key);
+  }
+
+  _applyChoice() {
+    const essential = this.options.essential;
+    const want = this.chosen ? new Set(this.chosen) : essential ? new Set(essential) : null;
+    this.columns = want ? this.allColumns.filter((c) => want.has(c.key)) : this.allColumns;
+    if (!this.columns.length) this.columns = this.allColumns;
     this.sortCache = null;
+    this._renderChooser();
     this._render();
+  }
+
+  _renderChooser() {
+    const shown = new Set(this.columns.map((c) => c.key));
+    setChildren(this.chooserSummary, `Columns (${shown.size} of ${this.allColumns.length})`);
+    const toggle = () => this.showColumns([...this.chooserList.querySelectorAll('input:checked')]
+        .map((i) => i.dataset.key));
+    setChildren(this.chooserList,
+        h('div', {class: 'column-actions'},
+            h('button', {type: 'button', class: 'link', onclick: () => this.showColumns(null)},
+                'Essential'), ' · ',
+            h('button', {type: 'button', class: 'link',
+              onclick: () => this.showColumns(this.allColumns.map((c) => c.key))}, 'All')),
+        this.allColumns.map((c) => h('label', {class: 'check', title: c.title || null},
+            h('input', {type: 'checkbox', dataset: {key: c.key}, checked: shown.has(c.key),
+              onchange: toggle}), ` ${c.label}`)));
   }
 
   /**
@@ -90,6 +145,26 @@ export class DataTable {
     return index >= 0;
   }
 
+  /** Keeps the columns up to `stickyKey` in view when the table scrolls sideways. */
+  _stick() {
+    const upTo = this.columns.findIndex((c) => c.key === this.options.stickyKey);
+    const n = upTo >= 0 ? upTo + 1 : 1;
+    const heads = [...this.tableEl.querySelectorAll('thead th')].slice(0, n);
+    // Each column's natural left edge within the table (measured unstuck); a table laid out
+    // while hidden is measured again at its first sideways scroll.
+    for (const th of heads) th.style.left = '';
+    const origin = this.tableEl.getBoundingClientRect().left;
+    const lefts = heads.map((th) => th.getBoundingClientRect().left - origin);
+    this.stickStale = !this.tableEl.getClientRects().length;
+    for (const tr of this.tableEl.rows) {
+      for (let i = 0; i < n && i < tr.cells.length; i++) {
+        const cell = tr.cells[i];
+        cell.classList.add('sticky');
+        cell.style.left = `${Math.max(0, lefts[i] || 0)}px`;
+      }
+    }
+  }
+
   /** `rows` sorted by the current sort (a new array); cached for the `base` set. */
   _sorted(rows) {
     const sort = this.sort;
@@ -106,12 +181,13 @@ export class DataTable {
       const col = this.columns.find((c) => c.key === key);
       const numeric = !col || col.type === 'num';
       const sign = dir === 'asc' ? 1 : -1;
+      const probe = col || {key};
       sorted.sort((a, b) => {
         const x = a[key];
         const y = b[key];
-        const xn = x === null || x === undefined;
-        const yn = y === null || y === undefined;
-        if (xn || yn) return xn && yn ? 0 : xn ? 1 : -1;  // Unknown last either way.
+        const xn = !known(probe, a);
+        const yn = !known(probe, b);
+        if (xn || yn) return xn && yn ? 0 : xn ? 1 : -1;  // "—" last either way.
         if (numeric) return sign * (x - y);
         return sign * String(x).localeCompare(String(y));
       });
@@ -157,7 +233,9 @@ export class DataTable {
     const head = h('thead', {}, h('tr', {}, this.columns.map((c) => {
       const sorted = this.sort && this.sort.key === c.key ? this.sort.dir : null;
       return h('th', {
-        class: `sortable ${c.type === 'num' ? 'num' : ''}`, title: c.title || `Sort by ${c.label}`,
+        class: `sortable ${c.type === 'num' ? 'num' : ''}`,
+        // The full name on hover (long names wrap or are cut in the header).
+        title: `${c.label}${c.title ? `: ${c.title}` : ''} (click to sort)`,
         dataset: {key: c.key}, 'aria-sort': sorted ? (sorted === 'asc' ? 'ascending' : 'descending') : 'none',
         tabindex: '0', onclick: () => this._sortBy(c.key),
         onkeydown: (e) => { if (e.key === 'Enter') this._sortBy(c.key); },
@@ -180,6 +258,7 @@ export class DataTable {
           this.rows.length ? 'No row matches the search.' : 'No rows.')));
     }
     setChildren(this.tableEl, head, body);
+    this._stick();
     const n = this.view.length;
     setChildren(this.countEl, n === this.rows.length ? `${fmtInt(n)} rows` :
         `${fmtInt(n)} of ${fmtInt(this.rows.length)} rows`);
