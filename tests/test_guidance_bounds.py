@@ -202,7 +202,9 @@ def test_integer_work_gets_no_floating_point_roof():
 
 @pytest.mark.parametrize("logdir,unit", [
     (os.path.join(TESTDATA, "kineto", "a100_80gb_shapes"), "step"),
-    (os.path.join(TESTDATA, "kineto", "b200_eager"), "profile")])
+    # vLLM's step annotations make its steps (readers/serving_steps.py)
+    (os.path.join(TESTDATA, "kineto", "b200_eager"), "step"),
+    (os.path.join(TESTDATA, "kineto", "a100_alexnet"), "profile")])
 def test_one_unit_per_view(logdir, unit):
     s = RooflineService(logdir)
     run = s.list_runs()["runs"][0]["run"]
