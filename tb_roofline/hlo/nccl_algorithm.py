@@ -17,8 +17,9 @@ import re
 
 ALGORITHMS = ("NVLS_TREE", "NVLS", "COLLNET_DIRECT", "COLLNET_CHAIN", "RING", "TREE", "PAT")
 PROTOCOLS = ("LL128", "LL", "SIMPLE")
+# Delimited by "_" or the name's end / its argument list ("...RING_LL(ncclDevKernelArgs...)").
 _NAME = re.compile(r"(?:^|_)(" + "|".join(ALGORITHMS) + r")(?:_(" + "|".join(PROTOCOLS) +
-                   r"))?(?=_|$)")
+                   r"))?(?![A-Za-z0-9])")
 _NCCL = re.compile(r"nccl|rccl", re.I)
 DEFAULT = "nccl-tests default (ring)"
 
