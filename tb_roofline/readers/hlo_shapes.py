@@ -19,6 +19,7 @@ from tb_roofline.hlo.collectives import KINDS, MESSAGE_IS_FIRST_OPERAND, bus_fac
 from tb_roofline.hlo.replica_groups import from_text
 from tb_roofline.hlo.shapes import BYTE_WIDTH_BY_NAME as _WIDTH, TUPLE, TYPE_NAMES
 from tb_roofline.hlo.text import split_instruction
+from tb_roofline.table.collective_info import describe
 
 _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]")
 
@@ -59,8 +60,9 @@ _ANY_KIND = re.compile("|".join(sorted({re.escape(k) for k in KINDS}, key=len, r
 
 
 def text_link(text: str) -> tuple | None:
-    """(kind, message bytes S, group n or 0 when the text names none) of a collective's HLO
-    text; None for other ops and for `-done` halves (they move nothing of their own)."""
+    """(kind, message bytes S, group n or 0 when the text names none, groups, form) of a
+    collective's HLO text (groups 0 and form "" when it names none); None for other ops and
+    for `-done` halves (they move nothing of their own)."""
     if not text or _ANY_KIND.search(text) is None:  # no collective's opcode in it: at once
         return None
     parts = split_instruction(text)
@@ -68,13 +70,16 @@ def text_link(text: str) -> tuple | None:
         return None
     opcode, out_text, operand_text = parts
     kind = KINDS[opcode]
-    n = 1 if group_free(opcode) else (text_group(text) or 0)
+    g = from_text(text)
+    n = 1 if group_free(opcode) else (g.size if g is not None else 0)
+    named = (g.count, g.form) if g is not None else (0, "")
     operands = _arrays(operand_text, scalars=True)
     if opcode in MESSAGE_IS_FIRST_OPERAND:
         operands = operands[:1]
     if operands:
         message = _size(operands)
-        return kind, message, n  # an all-gather's S is × n once n is known (link_bus_bytes)
+        # an all-gather's S is × n once n is known (link_message)
+        return (kind, message, n) + named
     outputs = _arrays(out_text, scalars=True)
     if not outputs:
         return None
@@ -84,18 +89,16 @@ def text_link(text: str) -> tuple | None:
     result = max(outputs, key=lambda a: _size([a])) if pick else None
     message = _size([result]) if result is not None else _size(outputs)
     if kind == "all-gather":
-        return "all-gather-result", message, n
+        return ("all-gather-result", message, n) + named
     if kind == "reduce-scatter":
-        return "reduce-scatter-result", message, n
-    return kind, message, n
+        return ("reduce-scatter-result", message, n) + named
+    return (kind, message, n) + named
 
 
-def link_bus_bytes(link: tuple | None, devices: int) -> tuple:
-    """(bus bytes of one execution, whether n was assumed) of a `text_link` answer; n = the
-    text's group, else `devices`."""
-    if link is None:
-        return 0.0, False
-    kind, message, n = link
+def link_message(link: tuple, devices: int) -> tuple:
+    """(kind, message S as nccl-tests defines it, n, whether n was assumed) of a `text_link`
+    answer; n = the text's group, else `devices`."""
+    kind, message, n = link[:3]
     assumed = not n
     n = max(int(n or devices), 1)
     if kind == "all-gather":
@@ -104,7 +107,25 @@ def link_bus_bytes(link: tuple | None, devices: int) -> tuple:
         kind = "all-gather"
     elif kind == "reduce-scatter-result":
         kind, message = "reduce-scatter", message * n
+    return kind, message, n, assumed
+
+
+def link_bus_bytes(link: tuple | None, devices: int) -> tuple:
+    """(bus bytes of one execution, whether n was assumed) of a `text_link` answer; n = the
+    text's group, else `devices`."""
+    if link is None:
+        return 0.0, False
+    kind, message, n, assumed = link_message(link, devices)
     return message * bus_factor(kind, n), assumed
+
+
+def link_collective(link: tuple | None, devices: int) -> str:
+    """The op table's `collective` (table/collective_info.py) of a `text_link` answer."""
+    if link is None:
+        return ""
+    kind, message, n, assumed = link_message(link, devices)
+    groups, form = link[3:5] if len(link) >= 5 else (0, "")
+    return describe(kind, message, n, groups, form, assumed=assumed)
 
 
 def _label(arrays, operands=()) -> str:
