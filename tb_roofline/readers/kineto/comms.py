@@ -91,14 +91,15 @@ def op_algorithms(c: Columns, gpu_row: np.ndarray) -> dict:
     for the calls that launched such a kernel; `gpu_row`: each GPU activity's row op."""
     if not len(gpu_row):
         return {}
+    used = np.unique(c.gpu_name)
+    algo = {int(i): a for i in used.tolist()
+            if (a := algorithm_of([str(c.names[i])]))}  # a few distinct kernel names
+    if not algo:
+        return {}
+    stated = np.isin(c.gpu_name, list(algo)) & (gpu_row >= 0)
     out: dict = {}
-    named = {}
-    for i in np.flatnonzero(gpu_row >= 0).tolist():
-        name_id = int(c.gpu_name[i])
-        if name_id not in named:
-            named[name_id] = algorithm_of([str(c.names[name_id])])
-        if named[name_id]:
-            out.setdefault(int(gpu_row[i]), named[name_id])
+    for i in np.flatnonzero(stated).tolist():
+        out.setdefault(int(gpu_row[i]), algo[int(c.gpu_name[i])])
     return out
 
 

@@ -92,8 +92,10 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
             target = ins.proto.custom_call_target if ins.opcode == "custom-call" else ""
             costing.uncosted_ps[f"custom-call {target}" if target else ins.opcode] += g.total_ps
         host_moved = host_bytes(ins)
-        moved = transfer(ins, devices, algorithm_of(g.kernel_time)) if costing.gpu \
-            else transfer(ins, devices)
+        moved = transfer(ins, devices)
+        algorithm = algorithm_of(g.kernel_time) if moved is not None and costing.gpu else ""
+        if algorithm:  # the NCCL kernels name it: it may change the bus factor
+            moved = transfer(ins, devices, algorithm)
         link = moved.bus_bytes if moved is not None else 0.0
         if moved is not None and not moved.group_known:
             costing.ungrouped.add((pid, opname))
@@ -120,12 +122,12 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
                     precision=precision,
                     fingerprint=costing.fingerprint(pid, ins),
                     is_container=c.category in CONTAINER_CATEGORIES,
-                    collective=_described(moved, g.kernel_time if costing.gpu else {}))
+                    collective=_described(moved, algorithm))
     return labels
 
 
-def _described(moved, kernel_time: dict) -> str:
+def _described(moved, algorithm: str) -> str:
     if moved is None:
         return ""
     return describe(moved.kind, moved.message_bytes, moved.group, moved.groups, moved.form,
-                    algorithm_of(kernel_time), not moved.group_known)
+                    algorithm, not moved.group_known)
