@@ -102,7 +102,7 @@ export class CommChartSection {
     this.linkSelect = h('select', {id: 'comm-link', 'aria-label': 'Link',
       onchange: () => this.render()});
     this.noteEl = h('p', {class: 'muted', id: 'comm-note'});
-    this.chartEl = h('div', {id: 'comm-chart', style: {width: '100%', minWidth: '420px'}});
+    this.chartEl = h('div', {id: 'comm-chart', style: {width: '100%', minWidth: '0'}});
     this.exposedEl = h('div', {id: 'comm-exposed'});
     this.chart = new Chart(this.chartEl, {tooltip: this.tooltip.handler,
       onHover: (d) => this.highlight(d)});
@@ -114,8 +114,11 @@ export class CommChartSection {
               ['PNG', () => this.exportImage('png')], ['SVG', () => this.exportImage('svg')]])),
         this.noteEl,
         h('div', {style: {display: 'flex', gap: '16px', flexWrap: 'wrap'}},
-            h('div', {style: {flex: '3 1 480px'}}, this.chartEl),
-            h('div', {style: {flex: '1 1 260px'}}, h('h3', {}, 'Exposed time'),
+            // min-width 0: the canvas's width must not hold its box wider than the window
+            // (the chart re-fits to its box: vega-embed's resize observer)
+            h('div', {style: {flex: '3 1 480px', minWidth: '0'}}, this.chartEl),
+            h('div', {style: {flex: '1 1 260px', minWidth: '0', overflowX: 'auto'}},
+                h('h3', {}, 'Exposed time'),
                 this.exposedEl)));
     this.el.hidden = true;
   }
