@@ -32,6 +32,11 @@ EXPECTED = {
     #   replica_groups=mesh['axis_0'=8,'axis_1'=1] {'axis_0'}: one group of 8.
     "jit_dp_1d": {"all-reduce.3": ("all-reduce", 8, 1, "mesh", (2 * 1024 * 256 + 1) * F32,
                                    (2 * 1024 * 256 + 1) * F32 * 2 * 7 / 8)},
+    # %all-reduce.3 = (f32[1024,256], f32[256,1024], f32[]) all-reduce(...),
+    #   replica_groups=mesh['axis_0'=4,'axis_1'=1,'axis_2'=2], device_ids=([2,4]T(1,0))
+    #   {'axis_0'}: the batch's mesh axis of 4, so 2 groups of 4 (not all 8 devices)
+    "jit_dp_2d": {"all-reduce.3": ("all-reduce", 4, 2, "mesh", (2 * 1024 * 256 + 1) * F32,
+                                   (2 * 1024 * 256 + 1) * F32 * 2 * 3 / 4)},
     "jit_2d": {
         # %all-reduce = f32[16,256] all-reduce(...), replica_groups={{0,1},{2,3},{4,5},{6,7}}
         "all-reduce": ("all-reduce", 2, 4, "list", 16 * 256 * F32, 16 * 256 * F32 * 2 / 2),

@@ -9,7 +9,8 @@ OUTDIR/<case>/module.hlo.txt (the compiled module's HLO text, the reference the 
 the collectives' bytes from by hand).
 
 Cases: `jit` + NamedSharding on a 1-D mesh (data parallel: XLA SPMD inserts the gradient
-all-reduce) and on a 2-D mesh (data x model: all-reduces over one axis, an all-gather);
+all-reduce), on a 2-D mesh with the batch over one axis (the all-reduce over that axis, in the
+mesh form with a device order) and on a 2-D mesh (data x model: all-reduces over one axis);
 `shard_map` with psum, all_gather, psum_scatter, ppermute and all_to_all on 1-D and 2-D meshes.
 """
 import json
@@ -59,6 +60,15 @@ def jit_2d(jax, jnp):
     return fn, args, {"data": 4, "model": 2}
 
 
+def jit_dp_2d(jax, jnp):
+    """2 x 4 mesh, the batch over the second axis only, weights replicated: the gradient
+    all-reduce runs in 2 groups of 4, which XLA writes in the mesh form with a device order
+    (`mesh[...], device_ids=([2,4]T(1,0)) {...}`)."""
+    from jax.sharding import PartitionSpec as P
+    mesh = jax.make_mesh((2, 4), ("replica", "data"), axis_types=(_auto(jax),) * 2)
+    return _mlp_step(jax, jnp, mesh, P("data", None), (P(), P())) + ({"replica": 2, "data": 4},)
+
+
 def shard_map_1d(jax, jnp):
     """psum, all_gather, psum_scatter, ppermute and all_to_all over one axis of 8."""
     from jax.sharding import NamedSharding, PartitionSpec as P
@@ -97,7 +107,7 @@ def shard_map_2d(jax, jnp):
     return fn, (v,), {"x": 2, "y": 4}
 
 
-CASES = {"jit_dp_1d": jit_dp_1d, "jit_2d": jit_2d, "shard_map_1d": shard_map_1d,
+CASES = {"jit_dp_1d": jit_dp_1d, "jit_dp_2d": jit_dp_2d, "jit_2d": jit_2d, "shard_map_1d": shard_map_1d,
          "shard_map_2d": shard_map_2d}
 
 
