@@ -77,3 +77,39 @@ def test_no_link_roof_and_no_collectives(tmp_path):
 
 
 REPO_JAX_CPU = DATA.replace("jax_cpu_collectives", "jax_cpu")
+
+
+def test_an_op_at_several_sizes_is_a_point_per_size(tmp_path):
+    """Real A100 trace (rank 0 of 16): c10d::allreduce_ ran 5 times on 1,465,344 B and 5 times
+    on 1,791,693,584 B (the raw `nccl:all_reduce` annotations' f32 Input Dims, counted here):
+    two points at those sizes, the bus bytes S × 2·15/16 each. Its calls launched only
+    `ncclKernel_SendRecv_RING_SIMPLE_…` kernels (the trace's only NCCL kernels): no all-reduce
+    kernel states its algorithm, so nccl-tests' factor stands and the point says so."""
+    import gzip
+    import os
+
+    import numpy as np
+    folder = os.path.join(os.path.dirname(DATA), "kineto", "a100_80gb_shapes")
+    raw = json.load(gzip.open(os.path.join(folder, "rank0.pt.trace.json.gz")))
+    sizes: dict = {}
+    for e in raw["traceEvents"]:
+        if e.get("name") == "nccl:all_reduce":
+            s = 4 * int(np.prod(e["args"]["Input Dims"][0]))
+            sizes[s] = sizes.get(s, 0) + 1
+    world = raw["distributedInfo"]["world_size"]
+    shutil.copytree(folder, tmp_path / "a100")
+    service = RooflineService(str(tmp_path))
+    run = service.list_runs()["runs"][0]["run"]
+    points = [p for p in service.comm(run, "")["points"] if p["operation"] == "c10d::allreduce_"]
+    assert {p["message_bytes"]: p["occurrences"] for p in points} == sizes
+    for p in points:
+        assert p["bus_bytes"] == pytest.approx(p["message_bytes"] * p["occurrences"] * 2 *
+                                               (world - 1) / world)
+        assert p["group_size"] == world and p["group_assumed"]  # the trace's world size
+        assert not p["algorithm_stated"] and "nccl-tests" in p["algorithm"]
+        assert p["link"] == "Interconnect (NVLink 3)" and p["link_gbs"] == 300
+        assert p["exposed_shared"]  # the timeline keeps one exposed time per op
+    assert sum(p["exposed_us"] for p in points) <= sum(p["total_time_us"] for p in points)
+    # all-to-all runs as grouped send/recv: its SendRecv kernels state its algorithm
+    a2a = [p for p in service.comm(run, "")["points"] if p["kind"] == "all-to-all"]
+    assert a2a and {p["algorithm"] for p in a2a} == {"RING_SIMPLE"}

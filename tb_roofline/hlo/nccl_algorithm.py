@@ -21,17 +21,30 @@ PROTOCOLS = ("LL128", "LL", "SIMPLE")
 _NAME = re.compile(r"(?:^|_)(" + "|".join(ALGORITHMS) + r")(?:_(" + "|".join(PROTOCOLS) +
                    r"))?(?![A-Za-z0-9])")
 _NCCL = re.compile(r"nccl|rccl", re.I)
-DEFAULT = "nccl-tests default (ring)"
+# The collective a kernel runs, as its name spells it after the prefix.
+_COLLECTIVE = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.I)
+# The kernels that may carry each collective (NCCL runs all-to-all as grouped send/recv).
+_RUNS = {"all-reduce": ("allreduce",), "all-gather": ("allgather",),
+         "reduce-scatter": ("reducescatter",), "broadcast": ("broadcast",),
+         "reduce": ("reduce",), "all-to-all": ("sendrecv", "alltoall"),
+         "send": ("sendrecv", "send"), "recv": ("sendrecv", "recv"),
+         "collective-permute": ("sendrecv", "send", "recv")}
 
 
-def algorithm_of(kernel_names) -> str:
+def algorithm_of(kernel_names, kind: str = "") -> str:
     """"RING_LL", "NVLS", "TREE_LL128", ... from the first NCCL/RCCL kernel name that states
-    one (the longest-running first when given a {name: time} dict); "" when none does."""
+    one (the longest-running first when given a {name: time} dict); "" when none does.
+    `kind` (all-reduce, ...): only kernels of that collective count (an all-reduce whose call
+    also launched a SendRecv kernel takes nothing from it)."""
     names = sorted(kernel_names, key=lambda k: -kernel_names[k]) \
         if isinstance(kernel_names, dict) else list(kernel_names)
     for name in names:
         if not _NCCL.search(name):
             continue
+        if kind:
+            c = _COLLECTIVE.search(name)
+            if c is None or c.group(1).lower() not in _RUNS.get(kind, ()):
+                continue
         m = _NAME.search(name)
         if m is not None:
             return m.group(1) + (f"_{m.group(2)}" if m.group(2) else "")

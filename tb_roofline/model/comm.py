@@ -6,11 +6,14 @@ device link (memory ids `interconnect` and `dcn*` of the device: GB/s per direct
 docs/device_peaks.md). Beside it, the exposed time of each collective: the time it ran with
 no compute under it on its core (table/timeline.py; null where the timeline does not keep it).
 
-A point is an op record (model/records.py) whose op-table keys carry a `collective`
-(table/collective_info.py); its numbers are the record's (summed over its executions).
+A point is an op record (model/records.py) of the op-table keys that carry one `collective`
+(table/collective_info.py): records are split by it, so an op that ran at several message
+sizes is a point per size; its numbers are the record's (summed over its executions). The
+exposed time is kept per op: an op at several sizes shares it by time (`exposed_shared`).
 """
 from __future__ import annotations
 
+from tb_roofline.model.roofline import scoped_op_records
 from tb_roofline.table.collective_info import parse
 from tb_roofline.table.timeline import MAX_EXPOSED_OPS
 
@@ -29,21 +32,6 @@ def links(device) -> list[dict]:
             for m in device.memories if m.id in LINK_IDS or m.id.startswith("dcn")]
 
 
-def _collectives(a) -> dict:
-    """(program id, operation) -> parsed `collective` of the op table's keys."""
-    src = a.scope
-    if src is None or "op" not in src.tables:
-        return {}
-    keys = src.tables["op"].keys
-    out = {}
-    for pid, op, text in zip(keys["program_id"].tolist(), keys["operation"].tolist(),
-                             keys["collective"].tolist()):
-        info = parse(text)
-        if info is not None:
-            out.setdefault((pid, op), info)
-    return out
-
-
 def _exposed(a) -> tuple[dict, bool]:
     """(resolved op label -> exposed µs, whether an op not listed had none: nothing pruned)."""
     tl = a.facts.timeline if a.facts is not None else None
@@ -53,18 +41,34 @@ def _exposed(a) -> tuple[dict, bool]:
     return by_op, len(by_op) < MAX_EXPOSED_OPS
 
 
+def _records(a, include_io: bool):
+    """(record dict, parsed `collective`) of each op record of a collective: op records split
+    by the op table's `collective` key, so an op that ran at several message sizes (PyTorch
+    calls of one op name) is one point per size."""
+    if a.scope is None or "op" not in a.scope.tables:
+        return []
+    rec = scoped_op_records(a, "Total", include_io, "op", split_by="collective")
+    out = []
+    for r, text in zip(rec.row_dicts(), rec.columns["collective"].tolist()):
+        info = parse(text)
+        if info is not None and r["record_type"] == "op":
+            out.append((r, info))
+    return out
+
+
 def points(a, include_io: bool = True) -> list[dict]:
-    """One point per collective op record (see the module docstring)."""
-    info_of = _collectives(a)
-    if not info_of:
+    """One point per collective op record and message size (see the module docstring)."""
+    records = _records(a, include_io)
+    if not records:
         return []
     exposed, complete = _exposed(a)
     roof = next((m for m in links(a.device) if m["id"] == "interconnect"), None)
+    label_time: dict = {}
+    for r, _ in records:
+        label = (r["program_id"], r["operation"], r["precision"] or "")
+        label_time[label] = label_time.get(label, 0.0) + (r["total_time_us"] or 0.0)
     out = []
-    for r in a.ops[include_io].row_dicts():
-        info = info_of.get((r["program_id"], r["operation"]))
-        if info is None or r["record_type"] != "op":
-            continue
+    for r, info in records:
         time_us = r["total_time_us"] or 0.0
         bus = r["interconnect_bytes"] or 0.0
         execs = r["occurrences"] or 0
@@ -72,6 +76,10 @@ def points(a, include_io: bool = True) -> list[dict]:
         algo_gbs = info["S"] * execs / (time_us * 1e3) if time_us > 0 and info["S"] else None
         label = (r["program_id"], r["operation"], r["precision"] or "")
         exp = exposed.get(label)
+        # The timeline keeps exposed time per op: an op at several sizes shares it by time.
+        shared = label_time[label] > time_us * (1 + 1e-9)
+        if exp is not None and shared:
+            exp = exp * time_us / label_time[label] if label_time[label] > 0 else None
         out.append({
             "program": r["program"], "program_id": r["program_id"],
             "operation": r["operation"], "category": r["category"], "kind": info["kind"],
@@ -86,6 +94,7 @@ def points(a, include_io: bool = True) -> list[dict]:
             "link": roof["name"] if roof else None, "link_gbs": roof["gbs"] if roof else None,
             "link_fraction": bus_gbs / roof["gbs"] if roof and bus_gbs is not None else None,
             "exposed_us": exp if exp is not None else (0.0 if complete else None),
+            "exposed_shared": shared,
             "bound_by": r["bound_by"], "caveat": r["caveat"],
         })
     out.sort(key=lambda p: -(p["total_time_us"] or 0.0))

@@ -88,18 +88,24 @@ def _add_cost(c: Columns, cost, fingerprint: str) -> int:
 
 def op_algorithms(c: Columns, gpu_row: np.ndarray) -> dict:
     """op call -> the NCCL/RCCL algorithm its kernels' names state (hlo/nccl_algorithm.py),
-    for the calls that launched such a kernel; `gpu_row`: each GPU activity's row op."""
-    if not len(gpu_row):
+    for the collective calls that launched a kernel of their own collective that states one;
+    `gpu_row`: each GPU activity's row op."""
+    kinds = {op: kind.replace("_", "-") for op, kind, _ in _comm_ops(c)}
+    if not len(gpu_row) or not kinds:
         return {}
     used = np.unique(c.gpu_name)
-    algo = {int(i): a for i in used.tolist()
-            if (a := algorithm_of([str(c.names[i])]))}  # a few distinct kernel names
-    if not algo:
+    nccl = {int(i): str(c.names[i]) for i in used.tolist()
+            if algorithm_of([str(c.names[i])])}  # a few distinct kernel names
+    if not nccl:
         return {}
-    stated = np.isin(c.gpu_name, list(algo)) & (gpu_row >= 0)
+    stated = np.isin(c.gpu_name, list(nccl)) & (gpu_row >= 0)
     out: dict = {}
     for i in np.flatnonzero(stated).tolist():
-        out.setdefault(int(gpu_row[i]), algo[int(c.gpu_name[i])])
+        op = int(gpu_row[i])
+        if op in kinds and op not in out:
+            algo = algorithm_of([nccl[int(c.gpu_name[i])]], kinds[op])
+            if algo:
+                out[op] = algo
     return out
 
 
@@ -149,6 +155,7 @@ def kernel_costs(c: Columns, col: Collector) -> tuple[np.ndarray, np.ndarray, np
         cost = fact_cost(kind, in_b, out_b, ranks, prec)
         nbytes[i] = cost.bytes
         ic[i] = collectives.bus_bytes(kind, cost.comm[1], ranks or c.world,
-                                      algorithm_of([str(c.names[c.gpu_name[i]])]))
+                                      algorithm_of([str(c.names[c.gpu_name[i]])],
+                                                   kind.replace("_", "-")))
         known[i] = True
     return nbytes, ic, known

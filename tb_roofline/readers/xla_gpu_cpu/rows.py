@@ -93,7 +93,8 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
             costing.uncosted_ps[f"custom-call {target}" if target else ins.opcode] += g.total_ps
         host_moved = host_bytes(ins)
         moved = transfer(ins, devices)
-        algorithm = algorithm_of(g.kernel_time) if moved is not None and costing.gpu else ""
+        algorithm = algorithm_of(g.kernel_time, moved.kind) \
+            if moved is not None and costing.gpu else ""
         if algorithm:  # the NCCL kernels name it: it may change the bus factor
             moved = transfer(ins, devices, algorithm)
         link = moved.bus_bytes if moved is not None else 0.0
