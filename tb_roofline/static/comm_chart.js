@@ -83,7 +83,7 @@ export function commSpec(hasRoofs) {
     mark: {type: 'point', filled: true, size: 90, opacity: 0.85, tooltip: {content: 'data'},
       cursor: 'pointer', clip: true},
     encoding: {x, y, color: {field: 'kind', type: 'nominal', title: 'Collective'},
-      shape: {field: 'group_form', type: 'nominal', title: 'Groups'}}});
+      shape: {field: 'groups_named', type: 'nominal', title: 'Groups'}}});
   return {$schema: 'https://vega.github.io/schema/vega-lite/v6.json', width: 'container',
     height: 320, autosize: {type: 'fit-x', contains: 'padding'}, padding: 0,
     config: {legend: {orient: 'bottom'}}, params: [{name: 'hovered_link', value: null}],
@@ -166,7 +166,9 @@ export class CommChartSection {
     const link = this.linkSelect.value;
     const kept = a.points.filter((p) => (!kind || p.kind === kind) &&
       (!link || (p.link || NO_ROOF) === link));
-    const points = kept.filter((p) => p.message_bytes > 0 && p.bus_bw_gbs > 0);
+    // How the profile names the groups, for the marker ("not named": n assumed or not needed).
+    const points = kept.filter((p) => p.message_bytes > 0 && p.bus_bw_gbs > 0)
+        .map((p) => ({...p, groups_named: p.group_form || 'not named'}));
     const xmax = Math.max(...points.map((p) => p.message_bytes), 1);
     const roofs = a.links.filter((l) => !link || l.name === link).map((l) => ({
       roof: true, name: l.name, gbs: l.gbs, x: xmax, label: `${l.name}: ${fmt(l.gbs)} GB/s`}));
@@ -196,10 +198,12 @@ export class CommChartSection {
   renderExposed(points) {
     const rows = [...points].sort((p, q) => (q.exposed_us ?? -1) - (p.exposed_us ?? -1));
     setChildren(this.exposedEl, h('table', {class: 'data-table', id: 'comm-exposed-table'},
-        h('thead', {}, h('tr', {}, ['Operation', 'Collective', 'Exposed', 'Time'].map((t) =>
-          h('th', {}, t)))),
+        h('thead', {}, h('tr', {}, ['Operation', 'Collective', 'Size', 'Exposed', 'Time']
+            .map((t) => h('th', {}, t)))),
         h('tbody', {}, rows.map((p) => h('tr', {dataset: {op: p.operation}},
-            h('td', {}, p.operation), h('td', {}, p.kind), h('td', {}, usTime(p.exposed_us)),
+            h('td', {}, p.operation), h('td', {}, p.kind), h('td', {}, bytes(p.message_bytes)),
+            h('td', {title: p.exposed_shared ? 'the op\'s exposed time, shared by time ' +
+              'between its message sizes' : null}, usTime(p.exposed_us)),
             h('td', {}, usTime(p.total_time_us)))))));
   }
 
