@@ -91,7 +91,20 @@ def test_data_sheet_devices_show_the_l1_shared_roof_with_its_source():
                                                            "interconnect"]
 
 
-def test_tpu_ici_roofs_are_provisional():
+def test_tpu_ici_roofs_are_per_direction_like_every_link():
+    """One convention: GB/s per direction per device. The TPU documentation's bidirectional
+    per-chip figures (v5e 400, v5p 1200, v6e 800, TPU7x 1200 GB/s) are halved as NVLink's are;
+    v4's per-chip "2,400 Gbps" is read as per direction (the same kind of figure, 1,600 and
+    4,800 Gbps for v5e and v5p, is exactly half their bidirectional GB/s)."""
     dev = lookup("TPU v6 lite").to_device_info()
     link = dev.memory("interconnect")
-    assert link.gbs == 3584 / 8 and "ICI" in link.name
+    assert link.gbs == 800 / 2 and "ICI" in link.name
+    for name, gbs in (("TPU v5 lite", 400 / 2), ("TPU v5p", 1200 / 2), ("TPU v4", 2400 / 8)):
+        assert lookup(name).to_device_info().memory("interconnect").gbs == gbs
+    # TPU7x: each of the chip's two chiplets is a device: half the chip's 600 GB/s a direction.
+    assert lookup("TPU7x").to_device_info().memory("interconnect").gbs == 1200 / 2 / 2
+    # NVLink and Infinity Fabric: half the data sheets' two-direction totals.
+    for name, two_way in (("NVIDIA H100 80GB HBM3", 900), ("NVIDIA B300", 1800),
+                          ("NVIDIA GB300", 1800), ("NVIDIA H20", 900),
+                          ("AMD Instinct MI300X", 896)):
+        assert lookup(name).to_device_info().memory("interconnect").gbs == two_way / 2, name

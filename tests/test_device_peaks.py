@@ -250,6 +250,11 @@ def test_kineto_unknown_gpu_gets_clear_state():
     ("TPU v5 lite", {}, "tpu-v5e"),
     ("TPU v5p", {}, "tpu-v5p"),
     ("TPU v6 lite", {}, "tpu-v6e"),
+    ("TPU7x", {}, "tpu-v7x"),
+    ("NVIDIA B300 SXM6 AC", {}, "b300"),
+    ("NVIDIA GB300", {}, "gb300"),
+    ("NVIDIA H20", {}, "h20"),
+    ("NVIDIA B200", {}, "b200"),
     ("", {"compute_capability": (7, 0), "sm_count": 80, "memory_bytes": 16945512448,
           "clock_khz": 1530000}, "v100-sxm2-16gb"),
     ("", {"compute_capability": (7, 0), "sm_count": 80, "clock_khz": 1380000}, "v100-pcie"),
@@ -268,6 +273,59 @@ def test_lookup(name, kwargs, key):
 ])
 def test_lookup_misses(name, kwargs):
     assert lookup(name, **kwargs) is None
+
+
+# The newest chips as their vendors publish them: (key, per-what divisor, {precision: (figure,
+# sparse?)}); NVIDIA's board/rack tensor figures are 2:4-sparse unless marked dense.
+NEWEST = [
+    # NVIDIA HGX B300 (8 GPUs): FP4 108 PF dense, FP8/FP6 72 PF*, INT8 2 POPS*, FP16/BF16
+    # 36 PF*, TF32 18 PF*, FP32 600 TF, FP64 10 TF; 8 TB/s per GPU.
+    ("b300", 8, {"fp4": (108000, False), "fp8": (72000, True), "fp6": (72000, True),
+                 "int8": (2000, True), "bf16": (36000, True), "tf32": (18000, True),
+                 "fp32": (600, False), "fp64": (10, False), "hbm": (64000, False)}),
+    # GB300 NVL72: FP4 1,080 PF dense, FP8/FP6 720 PF*, INT8 23 POPS*, BF16 360 PF*, TF32
+    # 180 PF*, FP64 100 TF, HBM 576 TB/s.
+    ("gb300", 72, {"fp4": (1080000, False), "fp8": (720000, True), "int8": (23000, True),
+                   "bf16": (360000, True), "tf32": (180000, True), "fp64": (100, False),
+                   "hbm": (576000, False)}),
+    # HGX B200 (8 GPUs): FP4 144 PF*, FP8 72 PF*, BF16 36 PF*, FP32 600 TF, FP64 296 TF.
+    ("b200", 8, {"fp4": (144000, True), "fp8": (72000, True), "bf16": (36000, True),
+                 "fp32": (600, False), "fp64": (296, False), "hbm": (64000, False)}),
+    # H20: BF16 148, FP8 296, TF32 74, FP32 44, FP64 1 TFLOPS (dense), 4.0 TB/s.
+    ("h20", 1, {"bf16": (148, False), "fp8": (296, False), "tf32": (74, False),
+                "fp32": (44, False), "fp64": (1, False), "hbm": (4000, False)}),
+    # TPU7x per chip (two devices): BF16 2,307, FP8 4,614 TFLOPS, HBM 7,380 GB/s.
+    ("tpu-v7x", 2, {"bf16": (2307, False), "fp8": (4614, False), "hbm": (7380, False)}),
+    # TPU v5p / v6e: FP8 as fast as BF16 (459 / 918 TFLOPS).
+    ("tpu-v5p", 1, {"fp8": (459, False), "bf16": (459, False)}),
+    ("tpu-v6e", 1, {"fp8": (918, False), "hbm": (1638, False)}),
+    # MI355X / MI350X: FP4 = FP6 10.1 / 9.2 PF, FP8 5.0 / 4.6 PF, BF16 2.5 / 2.3 PF.
+    ("mi355x", 1, {"fp4": (10066, False), "fp6": (10066, False), "fp8": (5033, False),
+                   "bf16": (2517, False), "hbm": (8000, False)}),
+    ("mi350x", 1, {"fp4": (9228, False), "fp6": (9228, False), "fp8": (4614, False),
+                   "bf16": (2307, False), "hbm": (8000, False)}),
+]
+
+
+@pytest.mark.parametrize("key,per,figures", NEWEST, ids=[k for k, *_ in NEWEST])
+def test_newest_chips_agree_with_their_published_figures(key, per, figures):
+    spec = next(s for s in TABLE if s.key == key)
+    for p, (value, sparse) in figures.items():
+        got = spec.memory_bw.value if p == "hbm" else spec.tflops(p)
+        assert got is not None, (key, p)
+        want = value / per / (2 if sparse else 1)
+        assert _rel(got, want) < 0.012, (key, p, got, want)
+        if p != "hbm":
+            assert spec.compute[p].source and spec.compute[p].basis in (
+                "sparse_halved" if sparse else "dense", "derived")
+
+
+def test_unknown_newest_names_keep_peaks_unknown():
+    """A chip the table lacks is never given another chip's peaks (a B300 is not a B200)."""
+    for name in ("NVIDIA RTX PRO 6000 Blackwell", "NVIDIA Rubin", "TPU v8", "AMD Instinct MI400"):
+        assert lookup(name) is None, name
+    assert lookup("NVIDIA B300").key == "b300" and lookup("NVIDIA GB300").key == "gb300"
+    assert lookup("NVIDIA H200").key == "h200-sxm"  # \bh20\b must not catch it
 
 
 def test_ambiguous_mi250_name_says_so():

@@ -184,6 +184,44 @@ def test_a100_collectives_match_the_raw_annotations():
     assert ic == pytest.approx(want / 2 * 2 * (world - 1) / world)
 
 
+@pytest.mark.parametrize("kernel,algo,factor", [
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "RING_LL",
+     2 * 7 / 8),
+    # NVLink SHARP: the switch reduces: S once per direction
+    ("ncclDevKernel_AllReduce_Sum_bf16_NVLS(ncclDevKernelArgsStorage<4096ul>)", "NVLS", 1.0),
+    ("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "", 2 * 7 / 8),
+])
+def test_the_nccl_kernel_name_sets_the_bus_factor_and_is_kept(tmp_path, kernel, algo, factor):
+    """vllm::all_reduce of bf16 [888, 2880] over the trace's 8 ranks, launching one NCCL
+    kernel: its algorithm (or none) decides the bus factor, and the row says what it moved."""
+    from tb_roofline.table.collective_info import parse
+    ev = [_ev("cpu_op", "vllm::all_reduce", 0, 100, **{
+        "Input Dims": [[888, 2880], []], "Input type": ["c10::BFloat16", ""]})]
+    ev += _launch(10, 1, kernel, 20, 50)
+    data = read_kineto_file(_file(tmp_path, ev, distributedInfo={"world_size": 8}), "h")
+    o = data.ops
+    (i,) = [j for j, n in enumerate(o["operation"].tolist()) if n == "vllm::all_reduce"]
+    size = 888 * 2880 * 2
+    assert o["interconnect_bytes"][i] == pytest.approx(size * factor)
+    info = parse(o["collective"][i])
+    assert (info["kind"], info["S"], info["n"], info["algo"], info["assumed"]) == \
+        ("all-reduce", size, 8, algo, 1)
+
+
+def test_real_b200_all_gather_carries_its_ring_ll_kernel():
+    """testdata b200_eager: c10d::_allgather_base_ launches ncclDevKernel_AllGather_RING_LL;
+    the ring's bus factor (n-1)/n over its group of 8 is what nccl-tests' default gives too."""
+    from tb_roofline.table.collective_info import parse
+    raw = json.load(gzip.open(B200))
+    assert any(e.get("name", "").startswith("ncclDevKernel_AllGather_RING_LL")
+               for e in raw["traceEvents"])
+    o = read_kineto_file(B200, "h").ops
+    infos = [parse(x) for n, x in zip(o["operation"].tolist(), o["collective"].tolist())
+             if n == "c10d::_allgather_base_" and x]
+    assert infos and {i["algo"] for i in infos} == {"RING_LL"}
+    assert {i["kind"] for i in infos} == {"all-gather"}
+
+
 # ------------------------------------------------------------------------------ precision
 
 def test_the_gemm_kernel_decides_the_precision_of_a_split_k_call(tmp_path):

@@ -49,10 +49,12 @@ def test_grouped_all_reduce_sits_under_the_ici_roof(tmp_path):
     cfg = SynthConfig(seed=6, num_cores=4, op_text={"all-reduce.5": GROUPED})
     data = read_xspace(make_tpu_xspace(cfg), "h")
     link = data.device.memory("interconnect")
-    assert link.gbs == pytest.approx(3584 / 8)  # v6e ICI 3,584 Gbps
+    assert link.gbs == pytest.approx(800 / 2)  # v6e ICI 800 GB/s both directions
     t = data.ops
     k = int(np.flatnonzero(t.keys["operation"] == "all-reduce.5")[0])
     assert t.unit_costs[k, -1] == pytest.approx(131072 * 1.5)
+    # what the communication roofline plots: S = 64·1024·2 B, 2 groups of 4, named as lists
+    assert t.keys["collective"][k] == "all-reduce S=131072 n=4 groups=2 form=list"
     rows = t.rows["op"] == k
     assert t["interconnect_bytes"][rows].sum() == pytest.approx(
         131072 * 1.5 * t.rows["occurrences"][rows].sum())
@@ -87,7 +89,7 @@ def test_ragged_all_to_all_moves_its_input_and_send_needs_no_group():
     ragged = text_link("%ra = f32[1024]{0} ragged-all-to-all(f32[1024]{0} %in, f32[1024]{0} "
                        "%out, s64[4]{0} %io, s64[4]{0} %ss, s64[4]{0} %oo, s64[4]{0} %rs), "
                        "replica_groups={{0,1,2,3}}")
-    assert ragged == ("all-to-all", 4096.0, 4)
+    assert ragged == ("all-to-all", 4096.0, 4, 1, "list")
     assert link_bus_bytes(ragged, 8) == (4096.0 * 3 / 4, False)
     send = text_link("%s = (f32[1024]{0}, u32[], token[]) send(f32[1024]{0} %x, token[] %t), "
                      "channel_id=1")

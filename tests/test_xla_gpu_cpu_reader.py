@@ -373,6 +373,29 @@ def test_collectives_fill_interconnect_bytes_with_bus_bytes():
     assert "2 device(s)" in note.message and "op.1" in note.message
 
 
+@pytest.mark.parametrize("kernel,algo,factor", [
+    # the ring: nccl-tests' 2(n-1)/n, and the row says which algorithm the kernel names
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "RING_LL", 2 * 7 / 8),
+    ("ncclKernel_AllReduce_TREE_LL128_Sum_float", "TREE_LL128", 2 * 7 / 8),
+    # NVLink SHARP: the switch reduces, each GPU sends and receives S once: factor 1
+    ("ncclDevKernel_AllReduce_Sum_bf16_NVLS", "NVLS", 1.0),
+    # a generic kernel states nothing: nccl-tests' default, no algorithm on the row
+    ("ncclDevKernel_Generic", "", 2 * 7 / 8),
+])
+def test_the_algorithm_the_nccl_kernel_names_sets_the_bus_factor(kernel, algo, factor):
+    from tb_roofline.hlo.shapes import F32
+    from tb_roofline.table.collective_info import parse
+    module = _entry_with("all-reduce-start", (F32, (1024, 256)), [(F32, (1024, 256))],
+                         replica_groups=[hlo_pb2.ReplicaGroup(replica_ids=list(range(8)))])
+    data = read_gpu_cpu_xspace(_one_gpu_space(module, [(kernel, 0, 50, "op.1")]), "h")
+    (row,) = _rows(data, operation="op.1")
+    s = 1024 * 256 * 4
+    assert row["interconnect_bytes"] == pytest.approx(s * factor)
+    info = parse(row["collective"])
+    assert (info["kind"], info["S"], info["n"], info["groups"], info["form"], info["algo"]) == \
+        ("all-reduce", s, 8, 1, "list", algo)
+
+
 def test_per_core_figures_count_the_gpus_that_ran():
     from tb_roofline.hlo.shapes import F32
     module = _entry_with("add", (F32, (64,)), [(F32, (64,)), (F32, (64,))])

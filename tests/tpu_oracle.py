@@ -29,7 +29,7 @@ from tb_roofline.readers.tpu import (OPS_LINE, STEPS_LINE, TENSOR_CORE_PLANE,
                                      check_events as _checked, device_from_plane_stats,
                                      link_notes, module_program, op_info as _op_info,
                                      plane_notes)
-from tb_roofline.readers.hlo_shapes import link_bus_bytes
+from tb_roofline.readers.hlo_shapes import link_bus_bytes, link_collective
 from tb_roofline.readers.tpu_plane import protobuf_line_events as _line_events
 from tb_roofline.readers.tpu_timeline import add_core_events, event_facts
 from tb_roofline.readers.xline_fast import self_times
@@ -480,6 +480,8 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
                      operation=texts("operation"), category=texts("category"),
                      source=texts("source"), tf_op=texts("tf_op"), caveat=texts("caveat"),
                      fingerprint=texts("fingerprint"),
+                     collective=np.array([link_collective(i["link"], len(cores))
+                                          for i in rows], dtype=object),
                      flops_source="profile",
                      is_infeed_outfeed=texts("is_infeed_outfeed", bool),
                      is_container=texts("is_container", bool)),

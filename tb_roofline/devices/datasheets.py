@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from tb_roofline.devices.datasheets_recent import B200_FP32, RECENT
 from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME, host_link
 from tb_roofline.devices.interconnect import interconnect, link_name
 from tb_roofline.devices.onchip import AMD_ARCH_OF_SPEC, per_clock, shared_gbs
@@ -332,6 +333,7 @@ TABLE: tuple[DeviceSpec, ...] = (
     DeviceSpec(
         key="b200", name="NVIDIA B200", vendor="nvidia", kind="gpu",
         compute={"fp64": _f(37, B200_DS, uncertain=True, note="board total / 8"),
+                 "fp32": B200_FP32,
                  "tf32": _nvidia_datasheet_sparse(2250, B200_DS),
                  "bf16": _nvidia_datasheet_sparse(4500, B200_DS),
                  "fp16": _nvidia_datasheet_sparse(4500, B200_DS),
@@ -343,7 +345,7 @@ TABLE: tuple[DeviceSpec, ...] = (
         compute_capability=(10, 0), sm_count=148,
         patterns=(r"\bb200\b",), uncertain=True,
         notes="Blackwell figures vary between NVIDIA documents (board configurations, power "
-              "limits); FP32 vector peak not published on the HGX datasheet"),
+              "limits); FP32 vector peak from NVIDIA's HGX page"),
     DeviceSpec(
         key="gb200", name="NVIDIA GB200 (one GPU)", vendor="nvidia", kind="gpu",
         compute={"fp64": _f(45, GB200_DS, note="rack total / 72"),
@@ -462,6 +464,8 @@ TABLE: tuple[DeviceSpec, ...] = (
     DeviceSpec(
         key="tpu-v5p", name="TPU v5p", vendor="google", kind="tpu", per="chip",
         compute={"bf16": _f(459, TPU_DOC.format(v="v5p")),
+                 "fp8": _f(459, TPU_DOC.format(v="v5p"), note="the documentation's FP8 figure: "
+                                                              "no faster than bf16"),
                  "int8": _f(918, TPU_DOC.format(v="v5p"))},
         memory_bw=_f(2765, TPU_DOC.format(v="v5p")), memory_gib=95,
         patterns=(r"tpu ?v5p", r"tpu ?v5$"),
@@ -469,11 +473,14 @@ TABLE: tuple[DeviceSpec, ...] = (
     DeviceSpec(
         key="tpu-v6e", name="TPU v6e (Trillium)", vendor="google", kind="tpu", per="chip",
         compute={"bf16": _f(918, TPU_DOC.format(v="v6e")),
+                 "fp8": _f(918, TPU_DOC.format(v="v6e"), note="the documentation's FP8 figure: "
+                                                              "no faster than bf16"),
                  "int8": _f(1836, TPU_DOC.format(v="v6e"))},
         memory_bw=_f(1640, TPU_DOC.format(v="v6e")), memory_gib=32,
         patterns=(r"tpu ?v6 ?lite", r"tpu ?v6e", r"trillium")),
 )
 
+TABLE = TABLE + tuple(DeviceSpec(**entry) for entry in RECENT)
 BY_KEY = {s.key: s for s in TABLE}
 _GENERIC = re.compile(r"^(amd radeon graphics|radeon graphics|gpu|graphics device|"
                       r"nvidia graphics device|unknown|)$")

@@ -68,3 +68,13 @@ MI355X_DS = ("AMD Instinct MI355X accelerator data sheet (2025), figures without
              "(256 CUs, 2400 MHz peak engine clock)")
 CDNA4_WP = ("AMD CDNA 4 Architecture whitepaper (2025), Table 1: peak FLOP per clock per CU; "
             "times 256 CUs and the peak engine clock")
+HGX_PAGE = ("NVIDIA HGX platform specifications (nvidia.com/en-us/data-center/hgx, 2025): "
+            "per 8-GPU board; figures marked there as 2:4-sparse are halved here")
+B300_DS = ("NVIDIA HGX B300 specifications (nvidia.com HGX page, 2025), per-GPU share of the "
+           "8-GPU board; tensor figures there are 2:4-sparse, halved here")
+GB300_DS = ("NVIDIA GB300 NVL72 specifications (nvidia.com, 2025), per-GPU share of the 72-GPU "
+            "rack; tensor figures there are 2:4-sparse, halved here")
+H20_DS = ("NVIDIA H20 product brief as published by OEMs and the press (2024; NVIDIA posts no "
+          "public datasheet): dense tensor figures")
+TPU_ICI_DOC = ("Google Cloud TPU documentation ({v}): bidirectional inter-chip interconnect "
+               "bandwidth per chip")

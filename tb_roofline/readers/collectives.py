@@ -1,15 +1,8 @@
 """Bytes a collective moves over the GPU-GPU links, as nccl-tests count them (docs/pytorch_traces.md).
 
 nccl-tests (its `doc/PERFORMANCE.md`) reports an algorithm bandwidth S / t and a *bus*
-bandwidth S / t × factor, the factor making the figure comparable with the link's peak:
-
-| collective | S (message size) | bus factor (n ranks) |
-|---|---|---|
-| all-reduce | the buffer | 2(n-1)/n |
-| all-gather | the gathered output (n × the input) | (n-1)/n |
-| reduce-scatter | the input (n × the output) | (n-1)/n |
-| all-to-all | the buffer each rank sends | (n-1)/n |
-| broadcast, reduce, send, recv | the buffer | 1 |
+bandwidth S / t × factor, the factor making the figure comparable with the link's peak: its
+table and the factor are in hlo/collectives.py (one definition for every reader).
 
 `interconnect_bytes` of a collective row is S × factor: the bytes its busiest link carries
 under a ring/tree algorithm. Its FLOPs are 0 (reductions are not counted, as torch's counter
@@ -18,6 +11,8 @@ does not count them); its `bytes` are its local reads and writes (input + output
 from __future__ import annotations
 
 import re
+
+from tb_roofline.hlo import collectives as hlo_collectives
 
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL = ("all_reduce", "all_gather",
                                                       "reduce_scatter", "all_to_all")
@@ -44,17 +39,10 @@ def kind_of(name: str) -> str:
     return ""
 
 
-def bus_factor(kind: str, n: int) -> float:
-    """nccl-tests' bus factor for `kind` over `n` ranks (0 when n is unknown)."""
-    if n is None or n < 1:
-        return 0.0
-    if kind == ALL_REDUCE:
-        return 2.0 * (n - 1) / n
-    if kind in (ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL):
-        return (n - 1) / n
-    if kind in (BROADCAST, REDUCE, SEND, RECV):
-        return 1.0
-    return 0.0
+def bus_factor(kind: str, n: int, algorithm: str = "") -> float:
+    """nccl-tests' bus factor for `kind` over `n` ranks (0 when n is unknown): the one
+    definition in hlo/collectives.py, in this module's spelling of the kinds."""
+    return hlo_collectives.bus_factor(kind.replace("_", "-"), n, algorithm)
 
 
 def message_bytes(kind: str, in_bytes: float, out_bytes: float) -> float:
@@ -68,9 +56,9 @@ def message_bytes(kind: str, in_bytes: float, out_bytes: float) -> float:
     return in_bytes or out_bytes
 
 
-def bus_bytes(kind: str, size: float, n: int) -> float:
+def bus_bytes(kind: str, size: float, n: int, algorithm: str = "") -> float:
     """Bytes over the busiest link: S × bus factor."""
-    return size * bus_factor(kind, n)
+    return size * bus_factor(kind, n, algorithm)
 
 
 # c10d ops: (index of the output tensor, index of the input tensor) in `Input Dims` (-1: none;

@@ -6,22 +6,22 @@ can tell a producer -> consumer pair that shares an array from two unrelated ops
 Collectives: nccl-tests' bus bytes, as hlo/collectives.py defines them (its bus factors are
 reused here): message size S from the operand arrays the text names, else from the output
 (all-reduce, all-to-all, collective-permute: the output's size; all-gather: the gathered
-output; reduce-scatter: output × n); n from `replica_groups` (`{{0,1,..},..}` or the iota
-form `[groups,n]<=[..]`), else unknown (the caller assumes its device count, and says so).
+output; reduce-scatter: output × n); n from `replica_groups` in any of XLA's forms (lists,
+iota, mesh axes: hlo/replica_groups.py), else unknown (the caller assumes its device count,
+and says so).
 """
 from __future__ import annotations
 
 import math
 import re
 
-from tb_roofline.hlo.collectives import KINDS, MESSAGE_IS_FIRST_OPERAND, group_free
+from tb_roofline.hlo.collectives import KINDS, MESSAGE_IS_FIRST_OPERAND, bus_factor, group_free
+from tb_roofline.hlo.replica_groups import from_text
 from tb_roofline.hlo.shapes import BYTE_WIDTH_BY_NAME as _WIDTH, TUPLE, TYPE_NAMES
 from tb_roofline.hlo.text import split_instruction
+from tb_roofline.table.collective_info import describe
 
 _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]")
-_GROUPS = re.compile(r"replica_groups=\{\{([0-9, ]*)\}")
-_FACTOR = {kind: factor for kind, factor in KINDS.values()}  # kind -> bus factor of n
-_IOTA_GROUPS = re.compile(r"replica_groups=\[(\d+),(\d+)\]")
 
 # Categories / opcodes whose arrays the fusion rule compares (elementwise and fusions).
 TENSOR_WORDS = ("fusion", "elementwise", "add", "multiply", "subtract", "divide", "tanh",
@@ -37,10 +37,11 @@ def _tensor_category(category: str) -> bool:
     return any(w in cat for w in TENSOR_WORDS) and not any(w in cat for w in _NOT_TENSOR_WORDS)
 
 
-def _arrays(text: str) -> list:
-    """(element type, dims) of each array in `text`, in order (scalars and tokens dropped)."""
+def _arrays(text: str, scalars: bool = False) -> list:
+    """(element type, dims) of each array in `text`, in order (tokens dropped; scalars too
+    unless asked: a collective's message counts them)."""
     return [(t, tuple(int(d) for d in dims.split(",") if d)) for t, dims in _ARRAY.findall(text)
-            if t in _WIDTH and dims]
+            if t in _WIDTH and (dims or scalars)]
 
 
 def _size(arrays) -> float:
@@ -48,12 +49,10 @@ def _size(arrays) -> float:
 
 
 def text_group(text: str) -> int | None:
-    """Devices per group from the text's `replica_groups`; None when it names none."""
-    m = _GROUPS.search(text)
-    if m is not None and m.group(1).strip():
-        return len([x for x in m.group(1).split(",") if x.strip()])
-    m = _IOTA_GROUPS.search(text)
-    return int(m.group(2)) if m is not None else None
+    """Devices per group from the text's `replica_groups` (any form: hlo/replica_groups.py);
+    None when it names none."""
+    g = from_text(text)
+    return g.size if g is not None else None
 
 
 # Every collective opcode contains one of these (a cheap test before parsing the text).
@@ -61,41 +60,45 @@ _ANY_KIND = re.compile("|".join(sorted({re.escape(k) for k in KINDS}, key=len, r
 
 
 def text_link(text: str) -> tuple | None:
-    """(kind, message bytes S, group n or 0 when the text names none) of a collective's HLO
-    text; None for other ops and for `-done` halves (they move nothing of their own)."""
+    """(kind, message bytes S, group n or 0 when the text names none, groups, form) of a
+    collective's HLO text (groups 0 and form "" when it names none); None for other ops and
+    for `-done` halves (they move nothing of their own)."""
     if not text or _ANY_KIND.search(text) is None:  # no collective's opcode in it: at once
         return None
     parts = split_instruction(text)
     if parts is None or parts[0] not in KINDS:
         return None
     opcode, out_text, operand_text = parts
-    kind = KINDS[opcode][0]
-    n = 1 if group_free(opcode) else (text_group(text) or 0)
-    operands = _arrays(operand_text)
+    kind = KINDS[opcode]
+    g = from_text(text)
+    n = 1 if group_free(opcode) else (g.size if g is not None else 0)
+    named = (g.count, g.form) if g is not None else (0, "")
+    operands = _arrays(operand_text, scalars=True)
     if opcode in MESSAGE_IS_FIRST_OPERAND:
         operands = operands[:1]
     if operands:
         message = _size(operands)
-        return kind, message, n  # an all-gather's S is × n once n is known (link_bus_bytes)
-    outputs = _arrays(out_text)
+        # an all-gather's S is × n once n is known (link_message)
+        return (kind, message, n) + named
+    outputs = _arrays(out_text, scalars=True)
     if not outputs:
         return None
-    # From the output alone: a `-start`'s tuple holds (operand, result): the largest is the result.
-    result = max(outputs, key=lambda a: _size([a])) if opcode.endswith("-start") else None
+    # From the output alone: a `-start`'s tuple holds (operand, result): the largest is the result;
+    # send/recv: (buffer, u32[] context, token): the buffer.
+    pick = opcode.endswith("-start") or kind in ("send", "recv")
+    result = max(outputs, key=lambda a: _size([a])) if pick else None
     message = _size([result]) if result is not None else _size(outputs)
     if kind == "all-gather":
-        return "all-gather-result", message, n
+        return ("all-gather-result", message, n) + named
     if kind == "reduce-scatter":
-        return "reduce-scatter-result", message, n
-    return kind, message, n
+        return ("reduce-scatter-result", message, n) + named
+    return (kind, message, n) + named
 
 
-def link_bus_bytes(link: tuple | None, devices: int) -> tuple:
-    """(bus bytes of one execution, whether n was assumed) of a `text_link` answer; n = the
-    text's group, else `devices`."""
-    if link is None:
-        return 0.0, False
-    kind, message, n = link
+def link_message(link: tuple, devices: int) -> tuple:
+    """(kind, message S as nccl-tests defines it, n, whether n was assumed) of a `text_link`
+    answer; n = the text's group, else `devices`."""
+    kind, message, n = link[:3]
     assumed = not n
     n = max(int(n or devices), 1)
     if kind == "all-gather":
@@ -104,7 +107,25 @@ def link_bus_bytes(link: tuple | None, devices: int) -> tuple:
         kind = "all-gather"
     elif kind == "reduce-scatter-result":
         kind, message = "reduce-scatter", message * n
-    return message * _FACTOR[kind](n), assumed
+    return kind, message, n, assumed
+
+
+def link_bus_bytes(link: tuple | None, devices: int) -> tuple:
+    """(bus bytes of one execution, whether n was assumed) of a `text_link` answer; n = the
+    text's group, else `devices`."""
+    if link is None:
+        return 0.0, False
+    kind, message, n, assumed = link_message(link, devices)
+    return message * bus_factor(kind, n), assumed
+
+
+def link_collective(link: tuple | None, devices: int) -> str:
+    """The op table's `collective` (table/collective_info.py) of a `text_link` answer."""
+    if link is None:
+        return ""
+    kind, message, n, assumed = link_message(link, devices)
+    groups, form = link[3:5] if len(link) >= 5 else (0, "")
+    return describe(kind, message, n, groups, form, assumed=assumed)
 
 
 def _label(arrays, operands=()) -> str:

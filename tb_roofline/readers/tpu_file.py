@@ -29,7 +29,7 @@ from tb_roofline.table.op_table import (COST_COLUMNS, CONTAINER_CATEGORIES, Core
 from tb_roofline.table.timeline import Timeline, add_key_shapes
 from tb_roofline.readers import xwire
 from tb_roofline.readers.files import check_profile_file, young_file_s
-from tb_roofline.readers.hlo_shapes import link_bus_bytes
+from tb_roofline.readers.hlo_shapes import link_bus_bytes, link_collective
 from tb_roofline.readers.tpu import (MAX_CORE, TENSOR_CORE_PLANE, device_from_plane_stats,
                                      link_notes, plane_notes)
 from tb_roofline.readers.tpu_plane import KEY_TEXTS, PlaneResult, clear_info_cache, convert_plane
@@ -319,6 +319,7 @@ def _table(host: str, results: list[PlaneResult]):
 
     categories = cols["category"]
     keys = {f: texts(cols[f]) for f in _TEXTS}
+    keys["collective"] = texts([link_collective(link, len(results)) for link in cols["link"]])
     keys.update(host=np.full(len(categories), host, object), flops_source="profile",
                 is_infeed_outfeed=np.array([is_infeed_outfeed_category(c) for c in categories],
                                            bool).reshape(-1),

@@ -159,8 +159,14 @@ def diagnostics_answer(a, run, host) -> dict:
             "diagnostics": [d.to_json() for d in a.diagnostics]}
 
 
+def comm_answer(a, run, host, include_infeed_outfeed=True) -> dict:
+    """The communication roofline's points and link roofs (model/comm.py, docs/http_api.md)."""
+    from tb_roofline.model.comm import comm_chart
+    return {"run": run, "host": host or ALL_HOSTS, **comm_chart(a, include_infeed_outfeed)}
+
+
 ANSWERS = {"device": device_answer, "program": program_answer, "ops": ops_answer,
-           "diagnostics": diagnostics_answer}
+           "diagnostics": diagnostics_answer, "comm": comm_answer}
 
 
 def is_page_load(params: dict) -> bool:

@@ -163,7 +163,8 @@ class Answers:
 
 def add_run(answers: Answers, service, run: str, host: str, alias: dict | None = None):
     """Everything the tab asks for one run on one host ('*' = all): hosts, device,
-    diagnostics, and with and without infeed/outfeed the program, guidance and every op view
+    diagnostics, and with and without infeed/outfeed the program, guidance, the communication
+    roofline and every op view
     and row grouping the run offers."""
     alias = alias or {}
     answers.ask(service, "hosts", {"run": run}, alias)
@@ -175,6 +176,8 @@ def add_run(answers: Answers, service, run: str, host: str, alias: dict | None =
         answers.ask(service, "program", {**sel, "infeed_outfeed": io}, alias)
         answers.ask(service, "guidance", {"run": run, "host": guidance_host,
                                           "infeed_outfeed": io}, alias)
+        answers.ask(service, "comm", {"run": run, "host": guidance_host,
+                                      "infeed_outfeed": io}, alias)
         status, ops = answers.ask(service, "ops", {**sel, "infeed_outfeed": io}, alias)
         if status != 200 or ops is None:
             continue

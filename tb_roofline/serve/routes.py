@@ -99,6 +99,7 @@ class RooflineRoutes:
             "/program": self._program,
             "/ops": self._ops,
             "/diagnostics": self._diagnostics,
+            "/comm": self._comm,
             "/guidance": self._guidance,
             "/report": self._report,
             "/export": self._export,
@@ -171,6 +172,10 @@ class RooflineRoutes:
     @_handler
     def _diagnostics(self, request):
         return self._encoded(request, "diagnostics")
+
+    @_handler
+    def _comm(self, request):
+        return self._encoded(request, "comm", include_infeed_outfeed=_infeed(request))
 
     def _encoded(self, request, kind: str, **params):
         """An answer the service keeps encoded (and gzipped for clients that take it, as

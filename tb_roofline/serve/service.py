@@ -305,6 +305,11 @@ class RooflineService:
         from tb_roofline.serve import answers
         return answers.diagnostics_answer(self.analysis(run, host), run, host)
 
+    def comm(self, run: str, host: str, include_infeed_outfeed: bool = True) -> dict:
+        """The communication roofline: one point per collective (model/comm.py)."""
+        from tb_roofline.serve import answers
+        return answers.comm_answer(self.analysis(run, host), run, host, include_infeed_outfeed)
+
     def encoded(self, kind: str, run: str, host: str, accept_gzip: bool = False,
                 **params) -> tuple[bytes, bool]:
         """The JSON answer of `device`, `program`, `ops` or `diagnostics` as bytes

@@ -18,6 +18,7 @@ import {LoadingIndicator, emptyState, errorBox} from './views/states.js';
 import {Tooltip} from './views/tooltip.js';
 import {OpportunitiesPanel} from './views/opportunities.js';  // guidance (issue #10)
 import {attachCompare} from './views/compare.js';  // "Compare with" (issue #9)
+import {CommChartSection} from './comm_chart.js';  // the communication roofline
 
 const now = () => performance.now();
 
@@ -104,11 +105,12 @@ class App {
     // XProf's order: device, program roofline + table, op roofline + table; the compare view
     // goes first when it is on.
     this.topEl = h('div', {class: 'top-row'}, this.deviceSection, this.opportunities.el);
+    this.comm = new CommChartSection();
     // The diagnostics' warnings, where they are read before the numbers they qualify.
     this.bannerEl = h('div', {id: 'warnings-banner', class: 'warnings-banner', role: 'status',
       hidden: true});
     this.contentEl = h('div', {id: 'content'}, this.bannerEl, this.topEl, this.program.el,
-        this.ops.el);
+        this.ops.el, this.comm.el);
     this.app = h('div', {id: 'roofline-app', class: 'app', dataset: {status: 'starting'}},
         h('header', {class: 'toolbar'},
             h('label', {}, 'Run ', this.runSelect),
@@ -126,6 +128,7 @@ class App {
 
   // The charts and tables under their old names (tests, benchmark).
   get programChart() { return this.program.chart; }
+  get commChart() { return this.comm.chart; }
   get opChart() { return this.ops.chart; }
   get catChart() { return this.ops.catChart; }
   get opTable() { return this.ops.table; }
@@ -304,6 +307,7 @@ class App {
     const t0 = now();
     if (await this.infeed.switchTo(value)) {
       this.opportunities.load(this.state);  // guidance (issue #10)
+      this.comm.load(this.state);
       this.timings.lastInfeedMs = now() - t0;
       this.bump('filterSeq');
       this.loaded();
@@ -324,6 +328,7 @@ class App {
     try {
       await this._loadView(token, only);
       this.opportunities.load(this.state);  // guidance (issue #10), in the background
+      this.comm.load(this.state);
     } finally {
       if (token === this.loadToken) this.loaded();
     }

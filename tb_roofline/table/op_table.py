@@ -34,8 +34,9 @@ MEMORY_COLUMNS = (
 # runs can be compared op by op: `hlo:<hash>` for XLA ops (name-independent: survives renamed
 # fusions), `shapes:<input dims>` for PyTorch ops, `grid:<grid>` for GPU kernels (both only
 # meaningful together with the op name). See tb_roofline/hlo/fingerprint.py.
+# `collective`: what one execution of a collective moves (table/collective_info.py), "" else.
 KEY_STRINGS = ("host", "program_id", "program", "operation", "category", "source", "tf_op",
-               "flops_source", "precision", "dtype", "caveat", "fingerprint")
+               "flops_source", "precision", "dtype", "caveat", "fingerprint", "collective")
 KEY_FLAGS = ("is_infeed_outfeed", "is_container", "flops_known", "bytes_known")
 KEY_COLUMNS = KEY_STRINGS + KEY_FLAGS
 # Per row.

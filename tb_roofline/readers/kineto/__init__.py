@@ -60,6 +60,7 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     tree = attribution.nesting(c, order, parent)
     c.world = comms.world_size(col.meta)
     c.op_ic = comms.op_interconnect(c, ranks, c.world)
+    c.op_coll = comms.op_collectives(c, ranks, c.world)
     step_spans = attribution.steps(c, diagnostics)
     op_step = step_spans.of(c.op_ts)
     builder, kernels = OpTableBuilder(), OpTableBuilder()
@@ -69,6 +70,10 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     causes = kineto_timeline.idle_causes(col.host_calls, c.base_ns)
     if has_gpu:
         links = attribution.gpu_links(c, tree, step_spans)
+        algorithms = comms.op_algorithms(c, links.row)  # as the NCCL kernel names state it
+        if algorithms:
+            c.op_ic = comms.op_interconnect(c, ranks, c.world, algorithms)
+            c.op_coll = comms.op_collectives(c, ranks, c.world, algorithms)
         unattributed, shapes, op_kernels = tables.gpu_rows(
             builder, kernels, host, c, links, op_step, col.cost_shapes, comms.kernel_costs(c, col))
         steps, spans = tables.gpu_spans(host, c, links, step_spans)

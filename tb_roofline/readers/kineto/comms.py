@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_roofline.hlo.nccl_algorithm import algorithm_of
 from tb_roofline.readers import collectives, torch_flops
 from tb_roofline.readers.kineto.events import Collector, Columns, _int
 from tb_roofline.readers.common import innermost_enclosing
 from tb_roofline.readers.torch_custom_ops import fact_cost
+from tb_roofline.table.collective_info import describe
 
 
 def world_size(meta: dict) -> int:
@@ -84,22 +86,62 @@ def _add_cost(c: Columns, cost, fingerprint: str) -> int:
     return len(c.costs) - 1
 
 
-def op_interconnect(c: Columns, ranks: np.ndarray, world: int) -> np.ndarray:
-    """Bytes over the links per op call (S × bus factor of its collective; 0 for others)."""
-    out = np.zeros(c.n_ops)
-    comm = [(i, cost.comm) for i, cost in enumerate(c.costs) if cost.comm]
+def op_algorithms(c: Columns, gpu_row: np.ndarray) -> dict:
+    """op call -> the NCCL/RCCL algorithm its kernels' names state (hlo/nccl_algorithm.py),
+    for the collective calls that launched a kernel of their own collective that states one;
+    `gpu_row`: each GPU activity's row op."""
+    kinds = {op: kind.replace("_", "-") for op, kind, _ in _comm_ops(c)}
+    if not len(gpu_row) or not kinds:
+        return {}
+    used = np.unique(c.gpu_name)
+    nccl = {int(i): str(c.names[i]) for i in used.tolist()
+            if algorithm_of([str(c.names[i])])}  # a few distinct kernel names
+    if not nccl:
+        return {}
+    stated = np.isin(c.gpu_name, list(nccl)) & (gpu_row >= 0)
+    out: dict = {}
+    for i in np.flatnonzero(stated).tolist():
+        op = int(gpu_row[i])
+        if op in kinds and op not in out:
+            algo = algorithm_of([nccl[int(c.gpu_name[i])]], kinds[op])
+            if algo:
+                out[op] = algo
+    return out
+
+
+def _comm_ops(c: Columns):
+    """(op call, kind, message size S) of every op call whose cost is a collective."""
+    comm = {i: cost.comm for i, cost in enumerate(c.costs) if cost.comm}
     if not comm or not c.n_ops:
-        return out
+        return
     per_cost = np.zeros(len(c.costs))
-    kind_of = {}
-    for i, (kind, size) in comm:
+    for i, (_, size) in comm.items():
         per_cost[i] = size
-        kind_of[i] = kind
-    has = np.flatnonzero(per_cost[c.op_cost] > 0)
-    for op in has.tolist():
+    for op in np.flatnonzero(per_cost[c.op_cost] > 0).tolist():
         cid = int(c.op_cost[op])
+        yield op, comm[cid][0], per_cost[cid]
+
+
+def op_interconnect(c: Columns, ranks: np.ndarray, world: int, algorithms=None) -> np.ndarray:
+    """Bytes over the links per op call (S × bus factor of its collective, and of the
+    algorithm its kernels state; 0 for others)."""
+    out = np.zeros(c.n_ops)
+    algorithms = algorithms or {}
+    for op, kind, size in _comm_ops(c):
         n = int(ranks[op]) or world
-        out[op] = collectives.bus_bytes(kind_of[cid], per_cost[cid], n)
+        out[op] = collectives.bus_bytes(kind, size, n, algorithms.get(op, ""))
+    return out
+
+
+def op_collectives(c: Columns, ranks: np.ndarray, world: int, algorithms=None) -> np.ndarray:
+    """The op table's `collective` of each op call (table/collective_info.py); "" for others.
+    n is the call's group size, else the trace's world size (then said to be assumed)."""
+    out = np.full(c.n_ops, "", dtype=object)
+    algorithms = algorithms or {}
+    for op, kind, size in _comm_ops(c):
+        n = int(ranks[op])
+        out[op] = describe(kind.replace("_", "-"), size, n or world, algorithm=algorithms.get(
+            op, ""), assumed=not n)
     return out
 
 
@@ -112,6 +154,8 @@ def kernel_costs(c: Columns, col: Collector) -> tuple[np.ndarray, np.ndarray, np
     for i, (kind, in_b, out_b, ranks, prec) in col.kernel_comm.items():
         cost = fact_cost(kind, in_b, out_b, ranks, prec)
         nbytes[i] = cost.bytes
-        ic[i] = collectives.bus_bytes(kind, cost.comm[1], ranks or c.world)
+        ic[i] = collectives.bus_bytes(kind, cost.comm[1], ranks or c.world,
+                                      algorithm_of([str(c.names[c.gpu_name[i]])],
+                                                   kind.replace("_", "-")))
         known[i] = True
     return nbytes, ic, known

@@ -49,7 +49,8 @@ def transfers(kind: np.ndarray, names: np.ndarray, nbytes: np.ndarray):
 
 
 def add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbytes, occ,
-                 hbm=None, host_bytes=None, caveat=None, fingerprint=None, interconnect=None):
+                 hbm=None, host_bytes=None, caveat=None, fingerprint=None, interconnect=None,
+                 collective=None):
     """Sum rows sharing (core, op, category, precision, source, caveat, fingerprint, step) and
     add them. `hbm` defaults to all bytes; a cost source says whether FLOPs and bytes are
     known; `fingerprint`: input shapes (ops) or launch grid (kernels), "" when unknown."""
@@ -60,7 +61,8 @@ def add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbyt
     host_bytes = np.zeros(n_rows) if host_bytes is None else host_bytes
     caveat = np.full(n_rows, "", dtype=object) if caveat is None else caveat
     fingerprint = np.full(n_rows, "", dtype=object) if fingerprint is None else fingerprint
-    codes, first = group_codes(core, op, cat, prec, src, caveat, fingerprint, step)
+    collective = np.full(n_rows, "", dtype=object) if collective is None else collective
+    codes, first = group_codes(core, op, cat, prec, src, caveat, fingerprint, collective, step)
     n = len(first)
 
     def total(w):
@@ -76,7 +78,8 @@ def add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbyt
     builder.add_columns(n, host=host, core=core[first], program_id="", program="",
                         operation=op[first], category=cat[first], precision=prec[first],
                         flops_source=src[first], caveat=caveat[first],
-                        fingerprint=fingerprint[first], flops_known=known,
+                        fingerprint=fingerprint[first], collective=collective[first],
+                        flops_known=known,
                         bytes_known=(known & ~counted) | bytes_only, step=step[first],
                         occurrences=total(occ).astype(np.int64), total_time_ps=t,
                         self_time_ps=t, flops=total(flops), bytes=total(nbytes),
@@ -84,13 +87,13 @@ def add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbyt
 
 
 def _add_rows(builder, host, core, op_names, cost_ids, costs, step, t_ps, flops, nbytes,
-              occurrences, fingerprint=None, interconnect=None):
+              occurrences, fingerprint=None, interconnect=None, collective=None):
     cats = np.array([costs[c].category for c in cost_ids.tolist()], dtype=object)
     precs = np.array([costs[c].precision for c in cost_ids.tolist()], dtype=object)
     srcs = np.array([costs[c].source for c in cost_ids.tolist()], dtype=object)
     add_grouped(builder, host, np.asarray(core, np.int64), op_names, cats, precs, srcs, step,
                  t_ps, flops, nbytes, occurrences, fingerprint=fingerprint,
-                 interconnect=interconnect)
+                 interconnect=interconnect, collective=collective)
 
 
 def div_safe(a, b):
@@ -221,7 +224,8 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
                     op_step[inv_u], t_ps, np.where(owner, c.cost_flops[c_ids], 0.0),
                     np.where(owner, c.cost_bytes[c_ids], 0.0), owner.astype(np.int64),
                     fingerprint=c.cost_fp[c_ids],
-                    interconnect=np.where(owner, c.op_ic[inv_u], 0.0))
+                    interconnect=np.where(owner, c.op_ic[inv_u], 0.0),
+                    collective=c.op_coll[inv_u])
     if len(unatt):
         nm = names[c.gpu_name[unatt]]
         cats = np.array([torch_flops.category_of(x) if torch_flops.COMMUNICATION.search(x)
@@ -298,7 +302,7 @@ def cpu_rows(builder, host: str, c, tree, op_step) -> tuple[np.ndarray, np.ndarr
     _add_rows(builder, host, np.zeros(len(rows), np.int64), c.names[c.op_name[rows]], c_ids,
               c.costs, op_step[rows], t_ps[rows], c.cost_flops[c_ids], c.cost_bytes[c_ids],
               occurrences=np.ones(len(rows), np.int64), fingerprint=c.cost_fp[c_ids],
-              interconnect=c.op_ic[rows])
+              interconnect=c.op_ic[rows], collective=c.op_coll[rows])
     return rows, t_ps
 
 

@@ -11,6 +11,8 @@ import numpy as np
 
 from tb_roofline.hlo.attention import attention_of
 from tb_roofline.hlo.collectives import transfer
+from tb_roofline.hlo.nccl_algorithm import algorithm_of
+from tb_roofline.table.collective_info import describe
 from tb_roofline.table.op_table import CONTAINER_CATEGORIES, HOST_TRANSFER, OpTableBuilder
 from tb_roofline.table.timeline import add_shape_use
 from tb_roofline.readers.common import group_codes, group_sums, op_nesting, self_times
@@ -91,6 +93,10 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
             costing.uncosted_ps[f"custom-call {target}" if target else ins.opcode] += g.total_ps
         host_moved = host_bytes(ins)
         moved = transfer(ins, devices)
+        algorithm = algorithm_of(g.kernel_time, moved.kind) \
+            if moved is not None and costing.gpu else ""
+        if algorithm:  # the NCCL kernels name it: it may change the bus factor
+            moved = transfer(ins, devices, algorithm)
         link = moved.bus_bytes if moved is not None else 0.0
         if moved is not None and not moved.group_known:
             costing.ungrouped.add((pid, opname))
@@ -116,5 +122,13 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
                     flops_known=has_cost, bytes_known=has_cost,
                     precision=precision,
                     fingerprint=costing.fingerprint(pid, ins),
-                    is_container=c.category in CONTAINER_CATEGORIES)
+                    is_container=c.category in CONTAINER_CATEGORIES,
+                    collective=_described(moved, algorithm))
     return labels
+
+
+def _described(moved, algorithm: str) -> str:
+    if moved is None:
+        return ""
+    return describe(moved.kind, moved.message_bytes, moved.group, moved.groups, moved.form,
+                    algorithm, not moved.group_known)

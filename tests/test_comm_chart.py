@@ -1,0 +1,115 @@
+"""The communication roofline answer (`/comm`, model/comm.py) on real JAX captures over 8 CPU
+devices (testdata/jax_cpu_collectives), with a device file that gives the host a link roof:
+one point per collective at its message size (from the HLO, by hand) and bus bandwidth (its
+bus bytes over its time, recomputed here from the op records), under the link's roof."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from test_jax_collectives import DATA, EXPECTED
+from tb_roofline.serve.service import RooflineService
+
+LINK_GBS = 50.0
+DEVICE = {"tb_roofline_device_file": 1, "type": "test CPU with a link", "kind": "cpu",
+          "num_cores": 1, "compute": {"fp32": 100.0},
+          "memories": {"hbm": {"name": "DRAM", "gbs": 20.0},
+                       "interconnect": {"name": "Interconnect (test link)", "gbs": LINK_GBS}}}
+
+
+def _service(tmp_path, case, device=True):
+    shutil.copytree(f"{DATA}/{case}", tmp_path / case)
+    if device:
+        (tmp_path / case / "roofline_device.json").write_text(json.dumps(DEVICE))
+    service = RooflineService(str(tmp_path))
+    run = service.list_runs()["runs"][0]["run"]
+    return service, run
+
+
+def _ops(service, run):
+    ops = service.ops(run, "")
+    return {r[ops["columns"].index("operation")]: dict(zip(ops["columns"], r))
+            for r in ops["rows"]}
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_one_point_per_collective_at_its_size_and_bus_bandwidth(tmp_path, case):
+    service, run = _service(tmp_path, case)
+    answer = service.comm(run, "")
+    assert answer["links"] == [{"id": "interconnect", "name": "Interconnect (test link)",
+                                "gbs": LINK_GBS, "source": "user", "note": "",
+                                "latency_us": None}]
+    points = {p["operation"]: p for p in answer["points"]}
+    assert set(points) == set(EXPECTED[case])
+    ops = _ops(service, run)
+    for name, (kind, n, count, form, message, bus) in EXPECTED[case].items():
+        p, r = points[name], ops[name]
+        assert (p["kind"], p["group_size"], p["groups"], p["group_form"]) == (kind, n, count, form)
+        assert p["message_bytes"] == message and not p["group_assumed"]
+        assert p["bus_bytes"] == pytest.approx(bus * r["occurrences"], rel=1e-9)
+        assert p["bus_factor"] == pytest.approx(bus / message, rel=1e-9)
+        # GB/s = bytes per ns; the record's time in µs
+        assert p["bus_bw_gbs"] == pytest.approx(p["bus_bytes"] / (r["total_time_us"] * 1e3))
+        assert p["algo_bw_gbs"] == pytest.approx(message * r["occurrences"]
+                                                 / (r["total_time_us"] * 1e3))
+        assert p["link_gbs"] == LINK_GBS and p["link_fraction"] == pytest.approx(
+            p["bus_bw_gbs"] / LINK_GBS)
+        # CPU collectives carry no NCCL kernel names: nccl-tests' factor, and it says so
+        assert not p["algorithm_stated"] and "nccl-tests" in p["algorithm"]
+        # under the link roof, judged there (not on DRAM)
+        assert r["bound_by"] == "Interconnect" and p["bound_by"] == "Interconnect"
+        assert p["exposed_us"] is not None and 0 <= p["exposed_us"] <= r["total_time_us"] * 1.001
+    assert answer["kinds"] == sorted({k for k, *_ in EXPECTED[case].values()})
+
+
+def test_no_link_roof_and_no_collectives(tmp_path):
+    service, run = _service(tmp_path, "shard_map_2d", device=False)
+    answer = service.comm(run, "")
+    assert answer["links"] == [] and len(answer["points"]) == 4
+    assert all(p["link_gbs"] is None and p["link_fraction"] is None for p in answer["points"])
+    other = tmp_path / "other"
+    shutil.copytree(f"{REPO_JAX_CPU}/matmul_tanh", other / "matmul_tanh")
+    service = RooflineService(str(other))
+    run = service.list_runs()["runs"][0]["run"]
+    assert service.comm(run, "")["points"] == []
+
+
+REPO_JAX_CPU = DATA.replace("jax_cpu_collectives", "jax_cpu")
+
+
+def test_an_op_at_several_sizes_is_a_point_per_size(tmp_path):
+    """Real A100 trace (rank 0 of 16): c10d::allreduce_ ran 5 times on 1,465,344 B and 5 times
+    on 1,791,693,584 B (the raw `nccl:all_reduce` annotations' f32 Input Dims, counted here):
+    two points at those sizes, the bus bytes S × 2·15/16 each. Its calls launched only
+    `ncclKernel_SendRecv_RING_SIMPLE_…` kernels (the trace's only NCCL kernels): no all-reduce
+    kernel states its algorithm, so nccl-tests' factor stands and the point says so."""
+    import gzip
+    import os
+
+    import numpy as np
+    folder = os.path.join(os.path.dirname(DATA), "kineto", "a100_80gb_shapes")
+    raw = json.load(gzip.open(os.path.join(folder, "rank0.pt.trace.json.gz")))
+    sizes: dict = {}
+    for e in raw["traceEvents"]:
+        if e.get("name") == "nccl:all_reduce":
+            s = 4 * int(np.prod(e["args"]["Input Dims"][0]))
+            sizes[s] = sizes.get(s, 0) + 1
+    world = raw["distributedInfo"]["world_size"]
+    shutil.copytree(folder, tmp_path / "a100")
+    service = RooflineService(str(tmp_path))
+    run = service.list_runs()["runs"][0]["run"]
+    points = [p for p in service.comm(run, "")["points"] if p["operation"] == "c10d::allreduce_"]
+    assert {p["message_bytes"]: p["occurrences"] for p in points} == sizes
+    for p in points:
+        assert p["bus_bytes"] == pytest.approx(p["message_bytes"] * p["occurrences"] * 2 *
+                                               (world - 1) / world)
+        assert p["group_size"] == world and p["group_assumed"]  # the trace's world size
+        assert not p["algorithm_stated"] and "nccl-tests" in p["algorithm"]
+        assert p["link"] == "Interconnect (NVLink 3)" and p["link_gbs"] == 300
+        assert p["exposed_shared"]  # the timeline keeps one exposed time per op
+    assert sum(p["exposed_us"] for p in points) <= sum(p["total_time_us"] for p in points)
+    # all-to-all runs as grouped send/recv: its SendRecv kernels state its algorithm
+    a2a = [p for p in service.comm(run, "")["points"] if p["kind"] == "all-to-all"]
+    assert a2a and {p["algorithm"] for p in a2a} == {"RING_SIMPLE"}
