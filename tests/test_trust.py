@@ -275,6 +275,7 @@ def test_every_row_of_every_profile_is_a_measurement_or_says_why(testdata):
                     for c in ("total_time_us", "total_self_time_us", "flops", "bytes",
                               "time_fraction", "self_time_percent"):
                         assert r[c] is None or r[c] >= 0, where
+                    _unknown_is_null(r, where)
                     checked += 1
                 if name != "program" and rs:
                     pct = [r["self_time_percent"] for r in rs]
@@ -285,6 +286,52 @@ def test_every_row_of_every_profile_is_a_measurement_or_says_why(testdata):
                     assert rs[0]["flop_coverage"] is not None or not len(a.ops[io]), run
     assert checked > 1000
     assert np.isfinite(checked)
+
+
+_RATES = ("flop_rate", "model_flop_rate", "memory_bw", "hbm_bw", "host_bw", "interconnect_bw")
+
+
+def _unknown_is_null(r: dict, where: str):
+    """Unknown is null, never 0: a record with op time but no known FLOPs has null FLOPs,
+    FLOP rate, intensity and compute efficiency; no known bytes, null bytes and bandwidths;
+    neither, or `no_cost`: null efficiency; an async half has no rates. `bytes` is never below
+    a memory's bytes (one convention: every byte accessed)."""
+    if r["record_type"] == "total_hw":
+        return
+    if r["total_time_us"] and r["flop_coverage"] == 0:
+        for c in ("flops", "flop_rate", "operational_intensity", "compute_efficiency"):
+            assert r[c] is None, (where, c, r[c])
+    if r["total_time_us"] and r["bytes_coverage"] == 0:
+        for c in ("bytes", "memory_bw", "hbm_bytes", "max_mem_bw_utilization"):
+            assert r[c] is None, (where, c, r[c])
+    if r["caveat"] == "no_cost":
+        assert r["roofline_efficiency"] is None and r["bound_by"] == "Unknown", where
+    if r["caveat"] in ("async_start", "async_wait"):
+        for c in _RATES:
+            assert r[c] is None, (where, c, r[c])
+    if r["bytes"] is not None:
+        for c in ("hbm_bytes", "host_bytes"):
+            assert r[c] is None or r[c] <= r["bytes"] * (1 + 1e-9) + 1e-6, (where, c)
+
+
+def test_no_cost_ops_are_null_not_zero(a100, testdata):
+    """On the A100 trace the ops without a known cost answer null efficiency, FLOPs and rates
+    in the API, its exports and the report (sorting by efficiency cannot rank them worst)."""
+    from tb_roofline.serve import export
+    ops = rows(a100.ops[True])
+    none = [r for r in ops if r["caveat"] == "no_cost"]
+    assert len(none) >= 5
+    for r in none:
+        assert r["roofline_efficiency"] is None and r["flops"] is None and \
+            r["flop_rate"] is None, r["operation"]
+    answer = testdata.ops("kineto/a100_80gb_shapes", "", True)
+    text, _, _ = export.export(answer, "r", "", "op", "json")
+    out = [x for x in json.loads(text) if x["caveat"] == "no_cost"]
+    assert out and all(x["roofline_efficiency"] is None and x["flops"] is None for x in out)
+    csv, _, _ = export.export(answer, "r", "", "op", "csv")
+    header = csv.splitlines()[0].split(",")
+    line = next(ln for ln in csv.splitlines()[1:] if ",no_cost," in ln)
+    assert line.split(",")[header.index("roofline_efficiency")] == ""
 
 
 def test_host_copies_are_judged_against_the_host_link(testdata):

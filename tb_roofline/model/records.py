@@ -55,6 +55,14 @@ _RATE_COLUMNS = ("total_time_us", "avg_time_us", "total_time_per_core_us", "flop
                  "compute_efficiency", "potential_time_saved_us", "time_fraction")
 _EFFICIENCY_COLUMNS = ("roofline_efficiency", "compute_efficiency", "optimal_flop_rate",
                        "max_mem_bw_utilization")
+# What is unknown when a record's FLOPs are (no op time with known FLOPs), when its bytes are,
+# and when neither places it; and the rates an async half has none of (it issues or waits).
+_FLOP_COLUMNS = ("flops", "model_flops", "flop_rate", "model_flop_rate",
+                 "operational_intensity", "compute_efficiency") + tuple(
+    f"{m}_operational_intensity" for m in _MEM_IDS)
+_PLACE_COLUMNS = ("roofline_efficiency", "optimal_flop_rate", "bottleneck_operational_intensity")
+_ASYNC_RATE_COLUMNS = ("flop_rate", "model_flop_rate", "memory_bw") + tuple(
+    f"{m}_bw" for m in _MEM_IDS)
 
 
 @dataclasses.dataclass
@@ -285,6 +293,7 @@ def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, 
     caveat = np.empty(n, dtype=object)
     caveat[:] = caveats if caveats is not None else ""
     _apply_caveats(cols, caveat, sums, device)
+    _unknown_is_null(cols, sums)
     cols["potential_time_saved_us"] = potential_time_saved(
         cols, device, np.zeros(n, bool) if containers is None else containers,
         sums.get("collective"))
@@ -321,6 +330,26 @@ def _apply_caveats(cols: dict, caveat: np.ndarray, sums: dict, device: DeviceInf
                               | (np.nan_to_num(mem_util) > ABOVE_ROOF))
     caveat[above] = ABOVE_ROOF_CAVEAT
     cols["caveat"] = caveat
+
+
+def _unknown_is_null(cols: dict, sums: dict):
+    """Unknown is NaN (null in every answer), never 0: FLOPs, FLOP rates, intensities and the
+    compute efficiency of a record with op time but no known FLOPs; bytes, bandwidths,
+    intensities and memory utilisation of one with no known bytes; the efficiency and the
+    optimal rate of one that nothing places (a `no_cost` record, or both unknown); the rates of
+    an async half (the issue or the wait of a transfer, no rate at all)."""
+    op_time = sums["op_time_ps"]
+    no_flops = (op_time > 0) & (sums["flops_known_ps"] <= 0)
+    no_bytes = (op_time > 0) & (sums["bytes_known_ps"] <= 0)
+    unplaced = (no_flops & no_bytes) | (cols["caveat"] == NO_COST)
+    for mask, names in ((no_flops, _FLOP_COLUMNS), (no_bytes, _BYTE_COLUMNS),
+                        (unplaced, _PLACE_COLUMNS),
+                        (np.isin(cols["caveat"], ASYNC_CAVEATS), _ASYNC_RATE_COLUMNS)):
+        if mask.any():
+            for c in names:
+                cols[c] = np.where(mask, np.nan, np.asarray(cols[c], np.float64))
+    if unplaced.any():
+        cols["bound_by"] = np.where(unplaced, "Unknown", cols["bound_by"]).astype(object)
 
 
 def potential_time_saved(cols: dict, device: DeviceInfo, containers: np.ndarray,
