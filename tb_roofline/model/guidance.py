@@ -43,7 +43,8 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
     rt = runtime_of(analysis)
     framework = advice.framework(rt)
     ctx = Context(ops, analysis.device, analysis.facts, total_us, analysis.num_steps, framework,
-                  rt, tensor_shapes(analysis), tensor_flows(analysis))
+                  rt, tensor_shapes(analysis), tensor_flows(analysis),
+                  getattr(analysis, "floors", None), include_io)
     full = next((r for r in analysis.program[True].row_dicts() if r["record_type"] == "total"),
                 None)
     wall = _wall_split(ctx, float(full["total_time_us"]) if full else total_us)
