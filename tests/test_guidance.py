@@ -411,32 +411,48 @@ def test_cli_report_json_and_text(capsys):
     assert "Opportunities (1 findings" in text and "[idle]" in text and "steps/s" in text
 
 
-def test_repeated_copies_of_one_shape_on_tpu(tmp_path):
-    """A TPU program whose data-formatting ops all write f32[128,1024] and run many times a
-    step (the random synthetic program, two TensorCores); the demo's fixed program has one
-    copy of each shape a step per core, and no such finding."""
+def test_repeated_copies_of_one_instruction_on_tpu(tmp_path):
+    """A TPU program whose data-formatting ops each run several times a step (the random
+    synthetic program, two TensorCores): a copy is claimed only as one instruction repeated
+    within a step (the same data), never by equal shapes across instructions; k and the bound
+    by hand from the op's occurrences and time within the steps (its Average record × steps).
+    The demo's fixed program has one copy of each shape a step per core: no finding."""
+    from tb_roofline.model.roofline import scoped_op_records
     from tb_roofline.synthetic import write_tpu_session
     write_tpu_session(str(tmp_path), "", "s", [SynthConfig(
         seed=11, chip="v6e", num_cores=2, num_steps=6, ops_per_step=160, distinct_ops=60)])
     s = _service(str(tmp_path))
     g = s.guidance("s", "", True)
-    ops = _ops_by_identity(s, "s")
+    n = g["time"]["num_steps"]
+    avg = {(r["program_id"], r["operation"], r["precision"]): r for r in scoped_op_records(
+        s.analysis("s", ""), "Average", True).row_dicts()}
     found = _by_rule(g, "repeated_copy")
     assert found
-    # By hand: every data-formatting op writes f32[128,1024]; calls per step of one core.
-    copies = [r for r in ops.values() if r["category"] == "data formatting"
-              and r["caveat"] is None]
-    k = sum(r["occurrences"] for r in copies) / g["time"]["num_steps"] / 2
     for f in found:
         facts = f["evidence"]["facts"]
-        assert facts["shape"] == "f32[128,1024]"
-        assert facts["calls_per_step_of_shape"] == pytest.approx(k)
-        op = ops[tuple(f["ops"][0][c] for c in ("program_id", "operation", "precision"))]
-        assert f["time_saved_us"] == pytest.approx(op["total_time_us"] * (1 - 1 / k))
-        assert sorted(facts["ops_with_shape"]) == sorted(r["operation"] for r in copies)
+        ident = tuple(f["ops"][0][c] for c in ("program_id", "operation", "precision"))
+        assert facts["shape"] == "f32[128,1024]" and facts["ops_with_shape"] == [ident[1]]
+        k = avg[ident]["occurrences"] * n / n / 2  # this instruction's calls per step per core
+        assert facts["calls_per_step_of_shape"] == pytest.approx(k) and k >= 2
+        in_steps = avg[ident]["total_time_us"] * n
+        assert f["time_saved_us"] == pytest.approx(in_steps * (1 - 1 / k))
+        assert f["bound_us"] <= in_steps
     demo = _service(os.path.join(TESTDATA, "demo"))
     run = next(r["run"] for r in demo.list_runs()["runs"] if r["run"].startswith("v6e"))
     assert not _by_rule(demo.guidance(run, "", True), "repeated_copy")
+
+
+def test_no_repeated_copy_without_steps_or_tensor_identity(tmp_path):
+    """Without step markers (separate executions of one program are no repeat within a step)
+    nothing is claimed; nor on PyTorch traces, which record no tensor identity."""
+    from tb_roofline.synthetic import write_tpu_session
+    write_tpu_session(str(tmp_path), "", "s", [SynthConfig(
+        seed=11, chip="v6e", num_cores=2, num_steps=0, ops_per_step=160, distinct_ops=60)])
+    s = _service(str(tmp_path))
+    g = s.guidance("s", "", True)
+    assert g["time"]["num_steps"] == 0 and not _by_rule(g, "repeated_copy")
+    for run in ("torch/elementwise_chain", "torch/tiny_ops"):
+        assert not _by_rule(_service(GUIDANCE).guidance(run, "", True), "repeated_copy")
 
 
 def test_exposed_collectives_on_a100_trace():

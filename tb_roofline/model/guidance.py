@@ -16,7 +16,7 @@ import numpy as np
 import json
 
 from tb_roofline.model import advice
-from tb_roofline.model import rules
+from tb_roofline.model import roofline, rules
 from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.model.program_rules import program_findings
 from tb_roofline.model.rules import Context, Finding
@@ -44,7 +44,8 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
     framework = advice.framework(rt)
     ctx = Context(ops, analysis.device, analysis.facts, total_us, analysis.num_steps, framework,
                   rt, tensor_shapes(analysis), tensor_flows(analysis),
-                  getattr(analysis, "floors", None), include_io)
+                  getattr(analysis, "floors", None), include_io,
+                  _step_ops(analysis, include_io))
     full = next((r for r in analysis.program[True].row_dicts() if r["record_type"] == "total"),
                 None)
     wall = _wall_split(ctx, float(full["total_time_us"]) if full else total_us)
@@ -79,6 +80,18 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
         "diagnostics": guidance_diagnostics(analysis, rt),
         "throughput": throughput(analysis, include_io, workload, devices_in_run),
     }
+
+
+def _step_ops(analysis, include_io: bool) -> dict:
+    """Record identity -> (time µs, calls) within the complete steps (the Average op records
+    times the step count); empty without steps."""
+    n = analysis.num_steps
+    if not n or getattr(analysis, "scope", None) is None:
+        return {}
+    c = roofline.scoped_op_records(analysis, "Average", include_io).columns
+    return {(pid, op, p): (float(t) * n, float(k) * n) for pid, op, p, t, k in zip(
+        c["program_id"].tolist(), c["operation"].tolist(), c["precision"].tolist(),
+        c["total_time_us"].tolist(), c["occurrences"].tolist())}
 
 
 def runtime_of(analysis) -> str:

@@ -102,6 +102,8 @@ class Context:
     flows: dict = dataclasses.field(default_factory=dict)
     floors: object = None  # model.roofline.KeyFloors: each record's per-call floor parts
     include_io: bool = True
+    # identity -> (time µs, calls) of the op within complete steps (repeated_copy)
+    step_ops: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         c = self.ops.columns
@@ -353,37 +355,43 @@ def fusion(ctx: Context) -> list:
 
 
 def repeated_copy(ctx: Context) -> list:
-    """Copies / transposes of one shape repeated within a step (layout changes)."""
-    c = ctx.c
-    by_shape: dict = {}
+    """One copy / transpose instruction run several times within a step: the same data
+    relaid out again. Claimed only where the trace says it is the same data: step markers (a
+    repeat per step needs steps) and XLA, where one instruction in one step copies one array;
+    a PyTorch trace records no tensor identity (ids or storage), and an equal shape is not the
+    same tensor, so nothing is claimed there. Bounded by the op's own time in those steps."""
+    if ctx.num_steps <= 0 or ctx.framework != "xla":
+        return []
+    c, out = ctx.c, []
     for ident, uses in ctx.facts.op_shapes.items():
         i = ctx.index.get(ident)
-        if i is None or not ctx.trusted[i]:  # the readers give "copy" shapes to copies only
+        steps = ctx.step_ops.get(ident)
+        if i is None or not ctx.trusted[i] or not steps:
             continue
+        time_in_steps, calls_in_steps = steps
+        occurrences = float(c["occurrences"][i])
+        t = float(c["total_time_us"][i])
         for u in uses:
-            if u.kind == "copy" and u.calls:
-                by_shape.setdefault((ident[0], u.text), []).append((i, u))
-    out = []
-    for (_, text), members in by_shape.items():
-        calls = sum(u.calls for _, u in members)
-        k = ctx.per_step(calls)
-        if k < 2:
-            continue
-        for i, u in members:
-            bound = u.time_ps / 1e6 * (1.0 - 1.0 / k)
-            saved = min(bound, float(c["total_time_us"][i]))
-            if saved < ctx.min_us:
+            if u.kind != "copy" or not u.calls or occurrences <= 0 or t <= 0:
                 continue
-            facts = {"shape": text, "calls_per_step_of_shape": k,
-                     "ops_with_shape": sorted({str(c["operation"][j]) for j, _ in members}),
-                     "time_in_shape_us": u.time_ps / 1e6}
+            k = ctx.per_step(calls_in_steps * u.calls / occurrences)
+            if k < 2:
+                continue
+            in_shape = time_in_steps * min(u.time_ps / 1e6 / t, 1.0)
+            bound = in_shape * (1.0 - 1.0 / k)
+            if bound < ctx.min_us:
+                continue
+            facts = {"shape": u.text, "calls_per_step_of_shape": k,
+                     "ops_with_shape": [str(c["operation"][i])],
+                     "time_in_shape_us": u.time_ps / 1e6, "time_in_steps_us": in_shape,
+                     "same_data": "one instruction, one step"}
             out.append(Finding(
-                "repeated_copy", f"{c['operation'][i]}: {text} copied {k:,.1f}× per step",
-                [i], facts, saved,
+                "repeated_copy", f"{c['operation'][i]}: {u.text} copied {k:,.1f}× per step",
+                [i], facts, bound,
                 f"The same relayout repeats: {ctx.advise('repeated_copy')}; "
                 "keeping one copy per step saves the rest.", i, bound_us=bound,
-                formula=f"t(shape) × (1 − 1/k) = {_us(u.time_ps / 1e6)} × (1 − 1/{k:,.1f}) = "
-                        f"{_us(bound)}"))
+                formula=f"t(shape, in steps) × (1 − 1/k) = {_us(in_shape)} × (1 − 1/{k:,.1f}) "
+                        f"= {_us(bound)}"))
     return out
 
 
