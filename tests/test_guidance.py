@@ -397,6 +397,21 @@ def test_timeline_windows_by_hand():
         (("p", "a", ""), ("p", "b", ""), 1, 10.0, 10.0)
 
 
+def test_exposed_contributors_are_a_union():
+    """Two communication ops overlapping on two threads while no compute runs: the window's
+    exposed time is their union, and the contributors add up to it (each instant once, to the
+    op that reached it first), not to the sum of their lengths."""
+    tb = TimelineBuilder()
+    a, x, y = (tb.label_id(("", n, "")) for n in ("a", "x", "y"))
+    # compute 0-10; x on lane 1 from 5 to 30, y on lane 2 from 20 to 40 (exposed: 10-40).
+    tb.add_core(0, (0, 40), [], lane=[0, 1, 2], begin=[0, 5, 20], end=[10, 30, 40],
+                op=[a, x, y], comm=[False, True, True], fusible=[False, False, False])
+    t = tb.build()
+    assert t.windows["exposed_ps"].sum() == 30
+    assert t.exposed_by_op == {("", "x", ""): 20.0, ("", "y", ""): 10.0}
+    assert sum(t.exposed_by_op.values()) == t.windows["exposed_ps"].sum()
+
+
 def test_cli_report_json_and_text(capsys):
     assert cli.main(["report", GUIDANCE, "--run", "torch/elementwise_chain", "--format",
                      "json", "--top", "3", "--tokens-per-step", "1000"]) == 0

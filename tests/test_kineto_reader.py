@@ -662,3 +662,33 @@ def test_ns_timestamps_are_exact(tmp_path):
     assert data.core_spans[0].duration_ps == 10_000_000
     assert kineto._exact_ns("1712181098123456.789") == 1712181098123456789
     assert kineto._exact_ns("-0.5") == -500 and kineto._exact_ns("3") == 3000
+
+
+def test_steps_are_clipped_to_the_record_window(tmp_path):
+    """A ProfilerStep marker running past the trace's "Record Window End" ends there (the
+    profiler recorded nothing later), one starting after it is dropped, and a diagnostic says
+    so; idle time cannot grow past the window."""
+    path = real("cpu_convnet")
+    doc = raw_events(path)
+    end_us = next(float(e["ts"]) for e in doc["traceEvents"]
+                  if e.get("ph") == "i" and e.get("name") == "Record Window End")
+    steps = [e for e in x_events(doc, "user_annotation") if e["name"].startswith("ProfilerStep")]
+    last = max(steps, key=lambda e: e["ts"])
+    # The last step made to last 13.3 s; one more starting after the window.
+    last["dur"] = 13.3e6
+    doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9999",
+                               "ts": end_us + 10.0, "dur": 5.0, "pid": last["pid"],
+                               "tid": last["tid"]})
+    out = tmp_path / "w.pt.trace.json"
+    out.write_text(json.dumps(doc))
+    past = time.time() - 3600
+    os.utime(out, (past, past))
+    data = read_kineto_file(str(out), "w")
+    assert 9999 not in [s.step for s in data.steps]
+    clipped = max(data.steps, key=lambda s: s.start_ps)
+    span = data.core_spans[0]
+    assert clipped.start_ps + clipped.duration_ps <= span.end_ps
+    assert clipped.duration_ps == pytest.approx((end_us - float(last["ts"])) * 1e6, abs=2000)
+    note = next(d for d in data.diagnostics if d.code == "steps_clipped")
+    assert "1 ProfilerStep" in note.message and "1 starting after" in note.message
+    assert span.end_ps - span.start_ps < 1e12  # never the 13.3 s marker

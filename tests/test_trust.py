@@ -16,6 +16,7 @@ from tb_roofline.hlo.text import parse_instruction
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers import torch_flops
 from tb_roofline.readers.kineto import read_kineto_file
+from tb_roofline.model.guidance import guidance
 from tb_roofline.serve.service import RooflineService
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata")
@@ -203,6 +204,45 @@ def test_self_time_percent_is_a_share_of_all_ops_self_time(tmp_path):
     assert sum(r["self_time_percent"] for r in ops) == pytest.approx(100.0, rel=1e-12)
     assert ops[-1]["cumulative_self_time_percent"] == pytest.approx(100.0, rel=1e-12)
     assert ops[0]["self_time_percent"] == pytest.approx(100 * 100 / 190)
+
+
+def test_exposed_communication_is_communication_kernels_only(tmp_path):
+    """A communication op (All2All_Pooled_Wait) that launches a copy kernel beside its NCCL
+    kernel: only the NCCL kernel's time is communication; the copy is device work, so it is
+    not exposed, and it hides nothing it does not overlap. By hand: NCCL 10-110 alone, the
+    copy 200-260 alone: exposed 100 µs, compute 60 µs."""
+    events = (_op_with_kernel("All2All_Pooled_Wait", 0, 1, 13, 10, 100,
+                              "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)") +
+              _op_with_kernel("All2All_Pooled_Wait", 150, 2, 7, 200, 60,
+                              "void at::native::(anonymous namespace)::CatArrayBatchedCopy<int>"))
+    service = RooflineService(str(tmp_path))
+    _gpu_trace(tmp_path, events)
+    a = service.analysis(".", "")
+    w = a.facts.timeline.windows
+    assert w["exposed_ps"].sum() == pytest.approx(100e6)
+    assert w["compute_ps"].sum() == pytest.approx(60e6)
+    assert sum(a.facts.timeline.exposed_by_op.values()) == pytest.approx(100e6)
+
+
+def test_a_device_that_only_copied_has_no_idle_time(tmp_path):
+    """GPU 0 runs a kernel; GPU 1 only copies (DtoD) long after: GPU 1 ran no program, so it
+    adds no device time and no idle (its copy stays in the op table, and a note says so)."""
+    events = _op_with_kernel("aten::mm", 0, 1, 7, 10, 100, "ampere_sgemm_128x64_nn") + [
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 1,
+         "tid": 9, "ts": 5000, "dur": 20, "args": {"device": 1, "stream": 9,
+                                                   "bytes": 1000000, "correlation": 9}}]
+    service = RooflineService(str(tmp_path))
+    _gpu_trace(tmp_path, events)
+    a = service.analysis(".", "")
+    total = rows(a.program[True])[0]
+    assert total["total_time_us"] == pytest.approx(100.0)  # GPU 0's span only
+    assert a.facts.timeline.windows["core"].tolist() == [0]
+    g = guidance(a)
+    idle = next(c for c in g["classes"] if c["class"] == "idle")
+    assert idle["time_us"] == pytest.approx(0.0, abs=1e-9)
+    assert any(d.code == "copy_only_devices" for d in a.diagnostics)
+    ops = {r["operation"]: r for r in rows(a.ops[True])}
+    assert ops["Memcpy DtoD (Device -> Device)"]["bytes"] == 2e6
 
 
 # --------------------------------------------------------------------------- 8: Kineto details

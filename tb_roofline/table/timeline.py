@@ -290,11 +290,19 @@ class TimelineBuilder:
         self._add_pairs(lane, begin, end, op, fusible)
 
     def _add_exposed(self, begin, end, op, comm, compute_segments):
+        """Exposed time per communication op, each exposed instant once (to the op whose
+        interval reaches it first): the contributors add up to the core's exposed time (a
+        union), however many lanes or threads ran communication at once."""
         idx = np.flatnonzero(comm)
         if not len(idx):
             return
-        hidden = compute_segments.between(begin[idx], end[idx])
-        alone = np.maximum((end[idx] - begin[idx]) - hidden, 0.0)
+        idx = idx[np.argsort(begin[idx], kind="stable")]
+        b, e = begin[idx], end[idx]
+        reach = np.maximum.accumulate(e)
+        start = np.maximum(b, np.r_[-np.inf, reach[:-1]])  # past what earlier ones covered
+        start = np.minimum(start, e)
+        hidden = compute_segments.between(start, e)
+        alone = np.maximum((e - start) - hidden, 0.0)
         ops, inv = np.unique(op[idx], return_inverse=True)
         sums = np.bincount(inv.reshape(-1), weights=alone, minlength=len(ops))
         for o, v in zip(ops.tolist(), sums.tolist()):

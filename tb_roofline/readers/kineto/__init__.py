@@ -68,6 +68,13 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
         unattributed, shapes, op_kernels = tables.gpu_rows(
             builder, kernels, host, c, links, op_step, col.cost_shapes, comms.kernel_costs(c, col))
         steps, spans = tables.gpu_spans(host, c, links, step_spans)
+        copy_only = tables.program_devices(c)[1]
+        if copy_only:
+            diagnostics.append(Diagnostic(
+                "info", "copy_only_devices",
+                f"device(s) {', '.join(map(str, copy_only))} only copied memory (memcpy / "
+                "memset, no kernel): their copies are in the op table, but they ran no program, "
+                "so they add no device time or idle time"))
         timeline = kineto_timeline.gpu_timeline(
             spans, steps, c.gpu_kind, c.gpu_dev, c.gpu_stream * (1 << 20) + c.gpu_dev,
             c.gpu_ts, c.gpu_dur, links.row, c.gpu_name, c.names, c.op_name, c.op_cost, c.costs,

@@ -261,12 +261,23 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
     return links.outside, shapes, op_kernels
 
 
+def program_devices(c) -> tuple[list, list]:
+    """(the devices that ran the program: a kernel, the devices whose only activity is
+    memcpy / memset). A device that only copied runs no program: no idle time of its own.
+    Without a kernel anywhere, every device counts."""
+    every = sorted(set(c.gpu_dev.tolist()))
+    ran = set(c.gpu_dev[c.gpu_kind == KIND_KERNEL].tolist())
+    if not ran:
+        return every, []
+    return [d for d in every if d in ran], [d for d in every if d not in ran]
+
+
 def gpu_spans(host: str, c, links, step_spans) -> tuple[list, list]:
-    """(steps, core spans) per device of a GPU trace."""
+    """(steps, core spans) per device of a GPU trace that ran the program (program_devices)."""
     steps: list[StepSpan] = []
     spans: list[CoreSpan] = []
     g_end = c.gpu_ts + c.gpu_dur
-    for d in sorted(set(c.gpu_dev.tolist())):
+    for d in program_devices(c)[0]:
         m = c.gpu_dev == d
         lo, hi = float(c.gpu_ts[m].min()), float(g_end[m].max())
         # Steps on the device: from the CPU step start (nothing launches earlier) to the end
