@@ -268,6 +268,41 @@ def test_diagnostics_say_what_to_capture(tmp_path):
         d["code"] for d in full.guidance(run, "", True)["diagnostics"]}
 
 
+def test_no_cpu_ops_only_when_the_trace_has_none(tmp_path):
+    """A GPU trace whose CPU ops all carry non-aten names (an all-Inductor trace names its CPU
+    ops like its kernels): it holds cpu_op events, so no `no_cpu_ops` note."""
+    b200 = glob.glob(os.path.join(TESTDATA, "kineto", "b200_eager", "*.json.gz"))[0]
+
+    def rename(doc):
+        for e in doc["traceEvents"]:
+            if e.get("cat") == "cpu_op":
+                e["name"] = "triton_poi_fused_" + e["name"].replace("::", "_")
+    _rewrite(b200, str(tmp_path / "renamed"), rename)
+    s = RooflineService(str(tmp_path))
+    codes = {d["code"] for d in s.guidance("renamed", "", True)["diagnostics"]}
+    assert "no_cpu_ops" not in codes
+    assert "no_cpu_ops" not in {d["code"] for d in s.diagnostics("renamed", "")["diagnostics"]}
+
+
+def test_broadcast_tensors_is_not_communication():
+    from tb_roofline.readers import torch_flops
+    from tb_roofline.table.timeline import is_communication
+    for name in ("aten::broadcast_tensors", "aten::broadcast_to"):
+        assert not torch_flops.COMMUNICATION.search(name)
+        assert not is_communication(torch_flops.category_of(name))
+    for name in ("c10d::broadcast_", "nccl:broadcast", "ncclKernel_Broadcast_RING_LL"):
+        assert torch_flops.COMMUNICATION.search(name)
+
+
+def test_uncosted_reason_is_the_real_cause():
+    """An op whose shapes are recorded but that has no formula says `no_formula`, not
+    `no_shapes`; the same op without shapes says `no_shapes`."""
+    from tb_roofline.readers.kineto.device import why_no_cost
+    assert why_no_cost("aten::_embedding_bag_backward", "none", True) == "no_formula"
+    assert why_no_cost("aten::_embedding_bag_backward", "none", False) == "no_shapes"
+    assert why_no_cost("my::op", "none", False) == "no_formula"
+
+
 def test_hw_counter_record_absence_is_explained():
     for name, has in (("a100_80gb_shapes", False), ("a100_cupti_counters", True)):
         s = RooflineService(os.path.join(TESTDATA, "kineto", name))

@@ -176,7 +176,8 @@ def guidance_diagnostics(analysis, rt: str) -> list:
                     "message": advice.CAPTURE_NOTES["graph_capture"]})
     if rt != advice.XLA:
         names = [str(n) for n in analysis.ops[True].columns["operation"].tolist()]
-        if names and not any(n.startswith(advice.CPU_OP_PREFIXES) for n in names):
+        # Only the reader knows whether the trace held CPU ops (it says so in a diagnostic).
+        if any(d.code == "no_cpu_ops" for d in analysis.diagnostics):
             out.append({"severity": "warning", "code": "no_cpu_ops",
                         "message": advice.CAPTURE_NOTES["no_cpu_ops"]})
         elif names and not any(fp.startswith("shapes:") for fp in _fingerprints(analysis)):
