@@ -121,6 +121,7 @@ def test_every_bound_recomputed_from_per_call_floors(logdir, device_file, run):
             assert total["potential_time_saved_us"] == pytest.approx(saved_sum, rel=1e-6,
                                                                      abs=1e-6)
         g = s.guidance(run, "", io)
+        assert g["ops_time_saved_us"] == total["potential_time_saved_us"]
         windows = a.facts.timeline.windows if a.facts and a.facts.timeline else None
         for f in g["findings"]:
             _check_finding(f, oracle, ops, g, windows, a)

@@ -28,6 +28,11 @@ UNION_NOTE = ("the union of the findings: an op counts once (its largest claim),
               "within the time non-communication ops ran, overlap within the work left beside "
               "the communication, idle time apart from both; a straggler's wait is counted 0")
 
+OPS_SAVED_NOTE = ("the program record's time saved on the roof: every op's proven gap to its "
+                  "roofs summed, t − Σ max(F_i/P, B_i/BW) per op (async halves, ops of unknown "
+                  "cost and idle time left out); the findings' total counts the gaps and "
+                  "savings its rules name, each op once, plus idle and exposed communication")
+
 SCHEMA = "tb-roofline-guidance/1"
 CLASSES = (("compute_bound", "Compute-bound ops"), ("memory_bound", "Memory-bound ops"),
            ("communication", "Exposed communication and host transfers"),
@@ -77,6 +82,8 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
         "total_time_saved_per_step_us": _per_step(counted, total_us, step_us),
         "total_percent_of_step": _pct(counted, total_us),
         "total_note": UNION_NOTE,
+        "ops_time_saved_us": _ops_saved(total),
+        "ops_time_saved_note": OPS_SAVED_NOTE,
         "diagnostics": guidance_diagnostics(analysis, rt),
         "throughput": throughput(analysis, include_io, workload, devices_in_run),
     }
@@ -92,6 +99,12 @@ def _step_ops(analysis, include_io: bool) -> dict:
     return {(pid, op, p): (float(t) * n, float(k) * n) for pid, op, p, t, k in zip(
         c["program_id"].tolist(), c["operation"].tolist(), c["precision"].tolist(),
         c["total_time_us"].tolist(), c["occurrences"].tolist())}
+
+
+def _ops_saved(total):
+    """The Total record's time saved (the sum of its ops' proven gaps), None when unknown."""
+    v = total.get("potential_time_saved_us") if total else None
+    return float(v) if v is not None else None
 
 
 def runtime_of(analysis) -> str:
