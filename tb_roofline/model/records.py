@@ -36,7 +36,8 @@ RECORD_COLUMNS = (
     "bottleneck_operational_intensity", "bound_by",
     "total_time_per_core_us", "time_fraction", "optimal_flop_rate", "roofline_efficiency",
     "compute_efficiency", "max_mem_bw_utilization", "potential_time_saved_us",
-    "roof_time_us", "mixed_regimes", "caveat", "flop_coverage", "bytes_coverage", "transfer_time_us", "transfer_bw",
+    "roof_time_us", "mixed_regimes", "caveat", "flop_coverage", "bytes_coverage",
+    "transfer_time_us", "transfer_bw",
     "peak_flop_rate", "precision",
     "include_infeed_outfeed", "is_infeed_outfeed", "source", "tf_op", "flops_source", "host",
 )

@@ -15,14 +15,14 @@ import numpy as np
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
 from tb_roofline.model import facts as timeline_facts
+from tb_roofline.model.floors import KeyFloors, Roofs, mixed_regimes, proven_keys
 from tb_roofline.model import peaks
 from tb_roofline.model import steps as steps_model
 from tb_roofline.table.op_table import (COST_COLUMNS, ROW_BLOCK, OpTable, constant, distinct,
                                         factorize, is_constant)
 from tb_roofline.model.records import (RECORD_COLUMNS, SUM_COLUMNS, RecordTable, build_records,
-                                       call_floors, compute_roof, div, potential_time_saved,
-                                       resources, scope_record_type, unknown_bytes)
-from tb_roofline.table.timeline import is_collective
+                                       call_floors, compute_roof, div, resources,
+                                       scope_record_type, unknown_bytes)
 
 CONTAINER_CAVEAT = "container"
 
@@ -39,26 +39,7 @@ class Analysis:
     views: dict = dataclasses.field(default_factory=dict)  # "kernel", "kernel_hw" -> {io: table}
     facts: "timeline_facts.Facts | None" = None  # timeline facts for the guidance rules
     scope: "ScopeSource | None" = None  # what op records of one step need (scoped_op_records)
-    floors: "KeyFloors | None" = None  # per-call floors of the op records (guidance rules)
-
-
-@dataclasses.dataclass
-class KeyFloors:
-    """The parts of each distinct op's floor (its calls share one shape), for rules that move
-    FLOPs to another roof: its FLOPs, the time its bytes take at their roofs (ns), and the op
-    record each key belongs to (`records[include_io]`)."""
-    flops: np.ndarray
-    memory_ns: np.ndarray
-    records: dict
-
-    def keys_of(self, include_io: bool, record: int) -> np.ndarray:
-        return np.flatnonzero(self.records[include_io] == record)
-
-    def floor_us(self, include_io: bool, record: int, peak: float) -> float:
-        """Σ max(F_k / P, M_k) over the record's distinct ops, on a compute roof P (GFLOP/s)."""
-        k = self.keys_of(include_io, record)
-        compute = self.flops[k] / peak if peak > 0 else np.zeros(len(k))
-        return float(np.maximum(compute, self.memory_ns[k]).sum()) / 1e3
+    floors: KeyFloors | None = None  # per-call floors of the op records (guidance rules)
 
 
 @dataclasses.dataclass
@@ -132,29 +113,6 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
 def _key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
     """The compute ceiling of each key's precision (records.compute_roof; 0 when none)."""
     return compute_roof(device, table.keys["precision"])
-
-
-@dataclasses.dataclass
-class Roofs:
-    """What the per-row floors need, per key of one table: the inverse of its compute roof,
-    whether it is a collective (judged on the link), and whether its gap to the roof is proven
-    (its op record has a time saved: not a container, caveat, no-cost or above-roof record)."""
-    device: DeviceInfo
-    inv_peak: np.ndarray
-    link: np.ndarray
-    proven: "np.ndarray | None" = None
-
-    @staticmethod
-    def of(table: OpTable, device: DeviceInfo) -> "Roofs":
-        cats = table.keys["category"]
-        kinds = {c: is_collective(str(c)) for c in set(cats.tolist())}
-        return Roofs(device, div(1.0, _key_peaks(table, device)),
-                     np.array([kinds[c] for c in cats.tolist()], bool))
-
-    def floors(self, flops, mem: dict, keys) -> np.ndarray:
-        """The floor (ns) of rows or keys (`keys`: each one's key, or None for every key)."""
-        pick = (lambda a: a) if keys is None else (lambda a: a[keys])
-        return call_floors(flops, mem, pick(self.inv_peak), self.device, pick(self.link))[0]
 
 
 _ROW_COLUMNS = tuple(c for c in SUM_COLUMNS if c not in (
@@ -262,7 +220,7 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
     n = len(present)
     key_rec = remap[rec_of_key]
     sums = _group(ksums, key_rec, n, keep) if n else {c: np.zeros(0) for c in ksums}
-    mixed = _mixed_regimes(ksums, key_rec, keep, n)
+    mixed = mixed_regimes(ksums, key_rec, keep, n)
     # The first key of each record labels it (a reader caveat: the first one that is set).
     first_key = np.full(n, -1, np.int64)
     valid = np.flatnonzero(key_rec >= 0)
@@ -300,17 +258,6 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
     rank[order] = np.arange(n)
     rec.key_record = np.where(key_rec >= 0, rank[np.maximum(key_rec, 0)] if n else -1, -1)
     return rec
-
-
-def _mixed_regimes(ksums: dict, key_rec: np.ndarray, keep: np.ndarray, n: int) -> np.ndarray:
-    """Records whose distinct ops (shapes) are bound by different resources: their summed point
-    hides calls in another regime, so their floor is the sum of their calls' floors."""
-    code = ksums.get("bound_code")
-    if code is None or not n:
-        return np.zeros(n, bool)
-    m = keep & (key_rec >= 0) & (code >= 0)
-    pairs = np.unique(np.stack([key_rec[m], code[m]]), axis=1) if m.any() else np.zeros((2, 0))
-    return np.bincount(pairs[0].astype(np.int64), minlength=n) > 1
 
 
 def _combine(*codes: np.ndarray) -> np.ndarray:
@@ -376,7 +323,7 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     ops = {io: op_records(table, ksums, device, num_cores, host_label, io,
                           spans_ps - (0.0 if io else io_time)) for io in (True, False)}
     roofs = Roofs.of(table, device)
-    roofs.proven = _proven_keys(ops[True], device)
+    roofs.proven = proven_keys(ops[True], device)
     ksums["gap_ps"] = (ksums["total_time_ps"] - ksums["floor_time"] * 1e3) * roofs.proven
 
     # Steps: the aligned step of each row; sums per (step, infeed/outfeed or not) in one pass.
@@ -396,6 +343,9 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
         del left_out
         buf = np.empty(len(code)) if len(code) > ROW_BLOCK else None
         for c in SUM_COLUMNS:
+            if c == "floor_time":  # (op records' column: a program's saving is its gap_ps)
+                by_step[c] = np.zeros((n_steps, 2))
+                continue
             by_step[c] = _sum_rows(table, c, roofs, code, 2 * n_steps + 1,
                                    buf)[:-1].reshape(n_steps, 2)
         del buf
@@ -466,19 +416,6 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     return Analysis(device=device, program=program, ops=ops, diagnostics=diagnostics,
                     num_steps=n_steps, has_hw_counters=bool(hw), views=views, scope=scope,
                     facts=timeline_facts.collect(profiles, table, members), floors=floors)
-
-
-def _proven_keys(ops: RecordTable, device: DeviceInfo) -> np.ndarray:
-    """Keys whose op record has a time saved that is not 0 by construction (containers): the
-    gaps a program record's time saved adds up (async halves, unknown costs, caveated records
-    and, without peaks, everything left out)."""
-    saved = ops.columns["potential_time_saved_us"].astype(float)
-    ok = np.isfinite(saved) & (ops.columns["caveat"] != CONTAINER_CAVEAT)
-    if not device.peaks_known:
-        ok[:] = False
-    rec = ops.key_record
-    return np.where(rec >= 0, ok[np.maximum(rec, 0)], False) if len(ok) else np.zeros(len(rec),
-                                                                                     bool)
 
 
 def _index(values: list, value) -> int:

@@ -135,8 +135,8 @@ def truncation_notes(plan: FilePlan) -> list:
 
 
 def _layout(read_at, size: int):
-    """([(start, end, name) of every complete plane], where the last complete field ends, and (what, its name, bytes there, its length) of the
-    field the file's end cuts, or None)."""
+    """([(start, end, name) of every complete plane], where the last complete field ends, and
+    (what, its name, bytes there, its length) of the field the file's end cuts, or None)."""
     planes = []
     pos = 0
     while pos < size:
