@@ -120,6 +120,12 @@ def test_graph_capture_through_the_reader():
     assert "graph" in f["title"] and "captured" in f["title"]
     assert "DataLoader" not in f["suggestion"] and "host-bound" not in f["title"]
     assert f["time_saved_us"] <= f["bound_us"] * (1 + 1e-9)
+    # Named as what it is: 25 captures over part of the trace, a piecewise capture.
+    note = next(d for d in g["diagnostics"] if d["code"] == "graph_capture")
+    span = sum(c.end_ps - c.start_ps for c in data.core_spans) / US
+    share = sum(e - b for b, e in capture) * len(data.core_spans) / span
+    assert share < 0.9 and note["message"].startswith(
+        f"a piecewise graph capture: captures span {share:.0%} of the trace")
 
 
 def _device(compute=(), memories=()):
@@ -268,6 +274,24 @@ def test_diagnostics_say_what_to_capture(tmp_path):
         d["code"] for d in full.guidance(run, "", True)["diagnostics"]}
 
 
+def test_a_trace_inside_one_capture_is_named_a_full_capture(tmp_path):
+    """The vLLM trace made into one capture that began before the trace did: its captures'
+    Begin calls removed and one EndCapture (no Begin) after its last event. The capture spans
+    from the first runtime call to that End: a full capture, named so."""
+    def one_capture(doc):
+        ev = doc["traceEvents"]
+        caps = [e for e in ev if e.get("name", "").endswith("StreamEndCapture")]
+        end = max(e["ts"] + e.get("dur", 0) for e in ev if e.get("ph") == "X")
+        last = dict(caps[-1], ts=end + 1, dur=1)
+        doc["traceEvents"] = [e for e in ev if not e.get("name", "").endswith(
+            ("StreamBeginCapture", "StreamEndCapture"))] + [last]
+    _rewrite(VLLM, str(tmp_path / "full"), one_capture)
+    s = RooflineService(str(tmp_path))
+    note = next(d for d in s.guidance("full", "", True)["diagnostics"]
+                if d["code"] == "graph_capture")
+    assert note["message"].startswith("a full graph capture")
+
+
 def test_no_cpu_ops_only_when_the_trace_has_none(tmp_path):
     """A GPU trace whose CPU ops all carry non-aten names (an all-Inductor trace names its CPU
     ops like its kernels): it holds cpu_op events, so no `no_cpu_ops` note."""
@@ -392,6 +416,11 @@ def test_idle_causes_by_hand():
     names = ["hipStreamBeginCapture", "x", "hipStreamEndCapture", "cudaStreamBeginCapture"]
     b = paired_spans(names, [0, 1, 2, 5], [0.5, 1.5, 3, 6], [7, 7, 7, 8], *GRAPH_CAPTURE_CALLS)
     assert b[0].tolist() == [0.0, 5.0] and b[1].tolist() == [3.0, 6.0]  # unclosed: to the end
+    # A trace inside one capture (it began before the trace): its first close, without an
+    # open, spans from the first call; a later stray close does not.
+    names = ["x", "cudaStreamEndCapture", "cudaStreamEndCapture", "y"]
+    b = paired_spans(names, [1, 4, 6, 8], [2, 5, 7, 9], [3, 3, 3, 3], *GRAPH_CAPTURE_CALLS)
+    assert b[0].tolist() == [1.0] and b[1].tolist() == [5.0]
 
 
 def test_host_offload_overlap_is_bounded_by_the_work_beside_it():

@@ -24,6 +24,7 @@ from tb_roofline.model.throughput import throughput
 from tb_roofline.table.timeline import IDLE_CAPTURE, is_communication
 
 GROUP_MIN = 3  # this many findings of one rule are shown as one group
+FULL_CAPTURE = 0.9  # graph captures spanning this much of a trace: the trace is one capture
 UNION_NOTE = ("the union of the findings: an op counts once (its largest claim), op savings "
               "within the time non-communication ops ran, overlap within the work left beside "
               "the communication, idle time apart from both; a straggler's wait is counted 0")
@@ -185,8 +186,13 @@ def guidance_diagnostics(analysis, rt: str) -> list:
     out = []
     tl = analysis.facts.timeline if analysis.facts is not None else None
     if tl is not None and tl.cause_span_ps.get(IDLE_CAPTURE, 0) > 0:
+        span = float(tl.windows["span_ps"].sum())
+        share = tl.cause_span_ps[IDLE_CAPTURE] / span if span > 0 else 0.0
+        kind = (f"a full graph capture: captures span {min(share, 1.0):.0%} of the trace"
+                if share >= FULL_CAPTURE else
+                f"a piecewise graph capture: captures span {share:.0%} of the trace")
         out.append({"severity": "warning", "code": "graph_capture",
-                    "message": advice.CAPTURE_NOTES["graph_capture"]})
+                    "message": f"{kind}; " + advice.CAPTURE_NOTES["graph_capture"]})
     if rt != advice.XLA:
         names = [str(n) for n in analysis.ops[True].columns["operation"].tolist()]
         # Only the reader knows whether the trace held CPU ops (it says so in a diagnostic).
