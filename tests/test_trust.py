@@ -224,6 +224,37 @@ def test_exposed_communication_is_communication_kernels_only(tmp_path):
     assert sum(a.facts.timeline.exposed_by_op.values()) == pytest.approx(100e6)
 
 
+def test_an_op_of_two_regimes_is_floored_per_call(tmp_path):
+    """aten::mm called with a square (compute-bound) and a skinny (memory-bound) f32 shape on
+    an A100: its floor is the sum of the calls' floors Σ max(F_i/P, B_i/BW), by hand from the
+    shapes and the device's fp32 and HBM roofs, above the floor of the summed FLOPs and bytes
+    (which would claim more time than the calls can give); the record says it mixes regimes."""
+    def mm(m, k, n, ts, corr, dur):
+        ev = _op_with_kernel("aten::mm", ts, corr, 7, ts + 2, dur, "ampere_sgemm_128x64_nn")
+        ev[0]["args"].update({"Input Dims": [[m, k], [k, n]], "Input type": ["float", "float"]})
+        return ev
+    events = mm(4096, 4096, 4096, 0, 1, 20000) + mm(65536, 64, 8, 30000, 2, 2000)
+    service = RooflineService(str(tmp_path))
+    _gpu_trace(tmp_path, events)
+    a = service.analysis(".", "")
+    (r,) = [x for x in rows(a.ops[True]) if x["operation"] == "aten::mm"]
+    peak = r["peak_flop_rate"]  # GFLOP/s of fp32 (SIMT) on the A100
+    hbm = a.device.memory("hbm").gbs
+    floors, flops, nbytes = [], 0.0, 0.0
+    for m, k, n in ((4096, 4096, 4096), (65536, 64, 8)):
+        f, b = 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n)
+        floors.append(max(f / peak, b / hbm) / 1e3)  # µs
+        flops, nbytes = flops + f, nbytes + b
+    assert floors[0] == pytest.approx(2 * 4096 ** 3 / peak / 1e3)  # compute-bound call
+    assert floors[1] == pytest.approx(4.0 * (65536 * 64 + 64 * 8 + 65536 * 8) / hbm / 1e3)
+    assert r["flops"] == flops and r["bytes"] == nbytes
+    assert r["roof_time_us"] == pytest.approx(sum(floors), rel=1e-12)
+    assert r["potential_time_saved_us"] == pytest.approx(22000.0 - sum(floors), rel=1e-12)
+    summed = max(flops / peak, nbytes / hbm) / 1e3
+    assert summed < sum(floors) and r["mixed_regimes"] is True
+    assert r["total_time_us"] * r["roofline_efficiency"] == pytest.approx(summed, rel=1e-9)
+
+
 def test_a_device_that_only_copied_has_no_idle_time(tmp_path):
     """GPU 0 runs a kernel; GPU 1 only copies (DtoD) long after: GPU 1 ran no program, so it
     adds no device time and no idle (its copy stays in the op table, and a note says so)."""
