@@ -40,6 +40,15 @@ def a100(testdata):
 
 # ------------------------------------------------------------------- 1, 2: what ran, per row
 
+def test_rows_carry_their_input_data_type(a100):
+    """The precision names the roof a row sits under; `dtype` the data type its inputs were
+    recorded with (the trace's "float" is f32, "long int" s64...)."""
+    ops = rows(a100.ops[True])
+    assert any(r["precision"] == "fp32" and r["dtype"] == "f32" for r in ops)
+    assert all(r["dtype"] in (None, "f32", "f64", "int", "bool", "s64", "s32", "pred", "bf16",
+                              "f16") for r in ops), {r["dtype"] for r in ops}
+
+
 def test_tf32_gemms_sit_under_the_tf32_roof(a100):
     """f32 aten::mm runs cutlass tensorop_s1688 kernels (TF32) and ampere_sgemm (FP32 SIMT)."""
     peaks = {c.precision: c.gflops for c in a100.device.compute}
@@ -252,6 +261,9 @@ def test_an_op_of_two_regimes_is_floored_per_call(tmp_path):
     assert r["potential_time_saved_us"] == pytest.approx(22000.0 - sum(floors), rel=1e-12)
     summed = max(flops / peak, nbytes / hbm) / 1e3
     assert summed < sum(floors) and r["mixed_regimes"] is True
+    # The kernel's name (SIMT sgemm) decided its precision: no input type is claimed for it.
+    assert r["dtype"] is None and r["precision"] == "fp32"
+    assert rows(a.program[True])[0]["dtype"] is None
     assert r["total_time_us"] * r["roofline_efficiency"] == pytest.approx(summed, rel=1e-9)
 
 

@@ -38,7 +38,7 @@ RECORD_COLUMNS = (
     "compute_efficiency", "max_mem_bw_utilization", "potential_time_saved_us",
     "roof_time_us", "mixed_regimes", "caveat", "flop_coverage", "bytes_coverage",
     "transfer_time_us", "transfer_bw",
-    "peak_flop_rate", "precision",
+    "peak_flop_rate", "precision", "dtype",
     "include_infeed_outfeed", "is_infeed_outfeed", "source", "tf_op", "flops_source", "host",
 )
 
@@ -109,7 +109,7 @@ def json_rows(columns: dict, names) -> list[list]:
 
 def json_columns(columns: dict, names) -> list[list]:
     """The named numpy columns as lists for JSON: Python values, NaN/inf as None, and "" as
-    None in caveat columns (`caveat`, `base_caveat`, ...). The one NaN-to-null rule of every
+    None in caveat columns (`caveat`, `base_caveat`, ...) and `dtype`. The one NaN-to-null rule of every
     answer (record rows here, the columnar answers of serve/answers.py)."""
     cols = []
     for name in names:
@@ -122,7 +122,7 @@ def json_columns(columns: dict, names) -> list[list]:
                 values = arr.astype(object)
                 values[~finite] = None
                 cols.append(values.tolist())
-        elif name.endswith("caveat"):
+        elif name.endswith("caveat") or name == "dtype":  # "" = none / not known
             cols.append([v or None for v in arr.tolist()])
         else:
             cols.append(arr.tolist())

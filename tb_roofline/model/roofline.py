@@ -240,6 +240,9 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
     for col in ("category", "operation", "program", "program_id", "is_infeed_outfeed",
                 "source", "tf_op", "flops_source", "precision"):
         labels[col] = keys[col][first_key]
+    # The data type its inputs had (the precision names the roof it sits under: a bf16
+    # elementwise op runs on the vector units, under their roof).
+    labels["dtype"] = _data_types(keys["dtype"][first_key])
     # A program without a module name (no `XLA Modules` event for it) is named by its id.
     unnamed = np.flatnonzero((labels["program"] == "") & (labels["program_id"] != ""))
     if len(unnamed):
@@ -258,6 +261,15 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
     rank[order] = np.arange(n)
     rec.key_record = np.where(key_rec >= 0, rank[np.maximum(key_rec, 0)] if n else -1, -1)
     return rec
+
+
+def _data_types(dtypes: np.ndarray) -> np.ndarray:
+    """Data types as named in the API (a kernel-named unit, `kernel:tf32`, is no input type:
+    "")."""
+    names = {d: "" if str(d).startswith("kernel:") else str(d) for d in set(dtypes.tolist())}
+    out = np.empty(len(dtypes), dtype=object)
+    out[:] = [names[d] for d in dtypes.tolist()]
+    return out
 
 
 def _combine(*codes: np.ndarray) -> np.ndarray:
@@ -515,7 +527,7 @@ def program_records(blocks, profiles, device, num_cores, include_io, flops_sourc
               "is_infeed_outfeed": np.zeros(n, bool), "source": "", "tf_op": "",
               "flops_source": distinct.pop() if len(distinct) == 1 else (
                   "mixed" if distinct else "none"),
-              "precision": "mixed", "host": hosts}
+              "precision": "mixed", "dtype": "", "host": hosts}
     prog = build_records(merged, device, num_cores, labels, n, include_io,
                          merged["total_time_ps"])
     # A program's time saved on the roof is what its ops prove: the sum of their gaps (async

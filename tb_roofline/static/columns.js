@@ -149,6 +149,8 @@ export const COLUMN = Object.fromEntries([
   C('category', 'Category', fmtText),
   C('precision', 'Precision', fmtText,
     {title: 'the precision that ran (from the kernel name on GPU, else the data type)'}),
+  C('dtype', 'Input data type', fmtText,
+    {title: 'the data type of its inputs as recorded (the precision names the roof it is under)'}),
   C('program', 'Program', fmtText, {wide: true}),
   C('occurrences', '# Occurrences', fmtInt),
   C('total_time_us', 'Total time', fmtTime),
@@ -242,7 +244,7 @@ export const TOOLTIP_KEYS = ['series', 'operation', 'shapes', 'category', 'preci
 export const TOOLTIP_COLUMNS = columns([...new Set(['series', 'operation', 'shapes', 'step',
   'category', 'program', 'bound_by', 'binding_roof', 'bottleneck_operational_intensity',
   'flop_rate', 'time_fraction', ...OP_COLUMNS.map((c) => c.key).filter((k) =>
-    !['include_infeed_outfeed'].includes(k)), 'roof_time_us', 'mixed_regimes',
+    !['include_infeed_outfeed'].includes(k)), 'dtype', 'roof_time_us', 'mixed_regimes',
   'bytes_coverage', 'total_time_per_core_us', 'flops', 'bytes', 'tf_op', 'flops_source',
   'host'])]);
 
