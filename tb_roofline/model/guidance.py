@@ -51,7 +51,7 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
     ctx = Context(ops, analysis.device, analysis.facts, total_us, analysis.num_steps, framework,
                   rt, tensor_shapes(analysis), tensor_flows(analysis),
                   getattr(analysis, "floors", None), include_io,
-                  _step_ops(analysis, include_io))
+                  _step_ops(analysis, include_io) if framework == advice.XLA else {})
     full = next((r for r in analysis.program[True].row_dicts() if r["record_type"] == "total"),
                 None)
     wall = _wall_split(ctx, float(full["total_time_us"]) if full else total_us)
@@ -92,7 +92,7 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
 
 def _step_ops(analysis, include_io: bool) -> dict:
     """Record identity -> (time µs, calls) within the complete steps (the Average op records
-    times the step count); empty without steps."""
+    times the step count); empty without steps. Only repeated_copy needs it, on XLA profiles."""
     n = analysis.num_steps
     if not n or getattr(analysis, "scope", None) is None:
         return {}
