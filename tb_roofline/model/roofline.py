@@ -70,7 +70,7 @@ class ScopeSource:
 
 
 # Op record columns that add up over steps (divided by the step count for the average step).
-# (The time saved follows from the scaled time: records.potential_time_saved.)
+# (The floors and the time saved are sums over calls too: they scale the same way.)
 EXTENSIVE_COLUMNS = ("occurrences", "total_time_us", "total_self_time_us", "flops",
                      "model_flops", "bytes", "total_time_per_core_us", "transfer_time_us",
                      "roof_time_us", "potential_time_saved_us") + \
@@ -144,7 +144,7 @@ def _row_column(table: OpTable, c: str, roofs: "Roofs | None") -> np.ndarray:
 
 def _sum_rows(table: OpTable, c: str, roofs: Roofs, codes: np.ndarray, n: int,
               buf: "np.ndarray | None") -> np.ndarray:
-    """`_sum_by(codes, _row_column(table, c, inv_peak), n)`, a derived column made a block of
+    """`_sum_by(codes, _row_column(table, c, roofs), n)`, a derived column made a block of
     rows at a time into `buf` (as long as the table; None for a table of one block): one such
     array, not the two or three temporaries of the whole column (`roof_time`: the rows'
     FLOPs, each row's peak, their product). Each value is computed as the whole column
