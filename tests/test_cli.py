@@ -105,3 +105,21 @@ def test_device_file_places_rows_under_its_own_ceilings(tmp_path):
     cols = ops["columns"]
     placed = {(r[cols.index("precision")], r[cols.index("peak_flop_rate")]) for r in ops["rows"]}
     assert placed == {("fp32", 100.0)}  # f32 work under the fp32 roof, not the first (fp64)
+
+
+def test_report_json_names_its_run_or_covers_every_run():
+    """`report --format json` on a logdir of two runs names the run it picked (the newest)
+    and the one it leaves out; `--all-runs` gives one report per run."""
+    out = io.StringIO()
+    assert main(["report", DEMO, "--format", "json", "--top", "2"], out=out) == 0
+    one = json.loads(out.getvalue())
+    runs = [r["run"] for r in RooflineService(DEMO).list_runs()["runs"]]
+    assert len(runs) == 2 and one["run"] == runs[0]
+    assert one["run_choice"]["other_runs"] == runs[1:]
+    assert one["run_choice"]["picked_by"].startswith("newest")
+    out = io.StringIO()
+    assert main(["report", DEMO, "--format", "json", "--top", "2", "--all-runs"], out=out) == 0
+    every = json.loads(out.getvalue())
+    assert every["schema"] == "tb-roofline-reports/1" and every["runs"] == runs
+    assert [r["run"] for r in every["reports"]] == runs
+    assert all(r["schema"] == "tb-roofline-report/1" for r in every["reports"])

@@ -59,6 +59,10 @@ ASYNC_DIFFERENCES = ("hbm_bw", "hbm_operational_intensity", "bottleneck_operatio
                      "max_mem_bw_utilization", "optimal_flop_rate")
 
 
+ASYNC_RATES = ("flop_rate", "model_flop_rate", "memory_bw", "hbm_bw", "cmem_read_bw",
+               "cmem_write_bw", "vmem_read_bw", "vmem_write_bw", "host_bw", "interconnect_bw")
+
+
 # A collective with interconnect bytes is judged under the ICI roof only (XProf has none).
 LINK_DIFFERENCES = ("bound_by", "roofline_efficiency", "max_mem_bw_utilization",
                     "optimal_flop_rate", "bottleneck_operational_intensity")
@@ -71,6 +75,8 @@ def _deliberate_difference(key, column, multi_host, caveat=None, link=False) -> 
         return True  # pinned by test_collectives_sit_under_the_ici_roof
     if caveat in ("async_start", "async_wait", "host_transfer") and column in ASYNC_DIFFERENCES:
         return True  # async halves are not roofline points; host bytes are not HBM
+    if caveat in ("async_start", "async_wait") and column in ASYNC_RATES:
+        return True  # no rate over an issue or a wait: null (test_trust pins it)
     if kind == "Program" and step == "Average" and column == "avg_time_us":
         return True  # XProf leaves avg_time undivided by the number of steps
     if multi_host and column in EFFICIENCY_COLUMNS:

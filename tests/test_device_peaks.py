@@ -518,3 +518,21 @@ def test_measure_bandwidth_counts_bytes_like_stream():
     r = calibrate_mod.measure_bandwidth(0.2, 8 << 20, 2)
     assert r["array_bytes"] >= 8 << 20 and r["repetitions"] >= 2
     assert r["copy_gbs"] > 0 and r["triad_gbs"] > 0
+
+
+def test_calibrate_says_when_its_figures_are_implausible():
+    """fp64 faster than fp32, or repetitions more than 20 % apart: a busy machine, said in the
+    device file's notes and on the console (measured figures, checked by hand)."""
+    quiet = calibrate_mod.plausibility({"gflops": 41.0, "spread": 0.05},
+                                       {"gflops": 80.0, "spread": 0.1}, {"spread": 0.0})
+    assert quiet == []
+    busy = calibrate_mod.plausibility({"gflops": 91.0, "spread": 0.05},
+                                      {"gflops": 41.0, "spread": 0.35}, {"spread": 0.0})
+    assert any("fp64 measured faster than fp32 (91.0 > 41.0" in w for w in busy)
+    assert any("fp32 matmul repetitions differ by 35%" in w for w in busy)
+    assert "busy" in busy[-1]
+    assert calibrate_mod.spread([10.0, 8.0, 9.5]) == pytest.approx(0.2)
+    assert calibrate_mod.spread([5.0]) == 0.0
+    import numpy as np
+    r = calibrate_mod.measure_matmul(np.float32, 0.2, 256)
+    assert 0.0 <= r["spread"] < 1.0

@@ -397,6 +397,21 @@ def test_timeline_windows_by_hand():
         (("p", "a", ""), ("p", "b", ""), 1, 10.0, 10.0)
 
 
+def test_exposed_contributors_are_a_union():
+    """Two communication ops overlapping on two threads while no compute runs: the window's
+    exposed time is their union, and the contributors add up to it (each instant once, to the
+    op that reached it first), not to the sum of their lengths."""
+    tb = TimelineBuilder()
+    a, x, y = (tb.label_id(("", n, "")) for n in ("a", "x", "y"))
+    # compute 0-10; x on lane 1 from 5 to 30, y on lane 2 from 20 to 40 (exposed: 10-40).
+    tb.add_core(0, (0, 40), [], lane=[0, 1, 2], begin=[0, 5, 20], end=[10, 30, 40],
+                op=[a, x, y], comm=[False, True, True], fusible=[False, False, False])
+    t = tb.build()
+    assert t.windows["exposed_ps"].sum() == 30
+    assert t.exposed_by_op == {("", "x", ""): 20.0, ("", "y", ""): 10.0}
+    assert sum(t.exposed_by_op.values()) == t.windows["exposed_ps"].sum()
+
+
 def test_cli_report_json_and_text(capsys):
     assert cli.main(["report", GUIDANCE, "--run", "torch/elementwise_chain", "--format",
                      "json", "--top", "3", "--tokens-per-step", "1000"]) == 0
@@ -411,32 +426,48 @@ def test_cli_report_json_and_text(capsys):
     assert "Opportunities (1 findings" in text and "[idle]" in text and "steps/s" in text
 
 
-def test_repeated_copies_of_one_shape_on_tpu(tmp_path):
-    """A TPU program whose data-formatting ops all write f32[128,1024] and run many times a
-    step (the random synthetic program, two TensorCores); the demo's fixed program has one
-    copy of each shape a step per core, and no such finding."""
+def test_repeated_copies_of_one_instruction_on_tpu(tmp_path):
+    """A TPU program whose data-formatting ops each run several times a step (the random
+    synthetic program, two TensorCores): a copy is claimed only as one instruction repeated
+    within a step (the same data), never by equal shapes across instructions; k and the bound
+    by hand from the op's occurrences and time within the steps (its Average record × steps).
+    The demo's fixed program has one copy of each shape a step per core: no finding."""
+    from tb_roofline.model.roofline import scoped_op_records
     from tb_roofline.synthetic import write_tpu_session
     write_tpu_session(str(tmp_path), "", "s", [SynthConfig(
         seed=11, chip="v6e", num_cores=2, num_steps=6, ops_per_step=160, distinct_ops=60)])
     s = _service(str(tmp_path))
     g = s.guidance("s", "", True)
-    ops = _ops_by_identity(s, "s")
+    n = g["time"]["num_steps"]
+    avg = {(r["program_id"], r["operation"], r["precision"]): r for r in scoped_op_records(
+        s.analysis("s", ""), "Average", True).row_dicts()}
     found = _by_rule(g, "repeated_copy")
     assert found
-    # By hand: every data-formatting op writes f32[128,1024]; calls per step of one core.
-    copies = [r for r in ops.values() if r["category"] == "data formatting"
-              and r["caveat"] is None]
-    k = sum(r["occurrences"] for r in copies) / g["time"]["num_steps"] / 2
     for f in found:
         facts = f["evidence"]["facts"]
-        assert facts["shape"] == "f32[128,1024]"
-        assert facts["calls_per_step_of_shape"] == pytest.approx(k)
-        op = ops[tuple(f["ops"][0][c] for c in ("program_id", "operation", "precision"))]
-        assert f["time_saved_us"] == pytest.approx(op["total_time_us"] * (1 - 1 / k))
-        assert sorted(facts["ops_with_shape"]) == sorted(r["operation"] for r in copies)
+        ident = tuple(f["ops"][0][c] for c in ("program_id", "operation", "precision"))
+        assert facts["shape"] == "f32[128,1024]" and facts["ops_with_shape"] == [ident[1]]
+        k = avg[ident]["occurrences"] * n / n / 2  # this instruction's calls per step per core
+        assert facts["calls_per_step_of_shape"] == pytest.approx(k) and k >= 2
+        in_steps = avg[ident]["total_time_us"] * n
+        assert f["time_saved_us"] == pytest.approx(in_steps * (1 - 1 / k))
+        assert f["bound_us"] <= in_steps
     demo = _service(os.path.join(TESTDATA, "demo"))
     run = next(r["run"] for r in demo.list_runs()["runs"] if r["run"].startswith("v6e"))
     assert not _by_rule(demo.guidance(run, "", True), "repeated_copy")
+
+
+def test_no_repeated_copy_without_steps_or_tensor_identity(tmp_path):
+    """Without step markers (separate executions of one program are no repeat within a step)
+    nothing is claimed; nor on PyTorch traces, which record no tensor identity."""
+    from tb_roofline.synthetic import write_tpu_session
+    write_tpu_session(str(tmp_path), "", "s", [SynthConfig(
+        seed=11, chip="v6e", num_cores=2, num_steps=0, ops_per_step=160, distinct_ops=60)])
+    s = _service(str(tmp_path))
+    g = s.guidance("s", "", True)
+    assert g["time"]["num_steps"] == 0 and not _by_rule(g, "repeated_copy")
+    for run in ("torch/elementwise_chain", "torch/tiny_ops"):
+        assert not _by_rule(_service(GUIDANCE).guidance(run, "", True), "repeated_copy")
 
 
 def test_exposed_collectives_on_a100_trace():

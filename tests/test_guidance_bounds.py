@@ -120,6 +120,12 @@ def test_graph_capture_through_the_reader():
     assert "graph" in f["title"] and "captured" in f["title"]
     assert "DataLoader" not in f["suggestion"] and "host-bound" not in f["title"]
     assert f["time_saved_us"] <= f["bound_us"] * (1 + 1e-9)
+    # Named as what it is: 25 captures over part of the trace, a piecewise capture.
+    note = next(d for d in g["diagnostics"] if d["code"] == "graph_capture")
+    span = sum(c.end_ps - c.start_ps for c in data.core_spans) / US
+    share = sum(e - b for b, e in capture) * len(data.core_spans) / span
+    assert share < 0.9 and note["message"].startswith(
+        f"a piecewise graph capture: captures span {share:.0%} of the trace")
 
 
 def _device(compute=(), memories=()):
@@ -270,6 +276,59 @@ def test_diagnostics_say_what_to_capture(tmp_path):
         d["code"] for d in full.guidance(run, "", True)["diagnostics"]}
 
 
+def test_a_trace_inside_one_capture_is_named_a_full_capture(tmp_path):
+    """The vLLM trace made into one capture that began before the trace did: its captures'
+    Begin calls removed and one EndCapture (no Begin) after its last event. The capture spans
+    from the first runtime call to that End: a full capture, named so."""
+    def one_capture(doc):
+        ev = doc["traceEvents"]
+        caps = [e for e in ev if e.get("name", "").endswith("StreamEndCapture")]
+        end = max(e["ts"] + e.get("dur", 0) for e in ev if e.get("ph") == "X")
+        last = dict(caps[-1], ts=end + 1, dur=1)
+        doc["traceEvents"] = [e for e in ev if not e.get("name", "").endswith(
+            ("StreamBeginCapture", "StreamEndCapture"))] + [last]
+    _rewrite(VLLM, str(tmp_path / "full"), one_capture)
+    s = RooflineService(str(tmp_path))
+    note = next(d for d in s.guidance("full", "", True)["diagnostics"]
+                if d["code"] == "graph_capture")
+    assert note["message"].startswith("a full graph capture")
+
+
+def test_no_cpu_ops_only_when_the_trace_has_none(tmp_path):
+    """A GPU trace whose CPU ops all carry non-aten names (an all-Inductor trace names its CPU
+    ops like its kernels): it holds cpu_op events, so no `no_cpu_ops` note."""
+    b200 = glob.glob(os.path.join(TESTDATA, "kineto", "b200_eager", "*.json.gz"))[0]
+
+    def rename(doc):
+        for e in doc["traceEvents"]:
+            if e.get("cat") == "cpu_op":
+                e["name"] = "triton_poi_fused_" + e["name"].replace("::", "_")
+    _rewrite(b200, str(tmp_path / "renamed"), rename)
+    s = RooflineService(str(tmp_path))
+    codes = {d["code"] for d in s.guidance("renamed", "", True)["diagnostics"]}
+    assert "no_cpu_ops" not in codes
+    assert "no_cpu_ops" not in {d["code"] for d in s.diagnostics("renamed", "")["diagnostics"]}
+
+
+def test_broadcast_tensors_is_not_communication():
+    from tb_roofline.readers import torch_flops
+    from tb_roofline.table.timeline import is_communication
+    for name in ("aten::broadcast_tensors", "aten::broadcast_to"):
+        assert not torch_flops.COMMUNICATION.search(name)
+        assert not is_communication(torch_flops.category_of(name))
+    for name in ("c10d::broadcast_", "nccl:broadcast", "ncclKernel_Broadcast_RING_LL"):
+        assert torch_flops.COMMUNICATION.search(name)
+
+
+def test_uncosted_reason_is_the_real_cause():
+    """An op whose shapes are recorded but that has no formula says `no_formula`, not
+    `no_shapes`; the same op without shapes says `no_shapes`."""
+    from tb_roofline.readers.kineto.device import why_no_cost
+    assert why_no_cost("aten::_embedding_bag_backward", "none", True) == "no_formula"
+    assert why_no_cost("aten::_embedding_bag_backward", "none", False) == "no_shapes"
+    assert why_no_cost("my::op", "none", False) == "no_formula"
+
+
 def test_hw_counter_record_absence_is_explained():
     for name, has in (("a100_80gb_shapes", False), ("a100_cupti_counters", True)):
         s = RooflineService(os.path.join(TESTDATA, "kineto", name))
@@ -359,6 +418,11 @@ def test_idle_causes_by_hand():
     names = ["hipStreamBeginCapture", "x", "hipStreamEndCapture", "cudaStreamBeginCapture"]
     b = paired_spans(names, [0, 1, 2, 5], [0.5, 1.5, 3, 6], [7, 7, 7, 8], *GRAPH_CAPTURE_CALLS)
     assert b[0].tolist() == [0.0, 5.0] and b[1].tolist() == [3.0, 6.0]  # unclosed: to the end
+    # A trace inside one capture (it began before the trace): its first close, without an
+    # open, spans from the first call; a later stray close does not.
+    names = ["x", "cudaStreamEndCapture", "cudaStreamEndCapture", "y"]
+    b = paired_spans(names, [1, 4, 6, 8], [2, 5, 7, 9], [3, 3, 3, 3], *GRAPH_CAPTURE_CALLS)
+    assert b[0].tolist() == [1.0] and b[1].tolist() == [5.0]
 
 
 def test_host_offload_overlap_is_bounded_by_the_work_beside_it():

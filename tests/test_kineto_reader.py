@@ -155,14 +155,22 @@ def test_memcpy_rows_carry_measured_bandwidth():
     t = data.ops
     copies = x_events(doc, "gpu_memcpy")
     m = t["category"] == "memcpy"
-    assert t["bytes"][m].sum() == sum(e["args"]["bytes"] for e in copies)
-    # Host copies cross the host link, never HBM; device copies read and write HBM.
     host = np.array(["HtoD" in n or "DtoH" in n for n in t["operation"][m]])
+    # `bytes` are the bytes accessed: a device copy of N bytes (the trace's figure) reads N
+    # and writes N of HBM, so its bytes are 2N, its HBM bytes; a host copy moves N.
+    moved = {True: 0, False: 0}
+    for e in copies:
+        moved["HtoD" in e["name"] or "DtoH" in e["name"]] += e["args"]["bytes"]
+    assert t["bytes"][m][host].sum() == moved[True]
+    assert t["bytes"][m][~host].sum() == 2 * moved[False]
+    # Host copies cross the host link, never HBM; device copies read and write HBM.
     assert host.any()
     assert (t["host_bytes"][m][host] == t["bytes"][m][host]).all()
     assert (t["hbm_bytes"][m][host] == 0).all()
     assert set(t["caveat"][m][host]) == {"host_transfer"}
-    assert (t["hbm_bytes"][m][~host] == 2 * t["bytes"][m][~host]).all()
+    assert (t["hbm_bytes"][m][~host] == t["bytes"][m][~host]).all()
+    for c in ("hbm_bytes", "host_bytes"):  # one convention: bytes never below a memory's
+        assert (t["bytes"] >= t[c]).all() and (data.kernels["bytes"] >= data.kernels[c]).all()
     assert t["total_time_ps"][m].sum() == pytest.approx(sum(e["dur"] for e in copies) * 1e6)
     # One memcpy alone: bytes / time is the trace's own "memory bandwidth (GB/s)".
     k = data.kernels
@@ -175,6 +183,22 @@ def test_memcpy_rows_carry_measured_bandwidth():
     one = [e for e in copies if e["dur"] > 0][0]
     assert one["args"]["bytes"] / (one["dur"] * 1e3) == pytest.approx(
         one["args"]["memory bandwidth (GB/s)"], rel=1e-6)
+
+
+def test_device_copies_count_their_read_and_write():
+    """A DtoD copy of N bytes (the trace's figure) accesses 2N bytes of HBM: its `bytes` and
+    `hbm_bytes` are both 2N, so a program's bytes are never below its HBM bytes."""
+    path = real("a100_80gb_shapes")
+    doc = raw_events(path)
+    dtod = [e for e in x_events(doc, "gpu_memcpy") if "DtoD" in e["name"]]
+    assert dtod
+    data = read_kineto_file(path, "rank0")
+    t = data.ops
+    m = np.array(["DtoD" in str(n) for n in t["operation"]])
+    assert t["bytes"][m].sum() == t["hbm_bytes"][m].sum() == 2 * sum(
+        e["args"]["bytes"] for e in dtod)
+    total = analyze([data]).program[True].row_dicts()[0]
+    assert total["bytes"] >= total["hbm_bytes"]
 
 
 def test_cupti_hw_flops_equal_metric_sums():
@@ -638,3 +662,33 @@ def test_ns_timestamps_are_exact(tmp_path):
     assert data.core_spans[0].duration_ps == 10_000_000
     assert kineto._exact_ns("1712181098123456.789") == 1712181098123456789
     assert kineto._exact_ns("-0.5") == -500 and kineto._exact_ns("3") == 3000
+
+
+def test_steps_are_clipped_to_the_record_window(tmp_path):
+    """A ProfilerStep marker running past the trace's "Record Window End" ends there (the
+    profiler recorded nothing later), one starting after it is dropped, and a diagnostic says
+    so; idle time cannot grow past the window."""
+    path = real("cpu_convnet")
+    doc = raw_events(path)
+    end_us = next(float(e["ts"]) for e in doc["traceEvents"]
+                  if e.get("ph") == "i" and e.get("name") == "Record Window End")
+    steps = [e for e in x_events(doc, "user_annotation") if e["name"].startswith("ProfilerStep")]
+    last = max(steps, key=lambda e: e["ts"])
+    # The last step made to last 13.3 s; one more starting after the window.
+    last["dur"] = 13.3e6
+    doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9999",
+                               "ts": end_us + 10.0, "dur": 5.0, "pid": last["pid"],
+                               "tid": last["tid"]})
+    out = tmp_path / "w.pt.trace.json"
+    out.write_text(json.dumps(doc))
+    past = time.time() - 3600
+    os.utime(out, (past, past))
+    data = read_kineto_file(str(out), "w")
+    assert 9999 not in [s.step for s in data.steps]
+    clipped = max(data.steps, key=lambda s: s.start_ps)
+    span = data.core_spans[0]
+    assert clipped.start_ps + clipped.duration_ps <= span.end_ps
+    assert clipped.duration_ps == pytest.approx((end_us - float(last["ts"])) * 1e6, abs=2000)
+    note = next(d for d in data.diagnostics if d.code == "steps_clipped")
+    assert "1 ProfilerStep" in note.message and "1 starting after" in note.message
+    assert span.end_ps - span.start_ps < 1e12  # never the 13.3 s marker

@@ -347,6 +347,9 @@ def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
     n = len(t)
     ones = OpTable(t.keys, dict(t.rows, occurrences=constant(1, n)), t.unit_costs)
     inv_peak = 1.0 / (1.0 + rng.random(t.num_keys))
+    # (the per-row floors and proven gaps too: some keys collectives, some gaps proven)
+    inv_peak = roofline.Roofs(p.device, inv_peak, rng.random(t.num_keys) < 0.2,
+                              rng.random(t.num_keys) < 0.5)
     codes = rng.integers(0, 7, n)
     monkeypatch.setattr(roofline, "ROW_BLOCK", 3)
     for table in (t, ones):

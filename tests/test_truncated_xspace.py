@@ -53,7 +53,11 @@ def test_whole_profiles_have_no_truncated_diagnostic(tmp_path):
         assert "truncated" not in _codes(data)
 
 
-def test_v6e_cut_at_each_plane_boundary(tmp_path):
+def test_v6e_cut_at_each_plane_boundary_is_whole(tmp_path):
+    """A file whose top-level fields end exactly at its end is complete, with or without the
+    optional hostnames field (real profilers write files without it): read at once, young or
+    old, with no `truncated` note (an XSpace cannot say that planes after its last are missing,
+    and claiming it refused complete files for 30 s)."""
     raw = open(V6E, "rb").read()
     whole = read_xspace_file(_write(tmp_path, raw, 3600, "whole.xplane.pb"), "h")
     assert _cores(whole) == [0, 1, 2, 3]
@@ -61,17 +65,12 @@ def test_v6e_cut_at_each_plane_boundary(tmp_path):
     assert _fields(raw)[-1][0] == 4  # the hostnames field comes last
     for k, (_, _, end) in enumerate(planes, start=1):
         cut = raw[:end]
-        with pytest.raises(ProfileIncompleteError, match="still being written"):
-            read_xspace_file(_write(tmp_path, cut, 1), "h")
-        data = read_xspace_file(_write(tmp_path, cut, 3600), "h")
-        note = next(d for d in data.diagnostics if d.code == "truncated")
-        assert note.severity == "warning" and "hostnames" in note.message
-        cores = (k + 1) // 2  # TensorCore and SparseCore planes alternate, then the host's
-        assert _cores(data) == list(range(min(cores, 4)))
-        assert f"{min(cores, 4)} complete TensorCore plane(s)" in note.message
-        if cores < 4:  # fewer cores: less time, and the diagnostic says why
-            assert data.ops["total_time_ps"].sum() < whole.ops["total_time_ps"].sum()
-        else:
+        for age in (1, 3600):
+            data = read_xspace_file(_write(tmp_path, cut, age), "h")
+            assert "truncated" not in _codes(data)
+            cores = (k + 1) // 2  # TensorCore and SparseCore planes alternate, then the host's
+            assert _cores(data) == list(range(min(cores, 4)))
+        if cores >= 4:  # every TensorCore plane: the whole file's answer
             np.testing.assert_array_equal(data.ops["total_time_ps"],
                                           whole.ops["total_time_ps"])
 
@@ -102,20 +101,25 @@ def test_gpu_profile_cut_short(tmp_path):
     whole = read_xspace_file(_write(tmp_path, raw, 3600, "whole.xplane.pb"), "h")
     planes = [f for f in _fields(raw) if f[0] == 1]
     _, start, end = planes[-1]
-    for cut in (raw[:end], raw[:(start + end) // 2], raw[:start]):
-        with pytest.raises(ProfileIncompleteError):
+    for cut in (raw[:(start + end) // 2], raw[:start + 3]):
+        with pytest.raises(ProfileIncompleteError, match="still being written"):
             read_xspace_file(_write(tmp_path, cut, 1), "h")
         data = read_xspace_file(_write(tmp_path, cut, 3600), "h")
         assert "truncated" in _codes(data)
         assert len(data.ops) <= len(whole.ops)
+    for cut in (raw[:end], raw[:start]):  # ends at a field boundary: whole, young or old
+        for age in (1, 3600):
+            data = read_xspace_file(_write(tmp_path, cut, age), "h")
+            assert "truncated" not in _codes(data)
 
 
 def test_every_reading_path_says_the_same(tmp_path, monkeypatch):
     """The plane-by-plane readers of parallel.py (one process, and workers) give the same
-    answer and diagnostics as read_xspace_file for a file cut at a plane boundary."""
+    answer and diagnostics as read_xspace_file for a file cut inside a plane."""
     raw = open(V6E, "rb").read()
     planes = [f for f in _fields(raw) if f[0] == 1]
-    path = _write(tmp_path, raw[:planes[3][2]], 3600)
+    cut = raw[:(planes[4][1] + planes[4][2]) // 2]
+    path = _write(tmp_path, cut, 3600)
     ref = read_xspace_file(path, "h")
     monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "0")
     for workers in ("1", "2"):
@@ -124,8 +128,9 @@ def test_every_reading_path_says_the_same(tmp_path, monkeypatch):
         assert not isinstance(got, Exception), got
         assert [d.to_json() for d in got.diagnostics] == [d.to_json() for d in ref.diagnostics]
         np.testing.assert_array_equal(got.ops["total_time_ps"], ref.ops["total_time_ps"])
+    assert "truncated" in _codes(ref)
     parallel.shutdown()
-    young = _write(tmp_path, raw[:planes[3][2]], 1, "young.xplane.pb")
+    young = _write(tmp_path, cut, 1, "young.xplane.pb")
     assert isinstance(parallel.read_files([(young, "xplane", "h", None)])[0],
                       ProfileIncompleteError)
     with pytest.raises(ProfileIncompleteError):
@@ -139,13 +144,33 @@ def test_the_service_answers_503_then_a_diagnostic(tmp_path):
     planes = [f for f in _fields(raw) if f[0] == 1]
     run = tmp_path / "logs" / "plugins" / "profile" / "2026_01_01_00_00_00"
     run.mkdir(parents=True)
-    path = _write(run, raw[:planes[3][2]], 1, "host0.xplane.pb")
+    path = _write(run, raw[:(planes[4][1] + planes[4][2]) // 2], 1, "host0.xplane.pb")
     service = RooflineService(str(tmp_path / "logs"))
     name = service.list_runs()["runs"][0]["run"]
-    with pytest.raises(errors.ProfileIncompletePublicError):
+    with pytest.raises(errors.ProfileIncompletePublicError, match="retry"):
         service.program(name, "")
     past = time.time() - 3600
     os.utime(path, (past, past))
     service = RooflineService(str(tmp_path / "logs"))
     got = service.diagnostics(name, "")
     assert "truncated" in [d["code"] for d in got["diagnostics"]]
+
+
+def test_a_complete_file_without_hostnames_is_read_at_once(tmp_path):
+    """A real XSpace without the optional hostnames field, just copied (young): read at once,
+    no 503, no `truncated` note, the same answer as the file with hostnames."""
+    from tb_roofline.serve.service import RooflineService
+    raw = open(V6E, "rb").read()
+    fields = _fields(raw)
+    assert fields[-1][0] == 4
+    bare = raw[:fields[-1][1]]  # every plane, no hostnames
+    run = tmp_path / "logs" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    _write(run, bare, 0, "host0.xplane.pb")
+    service = RooflineService(str(tmp_path / "logs"))
+    name = service.list_runs()["runs"][0]["run"]
+    got = service.diagnostics(name, "")
+    assert "truncated" not in [d["code"] for d in got["diagnostics"]]
+    whole = read_xspace_file(_write(tmp_path, raw, 3600, "whole.xplane.pb"), "h")
+    data = read_xspace_file(_write(tmp_path, bare, 0, "bare.xplane.pb"), "h")
+    np.testing.assert_array_equal(data.ops["total_time_ps"], whole.ops["total_time_ps"])

@@ -16,6 +16,7 @@ from tb_roofline.hlo.text import parse_instruction
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers import torch_flops
 from tb_roofline.readers.kineto import read_kineto_file
+from tb_roofline.model.guidance import guidance
 from tb_roofline.serve.service import RooflineService
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata")
@@ -38,6 +39,15 @@ def a100(testdata):
 
 
 # ------------------------------------------------------------------- 1, 2: what ran, per row
+
+def test_rows_carry_their_input_data_type(a100):
+    """The precision names the roof a row sits under; `dtype` the data type its inputs were
+    recorded with (the trace's "float" is f32, "long int" s64...)."""
+    ops = rows(a100.ops[True])
+    assert any(r["precision"] == "fp32" and r["dtype"] == "f32" for r in ops)
+    assert all(r["dtype"] in (None, "f32", "f64", "int", "bool", "s64", "s32", "pred", "bf16",
+                              "f16") for r in ops), {r["dtype"] for r in ops}
+
 
 def test_tf32_gemms_sit_under_the_tf32_roof(a100):
     """f32 aten::mm runs cutlass tensorop_s1688 kernels (TF32) and ampere_sgemm (FP32 SIMT)."""
@@ -205,6 +215,79 @@ def test_self_time_percent_is_a_share_of_all_ops_self_time(tmp_path):
     assert ops[0]["self_time_percent"] == pytest.approx(100 * 100 / 190)
 
 
+def test_exposed_communication_is_communication_kernels_only(tmp_path):
+    """A communication op (All2All_Pooled_Wait) that launches a copy kernel beside its NCCL
+    kernel: only the NCCL kernel's time is communication; the copy is device work, so it is
+    not exposed, and it hides nothing it does not overlap. By hand: NCCL 10-110 alone, the
+    copy 200-260 alone: exposed 100 µs, compute 60 µs."""
+    events = (_op_with_kernel("All2All_Pooled_Wait", 0, 1, 13, 10, 100,
+                              "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)") +
+              _op_with_kernel("All2All_Pooled_Wait", 150, 2, 7, 200, 60,
+                              "void at::native::(anonymous namespace)::CatArrayBatchedCopy<int>"))
+    service = RooflineService(str(tmp_path))
+    _gpu_trace(tmp_path, events)
+    a = service.analysis(".", "")
+    w = a.facts.timeline.windows
+    assert w["exposed_ps"].sum() == pytest.approx(100e6)
+    assert w["compute_ps"].sum() == pytest.approx(60e6)
+    assert sum(a.facts.timeline.exposed_by_op.values()) == pytest.approx(100e6)
+
+
+def test_an_op_of_two_regimes_is_floored_per_call(tmp_path):
+    """aten::mm called with a square (compute-bound) and a skinny (memory-bound) f32 shape on
+    an A100: its floor is the sum of the calls' floors Σ max(F_i/P, B_i/BW), by hand from the
+    shapes and the device's fp32 and HBM roofs, above the floor of the summed FLOPs and bytes
+    (which would claim more time than the calls can give); the record says it mixes regimes."""
+    def mm(m, k, n, ts, corr, dur):
+        ev = _op_with_kernel("aten::mm", ts, corr, 7, ts + 2, dur, "ampere_sgemm_128x64_nn")
+        ev[0]["args"].update({"Input Dims": [[m, k], [k, n]], "Input type": ["float", "float"]})
+        return ev
+    events = mm(4096, 4096, 4096, 0, 1, 20000) + mm(65536, 64, 8, 30000, 2, 2000)
+    service = RooflineService(str(tmp_path))
+    _gpu_trace(tmp_path, events)
+    a = service.analysis(".", "")
+    (r,) = [x for x in rows(a.ops[True]) if x["operation"] == "aten::mm"]
+    peak = r["peak_flop_rate"]  # GFLOP/s of fp32 (SIMT) on the A100
+    hbm = a.device.memory("hbm").gbs
+    floors, flops, nbytes = [], 0.0, 0.0
+    for m, k, n in ((4096, 4096, 4096), (65536, 64, 8)):
+        f, b = 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n)
+        floors.append(max(f / peak, b / hbm) / 1e3)  # µs
+        flops, nbytes = flops + f, nbytes + b
+    assert floors[0] == pytest.approx(2 * 4096 ** 3 / peak / 1e3)  # compute-bound call
+    assert floors[1] == pytest.approx(4.0 * (65536 * 64 + 64 * 8 + 65536 * 8) / hbm / 1e3)
+    assert r["flops"] == flops and r["bytes"] == nbytes
+    assert r["roof_time_us"] == pytest.approx(sum(floors), rel=1e-12)
+    assert r["potential_time_saved_us"] == pytest.approx(22000.0 - sum(floors), rel=1e-12)
+    summed = max(flops / peak, nbytes / hbm) / 1e3
+    assert summed < sum(floors) and r["mixed_regimes"] is True
+    # The kernel's name (SIMT sgemm) decided its precision: no input type is claimed for it.
+    assert r["dtype"] is None and r["precision"] == "fp32"
+    assert rows(a.program[True])[0]["dtype"] is None
+    assert r["total_time_us"] * r["roofline_efficiency"] == pytest.approx(summed, rel=1e-9)
+
+
+def test_a_device_that_only_copied_has_no_idle_time(tmp_path):
+    """GPU 0 runs a kernel; GPU 1 only copies (DtoD) long after: GPU 1 ran no program, so it
+    adds no device time and no idle (its copy stays in the op table, and a note says so)."""
+    events = _op_with_kernel("aten::mm", 0, 1, 7, 10, 100, "ampere_sgemm_128x64_nn") + [
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 1,
+         "tid": 9, "ts": 5000, "dur": 20, "args": {"device": 1, "stream": 9,
+                                                   "bytes": 1000000, "correlation": 9}}]
+    service = RooflineService(str(tmp_path))
+    _gpu_trace(tmp_path, events)
+    a = service.analysis(".", "")
+    total = rows(a.program[True])[0]
+    assert total["total_time_us"] == pytest.approx(100.0)  # GPU 0's span only
+    assert a.facts.timeline.windows["core"].tolist() == [0]
+    g = guidance(a)
+    idle = next(c for c in g["classes"] if c["class"] == "idle")
+    assert idle["time_us"] == pytest.approx(0.0, abs=1e-9)
+    assert any(d.code == "copy_only_devices" for d in a.diagnostics)
+    ops = {r["operation"]: r for r in rows(a.ops[True])}
+    assert ops["Memcpy DtoD (Device -> Device)"]["bytes"] == 2e6
+
+
 # --------------------------------------------------------------------------- 8: Kineto details
 
 def test_epoch_ns_timestamps_read_exactly():
@@ -275,6 +358,7 @@ def test_every_row_of_every_profile_is_a_measurement_or_says_why(testdata):
                     for c in ("total_time_us", "total_self_time_us", "flops", "bytes",
                               "time_fraction", "self_time_percent"):
                         assert r[c] is None or r[c] >= 0, where
+                    _unknown_is_null(r, where)
                     checked += 1
                 if name != "program" and rs:
                     pct = [r["self_time_percent"] for r in rs]
@@ -285,6 +369,52 @@ def test_every_row_of_every_profile_is_a_measurement_or_says_why(testdata):
                     assert rs[0]["flop_coverage"] is not None or not len(a.ops[io]), run
     assert checked > 1000
     assert np.isfinite(checked)
+
+
+_RATES = ("flop_rate", "model_flop_rate", "memory_bw", "hbm_bw", "host_bw", "interconnect_bw")
+
+
+def _unknown_is_null(r: dict, where: str):
+    """Unknown is null, never 0: a record with op time but no known FLOPs has null FLOPs,
+    FLOP rate, intensity and compute efficiency; no known bytes, null bytes and bandwidths;
+    neither, or `no_cost`: null efficiency; an async half has no rates. `bytes` is never below
+    a memory's bytes (one convention: every byte accessed)."""
+    if r["record_type"] == "total_hw":
+        return
+    if r["total_time_us"] and r["flop_coverage"] == 0:
+        for c in ("flops", "flop_rate", "operational_intensity", "compute_efficiency"):
+            assert r[c] is None, (where, c, r[c])
+    if r["total_time_us"] and r["bytes_coverage"] == 0:
+        for c in ("bytes", "memory_bw", "hbm_bytes", "max_mem_bw_utilization"):
+            assert r[c] is None, (where, c, r[c])
+    if r["caveat"] == "no_cost":
+        assert r["roofline_efficiency"] is None and r["bound_by"] == "Unknown", where
+    if r["caveat"] in ("async_start", "async_wait"):
+        for c in _RATES:
+            assert r[c] is None, (where, c, r[c])
+    if r["bytes"] is not None:
+        for c in ("hbm_bytes", "host_bytes"):
+            assert r[c] is None or r[c] <= r["bytes"] * (1 + 1e-9) + 1e-6, (where, c)
+
+
+def test_no_cost_ops_are_null_not_zero(a100, testdata):
+    """On the A100 trace the ops without a known cost answer null efficiency, FLOPs and rates
+    in the API, its exports and the report (sorting by efficiency cannot rank them worst)."""
+    from tb_roofline.serve import export
+    ops = rows(a100.ops[True])
+    none = [r for r in ops if r["caveat"] == "no_cost"]
+    assert len(none) >= 5
+    for r in none:
+        assert r["roofline_efficiency"] is None and r["flops"] is None and \
+            r["flop_rate"] is None, r["operation"]
+    answer = testdata.ops("kineto/a100_80gb_shapes", "", True)
+    text, _, _ = export.export(answer, "r", "", "op", "json")
+    out = [x for x in json.loads(text) if x["caveat"] == "no_cost"]
+    assert out and all(x["roofline_efficiency"] is None and x["flops"] is None for x in out)
+    csv, _, _ = export.export(answer, "r", "", "op", "csv")
+    header = csv.splitlines()[0].split(",")
+    line = next(ln for ln in csv.splitlines()[1:] if ",no_cost," in ln)
+    assert line.split(",")[header.index("roofline_efficiency")] == ""
 
 
 def test_host_copies_are_judged_against_the_host_link(testdata):

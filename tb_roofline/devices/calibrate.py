@@ -116,6 +116,8 @@ def measure_matmul(dtype, seconds: float, max_n: int) -> dict:
     deadline = time.perf_counter() + seconds
     n, best, best_n, runs = 256, 0.0, 0, 0
 
+    rates: list = []  # of the repetitions at the final size
+
     def timed() -> float:
         nonlocal best, best_n, runs
         t = time.perf_counter()
@@ -123,6 +125,7 @@ def measure_matmul(dtype, seconds: float, max_n: int) -> dict:
         dt = time.perf_counter() - t
         runs += 1
         rate = 2.0 * n ** 3 / dt / 1e9 if dt > 0 else 0.0
+        rates.append((n, rate))
         if rate > best:
             best, best_n = rate, n
         return dt
@@ -140,7 +143,35 @@ def measure_matmul(dtype, seconds: float, max_n: int) -> dict:
         dt = timed()
     if not np.isfinite(out).all():
         raise RuntimeError(f"{np.dtype(dtype).name} matmul produced non-finite values")
-    return {"gflops": best, "n": best_n, "runs": runs}
+    final = [r for m, r in rates if m == n]
+    return {"gflops": best, "n": best_n, "runs": runs, "spread": spread(final)}
+
+
+def spread(values) -> float:
+    """Run-to-run spread of repeated measurements: 1 − slowest ÷ fastest (0: all alike)."""
+    values = [v for v in values if v > 0]
+    return 1.0 - min(values) / max(values) if len(values) > 1 else 0.0
+
+
+SPREAD_LIMIT = 0.2  # repetitions more than 20 % apart: something else ran meanwhile
+
+
+def plausibility(fp64: dict, fp32: dict, bw: dict) -> list[str]:
+    """Warnings about figures no quiet machine gives: fp64 matmuls faster than fp32 (fp32
+    does at least as many FLOPs a cycle), or repetitions that differ by more than
+    SPREAD_LIMIT. Either says the machine was busy, and the figures are not its peaks."""
+    out = []
+    if fp64["gflops"] > fp32["gflops"]:
+        out.append(f"fp64 measured faster than fp32 ({fp64['gflops']:,.1f} > "
+                   f"{fp32['gflops']:,.1f} GFLOP/s), which no CPU does")
+    for label, d in (("fp64 matmul", fp64), ("fp32 matmul", fp32), ("bandwidth", bw)):
+        if d.get("spread", 0.0) > SPREAD_LIMIT:
+            out.append(f"{label} repetitions differ by {d['spread']:.0%} (more than "
+                       f"{SPREAD_LIMIT:.0%})")
+    if out:
+        out.append("the machine was busy while it was measured: rerun `tb-roofline calibrate` "
+                   "on an idle machine before judging profiles by these peaks")
+    return out
 
 
 def _split(n: int, parts: int) -> list[tuple[int, int]]:
@@ -184,8 +215,10 @@ def measure_bandwidth(seconds: float, array_bytes: int, threads: int) -> dict:
         run(init)
         best = {"copy": math.inf, "triad": math.inf}
         reps = 0
+        copies = []
         while reps < 2 or time.perf_counter() < deadline:
-            best["copy"] = min(best["copy"], run(copy))
+            copies.append(run(copy))
+            best["copy"] = min(best["copy"], copies[-1])
             best["triad"] = min(best["triad"], run(triad))
             reps += 1
             if reps >= 50:
@@ -194,7 +227,8 @@ def measure_bandwidth(seconds: float, array_bytes: int, threads: int) -> dict:
         raise RuntimeError("bandwidth kernel produced wrong values")
     return {"copy_gbs": 2 * 8 * n / best["copy"] / 1e9,
             "triad_gbs": 3 * 8 * n / best["triad"] / 1e9,
-            "array_bytes": 8 * n, "repetitions": reps}
+            "array_bytes": 8 * n, "repetitions": reps,
+            "spread": spread([1.0 / t for t in copies if t > 0])}
 
 
 def measure(seconds_budget: float = DEFAULT_SECONDS, quick: bool = False,
@@ -243,6 +277,9 @@ def measure(seconds_budget: float = DEFAULT_SECONDS, quick: bool = False,
              f"bf16/fp8 types, no BLAS for 16-bit or integer matmul): add them by hand if known.")
     if ratio < 2:
         notes += " Warning: arrays under 2x the last-level cache; bandwidth may include cache hits."
+    details["warnings"] = plausibility(fp64, fp32, bw)
+    if details["warnings"]:
+        notes += " Warning: " + "; ".join(details["warnings"]) + "."
     return Calibration(device, details, notes)
 
 
@@ -297,6 +334,9 @@ def run_from_args(args, out=None) -> int:
         out.write(f"  peak {m.name}: {m.gbs:,.1f} GB/s (copy {s['copy_gbs']:,.1f}, triad "
                   f"{s['triad_gbs']:,.1f}; arrays {s['array_bytes'] / MIB:,.0f} MiB)\n")
     out.write(f"  not measurable with numpy: {', '.join(NOT_MEASURABLE)}\n")
+    for w in cal.details.get("warnings", []):
+        out.write(f"  WARNING: {w}\n")
+        sys.stderr.write(f"tb-roofline calibrate: warning: {w}\n")
     try:
         write_device_file(args.output, dev, cal.notes, cal.details)
     except OSError as exc:

@@ -16,7 +16,7 @@ import numpy as np
 import json
 
 from tb_roofline.model import advice
-from tb_roofline.model import rules
+from tb_roofline.model import roofline, rules
 from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.model.program_rules import program_findings
 from tb_roofline.model.rules import Context, Finding
@@ -24,9 +24,15 @@ from tb_roofline.model.throughput import throughput
 from tb_roofline.table.timeline import IDLE_CAPTURE, is_communication
 
 GROUP_MIN = 3  # this many findings of one rule are shown as one group
+FULL_CAPTURE = 0.9  # graph captures spanning this much of a trace: the trace is one capture
 UNION_NOTE = ("the union of the findings: an op counts once (its largest claim), op savings "
               "within the time non-communication ops ran, overlap within the work left beside "
               "the communication, idle time apart from both; a straggler's wait is counted 0")
+
+OPS_SAVED_NOTE = ("the program record's time saved on the roof: every op's proven gap to its "
+                  "roofs summed, t − Σ max(F_i/P, B_i/BW) per op (async halves, ops of unknown "
+                  "cost and idle time left out); the findings' total counts the gaps and "
+                  "savings its rules name, each op once, plus idle and exposed communication")
 
 SCHEMA = "tb-roofline-guidance/1"
 CLASSES = (("compute_bound", "Compute-bound ops"), ("memory_bound", "Memory-bound ops"),
@@ -43,7 +49,9 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
     rt = runtime_of(analysis)
     framework = advice.framework(rt)
     ctx = Context(ops, analysis.device, analysis.facts, total_us, analysis.num_steps, framework,
-                  rt, tensor_shapes(analysis), tensor_flows(analysis))
+                  rt, tensor_shapes(analysis), tensor_flows(analysis),
+                  getattr(analysis, "floors", None), include_io,
+                  _step_ops(analysis, include_io) if framework == advice.XLA else {})
     full = next((r for r in analysis.program[True].row_dicts() if r["record_type"] == "total"),
                 None)
     wall = _wall_split(ctx, float(full["total_time_us"]) if full else total_us)
@@ -75,9 +83,29 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
         "total_time_saved_per_step_us": _per_step(counted, total_us, step_us),
         "total_percent_of_step": _pct(counted, total_us),
         "total_note": UNION_NOTE,
+        "ops_time_saved_us": _ops_saved(total),
+        "ops_time_saved_note": OPS_SAVED_NOTE,
         "diagnostics": guidance_diagnostics(analysis, rt),
         "throughput": throughput(analysis, include_io, workload, devices_in_run),
     }
+
+
+def _step_ops(analysis, include_io: bool) -> dict:
+    """Record identity -> (time µs, calls) within the complete steps (the Average op records
+    times the step count); empty without steps. Only repeated_copy needs it, on XLA profiles."""
+    n = analysis.num_steps
+    if not n or getattr(analysis, "scope", None) is None:
+        return {}
+    c = roofline.scoped_op_records(analysis, "Average", include_io).columns
+    return {(pid, op, p): (float(t) * n, float(k) * n) for pid, op, p, t, k in zip(
+        c["program_id"].tolist(), c["operation"].tolist(), c["precision"].tolist(),
+        c["total_time_us"].tolist(), c["occurrences"].tolist())}
+
+
+def _ops_saved(total):
+    """The Total record's time saved (the sum of its ops' proven gaps), None when unknown."""
+    v = total.get("potential_time_saved_us") if total else None
+    return float(v) if v is not None else None
 
 
 def runtime_of(analysis) -> str:
@@ -158,11 +186,17 @@ def guidance_diagnostics(analysis, rt: str) -> list:
     out = []
     tl = analysis.facts.timeline if analysis.facts is not None else None
     if tl is not None and tl.cause_span_ps.get(IDLE_CAPTURE, 0) > 0:
+        span = float(tl.windows["span_ps"].sum())
+        share = tl.cause_span_ps[IDLE_CAPTURE] / span if span > 0 else 0.0
+        kind = (f"a full graph capture: captures span {min(share, 1.0):.0%} of the trace"
+                if share >= FULL_CAPTURE else
+                f"a piecewise graph capture: captures span {share:.0%} of the trace")
         out.append({"severity": "warning", "code": "graph_capture",
-                    "message": advice.CAPTURE_NOTES["graph_capture"]})
+                    "message": f"{kind}; " + advice.CAPTURE_NOTES["graph_capture"]})
     if rt != advice.XLA:
         names = [str(n) for n in analysis.ops[True].columns["operation"].tolist()]
-        if names and not any(n.startswith(advice.CPU_OP_PREFIXES) for n in names):
+        # Only the reader knows whether the trace held CPU ops (it says so in a diagnostic).
+        if any(d.code == "no_cpu_ops" for d in analysis.diagnostics):
             out.append({"severity": "warning", "code": "no_cpu_ops",
                         "message": advice.CAPTURE_NOTES["no_cpu_ops"]})
         elif names and not any(fp.startswith("shapes:") for fp in _fingerprints(analysis)):

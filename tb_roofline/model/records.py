@@ -36,16 +36,20 @@ RECORD_COLUMNS = (
     "bottleneck_operational_intensity", "bound_by",
     "total_time_per_core_us", "time_fraction", "optimal_flop_rate", "roofline_efficiency",
     "compute_efficiency", "max_mem_bw_utilization", "potential_time_saved_us",
-    "caveat", "flop_coverage", "bytes_coverage", "transfer_time_us", "transfer_bw",
-    "peak_flop_rate", "precision",
+    "roof_time_us", "mixed_regimes", "caveat", "flop_coverage", "bytes_coverage",
+    "transfer_time_us", "transfer_bw",
+    "peak_flop_rate", "precision", "dtype",
     "include_infeed_outfeed", "is_infeed_outfeed", "source", "tf_op", "flops_source", "host",
 )
 
 # What each row sums (besides the op table's own columns): the time its FLOPs would take on
-# their own precision's roof, and the op time whose FLOPs / bytes are known.
+# their own precision's roof (ns), the op time whose FLOPs / bytes are known, the time its
+# calls would take on their roofs (`floor_time`, ns: max(F/P, B/BW) of each distinct op, whose
+# calls share one shape, summed) and the proven gap to it (`gap_ps`: program records).
 SUM_COLUMNS = ("occurrences", "total_time_ps", "self_time_ps", "dma_stall_ps", "flops",
                "model_flops", "bytes") + _MEM + ("async_span_ps", "roof_time", "flops_known_ps",
-                                                 "bytes_known_ps", "op_time_ps")
+                                                 "bytes_known_ps", "op_time_ps", "floor_time",
+                                                 "gap_ps")
 
 _BYTE_COLUMNS = ("bytes",) + _MEM + ("memory_bw",) + tuple(f"{m}_bw" for m in _MEM_IDS) + (
     "operational_intensity",) + tuple(f"{m}_operational_intensity" for m in _MEM_IDS) + (
@@ -55,12 +59,23 @@ _RATE_COLUMNS = ("total_time_us", "avg_time_us", "total_time_per_core_us", "flop
                  "compute_efficiency", "potential_time_saved_us", "time_fraction")
 _EFFICIENCY_COLUMNS = ("roofline_efficiency", "compute_efficiency", "optimal_flop_rate",
                        "max_mem_bw_utilization")
+# What is unknown when a record's FLOPs are (no op time with known FLOPs), when its bytes are,
+# and when neither places it; and the rates an async half has none of (it issues or waits).
+_FLOP_COLUMNS = ("flops", "model_flops", "flop_rate", "model_flop_rate",
+                 "operational_intensity", "compute_efficiency") + tuple(
+    f"{m}_operational_intensity" for m in _MEM_IDS)
+_PLACE_COLUMNS = ("roofline_efficiency", "optimal_flop_rate", "bottleneck_operational_intensity",
+                  "roof_time_us")
+_ASYNC_RATE_COLUMNS = ("flop_rate", "model_flop_rate", "memory_bw") + tuple(
+    f"{m}_bw" for m in _MEM_IDS)
 
 
 @dataclasses.dataclass
 class RecordTable:
     """Records as numpy columns in `RECORD_COLUMNS` order."""
     columns: dict[str, np.ndarray]
+    # The record of each key of the table the records were made from (-1: left out), op records
+    key_record: "np.ndarray | None" = None
 
     def __len__(self):
         return len(self.columns["operation"])
@@ -96,8 +111,8 @@ def json_rows(columns: dict, names) -> list[list]:
 
 def json_columns(columns: dict, names) -> list[list]:
     """The named numpy columns as lists for JSON: Python values, NaN/inf as None, and "" as
-    None in caveat columns (`caveat`, `base_caveat`, ...). The one NaN-to-null rule of every
-    answer (record rows here, the columnar answers of serve/answers.py)."""
+    None in caveat columns (`caveat`, `base_caveat`, ...) and `dtype`. The one NaN-to-null
+    rule of every answer (record rows here, the columnar answers of serve/answers.py)."""
     cols = []
     for name in names:
         arr = columns[name]
@@ -109,7 +124,7 @@ def json_columns(columns: dict, names) -> list[list]:
                 values = arr.astype(object)
                 values[~finite] = None
                 cols.append(values.tolist())
-        elif name.endswith("caveat"):
+        elif name.endswith("caveat") or name == "dtype":  # "" = none / not known
             cols.append([v or None for v in arr.tolist()])
         else:
             cols.append(arr.tolist())
@@ -133,6 +148,34 @@ def resources(device: DeviceInfo):
             out.append((peak.name if mid == "host" and peak else name, col,
                         peak.gbs if peak else 0.0))
     return out
+
+
+def call_floors(flops, mem: dict, inv_peak, device: DeviceInfo, link=None):
+    """(floor ns, bound code) of ops whose calls share one shape: the time their FLOPs and
+    bytes take at their roofs, max(F / P, B_m / BW_m over the memories of `resources`), and
+    which of those binds it (0 compute, j the j-th memory of `resources` + 1, -1 nothing).
+    Summed over distinct ops (per-call floors, Σ max(F_i/P, B_i/BW)), it is never below the
+    floor of the summed FLOPs and bytes, which undercuts it when the calls differ in regime.
+    `link`: collectives (per element), judged on the interconnect alone where they have link
+    bytes and the device a link roof (as `derive`)."""
+    best = np.asarray(flops, np.float64) * inv_peak  # FLOPs / (GFLOP/s) = ns
+    code = np.zeros(len(best), np.int64)
+    link_time = None
+    for j, (name, col, gbs) in enumerate(resources(device), start=1):
+        if not gbs > 0:
+            continue
+        t = np.asarray(mem[col], np.float64) / gbs  # bytes / (GB/s) = ns
+        if name == "Interconnect":
+            link_time = (t, j)
+        more = t > best
+        best = np.where(more, t, best)
+        code[more] = j
+    if link is not None and link_time is not None:
+        on_link = np.asarray(link, bool) & (link_time[0] > 0)
+        best = np.where(on_link, link_time[0], best)
+        code[on_link] = link_time[1]
+    code[~(best > 0)] = -1
+    return best, code
 
 
 def div(a, b):
@@ -284,9 +327,12 @@ def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, 
     cols["transfer_time_us"] = np.where(span > 0, span / 1e6, np.nan)
     cols["transfer_bw"] = np.where((span > 0) & (sums["host_bytes"] > 0),
                                    div(sums["host_bytes"], span / 1000.0) / GIB, np.nan)
+    cols["roof_time_us"] = sums["floor_time"] / 1e3
+    cols.setdefault("mixed_regimes", np.zeros(n, bool))
     caveat = np.empty(n, dtype=object)
     caveat[:] = caveats if caveats is not None else ""
     _apply_caveats(cols, caveat, sums, device)
+    _unknown_is_null(cols, sums)
     cols["potential_time_saved_us"] = potential_time_saved(
         cols, device, np.zeros(n, bool) if containers is None else containers,
         sums.get("collective"))
@@ -306,12 +352,12 @@ def _apply_caveats(cols: dict, caveat: np.ndarray, sums: dict, device: DeviceInf
     # needs the compute peak (the roof itself, its efficiency, the optimal rate) is unknown.
     mem_util = np.asarray(cols["max_mem_bw_utilization"], dtype=float)
     if not device.peaks_known:
-        for c in _EFFICIENCY_COLUMNS + ("peak_flop_rate",):
+        for c in _EFFICIENCY_COLUMNS + ("peak_flop_rate", "roof_time_us"):
             if c != "max_mem_bw_utilization":
                 cols[c] = np.full(len(eff), np.nan)
     is_async = np.isin(caveat, ASYNC_CAVEATS)
     if is_async.any():
-        for c in _EFFICIENCY_COLUMNS:
+        for c in _EFFICIENCY_COLUMNS + ("roof_time_us",):
             cols[c] = np.where(is_async, np.nan, cols[c])
         cols["bound_by"] = np.where(is_async, BOUND_ASYNC, cols["bound_by"]).astype(object)
     nothing = ~is_async & (caveat == "") & (sums["flops"] <= 0) & (sums["bytes"] <= 0) & \
@@ -319,22 +365,48 @@ def _apply_caveats(cols: dict, caveat: np.ndarray, sums: dict, device: DeviceInf
     unknown = ~is_async & (caveat == "") & (sums["flops_known_ps"] <= 0) & \
         (sums["bytes_known_ps"] <= 0) & (sums["op_time_ps"] > 0)
     caveat[nothing | unknown] = NO_COST
+    # Above its roof: the summed point, or the calls' own floors, beyond the time it took.
+    per_call = div(cols["roof_time_us"], cols["total_time_us"])
     above = (caveat == "") & ((np.nan_to_num(cols["roofline_efficiency"]) > ABOVE_ROOF)
-                              | (np.nan_to_num(mem_util) > ABOVE_ROOF))
+                              | (np.nan_to_num(mem_util) > ABOVE_ROOF)
+                              | (per_call > ABOVE_ROOF))
     caveat[above] = ABOVE_ROOF_CAVEAT
     cols["caveat"] = caveat
 
 
+def _unknown_is_null(cols: dict, sums: dict):
+    """Unknown is NaN (null in every answer), never 0: FLOPs, FLOP rates, intensities and the
+    compute efficiency of a record with op time but no known FLOPs; bytes, bandwidths,
+    intensities and memory utilisation of one with no known bytes; the efficiency and the
+    optimal rate of one that nothing places (a `no_cost` record, or both unknown); the rates of
+    an async half (the issue or the wait of a transfer, no rate at all)."""
+    op_time = sums["op_time_ps"]
+    no_flops = (op_time > 0) & (sums["flops_known_ps"] <= 0)
+    no_bytes = (op_time > 0) & (sums["bytes_known_ps"] <= 0)
+    unplaced = (no_flops & no_bytes) | (cols["caveat"] == NO_COST)
+    for mask, names in ((no_flops, _FLOP_COLUMNS), (no_bytes, _BYTE_COLUMNS),
+                        (unplaced, _PLACE_COLUMNS),
+                        (np.isin(cols["caveat"], ASYNC_CAVEATS), _ASYNC_RATE_COLUMNS)):
+        if mask.any():
+            for c in names:
+                cols[c] = np.where(mask, np.nan, np.asarray(cols[c], np.float64))
+    if unplaced.any():
+        cols["bound_by"] = np.where(unplaced, "Unknown", cols["bound_by"]).astype(object)
+
+
 def potential_time_saved(cols: dict, device: DeviceInfo, containers: np.ndarray,
                          collective=None) -> np.ndarray:
-    """THE time a record would save at its roof: total time x (1 - roofline efficiency), µs.
-    Unknown (NaN) where nothing places it (no peaks, efficiency 0) or it is not a measurement
-    under its roof (a caveat; a host transfer counts when its link speed is known and it stays
-    under it; a collective only under the interconnect roof); 0 for containers (their children
-    hold the time). Linear in the time, so a record scaled to one step (the Average) gives this
-    of its scaled time."""
+    """THE time a record would save at its roof: its time less the time its calls would take on
+    their roofs, t − Σ max(F_i/P, B_i/BW) (`roof_time_us`: per distinct op, whose calls share
+    a shape, so calls in different regimes are not averaged into one floor), µs. Unknown (NaN)
+    where nothing places it (no peaks, efficiency 0) or it is not a measurement under its roof
+    (a caveat; a host transfer counts when its link speed is known and it stays under it; a
+    collective only under the interconnect roof); 0 for containers (their children hold the
+    time). Linear in the time and the floors (an Average record's is the Total's over the
+    steps' share)."""
     eff = np.asarray(cols["roofline_efficiency"], dtype=float)
-    saved = cols["total_time_us"] * (1.0 - np.minimum(np.nan_to_num(eff), 1.0))
+    saved = np.maximum(cols["total_time_us"] - np.nan_to_num(
+        np.asarray(cols["roof_time_us"], dtype=float)), 0.0)
     saved[~(eff > 0)] = np.nan
     if not device.peaks_known:
         saved[:] = np.nan

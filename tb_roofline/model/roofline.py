@@ -15,13 +15,14 @@ import numpy as np
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
 from tb_roofline.model import facts as timeline_facts
+from tb_roofline.model.floors import KeyFloors, Roofs, mixed_regimes, proven_keys
 from tb_roofline.model import peaks
 from tb_roofline.model import serving as serving_model
 from tb_roofline.model import steps as steps_model
 from tb_roofline.table.op_table import (COST_COLUMNS, ROW_BLOCK, OpTable, constant, distinct,
                                         factorize, is_constant)
 from tb_roofline.model.records import (RECORD_COLUMNS, SUM_COLUMNS, RecordTable, build_records,
-                                       compute_roof, div, potential_time_saved,
+                                       call_floors, compute_roof, div, resources,
                                        scope_record_type, unknown_bytes)
 
 CONTAINER_CAVEAT = "container"
@@ -40,6 +41,7 @@ class Analysis:
     facts: "timeline_facts.Facts | None" = None  # timeline facts for the guidance rules
     scope: "ScopeSource | None" = None  # what op records of one step need (scoped_op_records)
     serving: list = dataclasses.field(default_factory=list)  # model/serving.py summary
+    floors: KeyFloors | None = None  # per-call floors of the op records (guidance rules)
 
 
 @dataclasses.dataclass
@@ -71,9 +73,10 @@ class ScopeSource:
 
 
 # Op record columns that add up over steps (divided by the step count for the average step).
-# (The time saved follows from the scaled time: records.potential_time_saved.)
+# (The floors and the time saved are sums over calls too: they scale the same way.)
 EXTENSIVE_COLUMNS = ("occurrences", "total_time_us", "total_self_time_us", "flops",
-                     "model_flops", "bytes", "total_time_per_core_us", "transfer_time_us") + \
+                     "model_flops", "bytes", "total_time_per_core_us", "transfer_time_us",
+                     "roof_time_us", "potential_time_saved_us") + \
     tuple(c for c in RECORD_COLUMNS if c.endswith("_bytes"))
 
 
@@ -111,8 +114,6 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
     if kind == "average" and n_steps:
         for c in EXTENSIVE_COLUMNS:
             rec.columns[c] = rec.columns[c] / n_steps
-        rec.columns["potential_time_saved_us"] = potential_time_saved(
-            rec.columns, analysis.device, rec.columns["potential_time_saved_us"] == 0)
     src.cache[key] = rec
     return rec
 
@@ -123,10 +124,10 @@ def _key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
 
 
 _ROW_COLUMNS = tuple(c for c in SUM_COLUMNS if c not in (
-    "roof_time", "flops_known_ps", "bytes_known_ps", "op_time_ps"))
+    "roof_time", "flops_known_ps", "bytes_known_ps", "op_time_ps", "floor_time", "gap_ps"))
 
 
-def _row_column(table: OpTable, c: str, inv_peak) -> np.ndarray:
+def _row_column(table: OpTable, c: str, roofs: "Roofs | None") -> np.ndarray:
     """One per-row column of SUM_COLUMNS (float64; the table's own array when it is one)."""
     rows, keys, op = table.rows, table.keys, table.rows["op"]
     if c in rows and is_constant(rows[c]):  # (still one value: `_sum_by` counts it)
@@ -134,16 +135,24 @@ def _row_column(table: OpTable, c: str, inv_peak) -> np.ndarray:
     if c in rows or c in COST_COLUMNS:
         return np.asarray(table[c], np.float64)
     if c == "roof_time":
-        return table["flops"] * inv_peak[op]
+        return table["flops"] * roofs.inv_peak[op]
+    if c in ("floor_time", "gap_ps"):
+        mem = {col: table[col] for _, col, _ in resources(roofs.device)}
+        floor = roofs.floors(table["flops"], mem, op)
+        if c == "floor_time":
+            return floor
+        if roofs.proven is None:
+            return np.zeros(len(op))
+        return (np.asarray(rows["total_time_ps"], np.float64) - floor * 1e3) * roofs.proven[op]
     time = np.asarray(rows["total_time_ps"], np.float64)
     if c == "op_time_ps":
         return time
     return time * keys["flops_known" if c == "flops_known_ps" else "bytes_known"][op]
 
 
-def _sum_rows(table: OpTable, c: str, inv_peak, codes: np.ndarray, n: int,
+def _sum_rows(table: OpTable, c: str, roofs: Roofs, codes: np.ndarray, n: int,
               buf: "np.ndarray | None") -> np.ndarray:
-    """`_sum_by(codes, _row_column(table, c, inv_peak), n)`, a derived column made a block of
+    """`_sum_by(codes, _row_column(table, c, roofs), n)`, a derived column made a block of
     rows at a time into `buf` (as long as the table; None for a table of one block): one such
     array, not the two or three temporaries of the whole column (`roof_time`: the rows'
     FLOPs, each row's peak, their product). Each value is computed as the whole column
@@ -151,11 +160,11 @@ def _sum_rows(table: OpTable, c: str, inv_peak, codes: np.ndarray, n: int,
     rows = table.rows
     own = c == "op_time_ps" or c in rows and (is_constant(rows[c]) or rows[c].dtype == np.float64)
     if own or buf is None:
-        return _sum_by(codes, _row_column(table, c, inv_peak), n)
+        return _sum_by(codes, _row_column(table, c, roofs), n)
     for lo in range(0, len(buf), ROW_BLOCK):
         part = OpTable(table.keys, {k: v[lo:lo + ROW_BLOCK] for k, v in rows.items()},
                        table.unit_costs)
-        buf[lo:lo + ROW_BLOCK] = _row_column(part, c, inv_peak)
+        buf[lo:lo + ROW_BLOCK] = _row_column(part, c, roofs)
     return _sum_by(codes, buf, n)
 
 
@@ -182,6 +191,12 @@ def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
     out["flops_known_ps"] = out["total_time_ps"] * table.keys["flops_known"]
     out["bytes_known_ps"] = out["total_time_ps"] * table.keys["bytes_known"]
     out["op_time_ps"] = out["total_time_ps"]
+    # A key's calls share one shape (PyTorch keys hold their input shapes, XLA keys are one
+    # instruction): its floor from its sums is the sum of its calls' floors.
+    out["floor_time"], out["bound_code"] = call_floors(
+        out["flops"], out, div(1.0, _key_peaks(table, device)), device,
+        Roofs.of(table, device).link)
+    out["gap_ps"] = np.zeros(n)  # (set once the op records say which gaps are proven)
     return out
 
 
@@ -213,6 +228,7 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
     n = len(present)
     key_rec = remap[rec_of_key]
     sums = _group(ksums, key_rec, n, keep) if n else {c: np.zeros(0) for c in ksums}
+    mixed = mixed_regimes(ksums, key_rec, keep, n)
     # The first key of each record labels it (a reader caveat: the first one that is set).
     first_key = np.full(n, -1, np.int64)
     valid = np.flatnonzero(key_rec >= 0)
@@ -228,10 +244,13 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
                         -sums["self_time_ps"])) if n else np.zeros(0, np.int64)
     first_key, sums, cav = first_key[order], {k: v[order] for k, v in sums.items()}, cav[order]
     labels = {"record_type": "op", "step": "Total", "rank": np.arange(1, n + 1),
-              "host": host_label}
+              "host": host_label, "mixed_regimes": mixed[order]}
     for col in ("category", "operation", "program", "program_id", "is_infeed_outfeed",
                 "source", "tf_op", "flops_source", "precision"):
         labels[col] = keys[col][first_key]
+    # The data type its inputs had (the precision names the roof it sits under: a bf16
+    # elementwise op runs on the vector units, under their roof).
+    labels["dtype"] = _data_types(keys["dtype"][first_key])
     # A program without a module name (no `XLA Modules` event for it) is named by its id.
     unnamed = np.flatnonzero((labels["program"] == "") & (labels["program_id"] != ""))
     if len(unnamed):
@@ -246,7 +265,19 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
     rec.columns["cumulative_self_time_percent"] = np.cumsum(self_pct)
     if split_by:
         rec.columns[split_by] = keys[split_by][first_key]
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    rec.key_record = np.where(key_rec >= 0, rank[np.maximum(key_rec, 0)] if n else -1, -1)
     return rec
+
+
+def _data_types(dtypes: np.ndarray) -> np.ndarray:
+    """Data types as named in the API (a kernel-named unit, `kernel:tf32`, is no input type:
+    "")."""
+    names = {d: "" if str(d).startswith("kernel:") else str(d) for d in set(dtypes.tolist())}
+    out = np.empty(len(dtypes), dtype=object)
+    out[:] = [names[d] for d in dtypes.tolist()]
+    return out
 
 
 def _combine(*codes: np.ndarray) -> np.ndarray:
@@ -307,6 +338,14 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     io_host = np.bincount(key_host[io_keys], weights=ksums["total_time_ps"][io_keys],
                           minlength=len(host_names))
 
+    # The op records first: which keys' gaps to their roofs are proven (their record has a
+    # time saved), so the program records' time saved is the sum of those, per step too.
+    ops = {io: op_records(table, ksums, device, num_cores, host_label, io,
+                          spans_ps - (0.0 if io else io_time)) for io in (True, False)}
+    roofs = Roofs.of(table, device)
+    roofs.proven = proven_keys(ops[True], device)
+    ksums["gap_ps"] = (ksums["total_time_ps"] - ksums["floor_time"] * 1e3) * roofs.proven
+
     # Steps: the aligned step of each row; sums per (step, infeed/outfeed or not) in one pass.
     aligned = steps_model.align(profiles)
     n_steps = len(aligned)
@@ -326,21 +365,21 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
         code += is_io[op]
         code[left_out] = 2 * n_steps
         del left_out
-        inv_peak = div(1.0, _key_peaks(table, device))
         buf = np.empty(len(code)) if len(code) > ROW_BLOCK else None
         for c in SUM_COLUMNS:
-            by_step[c] = _sum_rows(table, c, inv_peak, code, 2 * n_steps + 1,
+            if c == "floor_time":  # (op records' column: a program's saving is its gap_ps)
+                by_step[c] = np.zeros((n_steps, 2))
+                continue
+            by_step[c] = _sum_rows(table, c, roofs, code, 2 * n_steps + 1,
                                    buf)[:-1].reshape(n_steps, 2)
         del buf
     kernel_sums = {name: key_sums(t, device) for name, t in kernel_tables.items()}
     hw = [p.hw_counters for p in profiles if getattr(p, "hw_counters", None) is not None]
     single_host = len(profiles) == 1
-    program, ops, views = {}, {}, {}
+    program, views = {}, {}
     step_ps_of = {}
     for include_io in (True, False):
         denominator = spans_ps - (0.0 if include_io else io_time)
-        ops[include_io] = op_records(table, ksums, device, num_cores, host_label, include_io,
-                                     denominator)
         for name, t in kernel_tables.items():
             views.setdefault(name, {})[include_io] = op_records(
                 t, kernel_sums[name], device, num_cores, host_label, include_io, denominator)
@@ -395,9 +434,12 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     # The aligned steps as (host, step id) pairs, for the guidance facts.
     members = [[(host_names[h], int(aligned.ids[h, i])) for h in range(min(
         len(host_names), aligned.ids.shape[0]))] for i in range(n_steps)]
+    memory_ns = call_floors(ksums["flops"], ksums, np.zeros(table.num_keys), device,
+                            roofs.link)[0]
+    floors = KeyFloors(ksums["flops"], memory_ns, {io: ops[io].key_record for io in ops})
     return Analysis(device=device, program=program, ops=ops, diagnostics=diagnostics,
                     num_steps=n_steps, has_hw_counters=bool(hw), views=views, scope=scope,
-                    facts=timeline_facts.collect(profiles, table, members),
+                    facts=timeline_facts.collect(profiles, table, members), floors=floors,
                     serving=serving_model.summary(profiles, device))
 
 
@@ -485,6 +527,7 @@ def program_records(blocks, profiles, device, num_cores, include_io, flops_sourc
               for c in SUM_COLUMNS}
     merged["self_time_ps"] = np.zeros(n)
     merged["occurrences"] = np.ones(n)
+    merged["floor_time"] = np.zeros(n)  # (op records' column: a program's saving is gap_ps)
     timed = np.ones(n, bool)
     if not all(h.kernel_time_known for h in (p.hw_counters for p in profiles
                                              if p.hw_counters is not None)):
@@ -497,9 +540,16 @@ def program_records(blocks, profiles, device, num_cores, include_io, flops_sourc
               "is_infeed_outfeed": np.zeros(n, bool), "source": "", "tf_op": "",
               "flops_source": distinct.pop() if len(distinct) == 1 else (
                   "mixed" if distinct else "none"),
-              "precision": "mixed", "host": hosts}
+              "precision": "mixed", "dtype": "", "host": hosts}
     prog = build_records(merged, device, num_cores, labels, n, include_io,
                          merged["total_time_ps"])
+    # A program's time saved on the roof is what its ops prove: the sum of their gaps (async
+    # halves, unknown costs, caveated ops and idle time left out; Opportunities adds idle and
+    # exposed communication as findings of their own).
+    prog.columns["potential_time_saved_us"] = np.where(
+        device.peaks_known & (kinds != "total_hw") & (prog.columns["caveat"] != "no_cost"),
+        merged["gap_ps"] / 1e6, np.nan)
+    prog.columns["roof_time_us"] = np.full(n, np.nan)
     host_rows = np.flatnonzero(kinds == "host")
     if len(host_rows):  # a host's time per core is over its own cores
         cores = {p.core_spans[0].host: p.device.num_cores for p in profiles if p.core_spans}

@@ -39,18 +39,21 @@ _MATMUL_WORDS = ("matmul", "convolution", "dot", "gemm", "conv")
 
 OP_COLUMNS = {
     "tiling": ("bound_by", "roofline_efficiency", "compute_efficiency", "flop_rate",
-               "peak_flop_rate", "precision", "total_time_us", "potential_time_saved_us"),
+               "peak_flop_rate", "precision", "total_time_us", "roof_time_us", "mixed_regimes",
+               "potential_time_saved_us"),
     "precision": ("category", "precision", "peak_flop_rate", "flop_rate", "compute_efficiency",
-                  "max_mem_bw_utilization", "total_time_us", "potential_time_saved_us"),
-    "tiny_ops": ("occurrences", "avg_time_us", "total_time_us", "self_time_percent",
-                 "potential_time_saved_us"),
+                  "max_mem_bw_utilization", "total_time_us", "roof_time_us", "mixed_regimes",
+                  "potential_time_saved_us"),
+    "tiny_ops": ("occurrences", "avg_time_us", "total_time_us", "roof_time_us",
+                 "mixed_regimes", "self_time_percent", "potential_time_saved_us"),
     "fusion": ("category", "bound_by", "roofline_efficiency", "occurrences", "avg_time_us",
                "total_time_us", "potential_time_saved_us"),
     "repeated_copy": ("category", "bound_by", "occurrences", "total_time_us",
                       "potential_time_saved_us"),
     "far_below_roof": ("category", "bound_by", "roofline_efficiency", "compute_efficiency",
                        "max_mem_bw_utilization", "precision", "peak_flop_rate",
-                       "self_time_percent", "total_time_us", "potential_time_saved_us"),
+                       "self_time_percent", "total_time_us", "roof_time_us", "mixed_regimes",
+                       "potential_time_saved_us"),
 }
 _ELEMENT_SIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
                  "s64": 8, "u64": 8, "s32": 4, "u32": 4, "s16": 2, "u16": 2, "pred": 1,
@@ -97,6 +100,10 @@ class Context:
     # an operand of the consumer (two ops writing, or both reading, one shape share no
     # intermediate), and, where operand names are known, the producer is one of them.
     flows: dict = dataclasses.field(default_factory=dict)
+    floors: object = None  # model.roofline.KeyFloors: each record's per-call floor parts
+    include_io: bool = True
+    # identity -> (time µs, calls) of the op within complete steps (repeated_copy)
+    step_ops: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         c = self.ops.columns
@@ -129,8 +136,7 @@ def tiling(ctx: Context) -> list:
     if kind not in ("gpu", "tpu"):
         return []
     c, out = ctx.c, []
-    cand = ctx.trusted & (c["bound_by"] == "Compute") & \
-        (np.nan_to_num(c["roofline_efficiency"].astype(float)) < FAR_BELOW_ROOF)
+    cand = ctx.trusted & (c["bound_by"] == "Compute") & (per_call_efficiency(ctx) < FAR_BELOW_ROOF)
     for i in np.flatnonzero(cand).tolist():
         ident = (c["program_id"][i], c["operation"][i], c["precision"][i])
         uses = [u for u in ctx.facts.op_shapes.get(ident, []) if u.kind in ("gemm", "array")]
@@ -173,8 +179,9 @@ def tiling(ctx: Context) -> list:
         gap = float(c["potential_time_saved_us"][i])
         out.append(Finding("tiling", f"{c['operation'][i]}: shapes do not fill the matrix tiles",
                            [i], facts, saved, text[0].upper() + text[1:] + ".", i,
-                           bound_us=gap, formula=f"(t − max(F/P, B/BW)) × misaligned share = "
-                                                 f"{_us(gap)} × {share:.3f} = {_us(saved)}"))
+                           bound_us=gap, formula=f"(t − Σ max(F_i/P, B_i/BW)) × misaligned "
+                                                 f"share = {_us(gap)} × {share:.3f} = "
+                                                 f"{_us(saved)}" + _regimes(ctx, i)))
     return out
 
 
@@ -197,23 +204,31 @@ def _us(x: float) -> str:
 
 
 def floor_us(ctx: Context, i: int, peak: float | None = None) -> float:
-    """The op's time at its roof: max(F / P, B / BW) over its memories, from its own exported
-    efficiencies (F / P = t × compute efficiency, B / BW = t × the largest memory
-    utilisation); `peak`: the same FLOPs on another compute roof."""
-    c = ctx.c
-    t = float(c["total_time_us"][i])
-    ce = float(np.nan_to_num(c["compute_efficiency"][i]))
-    mu = float(np.nan_to_num(c["max_mem_bw_utilization"][i]))
-    own = float(np.nan_to_num(c["peak_flop_rate"][i]))
-    if peak is not None and own > 0:
-        ce = ce * own / peak
-    return t * max(ce, mu)
+    """The op's time at its roofs: the sum of its calls' floors, Σ max(F_i/P, B_i/BW) over its
+    distinct shapes (`roof_time_us`: calls in different regimes are not averaged into one
+    floor); `peak`: the same FLOPs on another compute roof, summed the same way."""
+    if peak is not None and ctx.floors is not None:
+        return ctx.floors.floor_us(ctx.include_io, i, peak)
+    return float(np.nan_to_num(ctx.c["roof_time_us"][i]))
+
+
+def per_call_efficiency(ctx: Context) -> np.ndarray:
+    """Each record's floor over its time (its roofline efficiency by its calls' floors)."""
+    t = ctx.c["total_time_us"].astype(float)
+    floor = np.nan_to_num(ctx.c["roof_time_us"].astype(float))
+    return np.divide(floor, t, out=np.zeros(len(t)), where=t > 0)
+
+
+def _regimes(ctx: Context, i: int) -> str:
+    if not bool(ctx.c["mixed_regimes"][i]):
+        return ""
+    return " (its calls run in different regimes: the floor is their floors' sum)"
 
 
 def gap_formula(ctx: Context, i: int) -> str:
     t = float(ctx.c["total_time_us"][i])
-    return (f"t − max(F/P, B/BW) = {_us(t)} − {_us(floor_us(ctx, i))} = "
-            f"{_us(float(ctx.c['potential_time_saved_us'][i]))}")
+    return (f"t − Σ max(F_i/P, B_i/BW) = {_us(t)} − {_us(floor_us(ctx, i))} = "
+            f"{_us(float(ctx.c['potential_time_saved_us'][i]))}" + _regimes(ctx, i))
 
 
 def precision(ctx: Context) -> list:
@@ -222,7 +237,9 @@ def precision(ctx: Context) -> list:
     ops: both floors are the memory time, nothing to save)."""
     c, dev, out = ctx.c, ctx.device, []
     roofs = {normalize_precision(p.precision): p.gflops for p in dev.compute}
-    for i in np.flatnonzero(ctx.trusted & (c["bound_by"] == "Compute")).tolist():
+    # Every trusted f32 matmul: the saving is the compute-bound calls' part (a memory-bound
+    # call's floor is its memory time on either roof).
+    for i in np.flatnonzero(ctx.trusted).tolist():
         cat = str(c["category"][i]).lower()
         if not any(w in cat for w in _MATMUL_WORDS):
             continue
@@ -238,14 +255,13 @@ def precision(ctx: Context) -> list:
         if saved < ctx.min_us:
             continue
         t = float(c["total_time_us"][i])
-        ce = float(c["compute_efficiency"][i])
-        mu = float(np.nan_to_num(c["max_mem_bw_utilization"][i]))
-        formula = (f"max(F/P, B/BW) − max(F/P′, B/BW) = max({_us(t * ce)}, {_us(t * mu)}) − "
-                   f"max({_us(t * ce * peak / roofs[target])}, {_us(t * mu)}) = {_us(saved)} "
-                   f"(P = {peak:,.0f}, P′ = {roofs[target]:,.0f} GFLOP/s {target})")
+        formula = (f"Σ max(F_i/P, B_i/BW) − Σ max(F_i/P′, B_i/BW) = {_us(now)} − {_us(new)} = "
+                   f"{_us(saved)} (P = {peak:,.0f}, P′ = {roofs[target]:,.0f} GFLOP/s {target})"
+                   + _regimes(ctx, i))
         facts = {"target_precision": target, "target_peak_flop_rate": roofs[target],
                  "roof_ratio": roofs[target] / peak, "floor_us": now,
-                 "floor_on_target_roof_us": new, "time_on_target_roof_us": t - saved}
+                 "floor_on_target_roof_us": new, "time_on_target_roof_us": t - saved,
+                 "mixed_regimes": bool(c["mixed_regimes"][i])}
         out.append(Finding(
             "precision", f"{c['operation'][i]}: f32 on a device with a "
             f"{roofs[target] / peak:.0f}x higher {target} roof", [i], facts, saved,
@@ -339,37 +355,43 @@ def fusion(ctx: Context) -> list:
 
 
 def repeated_copy(ctx: Context) -> list:
-    """Copies / transposes of one shape repeated within a step (layout changes)."""
-    c = ctx.c
-    by_shape: dict = {}
+    """One copy / transpose instruction run several times within a step: the same data
+    relaid out again. Claimed only where the trace says it is the same data: step markers (a
+    repeat per step needs steps) and XLA, where one instruction in one step copies one array;
+    a PyTorch trace records no tensor identity (ids or storage), and an equal shape is not the
+    same tensor, so nothing is claimed there. Bounded by the op's own time in those steps."""
+    if ctx.num_steps <= 0 or ctx.framework != "xla":
+        return []
+    c, out = ctx.c, []
     for ident, uses in ctx.facts.op_shapes.items():
         i = ctx.index.get(ident)
-        if i is None or not ctx.trusted[i]:  # the readers give "copy" shapes to copies only
+        steps = ctx.step_ops.get(ident)
+        if i is None or not ctx.trusted[i] or not steps:
             continue
+        time_in_steps, calls_in_steps = steps
+        occurrences = float(c["occurrences"][i])
+        t = float(c["total_time_us"][i])
         for u in uses:
-            if u.kind == "copy" and u.calls:
-                by_shape.setdefault((ident[0], u.text), []).append((i, u))
-    out = []
-    for (_, text), members in by_shape.items():
-        calls = sum(u.calls for _, u in members)
-        k = ctx.per_step(calls)
-        if k < 2:
-            continue
-        for i, u in members:
-            bound = u.time_ps / 1e6 * (1.0 - 1.0 / k)
-            saved = min(bound, float(c["total_time_us"][i]))
-            if saved < ctx.min_us:
+            if u.kind != "copy" or not u.calls or occurrences <= 0 or t <= 0:
                 continue
-            facts = {"shape": text, "calls_per_step_of_shape": k,
-                     "ops_with_shape": sorted({str(c["operation"][j]) for j, _ in members}),
-                     "time_in_shape_us": u.time_ps / 1e6}
+            k = ctx.per_step(calls_in_steps * u.calls / occurrences)
+            if k < 2:
+                continue
+            in_shape = time_in_steps * min(u.time_ps / 1e6 / t, 1.0)
+            bound = in_shape * (1.0 - 1.0 / k)
+            if bound < ctx.min_us:
+                continue
+            facts = {"shape": u.text, "calls_per_step_of_shape": k,
+                     "ops_with_shape": [str(c["operation"][i])],
+                     "time_in_shape_us": u.time_ps / 1e6, "time_in_steps_us": in_shape,
+                     "same_data": "one instruction, one step"}
             out.append(Finding(
-                "repeated_copy", f"{c['operation'][i]}: {text} copied {k:,.1f}× per step",
-                [i], facts, saved,
+                "repeated_copy", f"{c['operation'][i]}: {u.text} copied {k:,.1f}× per step",
+                [i], facts, bound,
                 f"The same relayout repeats: {ctx.advise('repeated_copy')}; "
                 "keeping one copy per step saves the rest.", i, bound_us=bound,
-                formula=f"t(shape) × (1 − 1/k) = {_us(u.time_ps / 1e6)} × (1 − 1/{k:,.1f}) = "
-                        f"{_us(bound)}"))
+                formula=f"t(shape, in steps) × (1 − 1/k) = {_us(in_shape)} × (1 − 1/{k:,.1f}) "
+                        f"= {_us(bound)}"))
     return out
 
 
@@ -377,7 +399,7 @@ def far_below_roof(ctx: Context, covered: set) -> list:
     """Big ops (>= 5% of the op self time, or a gap to their roof >= 2% of the profiled time)
     under half their roof that no other rule explains: the gap to the roof, and what bounds it."""
     c, out = ctx.c, []
-    eff = np.nan_to_num(c["roofline_efficiency"].astype(float))
+    eff = per_call_efficiency(ctx)
     gap = np.nan_to_num(c["potential_time_saved_us"].astype(float))
     big = (np.nan_to_num(c["self_time_percent"].astype(float)) >= 100 * FAR_BELOW_SHARE) | \
         (gap >= FAR_BELOW_GAP_SHARE * ctx.total_time_us)
@@ -391,9 +413,10 @@ def far_below_roof(ctx: Context, covered: set) -> list:
                     f"({float(c['peak_flop_rate'][i]):,.0f} GFLOP/s)")
         else:
             what = f"bound by {bound} at {eff[i]:.0%} of its bandwidth"
-        facts = {"roofline_efficiency": float(eff[i]), "bound_by": bound,
+        facts = {"roofline_efficiency": float(np.nan_to_num(c["roofline_efficiency"][i])),
+                 "floor_efficiency": float(eff[i]), "bound_by": bound,
                  "self_time_percent": float(c["self_time_percent"][i]),
-                 "floor_us": floor_us(ctx, i)}
+                 "floor_us": floor_us(ctx, i), "mixed_regimes": bool(c["mixed_regimes"][i])}
         out.append(Finding(
             "far_below_roof", f"{c['operation'][i]}: {eff[i]:.0%} of its roof, "
             f"{float(c['self_time_percent'][i]):.0f}% of the op time", [i], facts, float(gap[i]),

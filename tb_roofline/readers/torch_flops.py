@@ -454,7 +454,8 @@ split_with_sizes chunk unbind view_as numpy_T contiguous lift_fresh resolve_conj
 empty empty_like empty_strided new_empty new_empty_strided resize_ as_strided_ unfold""".split())
 
 COMMUNICATION = re.compile(r"nccl|rccl|c10d::|record_param_comms|all_?reduce|all_?gather|"
-                           r"reduce_?scatter|all_?to_?all|all_?2_?all|broadcast_", re.I)
+                           r"reduce_?scatter|all_?to_?all|all_?2_?all|"
+                           r"(?<!aten::)broadcast_(?!tensors|to\b)", re.I)
 
 
 def base_name(name: str) -> tuple[str, bool]:

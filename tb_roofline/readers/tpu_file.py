@@ -7,9 +7,10 @@ identity (size, modification time) is checked before and after: a file rewritten
 "still being written", as for the whole-file readers.
 
 The layout also tells a file cut short (docs/xspace_format.md, "Truncated files"): a top-level
-field that runs past the end of the file, or no `hostnames` field (profilers write it last). A
-young file cut short is still being written (`ProfileIncompleteError`); an old one is read as
-far as its complete planes go, with a `truncated` diagnostic naming what is missing.
+field that runs past the end of the file. A file whose fields end exactly at its end is whole,
+with or without the optional `hostnames` field (real profilers omit it). A young file cut short
+is still being written (`ProfileIncompleteError`); an old one is read as far as its complete
+planes go, with a `truncated` diagnostic naming what is missing.
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def plan_buffer(path: str, host: str, data: bytes, version: tuple, young: bool,
 def _plan(path, host, size, version, young, read_at, check_truncation) -> FilePlan:
     name = os.path.basename(path)
     try:
-        planes, hostnames, complete_end, cut = _layout(read_at, size)
+        planes, complete_end, cut = _layout(read_at, size)
     except DAMAGE as exc:
         raise _from_layout(not_valid(name, exc, young)) from None
     cores = sorted((int(m.group(1)), s, e) for s, e, plane in planes
@@ -95,9 +96,6 @@ def _plan(path, host, size, version, young, read_at, check_truncation) -> FilePl
         plan.cut_core = bool(TENSOR_CORE_PLANE.match(cut[1]))
         plan.truncation = (f"the file ends inside {cut[0]} ({cut[2]:,} of its {cut[3]:,} bytes "
                            f"are there)")
-    elif not hostnames:
-        plan.truncation = ("the file ends without the hostnames field profilers write last, "
-                           "so planes after the last one read may be missing")
     if plan.truncation and young:
         raise _from_layout(ProfileIncompleteError(
             f"{name} is still being written: {plan.truncation}"))
@@ -137,11 +135,9 @@ def truncation_notes(plan: FilePlan) -> list:
 
 
 def _layout(read_at, size: int):
-    """([(start, end, name) of every complete plane], whether a hostnames field was seen,
-    where the last complete field ends, and (what, its name, bytes there, its length) of the
-    field the file's end cuts, or None)."""
+    """([(start, end, name) of every complete plane], where the last complete field ends, and
+    (what, its name, bytes there, its length) of the field the file's end cuts, or None)."""
     planes = []
-    hostnames = False
     pos = 0
     while pos < size:
         head = read_at(pos, min(20, size - pos))
@@ -150,24 +146,22 @@ def _layout(read_at, size: int):
         except xwire.WireError:
             if len(head) == 20:  # a whole head that is not a field: damage, not a cut
                 raise
-            return planes, hostnames, pos, (f"field {len(planes) + 1}", "", size - pos, 0)
+            return planes, pos, (f"field {len(planes) + 1}", "", size - pos, 0)
         start, end = pos + start, pos + end
         if end > size:
             what, name = "the hostnames field" if field == HOSTNAMES else f"field {field}", ""
             if field == PLANES:
                 name = _plane_name(read_at(start, min(HEAD_BYTES, size - start))) or ""
                 what = f"plane {len(planes) + 1}" + (f" ({name!r})" if name else "")
-            return planes, hostnames, pos, (what, name, size - start, end - start)
+            return planes, pos, (what, name, size - start, end - start)
         if field == PLANES and wire == 2:
             first = read_at(start, min(HEAD_BYTES, end - start))
             name = _plane_name(first, whole=len(first) == end - start)
             if name is None:  # the name comes late in the plane: read all of it
                 name = _plane_name(read_at(start, end - start), whole=True) or ""
             planes.append((start, end, name))
-        elif field == HOSTNAMES:
-            hostnames = True
         pos = end
-    return planes, hostnames, pos, None
+    return planes, pos, None
 
 
 def _top_field(head: bytes) -> tuple[int, int, int, int]:

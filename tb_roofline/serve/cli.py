@@ -79,12 +79,28 @@ def _workload_flags(args) -> dict:
             "precision": args.model_precision, "num_devices": args.num_devices}
 
 
+REPORTS_SCHEMA = "tb-roofline-reports/1"
+
+
 def cmd_report(service, args, out):
     run = _pick_run(service, args.run)
     include = not args.exclude_infeed_outfeed
     if args.format == "json":
-        report = service.report(run, args.host, include, args.top, _workload_flags(args))
-        body = json.dumps(report, indent=1, allow_nan=False) + "\n"
+        names = [r["run"] for r in service.list_runs()["runs"]]
+        picked = names if args.all_runs else [run]
+        reports = []
+        for name in picked:
+            report = service.report(name, args.host, include, args.top, _workload_flags(args))
+            # Which run this is, and the others it leaves out (a script must not mistake one
+            # run's report for the logdir's).
+            report["run_choice"] = {
+                "picked_by": "--all-runs" if args.all_runs else "--run" if args.run else
+                "newest (the default; --run picks another, --all-runs reports every one)",
+                "other_runs": [n for n in names if n != name]}
+            reports.append(report)
+        whole = reports[0] if not args.all_runs else {
+            "schema": REPORTS_SCHEMA, "runs": picked, "reports": reports}
+        body = json.dumps(whole, indent=1, allow_nan=False) + "\n"
         if args.output and args.output != "-":
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(body)
@@ -271,6 +287,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     rep.add_argument("--format", choices=("text", "json"), default="text",
                      help="json: the whole report in one schema (docs/guidance.md)")
     rep.add_argument("-o", "--output", help="file for --format json ('-' = stdout)")
+    rep.add_argument("--all-runs", action="store_true",
+                     help="with --format json: one report per run of the logdir "
+                          f"({REPORTS_SCHEMA}: runs, reports)")
     rep.add_argument("--workload-file", help="model FLOPs / tokens per step for MFU "
                                              "(default: the nearest roofline_workload.json)")
     rep.add_argument("--model-flops-per-step", type=float, help="model FLOPs of one step")

@@ -136,7 +136,14 @@ export const COLUMN = Object.fromEntries([
   C('roofline_efficiency', 'Roofline efficiency', fmtFrac, {needs: ['peak'],
     title: "FLOP rate ÷ the binding roof's attainable rate at this intensity"}),
   C('potential_time_saved_us', 'Time saved on the roof', fmtTime,
-    {title: 'total time × (1 − roofline efficiency); empty when the row is not a measurement'}),
+    {title: "an op: its time − the sum of its calls' floors Σ max(F/P, B/BW); a program " +
+      "record: the sum of its ops' savings (async halves, unknown costs and idle time left " +
+      'out; Opportunities adds idle and exposed communication); empty when not a measurement'}),
+  C('roof_time_us', 'Time on the roof', fmtTime,
+    {title: "the sum of its calls' floors Σ max(F/P, B/BW): the time it would take on its roofs"}),
+  C('mixed_regimes', 'Calls in mixed regimes', fmtBool,
+    {title: 'its calls (shapes) are bound by different resources: its point averages them, ' +
+      "its floor and time saved are their floors' sum"}),
   C('caveat', 'Caveat', (v) => (v ? String(v) : EMPTY), {type: 'text', ...CAVEAT_CELL,
     title: 'why the row is not a roofline measurement as it stands (hover a value)'}),
   C('self_time_percent', 'Self time (%)', fmtPct,
@@ -144,6 +151,8 @@ export const COLUMN = Object.fromEntries([
   C('category', 'Category', fmtText),
   C('precision', 'Precision', fmtText,
     {title: 'the precision that ran (from the kernel name on GPU, else the data type)'}),
+  C('dtype', 'Input data type', fmtText,
+    {title: 'the data type of its inputs as recorded (the precision names the roof it is under)'}),
   C('program', 'Program', fmtText, {wide: true}),
   C('occurrences', '# Occurrences', fmtInt),
   C('total_time_us', 'Total time', fmtTime),
@@ -313,8 +322,9 @@ export const TOOLTIP_KEYS = ['category', 'precision', 'bound_by', 'binding_roof'
 export const TOOLTIP_COLUMNS = columns([...new Set(['series', 'operation', 'shapes', 'step',
   'category', 'program', 'bound_by', 'binding_roof', 'bottleneck_operational_intensity',
   'flop_rate', 'time_fraction', ...OP_COLUMNS.map((c) => c.key).filter((k) =>
-    !['include_infeed_outfeed'].includes(k)), 'bytes_coverage', 'total_time_per_core_us',
-  'flops', 'bytes', 'tf_op', 'flops_source', 'host'])]);
+    !['include_infeed_outfeed'].includes(k)), 'dtype', 'roof_time_us', 'mixed_regimes',
+  'bytes_coverage', 'total_time_per_core_us', 'flops', 'bytes', 'tf_op', 'flops_source',
+  'host'])]);
 
 /**
  * Adds per-memory columns for device memories beyond HBM/CMEM/VMEM/host (e.g. GPU `l2`,

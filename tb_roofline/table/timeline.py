@@ -290,11 +290,19 @@ class TimelineBuilder:
         self._add_pairs(lane, begin, end, op, fusible)
 
     def _add_exposed(self, begin, end, op, comm, compute_segments):
+        """Exposed time per communication op, each exposed instant once (to the op whose
+        interval reaches it first): the contributors add up to the core's exposed time (a
+        union), however many lanes or threads ran communication at once."""
         idx = np.flatnonzero(comm)
         if not len(idx):
             return
-        hidden = compute_segments.between(begin[idx], end[idx])
-        alone = np.maximum((end[idx] - begin[idx]) - hidden, 0.0)
+        idx = idx[np.argsort(begin[idx], kind="stable")]
+        b, e = begin[idx], end[idx]
+        reach = np.maximum.accumulate(e)
+        start = np.maximum(b, np.r_[-np.inf, reach[:-1]])  # past what earlier ones covered
+        start = np.minimum(start, e)
+        hidden = compute_segments.between(start, e)
+        alone = np.maximum((e - start) - hidden, 0.0)
         ops, inv = np.unique(op[idx], return_inverse=True)
         sums = np.bincount(inv.reshape(-1), weights=alone, minlength=len(ops))
         for o, v in zip(ops.tolist(), sums.tolist()):
@@ -395,7 +403,8 @@ def paired_spans(names, begin, end, thread, opens: tuple, closes: tuple):
     """(begin, end) arrays of host spans that open with a call named in `opens` and close with
     the next call named in `closes` on the same thread: cudaStreamBeginCapture /
     hipStreamBeginCapture .. EndCapture (GRAPH_CAPTURE_CALLS). Unclosed spans run to the last
-    call's end."""
+    call's end; a thread's first close without an open (the capture began before the trace
+    did: a trace inside one capture) runs from the first call's start."""
     names = np.asarray(names, dtype=object)
     begin = np.asarray(begin, np.float64)
     end = np.asarray(end, np.float64)
@@ -405,17 +414,20 @@ def paired_spans(names, begin, end, thread, opens: tuple, closes: tuple):
     idx = np.flatnonzero(is_open | is_close)
     out_b, out_e = [], []
     last = float(end.max()) if len(end) else 0.0
+    first = float(begin.min()) if len(begin) else 0.0
     for t in np.unique(thread[idx]).tolist() if len(idx) else []:
         mine = idx[thread[idx] == t]
         mine = mine[np.argsort(begin[mine], kind="stable")]
         start = None
+        seen = False
         for i in mine.tolist():
             if is_open[i] and start is None:
                 start = begin[i]
-            elif is_close[i] and start is not None:
-                out_b.append(start)
+            elif is_close[i] and (start is not None or not seen):
+                out_b.append(first if start is None else start)
                 out_e.append(end[i])
                 start = None
+            seen = True
         if start is not None:
             out_b.append(start)
             out_e.append(last)

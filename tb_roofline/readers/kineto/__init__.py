@@ -77,6 +77,15 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
         unattributed, shapes, op_kernels = tables.gpu_rows(
             builder, kernels, host, c, links, op_step, col.cost_shapes, comms.kernel_costs(c, col))
         steps, spans = tables.gpu_spans(host, c, links, step_spans)
+        if not c.n_ops:
+            diagnostics.append(Diagnostic("warning", NO_CPU_OPS, NO_CPU_OPS_NOTE))
+        copy_only = tables.program_devices(c)[1]
+        if copy_only:
+            diagnostics.append(Diagnostic(
+                "info", "copy_only_devices",
+                f"device(s) {', '.join(map(str, copy_only))} only copied memory (memcpy / "
+                "memset, no kernel): their copies are in the op table, but they ran no program, "
+                "so they add no device time or idle time"))
         timeline = kineto_timeline.gpu_timeline(
             spans, steps, c.gpu_kind, c.gpu_dev, c.gpu_stream * (1 << 20) + c.gpu_dev,
             c.gpu_ts, c.gpu_dur, links.row, c.gpu_name, c.names, c.op_name, c.op_cost, c.costs,
@@ -113,6 +122,16 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
         device_properties=props, timeline=timeline, op_shapes=shapes,
         op_kernels=op_kernels,
         serving_steps=serving.step_records(serving_steps, steps, c.base_ns) or None)
+
+
+# A GPU trace without one `cpu_op` event (the reader sees them; op names cannot tell: an
+# Inductor trace's CPU ops carry its kernels' names).
+NO_CPU_OPS = "no_cpu_ops"
+NO_CPU_OPS_NOTE = (
+    "this PyTorch trace has device activity but no CPU ops: kernels cannot be named by the "
+    "aten op that launched them, so no FLOPs or shapes are known. Record CPU activity too: "
+    "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
+    "record_shapes=True)")
 
 
 def _op_tree(thread, ts, dur):

@@ -99,6 +99,13 @@ def steps(c: Columns, diagnostics: list) -> Steps:
     step_b, step_e = c.step_ts, c.step_ts + c.step_dur
     s_order = np.argsort(step_b, kind="stable")
     out = Steps(c.step_ids[s_order], step_b[s_order], step_e[s_order])
+    if c.steps_clipped or c.steps_dropped:
+        diagnostics.append(Diagnostic(
+            "warning", "steps_clipped",
+            f"{c.steps_clipped} ProfilerStep span(s) run past the trace's record window (its "
+            "'Record Window End') and are cut there"
+            + (f"; {c.steps_dropped} starting after it are left out" if c.steps_dropped
+               else "") + ": the profiler recorded nothing later"))
     overlapping = int(np.count_nonzero(out.begin[1:] < np.maximum.accumulate(out.end)[:-1]))
     if overlapping:
         diagnostics.append(Diagnostic(

@@ -91,9 +91,8 @@ WHY_NO_COST = {
     "kernel": "a kernel whose launch has no recorded op around it (launched before the trace "
               "began, from a thread without ops, or by a library the profiler does not see)",
     "bytes": "bytes known, FLOPs not",
-    "no_shapes": "an op with a formula whose calls recorded no shapes (profile with "
-                 "record_shapes=True)",
-    "no_formula": "no formula for this op, or its shapes were not recorded",
+    "no_shapes": "its calls recorded no shapes (profile with record_shapes=True)",
+    "no_formula": "no formula for this op (recording shapes would not give it one)",
     "moe_no_weights": "a fused MoE layer that recorded no expert weights and no top-k (only "
                       "its hidden states and router logits): its work cannot follow",
     "no_step_sums": "paged/varlen attention: its work is Σ Sq·Sk over the step's sequences, "
@@ -104,8 +103,9 @@ _FORMULA_FAMILIES = frozenset({"matmul", "convolution", "attention", "normalizat
                                "elementwise", "reduction", "copy", "embedding"})
 
 
-def why_no_cost(name: str, source: str) -> str:
-    """The WHY_NO_COST key of an op row without FLOPs."""
+def why_no_cost(name: str, source: str, shapes: bool | None = None) -> str:
+    """The WHY_NO_COST key of an op row without FLOPs, from the real cause: `shapes` whether
+    its calls recorded input shapes (None: not known, judged by the op's family)."""
     if source == "bytes":
         return "bytes"
     if name.startswith(_COMPILED):
@@ -113,8 +113,9 @@ def why_no_cost(name: str, source: str) -> str:
     if "(" in name or name.startswith(("void ", "nccl", "triton__", "cutlass", "ampere_",
                                        "sm80_", "sm90_", "Memcpy", "Memset")):
         return "kernel"
-    if name.startswith("aten::") and torch_flops.category_of(name) in _FORMULA_FAMILIES:
-        return "no_shapes"
+    if not shapes and name.startswith("aten::") and \
+            torch_flops.category_of(name) in _FORMULA_FAMILIES:
+        return "no_shapes"  # a family with formulas: shapes would have given it one
     if serving_ops.is_serving_attention(name):
         return "no_step_sums"
     if "moe" in name.lower() or "fused_experts" in name:
@@ -135,6 +136,9 @@ def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
         return []
     names = np.asarray(ops["operation"], dtype=object)[unknown]
     sources = np.asarray(ops["flops_source"], dtype=object)[unknown]  # "bytes": bytes only
+    # Whether any call of a name recorded shapes (its fingerprint holds its input dims).
+    recorded = {n for n, f in zip(names.tolist(), np.asarray(
+        ops["fingerprint"], dtype=object)[unknown].tolist()) if str(f).startswith("shapes:")}
     # (object arrays as they are: a fixed-width copy is as wide as the longest name, per row)
     name_u, name_i = np.unique(names, return_inverse=True)
     src_u, src_i = np.unique(sources, return_inverse=True)
@@ -148,7 +152,7 @@ def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
     parts, reasons = [], []
     for i in worst:  # the few listed (at most `top`), not every op
         name, source = str(name_u[uniq[i] // len(src_u)]), str(src_u[uniq[i] % len(src_u)])
-        why = why_no_cost(name, source)
+        why = why_no_cost(name, source, name in recorded)
         reasons.append(why)
         parts.append(f"{name[:120]} {share[i] * 100:.1f}% ({why})")
     told = "; ".join(f"{k}: {WHY_NO_COST[k]}" for k in dict.fromkeys(reasons))

@@ -29,6 +29,8 @@ from tb_roofline.readers.common import kernel_unit_labels
 from tb_roofline.readers.shape_facts import torch_shape
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+# The instant event Kineto writes where the profiler stopped recording: no step lasts past it.
+RECORD_WINDOW_END = "Record Window End"
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"})
 # Runtime calls kept for the timeline's idle causes (graph capture begin/end, syncs).
@@ -43,6 +45,7 @@ class Collector:
 
     def __init__(self):
         self.meta: dict = {}
+        self.window_end: int | None = None  # ns, the "Record Window End" instant
         self.names: dict[str, int] = {}
         self.threads: dict = {}
         # cpu ops
@@ -169,6 +172,12 @@ class Collector:
         self.n_events += len(batch)
         for ev in batch:
             if type(ev) is not dict or ev.get("ph") != "X":
+                if type(ev) is dict and ev.get("ph") == "i" and \
+                        ev.get("name") == RECORD_WINDOW_END:
+                    try:
+                        self.window_end = _ts(ev.get("ts"))
+                    except (_BadEvent, TypeError, ValueError, OverflowError):
+                        self.bad_events += 1
                 continue
             cat = ev.get("cat")
             if type(cat) is not str:
@@ -444,6 +453,8 @@ class Columns:
     name_units: np.ndarray  # per name: the unit a GEMM-like kernel name says ran, else ""
     op_ic: np.ndarray = None  # per op: bytes over the GPU links (collectives; comms stage)
     world: int = 0  # ranks of the run (distributedInfo.world_size; 0: not said)
+    steps_clipped: int = 0  # step markers cut at the record window's end
+    steps_dropped: int = 0  # step markers starting after it
 
     @property
     def n_ops(self) -> int:
@@ -454,6 +465,23 @@ def _int64(a) -> np.ndarray:
     return np.frombuffer(a, np.int64) if len(a) else np.zeros(0, np.int64)
 
 
+def _steps_in_window(col: Collector):
+    """(ids, starts ns, durations ns, how many were clipped, how many dropped) of the step
+    markers within the trace's record window: a step running past the "Record Window End"
+    instant ends there (the profiler recorded nothing later), one starting after it is
+    dropped."""
+    ids = np.array([s[0] for s in col.steps], np.int64)
+    ts = np.array([s[1] for s in col.steps], np.int64)
+    dur = np.maximum(np.array([s[2] for s in col.steps], np.int64), 0)
+    end = col.window_end
+    if end is None or not len(ts):
+        return ids, ts, dur, 0, 0
+    keep = ts < end
+    over = keep & (ts + dur > end)
+    dur = np.where(over, end - ts, dur)
+    return ids[keep], ts[keep], dur[keep], int(over.sum()), int((~keep).sum())
+
+
 def to_columns(col: Collector) -> Columns:
     """The collector's columns as numpy arrays on one time base (ProfileFormatError when the
     times span more than a trace can: a corrupt 'ts' or 'dur')."""
@@ -461,8 +489,7 @@ def to_columns(col: Collector) -> Columns:
     names[:] = list(col.names)
     ts_ns = {k: _int64(getattr(col, k)) for k in ("op_ts", "op_dur", "gpu_ts", "gpu_dur",
                                                    "rt_ts", "rt_dur")}
-    step_ts = np.array([s[1] for s in col.steps], np.int64)
-    step_dur = np.maximum(np.array([s[2] for s in col.steps], np.int64), 0)
+    step_ids, step_ts, step_dur, clipped, dropped = _steps_in_window(col)
     starts = [int(a.min()) for a in (ts_ns["op_ts"], ts_ns["gpu_ts"], ts_ns["rt_ts"], step_ts)
               if len(a)]
     base_ns = min(starts) if starts else 0
@@ -501,7 +528,7 @@ def to_columns(col: Collector) -> Columns:
         rt_corr=np.asarray(col.rt_corr, np.int64), rt_ext=np.asarray(col.rt_ext, np.int64),
         rt_thread=np.asarray(col.rt_thread, np.int64), rt_ts=rel("rt_ts"), rt_dur=dur("rt_dur"),
         rt_launch=np.asarray(col.rt_launch, bool),
-        step_ids=np.array([s[0] for s in col.steps], np.int64),
+        step_ids=step_ids, steps_clipped=clipped, steps_dropped=dropped,
         step_ts=(step_ts - base_ns).astype(np.float64), step_dur=step_dur.astype(np.float64),
         costs=costs, cost_flops=np.array([c.flops for c in col.costs] + [0.0]),
         cost_bytes=np.array([c.bytes for c in col.costs] + [0.0]),

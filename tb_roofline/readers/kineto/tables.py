@@ -31,7 +31,8 @@ _PEER_COPY = re.compile(r"ptop|peer", re.I)
 def transfers(kind: np.ndarray, names: np.ndarray, nbytes: np.ndarray):
     """(HBM bytes, host-link bytes, caveat) of memcpy/memset activity: a host copy crosses the
     host link (never HBM), a device copy reads and writes HBM, a memset writes it, a peer copy
-    crosses the GPU link."""
+    crosses the GPU link. A row's `bytes` are the bytes it accesses (every read and write, as
+    XLA's bytes_accessed counts them): at least each memory's bytes (`accessed_bytes`)."""
     n = len(kind)
     hbm, host = np.zeros(n), np.zeros(n)
     caveat = np.full(n, "", dtype=object)
@@ -46,6 +47,13 @@ def transfers(kind: np.ndarray, names: np.ndarray, nbytes: np.ndarray):
             else:
                 hbm[i] = 2 * b
     return hbm, host, caveat
+
+
+def accessed_bytes(nbytes: np.ndarray, hbm: np.ndarray) -> np.ndarray:
+    """The bytes a memcpy/memset row accesses: a device-to-device copy of N bytes reads N and
+    writes N of HBM, so its `bytes` are 2N, its HBM bytes (one convention: `bytes` is never
+    below a memory's bytes)."""
+    return np.maximum(np.asarray(nbytes, np.float64), hbm)
 
 
 def add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbytes, occ,
@@ -162,6 +170,7 @@ def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, ste
         nbytes[own], ic[own] = kernel_comm[0][own], kernel_comm[1][own]
         srcs[own], cats[own] = "formula", "communication"
     hbm, host_b, caveat = transfers(kind, kernel_name, gbytes)
+    nbytes = np.where(kind == KIND_KERNEL, nbytes, accessed_bytes(nbytes, hbm))
     hbm = np.where(kind == KIND_KERNEL, nbytes, hbm)
     add_grouped(builder, host, dev, kernel_name, cats, precs, srcs, step, dur * 1e3,
                  flops, nbytes, np.ones(n, np.int64), hbm=hbm, host_bytes=host_b, caveat=caveat,
@@ -245,6 +254,7 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
         cats = np.where(kind == KIND_MEMCPY, "memcpy", "memset").astype(object)
         b = c.gpu_bytes[m_idx]
         hbm, host_b, caveat = transfers(kind, names[c.gpu_name[m_idx]], b)
+        b = accessed_bytes(b, hbm)
         add_grouped(builder, host, c.gpu_dev[m_idx], names[c.gpu_name[m_idx]], cats,
                     np.full(len(m_idx), "", object), np.full(len(m_idx), "measured", object),
                     links.step[m_idx], c.gpu_dur[m_idx] * 1e3, np.zeros(len(m_idx)), b,
@@ -255,12 +265,23 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
     return links.outside, shapes, op_kernels
 
 
+def program_devices(c) -> tuple[list, list]:
+    """(the devices that ran the program: a kernel, the devices whose only activity is
+    memcpy / memset). A device that only copied runs no program: no idle time of its own.
+    Without a kernel anywhere, every device counts."""
+    every = sorted(set(c.gpu_dev.tolist()))
+    ran = set(c.gpu_dev[c.gpu_kind == KIND_KERNEL].tolist())
+    if not ran:
+        return every, []
+    return [d for d in every if d in ran], [d for d in every if d not in ran]
+
+
 def gpu_spans(host: str, c, links, step_spans) -> tuple[list, list]:
-    """(steps, core spans) per device of a GPU trace."""
+    """(steps, core spans) per device of a GPU trace that ran the program (program_devices)."""
     steps: list[StepSpan] = []
     spans: list[CoreSpan] = []
     g_end = c.gpu_ts + c.gpu_dur
-    for d in sorted(set(c.gpu_dev.tolist())):
+    for d in program_devices(c)[0]:
         m = c.gpu_dev == d
         lo, hi = float(c.gpu_ts[m].min()), float(g_end[m].max())
         # Steps on the device: from the CPU step start (nothing launches earlier) to the end

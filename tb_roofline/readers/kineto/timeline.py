@@ -66,7 +66,13 @@ def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, 
             facts.append((tb.label_id(label), is_communication(cost.category),
                           is_fusible(cost.category)))
         f = np.array(facts, np.int64).reshape(-1, 3)[inv_of.reshape(-1)]
-        label_ids[att], comm[att], fusible[att] = f[:, 0], f[:, 1] > 0, f[:, 2] > 0
+        label_ids[att], fusible[att] = f[:, 0], f[:, 2] > 0
+        # Communication is what communication kernels run (NCCL / RCCL, named so), not every
+        # kernel a communication op launches (its copy and concat kernels are device work).
+        used, at = np.unique(name_ids[att], return_inverse=True)
+        comm_name = np.array([kernel_names.kernel_category(str(x)) == "communication"
+                              for x in names[used].tolist()], bool)
+        comm[att] = comm_name[at.reshape(-1)]
     # The others (kernels outside any op, memcpy, memset): labelled by their name.
     rest = np.setdiff1d(np.arange(n), att)
     if len(rest):
