@@ -38,7 +38,7 @@ class _Progress:
         self.start = time.monotonic()
         self.shown = False
 
-    def __call__(self, host: str, done: int, total: int):
+    def __call__(self, host: str, done: int, total: int, hosts_done=None, hosts_total=None):
         if not self.enabled:
             return
         if time.monotonic() - self.start > 0.5 or self.shown:

@@ -208,7 +208,7 @@ class HostReader:
                  budget_bytes: int | None = None):
         self.max_file_bytes = max_file_bytes_
         self.disk_cache = disk_cache
-        self.progress = progress  # callable(host, done, total) for long reads (the CLI's)
+        self.progress = progress  # callable(host, done, total, hosts_done, hosts_total)
         self.cache = ByteLRU(memory_budget_bytes("profiles"))  # path -> HostEntry
         self.budget = ConversionBudget(budget_bytes if budget_bytes is not None
                                        else settings.mb(settings.MEMORY_BUDGET_MB))
@@ -291,7 +291,12 @@ class HostReader:
         from tb_roofline.readers.parallel import read_files  # late: keeps is_active light
         report = None
         if self.progress:
-            report = lambda j, done, total: self.progress(files[todo[j]].host, done, total)
+            finished: set = set()
+
+            def report(j, done, total):  # and how many of these files are read
+                if done >= total:
+                    finished.add(j)
+                self.progress(files[todo[j]].host, done, total, len(finished), len(todo))
         # The reader stops at what the budget allows, whatever a .gz trailer claimed.
         factor = MEMORY_PER_BYTE.get(run.format, 2.0)
         limit = min(self.max_file_bytes, int(self.budget.total / factor))
