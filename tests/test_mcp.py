@@ -740,3 +740,109 @@ def test_without_the_sdk_the_cli_says_which_extra_to_install(tmp_path, capsys, m
     monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)
     assert cli.main(["mcp", str(tmp_path)]) == 2
     assert "pip install 'tb-roofline[mcp]'" in capsys.readouterr().err
+
+
+# --- progress and the byte cap, through the client -------------------------------------------
+
+def test_progress_notifications_and_capped_pages(tmp_path):
+    """A client that passes a progressToken hears "k of N hosts read" while a two-host run is
+    read (no cache: read now); a server capped at 8 KB per answer cuts a long page to fit,
+    and following next_offset gives every row once."""
+    for rel in ("guidance/torch/ddp_straggler", "compare/jax_cpu/mlp_b64",
+                "compare/jax_cpu/mlp_b128"):
+        shutil.copytree(os.path.join(DATA, rel), tmp_path / rel)
+    env = dict(_env(), TB_ROOFLINE_CACHE_DIR="off", TB_ROOFLINE_MCP_MAX_ANSWER_KB="8")
+    params = StdioServerParameters(command=sys.executable, env=env, cwd=REPO, args=[
+        "-m", "tb_roofline.serve.cli", "mcp", str(tmp_path)])
+    heard = []
+
+    async def progress(done, total, message):
+        heard.append((done, total, message))
+
+    async def main():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                runs = (await _call(session, "list_runs", {}))[1]["runs"]
+                by = {r["run"].split("/")[-2 if "jax" in r["run"] else -1]: r["run"]
+                      for r in runs}
+                out = {"program": await _call(session, "get_program", {
+                    "run": by["ddp_straggler"], "limit": 1000}, progress)}
+                pages, offset = [], 0
+                while offset is not None:
+                    kind, page = await _call(session, "compare", {
+                        "base": by["mlp_b64"], "run": by["mlp_b128"], "offset": offset,
+                        "limit": 1000, "columns": list(mcp_tools.PAIR_COLUMNS) + [
+                            "base_fingerprint", "cand_fingerprint", "base_category"]})
+                    assert kind == "ok", page
+                    pages.append(page)
+                    offset = page["next_offset"]
+                out["pages"] = pages
+                return out
+    out = _run(main)
+    assert out["program"][0] == "ok"
+    hosts = out["program"][1]["records"]
+    assert heard and heard[-1][:2] == (2.0, 2.0) and "2 of 2 hosts read" in heard[-1][2]
+    assert [h[0] for h in heard] == sorted(h[0] for h in heard) and len(hosts) > 2
+    pages = out["pages"]
+    assert len(pages) > 1 and all(p["truncated"]["max_answer_bytes"] == 8192
+                                  for p in pages[:-1])
+    assert all(len(json.dumps(p, separators=(",", ":"))) <= 8192 for p in pages)
+    assert f"offset={pages[0]['next_offset']}" in pages[0]["truncated"]["hint"]
+    pairs = [x for p in pages for x in p["pairs"]]
+    assert len(pairs) == pages[0]["total_count"] == 32
+    assert [p["offset"] for p in pages] == [0] + [p["next_offset"] for p in pages[:-1]]
+
+
+# --- shapes of custom calls ---------------------------------------------------------------------
+
+FLASH = ("%loop_fusion.2 = bf16[8,1024,128]{2,1,0} custom-call(bf16[8,1024,128]{2,1,0} %q, "
+         "bf16[8,1024,128]{2,1,0} %k, bf16[8,1024,64]{2,1,0} %v), "
+         "custom_call_target=\"tpu_custom_call\", backend_config=\"...\"")
+
+
+def test_get_op_gives_a_custom_call_s_arrays(tmp_path):
+    """A TPU custom call (a Pallas flash-attention kernel's HLO text, as the op metadata
+    carries it): get_op's shapes hold its output and operand arrays, as the text names them."""
+    from tb_roofline.protos import xplane_pb2  # noqa: F401
+    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
+    session = tmp_path / "attn" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    session.mkdir(parents=True)
+    space = make_tpu_xspace(SynthConfig(seed=1, num_cores=1, op_text={"loop_fusion.2": FLASH}))
+    (session / "h.xplane.pb").write_bytes(space.SerializeToString())
+    _age(session / "h.xplane.pb")
+    service = RooflineService(str(tmp_path))
+    got = mcp_tools.get_op(service, "attn/2026_01_01_00_00_00", "loop_fusion.2")
+    (use,) = got["shapes"]
+    assert use["kind"] == "custom_call"
+    assert use["dims"] == [[8, 1024, 128], [8, 1024, 128], [8, 1024, 128], [8, 1024, 64]]
+    assert use["shape"] == ("tpu_custom_call: bf16[8,1024,128] <- bf16[8,1024,128] "
+                            "bf16[8,1024,128] bf16[8,1024,64]")
+    assert use["calls"] == sum(r["occurrences"] for r in got["records"])
+
+
+def test_an_xla_gpu_custom_call_s_arrays_from_its_hlo():
+    """The same from an HLO instruction (XLA GPU: a cuDNN fused attention whose tuple output
+    ends with an empty scratch buffer, left out)."""
+    from tb_roofline.hlo.module import HloModule
+    from tb_roofline.hlo.shapes import BF16, TUPLE as tup, U8 as u8
+    from tb_roofline.protos import hlo_pb2
+    from tb_roofline.readers.hlo_shapes import hlo_custom_call_shape
+    bf16 = BF16
+    m = hlo_pb2.HloModuleProto(name="m", entry_computation_id=1)
+    c = m.computations.add(name="main", id=1, root_id=4)
+    for i, name in ((1, "q"), (2, "k"), (3, "v")):
+        c.instructions.add(name=name, opcode="parameter", id=i, parameter_number=i - 1,
+                           shape=hlo_pb2.ShapeProto(element_type=bf16,
+                                                    dimensions=[2, 16, 512, 64]))
+    c.instructions.add(
+        name="fmha", opcode="custom-call", id=4, operand_ids=[1, 2, 3],
+        custom_call_target="__cudnn$fmhaSoftmax",
+        shape=hlo_pb2.ShapeProto(element_type=tup, tuple_shapes=[
+            hlo_pb2.ShapeProto(element_type=bf16, dimensions=[2, 16, 512, 64]),
+            hlo_pb2.ShapeProto(element_type=u8, dimensions=[0])]))
+    kind, dims, text = hlo_custom_call_shape(HloModule(m).instruction("fmha"))
+    assert kind == "custom_call" and dims == ((2, 16, 512, 64),) * 4
+    assert text == ("__cudnn$fmhaSoftmax: bf16[2,16,512,64] <- bf16[2,16,512,64] "
+                    "bf16[2,16,512,64] bf16[2,16,512,64]")

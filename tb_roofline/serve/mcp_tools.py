@@ -333,7 +333,8 @@ def _kernels(service, run, host, records) -> list:
 
 def _shapes(service, run, host, records) -> list:
     """The shapes each record's op ran with (the timeline facts the guidance rules read):
-    kind (`gemm`: M, N, K; `array`: each array's dims; `copy`), calls and time."""
+    kind (`gemm`: M, N, K; `array`, `tensor`: each array's dims; `copy`; `custom_call`: its
+    output arrays, then its operands'), calls and time."""
     return _per_record(service, run, host, records, "op_shapes", lambda r, u: {
         "program_id": r["program_id"], "precision": r["precision"], "kind": u.kind,
         "shape": u.text, "dims": [list(d) if isinstance(d, (list, tuple)) else d
