@@ -29,6 +29,7 @@ pytest.importorskip("moto")
 from s3_server import moto_server  # noqa: E402
 from tb_server import OUTPUT_DIR, free_port  # noqa: E402
 
+from tb_roofline.errors import ProfileFormatError  # noqa: E402
 from tb_roofline.readers import cluster, parallel  # noqa: E402
 from tb_roofline.serve.cli import main  # noqa: E402
 from tb_roofline.serve.service import RooflineService  # noqa: E402
@@ -375,18 +376,17 @@ def test_a_worker_too_busy_to_answer_the_probe_does_not_stop_the_cluster(world, 
     assert result.get("out") == list(range(6)), result
 
 
-def test_a_path_the_workers_do_not_share_is_the_clusters_error(world):
-    """A local path a worker cannot see is not that file's error (the file is there for the
-    caller): the conversion fails on the cluster with words naming the worker and the path,
-    so the CLI exits 2 and TensorBoard converts here."""
+def test_a_path_the_workers_do_not_share_is_the_workers_fault(world):
+    """A local path no worker can see is not that file's error (the file is there for the
+    caller): each worker fails it with words naming itself and the path, the unit goes to
+    the other, and then comes back as that fault for the caller to read itself."""
     c = world[3]
     missing = "/nonexistent-on-the-workers/host0.xplane.pb"
-    with pytest.raises(cluster.ClusterError, match="cannot read .*nonexistent-on-the-workers.*"
-                                                   "every worker shares"):
-        cluster.run_units(c.address, operator.call, [(abs, -1), (open, missing)])
+    out = cluster.run_units(c.address, operator.call, [(abs, -1), (open, missing)])
+    assert out[0] == 1 and isinstance(out[1], cluster.WorkerFault)
+    assert "nonexistent-on-the-workers" in str(out[1]) and "every worker shares" in str(out[1])
     # A file gone from a directory the workers see (deleted since the listing) is the file's.
     gone = os.path.join(world[2], "deleted-since-the-listing.xplane.pb")
-    cluster._failed.clear()  # (the failure above: TensorBoard would wait 60 s to try again)
     out = cluster.run_units(c.address, operator.call, [(abs, -1), (open, gone)])
     assert out[0] == 1 and isinstance(out[1], FileNotFoundError)
 
@@ -415,3 +415,118 @@ def test_a_scheduler_without_tb_roofline_is_named(world, capsys):
                     out=io.StringIO())
     err = capsys.readouterr().err
     assert code == 2 and "Dask scheduler" in err and "cannot import tb-roofline" in err, err
+
+
+# --- workers that cannot read, workers all gone --------------------------------------------
+
+def _without_credentials(env: dict) -> dict:
+    """A worker's (or a process's) environment without the bucket's credentials."""
+    return {k: v for k, v in _env(env).items() if k not in ("AWS_ACCESS_KEY_ID",
+                                                             "AWS_SECRET_ACCESS_KEY")}
+
+
+def _faults(caplog) -> list:
+    return [r.getMessage() for r in caplog.records if "cannot read" in r.getMessage()]
+
+
+def test_a_worker_without_credentials_leaves_nothing_out(world, monkeypatch, caplog):
+    """One of two workers lacks the bucket's credentials: each unit it fails goes to the
+    other, and the answer is the whole one. With that worker alone, the hosts are read here
+    (this process has credentials), each with a diagnostic naming the worker and why."""
+    server, url, local, _ = world
+    hosts = [f"tpu-host{h:02d}" for h in range(16)]
+    expected = _local_answers(local, TPU_RUN, hosts, monkeypatch)
+    bare = _without_credentials(server.env())
+    caplog.set_level(logging.INFO, logger="tb_roofline")
+    with dask_cluster(_env(server.env()), workers=()) as c:
+        c.start_worker("bare", bare)
+        c.start_worker("good", _env(server.env()))
+        c.wait_for({"bare", "good"})
+        cluster.configure(c.address, strict=True)
+        try:
+            service = RooflineService(url)
+            service.list_runs()
+            assert _answers(service, TPU_RUN, hosts) == expected
+        finally:
+            cluster.configure(None)
+    faults = _faults(caplog)
+    assert faults and all("Dask worker" in m and "s3://" in m for m in faults)
+    assert _converted(caplog) == 16  # every host on the cluster: the good worker
+
+    caplog.clear()
+    with dask_cluster(_env(server.env()), workers=()) as c:
+        c.start_worker("bare", bare)
+        c.wait_for({"bare"})
+        cluster.configure(c.address, strict=True)
+        try:
+            service = RooflineService(url)
+            service.list_runs()
+            got = _answers(service, TPU_RUN, hosts[:3])
+            notes = service.diagnostics(TPU_RUN, "")["diagnostics"]
+        finally:
+            cluster.configure(None)
+    want = _local_answers(local, TPU_RUN, hosts[:3], monkeypatch)
+    strip = [a for a in got if "diagnostics" not in a]
+    assert strip == [a for a in want if "diagnostics" not in a]
+    named = [d for d in notes if d["code"] == "cluster_worker_fault"]
+    assert len(named) == 16 and all("cannot read s3://" in d["message"] for d in named)
+
+
+def test_a_host_nobody_can_read_fails_the_conversion_by_name(world):
+    """The only worker lacks credentials and this process cannot read the file either (here:
+    it is not in the bucket): a strict conversion (the CLI) fails naming the worker and its
+    cause, and how to go on; with partial answers allowed (--allow-partial, TensorBoard) the
+    file is skipped with an error that says both."""
+    server, url, _, _ = world
+    missing = f"{url}/{TPU_RUN}/tpu-host99.xplane.pb"
+    with dask_cluster(_env(server.env()), workers=()) as c:
+        c.start_worker("bare", _without_credentials(server.env()))
+        c.wait_for({"bare"})
+        cluster.configure(c.address, strict=True)
+        try:
+            with pytest.raises(cluster.ClusterError) as err:
+                parallel.read_files([(missing, "xplane", "h", None)])
+            cluster.configure(c.address, strict=True, allow_partial=True)
+            (partial,) = parallel.read_files([(missing, "xplane", "h", None)])
+        finally:
+            cluster.configure(None)
+    words = str(err.value)
+    assert "Dask worker tcp://127.0.0.1:" in words and "NoCredentialsError" in words
+    assert "reading it here failed too" in words and "--allow-partial" in words
+    assert isinstance(partial, ProfileFormatError) and "Dask worker" in str(partial)
+
+
+def test_losing_every_worker_is_one_clear_error_soon(world, tmp_path, monkeypatch):
+    """Every worker killed while the CLI converts: exit 2 within seconds (no worker for
+    TB_ROOFLINE_CLUSTER_CONNECT_S), one line on stderr, no tornado tracebacks; TensorBoard's
+    service then converts here with its diagnostic, as soon."""
+    from distributed import Client
+    server, url, local, _ = world
+    env = _env({**server.env(), "TB_ROOFLINE_CLUSTER_CONNECT_S": "3",
+                "TB_ROOFLINE_CACHE_DIR": "off"})
+    with dask_cluster(_env(server.env()), workers=("k1", "k2")) as c:
+        proc = subprocess.Popen([sys.executable, "-m", "tb_roofline.serve.cli", "report", url,
+                                 "--run", TPU_RUN, "--scheduler", c.address],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        with Client(c.address, timeout=30, set_as_default=False) as watcher:
+            deadline = time.monotonic() + WAIT_S
+            while not any(watcher.processing().values()):
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+        c.kill("k1")
+        c.kill("k2")
+        killed = time.monotonic()
+        err = proc.communicate(timeout=120)[1]
+        took = time.monotonic() - killed
+        assert proc.returncode == 2, err
+        assert took < 30 and len(err) < 2000 and "Traceback" not in err, (took, err)
+        assert c.address in err and "no worker" in err
+        # TensorBoard: the scheduler is there, its workers are not: converted here
+        monkeypatch.setenv(cluster.SCHEDULER_ENV, c.address)
+        monkeypatch.setenv("TB_ROOFLINE_CLUSTER_CONNECT_S", "3")
+        cluster._failed.clear()
+        start = time.monotonic()
+        notes = RooflineService(local).diagnostics(TPU_RUN, "tpu-host02")["diagnostics"]
+        assert "cluster_unavailable" in [d["code"] for d in notes]
+        assert time.monotonic() - start < 20

@@ -86,7 +86,8 @@ class RooflinePlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
     def __init__(self, context: base_plugin.TBContext):
-        self._service = RooflineService(context.logdir or "")
+        from tb_roofline.serve.hosts import LoggedProgress
+        self._service = RooflineService(context.logdir or "", progress=LoggedProgress())
         self._static_cache: dict = {}
 
     def frontend_metadata(self):
