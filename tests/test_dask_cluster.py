@@ -530,3 +530,111 @@ def test_losing_every_worker_is_one_clear_error_soon(world, tmp_path, monkeypatc
         notes = RooflineService(local).diagnostics(TPU_RUN, "tpu-host02")["diagnostics"]
         assert "cluster_unavailable" in [d["code"] for d in notes]
         assert time.monotonic() - start < 20
+
+
+def test_a_worker_of_other_code_is_left_out_by_name(world, caplog):
+    """A worker that cannot import tb-roofline beside one that runs ours: the first is named
+    in a warning and left out, the second converts everything."""
+    server, _, local, _ = world
+    no_tb = ["-c", "import sys; sys.modules['tb_roofline'] = None; "
+                   "from distributed.cli.dask_worker import main; main()"]
+    caplog.set_level(logging.INFO, logger="tb_roofline")
+    with dask_cluster(_env(server.env()), workers=("ours",)) as c:
+        c.start_worker("bare", _env(server.env()), [sys.executable] + no_tb)
+        c.wait_for({"bare", "ours"})
+        out = io.StringIO()
+        code = main(["report", local, "--run", TPU_RUN, "--scheduler", c.address, "--format",
+                     "json"], out=out)
+    assert code == 0
+    left_out = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()
+                or "converting on the other" in r.getMessage()]
+    assert left_out and "cannot import tb-roofline" in left_out[0]
+    assert _converted(caplog) == 16
+
+
+@pytest.mark.parametrize("addr,words", [
+    ("http://127.0.0.1:8786", "http:// is not a Dask protocol"),
+    ("tcp://127.0.0.1", "is not tcp://HOST:PORT"),
+    ("tls://127.0.0.1:1", "DASK_DISTRIBUTED__COMM__TLS__CA_FILE"),
+])
+def test_bad_scheduler_addresses_are_told_at_once(world, capsys, addr, words):
+    local = world[2]
+    start = time.monotonic()
+    code = main(["report", local, "--run", TPU_RUN, "--scheduler", addr], out=io.StringIO())
+    err = capsys.readouterr().err
+    assert code == 2 and time.monotonic() - start < 5
+    assert words in err and "Traceback" not in err and "tcp://http" not in err, err
+
+
+def _certificates(folder) -> dict:
+    """A CA and a certificate for 127.0.0.1 it signed (cryptography), as PEM files."""
+    import datetime
+    import ipaddress
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("test-ca")).issuer_name(name("test-ca"))
+          .public_key(ca_key.public_key()).serial_number(1).not_valid_before(now)
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    cert = (x509.CertificateBuilder().subject_name(name("127.0.0.1")).issuer_name(name("test-ca"))
+            .public_key(key.public_key()).serial_number(2).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    files = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
+    files["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files["key"].write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                               serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+    return {k: str(v) for k, v in files.items()}
+
+
+def test_a_tls_scheduler_with_dask_s_tls_configuration(world, tmp_path):
+    """A scheduler and a worker speaking TLS: the CLI connects with the certificates Dask's
+    configuration names (here its environment variables) and answers as converted here."""
+    pytest.importorskip("cryptography")
+    server, _, local, _ = world
+    pem = _certificates(tmp_path)
+    tls = ["--tls-ca-file", pem["ca"], "--tls-cert", pem["cert"], "--tls-key", pem["key"]]
+    port = free_port()
+    address = f"tls://127.0.0.1:{port}"
+    logs = [open(os.path.join(OUTPUT_DIR, f"dask_tls_{port}_{n}.log"), "w") for n in "sw"]
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
+                               "127.0.0.1", "--port", str(port), "--no-dashboard",
+                               "--protocol", "tls"] + tls, stdout=logs[0],
+                              stderr=subprocess.STDOUT, env=_env(server.env()),
+                              start_new_session=True, preexec_fn=_die_with_us)]
+    procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                   "--nthreads", "1", "--no-dashboard", "--no-nanny", "--host",
+                                   "127.0.0.1"] + tls, stdout=logs[1], stderr=subprocess.STDOUT,
+                                  env=_env(server.env()), start_new_session=True,
+                                  preexec_fn=_die_with_us))
+    env = _env({"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": pem["ca"],
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": pem["cert"],
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": pem["key"],
+                "TB_ROOFLINE_CLUSTER_CONNECT_S": "30"})
+    argv = [sys.executable, "-m", "tb_roofline.serve.cli", "export", local, "--run", TPU_RUN,
+            "--level", "program", "--format", "json", "-o", "-"]
+    try:
+        near = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
+        far = subprocess.run(argv + ["--scheduler", address], env=env, capture_output=True,
+                             text=True, timeout=180)
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        for log in logs:
+            log.close()
+    assert far.returncode == 0, far.stderr
+    assert near.returncode == 0 and far.stdout == near.stdout
