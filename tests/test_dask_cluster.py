@@ -234,7 +234,7 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
     killed = []
     real = cluster.run_units
 
-    def kill_after_two(addr, fn, args_list, progress=None, names=None):
+    def kill_after_two(addr, fn, args_list, progress=None, names=None, paths=None):
         def report(k):
             if progress:
                 progress(k)
@@ -244,7 +244,7 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
                 c.kill("w2")
                 killed.append(len(done))
         done: list = []
-        return real(addr, fn, args_list, report, names)
+        return real(addr, fn, args_list, report, names, paths)
 
     monkeypatch.setattr(cluster, "run_units", kill_after_two)
     caplog.set_level(logging.INFO, logger="tb_roofline.readers.cluster")
