@@ -472,28 +472,50 @@ def test_a_worker_without_credentials_leaves_nothing_out(world, monkeypatch, cap
     assert len(named) == 16 and all("cannot read s3://" in d["message"] for d in named)
 
 
+READ_ONE = """
+import sys
+from tb_roofline.readers import cluster, parallel
+cluster.configure(sys.argv[1], strict=True, allow_partial=sys.argv[3] == "partial")
+try:
+    (result,) = parallel.read_files([(sys.argv[2], "xplane", "h", None)])
+except cluster.ClusterError as exc:
+    print("ClusterError:", exc)
+    sys.exit(2)
+print(type(result).__name__ + ":", result)
+"""
+
+
 def test_a_host_nobody_can_read_fails_the_conversion_by_name(world):
-    """The only worker lacks credentials and this process cannot read the file either (here:
-    it is not in the bucket): a strict conversion (the CLI) fails naming the worker and its
-    cause, and how to go on; with partial answers allowed (--allow-partial, TensorBoard) the
-    file is skipped with an error that says both."""
+    """The only worker and this process both lack the bucket's credentials: a strict
+    conversion (the CLI's) fails naming the worker, its cause and this process's error, and
+    how to go on; with partial answers allowed (--allow-partial, TensorBoard) the file is
+    that host's error, which says both. A file the worker cannot read but this process finds
+    gone is that file's error, as ever."""
     server, url, _, _ = world
-    missing = f"{url}/{TPU_RUN}/tpu-host99.xplane.pb"
+    path = f"{url}/{TPU_RUN}/tpu-host03.xplane.pb"
+    bare = _without_credentials(server.env())
     with dask_cluster(_env(server.env()), workers=()) as c:
-        c.start_worker("bare", _without_credentials(server.env()))
+        c.start_worker("bare", bare)
         c.wait_for({"bare"})
+        run = [subprocess.run([sys.executable, "-c", READ_ONE, c.address, path, mode],
+                              env=bare, capture_output=True, text=True, timeout=180)
+               for mode in ("strict", "partial")]
         cluster.configure(c.address, strict=True)
-        try:
-            with pytest.raises(cluster.ClusterError) as err:
-                parallel.read_files([(missing, "xplane", "h", None)])
-            cluster.configure(c.address, strict=True, allow_partial=True)
-            (partial,) = parallel.read_files([(missing, "xplane", "h", None)])
+        try:  # this process has credentials: a file gone from the bucket is the file's
+            (gone,) = parallel.read_files([(path.replace("host03", "host99"), "xplane", "h",
+                                            None)])
         finally:
             cluster.configure(None)
-    words = str(err.value)
-    assert "Dask worker tcp://127.0.0.1:" in words and "NoCredentialsError" in words
+    strict, partial = run
+    assert strict.returncode == 2, strict.stderr
+    words = strict.stdout
+    assert "ClusterError: Dask worker tcp://127.0.0.1:" in words
+    assert words.count("NoCredentialsError") == 2  # the worker's, then this process's
     assert "reading it here failed too" in words and "--allow-partial" in words
-    assert isinstance(partial, ProfileFormatError) and "Dask worker" in str(partial)
+    assert partial.returncode == 0 and partial.stdout.startswith("ProfileFormatError: Dask "
+                                                                 "worker"), partial.stdout
+    assert "Traceback" not in strict.stderr + partial.stderr
+    assert isinstance(gone, ProfileFormatError) and "Dask worker" not in str(gone)
 
 
 def test_losing_every_worker_is_one_clear_error_soon(world, tmp_path, monkeypatch):

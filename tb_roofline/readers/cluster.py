@@ -216,7 +216,7 @@ def _unit(fn, args, code: str | None = None, path: str | None = None):
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001
-        fault = _access_fault(exc, path)
+        fault = access_fault(exc, path)
         if fault is not None:
             raise WorkerFault(_worker_name(), fault) from None
         import pickle
@@ -229,11 +229,11 @@ def _unit(fn, args, code: str | None = None, path: str | None = None):
             return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
-def _access_fault(exc: Exception, path: str | None) -> str | None:
-    """Why this worker, not the file, made the unit fail (None: the file's own error). A
-    local directory this worker does not see (not shared), or a file it cannot `stat`
-    (credentials, a storage package it lacks, a store it cannot reach) while the file is
-    not simply gone."""
+def access_fault(exc: Exception, path: str | None) -> str | None:
+    """Why this process (a worker, or the caller reading what no worker could), not the file,
+    made the unit fail (None: the file's own error). A local directory it does not see (not
+    shared), or a file it cannot `stat` (credentials, a storage package it lacks, a store it
+    cannot reach) while the file is not simply gone."""
     from tb_roofline import storage
     name = str(exc.filename) if isinstance(exc, FileNotFoundError) and exc.filename else ""
     for p in filter(None, (name, path)):
@@ -401,7 +401,8 @@ class _Batch:
             raise ClusterError(f"a conversion failed on the Dask cluster {self.addr}: "
                                f"{type(exc).__name__}: {exc}") from None
         self.pending.discard(k)
-        self.futures.pop(k, None)  # its result is here: the cluster may forget it
+        self.futures.pop(k, None)  # its result is here: the cluster may forget it now
+        f.release()
         self.last = time.monotonic()
         log.info("tb-roofline: converted %s on the cluster (%d of %d, %.1f s)",
                  self.names[k] if self.names else f"unit {k}",

@@ -330,10 +330,11 @@ def _call(fn, args):
 
 def _read_here_what_no_worker_could(outcomes: list, args: list) -> list:
     """Units no worker could read (`cluster.WorkerFault`: credentials, path, package) read in
-    this process. Read here, a unit's file answers with a diagnostic naming the worker; if
-    it fails here too, the command fails (CLI) naming the worker and its cause, unless
-    partial answers are allowed (TensorBoard, `--allow-partial`): then the file is skipped
-    with its error, which names both."""
+    this process. Read here, a unit's file answers with a diagnostic naming the worker; a
+    file found damaged (or gone) here is that file's error, as ever. If this process cannot
+    read it either, the command fails (CLI) naming the worker and its cause, unless partial
+    answers are allowed (TensorBoard, `--allow-partial`): then the file is skipped with an
+    error that names both."""
     from tb_roofline.readers import cluster
     faults = [k for k, o in enumerate(outcomes) if isinstance(o, cluster.WorkerFault)]
     if not faults:
@@ -342,6 +343,10 @@ def _read_here_what_no_worker_could(outcomes: list, args: list) -> list:
     again = _run_here(_call, [args[k] for k in faults])
     for k, here in zip(faults, again):
         fault = outcomes[k]
+        if isinstance(here, Exception) and \
+                cluster.access_fault(here, str(args[k][1][0])) is None:
+            out[k] = here  # read here, the file itself is at fault (damaged, gone): its error
+            continue
         if not isinstance(here, Exception):
             log.warning("tb-roofline: read %s here: %s", os.path.basename(str(args[k][1][0])),
                         fault)
