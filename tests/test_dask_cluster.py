@@ -541,8 +541,10 @@ def test_losing_every_worker_is_one_clear_error_soon(world, tmp_path, monkeypatc
         killed = time.monotonic()
         err = proc.communicate(timeout=120)[1]
         took = time.monotonic() - killed
+        print(f"every worker killed: exit {proc.returncode} after {took:.1f} s, "
+              f"{len(err)} bytes of stderr: {err.strip()}")  # shown with pytest -s
         assert proc.returncode == 2, err
-        assert took < 30 and len(err) < 2000 and "Traceback" not in err, (took, err)
+        assert took < 30 and len(err) < 500 and "Traceback" not in err, (took, err)
         assert c.address in err and "no worker" in err
         # TensorBoard: the scheduler is there, its workers are not: converted here
         monkeypatch.setenv(cluster.SCHEDULER_ENV, c.address)

@@ -81,8 +81,12 @@ def security(addr_full: str):
 
 
 def quiet():
-    """distributed's loggers (and tornado's, under them) at CRITICAL."""
-    for name in ("distributed", "tornado"):
+    """distributed's loggers and tornado's at CRITICAL: the roots and every one below them
+    that distributed's logging configuration gave a level of its own (`tornado.application`
+    logs the callbacks that fail as the process exits)."""
+    names = [n for n in list(logging.root.manager.loggerDict)
+             if n.partition(".")[0] in ("distributed", "tornado")]
+    for name in ["distributed", "tornado"] + names:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
