@@ -290,8 +290,13 @@ def test_tools_are_listed_with_validated_read_only_schemas(session):
         assert tool.description and tool.input_schema["type"] == "object"
         assert tool.input_schema.get("additionalProperties") is False
         assert tool.annotations.read_only_hint is True
+    for tool in session["tools"].values():  # every answer carries the versions
+        assert tool.output_schema["type"] == "object"
+        assert {"server_version", "schema_version"} <= set(tool.output_schema["required"])
     top = session["tools"]["top_ops"].input_schema["properties"]
     assert top["infeed_outfeed"]["enum"] == ["include", "exclude"]
+    assert top["view"]["enum"] == ["op", "kernel", "kernel_hw"]
+    assert top["caveat"]["anyOf"][0]["items"]["enum"] == list(mcp_tools.CAVEATS)
     assert "roofline" in session["instructions"] and "ridge point" in session["instructions"]
 
 

@@ -134,6 +134,20 @@ def _lower(value):
     return value
 
 
+def _answer_model():
+    """The output schema of every tool: an object with the versions (docs/mcp.md lists each
+    tool's other fields)."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class ToolAnswer(BaseModel):
+        """A tool's answer: its fields (docs/mcp.md) and the versions."""
+        model_config = ConfigDict(extra="allow")
+        server_version: str = Field(description="tb-roofline's version")
+        schema_version: str = Field(description=(
+            "the version of the answers' shape (docs/mcp.md, changelog)"))
+    return ToolAnswer
+
+
 def build_server(service):
     """The MCPServer with every tool of `mcp_tools`, bound to `service`."""
     from pydantic import BeforeValidator, Field
@@ -142,6 +156,7 @@ def build_server(service):
 
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
                        version=mcp_answers.server_version())
+    Answer = _answer_model()  # noqa: N806 (the output schema every tool publishes)
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
                                 idempotent_hint=True, open_world_hint=False)
     tool = lambda: server.tool(annotations=read_only, structured_output=True)  # noqa: E731
