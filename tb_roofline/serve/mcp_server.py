@@ -148,18 +148,12 @@ def _answer_model():
     return ToolAnswer
 
 
-def build_server(service):
-    """The MCPServer with every tool of `mcp_tools`, bound to `service`."""
+def _types():
+    """The argument types the tools share (descriptions, ranges, choices in any case) and
+    the answer's: what the input and output schemas publish."""
+    from types import SimpleNamespace
     from pydantic import BeforeValidator, Field
-    from mcp.server.mcpserver import Context, MCPServer
-    from mcp.types import ToolAnnotations
-
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
-                       version=mcp_answers.server_version())
-    Answer = _answer_model()  # noqa: N806 (the output schema every tool publishes)
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
-                                idempotent_hint=True, open_world_hint=False)
-    tool = lambda: server.tool(annotations=read_only, structured_output=True)  # noqa: E731
+    from mcp.server.mcpserver import Context
     Run = Annotated[str, Field(description="run name exactly as list_runs gives it")]
     Host = Annotated[str, Field(description="one host of the run; '' or '*' = all hosts")]
     Io = Annotated[IoArg, BeforeValidator(_lower),
@@ -184,30 +178,56 @@ def build_server(service):
     Step = Annotated[Optional[str], Field(description="Total (default), Average or a step")]
     Caveats = Annotated[Optional[list[CaveatArg]], BeforeValidator(_lower), Field(
         description="caveat codes to keep, any case; 'none' = rows without a caveat")]
+    return SimpleNamespace(
+        Run=Run, Host=Host, Io=Io, Off=Off, Lim=Lim, Cols=Cols, Dig=Dig, View=View,
+        Category=Category, BoundBy=BoundBy, Values=Values, Step=Step, Caveats=Caveats,
+        Answer=_answer_model(), Context=Context, Field=Field, BeforeValidator=BeforeValidator)
 
+
+def build_server(service):
+    """The MCPServer with every tool of `mcp_tools`, bound to `service`."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
+
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
+                       version=mcp_answers.server_version())
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
+                                idempotent_hint=True, open_world_hint=False)
+
+    def tool():
+        return server.tool(annotations=read_only, structured_output=True)
+    T = _types()  # noqa: N806
+    _run_tools(tool, service, T)
+    _op_tools(tool, service, T)
+    _refuse_unknown_arguments(server)
+    return server
+
+
+def _run_tools(tool, service, T):  # noqa: N803
+    """Runs, hosts, the device, program records, diagnostics."""
     @tool()
-    def list_runs(ctx: Context, offset: Off = 0, limit: Annotated[Optional[int], Field(
-            ge=0, le=mcp_tools.MAX_LIMIT)] = 50) -> Answer:
+    def list_runs(ctx: T.Context, offset: T.Off = 0, limit: Annotated[Optional[int], T.Field(
+            ge=0, le=mcp_tools.MAX_LIMIT)] = 50) -> T.Answer:
         """Profiling runs in the logdir, newest first, with their hosts and format."""
         return call(service, mcp_tools.list_runs, ctx, offset=offset, limit=limit)
 
     @tool()
-    def list_hosts(ctx: Context, run: Run) -> Answer:
+    def list_hosts(ctx: T.Context, run: T.Run) -> T.Answer:
         """The hosts of one run ('*' aggregates all)."""
         return call(service, mcp_tools.list_hosts, ctx, run=run)
 
     @tool()
-    def get_device(ctx: Context, run: Run, host: Host = "",
-                   significant_digits: Dig = None) -> Answer:
+    def get_device(ctx: T.Context, run: T.Run, host: T.Host = "",
+                   significant_digits: T.Dig = None) -> T.Answer:
         """The device and its roofs: peak FLOP rate per precision and bandwidth per memory,
         ridge points, each with its source (profile, datasheet, measured, user)."""
         return call(service, mcp_tools.get_device, ctx, run=run, host=host,
                     significant_digits=significant_digits)
 
     @tool()
-    def get_program(ctx: Context, run: Run, host: Host = "", infeed_outfeed: Io = "include",
-                    offset: Off = 0, limit: Lim = None, columns: Cols = None,
-                    significant_digits: Dig = None) -> Answer:
+    def get_program(ctx: T.Context, run: T.Run, host: T.Host = "", infeed_outfeed: T.Io = "include",
+                    offset: T.Off = 0, limit: T.Lim = None, columns: T.Cols = None,
+                    significant_digits: T.Dig = None) -> T.Answer:
         """Program records: the Total, Total (HW), one per host, Average and each step, with
         rates, intensity, bound-by, efficiency and cost coverage."""
         return call(service, mcp_tools.get_program, ctx, run=run, host=host,
@@ -215,19 +235,32 @@ def build_server(service):
                     columns=columns, significant_digits=significant_digits)
 
     @tool()
-    def top_ops(ctx: Context, run: Run, host: Host = "", infeed_outfeed: Io = "include",
-                view: View = "op", category: Category = None, bound_by: BoundBy = None,
-                name: Annotated[str, Field(description="case-insensitive substring")] = "",
-                precision: Annotated[Optional[list[str]], Field(description=(
+    def get_diagnostics(ctx: T.Context, run: T.Run, host: T.Host = "", severity: Annotated[
+            Optional[list[Literal["info", "warning", "error"]]], T.BeforeValidator(_lower),
+            T.Field(description="keep these severities")] = None,
+            offset: T.Off = 0, limit: T.Lim = None) -> T.Answer:
+        """What the profile lacks or what was skipped (unknown peaks, low cost coverage, ...),
+        one entry per message the hosts share (count, first hosts), paged."""
+        return call(service, mcp_tools.get_diagnostics, ctx, run=run, host=host,
+                    severity=severity, offset=offset, limit=limit)
+
+
+def _op_tools(tool, service, T):  # noqa: N803
+    """Ops, one op, the guidance, comparisons."""
+    @tool()
+    def top_ops(ctx: T.Context, run: T.Run, host: T.Host = "", infeed_outfeed: T.Io = "include",
+                view: T.View = "op", category: T.Category = None, bound_by: T.BoundBy = None,
+                name: Annotated[str, T.Field(description="case-insensitive substring")] = "",
+                precision: Annotated[Optional[list[str]], T.Field(description=(
                     "precisions to keep (bf16, fp32, ...), any case; 'none' = rows without "
                     "one"))] = None,
-                caveat: Caveats = None,
-                order: Annotated[Literal["self_time", "time_saved"], BeforeValidator(_lower),
-                                 Field(description="self_time (rank) or time_saved "
+                caveat: T.Caveats = None,
+                order: Annotated[Literal["self_time", "time_saved"], T.BeforeValidator(_lower),
+                                 T.Field(description="self_time (rank) or time_saved "
                                                    "(opportunities first)")]
                 = "self_time",
-                offset: Off = 0, limit: Lim = None, columns: Cols = None,
-                significant_digits: Dig = None) -> Answer:
+                offset: T.Off = 0, limit: T.Lim = None, columns: T.Cols = None,
+                significant_digits: T.Dig = None) -> T.Answer:
         """The top ops by self time or by potential time saved, filtered by category,
         bound_by, name, precision and caveat, paged (next_offset). Each op carries its
         fingerprints (what it computes, as compare's pairs name it)."""
@@ -238,11 +271,11 @@ def build_server(service):
                     significant_digits=significant_digits)
 
     @tool()
-    def get_op(ctx: Context, run: Run, operation: Annotated[str, Field(
+    def get_op(ctx: T.Context, run: T.Run, operation: Annotated[str, T.Field(
             min_length=1, description="the op's exact name, as top_ops gives it")],
-               host: Host = "", program_id: Optional[str] = None,
-               precision: Optional[str] = None, view: View = "op",
-               infeed_outfeed: Io = "include", significant_digits: Dig = None) -> Answer:
+               host: T.Host = "", program_id: Optional[str] = None,
+               precision: Optional[str] = None, view: T.View = "op",
+               infeed_outfeed: T.Io = "include", significant_digits: T.Dig = None) -> T.Answer:
         """One op in full: every column of its records, the guidance findings naming it with
         their evidence, the shapes it ran with and the kernels it launched (PyTorch)."""
         return call(service, mcp_tools.get_op, ctx, run=run, operation=operation, host=host,
@@ -250,9 +283,9 @@ def build_server(service):
                     infeed_outfeed=infeed_outfeed, significant_digits=significant_digits)
 
     @tool()
-    def get_guidance(ctx: Context, run: Run, host: Host = "", infeed_outfeed: Io = "include",
-                     offset: Off = 0, limit: Lim = None,
-                     significant_digits: Dig = None) -> Answer:
+    def get_guidance(ctx: T.Context, run: T.Run, host: T.Host = "",
+                     infeed_outfeed: T.Io = "include", offset: T.Off = 0, limit: T.Lim = None,
+                     significant_digits: T.Dig = None) -> T.Answer:
         """What to change: findings (rule, ops, evidence, time saved, suggestion), step time
         by class (compute, memory, communication, idle) and throughput (MFU, HFU)."""
         return call(service, mcp_tools.get_guidance, ctx, run=run, host=host,
@@ -260,13 +293,13 @@ def build_server(service):
                     significant_digits=significant_digits)
 
     @tool()
-    def compare(ctx: Context, base: Annotated[str, Field(description="the base run")],
-                run: Run, base_host: Host = "", host: Host = "", base_step: Step = None,
-                step: Step = None, level: Annotated[Literal["op", "program"],
-                                                    BeforeValidator(_lower)] = "op",
-                infeed_outfeed: Io = "include", view: View = "op", category: Category = None,
-                bound_by: BoundBy = None, name: str = "", offset: Off = 0, limit: Lim = None,
-                columns: Cols = None, significant_digits: Dig = None) -> Answer:
+    def compare(ctx: T.Context, base: Annotated[str, T.Field(description="the base run")],
+                run: T.Run, base_host: T.Host = "", host: T.Host = "", base_step: T.Step = None,
+                step: T.Step = None, level: Annotated[Literal["op", "program"],
+                                                    T.BeforeValidator(_lower)] = "op",
+                infeed_outfeed: T.Io = "include", view: T.View = "op", category: T.Category = None,
+                bound_by: T.BoundBy = None, name: str = "", offset: T.Off = 0, limit: T.Lim = None,
+                columns: T.Cols = None, significant_digits: T.Dig = None) -> T.Answer:
         """Two runs, two hosts of one run or two steps: the summary (time change, speedup,
         top contributors) first, then one page of matched op (or program) pairs."""
         return call(service, mcp_tools.compare, ctx, base=base, run=run, base_host=base_host,
@@ -274,19 +307,6 @@ def build_server(service):
                     infeed_outfeed=infeed_outfeed, view=view, category=category,
                     bound_by=bound_by, name=name, offset=offset, limit=limit, columns=columns,
                     significant_digits=significant_digits)
-
-    @tool()
-    def get_diagnostics(ctx: Context, run: Run, host: Host = "", severity: Annotated[
-            Optional[list[Literal["info", "warning", "error"]]], BeforeValidator(_lower),
-            Field(description="keep these severities")] = None,
-            offset: Off = 0, limit: Lim = None) -> Answer:
-        """What the profile lacks or what was skipped (unknown peaks, low cost coverage, ...),
-        one entry per message the hosts share (count, first hosts), paged."""
-        return call(service, mcp_tools.get_diagnostics, ctx, run=run, host=host,
-                    severity=severity, offset=offset, limit=limit)
-
-    _refuse_unknown_arguments(server)
-    return server
 
 
 def _refuse_unknown_arguments(server):
