@@ -851,3 +851,18 @@ def test_an_xla_gpu_custom_call_s_arrays_from_its_hlo():
     assert kind == "custom_call" and dims == ((2, 16, 512, 64),) * 4
     assert text == ("__cudnn$fmhaSoftmax: bf16[2,16,512,64] <- bf16[2,16,512,64] "
                     "bf16[2,16,512,64] bf16[2,16,512,64]")
+
+
+def test_get_op_over_the_cap_is_cut_with_a_hint(logdir, runs, monkeypatch):
+    """get_op gives one record per program, precision and host an op ran in (a pod's can be
+    many); over the byte cap the records are cut, and the hint says how to ask for less."""
+    from tb_roofline.serve.service import RooflineService
+    service = RooflineService(logdir)
+    whole = mcp_tools.get_op(service, runs["conv"], "aten::add_")
+    assert len(whole["records"]) >= 2 and "truncated" not in whole
+    size = len(json.dumps(dict(whole, records=whole["records"][:1]), separators=(",", ":")))
+    monkeypatch.setenv("TB_ROOFLINE_MCP_MAX_ANSWER_KB", str((size + 600) / 1024))
+    cut = mcp_tools.get_op(service, runs["conv"], "aten::add_")
+    assert cut["records"] == whole["records"][:1]
+    assert cut["truncated"]["rows_returned"] == 1 and "one host" in cut["truncated"]["hint"]
+    assert len(json.dumps(cut, separators=(",", ":"))) <= (size + 600)

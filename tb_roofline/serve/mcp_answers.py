@@ -77,9 +77,11 @@ def _size(answer) -> int:
     return len(json.dumps(answer, separators=(",", ":")))
 
 
-def fit(answer: dict, key: str, offset: int, total: int, cap: int | None = None) -> dict:
+def fit(answer: dict, key: str, offset: int, total: int, cap: int | None = None,
+        paged: bool = True) -> dict:
     """`answer` with its page `answer[key]` cut so that its JSON fits `cap` bytes; the cut
-    answer's `next_offset` is the first row left out and `truncated` says how to go on."""
+    answer's `next_offset` is the first row left out and `truncated` says how to go on (a
+    list that is not paged, `paged=False`: how to ask for less)."""
     cap = max_answer_bytes() if cap is None else cap
     rows = answer[key]
     if _size(answer) <= cap or not rows:
@@ -93,11 +95,13 @@ def fit(answer: dict, key: str, offset: int, total: int, cap: int | None = None)
     kept = rows[:max(n, 1)]  # at least one row: a page must move on
     nxt = offset + len(kept)
     out = dict(answer, **{key: kept})
-    out["next_offset"] = nxt if nxt < total else None
-    out["truncated"] = {
-        "rows_returned": len(kept), "max_answer_bytes": cap,
-        "hint": f"the answer was cut to {len(kept)} rows to stay under {cap} bytes: call "
-                f"again with offset={nxt}, or ask for fewer columns (columns=[...])"}
+    cut = f"the answer was cut to {len(kept)} of its {len(rows)} {key} to stay under {cap} bytes"
+    if paged:
+        out["next_offset"] = nxt if nxt < total else None
+        hint = f"{cut}: call again with offset={nxt}, or ask for fewer columns (columns=[...])"
+    else:
+        hint = f"{cut}: ask for less (one host, one program_id or precision)"
+    out["truncated"] = {"rows_returned": len(kept), "max_answer_bytes": cap, "hint": hint}
     return out
 
 

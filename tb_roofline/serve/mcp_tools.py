@@ -309,9 +309,12 @@ def get_op(service, run: str, operation: str, host: str = "", program_id: str | 
                        for o in f["ops"])]
     shapes = _shapes(service, run, host, records) if view == "op" else []
     kernels = _kernels(service, run, host, records) if view == "op" else []
-    return shape({"run": a["run"], "host": a["host"], "view": a["view"],
-                  "operation": operation, "records": records, "findings": findings,
-                  "shapes": shapes, "kernels": kernels}, _digits(significant_digits))
+    answer = shape({"run": a["run"], "host": a["host"], "view": a["view"],
+                    "operation": operation, "records": records, "findings": findings,
+                    "shapes": shapes, "kernels": kernels}, _digits(significant_digits))
+    for key in ("findings", "records"):  # one per host it ran on: a pod's can be long
+        answer = fit(answer, key, 0, len(answer[key]), paged=False)
+    return answer
 
 
 def _per_record(service, run, host, records, facts_name: str, row) -> list:
