@@ -11,7 +11,10 @@ run, converts every host on the cluster and builds the analysis (`RooflineServic
 Local baselines: the same in one process (TB_ROOFLINE_WORKERS=1) and with the local pool.
 Per-host costs, in one process: converting one host (what a worker does), the pickled size
 of its result (what travels back), unpickling it (what the client does per host), and the
-analysis over all hosts (the client's share, per host). Raw figures: test-output/bench_cluster.json.
+analysis over all hosts (the client's share, per host). Each row also has the client process's
+peak resident memory (`client_peak_rss_mb`, ru_maxrss: the local pool's workers not counted)
+and its peak once imported and connected, before any conversion (`client_setup_rss_mb`).
+Raw figures: test-output/bench_cluster.json.
 """
 from __future__ import annotations
 
@@ -46,12 +49,16 @@ if os.environ.get("TB_ROOFLINE_SCHEDULER"):
     cluster.configure(os.environ["TB_ROOFLINE_SCHEDULER"], strict=True)
     cluster.usable_workers(cluster.get_client(cluster.address()), cluster.address())
 t1 = time.perf_counter()
+import resource
+setup_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # imports, client: MB
 s = RooflineService(sys.argv[1])
 run = s.list_runs()["runs"][0]["run"]
 s.analysis(run, "")
 t2 = time.perf_counter()
 rows = len(s.ops(run, "", True)["rows"])
-print(json.dumps({"setup_s": t1 - t0, "convert_s": t2 - t1, "ops": rows}))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the client's peak, MB
+print(json.dumps({"setup_s": t1 - t0, "convert_s": t2 - t1, "ops": rows, "peak_rss_mb": peak,
+                  "setup_peak_rss_mb": setup_peak}))
 """
 
 
@@ -160,6 +167,9 @@ def main():
         row = {"config": label, "convert_s": round(statistics.median(r["convert_s"] for r in runs), 3),
                "whole_s": round(statistics.median(r["whole_s"] for r in runs), 3),
                "setup_s": round(statistics.median(r["setup_s"] for r in runs), 3),
+               "client_peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in runs)),
+               "client_setup_rss_mb": round(statistics.median(r["setup_peak_rss_mb"]
+                                                              for r in runs)),
                "runs": [round(r["convert_s"], 3) for r in runs],
                "load_avg": round(os.getloadavg()[0], 2)}
         print(json.dumps(row), flush=True)

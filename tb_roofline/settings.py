@@ -24,7 +24,8 @@ stripped. Values are read at each call, so tests and long-running servers see ch
 | TB_ROOFLINE_REMOTE_ATTEMPTS | attempts of one remote request | 2 | 1 |
 | TB_ROOFLINE_SCHEDULER | a Dask scheduler to convert on (tcp://HOST:8786; docs/cluster.md) | | |
 | TB_ROOFLINE_CLUSTER_CONNECT_S | a scheduler silent this long is unreachable (s) | 10 | > 0 |
-| TB_ROOFLINE_CLUSTER_STALL_S | no conversion unit done for this long is an error (s) | 300 | > 0 |
+| TB_ROOFLINE_CLUSTER_STALL_S | no conversion unit done and no live worker this long is an error (s) | 60 | > 0 |
+| TB_ROOFLINE_MCP_MAX_ANSWER_KB | largest MCP answer (KB of JSON; a longer page is cut) | 256 | > 0 |
 """
 from __future__ import annotations
 
@@ -53,14 +54,16 @@ POOL_IDLE_S = Number("TB_ROOFLINE_POOL_IDLE_S", 60.0, 0)
 REMOTE_TIMEOUT_S = Number("TB_ROOFLINE_REMOTE_TIMEOUT_S", 10.0, 0, exclusive=True)
 REMOTE_ATTEMPTS = Number("TB_ROOFLINE_REMOTE_ATTEMPTS", 2, 1, integer=True)
 CLUSTER_CONNECT_S = Number("TB_ROOFLINE_CLUSTER_CONNECT_S", 10.0, 0, exclusive=True)
-CLUSTER_STALL_S = Number("TB_ROOFLINE_CLUSTER_STALL_S", 300.0, 0, exclusive=True)
+CLUSTER_STALL_S = Number("TB_ROOFLINE_CLUSTER_STALL_S", 60.0, 0, exclusive=True)
+MCP_MAX_ANSWER_KB = Number("TB_ROOFLINE_MCP_MAX_ANSWER_KB", 256, 0, exclusive=True)
 
 CACHE_DIR = "TB_ROOFLINE_CACHE_DIR"
 DEVICE_FILE = "TB_ROOFLINE_DEVICE_FILE"
 SCHEDULER = "TB_ROOFLINE_SCHEDULER"
 NUMBERS = (MAX_FILE_MB, MAX_EVENTS, MEMORY_CACHE_MB, MEMORY_BUDGET_MB, CACHE_MAX_MB,
            REMOTE_RESCAN_S, YOUNG_FILE_S, WORKERS, PARALLEL_MIN_MB, POOL_IDLE_S,
-           REMOTE_TIMEOUT_S, REMOTE_ATTEMPTS, CLUSTER_CONNECT_S, CLUSTER_STALL_S)
+           REMOTE_TIMEOUT_S, REMOTE_ATTEMPTS, CLUSTER_CONNECT_S, CLUSTER_STALL_S,
+           MCP_MAX_ANSWER_KB)
 _warned: set = set()
 
 

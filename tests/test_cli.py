@@ -123,3 +123,51 @@ def test_report_json_names_its_run_or_covers_every_run():
     assert every["schema"] == "tb-roofline-reports/1" and every["runs"] == runs
     assert [r["run"] for r in every["reports"]] == runs
     assert all(r["schema"] == "tb-roofline-report/1" for r in every["reports"])
+
+
+def _pod(tmp_path, hosts=4) -> tuple[str, str]:
+    from tb_roofline.synthetic import SynthConfig, write_tpu_session
+    cfgs = [SynthConfig(seed=h, num_cores=1, num_steps=3, ops_per_step=20, distinct_ops=8,
+                        hostname=f"host{h}", program_seed=1) for h in range(hosts)]
+    write_tpu_session(str(tmp_path), "pod", "2026_01_01_00_00_00", cfgs)
+    return str(tmp_path), "pod/2026_01_01_00_00_00"
+
+
+def test_progress_off_a_terminal_is_k_of_n_host_lines(tmp_path, capsys, monkeypatch):
+    """Off a terminal (a CI log, a Kubernetes Job) the CLI's progress is whole lines
+    "reading: k of N hosts", the last one when every host is read."""
+    from tb_roofline.serve.cli import _Progress
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    logdir, run = _pod(tmp_path)
+    progress = _Progress(enabled=True, tty=False)
+    progress.FIRST_S = progress.EVERY_S = 0.0  # every host's line (a real read takes seconds)
+    RooflineService(logdir, progress=progress).analysis(run, "")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and all(line.startswith("tb-roofline: reading: ") for line in lines)
+    assert lines[-1].startswith("tb-roofline: reading: 4 of 4 hosts (")
+    counts = [int(line.split()[2]) for line in lines]
+    assert counts == sorted(counts) and "\r" not in "".join(lines)
+
+
+def test_tensorboard_logs_progress_at_its_default_verbosity(tmp_path, caplog, monkeypatch):
+    """TensorBoard keeps loggers at WARNING; the plugin's progress logger is set to INFO, so
+    "read k of N hosts" shows there."""
+    import logging
+    from tb_roofline.serve.hosts import LoggedProgress
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    logdir, run = _pod(tmp_path)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.WARNING)  # what TensorBoard's default verbosity does (absl)
+    try:
+        progress = LoggedProgress()
+        progress.FIRST_S = progress.EVERY_S = 0.0
+        RooflineService(logdir, progress=progress).analysis(run, "")
+        logging.getLogger("tb_roofline.other").info("not shown at this verbosity")
+    finally:
+        root.setLevel(level)
+    assert not [r for r in caplog.records if r.name == "tb_roofline.other"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "tb_roofline.progress"]
+    assert lines and lines[-1].startswith("tb-roofline: read 4 of 4 hosts")
+    assert all(r.levelno == logging.INFO for r in caplog.records
+               if r.name == "tb_roofline.progress")

@@ -233,7 +233,7 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
     killed = []
     real = cluster.run_units
 
-    def kill_after_two(addr, fn, args_list, progress=None, names=None):
+    def kill_after_two(addr, fn, args_list, progress=None, names=None, paths=None):
         def report(k):
             if progress:
                 progress(k)
@@ -243,7 +243,7 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
                 c.kill("w2")
                 killed.append(len(done))
         done: list = []
-        return real(addr, fn, args_list, report, names)
+        return real(addr, fn, args_list, report, names, paths)
 
     monkeypatch.setattr(cluster, "run_units", kill_after_two)
     caplog.set_level(logging.INFO, logger="tb_roofline.readers.cluster")
@@ -375,18 +375,17 @@ def test_a_worker_too_busy_to_answer_the_probe_does_not_stop_the_cluster(world, 
     assert result.get("out") == list(range(6)), result
 
 
-def test_a_path_the_workers_do_not_share_is_the_clusters_error(world):
-    """A local path a worker cannot see is not that file's error (the file is there for the
-    caller): the conversion fails on the cluster with words naming the worker and the path,
-    so the CLI exits 2 and TensorBoard converts here."""
+def test_a_path_the_workers_do_not_share_is_the_workers_fault(world):
+    """A local path no worker can see is not that file's error (the file is there for the
+    caller): each worker fails it with words naming itself and the path, the unit goes to
+    the other, and then comes back as that fault for the caller to read itself."""
     c = world[3]
     missing = "/nonexistent-on-the-workers/host0.xplane.pb"
-    with pytest.raises(cluster.ClusterError, match="cannot read .*nonexistent-on-the-workers.*"
-                                                   "every worker shares"):
-        cluster.run_units(c.address, operator.call, [(abs, -1), (open, missing)])
+    out = cluster.run_units(c.address, operator.call, [(abs, -1), (open, missing)])
+    assert out[0] == 1 and isinstance(out[1], cluster.WorkerFault)
+    assert "nonexistent-on-the-workers" in str(out[1]) and "every worker shares" in str(out[1])
     # A file gone from a directory the workers see (deleted since the listing) is the file's.
     gone = os.path.join(world[2], "deleted-since-the-listing.xplane.pb")
-    cluster._failed.clear()  # (the failure above: TensorBoard would wait 60 s to try again)
     out = cluster.run_units(c.address, operator.call, [(abs, -1), (open, gone)])
     assert out[0] == 1 and isinstance(out[1], FileNotFoundError)
 

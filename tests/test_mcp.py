@@ -28,7 +28,8 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 from werkzeug.wrappers import Response
 
-from tb_roofline.serve import cli, mcp_tools
+import tb_roofline
+from tb_roofline.serve import cli, mcp_answers, mcp_tools
 from tb_roofline.serve.plugin import RooflinePlugin
 from tb_server import free_port, stop
 
@@ -100,17 +101,30 @@ def _env():
     return env
 
 
-async def _call(session, tool, args):
-    """("ok", answer) or ("error", MCP error code, message, data) or ("tool_error", text)."""
+def _versions(answer: dict) -> dict:
+    """The answer without its versions, which every answer carries."""
+    answer = dict(answer)
+    assert answer.pop("server_version") == tb_roofline.__version__
+    assert answer.pop("schema_version") == mcp_answers.SCHEMA_VERSION
+    return answer
+
+
+async def _call(session, tool, args, progress=None):
+    """("ok", answer) or ("tool_error", text, the error object or None when the SDK refused
+    the arguments) or ("error", MCP error code, message, data): a JSON-RPC error."""
     try:
-        result = await session.call_tool(tool, args)
+        result = await session.call_tool(tool, args, progress_callback=progress)
     except MCPError as exc:
         return ("error", exc.error.code, exc.error.message, exc.error.data)
     text = "".join(c.text for c in result.content if getattr(c, "text", None))
     if result.is_error:
-        return ("tool_error", text)
+        sc = result.structured_content
+        if sc is None:  # refused by the SDK's check of the input schema
+            return ("tool_error", text, None)
+        assert json.loads(text) == sc
+        return ("tool_error", text, _versions(sc)["error"])
     assert json.loads(text) == result.structured_content  # the text is the same JSON object
-    return ("ok", result.structured_content)
+    return ("ok", _versions(result.structured_content))
 
 
 async def _session(streams, calls):
@@ -118,7 +132,7 @@ async def _session(streams, calls):
     async with ClientSession(read, write) as session:
         init = await session.initialize()
         tools = await session.list_tools()
-        out = {"instructions": init.instructions,
+        out = {"instructions": init.instructions, "server_info": init.server_info,
                "tools": {t.name: t for t in tools.tools}}
         for key, tool, args in calls:
             out[key] = await _call(session, tool, args)
@@ -215,6 +229,29 @@ def session(logdir, runs, http):
         ("s_type", "get_program", {"run": r["tpu"], "offset": "many"}),
         ("s_op", "get_op", {"run": r["chain"], "operation": ""}),
         ("s_column", "top_ops", {"run": r["tpu"], "columns": ["flop_rate_gflops", "nope"]}),
+        # choices in any case; values the run has not are errors naming those it has
+        ("e_host_unknown", "get_device", {"run": r["ddp"], "host": "rank9"}),
+        ("f_lower", "top_ops", {"run": r["tpu"], "caveat": ["ASYNC_WAIT", "None"],
+                                "bound_by": ["hbm"], "limit": 1000, "significant_digits": 0}),
+        ("f_view_upper", "top_ops", {"run": r["tpu"], "view": "OP"}),
+        ("f_bound_typo", "top_ops", {"run": r["tpu"], "bound_by": ["hmb"]}),
+        ("f_category_typo", "top_ops", {"run": r["tpu"], "category": ["matmull"]}),
+        ("f_precision_typo", "top_ops", {"run": r["conv"], "precision": ["fp33"]}),
+        ("f_view_bad", "top_ops", {"run": r["tpu"], "view": "kernels"}),
+        ("f_caveat_bad", "top_ops", {"run": r["tpu"], "caveat": ["async"]}),
+        ("cmp_lower", "compare", {"base": r["b64"], "run": r["b128"], "bound_by": ["compute"],
+                                  "limit": 1000, "significant_digits": 0}),
+        ("cmp_typo", "compare", {"base": r["b64"], "run": r["b128"], "category": ["nope"]}),
+        ("limit0", "top_ops", {"run": r["tpu"], "limit": 0}),
+        ("diag_ddp", "get_diagnostics", {"run": r["ddp"], "limit": 1000}),
+        ("diag_page", "get_diagnostics", {"run": r["ddp"], "limit": 1}),
+        ("fp_ops", "top_ops", {"run": r["b64"], "limit": 1000,
+                               "columns": ["operation", "program_id", "fingerprints"]}),
+        ("fp_pairs", "compare", {"base": r["b64"], "run": r["b128"], "limit": 1000,
+                                 "columns": ["status", "base_operation", "cand_operation",
+                                             "base_fingerprint", "cand_fingerprint"]}),
+        ("fp_ops_b128", "top_ops", {"run": r["b128"], "limit": 1000,
+                                    "columns": ["operation", "fingerprints"]}),
         ("last", "list_runs", {"limit": 1}),
     ]
     before = _listing(logdir)
@@ -234,6 +271,11 @@ def _named(record: dict) -> dict:
     return {mcp_tools.unit_name(k): v for k, v in record.items()}
 
 
+def _plain(ops):
+    """top_ops records without their fingerprints (the HTTP API's /ops has none)."""
+    return [{k: v for k, v in o.items() if k != "fingerprints"} for o in ops]
+
+
 def _rows(answer, columns=None):
     cols = answer["columns"]
     keep = columns or cols
@@ -248,8 +290,13 @@ def test_tools_are_listed_with_validated_read_only_schemas(session):
         assert tool.description and tool.input_schema["type"] == "object"
         assert tool.input_schema.get("additionalProperties") is False
         assert tool.annotations.read_only_hint is True
+    for tool in session["tools"].values():  # every answer carries the versions
+        assert tool.output_schema["type"] == "object"
+        assert {"server_version", "schema_version"} <= set(tool.output_schema["required"])
     top = session["tools"]["top_ops"].input_schema["properties"]
     assert top["infeed_outfeed"]["enum"] == ["include", "exclude"]
+    assert top["view"]["enum"] == ["op", "kernel", "kernel_hw"]
+    assert top["caveat"]["anyOf"][0]["items"]["enum"] == list(mcp_tools.CAVEATS)
     assert "roofline" in session["instructions"] and "ridge point" in session["instructions"]
 
 
@@ -311,7 +358,7 @@ def test_top_ops_equal_the_http_api(session, http, runs):
     default = _ok(session, "ops_default")
     assert len(default["ops"]) == 10 and default["next_offset"] == 10
     assert default["total_count"] == everything["total_count"]
-    for got, want in zip(default["ops"], _rows(everything, cols)):
+    for got, want in zip(_plain(default["ops"]), _rows(everything, cols)):
         assert got.keys() == want.keys()
         for k, v in got.items():
             assert v == (pytest.approx(want[k], rel=5e-6) if isinstance(v, float) else want[k])
@@ -319,20 +366,22 @@ def test_top_ops_equal_the_http_api(session, http, runs):
     cat = everything["facets"]["category"][0]
     _, page = http("/ops", run=runs["tpu"], category=cat, name="o", offset=1, limit=2)
     got = _ok(session, "ops_filtered")
-    assert got["ops"] == _rows(page, cols) and got["total_count"] == page["total_count"]
+    assert _plain(got["ops"]) == _rows(page, cols)
+    assert got["total_count"] == page["total_count"]
 
     # caveat and precision: filters the HTTP API has not, applied to its rows
     _, hbm = http("/ops", run=runs["tpu"], bound_by="HBM")
     c = hbm["columns"].index("caveat")
     keep = [row for row in hbm["rows"] if row[c] in ("async_wait", None)]
     got = _ok(session, "ops_caveat")
-    assert got["ops"] == _rows(dict(hbm, rows=keep), cols) and got["total_count"] == len(keep)
+    assert _plain(got["ops"]) == _rows(dict(hbm, rows=keep), cols)
+    assert got["total_count"] == len(keep)
     assert {o["caveat"] for o in got["ops"]} <= {"async_wait", None}
     _, ddp = http("/ops", run=runs["conv"])  # a CPU trace: f32, int and rows without a dtype
     p = ddp["columns"].index("precision")
     keep = [row for row in ddp["rows"] if not row[p]]  # "none": the rows without a precision
     assert 0 < len(keep) < len(ddp["rows"])
-    assert _ok(session, "ops_precision")["ops"] == _rows(dict(ddp, rows=keep), cols)
+    assert _plain(_ok(session, "ops_precision")["ops"]) == _rows(dict(ddp, rows=keep), cols)
 
 
 def test_answers_equal_the_cli_report_json(session, logdir, runs):
@@ -356,7 +405,9 @@ def test_answers_equal_the_cli_report_json(session, logdir, runs):
     want = _named_deep(report["guidance"])
     assert guidance["findings"] == want.pop("findings")
     assert {k: v for k, v in guidance.items() if k in want} == want
-    assert _ok(session, "diagnostics_b64")["diagnostics"] == report["diagnostics"]
+    got = _ok(session, "diagnostics_b64")["diagnostics"]  # one host: one entry each
+    assert [{k: d[k] for k in ("severity", "code", "message")} for d in got] == \
+        report["diagnostics"] and all(d["count"] == 1 for d in got)
 
 
 def test_one_op_in_full(session, http, runs):
@@ -383,7 +434,8 @@ def test_guidance_equals_the_http_api(session, http, runs):
     _, want = http("/guidance", run=runs["chain"])
     got = _ok(session, "guidance")
     assert got["findings"] == _named_deep(want["findings"]) and got["findings_count"] > 2
-    assert {k: v for k, v in got.items() if k not in ("findings", "findings_count", "offset")} \
+    assert {k: v for k, v in got.items()
+            if k not in ("findings", "findings_count", "offset", "next_offset")} \
         == _named_deep({k: v for k, v in want.items() if k != "findings"})
     default = _ok(session, "guidance_default")
     assert [f["id"] for f in default["findings"]] == [f["id"] for f in want["findings"]][:10]
@@ -455,11 +507,44 @@ def test_the_rounded_compare_is_the_exact_one_rounded(session):
     assert len(rounded["pairs"]) == 10 and rounded["next_offset"] == 10
 
 
-def test_diagnostics_equal_the_http_api(session, http, runs):
+def _general(message, hosts):
+    for h in sorted(hosts, key=len, reverse=True):
+        message = message.replace(h, "<host>")
+    return message
+
+
+def test_diagnostics_equal_the_http_api_grouped_by_host(session, http, runs):
+    for key, run in (("diagnostics", runs["tpu"]), ("diag_ddp", runs["ddp"])):
+        _, want = http("/diagnostics", run=run)
+        hosts = http("/hosts", run=run)[1]["hosts"]
+        got = _ok(session, key)
+        raw = want["diagnostics"]
+        assert got["diagnostics_count"] == len(raw) == sum(g["count"] for g in got["diagnostics"])
+        assert got["total_count"] == len(got["diagnostics"]) and got["next_offset"] is None
+        for g in got["diagnostics"]:  # each group: the raw diagnostics that say the same
+            same = [d for d in raw if (d["severity"], d["code"]) == (g["severity"], g["code"])
+                    and _general(d["message"], hosts) == _general(g["message"], hosts)]
+            assert same and same[0]["message"] == g["message"] and g["count"] == len(same)
+            named = [h for d in same for h in hosts if h in d["message"]]
+            assert g["hosts"] == list(dict.fromkeys(named))[:mcp_answers.FIRST_HOSTS]
     _, want = http("/diagnostics", run=runs["tpu"])
-    assert _ok(session, "diagnostics") == want
     warnings = [d for d in want["diagnostics"] if d["severity"] == "warning"]
-    assert _ok(session, "diagnostics_warn")["diagnostics"] == warnings
+    got = _ok(session, "diagnostics_warn")["diagnostics"]
+    assert [{k: d[k] for k in ("severity", "code", "message")} for d in got] == warnings
+    page = _ok(session, "diag_page")
+    assert page["diagnostics"] == _ok(session, "diag_ddp")["diagnostics"][:1]
+    assert page["next_offset"] == (1 if page["total_count"] > 1 else None)
+
+
+def test_a_pod_s_shared_diagnostics_are_one_entry():
+    hosts = [f"host{i:03d}" for i in range(240)]
+    diags = [{"severity": "warning", "code": "cluster_unavailable",
+              "message": f"run 'r', host '{h}': converted by this server"} for h in hosts]
+    diags.append({"severity": "info", "code": "no_hw_counters", "message": "no counters"})
+    (one, other) = mcp_answers.group_diagnostics(diags, hosts)
+    assert one["count"] == 240 and one["hosts"] == hosts[:5]
+    assert one["message"] == diags[0]["message"]
+    assert other == dict(diags[-1], count=1, hosts=[])
 
 
 # --- errors, the damaged profile, read-only -------------------------------------------------
@@ -474,24 +559,87 @@ def test_diagnostics_equal_the_http_api(session, http, runs):
     ("e_damaged", "/program", {"run": "damaged"}),
     ("e_junk", "/ops", {"run": "junk"}),
 ])
-def test_errors_carry_the_http_api_message(session, http, runs, key, route, params):
+def test_errors_are_tool_results_with_the_http_api_message(session, http, runs, key, route,
+                                                           params):
     params = {k: runs.get(v, v) if k in ("run", "base") else v for k, v in params.items()}
     status, want = http(route, **params)
-    kind, code, message, data = session[key]
-    assert kind == "error" and status >= 400
-    assert message == want["error"]["message"]
-    assert data == {"status": status, "code": want["error"]["code"]}
-    assert code == (-32602 if status == 400 else -32000)
+    kind, text, error = session[key]
+    assert kind == "tool_error" and status >= 400  # isError: the model reads it
+    assert error["message"] == want["error"]["message"] and want["error"]["message"] in text
+    assert (error["status"], error["code"]) == (status, want["error"]["code"])
+
+
+def test_errors_name_the_valid_values(session, runs, http):
+    _, listed = http("/runs")
+    error = session["e_unknown"][2]
+    assert error["field"] == "run" and error["valid_values"] == [r["run"] for r in
+                                                                  listed["runs"]]
+    error = session["e_host_unknown"][2]
+    assert error["code"] == "not_found" and error["field"] == "host"
+    assert error["valid_values"] == http("/hosts", run=runs["ddp"])[1]["hosts"]
+    assert session["e_view"][2]["field"] == "view"
+    assert session["e_view"][2]["valid_values"] == ["op"]  # a JAX CPU run has no kernels
+    assert session["e_no_op"][2]["field"] == "operation"
+    assert session["e_damaged"][2].get("valid_values") is None  # nothing to choose
+
+
+def test_filters_match_any_case_and_name_the_values_a_run_has(session, http, runs):
+    assert _ok(session, "f_lower") == _ok(session, "ops_caveat")
+    assert _ok(session, "f_view_upper") == _ok(session, "ops_default")
+    _, ops = http("/ops", run=runs["tpu"])
+    for key, field in (("f_bound_typo", "bound_by"), ("f_category_typo", "category")):
+        kind, text, error = session[key]
+        assert kind == "tool_error" and error["code"] == "invalid_argument"
+        assert error["field"] == field and error["valid_values"] == ops["facets"][field]
+        assert all(v in text for v in ops["facets"][field])
+    kind, _, error = session["f_precision_typo"]
+    assert error["field"] == "precision" and "f32" in error["valid_values"]
+    assert "none" in error["valid_values"]
+    # view and caveat are enums in the schema: the SDK names the allowed values
+    for key, words in (("f_view_bad", ("'op'", "'kernel'", "'kernel_hw'")),
+                       ("f_caveat_bad", ("'async_wait'", "'no_cost'", "'none'"))):
+        kind, text, _ = session[key]
+        assert kind == "tool_error" and all(w in text for w in words), text
+    _, want = http("/compare", base=runs["b64"], run=runs["b128"], bound_by="Compute",
+                   limit=1000)
+    got = _ok(session, "cmp_lower")
+    assert got["pairs"] == _pairs(want, mcp_tools.PAIR_COLUMNS) and got["pairs"]
+    error = session["cmp_typo"][2]
+    assert error["field"] == "category" and error["valid_values"] == want["facets"]["category"]
+
+
+def test_limit_zero_gives_the_counts_and_ends_paging(session, http, runs):
+    got = _ok(session, "limit0")
+    _, want = http("/ops", run=runs["tpu"])
+    assert got["ops"] == [] and got["total_count"] == want["total_count"] > 0
+    assert got["next_offset"] is None
+
+
+def test_top_ops_fingerprints_are_compare_s(session):
+    ops = {o["operation"]: o["fingerprints"] for o in _ok(session, "fp_ops")["ops"]}
+    cand = {o["operation"]: o["fingerprints"] for o in _ok(session, "fp_ops_b128")["ops"]}
+    pairs = _ok(session, "fp_pairs")["pairs"]
+    matched = [p for p in pairs if p["status"] == "matched"]
+    assert matched and all(fp is None or fp for fp in ops.values())
+    for p in matched:
+        assert ops[p["base_operation"]] == [p["base_fingerprint"]]
+        assert cand[p["cand_operation"]] == [p["cand_fingerprint"]]
+
+
+def test_every_answer_and_the_server_carry_versions(session):
+    assert session["server_info"].version == tb_roofline.__version__
+    assert _ok(session, "runs") and session["e_damaged"][0] == "tool_error"  # both checked
 
 
 def test_a_damaged_profile_is_an_error_and_the_server_keeps_serving(session, http, runs):
-    kind, _, message, data = session["e_damaged"]
-    assert kind == "error" and data["code"] == "bad_profile" and "damaged" in message
+    _, _, error = session["e_damaged"]
+    assert error["code"] == "bad_profile" and "damaged" in error["message"]
     assert _ok(session, "after_damaged") == _ok(session, "device")
-    assert session["e_junk"][3]["code"] == "bad_profile" and "XSpace" in session["e_junk"][2]
+    error = session["e_junk"][2]
+    assert error["code"] == "bad_profile" and "XSpace" in error["message"]
     assert _ok(session, "last")["total_count"] == 9  # the last call of the session answered
-    kind, _, message, data = session["e_no_op"]
-    assert data["code"] == "not_found" and "aten::nothing" in message
+    error = session["e_no_op"][2]
+    assert error["code"] == "not_found" and "aten::nothing" in error["message"]
 
 
 @pytest.mark.parametrize("key,field", [
@@ -499,17 +647,17 @@ def test_a_damaged_profile_is_an_error_and_the_server_keeps_serving(session, htt
     ("s_missing", "run"), ("s_type", "offset"), ("s_op", "operation")])
 def test_the_input_schema_refuses_bad_arguments(session, key, field):
     kind, *rest = session[key]
-    assert kind in ("tool_error", "error"), rest
+    assert kind == "tool_error", rest
     assert field in " ".join(map(str, rest))
 
 
 def test_an_unknown_column_names_the_columns(session):
-    kind, _, message, data = session["s_column"]
-    assert kind == "error" and data["code"] == "invalid_argument"
-    assert "'nope'" in message and "flop_rate_gflops" in message
+    kind, text, error = session["s_column"]
+    assert kind == "tool_error" and error["code"] == "invalid_argument"
+    assert "'nope'" in error["message"] and "flop_rate_gflops" in error["valid_values"]
 
 
-def test_a_bug_or_no_memory_fails_one_call_as_an_mcp_error():
+def test_a_bug_or_no_memory_fails_one_call_as_a_tool_error():
     from tb_roofline.serve import mcp_server
 
     def bug(service):
@@ -518,14 +666,15 @@ def test_a_bug_or_no_memory_fails_one_call_as_an_mcp_error():
     def hungry(service):
         raise MemoryError
 
-    with pytest.raises(MCPError) as err:
-        mcp_server.call(None, bug)
-    assert err.value.error.message == "internal error: KeyError: 'x'"
-    assert err.value.error.data == {"status": 500, "code": "internal"}
-    with pytest.raises(MCPError) as err:
-        mcp_server.call(None, hungry)
-    assert err.value.error.data == {"status": 413, "code": "too_large"}
-    assert mcp_server.call(None, lambda service, x: {"x": x}, x=1) == {"x": 1}
+    result = mcp_server.call(None, bug)
+    assert result.is_error
+    assert result.structured_content["error"] == {
+        "message": "internal error: KeyError: 'x'", "status": 500, "code": "internal"}
+    result = mcp_server.call(None, hungry)
+    assert result.is_error and result.structured_content["error"]["code"] == "too_large"
+    assert result.structured_content["error"]["status"] == 413
+    result = mcp_server.call(None, lambda service, x: {"x": x}, x=1)
+    assert not result.is_error and _versions(result.structured_content) == {"x": 1}
 
 
 def test_nothing_is_written_into_the_logdir(session):
@@ -573,7 +722,7 @@ def test_a_streamable_http_session_on_localhost(logdir, http, runs):
     assert set(out["tools"]) == TOOLS
     _, want = http("/device", run=runs["b64"])
     assert _ok(out, "device")["device"] == _named_deep(want["device"])
-    assert out["e_traversal"][0] == "error" and out["e_traversal"][3]["code"] == \
+    assert out["e_traversal"][0] == "tool_error" and out["e_traversal"][2]["code"] == \
         "invalid_argument"
 
 
@@ -596,3 +745,124 @@ def test_without_the_sdk_the_cli_says_which_extra_to_install(tmp_path, capsys, m
     monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)
     assert cli.main(["mcp", str(tmp_path)]) == 2
     assert "pip install 'tb-roofline[mcp]'" in capsys.readouterr().err
+
+
+# --- progress and the byte cap, through the client -------------------------------------------
+
+def test_progress_notifications_and_capped_pages(tmp_path):
+    """A client that passes a progressToken hears "k of N hosts read" while a two-host run is
+    read (no cache: read now); a server capped at 8 KB per answer cuts a long page to fit,
+    and following next_offset gives every row once."""
+    for rel in ("guidance/torch/ddp_straggler", "compare/jax_cpu/mlp_b64",
+                "compare/jax_cpu/mlp_b128"):
+        shutil.copytree(os.path.join(DATA, rel), tmp_path / rel)
+    env = dict(_env(), TB_ROOFLINE_CACHE_DIR="off", TB_ROOFLINE_MCP_MAX_ANSWER_KB="8")
+    params = StdioServerParameters(command=sys.executable, env=env, cwd=REPO, args=[
+        "-m", "tb_roofline.serve.cli", "mcp", str(tmp_path)])
+    heard = []
+
+    async def progress(done, total, message):
+        heard.append((done, total, message))
+
+    async def main():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                runs = (await _call(session, "list_runs", {}))[1]["runs"]
+                by = {r["run"].split("/")[-2 if "jax" in r["run"] else -1]: r["run"]
+                      for r in runs}
+                out = {"program": await _call(session, "get_program", {
+                    "run": by["ddp_straggler"], "limit": 1000}, progress)}
+                pages, offset = [], 0
+                while offset is not None:
+                    kind, page = await _call(session, "compare", {
+                        "base": by["mlp_b64"], "run": by["mlp_b128"], "offset": offset,
+                        "limit": 1000, "columns": list(mcp_tools.PAIR_COLUMNS) + [
+                            "base_fingerprint", "cand_fingerprint", "base_category"]})
+                    assert kind == "ok", page
+                    pages.append(page)
+                    offset = page["next_offset"]
+                out["pages"] = pages
+                return out
+    out = _run(main)
+    assert out["program"][0] == "ok"
+    hosts = out["program"][1]["records"]
+    assert heard and heard[-1][:2] == (2.0, 2.0) and "2 of 2 hosts read" in heard[-1][2]
+    assert [h[0] for h in heard] == sorted(h[0] for h in heard) and len(hosts) > 2
+    pages = out["pages"]
+    assert len(pages) > 1 and all(p["truncated"]["max_answer_bytes"] == 8192
+                                  for p in pages[:-1])
+    assert all(len(json.dumps(p, separators=(",", ":"))) <= 8192 for p in pages)
+    assert f"offset={pages[0]['next_offset']}" in pages[0]["truncated"]["hint"]
+    pairs = [x for p in pages for x in p["pairs"]]
+    assert len(pairs) == pages[0]["total_count"] == 32
+    assert [p["offset"] for p in pages] == [0] + [p["next_offset"] for p in pages[:-1]]
+
+
+# --- shapes of custom calls ---------------------------------------------------------------------
+
+FLASH = ("%loop_fusion.2 = bf16[8,1024,128]{2,1,0} custom-call(bf16[8,1024,128]{2,1,0} %q, "
+         "bf16[8,1024,128]{2,1,0} %k, bf16[8,1024,64]{2,1,0} %v), "
+         "custom_call_target=\"tpu_custom_call\", backend_config=\"...\"")
+
+
+def test_get_op_gives_a_custom_call_s_arrays(tmp_path):
+    """A TPU custom call (a Pallas flash-attention kernel's HLO text, as the op metadata
+    carries it): get_op's shapes hold its output and operand arrays, as the text names them."""
+    from tb_roofline.protos import xplane_pb2  # noqa: F401
+    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
+    session = tmp_path / "attn" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    session.mkdir(parents=True)
+    space = make_tpu_xspace(SynthConfig(seed=1, num_cores=1, op_text={"loop_fusion.2": FLASH}))
+    (session / "h.xplane.pb").write_bytes(space.SerializeToString())
+    _age(session / "h.xplane.pb")
+    service = RooflineService(str(tmp_path))
+    got = mcp_tools.get_op(service, "attn/2026_01_01_00_00_00", "loop_fusion.2")
+    (use,) = got["shapes"]
+    assert use["kind"] == "custom_call"
+    assert use["dims"] == [[8, 1024, 128], [8, 1024, 128], [8, 1024, 128], [8, 1024, 64]]
+    assert use["shape"] == ("tpu_custom_call: bf16[8,1024,128] <- bf16[8,1024,128] "
+                            "bf16[8,1024,128] bf16[8,1024,64]")
+    assert use["calls"] == sum(r["occurrences"] for r in got["records"])
+
+
+def test_an_xla_gpu_custom_call_s_arrays_from_its_hlo():
+    """The same from an HLO instruction (XLA GPU: a cuDNN fused attention whose tuple output
+    ends with an empty scratch buffer, left out)."""
+    from tb_roofline.hlo.module import HloModule
+    from tb_roofline.hlo.shapes import BF16, TUPLE as tup, U8 as u8
+    from tb_roofline.protos import hlo_pb2
+    from tb_roofline.readers.hlo_shapes import hlo_custom_call_shape
+    bf16 = BF16
+    m = hlo_pb2.HloModuleProto(name="m", entry_computation_id=1)
+    c = m.computations.add(name="main", id=1, root_id=4)
+    for i, name in ((1, "q"), (2, "k"), (3, "v")):
+        c.instructions.add(name=name, opcode="parameter", id=i, parameter_number=i - 1,
+                           shape=hlo_pb2.ShapeProto(element_type=bf16,
+                                                    dimensions=[2, 16, 512, 64]))
+    c.instructions.add(
+        name="fmha", opcode="custom-call", id=4, operand_ids=[1, 2, 3],
+        custom_call_target="__cudnn$fmhaSoftmax",
+        shape=hlo_pb2.ShapeProto(element_type=tup, tuple_shapes=[
+            hlo_pb2.ShapeProto(element_type=bf16, dimensions=[2, 16, 512, 64]),
+            hlo_pb2.ShapeProto(element_type=u8, dimensions=[0])]))
+    kind, dims, text = hlo_custom_call_shape(HloModule(m).instruction("fmha"))
+    assert kind == "custom_call" and dims == ((2, 16, 512, 64),) * 4
+    assert text == ("__cudnn$fmhaSoftmax: bf16[2,16,512,64] <- bf16[2,16,512,64] "
+                    "bf16[2,16,512,64] bf16[2,16,512,64]")
+
+
+def test_get_op_over_the_cap_is_cut_with_a_hint(logdir, runs, monkeypatch):
+    """get_op gives one record per program, precision and host an op ran in (a pod's can be
+    many); over the byte cap the records are cut, and the hint says how to ask for less."""
+    from tb_roofline.serve.service import RooflineService
+    service = RooflineService(logdir)
+    whole = mcp_tools.get_op(service, runs["conv"], "aten::add_")
+    assert len(whole["records"]) >= 2 and "truncated" not in whole
+    size = len(json.dumps(dict(whole, records=whole["records"][:1]), separators=(",", ":")))
+    monkeypatch.setenv("TB_ROOFLINE_MCP_MAX_ANSWER_KB", str((size + 600) / 1024))
+    cut = mcp_tools.get_op(service, runs["conv"], "aten::add_")
+    assert cut["records"] == whole["records"][:1]
+    assert cut["truncated"]["rows_returned"] == 1 and "one host" in cut["truncated"]["hint"]
+    assert len(json.dumps(cut, separators=(",", ":"))) <= (size + 600)

@@ -174,3 +174,39 @@ def hlo_tensor_shape(ins, category: str) -> tuple | None:
     for o in ins.operands:
         arrays += _leaves(o.shape)
     return "tensor", tuple(d for _, d in arrays), _label(arrays, [o.name for o in ins.operands])
+
+
+# A custom call's arrays: attention kernels (cuDNN fMHA, Pallas / Triton flash attention), other
+# hand-written kernels. Kind "custom_call" (no guidance rule reads it; `get_op` shows it): dims =
+# the output arrays, then the operands'; text = "target: outputs <- operands".
+CUSTOM_CALL = "custom_call"
+_TARGET = re.compile(r'custom_call_target="([^"]*)"')
+
+
+def _custom_call(target: str, outputs: list, operands: list) -> tuple | None:
+    outputs = [(t, d) for t, d in outputs if math.prod(d)]  # not the empty scratch buffers
+    operands = [(t, d) for t, d in operands if math.prod(d)]
+    if not outputs and not operands:
+        return None
+    text = " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in outputs) + " <- " + \
+        " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in operands)
+    return CUSTOM_CALL, tuple(d for _, d in outputs + operands), f"{target or '?'}: {text}"
+
+
+def text_custom_call_shape(text: str) -> tuple | None:
+    """The arrays of a custom call from its HLO text (TPU op metadata); None for other ops."""
+    if not text or "custom-call" not in text:
+        return None
+    parts = split_instruction(text)
+    if parts is None or parts[0] != "custom-call":
+        return None
+    target = _TARGET.search(text)
+    return _custom_call(target.group(1) if target else "", _arrays(parts[1]), _arrays(parts[2]))
+
+
+def hlo_custom_call_shape(ins) -> tuple | None:
+    """The same from a parsed HLO instruction (hlo/module.Instruction: XLA on GPU/CPU)."""
+    if ins.opcode != "custom-call":
+        return None
+    return _custom_call(ins.proto.custom_call_target, _leaves(ins.shape),
+                        [a for o in ins.operands for a in _leaves(o.shape)])

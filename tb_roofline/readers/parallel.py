@@ -268,13 +268,18 @@ def read_files(jobs: list, progress=None) -> list:
     finally:  # (a strict cluster error too: the MCP server lives on after it)
         clear_info_cache()  # what this process decoded: not kept between requests
     per_job: dict = {}
+    notes: dict = {}
     for (i, *_), out in zip(units, outcomes):
+        if isinstance(out, ReadHere):
+            notes.setdefault(i, []).append(out.note)
+            out = out.result
         per_job.setdefault(i, []).append(out)
     for i, outs in per_job.items():
         results[i] = _finish(jobs[i], plans.get(i), outs)
-        if note is not None and isinstance(results[i], ProfileData):
+        extra = ([note] if note is not None else []) + notes.get(i, [])[:1]
+        if extra and isinstance(results[i], ProfileData):
             results[i] = dataclasses.replace(results[i],
-                                             diagnostics=results[i].diagnostics + [note])
+                                             diagnostics=results[i].diagnostics + extra)
     return results
 
 
@@ -288,8 +293,10 @@ def _execute(args: list, units: list, remote: bool, report, finished: dict):
     note = None
     if address and units:
         try:
-            names = [os.path.basename(str(a[1][0])) for a in args]
-            return cluster.run_units(address, _call, args, report, names), None
+            paths = [str(a[1][0]) for a in args]
+            names = [os.path.basename(p) for p in paths]
+            outcomes = cluster.run_units(address, _call, args, report, names, paths)
+            return _read_here_what_no_worker_could(outcomes, args), None
         except cluster.ClusterError as exc:
             if cluster.strict():
                 raise
@@ -319,6 +326,45 @@ def _execute(args: list, units: list, remote: bool, report, finished: dict):
 
 def _call(fn, args):
     return fn(*args)
+
+
+def _read_here_what_no_worker_could(outcomes: list, args: list) -> list:
+    """Units no worker could read (`cluster.WorkerFault`: credentials, path, package) read in
+    this process. Read here, a unit's file answers with a diagnostic naming the worker; a
+    file found damaged (or gone) here is that file's error, as ever. If this process cannot
+    read it either, the command fails (CLI) naming the worker and its cause, unless partial
+    answers are allowed (TensorBoard, `--allow-partial`): then the file is skipped with an
+    error that names both."""
+    from tb_roofline.readers import cluster
+    faults = [k for k, o in enumerate(outcomes) if isinstance(o, cluster.WorkerFault)]
+    if not faults:
+        return outcomes
+    out = list(outcomes)
+    again = _run_here(_call, [args[k] for k in faults])
+    for k, here in zip(faults, again):
+        fault = outcomes[k]
+        if isinstance(here, Exception) and \
+                cluster.access_fault(here, str(args[k][1][0])) is None:
+            out[k] = here  # read here, the file itself is at fault (damaged, gone): its error
+            continue
+        if not isinstance(here, Exception):
+            log.warning("tb-roofline: read %s here: %s", os.path.basename(str(args[k][1][0])),
+                        fault)
+            out[k] = ReadHere(here, Diagnostic("warning", "cluster_worker_fault",
+                                               f"read by this process: {fault}"))
+            continue
+        if cluster.strict() and not cluster.allow_partial():
+            raise cluster.ClusterError(f"{fault}; reading it here failed too: {here} "
+                                       "(give the workers access, or --allow-partial)")
+        out[k] = ProfileFormatError(f"{fault}; reading it here failed too: {here}")
+    return out
+
+
+@dataclasses.dataclass
+class ReadHere:
+    """A unit no worker could do, done by this process: its result and the note saying so."""
+    result: object
+    note: Diagnostic
 
 
 def _size(path) -> int:

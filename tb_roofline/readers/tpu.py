@@ -32,7 +32,8 @@ from tb_roofline.hlo.text import async_role, parse_instruction
 from tb_roofline.table.op_table import (ASYNC_START, ASYNC_WAIT, CONTAINER_CATEGORIES,
                                         HOST_TRANSFER, NO_STEP, is_infeed_outfeed_category)
 from tb_roofline.protos import memory_access_pb2
-from tb_roofline.readers.hlo_shapes import text_link, text_tensor_shape
+from tb_roofline.readers.hlo_shapes import text_custom_call_shape, text_link, \
+    text_tensor_shape
 from tb_roofline.readers.shape_facts import tpu_text_shape
 
 TENSOR_CORE_PLANE = re.compile(r"^/device:TPU:(\d+)$")
@@ -183,7 +184,8 @@ def op_info(ps, md) -> dict:
         "caveat": caveat, "role": role,
         "fingerprint": text_fingerprint(md.name),  # "" when the name is not the HLO text
         "start_name": text.operands[-1] if role == "done" and text and text.operands else "",
-        "shape": tpu_text_shape(md.name, category) or text_tensor_shape(md.name, category),
+        "shape": text_custom_call_shape(md.name) or tpu_text_shape(md.name, category)
+        or text_tensor_shape(md.name, category),
         # a collective's (kind, message bytes, group): its bus bytes once the cores are known
         "link": text_link(md.name) or text_link(fallback),
     }

@@ -34,24 +34,43 @@ LONG_LIVED = ("mcp", "serve")  # servers: their reader processes stay between re
 
 
 class _Progress:
-    """Stderr progress for slow reads (only when it takes long enough to matter)."""
+    """Stderr progress for slow reads (only when it takes long enough to matter): on a
+    terminal one line rewritten in place; elsewhere (a CI log, a Kubernetes Job) whole lines
+    "reading: k of N hosts", the first after FIRST_S, then at most one per EVERY_S and the
+    last when every host is read."""
+    FIRST_S, EVERY_S = 2.0, 5.0
 
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
+    def __init__(self, enabled: bool, tty: bool = True):
+        self.enabled, self.tty = enabled, tty
         self.start = time.monotonic()
         self.shown = False
+        self.last = 0.0
 
-    def __call__(self, host: str, done: int, total: int):
+    def __call__(self, host: str, done: int, total: int, hosts_done=None, hosts_total=None):
         if not self.enabled:
             return
-        if time.monotonic() - self.start > 0.5 or self.shown:
-            self.shown = True
-            sys.stderr.write(f"\rreading {host}: {done}/{total} planes"
-                             f" ({time.monotonic() - self.start:.1f} s)   ")
+        now = time.monotonic()
+        took = now - self.start
+        hosts = f"{hosts_done} of {hosts_total} hosts" if hosts_total else ""
+        if self.tty:
+            if took > 0.5 or self.shown:
+                self.shown = True
+                sys.stderr.write(f"\rreading {host}: {done}/{total} planes"
+                                 + (f", {hosts}" if hosts else "") + f" ({took:.1f} s)   ")
+                sys.stderr.flush()
+            return
+        if not hosts:
+            return
+        finished = hosts_done == hosts_total and done >= total
+        if took < self.FIRST_S and not self.shown:
+            return
+        if finished or not self.shown or now - self.last >= self.EVERY_S:
+            sys.stderr.write(f"tb-roofline: reading: {hosts} ({took:.1f} s)\n")
             sys.stderr.flush()
+            self.shown, self.last = True, now
 
     def finish(self):
-        if self.shown:
+        if self.shown and self.tty:
             sys.stderr.write("\n")
 
 
@@ -347,6 +366,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--scheduler", default=settings.text(settings.SCHEDULER) or None,
                        help="convert on this Dask cluster (tcp://HOST:8786; default "
                             "$TB_ROOFLINE_SCHEDULER; pip install 'tb-roofline[dask]')")
+        p.add_argument("--allow-partial", action="store_true",
+                       help="with --scheduler: skip hosts that neither a worker nor this "
+                            "process can read (each named in the diagnostics) instead of "
+                            "failing")
     return parser
 
 
@@ -372,7 +395,8 @@ def _main(argv=None, out=None) -> int:
     if not (args.scheduler or "").strip():  # local conversion: no cluster module (start-up)
         return _command(args, out)
     from tb_roofline.readers import cluster
-    cluster.configure(args.scheduler, strict=True)
+    cluster.configure(args.scheduler, strict=True,
+                      allow_partial=getattr(args, "allow_partial", False))
     try:
         addr = cluster.address()  # (stripped, as the environment variable is)
         if args.command not in ("runs", "calibrate"):
@@ -409,7 +433,7 @@ def _run_command(args, out) -> int:
         return 2
     from tensorboard import errors as tb_errors
     from tb_roofline.serve.service import RooflineService
-    progress = _Progress(enabled=not args.no_progress and sys.stderr.isatty())
+    progress = _Progress(enabled=not args.no_progress, tty=sys.stderr.isatty())
     service = RooflineService(args.logdir, progress=progress,
                               device_file=getattr(args, "device_file", None),
                               workload_file=getattr(args, "workload_file", None))

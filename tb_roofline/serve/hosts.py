@@ -201,6 +201,41 @@ class ConversionBudget:
             release_free_memory()
 
 
+class LoggedProgress:
+    """A HostReader progress callback for TensorBoard: INFO lines "read k of N hosts" on the
+    `tb_roofline.progress` logger, set to INFO so that they show at TensorBoard's default
+    verbosity (WARNING for every other logger); the first after FIRST_S, then at most one per
+    EVERY_S, and the last of a read."""
+    FIRST_S, EVERY_S = 2.0, 5.0
+
+    def __init__(self):
+        import logging
+        self.log = logging.getLogger("tb_roofline.progress")
+        if self.log.level == logging.NOTSET:
+            self.log.setLevel(logging.INFO)
+        self.lock = threading.Lock()
+        self.start: float | None = None
+        self.last = 0.0
+
+    def __call__(self, host, done, total, hosts_done=None, hosts_total=None):
+        if not hosts_total:
+            return
+        now = time.monotonic()
+        with self.lock:
+            if self.start is None:  # a read begins
+                self.start = now
+            took = now - self.start
+            finished = hosts_done == hosts_total and done >= total
+            show = took >= self.FIRST_S and (finished or now - self.last >= self.EVERY_S)
+            if show:
+                self.last = now
+            if finished:
+                self.start = None
+        if show:
+            self.log.info("tb-roofline: read %d of %d hosts (%s: %d of %d parts; %.1f s)",
+                          hosts_done, hosts_total, host, done, total, took)
+
+
 class HostReader:
     """Read profiles, cached in memory and on disk, converted under the budget."""
 
@@ -208,7 +243,7 @@ class HostReader:
                  budget_bytes: int | None = None):
         self.max_file_bytes = max_file_bytes_
         self.disk_cache = disk_cache
-        self.progress = progress  # callable(host, done, total) for long reads (the CLI's)
+        self.progress = progress  # callable(host, done, total, hosts_done, hosts_total)
         self.cache = ByteLRU(memory_budget_bytes("profiles"))  # path -> HostEntry
         self.budget = ConversionBudget(budget_bytes if budget_bytes is not None
                                        else settings.mb(settings.MEMORY_BUDGET_MB))
@@ -291,7 +326,12 @@ class HostReader:
         from tb_roofline.readers.parallel import read_files  # late: keeps is_active light
         report = None
         if self.progress:
-            report = lambda j, done, total: self.progress(files[todo[j]].host, done, total)
+            finished: set = set()
+
+            def report(j, done, total):  # and how many of these files are read
+                if done >= total:
+                    finished.add(j)
+                self.progress(files[todo[j]].host, done, total, len(finished), len(todo))
         # The reader stops at what the budget allows, whatever a .gz trailer claimed.
         factor = MEMORY_PER_BYTE.get(run.format, 2.0)
         limit = min(self.max_file_bytes, int(self.budget.total / factor))

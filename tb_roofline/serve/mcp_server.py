@@ -2,25 +2,27 @@
 (`pip install 'tb-roofline[mcp]'`), on stdio or on streamable HTTP bound to 127.0.0.1.
 
 Thin wiring only: each tool here declares its input schema (types, ranges and choices, checked
-by the SDK before the tool runs), calls the plain function with the server's one
-`RooflineService`, and turns the service's public errors into MCP errors carrying the HTTP
-API's message, status and code (`docs/mcp.md`). A failure, even a bug or running out of
-memory, answers that one call; the server keeps serving. Read-only: nothing is written.
+by the SDK before the tool runs; choices in any case), calls the plain function with the
+server's one `RooflineService`, and answers with its result and the versions. The service's
+public errors are tool results with `isError` (MCP 2025-11-25: the model reads them, a
+JSON-RPC error it would not) carrying the HTTP API's message, status and code and the valid
+values of the argument at fault (`docs/mcp.md`). A failure, even a bug or running out of
+memory, answers that one call; the server keeps serving. Progress notifications ("k of N
+hosts read") go to a client that gave a progressToken. Read-only: nothing is written.
 """
+import contextvars
+import json
 import logging
 from typing import Annotated, Any, Literal, Optional
 
 from tensorboard import errors as tb_errors
 
 from tb_roofline import errors
-from tb_roofline.serve import mcp_tools
+from tb_roofline.serve import mcp_answers, mcp_tools
 
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "tb-roofline"
-MCP_INVALID_PARAMS = -32602  # JSON-RPC: the arguments are wrong (HTTP 400)
-MCP_SERVER_ERROR = -32000  # JSON-RPC's implementation-defined server error (other statuses)
-MCP_INTERNAL_ERROR = -32603
 
 INSTRUCTIONS = """\
 tb-roofline: roofline analysis of the ML profiles (XLA XSpace for TPU/GPU/CPU, PyTorch Kineto
@@ -50,159 +52,261 @@ How to read a roofline:
 """
 
 IoArg = Literal["include", "exclude"]
+ViewArg = Literal[mcp_tools.VIEWS]
+CaveatArg = Literal[mcp_tools.CAVEATS]
 Answer = dict[str, Any]  # a JSON object: the structured content of a tool's result
 
 
-def _mcp_error(exc: tb_errors.PublicError):
-    from mcp.shared.exceptions import MCPError
+_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("tb_roofline_mcp_progress",
+                                                          default=None)
+
+
+def _reading(host: str, done: int, total: int, hosts_done=None, hosts_total=None):
+    """The service's progress callback: hands it to the call being answered (each call runs
+    on a thread of its own, with its own context)."""
+    report = _PROGRESS.get()
+    if report is not None:
+        report(host, done, total, hosts_done, hosts_total)
+
+
+def _notifier(ctx):
+    """Progress notifications for `ctx`'s call ("k of N hosts read"); the SDK sends them
+    only when the client gave a progressToken. At most one per host finished."""
+    if ctx is None:
+        return None
+    import anyio.from_thread
+
+    def report(host, done, total, hosts_done, hosts_total):
+        if hosts_total is None or done != total:
+            return
+        try:
+            anyio.from_thread.run(ctx.report_progress, float(hosts_done), float(hosts_total),
+                                  f"{hosts_done} of {hosts_total} hosts read ({host})")
+        except Exception as exc:  # noqa: BLE001 (the client went: the answer still matters)
+            logger.debug("tb-roofline mcp: progress not sent (%s)", exc)
+    return report
+
+
+def _result(structured: dict, is_error: bool = False):
+    from mcp.types import CallToolResult, TextContent
+    text = json.dumps(structured, separators=(",", ":"), allow_nan=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=structured, is_error=is_error)
+
+
+def _error(service, exc, kwargs: dict):
+    """A tool result with isError (the model reads it): the HTTP API's message, status and
+    code, and the valid values of the argument at fault where they are known."""
     status = getattr(exc, "http_code", 500)
-    code = MCP_INVALID_PARAMS if status == 400 else MCP_SERVER_ERROR
-    return MCPError(code=code, message=str(exc),
-                    data={"status": status, "code": errors.error_code(exc)})
+    valid = mcp_tools.valid_values(service, exc, kwargs) if service is not None else None
+    return _result(mcp_answers.error_answer(exc, status, errors.error_code(exc), valid), True)
 
 
-def call(service, fn, **kwargs) -> dict:
-    """Run one tool: its answer, or an MCP error with the HTTP API's message (a bug or a lack
-    of memory answered as the plugin answers it: one failed call, the server lives on)."""
-    from mcp.shared.exceptions import MCPError
+def call(service, fn, ctx=None, **kwargs):
+    """Run one tool: its answer with the versions, or a tool result with isError carrying
+    the HTTP API's message (a bug or a lack of memory answered as the plugin answers it:
+    one failed call, the server lives on)."""
+    token = _PROGRESS.set(_notifier(ctx))
     try:
-        return fn(service, **kwargs)
+        return _result({**fn(service, **kwargs), **mcp_answers.versions()})
     except tb_errors.PublicError as exc:
-        raise _mcp_error(exc) from None
-    except MCPError:
-        raise
+        return _error(service, exc, kwargs)
     except MemoryError:
         pass  # answered below, outside this block: the failed call's memory is free
     except Exception as exc:  # a bug: say what, keep serving
         logger.exception("tb-roofline mcp: %s failed", fn.__name__)
-        raise MCPError(code=MCP_INTERNAL_ERROR,
-                       message=f"internal error: {type(exc).__name__}: {exc}",
-                       data={"status": 500, "code": "internal"}) from None
-    raise _mcp_error(errors.TooLargeError(
+        exc = mcp_answers.InternalError(f"internal error: {type(exc).__name__}: {exc}")
+        return _error(None, exc, kwargs)
+    finally:
+        _PROGRESS.reset(token)
+    return _error(None, errors.TooLargeError(
         "not enough memory to answer this request: the profile is too large for this server "
-        "(lower TB_ROOFLINE_MAX_FILE_MB or TB_ROOFLINE_MAX_EVENTS, or give it more memory)"))
+        "(lower TB_ROOFLINE_MAX_FILE_MB or TB_ROOFLINE_MAX_EVENTS, or give it more memory)"),
+        kwargs)
 
 
-def build_server(service):
-    """The MCPServer with every tool of `mcp_tools`, bound to `service`."""
-    from pydantic import Field
-    from mcp.server.mcpserver import MCPServer
-    from mcp.types import ToolAnnotations
+def _lower(value):
+    """Choices are matched without regard to case ("HBM", "hbm")."""
+    if isinstance(value, str):
+        return value.strip().lower()
+    if isinstance(value, list):
+        return [_lower(v) for v in value]
+    return value
 
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
-                                idempotent_hint=True, open_world_hint=False)
-    tool = lambda: server.tool(annotations=read_only, structured_output=True)  # noqa: E731
+
+def _answer_model():
+    """The output schema of every tool: an object with the versions (docs/mcp.md lists each
+    tool's other fields)."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class ToolAnswer(BaseModel):
+        """A tool's answer: its fields (docs/mcp.md) and the versions."""
+        model_config = ConfigDict(extra="allow")
+        server_version: str = Field(description="tb-roofline's version")
+        schema_version: str = Field(description=(
+            "the version of the answers' shape (docs/mcp.md, changelog)"))
+    return ToolAnswer
+
+
+def _types():
+    """The argument types the tools share (descriptions, ranges, choices in any case) and
+    the answer's: what the input and output schemas publish."""
+    from types import SimpleNamespace
+    from pydantic import BeforeValidator, Field
+    from mcp.server.mcpserver import Context
     Run = Annotated[str, Field(description="run name exactly as list_runs gives it")]
     Host = Annotated[str, Field(description="one host of the run; '' or '*' = all hosts")]
-    Io = Annotated[IoArg, Field(description="whether infeed/outfeed ops count")]
+    Io = Annotated[IoArg, BeforeValidator(_lower),
+                   Field(description="whether infeed/outfeed ops count")]
     Off = Annotated[int, Field(ge=0, description="rows to skip (paging)")]
-    Lim = Annotated[Optional[int], Field(ge=0, le=mcp_tools.MAX_LIMIT,
-                                         description="rows to return (default 10)")]
+    Lim = Annotated[Optional[int], Field(ge=0, le=mcp_tools.MAX_LIMIT, description=(
+        "rows to return (default 10; 0: the counts only, next_offset null)"))]
     Cols = Annotated[Optional[list[str]], Field(
         description="fields to return (HTTP column names or these answers' names); "
                     "default: the main ones")]
     Dig = Annotated[Optional[int], Field(ge=0, le=17, description=(
         "significant digits of every number (default 6; 0 = full precision)"))]
-    View = Annotated[str, Field(description="op (default), kernel or kernel_hw (PyTorch GPU)")]
+    View = Annotated[ViewArg, BeforeValidator(_lower), Field(
+        description="op (default), kernel or kernel_hw (PyTorch GPU traces); any case")]
+    Category = Annotated[Optional[list[str]], Field(description=(
+        "keep ops of these categories, any case (the answer's facets.category lists the "
+        "run's; a value the run has not is an error naming them)"))]
+    BoundBy = Annotated[Optional[list[str]], Field(description=(
+        "keep ops bound by these: Compute, HBM, VMEM Read, ..., Unknown, Async; any case "
+        "(facets.bound_by lists the run's; a value the run has not is an error naming them)"))]
     Values = Annotated[Optional[list[str]], Field(description="keep rows with one of these")]
     Step = Annotated[Optional[str], Field(description="Total (default), Average or a step")]
+    Caveats = Annotated[Optional[list[CaveatArg]], BeforeValidator(_lower), Field(
+        description="caveat codes to keep, any case; 'none' = rows without a caveat")]
+    return SimpleNamespace(
+        Run=Run, Host=Host, Io=Io, Off=Off, Lim=Lim, Cols=Cols, Dig=Dig, View=View,
+        Category=Category, BoundBy=BoundBy, Values=Values, Step=Step, Caveats=Caveats,
+        Answer=_answer_model(), Context=Context, Field=Field, BeforeValidator=BeforeValidator)
 
+
+def build_server(service):
+    """The MCPServer with every tool of `mcp_tools`, bound to `service`."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
+
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
+                       version=mcp_answers.server_version())
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
+                                idempotent_hint=True, open_world_hint=False)
+
+    def tool():
+        return server.tool(annotations=read_only, structured_output=True)
+    T = _types()  # noqa: N806
+    _run_tools(tool, service, T)
+    _op_tools(tool, service, T)
+    _refuse_unknown_arguments(server)
+    return server
+
+
+def _run_tools(tool, service, T):  # noqa: N803
+    """Runs, hosts, the device, program records, diagnostics."""
     @tool()
-    def list_runs(offset: Off = 0, limit: Annotated[Optional[int], Field(
-            ge=0, le=mcp_tools.MAX_LIMIT)] = 50) -> Answer:
+    def list_runs(ctx: T.Context, offset: T.Off = 0, limit: Annotated[Optional[int], T.Field(
+            ge=0, le=mcp_tools.MAX_LIMIT)] = 50) -> T.Answer:
         """Profiling runs in the logdir, newest first, with their hosts and format."""
-        return call(service, mcp_tools.list_runs, offset=offset, limit=limit)
+        return call(service, mcp_tools.list_runs, ctx, offset=offset, limit=limit)
 
     @tool()
-    def list_hosts(run: Run) -> Answer:
+    def list_hosts(ctx: T.Context, run: T.Run) -> T.Answer:
         """The hosts of one run ('*' aggregates all)."""
-        return call(service, mcp_tools.list_hosts, run=run)
+        return call(service, mcp_tools.list_hosts, ctx, run=run)
 
     @tool()
-    def get_device(run: Run, host: Host = "", significant_digits: Dig = None) -> Answer:
+    def get_device(ctx: T.Context, run: T.Run, host: T.Host = "",
+                   significant_digits: T.Dig = None) -> T.Answer:
         """The device and its roofs: peak FLOP rate per precision and bandwidth per memory,
         ridge points, each with its source (profile, datasheet, measured, user)."""
-        return call(service, mcp_tools.get_device, run=run, host=host,
+        return call(service, mcp_tools.get_device, ctx, run=run, host=host,
                     significant_digits=significant_digits)
 
     @tool()
-    def get_program(run: Run, host: Host = "", infeed_outfeed: Io = "include",
-                    offset: Off = 0, limit: Lim = None, columns: Cols = None,
-                    significant_digits: Dig = None) -> Answer:
+    def get_program(ctx: T.Context, run: T.Run, host: T.Host = "", infeed_outfeed: T.Io = "include",
+                    offset: T.Off = 0, limit: T.Lim = None, columns: T.Cols = None,
+                    significant_digits: T.Dig = None) -> T.Answer:
         """Program records: the Total, Total (HW), one per host, Average and each step, with
         rates, intensity, bound-by, efficiency and cost coverage."""
-        return call(service, mcp_tools.get_program, run=run, host=host,
+        return call(service, mcp_tools.get_program, ctx, run=run, host=host,
                     infeed_outfeed=infeed_outfeed, offset=offset, limit=limit,
                     columns=columns, significant_digits=significant_digits)
 
     @tool()
-    def top_ops(run: Run, host: Host = "", infeed_outfeed: Io = "include", view: View = "op",
-                category: Values = None, bound_by: Values = None,
-                name: Annotated[str, Field(description="case-insensitive substring")] = "",
-                precision: Values = None,
-                caveat: Annotated[Optional[list[str]], Field(
-                    description="caveat codes to keep; 'none' = rows without a caveat")] = None,
-                order: Annotated[Literal["self_time", "time_saved"], Field(
-                    description="self_time (rank) or time_saved (opportunities first)")]
+    def get_diagnostics(ctx: T.Context, run: T.Run, host: T.Host = "", severity: Annotated[
+            Optional[list[Literal["info", "warning", "error"]]], T.BeforeValidator(_lower),
+            T.Field(description="keep these severities")] = None,
+            offset: T.Off = 0, limit: T.Lim = None) -> T.Answer:
+        """What the profile lacks or what was skipped (unknown peaks, low cost coverage, ...),
+        one entry per message the hosts share (count, first hosts), paged."""
+        return call(service, mcp_tools.get_diagnostics, ctx, run=run, host=host,
+                    severity=severity, offset=offset, limit=limit)
+
+
+def _op_tools(tool, service, T):  # noqa: N803
+    """Ops, one op, the guidance, comparisons."""
+    @tool()
+    def top_ops(ctx: T.Context, run: T.Run, host: T.Host = "", infeed_outfeed: T.Io = "include",
+                view: T.View = "op", category: T.Category = None, bound_by: T.BoundBy = None,
+                name: Annotated[str, T.Field(description="case-insensitive substring")] = "",
+                precision: Annotated[Optional[list[str]], T.Field(description=(
+                    "precisions to keep (bf16, fp32, ...), any case; 'none' = rows without "
+                    "one"))] = None,
+                caveat: T.Caveats = None,
+                order: Annotated[Literal["self_time", "time_saved"], T.BeforeValidator(_lower),
+                                 T.Field(description="self_time (rank) or time_saved "
+                                                   "(opportunities first)")]
                 = "self_time",
-                offset: Off = 0, limit: Lim = None, columns: Cols = None,
-                significant_digits: Dig = None) -> Answer:
+                offset: T.Off = 0, limit: T.Lim = None, columns: T.Cols = None,
+                significant_digits: T.Dig = None) -> T.Answer:
         """The top ops by self time or by potential time saved, filtered by category,
-        bound_by, name, precision and caveat, paged (next_offset)."""
-        return call(service, mcp_tools.top_ops, run=run, host=host,
+        bound_by, name, precision and caveat, paged (next_offset). Each op carries its
+        fingerprints (what it computes, as compare's pairs name it)."""
+        return call(service, mcp_tools.top_ops, ctx, run=run, host=host,
                     infeed_outfeed=infeed_outfeed, view=view, category=category,
                     bound_by=bound_by, name=name, precision=precision, caveat=caveat,
                     order=order, offset=offset, limit=limit, columns=columns,
                     significant_digits=significant_digits)
 
     @tool()
-    def get_op(run: Run, operation: Annotated[str, Field(min_length=1, description=(
-            "the op's exact name, as top_ops gives it"))], host: Host = "",
-               program_id: Optional[str] = None, precision: Optional[str] = None,
-               view: View = "op", infeed_outfeed: Io = "include",
-               significant_digits: Dig = None) -> Answer:
+    def get_op(ctx: T.Context, run: T.Run, operation: Annotated[str, T.Field(
+            min_length=1, description="the op's exact name, as top_ops gives it")],
+               host: T.Host = "", program_id: Optional[str] = None,
+               precision: Optional[str] = None, view: T.View = "op",
+               infeed_outfeed: T.Io = "include", significant_digits: T.Dig = None) -> T.Answer:
         """One op in full: every column of its records, the guidance findings naming it with
         their evidence, the shapes it ran with and the kernels it launched (PyTorch)."""
-        return call(service, mcp_tools.get_op, run=run, operation=operation, host=host,
+        return call(service, mcp_tools.get_op, ctx, run=run, operation=operation, host=host,
                     program_id=program_id, precision=precision, view=view,
                     infeed_outfeed=infeed_outfeed, significant_digits=significant_digits)
 
     @tool()
-    def get_guidance(run: Run, host: Host = "", infeed_outfeed: Io = "include",
-                     offset: Off = 0, limit: Lim = None,
-                     significant_digits: Dig = None) -> Answer:
+    def get_guidance(ctx: T.Context, run: T.Run, host: T.Host = "",
+                     infeed_outfeed: T.Io = "include", offset: T.Off = 0, limit: T.Lim = None,
+                     significant_digits: T.Dig = None) -> T.Answer:
         """What to change: findings (rule, ops, evidence, time saved, suggestion), step time
         by class (compute, memory, communication, idle) and throughput (MFU, HFU)."""
-        return call(service, mcp_tools.get_guidance, run=run, host=host,
+        return call(service, mcp_tools.get_guidance, ctx, run=run, host=host,
                     infeed_outfeed=infeed_outfeed, offset=offset, limit=limit,
                     significant_digits=significant_digits)
 
     @tool()
-    def compare(base: Annotated[str, Field(description="the base run")], run: Run,
-                base_host: Host = "", host: Host = "", base_step: Step = None,
-                step: Step = None, level: Literal["op", "program"] = "op",
-                infeed_outfeed: Io = "include", view: View = "op", category: Values = None,
-                bound_by: Values = None, name: str = "", offset: Off = 0, limit: Lim = None,
-                columns: Cols = None, significant_digits: Dig = None) -> Answer:
+    def compare(ctx: T.Context, base: Annotated[str, T.Field(description="the base run")],
+                run: T.Run, base_host: T.Host = "", host: T.Host = "", base_step: T.Step = None,
+                step: T.Step = None, level: Annotated[Literal["op", "program"],
+                                                    T.BeforeValidator(_lower)] = "op",
+                infeed_outfeed: T.Io = "include", view: T.View = "op", category: T.Category = None,
+                bound_by: T.BoundBy = None, name: str = "", offset: T.Off = 0, limit: T.Lim = None,
+                columns: T.Cols = None, significant_digits: T.Dig = None) -> T.Answer:
         """Two runs, two hosts of one run or two steps: the summary (time change, speedup,
         top contributors) first, then one page of matched op (or program) pairs."""
-        return call(service, mcp_tools.compare, base=base, run=run, base_host=base_host,
+        return call(service, mcp_tools.compare, ctx, base=base, run=run, base_host=base_host,
                     host=host, base_step=base_step, step=step, level=level,
                     infeed_outfeed=infeed_outfeed, view=view, category=category,
                     bound_by=bound_by, name=name, offset=offset, limit=limit, columns=columns,
                     significant_digits=significant_digits)
-
-    @tool()
-    def get_diagnostics(run: Run, host: Host = "", severity: Annotated[
-            Optional[list[Literal["info", "warning", "error"]]], Field(
-                description="keep these severities")] = None) -> Answer:
-        """What the profile lacks or what was skipped (unknown peaks, low cost coverage, ...)."""
-        return call(service, mcp_tools.get_diagnostics, run=run, host=host,
-                    severity=severity)
-
-    _refuse_unknown_arguments(server)
-    return server
 
 
 def _refuse_unknown_arguments(server):
@@ -227,7 +331,8 @@ def run(logdir: str, http: bool = False, port: int = 8000, device_file: Optional
         workload_file: Optional[str] = None) -> int:
     """Serve until the client goes (stdio) or Ctrl-C (HTTP, on 127.0.0.1 only)."""
     from tb_roofline.serve.service import RooflineService
-    service = RooflineService(logdir, device_file=device_file, workload_file=workload_file)
+    service = RooflineService(logdir, progress=_reading, device_file=device_file,
+                              workload_file=workload_file)
     server = build_server(service)
     if http:
         server.run("streamable-http", host="127.0.0.1", port=port)

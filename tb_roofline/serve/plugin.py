@@ -13,7 +13,8 @@ class RooflinePlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
     def __init__(self, context: base_plugin.TBContext):
-        self._service = RooflineService(context.logdir or "")
+        from tb_roofline.serve.hosts import LoggedProgress
+        self._service = RooflineService(context.logdir or "", progress=LoggedProgress())
         self._routes = RooflineRoutes(self._service)
 
     def frontend_metadata(self):

@@ -16,7 +16,7 @@ from tb_roofline.table.collective_info import describe
 from tb_roofline.table.op_table import CONTAINER_CATEGORIES, HOST_TRANSFER, OpTableBuilder
 from tb_roofline.table.timeline import add_shape_use
 from tb_roofline.readers.common import group_codes, group_sums, op_nesting, self_times
-from tb_roofline.readers.hlo_shapes import hlo_tensor_shape
+from tb_roofline.readers.hlo_shapes import hlo_custom_call_shape, hlo_tensor_shape
 from tb_roofline.readers.shape_facts import hlo_shape
 from tb_roofline.readers.xla_gpu_cpu.costing import (UNATTRIBUTED, Costing, costed, executions,
                                                      host_bytes, ran_at)
@@ -107,7 +107,8 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
         hbm = 0.0 if host_moved else c.bytes
         precision = ran_at(g.kernel_time, c.precision) if costing.gpu else c.precision
         labels.append(((pid, opname, precision), c.category))
-        shape = hlo_shape(ins) or hlo_tensor_shape(ins, c.category)
+        shape = hlo_shape(ins) or hlo_custom_call_shape(ins) or \
+            hlo_tensor_shape(ins, c.category)
         if shape is not None:
             add_shape_use(shapes, (pid, opname, precision), shape, execs, g.total_ps)
         builder.add(host=host, core=core, program_id=pid, program=program or module.name,

@@ -1,0 +1,274 @@
+"""Faults on a real Dask cluster that must never give a silently partial answer, nor hang:
+a worker without the bucket's credentials (moto S3, tests/s3_server.py), a file nobody can
+read, every worker killed mid-run, a worker of other code, bad scheduler addresses, and a
+scheduler speaking TLS. The cluster, the S3 server and the helpers are test_dask_cluster.py's."""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("distributed")
+pytest.importorskip("s3fs")
+pytest.importorskip("moto")
+
+from tb_server import OUTPUT_DIR, free_port  # noqa: E402
+from test_dask_cluster import (TPU_RUN, WAIT_S, _answers, _converted, _die_with_us,  # noqa: E402,F401
+                               _env, _local_answers, dask_cluster, world)
+
+from tb_roofline.errors import ProfileFormatError  # noqa: E402
+from tb_roofline.readers import cluster, parallel  # noqa: E402
+from tb_roofline.serve.cli import main  # noqa: E402
+from tb_roofline.serve.service import RooflineService  # noqa: E402
+
+
+def _without_credentials(env: dict) -> dict:
+    """A worker's (or a process's) environment without the bucket's credentials."""
+    return {k: v for k, v in _env(env).items() if k not in ("AWS_ACCESS_KEY_ID",
+                                                             "AWS_SECRET_ACCESS_KEY")}
+
+
+def _faults(caplog) -> list:
+    return [r.getMessage() for r in caplog.records if "cannot read" in r.getMessage()]
+
+
+def test_a_worker_without_credentials_leaves_nothing_out(world, monkeypatch, caplog):
+    """One of two workers lacks the bucket's credentials: each unit it fails goes to the
+    other, and the answer is the whole one. With that worker alone, the hosts are read here
+    (this process has credentials), each with a diagnostic naming the worker and why."""
+    server, url, local, _ = world
+    hosts = [f"tpu-host{h:02d}" for h in range(16)]
+    expected = _local_answers(local, TPU_RUN, hosts, monkeypatch)
+    bare = _without_credentials(server.env())
+    caplog.set_level(logging.INFO, logger="tb_roofline")
+    with dask_cluster(_env(server.env()), workers=()) as c:
+        c.start_worker("bare", bare)
+        c.start_worker("good", _env(server.env()))
+        c.wait_for({"bare", "good"})
+        cluster.configure(c.address, strict=True)
+        try:
+            service = RooflineService(url)
+            service.list_runs()
+            assert _answers(service, TPU_RUN, hosts) == expected
+        finally:
+            cluster.configure(None)
+    faults = _faults(caplog)
+    assert faults and all("Dask worker" in m and "s3://" in m for m in faults)
+    assert _converted(caplog) == 16  # every host on the cluster: the good worker
+
+    caplog.clear()
+    with dask_cluster(_env(server.env()), workers=()) as c:
+        c.start_worker("bare", bare)
+        c.wait_for({"bare"})
+        cluster.configure(c.address, strict=True)
+        try:
+            service = RooflineService(url)
+            service.list_runs()
+            got = _answers(service, TPU_RUN, hosts[:3])
+            notes = service.diagnostics(TPU_RUN, "")["diagnostics"]
+        finally:
+            cluster.configure(None)
+    want = _local_answers(local, TPU_RUN, hosts[:3], monkeypatch)
+    strip = [a for a in got if "diagnostics" not in a]
+    assert strip == [a for a in want if "diagnostics" not in a]
+    named = [d for d in notes if d["code"] == "cluster_worker_fault"]
+    assert len(named) == 16 and all("cannot read s3://" in d["message"] for d in named)
+
+
+READ_ONE = """
+import sys
+from tb_roofline.readers import cluster, parallel
+cluster.configure(sys.argv[1], strict=True, allow_partial=sys.argv[3] == "partial")
+try:
+    (result,) = parallel.read_files([(sys.argv[2], "xplane", "h", None)])
+except cluster.ClusterError as exc:
+    print("ClusterError:", exc)
+    sys.exit(2)
+print(type(result).__name__ + ":", result)
+"""
+
+
+def test_a_host_nobody_can_read_fails_the_conversion_by_name(world):
+    """The only worker and this process both lack the bucket's credentials: a strict
+    conversion (the CLI's) fails naming the worker, its cause and this process's error, and
+    how to go on; with partial answers allowed (--allow-partial, TensorBoard) the file is
+    that host's error, which says both. A file the worker cannot read but this process finds
+    gone is that file's error, as ever."""
+    server, url, _, _ = world
+    path = f"{url}/{TPU_RUN}/tpu-host03.xplane.pb"
+    bare = _without_credentials(server.env())
+    with dask_cluster(_env(server.env()), workers=()) as c:
+        c.start_worker("bare", bare)
+        c.wait_for({"bare"})
+        run = [subprocess.run([sys.executable, "-c", READ_ONE, c.address, path, mode],
+                              env=bare, capture_output=True, text=True, timeout=180)
+               for mode in ("strict", "partial")]
+        cluster.configure(c.address, strict=True)
+        try:  # this process has credentials: a file gone from the bucket is the file's
+            (gone,) = parallel.read_files([(path.replace("host03", "host99"), "xplane", "h",
+                                            None)])
+        finally:
+            cluster.configure(None)
+    strict, partial = run
+    assert strict.returncode == 2, strict.stderr
+    words = strict.stdout
+    assert "ClusterError: Dask worker tcp://127.0.0.1:" in words
+    assert words.count("NoCredentialsError") == 2  # the worker's, then this process's
+    assert "reading it here failed too" in words and "--allow-partial" in words
+    assert partial.returncode == 0 and partial.stdout.startswith("ProfileFormatError: Dask "
+                                                                 "worker"), partial.stdout
+    assert "Traceback" not in strict.stderr + partial.stderr
+    assert isinstance(gone, ProfileFormatError) and "Dask worker" not in str(gone)
+
+
+def test_losing_every_worker_is_one_clear_error_soon(world, tmp_path, monkeypatch):
+    """Every worker killed while the CLI converts: exit 2 within seconds (no worker for
+    TB_ROOFLINE_CLUSTER_CONNECT_S), one line on stderr, no tornado tracebacks; TensorBoard's
+    service then converts here with its diagnostic, as soon."""
+    from distributed import Client
+    server, url, local, _ = world
+    env = _env({**server.env(), "TB_ROOFLINE_CLUSTER_CONNECT_S": "3",
+                "TB_ROOFLINE_CACHE_DIR": "off"})
+    with dask_cluster(_env(server.env()), workers=("k1", "k2")) as c:
+        proc = subprocess.Popen([sys.executable, "-m", "tb_roofline.serve.cli", "report", url,
+                                 "--run", TPU_RUN, "--scheduler", c.address],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        with Client(c.address, timeout=30, set_as_default=False) as watcher:
+            deadline = time.monotonic() + WAIT_S
+            while not any(watcher.processing().values()):
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+        c.kill("k1")
+        c.kill("k2")
+        killed = time.monotonic()
+        err = proc.communicate(timeout=120)[1]
+        took = time.monotonic() - killed
+        print(f"every worker killed: exit {proc.returncode} after {took:.1f} s, "
+              f"{len(err)} bytes of stderr: {err.strip()}")  # shown with pytest -s
+        assert proc.returncode == 2, err
+        assert took < 30 and len(err) < 500 and "Traceback" not in err, (took, err)
+        assert c.address in err and "no worker" in err
+        # TensorBoard: the scheduler is there, its workers are not: converted here
+        monkeypatch.setenv(cluster.SCHEDULER_ENV, c.address)
+        monkeypatch.setenv("TB_ROOFLINE_CLUSTER_CONNECT_S", "3")
+        cluster._failed.clear()
+        start = time.monotonic()
+        notes = RooflineService(local).diagnostics(TPU_RUN, "tpu-host02")["diagnostics"]
+        assert "cluster_unavailable" in [d["code"] for d in notes]
+        assert time.monotonic() - start < 20
+
+
+def test_a_worker_of_other_code_is_left_out_by_name(world, caplog):
+    """A worker that cannot import tb-roofline beside one that runs ours: the first is named
+    in a warning and left out, the second converts everything."""
+    server, _, local, _ = world
+    no_tb = ["-c", "import sys; sys.modules['tb_roofline'] = None; "
+                   "from distributed.cli.dask_worker import main; main()"]
+    caplog.set_level(logging.INFO, logger="tb_roofline")
+    with dask_cluster(_env(server.env()), workers=("ours",)) as c:
+        c.start_worker("bare", _env(server.env()), [sys.executable] + no_tb)
+        c.wait_for({"bare", "ours"})
+        out = io.StringIO()
+        code = main(["report", local, "--run", TPU_RUN, "--scheduler", c.address, "--format",
+                     "json"], out=out)
+    assert code == 0
+    left_out = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()
+                or "converting on the other" in r.getMessage()]
+    assert left_out and "cannot import tb-roofline" in left_out[0]
+    assert _converted(caplog) == 16
+
+
+@pytest.mark.parametrize("addr,words", [
+    ("http://127.0.0.1:8786", "http:// is not a Dask protocol"),
+    ("tcp://127.0.0.1", "is not tcp://HOST:PORT"),
+    ("tls://127.0.0.1:1", "DASK_DISTRIBUTED__COMM__TLS__CA_FILE"),
+])
+def test_bad_scheduler_addresses_are_told_at_once(world, capsys, addr, words):
+    local = world[2]
+    start = time.monotonic()
+    code = main(["report", local, "--run", TPU_RUN, "--scheduler", addr], out=io.StringIO())
+    err = capsys.readouterr().err
+    assert code == 2 and time.monotonic() - start < 5
+    assert words in err and "Traceback" not in err and "tcp://http" not in err, err
+
+
+def _certificates(folder) -> dict:
+    """A CA and a certificate for 127.0.0.1 it signed (cryptography), as PEM files."""
+    import datetime
+    import ipaddress
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("test-ca")).issuer_name(name("test-ca"))
+          .public_key(ca_key.public_key()).serial_number(1).not_valid_before(now)
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    cert = (x509.CertificateBuilder().subject_name(name("127.0.0.1")).issuer_name(name("test-ca"))
+            .public_key(key.public_key()).serial_number(2).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    files = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
+    files["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files["key"].write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                               serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+    return {k: str(v) for k, v in files.items()}
+
+
+def test_a_tls_scheduler_with_dask_s_tls_configuration(world, tmp_path):
+    """A scheduler and a worker speaking TLS: the CLI connects with the certificates Dask's
+    configuration names (here its environment variables) and answers as converted here."""
+    pytest.importorskip("cryptography")
+    server, _, local, _ = world
+    pem = _certificates(tmp_path)
+    tls = ["--tls-ca-file", pem["ca"], "--tls-cert", pem["cert"], "--tls-key", pem["key"]]
+    port = free_port()
+    address = f"tls://127.0.0.1:{port}"
+    logs = [open(os.path.join(OUTPUT_DIR, f"dask_tls_{port}_{n}.log"), "w") for n in "sw"]
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
+                               "127.0.0.1", "--port", str(port), "--no-dashboard",
+                               "--protocol", "tls"] + tls, stdout=logs[0],
+                              stderr=subprocess.STDOUT, env=_env(server.env()),
+                              start_new_session=True, preexec_fn=_die_with_us)]
+    procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                   "--nthreads", "1", "--no-dashboard", "--no-nanny", "--host",
+                                   "127.0.0.1"] + tls, stdout=logs[1], stderr=subprocess.STDOUT,
+                                  env=_env(server.env()), start_new_session=True,
+                                  preexec_fn=_die_with_us))
+    env = _env({"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": pem["ca"],
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": pem["cert"],
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": pem["key"],
+                "TB_ROOFLINE_CLUSTER_CONNECT_S": "30"})
+    argv = [sys.executable, "-m", "tb_roofline.serve.cli", "export", local, "--run", TPU_RUN,
+            "--level", "program", "--format", "json", "-o", "-"]
+    try:
+        near = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
+        far = subprocess.run(argv + ["--scheduler", address], env=env, capture_output=True,
+                             text=True, timeout=180)
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        for log in logs:
+            log.close()
+    assert far.returncode == 0, far.stderr
+    assert near.returncode == 0 and far.stdout == near.stdout
