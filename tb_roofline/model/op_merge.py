@@ -10,15 +10,22 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline.model.records import RecordTable
-from tb_roofline.model.roofline import (Analysis, key_sums, op_records, per_step,
-                                        scoped_op_records, scope_rows)
+from tb_roofline.model.roofline import (
+    Analysis,
+    key_sums,
+    op_records,
+    per_step,
+    scope_rows,
+    scoped_op_records,
+)
 
 
 def merged_op_records(analysis: Analysis, scope: str, include_io: bool, view: str,
                       split_by: str, groups: list) -> RecordTable:
     """One record per group, in the order of `groups`: each group lists records (indices) of
     `scoped_op_records(analysis, scope, include_io, view, split_by)`, and its record holds
-    every call of those records (their time, FLOPs, bytes and occurrences add up)."""
+    every call of those records (their time, FLOPs, bytes and occurrences add up). Ranks and
+    self-time percentages are among these records only (a comparison reads neither)."""
     split = scoped_op_records(analysis, scope, include_io, view, split_by)
     if split.key_record is None:
         raise ValueError("op records without their key map cannot be merged")
