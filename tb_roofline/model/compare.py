@@ -10,11 +10,12 @@ not given. Definitions: docs/compare.md.
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
-from tb_roofline.model.matching import Matching, MatchKeys, match
+from tb_roofline.model.matching import OP, Matching, MatchKeys, match
 from tb_roofline.model.records import RecordTable, div, json_rows, scope_record_type
 
 # Per side (prefixed `base_` and `cand_`); a pair's sides always share their program.
@@ -39,12 +40,15 @@ _STRING_COLUMNS = frozenset({"operation", "program", "category", "precision", "c
 @dataclasses.dataclass
 class Side:
     """One side: its device, program records, and op records in the compared scope (`Total`,
-    `Average` or a step label; op records carry a `fingerprint` column)."""
+    `Average` or a step label; op records carry a `fingerprint` column). `merge`: groups of op
+    records (lists of indices) -> one record per group holding all their calls, made by the
+    model from the op table (model/op_merge.py)."""
     device: DeviceInfo
     program: RecordTable
     ops: RecordTable
     scope: str
     num_steps: int
+    merge: Callable[[list], RecordTable]
 
 
 @dataclasses.dataclass
@@ -79,13 +83,48 @@ def compare(base: Side, cand: Side, top: int = 10) -> Comparison:
     time_pair = _scope_pair(program, base.scope)
     change = (float(time_pair["cand_total_time_us"] - time_pair["base_total_time_us"])
               if time_pair is not None else np.nan)
-    matching = match(MatchKeys.of(base.ops.columns), MatchKeys.of(cand.ops.columns))
-    ops = pair_table(base.ops.columns, cand.ops.columns, matching, SIDE_COLUMNS, OP_COLUMNS,
+    keys_b, keys_c = MatchKeys.of(base.ops.columns), MatchKeys.of(cand.ops.columns)
+    base_cols, cand_cols, matching = _op_level(base, cand, keys_b, keys_c,
+                                               match(keys_b, keys_c))
+    ops = pair_table(base_cols, cand_cols, matching, SIDE_COLUMNS, OP_COLUMNS,
                      "total_self_time_us", change)
     order = _largest_change_first(ops)
     ops = ops.select(order)
     summary = _summary(program, ops, time_pair, change, base, cand, top)
     return Comparison(program, ops, summary, _notes(base, cand, ops))
+
+
+def _op_level(base: Side, cand: Side, keys_b: MatchKeys, keys_c: MatchKeys, m: Matching):
+    """(base columns, candidate columns, matching) after the `op` rule: an op (program and op
+    name) with a record left unpaired on one side while the other side runs it too has all its
+    records on each side merged into one (Side.merge), and the two merged records pair. So an
+    op is new or removed only when the other side does not run it at all."""
+    op_b = list(zip(keys_b.program.tolist(), keys_b.operation.tolist()))
+    op_c = list(zip(keys_c.program.tolist(), keys_c.operation.tolist()))
+    left = {op_b[i] for i in m.base[m.cand < 0].tolist()} | \
+        {op_c[j] for j in m.cand[m.base < 0].tolist()}
+    ops = sorted(left & set(op_b) & set(op_c))
+    if not ops:
+        return base.ops.columns, cand.ops.columns, m
+    index = {op: g for g, op in enumerate(ops)}
+    group_b = np.array([index.get(op, -1) for op in op_b], np.int64)
+    group_c = np.array([index.get(op, -1) for op in op_c], np.int64)
+    merged_b = base.merge([np.flatnonzero(group_b == g) for g in range(len(ops))])
+    merged_c = cand.merge([np.flatnonzero(group_c == g) for g in range(len(ops))])
+    nb, nc = len(op_b), len(op_c)
+    kept = np.where(m.base >= 0, group_b[np.maximum(m.base, 0)] < 0, True) & \
+        np.where(m.cand >= 0, group_c[np.maximum(m.cand, 0)] < 0, True)
+    n = len(ops)
+    matching = Matching(np.concatenate([m.base[kept], nb + np.arange(n)]),
+                        np.concatenate([m.cand[kept], nc + np.arange(n)]),
+                        np.concatenate([m.rule[kept], np.full(n, OP, dtype=object)]))
+    return (_append(base.ops.columns, merged_b.columns), _append(cand.ops.columns,
+                                                                   merged_c.columns), matching)
+
+
+def _append(cols: dict, more: dict) -> dict:
+    """Record columns with the rows of `more` after their own (the columns both have)."""
+    return {k: np.concatenate([v, more[k]]) for k, v in cols.items() if k in more}
 
 
 def pair_table(base: dict, cand: dict, m: Matching, side_columns, names, time_column: str,

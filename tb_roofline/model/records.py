@@ -294,7 +294,8 @@ def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, 
     `caveats`: the reader's caveat per record ("" for none), op-level records only;
     `containers`: records that only hold other ops (no time of their own to save)."""
     precision = labels.get("precision")
-    if isinstance(precision, np.ndarray):  # rows of one precision each: exactly its ceiling
+    if isinstance(precision, np.ndarray) and "peak" not in sums:  # rows of one precision
+        # each: exactly its ceiling (a caller that merged precisions gives their mixed roof)
         sums = dict(sums, peak=compute_roof(device, precision))
     category = labels.get("category")
     if isinstance(category, np.ndarray):

@@ -22,7 +22,7 @@ from tb_roofline.model import steps as steps_model
 from tb_roofline.table.op_table import (COST_COLUMNS, ROW_BLOCK, OpTable, constant, distinct,
                                         factorize, is_constant)
 from tb_roofline.model.records import (RECORD_COLUMNS, SUM_COLUMNS, RecordTable, build_records,
-                                       call_floors, compute_roof, div, resources,
+                                       call_floors, compute_roof, div, mixed_roof, resources,
                                        scope_record_type, unknown_bytes)
 
 CONTAINER_CAVEAT = "container"
@@ -90,9 +90,27 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
     key = (scope, include_io, view, split_by)
     if key in src.cache:
         return src.cache[key]
-    kind = scope_record_type(scope)
-    if kind == "total" and not split_by:  # the records the analysis already has
+    if scope_record_type(scope) == "total" and not split_by:  # the records it already has
         return analysis.ops[include_io] if view == "op" else analysis.views[view][include_io]
+    table, denominator, n_steps = scope_rows(analysis, scope, include_io, view)
+    rec = op_records(table, key_sums(table, analysis.device), analysis.device, src.num_cores,
+                     src.host_label, include_io, denominator, split_by=split_by)
+    per_step(rec, scope, n_steps)
+    src.cache[key] = rec
+    return rec
+
+
+def per_step(rec: RecordTable, scope: str, n_steps: int):
+    """An Average scope's records per step: extensive columns over the step count."""
+    if scope_record_type(scope) == "average" and n_steps:
+        for c in EXTENSIVE_COLUMNS:
+            rec.columns[c] = rec.columns[c] / n_steps
+
+
+def scope_rows(analysis: Analysis, scope: str, include_io: bool, view: str):
+    """(the view's table cut to a scope's rows, the scope's time in ps, its step count)."""
+    src = analysis.scope
+    kind = scope_record_type(scope)
     table, row_step = src.tables[view], src.row_steps(view)
     n_steps = len(src.step_labels)
     if kind == "total":
@@ -109,13 +127,7 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
         mask, denominator = row_step == i, float(src.step_ps[include_io][i])
     if mask is not None:
         table = table.select(mask)
-    rec = op_records(table, key_sums(table, analysis.device), analysis.device, src.num_cores,
-                     src.host_label, include_io, denominator, split_by=split_by)
-    if kind == "average" and n_steps:
-        for c in EXTENSIVE_COLUMNS:
-            rec.columns[c] = rec.columns[c] / n_steps
-    src.cache[key] = rec
-    return rec
+    return table, denominator, n_steps
 
 
 def _key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
@@ -210,23 +222,28 @@ def _group(sums: dict, codes: np.ndarray, n: int, mask=None) -> dict:
 
 def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
                host_label: str, include_io: bool, span_ps: float,
-               split_by: str | None = None) -> RecordTable:
+               split_by: str | None = None, group: np.ndarray | None = None) -> RecordTable:
     """One record per (program, op, precision) over all cores, hosts and steps; ranked by self
     time, ties by name. A row merges only calls that ran in one precision (its roof).
     `ksums`: `key_sums` of the table. `split_by`: a key column that splits records further;
-    its values are then in the records (an extra column)."""
+    its values are then in the records (an extra column). `group`: a record code per key (-1:
+    left out) in place of that key (`merged_op_records`); a record whose keys ran in several
+    precisions is labelled with all of them (`bf16+f32`) and sits under their mixed roof."""
     keys = table.keys
     keep = np.ones(table.num_keys, bool) if include_io else ~keys["is_infeed_outfeed"]
     keep &= np.bincount(table.rows["op"], minlength=table.num_keys) > 0
-    # Record id of each key: program id, op name and precision (not the host).
-    split = (factorize(keys[split_by]),) if split_by else ()
-    rec_of_key = _combine(factorize(keys["program_id"]), factorize(keys["operation"]),
-                          factorize(keys["precision"]), *split)
+    if group is not None:
+        keep &= group >= 0
+        rec_of_key = np.where(group >= 0, group, 0)
+    else:  # record id of each key: program id, op name and precision (not the host)
+        split = (factorize(keys[split_by]),) if split_by else ()
+        rec_of_key = _combine(factorize(keys["program_id"]), factorize(keys["operation"]),
+                              factorize(keys["precision"]), *split)
     present = distinct(rec_of_key[keep])
     remap = np.full(int(rec_of_key.max()) + 1 if len(rec_of_key) else 0, -1, np.int64)
     remap[present] = np.arange(len(present))
     n = len(present)
-    key_rec = remap[rec_of_key]
+    key_rec = remap[rec_of_key] if group is None else np.where(keep, remap[rec_of_key], -1)
     sums = _group(ksums, key_rec, n, keep) if n else {c: np.zeros(0) for c in ksums}
     mixed = mixed_regimes(ksums, key_rec, keep, n)
     # The first key of each record labels it (a reader caveat: the first one that is set).
@@ -251,6 +268,8 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
     # The data type its inputs had (the precision names the roof it sits under: a bf16
     # elementwise op runs on the vector units, under their roof).
     labels["dtype"] = _data_types(keys["dtype"][first_key])
+    if group is not None:
+        sums = _mixed_precisions(sums, labels, keys["precision"], key_rec, order, device)
     # A program without a module name (no `XLA Modules` event for it) is named by its id.
     unnamed = np.flatnonzero((labels["program"] == "") & (labels["program_id"] != ""))
     if len(unnamed):
@@ -269,6 +288,27 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
     rank[order] = np.arange(n)
     rec.key_record = np.where(key_rec >= 0, rank[np.maximum(key_rec, 0)] if n else -1, -1)
     return rec
+
+
+def _mixed_precisions(sums: dict, labels: dict, precision: np.ndarray, key_rec: np.ndarray,
+                      order: np.ndarray, device: DeviceInfo) -> dict:
+    """Records of keys in several precisions: every precision in the label, and the roof of
+    the mix (records.mixed_roof); the others keep their own precision's ceiling."""
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    seen: dict = {}
+    for r, p in zip(key_rec.tolist(), precision.tolist()):
+        if r >= 0:
+            seen.setdefault(int(rank[r]), set()).add(str(p))
+    label = labels["precision"].copy()
+    peak = compute_roof(device, label)
+    mix = mixed_roof(sums["flops"], sums["roof_time"], device)
+    for i, ps in seen.items():
+        if len(ps) > 1:
+            label[i] = "+".join(sorted(ps))
+            peak[i] = mix[i]
+    labels["precision"] = label
+    return dict(sums, peak=peak)
 
 
 def _data_types(dtypes: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from tb_roofline import errors
 from tb_roofline.model.compare import PairTable, Side, compare
+from tb_roofline.model.op_merge import merged_op_records
 from tb_roofline.model.records import AVERAGE, TOTAL
 from tb_roofline.model.roofline import scoped_op_records
 from tb_roofline.serve import answers
@@ -60,7 +61,8 @@ def comparison(service, base: str, run: str, base_host: str = "", host: str = ""
     if cmp is None:
         sides = [Side(a.device, a.program[include_io],
                       scoped_op_records(a, scope, include_io, view, split_by="fingerprint"),
-                      scope, a.num_steps) for a, scope in ((a_base, scope_b), (a_cand, scope_c))]
+                      scope, a.num_steps, _merger(a, scope, include_io, view))
+                 for a, scope in ((a_base, scope_b), (a_cand, scope_c))]
         cmp = compare(*sides, top=top)
         service.compare_cache.put(key, a_base, a_cand, cmp)
     info = [{"run": r, "host": h or ALL_HOSTS, "step": s, "num_steps": a.num_steps,
@@ -68,6 +70,13 @@ def comparison(service, base: str, run: str, base_host: str = "", host: str = ""
             for svc, r, h, s, a in ((base_service, base, base_host, scope_b, a_base),
                                     (service, run, host, scope_c, a_cand))]
     return cmp, info[0], info[1]
+
+
+def _merger(analysis, scope: str, include_io: bool, view: str):
+    """Side.merge of one side: its op-level records (model/op_merge.py)."""
+    def merge(groups):
+        return merged_op_records(analysis, scope, include_io, view, "fingerprint", groups)
+    return merge
 
 
 def filter_pairs(table: PairTable, categories=(), bound_by=(), name="") -> PairTable:

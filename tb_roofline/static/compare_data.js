@@ -83,7 +83,7 @@ export const PAIR_COLUMNS = [
   C('abs_delta_time_us', '|Δ time|', fmtTime, {title: 'size of the change in self time'}),
   C('match_rule', 'Matched by', fmtText,
     {title: 'name: same name and work; fingerprint: renamed, same work; name_only: same ' +
-      'name, other shapes'}),
+      'name, other shapes; op: every shape of the op merged on each side'}),
   C('program', 'Program', fmtText, {wide: true}),
   base('operation', {label: 'Base operation'}),
   C('cand_fingerprint', 'Shapes / grid', fmtShapes, {type: 'text', wide: true,
