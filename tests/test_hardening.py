@@ -254,7 +254,7 @@ def test_deep_device_json_is_a_422_on_every_route_and_a_clean_cli_error(tmp_path
         assert "roofline_device.json" in error["message"] and "nested" in error["message"]
         assert str(tmp_path) not in error["message"]
     from tb_roofline.serve.cli import main
-    assert main(["report", str(logdir), "--run", run]) == 1
+    assert main(["report", str(logdir), "--run", run]) == 2
     err = capsys.readouterr().err
     assert "roofline_device.json" in err and "nested" in err and "Traceback" not in err
 
@@ -273,7 +273,7 @@ def test_deep_workload_json_is_a_422_and_a_clean_cli_error(tmp_path, capsys):
         assert "roofline_workload.json" in r.json["error"]["message"]
     assert client.get(_query("/program", run)).status_code == 200
     from tb_roofline.serve.cli import main
-    assert main(["report", str(logdir), "--run", run]) == 1
+    assert main(["report", str(logdir), "--run", run]) == 2
     err = capsys.readouterr().err
     assert "roofline_workload.json" in err and "Traceback" not in err
 
