@@ -9,18 +9,26 @@ them, and `S3_ENDPOINT` (TensorBoard's variable) when set.
 
 A store that stalls cannot hold a request: S3 requests have a connect timeout, a read timeout
 (TB_ROOFLINE_REMOTE_TIMEOUT_S, 10 s) and at most TB_ROOFLINE_REMOTE_ATTEMPTS (2) attempts,
-so a call gives up within ~25 s with a `StorageTimeoutError` naming the store. A remote
+so a call gives up within ~25 s with a `StorageTimeoutError` naming the store. A store that
+keeps sending, slowly (a few bytes a second), never trips a read timeout: every remote call
+also has a deadline (`Deadline`), the earlier of TB_ROOFLINE_READ_DEADLINE_S (300 s) from the
+start of the file's read or listing and the request's own (TB_ROOFLINE_REQUEST_DEADLINE_S,
+600 s, set by `request_deadline`); past it the call is cancelled (its connection dropped) and
+a `StorageDeadlineError` names the store and the setting. A remote
 file's ranged reads are conditional on the ETag its last `stat` saw (S3 `If-Match`): an object
 overwritten between the stat and a read, or between two reads, is a `ProfileIncompleteError`
 ("changed while it was read", a 503), never a mix of two versions.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import io
 import os
 import posixpath
 import threading
+import time
 from collections import OrderedDict
 
 READ_BLOCK_BYTES = 8 << 20  # ranged reads of this size (streamed readers keep one block)
@@ -44,6 +52,84 @@ class StorageError(OSError):
 class StorageTimeoutError(StorageError):
     """The store did not answer in time (connect or read timeout, after the retries)."""
     code = errno.ETIMEDOUT
+
+
+class StorageDeadlineError(StorageTimeoutError):
+    """The store kept answering, too slowly: a read or listing ran past its deadline."""
+
+
+# (monotonic time, seconds, setting name) of the deadline of the request this context serves.
+_request_deadline: contextvars.ContextVar = contextvars.ContextVar(
+    "tb_roofline_request_deadline", default=None)
+
+
+@contextlib.contextmanager
+def request_deadline(seconds: float | None = None):
+    """Remote calls made in this context give up when `seconds` (default
+    TB_ROOFLINE_REQUEST_DEADLINE_S) have passed since entering; an outer, earlier deadline
+    stays. A file opened inside keeps the deadline wherever it is read."""
+    from tb_roofline import settings
+    if seconds is None:
+        seconds = settings.number(settings.REQUEST_DEADLINE_S)
+    at = (time.monotonic() + seconds, seconds, settings.REQUEST_DEADLINE_S.name)
+    outer = _request_deadline.get()
+    token = _request_deadline.set(at if outer is None or at[0] < outer[0] else outer)
+    try:
+        yield
+    finally:
+        _request_deadline.reset(token)
+
+
+class Deadline:
+    """When one remote read or listing must be done: TB_ROOFLINE_READ_DEADLINE_S from now, or
+    the request's deadline when that comes first."""
+
+    def __init__(self, url: str, what: str = "reading"):
+        from tb_roofline import settings
+        seconds = settings.number(settings.READ_DEADLINE_S)
+        self.url, self.what = url, what
+        self.at, self.seconds, self.setting = (time.monotonic() + seconds, seconds,
+                                               settings.READ_DEADLINE_S.name)
+        outer = _request_deadline.get()
+        if outer is not None and outer[0] < self.at:
+            self.at, self.seconds, self.setting = outer
+
+    def remaining(self) -> float:
+        """Seconds left; StorageDeadlineError when none."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise self.error()
+        return left
+
+    def passed(self) -> bool:
+        return time.monotonic() >= self.at
+
+    def error(self) -> "StorageDeadlineError":
+        return StorageDeadlineError(
+            f"the store {store_name(self.url)} is too slow: {self.what} {self.url} was not done "
+            f"within {self.seconds:g} s ({self.setting})")
+
+    def call(self, fs, method: str, *args, **kwargs):
+        """`fs.<method>(*args)` cancelled at the deadline where the file system is fsspec's
+        asynchronous kind (s3fs, gcsfs: `timeout=` cancels the request's coroutine);
+        otherwise checked before the call."""
+        left = self.remaining()
+        if _is_async(fs):
+            kwargs["timeout"] = left
+        try:
+            return getattr(fs, method)(*args, **kwargs)
+        except Exception:
+            if self.passed():
+                raise self.error() from None
+            raise
+
+
+def _is_async(fs) -> bool:
+    try:
+        from fsspec.asyn import AsyncFileSystem
+    except ImportError:
+        return False
+    return isinstance(fs, AsyncFileSystem)
 
 
 class RemoteStat(tuple):
@@ -235,7 +321,9 @@ def stat(path: str):
         return os.stat(local_path(path))
     fs, p = _filesystem(path)
     try:
-        info = fs.info(p)
+        info = Deadline(path, "asking about").call(fs, "info", p)
+    except StorageDeadlineError:
+        raise
     except Exception as exc:
         raise _translate(exc, path) from None
     if info.get("type") == "directory":
@@ -255,7 +343,9 @@ def isdir(path: str) -> bool:
         return os.path.isdir(local_path(path))
     fs, p = _filesystem(path)
     try:
-        return bool(fs.isdir(p))
+        return bool(Deadline(path, "asking about").call(fs, "isdir", p))
+    except StorageDeadlineError:
+        raise
     except Exception as exc:
         raise _translate(exc, path) from None
 
@@ -266,18 +356,58 @@ def open_binary(path: str, size: int | None = None):
     if not is_remote(path):
         return open(local_path(path), "rb")
     fs, p = _filesystem(path)
-    kwargs = {"size": size} if size is not None else {}
+    deadline = Deadline(path)
     try:
+        if size is None and _is_async(fs):  # else the file asks for it, without a deadline
+            size = int(deadline.call(fs, "info", p).get("size") or 0)
+        kwargs = {"size": size} if size is not None else {}
         f = fs.open(p, "rb", block_size=READ_BLOCK_BYTES, cache_type="readahead", **kwargs)
+    except StorageDeadlineError:
+        raise
     except Exception as exc:
         raise _translate(exc, path) from None
+    _fetch_with_deadline(f, fs, p, deadline)
     with _seen_lock:
         seen = _seen.get(path)
     if seen is not None and seen[0] == getattr(f, "size", None) and \
             isinstance(getattr(f, "read_kw", None), dict):
         # s3fs: every ranged GET only if the object is still the one stat saw.
         f.read_kw = {**{k: v for k, v in f.read_kw.items() if v is not None}, "IfMatch": seen[1]}
-    return _RemoteFile(f, path)
+    return _RemoteFile(f, path, deadline)
+
+
+def _fetch_with_deadline(f, fs, p: str, deadline: Deadline) -> None:
+    """Make the file's ranged reads (its cache's fetcher) cancellable at `deadline`: s3fs's
+    own fetch (with the file's If-Match), else the file system's ranged `cat_file`."""
+    cache = getattr(f, "cache", None)
+    if cache is None or not hasattr(cache, "fetcher") or not _is_async(fs):
+        return
+    import fsspec.asyn
+    inner = None
+    if type(f).__name__ == "S3File":
+        try:
+            from s3fs.core import _inner_fetch as inner
+        except ImportError:
+            inner = None
+
+    def fetch(start, end):
+        if start >= end:
+            return b""
+        left = deadline.remaining()
+        try:
+            if inner is not None:
+                # `f.details` would ask the store (a HEAD without deadline) when not known.
+                details = getattr(f, "_details", None) or {}
+                return fsspec.asyn.sync(fs.loop, inner, fs, f.bucket, f.key, f.version_id,
+                                        start, end, f.read_kw, details, timeout=left)
+            return fsspec.asyn.sync(fs.loop, fs._cat_file, p, start=start, end=end,
+                                    timeout=left)
+        except Exception:
+            if deadline.passed():
+                raise deadline.error() from None
+            raise
+
+    cache.fetcher = fetch
 
 
 def _changed_error(exc: BaseException) -> bool:
@@ -294,9 +424,9 @@ def _changed_error(exc: BaseException) -> bool:
 class _RemoteFile(io.RawIOBase):
     """Delegates to the fsspec file; a network failure surfaces as OSError, as a disk's would."""
 
-    def __init__(self, f, url: str):
+    def __init__(self, f, url: str, deadline: Deadline | None = None):
         super().__init__()
-        self._f, self._url = f, url
+        self._f, self._url, self._deadline = f, url, deadline
 
     def readable(self):
         return True
@@ -305,8 +435,12 @@ class _RemoteFile(io.RawIOBase):
         return True
 
     def read(self, n=-1):
+        if self._deadline is not None:
+            self._deadline.remaining()
         try:
             return self._f.read(n if n is not None and n >= 0 else -1)
+        except StorageDeadlineError:
+            raise
         except Exception as exc:
             if _changed_error(exc):
                 from tb_roofline.errors import ProfileIncompleteError
@@ -347,9 +481,11 @@ def list_files(root: str) -> dict:
     from one recursive listing (paginated by the store, not one request per directory)."""
     fs, p = _filesystem(root)
     try:
-        found = fs.find(p, detail=True)
+        found = Deadline(root, "listing").call(fs, "find", p, detail=True)
     except FileNotFoundError:
         return {}
+    except StorageDeadlineError:
+        raise
     except Exception as exc:
         raise _translate(exc, root) from None
     prefix = p + "/" if p else ""

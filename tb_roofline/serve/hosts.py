@@ -71,6 +71,9 @@ def file_signature(hostfile) -> tuple:
         return (hostfile.path,) + storage.version(hostfile.stat)
     try:
         st = storage.stat(hostfile.path)
+    except storage.StorageTimeoutError as exc:  # the store, not the file: a 504
+        raise errors.StorageTimeoutPublicError(f"{os.path.basename(hostfile.path)}: {exc}") \
+            from None
     except OSError as exc:
         raise errors.NotFoundError(f"profile file vanished: {os.path.basename(hostfile.path)} "
                                    f"({exc.strerror})")

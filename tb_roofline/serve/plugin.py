@@ -18,7 +18,7 @@ from tensorboard import errors as tb_errors
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from tb_roofline import errors
+from tb_roofline import errors, storage
 from tb_roofline.serve.service import RooflineService
 
 PLUGIN_NAME = "roofline"
@@ -61,7 +61,8 @@ def _handler(fn):
     @wrappers.Request.application
     def wrapped(self, request):
         try:
-            return fn(self, request)
+            with storage.request_deadline():  # a slow store cannot hold the request forever
+                return fn(self, request)
         except tb_errors.PublicError as exc:
             return _error_response(exc)
         except MemoryError:

@@ -120,6 +120,10 @@ class RooflineService:
         if not self.index:
             raise errors.NotFoundError("no logdir given")
         run = self.index.find(name)
+        if run is None and not self.index.listed:
+            raise errors.ListingInProgressError(
+                f"listing in progress: the first listing of {self.logdir} has not finished, "
+                "so no run is known yet; retry shortly")
         if run is None:
             known = [r.run for r in self.index.runs()]
             if not known:
