@@ -4,7 +4,6 @@ CSV cells, a names bomb under the memory budget, a too-large analysis and head-o
 blocking."""
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import pickle

@@ -14,7 +14,6 @@ import sys
 import time
 import zlib
 
-import pytest
 
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
@@ -179,3 +178,64 @@ def test_multi_member_gzip_is_measured_by_inflating(tmp_path):
     result = _serve_fresh(logdir, runs, 128)
     assert all(result["out"][r][0] == "ok" for r in runs), result
     _assert_held(result, 128, runs)
+
+
+def _counting_analyses(monkeypatch) -> dict:
+    from tb_roofline.model import roofline
+    calls = {"analyze": 0}
+    real = roofline.analyze
+
+    def analyze(*a, **k):
+        calls["analyze"] += 1
+        return real(*a, **k)
+    monkeypatch.setattr(roofline, "analyze", analyze)
+    return calls
+
+
+def _two_runs(tmp_path, monkeypatch):
+    from tb_roofline.serve.service import RooflineService
+    logdir = tmp_path / "logs"
+    for i, run in enumerate(("a", "b")):
+        write_tpu_session(str(logdir / run), "", SESSION, [SynthConfig(seed=i, num_steps=2)])
+    _age(logdir)
+    monkeypatch.setenv("TB_ROOFLINE_MEMORY_CACHE_MB", "0.001")  # no analysis or answer fits
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    return RooflineService(str(logdir)), f"a/{SESSION}", f"b/{SESSION}"
+
+
+def test_two_big_runs_taken_in_turns_are_analysed_once_each(tmp_path, monkeypatch):
+    """Analyses too large for their cache: the last two runs in use are kept (within the
+    conversion budget), so A,B,A,B,A,B and repeated compares of A and B analyse twice in
+    all (before: at every request, six analyses; a compare re-analysed both sides)."""
+    calls = _counting_analyses(monkeypatch)
+    service, a, b = _two_runs(tmp_path, monkeypatch)
+    first = {}
+    for run in (a, b, a, b, a, b):
+        answer = service.program(run, "", True)
+        assert first.setdefault(run, answer) == answer
+    assert calls["analyze"] == 2
+    for _ in range(3):
+        assert service.compare(a, b, "", "", None, None, "op", True, "op", [], [], "", 0, None)
+    assert calls["analyze"] == 2
+    # A third run pushes the least recently used out (a), not the one in use (b).
+    service.program(a, "", True)
+    service.program(b, "", True)
+    assert calls["analyze"] == 2
+    write_tpu_session(str(tmp_path / "logs" / "c"), "", SESSION, [SynthConfig(seed=5)])
+    _age(tmp_path / "logs" / "c")  # (a and b unchanged: their identities hold)
+    service.program(f"c/{SESSION}", "", True)
+    service.program(b, "", True)
+    assert calls["analyze"] == 3
+
+
+def test_held_analyses_keep_the_last_two_within_the_budget():
+    from tb_roofline.serve.caches import HeldAnalyses
+    held = HeldAnalyses(keep=2, hold_s=60)
+    assert held.put("a", "A", 40, 100, now=0) and held.put("b", "B", 40, 100, now=1)
+    assert held.get("a", now=2) == "A"  # in use: kept on, now the most recent
+    assert held.put("c", "C", 40, 100, now=3)  # two at most: b (least recent) goes
+    assert held.get("b", now=4) is None and held.get("a", now=4) == "A"
+    assert held.put("d", "D", 90, 100, now=5)  # within the budget together: a and c go
+    assert len(held) == 1 and held.get("d", now=6) == "D"
+    assert not held.put("e", "E", 101, 100, now=7)  # over the budget alone: not kept
+    assert held.get("d", now=200) is None  # unused past hold_s: gone

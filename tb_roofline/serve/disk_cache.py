@@ -34,7 +34,6 @@ the logdir), so a restarted TensorBoard answers at once for a profile it has see
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import hashlib
 import hmac
