@@ -14,6 +14,8 @@ import sys
 import time
 import zlib
 
+import pytest
+
 
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
@@ -239,3 +241,29 @@ def test_held_analyses_keep_the_last_two_within_the_budget():
     assert len(held) == 1 and held.get("d", now=6) == "D"
     assert not held.put("e", "E", 101, 100, now=7)  # over the budget alone: not kept
     assert held.get("d", now=200) is None  # unused past hold_s: gone
+
+
+def test_a_file_of_thousands_of_tiny_planes_is_refused_before_converting(tmp_path):
+    """Each TensorCore plane costs a fixed ~5 ms whatever it holds (12,000 one-op planes: 17 MB,
+    70 s of CPU): more planes than any host has is a 413 at once, the planes not converted."""
+    from tb_roofline import errors
+    from tb_roofline.readers import parallel
+    from tb_roofline.readers.tpu_file import MAX_TENSOR_CORE_PLANES
+    from tb_roofline.serve.service import RooflineService
+    logdir = tmp_path / "logs"
+    config = dict(seed=1, num_steps=1, ops_per_step=1, distinct_ops=1, with_sparse_core=False,
+                  with_while=False, with_infeed_outfeed=False)
+    write_tpu_session(str(logdir / "many"), "", SESSION,
+                      [SynthConfig(num_cores=MAX_TENSOR_CORE_PLANES + 1, **config)])
+    write_tpu_session(str(logdir / "few"), "", SESSION, [SynthConfig(num_cores=8, **config)])
+    _age(logdir)
+    path = next((logdir / "many").rglob("*.xplane.pb"))
+    t = time.monotonic()
+    result = parallel.read_files([(str(path), "xplane", "h", 1 << 32)])[0]
+    assert isinstance(result, errors.ProfileTooLargeError), result
+    assert f"{MAX_TENSOR_CORE_PLANES + 1:,} TensorCore planes" in str(result)
+    assert time.monotonic() - t < 2.0
+    service = RooflineService(str(logdir))
+    with pytest.raises(errors.TooLargeError, match="TensorCore planes"):
+        service.program(f"many/{SESSION}", "", True)
+    assert service.program(f"few/{SESSION}", "", True)["rows"]
