@@ -11,7 +11,7 @@ A store that stalls cannot hold a request: S3 requests have a connect timeout, a
 (TB_ROOFLINE_REMOTE_TIMEOUT_S, 10 s) and at most TB_ROOFLINE_REMOTE_ATTEMPTS (2) attempts,
 so a call gives up within ~25 s with a `StorageTimeoutError` naming the store. A store that
 keeps sending, slowly (a few bytes a second), never trips a read timeout: every remote call
-also has a deadline (`Deadline`), the earlier of TB_ROOFLINE_READ_DEADLINE_S (300 s) from the
+also has a deadline (`storage_deadline.Deadline`), the earlier of TB_ROOFLINE_READ_DEADLINE_S (300 s) from the
 start of the file's read or listing and the request's own (TB_ROOFLINE_REQUEST_DEADLINE_S,
 600 s, set by `request_deadline`); past it the call is cancelled (its connection dropped) and
 a `StorageDeadlineError` names the store and the setting. A remote
@@ -21,14 +21,11 @@ overwritten between the stat and a read, or between two reads, is a `ProfileInco
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import errno
 import io
 import os
 import posixpath
 import threading
-import time
 from collections import OrderedDict
 
 READ_BLOCK_BYTES = 8 << 20  # ranged reads of this size (streamed readers keep one block)
@@ -58,78 +55,9 @@ class StorageDeadlineError(StorageTimeoutError):
     """The store kept answering, too slowly: a read or listing ran past its deadline."""
 
 
-# (monotonic time, seconds, setting name) of the deadline of the request this context serves.
-_request_deadline: contextvars.ContextVar = contextvars.ContextVar(
-    "tb_roofline_request_deadline", default=None)
-
-
-@contextlib.contextmanager
-def request_deadline(seconds: float | None = None):
-    """Remote calls made in this context give up when `seconds` (default
-    TB_ROOFLINE_REQUEST_DEADLINE_S) have passed since entering; an outer, earlier deadline
-    stays. A file opened inside keeps the deadline wherever it is read."""
-    from tb_roofline import settings
-    if seconds is None:
-        seconds = settings.number(settings.REQUEST_DEADLINE_S)
-    at = (time.monotonic() + seconds, seconds, settings.REQUEST_DEADLINE_S.name)
-    outer = _request_deadline.get()
-    token = _request_deadline.set(at if outer is None or at[0] < outer[0] else outer)
-    try:
-        yield
-    finally:
-        _request_deadline.reset(token)
-
-
-class Deadline:
-    """When one remote read or listing must be done: TB_ROOFLINE_READ_DEADLINE_S from now, or
-    the request's deadline when that comes first."""
-
-    def __init__(self, url: str, what: str = "reading"):
-        from tb_roofline import settings
-        seconds = settings.number(settings.READ_DEADLINE_S)
-        self.url, self.what = url, what
-        self.at, self.seconds, self.setting = (time.monotonic() + seconds, seconds,
-                                               settings.READ_DEADLINE_S.name)
-        outer = _request_deadline.get()
-        if outer is not None and outer[0] < self.at:
-            self.at, self.seconds, self.setting = outer
-
-    def remaining(self) -> float:
-        """Seconds left; StorageDeadlineError when none."""
-        left = self.at - time.monotonic()
-        if left <= 0:
-            raise self.error()
-        return left
-
-    def passed(self) -> bool:
-        return time.monotonic() >= self.at
-
-    def error(self) -> "StorageDeadlineError":
-        return StorageDeadlineError(
-            f"the store {store_name(self.url)} is too slow: {self.what} {self.url} was not done "
-            f"within {self.seconds:g} s ({self.setting})")
-
-    def call(self, fs, method: str, *args, **kwargs):
-        """`fs.<method>(*args)` cancelled at the deadline where the file system is fsspec's
-        asynchronous kind (s3fs, gcsfs: `timeout=` cancels the request's coroutine);
-        otherwise checked before the call."""
-        left = self.remaining()
-        if _is_async(fs):
-            kwargs["timeout"] = left
-        try:
-            return getattr(fs, method)(*args, **kwargs)
-        except Exception:
-            if self.passed():
-                raise self.error() from None
-            raise
-
-
-def _is_async(fs) -> bool:
-    try:
-        from fsspec.asyn import AsyncFileSystem
-    except ImportError:
-        return False
-    return isinstance(fs, AsyncFileSystem)
+# (here: the deadline's error is this module's; request_deadline is for the plugin and MCP)
+from tb_roofline.storage_deadline import (Deadline, fetch_with_deadline,  # noqa: E402,F401
+                                          is_async as _is_async, request_deadline)
 
 
 class RemoteStat(tuple):
@@ -366,7 +294,7 @@ def open_binary(path: str, size: int | None = None):
         raise
     except Exception as exc:
         raise _translate(exc, path) from None
-    _fetch_with_deadline(f, fs, p, deadline)
+    fetch_with_deadline(f, fs, p, deadline)
     with _seen_lock:
         seen = _seen.get(path)
     if seen is not None and seen[0] == getattr(f, "size", None) and \
@@ -374,40 +302,6 @@ def open_binary(path: str, size: int | None = None):
         # s3fs: every ranged GET only if the object is still the one stat saw.
         f.read_kw = {**{k: v for k, v in f.read_kw.items() if v is not None}, "IfMatch": seen[1]}
     return _RemoteFile(f, path, deadline)
-
-
-def _fetch_with_deadline(f, fs, p: str, deadline: Deadline) -> None:
-    """Make the file's ranged reads (its cache's fetcher) cancellable at `deadline`: s3fs's
-    own fetch (with the file's If-Match), else the file system's ranged `cat_file`."""
-    cache = getattr(f, "cache", None)
-    if cache is None or not hasattr(cache, "fetcher") or not _is_async(fs):
-        return
-    import fsspec.asyn
-    inner = None
-    if type(f).__name__ == "S3File":
-        try:
-            from s3fs.core import _inner_fetch as inner
-        except ImportError:
-            inner = None
-
-    def fetch(start, end):
-        if start >= end:
-            return b""
-        left = deadline.remaining()
-        try:
-            if inner is not None:
-                # `f.details` would ask the store (a HEAD without deadline) when not known.
-                details = getattr(f, "_details", None) or {}
-                return fsspec.asyn.sync(fs.loop, inner, fs, f.bucket, f.key, f.version_id,
-                                        start, end, f.read_kw, details, timeout=left)
-            return fsspec.asyn.sync(fs.loop, fs._cat_file, p, start=start, end=end,
-                                    timeout=left)
-        except Exception:
-            if deadline.passed():
-                raise deadline.error() from None
-            raise
-
-    cache.fetcher = fetch
 
 
 def _changed_error(exc: BaseException) -> bool:

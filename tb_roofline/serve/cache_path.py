@@ -16,8 +16,9 @@ directory itself (`/home -> /usr/home`, a home moved to another disk and linked 
 followed when the link is owned by this user or root and sits in a directory that passed the
 checks (so only this user or root could have made it). Nothing below the home directory, and
 nothing in a path outside it (TB_ROOFLINE_CACHE_DIR=/tmp/..., XDG_CACHE_HOME elsewhere), may
-be a symlink. The path is resolved by this walk, never by `os.path.realpath`, which would
-follow a link planted anywhere in it.
+be a symlink (where the system's own folders are links, as macOS's /tmp -> /private/tmp,
+give the real path). The path is resolved by this walk, never by `os.path.realpath`, which
+would follow a link planted anywhere in it.
 """
 from __future__ import annotations
 

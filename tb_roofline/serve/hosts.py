@@ -51,6 +51,7 @@ MEMORY_RETRY_S = 60.0  # out of memory may have been the other requests' fault
 MEMORY_PER_BYTE = {"kineto": 5.0, "xplane": 2.0}
 SMALL_SHARE = 1 / 16  # a conversion this small may use the reserve
 RESERVE_SHARE = 1 / 8  # of the budget, kept for small conversions (counted all the same)
+GROW_WAIT_S = 10.0  # how long a growing conversion waits for the others to leave it room
 
 
 @dataclasses.dataclass
@@ -295,10 +296,14 @@ class ConversionBudget:
             return
         if need > self.total:
             raise meter.over_budget(need, self.total, what)
+        give_up = time.monotonic() + GROW_WAIT_S
         with self._cond:
             while self.used + need - grant.bytes > self.total:
                 others = [g for g in self._grants if g is not grant]
-                if not others or all(g.waiting for g in others):
+                # (bounded: another request may hold its share while it waits on a lock
+                # this conversion holds)
+                if not others or all(g.waiting for g in others) or \
+                        time.monotonic() > give_up:
                     raise errors.ProfileOutOfMemoryError(
                         f"{meter.over_budget(need, self.total, what)}, with the other "
                         "conversions in flight (tried again in a while)")

@@ -65,8 +65,10 @@ def call(service, fn, **kwargs) -> dict:
     """Run one tool: its answer, or an MCP error with the HTTP API's message (a bug or a lack
     of memory answered as the plugin answers it: one failed call, the server lives on)."""
     from mcp.shared.exceptions import MCPError
+    from tb_roofline import storage
     try:
-        return fn(service, **kwargs)
+        with storage.request_deadline():  # a slow store cannot hold a tool call for ever
+            return fn(service, **kwargs)
     except tb_errors.PublicError as exc:
         raise _mcp_error(exc) from None
     except MCPError:
