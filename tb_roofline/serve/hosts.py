@@ -142,7 +142,6 @@ class KeyLocks:
         return len(self._locks)
 
 
-MAX_DEFLATE_RATIO = 1032
 INFLATE_CHUNK = 1 << 20
 _inflated_sizes: "collections.OrderedDict" = collections.OrderedDict()  # (path, size, mtime)
 _inflated_lock = threading.Lock()
