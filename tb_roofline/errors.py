@@ -76,6 +76,12 @@ class StorageError(tb_errors.PublicError):
 REMOTE_ERROR_RETRY_S = 60.0
 
 
+class ListingInProgressError(tb_errors.PublicError):
+    """The logdir's first listing (a remote store) has not finished: no run is known yet."""
+    http_code = 503
+    code = "listing_in_progress"
+
+
 class StorageTimeoutPublicError(tb_errors.PublicError):
     """The remote store did not answer a read in time (a gateway timeout, not a bad file)."""
     http_code = 504

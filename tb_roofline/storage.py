@@ -9,7 +9,12 @@ them, and `S3_ENDPOINT` (TensorBoard's variable) when set.
 
 A store that stalls cannot hold a request: S3 requests have a connect timeout, a read timeout
 (TB_ROOFLINE_REMOTE_TIMEOUT_S, 10 s) and at most TB_ROOFLINE_REMOTE_ATTEMPTS (2) attempts,
-so a call gives up within ~25 s with a `StorageTimeoutError` naming the store. A remote
+so a call gives up within ~25 s with a `StorageTimeoutError` naming the store. A store that
+keeps sending, slowly (a few bytes a second), never trips a read timeout: every remote call
+also has a deadline (`storage_deadline.Deadline`), the earlier of TB_ROOFLINE_READ_DEADLINE_S (300 s) from the
+start of the file's read or listing and the request's own (TB_ROOFLINE_REQUEST_DEADLINE_S,
+600 s, set by `request_deadline`); past it the call is cancelled (its connection dropped) and
+a `StorageDeadlineError` names the store and the setting. A remote
 file's ranged reads are conditional on the ETag its last `stat` saw (S3 `If-Match`): an object
 overwritten between the stat and a read, or between two reads, is a `ProfileIncompleteError`
 ("changed while it was read", a 503), never a mix of two versions.
@@ -44,6 +49,15 @@ class StorageError(OSError):
 class StorageTimeoutError(StorageError):
     """The store did not answer in time (connect or read timeout, after the retries)."""
     code = errno.ETIMEDOUT
+
+
+class StorageDeadlineError(StorageTimeoutError):
+    """The store kept answering, too slowly: a read or listing ran past its deadline."""
+
+
+# (here: the deadline's error is this module's; request_deadline is for the plugin and MCP)
+from tb_roofline.storage_deadline import (Deadline, fetch_with_deadline,  # noqa: E402,F401
+                                          is_async as _is_async, request_deadline)
 
 
 class RemoteStat(tuple):
@@ -235,7 +249,9 @@ def stat(path: str):
         return os.stat(local_path(path))
     fs, p = _filesystem(path)
     try:
-        info = fs.info(p)
+        info = Deadline(path, "asking about").call(fs, "info", p)
+    except StorageDeadlineError:
+        raise
     except Exception as exc:
         raise _translate(exc, path) from None
     if info.get("type") == "directory":
@@ -255,7 +271,9 @@ def isdir(path: str) -> bool:
         return os.path.isdir(local_path(path))
     fs, p = _filesystem(path)
     try:
-        return bool(fs.isdir(p))
+        return bool(Deadline(path, "asking about").call(fs, "isdir", p))
+    except StorageDeadlineError:
+        raise
     except Exception as exc:
         raise _translate(exc, path) from None
 
@@ -266,18 +284,24 @@ def open_binary(path: str, size: int | None = None):
     if not is_remote(path):
         return open(local_path(path), "rb")
     fs, p = _filesystem(path)
-    kwargs = {"size": size} if size is not None else {}
+    deadline = Deadline(path)
     try:
+        if size is None and _is_async(fs):  # else the file asks for it, without a deadline
+            size = int(deadline.call(fs, "info", p).get("size") or 0)
+        kwargs = {"size": size} if size is not None else {}
         f = fs.open(p, "rb", block_size=READ_BLOCK_BYTES, cache_type="readahead", **kwargs)
+    except StorageDeadlineError:
+        raise
     except Exception as exc:
         raise _translate(exc, path) from None
+    fetch_with_deadline(f, fs, p, deadline)
     with _seen_lock:
         seen = _seen.get(path)
     if seen is not None and seen[0] == getattr(f, "size", None) and \
             isinstance(getattr(f, "read_kw", None), dict):
         # s3fs: every ranged GET only if the object is still the one stat saw.
         f.read_kw = {**{k: v for k, v in f.read_kw.items() if v is not None}, "IfMatch": seen[1]}
-    return _RemoteFile(f, path)
+    return _RemoteFile(f, path, deadline)
 
 
 def _changed_error(exc: BaseException) -> bool:
@@ -294,9 +318,9 @@ def _changed_error(exc: BaseException) -> bool:
 class _RemoteFile(io.RawIOBase):
     """Delegates to the fsspec file; a network failure surfaces as OSError, as a disk's would."""
 
-    def __init__(self, f, url: str):
+    def __init__(self, f, url: str, deadline: Deadline | None = None):
         super().__init__()
-        self._f, self._url = f, url
+        self._f, self._url, self._deadline = f, url, deadline
 
     def readable(self):
         return True
@@ -305,8 +329,12 @@ class _RemoteFile(io.RawIOBase):
         return True
 
     def read(self, n=-1):
+        if self._deadline is not None:
+            self._deadline.remaining()
         try:
             return self._f.read(n if n is not None and n >= 0 else -1)
+        except StorageDeadlineError:
+            raise
         except Exception as exc:
             if _changed_error(exc):
                 from tb_roofline.errors import ProfileIncompleteError
@@ -347,9 +375,11 @@ def list_files(root: str) -> dict:
     from one recursive listing (paginated by the store, not one request per directory)."""
     fs, p = _filesystem(root)
     try:
-        found = fs.find(p, detail=True)
+        found = Deadline(root, "listing").call(fs, "find", p, detail=True)
     except FileNotFoundError:
         return {}
+    except StorageDeadlineError:
+        raise
     except Exception as exc:
         raise _translate(exc, root) from None
     prefix = p + "/" if p else ""

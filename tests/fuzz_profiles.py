@@ -317,3 +317,52 @@ def damaged_kineto(seed: int, docs: dict, mutate_doc) -> tuple[str, bytes]:
         return KINETO, text.replace(b", ", b"," + b" " * rng.choice([1000, 100000]), 200)
     return KINETO_GZ, kineto_bomb(rng.choice(["events", "braces", "whitespace"]),
                                   rng.choice([2, 32]))
+
+
+# ------------------------------------------------------------------------------------------
+# Numbers in the user's JSON files (roofline_device.json, roofline_workload.json)
+
+ODD_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1E309", "1e-400", "-0",
+               "0", "-1", "0.0", "5e-324", "1.7976931348623157e308", "2e12", "1e30", "1e31"]
+
+
+def _odd_number(rng) -> str:
+    """JSON number text no field (or some fields) can hold: NaN / Infinity spellings, floats
+    beyond the float range, integers of tens to thousands of digits, zero and negatives."""
+    if rng.random() < 0.5:
+        return rng.choice(ODD_NUMBERS)
+    digits = rng.choice([19, 29, 30, 31, 40, 309, 400, 4300, 4301, 20000])
+    return rng.choice(["", "-"]) + str(rng.randrange(1, 10)) + "".join(
+        rng.choice("0123456789") for _ in range(digits - 1))
+
+
+def _number_slots(value, path=()):
+    """Paths of every number in a parsed JSON document (bools excluded)."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [path]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _number_slots(v, path + (k,))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _number_slots(v, path + (i,))]
+    return []
+
+
+def damaged_user_json(seed: int, doc: dict, kind: str) -> str:
+    """The text of `doc` (a valid device or workload file) with one to three of its numbers
+    replaced by odd number text (the same for the same seed)."""
+    rng = random.Random(f"user-json/{kind}/{seed}")
+    doc = copy.deepcopy(doc)
+    slots = _number_slots(doc)
+    marks = {}
+    for i, path in enumerate(rng.sample(slots, k=min(len(slots), rng.choice([1, 1, 2, 3])))):
+        holder = doc
+        for step in path[:-1]:
+            holder = holder[step]
+        marks[f"@@{i}@@"] = _odd_number(rng)
+        holder[path[-1]] = f"@@{i}@@"
+    text = json.dumps(doc)
+    for mark, number in marks.items():
+        text = text.replace(f'"{mark}"', number)
+    return text

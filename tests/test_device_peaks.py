@@ -423,7 +423,7 @@ def test_device_file_round_trip(tmp_path):
     ({"kind": "cpu", "compute": {"fp32": -5}}, "compute.fp32: must be a positive"),
     ({"kind": "cpu", "compute": {"fp32": "fast"}}, "compute.fp32: must be a number"),
     ({"kind": "cpu", "compute": {"fp32": True}}, "compute.fp32: must be a number"),
-    ('{"kind": "cpu", "compute": {"fp32": NaN}}', "positive finite"),
+    ('{"kind": "cpu", "compute": {"fp32": NaN}}', "compute.fp32: NaN is out of range"),
     ({"kind": "cpu", "compute": {"fp33": 1}}, "compute entry 1: unknown precision"),
     ({"kind": "cpu", "compute": {"fp32": {"gflop": 1}}}, "compute.fp32: 1 unknown key(s)"),
     ({"kind": "cpu", "compute": {"fp32": 1}, "source": "guess"}, "source must be one of"),

@@ -109,3 +109,65 @@ def test_damaged_kineto_files(tmp_path, monkeypatch):
     outcomes = _fuzz(tmp_path, cases, {"max_file_mb": 64})
     assert outcomes.get("ok") and outcomes.get("bad_profile") and outcomes.get("too_large"), \
         outcomes
+
+
+USER_JSON_CASES = max(30, N // 6)
+DEVICE_DOC = {"tb_roofline_device_file": 1, "kind": "cpu", "num_cores": 2,
+              "compute": {"fp32": 117.4, "fp64": {"gflops": 58.8, "source": "measured"}},
+              "memories": {"hbm": {"name": "DRAM", "gbs": 24.7}, "l3": 300},
+              "measurement": {"threads": 1, "stream": {"copy_gbs": 24.7, "runs": [1, 2.5]}}}
+WORKLOAD_DOC = {"tb_roofline_workload_file": 1, "model_flops_per_step": 3.1e15,
+                "tokens_per_step": 65536, "samples_per_step": 32, "num_devices": 8}
+
+
+def test_odd_numbers_in_device_and_workload_files(tmp_path, capsys):
+    """Device and workload files whose numbers are NaN / Infinity spellings, 400- to
+    20,000-digit integers or beyond the float range: every route answers strict JSON or a
+    422 naming the file, and the CLI exits 0 or 2 with one line (never a 500 or traceback)."""
+    import shutil
+
+    from fuzz_profiles import REPO, damaged_user_json
+    from test_user_numbers import _client, _query
+
+    from tb_roofline.serve.cli import main
+    routes = ("/device", "/program", "/ops", "/diagnostics", "/guidance", "/report",
+              "/export", "/compare")
+    source = os.path.join(REPO, "testdata", "jax_cpu", "mlp")
+    outcomes = {}
+    for seed in range(USER_JSON_CASES):
+        logdir = tmp_path / f"case{seed}"
+        shutil.copytree(source, logdir / "mlp")
+        device = damaged_user_json(seed, DEVICE_DOC, "device")
+        workload = damaged_user_json(seed, WORKLOAD_DOC, "workload")
+        (logdir / "roofline_device.json").write_text(device if seed % 3 else
+                                                     json.dumps(DEVICE_DOC))
+        (logdir / "roofline_workload.json").write_text(workload if seed % 3 != 1 else
+                                                       json.dumps(WORKLOAD_DOC))
+        for folder, _, files in os.walk(logdir):
+            for name in files:
+                _old(os.path.join(folder, name))
+        client = _client(logdir)
+        run = client.get("/runs").json["runs"][0]["run"]
+        for route in routes:
+            t = time.monotonic()
+            r = client.get(_query(route, run))
+            assert time.monotonic() - t < TIME_LIMIT_S, (seed, route)
+            assert r.status_code in (200, 422), (seed, route, r.status_code, r.data[:400])
+            if r.status_code == 200 and "json" not in r.headers.get("Content-Type", ""):
+                outcomes["ok"] = outcomes.get("ok", 0) + 1  # the CSV export
+                continue
+            body = json.loads(r.data, parse_constant=lambda c: pytest.fail(f"{c} in {route}"))
+            if r.status_code == 422:
+                code = body["error"]["code"]
+                assert code in ("bad_device_file", "bad_workload_file"), (seed, body)
+                assert ("roofline_device.json" if code == "bad_device_file"
+                        else "roofline_workload.json") in body["error"]["message"]
+                outcomes[code] = outcomes.get(code, 0) + 1
+            else:
+                outcomes["ok"] = outcomes.get("ok", 0) + 1
+        rc = main(["report", str(logdir), "--run", run])
+        err = capsys.readouterr().err
+        assert rc in (0, 2) and "Traceback" not in err, (seed, rc, err[-2000:])
+        shutil.rmtree(logdir)
+    assert outcomes.get("ok") and outcomes.get("bad_device_file") and \
+        outcomes.get("bad_workload_file"), outcomes

@@ -72,7 +72,7 @@ def test_restart_answers_from_the_cache_and_never_writes_the_logdir(logdir, cach
     first = RooflineService(str(logdir))
     runs = [r["run"] for r in first.list_runs()["runs"]]
     expected = _answers(first, runs)
-    assert len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) == 3  # one per host file
+    assert len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) == 3  # one per host file
     assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
     assert _tree(logdir) == before
     restarted = RooflineService(str(logdir))
@@ -97,10 +97,10 @@ def test_changed_file_or_code_is_a_miss(logdir, cache_dir, monkeypatch):
     write_tpu_session(str(logdir), "", RUN, [SynthConfig(seed=7)])
     _age_all(logdir, 30)
     assert RooflineService(str(logdir)).program(RUN, "", True) != old
-    entries = len(list(cache_dir.glob("*" + disk_cache.SUFFIX)))
+    entries = len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX)))
     monkeypatch.setattr(disk_cache, "code_digest", lambda *paths: "other code")
     RooflineService(str(logdir)).program(RUN, "", True)
-    assert len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) == entries + 1
+    assert len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) == entries + 1
 
 
 def test_code_digest_covers_the_reader_sources():
@@ -124,7 +124,7 @@ def test_page_load_answers_survive_a_restart_without_the_profile(logdir, cache_d
                 for kind, params in kinds.items()}
     assert all(zipped for body, zipped in expected.values() if len(body) > 1024)
     cache = first.disk_cache
-    for entry in cache_dir.glob("*" + disk_cache.SUFFIX):  # drop the converted profiles, keep the answers
+    for entry in (cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX):  # drop the converted profiles, keep the answers
         if isinstance(cache.get(entry.stem), ProfileData):
             entry.unlink()
     restarted = RooflineService(str(logdir))
@@ -138,24 +138,24 @@ def test_page_load_answers_survive_a_restart_without_the_profile(logdir, cache_d
 
 def test_corrupt_or_truncated_entries_are_replaced(logdir, cache_dir):
     expected = RooflineService(str(logdir)).program(RUN, "", True)
-    entry = next(cache_dir.glob("*" + disk_cache.SUFFIX))
+    entry = next((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))
     good = entry.read_bytes()
     for bad in (good[: len(good) // 2], good[:-1] + bytes([good[-1] ^ 1]), b"", b"junk"):
-        for p in cache_dir.glob("*" + disk_cache.SUFFIX):
+        for p in (cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX):
             p.write_bytes(bad)
         assert RooflineService(str(logdir)).program(RUN, "", True) == expected
         cache = DiskCache(str(cache_dir), max_bytes=1 << 30)
-        assert all(cache.get(p.stem) is not None for p in cache_dir.glob("*" + disk_cache.SUFFIX))
+        assert all(cache.get(p.stem) is not None for p in (cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))
 
 
 def test_lru_eviction_keeps_the_cap(tmp_path):
     probe = DiskCache(str(tmp_path / "probe"), max_bytes=1 << 20)
     (tmp_path / "probe").mkdir(mode=0o700)
     assert probe.put("p", b"x" * 1000)
-    entry = (tmp_path / "probe" / ("p" + disk_cache.SUFFIX)).stat().st_size  # 1000 + framing
+    entry = (tmp_path / "probe" / disk_cache.ENTRIES_DIR / ("p" + disk_cache.SUFFIX)).stat().st_size  # 1000 + framing
     cache = DiskCache(str(tmp_path / "c"), max_bytes=3 * entry + entry // 2)
-    tmp_path = tmp_path / "c"
-    tmp_path.mkdir(mode=0o700)
+    (tmp_path / "c").mkdir(mode=0o700)
+    tmp_path = tmp_path / "c" / disk_cache.ENTRIES_DIR
     for name in "abc":
         assert cache.put(name, b"x" * 1000)
         time.sleep(0.02)
@@ -191,7 +191,7 @@ def test_settings(tmp_path, logdir, monkeypatch):
 def _two_entries_mb(cache_dir) -> str:
     """A cap that holds two of the three entries (eviction then races reads and writes);
     empties the directory."""
-    sizes = sorted(p.stat().st_size for p in cache_dir.glob("*" + disk_cache.SUFFIX))
+    sizes = sorted(p.stat().st_size for p in (cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))
     assert len(sizes) == 3
     shutil.rmtree(cache_dir)
     return str((sizes[-1] + sizes[-2] + sizes[0] // 2) / 2**20)
@@ -215,7 +215,7 @@ def test_two_services_share_the_directory(logdir, cache_dir, monkeypatch):
         for run, answer in pool.map(work, range(36)):
             assert answer == expected[run]
     assert not list(cache_dir.glob(".tmp-*"))
-    assert len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) == 2
+    assert len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) == 2
 
 
 WORKER = r"""
@@ -243,7 +243,7 @@ def test_two_processes_share_the_directory(logdir, cache_dir):
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outputs]
     for out, _ in outputs:
         assert json.loads(out) == json.loads(json.dumps(expected, sort_keys=True))
-    assert not list(cache_dir.glob(".tmp-*")) and len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) == 2
+    assert not list(cache_dir.glob(".tmp-*")) and len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) == 2
 
 
 def test_tensorboard_restart_answers_from_the_cache(tmp_path, cache_dir):
@@ -255,9 +255,9 @@ def test_tensorboard_restart_answers_from_the_cache(tmp_path, cache_dir):
     with tensorboard(str(logdir)) as base:
         first = {run: get(base + api + run)[2] for run in runs}
     assert all(json.loads(body)["rows"] for body in first.values())
-    assert len(list(cache_dir.glob("*" + disk_cache.SUFFIX))) >= 3
+    assert len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) >= 3
     assert _tree(logdir) == before
-    entries = sorted(cache_dir.glob("*" + disk_cache.SUFFIX))
+    entries = sorted((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))
     past = time.time() - 3600
     for entry in entries:
         os.utime(entry, (past, past))
@@ -266,5 +266,5 @@ def test_tensorboard_restart_answers_from_the_cache(tmp_path, cache_dir):
             status, _, body = get(base + api + run)
             assert status == 200 and json.loads(body) == json.loads(first[run])
     # Answered from the entries (a hit marks its last use), none made anew.
-    assert sorted(cache_dir.glob("*" + disk_cache.SUFFIX)) == entries
+    assert sorted((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX)) == entries
     assert any(e.stat().st_mtime > past + 60 for e in entries)

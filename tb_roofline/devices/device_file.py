@@ -68,6 +68,9 @@ MAX_JSON_DEPTH = 32  # a device or workload file nests 4 levels; 1,000 `[` must 
 KNOWN_MEMORY_IDS = frozenset({"hbm", "dram", "l1", "l2", "l3", "shared", "host", "interconnect",
                               "cmem_read", "cmem_write", "vmem_read", "vmem_write", "vmem",
                               "cmem", "sram", "mcdram"})
+# Keys a message may name (any other key of the file is named by its position).
+KNOWN_KEYS = frozenset(TOP_KEYS + COMPUTE_PRECISIONS + ("gflops", "gbs", "name", "source")) | \
+    KNOWN_MEMORY_IDS
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
@@ -84,18 +87,78 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-def parse_json_file(text: str, where: str, error=ValueError):
+def parse_json_file(text: str, where: str, error=ValueError, known_keys=frozenset()):
     """JSON of a small settings file with its nesting bounded: `error(message)` names `where`
-    and the problem (never the text)."""
+    and the problem (never the text). A number no field can hold (an integer of more than
+    MAX_INT_DIGITS digits, NaN, Infinity, a float beyond the float range) is an error that
+    names its field: by key where the key is in `known_keys`, else by position (a file's own
+    key names are never quoted)."""
     if json_depth(text) > MAX_JSON_DEPTH:
         raise error(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return json.loads(text)
+        data = json.loads(text, parse_int=_parse_int, parse_float=_parse_float,
+                          parse_constant=_OutOfRange)
     except json.JSONDecodeError as exc:
         raise error(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} "
                     f"column {exc.colno}") from None
     except RecursionError:
         raise error(f"{where}: nested too deeply") from None
+    found = _first_out_of_range(data, "", known_keys)
+    if found:
+        path, bad = found
+        raise error(f"{where}: {path or 'the top level'}: {bad} is out of range; give a "
+                    f"finite number (an integer of at most {MAX_INT_DIGITS} digits)")
+    return data
+
+
+MAX_INT_DIGITS = 30  # more than any count or FLOP figure needs, far below the float range
+
+
+class _OutOfRange:
+    """A JSON number no field can hold, kept in place until its field is named."""
+    __slots__ = ("what",)
+
+    def __init__(self, text: str):
+        self.what = text if text in ("NaN", "Infinity", "-Infinity") else "a number"
+
+    def __str__(self) -> str:
+        return self.what
+
+
+def _parse_int(text: str):
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_INT_DIGITS:  # before int(): 5,000 digits is a ValueError, 400 overflow
+        bad = _OutOfRange("")
+        bad.what = f"an integer of {digits} digits"
+        return bad
+    return int(text)
+
+
+def _parse_float(text: str):
+    value = float(text)
+    if math.isfinite(value):
+        return value
+    bad = _OutOfRange("")
+    bad.what = "a number beyond the float range"
+    return bad
+
+
+def _first_out_of_range(value, path: str, known_keys):
+    """(field path, the value) of the first out-of-range number, or None."""
+    if isinstance(value, _OutOfRange):
+        return path, value
+    if isinstance(value, dict):
+        items = ((k if k in known_keys else f"entry {i + 1}", v)
+                 for i, (k, v) in enumerate(value.items()))
+    elif isinstance(value, list):
+        items = ((f"item {i + 1}", v) for i, v in enumerate(value))
+    else:
+        return None
+    for name, child in items:
+        found = _first_out_of_range(child, f"{path}.{name}" if path else name, known_keys)
+        if found:
+            return found
+    return None
 
 
 def _kind_of(value) -> str:
@@ -108,11 +171,16 @@ def _unknown(keys) -> str:
     return f"{len(keys)} unknown key(s)"
 
 
+MAX_PEAK = 1e12  # GFLOP/s or GB/s of one device: a zettaFLOP/s, far above any chip
+MAX_CORES = 1 << 20
+
+
 def _positive(value, where: str, unit: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DeviceFileError(f"{where}: must be a number of {unit}, not {_kind_of(value)}")
-    if not math.isfinite(value) or value <= 0:
-        raise DeviceFileError(f"{where}: must be a positive finite number of {unit}")
+    if not 0 < value <= MAX_PEAK:  # compared as numbers: a huge integer is never a float
+        raise DeviceFileError(f"{where}: must be a positive finite number of {unit}, at "
+                              f"most {MAX_PEAK:.0e}")
     return float(value)
 
 
@@ -139,8 +207,9 @@ def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
     if not isinstance(dtype, str) or not dtype.strip():
         raise DeviceFileError(f"{origin}: type must be a non-empty string")
     num_cores = data.get("num_cores", 1)
-    if isinstance(num_cores, bool) or not isinstance(num_cores, int) or num_cores < 1:
-        raise DeviceFileError(f"{origin}: num_cores must be an integer >= 1")
+    if isinstance(num_cores, bool) or not isinstance(num_cores, int) or \
+            not 1 <= num_cores <= MAX_CORES:
+        raise DeviceFileError(f"{origin}: num_cores must be an integer from 1 to {MAX_CORES}")
     default_source = _source(data.get("source", "user"), f"{origin}: source")
     for key in ("notes",):
         if key in data and not isinstance(data[key], str):
@@ -222,7 +291,7 @@ def load_device_file(path: str) -> DeviceInfo:
         raise DeviceFileError(f"{path}: cannot read device file: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise DeviceFileError(f"{path}: not UTF-8 text") from None
-    data = parse_json_file(text, path, DeviceFileError)
+    data = parse_json_file(text, path, DeviceFileError, KNOWN_KEYS)
     return device_from_dict(data, origin=name if os.path.dirname(path) == "" else path)
 
 

@@ -23,6 +23,8 @@ import dataclasses
 import itertools
 import logging
 import os
+import signal
+import sys
 import threading
 import time
 
@@ -59,10 +61,56 @@ def _min_parallel_bytes() -> float:
     return settings.number(settings.PARALLEL_MIN_MB) * 2**20
 
 
-def _watch_parent():
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: the kernel kills this worker (SIGKILL) the moment its parent dies, even when
+    the worker is deep in a C call that holds the GIL for minutes (a thread cannot run then).
+    The parent is the fork server, or the process itself where the pool forks (then only
+    from a thread that lives as long as the process: `_context`). Elsewhere, a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError, TypeError):
+        return
+    if os.getppid() != parent:  # died before the call: no signal will come
+        os._exit(0)
+
+
+def _let_fork_server_go() -> None:
+    """A fork server's worker holds the server's "alive" pipe (multiprocessing passes it to
+    every child, so the server lives while any of them does); the server waits for all its
+    holders to close it. Closed here, the server ends with the process that started it, and
+    its workers with the server (the parent-death signal): else each kept the other alive,
+    minutes after TensorBoard was killed."""
+    try:
+        from multiprocessing import forkserver
+    except ImportError:
+        return
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int) and os.getppid() != 1:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
+
+
+def _watch_parent(signal_on_death: bool = False):
     """In each worker: exit once the process that started it is gone (TensorBoard killed,
-    the fork server gone with it), so no worker outlives the server."""
+    the fork server gone with it), so no worker outlives the server: the kernel's
+    parent-death signal where the thread that started the worker lives as long as its
+    process (`signal_on_death`: the signal follows the thread, not the process), and a thread
+    watching for a new parent."""
     parent = os.getppid()
+    if signal_on_death:
+        _die_with_parent(parent)
+        _let_fork_server_go()
 
     def watch():
         while os.getppid() == parent:
@@ -94,8 +142,14 @@ def _get_pool(n: int):
         _join_retiring()
         _pool_size = n
         import concurrent.futures
-        _pool = concurrent.futures.ProcessPoolExecutor(n, mp_context=_context(),
-                                                       initializer=_watch_parent)
+        ctx = _context()
+        # A fork server's main thread starts its workers; else this thread does (it must be
+        # the main one, or the workers would die with it).
+        lasting = ctx.get_start_method() == "forkserver" or \
+            threading.current_thread() is threading.main_thread()
+        _pool = concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx,
+                                                       initializer=_watch_parent,
+                                                       initargs=(lasting,))
     return _pool
 
 

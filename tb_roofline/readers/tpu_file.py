@@ -23,7 +23,7 @@ import numpy as np
 
 from tb_roofline import storage
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
+from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.table.op_table import (COST_COLUMNS, CONTAINER_CATEGORIES, CoreSpan,
                                         ProfileData, StepSpans, is_infeed_outfeed_category,
                                         keyed_table)
@@ -37,6 +37,10 @@ from tb_roofline.readers.tpu_plane import KEY_TEXTS, PlaneResult, clear_info_cac
 from tb_roofline.readers.xplane import DAMAGE
 
 HEAD_BYTES = 4096  # read to find a plane's id and name (fields 1 and 2 come first)
+# A host has a few to a few dozen TensorCores. Each plane costs a fixed ~5 ms to convert
+# whatever it holds (12,000 one-op planes: 17 MB, 70 s of CPU, 13x a normal file per MB), so
+# a file of thousands is refused before any is converted.
+MAX_TENSOR_CORE_PLANES = 1024
 PLANES, HOSTNAMES = 1, 4  # XSpace's field numbers (errors and warnings are 2 and 3)
 
 
@@ -89,6 +93,9 @@ def _plan(path, host, size, version, young, read_at, check_truncation) -> FilePl
     if cores and cores[-1][0] >= MAX_CORE:
         raise ProfileFormatError(f"{name}: a TensorCore plane is numbered "
                                  f"{str(cores[-1][0])[:20]}..., beyond any real core number")
+    if len(cores) > MAX_TENSOR_CORE_PLANES:
+        raise ProfileTooLargeError(f"{name} holds {len(cores):,} TensorCore planes, more than "
+                                   f"any host has ({MAX_TENSOR_CORE_PLANES:,} at most)")
     plan = FilePlan(path, host, size, version, young, planes, cores, complete_end=complete_end)
     if not check_truncation:
         return plan

@@ -191,6 +191,49 @@ def sized(obj) -> tuple:
     return approx_size(obj, roots=roots), roots
 
 
+class HeldAnalyses:
+    """Analyses too large for the analyses cache, kept for the runs in use: the last `keep`
+    asked for (both sides of a compare, or two runs a user switches between), each while it
+    is asked for again within `hold_s`, all together within `max_bytes` (the conversion
+    budget). Without them two big runs taken in turns were analysed at every request."""
+
+    def __init__(self, keep: int = 2, hold_s: float = 60.0):
+        self.keep, self.hold_s = keep, hold_s
+        self._items: collections.OrderedDict = collections.OrderedDict()  # key -> [value,
+        self._lock = threading.Lock()                                     #  size, expires]
+
+    def get(self, key, now: float):
+        with self._lock:
+            self._expire(now)
+            item = self._items.get(key)
+            if item is None:
+                return None
+            item[2] = now + self.hold_s  # in use: kept on
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key, value, size: int, max_bytes: int, now: float) -> bool:
+        """Keep `value` (False: larger than `max_bytes` alone, not kept); the least recently
+        used others go as needed."""
+        with self._lock:
+            self._expire(now)
+            self._items.pop(key, None)
+            if size > max_bytes:
+                return False
+            while self._items and (len(self._items) >= self.keep or
+                                   sum(i[1] for i in self._items.values()) + size > max_bytes):
+                self._items.popitem(last=False)
+            self._items[key] = [value, size, now + self.hold_s]
+            return True
+
+    def _expire(self, now: float):
+        for k in [k for k, item in self._items.items() if item[2] < now]:
+            del self._items[k]
+
+    def __len__(self):
+        return len(self._items)
+
+
 COMPARE_CACHE_SIZE = 8
 
 

@@ -265,6 +265,9 @@ def cmd_export(service, args, out):
         sys.stderr.write(f"wrote {path}\n")
 
 
+USER_FILE_ERRORS = ("bad_device_file", "bad_workload_file")
+
+
 class _UsageError(Exception):
     """A problem with the command line or the output path: one line, exit code 2."""
 
@@ -277,6 +280,26 @@ def _non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} is negative")
     return value
+
+
+def _per_step(text: str) -> float:
+    """A per-step figure, bounded as a workload file's are (serve/workload_file.py)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1e30:  # NaN, inf and 1e400 fail here
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a positive finite number "
+                                         "(at most 1e30)")
+    return value
+
+
+def _device_count(text: str) -> int:
+    text = text.strip()
+    if not text.isdigit() or len(text) > 9 or not 1 <= int(text) <= 1 << 24:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number from 1 to "
+                                         f"{1 << 24}")
+    return int(text)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -311,11 +334,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                           f"({REPORTS_SCHEMA}: runs, reports)")
     rep.add_argument("--workload-file", help="model FLOPs / tokens per step for MFU "
                                              "(default: the nearest roofline_workload.json)")
-    rep.add_argument("--model-flops-per-step", type=float, help="model FLOPs of one step")
-    rep.add_argument("--tokens-per-step", type=float, help="tokens processed per step")
-    rep.add_argument("--samples-per-step", type=float, help="samples processed per step")
+    rep.add_argument("--model-flops-per-step", type=_per_step, help="model FLOPs of one step")
+    rep.add_argument("--tokens-per-step", type=_per_step, help="tokens processed per step")
+    rep.add_argument("--samples-per-step", type=_per_step, help="samples processed per step")
     rep.add_argument("--model-precision", help="precision the model FLOPs run in (bf16, ...)")
-    rep.add_argument("--num-devices", type=int, help="devices one step runs on")
+    rep.add_argument("--num-devices", type=_device_count, help="devices one step runs on")
     rep.set_defaults(func=cmd_report)
 
     runs = sub.add_parser("runs", help="list runs and hosts")
@@ -442,7 +465,8 @@ def _run_command(args, out) -> int:
     except tb_errors.PublicError as exc:
         progress.finish()
         sys.stderr.write(f"tb-roofline: {exc}\n")
-        return 1
+        # A device or workload file is what the user gave, as the command line is.
+        return 2 if getattr(exc, "code", "") in USER_FILE_ERRORS else 1
     except _UsageError as exc:
         progress.finish()
         sys.stderr.write(f"tb-roofline: {exc}\n")

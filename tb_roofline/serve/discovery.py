@@ -187,6 +187,11 @@ class RunIndex:
     def scanning(self) -> bool:
         return self._scanning
 
+    @property
+    def listed(self) -> bool:
+        """Whether a listing has finished (failed or not) since this index began."""
+        return self._ever_scanned
+
     def has_any(self) -> bool:
         """Instant: never touches the disk."""
         self._maybe_start_background()

@@ -15,12 +15,18 @@ the logdir), so a restarted TensorBoard answers at once for a profile it has see
   allow_pickle=False): loading one runs no code from it. Each carries an HMAC-SHA256 under a
   per-user key (`.key`, 32 random bytes, 0600, in the cache directory) over its name and
   content, so an entry someone else wrote, or one renamed, is a miss.
-- The directory is checked at every open, from `/` down: no component a symlink (each opened
-  relative to its parent with O_NOFOLLOW), each owned by this user or root, none writable by
-  group or others unless sticky (like /tmp); the cache directory itself owned by this user and
-  writable by nobody else. Entries are opened relative to the checked directory's descriptor
-  (O_NOFOLLOW), so a directory renamed or swapped after the check is never used. A failed
-  check is a miss (logged once), never an error.
+- The directory is checked at every open, from `/` down (serve/cache_path.py): no component a
+  symlink (each opened relative to its parent with O_NOFOLLOW; the one exception, links of the
+  user's own home layout, is documented there), each owned by this user or root, none
+  writable by group or others unless sticky (like /tmp); the cache directory itself owned by
+  this user and writable by nobody else. The configured path is walked before anything
+  resolves it, and missing directories are made (0700 whatever the umask) only under parents
+  that passed. Entries are opened relative to the checked directory's descriptor (O_NOFOLLOW),
+  so a directory renamed or swapped after the check is never used. A failed check is a miss
+  (logged once), never an error.
+- Entries live in the cache's own subfolder (`entries/`, 0700) and start with its header
+  (MAGIC); eviction counts and removes only regular files there owned by this user that start
+  with the header: a file the cache did not write is never evicted.
 - Entries are written to a temporary file and renamed, so two TensorBoard servers can share
   the directory; an entry that is truncated, corrupt, forged or unreadable is ignored and
   replaced, never an error.
@@ -28,7 +34,6 @@ the logdir), so a restarted TensorBoard answers at once for a profile it has see
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import hashlib
 import hmac
@@ -40,6 +45,8 @@ import time
 
 import tb_roofline
 from tb_roofline import settings
+from tb_roofline.serve.cache_path import UnsafeDirectory, check_directory_chain, open_subdir
+from tb_roofline.serve import cache_path
 
 DIR_ENV = settings.CACHE_DIR
 MAX_MB_ENV = settings.CACHE_MAX_MB.name
@@ -57,13 +64,11 @@ CODE_PATHS = ("readers", "table", "devices", "hlo", "protos", "diagnostics.py",
               "serve/cache_codec.py")
 # Encoded answers also depend on the roofline model and on how the service builds answers.
 ANSWER_CODE_PATHS = CODE_PATHS + ("model", "serve/service.py", "serve/answers.py")
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
 _FILE_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 logger = logging.getLogger(__name__)
 
 
-class UnsafeDirectory(OSError):
-    """The cache directory, or one above it, could let another user plant or swap entries."""
+ENTRIES_DIR = "entries"
 @functools.lru_cache(maxsize=4)
 def code_digest(paths: tuple = CODE_PATHS) -> str:
     """SHA-256 over the source of `paths` (once per process, ~1 ms)."""
@@ -88,50 +93,19 @@ def default_dir(environ=None) -> str:
 
 
 def _inside(path: str, root: str) -> bool:
+    """Whether the link-free cache path `path` lies in the logdir `root` (resolved: the logdir
+    is the user's to name, links included)."""
+    root = os.path.realpath(root)
     try:
-        return os.path.commonpath([os.path.realpath(path), os.path.realpath(root)]) == \
-            os.path.realpath(root)
+        return os.path.commonpath([path, root]) == root
     except ValueError:
         return False
 
 
-def check_directory_chain(directory: str) -> int:
-    """A descriptor of `directory` (absolute, without symlinks) opened component by component
-    from `/`, each checked (see the module's docstring); raises UnsafeDirectory or OSError
-    (a component missing)."""
-    uid = os.getuid()
-    parts = [p for p in directory.split("/") if p]
-    fd = os.open("/", _DIR_FLAGS)
-    where = "/"
-    try:
-        for i in range(len(parts) + 1):
-            st = os.fstat(fd)
-            last = i == len(parts)
-            if st.st_uid not in (uid, 0) or (last and st.st_uid != uid):
-                raise UnsafeDirectory(f"{where} is owned by another user (uid {st.st_uid})")
-            if st.st_mode & 0o022 and (last or not st.st_mode & stat.S_ISVTX):
-                raise UnsafeDirectory(f"{where} is writable by group or others and not sticky "
-                                      f"(mode {stat.S_IMODE(st.st_mode):o})")
-            if last:
-                return fd
-            where = os.path.join(where, parts[i])
-            try:
-                nfd = os.open(parts[i], _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UnsafeDirectory(f"{where} is a symlink or not a directory") from None
-                raise
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 class DiskCache:
     def __init__(self, directory: str, max_bytes: int):
-        self.directory = os.path.realpath(directory)
+        # Never realpath: a link in the path is refused by the walk, not followed.
+        self.directory = os.path.abspath(directory)
         self.max_bytes = max_bytes
         self._warned: set = set()
 
@@ -146,19 +120,19 @@ class DiskCache:
         max_bytes = settings.mb(settings.CACHE_MAX_MB, environ)
         if max_bytes == 0 or not hasattr(os, "getuid"):
             return None
-        if logdir and "://" not in logdir and _inside(directory, logdir):
-            logger.warning("tb-roofline: cache directory %s is inside the logdir; cache off "
-                           "(nothing is written into a logdir)", directory)
-            return None
         try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-            cache = cls(directory, max_bytes)
-            os.close(check_directory_chain(cache.directory))
+            # The home layout's links followed (checked), nothing else resolved or made yet.
+            directory = cache_path.resolve(directory, os.path.expanduser("~"))
+            if logdir and "://" not in logdir and _inside(directory, logdir):
+                logger.warning("tb-roofline: cache directory %s is inside the logdir; cache "
+                               "off (nothing is written into a logdir)", directory)
+                return None
+            directory = cache_path.prepare(directory, None)
         except OSError as exc:
             logger.warning("tb-roofline: cannot use cache directory %s (%s); cache off",
                            directory, exc.strerror or exc)
             return None
-        return cache
+        return cls(directory, max_bytes)
 
     # --- keys and entries -------------------------------------------------------------------
     @staticmethod
@@ -169,31 +143,42 @@ class DiskCache:
                  np.__version__)
         return hashlib.sha256(repr(parts).encode("utf-8", "backslashreplace")).hexdigest()
 
-    @contextlib.contextmanager
-    def _directory(self):
-        """The checked directory's descriptor, or None (unsafe: logged once, a miss)."""
-        try:
-            fd = check_directory_chain(self.directory)
-        except OSError as exc:
-            reason = str(exc) if isinstance(exc, UnsafeDirectory) else (exc.strerror or str(exc))
-            if reason not in self._warned:
-                self._warned.add(reason)
-                logger.warning("tb-roofline: cache directory %s not used: %s",
-                               self.directory, reason)
-            yield None
-            return
-        try:
-            yield fd
-        finally:
-            os.close(fd)
+    def _warn(self, exc: OSError) -> None:
+        reason = str(exc) if isinstance(exc, UnsafeDirectory) else (exc.strerror or str(exc))
+        if reason not in self._warned:
+            self._warned.add(reason)
+            logger.warning("tb-roofline: cache directory %s not used: %s", self.directory,
+                           reason)
 
     @contextlib.contextmanager
+    def _entry_dir(self, keyed: bool):
+        """(the checked entries/ subfolder's descriptor, this user's HMAC key when `keyed`),
+        or (None, None) when the directory or the key is not safe to use (a miss, logged
+        once)."""
+        try:
+            top = check_directory_chain(self.directory)
+        except OSError as exc:
+            self._warn(exc)
+            yield None, None
+            return
+        try:
+            secret = self._key(top) if keyed else None
+            sub = None
+            if secret is not None or not keyed:
+                try:
+                    sub = open_subdir(top, ENTRIES_DIR)
+                except OSError as exc:
+                    self._warn(exc)
+            try:
+                yield (sub, secret) if sub is not None else (None, None)
+            finally:
+                if sub is not None:
+                    os.close(sub)
+        finally:
+            os.close(top)
+
     def _keyed(self):
-        """(the checked directory's descriptor, this user's HMAC key), or (None, None) when
-        either is not safe to use (a miss)."""
-        with self._directory() as dir_fd:
-            secret = None if dir_fd is None else self._key(dir_fd)
-            yield (dir_fd, secret) if secret is not None else (None, None)
+        return self._entry_dir(keyed=True)
 
     def _key(self, dir_fd: int) -> bytes | None:
         """This user's HMAC key (made on first use), or None when it is not safe."""
@@ -341,8 +326,10 @@ class DiskCache:
 
     @staticmethod
     def _entries(dir_fd: int) -> list[tuple[float, int, str]]:
-        """(last use, size, name) of every entry, oldest first."""
+        """(last use, size, name) of every entry this user's cache may have written (a
+        regular file of its own with the entry suffix), oldest first."""
         out = []
+        uid = os.getuid()
         try:
             with os.scandir(dir_fd) as it:
                 for entry in it:
@@ -352,7 +339,8 @@ class DiskCache:
                         st = entry.stat(follow_symlinks=False)
                     except OSError:  # evicted by another process meanwhile
                         continue
-                    out.append((st.st_mtime, st.st_size, entry.name))
+                    if stat.S_ISREG(st.st_mode) and st.st_uid == uid:
+                        out.append((st.st_mtime, st.st_size, entry.name))
         except OSError:
             return []
         out.sort()
@@ -360,37 +348,58 @@ class DiskCache:
 
     def entries(self) -> list[tuple[float, int, str]]:
         """(last use, size, path) of every entry, oldest first."""
-        with self._directory() as dir_fd:
+        with self._entry_dir(keyed=False) as (dir_fd, _):
             if dir_fd is None:
                 return []
-            return [(t, n, os.path.join(self.directory, name))
-                    for t, n, name in self._entries(dir_fd)]
+            folder = os.path.join(self.directory, ENTRIES_DIR)
+            return [(t, n, os.path.join(folder, name)) for t, n, name in self._entries(dir_fd)]
 
     def evict(self):
-        with self._directory() as dir_fd:
+        with self._entry_dir(keyed=False) as (dir_fd, _):
             if dir_fd is not None:
                 self._evict(dir_fd)
 
+    @staticmethod
+    def _remove_own(dir_fd: int, name: str, prefix: bytes = MAGIC) -> bool:
+        """Remove `name` if it is a regular file of this user's that starts with `prefix`
+        (the cache's header): True when it was one, removed or not."""
+        try:
+            fd = os.open(name, os.O_RDONLY | _FILE_FLAGS, dir_fd=dir_fd)
+        except OSError:
+            return False
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or \
+                    os.pread(fd, len(prefix), 0) != prefix:
+                return False
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        DiskCache._discard(dir_fd, name, st.st_ino)  # unless replaced meanwhile
+        return True
+
     def _evict(self, dir_fd: int):
         """Drop least recently used entries until the total is under the cap (and temporary
-        files that crashed writers left behind)."""
+        files that crashed writers left behind). A file without the cache's header is
+        neither removed nor counted."""
         entries = self._entries(dir_fd)
         total = sum(size for _, size, _ in entries)
         for _, size, name in entries:
             if total <= self.max_bytes:
                 break
-            try:
-                os.unlink(name, dir_fd=dir_fd)  # a reader that has it open keeps reading it
-            except OSError:
-                pass
+            self._remove_own(dir_fd, name)  # a reader that has it open keeps reading it
             total -= size
         now = time.time()
+        uid = os.getuid()
         try:
             with os.scandir(dir_fd) as it:
                 for entry in it:
-                    if entry.name.startswith(TMP_PREFIX):
+                    if entry.name.startswith(TMP_PREFIX) and entry.name.endswith(".part"):
                         try:
-                            if now - entry.stat(follow_symlinks=False).st_mtime > STALE_TMP_S:
+                            st = entry.stat(follow_symlinks=False)
+                            if stat.S_ISREG(st.st_mode) and st.st_uid == uid and \
+                                    now - st.st_mtime > STALE_TMP_S:
                                 os.unlink(entry.name, dir_fd=dir_fd)
                         except OSError:
                             pass

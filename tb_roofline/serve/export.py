@@ -2,8 +2,9 @@
 `tb-roofline export`), the same rows the API serves.
 
 CSV cells are written so that a spreadsheet opens them as data, never as a formula (OWASP's
-rule, as `toCsv` in static/columns.js): a text starting with = + - @, a tab, a CR or a NUL
-gets a leading ' (a plain number such as -1.5 stays a number); a field holding a comma, a
+rule, as `toCsv` in static/columns.js): a text starting with = + - @ or any control character
+(a tab, CR, LF, NUL, ... DEL: a spreadsheet may drop it and read the formula after it) gets a
+leading ' (a plain number such as -1.5 stays a number); a field holding a comma, a
 quote, a CR or a LF is quoted, so a lone CR cannot split a row.
 """
 from __future__ import annotations
@@ -14,8 +15,8 @@ from tb_roofline import errors
 
 LEVELS = ("op", "program")
 FORMATS = ("csv", "json")
-# NUL first: some spreadsheets drop it, and the formula after it would run.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\x00")
+# Any control character first: some spreadsheets drop it, and the formula after it would run.
+_FORMULA_START = ("=", "+", "-", "@", "\x7f") + tuple(chr(c) for c in range(0x20))
 _NUMBER_CHARS = frozenset("0123456789+-.eE")
 
 

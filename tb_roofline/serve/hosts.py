@@ -8,26 +8,32 @@ read profiles, the conversion budget, and per-key locks.
 - Memory: read profiles sit in a byte-bounded LRU (`serve/caches.py`); converted profiles also
   go to the disk cache (`serve/disk_cache.py`) when the file did not change while read.
 - Budget (`TB_ROOFLINE_MEMORY_BUDGET_MB`): before a conversion, its memory is estimated from
-  the file (`estimate_bytes`: the inflated size of a .gz from its trailer, else the file size,
-  times what a reader keeps per byte). A file whose estimate exceeds the whole budget is refused
-  at once (413 naming the budget, remembered for that file version); the reader is also told to
-  stop at what the budget allows, so a trailer that lies still cannot take more. Conversions
-  are admitted against the budget, so concurrent big reads queue instead of multiplying; small
-  ones (under a sixteenth of the budget) have their own lane and never wait behind a big one.
+  the file (`estimate_bytes`: the inflated size of a local .gz found by inflating every member
+  and counting, else the file size, times what a reader keeps per byte). A file whose estimate
+  exceeds the whole budget is refused at once (413 naming the budget, remembered for that file
+  version); the reader is also told to stop at what the budget allows. As it reads, the reader
+  counts what the request will build (events, distinct names, steps: `readers/meter.py`) and
+  the request's share of the budget grows with it (`_Grant`); once read, a profile is counted
+  by its op rows, distinct ops and steps before the model runs. Past the budget: a 413 naming
+  it. Every conversion is counted: small ones (under a sixteenth) may use a reserve (an
+  eighth) that big ones leave free, so they never wait behind a big one, but nothing runs
+  outside the budget.
 - Locks: one per file being read (`KeyLocks`), taken in one order; two requests for the same
   file convert it once, and requests for other files never wait on it.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import os
-import struct
 import threading
 import time
+import zlib
 
 from tb_roofline import errors, settings, storage
 from tb_roofline.allocator import release_free_memory
+from tb_roofline.readers import meter
 from typing import TYPE_CHECKING
 from tb_roofline.serve.caches import ByteLRU, memory_budget_bytes, sized
 from tb_roofline.serve.disk_cache import DiskCache
@@ -43,7 +49,9 @@ MEMORY_RETRY_S = 60.0  # out of memory may have been the other requests' fault
 # What a reader keeps in memory per byte of (inflated) profile, at its peak: measured on
 # traces with long distinct names (80 MB of JSON: 445 MB peak RSS; tests/test_hardening.py).
 MEMORY_PER_BYTE = {"kineto": 5.0, "xplane": 2.0}
-SMALL_LANE_SHARE = 1 / 16
+SMALL_SHARE = 1 / 16  # a conversion this small may use the reserve
+RESERVE_SHARE = 1 / 8  # of the budget, kept for small conversions (counted all the same)
+GROW_WAIT_S = 10.0  # how long a growing conversion waits for the others to leave it room
 
 
 @dataclasses.dataclass
@@ -71,6 +79,9 @@ def file_signature(hostfile) -> tuple:
         return (hostfile.path,) + storage.version(hostfile.stat)
     try:
         st = storage.stat(hostfile.path)
+    except storage.StorageTimeoutError as exc:  # the store, not the file: a 504
+        raise errors.StorageTimeoutPublicError(f"{os.path.basename(hostfile.path)}: {exc}") \
+            from None
     except OSError as exc:
         raise errors.NotFoundError(f"profile file vanished: {os.path.basename(hostfile.path)} "
                                    f"({exc.strerror})")
@@ -131,32 +142,69 @@ class KeyLocks:
         return len(self._locks)
 
 
-MAX_DEFLATE_RATIO = 1032
+INFLATE_CHUNK = 1 << 20
+_inflated_sizes: "collections.OrderedDict" = collections.OrderedDict()  # (path, size, mtime)
+_inflated_lock = threading.Lock()
 
 
-def _gzip_inflated_size(path: str, size: int) -> int | None:
-    """A local .gz file's inflated size from its trailer (ISIZE, modulo 4 GiB), or None."""
+def _gzip_inflated_size(path: str, size: int, cap: int | None = None) -> int | None:
+    """A local .gz file's inflated size, found by inflating it (output counted, not kept):
+    every member, as bgzip and pigz write several and the last one's trailer gives only its
+    own size. Stops once past `cap` (the size is then "more than cap"); None when the file
+    cannot be read or is not gzip (the reader judges it). Remembered per file version."""
     try:
-        with open(path, "rb") as f:
-            f.seek(max(size - 4, 0))
-            tail = f.read(4)
+        st = os.stat(path)
     except OSError:
         return None
-    if len(tail) != 4:
+    key = (path, st.st_size, st.st_mtime_ns)
+    with _inflated_lock:
+        known = _inflated_sizes.get(key)
+    if known is not None and (known[1] or cap is None or known[0] <= cap):
+        return known[0]
+    total, complete = _inflate_count(path, cap)
+    if total is None:
         return None
-    inflated = struct.unpack("<I", tail)[0]
-    # Deflate never inflates more than ~1032x: a trailer claiming more is not a trailer (a cut
-    # or damaged file ends in other bytes), so it says nothing and the reader judges the file.
-    if inflated > MAX_DEFLATE_RATIO * size + 1024:
-        return None
-    return inflated
+    with _inflated_lock:
+        _inflated_sizes[key] = (total, complete)
+        while len(_inflated_sizes) > 256:
+            _inflated_sizes.popitem(last=False)
+    return total
 
 
-def estimate_bytes(path: str, fmt: str, size: int) -> int:
-    """Memory a conversion of this file may take at its peak (an estimate, made before)."""
+def _inflate_count(path: str, cap: int | None) -> tuple:
+    """(bytes the members inflate to, whether counted to the end) or (None, False)."""
+    total = 0
+    try:
+        with open(path, "rb") as f:
+            z = zlib.decompressobj(31)
+            while True:
+                data = f.read(INFLATE_CHUNK)
+                if not data:
+                    return total, True
+                while data:
+                    out = z.decompress(data, INFLATE_CHUNK)
+                    total += len(out)
+                    data = z.unconsumed_tail
+                    if z.eof:  # the next member, if any (all the input left is there)
+                        data = z.unused_data
+                        z = zlib.decompressobj(31)
+                        if not data.strip(b"\0"):
+                            data = b""
+                    if cap is not None and total > cap:
+                        return total, False
+    except (OSError, zlib.error):
+        return (total or None), False
+
+
+def estimate_bytes(path: str, fmt: str, size: int, cap: int | None = None) -> int:
+    """Memory a conversion of this file may take at its peak (an estimate, made before); a
+    .gz is inflated (counted) up to `cap` bytes of estimate, past which the exact figure
+    does not matter."""
+    if cap is not None:
+        cap = int(cap / MEMORY_PER_BYTE.get(fmt, 2.0)) + 1
     data_bytes = size
     if path.endswith(".gz") and not storage.is_remote(path):
-        inflated = _gzip_inflated_size(path, size)
+        inflated = _gzip_inflated_size(path, size, cap)
         if inflated is not None:
             data_bytes = max(size, inflated)
     elif path.endswith(".gz"):
@@ -164,15 +212,37 @@ def estimate_bytes(path: str, fmt: str, size: int) -> int:
     return int(data_bytes * MEMORY_PER_BYTE.get(fmt, 2.0))
 
 
+class _Grant:
+    """One request's share of the budget: what it was admitted with, grown as its
+    conversions tell what they build (`readers/meter.py`), one estimate per file."""
+
+    def __init__(self, budget: "ConversionBudget", need: int):
+        self.budget, self.bytes, self.admitted = budget, need, need
+        self.files: dict = {}  # key (a file) -> its largest estimate so far
+        self.waiting = False
+
+    def charge(self, need: int, what: str, key=None) -> None:
+        self.files[key] = max(self.files.get(key, 0), need)
+        self.budget.grow(self, max(self.admitted, sum(self.files.values())), what)
+
+
 class ConversionBudget:
-    """Bytes that conversions in flight may take together. `admit(n)` waits until `n` fits
-    (a conversion alone always fits); small conversions have a lane of their own. Re-entrant:
-    a thread already admitted (for a whole request) is not counted again."""
+    """Bytes that conversions in flight may take together, every conversion counted. `admit(n)`
+    waits until `n` fits (a conversion alone always fits); a share of the budget
+    (`RESERVE_SHARE`) is kept for small ones (under `SMALL_SHARE` each), so they never wait
+    behind a big one, and they are counted like any other. A conversion grows its share as it
+    learns what it builds (`grow`): past the whole budget it stops (413 naming the budget);
+    when the others in flight hold the rest, it waits for them, or stops with a retry-later
+    413 when they are all waiting too. Re-entrant: a thread already admitted (for a whole
+    request) is not counted again."""
 
     def __init__(self, total_bytes: int):
         self.total = total_bytes
-        self.small = int(total_bytes * SMALL_LANE_SHARE)
+        self.small = int(total_bytes * SMALL_SHARE)
+        self.reserve = int(total_bytes * RESERVE_SHARE)
         self.used = 0
+        self.big_used = 0
+        self._grants: list = []
         self._cond = threading.Condition()
         self._mine = threading.local()
 
@@ -180,25 +250,67 @@ class ConversionBudget:
         return (f"the memory budget of {self.total / 2**20:.0f} MB "
                 f"({settings.MEMORY_BUDGET_MB.name})")
 
+    def grant(self) -> "_Grant | None":
+        """This thread's admission, if it holds one."""
+        return getattr(self._mine, "grant", None)
+
+    def _fits(self, need: int, small: bool) -> bool:
+        if not self.used:
+            return True
+        if small:
+            return self.used + need <= self.total
+        return self.used + need <= self.total and (
+            not self.big_used or self.big_used + need <= self.total - self.reserve)
+
     @contextlib.contextmanager
     def admit(self, need: int):
-        need = min(need, self.total)
-        if getattr(self._mine, "held", False) or need <= self.small:
+        if self.grant() is not None:
             yield
             return
+        small = need <= self.small
+        need = min(need, self.total if small else self.total - self.reserve)
+        grant = _Grant(self, need)
         with self._cond:
-            while self.used and self.used + need > self.total:
+            while not self._fits(need, small):
                 self._cond.wait()
             self.used += need
-        self._mine.held = True
+            self.big_used += 0 if small else need
+            self._grants.append(grant)
+        self._mine.grant = grant
         try:
-            yield
+            with meter.admitted(grant.charge):
+                yield
         finally:
-            self._mine.held = False
+            self._mine.grant = None
             with self._cond:
-                self.used -= need
+                self.used -= grant.bytes
+                self.big_used -= 0 if small else grant.admitted
+                self._grants.remove(grant)
                 self._cond.notify_all()
             release_free_memory()
+
+    def grow(self, grant: _Grant, need: int, what: str) -> None:
+        """Raise `grant` to `need` bytes (ProfileTooLargeError when it cannot be had)."""
+        if need <= grant.bytes:
+            return
+        if need > self.total:
+            raise meter.over_budget(need, self.total, what)
+        give_up = time.monotonic() + GROW_WAIT_S
+        with self._cond:
+            while self.used + need - grant.bytes > self.total:
+                others = [g for g in self._grants if g is not grant]
+                # (bounded: another request may hold its share while it waits on a lock
+                # this conversion holds)
+                if not others or all(g.waiting for g in others) or \
+                        time.monotonic() > give_up:
+                    raise errors.ProfileOutOfMemoryError(
+                        f"{meter.over_budget(need, self.total, what)}, with the other "
+                        "conversions in flight (tried again in a while)")
+                grant.waiting = True
+                self._cond.wait(1.0)
+                grant.waiting = False
+            self.used += need - grant.bytes
+            grant.bytes = need
 
 
 class LoggedProgress:
@@ -280,7 +392,7 @@ class HostReader:
                 continue
             cached = self.cache.get(f.path)
             if cached is None or not cached.valid_for(sig):
-                need = estimate_bytes(f.path, run.format, sig[1])
+                need = estimate_bytes(f.path, run.format, sig[1], self.budget.total)
                 guess = storage.is_remote(f.path) and f.path.endswith(".gz")
                 total += need if need <= self.budget.total or guess else 0  # else refused
         return min(total, self.budget.total)
@@ -306,7 +418,8 @@ class HostReader:
                     todo.append(i)
             need = {}
             for i in todo:
-                need[i] = estimate_bytes(files[i].path, run.format, sigs[i][1])
+                need[i] = estimate_bytes(files[i].path, run.format, sigs[i][1],
+                                         self.budget.total)
                 # Can never fit: refused before it is read (a remote .gz's size is a guess:
                 # admitted as the whole budget, and the reader's limit decides).
                 if need[i] > self.budget.total and not (storage.is_remote(files[i].path)
@@ -318,9 +431,27 @@ class HostReader:
             if todo:
                 with self.budget.admit(sum(need[i] for i in todo)):
                     results = self._convert(run, files, todo)
+                    results = [self._measured(files[i], r) for i, r in zip(todo, results)]
                 for i, result in zip(todo, results):
                     entries[i] = self._store(run, files[i], sigs[i], result)
         return entries
+
+    def _measured(self, hostfile, result):
+        """A converted profile told to the budget by what the model will make of it (op rows,
+        distinct ops, steps: an XSpace of 55,000 steps is 7 MB and ~270 MB to analyse), or
+        the 413 saying it does not fit."""
+        from tb_roofline.table.op_table import ProfileData
+        grant = self.budget.grant()
+        if grant is None or not isinstance(result, ProfileData):
+            return result
+        rows, steps = len(result.ops), len(result.steps)
+        need = meter.estimate(rows, result.ops.num_keys, steps)
+        try:
+            grant.charge(need, f"{rows:,} op rows, {result.ops.num_keys:,} distinct ops, "
+                               f"{steps:,} steps", key=hostfile.path)
+        except errors.ProfileTooLargeError as exc:
+            return type(exc)(f"{os.path.basename(hostfile.path)} {exc}")
+        return result
 
     def _convert(self, run, files, todo) -> list:
         from tb_roofline.readers.parallel import read_files  # late: keeps is_active light

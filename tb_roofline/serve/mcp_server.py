@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from tensorboard import errors as tb_errors
 
-from tb_roofline import errors
+from tb_roofline import errors, storage
 from tb_roofline.serve import mcp_answers, mcp_tools
 
 logger = logging.getLogger(__name__)
@@ -108,7 +108,8 @@ def call(service, fn, ctx=None, **kwargs):
     one failed call, the server lives on)."""
     token = _PROGRESS.set(_notifier(ctx))
     try:
-        return _result({**fn(service, **kwargs), **mcp_answers.versions()})
+        with storage.request_deadline():  # a slow store cannot hold a tool call for ever
+            return _result({**fn(service, **kwargs), **mcp_answers.versions()})
     except tb_errors.PublicError as exc:
         return _error(service, exc, kwargs)
     except MemoryError:

@@ -18,7 +18,7 @@ import urllib.parse
 from tensorboard import errors as tb_errors
 from werkzeug import wrappers
 
-from tb_roofline import errors
+from tb_roofline import errors, storage
 from tb_roofline.serve.service import RooflineService
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
@@ -60,7 +60,8 @@ def _handler(fn):
     @wrappers.Request.application
     def wrapped(self, request):
         try:
-            return fn(self, request)
+            with storage.request_deadline():  # a slow store cannot hold the request forever
+                return fn(self, request)
         except tb_errors.PublicError as exc:
             return _error_response(exc)
         except MemoryError:

@@ -6,9 +6,11 @@ them, and serve encoded answers, each cached by the identities of the files behi
   conversion budget, per-file locks); a device file's peaks: `model/device_overrides.py`.
 - Analyses and encoded answers (JSON, gzipped for browsers) are cached per run, host and
   parameters in byte-bounded memory caches (`serve/caches.py`); the answers a page load asks
-  for also go to the disk cache (`serve/disk_cache.py`), so a restart answers at once. An
-  analysis too large for its cache is kept for a while on its own (`OVERSIZE_HOLD_S`), so the
-  four requests of a page load convert it once.
+  for also go to the disk cache (`serve/disk_cache.py`), so a restart answers at once. Analyses
+  too large for their cache are kept for the last two runs in use (`HELD_ANALYSES`, each while
+  asked for within `OVERSIZE_HOLD_S`, together within the conversion budget), so a page load,
+  a compare's two sides and two runs taken in turns convert once each; one over the budget
+  alone says so in its diagnostics (`analysis_not_kept`).
 - Answer shapes, filters and paging: `serve/answers.py`; exports: `serve/export.py`.
 Nothing is ever written into the logdir.
 """
@@ -18,7 +20,6 @@ import dataclasses
 import gzip
 import json
 import os
-import threading
 import time
 import weakref
 
@@ -27,7 +28,8 @@ from typing import TYPE_CHECKING
 from tb_roofline import errors, settings, storage
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.serve import disk_cache, export as export_module
-from tb_roofline.serve.caches import ByteLRU, CompareCache, memory_budget_bytes, sized
+from tb_roofline.serve.caches import ByteLRU, CompareCache, HeldAnalyses, \
+    memory_budget_bytes, sized
 from tb_roofline.serve.discovery import ALL_HOSTS, Run, RunIndex
 from tb_roofline.serve.disk_cache import DiskCache
 from tb_roofline.serve.hosts import HostReader, KeyLocks, file_signature, max_file_bytes
@@ -43,7 +45,8 @@ if TYPE_CHECKING:
 GZIP_LEVEL = 1  # 0.2 s for 30 MB of JSON, 11% larger than level 6 (0.9 s)
 GZIP_MIN_BYTES = 1024
 DISK_PLAIN_MAX_BYTES = 1 << 20  # larger answers go to disk only gzipped (what browsers ask)
-OVERSIZE_HOLD_S = 60.0  # how long an analysis too large for its cache stays for a page load
+OVERSIZE_HOLD_S = 60.0  # how long an analysis too large for its cache stays unused
+HELD_ANALYSES = 2  # too large for their cache: the last runs asked for (a compare's two sides)
 
 
 @dataclasses.dataclass
@@ -86,8 +89,8 @@ class RooflineService:
         self._analysis_cache = ByteLRU(memory_budget_bytes("analyses"))
         # (kind, run, host, parameters, gzip) -> (signatures, encoded JSON, gzipped)
         self._answer_cache = ByteLRU(memory_budget_bytes("answers"))
-        self._oversize = None  # (key, value, expires): the last analysis too large to keep
-        self._oversize_lock = threading.Lock()
+        # Analyses too large for their cache, kept for the last two runs in use.
+        self._held = HeldAnalyses(keep=HELD_ANALYSES, hold_s=OVERSIZE_HOLD_S)
         self.derived = ByteLRU(memory_budget_bytes("answers") // 4)  # guidance answers
         self.compare_cache = CompareCache()  # the last run comparisons
 
@@ -120,6 +123,10 @@ class RooflineService:
         if not self.index:
             raise errors.NotFoundError("no logdir given")
         run = self.index.find(name)
+        if run is None and not self.index.listed:
+            raise errors.ListingInProgressError(
+                f"listing in progress: the first listing of {self.logdir} has not finished, "
+                "so no run is known yet; retry shortly")
         if run is None:
             known = [r.run for r in self.index.runs()]
             if not known:
@@ -246,22 +253,26 @@ class RooflineService:
                         "tb-roofline: re-measuring the cached hosts failed")
         result.diagnostics = extra + result.diagnostics
         complete = not extra
-        # Replaces an older version's; sized once, here. Too large to keep: held on its
-        # own for a page load's requests, so they convert it once.
-        if not self._analysis_cache.put(key, (sigs, result, complete), *sized(result)):
-            with self._oversize_lock:
-                self._oversize = (key, (sigs, result, complete),
-                                  time.monotonic() + OVERSIZE_HOLD_S)
+        # Replaces an older version's; sized once, here. Too large to keep: held for the
+        # runs in use, so a page load, a compare or two runs taken in turns convert once.
+        size, roots = sized(result)
+        if not self._analysis_cache.put(key, (sigs, result, complete), size, roots):
+            full = size + sum(r.nbytes for r in roots.values())
+            limit = self.hosts_reader.budget.total
+            if not self._held.put(key, (sigs, result, complete), full, limit,
+                                  time.monotonic()):
+                result.diagnostics = result.diagnostics + [Diagnostic(
+                    "warning", "analysis_not_kept",
+                    f"this run's analysis takes about {full / 2**20:,.0f} MB, more than the "
+                    f"memory for analyses ({settings.MEMORY_CACHE_MB.name}) and the memory "
+                    f"budget ({settings.MEMORY_BUDGET_MB.name}): it is not kept, so each "
+                    "request analyses it again; raise one of them to keep it")]
         return result, complete
 
     def _cached_analysis(self, key, sigs):
         cached = self._analysis_cache.get(key)
         if cached is None:
-            with self._oversize_lock:
-                held = self._oversize
-                if held is not None and time.monotonic() > held[2]:
-                    self._oversize = held = None
-            cached = held[1] if held is not None and held[0] == key else None
+            cached = self._held.get(key, time.monotonic())
         if cached is not None and cached[0] == sigs:
             return cached[1], cached[2]
         return None

@@ -16,11 +16,12 @@ logdir (the nearest wins), like `roofline_device.json`; or the CLI's --workload-
                                           # cores of all hosts of the run)
       "notes": "free text"
     }
-Every number must be positive; at least one of the three per-step numbers must be given.
+Every number must be positive and finite (JSON has no NaN or Infinity; an integer of more than
+30 digits is refused by name), at most MAX_PER_STEP per step and MAX_DEVICES devices; at least
+one of the three per-step numbers must be given.
 """
 from __future__ import annotations
 
-import math
 import os
 
 from tb_roofline.devices.datasheets import PRECISIONS
@@ -32,6 +33,8 @@ FORMAT_KEY = "tb_roofline_workload_file"
 KEYS = (FORMAT_KEY, "model_flops_per_step", "tokens_per_step", "samples_per_step", "precision",
         "num_devices", "notes")
 MAX_FILE_BYTES = 1 << 20
+MAX_PER_STEP = 1e30  # FLOPs, tokens or samples of one step: far above any model
+MAX_DEVICES = 1 << 24
 
 
 class WorkloadFileError(ValueError):
@@ -59,17 +62,20 @@ def workload_from_dict(data, origin: str) -> Workload:
         raise WorkloadFileError(f"{origin}: precision must be one of {', '.join(PRECISIONS)}")
     devices = data.get("num_devices")
     if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int)
-                                or devices < 1):
-        raise WorkloadFileError(f"{origin}: num_devices must be an integer >= 1")
+                                or not 1 <= devices <= MAX_DEVICES):
+        raise WorkloadFileError(f"{origin}: num_devices must be an integer from 1 to "
+                                f"{MAX_DEVICES}")
     if "notes" in data and not isinstance(data["notes"], str):
         raise WorkloadFileError(f"{origin}: notes must be a string")
     return Workload(precision=precision, num_devices=devices, source=origin, **values)
 
 
 def _positive(value, where: str) -> float:
+    # Compared as numbers, never converted first: a huge integer does not fit a float.
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            not math.isfinite(value) or value <= 0:
-        raise WorkloadFileError(f"{where}: must be a positive number")
+            not 0 < value <= MAX_PER_STEP:
+        raise WorkloadFileError(f"{where}: must be a positive finite number, at most "
+                                f"{MAX_PER_STEP:.0e}")
     return float(value)
 
 
@@ -84,7 +90,7 @@ def load_workload_file(path: str) -> Workload:
         raise WorkloadFileError(f"{name}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise WorkloadFileError(f"{name}: not UTF-8 text") from None
-    data = parse_json_file(text, name, WorkloadFileError)
+    data = parse_json_file(text, name, WorkloadFileError, frozenset(KEYS))
     return workload_from_dict(data, name)
 
 

@@ -363,7 +363,7 @@ export function visibleColumns(list, memoryIds, rows, apiColumns, kind = null) {
   });
 }
 
-const FORMULA_START = /^[=+\-@\t\r\0]/;
+const FORMULA_START = /^[=+\-@\x00-\x1f\x7f]/;
 const PLAIN_NUMBER = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
 
 /**

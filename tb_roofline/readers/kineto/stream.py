@@ -18,6 +18,7 @@ import zlib
 from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline import settings
+from tb_roofline.readers import meter
 from tb_roofline.readers.files import check_profile_file
 from tb_roofline.readers.kineto.events import Collector, parse_float as _parse_float
 
@@ -222,6 +223,11 @@ def load_kineto(path: str, max_bytes: int | None = None, progress=None,
                 f"holds more than {max_events:,} trace events, over the limit (set "
                 f"{MAX_EVENTS_ENV} to raise it)")
         col.on_events(batch)
+        # What the conversion builds grows with events, distinct names and steps, whatever
+        # the bytes: told to the budget at every batch (a few MB of text).
+        meter.charge(meter.estimate(col.n_events, len(col.names), len(col.steps)),
+                     f"{col.n_events:,} events, {len(col.names):,} distinct names, "
+                     f"{len(col.steps):,} steps", key=path)
         if progress:
             progress(min(raw.tell(), total), total)
 
@@ -235,8 +241,8 @@ def load_kineto(path: str, max_bytes: int | None = None, progress=None,
             src = _TextSource(f, max_bytes)
             stream = _JsonStream(src)
             stream.parse(on_key, on_events)
-    except ProfileTooLargeError as exc:
-        raise ProfileTooLargeError(f"{base} {exc}") from None
+    except ProfileTooLargeError as exc:  # (its kind kept: out of memory is retried later)
+        raise type(exc)(f"{base} {exc}") from None
     except _Truncated as exc:
         _raise_incomplete(path, before, young, f"{base} ends early (truncated JSON: {exc})")
     except EOFError:
