@@ -192,6 +192,26 @@ def _source(value, where: str) -> str:
 
 def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
     """Validate a parsed device file and build its DeviceInfo; DeviceFileError on any problem."""
+    kind, dtype, num_cores, default_source = _header(data, origin)
+    compute = _compute_entries(data, origin, default_source)
+    memories = _memory_entries(data, origin, default_source, kind)
+    if not compute and not memories:
+        raise DeviceFileError(f"{origin}: no peaks: give at least one compute or memory peak")
+    if memories and not any(m.id == "hbm" for m in memories):
+        raise DeviceFileError(f"{origin}: memories need an 'hbm' entry (the main-memory roof: "
+                              "DRAM on a CPU)")
+    default = data.get("default_precision")
+    if default is not None:
+        if not any(c.precision == default for c in compute):
+            raise DeviceFileError(f"{origin}: default_precision is not one of the "
+                                  "compute entries")
+        compute.sort(key=lambda c: c.precision != default)  # stable: the default first
+    return DeviceInfo(type=dtype.strip(), kind=kind, num_cores=num_cores, compute=compute,
+                      memories=memories)
+
+
+def _header(data, origin: str):
+    """(kind, type, num_cores, default source) of a device file, its top level checked."""
     if not isinstance(data, dict):
         raise DeviceFileError(f"{origin}: the top level must be a JSON object")
     unknown = sorted(set(data) - set(TOP_KEYS))
@@ -216,7 +236,10 @@ def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
             raise DeviceFileError(f"{origin}: {key} must be a string")
     if "measurement" in data and not isinstance(data["measurement"], dict):
         raise DeviceFileError(f"{origin}: measurement must be an object")
+    return kind, dtype, num_cores, default_source
 
+
+def _compute_entries(data: dict, origin: str, default_source: str) -> list[ComputePeak]:
     compute_in = data.get("compute", {})
     if not isinstance(compute_in, dict):
         raise DeviceFileError(f"{origin}: compute must be an object of precision -> GFLOP/s")
@@ -236,7 +259,11 @@ def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
             src = _source(entry.get("source", default_source), where)
             entry = entry["gflops"]
         compute.append(ComputePeak(prec, _positive(entry, where, "GFLOP/s"), src))
+    return compute
 
+
+def _memory_entries(data: dict, origin: str, default_source: str,
+                    kind: str) -> list[MemoryPeak]:
     memories_in = data.get("memories", {})
     if not isinstance(memories_in, dict):
         raise DeviceFileError(f"{origin}: memories must be an object of memory id -> GB/s")
@@ -261,20 +288,7 @@ def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
             src = _source(entry.get("source", default_source), where)
             entry = entry["gbs"]
         memories.append(MemoryPeak(mid, name, _positive(entry, where, "GB/s"), src))
-    if not compute and not memories:
-        raise DeviceFileError(f"{origin}: no peaks: give at least one compute or memory peak")
-    if memories and not any(m.id == "hbm" for m in memories):
-        raise DeviceFileError(f"{origin}: memories need an 'hbm' entry (the main-memory roof: "
-                              "DRAM on a CPU)")
-
-    default = data.get("default_precision")
-    if default is not None:
-        if not any(c.precision == default for c in compute):
-            raise DeviceFileError(f"{origin}: default_precision is not one of the "
-                                  "compute entries")
-        compute.sort(key=lambda c: c.precision != default)  # stable: the default first
-    return DeviceInfo(type=dtype.strip(), kind=kind, num_cores=num_cores, compute=compute,
-                      memories=memories)
+    return memories
 
 
 def load_device_file(path: str) -> DeviceInfo:

@@ -209,19 +209,49 @@ def _compare(checks, diagnostics, resource, unit, derived, spec_value, source, w
             "profile's own ops beat it"))
 
 
+@dataclasses.dataclass
+class _Gpu:
+    """What a GPU plane's stats say of the device, and the table rows they match."""
+    name: str
+    vendor: str
+    gfx: str
+    amd: bool
+    cc: tuple | None
+    sms: int
+    clock_khz: float
+    bandwidth: float  # B/s, 0 when the profile has none
+    spec: DeviceSpec | None
+    arch: object  # the architecture's per-SM rates (arch_for), or None
+
+    @property
+    def hz(self) -> float:
+        return self.clock_khz * 1e3
+
+
 def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
     """Peaks of one GPU plane (`PlaneStats.as_dict(plane.stats)`), with checks and notes."""
+    gpu = _identify(stats)
+    checks: list[PeakCheck] = []
+    diags: list[Diagnostic] = []
+    compute, derived = _compute_peaks(gpu, stats, checks, diags)
+    memories = _memory_peaks(gpu, stats, checks, diags)
+    label = _label(gpu)
+    device = DeviceInfo(type=label, kind="gpu", num_cores=num_gpus, compute=compute,
+                        memories=memories)
+    diags += _notes(gpu, bool(derived), bool(compute), label)
+    return GpuPeaks(device, gpu.spec, gpu.arch, checks, diags)
+
+
+def _identify(stats: dict) -> _Gpu:
     clock_khz = _num(stats, "clock_rate")
     sms = int(_num(stats, "core_count"))
-    bandwidth = _num(stats, "memory_bandwidth")
     memory_bytes = _num(stats, "memory_size") or None
-    major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
-    cc = _capability(major, minor, (int, float))
+    cc = _capability(stats.get("compute_cap_major"), stats.get("compute_cap_minor"),
+                     (int, float))
     name = str(stats.get("gpu_device_name") or "")
     vendor = str(stats.get("device_vendor") or "")
     gfx = _gfx(name)
     amd = _is_amd(vendor, name, gfx)
-
     spec = lookup(name if not gfx else "", cc, memory_bytes, sm_count=sms or None,
                   clock_khz=clock_khz or None)
     if spec is not None and (spec.vendor == "amd") != amd:
@@ -229,14 +259,18 @@ def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
     if spec is None and gfx:
         spec = _amd_spec_by_gfx(gfx, sms, memory_bytes, clock_khz)
     arch = arch_for(cc, gfx, amd=amd, spec=spec)
-    checks: list[PeakCheck] = []
-    diags: list[Diagnostic] = []
-    hz = clock_khz * 1e3
+    return _Gpu(name, vendor, gfx, amd, cc, sms, clock_khz, _num(stats, "memory_bandwidth"),
+                spec, arch)
 
+
+def _compute_peaks(gpu: _Gpu, stats: dict, checks: list, diags: list):
+    """(compute ceilings, those derived from the clock and SMs by precision): the derived
+    figure wins, the data sheet's is its fallback and its check."""
+    spec, arch = gpu.spec, gpu.arch
     compute: list[ComputePeak] = []
     derived = {}
-    if arch is not None and sms > 0 and hz > 0:
-        derived = {p: sms * hz * r / 1e9 for p, r in arch.rates.items()}
+    if arch is not None and gpu.sms > 0 and gpu.hz > 0:
+        derived = {p: gpu.sms * gpu.hz * r / 1e9 for p, r in arch.rates.items()}
     for p in PRECISIONS:
         sheet = spec.compute.get(p) if spec is not None else None
         if p in derived:
@@ -259,44 +293,61 @@ def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
                                     f"{old.gflops / 1000:,.1f} TFLOP/s"))
         else:
             compute = [ComputePeak("default", override * 1000.0, "profile")]
+    return compute, derived
 
+
+def _memory_peaks(gpu: _Gpu, stats: dict, checks: list, diags: list) -> list[MemoryPeak]:
+    """HBM (the profile's, checked against the sheet), L1/shared, L2, host link, links."""
+    spec, arch = gpu.spec, gpu.arch
     memories: list[MemoryPeak] = []
     mem_name = memory_display_name(spec.memory_type) if spec is not None else "HBM"
-    if bandwidth > 0:
-        memories.append(MemoryPeak("hbm", mem_name, bandwidth / 1e9, "profile", fallback=Fallback(
-            spec.memory_bw.value, spec.memory_bw.source) if spec is not None else None))
+    if gpu.bandwidth > 0:
+        memories.append(MemoryPeak("hbm", mem_name, gpu.bandwidth / 1e9, "profile",
+                                   fallback=Fallback(spec.memory_bw.value, spec.memory_bw.source)
+                                   if spec is not None else None))
         if spec is not None:
-            _compare(checks, diags, "hbm", "GB/s", bandwidth / 1e9, spec.memory_bw.value,
+            _compare(checks, diags, "hbm", "GB/s", gpu.bandwidth / 1e9, spec.memory_bw.value,
                      spec.memory_bw.source, "memory bandwidth")
     elif spec is not None:
         memories.append(MemoryPeak("hbm", mem_name, spec.memory_bw.value, "datasheet"))
     sram = _num(stats, "peak_sram_rd_bw_gigabytes_per_second")
     if sram > 0:
         memories.append(MemoryPeak("shared", "L1/Shared", sram, "profile"))
-    elif arch is not None and arch.shared_bytes_per_clock and sms > 0 and hz > 0:
-        rate = per_clock("amd" if amd else "nvidia", gfx or _AMD_ARCH_OF_SPEC.get(
+    elif arch is not None and arch.shared_bytes_per_clock and gpu.sms > 0 and gpu.hz > 0:
+        rate = per_clock("amd" if gpu.amd else "nvidia", gpu.gfx or _AMD_ARCH_OF_SPEC.get(
             spec.key if spec is not None else "", "")) or PerClock(
                 arch.shared_bytes_per_clock, arch.source, arch.shared_uncertain)
-        gbs, note = shared_gbs(sms, clock_khz / 1e3, rate)
+        gbs, note = shared_gbs(gpu.sms, gpu.clock_khz / 1e3, rate)
         memories.append(MemoryPeak("shared", "L1/Shared", gbs, "profile", note=note))
-    if spec is not None and spec.l2_bw is not None:
+    if spec is None:
+        return memories
+    if spec.l2_bw is not None:
         memories.append(MemoryPeak("l2", "L2", spec.l2_bw.value, "datasheet"))
-    link = host_link(spec.key) if spec is not None else None
+    link = host_link(spec.key)
     if link is not None:
         memories.append(MemoryPeak("host", HOST_LINK_NAME, link.value, "datasheet",
                                    note=link.note))
-    peer = interconnect(spec.key) if spec is not None else None
+    peer = interconnect(spec.key)
     if peer is not None:
         memories.append(MemoryPeak("interconnect", link_name(spec.key), peer.value, "datasheet",
                                    note=f"{peer.source}; {peer.note}".rstrip("; ")))
+    return memories
 
-    label = spec.name if spec is not None else (name or vendor or "GPU")
-    if spec is None:
-        bits = [f"compute capability {cc[0]}.{cc[1]}" if cc else "", f"{sms} SMs" if sms else "",
-                f"{clock_khz / 1e3:.0f} MHz" if clock_khz else ""]
-        label += " (" + ", ".join(b for b in bits if b) + ")" if any(bits) else ""
-    device = DeviceInfo(type=label, kind="gpu", num_cores=num_gpus, compute=compute,
-                        memories=memories)
+
+def _label(gpu: _Gpu) -> str:
+    if gpu.spec is not None:
+        return gpu.spec.name
+    label = gpu.name or gpu.vendor or "GPU"
+    cc = gpu.cc
+    bits = [f"compute capability {cc[0]}.{cc[1]}" if cc else "",
+            f"{gpu.sms} SMs" if gpu.sms else "",
+            f"{gpu.clock_khz / 1e3:.0f} MHz" if gpu.clock_khz else ""]
+    return label + (" (" + ", ".join(b for b in bits if b) + ")" if any(bits) else "")
+
+
+def _notes(gpu: _Gpu, derived: bool, any_compute: bool, label: str) -> list[Diagnostic]:
+    spec, arch = gpu.spec, gpu.arch
+    diags = []
     if spec is not None and spec.match_note:
         diags.append(Diagnostic("info", "device_match", f"{spec.name}: {spec.match_note}"))
     if spec is not None and spec.uncertain:
@@ -307,12 +358,12 @@ def derive_gpu_peaks(stats: dict, num_gpus: int) -> GpuPeaks:
         diags.append(Diagnostic("info", "arch_uncertain",
                                 f"{arch.name} per-SM rates are provisional"
                                 + (f" ({arch.note})" if arch.note else "")))
-    if not compute:
+    if not any_compute:
         diags.append(Diagnostic(
             "warning", "peaks_unknown",
             f"compute peaks unknown for {label}: neither its architecture "
             f"nor the device is in the table; {PEAKS_UNKNOWN_HINT}"))
-    return GpuPeaks(device, spec, arch, checks, diags)
+    return diags
 
 
 def _amd_spec_by_gfx(gfx: str, sms: int, memory_bytes, clock_khz=None) -> DeviceSpec | None:
