@@ -20,7 +20,7 @@ from tensorboard import errors as tb_errors
 
 from tb_roofline import errors, settings
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 FIRST_HOSTS = 5  # hosts named per grouped diagnostic
 
 
