@@ -258,7 +258,28 @@ def test_deleted_host_file_leaves_the_others(logdir):
     assert service.device(run, "")["device"]["num_hosts"] == 2
     os.remove(logdir / "train" / "a" / "plugins" / "profile" / "2026_02_01_00_00_00" / "h1.xplane.pb")
     assert service.device(run, "")["device"]["num_hosts"] == 1
-    assert "host_missing" in [d["code"] for d in service.diagnostics(run, "")["diagnostics"]]
+    (gone,) = [d for d in service.diagnostics(run, "")["diagnostics"]
+               if d["code"] == "host_missing"]
+    # the host left out and how many the run has: what the tab's banner counts and names
+    assert (gone["skipped_host"], gone["hosts_total"]) == ("h1", 2)
+
+
+def test_a_corrupt_host_is_named_with_the_run_s_host_count(tmp_path):
+    write_tpu_session(str(tmp_path), "pod", "2026_01_01_00_00_00",
+                      [SynthConfig(seed=i, hostname=f"h{i}", num_steps=2, ops_per_step=20,
+                                   distinct_ops=10) for i in range(3)])
+    bad = tmp_path / "pod" / "plugins" / "profile" / "2026_01_01_00_00_00" / "h2.xplane.pb"
+    bad.write_bytes(bytes(range(256)) * 20)
+    os.utime(bad, (time.time() - 3600,) * 2)
+    service = RooflineService(str(tmp_path))
+    run = "pod/2026_01_01_00_00_00"
+    diags = service.diagnostics(run, "")["diagnostics"]
+    skipped = [d for d in diags if "skipped_host" in d]
+    assert [(d["skipped_host"], d["hosts_total"], d["severity"]) for d in skipped] == [
+        ("h2", 3, "error")]
+    assert "'h2' skipped" in skipped[0]["message"]
+    assert all("hosts_total" not in d for d in diags if d not in skipped)
+    assert service.device(run, "")["device"]["num_hosts"] == 2
 
 
 def test_bad_size_limit_variable_falls_back(logdir, monkeypatch):

@@ -196,7 +196,8 @@ class RooflineService:
         if len(files) > 1:  # a host file deleted since the last scan: the others still count
             present = [f for f in files if f.stat is not None or os.path.exists(f.path)]
             extra = [Diagnostic("warning", "host_missing", f"host {f.host!r} skipped: its file "
-                                "is gone") for f in files if f not in present]
+                                "is gone", skipped_host=f.host, hosts_total=len(files))
+                     for f in files if f not in present]
             files = present or files
         sigs = tuple(file_signature(f) for f in files) + self._device_file_signatures(files)
         return _Inputs(run, files, extra, sigs)
@@ -221,6 +222,7 @@ class RooflineService:
         from tb_roofline.model import roofline
         run, files, sigs = inputs.run, inputs.files, inputs.signatures
         profiles, extra = [], list(inputs.extra)
+        hosts_total = len(files) + sum(1 for d in extra if d.skipped_host is not None)
         entries = self.hosts_reader.read(run, files)
         for f, entry in zip(files, entries):
             try:
@@ -229,7 +231,8 @@ class RooflineService:
                     errors.TooLargeError, errors.StorageTimeoutPublicError) as exc:
                 if len(files) == 1:
                     raise
-                extra.append(Diagnostic("error", exc.code, f"host {f.host!r} skipped: {exc}"))
+                extra.append(Diagnostic("error", exc.code, f"host {f.host!r} skipped: {exc}",
+                                        skipped_host=f.host, hosts_total=hosts_total))
         if not profiles:
             raise errors.BadProfileError(
                 f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra))
