@@ -330,3 +330,46 @@ def test_symlinked_run_directories_are_followed_without_looping(tmp_path):
     assert set(runs) == {"local/2026_01_02_00_00_00", "linked/2026_01_01_00_00_00"}
     service = RooflineService(str(logdir))
     assert service.program("linked/2026_01_01_00_00_00", "", True)["rows"]
+
+
+def test_progress_tells_how_many_hosts_are_read_while_they_are(tmp_path, monkeypatch):
+    """`/progress` while a run's hosts are read: asked from the reader's own progress callback
+    (so at a known point of the read), it counts the hosts read so far of the request's,
+    the cached ones included; before and after, nothing is being read."""
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+    from werkzeug.wrappers import Response
+    from tb_roofline.serve.routes import RooflineRoutes
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    write_tpu_session(str(tmp_path), "pod", "2026_01_01_00_00_00",
+                      [SynthConfig(seed=i, hostname=f"h{i}", num_steps=2, ops_per_step=20,
+                                   distinct_ops=10) for i in range(4)])
+    run = "pod/2026_01_01_00_00_00"
+    seen = []
+
+    def progress(host, done, total, hosts_done=None, hosts_total=None):
+        if done >= total:  # a host finished: the route counts it
+            seen.append((hosts_done, hosts_total, route()))
+
+    service = RooflineService(str(tmp_path), progress=progress)
+    app = RooflineRoutes(service).table()["/progress"]
+
+    def route():
+        r = Client(app, Response).get("/progress", query_string={"run": run})
+        assert r.status_code == 200 and r.headers["Cache-Control"] == "no-store"
+        return json.loads(r.data)
+
+    idle = {"run": run, "reading": False, "hosts_done": None, "hosts_total": None,
+            "elapsed_s": None}
+    assert route() == idle
+    service.analysis(run, "h0")  # one host read first: cached for the whole run's read
+    seen.clear()
+    service.analysis(run, "")
+    assert [s[:2] for s in seen] == [(1, 3), (2, 3), (3, 3)]  # the reader's own count
+    for k, (_, _, answer) in enumerate(seen):
+        assert answer["reading"] is True and answer["hosts_total"] == 4
+        assert answer["hosts_done"] == 1 + (k + 1)  # h0 was cached
+        assert answer["elapsed_s"] >= 0
+    assert route() == idle
+    r = Client(app, Response).get("/progress", query_string={"run": "nope"})
+    assert r.status_code == 404 and "unknown run" in json.loads(r.data)["error"]["message"]

@@ -132,6 +132,12 @@ class RooflineService:
         r = self.resolve_run(run)
         return {"run": r.run, "hosts": r.hosts, "all_hosts": ALL_HOSTS, "format": r.format}
 
+    def reading(self, run: str) -> dict:
+        """Whether the run's hosts are being read now, and how far (`/progress`): what the
+        tab shows while its requests wait. Cheap: the scan's index and a lookup."""
+        r = self.resolve_run(run)
+        return {"run": r.run, **self.hosts_reader.reads.of(r.run)}
+
     def resolve_files(self, run: Run, host: str) -> list:
         """The run's files for a host ("" or ALL_HOSTS: every host)."""
         if host in ("", ALL_HOSTS, None):

@@ -1,7 +1,11 @@
-"""The warnings banner names the hosts of a run that could not be read: a real TensorBoard
-over a run of two hosts, one a good profile and one a corrupt file; the tab shows the good
-host's numbers and says "1 of 2 hosts not read: host1 — see Diagnostics", and the button
-opens the Diagnostics list where the host's own error says why."""
+"""A run's hosts in the tab, on a real TensorBoard:
+
+- the warnings banner names the hosts that could not be read: a run of two hosts, one a good
+  profile and one a corrupt file; the tab shows the good host's numbers and says "1 of 2
+  hosts not read: host1 — see Diagnostics", and the button opens the Diagnostics list where
+  the host's own error says why;
+- while a pod's hosts are read, the loading line says "reading k of N hosts" (`/progress`).
+"""
 from __future__ import annotations
 
 import os
@@ -12,6 +16,8 @@ import pytest
 from e2e_helpers import TensorBoard, open_frame, point_count, shot, status, wait_js
 
 RUN = "pod/2026_11_30_10_00_00"
+BIG_RUN = "bigpod/2026_11_30_11_00_00"
+BIG_HOSTS = 32  # enough to take seconds to read, on any machine
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +34,10 @@ def tb_pod(tmp_path_factory):
         f.write(bytes((i * 7919 + 13) % 251 for i in range(6000)))
     old = time.time() - 3600
     os.utime(bad, (old, old))
-    server = TensorBoard(logdir, name="hosts_banner")
+    write_tpu_session(logdir, "bigpod", BIG_RUN.split("/")[1], [
+        SynthConfig(seed=100 + i, chip="v6e", num_cores=2, num_steps=8, ops_per_step=800,
+                    distinct_ops=100, hostname=f"host{i}") for i in range(BIG_HOSTS)])
+    server = TensorBoard(logdir, name="hosts")
     yield server
     server.stop()
 
@@ -77,3 +86,38 @@ def test_a_run_whose_hosts_were_all_read_has_no_such_line(page, tb_pod):
     open_frame(page, tb_pod, run=RUN, host="host0")
     assert status(page) == "ready"
     assert page.locator("#hosts-not-read").count() == 0
+
+
+def test_the_loading_line_counts_the_hosts_read(page, tb_pod):
+    """Opened on a pod no request has read yet: while the tab waits, its loading line says
+    how many of the run's hosts the server has read, rising to all of them; once loaded the
+    line is gone and the diagnostics say nothing about hosts not read."""
+    page.goto("about:blank")
+    page.goto(tb_pod.frame_url(run=BIG_RUN))
+    seen = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        got = page.evaluate("""() => {
+          const el = document.querySelector('#loading-progress');
+          const app = document.querySelector('#roofline-app');
+          return {status: app ? app.dataset.status : null,
+                  text: el ? el.textContent : null,
+                  done: el ? +el.dataset.hostsDone : null,
+                  total: el ? +el.dataset.hostsTotal : null,
+                  shown: el ? !document.querySelector('#loading').hidden : false};
+        }""")
+        if got["text"] is not None:
+            seen.append(got)
+        if got["status"] in ("ready", "partial", "error", "empty"):
+            break
+        time.sleep(0.05)
+    assert got["status"] == "ready"
+    assert seen, "no progress shown while the hosts were read"
+    for s in seen:
+        assert s["total"] == BIG_HOSTS and 0 <= s["done"] <= BIG_HOSTS and s["shown"]
+        assert f"reading {s['done']} of {BIG_HOSTS} hosts" in s["text"]
+    done = [s["done"] for s in seen]
+    assert done == sorted(done)
+    assert page.locator("#loading-progress").count() == 0
+    assert page.locator("#hosts-not-read").count() == 0
+    assert tb_pod.api("progress", run=BIG_RUN)[1]["reading"] is False
