@@ -558,6 +558,17 @@ def test_diagnostics_equal_the_http_api_grouped_by_host(session, http, runs):
     assert page["next_offset"] == (1 if page["total_count"] > 1 else None)
 
 
+def test_hosts_left_out_are_one_entry_naming_them():
+    """Each host not read is a diagnostic of its own with `skipped_host` (the tab's banner
+    counts them); grouped, the entry names them in `hosts`, not one of them as the group's."""
+    hosts = ["h0", "h1", "h2", "h3"]
+    diags = [{"severity": "error", "code": "bad_profile", "skipped_host": h, "hosts_total": 4,
+              "message": f"host {h!r} skipped: not an XSpace"} for h in ("h1", "h3")]
+    (entry,) = mcp_answers.group_diagnostics(diags, hosts)
+    assert (entry["count"], entry["hosts"], entry["hosts_total"]) == (2, ["h1", "h3"], 4)
+    assert "skipped_host" not in entry
+
+
 def test_a_pod_s_shared_diagnostics_are_one_entry():
     hosts = [f"host{i:03d}" for i in range(240)]
     diags = [{"severity": "warning", "code": "cluster_unavailable",
