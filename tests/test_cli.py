@@ -179,6 +179,7 @@ def _comm_logdir(tmp_path):
     """The real 8-device JAX captures (one run each, a device file giving the host a link
     roof) and the real A100 trace, in one logdir."""
     import shutil
+
     from test_comm_chart import DEVICE
     from test_jax_collectives import DATA
     root = tmp_path / "comm"
@@ -193,6 +194,7 @@ def _http_comm(logdir, run, **params):
     from tensorboard.plugins import base_plugin
     from werkzeug.test import Client
     from werkzeug.wrappers import Response
+
     from tb_roofline.serve.plugin import RooflinePlugin
     app = RooflinePlugin(base_plugin.TBContext(logdir=logdir)).get_plugin_apps()["/comm"]
     r = Client(app, Response).get("/comm", query_string=dict(run=run, **params))
@@ -205,7 +207,9 @@ def test_comm_is_the_http_answer_in_json_csv_and_text(tmp_path):
     points in the tab's columns, its text each point; on the JAX captures the message sizes
     and bus bytes are the ones derived by hand from their HLO (test_jax_collectives)."""
     import csv
+
     from test_jax_collectives import EXPECTED
+
     from tb_roofline.serve.cli_comm import CSV_COLUMNS
     logdir = _comm_logdir(tmp_path)
     runs = [r["run"] for r in RooflineService(logdir).list_runs()["runs"]]

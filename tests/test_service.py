@@ -336,9 +336,9 @@ def test_progress_tells_how_many_hosts_are_read_while_they_are(tmp_path, monkeyp
     """`/progress` while a run's hosts are read: asked from the reader's own progress callback
     (so at a known point of the read), it counts the hosts read so far of the request's,
     the cached ones included; before and after, nothing is being read."""
-    from tensorboard.plugins import base_plugin
     from werkzeug.test import Client
     from werkzeug.wrappers import Response
+
     from tb_roofline.serve.routes import RooflineRoutes
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     write_tpu_session(str(tmp_path), "pod", "2026_01_01_00_00_00",

@@ -30,8 +30,8 @@ traces) in one TensorBoard logdir. Start with list_runs, then get_guidance for t
 (what to change, time saved), top_ops for the ops, get_op for one op in full, compare for two
 runs, hosts or steps, get_diagnostics for what the profile lacks, get_comm for the
 collectives (message size, bus bandwidth under the link roof, exposed time). Every number is
-the Roofline tab's and the HTTP API's; field names carry their units (_us, _gflops = GFLOP/s, _gibs =
-GiB/s, _flop_per_byte); fractions are 0..1, _percent 0..100.
+the Roofline tab's and the HTTP API's; field names carry their units (_us, _gflops = GFLOP/s,
+_gibs = GiB/s, _flop_per_byte); fractions are 0..1, _percent 0..100.
 
 How to read a roofline:
 - Each op is a point: x = operational intensity (FLOPs per byte moved from the memory that
