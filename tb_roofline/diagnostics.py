@@ -9,9 +9,17 @@ class Diagnostic:
     severity: str  # info | warning | error
     code: str
     message: str
+    # A host of the run left out of the answer (its file could not be read) and how many
+    # hosts the run has: what the tab's banner counts and names. Only on such a diagnostic.
+    skipped_host: str | None = None
+    hosts_total: int | None = None
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        for key in ("skipped_host", "hosts_total"):
+            if out[key] is None:
+                del out[key]
+        return out
 
 
 def no_hw_counters_note(pytorch_gpu: bool) -> Diagnostic:

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tb_roofline.serve.cli import main
 from tb_roofline.serve.service import RooflineService
 
@@ -171,3 +173,92 @@ def test_tensorboard_logs_progress_at_its_default_verbosity(tmp_path, caplog, mo
     assert lines and lines[-1].startswith("tb-roofline: read 4 of 4 hosts")
     assert all(r.levelno == logging.INFO for r in caplog.records
                if r.name == "tb_roofline.progress")
+
+
+def _comm_logdir(tmp_path):
+    """The real 8-device JAX captures (one run each, a device file giving the host a link
+    roof) and the real A100 trace, in one logdir."""
+    import shutil
+
+    from test_comm_chart import DEVICE
+    from test_jax_collectives import DATA
+    root = tmp_path / "comm"
+    for case in sorted(os.listdir(DATA)):
+        shutil.copytree(os.path.join(DATA, case), root / "jax" / case)
+    (root / "jax" / "roofline_device.json").write_text(json.dumps(DEVICE))
+    shutil.copytree(os.path.join(REPO, "testdata", "kineto", "a100_80gb_shapes"), root / "a100")
+    return str(root)
+
+
+def _http_comm(logdir, run, **params):
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+    from werkzeug.wrappers import Response
+
+    from tb_roofline.serve.plugin import RooflinePlugin
+    app = RooflinePlugin(base_plugin.TBContext(logdir=logdir)).get_plugin_apps()["/comm"]
+    r = Client(app, Response).get("/comm", query_string=dict(run=run, **params))
+    assert r.status_code == 200
+    return json.loads(r.data)
+
+
+def test_comm_is_the_http_answer_in_json_csv_and_text(tmp_path):
+    """`tb-roofline comm` gives /comm's values: its JSON is the HTTP answer, its CSV the
+    points in the tab's columns, its text each point; on the JAX captures the message sizes
+    and bus bytes are the ones derived by hand from their HLO (test_jax_collectives)."""
+    import csv
+
+    from test_jax_collectives import EXPECTED
+
+    from tb_roofline.serve.cli_comm import CSV_COLUMNS
+    logdir = _comm_logdir(tmp_path)
+    runs = [r["run"] for r in RooflineService(logdir).list_runs()["runs"]]
+    assert len(runs) == len(EXPECTED) + 1
+    for run in runs:
+        out = io.StringIO()
+        assert main(["comm", logdir, "--run", run, "--format", "json"], out=out) == 0
+        got = json.loads(out.getvalue())
+        assert got == _http_comm(logdir, run) and got["points"]
+        case = run.split("/")[1] if run.startswith("jax/") else None
+        if case is not None:  # hand-derived S and bus bytes per execution
+            for p in got["points"]:
+                kind, n, _, _, message, bus = EXPECTED[case][p["operation"]]
+                assert (p["kind"], p["group_size"], p["message_bytes"]) == (kind, n, message)
+                assert p["bus_bytes"] == pytest.approx(bus * p["occurrences"], rel=1e-9)
+                assert p["link_gbs"] == 50.0
+        target = tmp_path / "comm.csv"
+        assert main(["comm", logdir, "--run", run, "--format", "csv", "-o", str(target)]) == 0
+        rows = list(csv.reader(target.read_text().splitlines()))
+        assert rows[0] == CSV_COLUMNS and len(rows) == len(got["points"]) + 1
+        for row, p in zip(rows[1:], got["points"]):
+            for c, cell in zip(CSV_COLUMNS, row):
+                want = p[c]
+                if want is None:
+                    assert cell == ""
+                elif isinstance(want, bool):
+                    assert cell == str(want).lower()
+                elif isinstance(want, (int, float)):
+                    assert float(cell) == want
+                else:
+                    assert cell == want
+        out = io.StringIO()
+        assert main(["comm", logdir, "--run", run], out=out) == 0
+        text = out.getvalue()
+        assert f"{len(got['points'])} collective point(s)" in text
+        assert all(p["operation"][:60] in text for p in got["points"])
+        link = got["links"][0]
+        assert f"Link roof {link['name']}" in text
+
+
+def test_comm_excludes_infeed_outfeed_as_the_api_and_refuses_a_bad_format(tmp_path, capsys):
+    logdir = _comm_logdir(tmp_path)
+    run = "a100"
+    out = io.StringIO()
+    assert main(["comm", logdir, "--run", run, "--host", "rank0", "--format", "json",
+                 "--exclude-infeed-outfeed"], out=out) == 0
+    assert json.loads(out.getvalue()) == _http_comm(logdir, run, host="rank0",
+                                                    infeed_outfeed="exclude")
+    with pytest.raises(SystemExit):
+        main(["comm", logdir, "--format", "xml"])
+    assert main(["comm", logdir, "--run", "nope"], out=io.StringIO()) == 1
+    assert "nope" in capsys.readouterr().err

@@ -36,7 +36,8 @@ from tb_server import free_port, stop
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "testdata")
 TOOLS = {"list_runs", "list_hosts", "get_device", "get_program", "top_ops", "get_op",
-         "get_guidance", "compare", "get_diagnostics"}
+         "get_guidance", "compare", "get_diagnostics", "get_comm"}
+COMM_CASES = ("jit_2d", "jit_dp_1d", "jit_dp_2d", "shard_map_1d", "shard_map_2d")
 
 
 def _age(path, seconds=300):
@@ -53,6 +54,12 @@ def logdir(tmp_path_factory):
         shutil.copytree(os.path.join(DATA, rel), root / rel)
     for rel in ("guidance/roofline_device.json", "compare/jax_cpu/roofline_device.json"):
         shutil.copy(os.path.join(DATA, rel), root / rel)
+    # the real 8-device JAX captures (a device file gives the CPU a link roof) and an A100 rank
+    from test_comm_chart import DEVICE
+    for case in COMM_CASES:
+        shutil.copytree(os.path.join(DATA, "jax_cpu_collectives", case), root / "comm" / case)
+    (root / "comm" / "roofline_device.json").write_text(json.dumps(DEVICE))
+    shutil.copytree(os.path.join(DATA, "kineto", "a100_80gb_shapes"), root / "a100")
     # A damaged profile: the first half of a real trace (a truncated gzip), written long ago.
     src = os.path.join(DATA, "guidance/torch/elementwise_chain")
     name = next(f for f in os.listdir(src) if f.endswith(".pt.trace.json.gz"))
@@ -92,7 +99,8 @@ def runs(http):
     return {"clean": find("clean_matmul"), "chain": find("elementwise_chain"),
             "ddp": find("ddp_straggler"), "b64": find("mlp_b64"), "b128": find("mlp_b128"),
             "tpu": find("v6e_train"), "damaged": "damaged", "junk": find("junk"),
-            "conv": find("convnet_b8")}
+            "conv": find("convnet_b8"), "a100": find("a100"),
+            **{case: find(f"comm/{case}/") for case in COMM_CASES}}
 
 
 def _env():
@@ -252,6 +260,19 @@ def session(logdir, runs, http):
                                              "base_fingerprint", "cand_fingerprint"]}),
         ("fp_ops_b128", "top_ops", {"run": r["b128"], "limit": 1000,
                                     "columns": ["operation", "fingerprints"]}),
+        *[(f"comm_{case}", "get_comm", {"run": r[case], "limit": 1000,
+                                        "significant_digits": 0}) for case in COMM_CASES],
+        ("comm_a100", "get_comm", {"run": r["a100"], "limit": 1000, "significant_digits": 0}),
+        ("comm_a100_io", "get_comm", {"run": r["a100"], "host": "rank0", "limit": 1000,
+                                      "infeed_outfeed": "exclude", "significant_digits": 0}),
+        ("comm_default", "get_comm", {"run": r["a100"]}),
+        ("comm_page", "get_comm", {"run": r["a100"], "offset": 2, "limit": 3,
+                                   "significant_digits": 0}),
+        ("comm_kind", "get_comm", {"run": r["a100"], "kind": ["ALL-to-all", "reduce-scatter"],
+                                   "limit": 1000, "significant_digits": 0}),
+        ("comm_kind_bad", "get_comm", {"run": r["a100"], "kind": ["allreduce"]}),
+        ("comm_none", "get_comm", {"run": r["b64"], "significant_digits": 0}),
+        ("comm_unknown", "get_comm", {"run": "nope"}),
         ("last", "list_runs", {"limit": 1}),
     ]
     before = _listing(logdir)
@@ -317,7 +338,7 @@ def test_unit_names_and_rounding():
 def test_runs_and_hosts_equal_the_http_api(session, http, runs):
     _, want = http("/runs")
     got = _ok(session, "runs")
-    assert got["total_count"] == len(want["runs"]) == 9
+    assert got["total_count"] == len(want["runs"]) == 9 + len(COMM_CASES) + 1
     assert got["runs"] == [{k: r[k] for k in ("run", "format", "hosts")} for r in want["runs"]]
     assert _ok(session, "last")["runs"] == got["runs"][:1]
     assert _ok(session, "hosts") == http("/hosts", run=runs["ddp"])[1]
@@ -496,7 +517,8 @@ def test_compare_equals_the_cli_diff_json(session, logdir, runs):
 
 
 @pytest.mark.parametrize("key", ["runs", "device_rounded", "program_default", "ops_default",
-                                 "guidance_default", "compare_default", "diagnostics"])
+                                 "guidance_default", "compare_default", "diagnostics",
+                                 "comm_default"])
 def test_default_answers_are_small(session, key):
     assert len(json.dumps(_ok(session, key))) < 12_000
 
@@ -534,6 +556,17 @@ def test_diagnostics_equal_the_http_api_grouped_by_host(session, http, runs):
     page = _ok(session, "diag_page")
     assert page["diagnostics"] == _ok(session, "diag_ddp")["diagnostics"][:1]
     assert page["next_offset"] == (1 if page["total_count"] > 1 else None)
+
+
+def test_hosts_left_out_are_one_entry_naming_them():
+    """Each host not read is a diagnostic of its own with `skipped_host` (the tab's banner
+    counts them); grouped, the entry names them in `hosts`, not one of them as the group's."""
+    hosts = ["h0", "h1", "h2", "h3"]
+    diags = [{"severity": "error", "code": "bad_profile", "skipped_host": h, "hosts_total": 4,
+              "message": f"host {h!r} skipped: not an XSpace"} for h in ("h1", "h3")]
+    (entry,) = mcp_answers.group_diagnostics(diags, hosts)
+    assert (entry["count"], entry["hosts"], entry["hosts_total"]) == (2, ["h1", "h3"], 4)
+    assert "skipped_host" not in entry
 
 
 def test_a_pod_s_shared_diagnostics_are_one_entry():
@@ -637,7 +670,7 @@ def test_a_damaged_profile_is_an_error_and_the_server_keeps_serving(session, htt
     assert _ok(session, "after_damaged") == _ok(session, "device")
     error = session["e_junk"][2]
     assert error["code"] == "bad_profile" and "XSpace" in error["message"]
-    assert _ok(session, "last")["total_count"] == 9  # the last call of the session answered
+    assert _ok(session, "last")["total_count"] == 9 + len(COMM_CASES) + 1  # the last call of the session answered
     error = session["e_no_op"][2]
     assert error["code"] == "not_found" and "aten::nothing" in error["message"]
 
@@ -866,3 +899,65 @@ def test_get_op_over_the_cap_is_cut_with_a_hint(logdir, runs, monkeypatch):
     assert cut["records"] == whole["records"][:1]
     assert cut["truncated"]["rows_returned"] == 1 and "one host" in cut["truncated"]["hint"]
     assert len(json.dumps(cut, separators=(",", ":"))) <= (size + 600)
+
+
+def test_comm_equals_the_http_api_and_the_cli(session, http, runs, logdir):
+    """get_comm's points are /comm's (and `tb-roofline comm --format json`'s), on the real
+    JAX captures with the message sizes and bus bytes derived by hand from their HLO
+    (test_jax_collectives), and on the A100 trace."""
+    from test_jax_collectives import EXPECTED
+    for key, run, params in [*[(f"comm_{c}", runs[c], {}) for c in COMM_CASES],
+                             ("comm_a100", runs["a100"], {}),
+                             ("comm_a100_io", runs["a100"],
+                              {"host": "rank0", "infeed_outfeed": "exclude"})]:
+        status, want = http("/comm", run=run, **params)
+        got = _ok(session, key)
+        assert status == 200 and want["points"]
+        assert got["points"] == [_named(p) for p in want["points"]]
+        assert (got["links"], got["kinds"], got["latency_note"]) == (
+            want["links"], want["kinds"], want["latency_note"])
+        assert got["total_count"] == got["unfiltered_count"] == len(want["points"])
+        assert got["next_offset"] is None and got["run"] == run
+        out = io.StringIO()
+        argv = ["comm", logdir, "--run", run, "--format", "json"] + (
+            ["--host", "rank0", "--exclude-infeed-outfeed"] if params else [])
+        assert cli.main(argv, out=out) == 0
+        assert json.loads(out.getvalue())["points"] == want["points"]
+    for case in COMM_CASES:
+        for p in _ok(session, f"comm_{case}")["points"]:
+            kind, n, _, _, message, bus = EXPECTED[case][p["operation"]]
+            assert (p["kind"], p["group_size"], p["message_bytes"]) == (kind, n, message)
+            assert p["bus_bytes"] == pytest.approx(bus * p["occurrences"], rel=1e-9)
+            assert p["bus_bw_gbs"] == pytest.approx(p["bus_bytes"] / (p["total_time_us"] * 1e3))
+
+
+def test_comm_filters_pages_rounds_and_names_the_kinds(session, runs, http):
+    whole = _ok(session, "comm_a100")["points"]
+    assert len(whole) > 10
+    default = _ok(session, "comm_default")
+    assert default["points"] == json.loads(json.dumps(mcp_tools.shape(whole[:10], 6)))
+    assert default["next_offset"] == 10 and default["total_count"] == len(whole)
+    page = _ok(session, "comm_page")
+    assert page["points"] == whole[2:5] and page["next_offset"] == 5 and page["offset"] == 2
+    kind = _ok(session, "comm_kind")
+    assert kind["points"] == [p for p in whole if p["kind"] in ("all-to-all", "reduce-scatter")]
+    assert kind["total_count"] == len(kind["points"]) and kind["unfiltered_count"] == len(whole)
+    error = session["comm_kind_bad"][2]
+    assert session["comm_kind_bad"][0] == "tool_error" and error["field"] == "kind"
+    assert error["valid_values"] == http("/comm", run=runs["a100"])[1]["kinds"]
+    none = _ok(session, "comm_none")  # a run without collectives: no points, no error
+    assert none["points"] == [] and none["total_count"] == 0 and none["next_offset"] is None
+    error = session["comm_unknown"][2]
+    assert error["code"] == "not_found" and error["field"] == "run"
+
+
+def test_comm_over_the_cap_is_cut_with_next_offset(logdir, runs, monkeypatch):
+    from tb_roofline.serve.service import RooflineService
+    service = RooflineService(logdir)
+    whole = mcp_tools.get_comm(service, runs["a100"], limit=1000)
+    size = len(json.dumps(dict(whole, points=whole["points"][:3]), separators=(",", ":")))
+    monkeypatch.setenv("TB_ROOFLINE_MCP_MAX_ANSWER_KB", str((size + 600) / 1024))
+    cut = mcp_tools.get_comm(service, runs["a100"], limit=1000)
+    assert cut["points"] == whole["points"][:3] and cut["next_offset"] == 3
+    assert "offset=3" in cut["truncated"]["hint"]
+    assert len(json.dumps(cut, separators=(",", ":"))) <= size + 600

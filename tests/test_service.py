@@ -258,7 +258,28 @@ def test_deleted_host_file_leaves_the_others(logdir):
     assert service.device(run, "")["device"]["num_hosts"] == 2
     os.remove(logdir / "train" / "a" / "plugins" / "profile" / "2026_02_01_00_00_00" / "h1.xplane.pb")
     assert service.device(run, "")["device"]["num_hosts"] == 1
-    assert "host_missing" in [d["code"] for d in service.diagnostics(run, "")["diagnostics"]]
+    (gone,) = [d for d in service.diagnostics(run, "")["diagnostics"]
+               if d["code"] == "host_missing"]
+    # the host left out and how many the run has: what the tab's banner counts and names
+    assert (gone["skipped_host"], gone["hosts_total"]) == ("h1", 2)
+
+
+def test_a_corrupt_host_is_named_with_the_run_s_host_count(tmp_path):
+    write_tpu_session(str(tmp_path), "pod", "2026_01_01_00_00_00",
+                      [SynthConfig(seed=i, hostname=f"h{i}", num_steps=2, ops_per_step=20,
+                                   distinct_ops=10) for i in range(3)])
+    bad = tmp_path / "pod" / "plugins" / "profile" / "2026_01_01_00_00_00" / "h2.xplane.pb"
+    bad.write_bytes(bytes(range(256)) * 20)
+    os.utime(bad, (time.time() - 3600,) * 2)
+    service = RooflineService(str(tmp_path))
+    run = "pod/2026_01_01_00_00_00"
+    diags = service.diagnostics(run, "")["diagnostics"]
+    skipped = [d for d in diags if "skipped_host" in d]
+    assert [(d["skipped_host"], d["hosts_total"], d["severity"]) for d in skipped] == [
+        ("h2", 3, "error")]
+    assert "'h2' skipped" in skipped[0]["message"]
+    assert all("hosts_total" not in d for d in diags if d not in skipped)
+    assert service.device(run, "")["device"]["num_hosts"] == 2
 
 
 def test_bad_size_limit_variable_falls_back(logdir, monkeypatch):
@@ -309,3 +330,46 @@ def test_symlinked_run_directories_are_followed_without_looping(tmp_path):
     assert set(runs) == {"local/2026_01_02_00_00_00", "linked/2026_01_01_00_00_00"}
     service = RooflineService(str(logdir))
     assert service.program("linked/2026_01_01_00_00_00", "", True)["rows"]
+
+
+def test_progress_tells_how_many_hosts_are_read_while_they_are(tmp_path, monkeypatch):
+    """`/progress` while a run's hosts are read: asked from the reader's own progress callback
+    (so at a known point of the read), it counts the hosts read so far of the request's,
+    the cached ones included; before and after, nothing is being read."""
+    from werkzeug.test import Client
+    from werkzeug.wrappers import Response
+
+    from tb_roofline.serve.routes import RooflineRoutes
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    write_tpu_session(str(tmp_path), "pod", "2026_01_01_00_00_00",
+                      [SynthConfig(seed=i, hostname=f"h{i}", num_steps=2, ops_per_step=20,
+                                   distinct_ops=10) for i in range(4)])
+    run = "pod/2026_01_01_00_00_00"
+    seen = []
+
+    def progress(host, done, total, hosts_done=None, hosts_total=None):
+        if done >= total:  # a host finished: the route counts it
+            seen.append((hosts_done, hosts_total, route()))
+
+    service = RooflineService(str(tmp_path), progress=progress)
+    app = RooflineRoutes(service).table()["/progress"]
+
+    def route():
+        r = Client(app, Response).get("/progress", query_string={"run": run})
+        assert r.status_code == 200 and r.headers["Cache-Control"] == "no-store"
+        return json.loads(r.data)
+
+    idle = {"run": run, "reading": False, "hosts_done": None, "hosts_total": None,
+            "elapsed_s": None}
+    assert route() == idle
+    service.analysis(run, "h0")  # one host read first: cached for the whole run's read
+    seen.clear()
+    service.analysis(run, "")
+    assert [s[:2] for s in seen] == [(1, 3), (2, 3), (3, 3)]  # the reader's own count
+    for k, (_, _, answer) in enumerate(seen):
+        assert answer["reading"] is True and answer["hosts_total"] == 4
+        assert answer["hosts_done"] == 1 + (k + 1)  # h0 was cached
+        assert answer["elapsed_s"] >= 0
+    assert route() == idle
+    r = Client(app, Response).get("/progress", query_string={"run": "nope"})
+    assert r.status_code == 404 and "unknown run" in json.loads(r.data)["error"]["message"]

@@ -6,6 +6,7 @@
     tb-roofline report LOGDIR --model-flops-per-step 3.1e15 --tokens-per-step 65536  # MFU
     tb-roofline runs LOGDIR                 # list runs and hosts
     tb-roofline export LOGDIR --run R --level op --format csv -o ops.csv
+    tb-roofline comm LOGDIR --run R --format json   # communication roofline (text, json, csv)
     tb-roofline calibrate -o LOGDIR/roofline_device.json   # measure this machine's peaks
     tb-roofline diff BASE CANDIDATE --fail-if-slower 5     # compare two runs; a CI gate
     tb-roofline mcp LOGDIR                  # MCP server for coding agents (stdio; --http)
@@ -29,7 +30,7 @@ from tb_roofline.serve.cli_format import NAME_WIDTH, _cell, _fmt, _table  # noqa
 # Heavy modules (the service, the model, numpy, TensorBoard's errors) are imported by the
 # command that needs them, when it runs: `--help` and argument errors stay instant.
 
-COMMANDS = ("report", "runs", "export", "calibrate", "diff", "mcp", "serve", "html")
+COMMANDS = ("report", "runs", "export", "comm", "calibrate", "diff", "mcp", "serve", "html")
 LONG_LIVED = ("mcp", "serve")  # servers: their reader processes stay between requests
 
 
@@ -357,6 +358,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                                                   "PyTorch GPU traces (as the API's view=)")
     exp.add_argument("-o", "--output", help="file to write ('-' = stdout; default: API file name)")
     exp.set_defaults(func=cmd_export)
+
+    from tb_roofline.serve.cli_comm import add_comm_subparser  # (light: no model, no numpy)
+    add_comm_subparser(sub, common, _pick_run, _UsageError)
 
     # calibrate and diff import numpy and the model: only when one of them runs (or for
     # `build_parser()` whole); otherwise a stand-in that lists them in --help.

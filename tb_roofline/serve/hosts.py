@@ -348,6 +348,49 @@ class LoggedProgress:
                           hosts_done, hosts_total, host, done, total, took)
 
 
+class ReadProgress:
+    """The conversions under way, per run: how many of a request's hosts are read (the
+    cached ones count as read) and since when. What `/progress` answers while the tab waits;
+    a lookup under a lock, never a file access."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.runs: dict = {}  # run name -> {token: [hosts_done, hosts_total, started]}
+
+    @contextlib.contextmanager
+    def reading(self, run_name: str, done: int, total: int):
+        """Count a conversion of `total` hosts (`done` of them read already) while it runs;
+        yields `update(hosts_done)`."""
+        token = object()
+        state = [done, total, time.monotonic()]
+        with self.lock:
+            self.runs.setdefault(run_name, {})[token] = state
+
+        def update(hosts_done: int):
+            with self.lock:
+                state[0] = hosts_done
+        try:
+            yield update
+        finally:
+            with self.lock:
+                reads = self.runs.get(run_name, {})
+                reads.pop(token, None)
+                if not reads:
+                    self.runs.pop(run_name, None)
+
+    def of(self, run_name: str) -> dict:
+        """`reading`, and where it is: hosts read and to read over the run's conversions
+        under way (null when none), seconds since the first began."""
+        with self.lock:
+            states = [list(s) for s in self.runs.get(run_name, {}).values()]
+        if not states:
+            return {"reading": False, "hosts_done": None, "hosts_total": None,
+                    "elapsed_s": None}
+        return {"reading": True, "hosts_done": sum(s[0] for s in states),
+                "hosts_total": sum(s[1] for s in states),
+                "elapsed_s": round(time.monotonic() - min(s[2] for s in states), 1)}
+
+
 class HostReader:
     """Read profiles, cached in memory and on disk, converted under the budget."""
 
@@ -360,6 +403,7 @@ class HostReader:
         self.budget = ConversionBudget(budget_bytes if budget_bytes is not None
                                        else settings.mb(settings.MEMORY_BUDGET_MB))
         self.locks = KeyLocks()
+        self.reads = ReadProgress()
 
     def _cached(self, run, hostfile, sig) -> HostEntry | None:
         """The memory cache's entry, else the disk cache's (then kept in memory too)."""
@@ -429,8 +473,9 @@ class HostReader:
                         f"{self.budget.describe()}"))
             todo = [i for i in todo if entries[i] is None]
             if todo:
-                with self.budget.admit(sum(need[i] for i in todo)):
-                    results = self._convert(run, files, todo)
+                with self.budget.admit(sum(need[i] for i in todo)), \
+                        self.reads.reading(run.run, len(files) - len(todo), len(files)) as seen:
+                    results = self._convert(run, files, todo, seen)
                     results = [self._measured(files[i], r) for i, r in zip(todo, results)]
                 for i, result in zip(todo, results):
                     entries[i] = self._store(run, files[i], sigs[i], result)
@@ -453,15 +498,19 @@ class HostReader:
             return type(exc)(f"{os.path.basename(hostfile.path)} {exc}")
         return result
 
-    def _convert(self, run, files, todo) -> list:
+    def _convert(self, run, files, todo, seen=None) -> list:
+        """Convert files[i] for i in `todo`; `seen(hosts_done)`: how many of `files` are read
+        (those not in `todo` were already)."""
         from tb_roofline.readers.parallel import read_files  # late: keeps is_active light
-        report = None
-        if self.progress:
-            finished: set = set()
+        finished: set = set()
+        before = len(files) - len(todo)
 
-            def report(j, done, total):  # and how many of these files are read
-                if done >= total:
-                    finished.add(j)
+        def report(j, done, total):  # and how many of these files are read
+            if done >= total:
+                finished.add(j)
+            if seen is not None:
+                seen(before + len(finished))
+            if self.progress:
                 self.progress(files[todo[j]].host, done, total, len(finished), len(todo))
         # The reader stops at what the budget allows, whatever a .gz trailer claimed.
         factor = MEMORY_PER_BYTE.get(run.format, 2.0)

@@ -20,7 +20,7 @@ from tensorboard import errors as tb_errors
 
 from tb_roofline import errors, settings
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 FIRST_HOSTS = 5  # hosts named per grouped diagnostic
 
 
@@ -118,8 +118,9 @@ def group_diagnostics(diags: list, hosts: list) -> list:
         general = pattern.sub("<host>", message) if pattern is not None else message
         key = (d["severity"], d["code"], general)
         g = groups.get(key)
-        if g is None:
-            g = groups[key] = dict(d, count=0, hosts=[])
+        if g is None:  # (a host left out: its name is one of `hosts`, not the group's)
+            g = groups[key] = dict({k: v for k, v in d.items() if k != "skipped_host"},
+                                   count=0, hosts=[])
         g["count"] += 1
         for h in found[:1]:
             if h not in g["hosts"] and len(g["hosts"]) < FIRST_HOSTS:

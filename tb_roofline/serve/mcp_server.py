@@ -28,9 +28,10 @@ INSTRUCTIONS = """\
 tb-roofline: roofline analysis of the ML profiles (XLA XSpace for TPU/GPU/CPU, PyTorch Kineto
 traces) in one TensorBoard logdir. Start with list_runs, then get_guidance for the findings
 (what to change, time saved), top_ops for the ops, get_op for one op in full, compare for two
-runs, hosts or steps, get_diagnostics for what the profile lacks. Every number is the Roofline
-tab's and the HTTP API's; field names carry their units (_us, _gflops = GFLOP/s, _gibs =
-GiB/s, _flop_per_byte); fractions are 0..1, _percent 0..100.
+runs, hosts or steps, get_diagnostics for what the profile lacks, get_comm for the
+collectives (message size, bus bandwidth under the link roof, exposed time). Every number is
+the Roofline tab's and the HTTP API's; field names carry their units (_us, _gflops = GFLOP/s,
+_gibs = GiB/s, _flop_per_byte); fractions are 0..1, _percent 0..100.
 
 How to read a roofline:
 - Each op is a point: x = operational intensity (FLOPs per byte moved from the memory that
@@ -205,7 +206,7 @@ def build_server(service):
 
 
 def _run_tools(tool, service, T):  # noqa: N803
-    """Runs, hosts, the device, program records, diagnostics."""
+    """Runs, hosts, the device, program records, diagnostics, the communication roofline."""
     @tool()
     def list_runs(ctx: T.Context, offset: T.Off = 0, limit: Annotated[Optional[int], T.Field(
             ge=0, le=mcp_tools.MAX_LIMIT)] = 50) -> T.Answer:
@@ -244,6 +245,21 @@ def _run_tools(tool, service, T):  # noqa: N803
         one entry per message the hosts share (count, first hosts), paged."""
         return call(service, mcp_tools.get_diagnostics, ctx, run=run, host=host,
                     severity=severity, offset=offset, limit=limit)
+
+    @tool()
+    def get_comm(ctx: T.Context, run: T.Run, host: T.Host = "", infeed_outfeed: T.Io = "include",
+                 kind: Annotated[Optional[list[str]], T.Field(description=(
+                     "keep these collectives (all-reduce, all-gather, ...), any case (the "
+                     "answer's kinds lists the run's; a value it has not is an error naming "
+                     "them)"))] = None,
+                 offset: T.Off = 0, limit: T.Lim = None,
+                 significant_digits: T.Dig = None) -> T.Answer:
+        """The communication roofline: one point per collective and message size (message
+        bytes, bus and algorithm bandwidth in GB/s, the link roof and its fraction, the
+        exposed time, group size, algorithm), longest first, and the device's link roofs."""
+        return call(service, mcp_tools.get_comm, ctx, run=run, host=host,
+                    infeed_outfeed=infeed_outfeed, kind=kind, offset=offset, limit=limit,
+                    significant_digits=significant_digits)
 
 
 def _op_tools(tool, service, T):  # noqa: N803

@@ -395,6 +395,28 @@ def compare(service, base: str, run: str, base_host: str = "", host: str = "",
                "pairs", offset, total)
 
 
+def get_comm(service, run: str, host: str = "", infeed_outfeed: str = "include",
+             kind: list | None = None, offset: int = 0, limit: int | None = None,
+             significant_digits: int | None = None) -> dict:
+    """The communication roofline (`/comm`): the device's link roofs and one point per
+    collective and message size, longest first as the HTTP answer orders them, filtered by
+    collective kind (matched as `choose` matches), paged."""
+    offset, limit = _page(offset, limit)
+    a = _encoded(service, "comm", run, host, include_infeed_outfeed=_io(infeed_outfeed))
+    points = a["points"]
+    if kind:
+        where = f"run {run!r}" + (f", host {host!r}" if host else "")
+        kept = choose("kind", kind, a["kinds"], where)
+        points = [p for p in points if p["kind"] in kept]
+    page = points[offset:offset + limit]
+    return fit(shape({"run": a["run"], "host": a["host"], "links": a["links"],
+                      "latency_note": a["latency_note"], "kinds": a["kinds"],
+                      "total_count": len(points), "unfiltered_count": len(a["points"]),
+                      "offset": offset, "next_offset": _next(offset, len(page), len(points)),
+                      "points": page}, _digits(significant_digits)), "points", offset,
+               len(points))
+
+
 SEVERITIES = ("info", "warning", "error")
 
 
@@ -454,4 +476,4 @@ def _valid_names(service, message: str, kwargs: dict) -> dict | None:
 
 
 TOOLS = (list_runs, list_hosts, get_device, get_program, top_ops, get_op, get_guidance,
-         compare, get_diagnostics)
+         compare, get_diagnostics, get_comm)

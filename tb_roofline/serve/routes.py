@@ -96,6 +96,7 @@ class RooflineRoutes:
             "/static/*": self._serve_static,
             "/runs": self._runs,
             "/hosts": self._hosts,
+            "/progress": self._progress,
             "/device": self._device,
             "/program": self._program,
             "/ops": self._ops,
@@ -156,6 +157,11 @@ class RooflineRoutes:
     @_handler
     def _hosts(self, request):
         return _json_response(self._service.hosts(_arg(request, "run")))
+
+    @_handler
+    def _progress(self, request):
+        return _json_response(self._service.reading(_arg(request, "run")),
+                              headers=[("Cache-Control", "no-store")])
 
     @_handler
     def _device(self, request):

@@ -139,6 +139,12 @@ class RooflineService:
         r = self.resolve_run(run)
         return {"run": r.run, "hosts": r.hosts, "all_hosts": ALL_HOSTS, "format": r.format}
 
+    def reading(self, run: str) -> dict:
+        """Whether the run's hosts are being read now, and how far (`/progress`): what the
+        tab shows while its requests wait. Cheap: the scan's index and a lookup."""
+        r = self.resolve_run(run)
+        return {"run": r.run, **self.hosts_reader.reads.of(r.run)}
+
     def resolve_files(self, run: Run, host: str) -> list:
         """The run's files for a host ("" or ALL_HOSTS: every host)."""
         if host in ("", ALL_HOSTS, None):
@@ -203,7 +209,8 @@ class RooflineService:
         if len(files) > 1:  # a host file deleted since the last scan: the others still count
             present = [f for f in files if f.stat is not None or os.path.exists(f.path)]
             extra = [Diagnostic("warning", "host_missing", f"host {f.host!r} skipped: its file "
-                                "is gone") for f in files if f not in present]
+                                "is gone", skipped_host=f.host, hosts_total=len(files))
+                     for f in files if f not in present]
             files = present or files
         sigs = tuple(file_signature(f) for f in files) + self._device_file_signatures(files)
         return _Inputs(run, files, extra, sigs)
@@ -228,6 +235,7 @@ class RooflineService:
         from tb_roofline.model import roofline
         run, files, sigs = inputs.run, inputs.files, inputs.signatures
         profiles, extra = [], list(inputs.extra)
+        hosts_total = len(files) + sum(1 for d in extra if d.skipped_host is not None)
         entries = self.hosts_reader.read(run, files)
         for f, entry in zip(files, entries):
             try:
@@ -236,7 +244,8 @@ class RooflineService:
                     errors.TooLargeError, errors.StorageTimeoutPublicError) as exc:
                 if len(files) == 1:
                     raise
-                extra.append(Diagnostic("error", exc.code, f"host {f.host!r} skipped: {exc}"))
+                extra.append(Diagnostic("error", exc.code, f"host {f.host!r} skipped: {exc}",
+                                        skipped_host=f.host, hosts_total=hosts_total))
         if not profiles:
             raise errors.BadProfileError(
                 f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra))

@@ -93,6 +93,8 @@ const commonParams = ({run, host}) => ({run, host: host && host !== '*' ? host :
 export const api = {
   runs: (opts) => getJson('runs', {}, opts),
   hosts: (run, opts) => getJson('hosts', {run}, opts),
+  // Whether the run's hosts are being read, k of N (cheap: asked while the others wait).
+  progress: (run) => getJson('progress', {run}, {retries: 0}),
   device: (sel, opts) => getJson('device', commonParams(sel), opts),
   program: (sel, opts) => getJson('program',
       {...commonParams(sel), infeed_outfeed: sel.infeed || 'include'}, opts),

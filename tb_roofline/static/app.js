@@ -350,8 +350,9 @@ class App {
       ops: () => api.ops(sel, {onRetry}),
     };
     const started = now();
-    const results = await Promise.allSettled(want.map((k) =>
-      this.loading.track(fetchers[k](), k === 'ops' ? 'ops' : k)));
+    const pending = want.map((k) => this.loading.track(fetchers[k](), k === 'ops' ? 'ops' : k));
+    this.loading.watchProgress(() => api.progress(sel.run));
+    const results = await Promise.allSettled(pending);
     if (token !== this.loadToken) return;  // A newer selection superseded this one.
     this.timings.fetchMs = now() - started;
     const got = {};

@@ -143,30 +143,63 @@ export function renderDeviceSection(els, d) {
   const n = (sev) => (count(sev) ? `, ${count(sev)} ${sev}${count(sev) > 1 ? 's' : ''}` : '');
   setChildren(els.summary, `Diagnostics (${shown.length}${n('warning')}${n('error')})`);
   els.summary.dataset.severity = shown.length ? worst : 'none';
-  if (els.banner) warningsBanner(els.banner, shown);
+  if (els.banner) warningsBanner(els.banner, shown, els.summary);
 }
 
 const BANNER_MAX = 2;
+const HOSTS_NAMED = 5;  // hosts the banner names; the Diagnostics list names every one
+
+/**
+ * The hosts of the run left out of the answer (diagnostics with `skipped_host`: a file that
+ * could not be read, or is gone) in one line: "N of M hosts not read: a, b … — see
+ * Diagnostics", the link opening the list where each says why. Null when every host was read.
+ */
+function hostsNotRead(diags, summary) {
+  const skipped = diags.filter((x) => x.skipped_host);
+  if (!skipped.length) return null;
+  const names = [...new Set(skipped.map((x) => x.skipped_host))];
+  const total = Math.max(...skipped.map((x) => x.hosts_total || 0));
+  const listed = names.slice(0, HOSTS_NAMED).join(', ') +
+    (names.length > HOSTS_NAMED ? ` … (${names.length - HOSTS_NAMED} more)` : '');
+  const severity = skipped.some((x) => x.severity === 'error') ? 'error' : 'warning';
+  // A button, not a link: the page's hash holds the view's state (run, host, ...).
+  const link = h('button', {type: 'button', class: 'link', id: 'see-diagnostics',
+    onclick: () => {
+      const details = summary && summary.parentElement;
+      if (!details) return;
+      details.open = true;
+      details.scrollIntoView({block: 'start'});
+    }}, 'see Diagnostics');
+  return h('li', {class: `diag-${severity}`, id: 'hosts-not-read',
+    dataset: {code: 'hosts_not_read', hosts: names.join(','), total: String(total)},
+    title: skipped.map((x) => x.message).join('\n')},
+  h('span', {class: 'diag-severity'}, severity),
+  `${names.length}${total ? ` of ${total}` : ''} host${names.length === 1 && !total ? '' : 's'}` +
+    ` not read: ${listed} — `, link, '.');
+}
 
 /**
  * The warnings and errors of the diagnostics, above the charts (the full list is below): one
  * line per kind (`code`), the first message and how many more of that kind; the peaks that
  * are not known are said in the device panel instead.
  */
-function warningsBanner(el, diags) {
+function warningsBanner(el, diags, summary) {
+  const hosts = hostsNotRead(diags, summary);
+  // The hosts not read are one line of their own, first; their diagnostics are not repeated.
   const worth = diags.filter((x) => (x.severity === 'warning' || x.severity === 'error') &&
-      x.code !== 'peaks_unknown');
+      x.code !== 'peaks_unknown' && !x.skipped_host);
   const byCode = new Map();
   for (const x of worth) {
     if (!byCode.has(x.code)) byCode.set(x.code, []);
     byCode.get(x.code).push(x);
   }
   const kinds = [...byCode.values()];
-  el.hidden = !kinds.length;
+  el.hidden = !kinds.length && !hosts;
   const shown = kinds.slice(0, BANNER_MAX);
   const hidden = kinds.slice(BANNER_MAX).reduce((n, k) => n + k.length, 0);
-  setChildren(el, h('ul', {}, shown.map(([x, ...more]) => h('li', {class: `diag-${x.severity}`,
-    dataset: {code: x.code}}, h('span', {class: 'diag-severity'}, x.severity), x.message,
+  setChildren(el, h('ul', {}, hosts, shown.map(([x, ...more]) => h('li', {
+    class: `diag-${x.severity}`, dataset: {code: x.code}},
+  h('span', {class: 'diag-severity'}, x.severity), x.message,
   more.length ? h('span', {class: 'muted'}, ` (and ${more.length} more like it)`) : null))),
   hidden ? h('div', {class: 'muted'}, `and ${hidden} more under Diagnostics (Device section)`) :
     null);

@@ -1,7 +1,15 @@
 // Loading indicator, empty state, in-place errors and the backend's diagnostics.
 import {h, setChildren} from './dom.js';
 
-/** A thin bar with a spinner shown while requests are slow (> 250 ms). */
+// The run's reading progress: first asked after PROGRESS_FIRST_MS of waiting, then every
+// PROGRESS_EVERY_MS while requests are pending.
+const PROGRESS_FIRST_MS = 600;
+const PROGRESS_EVERY_MS = 1000;
+
+/**
+ * A thin bar with a spinner shown while requests are slow (> 250 ms), with "reading k of N
+ * hosts" while the server reads the run's profiles (`watchProgress`).
+ */
 export class LoadingIndicator {
   constructor(el) {
     this.el = el;
@@ -27,6 +35,36 @@ export class LoadingIndicator {
     return promise;
   }
 
+  /**
+   * While requests are pending, ask `ask()` (the run's `/progress`) now and then and show how
+   * many of the run's hosts the server has read. A failed ask shows nothing (a server without
+   * the route: the spinner alone, as before).
+   */
+  watchProgress(ask) {
+    this.ask = ask;
+    this.progressText = '';
+    clearTimeout(this.pollTimer);
+    this.pollTimer = setTimeout(() => this._poll(ask), PROGRESS_FIRST_MS);
+  }
+
+  async _poll(ask) {
+    this.pollTimer = null;
+    if (ask !== this.ask || !this.pending.size) return;
+    let answer = null;
+    try {
+      answer = await ask();
+    } catch (e) {
+      answer = null;
+    }
+    if (ask !== this.ask || !this.pending.size) return;
+    this.progress = answer && answer.reading && answer.hosts_total ? answer : null;
+    this.progressText = this.progress ? `reading ${answer.hosts_done} of ` +
+      `${answer.hosts_total} host${answer.hosts_total === 1 ? '' : 's'}` +
+      ` (${Math.round(answer.elapsed_s || 0)} s)` : '';
+    this._update();
+    this.pollTimer = setTimeout(() => this._poll(ask), PROGRESS_EVERY_MS);
+  }
+
   /** A note shown while loading (e.g. "profile still being written, retrying"). */
   note(text) {
     this.noteText = text;
@@ -36,8 +74,9 @@ export class LoadingIndicator {
   _update() {
     if (!this.pending.size) {
       clearTimeout(this.timer);
-      this.timer = null;
-      this.noteText = '';
+      clearTimeout(this.pollTimer);
+      this.timer = this.pollTimer = this.ask = this.progress = null;
+      this.noteText = this.progressText = '';
       this.el.hidden = true;
       this.el.dataset.busy = '0';
       return;
@@ -46,6 +85,10 @@ export class LoadingIndicator {
     const labels = [...new Set(this.pending.values())].join(', ');
     setChildren(this.el, h('span', {class: 'spinner', 'aria-hidden': 'true'}),
         h('span', {}, `Loading ${labels}… large profiles take a while to convert the first time.`),
+        this.progressText ? h('span', {class: 'loading-note', id: 'loading-progress', dataset: {
+          hostsDone: String(this.progress.hosts_done),
+          hostsTotal: String(this.progress.hosts_total)}}, ` Server: ${this.progressText}.`) :
+          null,
         this.noteText ? h('span', {class: 'loading-note'}, ` ${this.noteText}`) : null);
     if (!this.timer && this.el.hidden) {
       this.timer = setTimeout(() => {
