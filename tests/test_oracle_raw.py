@@ -6,8 +6,9 @@ bytes (every input tensor and the output, dims × element size), the device kern
 launched (the runtime / driver launches inside its span on its thread, matched to kernels by
 `correlation`) and the unit its longest GEMM kernel names. It then checks the service's
 HTTP-shaped answers (`ops`: the op records; `device`: the peaks, the only shared input):
-each GEMM record's FLOPs, bytes and time, and its time saved = time − Σ over its calls of
-max(F_i / P, B_i / BW).
+each GEMM record's FLOPs, bytes, time and input type, its floor Σ over its calls of
+max(F_i / P, B_i / BW) and time saved = time − that floor, and the bound of every op finding
+on a GEMM record (`guidance`).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from tb_roofline.serve.service import RooflineService
 TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata")
 GEMMS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul")
 SIZE = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2}
+DTYPE = {"float": "f32", "double": "f64", "c10::BFloat16": "bf16", "c10::Half": "f16"}
 LAUNCH = ("cuda_runtime", "cuda_driver")
 
 
@@ -106,7 +108,8 @@ def gemm_calls(events) -> list[dict]:
         units = [(k_["dur"], kernel_unit(k_["name"], types[0])) for k_ in ks]
         units = [u for u in units if u[1]]
         assert units, (e["name"], [k_["name"] for k_ in ks])
-        out.append({"name": e["name"], "flops": 2.0 * batch * m * k * n, "bytes": float(nbytes),
+        out.append({"name": e["name"], "dtype": DTYPE[types[0]],
+                    "flops": 2.0 * batch * m * k * n, "bytes": float(nbytes),
                     "time_us": float(sum(k_["dur"] for k_ in ks)), "unit": max(units)[1]})
     return out
 
@@ -115,9 +118,9 @@ def records(answer) -> list[dict]:
     return [dict(zip(answer["columns"], r)) for r in answer["rows"]]
 
 
-@pytest.mark.parametrize("run,count", [("kineto/a100_80gb_shapes", 25),
-                                       ("kineto/b200_eager", 109)])
-def test_gemm_records_recomputed_from_the_raw_trace(run, count):
+@pytest.mark.parametrize("run,count,findings", [("kineto/a100_80gb_shapes", 25, 0),
+                                                ("kineto/b200_eager", 109, 1)])
+def test_gemm_records_recomputed_from_the_raw_trace(run, count, findings):
     path = glob.glob(os.path.join(TESTDATA, run, "*.pt.trace.json.gz"))[0]
     calls = gemm_calls(load(path))
     assert len(calls) == count
@@ -134,6 +137,8 @@ def test_gemm_records_recomputed_from_the_raw_trace(run, count):
         x["time_us"] += c["time_us"]
         x["floor_us"] += max(c["flops"] / peak[c["unit"]], c["bytes"] / hbm) * 1e6
         x["calls"] += 1
+        x.setdefault("per_call", []).append((c["flops"], c["bytes"]))
+        x["dtype"] = c["dtype"]
     got = {}
     for r in records(service.ops(run, "", True)):
         if r["record_type"] == "op" and r["operation"] in GEMMS:
@@ -147,5 +152,34 @@ def test_gemm_records_recomputed_from_the_raw_trace(run, count):
         assert r["bytes"] == pytest.approx(x["bytes"], rel=1e-12), key
         assert r["total_time_us"] == pytest.approx(x["time_us"], rel=1e-9), key
         assert r["peak_flop_rate"] * 1e9 == pytest.approx(peak[key[1]], rel=1e-12), key
+        assert r["roof_time_us"] == pytest.approx(x["floor_us"], rel=1e-9), key
         assert r["potential_time_saved_us"] == pytest.approx(
             max(x["time_us"] - x["floor_us"], 0.0), rel=1e-9, abs=1e-6), key
+        assert r["dtype"] == x["dtype"], key  # the recorded input type, beside the kernel's unit
+    assert _check_findings(service.guidance(run, "", True), expect, hbm) == findings
+
+
+def _check_findings(answer, expect, hbm) -> int:
+    """Every op finding on a GEMM record: its bound from the raw calls' floors. The count."""
+    checked = 0
+    for f in answer["findings"]:
+        op = f["ops"][0] if f["scope"] == "op" else None
+        key = (op["operation"], op["precision"]) if op else None
+        if key not in expect:
+            continue
+        x, facts = expect[key], f["evidence"]["facts"]
+        gap = max(x["time_us"] - x["floor_us"], 0.0)
+        assert f["time_saved_us"] <= f["bound_us"] * (1 + 1e-9) + 1e-9, f["id"]
+        if "floor_us" in facts:
+            assert facts["floor_us"] == pytest.approx(x["floor_us"], rel=1e-9), f["id"]
+        if f["rule"] in ("far_below_roof", "tiny_ops", "tiling"):
+            assert f["bound_us"] == pytest.approx(gap, rel=1e-9, abs=1e-6), f["id"]
+        elif f["rule"] == "precision":
+            target = facts["target_peak_flop_rate"] * 1e9
+            new = sum(max(fl / target, b / hbm) for fl, b in x["per_call"]) * 1e6
+            assert f["bound_us"] == pytest.approx(max(x["floor_us"] - new, 0.0), rel=1e-9,
+                                                  abs=1e-6), f["id"]
+        else:
+            assert f["time_saved_us"] <= x["time_us"] * (1 + 1e-9), f["id"]
+        checked += 1
+    return checked
