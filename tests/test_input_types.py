@@ -94,3 +94,19 @@ def test_a100_gemms_keep_the_kernel_unit_and_carry_their_inputs(service):
     a = service.analysis(run, "")
     for r in mm:
         assert r["peak_flop_rate"] == pytest.approx(peak_of(a, r["precision"]), rel=1e-9)
+
+
+def test_a_type_conversion_template_is_no_convolution():
+    """vLLM's norm kernels are templated on `_typeConvert` (b200_eager): a normalization, not a
+    convolution on tensor cores; real convolution kernels still are."""
+    from tb_roofline.readers import kernel_names
+    raw = glob.glob(os.path.join(ROOT, "kineto", "b200_eager", "*.pt.trace.json.gz"))[0]
+    with gzip.open(raw, "rt") as f:
+        names = {e["name"] for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"}
+    norm = [n for n in names if "_typeConvert" in n and "rms_norm" in n]
+    assert norm
+    assert all(kernel_names.kernel_category(n) == "reduction" for n in norm)
+    assert not any(kernel_names.is_matmul_kernel(n) for n in norm)
+    for conv in ("void at::native::conv_depthwise2d_forward_kernel<1, float>",
+                 "cudnn::detail::implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1>"):
+        assert kernel_names.kernel_category(conv) == "convolution"
