@@ -261,8 +261,8 @@ def test_an_op_of_two_regimes_is_floored_per_call(tmp_path):
     assert r["potential_time_saved_us"] == pytest.approx(22000.0 - sum(floors), rel=1e-12)
     summed = max(flops / peak, nbytes / hbm) / 1e3
     assert summed < sum(floors) and r["mixed_regimes"] is True
-    # The kernel's name (SIMT sgemm) decided its precision: no input type is claimed for it.
-    assert r["dtype"] is None and r["precision"] == "fp32"
+    # The kernel's name (SIMT sgemm) decided its precision; the recorded input type is kept.
+    assert r["dtype"] == "f32" and r["precision"] == "fp32"
     assert rows(a.program[True])[0]["dtype"] is None
     assert r["total_time_us"] * r["roofline_efficiency"] == pytest.approx(summed, rel=1e-9)
 

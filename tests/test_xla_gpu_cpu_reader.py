@@ -345,7 +345,8 @@ def test_precision_is_the_gemm_kernels_even_when_a_helper_runs_longer():
                ("splitKreduce_kernel", 10, 30, "op.1")]
     data = read_gpu_cpu_xspace(_one_gpu_space(module, kernels), "h")
     (row,) = _rows(data, operation="op.1")
-    assert row["precision"] == "tf32" and row["dtype"] == "kernel:tf32"
+    # The unit the kernel names, with the HLO's f32 operands beside it.
+    assert row["precision"] == "tf32" and row["dtype"] == "kernel:tf32/f32"
     assert row["occurrences"] == 1 and row["flops"] == 2 * 64 * 32 * 128
 
 

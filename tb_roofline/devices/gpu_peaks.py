@@ -25,7 +25,8 @@ import math
 
 import numpy as np
 
-from tb_roofline.devices.spec import KERNEL_PREFIX, ComputePeak, DeviceInfo, Fallback, MemoryPeak
+from tb_roofline.devices.spec import (KERNEL_PREFIX, ComputePeak, DeviceInfo, Fallback,
+                                      MemoryPeak, split_kernel_type)
 from tb_roofline.devices.datasheets import (DEFAULT_ORDER, PRECISIONS, DeviceSpec, lookup,
                                       memory_display_name)
 from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME, host_link
@@ -483,7 +484,7 @@ def ceiling_precision(dtype: str, is_matmul: bool, device: DeviceInfo,
     unit that ran and is taken as it is.
     """
     if dtype.startswith(KERNEL_PREFIX):
-        chain = _KERNEL_CHAINS.get(dtype[len(KERNEL_PREFIX):], ())
+        chain = _KERNEL_CHAINS.get(split_kernel_type(dtype)[0], ())
     else:
         p = dtype_precision(dtype)
         if not p:
@@ -527,4 +528,4 @@ def apply_ceilings(table, device: DeviceInfo, allow_tf32: bool = True) -> None:
 
 
 def _plain(dtype: str) -> str:
-    return dtype[len(KERNEL_PREFIX):] if dtype.startswith(KERNEL_PREFIX) else dtype
+    return split_kernel_type(dtype)[0] if dtype.startswith(KERNEL_PREFIX) else dtype

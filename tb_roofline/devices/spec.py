@@ -25,6 +25,25 @@ _PRECISION_ALIASES = {
 # A precision named by the GEMM kernel that ran ("kernel:tf32"), not by the tensors' dtype
 # (readers/common.py sets it, devices/gpu_peaks.py picks the ceiling of it).
 KERNEL_PREFIX = "kernel:"
+# A kernel-named unit may carry the op's recorded input type after it: "kernel:tf32/f32" (f32
+# tensors on TF32 tensor cores), so the roof follows the kernel and the label the inputs.
+INPUT_SEPARATOR = "/"
+
+
+def with_input_type(unit: str, input_type: str) -> str:
+    """A kernel-named unit with the input type recorded beside it (either may be "")."""
+    if not unit:
+        return input_type
+    return unit + INPUT_SEPARATOR + input_type if input_type else unit
+
+
+def split_kernel_type(dtype: str) -> tuple[str, str]:
+    """(kernel-named unit or "", recorded input type or "") of a reader's `dtype` key."""
+    d = str(dtype or "")
+    if not d.startswith(KERNEL_PREFIX):
+        return "", d
+    unit, _, inputs = d[len(KERNEL_PREFIX):].partition(INPUT_SEPARATOR)
+    return unit, inputs
 
 
 def normalize_precision(name: str) -> str:

@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.devices.spec import DeviceInfo, split_kernel_type
 from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
 from tb_roofline.model import facts as timeline_facts
 from tb_roofline.model.floors import KeyFloors, Roofs, mixed_regimes, proven_keys
@@ -312,9 +312,9 @@ def _mixed_precisions(sums: dict, labels: dict, precision: np.ndarray, key_rec: 
 
 
 def _data_types(dtypes: np.ndarray) -> np.ndarray:
-    """Data types as named in the API (a kernel-named unit, `kernel:tf32`, is no input type:
-    "")."""
-    names = {d: "" if str(d).startswith("kernel:") else str(d) for d in set(dtypes.tolist())}
+    """Data types as named in the API: the recorded input type, also of a row whose kernel
+    named its unit (`kernel:tf32/f32` -> f32); "" when none was recorded (`kernel:tf32`)."""
+    names = {d: split_kernel_type(d)[1] for d in set(dtypes.tolist())}
     out = np.empty(len(dtypes), dtype=object)
     out[:] = [names[d] for d in dtypes.tolist()]
     return out

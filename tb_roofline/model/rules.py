@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from tb_roofline.devices.spec import normalize_precision
+from tb_roofline.devices.spec import normalize_precision, split_kernel_type
 from tb_roofline.model import advice
 from tb_roofline.model.records import plain_precision
 from tb_roofline.table.timeline import is_communication, is_fusible
@@ -67,7 +67,8 @@ def element_bytes(dtype: str) -> int | None:
     float, c10::Half, ...); None when unknown."""
     if not dtype:
         return None
-    d = str(dtype).rsplit(":", 1)[-1].strip().lower()  # kernel:tf32, c10::Half -> tf32, half
+    unit, inputs = split_kernel_type(dtype)
+    d = str(inputs or unit).rsplit(":", 1)[-1].strip().lower()  # c10::Half -> half
     return _ELEMENT_SIZE.get(d) or _ELEMENT_SIZE.get(normalize_precision(d))
 
 

@@ -18,7 +18,7 @@ import collections
 
 import numpy as np
 
-from tb_roofline.devices.spec import KERNEL_PREFIX
+from tb_roofline.devices.spec import KERNEL_PREFIX, with_input_type
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers import kernel_names, xline_fast
 
@@ -187,6 +187,20 @@ def longest_matmul_unit(group, dur, unit) -> dict:
     o = idx[np.lexsort((-dur[idx], group[idx]))]
     main = o[np.r_[True, group[o][1:] != group[o][:-1]]]
     return dict(zip(group[main].tolist(), unit[main].tolist()))
+
+
+# Op categories whose math no GEMM unit does: their kernels' names never decide the precision
+# (a norm kernel templated on `_typeConvert`, a cache write named `..._flash`), their inputs do.
+NO_GEMM_CATEGORIES = frozenset({"elementwise", "reduction", "normalization", "copy", "embedding",
+                                "view", "memcpy", "memset", "communication", "data formatting"})
+
+
+def op_call_precision(unit: str, input_type: str, category: str) -> str:
+    """The precision label of an op call: a GEMM-like op's kernel-named unit with its recorded
+    input type beside it (`kernel:tf32/f32`); any other op's recorded input type."""
+    if category in NO_GEMM_CATEGORIES:
+        return input_type
+    return with_input_type(unit, input_type)
 
 
 def longest_kernel_unit(kernel_time: dict) -> str:

@@ -41,7 +41,7 @@ _CATEGORY_RULES = [
     (re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|sendrecv|multimem"),
      "communication"),
     (re.compile(r"fmha|flash|attention|attn"), "attention"),
-    (re.compile(r"conv|fprop|dgrad|wgrad|scudnn|implicit_gemm|im2col|winograd|fft"),
+    (re.compile(r"(?<!type)conv|fprop|dgrad|wgrad|scudnn|implicit_gemm|im2col|winograd|fft"),
      "convolution"),
     (re.compile(r"(?<!fb)gemm|gemv|matmul|cijk_|nvjet|bmm_|_mma|tensorop|cutlass::kernel"),
      "matmul"),

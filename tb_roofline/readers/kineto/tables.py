@@ -17,7 +17,8 @@ from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.table.op_table import (HOST_TRANSFER, PEER_TRANSFER, ROW_COLUMNS, CoreSpan,
                                         StepSpan)
 from tb_roofline.readers import kernel_names, torch_flops
-from tb_roofline.readers.common import group_codes, longest_matmul_unit, self_times
+from tb_roofline.readers.common import (group_codes, longest_matmul_unit, op_call_precision,
+                                        self_times)
 from tb_roofline.readers.kineto import timeline as kineto_timeline
 from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 
@@ -218,9 +219,11 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
         owner = np.zeros(len(uniq), bool)
         owner[first_dev] = True
         c_ids = op_cost[inv_u]
-        # What ran: the unit the invocation's longest kernel names, else the data type.
+        # What ran: a GEMM-like call's unit as its longest kernel names it (with its input
+        # type), any other call's input type.
         unit_of_inv = invocation_units(c, links)
-        precs = np.array([unit_of_inv.get(i) or costs[k].precision
+        precs = np.array([op_call_precision(unit_of_inv.get(i, ""), costs[k].precision,
+                                            costs[k].category)
                           for i, k in zip(inv_u.tolist(), c_ids.tolist())], dtype=object)
         op_names = names[c.op_name[inv_u]]
         labels = list(zip([""] * len(inv_u), op_names.tolist(), precs.tolist()))

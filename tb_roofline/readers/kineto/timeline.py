@@ -14,7 +14,7 @@ from tb_roofline.table.timeline import (GRAPH_CAPTURE_CALLS, IDLE_CAPTURE, IDLE_
                                         paired_spans)
 from tb_roofline.table.timeline import MAX_KERNELS_PER_OP, KernelUse
 from tb_roofline.readers import kernel_names, torch_flops
-from tb_roofline.readers.common import longest_matmul_unit
+from tb_roofline.readers.common import longest_matmul_unit, op_call_precision
 from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET  # noqa: F401
 
 
@@ -49,8 +49,7 @@ def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, 
     kernel_name = names[name_ids]
     is_k = kind == KIND_KERNEL
     att = np.flatnonzero(is_k & (row >= 0))
-    # The precision of each invocation: the unit its longest GEMM-like kernel names, else its
-    # data type (as the op table labels it).
+    # The precision of each invocation, as the op table labels it (common.op_call_precision).
     unit_of_inv = longest_matmul_unit(row[att], dur_ns[att], name_units[name_ids[att]])
     caveats = caveat_of(kind, kernel_name)
     label_ids = np.empty(n, np.int64)
@@ -62,7 +61,8 @@ def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, 
         facts = []
         for r in invs.tolist():
             cost = costs[op_cost[r]]
-            label = ("", str(names[op_name[r]]), unit_of_inv.get(r) or cost.precision)
+            label = ("", str(names[op_name[r]]),
+                     op_call_precision(unit_of_inv.get(r, ""), cost.precision, cost.category))
             facts.append((tb.label_id(label), is_communication(cost.category),
                           is_fusible(cost.category)))
         f = np.array(facts, np.int64).reshape(-1, 3)[inv_of.reshape(-1)]

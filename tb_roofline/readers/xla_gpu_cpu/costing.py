@@ -15,6 +15,7 @@ from tb_roofline.hlo.cost_model import module_costs
 from tb_roofline.hlo.fingerprint import instruction_fingerprint
 from tb_roofline.hlo.module import HloIndex
 from tb_roofline.hlo.shapes import largest_in_memory_space
+from tb_roofline.devices.spec import with_input_type
 from tb_roofline.readers.common import longest_kernel_unit
 
 UNATTRIBUTED = "unattributed"
@@ -90,8 +91,9 @@ def executions(kernels: collections.Counter, kernel_time: dict) -> int:
 
 def ran_at(kernel_time: dict, dtype: str) -> str:
     """What ran: the unit the op's longest GEMM/convolution/attention kernel names (TF32 tensor
-    cores, FP32 SIMT, ...), else the data type the HLO gives."""
-    return longest_kernel_unit(kernel_time) or dtype
+    cores, FP32 SIMT, ...) with the HLO's data type beside it (`kernel:tf32/f32`), else that
+    data type."""
+    return with_input_type(longest_kernel_unit(kernel_time), dtype)
 
 
 def host_bytes(ins) -> int:
