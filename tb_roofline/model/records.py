@@ -150,6 +150,19 @@ def resources(device: DeviceInfo):
     return out
 
 
+def binding_roof_ids(bound_by, device: DeviceInfo) -> np.ndarray:
+    """THE roof each record is bound by, as an id: "compute", the memory's id in the device's
+    `memories` ("hbm", "vmem_read", "host", "interconnect", ...), or None where nothing binds
+    it (Unknown, Async). `bound_by` holds the names `resources` gave `derive`, so the match is
+    exact (clients never match names)."""
+    ids = {name: col[: -len("_bytes")] for name, col, _ in resources(device)}
+    ids["Compute"] = "compute"
+    lookup = {b: ids.get(b) for b in set(np.asarray(bound_by, dtype=object).tolist())}
+    out = np.empty(len(bound_by), dtype=object)
+    out[:] = [lookup[b] for b in np.asarray(bound_by, dtype=object).tolist()]
+    return out
+
+
 def call_floors(flops, mem: dict, inv_peak, device: DeviceInfo, link=None):
     """(floor ns, bound code) of ops whose calls share one shape: the time their FLOPs and
     bytes take at their roofs, max(F / P, B_m / BW_m over the memories of `resources`), and
