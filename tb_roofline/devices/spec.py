@@ -27,6 +27,12 @@ _PRECISION_ALIASES = {
 KERNEL_PREFIX = "kernel:"
 
 
+def plain_precision(name: str) -> str:
+    """A precision without its source prefix ("kernel:tf32" -> "tf32"): THE one place the
+    prefix is stripped."""
+    return name[len(KERNEL_PREFIX):] if name.startswith(KERNEL_PREFIX) else name
+
+
 def normalize_precision(name: str) -> str:
     """One spelling per precision ('fp32', 'bf16', ...); '' when unknown or not given."""
     if not name:

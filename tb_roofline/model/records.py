@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.devices.spec import DeviceInfo, normalize_precision
+from tb_roofline.devices.spec import DeviceInfo, normalize_precision, plain_precision
 from tb_roofline.table.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, MEMORY_COLUMNS
 from tb_roofline.table.timeline import is_collective
 
@@ -261,7 +261,7 @@ _INTEGER_PREFIXES = ("s", "u", "int", "uint")
 def is_integer_precision(precision: str) -> bool:
     """Integer and boolean data (HLO s32 / u8 / pred, PyTorch int / long / bool): no
     floating-point roof applies to them."""
-    p = (precision.split(":", 1)[1] if ":" in precision else precision).strip().lower()
+    p = plain_precision(precision).strip().lower()
     if p in ("int", "bool", "pred", "long", "short", "char", "byte", "integer", "boolean"):
         return True
     return any(p.startswith(x) and p[len(x):].isdigit() for x in _INTEGER_PREFIXES)
@@ -293,11 +293,6 @@ def mixed_roof(flops, roof_time, device: DeviceInfo) -> np.ndarray:
     for c in device.compute:
         peak = np.where(np.isclose(peak, c.gflops, rtol=1e-12, atol=0), c.gflops, peak)
     return peak
-
-
-def plain_precision(precision: str) -> str:
-    """A precision without its source prefix ("kernel:tf32" -> "tf32")."""
-    return precision.split(":", 1)[1] if ":" in precision else precision
 
 
 def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, n: int,

@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.devices.spec import DeviceInfo, plain_precision
 from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
 from tb_roofline.model import facts as timeline_facts
 from tb_roofline.model.floors import KeyFloors, Roofs, mixed_regimes, proven_keys
@@ -274,7 +274,7 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
 def _data_types(dtypes: np.ndarray) -> np.ndarray:
     """Data types as named in the API (a kernel-named unit, `kernel:tf32`, is no input type:
     "")."""
-    names = {d: "" if str(d).startswith("kernel:") else str(d) for d in set(dtypes.tolist())}
+    names = {d: "" if plain_precision(str(d)) != str(d) else str(d) for d in set(dtypes.tolist())}
     out = np.empty(len(dtypes), dtype=object)
     out[:] = [names[d] for d in dtypes.tolist()]
     return out
