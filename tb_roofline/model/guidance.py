@@ -11,17 +11,16 @@ the step time.
 """
 from __future__ import annotations
 
-import numpy as np
-
 import json
 
-from tb_roofline.model import advice
+import numpy as np
+
 from tb_roofline.hlo.shapes import element_bytes
-from tb_roofline.model import roofline, rules
-from tb_roofline.table.op_table import NO_STEP
+from tb_roofline.model import advice, roofline, rules
 from tb_roofline.model.program_rules import program_findings
 from tb_roofline.model.rules import Context, Finding
 from tb_roofline.model.throughput import throughput
+from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.table.timeline import IDLE_CAPTURE, is_communication
 
 GROUP_MIN = 3  # this many findings of one rule are shown as one group

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 
 from tb_roofline.hlo.shapes import element_bytes
-from tb_roofline.readers import (collectives, serving_ops, torch_flops, torch_pool,
-                                 torch_sparse_ops)
-from tb_roofline.readers.torch_flops import SIZES as SIZE_OF, Args, OpCost, Tensor
+from tb_roofline.readers import collectives, serving_ops, torch_flops, torch_pool, torch_sparse_ops
+from tb_roofline.readers.torch_flops import SIZES as SIZE_OF
+from tb_roofline.readers.torch_flops import Args, OpCost, Tensor
 
 # c10 ScalarType names as `record_param_comms` writes them (`dtype`) → precision (sizes:
 # hlo/shapes.py ELEMENT_BYTES).

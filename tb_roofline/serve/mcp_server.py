@@ -258,7 +258,8 @@ def _op_tools(tool, service, T):  # noqa: N803
                 caveat: T.Caveats = None,
                 order: Annotated[Literal["self_time", "time_saved"], T.BeforeValidator(_lower),
                                  T.Field(description="self_time (rank) or time_saved "
-                                                   "(the top opportunities only, by opportunity_rank)")]
+                                                   "(the top opportunities only, by "
+                                                   "opportunity_rank)")]
                 = "self_time",
                 offset: T.Off = 0, limit: T.Lim = None, columns: T.Cols = None,
                 significant_digits: T.Dig = None) -> T.Answer:
