@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from tb_roofline.devices.spec import (KERNEL_PREFIX, ComputePeak, DeviceInfo, Fallback,
-                                      MemoryPeak, split_kernel_type)
+                                      MemoryPeak, plain_precision, split_kernel_type)
 from tb_roofline.devices.datasheets import (DEFAULT_ORDER, PRECISIONS, DeviceSpec, lookup,
                                       memory_display_name)
 from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME, host_link
@@ -512,7 +512,7 @@ def apply_ceilings(table, device: DeviceInfo, allow_tf32: bool = True) -> None:
     unset = np.flatnonzero(dtypes == "")  # first call: the reader's precision is the data type
     dtypes[unset] = keys["precision"][unset]
     if not device.compute:
-        keys["precision"] = np.array([_plain(d) for d in dtypes.tolist()], dtype=object)
+        keys["precision"] = np.array([plain_precision(d) for d in dtypes.tolist()], dtype=object)
         return
     cache: dict = {}
     out = []
@@ -520,12 +520,10 @@ def apply_ceilings(table, device: DeviceInfo, allow_tf32: bool = True) -> None:
         key = (dtype, category)
         if key not in cache:
             matmul = any(w in category.lower() for w in _MATMUL_WORDS)
-            cache[key] = ceiling_precision(dtype, matmul, device, allow_tf32) or _plain(dtype)
+            cache[key] = (ceiling_precision(dtype, matmul, device, allow_tf32)
+                          or plain_precision(dtype))
         out.append(cache[key])
     out_arr = np.empty(len(out), dtype=object)
     out_arr[:] = out
     keys["precision"] = out_arr
 
-
-def _plain(dtype: str) -> str:
-    return split_kernel_type(dtype)[0] if dtype.startswith(KERNEL_PREFIX) else dtype

@@ -46,6 +46,12 @@ def split_kernel_type(dtype: str) -> tuple[str, str]:
     return unit, inputs
 
 
+def plain_precision(name: str) -> str:
+    """A precision without its source prefix and recorded input type ("kernel:tf32" and
+    "kernel:tf32/f32" -> "tf32"): THE one place the prefix is stripped."""
+    return split_kernel_type(name)[0] if name.startswith(KERNEL_PREFIX) else name
+
+
 def normalize_precision(name: str) -> str:
     """One spelling per precision ('fp32', 'bf16', ...); '' when unknown or not given."""
     if not name:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from tb_roofline.devices.spec import normalize_precision, split_kernel_type
+
 # PrimitiveType numbers (xla_data.proto).
 PRED, S8, S16, S32, S64, U8, U16, U32, U64, F16, F32, F64 = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
 TUPLE, OPAQUE, C64, BF16, TOKEN, C128 = 13, 14, 15, 16, 17, 18
@@ -41,6 +43,28 @@ for _t in (21, 22, 26, 27, 30, 31):  # s4, u4, s2, u2, s1, u1
 for _t in (19, 20, 23, 24, 25, 28, 29, 33):  # the f8 family
     _PRECISION[_t] = "fp8"
 _PRECISION.update({32: "fp4", 35: "fp6", 36: "fp6"})
+
+# THE element sizes (bytes) of every precision and data-type name the readers and the model use:
+# HLO's type names (above), the peak tables' precision names (tf32 is stored as f32), PyTorch's
+# precisions beyond HLO's (complex half; fp4 packed two to a byte; e8m0 scales) and the dtype
+# spellings of PyTorch's traces that no alias of `normalize_precision` covers.
+ELEMENT_BYTES = {  # sub-byte types have no whole-byte element: unknown (None), not 1
+    **{name: BYTE_WIDTH[t] for t, name in TYPE_NAMES.items() if _BITS.get(t, 0) >= 8},
+    "fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
+    "int64": 8, "int32": 4, "c32": 4, "f4e2m1": 1, "f8e8m0": 1,
+    "long": 8, "long int": 8, "int": 4, "bool": 1, "complexfloat": 8, "complexdouble": 16,
+}
+
+
+def element_bytes(name: str) -> int | None:
+    """Bytes of one element of a precision or data type as any reader spells it (f32, bf16,
+    s32, pred, kernel:tf32, kernel:tf32/f32, float, c10::Half, ...); None when unknown."""
+    if not name:
+        return None
+    unit, inputs = split_kernel_type(str(name))
+    # The recorded input type when a kernel named the unit ("kernel:tf32/f32" -> f32).
+    d = str(inputs or unit).rsplit("::", 1)[-1].strip().lower()  # c10::Half -> half
+    return ELEMENT_BYTES.get(d) or ELEMENT_BYTES.get(normalize_precision(d))
 
 
 def precision_name(element_type: int) -> str:

@@ -11,16 +11,16 @@ the step time.
 """
 from __future__ import annotations
 
-import numpy as np
-
 import json
 
-from tb_roofline.model import advice
-from tb_roofline.model import roofline, rules
-from tb_roofline.table.op_table import NO_STEP
+import numpy as np
+
+from tb_roofline.hlo.shapes import element_bytes
+from tb_roofline.model import advice, roofline, rules
 from tb_roofline.model.program_rules import program_findings
 from tb_roofline.model.rules import Context, Finding
 from tb_roofline.model.throughput import throughput
+from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.table.timeline import IDLE_CAPTURE, is_communication
 
 GROUP_MIN = 3  # this many findings of one rule are shown as one group
@@ -130,7 +130,7 @@ def tensor_shapes(analysis) -> dict:
                                       keys["precision"].tolist(), keys["dtype"].tolist(),
                                       keys["fingerprint"].tolist()):
             if isinstance(fp, str) and fp.startswith("shapes:"):
-                size = rules.element_bytes(dt or p)
+                size = element_bytes(dt or p)
                 for d in _dims(fp[len("shapes:"):]):
                     out.setdefault((pid, op, p), {}).setdefault(d, size)
     facts = analysis.facts
@@ -141,7 +141,7 @@ def tensor_shapes(analysis) -> dict:
             types = rules.ARRAY_TYPE.findall(u.text or "")
             for j, a in enumerate(arrays):
                 if a:
-                    size = rules.element_bytes(types[j]) if j < len(types) else None
+                    size = element_bytes(types[j]) if j < len(types) else None
                     out.setdefault(ident, {}).setdefault(tuple(int(d) for d in a), size)
     return out
 

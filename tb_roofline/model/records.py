@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.devices.spec import DeviceInfo, normalize_precision
+from tb_roofline.devices.spec import DeviceInfo, normalize_precision, plain_precision
 from tb_roofline.table.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, MEMORY_COLUMNS
 from tb_roofline.table.timeline import is_collective
 
@@ -150,6 +150,19 @@ def resources(device: DeviceInfo):
     return out
 
 
+def binding_roof_ids(bound_by, device: DeviceInfo) -> np.ndarray:
+    """THE roof each record is bound by, as an id: "compute", the memory's id in the device's
+    `memories` ("hbm", "vmem_read", "host", "interconnect", ...), or None where nothing binds
+    it (Unknown, Async). `bound_by` holds the names `resources` gave `derive`, so the match is
+    exact (clients never match names)."""
+    ids = {name: col[: -len("_bytes")] for name, col, _ in resources(device)}
+    ids["Compute"] = "compute"
+    lookup = {b: ids.get(b) for b in set(np.asarray(bound_by, dtype=object).tolist())}
+    out = np.empty(len(bound_by), dtype=object)
+    out[:] = [lookup[b] for b in np.asarray(bound_by, dtype=object).tolist()]
+    return out
+
+
 def call_floors(flops, mem: dict, inv_peak, device: DeviceInfo, link=None):
     """(floor ns, bound code) of ops whose calls share one shape: the time their FLOPs and
     bytes take at their roofs, max(F / P, B_m / BW_m over the memories of `resources`), and
@@ -248,7 +261,7 @@ _INTEGER_PREFIXES = ("s", "u", "int", "uint")
 def is_integer_precision(precision: str) -> bool:
     """Integer and boolean data (HLO s32 / u8 / pred, PyTorch int / long / bool): no
     floating-point roof applies to them."""
-    p = (precision.split(":", 1)[1] if ":" in precision else precision).strip().lower()
+    p = plain_precision(precision).strip().lower()
     if p in ("int", "bool", "pred", "long", "short", "char", "byte", "integer", "boolean"):
         return True
     return any(p.startswith(x) and p[len(x):].isdigit() for x in _INTEGER_PREFIXES)
@@ -280,11 +293,6 @@ def mixed_roof(flops, roof_time, device: DeviceInfo) -> np.ndarray:
     for c in device.compute:
         peak = np.where(np.isclose(peak, c.gflops, rtol=1e-12, atol=0), c.gflops, peak)
     return peak
-
-
-def plain_precision(precision: str) -> str:
-    """A precision without its source prefix ("kernel:tf32" -> "tf32")."""
-    return precision.split(":", 1)[1] if ":" in precision else precision
 
 
 def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, n: int,

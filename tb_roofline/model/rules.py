@@ -13,9 +13,9 @@ import re
 
 import numpy as np
 
-from tb_roofline.devices.spec import normalize_precision, split_kernel_type
+from tb_roofline.devices.spec import normalize_precision, plain_precision
+from tb_roofline.hlo.shapes import element_bytes
 from tb_roofline.model import advice
-from tb_roofline.model.records import plain_precision
 from tb_roofline.table.timeline import is_communication, is_fusible
 
 MIN_SHARE = 0.0005  # an op finding must be worth at least 0.05% of the profiled time
@@ -33,7 +33,7 @@ TPU_TILE = (8, 128)  # XLA's TPU array tile: second-minor x minor dimension
 # Tensor cores want M, N, K multiples of 16 bytes of the input type (NVIDIA's guide).
 GPU_TILE_BYTES = 16
 # Precisions that run on tensor cores (plain fp32 runs on CUDA cores: no tile; see precision).
-_ELEMENT_BYTES = {"tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+_TENSOR_CORE = frozenset({"tf32", "bf16", "fp16", "fp8", "int8"})
 _MEMORY_BOUND_EXCLUDE = ("Compute", "Unknown", "Async")
 _MATMUL_WORDS = ("matmul", "convolution", "dot", "gemm", "conv")
 
@@ -55,21 +55,7 @@ OP_COLUMNS = {
                        "self_time_percent", "total_time_us", "roof_time_us", "mixed_regimes",
                        "potential_time_saved_us"),
 }
-_ELEMENT_SIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
-                 "s64": 8, "u64": 8, "s32": 4, "u32": 4, "s16": 2, "u16": 2, "pred": 1,
-                 "int64": 8, "int32": 4, "long": 8, "int": 4, "bool": 1, "long int": 8,
-                 "c64": 8, "c128": 16, "complexfloat": 8, "complexdouble": 16}
 ARRAY_TYPE = re.compile(r"\b([a-z][a-z0-9]*)\[[0-9,]*\]")  # the element type of "f32[8,128]"
-
-
-def element_bytes(dtype: str) -> int | None:
-    """Bytes of one element of a data type as a reader spells it (f32, bf16, s32, pred,
-    float, c10::Half, ...); None when unknown."""
-    if not dtype:
-        return None
-    unit, inputs = split_kernel_type(dtype)
-    d = str(inputs or unit).rsplit(":", 1)[-1].strip().lower()  # c10::Half -> half
-    return _ELEMENT_SIZE.get(d) or _ELEMENT_SIZE.get(normalize_precision(d))
 
 
 @dataclasses.dataclass
@@ -150,7 +136,8 @@ def tiling(ctx: Context) -> list:
                 tile = TPU_TILE
                 miss = _tpu_waste(u.dims)
             else:
-                width = _ELEMENT_BYTES.get(normalize_precision(plain_precision(c["precision"][i])))
+                p = normalize_precision(plain_precision(c["precision"][i]))
+                width = element_bytes(p) if p in _TENSOR_CORE else None
                 if width is None:
                     continue
                 tile = max(GPU_TILE_BYTES // width, 1)

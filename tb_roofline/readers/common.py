@@ -61,12 +61,13 @@ def op_nesting(thread, begin, dur) -> tuple[np.ndarray, np.ndarray]:
 
 
 def self_times(parent, dur) -> np.ndarray:
-    """Each op's duration minus its direct children's (never below 0)."""
+    """Each op's self time (`xline_fast.self_time`, the one definition) from its direct
+    parents (`op_nesting`)."""
     parent = np.asarray(parent, np.int64)
     dur = np.asarray(dur, np.float64)
     nested = parent >= 0
     child = np.bincount(parent[nested], weights=dur[nested], minlength=len(dur))
-    return np.maximum(dur - child, 0)
+    return xline_fast.self_time(dur, child)
 
 
 def innermost_enclosing(order, parent, thread, begin, end, q_thread, q_begin, q_end):

@@ -12,24 +12,28 @@ import math
 import re
 from typing import NamedTuple
 
-# Kineto `Input type` strings (c10 scalar type names) → precision names and element sizes.
-DTYPES = {
-    "double": ("f64", 8), "float": ("f32", 4), "c10::Half": ("f16", 2),
-    "c10::BFloat16": ("bf16", 2), "c10::Float8_e4m3fn": ("f8e4m3", 1),
-    "c10::Float8_e5m2": ("f8e5m2", 1), "c10::Float8_e4m3fnuz": ("f8e4m3", 1),
-    "c10::Float8_e5m2fnuz": ("f8e5m2", 1), "c10::complex<float>": ("c64", 8),
-    "c10::complex<double>": ("c128", 16), "c10::complex<c10::Half>": ("c32", 4),
-    "long int": ("s64", 8), "int": ("s32", 4), "short int": ("s16", 2),
-    "signed char": ("s8", 1), "unsigned char": ("u8", 1), "bool": ("pred", 1),
-    "unsigned int": ("u32", 4), "unsigned short": ("u16", 2), "unsigned long": ("u64", 8),
+from tb_roofline.hlo.shapes import element_bytes
+
+# Kineto `Input type` strings (c10 scalar type names) → precision names; their element sizes
+# are the one table's (hlo/shapes.py ELEMENT_BYTES).
+_PRECISIONS = {
+    "double": "f64", "float": "f32", "c10::Half": "f16",
+    "c10::BFloat16": "bf16", "c10::Float8_e4m3fn": "f8e4m3",
+    "c10::Float8_e5m2": "f8e5m2", "c10::Float8_e4m3fnuz": "f8e4m3",
+    "c10::Float8_e5m2fnuz": "f8e5m2", "c10::complex<float>": "c64",
+    "c10::complex<double>": "c128", "c10::complex<c10::Half>": "c32",
+    "long int": "s64", "int": "s32", "short int": "s16",
+    "signed char": "s8", "unsigned char": "u8", "bool": "pred",
+    "unsigned int": "u32", "unsigned short": "u16", "unsigned long": "u64",
     # The spellings PyTorch writes depend on the platform's C++ type names (docs/pytorch_traces.md,
     # "Timestamps and type names").
-    "long": ("s64", 8), "long long": ("s64", 8), "long long int": ("s64", 8),
-    "short": ("s16", 2), "unsigned long long": ("u64", 8), "uint8_t": ("u8", 1),
-    "int8_t": ("s8", 1), "c10::Float8_e8m0fnu": ("f8e8m0", 1),
-    "c10::Float4_e2m1fn_x2": ("f4e2m1", 1), "Half": ("f16", 2), "BFloat16": ("bf16", 2),
-    "at::Half": ("f16", 2), "at::BFloat16": ("bf16", 2),
+    "long": "s64", "long long": "s64", "long long int": "s64",
+    "short": "s16", "unsigned long long": "u64", "uint8_t": "u8",
+    "int8_t": "s8", "c10::Float8_e8m0fnu": "f8e8m0",
+    "c10::Float4_e2m1fn_x2": "f4e2m1", "Half": "f16", "BFloat16": "bf16",
+    "at::Half": "f16", "at::BFloat16": "bf16",
 }
+DTYPES = {t: (p, element_bytes(p)) for t, p in _PRECISIONS.items()}
 FLOAT_PRECISIONS = frozenset({"f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "c64", "c128",
                               "c32"})
 SIZES = {p: s for p, s in DTYPES.values()}

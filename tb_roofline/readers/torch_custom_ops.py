@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import math
 
-from tb_roofline.readers import (collectives, serving_ops, torch_flops, torch_pool,
-                                 torch_sparse_ops)
-from tb_roofline.readers.torch_flops import SIZES as SIZE_OF, Args, OpCost, Tensor
+from tb_roofline.hlo.shapes import element_bytes
+from tb_roofline.readers import collectives, serving_ops, torch_flops, torch_pool, torch_sparse_ops
+from tb_roofline.readers.torch_flops import SIZES as SIZE_OF
+from tb_roofline.readers.torch_flops import Args, OpCost, Tensor
 
-# c10 ScalarType names as `record_param_comms` writes them (`dtype`) → (precision, bytes).
-SCALAR_TYPES = {
-    "Float": ("f32", 4), "Double": ("f64", 8), "Half": ("f16", 2), "BFloat16": ("bf16", 2),
-    "Long": ("s64", 8), "Int": ("s32", 4), "Short": ("s16", 2), "Char": ("s8", 1),
-    "Byte": ("u8", 1), "Bool": ("pred", 1), "Float8_e4m3fn": ("f8e4m3", 1),
-    "Float8_e5m2": ("f8e5m2", 1), "Float8_e4m3fnuz": ("f8e4m3", 1),
-    "Float8_e5m2fnuz": ("f8e5m2", 1), "ComplexFloat": ("c64", 8), "ComplexDouble": ("c128", 16),
+# c10 ScalarType names as `record_param_comms` writes them (`dtype`) → precision (sizes:
+# hlo/shapes.py ELEMENT_BYTES).
+_SCALAR_PRECISIONS = {
+    "Float": "f32", "Double": "f64", "Half": "f16", "BFloat16": "bf16",
+    "Long": "s64", "Int": "s32", "Short": "s16", "Char": "s8",
+    "Byte": "u8", "Bool": "pred", "Float8_e4m3fn": "f8e4m3",
+    "Float8_e5m2": "f8e5m2", "Float8_e4m3fnuz": "f8e4m3",
+    "Float8_e5m2fnuz": "f8e5m2", "ComplexFloat": "c64", "ComplexDouble": "c128",
 }
+SCALAR_TYPES = {t: (p, element_bytes(p)) for t, p in _SCALAR_PRECISIONS.items()}
 
 
 def op_cost(name: str, args: dict) -> OpCost | None:

@@ -13,6 +13,13 @@ import numpy as np
 _MAX_PEEL_ROUNDS = 48
 
 
+def self_time(dur: np.ndarray, children: np.ndarray) -> np.ndarray:
+    """THE self time of events (every reader's): the duration less the summed durations of
+    the events directly nested in it, never below 0 (direct children that overlap each other
+    would otherwise count their overlap twice and leave a negative time)."""
+    return np.maximum(dur - children, 0)
+
+
 def _self_times_stack(b, e, d):
     """The definition, one event at a time (events already in (begin, -duration) order): each
     event's parent is the innermost open event that contains it."""
@@ -35,13 +42,13 @@ def self_times_by_stack(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray,
     dur = np.asarray(dur, np.int64)
     order = np.lexsort((-dur, begin))
     b, d = begin[order], dur[order]
-    return order, _self_times_stack(b, b + d, d)
+    return order, self_time(d, d - _self_times_stack(b, b + d, d))
 
 
 def self_times(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(order, self time), exactly as `self_times_by_stack`: events sorted by (begin, -duration)
-    (stable); self = duration minus the durations of the direct children, the parent of an event
-    being the nearest earlier event (in that order) that ends at or after it ends."""
+    (stable); `self_time` of each, the parent of an event being the nearest earlier event (in
+    that order) that ends at or after it ends."""
     begin = np.asarray(begin, np.int64)
     dur = np.asarray(dur, np.int64)
     n = len(begin)
@@ -49,7 +56,8 @@ def self_times(begin: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarr
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     order, b, d = _sorted(begin, dur)
     got = _peel(b, b + d, d)
-    return order, (got[0] if got is not None else _self_times_stack(b, b + d, d))
+    less = got[0] if got is not None else _self_times_stack(b, b + d, d)  # d - children
+    return order, self_time(d, d - less)
 
 
 def parents(begin: np.ndarray, dur: np.ndarray) -> np.ndarray:

@@ -16,8 +16,8 @@ import math
 import numpy as np
 
 from tb_roofline import errors
-from tb_roofline.model import roofline, row_grouping
-from tb_roofline.model.records import json_columns
+from tb_roofline.model import rankings, roofline, row_grouping
+from tb_roofline.model.records import RecordTable, binding_roof_ids, json_columns, json_rows
 from tb_roofline.serve.discovery import ALL_HOSTS
 
 SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full precision)
@@ -116,10 +116,37 @@ def device_answer(a, run, host) -> dict:
     return {"run": run, "host": host or ALL_HOSTS, "device": a.device.to_json()}
 
 
+BINDING_COLUMN = "binding_roof_id"
+# Columns the model derives for an answer, beyond RECORD_COLUMNS (docs/http_api.md).
+PROGRAM_DERIVED = (BINDING_COLUMN,)
+OPS_DERIVED = (BINDING_COLUMN, rankings.RANK_COLUMN)
+
+
+def with_derived(a, table: RecordTable, ranked: bool) -> RecordTable:
+    """The records with the model's derived columns: the binding roof's id
+    (`records.binding_roof_ids`) and, for op records, their place in the ranking
+    (`rankings.opportunity_ranks`, over these records: filter and page after this)."""
+    cols = dict(table.columns)
+    cols[BINDING_COLUMN] = binding_roof_ids(cols["bound_by"], a.device)
+    if ranked:
+        ranks = rankings.opportunity_ranks(cols)
+        out = np.empty(len(ranks), dtype=object)  # whole numbers in JSON, null unranked
+        out[:] = [int(r) if r == r else None for r in ranks.tolist()]
+        cols[rankings.RANK_COLUMN] = out
+    return RecordTable(cols)
+
+
+def record_rows(table: RecordTable, derived) -> tuple[list, list]:
+    """(columns, rows) of an answer: RECORD_COLUMNS, then the derived ones."""
+    names = list(roofline.RECORD_COLUMNS) + list(derived)
+    return names, json_rows(table.columns, names)
+
+
 def program_answer(a, run, host, include_infeed_outfeed=True) -> dict:
-    table = a.program[include_infeed_outfeed]
-    return {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
-            "rows": table.rows(), "num_steps": a.num_steps,
+    table = with_derived(a, a.program[include_infeed_outfeed], ranked=False)
+    columns, rows = record_rows(table, PROGRAM_DERIVED)
+    return {"run": run, "host": host or ALL_HOSTS, "columns": columns,
+            "rows": rows, "num_steps": a.num_steps,
             "has_hw_counters": a.has_hw_counters, "views": views_of(a),
             "serving_steps": _json_safe(getattr(a, "serving", None) or [])}
 
@@ -145,11 +172,14 @@ def ops_answer(a, run, host, include_infeed_outfeed=True, categories=(), bound_b
             raise errors.InvalidArgumentError(str(e)) from None
     else:
         full = op_table(a, include_infeed_outfeed, view)
+    full = with_derived(a, full, ranked=True)
     table = filtered(full, categories, bound_by, name)
     total = len(table)
     table = page(table, offset, limit)
-    return row_grouping.add_extra_columns(a, table, rows, {"run": run, "host": host or ALL_HOSTS, "columns": list(roofline.RECORD_COLUMNS),
-            "rows": table.rows(), "total_count": total, "unfiltered_count": len(full),
+    columns, body = record_rows(table, OPS_DERIVED)
+    return row_grouping.add_extra_columns(a, table, rows, {
+            "run": run, "host": host or ALL_HOSTS, "columns": columns,
+            "rows": body, "total_count": total, "unfiltered_count": len(full),
             "offset": offset, "view": view, "views": views_of(a),
             "facets": facets(full.columns)})
 

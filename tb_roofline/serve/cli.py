@@ -157,8 +157,8 @@ def cmd_report(service, args, out):
     ops = service.ops(run, args.host, include, view=args.view)
     op_rows = [dict(zip(ops["columns"], r)) for r in ops["rows"]]
     what = "kernels" if args.view.startswith("kernel") else "ops"
-    measured = [r for r in op_rows if r["potential_time_saved_us"] is not None]
-    measured.sort(key=lambda r: -r["potential_time_saved_us"])
+    from tb_roofline.model import rankings
+    measured = rankings.ranked_dicts(op_rows)  # the one ranking (model/rankings.py)
     out.write(f"\nTop opportunities: {min(args.top, len(measured))} of {len(op_rows)} {what} by "
               "potential time saved if on their roof (us over the whole profile):\n")
     out.write(_table(OP_COLUMNS, [[r[c] for c in OP_COLUMNS] for r in measured[: args.top]]) + "\n")

@@ -43,7 +43,8 @@ How to read a roofline:
   fewer bytes (fuse with its neighbours, keep data in a faster memory, smaller dtypes); on a
   compute-bound op: a better kernel, shapes that fill the matrix units, a lower precision.
 - potential_time_saved_us = time x (1 - efficiency): where the time is. Rank by it (top_ops
-  order=time_saved) rather than by efficiency alone: a slow tiny op matters little.
+  order=time_saved: the ranked ops only, those with a proven saving and no caveat, by
+  opportunity_rank) rather than by efficiency alone: a slow tiny op matters little.
 - A row with a caveat (async_start, async_wait, host_transfer, peer_transfer, no_cost,
   above_roof, container) is not a roofline measurement as it stands: count its time, do not
   judge its efficiency. flop_coverage / bytes_coverage under 1 mean only part of the time has
@@ -274,7 +275,8 @@ def _op_tools(tool, service, T):  # noqa: N803
                 caveat: T.Caveats = None,
                 order: Annotated[Literal["self_time", "time_saved"], T.BeforeValidator(_lower),
                                  T.Field(description="self_time (rank) or time_saved "
-                                                   "(opportunities first)")]
+                                                   "(the top opportunities only, by "
+                                                   "opportunity_rank)")]
                 = "self_time",
                 offset: T.Off = 0, limit: T.Lim = None, columns: T.Cols = None,
                 significant_digits: T.Dig = None) -> T.Answer:

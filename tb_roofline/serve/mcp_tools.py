@@ -24,6 +24,7 @@ import json
 import numpy as np
 
 from tb_roofline import errors
+from tb_roofline.model import rankings
 from tb_roofline.serve import mcp_answers
 from tb_roofline.serve.compare_api import SIGNIFICANT_DIGITS, round_significant
 from tb_roofline.serve.mcp_answers import choose, fit
@@ -222,7 +223,8 @@ def top_ops(service, run: str, host: str = "", infeed_outfeed: str = "include",
             order: str = "self_time", offset: int = 0, limit: int | None = None,
             columns: list | None = None, significant_digits: int | None = None) -> dict:
     """Op records (`/ops`) filtered and paged. `order`: `self_time` (the API's rank order) or
-    `time_saved` (potential time saved first, as `tb-roofline report`'s `top_ops`)."""
+    `time_saved` (the top opportunities, as `tb-roofline report`'s `top_ops` and the tab list
+    them: the ops model/rankings.py ranks, by its `opportunity_rank`)."""
     offset, limit = _page(offset, limit)
     if order not in ORDERS:
         raise errors.InvalidArgumentError(f"order must be one of {', '.join(ORDERS)}, "
@@ -238,9 +240,9 @@ def top_ops(service, run: str, host: str = "", infeed_outfeed: str = "include",
     total = a["total_count"]
     if local:
         rows = _local_filter(cols, rows, precision, caveat)
-        if order == "time_saved":  # report.full_report's order (stable over the rank order)
-            i = cols.index("potential_time_saved_us")
-            rows.sort(key=lambda r: -(r[i] or 0.0))
+        if order == "time_saved":  # the one ranking (model/rankings.py): ranked ops only
+            i = cols.index(rankings.RANK_COLUMN)
+            rows = sorted((r for r in rows if r[i] is not None), key=lambda r: r[i])
         total = len(rows)
         rows = rows[offset:offset + limit]
     asked = [c for c in columns or () if c != FINGERPRINTS]

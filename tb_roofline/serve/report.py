@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 
 from tb_roofline import errors
-from tb_roofline.model import roofline
+from tb_roofline.model import rankings
 from tb_roofline.model.guidance import guidance
-from tb_roofline.serve import workload_file
+from tb_roofline.serve import answers, workload_file
 from tb_roofline.serve.discovery import ALL_HOSTS
 
 REPORT_SCHEMA = "tb-roofline-report/1"
@@ -46,9 +46,11 @@ def full_report(service, run: str, host: str, include_io: bool = True, top: int 
                 override: dict | None = None) -> dict:
     a = service.analysis(run, host)
     g = guidance_answer(service, run, host, include_io, override)
-    program = a.program[include_io].row_dicts()
-    ops = a.ops[include_io].row_dicts()
-    ops.sort(key=lambda r: -(r["potential_time_saved_us"] or 0.0))
+    prog = answers.program_answer(a, run, host, include_io)
+    program = [dict(zip(prog["columns"], r)) for r in prog["rows"]]
+    whole = answers.ops_answer(a, run, host, include_io)
+    every = [dict(zip(whole["columns"], r)) for r in whole["rows"]]
+    ops = rankings.ranked_dicts(every)  # the one ranking (model/rankings.py)
     unit = g["unit"]  # the guidance's unit, so top ops and findings read alike
     total_us = g["time"]["total_time_us"]
     for r in ops[:max(top, 0)]:
@@ -59,9 +61,9 @@ def full_report(service, run: str, host: str, include_io: bool = True, top: int 
         "schema": REPORT_SCHEMA, "run": run, "host": host or ALL_HOSTS,
         "include_infeed_outfeed": include_io,
         "device": a.device.to_json(), "num_steps": a.num_steps,
-        "columns": list(roofline.RECORD_COLUMNS),
+        "columns": prog["columns"],
         "program": program, "top_ops": ops[:max(top, 0)], "top_ops_unit": unit,
-        "op_count": len(ops),
+        "op_count": len(every), "opportunity_count": len(ops),
         "guidance": {k: v for k, v in g.items() if k not in ("run", "host")},
         "diagnostics": [d.to_json() for d in a.diagnostics],
         "files": [os.path.basename(f.path) for f in service.resolve_files(service.resolve_run(run), host)],

@@ -117,9 +117,10 @@ export class CommChartSection {
             // min-width 0: the canvas's width must not hold its box wider than the window
             // (the chart re-fits to its box: vega-embed's resize observer)
             h('div', {style: {flex: '3 1 480px', minWidth: '0'}}, this.chartEl),
-            h('div', {style: {flex: '1 1 260px', minWidth: '0', overflowX: 'auto'}},
+            // The exposed-time table scrolls in its own box, as the other tables do.
+            h('div', {style: {flex: '1 1 260px', minWidth: '0'}},
                 h('h3', {}, 'Exposed time'),
-                this.exposedEl)));
+                h('div', {class: 'table-scroll'}, this.exposedEl))));
     this.el.hidden = true;
   }
 

@@ -54,19 +54,23 @@ function computeRoofs(device, records, mix) {
   return roofs.sort((a, b) => b.value - a.value);
 }
 
-/** The memory a `bound_by` value names (the API names memories by their display name). */
 /**
- * Whether a record's `bound_by` names this memory: the model names a resource as its op-table
- * column does ("HBM", "Host link", "Interconnect"); the device may add the link's kind to the
- * name ("Interconnect (ICI)", "Host link (PCIe)").
+ * Whether a compare pair's `bound_by` names this memory (the compare answer has no roof ids):
+ * the model names a resource as its op-table column does ("HBM", "Host link", "Interconnect");
+ * the device may add the link's kind to the name ("Interconnect (ICI)", "Host link (PCIe)").
  */
 export function boundTo(m, boundBy) {
   return !!boundBy && (m.name === boundBy || m.id === boundBy ||
     m.name.startsWith(`${boundBy} (`));
 }
 
-function memoryNamed(memories, boundBy) {
-  return memories.find((m) => boundTo(m, boundBy)) || null;
+/**
+ * The device memory a record is bound by: the server's `binding_roof_id` (the model's
+ * records.binding_roof_ids), matched by id, never by name; null when compute or nothing binds it.
+ */
+function boundMemory(memories, r) {
+  const id = r.binding_roof_id;
+  return id && id !== 'compute' ? memories.find((m) => m.id === id) || null : null;
 }
 
 /**
@@ -75,20 +79,20 @@ function memoryNamed(memories, boundBy) {
  */
 export function drawnMemories(device, records) {
   const memories = memoriesOf(device);
-  const bound = new Set(records.map((r) => r.bound_by));
-  const drawn = memories.filter((m) => m.id === 'hbm' || [...bound].some((b) => boundTo(m, b)));
+  const bound = new Set(records.map((r) => r.binding_roof_id));
+  const drawn = memories.filter((m) => m.id === 'hbm' || bound.has(m.id));
   if (!drawn.length && memories.length) drawn.push(memories[0]);
   return {drawn, available: memories.filter((m) => !drawn.includes(m))};
 }
 
 /** The binding roof of a record: {id, label} of the memory or compute roof it is bound by. */
 export function bindingRoof(device, r) {
-  if (r.bound_by === 'Compute' && positive(r.peak_flop_rate)) {
+  if (r.binding_roof_id === 'compute' && positive(r.peak_flop_rate)) {
     const p = r.precision && r.precision !== 'mixed' ? `${r.precision} ` : '';
     return {id: `compute:${r.peak_flop_rate}`,
       label: `Compute (${p}${fmtFlopRate(r.peak_flop_rate)})`};
   }
-  const m = memoryNamed(memoriesOf(device), r.bound_by);
+  const m = boundMemory(memoriesOf(device), r);
   if (m) return {id: `memory:${m.id}`, label: `${m.name} (${fmtBandwidth(m.peak_gbs)})`};
   return null;
 }
@@ -115,8 +119,10 @@ const COMPUTE_STYLES = [['#212121', '#eeeeee', null], ['#bf360c', '#ffab91', [8,
  */
 export function roofAt(device, r) {
   if (!positive(r.bottleneck_operational_intensity) || !positive(r.flop_rate)) return null;
-  if (r.bound_by === 'Compute') return positive(r.peak_flop_rate) ? r.peak_flop_rate : null;
-  const m = memoryNamed(memoriesOf(device), r.bound_by);
+  if (r.binding_roof_id === 'compute') {
+    return positive(r.peak_flop_rate) ? r.peak_flop_rate : null;
+  }
+  const m = boundMemory(memoriesOf(device), r);
   return m ? m.peak_gbs * r.bottleneck_operational_intensity : null;
 }
 

@@ -50,10 +50,10 @@ function csvCell(v) {
 function noteWords(t) {
   if (!/--|tb-roofline|calibrate/.test(t.note || '')) return t.note;
   return t.mfu === null && t.hfu !== null ?
-    ['MFU needs the model\'s FLOPs per step (a workload file beside the profile): see ',
-      h('em', {}, 'Throughput, HFU and MFU'), ' in docs/guidance.md.'] :
-    ['Peaks unknown for this device, so no HFU or MFU: docs/device_peaks.md says how to give ' +
-      'them.'];
+    'MFU needs the model\'s FLOPs per step (a workload file beside the profile): see ' +
+      '"Throughput, HFU and MFU" in docs/guidance.md.' :
+    'Peaks unknown for this device, so no HFU or MFU: docs/device_peaks.md says how to give ' +
+      'them.';
 }
 
 export class OpportunitiesPanel {
@@ -191,14 +191,18 @@ export class OpportunitiesPanel {
       `${time(t.step_time_us)} per step`];
     if (t.tokens_per_second) parts.push(`${num(t.tokens_per_second, 0)} tokens/s`);
     if (t.samples_per_second) parts.push(`${num(t.samples_per_second)} samples/s`);
+    // Why a figure is missing is said where it is missing (on hover), so the line stays one
+    // line and the program chart keeps its place on the first screen.
+    const mfuText = t.mfu === null ? '—' : pct(t.mfu * 100, 2);
+    const mfu = t.note ? h('abbr', {class: 'explained', id: 'throughput-note',
+      title: noteWords(t)}, mfuText) : mfuText;
     const peak = t.peak_gflops_per_device ? ` (peak ${num(t.peak_gflops_per_device, 0)} ` +
       `GFLOP/s per device, ${t.precision || 'default'})` : '';
     setChildren(this.throughputEl, h('strong', {}, 'Throughput: '),
         h('span', {id: 'throughput-values', dataset: {mfu: String(t.mfu), hfu: String(t.hfu),
           steps: String(t.steps_per_second)}}, parts.join(' · '), ' · ',
-        explained('MFU', TERMS.mfu), ` ${t.mfu === null ? '—' : pct(t.mfu * 100, 2)} · `,
-        explained('HFU', TERMS.hfu), ` ${t.hfu === null ? '—' : pct(t.hfu * 100, 2)}`, peak),
-        t.note ? h('div', {class: 'muted', id: 'throughput-note'}, noteWords(t)) : null);
+        explained('MFU', TERMS.mfu), ' ', mfu, ' · ',
+        explained('HFU', TERMS.hfu), ` ${t.hfu === null ? '—' : pct(t.hfu * 100, 2)}`, peak));
   }
 
   export(format) {

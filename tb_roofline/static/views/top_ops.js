@@ -1,6 +1,7 @@
-// "Top opportunities": the ops whose time would shrink most on their roof (as the CLI's report
-// lists them), of the ops shown (it follows the filters), and how much time is in ops that are
-// not roofline measurements (caveats). Compact: the top 3 and their total, the rest on demand.
+// "Top opportunities": the ops whose time would shrink most on their roof, in the order the
+// server ranks them (`opportunity_rank`, the same list as the CLI's report and MCP), of the
+// ops shown (it follows the filters), and how much time is in ops that are not roofline
+// measurements (caveats). Compact: the top 3 and their total, the rest on demand.
 import {h} from './dom.js';
 import {fmtPct, fmtTime} from '../columns.js';
 
@@ -13,9 +14,9 @@ const MORE = 10;
  * @param {(row) => void} onPick selects an op (chart, table, details)
  */
 export function topOpsSummary(ops, noun, onPick, {filtered = false} = {}) {
-  const measured = ops.filter((r) => typeof r.potential_time_saved_us === 'number' &&
-      r.potential_time_saved_us > 0 && !r.caveat);
-  measured.sort((a, b) => b.potential_time_saved_us - a.potential_time_saved_us);
+  // The server's ranking (model/rankings.py): its rank order over the shown ops is their own.
+  const measured = ops.filter((r) => Number.isInteger(r.opportunity_rank));
+  measured.sort((a, b) => a.opportunity_rank - b.opportunity_rank);
   const caveated = ops.filter((r) => r.caveat && r.caveat !== 'container');
   const share = caveated.reduce((acc, r) => acc + (r.self_time_percent || 0), 0);
   const item = (r) => h('li', {dataset: {rank: String(r.rank)}},

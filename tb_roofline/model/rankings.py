@@ -1,0 +1,52 @@
+"""THE ranking of op records: "top opportunities", the records whose time would shrink most
+on their roof. Every consumer (the tab's Top opportunities box, `tb-roofline report` in text
+and JSON, the MCP `top_ops` tool with `order=time_saved`) reads this order; none ranks itself.
+
+Which records are ranked (one rule, `opportunity_mask`): those with a proven saving, i.e.
+- `potential_time_saved_us` is a finite number above 0 (known peaks, a place under a roof;
+  containers save 0: their children hold the time), and
+- no caveat at all. A caveat says the record is not a measurement under the device's roofs
+  (async halves, peer copies, no cost, above its roof, containers) or, for `host_transfer`,
+  that its roof is the host link: its saving (when the link speed is known) is real, but it
+  is won by moving less data across the host link, not by a faster kernel, so it is reported
+  by the guidance's findings and the caveat table, not among the kernels to tune.
+
+Order: potential time saved, largest first; ties keep the table's own order (self time rank).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+RANK_COLUMN = "opportunity_rank"
+
+
+def opportunity_mask(columns: dict) -> np.ndarray:
+    """The records the ranking holds (the rule in the module docstring)."""
+    saved = np.asarray(columns["potential_time_saved_us"], dtype=float)
+    caveat = np.asarray(columns["caveat"], dtype=object)
+    no_caveat = np.array([not c for c in caveat.tolist()], dtype=bool)
+    return np.isfinite(saved) & (saved > 0) & no_caveat
+
+
+def opportunity_order(columns: dict) -> np.ndarray:
+    """Indices of the ranked records, best first (stable: ties keep the table's order)."""
+    idx = np.flatnonzero(opportunity_mask(columns))
+    saved = np.asarray(columns["potential_time_saved_us"], dtype=float)[idx]
+    return idx[np.argsort(-saved, kind="stable")]
+
+
+def opportunity_ranks(columns: dict) -> np.ndarray:
+    """Each record's place in the ranking (1 = the largest saving), NaN (null in answers)
+    for records the ranking leaves out. A subset of the records (the rows a filter keeps)
+    sorted by it is that subset's own ranking, so a client that filters reads it as is."""
+    n = len(columns["potential_time_saved_us"])
+    ranks = np.full(n, np.nan)
+    order = opportunity_order(columns)
+    ranks[order] = np.arange(1, len(order) + 1, dtype=float)
+    return ranks
+
+
+def ranked_dicts(rows: list) -> list:
+    """Row dicts of an answer that carries `opportunity_rank`, ranked ones only, in order."""
+    kept = [r for r in rows if r.get(RANK_COLUMN) is not None]
+    return sorted(kept, key=lambda r: r[RANK_COLUMN])

@@ -1,0 +1,42 @@
+"""The binding roof's id comes from the model (records.binding_roof_ids) in the program and op
+answers: every record bound by a memory names that memory's id in the device answer, and the
+id agrees with the memory the record's `bound_by` names (the name rule clients used to apply)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tb_roofline.serve.service import RooflineService
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = [("demo", "v4_pod/2026_11_29_11_30_00"), ("demo", "v6e_train/2026_11_29_10_00_00"),
+         ("kineto", "a100_80gb_shapes"), ("kineto", "a100_alexnet")]
+
+
+def _named(memories, bound_by):
+    """The memory a `bound_by` names: equal to its name or id, or its name before a bracket."""
+    hits = [m for m in memories if m["name"] == bound_by or m["id"] == bound_by
+            or m["name"].startswith(f"{bound_by} (")]
+    assert len(hits) <= 1, (bound_by, hits)
+    return hits[0] if hits else None
+
+
+@pytest.mark.parametrize("logdir,run", CASES)
+def test_binding_roof_id_is_the_memory_bound_by_names(logdir, run):
+    s = RooflineService(os.path.join(REPO, "testdata", logdir))
+    memories = s.device(run, "")["device"]["memories"]
+    seen = set()
+    for answer in (s.program(run, ""), s.ops(run, "")):
+        rows = [dict(zip(answer["columns"], r)) for r in answer["rows"]]
+        for r in rows:
+            rid, bound = r["binding_roof_id"], r["bound_by"]
+            if bound == "Compute":
+                assert rid == "compute"
+            elif bound in ("Unknown", "Async"):
+                assert rid is None
+            else:
+                m = _named(memories, bound)
+                assert m is not None and rid == m["id"], (r["operation"], bound, rid)
+            seen.add(rid)
+    assert "compute" in seen or "hbm" in seen
