@@ -1,4 +1,5 @@
 """tb-roofline: a TensorBoard plugin for roofline analysis of ML profiles."""
+
 from setuptools import find_packages, setup
 
 setup(

@@ -16,6 +16,7 @@ peak resident memory (`client_peak_rss_mb`, ru_maxrss: the local pool's workers 
 and its peak once imported and connected, before any conversion (`client_setup_rss_mb`).
 Raw figures: test-output/bench_cluster.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,16 +74,48 @@ def dask_cluster(n_workers: int):
     port = free_port()
     addr = f"tcp://127.0.0.1:{port}"
     env = bench_env.child_env(REPO)
-    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
-                               "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-dashboard",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+    ]
     try:
         for i in range(n_workers):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", addr, "--nthreads", "1",
-                 "--no-nanny", "--no-dashboard", "--host", "127.0.0.1", "--name", f"w{i}"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "distributed.cli.dask_worker",
+                        addr,
+                        "--nthreads",
+                        "1",
+                        "--no-nanny",
+                        "--no-dashboard",
+                        "--host",
+                        "127.0.0.1",
+                        "--name",
+                        f"w{i}",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                )
+            )
         from distributed import Client
+
         with Client(addr, timeout=60, set_as_default=False) as client:
             client.wait_for_workers(n_workers, timeout=120)
         yield addr
@@ -98,8 +131,13 @@ def dask_cluster(n_workers: int):
 
 def client_run(logdir: str, env: dict) -> dict:
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CLIENT, logdir], capture_output=True, text=True,
-                         env={**bench_env.child_env(REPO), **env}, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", CLIENT, logdir],
+        capture_output=True,
+        text=True,
+        env={**bench_env.child_env(REPO), **env},
+        cwd=REPO,
+    )
     whole = time.perf_counter() - t
     if out.returncode:
         raise RuntimeError(out.stderr[-3000:])
@@ -113,6 +151,7 @@ def per_host_costs(logdir: str, session: str) -> dict:
     os.environ["TB_ROOFLINE_WORKERS"] = "1"
     from tb_roofline.readers import read_profile_file
     from tb_roofline.serve.service import RooflineService
+
     files = sorted(f for f in os.listdir(session) if f.endswith(".xplane.pb"))
     path = os.path.join(session, files[0])
     read_profile_file(path, "xplane", "host00")  # warm imports
@@ -134,11 +173,14 @@ def per_host_costs(logdir: str, session: str) -> dict:
     t = time.perf_counter()
     s.analysis(run, "")
     analysis = time.perf_counter() - t
-    return {"convert_host_s": statistics.median(times),
-            "result_bytes_per_host": int(statistics.median(sizes)),
-            "file_bytes_per_host": os.path.getsize(path),
-            "unpickle_host_s": statistics.median(loads),
-            "analysis_s": analysis, "analysis_per_host_s": analysis / len(files)}
+    return {
+        "convert_host_s": statistics.median(times),
+        "result_bytes_per_host": int(statistics.median(sizes)),
+        "file_bytes_per_host": os.path.getsize(path),
+        "unpickle_host_s": statistics.median(loads),
+        "analysis_s": analysis,
+        "analysis_per_host_s": analysis / len(files),
+    }
 
 
 def main():
@@ -154,24 +196,28 @@ def main():
     logdir, session = bench_xplane.make_shape(root, name)
     size_mb = sum(os.path.getsize(os.path.join(session, f)) for f in os.listdir(session)) / 2**20
     out = {"hosts": args.hosts, "file_mb": round(size_mb, 1), "rows": []}
-    configs = [("local, 1 process", None, {"TB_ROOFLINE_WORKERS": "1"}),
-               ("local pool", None, {})]
-    configs += [(f"dask, {n} worker{'s' * (n > 1)}", n, {"TB_ROOFLINE_WORKERS": "1"})
-                for n in map(int, args.workers.split(","))]
+    configs = [("local, 1 process", None, {"TB_ROOFLINE_WORKERS": "1"}), ("local pool", None, {})]
+    configs += [
+        (f"dask, {n} worker{'s' * (n > 1)}", n, {"TB_ROOFLINE_WORKERS": "1"})
+        for n in map(int, args.workers.split(","))
+    ]
     for label, n, env in configs:
         runs = []
-        with (dask_cluster(n) if n else contextlib.nullcontext()) as addr:
+        with dask_cluster(n) if n else contextlib.nullcontext() as addr:
             for _ in range(args.repeat):
-                runs.append(client_run(logdir, {**env, **({"TB_ROOFLINE_SCHEDULER": addr}
-                                                          if addr else {})}))
-        row = {"config": label, "convert_s": round(statistics.median(r["convert_s"] for r in runs), 3),
-               "whole_s": round(statistics.median(r["whole_s"] for r in runs), 3),
-               "setup_s": round(statistics.median(r["setup_s"] for r in runs), 3),
-               "client_peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in runs)),
-               "client_setup_rss_mb": round(statistics.median(r["setup_peak_rss_mb"]
-                                                              for r in runs)),
-               "runs": [round(r["convert_s"], 3) for r in runs],
-               "load_avg": round(os.getloadavg()[0], 2)}
+                runs.append(
+                    client_run(logdir, {**env, **({"TB_ROOFLINE_SCHEDULER": addr} if addr else {})})
+                )
+        row = {
+            "config": label,
+            "convert_s": round(statistics.median(r["convert_s"] for r in runs), 3),
+            "whole_s": round(statistics.median(r["whole_s"] for r in runs), 3),
+            "setup_s": round(statistics.median(r["setup_s"] for r in runs), 3),
+            "client_peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in runs)),
+            "client_setup_rss_mb": round(statistics.median(r["setup_peak_rss_mb"] for r in runs)),
+            "runs": [round(r["convert_s"], 3) for r in runs],
+            "load_avg": round(os.getloadavg()[0], 2),
+        }
         print(json.dumps(row), flush=True)
         out["rows"].append(row)
     out["per_host"] = per_host_costs(logdir, session)

@@ -10,6 +10,7 @@ copy (it writes caches beside its input). Peak memory: the summed PSS of the sid
 tree (bench_xplane.run_side), less the PSS after imports, over the profile's size. Ratios are
 of medians, XProf ÷ ours. Raw figures: test-output/bench_cold.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,9 @@ sys.path[:0] = [REPO, HERE]
 
 import bench_xplane  # noqa: E402 (its generator, its sides, its PSS sampler)
 
-HOST_500x100 = dict(num_cores=1, num_steps=100, ops_per_step=500, distinct_ops=500,
-                    op_order="cycle")
+HOST_500x100 = dict(
+    num_cores=1, num_steps=100, ops_per_step=500, distinct_ops=500, op_order="cycle"
+)
 SHAPES = {  # issue #18's rows, plus the 200k-event host of #11
     "32hosts_500x100": (32, HOST_500x100, False),
     "8hosts_500x100": (8, HOST_500x100, False),
@@ -70,15 +72,20 @@ def main():
             finally:
                 shutil.rmtree(copy, ignore_errors=True)
         med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
-        row = {"shape": name, "hosts": len(files), "file_mb": round(size_mb, 1),
-               "ours_s": round(med(ours, "whole_s"), 3), "xprof_s": round(med(xprof, "whole_s"), 3),
-               "ours_import_s": round(med(ours, "import_s"), 3),
-               "xprof_import_s": round(med(xprof, "import_s"), 3),
-               "ours_mem_over_file": round(med(ours, "pss_over_base_mb") / size_mb, 2),
-               "xprof_mem_over_file": round(med(xprof, "pss_over_base_mb") / size_mb, 2),
-               "ours_runs": [round(r["whole_s"], 3) for r in ours],
-               "xprof_runs": [round(r["whole_s"], 3) for r in xprof],
-               "load_avg": round(os.getloadavg()[0], 2)}
+        row = {
+            "shape": name,
+            "hosts": len(files),
+            "file_mb": round(size_mb, 1),
+            "ours_s": round(med(ours, "whole_s"), 3),
+            "xprof_s": round(med(xprof, "whole_s"), 3),
+            "ours_import_s": round(med(ours, "import_s"), 3),
+            "xprof_import_s": round(med(xprof, "import_s"), 3),
+            "ours_mem_over_file": round(med(ours, "pss_over_base_mb") / size_mb, 2),
+            "xprof_mem_over_file": round(med(xprof, "pss_over_base_mb") / size_mb, 2),
+            "ours_runs": [round(r["whole_s"], 3) for r in ours],
+            "xprof_runs": [round(r["whole_s"], 3) for r in xprof],
+            "load_avg": round(os.getloadavg()[0], 2),
+        }
         row["xprof_over_ours"] = round(row["xprof_s"] / row["ours_s"], 2)
         print(json.dumps(row), flush=True)
         rows.append(row)

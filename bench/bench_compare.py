@@ -14,6 +14,7 @@ synthetic`, seeds 7 and 8: the same op names, other times), then
   summary and the table are drawn (`window.__rooflineCompare.timings`).
 Raw figures go to test-output/bench_compare.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,12 +31,27 @@ sys.path.insert(0, REPO)
 
 def make_logdir(path: str, n_ops: int) -> list[str]:
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
+
     distinct = int(n_ops * 1.003) + 8  # ~(1 - e^-6) of the templates run at least once
     runs = []
     for seed, session in ((7, "2026_11_29_12_00_00"), (8, "2026_11_29_13_00_00")):
-        write_tpu_session(path, f"run{seed}", session, [SynthConfig(
-            seed=seed, program_seed=1, distinct_ops=distinct, ops_per_step=distinct * 6,
-            num_steps=1, num_cores=1, with_while=False, with_sparse_core=False)])
+        write_tpu_session(
+            path,
+            f"run{seed}",
+            session,
+            [
+                SynthConfig(
+                    seed=seed,
+                    program_seed=1,
+                    distinct_ops=distinct,
+                    ops_per_step=distinct * 6,
+                    num_steps=1,
+                    num_cores=1,
+                    with_while=False,
+                    with_sparse_core=False,
+                )
+            ],
+        )
         runs.append(f"run{seed}/{session}")
     return runs  # base, candidate
 
@@ -46,6 +62,7 @@ def backend(logdir: str, base: str, cand: str, reps: int) -> dict:
     from werkzeug.wrappers import Response
 
     from tb_roofline.serve.plugin import RooflinePlugin
+
     plugin = RooflinePlugin(base_plugin.TBContext(logdir=logdir))
     app = plugin.get_plugin_apps()["/compare"]
 
@@ -68,10 +85,15 @@ def backend(logdir: str, base: str, cand: str, reps: int) -> dict:
         dt, size, answer = get()
         fresh.append(dt)
         cached.append(get()[0])
-    return {"read_and_analyse_both_s": read_s, "fresh_s": fresh, "cached_s": cached,
-            "answer_bytes": size, "pairs": answer["unfiltered_count"],
-            "ops": [len(service.ops(r, "")["rows"]) for r in (base, cand)],
-            "rules": answer["summary"]["rules"]}
+    return {
+        "read_and_analyse_both_s": read_s,
+        "fresh_s": fresh,
+        "cached_s": cached,
+        "answer_bytes": size,
+        "pairs": answer["unfiltered_count"],
+        "ops": [len(service.ops(r, "")["rows"]) for r in (base, cand)],
+        "rules": answer["summary"]["rules"],
+    }
 
 
 IN_PAGE = """async ([reps, allBase]) => {
@@ -90,6 +112,7 @@ def frontend(logdir: str, base: str, cand: str, reps: int) -> dict:
     sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
     from e2e_helpers import CHROMIUM, CHROMIUM_ARGS, READY, TensorBoard, wait_js
     from playwright.sync_api import sync_playwright
+
     tb = TensorBoard(logdir, name="bench_compare")
     try:
         with sync_playwright() as p:
@@ -98,8 +121,11 @@ def frontend(logdir: str, base: str, cand: str, reps: int) -> dict:
             t = time.perf_counter()
             page.goto(tb.frame_url(run=cand, compare=base))
             wait_js(page, READY, timeout=600)
-            wait_js(page, "document.querySelector('#compare-section').dataset.status "
-                          "=== 'ready'", timeout=600)
+            wait_js(
+                page,
+                "document.querySelector('#compare-section').dataset.status === 'ready'",
+                timeout=600,
+            )
             first_open = time.perf_counter() - t
             first = page.evaluate("({...window.__rooflineCompare.timings})")
             time.sleep(1.0)
@@ -109,8 +135,13 @@ def frontend(logdir: str, base: str, cand: str, reps: int) -> dict:
             browser.close()
     finally:
         tb.stop()
-    return {"first_open_s": first_open, "first_timings": first, "warm": runs,
-            "warm_all_base_points": all_base, "status": status}
+    return {
+        "first_open_s": first_open,
+        "first_timings": first,
+        "warm": runs,
+        "warm_all_base_points": all_base,
+        "status": status,
+    }
 
 
 def median(xs):
@@ -126,29 +157,40 @@ def main():
     args = ap.parse_args()
     logdir = args.keep or tempfile.mkdtemp(prefix="bench_compare_")
     if os.path.isdir(os.path.join(logdir, "run7")):
-        runs = [f"run{s}/{d}" for s in (7, 8) for d in
-                os.listdir(os.path.join(logdir, f"run{s}", "plugins", "profile"))]
+        runs = [
+            f"run{s}/{d}"
+            for s in (7, 8)
+            for d in os.listdir(os.path.join(logdir, f"run{s}", "plugins", "profile"))
+        ]
     else:
         runs = make_logdir(logdir, args.ops)
     base, cand = runs
     result = {"ops": args.ops, "load_average": os.getloadavg()}
     b = backend(logdir, base, cand, args.reps)
     result["backend"] = b
-    print(f"ops per run: {b['ops']}; pairs: {b['pairs']} {b['rules']}; answer "
-          f"{b['answer_bytes'] / 1e6:.1f} MB")
-    print(f"/compare, comparison computed: median {median(b['fresh_s']):.3f} s "
-          f"(min {min(b['fresh_s']):.3f}); comparison cached: median {median(b['cached_s']):.3f} s")
+    print(
+        f"ops per run: {b['ops']}; pairs: {b['pairs']} {b['rules']}; answer "
+        f"{b['answer_bytes'] / 1e6:.1f} MB"
+    )
+    print(
+        f"/compare, comparison computed: median {median(b['fresh_s']):.3f} s "
+        f"(min {min(b['fresh_s']):.3f}); comparison cached: median {median(b['cached_s']):.3f} s"
+    )
     if args.frontend:
         f = frontend(logdir, base, cand, args.reps)
         result["frontend"] = f
-        for label, warm in (("default view", f["warm"]),
-                            ("every base point", f["warm_all_base_points"])):
+        for label, warm in (
+            ("default view", f["warm"]),
+            ("every base point", f["warm_all_base_points"]),
+        ):
             print(f"{label}: {warm[0]['cand']} coloured + {warm[0]['base']} grey points")
             for key in ("totalMs", "fetchMs", "convertMs", "programChartMs", "opChartMs"):
                 xs = [w[key] for w in warm if key in w]
                 print(f"  {key}: median {median(xs):.0f} ms (max {max(xs):.0f})")
-        print(f"first open (cold server: reads both profiles): {f['first_open_s']:.1f} s; points "
-              f"{f['status']}")
+        print(
+            f"first open (cold server: reads both profiles): {f['first_open_s']:.1f} s; points "
+            f"{f['status']}"
+        )
     result["load_average_after"] = os.getloadavg()
     out = os.path.join(REPO, "test-output")
     os.makedirs(out, exist_ok=True)

@@ -10,6 +10,7 @@ run without that variable, with their bytecode under one temporary prefix
 
     env = bench_env.child_env(tree)   # PYTHONPATH=tree, bytecode compiled once, kept apart
 """
+
 from __future__ import annotations
 
 import os
@@ -35,6 +36,9 @@ def child_env(tree: str, **extra: str) -> dict:
 
 def precompile(tree: str, env: dict) -> None:
     """Compile the tree's package once (the bytecode an installed package has)."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q",
-                    os.path.join(tree, "tb_roofline")], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", os.path.join(tree, "tb_roofline")],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )

@@ -7,6 +7,7 @@ runs in a fresh subprocess so its peak RSS (ru_maxrss) is the reader's own:
 
     python bench/bench_kineto.py [--mb 200] [--keep PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,6 +23,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_env  # noqa: E402 (children run with bytecode, as an installed package does)
+
 SOURCE = glob.glob(os.path.join(ROOT, "testdata", "kineto", "a100_80gb_shapes", "*.json.gz"))[0]
 
 
@@ -37,7 +39,7 @@ def generate(path: str, target_mb: float) -> int:
     with open(path, "w") as out:
         out.write("{\n")
         for k, v in doc.items():
-            out.write(f'  {json.dumps(k)}: {json.dumps(v)},\n')
+            out.write(f"  {json.dumps(k)}: {json.dumps(v)},\n")
         out.write('  "traceEvents": [\n')
         rep = 0
         first = True
@@ -89,13 +91,22 @@ print(json.dumps({"import_s": t1 - t0, "read_s": t2 - t1, "analyze_s": t3 - t2,
 
 def measure(path: str) -> dict:
     env = bench_env.child_env(ROOT)
-    base = subprocess.run([sys.executable, "-c",
-                           "import resource, numpy, tb_roofline.readers.kineto, "
-                           "tb_roofline.model.roofline; print(resource.getrusage("
-                           "resource.RUSAGE_SELF).ru_maxrss / 1024)"],
-                          capture_output=True, text=True, env=env, check=True)
-    out = subprocess.run([sys.executable, "-c", CHILD, path], capture_output=True, text=True,
-                         env=env, check=True)
+    base = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import resource, numpy, tb_roofline.readers.kineto, "
+            "tb_roofline.model.roofline; print(resource.getrusage("
+            "resource.RUSAGE_SELF).ru_maxrss / 1024)",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, path], capture_output=True, text=True, env=env, check=True
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["baseline_rss_mb"] = float(base.stdout.strip())
     return result
@@ -117,10 +128,14 @@ def main(argv=None):
         r = measure(path)
         total = r["read_s"] + r["analyze_s"]
         print(f"trace: {size / 1e6:.1f} MB uncompressed JSON")
-        print(f"read {r['read_s']:.2f} s + analyze {r['analyze_s']:.2f} s = {total:.2f} s "
-              f"(imports {r['import_s']:.2f} s)")
-        print(f"peak RSS {r['peak_rss_mb']:.0f} MiB (interpreter + imports alone "
-              f"{r['baseline_rss_mb']:.0f} MiB) = {r['peak_rss_mb'] * 2**20 / size:.2f}x the file")
+        print(
+            f"read {r['read_s']:.2f} s + analyze {r['analyze_s']:.2f} s = {total:.2f} s "
+            f"(imports {r['import_s']:.2f} s)"
+        )
+        print(
+            f"peak RSS {r['peak_rss_mb']:.0f} MiB (interpreter + imports alone "
+            f"{r['baseline_rss_mb']:.0f} MiB) = {r['peak_rss_mb'] * 2**20 / size:.2f}x the file"
+        )
         print(f"rows {r['rows']}, kernel rows {r['kernel_rows']}, step spans {r['steps']}")
         if args.gzip:
             gz = path + ".gz"
@@ -128,8 +143,10 @@ def main(argv=None):
                 while chunk := src.read(1 << 24):
                     dst.write(chunk)
             g = measure(gz)
-            print(f"gzip ({os.path.getsize(gz) / 1e6:.1f} MB): read {g['read_s']:.2f} s + analyze "
-                  f"{g['analyze_s']:.2f} s, peak RSS {g['peak_rss_mb']:.0f} MiB")
+            print(
+                f"gzip ({os.path.getsize(gz) / 1e6:.1f} MB): read {g['read_s']:.2f} s + analyze "
+                f"{g['analyze_s']:.2f} s, peak RSS {g['peak_rss_mb']:.0f} MiB"
+            )
         ok = total < 10 and r["peak_rss_mb"] * 2**20 < 2 * size
         print("target (< 10 s, < 2x file size):", "met" if ok else "NOT met")
         return 0 if ok else 1

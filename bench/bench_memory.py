@@ -9,6 +9,7 @@ profile's size on disk: what the data costs, the allocator's holes included. `--
 other checkouts of the repository side by side (e.g. a `git worktree` of an older commit),
 interleaved; medians. bench_cold.py measures the whole process tree (the worker pool too).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,8 +57,14 @@ print(json.dumps({"over_kb": status("VmHWM") - base, "code": tb_roofline.__file_
 
 def measure(tree: str, logdir: str) -> float:
     """KB of high-water RSS above the imports, one fresh process of `tree`'s code."""
-    done = subprocess.run([sys.executable, "-c", CODE, logdir], capture_output=True, text=True,
-                          cwd=tree, env=bench_env.child_env(tree), check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CODE, logdir],
+        capture_output=True,
+        text=True,
+        cwd=tree,
+        env=bench_env.child_env(tree),
+        check=True,
+    )
     out = json.loads(done.stdout.strip().splitlines()[-1])
     if not out["code"].startswith(os.path.realpath(tree)):
         raise RuntimeError(f"measured {out['code']}, not {tree}'s code")
@@ -81,9 +88,16 @@ def main():
         for _ in range(args.repeat):
             for t in trees:
                 runs[t].append(measure(t, logdir) / size_kb)
-        print(json.dumps({"shape": name, "file_mb": round(size_kb / 1024, 1),
-                          **{t: round(statistics.median(v), 2) for t, v in runs.items()}}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "shape": name,
+                    "file_mb": round(size_kb / 1024, 1),
+                    **{t: round(statistics.median(v), 2) for t, v in runs.items()},
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

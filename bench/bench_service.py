@@ -11,6 +11,7 @@ Requests go through the plugin's WSGI routes (werkzeug's test client: routing, p
 parsing, encoding, gzip), each phase in a fresh subprocess so "restart" is a new process with
 nothing in memory and only the cache directory (a temporary one) left from before.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,7 +54,9 @@ def body(r):
     return gzip.decompress(r.data) if r.headers.get("Content-Encoding") == "gzip" else r.data
 """
 
-BIG = COMMON + r"""
+BIG = (
+    COMMON
+    + r"""
 logdir, repeat = sys.argv[1], int(sys.argv[2])
 t = time.perf_counter()
 plugin = RooflinePlugin(base_plugin.TBContext(logdir=logdir))
@@ -82,8 +85,11 @@ out["uncached_ops_rows_and_json_ms"] = (time.perf_counter() - t) * 1000
 out["max_rss_mb"] = rss_mb()
 print(json.dumps(out))
 """
+)
 
-CYCLE = COMMON + r"""
+CYCLE = (
+    COMMON
+    + r"""
 logdir, rounds = sys.argv[1], int(sys.argv[2])
 plugin = RooflinePlugin(base_plugin.TBContext(logdir=logdir))
 apps = plugin.get_plugin_apps()
@@ -104,9 +110,12 @@ print(json.dumps({"runs": len(runs), "first_round_p50_ms": p50(first),
                   "analysis_cache_mb": mb("_analysis_cache"), "profile_cache_mb": mb("_host_cache"),
                   "answer_cache_mb": mb("_answer_cache"), "max_rss_mb": rss_mb()}))
 """
+)
 
 
-CORRUPT = COMMON + r"""
+CORRUPT = (
+    COMMON
+    + r"""
 import concurrent.futures
 logdir, clients = sys.argv[1], int(sys.argv[2])
 plugin = RooflinePlugin(base_plugin.TBContext(logdir=logdir))
@@ -122,13 +131,19 @@ with concurrent.futures.ThreadPoolExecutor(clients) as pool:
 assert set(statuses) == {422}, statuses
 print(json.dumps({"clients": clients, "all_answered_s": time.perf_counter() - t}))
 """
+)
 
 CODE = REPO
 
 
 def run_side(code: str, *args, env=None) -> dict:
-    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
-                         text=True, cwd=CODE, env={**bench_env.child_env(CODE), **(env or {})})
+    out = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=CODE,
+        env={**bench_env.child_env(CODE), **(env or {})},
+    )
     if out.returncode:
         sys.exit(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -140,27 +155,60 @@ def main():
     parser.add_argument("--runs", type=int, default=20, help="runs to cycle through")
     parser.add_argument("--run-ops", type=int, default=5_000, help="distinct ops of each run")
     parser.add_argument("--repeat", type=int, default=20, help="warm requests timed")
-    parser.add_argument("--corrupt-mb", type=float, default=172,
-                        help="size of the corrupt profile asked for by 20 clients at once")
+    parser.add_argument(
+        "--corrupt-mb",
+        type=float,
+        default=172,
+        help="size of the corrupt profile asked for by 20 clients at once",
+    )
     parser.add_argument("--code", default=REPO, help="checkout to measure (default: this one)")
     args = parser.parse_args()
     global CODE
     CODE = os.path.abspath(args.code)
     sys.path.insert(0, REPO)
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
+
     tmp = tempfile.mkdtemp(prefix="tb_roofline_bench_service_")
     try:
         big, many, cache = (os.path.join(tmp, d) for d in ("big", "many", "cache"))
-        path = write_tpu_session(big, "bench", "2026_11_29_12_00_00", [SynthConfig(
-            seed=7, distinct_ops=args.ops, ops_per_step=args.ops * 4, num_steps=1, num_cores=1,
-            with_while=False, with_sparse_core=False)])[0]
+        path = write_tpu_session(
+            big,
+            "bench",
+            "2026_11_29_12_00_00",
+            [
+                SynthConfig(
+                    seed=7,
+                    distinct_ops=args.ops,
+                    ops_per_step=args.ops * 4,
+                    num_steps=1,
+                    num_cores=1,
+                    with_while=False,
+                    with_sparse_core=False,
+                )
+            ],
+        )[0]
         for i in range(args.runs):
-            write_tpu_session(many, f"run{i:02d}", "2026_11_29_12_00_00", [SynthConfig(
-                seed=100 + i, distinct_ops=args.run_ops, ops_per_step=args.run_ops * 2,
-                num_steps=2, num_cores=1, with_while=False, with_sparse_core=False)])
+            write_tpu_session(
+                many,
+                f"run{i:02d}",
+                "2026_11_29_12_00_00",
+                [
+                    SynthConfig(
+                        seed=100 + i,
+                        distinct_ops=args.run_ops,
+                        ops_per_step=args.run_ops * 2,
+                        num_steps=2,
+                        num_cores=1,
+                        with_while=False,
+                        with_sparse_core=False,
+                    )
+                ],
+            )
         # A corrupt profile: copies of the big one (valid XSpace when concatenated), the last
         # one cut short; old enough to count as corrupt rather than still being written.
-        bad = os.path.join(tmp, "corrupt", "plugins", "profile", "2026_01_01_00_00_00", "h.xplane.pb")
+        bad = os.path.join(
+            tmp, "corrupt", "plugins", "profile", "2026_01_01_00_00_00", "h.xplane.pb"
+        )
         os.makedirs(os.path.dirname(bad))
         with open(path, "rb") as f:
             good = f.read()
@@ -169,13 +217,19 @@ def main():
             f.write((good * (want // len(good) + 1))[:want])
         os.utime(bad, (1e9, 1e9))
         env = {"TB_ROOFLINE_CACHE_DIR": cache}
-        result = {"file_mb": round(os.path.getsize(path) / 2**20, 1),
-                  "cold": run_side(BIG, big, args.repeat, env=env),
-                  "restart": run_side(BIG, big, args.repeat, env=env),
-                  "restart_cache_off": run_side(BIG, big, 3, env={"TB_ROOFLINE_CACHE_DIR": "off"}),
-                  "cycle": run_side(CYCLE, many, 3, env={"TB_ROOFLINE_CACHE_DIR": "off"}),
-                  "corrupt": run_side(CORRUPT, os.path.dirname(os.path.dirname(os.path.dirname(
-                      os.path.dirname(bad)))), 20, env={"TB_ROOFLINE_CACHE_DIR": "off"})}
+        result = {
+            "file_mb": round(os.path.getsize(path) / 2**20, 1),
+            "cold": run_side(BIG, big, args.repeat, env=env),
+            "restart": run_side(BIG, big, args.repeat, env=env),
+            "restart_cache_off": run_side(BIG, big, 3, env={"TB_ROOFLINE_CACHE_DIR": "off"}),
+            "cycle": run_side(CYCLE, many, 3, env={"TB_ROOFLINE_CACHE_DIR": "off"}),
+            "corrupt": run_side(
+                CORRUPT,
+                os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(bad)))),
+                20,
+                env={"TB_ROOFLINE_CACHE_DIR": "off"},
+            ),
+        }
         print(json.dumps(result, indent=1))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

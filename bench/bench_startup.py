@@ -8,6 +8,7 @@ alike; beside them a bare interpreter and `import numpy`, the floors a reading c
 go under. Give several `--tree`s (git worktrees of two commits) to compare them side by side.
 Disk cache off; the demo logdir of the tree measured.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,17 @@ ROWS = [
     ("python -c 'import numpy'", ["-c", "import numpy"]),
     ("tb-roofline --help", ["-m", "tb_roofline.serve.cli", "--help"]),
     ("tb-roofline runs DEMO", ["-m", "tb_roofline.serve.cli", "runs", "{demo}"]),
-    ("tb-roofline report DEMO --run v6e", ["-m", "tb_roofline.serve.cli", "report", "{demo}",
-                                           "--run", "v6e_train/2026_11_29_10_00_00"]),
+    (
+        "tb-roofline report DEMO --run v6e",
+        [
+            "-m",
+            "tb_roofline.serve.cli",
+            "report",
+            "{demo}",
+            "--run",
+            "v6e_train/2026_11_29_10_00_00",
+        ],
+    ),
 ]
 
 
@@ -37,8 +47,14 @@ def once(tree: str, args: list) -> float:
     env = bench_env.child_env(tree, TB_ROOFLINE_CACHE_DIR="off")
     args = [a.format(demo=os.path.join(tree, "testdata", "demo")) for a in args]
     t = time.perf_counter()
-    subprocess.run([sys.executable, *args], cwd=tree, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, *args],
+        cwd=tree,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t
 
 
@@ -57,8 +73,11 @@ def main():
     print("| command | " + " | ".join(os.path.basename(t.rstrip("/")) for t in trees) + " |")
     print("|---|" + "---:|" * len(trees))
     for name, _ in ROWS:
-        print(f"| `{name}` | " + " | ".join(
-            f"{statistics.median(times[(t, name)]):.3f}" for t in trees) + " |")
+        print(
+            f"| `{name}` | "
+            + " | ".join(f"{statistics.median(times[(t, name)]):.3f}" for t in trees)
+            + " |"
+        )
 
 
 if __name__ == "__main__":

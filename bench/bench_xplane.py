@@ -19,6 +19,7 @@ once), sampled every 5 ms, and that peak less the PSS after imports, over the fi
 ("analysis_mem": up to the end of the analysis).
 Profiles are generated at bench time (seeded, `tb_roofline.synthetic`) and never committed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,19 +45,41 @@ import bench_env  # noqa: E402 (children run with bytecode, as an installed pack
 PER_200K = dict(num_cores=4, num_steps=10, ops_per_step=200_000 // 40 - 6, distinct_ops=400)
 SHAPES = {
     "1host_200k": (1, PER_200K, False),
-    "1core_2000ops_100steps": (1, dict(num_cores=1, num_steps=100, ops_per_step=2000,
-                                       distinct_ops=2000, op_order="cycle"), False),
-    "1core_50ops_1000steps": (1, dict(num_cores=1, num_steps=1000, ops_per_step=50,
-                                      distinct_ops=50, op_order="cycle"), False),
+    "1core_2000ops_100steps": (
+        1,
+        dict(num_cores=1, num_steps=100, ops_per_step=2000, distinct_ops=2000, op_order="cycle"),
+        False,
+    ),
+    "1core_50ops_1000steps": (
+        1,
+        dict(num_cores=1, num_steps=1000, ops_per_step=50, distinct_ops=50, op_order="cycle"),
+        False,
+    ),
     # Events with no stats (no steps, no device timing): ~12 bytes each on disk.
-    "1core_tiny_events": (1, dict(num_cores=1, num_steps=20, ops_per_step=20_000,
-                                  distinct_ops=400, with_steps=False, with_device_timing=False,
-                                  with_while=False), False),
+    "1core_tiny_events": (
+        1,
+        dict(
+            num_cores=1,
+            num_steps=20,
+            ops_per_step=20_000,
+            distinct_ops=400,
+            with_steps=False,
+            with_device_timing=False,
+            with_while=False,
+        ),
+        False,
+    ),
     "8hosts_200k": (8, PER_200K, False),
-    "1host_2M_unique": (1, dict(num_cores=4, num_steps=10, ops_per_step=50_000,
-                                distinct_ops=50_000, op_order="cycle"), True),
-    "1host_2M_2000ops": (1, dict(num_cores=4, num_steps=250, ops_per_step=2000,
-                                 distinct_ops=2000, op_order="cycle"), True),
+    "1host_2M_unique": (
+        1,
+        dict(num_cores=4, num_steps=10, ops_per_step=50_000, distinct_ops=50_000, op_order="cycle"),
+        True,
+    ),
+    "1host_2M_2000ops": (
+        1,
+        dict(num_cores=4, num_steps=250, ops_per_step=2000, distinct_ops=2000, op_order="cycle"),
+        True,
+    ),
     "32hosts_200k": (32, PER_200K, True),
 }
 
@@ -69,7 +92,9 @@ def _pss_kb():
     return 0
 """
 
-OURS = PSS_AFTER_IMPORT + r"""
+OURS = (
+    PSS_AFTER_IMPORT
+    + r"""
 import json, os, sys, time
 os.environ["TB_ROOFLINE_CACHE_DIR"] = "off"
 os.environ.setdefault("TB_ROOFLINE_POOL_IDLE_S", "0")  # as a CLI command runs (serve/cli.py)
@@ -103,8 +128,11 @@ print(json.dumps({"import_s": t1 - t0, "convert_s": t2 - t1, "analysis_s": analy
                   "filtered_ops_s": t4 - t3, "base_pss_kb": base,
                   "ops": len(s.ops(run, "", True)["rows"])}))
 """
+)
 
-XPROF = PSS_AFTER_IMPORT + r"""
+XPROF = (
+    PSS_AFTER_IMPORT
+    + r"""
 import glob, json, sys, time
 t0 = time.perf_counter()
 from xprof.convert import raw_to_tool_data
@@ -116,8 +144,11 @@ t2 = time.perf_counter()
 assert json.loads(data)[0]["rows"]
 print(json.dumps({"import_s": t1 - t0, "convert_s": t2 - t1, "base_pss_kb": base}))
 """
+)
 
-PARSE = PSS_AFTER_IMPORT + r"""
+PARSE = (
+    PSS_AFTER_IMPORT
+    + r"""
 import glob, json, sys, time
 t0 = time.perf_counter()
 from tb_roofline.protos import xplane_pb2
@@ -133,6 +164,7 @@ for p in sorted(glob.glob(sys.argv[1] + "/*.xplane.pb")):
     del space, raw
 print(json.dumps({"import_s": t1 - t0, "convert_s": total, "base_pss_kb": base}))
 """
+)
 
 
 READER = r"""
@@ -157,9 +189,14 @@ def reader_only(root: str, names: list, repeat: int):
     the figure least (for before/after comparisons of the reader's code)."""
     for name in names:
         _, session = make_shape(root, name)
-        out = subprocess.run([sys.executable, "-c", READER, session, str(repeat)],
-                             capture_output=True, text=True, cwd=REPO,
-                             env=bench_env.child_env(REPO), check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", READER, session, str(repeat)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=bench_env.child_env(REPO),
+            check=True,
+        )
         print(json.dumps({"shape": name, **json.loads(out.stdout)}), flush=True)
 
 
@@ -167,6 +204,7 @@ def _gen_host(args):
     session, cfg_fields = args
     sys.path.insert(0, REPO)
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
+
     cfg = SynthConfig(**cfg_fields)
     write_tpu_session(session, "", "2026_01_01_00_00_00", [cfg])
 
@@ -179,8 +217,10 @@ def make_shape(root: str, name: str) -> tuple[str, str]:
     done = os.path.join(logdir, "DONE")
     if not os.path.exists(done):
         shutil.rmtree(logdir, ignore_errors=True)
-        jobs = [(logdir, dict(fields, seed=42 + h, program_seed=42, hostname=f"host{h:02d}"))
-                for h in range(hosts)]
+        jobs = [
+            (logdir, dict(fields, seed=42 + h, program_seed=42, hostname=f"host{h:02d}"))
+            for h in range(hosts)
+        ]
         with multiprocessing.get_context("spawn").Pool(min(hosts, os.cpu_count() or 1)) as pool:
             pool.map(_gen_host, jobs)
         open(done, "w").close()
@@ -209,8 +249,14 @@ def _tree_pss_kb(pid: int) -> int:
 def run_side(code: str, arg: str) -> dict:
     """Run one side in a fresh interpreter, sampling its tree's PSS."""
     env = bench_env.child_env(REPO)
-    proc = subprocess.Popen([sys.executable, "-c", code, arg], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, arg],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
     samples = []  # (wall time, PSS kB)
 
     def sample():
@@ -239,7 +285,7 @@ def bench_shape(root: str, name: str, repeat: int, sides: list[str]) -> dict:
     files = sorted(glob.glob(os.path.join(session, "*.xplane.pb")))
     size_mb = sum(os.path.getsize(p) for p in files) / 2**20
     results = {side: [] for side in sides}
-    for i in range(repeat):
+    for _i in range(repeat):
         for side in sides:
             if side == "ours":
                 results[side].append(run_side(OURS, logdir))
@@ -264,7 +310,8 @@ def bench_shape(root: str, name: str, repeat: int, sides: list[str]) -> dict:
         out["ours_analysis_s"] = round(med("ours", "analysis_s"), 4)
         out["ours_cpu_s"] = round(med("ours", "cpu_s"), 3)  # whole process, imports included
         out["ours_analysis_mem_over_file"] = round(
-            med("ours", "analysis_pss_over_base_mb") / size_mb, 2)
+            med("ours", "analysis_pss_over_base_mb") / size_mb, 2
+        )
         out["ours_cached_ops_ms"] = round(med("ours", "cached_ops_s") * 1000, 2)
         out["ours_filtered_ops_ms"] = round(med("ours", "filtered_ops_s") * 1000, 2)
         out["ops"] = results["ours"][0]["ops"]
@@ -282,11 +329,19 @@ def scaling(root: str, repeat: int):
     rows = []
     for steps in (250, 500, 1000, 2000):
         name = f"scale_steps_{steps}"
-        SHAPES[name] = (1, dict(num_cores=1, num_steps=steps, ops_per_step=50, distinct_ops=50,
-                                op_order="cycle"), False)
+        SHAPES[name] = (
+            1,
+            dict(num_cores=1, num_steps=steps, ops_per_step=50, distinct_ops=50, op_order="cycle"),
+            False,
+        )
         r = bench_shape(root, name, repeat, ["ours"])
-        rows.append({"steps": steps, "ours_s": r["ours_s"], "per_step_ms":
-                     round(r["ours_s"] / steps * 1000, 3)})
+        rows.append(
+            {
+                "steps": steps,
+                "ours_s": r["ours_s"],
+                "per_step_ms": round(r["ours_s"] / steps * 1000, 3),
+            }
+        )
     _, hosts_dir = make_shape(root, "8hosts_200k")
     files = sorted(glob.glob(os.path.join(hosts_dir, "*.xplane.pb")))
     for n in (1, 2, 4, 8):
@@ -299,28 +354,44 @@ def scaling(root: str, repeat: int):
             open(os.path.join(root, name, "DONE"), "w").close()
         SHAPES[name] = (n, {}, False)
         r = bench_shape(root, name, repeat, ["ours"])
-        rows.append({"hosts": n, "ours_s": r["ours_s"], "per_host_ms":
-                     round(r["ours_s"] / n * 1000, 1)})
+        rows.append(
+            {"hosts": n, "ours_s": r["ours_s"], "per_host_ms": round(r["ours_s"] / n * 1000, 1)}
+        )
     for row in rows:
         print(json.dumps(row), flush=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", default="", help="comma-separated shape names (default: all "
-                        "normal ones, plus the big ones with --big): " + ", ".join(SHAPES))
+    parser.add_argument(
+        "--shapes",
+        default="",
+        help="comma-separated shape names (default: all "
+        "normal ones, plus the big ones with --big): " + ", ".join(SHAPES),
+    )
     parser.add_argument("--big", action="store_true", help="include the big shapes")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sides", default="ours,xprof,parse")
-    parser.add_argument("--scaling", action="store_true",
-                        help="ours alone as steps (250-2000) and hosts (1-8) grow")
-    parser.add_argument("--reader", action="store_true",
-                        help="the reader alone, in one process: least CPU time of --repeat")
-    parser.add_argument("--data", default="", help="keep generated profiles in this directory "
-                        "(reused by later runs); default: a temporary one, removed")
+    parser.add_argument(
+        "--scaling", action="store_true", help="ours alone as steps (250-2000) and hosts (1-8) grow"
+    )
+    parser.add_argument(
+        "--reader",
+        action="store_true",
+        help="the reader alone, in one process: least CPU time of --repeat",
+    )
+    parser.add_argument(
+        "--data",
+        default="",
+        help="keep generated profiles in this directory "
+        "(reused by later runs); default: a temporary one, removed",
+    )
     args = parser.parse_args()
-    names = args.shapes.split(",") if args.shapes else [
-        n for n, (_, _, big) in SHAPES.items() if args.big or not big]
+    names = (
+        args.shapes.split(",")
+        if args.shapes
+        else [n for n, (_, _, big) in SHAPES.items() if args.big or not big]
+    )
     root = args.data or tempfile.mkdtemp(prefix="tb_roofline_bench_")
     os.makedirs(root, exist_ok=True)
     try:
@@ -331,8 +402,9 @@ def main():
             reader_only(root, names, args.repeat)
             return
         for name in names:
-            print(json.dumps(bench_shape(root, name, args.repeat, args.sides.split(","))),
-                  flush=True)
+            print(
+                json.dumps(bench_shape(root, name, args.repeat, args.sides.split(","))), flush=True
+            )
     finally:
         if not args.data:
             shutil.rmtree(root, ignore_errors=True)

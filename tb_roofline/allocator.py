@@ -9,6 +9,7 @@ higher without it), and the end of a big conversion (`serve/hosts.py`: four big 
 threads, one after another, held the peak of each). A call walks the heap once (~2 ms for
 150 MB); memory given back costs a page fault when used again.
 """
+
 from __future__ import annotations
 
 _TRIM: list = []  # [malloc_trim or None], found once
@@ -17,6 +18,7 @@ _TRIM: list = []  # [malloc_trim or None], found once
 def _malloc_trim():
     try:
         import ctypes
+
         return getattr(ctypes.CDLL(None), "malloc_trim", None)  # this process's libc
     except (OSError, AttributeError, ImportError, TypeError):
         return None

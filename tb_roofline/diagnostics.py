@@ -1,4 +1,5 @@
 """What a profile lacks or what was assumed, in words users read (never a blank page)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,14 +26,18 @@ class Diagnostic:
 def no_hw_counters_note(pytorch_gpu: bool) -> Diagnostic:
     """Why the program table has no "Total (HW counters)" record."""
     if pytorch_gpu:
-        text = ("no hardware counters in this trace, so there is no \"Total (HW counters)\" "
-                "record: it needs CUPTI's SASS FLOP counters per kernel "
-                "(smsp__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on.sum), which "
-                "torch.profiler records with the CUPTI range profiler (experimental_config="
-                "torch._C._profiler._ExperimentalConfig(profiler_metrics=[...], "
-                "profiler_measure_per_kernel=True)); see docs/pytorch_traces.md")
+        text = (
+            'no hardware counters in this trace, so there is no "Total (HW counters)" '
+            "record: it needs CUPTI's SASS FLOP counters per kernel "
+            "(smsp__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on.sum), which "
+            "torch.profiler records with the CUPTI range profiler (experimental_config="
+            "torch._C._profiler._ExperimentalConfig(profiler_metrics=[...], "
+            "profiler_measure_per_kernel=True)); see docs/pytorch_traces.md"
+        )
     else:
-        text = ("no \"Total (HW counters)\" record: this profile format carries no hardware "
-                "FLOP counters (only PyTorch GPU traces captured with CUPTI's range profiler do); "
-                "the FLOPs shown are the profile's or the cost model's")
+        text = (
+            'no "Total (HW counters)" record: this profile format carries no hardware '
+            "FLOP counters (only PyTorch GPU traces captured with CUPTI's range profiler do); "
+            "the FLOPs shown are the profile's or the cost model's"
+        )
     return Diagnostic("info", "no_hw_counters", text)

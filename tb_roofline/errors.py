@@ -3,6 +3,7 @@
 Public errors derive from `tensorboard.errors.PublicError` (like TensorBoard's own plugins) and
 carry an HTTP status and a short machine-readable code; the plugin turns them into JSON.
 """
+
 from __future__ import annotations
 
 from tensorboard import errors as tb_errors
@@ -45,12 +46,14 @@ class BadProfileError(tb_errors.PublicError):
 
 class BadDeviceFileError(tb_errors.PublicError):
     """A device file (roofline_device.json, TB_ROOFLINE_DEVICE_FILE) that cannot be used."""
+
     http_code = 422
     code = "bad_device_file"
 
 
 class BadWorkloadFileError(tb_errors.PublicError):
     """A workload file (roofline_workload.json, --workload-file) that cannot be used."""
+
     http_code = 422
     code = "bad_workload_file"
 
@@ -67,6 +70,7 @@ class TooLargeError(tb_errors.PublicError):
 
 class StorageError(tb_errors.PublicError):
     """The logdir's storage cannot be listed (a remote store unreachable, a package missing)."""
+
     http_code = 502
     code = "storage_error"
 
@@ -78,12 +82,14 @@ REMOTE_ERROR_RETRY_S = 60.0
 
 class ListingInProgressError(tb_errors.PublicError):
     """The logdir's first listing (a remote store) has not finished: no run is known yet."""
+
     http_code = 503
     code = "listing_in_progress"
 
 
 class StorageTimeoutPublicError(tb_errors.PublicError):
     """The remote store did not answer a read in time (a gateway timeout, not a bad file)."""
+
     http_code = 504
     code = "storage_timeout"
 
@@ -91,7 +97,9 @@ class StorageTimeoutPublicError(tb_errors.PublicError):
 def to_public(exc: ProfileFormatError, what: str) -> tb_errors.PublicError:
     """Name the file (`what`) in the message users see."""
     if isinstance(exc, ProfileStoreTimeoutError):
-        return StorageTimeoutPublicError(f"{what}: {exc} (retried after {REMOTE_ERROR_RETRY_S:g} s)")
+        return StorageTimeoutPublicError(
+            f"{what}: {exc} (retried after {REMOTE_ERROR_RETRY_S:g} s)"
+        )
     if isinstance(exc, ProfileIncompleteError):
         return ProfileIncompletePublicError(f"{what}: {exc} (still being written? retry shortly)")
     if isinstance(exc, ProfileTooLargeError):
@@ -101,4 +109,5 @@ def to_public(exc: ProfileFormatError, what: str) -> tb_errors.PublicError:
 
 def error_code(exc: tb_errors.PublicError) -> str:
     return getattr(exc, "code", None) or {400: "invalid_argument", 404: "not_found"}.get(
-        exc.http_code, "error")
+        exc.http_code, "error"
+    )

@@ -13,6 +13,7 @@ column names and units, the same numbers `tb-roofline export` writes. With panda
 (`pip install 'tb-roofline[notebook]'`) tables are DataFrames (null: NaN or None); without it,
 numpy record arrays (null: NaN in numeric columns, None in the others).
 """
+
 from __future__ import annotations
 
 import html as html_lib
@@ -22,12 +23,19 @@ __all__ = ["load", "Analysis", "Comparison", "to_table"]
 REPORT_HEIGHT_PX = 1100
 
 
-def load(logdir: str, run: str | None = None, host: str | None = None, *,
-         device_file: str | None = None, workload_file: str | None = None) -> "Analysis":
+def load(
+    logdir: str,
+    run: str | None = None,
+    host: str | None = None,
+    *,
+    device_file: str | None = None,
+    workload_file: str | None = None,
+) -> Analysis:
     """The analysis of one run (default: the newest) on one host (default: all hosts) of a
     logdir (a path or an fsspec URL such as s3://bucket/logs)."""
     from tb_roofline import errors, storage
     from tb_roofline.serve.service import RooflineService
+
     if not storage.isdir(logdir):
         raise errors.NotFoundError(f"{logdir!r} is not a directory")
     service = RooflineService(logdir, device_file=device_file, workload_file=workload_file)
@@ -51,12 +59,14 @@ def to_table(columns: list, rows: list):
 
 def _records(columns: list, rows: list):
     import numpy as np
+
     arrays = []
     for j, _ in enumerate(columns):
         values = [r[j] for r in rows]
         present = [v for v in values if v is not None]
-        numeric = present and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                  for v in present)
+        numeric = present and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in present
+        )
         if numeric and len(present) == len(values) and all(isinstance(v, int) for v in present):
             arrays.append(np.array(values, dtype=np.int64))
         elif numeric:
@@ -103,13 +113,31 @@ class Analysis:
         answer = self.service.program(self.run, self.host, infeed_outfeed)
         return to_table(answer["columns"], answer["rows"])
 
-    def ops(self, view: str = "op", *, category=(), bound_by=(), name: str = "",
-            rows: str = "", infeed_outfeed: bool = True):
+    def ops(
+        self,
+        view: str = "op",
+        *,
+        category=(),
+        bound_by=(),
+        name: str = "",
+        rows: str = "",
+        infeed_outfeed: bool = True,
+    ):
         """The op records with the API's filters: `category` and `bound_by` (a value or a
         list: any of them), `name` (case-insensitive substring); `view`: op, kernel or
         kernel_hw (PyTorch GPU traces); `rows="shapes"`: one row per op and input shapes."""
-        answer = self.service.ops(self.run, self.host, infeed_outfeed, _listed(category),
-                                  _listed(bound_by), name or "", 0, None, view, rows)
+        answer = self.service.ops(
+            self.run,
+            self.host,
+            infeed_outfeed,
+            _listed(category),
+            _listed(bound_by),
+            name or "",
+            0,
+            None,
+            view,
+            rows,
+        )
         return to_table(answer["columns"], answer["rows"])
 
     def guidance(self, infeed_outfeed: bool = True, workload: dict | None = None) -> dict:
@@ -119,8 +147,14 @@ class Analysis:
     def diagnostics(self) -> list:
         return self.service.diagnostics(self.run, self.host)["diagnostics"]
 
-    def compare(self, base: "Analysis | str", step=None, base_step=None,
-                infeed_outfeed: bool = True, view: str = "op") -> "Comparison":
+    def compare(
+        self,
+        base: Analysis | str,
+        step=None,
+        base_step=None,
+        infeed_outfeed: bool = True,
+        view: str = "op",
+    ) -> Comparison:
         """This run (the candidate) against `base`: another Analysis (any logdir) or a run
         name of this logdir."""
         if isinstance(base, str):
@@ -130,8 +164,10 @@ class Analysis:
     def report_html(self, max_ops: int | None = None) -> str:
         """The one-file HTML report of this run (as `tb-roofline html`)."""
         from tb_roofline.serve import html_report
-        return html_report.single_report(self.service, [self.run], self.host or "*",
-                                         max_ops=max_ops or html_report.MAX_OPS)
+
+        return html_report.single_report(
+            self.service, [self.run], self.host or "*", max_ops=max_ops or html_report.MAX_OPS
+        )
 
     def _repr_html_(self) -> str:
         return _iframe(self.report_html())
@@ -140,8 +176,15 @@ class Analysis:
 class Comparison:
     """Two runs (hosts, steps) on one roofline, as /compare and `tb-roofline diff` answer."""
 
-    def __init__(self, base: Analysis, cand: Analysis, step=None, base_step=None,
-                 infeed_outfeed: bool = True, view: str = "op"):
+    def __init__(
+        self,
+        base: Analysis,
+        cand: Analysis,
+        step=None,
+        base_step=None,
+        infeed_outfeed: bool = True,
+        view: str = "op",
+    ):
         self.base, self.cand = base, cand
         self._args = dict(base_step=base_step, step=step, include_io=infeed_outfeed, view=view)
         self._answers: dict = {}
@@ -153,11 +196,21 @@ class Comparison:
         """The /compare answer (summary, notes, program pairs and op pairs) as a dict."""
         if level not in self._answers:
             from tb_roofline.serve import compare_api
+
             a = self._args
             self._answers[level] = compare_api.compare_answer(
-                self.cand.service, self.base.run, self.cand.run, self.base.host, self.cand.host,
-                a["base_step"], a["step"], level, a["include_io"], a["view"],
-                base_service=self.base.service)
+                self.cand.service,
+                self.base.run,
+                self.cand.run,
+                self.base.host,
+                self.cand.host,
+                a["base_step"],
+                a["step"],
+                level,
+                a["include_io"],
+                a["view"],
+                base_service=self.base.service,
+            )
         return self._answers[level]
 
     @property
@@ -172,8 +225,15 @@ class Comparison:
 
     def report_html(self) -> str:
         from tb_roofline.serve import html_report
-        return html_report.diff_report(self.base.service, self.base.run, self.cand.service,
-                                       self.cand.run, self.base.host, self.cand.host)
+
+        return html_report.diff_report(
+            self.base.service,
+            self.base.run,
+            self.cand.service,
+            self.cand.run,
+            self.base.host,
+            self.cand.host,
+        )
 
     def _repr_html_(self) -> str:
         return _iframe(self.report_html())
@@ -192,6 +252,8 @@ def _iframe(report: str) -> str:
     # ASCII only (character references beyond it): the frame reads the same text whatever
     # encoding the notebook's page was decoded with.
     doc = html_lib.escape(report, quote=True).encode("ascii", "xmlcharrefreplace").decode()
-    return (f'<iframe class="tb-roofline-report" srcdoc="{doc}" '
-            f'style="width:100%;height:{REPORT_HEIGHT_PX}px;border:1px solid #ddd" '
-            'sandbox="allow-scripts allow-downloads" title="tb-roofline report"></iframe>')
+    return (
+        f'<iframe class="tb-roofline-report" srcdoc="{doc}" '
+        f'style="width:100%;height:{REPORT_HEIGHT_PX}px;border:1px solid #ddd" '
+        'sandbox="allow-scripts allow-downloads" title="tb-roofline report"></iframe>'
+    )

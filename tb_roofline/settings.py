@@ -29,18 +29,21 @@ stripped. Values are read at each call, so tests and long-running servers see ch
 | TB_ROOFLINE_CLUSTER_STALL_S | no conversion unit done and no live worker this long is an error (s) | 60 | > 0 |
 | TB_ROOFLINE_MCP_MAX_ANSWER_KB | largest MCP answer (KB of JSON; a longer page is cut) | 256 | > 0 |
 """
+
 from __future__ import annotations
 
 import collections
 import contextvars
 import math
 import os
+import types
 
 # (A named tuple, not a dataclass, and logging imported on the first complaint: every command
 # imports this module, `tb-roofline --help` included, and those two cost 20 ms of start-up.)
 # exclusive: the minimum itself is not allowed; integer: the value counts something.
-Number = collections.namedtuple("Number", "name default minimum exclusive integer",
-                                defaults=(0.0, False, False))
+Number = collections.namedtuple(
+    "Number", "name default minimum exclusive integer", defaults=(0.0, False, False)
+)
 
 
 MAX_FILE_MB = Number("TB_ROOFLINE_MAX_FILE_MB", 4096, 0, exclusive=True)
@@ -65,10 +68,25 @@ MCP_MAX_ANSWER_KB = Number("TB_ROOFLINE_MCP_MAX_ANSWER_KB", 256, 0, exclusive=Tr
 CACHE_DIR = "TB_ROOFLINE_CACHE_DIR"
 DEVICE_FILE = "TB_ROOFLINE_DEVICE_FILE"
 SCHEDULER = "TB_ROOFLINE_SCHEDULER"
-NUMBERS = (MAX_FILE_MB, MAX_EVENTS, MEMORY_CACHE_MB, MEMORY_BUDGET_MB, CACHE_MAX_MB,
-           REMOTE_RESCAN_S, YOUNG_FILE_S, WORKERS, PARALLEL_MIN_MB, POOL_IDLE_S,
-           REMOTE_TIMEOUT_S, REMOTE_ATTEMPTS, READ_DEADLINE_S, REQUEST_DEADLINE_S,
-           CLUSTER_CONNECT_S, CLUSTER_STALL_S, MCP_MAX_ANSWER_KB)
+NUMBERS = (
+    MAX_FILE_MB,
+    MAX_EVENTS,
+    MEMORY_CACHE_MB,
+    MEMORY_BUDGET_MB,
+    CACHE_MAX_MB,
+    REMOTE_RESCAN_S,
+    YOUNG_FILE_S,
+    WORKERS,
+    PARALLEL_MIN_MB,
+    POOL_IDLE_S,
+    REMOTE_TIMEOUT_S,
+    REMOTE_ATTEMPTS,
+    READ_DEADLINE_S,
+    REQUEST_DEADLINE_S,
+    CLUSTER_CONNECT_S,
+    CLUSTER_STALL_S,
+    MCP_MAX_ANSWER_KB,
+)
 _warned: set = set()
 
 
@@ -81,31 +99,36 @@ def parse(setting: Number, value: str | None) -> tuple[float, str | None]:
         number = float(text)
     except ValueError:
         number = math.nan
-    ok = math.isfinite(number) and (number > setting.minimum if setting.exclusive
-                                    else number >= setting.minimum)
+    ok = math.isfinite(number) and (
+        number > setting.minimum if setting.exclusive else number >= setting.minimum
+    )
     if ok and setting.integer and number != int(number):
         ok = False
     if not ok:
         bound = ("greater than" if setting.exclusive else "at least") + f" {setting.minimum:g}"
         kind = "an integer" if setting.integer else "a number"
         default = setting.default if setting.default else "automatic"
-        return setting.default, (f"{setting.name}={text!r} is not {kind} {bound}; "
-                                 f"using the default ({default})")
+        return setting.default, (
+            f"{setting.name}={text!r} is not {kind} {bound}; using the default ({default})"
+        )
     return (int(number) if setting.integer else number), None
 
 
 # Defaults one call sets for what it runs in its own thread (below the environment): the CLI's
 # for one command (serve/cli.py). Other threads, and the caller after the call, never see them.
-_call_defaults: contextvars.ContextVar = contextvars.ContextVar("tb_roofline_defaults",
-                                                                default={})
+_call_defaults: contextvars.ContextVar = contextvars.ContextVar(
+    "tb_roofline_defaults", default=types.MappingProxyType({})
+)
 
 
 def run_with_defaults(values: dict, fn, *args):
     """fn(*args) with `values` (variable name -> text) as those settings' defaults for this
     call alone: a variable set in the environment still wins; an empty one counts as unset."""
+
     def call():
         _call_defaults.set({**_call_defaults.get(), **values})
         return fn(*args)
+
     return contextvars.copy_context().run(call)
 
 
@@ -118,6 +141,7 @@ def number(setting: Number, environ=None) -> float:
     if complaint and (setting.name, raw) not in _warned:
         _warned.add((setting.name, raw))
         import logging
+
         logging.getLogger(__name__).warning("tb-roofline: %s", complaint)
     return value
 

@@ -19,6 +19,7 @@ file's ranged reads are conditional on the ETag its last `stat` saw (S3 `If-Matc
 overwritten between the stat and a read, or between two reads, is a `ProfileIncompleteError`
 ("changed while it was read", a 503), never a mix of two versions.
 """
+
 from __future__ import annotations
 
 import errno
@@ -48,6 +49,7 @@ class StorageError(OSError):
 
 class StorageTimeoutError(StorageError):
     """The store did not answer in time (connect or read timeout, after the retries)."""
+
     code = errno.ETIMEDOUT
 
 
@@ -55,14 +57,20 @@ class StorageDeadlineError(StorageTimeoutError):
     """The store kept answering, too slowly: a read or listing ran past its deadline."""
 
 
-# (here: the deadline's error is this module's; request_deadline is for the plugin and MCP)
-from tb_roofline.storage_deadline import (Deadline, fetch_with_deadline,  # noqa: E402,F401
-                                          is_async as _is_async, request_deadline)
+# Imported here, below the errors storage_deadline raises (it imports them from this module);
+# request_deadline is for the plugin and MCP.
+from tb_roofline.storage_deadline import (  # noqa: E402
+    Deadline,  # noqa: F401
+    fetch_with_deadline,
+    request_deadline,  # noqa: F401
+)
+from tb_roofline.storage_deadline import is_async as _is_async  # noqa: E402
 
 
 class RemoteStat(tuple):
     """What a remote listing or HEAD tells about a file, shaped like `os.stat_result`
     (a tuple: immutable, compared and hashed by value; no dataclasses import at start-up)."""
+
     __slots__ = ()
 
     def __new__(cls, st_size: int, st_mtime: float, version: str):
@@ -90,7 +98,7 @@ def is_remote(path: str) -> bool:
 
 
 def local_path(path: str) -> str:
-    return path[len("file://"):] if str(path).startswith("file://") else path
+    return path[len("file://") :] if str(path).startswith("file://") else path
 
 
 def version(st) -> tuple:
@@ -116,8 +124,10 @@ def _filesystem(url: str):
     try:
         import fsspec
     except ImportError:
-        raise StorageError(f"reading {protocol}:// needs fsspec: pip install "
-                           "'tb-roofline[remote]' (or [s3], [gcs])") from None
+        raise StorageError(
+            f"reading {protocol}:// needs fsspec: pip install "
+            "'tb-roofline[remote]' (or [s3], [gcs])"
+        ) from None
     options = _options(protocol)
     key = (protocol, repr(sorted(options.items())), timeouts())
     with _fs_lock:
@@ -145,16 +155,22 @@ def _missing(protocol: str, detail: str) -> str:
     package = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}.get(protocol)
     if package:
         extra = "s3" if package == "s3fs" else "gcs"
-        return (f"reading {protocol}:// needs the Python package {package}: "
-                f"pip install 'tb-roofline[{extra}]' ({detail})")
+        return (
+            f"reading {protocol}:// needs the Python package {package}: "
+            f"pip install 'tb-roofline[{extra}]' ({detail})"
+        )
     return f"reading {protocol}:// needs a package fsspec names: {detail}"
 
 
 def timeouts() -> tuple[float, float, int]:
     """(connect timeout s, read timeout s, attempts) of one remote request."""
     from tb_roofline import settings
-    return (CONNECT_TIMEOUT_S, settings.number(settings.REMOTE_TIMEOUT_S),
-            int(settings.number(settings.REMOTE_ATTEMPTS)))
+
+    return (
+        CONNECT_TIMEOUT_S,
+        settings.number(settings.REMOTE_TIMEOUT_S),
+        int(settings.number(settings.REMOTE_ATTEMPTS)),
+    )
 
 
 def _options(protocol: str) -> dict:
@@ -169,8 +185,11 @@ def _options(protocol: str) -> dict:
             options["client_kwargs"] = {"endpoint_url": endpoint}
         connect, read, _ = timeouts()
         # botocore: one attempt per call (s3fs retries it, `fs.retries`, set in _filesystem).
-        options["config_kwargs"] = {"connect_timeout": connect, "read_timeout": read,
-                                    "retries": {"total_max_attempts": 1}}
+        options["config_kwargs"] = {
+            "connect_timeout": connect,
+            "read_timeout": read,
+            "retries": {"total_max_attempts": 1},
+        }
     return options
 
 
@@ -180,13 +199,15 @@ def store_name(url: str) -> str:
     bucket = rest.split("/", 1)[0]
     endpoint = ""
     if protocol in ("s3", "s3a"):
-        endpoint = (os.environ.get("S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
-                    or "").strip()
+        endpoint = (
+            os.environ.get("S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL") or ""
+        ).strip()
     return f"{protocol}://{bucket}" + (f" at {endpoint}" if endpoint else "")
 
 
 def _mtime(info: dict) -> float:
     import datetime
+
     for key in ("LastModified", "mtime", "updated", "last_modified", "created", "timeCreated"):
         value = info.get(key)
         if isinstance(value, datetime.datetime):
@@ -227,7 +248,8 @@ def _translate(exc: Exception, url: str) -> OSError:
         connect, read, attempts = timeouts()
         return StorageTimeoutError(
             f"the store {store_name(url)} did not answer in time (read timeout {read:g} s, "
-            f"{attempts} attempt{'s' if attempts > 1 else ''}) reading {url}")
+            f"{attempts} attempt{'s' if attempts > 1 else ''}) reading {url}"
+        )
     if isinstance(exc, OSError):
         if exc.strerror:
             return exc
@@ -297,8 +319,11 @@ def open_binary(path: str, size: int | None = None):
     fetch_with_deadline(f, fs, p, deadline)
     with _seen_lock:
         seen = _seen.get(path)
-    if seen is not None and seen[0] == getattr(f, "size", None) and \
-            isinstance(getattr(f, "read_kw", None), dict):
+    if (
+        seen is not None
+        and seen[0] == getattr(f, "size", None)
+        and isinstance(getattr(f, "read_kw", None), dict)
+    ):
         # s3fs: every ranged GET only if the object is still the one stat saw.
         f.read_kw = {**{k: v for k, v in f.read_kw.items() if v is not None}, "IfMatch": seen[1]}
     return _RemoteFile(f, path, deadline)
@@ -308,8 +333,11 @@ def _changed_error(exc: BaseException) -> bool:
     """s3fs's FileExpired, or the 412 an If-Match GET gets for an overwritten object."""
     seen = 0
     while exc is not None and seen < 8:
-        if type(exc).__name__ == "FileExpired" or "PreconditionFailed" in str(exc) or \
-                (isinstance(exc, OSError) and "pre-condition" in str(exc).lower()):
+        if (
+            type(exc).__name__ == "FileExpired"
+            or "PreconditionFailed" in str(exc)
+            or (isinstance(exc, OSError) and "pre-condition" in str(exc).lower())
+        ):
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
@@ -338,9 +366,11 @@ class _RemoteFile(io.RawIOBase):
         except Exception as exc:
             if _changed_error(exc):
                 from tb_roofline.errors import ProfileIncompleteError
+
                 raise ProfileIncompleteError(
                     f"{posixpath.basename(self._url)} changed while it was read (the store "
-                    "now holds another version)") from None
+                    "now holds another version)"
+                ) from None
             raise _translate(exc, self._url) from None
 
     def readall(self):
@@ -348,7 +378,7 @@ class _RemoteFile(io.RawIOBase):
 
     def readinto(self, buffer):
         data = self.read(len(buffer))
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         return len(data)
 
     def tell(self):
@@ -387,7 +417,7 @@ def list_files(root: str) -> dict:
     for name, info in found.items():
         name = fs._strip_protocol(name)
         if info.get("type", "file") != "directory" and name.startswith(prefix):
-            out[name[len(prefix):]] = _stat_of(info)
+            out[name[len(prefix) :]] = _stat_of(info)
     return out
 
 

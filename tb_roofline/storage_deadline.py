@@ -5,6 +5,7 @@ TB_ROOFLINE_READ_DEADLINE_S from the start of that read or listing and the reque
 is cancelled where fsspec can (an asynchronous file system: the request's coroutine, and its
 connection, go) and a `storage.StorageDeadlineError` names the store and the setting.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -13,7 +14,8 @@ import time
 
 # (monotonic time, seconds, setting name) of the deadline of the request this context serves.
 _request_deadline: contextvars.ContextVar = contextvars.ContextVar(
-    "tb_roofline_request_deadline", default=None)
+    "tb_roofline_request_deadline", default=None
+)
 
 
 @contextlib.contextmanager
@@ -22,6 +24,7 @@ def request_deadline(seconds: float | None = None):
     TB_ROOFLINE_REQUEST_DEADLINE_S) have passed since entering; an outer, earlier deadline
     stays. A file opened inside keeps the deadline wherever it is read."""
     from tb_roofline import settings
+
     if seconds is None:
         seconds = settings.number(settings.REQUEST_DEADLINE_S)
     at = (time.monotonic() + seconds, seconds, settings.REQUEST_DEADLINE_S.name)
@@ -39,10 +42,14 @@ class Deadline:
 
     def __init__(self, url: str, what: str = "reading"):
         from tb_roofline import settings
+
         seconds = settings.number(settings.READ_DEADLINE_S)
         self.url, self.what = url, what
-        self.at, self.seconds, self.setting = (time.monotonic() + seconds, seconds,
-                                               settings.READ_DEADLINE_S.name)
+        self.at, self.seconds, self.setting = (
+            time.monotonic() + seconds,
+            seconds,
+            settings.READ_DEADLINE_S.name,
+        )
         outer = _request_deadline.get()
         if outer is not None and outer[0] < self.at:
             self.at, self.seconds, self.setting = outer
@@ -59,9 +66,11 @@ class Deadline:
 
     def error(self):
         from tb_roofline.storage import StorageDeadlineError, store_name
+
         return StorageDeadlineError(
             f"the store {store_name(self.url)} is too slow: {self.what} {self.url} was not done "
-            f"within {self.seconds:g} s ({self.setting})")
+            f"within {self.seconds:g} s ({self.setting})"
+        )
 
     def call(self, fs, method: str, *args, **kwargs):
         """`fs.<method>(*args)` cancelled at the deadline where the file system is fsspec's
@@ -93,6 +102,7 @@ def fetch_with_deadline(f, fs, p: str, deadline: Deadline) -> None:
     if cache is None or not hasattr(cache, "fetcher") or not is_async(fs):
         return
     import fsspec.asyn
+
     inner = None
     if type(f).__name__ == "S3File":
         try:
@@ -108,10 +118,20 @@ def fetch_with_deadline(f, fs, p: str, deadline: Deadline) -> None:
             if inner is not None:
                 # `f.details` would ask the store (a HEAD without deadline) when not known.
                 details = getattr(f, "_details", None) or {}
-                return fsspec.asyn.sync(fs.loop, inner, fs, f.bucket, f.key, f.version_id,
-                                        start, end, f.read_kw, details, timeout=left)
-            return fsspec.asyn.sync(fs.loop, fs._cat_file, p, start=start, end=end,
-                                    timeout=left)
+                return fsspec.asyn.sync(
+                    fs.loop,
+                    inner,
+                    fs,
+                    f.bucket,
+                    f.key,
+                    f.version_id,
+                    start,
+                    end,
+                    f.read_kw,
+                    details,
+                    timeout=left,
+                )
+            return fsspec.asyn.sync(fs.loop, fs._cat_file, p, start=start, end=end, timeout=left)
         except Exception:
             if deadline.passed():
                 raise deadline.error() from None

@@ -5,6 +5,7 @@ TensorCore with its peaks as plane stats, lines `Steps`, `XLA Modules` and `XLA 
 metadata with per-execution FLOPs and a `memory_access_breakdown`, nested ops inside `while`
 bodies, infeed/outfeed ops, SparseCore planes and a `Task Environment` plane.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,18 +20,32 @@ READ, WRITE = 1, 2
 
 # Per-TensorCore peaks as real profiles report them (TFLOP/s, GB/s).
 CHIPS = {
-    "v6e": dict(device_type_string="TPU v6 Lite", peak_teraflops_per_second=918.0,
-                peak_hbm_bw_gigabytes_per_second=1637.99, peak_sram_rd_bw_gigabytes_per_second=0.0,
-                peak_sram_wr_bw_gigabytes_per_second=0.0, peak_cmem_rd_bw_gigabytes_per_second=0.0,
-                peak_cmem_wr_bw_gigabytes_per_second=0.0,
-                peak_vmem_rd_bw_gigabytes_per_second=23296.01,
-                peak_vmem_wr_bw_gigabytes_per_second=16128.03, has_megacore=0, has_merged_vmem=1),
-    "v4": dict(device_type_string="TPU v4", peak_teraflops_per_second=137.5,
-               peak_hbm_bw_gigabytes_per_second=600.0, peak_sram_rd_bw_gigabytes_per_second=0.0,
-               peak_sram_wr_bw_gigabytes_per_second=0.0, peak_cmem_rd_bw_gigabytes_per_second=2048.0,
-               peak_cmem_wr_bw_gigabytes_per_second=1536.0,
-               peak_vmem_rd_bw_gigabytes_per_second=0.0, peak_vmem_wr_bw_gigabytes_per_second=0.0,
-               has_megacore=1, has_merged_vmem=0),
+    "v6e": dict(
+        device_type_string="TPU v6 Lite",
+        peak_teraflops_per_second=918.0,
+        peak_hbm_bw_gigabytes_per_second=1637.99,
+        peak_sram_rd_bw_gigabytes_per_second=0.0,
+        peak_sram_wr_bw_gigabytes_per_second=0.0,
+        peak_cmem_rd_bw_gigabytes_per_second=0.0,
+        peak_cmem_wr_bw_gigabytes_per_second=0.0,
+        peak_vmem_rd_bw_gigabytes_per_second=23296.01,
+        peak_vmem_wr_bw_gigabytes_per_second=16128.03,
+        has_megacore=0,
+        has_merged_vmem=1,
+    ),
+    "v4": dict(
+        device_type_string="TPU v4",
+        peak_teraflops_per_second=137.5,
+        peak_hbm_bw_gigabytes_per_second=600.0,
+        peak_sram_rd_bw_gigabytes_per_second=0.0,
+        peak_sram_wr_bw_gigabytes_per_second=0.0,
+        peak_cmem_rd_bw_gigabytes_per_second=2048.0,
+        peak_cmem_wr_bw_gigabytes_per_second=1536.0,
+        peak_vmem_rd_bw_gigabytes_per_second=0.0,
+        peak_vmem_wr_bw_gigabytes_per_second=0.0,
+        has_megacore=1,
+        has_merged_vmem=0,
+    ),
 }
 
 # (category, name prefix, FLOPs per byte) templates for generated HLO ops.
@@ -130,6 +145,7 @@ class _Plane:
 @dataclasses.dataclass(frozen=True)
 class _Ref:
     """A string stat written by reference (`ref_value`), as real profiles do for repeated text."""
+
     text: str
 
 
@@ -140,8 +156,10 @@ def _breakdown_entries(rng: random.Random, total_bytes: int, chip: str) -> list:
     hbm_write = int(total_bytes * rng.uniform(0.1, 0.3))
     entries = [(READ, HBM, hbm_read), (WRITE, HBM, hbm_write)]
     on_chip = CMEM if chip == "v4" else VMEM
-    entries += [(READ, on_chip, int(total_bytes * rng.uniform(0.5, 3.0))),
-                (WRITE, on_chip, int(total_bytes * rng.uniform(0.2, 1.5)))]
+    entries += [
+        (READ, on_chip, int(total_bytes * rng.uniform(0.5, 3.0))),
+        (WRITE, on_chip, int(total_bytes * rng.uniform(0.2, 1.5))),
+    ]
     return entries
 
 
@@ -165,8 +183,9 @@ def _roofline_time_ps(flops: float, entries: list, chip: str) -> float:
     }
     hbm = sum(b for _, space, b in entries if space == HBM)
     times = [flops / c["peak_teraflops_per_second"], hbm / per_ps[(READ, HBM)]]
-    times += [b / per_ps[(t, space)] for t, space, b in entries
-              if space != HBM and per_ps[(t, space)] > 0]
+    times += [
+        b / per_ps[(t, space)] for t, space, b in entries if space != HBM and per_ps[(t, space)] > 0
+    ]
     return max(times)
 
 
@@ -190,19 +209,48 @@ def _op_templates(rng: random.Random, cfg: SynthConfig, program_id: int):
         nbytes = rng.randint(1 << 16, 1 << 26)
         flops = int(nbytes * intensity * rng.uniform(0.5, 2.0))
         entries = _breakdown_entries(rng, nbytes, cfg.chip)
-        floor = max(_roofline_time_ps(flops, entries, cfg.chip), _link_time_ps(cfg, nbytes)
-                    if category == "all-reduce" else 0.0)
+        floor = max(
+            _roofline_time_ps(flops, entries, cfg.chip),
+            _link_time_ps(cfg, nbytes) if category == "all-reduce" else 0.0,
+        )
         duration = max(int(floor / rng.uniform(0.03, 0.85)), 2_000_000)
-        ops.append(dict(name=name, category=category, flops=flops, bytes=nbytes,
-                        breakdown=_breakdown(entries), duration_ps=duration,
-                        source=f"model/layers.py:{10 + i}", tf_op=f"jit(train_step)/{prefix}"))
+        ops.append(
+            dict(
+                name=name,
+                category=category,
+                flops=flops,
+                bytes=nbytes,
+                breakdown=_breakdown(entries),
+                duration_ps=duration,
+                source=f"model/layers.py:{10 + i}",
+                tf_op=f"jit(train_step)/{prefix}",
+            )
+        )
     if cfg.with_infeed_outfeed:
-        ops.append(dict(name="infeed.1", category="infeed", flops=0, bytes=1 << 20,
-                        breakdown=_breakdown(_breakdown_entries(rng, 1 << 20, cfg.chip)),
-                        duration_ps=rng.randint(50_000_000, 300_000_000), source="", tf_op=""))
-        ops.append(dict(name="outfeed.2", category="outfeed", flops=0, bytes=1 << 12,
-                        breakdown=_breakdown(_breakdown_entries(rng, 1 << 12, cfg.chip)),
-                        duration_ps=rng.randint(5_000_000, 30_000_000), source="", tf_op=""))
+        ops.append(
+            dict(
+                name="infeed.1",
+                category="infeed",
+                flops=0,
+                bytes=1 << 20,
+                breakdown=_breakdown(_breakdown_entries(rng, 1 << 20, cfg.chip)),
+                duration_ps=rng.randint(50_000_000, 300_000_000),
+                source="",
+                tf_op="",
+            )
+        )
+        ops.append(
+            dict(
+                name="outfeed.2",
+                category="outfeed",
+                flops=0,
+                bytes=1 << 12,
+                breakdown=_breakdown(_breakdown_entries(rng, 1 << 12, cfg.chip)),
+                duration_ps=rng.randint(5_000_000, 30_000_000),
+                source="",
+                tf_op="",
+            )
+        )
     return ops
 
 
@@ -220,14 +268,32 @@ def _host_offload_templates(rng: random.Random, cfg: SynthConfig) -> list:
         ctx = "u32[]{:S(2)}"
         start, done = f"copy-start.{100 + i}", f"copy-done.{100 + i}"
         src_name = f"fusion.{200 + i}" if to_host else f"param.{300 + i}"
-        out.append(dict(
-            name=start, category="copy-start", flops=0, bytes=3 * size + 4, breakdown=b"",
-            text=f"%{start} = ({dst}, {src}, {ctx}) copy-start({src} %{src_name})",
-            duration_ps=rng.randint(1_000_000, 2_000_000), source="", tf_op="offload"))
-        out.append(dict(
-            name=done, category="copy-done", flops=0, bytes=3 * size + 4, breakdown=b"",
-            text=f"%{done} = {dst} copy-done(({dst}, {src}, {ctx}) %{start})",
-            duration_ps=rng.randint(20_000_000, 200_000_000), source="", tf_op="offload"))
+        out.append(
+            dict(
+                name=start,
+                category="copy-start",
+                flops=0,
+                bytes=3 * size + 4,
+                breakdown=b"",
+                text=f"%{start} = ({dst}, {src}, {ctx}) copy-start({src} %{src_name})",
+                duration_ps=rng.randint(1_000_000, 2_000_000),
+                source="",
+                tf_op="offload",
+            )
+        )
+        out.append(
+            dict(
+                name=done,
+                category="copy-done",
+                flops=0,
+                bytes=3 * size + 4,
+                breakdown=b"",
+                text=f"%{done} = {dst} copy-done(({dst}, {src}, {ctx}) %{start})",
+                duration_ps=rng.randint(20_000_000, 200_000_000),
+                source="",
+                tf_op="offload",
+            )
+        )
     return out
 
 
@@ -245,10 +311,11 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
     for core in range(cfg.num_cores):
         plane = _Plane(space.planes.add(id=core, name=f"/device:TPU:{core}"))
         _core_stats(plane, CHIPS[cfg.chip])
-        lines = [plane.plane.lines.add(id=1, name="Steps", display_name="Steps",
-                                       timestamp_ns=start_ns),
-                 plane.plane.lines.add(id=2, name="XLA Modules", timestamp_ns=start_ns),
-                 plane.plane.lines.add(id=3, name="XLA Ops", timestamp_ns=start_ns)]
+        lines = [
+            plane.plane.lines.add(id=1, name="Steps", display_name="Steps", timestamp_ns=start_ns),
+            plane.plane.lines.add(id=2, name="XLA Modules", timestamp_ns=start_ns),
+            plane.plane.lines.add(id=3, name="XLA Ops", timestamp_ns=start_ns),
+        ]
         mds = _core_metadata(plane, cfg, templates, offload, program_id)
         t_ps = rng.randint(1_000_000, 5_000_000)
         for step in range(cfg.num_steps):
@@ -266,7 +333,7 @@ def make_tpu_xspace(cfg: SynthConfig | None = None) -> xplane_pb2.XSpace:
     return space
 
 
-def _core_stats(plane: "_Plane", chip: dict):
+def _core_stats(plane: _Plane, chip: dict):
     for key, value in chip.items():
         if key.startswith("has_"):  # XProf reads these flags as int64 only
             plane.plane.stats.add(metadata_id=plane.stat_id(key), int64_value=int(value))
@@ -274,34 +341,51 @@ def _core_stats(plane: "_Plane", chip: dict):
             plane.add_stat(plane.plane, key, value)
 
 
-def _core_metadata(plane: "_Plane", cfg: SynthConfig, templates, offload, program_id: int):
+def _core_metadata(plane: _Plane, cfg: SynthConfig, templates, offload, program_id: int):
     """(op name -> (metadata, template), the while loop's metadata or None, the module's)."""
     op_md = {}
     for symbol_id, tpl in enumerate(templates + offload, start=1):
         total = tpl["bytes"]
-        stats = dict(program_id=program_id, symbol_id=symbol_id,
-                     hlo_category=_Ref(tpl["category"]), flops=tpl["flops"],
-                     model_flops=int(tpl["flops"] * 0.9), bytes_accessed=total,
-                     raw_bytes_accessed=total)
+        stats = dict(
+            program_id=program_id,
+            symbol_id=symbol_id,
+            hlo_category=_Ref(tpl["category"]),
+            flops=tpl["flops"],
+            model_flops=int(tpl["flops"] * 0.9),
+            bytes_accessed=total,
+            raw_bytes_accessed=total,
+        )
         if tpl["breakdown"]:
             stats["memory_access_breakdown"] = tpl["breakdown"]
         shape = f"f32[{max(1, total // 8192)},1024]" if cfg.fixed_program else "f32[128,1024]"
         md = plane.event_metadata(
-            tpl.get("text") or cfg.op_text.get(tpl["name"]) or
-            f"%{tpl['name']} = {shape}{{1,0}} {tpl['category']}(...)",
-            tpl["name"], **stats, shape_with_layout=f"{shape}{{1,0}}", tf_op=tpl["tf_op"],
-            source=tpl["source"], deduplicated_name="")
+            tpl.get("text")
+            or cfg.op_text.get(tpl["name"])
+            or f"%{tpl['name']} = {shape}{{1,0}} {tpl['category']}(...)",
+            tpl["name"],
+            **stats,
+            shape_with_layout=f"{shape}{{1,0}}",
+            tf_op=tpl["tf_op"],
+            source=tpl["source"],
+            deduplicated_name="",
+        )
         op_md[tpl["name"]] = (md, tpl)
     while_md = None
     if cfg.with_while:
-        while_md = plane.event_metadata("%while.9 = (f32[]) while(...)", "while.9",
-                                        program_id=program_id,
-                                        symbol_id=len(templates) + len(offload) + 1,
-                                        hlo_category=_Ref("while"),
-                                        flops=0, model_flops=0, bytes_accessed=0)
+        while_md = plane.event_metadata(
+            "%while.9 = (f32[]) while(...)",
+            "while.9",
+            program_id=program_id,
+            symbol_id=len(templates) + len(offload) + 1,
+            hlo_category=_Ref("while"),
+            flops=0,
+            model_flops=0,
+            bytes_accessed=0,
+        )
         while_md.child_id.extend([op_md[t["name"]][0].id for t in templates[:3]])
-    module_md = plane.event_metadata(f"jit_train_step({program_id})", "jit_train_step",
-                                     program_id=program_id)
+    module_md = plane.event_metadata(
+        f"jit_train_step({program_id})", "jit_train_step", program_id=program_id
+    )
     return op_md, while_md, module_md
 
 
@@ -309,7 +393,7 @@ def _chosen_ops(rng: random.Random, cfg: SynthConfig, templates) -> list:
     if cfg.fixed_program:
         chosen = list(templates)
     elif cfg.op_order == "cycle":
-        regular = templates[:cfg.distinct_ops]
+        regular = templates[: cfg.distinct_ops]
         chosen = [regular[i % len(regular)] for i in range(cfg.ops_per_step)]
     else:
         chosen = [templates[rng.randrange(len(templates))] for _ in range(cfg.ops_per_step)]
@@ -345,8 +429,9 @@ def _step_events(rng: random.Random, cfg: SynthConfig, templates, offload, mds, 
     return events, t_ps
 
 
-def _write_step(plane: "_Plane", cfg: SynthConfig, lines, module_md, step: int, events, span,
-                start_ns: int):
+def _write_step(
+    plane: _Plane, cfg: SynthConfig, lines, module_md, step: int, events, span, start_ns: int
+):
     """A step's op events, its module event and (with steps) its step marker."""
     steps_line, modules_line, ops_line = lines
     step_start, t_ps = span
@@ -358,14 +443,18 @@ def _write_step(plane: "_Plane", cfg: SynthConfig, lines, module_md, step: int, 
             # Absolute ps, as the profiler writes it.
             plane.add_stat(ev, "device_offset_ps", start_ns * 1000 + offset)
             plane.add_stat(ev, "device_duration_ps", duration)
-    mod_ev = modules_line.events.add(metadata_id=module_md.id, offset_ps=step_start,
-                                     duration_ps=t_ps - step_start)
+    mod_ev = modules_line.events.add(
+        metadata_id=module_md.id, offset_ps=step_start, duration_ps=t_ps - step_start
+    )
     plane.add_stat(mod_ev, "run_id", step)
     if cfg.with_steps:
         plane.add_stat(mod_ev, "group_id", step)
         step_md = plane.event_metadata(str(step))
-        step_ev = steps_line.events.add(metadata_id=step_md.id, offset_ps=step_start - 50_000,
-                                        duration_ps=t_ps - step_start + 100_000)
+        step_ev = steps_line.events.add(
+            metadata_id=step_md.id,
+            offset_ps=step_start - 50_000,
+            duration_ps=t_ps - step_start + 100_000,
+        )
         plane.add_stat(step_ev, "group_id", step)
         plane.add_stat(step_ev, "step_num", step)
 
@@ -378,8 +467,13 @@ def _sparse_core_plane(space, core: int, cfg: SynthConfig, start_ns: int):
         # unless every /device:TPU: plane, SparseCore ones included, declares group_id.
         sc.stat_id("group_id")
     line = sc.plane.lines.add(id=1, name="XLA Ops", timestamp_ns=start_ns)
-    md = sc.event_metadata("%sc_gather = f32[8] gather(...)", "sc_gather", flops=10,
-                           bytes_accessed=100, hlo_category=_Ref("gather"))
+    md = sc.event_metadata(
+        "%sc_gather = f32[8] gather(...)",
+        "sc_gather",
+        flops=10,
+        bytes_accessed=100,
+        hlo_category=_Ref("gather"),
+    )
     line.events.add(metadata_id=md.id, offset_ps=1000, duration_ps=5000)
 
 
@@ -392,7 +486,12 @@ def write_xspace(space: xplane_pb2.XSpace, path: str) -> str:
 
 def write_tpu_session(logdir: str, run: str, session: str, cfgs: list[SynthConfig]) -> list[str]:
     """Write one profiling session (one file per host) as TensorBoard's layout expects."""
-    base = os.path.join(logdir, run, "plugins", "profile", session) if run else \
-        os.path.join(logdir, "plugins", "profile", session)
-    return [write_xspace(make_tpu_xspace(c), os.path.join(base, f"{c.hostname}.xplane.pb"))
-            for c in cfgs]
+    base = (
+        os.path.join(logdir, run, "plugins", "profile", session)
+        if run
+        else os.path.join(logdir, "plugins", "profile", session)
+    )
+    return [
+        write_xspace(make_tpu_xspace(c), os.path.join(base, f"{c.hostname}.xplane.pb"))
+        for c in cfgs
+    ]

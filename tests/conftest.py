@@ -21,13 +21,27 @@ _NETWORK_FILES = {"test_remote_logdir.py", "test_storage_faults.py"}
 _CLUSTER_FILES = {"test_dask_cluster.py"}
 # Files whose tests take seconds each: real servers or processes, the XProf reference,
 # fuzzing, generated bombs.
-_SLOW_FILES = {
-    "test_cli.py", "test_conformance_xprof.py", "test_fuzz_service.py",
-    "test_fuzz_tensorboard.py", "test_hardening.py", "test_hostile_inputs.py",
-    "test_kineto_fuzz.py", "test_mcp.py", "test_parallel.py", "test_persistent_cache.py",
-    "test_protos.py", "test_startup_imports.py", "test_tensorboard_server.py",
-    "test_table_memory.py", "test_real_profiles.py",
-} | _NETWORK_FILES | _CLUSTER_FILES
+_SLOW_FILES = (
+    {
+        "test_cli.py",
+        "test_conformance_xprof.py",
+        "test_fuzz_service.py",
+        "test_fuzz_tensorboard.py",
+        "test_hardening.py",
+        "test_hostile_inputs.py",
+        "test_kineto_fuzz.py",
+        "test_mcp.py",
+        "test_parallel.py",
+        "test_persistent_cache.py",
+        "test_protos.py",
+        "test_startup_imports.py",
+        "test_tensorboard_server.py",
+        "test_table_memory.py",
+        "test_real_profiles.py",
+    }
+    | _NETWORK_FILES
+    | _CLUSTER_FILES
+)
 
 
 def pytest_collection_modifyitems(config, items):

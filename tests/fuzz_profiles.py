@@ -9,6 +9,7 @@ properties, deep nesting, braces inside strings, whitespace and gzip bombs.
 
 Every case is `(name, suffix, bytes)`, the same for the same seed.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,23 +24,72 @@ from tb_roofline.protos import hlo_pb2, xplane_pb2
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 XPLANE, KINETO, KINETO_GZ = ".xplane.pb", ".pt.trace.json", ".pt.trace.json.gz"
 
-EXTREME_INTS = [-1, -(2 ** 63), 2 ** 63 - 1, 2 ** 62, 2 ** 40, 0, 7]
-STAT_NAMES = ["group_id", "step_num", "memory_access_breakdown", "flops", "bytes_accessed",
-              "model_flops", "Hlo Proto", "program_id", "hlo_op", "hlo_module",
-              "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps", "hlo_category",
-              "peak_teraflops_per_second", "peak_hbm_bw_gigabytes_per_second", "clock_rate",
-              "core_count", "compute_cap_major", "compute_cap_minor", "num_occurrences"]
-PLANE_NAMES = ["/device:TPU:0", "/device:GPU:0", "/host:CPU", "/host:metadata",
-               "/device:TPU:0 SparseCore 0", "/device:TPU:99999999999999999999"]
+EXTREME_INTS = [-1, -(2**63), 2**63 - 1, 2**62, 2**40, 0, 7]
+STAT_NAMES = [
+    "group_id",
+    "step_num",
+    "memory_access_breakdown",
+    "flops",
+    "bytes_accessed",
+    "model_flops",
+    "Hlo Proto",
+    "program_id",
+    "hlo_op",
+    "hlo_module",
+    "device_offset_ps",
+    "device_duration_ps",
+    "dma_stall_duration_ps",
+    "hlo_category",
+    "peak_teraflops_per_second",
+    "peak_hbm_bw_gigabytes_per_second",
+    "clock_rate",
+    "core_count",
+    "compute_cap_major",
+    "compute_cap_minor",
+    "num_occurrences",
+]
+PLANE_NAMES = [
+    "/device:TPU:0",
+    "/device:GPU:0",
+    "/host:CPU",
+    "/host:metadata",
+    "/device:TPU:0 SparseCore 0",
+    "/device:TPU:99999999999999999999",
+]
 LINE_NAMES = ["XLA Ops", "Steps", "XLA Modules", "Stream #1(Compute)", "python"]
-OPCODES = ["dot", "convolution", "fft", "sort", "reduce", "reduce-window", "scatter", "gather",
-           "select-and-scatter", "triangular-solve", "cholesky", "dynamic-update-slice",
-           "dynamic-slice", "fusion", "while", "call", "conditional", "custom-call", "map",
-           "transpose", "all-reduce", "ragged-dot", "scaled-dot", "tuple", "outfeed", "scan"]
+OPCODES = [
+    "dot",
+    "convolution",
+    "fft",
+    "sort",
+    "reduce",
+    "reduce-window",
+    "scatter",
+    "gather",
+    "select-and-scatter",
+    "triangular-solve",
+    "cholesky",
+    "dynamic-update-slice",
+    "dynamic-slice",
+    "fusion",
+    "while",
+    "call",
+    "conditional",
+    "custom-call",
+    "map",
+    "transpose",
+    "all-reduce",
+    "ragged-dot",
+    "scaled-dot",
+    "tuple",
+    "outfeed",
+    "scan",
+]
 
 
 # ------------------------------------------------------------------------------------------
 # Bases
+
 
 def xspace_bases() -> dict:
     """name -> serialized XSpace: a synthetic TPU profile, a synthetic XLA GPU profile with
@@ -47,11 +97,16 @@ def xspace_bases() -> dict:
     from test_xla_gpu_cpu_reader import _gpu_space
 
     from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
-    cpu = glob.glob(os.path.join(REPO, "testdata", "jax_cpu", "convnet", "plugins", "profile",
-                                 "*", "*.xplane.pb"))[0]
+
+    cpu = glob.glob(
+        os.path.join(
+            REPO, "testdata", "jax_cpu", "convnet", "plugins", "profile", "*", "*.xplane.pb"
+        )
+    )[0]
     return {
-        "tpu": make_tpu_xspace(SynthConfig(seed=3, num_cores=2, num_steps=2,
-                                           ops_per_step=30)).SerializeToString(),
+        "tpu": make_tpu_xspace(
+            SynthConfig(seed=3, num_cores=2, num_steps=2, ops_per_step=30)
+        ).SerializeToString(),
         "gpu": _gpu_space().SerializeToString(),
         "cpu": open(cpu, "rb").read(),
     }
@@ -59,6 +114,7 @@ def xspace_bases() -> dict:
 
 # ------------------------------------------------------------------------------------------
 # XSpace damage
+
 
 def _flip(rng, data: bytes) -> bytes:
     b = bytearray(data)
@@ -75,7 +131,7 @@ def _huge_varint(rng, data: bytes) -> bytes:
     """A byte replaced by the largest 64-bit varint, or an overlong (11-byte) varint inserted."""
     i = rng.randrange(1, len(data))
     varint = b"\xff" * 9 + b"\x01" if rng.random() < 0.5 else b"\x80" * 10 + b"\x01"
-    return data[:i] + varint + data[i + (1 if rng.random() < 0.5 else 0):]
+    return data[:i] + varint + data[i + (1 if rng.random() < 0.5 else 0) :]
 
 
 def _stats_holders(space):
@@ -94,8 +150,9 @@ def _odd_stat_value(rng, stat, plane):
     if kind == 0:
         stat.ClearField("value")
     elif kind == 1:
-        stat.double_value = rng.choice([float("nan"), float("inf"), -float("inf"), -1e308, 2.5,
-                                        -3.0, 1e30])
+        stat.double_value = rng.choice(
+            [float("nan"), float("inf"), -float("inf"), -1e308, 2.5, -3.0, 1e30]
+        )
     elif kind == 2:
         stat.str_value = rng.choice(["", "abc", "9" * 5000, "-1", "1e999"])
     elif kind == 3:
@@ -103,7 +160,7 @@ def _odd_stat_value(rng, stat, plane):
     elif kind == 4:
         stat.int64_value = rng.choice(EXTREME_INTS)
     elif kind == 5:
-        stat.uint64_value = rng.choice([2 ** 64 - 1, 2 ** 63, 0, 1])
+        stat.uint64_value = rng.choice([2**64 - 1, 2**63, 0, 1])
     elif kind == 6:
         stat.ref_value = rng.choice([0, 999999, max(plane.stat_metadata, default=0)])
     elif kind == 7:
@@ -122,8 +179,9 @@ def _edit_events(rng, space):
     line = rng.choice(lines)
     for _ in range(rng.choice([1, 2, 5])):
         ev = rng.choice(line.events)
-        field = rng.choice(["duration_ps", "offset_ps", "num_occurrences", "metadata_id",
-                            "timestamp_ns"])
+        field = rng.choice(
+            ["duration_ps", "offset_ps", "num_occurrences", "metadata_id", "timestamp_ns"]
+        )
         if field == "timestamp_ns":
             line.timestamp_ns = rng.choice(EXTREME_INTS)
         else:
@@ -150,7 +208,9 @@ def _edit_names(rng, space):
     else:
         rng.choice(plane.lines).name = rng.choice(LINE_NAMES)
     if rng.random() < 0.3 and plane.event_metadata:
-        for key in rng.sample(sorted(plane.event_metadata), k=max(1, len(plane.event_metadata) // 3)):
+        for key in rng.sample(
+            sorted(plane.event_metadata), k=max(1, len(plane.event_metadata) // 3)
+        ):
             del plane.event_metadata[key]
 
 
@@ -167,30 +227,34 @@ def _edit_instruction(rng, module, ins):
     comps = list(module.computations)
     what = rng.randrange(12)
     if what == 0:
-        del ins.operand_ids[rng.randrange(len(ins.operand_ids) + 1):]
+        del ins.operand_ids[rng.randrange(len(ins.operand_ids) + 1) :]
     elif what == 1:
         ins.opcode = rng.choice(OPCODES)
     elif what == 2:
         del ins.shape.dimensions[:]
-        ins.shape.dimensions.extend(rng.choice([[2 ** 40], [2 ** 40, 2 ** 40], [-5], [0], []]))
+        ins.shape.dimensions.extend(rng.choice([[2**40], [2**40, 2**40], [-5], [0], []]))
     elif what == 3:
         dn = ins.dot_dimension_numbers
-        dn.lhs_contracting_dimensions.append(rng.choice([9, -9, 2 ** 40]))
-        ins.convolution_dimension_numbers.input_feature_dimension = rng.choice([9, -9, 2 ** 40])
+        dn.lhs_contracting_dimensions.append(rng.choice([9, -9, 2**40]))
+        ins.convolution_dimension_numbers.input_feature_dimension = rng.choice([9, -9, 2**40])
     elif what == 4:
         w = ins.window.dimensions.add()
-        w.size, w.stride = rng.choice([(2 ** 40, 3), (5, -1), (0, 0), (3, 2 ** 40)])
-        w.base_dilation = rng.choice([0, 2, 2 ** 40])
-        w.padding_low = rng.choice([0, -7, 2 ** 40])
+        w.size, w.stride = rng.choice([(2**40, 3), (5, -1), (0, 0), (3, 2**40)])
+        w.base_dilation = rng.choice([0, 2, 2**40])
+        w.padding_low = rng.choice([0, -7, 2**40])
     elif what == 5:
         ins.called_computation_ids.append(rng.choice(comps).id)  # maybe its own
     elif what == 6:
-        ins.backend_config = rng.choice([
-            b'{"known_trip_count":{"n":"' + b"9" * 5000 + b'"}}',
-            b'{"known_trip_count":{"n":"99999999999999999999"}}',
-            b'{"gemm_backend_config": []}', b"\xff\xfe junk",
-            b'{"dot_dimension_numbers": {"lhs_contracting_dimensions": ["x"]}}',
-            b'cost_estimate_json flops: 1' + b"0" * 400])
+        ins.backend_config = rng.choice(
+            [
+                b'{"known_trip_count":{"n":"' + b"9" * 5000 + b'"}}',
+                b'{"known_trip_count":{"n":"99999999999999999999"}}',
+                b'{"gemm_backend_config": []}',
+                b"\xff\xfe junk",
+                b'{"dot_dimension_numbers": {"lhs_contracting_dimensions": ["x"]}}',
+                b"cost_estimate_json flops: 1" + b"0" * 400,
+            ]
+        )
         ins.custom_call_target = rng.choice(["__cublas$gemm", "__cudnn$convForward", "x", ""])
     elif what == 7:
         ins.operand_ids.append(rng.choice([ins.id, 999999, -1]))
@@ -202,10 +266,10 @@ def _edit_instruction(rng, module, ins):
                 t = t.tuple_shapes.add(element_type=13)
     elif what == 9:
         del ins.fft_length[:]
-        ins.fft_length.extend([0, -4, 2 ** 62])
+        ins.fft_length.extend([0, -4, 2**62])
     elif what == 10:
-        ins.feature_group_count = rng.choice([0, -1, 2 ** 40])
-        ins.batch_group_count = rng.choice([0, -1, 2 ** 40])
+        ins.feature_group_count = rng.choice([0, -1, 2**40])
+        ins.batch_group_count = rng.choice([0, -1, 2**40])
     else:
         ins.ClearField("shape")
 
@@ -216,8 +280,14 @@ def _edit_hlo(rng, space):
         return
     stat = rng.choice(stats)
     if rng.random() < 0.15:
-        stat.bytes_value = rng.choice([b"", b"\x0a\x03abc", bytes(rng.randrange(256) for _ in range(64)),
-                                       stat.bytes_value[: len(stat.bytes_value) // 2]])
+        stat.bytes_value = rng.choice(
+            [
+                b"",
+                b"\x0a\x03abc",
+                bytes(rng.randrange(256) for _ in range(64)),
+                stat.bytes_value[: len(stat.bytes_value) // 2],
+            ]
+        )
         return
     try:
         proto = hlo_pb2.HloProto.FromString(stat.bytes_value)
@@ -229,8 +299,12 @@ def _edit_hlo(rng, space):
         module.entry_computation_name = ""
         if module.computations:
             rng.choice(module.computations).root_id = 424242
-    interesting = [(c, i) for c in module.computations for i in c.instructions
-                   if i.opcode not in ("parameter", "constant", "get-tuple-element")]
+    interesting = [
+        (c, i)
+        for c in module.computations
+        for i in c.instructions
+        if i.opcode not in ("parameter", "constant", "get-tuple-element")
+    ]
     for _ in range(rng.choice([1, 2, 4])):
         if interesting:
             _, ins = rng.choice(interesting)
@@ -262,6 +336,7 @@ def damaged_xspace(seed: int, base: str, data: bytes) -> bytes:
 # ------------------------------------------------------------------------------------------
 # Kineto damage
 
+
 def _member(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=9, mtime=0)
 
@@ -269,13 +344,13 @@ def _member(data: bytes) -> bytes:
 def kineto_bomb(kind: str, mib: int) -> bytes:
     """A gzip (members concatenated) that inflates to `mib` MiB: tiny events, whitespace, or
     events whose strings hold '},' (the fast batch path's worst case)."""
-    fill = {"events": b'{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":1,'
-                      b'"dur":1},',
-            "braces": b'{"ph":"X","cat":"cpu_op","name":"a},},},},","ts":1,"dur":1,"pid":1,'
-                      b'"tid":1},',
-            "whitespace": b" " * 4096}[kind]
+    fill = {
+        "events": b'{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":1,"dur":1},',
+        "braces": b'{"ph":"X","cat":"cpu_op","name":"a},},},},","ts":1,"dur":1,"pid":1,"tid":1},',
+        "whitespace": b" " * 4096,
+    }[kind]
     block = _member(fill * ((1 << 20) // len(fill)))
-    return _member(b'{"traceEvents": [') + block * mib + _member(b'1]}')
+    return _member(b'{"traceEvents": [') + block * mib + _member(b"1]}")
 
 
 def damaged_kineto(seed: int, docs: dict, mutate_doc) -> tuple[str, bytes]:
@@ -298,32 +373,51 @@ def damaged_kineto(seed: int, docs: dict, mutate_doc) -> tuple[str, bytes]:
         prop = dict(rng.choice(props)) if isinstance(props, list) and props else {}
         for key in ("computeMajor", "computeMinor", "numSms", "totalGlobalMem", "name", "id"):
             if rng.random() < 0.5:
-                prop[key] = rng.choice([None, "x", -1, 2 ** 70, 1e308, float("nan"), [1], {"a": 1},
-                                        True, 0])
+                prop[key] = rng.choice(
+                    [None, "x", -1, 2**70, 1e308, float("nan"), [1], {"a": 1}, True, 0]
+                )
         doc["deviceProperties"] = [prop]
         return KINETO, json.dumps(doc).encode()
     text = json.dumps(doc).encode()
     if kind == 6:  # an integer of thousands of digits where a number is
         i = text.find(b'"ts": ', rng.randrange(len(text)))
         i = i if i >= 0 else text.find(b'"ts": ')
-        return KINETO, text[:i + 6] + b"9" * rng.choice([4301, 20000]) + text[i + 6:]
+        return KINETO, text[: i + 6] + b"9" * rng.choice([4301, 20000]) + text[i + 6 :]
     if kind == 7:  # deep nesting inside an event's args
         depth = rng.choice([5000, 200000])
         nested = b"[" * depth + b"1" + b"]" * depth
         i = text.find(b'"traceEvents": [') + len(b'"traceEvents": [')
-        return KINETO, text[:i] + b'{"ph":"X","cat":"cpu_op","args":{"Input Dims":' + nested \
-            + b'}},' + text[i:]
+        return KINETO, text[
+            :i
+        ] + b'{"ph":"X","cat":"cpu_op","args":{"Input Dims":' + nested + b"}}," + text[i:]
     if kind == 8:  # whitespace between every token (a pretty-printed, padded trace)
         return KINETO, text.replace(b", ", b"," + b" " * rng.choice([1000, 100000]), 200)
-    return KINETO_GZ, kineto_bomb(rng.choice(["events", "braces", "whitespace"]),
-                                  rng.choice([2, 32]))
+    return KINETO_GZ, kineto_bomb(
+        rng.choice(["events", "braces", "whitespace"]), rng.choice([2, 32])
+    )
 
 
 # ------------------------------------------------------------------------------------------
 # Numbers in the user's JSON files (roofline_device.json, roofline_workload.json)
 
-ODD_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1E309", "1e-400", "-0",
-               "0", "-1", "0.0", "5e-324", "1.7976931348623157e308", "2e12", "1e30", "1e31"]
+ODD_NUMBERS = [
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e400",
+    "-1e400",
+    "1E309",
+    "1e-400",
+    "-0",
+    "0",
+    "-1",
+    "0.0",
+    "5e-324",
+    "1.7976931348623157e308",
+    "2e12",
+    "1e30",
+    "1e31",
+]
 
 
 def _odd_number(rng) -> str:
@@ -332,8 +426,11 @@ def _odd_number(rng) -> str:
     if rng.random() < 0.5:
         return rng.choice(ODD_NUMBERS)
     digits = rng.choice([19, 29, 30, 31, 40, 309, 400, 4300, 4301, 20000])
-    return rng.choice(["", "-"]) + str(rng.randrange(1, 10)) + "".join(
-        rng.choice("0123456789") for _ in range(digits - 1))
+    return (
+        rng.choice(["", "-"])
+        + str(rng.randrange(1, 10))
+        + "".join(rng.choice("0123456789") for _ in range(digits - 1))
+    )
 
 
 def _number_slots(value, path=()):

@@ -1,6 +1,7 @@
 """A real S3-compatible server for tests: moto's standalone server (`moto[server]`), started
 as a separate process on a free localhost port, logging every request it serves to a file so
 tests can count listings and reads."""
+
 from __future__ import annotations
 
 import contextlib
@@ -13,8 +14,12 @@ from tb_server import free_port, server_process
 
 # Credentials moto accepts; nothing leaves this machine: every client is pointed at the server
 # (AWS_ENDPOINT_URL for boto3/s3fs, S3_ENDPOINT for TensorBoard's own S3 support).
-FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                    "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
 
 
 class S3Server:
@@ -39,7 +44,9 @@ class S3Server:
             elif time.monotonic() - since >= settle_s or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # werkzeug colours some lines when click is there
+        text = re.sub(
+            r"\x1b\[[0-9;]*m", "", text
+        )  # werkzeug colours some lines when click is there
         return re.findall(r'"((?:GET|HEAD|PUT|POST|DELETE) [^"]*)"', text)
 
     def listings(self, bucket: str) -> list[str]:
@@ -47,8 +54,14 @@ class S3Server:
 
     def client(self):
         import boto3
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
 
     def upload_tree(self, local_dir: str, bucket: str, prefix: str):
         client = self.client()

@@ -1,4 +1,5 @@
 """Start a real `tensorboard` process on a free localhost port, for tests."""
+
 from __future__ import annotations
 
 import contextlib
@@ -27,13 +28,15 @@ def get(url: str, timeout: float = 60):
         return e.code, dict(e.headers), e.read()
 
 
-OUTPUT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          "test-output")
+OUTPUT_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "test-output"
+)
 
 
 @contextlib.contextmanager
-def server_process(name: str, argv: list, port: int, probe_path: str, wait_s: float,
-                   env: dict | None = None):
+def server_process(
+    name: str, argv: list, port: int, probe_path: str, wait_s: float, env: dict | None = None
+):
     """Run `argv` (a server on `port`) with its output in test-output/<name>_<port>.log, until
     GET `probe_path` answers 200; yields (base URL, log path); stops it afterwards."""
     os.makedirs(OUTPUT_DIR, exist_ok=True)
@@ -73,8 +76,18 @@ def stop(proc: subprocess.Popen, timeout: float = 15):
 @contextlib.contextmanager
 def tensorboard(logdir: str, extra_args=()):
     port = free_port()
-    argv = [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", "127.0.0.1",
-            "--port", str(port), *extra_args]
+    argv = [
+        sys.executable,
+        "-m",
+        "tensorboard.main",
+        "--logdir",
+        logdir,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *extra_args,
+    ]
     with server_process("tensorboard", argv, port, "/data/plugins_listing", 90) as (base, _):
         yield base
 

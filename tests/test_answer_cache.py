@@ -1,5 +1,6 @@
 """Warm answers: encoded (and gzipped) JSON kept per parameters until the analysis changes;
 failures cached by file signature like successes."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -23,8 +24,9 @@ RUN = "2026_01_01_00_00_00"
 @pytest.fixture
 def logdir(tmp_path, monkeypatch):
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")  # count every real read
-    write_tpu_session(str(tmp_path), "", RUN, [SynthConfig(seed=1, ops_per_step=60,
-                                                           distinct_ops=40)])
+    write_tpu_session(
+        str(tmp_path), "", RUN, [SynthConfig(seed=1, ops_per_step=60, distinct_ops=40)]
+    )
     return tmp_path
 
 
@@ -46,15 +48,19 @@ def test_encoded_answers_are_kept_until_the_analysis_changes(logdir):
     service = RooflineService(str(logdir))
     params = dict(include_infeed_outfeed=False, categories=["loop fusion", "reduce"], name="")
     body, zipped = service.encoded("ops", RUN, "", True, **params)
-    assert zipped and json.loads(gzip.decompress(body)) == service.ops(RUN, "", False,
-                                                                      categories=["loop fusion", "reduce"])
+    assert zipped and json.loads(gzip.decompress(body)) == service.ops(
+        RUN, "", False, categories=["loop fusion", "reduce"]
+    )
     assert service.encoded("ops", RUN, "", True, **params)[0] is body
     plain, zipped = service.encoded("ops", RUN, "*", False, **params)
     assert not zipped and json.loads(plain) == json.loads(gzip.decompress(body))
     other = service.encoded("ops", RUN, "", True, include_infeed_outfeed=True)[0]
     assert other != body
-    for kind, method in (("program", service.program), ("device", service.device),
-                         ("diagnostics", service.diagnostics)):
+    for kind, method in (
+        ("program", service.program),
+        ("device", service.device),
+        ("diagnostics", service.diagnostics),
+    ):
         encoded, _ = service.encoded(kind, RUN, "", False)
         assert json.loads(encoded) == method(RUN, "")
     # A rewritten profile: a new analysis, so new bytes.
@@ -64,11 +70,13 @@ def test_encoded_answers_are_kept_until_the_analysis_changes(logdir):
         os.utime(p, (past, past))
     again = service.encoded("ops", RUN, "", True, **params)[0]
     assert again is not body and json.loads(gzip.decompress(again)) == service.ops(
-        RUN, "", False, categories=["loop fusion", "reduce"])
+        RUN, "", False, categories=["loop fusion", "reduce"]
+    )
 
 
 def test_plugin_serves_gzip_to_clients_that_take_it(logdir):
     from tensorboard.plugins import base_plugin
+
     plugin = RooflinePlugin(base_plugin.TBContext(logdir=str(logdir)))
     client = Client(plugin.get_plugin_apps()["/ops"])
     zipped = client.get(f"/ops?run={RUN}&name=fusion", headers={"Accept-Encoding": "gzip, br"})

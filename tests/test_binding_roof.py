@@ -1,6 +1,7 @@
 """The binding roof's id comes from the model (records.binding_roof_ids) in the program and op
 answers: every record bound by a memory names that memory's id in the device answer, and the
 id agrees with the memory the record's `bound_by` names (the name rule clients used to apply)."""
+
 from __future__ import annotations
 
 import os
@@ -10,14 +11,21 @@ import pytest
 from tb_roofline.serve.service import RooflineService
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CASES = [("demo", "v4_pod/2026_11_29_11_30_00"), ("demo", "v6e_train/2026_11_29_10_00_00"),
-         ("kineto", "a100_80gb_shapes"), ("kineto", "a100_alexnet")]
+CASES = [
+    ("demo", "v4_pod/2026_11_29_11_30_00"),
+    ("demo", "v6e_train/2026_11_29_10_00_00"),
+    ("kineto", "a100_80gb_shapes"),
+    ("kineto", "a100_alexnet"),
+]
 
 
 def _named(memories, bound_by):
     """The memory a `bound_by` names: equal to its name or id, or its name before a bracket."""
-    hits = [m for m in memories if m["name"] == bound_by or m["id"] == bound_by
-            or m["name"].startswith(f"{bound_by} (")]
+    hits = [
+        m
+        for m in memories
+        if m["name"] == bound_by or m["id"] == bound_by or m["name"].startswith(f"{bound_by} (")
+    ]
     assert len(hits) <= 1, (bound_by, hits)
     return hits[0] if hits else None
 

@@ -4,6 +4,7 @@ umask and only under parents that passed the checks, and eviction that never rem
 the cache did not write. The attacks run as a second local user where the test runs as root
 (setpriv, as test_hardening.py's), else they are skipped.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,11 @@ AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("setpriv
 
 
 def _env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("TB_ROOFLINE_CACHE_DIR", "XDG_CACHE_HOME", "TB_ROOFLINE_CACHE_MAX_MB")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TB_ROOFLINE_CACHE_DIR", "XDG_CACHE_HOME", "TB_ROOFLINE_CACHE_MAX_MB")
+    }
     env.update(extra)
     return env
 
@@ -38,8 +42,11 @@ def _mode(path) -> int:
 def _victims_files(folder) -> dict:
     """A folder of the victim's own files, some with the cache's entry suffix."""
     os.makedirs(folder, exist_ok=True)
-    files = {"notes.entry": b"my own notes" * 100, "a" * 64 + disk_cache.SUFFIX: b"x" * 5000,
-             "thesis.tex": b"\\documentclass{article}"}
+    files = {
+        "notes.entry": b"my own notes" * 100,
+        "a" * 64 + disk_cache.SUFFIX: b"x" * 5000,
+        "thesis.tex": b"\\documentclass{article}",
+    }
     for name, data in files.items():
         with open(os.path.join(folder, name), "wb") as f:
             f.write(data)
@@ -49,7 +56,8 @@ def _victims_files(folder) -> dict:
 def _unchanged(folder, files) -> bool:
     names = set(os.listdir(folder))
     return names == set(files) and all(
-        open(os.path.join(folder, n), "rb").read() == data for n, data in files.items())
+        open(os.path.join(folder, n), "rb").read() == data for n, data in files.items()
+    )
 
 
 FROM_ENV = """
@@ -63,9 +71,13 @@ print(json.dumps({"directory": cache.directory if cache else None, "ok": ok}))
 
 def _from_env_in(env, umask: int = 0o022) -> dict:
     """DiskCache.from_env() in a fresh process under `umask`: (its directory, put/get ok)."""
-    done = subprocess.run([sys.executable, "-c", f"import os; os.umask({umask}); " + FROM_ENV],
-                          capture_output=True, text=True, timeout=120,
-                          env=dict(env, PYTHONPATH=REPO))
+    done = subprocess.run(
+        [sys.executable, "-c", f"import os; os.umask({umask}); " + FROM_ENV],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(env, PYTHONPATH=REPO),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -77,8 +89,11 @@ def test_directories_are_made_0700_under_any_umask(tmp_path, umask):
     os.chmod(home, 0o755)
     result = _from_env_in(_env(HOME=str(home)), umask)
     assert result == {"directory": str(home / ".cache" / "tb-roofline"), "ok": True}
-    for made in (home / ".cache", home / ".cache" / "tb-roofline",
-                 home / ".cache" / "tb-roofline" / disk_cache.ENTRIES_DIR):
+    for made in (
+        home / ".cache",
+        home / ".cache" / "tb-roofline",
+        home / ".cache" / "tb-roofline" / disk_cache.ENTRIES_DIR,
+    ):
         assert _mode(made) == 0o700, (made, oct(_mode(made)))
     # The same under a configured path several levels deep.
     deep = tmp_path / "cfg" / "a" / "b"
@@ -107,10 +122,16 @@ def test_a_symlink_anywhere_in_the_path_is_refused(tmp_path, where):
     area = tmp_path / "area"
     area.mkdir(mode=0o755)
     os.symlink(victim, area / "link")
-    configured = {"leaf": area / "link", "middle": area / "link" / "sub",
-                  "parent-of-home-path": area / "link" / ".." / "link"}[where]
-    env = _env(HOME=str(tmp_path / "nohome"), TB_ROOFLINE_CACHE_DIR=str(configured),
-               TB_ROOFLINE_CACHE_MAX_MB="0.001")
+    configured = {
+        "leaf": area / "link",
+        "middle": area / "link" / "sub",
+        "parent-of-home-path": area / "link" / ".." / "link",
+    }[where]
+    env = _env(
+        HOME=str(tmp_path / "nohome"),
+        TB_ROOFLINE_CACHE_DIR=str(configured),
+        TB_ROOFLINE_CACHE_MAX_MB="0.001",
+    )
     assert _from_env_in(env) == {"directory": None, "ok": False}
     assert _unchanged(victim, files)
     # A cache object made directly on such a path uses nothing behind the link either.
@@ -134,8 +155,9 @@ def test_the_users_own_home_layout_may_be_a_link(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     os.symlink(elsewhere, real / "cachelink")
-    result = _from_env_in(_env(HOME=str(homes / "me"),
-                               TB_ROOFLINE_CACHE_DIR=str(homes / "me" / "cachelink")))
+    result = _from_env_in(
+        _env(HOME=str(homes / "me"), TB_ROOFLINE_CACHE_DIR=str(homes / "me" / "cachelink"))
+    )
     assert result == {"directory": None, "ok": False} and os.listdir(elsewhere) == []
     # The home's link in a folder others may write: refused too.
     os.chmod(homes, 0o777)
@@ -151,9 +173,11 @@ def test_eviction_never_removes_a_file_the_cache_did_not_write(tmp_path):
     assert _mode(entries) == 0o700
     # Files the cache did not write: without its header, beside the cache's own directory
     # or inside it, named like entries and older than every entry.
-    foreign = {entries / ("f" * 64 + disk_cache.SUFFIX): b"x" * 3000,
-               entries / "old.entry": b"NOT-A-CACHE-FILE" * 10,
-               folder / ("e" * 64 + disk_cache.SUFFIX): b"y" * 3000}
+    foreign = {
+        entries / ("f" * 64 + disk_cache.SUFFIX): b"x" * 3000,
+        entries / "old.entry": b"NOT-A-CACHE-FILE" * 10,
+        folder / ("e" * 64 + disk_cache.SUFFIX): b"y" * 3000,
+    }
     for path, data in foreign.items():
         path.write_bytes(data)
         os.utime(path, (1, 1))
@@ -161,8 +185,11 @@ def test_eviction_never_removes_a_file_the_cache_did_not_write(tmp_path):
         assert cache.put(f"k{i}", bytes([i]) * 1000)
     for path, data in foreign.items():
         assert path.read_bytes() == data, path
-    own = [p for p in entries.glob("*" + disk_cache.SUFFIX)
-           if p.read_bytes().startswith(disk_cache.MAGIC)]
+    own = [
+        p
+        for p in entries.glob("*" + disk_cache.SUFFIX)
+        if p.read_bytes().startswith(disk_cache.MAGIC)
+    ]
     assert 1 <= len(own) <= 4 and sum(p.stat().st_size for p in own) <= cache.max_bytes
     assert cache.get("k19") == bytes([19]) * 1000
 
@@ -180,14 +207,29 @@ def test_a_link_planted_by_another_user_in_a_shared_sticky_folder(tmp_path):
         os.chmod(os.path.dirname(victim), 0o700)
         os.chmod(victim, 0o700)
         link = os.path.join(area, "cache")
-        done = subprocess.run(["setpriv", f"--reuid={ATTACKER_UID}", f"--regid={ATTACKER_UID}",
-                               "--clear-groups", "ln", "-s", victim, link],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [
+                "setpriv",
+                f"--reuid={ATTACKER_UID}",
+                f"--regid={ATTACKER_UID}",
+                "--clear-groups",
+                "ln",
+                "-s",
+                victim,
+                link,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         assert os.lstat(link).st_uid == ATTACKER_UID
         for configured in (link, os.path.join(link, "tb-roofline")):
-            env = _env(HOME=os.path.join(area, "victim-home"), TB_ROOFLINE_CACHE_DIR=configured,
-                       TB_ROOFLINE_CACHE_MAX_MB="0.001")
+            env = _env(
+                HOME=os.path.join(area, "victim-home"),
+                TB_ROOFLINE_CACHE_DIR=configured,
+                TB_ROOFLINE_CACHE_MAX_MB="0.001",
+            )
             assert _from_env_in(env) == {"directory": None, "ok": False}
             assert _unchanged(victim, files)
         with pytest.raises(cache_path.UnsafeDirectory, match="symlink"):

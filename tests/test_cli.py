@@ -1,4 +1,5 @@
 """The command line prints and exports the same numbers as the API."""
+
 from __future__ import annotations
 
 import io
@@ -40,35 +41,58 @@ def test_report_lists_caveated_ops_apart_and_kernel_view():
     assert main([kernel, "--view", "kernel", "--top", "3"], out=out) == 0
     assert "kernels by potential time saved" in out.getvalue()
     out = io.StringIO()
-    assert main(["export", kernel, "--view", "kernel", "--format", "json", "-o", "-"],
-                out=out) == 0
+    assert main(["export", kernel, "--view", "kernel", "--format", "json", "-o", "-"], out=out) == 0
     rows = json.loads(out.getvalue())
-    assert any("cutlass_80_tensorop_s1688gemm" in r["operation"] and r["precision"] == "tf32"
-               for r in rows)
+    assert any(
+        "cutlass_80_tensorop_s1688gemm" in r["operation"] and r["precision"] == "tf32" for r in rows
+    )
 
 
 def test_export_is_what_the_api_serves(tmp_path):
     run = "v6e_train/2026_11_29_10_00_00"
     target = tmp_path / "ops.json"
-    assert main(["export", DEMO, "--run", run, "--format", "json", "--name", "fusion",
-                 "-o", str(target)]) == 0
+    assert (
+        main(
+            [
+                "export",
+                DEMO,
+                "--run",
+                run,
+                "--format",
+                "json",
+                "--name",
+                "fusion",
+                "-o",
+                str(target),
+            ]
+        )
+        == 0
+    )
     api, _, _ = RooflineService(DEMO).export(run, "", True, level="op", fmt="json", name="fusion")
     assert target.read_text() == api
     assert all("fusion" in r["operation"] for r in json.loads(api))
 
 
 def test_console_script_and_errors():
-    done = subprocess.run([sys.executable, "-m", "tb_roofline.serve.cli", "runs", DEMO],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "tb_roofline.serve.cli", "runs", DEMO],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "v4_pod/2026_11_29_11_30_00" in done.stdout
-    err = subprocess.run([sys.executable, "-m", "tb_roofline.serve.cli", DEMO, "--run", "nope"],
-                         capture_output=True, text=True)
+    err = subprocess.run(
+        [sys.executable, "-m", "tb_roofline.serve.cli", DEMO, "--run", "nope"],
+        capture_output=True,
+        text=True,
+    )
     assert err.returncode == 1 and "unknown run 'nope'" in err.stderr
 
 
 def test_calibrate_then_cpu_profile_gets_a_roof(tmp_path):
     """`calibrate` writes a device file; a CPU profile beside it gets peaks and efficiencies."""
     import shutil
+
     logdir = tmp_path / "logdir"
     shutil.copytree(os.path.join(REPO, "testdata", "jax_cpu", "mlp"), logdir / "mlp")
     service = RooflineService(str(logdir))
@@ -94,12 +118,17 @@ def test_device_file_places_rows_under_its_own_ceilings(tmp_path):
     """A device file applied later places each op under that file's ceiling of its precision."""
     import shutil
 
-    from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
     from tb_roofline.devices.device_file import write_device_file
+    from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
+
     shutil.copytree(os.path.join(REPO, "testdata", "jax_cpu", "mlp"), tmp_path / "mlp")
-    device = DeviceInfo(type="test cpu", kind="cpu", num_cores=1,
-                        compute=[ComputePeak("fp64", 50.0, "user"), ComputePeak("fp32", 100.0, "user")],
-                        memories=[MemoryPeak("hbm", "DRAM", 20.0, "user")])
+    device = DeviceInfo(
+        type="test cpu",
+        kind="cpu",
+        num_cores=1,
+        compute=[ComputePeak("fp64", 50.0, "user"), ComputePeak("fp32", 100.0, "user")],
+        memories=[MemoryPeak("hbm", "DRAM", 20.0, "user")],
+    )
     write_device_file(str(tmp_path / "roofline_device.json"), device)
     service = RooflineService(str(tmp_path))
     run = service.list_runs()["runs"][0]["run"]
@@ -129,8 +158,19 @@ def test_report_json_names_its_run_or_covers_every_run():
 
 def _pod(tmp_path, hosts=4) -> tuple[str, str]:
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
-    cfgs = [SynthConfig(seed=h, num_cores=1, num_steps=3, ops_per_step=20, distinct_ops=8,
-                        hostname=f"host{h}", program_seed=1) for h in range(hosts)]
+
+    cfgs = [
+        SynthConfig(
+            seed=h,
+            num_cores=1,
+            num_steps=3,
+            ops_per_step=20,
+            distinct_ops=8,
+            hostname=f"host{h}",
+            program_seed=1,
+        )
+        for h in range(hosts)
+    ]
     write_tpu_session(str(tmp_path), "pod", "2026_01_01_00_00_00", cfgs)
     return str(tmp_path), "pod/2026_01_01_00_00_00"
 
@@ -139,6 +179,7 @@ def test_progress_off_a_terminal_is_k_of_n_host_lines(tmp_path, capsys, monkeypa
     """Off a terminal (a CI log, a Kubernetes Job) the CLI's progress is whole lines
     "reading: k of N hosts", the last one when every host is read."""
     from tb_roofline.serve.cli import _Progress
+
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     logdir, run = _pod(tmp_path)
     progress = _Progress(enabled=True, tty=False)
@@ -155,7 +196,9 @@ def test_tensorboard_logs_progress_at_its_default_verbosity(tmp_path, caplog, mo
     """TensorBoard keeps loggers at WARNING; the plugin's progress logger is set to INFO, so
     "read k of N hosts" shows there."""
     import logging
+
     from tb_roofline.serve.hosts import LoggedProgress
+
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     logdir, run = _pod(tmp_path)
     root = logging.getLogger()
@@ -171,8 +214,9 @@ def test_tensorboard_logs_progress_at_its_default_verbosity(tmp_path, caplog, mo
     assert not [r for r in caplog.records if r.name == "tb_roofline.other"]
     lines = [r.getMessage() for r in caplog.records if r.name == "tb_roofline.progress"]
     assert lines and lines[-1].startswith("tb-roofline: read 4 of 4 hosts")
-    assert all(r.levelno == logging.INFO for r in caplog.records
-               if r.name == "tb_roofline.progress")
+    assert all(
+        r.levelno == logging.INFO for r in caplog.records if r.name == "tb_roofline.progress"
+    )
 
 
 def _comm_logdir(tmp_path):
@@ -182,6 +226,7 @@ def _comm_logdir(tmp_path):
 
     from test_comm_chart import DEVICE
     from test_jax_collectives import DATA
+
     root = tmp_path / "comm"
     for case in sorted(os.listdir(DATA)):
         shutil.copytree(os.path.join(DATA, case), root / "jax" / case)
@@ -196,6 +241,7 @@ def _http_comm(logdir, run, **params):
     from werkzeug.wrappers import Response
 
     from tb_roofline.serve.plugin import RooflinePlugin
+
     app = RooflinePlugin(base_plugin.TBContext(logdir=logdir)).get_plugin_apps()["/comm"]
     r = Client(app, Response).get("/comm", query_string=dict(run=run, **params))
     assert r.status_code == 200
@@ -211,6 +257,7 @@ def test_comm_is_the_http_answer_in_json_csv_and_text(tmp_path):
     from test_jax_collectives import EXPECTED
 
     from tb_roofline.serve.cli_comm import CSV_COLUMNS
+
     logdir = _comm_logdir(tmp_path)
     runs = [r["run"] for r in RooflineService(logdir).list_runs()["runs"]]
     assert len(runs) == len(EXPECTED) + 1
@@ -254,10 +301,26 @@ def test_comm_excludes_infeed_outfeed_as_the_api_and_refuses_a_bad_format(tmp_pa
     logdir = _comm_logdir(tmp_path)
     run = "a100"
     out = io.StringIO()
-    assert main(["comm", logdir, "--run", run, "--host", "rank0", "--format", "json",
-                 "--exclude-infeed-outfeed"], out=out) == 0
-    assert json.loads(out.getvalue()) == _http_comm(logdir, run, host="rank0",
-                                                    infeed_outfeed="exclude")
+    assert (
+        main(
+            [
+                "comm",
+                logdir,
+                "--run",
+                run,
+                "--host",
+                "rank0",
+                "--format",
+                "json",
+                "--exclude-infeed-outfeed",
+            ],
+            out=out,
+        )
+        == 0
+    )
+    assert json.loads(out.getvalue()) == _http_comm(
+        logdir, run, host="rank0", infeed_outfeed="exclude"
+    )
     with pytest.raises(SystemExit):
         main(["comm", logdir, "--format", "xml"])
     assert main(["comm", logdir, "--run", "nope"], out=io.StringIO()) == 1

@@ -2,21 +2,29 @@
 devices (testdata/jax_cpu_collectives), with a device file that gives the host a link roof:
 one point per collective at its message size (from the HLO, by hand) and bus bandwidth (its
 bus bytes over its time, recomputed here from the op records), under the link's roof."""
+
 from __future__ import annotations
 
 import json
 import shutil
 
 import pytest
-
 from test_jax_collectives import DATA, EXPECTED
+
 from tb_roofline.serve.service import RooflineService
 
 LINK_GBS = 50.0
-DEVICE = {"tb_roofline_device_file": 1, "type": "test CPU with a link", "kind": "cpu",
-          "num_cores": 1, "compute": {"fp32": 100.0},
-          "memories": {"hbm": {"name": "DRAM", "gbs": 20.0},
-                       "interconnect": {"name": "Interconnect (test link)", "gbs": LINK_GBS}}}
+DEVICE = {
+    "tb_roofline_device_file": 1,
+    "type": "test CPU with a link",
+    "kind": "cpu",
+    "num_cores": 1,
+    "compute": {"fp32": 100.0},
+    "memories": {
+        "hbm": {"name": "DRAM", "gbs": 20.0},
+        "interconnect": {"name": "Interconnect (test link)", "gbs": LINK_GBS},
+    },
+}
 
 
 def _service(tmp_path, case, device=True):
@@ -30,17 +38,23 @@ def _service(tmp_path, case, device=True):
 
 def _ops(service, run):
     ops = service.ops(run, "")
-    return {r[ops["columns"].index("operation")]: dict(zip(ops["columns"], r))
-            for r in ops["rows"]}
+    return {r[ops["columns"].index("operation")]: dict(zip(ops["columns"], r)) for r in ops["rows"]}
 
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_one_point_per_collective_at_its_size_and_bus_bandwidth(tmp_path, case):
     service, run = _service(tmp_path, case)
     answer = service.comm(run, "")
-    assert answer["links"] == [{"id": "interconnect", "name": "Interconnect (test link)",
-                                "gbs": LINK_GBS, "source": "user", "note": "",
-                                "latency_us": None}]
+    assert answer["links"] == [
+        {
+            "id": "interconnect",
+            "name": "Interconnect (test link)",
+            "gbs": LINK_GBS,
+            "source": "user",
+            "note": "",
+            "latency_us": None,
+        }
+    ]
     points = {p["operation"]: p for p in answer["points"]}
     assert set(points) == set(EXPECTED[case])
     ops = _ops(service, run)
@@ -52,10 +66,12 @@ def test_one_point_per_collective_at_its_size_and_bus_bandwidth(tmp_path, case):
         assert p["bus_factor"] == pytest.approx(bus / message, rel=1e-9)
         # GB/s = bytes per ns; the record's time in µs
         assert p["bus_bw_gbs"] == pytest.approx(p["bus_bytes"] / (r["total_time_us"] * 1e3))
-        assert p["algo_bw_gbs"] == pytest.approx(message * r["occurrences"]
-                                                 / (r["total_time_us"] * 1e3))
+        assert p["algo_bw_gbs"] == pytest.approx(
+            message * r["occurrences"] / (r["total_time_us"] * 1e3)
+        )
         assert p["link_gbs"] == LINK_GBS and p["link_fraction"] == pytest.approx(
-            p["bus_bw_gbs"] / LINK_GBS)
+            p["bus_bw_gbs"] / LINK_GBS
+        )
         # CPU collectives carry no NCCL kernel names: nccl-tests' factor, and it says so
         assert not p["algorithm_stated"] and "nccl-tests" in p["algorithm"]
         # under the link roof, judged there (not on DRAM)
@@ -89,6 +105,7 @@ def test_an_op_at_several_sizes_is_a_point_per_size(tmp_path):
     import os
 
     import numpy as np
+
     folder = os.path.join(os.path.dirname(DATA), "kineto", "a100_80gb_shapes")
     raw = json.load(gzip.open(os.path.join(folder, "rank0.pt.trace.json.gz")))
     sizes: dict = {}
@@ -103,8 +120,9 @@ def test_an_op_at_several_sizes_is_a_point_per_size(tmp_path):
     points = [p for p in service.comm(run, "")["points"] if p["operation"] == "c10d::allreduce_"]
     assert {p["message_bytes"]: p["occurrences"] for p in points} == sizes
     for p in points:
-        assert p["bus_bytes"] == pytest.approx(p["message_bytes"] * p["occurrences"] * 2 *
-                                               (world - 1) / world)
+        assert p["bus_bytes"] == pytest.approx(
+            p["message_bytes"] * p["occurrences"] * 2 * (world - 1) / world
+        )
         assert p["group_size"] == world and p["group_assumed"]  # the trace's world size
         assert not p["algorithm_stated"] and "nccl-tests" in p["algorithm"]
         assert p["link"] == "Interconnect (NVLink 3)" and p["link_gbs"] == 300

@@ -1,6 +1,7 @@
 """Run comparison on real captured pairs (testdata/compare): which ops pair and by which rule,
 the deltas against each run's own /ops and /program numbers, nothing dropped, a run against
 itself, and a slowed copy of a real run tripping the CI gate."""
+
 from __future__ import annotations
 
 import glob
@@ -52,12 +53,19 @@ def close(a, b, rel=REL, abs_=1e-9):
 
 # --- fingerprints ---------------------------------------------------------------------------
 
+
 def test_text_fingerprint_ignores_names_layouts_and_metadata():
-    a = ("%fusion.12 = f32[128,1024]{1,0:T(8,128)} fusion(f32[128,1024]{1,0} %param.1, "
-         "bf16[1024]{0} %copy.3), kind=kLoop, calls=%fused_computation.12, "
-         "metadata={op_name=\"jit(f)/add\" source_file=\"a.py\" source_line=3}")
-    renamed = a.replace("fusion.12", "fusion.14").replace("param.1", "p.7") \
-        .replace("{1,0:T(8,128)}", "{0,1}").replace("source_line=3", "source_line=9")
+    a = (
+        "%fusion.12 = f32[128,1024]{1,0:T(8,128)} fusion(f32[128,1024]{1,0} %param.1, "
+        "bf16[1024]{0} %copy.3), kind=kLoop, calls=%fused_computation.12, "
+        'metadata={op_name="jit(f)/add" source_file="a.py" source_line=3}'
+    )
+    renamed = (
+        a.replace("fusion.12", "fusion.14")
+        .replace("param.1", "p.7")
+        .replace("{1,0:T(8,128)}", "{0,1}")
+        .replace("source_line=3", "source_line=9")
+    )
     assert text_fingerprint(a) == text_fingerprint(renamed)
     assert text_fingerprint(a).startswith("hlo:")
     assert text_fingerprint(a) != text_fingerprint(a.replace("f32[128,1024]", "f32[256,1024]"))
@@ -66,6 +74,7 @@ def test_text_fingerprint_ignores_names_layouts_and_metadata():
 
 
 # --- matching on real pairs -----------------------------------------------------------------
+
 
 def test_renamed_fusions_pair_by_fingerprint(service, runs):
     """XLA named the two branches' fusions the other way round: the same work pairs across
@@ -77,11 +86,16 @@ def test_renamed_fusions_pair_by_fingerprint(service, runs):
     assert by_rule["ynn_fusion"] == ("fingerprint", "ynn_fusion.1")
     assert by_rule["ynn_fusion.1"] == ("fingerprint", "ynn_fusion")
     assert by_rule["ynn_fusion.2"] == ("name", "ynn_fusion.2")
-    base_ops, cand_ops = (records(service.ops(r, "")) for r in (runs["branches"],
-                                                                   runs["branches_swapped"]))
+    base_ops, cand_ops = (
+        records(service.ops(r, "")) for r in (runs["branches"], runs["branches_swapped"])
+    )
     for p in ps:
-        flops_b = base_ops[p["base_operation"]]["flops"] / base_ops[p["base_operation"]]["occurrences"]
-        flops_c = cand_ops[p["cand_operation"]]["flops"] / cand_ops[p["cand_operation"]]["occurrences"]
+        flops_b = (
+            base_ops[p["base_operation"]]["flops"] / base_ops[p["base_operation"]]["occurrences"]
+        )
+        flops_c = (
+            cand_ops[p["cand_operation"]]["flops"] / cand_ops[p["cand_operation"]]["occurrences"]
+        )
         assert close(flops_b, flops_c)
     # Pairing by name alone would have paired different work.
     assert base_ops["ynn_fusion"]["flops"] != cand_ops["ynn_fusion"]["flops"]
@@ -98,8 +112,11 @@ def test_batch_sizes_pair_every_op_and_scale_the_work(service, runs):
     scaled = 0
     for p in ps:
         assert p["base_operation"] == p["cand_operation"]
-        ratio = (p["cand_flops"] / p["cand_occurrences"]) / (p["base_flops"] / p["base_occurrences"]) \
-            if p["base_flops"] else None
+        ratio = (
+            (p["cand_flops"] / p["cand_occurrences"]) / (p["base_flops"] / p["base_occurrences"])
+            if p["base_flops"]
+            else None
+        )
         if p["match_rule"] == "name":
             assert p["base_fingerprint"] == p["cand_fingerprint"]
             assert ratio is None or close(ratio, 1.0)
@@ -121,8 +138,8 @@ def test_pytorch_batch_sizes_pair_each_call_with_its_own_shapes(service, runs):
     reshaped = [p for p in ps if p["match_rule"] == "name_only"]
     assert len(reshaped) >= 20
     for p in reshaped:
-        b = json.loads(p["base_fingerprint"][len("shapes:"):])
-        c = json.loads(p["cand_fingerprint"][len("shapes:"):])
+        b = json.loads(p["base_fingerprint"][len("shapes:") :])
+        c = json.loads(p["cand_fingerprint"][len("shapes:") :])
         assert len(b) == len(c)
         for x, y in zip(b, c):
             assert len(x) == len(y) and all(u == v or (u, v) == (8, 16) for u, v in zip(x, y)), p
@@ -173,6 +190,7 @@ def test_unfused_run_nothing_dropped(service, runs):
 
 # --- deltas against each run's own numbers ----------------------------------------------------
 
+
 def test_deltas_against_each_runs_own_records(service, runs):
     base, cand = runs["mlp_b64"], runs["mlp_b128"]
     a = service.compare(base, cand)
@@ -187,15 +205,21 @@ def test_deltas_against_each_runs_own_records(service, runs):
         assert close(p["delta_time_percent"], 100 * (tc - tb) / tb)
         assert close(p["speedup"], tb / tc)
         assert close(p["delta_flop_rate"], c["flop_rate"] - b["flop_rate"], abs_=1e-3)
-        assert close(p["delta_operational_intensity"],
-                     c["operational_intensity"] - b["operational_intensity"], abs_=1e-4)
+        assert close(
+            p["delta_operational_intensity"],
+            c["operational_intensity"] - b["operational_intensity"],
+            abs_=1e-4,
+        )
         assert p["bound_by_changed"] == (b["bound_by"] != c["bound_by"])
         assert close(p["base_peak_flop_rate"], b["peak_flop_rate"])
         if b["caveat"] or c["caveat"]:
             assert p["delta_roofline_efficiency"] is None  # not a measurement under its roof
         else:
-            assert close(p["delta_roofline_efficiency"],
-                         c["roofline_efficiency"] - b["roofline_efficiency"], abs_=1e-5)
+            assert close(
+                p["delta_roofline_efficiency"],
+                c["roofline_efficiency"] - b["roofline_efficiency"],
+                abs_=1e-5,
+            )
             checked += 1
         assert p["change"] == ("slower" if tc > tb else "faster" if tc < tb else "same")
     assert checked >= 10
@@ -212,7 +236,12 @@ def test_deltas_against_each_runs_own_records(service, runs):
     assert deltas == sorted(deltas, reverse=True)  # the largest change first
     program = pairs(a, a["program"])
     assert [(p["base_step"], p["cand_step"]) for p in program] == [
-        ("Total", "Total"), ("Average", "Average"), ("0", "0"), ("1", "1"), ("2", "2")]
+        ("Total", "Total"),
+        ("Average", "Average"),
+        ("0", "0"),
+        ("1", "1"),
+        ("2", "2"),
+    ]
 
 
 def test_steps_and_average_step(service, runs):
@@ -222,13 +251,20 @@ def test_steps_and_average_step(service, runs):
     program = pairs(a, a["program"])
     assert len(program) == 1 and program[0]["match_rule"] == "scope"
     prog = records(service.program(run, "", True))
-    assert close(a["summary"]["time_change_us"],
-                 prog["2"]["total_time_us"] - prog["0"]["total_time_us"], 1e-9)
+    assert close(
+        a["summary"]["time_change_us"],
+        prog["2"]["total_time_us"] - prog["0"]["total_time_us"],
+        1e-9,
+    )
     per_step = [pairs(service.compare(run, run, step=s)) for s in ("0", "1", "2")]
     avg = {p["cand_operation"]: p for p in pairs(service.compare(run, run, step="Average"))}
     for name, p in avg.items():
-        total = sum(q["cand_total_self_time_us"] for ps in per_step for q in ps
-                    if q["cand_operation"] == name)
+        total = sum(
+            q["cand_total_self_time_us"]
+            for ps in per_step
+            for q in ps
+            if q["cand_operation"] == name
+        )
         assert close(p["cand_total_self_time_us"] * 3, total, rel=1e-4)
     with pytest.raises(Exception, match="unknown step '7'"):
         service.compare(run, run, step="7")
@@ -243,13 +279,29 @@ def test_run_against_itself_is_zero_change(service, runs, tmp_path):
     assert all(p["delta_time_us"] == 0 and p["change"] == "same" for p in pairs(a))
     out = io.StringIO()
     run_dir = os.path.join(DATA, "torch_cpu", "convnet_b8")
-    assert main(["diff", run_dir, run_dir, "--fail-if-slower", "0", "--fail-if-op-slower", "0",
-                 "--format", "json"], out=out) == 0
+    assert (
+        main(
+            [
+                "diff",
+                run_dir,
+                run_dir,
+                "--fail-if-slower",
+                "0",
+                "--fail-if-op-slower",
+                "0",
+                "--format",
+                "json",
+            ],
+            out=out,
+        )
+        == 0
+    )
     doc = json.loads(out.getvalue())
     assert doc["gate"]["passed"] and doc["summary"]["time_change_us"] == 0
 
 
 # --- a slowed run trips the gate --------------------------------------------------------------
+
 
 def _slowed_copy(src_run_dir: str, dst_logdir, factor: int = 2):
     """A copy of a real JAX CPU profile (`base`) and the same profile with every event of the
@@ -276,7 +328,8 @@ def _slowed_copy(src_run_dir: str, dst_logdir, factor: int = 2):
 def test_slowed_run_trips_the_gate(tmp_path):
     _slowed_copy(os.path.join(DATA, "jax_cpu", "mlp_b64"), tmp_path)
     a = RooflineService(str(tmp_path)).compare(
-        *[f"{n}/{os.listdir(tmp_path / n / 'plugins' / 'profile')[0]}" for n in ("base", "slow")])
+        *[f"{n}/{os.listdir(tmp_path / n / 'plugins' / 'profile')[0]}" for n in ("base", "slow")]
+    )
     for p in pairs(a):
         assert p["match_rule"] == "name" and close(p["delta_time_percent"], 100.0)
         assert close(p["speedup"], 0.5)
@@ -298,46 +351,79 @@ def test_slowed_run_trips_the_gate(tmp_path):
     doc = json.loads(text)
     assert code == 1 and not doc["gate"]["passed"]
     regressions = doc["gate"]["op_regressions"]
-    assert regressions and all(max(r["base_total_self_time_us"], r["cand_total_self_time_us"])
-                               >= 100 for r in regressions)
-    big = [p for p in doc["ops"] if max(p["base_total_self_time_us"],
-                                        p["cand_total_self_time_us"]) >= 100]
+    assert regressions and all(
+        max(r["base_total_self_time_us"], r["cand_total_self_time_us"]) >= 100 for r in regressions
+    )
+    big = [
+        p
+        for p in doc["ops"]
+        if max(p["base_total_self_time_us"], p["cand_total_self_time_us"]) >= 100
+    ]
     assert len(regressions) == len(big)
 
 
 # --- CLI arguments and errors ------------------------------------------------------------------
 
+
 def test_cli_sides_and_formats(runs):
     logdir = os.path.join(DATA, "jax_cpu")
     out = io.StringIO()
-    code = main(["diff", logdir, "--base-run", runs["mlp_b64"].split("/", 1)[1],
-                 "--run", runs["mlp_b128"].split("/", 1)[1], "--format", "csv", "--top", "5",
-                 "--level", "op"], out=out)
+    code = main(
+        [
+            "diff",
+            logdir,
+            "--base-run",
+            runs["mlp_b64"].split("/", 1)[1],
+            "--run",
+            runs["mlp_b128"].split("/", 1)[1],
+            "--format",
+            "csv",
+            "--top",
+            "5",
+            "--level",
+            "op",
+        ],
+        out=out,
+    )
     lines = out.getvalue().splitlines()
     assert code == 0 and lines[0].startswith("status,match_rule,change,program,delta_time_us")
     assert len(lines) == 6
     out = io.StringIO()
-    code = main(["diff", os.path.join(logdir, "branches"), os.path.join(logdir, "branches_swapped"),
-                 "--level", "program", "--format", "json"], out=out)
+    code = main(
+        [
+            "diff",
+            os.path.join(logdir, "branches"),
+            os.path.join(logdir, "branches_swapped"),
+            "--level",
+            "program",
+            "--format",
+            "json",
+        ],
+        out=out,
+    )
     doc = json.loads(out.getvalue())
     assert code == 0 and doc["schema"] == "tb-roofline.compare/1" and "ops" not in doc
     assert {"base", "cand", "summary", "notes", "gate", "program"} <= set(doc)
     assert doc["program"][0]["base_record_type"] == "total"
 
 
-@pytest.mark.parametrize("argv", [
-    ["diff", "/nonexistent/dir"],
-    ["diff", os.path.join(DATA, "jax_cpu"), "--base-run", "nope"],
-    ["diff", os.path.join(DATA, "torch_cpu", "convnet_b8"), "--step", "99"],
-    ["diff", os.path.join(DATA, "torch_cpu", "convnet_b8"), "--view", "kernel"],
-    ["diff", os.path.join(DATA, "torch_cpu", "convnet_b8"), "--fail-if-slower", "-1"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["diff", "/nonexistent/dir"],
+        ["diff", os.path.join(DATA, "jax_cpu"), "--base-run", "nope"],
+        ["diff", os.path.join(DATA, "torch_cpu", "convnet_b8"), "--step", "99"],
+        ["diff", os.path.join(DATA, "torch_cpu", "convnet_b8"), "--view", "kernel"],
+        ["diff", os.path.join(DATA, "torch_cpu", "convnet_b8"), "--fail-if-slower", "-1"],
+    ],
+)
 def test_cli_bad_input_exits_2(argv, capsys):
     assert main(argv, out=io.StringIO()) == 2
     assert "tb-roofline diff:" in capsys.readouterr().err
 
 
 # --- other profiles: hosts, devices, kernels --------------------------------------------------
+
 
 def test_two_hosts_of_one_run_and_two_devices():
     demo = RooflineService(os.path.join(REPO, "testdata", "demo"))
@@ -367,13 +453,18 @@ def test_kernel_view_pairs_by_kernel_name_and_grid():
     assert any((g or "").startswith("grid:[") for g in grids)
     for row in kernels["rows"]:
         r = dict(zip(kernels["columns"], row))
-        mine = [p for p in ps if p["base_operation"] == r["operation"]
-                and p["base_precision"] == r["precision"]]
-        assert close(sum(p["base_total_self_time_us"] for p in mine), r["total_self_time_us"],
-                     rel=1e-4)
+        mine = [
+            p
+            for p in ps
+            if p["base_operation"] == r["operation"] and p["base_precision"] == r["precision"]
+        ]
+        assert close(
+            sum(p["base_total_self_time_us"] for p in mine), r["total_self_time_us"], rel=1e-4
+        )
 
 
 # --- the HTTP route ---------------------------------------------------------------------------
+
 
 def test_compare_route_answers_and_errors(runs):
     from tensorboard.plugins import base_plugin
@@ -381,6 +472,7 @@ def test_compare_route_answers_and_errors(runs):
     from werkzeug.wrappers import Response
 
     from tb_roofline.serve.plugin import RooflinePlugin
+
     apps = RooflinePlugin(base_plugin.TBContext(logdir=DATA)).get_plugin_apps()
 
     def get(**params):
@@ -393,11 +485,14 @@ def test_compare_route_answers_and_errors(runs):
     assert all("dot" in p["cand_operation"] for p in pairs(a))
     status, a = get(base=base, run=cand, level="program")
     assert status == 200 and a["level"] == "program" and len(a["values"][0]) == 5
-    for params, code in (({"run": cand}, 400), ({"base": "nope", "run": cand}, 404),
-                         ({"base": base, "run": cand, "step": "42"}, 404),
-                         ({"base": base, "run": cand, "level": "x"}, 400),
-                         ({"base": base, "run": cand, "view": "kernel"}, 400),
-                         ({"base": "../x", "run": cand}, 400),
-                         ({"base": base, "run": cand, "host": "nope"}, 404)):
+    for params, code in (
+        ({"run": cand}, 400),
+        ({"base": "nope", "run": cand}, 404),
+        ({"base": base, "run": cand, "step": "42"}, 404),
+        ({"base": base, "run": cand, "level": "x"}, 400),
+        ({"base": base, "run": cand, "view": "kernel"}, 400),
+        ({"base": "../x", "run": cand}, 400),
+        ({"base": base, "run": cand, "host": "nope"}, 404),
+    ):
         status, body = get(**params)
         assert status == code and body["error"]["status"] == code and body["error"]["message"]

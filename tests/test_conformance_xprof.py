@@ -4,14 +4,14 @@ Seeded synthetic XSpaces cover several cores and hosts, steps, infeed/outfeed, C
 VMEM (v6e) chips and nested ops. Where we deliberately differ from XProf
 (docs/xprof_differences.md), the comparison skips that value and another test pins ours.
 """
+
 from __future__ import annotations
 
-
 import pytest
+from xprof_reference import COLUMN_MAP, xprof_roofline
 
 from tb_roofline.serve.service import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
-from xprof_reference import COLUMN_MAP, xprof_roofline
 
 RTOL = 1e-6
 
@@ -24,8 +24,10 @@ CASES = {
     "v6e_4cores": [SynthConfig(seed=6, num_cores=4)],
     # Host offload: async copy pairs to/from host memory without a memory breakdown.
     "v6e_host_offload": [SynthConfig(seed=12, num_cores=2, host_offload_pairs=3)],
-    "v4_2hosts": [SynthConfig(seed=7, chip="v4", num_cores=2, hostname="h0", program_seed=7),
-                  SynthConfig(seed=8, chip="v4", num_cores=2, hostname="h1", program_seed=7)],
+    "v4_2hosts": [
+        SynthConfig(seed=7, chip="v4", num_cores=2, hostname="h0", program_seed=7),
+        SynthConfig(seed=8, chip="v4", num_cores=2, hostname="h1", program_seed=7),
+    ],
 }
 
 
@@ -54,18 +56,40 @@ def _ours_by_key(service, run, host):
 EFFICIENCY_COLUMNS = ("roofline_efficiency", "optimal_flop_rate", "max_mem_bw_utilization")
 
 
-ASYNC_DIFFERENCES = ("hbm_bw", "hbm_operational_intensity", "bottleneck_operational_intensity",
-                     "bound_by", "roofline_efficiency", "compute_efficiency",
-                     "max_mem_bw_utilization", "optimal_flop_rate")
+ASYNC_DIFFERENCES = (
+    "hbm_bw",
+    "hbm_operational_intensity",
+    "bottleneck_operational_intensity",
+    "bound_by",
+    "roofline_efficiency",
+    "compute_efficiency",
+    "max_mem_bw_utilization",
+    "optimal_flop_rate",
+)
 
 
-ASYNC_RATES = ("flop_rate", "model_flop_rate", "memory_bw", "hbm_bw", "cmem_read_bw",
-               "cmem_write_bw", "vmem_read_bw", "vmem_write_bw", "host_bw", "interconnect_bw")
+ASYNC_RATES = (
+    "flop_rate",
+    "model_flop_rate",
+    "memory_bw",
+    "hbm_bw",
+    "cmem_read_bw",
+    "cmem_write_bw",
+    "vmem_read_bw",
+    "vmem_write_bw",
+    "host_bw",
+    "interconnect_bw",
+)
 
 
 # A collective with interconnect bytes is judged under the ICI roof only (XProf has none).
-LINK_DIFFERENCES = ("bound_by", "roofline_efficiency", "max_mem_bw_utilization",
-                    "optimal_flop_rate", "bottleneck_operational_intensity")
+LINK_DIFFERENCES = (
+    "bound_by",
+    "roofline_efficiency",
+    "max_mem_bw_utilization",
+    "optimal_flop_rate",
+    "bottleneck_operational_intensity",
+)
 
 
 def _deliberate_difference(key, column, multi_host, caveat=None, link=False) -> bool:
@@ -99,8 +123,11 @@ def _xprof_flagless_efficiency(row, props):
     hbm = float(props["peak_hbm_bw"])
     mem = row["hbm_bw"] / hbm if hbm else 0.0
     eff = max(row["flop_rate"] / peak if peak else 0.0, mem)
-    return {"roofline_efficiency": eff, "max_mem_bw_utilization": mem,
-            "optimal_flop_rate": row["flop_rate"] / eff if eff else 0.0}
+    return {
+        "roofline_efficiency": eff,
+        "max_mem_bw_utilization": mem,
+        "optimal_flop_rate": row["flop_rate"] / eff if eff else 0.0,
+    }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -116,10 +143,16 @@ def test_matches_xprof(tmp_path, case):
     mismatches = []
     for x in theirs:
         is_program = x["category"] == "Program"
-        key = (x["include_infeed_outfeed"], "Program" if is_program else x["hlo_module_id"],
-               x["step"] if is_program else x["operation"])
-        if is_program and x["step"] == "Average" and not any(
-                k[1] == "Program" and k[2] not in ("Total", "Average") for k in ours):
+        key = (
+            x["include_infeed_outfeed"],
+            "Program" if is_program else x["hlo_module_id"],
+            x["step"] if is_program else x["operation"],
+        )
+        if (
+            is_program
+            and x["step"] == "Average"
+            and not any(k[1] == "Program" and k[2] not in ("Total", "Average") for k in ours)
+        ):
             continue  # XProf emits an all-zero Average without steps; we emit none (pinned below)
         assert key in ours, f"XProf row {key} missing from ours"
         o = ours[key]
@@ -127,8 +160,9 @@ def test_matches_xprof(tmp_path, case):
             value = o[col]
             if scale not in (None, 1) and value is not None:
                 value = value * scale
-            if _deliberate_difference(key, col, len(cfgs) > 1, o.get("caveat"),
-                                      bool(o.get("interconnect_bytes"))):
+            if _deliberate_difference(
+                key, col, len(cfgs) > 1, o.get("caveat"), bool(o.get("interconnect_bytes"))
+            ):
                 continue
             compared += 1
             if not _close(value, x[xcol]):
@@ -136,8 +170,9 @@ def test_matches_xprof(tmp_path, case):
         if not is_program:  # the span-based self-time share, from our own columns
             compared += 1
             if not _close(_xprof_self_fraction(o), x["total_self_time_percent"]):
-                mismatches.append((key, "self time / span", _xprof_self_fraction(o),
-                                   x["total_self_time_percent"]))
+                mismatches.append(
+                    (key, "self time / span", _xprof_self_fraction(o), x["total_self_time_percent"])
+                )
         if len(cfgs) > 1:  # our inputs to the efficiencies are XProf's: same result on its peaks
             for col, value in _xprof_flagless_efficiency(o, props).items():
                 compared += 1
@@ -164,8 +199,12 @@ def test_matches_xprof(tmp_path, case):
     assert device["has_cmem"] == (props["has_cmem"] == "1")
     assert device["megacore"] == (props["megacore"] == "1")
     assert device["has_merged_vmem"] == (props["has_merged_vmem"] == "1")
-    for mid, prop in (("cmem_read", "peak_cmem_read_bw"), ("cmem_write", "peak_cmem_write_bw"),
-                      ("vmem_read", "peak_vmem_read_bw"), ("vmem_write", "peak_vmem_write_bw")):
+    for mid, prop in (
+        ("cmem_read", "peak_cmem_read_bw"),
+        ("cmem_write", "peak_cmem_write_bw"),
+        ("vmem_read", "peak_vmem_read_bw"),
+        ("vmem_write", "peak_vmem_write_bw"),
+    ):
         mem = next((m for m in device["memories"] if m["id"] == mid), None)
         if float(props[prop]) > 0:
             assert mem is not None and float(f"{mem['peak_gibs']:.6g}") == float(props[prop])
@@ -203,8 +242,12 @@ def test_multi_host_keeps_flags_and_on_chip_peaks(tmp_path):
     assert device["has_cmem"] and device["megacore"] and device["num_hosts"] == 2
     assert device["num_cores"] == 4
     # (the ICI roof is the data sheet's: XProf has no interconnect)
-    assert {m["id"] for m in device["memories"]} == {"hbm", "cmem_read", "cmem_write",
-                                                      "interconnect"}
+    assert {m["id"] for m in device["memories"]} == {
+        "hbm",
+        "cmem_read",
+        "cmem_write",
+        "interconnect",
+    }
     # The aggregate's efficiency counts CMEM too: never below the single-host definition.
     prog = service.program("s", "", True)
     total = dict(zip(prog["columns"], prog["rows"][0]))

@@ -5,6 +5,7 @@ A 16-host TPU run and a multi-rank PyTorch run answer exactly as converted here;
 killed mid-run changes nothing; a scheduler that is not there, or does not answer, or a worker
 without tb-roofline, is a clear error at once (CLI exit 2), and TensorBoard's service converts
 locally saying so."""
+
 from __future__ import annotations
 
 import contextlib
@@ -29,7 +30,7 @@ pytest.importorskip("moto")
 from s3_server import moto_server  # noqa: E402
 from tb_server import OUTPUT_DIR, free_port  # noqa: E402
 
-from tb_roofline.readers import cluster, parallel  # noqa: E402
+from tb_roofline.readers import cluster  # noqa: E402
 from tb_roofline.serve.cli import main  # noqa: E402
 from tb_roofline.serve.service import RooflineService  # noqa: E402
 from tb_roofline.synthetic import SynthConfig, write_tpu_session  # noqa: E402
@@ -38,14 +39,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = "tb-roofline-dask"
 TPU_RUN = "pod/2026_01_01_00_00_00"
 KINETO_RUN = "ranks"
-RANKS = ["a100_alexnet/worker0.1695835535", "a100_cupti_counters/worker0.1679055439",
-         "a100_80gb_shapes/rank0", "a100_alexnet/worker0.1695835535"]
+RANKS = [
+    "a100_alexnet/worker0.1695835535",
+    "a100_cupti_counters/worker0.1679055439",
+    "a100_80gb_shapes/rank0",
+    "a100_alexnet/worker0.1695835535",
+]
 WAIT_S = 90
 
 
 def _die_with_us():
     """In each child: killed when the test process dies, even by SIGKILL (Linux prctl)."""
     import ctypes
+
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
@@ -60,19 +66,37 @@ class Cluster:
         self.address, self.procs, self.logs = address, procs, logs
 
     def start_worker(self, name: str, env: dict, argv_head=None, nanny=False):
-        log = open(os.path.join(OUTPUT_DIR, f"dask_{name}_{self.address.rsplit(':', 1)[1]}.log"),
-                   "w")
+        log = open(
+            os.path.join(OUTPUT_DIR, f"dask_{name}_{self.address.rsplit(':', 1)[1]}.log"), "w"
+        )
         self.logs.append(log)
         head = argv_head or [sys.executable, "-m", "distributed.cli.dask_worker"]
-        argv = head + [self.address, "--nthreads", "1", "--no-dashboard", "--name", name,
-                       "--host", "127.0.0.1", "--death-timeout", "60"]
+        argv = head + [
+            self.address,
+            "--nthreads",
+            "1",
+            "--no-dashboard",
+            "--name",
+            name,
+            "--host",
+            "127.0.0.1",
+            "--death-timeout",
+            "60",
+        ]
         if not nanny:
             argv.insert(len(head) + 3, "--no-nanny")
-        self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            start_new_session=True, preexec_fn=_die_with_us)
+        self.procs[name] = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_us,
+        )
 
     def wait_for(self, names: set):
         from distributed import Client
+
         deadline = time.monotonic() + WAIT_S
         with Client(self.address, timeout=30, set_as_default=False) as client:
             while True:
@@ -91,8 +115,7 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def dask_cluster(worker_env: dict, workers=("w1", "w2"), scheduler_env=None,
-                 scheduler_head=None):
+def dask_cluster(worker_env: dict, workers=("w1", "w2"), scheduler_env=None, scheduler_head=None):
     os.makedirs(OUTPUT_DIR, exist_ok=True)
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
@@ -101,8 +124,12 @@ def dask_cluster(worker_env: dict, workers=("w1", "w2"), scheduler_env=None,
     head = scheduler_head or [sys.executable, "-m", "distributed.cli.dask_scheduler"]
     procs["scheduler"] = subprocess.Popen(
         head + ["--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-        stdout=logs[0], stderr=subprocess.STDOUT,
-        env=_env(scheduler_env or {}), start_new_session=True, preexec_fn=_die_with_us)
+        stdout=logs[0],
+        stderr=subprocess.STDOUT,
+        env=_env(scheduler_env or {}),
+        start_new_session=True,
+        preexec_fn=_die_with_us,
+    )
     c = Cluster(address, procs, logs)
     try:
         for name in workers:
@@ -128,15 +155,26 @@ def dask_cluster(worker_env: dict, workers=("w1", "w2"), scheduler_env=None,
 def world(tmp_path_factory):
     """(S3 server, the bucket's logdir URL, the local copy, a running two-worker cluster)."""
     local = tmp_path_factory.mktemp("pod_logdir")
-    cfgs = [SynthConfig(seed=70 + h, num_cores=2, num_steps=10, ops_per_step=150,
-                        distinct_ops=60, hostname=f"tpu-host{h:02d}", program_seed=70)
-            for h in range(16)]
+    cfgs = [
+        SynthConfig(
+            seed=70 + h,
+            num_cores=2,
+            num_steps=10,
+            ops_per_step=150,
+            distinct_ops=60,
+            hostname=f"tpu-host{h:02d}",
+            program_seed=70,
+        )
+        for h in range(16)
+    ]
     write_tpu_session(str(local), "pod", "2026_01_01_00_00_00", cfgs)
     ranks = local / KINETO_RUN
     ranks.mkdir()
     for r, name in enumerate(RANKS):
-        shutil.copy(os.path.join(REPO, "testdata", "kineto", name + ".pt.trace.json.gz"),
-                    ranks / f"rank{r}.pt.trace.json.gz")
+        shutil.copy(
+            os.path.join(REPO, "testdata", "kineto", name + ".pt.trace.json.gz"),
+            ranks / f"rank{r}.pt.trace.json.gz",
+        )
     with moto_server() as server, pytest.MonkeyPatch.context() as mp:
         for name, value in server.env().items():
             mp.setenv(name, value)
@@ -194,8 +232,10 @@ def test_a_multi_rank_pytorch_run_answers_as_converted_here(on_cluster, caplog, 
     _, url, local, _ = on_cluster
     hosts = [f"rank{r}" for r in range(len(RANKS))]
     service = RooflineService(url)
-    assert sorted(next(r for r in service.list_runs()["runs"] if r["run"] == KINETO_RUN)
-                  ["hosts"]) == hosts
+    assert (
+        sorted(next(r for r in service.list_runs()["runs"] if r["run"] == KINETO_RUN)["hosts"])
+        == hosts
+    )
     expected = _local_answers(local, KINETO_RUN, hosts, monkeypatch)
     caplog.set_level(logging.INFO, logger="tb_roofline.readers.cluster")
     assert _answers(service, KINETO_RUN, hosts) == expected
@@ -204,9 +244,12 @@ def test_a_multi_rank_pytorch_run_answers_as_converted_here(on_cluster, caplog, 
 
 def test_planes_of_a_shared_path_are_units_too(on_cluster, tmp_path, caplog, monkeypatch):
     """A path the workers share (here: the same disk): one unit per TensorCore plane."""
-    write_tpu_session(str(tmp_path), "one", "2026_01_01_00_00_00",
-                      [SynthConfig(seed=5, num_cores=4, num_steps=6, ops_per_step=80,
-                                   hostname="solo")])
+    write_tpu_session(
+        str(tmp_path),
+        "one",
+        "2026_01_01_00_00_00",
+        [SynthConfig(seed=5, num_cores=4, num_steps=6, ops_per_step=80, hostname="solo")],
+    )
     expected = _local_answers(str(tmp_path), "one/2026_01_01_00_00_00", ["solo"], monkeypatch)
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "8")  # fewer files than cores: plane units
     caplog.set_level(logging.INFO, logger="tb_roofline.readers.cluster")
@@ -242,6 +285,7 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
                 assert c.procs["w2"].poll() is None  # alive and busy until now
                 c.kill("w2")
                 killed.append(len(done))
+
         done: list = []
         return real(addr, fn, args_list, report, names, paths)
 
@@ -274,8 +318,9 @@ def test_unreachable_scheduler_is_a_clear_error_at_once(world, capsys, monkeypat
     codes = [d["code"] for d in service.diagnostics(TPU_RUN, "")["diagnostics"]]
     assert "cluster_unavailable" in codes
     monkeypatch.delenv(cluster.SCHEDULER_ENV)
-    assert service.program(TPU_RUN, "tpu-host03", True) == \
-        RooflineService(local).program(TPU_RUN, "tpu-host03", True)
+    assert service.program(TPU_RUN, "tpu-host03", True) == RooflineService(local).program(
+        TPU_RUN, "tpu-host03", True
+    )
 
 
 def test_a_scheduler_that_never_answers_times_out(world, capsys, monkeypatch):
@@ -306,13 +351,17 @@ def test_a_scheduler_that_never_answers_times_out(world, capsys, monkeypatch):
 
 def test_a_worker_without_tb_roofline_is_named(world, capsys, monkeypatch):
     server, _, local, _ = world
-    no_tb = ["-c", "import sys; sys.modules['tb_roofline'] = None; "
-                   "from distributed.cli.dask_worker import main; main()"]
+    no_tb = [
+        "-c",
+        "import sys; sys.modules['tb_roofline'] = None; "
+        "from distributed.cli.dask_worker import main; main()",
+    ]
     with dask_cluster(_env(server.env()), workers=()) as c:
         c.start_worker("bare", _env(server.env()), [sys.executable] + no_tb)
         c.wait_for({"bare"})
-        code = main(["report", local, "--run", TPU_RUN, "--scheduler", c.address],
-                    out=io.StringIO())
+        code = main(
+            ["report", local, "--run", TPU_RUN, "--scheduler", c.address], out=io.StringIO()
+        )
     err = capsys.readouterr().err
     assert code == 2 and "Dask worker" in err and "cannot import tb-roofline" in err, err
 
@@ -322,10 +371,14 @@ def test_a_unit_that_kills_its_workers_is_that_units_error(world, monkeypatch):
     exits) is given up by the scheduler (KilledWorker) and is that unit's error; the units
     beside it answer, on the worker its nanny restarted (at a new address)."""
     from tb_roofline.errors import ProfileOutOfMemoryError
+
     server = world[0]
     monkeypatch.setenv("TB_ROOFLINE_CLUSTER_STALL_S", "60")
-    with dask_cluster(_env(server.env()), workers=(),
-                      scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}) as c:
+    with dask_cluster(
+        _env(server.env()),
+        workers=(),
+        scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"},
+    ) as c:
         c.start_worker("mortal", _env(server.env()), nanny=True)  # the nanny restarts it
         c.wait_for({"mortal"})
         # operator.call(f, x) = f(x): functions the workers import by name, as ours are. The
@@ -334,8 +387,9 @@ def test_a_unit_that_kills_its_workers_is_that_units_error(world, monkeypatch):
         # running when its worker dies counts as killed by it too (with no failures allowed,
         # given up), and both start at once on the worker's threads.
         killer = "import os, time; time.sleep(1.0); os._exit(3)"
-        out = cluster.run_units(c.address, operator.call, [(abs, -3), (exec, killer)],
-                                names=["a", "killer"])
+        out = cluster.run_units(
+            c.address, operator.call, [(abs, -3), (exec, killer)], names=["a", "killer"]
+        )
         after = cluster.run_units(c.address, operator.call, [(abs, -4), (abs, -5)])
     assert out[0] == 3 and after == [4, 5]
     assert isinstance(out[1], ProfileOutOfMemoryError) and "died" in str(out[1])
@@ -344,8 +398,19 @@ def test_a_unit_that_kills_its_workers_is_that_units_error(world, monkeypatch):
 def test_the_scheduler_address_may_carry_spaces(world, capsys):
     """As TB_ROOFLINE_SCHEDULER is read (stripped), so is --scheduler."""
     _, _, local, c = world
-    code = main(["report", local, "--run", TPU_RUN, "--host", "tpu-host01", "--scheduler",
-                 f"  {c.address} "], out=io.StringIO())
+    code = main(
+        [
+            "report",
+            local,
+            "--run",
+            TPU_RUN,
+            "--host",
+            "tpu-host01",
+            "--scheduler",
+            f"  {c.address} ",
+        ],
+        out=io.StringIO(),
+    )
     assert code == 0, capsys.readouterr().err
 
 
@@ -362,9 +427,11 @@ def test_a_worker_too_busy_to_answer_the_probe_does_not_stop_the_cluster(world, 
             def go():
                 try:
                     result["out"] = cluster.run_units(
-                        c.address, operator.call, [(abs, -k) for k in range(6)])
+                        c.address, operator.call, [(abs, -k) for k in range(6)]
+                    )
                 except Exception as exc:  # noqa: BLE001 (the test reads it)
                     result["error"] = exc
+
             thread = threading.Thread(target=go)
             thread.start()
             thread.join(6)  # past the probe's 2 s: still running, not failed
@@ -400,6 +467,7 @@ _OnlyHere.__module__ = "somewhere_else.errors"  # a class the caller could not i
 def test_an_exception_the_caller_cannot_import_travels_as_words():
     def boom():
         raise _OnlyHere("disk on fire")
+
     out = cluster._unit(operator.call, (boom,))
     assert type(out) is RuntimeError and str(out) == "_OnlyHere: disk on fire"
     assert isinstance(cluster._unit(operator.call, (int, "x")), ValueError)  # builtins travel
@@ -407,10 +475,15 @@ def test_an_exception_the_caller_cannot_import_travels_as_words():
 
 def test_a_scheduler_without_tb_roofline_is_named(world, capsys):
     server, _, local, _ = world
-    bare = [sys.executable, "-c", "import sys; sys.modules['tb_roofline'] = None; "
-            "from distributed.cli.dask_scheduler import main; main()"]
+    bare = [
+        sys.executable,
+        "-c",
+        "import sys; sys.modules['tb_roofline'] = None; "
+        "from distributed.cli.dask_scheduler import main; main()",
+    ]
     with dask_cluster(_env(server.env()), workers=("s1",), scheduler_head=bare) as c:
-        code = main(["report", local, "--run", TPU_RUN, "--scheduler", c.address],
-                    out=io.StringIO())
+        code = main(
+            ["report", local, "--run", TPU_RUN, "--scheduler", c.address], out=io.StringIO()
+        )
     err = capsys.readouterr().err
     assert code == 2 and "Dask scheduler" in err and "cannot import tb-roofline" in err, err

@@ -2,6 +2,7 @@
 a worker without the bucket's credentials (moto S3, tests/s3_server.py), a file nobody can
 read, every worker killed mid-run, a worker of other code, bad scheduler addresses, and a
 scheduler speaking TLS. The cluster, the S3 server and the helpers are test_dask_cluster.py's."""
+
 from __future__ import annotations
 
 import contextlib
@@ -20,8 +21,17 @@ pytest.importorskip("s3fs")
 pytest.importorskip("moto")
 
 from tb_server import OUTPUT_DIR, free_port  # noqa: E402
-from test_dask_cluster import (TPU_RUN, WAIT_S, _answers, _converted, _die_with_us,  # noqa: E402,F401
-                               _env, _local_answers, dask_cluster, world)
+from test_dask_cluster import (  # noqa: E402,F401
+    TPU_RUN,
+    WAIT_S,
+    _answers,
+    _converted,
+    _die_with_us,
+    _env,
+    _local_answers,
+    dask_cluster,
+    world,
+)
 
 from tb_roofline.errors import ProfileFormatError  # noqa: E402
 from tb_roofline.readers import cluster, parallel  # noqa: E402
@@ -31,8 +41,11 @@ from tb_roofline.serve.service import RooflineService  # noqa: E402
 
 def _without_credentials(env: dict) -> dict:
     """A worker's (or a process's) environment without the bucket's credentials."""
-    return {k: v for k, v in _env(env).items() if k not in ("AWS_ACCESS_KEY_ID",
-                                                             "AWS_SECRET_ACCESS_KEY")}
+    return {
+        k: v
+        for k, v in _env(env).items()
+        if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    }
 
 
 def _faults(caplog) -> list:
@@ -107,13 +120,19 @@ def test_a_host_nobody_can_read_fails_the_conversion_by_name(world):
     with dask_cluster(_env(server.env()), workers=()) as c:
         c.start_worker("bare", bare)
         c.wait_for({"bare"})
-        run = [subprocess.run([sys.executable, "-c", READ_ONE, c.address, path, mode],
-                              env=bare, capture_output=True, text=True, timeout=180)
-               for mode in ("strict", "partial")]
+        run = [
+            subprocess.run(
+                [sys.executable, "-c", READ_ONE, c.address, path, mode],
+                env=bare,
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+            for mode in ("strict", "partial")
+        ]
         cluster.configure(c.address, strict=True)
         try:  # this process has credentials: a file gone from the bucket is the file's
-            (gone,) = parallel.read_files([(path.replace("host03", "host99"), "xplane", "h",
-                                            None)])
+            (gone,) = parallel.read_files([(path.replace("host03", "host99"), "xplane", "h", None)])
         finally:
             cluster.configure(None)
     strict, partial = run
@@ -122,8 +141,9 @@ def test_a_host_nobody_can_read_fails_the_conversion_by_name(world):
     assert "ClusterError: Dask worker tcp://127.0.0.1:" in words
     assert words.count("NoCredentialsError") == 2  # the worker's, then this process's
     assert "reading it here failed too" in words and "--allow-partial" in words
-    assert partial.returncode == 0 and partial.stdout.startswith("ProfileFormatError: Dask "
-                                                                 "worker"), partial.stdout
+    assert partial.returncode == 0 and partial.stdout.startswith(
+        "ProfileFormatError: Dask worker"
+    ), partial.stdout
     assert "Traceback" not in strict.stderr + partial.stderr
     assert isinstance(gone, ProfileFormatError) and "Dask worker" not in str(gone)
 
@@ -133,14 +153,29 @@ def test_losing_every_worker_is_one_clear_error_soon(world, tmp_path, monkeypatc
     TB_ROOFLINE_CLUSTER_CONNECT_S), one line on stderr, no tornado tracebacks; TensorBoard's
     service then converts here with its diagnostic, as soon."""
     from distributed import Client
+
     server, url, local, _ = world
-    env = _env({**server.env(), "TB_ROOFLINE_CLUSTER_CONNECT_S": "3",
-                "TB_ROOFLINE_CACHE_DIR": "off"})
+    env = _env(
+        {**server.env(), "TB_ROOFLINE_CLUSTER_CONNECT_S": "3", "TB_ROOFLINE_CACHE_DIR": "off"}
+    )
     with dask_cluster(_env(server.env()), workers=("k1", "k2")) as c:
-        proc = subprocess.Popen([sys.executable, "-m", "tb_roofline.serve.cli", "report", url,
-                                 "--run", TPU_RUN, "--scheduler", c.address],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tb_roofline.serve.cli",
+                "report",
+                url,
+                "--run",
+                TPU_RUN,
+                "--scheduler",
+                c.address,
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         with Client(c.address, timeout=30, set_as_default=False) as watcher:
             deadline = time.monotonic() + WAIT_S
             while not any(watcher.processing().values()):
@@ -151,8 +186,10 @@ def test_losing_every_worker_is_one_clear_error_soon(world, tmp_path, monkeypatc
         killed = time.monotonic()
         err = proc.communicate(timeout=120)[1]
         took = time.monotonic() - killed
-        print(f"every worker killed: exit {proc.returncode} after {took:.1f} s, "
-              f"{len(err)} bytes of stderr: {err.strip()}")  # shown with pytest -s
+        print(
+            f"every worker killed: exit {proc.returncode} after {took:.1f} s, "
+            f"{len(err)} bytes of stderr: {err.strip()}"
+        )  # shown with pytest -s
         assert proc.returncode == 2, err
         assert took < 30 and len(err) < 500 and "Traceback" not in err, (took, err)
         assert c.address in err and "no worker" in err
@@ -170,27 +207,38 @@ def test_a_worker_of_other_code_is_left_out_by_name(world, caplog):
     """A worker that cannot import tb-roofline beside one that runs ours: the first is named
     in a warning and left out, the second converts everything."""
     server, _, local, _ = world
-    no_tb = ["-c", "import sys; sys.modules['tb_roofline'] = None; "
-                   "from distributed.cli.dask_worker import main; main()"]
+    no_tb = [
+        "-c",
+        "import sys; sys.modules['tb_roofline'] = None; "
+        "from distributed.cli.dask_worker import main; main()",
+    ]
     caplog.set_level(logging.INFO, logger="tb_roofline")
     with dask_cluster(_env(server.env()), workers=("ours",)) as c:
         c.start_worker("bare", _env(server.env()), [sys.executable] + no_tb)
         c.wait_for({"bare", "ours"})
         out = io.StringIO()
-        code = main(["report", local, "--run", TPU_RUN, "--scheduler", c.address, "--format",
-                     "json"], out=out)
+        code = main(
+            ["report", local, "--run", TPU_RUN, "--scheduler", c.address, "--format", "json"],
+            out=out,
+        )
     assert code == 0
-    left_out = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()
-                or "converting on the other" in r.getMessage()]
+    left_out = [
+        r.getMessage()
+        for r in caplog.records
+        if "left out" in r.getMessage() or "converting on the other" in r.getMessage()
+    ]
     assert left_out and "cannot import tb-roofline" in left_out[0]
     assert _converted(caplog) == 16
 
 
-@pytest.mark.parametrize("addr,words", [
-    ("http://127.0.0.1:8786", "http:// is not a Dask protocol"),
-    ("tcp://127.0.0.1", "is not tcp://HOST:PORT"),
-    ("tls://127.0.0.1:1", "DASK_DISTRIBUTED__COMM__TLS__CA_FILE"),
-])
+@pytest.mark.parametrize(
+    "addr,words",
+    [
+        ("http://127.0.0.1:8786", "http:// is not a Dask protocol"),
+        ("tcp://127.0.0.1", "is not tcp://HOST:PORT"),
+        ("tls://127.0.0.1:1", "DASK_DISTRIBUTED__COMM__TLS__CA_FILE"),
+    ],
+)
 def test_bad_scheduler_addresses_are_told_at_once(world, capsys, addr, words):
     local = world[2]
     start = time.monotonic()
@@ -204,6 +252,7 @@ def _certificates(folder) -> dict:
     """A CA and a certificate for 127.0.0.1 it signed (cryptography), as PEM files."""
     import datetime
     import ipaddress
+
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -211,25 +260,44 @@ def _certificates(folder) -> dict:
 
     def name(cn):
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(name("test-ca")).issuer_name(name("test-ca"))
-          .public_key(ca_key.public_key()).serial_number(1).not_valid_before(now)
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    cert = (x509.CertificateBuilder().subject_name(name("127.0.0.1")).issuer_name(name("test-ca"))
-            .public_key(key.public_key()).serial_number(2).not_valid_before(now)
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("test-ca"))
+        .issuer_name(name("test-ca"))
+        .public_key(ca_key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name("127.0.0.1"))
+        .issuer_name(name("test-ca"))
+        .public_key(key.public_key())
+        .serial_number(2)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     files = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
     files["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     files["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files["key"].write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                               serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
+    files["key"].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return {k: str(v) for k, v in files.items()}
 
 
@@ -243,26 +311,78 @@ def test_a_tls_scheduler_with_dask_s_tls_configuration(world, tmp_path):
     port = free_port()
     address = f"tls://127.0.0.1:{port}"
     logs = [open(os.path.join(OUTPUT_DIR, f"dask_tls_{port}_{n}.log"), "w") for n in "sw"]
-    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
-                               "127.0.0.1", "--port", str(port), "--no-dashboard",
-                               "--protocol", "tls"] + tls, stdout=logs[0],
-                              stderr=subprocess.STDOUT, env=_env(server.env()),
-                              start_new_session=True, preexec_fn=_die_with_us)]
-    procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
-                                   "--nthreads", "1", "--no-dashboard", "--no-nanny", "--host",
-                                   "127.0.0.1"] + tls, stdout=logs[1], stderr=subprocess.STDOUT,
-                                  env=_env(server.env()), start_new_session=True,
-                                  preexec_fn=_die_with_us))
-    env = _env({"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": pem["ca"],
-                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": pem["cert"],
-                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": pem["key"],
-                "TB_ROOFLINE_CLUSTER_CONNECT_S": "30"})
-    argv = [sys.executable, "-m", "tb_roofline.serve.cli", "export", local, "--run", TPU_RUN,
-            "--level", "program", "--format", "json", "-o", "-"]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-dashboard",
+                "--protocol",
+                "tls",
+            ]
+            + tls,
+            stdout=logs[0],
+            stderr=subprocess.STDOUT,
+            env=_env(server.env()),
+            start_new_session=True,
+            preexec_fn=_die_with_us,
+        )
+    ]
+    procs.append(
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_worker",
+                address,
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--no-nanny",
+                "--host",
+                "127.0.0.1",
+            ]
+            + tls,
+            stdout=logs[1],
+            stderr=subprocess.STDOUT,
+            env=_env(server.env()),
+            start_new_session=True,
+            preexec_fn=_die_with_us,
+        )
+    )
+    env = _env(
+        {
+            "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": pem["ca"],
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": pem["cert"],
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": pem["key"],
+            "TB_ROOFLINE_CLUSTER_CONNECT_S": "30",
+        }
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "tb_roofline.serve.cli",
+        "export",
+        local,
+        "--run",
+        TPU_RUN,
+        "--level",
+        "program",
+        "--format",
+        "json",
+        "-o",
+        "-",
+    ]
     try:
         near = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
-        far = subprocess.run(argv + ["--scheduler", address], env=env, capture_output=True,
-                             text=True, timeout=180)
+        far = subprocess.run(
+            argv + ["--scheduler", address], env=env, capture_output=True, text=True, timeout=180
+        )
     finally:
         for p in procs:
             with contextlib.suppress(ProcessLookupError):

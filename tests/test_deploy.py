@@ -3,6 +3,7 @@ the image deploy/Dockerfile builds (its tag carries this tb-roofline's version),
 pieces name each other: the workers and TensorBoard reach the scheduler's Service at its
 port, run as the ServiceAccount that carries the bucket-access annotations, and read the
 Secret access.yaml defines."""
+
 from __future__ import annotations
 
 import glob
@@ -38,8 +39,11 @@ def _by(docs, kind) -> dict:
 
 
 def _containers(docs) -> list:
-    return [c for d in _by(docs, "Deployment").values()
-            for c in d["spec"]["template"]["spec"]["containers"]]
+    return [
+        c
+        for d in _by(docs, "Deployment").values()
+        for c in d["spec"]["template"]["spec"]["containers"]
+    ]
 
 
 def test_the_dockerfile_builds_the_image_the_manifests_run():
@@ -57,13 +61,21 @@ def test_the_dockerfile_builds_the_image_the_manifests_run():
 
 def test_the_manifests_parse_and_name_each_other():
     docs = _docs()
-    assert {d["kind"] for d in docs} >= {"Namespace", "ServiceAccount", "Secret",
-                                         "Deployment", "Service"}
+    assert {d["kind"] for d in docs} >= {
+        "Namespace",
+        "ServiceAccount",
+        "Secret",
+        "Deployment",
+        "Service",
+    }
     (ns,) = _by(docs, "Namespace")
     assert all(d["metadata"].get("namespace") == ns for d in docs if d["kind"] != "Namespace")
     deployments, services = _by(docs, "Deployment"), _by(docs, "Service")
-    assert set(deployments) == {"tb-roofline-scheduler", "tb-roofline-workers",
-                                "tb-roofline-tensorboard"}
+    assert set(deployments) == {
+        "tb-roofline-scheduler",
+        "tb-roofline-workers",
+        "tb-roofline-tensorboard",
+    }
     for name, d in deployments.items():  # each Deployment's selector picks its own pods
         labels = d["spec"]["template"]["metadata"]["labels"]
         assert d["spec"]["selector"]["matchLabels"].items() <= labels.items(), name

@@ -6,18 +6,27 @@ the L1/shared roof, each against figures worked out here from the vendors' publi
 - L1/shared: SMs x clock x 128 B (NVIDIA: 32 banks x 4 B per clock).
 - Interconnect: per direction, half the data sheet's two-direction figure (NVLink 4: 900 GB/s).
 """
+
 from __future__ import annotations
 
 import pytest
 
 from tb_roofline.devices.datasheets import BY_KEY, lookup
-from tb_roofline.devices.gpu_peaks import (ceiling_precision, derive_gpu_peaks,
-                                           device_from_kineto_properties)
+from tb_roofline.devices.gpu_peaks import (
+    ceiling_precision,
+    derive_gpu_peaks,
+    device_from_kineto_properties,
+)
 
 GIB = 1 << 30
-GFX950 = {"gpu_device_name": "gfx950:sramecc+:xnack-", "core_count": 256,
-          "clock_rate": 2_400_000, "memory_bandwidth": 4.096e12, "memory_size": 288 * GIB,
-          "device_vendor": "AMD"}
+GFX950 = {
+    "gpu_device_name": "gfx950:sramecc+:xnack-",
+    "core_count": 256,
+    "clock_rate": 2_400_000,
+    "memory_bandwidth": 4.096e12,
+    "memory_size": 288 * GIB,
+    "device_vendor": "AMD",
+}
 
 
 def test_gfx950_peaks_are_derived_as_xprof_derives_them():
@@ -46,10 +55,13 @@ def test_mi350x_is_told_from_the_mi355x_by_its_clock():
     assert peaks.device.peak_for("bf16") == pytest.approx(256 * 2.2 * 4096)  # 2,306,867
 
 
-@pytest.mark.parametrize("key,clock,rates", [
-    ("mi355x", 2.4, {"fp64": 128, "fp32": 256, "bf16": 4096, "fp8": 8192, "fp4": 16384}),
-    ("mi350x", 2.2, {"fp64": 128, "fp32": 256, "bf16": 4096, "fp8": 8192, "fp6": 16384}),
-])
+@pytest.mark.parametrize(
+    "key,clock,rates",
+    [
+        ("mi355x", 2.4, {"fp64": 128, "fp32": 256, "bf16": 4096, "fp8": 8192, "fp4": 16384}),
+        ("mi350x", 2.2, {"fp64": 128, "fp32": 256, "bf16": 4096, "fp8": 8192, "fp6": 16384}),
+    ],
+)
 def test_cdna4_data_sheets_equal_cus_times_clock_times_rate(key, clock, rates):
     spec = BY_KEY[key]
     for p, r in rates.items():
@@ -80,15 +92,26 @@ def test_h200_has_nvlink_and_pcie_roofs():
 
 
 def test_data_sheet_devices_show_the_l1_shared_roof_with_its_source():
-    dev = device_from_kineto_properties({"name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8,
-                                         "computeMinor": 0, "numSms": 108,
-                                         "totalGlobalMem": 80 * GIB})
+    dev = device_from_kineto_properties(
+        {
+            "name": "NVIDIA A100-SXM4-80GB",
+            "computeMajor": 8,
+            "computeMinor": 0,
+            "numSms": 108,
+            "totalGlobalMem": 80 * GIB,
+        }
+    )
     shared = dev.memory("shared")
     assert shared.gbs == pytest.approx(108 * 1.41e9 * 128 / 1e9)  # 19,491.8 GB/s
     assert shared.source == "datasheet" and "32 banks x 4 bytes" in shared.note
     assert dev.memory("interconnect").gbs == 300  # NVLink 3: 600 GB/s both ways
-    assert [m["id"] for m in dev.to_json()["memories"]] == ["hbm", "shared", "l2", "host",
-                                                           "interconnect"]
+    assert [m["id"] for m in dev.to_json()["memories"]] == [
+        "hbm",
+        "shared",
+        "l2",
+        "host",
+        "interconnect",
+    ]
 
 
 def test_tpu_ici_roofs_are_per_direction_like_every_link():
@@ -104,7 +127,11 @@ def test_tpu_ici_roofs_are_per_direction_like_every_link():
     # TPU7x: each of the chip's two chiplets is a device: half the chip's 600 GB/s a direction.
     assert lookup("TPU7x").to_device_info().memory("interconnect").gbs == 1200 / 2 / 2
     # NVLink and Infinity Fabric: half the data sheets' two-direction totals.
-    for name, two_way in (("NVIDIA H100 80GB HBM3", 900), ("NVIDIA B300", 1800),
-                          ("NVIDIA GB300", 1800), ("NVIDIA H20", 900),
-                          ("AMD Instinct MI300X", 896)):
+    for name, two_way in (
+        ("NVIDIA H100 80GB HBM3", 900),
+        ("NVIDIA B300", 1800),
+        ("NVIDIA GB300", 1800),
+        ("NVIDIA H20", 900),
+        ("AMD Instinct MI300X", 896),
+    ):
         assert lookup(name).to_device_info().memory("interconnect").gbs == two_way / 2, name

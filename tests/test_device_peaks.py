@@ -3,6 +3,7 @@
 Reference numbers below are the vendors' data-sheet figures as listed in the project's
 docs/device_peaks.md (dense TFLOP/s, GB/s), typed in here independently of `device_table`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,34 +16,79 @@ import os
 import pytest
 
 from tb_roofline.devices import calibrate as calibrate_mod
-from tb_roofline.devices.spec import DeviceInfo, ComputePeak
-from tb_roofline.devices.device_file import (ENV_VAR, FILE_NAME, DeviceFileError, device_from_dict,
-                                     find_device_file, load_device_file, write_device_file)
 from tb_roofline.devices.datasheets import TABLE, lookup
-from tb_roofline.devices.gpu_peaks import (ceiling_precision, derive_gpu_peaks,
-                                   device_from_kineto_properties, gpu_device_from_plane_stats,
-                                   kineto_device_peaks)
+from tb_roofline.devices.device_file import (
+    ENV_VAR,
+    FILE_NAME,
+    DeviceFileError,
+    device_from_dict,
+    find_device_file,
+    load_device_file,
+    write_device_file,
+)
+from tb_roofline.devices.gpu_peaks import (
+    ceiling_precision,
+    derive_gpu_peaks,
+    device_from_kineto_properties,
+    gpu_device_from_plane_stats,
+    kineto_device_peaks,
+)
+from tb_roofline.devices.spec import ComputePeak, DeviceInfo
 from tb_roofline.readers.xplane import PlaneStats, load_xspace
 
 HERE = os.path.dirname(__file__)
 TESTDATA = os.path.join(HERE, "..", "testdata")
-V100_FILE = os.path.join(TESTDATA, "xplane_tf_gpu_v100", "plugins", "profile", "2021_05_06",
-                         "34.83.195.179_6003.xplane.pb")
+V100_FILE = os.path.join(
+    TESTDATA,
+    "xplane_tf_gpu_v100",
+    "plugins",
+    "profile",
+    "2021_05_06",
+    "34.83.195.179_6003.xplane.pb",
+)
 KINETO = os.path.join(TESTDATA, "kineto")
 
 # The vendors' data-sheet figures (TFLOP/s dense; memory GB/s).
 REF = {
     "V100 SXM2": {"fp64": 7.8, "fp32": 15.7, "fp16": 125, "hbm": 900},
     "T4": {"fp32": 8.1, "fp16": 65, "int8": 130, "hbm": 320},
-    "A100 40GB": {"fp64": 9.7, "fp64_tc": 19.5, "fp32": 19.5, "tf32": 156, "bf16": 312,
-                  "int8": 624, "hbm": 1555},
-    "A100 80GB": {"fp64": 9.7, "fp64_tc": 19.5, "fp32": 19.5, "tf32": 156, "bf16": 312,
-                  "int8": 624, "hbm": 2039},
+    "A100 40GB": {
+        "fp64": 9.7,
+        "fp64_tc": 19.5,
+        "fp32": 19.5,
+        "tf32": 156,
+        "bf16": 312,
+        "int8": 624,
+        "hbm": 1555,
+    },
+    "A100 80GB": {
+        "fp64": 9.7,
+        "fp64_tc": 19.5,
+        "fp32": 19.5,
+        "tf32": 156,
+        "bf16": 312,
+        "int8": 624,
+        "hbm": 2039,
+    },
     "L4": {"fp32": 30.3, "tf32": 60, "bf16": 121, "fp8": 242.5, "int8": 242.5, "hbm": 300},
-    "H100 SXM5": {"fp64": 33.5, "fp64_tc": 66.9, "fp32": 66.9, "tf32": 494.7, "bf16": 989.4,
-                  "fp8": 1978.9, "int8": 1978.9, "hbm": 3350},
-    "H200 SXM": {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp8": 1978.9, "int8": 1978.9,
-                 "hbm": 4800},
+    "H100 SXM5": {
+        "fp64": 33.5,
+        "fp64_tc": 66.9,
+        "fp32": 66.9,
+        "tf32": 494.7,
+        "bf16": 989.4,
+        "fp8": 1978.9,
+        "int8": 1978.9,
+        "hbm": 3350,
+    },
+    "H200 SXM": {
+        "fp32": 66.9,
+        "tf32": 494.7,
+        "bf16": 989.4,
+        "fp8": 1978.9,
+        "int8": 1978.9,
+        "hbm": 4800,
+    },
     # Whole package; each GCD is its own device, so per device it is half.
     "MI250X package": {"fp64": 47.9, "fp32": 47.9, "bf16": 383, "int8": 383, "hbm": 3277},
     "TPU v4": {"bf16": 275, "int8": 275, "hbm": 1200},
@@ -68,6 +114,7 @@ def _v100_plane_stats():
 
 
 # ------------------------------------------------------------------ XLA GPU plane stats
+
 
 def test_v100_profile_peaks_agree_with_data_sheet_within_3_percent():
     stats, n = _v100_plane_stats()
@@ -101,9 +148,15 @@ def test_v100_shared_memory_roof_from_bank_width():
 
 
 def _stats(clock_khz, sms, bw, mem_gib, major, minor, **extra):
-    return {"clock_rate": clock_khz, "core_count": sms, "memory_bandwidth": bw,
-            "memory_size": int(mem_gib * 2**30), "compute_cap_major": major,
-            "compute_cap_minor": minor, **extra}
+    return {
+        "clock_rate": clock_khz,
+        "core_count": sms,
+        "memory_bandwidth": bw,
+        "memory_size": int(mem_gib * 2**30),
+        "compute_cap_major": major,
+        "compute_cap_minor": minor,
+        **extra,
+    }
 
 
 def test_a100_derived_peaks_match_table_and_data_sheet():
@@ -146,8 +199,7 @@ def test_unknown_gpu_gets_no_invented_compute_roof():
     result = derive_gpu_peaks(_stats(1500000, 10, 100e9, 8, 13, 0), 2)
     assert result.device.compute == [] and not result.device.peaks_known
     assert result.device.memory("hbm").gbs == pytest.approx(100.0)
-    assert any(d.code == "peaks_unknown" and "device file" in d.message
-               for d in result.diagnostics)
+    assert any(d.code == "peaks_unknown" and "device file" in d.message for d in result.diagnostics)
 
 
 def test_profile_peak_override_is_used_and_noted():
@@ -158,9 +210,14 @@ def test_profile_peak_override_is_used_and_noted():
 
 
 def test_amd_gcd_from_plane_stats():
-    stats = {"clock_rate": 1700000, "core_count": 110, "memory_bandwidth": 1638.4e9,
-             "memory_size": 64 * 2**30, "gpu_device_name": "gfx90a:sramecc+:xnack-",
-             "device_vendor": "Advanced Micro Devices, Inc."}
+    stats = {
+        "clock_rate": 1700000,
+        "core_count": 110,
+        "memory_bandwidth": 1638.4e9,
+        "memory_size": 64 * 2**30,
+        "gpu_device_name": "gfx90a:sramecc+:xnack-",
+        "device_vendor": "Advanced Micro Devices, Inc.",
+    }
     dev = gpu_device_from_plane_stats(stats, 8)
     peaks = _peaks(dev)
     half = {k: v / 2 for k, v in REF["MI250X package"].items()}
@@ -171,6 +228,7 @@ def test_amd_gcd_from_plane_stats():
 
 
 # ------------------------------------------------------------------ Kineto deviceProperties
+
 
 def _kineto_props(path):
     opener = gzip.open if path.endswith(".gz") else open
@@ -217,9 +275,15 @@ def test_kineto_cpu_trace_has_no_device_properties():
 
 
 def test_kineto_unknown_gpu_gets_clear_state():
-    result = kineto_device_peaks({"name": "NVIDIA GeForce RTX 9090", "computeMajor": 13,
-                                  "computeMinor": 0, "numSms": 200,
-                                  "totalGlobalMem": 32 * 2**30})
+    result = kineto_device_peaks(
+        {
+            "name": "NVIDIA GeForce RTX 9090",
+            "computeMajor": 13,
+            "computeMinor": 0,
+            "numSms": 200,
+            "totalGlobalMem": 32 * 2**30,
+        }
+    )
     assert result.device.compute == [] and result.device.memories == []
     assert not result.device.peaks_known
     msg = " ".join(d.message for d in result.diagnostics if d.code == "peaks_unknown")
@@ -228,49 +292,66 @@ def test_kineto_unknown_gpu_gets_clear_state():
 
 # ------------------------------------------------------------------ table
 
-@pytest.mark.parametrize("name,kwargs,key", [
-    ("Tesla V100-SXM2-16GB", {}, "v100-sxm2-16gb"),
-    ("Tesla V100-SXM2-32GB", {}, "v100-sxm2-32gb"),
-    ("Tesla V100-PCIE-16GB", {}, "v100-pcie"),
-    ("Tesla T4", {}, "t4"),
-    ("NVIDIA A100-SXM4-80GB", {}, "a100-sxm4-80gb"),
-    ("NVIDIA A100-SXM4-40GB", {}, "a100-sxm4-40gb"),
-    ("NVIDIA A100-PG509-200", {"memory_bytes": 42297524224}, "a100-sxm4-40gb"),
-    ("NVIDIA A100 80GB PCIe", {}, "a100-pcie-80gb"),
-    ("NVIDIA H100 80GB HBM3", {}, "h100-sxm"),
-    ("NVIDIA H100 PCIe", {}, "h100-pcie"),
-    ("NVIDIA H200", {}, "h200-sxm"),
-    ("NVIDIA H200 NVL", {}, "h200-nvl"),
-    ("NVIDIA L4", {}, "l4"),
-    ("NVIDIA L40S", {}, "l40s"),
-    ("AMD Instinct MI250X / MI250", {"sm_count": 104}, "mi250-gcd"),
-    ("AMD Instinct MI250X / MI250", {"sm_count": 110}, "mi250x-gcd"),
-    ("AMD Instinct MI300X", {}, "mi300x"),
-    ("TPU v4", {}, "tpu-v4"),
-    ("TPU v5 lite", {}, "tpu-v5e"),
-    ("TPU v5p", {}, "tpu-v5p"),
-    ("TPU v6 lite", {}, "tpu-v6e"),
-    ("TPU7x", {}, "tpu-v7x"),
-    ("NVIDIA B300 SXM6 AC", {}, "b300"),
-    ("NVIDIA GB300", {}, "gb300"),
-    ("NVIDIA H20", {}, "h20"),
-    ("NVIDIA B200", {}, "b200"),
-    ("", {"compute_capability": (7, 0), "sm_count": 80, "memory_bytes": 16945512448,
-          "clock_khz": 1530000}, "v100-sxm2-16gb"),
-    ("", {"compute_capability": (7, 0), "sm_count": 80, "clock_khz": 1380000}, "v100-pcie"),
-])
+
+@pytest.mark.parametrize(
+    "name,kwargs,key",
+    [
+        ("Tesla V100-SXM2-16GB", {}, "v100-sxm2-16gb"),
+        ("Tesla V100-SXM2-32GB", {}, "v100-sxm2-32gb"),
+        ("Tesla V100-PCIE-16GB", {}, "v100-pcie"),
+        ("Tesla T4", {}, "t4"),
+        ("NVIDIA A100-SXM4-80GB", {}, "a100-sxm4-80gb"),
+        ("NVIDIA A100-SXM4-40GB", {}, "a100-sxm4-40gb"),
+        ("NVIDIA A100-PG509-200", {"memory_bytes": 42297524224}, "a100-sxm4-40gb"),
+        ("NVIDIA A100 80GB PCIe", {}, "a100-pcie-80gb"),
+        ("NVIDIA H100 80GB HBM3", {}, "h100-sxm"),
+        ("NVIDIA H100 PCIe", {}, "h100-pcie"),
+        ("NVIDIA H200", {}, "h200-sxm"),
+        ("NVIDIA H200 NVL", {}, "h200-nvl"),
+        ("NVIDIA L4", {}, "l4"),
+        ("NVIDIA L40S", {}, "l40s"),
+        ("AMD Instinct MI250X / MI250", {"sm_count": 104}, "mi250-gcd"),
+        ("AMD Instinct MI250X / MI250", {"sm_count": 110}, "mi250x-gcd"),
+        ("AMD Instinct MI300X", {}, "mi300x"),
+        ("TPU v4", {}, "tpu-v4"),
+        ("TPU v5 lite", {}, "tpu-v5e"),
+        ("TPU v5p", {}, "tpu-v5p"),
+        ("TPU v6 lite", {}, "tpu-v6e"),
+        ("TPU7x", {}, "tpu-v7x"),
+        ("NVIDIA B300 SXM6 AC", {}, "b300"),
+        ("NVIDIA GB300", {}, "gb300"),
+        ("NVIDIA H20", {}, "h20"),
+        ("NVIDIA B200", {}, "b200"),
+        (
+            "",
+            {
+                "compute_capability": (7, 0),
+                "sm_count": 80,
+                "memory_bytes": 16945512448,
+                "clock_khz": 1530000,
+            },
+            "v100-sxm2-16gb",
+        ),
+        ("", {"compute_capability": (7, 0), "sm_count": 80, "clock_khz": 1380000}, "v100-pcie"),
+    ],
+)
 def test_lookup(name, kwargs, key):
     spec = lookup(name, **kwargs)
     assert spec is not None and spec.key == key
 
 
-@pytest.mark.parametrize("name,kwargs", [
-    ("NVIDIA A10G", {}), ("NVIDIA GeForce RTX 4090", {}), ("Some NPU", {}),
-    ("AMD Radeon Graphics", {}),  # generic name and no signature
-    ("", {"compute_capability": (8, 0), "sm_count": 7}),
-    ("NVIDIA A100-SXM4-80GB", {"compute_capability": (9, 0)}),  # contradicts the name
-    ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", {}),  # a slice: a fraction of the table's peaks
-])
+@pytest.mark.parametrize(
+    "name,kwargs",
+    [
+        ("NVIDIA A10G", {}),
+        ("NVIDIA GeForce RTX 4090", {}),
+        ("Some NPU", {}),
+        ("AMD Radeon Graphics", {}),  # generic name and no signature
+        ("", {"compute_capability": (8, 0), "sm_count": 7}),
+        ("NVIDIA A100-SXM4-80GB", {"compute_capability": (9, 0)}),  # contradicts the name
+        ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", {}),  # a slice: a fraction of the table's peaks
+    ],
+)
 def test_lookup_misses(name, kwargs):
     assert lookup(name, **kwargs) is None
 
@@ -280,30 +361,90 @@ def test_lookup_misses(name, kwargs):
 NEWEST = [
     # NVIDIA HGX B300 (8 GPUs): FP4 108 PF dense, FP8/FP6 72 PF*, INT8 2 POPS*, FP16/BF16
     # 36 PF*, TF32 18 PF*, FP32 600 TF, FP64 10 TF; 8 TB/s per GPU.
-    ("b300", 8, {"fp4": (108000, False), "fp8": (72000, True), "fp6": (72000, True),
-                 "int8": (2000, True), "bf16": (36000, True), "tf32": (18000, True),
-                 "fp32": (600, False), "fp64": (10, False), "hbm": (64000, False)}),
+    (
+        "b300",
+        8,
+        {
+            "fp4": (108000, False),
+            "fp8": (72000, True),
+            "fp6": (72000, True),
+            "int8": (2000, True),
+            "bf16": (36000, True),
+            "tf32": (18000, True),
+            "fp32": (600, False),
+            "fp64": (10, False),
+            "hbm": (64000, False),
+        },
+    ),
     # GB300 NVL72: FP4 1,080 PF dense, FP8/FP6 720 PF*, INT8 23 POPS*, BF16 360 PF*, TF32
     # 180 PF*, FP64 100 TF, HBM 576 TB/s.
-    ("gb300", 72, {"fp4": (1080000, False), "fp8": (720000, True), "int8": (23000, True),
-                   "bf16": (360000, True), "tf32": (180000, True), "fp64": (100, False),
-                   "hbm": (576000, False)}),
+    (
+        "gb300",
+        72,
+        {
+            "fp4": (1080000, False),
+            "fp8": (720000, True),
+            "int8": (23000, True),
+            "bf16": (360000, True),
+            "tf32": (180000, True),
+            "fp64": (100, False),
+            "hbm": (576000, False),
+        },
+    ),
     # HGX B200 (8 GPUs): FP4 144 PF*, FP8 72 PF*, BF16 36 PF*, FP32 600 TF, FP64 296 TF.
-    ("b200", 8, {"fp4": (144000, True), "fp8": (72000, True), "bf16": (36000, True),
-                 "fp32": (600, False), "fp64": (296, False), "hbm": (64000, False)}),
+    (
+        "b200",
+        8,
+        {
+            "fp4": (144000, True),
+            "fp8": (72000, True),
+            "bf16": (36000, True),
+            "fp32": (600, False),
+            "fp64": (296, False),
+            "hbm": (64000, False),
+        },
+    ),
     # H20: BF16 148, FP8 296, TF32 74, FP32 44, FP64 1 TFLOPS (dense), 4.0 TB/s.
-    ("h20", 1, {"bf16": (148, False), "fp8": (296, False), "tf32": (74, False),
-                "fp32": (44, False), "fp64": (1, False), "hbm": (4000, False)}),
+    (
+        "h20",
+        1,
+        {
+            "bf16": (148, False),
+            "fp8": (296, False),
+            "tf32": (74, False),
+            "fp32": (44, False),
+            "fp64": (1, False),
+            "hbm": (4000, False),
+        },
+    ),
     # TPU7x per chip (two devices): BF16 2,307, FP8 4,614 TFLOPS, HBM 7,380 GB/s.
     ("tpu-v7x", 2, {"bf16": (2307, False), "fp8": (4614, False), "hbm": (7380, False)}),
     # TPU v5p / v6e: FP8 as fast as BF16 (459 / 918 TFLOPS).
     ("tpu-v5p", 1, {"fp8": (459, False), "bf16": (459, False)}),
     ("tpu-v6e", 1, {"fp8": (918, False), "hbm": (1638, False)}),
     # MI355X / MI350X: FP4 = FP6 10.1 / 9.2 PF, FP8 5.0 / 4.6 PF, BF16 2.5 / 2.3 PF.
-    ("mi355x", 1, {"fp4": (10066, False), "fp6": (10066, False), "fp8": (5033, False),
-                   "bf16": (2517, False), "hbm": (8000, False)}),
-    ("mi350x", 1, {"fp4": (9228, False), "fp6": (9228, False), "fp8": (4614, False),
-                   "bf16": (2307, False), "hbm": (8000, False)}),
+    (
+        "mi355x",
+        1,
+        {
+            "fp4": (10066, False),
+            "fp6": (10066, False),
+            "fp8": (5033, False),
+            "bf16": (2517, False),
+            "hbm": (8000, False),
+        },
+    ),
+    (
+        "mi350x",
+        1,
+        {
+            "fp4": (9228, False),
+            "fp6": (9228, False),
+            "fp8": (4614, False),
+            "bf16": (2307, False),
+            "hbm": (8000, False),
+        },
+    ),
 ]
 
 
@@ -317,7 +458,9 @@ def test_newest_chips_agree_with_their_published_figures(key, per, figures):
         assert _rel(got, want) < 0.012, (key, p, got, want)
         if p != "hbm":
             assert spec.compute[p].source and spec.compute[p].basis in (
-                "sparse_halved" if sparse else "dense", "derived")
+                "sparse_halved" if sparse else "dense",
+                "derived",
+            )
 
 
 def test_unknown_newest_names_keep_peaks_unknown():
@@ -333,12 +476,23 @@ def test_ambiguous_mi250_name_says_so():
     assert spec is not None and "MI250" in spec.match_note
 
 
-@pytest.mark.parametrize("ref_name,key,scale", [
-    ("V100 SXM2", "v100-sxm2-16gb", 1), ("T4", "t4", 1), ("A100 40GB", "a100-sxm4-40gb", 1),
-    ("A100 80GB", "a100-sxm4-80gb", 1), ("L4", "l4", 1), ("H100 SXM5", "h100-sxm", 1),
-    ("H200 SXM", "h200-sxm", 1), ("MI250X package", "mi250x-gcd", 2), ("TPU v4", "tpu-v4", 1),
-    ("TPU v5e", "tpu-v5e", 1), ("TPU v5p", "tpu-v5p", 1), ("TPU v6e", "tpu-v6e", 1),
-])
+@pytest.mark.parametrize(
+    "ref_name,key,scale",
+    [
+        ("V100 SXM2", "v100-sxm2-16gb", 1),
+        ("T4", "t4", 1),
+        ("A100 40GB", "a100-sxm4-40gb", 1),
+        ("A100 80GB", "a100-sxm4-80gb", 1),
+        ("L4", "l4", 1),
+        ("H100 SXM5", "h100-sxm", 1),
+        ("H200 SXM", "h200-sxm", 1),
+        ("MI250X package", "mi250x-gcd", 2),
+        ("TPU v4", "tpu-v4", 1),
+        ("TPU v5e", "tpu-v5e", 1),
+        ("TPU v5p", "tpu-v5p", 1),
+        ("TPU v6e", "tpu-v6e", 1),
+    ],
+)
 def test_table_agrees_with_reference_data_sheets(ref_name, key, scale):
     spec = next(s for s in TABLE if s.key == key)
     for p, value in REF[ref_name].items():
@@ -352,8 +506,9 @@ def test_every_table_number_has_a_source_and_basis():
     for spec in TABLE:
         assert spec.key not in keys
         keys.add(spec.key)
-        figures = list(spec.compute.values()) + [spec.memory_bw] + \
-            ([spec.l2_bw] if spec.l2_bw else [])
+        figures = (
+            list(spec.compute.values()) + [spec.memory_bw] + ([spec.l2_bw] if spec.l2_bw else [])
+        )
         for fig in figures:
             assert fig.value > 0 and len(fig.source) > 10
             assert fig.basis in ("dense", "sparse_halved", "derived")
@@ -363,6 +518,7 @@ def test_every_table_number_has_a_source_and_basis():
 
 
 # ------------------------------------------------------------------ ceilings
+
 
 def test_ops_go_under_the_ceiling_of_their_own_precision():
     a100 = lookup("NVIDIA A100-SXM4-40GB").to_device_info()
@@ -390,6 +546,7 @@ def test_ops_go_under_the_ceiling_of_their_own_precision():
 
 # ------------------------------------------------------------------ device files
 
+
 def _write(path, data):
     with open(path, "w", encoding="utf-8") as f:
         f.write(data if isinstance(data, str) else json.dumps(data))
@@ -397,15 +554,22 @@ def _write(path, data):
 
 
 def test_device_file_round_trip(tmp_path):
-    src = {"tb_roofline_device_file": 1, "type": "Test CPU", "kind": "cpu", "num_cores": 2,
-           "source": "user", "compute": {"fp64": 500.0, "fp32": {"gflops": 1000.0,
-                                                                  "source": "measured"}},
-           "default_precision": "fp32",
-           "memories": {"hbm": 120.5, "l3": {"name": "L3 cache", "gbs": 800}}}
+    src = {
+        "tb_roofline_device_file": 1,
+        "type": "Test CPU",
+        "kind": "cpu",
+        "num_cores": 2,
+        "source": "user",
+        "compute": {"fp64": 500.0, "fp32": {"gflops": 1000.0, "source": "measured"}},
+        "default_precision": "fp32",
+        "memories": {"hbm": 120.5, "l3": {"name": "L3 cache", "gbs": 800}},
+    }
     dev = load_device_file(_write(tmp_path / FILE_NAME, src))
     assert dev.type == "Test CPU" and dev.kind == "cpu" and dev.num_cores == 2
     assert [(c.precision, c.gflops, c.source) for c in dev.compute] == [
-        ("fp32", 1000.0, "measured"), ("fp64", 500.0, "user")]
+        ("fp32", 1000.0, "measured"),
+        ("fp64", 500.0, "user"),
+    ]
     assert dev.memory("hbm").name == "DRAM" and dev.memory("hbm").gbs == 120.5
     assert dev.memory("l3").name == "L3 cache"
     out = tmp_path / "again.json"
@@ -415,26 +579,31 @@ def test_device_file_round_trip(tmp_path):
     assert json.loads(out.read_text())["notes"] == "copied"
 
 
-@pytest.mark.parametrize("data,fragment", [
-    ("{not json", "not valid JSON"),
-    ([1, 2], "top level must be a JSON object"),
-    ({"compute": {"fp32": 1}}, "kind must be one of"),
-    ({"kind": "cpu", "compute": {"fp32": 1}, "peak": 3}, "1 unknown key(s); allowed"),
-    ({"kind": "cpu", "compute": {"fp32": -5}}, "compute.fp32: must be a positive"),
-    ({"kind": "cpu", "compute": {"fp32": "fast"}}, "compute.fp32: must be a number"),
-    ({"kind": "cpu", "compute": {"fp32": True}}, "compute.fp32: must be a number"),
-    ('{"kind": "cpu", "compute": {"fp32": NaN}}', "compute.fp32: NaN is out of range"),
-    ({"kind": "cpu", "compute": {"fp33": 1}}, "compute entry 1: unknown precision"),
-    ({"kind": "cpu", "compute": {"fp32": {"gflop": 1}}}, "compute.fp32: 1 unknown key(s)"),
-    ({"kind": "cpu", "compute": {"fp32": 1}, "source": "guess"}, "source must be one of"),
-    ({"kind": "cpu", "compute": {"fp32": 1}, "default_precision": "bf16"},
-     "default_precision is not one of"),
-    ({"kind": "cpu"}, "no peaks"),
-    ({"kind": "cpu", "memories": {"l3": 100}}, "need an 'hbm' entry"),
-    ({"kind": "cpu", "memories": {"HBM!": 100}}, "memory id"),
-    ({"kind": "cpu", "num_cores": 0, "compute": {"fp32": 1}}, "num_cores"),
-    ({"kind": "cpu", "compute": {"fp32": 1}, "tb_roofline_device_file": 7}, "format 1"),
-])
+@pytest.mark.parametrize(
+    "data,fragment",
+    [
+        ("{not json", "not valid JSON"),
+        ([1, 2], "top level must be a JSON object"),
+        ({"compute": {"fp32": 1}}, "kind must be one of"),
+        ({"kind": "cpu", "compute": {"fp32": 1}, "peak": 3}, "1 unknown key(s); allowed"),
+        ({"kind": "cpu", "compute": {"fp32": -5}}, "compute.fp32: must be a positive"),
+        ({"kind": "cpu", "compute": {"fp32": "fast"}}, "compute.fp32: must be a number"),
+        ({"kind": "cpu", "compute": {"fp32": True}}, "compute.fp32: must be a number"),
+        ('{"kind": "cpu", "compute": {"fp32": NaN}}', "compute.fp32: NaN is out of range"),
+        ({"kind": "cpu", "compute": {"fp33": 1}}, "compute entry 1: unknown precision"),
+        ({"kind": "cpu", "compute": {"fp32": {"gflop": 1}}}, "compute.fp32: 1 unknown key(s)"),
+        ({"kind": "cpu", "compute": {"fp32": 1}, "source": "guess"}, "source must be one of"),
+        (
+            {"kind": "cpu", "compute": {"fp32": 1}, "default_precision": "bf16"},
+            "default_precision is not one of",
+        ),
+        ({"kind": "cpu"}, "no peaks"),
+        ({"kind": "cpu", "memories": {"l3": 100}}, "need an 'hbm' entry"),
+        ({"kind": "cpu", "memories": {"HBM!": 100}}, "memory id"),
+        ({"kind": "cpu", "num_cores": 0, "compute": {"fp32": 1}}, "num_cores"),
+        ({"kind": "cpu", "compute": {"fp32": 1}, "tb_roofline_device_file": 7}, "format 1"),
+    ],
+)
 def test_device_file_validation_errors(tmp_path, data, fragment):
     path = _write(tmp_path / "dev.json", data)
     with pytest.raises(DeviceFileError) as err:
@@ -469,21 +638,28 @@ def test_find_device_file(tmp_path, monkeypatch):
     other = tmp_path / "other_logs" / "run"
     other.mkdir(parents=True)
     env_file = _write(tmp_path / "machine.json", {"kind": "cpu", "compute": {"fp64": 3}})
-    assert find_device_file(str(other), str(tmp_path / "other_logs"),
-                            environ={ENV_VAR: env_file}) == env_file
+    assert (
+        find_device_file(str(other), str(tmp_path / "other_logs"), environ={ENV_VAR: env_file})
+        == env_file
+    )
     with pytest.raises(DeviceFileError, match=ENV_VAR):
-        find_device_file(str(other), str(tmp_path / "other_logs"),
-                         environ={ENV_VAR: str(tmp_path / "missing.json")})
+        find_device_file(
+            str(other),
+            str(tmp_path / "other_logs"),
+            environ={ENV_VAR: str(tmp_path / "missing.json")},
+        )
 
 
 def test_device_from_dict_default_order_is_file_order():
-    dev = device_from_dict({"kind": "gpu", "compute": {"bf16": 100, "fp32": 10},
-                            "memories": {"hbm": 50}})
+    dev = device_from_dict(
+        {"kind": "gpu", "compute": {"bf16": 100, "fp32": 10}, "memories": {"hbm": 50}}
+    )
     assert [c.precision for c in dev.compute] == ["bf16", "fp32"] and dev.peak_gflops == 100
     assert dev.memory("hbm").name == "HBM" and dev.memory("hbm").source == "user"
 
 
 # ------------------------------------------------------------------ calibrate
+
 
 def test_calibrate_quick_writes_a_valid_measured_device_file(tmp_path, capsys):
     out = tmp_path / FILE_NAME
@@ -498,8 +674,7 @@ def test_calibrate_quick_writes_a_valid_measured_device_file(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert "not measurable with numpy" in data["notes"]
     stream = data["measurement"]["stream"]
-    assert stream["array_bytes"] >= min(data["measurement"]["last_level_cache_bytes"],
-                                        128 << 20)
+    assert stream["array_bytes"] >= min(data["measurement"]["last_level_cache_bytes"], 128 << 20)
     assert stream["copy_gbs"] > 0 and stream["triad_gbs"] > 0
     assert "wrote" in capsys.readouterr().out
 
@@ -523,16 +698,19 @@ def test_measure_bandwidth_counts_bytes_like_stream():
 def test_calibrate_says_when_its_figures_are_implausible():
     """fp64 faster than fp32, or repetitions more than 20 % apart: a busy machine, said in the
     device file's notes and on the console (measured figures, checked by hand)."""
-    quiet = calibrate_mod.plausibility({"gflops": 41.0, "spread": 0.05},
-                                       {"gflops": 80.0, "spread": 0.1}, {"spread": 0.0})
+    quiet = calibrate_mod.plausibility(
+        {"gflops": 41.0, "spread": 0.05}, {"gflops": 80.0, "spread": 0.1}, {"spread": 0.0}
+    )
     assert quiet == []
-    busy = calibrate_mod.plausibility({"gflops": 91.0, "spread": 0.05},
-                                      {"gflops": 41.0, "spread": 0.35}, {"spread": 0.0})
+    busy = calibrate_mod.plausibility(
+        {"gflops": 91.0, "spread": 0.05}, {"gflops": 41.0, "spread": 0.35}, {"spread": 0.0}
+    )
     assert any("fp64 measured faster than fp32 (91.0 > 41.0" in w for w in busy)
     assert any("fp32 matmul repetitions differ by 35%" in w for w in busy)
     assert "busy" in busy[-1]
     assert calibrate_mod.spread([10.0, 8.0, 9.5]) == pytest.approx(0.2)
     assert calibrate_mod.spread([5.0]) == 0.0
     import numpy as np
+
     r = calibrate_mod.measure_matmul(np.float32, 0.2, 256)
     assert 0.0 <= r["spread"] < 1.0

@@ -4,6 +4,7 @@ exception (a 500); no file takes long; memory stays bounded; and one bad run nev
 others from being served. test_fuzz_tensorboard.py drives a representative subset through a
 real TensorBoard. `TB_ROOFLINE_FUZZ_SEEDS=<n>` runs more cases than the default.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,8 @@ import time
 import traceback
 
 import pytest
-from tensorboard import errors as tb_errors
-
 from fuzz_profiles import XPLANE, damaged_kineto, damaged_xspace, xspace_bases
+from tensorboard import errors as tb_errors
 
 N = int(os.environ.get("TB_ROOFLINE_FUZZ_SEEDS", "300"))
 # Fresh seeds each hardening round (issue 17: from 17,000), besides the first N: a fixed
@@ -50,10 +50,14 @@ def write_case(logdir, run: str, suffix: str, data: bytes) -> str:
 def serve_everything(service, run: str) -> str:
     """Every endpoint of one run; 'ok' or the public error code. Anything else fails."""
     outcome = "ok"
-    for call in (lambda: service.program(run, "", True), lambda: service.ops(run, "", False),
-                 lambda: service.device(run, ""), lambda: service.diagnostics(run, ""),
-                 lambda: service.ops(run, "", True, view="kernel"),
-                 lambda: service.export(run, "", True, level="op", fmt="csv")[0]):
+    for call in (
+        lambda: service.program(run, "", True),
+        lambda: service.ops(run, "", False),
+        lambda: service.device(run, ""),
+        lambda: service.diagnostics(run, ""),
+        lambda: service.ops(run, "", True, view="kernel"),
+        lambda: service.export(run, "", True, level="op", fmt="csv")[0],
+    ):
         try:
             answer = call()
         except tb_errors.PublicError as exc:
@@ -70,6 +74,7 @@ def serve_everything(service, run: str) -> str:
 
 def _fuzz(tmp_path, cases, service_kw=None):
     from tb_roofline.serve.service import RooflineService
+
     logdir = str(tmp_path)
     good = write_case(logdir, "good", XPLANE, xspace_bases()["tpu"])
     runs = [write_case(logdir, run, suffix, data) for run, suffix, data in cases]
@@ -92,32 +97,42 @@ def _fuzz(tmp_path, cases, service_kw=None):
 @pytest.mark.parametrize("base", ["tpu", "gpu", "cpu"])
 def test_damaged_xspace_files(tmp_path, base):
     data = xspace_bases()[base]
-    cases = [(f"x_{base}_{seed}", XPLANE, damaged_xspace(seed, base, data))
-             for seed in SEEDS]
+    cases = [(f"x_{base}_{seed}", XPLANE, damaged_xspace(seed, base, data)) for seed in SEEDS]
     outcomes = _fuzz(tmp_path, cases)
     assert outcomes.get("ok") and outcomes.get("bad_profile"), outcomes
 
 
 def test_damaged_kineto_files(tmp_path, monkeypatch):
     from test_kineto_fuzz import DOCS, _mutate_doc
+
     monkeypatch.setenv("TB_ROOFLINE_MAX_EVENTS", "200000")  # bombs stop early (see the
     # default limits in test_hostile_inputs.py::test_default_limits_bound_the_memory_of_a_bomb)
     cases = []
-    for seed in SEEDS[: N // 2] + SEEDS[N:N + N // 6]:
+    for seed in SEEDS[: N // 2] + SEEDS[N : N + N // 6]:
         suffix, data = damaged_kineto(seed, DOCS, _mutate_doc)
         cases.append((f"k_{seed}", suffix, data))
     outcomes = _fuzz(tmp_path, cases, {"max_file_mb": 64})
-    assert outcomes.get("ok") and outcomes.get("bad_profile") and outcomes.get("too_large"), \
+    assert outcomes.get("ok") and outcomes.get("bad_profile") and outcomes.get("too_large"), (
         outcomes
+    )
 
 
 USER_JSON_CASES = max(30, N // 6)
-DEVICE_DOC = {"tb_roofline_device_file": 1, "kind": "cpu", "num_cores": 2,
-              "compute": {"fp32": 117.4, "fp64": {"gflops": 58.8, "source": "measured"}},
-              "memories": {"hbm": {"name": "DRAM", "gbs": 24.7}, "l3": 300},
-              "measurement": {"threads": 1, "stream": {"copy_gbs": 24.7, "runs": [1, 2.5]}}}
-WORKLOAD_DOC = {"tb_roofline_workload_file": 1, "model_flops_per_step": 3.1e15,
-                "tokens_per_step": 65536, "samples_per_step": 32, "num_devices": 8}
+DEVICE_DOC = {
+    "tb_roofline_device_file": 1,
+    "kind": "cpu",
+    "num_cores": 2,
+    "compute": {"fp32": 117.4, "fp64": {"gflops": 58.8, "source": "measured"}},
+    "memories": {"hbm": {"name": "DRAM", "gbs": 24.7}, "l3": 300},
+    "measurement": {"threads": 1, "stream": {"copy_gbs": 24.7, "runs": [1, 2.5]}},
+}
+WORKLOAD_DOC = {
+    "tb_roofline_workload_file": 1,
+    "model_flops_per_step": 3.1e15,
+    "tokens_per_step": 65536,
+    "samples_per_step": 32,
+    "num_devices": 8,
+}
 
 
 def test_odd_numbers_in_device_and_workload_files(tmp_path, capsys):
@@ -130,8 +145,17 @@ def test_odd_numbers_in_device_and_workload_files(tmp_path, capsys):
     from test_user_numbers import _client, _query
 
     from tb_roofline.serve.cli import main
-    routes = ("/device", "/program", "/ops", "/diagnostics", "/guidance", "/report",
-              "/export", "/compare")
+
+    routes = (
+        "/device",
+        "/program",
+        "/ops",
+        "/diagnostics",
+        "/guidance",
+        "/report",
+        "/export",
+        "/compare",
+    )
     source = os.path.join(REPO, "testdata", "jax_cpu", "mlp")
     outcomes = {}
     for seed in range(USER_JSON_CASES):
@@ -139,10 +163,10 @@ def test_odd_numbers_in_device_and_workload_files(tmp_path, capsys):
         shutil.copytree(source, logdir / "mlp")
         device = damaged_user_json(seed, DEVICE_DOC, "device")
         workload = damaged_user_json(seed, WORKLOAD_DOC, "workload")
-        (logdir / "roofline_device.json").write_text(device if seed % 3 else
-                                                     json.dumps(DEVICE_DOC))
-        (logdir / "roofline_workload.json").write_text(workload if seed % 3 != 1 else
-                                                       json.dumps(WORKLOAD_DOC))
+        (logdir / "roofline_device.json").write_text(device if seed % 3 else json.dumps(DEVICE_DOC))
+        (logdir / "roofline_workload.json").write_text(
+            workload if seed % 3 != 1 else json.dumps(WORKLOAD_DOC)
+        )
         for folder, _, files in os.walk(logdir):
             for name in files:
                 _old(os.path.join(folder, name))
@@ -160,8 +184,11 @@ def test_odd_numbers_in_device_and_workload_files(tmp_path, capsys):
             if r.status_code == 422:
                 code = body["error"]["code"]
                 assert code in ("bad_device_file", "bad_workload_file"), (seed, body)
-                assert ("roofline_device.json" if code == "bad_device_file"
-                        else "roofline_workload.json") in body["error"]["message"]
+                assert (
+                    "roofline_device.json"
+                    if code == "bad_device_file"
+                    else "roofline_workload.json"
+                ) in body["error"]["message"]
                 outcomes[code] = outcomes.get(code, 0) + 1
             else:
                 outcomes["ok"] = outcomes.get("ok", 0) + 1
@@ -169,5 +196,6 @@ def test_odd_numbers_in_device_and_workload_files(tmp_path, capsys):
         err = capsys.readouterr().err
         assert rc in (0, 2) and "Traceback" not in err, (seed, rc, err[-2000:])
         shutil.rmtree(logdir)
-    assert outcomes.get("ok") and outcomes.get("bad_device_file") and \
-        outcomes.get("bad_workload_file"), outcomes
+    assert (
+        outcomes.get("ok") and outcomes.get("bad_device_file") and outcomes.get("bad_workload_file")
+    ), outcomes

@@ -2,6 +2,7 @@
 process: no 500, no request that hangs, every other run still served after each bad one, and the
 server's peak memory (VmHWM) bounded, bombs included. The bulk runs through the service in
 test_fuzz_service.py."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,15 @@ import threading
 import time
 import urllib.parse
 
-
-from fuzz_profiles import (KINETO, KINETO_GZ, XPLANE, damaged_kineto, damaged_xspace,
-                           kineto_bomb, xspace_bases)
+from fuzz_profiles import (
+    KINETO,
+    KINETO_GZ,
+    XPLANE,
+    damaged_kineto,
+    damaged_xspace,
+    kineto_bomb,
+    xspace_bases,
+)
 from tb_server import get, tensorboard
 from test_fuzz_service import write_case
 
@@ -44,15 +51,21 @@ def _peak_rss_mb(pid: int) -> float:
 
 def _cases():
     from test_kineto_fuzz import DOCS, _mutate_doc
+
     bases = xspace_bases()
-    cases = [(f"x_{b}_{seed}", XPLANE, damaged_xspace(seed, b, bases[b]))
-             for b in bases for seed in range(0, 48, 6)]
+    cases = [
+        (f"x_{b}_{seed}", XPLANE, damaged_xspace(seed, b, bases[b]))
+        for b in bases
+        for seed in range(0, 48, 6)
+    ]
     cases += [(f"k_{seed}", *damaged_kineto(seed, DOCS, _mutate_doc)) for seed in range(0, 60, 5)]
-    cases += [("bomb_events", KINETO_GZ, kineto_bomb("events", 256)),  # 256 MiB, 3.4 M events
-              ("bomb_spaces", KINETO_GZ, kineto_bomb("whitespace", 1024)),  # 1 GiB of spaces
-              ("bomb_braces", KINETO_GZ, kineto_bomb("braces", 16)),
-              ("deep", KINETO, b'{"traceEvents": [' + b"[" * 100000 + b"]" * 100000 + b"]}"),
-              ("long_int", KINETO, b'{"traceEvents": [{"ts": ' + b"9" * 6000 + b"}]}")]
+    cases += [
+        ("bomb_events", KINETO_GZ, kineto_bomb("events", 256)),  # 256 MiB, 3.4 M events
+        ("bomb_spaces", KINETO_GZ, kineto_bomb("whitespace", 1024)),  # 1 GiB of spaces
+        ("bomb_braces", KINETO_GZ, kineto_bomb("braces", 16)),
+        ("deep", KINETO, b'{"traceEvents": [' + b"[" * 100000 + b"]" * 100000 + b"]}"),
+        ("long_int", KINETO, b'{"traceEvents": [{"ts": ' + b"9" * 6000 + b"}]}"),
+    ]
     return cases
 
 
@@ -69,8 +82,9 @@ def test_damaged_profiles_through_tensorboard(tmp_path, monkeypatch):
 
         def ask(route, run):
             t = time.monotonic()
-            status, headers, body = get(f"{api}/{route}?run={urllib.parse.quote(run)}",
-                                        timeout=2 * REQUEST_LIMIT_S)
+            status, headers, body = get(
+                f"{api}/{route}?run={urllib.parse.quote(run)}", timeout=2 * REQUEST_LIMIT_S
+            )
             elapsed = time.monotonic() - t
             assert elapsed < REQUEST_LIMIT_S, f"{route} {run}: {elapsed:.1f} s"
             return status, headers, body
@@ -109,8 +123,11 @@ def test_the_tab_asking_for_a_bomb_four_times_at_once(tmp_path, monkeypatch):
 
         def ask(route):
             t = time.monotonic()
-            answers[route] = (get(f"{api}/{route}?run={bomb}", timeout=120)[0],
-                              time.monotonic() - t)
+            answers[route] = (
+                get(f"{api}/{route}?run={bomb}", timeout=120)[0],
+                time.monotonic() - t,
+            )
+
         threads = [threading.Thread(target=ask, args=(r,)) for r in ROUTES[:4]]
         t0 = time.monotonic()
         for t in threads:

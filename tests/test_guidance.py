@@ -2,6 +2,7 @@
 time saved computed by hand from the raw trace; nothing fires on clean cases; the invariants
 (real ops, evidence equal to the ops' exported numbers, no caveated op, totals within the step
 time) hold on every committed profile; MFU by hand."""
+
 from __future__ import annotations
 
 import glob
@@ -13,14 +14,14 @@ import os
 import pytest
 
 from tb_roofline.model.guidance import guidance
-from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.model.roofline import analyze
-from tb_roofline.table.timeline import TimelineBuilder, is_communication
 from tb_roofline.readers.xspace import read_xspace
 from tb_roofline.serve import cli
 from tb_roofline.serve.service import RooflineService
 from tb_roofline.serve.workload_file import WorkloadFileError, workload_from_dict
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
+from tb_roofline.table.op_table import NO_STEP
+from tb_roofline.table.timeline import TimelineBuilder, is_communication
 
 TESTDATA = os.path.join(os.path.dirname(__file__), "..", "testdata")
 GUIDANCE = os.path.join(TESTDATA, "guidance")
@@ -50,8 +51,11 @@ def _by_rule(g, rule):
 def _top_level_ops(path):
     """(name, ts µs, dur µs) of the top-level cpu ops of the main thread, in time order."""
     with gzip.open(path, "rt") as f:
-        events = [e for e in json.load(f)["traceEvents"]
-                  if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+        events = [
+            e
+            for e in json.load(f)["traceEvents"]
+            if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+        ]
     events.sort(key=lambda e: (e["tid"], e["ts"], -e["dur"]))
     out, end = [], -math.inf
     for e in events:
@@ -74,12 +78,20 @@ def _device_hbm_gbs():
 def test_fusion_pairs_on_eager_elementwise_chain():
     s, run, g = _answer(GUIDANCE, "torch/elementwise_chain")
     ops = _ops_by_identity(s, run)
-    fusion = {(f["ops"][0]["operation"], f["ops"][1]["operation"]): f for f in _by_rule(g, "fusion")}
-    assert set(fusion) == {("aten::mul", "aten::add"), ("aten::add", "aten::relu"),
-                           ("aten::relu", "aten::mul")}
+    fusion = {
+        (f["ops"][0]["operation"], f["ops"][1]["operation"]): f for f in _by_rule(g, "fusion")
+    }
+    assert set(fusion) == {
+        ("aten::mul", "aten::add"),
+        ("aten::add", "aten::relu"),
+        ("aten::relu", "aten::mul"),
+    }
     top = _top_level_ops(_trace("torch/elementwise_chain"))
-    pairs = [(a, b) for a, b in zip(top, top[1:])
-             if (a[0], b[0]) == ("aten::mul", "aten::add") and b[1] >= a[1] + a[2]]
+    pairs = [
+        (a, b)
+        for a, b in zip(top, top[1:])
+        if (a[0], b[0]) == ("aten::mul", "aten::add") and b[1] >= a[1] + a[2]
+    ]
     shorter = sum(min(a[2], b[2]) for a, b in pairs)
     # By hand: the shared f32[16777216] tensor written and read once less, at the DRAM roof.
     bound = len(pairs) * 2 * 16777216 * 4 / (_device_hbm_gbs() * 1e3)
@@ -96,7 +108,8 @@ def test_fusion_pairs_on_eager_elementwise_chain():
     assert g["groups"] and g["groups"][0]["rule"] == "fusion"  # 3 pairs: one group
     group = g["groups"][0]
     assert group["title"].startswith("3 fusion pairs, ") and group["title"].endswith(
-        "µs per step in all")
+        "µs per step in all"
+    )
     assert group["counted_us"] == pytest.approx(sum(x["counted_us"] for x in fusion.values()))
 
 
@@ -153,8 +166,11 @@ def test_idle_device_when_host_bound(run):
         # last: here the ProfilerStep spans cover the whole profile (their first start to their
         # last end is the profiled time), so there are none, and all idle is the host's.
         with gzip.open(_trace(run), "rt") as fh:
-            steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in json.load(fh)["traceEvents"]
-                           if str(e.get("name", "")).startswith("ProfilerStep#"))
+            steps = sorted(
+                (e["ts"], e["ts"] + e["dur"])
+                for e in json.load(fh)["traceEvents"]
+                if str(e.get("name", "")).startswith("ProfilerStep#")
+            )
         assert steps[-1][1] - steps[0][0] == pytest.approx(total, rel=1e-6)
         assert steps[0][0] <= top[0][1] and top[-1][1] + top[-1][2] <= steps[-1][1]
         assert facts["profile_edges_us"] == 0
@@ -174,10 +190,10 @@ def test_straggler_and_exposed_collectives_across_ranks():
     (ex,) = _by_rule(g, "exposed_communication")
     comm = next(c for c in g["classes"] if c["class"] == "communication")
     work = next(c for c in g["classes"] if c["class"] == "compute_bound")["time_us"] + sum(
-        c["time_us"] for c in g["classes"] if c["class"] in ("memory_bound", "unknown"))
+        c["time_us"] for c in g["classes"] if c["class"] in ("memory_bound", "unknown")
+    )
     # Overlap hides at most the exposed time or the work beside it, whichever is less.
-    assert ex["time_saved_us"] == pytest.approx(min(comm["time_us"], work)) and \
-        comm["percent"] > 5
+    assert ex["time_saved_us"] == pytest.approx(min(comm["time_us"], work)) and comm["percent"] > 5
     assert ex["evidence"]["facts"]["overlap_work_us"] == pytest.approx(work)
     assert ex["ops"] == []  # a program finding: its contributors are in the facts
     assert any(c["operation"].startswith("gloo:") for c in ex["evidence"]["facts"]["contributors"])
@@ -189,17 +205,37 @@ def test_straggler_and_exposed_collectives_across_ranks():
 def _a100_like(rows):
     from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
     from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData
+
     d = DeviceInfo(type="A100-like", kind="gpu", num_cores=1)
-    d.compute += [ComputePeak("fp32", 19500.0, "datasheet"), ComputePeak("tf32", 156000.0,
-                                                                          "datasheet")]
+    d.compute += [
+        ComputePeak("fp32", 19500.0, "datasheet"),
+        ComputePeak("tf32", 156000.0, "datasheet"),
+    ]
     d.memories.append(MemoryPeak("hbm", "HBM", 2039.0, "datasheet"))
     b = OpTableBuilder()
     for r in rows:
-        b.add(host="h", core=0, step=0, occurrences=10, category="matmul", precision="fp32",
-              flops_source="formula", flops_known=True, bytes_known=True,
-              self_time_ps=r["total_time_ps"], hbm_bytes=r["bytes"], model_flops=r["flops"], **r)
-    return ProfileData(device=d, ops=b.build(), steps=[], diagnostics=[],
-                       core_spans=[CoreSpan("h", 0, 0, int(sum(r["total_time_ps"] for r in rows)))])
+        b.add(
+            host="h",
+            core=0,
+            step=0,
+            occurrences=10,
+            category="matmul",
+            precision="fp32",
+            flops_source="formula",
+            flops_known=True,
+            bytes_known=True,
+            self_time_ps=r["total_time_ps"],
+            hbm_bytes=r["bytes"],
+            model_flops=r["flops"],
+            **r,
+        )
+    return ProfileData(
+        device=d,
+        ops=b.build(),
+        steps=[],
+        diagnostics=[],
+        core_spans=[CoreSpan("h", 0, 0, int(sum(r["total_time_ps"] for r in rows)))],
+    )
 
 
 def test_precision_saves_the_floor_difference_and_nothing_when_memory_bound():
@@ -218,8 +254,11 @@ def test_precision_saves_the_floor_difference_and_nothing_when_memory_bound():
     assert f["bound_us"] == pytest.approx(now - new, rel=1e-9)
     assert f["evidence"]["facts"]["target_precision"] == "tf32"
     assert "156,000" in f["bound_formula"] and "allow_tf32" in f["suggestion"]
-    assert not [x for x in g["findings"] if x["rule"] == "precision" and
-                x["ops"][0]["operation"] == "aten::bmm"]
+    assert not [
+        x
+        for x in g["findings"]
+        if x["rule"] == "precision" and x["ops"][0]["operation"] == "aten::bmm"
+    ]
 
 
 def test_precision_on_a100_f32_gemm():
@@ -235,19 +274,23 @@ def test_precision_on_a100_f32_gemm():
     op = ops[("", "aten::mm", "fp32")]
     t = op["total_time_us"]
     saved = t * max(op["compute_efficiency"], op["max_mem_bw_utilization"]) - t * max(
-        op["compute_efficiency"] * 19500.0 / 156000.0, op["max_mem_bw_utilization"])
+        op["compute_efficiency"] * 19500.0 / 156000.0, op["max_mem_bw_utilization"]
+    )
     assert op["bound_by"] == "Compute" and 0 < saved < 0.0005 * g["time"]["total_time_us"]
     assert not _by_rule(g, "precision")
 
 
 def test_tiling_on_tpu_shapes_that_do_not_fill_the_tiles(tmp_path):
     name = "convolution_fusion.8"  # compute-bound at 26% of its roof with seed 0 on v6e
-    text = (f"%{name} = bf16[1000,1000]{{1,0}} fusion(bf16[1000,4000]{{1,0}} %a, "
-            "bf16[4000,1000]{1,0} %b), kind=kOutput")
+    text = (
+        f"%{name} = bf16[1000,1000]{{1,0}} fusion(bf16[1000,4000]{{1,0}} %a, "
+        "bf16[4000,1000]{1,0} %b), kind=kOutput"
+    )
     aligned = analyze([read_xspace(make_tpu_xspace(SynthConfig(seed=0, chip="v6e")), "h")])
     assert not _by_rule(guidance(aligned), "tiling")  # f32[128,1024] fills (8, 128) tiles
-    a = analyze([read_xspace(make_tpu_xspace(SynthConfig(seed=0, chip="v6e",
-                                                         op_text={name: text})), "h")])
+    a = analyze(
+        [read_xspace(make_tpu_xspace(SynthConfig(seed=0, chip="v6e", op_text={name: text})), "h")]
+    )
     (f,) = _by_rule(guidance(a), "tiling")
     rec = f["evidence"]["records"][0]
     assert rec["operation"] == name and rec["bound_by"] == "Compute"
@@ -260,9 +303,10 @@ def test_tiling_on_tpu_shapes_that_do_not_fill_the_tiles(tmp_path):
     assert f["evidence"]["facts"]["shapes"][0]["padding_share"] == pytest.approx(waste)
 
 
-@pytest.mark.parametrize("logdir,run", [
-    (GUIDANCE, "torch/clean_matmul"),
-    (os.path.join(TESTDATA, "jax_cpu", "matmul_tanh"), None)])
+@pytest.mark.parametrize(
+    "logdir,run",
+    [(GUIDANCE, "torch/clean_matmul"), (os.path.join(TESTDATA, "jax_cpu", "matmul_tanh"), None)],
+)
 def test_clean_cases_have_no_findings_but_big_ops_far_below_their_roof(logdir, run):
     """No rule fires on a clean matmul loop, except that every big op under half its roof is
     named (far_below_roof): by hand from the op rows, the op with >= 5% of the op time or a
@@ -271,11 +315,18 @@ def test_clean_cases_have_no_findings_but_big_ops_far_below_their_roof(logdir, r
     assert {f["rule"] for f in g["findings"]} <= {"far_below_roof"}
     ops = _ops_by_identity(s, run)
     total = g["time"]["total_time_us"]
-    want = {k[1] for k, r in ops.items() if r["caveat"] is None and r["roofline_efficiency"]
-            and r["roofline_efficiency"] < 0.5 and r["flop_coverage"] == 1
-            and r["bytes_coverage"] == 1 and r["flops_source"] != "none"
-            and (r["self_time_percent"] >= 5 or r["potential_time_saved_us"] >= 0.02 * total)
-            and r["potential_time_saved_us"] >= 0.0005 * total}
+    want = {
+        k[1]
+        for k, r in ops.items()
+        if r["caveat"] is None
+        and r["roofline_efficiency"]
+        and r["roofline_efficiency"] < 0.5
+        and r["flop_coverage"] == 1
+        and r["bytes_coverage"] == 1
+        and r["flops_source"] != "none"
+        and (r["self_time_percent"] >= 5 or r["potential_time_saved_us"] >= 0.02 * total)
+        and r["potential_time_saved_us"] >= 0.0005 * total
+    }
     assert {f["ops"][0]["operation"] for f in g["findings"]} == want
     for f in g["findings"]:
         op = ops[tuple(f["ops"][0][k] for k in ("program_id", "operation", "precision"))]
@@ -307,27 +358,38 @@ def test_mfu_and_hfu_by_hand():
 def test_workload_file_validation():
     w = workload_from_dict({"model_flops_per_step": 1e12, "tokens_per_step": 4096}, "x.json")
     assert w.model_flops_per_step == 1e12 and w.tokens_per_step == 4096
-    for bad in ({}, {"model_flops_per_step": -1}, {"tokens": 3}, {"model_flops_per_step": 1,
-                                                                   "precision": "f33"},
-                {"model_flops_per_step": 1, "num_devices": 0}):
+    for bad in (
+        {},
+        {"model_flops_per_step": -1},
+        {"tokens": 3},
+        {"model_flops_per_step": 1, "precision": "f33"},
+        {"model_flops_per_step": 1, "num_devices": 0},
+    ):
         with pytest.raises(WorkloadFileError):
             workload_from_dict(bad, "x.json")
 
 
 # --------------------------------------------------------------------- invariants everywhere
 def _all_runs():
-    cases = [(os.path.join(TESTDATA, "demo"), None), (GUIDANCE, DEVICE_FILE),
-             (os.path.join(TESTDATA, "xla_gpu_mi300_conv"), None)]
+    cases = [
+        (os.path.join(TESTDATA, "demo"), None),
+        (GUIDANCE, DEVICE_FILE),
+        (os.path.join(TESTDATA, "xla_gpu_mi300_conv"), None),
+    ]
     cases += [(d, None) for d in sorted(glob.glob(os.path.join(TESTDATA, "kineto", "*")))]
     cases += [(d, DEVICE_FILE) for d in sorted(glob.glob(os.path.join(TESTDATA, "jax_cpu", "*")))]
-    cases += [(os.path.join(TESTDATA, "compare"), DEVICE_FILE),
-              (os.path.join(TESTDATA, "kineto_captured"), DEVICE_FILE),
-              (os.path.join(TESTDATA, "xplane_tf_gpu_v100"), None),
-              (os.path.join(GUIDANCE, "vllm"), None)]
+    cases += [
+        (os.path.join(TESTDATA, "compare"), DEVICE_FILE),
+        (os.path.join(TESTDATA, "kineto_captured"), DEVICE_FILE),
+        (os.path.join(TESTDATA, "xplane_tf_gpu_v100"), None),
+        (os.path.join(GUIDANCE, "vllm"), None),
+    ]
     out = []
     for logdir, dev in cases:
         for r in RooflineService(logdir).list_runs()["runs"]:
-            out.append(pytest.param(logdir, dev, r["run"], id=f"{os.path.basename(logdir)}:{r['run']}"))
+            out.append(
+                pytest.param(logdir, dev, r["run"], id=f"{os.path.basename(logdir)}:{r['run']}")
+            )
     return out
 
 
@@ -347,7 +409,8 @@ def test_invariants(logdir, device_file, run):
         saved = [f["time_saved_us"] for f in g["findings"]]
         assert saved == sorted(saved, reverse=True)
         assert sum(f["counted_us"] for f in g["findings"]) == pytest.approx(
-            g["total_time_saved_us"])
+            g["total_time_saved_us"]
+        )
         for f in g["findings"]:
             assert 0 <= f["counted_us"] <= f["time_saved_us"] * (1 + 1e-9) + 1e-9
             # Each saving within the bound its rule states (written out with its numbers).
@@ -363,19 +426,29 @@ def test_invariants(logdir, device_file, run):
                 assert op["flop_coverage"] == 1 and op["bytes_coverage"] == 1
                 assert op["potential_time_saved_us"] is not None
                 assert not is_communication(op["category"])  # never a compute/HBM finding
-                assert f["time_saved_us"] <= op["total_time_us"] * (1 + 1e-9) or \
-                    f["rule"] == "fusion"
+                assert (
+                    f["time_saved_us"] <= op["total_time_us"] * (1 + 1e-9) or f["rule"] == "fusion"
+                )
         # Nothing big left out: every trusted op with >= 5% of the op time under half its
         # roof (and a gap worth a finding) is named by some finding.
-        named = {(o["program_id"], o["operation"], o["precision"]) for f in g["findings"]
-                 for o in f["ops"]}
+        named = {
+            (o["program_id"], o["operation"], o["precision"])
+            for f in g["findings"]
+            for o in f["ops"]
+        }
         for ident, op in ops.items():
-            if op["caveat"] is None and op["flops_source"] != "none" and \
-                    op["flop_coverage"] == 1 and op["bytes_coverage"] == 1 and \
-                    not op["is_infeed_outfeed"] and not is_communication(op["category"]) and \
-                    op["potential_time_saved_us"] is not None and \
-                    op["self_time_percent"] >= 5 and 0 < op["roofline_efficiency"] < 0.5 and \
-                    op["potential_time_saved_us"] >= 0.0005 * total:
+            if (
+                op["caveat"] is None
+                and op["flops_source"] != "none"
+                and op["flop_coverage"] == 1
+                and op["bytes_coverage"] == 1
+                and not op["is_infeed_outfeed"]
+                and not is_communication(op["category"])
+                and op["potential_time_saved_us"] is not None
+                and op["self_time_percent"] >= 5
+                and 0 < op["roofline_efficiency"] < 0.5
+                and op["potential_time_saved_us"] >= 0.0005 * total
+            ):
                 assert ident in named, ident
         json.dumps(g, allow_nan=False)
 
@@ -385,16 +458,30 @@ def test_timeline_windows_by_hand():
     tb = TimelineBuilder()
     a, b, x = (tb.label_id(("p", n, "")) for n in ("a", "b", "x"))
     # lane 0: compute 0-10, 20-30; lane 1: a collective 5-25 (overlapped 5-10 and 20-25).
-    tb.add_core(0, (0, 40), [(1, 0, 30)], lane=[0, 0, 1], begin=[0, 20, 5], end=[10, 30, 25],
-                op=[a, b, x], comm=[False, False, True], fusible=[True, True, False])
+    tb.add_core(
+        0,
+        (0, 40),
+        [(1, 0, 30)],
+        lane=[0, 0, 1],
+        begin=[0, 20, 5],
+        end=[10, 30, 25],
+        op=[a, b, x],
+        comm=[False, False, True],
+        fusible=[True, True, False],
+    )
     t = tb.build()
     w = {k: v.tolist() for k, v in t.windows.items()}
     assert w["step"] == [1, NO_STEP] and w["span_ps"] == [30, 10]
     assert w["busy_ps"] == [30, 0] and w["compute_ps"] == [20, 0] and w["exposed_ps"] == [10, 0]
     assert t.exposed_by_op == {("p", "x", ""): 10.0}
     (pair,) = t.pairs
-    assert (pair.first, pair.second, pair.count, pair.gap_ps, pair.shorter_ps) == \
-        (("p", "a", ""), ("p", "b", ""), 1, 10.0, 10.0)
+    assert (pair.first, pair.second, pair.count, pair.gap_ps, pair.shorter_ps) == (
+        ("p", "a", ""),
+        ("p", "b", ""),
+        1,
+        10.0,
+        10.0,
+    )
 
 
 def test_exposed_contributors_are_a_union():
@@ -404,8 +491,17 @@ def test_exposed_contributors_are_a_union():
     tb = TimelineBuilder()
     a, x, y = (tb.label_id(("", n, "")) for n in ("a", "x", "y"))
     # compute 0-10; x on lane 1 from 5 to 30, y on lane 2 from 20 to 40 (exposed: 10-40).
-    tb.add_core(0, (0, 40), [], lane=[0, 1, 2], begin=[0, 5, 20], end=[10, 30, 40],
-                op=[a, x, y], comm=[False, True, True], fusible=[False, False, False])
+    tb.add_core(
+        0,
+        (0, 40),
+        [],
+        lane=[0, 1, 2],
+        begin=[0, 5, 20],
+        end=[10, 30, 40],
+        op=[a, x, y],
+        comm=[False, True, True],
+        fusible=[False, False, False],
+    )
     t = tb.build()
     assert t.windows["exposed_ps"].sum() == 30
     assert t.exposed_by_op == {("", "x", ""): 20.0, ("", "y", ""): 10.0}
@@ -413,8 +509,23 @@ def test_exposed_contributors_are_a_union():
 
 
 def test_cli_report_json_and_text(capsys):
-    assert cli.main(["report", GUIDANCE, "--run", "torch/elementwise_chain", "--format",
-                     "json", "--top", "3", "--tokens-per-step", "1000"]) == 0
+    assert (
+        cli.main(
+            [
+                "report",
+                GUIDANCE,
+                "--run",
+                "torch/elementwise_chain",
+                "--format",
+                "json",
+                "--top",
+                "3",
+                "--tokens-per-step",
+                "1000",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["schema"] == "tb-roofline-report/1" and len(report["top_ops"]) == 3
     assert {"device", "program", "top_ops", "guidance", "diagnostics"} <= set(report)
@@ -434,13 +545,24 @@ def test_repeated_copies_of_one_instruction_on_tpu(tmp_path):
     The demo's fixed program has one copy of each shape a step per core: no finding."""
     from tb_roofline.model.roofline import scoped_op_records
     from tb_roofline.synthetic import write_tpu_session
-    write_tpu_session(str(tmp_path), "", "s", [SynthConfig(
-        seed=11, chip="v6e", num_cores=2, num_steps=6, ops_per_step=160, distinct_ops=60)])
+
+    write_tpu_session(
+        str(tmp_path),
+        "",
+        "s",
+        [
+            SynthConfig(
+                seed=11, chip="v6e", num_cores=2, num_steps=6, ops_per_step=160, distinct_ops=60
+            )
+        ],
+    )
     s = _service(str(tmp_path))
     g = s.guidance("s", "", True)
     n = g["time"]["num_steps"]
-    avg = {(r["program_id"], r["operation"], r["precision"]): r for r in scoped_op_records(
-        s.analysis("s", ""), "Average", True).row_dicts()}
+    avg = {
+        (r["program_id"], r["operation"], r["precision"]): r
+        for r in scoped_op_records(s.analysis("s", ""), "Average", True).row_dicts()
+    }
     found = _by_rule(g, "repeated_copy")
     assert found
     for f in found:
@@ -461,8 +583,17 @@ def test_no_repeated_copy_without_steps_or_tensor_identity(tmp_path):
     """Without step markers (separate executions of one program are no repeat within a step)
     nothing is claimed; nor on PyTorch traces, which record no tensor identity."""
     from tb_roofline.synthetic import write_tpu_session
-    write_tpu_session(str(tmp_path), "", "s", [SynthConfig(
-        seed=11, chip="v6e", num_cores=2, num_steps=0, ops_per_step=160, distinct_ops=60)])
+
+    write_tpu_session(
+        str(tmp_path),
+        "",
+        "s",
+        [
+            SynthConfig(
+                seed=11, chip="v6e", num_cores=2, num_steps=0, ops_per_step=160, distinct_ops=60
+            )
+        ],
+    )
     s = _service(str(tmp_path))
     g = s.guidance("s", "", True)
     assert g["time"]["num_steps"] == 0 and not _by_rule(g, "repeated_copy")
@@ -476,14 +607,26 @@ def test_exposed_collectives_on_a100_trace():
     names = [c["operation"] for c in f["evidence"]["facts"]["contributors"]]
     assert names[0] == "c10d::allreduce_" and any(n.startswith("ncclKernel") for n in names)
     assert f["time_saved_us"] == pytest.approx(
-        next(c["time_us"] for c in g["classes"] if c["class"] == "communication"))
+        next(c["time_us"] for c in g["classes"] if c["class"] == "communication")
+    )
 
 
 def test_element_bytes_of_every_spelling():
     """By hand: the element size of a type as each reader spells it (torch `c10::` names,
     kernel-decided precisions, HLO and Kineto names)."""
     from tb_roofline.model.rules import element_bytes
-    cases = {"c10::Half": 2, "c10::BFloat16": 2, "float": 4, "f32": 4, "kernel:tf32": 4,
-             "double": 8, "long int": 8, "c64": 8, "c10::Float8_e4m3fn": 1, "pred": 1}
+
+    cases = {
+        "c10::Half": 2,
+        "c10::BFloat16": 2,
+        "float": 4,
+        "f32": 4,
+        "kernel:tf32": 4,
+        "double": 8,
+        "long int": 8,
+        "c64": 8,
+        "c10::Float8_e4m3fn": 1,
+        "pred": 1,
+    }
     assert {k: element_bytes(k) for k in cases} == cases
     assert element_bytes("") is None and element_bytes("no such type") is None

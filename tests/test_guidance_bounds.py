@@ -2,6 +2,7 @@
 communication, integer work without a FLOP roof, one unit per view, capture diagnostics, peaks
 the profile's own ops beat, and the speedup label's sign; each against the raw profile or a
 hand-built op table."""
+
 from __future__ import annotations
 
 import glob
@@ -16,11 +17,17 @@ from tb_roofline.devices.spec import ComputePeak, DeviceInfo, Fallback, MemoryPe
 from tb_roofline.model import peaks, roofline
 from tb_roofline.model.compare import change_label
 from tb_roofline.model.guidance import guidance
-from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData
-from tb_roofline.table.timeline import (GRAPH_CAPTURE_CALLS, IDLE_CAPTURE, IDLE_SYNC, SYNC_CALLS,
-                                        TimelineBuilder, paired_spans)
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.serve.service import RooflineService
+from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData
+from tb_roofline.table.timeline import (
+    GRAPH_CAPTURE_CALLS,
+    IDLE_CAPTURE,
+    IDLE_SYNC,
+    SYNC_CALLS,
+    TimelineBuilder,
+    paired_spans,
+)
 
 TESTDATA = os.path.join(os.path.dirname(__file__), "..", "testdata")
 GUIDANCE = os.path.join(TESTDATA, "guidance")
@@ -50,9 +57,13 @@ def test_graph_capture_is_not_an_idle_host(monkeypatch):
     with gzip.open(VLLM, "rt") as f:
         events = json.load(f)["traceEvents"]
     rt = [e for e in events if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"]
-    cap_b, cap_e = paired_spans([e["name"] for e in rt], [e["ts"] for e in rt],
-                                [e["ts"] + e["dur"] for e in rt], [e["tid"] for e in rt],
-                                *GRAPH_CAPTURE_CALLS)
+    cap_b, cap_e = paired_spans(
+        [e["name"] for e in rt],
+        [e["ts"] for e in rt],
+        [e["ts"] + e["dur"] for e in rt],
+        [e["tid"] for e in rt],
+        *GRAPH_CAPTURE_CALLS,
+    )
     assert len(cap_b) == 25
     syncs = [(e["ts"], e["ts"] + e["dur"]) for e in rt if e["name"] in SYNC_CALLS]
     device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
@@ -61,9 +72,13 @@ def test_graph_capture_is_not_an_idle_host(monkeypatch):
 
     def add_core(self, core, span, steps, lane, begin, end, *args, **kw):
         offset = float(np.min(begin)) - first_us * US  # the reader's clock, in ps
-        kw["causes"] = {IDLE_CAPTURE: (cap_b * US + offset, cap_e * US + offset),
-                        IDLE_SYNC: (np.array([b for b, _ in syncs]) * US + offset,
-                                    np.array([e for _, e in syncs]) * US + offset)}
+        kw["causes"] = {
+            IDLE_CAPTURE: (cap_b * US + offset, cap_e * US + offset),
+            IDLE_SYNC: (
+                np.array([b for b, _ in syncs]) * US + offset,
+                np.array([e for _, e in syncs]) * US + offset,
+            ),
+        }
         return real_add_core(self, core, span, steps, lane, begin, end, *args, **kw)
 
     monkeypatch.setattr(TimelineBuilder, "add_core", add_core)
@@ -79,8 +94,9 @@ def test_graph_capture_is_not_an_idle_host(monkeypatch):
     assert facts["graph_capture_us"] == pytest.approx(by_hand, rel=1e-6)
     assert facts["graph_capture_us"] >= 0.5 * facts["idle_us"]
     assert "captured" in f["title"] and "DataLoader" not in f["suggestion"]
-    assert f["time_saved_us"] == pytest.approx(facts["idle_us"] - facts["graph_capture_us"]
-                                               - facts["profile_edges_us"])
+    assert f["time_saved_us"] == pytest.approx(
+        facts["idle_us"] - facts["graph_capture_us"] - facts["profile_edges_us"]
+    )
     assert f["time_saved_us"] <= f["bound_us"] * (1 + 1e-9)
     assert "graph_capture" in {d["code"] for d in g["diagnostics"]}
     assert g["unit"]["name"] == "profile"  # no steps: one unit, the whole profile
@@ -93,8 +109,10 @@ def test_graph_capture_through_the_reader():
     paired_spans: per thread, each BeginCapture closes at the next EndCapture)."""
     with gzip.open(VLLM, "rt") as f:
         events = json.load(f)["traceEvents"]
-    rt = sorted((e for e in events if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"),
-                key=lambda e: (e["tid"], e["ts"]))
+    rt = sorted(
+        (e for e in events if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"),
+        key=lambda e: (e["tid"], e["ts"]),
+    )
     capture, syncs, open_at = [], [], {}
     for e in rt:
         if e["name"] == "hipStreamBeginCapture" and e["tid"] not in open_at:
@@ -110,7 +128,8 @@ def test_graph_capture_through_the_reader():
     by_hand = sum(e - b for b, e in capture) - _overlap(capture, busy)
     data = read_kineto_file(VLLM, "h")
     assert data.timeline.cause_span_ps[IDLE_CAPTURE] / US == pytest.approx(
-        sum(e - b for b, e in capture), rel=1e-6)
+        sum(e - b for b, e in capture), rel=1e-6
+    )
     g = guidance(roofline.analyze([data]))
     (f,) = [x for x in g["findings"] if x["rule"] == "idle"]
     facts = f["evidence"]["facts"]
@@ -125,7 +144,8 @@ def test_graph_capture_through_the_reader():
     span = sum(c.end_ps - c.start_ps for c in data.core_spans) / US
     share = sum(e - b for b, e in capture) * len(data.core_spans) / span
     assert share < 0.9 and note["message"].startswith(
-        f"a piecewise graph capture: captures span {share:.0%} of the trace")
+        f"a piecewise graph capture: captures span {share:.0%} of the trace"
+    )
 
 
 def _device(compute=(), memories=()):
@@ -140,11 +160,25 @@ def _profile(rows, device):
     for r in rows:
         r = dict(r)
         r.setdefault("hbm_bytes", r.get("bytes", 0.0))
-        b.add(host="h", core=0, step=0, occurrences=1, flops_known=True, bytes_known=True,
-              flops_source="formula", self_time_ps=r["total_time_ps"], **r)
+        b.add(
+            host="h",
+            core=0,
+            step=0,
+            occurrences=1,
+            flops_known=True,
+            bytes_known=True,
+            flops_source="formula",
+            self_time_ps=r["total_time_ps"],
+            **r,
+        )
     span = int(sum(r["total_time_ps"] for r in rows))
-    return ProfileData(device=device, ops=b.build(), steps=[], diagnostics=[],
-                       core_spans=[CoreSpan("h", 0, 0, span)])
+    return ProfileData(
+        device=device,
+        ops=b.build(),
+        steps=[],
+        diagnostics=[],
+        core_spans=[CoreSpan("h", 0, 0, span)],
+    )
 
 
 def _rows(a):
@@ -155,10 +189,23 @@ def test_collectives_sit_under_the_interconnect_roof_only():
     """An all-reduce with bus bytes: under a 450 GB/s interconnect roof it is judged there (not
     on HBM, although its HBM bytes would place it there); without a link roof it has no time
     to save and no finding."""
-    ar = dict(operation="nccl:all_reduce", category="collective", total_time_ps=1000 * US,
-              flops=0.0, bytes=2e8, hbm_bytes=4e8, interconnect_bytes=2e8)
-    mm = dict(operation="aten::mm", category="matmul", precision="bf16", total_time_ps=1000 * US,
-              flops=1e11, bytes=1e8)
+    ar = dict(
+        operation="nccl:all_reduce",
+        category="collective",
+        total_time_ps=1000 * US,
+        flops=0.0,
+        bytes=2e8,
+        hbm_bytes=4e8,
+        interconnect_bytes=2e8,
+    )
+    mm = dict(
+        operation="aten::mm",
+        category="matmul",
+        precision="bf16",
+        total_time_ps=1000 * US,
+        flops=1e11,
+        bytes=1e8,
+    )
     compute = [ComputePeak("bf16", 312000.0, "datasheet")]
     hbm = MemoryPeak("hbm", "HBM", 2039.0, "datasheet")
     link = MemoryPeak("interconnect", "NVLink", 450.0, "datasheet")
@@ -193,24 +240,40 @@ def test_tpu_all_reduce_is_no_top_op_to_win_back():
 def test_integer_work_gets_no_floating_point_roof():
     """s32 and pred rows on a device with only bf16/fp32 roofs: no FLOP roof (never bf16's);
     s8 under the int8 roof when the device has one."""
-    rows = [dict(operation=name, category="elementwise", precision=p, total_time_ps=100 * US,
-                 flops=1e9, bytes=1e6) for name, p in (("sum_i", "s32"), ("mask", "pred"),
-                                                       ("q", "s8"), ("f", "fp32"))]
-    dev = _device([ComputePeak("bf16", 312000.0, "datasheet"),
-                   ComputePeak("fp32", 19500.0, "datasheet"),
-                   ComputePeak("int8", 624000.0, "datasheet")],
-                  [MemoryPeak("hbm", "HBM", 2039.0, "datasheet")])
+    rows = [
+        dict(
+            operation=name,
+            category="elementwise",
+            precision=p,
+            total_time_ps=100 * US,
+            flops=1e9,
+            bytes=1e6,
+        )
+        for name, p in (("sum_i", "s32"), ("mask", "pred"), ("q", "s8"), ("f", "fp32"))
+    ]
+    dev = _device(
+        [
+            ComputePeak("bf16", 312000.0, "datasheet"),
+            ComputePeak("fp32", 19500.0, "datasheet"),
+            ComputePeak("int8", 624000.0, "datasheet"),
+        ],
+        [MemoryPeak("hbm", "HBM", 2039.0, "datasheet")],
+    )
     r = _rows(roofline.analyze([_profile(rows, dev)]))
     assert r["sum_i"]["peak_flop_rate"] == 0 and r["mask"]["peak_flop_rate"] == 0
     assert r["sum_i"]["bound_by"] == "HBM"  # judged by its bytes only
     assert r["q"]["peak_flop_rate"] == 624000.0 and r["f"]["peak_flop_rate"] == 19500.0
 
 
-@pytest.mark.parametrize("logdir,unit", [
-    (os.path.join(TESTDATA, "kineto", "a100_80gb_shapes"), "step"),
-    # vLLM's step annotations make its steps (readers/serving_steps.py)
-    (os.path.join(TESTDATA, "kineto", "b200_eager"), "step"),
-    (os.path.join(TESTDATA, "kineto", "a100_alexnet"), "profile")])
+@pytest.mark.parametrize(
+    "logdir,unit",
+    [
+        (os.path.join(TESTDATA, "kineto", "a100_80gb_shapes"), "step"),
+        # vLLM's step annotations make its steps (readers/serving_steps.py)
+        (os.path.join(TESTDATA, "kineto", "b200_eager"), "step"),
+        (os.path.join(TESTDATA, "kineto", "a100_alexnet"), "profile"),
+    ],
+)
 def test_one_unit_per_view(logdir, unit):
     s = RooflineService(logdir)
     run = s.list_runs()["runs"][0]["run"]
@@ -227,7 +290,8 @@ def test_one_unit_per_view(logdir, unit):
     for r in rep["top_ops"]:
         if r["potential_time_saved_us"] is not None:
             assert r["potential_time_saved_per_unit_us"] == pytest.approx(
-                r["potential_time_saved_us"] * step / total)
+                r["potential_time_saved_us"] * step / total
+            )
 
 
 def test_speedup_labels_follow_the_sign():
@@ -253,6 +317,7 @@ def test_diagnostics_say_what_to_capture(tmp_path):
 
     def drop_cpu(doc):
         doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in cpu_only]
+
     _rewrite(b200, str(tmp_path / "no_cpu"), drop_cpu)
     chain = glob.glob(os.path.join(GUIDANCE, "torch", "elementwise_chain", "*.json.gz"))[0]
 
@@ -261,10 +326,13 @@ def test_diagnostics_say_what_to_capture(tmp_path):
         for e in doc["traceEvents"]:
             for k in ("Input Dims", "Input type", "Input Strides", "Concrete Inputs"):
                 e.get("args", {}).pop(k, None)
+
     _rewrite(chain, str(tmp_path / "no_shapes"), drop_shapes)
     s = RooflineService(str(tmp_path))
-    codes = {r["run"]: {d["code"] for d in s.guidance(r["run"], "", True)["diagnostics"]}
-             for r in s.list_runs()["runs"]}
+    codes = {
+        r["run"]: {d["code"] for d in s.guidance(r["run"], "", True)["diagnostics"]}
+        for r in s.list_runs()["runs"]
+    }
     assert "no_cpu_ops" in codes["no_cpu"] and "no_shapes" in codes["no_shapes"]
     g = s.guidance("no_cpu", "", True)
     msg = next(d["message"] for d in g["diagnostics"] if d["code"] == "no_cpu_ops")
@@ -273,24 +341,31 @@ def test_diagnostics_say_what_to_capture(tmp_path):
     full = RooflineService(os.path.join(TESTDATA, "kineto", "a100_80gb_shapes"))
     run = full.list_runs()["runs"][0]["run"]
     assert not {"no_cpu_ops", "no_shapes"} & {
-        d["code"] for d in full.guidance(run, "", True)["diagnostics"]}
+        d["code"] for d in full.guidance(run, "", True)["diagnostics"]
+    }
 
 
 def test_a_trace_inside_one_capture_is_named_a_full_capture(tmp_path):
     """The vLLM trace made into one capture that began before the trace did: its captures'
     Begin calls removed and one EndCapture (no Begin) after its last event. The capture spans
     from the first runtime call to that End: a full capture, named so."""
+
     def one_capture(doc):
         ev = doc["traceEvents"]
         caps = [e for e in ev if e.get("name", "").endswith("StreamEndCapture")]
         end = max(e["ts"] + e.get("dur", 0) for e in ev if e.get("ph") == "X")
         last = dict(caps[-1], ts=end + 1, dur=1)
-        doc["traceEvents"] = [e for e in ev if not e.get("name", "").endswith(
-            ("StreamBeginCapture", "StreamEndCapture"))] + [last]
+        doc["traceEvents"] = [
+            e
+            for e in ev
+            if not e.get("name", "").endswith(("StreamBeginCapture", "StreamEndCapture"))
+        ] + [last]
+
     _rewrite(VLLM, str(tmp_path / "full"), one_capture)
     s = RooflineService(str(tmp_path))
-    note = next(d for d in s.guidance("full", "", True)["diagnostics"]
-                if d["code"] == "graph_capture")
+    note = next(
+        d for d in s.guidance("full", "", True)["diagnostics"] if d["code"] == "graph_capture"
+    )
     assert note["message"].startswith("a full graph capture")
 
 
@@ -303,6 +378,7 @@ def test_no_cpu_ops_only_when_the_trace_has_none(tmp_path):
         for e in doc["traceEvents"]:
             if e.get("cat") == "cpu_op":
                 e["name"] = "triton_poi_fused_" + e["name"].replace("::", "_")
+
     _rewrite(b200, str(tmp_path / "renamed"), rename)
     s = RooflineService(str(tmp_path))
     codes = {d["code"] for d in s.guidance("renamed", "", True)["diagnostics"]}
@@ -313,6 +389,7 @@ def test_no_cpu_ops_only_when_the_trace_has_none(tmp_path):
 def test_broadcast_tensors_is_not_communication():
     from tb_roofline.readers import torch_flops
     from tb_roofline.table.timeline import is_communication
+
     for name in ("aten::broadcast_tensors", "aten::broadcast_to"):
         assert not torch_flops.COMMUNICATION.search(name)
         assert not is_communication(torch_flops.category_of(name))
@@ -324,6 +401,7 @@ def test_uncosted_reason_is_the_real_cause():
     """An op whose shapes are recorded but that has no formula says `no_formula`, not
     `no_shapes`; the same op without shapes says `no_shapes`."""
     from tb_roofline.readers.kineto.device import why_no_cost
+
     assert why_no_cost("aten::_embedding_bag_backward", "none", True) == "no_formula"
     assert why_no_cost("aten::_embedding_bag_backward", "none", False) == "no_shapes"
     assert why_no_cost("my::op", "none", False) == "no_formula"
@@ -339,8 +417,9 @@ def test_hw_counter_record_absence_is_explained():
 
 def _beaten(device):
     """An op moving 3,000 GB/s (3e9 B in 1 ms) on a device whose profile says 2,000 GB/s."""
-    rows = [dict(operation="copy.1", category="copy", total_time_ps=1000 * US, flops=0.0,
-                 bytes=3e9)]
+    rows = [
+        dict(operation="copy.1", category="copy", total_time_ps=1000 * US, flops=0.0, bytes=3e9)
+    ]
     return roofline.analyze([_profile(rows, device)])
 
 
@@ -367,32 +446,66 @@ def _xla_pair(shapes: bool):
     """Two XLA loop fusions run back to back twice on one op line; with `shapes`, the reader's
     `tensor` shapes say both touch f32[128,1024] (output of the first, operand of the second)."""
     from tb_roofline.table.timeline import ShapeUse
-    dev = _device([ComputePeak("default", 100_000.0, "profile")],
-                  [MemoryPeak("hbm", "HBM", 1000.0, "profile")])
+
+    dev = _device(
+        [ComputePeak("default", 100_000.0, "profile")],
+        [MemoryPeak("hbm", "HBM", 1000.0, "profile")],
+    )
     b = OpTableBuilder()
     for name in ("add.1", "reduce.2"):
-        b.add(host="h", core=0, step=0, occurrences=2, program_id="1", operation=name,
-              category="loop fusion", flops_known=True, bytes_known=True,
-              flops_source="profile", total_time_ps=200 * US, self_time_ps=200 * US,
-              flops=1e6, bytes=2e7, hbm_bytes=2e7)
+        b.add(
+            host="h",
+            core=0,
+            step=0,
+            occurrences=2,
+            program_id="1",
+            operation=name,
+            category="loop fusion",
+            flops_known=True,
+            bytes_known=True,
+            flops_source="profile",
+            total_time_ps=200 * US,
+            self_time_ps=200 * US,
+            flops=1e6,
+            bytes=2e7,
+            hbm_bytes=2e7,
+        )
     tb = TimelineBuilder()
     a, r = tb.label_id(("1", "add.1", "")), tb.label_id(("1", "reduce.2", ""))
-    tb.add_core(0, (0, 500 * US), [], lane=[0] * 4,
-                begin=np.array([0, 100, 250, 350]) * US, end=np.array([100, 200, 350, 450]) * US,
-                op=[a, r, a, r], comm=[False] * 4, fusible=[True] * 4)
-    use = [ShapeUse("tensor", ((128, 1024), (128, 1024)), "f32[128,1024] f32[128,1024]", 2,
-                    200 * US)]
+    tb.add_core(
+        0,
+        (0, 500 * US),
+        [],
+        lane=[0] * 4,
+        begin=np.array([0, 100, 250, 350]) * US,
+        end=np.array([100, 200, 350, 450]) * US,
+        op=[a, r, a, r],
+        comm=[False] * 4,
+        fusible=[True] * 4,
+    )
+    use = [
+        ShapeUse("tensor", ((128, 1024), (128, 1024)), "f32[128,1024] f32[128,1024]", 2, 200 * US)
+    ]
     op_shapes = {("1", "add.1", ""): use, ("1", "reduce.2", ""): use} if shapes else None
-    return ProfileData(device=dev, ops=b.build(), steps=[], diagnostics=[],
-                       core_spans=[CoreSpan("h", 0, 0, 500 * US)], timeline=tb.build(),
-                       op_shapes=op_shapes)
+    return ProfileData(
+        device=dev,
+        ops=b.build(),
+        steps=[],
+        diagnostics=[],
+        core_spans=[CoreSpan("h", 0, 0, 500 * US)],
+        timeline=tb.build(),
+        op_shapes=op_shapes,
+    )
 
 
 def test_xla_fusion_needs_a_shared_tensor_from_the_reader():
     """XLA pairs carry no PyTorch shapes: without the HLO's arrays no fusion finding (nothing
     proves they share a tensor); with them, the intermediate's write and read at HBM speed."""
-    assert not [f for f in guidance(roofline.analyze([_xla_pair(False)]))["findings"]
-                if f["rule"] == "fusion"]
+    assert not [
+        f
+        for f in guidance(roofline.analyze([_xla_pair(False)]))["findings"]
+        if f["rule"] == "fusion"
+    ]
     g = guidance(roofline.analyze([_xla_pair(True)]))
     (f,) = [f for f in g["findings"] if f["rule"] == "fusion"]
     bound = 2 * 2 * 128 * 1024 * 4 / (1000.0 * 1e3)  # pairs × 2 × bytes ÷ GB/s, µs
@@ -408,10 +521,21 @@ def test_idle_causes_by_hand():
     and 80-100 (30); the rest (10-20, 65-70) is the host's."""
     tb = TimelineBuilder()
     a = tb.label_id(("p", "a", ""))
-    tb.add_core(0, (0, 100), [(1, 10, 50)], lane=[0, 0], begin=[20, 70], end=[30, 80], op=[a, a],
-                comm=[False, False], fusible=[False, False],
-                causes={IDLE_CAPTURE: (np.array([25.0]), np.array([50.0])),
-                        IDLE_SYNC: (np.array([45.0]), np.array([65.0]))})
+    tb.add_core(
+        0,
+        (0, 100),
+        [(1, 10, 50)],
+        lane=[0, 0],
+        begin=[20, 70],
+        end=[30, 80],
+        op=[a, a],
+        comm=[False, False],
+        fusible=[False, False],
+        causes={
+            IDLE_CAPTURE: (np.array([25.0]), np.array([50.0])),
+            IDLE_SYNC: (np.array([45.0]), np.array([65.0])),
+        },
+    )
     t = tb.build()
     assert t.idle_causes == {"graph_capture": 20.0, "sync": 15.0, "profile_edges": 30.0}
     assert t.cause_span_ps == {"graph_capture": 25.0, "sync": 20.0}
@@ -431,8 +555,10 @@ def test_host_offload_overlap_is_bounded_by_the_work_beside_it():
     the rest is the host link itself."""
     from tb_roofline.readers.xspace import read_xspace
     from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
-    a = roofline.analyze([read_xspace(make_tpu_xspace(SynthConfig(
-        seed=3, chip="v6e", host_offload_pairs=16)), "h")])
+
+    a = roofline.analyze(
+        [read_xspace(make_tpu_xspace(SynthConfig(seed=3, chip="v6e", host_offload_pairs=16)), "h")]
+    )
     g = guidance(a)
     (f,) = [x for x in g["findings"] if x["rule"] == "exposed_communication"]
     cls = {c["class"]: c["time_us"] for c in g["classes"]}

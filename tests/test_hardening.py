@@ -2,6 +2,7 @@
 forged entries, deep JSON in device and workload files, messages about outside files, NUL in
 CSV cells, a names bomb under the memory budget, a too-large analysis and head-of-line
 blocking."""
+
 from __future__ import annotations
 
 import json
@@ -42,14 +43,24 @@ def logdir(tmp_path):
 
 
 def _page(service):
-    return (service.program(RUN, "", True), service.ops(RUN, "", False),
-            service.device(RUN, ""), service.diagnostics(RUN, ""))
+    return (
+        service.program(RUN, "", True),
+        service.ops(RUN, "", False),
+        service.device(RUN, ""),
+        service.diagnostics(RUN, ""),
+    )
 
 
 def _page_encoded(service):
-    return [service.encoded(kind, RUN, "", True, **params) for kind, params in
-            (("program", {"include_infeed_outfeed": True}), ("device", {}),
-             ("diagnostics", {}), ("ops", {"include_infeed_outfeed": False}))]
+    return [
+        service.encoded(kind, RUN, "", True, **params)
+        for kind, params in (
+            ("program", {"include_infeed_outfeed": True}),
+            ("device", {}),
+            ("diagnostics", {}),
+            ("ops", {"include_infeed_outfeed": False}),
+        )
+    ]
 
 
 class _Payload:
@@ -65,9 +76,13 @@ class _Payload:
 def _pickle_entry(marker) -> bytes:
     import hashlib
     import struct
+
     payload = pickle.dumps(_Payload(marker))
-    return b"TBRFCACHE1\n" + struct.pack(">32sQ", hashlib.sha256(payload).digest(),
-                                         len(payload)) + payload
+    return (
+        b"TBRFCACHE1\n"
+        + struct.pack(">32sQ", hashlib.sha256(payload).digest(), len(payload))
+        + payload
+    )
 
 
 def _forged_entry(name: str, value, key: bytes) -> bytes:
@@ -86,11 +101,15 @@ def test_entries_round_trip_as_data_only(logdir, tmp_path, monkeypatch):
         data = entry.read_bytes()
         assert data.startswith(disk_cache.MAGIC) and b"\x80\x05" not in data[:64]
         with pytest.raises(Exception):
-            pickle.loads(data[len(disk_cache.MAGIC) + disk_cache.MAC_BYTES:])
+            pickle.loads(data[len(disk_cache.MAGIC) + disk_cache.MAC_BYTES :])
     restarted = RooflineService(str(logdir))
     from tb_roofline.readers import parallel
-    monkeypatch.setattr(parallel, "read_files",  # no file is read: only the cache can answer
-                        lambda jobs, progress=None: [errors.ProfileFormatError("not read")] * len(jobs))
+
+    monkeypatch.setattr(
+        parallel,
+        "read_files",  # no file is read: only the cache can answer
+        lambda jobs, progress=None: [errors.ProfileFormatError("not read")] * len(jobs),
+    )
     assert _page(restarted) == expected
     value = {"t": (1, 2.5, float("nan")), 3: [None, b"\x00\xff"], ("k",): {1, 2}}
     back = cache_codec.decode(cache_codec.encode(value))
@@ -109,10 +128,13 @@ def test_a_planted_pickle_or_forged_entry_is_a_miss(logdir, tmp_path, monkeypatc
     entries_dir = cache_dir / disk_cache.ENTRIES_DIR
     for name in names:
         (entries_dir / name).write_bytes(
-            _pickle_entry(marker) if name == names[0]
-            else _forged_entry(name, forged_answer, b"k" * 32))
+            _pickle_entry(marker)
+            if name == names[0]
+            else _forged_entry(name, forged_answer, b"k" * 32)
+        )
         (entries_dir / (name[: -len(disk_cache.SUFFIX)] + ".pkl")).write_bytes(
-            _pickle_entry(marker))
+            _pickle_entry(marker)
+        )
     assert _page_encoded(RooflineService(str(logdir))) == expected
     assert not marker.exists()
     # A valid entry renamed to another key is a miss too (the name is under the MAC).
@@ -149,13 +171,26 @@ def test_an_unsafe_key_file_or_directory_chain_is_a_miss(tmp_path):
 
 
 def _as_attacker(script: str):
-    return subprocess.run(["setpriv", f"--reuid={ATTACKER_UID}", f"--regid={ATTACKER_UID}",
-                           "--clear-groups", "sh", "-c", script], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={ATTACKER_UID}",
+            f"--regid={ATTACKER_UID}",
+            "--clear-groups",
+            "sh",
+            "-c",
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("setpriv"),
-                    reason="needs root and setpriv to run the attacker's steps as another user")
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("setpriv"),
+    reason="needs root and setpriv to run the attacker's steps as another user",
+)
 def test_another_user_cannot_plant_entries(logdir, monkeypatch):
     """The attack of issue 17: the cache under a parent another user may write; they rename
     the cache directory, make their own and plant entries under the computable names (a
@@ -177,10 +212,12 @@ def test_another_user_cannot_plant_entries(logdir, monkeypatch):
         for name in entry_names:
             if True:
                 with open(os.path.join(stage, name), "wb") as f:
-                    f.write(_pickle_entry(marker) if name == entry_names[0] else
-                            _forged_entry(name, (b'{"forged":1}', False), b"x" * 32))
-                with open(os.path.join(stage, name[:-len(disk_cache.SUFFIX)] + ".pkl"),
-                          "wb") as f:
+                    f.write(
+                        _pickle_entry(marker)
+                        if name == entry_names[0]
+                        else _forged_entry(name, (b'{"forged":1}', False), b"x" * 32)
+                    )
+                with open(os.path.join(stage, name[: -len(disk_cache.SUFFIX)] + ".pkl"), "wb") as f:
                     f.write(_pickle_entry(marker))
         with open(os.path.join(stage, disk_cache.KEY_FILE), "wb") as f:
             f.write(b"x" * 32)  # the key the forged entries were made with
@@ -189,11 +226,13 @@ def test_another_user_cannot_plant_entries(logdir, monkeypatch):
             os.chmod(os.path.join(stage, n), 0o644)
         # The team directory becomes writable by others (not sticky): the attack.
         os.chmod(parent, 0o777)
-        done = _as_attacker(f"mv {cache_dir} {parent}/old && mkdir -m 700 {cache_dir} && "
-                            f"mkdir -m 700 {cache_dir}/{disk_cache.ENTRIES_DIR} && "
-                            f"cp {stage}/*.* {cache_dir}/{disk_cache.ENTRIES_DIR}/ && "
-                            f"cp {stage}/.key {cache_dir}/ && chmod 600 "
-                            f"{cache_dir}/.key && ls -a {cache_dir}")
+        done = _as_attacker(
+            f"mv {cache_dir} {parent}/old && mkdir -m 700 {cache_dir} && "
+            f"mkdir -m 700 {cache_dir}/{disk_cache.ENTRIES_DIR} && "
+            f"cp {stage}/*.* {cache_dir}/{disk_cache.ENTRIES_DIR}/ && "
+            f"cp {stage}/.key {cache_dir}/ && chmod 600 "
+            f"{cache_dir}/.key && ls -a {cache_dir}"
+        )
         assert done.returncode == 0, done.stderr
         assert os.stat(cache_dir).st_uid == ATTACKER_UID
         assert _page_encoded(RooflineService(str(logdir))) == expected
@@ -214,8 +253,16 @@ def test_another_user_cannot_plant_entries(logdir, monkeypatch):
 
 # --- device and workload files ------------------------------------------------------------------
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROUTES = ("/device", "/program", "/ops", "/diagnostics", "/guidance", "/report", "/export",
-          "/compare")
+ROUTES = (
+    "/device",
+    "/program",
+    "/ops",
+    "/diagnostics",
+    "/guidance",
+    "/report",
+    "/export",
+    "/compare",
+)
 
 
 def _cpu_logdir(tmp_path):
@@ -232,6 +279,7 @@ def _client(logdir):
     from werkzeug.wrappers import Response
 
     from tb_roofline.serve.plugin import RooflinePlugin
+
     apps = RooflinePlugin(base_plugin.TBContext(logdir=str(logdir))).get_plugin_apps()
     return wtest.Client(lambda env, start: apps[env["PATH_INFO"]](env, start), Response)
 
@@ -240,9 +288,15 @@ def _query(route, run):
     return f"{route}?run={run}" + (f"&base={run}" if route == "/compare" else "")
 
 
-@pytest.mark.parametrize("text", ["[" * 1000, '{"kind": "cpu", "notes": ' + "[" * 5000 + "]" * 5000
-                                  + "}", "{" + '"a":{' * 900 + "1" + "}" * 901],
-                         ids=["brackets", "deep-notes", "deep-objects"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 1000,
+        '{"kind": "cpu", "notes": ' + "[" * 5000 + "]" * 5000 + "}",
+        "{" + '"a":{' * 900 + "1" + "}" * 901,
+    ],
+    ids=["brackets", "deep-notes", "deep-objects"],
+)
 def test_deep_device_json_is_a_422_on_every_route_and_a_clean_cli_error(tmp_path, text, capsys):
     logdir = _cpu_logdir(tmp_path)
     (logdir / "roofline_device.json").write_text(text)
@@ -256,6 +310,7 @@ def test_deep_device_json_is_a_422_on_every_route_and_a_clean_cli_error(tmp_path
         assert "roofline_device.json" in error["message"] and "nested" in error["message"]
         assert str(tmp_path) not in error["message"]
     from tb_roofline.serve.cli import main
+
     assert main(["report", str(logdir), "--run", run]) == 2
     err = capsys.readouterr().err
     assert "roofline_device.json" in err and "nested" in err and "Traceback" not in err
@@ -263,8 +318,10 @@ def test_deep_device_json_is_a_422_on_every_route_and_a_clean_cli_error(tmp_path
 
 def test_deep_workload_json_is_a_422_and_a_clean_cli_error(tmp_path, capsys):
     logdir = _cpu_logdir(tmp_path)
-    shutil.copy(os.path.join(REPO, "testdata", "guidance", "roofline_device.json"),
-                logdir / "roofline_device.json")
+    shutil.copy(
+        os.path.join(REPO, "testdata", "guidance", "roofline_device.json"),
+        logdir / "roofline_device.json",
+    )
     (logdir / "roofline_workload.json").write_text("[" * 1000)
     client = _client(logdir)
     run = client.get("/runs").json["runs"][0]["run"]
@@ -275,6 +332,7 @@ def test_deep_workload_json_is_a_422_and_a_clean_cli_error(tmp_path, capsys):
         assert "roofline_workload.json" in r.json["error"]["message"]
     assert client.get(_query("/program", run)).status_code == 200
     from tb_roofline.serve.cli import main
+
     assert main(["report", str(logdir), "--run", run]) == 2
     err = capsys.readouterr().err
     assert "roofline_workload.json" in err and "Traceback" not in err
@@ -311,10 +369,16 @@ def test_errors_never_quote_a_symlinked_files_values_or_keys(tmp_path, secret):
         assert leak not in message, message
 
 
-@pytest.mark.parametrize("secret", [{"model_flops_per_step": "TOPSECRET-VALUE"},
-                                    {"tokens_per_step": 1, "api_key": "TOPSECRET-VALUE"}])
+@pytest.mark.parametrize(
+    "secret",
+    [
+        {"model_flops_per_step": "TOPSECRET-VALUE"},
+        {"tokens_per_step": 1, "api_key": "TOPSECRET-VALUE"},
+    ],
+)
 def test_workload_errors_never_quote_a_symlinked_files_values(tmp_path, secret):
     from tb_roofline.serve.workload_file import WorkloadFileError, load_workload_file
+
     elsewhere = tmp_path / "secret.json"
     elsewhere.write_text(json.dumps(secret))
     os.symlink(elsewhere, tmp_path / "roofline_workload.json")
@@ -326,6 +390,7 @@ def test_workload_errors_never_quote_a_symlinked_files_values(tmp_path, secret):
 
 def test_a_csv_cell_starting_with_nul_is_escaped(tmp_path):
     from tb_roofline.serve.export import csv_cell, to_csv
+
     assert csv_cell("\x00=cmd|' /C calc'!A0") == "'\x00=cmd|' /C calc'!A0"
     assert csv_cell("\x00") == "'\x00"
     assert to_csv(["a"], [["\x00@SUM(1)"]]) == "a\n'\x00@SUM(1)\n"
@@ -337,19 +402,25 @@ def _names_bomb(path, events: int, name_kb: int = 40, tail_member: bool = False)
     reader must keep), gzipped to ~1/400 of its size. `tail_member`: the last event in a gzip
     member of its own, so the file's trailer claims a few bytes."""
     import zlib
+
     filler = b"n" * (name_kb * 1024)
     z = zlib.compressobj(6, zlib.DEFLATED, 31)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as f:
         f.write(z.compress(b'{"traceEvents": ['))
         for i in range(events):
-            f.write(z.compress(b'{"ph":"X","cat":"cpu_op","name":"op%d_%s","pid":1,"tid":1,'
-                               b'"ts":%d,"dur":1},' % (i, filler, 2 * i)))
+            f.write(
+                z.compress(
+                    b'{"ph":"X","cat":"cpu_op","name":"op%d_%s","pid":1,"tid":1,'
+                    b'"ts":%d,"dur":1},' % (i, filler, 2 * i)
+                )
+            )
         if tail_member:
             f.write(z.flush())
             z = zlib.compressobj(6, zlib.DEFLATED, 31)
-        f.write(z.compress(b'{"ph":"X","cat":"cpu_op","name":"last","pid":1,"tid":1,"ts":0,'
-                           b'"dur":1}]}'))
+        f.write(
+            z.compress(b'{"ph":"X","cat":"cpu_op","name":"last","pid":1,"tid":1,"ts":0,"dur":1}]}')
+        )
         f.write(z.flush())
     past = time.time() - 3600
     os.utime(path, (past, past))
@@ -386,10 +457,19 @@ def test_a_names_bomb_is_refused_under_the_memory_budget(tmp_path):
     write_tpu_session(str(logdir / "small"), "", RUN, [SynthConfig(seed=1)])
     _age_all(logdir)
     assert os.path.getsize(logdir / "bomb" / "w.pt.trace.json.gz") < 2 << 20
-    env = dict(os.environ, TB_ROOFLINE_MEMORY_BUDGET_MB="64", TB_ROOFLINE_CACHE_DIR="off",
-               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(logdir), "bomb", "liar",
-                           "small/" + RUN], capture_output=True, text=True, env=env, timeout=300)
+    env = dict(
+        os.environ,
+        TB_ROOFLINE_MEMORY_BUDGET_MB="64",
+        TB_ROOFLINE_CACHE_DIR="off",
+        PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", RSS_SCRIPT, str(logdir), "bomb", "liar", "small/" + RUN],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     out = result["out"]
@@ -420,6 +500,7 @@ class _InFlight:
             finally:
                 with self.lock:
                     self.now -= 1
+
         reader._convert = convert
 
 
@@ -433,8 +514,12 @@ def test_concurrent_big_reads_queue_under_the_budget(tmp_path, monkeypatch):
     service.list_runs()
     flight = _InFlight(service.hosts_reader)
     results = []
-    threads = [threading.Thread(target=lambda r=r: results.append(
-        len(service.program(r, "", True)["rows"]))) for r in ("big0", "big1", "big2", "big3")]
+    threads = [
+        threading.Thread(
+            target=lambda r=r: results.append(len(service.program(r, "", True)["rows"]))
+        )
+        for r in ("big0", "big1", "big2", "big3")
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -453,18 +538,21 @@ def test_small_runs_never_wait_behind_a_slow_conversion(tmp_path, monkeypatch):
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     # The slow one would take the whole budget (but 1 KB): the small ones pass in the reserve.
     from tb_roofline.serve.hosts import estimate_bytes
+
     path = str(logdir / "slow" / "w.pt.trace.json.gz")
     need = estimate_bytes(path, "kineto", os.path.getsize(path))
     monkeypatch.setenv("TB_ROOFLINE_MEMORY_BUDGET_MB", f"{-(-need // 1024) / 1024:.6f}")
     # The reader no longer spends seconds on this bomb (names are cut at 1 KB): hold its
     # conversion until the small runs are done, so it is in flight all the while.
     from tb_roofline.readers import parallel
+
     real_read, release = parallel.read_files, threading.Event()
 
     def read(jobs, *a, **k):
         if any("slow" in job[0] for job in jobs):
             release.wait(120)
         return real_read(jobs, *a, **k)
+
     monkeypatch.setattr(parallel, "read_files", read)
     service = RooflineService(str(logdir))
     service.list_runs()
@@ -476,8 +564,10 @@ def test_small_runs_never_wait_behind_a_slow_conversion(tmp_path, monkeypatch):
     budget = service.hosts_reader.budget
     # A big conversion takes at most the budget less the reserve small ones may use (they
     # are counted there like any other: no lane without a limit).
-    assert budget.used == min(need, budget.total - budget.reserve) and \
-        budget.total - budget.used == budget.reserve
+    assert (
+        budget.used == min(need, budget.total - budget.reserve)
+        and budget.total - budget.used == budget.reserve
+    )
     waits = []
     for name in small:
         t = time.monotonic()
@@ -492,6 +582,7 @@ def test_small_runs_never_wait_behind_a_slow_conversion(tmp_path, monkeypatch):
 def test_an_analysis_too_large_to_keep_converts_once_per_page_load(logdir, monkeypatch):
     from tb_roofline.model import roofline
     from tb_roofline.readers import parallel
+
     calls = {"read": 0, "analyze": 0}
     real_read, real_analyze = parallel.read_files, roofline.analyze
 
@@ -502,6 +593,7 @@ def test_an_analysis_too_large_to_keep_converts_once_per_page_load(logdir, monke
     def analyze(*a, **k):
         calls["analyze"] += 1
         return real_analyze(*a, **k)
+
     monkeypatch.setattr(parallel, "read_files", read)
     monkeypatch.setattr(roofline, "analyze", analyze)
     monkeypatch.setenv("TB_ROOFLINE_MEMORY_CACHE_MB", "0.001")  # nothing fits
@@ -515,6 +607,7 @@ def test_an_analysis_too_large_to_keep_converts_once_per_page_load(logdir, monke
 
 def test_key_locks_are_per_key_and_go_away():
     from tb_roofline.serve.hosts import KeyLocks
+
     locks = KeyLocks()
     held, go = threading.Event(), threading.Event()
 
@@ -522,6 +615,7 @@ def test_key_locks_are_per_key_and_go_away():
         with locks.hold(("host", "a")):
             held.set()
             go.wait(10)
+
     t = threading.Thread(target=hold_a)
     t.start()
     held.wait(10)
@@ -563,11 +657,21 @@ def test_concurrent_bombs_take_the_memory_of_one(tmp_path):
     runs = [f"bomb{i}" for i in range(4)]
     for i, run in enumerate(runs):
         _names_bomb(logdir / run / "w.pt.trace.json.gz", 200 + i)
-    env = dict(os.environ, TB_ROOFLINE_MEMORY_BUDGET_MB="60", TB_ROOFLINE_CACHE_DIR="off",
-               TB_ROOFLINE_MEMORY_CACHE_MB="0", MALLOC_ARENA_MAX="1",
-               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", RSS_CONCURRENT_SCRIPT, str(logdir), *runs],
-                          capture_output=True, text=True, env=env, timeout=600)
+    env = dict(
+        os.environ,
+        TB_ROOFLINE_MEMORY_BUDGET_MB="60",
+        TB_ROOFLINE_CACHE_DIR="off",
+        TB_ROOFLINE_MEMORY_CACHE_MB="0",
+        MALLOC_ARENA_MAX="1",
+        PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", RSS_CONCURRENT_SCRIPT, str(logdir), *runs],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(result["rows"]) == 4 and all(result["rows"])
@@ -579,6 +683,7 @@ def test_through_a_real_tensorboard_forged_cache_and_deep_json(tmp_path, monkeyp
     """The held-out checks' way: a TensorBoard serving a run whose cache entries are forged
     (served from the profile) and a run whose device file nests 1,000 levels (a 422 JSON)."""
     from tb_server import get, tensorboard
+
     logdir = _cpu_logdir(tmp_path)
     (logdir / "mlp" / "roofline_device.json").write_text("[" * 1000)
     write_tpu_session(str(logdir / "tpu"), "", RUN, [SynthConfig(seed=1)])
@@ -594,8 +699,11 @@ def test_through_a_real_tensorboard_forged_cache_and_deep_json(tmp_path, monkeyp
     with tensorboard(str(logdir)) as base:
         status, _, body = get(f"{base}{api}/program?run={tpu_run}")
         assert status == 200 and json.loads(body) == expected
-        mlp = next(r["run"] for r in json.loads(get(f"{base}{api}/runs")[2])["runs"]
-                   if r["run"].startswith("mlp"))
+        mlp = next(
+            r["run"]
+            for r in json.loads(get(f"{base}{api}/runs")[2])["runs"]
+            if r["run"].startswith("mlp")
+        )
         for route in ("/program", "/ops", "/guidance", "/compare"):
             status, _, body = get(f"{base}{api}{_query(route, mlp)}")
             error = json.loads(body)["error"]

@@ -5,6 +5,7 @@ program (one execution). In `xla_compatible` mode our totals must equal it withi
 in float32, so the last digits may differ). Our default mode differs on purpose for while loops
 (× the known trip count); that value is checked against a hand derivation.
 """
+
 from __future__ import annotations
 
 import glob
@@ -20,8 +21,10 @@ from tb_roofline.protos import hlo_pb2
 from tb_roofline.readers.xplane import load_xspace
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROFILES = sorted(os.path.dirname(p) for p in glob.glob(
-    os.path.join(REPO, "testdata", "jax_cpu", "*", "cost_analysis.json")))
+PROFILES = sorted(
+    os.path.dirname(p)
+    for p in glob.glob(os.path.join(REPO, "testdata", "jax_cpu", "*", "cost_analysis.json"))
+)
 F8E4M3FN = 20
 
 
@@ -35,8 +38,9 @@ class HloBuilder:
         self._comp = None
 
     def computation(self, name, fusion=False):
-        comp = self.module.computations.add(name=name, id=len(self.module.computations) + 1,
-                                            is_fusion_computation=fusion)
+        comp = self.module.computations.add(
+            name=name, id=len(self.module.computations) + 1, is_fusion_computation=fusion
+        )
         self._comp = comp
         return comp
 
@@ -107,6 +111,7 @@ def _profiled_program(folder):
     space = load_xspace(path)
     index = HloIndex.from_space(space)
     from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
+
     data = read_gpu_cpu_xspace(space, "h")
     pids = set(data.ops["program_id"].tolist())
     assert len(pids) == 1, pids
@@ -128,8 +133,11 @@ def test_matches_xla_cost_analysis_within_0_1_percent(folder):
     model = CostModel(module, xla_compatible=True)
     t = model.module_totals()
     assert not model.unknown
-    for ours, key in ((t.flops, "flops"), (t.transcendentals, "transcendentals"),
-                      (t.bytes, "bytes accessed")):
+    for ours, key in (
+        (t.flops, "flops"),
+        (t.transcendentals, "transcendentals"),
+        (t.bytes, "bytes accessed"),
+    ):
         want = ref.get(key, 0.0)
         assert abs(ours - want) <= 1e-3 * max(abs(want), 1.0), (key, ours, want)
     assert t.read + t.written == pytest.approx(t.bytes)
@@ -175,8 +183,7 @@ def test_reader_per_execution_totals_equal_cost_analysis():
         inner = ~data.ops["is_container"]
         assert data.ops["flops"][inner].sum() / 5 == pytest.approx(ref["flops"], rel=1e-3)
         # Bytes: instructions without an event (tuple, parameters) hold only a few bytes.
-        assert data.ops["bytes"][inner].sum() / 5 == pytest.approx(ref["bytes accessed"],
-                                                                    rel=1e-3)
+        assert data.ops["bytes"][inner].sum() / 5 == pytest.approx(ref["bytes accessed"], rel=1e-3)
 
 
 def test_mlp_matmuls_dominate_and_are_f32():
@@ -201,8 +208,9 @@ def test_elementwise_counts_output_elements_and_default_bytes():
     assert c.precision == "f32" and c.category == "non-fusion elementwise"
 
 
-@pytest.mark.parametrize("opcode", ["exponential", "tanh", "log", "rsqrt", "power", "erf",
-                                    "logistic", "sine", "atan2"])
+@pytest.mark.parametrize(
+    "opcode", ["exponential", "tanh", "log", "rsqrt", "power", "erf", "logistic", "sine", "atan2"]
+)
 def test_transcendentals_instead_of_flops(opcode):
     m = _single(opcode, (F32, (10,)), [(F32, (10,)), (F32, (10,))])
     c, _ = _cost(m, "op")
@@ -218,18 +226,25 @@ def test_compare_precision_is_the_operands():
 
 def test_dot_with_batch_dims():
     # [2,3,5] x [2,5,7] -> [2,3,7]: 2 · (2·3·7) · 5 = 420 flops.
-    dn = hlo_pb2.DotDimensionNumbers(lhs_contracting_dimensions=[2], rhs_contracting_dimensions=[1],
-                                     lhs_batch_dimensions=[0], rhs_batch_dimensions=[0])
-    m = _single("dot", (F32, (2, 3, 7)), [(F32, (2, 3, 5)), (F32, (2, 5, 7))],
-                dot_dimension_numbers=dn)
+    dn = hlo_pb2.DotDimensionNumbers(
+        lhs_contracting_dimensions=[2],
+        rhs_contracting_dimensions=[1],
+        lhs_batch_dimensions=[0],
+        rhs_batch_dimensions=[0],
+    )
+    m = _single(
+        "dot", (F32, (2, 3, 7)), [(F32, (2, 3, 5)), (F32, (2, 5, 7))], dot_dimension_numbers=dn
+    )
     c, _ = _cost(m, "op")
     assert c.flops == 420
     assert c.bytes == 4 * (30 + 70 + 42)
     assert c.category == "dot"
 
 
-@pytest.mark.parametrize("etype,name", [(BF16, "bf16"), (F8E4M3FN, "fp8"), (S8, "int8"),
-                                        (U8, "int8"), (F64, "f64"), (F32, "f32")])
+@pytest.mark.parametrize(
+    "etype,name",
+    [(BF16, "bf16"), (F8E4M3FN, "fp8"), (S8, "int8"), (U8, "int8"), (F64, "f64"), (F32, "f32")],
+)
 def test_dot_precision_follows_the_operands(etype, name):
     dn = hlo_pb2.DotDimensionNumbers(lhs_contracting_dimensions=[1], rhs_contracting_dimensions=[0])
     m = _single("dot", (F32, (4, 4)), [(etype, (4, 8)), (etype, (8, 4))], dot_dimension_numbers=dn)
@@ -239,44 +254,70 @@ def test_dot_precision_follows_the_operands(etype, name):
 
 def test_dot_algorithm_overrides_precision():
     dn = hlo_pb2.DotDimensionNumbers(lhs_contracting_dimensions=[1], rhs_contracting_dimensions=[0])
-    m = _single("dot", (F32, (4, 4)), [(F32, (4, 8)), (F32, (8, 4))], dot_dimension_numbers=dn,
-                precision_config=hlo_pb2.PrecisionConfig(algorithm=9))  # TF32_TF32_F32
+    m = _single(
+        "dot",
+        (F32, (4, 4)),
+        [(F32, (4, 8)), (F32, (8, 4))],
+        dot_dimension_numbers=dn,
+        precision_config=hlo_pb2.PrecisionConfig(algorithm=9),
+    )  # TF32_TF32_F32
     assert _cost(m, "op")[0].precision == "tf32"
 
 
 def _conv(in_dims, k_dims, out_dims, window, fgc=1, bgc=1):
     """NWC / WIO / NWC 1-D convolution."""
     dn = hlo_pb2.ConvolutionDimensionNumbers(
-        input_batch_dimension=0, input_feature_dimension=2, input_spatial_dimensions=[1],
-        kernel_input_feature_dimension=1, kernel_output_feature_dimension=2,
-        kernel_spatial_dimensions=[0], output_batch_dimension=0, output_feature_dimension=2,
-        output_spatial_dimensions=[1])
+        input_batch_dimension=0,
+        input_feature_dimension=2,
+        input_spatial_dimensions=[1],
+        kernel_input_feature_dimension=1,
+        kernel_output_feature_dimension=2,
+        kernel_spatial_dimensions=[0],
+        output_batch_dimension=0,
+        output_feature_dimension=2,
+        output_spatial_dimensions=[1],
+    )
     w = hlo_pb2.Window()
     w.dimensions.add(**window)
-    return _single("convolution", (F32, out_dims), [(F32, in_dims), (F32, k_dims)],
-                   convolution_dimension_numbers=dn, window=w, feature_group_count=fgc,
-                   batch_group_count=bgc)
+    return _single(
+        "convolution",
+        (F32, out_dims),
+        [(F32, in_dims), (F32, k_dims)],
+        convolution_dimension_numbers=dn,
+        window=w,
+        feature_group_count=fgc,
+        batch_group_count=bgc,
+    )
 
 
 def test_convolution_same_padding_skips_padded_taps():
     # Input 5, kernel 3, pad 1/1, stride 1 -> 5 outputs; taps on real input: 4 + 5 + 4 = 13.
-    m = _conv((1, 5, 1), (3, 1, 1), (1, 5, 1),
-              dict(size=3, stride=1, padding_low=1, padding_high=1, window_dilation=1,
-                   base_dilation=1))
+    m = _conv(
+        (1, 5, 1),
+        (3, 1, 1),
+        (1, 5, 1),
+        dict(size=3, stride=1, padding_low=1, padding_high=1, window_dilation=1, base_dilation=1),
+    )
     assert _cost(m, "op")[0].flops == 2 * 13
 
 
 def test_convolution_stride_batch_and_channels():
     # N=2, Cin=3, Cout=4; input 5, kernel 3, stride 2, VALID -> 2 outputs, 3 taps each.
-    m = _conv((2, 5, 3), (3, 3, 4), (2, 2, 4),
-              dict(size=3, stride=2, window_dilation=1, base_dilation=1))
+    m = _conv(
+        (2, 5, 3), (3, 3, 4), (2, 2, 4), dict(size=3, stride=2, window_dilation=1, base_dilation=1)
+    )
     assert _cost(m, "op")[0].flops == 2 * 3 * 4 * 2 * 6
 
 
 def test_convolution_feature_groups():
     # Cin=4 in 2 groups (kernel input features 2), Cout=6, input 4, kernel 1: 2·(4/2)·6·4.
-    m = _conv((1, 4, 4), (1, 2, 6), (1, 4, 6), dict(size=1, stride=1, window_dilation=1,
-                                                    base_dilation=1), fgc=2)
+    m = _conv(
+        (1, 4, 4),
+        (1, 2, 6),
+        (1, 4, 6),
+        dict(size=1, stride=1, window_dilation=1, base_dilation=1),
+        fgc=2,
+    )
     assert _cost(m, "op")[0].flops == 2 * 2 * 6 * 4
 
 
@@ -284,13 +325,17 @@ def test_convolution_dilations_by_enumeration():
     # Base (lhs) dilation 2 on 3 inputs: real elements at dilated positions 0, 2, 4.
     # Window 3, pad 1/1, stride 1 over the 5 dilated positions -> 5 outputs.
     # Output o, tap k reads dilated position o - 1 + k; real when even and in [0, 4].
-    expected = sum(1 for o in range(5) for k in range(3)
-                   if (o - 1 + k) % 2 == 0 and 0 <= (o - 1 + k) // 2 < 3)
+    expected = sum(
+        1 for o in range(5) for k in range(3) if (o - 1 + k) % 2 == 0 and 0 <= (o - 1 + k) // 2 < 3
+    )
     assert expected == 7
     assert valid_positions(3, 5, 3, 1, 1, 1, 2) == 7
-    m = _conv((1, 3, 1), (3, 1, 1), (1, 5, 1),
-              dict(size=3, stride=1, padding_low=1, padding_high=1, window_dilation=1,
-                   base_dilation=2))
+    m = _conv(
+        (1, 3, 1),
+        (3, 1, 1),
+        (1, 5, 1),
+        dict(size=3, stride=1, padding_low=1, padding_high=1, window_dilation=1, base_dilation=2),
+    )
     assert _cost(m, "op")[0].flops == 2 * 7
     # Window dilation 2: taps at 0, 2, 4 over input 6, VALID -> 2 outputs x 3 taps.
     assert valid_positions(6, 2, 3, 1, 0, 2, 1) == 6
@@ -321,8 +366,9 @@ def test_reduce_window_and_cumsum_special_case():
     b.add("rw", "reduce-window", (F32, (6,)), [x, init], [add], window=w)
     # cumsum over 8: window 15, pad 7/7 -> "reduce then broadcast": 8/8 + 8 - 1 = 8 reductions.
     w2 = hlo_pb2.Window()
-    w2.dimensions.add(size=15, stride=1, padding_low=7, padding_high=7, window_dilation=1,
-                      base_dilation=1)
+    w2.dimensions.add(
+        size=15, stride=1, padding_low=7, padding_high=7, window_dilation=1, base_dilation=1
+    )
     b.add("cs", "reduce-window", (F32, (8,)), [x, init], [add], window=w2)
     m = b.build(entry)
     assert _cost(m, "rw")[0].flops == (3 - 1) * 6
@@ -354,15 +400,29 @@ def test_fusion_parameter_read_rules():
     fused = b.computation("fused", fusion=True)
     p0 = b.param("fp0", (F32, (100,)), 0)
     p1 = b.param("fp1", (F32, (10,)), 1)
-    sl = b.add("sl", "slice", (F32, (10,)), [p0],
-               slice_dimensions=[hlo_pb2.HloInstructionProto.SliceDimensions(start=0, limit=10,
-                                                                             stride=1)])
+    sl = b.add(
+        "sl",
+        "slice",
+        (F32, (10,)),
+        [p0],
+        slice_dimensions=[hlo_pb2.HloInstructionProto.SliceDimensions(start=0, limit=10, stride=1)],
+    )
     r1 = b.add("r1", "reshape", (F32, (2, 5)), [p1])
     r2 = b.add("r2", "reshape", (F32, (5, 2)), [p1])
     a = b.add("a", "add", (F32, (10,)), [sl, p1])
-    root = b.add("root", "tuple", HloBuilder.shape(0, tuple_shapes=[
-        HloBuilder.shape(F32, (10,)), HloBuilder.shape(F32, (2, 5)),
-        HloBuilder.shape(F32, (5, 2))]), [a, r1, r2])
+    root = b.add(
+        "root",
+        "tuple",
+        HloBuilder.shape(
+            0,
+            tuple_shapes=[
+                HloBuilder.shape(F32, (10,)),
+                HloBuilder.shape(F32, (2, 5)),
+                HloBuilder.shape(F32, (5, 2)),
+            ],
+        ),
+        [a, r1, r2],
+    )
     entry = b.computation("main")
     x = b.param("x", (F32, (100,)), 0)
     y = b.param("y", (F32, (10,)), 1)
@@ -404,8 +464,8 @@ def test_fusion_constants_count_above_the_immediate_limit():
     x = b.param("x", (F32, (4,)), 0)
     b.add("fusion", "fusion", (F32, (4,)), [x], [fused], fusion_kind="kLoop")
     m = b.build(entry)
-    assert _cost(m, "fusion")[0].read == 16 + 16          # CPU: constants over 1 element
-    assert _cost(m, "fusion", gpu=True)[0].read == 16     # GPU: over 8 elements only
+    assert _cost(m, "fusion")[0].read == 16 + 16  # CPU: constants over 1 element
+    assert _cost(m, "fusion", gpu=True)[0].read == 16  # GPU: over 8 elements only
 
 
 def _while_module(trip=5):
@@ -463,17 +523,35 @@ def test_call_and_conditional():
 
 
 def test_gemm_custom_call_costs_as_a_dot():
-    cfg = {"operation_queue_id": "0", "gemm_backend_config": {
-        "alpha_real": 1, "beta": 0, "dot_dimension_numbers": {
-            "lhs_contracting_dimensions": ["1"], "rhs_contracting_dimensions": ["0"],
-            "lhs_batch_dimensions": [], "rhs_batch_dimensions": []},
-        "precision_config": {"operand_precision": ["DEFAULT", "DEFAULT"],
-                             "algorithm": "ALG_UNSET"}, "epilogue": "DEFAULT"}}
-    out = HloBuilder.shape(0, tuple_shapes=[HloBuilder.shape(BF16, (64, 32)),
-                                            HloBuilder.shape(S8, (4096,))])
+    cfg = {
+        "operation_queue_id": "0",
+        "gemm_backend_config": {
+            "alpha_real": 1,
+            "beta": 0,
+            "dot_dimension_numbers": {
+                "lhs_contracting_dimensions": ["1"],
+                "rhs_contracting_dimensions": ["0"],
+                "lhs_batch_dimensions": [],
+                "rhs_batch_dimensions": [],
+            },
+            "precision_config": {
+                "operand_precision": ["DEFAULT", "DEFAULT"],
+                "algorithm": "ALG_UNSET",
+            },
+            "epilogue": "DEFAULT",
+        },
+    }
+    out = HloBuilder.shape(
+        0, tuple_shapes=[HloBuilder.shape(BF16, (64, 32)), HloBuilder.shape(S8, (4096,))]
+    )
     for target in ("__cublas$lt$matmul", "__cublas$gemm", "__cublas$lt$matmul$f8"):
-        m = _single("custom-call", out, [(BF16, (64, 128)), (BF16, (128, 32))],
-                    custom_call_target=target, backend_config=json.dumps(cfg).encode())
+        m = _single(
+            "custom-call",
+            out,
+            [(BF16, (64, 128)), (BF16, (128, 32))],
+            custom_call_target=target,
+            backend_config=json.dumps(cfg).encode(),
+        )
         c, model = _cost(m, "op")
         assert c.flops == 2 * 64 * 32 * 128
         assert c.read == 2 * (64 * 128 + 128 * 32) and c.written == 2 * 64 * 32  # no workspace
@@ -485,25 +563,43 @@ def test_gemm_custom_call_costs_as_a_dot():
 
 def test_cudnn_convolution_custom_call_costs_as_a_convolution():
     dn = hlo_pb2.ConvolutionDimensionNumbers(
-        input_batch_dimension=0, input_feature_dimension=2, input_spatial_dimensions=[1],
-        kernel_input_feature_dimension=1, kernel_output_feature_dimension=2,
-        kernel_spatial_dimensions=[0], output_batch_dimension=0, output_feature_dimension=2,
-        output_spatial_dimensions=[1])
+        input_batch_dimension=0,
+        input_feature_dimension=2,
+        input_spatial_dimensions=[1],
+        kernel_input_feature_dimension=1,
+        kernel_output_feature_dimension=2,
+        kernel_spatial_dimensions=[0],
+        output_batch_dimension=0,
+        output_feature_dimension=2,
+        output_spatial_dimensions=[1],
+    )
     w = hlo_pb2.Window()
-    w.dimensions.add(size=3, stride=1, padding_low=1, padding_high=1, window_dilation=1,
-                     base_dilation=1)
-    out = HloBuilder.shape(0, tuple_shapes=[HloBuilder.shape(F32, (1, 5, 1)),
-                                            HloBuilder.shape(U8, (0,))])
-    m = _single("custom-call", out, [(F32, (1, 5, 1)), (F32, (3, 1, 1))],
-                custom_call_target="__cudnn$convForward", convolution_dimension_numbers=dn,
-                window=w)
+    w.dimensions.add(
+        size=3, stride=1, padding_low=1, padding_high=1, window_dilation=1, base_dilation=1
+    )
+    out = HloBuilder.shape(
+        0, tuple_shapes=[HloBuilder.shape(F32, (1, 5, 1)), HloBuilder.shape(U8, (0,))]
+    )
+    m = _single(
+        "custom-call",
+        out,
+        [(F32, (1, 5, 1)), (F32, (3, 1, 1))],
+        custom_call_target="__cudnn$convForward",
+        convolution_dimension_numbers=dn,
+        window=w,
+    )
     c, _ = _cost(m, "op")
     assert c.flops == 2 * 13 and c.category == "convolution"
 
 
 def test_other_custom_calls_use_the_cost_estimate_or_are_reported():
-    m = _single("custom-call", (F32, (10,)), [(F32, (10,))], custom_call_target="my_kernel",
-                backend_config=b'{"cost_estimate_json":"{\\"flops\\":1234,\\"bytes_accessed\\":99}"}')
+    m = _single(
+        "custom-call",
+        (F32, (10,)),
+        [(F32, (10,))],
+        custom_call_target="my_kernel",
+        backend_config=b'{"cost_estimate_json":"{\\"flops\\":1234,\\"bytes_accessed\\":99}"}',
+    )
     c, model = _cost(m, "op")
     assert (c.flops, c.bytes) == (1234, 99) and not model.unknown
     m = _single("custom-call", (F32, (10,)), [(F32, (10,))], custom_call_target="mystery")
@@ -531,8 +627,9 @@ def test_collectives():
 
 def test_data_movement_bytes():
     sd = hlo_pb2.HloInstructionProto.SliceDimensions
-    m = _single("slice", (F32, (10,)), [(F32, (100,))],
-                slice_dimensions=[sd(start=0, limit=10, stride=1)])
+    m = _single(
+        "slice", (F32, (10,)), [(F32, (100,))], slice_dimensions=[sd(start=0, limit=10, stride=1)]
+    )
     assert _cost(m, "op")[0].bytes == 2 * 40
     m = _single("dynamic-slice", (F32, (10,)), [(F32, (100,)), (S32, ())], dynamic_slice_sizes=[10])
     assert _cost(m, "op")[0].bytes == 2 * 40 + 4
@@ -578,9 +675,14 @@ def test_free_ops_shapes_without_layout_and_tuples():
     entry = b.computation("main")
     x = b.param("x", (F32, (10,)), 0)
     nolayout = b.add("n", "negate", (F32, (10,), False), [x])
-    t = b.add("t", "tuple", HloBuilder.shape(0, tuple_shapes=[HloBuilder.shape(F32, (10,)),
-                                                               HloBuilder.shape(F32, (10,))]),
-              [x, nolayout])
+    t = b.add(
+        "t",
+        "tuple",
+        HloBuilder.shape(
+            0, tuple_shapes=[HloBuilder.shape(F32, (10,)), HloBuilder.shape(F32, (10,))]
+        ),
+        [x, nolayout],
+    )
     b.add("g", "get-tuple-element", (F32, (10,)), [t], tuple_index=0)
     m = b.build(entry)
     assert _cost(m, "x")[0].bytes == 0
@@ -593,8 +695,9 @@ def test_sort_and_sub_byte_sizes():
     m = _single("sort", (F32, (1000,)), [(F32, (1000,))])
     assert _cost(m, "op")[0].flops == 1000 * 10
     from tb_roofline.hlo.shapes import Shape, byte_size
-    assert byte_size(Shape(21, (9,))) == 9            # s4 takes a byte per element...
-    assert byte_size(Shape(21, (9,), bits=4)) == 5    # ...unless packed: ceil(9·4/8)
+
+    assert byte_size(Shape(21, (9,))) == 9  # s4 takes a byte per element...
+    assert byte_size(Shape(21, (9,), bits=4)) == 5  # ...unless packed: ceil(9·4/8)
 
 
 def test_costs_are_cached_per_program():

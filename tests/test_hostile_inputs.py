@@ -1,5 +1,6 @@
 """Bad input cannot hurt the server (issue #11): bombs, limits, clean errors for damaged files,
 writers that pause, and the export and CLI paths. Each test pins one finding."""
+
 from __future__ import annotations
 
 import gzip
@@ -34,6 +35,7 @@ def _kineto_text():
 # ------------------------------------------------------------------------------------------
 # 9. A writer that pauses for more than 2 s: still being written (503), not corrupt (422).
 
+
 def test_a_truncated_file_written_seconds_ago_is_still_being_written(tmp_path, monkeypatch):
     good = make_tpu_xspace(SynthConfig(seed=1, num_cores=1, num_steps=1)).SerializeToString()
     x = tmp_path / "h.xplane.pb"
@@ -59,6 +61,7 @@ def test_a_truncated_file_written_seconds_ago_is_still_being_written(tmp_path, m
 # ------------------------------------------------------------------------------------------
 # Helpers: gzip members concatenate, so a bomb of any size is one small member repeated.
 
+
 def _gz_member(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=9, mtime=0)
 
@@ -66,7 +69,7 @@ def _gz_member(data: bytes) -> bytes:
 TINY_EVENT = b'{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":1,"dur":1},'
 
 
-def _bomb(path, mib: int, fill: bytes = TINY_EVENT, tail: bytes = b'1]}'):
+def _bomb(path, mib: int, fill: bytes = TINY_EVENT, tail: bytes = b"1]}"):
     """`{"traceEvents": [` + `mib` MiB of `fill` repeated + `tail`, gzipped in ~mib KB."""
     block = _gz_member(fill * ((1 << 20) // len(fill)))
     with open(path, "wb") as f:
@@ -93,8 +96,10 @@ def _logdir_with(tmp_path, files: dict):
 # ------------------------------------------------------------------------------------------
 # 1. Gzip bombs: bounded inflated size and event count, clean 413s, memory per request bounded.
 
+
 def test_a_gzip_bomb_is_refused_by_its_event_count(tmp_path, monkeypatch):
     from tb_roofline.serve.service import RooflineService
+
     monkeypatch.setenv("TB_ROOFLINE_MAX_EVENTS", "100000")
     path = _bomb(tmp_path / "w.pt.trace.json.gz", 64)  # 64 MiB of tiny events, 860k of them
     assert os.path.getsize(path) < 300_000
@@ -108,6 +113,7 @@ def test_a_gzip_bomb_is_refused_by_its_event_count(tmp_path, monkeypatch):
 
 def test_the_inflated_json_is_limited_like_a_file(tmp_path):
     from tb_roofline.serve.service import RooflineService
+
     _bomb(tmp_path / "w.pt.trace.json.gz", 3, fill=b" " * 1024)  # 3 MiB inflated from 10 kB
     service = RooflineService(str(tmp_path), max_file_mb=1)
     with pytest.raises(errors.TooLargeError, match="TB_ROOFLINE_MAX_FILE_MB"):
@@ -119,6 +125,7 @@ def test_default_limits_bound_the_memory_of_a_bomb(tmp_path):
     3.6 GB. With the default limits it is refused (413) and the reader stays small."""
     import subprocess
     import sys
+
     path = _bomb(tmp_path / "w.pt.trace.json.gz", 1024)
     assert os.path.getsize(path) < 4 << 20
     code = f"""
@@ -137,8 +144,9 @@ print("seconds", time.monotonic() - t)
 """
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("TB_ROOFLINE_MAX_EVENTS", None)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=240
+    )
     assert done.returncode == 0, done.stderr
     lines = dict(line.split(" ", 1) for line in done.stdout.splitlines()[1:])
     assert "TB_ROOFLINE_MAX_EVENTS" in done.stdout
@@ -150,6 +158,7 @@ def test_a_failed_read_is_not_repeated_until_the_file_changes(tmp_path, monkeypa
     one read (the service remembers the failure per file version), and a rewrite is read."""
     from tb_roofline.readers import kineto
     from tb_roofline.serve.service import RooflineService
+
     path = tmp_path / "w.pt.trace.json"
     path.write_bytes(b'{"traceEvents": [{"ph": "X"}, nonsense]}')
     _age(path, 3600)
@@ -172,15 +181,18 @@ def test_running_out_of_memory_is_a_413_and_the_server_keeps_serving(tmp_path, m
     from tb_roofline.readers import kineto
     from tb_roofline.serve import hosts as service_module
     from tb_roofline.serve.service import RooflineService
+
     text = _kineto_text()
-    logdir = _logdir_with(tmp_path, {"big": ("w.pt.trace.json", text),
-                                     "small": ("w.pt.trace.json", text + b" ")})
+    logdir = _logdir_with(
+        tmp_path, {"big": ("w.pt.trace.json", text), "small": ("w.pt.trace.json", text + b" ")}
+    )
     real = kineto.read_kineto
 
     def hungry(col, host):
         if len(col.op_ts) and col.meta.get("hungry", True) and hungry.on:
             raise MemoryError
         return real(col, host)
+
     hungry.on = True
     monkeypatch.setattr(kineto, "read_kineto", hungry)
     service = RooflineService(logdir)
@@ -190,8 +202,11 @@ def test_running_out_of_memory_is_a_413_and_the_server_keeps_serving(tmp_path, m
     with pytest.raises(errors.TooLargeError):  # not read again at once...
         service.program("big", "", True)
     assert service.program("small", "", True)["rows"]  # ...while the others are served
-    monkeypatch.setattr(service_module.time, "monotonic",
-                        lambda: real_monotonic() + service_module.MEMORY_RETRY_S + 1)
+    monkeypatch.setattr(
+        service_module.time,
+        "monotonic",
+        lambda: real_monotonic() + service_module.MEMORY_RETRY_S + 1,
+    )
     assert service.program("big", "", True)["rows"]  # read again a while later
 
 
@@ -204,6 +219,7 @@ def _plugin(logdir):
     from werkzeug.wrappers import Response
 
     from tb_roofline.serve.plugin import RooflinePlugin
+
     plugin = RooflinePlugin(base_plugin.TBContext(logdir=str(logdir)))
     apps = plugin.get_plugin_apps()
 
@@ -211,14 +227,16 @@ def _plugin(logdir):
         path = environ["PATH_INFO"]
         route = "/static/*" if path.startswith("/static/") else path
         return apps[route](environ, start_response)
+
     return plugin, wtest.Client(app, Response)
 
 
 def test_memory_error_in_the_analysis_answers_413(tmp_path, monkeypatch):
     _logdir_with(tmp_path, {"run": ("w.pt.trace.json", _kineto_text())})
     plugin, client = _plugin(tmp_path)
-    monkeypatch.setattr(plugin._service, "_analysis_entry",
-                        lambda *a: (_ for _ in ()).throw(MemoryError))
+    monkeypatch.setattr(
+        plugin._service, "_analysis_entry", lambda *a: (_ for _ in ()).throw(MemoryError)
+    )
     r = client.get("/program?run=run")
     assert r.status_code == 413 and r.json["error"]["code"] == "too_large"
     assert client.get("/runs").status_code == 200
@@ -228,11 +246,15 @@ def test_the_background_scan_survives_a_thread_that_cannot_start(tmp_path, monke
     import threading
 
     from tb_roofline.serve.discovery import RunIndex
+
     _logdir_with(tmp_path, {"run": ("w.pt.trace.json", _kineto_text())})
     index = RunIndex(str(tmp_path))
     real = threading.Thread.start
-    monkeypatch.setattr(threading.Thread, "start",
-                        lambda self: (_ for _ in ()).throw(RuntimeError("can't start new thread")))
+    monkeypatch.setattr(
+        threading.Thread,
+        "start",
+        lambda self: (_ for _ in ()).throw(RuntimeError("can't start new thread")),
+    )
     assert not index.has_any()  # no thread: no scan, no exception either
     monkeypatch.setattr(threading.Thread, "start", real)
     deadline = time.monotonic() + 5
@@ -243,6 +265,7 @@ def test_the_background_scan_survives_a_thread_that_cannot_start(tmp_path, monke
 
 # ------------------------------------------------------------------------------------------
 # 2. Whitespace bombs: skipped in bulk, a run of it bounded.
+
 
 def test_a_whitespace_bomb_costs_little(tmp_path):
     one = _bomb(tmp_path / "a.pt.trace.json.gz", 1024, fill=b" " * 4096)  # 1 GiB in 1 MB
@@ -267,9 +290,9 @@ def test_braces_inside_strings_do_not_multiply_the_parsing(tmp_path, monkeypatch
     """Each fast batch cut at a '},' inside a string fails; the slow path then takes at least a
     chunk, so a trace made of such events costs a few parses per chunk, not per event."""
     from tb_roofline.readers import kineto
+
     event = b'{"ph":"X","cat":"cpu_op","name":"a},},},},},","ts":1,"dur":1,"pid":1,"tid":1},'
-    path = _bomb(tmp_path / "w.pt.trace.json.gz", 16, fill=event,
-                 tail=event[:-1] + b"]}")
+    path = _bomb(tmp_path / "w.pt.trace.json.gz", 16, fill=event, tail=event[:-1] + b"]}")
     loads = []
     real = json.loads
     monkeypatch.setattr(kineto.json, "loads", lambda s, *a, **k: loads.append(len(s)) or real(s))
@@ -280,11 +303,14 @@ def test_braces_inside_strings_do_not_multiply_the_parsing(tmp_path, monkeypatch
 # ------------------------------------------------------------------------------------------
 # 3./7. Kineto: clean 422s, never quoting the file.
 
+
 def test_kineto_integers_of_thousands_of_digits(tmp_path):
     big = b"9" * 5000
-    for doc in (b'{"traceEvents": [{"ph": "X", "ts": ' + big + b'}]}',
-                b'{"traceEvents": [], "distributedInfo": {"rank": ' + big + b'}}',
-                b'{"traceEvents": [' + TINY_EVENT * 10 + b'{"dur": ' + big + b'}]}'):
+    for doc in (
+        b'{"traceEvents": [{"ph": "X", "ts": ' + big + b"}]}",
+        b'{"traceEvents": [], "distributedInfo": {"rank": ' + big + b"}}",
+        b'{"traceEvents": [' + TINY_EVENT * 10 + b'{"dur": ' + big + b"}]}",
+    ):
         path = tmp_path / "w.pt.trace.json"
         path.write_bytes(doc)
         with pytest.raises(ProfileFormatError, match="number too long"):
@@ -297,8 +323,11 @@ def test_errors_never_quote_the_file(tmp_path):
     target = tmp_path / "passwd"
     target.write_bytes(secret)
     _age(target, 3600)
-    for name, fmt in (("w.pt.trace.json", "kineto"), ("w.pt.trace.json.gz", "kineto"),
-                      ("h.xplane.pb", "xplane")):
+    for name, fmt in (
+        ("w.pt.trace.json", "kineto"),
+        ("w.pt.trace.json.gz", "kineto"),
+        ("h.xplane.pb", "xplane"),
+    ):
         link = tmp_path / name
         link.symlink_to(target)
         with pytest.raises(ProfileFormatError) as exc:
@@ -307,8 +336,12 @@ def test_errors_never_quote_the_file(tmp_path):
         assert "root" not in message and "x:0" not in message and "bash" not in message
         assert "'ro" not in message  # not even the two bytes gzip's own error quotes
         assert name in message
-    for doc in (b'{"traceEvents": [] "rootsecret": 1}', b'{"traceEvents": [], rootsecret}',
-                b'["rootsecret"]', b'{"traceEvents": [{"a": rootsecret}]}'):
+    for doc in (
+        b'{"traceEvents": [] "rootsecret": 1}',
+        b'{"traceEvents": [], rootsecret}',
+        b'["rootsecret"]',
+        b'{"traceEvents": [{"a": rootsecret}]}',
+    ):
         path = tmp_path / "d.pt.trace.json"
         path.write_bytes(doc)
         with pytest.raises(ProfileFormatError) as exc:
@@ -318,6 +351,7 @@ def test_errors_never_quote_the_file(tmp_path):
 
 # ------------------------------------------------------------------------------------------
 # 4. Kineto: negative durations are counted as 0 and said so.
+
 
 def test_kineto_negative_durations_are_clamped_with_a_diagnostic(tmp_path):
     doc = json.loads(_kineto_text())
@@ -336,6 +370,7 @@ def test_kineto_negative_durations_are_clamped_with_a_diagnostic(tmp_path):
 
 # ------------------------------------------------------------------------------------------
 # 5./7. HTTP: exports of any run name, NUL in a static path.
+
 
 def test_export_of_a_run_named_outside_latin1(tmp_path):
     _logdir_with(tmp_path, {"训练-é": ("w.pt.trace.json", _kineto_text())})
@@ -359,8 +394,10 @@ def test_a_nul_in_a_static_path_is_404(tmp_path):
 # ------------------------------------------------------------------------------------------
 # 3. XSpace: stats of the wrong kind, empty HLO, malformed instructions: 422 naming the place.
 
+
 def _gpu_space():
     from test_xla_gpu_cpu_reader import _gpu_space as make
+
     return make()
 
 
@@ -384,6 +421,7 @@ def _new_stat(plane, holder, name):
 
 def test_step_and_group_stats_without_a_value(tmp_path):
     from tb_roofline.synthetic import _Plane
+
     space = _gpu_space()
     gpu = space.planes[1]
     ev = next(e for line in gpu.lines if line.name == "Steps" for e in line.events)
@@ -391,15 +429,21 @@ def test_step_and_group_stats_without_a_value(tmp_path):
     for st in ev.stats:
         if st.metadata_id == gid:
             st.ClearField("value")  # a step marker's group_id with no value at all
-    with pytest.raises(ProfileFormatError, match=r"plane '/device:GPU:0', line 'Steps': "
-                                                 r"stat 'group_id' holds no value"):
+    with pytest.raises(
+        ProfileFormatError,
+        match=r"plane '/device:GPU:0', line 'Steps': "
+        r"stat 'group_id' holds no value",
+    ):
         read_xspace_file(_write_space(tmp_path, space), "h")
     stream = next(line for line in gpu.lines if line.name == "Stream #1(Compute)")
     for st in stream.events[0].stats:
         if st.metadata_id == gid:
             st.double_value = float("nan")  # a kernel's group_id that is not a number
-    with pytest.raises(ProfileFormatError, match=r"line 'Stream #1\(Compute\)': "
-                                                 r"stat 'group_id' holds a float"):
+    with pytest.raises(
+        ProfileFormatError,
+        match=r"line 'Stream #1\(Compute\)': "
+        r"stat 'group_id' holds a float",
+    ):
         read_xspace_file(_write_space(tmp_path, space, "n.xplane.pb"), "h")
     space = _gpu_space()  # a host step marker whose step_num is text
     host = _Plane(space.planes.add(id=99, name="/host:CPU"))
@@ -426,13 +470,16 @@ def test_an_empty_hlo_proto_is_a_diagnostic(tmp_path):
 
 def test_memory_breakdown_of_the_wrong_kind(tmp_path):
     from test_xspace_reader import _tpu_space
+
     for kind, value in (("double_value", 2.5), ("str_value", "x"), ("bytes_value", b"\xff\xff")):
         space = _tpu_space([("fusion.2", "loop fusion", 0, 10, 0, 1, 1)])
         plane = space.planes[0]
         md = next(iter(plane.event_metadata.values()))
         setattr(_new_stat(plane, md, "memory_access_breakdown"), kind, value)
-        with pytest.raises(ProfileFormatError,
-                           match=r"plane '/device:TPU:0', op .*fusion.2.*memory_access_breakdown"):
+        with pytest.raises(
+            ProfileFormatError,
+            match=r"plane '/device:TPU:0', op .*fusion.2.*memory_access_breakdown",
+        ):
             read_xspace_file(_write_space(tmp_path, space, f"{kind}.xplane.pb"), "h")
 
 
@@ -441,6 +488,7 @@ def _module_with(opcode, operands=0, **fields):
     from test_hlo_cost_model import HloBuilder
 
     from tb_roofline.hlo.shapes import F32
+
     b = HloBuilder("bad_module")
     called = [b.adder()]
     b.computation("main")
@@ -450,17 +498,36 @@ def _module_with(opcode, operands=0, **fields):
     return b.module
 
 
-@pytest.mark.parametrize("opcode,need", [
-    ("cholesky", 1), ("convolution", 2), ("dot", 2), ("dynamic-update-slice", 2), ("fft", 1),
-    ("gather", 2), ("ragged-dot", 3), ("reduce", 2), ("reduce-window", 2), ("scaled-dot", 2),
-    ("scatter", 3), ("select-and-scatter", 3), ("sort", 1), ("triangular-solve", 2)])
+@pytest.mark.parametrize(
+    "opcode,need",
+    [
+        ("cholesky", 1),
+        ("convolution", 2),
+        ("dot", 2),
+        ("dynamic-update-slice", 2),
+        ("fft", 1),
+        ("gather", 2),
+        ("ragged-dot", 3),
+        ("reduce", 2),
+        ("reduce-window", 2),
+        ("scaled-dot", 2),
+        ("scatter", 3),
+        ("select-and-scatter", 3),
+        ("sort", 1),
+        ("triangular-solve", 2),
+    ],
+)
 def test_every_opcode_rule_with_too_few_operands(opcode, need):
     from tb_roofline.hlo import HloModule, module_costs
     from tb_roofline.hlo.cost_model import HloError
+
     for n in range(need):
         module = HloModule(_module_with(opcode, n), "7")
-        with pytest.raises(HloError, match=rf"program 'bad_module' \(7\), instruction "
-                                           rf"'{opcode}.7': a {opcode} needs"):
+        with pytest.raises(
+            HloError,
+            match=rf"program 'bad_module' \(7\), instruction "
+            rf"'{opcode}.7': a {opcode} needs",
+        ):
             module_costs(module)
 
 
@@ -470,20 +537,45 @@ def test_dimension_numbers_an_operand_lacks():
     from tb_roofline.hlo import HloModule, module_costs
     from tb_roofline.hlo.cost_model import HloError
     from tb_roofline.protos import hlo_pb2
+
     window = hlo_pb2.Window()  # a cumsum-like window on a third dimension the output lacks
     window.dimensions.add(size=1)
     window.dimensions.add(size=1)
     window.dimensions.add(size=3, padding_low=1, padding_high=1)
     cases = [
-        ("dot", 2, {"dot_dimension_numbers": hlo_pb2.DotDimensionNumbers(
-            lhs_contracting_dimensions=[5])}),
-        ("convolution", 2, {"convolution_dimension_numbers":
-                            hlo_pb2.ConvolutionDimensionNumbers(input_feature_dimension=9)}),
+        (
+            "dot",
+            2,
+            {"dot_dimension_numbers": hlo_pb2.DotDimensionNumbers(lhs_contracting_dimensions=[5])},
+        ),
+        (
+            "convolution",
+            2,
+            {
+                "convolution_dimension_numbers": hlo_pb2.ConvolutionDimensionNumbers(
+                    input_feature_dimension=9
+                )
+            },
+        ),
         ("reduce-window", 2, {"window": window}),
-        ("custom-call", 2, {"custom_call_target": "__cublas$gemm", "backend_config": json.dumps(
-            {"dot_dimension_numbers": {"lhs_contracting_dimensions": ["7"]}}).encode()}),
-        ("custom-call", 2, {"custom_call_target": "__cublas$gemm",
-                            "backend_config": b'{"dot_dimension_numbers": [1]}'}),
+        (
+            "custom-call",
+            2,
+            {
+                "custom_call_target": "__cublas$gemm",
+                "backend_config": json.dumps(
+                    {"dot_dimension_numbers": {"lhs_contracting_dimensions": ["7"]}}
+                ).encode(),
+            },
+        ),
+        (
+            "custom-call",
+            2,
+            {
+                "custom_call_target": "__cublas$gemm",
+                "backend_config": b'{"dot_dimension_numbers": [1]}',
+            },
+        ),
         ("custom-call", 1, {"custom_call_target": "__cudnn$convForward"}),
         ("while", 0, {"backend_config": b'{"known_trip_count":{"n":"' + b"9" * 5000 + b'"}}'}),
     ]
@@ -494,11 +586,21 @@ def test_dimension_numbers_an_operand_lacks():
             module_costs(module)
         assert time.monotonic() - t < 5, opcode
     # A window of 2^40 taps (the enumeration looped for ever): counted at once.
-    module = HloModule(_module_with("convolution", 2, convolution_dimension_numbers=(
-        hlo_pb2.ConvolutionDimensionNumbers(input_spatial_dimensions=[0],
-                                            output_spatial_dimensions=[0])),
-        window=hlo_pb2.Window(dimensions=[hlo_pb2.WindowDimension(
-            size=1 << 40, stride=3, base_dilation=2)])), "7")
+    module = HloModule(
+        _module_with(
+            "convolution",
+            2,
+            convolution_dimension_numbers=(
+                hlo_pb2.ConvolutionDimensionNumbers(
+                    input_spatial_dimensions=[0], output_spatial_dimensions=[0]
+                )
+            ),
+            window=hlo_pb2.Window(
+                dimensions=[hlo_pb2.WindowDimension(size=1 << 40, stride=3, base_dilation=2)]
+            ),
+        ),
+        "7",
+    )
     t = time.monotonic()
     module_costs(module)
     assert time.monotonic() - t < 1
@@ -513,6 +615,7 @@ def test_dimension_numbers_an_operand_lacks():
 def test_a_malformed_instruction_through_the_reader_is_a_bad_profile(tmp_path):
     from tb_roofline.protos import hlo_pb2
     from tb_roofline.serve.service import RooflineService
+
     space = _gpu_space()
     meta = space.planes[0]
     hid = _stat_id(meta, "Hlo Proto")
@@ -529,8 +632,9 @@ def test_a_malformed_instruction_through_the_reader_is_a_bad_profile(tmp_path):
     with pytest.raises(errors.BadProfileError) as exc:
         RooflineService(str(tmp_path)).program("2026_01_01_00_00_00", "", True)
     assert exc.value.http_code == 422
-    assert "h.xplane.pb" in str(exc.value) and "instruction 'fusion.1': a gather needs 2" \
-        in str(exc.value)
+    assert "h.xplane.pb" in str(exc.value) and "instruction 'fusion.1': a gather needs 2" in str(
+        exc.value
+    )
 
 
 def test_a_convolution_window_is_counted_exactly_and_at_once():
@@ -540,29 +644,47 @@ def test_a_convolution_window_is_counted_exactly_and_at_once():
     from tb_roofline.hlo.cost_model import valid_positions
 
     def enumerate_(in_size, out_size, k_size, stride, pad_lo, wdil, bdil):
-        return sum(1 for k in range(k_size) for o in range(out_size)
-                   if (o * stride + k * wdil - pad_lo) % bdil == 0
-                   and 0 <= (o * stride + k * wdil - pad_lo) // bdil < in_size)
+        return sum(
+            1
+            for k in range(k_size)
+            for o in range(out_size)
+            if (o * stride + k * wdil - pad_lo) % bdil == 0
+            and 0 <= (o * stride + k * wdil - pad_lo) // bdil < in_size
+        )
+
     rng = random.Random(11)
     for _ in range(3000):
-        args = (rng.randrange(0, 12), rng.randrange(0, 12), rng.randrange(0, 8),
-                rng.randrange(1, 5), rng.randrange(-6, 8), rng.randrange(1, 4), rng.randrange(1, 5))
+        args = (
+            rng.randrange(0, 12),
+            rng.randrange(0, 12),
+            rng.randrange(0, 8),
+            rng.randrange(1, 5),
+            rng.randrange(-6, 8),
+            rng.randrange(1, 4),
+            rng.randrange(1, 5),
+        )
         assert valid_positions(*args) == enumerate_(*args), args
     t = time.monotonic()
-    assert valid_positions(10 ** 12, 10 ** 12, 3, 7, 1, 1, 5) > 0
+    assert valid_positions(10**12, 10**12, 3, 7, 1, 1, 5) > 0
     with pytest.raises(ValueError):
-        valid_positions(10 ** 12, 10 ** 12, 10 ** 12, 7, 1, 1, 5)
+        valid_positions(10**12, 10**12, 10**12, 7, 1, 1, 5)
     assert time.monotonic() - t < 1
 
 
 # ------------------------------------------------------------------------------------------
 # 4. Negative durations, absurd occurrences, times that overflow int64: clamped or refused, said.
 
+
 def _tpu_with(events_edit, full_path=False):
     from test_xspace_reader import _tpu_space
-    space = _tpu_space([("fusion.2", "loop fusion", 0, 100, 0, 10, 64),
-                        ("fusion.3", "loop fusion", 200, 50, 0, 10, 64),
-                        ("fusion.4", "loop fusion", 300, 50, 0, 10, 64)])
+
+    space = _tpu_space(
+        [
+            ("fusion.2", "loop fusion", 0, 100, 0, 10, 64),
+            ("fusion.3", "loop fusion", 200, 50, 0, 10, 64),
+            ("fusion.4", "loop fusion", 300, 50, 0, 10, 64),
+        ]
+    )
     plane = space.planes[0]
     ops = next(line for line in plane.lines if line.name == "XLA Ops")
     events_edit(ops.events)
@@ -575,8 +697,9 @@ def _tpu_with(events_edit, full_path=False):
 def test_tpu_negative_durations_and_absurd_occurrences(tmp_path, full_path):
     def edit(events):
         events[0].duration_ps = -100
-        events[1].num_occurrences = 2 ** 62
+        events[1].num_occurrences = 2**62
         events[2].num_occurrences = -3
+
     data = read_xspace_file(_write_space(tmp_path, _tpu_with(edit, full_path)), "h")
     codes = {d.code: d.message for d in data.diagnostics}
     assert codes["negative_durations"].startswith("1 events")
@@ -585,20 +708,23 @@ def test_tpu_negative_durations_and_absurd_occurrences(tmp_path, full_path):
     assert t["operation"].tolist() == ["fusion.2"]
     assert (t["total_time_ps"] >= 0).all() and t["occurrences"].tolist() == [1]
     from tb_roofline.model.roofline import analyze
+
     analyze([data])
 
 
 @pytest.mark.parametrize("full_path", [False, True])
 def test_tpu_times_that_overflow_int64_are_a_bad_profile(tmp_path, full_path):
     def edit(events):
-        events[0].duration_ps = 2 ** 63 - 10
-        events[1].duration_ps = 2 ** 63 - 10
+        events[0].duration_ps = 2**63 - 10
+        events[1].duration_ps = 2**63 - 10
+
     with pytest.raises(ProfileFormatError, match="line 'XLA Ops': event times or durations"):
         read_xspace_file(_write_space(tmp_path, _tpu_with(edit, full_path)), "h")
 
 
 def test_tpu_negative_op_costs_count_as_zero(tmp_path):
     from test_xspace_reader import _tpu_space
+
     space = _tpu_space([("fusion.2", "loop fusion", 0, 100, 0, -10, -64)])
     data = read_xspace_file(_write_space(tmp_path, space), "h")
     assert "negative_costs" in {d.code for d in data.diagnostics}
@@ -612,7 +738,7 @@ def test_gpu_negative_durations_and_overflowing_times(tmp_path):
     data = read_xspace_file(_write_space(tmp_path, space), "h")
     assert "negative_durations" in {d.code for d in data.diagnostics}
     assert (data.ops["total_time_ps"] >= 0).all() and (data.ops["self_time_ps"] >= 0).all()
-    stream.events[0].duration_ps = 2 ** 63 - 1
+    stream.events[0].duration_ps = 2**63 - 1
     with pytest.raises(ProfileFormatError, match="plane '/device:GPU:0': event times"):
         read_xspace_file(_write_space(tmp_path, space, "g.xplane.pb"), "h")
 
@@ -620,13 +746,31 @@ def test_gpu_negative_durations_and_overflowing_times(tmp_path):
 # ------------------------------------------------------------------------------------------
 # 6. CSV exports: no formulas, no split rows (the same rule as the tab's toCsv, see e2e).
 
-CSV_CASES = [("=1+1", "'=1+1"), ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"),
-             ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"),
-             ("\r=x", "\"'\r=x\""), ("a\rb", '"a\rb"'), ('say "hi", ok', '"say ""hi"", ok"'),
-             ("-1.5", "-1.5"), ("+2", "+2"), ("-3e-7", "-3e-7"), (-1.5, "-1.5"), (7, "7"),
-             (None, ""), (True, "True"), ("fusion.3", "fusion.3"), ("-", "'-"), ("", ""),
-             ("\n=cmd", "\"'\n=cmd\""), ("\x0b=1", "'\x0b=1"), ("\x1f@x", "'\x1f@x"),
-             ("\x7f=1", "'\x7f=1"), ("\x01", "'\x01")]
+CSV_CASES = [
+    ("=1+1", "'=1+1"),
+    ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"),
+    ("-2+3", "'-2+3"),
+    ("@SUM(A1)", "'@SUM(A1)"),
+    ("\tx", "'\tx"),
+    ("\r=x", '"\'\r=x"'),
+    ("a\rb", '"a\rb"'),
+    ('say "hi", ok', '"say ""hi"", ok"'),
+    ("-1.5", "-1.5"),
+    ("+2", "+2"),
+    ("-3e-7", "-3e-7"),
+    (-1.5, "-1.5"),
+    (7, "7"),
+    (None, ""),
+    (True, "True"),
+    ("fusion.3", "fusion.3"),
+    ("-", "'-"),
+    ("", ""),
+    ("\n=cmd", '"\'\n=cmd"'),
+    ("\x0b=1", "'\x0b=1"),
+    ("\x1f@x", "'\x1f@x"),
+    ("\x7f=1", "'\x7f=1"),
+    ("\x01", "'\x01"),
+]
 
 
 def test_csv_cells_are_never_formulas():
@@ -634,13 +778,15 @@ def test_csv_cells_are_never_formulas():
     import io
 
     from tb_roofline.serve.export import csv_cell, to_csv
+
     for value, expected in CSV_CASES:
         assert csv_cell(value) == expected, value
     text = to_csv(["a", "b"], [[v, "x"] for v, _ in CSV_CASES])
     rows = list(csv.reader(io.StringIO(text, newline="")))
     assert len(rows) == 1 + len(CSV_CASES)  # a lone CR did not split a row
-    assert [r[0] for r in rows[1:]] == [csv_cell(v).strip('"').replace('""', '"')
-                                        for v, _ in CSV_CASES]
+    assert [r[0] for r in rows[1:]] == [
+        csv_cell(v).strip('"').replace('""', '"') for v, _ in CSV_CASES
+    ]
 
 
 def test_exports_of_hostile_op_names(tmp_path):
@@ -649,8 +795,9 @@ def test_exports_of_hostile_op_names(tmp_path):
     import io
 
     from tb_roofline.serve.service import RooflineService
+
     doc = json.loads(_kineto_text())
-    names = ["=HYPERLINK(\"http://x\")", "@x", "-x", "+x", "a\rb"]
+    names = ['=HYPERLINK("http://x")', "@x", "-x", "+x", "a\rb"]
     # rename ops that are rows of the table (ops that launched kernels), each everywhere
     plain = tmp_path / "plain.pt.trace.json"
     plain.write_text(json.dumps(doc))
@@ -669,7 +816,7 @@ def test_exports_of_hostile_op_names(tmp_path):
     assert not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r")]
     assert not [c for c in cells if c.startswith("-") and not c.lstrip("-")[:1].isdigit()]
     assert len({len(r) for r in rows}) == 1
-    assert "'=HYPERLINK(\"http://x\")" in cells  # the names are there, as text
+    assert '\'=HYPERLINK("http://x")' in cells  # the names are there, as text
 
 
 # ------------------------------------------------------------------------------------------
@@ -681,12 +828,18 @@ DEMO = os.path.join(REPO, "testdata", "demo")
 def _fake_calibration(monkeypatch):
     from tb_roofline.devices import calibrate
     from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
-    device = DeviceInfo(type="test cpu", kind="cpu", num_cores=1,
-                        compute=[ComputePeak("fp32", 100.0, "measured")],
-                        memories=[MemoryPeak("hbm", "DRAM", 20.0, "measured")])
+
+    device = DeviceInfo(
+        type="test cpu",
+        kind="cpu",
+        num_cores=1,
+        compute=[ComputePeak("fp32", 100.0, "measured")],
+        memories=[MemoryPeak("hbm", "DRAM", 20.0, "measured")],
+    )
     details = {"stream": {"copy_gbs": 20.0, "triad_gbs": 19.0, "array_bytes": 1 << 20}}
-    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: calibrate.Calibration(
-        device, details, "test"))
+    monkeypatch.setattr(
+        calibrate, "measure", lambda *a, **k: calibrate.Calibration(device, details, "test")
+    )
 
 
 def test_calibrate_writes_a_file_others_can_read(tmp_path, monkeypatch):
@@ -694,6 +847,7 @@ def test_calibrate_writes_a_file_others_can_read(tmp_path, monkeypatch):
     import stat
 
     from tb_roofline.serve.cli import main
+
     _fake_calibration(monkeypatch)
     old = os.umask(0o022)
     try:
@@ -712,6 +866,7 @@ def test_cli_output_errors_are_one_line_with_exit_code_2(tmp_path, monkeypatch, 
     import io
 
     from tb_roofline.serve.cli import main
+
     _fake_calibration(monkeypatch)
     run = "v6e_train/2026_11_29_10_00_00"
     for target in (tmp_path / "missing" / "ops.csv", tmp_path):  # no such folder; a folder
@@ -719,9 +874,17 @@ def test_cli_output_errors_are_one_line_with_exit_code_2(tmp_path, monkeypatch, 
         assert main(["export", DEMO, "--run", run, "-o", str(target)], out=io.StringIO()) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"tb-roofline: cannot write {target}: ") and err.count("\n") == 1
-        assert main(["calibrate", "-o", str(target / "d.json" if target != tmp_path else
-                                                 tmp_path / "x" / "d.json")],
-                    out=io.StringIO()) == 2
+        assert (
+            main(
+                [
+                    "calibrate",
+                    "-o",
+                    str(target / "d.json" if target != tmp_path else tmp_path / "x" / "d.json"),
+                ],
+                out=io.StringIO(),
+            )
+            == 2
+        )
         err = capsys.readouterr().err
         assert "cannot write" in err and "Traceback" not in err
     with pytest.raises(SystemExit) as exc:
@@ -734,10 +897,26 @@ def test_cli_output_errors_are_one_line_with_exit_code_2(tmp_path, monkeypatch, 
 def test_cli_into_a_closed_pipe_exits_quietly():
     import subprocess
     import sys
+
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "tb_roofline.serve.cli", "export", DEMO,
-                             "--run", "v6e_train/2026_11_29_10_00_00", "--format", "json",
-                             "-o", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tb_roofline.serve.cli",
+            "export",
+            DEMO,
+            "--run",
+            "v6e_train/2026_11_29_10_00_00",
+            "--format",
+            "json",
+            "-o",
+            "-",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     proc.stdout.close()  # `| head` that has read all it wanted
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 1

@@ -1,6 +1,7 @@
 """`tb-roofline html` without a browser: the inlined frontend, the embedded answers (the HTTP
 API's, byte for byte as JSON), the op cap, and the command's errors. The report in Chromium:
 tests/e2e/test_e2e_html_report.py."""
+
 from __future__ import annotations
 
 import io
@@ -30,7 +31,7 @@ def test_the_bundle_holds_every_module_dependencies_first():
     order = bundle["order"]
     assert bundle["entry"] == order[-1] == "static/app.js"
     position = {p: i for i, p in enumerate(order)}
-    for path, (kind, text) in bundle["files"].items():
+    for path, (_kind, text) in bundle["files"].items():
         assert "import.meta.url" not in text, path
         assert not html_report.SPECIFIER.search(text), path  # every relative import a token
         for dep in re.findall(r"__ROOFLINE_MODULE__\(([^)]+)\)", text):
@@ -40,8 +41,11 @@ def test_the_bundle_holds_every_module_dependencies_first():
     for folder, _, names in os.walk(STATIC):
         for name in names:
             if name.endswith((".js", ".css")):
-                on_disk.add(os.path.relpath(os.path.join(folder, name),
-                                            os.path.dirname(STATIC)).replace(os.sep, "/"))
+                on_disk.add(
+                    os.path.relpath(os.path.join(folder, name), os.path.dirname(STATIC)).replace(
+                        os.sep, "/"
+                    )
+                )
     hosts = {"static/index.js", "static/standalone.js", "static/report_host.js"}
     assert on_disk - set(order) - hosts == set()
     assert {"static/vendor/vega.min.js", "static/style.css"} <= set(order)
@@ -60,11 +64,15 @@ def test_embedded_answers_are_the_http_api_answers(demo):
     data = embedded(page, "roofline-data")
     answers = data["answers"]
     # What the tab asks for first (api.js's parameters) is there.
-    for key in ("runs", f"hosts?run={run}", f"device?host=*&run={run}",
-                f"diagnostics?host=*&run={run}",
-                f"program?host=*&infeed_outfeed=include&run={run}",
-                f"ops?host=*&infeed_outfeed=exclude&run={run}",
-                f"guidance?infeed_outfeed=include&run={run}"):
+    for key in (
+        "runs",
+        f"hosts?run={run}",
+        f"device?host=*&run={run}",
+        f"diagnostics?host=*&run={run}",
+        f"program?host=*&infeed_outfeed=include&run={run}",
+        f"ops?host=*&infeed_outfeed=exclude&run={run}",
+        f"guidance?infeed_outfeed=include&run={run}",
+    ):
         assert key in answers, key
     client = Client(StandaloneApp(RooflineService(DEMO)))
     for key, (status, body) in answers.items():
@@ -87,7 +95,8 @@ def test_op_rows_are_capped_longest_first(demo):
     full = service.ops(run, "")
     page = html_report.single_report(service, [run], max_ops=5)
     status, body = embedded(page, "roofline-data")["answers"][
-        f"ops?host=*&infeed_outfeed=include&run={run}"]
+        f"ops?host=*&infeed_outfeed=include&run={run}"
+    ]
     capped = json.loads(body)
     col = full["columns"].index("total_self_time_us")
     longest = sorted((r[col] for r in full["rows"]), reverse=True)[:5]
@@ -98,6 +107,7 @@ def test_op_rows_are_capped_longest_first(demo):
 
 def run_cli(*args):
     import contextlib
+
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         code = cli.main(list(args), out=io.StringIO())
@@ -105,13 +115,15 @@ def run_cli(*args):
 
 
 def test_html_command_errors_are_one_line(tmp_path):
-    code, err = run_cli("html", DEMO, "--run", "nope", "-o", str(tmp_path / "r.html"),
-                        "--no-progress")
+    code, err = run_cli(
+        "html", DEMO, "--run", "nope", "-o", str(tmp_path / "r.html"), "--no-progress"
+    )
     assert code == 2 and "unknown run 'nope'" in err
     code, err = run_cli("html", DEMO, "--max-ops", "0", "-o", str(tmp_path / "r.html"))
     assert code == 2 and "--max-ops" in err
-    code, err = run_cli("html", DEMO, "-o", str(tmp_path / "no" / "dir" / "r.html"),
-                        "--no-progress")
+    code, err = run_cli(
+        "html", DEMO, "-o", str(tmp_path / "no" / "dir" / "r.html"), "--no-progress"
+    )
     assert code == 2 and "cannot write" in err
     code, err = run_cli("html", str(tmp_path / "missing"), "-o", str(tmp_path / "r.html"))
     assert code == 2 and "not a directory" in err
@@ -119,8 +131,9 @@ def test_html_command_errors_are_one_line(tmp_path):
     broken.mkdir(parents=True)
     (broken / "h.xplane.pb").write_bytes(bytes((i * 7919 + 13) % 251 for i in range(6000)))
     os.utime(broken / "h.xplane.pb", (1e9, 1e9))  # old: not a file still being written
-    code, err = run_cli("html", str(tmp_path / "broken"), "-o", str(tmp_path / "b.html"),
-                        "--no-progress")
+    code, err = run_cli(
+        "html", str(tmp_path / "broken"), "-o", str(tmp_path / "b.html"), "--no-progress"
+    )
     assert code == 1 and "not a valid XSpace" in err and not (tmp_path / "b.html").exists()
     code, err = run_cli("html", DEMO, "-o", str(tmp_path / "r.html"), "--no-progress")
     assert code == 0 and os.path.getsize(tmp_path / "r.html") > 500_000

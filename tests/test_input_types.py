@@ -2,6 +2,7 @@
 cpu_op events, read here from the raw file), and its `precision` names the roof it is judged
 under: a GEMM's is the unit its kernel names (TF32 tensor cores vs FP32 SIMT), any other op's
 follows its inputs (a bf16 gather or norm never takes a unit from a kernel name)."""
+
 from __future__ import annotations
 
 import collections
@@ -16,9 +17,17 @@ from tb_roofline.serve.service import RooflineService
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata")
 # The trace's spelling of an element type -> the label the API gives it (hand-written).
-LABEL = {"c10::BFloat16": "bf16", "c10::Half": "f16", "float": "f32", "double": "f64",
-         "int": "int", "long int": "int", "long": "int", "bool": "bool",
-         "c10::Float8_e4m3fn": "f8e4m3"}
+LABEL = {
+    "c10::BFloat16": "bf16",
+    "c10::Half": "f16",
+    "float": "f32",
+    "double": "f64",
+    "int": "int",
+    "long int": "int",
+    "long": "int",
+    "bool": "bool",
+    "c10::Float8_e4m3fn": "f8e4m3",
+}
 FLOAT = ("c10::BFloat16", "c10::Half", "float", "double", "c10::Float8_e4m3fn")
 
 
@@ -100,6 +109,7 @@ def test_a_type_conversion_template_is_no_convolution():
     """vLLM's norm kernels are templated on `_typeConvert` (b200_eager): a normalization, not a
     convolution on tensor cores; real convolution kernels still are."""
     from tb_roofline.readers import kernel_names
+
     raw = glob.glob(os.path.join(ROOT, "kineto", "b200_eager", "*.pt.trace.json.gz"))[0]
     with gzip.open(raw, "rt") as f:
         names = {e["name"] for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"}
@@ -107,6 +117,8 @@ def test_a_type_conversion_template_is_no_convolution():
     assert norm
     assert all(kernel_names.kernel_category(n) == "reduction" for n in norm)
     assert not any(kernel_names.is_matmul_kernel(n) for n in norm)
-    for conv in ("void at::native::conv_depthwise2d_forward_kernel<1, float>",
-                 "cudnn::detail::implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1>"):
+    for conv in (
+        "void at::native::conv_depthwise2d_forward_kernel<1, float>",
+        "cudnn::detail::implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1>",
+    ):
         assert kernel_names.kernel_category(conv) == "convolution"

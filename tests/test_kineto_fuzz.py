@@ -5,6 +5,7 @@ fields of the wrong type or value. Every outcome must be a ProfileData that the 
 analyze and serve as strict JSON, or a ProfileFormatError (or a subclass): never another
 exception. `TB_ROOFLINE_FUZZ_N=<cases per trace and kind>` runs more cases than the default.
 """
+
 import copy
 import glob
 import gzip
@@ -16,22 +17,60 @@ import time
 import pytest
 
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.table.op_table import ProfileData
-from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.model.roofline import analyze
+from tb_roofline.readers.kineto import read_kineto_file
+from tb_roofline.table.op_table import ProfileData
 
 REAL = os.path.join(os.path.dirname(__file__), "..", "testdata", "kineto")
 TRACES = sorted(glob.glob(os.path.join(REAL, "*", "*.pt.trace.json.gz")))
 N = int(os.environ.get("TB_ROOFLINE_FUZZ_N", "6"))
 MAX_EVENTS = 3000  # the 25 MB trace is cut to its first events to keep the test quick
 
-ODD_VALUES = [None, "", "abc", "12", [], [1], {"a": 1}, True, False, float("nan"),
-              float("inf"), -float("inf"), 1e300, -1e300, -1, 0, 1.5, 10 ** 30, -(10 ** 30)]
-TIME_VALUES = [None, "abc", "12", [1], True, float("nan"), float("inf"), -float("inf"), 1e300,
-               -1e300, 10 ** 30]
+ODD_VALUES = [
+    None,
+    "",
+    "abc",
+    "12",
+    [],
+    [1],
+    {"a": 1},
+    True,
+    False,
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    1e300,
+    -1e300,
+    -1,
+    0,
+    1.5,
+    10**30,
+    -(10**30),
+]
+TIME_VALUES = [
+    None,
+    "abc",
+    "12",
+    [1],
+    True,
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    1e300,
+    -1e300,
+    10**30,
+]
 EVENT_FIELDS = ["ts", "dur", "name", "cat", "ph", "pid", "tid", "args"]
-ARG_FIELDS = ["External id", "correlation", "device", "bytes", "Input Dims", "Input type",
-              "Concrete Inputs", "stream"]
+ARG_FIELDS = [
+    "External id",
+    "correlation",
+    "device",
+    "bytes",
+    "Input Dims",
+    "Input type",
+    "Concrete Inputs",
+    "stream",
+]
 TOP_FIELDS = ["deviceProperties", "distributedInfo", "record_shapes"]
 
 
@@ -114,7 +153,7 @@ def test_fuzz_truncation_and_byte_flips(tmp_path, trace):
     text = json.dumps(DOCS[trace], indent=1).encode()
     for i in range(N):
         p = tmp_path / f"t{i}.pt.trace.json"
-        p.write_bytes(text[:rnd.randrange(len(text))])
+        p.write_bytes(text[: rnd.randrange(len(text))])
         _check(p)
     for i in range(2 * N):
         b = bytearray(text)
@@ -131,7 +170,7 @@ def test_fuzz_truncation_and_byte_flips(tmp_path, trace):
             pos = rnd.randrange(10, len(b))
             b[pos] = rnd.randrange(256)
         p = tmp_path / f"g{i}.pt.trace.json.gz"
-        p.write_bytes(bytes(b)[:rnd.choice([len(b), rnd.randrange(len(b))])])
+        p.write_bytes(bytes(b)[: rnd.choice([len(b), rnd.randrange(len(b))])])
         _check(p)
 
 
@@ -144,14 +183,19 @@ def test_fuzz_values_are_checked_for_every_category(tmp_path):
         if ev.get("ph") == "X":
             kinds.setdefault(ev.get("cat"), i)
     doc = copy.deepcopy(doc)
-    doc["traceEvents"].append({"ph": "X", "cat": "cuda_profiler_range", "name": "k", "ts": 1,
-                               "dur": 1, "args": {}})
+    doc["traceEvents"].append(
+        {"ph": "X", "cat": "cuda_profiler_range", "name": "k", "ts": 1, "dur": 1, "args": {}}
+    )
     kinds["cuda_profiler_range"] = len(doc["traceEvents"]) - 1
     n = 0
     outcomes = {"ok": 0, "error": 0}
-    bad = {"ts": TIME_VALUES, "dur": TIME_VALUES, "name": [None, 5, [1], {"a": 1}],
-           "args": [None, [1], "x", 3, {"a": 1}, {"device": "cuda:0", "correlation": 1.5}]}
-    for cat, i in sorted(kinds.items(), key=lambda kv: str(kv[0])):
+    bad = {
+        "ts": TIME_VALUES,
+        "dur": TIME_VALUES,
+        "name": [None, 5, [1], {"a": 1}],
+        "args": [None, [1], "x", 3, {"a": 1}, {"device": "cuda:0", "correlation": 1.5}],
+    }
+    for _cat, i in sorted(kinds.items(), key=lambda kv: str(kv[0])):
         for field, values in bad.items():
             for value in values:
                 d = dict(doc, traceEvents=list(doc["traceEvents"]))

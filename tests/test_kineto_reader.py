@@ -1,5 +1,6 @@
 """The Kineto (PyTorch profiler) reader on real traces, on captured traces cross-checked with
 FlopCounterMode, and on broken files. References are computed here from the raw JSON."""
+
 import glob
 import gzip
 import json
@@ -10,9 +11,9 @@ import numpy as np
 import pytest
 
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
+from tb_roofline.model.roofline import analyze
 from tb_roofline.readers import kineto
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.model.roofline import analyze
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "testdata")
 REAL = os.path.join(ROOT, "kineto")
@@ -34,6 +35,7 @@ def x_events(doc, cat):
 
 # ---------------------------------------------------------------- independent hand formulas
 
+
 def hand_matmul(name, dims):
     if name == "aten::linear":
         x, w = dims[0], dims[1]
@@ -52,8 +54,9 @@ def hand_conv(name, args):
     if name == "aten::conv2d":
         x, w = dims[0], dims[1]
         stride, pad, dil = (json.loads(conc[i]) for i in (3, 4, 5))
-        out = [(x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // stride[i] + 1
-               for i in range(2)]
+        out = [
+            (x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // stride[i] + 1 for i in range(2)
+        ]
         return 2 * x[0] * out[0] * out[1] * w[2] * w[3] * w[1] * w[0]
     if name == "aten::convolution_backward":
         g, w = dims[0], dims[2]
@@ -68,15 +71,21 @@ def outermost(ops, names):
     sel = [e for e in ops if e["name"] in names]
     out = []
     for e in sel:
-        nested = any(o is not e and o["tid"] == e["tid"] and o["ts"] <= e["ts"] and
-                     o["ts"] + o["dur"] >= e["ts"] + e["dur"] and
-                     (o["ts"], -o["dur"]) < (e["ts"], -e["dur"]) for o in sel)
+        nested = any(
+            o is not e
+            and o["tid"] == e["tid"]
+            and o["ts"] <= e["ts"]
+            and o["ts"] + o["dur"] >= e["ts"] + e["dur"]
+            and (o["ts"], -o["dur"]) < (e["ts"], -e["dur"])
+            for o in sel
+        )
         if not nested:
             out.append(e)
     return out
 
 
 # ---------------------------------------------------------------- real traces
+
 
 def test_cpu_convnet_matmul_and_conv_flops_equal_hand_formulas():
     path = real("cpu_convnet")
@@ -86,10 +95,17 @@ def test_cpu_convnet_matmul_and_conv_flops_equal_hand_formulas():
     t = data.ops
     assert data.device.kind == "cpu"
     for family, names, fn in (
-            ("matmul", {"aten::linear", "aten::addmm", "aten::mm"},
-             lambda e: hand_matmul(e["name"], e["args"]["Input Dims"])),
-            ("convolution", {"aten::conv2d", "aten::convolution_backward"},
-             lambda e: hand_conv(e["name"], e["args"]))):
+        (
+            "matmul",
+            {"aten::linear", "aten::addmm", "aten::mm"},
+            lambda e: hand_matmul(e["name"], e["args"]["Input Dims"]),
+        ),
+        (
+            "convolution",
+            {"aten::conv2d", "aten::convolution_backward"},
+            lambda e: hand_conv(e["name"], e["args"]),
+        ),
+    ):
         expected = {}
         for e in outermost(ops, names):
             expected[e["name"]] = expected.get(e["name"], 0) + fn(e)
@@ -106,15 +122,24 @@ def test_cpu_convnet_steps_time_partition_and_model():
     path = real("cpu_convnet")
     doc = raw_events(path)
     data = read_kineto_file(path, "vm")
-    steps = sorted(int(e["name"].split("#")[1]) for e in x_events(doc, "user_annotation")
-                   if e["name"].startswith("ProfilerStep#"))
+    steps = sorted(
+        int(e["name"].split("#")[1])
+        for e in x_events(doc, "user_annotation")
+        if e["name"].startswith("ProfilerStep#")
+    )
     assert [s.step for s in data.steps] == steps == [2, 3, 4]
     ops = x_events(doc, "cpu_op")
     # Row times partition the CPU time of the top-level ops: nothing counted twice.
     tops = 0.0
     for e in ops:
-        if not any(o is not e and o["tid"] == e["tid"] and o["ts"] <= e["ts"] and
-                   o["ts"] + o["dur"] >= e["ts"] + e["dur"] and o["dur"] > e["dur"] for o in ops):
+        if not any(
+            o is not e
+            and o["tid"] == e["tid"]
+            and o["ts"] <= e["ts"]
+            and o["ts"] + o["dur"] >= e["ts"] + e["dur"]
+            and o["dur"] > e["dur"]
+            for o in ops
+        ):
             tops += e["dur"]
     assert data.ops["total_time_ps"].sum() == pytest.approx(tops * 1e6, rel=1e-9)
     a = analyze([data])
@@ -132,13 +157,17 @@ def test_a100_80gb_kernels_counted_once_and_matmul_flops():
     kernel_rows = ~np.isin(t["category"], ["memcpy", "memset"])
     # Every kernel's time lands in exactly one row.
     assert t["total_time_ps"][kernel_rows].sum() == pytest.approx(
-        sum(k["dur"] for k in kernels) * 1e6)
+        sum(k["dur"] for k in kernels) * 1e6
+    )
     assert data.kernels["total_time_ps"].sum() == pytest.approx(
-        sum(e["dur"] for e in doc["traceEvents"] if e.get("cat") in kineto.GPU_CATEGORIES) * 1e6)
+        sum(e["dur"] for e in doc["traceEvents"] if e.get("cat") in kineto.GPU_CATEGORIES) * 1e6
+    )
     # Matmul FLOPs: outermost matmul-family ops, by hand.
     ops = x_events(doc, "cpu_op")
-    expected = sum(hand_matmul(e["name"], e["args"]["Input Dims"])
-                   for e in outermost(ops, {"aten::linear", "aten::addmm", "aten::mm"}))
+    expected = sum(
+        hand_matmul(e["name"], e["args"]["Input Dims"])
+        for e in outermost(ops, {"aten::linear", "aten::addmm", "aten::mm"})
+    )
     assert t["flops"][t["category"] == "matmul"].sum() == expected > 0
     assert data.kernels["flops"].sum() == pytest.approx(t["flops"].sum())
     # Steps: ProfilerStep#550..554 on device 0.
@@ -175,14 +204,16 @@ def test_memcpy_rows_carry_measured_bandwidth():
     # One memcpy alone: bytes / time is the trace's own "memory bandwidth (GB/s)".
     k = data.kernels
     first = copies[0]
-    rows = [i for i in range(len(k)) if k["operation"][i] == first["name"] and
-            k["occurrences"][i] == 1]
+    rows = [
+        i for i in range(len(k)) if k["operation"][i] == first["name"] and k["occurrences"][i] == 1
+    ]
     if rows:
         i = rows[0]
         assert k["bytes"][i] / (k["total_time_ps"][i] / 1e3) > 0
     one = [e for e in copies if e["dur"] > 0][0]
     assert one["args"]["bytes"] / (one["dur"] * 1e3) == pytest.approx(
-        one["args"]["memory bandwidth (GB/s)"], rel=1e-6)
+        one["args"]["memory bandwidth (GB/s)"], rel=1e-6
+    )
 
 
 def test_device_copies_count_their_read_and_write():
@@ -195,8 +226,9 @@ def test_device_copies_count_their_read_and_write():
     data = read_kineto_file(path, "rank0")
     t = data.ops
     m = np.array(["DtoD" in str(n) for n in t["operation"]])
-    assert t["bytes"][m].sum() == t["hbm_bytes"][m].sum() == 2 * sum(
-        e["args"]["bytes"] for e in dtod)
+    assert (
+        t["bytes"][m].sum() == t["hbm_bytes"][m].sum() == 2 * sum(e["args"]["bytes"] for e in dtod)
+    )
     total = analyze([data]).program[True].row_dicts()[0]
     assert total["bytes"] >= total["hbm_bytes"]
 
@@ -210,8 +242,10 @@ def test_cupti_hw_flops_equal_metric_sums():
     assert data.has_hw_counters and hw is not None
     pre = "smsp__sass_thread_inst_executed_op_"
     for letter, prec in (("d", "f64"), ("f", "f32"), ("h", "f16")):
-        s = {op: sum(r["args"][f"{pre}{letter}{op}_pred_on.sum"] for r in ranges)
-             for op in ("add", "mul", "fma")}
+        s = {
+            op: sum(r["args"][f"{pre}{letter}{op}_pred_on.sum"] for r in ranges)
+            for op in ("add", "mul", "fma")
+        }
         assert hw.flops[prec] == s["add"] + s["mul"] + 2 * s["fma"]
         for op in ("add", "mul", "fma"):
             assert hw.metric_sums[f"{pre}{letter}{op}_pred_on.sum"] == s[op]
@@ -233,40 +267,108 @@ def test_mi250_trace():
     kernels = x_events(doc, "kernel")
     t = data.ops
     kernel_rows = ~np.isin(t["category"], ["memcpy", "memset"])
-    assert t["total_time_ps"][kernel_rows].sum() == pytest.approx(sum(k["dur"] for k in kernels) * 1e6)
+    assert t["total_time_ps"][kernel_rows].sum() == pytest.approx(
+        sum(k["dur"] for k in kernels) * 1e6
+    )
     devices = {k["args"]["device"] for k in kernels}
     assert {s.core for s in data.core_spans} == devices
     ops = x_events(doc, "cpu_op")
-    expected = sum(hand_matmul(e["name"], e["args"]["Input Dims"])
-                   for e in outermost(ops, {"aten::linear", "aten::addmm", "aten::mm"}))
+    expected = sum(
+        hand_matmul(e["name"], e["args"]["Input Dims"])
+        for e in outermost(ops, {"aten::linear", "aten::addmm", "aten::mm"})
+    )
     assert t["flops"][t["category"] == "matmul"].sum() == expected > 0
 
 
 def test_nested_ops_do_not_double_count_kernels(tmp_path):
     # linear > addmm launches one kernel; mm launches one; an outer non-formula op wraps both.
     ev = [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::dropout", "pid": 1, "tid": 1, "ts": 0,
-         "dur": 100, "args": {"External id": 1}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10,
-         "dur": 40, "args": {"External id": 2, "Input Dims": [[4, 8], [16, 8], []],
-                             "Input type": ["float", "float", ""]}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 12,
-         "dur": 30, "args": {"External id": 3, "Input Dims": [[16], [4, 8], [8, 16]],
-                             "Input type": ["float", "float", "float"]}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-         "ts": 20, "dur": 5, "args": {"External id": 3, "correlation": 100}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-         "ts": 60, "dur": 5, "args": {"External id": 1, "correlation": 101}},
-        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 30, "dur": 7,
-         "args": {"External id": 3, "correlation": 100, "device": 0}},
-        {"ph": "X", "cat": "kernel", "name": "mask", "pid": 0, "tid": 7, "ts": 70, "dur": 3,
-         "args": {"External id": 1, "correlation": 101, "device": 0}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::dropout",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 100,
+            "args": {"External id": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::linear",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 40,
+            "args": {
+                "External id": 2,
+                "Input Dims": [[4, 8], [16, 8], []],
+                "Input type": ["float", "float", ""],
+            },
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::addmm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 12,
+            "dur": 30,
+            "args": {
+                "External id": 3,
+                "Input Dims": [[16], [4, 8], [8, 16]],
+                "Input type": ["float", "float", "float"],
+            },
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 20,
+            "dur": 5,
+            "args": {"External id": 3, "correlation": 100},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 60,
+            "dur": 5,
+            "args": {"External id": 1, "correlation": 101},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 30,
+            "dur": 7,
+            "args": {"External id": 3, "correlation": 100, "device": 0},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "mask",
+            "pid": 0,
+            "tid": 7,
+            "ts": 70,
+            "dur": 3,
+            "args": {"External id": 1, "correlation": 101, "device": 0},
+        },
     ]
     path = tmp_path / "w.pt.trace.json"
     path.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "G"}]}))
     data = read_kineto_file(str(path), "w")
-    rows = {op: (f, tp) for op, f, tp in zip(data.ops["operation"], data.ops["flops"],
-                                            data.ops["total_time_ps"])}
+    rows = {
+        op: (f, tp)
+        for op, f, tp in zip(data.ops["operation"], data.ops["flops"], data.ops["total_time_ps"])
+    }
     assert rows == {"aten::linear": (2 * 4 * 8 * 16, 7e6), "aten::dropout": (0.0, 3e6)}
 
 
@@ -327,21 +429,43 @@ def test_captured_cover_the_formula_table():
         for op, src in zip(t["operation"], t["flops_source"]):
             if src == "formula":
                 seen.setdefault(op, case)
-    for op in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
-               "aten::linear", "aten::conv1d", "aten::conv2d", "aten::conv3d",
-               "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::convolution_backward",
-               "aten::scaled_dot_product_attention",
-               "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
-               "aten::add", "aten::add_", "aten::relu", "aten::sum", "aten::mean",
-               "aten::softmax", "aten::layer_norm", "aten::batch_norm", "aten::embedding",
-               "aten::clone", "aten::_to_copy", "aten::cat"):
+    for op in (
+        "aten::mm",
+        "aten::addmm",
+        "aten::bmm",
+        "aten::baddbmm",
+        "aten::matmul",
+        "aten::linear",
+        "aten::conv1d",
+        "aten::conv2d",
+        "aten::conv3d",
+        "aten::conv_transpose1d",
+        "aten::conv_transpose2d",
+        "aten::convolution_backward",
+        "aten::scaled_dot_product_attention",
+        "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+        "aten::add",
+        "aten::add_",
+        "aten::relu",
+        "aten::sum",
+        "aten::mean",
+        "aten::softmax",
+        "aten::layer_norm",
+        "aten::batch_norm",
+        "aten::embedding",
+        "aten::clone",
+        "aten::_to_copy",
+        "aten::cat",
+    ):
         assert op in seen, op
 
 
 def test_captured_elementwise_and_copies_by_hand():
     t = captured("add").ops
-    assert (t["flops"][t["operation"] == "aten::add"], t["bytes"][t["operation"] == "aten::add"]) \
-        == (512, 3 * 512 * 4)
+    assert (
+        t["flops"][t["operation"] == "aten::add"],
+        t["bytes"][t["operation"] == "aten::add"],
+    ) == (512, 3 * 512 * 4)
     t = captured("copy_to_bf16").ops
     m = t["operation"] == "aten::_to_copy"
     assert t["bytes"][m][0] == 512 * 4 + 512 * 2 and t["precision"][m][0] == "f32"
@@ -350,6 +474,7 @@ def test_captured_elementwise_and_copies_by_hand():
 
 
 # ---------------------------------------------------------------- file handling
+
 
 def test_plain_json_and_compact_json_read_the_same(tmp_path):
     doc = raw_events(real("mi250"))
@@ -367,8 +492,19 @@ def test_plain_json_and_compact_json_read_the_same(tmp_path):
 def test_small_chunks_and_tricky_strings(tmp_path, monkeypatch):
     doc = raw_events(real("cpu_convnet"))
     # A name holding "}," and brackets must not confuse the batch boundaries.
-    doc["traceEvents"].insert(0, {"ph": "X", "cat": "user_annotation", "name": 'x},{"a": ]"',
-                                  "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {}})
+    doc["traceEvents"].insert(
+        0,
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": 'x},{"a": ]"',
+            "pid": 1,
+            "tid": 1,
+            "ts": 1,
+            "dur": 1,
+            "args": {},
+        },
+    )
     p = tmp_path / "t.pt.trace.json"
     p.write_text(json.dumps(doc, indent=1))
     ref = read_kineto_file(str(p), "h").ops
@@ -400,9 +536,16 @@ def test_truncated_files(tmp_path):
         read_kineto_file(str(g), "h")
 
 
-@pytest.mark.parametrize("content,match", [
-    (b"", "empty"), (b"not json at all", "expected"), (b'{"schemaVersion": 1}', "traceEvents"),
-    (b'{"traceEvents": [1, 2,, 3]}', "JSON"), (b"\x1f\x8b\x08garbage", None)])
+@pytest.mark.parametrize(
+    "content,match",
+    [
+        (b"", "empty"),
+        (b"not json at all", "expected"),
+        (b'{"schemaVersion": 1}', "traceEvents"),
+        (b'{"traceEvents": [1, 2,, 3]}', "JSON"),
+        (b"\x1f\x8b\x08garbage", None),
+    ],
+)
 def test_corrupt_files(tmp_path, content, match):
     name = "bad.pt.trace.json.gz" if content.startswith(b"\x1f\x8b") else "bad.pt.trace.json"
     p = tmp_path / name
@@ -425,6 +568,7 @@ def test_progress_is_reported():
 
 # ---------------------------------------------------------------- malformed events and fields
 
+
 def _doc_file(tmp_path, doc, name="t"):
     p = tmp_path / f"{name}.pt.trace.json"
     p.write_text(json.dumps(doc))  # writes NaN / Infinity, which Python's json reads back
@@ -435,10 +579,15 @@ def _doc_file(tmp_path, doc, name="t"):
 def _summary(data):
     """Everything a trace yields, except the bad-event count."""
     from tb_roofline.table.op_table import ALL_COLUMNS
-    return ({k: data.ops[k].tolist() for k in ALL_COLUMNS},
-            {k: data.kernels[k].tolist() for k in ALL_COLUMNS},
-            data.steps, data.core_spans, data.device.type,
-            [d for d in data.diagnostics if d.code != "bad_events"])
+
+    return (
+        {k: data.ops[k].tolist() for k in ALL_COLUMNS},
+        {k: data.kernels[k].tolist() for k in ALL_COLUMNS},
+        data.steps,
+        data.core_spans,
+        data.device.type,
+        [d for d in data.diagnostics if d.code != "bad_events"],
+    )
 
 
 def _bad_events(data):
@@ -458,16 +607,26 @@ MUTATIONS = {
 }
 
 
-@pytest.mark.parametrize("cat,mutation", [
-    (c, m) for c in ("cuda_runtime", "cpu_op", "kernel", "gpu_memcpy") for m in sorted(MUTATIONS)
-    if m != "list_tid" or c in ("cuda_runtime", "cpu_op")])  # GPU events ignore their thread
+@pytest.mark.parametrize(
+    "cat,mutation",
+    [
+        (c, m)
+        for c in ("cuda_runtime", "cpu_op", "kernel", "gpu_memcpy")
+        for m in sorted(MUTATIONS)
+        if m != "list_tid" or c in ("cuda_runtime", "cpu_op")
+    ],
+)  # GPU events ignore their thread
 def test_one_bad_event_is_skipped_whole(tmp_path, cat, mutation):
     """A malformed event in the middle of a real trace reads exactly as if it were absent (no
     column of the collector shifts), and is counted in the bad_events diagnostic."""
     doc = raw_events(real("a100_alexnet"))
-    idx = [i for i, e in enumerate(doc["traceEvents"])
-           if e.get("ph") == "X" and e.get("cat") == cat and
-           (cat != "cuda_runtime" or "correlation" in e.get("args", {}))]
+    idx = [
+        i
+        for i, e in enumerate(doc["traceEvents"])
+        if e.get("ph") == "X"
+        and e.get("cat") == cat
+        and (cat != "cuda_runtime" or "correlation" in e.get("args", {}))
+    ]
     victim = idx[len(idx) // 2]
     bad = json.loads(json.dumps(doc))
     MUTATIONS[mutation](bad["traceEvents"][victim])
@@ -497,14 +656,32 @@ def test_runtime_event_without_ts_keeps_the_alexnet_op_table(tmp_path):
 
 
 def _ev(cat, name, ts, dur, tid=1, **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": args}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 1,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def _launch(ts, corr, tid, kernel_ts, device=0, dur=0.5, kdur=2.0):
-    return [_ev("cuda_runtime", "cudaLaunchKernel", ts, dur, tid=tid, correlation=corr),
-            {"ph": "X", "cat": "kernel", "name": f"k{corr}", "pid": 0, "tid": 7, "ts": kernel_ts,
-             "dur": kdur, "args": {"correlation": corr, "device": device}}]
+    return [
+        _ev("cuda_runtime", "cudaLaunchKernel", ts, dur, tid=tid, correlation=corr),
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": f"k{corr}",
+            "pid": 0,
+            "tid": 7,
+            "ts": kernel_ts,
+            "dur": kdur,
+            "args": {"correlation": corr, "device": device},
+        },
+    ]
 
 
 def test_launch_search_is_exact_on_high_thread_indices(tmp_path):
@@ -526,8 +703,16 @@ def test_innermost_op_requires_start_before_launch():
     end = ts + dur
 
     def find(th, t, e):
-        return kineto._innermost_op(order, parent, thread[order], ts[order], end, np.array([th]),
-                                    np.array([t]), np.array([e])).tolist()[0]
+        return kineto._innermost_op(
+            order,
+            parent,
+            thread[order],
+            ts[order],
+            end,
+            np.array([th]),
+            np.array([t]),
+            np.array([e]),
+        ).tolist()[0]
 
     assert find(60, 103.0, 103.5) == 60  # inside A, not B
     assert find(60, 105.5, 105.6) == -1  # between A and B
@@ -543,12 +728,14 @@ def test_negative_device_ids_do_not_merge_groups(tmp_path):
     ev = [_ev("cpu_op", "aten::mm", 0, 10), _ev("cpu_op", "aten::add", 20, 10)]
     ev += _launch(5, 1, 1, 50, device=0, kdur=3.0) + _launch(25, 2, 1, 60, device=-1, kdur=5.0)
     data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
-    rows = {(op, c): t for op, c, t in zip(data.ops["operation"], data.ops["core"],
-                                           data.ops["total_time_ps"])}
+    rows = {
+        (op, c): t
+        for op, c, t in zip(data.ops["operation"], data.ops["core"], data.ops["total_time_ps"])
+    }
     assert rows == {("aten::mm", 0): 3e6, ("aten::add", -1): 5e6}
 
 
-@pytest.mark.parametrize("device", ["cuda:0", 1.5, [0], True, 2 ** 40])
+@pytest.mark.parametrize("device", ["cuda:0", 1.5, [0], True, 2**40])
 def test_non_integer_device_ids_are_bad_events(tmp_path, device):
     ev = [_ev("cpu_op", "aten::mm", 0, 10)] + _launch(5, 1, 1, 50, kdur=3.0)
     ev += _launch(6, 2, 1, 55, kdur=1.0)
@@ -559,14 +746,26 @@ def test_non_integer_device_ids_are_bad_events(tmp_path, device):
 
 
 def _step(n, ts, dur):
-    return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
-            "ts": ts, "dur": dur}
+    return {
+        "ph": "X",
+        "cat": "user_annotation",
+        "name": f"ProfilerStep#{n}",
+        "pid": 1,
+        "tid": 1,
+        "ts": ts,
+        "dur": dur,
+    }
 
 
 @pytest.mark.parametrize("gpu", [False, True])
 def test_overlapping_steps_never_get_negative_durations(tmp_path, gpu):
-    ev = [_ev("cpu_op", "aten::mm", 0, 10), _ev("cpu_op", "aten::add", 20, 10),
-          _step(1, 0, 100), _step(2, 10, 40), _step(3, 120, 10)]
+    ev = [
+        _ev("cpu_op", "aten::mm", 0, 10),
+        _ev("cpu_op", "aten::add", 20, 10),
+        _step(1, 0, 100),
+        _step(2, 10, 40),
+        _step(3, 120, 10),
+    ]
     if gpu:
         ev += _launch(5, 1, 1, 6, kdur=3.0)
     data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
@@ -577,14 +776,29 @@ def test_overlapping_steps_never_get_negative_durations(tmp_path, gpu):
     analyze([data])
 
 
-@pytest.mark.parametrize("props", [{"a": 1}, "A100", [1, "x", None],
-                                   [{"id": [0], "name": "NVIDIA A100-SXM4-80GB"}],
-                                   [{"id": 0, "name": "G", "totalGlobalMem": float("nan"),
-                                     "numSms": float("inf"), "computeMajor": "x"}]])
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"a": 1},
+        "A100",
+        [1, "x", None],
+        [{"id": [0], "name": "NVIDIA A100-SXM4-80GB"}],
+        [
+            {
+                "id": 0,
+                "name": "G",
+                "totalGlobalMem": float("nan"),
+                "numSms": float("inf"),
+                "computeMajor": "x",
+            }
+        ],
+    ],
+)
 def test_malformed_device_properties(tmp_path, props):
     ev = [_ev("cpu_op", "aten::mm", 0, 10)] + _launch(5, 1, 1, 50, kdur=3.0)
-    data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev, "deviceProperties": props}),
-                            "h")
+    data = read_kineto_file(
+        _doc_file(tmp_path, {"traceEvents": ev, "deviceProperties": props}), "h"
+    )
     assert data.device.kind == "gpu"
     json.dumps(data.device.to_json(), allow_nan=False)
     json.dumps(data.device_properties, allow_nan=False)
@@ -595,12 +809,25 @@ def test_malformed_counter_args(tmp_path):
     fadd = kineto.HW_PREFIX + "fadd_pred_on.sum"
     ffma = kineto.HW_PREFIX + "ffma_pred_on.sum"
     ev = [_ev("cpu_op", "aten::mm", 0, 10)]
-    ev += [{"ph": "X", "cat": "cuda_profiler_range", "name": "k1", "ts": 1, "dur": 1,
-            "args": {fadd: 10, ffma: "abc"}},
-           {"ph": "X", "cat": "cuda_profiler_range", "name": "k2", "ts": 1, "dur": 1,
-            "args": {fadd: float("nan"), ffma: 4, "other": [1]}},
-           {"ph": "X", "cat": "cuda_profiler_range", "name": "k3", "ts": 1, "dur": 1,
-            "args": [1, 2]}]
+    ev += [
+        {
+            "ph": "X",
+            "cat": "cuda_profiler_range",
+            "name": "k1",
+            "ts": 1,
+            "dur": 1,
+            "args": {fadd: 10, ffma: "abc"},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_profiler_range",
+            "name": "k2",
+            "ts": 1,
+            "dur": 1,
+            "args": {fadd: float("nan"), ffma: 4, "other": [1]},
+        },
+        {"ph": "X", "cat": "cuda_profiler_range", "name": "k3", "ts": 1, "dur": 1, "args": [1, 2]},
+    ]
     data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
     hw = data.hw_counters
     assert [k["name"] for k in hw.kernels] == ["k1", "k2"]
@@ -612,12 +839,24 @@ def test_malformed_counter_args(tmp_path):
     assert kineto.hw_flops_from_metrics([1]) == {}
 
 
-@pytest.mark.parametrize("field,value", [("ts", float("nan")), ("ts", float("inf")),
-                                         ("dur", float("nan")), ("dur", -float("inf")),
-                                         ("ts", "12"), ("dur", 1e300)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("ts", float("nan")),
+        ("ts", float("inf")),
+        ("dur", float("nan")),
+        ("dur", -float("inf")),
+        ("ts", "12"),
+        ("dur", 1e300),
+    ],
+)
 def test_non_finite_times_of_steps_and_ops_are_bad_events(tmp_path, field, value):
-    ev = [_ev("cpu_op", "aten::mm", 0, 10), _ev("cpu_op", "aten::add", 20, 10),
-          _step(1, 0, 50), _step(2, 60, 50)]
+    ev = [
+        _ev("cpu_op", "aten::mm", 0, 10),
+        _ev("cpu_op", "aten::add", 20, 10),
+        _step(1, 0, 50),
+        _step(2, 60, 50),
+    ]
     ref = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev[:3]}, "ref"), "h")
     ref_op = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev[:1] + ev[2:]}, "ref2"), "h")
     for i, expect in ((3, ref), (1, ref_op)):
@@ -629,7 +868,7 @@ def test_non_finite_times_of_steps_and_ops_are_bad_events(tmp_path, field, value
 
 
 def test_step_number_out_of_range_is_a_bad_event(tmp_path):
-    ev = [_ev("cpu_op", "aten::mm", 0, 10), _step(10 ** 30, 0, 50)]
+    ev = [_ev("cpu_op", "aten::mm", 0, 10), _step(10**30, 0, 50)]
     data = read_kineto_file(_doc_file(tmp_path, {"traceEvents": ev}), "h")
     assert data.steps == [] and len(_bad_events(data)) == 1
 
@@ -647,11 +886,13 @@ def test_ns_timestamps_are_exact(tmp_path):
     parent_ts, child_ts = "1712181098123456.789", "1712181098123456.905"  # child ends with parent
     as_float = float(parent_ts) + 10.0 < float(child_ts) + 9.884
     assert as_float, "the case must break float64 nesting"
-    text = ('{"traceEvents": ['
-            f'{{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, '
-            f'"ts": {parent_ts}, "dur": 10.000, "args": {{}}}},'
-            f'{{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, '
-            f'"ts": {child_ts}, "dur": 9.884, "args": {{}}}}]}}')
+    text = (
+        '{"traceEvents": ['
+        f'{{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, '
+        f'"ts": {parent_ts}, "dur": 10.000, "args": {{}}}},'
+        f'{{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, '
+        f'"ts": {child_ts}, "dur": 9.884, "args": {{}}}}]}}'
+    )
     path = tmp_path / "ns.pt.trace.json"
     path.write_text(text)
     _old(path)
@@ -670,15 +911,26 @@ def test_steps_are_clipped_to_the_record_window(tmp_path):
     so; idle time cannot grow past the window."""
     path = real("cpu_convnet")
     doc = raw_events(path)
-    end_us = next(float(e["ts"]) for e in doc["traceEvents"]
-                  if e.get("ph") == "i" and e.get("name") == "Record Window End")
+    end_us = next(
+        float(e["ts"])
+        for e in doc["traceEvents"]
+        if e.get("ph") == "i" and e.get("name") == "Record Window End"
+    )
     steps = [e for e in x_events(doc, "user_annotation") if e["name"].startswith("ProfilerStep")]
     last = max(steps, key=lambda e: e["ts"])
     # The last step made to last 13.3 s; one more starting after the window.
     last["dur"] = 13.3e6
-    doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9999",
-                               "ts": end_us + 10.0, "dur": 5.0, "pid": last["pid"],
-                               "tid": last["tid"]})
+    doc["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#9999",
+            "ts": end_us + 10.0,
+            "dur": 5.0,
+            "pid": last["pid"],
+            "tid": last["tid"],
+        }
+    )
     out = tmp_path / "w.pt.trace.json"
     out.write_text(json.dumps(doc))
     past = time.time() - 3600

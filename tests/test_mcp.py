@@ -3,6 +3,7 @@ the server on copies of testdata profiles, lists the tools, calls each one and c
 answer against the HTTP API (the plugin's WSGI routes through werkzeug's test client) and the
 CLI's JSON; bad arguments, path tricks and a damaged profile give errors and the server keeps
 serving; one session over streamable HTTP on localhost."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -24,6 +25,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from tb_server import free_port, stop
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 from werkzeug.wrappers import Response
@@ -31,12 +33,21 @@ from werkzeug.wrappers import Response
 import tb_roofline
 from tb_roofline.serve import cli, mcp_answers, mcp_tools
 from tb_roofline.serve.plugin import RooflinePlugin
-from tb_server import free_port, stop
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "testdata")
-TOOLS = {"list_runs", "list_hosts", "get_device", "get_program", "top_ops", "get_op",
-         "get_guidance", "compare", "get_diagnostics", "get_comm"}
+TOOLS = {
+    "list_runs",
+    "list_hosts",
+    "get_device",
+    "get_program",
+    "top_ops",
+    "get_op",
+    "get_guidance",
+    "compare",
+    "get_diagnostics",
+    "get_comm",
+}
 COMM_CASES = ("jit_2d", "jit_dp_1d", "jit_dp_2d", "shard_map_1d", "shard_map_2d")
 
 
@@ -48,14 +59,21 @@ def _age(path, seconds=300):
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("mcp_logdir")
-    for rel in ("guidance/torch/clean_matmul", "guidance/torch/elementwise_chain",
-                "guidance/torch/ddp_straggler", "compare/jax_cpu/mlp_b64",
-                "compare/jax_cpu/mlp_b128", "demo/v6e_train", "compare/torch_cpu/convnet_b8"):
+    for rel in (
+        "guidance/torch/clean_matmul",
+        "guidance/torch/elementwise_chain",
+        "guidance/torch/ddp_straggler",
+        "compare/jax_cpu/mlp_b64",
+        "compare/jax_cpu/mlp_b128",
+        "demo/v6e_train",
+        "compare/torch_cpu/convnet_b8",
+    ):
         shutil.copytree(os.path.join(DATA, rel), root / rel)
     for rel in ("guidance/roofline_device.json", "compare/jax_cpu/roofline_device.json"):
         shutil.copy(os.path.join(DATA, rel), root / rel)
     # the real 8-device JAX captures (a device file gives the CPU a link roof) and an A100 rank
     from test_comm_chart import DEVICE
+
     for case in COMM_CASES:
         shutil.copytree(os.path.join(DATA, "jax_cpu_collectives", case), root / "comm" / case)
     (root / "comm" / "roofline_device.json").write_text(json.dumps(DEVICE))
@@ -84,6 +102,7 @@ def http(logdir):
     def get(route, **params):
         r = Client(apps[route], Response).get(route, query_string=params)
         return r.status_code, json.loads(r.data)
+
     return get
 
 
@@ -96,11 +115,20 @@ def runs(http):
     def find(part):
         (match,) = [n for n in names if part in n]
         return match
-    return {"clean": find("clean_matmul"), "chain": find("elementwise_chain"),
-            "ddp": find("ddp_straggler"), "b64": find("mlp_b64"), "b128": find("mlp_b128"),
-            "tpu": find("v6e_train"), "damaged": "damaged", "junk": find("junk"),
-            "conv": find("convnet_b8"), "a100": find("a100"),
-            **{case: find(f"comm/{case}/") for case in COMM_CASES}}
+
+    return {
+        "clean": find("clean_matmul"),
+        "chain": find("elementwise_chain"),
+        "ddp": find("ddp_straggler"),
+        "b64": find("mlp_b64"),
+        "b128": find("mlp_b128"),
+        "tpu": find("v6e_train"),
+        "damaged": "damaged",
+        "junk": find("junk"),
+        "conv": find("convnet_b8"),
+        "a100": find("a100"),
+        **{case: find(f"comm/{case}/") for case in COMM_CASES},
+    }
 
 
 def _env():
@@ -140,21 +168,28 @@ async def _session(streams, calls):
     async with ClientSession(read, write) as session:
         init = await session.initialize()
         tools = await session.list_tools()
-        out = {"instructions": init.instructions, "server_info": init.server_info,
-               "tools": {t.name: t for t in tools.tools}}
+        out = {
+            "instructions": init.instructions,
+            "server_info": init.server_info,
+            "tools": {t.name: t for t in tools.tools},
+        }
         for key, tool, args in calls:
             out[key] = await _call(session, tool, args)
         return out
 
 
 def _stdio_session(logdir, calls):
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "tb_roofline.serve.cli", "mcp", logdir],
-                                   env=_env(), cwd=REPO)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "tb_roofline.serve.cli", "mcp", logdir],
+        env=_env(),
+        cwd=REPO,
+    )
 
     async def main():
         async with stdio_client(params) as streams:
             return await _session(streams, calls)
+
     return _run(main)
 
 
@@ -166,9 +201,11 @@ def _run(main):
 
 
 def _listing(root):
-    return sorted((os.path.relpath(os.path.join(d, f), root),
-                   os.stat(os.path.join(d, f)).st_mtime_ns)
-                  for d, _, files in os.walk(root) for f in files)
+    return sorted(
+        (os.path.relpath(os.path.join(d, f), root), os.stat(os.path.join(d, f)).st_mtime_ns)
+        for d, _, files in os.walk(root)
+        for f in files
+    )
 
 
 @pytest.fixture(scope="module")
@@ -181,43 +218,99 @@ def session(logdir, runs, http):
         ("hosts", "list_hosts", {"run": r["ddp"]}),
         ("device", "get_device", {"run": r["b64"], "significant_digits": 0}),
         ("device_rounded", "get_device", {"run": r["tpu"]}),
-        ("program", "get_program", {"run": r["ddp"], "limit": 1000, "significant_digits": 0,
-                                    "columns": [c for c in ops_tpu["columns"]
-                                                if c != "opportunity_rank"]}),
+        (
+            "program",
+            "get_program",
+            {
+                "run": r["ddp"],
+                "limit": 1000,
+                "significant_digits": 0,
+                "columns": [c for c in ops_tpu["columns"] if c != "opportunity_rank"],
+            },
+        ),
         ("program_default", "get_program", {"run": r["tpu"]}),
         ("ops_default", "top_ops", {"run": r["tpu"]}),
-        ("ops_filtered", "top_ops", {"run": r["tpu"], "category": [cat], "name": "o",
-                                     "offset": 1, "limit": 2, "significant_digits": 0}),
-        ("ops_caveat", "top_ops", {"run": r["tpu"], "caveat": ["async_wait", "none"],
-                                   "bound_by": ["HBM"], "limit": 1000,
-                                   "significant_digits": 0}),
-        ("ops_precision", "top_ops", {"run": r["conv"], "precision": ["none"], "limit": 1000,
-                                      "significant_digits": 0}),
-        ("ops_saved", "top_ops", {"run": r["b64"], "order": "time_saved", "limit": 20,
-                                  "significant_digits": 0, "columns": ops_tpu["columns"]}),
-        ("program_b64", "get_program", {"run": r["b64"], "limit": 1000,
-                                        "significant_digits": 0,
-                                        "columns": [c for c in ops_tpu["columns"]
-                                                    if c != "opportunity_rank"]}),
-        ("guidance_b64", "get_guidance", {"run": r["b64"], "limit": 1000,
-                                          "significant_digits": 0}),
+        (
+            "ops_filtered",
+            "top_ops",
+            {
+                "run": r["tpu"],
+                "category": [cat],
+                "name": "o",
+                "offset": 1,
+                "limit": 2,
+                "significant_digits": 0,
+            },
+        ),
+        (
+            "ops_caveat",
+            "top_ops",
+            {
+                "run": r["tpu"],
+                "caveat": ["async_wait", "none"],
+                "bound_by": ["HBM"],
+                "limit": 1000,
+                "significant_digits": 0,
+            },
+        ),
+        (
+            "ops_precision",
+            "top_ops",
+            {"run": r["conv"], "precision": ["none"], "limit": 1000, "significant_digits": 0},
+        ),
+        (
+            "ops_saved",
+            "top_ops",
+            {
+                "run": r["b64"],
+                "order": "time_saved",
+                "limit": 20,
+                "significant_digits": 0,
+                "columns": ops_tpu["columns"],
+            },
+        ),
+        (
+            "program_b64",
+            "get_program",
+            {
+                "run": r["b64"],
+                "limit": 1000,
+                "significant_digits": 0,
+                "columns": [c for c in ops_tpu["columns"] if c != "opportunity_rank"],
+            },
+        ),
+        ("guidance_b64", "get_guidance", {"run": r["b64"], "limit": 1000, "significant_digits": 0}),
         ("diagnostics_b64", "get_diagnostics", {"run": r["b64"]}),
-        ("op_mm", "get_op", {"run": r["clean"], "operation": "aten::mm",
-                             "significant_digits": 0}),
-        ("op_mul", "get_op", {"run": r["chain"], "operation": "aten::mul",
-                              "significant_digits": 0}),
-        ("guidance", "get_guidance", {"run": r["chain"], "limit": 1000,
-                                      "significant_digits": 0}),
+        ("op_mm", "get_op", {"run": r["clean"], "operation": "aten::mm", "significant_digits": 0}),
+        (
+            "op_mul",
+            "get_op",
+            {"run": r["chain"], "operation": "aten::mul", "significant_digits": 0},
+        ),
+        ("guidance", "get_guidance", {"run": r["chain"], "limit": 1000, "significant_digits": 0}),
         ("guidance_default", "get_guidance", {"run": r["chain"]}),
-        ("compare", "compare", {"base": r["b64"], "run": r["b128"], "limit": 3,
-                                "significant_digits": 0}),
+        (
+            "compare",
+            "compare",
+            {"base": r["b64"], "run": r["b128"], "limit": 3, "significant_digits": 0},
+        ),
         ("compare_default", "compare", {"base": r["b64"], "run": r["b128"]}),
-        ("compare_program", "compare", {"base": r["b64"], "run": r["b128"],
-                                        "level": "program", "significant_digits": 0}),
-        ("compare_hosts", "compare", {"base": r["ddp"], "run": r["ddp"],
-                                      "base_host": "rank0.1796046409084906552",
-                                      "host": "rank1.1796046409087992866",
-                                      "significant_digits": 0}),
+        (
+            "compare_program",
+            "compare",
+            {"base": r["b64"], "run": r["b128"], "level": "program", "significant_digits": 0},
+        ),
+        (
+            "compare_hosts",
+            "compare",
+            {
+                "base": r["ddp"],
+                "run": r["ddp"],
+                "base_host": "rank0.1796046409084906552",
+                "host": "rank1.1796046409087992866",
+                "significant_digits": 0,
+            },
+        ),
         ("diagnostics", "get_diagnostics", {"run": r["tpu"]}),
         ("diagnostics_warn", "get_diagnostics", {"run": r["tpu"], "severity": ["warning"]}),
         # errors the service gives, as the HTTP API gives them
@@ -242,37 +335,100 @@ def session(logdir, runs, http):
         ("s_column", "top_ops", {"run": r["tpu"], "columns": ["flop_rate_gflops", "nope"]}),
         # choices in any case; values the run has not are errors naming those it has
         ("e_host_unknown", "get_device", {"run": r["ddp"], "host": "rank9"}),
-        ("f_lower", "top_ops", {"run": r["tpu"], "caveat": ["ASYNC_WAIT", "None"],
-                                "bound_by": ["hbm"], "limit": 1000, "significant_digits": 0}),
+        (
+            "f_lower",
+            "top_ops",
+            {
+                "run": r["tpu"],
+                "caveat": ["ASYNC_WAIT", "None"],
+                "bound_by": ["hbm"],
+                "limit": 1000,
+                "significant_digits": 0,
+            },
+        ),
         ("f_view_upper", "top_ops", {"run": r["tpu"], "view": "OP"}),
         ("f_bound_typo", "top_ops", {"run": r["tpu"], "bound_by": ["hmb"]}),
         ("f_category_typo", "top_ops", {"run": r["tpu"], "category": ["matmull"]}),
         ("f_precision_typo", "top_ops", {"run": r["conv"], "precision": ["fp33"]}),
         ("f_view_bad", "top_ops", {"run": r["tpu"], "view": "kernels"}),
         ("f_caveat_bad", "top_ops", {"run": r["tpu"], "caveat": ["async"]}),
-        ("cmp_lower", "compare", {"base": r["b64"], "run": r["b128"], "bound_by": ["compute"],
-                                  "limit": 1000, "significant_digits": 0}),
+        (
+            "cmp_lower",
+            "compare",
+            {
+                "base": r["b64"],
+                "run": r["b128"],
+                "bound_by": ["compute"],
+                "limit": 1000,
+                "significant_digits": 0,
+            },
+        ),
         ("cmp_typo", "compare", {"base": r["b64"], "run": r["b128"], "category": ["nope"]}),
         ("limit0", "top_ops", {"run": r["tpu"], "limit": 0}),
         ("diag_ddp", "get_diagnostics", {"run": r["ddp"], "limit": 1000}),
         ("diag_page", "get_diagnostics", {"run": r["ddp"], "limit": 1}),
-        ("fp_ops", "top_ops", {"run": r["b64"], "limit": 1000,
-                               "columns": ["operation", "program_id", "fingerprints"]}),
-        ("fp_pairs", "compare", {"base": r["b64"], "run": r["b128"], "limit": 1000,
-                                 "columns": ["status", "base_operation", "cand_operation",
-                                             "base_fingerprint", "cand_fingerprint"]}),
-        ("fp_ops_b128", "top_ops", {"run": r["b128"], "limit": 1000,
-                                    "columns": ["operation", "fingerprints"]}),
-        *[(f"comm_{case}", "get_comm", {"run": r[case], "limit": 1000,
-                                        "significant_digits": 0}) for case in COMM_CASES],
+        (
+            "fp_ops",
+            "top_ops",
+            {
+                "run": r["b64"],
+                "limit": 1000,
+                "columns": ["operation", "program_id", "fingerprints"],
+            },
+        ),
+        (
+            "fp_pairs",
+            "compare",
+            {
+                "base": r["b64"],
+                "run": r["b128"],
+                "limit": 1000,
+                "columns": [
+                    "status",
+                    "base_operation",
+                    "cand_operation",
+                    "base_fingerprint",
+                    "cand_fingerprint",
+                ],
+            },
+        ),
+        (
+            "fp_ops_b128",
+            "top_ops",
+            {"run": r["b128"], "limit": 1000, "columns": ["operation", "fingerprints"]},
+        ),
+        *[
+            (f"comm_{case}", "get_comm", {"run": r[case], "limit": 1000, "significant_digits": 0})
+            for case in COMM_CASES
+        ],
         ("comm_a100", "get_comm", {"run": r["a100"], "limit": 1000, "significant_digits": 0}),
-        ("comm_a100_io", "get_comm", {"run": r["a100"], "host": "rank0", "limit": 1000,
-                                      "infeed_outfeed": "exclude", "significant_digits": 0}),
+        (
+            "comm_a100_io",
+            "get_comm",
+            {
+                "run": r["a100"],
+                "host": "rank0",
+                "limit": 1000,
+                "infeed_outfeed": "exclude",
+                "significant_digits": 0,
+            },
+        ),
         ("comm_default", "get_comm", {"run": r["a100"]}),
-        ("comm_page", "get_comm", {"run": r["a100"], "offset": 2, "limit": 3,
-                                   "significant_digits": 0}),
-        ("comm_kind", "get_comm", {"run": r["a100"], "kind": ["ALL-to-all", "reduce-scatter"],
-                                   "limit": 1000, "significant_digits": 0}),
+        (
+            "comm_page",
+            "get_comm",
+            {"run": r["a100"], "offset": 2, "limit": 3, "significant_digits": 0},
+        ),
+        (
+            "comm_kind",
+            "get_comm",
+            {
+                "run": r["a100"],
+                "kind": ["ALL-to-all", "reduce-scatter"],
+                "limit": 1000,
+                "significant_digits": 0,
+            },
+        ),
         ("comm_kind_bad", "get_comm", {"run": r["a100"], "kind": ["allreduce"]}),
         ("comm_none", "get_comm", {"run": r["b64"], "significant_digits": 0}),
         ("comm_unknown", "get_comm", {"run": "nope"}),
@@ -308,6 +464,7 @@ def _rows(answer, columns=None):
 
 # --- the session, the tools, the instructions ----------------------------------------------
 
+
 def test_tools_are_listed_with_validated_read_only_schemas(session):
     assert set(session["tools"]) == TOOLS
     for tool in session["tools"].values():
@@ -328,13 +485,16 @@ def test_unit_names_and_rounding():
     assert mcp_tools.unit_name("flop_rate") == "flop_rate_gflops"
     assert mcp_tools.unit_name("delta_flop_rate") == "delta_flop_rate_gflops"
     assert mcp_tools.unit_name("hbm_bw") == "hbm_bw_gibs"
-    assert mcp_tools.unit_name("bottleneck_operational_intensity") == \
-        "bottleneck_operational_intensity_flop_per_byte"
+    assert (
+        mcp_tools.unit_name("bottleneck_operational_intensity")
+        == "bottleneck_operational_intensity_flop_per_byte"
+    )
     assert mcp_tools.unit_name("ridge_point") == "ridge_point_flop_per_byte"
     for name in ("total_self_time_us", "peak_gflops", "roofline_efficiency", "flops"):
         assert mcp_tools.unit_name(name) == name
-    assert mcp_tools.shape({"a": [1234567.891, 0.000123456789, 7, None, True]}, 6) == \
-        {"a": [1234570.0, 0.000123457, 7, None, True]}
+    assert mcp_tools.shape({"a": [1234567.891, 0.000123456789, 7, None, True]}, 6) == {
+        "a": [1234570.0, 0.000123457, 7, None, True]
+    }
     assert mcp_tools.shape({"x": 1.23456789}, 0) == {"x": 1.23456789}
 
 
@@ -410,16 +570,32 @@ def test_top_ops_equal_the_http_api(session, http, runs):
 
 def test_answers_equal_the_cli_report_json(session, logdir, runs):
     out = io.StringIO()
-    assert cli.main(["report", logdir, "--run", runs["b64"], "--format", "json", "--top", "20",
-                     "--no-progress"], out=out) == 0
+    assert (
+        cli.main(
+            [
+                "report",
+                logdir,
+                "--run",
+                runs["b64"],
+                "--format",
+                "json",
+                "--top",
+                "20",
+                "--no-progress",
+            ],
+            out=out,
+        )
+        == 0
+    )
     report = json.loads(out.getvalue())
     got = _ok(session, "ops_saved")
     # the report adds the time saved per unit of its guidance view (serve/report.py); the rest
     # of each row is the HTTP API's
     per_unit = "potential_time_saved_per_unit_us"
     assert all(per_unit in r for r in report["top_ops"])
-    assert got["ops"] == [_named({k: v for k, v in r.items() if k != per_unit})
-                          for r in report["top_ops"]]
+    assert got["ops"] == [
+        _named({k: v for k, v in r.items() if k != per_unit}) for r in report["top_ops"]
+    ]
     assert got["total_count"] == report["opportunity_count"] < report["op_count"]
     assert _ok(session, "device")["device"] == _named_deep(report["device"])
     program = _ok(session, "program_b64")
@@ -430,8 +606,9 @@ def test_answers_equal_the_cli_report_json(session, logdir, runs):
     assert guidance["findings"] == want.pop("findings")
     assert {k: v for k, v in guidance.items() if k in want} == want
     got = _ok(session, "diagnostics_b64")["diagnostics"]  # one host: one entry each
-    assert [{k: d[k] for k in ("severity", "code", "message")} for d in got] == \
-        report["diagnostics"] and all(d["count"] == 1 for d in got)
+    assert [{k: d[k] for k in ("severity", "code", "message")} for d in got] == report[
+        "diagnostics"
+    ] and all(d["count"] == 1 for d in got)
 
 
 def test_one_op_in_full(session, http, runs):
@@ -443,8 +620,7 @@ def test_one_op_in_full(session, http, runs):
     (gemm,) = [s for s in got["shapes"] if s["kind"] == "gemm"]
     assert gemm["dims"] == [1024, 1024, 1024] and gemm["calls"] == 8
     _, guide = http("/guidance", run=runs["chain"])
-    naming = [f for f in guide["findings"] if any(o["operation"] == "aten::mul"
-                                                  for o in f["ops"])]
+    naming = [f for f in guide["findings"] if any(o["operation"] == "aten::mul" for o in f["ops"])]
     got = _ok(session, "op_mul")
     assert naming and got["findings"] == [_named_deep(f) for f in naming]
     assert got["findings"][0]["evidence"]["records"]
@@ -458,9 +634,11 @@ def test_guidance_equals_the_http_api(session, http, runs):
     _, want = http("/guidance", run=runs["chain"])
     got = _ok(session, "guidance")
     assert got["findings"] == _named_deep(want["findings"]) and got["findings_count"] > 2
-    assert {k: v for k, v in got.items()
-            if k not in ("findings", "findings_count", "offset", "next_offset")} \
-        == _named_deep({k: v for k, v in want.items() if k != "findings"})
+    assert {
+        k: v
+        for k, v in got.items()
+        if k not in ("findings", "findings_count", "offset", "next_offset")
+    } == _named_deep({k: v for k, v in want.items() if k != "findings"})
     default = _ok(session, "guidance_default")
     assert [f["id"] for f in default["findings"]] == [f["id"] for f in want["findings"]][:10]
 
@@ -477,15 +655,22 @@ def test_compare_equals_the_http_api(session, http, runs):
     assert got["summary"] == _named_deep(want["summary"]) and got["notes"] == want["notes"]
     assert got["pairs"] == _pairs(want, mcp_tools.PAIR_COLUMNS)
     assert got["total_count"] == want["total_count"] == 32 and got["next_offset"] == 3
-    assert got["base"]["run"] == runs["b64"] and got["cand"]["device_type"] == \
-        want["cand"]["device"]["type"]
+    assert (
+        got["base"]["run"] == runs["b64"]
+        and got["cand"]["device_type"] == want["cand"]["device"]["type"]
+    )
     assert list(got)[:3] == ["base", "cand", "level"]  # the summary comes before the pairs
     assert list(got).index("summary") < list(got).index("pairs")
     _, want = http("/compare", base=runs["b64"], run=runs["b128"], level="program")
     got = _ok(session, "compare_program")
     assert got["pairs"] == _pairs(want, mcp_tools.PROGRAM_PAIR_COLUMNS)[:10]
-    _, want = http("/compare", base=runs["ddp"], run=runs["ddp"],
-                   base_host="rank0.1796046409084906552", host="rank1.1796046409087992866")
+    _, want = http(
+        "/compare",
+        base=runs["ddp"],
+        run=runs["ddp"],
+        base_host="rank0.1796046409084906552",
+        host="rank1.1796046409087992866",
+    )
     got = _ok(session, "compare_hosts")
     assert got["summary"] == _named_deep(want["summary"])
     assert got["pairs"] == _pairs(want, mcp_tools.PAIR_COLUMNS)[:10]
@@ -509,8 +694,23 @@ def _close(got, want, path="answer"):
 
 def test_compare_equals_the_cli_diff_json(session, logdir, runs):
     out = io.StringIO()
-    assert cli.main(["diff", logdir, "--base-run", runs["b64"], "--run", runs["b128"],
-                     "--format", "json", "--no-progress"], out=out) == 0
+    assert (
+        cli.main(
+            [
+                "diff",
+                logdir,
+                "--base-run",
+                runs["b64"],
+                "--run",
+                runs["b128"],
+                "--format",
+                "json",
+                "--no-progress",
+            ],
+            out=out,
+        )
+        == 0
+    )
     doc = json.loads(out.getvalue())
     got = _ok(session, "compare")
     _close(got["summary"], _named_deep(doc["summary"]))
@@ -519,9 +719,19 @@ def test_compare_equals_the_cli_diff_json(session, logdir, runs):
     _close(got["pairs"], want)
 
 
-@pytest.mark.parametrize("key", ["runs", "device_rounded", "program_default", "ops_default",
-                                 "guidance_default", "compare_default", "diagnostics",
-                                 "comm_default"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "runs",
+        "device_rounded",
+        "program_default",
+        "ops_default",
+        "guidance_default",
+        "compare_default",
+        "diagnostics",
+        "comm_default",
+    ],
+)
 def test_default_answers_are_small(session, key):
     assert len(json.dumps(_ok(session, key))) < 12_000
 
@@ -547,11 +757,15 @@ def test_diagnostics_equal_the_http_api_grouped_by_host(session, http, runs):
         assert got["diagnostics_count"] == len(raw) == sum(g["count"] for g in got["diagnostics"])
         assert got["total_count"] == len(got["diagnostics"]) and got["next_offset"] is None
         for g in got["diagnostics"]:  # each group: the raw diagnostics that say the same
-            same = [d for d in raw if (d["severity"], d["code"]) == (g["severity"], g["code"])
-                    and _general(d["message"], hosts) == _general(g["message"], hosts)]
+            same = [
+                d
+                for d in raw
+                if (d["severity"], d["code"]) == (g["severity"], g["code"])
+                and _general(d["message"], hosts) == _general(g["message"], hosts)
+            ]
             assert same and same[0]["message"] == g["message"] and g["count"] == len(same)
             named = [h for d in same for h in hosts if h in d["message"]]
-            assert g["hosts"] == list(dict.fromkeys(named))[:mcp_answers.FIRST_HOSTS]
+            assert g["hosts"] == list(dict.fromkeys(named))[: mcp_answers.FIRST_HOSTS]
     _, want = http("/diagnostics", run=runs["tpu"])
     warnings = [d for d in want["diagnostics"] if d["severity"] == "warning"]
     got = _ok(session, "diagnostics_warn")["diagnostics"]
@@ -565,8 +779,16 @@ def test_hosts_left_out_are_one_entry_naming_them():
     """Each host not read is a diagnostic of its own with `skipped_host` (the tab's banner
     counts them); grouped, the entry names them in `hosts`, not one of them as the group's."""
     hosts = ["h0", "h1", "h2", "h3"]
-    diags = [{"severity": "error", "code": "bad_profile", "skipped_host": h, "hosts_total": 4,
-              "message": f"host {h!r} skipped: not an XSpace"} for h in ("h1", "h3")]
+    diags = [
+        {
+            "severity": "error",
+            "code": "bad_profile",
+            "skipped_host": h,
+            "hosts_total": 4,
+            "message": f"host {h!r} skipped: not an XSpace",
+        }
+        for h in ("h1", "h3")
+    ]
     (entry,) = mcp_answers.group_diagnostics(diags, hosts)
     assert (entry["count"], entry["hosts"], entry["hosts_total"]) == (2, ["h1", "h3"], 4)
     assert "skipped_host" not in entry
@@ -574,8 +796,14 @@ def test_hosts_left_out_are_one_entry_naming_them():
 
 def test_a_pod_s_shared_diagnostics_are_one_entry():
     hosts = [f"host{i:03d}" for i in range(240)]
-    diags = [{"severity": "warning", "code": "cluster_unavailable",
-              "message": f"run 'r', host '{h}': converted by this server"} for h in hosts]
+    diags = [
+        {
+            "severity": "warning",
+            "code": "cluster_unavailable",
+            "message": f"run 'r', host '{h}': converted by this server",
+        }
+        for h in hosts
+    ]
     diags.append({"severity": "info", "code": "no_hw_counters", "message": "no counters"})
     (one, other) = mcp_answers.group_diagnostics(diags, hosts)
     assert one["count"] == 240 and one["hosts"] == hosts[:5]
@@ -585,18 +813,21 @@ def test_a_pod_s_shared_diagnostics_are_one_entry():
 
 # --- errors, the damaged profile, read-only -------------------------------------------------
 
-@pytest.mark.parametrize("key,route,params", [
-    ("e_traversal", "/hosts", {"run": "../../etc"}),
-    ("e_abs", "/device", {"run": "/etc/passwd"}),
-    ("e_host", "/device", {"run": "ddp", "host": "../rank0"}),
-    ("e_unknown", "/program", {"run": "nope"}),
-    ("e_view", "/ops", {"run": "b64", "view": "kernel"}),
-    ("e_step", "/compare", {"base": "b64", "run": "b128", "step": "42"}),
-    ("e_damaged", "/program", {"run": "damaged"}),
-    ("e_junk", "/ops", {"run": "junk"}),
-])
-def test_errors_are_tool_results_with_the_http_api_message(session, http, runs, key, route,
-                                                           params):
+
+@pytest.mark.parametrize(
+    "key,route,params",
+    [
+        ("e_traversal", "/hosts", {"run": "../../etc"}),
+        ("e_abs", "/device", {"run": "/etc/passwd"}),
+        ("e_host", "/device", {"run": "ddp", "host": "../rank0"}),
+        ("e_unknown", "/program", {"run": "nope"}),
+        ("e_view", "/ops", {"run": "b64", "view": "kernel"}),
+        ("e_step", "/compare", {"base": "b64", "run": "b128", "step": "42"}),
+        ("e_damaged", "/program", {"run": "damaged"}),
+        ("e_junk", "/ops", {"run": "junk"}),
+    ],
+)
+def test_errors_are_tool_results_with_the_http_api_message(session, http, runs, key, route, params):
     params = {k: runs.get(v, v) if k in ("run", "base") else v for k, v in params.items()}
     status, want = http(route, **params)
     kind, text, error = session[key]
@@ -608,8 +839,7 @@ def test_errors_are_tool_results_with_the_http_api_message(session, http, runs, 
 def test_errors_name_the_valid_values(session, runs, http):
     _, listed = http("/runs")
     error = session["e_unknown"][2]
-    assert error["field"] == "run" and error["valid_values"] == [r["run"] for r in
-                                                                  listed["runs"]]
+    assert error["field"] == "run" and error["valid_values"] == [r["run"] for r in listed["runs"]]
     error = session["e_host_unknown"][2]
     assert error["code"] == "not_found" and error["field"] == "host"
     assert error["valid_values"] == http("/hosts", run=runs["ddp"])[1]["hosts"]
@@ -632,12 +862,13 @@ def test_filters_match_any_case_and_name_the_values_a_run_has(session, http, run
     assert error["field"] == "precision" and "f32" in error["valid_values"]
     assert "none" in error["valid_values"]
     # view and caveat are enums in the schema: the SDK names the allowed values
-    for key, words in (("f_view_bad", ("'op'", "'kernel'", "'kernel_hw'")),
-                       ("f_caveat_bad", ("'async_wait'", "'no_cost'", "'none'"))):
+    for key, words in (
+        ("f_view_bad", ("'op'", "'kernel'", "'kernel_hw'")),
+        ("f_caveat_bad", ("'async_wait'", "'no_cost'", "'none'")),
+    ):
         kind, text, _ = session[key]
         assert kind == "tool_error" and all(w in text for w in words), text
-    _, want = http("/compare", base=runs["b64"], run=runs["b128"], bound_by="Compute",
-                   limit=1000)
+    _, want = http("/compare", base=runs["b64"], run=runs["b128"], bound_by="Compute", limit=1000)
     got = _ok(session, "cmp_lower")
     assert got["pairs"] == _pairs(want, mcp_tools.PAIR_COLUMNS) and got["pairs"]
     error = session["cmp_typo"][2]
@@ -673,14 +904,25 @@ def test_a_damaged_profile_is_an_error_and_the_server_keeps_serving(session, htt
     assert _ok(session, "after_damaged") == _ok(session, "device")
     error = session["e_junk"][2]
     assert error["code"] == "bad_profile" and "XSpace" in error["message"]
-    assert _ok(session, "last")["total_count"] == 9 + len(COMM_CASES) + 1  # the last call of the session answered
+    assert (
+        _ok(session, "last")["total_count"] == 9 + len(COMM_CASES) + 1
+    )  # the last call of the session answered
     error = session["e_no_op"][2]
     assert error["code"] == "not_found" and "aten::nothing" in error["message"]
 
 
-@pytest.mark.parametrize("key,field", [
-    ("s_limit", "limit"), ("s_io", "infeed_outfeed"), ("s_order", "order"), ("s_extra", "limt"),
-    ("s_missing", "run"), ("s_type", "offset"), ("s_op", "operation")])
+@pytest.mark.parametrize(
+    "key,field",
+    [
+        ("s_limit", "limit"),
+        ("s_io", "infeed_outfeed"),
+        ("s_order", "order"),
+        ("s_extra", "limt"),
+        ("s_missing", "run"),
+        ("s_type", "offset"),
+        ("s_op", "operation"),
+    ],
+)
 def test_the_input_schema_refuses_bad_arguments(session, key, field):
     kind, *rest = session[key]
     assert kind == "tool_error", rest
@@ -705,7 +947,10 @@ def test_a_bug_or_no_memory_fails_one_call_as_a_tool_error():
     result = mcp_server.call(None, bug)
     assert result.is_error
     assert result.structured_content["error"] == {
-        "message": "internal error: KeyError: 'x'", "status": 500, "code": "internal"}
+        "message": "internal error: KeyError: 'x'",
+        "status": 500,
+        "code": "internal",
+    }
     result = mcp_server.call(None, hungry)
     assert result.is_error and result.structured_content["error"]["code"] == "too_large"
     assert result.structured_content["error"]["status"] == 413
@@ -719,11 +964,25 @@ def test_nothing_is_written_into_the_logdir(session):
 
 # --- streamable HTTP --------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def _http_server(logdir, port):
-    proc = subprocess.Popen([sys.executable, "-m", "tb_roofline.serve.cli", "mcp", logdir,
-                             "--http", "--port", str(port)], env=_env(), cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tb_roofline.serve.cli",
+            "mcp",
+            logdir,
+            "--http",
+            "--port",
+            str(port),
+        ],
+        env=_env(),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -742,24 +1001,39 @@ def _http_server(logdir, port):
 def test_a_streamable_http_session_on_localhost(logdir, http, runs):
     port = free_port()
     with _http_server(logdir, port) as url:
+
         async def main():
             async with streamable_http_client(url) as streams:
-                return await _session(streams, [
-                    ("device", "get_device", {"run": runs["b64"], "significant_digits": 0}),
-                    ("e_traversal", "list_hosts", {"run": "../x"})])
+                return await _session(
+                    streams,
+                    [
+                        ("device", "get_device", {"run": runs["b64"], "significant_digits": 0}),
+                        ("e_traversal", "list_hosts", {"run": "../x"}),
+                    ],
+                )
+
         out = _run(main)
         # A page on another site cannot reach it through DNS rebinding: other Host headers
         # are refused.
-        req = urllib.request.Request(url, data=b"{}", method="POST", headers={
-            "Host": f"evil.example:{port}", "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream"})
+        req = urllib.request.Request(
+            url,
+            data=b"{}",
+            method="POST",
+            headers={
+                "Host": f"evil.example:{port}",
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+            },
+        )
         status = _status(req)
         assert 400 <= status < 500
     assert set(out["tools"]) == TOOLS
     _, want = http("/device", run=runs["b64"])
     assert _ok(out, "device")["device"] == _named_deep(want["device"])
-    assert out["e_traversal"][0] == "tool_error" and out["e_traversal"][2]["code"] == \
-        "invalid_argument"
+    assert (
+        out["e_traversal"][0] == "tool_error"
+        and out["e_traversal"][2]["code"] == "invalid_argument"
+    )
 
 
 def _status(req) -> int:
@@ -785,16 +1059,24 @@ def test_without_the_sdk_the_cli_says_which_extra_to_install(tmp_path, capsys, m
 
 # --- progress and the byte cap, through the client -------------------------------------------
 
+
 def test_progress_notifications_and_capped_pages(tmp_path):
     """A client that passes a progressToken hears "k of N hosts read" while a two-host run is
     read (no cache: read now); a server capped at 8 KB per answer cuts a long page to fit,
     and following next_offset gives every row once."""
-    for rel in ("guidance/torch/ddp_straggler", "compare/jax_cpu/mlp_b64",
-                "compare/jax_cpu/mlp_b128"):
+    for rel in (
+        "guidance/torch/ddp_straggler",
+        "compare/jax_cpu/mlp_b64",
+        "compare/jax_cpu/mlp_b128",
+    ):
         shutil.copytree(os.path.join(DATA, rel), tmp_path / rel)
     env = dict(_env(), TB_ROOFLINE_CACHE_DIR="off", TB_ROOFLINE_MCP_MAX_ANSWER_KB="8")
-    params = StdioServerParameters(command=sys.executable, env=env, cwd=REPO, args=[
-        "-m", "tb_roofline.serve.cli", "mcp", str(tmp_path)])
+    params = StdioServerParameters(
+        command=sys.executable,
+        env=env,
+        cwd=REPO,
+        args=["-m", "tb_roofline.serve.cli", "mcp", str(tmp_path)],
+    )
     heard = []
 
     async def progress(done, total, message):
@@ -805,29 +1087,42 @@ def test_progress_notifications_and_capped_pages(tmp_path):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 runs = (await _call(session, "list_runs", {}))[1]["runs"]
-                by = {r["run"].split("/")[-2 if "jax" in r["run"] else -1]: r["run"]
-                      for r in runs}
-                out = {"program": await _call(session, "get_program", {
-                    "run": by["ddp_straggler"], "limit": 1000}, progress)}
+                by = {r["run"].split("/")[-2 if "jax" in r["run"] else -1]: r["run"] for r in runs}
+                out = {
+                    "program": await _call(
+                        session,
+                        "get_program",
+                        {"run": by["ddp_straggler"], "limit": 1000},
+                        progress,
+                    )
+                }
                 pages, offset = [], 0
                 while offset is not None:
-                    kind, page = await _call(session, "compare", {
-                        "base": by["mlp_b64"], "run": by["mlp_b128"], "offset": offset,
-                        "limit": 1000, "columns": list(mcp_tools.PAIR_COLUMNS) + [
-                            "base_fingerprint", "cand_fingerprint", "base_category"]})
+                    kind, page = await _call(
+                        session,
+                        "compare",
+                        {
+                            "base": by["mlp_b64"],
+                            "run": by["mlp_b128"],
+                            "offset": offset,
+                            "limit": 1000,
+                            "columns": list(mcp_tools.PAIR_COLUMNS)
+                            + ["base_fingerprint", "cand_fingerprint", "base_category"],
+                        },
+                    )
                     assert kind == "ok", page
                     pages.append(page)
                     offset = page["next_offset"]
                 out["pages"] = pages
                 return out
+
     out = _run(main)
     assert out["program"][0] == "ok"
     hosts = out["program"][1]["records"]
     assert heard and heard[-1][:2] == (2.0, 2.0) and "2 of 2 hosts read" in heard[-1][2]
     assert [h[0] for h in heard] == sorted(h[0] for h in heard) and len(hosts) > 2
     pages = out["pages"]
-    assert len(pages) > 1 and all(p["truncated"]["max_answer_bytes"] == 8192
-                                  for p in pages[:-1])
+    assert len(pages) > 1 and all(p["truncated"]["max_answer_bytes"] == 8192 for p in pages[:-1])
     assert all(len(json.dumps(p, separators=(",", ":"))) <= 8192 for p in pages)
     assert f"offset={pages[0]['next_offset']}" in pages[0]["truncated"]["hint"]
     pairs = [x for p in pages for x in p["pairs"]]
@@ -837,9 +1132,11 @@ def test_progress_notifications_and_capped_pages(tmp_path):
 
 # --- shapes of custom calls ---------------------------------------------------------------------
 
-FLASH = ("%loop_fusion.2 = bf16[8,1024,128]{2,1,0} custom-call(bf16[8,1024,128]{2,1,0} %q, "
-         "bf16[8,1024,128]{2,1,0} %k, bf16[8,1024,64]{2,1,0} %v), "
-         "custom_call_target=\"tpu_custom_call\", backend_config=\"...\"")
+FLASH = (
+    "%loop_fusion.2 = bf16[8,1024,128]{2,1,0} custom-call(bf16[8,1024,128]{2,1,0} %q, "
+    "bf16[8,1024,128]{2,1,0} %k, bf16[8,1024,64]{2,1,0} %v), "
+    'custom_call_target="tpu_custom_call", backend_config="..."'
+)
 
 
 def test_get_op_gives_a_custom_call_s_arrays(tmp_path):
@@ -848,6 +1145,7 @@ def test_get_op_gives_a_custom_call_s_arrays(tmp_path):
     from tb_roofline.protos import xplane_pb2  # noqa: F401
     from tb_roofline.serve.service import RooflineService
     from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
+
     session = tmp_path / "attn" / "plugins" / "profile" / "2026_01_01_00_00_00"
     session.mkdir(parents=True)
     space = make_tpu_xspace(SynthConfig(seed=1, num_cores=1, op_text={"loop_fusion.2": FLASH}))
@@ -858,8 +1156,9 @@ def test_get_op_gives_a_custom_call_s_arrays(tmp_path):
     (use,) = got["shapes"]
     assert use["kind"] == "custom_call"
     assert use["dims"] == [[8, 1024, 128], [8, 1024, 128], [8, 1024, 128], [8, 1024, 64]]
-    assert use["shape"] == ("tpu_custom_call: bf16[8,1024,128] <- bf16[8,1024,128] "
-                            "bf16[8,1024,128] bf16[8,1024,64]")
+    assert use["shape"] == (
+        "tpu_custom_call: bf16[8,1024,128] <- bf16[8,1024,128] bf16[8,1024,128] bf16[8,1024,64]"
+    )
     assert use["calls"] == sum(r["occurrences"] for r in got["records"])
 
 
@@ -867,32 +1166,50 @@ def test_an_xla_gpu_custom_call_s_arrays_from_its_hlo():
     """The same from an HLO instruction (XLA GPU: a cuDNN fused attention whose tuple output
     ends with an empty scratch buffer, left out)."""
     from tb_roofline.hlo.module import HloModule
-    from tb_roofline.hlo.shapes import BF16, TUPLE as tup, U8 as u8
+    from tb_roofline.hlo.shapes import BF16
+    from tb_roofline.hlo.shapes import TUPLE as tup
+    from tb_roofline.hlo.shapes import U8 as u8
     from tb_roofline.protos import hlo_pb2
     from tb_roofline.readers.hlo_shapes import hlo_custom_call_shape
+
     bf16 = BF16
     m = hlo_pb2.HloModuleProto(name="m", entry_computation_id=1)
     c = m.computations.add(name="main", id=1, root_id=4)
     for i, name in ((1, "q"), (2, "k"), (3, "v")):
-        c.instructions.add(name=name, opcode="parameter", id=i, parameter_number=i - 1,
-                           shape=hlo_pb2.ShapeProto(element_type=bf16,
-                                                    dimensions=[2, 16, 512, 64]))
+        c.instructions.add(
+            name=name,
+            opcode="parameter",
+            id=i,
+            parameter_number=i - 1,
+            shape=hlo_pb2.ShapeProto(element_type=bf16, dimensions=[2, 16, 512, 64]),
+        )
     c.instructions.add(
-        name="fmha", opcode="custom-call", id=4, operand_ids=[1, 2, 3],
+        name="fmha",
+        opcode="custom-call",
+        id=4,
+        operand_ids=[1, 2, 3],
         custom_call_target="__cudnn$fmhaSoftmax",
-        shape=hlo_pb2.ShapeProto(element_type=tup, tuple_shapes=[
-            hlo_pb2.ShapeProto(element_type=bf16, dimensions=[2, 16, 512, 64]),
-            hlo_pb2.ShapeProto(element_type=u8, dimensions=[0])]))
+        shape=hlo_pb2.ShapeProto(
+            element_type=tup,
+            tuple_shapes=[
+                hlo_pb2.ShapeProto(element_type=bf16, dimensions=[2, 16, 512, 64]),
+                hlo_pb2.ShapeProto(element_type=u8, dimensions=[0]),
+            ],
+        ),
+    )
     kind, dims, text = hlo_custom_call_shape(HloModule(m).instruction("fmha"))
     assert kind == "custom_call" and dims == ((2, 16, 512, 64),) * 4
-    assert text == ("__cudnn$fmhaSoftmax: bf16[2,16,512,64] <- bf16[2,16,512,64] "
-                    "bf16[2,16,512,64] bf16[2,16,512,64]")
+    assert text == (
+        "__cudnn$fmhaSoftmax: bf16[2,16,512,64] <- bf16[2,16,512,64] "
+        "bf16[2,16,512,64] bf16[2,16,512,64]"
+    )
 
 
 def test_get_op_over_the_cap_is_cut_with_a_hint(logdir, runs, monkeypatch):
     """get_op gives one record per program, precision and host an op ran in (a pod's can be
     many); over the byte cap the records are cut, and the hint says how to ask for less."""
     from tb_roofline.serve.service import RooflineService
+
     service = RooflineService(logdir)
     whole = mcp_tools.get_op(service, runs["conv"], "aten::add_")
     assert len(whole["records"]) >= 2 and "truncated" not in whole
@@ -909,21 +1226,27 @@ def test_comm_equals_the_http_api_and_the_cli(session, http, runs, logdir):
     JAX captures with the message sizes and bus bytes derived by hand from their HLO
     (test_jax_collectives), and on the A100 trace."""
     from test_jax_collectives import EXPECTED
-    for key, run, params in [*[(f"comm_{c}", runs[c], {}) for c in COMM_CASES],
-                             ("comm_a100", runs["a100"], {}),
-                             ("comm_a100_io", runs["a100"],
-                              {"host": "rank0", "infeed_outfeed": "exclude"})]:
+
+    for key, run, params in [
+        *[(f"comm_{c}", runs[c], {}) for c in COMM_CASES],
+        ("comm_a100", runs["a100"], {}),
+        ("comm_a100_io", runs["a100"], {"host": "rank0", "infeed_outfeed": "exclude"}),
+    ]:
         status, want = http("/comm", run=run, **params)
         got = _ok(session, key)
         assert status == 200 and want["points"]
         assert got["points"] == [_named(p) for p in want["points"]]
         assert (got["links"], got["kinds"], got["latency_note"]) == (
-            want["links"], want["kinds"], want["latency_note"])
+            want["links"],
+            want["kinds"],
+            want["latency_note"],
+        )
         assert got["total_count"] == got["unfiltered_count"] == len(want["points"])
         assert got["next_offset"] is None and got["run"] == run
         out = io.StringIO()
         argv = ["comm", logdir, "--run", run, "--format", "json"] + (
-            ["--host", "rank0", "--exclude-infeed-outfeed"] if params else [])
+            ["--host", "rank0", "--exclude-infeed-outfeed"] if params else []
+        )
         assert cli.main(argv, out=out) == 0
         assert json.loads(out.getvalue())["points"] == want["points"]
     for case in COMM_CASES:
@@ -956,6 +1279,7 @@ def test_comm_filters_pages_rounds_and_names_the_kinds(session, runs, http):
 
 def test_comm_over_the_cap_is_cut_with_next_offset(logdir, runs, monkeypatch):
     from tb_roofline.serve.service import RooflineService
+
     service = RooflineService(logdir)
     whole = mcp_tools.get_comm(service, runs["a100"], limit=1000)
     size = len(json.dumps(dict(whole, points=whole["points"][:3]), separators=(",", ":")))

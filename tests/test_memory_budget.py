@@ -5,6 +5,7 @@ answered with a peak RSS (above the imports) of at most 1.5x the budget or refus
 (readers/meter.py): events, distinct names, steps; an XSpace's steps once read; the real
 inflated size of a multi-member gzip by inflating it (serve/hosts.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,6 @@ import time
 import zlib
 
 import pytest
-
 
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
@@ -57,12 +57,21 @@ print(json.dumps({"base": base, "peak": peak, "out": out}))
 
 
 def _serve_fresh(logdir, runs, budget_mb: int) -> dict:
-    env = dict(os.environ, TB_ROOFLINE_MEMORY_BUDGET_MB=str(budget_mb),
-               TB_ROOFLINE_CACHE_DIR="off", TB_ROOFLINE_MEMORY_CACHE_MB="0",
-               MALLOC_ARENA_MAX="1",
-               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(logdir), *runs],
-                          capture_output=True, text=True, env=env, timeout=900)
+    env = dict(
+        os.environ,
+        TB_ROOFLINE_MEMORY_BUDGET_MB=str(budget_mb),
+        TB_ROOFLINE_CACHE_DIR="off",
+        TB_ROOFLINE_MEMORY_CACHE_MB="0",
+        MALLOC_ARENA_MAX="1",
+        PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", RSS_SCRIPT, str(logdir), *runs],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     result["grown_mb"] = (result["peak"] - result["base"]) / 2**20
@@ -84,28 +93,30 @@ def _trace(path, events, tail_member: bool = False) -> str:
     z = zlib.compressobj(9, zlib.DEFLATED, 31)
     with open(path, "wb") as f:
         f.write(z.compress(b'{"traceEvents": ['))
-        for i, text in enumerate(events):
+        for _i, text in enumerate(events):
             f.write(z.compress(text + b","))
         if tail_member:
             f.write(z.flush())
             z = zlib.compressobj(9, zlib.DEFLATED, 31)
-        f.write(z.compress(b'{"ph":"X","cat":"cpu_op","name":"last","pid":1,"tid":1,"ts":0,'
-                           b'"dur":1}]}'))
+        f.write(
+            z.compress(b'{"ph":"X","cat":"cpu_op","name":"last","pid":1,"tid":1,"ts":0,"dur":1}]}')
+        )
         f.write(z.flush())
     return path
 
 
 def _steps_events(n):
     for i in range(n):
-        yield (b'{"ph":"X","cat":"user_annotation","name":"ProfilerStep#%d","pid":1,"tid":1,'
-               b'"ts":%d,"dur":10},{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,'
-               b'"tid":1,"ts":%d,"dur":5}' % (i, 20 * i, 20 * i + 1))
+        yield (
+            b'{"ph":"X","cat":"user_annotation","name":"ProfilerStep#%d","pid":1,"tid":1,'
+            b'"ts":%d,"dur":10},{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,'
+            b'"tid":1,"ts":%d,"dur":5}' % (i, 20 * i, 20 * i + 1)
+        )
 
 
 def _names_events(n):
     for i in range(n):
-        yield b'{"ph":"X","cat":"cpu_op","name":"n%x","pid":1,"tid":1,"ts":%d,"dur":1}' % (
-            i, 2 * i)
+        yield b'{"ph":"X","cat":"cpu_op","name":"n%x","pid":1,"tid":1,"ts":%d,"dur":1}' % (i, 2 * i)
 
 
 def _assert_held(result, budget_mb, runs):
@@ -141,9 +152,23 @@ def test_an_xspace_of_many_steps_is_measured_after_reading(tmp_path):
     """A 7 MB XSpace of 55,000 steps (unbounded: +274 MB at budget 64): its reading takes
     ~30 MB; the model's part is counted from the steps and rows before the analysis."""
     logdir = tmp_path / "logs"
-    write_tpu_session(str(logdir / "xsteps"), "", SESSION, [SynthConfig(
-        seed=1, num_cores=1, num_steps=55_000, ops_per_step=1, distinct_ops=2,
-        with_sparse_core=False, with_while=False, with_infeed_outfeed=False)])
+    write_tpu_session(
+        str(logdir / "xsteps"),
+        "",
+        SESSION,
+        [
+            SynthConfig(
+                seed=1,
+                num_cores=1,
+                num_steps=55_000,
+                ops_per_step=1,
+                distinct_ops=2,
+                with_sparse_core=False,
+                with_while=False,
+                with_infeed_outfeed=False,
+            )
+        ],
+    )
     _age(logdir)
     run = "xsteps/" + SESSION
     result = _serve_fresh(logdir, [run], 64)
@@ -156,24 +181,30 @@ def test_multi_member_gzip_is_measured_by_inflating(tmp_path):
     comes from inflating every member; four at once under a budget that fits one at a time
     hold it (unbounded: all four admitted at once, +736 MB at budget 256)."""
     from tb_roofline.serve.hosts import MEMORY_PER_BYTE, estimate_bytes
+
     logdir = tmp_path / "logs"
     runs = [f"liar{i}" for i in range(4)]
     args = b',"args":{"Input Dims":[[' + b",".join([b"[64,64]"] * 40) + b"]]}"
     for i, run in enumerate(runs):
-        events = (b'{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%d,'
-                  b'"dur":1' % (2 * k) + args + b"}" for k in range(32_000 + i))
+        events = (
+            b'{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%d,'
+            b'"dur":1' % (2 * k) + args + b"}"
+            for k in range(32_000 + i)
+        )
         _trace(str(logdir / run / "w.pt.trace.json.gz"), events, tail_member=True)
     _age(logdir)
     path = str(logdir / runs[0] / "w.pt.trace.json.gz")
     import gzip
+
     with gzip.open(path, "rb") as f:
         inflated = len(f.read())
     with open(path, "rb") as f:
         f.seek(-4, 2)
         trailer = int.from_bytes(f.read(4), "little")
     assert trailer < 200 and inflated > 5 << 20  # the trailer lies
-    assert estimate_bytes(path, "kineto", os.path.getsize(path)) == \
-        int(inflated * MEMORY_PER_BYTE["kineto"])
+    assert estimate_bytes(path, "kineto", os.path.getsize(path)) == int(
+        inflated * MEMORY_PER_BYTE["kineto"]
+    )
     # One fits a 128 MB budget (less the small conversions' reserve), two do not: they queue.
     need = estimate_bytes(path, "kineto", os.path.getsize(path))
     assert 64 << 20 < need < 112 << 20
@@ -184,18 +215,21 @@ def test_multi_member_gzip_is_measured_by_inflating(tmp_path):
 
 def _counting_analyses(monkeypatch) -> dict:
     from tb_roofline.model import roofline
+
     calls = {"analyze": 0}
     real = roofline.analyze
 
     def analyze(*a, **k):
         calls["analyze"] += 1
         return real(*a, **k)
+
     monkeypatch.setattr(roofline, "analyze", analyze)
     return calls
 
 
 def _two_runs(tmp_path, monkeypatch):
     from tb_roofline.serve.service import RooflineService
+
     logdir = tmp_path / "logs"
     for i, run in enumerate(("a", "b")):
         write_tpu_session(str(logdir / run), "", SESSION, [SynthConfig(seed=i, num_steps=2)])
@@ -232,6 +266,7 @@ def test_two_big_runs_taken_in_turns_are_analysed_once_each(tmp_path, monkeypatc
 
 def test_held_analyses_keep_the_last_two_within_the_budget():
     from tb_roofline.serve.caches import HeldAnalyses
+
     held = HeldAnalyses(keep=2, hold_s=60)
     assert held.put("a", "A", 40, 100, now=0) and held.put("b", "B", 40, 100, now=1)
     assert held.get("a", now=2) == "A"  # in use: kept on, now the most recent
@@ -250,11 +285,23 @@ def test_a_file_of_thousands_of_tiny_planes_is_refused_before_converting(tmp_pat
     from tb_roofline.readers import parallel
     from tb_roofline.readers.tpu_file import MAX_TENSOR_CORE_PLANES
     from tb_roofline.serve.service import RooflineService
+
     logdir = tmp_path / "logs"
-    config = dict(seed=1, num_steps=1, ops_per_step=1, distinct_ops=1, with_sparse_core=False,
-                  with_while=False, with_infeed_outfeed=False)
-    write_tpu_session(str(logdir / "many"), "", SESSION,
-                      [SynthConfig(num_cores=MAX_TENSOR_CORE_PLANES + 1, **config)])
+    config = dict(
+        seed=1,
+        num_steps=1,
+        ops_per_step=1,
+        distinct_ops=1,
+        with_sparse_core=False,
+        with_while=False,
+        with_infeed_outfeed=False,
+    )
+    write_tpu_session(
+        str(logdir / "many"),
+        "",
+        SESSION,
+        [SynthConfig(num_cores=MAX_TENSOR_CORE_PLANES + 1, **config)],
+    )
     write_tpu_session(str(logdir / "few"), "", SESSION, [SynthConfig(num_cores=8, **config)])
     _age(logdir)
     path = next((logdir / "many").rglob("*.xplane.pb"))

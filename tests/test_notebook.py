@@ -1,5 +1,6 @@
 """The Python API (`tb_roofline.load`) against the CLI's export of every run in testdata/: the
 same rows, columns and numbers, as DataFrames (pandas) and as numpy record arrays."""
+
 from __future__ import annotations
 
 import io
@@ -28,8 +29,12 @@ RUNS = _runs()
 
 def cli_export(*args):
     out = io.StringIO()
-    assert cli.main(["export", TESTDATA, "--format", "json", "-o", "-", "--no-progress",
-                     *args], out=out) == 0
+    assert (
+        cli.main(
+            ["export", TESTDATA, "--format", "json", "-o", "-", "--no-progress", *args], out=out
+        )
+        == 0
+    )
     return json.loads(out.getvalue())
 
 
@@ -73,33 +78,41 @@ def test_api_tables_equal_the_cli_export(run, analyses):
     ops = a.ops()
     assert isinstance(ops, pd.DataFrame)
     assert_table_equals(ops, cli_export("--run", run), lambda t: list(t.columns))
-    assert_table_equals(a.program(), cli_export("--run", run, "--level", "program"),
-                        lambda t: list(t.columns))
+    assert_table_equals(
+        a.program(), cli_export("--run", run, "--level", "program"), lambda t: list(t.columns)
+    )
     # Filters as the export's.
     facets = a.service.ops(run, "")["facets"]
     if facets["category"]:
         category = facets["category"][0]
-        assert_table_equals(a.ops(category=category),
-                            cli_export("--run", run, "--category", category),
-                            lambda t: list(t.columns))
+        assert_table_equals(
+            a.ops(category=category),
+            cli_export("--run", run, "--category", category),
+            lambda t: list(t.columns),
+        )
     for view in facets_views(a, run):
-        assert_table_equals(a.ops(view), cli_export("--run", run, "--view", view),
-                            lambda t: list(t.columns))
-    assert_table_equals(a.ops(name="fusion", infeed_outfeed=False),
-                        cli_export("--run", run, "--name", "fusion",
-                                   "--exclude-infeed-outfeed"), lambda t: list(t.columns))
+        assert_table_equals(
+            a.ops(view), cli_export("--run", run, "--view", view), lambda t: list(t.columns)
+        )
+    assert_table_equals(
+        a.ops(name="fusion", infeed_outfeed=False),
+        cli_export("--run", run, "--name", "fusion", "--exclude-infeed-outfeed"),
+        lambda t: list(t.columns),
+    )
 
 
 @pytest.mark.parametrize("run", RUNS[::4])
 def test_without_pandas_tables_are_record_arrays(run, analyses, monkeypatch):
     import numpy as np
+
     monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` raises ImportError
     a = analyses[run]
     ops = a.ops()
     assert isinstance(ops, np.recarray)
     assert_table_equals(ops, cli_export("--run", run), lambda t: list(t.dtype.names))
-    assert_table_equals(a.program(), cli_export("--run", run, "--level", "program"),
-                        lambda t: list(t.dtype.names))
+    assert_table_equals(
+        a.program(), cli_export("--run", run, "--level", "program"), lambda t: list(t.dtype.names)
+    )
 
 
 def test_device_guidance_diagnostics_and_compare_match_the_cli_report():
@@ -107,8 +120,10 @@ def test_device_guidance_diagnostics_and_compare_match_the_cli_report():
     a = tb_roofline.load(os.path.join(TESTDATA, "demo"))  # the newest run by default
     assert a.run == run.split("/", 1)[1]
     out = io.StringIO()
-    assert cli.main(["report", TESTDATA, "--run", run, "--format", "json", "--no-progress"],
-                    out=out) == 0
+    assert (
+        cli.main(["report", TESTDATA, "--run", run, "--format", "json", "--no-progress"], out=out)
+        == 0
+    )
     report = json.loads(out.getvalue())
     assert a.device == report["device"]
     assert a.diagnostics() == report["diagnostics"]
@@ -118,18 +133,32 @@ def test_device_guidance_diagnostics_and_compare_match_the_cli_report():
     cand = tb_roofline.load(TESTDATA, run="compare/jax_cpu/mlp_b128/2026_11_30_14_13_10")
     cmp = cand.compare(base)
     out = io.StringIO()
-    cli.main(["diff", TESTDATA, "--base-run", base.run, "--run", cand.run, "--format", "json",
-              "--no-progress"], out=out)
+    cli.main(
+        [
+            "diff",
+            TESTDATA,
+            "--base-run",
+            base.run,
+            "--run",
+            cand.run,
+            "--format",
+            "json",
+            "--no-progress",
+        ],
+        out=out,
+    )
     diff = json.loads(out.getvalue())
     assert len(cmp.ops()) == len(diff["ops"]) > 0
-    assert math.isclose(cmp.summary["time_change_us"], diff["summary"]["time_change_us"],
-                        rel_tol=1e-5)
+    assert math.isclose(
+        cmp.summary["time_change_us"], diff["summary"]["time_change_us"], rel_tol=1e-5
+    )
     # A run name of the same logdir works as the base too.
     assert len(cand.compare(base.run).ops()) == len(diff["ops"])
 
 
 def test_load_errors_name_the_problem(tmp_path):
     from tensorboard import errors as tb_errors
+
     with pytest.raises(tb_errors.NotFoundError, match="not a directory"):
         tb_roofline.load(str(tmp_path / "nowhere"))
     with pytest.raises(tb_errors.NotFoundError, match="no profiles"):

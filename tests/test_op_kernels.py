@@ -2,6 +2,7 @@
 the Kineto reader keeps, per op, the kernels it launched (name, launches, time), and the MCP
 tool's get_op returns them, checked against the raw trace: the kernels whose correlation id is
 that of a runtime launch made inside one of the op's calls (on its thread, within its span)."""
+
 from __future__ import annotations
 
 import collections
@@ -27,9 +28,14 @@ def _raw_kernels(path, op_name):
         ev = json.load(f)["traceEvents"]
     ops = [e for e in ev if e.get("cat") == "cpu_op" and e.get("name") == op_name]
     rt = [e for e in ev if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})]
-    launched = {e["args"]["correlation"] for e in rt
-                if any(o["tid"] == e["tid"] and o["ts"] <= e["ts"]
-                       and e["ts"] + e["dur"] <= o["ts"] + o["dur"] for o in ops)}
+    launched = {
+        e["args"]["correlation"]
+        for e in rt
+        if any(
+            o["tid"] == e["tid"] and o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"]
+            for o in ops
+        )
+    }
     out = collections.defaultdict(lambda: [0, 0.0])
     for e in ev:
         if e.get("cat") == "kernel" and e["args"].get("correlation") in launched:
@@ -50,8 +56,14 @@ def test_get_op_lists_the_kernels_an_op_launched(alexnet):
     answer = mcp_tools.get_op(service, "alex", "aten::conv2d")
     got: dict = collections.defaultdict(lambda: [0, 0.0])
     for k in answer["kernels"]:
-        assert set(k) == {"program_id", "precision", "kernel", "launches", "time_us",
-                          "mean_time_us"}
+        assert set(k) == {
+            "program_id",
+            "precision",
+            "kernel",
+            "launches",
+            "time_us",
+            "mean_time_us",
+        }
         assert k["mean_time_us"] == pytest.approx(k["time_us"] / k["launches"], rel=1e-5)
         got[k["kernel"]][0] += k["launches"]
         got[k["kernel"]][1] += k["time_us"]
@@ -76,14 +88,16 @@ def test_get_op_without_kernels_says_none(alexnet):
 def test_merge_kernels_adds_up_and_keeps_the_top():
     a = {("", "op", "fp32"): [KernelUse("k1", 2, 10.0), KernelUse("k2", 1, 5.0)]}
     b = {("", "op", "fp32"): [KernelUse("k2", 3, 30.0)]}
-    assert merge_kernels([a, b]) == {("", "op", "fp32"): [KernelUse("k2", 4, 35.0),
-                                                          KernelUse("k1", 2, 10.0)]}
+    assert merge_kernels([a, b]) == {
+        ("", "op", "fp32"): [KernelUse("k2", 4, 35.0), KernelUse("k1", 2, 10.0)]
+    }
 
 
 def test_op_kernels_survive_the_disk_cache(alexnet):
     """ProfileData.op_kernels (and the idle causes) through the disk cache's codec."""
     from tb_roofline.readers.kineto import read_kineto_file
     from tb_roofline.serve import cache_codec
+
     _, path = alexnet
     data = read_kineto_file(path, "h")
     back = cache_codec.decode(cache_codec.encode(data))
@@ -96,18 +110,57 @@ def test_host_calls_are_kept_without_a_correlation_id():
     correlation id; other runtime calls without one are still dropped."""
     from tb_roofline.readers.kineto import Collector
     from tb_roofline.readers.kineto.timeline import idle_causes
+
     col = Collector()
-    col.on_events([
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 2,
-         "ts": 10, "dur": 5, "args": {}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamBeginCapture", "pid": 1, "tid": 2,
-         "ts": 20, "dur": 1, "args": {"correlation": 7}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamEndCapture", "pid": 1, "tid": 2,
-         "ts": 30, "dur": 2, "args": {"correlation": 8}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "pid": 1, "tid": 2,
-         "ts": 40, "dur": 2, "args": {}}])
-    assert [c[0] for c in col.host_calls] == ["cudaDeviceSynchronize", "cudaStreamBeginCapture",
-                                              "cudaStreamEndCapture"]
+    col.on_events(
+        [
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaDeviceSynchronize",
+                "pid": 1,
+                "tid": 2,
+                "ts": 10,
+                "dur": 5,
+                "args": {},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaStreamBeginCapture",
+                "pid": 1,
+                "tid": 2,
+                "ts": 20,
+                "dur": 1,
+                "args": {"correlation": 7},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaStreamEndCapture",
+                "pid": 1,
+                "tid": 2,
+                "ts": 30,
+                "dur": 2,
+                "args": {"correlation": 8},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaMalloc",
+                "pid": 1,
+                "tid": 2,
+                "ts": 40,
+                "dur": 2,
+                "args": {},
+            },
+        ]
+    )
+    assert [c[0] for c in col.host_calls] == [
+        "cudaDeviceSynchronize",
+        "cudaStreamBeginCapture",
+        "cudaStreamEndCapture",
+    ]
     assert len(col.rt_corr) == 2  # the two with a correlation id; cudaMalloc dropped
     causes = idle_causes(col.host_calls, 10_000)  # ps after 10 µs
     assert causes["sync"][0].tolist() == [0.0] and causes["sync"][1].tolist() == [5e6]

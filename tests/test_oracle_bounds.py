@@ -7,6 +7,7 @@ sum of its calls' floors, Σ max(F_i / P, B_i / BW), and from it every op findin
 ops' time saved and the program's; from the readers' timeline windows the idle and exposed
 bounds. Run on every committed profile, with and without infeed/outfeed.
 """
+
 from __future__ import annotations
 
 import glob
@@ -23,25 +24,36 @@ DEVICE_FILE = os.path.join(GUIDANCE, "roofline_device.json")
 REL = 1e-6
 
 # (memory column, memory id) of the op table, as docs/http_api.md lists them.
-MEMORIES = (("hbm_bytes", "hbm"), ("cmem_read_bytes", "cmem_read"),
-            ("cmem_write_bytes", "cmem_write"), ("vmem_read_bytes", "vmem_read"),
-            ("vmem_write_bytes", "vmem_write"), ("host_bytes", "host"),
-            ("interconnect_bytes", "interconnect"))
+MEMORIES = (
+    ("hbm_bytes", "hbm"),
+    ("cmem_read_bytes", "cmem_read"),
+    ("cmem_write_bytes", "cmem_write"),
+    ("vmem_read_bytes", "vmem_read"),
+    ("vmem_write_bytes", "vmem_write"),
+    ("host_bytes", "host"),
+    ("interconnect_bytes", "interconnect"),
+)
 
 
 def _cases():
-    cases = [(os.path.join(TESTDATA, "demo"), None), (GUIDANCE, DEVICE_FILE),
-             (os.path.join(TESTDATA, "xla_gpu_mi300_conv"), None)]
+    cases = [
+        (os.path.join(TESTDATA, "demo"), None),
+        (GUIDANCE, DEVICE_FILE),
+        (os.path.join(TESTDATA, "xla_gpu_mi300_conv"), None),
+    ]
     cases += [(d, None) for d in sorted(glob.glob(os.path.join(TESTDATA, "kineto", "*")))]
     cases += [(d, DEVICE_FILE) for d in sorted(glob.glob(os.path.join(TESTDATA, "jax_cpu", "*")))]
-    cases += [(os.path.join(TESTDATA, "compare"), DEVICE_FILE),
-              (os.path.join(TESTDATA, "kineto_captured"), DEVICE_FILE),
-              (os.path.join(TESTDATA, "xplane_tf_gpu_v100"), None)]
+    cases += [
+        (os.path.join(TESTDATA, "compare"), DEVICE_FILE),
+        (os.path.join(TESTDATA, "kineto_captured"), DEVICE_FILE),
+        (os.path.join(TESTDATA, "xplane_tf_gpu_v100"), None),
+    ]
     out = []
     for logdir, dev in cases:
         for r in RooflineService(logdir).list_runs()["runs"]:
-            out.append(pytest.param(logdir, dev, r["run"],
-                                    id=f"{os.path.basename(logdir)}:{r['run']}"))
+            out.append(
+                pytest.param(logdir, dev, r["run"], id=f"{os.path.basename(logdir)}:{r['run']}")
+            )
     return out
 
 
@@ -68,17 +80,28 @@ class Oracle:
         t = analysis.scope.tables["op"]
         self.device = analysis.device
         op, n = t.rows["op"], t.num_keys
-        self.time_us = np.bincount(op, weights=np.asarray(t["total_time_ps"], float),
-                                   minlength=n) / 1e6
+        self.time_us = (
+            np.bincount(op, weights=np.asarray(t["total_time_ps"], float), minlength=n) / 1e6
+        )
         self.flops = np.bincount(op, weights=np.asarray(t["flops"], float), minlength=n)
-        self.mem = {c: np.bincount(op, weights=np.asarray(t[c], float), minlength=n)
-                    for c, _ in MEMORIES}
+        self.mem = {
+            c: np.bincount(op, weights=np.asarray(t[c], float), minlength=n) for c, _ in MEMORIES
+        }
         self.precision = t.keys["precision"]
-        self.in_steps_us = np.bincount(op[t.rows["step"] >= 0], weights=np.asarray(
-            t.rows["total_time_ps"], float)[t.rows["step"] >= 0], minlength=n) / 1e6
+        self.in_steps_us = (
+            np.bincount(
+                op[t.rows["step"] >= 0],
+                weights=np.asarray(t.rows["total_time_ps"], float)[t.rows["step"] >= 0],
+                minlength=n,
+            )
+            / 1e6
+        )
         self.keys: dict = {}
-        for k, ident in enumerate(zip(t.keys["program_id"].tolist(),
-                                      t.keys["operation"].tolist(), self.precision.tolist())):
+        for k, ident in enumerate(
+            zip(
+                t.keys["program_id"].tolist(), t.keys["operation"].tolist(), self.precision.tolist()
+            )
+        ):
             self.keys.setdefault(ident, []).append(k)
         self.bw = _bandwidths(self.device)
 
@@ -118,8 +141,7 @@ def test_every_bound_recomputed_from_per_call_floors(logdir, device_file, run):
             saved_sum += saved
         total = a.program[io].row_dicts()[0]
         if total["potential_time_saved_us"] is not None:  # the program's: what its ops prove
-            assert total["potential_time_saved_us"] == pytest.approx(saved_sum, rel=1e-6,
-                                                                     abs=1e-6)
+            assert total["potential_time_saved_us"] == pytest.approx(saved_sum, rel=1e-6, abs=1e-6)
         g = s.guidance(run, "", io)
         assert g["ops_time_saved_us"] == total["potential_time_saved_us"]
         windows = a.facts.timeline.windows if a.facts and a.facts.timeline else None
@@ -138,7 +160,8 @@ def _check_finding(f, oracle, ops, g, windows, a):
             assert f["bound_us"] == pytest.approx(gap, rel=REL, abs=1e-6), f["id"]
         if f["rule"] == "tiling":
             assert f["time_saved_us"] == pytest.approx(
-                gap * facts["misaligned_time_share"], rel=REL)
+                gap * facts["misaligned_time_share"], rel=REL
+            )
         if f["rule"] == "precision":
             new = oracle.floor_us(ident, facts["target_peak_flop_rate"])
             assert facts["floor_us"] == pytest.approx(floor, rel=REL)
@@ -150,7 +173,8 @@ def _check_finding(f, oracle, ops, g, windows, a):
         if f["rule"] == "fusion":
             hbm = a.device.memory("hbm").gbs
             assert f["bound_us"] == pytest.approx(
-                facts["pairs"] * 2 * facts["intermediate_bytes"] / hbm / 1e3, rel=REL)
+                facts["pairs"] * 2 * facts["intermediate_bytes"] / hbm / 1e3, rel=REL
+            )
         if f["rule"] != "fusion":
             assert f["time_saved_us"] <= t * (1 + REL)
         return
@@ -158,14 +182,19 @@ def _check_finding(f, oracle, ops, g, windows, a):
         return
     if f["rule"] == "idle":
         assert f["bound_us"] == pytest.approx(
-            facts["idle_us"] - facts["profile_edges_us"] - facts["graph_capture_us"], rel=REL,
-            abs=1e-6)
-        assert facts["idle_us"] <= float((windows["span_ps"] - windows["busy_ps"]).sum()) / 1e6 \
-            * (1 + REL) + 1e-6
+            facts["idle_us"] - facts["profile_edges_us"] - facts["graph_capture_us"],
+            rel=REL,
+            abs=1e-6,
+        )
+        assert (
+            facts["idle_us"]
+            <= float((windows["span_ps"] - windows["busy_ps"]).sum()) / 1e6 * (1 + REL) + 1e-6
+        )
     if f["rule"] == "exposed_communication":
         exposed = float(windows["exposed_ps"].sum()) / 1e6
         assert facts["exposed_us"] <= exposed * (1 + REL) + 1e-6
-        assert f["bound_us"] == pytest.approx(min(facts["exposed_us"],
-                                                  facts["overlap_work_us"]), rel=REL)
+        assert f["bound_us"] == pytest.approx(
+            min(facts["exposed_us"], facts["overlap_work_us"]), rel=REL
+        )
         # Contributors on the same basis as the total: a union, never more than it.
         assert sum(c["exposed_us"] for c in facts["contributors"]) <= exposed * (1 + REL) + 1e-6

@@ -10,6 +10,7 @@ each GEMM record's FLOPs, bytes, time and input type, its floor Σ over its call
 max(F_i / P, B_i / BW) and time saved = time − that floor, and the bound of every op finding
 on a GEMM record (`guidance`).
 """
+
 from __future__ import annotations
 
 import collections
@@ -100,17 +101,28 @@ def gemm_calls(events) -> list[dict]:
         size = SIZE[types[0]]
         nbytes = sum(math.prod(d) * size for d in used if d) + math.prod(out_dims) * size
         t0, t1 = e["ts"], e["ts"] + e["dur"]
-        ks = [kernels[r["args"]["correlation"]] for r in launches[(e["pid"], e["tid"])]
-              if t0 <= r["ts"] and r["ts"] + r.get("dur", 0) <= t1
-              and r["args"]["correlation"] in kernels]
+        ks = [
+            kernels[r["args"]["correlation"]]
+            for r in launches[(e["pid"], e["tid"])]
+            if t0 <= r["ts"]
+            and r["ts"] + r.get("dur", 0) <= t1
+            and r["args"]["correlation"] in kernels
+        ]
         if not ks:
             continue  # nothing ran on the device for it
         units = [(k_["dur"], kernel_unit(k_["name"], types[0])) for k_ in ks]
         units = [u for u in units if u[1]]
         assert units, (e["name"], [k_["name"] for k_ in ks])
-        out.append({"name": e["name"], "dtype": DTYPE[types[0]],
-                    "flops": 2.0 * batch * m * k * n, "bytes": float(nbytes),
-                    "time_us": float(sum(k_["dur"] for k_ in ks)), "unit": max(units)[1]})
+        out.append(
+            {
+                "name": e["name"],
+                "dtype": DTYPE[types[0]],
+                "flops": 2.0 * batch * m * k * n,
+                "bytes": float(nbytes),
+                "time_us": float(sum(k_["dur"] for k_ in ks)),
+                "unit": max(units)[1],
+            }
+        )
     return out
 
 
@@ -118,8 +130,9 @@ def records(answer) -> list[dict]:
     return [dict(zip(answer["columns"], r)) for r in answer["rows"]]
 
 
-@pytest.mark.parametrize("run,count,findings", [("kineto/a100_80gb_shapes", 25, 0),
-                                                ("kineto/b200_eager", 109, 1)])
+@pytest.mark.parametrize(
+    "run,count,findings", [("kineto/a100_80gb_shapes", 25, 0), ("kineto/b200_eager", 109, 1)]
+)
 def test_gemm_records_recomputed_from_the_raw_trace(run, count, findings):
     path = glob.glob(os.path.join(TESTDATA, run, "*.pt.trace.json.gz"))[0]
     calls = gemm_calls(load(path))
@@ -128,8 +141,9 @@ def test_gemm_records_recomputed_from_the_raw_trace(run, count, findings):
     device = service.device(run, "")["device"]
     peak = {c["precision"]: c["peak_gflops"] * 1e9 for c in device["compute"]}
     hbm = next(m["peak_gbs"] for m in device["memories"] if m["id"] == "hbm") * 1e9
-    expect = collections.defaultdict(lambda: {"flops": 0.0, "bytes": 0.0, "time_us": 0.0,
-                                              "floor_us": 0.0, "calls": 0})
+    expect = collections.defaultdict(
+        lambda: {"flops": 0.0, "bytes": 0.0, "time_us": 0.0, "floor_us": 0.0, "calls": 0}
+    )
     for c in calls:
         x = expect[(c["name"], c["unit"])]
         x["flops"] += c["flops"]
@@ -154,7 +168,8 @@ def test_gemm_records_recomputed_from_the_raw_trace(run, count, findings):
         assert r["peak_flop_rate"] * 1e9 == pytest.approx(peak[key[1]], rel=1e-12), key
         assert r["roof_time_us"] == pytest.approx(x["floor_us"], rel=1e-9), key
         assert r["potential_time_saved_us"] == pytest.approx(
-            max(x["time_us"] - x["floor_us"], 0.0), rel=1e-9, abs=1e-6), key
+            max(x["time_us"] - x["floor_us"], 0.0), rel=1e-9, abs=1e-6
+        ), key
         assert r["dtype"] == x["dtype"], key  # the recorded input type, beside the kernel's unit
     assert _check_findings(service.guidance(run, "", True), expect, hbm) == findings
 
@@ -177,8 +192,9 @@ def _check_findings(answer, expect, hbm) -> int:
         elif f["rule"] == "precision":
             target = facts["target_peak_flop_rate"] * 1e9
             new = sum(max(fl / target, b / hbm) for fl, b in x["per_call"]) * 1e6
-            assert f["bound_us"] == pytest.approx(max(x["floor_us"] - new, 0.0), rel=1e-9,
-                                                  abs=1e-6), f["id"]
+            assert f["bound_us"] == pytest.approx(
+                max(x["floor_us"] - new, 0.0), rel=1e-9, abs=1e-6
+            ), f["id"]
         else:
             assert f["time_saved_us"] <= x["time_us"] * (1 + 1e-9), f["id"]
         checked += 1

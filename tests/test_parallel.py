@@ -1,5 +1,6 @@
 """The worker pool (readers/parallel.py): exactly the serial answers, used only where it pays,
 and gone when it should be (idle, at shutdown, with its parent, inside TensorBoard)."""
+
 from __future__ import annotations
 
 import json
@@ -12,12 +13,12 @@ import time
 
 import numpy as np
 import pytest
+from tb_server import get_json, tensorboard
 
-from tb_roofline.table.op_table import ALL_COLUMNS
 from tb_roofline.readers import parallel
 from tb_roofline.serve.service import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
-from tb_server import get_json, tensorboard
+from tb_roofline.table.op_table import ALL_COLUMNS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = "multi"
@@ -27,9 +28,19 @@ SESSION = RUN + "/2026_01_01_00_00_00"  # the run as the service names it
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("parallel"))
-    cfgs = [SynthConfig(seed=30 + h, num_cores=3, num_steps=5, ops_per_step=60, distinct_ops=25,
-                        hostname=f"h{h}", program_seed=30, host_offload_pairs=1)
-            for h in range(4)]
+    cfgs = [
+        SynthConfig(
+            seed=30 + h,
+            num_cores=3,
+            num_steps=5,
+            ops_per_step=60,
+            distinct_ops=25,
+            hostname=f"h{h}",
+            program_seed=30,
+            host_offload_pairs=1,
+        )
+        for h in range(4)
+    ]
     write_tpu_session(root, RUN, "2026_01_01_00_00_00", cfgs)
     return root
 
@@ -124,8 +135,9 @@ def test_shutdown_and_idle_stop_the_workers(logdir, pooled, monkeypatch):
     parallel.read_files(jobs)
     assert parallel.pool_running()
     deadline = time.monotonic() + 10
-    while (parallel.pool_running() or multiprocessing.active_children()) and \
-            time.monotonic() < deadline:
+    while (
+        parallel.pool_running() or multiprocessing.active_children()
+    ) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not parallel.pool_running() and not multiprocessing.active_children()
 
@@ -147,12 +159,14 @@ def test_idle_zero_lets_the_workers_go_once_a_conversion_is_done(logdir, pooled,
         assert not multiprocessing.active_children()
 
 
-def test_cli_command_in_process_keeps_no_workers_and_leaves_the_environment(logdir, pooled,
-                                                                            monkeypatch, capsys):
+def test_cli_command_in_process_keeps_no_workers_and_leaves_the_environment(
+    logdir, pooled, monkeypatch, capsys
+):
     """A command run in the caller's process (cli.main) lets its workers go at once (the
     variable unset or empty), keeps them when the caller set a time, and never writes the
     caller's environment."""
     from tb_roofline.serve import cli
+
     for value in (None, ""):
         if value is None:
             monkeypatch.delenv("TB_ROOFLINE_POOL_IDLE_S", raising=False)
@@ -172,12 +186,14 @@ def test_a_calls_defaults_are_its_own_thread_s():
     """settings.run_with_defaults: the default holds inside the call, not in a thread it
     starts nor after it; a variable set in the environment still wins."""
     from tb_roofline import settings
+
     seen = {}
 
     def call():
         seen["inside"] = settings.number(settings.POOL_IDLE_S)
-        t = threading.Thread(target=lambda: seen.update(
-            thread=settings.number(settings.POOL_IDLE_S)))
+        t = threading.Thread(
+            target=lambda: seen.update(thread=settings.number(settings.POOL_IDLE_S))
+        )
         t.start()
         t.join()
         seen["env"] = settings.number(settings.POOL_IDLE_S, {"TB_ROOFLINE_POOL_IDLE_S": "5"})
@@ -189,8 +205,12 @@ def test_a_calls_defaults_are_its_own_thread_s():
         assert seen == {"inside": 0.0, "thread": 60.0, "env": 5.0}
         assert settings.number(settings.POOL_IDLE_S) == 60.0
         os.environ["TB_ROOFLINE_POOL_IDLE_S"] = "9"
-        assert settings.run_with_defaults({"TB_ROOFLINE_POOL_IDLE_S": "0"},
-                                          settings.number, settings.POOL_IDLE_S) == 9.0
+        assert (
+            settings.run_with_defaults(
+                {"TB_ROOFLINE_POOL_IDLE_S": "0"}, settings.number, settings.POOL_IDLE_S
+            )
+            == 9.0
+        )
     finally:
         os.environ.pop("TB_ROOFLINE_POOL_IDLE_S", None)
         if old is not None:
@@ -221,6 +241,7 @@ def test_a_failed_pool_stops_itself_not_the_next_one(logdir, pooled, monkeypatch
     have made and be using a new one."""
     monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "0")
     from concurrent.futures.process import BrokenProcessPool
+
     other = {}
     real_run_all = parallel._run_all
 
@@ -254,11 +275,19 @@ def test_workers_exit_with_their_parent(logdir):
         "jobs = [(p, 'xplane', 'h', None) for p in sys.argv[1:]]\n"
         "parallel.read_files(jobs)\n"
         "print(json.dumps([p.pid for p in multiprocessing.active_children()]), flush=True)\n"
-        "os._exit(0)\n")
-    env = dict(os.environ, TB_ROOFLINE_WORKERS="2", TB_ROOFLINE_PARALLEL_MIN_MB="0",
-               PYTHONPATH=REPO)
-    out = subprocess.run([sys.executable, "-c", script, *_files(logdir)], env=env,
-                         capture_output=True, text=True, timeout=120, check=True)
+        "os._exit(0)\n"
+    )
+    env = dict(
+        os.environ, TB_ROOFLINE_WORKERS="2", TB_ROOFLINE_PARALLEL_MIN_MB="0", PYTHONPATH=REPO
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, *_files(logdir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     pids = json.loads(out.stdout.strip().splitlines()[-1])
     assert pids
     deadline = time.monotonic() + 10
@@ -268,8 +297,11 @@ def test_workers_exit_with_their_parent(logdir):
 
 
 def test_fork_only_without_other_threads():
-    foreign = [t for t in threading.enumerate() if t is not threading.current_thread()
-               and not t.name.startswith("tb-roofline")]
+    foreign = [
+        t
+        for t in threading.enumerate()
+        if t is not threading.current_thread() and not t.name.startswith("tb-roofline")
+    ]
     if not foreign:  # (an earlier test may have left a thread of its own running)
         assert parallel._context().get_start_method() == "fork"
     stop = threading.Event()
@@ -294,11 +326,12 @@ def test_a_pool_that_cannot_start_reads_in_process(logdir, pooled, monkeypatch):
 
 
 def test_damaged_host_in_the_pool_is_that_host_alone(tmp_path, pooled, monkeypatch):
-    cfgs = [SynthConfig(seed=50 + h, num_cores=2, hostname=f"h{h}", program_seed=50)
-            for h in range(3)]
+    cfgs = [
+        SynthConfig(seed=50 + h, num_cores=2, hostname=f"h{h}", program_seed=50) for h in range(3)
+    ]
     paths = write_tpu_session(str(tmp_path), RUN, "2026_01_01_00_00_00", cfgs)
     data = bytearray(open(paths[1], "rb").read())
-    data[len(data) // 3: len(data) // 3 + 64] = b"\xff" * 64  # inside a plane
+    data[len(data) // 3 : len(data) // 3 + 64] = b"\xff" * 64  # inside a plane
     open(paths[1], "wb").write(bytes(data))
     past = time.time() - 60
     os.utime(paths[1], (past, past))
@@ -309,8 +342,9 @@ def test_damaged_host_in_the_pool_is_that_host_alone(tmp_path, pooled, monkeypat
 
 def _answers_all(logdir) -> str:
     service = RooflineService(logdir)
-    return json.dumps([service.program(SESSION, "", True), service.diagnostics(SESSION, "")],
-                      sort_keys=True)
+    return json.dumps(
+        [service.program(SESSION, "", True), service.diagnostics(SESSION, "")], sort_keys=True
+    )
 
 
 def _descendants(pid: int) -> list[int]:
@@ -360,12 +394,34 @@ def _is_tb(pid: str, base: str) -> bool:
 def test_cli_with_workers_prints_the_serial_report_and_leaves_none(logdir):
     """The CLI (no other threads: workers are forked) answers as in one process, and exits
     with no worker left."""
+
     def cli(workers: str):
-        env = dict(os.environ, TB_ROOFLINE_WORKERS=workers, TB_ROOFLINE_PARALLEL_MIN_MB="0",
-                   TB_ROOFLINE_CACHE_DIR="off", PYTHONPATH=REPO)
-        proc = subprocess.Popen([sys.executable, "-m", "tb_roofline.serve.cli", "export", logdir,
-                                 "--run", SESSION, "--format", "json", "-o", "-"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env = dict(
+            os.environ,
+            TB_ROOFLINE_WORKERS=workers,
+            TB_ROOFLINE_PARALLEL_MIN_MB="0",
+            TB_ROOFLINE_CACHE_DIR="off",
+            PYTHONPATH=REPO,
+        )
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tb_roofline.serve.cli",
+                "export",
+                logdir,
+                "--run",
+                SESSION,
+                "--format",
+                "json",
+                "-o",
+                "-",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         return out, proc.pid

@@ -1,5 +1,6 @@
 """The cache of converted profiles on disk: restarts answer from it, it never writes into the
 logdir, two servers share it, bad entries are replaced, it stays under its cap."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -12,8 +13,8 @@ import sys
 import time
 
 import pytest
-
 from tb_server import get, tensorboard
+
 from tb_roofline.readers import parallel
 from tb_roofline.serve import disk_cache
 from tb_roofline.serve.disk_cache import DiskCache
@@ -36,8 +37,12 @@ def cache_dir(tmp_path, monkeypatch):
 def logdir(tmp_path):
     root = tmp_path / "logdir"
     write_tpu_session(str(root), "", RUN, [SynthConfig(seed=1)])
-    write_tpu_session(str(root), "b", RUN, [SynthConfig(seed=2, hostname="h0"),
-                                           SynthConfig(seed=3, hostname="h1")])
+    write_tpu_session(
+        str(root),
+        "b",
+        RUN,
+        [SynthConfig(seed=2, hostname="h0"), SynthConfig(seed=3, hostname="h1")],
+    )
     _age_all(root)
     return root
 
@@ -49,8 +54,10 @@ def _age_all(root, seconds=60):
 
 
 def _tree(root) -> dict:
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def _spoil_keeping_identity(path):
@@ -62,17 +69,24 @@ def _spoil_keeping_identity(path):
 
 
 def _answers(service, runs):
-    return {run: (service.program(run, "", True), service.ops(run, "", False),
-                  service.diagnostics(run, "")) for run in runs}
+    return {
+        run: (
+            service.program(run, "", True),
+            service.ops(run, "", False),
+            service.diagnostics(run, ""),
+        )
+        for run in runs
+    }
 
 
-def test_restart_answers_from_the_cache_and_never_writes_the_logdir(logdir, cache_dir,
-                                                                     monkeypatch):
+def test_restart_answers_from_the_cache_and_never_writes_the_logdir(logdir, cache_dir, monkeypatch):
     before = _tree(logdir)
     first = RooflineService(str(logdir))
     runs = [r["run"] for r in first.list_runs()["runs"]]
     expected = _answers(first, runs)
-    assert len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) == 3  # one per host file
+    assert (
+        len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) == 3
+    )  # one per host file
     assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
     assert _tree(logdir) == before
     restarted = RooflineService(str(logdir))
@@ -100,7 +114,9 @@ def test_changed_file_or_code_is_a_miss(logdir, cache_dir, monkeypatch):
     entries = len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX)))
     monkeypatch.setattr(disk_cache, "code_digest", lambda *paths: "other code")
     RooflineService(str(logdir)).program(RUN, "", True)
-    assert len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) == entries + 1
+    assert (
+        len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) == entries + 1
+    )
 
 
 def test_code_digest_covers_the_reader_sources():
@@ -111,25 +127,35 @@ def test_code_digest_covers_the_reader_sources():
     assert disk_cache.code_digest(disk_cache.ANSWER_CODE_PATHS) != digest
 
 
-def test_page_load_answers_survive_a_restart_without_the_profile(logdir, cache_dir,
-                                                                 monkeypatch):
+def test_page_load_answers_survive_a_restart_without_the_profile(logdir, cache_dir, monkeypatch):
     """Unfiltered answers are kept encoded on disk: a restart serves them without reading
     the profile or redoing the analysis; filtered ones are not kept."""
     from tb_roofline import errors
     from tb_roofline.table.op_table import ProfileData
+
     first = RooflineService(str(logdir))
-    kinds = {"program": {"include_infeed_outfeed": True}, "device": {}, "diagnostics": {},
-             "ops": {"include_infeed_outfeed": False}}
-    expected = {kind: first.encoded(kind, RUN, "", True, **params)
-                for kind, params in kinds.items()}
+    kinds = {
+        "program": {"include_infeed_outfeed": True},
+        "device": {},
+        "diagnostics": {},
+        "ops": {"include_infeed_outfeed": False},
+    }
+    expected = {
+        kind: first.encoded(kind, RUN, "", True, **params) for kind, params in kinds.items()
+    }
     assert all(zipped for body, zipped in expected.values() if len(body) > 1024)
     cache = first.disk_cache
-    for entry in (cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX):  # drop the converted profiles, keep the answers
+    for entry in (cache_dir / disk_cache.ENTRIES_DIR).glob(
+        "*" + disk_cache.SUFFIX
+    ):  # drop the converted profiles, keep the answers
         if isinstance(cache.get(entry.stem), ProfileData):
             entry.unlink()
     restarted = RooflineService(str(logdir))
-    monkeypatch.setattr(parallel, "read_files",  # no file is read: only the cache answers
-                        lambda jobs, progress=None: [errors.ProfileFormatError("not read")] * len(jobs))
+    monkeypatch.setattr(
+        parallel,
+        "read_files",  # no file is read: only the cache answers
+        lambda jobs, progress=None: [errors.ProfileFormatError("not read")] * len(jobs),
+    )
     for kind, params in kinds.items():
         assert restarted.encoded(kind, RUN, "", True, **params) == expected[kind]
     with pytest.raises(errors.BadProfileError):
@@ -145,14 +171,19 @@ def test_corrupt_or_truncated_entries_are_replaced(logdir, cache_dir):
             p.write_bytes(bad)
         assert RooflineService(str(logdir)).program(RUN, "", True) == expected
         cache = DiskCache(str(cache_dir), max_bytes=1 << 30)
-        assert all(cache.get(p.stem) is not None for p in (cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))
+        assert all(
+            cache.get(p.stem) is not None
+            for p in (cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX)
+        )
 
 
 def test_lru_eviction_keeps_the_cap(tmp_path):
     probe = DiskCache(str(tmp_path / "probe"), max_bytes=1 << 20)
     (tmp_path / "probe").mkdir(mode=0o700)
     assert probe.put("p", b"x" * 1000)
-    entry = (tmp_path / "probe" / disk_cache.ENTRIES_DIR / ("p" + disk_cache.SUFFIX)).stat().st_size  # 1000 + framing
+    entry = (
+        (tmp_path / "probe" / disk_cache.ENTRIES_DIR / ("p" + disk_cache.SUFFIX)).stat().st_size
+    )  # 1000 + framing
     cache = DiskCache(str(tmp_path / "c"), max_bytes=3 * entry + entry // 2)
     (tmp_path / "c").mkdir(mode=0o700)
     tmp_path = tmp_path / "c" / disk_cache.ENTRIES_DIR
@@ -191,7 +222,9 @@ def test_settings(tmp_path, logdir, monkeypatch):
 def _two_entries_mb(cache_dir) -> str:
     """A cap that holds two of the three entries (eviction then races reads and writes);
     empties the directory."""
-    sizes = sorted(p.stat().st_size for p in (cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))
+    sizes = sorted(
+        p.stat().st_size for p in (cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX)
+    )
     assert len(sizes) == 3
     shutil.rmtree(cache_dir)
     return str((sizes[-1] + sizes[-2] + sizes[0] // 2) / 2**20)
@@ -208,8 +241,11 @@ def test_two_services_share_the_directory(logdir, cache_dir, monkeypatch):
     def work(i):
         service = RooflineService(str(logdir)) if i % 3 == 0 else services[i % 2]
         run = runs[i % len(runs)]
-        return run, (service.program(run, "", True), service.ops(run, "", False),
-                     service.diagnostics(run, ""))
+        return run, (
+            service.program(run, "", True),
+            service.ops(run, "", False),
+            service.diagnostics(run, ""),
+        )
 
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         for run, answer in pool.map(work, range(36)):
@@ -232,18 +268,32 @@ print(json.dumps(out, sort_keys=True))
 
 def test_two_processes_share_the_directory(logdir, cache_dir):
     reference = RooflineService(str(logdir))
-    expected = {r["run"]: reference.program(r["run"], "", True)
-                for r in reference.list_runs()["runs"]}
-    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "TB_ROOFLINE_CACHE_MAX_MB": _two_entries_mb(cache_dir)}
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(logdir)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    expected = {
+        r["run"]: reference.program(r["run"], "", True) for r in reference.list_runs()["runs"]
+    }
+    env = {
+        **os.environ,
+        "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "TB_ROOFLINE_CACHE_MAX_MB": _two_entries_mb(cache_dir),
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(logdir)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outputs]
     for out, _ in outputs:
         assert json.loads(out) == json.loads(json.dumps(expected, sort_keys=True))
-    assert not list(cache_dir.glob(".tmp-*")) and len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) == 2
+    assert (
+        not list(cache_dir.glob(".tmp-*"))
+        and len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) == 2
+    )
 
 
 def test_tensorboard_restart_answers_from_the_cache(tmp_path, cache_dir):

@@ -1,6 +1,7 @@
 """Reader-pool workers die with the process that serves (readers/parallel.py): a TensorBoard
 killed with SIGKILL leaves no worker behind, even one deep in a C call that holds the GIL
 (where the parent-watch thread cannot run): the kernel's parent-death signal (Linux)."""
+
 from __future__ import annotations
 
 import json
@@ -41,10 +42,14 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
 @pytest.mark.parametrize("method", ["forkserver", "fork"])
 def test_workers_busy_in_c_die_when_the_server_is_killed(method):
-    env = dict(os.environ, TB_ROOFLINE_WORKERS="2",
-               PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-c", PARENT, method], stdout=subprocess.PIPE,
-                            text=True, env=env)
+    env = dict(
+        os.environ,
+        TB_ROOFLINE_WORKERS="2",
+        PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PARENT, method], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         line = proc.stdout.readline()
         info = json.loads(line)
@@ -60,7 +65,7 @@ def test_workers_busy_in_c_die_when_the_server_is_killed(method):
     finally:
         if proc.poll() is None:
             proc.kill()
-        for p in (info["pids"] if "info" in dir() else []):
+        for p in info["pids"] if "info" in dir() else []:
             try:
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:

@@ -1,4 +1,5 @@
 """The committed *_pb2.py files describe exactly what the .proto files say."""
+
 from __future__ import annotations
 
 import glob
@@ -21,11 +22,22 @@ def test_generated_code_is_current():
     protos = sorted(glob.glob(os.path.join(REPO, "tb_roofline", "protos", "*.proto")))
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "set.pb")
-        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{REPO}",
-                        f"--descriptor_set_out={out}", *protos], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grpc_tools.protoc",
+                f"-I{REPO}",
+                f"--descriptor_set_out={out}",
+                *protos,
+            ],
+            check=True,
+        )
         fresh = descriptor_pb2.FileDescriptorSet.FromString(open(out, "rb").read())
-    modules = [importlib.import_module("tb_roofline.protos." + os.path.basename(p)[:-6] + "_pb2")
-               for p in protos]
+    modules = [
+        importlib.import_module("tb_roofline.protos." + os.path.basename(p)[:-6] + "_pb2")
+        for p in protos
+    ]
     committed = {m.DESCRIPTOR.name: m.DESCRIPTOR.serialized_pb for m in modules}
     assert {f.name for f in fresh.file} == set(committed)
     for f in fresh.file:
@@ -35,6 +47,7 @@ def test_generated_code_is_current():
 
 def _normalized(file_proto) -> bytes:
     """Newer protoc versions add json_name to every field; it carries no schema change."""
+
     def strip(messages):
         for message in messages:
             for field in message.field:

@@ -1,4 +1,5 @@
 """PyTorch traces through the service: Total (HW), kernel views, data-sheet peaks, mixed logdirs."""
+
 from __future__ import annotations
 
 import gzip
@@ -27,8 +28,10 @@ def _metric_flops(path):
         if ev.get("cat") != "cuda_profiler_range":
             continue
         for key, value in (ev.get("args") or {}).items():
-            if key.startswith("smsp__sass_thread_inst_executed_op_") and key.endswith("_pred_on.sum"):
-                op = key[len("smsp__sass_thread_inst_executed_op_"):-len("_pred_on.sum")]
+            if key.startswith("smsp__sass_thread_inst_executed_op_") and key.endswith(
+                "_pred_on.sum"
+            ):
+                op = key[len("smsp__sass_thread_inst_executed_op_") : -len("_pred_on.sum")]
                 total += float(value) * (2.0 if op.endswith("fma") else 1.0)
     return total
 
@@ -63,7 +66,8 @@ def test_kernel_view_and_datasheet_peaks():
     kernels = _rows(service.ops(run, "", True, view="kernel"))
     # (records whose FLOPs are unknown answer null, not 0: they add nothing known)
     assert kernels and sum(k["flops"] or 0.0 for k in kernels) == pytest.approx(
-        sum(o["flops"] or 0.0 for o in ops), rel=1e-9)
+        sum(o["flops"] or 0.0 for o in ops), rel=1e-9
+    )
     with pytest.raises(Exception, match="view 'nope' is not available"):
         service.ops(run, "", True, view="nope")
 

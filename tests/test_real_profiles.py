@@ -1,4 +1,5 @@
 """Real profiles from JAX (CPU) and TensorFlow (V100 GPU) load and say what they lack."""
+
 from __future__ import annotations
 
 import os

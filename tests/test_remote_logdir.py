@@ -1,6 +1,7 @@
 """Remote logdirs against a real S3-compatible server (moto's, a separate process): the service,
 the CLI and a real `tensorboard --logdir s3://...` give the numbers of a local copy, and the
 bucket is listed in the background, not on each request."""
+
 from __future__ import annotations
 
 import gzip
@@ -28,8 +29,12 @@ from tb_roofline.synthetic import SynthConfig, write_tpu_session  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = "tb-roofline-test"
 KINETO = os.path.join(REPO, "testdata", "kineto", "cpu_convnet")
-DEVICE_FILE = {"kind": "cpu", "type": "Test CPU", "compute": {"fp32": 800.0},
-               "memories": {"hbm": 60.0}}
+DEVICE_FILE = {
+    "kind": "cpu",
+    "type": "Test CPU",
+    "compute": {"fp32": 800.0},
+    "memories": {"hbm": 60.0},
+}
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +64,9 @@ def test_service_gives_the_numbers_of_the_local_copy(s3):
     _, url, local = s3
     remote, here = _service(url), RooflineService(str(local))
     runs = here.list_runs()["runs"]
-    assert [(r["run"], r["format"], r["hosts"]) for r in remote.list_runs()["runs"]] == \
-        [(r["run"], r["format"], r["hosts"]) for r in runs]
+    assert [(r["run"], r["format"], r["hosts"]) for r in remote.list_runs()["runs"]] == [
+        (r["run"], r["format"], r["hosts"]) for r in runs
+    ]
     assert {r["format"] for r in runs} == {"xplane", "kineto"}
     for run in runs:
         for host in [""] + run["hosts"]:
@@ -76,14 +82,29 @@ def test_service_gives_the_numbers_of_the_local_copy(s3):
 
 def test_cli_takes_the_url(s3):
     _, url, local = s3
-    for args in (["runs", "--json"], ["export", "--run", "v4_pod/2026_11_29_11_30_00", "-o", "-"],
-                 ["export", "--run", "pytorch/cpu_convnet", "--level", "program", "--format",
-                  "json", "-o", "-"], ["report", "--run", "jax_mlp/2026_11_29_16_58_17"]):
+    for args in (
+        ["runs", "--json"],
+        ["export", "--run", "v4_pod/2026_11_29_11_30_00", "-o", "-"],
+        [
+            "export",
+            "--run",
+            "pytorch/cpu_convnet",
+            "--level",
+            "program",
+            "--format",
+            "json",
+            "-o",
+            "-",
+        ],
+        ["report", "--run", "jax_mlp/2026_11_29_16_58_17"],
+    ):
         far, near = io.StringIO(), io.StringIO()
         assert main([args[0], url] + args[1:], out=far) == 0
         assert main([args[0], str(local)] + args[1:], out=near) == 0
         if args[0] == "runs":  # mtimes differ: the bucket's are the upload's
-            strip = lambda text: [{k: v for k, v in r.items() if k != "mtime"} for r in json.loads(text)]  # noqa: E731
+            strip = lambda text: [
+                {k: v for k, v in r.items() if k != "mtime"} for r in json.loads(text)
+            ]  # noqa: E731
             assert strip(far.getvalue()) == strip(near.getvalue())
         else:
             assert far.getvalue() == near.getvalue()
@@ -185,8 +206,11 @@ def test_tensorboard_serves_an_s3_logdir(s3):
         runs = json.loads(body)
         assert runs["logdir"] == url
         assert [r["run"] for r in runs["runs"]] == [r["run"] for r in here.list_runs()["runs"]]
-        for run in ("v4_pod/2026_11_29_11_30_00", "pytorch/cpu_convnet",
-                    "jax_mlp/2026_11_29_16_58_17"):
+        for run in (
+            "v4_pod/2026_11_29_11_30_00",
+            "pytorch/cpu_convnet",
+            "jax_mlp/2026_11_29_16_58_17",
+        ):
             q = "?" + urllib.parse.urlencode({"run": run})
             status, _, body = get(api + "/program" + q)
             assert status == 200 and json.loads(body) == here.program(run, "", True)
@@ -199,11 +223,19 @@ def test_tensorboard_serves_an_s3_logdir(s3):
 def test_missing_s3_package_says_which_extra_to_install():
     import subprocess
     import sys
-    code = ("import sys; sys.modules['s3fs'] = None\n"
-            "from tb_roofline.serve.cli import main\n"
-            "sys.exit(main(['runs', 's3://some-bucket/logs']))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": REPO}, timeout=120)
+
+    code = (
+        "import sys; sys.modules['s3fs'] = None\n"
+        "from tb_roofline.serve.cli import main\n"
+        "sys.exit(main(['runs', 's3://some-bucket/logs']))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": REPO},
+        timeout=120,
+    )
     assert out.returncode == 2
     assert "pip install 'tb-roofline[s3]'" in out.stderr
 
@@ -211,14 +243,22 @@ def test_missing_s3_package_says_which_extra_to_install():
 def test_local_logdirs_never_import_fsspec(tmp_path):
     import subprocess
     import sys
+
     write_tpu_session(str(tmp_path), "", "2026_01_01_00_00_00", [SynthConfig(seed=1)])
-    code = ("import sys\n"
-            "from tb_roofline.serve.service import RooflineService\n"
-            "s = RooflineService(sys.argv[1])\n"
-            "run = s.list_runs()['runs'][0]['run']\n"
-            "s.encoded('ops', run, '', True, include_infeed_outfeed=True)\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fsspec', 's3fs', 'gcsfs')))")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": REPO}, timeout=120)
+    code = (
+        "import sys\n"
+        "from tb_roofline.serve.service import RooflineService\n"
+        "s = RooflineService(sys.argv[1])\n"
+        "run = s.list_runs()['runs'][0]['run']\n"
+        "s.encoded('ops', run, '', True, include_infeed_outfeed=True)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fsspec', 's3fs', 'gcsfs')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": REPO},
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"

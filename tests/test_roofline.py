@@ -1,10 +1,11 @@
 """The roofline model alone, on op tables built by hand, against hand-derived numbers."""
+
 from __future__ import annotations
 
 import pytest
 
-from tb_roofline.model import roofline
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
+from tb_roofline.model import roofline
 from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData, StepSpan
 
 US = 1_000_000  # ps per microsecond
@@ -23,19 +24,39 @@ def _profile(rows, span_us=250, steps=(), device=None):
         r = dict(r)
         r.setdefault("hbm_bytes", r.get("bytes", 0.0))
         b.add(host="h", core=0, program_id="1", occurrences=1, **r)
-    return ProfileData(device=device or _device(), ops=b.build(),
-                       steps=[StepSpan("h", 0, s, 0, d * US) for s, d in steps],
-                       core_spans=[CoreSpan("h", 0, 0, span_us * US)], diagnostics=[])
+    return ProfileData(
+        device=device or _device(),
+        ops=b.build(),
+        steps=[StepSpan("h", 0, s, 0, d * US) for s, d in steps],
+        core_spans=[CoreSpan("h", 0, 0, span_us * US)],
+        diagnostics=[],
+    )
 
 
 def _rows(table):
     return {r["operation"]: r for r in table.row_dicts()}
 
 
-COMPUTE_OP = dict(operation="dot.1", category="convolution fusion", total_time_ps=100 * US,
-                  self_time_ps=100 * US, flops=1e9, model_flops=1e9, bytes=1e6, step=0)
-MEMORY_OP = dict(operation="copy.2", category="data formatting", total_time_ps=100 * US,
-                 self_time_ps=100 * US, flops=1e6, model_flops=1e6, bytes=1e8, step=0)
+COMPUTE_OP = dict(
+    operation="dot.1",
+    category="convolution fusion",
+    total_time_ps=100 * US,
+    self_time_ps=100 * US,
+    flops=1e9,
+    model_flops=1e9,
+    bytes=1e6,
+    step=0,
+)
+MEMORY_OP = dict(
+    operation="copy.2",
+    category="data formatting",
+    total_time_ps=100 * US,
+    self_time_ps=100 * US,
+    flops=1e6,
+    model_flops=1e6,
+    bytes=1e8,
+    step=0,
+)
 
 
 def test_compute_and_memory_bound_ops():
@@ -63,10 +84,18 @@ def test_compute_and_memory_bound_ops():
 
 
 def test_program_record_uses_the_whole_span_and_skips_containers():
-    loop = dict(operation="while.3", category="while", total_time_ps=200 * US,
-                self_time_ps=0, flops=5e12, bytes=5e12, step=0)
-    a = roofline.analyze([_profile([COMPUTE_OP, MEMORY_OP, loop], span_us=250,
-                                   steps=[(0, 240)])], "h")
+    loop = dict(
+        operation="while.3",
+        category="while",
+        total_time_ps=200 * US,
+        self_time_ps=0,
+        flops=5e12,
+        bytes=5e12,
+        step=0,
+    )
+    a = roofline.analyze(
+        [_profile([COMPUTE_OP, MEMORY_OP, loop], span_us=250, steps=[(0, 240)])], "h"
+    )
     prog = {r["step"]: r for r in a.program[True].row_dicts()}
     total = prog["Total"]
     assert total["total_time_us"] == pytest.approx(250.0)  # idle time counts against it
@@ -81,8 +110,14 @@ def test_program_record_uses_the_whole_span_and_skips_containers():
 
 
 def test_infeed_outfeed_variant():
-    infeed = dict(operation="infeed.4", category="infeed", total_time_ps=50 * US,
-                  self_time_ps=50 * US, bytes=1e6, step=0)
+    infeed = dict(
+        operation="infeed.4",
+        category="infeed",
+        total_time_ps=50 * US,
+        self_time_ps=50 * US,
+        bytes=1e6,
+        step=0,
+    )
     a = roofline.analyze([_profile([COMPUTE_OP, infeed], span_us=250, steps=[(0, 200)])], "h")
     assert "infeed.4" in _rows(a.ops[True])
     assert "infeed.4" not in _rows(a.ops[False])
@@ -134,8 +169,10 @@ def test_zero_work_op_is_unknown_bound():
 
 def test_each_precision_sits_under_its_own_ceiling():
     dev = DeviceInfo(type="gpu", kind="gpu", num_cores=1)
-    dev.compute += [ComputePeak("fp32", 10_000.0, "datasheet"),
-                    ComputePeak("bf16", 100_000.0, "datasheet")]
+    dev.compute += [
+        ComputePeak("fp32", 10_000.0, "datasheet"),
+        ComputePeak("bf16", 100_000.0, "datasheet"),
+    ]
     dev.memories.append(MemoryPeak("hbm", "HBM", 1000.0, "datasheet"))
     f32 = dict(COMPUTE_OP, operation="dot.f32", precision="f32")  # 1e4 GFLOP/s
     bf16 = dict(COMPUTE_OP, operation="dot.bf16", precision="bf16")

@@ -1,5 +1,6 @@
 """`/ops?rows=op|shapes|kernel` (model/row_grouping.py): PyTorch rows by op, by op × input
 shapes, or by GPU kernel; the shape rows checked against the trace's own `Input Dims`."""
+
 from __future__ import annotations
 
 import collections
@@ -52,8 +53,9 @@ def test_shape_rows_split_each_op_and_add_up(service):
             # (unknown FLOPs are null: a record's known FLOPs are its shapes' known ones)
             per_op[(r["program_id"], r["operation"], r["precision"])] += r[key] or 0.0
         for r in ops:
-            assert per_op[(r["program_id"], r["operation"], r["precision"])] == \
-                pytest.approx(r[key] or 0.0, rel=1e-9, abs=1e-6), (key, r["operation"])
+            assert per_op[(r["program_id"], r["operation"], r["precision"])] == pytest.approx(
+                r[key] or 0.0, rel=1e-9, abs=1e-6
+            ), (key, r["operation"])
     # aten::mm: one row per (precision, input dims); the calls per dims are the trace's.
     mm = [r for r in shapes if r["operation"] == "aten::mm"]
     counted = collections.Counter()
@@ -66,8 +68,10 @@ def test_shape_rows_split_each_op_and_add_up(service):
 
 
 def test_kernel_rows_are_the_kernel_view(service):
-    assert service.ops(RUN, "", True, rows="kernel")["rows"] == \
-        service.ops(RUN, "", True, view="kernel")["rows"]
+    assert (
+        service.ops(RUN, "", True, rows="kernel")["rows"]
+        == service.ops(RUN, "", True, view="kernel")["rows"]
+    )
 
 
 def test_filters_and_paging_apply_to_shape_rows(service):

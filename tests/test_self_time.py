@@ -2,6 +2,7 @@
 duration, `xline_fast.self_times`) and the Kineto / XLA GPU-CPU path (parents from
 `common.op_nesting`, `common.self_times`) give the same times, hand-derived here, including
 direct children that overlap each other (their overlap counted twice would go below 0)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Discovery, caching, filters, exports and bad input through the service functions."""
+
 from __future__ import annotations
 
 import csv
@@ -19,9 +20,15 @@ from tb_roofline.synthetic import SynthConfig, write_tpu_session
 @pytest.fixture
 def logdir(tmp_path):
     write_tpu_session(str(tmp_path), "", "2026_01_01_00_00_00", [SynthConfig(seed=1)])
-    write_tpu_session(str(tmp_path), "train/a", "2026_02_01_00_00_00",
-                      [SynthConfig(seed=2, hostname="h0", program_seed=2),
-                       SynthConfig(seed=3, hostname="h1", program_seed=2)])
+    write_tpu_session(
+        str(tmp_path),
+        "train/a",
+        "2026_02_01_00_00_00",
+        [
+            SynthConfig(seed=2, hostname="h0", program_seed=2),
+            SynthConfig(seed=3, hostname="h1", program_seed=2),
+        ],
+    )
     return tmp_path
 
 
@@ -83,7 +90,9 @@ def test_filters_and_paging(logdir):
     named = service.ops(run, "", True, name="FUSION")
     assert named["rows"] and all("fusion" in r[cols.index("operation")] for r in named["rows"])
     page = service.ops(run, "", True, offset=2, limit=3)
-    assert page["rows"] == everything["rows"][2:5] and page["total_count"] == len(everything["rows"])
+    assert page["rows"] == everything["rows"][2:5] and page["total_count"] == len(
+        everything["rows"]
+    )
     no_io = service.ops(run, "", False)
     assert not any(r[cols.index("is_infeed_outfeed")] for r in no_io["rows"])
     assert any(r[cols.index("is_infeed_outfeed")] for r in everything["rows"])
@@ -127,7 +136,9 @@ def test_corrupt_profile_fails_alone(logdir):
     bad.write_bytes(b"\x0a\xff\xff\xff\xff\x0f")
     _age(str(bad))
     service = RooflineService(str(logdir))
-    with pytest.raises(errors.BadProfileError, match="broken/2026_04_01_00_00_00.*not a valid XSpace"):
+    with pytest.raises(
+        errors.BadProfileError, match="broken/2026_04_01_00_00_00.*not a valid XSpace"
+    ):
         service.program("broken/2026_04_01_00_00_00", "", True)
     assert service.program("2026_01_01_00_00_00", "", True)["rows"]
 
@@ -173,6 +184,7 @@ def test_cache_follows_file_changes_and_never_writes(logdir):
 
 def test_is_active_never_waits_for_a_slow_disk(logdir, monkeypatch):
     import tb_roofline.serve.discovery as discovery
+
     real_scan = discovery.scan_logdir
 
     def slow_scan(*args, **kwargs):
@@ -206,8 +218,12 @@ def test_concurrent_requests_share_one_conversion(logdir):
 
     service = RooflineService(str(logdir))
     runs = [r["run"] for r in service.list_runs()["runs"]]
-    jobs = [(run, host) for run in runs for host in ("", "*", "h0", "host0")
-            if host in ("", "*") or host in service.hosts(run)["hosts"]] * 6
+    jobs = [
+        (run, host)
+        for run in runs
+        for host in ("", "*", "h0", "host0")
+        if host in ("", "*") or host in service.hosts(run)["hosts"]
+    ] * 6
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda j: service.analysis(*j), jobs))
     by_key = {}
@@ -220,16 +236,23 @@ def test_concurrent_requests_share_one_conversion(logdir):
 
 def test_caches_are_bounded_by_bytes(tmp_path, monkeypatch):
     from tb_roofline.serve.caches import approx_size
+
     for i in range(4):
-        write_tpu_session(str(tmp_path), "", f"2026_01_0{i + 1}_00_00_00",
-                          [SynthConfig(seed=i, num_steps=1, ops_per_step=4)])
+        write_tpu_session(
+            str(tmp_path),
+            "",
+            f"2026_01_0{i + 1}_00_00_00",
+            [SynthConfig(seed=i, num_steps=1, ops_per_step=4)],
+        )
     probe = RooflineService(str(tmp_path))
     run0 = probe.list_runs()["runs"][0]["run"]
     one = approx_size(probe.analysis(run0, ""))
     # A budget whose analysis share holds two of these analyses, not four.
     from tb_roofline.serve.caches import MEMORY_SHARES
-    monkeypatch.setenv("TB_ROOFLINE_MEMORY_CACHE_MB",
-                       str(2.5 * one / MEMORY_SHARES["analyses"] / 2**20))
+
+    monkeypatch.setenv(
+        "TB_ROOFLINE_MEMORY_CACHE_MB", str(2.5 * one / MEMORY_SHARES["analyses"] / 2**20)
+    )
     service = RooflineService(str(tmp_path))
     for run in service.list_runs()["runs"]:
         service.program(run["run"], "", True)
@@ -241,8 +264,12 @@ def test_caches_are_bounded_by_bytes(tmp_path, monkeypatch):
 def test_twenty_runs_cycle_without_recomputing(tmp_path):
     """The default budgets hold many runs: going round twenty runs again recomputes nothing."""
     for i in range(20):
-        write_tpu_session(str(tmp_path), f"r{i:02d}", "2026_01_01_00_00_00",
-                          [SynthConfig(seed=i, num_steps=2, ops_per_step=40, distinct_ops=30)])
+        write_tpu_session(
+            str(tmp_path),
+            f"r{i:02d}",
+            "2026_01_01_00_00_00",
+            [SynthConfig(seed=i, num_steps=2, ops_per_step=40, distinct_ops=30)],
+        )
     service = RooflineService(str(tmp_path))
     runs = [r["run"] for r in service.list_runs()["runs"]]
     assert len(runs) == 20
@@ -256,18 +283,27 @@ def test_deleted_host_file_leaves_the_others(logdir):
     service = RooflineService(str(logdir))
     run = "train/a/2026_02_01_00_00_00"
     assert service.device(run, "")["device"]["num_hosts"] == 2
-    os.remove(logdir / "train" / "a" / "plugins" / "profile" / "2026_02_01_00_00_00" / "h1.xplane.pb")
+    os.remove(
+        logdir / "train" / "a" / "plugins" / "profile" / "2026_02_01_00_00_00" / "h1.xplane.pb"
+    )
     assert service.device(run, "")["device"]["num_hosts"] == 1
-    (gone,) = [d for d in service.diagnostics(run, "")["diagnostics"]
-               if d["code"] == "host_missing"]
+    (gone,) = [
+        d for d in service.diagnostics(run, "")["diagnostics"] if d["code"] == "host_missing"
+    ]
     # the host left out and how many the run has: what the tab's banner counts and names
     assert (gone["skipped_host"], gone["hosts_total"]) == ("h1", 2)
 
 
 def test_a_corrupt_host_is_named_with_the_run_s_host_count(tmp_path):
-    write_tpu_session(str(tmp_path), "pod", "2026_01_01_00_00_00",
-                      [SynthConfig(seed=i, hostname=f"h{i}", num_steps=2, ops_per_step=20,
-                                   distinct_ops=10) for i in range(3)])
+    write_tpu_session(
+        str(tmp_path),
+        "pod",
+        "2026_01_01_00_00_00",
+        [
+            SynthConfig(seed=i, hostname=f"h{i}", num_steps=2, ops_per_step=20, distinct_ops=10)
+            for i in range(3)
+        ],
+    )
     bad = tmp_path / "pod" / "plugins" / "profile" / "2026_01_01_00_00_00" / "h2.xplane.pb"
     bad.write_bytes(bytes(range(256)) * 20)
     os.utime(bad, (time.time() - 3600,) * 2)
@@ -276,7 +312,8 @@ def test_a_corrupt_host_is_named_with_the_run_s_host_count(tmp_path):
     diags = service.diagnostics(run, "")["diagnostics"]
     skipped = [d for d in diags if "skipped_host" in d]
     assert [(d["skipped_host"], d["hosts_total"], d["severity"]) for d in skipped] == [
-        ("h2", 3, "error")]
+        ("h2", 3, "error")
+    ]
     assert "'h2' skipped" in skipped[0]["message"]
     assert all("hosts_total" not in d for d in diags if d not in skipped)
     assert service.device(run, "")["device"]["num_hosts"] == 2
@@ -284,6 +321,7 @@ def test_a_corrupt_host_is_named_with_the_run_s_host_count(tmp_path):
 
 def test_bad_size_limit_variable_falls_back(logdir, monkeypatch):
     from tb_roofline import settings
+
     DEFAULT_MAX_FILE_MB = settings.MAX_FILE_MB.default
     monkeypatch.setenv("TB_ROOFLINE_MAX_FILE_MB", "lots")
     assert RooflineService(str(logdir)).max_file_bytes == DEFAULT_MAX_FILE_MB * (1 << 20)
@@ -305,6 +343,7 @@ def test_bad_device_file_is_a_clear_error_without_server_paths(tmp_path):
 
 def test_partial_scan_keeps_runs_it_did_not_reach(logdir, monkeypatch):
     import tb_roofline.serve.discovery as discovery
+
     index = discovery.RunIndex(str(logdir))
     full = index.refresh()
     assert len(full) == 2
@@ -340,10 +379,17 @@ def test_progress_tells_how_many_hosts_are_read_while_they_are(tmp_path, monkeyp
     from werkzeug.wrappers import Response
 
     from tb_roofline.serve.routes import RooflineRoutes
+
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
-    write_tpu_session(str(tmp_path), "pod", "2026_01_01_00_00_00",
-                      [SynthConfig(seed=i, hostname=f"h{i}", num_steps=2, ops_per_step=20,
-                                   distinct_ops=10) for i in range(4)])
+    write_tpu_session(
+        str(tmp_path),
+        "pod",
+        "2026_01_01_00_00_00",
+        [
+            SynthConfig(seed=i, hostname=f"h{i}", num_steps=2, ops_per_step=20, distinct_ops=10)
+            for i in range(4)
+        ],
+    )
     run = "pod/2026_01_01_00_00_00"
     seen = []
 
@@ -359,8 +405,13 @@ def test_progress_tells_how_many_hosts_are_read_while_they_are(tmp_path, monkeyp
         assert r.status_code == 200 and r.headers["Cache-Control"] == "no-store"
         return json.loads(r.data)
 
-    idle = {"run": run, "reading": False, "hosts_done": None, "hosts_total": None,
-            "elapsed_s": None}
+    idle = {
+        "run": run,
+        "reading": False,
+        "hosts_done": None,
+        "hosts_total": None,
+        "elapsed_s": None,
+    }
     assert route() == idle
     service.analysis(run, "h0")  # one host read first: cached for the whole run's read
     seen.clear()

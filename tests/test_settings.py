@@ -1,4 +1,5 @@
 """Every TB_ROOFLINE_* environment variable by one rule (tb_roofline/settings.py)."""
+
 from __future__ import annotations
 
 import logging
@@ -47,7 +48,11 @@ def test_the_service_reads_no_environment_variable_itself():
                 if pattern.search(open(path, encoding="utf-8").read()):
                     offenders.append(os.path.relpath(path, REPO))
     assert not offenders
-    for rel in (("readers", "files.py"), ("readers", "kineto", "stream.py"),
-                ("readers", "parallel.py")):
-        assert "environ" not in open(os.path.join(REPO, "tb_roofline", *rel),
-                                     encoding="utf-8").read()
+    for rel in (
+        ("readers", "files.py"),
+        ("readers", "kineto", "stream.py"),
+        ("readers", "parallel.py"),
+    ):
+        assert (
+            "environ" not in open(os.path.join(REPO, "tb_roofline", *rel), encoding="utf-8").read()
+        )

@@ -5,6 +5,7 @@ remote read and listing has a deadline (TB_ROOFLINE_READ_DEADLINE_S) and every r
 bounded time, never a request held for minutes; before the first listing has finished a run is
 "listing in progress" (503), not "unknown run" (404).
 """
+
 from __future__ import annotations
 
 import os
@@ -83,19 +84,22 @@ def moto():
     pytest.importorskip("s3fs")
     pytest.importorskip("moto")
     from s3_server import moto_server
+
     with moto_server() as server:
         server.client().create_bucket(Bucket="slow")
         with open(TRACE, "rb") as f:
-            server.client().put_object(Bucket="slow", Key="logs/run1/rank0.pt.trace.json.gz",
-                                       Body=f.read())
+            server.client().put_object(
+                Bucket="slow", Key="logs/run1/rank0.pt.trace.json.gz", Body=f.read()
+            )
         yield server
 
 
 @pytest.fixture
 def proxy(moto, monkeypatch):
     p = DrippingProxy(moto.endpoint)
-    for name, value in dict(moto.env(), AWS_ENDPOINT_URL=p.endpoint,
-                            S3_ENDPOINT=p.endpoint).items():
+    for name, value in dict(
+        moto.env(), AWS_ENDPOINT_URL=p.endpoint, S3_ENDPOINT=p.endpoint
+    ).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     monkeypatch.setenv("TB_ROOFLINE_YOUNG_FILE_S", "0.001")
@@ -135,6 +139,7 @@ def _client(logdir):
     from werkzeug.wrappers import Response
 
     from tb_roofline.serve.plugin import RooflinePlugin
+
     apps = RooflinePlugin(base_plugin.TBContext(logdir=logdir)).get_plugin_apps()
     return wtest.Client(lambda env, start: apps[env["PATH_INFO"]](env, start), Response)
 
@@ -149,8 +154,9 @@ def _wait_listed(client, most_s=30):
     raise AssertionError("never listed")
 
 
-@pytest.mark.parametrize("setting", ["TB_ROOFLINE_READ_DEADLINE_S",
-                                     "TB_ROOFLINE_REQUEST_DEADLINE_S"])
+@pytest.mark.parametrize(
+    "setting", ["TB_ROOFLINE_READ_DEADLINE_S", "TB_ROOFLINE_REQUEST_DEADLINE_S"]
+)
 def test_a_request_on_a_dripping_store_is_a_504_in_bounded_time(proxy, monkeypatch, setting):
     monkeypatch.setenv(setting, "3")
     client = _client("s3://slow/logs")

@@ -1,6 +1,7 @@
 """MoE expert GEMMs, grouped GEMMs and embedding bags (issue #16 item 4): each formula of
 readers/torch_sparse_ops.py pinned by a hand-derived count, through the Kineto reader's entry
 (torch_custom_ops.op_cost, as a `cpu_op` event's args give it)."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,8 +26,11 @@ def test_fused_experts_by_hand():
     Bytes: hidden 8·16·2 = 256 read, output 256 written, ids 8·2·4 = 64, weights 64; experts
     touched min(4, 16) = 4, all weights: w1 4·12·16·2 = 1,536, w2 4·16·6·2 = 768.
     Total 256 + 256 + 64 + 64 + 1,536 + 768 = 2,944."""
-    c = _cost("vllm::outplace_fused_experts", [[8, 16], [4, 12, 16], [4, 16, 6], [8, 2], [8, 2]],
-              [BF16, BF16, BF16, F32, S32])
+    c = _cost(
+        "vllm::outplace_fused_experts",
+        [[8, 16], [4, 12, 16], [4, 16, 6], [8, 2], [8, 2]],
+        [BF16, BF16, BF16, F32, S32],
+    )
     assert c.flops == 9216 and c.bytes == 2944
     assert c.category == "matmul" and c.precision == "bf16" and c.source == "formula"
 
@@ -35,8 +39,11 @@ def test_few_tokens_touch_few_experts():
     """One token, top-2 of 4 experts: the weights of 2 experts are read, not 4.
     FLOPs 2·1·2·(12·16 + 16·6) = 1,152; bytes 2·32 (hidden in, out) + 8 (ids) + 8 (weights)
     + (1,536 + 768)·2/4 = 1,152 → 80 + 1,152 = 1,232."""
-    c = _cost("vllm::inplace_fused_experts", [[1, 16], [4, 12, 16], [4, 16, 6], [1, 2], [1, 2]],
-              [BF16, BF16, BF16, F32, S32])
+    c = _cost(
+        "vllm::inplace_fused_experts",
+        [[1, 16], [4, 12, 16], [4, 16, 6], [1, 2], [1, 2]],
+        [BF16, BF16, BF16, F32, S32],
+    )
     assert c.flops == 1152 and c.bytes == 1232
     assert experts_touched(1, 2, 4) == 2 and experts_touched(100, 2, 4) == 4
 
@@ -46,16 +53,21 @@ def test_moe_forward_without_weights_has_no_cost():
     records it: no expert weights, no top-k, so no formula applies (no guessed model config)."""
     assert _cost("vllm::moe_forward", [[888, 3072], [888, 128], []], [BF16, BF16, ""]) is None
     # mismatched hidden sizes: not a MoE layer this formula knows
-    assert _cost("vllm::outplace_fused_experts", [[8, 16], [4, 12, 15], [4, 16, 6], [8, 2]],
-                 [BF16, BF16, BF16, S32]) is None
+    assert (
+        _cost(
+            "vllm::outplace_fused_experts",
+            [[8, 16], [4, 12, 15], [4, 16, 6], [8, 2]],
+            [BF16, BF16, BF16, S32],
+        )
+        is None
+    )
 
 
 def test_grouped_mm_by_hand():
     """_grouped_mm(a [M=10, K=8], b [G=3, K, N=4], offs [3] s32): 2·10·8·4 = 640 FLOPs;
     bytes a 160 + b 192 + offs 12 + out [10, 4] 80 = 444. 3-D × 3-D: [3, 5, 8] × [3, 8, 4]:
     2·3·5·8·4 = 960 FLOPs; bytes 240 + 192 + out 3·5·4·2 = 120 → 552."""
-    c = _cost("aten::_grouped_mm", [[10, 8], [3, 8, 4], [3], [], []],
-              [BF16, BF16, S32, "", ""])
+    c = _cost("aten::_grouped_mm", [[10, 8], [3, 8, 4], [3], [], []], [BF16, BF16, S32, "", ""])
     assert (c.flops, c.bytes, c.category, c.precision) == (640, 444, "matmul", "bf16")
     c = _cost("aten::_grouped_mm", [[3, 5, 8], [3, 8, 4], [], [], []], [BF16, BF16, "", "", ""])
     assert (c.flops, c.bytes) == (960, 552)
@@ -68,18 +80,33 @@ def test_embedding_bag_by_hand():
     64,000-byte table is not read whole). FLOPs 0 (sum pooling has no products)."""
     dims = [[1000, 16], [40], [9], [], [], [], [], [], []]
     types = [F32, S64, S64, "Scalar", "Scalar", "Scalar", "", "Scalar", "Scalar"]
-    c = _cost("aten::embedding_bag", dims, types,
-              ["", "", "", "False", "0", "False", "", "True", "-1"])
+    c = _cost(
+        "aten::embedding_bag", dims, types, ["", "", "", "False", "0", "False", "", "True", "-1"]
+    )
     assert (c.flops, c.bytes, c.category, c.precision) == (0, 3464, "embedding", "f32")
     # include_last_offset False: 9 bags → output 9·16·4 = 576 → 3,528
-    assert _cost("aten::_embedding_bag", dims, types,
-                 ["", "", "", "False", "0", "False", "", "False", "-1"]).bytes == 3528
+    assert (
+        _cost(
+            "aten::_embedding_bag",
+            dims,
+            types,
+            ["", "", "", "False", "0", "False", "", "False", "-1"],
+        ).bytes
+        == 3528
+    )
     # per-sample weights [40] f32: 40·16 multiplies, 160 more bytes
     dims2 = dims[:6] + [[40]] + dims[7:]
-    c = _cost("aten::embedding_bag", dims2, types[:6] + [F32] + types[7:],
-              ["", "", "", "False", "0", "False", "", "True", "-1"])
+    c = _cost(
+        "aten::embedding_bag",
+        dims2,
+        types[:6] + [F32] + types[7:],
+        ["", "", "", "False", "0", "False", "", "True", "-1"],
+    )
     assert (c.flops, c.bytes) == (640, 3624)
     # 2-D indices [B=5, L=3] (fixed bags): 15 rows 960 + idx 120 + out 5·16·4 = 320 → 1,400
-    c = _cost("aten::embedding_bag", [[1000, 16], [5, 3], [0], [], []],
-              [F32, S64, S64, "Scalar", "Scalar"])
+    c = _cost(
+        "aten::embedding_bag",
+        [[1000, 16], [5, 3], [0], [], []],
+        [F32, S64, S64, "Scalar", "Scalar"],
+    )
     assert c.bytes == pytest.approx(960 + 120 + 320)

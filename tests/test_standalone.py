@@ -1,6 +1,7 @@
 """`tb-roofline serve`'s app without a browser: the plugin's route table and answers, the
 page at `/`, and the Host/Origin checks (the MCP server's rules). In Chromium:
 tests/e2e/test_e2e_standalone.py."""
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,11 @@ def test_the_plugin_and_the_server_mount_one_route_table(app):
     assert all(type(app.routes[k]) is type(plugin[k]) for k in plugin)
     client, tb = Client(app), Client(plugin["/ops"])
     run = client.get("/runs").get_json()["runs"][0]["run"]
-    for params in ({"run": run}, {"run": run, "category": "convolution fusion"},
-                   {"run": run, "infeed_outfeed": "exclude"}):
+    for params in (
+        {"run": run},
+        {"run": run, "category": "convolution fusion"},
+        {"run": run, "infeed_outfeed": "exclude"},
+    ):
         mine = client.get("/ops", query_string=params)
         theirs = tb.get("/ops", query_string=params)
         assert mine.status_code == theirs.status_code == 200
@@ -54,23 +58,27 @@ def test_root_page_loads_the_tab_under_a_strict_csp(app):
     assert client.post("/runs").status_code == 405
 
 
-@pytest.mark.parametrize("bind,host,origin,status", [
-    ("127.0.0.1", "127.0.0.1:6007", None, None),
-    ("127.0.0.1", "localhost:6007", "http://localhost:6007", None),
-    ("127.0.0.1", "[::1]:6007", None, None),
-    ("127.0.0.1", "localhost", None, None),
-    ("127.0.0.1", "attacker.example:6007", None, 421),  # DNS rebinding
-    ("127.0.0.1", "127.0.0.1.attacker.example:6007", None, 421),
-    ("127.0.0.1", "", None, 421),
-    ("127.0.0.1", "127.0.0.1:6007", "http://attacker.example", 403),
-    ("127.0.0.1", "127.0.0.1:6007", "http://localhost.attacker.example:80", 403),
-    ("10.1.2.3", "10.1.2.3:6007", "http://10.1.2.3:6007", None),
-    ("10.1.2.3", "other:6007", None, 421),
-    ("0.0.0.0", "myhost.corp:6007", "http://myhost.corp:6007", None),  # same origin
-    ("0.0.0.0", "myhost.corp:6007", "http://attacker.example", 403),
-])
+@pytest.mark.parametrize(
+    "bind,host,origin,status",
+    [
+        ("127.0.0.1", "127.0.0.1:6007", None, None),
+        ("127.0.0.1", "localhost:6007", "http://localhost:6007", None),
+        ("127.0.0.1", "[::1]:6007", None, None),
+        ("127.0.0.1", "localhost", None, None),
+        ("127.0.0.1", "attacker.example:6007", None, 421),  # DNS rebinding
+        ("127.0.0.1", "127.0.0.1.attacker.example:6007", None, 421),
+        ("127.0.0.1", "", None, 421),
+        ("127.0.0.1", "127.0.0.1:6007", "http://attacker.example", 403),
+        ("127.0.0.1", "127.0.0.1:6007", "http://localhost.attacker.example:80", 403),
+        ("10.1.2.3", "10.1.2.3:6007", "http://10.1.2.3:6007", None),
+        ("10.1.2.3", "other:6007", None, 421),
+        ("0.0.0.0", "myhost.corp:6007", "http://myhost.corp:6007", None),  # same origin
+        ("0.0.0.0", "myhost.corp:6007", "http://attacker.example", 403),
+    ],
+)
 def test_host_and_origin_checks(bind, host, origin, status):
     from werkzeug.test import EnvironBuilder
+
     headers = {"Host": host} if host else {}
     if origin:
         headers["Origin"] = origin
@@ -78,6 +86,7 @@ def test_host_and_origin_checks(bind, host, origin, status):
     if not host:
         env.pop("HTTP_HOST", None)
     from werkzeug.wrappers import Request
+
     refused = HeaderGuard(bind).refusal(Request(env))
     assert (refused[0] if refused else None) == status, refused
 

@@ -6,6 +6,7 @@ is a module-level import added to a module on the listing path (the service, the
 discovery, the readers package), which costs every `tb-roofline runs` and every TensorBoard
 start the whole model and numpy again.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,17 +15,31 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HEAVY = ("numpy", "tb_roofline.model.roofline", "tb_roofline.model.compare",
-         "tb_roofline.devices.datasheets", "tb_roofline.devices.gpu_peaks",
-         "tb_roofline.table.op_table", "tb_roofline.serve.answers",
-         "tb_roofline.serve.compare_api", "tb_roofline.serve.cache_codec", "google.protobuf")
+HEAVY = (
+    "numpy",
+    "tb_roofline.model.roofline",
+    "tb_roofline.model.compare",
+    "tb_roofline.devices.datasheets",
+    "tb_roofline.devices.gpu_peaks",
+    "tb_roofline.table.op_table",
+    "tb_roofline.serve.answers",
+    "tb_roofline.serve.compare_api",
+    "tb_roofline.serve.cache_codec",
+    "google.protobuf",
+)
 
 
 def modules_after(code: str) -> set:
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json\n"
-                          "print(json.dumps(sorted(sys.modules)))"], capture_output=True,
-                         text=True, env=env, cwd=REPO, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+        check=True,
+    ).stdout
     return set(json.loads(out.strip().splitlines()[-1]))
 
 
@@ -33,7 +48,8 @@ def test_the_service_and_listing_runs_import_no_model_and_no_numpy(tmp_path):
         "import os\nos.environ['TB_ROOFLINE_CACHE_DIR'] = 'off'\n"
         "from tb_roofline.serve.service import RooflineService\n"
         f"s = RooflineService({os.path.join(REPO, 'testdata', 'demo')!r})\n"
-        "assert s.list_runs()['runs']")
+        "assert s.list_runs()['runs']"
+    )
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
 
 
@@ -41,7 +57,8 @@ def test_the_cli_runs_command_imports_no_model_and_no_numpy():
     loaded = modules_after(
         "import io\nfrom tb_roofline.serve import cli\nout = io.StringIO()\n"
         f"assert cli.main(['runs', {os.path.join(REPO, 'testdata', 'demo')!r}], out=out) == 0\n"
-        "assert 'v6e_train' in out.getvalue()")
+        "assert 'v6e_train' in out.getvalue()"
+    )
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
     assert "tb_roofline.readers.cluster" not in loaded  # no --scheduler: no cluster switch
 
@@ -54,12 +71,18 @@ def test_a_tpu_read_imports_no_gpu_reader_no_hlo_protos_no_comparison():
         "from tb_roofline.serve.service import RooflineService\n"
         f"s = RooflineService({os.path.join(REPO, 'testdata', 'demo')!r})\n"
         "run = [r['run'] for r in s.list_runs()['runs'] if 'v6e' in r['run']][0]\n"
-        "assert s.ops(run, '')['rows']")
+        "assert s.ops(run, '')['rows']"
+    )
     assert "numpy" in loaded and "tb_roofline.model.roofline" in loaded  # the work needs them
-    for name in ("tb_roofline.readers.xla_host_device", "tb_roofline.readers.xla_gpu_cpu",
-                 "tb_roofline.hlo.cost_model", "tb_roofline.protos.hlo_pb2",
-                 "tb_roofline.devices.gpu_peaks", "tb_roofline.model.compare",
-                 "tb_roofline.serve.compare_api"):
+    for name in (
+        "tb_roofline.readers.xla_host_device",
+        "tb_roofline.readers.xla_gpu_cpu",
+        "tb_roofline.hlo.cost_model",
+        "tb_roofline.protos.hlo_pb2",
+        "tb_roofline.devices.gpu_peaks",
+        "tb_roofline.model.compare",
+        "tb_roofline.serve.compare_api",
+    ):
         assert name not in loaded, name
     # ... nor, with no scheduler set, the cluster's networking (readers/cluster.py asks).
     for name in ("socket", "uuid", "queue", "distributed"):
@@ -72,7 +95,8 @@ def test_help_imports_no_dataclasses_and_no_logging():
         "import contextlib, io\nfrom tb_roofline.serve import cli\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         "    try:\n        cli.main(['--help'])\n    except SystemExit:\n        pass\n"
-        "assert 'report' in out.getvalue()")
+        "assert 'report' in out.getvalue()"
+    )
     for name in ("dataclasses", "logging", "numpy", "tb_roofline.serve.service"):
         assert name not in loaded, name
 
@@ -81,12 +105,16 @@ def test_import_tb_roofline_is_instant_until_load_is_called():
     """`import tb_roofline` (a notebook's first cell) imports no service, numpy or pandas;
     `tb_roofline.load` brings what it needs when called."""
     loaded = modules_after("import tb_roofline\nassert callable(tb_roofline.load)")
-    assert not {m for m in loaded if m.startswith(("tb_roofline.", "numpy", "pandas",
-                                                   "tensorboard", "werkzeug"))}
+    assert not {
+        m
+        for m in loaded
+        if m.startswith(("tb_roofline.", "numpy", "pandas", "tensorboard", "werkzeug"))
+    }
     loaded = modules_after(
         "import os\nos.environ['TB_ROOFLINE_CACHE_DIR'] = 'off'\nimport tb_roofline\n"
         f"a = tb_roofline.load({os.path.join(REPO, 'testdata', 'demo')!r})\n"
-        "assert a.device['peaks_known']")
+        "assert a.device['peaks_known']"
+    )
     assert "tb_roofline.notebook" in loaded and "tb_roofline.serve.html_report" not in loaded
 
 
@@ -95,5 +123,6 @@ def test_serve_and_html_help_import_no_model_and_no_numpy():
         loaded = modules_after(
             "import io, contextlib\nfrom tb_roofline.serve import cli\n"
             "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    cli.main([{command!r}, '--help'])")
+            f"    cli.main([{command!r}, '--help'])"
+        )
         assert not loaded & set(HEAVY), (command, sorted(loaded & set(HEAVY)))

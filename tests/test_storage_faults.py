@@ -2,6 +2,7 @@
 never answers gives up within 30 s naming the store, without a tight retry loop; an S3 object
 overwritten between a stat and a read, or mid-read, is "changed while it was read" (503), never
 a mix of versions; a local rewrite that keeps size and mtime (`cp -p`) is a new version."""
+
 from __future__ import annotations
 
 import os
@@ -26,10 +27,14 @@ def silent_endpoint(monkeypatch):
         s.bind(("127.0.0.1", 0))
         s.listen(64)
         endpoint = f"http://127.0.0.1:{s.getsockname()[1]}"
-        for name, value in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
-                            "AWS_DEFAULT_REGION": "us-east-1",
-                            "AWS_EC2_METADATA_DISABLED": "true", "S3_ENDPOINT": endpoint,
-                            "AWS_ENDPOINT_URL": endpoint}.items():
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "S3_ENDPOINT": endpoint,
+            "AWS_ENDPOINT_URL": endpoint,
+        }.items():
             monkeypatch.setenv(name, value)
         yield s, endpoint
 
@@ -63,6 +68,7 @@ def test_a_stalled_s3_endpoint_times_out_naming_the_store(silent_endpoint):
 def test_a_stalled_logdir_listing_is_a_storage_error_soon(silent_endpoint, monkeypatch):
     pytest.importorskip("s3fs")
     from tb_roofline.serve.service import RooflineService
+
     monkeypatch.setenv("TB_ROOFLINE_REMOTE_TIMEOUT_S", "2")
     start = time.monotonic()
     service = RooflineService("s3://stalled-bucket/logs")
@@ -75,14 +81,16 @@ def test_a_stalled_logdir_listing_is_a_storage_error_soon(silent_endpoint, monke
     assert "stalled-bucket" in str(info.value)
 
 
-def test_a_profile_on_a_stalled_store_is_a_gateway_timeout_not_a_bad_file(silent_endpoint,
-                                                                           monkeypatch):
+def test_a_profile_on_a_stalled_store_is_a_gateway_timeout_not_a_bad_file(
+    silent_endpoint, monkeypatch
+):
     """A file the store does not serve in time is a 504 naming the store (retried after a
     while), never a 422 that would call the profile damaged."""
     pytest.importorskip("s3fs")
     from tb_roofline.readers import read_profile_file
     from tb_roofline.readers.files import check_profile_file
     from tb_roofline.serve import hosts
+
     monkeypatch.setenv("TB_ROOFLINE_REMOTE_TIMEOUT_S", "1")
     _, endpoint = silent_endpoint
     url = "s3://stalled-bucket/run/plugins/profile/s/host0.xplane.pb"
@@ -99,8 +107,10 @@ def test_a_profile_on_a_stalled_store_is_a_gateway_timeout_not_a_bad_file(silent
 
 def test_storage_errors_survive_pickling():
     """Dask workers send a unit's error back pickled (readers/cluster.py)."""
-    for exc in (storage.StorageError("s3://b/x: gone"),
-                storage.StorageTimeoutError("the store s3://b did not answer in time")):
+    for exc in (
+        storage.StorageError("s3://b/x: gone"),
+        storage.StorageTimeoutError("the store s3://b did not answer in time"),
+    ):
         back = pickle.loads(pickle.dumps(exc))
         assert type(back) is type(exc) and str(back) == str(exc) and back.errno == exc.errno
 
@@ -130,6 +140,7 @@ def s3():
     pytest.importorskip("s3fs")
     pytest.importorskip("moto")
     from s3_server import moto_server
+
     with moto_server() as server, pytest.MonkeyPatch.context() as mp:
         for name, value in server.env().items():
             mp.setenv(name, value)
@@ -157,6 +168,7 @@ def test_a_profile_overwritten_mid_read_is_a_503(s3, monkeypatch):
     (without the ETag condition the second range came from the new object: a broken gzip
     stream, answered 422 as if the file were corrupt)."""
     from tb_roofline.serve.service import RooflineService
+
     monkeypatch.setattr(storage, "READ_BLOCK_BYTES", 1 << 20)
     with open(KINETO, "rb") as f:
         body = f.read()
@@ -188,21 +200,31 @@ def test_one_host_timing_out_is_skipped_like_any_other_bad_host(tmp_path, monkey
     from tb_roofline.readers import parallel
     from tb_roofline.serve.service import RooflineService
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
+
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
-    write_tpu_session(str(tmp_path), "run", "s", [SynthConfig(seed=1, hostname="h0"),
-                                                 SynthConfig(seed=1, hostname="h1")])
+    write_tpu_session(
+        str(tmp_path),
+        "run",
+        "s",
+        [SynthConfig(seed=1, hostname="h0"), SynthConfig(seed=1, hostname="h1")],
+    )
     real = parallel.read_files
 
     def h1_times_out(jobs, progress=None):
         got = real(jobs, progress)
-        return [errors.ProfileStoreTimeoutError("h1.xplane.pb: the store did not answer")
-                if job[2] == "h1" else r for job, r in zip(jobs, got)]
+        return [
+            errors.ProfileStoreTimeoutError("h1.xplane.pb: the store did not answer")
+            if job[2] == "h1"
+            else r
+            for job, r in zip(jobs, got)
+        ]
 
     monkeypatch.setattr(parallel, "read_files", h1_times_out)
     service = RooflineService(str(tmp_path))
     run = service.list_runs()["runs"][0]["run"]
     assert service.device(run, "")["device"]
-    notes = [d for d in service.diagnostics(run, "")["diagnostics"] if "'h1' skipped" in
-             d["message"]]
+    notes = [
+        d for d in service.diagnostics(run, "")["diagnostics"] if "'h1' skipped" in d["message"]
+    ]
     assert notes and notes[0]["code"] == "storage_timeout"
     assert service.program(run, "")["rows"]  # the other host's records

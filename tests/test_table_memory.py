@@ -2,6 +2,7 @@
 constant row columns hold one value and stay so through selection, concatenation, pickling
 (worker processes, a cluster) and the disk cache; a run's table and its hosts' share one copy
 of the rows; and the caches charge a shared buffer once, to every entry that keeps it alive."""
+
 from __future__ import annotations
 
 import pickle
@@ -19,11 +20,19 @@ from tb_roofline.table.op_table import OpTable, OpTableBuilder, constant, is_con
 def _table(n=1000, core=0, stall=0.0, seed=0) -> OpTable:
     rng = np.random.default_rng(seed)
     b = OpTableBuilder()
-    b.add_keyed({"operation": np.array(["a", "b", "c"], object),
-                 "category": np.array(["convolution", "copy", "loop fusion"], object)},
-                rng.integers(0, 3, n), core=np.full(n, core), step=rng.integers(0, 9, n),
-                occurrences=np.ones(n, np.int64), total_time_ps=rng.random(n) * 100,
-                self_time_ps=rng.random(n) * 50, dma_stall_ps=np.full(n, stall))
+    b.add_keyed(
+        {
+            "operation": np.array(["a", "b", "c"], object),
+            "category": np.array(["convolution", "copy", "loop fusion"], object),
+        },
+        rng.integers(0, 3, n),
+        core=np.full(n, core),
+        step=rng.integers(0, 9, n),
+        occurrences=np.ones(n, np.int64),
+        total_time_ps=rng.random(n) * 100,
+        self_time_ps=rng.random(n) * 50,
+        dma_stall_ps=np.full(n, stall),
+    )
     return b.build()
 
 
@@ -39,8 +48,10 @@ def test_constant_columns_hold_one_value_and_keep_their_values():
         t.rows["core"][3] = 2
     # Sums, groupings and gathers see the same values as a full column.
     full = np.ones(1000)
-    assert np.bincount(t.rows["op"], weights=t.rows["occurrences"]).tolist() == \
-        np.bincount(t.rows["op"], weights=full).tolist()
+    assert (
+        np.bincount(t.rows["op"], weights=t.rows["occurrences"]).tolist()
+        == np.bincount(t.rows["op"], weights=full).tolist()
+    )
 
 
 def test_selection_and_concatenation_keep_constants_constant():
@@ -53,8 +64,10 @@ def test_selection_and_concatenation_keep_constants_constant():
     assert not is_constant(abc.rows["core"])
     assert abc.rows["core"].tolist() == [0] * 800 + [3] * 200
     assert is_constant(abc.rows["dma_stall_ps"])
-    assert abc.rows["step"].tolist() == a.rows["step"].tolist() + b.rows["step"].tolist() + \
-        c.rows["step"].tolist()
+    assert (
+        abc.rows["step"].tolist()
+        == a.rows["step"].tolist() + b.rows["step"].tolist() + c.rows["step"].tolist()
+    )
 
 
 def test_constants_travel_as_one_value_by_pickle_and_the_disk_cache():
@@ -72,8 +85,8 @@ def test_constants_travel_as_one_value_by_pickle_and_the_disk_cache():
 def test_the_disk_cache_refuses_a_constant_that_claims_too_many_rows():
     data = bytearray(cache_codec.encode({"x": constant(np.float64(1.0), 5)}))
     text_len = int.from_bytes(data[:8], "big")
-    text = bytes(data[8:8 + text_len]).replace(b'"len":5', b'"len":0')
-    bad = len(text).to_bytes(8, "big") + text + bytes(data[8 + text_len:])
+    text = bytes(data[8 : 8 + text_len]).replace(b'"len":5', b'"len":0')
+    bad = len(text).to_bytes(8, "big") + text + bytes(data[8 + text_len :])
     with pytest.raises(cache_codec.CodecError):
         cache_codec.decode(bad)
 
@@ -83,10 +96,10 @@ def test_concat_shares_its_rows_with_its_inputs():
     steps_a, time_b = a.rows["step"].copy(), b.rows["total_time_ps"].copy()
     run = OpTable.concat([a, b], share=True)
     for k in ("step", "total_time_ps", "self_time_ps"):
-        assert np.shares_memory(a.rows[k], run.rows[k]) and np.shares_memory(b.rows[k],
-                                                                             run.rows[k])
-    assert np.array_equal(a.rows["step"], steps_a) and np.array_equal(b.rows["total_time_ps"],
-                                                                      time_b)
+        assert np.shares_memory(a.rows[k], run.rows[k]) and np.shares_memory(b.rows[k], run.rows[k])
+    assert np.array_equal(a.rows["step"], steps_a) and np.array_equal(
+        b.rows["total_time_ps"], time_b
+    )
     assert run.rows["op"][500:].min() >= a.num_keys  # the run's op codes are offset: its own
     assert not np.shares_memory(b.rows["op"], run.rows["op"])
 
@@ -95,7 +108,7 @@ def test_a_shared_buffer_is_charged_once_and_until_its_last_holder_goes():
     buf = np.zeros(1 << 20)  # 8 MiB
     lru = ByteLRU(20 << 20)
     lru.put("a", {"v": buf[: 1 << 19]}, *sized({"v": buf[: 1 << 19]}))
-    lru.put("b", {"v": buf[1 << 19:]}, *sized({"v": buf[1 << 19:]}))
+    lru.put("b", {"v": buf[1 << 19 :]}, *sized({"v": buf[1 << 19 :]}))
     assert 8 << 20 <= lru.bytes < (8 << 20) + 20_000
     lru.pop("a")
     assert lru.bytes >= 8 << 20  # "b" still keeps all of it alive
@@ -111,9 +124,19 @@ def test_a_shared_buffer_is_charged_once_and_until_its_last_holder_goes():
 
 def test_a_runs_hosts_share_its_table_and_the_cache_charges_it_once(tmp_path, monkeypatch):
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
-    cfgs = [SynthConfig(seed=7 + h, program_seed=7, hostname=f"h{h}", num_cores=1,
-                        num_steps=40, ops_per_step=60, distinct_ops=60, op_order="cycle")
-            for h in range(3)]
+    cfgs = [
+        SynthConfig(
+            seed=7 + h,
+            program_seed=7,
+            hostname=f"h{h}",
+            num_cores=1,
+            num_steps=40,
+            ops_per_step=60,
+            distinct_ops=60,
+            op_order="cycle",
+        )
+        for h in range(3)
+    ]
     write_tpu_session(str(tmp_path), "run", "2026_01_01_00_00_00", cfgs)
     alone = RooflineService(str(tmp_path))
     run = alone.list_runs()["runs"][0]["run"]
@@ -125,8 +148,9 @@ def test_a_runs_hosts_share_its_table_and_the_cache_charges_it_once(tmp_path, mo
     entries = [s.hosts_reader.cache.get(f.path) for f in s.resolve_files(s.resolve_run(run), "")]
     tables = [e.data.ops for e in entries]
     shared = [k for k, v in tables[0].rows.items() if k != "op" and not is_constant(v)]
-    assert shared and all(np.shares_memory(t.rows[k], run_table.rows[k])
-                          for t in tables for k in shared)
+    assert shared and all(
+        np.shares_memory(t.rows[k], run_table.rows[k]) for t in tables for k in shared
+    )
     run_bytes = sum(run_table.rows[k].nbytes for k in shared)
     own = sum(approx_size(e.data, roots={}) for e in entries)
     cache = s.hosts_reader.cache
@@ -145,6 +169,7 @@ def test_a_runs_hosts_share_its_table_and_the_cache_charges_it_once(tmp_path, mo
 def test_sums_over_constant_columns_are_those_of_full_columns_bit_for_bit():
     from tb_roofline.devices.spec import DeviceInfo
     from tb_roofline.model.roofline import key_sums
+
     t = _table(5000, stall=-0.0)
     device = DeviceInfo(type="test", kind="tpu", num_cores=1)
     full = OpTable(t.keys, {k: np.array(v) for k, v in t.rows.items()}, t.unit_costs)
@@ -153,8 +178,9 @@ def test_sums_over_constant_columns_are_those_of_full_columns_bit_for_bit():
     a, b = key_sums(t, device), key_sums(full, device)
     assert a.keys() == b.keys()
     for k in a:
-        assert np.array_equal(a[k], b[k], equal_nan=True) and \
-            np.array_equal(np.signbit(a[k]), np.signbit(b[k])), k
+        assert np.array_equal(a[k], b[k], equal_nan=True) and np.array_equal(
+            np.signbit(a[k]), np.signbit(b[k])
+        ), k
 
 
 def test_freed_heap_pages_go_back_to_the_system(tmp_path):
@@ -162,7 +188,8 @@ def test_freed_heap_pages_go_back_to_the_system(tmp_path):
     freed between blocks still in use are returned, not kept as holes (glibc only)."""
     import subprocess
     import sys
-    script = r'''
+
+    script = r"""
 import numpy as np
 from tb_roofline.allocator import release_free_memory
 def rss():
@@ -177,31 +204,44 @@ del big
 held = rss()
 release_free_memory()
 print(held - rss())
-'''
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) > 30, done.stdout  # MB returned of the 50 freed
 
 
 def _three_host_run(tmp_path, monkeypatch, hosts=3):
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
-    cfgs = [SynthConfig(seed=7 + h, program_seed=7, hostname=f"h{h}", num_cores=1,
-                        num_steps=40, ops_per_step=60, distinct_ops=60, op_order="cycle")
-            for h in range(hosts)]
+    cfgs = [
+        SynthConfig(
+            seed=7 + h,
+            program_seed=7,
+            hostname=f"h{h}",
+            num_cores=1,
+            num_steps=40,
+            ops_per_step=60,
+            distinct_ops=60,
+            op_order="cycle",
+        )
+        for h in range(hosts)
+    ]
     write_tpu_session(str(tmp_path), "run", "2026_01_01_00_00_00", cfgs)
     s = RooflineService(str(tmp_path))
     return s, s.list_runs()["runs"][0]["run"]
 
 
-def test_a_single_host_analysis_keeps_its_own_rows_when_the_run_shares_later(tmp_path,
-                                                                            monkeypatch):
+def test_a_single_host_analysis_keeps_its_own_rows_when_the_run_shares_later(tmp_path, monkeypatch):
     s, run = _three_host_run(tmp_path, monkeypatch)
     one = s.analysis(run, "h0").scope.tables["op"]
     charged = s._analysis_cache.bytes
     everything = s.analysis(run, "").scope.tables["op"]
-    assert not any(np.shares_memory(one.rows[k], everything.rows[k]) for k in one.rows
-                   if not is_constant(one.rows[k]))
+    assert not any(
+        np.shares_memory(one.rows[k], everything.rows[k])
+        for k in one.rows
+        if not is_constant(one.rows[k])
+    )
     # What the single-host analysis holds is still what it was charged.
     assert approx_size(one) <= charged
 
@@ -218,10 +258,12 @@ def test_a_host_of_no_rows_is_charged_the_run_rows_it_keeps():
 
 def test_hosts_are_charged_anew_even_when_the_analysis_fails(tmp_path, monkeypatch):
     from tb_roofline.model import roofline
+
     s, run = _three_host_run(tmp_path, monkeypatch)
 
     def fail(*args):
         raise MemoryError("out of memory in the model")
+
     monkeypatch.setattr(roofline, "_analyze", fail)
     with pytest.raises(Exception):
         s.analysis(run, "")
@@ -247,9 +289,10 @@ def test_hosts_that_fit_before_sharing_all_stay_after_it(tmp_path, monkeypatch):
 def test_a_table_whose_columns_disagree_on_their_length_is_not_used():
     t = _table(100)
     assert t.consistent()
-    t.rows["dma_stall_ps"] = constant(np.float64(0.0), 2 ** 40)  # a forged disk entry's claim
+    t.rows["dma_stall_ps"] = constant(np.float64(0.0), 2**40)  # a forged disk entry's claim
     assert not t.consistent()
     from tb_roofline.model.roofline import _sum_by
+
     with pytest.raises(ValueError):  # a length that disagrees is never taken as counts
         _sum_by(t.rows["op"], constant(np.float64(0.0), 150), 3)
 
@@ -268,6 +311,7 @@ def test_a_disk_entry_whose_table_lies_about_its_rows_is_a_miss(tmp_path, monkey
 
     from tb_roofline.serve.disk_cache import DiskCache
     from tb_roofline.serve.hosts import file_signature
+
     logdir, cache_dir = tmp_path / "logs", tmp_path / "cache"
     cfg = SynthConfig(seed=3, hostname="h0", num_cores=1, num_steps=20)
     write_tpu_session(str(logdir), "run", "2026_01_01_00_00_00", [cfg])
@@ -279,8 +323,14 @@ def test_a_disk_entry_whose_table_lies_about_its_rows_is_a_miss(tmp_path, monkey
     f = s.resolve_files(r, "")[0]
     key = DiskCache.key(file_signature(f), r.format, f.host)
     data = s.hosts_reader.disk_cache.get(key)
-    forged = dataclasses.replace(data, ops=OpTable(data.ops.keys, dict(
-        data.ops.rows, dma_stall_ps=constant(np.float64(5.0), 2 ** 40)), data.ops.unit_costs))
+    forged = dataclasses.replace(
+        data,
+        ops=OpTable(
+            data.ops.keys,
+            dict(data.ops.rows, dma_stall_ps=constant(np.float64(5.0), 2**40)),
+            data.ops.unit_costs,
+        ),
+    )
     assert s.hosts_reader.disk_cache.put(key, forged)
     fresh = RooflineService(str(logdir))
     assert fresh.ops(run, "", True)["rows"] == want  # converted again, not the forged rows
@@ -309,8 +359,7 @@ def test_review_cases_of_the_sharing_and_its_charges():
     # Tables a disk entry may forge: every column (op too) constant, op codes out of range,
     # a malformed state: none is consistent, none raises.
     t = _table(100)
-    forged = OpTable(t.keys, {k: constant(v[0], 2 ** 40) for k, v in t.rows.items()},
-                     t.unit_costs)
+    forged = OpTable(t.keys, {k: constant(v[0], 2**40) for k, v in t.rows.items()}, t.unit_costs)
     assert not forged.consistent()
     out_of_range = OpTable(t.keys, dict(t.rows, op=t.rows["op"] + 7), t.unit_costs)
     assert not out_of_range.consistent()
@@ -320,6 +369,7 @@ def test_review_cases_of_the_sharing_and_its_charges():
 
 def _demo_answers(logdir: str) -> str:
     import json
+
     service = RooflineService(logdir)
     out = []
     for run in [r["run"] for r in service.list_runs()["runs"]]:
@@ -334,10 +384,12 @@ def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
     of the whole columns bit for bit, with varying occurrences (an integer column made
     float) and with the derived columns (FLOPs from unit costs, the roofline time)."""
     import os
+
     from tb_roofline.model import roofline, steps
     from tb_roofline.model.records import SUM_COLUMNS
     from tb_roofline.readers import read_profile_file
     from tb_roofline.table.op_table import ROW_BLOCK
+
     demo = os.path.join(os.path.dirname(__file__), "..", "testdata", "demo")
     session = os.path.join(demo, "v4_pod", "plugins", "profile", "2026_11_29_11_30_00")
     p = read_profile_file(os.path.join(session, "tpu-v4-host0.xplane.pb"), "xplane", "h0")
@@ -348,8 +400,9 @@ def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
     ones = OpTable(t.keys, dict(t.rows, occurrences=constant(1, n)), t.unit_costs)
     inv_peak = 1.0 / (1.0 + rng.random(t.num_keys))
     # (the per-row floors and proven gaps too: some keys collectives, some gaps proven)
-    inv_peak = roofline.Roofs(p.device, inv_peak, rng.random(t.num_keys) < 0.2,
-                              rng.random(t.num_keys) < 0.5)
+    inv_peak = roofline.Roofs(
+        p.device, inv_peak, rng.random(t.num_keys) < 0.2, rng.random(t.num_keys) < 0.5
+    )
     codes = rng.integers(0, 7, n)
     monkeypatch.setattr(roofline, "ROW_BLOCK", 3)
     for table in (t, ones):
@@ -357,8 +410,9 @@ def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
             whole = roofline._sum_by(codes, roofline._row_column(table, c, inv_peak), 7)
             blocks = roofline._sum_rows(table, c, inv_peak, codes, 7, np.empty(n))
             assert np.array_equal(whole, roofline._sum_rows(table, c, inv_peak, codes, 7, None))
-            assert np.array_equal(whole, blocks) and \
-                np.array_equal(np.signbit(whole), np.signbit(blocks)), c
+            assert np.array_equal(whole, blocks) and np.array_equal(
+                np.signbit(whole), np.signbit(blocks)
+            ), c
     # Whole answers of a two-host run and a one-host run, in blocks of 3 rows and as usual.
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     monkeypatch.setattr(roofline, "ROW_BLOCK", ROW_BLOCK)

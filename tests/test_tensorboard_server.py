@@ -1,15 +1,15 @@
 """A real `tensorboard` process serving the plugin: listing, every endpoint, errors as JSON."""
+
 from __future__ import annotations
 
 import json
-import urllib.error
 import os
 import shutil
 import time
+import urllib.error
 import urllib.parse
 
 import pytest
-
 from tb_server import get, get_json, tensorboard
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,7 +38,9 @@ def test_plugin_listed_beside_xprof(server):
     status, listing = get_json(base + "/data/plugins_listing")
     assert status == 200
     assert listing["roofline"]["tab_name"] == "Roofline"
-    assert listing["roofline"]["loading_mechanism"]["module_path"] == "/data/plugin/roofline/index.js"
+    assert (
+        listing["roofline"]["loading_mechanism"]["module_path"] == "/data/plugin/roofline/index.js"
+    )
     # is_active answers from a background scan started with the plugin: by the time the page
     # asks, it knows (a user's first page load shows the tab as active).
     assert listing["roofline"]["enabled"]
@@ -80,18 +82,24 @@ def test_cpu_profile_reports_what_is_missing(server):
     assert total["flops"] > 0 and total["flops_source"] == "cost_model"
 
 
-@pytest.mark.parametrize("path,status,code", [
-    ("/program" + q(run="nope"), 404, "not_found"),
-    ("/program" + q(run="../../etc"), 400, "invalid_argument"),
-    ("/program" + q(run="/etc/passwd"), 400, "invalid_argument"),
-    ("/program" + q(run="v4_pod/2026_11_29_11_30_00", host="zz"), 404, "not_found"),
-    ("/program", 400, "invalid_argument"),
-    ("/program" + q(run="v4_pod/2026_11_29_11_30_00", infeed_outfeed="maybe"), 400,
-     "invalid_argument"),
-    ("/ops" + q(run="v4_pod/2026_11_29_11_30_00", limit="x"), 400, "invalid_argument"),
-    ("/program" + q(run="broken/2026_01_01_00_00_00"), 422, "bad_profile"),
-    ("/static/../plugin.py", 404, "not_found"),
-])
+@pytest.mark.parametrize(
+    "path,status,code",
+    [
+        ("/program" + q(run="nope"), 404, "not_found"),
+        ("/program" + q(run="../../etc"), 400, "invalid_argument"),
+        ("/program" + q(run="/etc/passwd"), 400, "invalid_argument"),
+        ("/program" + q(run="v4_pod/2026_11_29_11_30_00", host="zz"), 404, "not_found"),
+        ("/program", 400, "invalid_argument"),
+        (
+            "/program" + q(run="v4_pod/2026_11_29_11_30_00", infeed_outfeed="maybe"),
+            400,
+            "invalid_argument",
+        ),
+        ("/ops" + q(run="v4_pod/2026_11_29_11_30_00", limit="x"), 400, "invalid_argument"),
+        ("/program" + q(run="broken/2026_01_01_00_00_00"), 422, "bad_profile"),
+        ("/static/../plugin.py", 404, "not_found"),
+    ],
+)
 def test_errors_are_json(server, path, status, code):
     api, _, _ = server
     got, headers, body = get(api + path)
@@ -109,6 +117,7 @@ def test_bad_run_does_not_break_others(server):
 
 def test_static_files_are_compressed_revalidated_and_nosniff(server):
     import urllib.request
+
     api, _, _ = server
     url = api + "/static/vendor/vega.min.js"
     req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
@@ -118,6 +127,7 @@ def test_static_files_are_compressed_revalidated_and_nosniff(server):
         etag = r.headers["ETag"]
         zipped = r.read()
     import gzip as _gzip
+
     plain = get(url)[2]
     assert _gzip.decompress(zipped) == plain and len(zipped) < len(plain) / 2
     req = urllib.request.Request(url, headers={"If-None-Match": etag})

@@ -1,6 +1,7 @@
 """What keeps the timeline summary's memory down (docs/benchmarks.md, issue #18), checked as
 behaviour: `tpu_timeline.add_core_events` consumes the events it is handed, and the lighter
 segments and per-core pair sums give the hand-derived and brute-force answers."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,9 +11,13 @@ from tb_roofline.table.timeline import TimelineBuilder, _Segments
 
 
 def test_the_timeline_consumes_the_events_it_is_handed():
-    facts = tpu_timeline.event_facts([(1, 0, "a", "copy", "", False),
-                                      (2, 0, "b", "all-reduce", "", False),
-                                      (3, 0, "c", "loop fusion", "", False)])
+    facts = tpu_timeline.event_facts(
+        [
+            (1, 0, "a", "copy", "", False),
+            (2, 0, "b", "all-reduce", "", False),
+            (3, 0, "c", "loop fusion", "", False),
+        ]
+    )
     md = np.array([1, 3, 2, 1, 3], np.int64)
     begin = np.array([0, 10, 20, 40, 45], np.int64)
     dur = np.array([10, 5, 30, 5, 5], np.int64)

@@ -1,6 +1,7 @@
 """The wire-format TPU reader (readers/xwire.py, tpu_plane.py, tpu_file.py) against the
 protobuf-object oracle (tests/tpu_oracle.py): every column of random lines, whole op tables of generated and hand-made
 profiles, with windows and segments small enough that events, nests and steps cross them."""
+
 from __future__ import annotations
 
 import os
@@ -8,14 +9,14 @@ import random
 
 import numpy as np
 import pytest
-
-from tb_roofline.table.op_table import ALL_COLUMNS
-from tb_roofline.protos import xplane_pb2
 import tpu_oracle
+from test_xline_fast import _ids, _random_line, _varint
+
+from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers import op_rows, tpu_file, tpu_plane, xspace, xwire
 from tb_roofline.readers.tpu_plane import protobuf_line_events as _line_events
 from tb_roofline.synthetic import SynthConfig, write_tpu_session, write_xspace
-from test_xline_fast import _ids, _random_line, _varint
+from tb_roofline.table.op_table import ALL_COLUMNS
 
 
 @pytest.fixture(params=[96, 1 << 18], ids=["tiny-windows", "default-windows"])
@@ -27,8 +28,7 @@ def windows(request, monkeypatch):
 
 def _wire_columns(data: bytes, ids: dict):
     chunks = []
-    got = tpu_plane._collect(xwire.Source(data), 0, len(data), ids,
-                             lambda *c: chunks.append(c))
+    got = tpu_plane._collect(xwire.Source(data), 0, len(data), ids, lambda *c: chunks.append(c))
     if got is None:
         return None
     if not chunks:
@@ -36,8 +36,9 @@ def _wire_columns(data: bytes, ids: dict):
     return tuple(np.concatenate(c) for c in zip(*chunks))
 
 
-@pytest.mark.parametrize("kinds", [("int64", "uint64", "ref"), ("int64", "uint64", "ref", "double",
-                                                                "str", "bytes")])
+@pytest.mark.parametrize(
+    "kinds", [("int64", "uint64", "ref"), ("int64", "uint64", "ref", "double", "str", "bytes")]
+)
 def test_random_lines_decode_exactly_or_not_at_all(kinds, windows):
     rng = random.Random(len(kinds))
     decoded = 0
@@ -58,8 +59,9 @@ def test_random_lines_decode_exactly_or_not_at_all(kinds, windows):
 
 def _canonical(data):
     cols = {k: data.ops[k] for k in ALL_COLUMNS}
-    order = np.lexsort((cols["step"], cols["core"], cols["operation"].astype(str),
-                        cols["program_id"].astype(str)))
+    order = np.lexsort(
+        (cols["step"], cols["core"], cols["operation"].astype(str), cols["program_id"].astype(str))
+    )
     return {k: v[order] for k, v in cols.items()}
 
 
@@ -91,17 +93,20 @@ def _same_timeline(ref, got):
         return
     order = [np.lexsort((t.windows["step"], t.windows["core"])) for t in (ref, got)]
     for c in ref.windows:
-        np.testing.assert_allclose(ref.windows[c][order[0]], got.windows[c][order[1]],
-                                   err_msg=c)
-    pairs = [sorted((p.first, p.second, p.count, p.gap_ps, p.shorter_ps) for p in t.pairs)
-             for t in (ref, got)]
+        np.testing.assert_allclose(ref.windows[c][order[0]], got.windows[c][order[1]], err_msg=c)
+    pairs = [
+        sorted((p.first, p.second, p.count, p.gap_ps, p.shorter_ps) for p in t.pairs)
+        for t in (ref, got)
+    ]
     assert pairs[0] == pairs[1]
     assert ref.exposed_by_op == pytest.approx(got.exposed_by_op)
 
 
 def _shapes(shapes):
-    return {k: sorted((u.kind, u.dims, u.text, u.calls, u.time_ps) for u in v)
-            for k, v in (shapes or {}).items()}
+    return {
+        k: sorted((u.kind, u.dims, u.text, u.calls, u.time_ps) for u in v)
+        for k, v in (shapes or {}).items()
+    }
 
 
 CONFIGS = [
@@ -112,8 +117,15 @@ CONFIGS = [
     SynthConfig(seed=5, num_cores=2, with_steps=False),
     SynthConfig(seed=6, num_cores=3, with_device_timing=False),
     SynthConfig(seed=7, num_cores=2, host_offload_pairs=3, num_steps=5),
-    SynthConfig(seed=8, num_cores=1, num_steps=30, ops_per_step=20, distinct_ops=20,
-                op_order="cycle", with_sparse_core=False),
+    SynthConfig(
+        seed=8,
+        num_cores=1,
+        num_steps=30,
+        ops_per_step=20,
+        distinct_ops=20,
+        op_order="cycle",
+        with_sparse_core=False,
+    ),
 ]
 
 
@@ -127,17 +139,31 @@ def _plane(events, metadata=None, line_extra=None, stats=("group_id", "dma_stall
     """A one-TensorCore XSpace; events: (metadata id, offset, duration, {stat: value})."""
     space = xplane_pb2.XSpace(hostnames=["h"])
     plane = space.planes.add(id=0, name="/device:TPU:0")
-    for i, name in enumerate(("peak_teraflops_per_second", "peak_hbm_bw_gigabytes_per_second",
-                              "hlo_category", "flops", "bytes_accessed", "program_id") + stats,
-                             start=1):
+    for i, name in enumerate(
+        (
+            "peak_teraflops_per_second",
+            "peak_hbm_bw_gigabytes_per_second",
+            "hlo_category",
+            "flops",
+            "bytes_accessed",
+            "program_id",
+        )
+        + stats,
+        start=1,
+    ):
         plane.stat_metadata[i].id = i
         plane.stat_metadata[i].name = name
     sid = {m.name: k for k, m in plane.stat_metadata.items()}
     plane.stats.add(metadata_id=sid["peak_teraflops_per_second"], double_value=100.0)
     plane.stats.add(metadata_id=sid["peak_hbm_bw_gigabytes_per_second"], double_value=500.0)
-    for mid, (name, category, flops) in (metadata or {
-            1: ("fusion.1", "loop fusion", 1000), 2: ("while.2", "while", 0),
-            3: ("copy.3", "data formatting", 0)}).items():
+    for mid, (name, category, flops) in (
+        metadata
+        or {
+            1: ("fusion.1", "loop fusion", 1000),
+            2: ("while.2", "while", 0),
+            3: ("copy.3", "data formatting", 0),
+        }
+    ).items():
         md = plane.event_metadata[mid]
         md.id, md.name, md.display_name = mid, f"%{name} = f32[8] op()", name
         md.stats.add(metadata_id=sid["hlo_category"], str_value=category)
@@ -175,8 +201,18 @@ def _events(rng, n, nested=True):
     return out
 
 
-@pytest.mark.parametrize("case", ["nested", "shuffled", "occurrences", "string_stat",
-                                  "missing_metadata", "line_tail", "two_layouts"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "nested",
+        "shuffled",
+        "occurrences",
+        "string_stat",
+        "missing_metadata",
+        "line_tail",
+        "two_layouts",
+    ],
+)
 def test_hand_made_planes_match_the_reference(case, windows, tmp_path):
     rng = random.Random(case)
     events = _events(rng, 60)
@@ -221,14 +257,16 @@ def test_tpu_files_take_the_wire_path(tmp_path, monkeypatch):
 
     monkeypatch.setattr(xspace, "parse_xspace", refuse)
     from tb_roofline.readers import xla_host_device  # imported by xspace when a file needs it
+
     monkeypatch.setattr(xla_host_device, "read_gpu_cpu_xspace", refuse)
     assert len(xspace.read_xspace_file(path, "h").ops)
 
 
 def test_a_plane_is_read_piece_by_piece(tmp_path, monkeypatch):
     """Only a window of a line's events is in memory at once, not the plane."""
-    cfg = SynthConfig(seed=9, num_cores=1, num_steps=40, ops_per_step=500, distinct_ops=10,
-                      with_sparse_core=False)
+    cfg = SynthConfig(
+        seed=9, num_cores=1, num_steps=40, ops_per_step=500, distinct_ops=10, with_sparse_core=False
+    )
     path = write_tpu_session(str(tmp_path), "", "s", [cfg])[0]
     reads = []
     real = xwire.Source.read
@@ -250,8 +288,10 @@ def test_hosts_of_one_program_decode_its_op_metadata_once(tmp_path, monkeypatch)
     process among the files kept, not once per host; the hosts read exactly as one by one,
     and a host of another program (other costs under the same names) keeps its own."""
     from tb_roofline.readers import parallel
-    cfgs = [SynthConfig(seed=5, num_cores=1, hostname=f"h{i}") for i in range(3)] + \
-        [SynthConfig(seed=6, num_cores=1, hostname="other")]
+
+    cfgs = [SynthConfig(seed=5, num_cores=1, hostname=f"h{i}") for i in range(3)] + [
+        SynthConfig(seed=6, num_cores=1, hostname="other")
+    ]
     paths = write_tpu_session(str(tmp_path), "", "s", cfgs)
     calls = []
     real = tpu_plane.op_info

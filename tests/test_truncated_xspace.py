@@ -1,6 +1,7 @@
 """XSpace files cut short (issue #17): real profiles from testdata cut at every plane boundary
 and inside every plane. A young file cut short is still being written (503); an old one is
 read as far as its complete planes go, with a `truncated` diagnostic naming what is missing."""
+
 from __future__ import annotations
 
 import os
@@ -14,10 +15,12 @@ from tb_roofline.readers import parallel, read_profile_file, xwire
 from tb_roofline.readers.xspace import read_xspace_file
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-V6E = os.path.join(REPO, "testdata/demo/v6e_train/plugins/profile/2026_11_29_10_00_00/"
-                   "tpu-v6e-host0.xplane.pb")
-GPU = os.path.join(REPO, "testdata/xla_gpu_mi300_conv/plugins/profile/2026_01_01_00_00_00/"
-                   "tw003.xplane.pb")
+V6E = os.path.join(
+    REPO, "testdata/demo/v6e_train/plugins/profile/2026_11_29_10_00_00/tpu-v6e-host0.xplane.pb"
+)
+GPU = os.path.join(
+    REPO, "testdata/xla_gpu_mi300_conv/plugins/profile/2026_01_01_00_00_00/tw003.xplane.pb"
+)
 
 
 def _fields(data: bytes):
@@ -71,15 +74,14 @@ def test_v6e_cut_at_each_plane_boundary_is_whole(tmp_path):
             cores = (k + 1) // 2  # TensorCore and SparseCore planes alternate, then the host's
             assert _cores(data) == list(range(min(cores, 4)))
         if cores >= 4:  # every TensorCore plane: the whole file's answer
-            np.testing.assert_array_equal(data.ops["total_time_ps"],
-                                          whole.ops["total_time_ps"])
+            np.testing.assert_array_equal(data.ops["total_time_ps"], whole.ops["total_time_ps"])
 
 
 def test_v6e_cut_inside_each_plane(tmp_path):
     raw = open(V6E, "rb").read()
     fields = _fields(raw)
     for k, (field, start, end) in enumerate(fields):
-        cut = raw[:(start + end) // 2]
+        cut = raw[: (start + end) // 2]
         with pytest.raises(ProfileIncompleteError, match="still being written"):
             read_xspace_file(_write(tmp_path, cut, 1), "h")
         if k == 0:  # not one complete plane: a format error (422), never an empty answer
@@ -101,7 +103,7 @@ def test_gpu_profile_cut_short(tmp_path):
     whole = read_xspace_file(_write(tmp_path, raw, 3600, "whole.xplane.pb"), "h")
     planes = [f for f in _fields(raw) if f[0] == 1]
     _, start, end = planes[-1]
-    for cut in (raw[:(start + end) // 2], raw[:start + 3]):
+    for cut in (raw[: (start + end) // 2], raw[: start + 3]):
         with pytest.raises(ProfileIncompleteError, match="still being written"):
             read_xspace_file(_write(tmp_path, cut, 1), "h")
         data = read_xspace_file(_write(tmp_path, cut, 3600), "h")
@@ -118,7 +120,7 @@ def test_every_reading_path_says_the_same(tmp_path, monkeypatch):
     answer and diagnostics as read_xspace_file for a file cut inside a plane."""
     raw = open(V6E, "rb").read()
     planes = [f for f in _fields(raw) if f[0] == 1]
-    cut = raw[:(planes[4][1] + planes[4][2]) // 2]
+    cut = raw[: (planes[4][1] + planes[4][2]) // 2]
     path = _write(tmp_path, cut, 3600)
     ref = read_xspace_file(path, "h")
     monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "0")
@@ -131,8 +133,9 @@ def test_every_reading_path_says_the_same(tmp_path, monkeypatch):
     assert "truncated" in _codes(ref)
     parallel.shutdown()
     young = _write(tmp_path, cut, 1, "young.xplane.pb")
-    assert isinstance(parallel.read_files([(young, "xplane", "h", None)])[0],
-                      ProfileIncompleteError)
+    assert isinstance(
+        parallel.read_files([(young, "xplane", "h", None)])[0], ProfileIncompleteError
+    )
     with pytest.raises(ProfileIncompleteError):
         read_profile_file(young, "xplane", "h")
 
@@ -140,11 +143,12 @@ def test_every_reading_path_says_the_same(tmp_path, monkeypatch):
 def test_the_service_answers_503_then_a_diagnostic(tmp_path):
     from tb_roofline import errors
     from tb_roofline.serve.service import RooflineService
+
     raw = open(V6E, "rb").read()
     planes = [f for f in _fields(raw) if f[0] == 1]
     run = tmp_path / "logs" / "plugins" / "profile" / "2026_01_01_00_00_00"
     run.mkdir(parents=True)
-    path = _write(run, raw[:(planes[4][1] + planes[4][2]) // 2], 1, "host0.xplane.pb")
+    path = _write(run, raw[: (planes[4][1] + planes[4][2]) // 2], 1, "host0.xplane.pb")
     service = RooflineService(str(tmp_path / "logs"))
     name = service.list_runs()["runs"][0]["run"]
     with pytest.raises(errors.ProfileIncompletePublicError, match="retry"):
@@ -160,10 +164,11 @@ def test_a_complete_file_without_hostnames_is_read_at_once(tmp_path):
     """A real XSpace without the optional hostnames field, just copied (young): read at once,
     no 503, no `truncated` note, the same answer as the file with hostnames."""
     from tb_roofline.serve.service import RooflineService
+
     raw = open(V6E, "rb").read()
     fields = _fields(raw)
     assert fields[-1][0] == 4
-    bare = raw[:fields[-1][1]]  # every plane, no hostnames
+    bare = raw[: fields[-1][1]]  # every plane, no hostnames
     run = tmp_path / "logs" / "plugins" / "profile" / "2026_01_01_00_00_00"
     run.mkdir(parents=True)
     _write(run, bare, 0, "host0.xplane.pb")

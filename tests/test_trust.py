@@ -1,6 +1,7 @@
 """Every figure is a measurement under its true roof or says why not (issue #8): one real or
 realistic profile per finding, each checked against a reference computed here, plus a suite-wide
 invariant over every profile in testdata/ and every view."""
+
 from __future__ import annotations
 
 import glob
@@ -13,10 +14,10 @@ import numpy as np
 import pytest
 
 from tb_roofline.hlo.text import parse_instruction
+from tb_roofline.model.guidance import guidance
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers import torch_flops
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.model.guidance import guidance
 from tb_roofline.serve.service import RooflineService
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata")
@@ -40,13 +41,16 @@ def a100(testdata):
 
 # ------------------------------------------------------------------- 1, 2: what ran, per row
 
+
 def test_rows_carry_their_input_data_type(a100):
     """The precision names the roof a row sits under; `dtype` the data type its inputs were
     recorded with (the trace's "float" is f32, "long int" s64...)."""
     ops = rows(a100.ops[True])
     assert any(r["precision"] == "fp32" and r["dtype"] == "f32" for r in ops)
-    assert all(r["dtype"] in (None, "f32", "f64", "int", "bool", "s64", "s32", "pred", "bf16",
-                              "f16") for r in ops), {r["dtype"] for r in ops}
+    assert all(
+        r["dtype"] in (None, "f32", "f64", "int", "bool", "s64", "s32", "pred", "bf16", "f16")
+        for r in ops
+    ), {r["dtype"] for r in ops}
 
 
 def test_tf32_gemms_sit_under_the_tf32_roof(a100):
@@ -60,8 +64,9 @@ def test_tf32_gemms_sit_under_the_tf32_roof(a100):
     kernels = rows(a100.views["kernel"][True])
     tensorop = [r for r in kernels if "tensorop_s1688gemm" in r["operation"]]
     sgemm = [r for r in kernels if "ampere_sgemm" in r["operation"]]
-    assert tensorop and all(r["precision"] == "tf32" and r["category"] == "matmul"
-                            for r in tensorop)
+    assert tensorop and all(
+        r["precision"] == "tf32" and r["category"] == "matmul" for r in tensorop
+    )
     assert sgemm and all(r["precision"] == "fp32" and r["category"] == "matmul" for r in sgemm)
     assert all((r["roofline_efficiency"] or 0) <= 1.001 for r in tensorop + sgemm)
 
@@ -96,8 +101,9 @@ def test_program_roof_follows_its_flop_mix(a100):
     """FLOPs ÷ Σ FLOPs_p / peak_p over the program's ops, computed by hand from the op rows
     (integer ops have no FLOP roof: their FLOPs take no time on one)."""
     ops = [r for r in rows(a100.ops[True]) if (r["flops"] or 0) > 0]
-    mix = sum(r["flops"] for r in ops) / sum(r["flops"] / r["peak_flop_rate"] for r in ops
-                                             if r["peak_flop_rate"])
+    mix = sum(r["flops"] for r in ops) / sum(
+        r["flops"] / r["peak_flop_rate"] for r in ops if r["peak_flop_rate"]
+    )
     total = rows(a100.program[True])[0]
     assert total["peak_flop_rate"] == pytest.approx(mix, rel=1e-9)
     assert total["compute_efficiency"] == pytest.approx(total["flop_rate"] / mix, rel=1e-9)
@@ -105,6 +111,7 @@ def test_program_roof_follows_its_flop_mix(a100):
 
 
 # ------------------------------------------------------------ 4, 5: host memory, async pairs
+
 
 def _events_by_name(path):
     """(op name -> [(begin ps, end ps)]) and (op name -> HLO text) of every TensorCore plane,
@@ -120,10 +127,16 @@ def _events_by_name(path):
                 continue
             for ev in line.events:
                 md = plane.event_metadata[ev.metadata_id]
-                begin = next(s.int64_value or s.uint64_value for s in ev.stats
-                             if s.metadata_id == stat["device_offset_ps"])
-                dur = next(s.int64_value or s.uint64_value for s in ev.stats
-                           if s.metadata_id == stat["device_duration_ps"])
+                begin = next(
+                    s.int64_value or s.uint64_value
+                    for s in ev.stats
+                    if s.metadata_id == stat["device_offset_ps"]
+                )
+                dur = next(
+                    s.int64_value or s.uint64_value
+                    for s in ev.stats
+                    if s.metadata_id == stat["device_duration_ps"]
+                )
                 events.setdefault((plane.name, md.display_name), []).append((begin, begin + dur))
                 texts[md.display_name] = md.name
     return events, texts
@@ -161,9 +174,11 @@ def test_host_offload_copies_are_host_traffic_and_async_pairs(testdata):
 
 # ------------------------------------------------------------------------- 6, 7: coverage
 
+
 def test_coverage_is_the_share_of_op_time_with_a_known_cost(a100, testdata):
-    data = testdata._read_host(testdata._run("kineto/a100_80gb_shapes"),
-                               testdata._run("kineto/a100_80gb_shapes").files[0])
+    data = testdata._read_host(
+        testdata._run("kineto/a100_80gb_shapes"), testdata._run("kineto/a100_80gb_shapes").files[0]
+    )
     t = data.ops
     known = t["flops_known"]
     expected = t["total_time_ps"][known].sum() / t["total_time_ps"].sum()
@@ -171,15 +186,23 @@ def test_coverage_is_the_share_of_op_time_with_a_known_cost(a100, testdata):
     assert total["flop_coverage"] == pytest.approx(expected, rel=1e-12)
     # the low-coverage warning is said exactly when less than half the time has a cost
     assert 0 < total["flop_coverage"] < 1
-    assert (total["flop_coverage"] < 0.5) == any(d.code == "low_coverage"
-                                                  for d in a100.diagnostics)
+    assert (total["flop_coverage"] < 0.5) == any(d.code == "low_coverage" for d in a100.diagnostics)
 
 
 def _gpu_trace(tmp_path, events):
-    doc = {"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8,
-                                 "computeMinor": 0, "numSms": 108,
-                                 "totalGlobalMem": 85899345920}],
-           "traceEvents": events}
+    doc = {
+        "deviceProperties": [
+            {
+                "id": 0,
+                "name": "NVIDIA A100-SXM4-80GB",
+                "computeMajor": 8,
+                "computeMinor": 0,
+                "numSms": 108,
+                "totalGlobalMem": 85899345920,
+            }
+        ],
+        "traceEvents": events,
+    }
     path = tmp_path / "w.pt.trace.json"
     path.write_text(json.dumps(doc))
     old = 1_000_000_000
@@ -188,20 +211,46 @@ def _gpu_trace(tmp_path, events):
 
 
 def _op_with_kernel(name, ts, corr, stream, kts, kdur, kernel):
-    return [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 5,
-             "args": {"External id": corr}},
-            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-             "ts": ts + 1, "dur": 2, "args": {"correlation": corr, "External id": corr}},
-            {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": stream, "ts": kts,
-             "dur": kdur, "args": {"correlation": corr, "device": 0, "stream": stream,
-                                   "External id": corr}}]
+    return [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "dur": 5,
+            "args": {"External id": corr},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": ts + 1,
+            "dur": 2,
+            "args": {"correlation": corr, "External id": corr},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": kernel,
+            "pid": 0,
+            "tid": stream,
+            "ts": kts,
+            "dur": kdur,
+            "args": {"correlation": corr, "device": 0, "stream": stream, "External id": corr},
+        },
+    ]
 
 
 def test_self_time_percent_is_a_share_of_all_ops_self_time(tmp_path):
     """Concurrent streams (NCCL beside a GEMM) make op time exceed the span: shares of the
     span would sum past 100% (the old definition); shares of all ops' self time sum to 100."""
-    events = (_op_with_kernel("c10d::allreduce_", 0, 1, 13, 10, 100, "ncclKernel_AllReduce") +
-              _op_with_kernel("aten::mm", 6, 2, 7, 12, 90, "ampere_sgemm_128x64_nn"))
+    events = _op_with_kernel(
+        "c10d::allreduce_", 0, 1, 13, 10, 100, "ncclKernel_AllReduce"
+    ) + _op_with_kernel("aten::mm", 6, 2, 7, 12, 90, "ampere_sgemm_128x64_nn")
     service = RooflineService(str(tmp_path))
     _gpu_trace(tmp_path, events)
     a = service.analysis(".", "")
@@ -220,10 +269,23 @@ def test_exposed_communication_is_communication_kernels_only(tmp_path):
     kernel: only the NCCL kernel's time is communication; the copy is device work, so it is
     not exposed, and it hides nothing it does not overlap. By hand: NCCL 10-110 alone, the
     copy 200-260 alone: exposed 100 µs, compute 60 µs."""
-    events = (_op_with_kernel("All2All_Pooled_Wait", 0, 1, 13, 10, 100,
-                              "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)") +
-              _op_with_kernel("All2All_Pooled_Wait", 150, 2, 7, 200, 60,
-                              "void at::native::(anonymous namespace)::CatArrayBatchedCopy<int>"))
+    events = _op_with_kernel(
+        "All2All_Pooled_Wait",
+        0,
+        1,
+        13,
+        10,
+        100,
+        "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)",
+    ) + _op_with_kernel(
+        "All2All_Pooled_Wait",
+        150,
+        2,
+        7,
+        200,
+        60,
+        "void at::native::(anonymous namespace)::CatArrayBatchedCopy<int>",
+    )
     service = RooflineService(str(tmp_path))
     _gpu_trace(tmp_path, events)
     a = service.analysis(".", "")
@@ -238,10 +300,12 @@ def test_an_op_of_two_regimes_is_floored_per_call(tmp_path):
     an A100: its floor is the sum of the calls' floors Σ max(F_i/P, B_i/BW), by hand from the
     shapes and the device's fp32 and HBM roofs, above the floor of the summed FLOPs and bytes
     (which would claim more time than the calls can give); the record says it mixes regimes."""
+
     def mm(m, k, n, ts, corr, dur):
         ev = _op_with_kernel("aten::mm", ts, corr, 7, ts + 2, dur, "ampere_sgemm_128x64_nn")
         ev[0]["args"].update({"Input Dims": [[m, k], [k, n]], "Input type": ["float", "float"]})
         return ev
+
     events = mm(4096, 4096, 4096, 0, 1, 20000) + mm(65536, 64, 8, 30000, 2, 2000)
     service = RooflineService(str(tmp_path))
     _gpu_trace(tmp_path, events)
@@ -254,7 +318,7 @@ def test_an_op_of_two_regimes_is_floored_per_call(tmp_path):
         f, b = 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n)
         floors.append(max(f / peak, b / hbm) / 1e3)  # µs
         flops, nbytes = flops + f, nbytes + b
-    assert floors[0] == pytest.approx(2 * 4096 ** 3 / peak / 1e3)  # compute-bound call
+    assert floors[0] == pytest.approx(2 * 4096**3 / peak / 1e3)  # compute-bound call
     assert floors[1] == pytest.approx(4.0 * (65536 * 64 + 64 * 8 + 65536 * 8) / hbm / 1e3)
     assert r["flops"] == flops and r["bytes"] == nbytes
     assert r["roof_time_us"] == pytest.approx(sum(floors), rel=1e-12)
@@ -271,9 +335,17 @@ def test_a_device_that_only_copied_has_no_idle_time(tmp_path):
     """GPU 0 runs a kernel; GPU 1 only copies (DtoD) long after: GPU 1 ran no program, so it
     adds no device time and no idle (its copy stays in the op table, and a note says so)."""
     events = _op_with_kernel("aten::mm", 0, 1, 7, 10, 100, "ampere_sgemm_128x64_nn") + [
-        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 1,
-         "tid": 9, "ts": 5000, "dur": 20, "args": {"device": 1, "stream": 9,
-                                                   "bytes": 1000000, "correlation": 9}}]
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy DtoD (Device -> Device)",
+            "pid": 1,
+            "tid": 9,
+            "ts": 5000,
+            "dur": 20,
+            "args": {"device": 1, "stream": 9, "bytes": 1000000, "correlation": 9},
+        }
+    ]
     service = RooflineService(str(tmp_path))
     _gpu_trace(tmp_path, events)
     a = service.analysis(".", "")
@@ -290,28 +362,40 @@ def test_a_device_that_only_copied_has_no_idle_time(tmp_path):
 
 # --------------------------------------------------------------------------- 8: Kineto details
 
+
 def test_epoch_ns_timestamps_read_exactly():
     """The same trace with epoch-µs timestamps (ns fractions a float64 cannot hold, see
     tools/epoch_trace.py) gives exactly the same op table, steps and spans."""
     base = read_kineto_file(glob.glob(os.path.join(ROOT, "kineto", "cpu_convnet", "*.gz"))[0], "h")
-    epoch = read_kineto_file(glob.glob(os.path.join(ROOT, "kineto", "cpu_convnet_epoch",
-                                                    "*.gz"))[0], "h")
+    epoch = read_kineto_file(
+        glob.glob(os.path.join(ROOT, "kineto", "cpu_convnet_epoch", "*.gz"))[0], "h"
+    )
     for col in ("operation", "total_time_ps", "self_time_ps", "flops", "step", "occurrences"):
         assert list(epoch.ops[col]) == list(base.ops[col]), col
-    assert [(s.step, s.duration_ps) for s in epoch.steps] == \
-        [(s.step, s.duration_ps) for s in base.steps]
+    assert [(s.step, s.duration_ps) for s in epoch.steps] == [
+        (s.step, s.duration_ps) for s in base.steps
+    ]
     assert [c.duration_ps for c in epoch.core_spans] == [c.duration_ps for c in base.core_spans]
 
 
-@pytest.mark.parametrize("spelling,precision", [("long", "s64"), ("int", "s32"),
-                                                ("short", "s16"), ("c10::BFloat16", "bf16"),
-                                                ("c10::Half", "f16"), ("long int", "s64")])
+@pytest.mark.parametrize(
+    "spelling,precision",
+    [
+        ("long", "s64"),
+        ("int", "s32"),
+        ("short", "s16"),
+        ("c10::BFloat16", "bf16"),
+        ("c10::Half", "f16"),
+        ("long int", "s64"),
+    ],
+)
 def test_every_dtype_spelling_gets_a_formula(spelling, precision):
     cost = torch_flops.op_cost("aten::add", [[8, 4], [8, 4]], [spelling, spelling])
     assert cost is not None and cost.precision == precision and cost.flops == 32
 
 
 # ---------------------------------------------------------------- 9: a profile's own peak
+
 
 def test_peak_beaten_by_its_own_ops_is_replaced_by_the_data_sheet(testdata):
     run = testdata.list_runs()["runs"]
@@ -327,6 +411,7 @@ def test_peak_beaten_by_its_own_ops_is_replaced_by_the_data_sheet(testdata):
 
 # ------------------------------------------------------------------ invariant over testdata
 
+
 def _all_runs(service):
     return [r["run"] for r in service.list_runs()["runs"]]
 
@@ -339,10 +424,13 @@ def test_every_row_of_every_profile_is_a_measurement_or_says_why(testdata):
         try:
             a = testdata.analysis(run, "")
         except Exception as exc:  # a deliberately broken fixture would be named here
-            raise AssertionError(f"{run}: {exc}")
+            raise AssertionError(f"{run}: {exc}") from exc
         for io in (True, False):
-            views = {"op": a.ops[io], **{k: v[io] for k, v in a.views.items()},
-                     "program": a.program[io]}
+            views = {
+                "op": a.ops[io],
+                **{k: v[io] for k, v in a.views.items()},
+                "program": a.program[io],
+            }
             for name, table in views.items():
                 rs = rows(table)
                 for r in rs:
@@ -355,8 +443,14 @@ def test_every_row_of_every_profile_is_a_measurement_or_says_why(testdata):
                     assert saved is None or 0 <= saved <= r["total_time_us"] + 1e-9, where
                     for c in ("flop_coverage", "bytes_coverage"):
                         assert r[c] is None or 0.0 <= r[c] <= 1.0, where
-                    for c in ("total_time_us", "total_self_time_us", "flops", "bytes",
-                              "time_fraction", "self_time_percent"):
+                    for c in (
+                        "total_time_us",
+                        "total_self_time_us",
+                        "flops",
+                        "bytes",
+                        "time_fraction",
+                        "self_time_percent",
+                    ):
                         assert r[c] is None or r[c] >= 0, where
                     _unknown_is_null(r, where)
                     checked += 1
@@ -401,12 +495,14 @@ def test_no_cost_ops_are_null_not_zero(a100, testdata):
     """On the A100 trace the ops without a known cost answer null efficiency, FLOPs and rates
     in the API, its exports and the report (sorting by efficiency cannot rank them worst)."""
     from tb_roofline.serve import export
+
     ops = rows(a100.ops[True])
     none = [r for r in ops if r["caveat"] == "no_cost"]
     assert len(none) >= 5
     for r in none:
-        assert r["roofline_efficiency"] is None and r["flops"] is None and \
-            r["flop_rate"] is None, r["operation"]
+        assert r["roofline_efficiency"] is None and r["flops"] is None and r["flop_rate"] is None, (
+            r["operation"]
+        )
     answer = testdata.ops("kineto/a100_80gb_shapes", "", True)
     text, _, _ = export.export(answer, "r", "", "op", "json")
     out = [x for x in json.loads(text) if x["caveat"] == "no_cost"]
@@ -428,4 +524,5 @@ def test_host_copies_are_judged_against_the_host_link(testdata):
     rate_gbs = copy["host_bytes"] / (copy["total_time_us"] * 1e3)
     assert copy["roofline_efficiency"] == pytest.approx(rate_gbs / 32.0, rel=1e-12)
     assert copy["potential_time_saved_us"] == pytest.approx(
-        copy["total_time_us"] * (1 - copy["roofline_efficiency"]), rel=1e-12)
+        copy["total_time_us"] * (1 - copy["roofline_efficiency"]), rel=1e-12
+    )

@@ -1,5 +1,6 @@
 """Issue #16, item 7: the diagnostic that names the ops still without a cost, by share of op
 time, says why each has none (readers/kineto/device.py WHY_NO_COST), on the real traces."""
+
 from __future__ import annotations
 
 import os
@@ -25,13 +26,16 @@ def uncosted(service, run):
     return notes[0]["message"]
 
 
-@pytest.mark.parametrize("run,op,why", [
-    ("kineto/a100_80gb_shapes", "CompiledFunctionBackward", "compiled"),
-    ("kineto/a100_80gb_shapes", "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", "kernel"),
-    ("kineto/a100_alexnet", "aten::conv2d", "no_shapes"),
-    ("kineto/b200_eager", "vllm::moe_forward", "moe_no_weights"),
-    ("kineto/b200_eager", "vllm::unified_attention_with_output", "no_step_sums"),
-])
+@pytest.mark.parametrize(
+    "run,op,why",
+    [
+        ("kineto/a100_80gb_shapes", "CompiledFunctionBackward", "compiled"),
+        ("kineto/a100_80gb_shapes", "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", "kernel"),
+        ("kineto/a100_alexnet", "aten::conv2d", "no_shapes"),
+        ("kineto/b200_eager", "vllm::moe_forward", "moe_no_weights"),
+        ("kineto/b200_eager", "vllm::unified_attention_with_output", "no_step_sums"),
+    ],
+)
 def test_each_uncosted_op_says_why(service, run, op, why):
     message = uncosted(service, run)
     match = re.search(re.escape(op) + r"[^;]* ([0-9.]+)% \((\w+)\)", message)
@@ -41,8 +45,11 @@ def test_each_uncosted_op_says_why(service, run, op, why):
     ops = service.ops(run, "")
     rows = [dict(zip(ops["columns"], r)) for r in ops["rows"]]
     total = sum(r["total_time_us"] for r in rows)
-    mine = sum(r["total_time_us"] for r in rows if r["operation"].startswith(op) and
-               r["caveat"] == "no_cost")
+    mine = sum(
+        r["total_time_us"]
+        for r in rows
+        if r["operation"].startswith(op) and r["caveat"] == "no_cost"
+    )
     assert float(match.group(1)) == pytest.approx(100 * mine / total, abs=0.051)
 
 
@@ -55,16 +62,27 @@ def test_bytes_only_ops_say_so():
     """A row whose cost source is `bytes` (FLOPs unknown: a fused optimizer step, a Triton
     kernel without kernel_flop) is told as such, from the row's cost source."""
     import numpy as np
+
     from tb_roofline.readers.kineto.device import uncosted_ops
     from tb_roofline.readers.kineto.tables import add_grouped
     from tb_roofline.table.op_table import OpTableBuilder
+
     builder = OpTableBuilder()
     names = np.array(["aten::_fused_adamw_", "my::custom_op"], dtype=object)
-    add_grouped(builder, "h", np.zeros(2, np.int64), names,
-                np.array(["elementwise", "other"], dtype=object),
-                np.array(["f32", "f32"], dtype=object), np.array(["bytes", "none"], dtype=object),
-                np.array([-1, -1]), np.array([3e6, 1e6]), np.zeros(2), np.array([100.0, 0.0]),
-                np.ones(2, np.int64))
+    add_grouped(
+        builder,
+        "h",
+        np.zeros(2, np.int64),
+        names,
+        np.array(["elementwise", "other"], dtype=object),
+        np.array(["f32", "f32"], dtype=object),
+        np.array(["bytes", "none"], dtype=object),
+        np.array([-1, -1]),
+        np.array([3e6, 1e6]),
+        np.zeros(2),
+        np.array([100.0, 0.0]),
+        np.ones(2, np.int64),
+    )
     message = uncosted_ops(builder.build())[0].message
     assert "aten::_fused_adamw_ 75.0% (bytes)" in message
     assert "my::custom_op 25.0% (no_formula)" in message

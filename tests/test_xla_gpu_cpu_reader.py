@@ -4,6 +4,7 @@ GPU matching runs on synthetic XSpaces built from the facts in docs/hlo_cost_mod
 `Stream #N` lines of `/device:GPU:N` with `hlo_op`/`program_id`, a derived `XLA Ops` line that
 must not be read twice, a `Steps` line); CPU on the real JAX profiles end to end.
 """
+
 from __future__ import annotations
 
 import glob
@@ -12,18 +13,18 @@ import os
 
 import numpy as np
 import pytest
+from test_hlo_cost_model import HloBuilder
 
-from tb_roofline.model import roofline
 from tb_roofline.hlo.shapes import BF16, S8
+from tb_roofline.model import roofline
 from tb_roofline.protos import hlo_pb2, xplane_pb2
 from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
 from tb_roofline.readers.xplane import load_xspace
 from tb_roofline.synthetic import _Plane, _Ref
-from test_hlo_cost_model import HloBuilder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GEMM_FLOPS = 2 * 64 * 32 * 128
-FUSION_FLOPS = 64 * 32          # the multiply; the exponential is a transcendental
+FUSION_FLOPS = 64 * 32  # the multiply; the exponential is a transcendental
 FUSION_BYTES = 2 * (64 * 32 * 2)  # bf16 in and out
 
 
@@ -36,13 +37,27 @@ def _gpu_module() -> bytes:
     entry = b.computation("main")
     a = b.param("a", (BF16, (64, 128)), 0)
     w = b.param("w", (BF16, (128, 32)), 1)
-    cfg = {"gemm_backend_config": {"dot_dimension_numbers": {
-        "lhs_contracting_dimensions": ["1"], "rhs_contracting_dimensions": ["0"],
-        "lhs_batch_dimensions": [], "rhs_batch_dimensions": []}}}
-    out = HloBuilder.shape(0, tuple_shapes=[HloBuilder.shape(BF16, (64, 32)),
-                                            HloBuilder.shape(S8, (4096,))])
-    gemm = b.add("custom-call.1", "custom-call", out, [a, w],
-                 custom_call_target="__cublas$lt$matmul", backend_config=json.dumps(cfg).encode())
+    cfg = {
+        "gemm_backend_config": {
+            "dot_dimension_numbers": {
+                "lhs_contracting_dimensions": ["1"],
+                "rhs_contracting_dimensions": ["0"],
+                "lhs_batch_dimensions": [],
+                "rhs_batch_dimensions": [],
+            }
+        }
+    }
+    out = HloBuilder.shape(
+        0, tuple_shapes=[HloBuilder.shape(BF16, (64, 32)), HloBuilder.shape(S8, (4096,))]
+    )
+    gemm = b.add(
+        "custom-call.1",
+        "custom-call",
+        out,
+        [a, w],
+        custom_call_target="__cublas$lt$matmul",
+        backend_config=json.dumps(cfg).encode(),
+    )
     g = b.add("get-tuple-element.2", "get-tuple-element", (BF16, (64, 32)), [gemm], tuple_index=0)
     b.add("fusion.1", "fusion", (BF16, (64, 32)), [g], [fused], fusion_kind="kLoop")
     b.module.entry_computation_id = entry.id
@@ -63,8 +78,12 @@ def _gpu_space():
     gpus = []
     for n in range(2):
         gp = _Plane(space.planes.add(id=10 + n, name=f"/device:GPU:{n}"))
-        for key, value in (("clock_rate", 1410000), ("core_count", 108),
-                           ("compute_cap_major", 8), ("compute_cap_minor", 0)):
+        for key, value in (
+            ("clock_rate", 1410000),
+            ("core_count", 108),
+            ("compute_cap_major", 8),
+            ("compute_cap_minor", 0),
+        ):
             gp.add_stat(gp.plane, key, value)
         gpus.append(gp)
     mds = {}
@@ -95,7 +114,7 @@ def _gpu_space():
         marker = g0.event_metadata(str(step))
         ev = steps.events.add(metadata_id=marker.id, offset_ps=t0, duration_ps=900)
         g0.add_stat(ev, "group_id", step)
-    kernel(g0, s2, "graph_kernel", 100, 50, group=0)                       # no hlo_op
+    kernel(g0, s2, "graph_kernel", 100, 50, group=0)  # no hlo_op
     kernel(g0, s2, "other_prog_kernel", 200, 5, "fusion.9", program_id=99, group=0)
     kernel(g0, s1, "stray_kernel", 300, 7, "fusion.404", group=0)
     g1 = gpus[1]
@@ -130,9 +149,9 @@ def test_multi_kernel_hlo_counts_its_flops_once_per_execution(gpu):
     rows = _rows(gpu, core=0, operation="custom-call.1")
     assert sorted(r["step"] for r in rows) == [0, 1]
     for r in rows:
-        assert r["occurrences"] == 1             # 2 kernels, 1 execution
-        assert r["flops"] == GEMM_FLOPS          # XProf would count 2 ×
-        assert r["total_time_ps"] == 40          # both kernels' time
+        assert r["occurrences"] == 1  # 2 kernels, 1 execution
+        assert r["flops"] == GEMM_FLOPS  # XProf would count 2 ×
+        assert r["total_time_ps"] == 40  # both kernels' time
         assert r["bytes"] == 2 * (64 * 128 + 128 * 32) + 2 * 64 * 32
         assert r["hbm_bytes"] == r["bytes"]
         assert (r["category"], r["precision"], r["flops_source"]) == ("dot", "bf16", "cost_model")
@@ -155,12 +174,14 @@ def test_fusion_rows_and_derived_lines_not_double_counted(gpu):
 def test_kernels_without_hlo_are_kept_as_unattributed_time(gpu):
     rows = _rows(gpu, category="unattributed")
     assert {r["operation"]: r["total_time_ps"] for r in rows} == {
-        "graph_kernel": 50, "fusion.9": 5, "fusion.404": 7}
+        "graph_kernel": 50,
+        "fusion.9": 5,
+        "fusion.404": 7,
+    }
     assert all(r["flops"] == 0 and r["bytes"] == 0 for r in rows)
     (diag,) = [d for d in gpu.diagnostics if d.code == "unattributed_time"]
     assert diag.severity == "warning"
-    for text in ("3 kernels", "1 no hlo_op", "1 program without HLO proto",
-                 "1 op not found"):
+    for text in ("3 kernels", "1 no hlo_op", "1 program without HLO proto", "1 op not found"):
         assert text in diag.message
     # Nothing disappears: every stream kernel's time is in the table once.
     assert gpu.ops["total_time_ps"].sum() == 2 * (30 + 10 + 20) + 50 + 5 + 7 + 25
@@ -185,8 +206,9 @@ def test_gpu_analysis_end_to_end(gpu):
 
 
 def test_profile_without_hlo_shows_all_kernels_unattributed():
-    path = glob.glob(os.path.join(REPO, "testdata", "xplane_tf_gpu_v100", "**", "*.xplane.pb"),
-                     recursive=True)[0]
+    path = glob.glob(
+        os.path.join(REPO, "testdata", "xplane_tf_gpu_v100", "**", "*.xplane.pb"), recursive=True
+    )[0]
     space = load_xspace(path)
     data = read_gpu_cpu_xspace(space, "v100")
     # 8 GPU planes, 3 with kernels (GPU:1 copies only; 4 and 6 compute): per-core figures
@@ -197,14 +219,21 @@ def test_profile_without_hlo_shows_all_kernels_unattributed():
     assert "8 GPUs are listed, 3 ran ops" in idle.message
     assert len(data.ops) and set(data.ops["category"]) == {"unattributed"}
     assert "no_hlo_protos" in [d.code for d in data.diagnostics]
-    stream_time = sum(ev.duration_ps for p in space.planes if p.name.startswith("/device:GPU:")
-                      for line in p.lines if line.name.startswith("Stream")
-                      for ev in line.events)
+    stream_time = sum(
+        ev.duration_ps
+        for p in space.planes
+        if p.name.startswith("/device:GPU:")
+        for line in p.lines
+        if line.name.startswith("Stream")
+        for ev in line.events
+    )
     assert data.ops["total_time_ps"].sum() == stream_time
 
 
-CPU_PROFILES = sorted(os.path.dirname(p) for p in glob.glob(
-    os.path.join(REPO, "testdata", "jax_cpu", "*", "cost_analysis.json")))
+CPU_PROFILES = sorted(
+    os.path.dirname(p)
+    for p in glob.glob(os.path.join(REPO, "testdata", "jax_cpu", "*", "cost_analysis.json"))
+)
 
 
 @pytest.mark.parametrize("folder", CPU_PROFILES, ids=os.path.basename)
@@ -213,7 +242,7 @@ def test_real_cpu_profile_end_to_end(folder):
     data = read_gpu_cpu_xspace(load_xspace(path), "vm")
     ref = json.load(open(os.path.join(folder, "cost_analysis.json")))
     assert data.device.kind == "cpu" and data.device.num_cores == 1
-    assert [s.step for s in data.steps] == [0, 1, 2, 3, 4]   # StepTraceAnnotation step_num
+    assert [s.step for s in data.steps] == [0, 1, 2, 3, 4]  # StepTraceAnnotation step_num
     assert len(data.core_spans) == 1 and data.core_spans[0].core == 0
     t = data.ops
     assert set(t["flops_source"]) == {"cost_model"}
@@ -232,8 +261,10 @@ def test_real_cpu_profile_end_to_end(folder):
     assert total["total_time_us"] > 0
     ops = a.ops[True].row_dicts()
     assert ops and all(r["flops_source"] == "cost_model" for r in ops)
-    top = max((r for r in ops if r["category"] not in ("while", "call", "conditional")),
-              key=lambda r: r["flops"])
+    top = max(
+        (r for r in ops if r["category"] not in ("while", "call", "conditional")),
+        key=lambda r: r["flops"],
+    )
     assert top["category"] in ("convolution fusion", "dot", "convolution")
 
 
@@ -241,23 +272,35 @@ def test_host_offload_copies_on_gpu_are_host_link_traffic():
     """A copy to host memory (layout memory space 5, JAX host offload) moves its array over the
     host link: host bytes, never HBM, with the host_transfer caveat."""
     from tb_roofline.hlo.shapes import F32
+
     b = HloBuilder("jit_offload")
     b.computation("main")
     x = b.param("x", (F32, (256, 1024)), 0)
     host = HloBuilder.shape(F32, (256, 1024))
     host.layout.memory_space = 5
     ctx = HloBuilder.shape(8, ())
-    start = b.add("copy-start.3", "copy-start", HloBuilder.shape(0, tuple_shapes=[
-        host, HloBuilder.shape(F32, (256, 1024)), ctx]), [x])
+    start = b.add(
+        "copy-start.3",
+        "copy-start",
+        HloBuilder.shape(0, tuple_shapes=[host, HloBuilder.shape(F32, (256, 1024)), ctx]),
+        [x],
+    )
     b.add("copy-done.3", "copy-done", host, [start])
     b.module.entry_computation_id = 1
     space = xplane_pb2.XSpace()
     meta = _Plane(space.planes.add(id=1, name="/host:metadata"))
-    meta.event_metadata("jit_offload(5)", "", **{
-        "Hlo Proto": hlo_pb2.HloProto(hlo_module=b.module).SerializeToString(), "program_id": 5})
+    meta.event_metadata(
+        "jit_offload(5)",
+        "",
+        **{"Hlo Proto": hlo_pb2.HloProto(hlo_module=b.module).SerializeToString(), "program_id": 5},
+    )
     gp = _Plane(space.planes.add(id=10, name="/device:GPU:0"))
-    for key, value in (("clock_rate", 1410000), ("core_count", 108), ("compute_cap_major", 8),
-                       ("compute_cap_minor", 0)):
+    for key, value in (
+        ("clock_rate", 1410000),
+        ("core_count", 108),
+        ("compute_cap_major", 8),
+        ("compute_cap_minor", 0),
+    ):
         gp.add_stat(gp.plane, key, value)
     line = gp.plane.lines.add(id=1, name="Stream #3(MemcpyD2H)", timestamp_ns=1)
     md = gp.event_metadata("MemcpyD2H", "")
@@ -267,8 +310,12 @@ def test_host_offload_copies_on_gpu_are_host_link_traffic():
         gp.add_stat(ev, "program_id", 5)
     data = read_gpu_cpu_xspace(space, "h")
     row = {k: data.ops[k][0] for k in ("operation", "host_bytes", "hbm_bytes", "caveat")}
-    assert row == {"operation": "copy-start.3", "host_bytes": 2 * 256 * 1024 * 4,
-                   "hbm_bytes": 0.0, "caveat": "host_transfer"}
+    assert row == {
+        "operation": "copy-start.3",
+        "host_bytes": 2 * 256 * 1024 * 4,
+        "hbm_bytes": 0.0,
+        "caveat": "host_transfer",
+    }
 
 
 # ---------------------------------------------------------------------------- GPU costs (issue 16)
@@ -277,13 +324,20 @@ def _one_gpu_space(module: hlo_pb2.HloModuleProto, kernels, gpus=1, stats=None):
     duration, hlo_op)] all on GPU:0, stream 1, program 3."""
     space = xplane_pb2.XSpace()
     meta = _Plane(space.planes.add(id=1, name="/host:metadata"))
-    meta.event_metadata(f"{module.name}(3)", "", **{
-        "Hlo Proto": hlo_pb2.HloProto(hlo_module=module).SerializeToString(), "program_id": 3})
+    meta.event_metadata(
+        f"{module.name}(3)",
+        "",
+        **{"Hlo Proto": hlo_pb2.HloProto(hlo_module=module).SerializeToString(), "program_id": 3},
+    )
     planes = []
     for n in range(gpus):
         gp = _Plane(space.planes.add(id=10 + n, name=f"/device:GPU:{n}"))
-        for key, value in (stats or (("clock_rate", 1410000), ("core_count", 108),
-                                     ("compute_cap_major", 8), ("compute_cap_minor", 0))):
+        for key, value in stats or (
+            ("clock_rate", 1410000),
+            ("core_count", 108),
+            ("compute_cap_major", 8),
+            ("compute_cap_minor", 0),
+        ):
             gp.add_stat(gp.plane, key, value)
         planes.append(gp)
     gp = planes[0]
@@ -311,17 +365,24 @@ def test_executions_count_the_main_kernel_not_its_helpers():
     """A Transformer Engine backward launches FmhaBwdDQDKDV once and a fill kernel twice per
     call: 5 calls are 5 executions (the most launched kernel would say 10)."""
     from test_hlo_gpu_costs import TE_BACKWARD_FLOPS, TE_CONFIG
+
     qkv, o = (BF16, (2, 2048, 3, 16, 128)), (BF16, (2, 2048, 16, 128))
     out = HloBuilder.shape(0, tuple_shapes=[HloBuilder.shape(*qkv)])
-    module = _entry_with("custom-call", out, [qkv, o, o],
-                         custom_call_target="te_fused_attn_backward_ffi",
-                         backend_config=TE_CONFIG)
+    module = _entry_with(
+        "custom-call",
+        out,
+        [qkv, o, o],
+        custom_call_target="te_fused_attn_backward_ffi",
+        backend_config=TE_CONFIG,
+    )
     kernels = []
     for call in range(5):
         t = call * 10_000
-        kernels += [("__amd_rocclr_fillBufferAligned", t, 100, "op.1"),
-                    ("__amd_rocclr_fillBufferAligned", t + 200, 100, "op.1"),
-                    ("FmhaBwdDQDKDV_bf16_hdim128", t + 400, 5_000, "op.1")]
+        kernels += [
+            ("__amd_rocclr_fillBufferAligned", t, 100, "op.1"),
+            ("__amd_rocclr_fillBufferAligned", t + 200, 100, "op.1"),
+            ("FmhaBwdDQDKDV_bf16_hdim128", t + 400, 5_000, "op.1"),
+        ]
     data = read_gpu_cpu_xspace(_one_gpu_space(module, kernels), "h")
     (row,) = _rows(data, operation="op.1")
     assert row["occurrences"] == 5
@@ -336,13 +397,26 @@ def test_precision_is_the_gemm_kernels_even_when_a_helper_runs_longer():
     """A split-K f32 gemm whose reduction kernel outlasts the GEMM: the TF32 tensor-op kernel
     says what ran (the longest kernel would say nothing, leaving f32)."""
     from tb_roofline.hlo.shapes import F32
-    cfg = {"gemm_backend_config": {"dot_dimension_numbers": {
-        "lhs_contracting_dimensions": ["1"], "rhs_contracting_dimensions": ["0"]}}}
-    module = _entry_with("custom-call", (F32, (64, 32)), [(F32, (64, 128)), (F32, (128, 32))],
-                         custom_call_target="__cublas$gemm",
-                         backend_config=json.dumps(cfg).encode())
-    kernels = [("cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4", 0, 10, "op.1"),
-               ("splitKreduce_kernel", 10, 30, "op.1")]
+
+    cfg = {
+        "gemm_backend_config": {
+            "dot_dimension_numbers": {
+                "lhs_contracting_dimensions": ["1"],
+                "rhs_contracting_dimensions": ["0"],
+            }
+        }
+    }
+    module = _entry_with(
+        "custom-call",
+        (F32, (64, 32)),
+        [(F32, (64, 128)), (F32, (128, 32))],
+        custom_call_target="__cublas$gemm",
+        backend_config=json.dumps(cfg).encode(),
+    )
+    kernels = [
+        ("cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4", 0, 10, "op.1"),
+        ("splitKreduce_kernel", 10, 30, "op.1"),
+    ]
     data = read_gpu_cpu_xspace(_one_gpu_space(module, kernels), "h")
     (row,) = _rows(data, operation="op.1")
     # The unit the kernel names, with the HLO's f32 operands beside it.
@@ -354,11 +428,17 @@ def test_collectives_fill_interconnect_bytes_with_bus_bytes():
     """all-reduce-start of f32[1024, 256] in groups of 4, run 3 times: bus bytes =
     S × 2(n−1)/n = 1 MiB × 1.5 per execution; `bytes` is at least every memory's."""
     from tb_roofline.hlo.shapes import F32
-    module = _entry_with("all-reduce-start", (F32, (1024, 256)), [(F32, (1024, 256))],
-                         replica_groups=[hlo_pb2.ReplicaGroup(replica_ids=[0, 1, 2, 3]),
-                                         hlo_pb2.ReplicaGroup(replica_ids=[4, 5, 6, 7])])
-    kernels = [("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t, 50, "op.1")
-               for t in (0, 1000, 2000)]
+
+    module = _entry_with(
+        "all-reduce-start",
+        (F32, (1024, 256)),
+        [(F32, (1024, 256))],
+        replica_groups=[
+            hlo_pb2.ReplicaGroup(replica_ids=[0, 1, 2, 3]),
+            hlo_pb2.ReplicaGroup(replica_ids=[4, 5, 6, 7]),
+        ],
+    )
+    kernels = [("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t, 50, "op.1") for t in (0, 1000, 2000)]
     data = read_gpu_cpu_xspace(_one_gpu_space(module, kernels), "h")
     (row,) = _rows(data, operation="op.1")
     s = 1024 * 256 * 4
@@ -375,34 +455,48 @@ def test_collectives_fill_interconnect_bytes_with_bus_bytes():
     assert "2 device(s)" in note.message and "op.1" in note.message
 
 
-@pytest.mark.parametrize("kernel,algo,factor", [
-    # the ring: nccl-tests' 2(n-1)/n, and the row says which algorithm the kernel names
-    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "RING_LL", 2 * 7 / 8),
-    ("ncclKernel_AllReduce_TREE_LL128_Sum_float", "TREE_LL128", 2 * 7 / 8),
-    # NVLink SHARP: the switch reduces, each GPU sends and receives S once: factor 1
-    ("ncclDevKernel_AllReduce_Sum_bf16_NVLS", "NVLS", 1.0),
-    # a generic kernel states nothing: nccl-tests' default, no algorithm on the row
-    ("ncclDevKernel_Generic", "", 2 * 7 / 8),
-])
+@pytest.mark.parametrize(
+    "kernel,algo,factor",
+    [
+        # the ring: nccl-tests' 2(n-1)/n, and the row says which algorithm the kernel names
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "RING_LL", 2 * 7 / 8),
+        ("ncclKernel_AllReduce_TREE_LL128_Sum_float", "TREE_LL128", 2 * 7 / 8),
+        # NVLink SHARP: the switch reduces, each GPU sends and receives S once: factor 1
+        ("ncclDevKernel_AllReduce_Sum_bf16_NVLS", "NVLS", 1.0),
+        # a generic kernel states nothing: nccl-tests' default, no algorithm on the row
+        ("ncclDevKernel_Generic", "", 2 * 7 / 8),
+    ],
+)
 def test_the_algorithm_the_nccl_kernel_names_sets_the_bus_factor(kernel, algo, factor):
     from tb_roofline.hlo.shapes import F32
     from tb_roofline.table.collective_info import parse
-    module = _entry_with("all-reduce-start", (F32, (1024, 256)), [(F32, (1024, 256))],
-                         replica_groups=[hlo_pb2.ReplicaGroup(replica_ids=list(range(8)))])
+
+    module = _entry_with(
+        "all-reduce-start",
+        (F32, (1024, 256)),
+        [(F32, (1024, 256))],
+        replica_groups=[hlo_pb2.ReplicaGroup(replica_ids=list(range(8)))],
+    )
     data = read_gpu_cpu_xspace(_one_gpu_space(module, [(kernel, 0, 50, "op.1")]), "h")
     (row,) = _rows(data, operation="op.1")
     s = 1024 * 256 * 4
     assert row["interconnect_bytes"] == pytest.approx(s * factor)
     info = parse(row["collective"])
-    assert (info["kind"], info["S"], info["n"], info["groups"], info["form"], info["algo"]) == \
-        ("all-reduce", s, 8, 1, "list", algo)
+    assert (info["kind"], info["S"], info["n"], info["groups"], info["form"], info["algo"]) == (
+        "all-reduce",
+        s,
+        8,
+        1,
+        "list",
+        algo,
+    )
 
 
 def test_per_core_figures_count_the_gpus_that_ran():
     from tb_roofline.hlo.shapes import F32
+
     module = _entry_with("add", (F32, (64,)), [(F32, (64,)), (F32, (64,))])
-    data = read_gpu_cpu_xspace(_one_gpu_space(module, [("add_kernel", 0, 10, "op.1")],
-                                              gpus=8), "h")
+    data = read_gpu_cpu_xspace(_one_gpu_space(module, [("add_kernel", 0, 10, "op.1")], gpus=8), "h")
     assert data.device.num_cores == 1
     assert [s.core for s in data.core_spans] == [0]
 
@@ -411,6 +505,7 @@ def test_gfx950_profile_peak_beaten_by_its_own_fusion_is_replaced():
     """gfx950 (MI355X) profiles report 4,096 GB/s; a loop fusion moving 2 × 32 MiB in 10 µs runs
     at 6.7 TB/s, so the model takes the data sheet's 8 TB/s, and the compute peaks are known."""
     from tb_roofline.hlo.shapes import BF16
+
     b = HloBuilder("jit_scale")
     fused = b.computation("fused_neg", fusion=True)
     fp = b.param("fp", (BF16, (1 << 24,)), 0)
@@ -419,8 +514,13 @@ def test_gfx950_profile_peak_beaten_by_its_own_fusion_is_replaced():
     x = b.param("x", (BF16, (1 << 24,)), 0)
     b.add("op.1", "fusion", (BF16, (1 << 24,)), [x], [fused], fusion_kind="kLoop")
     b.module.entry_computation_id = entry.id
-    stats = (("gpu_device_name", "gfx950"), ("core_count", 256), ("clock_rate", 2_400_000),
-             ("memory_bandwidth", 4_096_000_000_000), ("memory_size", 288 << 30))
+    stats = (
+        ("gpu_device_name", "gfx950"),
+        ("core_count", 256),
+        ("clock_rate", 2_400_000),
+        ("memory_bandwidth", 4_096_000_000_000),
+        ("memory_size", 288 << 30),
+    )
     kernels = [("loop_neg_fusion", t, 10_000_000, "op.1") for t in (0, 20_000_000)]
     data = read_gpu_cpu_xspace(_one_gpu_space(b.module, kernels, stats=stats), "h")
     assert data.device.peaks_known
@@ -434,6 +534,7 @@ def test_gfx950_profile_peak_beaten_by_its_own_fusion_is_replaced():
 
 def test_ops_without_a_cost_rule_are_named_by_share_of_time():
     from tb_roofline.hlo.shapes import F32
+
     b = HloBuilder("jit_mix")
     entry = b.computation("main")
     x = b.param("x", (F32, (64,)), 0)
@@ -451,11 +552,21 @@ def test_an_all_reduce_on_mi300x_is_judged_under_the_infinity_fabric_roof():
     = 117.4 MB per call, 234.9 GB/s over 1 ms, 52.4% of the 448 GB/s per direction of 7
     Infinity Fabric links (128 GB/s each, both directions)."""
     from tb_roofline.hlo.shapes import F32
-    module = _entry_with("all-reduce-start", (F32, (1 << 24,)), [(F32, (1 << 24,))],
-                         replica_groups=[hlo_pb2.ReplicaGroup(replica_ids=list(range(8)))])
-    stats = (("gpu_device_name", "gfx942"), ("core_count", 304), ("clock_rate", 2_100_000),
-             ("memory_bandwidth", 5_300_000_000_000), ("memory_size", 192 << 30))
-    kernels = [("ncclDevKernel_AllReduce_Sum_f32", t, 500_000_000, "op.1") for t in (0, 10 ** 9)]
+
+    module = _entry_with(
+        "all-reduce-start",
+        (F32, (1 << 24,)),
+        [(F32, (1 << 24,))],
+        replica_groups=[hlo_pb2.ReplicaGroup(replica_ids=list(range(8)))],
+    )
+    stats = (
+        ("gpu_device_name", "gfx942"),
+        ("core_count", 304),
+        ("clock_rate", 2_100_000),
+        ("memory_bandwidth", 5_300_000_000_000),
+        ("memory_size", 192 << 30),
+    )
+    kernels = [("ncclDevKernel_AllReduce_Sum_f32", t, 500_000_000, "op.1") for t in (0, 10**9)]
     data = read_gpu_cpu_xspace(_one_gpu_space(module, kernels, stats=stats), "h")
     assert data.device.memory("interconnect").gbs == 448
     (r,) = [x for x in roofline.analyze([data]).ops[True].row_dicts() if x["operation"] == "op.1"]

@@ -1,15 +1,16 @@
 """Self times (readers/xline_fast.py), and the token decoder and plain sums of the test oracle
 (tests/tpu_oracle.py), against the per-event protobuf decoding (tpu_plane.protobuf_line_events)."""
+
 import random
 
 import numpy as np
 import pytest
+import tpu_oracle as xf
 
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
-import tpu_oracle as xf
 from tb_roofline.readers import xline_fast
-from tb_roofline.readers.xline_fast import self_times_by_stack as _self_times
 from tb_roofline.readers.tpu_plane import protobuf_line_events as _line_events
+from tb_roofline.readers.xline_fast import self_times_by_stack as _self_times
 from tb_roofline.readers.xplane import PlaneStats
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 
@@ -65,20 +66,34 @@ def _check_space(space):
     return n
 
 
-@pytest.mark.parametrize("cfg", [
-    SynthConfig(seed=1),
-    SynthConfig(seed=2, with_device_timing=False),
-    SynthConfig(seed=3, with_steps=False, with_while=False),
-    SynthConfig(seed=4, num_cores=1, num_steps=2, ops_per_step=200, distinct_ops=50,
-                with_infeed_outfeed=False),
-    SynthConfig(seed=5, with_device_timing=False, with_steps=False),
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        SynthConfig(seed=1),
+        SynthConfig(seed=2, with_device_timing=False),
+        SynthConfig(seed=3, with_steps=False, with_while=False),
+        SynthConfig(
+            seed=4,
+            num_cores=1,
+            num_steps=2,
+            ops_per_step=200,
+            distinct_ops=50,
+            with_infeed_outfeed=False,
+        ),
+        SynthConfig(seed=5, with_device_timing=False, with_steps=False),
+    ],
+)
 def test_synthetic_profiles(cfg):
     assert _check_space(make_tpu_xspace(cfg)) > 0
 
 
-STAT_NAMES = ["group_id", "device_offset_ps", "device_duration_ps", "dma_stall_duration_ps",
-              "other"]
+STAT_NAMES = [
+    "group_id",
+    "device_offset_ps",
+    "device_duration_ps",
+    "dma_stall_duration_ps",
+    "other",
+]
 
 
 def _random_line(rng, n, kinds):
@@ -90,7 +105,7 @@ def _random_line(rng, n, kinds):
             ev.metadata_id = rng.choice([0, 1, 2, 300, 2**40, -7])
         r = rng.random()
         if r < 0.6:
-            ev.offset_ps = rng.choice([0, 1, 127, 128, 10**12, -5, rng.randrange(-2**62, 2**62)])
+            ev.offset_ps = rng.choice([0, 1, 127, 128, 10**12, -5, rng.randrange(-(2**62), 2**62)])
         elif r < 0.8:
             ev.num_occurrences = rng.choice([0, 1, 3, 1000])
         if rng.random() < 0.8:
@@ -101,7 +116,9 @@ def _random_line(rng, n, kinds):
                 st.metadata_id = rng.choice([0, 1, 2, 3, 4, 5, 9])
             kind = rng.choice(kinds)
             if kind == "int64":
-                st.int64_value = rng.choice([0, 1, -1, -2**63, 2**63 - 1, rng.randrange(-2**40, 2**40)])
+                st.int64_value = rng.choice(
+                    [0, 1, -1, -(2**63), 2**63 - 1, rng.randrange(-(2**40), 2**40)]
+                )
             elif kind == "uint64":
                 st.uint64_value = rng.choice([0, 1, 2**32, 2**63 - 1, rng.randrange(0, 2**50)])
             elif kind == "ref":
@@ -136,8 +153,9 @@ def test_random_varint_lines(seed):
 @pytest.mark.parametrize("seed", range(15))
 def test_random_lines_with_fallback_kinds(seed):
     rng = random.Random(1000 + seed)
-    line = _random_line(rng, rng.choice([1, 5, 100]),
-                        ["int64", "uint64", "double", "str", "bytes", "ref"])
+    line = _random_line(
+        rng, rng.choice([1, 5, 100]), ["int64", "uint64", "double", "str", "bytes", "ref"]
+    )
     _check_line(line, _ids(rng))
 
 
@@ -153,20 +171,24 @@ def test_empty_line_and_empty_events():
 
 
 def test_hand_built_values():
-    ids = {"group_id": 1, "device_offset_ps": 2, "device_duration_ps": 3,
-           "dma_stall_duration_ps": 4}
+    ids = {
+        "group_id": 1,
+        "device_offset_ps": 2,
+        "device_duration_ps": 3,
+        "dma_stall_duration_ps": 4,
+    }
     line = xplane_pb2.XLine(timestamp_ns=10)
     e = line.events.add(metadata_id=5, offset_ps=-3, duration_ps=7)
-    e.stats.add(metadata_id=1, uint64_value=2**63 - 1)       # uint64 group id
-    e.stats.add(metadata_id=4, int64_value=-9)               # negative int64: 10-byte varint
+    e.stats.add(metadata_id=1, uint64_value=2**63 - 1)  # uint64 group id
+    e.stats.add(metadata_id=4, int64_value=-9)  # negative int64: 10-byte varint
     e = line.events.add(metadata_id=6, num_occurrences=4, duration_ps=2)
     e.stats.add(metadata_id=2, int64_value=123456789012345)  # absolute begin
     e.stats.add(metadata_id=3, uint64_value=11)
     e.stats.add(metadata_id=1, int64_value=-1)
-    e.stats.add(metadata_id=1, int64_value=8)                # the last one wins
+    e.stats.add(metadata_id=1, int64_value=8)  # the last one wins
     e = line.events.add(metadata_id=7, offset_ps=1)
-    e.stats.add(metadata_id=1, ref_value=3)                  # a ref reads 0
-    e.stats.add(metadata_id=1)                               # no value: 0
+    e.stats.add(metadata_id=1, ref_value=3)  # a ref reads 0
+    e.stats.add(metadata_id=1)  # no value: 0
     got = _check_line(line, ids)
     assert got[3].tolist() == [2**63 - 1, 8, 0]
     assert got[4].tolist() == [-9, 0, 0]
@@ -193,7 +215,10 @@ def test_long_stats_and_non_canonical_varints():
 
 def test_unknown_fields_fall_back():
     ids = {"group_id": 1}
-    raws = [b"\x08\x01\x30\x05", b"\x08\x02\x3a\x01x"]  # unknown varint field 6, unknown LEN field 7
+    raws = [
+        b"\x08\x01\x30\x05",
+        b"\x08\x02\x3a\x01x",
+    ]  # unknown varint field 6, unknown LEN field 7
     assert _check_raw(_line_bytes(raws), ids)[1] is None
 
 
@@ -201,7 +226,7 @@ def _random_intervals(rng, n):
     begin, dur = [], []
     for _ in range(n):
         r = rng.random()
-        if begin and r < 0.3:      # nested in, equal to or sharing an edge with an earlier one
+        if begin and r < 0.3:  # nested in, equal to or sharing an edge with an earlier one
             k = rng.randrange(len(begin))
             b0, d0 = begin[k], dur[k]
             b = rng.choice([b0, b0 + rng.randrange(0, d0 + 1)])
@@ -219,7 +244,7 @@ def test_self_times_random_intervals(seed):
     rng = random.Random(seed)
     begin, dur = _random_intervals(rng, rng.choice([1, 2, 5, 50, 400]))
     _same(_self_times(begin, dur), xline_fast.self_times(begin, dur))
-    order = np.lexsort((-dur, begin))     # already sorted input takes the no-sort path
+    order = np.lexsort((-dur, begin))  # already sorted input takes the no-sort path
     _same(_self_times(begin[order], dur[order]), xline_fast.self_times(begin[order], dur[order]))
 
 
@@ -228,8 +253,13 @@ def test_self_times_deep_nesting_and_edges():
     begin = np.arange(n, dtype=np.int64)
     dur = np.arange(2 * n, 0, -2, dtype=np.int64)
     _same(_self_times(begin, dur), xline_fast.self_times(begin, dur))
-    for b, d in (([], []), ([5], [0]), ([0, 0, 0], [3, 3, 3]), ([0, 3, 3, 10], [10, 0, 7, 0]),
-                 ([0, 1, 2], [-1, 5, -3])):
+    for b, d in (
+        ([], []),
+        ([5], [0]),
+        ([0, 0, 0], [3, 3, 3]),
+        ([0, 3, 3, 10], [10, 0, 7, 0]),
+        ([0, 1, 2], [-1, 5, -3]),
+    ):
         b, d = np.array(b, np.int64), np.array(d, np.int64)
         _same(_self_times(b, d), xline_fast.self_times(b, d))
 
@@ -239,8 +269,10 @@ def test_group_sums(seed):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 2000))
     md = rng.integers(0, 30, n)
-    group = rng.choice(np.array([-1, 0, 3, 2**62, -2**62]), n) if seed % 2 else rng.integers(-1, 5, n)
-    w1 = rng.integers(-10**12, 10**12, n)
+    group = (
+        rng.choice(np.array([-1, 0, 3, 2**62, -(2**62)]), n) if seed % 2 else rng.integers(-1, 5, n)
+    )
+    w1 = rng.integers(-(10**12), 10**12, n)
     w2 = rng.integers(0, 5, n)
     umd, ug, (s1, s2) = xf.group_sums(md, group, w1, w2)
     uniq, inv = np.unique(np.stack([md, group], axis=1), axis=0, return_inverse=True)
@@ -256,6 +288,7 @@ def test_group_sums(seed):
 # ----------------------------------------------------------------------------------------------
 # decode_tokens: the packed-varint view (XSpaceTokens)
 
+
 def _check_tokens(line, ids, must_decode=False):
     ref = _line_events(line, ids)
     tok = xplane_view_pb2.XLineTokens.FromString(line.SerializeToString())
@@ -267,8 +300,14 @@ def _check_tokens(line, ids, must_decode=False):
     return got
 
 
-@pytest.mark.parametrize("cfg", [SynthConfig(seed=1), SynthConfig(seed=2, with_device_timing=False),
-                                 SynthConfig(seed=3, with_steps=False, with_while=False)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        SynthConfig(seed=1),
+        SynthConfig(seed=2, with_device_timing=False),
+        SynthConfig(seed=3, with_steps=False, with_while=False),
+    ],
+)
 def test_tokens_on_synthetic_profiles(cfg):
     space = make_tpu_xspace(cfg)
     for plane in space.planes:
@@ -290,8 +329,12 @@ def test_tokens_on_random_lines(seed):
 
 
 def test_tokens_hand_built():
-    ids = {"group_id": 1, "device_offset_ps": 2, "device_duration_ps": 3,
-           "dma_stall_duration_ps": 4}
+    ids = {
+        "group_id": 1,
+        "device_offset_ps": 2,
+        "device_duration_ps": 3,
+        "dma_stall_duration_ps": 4,
+    }
     line = xplane_pb2.XLine(timestamp_ns=10)
     e = line.events.add(metadata_id=5, offset_ps=-3, duration_ps=7)
     e.stats.add(metadata_id=1, uint64_value=2**62)
@@ -322,7 +365,8 @@ def test_tokens_without_count_never_merge_events():
     uniform = xplane_pb2.XLine(timestamp_ns=1)
     for i in range(6):
         uniform.events.add(metadata_id=4, offset_ps=10 * i, duration_ps=5).stats.add(
-            metadata_id=1, int64_value=i)
+            metadata_id=1, int64_value=i
+        )
     tok = xplane_view_pb2.XLineTokens.FromString(uniform.SerializeToString())
     got = xf.decode_tokens(tok.event_tokens, 1, ids, lambda: pytest.fail("count not needed"))
     _same(_line_events(uniform, ids), got)

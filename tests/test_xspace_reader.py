@@ -1,4 +1,5 @@
 """The XSpace reader on small hand-built planes: every value derived by hand."""
+
 from __future__ import annotations
 
 import os
@@ -18,17 +19,25 @@ def _tpu_space(events, with_steps=True, plane_stats=None):
     """One TensorCore. `events`: (name, category, begin_ps, duration_ps, step, flops, bytes)."""
     space = xplane_pb2.XSpace()
     plane = _Plane(space.planes.add(id=0, name="/device:TPU:0"))
-    for key, value in (plane_stats or {"peak_teraflops_per_second": 100.0,
-                                       "peak_hbm_bw_gigabytes_per_second": 1000.0}).items():
+    for key, value in (
+        plane_stats
+        or {"peak_teraflops_per_second": 100.0, "peak_hbm_bw_gigabytes_per_second": 1000.0}
+    ).items():
         plane.add_stat(plane.plane, key, value)
     ops = plane.plane.lines.add(id=1, name="XLA Ops", timestamp_ns=0)
     steps = plane.plane.lines.add(id=2, name="Steps", timestamp_ns=0)
     mds = {}
     for name, category, begin, dur, step, flops, nbytes in events:
         if name not in mds:
-            mds[name] = plane.event_metadata(f"%{name} = ...", name, program_id=7,
-                                             symbol_id=len(mds) + 1, hlo_category=_Ref(category),
-                                             flops=flops, bytes_accessed=nbytes)
+            mds[name] = plane.event_metadata(
+                f"%{name} = ...",
+                name,
+                program_id=7,
+                symbol_id=len(mds) + 1,
+                hlo_category=_Ref(category),
+                flops=flops,
+                bytes_accessed=nbytes,
+            )
         ev = ops.events.add(metadata_id=mds[name].id, offset_ps=begin, duration_ps=dur)
         if step is not None:
             plane.add_stat(ev, "group_id", step)
@@ -45,9 +54,13 @@ def _tpu_space(events, with_steps=True, plane_stats=None):
 
 def test_self_time_excludes_direct_children_only():
     # while [0, 100) holds fusion [10, 40) which holds nothing, and add [50, 60).
-    space = _tpu_space([("while.1", "while", 0, 100, 0, 0, 0),
-                        ("fusion.2", "loop fusion", 10, 30, 0, 300, 30),
-                        ("add.3", "non-fusion elementwise", 50, 10, 0, 10, 40)])
+    space = _tpu_space(
+        [
+            ("while.1", "while", 0, 100, 0, 0, 0),
+            ("fusion.2", "loop fusion", 10, 30, 0, 300, 30),
+            ("add.3", "non-fusion elementwise", 50, 10, 0, 10, 40),
+        ]
+    )
     data = read_xspace(space, "h")
     t = data.ops
     by_name = {op: i for i, op in enumerate(t["operation"])}
@@ -59,8 +72,12 @@ def test_self_time_excludes_direct_children_only():
 
 
 def test_totals_multiply_per_execution_metadata():
-    space = _tpu_space([("fusion.2", "loop fusion", 0, 10, 0, 300, 30),
-                        ("fusion.2", "loop fusion", 20, 12, 1, 300, 30)])
+    space = _tpu_space(
+        [
+            ("fusion.2", "loop fusion", 0, 10, 0, 300, 30),
+            ("fusion.2", "loop fusion", 20, 12, 1, 300, 30),
+        ]
+    )
     t = read_xspace(space, "h").ops
     assert t["occurrences"].sum() == 2
     assert t["flops"].sum() == 600
@@ -70,11 +87,15 @@ def test_totals_multiply_per_execution_metadata():
 
 
 def test_ref_value_stats_and_device_peaks():
-    space = _tpu_space([("fusion.2", "convolution fusion", 0, 10, 0, 1, 1)],
-                       plane_stats={"device_type_string": _Ref("TPU v9 Test"),
-                                    "peak_teraflops_per_second": 200.0,
-                                    "peak_hbm_bw_gigabytes_per_second": 2000.0,
-                                    "peak_cmem_rd_bw_gigabytes_per_second": 50.0})
+    space = _tpu_space(
+        [("fusion.2", "convolution fusion", 0, 10, 0, 1, 1)],
+        plane_stats={
+            "device_type_string": _Ref("TPU v9 Test"),
+            "peak_teraflops_per_second": 200.0,
+            "peak_hbm_bw_gigabytes_per_second": 2000.0,
+            "peak_cmem_rd_bw_gigabytes_per_second": 50.0,
+        },
+    )
     data = read_xspace(space, "h")
     assert data.ops["category"][0] == "convolution fusion"  # hlo_category was a ref_value
     assert data.device.type == "TPU v9 Test"
@@ -96,8 +117,13 @@ def test_memory_breakdown_is_split_by_space_and_direction():
     plane.stat_metadata[sid].name = "memory_access_breakdown"
     md.stats.add(metadata_id=sid, bytes_value=msg.SerializeToString())
     t = read_xspace(space, "h").ops
-    assert (t["hbm_bytes"][0], t["cmem_read_bytes"][0], t["cmem_write_bytes"][0],
-            t["vmem_read_bytes"][0], t["vmem_write_bytes"][0]) == (16, 20, 5, 7, 3)
+    assert (
+        t["hbm_bytes"][0],
+        t["cmem_read_bytes"][0],
+        t["cmem_write_bytes"][0],
+        t["vmem_read_bytes"][0],
+        t["vmem_write_bytes"][0],
+    ) == (16, 20, 5, 7, 3)
 
 
 def test_device_timing_overrides_event_offsets():
@@ -218,17 +244,22 @@ def test_damaged_files_give_a_format_error_never_a_crash(tmp_path):
 
 
 def test_non_finite_peaks_are_unknown_not_crashes():
-    space = _tpu_space([("fusion.2", "loop fusion", 0, 10, 0, 100, 64)],
-                       plane_stats={"peak_teraflops_per_second": float("inf"),
-                                    "peak_hbm_bw_gigabytes_per_second": float("nan")})
+    space = _tpu_space(
+        [("fusion.2", "loop fusion", 0, 10, 0, 100, 64)],
+        plane_stats={
+            "peak_teraflops_per_second": float("inf"),
+            "peak_hbm_bw_gigabytes_per_second": float("nan"),
+        },
+    )
     data = read_xspace(space, "h")
     assert data.device.peak_gflops == 0 and not data.device.peaks_known
     assert data.device.memory("hbm").gbs == 0
 
 
-V6E = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                   "testdata/demo/v6e_train/plugins/profile/2026_11_29_10_00_00/"
-                   "tpu-v6e-host0.xplane.pb")
+V6E = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "testdata/demo/v6e_train/plugins/profile/2026_11_29_10_00_00/tpu-v6e-host0.xplane.pb",
+)
 
 
 def _module_names(space) -> dict:
@@ -241,8 +272,11 @@ def _module_names(space) -> dict:
                 continue
             for ev in line.events:
                 md = plane.event_metadata[ev.metadata_id]
-                pid = [s.uint64_value or s.int64_value for s in md.stats
-                       if s.metadata_id == stat.get("program_id")]
+                pid = [
+                    s.uint64_value or s.int64_value
+                    for s in md.stats
+                    if s.metadata_id == stat.get("program_id")
+                ]
                 names[str(pid[0])] = md.display_name
     return names
 
@@ -258,8 +292,12 @@ def test_program_names_come_from_the_modules_line(tmp_path, big_id):
         expected = {"12190760917235803885": "jit_train_step"}
     for plane in space.planes:
         stat = {m.name: k for k, m in plane.stat_metadata.items()}
-        modules = {ev.metadata_id for line in plane.lines if line.name == "XLA Modules"
-                   for ev in line.events}
+        modules = {
+            ev.metadata_id
+            for line in plane.lines
+            if line.name == "XLA Modules"
+            for ev in line.events
+        }
         for mid, md in plane.event_metadata.items():
             for s in md.stats:
                 if big_id and s.metadata_id == stat.get("program_id"):
@@ -273,9 +311,11 @@ def test_program_names_come_from_the_modules_line(tmp_path, big_id):
     path = tmp_path / "h.xplane.pb"
     path.write_bytes(space.SerializeToString())
     from tb_roofline.readers.xspace import read_xspace_file
+
     ops = read_xspace_file(str(path), "h").ops
-    assert len(ops) and set(zip(ops["program_id"].tolist(), ops["program"].tolist())) == \
-        set(expected.items())
+    assert len(ops) and set(zip(ops["program_id"].tolist(), ops["program"].tolist())) == set(
+        expected.items()
+    )
     # and as before where the stat is there: the demo profile as written
     ops = read_xspace_file(V6E, "h").ops
     assert set(ops["program"].tolist()) == {"jit_train_step"}

@@ -13,6 +13,7 @@ are found by their metadata-id pair and checked against the event count. Anythin
 prove well formed (double, string or bytes stats, unknown fields, missing ids) comes back as
 None and the per-event path decodes that line.
 """
+
 from __future__ import annotations
 
 import collections
@@ -21,27 +22,53 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.table.op_table import (COST_COLUMNS, NO_STEP, CoreSpan, OpTableBuilder,
-                                        ProfileData, StepSpan)
-from tb_roofline.table.timeline import TimelineBuilder, add_key_shapes
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
-from tb_roofline.readers.tpu import (OPS_LINE, STEPS_LINE, TENSOR_CORE_PLANE,
-                                     check_events as _checked, device_from_plane_stats,
-                                     link_notes, module_program, op_info as _op_info,
-                                     plane_notes)
 from tb_roofline.readers.hlo_shapes import link_bus_bytes, link_collective
+from tb_roofline.readers.tpu import (
+    OPS_LINE,
+    STEPS_LINE,
+    TENSOR_CORE_PLANE,
+    device_from_plane_stats,
+    link_notes,
+    module_program,
+    plane_notes,
+)
+from tb_roofline.readers.tpu import check_events as _checked
+from tb_roofline.readers.tpu import op_info as _op_info
 from tb_roofline.readers.tpu_plane import protobuf_line_events as _line_events
 from tb_roofline.readers.tpu_timeline import add_core_events, event_facts
 from tb_roofline.readers.xline_fast import self_times
 from tb_roofline.readers.xplane import PlaneStats
+from tb_roofline.table.op_table import (
+    COST_COLUMNS,
+    NO_STEP,
+    CoreSpan,
+    OpTableBuilder,
+    ProfileData,
+    StepSpan,
+)
+from tb_roofline.table.timeline import TimelineBuilder, add_key_shapes
 
-_EVENT_TAGS = (0x08, 0x10, 0x18, 0x22, 0x28)   # XEvent: metadata_id, offset_ps, duration_ps, stats, num_occurrences
+_EVENT_TAGS = (
+    0x08,
+    0x10,
+    0x18,
+    0x22,
+    0x28,
+)  # XEvent: metadata_id, offset_ps, duration_ps, stats, num_occurrences
 _EV_OK = np.zeros(256, bool)
 _EV_OK[list(_EVENT_TAGS)] = True
-def _empty(n=0):
-    return (np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64),
-            np.full(n, NO_STEP, np.int64), np.zeros(n, np.int64), np.ones(n, np.int64))
 
+
+def _empty(n=0):
+    return (
+        np.zeros(n, np.int64),
+        np.zeros(n, np.int64),
+        np.zeros(n, np.int64),
+        np.full(n, NO_STEP, np.int64),
+        np.zeros(n, np.int64),
+        np.ones(n, np.int64),
+    )
 
 
 _VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
@@ -208,8 +235,12 @@ def decode_tokens(tokens, line_timestamp_ns: int, stat_ids: dict, n_events):
         s_event = event[i22]
         s_value = np.where(s_val_tag == 0x38, 0, s_val.view(np.int64))
         s_mid_i = s_mid.view(np.int64)
-        for name, target in (("group_id", group), ("device_offset_ps", begin),
-                             ("device_duration_ps", dur), ("dma_stall_duration_ps", stall)):
+        for name, target in (
+            ("group_id", group),
+            ("device_offset_ps", begin),
+            ("device_duration_ps", dur),
+            ("dma_stall_duration_ps", stall),
+        ):
             sid = stat_ids.get(name)
             if sid is None:
                 continue
@@ -219,9 +250,9 @@ def decode_tokens(tokens, line_timestamp_ns: int, stat_ids: dict, n_events):
     return md, begin, dur, group, stall, occ
 
 
-
 # ----------------------------------------------------------------------------------------------
 # Sums per (metadata id, group)
+
 
 def group_sums(md: np.ndarray, group: np.ndarray, *weights: np.ndarray):
     """Unique (md, group) pairs sorted as `np.unique(np.stack([md, group], 1), axis=0)` sorts
@@ -233,7 +264,7 @@ def group_sums(md: np.ndarray, group: np.ndarray, *weights: np.ndarray):
     mlo, mhi = int(md.min()), int(md.max())
     glo, ghi = int(group.min()), int(group.max())
     gw = ghi - glo + 1
-    if (mhi - mlo + 1) * gw < 2 ** 62:
+    if (mhi - mlo + 1) * gw < 2**62:
         key = (md - mlo) * gw + (group - glo)
     else:  # ranges too wide for one int64 key: rank each column first
         um, mi = np.unique(md, return_inverse=True)
@@ -296,7 +327,11 @@ class _TokenPlane:
         tok = xplane_view_pb2.XPlaneTokens.FromString(raw)
         full = _FullPlane(raw)
         self.id, self.name = tok.id, tok.name
-        self.stats, self.event_metadata, self.stat_metadata = tok.stats, tok.event_metadata, tok.stat_metadata
+        self.stats, self.event_metadata, self.stat_metadata = (
+            tok.stats,
+            tok.event_metadata,
+            tok.stat_metadata,
+        )
         self.lines = [_TokenLine(full, i, l) for i, l in enumerate(tok.lines)]
 
 
@@ -342,6 +377,7 @@ def _events(line, stat_ids: dict):
         return _line_events(line.full(), stat_ids)
     return _line_events(line, stat_ids)
 
+
 def _program_names(ps: PlaneStats, plane) -> dict[str, str]:
     """program id -> module name, from the metadata of the `XLA Modules` line's events."""
     names = {}
@@ -367,8 +403,9 @@ def _async_spans(md: np.ndarray, begin: np.ndarray, dur: np.ndarray, infos: dict
     A done names its start as its operand; executions pair in order (the k-th done of a pair
     completes the k-th start), each start before its done."""
     out = np.zeros(len(md), np.int64)
-    by_name = {i["operation"]: mid for mid, i in infos.items()
-               if i is not None and i["role"] == "start"}
+    by_name = {
+        i["operation"]: mid for mid, i in infos.items() if i is not None and i["role"] == "start"
+    }
     for mid, info in infos.items():
         if info is None or info["role"] != "done" or info["start_name"] not in by_name:
             continue
@@ -414,8 +451,9 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
         lo, hi = None, None
         marker_steps: dict[int, list[int]] = {}
         for line in step_lines:
-            md, begin, dur, group, _, _ = _checked(_events(line, ps.ids), plane.name, line.name,
-                                                   fixes)
+            md, begin, dur, group, _, _ = _checked(
+                _events(line, ps.ids), plane.name, line.name, fixes
+            )
             if len(begin):
                 lo = begin.min() if lo is None else min(lo, begin.min())
                 hi = (begin + dur).max() if hi is None else max(hi, (begin + dur).max())
@@ -429,8 +467,9 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
         programs = _program_names(ps, plane)
         core_events = []
         for line_index, line in enumerate(ops_lines):
-            md, begin, dur, group, stall, occ = _checked(_events(line, ps.ids), plane.name,
-                                                         line.name, fixes)
+            md, begin, dur, group, stall, occ = _checked(
+                _events(line, ps.ids), plane.name, line.name, fixes
+            )
             if not len(md):
                 continue
             lo = begin.min() if lo is None else min(lo, begin.min())
@@ -451,62 +490,110 @@ def read_tpu_planes(planes: list, plane_names: list[str], host: str, progress=No
             span = _async_spans(md, begin, dur, infos)
             core_events.append((line_index, md, begin, dur))
             order, selft = self_times(begin, dur)
-            md, dur, group, stall, occ, span = (md[order], dur[order], group[order], stall[order],
-                                                occ[order], span[order])
+            md, dur, group, stall, occ, span = (
+                md[order],
+                dur[order],
+                group[order],
+                stall[order],
+                occ[order],
+                span[order],
+            )
             op_groups.update(np.unique(group[group != NO_STEP]).tolist())
             # One row per (op, step): sum executions, times, stalls and async transfer spans.
             row_md, row_step, totals = group_sums(md, group, dur, selft, stall, occ, span)
-            sums = {name: totals[i].astype(np.float64)
-                    for i, name in enumerate(("time", "self", "stall", "occ", "span"))}
-            known = np.fromiter((infos[m] is not None for m in row_md.tolist()), bool,
-                                count=len(row_md))
+            sums = {
+                name: totals[i].astype(np.float64)
+                for i, name in enumerate(("time", "self", "stall", "occ", "span"))
+            }
+            known = np.fromiter(
+                (infos[m] is not None for m in row_md.tolist()), bool, count=len(row_md)
+            )
             dropped_ops += int(sums["occ"][~known].sum())
             key_md, op_index = np.unique(row_md[known], return_inverse=True)
             rows = [infos[m] for m in key_md.tolist()]
-            _add_shapes(shapes, rows, op_index.reshape(-1), sums["occ"][known],
-                        sums["time"][known])
+            _add_shapes(shapes, rows, op_index.reshape(-1), sums["occ"][known], sums["time"][known])
             fixes["negative_costs"] += sum(1 for i in rows if i["negative"])
             n = sums["occ"][known]
-            per_exec = np.array([[i["flops"], i["model_flops"], i["bytes"], *i["mem"],
-                                  link_bus_bytes(i["link"], len(cores))[0]]
-                                 for i in rows], dtype=np.float64).reshape(-1, len(COST_COLUMNS))
+            per_exec = np.array(
+                [
+                    [
+                        i["flops"],
+                        i["model_flops"],
+                        i["bytes"],
+                        *i["mem"],
+                        link_bus_bytes(i["link"], len(cores))[0],
+                    ]
+                    for i in rows
+                ],
+                dtype=np.float64,
+            ).reshape(-1, len(COST_COLUMNS))
             totals_ = per_exec[op_index.reshape(-1)] * n[:, None]
 
             def texts(field, dtype=object):
                 return np.array([i[field] for i in rows], dtype=dtype)
 
             builder.add_keyed(
-                dict(host=host, program_id=texts("program_id"), program=texts("program"),
-                     operation=texts("operation"), category=texts("category"),
-                     source=texts("source"), tf_op=texts("tf_op"), caveat=texts("caveat"),
-                     fingerprint=texts("fingerprint"),
-                     collective=np.array([link_collective(i["link"], len(cores))
-                                          for i in rows], dtype=object),
-                     flops_source="profile",
-                     is_infeed_outfeed=texts("is_infeed_outfeed", bool),
-                     is_container=texts("is_container", bool)),
-                op_index.reshape(-1), core=core, step=row_step[known],
-                occurrences=n.astype(np.int64), total_time_ps=sums["time"][known],
-                self_time_ps=sums["self"][known], dma_stall_ps=sums["stall"][known],
-                async_span_ps=sums["span"][known], flops=totals_[:, 0],
-                model_flops=totals_[:, 1], bytes=totals_[:, 2], hbm_bytes=totals_[:, 3],
-                cmem_read_bytes=totals_[:, 4], cmem_write_bytes=totals_[:, 5],
-                vmem_read_bytes=totals_[:, 6], vmem_write_bytes=totals_[:, 7],
-                host_bytes=totals_[:, 8], interconnect_bytes=totals_[:, 9])
+                dict(
+                    host=host,
+                    program_id=texts("program_id"),
+                    program=texts("program"),
+                    operation=texts("operation"),
+                    category=texts("category"),
+                    source=texts("source"),
+                    tf_op=texts("tf_op"),
+                    caveat=texts("caveat"),
+                    fingerprint=texts("fingerprint"),
+                    collective=np.array(
+                        [link_collective(i["link"], len(cores)) for i in rows], dtype=object
+                    ),
+                    flops_source="profile",
+                    is_infeed_outfeed=texts("is_infeed_outfeed", bool),
+                    is_container=texts("is_container", bool),
+                ),
+                op_index.reshape(-1),
+                core=core,
+                step=row_step[known],
+                occurrences=n.astype(np.int64),
+                total_time_ps=sums["time"][known],
+                self_time_ps=sums["self"][known],
+                dma_stall_ps=sums["stall"][known],
+                async_span_ps=sums["span"][known],
+                flops=totals_[:, 0],
+                model_flops=totals_[:, 1],
+                bytes=totals_[:, 2],
+                hbm_bytes=totals_[:, 3],
+                cmem_read_bytes=totals_[:, 4],
+                cmem_write_bytes=totals_[:, 5],
+                vmem_read_bytes=totals_[:, 6],
+                vmem_write_bytes=totals_[:, 7],
+                host_bytes=totals_[:, 8],
+                interconnect_bytes=totals_[:, 9],
+            )
         if lo is not None:
             spans.append(CoreSpan(host, core, int(lo), int(hi)))
-        core_steps = [(g, int(marker_steps[g][0]), int(marker_steps[g][1]))
-                      for g in sorted(set(marker_steps) & op_groups)]
+        core_steps = [
+            (g, int(marker_steps[g][0]), int(marker_steps[g][1]))
+            for g in sorted(set(marker_steps) & op_groups)
+        ]
         steps += [StepSpan(host, core, g, b, d) for g, b, d in core_steps]
         if lo is not None:
             _add_core_timeline(timeline, core, (lo, hi), core_steps, core_events, infos)
         # Let this plane's decoded events go before the next plane is parsed.
         plane = ps = ops_lines = step_lines = line = infos = meta = None
     diagnostics += plane_notes(plane_names, dropped_ops, fixes)
-    diagnostics += link_notes(sum(1 for i in shared_infos.values()
-                                  if i["link"] is not None and not i["link"][2]), len(cores))
-    data = ProfileData(device=device, ops=builder.build(), steps=steps, core_spans=spans,
-                       diagnostics=diagnostics, timeline=timeline.build(), op_shapes=shapes)
+    diagnostics += link_notes(
+        sum(1 for i in shared_infos.values() if i["link"] is not None and not i["link"][2]),
+        len(cores),
+    )
+    data = ProfileData(
+        device=device,
+        ops=builder.build(),
+        steps=steps,
+        core_spans=spans,
+        diagnostics=diagnostics,
+        timeline=timeline.build(),
+        op_shapes=shapes,
+    )
     return data
 
 
@@ -516,17 +603,24 @@ def _label(info) -> tuple:
 
 def _add_core_timeline(timeline: TimelineBuilder, core, span, core_steps, core_events, infos):
     """Hand one core's op events to the timeline summary (readers/tpu_timeline.py)."""
-    facts = event_facts((m, i["program_id"], i["operation"], i["category"], i["caveat"],
-                         i["is_container"]) for m, i in infos.items() if i is not None)
+    facts = event_facts(
+        (m, i["program_id"], i["operation"], i["category"], i["caveat"], i["is_container"])
+        for m, i in infos.items()
+        if i is not None
+    )
     add_core_events(timeline, core, span, core_steps, core_events, facts)
 
 
 def _add_shapes(shapes: dict, rows: list, op_index, occurrences, time_ps):
     """Calls and time per (op, shape) for the ops whose HLO text gives one."""
-    add_key_shapes(shapes, lambda k: _label(rows[k]), [r["shape"] for r in rows], op_index,
-                   occurrences, time_ps)
-
-
+    add_key_shapes(
+        shapes,
+        lambda k: _label(rows[k]),
+        [r["shape"] for r in rows],
+        op_index,
+        occurrences,
+        time_ps,
+    )
 
 
 def read_file(path: str, host: str) -> ProfileData:

@@ -17,6 +17,7 @@ one thread (steadier timings on a shared machine):
 
     python tools/capture_torch_traces.py --compare testdata/compare/torch_cpu --clean
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,6 +41,7 @@ def cases():
         def deco(fn):
             out[name] = (fn, note)
             return fn
+
         return deco
 
     a, b = t(24, 40), t(40, 16)
@@ -65,8 +67,9 @@ def cases():
     case("conv1d_stride_pad")(lambda: F.conv1d(c1x, c1w, None, stride=2, padding=2))
     c2x, c2w, c2b = t(2, 4, 17, 15), t(6, 4, 3, 3), t(6)
     case("conv2d")(lambda: F.conv2d(c2x, c2w, c2b))
-    case("conv2d_stride_pad_dil")(lambda: F.conv2d(c2x, c2w, c2b, stride=(2, 1), padding=(1, 2),
-                                                  dilation=(2, 1)))
+    case("conv2d_stride_pad_dil")(
+        lambda: F.conv2d(c2x, c2w, c2b, stride=(2, 1), padding=(1, 2), dilation=(2, 1))
+    )
     g2w = t(6, 2, 3, 3)
     case("conv2d_groups")(lambda: F.conv2d(c2x, g2w, None, stride=2, padding=1, groups=2))
     dw = t(4, 1, 3, 3)
@@ -75,11 +78,13 @@ def cases():
     c3x, c3w = t(1, 3, 6, 7, 8), t(4, 3, 2, 3, 3)
     case("conv3d")(lambda: F.conv3d(c3x, c3w, None, stride=(1, 2, 2), padding=1))
     tw = t(4, 3, 3, 3)
-    case("conv_transpose2d")(lambda: F.conv_transpose2d(c2x, tw, None, stride=2, padding=1,
-                                                        output_padding=1))
+    case("conv_transpose2d")(
+        lambda: F.conv_transpose2d(c2x, tw, None, stride=2, padding=1, output_padding=1)
+    )
     tgw = t(4, 3, 3, 3)
-    case("conv_transpose2d_groups")(lambda: F.conv_transpose2d(c2x, tgw, None, stride=2,
-                                                               groups=2, dilation=2))
+    case("conv_transpose2d_groups")(
+        lambda: F.conv_transpose2d(c2x, tgw, None, stride=2, groups=2, dilation=2)
+    )
     t1w = t(4, 5, 4)
     case("conv_transpose1d")(lambda: F.conv_transpose1d(c1x, t1w, None, stride=3))
 
@@ -106,8 +111,9 @@ def cases():
     bn_x = t(4, 6, 5, 5)
     rm, rv = torch.zeros(6), torch.ones(6)
     bn_w, bn_b = t(6), t(6)
-    case("batch_norm_train")(lambda: F.batch_norm(bn_x, rm.clone(), rv.clone(), bn_w, bn_b,
-                                                  training=True))
+    case("batch_norm_train")(
+        lambda: F.batch_norm(bn_x, rm.clone(), rv.clone(), bn_w, bn_b, training=True)
+    )
     case("batch_norm_eval")(lambda: F.batch_norm(bn_x, rm, rv, bn_w, bn_b, training=False))
     emb_w = t(50, 16)
     idx = torch.randint(0, 50, (4, 7))
@@ -123,52 +129,82 @@ def cases():
             o = fn(*inputs)
             grad = torch.ones_like(o)
             return lambda: torch.autograd.grad(o, [i for i in inputs if i.requires_grad], grad)
+
         out[name] = (run, "backward")
 
-    backward_case("conv2d_backward", lambda: ((t(2, 4, 17, 15, grad=True),
-                                               t(6, 4, 3, 3, grad=True)),
-                                              lambda i, ww: F.conv2d(i, ww, stride=2, padding=1)))
-    backward_case("conv2d_groups_backward", lambda: ((t(2, 4, 17, 15, grad=True),
-                                                      t(6, 2, 3, 3, grad=True)),
-                                                     lambda i, ww: F.conv2d(i, ww, groups=2)))
-    backward_case("conv1d_backward", lambda: ((t(2, 4, 33, grad=True), t(8, 4, 5, grad=True)),
-                                              lambda i, ww: F.conv1d(i, ww, dilation=2)))
-    backward_case("mm_backward", lambda: ((t(24, 40, grad=True), t(40, 16, grad=True)),
-                                          torch.mm))
-    backward_case("linear_backward", lambda: ((t(6, 40, grad=True), t(32, 40, grad=True),
-                                               t(32, grad=True)), F.linear))
-    backward_case("sdpa_backward", lambda: ((t(2, 3, 16, 8, grad=True), t(2, 3, 12, 8, grad=True),
-                                             t(2, 3, 12, 4, grad=True)),
-                                            F.scaled_dot_product_attention))
+    backward_case(
+        "conv2d_backward",
+        lambda: (
+            (t(2, 4, 17, 15, grad=True), t(6, 4, 3, 3, grad=True)),
+            lambda i, ww: F.conv2d(i, ww, stride=2, padding=1),
+        ),
+    )
+    backward_case(
+        "conv2d_groups_backward",
+        lambda: (
+            (t(2, 4, 17, 15, grad=True), t(6, 2, 3, 3, grad=True)),
+            lambda i, ww: F.conv2d(i, ww, groups=2),
+        ),
+    )
+    backward_case(
+        "conv1d_backward",
+        lambda: (
+            (t(2, 4, 33, grad=True), t(8, 4, 5, grad=True)),
+            lambda i, ww: F.conv1d(i, ww, dilation=2),
+        ),
+    )
+    backward_case("mm_backward", lambda: ((t(24, 40, grad=True), t(40, 16, grad=True)), torch.mm))
+    backward_case(
+        "linear_backward",
+        lambda: ((t(6, 40, grad=True), t(32, 40, grad=True), t(32, grad=True)), F.linear),
+    )
+    backward_case(
+        "sdpa_backward",
+        lambda: (
+            (t(2, 3, 16, 8, grad=True), t(2, 3, 12, 8, grad=True), t(2, 3, 12, 4, grad=True)),
+            F.scaled_dot_product_attention,
+        ),
+    )
 
     def flash_fwd(backend=None):
         from torch.nn.attention import SDPBackend, sdpa_kernel
+
         qq, kk, vv = t(2, 3, 16, 8), t(2, 3, 12, 8), t(2, 3, 12, 8)
 
         def run():
             with sdpa_kernel(backend or SDPBackend.FLASH_ATTENTION):
                 return F.scaled_dot_product_attention(qq, kk, vv)
+
         return run
+
     out["sdpa_flash_forward"] = (flash_fwd, "lazy-forward")  # needs torch.nn.attention
 
     def flash_bwd(backend=None):
         from torch.nn.attention import SDPBackend, sdpa_kernel
-        qq, kk, vv = (t(2, 3, 16, 8, grad=True), t(2, 3, 12, 8, grad=True),
-                      t(2, 3, 12, 8, grad=True))
+
+        qq, kk, vv = (
+            t(2, 3, 16, 8, grad=True),
+            t(2, 3, 12, 8, grad=True),
+            t(2, 3, 12, 8, grad=True),
+        )
         with sdpa_kernel(backend or SDPBackend.FLASH_ATTENTION):
             o = F.scaled_dot_product_attention(qq, kk, vv)
         return lambda: torch.autograd.grad(o, [qq, kk, vv], torch.ones_like(o))
+
     out["sdpa_flash_backward"] = (flash_bwd, "backward")
     return out
 
 
 def flop_counter(fn) -> dict:
     from torch.utils.flop_counter import FlopCounterMode
+
     with FlopCounterMode(display=False) as mode:
         fn()
     counts = mode.get_flop_counts().get("Global", {})
-    return {"total": int(mode.get_total_flops()),
-            "by_op": {str(k): int(v) for k, v in sorted(counts.items(), key=lambda kv: str(kv[0]))}}
+    return {
+        "total": int(mode.get_total_flops()),
+        "by_op": {str(k): int(v) for k, v in sorted(counts.items(), key=lambda kv: str(kv[0]))},
+    }
 
 
 def capture(out_dir: str):
@@ -185,14 +221,14 @@ def capture(out_dir: str):
         if lazy:
             call = fn()  # autograd.grad frees the graph: build it again for the profiler
         handler = tensorboard_trace_handler(out_dir, worker_name=name, use_gzip=True)
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                     on_trace_ready=handler):
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, on_trace_ready=handler):
             call()
         entry = {"flop_counter": ref, "profiled": "backward" if note == "backward" else "forward"}
         if name.startswith("sdpa"):
             # FlopCounterMode does not count the CPU flash kernels: count the same call on the
             # math backend (the same matmuls) as the reference.
             from torch.nn.attention import SDPBackend, sdpa_kernel
+
             if name.startswith("sdpa_flash"):
                 math_call = fn(SDPBackend.MATH)
             else:
@@ -207,8 +243,11 @@ def capture(out_dir: str):
 
 
 # case: (batch size, channels_last)
-COMPARE_CASES = {"convnet_b8": (8, False), "convnet_b16": (16, False),
-                 "convnet_b8_channels_last": (8, True)}
+COMPARE_CASES = {
+    "convnet_b8": (8, False),
+    "convnet_b16": (16, False),
+    "convnet_b8_channels_last": (8, True),
+}
 
 
 def capture_compare(out_dir: str, clean: bool):
@@ -221,9 +260,16 @@ def capture_compare(out_dir: str, clean: bool):
     for name, (batch, channels_last) in COMPARE_CASES.items():
         torch.manual_seed(0)
         model = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-            nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 16 * 16, 10))
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(32 * 16 * 16, 10),
+        )
         x = torch.randn(batch, 3, 32, 32)
         y = torch.arange(batch) % 10
         if channels_last:
@@ -236,9 +282,12 @@ def capture_compare(out_dir: str, clean: bool):
             for f in glob.glob(os.path.join(d, "*.pt.trace.json*")):
                 os.remove(f)
         handler = tensorboard_trace_handler(d, worker_name="vm", use_gzip=True)
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                     schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
-                     on_trace_ready=handler) as prof:
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            record_shapes=True,
+            schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+            on_trace_ready=handler,
+        ) as prof:
             for _ in range(5):
                 opt.zero_grad()
                 nn.functional.cross_entropy(model(x), y).backward()
@@ -251,10 +300,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir")
     ap.add_argument("--clean", action="store_true", help="remove earlier traces first")
-    ap.add_argument("--guidance", action="store_true",
-                    help="capture the guidance cases (one run folder each) instead")
-    ap.add_argument("--compare", action="store_true",
-                    help="capture the comparison pairs (COMPARE_CASES) instead")
+    ap.add_argument(
+        "--guidance",
+        action="store_true",
+        help="capture the guidance cases (one run folder each) instead",
+    )
+    ap.add_argument(
+        "--compare",
+        action="store_true",
+        help="capture the comparison pairs (COMPARE_CASES) instead",
+    )
     args = ap.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
     if args.compare:
@@ -269,17 +324,22 @@ def main(argv=None):
         capture(args.out_dir)
 
 
-
 # ------------------------------------------------------------------------------------------
 # Guidance cases (docs/guidance.md): small CPU training-like loops, one run folder each, with
 # ProfilerStep spans, that trigger one rule each (and one clean case that triggers none).
 
+
 def _profiled_steps(out_dir, worker, step_fn, steps=4):
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
     handler = tensorboard_trace_handler(out_dir, worker_name=worker, use_gzip=True)
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, on_trace_ready=handler,
-                 schedule=schedule(wait=0, warmup=1, active=steps)) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        on_trace_ready=handler,
+        schedule=schedule(wait=0, warmup=1, active=steps),
+    ) as prof:
         for _ in range(steps + 1):
             step_fn()
             prof.step()
@@ -288,6 +348,7 @@ def _profiled_steps(out_dir, worker, step_fn, steps=4):
 
 def guidance_cases():
     import time
+
     import torch
     import torch.nn.functional as F
 
@@ -321,14 +382,20 @@ def guidance_cases():
     def clean():
         return torch.mm(torch.mm(a, b), b)
 
-    return {"elementwise_chain": elementwise_chain, "tiny_ops": tiny_ops,
-            "host_bound": host_bound, "clean_matmul": clean}
+    return {
+        "elementwise_chain": elementwise_chain,
+        "tiny_ops": tiny_ops,
+        "host_bound": host_bound,
+        "clean_matmul": clean,
+    }
 
 
 def _ddp_worker(rank, world, out_dir, port):
     import time
+
     import torch
     import torch.distributed as dist
+
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(rank)
@@ -340,6 +407,7 @@ def _ddp_worker(rank, world, out_dir, port):
         if rank == 1:
             time.sleep(0.04)  # the straggler: its peers wait for it in the all-reduce
         dist.all_reduce(grad)
+
     _profiled_steps(out_dir, f"rank{rank}", step)
     dist.destroy_process_group()
 
@@ -347,6 +415,7 @@ def _ddp_worker(rank, world, out_dir, port):
 def capture_guidance(out_dir: str):
     import torch
     import torch.multiprocessing as mp
+
     torch.set_num_threads(1)
     for name, fn in guidance_cases().items():
         d = os.path.join(out_dir, name)

@@ -7,6 +7,7 @@ was, so the reader sees the same trace.
 
     python tools/drop_python_events.py IN.pt.trace.json.gz OUT.pt.trace.json.gz
 """
+
 import gzip
 import json
 import sys

@@ -6,6 +6,7 @@ exact timestamp parsing. Decimal arithmetic keeps every digit.
 
     python tools/epoch_trace.py IN.pt.trace.json.gz OUT.pt.trace.json.gz
 """
+
 from __future__ import annotations
 
 import decimal

@@ -13,6 +13,7 @@ all-reduce), on a 2-D mesh with the batch over one axis (the all-reduce over tha
 mesh form with a device order) and on a 2-D mesh (data x model: all-reduces over one axis);
 `shard_map` with psum, all_gather, psum_scatter, ppermute and all_to_all on 1-D and 2-D meshes.
 """
+
 import json
 import os
 import subprocess
@@ -27,7 +28,8 @@ def _auto(jax):
 
 
 def _mlp_step(jax, jnp, mesh, batch_spec, w_specs):
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+
     k = jax.random.PRNGKey(0)
     w1 = jax.random.normal(k, (256, 1024)) * 0.02
     w2 = jax.random.normal(jax.random.fold_in(k, 1), (1024, 256)) * 0.02
@@ -48,6 +50,7 @@ def _mlp_step(jax, jnp, mesh, batch_spec, w_specs):
 def jit_dp_1d(jax, jnp):
     """Data parallel over 8 devices: the weights replicated, the batch split."""
     from jax.sharding import PartitionSpec as P
+
     mesh = jax.make_mesh((8,), ("data",), axis_types=(_auto(jax),))
     return _mlp_step(jax, jnp, mesh, P("data", None), (P(), P())) + ({"data": 8},)
 
@@ -55,6 +58,7 @@ def jit_dp_1d(jax, jnp):
 def jit_2d(jax, jnp):
     """4 x 2 mesh: the batch over `data`, the hidden dimension over `model`."""
     from jax.sharding import PartitionSpec as P
+
     mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(_auto(jax),) * 2)
     fn, args = _mlp_step(jax, jnp, mesh, P("data", None), (P(None, "model"), P("model", None)))
     return fn, args, {"data": 4, "model": 2}
@@ -65,13 +69,16 @@ def jit_dp_2d(jax, jnp):
     all-reduce runs in 2 groups of 4, which XLA writes in the mesh form with a device order
     (`mesh[...], device_ids=([2,4]T(1,0)) {...}`)."""
     from jax.sharding import PartitionSpec as P
+
     mesh = jax.make_mesh((2, 4), ("replica", "data"), axis_types=(_auto(jax),) * 2)
     return _mlp_step(jax, jnp, mesh, P("data", None), (P(), P())) + ({"replica": 2, "data": 4},)
 
 
 def shard_map_1d(jax, jnp):
     """psum, all_gather, psum_scatter, ppermute and all_to_all over one axis of 8."""
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
     mesh = jax.make_mesh((8,), ("i",))
 
     def body(x):
@@ -83,15 +90,18 @@ def shard_map_1d(jax, jnp):
         return s + r + p + a
 
     fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i")))
-    x = jax.device_put(jax.random.normal(jax.random.PRNGKey(0), (1024, 256)),
-                       NamedSharding(mesh, P("i")))
+    x = jax.device_put(
+        jax.random.normal(jax.random.PRNGKey(0), (1024, 256)), NamedSharding(mesh, P("i"))
+    )
     return fn, (x,), {"i": 8}
 
 
 def shard_map_2d(jax, jnp):
     """A 2 x 4 mesh: psum over `x` (groups of 2), all_gather and ppermute over `y` (groups of 4),
     psum over both (one group of 8)."""
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
     mesh = jax.make_mesh((2, 4), ("x", "y"))
 
     def body(v):
@@ -102,18 +112,25 @@ def shard_map_2d(jax, jnp):
         return t + g[:64]
 
     fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y")))
-    v = jax.device_put(jax.random.normal(jax.random.PRNGKey(1), (128, 512)),
-                       NamedSharding(mesh, P("x", "y")))
+    v = jax.device_put(
+        jax.random.normal(jax.random.PRNGKey(1), (128, 512)), NamedSharding(mesh, P("x", "y"))
+    )
     return fn, (v,), {"x": 2, "y": 4}
 
 
-CASES = {"jit_dp_1d": jit_dp_1d, "jit_dp_2d": jit_dp_2d, "jit_2d": jit_2d, "shard_map_1d": shard_map_1d,
-         "shard_map_2d": shard_map_2d}
+CASES = {
+    "jit_dp_1d": jit_dp_1d,
+    "jit_dp_2d": jit_dp_2d,
+    "jit_2d": jit_2d,
+    "shard_map_1d": shard_map_1d,
+    "shard_map_2d": shard_map_2d,
+}
 
 
 def capture(out, name, steps=5):
     import jax
     import jax.numpy as jnp
+
     assert len(jax.devices()) == DEVICES, jax.devices()
     fn, args, mesh = CASES[name](jax, jnp)
     compiled = fn.lower(*args).compile()
@@ -130,16 +147,28 @@ def capture(out, name, steps=5):
     with open(os.path.join(d, "module.hlo.txt"), "w") as f:
         f.write(compiled.as_text())
     with open(os.path.join(d, "program.json"), "w") as f:
-        json.dump({"module": module.name, "jax": jax.__version__, "executions": steps,
-                   "devices": DEVICES, "mesh": mesh}, f, indent=1)
+        json.dump(
+            {
+                "module": module.name,
+                "jax": jax.__version__,
+                "executions": steps,
+                "devices": DEVICES,
+                "mesh": mesh,
+            },
+            f,
+            indent=1,
+        )
     print(name, module.name)
 
 
 if __name__ == "__main__":
     out, names = sys.argv[1], sys.argv[2:] or list(CASES)
     if len(names) > 1 or os.environ.get("_TB_ROOFLINE_CHILD") != "1":
-        env = dict(os.environ, _TB_ROOFLINE_CHILD="1",
-                   XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}")
+        env = dict(
+            os.environ,
+            _TB_ROOFLINE_CHILD="1",
+            XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}",
+        )
         for name in names:  # one fresh process per case: only its own program in the profile
             subprocess.run([sys.executable, __file__, out, name], check=True, env=env)
     else:

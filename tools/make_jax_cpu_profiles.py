@@ -16,6 +16,7 @@ two branches whose fusions XLA names the other way round when the code computes 
 other order), 3 steps each, each case in a fresh process whose inputs come from numpy, so the
 profile holds the one profiled program (small files).
 """
+
 import json
 import os
 import sys
@@ -29,8 +30,10 @@ from jax import lax
 def mlp():
     k = jax.random.PRNGKey(0)
     sizes = [784, 1024, 1024, 10]
-    ps = [(jax.random.normal(jax.random.fold_in(k, i), (a, b)) * 0.02, jnp.zeros(b))
-          for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))]
+    ps = [
+        (jax.random.normal(jax.random.fold_in(k, i), (a, b)) * 0.02, jnp.zeros(b))
+        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))
+    ]
     x = jax.random.normal(k, (128, 784))
     y = jax.nn.one_hot(jnp.arange(128) % 10, 10)
 
@@ -43,6 +46,7 @@ def mlp():
     def train_step(ps, x, y):
         l, g = jax.value_and_grad(loss)(ps, x, y)
         return [(w - 1e-3 * gw, b - 1e-3 * gb) for (w, b), (gw, gb) in zip(ps, g)], l
+
     return jax.jit(train_step), (ps, x, y)
 
 
@@ -55,6 +59,7 @@ def matmul_tanh():
     def f(a, b, x):
         h = jnp.tanh(x @ a)
         return jnp.sum((h @ b) ** 2) + jnp.mean(jnp.exp(h))
+
     return jax.jit(f), (a, b, x)
 
 
@@ -62,10 +67,13 @@ def convnet():
     """A small CNN train step: strided and grouped convolutions, max-pool, dense, softmax."""
     k = jax.random.PRNGKey(1)
     ks = jax.random.split(k, 6)
-    ps = {"c1": jax.random.normal(ks[0], (3, 3, 3, 16)) * 0.1,
-          "c2": jax.random.normal(ks[1], (3, 3, 4, 32)) * 0.1,   # 4 groups of 4 channels
-          "c3": jax.random.normal(ks[2], (1, 1, 32, 32)) * 0.1,
-          "w": jax.random.normal(ks[3], (8 * 8 * 32, 10)) * 0.01, "b": jnp.zeros(10)}
+    ps = {
+        "c1": jax.random.normal(ks[0], (3, 3, 3, 16)) * 0.1,
+        "c2": jax.random.normal(ks[1], (3, 3, 4, 32)) * 0.1,  # 4 groups of 4 channels
+        "c3": jax.random.normal(ks[2], (1, 1, 32, 32)) * 0.1,
+        "w": jax.random.normal(ks[3], (8 * 8 * 32, 10)) * 0.01,
+        "b": jnp.zeros(10),
+    }
     x = jax.random.normal(ks[4], (16, 32, 32, 3))
     y = jax.nn.one_hot(jnp.arange(16) % 10, 10)
     dn = ("NHWC", "HWIO", "NHWC")
@@ -73,15 +81,21 @@ def convnet():
     def loss(ps, x, y):
         h = jax.nn.relu(lax.conv_general_dilated(x, ps["c1"], (1, 1), "SAME", dimension_numbers=dn))
         h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
-        h = jax.nn.relu(lax.conv_general_dilated(h, ps["c2"], (2, 2), "SAME", dimension_numbers=dn,
-                                                 feature_group_count=4))
-        h = jax.nn.relu(lax.conv_general_dilated(h, ps["c3"], (1, 1), "VALID", dimension_numbers=dn))
+        h = jax.nn.relu(
+            lax.conv_general_dilated(
+                h, ps["c2"], (2, 2), "SAME", dimension_numbers=dn, feature_group_count=4
+            )
+        )
+        h = jax.nn.relu(
+            lax.conv_general_dilated(h, ps["c3"], (1, 1), "VALID", dimension_numbers=dn)
+        )
         logits = h.reshape(h.shape[0], -1) @ ps["w"] + ps["b"]
         return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * y, -1))
 
     def train_step(ps, x, y):
         l, g = jax.value_and_grad(loss)(ps, x, y)
         return jax.tree.map(lambda p, gp: p - 1e-2 * gp, ps, g), l
+
     return jax.jit(train_step), (ps, x, y)
 
 
@@ -90,11 +104,13 @@ def attention():
     k = jax.random.PRNGKey(2)
     ks = jax.random.split(k, 6)
     d, h, s, b = 128, 4, 64, 4
-    ps = {"qkv": jax.random.normal(ks[0], (d, 3 * d)) * 0.05,
-          "o": jax.random.normal(ks[1], (d, d)) * 0.05,
-          "up": jax.random.normal(ks[2], (d, 4 * d)) * 0.05,
-          "down": jax.random.normal(ks[3], (4 * d, d)) * 0.05,
-          "g": jnp.ones(d)}
+    ps = {
+        "qkv": jax.random.normal(ks[0], (d, 3 * d)) * 0.05,
+        "o": jax.random.normal(ks[1], (d, d)) * 0.05,
+        "up": jax.random.normal(ks[2], (d, 4 * d)) * 0.05,
+        "down": jax.random.normal(ks[3], (4 * d, d)) * 0.05,
+        "g": jnp.ones(d),
+    }
     x = jax.random.normal(ks[4], (b, s, d))
 
     def norm(x, g):
@@ -109,6 +125,7 @@ def attention():
         o = jnp.einsum("bhqk,bhkd->bhqd", att, v).transpose(0, 2, 1, 3).reshape(b, s, d)
         x = x + o @ ps["o"]
         return x + jax.nn.gelu(norm(x, ps["g"]) @ ps["up"]) @ ps["down"]
+
     return jax.jit(block), (ps, x)
 
 
@@ -120,6 +137,7 @@ def while_loop():
 
     def f(w, x):
         return lax.fori_loop(0, 6, lambda i, x: jnp.tanh(x @ w) + x, x)
+
     return jax.jit(f), (w, x)
 
 
@@ -134,15 +152,21 @@ def host_bound():
         y = f(w, x).block_until_ready()
         time.sleep(0.02)  # the host prepares the next batch; the device has nothing to do
         return f(w, y)
+
     step.lower = f.lower  # cost_analysis of the program the step runs
     return step, (w, x)
+
+
 def small_mlp(batch):
     """An MLP train step (256-512-512-10, GELU, softmax cross-entropy); inputs from numpy."""
     import numpy as np
+
     rng = np.random.default_rng(0)
     sizes = [256, 512, 512, 10]
-    ps = [(jnp.asarray(rng.normal(size=(a, b)) * 0.02, jnp.float32), jnp.zeros(b, jnp.float32))
-          for a, b in zip(sizes[:-1], sizes[1:])]
+    ps = [
+        (jnp.asarray(rng.normal(size=(a, b)) * 0.02, jnp.float32), jnp.zeros(b, jnp.float32))
+        for a, b in zip(sizes[:-1], sizes[1:])
+    ]
     x = jnp.asarray(rng.normal(size=(batch, 256)), jnp.float32)
     y = jnp.asarray(np.eye(10)[np.arange(batch) % 10], jnp.float32)
 
@@ -155,6 +179,7 @@ def small_mlp(batch):
     def train_step(ps, x, y):
         l, g = jax.value_and_grad(loss)(ps, x, y)
         return [(w - 1e-3 * gw, b - 1e-3 * gb) for (w, b), (gw, gb) in zip(ps, g)], l
+
     return jax.jit(train_step), (ps, x, y)
 
 
@@ -163,6 +188,7 @@ def branches(swap):
     in the other order makes XLA name their fusions the other way round (`ynn_fusion` ↔
     `ynn_fusion.1`): the same work under swapped names."""
     import numpy as np
+
     rng = np.random.default_rng(5)
     w1 = jnp.asarray(rng.normal(size=(256, 512)) * 0.05, jnp.float32)
     w2 = jnp.asarray(rng.normal(size=(256, 384)) * 0.05, jnp.float32)
@@ -171,7 +197,9 @@ def branches(swap):
     def f(w1, w2, x):
         def branch(w):
             return jnp.sum(jnp.tanh(x @ w) * x.sum())
+
         return branch(w2) + branch(w1) if swap else branch(w1) + branch(w2)
+
     return jax.jit(f), (w1, w2, x)
 
 
@@ -205,18 +233,33 @@ def capture_compare_case(out, name, steps=3):
             jax.block_until_ready(compiled(*args))
     jax.profiler.stop_trace()
     with open(os.path.join(d, "program.json"), "w") as f:
-        json.dump({"module": module, "jax": jax.__version__, "executions": steps,
-                   "compiler_options": options or {},
-                   "flops": float(ca.get("flops", 0.0))}, f, indent=1)
+        json.dump(
+            {
+                "module": module,
+                "jax": jax.__version__,
+                "executions": steps,
+                "compiler_options": options or {},
+                "flops": float(ca.get("flops", 0.0)),
+            },
+            f,
+            indent=1,
+        )
     print(name, module, {k: ca.get(k) for k in ("flops", "bytes accessed")})
 
 
-CASES = {"mlp": mlp, "matmul_tanh": matmul_tanh, "convnet": convnet, "attention": attention,
-         "while_loop": while_loop, "host_bound": host_bound}
+CASES = {
+    "mlp": mlp,
+    "matmul_tanh": matmul_tanh,
+    "convnet": convnet,
+    "attention": attention,
+    "while_loop": while_loop,
+    "host_bound": host_bound,
+}
 
 if __name__ == "__main__":
     if sys.argv[1] == "--compare":
         import subprocess
+
         out = sys.argv[2]
         names = sys.argv[3:] or list(COMPARE_CASES)
         if len(names) > 1:  # one fresh process per case: only its own program in the profile
@@ -241,8 +284,12 @@ if __name__ == "__main__":
                 jax.block_until_ready(fn(*args))
         jax.profiler.stop_trace()
         with open(os.path.join(d, "cost_analysis.json"), "w") as f:
-            json.dump({k: float(v) for k, v in ca.items() if isinstance(v, (int, float))}, f,
-                      indent=1, sort_keys=True)
+            json.dump(
+                {k: float(v) for k, v in ca.items() if isinstance(v, (int, float))},
+                f,
+                indent=1,
+                sort_keys=True,
+            )
         with open(os.path.join(d, "program.json"), "w") as f:
             json.dump({"module": module, "jax": jax.__version__, "executions": 5}, f, indent=1)
         print(name, module, {k: ca.get(k) for k in ("flops", "bytes accessed", "transcendentals")})

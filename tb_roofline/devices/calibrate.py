@@ -15,6 +15,7 @@ workload (or configured by hand). With numpy only:
 These are achievable rates, normally below the vendor's theoretical peaks; that is what a roof
 for this machine should be.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.devices.device_file import FILE_NAME, write_device_file
+from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 
 NOT_MEASURABLE = ("bf16", "fp16", "fp8", "int8")
 DEFAULT_SECONDS = 20.0
@@ -124,7 +125,7 @@ def measure_matmul(dtype, seconds: float, max_n: int) -> dict:
         np.matmul(a, b, out=out)
         dt = time.perf_counter() - t
         runs += 1
-        rate = 2.0 * n ** 3 / dt / 1e9 if dt > 0 else 0.0
+        rate = 2.0 * n**3 / dt / 1e9 if dt > 0 else 0.0
         rates.append((n, rate))
         if rate > best:
             best, best_n = rate, n
@@ -162,15 +163,20 @@ def plausibility(fp64: dict, fp32: dict, bw: dict) -> list[str]:
     SPREAD_LIMIT. Either says the machine was busy, and the figures are not its peaks."""
     out = []
     if fp64["gflops"] > fp32["gflops"]:
-        out.append(f"fp64 measured faster than fp32 ({fp64['gflops']:,.1f} > "
-                   f"{fp32['gflops']:,.1f} GFLOP/s), which no CPU does")
+        out.append(
+            f"fp64 measured faster than fp32 ({fp64['gflops']:,.1f} > "
+            f"{fp32['gflops']:,.1f} GFLOP/s), which no CPU does"
+        )
     for label, d in (("fp64 matmul", fp64), ("fp32 matmul", fp32), ("bandwidth", bw)):
         if d.get("spread", 0.0) > SPREAD_LIMIT:
-            out.append(f"{label} repetitions differ by {d['spread']:.0%} (more than "
-                       f"{SPREAD_LIMIT:.0%})")
+            out.append(
+                f"{label} repetitions differ by {d['spread']:.0%} (more than {SPREAD_LIMIT:.0%})"
+            )
     if out:
-        out.append("the machine was busy while it was measured: rerun `tb-roofline calibrate` "
-                   "on an idle machine before judging profiles by these peaks")
+        out.append(
+            "the machine was busy while it was measured: rerun `tb-roofline calibrate` "
+            "on an idle machine before judging profiles by these peaks"
+        )
     return out
 
 
@@ -190,6 +196,7 @@ def measure_bandwidth(seconds: float, array_bytes: int, threads: int) -> dict:
 
     deadline = time.perf_counter() + seconds  # allocation and first touch count too
     with ThreadPoolExecutor(max_workers=threads) as pool:
+
         def run(fn):
             t = time.perf_counter()
             for fut in [pool.submit(fn, lo, hi) for lo, hi in slices]:
@@ -225,14 +232,21 @@ def measure_bandwidth(seconds: float, array_bytes: int, threads: int) -> dict:
                 break
     if not (a[0] == 2.0 + scalar * 0.5 and a[-1] == 2.0 + scalar * 0.5):
         raise RuntimeError("bandwidth kernel produced wrong values")
-    return {"copy_gbs": 2 * 8 * n / best["copy"] / 1e9,
-            "triad_gbs": 3 * 8 * n / best["triad"] / 1e9,
-            "array_bytes": 8 * n, "repetitions": reps,
-            "spread": spread([1.0 / t for t in copies if t > 0])}
+    return {
+        "copy_gbs": 2 * 8 * n / best["copy"] / 1e9,
+        "triad_gbs": 3 * 8 * n / best["triad"] / 1e9,
+        "array_bytes": 8 * n,
+        "repetitions": reps,
+        "spread": spread([1.0 / t for t in copies if t > 0]),
+    }
 
 
-def measure(seconds_budget: float = DEFAULT_SECONDS, quick: bool = False,
-            threads: int | None = None, array_bytes: int | None = None) -> Calibration:
+def measure(
+    seconds_budget: float = DEFAULT_SECONDS,
+    quick: bool = False,
+    threads: int | None = None,
+    array_bytes: int | None = None,
+) -> Calibration:
     """Measure this machine; returns the DeviceInfo (source "measured") with the details."""
     if not seconds_budget > 0:
         raise ValueError("seconds_budget must be positive")
@@ -255,26 +269,41 @@ def measure(seconds_budget: float = DEFAULT_SECONDS, quick: bool = False,
         if not (math.isfinite(v) and v > 0):
             raise RuntimeError(f"calibration of {label} gave {v!r}")
     name = f"{cpu_name()} ({threads} threads)"
-    device = DeviceInfo(type=name, kind="cpu", num_cores=1,
-                        compute=[ComputePeak("fp32", fp32["gflops"], "measured"),
-                                 ComputePeak("fp64", fp64["gflops"], "measured")],
-                        memories=[MemoryPeak("hbm", "DRAM", dram, "measured")])
+    device = DeviceInfo(
+        type=name,
+        kind="cpu",
+        num_cores=1,
+        compute=[
+            ComputePeak("fp32", fp32["gflops"], "measured"),
+            ComputePeak("fp64", fp64["gflops"], "measured"),
+        ],
+        memories=[MemoryPeak("hbm", "DRAM", dram, "measured")],
+    )
     ratio = bw["array_bytes"] / llc if llc else float("nan")
     details = {
-        "tool": "tb-roofline calibrate", "quick": quick, "seconds": round(elapsed, 2),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
-        "python": platform.python_version(), "numpy": np.__version__, "blas": _blas_name(),
-        "threads": threads, "last_level_cache_bytes": llc,
-        "fp64_matmul": fp64, "fp32_matmul": fp32,
+        "tool": "tb-roofline calibrate",
+        "quick": quick,
+        "seconds": round(elapsed, 2),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "blas": _blas_name(),
+        "threads": threads,
+        "last_level_cache_bytes": llc,
+        "fp64_matmul": fp64,
+        "fp32_matmul": fp32,
         "stream": bw | {"array_over_llc": round(ratio, 2)},
         "not_measured": list(NOT_MEASURABLE),
     }
-    notes = (f"Measured with numpy {np.__version__}: fp64/fp32 = best dense matmul rate "
-             f"(BLAS, all threads); DRAM ('hbm') = best of STREAM-like copy "
-             f"({bw['copy_gbs']:.1f} GB/s) and triad ({bw['triad_gbs']:.1f} GB/s) on {threads} "
-             f"threads, arrays of {bw['array_bytes'] / MIB:.0f} MiB ({ratio:.1f}x the "
-             f"last-level cache). bf16, fp16, fp8 and int8 are not measurable with numpy (no "
-             f"bf16/fp8 types, no BLAS for 16-bit or integer matmul): add them by hand if known.")
+    notes = (
+        f"Measured with numpy {np.__version__}: fp64/fp32 = best dense matmul rate "
+        f"(BLAS, all threads); DRAM ('hbm') = best of STREAM-like copy "
+        f"({bw['copy_gbs']:.1f} GB/s) and triad ({bw['triad_gbs']:.1f} GB/s) on {threads} "
+        f"threads, arrays of {bw['array_bytes'] / MIB:.0f} MiB ({ratio:.1f}x the "
+        f"last-level cache). bf16, fp16, fp8 and int8 are not measurable with numpy (no "
+        f"bf16/fp8 types, no BLAS for 16-bit or integer matmul): add them by hand if known."
+    )
     if ratio < 2:
         notes += " Warning: arrays under 2x the last-level cache; bandwidth may include cache hits."
     details["warnings"] = plausibility(fp64, fp32, bw)
@@ -299,20 +328,34 @@ def calibrate(seconds_budget: float = DEFAULT_SECONDS, quick: bool = False) -> D
 
 # ------------------------------------------------------------------------------- CLI
 
+
 def _add_arguments(p: argparse.ArgumentParser):
-    p.add_argument("-o", "--output", default=FILE_NAME,
-                   help=f"device file to write (default ./{FILE_NAME}); put it next to the "
-                        "profile, in a parent folder up to the logdir, or name it in "
-                        "TB_ROOFLINE_DEVICE_FILE")
-    p.add_argument("--quick", action="store_true",
-                   help=f"a few seconds ({QUICK_SECONDS:g} s budget, smaller problems): a rough "
-                        "roof for a quick look")
-    p.add_argument("--seconds", type=float, default=None,
-                   help=f"time budget (default {DEFAULT_SECONDS:g} s, {QUICK_SECONDS:g} with "
-                        "--quick)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="threads for the bandwidth kernels (default: the CPUs this process "
-                        "may use)")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=FILE_NAME,
+        help=f"device file to write (default ./{FILE_NAME}); put it next to the "
+        "profile, in a parent folder up to the logdir, or name it in "
+        "TB_ROOFLINE_DEVICE_FILE",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a few seconds ({QUICK_SECONDS:g} s budget, smaller problems): a rough "
+        "roof for a quick look",
+    )
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help=f"time budget (default {DEFAULT_SECONDS:g} s, {QUICK_SECONDS:g} with --quick)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads for the bandwidth kernels (default: the CPUs this process may use)",
+    )
 
 
 def run_from_args(args, out=None) -> int:
@@ -321,8 +364,9 @@ def run_from_args(args, out=None) -> int:
     if not seconds > 0 or (args.threads is not None and args.threads < 1):
         sys.stderr.write("tb-roofline calibrate: --seconds and --threads must be positive\n")
         return 2
-    out.write(f"calibrating this machine ({seconds:g} s budget"
-              f"{', quick' if args.quick else ''})...\n")
+    out.write(
+        f"calibrating this machine ({seconds:g} s budget{', quick' if args.quick else ''})...\n"
+    )
     out.flush()
     cal = measure(seconds, args.quick, threads=args.threads)
     dev = cal.device
@@ -331,8 +375,10 @@ def run_from_args(args, out=None) -> int:
         out.write(f"  peak compute [{c.precision}]: {c.gflops:,.1f} GFLOP/s (measured)\n")
     s = cal.details["stream"]
     for m in dev.memories:
-        out.write(f"  peak {m.name}: {m.gbs:,.1f} GB/s (copy {s['copy_gbs']:,.1f}, triad "
-                  f"{s['triad_gbs']:,.1f}; arrays {s['array_bytes'] / MIB:,.0f} MiB)\n")
+        out.write(
+            f"  peak {m.name}: {m.gbs:,.1f} GB/s (copy {s['copy_gbs']:,.1f}, triad "
+            f"{s['triad_gbs']:,.1f}; arrays {s['array_bytes'] / MIB:,.0f} MiB)\n"
+        )
     out.write(f"  not measurable with numpy: {', '.join(NOT_MEASURABLE)}\n")
     for w in cal.details.get("warnings", []):
         out.write(f"  WARNING: {w}\n")
@@ -340,8 +386,9 @@ def run_from_args(args, out=None) -> int:
     try:
         write_device_file(args.output, dev, cal.notes, cal.details)
     except OSError as exc:
-        sys.stderr.write(f"tb-roofline calibrate: cannot write {args.output}: "
-                         f"{exc.strerror or exc}\n")
+        sys.stderr.write(
+            f"tb-roofline calibrate: cannot write {args.output}: {exc.strerror or exc}\n"
+        )
         return 2
     out.write(f"wrote {args.output}\n")
     return 0
@@ -349,16 +396,20 @@ def run_from_args(args, out=None) -> int:
 
 def add_calibrate_subparser(subparsers) -> argparse.ArgumentParser:
     """Add `calibrate` to the CLI's subparsers; dispatch with `run_from_args(args, out)`."""
-    p = subparsers.add_parser("calibrate", help="measure this machine's peaks, write a device file",
-                              description=__doc__.split("\n")[0])
+    p = subparsers.add_parser(
+        "calibrate",
+        help="measure this machine's peaks, write a device file",
+        description=__doc__.split("\n")[0],
+    )
     _add_arguments(p)
     p.set_defaults(run_standalone=run_from_args)
     return p
 
 
 def main(argv=None, out=None) -> int:
-    parser = argparse.ArgumentParser(prog="tb-roofline calibrate",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="tb-roofline calibrate", description=__doc__.split("\n")[0]
+    )
     _add_arguments(parser)
     return run_from_args(parser.parse_args(argv), out)
 

@@ -29,6 +29,7 @@ Where a run's device file is found (`find_device_file`): the nearest `roofline_d
 from the profile's directory up to the logdir (a file beside a profile is the most specific),
 else the path in the environment variable `TB_ROOFLINE_DEVICE_FILE`.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,8 @@ import re
 import tempfile
 
 from tb_roofline import settings, storage
-from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.devices.datasheets import PRECISIONS
+from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 
 FILE_NAME = "roofline_device.json"
 ENV_VAR = settings.DEVICE_FILE
@@ -48,15 +49,26 @@ FORMAT_KEY = "tb_roofline_device_file"
 FORMAT_VERSION = 1
 KINDS = ("cpu", "gpu", "tpu", "unknown")
 SOURCES = ("measured", "user", "datasheet")
-TOP_KEYS = (FORMAT_KEY, "type", "kind", "num_cores", "source", "default_precision", "compute",
-            "memories", "notes", "measurement")
+TOP_KEYS = (
+    FORMAT_KEY,
+    "type",
+    "kind",
+    "num_cores",
+    "source",
+    "default_precision",
+    "compute",
+    "memories",
+    "notes",
+    "measurement",
+)
 COMPUTE_PRECISIONS = PRECISIONS + ("default",)
 _MEMORY_ID = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 MAX_FILE_BYTES = 1 << 20
 PEAKS_UNKNOWN_MESSAGE = (
     "peaks unknown: this profile does not carry the device's peaks. Run `tb-roofline calibrate` "
     f"on the machine (it writes {FILE_NAME}) and put the file next to the profile or in a "
-    f"parent folder up to the logdir, or point {ENV_VAR} at a device file")
+    f"parent folder up to the logdir, or point {ENV_VAR} at a device file"
+)
 
 
 class DeviceFileError(ValueError):
@@ -65,12 +77,31 @@ class DeviceFileError(ValueError):
 
 
 MAX_JSON_DEPTH = 32  # a device or workload file nests 4 levels; 1,000 `[` must not recurse
-KNOWN_MEMORY_IDS = frozenset({"hbm", "dram", "l1", "l2", "l3", "shared", "host", "interconnect",
-                              "cmem_read", "cmem_write", "vmem_read", "vmem_write", "vmem",
-                              "cmem", "sram", "mcdram"})
+KNOWN_MEMORY_IDS = frozenset(
+    {
+        "hbm",
+        "dram",
+        "l1",
+        "l2",
+        "l3",
+        "shared",
+        "host",
+        "interconnect",
+        "cmem_read",
+        "cmem_write",
+        "vmem_read",
+        "vmem_write",
+        "vmem",
+        "cmem",
+        "sram",
+        "mcdram",
+    }
+)
 # Keys a message may name (any other key of the file is named by its position).
-KNOWN_KEYS = frozenset(TOP_KEYS + COMPUTE_PRECISIONS + ("gflops", "gbs", "name", "source")) | \
-    KNOWN_MEMORY_IDS
+KNOWN_KEYS = (
+    frozenset(TOP_KEYS + COMPUTE_PRECISIONS + ("gflops", "gbs", "name", "source"))
+    | KNOWN_MEMORY_IDS
+)
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
@@ -96,18 +127,22 @@ def parse_json_file(text: str, where: str, error=ValueError, known_keys=frozense
     if json_depth(text) > MAX_JSON_DEPTH:
         raise error(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        data = json.loads(text, parse_int=_parse_int, parse_float=_parse_float,
-                          parse_constant=_OutOfRange)
+        data = json.loads(
+            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_OutOfRange
+        )
     except json.JSONDecodeError as exc:
-        raise error(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} "
-                    f"column {exc.colno}") from None
+        raise error(
+            f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
     except RecursionError:
         raise error(f"{where}: nested too deeply") from None
     found = _first_out_of_range(data, "", known_keys)
     if found:
         path, bad = found
-        raise error(f"{where}: {path or 'the top level'}: {bad} is out of range; give a "
-                    f"finite number (an integer of at most {MAX_INT_DIGITS} digits)")
+        raise error(
+            f"{where}: {path or 'the top level'}: {bad} is out of range; give a "
+            f"finite number (an integer of at most {MAX_INT_DIGITS} digits)"
+        )
     return data
 
 
@@ -116,6 +151,7 @@ MAX_INT_DIGITS = 30  # more than any count or FLOP figure needs, far below the f
 
 class _OutOfRange:
     """A JSON number no field can hold, kept in place until its field is named."""
+
     __slots__ = ("what",)
 
     def __init__(self, text: str):
@@ -148,8 +184,10 @@ def _first_out_of_range(value, path: str, known_keys):
     if isinstance(value, _OutOfRange):
         return path, value
     if isinstance(value, dict):
-        items = ((k if k in known_keys else f"entry {i + 1}", v)
-                 for i, (k, v) in enumerate(value.items()))
+        items = (
+            (k if k in known_keys else f"entry {i + 1}", v)
+            for i, (k, v) in enumerate(value.items())
+        )
     elif isinstance(value, list):
         items = ((f"item {i + 1}", v) for i, v in enumerate(value))
     else:
@@ -163,8 +201,13 @@ def _first_out_of_range(value, path: str, known_keys):
 
 def _kind_of(value) -> str:
     """What a JSON value is, without its text."""
-    return {bool: "true/false", str: "a string", list: "a list", dict: "an object",
-            type(None): "null"}.get(type(value), "a number")
+    return {
+        bool: "true/false",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        type(None): "null",
+    }.get(type(value), "a number")
 
 
 def _unknown(keys) -> str:
@@ -179,8 +222,9 @@ def _positive(value, where: str, unit: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DeviceFileError(f"{where}: must be a number of {unit}, not {_kind_of(value)}")
     if not 0 < value <= MAX_PEAK:  # compared as numbers: a huge integer is never a float
-        raise DeviceFileError(f"{where}: must be a positive finite number of {unit}, at "
-                              f"most {MAX_PEAK:.0e}")
+        raise DeviceFileError(
+            f"{where}: must be a positive finite number of {unit}, at most {MAX_PEAK:.0e}"
+        )
     return float(value)
 
 
@@ -198,16 +242,17 @@ def device_from_dict(data, origin: str = "device file") -> DeviceInfo:
     if not compute and not memories:
         raise DeviceFileError(f"{origin}: no peaks: give at least one compute or memory peak")
     if memories and not any(m.id == "hbm" for m in memories):
-        raise DeviceFileError(f"{origin}: memories need an 'hbm' entry (the main-memory roof: "
-                              "DRAM on a CPU)")
+        raise DeviceFileError(
+            f"{origin}: memories need an 'hbm' entry (the main-memory roof: DRAM on a CPU)"
+        )
     default = data.get("default_precision")
     if default is not None:
         if not any(c.precision == default for c in compute):
-            raise DeviceFileError(f"{origin}: default_precision is not one of the "
-                                  "compute entries")
+            raise DeviceFileError(f"{origin}: default_precision is not one of the compute entries")
         compute.sort(key=lambda c: c.precision != default)  # stable: the default first
-    return DeviceInfo(type=dtype.strip(), kind=kind, num_cores=num_cores, compute=compute,
-                      memories=memories)
+    return DeviceInfo(
+        type=dtype.strip(), kind=kind, num_cores=num_cores, compute=compute, memories=memories
+    )
 
 
 def _header(data, origin: str):
@@ -218,8 +263,10 @@ def _header(data, origin: str):
     if unknown:
         raise DeviceFileError(f"{origin}: {_unknown(unknown)}; allowed: {', '.join(TOP_KEYS)}")
     if FORMAT_KEY in data and data[FORMAT_KEY] != FORMAT_VERSION:
-        raise DeviceFileError(f"{origin}: {FORMAT_KEY} is not {FORMAT_VERSION}; this version "
-                              f"of tb-roofline reads format {FORMAT_VERSION}")
+        raise DeviceFileError(
+            f"{origin}: {FORMAT_KEY} is not {FORMAT_VERSION}; this version "
+            f"of tb-roofline reads format {FORMAT_VERSION}"
+        )
     kind = data.get("kind")
     if kind not in KINDS:
         raise DeviceFileError(f"{origin}: kind must be one of {', '.join(KINDS)}")
@@ -227,8 +274,11 @@ def _header(data, origin: str):
     if not isinstance(dtype, str) or not dtype.strip():
         raise DeviceFileError(f"{origin}: type must be a non-empty string")
     num_cores = data.get("num_cores", 1)
-    if isinstance(num_cores, bool) or not isinstance(num_cores, int) or \
-            not 1 <= num_cores <= MAX_CORES:
+    if (
+        isinstance(num_cores, bool)
+        or not isinstance(num_cores, int)
+        or not 1 <= num_cores <= MAX_CORES
+    ):
         raise DeviceFileError(f"{origin}: num_cores must be an integer from 1 to {MAX_CORES}")
     default_source = _source(data.get("source", "user"), f"{origin}: source")
     for key in ("notes",):
@@ -246,8 +296,10 @@ def _compute_entries(data: dict, origin: str, default_source: str) -> list[Compu
     compute = []
     for i, (prec, entry) in enumerate(compute_in.items()):
         if prec not in COMPUTE_PRECISIONS:  # not named: the file's own text is never quoted
-            raise DeviceFileError(f"{origin}: compute entry {i + 1}: unknown precision; use "
-                                  f"one of {', '.join(COMPUTE_PRECISIONS)}")
+            raise DeviceFileError(
+                f"{origin}: compute entry {i + 1}: unknown precision; use "
+                f"one of {', '.join(COMPUTE_PRECISIONS)}"
+            )
         where = f"{origin}: compute.{prec}"
         src = default_source
         if isinstance(entry, dict):
@@ -262,16 +314,16 @@ def _compute_entries(data: dict, origin: str, default_source: str) -> list[Compu
     return compute
 
 
-def _memory_entries(data: dict, origin: str, default_source: str,
-                    kind: str) -> list[MemoryPeak]:
+def _memory_entries(data: dict, origin: str, default_source: str, kind: str) -> list[MemoryPeak]:
     memories_in = data.get("memories", {})
     if not isinstance(memories_in, dict):
         raise DeviceFileError(f"{origin}: memories must be an object of memory id -> GB/s")
     memories = []
     for i, (mid, entry) in enumerate(memories_in.items()):
         if not _MEMORY_ID.match(str(mid)):
-            raise DeviceFileError(f"{origin}: memories entry {i + 1}: a memory id is "
-                                  "lower-case letters, digits and _")
+            raise DeviceFileError(
+                f"{origin}: memories entry {i + 1}: a memory id is lower-case letters, digits and _"
+            )
         # A memory id is named when it is one tb-roofline knows, else by its position.
         where = f"{origin}: memories." + (mid if mid in KNOWN_MEMORY_IDS else f"entry {i + 1}")
         default_name = ("DRAM" if kind == "cpu" else "HBM") if mid == "hbm" else mid.upper()
@@ -313,15 +365,26 @@ def device_to_dict(device: DeviceInfo, notes: str = "", measurement: dict | None
     """The device-file form of a DeviceInfo (what `load_device_file` reads back)."""
     sources = {c.source for c in device.compute} | {m.source for m in device.memories}
     top_source = sources.pop() if len(sources) == 1 else "user"
-    out = {FORMAT_KEY: FORMAT_VERSION, "type": device.type, "kind": device.kind,
-           "num_cores": max(1, device.num_cores), "source": top_source}
+    out = {
+        FORMAT_KEY: FORMAT_VERSION,
+        "type": device.type,
+        "kind": device.kind,
+        "num_cores": max(1, device.num_cores),
+        "source": top_source,
+    }
     if device.compute:
         out["default_precision"] = device.compute[0].precision
-    out["compute"] = {c.precision: (c.gflops if c.source == top_source
-                                    else {"gflops": c.gflops, "source": c.source})
-                      for c in device.compute}
-    out["memories"] = {m.id: {"name": m.name, "gbs": m.gbs} | (
-        {} if m.source == top_source else {"source": m.source}) for m in device.memories}
+    out["compute"] = {
+        c.precision: (
+            c.gflops if c.source == top_source else {"gflops": c.gflops, "source": c.source}
+        )
+        for c in device.compute
+    }
+    out["memories"] = {
+        m.id: {"name": m.name, "gbs": m.gbs}
+        | ({} if m.source == top_source else {"source": m.source})
+        for m in device.memories
+    }
     if notes:
         out["notes"] = notes
     if measurement:
@@ -330,8 +393,9 @@ def device_to_dict(device: DeviceInfo, notes: str = "", measurement: dict | None
     return out
 
 
-def write_device_file(path: str, device: DeviceInfo, notes: str = "",
-                      measurement: dict | None = None) -> str:
+def write_device_file(
+    path: str, device: DeviceInfo, notes: str = "", measurement: dict | None = None
+) -> str:
     """Write atomically (a temporary file renamed over the target); returns the path. The file
     is readable as any new file is (0666 less the umask, usually 0644): another user's
     TensorBoard reads it, while the temporary file's own mode would be 0600."""
@@ -373,8 +437,9 @@ def _is_within(path: str, root: str) -> bool:
         return False
 
 
-def find_device_file(profile_path: str, logdir: str | None, environ=None,
-                     isfile=None) -> str | None:
+def find_device_file(
+    profile_path: str, logdir: str | None, environ=None, isfile=None
+) -> str | None:
     """The device file that applies to a profile, or None.
 
     Looks for `roofline_device.json` in the profile's directory (or the directory itself when
@@ -393,7 +458,9 @@ def find_device_file(profile_path: str, logdir: str | None, environ=None,
         return found
     env_path = settings.text(ENV_VAR, environ)
     if env_path:
-        exists = _remote_isfile(env_path) if storage.is_remote(env_path) else os.path.isfile(env_path)
+        exists = (
+            _remote_isfile(env_path) if storage.is_remote(env_path) else os.path.isfile(env_path)
+        )
         if not exists:
             raise DeviceFileError(f"{ENV_VAR}={env_path!r} does not name a readable file")
         return env_path
@@ -421,7 +488,9 @@ def _find_local(profile_path: str, logdir: str | None) -> str | None:
 def _find_remote(profile_url: str, logdir: str | None, isfile) -> str | None:
     """The same walk up on URLs (`s3://bucket/a/b/x.xplane.pb`: b/, a/, then the logdir)."""
     scheme, rest = storage.split_url(profile_url)
-    root = storage.split_url(logdir.rstrip("/"))[1] if logdir and logdir.startswith(scheme) else None
+    root = (
+        storage.split_url(logdir.rstrip("/"))[1] if logdir and logdir.startswith(scheme) else None
+    )
     folder = posixpath.dirname(rest.rstrip("/"))
     while folder:
         candidate = scheme + folder + "/" + FILE_NAME
@@ -444,4 +513,3 @@ def _remote_isfile(url: str) -> bool:
 def unknown_device(kind: str = "cpu", type_name: str = "CPU", num_cores: int = 1) -> DeviceInfo:
     """A device without peaks: the 'peaks unknown, calibrate or configure' state."""
     return DeviceInfo(type=type_name, kind=kind, num_cores=num_cores)
-

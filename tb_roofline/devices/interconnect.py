@@ -11,40 +11,72 @@ figure (1,600 / 4,800 Gbps) is exactly half the bidirectional GB/s now documente
 read as per direction. Devices not listed have no interconnect roof: their collectives are
 then shown without one.
 """
+
 from __future__ import annotations
 
-from tb_roofline.devices.sources import (A100_DS, B200_DS, B300_DS, GB200_DS, GB300_DS,
-                                         H100_NVL_DS, H100_WP, H20_DS, H200_DS, H200_NVL_DS,
-                                         MI300X_DS, MI325X_DS, MI350X_DS, MI355X_DS, TPU_DOC,
-                                         TPU_ICI_DOC, V100_DS, Figure)
 from tb_roofline.devices.host_links import HOST_LINKS
+from tb_roofline.devices.sources import (
+    A100_DS,
+    B200_DS,
+    B300_DS,
+    GB200_DS,
+    GB300_DS,
+    H20_DS,
+    H100_NVL_DS,
+    H100_WP,
+    H200_DS,
+    H200_NVL_DS,
+    MI300X_DS,
+    MI325X_DS,
+    MI350X_DS,
+    MI355X_DS,
+    TPU_DOC,
+    TPU_ICI_DOC,
+    V100_DS,
+    Figure,
+)
 
 NAME = "Interconnect"
 _HALF = "per direction: half of the data sheet's two-direction figure"
 
 
 def _link(tech: str, two_way_gbs: float, source: str, uncertain: bool = False) -> tuple:
-    return tech, Figure(two_way_gbs / 2.0, f"{source}: {tech} {two_way_gbs:g} GB/s", "derived",
-                        uncertain, _HALF)
+    return tech, Figure(
+        two_way_gbs / 2.0, f"{source}: {tech} {two_way_gbs:g} GB/s", "derived", uncertain, _HALF
+    )
 
 
 def _pcie(key: str) -> tuple:
     fig = HOST_LINKS[key]
-    return "PCIe", Figure(fig.value, fig.source, fig.basis, fig.uncertain,
-                          "no device link: peer traffic over PCIe (an NVLink bridge, when "
-                          "fitted, is faster); " + fig.note)
+    return "PCIe", Figure(
+        fig.value,
+        fig.source,
+        fig.basis,
+        fig.uncertain,
+        "no device link: peer traffic over PCIe (an NVLink bridge, when "
+        "fitted, is faster); " + fig.note,
+    )
 
 
 def _ici(version: str, two_way_gbs: float, uncertain: bool = False) -> tuple:
-    return "ICI", Figure(two_way_gbs / 2.0, f"{TPU_ICI_DOC.format(v=version)}: "
-                         f"{two_way_gbs:g} GB/s", "derived", uncertain, _HALF)
+    return "ICI", Figure(
+        two_way_gbs / 2.0,
+        f"{TPU_ICI_DOC.format(v=version)}: {two_way_gbs:g} GB/s",
+        "derived",
+        uncertain,
+        _HALF,
+    )
 
 
 def _ici_gbps(version: str, gbps: float) -> tuple:
-    return "ICI", Figure(gbps / 8.0, f"{TPU_DOC.format(v=version)}: inter-chip interconnect "
-                         f"{gbps:,.0f} Gbps", "derived", True,
-                         "per direction: the documentation's per-chip Gbps figure, which for "
-                         "v5e and v5p is half the bidirectional figure documented since")
+    return "ICI", Figure(
+        gbps / 8.0,
+        f"{TPU_DOC.format(v=version)}: inter-chip interconnect {gbps:,.0f} Gbps",
+        "derived",
+        True,
+        "per direction: the documentation's per-chip Gbps figure, which for "
+        "v5e and v5p is half the bidirectional figure documented since",
+    )
 
 
 LINKS = {
@@ -59,8 +91,10 @@ LINKS = {
     "b300": _link("NVLink 5", 1800, B300_DS),
     "gb300": _link("NVLink 5", 1800, GB300_DS),
     "h20": _link("NVLink 4", 900, H20_DS, True),
-    **{k: _pcie(k) for k in ("v100-pcie", "v100s-pcie", "a100-pcie-40gb", "a100-pcie-80gb",
-                             "h100-pcie")},
+    **{
+        k: _pcie(k)
+        for k in ("v100-pcie", "v100s-pcie", "a100-pcie-40gb", "a100-pcie-80gb", "h100-pcie")
+    },
     "mi300x": _link("Infinity Fabric (7 links x 128 GB/s)", 896, MI300X_DS),
     "mi325x": _link("Infinity Fabric (7 links x 128 GB/s)", 896, MI325X_DS),
     "mi350x": _link("Infinity Fabric (7 links x 153.6 GB/s)", 1075.2, MI350X_DS, True),

@@ -3,6 +3,7 @@
 Peaks are per core (a TPU TensorCore, a GPU, a CPU) because rates are per core too. Units are
 the ones the UI shows: GFLOP/s for compute, GB/s (1e9 B/s) stored and GiB/s (2^30 B/s) derived.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,14 +13,33 @@ GIB_PER_GB = 1e9 / (1 << 30)  # 1 GB/s = 0.931... GiB/s (XProf divides GB/s by 1
 
 # Spellings of one precision in HLO (f32, s8), PyTorch (float, c10::Half) and data sheets (fp32).
 _PRECISION_ALIASES = {
-    "f64": "fp64", "double": "fp64", "float64": "fp64",
-    "f32": "fp32", "float": "fp32", "float32": "fp32",
+    "f64": "fp64",
+    "double": "fp64",
+    "float64": "fp64",
+    "f32": "fp32",
+    "float": "fp32",
+    "float32": "fp32",
     "tf32": "tf32",
-    "bf16": "bf16", "bfloat16": "bf16", "c10::bfloat16": "bf16",
-    "f16": "fp16", "half": "fp16", "float16": "fp16", "c10::half": "fp16",
-    "f8": "fp8", "fp8": "fp8", "f8e4m3fn": "fp8", "f8e5m2": "fp8", "float8_e4m3fn": "fp8",
-    "float8_e5m2": "fp8", "s8": "int8", "u8": "int8", "int8": "int8",
-    "f6e2m3fn": "fp6", "f6e3m2fn": "fp6", "f4e2m1fn": "fp4", "float4_e2m1fn_x2": "fp4",
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+    "c10::bfloat16": "bf16",
+    "f16": "fp16",
+    "half": "fp16",
+    "float16": "fp16",
+    "c10::half": "fp16",
+    "f8": "fp8",
+    "fp8": "fp8",
+    "f8e4m3fn": "fp8",
+    "f8e5m2": "fp8",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "s8": "int8",
+    "u8": "int8",
+    "int8": "int8",
+    "f6e2m3fn": "fp6",
+    "f6e3m2fn": "fp6",
+    "f4e2m1fn": "fp4",
+    "float4_e2m1fn_x2": "fp4",
 }
 
 # A precision named by the GEMM kernel that ran ("kernel:tf32"), not by the tensors' dtype
@@ -42,7 +62,7 @@ def split_kernel_type(dtype: str) -> tuple[str, str]:
     d = str(dtype or "")
     if not d.startswith(KERNEL_PREFIX):
         return "", d
-    unit, _, inputs = d[len(KERNEL_PREFIX):].partition(INPUT_SEPARATOR)
+    unit, _, inputs = d[len(KERNEL_PREFIX) :].partition(INPUT_SEPARATOR)
     return unit, inputs
 
 
@@ -68,6 +88,7 @@ def _finite(value):
 @dataclasses.dataclass(frozen=True)
 class Fallback:
     """A data-sheet value (GFLOP/s or GB/s) and where it comes from."""
+
     value: float
     source: str
 
@@ -79,7 +100,7 @@ class ComputePeak:
     source: str  # profile | datasheet | measured | user
     # A sourced data-sheet figure kept beside a profile-derived one: the model takes it when the
     # profile's own ops beat the profile's figure (then that figure is the one in doubt).
-    fallback: "Fallback | None" = None
+    fallback: Fallback | None = None
     note: str = ""  # why this figure is the one used, when it is not the obvious one
 
 
@@ -89,7 +110,7 @@ class MemoryPeak:
     name: str
     gbs: float
     source: str
-    fallback: "Fallback | None" = None
+    fallback: Fallback | None = None
     note: str = ""
 
     @property
@@ -137,28 +158,48 @@ class DeviceInfo:
 
     def to_json(self) -> dict:
         return {
-            "type": self.type, "kind": self.kind, "num_cores": self.num_cores,
-            "num_hosts": self.num_hosts, "megacore": self.megacore, "has_cmem": self.has_cmem,
+            "type": self.type,
+            "kind": self.kind,
+            "num_cores": self.num_cores,
+            "num_hosts": self.num_hosts,
+            "megacore": self.megacore,
+            "has_cmem": self.has_cmem,
             "has_merged_vmem": self.has_merged_vmem,
             "time_scale_multiplier": self.time_scale_multiplier,
-            "compute": [{"precision": c.precision, "peak_gflops": _finite(c.gflops),
-                         "source": c.source, "note": c.note} for c in self.compute],
-            "memories": [{"id": m.id, "name": m.name, "peak_gbs": _finite(m.gbs),
-                          "peak_gibs": _finite(m.gibs),
-                          "ridge_point": _finite(self.peak_gflops / m.gbs) if m.gbs > 0 else None,
-                          "source": m.source, "note": m.note} for m in self.memories],
+            "compute": [
+                {
+                    "precision": c.precision,
+                    "peak_gflops": _finite(c.gflops),
+                    "source": c.source,
+                    "note": c.note,
+                }
+                for c in self.compute
+            ],
+            "memories": [
+                {
+                    "id": m.id,
+                    "name": m.name,
+                    "peak_gbs": _finite(m.gbs),
+                    "peak_gibs": _finite(m.gibs),
+                    "ridge_point": _finite(self.peak_gflops / m.gbs) if m.gbs > 0 else None,
+                    "source": m.source,
+                    "note": m.note,
+                }
+                for m in self.memories
+            ],
             "peaks_known": self.peaks_known,
         }
 
     @staticmethod
-    def merge(devices: list["DeviceInfo"]) -> "DeviceInfo":
+    def merge(devices: list[DeviceInfo]) -> DeviceInfo:
         """Combine the hosts of one session: cores add up, flags are kept (XProf drops them)."""
         devices = [d for d in devices if d is not None]
         if not devices:
             return DeviceInfo()
         first = devices[0]
-        merged = dataclasses.replace(first, num_cores=sum(d.num_cores for d in devices),
-                                     num_hosts=len(devices))
+        merged = dataclasses.replace(
+            first, num_cores=sum(d.num_cores for d in devices), num_hosts=len(devices)
+        )
         merged.megacore = any(d.megacore for d in devices)
         merged.has_cmem = any(d.has_cmem for d in devices)
         merged.has_merged_vmem = any(d.has_merged_vmem for d in devices)

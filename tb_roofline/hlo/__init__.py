@@ -7,11 +7,19 @@ The names below load their modules when first used, so importing a light submodu
 (`tb_roofline.hlo.fingerprint`, which the service needs for every answer) does not load the cost
 model.
 """
+
 import importlib
 
-_WHERE = {"Cost": "cost_model", "CostModel": "cost_model", "ModuleCosts": "cost_model",
-          "module_costs": "cost_model", "HloIndex": "module", "HloModule": "module",
-          "Instruction": "module", "parse_module": "module"}
+_WHERE = {
+    "Cost": "cost_model",
+    "CostModel": "cost_model",
+    "ModuleCosts": "cost_model",
+    "module_costs": "cost_model",
+    "HloIndex": "module",
+    "HloModule": "module",
+    "Instruction": "module",
+    "parse_module": "module",
+}
 
 __all__ = list(_WHERE)
 

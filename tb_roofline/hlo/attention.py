@@ -18,6 +18,7 @@ Targets:
 - cuDNN in XLA GPU: `__cudnn$fmha*` (forward) and `__cudnn$fmha*Backward*`, sizes from Q, K, V
   and the dot dimension numbers of the `cudnn_fmha_backend_config`.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,7 @@ def is_backward(target: str) -> bool:
     return "backward" in target.lower()
 
 
-def attention_flops(b: int, h: int, sq: int, skv: int, dqk: int, dv: int,
-                    backward: bool) -> int:
+def attention_flops(b: int, h: int, sq: int, skv: int, dqk: int, dv: int, backward: bool) -> int:
     """FLOPs of one call, as torch.utils.flop_counter counts SDPA (masks not discounted):
     forward Q·Kᵀ and P·V; backward the recomputed Q·Kᵀ, dV, dP, dQ and dK. Exact integers (the
     PyTorch reader uses this function too, readers/torch_flops.py)."""
@@ -53,6 +53,7 @@ def attention_flops(b: int, h: int, sq: int, skv: int, dqk: int, dv: int,
 
 class Attention:
     """What one fused-attention call computes."""
+
     __slots__ = ("batch", "heads", "q_len", "kv_len", "qk_dim", "v_dim", "backward", "mask")
 
     def __init__(self, batch, heads, q_len, kv_len, qk_dim, v_dim, backward, mask=""):
@@ -61,8 +62,9 @@ class Attention:
 
     @property
     def flops(self) -> float:
-        return attention_flops(self.batch, self.heads, self.q_len, self.kv_len, self.qk_dim,
-                               self.v_dim, self.backward)
+        return attention_flops(
+            self.batch, self.heads, self.q_len, self.kv_len, self.qk_dim, self.v_dim, self.backward
+        )
 
 
 def _attrs(raw: bytes) -> dict:
@@ -87,12 +89,20 @@ def te_attention(ins: Instruction) -> Attention | None:
     masks = []
     if a.get("mask_type") in TE_CAUSAL_MASKS:
         masks.append("causal")
-    if any(isinstance(a.get(k), int) and a[k] >= 0
-           for k in ("window_size_left", "window_size_right")):
-        masks.append(f"window ({a.get('window_size_left', -1)}, "
-                     f"{a.get('window_size_right', -1)})")
-    return Attention(a["input_batch"], a["attn_heads"], a["q_max_seqlen"], a["kv_max_seqlen"],
-                     dqk, dv, is_backward(ins.proto.custom_call_target), ", ".join(masks))
+    if any(
+        isinstance(a.get(k), int) and a[k] >= 0 for k in ("window_size_left", "window_size_right")
+    ):
+        masks.append(f"window ({a.get('window_size_left', -1)}, {a.get('window_size_right', -1)})")
+    return Attention(
+        a["input_batch"],
+        a["attn_heads"],
+        a["q_max_seqlen"],
+        a["kv_max_seqlen"],
+        dqk,
+        dv,
+        is_backward(ins.proto.custom_call_target),
+        ", ".join(masks),
+    )
 
 
 def _dims(cfg: dict, name: str) -> dict | None:
@@ -112,8 +122,9 @@ def _split(dims: list, batch, contracting) -> tuple[int, int, int]:
 
 
 def _side(dims: list, numbers: dict, side: str) -> tuple[int, int, int]:
-    return _split(dims, numbers.get(f"{side}_batch_dimensions"),
-                  numbers.get(f"{side}_contracting_dimensions"))
+    return _split(
+        dims, numbers.get(f"{side}_batch_dimensions"), numbers.get(f"{side}_contracting_dimensions")
+    )
 
 
 def cudnn_attention(ins: Instruction) -> Attention | None:
@@ -138,15 +149,23 @@ def cudnn_attention(ins: Instruction) -> Attention | None:
 
 
 def _cudnn_sizes(q, k, v, cfg: dict, backward: bool) -> Attention | None:
-    if not backward and _dims(cfg, "bmm1_dot_dimension_numbers") and \
-            _dims(cfg, "bmm2_dot_dimension_numbers"):
+    if (
+        not backward
+        and _dims(cfg, "bmm1_dot_dimension_numbers")
+        and _dims(cfg, "bmm2_dot_dimension_numbers")
+    ):
         d1, d2 = cfg["bmm1_dot_dimension_numbers"], cfg["bmm2_dot_dimension_numbers"]
         bh, dqk, sq = _side(q, d1, "lhs")
         _, _, skv = _side(k, d1, "rhs")
         _, _, dv = _side(v, d2, "rhs")
-    elif backward and all(_dims(cfg, n) for n in ("bmm1_grad_gemm1_dot_dimension_numbers",
-                                                  "bmm1_grad_gemm2_dot_dimension_numbers",
-                                                  "bmm2_grad_gemm2_dot_dimension_numbers")):
+    elif backward and all(
+        _dims(cfg, n)
+        for n in (
+            "bmm1_grad_gemm1_dot_dimension_numbers",
+            "bmm1_grad_gemm2_dot_dimension_numbers",
+            "bmm2_grad_gemm2_dot_dimension_numbers",
+        )
+    ):
         g1 = cfg["bmm1_grad_gemm1_dot_dimension_numbers"]
         g2 = cfg["bmm1_grad_gemm2_dot_dimension_numbers"]
         g3 = cfg["bmm2_grad_gemm2_dot_dimension_numbers"]
@@ -173,6 +192,5 @@ def attention_bytes(ins: Instruction) -> tuple[float, float]:
     """(read, written): operands once, result arrays once (byte-typed scratch left out)."""
     read = float(sum(byte_size(o.shape) for o in ins.operands))
     leaves = ins.shape.tuple_shapes if ins.shape.etype == TUPLE else [ins.shape]
-    written = float(sum(byte_size(s) for s in leaves
-                        if s.is_array and s.etype not in (U8, S8)))
+    written = float(sum(byte_size(s) for s in leaves if s.is_array and s.etype not in (U8, S8)))
     return read, written

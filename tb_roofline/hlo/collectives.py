@@ -24,10 +24,10 @@ groups = every device (the caller says how many, and the row says it was assumed
 An async pair moves its bytes in the `-start` (or `async-start` wrapping the collective); the
 `-done` moves nothing of its own.
 """
+
 from __future__ import annotations
 
 import dataclasses
-
 from typing import TYPE_CHECKING
 
 from tb_roofline.hlo.replica_groups import from_proto
@@ -55,13 +55,18 @@ def bus_factor(kind: str, n: int | None, algorithm: str = "") -> float:
 
 
 KINDS = {
-    "all-reduce": "all-reduce", "all-reduce-start": "all-reduce",
-    "all-gather": "all-gather", "all-gather-start": "all-gather",
+    "all-reduce": "all-reduce",
+    "all-reduce-start": "all-reduce",
+    "all-gather": "all-gather",
+    "all-gather-start": "all-gather",
     "reduce-scatter": "reduce-scatter",
-    "all-to-all": "all-to-all", "ragged-all-to-all": "all-to-all",
+    "all-to-all": "all-to-all",
+    "ragged-all-to-all": "all-to-all",
     "collective-permute": "collective-permute",
     "collective-permute-start": "collective-permute",
-    "collective-broadcast": "broadcast", "send": "send", "recv": "recv",
+    "collective-broadcast": "broadcast",
+    "send": "send",
+    "recv": "recv",
 }  # opcode -> kind
 # Its message is its first operand: the others are the output buffer and the offset and size
 # arrays (ragged-all-to-all(input, output, input_offsets, send_sizes, output_offsets,
@@ -114,5 +119,12 @@ def transfer(ins: Instruction, devices: int, algorithm: str = "") -> Transfer | 
     moved = c.operands[:1] if c.opcode in MESSAGE_IS_FIRST_OPERAND else c.operands
     operands = float(sum(byte_size(o.shape) for o in moved))
     message = operands * n if kind == "all-gather" else operands
-    return Transfer(kind, n, known, message, message * bus_factor(kind, n, algorithm),
-                    g.count if g is not None else 0, g.form if g is not None else "")
+    return Transfer(
+        kind,
+        n,
+        known,
+        message,
+        message * bus_factor(kind, n, algorithm),
+        g.count if g is not None else 0,
+        g.form if g is not None else "",
+    )

@@ -1,5 +1,6 @@
 """Geometry rules: convolution FLOPs over the valid (kernel, output) positions, and
 transposes that are only a relabelling of dimensions."""
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,11 @@ def convolution_flops(ins: Instruction, out: Shape) -> int:
             stride, lo = w.stride or 1, w.padding_low
             wd, bd = w.window_dilation or 1, w.base_dilation or 1
         else:
-            k_size = rhs.dims[dn.kernel_spatial_dimensions[i]] if i < len(
-                dn.kernel_spatial_dimensions) else 1
+            k_size = (
+                rhs.dims[dn.kernel_spatial_dimensions[i]]
+                if i < len(dn.kernel_spatial_dimensions)
+                else 1
+            )
             stride, lo, wd, bd = 1, 0, 1, 1
         positions *= valid_positions(in_size, out_size, k_size, stride, lo, wd, bd)
     return FMA * (cin // fgc) * cout * (batch // bgc) * positions
@@ -56,7 +60,7 @@ def valid_positions(in_size, out_size, k_size, stride, pad_lo, wdil, bdil) -> in
     total = 0
     for k in range(k_lo, k_hi + 1):
         base = k * wdil - pad_lo
-        o_lo = max(0, -(base // stride))            # ceil(−base / stride)
+        o_lo = max(0, -(base // stride))  # ceil(−base / stride)
         o_hi = min(out_size - 1, (hi_u - base) // stride)
         if o_lo > o_hi:
             continue
@@ -66,7 +70,7 @@ def valid_positions(in_size, out_size, k_size, stride, pad_lo, wdil, bdil) -> in
             continue
         if base % g:
             continue
-        r = (-(base // g)) * step_inv % period      # o ≡ r (mod period) lands on an element
+        r = (-(base // g)) * step_inv % period  # o ≡ r (mod period) lands on an element
         first = o_lo + (r - o_lo) % period
         if first <= o_hi:
             total += (o_hi - first) // period + 1
@@ -78,8 +82,11 @@ def transpose_is_bitcast(ins: Instruction) -> bool:
     if not ins.operands:
         return False
     a, b = ins.operands[0].shape, ins.shape
-    if not (a.has_layout and b.has_layout) or len(a.m2m) != len(a.dims) or \
-            len(b.m2m) != len(b.dims):
+    if (
+        not (a.has_layout and b.has_layout)
+        or len(a.m2m) != len(a.dims)
+        or len(b.m2m) != len(b.dims)
+    ):
         return False
     perm = list(ins.proto.dimensions)
     try:

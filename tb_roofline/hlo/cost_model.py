@@ -14,18 +14,33 @@ The rules restate XLA's HloCostAnalysis so the module totals equal
 Costs are computed once per instruction and cached on the module (and by the module's content
 digest across readers), so a second request for the same program costs a dictionary look-up.
 """
+
 from __future__ import annotations
 
 import collections
 import math
 import threading
 
-from tb_roofline.hlo.conv_geometry import (convolution_flops, transpose_is_bitcast,  # noqa: F401
-                                           valid_positions)
+from tb_roofline.hlo.conv_geometry import convolution_flops, transpose_is_bitcast, valid_positions  # noqa: F401
 from tb_roofline.hlo.cost_basics import (  # noqa: F401 (kept importable from here)
-    DEFAULT_BYTES, ELEMENTWISE, FMA, MIN_OPERANDS, NO_COST, TRANSCENDENTAL, Cost,
-    HloError, Totals, category_of, dot_precision, first_array, in_precision, out_elements,
-    out_precision, prod, trip_count)
+    DEFAULT_BYTES,
+    ELEMENTWISE,
+    FMA,
+    MIN_OPERANDS,
+    NO_COST,
+    TRANSCENDENTAL,
+    Cost,
+    HloError,
+    Totals,
+    category_of,
+    dot_precision,
+    first_array,
+    in_precision,
+    out_elements,
+    out_precision,
+    prod,
+    trip_count,
+)
 from tb_roofline.hlo.custom_calls import custom_call_cost
 from tb_roofline.hlo.fusion_bytes import fusion_read_bytes, fusion_written_bytes
 from tb_roofline.hlo.module import Computation, HloModule, Instruction
@@ -47,20 +62,37 @@ class CostModel:
         self._comp_cache: dict[int, Totals] = {}
         self.unknown: collections.Counter = collections.Counter()  # opcode or custom-call target
         self._handlers = {
-            "dot": self._dot, "scaled-dot": self._dot, "ragged-dot": self._ragged_dot,
-            "convolution": self._convolution, "fft": self._fft,
-            "triangular-solve": self._triangular_solve, "cholesky": self._cholesky,
-            "sort": self._sort, "reduce": self._reduce, "reduce-window": self._reduce_window,
-            "select-and-scatter": self._select_and_scatter, "map": self._map,
-            "scan": self._scan, "fusion": self._fusion, "while": self._while,
-            "call": self._call, "conditional": self._conditional,
-            "async-start": self._call, "tuple": self._tuple, "slice": self._slice,
+            "dot": self._dot,
+            "scaled-dot": self._dot,
+            "ragged-dot": self._ragged_dot,
+            "convolution": self._convolution,
+            "fft": self._fft,
+            "triangular-solve": self._triangular_solve,
+            "cholesky": self._cholesky,
+            "sort": self._sort,
+            "reduce": self._reduce,
+            "reduce-window": self._reduce_window,
+            "select-and-scatter": self._select_and_scatter,
+            "map": self._map,
+            "scan": self._scan,
+            "fusion": self._fusion,
+            "while": self._while,
+            "call": self._call,
+            "conditional": self._conditional,
+            "async-start": self._call,
+            "tuple": self._tuple,
+            "slice": self._slice,
             "dynamic-slice": self._dynamic_slice,
-            "dynamic-update-slice": self._dynamic_update_slice, "gather": self._gather,
-            "scatter": self._scatter, "transpose": self._transpose,
-            "infeed": self._feed, "outfeed": self._feed,
-            "all-reduce": self._all_reduce, "all-reduce-start": self._all_reduce,
-            "rng": self._rng, "rng-bit-generator": self._rng_bit_generator,
+            "dynamic-update-slice": self._dynamic_update_slice,
+            "gather": self._gather,
+            "scatter": self._scatter,
+            "transpose": self._transpose,
+            "infeed": self._feed,
+            "outfeed": self._feed,
+            "all-reduce": self._all_reduce,
+            "all-reduce-start": self._all_reduce,
+            "rng": self._rng,
+            "rng-bit-generator": self._rng_bit_generator,
             "custom-call": self._custom_call,
         }
 
@@ -73,11 +105,19 @@ class CostModel:
                 c = self._compute(ins)
             except HloError:
                 raise
-            except (IndexError, KeyError, TypeError, ValueError, AttributeError,
-                    ZeroDivisionError, OverflowError) as exc:
+            except (
+                IndexError,
+                KeyError,
+                TypeError,
+                ValueError,
+                AttributeError,
+                ZeroDivisionError,
+                OverflowError,
+            ) as exc:
                 # A dimension number its operand lacks, a malformed config...: name the place.
-                raise HloError(f"{self._where(ins)}: malformed {ins.opcode} "
-                               f"({type(exc).__name__})") from None
+                raise HloError(
+                    f"{self._where(ins)}: malformed {ins.opcode} ({type(exc).__name__})"
+                ) from None
             self._cache[key] = c
         return c
 
@@ -91,8 +131,10 @@ class CostModel:
         if t is None:
             active = self.__dict__.setdefault("_active", set())
             if comp.id in active:
-                raise HloError(f"program {self.module.name[:100]!r}: computation "
-                               f"{comp.name[:100]!r} calls itself")
+                raise HloError(
+                    f"program {self.module.name[:100]!r}: computation "
+                    f"{comp.name[:100]!r} calls itself"
+                )
             active.add(comp.id)
             try:
                 t = Totals()
@@ -108,16 +150,20 @@ class CostModel:
 
     def all_costs(self) -> dict[str, Cost]:
         """Every instruction of the module by name (nested computations included)."""
-        return {ins.name: self.cost(ins) for comp in self.module.computations
-                for ins in comp.instructions}
+        return {
+            ins.name: self.cost(ins)
+            for comp in self.module.computations
+            for ins in comp.instructions
+        }
 
     # ------------------------------------------------------------------ dispatch
     def _compute(self, ins: Instruction) -> Cost:
         op = ins.opcode
         need = MIN_OPERANDS.get(op)
         if need is not None and len(ins.operands) < need:
-            raise HloError(f"{self._where(ins)}: a {op} needs {need} operands, it has "
-                           f"{len(ins.operands)}")
+            raise HloError(
+                f"{self._where(ins)}: a {op} needs {need} operands, it has {len(ins.operands)}"
+            )
         if op in NO_COST:
             return Cost(precision=out_precision(ins), category=category_of(ins))
         if op in ELEMENTWISE:
@@ -142,16 +188,23 @@ class CostModel:
         read = 0
         for o in ins.operands:
             read += byte_size(o.shape)
-        return Cost(0.0, 0.0, float(read), float(leaf_bytes(ins.shape)),
-                    out_precision(ins) if precision is None else precision, category_of(ins))
+        return Cost(
+            0.0,
+            0.0,
+            float(read),
+            float(leaf_bytes(ins.shape)),
+            out_precision(ins) if precision is None else precision,
+            category_of(ins),
+        )
 
     # ------------------------------------------------------------------ matmul family
     def _dot(self, ins: Instruction) -> Cost:
         c = self._default(ins, dot_precision(ins))
         dn = ins.proto.dot_dimension_numbers
         lhs = ins.operands[0].shape
-        c.flops = float(FMA * out_elements(ins) * prod(lhs.dims[d] for d in
-                                                         dn.lhs_contracting_dimensions))
+        c.flops = float(
+            FMA * out_elements(ins) * prod(lhs.dims[d] for d in dn.lhs_contracting_dimensions)
+        )
         return c
 
     def _ragged_dot(self, ins: Instruction) -> Cost:
@@ -240,8 +293,9 @@ class CostModel:
         source = ins.operands[1].shape.elements()
         window = prod(d.size for d in ins.proto.window.dimensions)
         c.flops = select.flops * source * (window - 1) + scatter.flops * source
-        c.transcendentals = (select.transcendentals * source * (window - 1)
-                             + scatter.transcendentals * source)
+        c.transcendentals = (
+            select.transcendentals * source * (window - 1) + scatter.transcendentals * source
+        )
         return c
 
     def _map(self, ins: Instruction) -> Cost:
@@ -268,16 +322,23 @@ class CostModel:
             for inner in comp.instructions:
                 if inner.opcode in ("gather", "scatter"):
                     c = self.cost(inner)
-                    return Cost(c.flops, c.transcendentals, c.read, c.written, c.precision,
-                                category_of(ins))
+                    return Cost(
+                        c.flops, c.transcendentals, c.read, c.written, c.precision, category_of(ins)
+                    )
         sub = self.computation_totals(comp)
         read = fusion_read_bytes(comp, self.constant_max_elements)
         written = fusion_written_bytes(ins, comp)
-        return Cost(sub.flops, sub.transcendentals, read, written, sub.precision or
-                    out_precision(ins), category_of(ins))
+        return Cost(
+            sub.flops,
+            sub.transcendentals,
+            read,
+            written,
+            sub.precision or out_precision(ins),
+            category_of(ins),
+        )
 
     # ------------------------------------------------------------------ control flow
-    def _called_totals(self, ins: Instruction) -> "Totals":
+    def _called_totals(self, ins: Instruction) -> Totals:
         """The called computations' costs added up; precision of the one with the most FLOPs."""
         t = Totals()
         for comp in ins.called:
@@ -294,8 +355,14 @@ class CostModel:
     def _while(self, ins: Instruction) -> Cost:
         t = self._called_totals(ins)  # [body, condition]
         n = 1 if self.xla_compatible else (trip_count(ins) or 1)
-        c = Cost(t.flops * n, t.transcendentals * n, t.read * n, t.written * n,
-                 t.precision or out_precision(ins), "while")
+        c = Cost(
+            t.flops * n,
+            t.transcendentals * n,
+            t.read * n,
+            t.written * n,
+            t.precision or out_precision(ins),
+            "while",
+        )
         c.bytes = t.bytes * n
         return c
 
@@ -309,9 +376,13 @@ class CostModel:
         subs = [self.computation_totals(comp) for comp in ins.called]
         if not subs:
             return self._default(ins)
-        c = Cost(max(s.flops for s in subs), max(s.transcendentals for s in subs),
-                 max(s.read for s in subs), max(s.written for s in subs),
-                 max(subs, key=lambda s: s.max_flops).precision or out_precision(ins))
+        c = Cost(
+            max(s.flops for s in subs),
+            max(s.transcendentals for s in subs),
+            max(s.read for s in subs),
+            max(s.written for s in subs),
+            max(subs, key=lambda s: s.max_flops).precision or out_precision(ins),
+        )
         c.bytes = max(s.bytes for s in subs)
         return c
 
@@ -339,7 +410,7 @@ class CostModel:
 
     def _scatter(self, ins: Instruction) -> Cost:
         n = len(ins.operands) // 2  # inputs..., indices, updates...
-        updates = ins.operands[n + 1:]
+        updates = ins.operands[n + 1 :]
         upd = float(sum(byte_size(u.shape) for u in updates))
         idx = byte_size(ins.operands[n].shape)
         c = Cost(0.0, 0.0, 2 * upd + idx, upd, out_precision(ins))
@@ -384,7 +455,7 @@ _CACHE_LOCK = threading.Lock()
 
 
 # ---------------------------------------------------------------------- per-program cache
-_GLOBAL_CACHE: "collections.OrderedDict[tuple, ModuleCosts]" = collections.OrderedDict()
+_GLOBAL_CACHE: collections.OrderedDict[tuple, ModuleCosts] = collections.OrderedDict()
 _GLOBAL_CACHE_SIZE = 256
 
 

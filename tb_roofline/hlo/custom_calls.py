@@ -1,6 +1,7 @@
 """Custom calls: cuBLAS/cuBLASLt/hipBLASLt GEMMs and cuDNN/MIOpen convolutions cost as a dot /
 convolution; fused attention (`attention.py`); others take the `cost_estimate_json` of their
 backend config, else count 0 and are reported."""
+
 from __future__ import annotations
 
 import json
@@ -8,13 +9,22 @@ import re
 
 from tb_roofline.hlo.attention import attention_bytes, attention_of, is_attention_target
 from tb_roofline.hlo.conv_geometry import convolution_flops
-from tb_roofline.hlo.cost_basics import (FMA, Cost, HloError, dot_precision, first_array,
-                                         in_precision, out_precision, prod)
+from tb_roofline.hlo.cost_basics import (
+    FMA,
+    Cost,
+    HloError,
+    dot_precision,
+    first_array,
+    in_precision,
+    out_precision,
+    prod,
+)
 from tb_roofline.hlo.module import Instruction
 from tb_roofline.hlo.shapes import byte_size, leaf_bytes
 
 COST_ESTIMATE_FLOPS = re.compile(rb'flops\\*["\']?\s*[:=]\s*\\*["\']?(\d+)')
 COST_ESTIMATE_BYTES = re.compile(rb'bytes_accessed\\*["\']?\s*[:=]\s*\\*["\']?(\d+)')
+
 
 def is_gemm_target(target: str) -> bool:
     """cuBLAS / cuBLASLt / hipBLASLt matmul custom calls (legacy and current names)."""
@@ -42,11 +52,17 @@ def gemm_contracting(ins: Instruction) -> tuple[int, str]:
     else:
         k = prod(lhs.dims[int(d)] for d in dims)
     alg = (gemm.get("precision_config") or {}).get("algorithm", "ALG_UNSET")
-    names = {"ALG_DOT_TF32_TF32_F32": "tf32", "ALG_DOT_TF32_TF32_F32_X3": "tf32",
-             "ALG_DOT_BF16_BF16_F32": "bf16", "ALG_DOT_BF16_BF16_F32_X3": "bf16",
-             "ALG_DOT_BF16_BF16_F32_X6": "bf16", "ALG_DOT_BF16_BF16_F32_X9": "bf16",
-             "ALG_DOT_F16_F16_F32": "f16", "ALG_DOT_ANY_F8_ANY_F8_F32": "fp8",
-             "ALG_DOT_ANY_F8_ANY_F8_F32_FAST_ACCUM": "fp8"}
+    names = {
+        "ALG_DOT_TF32_TF32_F32": "tf32",
+        "ALG_DOT_TF32_TF32_F32_X3": "tf32",
+        "ALG_DOT_BF16_BF16_F32": "bf16",
+        "ALG_DOT_BF16_BF16_F32_X3": "bf16",
+        "ALG_DOT_BF16_BF16_F32_X6": "bf16",
+        "ALG_DOT_BF16_BF16_F32_X9": "bf16",
+        "ALG_DOT_F16_F16_F32": "f16",
+        "ALG_DOT_ANY_F8_ANY_F8_F32": "fp8",
+        "ALG_DOT_ANY_F8_ANY_F8_F32_FAST_ACCUM": "fp8",
+    }
     return k, names.get(alg, precision)
 
 
@@ -65,11 +81,13 @@ def custom_call_cost(ins: Instruction, xla_compatible: bool, unknown, where) -> 
         return Cost(flops, 0.0, operands, float(byte_size(result)), precision, "dot")
     if is_conv_target(target):
         if len(ins.operands) < 2:
-            raise HloError(f"{where(ins)}: a convolution needs 2 operands, it has "
-                           f"{len(ins.operands)}")
+            raise HloError(
+                f"{where(ins)}: a convolution needs 2 operands, it has {len(ins.operands)}"
+            )
         flops = float(convolution_flops(ins, result))
-        return Cost(flops, 0.0, operands, float(byte_size(result)), dot_precision(ins),
-                    "convolution")
+        return Cost(
+            flops, 0.0, operands, float(byte_size(result)), dot_precision(ins), "convolution"
+        )
     if is_attention_target(target):
         att = attention_of(ins)
         if att is not None:
@@ -79,11 +97,16 @@ def custom_call_cost(ins: Instruction, xla_compatible: bool, unknown, where) -> 
     if b"cost_estimate_json" in raw:
         f = COST_ESTIMATE_FLOPS.search(raw)
         b = COST_ESTIMATE_BYTES.search(raw)
-        c = Cost(float(f.group(1)) if f else 0.0, 0.0,
-                 operands, float(leaf_bytes(ins.shape)), out_precision(ins), "custom-call")
+        c = Cost(
+            float(f.group(1)) if f else 0.0,
+            0.0,
+            operands,
+            float(leaf_bytes(ins.shape)),
+            out_precision(ins),
+            "custom-call",
+        )
         if b:
             c.read, c.written, c.bytes = float(b.group(1)), 0.0, float(b.group(1))
         return c
     unknown[f"custom-call {target}"] += 1
-    return Cost(0.0, 0.0, operands, float(leaf_bytes(ins.shape)), out_precision(ins),
-                "custom-call")
+    return Cost(0.0, 0.0, operands, float(leaf_bytes(ins.shape)), out_precision(ins), "custom-call")

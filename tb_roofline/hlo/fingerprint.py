@@ -11,6 +11,7 @@ do not (XLA renames fusions between compilations: `fusion.12` becomes `fusion.14
 Two ops with equal `hlo:` fingerprints do the same work on the same shapes; a changed shape,
 dtype or fused instruction changes the fingerprint.
 """
+
 from __future__ import annotations
 
 import collections
@@ -22,8 +23,10 @@ HLO, SHAPES, GRID = "hlo:", "shapes:", "grid:"
 
 # Attributes from which on an instruction's text says nothing about the work (op names, source
 # lines, backend tuning); XLA prints them after the ones that do (kind, dims, window...).
-_TRAILING_ATTRS = re.compile(r",\s*(?:metadata|backend_config|frontend_attributes|sharding|"
-                             r"statistics|origin|control-predecessors)=")
+_TRAILING_ATTRS = re.compile(
+    r",\s*(?:metadata|backend_config|frontend_attributes|sharding|"
+    r"statistics|origin|control-predecessors)="
+)
 _LAYOUT = re.compile(r"\]\{[^{}]*\}")
 _NAME_REF = re.compile(r"%[\w.\-]+")
 _SPACES = re.compile(r"\s+")
@@ -37,8 +40,12 @@ def instruction_fingerprint(ins, cache: dict | None = None) -> str:
     """`hlo:<hash>` of a decoded instruction (`tb_roofline.hlo.module.Instruction`). `cache`
     keeps computation signatures (by id) across the instructions of one module."""
     cache = {} if cache is None else cache
-    parts = [ins.opcode, repr(ins.shape), ";".join(repr(o.shape) for o in ins.operands),
-             ins.proto.fusion_kind]
+    parts = [
+        ins.opcode,
+        repr(ins.shape),
+        ";".join(repr(o.shape) for o in ins.operands),
+        ins.proto.fusion_kind,
+    ]
     parts += [_computation_signature(c, cache) for c in ins.called]
     return HLO + _digest("|".join(parts))
 
@@ -49,9 +56,10 @@ def _computation_signature(comp, cache: dict) -> str:
     if sig is None:
         cache[key] = ""  # a recursive call (never in valid HLO) ends here
         counts = collections.Counter(
-            f"{i.opcode}{i.shape!r}" + "".join(f"<{_computation_signature(c, cache)}>"
-                                               for c in i.called)
-            for i in comp.instructions)
+            f"{i.opcode}{i.shape!r}"
+            + "".join(f"<{_computation_signature(c, cache)}>" for c in i.called)
+            for i in comp.instructions
+        )
         sig = cache[key] = _digest(";".join(f"{k}*{n}" for k, n in sorted(counts.items())))
     return sig
 
@@ -65,7 +73,7 @@ def text_fingerprint(text: str) -> str:
     rhs = text.split("=", 1)[1]
     cut = _TRAILING_ATTRS.search(rhs)
     if cut:
-        rhs = rhs[:cut.start()]
+        rhs = rhs[: cut.start()]
     rhs = _NAME_REF.sub("%", _LAYOUT.sub("]", rhs))
     return HLO + _digest(_SPACES.sub(" ", rhs).strip())
 

@@ -1,6 +1,7 @@
 """Bytes a fusion reads and writes: each fused parameter as its users read it (a slice reads
 its slice, a dynamic-slice of the parameter its window, nested fusions looked into), big
 constants, and the result (a dynamic-update-slice root writes its update only)."""
+
 from __future__ import annotations
 
 from tb_roofline.hlo.module import Instruction
@@ -66,8 +67,11 @@ def fusion_read_bytes(comp, constant_max_elements: int) -> float:
     parameter (or tuple parameter's element) as its users read it."""
     read = 0.0
     for inner in comp.instructions:
-        if inner.opcode == "constant" and inner.shape.elements() > constant_max_elements \
-                and inner.shape.is_array:
+        if (
+            inner.opcode == "constant"
+            and inner.shape.elements() > constant_max_elements
+            and inner.shape.is_array
+        ):
             read += byte_size(inner.shape)
     for p in comp.parameters():
         if p.shape.etype != TUPLE:
@@ -88,8 +92,11 @@ def fusion_written_bytes(ins: Instruction, comp) -> float:
         for i, leaf in enumerate(ins.shape.tuple_shapes):
             if not leaf.is_array:
                 continue  # nested tuples: XLA visits every array subshape
-            r = root.operands[i] if root is not None and root.opcode == "tuple" and \
-                i < len(root.operands) else None
+            r = (
+                root.operands[i]
+                if root is not None and root.opcode == "tuple" and i < len(root.operands)
+                else None
+            )
             if r is not None and r.opcode == "dynamic-update-slice":
                 written += byte_size(r.operands[1].shape)
             else:

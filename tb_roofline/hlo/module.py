@@ -7,6 +7,7 @@ Computations list callees before callers and instructions list operands before u
 module. Execution events name their instruction with `hlo_op` (GPU may write `a::b`; the last
 part is the instruction) and their program with `program_id` / `hlo_module`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,8 +24,18 @@ _NAME_WITH_ID = re.compile(r"^(.*)\((\d+)\)$")
 
 class Instruction:
     """One HLO instruction with its operands and called computations resolved."""
-    __slots__ = ("proto", "name", "opcode", "id", "shape", "operands", "called", "computation",
-                 "_users")
+
+    __slots__ = (
+        "proto",
+        "name",
+        "opcode",
+        "id",
+        "shape",
+        "operands",
+        "called",
+        "computation",
+        "_users",
+    )
 
     def __init__(self, proto, computation):
         self.proto = proto
@@ -38,13 +49,13 @@ class Instruction:
         self._users = None
 
     @property
-    def users(self) -> list["Instruction"]:
+    def users(self) -> list[Instruction]:
         """Distinct users inside the same computation, in instruction order."""
         if self._users is None:
             self.computation._index_users()
         return self._users
 
-    def operand_indices(self, operand: "Instruction") -> list[int]:
+    def operand_indices(self, operand: Instruction) -> list[int]:
         return [i for i, o in enumerate(self.operands) if o is operand]
 
     def __repr__(self):
@@ -52,8 +63,16 @@ class Instruction:
 
 
 class Computation:
-    __slots__ = ("proto", "name", "id", "instructions", "root", "is_fusion", "module",
-                 "_users_done")
+    __slots__ = (
+        "proto",
+        "name",
+        "id",
+        "instructions",
+        "root",
+        "is_fusion",
+        "module",
+        "_users_done",
+    )
 
     def __init__(self, proto, module):
         self.proto = proto
@@ -118,12 +137,15 @@ class HloModule:
                 ids = ip.called_computation_ids
                 if ids:
                     ins.called = [self.by_comp_id[c] for c in ids if c in self.by_comp_id]
-            comp.root = by_id.get(comp.proto.root_id) or (comp.instructions[-1]
-                                                          if comp.instructions else None)
+            comp.root = by_id.get(comp.proto.root_id) or (
+                comp.instructions[-1] if comp.instructions else None
+            )
         self.entry = self.by_comp_id.get(proto.entry_computation_id)
         if self.entry is None:
             named = [c for c in self.computations if c.name == proto.entry_computation_name]
-            self.entry = named[0] if named else (self.computations[-1] if self.computations else None)
+            self.entry = (
+                named[0] if named else (self.computations[-1] if self.computations else None)
+            )
         self._costs = {}
 
     def instruction(self, hlo_op: str) -> Instruction | None:
@@ -137,7 +159,7 @@ class HloModule:
         return sum(len(c.instructions) for c in self.computations)
 
     def source_of(self, ins: Instruction) -> str:
-        """"file:line" of the innermost stack frame (JAX keeps source only there)."""
+        """ "file:line" of the innermost stack frame (JAX keeps source only there)."""
         md = ins.proto.metadata
         if md.source_file:
             return f"{md.source_file}:{md.source_line}"
@@ -150,8 +172,11 @@ class HloModule:
         if loc_id <= 0 or loc_id > len(index.file_locations):
             return ""
         loc = index.file_locations[loc_id - 1]
-        name = index.file_names[loc.file_name_id - 1] if 0 < loc.file_name_id <= len(
-            index.file_names) else ""
+        name = (
+            index.file_names[loc.file_name_id - 1]
+            if 0 < loc.file_name_id <= len(index.file_names)
+            else ""
+        )
         return f"{name}:{loc.line}" if name else ""
 
 
@@ -178,7 +203,7 @@ class HloIndex:
         self.errors: list[str] = []
 
     @staticmethod
-    def from_space(space) -> "HloIndex":
+    def from_space(space) -> HloIndex:
         index = HloIndex()
         for plane in space.planes:
             if plane.name != METADATA_PLANE:

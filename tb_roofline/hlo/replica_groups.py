@@ -16,6 +16,7 @@ sub-axis `'a':(pre)size` counts its `size`), groups = all devices of the mesh / 
 collective-permute moves along its source -> target pairs; its "groups" are the pairs.
 No form named (`replica_groups={}`): every device takes part, which the caller must supply.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,9 +46,15 @@ def from_proto(p) -> Groups | None:
     if len(mesh.mesh.axes) and len(mesh.axes):
         sizes = [int(a.size) for a in mesh.mesh.axes]
         names = [a.name for a in mesh.mesh.axes]
-        grouped = [(names[a.mesh_axis_index],
-                    int(a.sub_axis_info.size) if a.HasField("sub_axis_info")
-                    else sizes[a.mesh_axis_index]) for a in mesh.axes]
+        grouped = [
+            (
+                names[a.mesh_axis_index],
+                int(a.sub_axis_info.size)
+                if a.HasField("sub_axis_info")
+                else sizes[a.mesh_axis_index],
+            )
+            for a in mesh.axes
+        ]
         return _mesh(sizes, grouped)
     return None
 
@@ -83,8 +90,10 @@ def from_text(text: str) -> Groups | None:
     m = _MESH.search(text)
     if m is not None:
         axes = {name: int(size) for name, size in _MESH_AXIS.findall(m.group(1))}
-        grouped = [(name, int(sub) if sub else axes.get(name, 0))
-                   for name, _, sub in _GROUP_AXIS.findall(m.group(2))]
+        grouped = [
+            (name, int(sub) if sub else axes.get(name, 0))
+            for name, _, sub in _GROUP_AXIS.findall(m.group(2))
+        ]
         if axes and grouped and all(size for _, size in grouped):
             return _mesh(list(axes.values()), grouped)
     return None

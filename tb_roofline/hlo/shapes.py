@@ -6,6 +6,7 @@ bytes); a tuple takes 8 bytes per top-level element (its pointer table); a token
 8. XLA's cost analysis sizes a shape **without a layout** as 0 bytes (a tuple has one when all
 its leaves do).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,26 +19,101 @@ TUPLE, OPAQUE, C64, BF16, TOKEN, C128 = 13, 14, 15, 16, 17, 18
 BUFFER = 34
 
 # Storage bits per element (PRED is stored in a byte; sub-byte types round up to a byte).
-_BITS = {PRED: 8, S8: 8, S16: 16, S32: 32, S64: 64, U8: 8, U16: 16, U32: 32, U64: 64,
-         F16: 16, F32: 32, F64: 64, C64: 64, BF16: 16, C128: 128,
-         19: 8, 20: 8, 21: 4, 22: 4, 23: 8, 24: 8, 25: 8, 26: 2, 27: 2, 28: 8, 29: 8,
-         30: 1, 31: 1, 32: 4, 33: 8, 35: 8, 36: 8}
+_BITS = {
+    PRED: 8,
+    S8: 8,
+    S16: 16,
+    S32: 32,
+    S64: 64,
+    U8: 8,
+    U16: 16,
+    U32: 32,
+    U64: 64,
+    F16: 16,
+    F32: 32,
+    F64: 64,
+    C64: 64,
+    BF16: 16,
+    C128: 128,
+    19: 8,
+    20: 8,
+    21: 4,
+    22: 4,
+    23: 8,
+    24: 8,
+    25: 8,
+    26: 2,
+    27: 2,
+    28: 8,
+    29: 8,
+    30: 1,
+    31: 1,
+    32: 4,
+    33: 8,
+    35: 8,
+    36: 8,
+}
 BYTE_WIDTH = {t: (b + 7) // 8 for t, b in _BITS.items()}
 
-TYPE_NAMES = {PRED: "pred", S8: "s8", S16: "s16", S32: "s32", S64: "s64", U8: "u8", U16: "u16",
-              U32: "u32", U64: "u64", F16: "f16", F32: "f32", F64: "f64", TUPLE: "tuple",
-              OPAQUE: "opaque", C64: "c64", BF16: "bf16", TOKEN: "token", C128: "c128",
-              19: "f8e5m2", 20: "f8e4m3fn", 21: "s4", 22: "u4", 23: "f8e4m3b11fnuz",
-              24: "f8e5m2fnuz", 25: "f8e4m3fnuz", 26: "s2", 27: "u2", 28: "f8e4m3",
-              29: "f8e3m4", 30: "s1", 31: "u1", 32: "f4e2m1fn", 33: "f8e8m0fnu", 34: "buffer",
-              35: "f6e3m2fn", 36: "f6e2m3fn"}
+TYPE_NAMES = {
+    PRED: "pred",
+    S8: "s8",
+    S16: "s16",
+    S32: "s32",
+    S64: "s64",
+    U8: "u8",
+    U16: "u16",
+    U32: "u32",
+    U64: "u64",
+    F16: "f16",
+    F32: "f32",
+    F64: "f64",
+    TUPLE: "tuple",
+    OPAQUE: "opaque",
+    C64: "c64",
+    BF16: "bf16",
+    TOKEN: "token",
+    C128: "c128",
+    19: "f8e5m2",
+    20: "f8e4m3fn",
+    21: "s4",
+    22: "u4",
+    23: "f8e4m3b11fnuz",
+    24: "f8e5m2fnuz",
+    25: "f8e4m3fnuz",
+    26: "s2",
+    27: "u2",
+    28: "f8e4m3",
+    29: "f8e3m4",
+    30: "s1",
+    31: "u1",
+    32: "f4e2m1fn",
+    33: "f8e8m0fnu",
+    34: "buffer",
+    35: "f6e3m2fn",
+    36: "f6e2m3fn",
+}
 # Element width in bytes by the type's name in HLO text (`f32`, `bf16`, ...).
 BYTE_WIDTH_BY_NAME = {name: BYTE_WIDTH[t] for t, name in TYPE_NAMES.items() if t in BYTE_WIDTH}
 
 # The precision a piece of work runs at, in the names the peaks use.
-_PRECISION = {F32: "f32", C64: "f32", BF16: "bf16", F16: "f16", F64: "f64", C128: "f64",
-              S8: "int8", U8: "int8", S16: "int16", U16: "int16", S32: "int32", U32: "int32",
-              S64: "int64", U64: "int64", PRED: "pred"}
+_PRECISION = {
+    F32: "f32",
+    C64: "f32",
+    BF16: "bf16",
+    F16: "f16",
+    F64: "f64",
+    C128: "f64",
+    S8: "int8",
+    U8: "int8",
+    S16: "int16",
+    U16: "int16",
+    S32: "int32",
+    U32: "int32",
+    S64: "int64",
+    U64: "int64",
+    PRED: "pred",
+}
 for _t in (21, 22, 26, 27, 30, 31):  # s4, u4, s2, u2, s1, u1
     _PRECISION[_t] = "int4"
 for _t in (19, 20, 23, 24, 25, 28, 29, 33):  # the f8 family
@@ -50,9 +126,24 @@ _PRECISION.update({32: "fp4", 35: "fp6", 36: "fp6"})
 # spellings of PyTorch's traces that no alias of `normalize_precision` covers.
 ELEMENT_BYTES = {  # sub-byte types have no whole-byte element: unknown (None), not 1
     **{name: BYTE_WIDTH[t] for t, name in TYPE_NAMES.items() if _BITS.get(t, 0) >= 8},
-    "fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
-    "int64": 8, "int32": 4, "c32": 4, "f4e2m1": 1, "f8e8m0": 1,
-    "long": 8, "long int": 8, "int": 4, "bool": 1, "complexfloat": 8, "complexdouble": 16,
+    "fp64": 8,
+    "fp32": 4,
+    "tf32": 4,
+    "bf16": 2,
+    "fp16": 2,
+    "fp8": 1,
+    "int8": 1,
+    "int64": 8,
+    "int32": 4,
+    "c32": 4,
+    "f4e2m1": 1,
+    "f8e8m0": 1,
+    "long": 8,
+    "long int": 8,
+    "int": 4,
+    "bool": 1,
+    "complexfloat": 8,
+    "complexdouble": 16,
 }
 
 
@@ -73,10 +164,12 @@ def precision_name(element_type: int) -> str:
 
 class Shape:
     """A decoded ShapeProto. `dims` is a tuple; `tuple_shapes` is a tuple of Shapes."""
+
     __slots__ = ("etype", "dims", "has_layout", "bits", "m2m", "tuple_shapes", "dynamic")
 
-    def __init__(self, etype, dims=(), has_layout=True, bits=0, m2m=(), tuple_shapes=(),
-                 dynamic=False):
+    def __init__(
+        self, etype, dims=(), has_layout=True, bits=0, m2m=(), tuple_shapes=(), dynamic=False
+    ):
         self.etype = etype
         self.dims = tuple(dims)
         self.has_layout = has_layout
@@ -86,7 +179,7 @@ class Shape:
         self.dynamic = dynamic
 
     @staticmethod
-    def from_proto(p) -> "Shape":
+    def from_proto(p) -> Shape:
         etype = p.element_type
         if etype == TUPLE:
             subs = tuple(Shape.from_proto(t) for t in p.tuple_shapes)
@@ -95,8 +188,9 @@ class Shape:
         dynamic = bool(len(dyn)) and any(dyn)
         if p.HasField("layout"):
             lay = p.layout
-            return Shape(etype, p.dimensions, True, lay.element_size_in_bits, lay.minor_to_major,
-                         (), dynamic)
+            return Shape(
+                etype, p.dimensions, True, lay.element_size_in_bits, lay.minor_to_major, (), dynamic
+            )
         return Shape(etype, p.dimensions, False, 0, (), (), dynamic)
 
     @property

@@ -5,6 +5,7 @@ its opcode, operand names, and the arrays that live in each memory space.
 Memory spaces (docs/hlo_cost_model.md): `S(n)` in a layout; 0 = device memory (HBM),
 1 = on-chip, 5 = host memory (`pinned_host` / host offload).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,7 +43,7 @@ def split_instruction(text: str) -> tuple | None:
     m = _OPCODE.search(rhs)
     if m is None:
         return None
-    args = rhs[m.end():]
+    args = rhs[m.end() :]
     depth, end = 1, len(args)
     for i, ch in enumerate(args):  # the operand list ends at the matching parenthesis
         depth += ch == "("
@@ -50,7 +51,7 @@ def split_instruction(text: str) -> tuple | None:
         if depth == 0:
             end = i
             break
-    return m.group(1), rhs[:m.start()], args[:end]
+    return m.group(1), rhs[: m.start()], args[:end]
 
 
 def parse_instruction(text: str) -> InstructionText | None:
@@ -60,8 +61,7 @@ def parse_instruction(text: str) -> InstructionText | None:
         return None
     opcode, _, operand_text = parts
     rhs = text.split("=", 1)[1]
-    operands = tuple(tok.split()[-1].lstrip("%") for tok in _split_top(operand_text)
-                     if tok.split())
+    operands = tuple(tok.split()[-1].lstrip("%") for tok in _split_top(operand_text) if tok.split())
     spaces: dict = {}
     for etype, dims, layout in _ARRAY.findall(rhs):
         s = _SPACE.search(layout)

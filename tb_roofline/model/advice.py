@@ -6,17 +6,35 @@ vLLM-style server that replays CUDA / HIP graphs. `runtime()` tells them apart f
 names the readers keep; `advice(rule, runtime, device kind)` gives the sentence. Sources of the
 advice: docs/guidance.md.
 """
+
 from __future__ import annotations
 
 XLA, EAGER, COMPILE, GRAPHS = "xla", "pytorch_eager", "torch_compile", "cuda_graphs"
-RUNTIME_LABELS = {XLA: "XLA", EAGER: "PyTorch eager", COMPILE: "torch.compile",
-                  GRAPHS: "CUDA/HIP graphs (vLLM-style)"}
+RUNTIME_LABELS = {
+    XLA: "XLA",
+    EAGER: "PyTorch eager",
+    COMPILE: "torch.compile",
+    GRAPHS: "CUDA/HIP graphs (vLLM-style)",
+}
 
 # Names of PyTorch CPU ops (aten and the libraries' ops), as opposed to kernels named by
 # themselves when no CPU op launched them.
-CPU_OP_PREFIXES = ("aten::", "vllm::", "c10d::", "_C::", "torch::", "CompiledFunction",
-                   "Torch-Compiled Region", "ProfilerStep", "autograd::", "Optimizer.",
-                   "fbgemm::", "record_param_comms", "nccl:", "gloo:")
+CPU_OP_PREFIXES = (
+    "aten::",
+    "vllm::",
+    "c10d::",
+    "_C::",
+    "torch::",
+    "CompiledFunction",
+    "Torch-Compiled Region",
+    "ProfilerStep",
+    "autograd::",
+    "Optimizer.",
+    "fbgemm::",
+    "record_param_comms",
+    "nccl:",
+    "gloo:",
+)
 _COMPILE_MARKS = ("Torch-Compiled Region", "CompiledFunction", "triton_", "inductor")
 _GRAPH_MARKS = ("vllm::", "cudaGraphLaunch", "hipGraphLaunch", "_C::")
 
@@ -25,8 +43,9 @@ def runtime(operations, has_kernel_view: bool, captured: bool = False) -> str:
     """XLA, PyTorch eager, torch.compile or graph replay, from the op names (one pass over the
     distinct names). A PyTorch trace has a kernel view or aten / vllm ops; XLA ops do not."""
     names = [str(n) for n in operations]
-    torch = has_kernel_view or any(n.startswith(("aten::", "vllm::", "c10d::", "_C::"))
-                                   for n in names)
+    torch = has_kernel_view or any(
+        n.startswith(("aten::", "vllm::", "c10d::", "_C::")) for n in names
+    )
     if not torch:
         return XLA
     if captured or any(m in n for n in names for m in _GRAPH_MARKS):
@@ -47,83 +66,83 @@ def _gpu_word(kind: str) -> str:
 ADVICE = {
     "precision": {
         XLA: "jax.default_matmul_precision('tensorfloat32') (or precision=HIGH on the dot) for "
-             "tf32, else bf16 operands (cast weights and activations)",
+        "tf32, else bf16 operands (cast weights and activations)",
         EAGER: "torch.backends.cuda.matmul.allow_tf32 = True (or "
-               "torch.set_float32_matmul_precision('high')) for tf32, else torch.autocast(dtype="
-               "torch.bfloat16)",
+        "torch.set_float32_matmul_precision('high')) for tf32, else torch.autocast(dtype="
+        "torch.bfloat16)",
         COMPILE: "torch.set_float32_matmul_precision('high') before torch.compile (Inductor then "
-                 "picks tf32 GEMM templates), else torch.autocast(dtype=torch.bfloat16)",
+        "picks tf32 GEMM templates), else torch.autocast(dtype=torch.bfloat16)",
         GRAPHS: "serve the model in bf16 / fp16 (the engine's dtype setting); the captured graphs "
-                "replay the kernels chosen at capture time",
+        "replay the kernels chosen at capture time",
     },
     "fusion": {
         XLA: "XLA left them as two kernels: look for what breaks the fusion between them (a "
-             "reduction or custom call in between, a layout change, an optimization_barrier, a "
-             "host callback) in the HLO after optimizations",
+        "reduction or custom call in between, a layout change, an optimization_barrier, a "
+        "host callback) in the HLO after optimizations",
         EAGER: "torch.compile fuses chains of elementwise ops into one Triton kernel (or use a "
-               "fused implementation of the pair)",
+        "fused implementation of the pair)",
         COMPILE: "these ran outside the compiled region: a graph break splits them (see "
-                 "torch._dynamo.explain / TORCH_LOGS=graph_breaks) and removing it lets Inductor "
-                 "fuse them",
+        "torch._dynamo.explain / TORCH_LOGS=graph_breaks) and removing it lets Inductor "
+        "fuse them",
         GRAPHS: "a custom fused kernel (or torch.compile of the layer before capture) writes the "
-                "intermediate once less; graph replay removes launches, not passes over memory",
+        "intermediate once less; graph replay removes launches, not passes over memory",
     },
     "tiny_ops": {
         XLA: "batch the work into fewer, larger ops (jax.vmap instead of a Python loop, lax.scan "
-             "instead of unrolling) or raise the batch size",
+        "instead of unrolling) or raise the batch size",
         EAGER: "capture the step in a CUDA graph (torch.compile(mode='reduce-overhead') or "
-               "torch.cuda.graphs), fuse the small ops (torch.compile), or raise the batch size",
+        "torch.cuda.graphs), fuse the small ops (torch.compile), or raise the batch size",
         COMPILE: "torch.compile(mode='reduce-overhead') replays the compiled region as a CUDA "
-                 "graph; graph breaks leave small eager ops between regions",
+        "graph; graph breaks leave small eager ops between regions",
         GRAPHS: "these launches are outside the captured graphs (or captured one by one): widen "
-                "the captured region or batch more requests per step",
+        "the captured region or batch more requests per step",
     },
     "repeated_copy": {
         XLA: "check the transposes / reshapes around it: XLA inserts a copy where producers and "
-             "consumers disagree on layout",
+        "consumers disagree on layout",
         EAGER: "keep tensors in the layout their consumers want (e.g. channels_last for "
-               "convolutions) instead of .contiguous() / .to() / .permute() copies in the step",
+        "convolutions) instead of .contiguous() / .to() / .permute() copies in the step",
         COMPILE: "a layout change the compiled graph keeps: permute once outside the loop, or "
-                 "let Inductor see both sides (no graph break between them)",
+        "let Inductor see both sides (no graph break between them)",
         GRAPHS: "the same copy is recorded in the graph every step: keep the buffer in the layout "
-                "its consumer wants",
+        "its consumer wants",
     },
     "far_below_roof": {
         XLA: "look at it in XProf's Op Profile / trace viewer: its fusion's HLO, its shapes (tile "
-             "padding) and whether it waits on memory it could reuse",
+        "padding) and whether it waits on memory it could reuse",
         EAGER: "look at its kernels in the kernel view (Nsight Compute for one of them): the "
-               "shapes it ran with, the kernel cuBLAS/cuDNN picked, and launch gaps between calls",
+        "shapes it ran with, the kernel cuBLAS/cuDNN picked, and launch gaps between calls",
         COMPILE: "look at the Triton kernel or GEMM template Inductor generated for it "
-                 "(TORCH_LOGS=output_code) and try mode='max-autotune'",
+        "(TORCH_LOGS=output_code) and try mode='max-autotune'",
         GRAPHS: "look at its kernels in the kernel view: the shapes the graph was captured with "
-                "(padded batch sizes) and the kernel chosen for them",
+        "(padded batch sizes) and the kernel chosen for them",
     },
     "exposed_communication": {
         XLA: "let XLA overlap them with compute: the latency-hiding scheduler and async "
-             "collectives (XLA flags), collective matmul / sharding that keeps the next layer's "
-             "work independent; for host transfers, prefetch (pipelining) instead of "
-             "synchronous copies",
+        "collectives (XLA flags), collective matmul / sharding that keeps the next layer's "
+        "work independent; for host transfers, prefetch (pipelining) instead of "
+        "synchronous copies",
         EAGER: "overlap them with compute: DDP bucketing (bucket_cap_mb) / FSDP prefetch, "
-               "non_blocking copies from pinned memory on a side stream",
+        "non_blocking copies from pinned memory on a side stream",
         COMPILE: "overlap them with compute: DDP/FSDP with torch.compile (compiled_autograd, "
-                 "bucketing), non_blocking copies from pinned memory",
+        "bucketing), non_blocking copies from pinned memory",
         GRAPHS: "overlap them with compute: the engine's async scheduling / communication streams;"
-                " fewer, larger collectives per step",
+        " fewer, larger collectives per step",
     },
     "idle": {
         XLA: "the device waits for the host between programs: keep the input pipeline ahead "
-             "(tf.data / grain prefetch, jax.device_put one step early), avoid host syncs "
-             "(block_until_ready, printing device arrays) inside the step, and jit larger "
-             "regions so fewer dispatches separate the programs",
+        "(tf.data / grain prefetch, jax.device_put one step early), avoid host syncs "
+        "(block_until_ready, printing device arrays) inside the step, and jit larger "
+        "regions so fewer dispatches separate the programs",
         EAGER: "the device waits for the host: feed it ahead of time (DataLoader num_workers / "
-               "pin_memory / prefetch), keep .item() / printing out of the step, and cut launch "
-               "gaps with CUDA graphs or torch.compile",
+        "pin_memory / prefetch), keep .item() / printing out of the step, and cut launch "
+        "gaps with CUDA graphs or torch.compile",
         COMPILE: "the device waits for the host: graph breaks and recompilations run Python "
-                 "between compiled regions (TORCH_LOGS=recompiles), the input pipeline "
-                 "(DataLoader workers, pin_memory), and host syncs in the step",
+        "between compiled regions (TORCH_LOGS=recompiles), the input pipeline "
+        "(DataLoader workers, pin_memory), and host syncs in the step",
         GRAPHS: "the device waits for the scheduler: host work between graph replays (sampling, "
-                "request batching); overlap the scheduler with the replay (async output "
-                "processing) or batch more requests per step",
+        "request batching); overlap the scheduler with the replay (async output "
+        "processing) or batch more requests per step",
     },
 }
 
@@ -131,27 +150,27 @@ ADVICE = {
 # Where the device changes the advice (rule, runtime, device kind).
 ADVICE_BY_DEVICE = {
     ("precision", XLA, "tpu"): "bf16 operands (the MXU multiplies bf16; f32 dots run as several "
-                               "bf16 passes): jax.default_matmul_precision('bfloat16') or cast "
-                               "the weights and activations",
+    "bf16 passes): jax.default_matmul_precision('bfloat16') or cast "
+    "the weights and activations",
     ("tiny_ops", EAGER, "cpu"): "fuse the small ops (torch.compile) or raise the batch size so "
-                                "each call does more work",
+    "each call does more work",
     ("tiny_ops", COMPILE, "cpu"): "remove the graph breaks that leave small eager ops between "
-                                  "compiled regions, or raise the batch size",
+    "compiled regions, or raise the batch size",
     ("idle", XLA, "tpu"): "the TensorCores wait for the host between programs: keep the input "
-                          "pipeline ahead (tf.data / grain prefetch, jax.device_put one step "
-                          "early), avoid host syncs (block_until_ready, printing device arrays) "
-                          "in the step, and keep host-offloaded arrays off the step's critical "
-                          "path",
+    "pipeline ahead (tf.data / grain prefetch, jax.device_put one step "
+    "early), avoid host syncs (block_until_ready, printing device arrays) "
+    "in the step, and keep host-offloaded arrays off the step's critical "
+    "path",
     ("idle", XLA, "cpu"): "the XLA CPU threads wait between programs: Python work and "
-                          "dispatch between jitted calls; jax.jit larger regions and keep host "
-                          "syncs out of the step",
+    "dispatch between jitted calls; jax.jit larger regions and keep host "
+    "syncs out of the step",
     ("idle", EAGER, "cpu"): "no op runs on the CPU threads: Python work between ops (data "
-                            "preparation, logging) and sleeps or waits in the step; move data "
-                            "loading to DataLoader workers and fuse the step (torch.compile)",
+    "preparation, logging) and sleeps or waits in the step; move data "
+    "loading to DataLoader workers and fuse the step (torch.compile)",
     ("exposed_communication", XLA, "tpu"): "overlap them with compute: the latency-hiding "
-                                           "scheduler and async collectives over ICI, and for "
-                                           "host offload, prefetch the next arrays while the "
-                                           "current step computes",
+    "scheduler and async collectives over ICI, and for "
+    "host offload, prefetch the next arrays while the "
+    "current step computes",
 }
 
 
@@ -170,13 +189,16 @@ CAPTURE_NOTES = {
         "cudaStreamBeginCapture .. EndCapture): launches inside a capture are recorded, not run, "
         "so the device looks idle. Profile the replay instead: start the profiler after warm-up "
         "(vLLM: after the engine has captured its graphs, e.g. with the profiler's schedule "
-        "skipping the first iterations)"),
+        "skipping the first iterations)"
+    ),
     "no_cpu_ops": (
         "this PyTorch trace has device activity but no CPU ops: kernels cannot be named by the "
         "aten op that launched them, so no FLOPs or shapes are known. Record CPU activity too: "
         "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
-        "record_shapes=True)"),
+        "record_shapes=True)"
+    ),
     "no_shapes": (
         "this PyTorch trace has no input shapes: FLOPs, bytes, tensor sizes for the fusion rule "
-        "and GEMM tile checks are unknown. Record them: torch.profiler.profile(record_shapes=True)"),
+        "and GEMM tile checks are unknown. Record them: torch.profiler.profile(record_shapes=True)"
+    ),
 }

@@ -11,6 +11,7 @@ A point is an op record (model/records.py) of the op-table keys that carry one `
 sizes is a point per size; its numbers are the record's (summed over its executions). The
 exposed time is kept per op: an op at several sizes shares it by time (`exposed_shared`).
 """
+
 from __future__ import annotations
 
 from tb_roofline.model.roofline import scoped_op_records
@@ -21,15 +22,26 @@ LINK_IDS = ("interconnect",)
 # What a point says when no kernel name states the algorithm (the bus factor is then
 # nccl-tests' own, which assumes a ring: hlo/collectives.py).
 DEFAULT_ALGORITHM = "not stated: nccl-tests' bus factor"
-NO_LATENCY = ("no data sheet or calibration in this profile gives a link latency: the "
-              "latency-bound region is not drawn")
+NO_LATENCY = (
+    "no data sheet or calibration in this profile gives a link latency: the "
+    "latency-bound region is not drawn"
+)
 
 
 def links(device) -> list[dict]:
     """The device's link roofs (GB/s per direction), each with its name and source note."""
-    return [{"id": m.id, "name": m.name, "gbs": m.gbs, "source": m.source, "note": m.note,
-             "latency_us": None}
-            for m in device.memories if m.id in LINK_IDS or m.id.startswith("dcn")]
+    return [
+        {
+            "id": m.id,
+            "name": m.name,
+            "gbs": m.gbs,
+            "source": m.source,
+            "note": m.note,
+            "latency_us": None,
+        }
+        for m in device.memories
+        if m.id in LINK_IDS or m.id.startswith("dcn")
+    ]
 
 
 def _exposed(a) -> tuple[dict, bool]:
@@ -80,23 +92,35 @@ def points(a, include_io: bool = True) -> list[dict]:
         shared = label_time[label] > time_us * (1 + 1e-9)
         if exp is not None and shared:
             exp = exp * time_us / label_time[label] if label_time[label] > 0 else None
-        out.append({
-            "program": r["program"], "program_id": r["program_id"],
-            "operation": r["operation"], "category": r["category"], "kind": info["kind"],
-            "message_bytes": info["S"], "group_size": info["n"] or None,
-            "groups": info["groups"] or None, "group_form": info["form"] or None,
-            "group_assumed": bool(info["assumed"]),
-            "algorithm": info["algo"] or DEFAULT_ALGORITHM,
-            "algorithm_stated": bool(info["algo"]),
-            "bus_factor": bus / (info["S"] * execs) if info["S"] and execs else None,
-            "occurrences": execs, "total_time_us": time_us, "bus_bytes": bus,
-            "bus_bw_gbs": bus_gbs, "algo_bw_gbs": algo_gbs,
-            "link": roof["name"] if roof else None, "link_gbs": roof["gbs"] if roof else None,
-            "link_fraction": bus_gbs / roof["gbs"] if roof and bus_gbs is not None else None,
-            "exposed_us": exp if exp is not None else (0.0 if complete else None),
-            "exposed_shared": shared,
-            "bound_by": r["bound_by"], "caveat": r["caveat"],
-        })
+        out.append(
+            {
+                "program": r["program"],
+                "program_id": r["program_id"],
+                "operation": r["operation"],
+                "category": r["category"],
+                "kind": info["kind"],
+                "message_bytes": info["S"],
+                "group_size": info["n"] or None,
+                "groups": info["groups"] or None,
+                "group_form": info["form"] or None,
+                "group_assumed": bool(info["assumed"]),
+                "algorithm": info["algo"] or DEFAULT_ALGORITHM,
+                "algorithm_stated": bool(info["algo"]),
+                "bus_factor": bus / (info["S"] * execs) if info["S"] and execs else None,
+                "occurrences": execs,
+                "total_time_us": time_us,
+                "bus_bytes": bus,
+                "bus_bw_gbs": bus_gbs,
+                "algo_bw_gbs": algo_gbs,
+                "link": roof["name"] if roof else None,
+                "link_gbs": roof["gbs"] if roof else None,
+                "link_fraction": bus_gbs / roof["gbs"] if roof and bus_gbs is not None else None,
+                "exposed_us": exp if exp is not None else (0.0 if complete else None),
+                "exposed_shared": shared,
+                "bound_by": r["bound_by"],
+                "caveat": r["caveat"],
+            }
+        )
     out.sort(key=lambda p: -(p["total_time_us"] or 0.0))
     return out
 
@@ -104,5 +128,9 @@ def points(a, include_io: bool = True) -> list[dict]:
 def comm_chart(a, include_io: bool = True) -> dict:
     """The chart's data: points, the link roofs, and what the latency region would need."""
     pts = points(a, include_io)
-    return {"points": pts, "links": links(a.device), "latency_note": NO_LATENCY,
-            "kinds": sorted({p["kind"] for p in pts})}
+    return {
+        "points": pts,
+        "links": links(a.device),
+        "latency_note": NO_LATENCY,
+        "kinds": sorted({p["kind"] for p in pts}),
+    }

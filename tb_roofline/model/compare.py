@@ -7,6 +7,7 @@ comparison says when the devices or an op's precision (its compute roof) differ.
 caveat (async halves, transfers, no cost, ...) are compared by time; their efficiency deltas are
 not given. Definitions: docs/compare.md.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,22 +20,61 @@ from tb_roofline.model.matching import OP, Matching, MatchKeys, match
 from tb_roofline.model.records import RecordTable, div, json_rows, scope_record_type
 
 # Per side (prefixed `base_` and `cand_`); a pair's sides always share their program.
-_COMMON = ("occurrences", "total_time_us", "flops", "bytes", "flop_rate",
-           "operational_intensity", "bottleneck_operational_intensity", "bound_by",
-           "roofline_efficiency", "peak_flop_rate")
-SIDE_COLUMNS = ("operation", "category", "precision", "caveat", "fingerprint",
-                "total_self_time_us") + _COMMON
+_COMMON = (
+    "occurrences",
+    "total_time_us",
+    "flops",
+    "bytes",
+    "flop_rate",
+    "operational_intensity",
+    "bottleneck_operational_intensity",
+    "bound_by",
+    "roofline_efficiency",
+    "peak_flop_rate",
+)
+SIDE_COLUMNS = (
+    "operation",
+    "category",
+    "precision",
+    "caveat",
+    "fingerprint",
+    "total_self_time_us",
+) + _COMMON
 PROGRAM_SIDE_COLUMNS = ("record_type", "step", "host", "total_time_per_core_us") + _COMMON
-PAIR_COLUMNS = ("status", "match_rule", "change", "program", "delta_time_us",
-                "delta_time_percent", "speedup", "share_of_change", "delta_flop_rate",
-                "delta_operational_intensity", "delta_roofline_efficiency", "bound_by_changed",
-                "roof_changed")
+PAIR_COLUMNS = (
+    "status",
+    "match_rule",
+    "change",
+    "program",
+    "delta_time_us",
+    "delta_time_percent",
+    "speedup",
+    "share_of_change",
+    "delta_flop_rate",
+    "delta_operational_intensity",
+    "delta_roofline_efficiency",
+    "bound_by_changed",
+    "roof_changed",
+)
 OP_COLUMNS = PAIR_COLUMNS + tuple(f"{s}_{c}" for s in ("base", "cand") for c in SIDE_COLUMNS)
-PROGRAM_COLUMNS = PAIR_COLUMNS + tuple(f"{s}_{c}" for s in ("base", "cand")
-                                       for c in PROGRAM_SIDE_COLUMNS)
+PROGRAM_COLUMNS = PAIR_COLUMNS + tuple(
+    f"{s}_{c}" for s in ("base", "cand") for c in PROGRAM_SIDE_COLUMNS
+)
 MATCHED, NEW, REMOVED = "matched", "new", "removed"
-_STRING_COLUMNS = frozenset({"operation", "program", "category", "precision", "caveat",
-                             "fingerprint", "bound_by", "record_type", "step", "host"})
+_STRING_COLUMNS = frozenset(
+    {
+        "operation",
+        "program",
+        "category",
+        "precision",
+        "caveat",
+        "fingerprint",
+        "bound_by",
+        "record_type",
+        "step",
+        "host",
+    }
+)
 
 
 @dataclasses.dataclass
@@ -43,6 +83,7 @@ class Side:
     `Average` or a step label; op records carry a `fingerprint` column). `merge`: groups of op
     records (lists of indices) -> one record per group holding all their calls, made by the
     model from the op table (model/op_merge.py)."""
+
     device: DeviceInfo
     program: RecordTable
     ops: RecordTable
@@ -54,13 +95,14 @@ class Side:
 @dataclasses.dataclass
 class PairTable:
     """Paired records as numpy columns, in `names` order."""
+
     columns: dict
     names: tuple
 
     def __len__(self):
         return len(self.columns["status"])
 
-    def select(self, mask) -> "PairTable":
+    def select(self, mask) -> PairTable:
         return PairTable({k: v[mask] for k, v in self.columns.items()}, self.names)
 
     def rows(self) -> list[list]:
@@ -81,13 +123,16 @@ class Comparison:
 def compare(base: Side, cand: Side, top: int = 10) -> Comparison:
     program = _pair_program(base, cand)
     time_pair = _scope_pair(program, base.scope)
-    change = (float(time_pair["cand_total_time_us"] - time_pair["base_total_time_us"])
-              if time_pair is not None else np.nan)
+    change = (
+        float(time_pair["cand_total_time_us"] - time_pair["base_total_time_us"])
+        if time_pair is not None
+        else np.nan
+    )
     keys_b, keys_c = MatchKeys.of(base.ops.columns), MatchKeys.of(cand.ops.columns)
-    base_cols, cand_cols, matching = _op_level(base, cand, keys_b, keys_c,
-                                               match(keys_b, keys_c))
-    ops = pair_table(base_cols, cand_cols, matching, SIDE_COLUMNS, OP_COLUMNS,
-                     "total_self_time_us", change)
+    base_cols, cand_cols, matching = _op_level(base, cand, keys_b, keys_c, match(keys_b, keys_c))
+    ops = pair_table(
+        base_cols, cand_cols, matching, SIDE_COLUMNS, OP_COLUMNS, "total_self_time_us", change
+    )
     order = _largest_change_first(ops)
     ops = ops.select(order)
     summary = _summary(program, ops, time_pair, change, base, cand, top)
@@ -101,8 +146,9 @@ def _op_level(base: Side, cand: Side, keys_b: MatchKeys, keys_c: MatchKeys, m: M
     op is new or removed only when the other side does not run it at all."""
     op_b = list(zip(keys_b.program.tolist(), keys_b.operation.tolist()))
     op_c = list(zip(keys_c.program.tolist(), keys_c.operation.tolist()))
-    left = {op_b[i] for i in m.base[m.cand < 0].tolist()} | \
-        {op_c[j] for j in m.cand[m.base < 0].tolist()}
+    left = {op_b[i] for i in m.base[m.cand < 0].tolist()} | {
+        op_c[j] for j in m.cand[m.base < 0].tolist()
+    }
     ops = sorted(left & set(op_b) & set(op_c))
     if not ops:
         return base.ops.columns, cand.ops.columns, m
@@ -112,14 +158,20 @@ def _op_level(base: Side, cand: Side, keys_b: MatchKeys, keys_c: MatchKeys, m: M
     merged_b = base.merge([np.flatnonzero(group_b == g) for g in range(len(ops))])
     merged_c = cand.merge([np.flatnonzero(group_c == g) for g in range(len(ops))])
     nb, nc = len(op_b), len(op_c)
-    kept = np.where(m.base >= 0, group_b[np.maximum(m.base, 0)] < 0, True) & \
-        np.where(m.cand >= 0, group_c[np.maximum(m.cand, 0)] < 0, True)
+    kept = np.where(m.base >= 0, group_b[np.maximum(m.base, 0)] < 0, True) & np.where(
+        m.cand >= 0, group_c[np.maximum(m.cand, 0)] < 0, True
+    )
     n = len(ops)
-    matching = Matching(np.concatenate([m.base[kept], nb + np.arange(n)]),
-                        np.concatenate([m.cand[kept], nc + np.arange(n)]),
-                        np.concatenate([m.rule[kept], np.full(n, OP, dtype=object)]))
-    return (_append(base.ops.columns, merged_b.columns), _append(cand.ops.columns,
-                                                                   merged_c.columns), matching)
+    matching = Matching(
+        np.concatenate([m.base[kept], nb + np.arange(n)]),
+        np.concatenate([m.cand[kept], nc + np.arange(n)]),
+        np.concatenate([m.rule[kept], np.full(n, OP, dtype=object)]),
+    )
+    return (
+        _append(base.ops.columns, merged_b.columns),
+        _append(cand.ops.columns, merged_c.columns),
+        matching,
+    )
 
 
 def _append(cols: dict, more: dict) -> dict:
@@ -127,8 +179,9 @@ def _append(cols: dict, more: dict) -> dict:
     return {k: np.concatenate([v, more[k]]) for k, v in cols.items() if k in more}
 
 
-def pair_table(base: dict, cand: dict, m: Matching, side_columns, names, time_column: str,
-               total_change: float) -> PairTable:
+def pair_table(
+    base: dict, cand: dict, m: Matching, side_columns, names, time_column: str, total_change: float
+) -> PairTable:
     """Both sides' columns for each pair (None / NaN on a missing side) and the deltas."""
     out = {}
     for prefix, cols, idx in (("base", base, m.base), ("cand", cand, m.cand)):
@@ -160,10 +213,16 @@ def pair_table(base: dict, cand: dict, m: Matching, side_columns, names, time_co
     out["delta_time_us"] = delta
     out["delta_time_percent"] = np.where(both & (tb > 0), div(delta, tb) * 100.0, np.nan)
     out["speedup"] = np.where(both & (tc > 0), div(tb, tc), np.nan)
-    out["share_of_change"] = (delta / total_change if np.isfinite(total_change)
-                              and total_change != 0 else np.full(len(delta), np.nan))
-    out["change"] = np.select([~both & (m.base < 0), ~both, delta < 0, delta > 0],
-                              [NEW, REMOVED, "faster", "slower"], "same").astype(object)
+    out["share_of_change"] = (
+        delta / total_change
+        if np.isfinite(total_change) and total_change != 0
+        else np.full(len(delta), np.nan)
+    )
+    out["change"] = np.select(
+        [~both & (m.base < 0), ~both, delta < 0, delta > 0],
+        [NEW, REMOVED, "faster", "slower"],
+        "same",
+    ).astype(object)
     for c in ("flop_rate", "operational_intensity", "roofline_efficiency"):
         d = out[f"cand_{c}"] - out[f"base_{c}"]
         out[f"delta_{c}"] = np.where(both, d, np.nan)
@@ -171,8 +230,9 @@ def pair_table(base: dict, cand: dict, m: Matching, side_columns, names, time_co
     if "base_caveat" in out:
         caveated = _has(out["base_caveat"]) | _has(out["cand_caveat"])
         out["delta_roofline_efficiency"][caveated] = np.nan
-    out["bound_by_changed"] = np.where(both, out["base_bound_by"] != out["cand_bound_by"],
-                                       None).astype(object)
+    out["bound_by_changed"] = np.where(
+        both, out["base_bound_by"] != out["cand_bound_by"], None
+    ).astype(object)
     pb, pc = out["base_peak_flop_rate"], out["cand_peak_flop_rate"]
     same_roof = (pb == pc) | (np.isnan(pb) & np.isnan(pc))
     out["roof_changed"] = np.where(both, ~same_roof, None).astype(object)
@@ -185,12 +245,14 @@ def _has(values: np.ndarray) -> np.ndarray:
 
 
 def _largest_change_first(t: PairTable) -> np.ndarray:
-    name = np.where(t.columns["cand_operation"] == None, t.columns["base_operation"],  # noqa: E711
-                    t.columns["cand_operation"]).astype(str)
+    cand = t.columns["cand_operation"]
+    missing = np.array([v is None for v in cand.tolist()], bool)
+    name = np.where(missing, t.columns["base_operation"], cand).astype(str)
     return np.lexsort((name, -np.abs(t.columns["delta_time_us"])))
 
 
 # --- program records ------------------------------------------------------------------------
+
 
 def _pair_program(base: Side, cand: Side) -> PairTable:
     """Total with Total, Total (HW) with Total (HW), Average with Average, hosts by name (then
@@ -204,14 +266,16 @@ def _pair_program(base: Side, cand: Side) -> PairTable:
             ib, ic = _find(b, "record_type", kind), _find(c, "record_type", kind)
             if ib >= 0 or ic >= 0:
                 pairs.append((ib, ic, "record"))
-        pairs += _by_position(_indices(b, "host"), _indices(c, "host"), b["host"], c["host"],
-                              "host")
+        pairs += _by_position(
+            _indices(b, "host"), _indices(c, "host"), b["host"], c["host"], "host"
+        )
         pairs += _by_position(_indices(b, "step"), _indices(c, "step"), None, None, "position")
     bi = np.array([p[0] for p in pairs], np.int64)
     ci = np.array([p[1] for p in pairs], np.int64)
     rule = np.array([p[2] for p in pairs], dtype=object)
-    t = pair_table(b, c, Matching(bi, ci, rule), PROGRAM_SIDE_COLUMNS, PROGRAM_COLUMNS,
-                   "total_time_us", np.nan)
+    t = pair_table(
+        b, c, Matching(bi, ci, rule), PROGRAM_SIDE_COLUMNS, PROGRAM_COLUMNS, "total_time_us", np.nan
+    )
     return t
 
 
@@ -265,8 +329,10 @@ def _scope_pair(program: PairTable, scope: str):
 
 # --- summary --------------------------------------------------------------------------------
 
-def _summary(program: PairTable, ops: PairTable, pair, change: float, base: Side, cand: Side,
-             top: int) -> dict:
+
+def _summary(
+    program: PairTable, ops: PairTable, pair, change: float, base: Side, cand: Side, top: int
+) -> dict:
     c = ops.columns
     status = c["status"]
     delta = c["delta_time_us"]
@@ -285,7 +351,8 @@ def _summary(program: PairTable, ops: PairTable, pair, change: float, base: Side
     return {
         "scope": {"base": base.scope, "cand": cand.scope},
         "num_steps": {"base": base.num_steps, "cand": cand.num_steps},
-        "base_time_us": tb, "cand_time_us": tc,
+        "base_time_us": tb,
+        "cand_time_us": tc,
         "base_time_per_core_us": _num(pair, "base_total_time_per_core_us"),
         "cand_time_per_core_us": _num(pair, "cand_total_time_per_core_us"),
         "time_change_us": change if np.isfinite(change) else None,
@@ -294,16 +361,30 @@ def _summary(program: PairTable, ops: PairTable, pair, change: float, base: Side
         **change_label(100.0 * (wc - wb) / wb if wb and wc is not None else None),
         "op_time_change_us": op_change,
         "other_time_change_us": change - op_change if np.isfinite(change) else None,
-        "matched": int((status == MATCHED).sum()), "new": int((status == NEW).sum()),
-        "removed": int((status == REMOVED).sum()), "rules": rules,
+        "matched": int((status == MATCHED).sum()),
+        "new": int((status == NEW).sum()),
+        "removed": int((status == REMOVED).sum()),
+        "rules": rules,
         "faster": int((c["change"] == "faster").sum()),
         "slower": int((c["change"] == "slower").sum()),
         "same": int((c["change"] == "same").sum()),
         "new_time_us": float(np.nansum(c["cand_total_self_time_us"][status == NEW])),
         "removed_time_us": float(np.nansum(c["base_total_self_time_us"][status == REMOVED])),
-        "top_contributors": [{k: r[k] for k in (
-            "status", "match_rule", "program", "base_operation", "cand_operation",
-            "delta_time_us", "share_of_change")} for r in top_rows],
+        "top_contributors": [
+            {
+                k: r[k]
+                for k in (
+                    "status",
+                    "match_rule",
+                    "program",
+                    "base_operation",
+                    "cand_operation",
+                    "delta_time_us",
+                    "share_of_change",
+                )
+            }
+            for r in top_rows
+        ],
         "explained_share": explained,
     }
 
@@ -314,8 +395,10 @@ def change_label(percent) -> dict:
     if percent is None or not np.isfinite(percent):
         return {"change": None, "change_label": None}
     word = "faster" if percent < 0 else "slower" if percent > 0 else "same"
-    return {"change": word, "change_label": "no change" if word == "same" else
-            f"{abs(percent):.1f}% {word}"}
+    return {
+        "change": word,
+        "change_label": "no change" if word == "same" else f"{abs(percent):.1f}% {word}",
+    }
 
 
 def _num(pair, key):
@@ -329,21 +412,29 @@ def _notes(base: Side, cand: Side, ops: PairTable) -> list[str]:
     notes = []
     db, dc = base.device, cand.device
     if _roofs(db) != _roofs(dc):
-        notes.append(f"the two sides ran on different devices or under other peaks ({db.type} "
-                     f"vs {dc.type}): each point is placed under its own device's roofs and "
-                     "its efficiency is against those roofs")
+        notes.append(
+            f"the two sides ran on different devices or under other peaks ({db.type} "
+            f"vs {dc.type}): each point is placed under its own device's roofs and "
+            "its efficiency is against those roofs"
+        )
     for name, d in (("base", db), ("candidate", dc)):
         if not d.peaks_known:
-            notes.append(f"the {name} has no known peaks: its efficiencies are unknown "
-                         "(tb-roofline calibrate, or a device file)")
+            notes.append(
+                f"the {name} has no known peaks: its efficiencies are unknown "
+                "(tb-roofline calibrate, or a device file)"
+            )
     if db.num_cores != dc.num_cores:
-        notes.append(f"the base has {db.num_cores} core(s) and the candidate {dc.num_cores}: op "
-                     "times are summed over cores (as in the op table), the program's time "
-                     "change in percent and its speedup are per core")
+        notes.append(
+            f"the base has {db.num_cores} core(s) and the candidate {dc.num_cores}: op "
+            "times are summed over cores (as in the op table), the program's time "
+            "change in percent and its speedup are per core"
+        )
     if base.scope == cand.scope == "Total" and base.num_steps != cand.num_steps:
-        notes.append(f"the base holds {base.num_steps} step(s) and the candidate "
-                     f"{cand.num_steps}: Total compares whole profiles; compare per step with "
-                     "step=Average")
+        notes.append(
+            f"the base holds {base.num_steps} step(s) and the candidate "
+            f"{cand.num_steps}: Total compares whole profiles; compare per step with "
+            "step=Average"
+        )
     c = ops.columns
     matched = c["status"] == MATCHED
     prec = int((matched & (c["base_precision"] != c["cand_precision"])).sum())
@@ -351,11 +442,15 @@ def _notes(base: Side, cand: Side, ops: PairTable) -> list[str]:
         notes.append(f"{prec} matched op(s) ran at another precision (another compute roof)")
     caveated = int((_has(c["base_caveat"]) | _has(c["cand_caveat"])).sum())
     if caveated:
-        notes.append(f"{caveated} op pair(s) carry a caveat (async halves, transfers, no cost, "
-                     "...): their times are compared, their efficiencies are not")
+        notes.append(
+            f"{caveated} op pair(s) carry a caveat (async halves, transfers, no cost, "
+            "...): their times are compared, their efficiencies are not"
+        )
     return notes
 
 
 def _roofs(device: DeviceInfo) -> tuple:
-    return (tuple((c.precision, round(c.gflops, 6)) for c in device.compute),
-            tuple((m.id, round(m.gbs, 6)) for m in device.memories))
+    return (
+        tuple((c.precision, round(c.gflops, 6)) for c in device.compute),
+        tuple((m.id, round(m.gbs, 6)) for m in device.memories),
+    )

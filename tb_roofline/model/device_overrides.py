@@ -6,6 +6,7 @@ see devices/device_file.py); without one they carry a `peaks_unknown` warning sa
 one. The read profile is never changed: its tables are copied before the ceilings are applied,
 so a cached read stays as read.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,15 +36,18 @@ def with_device(data: ProfileData, device: DeviceInfo, file_name: str) -> Profil
     num_cores = data.device.num_cores if data.device else device.num_cores
     device = dataclasses.replace(device, num_cores=num_cores)
     sources = ", ".join(sorted({c.source for c in device.compute}))
-    note = Diagnostic("info", "device_file",
-                      f"peaks from the device file {file_name} ({device.type}, source: {sources})")
+    note = Diagnostic(
+        "info",
+        "device_file",
+        f"peaks from the device file {file_name} ({device.type}, source: {sources})",
+    )
     placed = {}
     for name in ("ops", "kernels"):
         table = getattr(data, name)
         if table is not None:
             table = table.copy()
             from tb_roofline.devices.gpu_peaks import apply_ceilings  # only with a device file
+
             apply_ceilings(table, device, data.allow_tf32)
         placed[name] = table
-    return dataclasses.replace(data, device=device, diagnostics=data.diagnostics + [note],
-                               **placed)
+    return dataclasses.replace(data, device=device, diagnostics=data.diagnostics + [note], **placed)

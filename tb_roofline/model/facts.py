@@ -5,18 +5,25 @@ the model may have placed them under another ceiling since (`precision`, with th
 kept in `dtype`). Here every label becomes the identity of the op record it belongs to:
 (program id, operation, precision), which is how findings link to ops.
 """
+
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 
-from tb_roofline.table.timeline import (MAX_KERNELS_PER_OP, AdjacentPair, KernelUse,  # noqa: F401
-                                        Timeline, merge_shapes)
+from tb_roofline.table.timeline import (  # noqa: F401
+    MAX_KERNELS_PER_OP,
+    AdjacentPair,
+    KernelUse,
+    Timeline,
+    merge_shapes,
+)
 
 
 @dataclasses.dataclass
 class Facts:
-    timeline: "Timeline | None"  # None when no reader gave one (then op times stand in)
+    timeline: Timeline | None  # None when no reader gave one (then op times stand in)
     op_shapes: dict  # (program_id, operation, precision) -> [ShapeUse]
     host_step_ps: dict  # host -> its own time of each aligned step (ps), when several hosts
     hosts: list  # the hosts of this view
@@ -33,9 +40,12 @@ def merge_kernels(parts: list) -> dict:
             for u in uses:
                 n, t = per.get(u.name, (0, 0.0))
                 per[u.name] = (n + int(u.launches), t + float(u.time_ps))
-    return {label: sorted((KernelUse(k, n, t) for k, (n, t) in per.items()),
-                          key=lambda u: (-u.time_ps, u.name))[:MAX_KERNELS_PER_OP]
-            for label, per in out.items()}
+    return {
+        label: sorted(
+            (KernelUse(k, n, t) for k, (n, t) in per.items()), key=lambda u: (-u.time_ps, u.name)
+        )[:MAX_KERNELS_PER_OP]
+        for label, per in out.items()
+    }
 
 
 def collect(profiles, table, steps: list) -> Facts:
@@ -45,21 +55,32 @@ def collect(profiles, table, steps: list) -> Facts:
     if timeline is not None:
         timeline = Timeline(
             timeline.windows,
-            [AdjacentPair(resolve(p.first), resolve(p.second), p.count, p.gap_ps, p.shorter_ps)
-             for p in timeline.pairs],
-            _resolved_sums(timeline.exposed_by_op, resolve), timeline.idle_causes,
-            timeline.cause_span_ps)
-    shapes = merge_shapes([{resolve(k): v for k, v in (p.op_shapes or {}).items()}
-                           for p in profiles]) or {}
-    kernels = merge_kernels([{resolve(k): v for k, v in (getattr(p, "op_kernels", None)
-                                                           or {}).items()} for p in profiles])
+            [
+                AdjacentPair(resolve(p.first), resolve(p.second), p.count, p.gap_ps, p.shorter_ps)
+                for p in timeline.pairs
+            ],
+            _resolved_sums(timeline.exposed_by_op, resolve),
+            timeline.idle_causes,
+            timeline.cause_span_ps,
+        )
+    shapes = (
+        merge_shapes([{resolve(k): v for k, v in (p.op_shapes or {}).items()} for p in profiles])
+        or {}
+    )
+    kernels = merge_kernels(
+        [
+            {resolve(k): v for k, v in (getattr(p, "op_kernels", None) or {}).items()}
+            for p in profiles
+        ]
+    )
     hosts = [p.core_spans[0].host for p in profiles if p.core_spans]
     wall = _own_step_time(profiles)
     host_step_ps = {}
     if len(hosts) > 1 and steps:
         for i, h in enumerate(hosts):
-            host_step_ps[h] = np.array([float(wall.get(members[i], 0)) if i < len(members)
-                                        else 0.0 for members in steps])
+            host_step_ps[h] = np.array(
+                [float(wall.get(members[i], 0)) if i < len(members) else 0.0 for members in steps]
+            )
     return Facts(timeline, shapes, host_step_ps, hosts, kernels)
 
 
@@ -88,13 +109,15 @@ def _resolver(table):
     dtype = keys["dtype"].tolist()
     precision = keys["precision"].tolist()
     mapping = {}
-    for pid, op, d, p in zip(keys["program_id"].tolist(), keys["operation"].tolist(), dtype,
-                             precision):
+    for pid, op, d, p in zip(
+        keys["program_id"].tolist(), keys["operation"].tolist(), dtype, precision
+    ):
         mapping.setdefault((pid, op, d or p), p)
 
     def resolve(label):
         pid, op, read = label
         return (pid, op, mapping.get((pid, op, read), read))
+
     return resolve
 
 

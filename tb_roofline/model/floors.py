@@ -8,6 +8,7 @@ compute-bound, some memory-bound). Here: what the model's per-row sums need (`Ro
 keys' gaps are proven (`proven_keys`), records that mix regimes (`mixed_regimes`) and each
 record's floor on another compute roof for the guidance rules (`KeyFloors`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,17 +26,21 @@ class Roofs:
     """What the per-row floors need, per key of one table: the inverse of its compute roof,
     whether it is a collective (judged on the link), and whether its gap to the roof is proven
     (its op record has a time saved: not a container, caveat, no-cost or above-roof record)."""
+
     device: DeviceInfo
     inv_peak: np.ndarray
     link: np.ndarray
-    proven: "np.ndarray | None" = None
+    proven: np.ndarray | None = None
 
     @staticmethod
-    def of(table: OpTable, device: DeviceInfo) -> "Roofs":
+    def of(table: OpTable, device: DeviceInfo) -> Roofs:
         cats = table.keys["category"]
         kinds = {c: is_collective(str(c)) for c in set(cats.tolist())}
-        return Roofs(device, div(1.0, compute_roof(device, table.keys["precision"])),
-                     np.array([kinds[c] for c in cats.tolist()], bool))
+        return Roofs(
+            device,
+            div(1.0, compute_roof(device, table.keys["precision"])),
+            np.array([kinds[c] for c in cats.tolist()], bool),
+        )
 
     def floors(self, flops, mem: dict, keys) -> np.ndarray:
         """The floor (ns) of rows or keys (`keys`: each one's key, or None for every key)."""
@@ -48,6 +53,7 @@ class KeyFloors:
     """The parts of each distinct op's floor (its calls share one shape), for rules that move
     FLOPs to another roof: its FLOPs, the time its bytes take at their roofs (ns), and the op
     record each key belongs to (`records[include_io]`)."""
+
     flops: np.ndarray
     memory_ns: np.ndarray
     records: dict
@@ -71,8 +77,9 @@ def proven_keys(ops: RecordTable, device: DeviceInfo) -> np.ndarray:
     if not device.peaks_known:
         ok[:] = False
     rec = ops.key_record
-    return np.where(rec >= 0, ok[np.maximum(rec, 0)], False) if len(ok) else np.zeros(len(rec),
-                                                                                     bool)
+    return (
+        np.where(rec >= 0, ok[np.maximum(rec, 0)], False) if len(ok) else np.zeros(len(rec), bool)
+    )
 
 
 def mixed_regimes(ksums: dict, key_rec: np.ndarray, keep: np.ndarray, n: int) -> np.ndarray:

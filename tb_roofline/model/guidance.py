@@ -9,6 +9,7 @@ non-communication ops ran; overlap hides communication under at most the work le
 idle time is time no op ran; so the total never exceeds the profiled time, and per step never
 the step time.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,19 +26,27 @@ from tb_roofline.table.timeline import IDLE_CAPTURE, is_communication
 
 GROUP_MIN = 3  # this many findings of one rule are shown as one group
 FULL_CAPTURE = 0.9  # graph captures spanning this much of a trace: the trace is one capture
-UNION_NOTE = ("the union of the findings: an op counts once (its largest claim), op savings "
-              "within the time non-communication ops ran, overlap within the work left beside "
-              "the communication, idle time apart from both; a straggler's wait is counted 0")
+UNION_NOTE = (
+    "the union of the findings: an op counts once (its largest claim), op savings "
+    "within the time non-communication ops ran, overlap within the work left beside "
+    "the communication, idle time apart from both; a straggler's wait is counted 0"
+)
 
-OPS_SAVED_NOTE = ("the program record's time saved on the roof: every op's proven gap to its "
-                  "roofs summed, t − Σ max(F_i/P, B_i/BW) per op (async halves, ops of unknown "
-                  "cost and idle time left out); the findings' total counts the gaps and "
-                  "savings its rules name, each op once, plus idle and exposed communication")
+OPS_SAVED_NOTE = (
+    "the program record's time saved on the roof: every op's proven gap to its "
+    "roofs summed, t − Σ max(F_i/P, B_i/BW) per op (async halves, ops of unknown "
+    "cost and idle time left out); the findings' total counts the gaps and "
+    "savings its rules name, each op once, plus idle and exposed communication"
+)
 
 SCHEMA = "tb-roofline-guidance/1"
-CLASSES = (("compute_bound", "Compute-bound ops"), ("memory_bound", "Memory-bound ops"),
-           ("communication", "Exposed communication and host transfers"),
-           ("idle", "Idle (no op running)"), ("unknown", "Unknown cost or bound"))
+CLASSES = (
+    ("compute_bound", "Compute-bound ops"),
+    ("memory_bound", "Memory-bound ops"),
+    ("communication", "Exposed communication and host transfers"),
+    ("idle", "Idle (no op running)"),
+    ("unknown", "Unknown cost or bound"),
+)
 
 
 def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=None) -> dict:
@@ -48,12 +57,23 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
     total_us = float(total["total_time_us"]) if total else 0.0
     rt = runtime_of(analysis)
     framework = advice.framework(rt)
-    ctx = Context(ops, analysis.device, analysis.facts, total_us, analysis.num_steps, framework,
-                  rt, tensor_shapes(analysis), tensor_flows(analysis),
-                  getattr(analysis, "floors", None), include_io,
-                  _step_ops(analysis, include_io) if framework == advice.XLA else {})
-    full = next((r for r in analysis.program[True].row_dicts() if r["record_type"] == "total"),
-                None)
+    ctx = Context(
+        ops,
+        analysis.device,
+        analysis.facts,
+        total_us,
+        analysis.num_steps,
+        framework,
+        rt,
+        tensor_shapes(analysis),
+        tensor_flows(analysis),
+        getattr(analysis, "floors", None),
+        include_io,
+        _step_ops(analysis, include_io) if framework == advice.XLA else {},
+    )
+    full = next(
+        (r for r in analysis.program[True].row_dicts() if r["record_type"] == "total"), None
+    )
     wall = _wall_split(ctx, float(full["total_time_us"]) if full else total_us)
     findings = []
     for rule in rules.OP_RULES:
@@ -63,20 +83,35 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
     _count(findings, ctx, wall)
     findings.sort(key=lambda f: (-f.time_saved_us, f.rule, f.title))
     step_us = float(average["total_time_us"]) if average else total_us
-    unit = {"name": "step" if average else "profile",
-            "label": "per step" if average else "over the whole profile",
-            "time_us": step_us}
+    unit = {
+        "name": "step" if average else "profile",
+        "label": "per step" if average else "over the whole profile",
+        "time_us": step_us,
+    }
     counted = sum(f.counted_us for f in findings)
     host = ops.columns["host"][0] if len(ops) else ""
     items = [_finding_json(f, n, ctx, host, step_us) for n, f in enumerate(findings)]
     return {
-        "schema": SCHEMA, "framework": framework, "runtime": rt,
-        "runtime_label": advice.RUNTIME_LABELS[rt], "unit": unit,
-        "time": {"total_time_us": total_us, "step_time_us": step_us,
-                 "num_steps": analysis.num_steps,
-                 "timeline": analysis.facts is not None and analysis.facts.timeline is not None},
-        "classes": [{"class": k, "label": label, "time_us": wall["classes"][k],
-                     "percent": _pct(wall["classes"][k], total_us)} for k, label in CLASSES],
+        "schema": SCHEMA,
+        "framework": framework,
+        "runtime": rt,
+        "runtime_label": advice.RUNTIME_LABELS[rt],
+        "unit": unit,
+        "time": {
+            "total_time_us": total_us,
+            "step_time_us": step_us,
+            "num_steps": analysis.num_steps,
+            "timeline": analysis.facts is not None and analysis.facts.timeline is not None,
+        },
+        "classes": [
+            {
+                "class": k,
+                "label": label,
+                "time_us": wall["classes"][k],
+                "percent": _pct(wall["classes"][k], total_us),
+            }
+            for k, label in CLASSES
+        ],
         "findings": items,
         "groups": _groups(items, unit),
         "total_time_saved_us": counted,
@@ -97,9 +132,16 @@ def _step_ops(analysis, include_io: bool) -> dict:
     if not n or getattr(analysis, "scope", None) is None:
         return {}
     c = roofline.scoped_op_records(analysis, "Average", include_io).columns
-    return {(pid, op, p): (float(t) * n, float(k) * n) for pid, op, p, t, k in zip(
-        c["program_id"].tolist(), c["operation"].tolist(), c["precision"].tolist(),
-        c["total_time_us"].tolist(), c["occurrences"].tolist())}
+    return {
+        (pid, op, p): (float(t) * n, float(k) * n)
+        for pid, op, p, t, k in zip(
+            c["program_id"].tolist(),
+            c["operation"].tolist(),
+            c["precision"].tolist(),
+            c["total_time_us"].tolist(),
+            c["occurrences"].tolist(),
+        )
+    }
 
 
 def _ops_saved(total):
@@ -126,18 +168,27 @@ def tensor_shapes(analysis) -> dict:
     scope = getattr(analysis, "scope", None)
     if scope is not None and "op" in scope.tables:
         keys = scope.tables["op"].keys
-        for pid, op, p, dt, fp in zip(keys["program_id"].tolist(), keys["operation"].tolist(),
-                                      keys["precision"].tolist(), keys["dtype"].tolist(),
-                                      keys["fingerprint"].tolist()):
+        for pid, op, p, dt, fp in zip(
+            keys["program_id"].tolist(),
+            keys["operation"].tolist(),
+            keys["precision"].tolist(),
+            keys["dtype"].tolist(),
+            keys["fingerprint"].tolist(),
+        ):
             if isinstance(fp, str) and fp.startswith("shapes:"):
                 size = element_bytes(dt or p)
-                for d in _dims(fp[len("shapes:"):]):
+                for d in _dims(fp[len("shapes:") :]):
                     out.setdefault((pid, op, p), {}).setdefault(d, size)
     facts = analysis.facts
     for ident, uses in ((facts.op_shapes if facts is not None else {}) or {}).items():
         for u in uses:
-            arrays = [u.dims] if u.kind == "copy" else list(u.dims) if u.kind in (
-                "array", "tensor") else []
+            arrays = (
+                [u.dims]
+                if u.kind == "copy"
+                else list(u.dims)
+                if u.kind in ("array", "tensor")
+                else []
+            )
             types = rules.ARRAY_TYPE.findall(u.text or "")
             for j, a in enumerate(arrays):
                 if a:
@@ -176,6 +227,7 @@ def _dims(text: str) -> set:
         elif isinstance(v, list):
             for x in v:
                 walk(x)
+
     walk(value)
     return found
 
@@ -188,20 +240,37 @@ def guidance_diagnostics(analysis, rt: str) -> list:
     if tl is not None and tl.cause_span_ps.get(IDLE_CAPTURE, 0) > 0:
         span = float(tl.windows["span_ps"].sum())
         share = tl.cause_span_ps[IDLE_CAPTURE] / span if span > 0 else 0.0
-        kind = (f"a full graph capture: captures span {min(share, 1.0):.0%} of the trace"
-                if share >= FULL_CAPTURE else
-                f"a piecewise graph capture: captures span {share:.0%} of the trace")
-        out.append({"severity": "warning", "code": "graph_capture",
-                    "message": f"{kind}; " + advice.CAPTURE_NOTES["graph_capture"]})
+        kind = (
+            f"a full graph capture: captures span {min(share, 1.0):.0%} of the trace"
+            if share >= FULL_CAPTURE
+            else f"a piecewise graph capture: captures span {share:.0%} of the trace"
+        )
+        out.append(
+            {
+                "severity": "warning",
+                "code": "graph_capture",
+                "message": f"{kind}; " + advice.CAPTURE_NOTES["graph_capture"],
+            }
+        )
     if rt != advice.XLA:
         names = [str(n) for n in analysis.ops[True].columns["operation"].tolist()]
         # Only the reader knows whether the trace held CPU ops (it says so in a diagnostic).
         if any(d.code == "no_cpu_ops" for d in analysis.diagnostics):
-            out.append({"severity": "warning", "code": "no_cpu_ops",
-                        "message": advice.CAPTURE_NOTES["no_cpu_ops"]})
+            out.append(
+                {
+                    "severity": "warning",
+                    "code": "no_cpu_ops",
+                    "message": advice.CAPTURE_NOTES["no_cpu_ops"],
+                }
+            )
         elif names and not any(fp.startswith("shapes:") for fp in _fingerprints(analysis)):
-            out.append({"severity": "warning", "code": "no_shapes",
-                        "message": advice.CAPTURE_NOTES["no_shapes"]})
+            out.append(
+                {
+                    "severity": "warning",
+                    "code": "no_shapes",
+                    "message": advice.CAPTURE_NOTES["no_shapes"],
+                }
+            )
     return out
 
 
@@ -219,10 +288,14 @@ def _groups(items: list, unit: dict) -> list:
         if f["scope"] == "op":
             by_rule.setdefault(f["rule"], []).append(f)
     out = []
-    nouns = {"fusion": "fusion pairs", "tiny_ops": "ops with tiny calls",
-             "repeated_copy": "repeated copies", "tiling": "ops with untiled shapes",
-             "precision": "f32 ops with a faster roof",
-             "far_below_roof": "ops far below their roof"}
+    nouns = {
+        "fusion": "fusion pairs",
+        "tiny_ops": "ops with tiny calls",
+        "repeated_copy": "repeated copies",
+        "tiling": "ops with untiled shapes",
+        "precision": "f32 ops with a faster roof",
+        "far_below_roof": "ops far below their roof",
+    }
     for rule, fs in by_rule.items():
         if len(fs) < GROUP_MIN:
             continue
@@ -231,12 +304,18 @@ def _groups(items: list, unit: dict) -> list:
         gid = f"group-{rule}"
         for f in fs:
             f["group"] = gid
-        out.append({"id": gid, "rule": rule,
-                    "title": f"{len(fs)} {nouns.get(rule, rule)}, {per_unit:,.0f} µs "
-                             f"{unit['label']} in all",
-                    "findings": [f["id"] for f in fs], "counted_us": counted,
-                    "counted_per_unit_us": per_unit,
-                    "time_saved_us": sum(f["time_saved_us"] for f in fs)})
+        out.append(
+            {
+                "id": gid,
+                "rule": rule,
+                "title": f"{len(fs)} {nouns.get(rule, rule)}, {per_unit:,.0f} µs "
+                f"{unit['label']} in all",
+                "findings": [f["id"] for f in fs],
+                "counted_us": counted,
+                "counted_per_unit_us": per_unit,
+                "time_saved_us": sum(f["time_saved_us"] for f in fs),
+            }
+        )
     out.sort(key=lambda g: -g["counted_us"])
     return out
 
@@ -258,8 +337,13 @@ def _wall_split(ctx: Context, total_with_io: float) -> dict:
     total = ctx.total_time_us
     self_us = c["total_self_time_us"].astype(float)
     container = c["caveat"] == "container"
-    comm = np.array([is_communication(cat, cav or "") for cat, cav in zip(
-        c["category"].tolist(), c["caveat"].tolist())], bool)
+    comm = np.array(
+        [
+            is_communication(cat, cav or "")
+            for cat, cav in zip(c["category"].tolist(), c["caveat"].tolist())
+        ],
+        bool,
+    )
     tl = ctx.facts.timeline if ctx.facts is not None else None
     if tl is not None:
         w = tl.windows
@@ -283,10 +367,19 @@ def _wall_split(ctx: Context, total_with_io: float) -> dict:
     mb = work & trusted_class & ~np.isin(bound, ("Compute", "Unknown", "Async"))
     shares = np.array([self_us[cb].sum(), self_us[mb].sum(), self_us[work & ~cb & ~mb].sum()])
     split = compute * shares / shares.sum() if shares.sum() > 0 else np.array([0, 0, compute])
-    return {"classes": {"compute_bound": float(split[0]), "memory_bound": float(split[1]),
-                        "communication": exposed, "idle": idle, "unknown": float(split[2])},
-            "compute": compute, "idle": idle, "idle_in_steps": min(idle_in, idle),
-            "exposed": exposed}
+    return {
+        "classes": {
+            "compute_bound": float(split[0]),
+            "memory_bound": float(split[1]),
+            "communication": exposed,
+            "idle": idle,
+            "unknown": float(split[2]),
+        },
+        "compute": compute,
+        "idle": idle,
+        "idle_in_steps": min(idle_in, idle),
+        "exposed": exposed,
+    }
 
 
 def _count(findings: list, ctx: Context, wall: dict):
@@ -322,14 +415,23 @@ def _finding_json(f: Finding, n: int, ctx: Context, host: str, step_us: float) -
     records = []
     for i in f.rows:
         row = {k: _value(c[k][i]) for k in cols}
-        row.update({"program_id": str(c["program_id"][i]), "operation": str(c["operation"][i]),
-                    "precision": str(c["precision"][i]), "host": str(c["host"][i])})
+        row.update(
+            {
+                "program_id": str(c["program_id"][i]),
+                "operation": str(c["operation"][i]),
+                "precision": str(c["precision"][i]),
+                "host": str(c["host"][i]),
+            }
+        )
         records.append(row)
     return {
-        "id": f"{f.rule}-{n + 1}", "rule": f.rule, "title": f.title,
+        "id": f"{f.rule}-{n + 1}",
+        "rule": f.rule,
+        "title": f.title,
         "scope": "op" if f.rows else "program",
-        "ops": [{k: r[k] for k in ("program_id", "operation", "precision", "host")}
-                for r in records],
+        "ops": [
+            {k: r[k] for k in ("program_id", "operation", "precision", "host")} for r in records
+        ],
         "evidence": {"records": records, "facts": f.facts, "bound_formula": f.formula},
         "time_saved_us": f.time_saved_us,
         "time_saved_per_step_us": _per_step(f.time_saved_us, ctx.total_time_us, step_us),
@@ -338,7 +440,9 @@ def _finding_json(f: Finding, n: int, ctx: Context, host: str, step_us: float) -
         "counted_us": f.counted_us,
         "counted_per_unit_us": _per_step(f.counted_us, ctx.total_time_us, step_us),
         "bound_us": f.bound_us if np.isfinite(f.bound_us) else None,
-        "bound_formula": f.formula, "group": None, "suggestion": f.suggestion,
+        "bound_formula": f.formula,
+        "group": None,
+        "suggestion": f.suggestion,
     }
 
 

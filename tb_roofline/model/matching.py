@@ -16,6 +16,7 @@ execution (FLOPs, then bytes). Whatever is left is new (candidate only) or remov
 nothing is dropped. The comparison (model/compare.py) then applies rule 4, `op`: the records of
 an op left here while the other side runs it too are merged into one per side and paired.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,6 +37,7 @@ class Matching:
     """Index arrays into the two record tables, one entry per pair: -1 on the base side for
     new records, -1 on the candidate side for removed ones; `rule` says how each was paired
     ("" for new and removed)."""
+
     base: np.ndarray
     cand: np.ndarray
     rule: np.ndarray
@@ -44,6 +46,7 @@ class Matching:
 @dataclasses.dataclass
 class MatchKeys:
     """What the matching reads of one side's records (arrays of equal length)."""
+
     program: np.ndarray
     operation: np.ndarray
     precision: np.ndarray
@@ -52,7 +55,7 @@ class MatchKeys:
     bytes_per_call: np.ndarray
 
     @staticmethod
-    def of(columns: dict) -> "MatchKeys":
+    def of(columns: dict) -> MatchKeys:
         """From record columns: the program by name (ids change between runs), else by id."""
         n = len(columns["operation"])
         names, ids = columns["program"], columns["program_id"]
@@ -60,19 +63,28 @@ class MatchKeys:
         program[(names == "") & (ids == "")] = ""
         occ = np.maximum(np.asarray(columns["occurrences"], np.float64), 1e-300)
         fp = columns.get("fingerprint")
-        return MatchKeys(program, columns["operation"], columns["precision"],
-                         fp if fp is not None else np.full(n, "", dtype=object),
-                         np.nan_to_num(columns["flops"] / occ), np.nan_to_num(columns["bytes"] / occ))
+        return MatchKeys(
+            program,
+            columns["operation"],
+            columns["precision"],
+            fp if fp is not None else np.full(n, "", dtype=object),
+            np.nan_to_num(columns["flops"] / occ),
+            np.nan_to_num(columns["bytes"] / occ),
+        )
 
 
 def match(base: MatchKeys, cand: MatchKeys) -> Matching:
     nb, nc = len(base.operation), len(cand.operation)
     left_b, left_c = np.arange(nb), np.arange(nc)
     pairs_b, pairs_c, rules = [], [], []
-    name_order = (_LazyOrder(lambda: _natural_order(base.operation)),
-                  _LazyOrder(lambda: _natural_order(cand.operation)))
-    size_order = (_LazyOrder(lambda: _size_order(base, name_order[0].get())),
-                  _LazyOrder(lambda: _size_order(cand, name_order[1].get())))
+    name_order = (
+        _LazyOrder(lambda: _natural_order(base.operation)),
+        _LazyOrder(lambda: _natural_order(cand.operation)),
+    )
+    size_order = (
+        _LazyOrder(lambda: _size_order(base, name_order[0].get())),
+        _LazyOrder(lambda: _size_order(cand, name_order[1].get())),
+    )
     rounds = [
         (NAME, ("program", "operation", "fingerprint", "precision"), name_order, False),
         (NAME, ("program", "operation", "fingerprint"), name_order, False),
@@ -90,8 +102,14 @@ def match(base: MatchKeys, cand: MatchKeys) -> Matching:
             cc = cc[_independent(cand.fingerprint[cc])]
         fb, fc = [getattr(base, f)[cb] for f in fields], [getattr(cand, f)[cc] for f in fields]
         if rule == NAME_ONLY:
-            ib, ic = _pair_similar(fb, fc, base.fingerprint[cb], cand.fingerprint[cc],
-                                   order_b.get()[cb], order_c.get()[cc])
+            ib, ic = _pair_similar(
+                fb,
+                fc,
+                base.fingerprint[cb],
+                cand.fingerprint[cc],
+                order_b.get()[cb],
+                order_c.get()[cc],
+            )
         else:
             ib, ic = _pair_round(fb, fc, order_b, order_c, cb, cc)
         if not len(ib):
@@ -108,8 +126,9 @@ def match(base: MatchKeys, cand: MatchKeys) -> Matching:
 
 
 def _independent(fingerprints: np.ndarray) -> np.ndarray:
-    return np.fromiter((is_name_independent(f) for f in fingerprints.tolist()), bool,
-                       count=len(fingerprints))
+    return np.fromiter(
+        (is_name_independent(f) for f in fingerprints.tolist()), bool, count=len(fingerprints)
+    )
 
 
 class _LazyOrder:
@@ -125,15 +144,22 @@ class _LazyOrder:
         return self.value
 
 
-def _pair_round(fields_b: list, fields_c: list, order_b: _LazyOrder, order_c: _LazyOrder,
-                rows_b: np.ndarray, rows_c: np.ndarray):
+def _pair_round(
+    fields_b: list,
+    fields_c: list,
+    order_b: _LazyOrder,
+    order_c: _LazyOrder,
+    rows_b: np.ndarray,
+    rows_c: np.ndarray,
+):
     """(indices into side b, indices into side c) of the pairs with equal keys: the k-th of a
     key on one side (in `order`, of the records `rows`) with the k-th on the other."""
     index: dict = {}
     keys_b = list(zip(*[f.tolist() for f in fields_b]))
     keys_c = list(zip(*[f.tolist() for f in fields_c]))
-    code_b = np.fromiter((index.setdefault(k, len(index)) for k in keys_b), np.int64,
-                         count=len(keys_b))
+    code_b = np.fromiter(
+        (index.setdefault(k, len(index)) for k in keys_b), np.int64, count=len(keys_b)
+    )
     code_c = np.fromiter((index.get(k, -1) for k in keys_c), np.int64, count=len(keys_c))
     width = max(len(keys_b), len(keys_c)) + 1
     ib_all = np.arange(len(keys_b))
@@ -151,8 +177,14 @@ def _pair_round(fields_b: list, fields_c: list, order_b: _LazyOrder, order_c: _L
     return ib_all[ib], ic_all[ic]
 
 
-def _pair_similar(fields_b: list, fields_c: list, fp_b: np.ndarray, fp_c: np.ndarray,
-                  order_b: np.ndarray, order_c: np.ndarray):
+def _pair_similar(
+    fields_b: list,
+    fields_c: list,
+    fp_b: np.ndarray,
+    fp_c: np.ndarray,
+    order_b: np.ndarray,
+    order_c: np.ndarray,
+):
     """Like `_pair_round`, but within a key of several records on both sides, the pairs with
     the most input dimensions in common first (ties: nearest in `order`)."""
     groups: dict = {}
@@ -173,8 +205,13 @@ def _pair_similar(fields_b: list, fields_c: list, fp_b: np.ndarray, fp_c: np.nda
             continue
         bs = sorted(bs, key=lambda i: order_b[i])
         cs = sorted(cs, key=lambda j: order_c[j])
-        scored = sorted(((-_common_dims(_dims(fp_b[i], dims), _dims(fp_c[j], dims)),
-                          abs(x - y), x, y) for x, i in enumerate(bs) for y, j in enumerate(cs)))
+        scored = sorted(
+            (
+                (-_common_dims(_dims(fp_b[i], dims), _dims(fp_c[j], dims)), abs(x - y), x, y)
+                for x, i in enumerate(bs)
+                for y, j in enumerate(cs)
+            )
+        )
         used_b, used_c = set(), set()
         for _, _, x, y in scored:
             if x not in used_b and y not in used_c:
@@ -191,7 +228,7 @@ def _dims(fingerprint: str, cache: dict):
         value = None
         if fingerprint.startswith(SHAPES):
             try:
-                value = json.loads(fingerprint[len(SHAPES):])
+                value = json.loads(fingerprint[len(SHAPES) :])
             except ValueError:
                 value = None
         cache[fingerprint] = value if isinstance(value, list) else None
@@ -230,7 +267,7 @@ def _pad(m) -> str:
 def _natural_order(names: np.ndarray) -> np.ndarray:
     """Each name's position in natural order (`fusion.2` before `fusion.10`): digit runs
     compare as numbers."""
-    padded = np.array([_DIGITS.sub(_pad, str(n)) for n in names.tolist()] or [""])[:len(names)]
+    padded = np.array([_DIGITS.sub(_pad, str(n)) for n in names.tolist()] or [""])[: len(names)]
     idx = np.argsort(padded, kind="stable")
     out = np.empty(len(names), np.int64)
     out[idx] = np.arange(len(names))

@@ -5,6 +5,7 @@ functions (roofline.op_records, records.build_records), never summed up from der
 A run comparison pairs these when the shape records of an op present on both sides do not all
 pair (docs/compare.md, rule `op`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,9 @@ from tb_roofline.model.roofline import (
 )
 
 
-def merged_op_records(analysis: Analysis, scope: str, include_io: bool, view: str,
-                      split_by: str, groups: list) -> RecordTable:
+def merged_op_records(
+    analysis: Analysis, scope: str, include_io: bool, view: str, split_by: str, groups: list
+) -> RecordTable:
     """One record per group, in the order of `groups`: each group lists records (indices) of
     `scoped_op_records(analysis, scope, include_io, view, split_by)`, and its record holds
     every call of those records (their time, FLOPs, bytes and occurrences add up). Ranks and
@@ -36,12 +38,24 @@ def merged_op_records(analysis: Analysis, scope: str, include_io: bool, view: st
             raise ValueError("each group needs records of its own")
         group_of_record[members] = g
     kr = split.key_record
-    group = np.where(kr >= 0, group_of_record[np.maximum(kr, 0)], -1) if len(split) else \
-        np.full(len(kr), -1, np.int64)
+    group = (
+        np.where(kr >= 0, group_of_record[np.maximum(kr, 0)], -1)
+        if len(split)
+        else np.full(len(kr), -1, np.int64)
+    )
     table, denominator, n_steps = scope_rows(analysis, scope, include_io, view)
     src = analysis.scope
-    rec = op_records(table, key_sums(table, analysis.device), analysis.device, src.num_cores,
-                     src.host_label, include_io, denominator, split_by=split_by, group=group)
+    rec = op_records(
+        table,
+        key_sums(table, analysis.device),
+        analysis.device,
+        src.num_cores,
+        src.host_label,
+        include_io,
+        denominator,
+        split_by=split_by,
+        group=group,
+    )
     per_step(rec, scope, n_steps)
     # op_records ranks by self time: back to the order of the groups.
     first = np.full(len(groups), -1, np.int64)

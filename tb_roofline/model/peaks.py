@@ -7,6 +7,7 @@ it and the ops stay under that, else by the fastest op's own rate (a measured lo
 true peak), whether or not the compute peaks are known; the device panel says so and a
 diagnostic keeps the profile's figure.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,8 +30,13 @@ def settle(device: DeviceInfo, table, kernels, key_sums) -> tuple[DeviceInfo, li
     vals = key_sums(table, device)
     keys = table.keys
     time = vals["total_time_ps"]
-    trusted = (keys["caveat"] == "") & keys["flops_known"] & keys["bytes_known"] & \
-        ~keys["is_container"] & (time >= MIN_TIME_PS)
+    trusted = (
+        (keys["caveat"] == "")
+        & keys["flops_known"]
+        & keys["bytes_known"]
+        & ~keys["is_container"]
+        & (time >= MIN_TIME_PS)
+    )
     if not trusted.any():
         return device, []
     time_ns = time / 1000.0
@@ -44,8 +50,14 @@ def settle(device: DeviceInfo, table, kernels, key_sums) -> tuple[DeviceInfo, li
         rate = div(vals["flops"], time_ns)
         worst = _worst(rate, trusted & mine)
         if worst is not None and rate[worst] > peak.gflops * ABOVE_ROOF:
-            compute[i], note = _replace(peak, peak.gflops, rate[worst], keys["operation"][worst],
-                                        "GFLOP/s", f"{peak.precision} compute peak")
+            compute[i], note = _replace(
+                peak,
+                peak.gflops,
+                rate[worst],
+                keys["operation"][worst],
+                "GFLOP/s",
+                f"{peak.precision} compute peak",
+            )
             notes.append(note)
     for i, peak in enumerate(memories):
         col = f"{peak.id}_bytes"
@@ -54,8 +66,14 @@ def settle(device: DeviceInfo, table, kernels, key_sums) -> tuple[DeviceInfo, li
         rate = div(vals[col], time_ns)  # GB/s
         worst = _worst(rate, trusted)
         if worst is not None and rate[worst] > peak.gbs * ABOVE_ROOF:
-            memories[i], note = _replace(peak, peak.gbs, rate[worst], keys["operation"][worst],
-                                         "GB/s", f"{peak.name} bandwidth")
+            memories[i], note = _replace(
+                peak,
+                peak.gbs,
+                rate[worst],
+                keys["operation"][worst],
+                "GB/s",
+                f"{peak.name} bandwidth",
+            )
             notes.append(note)
     if not notes:
         return device, []
@@ -71,17 +89,23 @@ def _worst(rate, mask):
 
 def _replace(peak, value, rate, op_name, unit, what):
     fb = peak.fallback
-    beaten = (f"the profile's {value:,.0f} {unit} is beaten by its own op {op_name} "
-              f"({rate:,.0f} {unit})")
+    beaten = (
+        f"the profile's {value:,.0f} {unit} is beaten by its own op {op_name} ({rate:,.0f} {unit})"
+    )
     if fb is not None and fb.value >= rate:
         new_value, source = fb.value, "datasheet"
         note = f"{beaten}: the data sheet's {fb.value:,.0f} {unit} is used ({fb.source})"
     else:
         new_value, source = float(rate), "measured"
-        why = (f"the data sheet's {fb.value:,.0f} {unit} is beaten too" if fb is not None else
-               "no data-sheet figure is known")
-        note = (f"{beaten}, and {why}: that op's rate is used, a lower bound on the true peak "
-                "(give the real one in a device file)")
+        why = (
+            f"the data sheet's {fb.value:,.0f} {unit} is beaten too"
+            if fb is not None
+            else "no data-sheet figure is known"
+        )
+        note = (
+            f"{beaten}, and {why}: that op's rate is used, a lower bound on the true peak "
+            "(give the real one in a device file)"
+        )
     if isinstance(peak, ComputePeak):
         new = dataclasses.replace(peak, gflops=new_value, source=source, note=note)
     else:

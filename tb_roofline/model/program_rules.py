@@ -5,12 +5,12 @@ fill is the idle time less the profile's edges and graph captures; overlap hides
 exposed communication or the work that could run beside it, whichever is less; a straggler's
 cost is the others' wait, already in their idle / exposed time.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.model import advice
-from tb_roofline.model import rules
+from tb_roofline.model import advice, rules
 from tb_roofline.model.rules import Context, Finding, _us
 from tb_roofline.table.timeline import IDLE_CAPTURE, IDLE_EDGES, IDLE_SYNC
 
@@ -39,30 +39,58 @@ def idle(ctx: Context, wall: dict) -> list:
         return []
     split = idle_split(ctx, t_idle)
     saved = split["host_bound"] + split[IDLE_SYNC]
-    facts = {"idle_us": t_idle, "idle_in_steps_us": wall["idle_in_steps"],
-             "idle_outside_steps_us": t_idle - wall["idle_in_steps"], "idle_share": t_idle / total,
-             "host_bound_us": split["host_bound"], "graph_capture_us": split[IDLE_CAPTURE],
-             "sync_us": split[IDLE_SYNC], "profile_edges_us": split[IDLE_EDGES]}
-    formula = (f"idle − profile start/end − graph capture = {_us(t_idle)} − "
-               f"{_us(split[IDLE_EDGES])} − {_us(split[IDLE_CAPTURE])} = {_us(saved)} "
-               f"(host-bound {_us(split['host_bound'])}, syncs {_us(split[IDLE_SYNC])})")
+    facts = {
+        "idle_us": t_idle,
+        "idle_in_steps_us": wall["idle_in_steps"],
+        "idle_outside_steps_us": t_idle - wall["idle_in_steps"],
+        "idle_share": t_idle / total,
+        "host_bound_us": split["host_bound"],
+        "graph_capture_us": split[IDLE_CAPTURE],
+        "sync_us": split[IDLE_SYNC],
+        "profile_edges_us": split[IDLE_EDGES],
+    }
+    formula = (
+        f"idle − profile start/end − graph capture = {_us(t_idle)} − "
+        f"{_us(split[IDLE_EDGES])} − {_us(split[IDLE_CAPTURE])} = {_us(saved)} "
+        f"(host-bound {_us(split['host_bound'])}, syncs {_us(split[IDLE_SYNC])})"
+    )
     if split[IDLE_CAPTURE] >= CAPTURE_DOMINATES * t_idle:
-        title = (f"The device is idle {t_idle / total:.0%} of the time, mostly while CUDA/HIP "
-                 f"graphs are captured ({split[IDLE_CAPTURE] / total:.0%})")
-        text = ("A graph capture records launches without running them: this profile shows the "
-                "capture, not the workload. " + advice.CAPTURE_NOTES["graph_capture"][0].upper()
-                + advice.CAPTURE_NOTES["graph_capture"][1:] + ".")
+        title = (
+            f"The device is idle {t_idle / total:.0%} of the time, mostly while CUDA/HIP "
+            f"graphs are captured ({split[IDLE_CAPTURE] / total:.0%})"
+        )
+        text = (
+            "A graph capture records launches without running them: this profile shows the "
+            "capture, not the workload. "
+            + advice.CAPTURE_NOTES["graph_capture"][0].upper()
+            + advice.CAPTURE_NOTES["graph_capture"][1:]
+            + "."
+        )
     else:
         title = f"The device is idle {t_idle / total:.0%} of the time"
         text = f"No op runs for this long: {ctx.advise('idle')}."
         if split[IDLE_SYNC] > 0:
-            text += (f" {_us(split[IDLE_SYNC])} of it is spent in device syncs "
-                     "(cudaDeviceSynchronize / StreamSynchronize): remove the ones in the step.")
+            text += (
+                f" {_us(split[IDLE_SYNC])} of it is spent in device syncs "
+                "(cudaDeviceSynchronize / StreamSynchronize): remove the ones in the step."
+            )
     if split[IDLE_EDGES] > 0.25 * t_idle:
-        text += (f" {_us(split[IDLE_EDGES])} is before the first op or after the last one: "
-                 "the profile's own start and end, not counted.")
-    return [Finding("idle", title, [], facts, saved, text, bound_us=t_idle - split[IDLE_EDGES]
-                    - split[IDLE_CAPTURE], formula=formula)]
+        text += (
+            f" {_us(split[IDLE_EDGES])} is before the first op or after the last one: "
+            "the profile's own start and end, not counted."
+        )
+    return [
+        Finding(
+            "idle",
+            title,
+            [],
+            facts,
+            saved,
+            text,
+            bound_us=t_idle - split[IDLE_EDGES] - split[IDLE_CAPTURE],
+            formula=formula,
+        )
+    ]
 
 
 def exposed_communication(ctx: Context, wall: dict) -> list:
@@ -74,21 +102,37 @@ def exposed_communication(ctx: Context, wall: dict) -> list:
     saved = min(exposed, work)
     tl = ctx.facts.timeline
     top = sorted((tl.exposed_by_op if tl else {}).items(), key=lambda kv: -kv[1])[:5]
-    facts = {"exposed_us": exposed, "exposed_share": exposed / total, "overlap_work_us": work,
-             "contributors": [{"program_id": k[0], "operation": k[1], "precision": k[2],
-                               "exposed_us": v / 1e6} for k, v in top]}
+    facts = {
+        "exposed_us": exposed,
+        "exposed_share": exposed / total,
+        "overlap_work_us": work,
+        "contributors": [
+            {"program_id": k[0], "operation": k[1], "precision": k[2], "exposed_us": v / 1e6}
+            for k, v in top
+        ],
+    }
     advice = ctx.advise("exposed_communication")  # each runtime's text says how to overlap
     text = advice[:1].upper() + advice[1:] + "."
     if work < exposed:
-        text += (f" Only {_us(work)} of work exists to run beside {_us(exposed)} of exposed "
-                 "transfers, so overlap hides at most that; the rest is the link itself: move "
-                 "fewer bytes (smaller data types, sharding or placement that transfers less, "
-                 "keeping data on the device) or use a faster link.")
-    return [Finding(
-        "exposed_communication", f"Communication and host transfers run alone "
-        f"{exposed / total:.0%} of the time", [], facts, saved, text, bound_us=saved,
-        formula=f"min(exposed, work beside it) = min({_us(exposed)}, {_us(work)}) = "
-                f"{_us(saved)}")]
+        text += (
+            f" Only {_us(work)} of work exists to run beside {_us(exposed)} of exposed "
+            "transfers, so overlap hides at most that; the rest is the link itself: move "
+            "fewer bytes (smaller data types, sharding or placement that transfers less, "
+            "keeping data on the device) or use a faster link."
+        )
+    return [
+        Finding(
+            "exposed_communication",
+            f"Communication and host transfers run alone {exposed / total:.0%} of the time",
+            [],
+            facts,
+            saved,
+            text,
+            bound_us=saved,
+            formula=f"min(exposed, work beside it) = min({_us(exposed)}, {_us(work)}) = "
+            f"{_us(saved)}",
+        )
+    ]
 
 
 def straggler(ctx: Context) -> list:
@@ -103,20 +147,33 @@ def straggler(ctx: Context) -> list:
     ratio = float(mean[slow] / others.mean()) if others.mean() > 0 else 0.0
     if ratio < rules.STRAGGLER_RATIO:
         return []
-    wait_us = float(np.maximum(t[slow] - np.delete(t, slow, axis=0), 0).sum()) / 1e6 * max(
-        1, ctx.device.num_cores // len(hosts))
-    facts = {"host": hosts[slow], "ratio_to_median": ratio,
-             "step_time_us": {h: float(m) / 1e6 for h, m in zip(hosts, mean)},
-             "others_wait_us": wait_us}
-    return [Finding(
-        "straggler", f"Host {hosts[slow]} is {ratio - 1:.0%} slower per step than the others",
-        [], facts, wait_us,
-        f"In synchronous training every host waits for {hosts[slow]}: compare its op times and "
-        "idle time with the others (its input shard, clocks / thermal throttling, background "
-        "processes, an uneven split of data or model). Its wait shows up as the others' idle "
-        "or exposed-communication time, so it is not added to the total again.",
-        bound_us=wait_us, formula=f"Σ over steps and hosts of (slowest − own step time) = "
-                                  f"{_us(wait_us)} (counted 0: already idle / exposed time)")]
+    wait_us = (
+        float(np.maximum(t[slow] - np.delete(t, slow, axis=0), 0).sum())
+        / 1e6
+        * max(1, ctx.device.num_cores // len(hosts))
+    )
+    facts = {
+        "host": hosts[slow],
+        "ratio_to_median": ratio,
+        "step_time_us": {h: float(m) / 1e6 for h, m in zip(hosts, mean)},
+        "others_wait_us": wait_us,
+    }
+    return [
+        Finding(
+            "straggler",
+            f"Host {hosts[slow]} is {ratio - 1:.0%} slower per step than the others",
+            [],
+            facts,
+            wait_us,
+            f"In synchronous training every host waits for {hosts[slow]}: compare its op times and "
+            "idle time with the others (its input shard, clocks / thermal throttling, background "
+            "processes, an uneven split of data or model). Its wait shows up as the others' idle "
+            "or exposed-communication time, so it is not added to the total again.",
+            bound_us=wait_us,
+            formula=f"Σ over steps and hosts of (slowest − own step time) = "
+            f"{_us(wait_us)} (counted 0: already idle / exposed time)",
+        )
+    ]
 
 
 def program_findings(ctx: Context, wall: dict) -> list:

@@ -13,6 +13,7 @@ Which records are ranked (one rule, `opportunity_mask`): those with a proven sav
 
 Order: potential time saved, largest first; ties keep the table's own order (self time rank).
 """
+
 from __future__ import annotations
 
 import numpy as np

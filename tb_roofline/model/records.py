@@ -6,6 +6,7 @@ share with XProf") so users see the numbers they
 know, except where XProf is wrong (docs/xprof_differences.md). Every figure is either a
 measurement under its true roof or carries a caveat saying why it is not (docs/http_api.md).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,60 +28,146 @@ _MEM_IDS = tuple(mid for _, _, mid, _ in MEMORY_COLUMNS)
 
 # Output columns, in API order (docs/http_api.md).
 RECORD_COLUMNS = (
-    "record_type", "step", "rank", "category", "operation", "program", "program_id",
-    "occurrences", "total_time_us", "avg_time_us", "total_self_time_us", "avg_self_time_us",
-    "self_time_percent", "cumulative_self_time_percent", "dma_stall_percent",
-    "flops", "model_flops", "bytes") + _MEM + (
-    "flop_rate", "model_flop_rate", "memory_bw") + tuple(f"{m}_bw" for m in _MEM_IDS) + (
-    "operational_intensity",) + tuple(f"{m}_operational_intensity" for m in _MEM_IDS) + (
-    "bottleneck_operational_intensity", "bound_by",
-    "total_time_per_core_us", "time_fraction", "optimal_flop_rate", "roofline_efficiency",
-    "compute_efficiency", "max_mem_bw_utilization", "potential_time_saved_us",
-    "roof_time_us", "mixed_regimes", "caveat", "flop_coverage", "bytes_coverage",
-    "transfer_time_us", "transfer_bw",
-    "peak_flop_rate", "precision", "dtype",
-    "include_infeed_outfeed", "is_infeed_outfeed", "source", "tf_op", "flops_source", "host",
+    (
+        "record_type",
+        "step",
+        "rank",
+        "category",
+        "operation",
+        "program",
+        "program_id",
+        "occurrences",
+        "total_time_us",
+        "avg_time_us",
+        "total_self_time_us",
+        "avg_self_time_us",
+        "self_time_percent",
+        "cumulative_self_time_percent",
+        "dma_stall_percent",
+        "flops",
+        "model_flops",
+        "bytes",
+    )
+    + _MEM
+    + ("flop_rate", "model_flop_rate", "memory_bw")
+    + tuple(f"{m}_bw" for m in _MEM_IDS)
+    + ("operational_intensity",)
+    + tuple(f"{m}_operational_intensity" for m in _MEM_IDS)
+    + (
+        "bottleneck_operational_intensity",
+        "bound_by",
+        "total_time_per_core_us",
+        "time_fraction",
+        "optimal_flop_rate",
+        "roofline_efficiency",
+        "compute_efficiency",
+        "max_mem_bw_utilization",
+        "potential_time_saved_us",
+        "roof_time_us",
+        "mixed_regimes",
+        "caveat",
+        "flop_coverage",
+        "bytes_coverage",
+        "transfer_time_us",
+        "transfer_bw",
+        "peak_flop_rate",
+        "precision",
+        "dtype",
+        "include_infeed_outfeed",
+        "is_infeed_outfeed",
+        "source",
+        "tf_op",
+        "flops_source",
+        "host",
+    )
 )
 
 # What each row sums (besides the op table's own columns): the time its FLOPs would take on
 # their own precision's roof (ns), the op time whose FLOPs / bytes are known, the time its
 # calls would take on their roofs (`floor_time`, ns: max(F/P, B/BW) of each distinct op, whose
 # calls share one shape, summed) and the proven gap to it (`gap_ps`: program records).
-SUM_COLUMNS = ("occurrences", "total_time_ps", "self_time_ps", "dma_stall_ps", "flops",
-               "model_flops", "bytes") + _MEM + ("async_span_ps", "roof_time", "flops_known_ps",
-                                                 "bytes_known_ps", "op_time_ps", "floor_time",
-                                                 "gap_ps")
+SUM_COLUMNS = (
+    (
+        "occurrences",
+        "total_time_ps",
+        "self_time_ps",
+        "dma_stall_ps",
+        "flops",
+        "model_flops",
+        "bytes",
+    )
+    + _MEM
+    + (
+        "async_span_ps",
+        "roof_time",
+        "flops_known_ps",
+        "bytes_known_ps",
+        "op_time_ps",
+        "floor_time",
+        "gap_ps",
+    )
+)
 
-_BYTE_COLUMNS = ("bytes",) + _MEM + ("memory_bw",) + tuple(f"{m}_bw" for m in _MEM_IDS) + (
-    "operational_intensity",) + tuple(f"{m}_operational_intensity" for m in _MEM_IDS) + (
-    "bottleneck_operational_intensity", "max_mem_bw_utilization")
-_RATE_COLUMNS = ("total_time_us", "avg_time_us", "total_time_per_core_us", "flop_rate",
-                 "model_flop_rate", "optimal_flop_rate", "roofline_efficiency",
-                 "compute_efficiency", "potential_time_saved_us", "time_fraction")
-_EFFICIENCY_COLUMNS = ("roofline_efficiency", "compute_efficiency", "optimal_flop_rate",
-                       "max_mem_bw_utilization")
+_BYTE_COLUMNS = (
+    ("bytes",)
+    + _MEM
+    + ("memory_bw",)
+    + tuple(f"{m}_bw" for m in _MEM_IDS)
+    + ("operational_intensity",)
+    + tuple(f"{m}_operational_intensity" for m in _MEM_IDS)
+    + ("bottleneck_operational_intensity", "max_mem_bw_utilization")
+)
+_RATE_COLUMNS = (
+    "total_time_us",
+    "avg_time_us",
+    "total_time_per_core_us",
+    "flop_rate",
+    "model_flop_rate",
+    "optimal_flop_rate",
+    "roofline_efficiency",
+    "compute_efficiency",
+    "potential_time_saved_us",
+    "time_fraction",
+)
+_EFFICIENCY_COLUMNS = (
+    "roofline_efficiency",
+    "compute_efficiency",
+    "optimal_flop_rate",
+    "max_mem_bw_utilization",
+)
 # What is unknown when a record's FLOPs are (no op time with known FLOPs), when its bytes are,
 # and when neither places it; and the rates an async half has none of (it issues or waits).
-_FLOP_COLUMNS = ("flops", "model_flops", "flop_rate", "model_flop_rate",
-                 "operational_intensity", "compute_efficiency") + tuple(
-    f"{m}_operational_intensity" for m in _MEM_IDS)
-_PLACE_COLUMNS = ("roofline_efficiency", "optimal_flop_rate", "bottleneck_operational_intensity",
-                  "roof_time_us")
+_FLOP_COLUMNS = (
+    "flops",
+    "model_flops",
+    "flop_rate",
+    "model_flop_rate",
+    "operational_intensity",
+    "compute_efficiency",
+) + tuple(f"{m}_operational_intensity" for m in _MEM_IDS)
+_PLACE_COLUMNS = (
+    "roofline_efficiency",
+    "optimal_flop_rate",
+    "bottleneck_operational_intensity",
+    "roof_time_us",
+)
 _ASYNC_RATE_COLUMNS = ("flop_rate", "model_flop_rate", "memory_bw") + tuple(
-    f"{m}_bw" for m in _MEM_IDS)
+    f"{m}_bw" for m in _MEM_IDS
+)
 
 
 @dataclasses.dataclass
 class RecordTable:
     """Records as numpy columns in `RECORD_COLUMNS` order."""
+
     columns: dict[str, np.ndarray]
     # The record of each key of the table the records were made from (-1: left out), op records
-    key_record: "np.ndarray | None" = None
+    key_record: np.ndarray | None = None
 
     def __len__(self):
         return len(self.columns["operation"])
 
-    def select(self, mask) -> "RecordTable":
+    def select(self, mask) -> RecordTable:
         return RecordTable({k: v[mask] for k, v in self.columns.items()})
 
     def rows(self) -> list[list]:
@@ -145,8 +232,9 @@ def resources(device: DeviceInfo):
             continue
         peak = device.memory(mid)
         if mid == "hbm" or (peak is not None and peak.gbs > 0):
-            out.append((peak.name if mid == "host" and peak else name, col,
-                        peak.gbs if peak else 0.0))
+            out.append(
+                (peak.name if mid == "host" and peak else name, col, peak.gbs if peak else 0.0)
+            )
     return out
 
 
@@ -200,7 +288,9 @@ def div(a, b):
     return out
 
 
-def derive(sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int) -> dict[str, np.ndarray]:
+def derive(
+    sums: dict[str, np.ndarray], device: DeviceInfo, num_cores: int
+) -> dict[str, np.ndarray]:
     """Rates, intensities, bound-by and efficiencies from summed FLOPs, bytes and times (ps).
 
     The compute roof of each record is `sums["peak"]` when given (op records: their precision's
@@ -264,7 +354,7 @@ def is_integer_precision(precision: str) -> bool:
     p = plain_precision(precision).strip().lower()
     if p in ("int", "bool", "pred", "long", "short", "char", "byte", "integer", "boolean"):
         return True
-    return any(p.startswith(x) and p[len(x):].isdigit() for x in _INTEGER_PREFIXES)
+    return any(p.startswith(x) and p[len(x) :].isdigit() for x in _INTEGER_PREFIXES)
 
 
 def compute_roof(device: DeviceInfo, precisions) -> np.ndarray:
@@ -278,8 +368,14 @@ def compute_roof(device: DeviceInfo, precisions) -> np.ndarray:
         p = str(p)
         if is_integer_precision(p):
             wanted = normalize_precision(plain_precision(p))
-            roofs[p] = next((c.gflops for c in device.compute
-                             if wanted and normalize_precision(c.precision) == wanted), 0.0)
+            roofs[p] = next(
+                (
+                    c.gflops
+                    for c in device.compute
+                    if wanted and normalize_precision(c.precision) == wanted
+                ),
+                0.0,
+            )
         else:
             roofs[p] = device.peak_for(p)
     return np.array([roofs[str(p)] for p in precisions.tolist()], dtype=float)
@@ -295,9 +391,17 @@ def mixed_roof(flops, roof_time, device: DeviceInfo) -> np.ndarray:
     return peak
 
 
-def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, n: int,
-                  include_io: bool, frac_denominator_ps, caveats=None,
-                  containers=None) -> RecordTable:
+def build_records(
+    sums: dict,
+    device: DeviceInfo,
+    num_cores: int,
+    labels: dict,
+    n: int,
+    include_io: bool,
+    frac_denominator_ps,
+    caveats=None,
+    containers=None,
+) -> RecordTable:
     """Records from group sums. `labels`: a value per column (scalar or array of n);
     `caveats`: the reader's caveat per record ("" for none), op-level records only;
     `containers`: records that only hold other ops (no time of their own to save)."""
@@ -334,8 +438,9 @@ def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, 
     cols["bytes_coverage"] = np.where(op_time > 0, div(sums["bytes_known_ps"], op_time), np.nan)
     span = sums["async_span_ps"]
     cols["transfer_time_us"] = np.where(span > 0, span / 1e6, np.nan)
-    cols["transfer_bw"] = np.where((span > 0) & (sums["host_bytes"] > 0),
-                                   div(sums["host_bytes"], span / 1000.0) / GIB, np.nan)
+    cols["transfer_bw"] = np.where(
+        (span > 0) & (sums["host_bytes"] > 0), div(sums["host_bytes"], span / 1000.0) / GIB, np.nan
+    )
     cols["roof_time_us"] = sums["floor_time"] / 1e3
     cols.setdefault("mixed_regimes", np.zeros(n, bool))
     caveat = np.empty(n, dtype=object)
@@ -343,8 +448,11 @@ def build_records(sums: dict, device: DeviceInfo, num_cores: int, labels: dict, 
     _apply_caveats(cols, caveat, sums, device)
     _unknown_is_null(cols, sums)
     cols["potential_time_saved_us"] = potential_time_saved(
-        cols, device, np.zeros(n, bool) if containers is None else containers,
-        sums.get("collective"))
+        cols,
+        device,
+        np.zeros(n, bool) if containers is None else containers,
+        sums.get("collective"),
+    )
     cols["include_infeed_outfeed"] = np.full(n, include_io)
     cols.setdefault("self_time_percent", np.zeros(n))
     cols.setdefault("cumulative_self_time_percent", np.zeros(n))
@@ -369,16 +477,28 @@ def _apply_caveats(cols: dict, caveat: np.ndarray, sums: dict, device: DeviceInf
         for c in _EFFICIENCY_COLUMNS + ("roof_time_us",):
             cols[c] = np.where(is_async, np.nan, cols[c])
         cols["bound_by"] = np.where(is_async, BOUND_ASYNC, cols["bound_by"]).astype(object)
-    nothing = ~is_async & (caveat == "") & (sums["flops"] <= 0) & (sums["bytes"] <= 0) & \
-        np.all([sums[c] <= 0 for c in _MEM], axis=0)
-    unknown = ~is_async & (caveat == "") & (sums["flops_known_ps"] <= 0) & \
-        (sums["bytes_known_ps"] <= 0) & (sums["op_time_ps"] > 0)
+    nothing = (
+        ~is_async
+        & (caveat == "")
+        & (sums["flops"] <= 0)
+        & (sums["bytes"] <= 0)
+        & np.all([sums[c] <= 0 for c in _MEM], axis=0)
+    )
+    unknown = (
+        ~is_async
+        & (caveat == "")
+        & (sums["flops_known_ps"] <= 0)
+        & (sums["bytes_known_ps"] <= 0)
+        & (sums["op_time_ps"] > 0)
+    )
     caveat[nothing | unknown] = NO_COST
     # Above its roof: the summed point, or the calls' own floors, beyond the time it took.
     per_call = div(cols["roof_time_us"], cols["total_time_us"])
-    above = (caveat == "") & ((np.nan_to_num(cols["roofline_efficiency"]) > ABOVE_ROOF)
-                              | (np.nan_to_num(mem_util) > ABOVE_ROOF)
-                              | (per_call > ABOVE_ROOF))
+    above = (caveat == "") & (
+        (np.nan_to_num(cols["roofline_efficiency"]) > ABOVE_ROOF)
+        | (np.nan_to_num(mem_util) > ABOVE_ROOF)
+        | (per_call > ABOVE_ROOF)
+    )
     caveat[above] = ABOVE_ROOF_CAVEAT
     cols["caveat"] = caveat
 
@@ -393,9 +513,12 @@ def _unknown_is_null(cols: dict, sums: dict):
     no_flops = (op_time > 0) & (sums["flops_known_ps"] <= 0)
     no_bytes = (op_time > 0) & (sums["bytes_known_ps"] <= 0)
     unplaced = (no_flops & no_bytes) | (cols["caveat"] == NO_COST)
-    for mask, names in ((no_flops, _FLOP_COLUMNS), (no_bytes, _BYTE_COLUMNS),
-                        (unplaced, _PLACE_COLUMNS),
-                        (np.isin(cols["caveat"], ASYNC_CAVEATS), _ASYNC_RATE_COLUMNS)):
+    for mask, names in (
+        (no_flops, _FLOP_COLUMNS),
+        (no_bytes, _BYTE_COLUMNS),
+        (unplaced, _PLACE_COLUMNS),
+        (np.isin(cols["caveat"], ASYNC_CAVEATS), _ASYNC_RATE_COLUMNS),
+    ):
         if mask.any():
             for c in names:
                 cols[c] = np.where(mask, np.nan, np.asarray(cols[c], np.float64))
@@ -403,8 +526,9 @@ def _unknown_is_null(cols: dict, sums: dict):
         cols["bound_by"] = np.where(unplaced, "Unknown", cols["bound_by"]).astype(object)
 
 
-def potential_time_saved(cols: dict, device: DeviceInfo, containers: np.ndarray,
-                         collective=None) -> np.ndarray:
+def potential_time_saved(
+    cols: dict, device: DeviceInfo, containers: np.ndarray, collective=None
+) -> np.ndarray:
     """THE time a record would save at its roof: its time less the time its calls would take on
     their roofs, t − Σ max(F_i/P, B_i/BW) (`roof_time_us`: per distinct op, whose calls share
     a shape, so calls in different regimes are not averaged into one floor), µs. Unknown (NaN)
@@ -414,15 +538,17 @@ def potential_time_saved(cols: dict, device: DeviceInfo, containers: np.ndarray,
     time). Linear in the time and the floors (an Average record's is the Total's over the
     steps' share)."""
     eff = np.asarray(cols["roofline_efficiency"], dtype=float)
-    saved = np.maximum(cols["total_time_us"] - np.nan_to_num(
-        np.asarray(cols["roof_time_us"], dtype=float)), 0.0)
+    saved = np.maximum(
+        cols["total_time_us"] - np.nan_to_num(np.asarray(cols["roof_time_us"], dtype=float)), 0.0
+    )
     saved[~(eff > 0)] = np.nan
     if not device.peaks_known:
         saved[:] = np.nan
     caveat = cols["caveat"]
     host = caveat == HOST_TRANSFER
-    measured = (caveat == "") | (host & (np.nan_to_num(eff) <= ABOVE_ROOF)
-                                 & (cols["bound_by"] != "Unknown"))
+    measured = (caveat == "") | (
+        host & (np.nan_to_num(eff) <= ABOVE_ROOF) & (cols["bound_by"] != "Unknown")
+    )
     saved[~measured] = np.nan
     if collective is None:
         collective = np.array([is_collective(str(c)) for c in cols["category"].tolist()], bool)

@@ -6,6 +6,7 @@ host records group those key sums, and only per-step records take a second pass 
 (`np.bincount` by step). Time is linear in rows, steps and hosts; strings are only touched per
 distinct op.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,15 +16,32 @@ import numpy as np
 from tb_roofline.devices.spec import DeviceInfo, split_kernel_type
 from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
 from tb_roofline.model import facts as timeline_facts
-from tb_roofline.model.floors import KeyFloors, Roofs, mixed_regimes, proven_keys
 from tb_roofline.model import peaks
 from tb_roofline.model import serving as serving_model
 from tb_roofline.model import steps as steps_model
-from tb_roofline.table.op_table import (COST_COLUMNS, ROW_BLOCK, OpTable, constant, distinct,
-                                        factorize, is_constant)
-from tb_roofline.model.records import (RECORD_COLUMNS, SUM_COLUMNS, RecordTable, build_records,
-                                       call_floors, compute_roof, div, mixed_roof, resources,
-                                       scope_record_type, unknown_bytes)
+from tb_roofline.model.floors import KeyFloors, Roofs, mixed_regimes, proven_keys
+from tb_roofline.model.records import (
+    RECORD_COLUMNS,
+    SUM_COLUMNS,
+    RecordTable,
+    build_records,
+    call_floors,
+    compute_roof,
+    div,
+    mixed_roof,
+    resources,
+    scope_record_type,
+    unknown_bytes,
+)
+from tb_roofline.table.op_table import (
+    COST_COLUMNS,
+    ROW_BLOCK,
+    OpTable,
+    constant,
+    distinct,
+    factorize,
+    is_constant,
+)
 
 CONTAINER_CAVEAT = "container"
 
@@ -31,6 +49,7 @@ CONTAINER_CAVEAT = "container"
 @dataclasses.dataclass
 class Analysis:
     """Everything the API serves for one run and host selection."""
+
     device: DeviceInfo
     program: dict  # include_infeed_outfeed (bool) -> RecordTable
     ops: dict  # include_infeed_outfeed (bool) -> RecordTable
@@ -38,8 +57,8 @@ class Analysis:
     num_steps: int
     has_hw_counters: bool = False
     views: dict = dataclasses.field(default_factory=dict)  # "kernel", "kernel_hw" -> {io: table}
-    facts: "timeline_facts.Facts | None" = None  # timeline facts for the guidance rules
-    scope: "ScopeSource | None" = None  # what op records of one step need (scoped_op_records)
+    facts: timeline_facts.Facts | None = None  # timeline facts for the guidance rules
+    scope: ScopeSource | None = None  # what op records of one step need (scoped_op_records)
     serving: list = dataclasses.field(default_factory=list)  # model/serving.py summary
     floors: KeyFloors | None = None  # per-call floors of the op records (guidance rules)
 
@@ -48,8 +67,9 @@ class Analysis:
 class ScopeSource:
     """The op tables behind an Analysis, with each row's aligned step, so that op records can be
     made for one step or the average step (run comparisons) after the Analysis is built."""
+
     tables: dict  # view ("op", "kernel", "kernel_hw") -> OpTable
-    aligned: "steps_model.Steps"  # the complete steps, aligned across hosts
+    aligned: steps_model.Steps  # the complete steps, aligned across hosts
     profile_host: np.ndarray  # host code of each profile
     key_hosts: dict  # view -> host code of each key of its table
     step_labels: list  # aligned step index -> the label of its program record
@@ -66,22 +86,35 @@ class ScopeSource:
         key = ("row_steps", view)
         if key not in self.cache:
             t = self.tables[view]
-            self.cache[key] = steps_model.row_steps(self.aligned, self.profile_host,
-                                                    self.key_hosts[view], t.rows["op"],
-                                                    t.rows["step"])
+            self.cache[key] = steps_model.row_steps(
+                self.aligned, self.profile_host, self.key_hosts[view], t.rows["op"], t.rows["step"]
+            )
         return self.cache[key]
 
 
 # Op record columns that add up over steps (divided by the step count for the average step).
 # (The floors and the time saved are sums over calls too: they scale the same way.)
-EXTENSIVE_COLUMNS = ("occurrences", "total_time_us", "total_self_time_us", "flops",
-                     "model_flops", "bytes", "total_time_per_core_us", "transfer_time_us",
-                     "roof_time_us", "potential_time_saved_us") + \
-    tuple(c for c in RECORD_COLUMNS if c.endswith("_bytes"))
+EXTENSIVE_COLUMNS = (
+    "occurrences",
+    "total_time_us",
+    "total_self_time_us",
+    "flops",
+    "model_flops",
+    "bytes",
+    "total_time_per_core_us",
+    "transfer_time_us",
+    "roof_time_us",
+    "potential_time_saved_us",
+) + tuple(c for c in RECORD_COLUMNS if c.endswith("_bytes"))
 
 
-def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, view: str = "op",
-                      split_by: str | None = None) -> RecordTable:
+def scoped_op_records(
+    analysis: Analysis,
+    scope: str,
+    include_io: bool = True,
+    view: str = "op",
+    split_by: str | None = None,
+) -> RecordTable:
     """Op records of one scope: `Total` (every row, as `analysis.ops`), `Average` (rows of
     complete steps, extensive columns divided by the step count: per step) or a step label as
     the program records name it. `split_by`: a key column whose values split records further
@@ -93,8 +126,16 @@ def scoped_op_records(analysis: Analysis, scope: str, include_io: bool = True, v
     if scope_record_type(scope) == "total" and not split_by:  # the records it already has
         return analysis.ops[include_io] if view == "op" else analysis.views[view][include_io]
     table, denominator, n_steps = scope_rows(analysis, scope, include_io, view)
-    rec = op_records(table, key_sums(table, analysis.device), analysis.device, src.num_cores,
-                     src.host_label, include_io, denominator, split_by=split_by)
+    rec = op_records(
+        table,
+        key_sums(table, analysis.device),
+        analysis.device,
+        src.num_cores,
+        src.host_label,
+        include_io,
+        denominator,
+        split_by=split_by,
+    )
     per_step(rec, scope, n_steps)
     src.cache[key] = rec
     return rec
@@ -135,11 +176,15 @@ def _key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
     return compute_roof(device, table.keys["precision"])
 
 
-_ROW_COLUMNS = tuple(c for c in SUM_COLUMNS if c not in (
-    "roof_time", "flops_known_ps", "bytes_known_ps", "op_time_ps", "floor_time", "gap_ps"))
+_ROW_COLUMNS = tuple(
+    c
+    for c in SUM_COLUMNS
+    if c
+    not in ("roof_time", "flops_known_ps", "bytes_known_ps", "op_time_ps", "floor_time", "gap_ps")
+)
 
 
-def _row_column(table: OpTable, c: str, roofs: "Roofs | None") -> np.ndarray:
+def _row_column(table: OpTable, c: str, roofs: Roofs | None) -> np.ndarray:
     """One per-row column of SUM_COLUMNS (float64; the table's own array when it is one)."""
     rows, keys, op = table.rows, table.keys, table.rows["op"]
     if c in rows and is_constant(rows[c]):  # (still one value: `_sum_by` counts it)
@@ -162,8 +207,9 @@ def _row_column(table: OpTable, c: str, roofs: "Roofs | None") -> np.ndarray:
     return time * keys["flops_known" if c == "flops_known_ps" else "bytes_known"][op]
 
 
-def _sum_rows(table: OpTable, c: str, roofs: Roofs, codes: np.ndarray, n: int,
-              buf: "np.ndarray | None") -> np.ndarray:
+def _sum_rows(
+    table: OpTable, c: str, roofs: Roofs, codes: np.ndarray, n: int, buf: np.ndarray | None
+) -> np.ndarray:
     """`_sum_by(codes, _row_column(table, c, roofs), n)`, a derived column made a block of
     rows at a time into `buf` (as long as the table; None for a table of one block): one such
     array, not the two or three temporaries of the whole column (`roof_time`: the rows'
@@ -174,9 +220,10 @@ def _sum_rows(table: OpTable, c: str, roofs: Roofs, codes: np.ndarray, n: int,
     if own or buf is None:
         return _sum_by(codes, _row_column(table, c, roofs), n)
     for lo in range(0, len(buf), ROW_BLOCK):
-        part = OpTable(table.keys, {k: v[lo:lo + ROW_BLOCK] for k, v in rows.items()},
-                       table.unit_costs)
-        buf[lo:lo + ROW_BLOCK] = _row_column(part, c, roofs)
+        part = OpTable(
+            table.keys, {k: v[lo : lo + ROW_BLOCK] for k, v in rows.items()}, table.unit_costs
+        )
+        buf[lo : lo + ROW_BLOCK] = _row_column(part, c, roofs)
     return _sum_by(codes, buf, n)
 
 
@@ -194,8 +241,11 @@ def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
     groups whole keys (ops, program totals, hosts) is then a sum over keys."""
     n, op = table.num_keys, table.rows["op"]
     unit = table.unit_costs
-    out = {c: _sum_by(op, _row_column(table, c, None), n)
-           for c in _ROW_COLUMNS if unit is None or c not in COST_COLUMNS}
+    out = {
+        c: _sum_by(op, _row_column(table, c, None), n)
+        for c in _ROW_COLUMNS
+        if unit is None or c not in COST_COLUMNS
+    }
     if unit is not None:  # a row's costs are its key's times its occurrences
         for j, c in enumerate(COST_COLUMNS):  # (columns a reader does not give: 0)
             out[c] = unit[:, j] * out["occurrences"] if j < unit.shape[1] else np.zeros(n)
@@ -206,8 +256,8 @@ def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
     # A key's calls share one shape (PyTorch keys hold their input shapes, XLA keys are one
     # instruction): its floor from its sums is the sum of its calls' floors.
     out["floor_time"], out["bound_code"] = call_floors(
-        out["flops"], out, div(1.0, _key_peaks(table, device)), device,
-        Roofs.of(table, device).link)
+        out["flops"], out, div(1.0, _key_peaks(table, device)), device, Roofs.of(table, device).link
+    )
     out["gap_ps"] = np.zeros(n)  # (set once the op records say which gaps are proven)
     return out
 
@@ -216,13 +266,23 @@ def _group(sums: dict, codes: np.ndarray, n: int, mask=None) -> dict:
     """Sums grouped by a code per element (elements with mask False left out)."""
     if mask is not None:
         codes = codes[mask]
-    return {c: np.bincount(codes, weights=v if mask is None else v[mask], minlength=n)
-            for c, v in sums.items()}
+    return {
+        c: np.bincount(codes, weights=v if mask is None else v[mask], minlength=n)
+        for c, v in sums.items()
+    }
 
 
-def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
-               host_label: str, include_io: bool, span_ps: float,
-               split_by: str | None = None, group: np.ndarray | None = None) -> RecordTable:
+def op_records(
+    table: OpTable,
+    ksums: dict,
+    device: DeviceInfo,
+    num_cores: int,
+    host_label: str,
+    include_io: bool,
+    span_ps: float,
+    split_by: str | None = None,
+    group: np.ndarray | None = None,
+) -> RecordTable:
     """One record per (program, op, precision) over all cores, hosts and steps; ranked by self
     time, ties by name. A row merges only calls that ran in one precision (its roof).
     `ksums`: `key_sums` of the table. `split_by`: a key column that splits records further;
@@ -237,8 +297,12 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
         rec_of_key = np.where(group >= 0, group, 0)
     else:  # record id of each key: program id, op name and precision (not the host)
         split = (factorize(keys[split_by]),) if split_by else ()
-        rec_of_key = _combine(factorize(keys["program_id"]), factorize(keys["operation"]),
-                              factorize(keys["precision"]), *split)
+        rec_of_key = _combine(
+            factorize(keys["program_id"]),
+            factorize(keys["operation"]),
+            factorize(keys["precision"]),
+            *split,
+        )
     present = distinct(rec_of_key[keep])
     remap = np.full(int(rec_of_key.max()) + 1 if len(rec_of_key) else 0, -1, np.int64)
     remap[present] = np.arange(len(present))
@@ -257,13 +321,32 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
     container = keys["is_container"][first_key] if n else np.zeros(0, bool)
     cav[container & (cav == "")] = CONTAINER_CAVEAT
     name = keys["operation"][first_key]
-    order = np.lexsort((keys["precision"][first_key].astype(str), name.astype(str),
-                        -sums["self_time_ps"])) if n else np.zeros(0, np.int64)
+    order = (
+        np.lexsort(
+            (keys["precision"][first_key].astype(str), name.astype(str), -sums["self_time_ps"])
+        )
+        if n
+        else np.zeros(0, np.int64)
+    )
     first_key, sums, cav = first_key[order], {k: v[order] for k, v in sums.items()}, cav[order]
-    labels = {"record_type": "op", "step": "Total", "rank": np.arange(1, n + 1),
-              "host": host_label, "mixed_regimes": mixed[order]}
-    for col in ("category", "operation", "program", "program_id", "is_infeed_outfeed",
-                "source", "tf_op", "flops_source", "precision"):
+    labels = {
+        "record_type": "op",
+        "step": "Total",
+        "rank": np.arange(1, n + 1),
+        "host": host_label,
+        "mixed_regimes": mixed[order],
+    }
+    for col in (
+        "category",
+        "operation",
+        "program",
+        "program_id",
+        "is_infeed_outfeed",
+        "source",
+        "tf_op",
+        "flops_source",
+        "precision",
+    ):
         labels[col] = keys[col][first_key]
     # The data type its inputs had (the precision names the roof it sits under: a bf16
     # elementwise op runs on the vector units, under their roof).
@@ -274,10 +357,20 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
     unnamed = np.flatnonzero((labels["program"] == "") & (labels["program_id"] != ""))
     if len(unnamed):
         labels["program"] = labels["program"].copy()
-        labels["program"][unnamed] = ["program " + str(p)
-                                      for p in labels["program_id"][unnamed].tolist()]
-    rec = build_records(sums, device, num_cores, labels, n, include_io, np.full(n, span_ps), cav,
-                        containers=keys["is_container"][first_key] if n else np.zeros(0, bool))
+        labels["program"][unnamed] = [
+            "program " + str(p) for p in labels["program_id"][unnamed].tolist()
+        ]
+    rec = build_records(
+        sums,
+        device,
+        num_cores,
+        labels,
+        n,
+        include_io,
+        np.full(n, span_ps),
+        cav,
+        containers=keys["is_container"][first_key] if n else np.zeros(0, bool),
+    )
     # Percentages of all ops' self time in this view: they sum to 100.
     self_pct = div(sums["self_time_ps"], np.full(n, sums["self_time_ps"].sum())) * 100.0
     rec.columns["self_time_percent"] = self_pct
@@ -290,8 +383,14 @@ def op_records(table: OpTable, ksums: dict, device: DeviceInfo, num_cores: int,
     return rec
 
 
-def _mixed_precisions(sums: dict, labels: dict, precision: np.ndarray, key_rec: np.ndarray,
-                      order: np.ndarray, device: DeviceInfo) -> dict:
+def _mixed_precisions(
+    sums: dict,
+    labels: dict,
+    precision: np.ndarray,
+    key_rec: np.ndarray,
+    order: np.ndarray,
+    device: DeviceInfo,
+) -> dict:
     """Records of keys in several precisions: every precision in the label, and the roof of
     the mix (records.mixed_roof); the others keep their own precision's ceiling."""
     rank = np.empty(len(order), np.int64)
@@ -325,7 +424,7 @@ def _combine(*codes: np.ndarray) -> np.ndarray:
     out = np.zeros(len(codes[0]), np.int64)
     for c in codes:
         width = int(c.max()) + 1 if len(c) else 1
-        if int(out.max(initial=0)) * width + width >= 2 ** 62:
+        if int(out.max(initial=0)) * width + width >= 2**62:
             out = np.unique(out, return_inverse=True)[1].reshape(-1)
         out = out * width + c
     return np.unique(out, return_inverse=True)[1].reshape(-1) if len(out) else out
@@ -344,18 +443,28 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
     for p in profiles:  # say which host a diagnostic is about when several are aggregated
         host = p.core_spans[0].host if p.core_spans else ""
         for d in p.diagnostics:
-            diagnostics.append(Diagnostic(d.severity, d.code, f"host {host}: {d.message}")
-                               if len(profiles) > 1 and host else d)
+            diagnostics.append(
+                Diagnostic(d.severity, d.code, f"host {host}: {d.message}")
+                if len(profiles) > 1 and host
+                else d
+            )
     kinds = {}
     for p in profiles:
         if p.device is not None and p.core_spans:
             kinds.setdefault(p.device.type, []).append(p.core_spans[0].host)
     if len(kinds) > 1:
-        diagnostics.append(Diagnostic(
-            "warning", "mixed_devices",
-            "the hosts of this run report different devices (" + "; ".join(
-                f"{t}: {', '.join(h[:3])}{' ...' if len(h) > 3 else ''}" for t, h in kinds.items())
-            + f"): the aggregate is judged against {device.type}'s peaks; look at each host alone"))
+        diagnostics.append(
+            Diagnostic(
+                "warning",
+                "mixed_devices",
+                "the hosts of this run report different devices ("
+                + "; ".join(
+                    f"{t}: {', '.join(h[:3])}{' ...' if len(h) > 3 else ''}"
+                    for t, h in kinds.items()
+                )
+                + f"): the aggregate is judged against {device.type}'s peaks; look at each host alone",
+            )
+        )
     # A profile-derived peak that the profile's own ops beat is the figure in doubt.
     device, notes = peaks.settle(device, table, kernel_tables.get("kernel"), key_sums)
     diagnostics += notes
@@ -371,17 +480,23 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     host_names = [c.host for p in profiles for c in p.core_spans[:1]]
     key_host = _key_hosts(profiles, host_names)
     spans_ps = float(sum(s.duration_ps for p in profiles for s in p.core_spans))
-    host_span = np.array([float(sum(s.duration_ps for s in p.core_spans)) for p in profiles
-                          if p.core_spans])
+    host_span = np.array(
+        [float(sum(s.duration_ps for s in p.core_spans)) for p in profiles if p.core_spans]
+    )
     io_keys = inner & is_io
     io_time = float(ksums["total_time_ps"][io_keys].sum())
-    io_host = np.bincount(key_host[io_keys], weights=ksums["total_time_ps"][io_keys],
-                          minlength=len(host_names))
+    io_host = np.bincount(
+        key_host[io_keys], weights=ksums["total_time_ps"][io_keys], minlength=len(host_names)
+    )
 
     # The op records first: which keys' gaps to their roofs are proven (their record has a
     # time saved), so the program records' time saved is the sum of those, per step too.
-    ops = {io: op_records(table, ksums, device, num_cores, host_label, io,
-                          spans_ps - (0.0 if io else io_time)) for io in (True, False)}
+    ops = {
+        io: op_records(
+            table, ksums, device, num_cores, host_label, io, spans_ps - (0.0 if io else io_time)
+        )
+        for io in (True, False)
+    }
     roofs = Roofs.of(table, device)
     roofs.proven = proven_keys(ops[True], device)
     ksums["gap_ps"] = (ksums["total_time_ps"] - ksums["floor_time"] * 1e3) * roofs.proven
@@ -390,13 +505,22 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     aligned = steps_model.align(profiles)
     n_steps = len(aligned)
     single_ids = aligned.ids[0] if n_steps and len(profiles) == 1 else []
-    labels = (serving_model.step_labels(profiles, single_ids) if len(profiles) == 1 else
-              [str(x) for x in range(n_steps)]) if n_steps else []
+    labels = (
+        (
+            serving_model.step_labels(profiles, single_ids)
+            if len(profiles) == 1
+            else [str(x) for x in range(n_steps)]
+        )
+        if n_steps
+        else []
+    )
     phases = serving_model.phase_steps(profiles, single_ids) if n_steps else {}
     by_step = {}
     if n_steps:
-        profile_host = np.array([_index(host_names, p.core_spans[0].host) if p.core_spans else 0
-                                 for p in profiles], np.int64)
+        profile_host = np.array(
+            [_index(host_names, p.core_spans[0].host) if p.core_spans else 0 for p in profiles],
+            np.int64,
+        )
         # (in place where it can: a table of millions of rows makes each temporary count)
         code = steps_model.row_steps(aligned, profile_host, key_host, op, table.rows["step"])
         left_out = code < 0
@@ -410,8 +534,9 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
             if c == "floor_time":  # (op records' column: a program's saving is its gap_ps)
                 by_step[c] = np.zeros((n_steps, 2))
                 continue
-            by_step[c] = _sum_rows(table, c, roofs, code, 2 * n_steps + 1,
-                                   buf)[:-1].reshape(n_steps, 2)
+            by_step[c] = _sum_rows(table, c, roofs, code, 2 * n_steps + 1, buf)[:-1].reshape(
+                n_steps, 2
+            )
         del buf
     kernel_sums = {name: key_sums(t, device) for name, t in kernel_tables.items()}
     hw = [p.hw_counters for p in profiles if getattr(p, "hw_counters", None) is not None]
@@ -422,14 +547,18 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
         denominator = spans_ps - (0.0 if include_io else io_time)
         for name, t in kernel_tables.items():
             views.setdefault(name, {})[include_io] = op_records(
-                t, kernel_sums[name], device, num_cores, host_label, include_io, denominator)
+                t, kernel_sums[name], device, num_cores, host_label, include_io, denominator
+            )
         keep = inner if include_io else inner & ~is_io
         blocks = [_total_block(ksums, keep, denominator, host_label)]
         if hw:
             blocks.append(_hw_block(hw, device, denominator, host_label))
         if not single_host:  # one point per host (rank), so a straggler shows
-            blocks.append(_host_block(ksums, keep, key_host, host_names,
-                                      host_span - (0.0 if include_io else io_host)))
+            blocks.append(
+                _host_block(
+                    ksums, keep, key_host, host_names, host_span - (0.0 if include_io else io_host)
+                )
+            )
         if n_steps:
             step_sums = {c: v.sum(axis=1) if include_io else v[:, 0] for c, v in by_step.items()}
             step_ps = aligned.time_ps - (0.0 if include_io else by_step["total_time_ps"][:, 1])
@@ -438,22 +567,35 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
             blocks += serving_model.phase_average_blocks(phases, step_sums, step_ps, host_label)
             label = labels if single_host else np.arange(n_steps)
             blocks.append(_step_block(step_sums, step_ps, label, host_label))
-        program[include_io] = program_records(blocks, profiles, device, num_cores, include_io,
-                                              keys["flops_source"])
+        program[include_io] = program_records(
+            blocks, profiles, device, num_cores, include_io, keys["flops_source"]
+        )
 
     if not n_steps:
-        diagnostics.append(Diagnostic(
-            "warning", "no_steps",
-            "no complete step markers (a 'Steps' line with group_id on every core): only the "
-            "Total record is shown, no Average or per-step records. Annotate training steps "
-            "(e.g. jax.profiler.StepTraceAnnotation) or profile longer than one step."))
+        diagnostics.append(
+            Diagnostic(
+                "warning",
+                "no_steps",
+                "no complete step markers (a 'Steps' line with group_id on every core): only the "
+                "Total record is shown, no Average or per-step records. Annotate training steps "
+                "(e.g. jax.profiler.StepTraceAnnotation) or profile longer than one step.",
+            )
+        )
     if not device.peaks_known and not any(d.code == "peaks_unknown" for d in diagnostics):
-        diagnostics.append(Diagnostic("warning", "peaks_unknown",
-                                      "the profile carries no peak FLOP rate for this device: "
-                                      "efficiencies and bound-by cannot be computed"))
+        diagnostics.append(
+            Diagnostic(
+                "warning",
+                "peaks_unknown",
+                "the profile carries no peak FLOP rate for this device: "
+                "efficiencies and bound-by cannot be computed",
+            )
+        )
     if len(table) == 0:
-        diagnostics.append(Diagnostic("warning", "no_ops",
-                                      "no XLA ops with FLOPs/bytes were found in this profile"))
+        diagnostics.append(
+            Diagnostic(
+                "warning", "no_ops", "no XLA ops with FLOPs/bytes were found in this profile"
+            )
+        )
     diagnostics += _coverage_notes(program[True])
     if hw:
         diagnostics.append(Diagnostic("info", "hw_counters", hw[0].note))
@@ -462,25 +604,46 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     tables = dict(kernel_tables, op=table)
     attrs = {"op": "ops", "kernel": "kernels", "kernel_hw": "hw_ops"}
     scope = ScopeSource(
-        tables=tables, aligned=aligned,
-        profile_host=np.array([_index(host_names, p.core_spans[0].host) if p.core_spans else 0
-                               for p in profiles], np.int64),
-        key_hosts={name: key_host if t is table else _key_hosts(profiles, host_names, attrs[name])
-                   for name, t in tables.items()},
-        step_labels=labels, step_ps={io: step_ps_of.get(io, np.zeros(0)) for io in (True, False)},
+        tables=tables,
+        aligned=aligned,
+        profile_host=np.array(
+            [_index(host_names, p.core_spans[0].host) if p.core_spans else 0 for p in profiles],
+            np.int64,
+        ),
+        key_hosts={
+            name: key_host if t is table else _key_hosts(profiles, host_names, attrs[name])
+            for name, t in tables.items()
+        },
+        step_labels=labels,
+        step_ps={io: step_ps_of.get(io, np.zeros(0)) for io in (True, False)},
         span_ps={io: spans_ps - (0.0 if io else io_time) for io in (True, False)},
-        num_cores=num_cores, host_label=host_label,
-        phase_steps={serving_model.AVERAGE_PREFIX + k: v for k, v in phases.items()})
+        num_cores=num_cores,
+        host_label=host_label,
+        phase_steps={serving_model.AVERAGE_PREFIX + k: v for k, v in phases.items()},
+    )
     # The aligned steps as (host, step id) pairs, for the guidance facts.
-    members = [[(host_names[h], int(aligned.ids[h, i])) for h in range(min(
-        len(host_names), aligned.ids.shape[0]))] for i in range(n_steps)]
-    memory_ns = call_floors(ksums["flops"], ksums, np.zeros(table.num_keys), device,
-                            roofs.link)[0]
+    members = [
+        [
+            (host_names[h], int(aligned.ids[h, i]))
+            for h in range(min(len(host_names), aligned.ids.shape[0]))
+        ]
+        for i in range(n_steps)
+    ]
+    memory_ns = call_floors(ksums["flops"], ksums, np.zeros(table.num_keys), device, roofs.link)[0]
     floors = KeyFloors(ksums["flops"], memory_ns, {io: ops[io].key_record for io in ops})
-    return Analysis(device=device, program=program, ops=ops, diagnostics=diagnostics,
-                    num_steps=n_steps, has_hw_counters=bool(hw), views=views, scope=scope,
-                    facts=timeline_facts.collect(profiles, table, members), floors=floors,
-                    serving=serving_model.summary(profiles, device))
+    return Analysis(
+        device=device,
+        program=program,
+        ops=ops,
+        diagnostics=diagnostics,
+        num_steps=n_steps,
+        has_hw_counters=bool(hw),
+        views=views,
+        scope=scope,
+        facts=timeline_facts.collect(profiles, table, members),
+        floors=floors,
+        serving=serving_model.summary(profiles, device),
+    )
 
 
 def _index(values: list, value) -> int:
@@ -507,8 +670,9 @@ def _key_hosts(profiles, host_names: list, attr: str = "ops") -> np.ndarray:
         if (hosts == first).all():
             parts.append(np.full(len(hosts), codes.get(first, 0), np.int64))
         else:
-            parts.append(np.fromiter((codes.get(h, 0) for h in hosts.tolist()), np.int64,
-                                     len(hosts)))
+            parts.append(
+                np.fromiter((codes.get(h, 0) for h in hosts.tolist()), np.int64, len(hosts))
+            )
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
@@ -540,8 +704,13 @@ def _average_block(step_sums: dict, step_ps, n_steps: int, host_label: str) -> t
 def _step_block(step_sums: dict, step_ps, label, host_label: str) -> tuple:
     """One record per complete (aligned) step."""
     n = len(step_ps)
-    return (np.full(n, "step", object), np.asarray(label).astype(str).astype(object), step_ps,
-            step_sums, np.full(n, host_label, object))
+    return (
+        np.full(n, "step", object),
+        np.asarray(label).astype(str).astype(object),
+        step_ps,
+        step_sums,
+        np.full(n, host_label, object),
+    )
 
 
 def _hw_sums(hw, device) -> dict:
@@ -550,52 +719,69 @@ def _hw_sums(hw, device) -> dict:
     sums["occurrences"] = np.ones(1)
     sums["flops"] = np.array([sum(h.total_flops for h in hw)])
     sums["model_flops"] = sums["flops"].copy()
-    sums["roof_time"] = np.array([sum(float(div(f, compute_roof(device, [p])[0]))
-                                      for h in hw for p, f in h.flops.items())])
+    sums["roof_time"] = np.array(
+        [sum(float(div(f, compute_roof(device, [p])[0])) for h in hw for p, f in h.flops.items())]
+    )
     sums["flops_known_ps"] = sums["op_time_ps"] = np.ones(1)
     return sums
 
 
 def program_records(blocks, profiles, device, num_cores, include_io, flops_source) -> RecordTable:
     """Program records from blocks of rows (record types, step labels, times, sums, hosts)."""
+
     def cat(i, dtype):
         return np.concatenate([np.asarray(b[i], dtype).reshape(-1) for b in blocks])
 
     kinds = cat(0, object)
     n = len(kinds)
-    merged = {c: np.concatenate([np.asarray(b[3][c], np.float64).reshape(-1) for b in blocks])
-              for c in SUM_COLUMNS}
+    merged = {
+        c: np.concatenate([np.asarray(b[3][c], np.float64).reshape(-1) for b in blocks])
+        for c in SUM_COLUMNS
+    }
     merged["self_time_ps"] = np.zeros(n)
     merged["occurrences"] = np.ones(n)
     merged["floor_time"] = np.zeros(n)  # (op records' column: a program's saving is gap_ps)
     timed = np.ones(n, bool)
-    if not all(h.kernel_time_known for h in (p.hw_counters for p in profiles
-                                             if p.hw_counters is not None)):
+    if not all(
+        h.kernel_time_known for h in (p.hw_counters for p in profiles if p.hw_counters is not None)
+    ):
         timed = kinds != "total_hw"
     merged["total_time_ps"] = np.where(timed, cat(2, np.float64), 0.0)
     distinct = set(flops_source.tolist())
     hosts = cat(4, object)
-    labels = {"record_type": kinds, "step": cat(1, object), "rank": np.zeros(n, np.int64),
-              "category": "Program", "operation": "Program", "program": "", "program_id": "",
-              "is_infeed_outfeed": np.zeros(n, bool), "source": "", "tf_op": "",
-              "flops_source": distinct.pop() if len(distinct) == 1 else (
-                  "mixed" if distinct else "none"),
-              "precision": "mixed", "dtype": "", "host": hosts}
-    prog = build_records(merged, device, num_cores, labels, n, include_io,
-                         merged["total_time_ps"])
+    labels = {
+        "record_type": kinds,
+        "step": cat(1, object),
+        "rank": np.zeros(n, np.int64),
+        "category": "Program",
+        "operation": "Program",
+        "program": "",
+        "program_id": "",
+        "is_infeed_outfeed": np.zeros(n, bool),
+        "source": "",
+        "tf_op": "",
+        "flops_source": distinct.pop() if len(distinct) == 1 else ("mixed" if distinct else "none"),
+        "precision": "mixed",
+        "dtype": "",
+        "host": hosts,
+    }
+    prog = build_records(merged, device, num_cores, labels, n, include_io, merged["total_time_ps"])
     # A program's time saved on the roof is what its ops prove: the sum of their gaps (async
     # halves, unknown costs, caveated ops and idle time left out; Opportunities adds idle and
     # exposed communication as findings of their own).
     prog.columns["potential_time_saved_us"] = np.where(
         device.peaks_known & (kinds != "total_hw") & (prog.columns["caveat"] != "no_cost"),
-        merged["gap_ps"] / 1e6, np.nan)
+        merged["gap_ps"] / 1e6,
+        np.nan,
+    )
     prog.columns["roof_time_us"] = np.full(n, np.nan)
     host_rows = np.flatnonzero(kinds == "host")
     if len(host_rows):  # a host's time per core is over its own cores
         cores = {p.core_spans[0].host: p.device.num_cores for p in profiles if p.core_spans}
         per_host = np.array([max(cores.get(h, 1), 1) for h in hosts[host_rows].tolist()])
-        prog.columns["total_time_per_core_us"][host_rows] = \
+        prog.columns["total_time_per_core_us"][host_rows] = (
             merged["total_time_ps"][host_rows] / 1e6 / per_host
+        )
     for i in np.flatnonzero(kinds == "total_hw").tolist():
         # counters give FLOPs only: bytes (and untimed rates) unknown
         unknown_bytes(prog, i, timed=bool(timed[i]))
@@ -614,14 +800,22 @@ def _coverage_notes(program: RecordTable) -> list[Diagnostic]:
         return []
     total = dict(zip(RECORD_COLUMNS, program.select(slice(0, 1)).rows()[0]))
     flops, nbytes = total["flop_coverage"], total["bytes_coverage"]
-    low = [(what, cov) for what, cov in (("FLOPs", flops), ("bytes", nbytes))
-           if cov is not None and cov < 0.5]
+    low = [
+        (what, cov)
+        for what, cov in (("FLOPs", flops), ("bytes", nbytes))
+        if cov is not None and cov < 0.5
+    ]
     if not low:
         return []
     if len(low) == 2 and abs(flops - nbytes) < 5e-4:
         low = [("FLOPs and bytes", flops)]
-    return [Diagnostic(
-        "warning", "low_coverage",
-        f"only {cov * 100:.1f}% of the op time has known {what}: the program-level rates, "
-        "bound-by and efficiency describe that part, not the whole run (ops without a cost "
-        "are marked no_cost; see their time in the op table)") for what, cov in low]
+    return [
+        Diagnostic(
+            "warning",
+            "low_coverage",
+            f"only {cov * 100:.1f}% of the op time has known {what}: the program-level rates, "
+            "bound-by and efficiency describe that part, not the whole run (ops without a cost "
+            "are marked no_cost; see their time in the op table)",
+        )
+        for what, cov in low
+    ]

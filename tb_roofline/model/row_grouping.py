@@ -11,6 +11,7 @@
 Works on the op table's keys only (scoped_op_records with `split_by`); nothing here knows of
 HTTP.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,12 +47,12 @@ def grouped_records(analysis: roofline.Analysis, include_io: bool, rows: str) ->
     """The op records of `analysis` grouped as `rows` asks (see the module docstring);
     ValueError naming the choices for a grouping the run does not have."""
     if rows not in ROWS:
-        raise ValueError(
-            f"rows {rows!r} is not one of: {', '.join(ROWS)}")
+        raise ValueError(f"rows {rows!r} is not one of: {', '.join(ROWS)}")
     if rows not in available_rows(analysis):
         raise ValueError(
             f"rows {rows!r} is not available for this run; rows: "
-            + ", ".join(available_rows(analysis)))
+            + ", ".join(available_rows(analysis))
+        )
     if rows == "op":
         return analysis.ops[include_io]
     if rows == "kernel":
@@ -68,8 +69,13 @@ def shapes_text(fingerprints: np.ndarray) -> np.ndarray:
     lookup = {}
     for f in distinct_strings(fingerprints):
         s = str(f)
-        lookup[f] = (s[len(SHAPES):] if s.startswith(SHAPES) else
-                     "grid " + s[len(GRID):] if s.startswith(GRID) else "")
+        lookup[f] = (
+            s[len(SHAPES) :]
+            if s.startswith(SHAPES)
+            else "grid " + s[len(GRID) :]
+            if s.startswith(GRID)
+            else ""
+        )
     out = np.empty(len(fingerprints), dtype=object)
     out[:] = [lookup[f] for f in fingerprints.tolist()]
     return out
@@ -80,8 +86,9 @@ def extra_columns(table: RecordTable) -> list[str]:
     return [SHAPES_COLUMN] if SHAPES_COLUMN in table.columns else []
 
 
-def add_extra_columns(analysis: roofline.Analysis, table: RecordTable, rows: str,
-                      answer: dict) -> dict:
+def add_extra_columns(
+    analysis: roofline.Analysis, table: RecordTable, rows: str, answer: dict
+) -> dict:
     """An `/ops` answer with the extra columns (extra_columns) appended to its `columns` and
     `rows` (`table`: the filtered, paged records whose rows it holds), the grouping it has
     (`rows`) and the groupings the run offers (`row_groupings`)."""

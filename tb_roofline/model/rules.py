@@ -5,6 +5,7 @@ known for all of the op's time, a potential time saved (peaks known), not a cont
 not infeed/outfeed, not communication. Their evidence is the record's own exported values.
 Thresholds, reasons and sources: docs/guidance.md.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,22 +39,69 @@ _MEMORY_BOUND_EXCLUDE = ("Compute", "Unknown", "Async")
 _MATMUL_WORDS = ("matmul", "convolution", "dot", "gemm", "conv")
 
 OP_COLUMNS = {
-    "tiling": ("bound_by", "roofline_efficiency", "compute_efficiency", "flop_rate",
-               "peak_flop_rate", "precision", "total_time_us", "roof_time_us", "mixed_regimes",
-               "potential_time_saved_us"),
-    "precision": ("category", "precision", "peak_flop_rate", "flop_rate", "compute_efficiency",
-                  "max_mem_bw_utilization", "total_time_us", "roof_time_us", "mixed_regimes",
-                  "potential_time_saved_us"),
-    "tiny_ops": ("occurrences", "avg_time_us", "total_time_us", "roof_time_us",
-                 "mixed_regimes", "self_time_percent", "potential_time_saved_us"),
-    "fusion": ("category", "bound_by", "roofline_efficiency", "occurrences", "avg_time_us",
-               "total_time_us", "potential_time_saved_us"),
-    "repeated_copy": ("category", "bound_by", "occurrences", "total_time_us",
-                      "potential_time_saved_us"),
-    "far_below_roof": ("category", "bound_by", "roofline_efficiency", "compute_efficiency",
-                       "max_mem_bw_utilization", "precision", "peak_flop_rate",
-                       "self_time_percent", "total_time_us", "roof_time_us", "mixed_regimes",
-                       "potential_time_saved_us"),
+    "tiling": (
+        "bound_by",
+        "roofline_efficiency",
+        "compute_efficiency",
+        "flop_rate",
+        "peak_flop_rate",
+        "precision",
+        "total_time_us",
+        "roof_time_us",
+        "mixed_regimes",
+        "potential_time_saved_us",
+    ),
+    "precision": (
+        "category",
+        "precision",
+        "peak_flop_rate",
+        "flop_rate",
+        "compute_efficiency",
+        "max_mem_bw_utilization",
+        "total_time_us",
+        "roof_time_us",
+        "mixed_regimes",
+        "potential_time_saved_us",
+    ),
+    "tiny_ops": (
+        "occurrences",
+        "avg_time_us",
+        "total_time_us",
+        "roof_time_us",
+        "mixed_regimes",
+        "self_time_percent",
+        "potential_time_saved_us",
+    ),
+    "fusion": (
+        "category",
+        "bound_by",
+        "roofline_efficiency",
+        "occurrences",
+        "avg_time_us",
+        "total_time_us",
+        "potential_time_saved_us",
+    ),
+    "repeated_copy": (
+        "category",
+        "bound_by",
+        "occurrences",
+        "total_time_us",
+        "potential_time_saved_us",
+    ),
+    "far_below_roof": (
+        "category",
+        "bound_by",
+        "roofline_efficiency",
+        "compute_efficiency",
+        "max_mem_bw_utilization",
+        "precision",
+        "peak_flop_rate",
+        "self_time_percent",
+        "total_time_us",
+        "roof_time_us",
+        "mixed_regimes",
+        "potential_time_saved_us",
+    ),
 }
 ARRAY_TYPE = re.compile(r"\b([a-z][a-z0-9]*)\[[0-9,]*\]")  # the element type of "f32[8,128]"
 
@@ -95,15 +143,26 @@ class Context:
     def __post_init__(self):
         c = self.ops.columns
         self.c = c
-        self.index = {(pid, op, p): i for i, (pid, op, p) in enumerate(zip(
-            c["program_id"].tolist(), c["operation"].tolist(), c["precision"].tolist()))}
+        self.index = {
+            (pid, op, p): i
+            for i, (pid, op, p) in enumerate(
+                zip(c["program_id"].tolist(), c["operation"].tolist(), c["precision"].tolist())
+            )
+        }
         caveat = np.array([not v for v in c["caveat"].tolist()], bool)
         saved = np.isfinite(c["potential_time_saved_us"].astype(float))
         comm = np.array([is_communication(cat) for cat in c["category"].tolist()], bool)
-        full = (np.nan_to_num(c["flop_coverage"].astype(float)) >= 1.0) & \
-            (np.nan_to_num(c["bytes_coverage"].astype(float)) >= 1.0)
-        self.trusted = caveat & saved & ~comm & full & ~c["is_infeed_outfeed"].astype(bool) & \
-            (c["flops_source"] != "none")
+        full = (np.nan_to_num(c["flop_coverage"].astype(float)) >= 1.0) & (
+            np.nan_to_num(c["bytes_coverage"].astype(float)) >= 1.0
+        )
+        self.trusted = (
+            caveat
+            & saved
+            & ~comm
+            & full
+            & ~c["is_infeed_outfeed"].astype(bool)
+            & (c["flops_source"] != "none")
+        )
         self.min_us = MIN_SHARE * self.total_time_us
 
     def advise(self, rule: str) -> str:
@@ -149,27 +208,50 @@ def tiling(ctx: Context) -> list:
         if share < MISALIGNED_SHARE or saved < ctx.min_us:
             continue
         worst = max(bad, key=lambda b: b[0].time_ps)
-        facts = {"tile": list(tile) if isinstance(tile, tuple) else tile,
-                 "misaligned_time_share": share, "shape": worst[0].text,
-                 "shapes": [{"shape": u.text, "calls": u.calls, "time_us": u.time_ps / 1e6,
-                             "misaligned": m if isinstance(m, list) else None,
-                             "padding_share": m if isinstance(m, float) else None}
-                            for u, m in bad[:8]]}
+        facts = {
+            "tile": list(tile) if isinstance(tile, tuple) else tile,
+            "misaligned_time_share": share,
+            "shape": worst[0].text,
+            "shapes": [
+                {
+                    "shape": u.text,
+                    "calls": u.calls,
+                    "time_us": u.time_ps / 1e6,
+                    "misaligned": m if isinstance(m, list) else None,
+                    "padding_share": m if isinstance(m, float) else None,
+                }
+                for u, m in bad[:8]
+            ],
+        }
         if kind == "tpu":
-            text = (f"pad the arrays' last dimension to a multiple of 128 and the second-to-last "
-                    f"to a multiple of 8: XLA stores TPU arrays in (8, 128) tiles and feeds the "
-                    f"MXU 128 wide, so the padding of {worst[0].text} is work for nothing")
+            text = (
+                f"pad the arrays' last dimension to a multiple of 128 and the second-to-last "
+                f"to a multiple of 8: XLA stores TPU arrays in (8, 128) tiles and feeds the "
+                f"MXU 128 wide, so the padding of {worst[0].text} is work for nothing"
+            )
         else:
-            text = (f"pad M, N and K to multiples of {tile} for {c['precision'][i]}: tensor "
-                    f"cores multiply {GPU_TILE_BYTES}-byte-aligned tiles, and cuBLAS/cuDNN fall "
-                    f"back to slower kernels otherwise ({worst[0].text}; e.g. round vocabulary, "
-                    "hidden and batch sizes up)")
+            text = (
+                f"pad M, N and K to multiples of {tile} for {c['precision'][i]}: tensor "
+                f"cores multiply {GPU_TILE_BYTES}-byte-aligned tiles, and cuBLAS/cuDNN fall "
+                f"back to slower kernels otherwise ({worst[0].text}; e.g. round vocabulary, "
+                "hidden and batch sizes up)"
+            )
         gap = float(c["potential_time_saved_us"][i])
-        out.append(Finding("tiling", f"{c['operation'][i]}: shapes do not fill the matrix tiles",
-                           [i], facts, saved, text[0].upper() + text[1:] + ".", i,
-                           bound_us=gap, formula=f"(t − Σ max(F_i/P, B_i/BW)) × misaligned "
-                                                 f"share = {_us(gap)} × {share:.3f} = "
-                                                 f"{_us(saved)}" + _regimes(ctx, i)))
+        out.append(
+            Finding(
+                "tiling",
+                f"{c['operation'][i]}: shapes do not fill the matrix tiles",
+                [i],
+                facts,
+                saved,
+                text[0].upper() + text[1:] + ".",
+                i,
+                bound_us=gap,
+                formula=f"(t − Σ max(F_i/P, B_i/BW)) × misaligned "
+                f"share = {_us(gap)} × {share:.3f} = "
+                f"{_us(saved)}" + _regimes(ctx, i),
+            )
+        )
     return out
 
 
@@ -215,8 +297,10 @@ def _regimes(ctx: Context, i: int) -> str:
 
 def gap_formula(ctx: Context, i: int) -> str:
     t = float(ctx.c["total_time_us"][i])
-    return (f"t − Σ max(F_i/P, B_i/BW) = {_us(t)} − {_us(floor_us(ctx, i))} = "
-            f"{_us(float(ctx.c['potential_time_saved_us'][i]))}" + _regimes(ctx, i))
+    return (
+        f"t − Σ max(F_i/P, B_i/BW) = {_us(t)} − {_us(floor_us(ctx, i))} = "
+        f"{_us(float(ctx.c['potential_time_saved_us'][i]))}" + _regimes(ctx, i)
+    )
 
 
 def precision(ctx: Context) -> list:
@@ -234,8 +318,9 @@ def precision(ctx: Context) -> list:
         if normalize_precision(plain_precision(c["precision"][i])) != "fp32":
             continue
         peak = float(c["peak_flop_rate"][i])
-        target = next((p for p in ("tf32", "bf16") if roofs.get(p, 0) >= PRECISION_RATIO * peak),
-                      None)
+        target = next(
+            (p for p in ("tf32", "bf16") if roofs.get(p, 0) >= PRECISION_RATIO * peak), None
+        )
         if target is None or peak <= 0:
             continue
         now, new = floor_us(ctx, i), floor_us(ctx, i, roofs[target])
@@ -243,19 +328,35 @@ def precision(ctx: Context) -> list:
         if saved < ctx.min_us:
             continue
         t = float(c["total_time_us"][i])
-        formula = (f"Σ max(F_i/P, B_i/BW) − Σ max(F_i/P′, B_i/BW) = {_us(now)} − {_us(new)} = "
-                   f"{_us(saved)} (P = {peak:,.0f}, P′ = {roofs[target]:,.0f} GFLOP/s {target})"
-                   + _regimes(ctx, i))
-        facts = {"target_precision": target, "target_peak_flop_rate": roofs[target],
-                 "roof_ratio": roofs[target] / peak, "floor_us": now,
-                 "floor_on_target_roof_us": new, "time_on_target_roof_us": t - saved,
-                 "mixed_regimes": bool(c["mixed_regimes"][i])}
-        out.append(Finding(
-            "precision", f"{c['operation'][i]}: f32 on a device with a "
-            f"{roofs[target] / peak:.0f}x higher {target} roof", [i], facts, saved,
-            f"Run it in {target}: {ctx.advise('precision')}. Its roof moves from "
-            f"{peak:,.0f} to {roofs[target]:,.0f} GFLOP/s; check the accuracy of the result.", i,
-            bound_us=saved, formula=formula))
+        formula = (
+            f"Σ max(F_i/P, B_i/BW) − Σ max(F_i/P′, B_i/BW) = {_us(now)} − {_us(new)} = "
+            f"{_us(saved)} (P = {peak:,.0f}, P′ = {roofs[target]:,.0f} GFLOP/s {target})"
+            + _regimes(ctx, i)
+        )
+        facts = {
+            "target_precision": target,
+            "target_peak_flop_rate": roofs[target],
+            "roof_ratio": roofs[target] / peak,
+            "floor_us": now,
+            "floor_on_target_roof_us": new,
+            "time_on_target_roof_us": t - saved,
+            "mixed_regimes": bool(c["mixed_regimes"][i]),
+        }
+        out.append(
+            Finding(
+                "precision",
+                f"{c['operation'][i]}: f32 on a device with a "
+                f"{roofs[target] / peak:.0f}x higher {target} roof",
+                [i],
+                facts,
+                saved,
+                f"Run it in {target}: {ctx.advise('precision')}. Its roof moves from "
+                f"{peak:,.0f} to {roofs[target]:,.0f} GFLOP/s; check the accuracy of the result.",
+                i,
+                bound_us=saved,
+                formula=formula,
+            )
+        )
     return out
 
 
@@ -270,12 +371,19 @@ def tiny_ops(ctx: Context) -> list:
         if saved < ctx.min_us:
             continue
         per_step = ctx.per_step(float(calls[i]))
-        out.append(Finding(
-            "tiny_ops", f"{c['operation'][i]}: {per_step:,.0f} calls per step of "
-            f"{avg[i]:.2f} µs", [i], {"calls_per_step": per_step, "max_call_us": TINY_CALL_US},
-            saved, "Each call is too short to amortise its launch: "
-            f"{ctx.advise('tiny_ops')}.", i, bound_us=saved,
-            formula=gap_formula(ctx, i)))
+        out.append(
+            Finding(
+                "tiny_ops",
+                f"{c['operation'][i]}: {per_step:,.0f} calls per step of {avg[i]:.2f} µs",
+                [i],
+                {"calls_per_step": per_step, "max_call_us": TINY_CALL_US},
+                saved,
+                f"Each call is too short to amortise its launch: {ctx.advise('tiny_ops')}.",
+                i,
+                bound_us=saved,
+                formula=gap_formula(ctx, i),
+            )
+        )
     return out
 
 
@@ -312,8 +420,12 @@ def fusion(ctx: Context) -> list:
         a, b = ctx.index.get(pair.first), ctx.index.get(pair.second)
         if a is None or b is None or a == b or pair.count < 2:
             continue
-        if not all(ctx.trusted[i] and is_fusible(str(c["category"][i])) and
-                   c["bound_by"][i] not in _MEMORY_BOUND_EXCLUDE for i in (a, b)):
+        if not all(
+            ctx.trusted[i]
+            and is_fusible(str(c["category"][i]))
+            and c["bound_by"][i] not in _MEMORY_BOUND_EXCLUDE
+            for i in (a, b)
+        ):
             continue
         shared = _shared_tensor(ctx, a, b)
         if shared is None:
@@ -324,21 +436,36 @@ def fusion(ctx: Context) -> list:
         if saved < ctx.min_us:
             continue
         claim = a if float(c["total_time_us"][a]) <= float(c["total_time_us"][b]) else b
-        facts = {"pairs": pair.count, "pairs_per_step": ctx.per_step(pair.count),
-                 "mean_gap_us": pair.gap_ps / pair.count / 1e6,
-                 "shorter_op_time_us": pair.shorter_ps / 1e6,
-                 "shared_shape": list(dims), "intermediate_bytes": nbytes,
-                 "memory_roof_gbs": hbm.gbs}
-        formula = (f"pairs × 2 × S ÷ BW = {pair.count:,} × 2 × {nbytes:,} B ÷ "
-                   f"{hbm.gbs:,.0f} GB/s = {_us(bound)}")
+        facts = {
+            "pairs": pair.count,
+            "pairs_per_step": ctx.per_step(pair.count),
+            "mean_gap_us": pair.gap_ps / pair.count / 1e6,
+            "shorter_op_time_us": pair.shorter_ps / 1e6,
+            "shared_shape": list(dims),
+            "intermediate_bytes": nbytes,
+            "memory_roof_gbs": hbm.gbs,
+        }
+        formula = (
+            f"pairs × 2 × S ÷ BW = {pair.count:,} × 2 × {nbytes:,} B ÷ "
+            f"{hbm.gbs:,.0f} GB/s = {_us(bound)}"
+        )
         if saved < bound:
             formula += f", capped at the shorter op's {_us(pair.shorter_ps / 1e6)}"
-        out.append(Finding(
-            "fusion", f"{c['operation'][a]} → {c['operation'][b]}: memory-bound ops back to "
-            f"back on one {list(dims)} tensor", [a, b], facts, saved,
-            f"Fuse them: {ctx.advise('fusion')}. The intermediate array is then "
-            "written and read once less: that traffic at the memory roof is the saving.", claim,
-            bound_us=bound, formula=formula))
+        out.append(
+            Finding(
+                "fusion",
+                f"{c['operation'][a]} → {c['operation'][b]}: memory-bound ops back to "
+                f"back on one {list(dims)} tensor",
+                [a, b],
+                facts,
+                saved,
+                f"Fuse them: {ctx.advise('fusion')}. The intermediate array is then "
+                "written and read once less: that traffic at the memory roof is the saving.",
+                claim,
+                bound_us=bound,
+                formula=formula,
+            )
+        )
     return out
 
 
@@ -369,17 +496,29 @@ def repeated_copy(ctx: Context) -> list:
             bound = in_shape * (1.0 - 1.0 / k)
             if bound < ctx.min_us:
                 continue
-            facts = {"shape": u.text, "calls_per_step_of_shape": k,
-                     "ops_with_shape": [str(c["operation"][i])],
-                     "time_in_shape_us": u.time_ps / 1e6, "time_in_steps_us": in_shape,
-                     "same_data": "one instruction, one step"}
-            out.append(Finding(
-                "repeated_copy", f"{c['operation'][i]}: {u.text} copied {k:,.1f}× per step",
-                [i], facts, bound,
-                f"The same relayout repeats: {ctx.advise('repeated_copy')}; "
-                "keeping one copy per step saves the rest.", i, bound_us=bound,
-                formula=f"t(shape, in steps) × (1 − 1/k) = {_us(in_shape)} × (1 − 1/{k:,.1f}) "
-                        f"= {_us(bound)}"))
+            facts = {
+                "shape": u.text,
+                "calls_per_step_of_shape": k,
+                "ops_with_shape": [str(c["operation"][i])],
+                "time_in_shape_us": u.time_ps / 1e6,
+                "time_in_steps_us": in_shape,
+                "same_data": "one instruction, one step",
+            }
+            out.append(
+                Finding(
+                    "repeated_copy",
+                    f"{c['operation'][i]}: {u.text} copied {k:,.1f}× per step",
+                    [i],
+                    facts,
+                    bound,
+                    f"The same relayout repeats: {ctx.advise('repeated_copy')}; "
+                    "keeping one copy per step saves the rest.",
+                    i,
+                    bound_us=bound,
+                    formula=f"t(shape, in steps) × (1 − 1/k) = {_us(in_shape)} × (1 − 1/{k:,.1f}) "
+                    f"= {_us(bound)}",
+                )
+            )
     return out
 
 
@@ -389,27 +528,43 @@ def far_below_roof(ctx: Context, covered: set) -> list:
     c, out = ctx.c, []
     eff = per_call_efficiency(ctx)
     gap = np.nan_to_num(c["potential_time_saved_us"].astype(float))
-    big = (np.nan_to_num(c["self_time_percent"].astype(float)) >= 100 * FAR_BELOW_SHARE) | \
-        (gap >= FAR_BELOW_GAP_SHARE * ctx.total_time_us)
+    big = (np.nan_to_num(c["self_time_percent"].astype(float)) >= 100 * FAR_BELOW_SHARE) | (
+        gap >= FAR_BELOW_GAP_SHARE * ctx.total_time_us
+    )
     cand = ctx.trusted & (eff < FAR_BELOW_ROOF) & (eff > 0) & big & (gap >= ctx.min_us)
     for i in np.flatnonzero(cand).tolist():
         if i in covered:
             continue
         bound = str(c["bound_by"][i])
         if bound == "Compute":
-            what = (f"compute-bound at {eff[i]:.0%} of its {c['precision'][i]} roof "
-                    f"({float(c['peak_flop_rate'][i]):,.0f} GFLOP/s)")
+            what = (
+                f"compute-bound at {eff[i]:.0%} of its {c['precision'][i]} roof "
+                f"({float(c['peak_flop_rate'][i]):,.0f} GFLOP/s)"
+            )
         else:
             what = f"bound by {bound} at {eff[i]:.0%} of its bandwidth"
-        facts = {"roofline_efficiency": float(np.nan_to_num(c["roofline_efficiency"][i])),
-                 "floor_efficiency": float(eff[i]), "bound_by": bound,
-                 "self_time_percent": float(c["self_time_percent"][i]),
-                 "floor_us": floor_us(ctx, i), "mixed_regimes": bool(c["mixed_regimes"][i])}
-        out.append(Finding(
-            "far_below_roof", f"{c['operation'][i]}: {eff[i]:.0%} of its roof, "
-            f"{float(c['self_time_percent'][i]):.0f}% of the op time", [i], facts, float(gap[i]),
-            f"It is {what}: {ctx.advise('far_below_roof')}.", i,
-            bound_us=float(gap[i]), formula=gap_formula(ctx, i)))
+        facts = {
+            "roofline_efficiency": float(np.nan_to_num(c["roofline_efficiency"][i])),
+            "floor_efficiency": float(eff[i]),
+            "bound_by": bound,
+            "self_time_percent": float(c["self_time_percent"][i]),
+            "floor_us": floor_us(ctx, i),
+            "mixed_regimes": bool(c["mixed_regimes"][i]),
+        }
+        out.append(
+            Finding(
+                "far_below_roof",
+                f"{c['operation'][i]}: {eff[i]:.0%} of its roof, "
+                f"{float(c['self_time_percent'][i]):.0f}% of the op time",
+                [i],
+                facts,
+                float(gap[i]),
+                f"It is {what}: {ctx.advise('far_below_roof')}.",
+                i,
+                bound_us=float(gap[i]),
+                formula=gap_formula(ctx, i),
+            )
+        )
     return out
 
 

@@ -6,6 +6,7 @@ Input: the readers' `ProfileData.serving_steps` (readers/kineto/serving.py) and 
 rows of each step. Only single-host analyses get serving facts: aligned steps of several
 hosts have no one phase.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,8 +52,15 @@ def phase_average_blocks(phases: dict, step_sums: dict, step_ps, host_label: str
         idx = np.asarray(idx, np.int64)
         n = len(idx)
         avg = {c: np.array([v[idx].sum() / n]) for c, v in step_sums.items()}
-        out.append((["average"], [AVERAGE_PREFIX + phase], [float(step_ps[idx].sum() / n)],
-                    avg, [host_label]))
+        out.append(
+            (
+                ["average"],
+                [AVERAGE_PREFIX + phase],
+                [float(step_ps[idx].sum() / n)],
+                avg,
+                [host_label],
+            )
+        )
     return out
 
 
@@ -77,8 +85,12 @@ def _step_sums(p, step: int) -> dict:
         out[c] = (float(flops[m].sum()), float(nbytes[m].sum()), float(time[m].sum()))
     mm = cat == "matmul"
     main = prec[mm][np.argmax(flops[mm])] if mm.any() else ""
-    return {"by_category": out, "matmul_precision": str(main),
-            "bytes": float(nbytes.sum()), "time_ps": float(time.sum())}
+    return {
+        "by_category": out,
+        "matmul_precision": str(main),
+        "bytes": float(nbytes.sum()),
+        "time_ps": float(time.sum()),
+    }
 
 
 def summary(profiles, device) -> list[dict]:
@@ -93,10 +105,20 @@ def summary(profiles, device) -> list[dict]:
         sums = _step_sums(profiles[0], int(s["step"]))
         mm = sums["by_category"].get("matmul", (0.0, 0.0, 0.0))
         att = sums["by_category"].get("attention", (0.0, 0.0, 0.0))
-        rec = dict(s, matmul_flops=mm[0], matmul_bytes=mm[1], attention_flops=att[0],
-                   attention_bytes=att[1], op_bytes=sums["bytes"], op_time_ps=sums["time_ps"],
-                   tokens_per_s_busy=(s["tokens"] / (sums["time_ps"] * 1e-12)
-                                      if s.get("tokens") and sums["time_ps"] > 0 else None))
+        rec = dict(
+            s,
+            matmul_flops=mm[0],
+            matmul_bytes=mm[1],
+            attention_flops=att[0],
+            attention_bytes=att[1],
+            op_bytes=sums["bytes"],
+            op_time_ps=sums["time_ps"],
+            tokens_per_s_busy=(
+                s["tokens"] / (sums["time_ps"] * 1e-12)
+                if s.get("tokens") and sums["time_ps"] > 0
+                else None
+            ),
+        )
         rec.update(decode_roofline(s, mm, att, sums, device, bw))
         out.append(rec)
     return out
@@ -118,9 +140,13 @@ def decode_roofline(s: dict, mm, att, sums: dict, device, bw) -> dict:
     ridge = peak / bw if peak > 0 else None
     intensity = mm[0] / mm[1]
     batch = s.get("batch")
-    out = {"weight_floor_us": mm[1] / bw / 1e3, "bytes_floor_us": sums["bytes"] / bw / 1e3,
-           "matmul_intensity": intensity, "ridge_flops_per_byte": ridge,
-           "kv_share": att[1] / sums["bytes"] if sums["bytes"] > 0 else None}
+    out = {
+        "weight_floor_us": mm[1] / bw / 1e3,
+        "bytes_floor_us": sums["bytes"] / bw / 1e3,
+        "matmul_intensity": intensity,
+        "ridge_flops_per_byte": ridge,
+        "kv_share": att[1] / sums["bytes"] if sums["bytes"] > 0 else None,
+    }
     if ridge and batch:
         out["ridge_batch"] = batch * ridge / intensity
     small = [sums["by_category"].get(c, (0.0, 0.0, 0.0)) for c in _SMALL]
@@ -142,23 +168,47 @@ def findings(r: dict, batch) -> list[dict]:
     out = []
     rb = r.get("ridge_batch")
     if rb is not None and batch and batch < rb:
-        out.append({"code": "batch_below_ridge", "text": (
-            f"decode batch {batch} is below the {rb:.0f} at which its GEMMs would turn "
-            f"compute-bound: they read the weights once a step ({r['weight_floor_us']:.1f} µs "
-            "at full HBM bandwidth) whatever the batch, so larger batches raise tokens/s "
-            "almost for free up to that size"), "bound_us": r["weight_floor_us"]})
+        out.append(
+            {
+                "code": "batch_below_ridge",
+                "text": (
+                    f"decode batch {batch} is below the {rb:.0f} at which its GEMMs would turn "
+                    f"compute-bound: they read the weights once a step ({r['weight_floor_us']:.1f} µs "
+                    "at full HBM bandwidth) whatever the batch, so larger batches raise tokens/s "
+                    "almost for free up to that size"
+                ),
+                "bound_us": r["weight_floor_us"],
+            }
+        )
     share = r.get("kv_share")
     if share is not None and share > 0.5:
-        out.append({"code": "kv_reads_dominate", "text": (
-            f"the KV cache reads are {share:.0%} of the step's bytes: attention, not the "
-            "weights, sets the memory floor (shorter contexts per step, KV quantisation or "
-            "fewer KV heads move it)"), "bound_us": r["bytes_floor_us"] * share})
-    t, floor, total = r.get("small_ops_us", 0.0), r.get("small_ops_floor_us", 0.0), \
-        r.get("op_time_us", 0.0)
+        out.append(
+            {
+                "code": "kv_reads_dominate",
+                "text": (
+                    f"the KV cache reads are {share:.0%} of the step's bytes: attention, not the "
+                    "weights, sets the memory floor (shorter contexts per step, KV quantisation or "
+                    "fewer KV heads move it)"
+                ),
+                "bound_us": r["bytes_floor_us"] * share,
+            }
+        )
+    t, floor, total = (
+        r.get("small_ops_us", 0.0),
+        r.get("small_ops_floor_us", 0.0),
+        r.get("op_time_us", 0.0),
+    )
     if total > 0 and t >= 0.1 * total and t > 2 * floor:
-        out.append({"code": "unfused_small_ops", "text": (
-            f"norm, activation, RoPE and KV-store ops take {t:.1f} µs ({t / total:.0%} of "
-            f"the step's op time) for bytes that need {floor:.1f} µs at full HBM bandwidth: "
-            "separate small kernels, bound by launches and latency rather than memory. Fusing "
-            f"them into their neighbours saves at most their {t:.1f} µs"), "bound_us": t})
+        out.append(
+            {
+                "code": "unfused_small_ops",
+                "text": (
+                    f"norm, activation, RoPE and KV-store ops take {t:.1f} µs ({t / total:.0%} of "
+                    f"the step's op time) for bytes that need {floor:.1f} µs at full HBM bandwidth: "
+                    "separate small kernels, bound by launches and latency rather than memory. Fusing "
+                    f"them into their neighbours saves at most their {t:.1f} µs"
+                ),
+                "bound_us": t,
+            }
+        )
     return out

@@ -6,6 +6,7 @@ hosts are aligned by position (the i-th complete step of each host makes aligned
 to the host with the fewest; a step's time on a host is its longest marker times the number of
 markers (one per core).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +18,7 @@ from tb_roofline.table.op_table import ROW_BLOCK, StepSpans, distinct
 
 @dataclasses.dataclass
 class Steps:
-    ids: np.ndarray   # hosts x steps: the step id each host contributes to each aligned step
+    ids: np.ndarray  # hosts x steps: the step id each host contributes to each aligned step
     time_ps: np.ndarray  # per aligned step: the hosts' step times summed
 
     def __len__(self) -> int:
@@ -54,8 +55,13 @@ def align(profiles) -> Steps:
     return Steps(ids, np.asarray(time, np.float64))
 
 
-def row_steps(steps: Steps, host_of_profile: np.ndarray, key_host: np.ndarray, op: np.ndarray,
-              row_step: np.ndarray) -> np.ndarray:
+def row_steps(
+    steps: Steps,
+    host_of_profile: np.ndarray,
+    key_host: np.ndarray,
+    op: np.ndarray,
+    row_step: np.ndarray,
+) -> np.ndarray:
     """The aligned step of each row (-1 when its (host, step) is not a complete step).
     `host_of_profile[j]`: the host code of profile j; `key_host`: the host code of each key
     (rows point at keys with `op`)."""
@@ -70,7 +76,7 @@ def row_steps(steps: Steps, host_of_profile: np.ndarray, key_host: np.ndarray, o
     hi = max(int(row_step.max()), int(member_step.max()))
     width = hi - lo + 1
     top = int(max(key_host.max(initial=0), member_host.max(initial=0)))
-    if width * (top + 1) < 2 ** 62:
+    if width * (top + 1) < 2**62:
         member = member_host * width + (member_step - lo)
         rows = row_step - lo  # a new array: the table's stays as it is
         if not one_host:
@@ -81,8 +87,8 @@ def row_steps(steps: Steps, host_of_profile: np.ndarray, key_host: np.ndarray, o
         uniq, inv = np.unique(np.concatenate([member_step, row_step]), return_inverse=True)
         inv = inv.reshape(-1)
         width = len(uniq)
-        member = member_host * width + inv[:len(member_step)]
-        rows = key_host[op] * width + inv[len(member_step):]
+        member = member_host * width + inv[: len(member_step)]
+        rows = key_host[op] * width + inv[len(member_step) :]
     order = np.argsort(member, kind="stable")
     member, member_index = member[order], member_index[order]
     # Two profiles of one host name: the last one's step wins (as a dictionary would keep it).

@@ -11,6 +11,7 @@
 The peak is per device (core) of the precision the FLOPs run in: the workload's `precision`,
 else the precision with the most FLOPs among the op records.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,17 +20,20 @@ import numpy as np
 
 from tb_roofline.devices.spec import normalize_precision
 
-HOW_TO_MFU = ("MFU needs the model's FLOPs per step: write roofline_workload.json next to the "
-              "profile (or in a parent folder up to the logdir) with "
-              '{"model_flops_per_step": ..., "tokens_per_step": ...}, or pass '
-              "--model-flops-per-step / --tokens-per-step to `tb-roofline report` "
-              "(docs/guidance.md)")
+HOW_TO_MFU = (
+    "MFU needs the model's FLOPs per step: write roofline_workload.json next to the "
+    "profile (or in a parent folder up to the logdir) with "
+    '{"model_flops_per_step": ..., "tokens_per_step": ...}, or pass '
+    "--model-flops-per-step / --tokens-per-step to `tb-roofline report` "
+    "(docs/guidance.md)"
+)
 
 
 @dataclasses.dataclass
 class Workload:
     """What the profile cannot know about the model: per training/inference step, for all the
     devices the step runs on."""
+
     model_flops_per_step: float | None = None
     tokens_per_step: float | None = None
     samples_per_step: float | None = None
@@ -50,8 +54,9 @@ def dominant_precision(ops) -> str:
     return best
 
 
-def throughput(analysis, include_io: bool, workload: Workload | None,
-               devices_in_run: int | None) -> dict:
+def throughput(
+    analysis, include_io: bool, workload: Workload | None, devices_in_run: int | None
+) -> dict:
     program = analysis.program[include_io].row_dicts()
     avg = next((r for r in program if r["record_type"] == "average"), None)
     device = analysis.device
@@ -60,18 +65,30 @@ def throughput(analysis, include_io: bool, workload: Workload | None,
     precision = w.precision or dominant_precision(analysis.ops[include_io])
     peak = device.peak_for(precision) if device.peaks_known else None  # GFLOP/s per device
     num_devices = w.num_devices or devices_in_run or cores
-    out = {"num_steps": analysis.num_steps, "step_time_us": None, "steps_per_second": None,
-           "precision": normalize_precision(precision) or precision or None,
-           "peak_gflops_per_device": peak, "view_devices": cores,
-           "hfu": None, "hardware_flops_per_step": None,
-           "model_flops_per_step": w.model_flops_per_step, "mfu": None,
-           "num_devices": num_devices if w.model_flops_per_step else None,
-           "tokens_per_step": w.tokens_per_step, "tokens_per_second": None,
-           "samples_per_step": w.samples_per_step, "samples_per_second": None,
-           "workload_source": w.source or None, "note": ""}
+    out = {
+        "num_steps": analysis.num_steps,
+        "step_time_us": None,
+        "steps_per_second": None,
+        "precision": normalize_precision(precision) or precision or None,
+        "peak_gflops_per_device": peak,
+        "view_devices": cores,
+        "hfu": None,
+        "hardware_flops_per_step": None,
+        "model_flops_per_step": w.model_flops_per_step,
+        "mfu": None,
+        "num_devices": num_devices if w.model_flops_per_step else None,
+        "tokens_per_step": w.tokens_per_step,
+        "tokens_per_second": None,
+        "samples_per_step": w.samples_per_step,
+        "samples_per_second": None,
+        "workload_source": w.source or None,
+        "note": "",
+    }
     if avg is None or not avg["total_time_per_core_us"]:
-        out["note"] = ("no complete steps in this profile: annotate steps to get the step time, "
-                       "steps/s and MFU")
+        out["note"] = (
+            "no complete steps in this profile: annotate steps to get the step time, "
+            "steps/s and MFU"
+        )
         return out
     step_s = float(avg["total_time_per_core_us"]) / 1e6
     out["step_time_us"] = step_s * 1e6

@@ -2,21 +2,23 @@
 
 They know nothing of HTTP or of the roofline model; they raise `ProfileFormatError`s.
 """
+
 from __future__ import annotations
 
 import gc
 import os
+from typing import TYPE_CHECKING
 
 from tb_roofline import storage
-from tb_roofline.errors import ProfileFormatError, ProfileOutOfMemoryError, \
-    ProfileStoreTimeoutError
-from typing import TYPE_CHECKING
+from tb_roofline.errors import ProfileFormatError, ProfileOutOfMemoryError, ProfileStoreTimeoutError
 
 if TYPE_CHECKING:  # numpy is imported by the reader that runs, not by this package
     from tb_roofline.table.op_table import ProfileData
 
-def read_profile_file(path: str, fmt: str, host: str, max_bytes: int | None = None,
-                      progress=None) -> ProfileData:
+
+def read_profile_file(
+    path: str, fmt: str, host: str, max_bytes: int | None = None, progress=None
+) -> ProfileData:
     """`progress(done, total)`, when given, is called as the reader advances.
 
     Running out of memory is a `ProfileOutOfMemoryError` (a 413: the server keeps serving the
@@ -34,14 +36,17 @@ def read_profile_file(path: str, fmt: str, host: str, max_bytes: int | None = No
     raise ProfileOutOfMemoryError(
         f"{os.path.basename(path)}: not enough memory to read it (the server ran out of "
         "memory; lower the limits TB_ROOFLINE_MAX_FILE_MB or TB_ROOFLINE_MAX_EVENTS, or give "
-        "TensorBoard more memory)")
+        "TensorBoard more memory)"
+    )
 
 
 def _read(path, fmt, host, max_bytes, progress) -> ProfileData:
     if fmt == "xplane":
         from tb_roofline.readers.xspace import read_xspace_file
+
         return read_xspace_file(path, host, max_bytes=max_bytes, progress=progress)
     if fmt == "kineto":
         from tb_roofline.readers.kineto import read_kineto_file
+
         return read_kineto_file(path, host, max_bytes=max_bytes, progress=progress)
     raise ProfileFormatError(f"{fmt} profiles are not supported")

@@ -23,6 +23,7 @@ TB_ROOFLINE_CLUSTER_STALL_S (60 s) is a `ClusterError` naming the scheduler or t
 distributed's own loggers are kept to CRITICAL: a lost cluster is told once, by us, not by
 dozens of its reconnection tracebacks.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -34,8 +35,19 @@ import time
 from tb_roofline import settings
 from tb_roofline.readers.cluster_connect import ClusterError, connect
 
-__all__ = ["ClusterError", "WorkerFault", "configure", "address", "strict", "allow_partial",
-           "get_client", "close_clients", "usable_workers", "run_units", "code_id"]
+__all__ = [
+    "ClusterError",
+    "WorkerFault",
+    "configure",
+    "address",
+    "strict",
+    "allow_partial",
+    "get_client",
+    "close_clients",
+    "usable_workers",
+    "run_units",
+    "code_id",
+]
 
 # (socket, hashlib, queue and uuid are imported by the functions that use them: every read
 # asks `address()`, and only a read with a scheduler set needs more.)
@@ -68,8 +80,7 @@ def configure(address: str | None, strict: bool = True, allow_partial: bool = Fa
     back to TB_ROOFLINE_SCHEDULER (where a failure is not strict: the plugin converts
     locally, with a diagnostic)."""
     global _setting
-    _setting = (address.strip(), strict, allow_partial) if address and address.strip() \
-        else None
+    _setting = (address.strip(), strict, allow_partial) if address and address.strip() else None
 
 
 def address() -> str | None:
@@ -123,7 +134,9 @@ atexit.register(close_clients)
 def code_id() -> str:
     """tb-roofline's version and a digest of its source (the workers must run ours)."""
     import hashlib
+
     import tb_roofline
+
     root = os.path.dirname(os.path.abspath(tb_roofline.__file__))
     digest = hashlib.sha256()
     for d, dirs, names in sorted(os.walk(root)):
@@ -156,47 +169,67 @@ def usable_workers(client, addr: str) -> list[str]:
     try:
         client.wait_for_workers(1, timeout=timeout)
     except Exception as exc:  # noqa: BLE001 (TimeoutError, a lost connection)
-        raise ClusterError(f"the Dask cluster {addr} has no worker answering within "
-                           f"{timeout:g} s ({type(exc).__name__}: {exc})") from None
+        raise ClusterError(
+            f"the Dask cluster {addr} has no worker answering within "
+            f"{timeout:g} s ({type(exc).__name__}: {exc})"
+        ) from None
     try:
         answers = client.run(_probe, on_error="return", callback_timeout=timeout)
     except Exception as exc:  # noqa: BLE001
         # A worker busy in a long conversion (another request's) may not answer in time: no
         # reason to give up the cluster. Each unit checks on its worker that the code is ours.
-        log.info("tb-roofline: not every Dask worker of %s answered the probe within %g s "
-                 "(%s): converting there anyway", addr, timeout, type(exc).__name__)
+        log.info(
+            "tb-roofline: not every Dask worker of %s answered the probe within %g s "
+            "(%s): converting there anyway",
+            addr,
+            timeout,
+            type(exc).__name__,
+        )
         answers = {}
     ours = _probe()
     if addr not in _scheduler_ok:  # it unpickles the task graphs: our functions are in them
         try:
             theirs = client.run_on_scheduler(_probe)
         except Exception as exc:  # noqa: BLE001 (ModuleNotFoundError, a deserialization error)
-            raise ClusterError(f"the Dask scheduler {addr} cannot import tb-roofline "
-                               f"({type(exc).__name__}: {str(exc)[:200]}): run it from the "
-                               "same image as the workers") from None
+            raise ClusterError(
+                f"the Dask scheduler {addr} cannot import tb-roofline "
+                f"({type(exc).__name__}: {str(exc)[:200]}): run it from the "
+                "same image as the workers"
+            ) from None
         if theirs != ours:
-            raise ClusterError(f"the Dask scheduler {addr} runs tb-roofline {theirs}, not this "
-                               f"process's {ours}: run it from the same image as the workers")
+            raise ClusterError(
+                f"the Dask scheduler {addr} runs tb-roofline {theirs}, not this "
+                f"process's {ours}: run it from the same image as the workers"
+            )
         _scheduler_ok.add(addr)
     bad = {w: a for w, a in answers.items() if a != ours}
     _excluded[addr] = set(bad)
     if bad:
         worker, answer = sorted(bad.items())[0]
-        why = (f"cannot import tb-roofline ({type(answer).__name__}: {answer})"
-               if isinstance(answer, BaseException) else
-               f"runs tb-roofline {answer}, not this process's {ours}")
-        words = (f"Dask worker {worker} of {addr} {why}"
-                 + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
-                 + ": install the same tb-roofline on every worker")
+        why = (
+            f"cannot import tb-roofline ({type(answer).__name__}: {answer})"
+            if isinstance(answer, BaseException)
+            else f"runs tb-roofline {answer}, not this process's {ours}"
+        )
+        words = (
+            f"Dask worker {worker} of {addr} {why}"
+            + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+            + ": install the same tb-roofline on every worker"
+        )
         if len(bad) == len(answers):
             raise ClusterError(words)
-        log.warning("tb-roofline: %s; converting on the other %d worker(s) without %s", words,
-                    len(answers) - len(bad), ", ".join(sorted(bad)))
+        log.warning(
+            "tb-roofline: %s; converting on the other %d worker(s) without %s",
+            words,
+            len(answers) - len(bad),
+            ", ".join(sorted(bad)),
+        )
     return sorted(w for w in answers if w not in bad)
 
 
 def _worker_name() -> str:
     from distributed import get_worker
+
     try:
         return get_worker().address
     except ValueError:  # not on a worker (a test calls _unit here)
@@ -211,8 +244,11 @@ def _unit(fn, args, code: str | None = None, path: str | None = None):
     when the unit fails and this worker cannot even `stat` it, the worker is at fault
     (`WorkerFault`, raised: the caller sends the unit elsewhere)."""
     if code is not None and _probe() != code:  # the caller sends the unit elsewhere
-        raise WorkerFault(_worker_name(), f"runs tb-roofline {_probe()}, not {code}: install "
-                                          "the same tb-roofline on every worker")
+        raise WorkerFault(
+            _worker_name(),
+            f"runs tb-roofline {_probe()}, not {code}: install "
+            "the same tb-roofline on every worker",
+        )
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001
@@ -220,6 +256,7 @@ def _unit(fn, args, code: str | None = None, path: str | None = None):
         if fault is not None:
             raise WorkerFault(_worker_name(), fault) from None
         import pickle
+
         try:  # travels, and the caller can import its class (not only this worker)
             if type(exc).__module__.partition(".")[0] not in ("builtins", "tb_roofline"):
                 raise TypeError
@@ -235,11 +272,11 @@ def access_fault(exc: Exception, path: str | None) -> str | None:
     shared), or a file it cannot `stat` (credentials, a storage package it lacks, a store it
     cannot reach) while the file is not simply gone."""
     from tb_roofline import storage
+
     name = str(exc.filename) if isinstance(exc, FileNotFoundError) and exc.filename else ""
     for p in filter(None, (name, path)):
         if not storage.is_remote(p) and not os.path.isdir(os.path.dirname(p)):
-            return (f"cannot read {p}: {os.strerror(2)} (is the logdir a path every worker "
-                    "shares?)")
+            return f"cannot read {p}: {os.strerror(2)} (is the logdir a path every worker shares?)"
     if path is None or name:
         return None
     try:
@@ -258,8 +295,10 @@ def run_units(addr: str, fn, args_list: list, progress=None, names=None, paths=N
     when the cluster cannot."""
     failed = _failed.get(addr)
     if failed is not None and not strict() and time.monotonic() - failed[0] < RETRY_S:
-        raise ClusterError(f"{failed[1]} ({time.monotonic() - failed[0]:.0f} s ago; tried "
-                           f"again {RETRY_S:g} s after)")
+        raise ClusterError(
+            f"{failed[1]} ({time.monotonic() - failed[0]:.0f} s ago; tried "
+            f"again {RETRY_S:g} s after)"
+        )
     try:
         outcomes = _Batch(addr, fn, args_list, progress, names, paths).run()
     except ClusterError as exc:
@@ -275,8 +314,9 @@ def _drop_client(addr: str):
     with _lock:
         client = _clients.pop(addr, None)
     if client is not None:
-        threading.Thread(target=_close_quietly, args=(client,), daemon=True,
-                         name="tb-roofline-dask-close").start()
+        threading.Thread(
+            target=_close_quietly, args=(client,), daemon=True, name="tb-roofline-dask-close"
+        ).start()
 
 
 def _close_quietly(client):
@@ -306,6 +346,7 @@ class _Batch:
     def __init__(self, addr, fn, args_list, progress, names, paths):
         import queue
         import uuid
+
         self.addr, self.fn, self.args_list = addr, fn, args_list
         self.progress, self.names = progress, names
         self.paths = paths or [None] * len(args_list)
@@ -324,9 +365,17 @@ class _Batch:
         if workers is None and _excluded.get(self.addr):  # not on workers of other code
             workers = self.workers
         key = f"tb-roofline-{self.batch}-{k}-{len(self.faults.get(k, ()))}"
-        f = self.client.submit(_unit, self.fn, self.args_list[k], self.code, self.paths[k],
-                               key=key, pure=False, workers=workers,
-                               allow_other_workers=False)
+        f = self.client.submit(
+            _unit,
+            self.fn,
+            self.args_list[k],
+            self.code,
+            self.paths[k],
+            key=key,
+            pure=False,
+            workers=workers,
+            allow_other_workers=False,
+        )
         self.index[f.key] = k
         self.futures[k] = f
         f.add_done_callback(self.done.put)
@@ -335,9 +384,14 @@ class _Batch:
         n = len(self.args_list)
         for k in range(n):
             self._submit(k)
-        log.info("tb-roofline: %d conversion units sent to the Dask cluster %s (%s)", n,
-                 self.addr, f"{len(self.workers)} workers" if self.workers else
-                 "its workers did not all answer the probe")
+        log.info(
+            "tb-roofline: %d conversion units sent to the Dask cluster %s (%s)",
+            n,
+            self.addr,
+            f"{len(self.workers)} workers"
+            if self.workers
+            else "its workers did not all answer the probe",
+        )
         self.start = self.last = time.monotonic()
         self.outcomes: list = [None] * n
         self.pending = set(range(n))
@@ -354,6 +408,7 @@ class _Batch:
     def _next(self):
         """Wait for the next unit to finish (or fail), checking the workers are alive."""
         import queue
+
         stall = settings.number(settings.CLUSTER_STALL_S)
         grace = settings.number(settings.CLUSTER_CONNECT_S)
         try:
@@ -370,44 +425,56 @@ class _Batch:
         now = time.monotonic()
         left = f"{len(self.pending)} of {len(self.outcomes)} left"
         if now - self.last >= stall:
-            raise ClusterError(f"the Dask cluster {self.addr} finished no conversion in "
-                               f"{stall:g} s ({left}): are its workers alive?")
+            raise ClusterError(
+                f"the Dask cluster {self.addr} finished no conversion in "
+                f"{stall:g} s ({left}): are its workers alive?"
+            )
         if self.client.status != "running" or _live_workers(self.client) == set():
             gone = getattr(self, "gone_since", None) or now
             self.gone_since = gone
             if now - gone >= grace:
-                raise ClusterError(f"the Dask cluster {self.addr} has no worker left (none "
-                                   f"for {now - gone:.0f} s; {left})")
+                raise ClusterError(
+                    f"the Dask cluster {self.addr} has no worker left (none "
+                    f"for {now - gone:.0f} s; {left})"
+                )
         else:
             self.gone_since = None
 
     def _collect(self, k: int, f, stall: float):
         from distributed.client import FutureCancelledError
         from distributed.scheduler import KilledWorker
+
         from tb_roofline.errors import ProfileOutOfMemoryError
+
         try:
             self.outcomes[k] = f.result(timeout=stall)
         except KilledWorker as exc:
             self.outcomes[k] = ProfileOutOfMemoryError(
-                f"the Dask workers converting it died ({exc}): out of memory?")
+                f"the Dask workers converting it died ({exc}): out of memory?"
+            )
         except WorkerFault as fault:
             if self._again(k, fault):
                 return
             self.outcomes[k] = fault  # no worker can: the caller reads it itself
         except (FutureCancelledError, TimeoutError, OSError) as exc:
-            raise ClusterError(f"the Dask cluster {self.addr} lost a conversion: "
-                               f"{type(exc).__name__}: {exc}") from None
+            raise ClusterError(
+                f"the Dask cluster {self.addr} lost a conversion: {type(exc).__name__}: {exc}"
+            ) from None
         except Exception as exc:  # noqa: BLE001 (the task itself failed on a worker)
-            raise ClusterError(f"a conversion failed on the Dask cluster {self.addr}: "
-                               f"{type(exc).__name__}: {exc}") from None
+            raise ClusterError(
+                f"a conversion failed on the Dask cluster {self.addr}: {type(exc).__name__}: {exc}"
+            ) from None
         self.pending.discard(k)
         self.futures.pop(k, None)  # its result is here: the cluster may forget it now
         f.release()
         self.last = time.monotonic()
-        log.info("tb-roofline: converted %s on the cluster (%d of %d, %.1f s)",
-                 self.names[k] if self.names else f"unit {k}",
-                 len(self.outcomes) - len(self.pending), len(self.outcomes),
-                 self.last - self.start)
+        log.info(
+            "tb-roofline: converted %s on the cluster (%d of %d, %.1f s)",
+            self.names[k] if self.names else f"unit {k}",
+            len(self.outcomes) - len(self.pending),
+            len(self.outcomes),
+            self.last - self.start,
+        )
         if self.progress:
             self.progress(k)
 
@@ -416,8 +483,9 @@ class _Batch:
         self.faults.setdefault(k, []).append(fault)
         tried = {x.worker for x in self.faults[k]} | _excluded.get(self.addr, set())
         others = sorted((_live_workers(self.client) or set()) - tried)
-        log.warning("tb-roofline: %s%s", fault,
-                    f"; sent to {len(others)} other worker(s)" if others else "")
+        log.warning(
+            "tb-roofline: %s%s", fault, f"; sent to {len(others)} other worker(s)" if others else ""
+        )
         if not others:
             return False
         self._submit(k, others)

@@ -12,14 +12,18 @@
 - distributed's and tornado's loggers at CRITICAL once a client connects: a lost cluster is one
   `ClusterError` of ours, not dozens of reconnection tracebacks on stderr.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 
 DASK_SCHEMES = ("tcp", "tls", "ucx", "inproc", "ws", "wss")
-_TLS_KEYS = ("distributed.comm.tls.ca-file", "distributed.comm.tls.client.cert",
-             "distributed.comm.tls.client.key")
+_TLS_KEYS = (
+    "distributed.comm.tls.ca-file",
+    "distributed.comm.tls.client.cert",
+    "distributed.comm.tls.client.key",
+)
 
 
 class ClusterError(RuntimeError):
@@ -33,9 +37,11 @@ def full_address(addr: str) -> str:
     if not sep:
         scheme, rest = "tcp", addr
     if scheme not in DASK_SCHEMES:
-        raise ClusterError(f"Dask scheduler address {addr!r}: {scheme}:// is not a Dask "
-                           "protocol; give tcp://HOST:8786 (or tls://HOST:8786 with Dask's "
-                           "TLS configuration)")
+        raise ClusterError(
+            f"Dask scheduler address {addr!r}: {scheme}:// is not a Dask "
+            "protocol; give tcp://HOST:8786 (or tls://HOST:8786 with Dask's "
+            "TLS configuration)"
+        )
     if scheme in ("tcp", "tls"):
         host, _, port = rest.rpartition(":")
         if not host or not port.isdigit() or "/" in rest:
@@ -57,11 +63,13 @@ def reachable(addr_full: str, timeout: float):
     if hp is None:
         return
     import socket
+
     try:
         socket.create_connection(hp, timeout=timeout).close()
     except OSError as exc:
-        raise ClusterError(f"Dask scheduler {addr_full} is unreachable: "
-                           f"{exc.strerror or type(exc).__name__}") from None
+        raise ClusterError(
+            f"Dask scheduler {addr_full} is unreachable: {exc.strerror or type(exc).__name__}"
+        ) from None
 
 
 def security(addr_full: str):
@@ -70,13 +78,15 @@ def security(addr_full: str):
     if not addr_full.startswith("tls://"):
         return None
     from distributed.security import Security
+
     sec = Security()
     if not sec.tls_ca_file or not sec.tls_client_cert:
         raise ClusterError(
             f"the Dask scheduler {addr_full} speaks TLS: set Dask's TLS configuration for this "
             f"client ({', '.join(_TLS_KEYS)}; e.g. the environment variables "
             "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT, "
-            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY)")
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY)"
+        )
     return sec
 
 
@@ -84,8 +94,11 @@ def quiet():
     """distributed's loggers and tornado's at CRITICAL: the roots and every one below them
     that distributed's logging configuration gave a level of its own (`tornado.application`
     logs the callbacks that fail as the process exits)."""
-    names = [n for n in list(logging.root.manager.loggerDict)
-             if n.partition(".")[0] in ("distributed", "tornado")]
+    names = [
+        n
+        for n in list(logging.root.manager.loggerDict)
+        if n.partition(".")[0] in ("distributed", "tornado")
+    ]
     for name in ["distributed", "tornado"] + names:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
@@ -95,8 +108,10 @@ def connect(addr: str, timeout: float):
     try:
         from distributed import Client
     except ImportError:
-        raise ClusterError(f"converting on the Dask cluster {addr} needs the Python package "
-                           "distributed: pip install 'tb-roofline[dask]'") from None
+        raise ClusterError(
+            f"converting on the Dask cluster {addr} needs the Python package "
+            "distributed: pip install 'tb-roofline[dask]'"
+        ) from None
     addr_full = full_address(addr)
     sec = security(addr_full)
     reachable(addr_full, timeout)
@@ -126,10 +141,13 @@ def _connect(Client, addr_full: str, addr: str, timeout: float, sec):
     thread.join(timeout + 1)
     if thread.is_alive():
         given_up.set()
-        raise ClusterError(f"the Dask scheduler {addr} did not answer within {timeout:g} s "
-                           "(is a Dask scheduler listening there?)")
+        raise ClusterError(
+            f"the Dask scheduler {addr} did not answer within {timeout:g} s "
+            "(is a Dask scheduler listening there?)"
+        )
     if "error" in box:
         exc = box["error"]
-        raise ClusterError(f"cannot connect to the Dask scheduler {addr}: "
-                           f"{type(exc).__name__}: {str(exc)[:300]}")
+        raise ClusterError(
+            f"cannot connect to the Dask scheduler {addr}: {type(exc).__name__}: {str(exc)[:300]}"
+        )
     return box["client"]

@@ -8,14 +8,19 @@ table and the factor are in hlo/collectives.py (one definition for every reader)
 under a ring/tree algorithm. Its FLOPs are 0 (reductions are not counted, as torch's counter
 does not count them); its `bytes` are its local reads and writes (input + output).
 """
+
 from __future__ import annotations
 
 import re
 
 from tb_roofline.hlo import collectives as hlo_collectives
 
-ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL = ("all_reduce", "all_gather",
-                                                      "reduce_scatter", "all_to_all")
+ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+)
 BROADCAST, REDUCE, SEND, RECV = "broadcast", "reduce", "send", "recv"
 
 # First match wins: reduce_scatter before reduce, all_reduce before reduce.
@@ -64,9 +69,18 @@ def bus_bytes(kind: str, size: float, n: int, algorithm: str = "") -> float:
 # c10d ops: (index of the output tensor, index of the input tensor) in `Input Dims` (-1: none;
 # in-place ops work on one buffer, the same for both).
 C10D_ARGS = {
-    "allreduce_": (0, 0), "allreduce_coalesced_": (0, 0), "_allgather_base_": (0, 1),
-    "allgather_into_tensor_coalesced_": (0, 1), "allgather_": (0, 1),
-    "_reduce_scatter_base_": (0, 1), "reduce_scatter_tensor_coalesced_": (0, 1),
-    "reduce_scatter_": (0, 1), "alltoall_base_": (0, 1), "alltoall_": (0, 1),
-    "broadcast_": (0, 0), "reduce_": (0, 0), "send": (-1, 0), "recv_": (0, -1),
+    "allreduce_": (0, 0),
+    "allreduce_coalesced_": (0, 0),
+    "_allgather_base_": (0, 1),
+    "allgather_into_tensor_coalesced_": (0, 1),
+    "allgather_": (0, 1),
+    "_reduce_scatter_base_": (0, 1),
+    "reduce_scatter_tensor_coalesced_": (0, 1),
+    "reduce_scatter_": (0, 1),
+    "alltoall_base_": (0, 1),
+    "alltoall_": (0, 1),
+    "broadcast_": (0, 0),
+    "reduce_": (0, 0),
+    "send": (-1, 0),
+    "recv_": (0, -1),
 }

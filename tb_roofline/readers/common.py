@@ -12,6 +12,7 @@
 
 Keep the names stable: other readers import them.
 """
+
 from __future__ import annotations
 
 import collections
@@ -27,6 +28,7 @@ TIME_LIMIT_PS = 1 << 62
 
 
 # ------------------------------------------------------------------------------ nesting
+
 
 def op_nesting(thread, begin, dur) -> tuple[np.ndarray, np.ndarray]:
     """(order, parent): the ops sorted by (thread, begin, -duration) and each op's direct
@@ -47,10 +49,15 @@ def op_nesting(thread, begin, dur) -> tuple[np.ndarray, np.ndarray]:
     first = np.minimum.reduceat(np.minimum(b, b + d), cut)
     reach = np.maximum.reduceat(b + np.maximum(d, 0), cut) - first + 1  # each thread's extent
     if int(reach.astype(object).sum()) + int(np.abs(d).max()) >= 1 << 62:
-        pos = np.concatenate([  # absurd times: no shifting, each thread on its own
-            np.where(p >= 0, p + i, -1) for i, p in
-            ((i, xline_fast.parents(b[i:j], d[i:j]))
-             for i, j in zip(cut.tolist(), cut[1:].tolist() + [n]))])
+        pos = np.concatenate(
+            [  # absurd times: no shifting, each thread on its own
+                np.where(p >= 0, p + i, -1)
+                for i, p in (
+                    (i, xline_fast.parents(b[i:j], d[i:j]))
+                    for i, j in zip(cut.tolist(), cut[1:].tolist() + [n])
+                )
+            ]
+        )
     else:
         offset = np.concatenate(([0], np.cumsum(reach)[:-1])) - first
         pos = xline_fast.parents(b + np.repeat(offset, np.diff(np.append(cut, n))), d)
@@ -117,6 +124,7 @@ def innermost_enclosing(order, parent, thread, begin, end, q_thread, q_begin, q_
 
 # ------------------------------------------------------------------------------ group sums
 
+
 def group_codes(*keys) -> tuple[np.ndarray, np.ndarray]:
     """(codes, first): per row the index of its group (groups numbered in order of first
     appearance) and per group its first row. `keys`: equal-length sequences of hashables."""
@@ -131,11 +139,14 @@ def group_codes(*keys) -> tuple[np.ndarray, np.ndarray]:
 
 def group_sums(codes: np.ndarray, n_groups: int, **weights) -> dict:
     """Each weight column summed per group (float64)."""
-    return {k: np.bincount(codes, weights=np.asarray(w, np.float64), minlength=n_groups)
-            for k, w in weights.items()}
+    return {
+        k: np.bincount(codes, weights=np.asarray(w, np.float64), minlength=n_groups)
+        for k, w in weights.items()
+    }
 
 
 # ------------------------------------------------------------------------------ steps
+
 
 def longest_markers(step, begin, dur, skip=None):
     """(step, begin, duration) arrays, one per step ascending: the longest marker of each
@@ -157,8 +168,9 @@ def longest_markers(step, begin, dur, skip=None):
 
 # ------------------------------------------------------------------------------ precision
 
+
 def kernel_unit_label(name: str) -> str:
-    """"kernel:<unit>" when `name` is a GEMM/convolution/attention kernel whose name says which
+    """ "kernel:<unit>" when `name` is a GEMM/convolution/attention kernel whose name says which
     math unit and precision ran, else ""."""
     if kernel_names.is_matmul_kernel(name):
         unit = kernel_names.kernel_unit(name)
@@ -192,8 +204,20 @@ def longest_matmul_unit(group, dur, unit) -> dict:
 
 # Op categories whose math no GEMM unit does: their kernels' names never decide the precision
 # (a norm kernel templated on `_typeConvert`, a cache write named `..._flash`), their inputs do.
-NO_GEMM_CATEGORIES = frozenset({"elementwise", "reduction", "normalization", "copy", "embedding",
-                                "view", "memcpy", "memset", "communication", "data formatting"})
+NO_GEMM_CATEGORIES = frozenset(
+    {
+        "elementwise",
+        "reduction",
+        "normalization",
+        "copy",
+        "embedding",
+        "view",
+        "memcpy",
+        "memset",
+        "communication",
+        "data formatting",
+    }
+)
 
 
 def op_call_precision(unit: str, input_type: str, category: str) -> str:
@@ -216,19 +240,35 @@ def longest_kernel_unit(kernel_time: dict) -> str:
 
 # ------------------------------------------------------------------------------ diagnostics
 
+
 def corrupt_value_notes(fixes: collections.Counter) -> list:
     """Diagnostics for the corrupt values a reader counted as 0 or skipped."""
     notes = []
     if fixes["negative_durations"]:
-        notes.append(Diagnostic("warning", "negative_durations",
-                                f"{fixes['negative_durations']} events have a negative duration "
-                                "(or DMA stall); they count as 0"))
+        notes.append(
+            Diagnostic(
+                "warning",
+                "negative_durations",
+                f"{fixes['negative_durations']} events have a negative duration "
+                "(or DMA stall); they count as 0",
+            )
+        )
     if fixes["bad_occurrences"]:
-        notes.append(Diagnostic("warning", "bad_occurrences",
-                                f"{fixes['bad_occurrences']} events with a num_occurrences below "
-                                f"0 or above 2^32 were skipped"))
+        notes.append(
+            Diagnostic(
+                "warning",
+                "bad_occurrences",
+                f"{fixes['bad_occurrences']} events with a num_occurrences below "
+                f"0 or above 2^32 were skipped",
+            )
+        )
     if fixes["negative_costs"]:
-        notes.append(Diagnostic("warning", "negative_costs",
-                                f"{fixes['negative_costs']} op rows have negative FLOPs or bytes "
-                                "in their metadata; they count as 0"))
+        notes.append(
+            Diagnostic(
+                "warning",
+                "negative_costs",
+                f"{fixes['negative_costs']} op rows have negative FLOPs or bytes "
+                "in their metadata; they count as 0",
+            )
+        )
     return notes

@@ -1,14 +1,19 @@
 """Checks every reader makes before reading a profile file: it exists, is not over the size
 limit, is not empty; and whether it is young enough that a parse failure means "still being
 written" rather than "corrupt"."""
+
 from __future__ import annotations
 
 import os
 import time
 
 from tb_roofline import settings, storage
-from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, \
-    ProfileStoreTimeoutError, ProfileTooLargeError
+from tb_roofline.errors import (
+    ProfileFormatError,
+    ProfileIncompleteError,
+    ProfileStoreTimeoutError,
+    ProfileTooLargeError,
+)
 
 # A file modified this recently that fails to parse is probably still being written (503, retry)
 # rather than corrupt (422). Writers pause (buffered writes, slow or network disks, a busy
@@ -32,12 +37,14 @@ def check_profile_file(path: str, max_bytes: int | None = None) -> tuple[os.stat
     except storage.StorageTimeoutError as exc:  # the store, not the file: a 504, retried later
         raise ProfileStoreTimeoutError(f"cannot read {base}: {exc}") from None
     except (OSError, ValueError) as exc:
-        raise ProfileFormatError(f"cannot read {base}: "
-                                 f"{getattr(exc, 'strerror', None) or 'invalid path'}") from None
+        raise ProfileFormatError(
+            f"cannot read {base}: {getattr(exc, 'strerror', None) or 'invalid path'}"
+        ) from None
     if max_bytes is not None and st.st_size > max_bytes:
         raise ProfileTooLargeError(
             f"{base} is {st.st_size / 2**20:.0f} MiB, over the limit of "
-            f"{max_bytes / 2**20:.0f} MiB (set TB_ROOFLINE_MAX_FILE_MB to raise it)")
+            f"{max_bytes / 2**20:.0f} MiB (set TB_ROOFLINE_MAX_FILE_MB to raise it)"
+        )
     young = time.time() - st.st_mtime < young_file_s()
     if st.st_size == 0:
         if young:

@@ -10,6 +10,7 @@ output; reduce-scatter: output × n); n from `replica_groups` in any of XLA's fo
 iota, mesh axes: hlo/replica_groups.py), else unknown (the caller assumes its device count,
 and says so).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,17 +18,41 @@ import re
 
 from tb_roofline.hlo.collectives import KINDS, MESSAGE_IS_FIRST_OPERAND, bus_factor, group_free
 from tb_roofline.hlo.replica_groups import from_text
-from tb_roofline.hlo.shapes import BYTE_WIDTH_BY_NAME as _WIDTH, TUPLE, TYPE_NAMES
+from tb_roofline.hlo.shapes import BYTE_WIDTH_BY_NAME as _WIDTH
+from tb_roofline.hlo.shapes import TUPLE, TYPE_NAMES
 from tb_roofline.hlo.text import split_instruction
 from tb_roofline.table.collective_info import describe
 
 _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]")
 
 # Categories / opcodes whose arrays the fusion rule compares (elementwise and fusions).
-TENSOR_WORDS = ("fusion", "elementwise", "add", "multiply", "subtract", "divide", "tanh",
-                "exponential", "log", "maximum", "minimum", "negate", "convert", "select",
-                "compare", "broadcast", "reduce", "transpose", "copy", "data formatting",
-                "logistic", "rsqrt", "sqrt", "power", "abs")
+TENSOR_WORDS = (
+    "fusion",
+    "elementwise",
+    "add",
+    "multiply",
+    "subtract",
+    "divide",
+    "tanh",
+    "exponential",
+    "log",
+    "maximum",
+    "minimum",
+    "negate",
+    "convert",
+    "select",
+    "compare",
+    "broadcast",
+    "reduce",
+    "transpose",
+    "copy",
+    "data formatting",
+    "logistic",
+    "rsqrt",
+    "sqrt",
+    "power",
+    "abs",
+)
 # ... but not collectives nor async halves (they move data, they fuse with nothing).
 _NOT_TENSOR_WORDS = ("all-", "reduce-scatter", "collective", "-start", "-done", "send", "recv")
 
@@ -40,8 +65,11 @@ def _tensor_category(category: str) -> bool:
 def _arrays(text: str, scalars: bool = False) -> list:
     """(element type, dims) of each array in `text`, in order (tokens dropped; scalars too
     unless asked: a collective's message counts them)."""
-    return [(t, tuple(int(d) for d in dims.split(",") if d)) for t, dims in _ARRAY.findall(text)
-            if t in _WIDTH and (dims or scalars)]
+    return [
+        (t, tuple(int(d) for d in dims.split(",") if d))
+        for t, dims in _ARRAY.findall(text)
+        if t in _WIDTH and (dims or scalars)
+    ]
 
 
 def _size(arrays) -> float:
@@ -129,7 +157,7 @@ def link_collective(link: tuple | None, devices: int) -> str:
 
 
 def _label(arrays, operands=()) -> str:
-    """"f32[8,128] f32[128]", then " from a b": the operands' instruction names (so a pair is
+    """ "f32[8,128] f32[128]", then " from a b": the operands' instruction names (so a pair is
     checked as a data edge, not only by shape)."""
     text = " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in arrays)
     names = [n for n in operands if n]
@@ -150,8 +178,9 @@ def text_tensor_shape(text: str, category: str) -> tuple | None:
     if not outputs:
         return None
     arrays = outputs[:1] + _arrays(operand_text)
-    names = [tok.split()[-1].lstrip("%") for tok in operand_text.split(",")
-             if tok.strip() and "%" in tok]
+    names = [
+        tok.split()[-1].lstrip("%") for tok in operand_text.split(",") if tok.strip() and "%" in tok
+    ]
     return "tensor", tuple(d for _, d in arrays), _label(arrays, names)
 
 
@@ -165,8 +194,9 @@ def _leaves(shape) -> list:
 def hlo_tensor_shape(ins, category: str) -> tuple | None:
     """The same `tensor` shape from a parsed HLO instruction (hlo/module.Instruction): its
     output arrays, then its operands' arrays."""
-    if not _tensor_category(category) and not (ins.opcode == "fusion" and
-                                               _tensor_category(category + " fusion")):
+    if not _tensor_category(category) and not (
+        ins.opcode == "fusion" and _tensor_category(category + " fusion")
+    ):
         return None
     arrays = _leaves(ins.shape)[:1]
     if not arrays:
@@ -188,8 +218,11 @@ def _custom_call(target: str, outputs: list, operands: list) -> tuple | None:
     operands = [(t, d) for t, d in operands if math.prod(d)]
     if not outputs and not operands:
         return None
-    text = " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in outputs) + " <- " + \
-        " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in operands)
+    text = (
+        " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in outputs)
+        + " <- "
+        + " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in operands)
+    )
     return CUSTOM_CALL, tuple(d for _, d in outputs + operands), f"{target or '?'}: {text}"
 
 
@@ -208,5 +241,8 @@ def hlo_custom_call_shape(ins) -> tuple | None:
     """The same from a parsed HLO instruction (hlo/module.Instruction: XLA on GPU/CPU)."""
     if ins.opcode != "custom-call":
         return None
-    return _custom_call(ins.proto.custom_call_target, _leaves(ins.shape),
-                        [a for o in ins.operands for a in _leaves(o.shape)])
+    return _custom_call(
+        ins.proto.custom_call_target,
+        _leaves(ins.shape),
+        [a for o in ins.operands for a in _leaves(o.shape)],
+    )

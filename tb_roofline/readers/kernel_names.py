@@ -7,6 +7,7 @@ were computed: f32 `aten::mm` runs `cutlass_80_tensorop_s1688gemm_*` on TF32 ten
 `int8`, `fp64`, `fp64_tc`, `fp32_tc`) or '' when the name does not say. FP4 is E2M1 (NVFP4,
 MXFP4), FP6 E2M3 / E3M2, FP8 E4M3 / E5M2.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,8 +30,13 @@ _UNIT_RULES = [
 ]
 # AMD Tensile GEMMs: Cijk_<layouts>_<types>_..._MI<m>x<n>x<k>_ (MI = matrix cores).
 _TENSILE = re.compile(r"^cijk_[a-z]+_[a-z]+_([a-z0-9]+)_")
-_TENSILE_TYPES = {"s": ("fp32_tc", "fp32"), "d": ("fp64_tc", "fp64"), "h": ("fp16", "fp16"),
-                  "b": ("bf16", "bf16"), "i8": ("int8", "int8")}
+_TENSILE_TYPES = {
+    "s": ("fp32_tc", "fp32"),
+    "d": ("fp64_tc", "fp64"),
+    "h": ("fp16", "fp16"),
+    "b": ("bf16", "bf16"),
+    "i8": ("int8", "int8"),
+}
 
 _CATEGORY_RULES = [
     # Inductor's Triton kernels: pointwise, reduction / persistent reduction, template (GEMM)
@@ -38,13 +44,19 @@ _CATEGORY_RULES = [
     (re.compile(r"^triton_(red|per)_"), "reduction"),
     (re.compile(r"^triton_tem_.*(mm|conv)"), "matmul"),
     (re.compile(r"^triton_"), "fusion"),
-    (re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|sendrecv|multimem"),
-     "communication"),
+    (
+        re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|sendrecv|multimem"),
+        "communication",
+    ),
     (re.compile(r"fmha|flash|attention|attn"), "attention"),
-    (re.compile(r"(?<!type)conv|fprop|dgrad|wgrad|scudnn|implicit_gemm|im2col|winograd|fft"),
-     "convolution"),
-    (re.compile(r"(?<!fb)gemm|gemv|matmul|cijk_|nvjet|bmm_|_mma|tensorop|cutlass::kernel"),
-     "matmul"),
+    (
+        re.compile(r"(?<!type)conv|fprop|dgrad|wgrad|scudnn|implicit_gemm|im2col|winograd|fft"),
+        "convolution",
+    ),
+    (
+        re.compile(r"(?<!fb)gemm|gemv|matmul|cijk_|nvjet|bmm_|_mma|tensorop|cutlass::kernel"),
+        "matmul",
+    ),
     (re.compile(r"reduce|softmax|norm"), "reduction"),
     (re.compile(r"elementwise|functor|_copy|memcpy|fill"), "elementwise"),
 ]

@@ -15,6 +15,7 @@ per unit, at TB_ROOFLINE_CACHE_DIR=off in a fresh process (docs/design.md, memor
 1,000,000 plain ops took 355 MB (355 B each), 465,000 distinct names 1.86 GB (4.0 KB each
 beyond the event), 200,000 steps 918 MB (4.6 KB each beyond their two events).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,7 +42,8 @@ def budget_bytes() -> int:
 def over_budget(need: int, total: int, what: str) -> ProfileTooLargeError:
     return ProfileTooLargeError(
         f"would take about {need / 2**20:,.0f} MB to convert and answer ({what}), over the "
-        f"memory budget of {total / 2**20:.0f} MB ({settings.MEMORY_BUDGET_MB.name})")
+        f"memory budget of {total / 2**20:.0f} MB ({settings.MEMORY_BUDGET_MB.name})"
+    )
 
 
 def charge(need: int, what: str, key=None) -> None:

@@ -9,12 +9,13 @@ than its rows. Self times are `xline_fast.self_times`'; async transfer spans pai
 with its `-start` in order (docs/xspace_format.md, "Asynchronous pairs"); tests/tpu_oracle.py
 is the plain reduction this one is tested against.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.table.op_table import distinct
 from tb_roofline.readers.xline_fast import self_times
+from tb_roofline.table.op_table import distinct
 
 SEGMENT_EVENTS = 1 << 15  # events reduced at a time (at the last cut before this many)
 SUMS = ("time", "self", "stall", "occ", "span")
@@ -48,13 +49,14 @@ class Grouping:
         self.perm, self.starts = order, np.flatnonzero(first)
         self.md, self.group = m[self.starts], g[self.starts]
 
-    def sum(self, w: "np.ndarray | None") -> "np.ndarray | None":
+    def sum(self, w: np.ndarray | None) -> np.ndarray | None:
         """Per-row sums of w (None for an all-zero column, kept None)."""
         if w is None or not self.n:
             return None if w is None else w[:0]
-        if self.key is not None and max(-int(w.min()), int(w.max())) * self.n < 2 ** 53:
+        if self.key is not None and max(-int(w.min()), int(w.max())) * self.n < 2**53:
             return np.bincount(self.key, weights=w, minlength=self.size)[self.present].astype(
-                np.int64)
+                np.int64
+            )
         if self.perm is None:  # a sum too large for float64: sort after all (same rows)
             md = self.md[np.searchsorted(self.present, self.key)]
             self._sort(md, self.group[np.searchsorted(self.present, self.key)])
@@ -87,8 +89,9 @@ def _merge(parts: list) -> list:
         if all(x is None for x in pieces):
             sums.append(None)
             continue
-        w = np.concatenate([x if x is not None else np.zeros(n, np.int64)
-                            for x, n in zip(pieces, lengths)])
+        w = np.concatenate(
+            [x if x is not None else np.zeros(n, np.int64) for x, n in zip(pieces, lengths)]
+        )
         del pieces
         sums.append(g.sum(w))
     return [g.md, g.group, sums]
@@ -111,9 +114,9 @@ class OpLine:
         self.n_pending = 0
         self.partials = []
         self.asyncs = []
-        self.count = 0          # events seen (global index of the next one)
-        self.max_end = None     # largest end of the events already reduced
-        self.last = None        # (begin, duration) of the last event seen
+        self.count = 0  # events seen (global index of the next one)
+        self.max_end = None  # largest end of the events already reduced
+        self.last = None  # (begin, duration) of the last event seen
         self.ordered = True
         self.lo = self.hi = None
 
@@ -135,8 +138,9 @@ class OpLine:
         roles = self.role_of(md)
         if roles.any():
             sel = np.flatnonzero(roles)
-            self.asyncs.append((md[sel], begin[sel], dur[sel], group[sel], sel + self.count,
-                                roles[sel]))
+            self.asyncs.append(
+                (md[sel], begin[sel], dur[sel], group[sel], sel + self.count, roles[sel])
+            )
         self.count += len(md)
         self.pending.append((md, begin, dur, group, stall, occ))
         self.n_pending += len(md)
@@ -148,9 +152,18 @@ class OpLine:
         self.pending, self.n_pending = [], 0
         if not self.ordered:  # only at the end: everything at once, sorted
             order, selft = self_times(begin, dur)
-            md, group, stall, occ, dur = md[order], group[order], stall[order], occ[order], dur[order]
-            self.partials.append(_rows(md, group, time=dur, self=selft, occ=occ,
-                                       stall=stall if stall.any() else None))
+            md, group, stall, occ, dur = (
+                md[order],
+                group[order],
+                stall[order],
+                occ[order],
+                dur[order],
+            )
+            self.partials.append(
+                _rows(
+                    md, group, time=dur, self=selft, occ=occ, stall=stall if stall.any() else None
+                )
+            )
             return
         end = begin + dur
         running = np.maximum.accumulate(end)
@@ -168,20 +181,26 @@ class OpLine:
                 return
             rest = (md[stop:], begin[stop:], dur[stop:], group[stop:], stall[stop:], occ[stop:])
             self.pending, self.n_pending = [rest], len(rest[0])
-            md, begin, dur, group, stall, occ = (c[:stop] for c in (md, begin, dur, group, stall, occ))
+            md, begin, dur, group, stall, occ = (
+                c[:stop] for c in (md, begin, dur, group, stall, occ)
+            )
             cut = cut[:stop]
-        self.max_end = int(running[stop - 1]) if self.max_end is None else max(
-            self.max_end, int(running[stop - 1]))
+        self.max_end = (
+            int(running[stop - 1])
+            if self.max_end is None
+            else max(self.max_end, int(running[stop - 1]))
+        )
         selft = dur.copy()
         cluster = np.cumsum(cut)
         nested = np.flatnonzero(np.bincount(cluster)[cluster] > 1)
         if len(nested):
             order, sub = self_times(begin[nested], dur[nested])
             selft[nested[order]] = sub
-        self.partials.append(_rows(md, group, time=dur, self=selft, occ=occ,
-                                   stall=stall if stall.any() else None))
+        self.partials.append(
+            _rows(md, group, time=dur, self=selft, occ=occ, stall=stall if stall.any() else None)
+        )
 
-    def finish(self, start_of) -> "list | None":
+    def finish(self, start_of) -> list | None:
         """Rows [md, step, [sum per SUMS name, None for all-zero columns]] of the whole line;
         `start_of` maps the metadata id of an async `-done` to its `-start`'s."""
         if self.n_pending:

@@ -16,6 +16,7 @@ or a pool that cannot start: everything in the calling process.
 With a Dask scheduler set (TB_ROOFLINE_SCHEDULER, the CLI's --scheduler) the same units run
 on that cluster instead (`readers/cluster.py`); `_execute` is the one place that chooses.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -31,9 +32,9 @@ import time
 from tb_roofline import settings, storage
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.table.op_table import ProfileData
 from tb_roofline.readers import tpu_file, xspace
 from tb_roofline.readers.tpu_plane import clear_info_cache
+from tb_roofline.table.op_table import ProfileData
 
 MIN_PARALLEL_MB = 16.0  # less work than this is done faster than a worker starts (~20 ms)
 _lock = threading.Lock()
@@ -73,6 +74,7 @@ def _die_with_parent(parent: int) -> None:
         return
     try:
         import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError, TypeError):
@@ -122,9 +124,13 @@ def _watch_parent(signal_on_death: bool = False):
 
 def _context():
     import multiprocessing  # (here: a read that needs no pool does not pay for it)
+
     methods = multiprocessing.get_all_start_methods()
-    others = [t for t in threading.enumerate() if t is not threading.current_thread()
-              and not t.name.startswith("tb-roofline")]
+    others = [
+        t
+        for t in threading.enumerate()
+        if t is not threading.current_thread() and not t.name.startswith("tb-roofline")
+    ]
     if "fork" in methods and not others:
         return multiprocessing.get_context("fork")
     if "forkserver" in methods:
@@ -142,14 +148,17 @@ def _get_pool(n: int):
         _join_retiring()
         _pool_size = n
         import concurrent.futures
+
         ctx = _context()
         # A fork server's main thread starts its workers; else this thread does (it must be
         # the main one, or the workers would die with it).
-        lasting = ctx.get_start_method() == "forkserver" or \
-            threading.current_thread() is threading.main_thread()
-        _pool = concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx,
-                                                       initializer=_watch_parent,
-                                                       initargs=(lasting,))
+        lasting = (
+            ctx.get_start_method() == "forkserver"
+            or threading.current_thread() is threading.main_thread()
+        )
+        _pool = concurrent.futures.ProcessPoolExecutor(
+            n, mp_context=ctx, initializer=_watch_parent, initargs=(lasting,)
+        )
     return _pool
 
 
@@ -198,8 +207,12 @@ def _release():
     idle_s = settings.number(settings.POOL_IDLE_S)
     if idle_s <= 0:  # stopped in a thread of ours, whose end says the pool's threads are gone
         pool, _pool = _pool, None
-        stop = threading.Thread(target=pool.shutdown, kwargs={"cancel_futures": True},
-                                name="tb-roofline-pool-release", daemon=True)
+        stop = threading.Thread(
+            target=pool.shutdown,
+            kwargs={"cancel_futures": True},
+            name="tb-roofline-pool-release",
+            daemon=True,
+        )
         stop.start()
         _retiring.append(stop)
         return
@@ -214,6 +227,7 @@ def _run_all(fn, args_list: list, progress=None, used: list | None = None) -> li
     takes the ones no worker has started yet, from the back. Each result, or the exception
     it raised. The pool it ran on is appended to `used`."""
     import concurrent.futures
+
     global _busy, _timer
     with _lock:
         pool = _get_pool(max(min(workers(), len(args_list)) - 1, 1))
@@ -272,6 +286,7 @@ def _run_here(fn, args_list: list, progress=None) -> list:
 
 def _read_whole(path, fmt, host, max_bytes):
     from tb_roofline.readers import read_profile_file
+
     return read_profile_file(path, fmt, host, max_bytes=max_bytes)
 
 
@@ -289,8 +304,9 @@ def read_files(jobs: list, progress=None) -> list:
             results[i] = exc
             continue
         if plan is None:
-            units.append((i, _read_whole, (path, fmt, host, max_bytes),
-                          0 if remote else _size(path)))
+            units.append(
+                (i, _read_whole, (path, fmt, host, max_bytes), 0 if remote else _size(path))
+            )
             continue
         plans[i] = plan
     # Enough files to go round: a file's planes in one unit (its op metadata decoded once);
@@ -298,12 +314,24 @@ def read_files(jobs: list, progress=None) -> list:
     whole_files = len(plans) >= workers()
     for i, plan in plans.items():
         if whole_files:
-            units.append((i, _convert_planes, (plan.path, plan.cores, plan.size),
-                          plan.cores[-1][2] - plan.cores[0][1]))
+            units.append(
+                (
+                    i,
+                    _convert_planes,
+                    (plan.path, plan.cores, plan.size),
+                    plan.cores[-1][2] - plan.cores[0][1],
+                )
+            )
             continue
         for core, start, end in plan.cores:
-            units.append((i, tpu_file.convert_plane_at,
-                          (plan.path, start, end, core, plan.size), end - start))
+            units.append(
+                (
+                    i,
+                    tpu_file.convert_plane_at,
+                    (plan.path, start, end, core, plan.size),
+                    end - start,
+                )
+            )
     units.sort(key=lambda u: u[0])
     totals: dict = {}
     for i, *_ in units:
@@ -332,8 +360,7 @@ def read_files(jobs: list, progress=None) -> list:
         results[i] = _finish(jobs[i], plans.get(i), outs)
         extra = ([note] if note is not None else []) + notes.get(i, [])[:1]
         if extra and isinstance(results[i], ProfileData):
-            results[i] = dataclasses.replace(results[i],
-                                             diagnostics=results[i].diagnostics + extra)
+            results[i] = dataclasses.replace(results[i], diagnostics=results[i].diagnostics + extra)
     return results
 
 
@@ -343,6 +370,7 @@ def _execute(args: list, units: list, remote: bool, report, finished: dict):
     with its error and TensorBoard converts here, saying so); else the local pool when the
     work is worth it; else this process."""
     from tb_roofline.readers import cluster
+
     address = cluster.address()
     note = None
     if address and units:
@@ -355,14 +383,22 @@ def _execute(args: list, units: list, remote: bool, report, finished: dict):
             if cluster.strict():
                 raise
             log.warning("tb-roofline: converting here, not on the cluster: %s", exc)
-            note = Diagnostic("warning", "cluster_unavailable",
-                              f"converted by this server, not on the Dask cluster: {exc}")
+            note = Diagnostic(
+                "warning",
+                "cluster_unavailable",
+                f"converted by this server, not on the Dask cluster: {exc}",
+            )
             finished.clear()
     # Remote files stay in this process: their storage clients (and threads) are this one's.
-    parallel = len(units) > 1 and workers() > 1 and not remote and \
-        sum(u[3] for u in units) >= _min_parallel_bytes()
+    parallel = (
+        len(units) > 1
+        and workers() > 1
+        and not remote
+        and sum(u[3] for u in units) >= _min_parallel_bytes()
+    )
     if parallel:
         from concurrent.futures.process import BrokenProcessPool
+
         used: list = []
         try:
             outcomes = _run_all(_call, args, report, used)
@@ -390,6 +426,7 @@ def _read_here_what_no_worker_could(outcomes: list, args: list) -> list:
     answers are allowed (TensorBoard, `--allow-partial`): then the file is skipped with an
     error that names both."""
     from tb_roofline.readers import cluster
+
     faults = [k for k, o in enumerate(outcomes) if isinstance(o, cluster.WorkerFault)]
     if not faults:
         return outcomes
@@ -397,19 +434,23 @@ def _read_here_what_no_worker_could(outcomes: list, args: list) -> list:
     again = _run_here(_call, [args[k] for k in faults])
     for k, here in zip(faults, again):
         fault = outcomes[k]
-        if isinstance(here, Exception) and \
-                cluster.access_fault(here, str(args[k][1][0])) is None:
+        if isinstance(here, Exception) and cluster.access_fault(here, str(args[k][1][0])) is None:
             out[k] = here  # read here, the file itself is at fault (damaged, gone): its error
             continue
         if not isinstance(here, Exception):
-            log.warning("tb-roofline: read %s here: %s", os.path.basename(str(args[k][1][0])),
-                        fault)
-            out[k] = ReadHere(here, Diagnostic("warning", "cluster_worker_fault",
-                                               f"read by this process: {fault}"))
+            log.warning(
+                "tb-roofline: read %s here: %s", os.path.basename(str(args[k][1][0])), fault
+            )
+            out[k] = ReadHere(
+                here,
+                Diagnostic("warning", "cluster_worker_fault", f"read by this process: {fault}"),
+            )
             continue
         if cluster.strict() and not cluster.allow_partial():
-            raise cluster.ClusterError(f"{fault}; reading it here failed too: {here} "
-                                       "(give the workers access, or --allow-partial)")
+            raise cluster.ClusterError(
+                f"{fault}; reading it here failed too: {here} "
+                "(give the workers access, or --allow-partial)"
+            )
         out[k] = ProfileFormatError(f"{fault}; reading it here failed too: {here}")
     return out
 
@@ -417,6 +458,7 @@ def _read_here_what_no_worker_could(outcomes: list, args: list) -> list:
 @dataclasses.dataclass
 class ReadHere:
     """A unit no worker could do, done by this process: its result and the note saying so."""
+
     result: object
     note: Diagnostic
 

@@ -8,6 +8,7 @@ their kernels in several layers of ops (`sglang_profiler::rmsnorm_…` > `aiter:
 layer gets the same formula, and the reader charges a call to the outermost op with a cost, so
 nothing is counted twice.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,15 +17,20 @@ from tb_roofline.readers.torch_args import FLOAT_PRECISIONS, SIZES, Args, OpCost
 
 # Attention ops whose work depends on per-sequence lengths (values, not shapes): paged, varlen
 # and batch attention of aiter, FlashInfer, vLLM, SGLang and FlashAttention's varlen entry.
-_ATTENTION = re.compile(r"attention|attn_varlen|varlen_fwd|mha_batch|mha_varlen|batch_prefill|"
-                        r"batch_decode|fwd_kvcache|paged_attn|flash_attn_with_kvcache|"
-                        r"BatchPrefill|BatchDecode|unified_attention", re.I)
-_NOT_ATTENTION = re.compile(r"^(aten::|flash_attn::_flash_attn_(forward|backward)$)|backward",
-                            re.I)
+_ATTENTION = re.compile(
+    r"attention|attn_varlen|varlen_fwd|mha_batch|mha_varlen|batch_prefill|"
+    r"batch_decode|fwd_kvcache|paged_attn|flash_attn_with_kvcache|"
+    r"BatchPrefill|BatchDecode|unified_attention",
+    re.I,
+)
+_NOT_ATTENTION = re.compile(r"^(aten::|flash_attn::_flash_attn_(forward|backward)$)|backward", re.I)
 _RMS = re.compile(r"rms_?norm", re.I)
 _ACT_AND_MUL = re.compile(r"(silu|gelu|gelu_tanh|gelu_quick|relu2?|swiglu)_and_mul", re.I)
-_KV_WRITE = re.compile(r"store_cache|store_kvcache|reshape_and_cache|set_kv_buffer|"
-                       r"concat_and_cache", re.I)
+_KV_WRITE = re.compile(
+    r"store_cache|store_kvcache|reshape_and_cache|set_kv_buffer|"
+    r"concat_and_cache",
+    re.I,
+)
 _ROTARY = re.compile(r"rotary_embedding|apply_rope", re.I)
 _QUANT = re.compile(r"(?<!un)quant", re.I)  # not `unquantized_gemm`
 _SAMPLING = re.compile(r"top_k|top_p|min_p|sampling_from", re.I)
@@ -83,8 +89,13 @@ def act_and_mul_cost(args: Args) -> OpCost | None:
     for a in ts:
         for b in ts:
             if a is not b and a.shape[:-1] == b.shape[:-1] and b.shape[-1] == 2 * a.shape[-1]:
-                return OpCost("elementwise", float(2 * a.numel), float(a.nbytes + b.nbytes),
-                              b.precision, "formula")
+                return OpCost(
+                    "elementwise",
+                    float(2 * a.numel),
+                    float(a.nbytes + b.nbytes),
+                    b.precision,
+                    "formula",
+                )
     return None
 
 
@@ -108,13 +119,22 @@ def rotary_cost(args: Args) -> OpCost | None:
     k read and written in place, positions and one cache row per token read."""
     pos, q, k, cache = args.tensor(0), args.tensor(1), args.tensor(2), args.tensor(4)
     head = args.value(3)
-    if None in (pos, q, k, cache) or type(head) is not int or head <= 0 or \
-            len(cache.shape) != 2 or not q.shape or not k.shape:
+    if (
+        None in (pos, q, k, cache)
+        or type(head) is not int
+        or head <= 0
+        or len(cache.shape) != 2
+        or not q.shape
+        or not k.shape
+    ):
         return None
     heads = (q.numel + k.numel) // head
     flops = 3 * cache.shape[1] * heads
-    nbytes = pos.nbytes + 2 * (q.nbytes + k.nbytes) + \
-        pos.numel * cache.shape[1] * SIZES.get(cache.precision, 4)
+    nbytes = (
+        pos.nbytes
+        + 2 * (q.nbytes + k.nbytes)
+        + pos.numel * cache.shape[1] * SIZES.get(cache.precision, 4)
+    )
     return OpCost("elementwise", float(flops), float(nbytes), q.precision, "formula")
 
 
@@ -128,8 +148,9 @@ def quant_cost(args: Args, dynamic: bool) -> OpCost | None:
     big = max(ts, key=lambda t: t.numel)
     flops = (2 if dynamic else 1) * big.numel
     wide = max(ts, key=lambda t: (t.numel, SIZES.get(t.precision, 4)))
-    return OpCost("elementwise", float(flops), float(sum(t.nbytes for t in ts)),
-                  wide.precision, "formula")
+    return OpCost(
+        "elementwise", float(flops), float(sum(t.nbytes for t in ts)), wide.precision, "formula"
+    )
 
 
 def _read_all(args: Args, category: str) -> OpCost | None:
@@ -138,8 +159,9 @@ def _read_all(args: Args, category: str) -> OpCost | None:
     if not ts:
         return None
     big = max(ts, key=lambda t: t.numel)
-    return OpCost(category, float(big.numel), float(sum(t.nbytes for t in ts)),
-                  big.precision, "formula")
+    return OpCost(
+        category, float(big.numel), float(sum(t.nbytes for t in ts)), big.precision, "formula"
+    )
 
 
 def gemm_cost(args: Args) -> OpCost | None:
@@ -154,11 +176,17 @@ def gemm_cost(args: Args) -> OpCost | None:
     out = Tensor((m, n), a.precision)
     bias = args.tensor(2)
     extra = bias.nbytes if bias is not None and bias.shape == (n,) else 0
-    return OpCost("matmul", float(2 * m * n * k), float(a.nbytes + w.nbytes + out.nbytes + extra),
-                  a.precision, "formula")
+    return OpCost(
+        "matmul",
+        float(2 * m * n * k),
+        float(a.nbytes + w.nbytes + out.nbytes + extra),
+        a.precision,
+        "formula",
+    )
 
 
 # ------------------------------------------------------------------------------ attention
+
 
 def attention_geometry(args: Args):
     """(q, query heads, head dim, KV heads, KV tensor) of an attention call: q is the first
@@ -170,8 +198,14 @@ def attention_geometry(args: Args):
         return None
     d = q.shape[2]
     # (a cache stored as bytes, `unsigned char` fp8, counts: its element size is what moves)
-    kv = next((t for t in _tensors(args) if len(t.shape) >= 3 and t.shape[-1] == d and
-               t.shape != q.shape), None)
+    kv = next(
+        (
+            t
+            for t in _tensors(args)
+            if len(t.shape) >= 3 and t.shape[-1] == d and t.shape != q.shape
+        ),
+        None,
+    )
     hkv = kv.shape[-2] if kv is not None else q.shape[1]
     return q, q.shape[1], d, hkv, kv
 
@@ -222,8 +256,9 @@ def attention_bound(args: Args) -> tuple[float, str] | None:
     if geo is None:
         return None
     q, hq, d, _, _ = geo
-    ints = [v for v in (args.value(i) for i in range(len(args)))
-            if type(v) is int and 0 < v < 10 ** 9]
+    ints = [
+        v for v in (args.value(i) for i in range(len(args))) if type(v) is int and 0 < v < 10**9
+    ]
     if not ints:
         return None
     lmax = max(ints)

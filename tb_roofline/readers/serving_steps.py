@@ -14,6 +14,7 @@ shape of the batch (docs/pytorch_traces.md, "Serving steps"):
 A step's attention work follows from the sums alone: Q·Kᵀ and P·V over every (query, key) pair
 of every request, 4·H_q·D·Σ Sq·Sk FLOPs (readers/serving_ops.py).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,25 +22,36 @@ import re
 
 _SGLANG_STEP = re.compile(r"^step\[([A-Z_]+)((?:\s+[a-z_]+=[0-9]+)*)\s*\]$")
 _PHASE_SUMS = r"\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
-_SGLANG_EXEC = re.compile(r"^execute_(\d+)_context_(\d+)" + _PHASE_SUMS +
-                          r"_generation_(\d+)" + _PHASE_SUMS + r"$")
-_VLLM_EXEC = re.compile(r"^execute_context_(\d+)\((\d+)((?:_\d+)*)\)_generation_(\d+)\((\d+)"
-                        r"((?:_\d+)*)\)$")
+_SGLANG_EXEC = re.compile(
+    r"^execute_(\d+)_context_(\d+)" + _PHASE_SUMS + r"_generation_(\d+)" + _PHASE_SUMS + r"$"
+)
+_VLLM_EXEC = re.compile(
+    r"^execute_context_(\d+)\((\d+)((?:_\d+)*)\)_generation_(\d+)\((\d+)"
+    r"((?:_\d+)*)\)$"
+)
 # SGLang forward modes → phase
-_MODES = {"EXTEND": "prefill", "PREFILL": "prefill", "DECODE": "decode", "MIXED": "mixed",
-          "TARGET_VERIFY": "mixed", "DRAFT_EXTEND": "prefill", "IDLE": "idle"}
-_MAX = 10 ** 15  # a larger count is corrupt
+_MODES = {
+    "EXTEND": "prefill",
+    "PREFILL": "prefill",
+    "DECODE": "decode",
+    "MIXED": "mixed",
+    "TARGET_VERIFY": "mixed",
+    "DRAFT_EXTEND": "prefill",
+    "IDLE": "idle",
+}
+_MAX = 10**15  # a larger count is corrupt
 
 
 @dataclasses.dataclass
 class PhaseSums:
     """One phase of a step: its requests and the sums over them (None: not recorded)."""
+
     requests: int
-    sq: int | None = None      # Σ Sq: the phase's query tokens
-    sk: int | None = None      # Σ Sk: keys attended (cached + new)
-    sqsq: int | None = None    # Σ Sq²
-    sqsk: int | None = None    # Σ Sq·Sk
-    extra: tuple = ()          # numbers the engine wrote that we do not interpret
+    sq: int | None = None  # Σ Sq: the phase's query tokens
+    sk: int | None = None  # Σ Sk: keys attended (cached + new)
+    sqsq: int | None = None  # Σ Sq²
+    sqsk: int | None = None  # Σ Sq·Sk
+    extra: tuple = ()  # numbers the engine wrote that we do not interpret
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -48,19 +60,22 @@ class PhaseSums:
 @dataclasses.dataclass
 class StepFacts:
     """What one step annotation says (times are filled in by the reader)."""
-    engine: str            # "sglang" or "vllm"
-    phase: str             # "prefill", "decode", "mixed", "idle"
-    batch: int | None      # requests in the step
-    tokens: int | None     # tokens in the step
+
+    engine: str  # "sglang" or "vllm"
+    phase: str  # "prefill", "decode", "mixed", "idle"
+    batch: int | None  # requests in the step
+    tokens: int | None  # tokens in the step
     context: PhaseSums | None = None
     generation: PhaseSums | None = None
-    mode: str = ""         # the engine's own name (SGLang's forward mode)
+    mode: str = ""  # the engine's own name (SGLang's forward mode)
     name: str = ""
 
     def sums_known(self) -> bool:
         """Σ Sq·Sk known for every phase that has requests."""
-        return all(p is not None and (p.requests == 0 or p.sqsk is not None)
-                   for p in (self.context, self.generation))
+        return all(
+            p is not None and (p.requests == 0 or p.sqsk is not None)
+            for p in (self.context, self.generation)
+        )
 
     def total(self, field: str) -> int | None:
         """A sum over both phases (None when a phase with requests lacks it)."""
@@ -108,23 +123,36 @@ def _parse(name: str) -> StepFacts | None:
         g = [_num(x) for x in m.groups()]
         ctx = PhaseSums(g[1], *g[2:6])
         gen = PhaseSums(g[6], *g[7:11])
-        return StepFacts("sglang", _phase_of(ctx.requests, gen.requests),
-                         ctx.requests + gen.requests, g[0], ctx, gen, name=name)
+        return StepFacts(
+            "sglang",
+            _phase_of(ctx.requests, gen.requests),
+            ctx.requests + gen.requests,
+            g[0],
+            ctx,
+            gen,
+            name=name,
+        )
     m = _VLLM_EXEC.match(name)
     if m:
         n, ntok, nextra, k, ktok, kextra = m.groups()
         ctx = PhaseSums(_num(n), _num(ntok), extra=tuple(_num(x) for x in nextra.split("_")[1:]))
         gen = PhaseSums(_num(k), _num(ktok), extra=tuple(_num(x) for x in kextra.split("_")[1:]))
-        return StepFacts("vllm", _phase_of(ctx.requests, gen.requests),
-                         ctx.requests + gen.requests, ctx.sq + gen.sq, ctx, gen, name=name)
+        return StepFacts(
+            "vllm",
+            _phase_of(ctx.requests, gen.requests),
+            ctx.requests + gen.requests,
+            ctx.sq + gen.sq,
+            ctx,
+            gen,
+            name=name,
+        )
     m = _SGLANG_STEP.match(name)
     if m:
         mode = m.group(1)
         fields = dict(kv.split("=") for kv in m.group(2).split())
         bs = _num(fields["bs"]) if "bs" in fields else None
         toks = _num(fields["toks"]) if "toks" in fields else None
-        return StepFacts("sglang", _MODES.get(mode, mode.lower()), bs, toks, mode=mode,
-                         name=name)
+        return StepFacts("sglang", _MODES.get(mode, mode.lower()), bs, toks, mode=mode, name=name)
     return None
 
 

@@ -6,6 +6,7 @@ and transposes (is the same relayout repeated?). One function per source: PyTorc
 Each returns `(kind, dims, text)` or None; readers sum calls and time per (op, text) into
 `ShapeUse`s (table/timeline.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,10 +16,19 @@ import re
 from tb_roofline.hlo.shapes import TUPLE, TYPE_NAMES
 
 _TORCH_MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear"})
-_TORCH_CONV = frozenset({"conv1d", "conv2d", "conv3d", "convolution", "_convolution",
-                         "cudnn_convolution", "mkldnn_convolution", "miopen_convolution"})
-_TORCH_COPY = frozenset({"copy_", "clone", "contiguous", "_to_copy", "to", "transpose",
-                         "permute"})
+_TORCH_CONV = frozenset(
+    {
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "convolution",
+        "_convolution",
+        "cudnn_convolution",
+        "mkldnn_convolution",
+        "miopen_convolution",
+    }
+)
+_TORCH_COPY = frozenset({"copy_", "clone", "contiguous", "_to_copy", "to", "transpose", "permute"})
 
 
 def _dims(value) -> tuple | None:
@@ -39,7 +49,7 @@ def torch_shape(name: str, dims) -> tuple | None:
     array of copy-family ops."""
     if not isinstance(dims, list) or not name.startswith("aten::"):
         return None
-    n = name[len("aten::"):]
+    n = name[len("aten::") :]
     shapes = [_dims(d) for d in dims]
     text = " x ".join(str(list(s)) for s in shapes if s)
     if n in _TORCH_MATMUL:
@@ -81,17 +91,23 @@ def hlo_shape(ins) -> tuple | None:
         inner = [i for i in ins.called[0].instructions if i.opcode in ("dot", "convolution")]
         if inner:
             return hlo_shape(inner[0])
-        if any(i.opcode in ("copy", "transpose") for i in ins.called[0].instructions) and \
-                all(i.opcode in ("copy", "transpose", "parameter", "bitcast", "reshape")
-                    for i in ins.called[0].instructions):
+        if any(i.opcode in ("copy", "transpose") for i in ins.called[0].instructions) and all(
+            i.opcode in ("copy", "transpose", "parameter", "bitcast", "reshape")
+            for i in ins.called[0].instructions
+        ):
             return "copy", _array_dims(ins.shape), _text(ins.shape)
         return None
-    if len(ins.operands) >= 2 and (op == "dot" or (op == "custom-call" and "gemm" in
-                                                   ins.proto.custom_call_target.lower())):
+    if len(ins.operands) >= 2 and (
+        op == "dot" or (op == "custom-call" and "gemm" in ins.proto.custom_call_target.lower())
+    ):
         lhs, rhs = _array_dims(ins.operands[0].shape), _array_dims(ins.operands[1].shape)
         dn = ins.proto.dot_dimension_numbers
-        lc, lb, rc, rb = (list(dn.lhs_contracting_dimensions), list(dn.lhs_batch_dimensions),
-                          list(dn.rhs_contracting_dimensions), list(dn.rhs_batch_dimensions))
+        lc, lb, rc, rb = (
+            list(dn.lhs_contracting_dimensions),
+            list(dn.lhs_batch_dimensions),
+            list(dn.rhs_contracting_dimensions),
+            list(dn.rhs_batch_dimensions),
+        )
         if op == "custom-call":
             lc, lb, rc, rb = _gemm_config_dims(ins, lhs, rhs)
         if not lhs or not rhs or not lc:
@@ -99,17 +115,25 @@ def hlo_shape(ins) -> tuple | None:
         k = math.prod(lhs[i] for i in lc if i < len(lhs))
         text = f"{_text(ins.operands[0].shape)} x {_text(ins.operands[1].shape)}"
         return _gemm(_free(lhs, lc + lb), _free(rhs, rc + rb), k, text)
-    if len(ins.operands) >= 2 and (op == "convolution" or (
-            op == "custom-call" and "conv" in ins.proto.custom_call_target.lower())):
+    if len(ins.operands) >= 2 and (
+        op == "convolution"
+        or (op == "custom-call" and "conv" in ins.proto.custom_call_target.lower())
+    ):
         p = ins.proto
         dn = p.convolution_dimension_numbers
         x, w = _array_dims(ins.operands[0].shape), _array_dims(ins.operands[1].shape)
         if len(w) < 2 or len(x) < 2:
             return None
-        cin = w[dn.kernel_input_feature_dimension] if dn.kernel_input_feature_dimension < len(w) \
+        cin = (
+            w[dn.kernel_input_feature_dimension]
+            if dn.kernel_input_feature_dimension < len(w)
             else 0
-        cout = w[dn.kernel_output_feature_dimension] if \
-            dn.kernel_output_feature_dimension < len(w) else 0
+        )
+        cout = (
+            w[dn.kernel_output_feature_dimension]
+            if dn.kernel_output_feature_dimension < len(w)
+            else 0
+        )
         out = _array_dims(ins.shape)
         m = math.prod(d for i, d in enumerate(out) if i != dn.output_feature_dimension)
         text = f"{_text(ins.operands[0].shape)} * {_text(ins.operands[1].shape)}"
@@ -131,10 +155,13 @@ def _gemm_config_dims(ins, lhs, rhs):
     def ints(key, default):
         v = dn.get(key)
         return [int(x) for x in v] if isinstance(v, list) else default
-    return (ints("lhs_contracting_dimensions", [len(lhs) - 1] if lhs else []),
-            ints("lhs_batch_dimensions", []),
-            ints("rhs_contracting_dimensions", [0] if rhs else []),
-            ints("rhs_batch_dimensions", []))
+
+    return (
+        ints("lhs_contracting_dimensions", [len(lhs) - 1] if lhs else []),
+        ints("lhs_batch_dimensions", []),
+        ints("rhs_contracting_dimensions", [0] if rhs else []),
+        ints("rhs_batch_dimensions", []),
+    )
 
 
 def _text(shape) -> str:
@@ -160,8 +187,11 @@ def tpu_text_shape(text: str, category: str) -> tuple | None:
         return None
     cat = category.lower()
     if any(w in cat for w in _TPU_MATMUL_WORDS):
-        return "array", tuple(d for _, d in arrays), \
-            " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in arrays)
+        return (
+            "array",
+            tuple(d for _, d in arrays),
+            " ".join(f"{t}[{','.join(map(str, d))}]" for t, d in arrays),
+        )
     if cat in ("data formatting", "copy", "transpose") or "transpose" in cat:
         t, d = arrays[0]
         return "copy", d, f"{t}[{','.join(map(str, d))}]"

@@ -6,6 +6,7 @@ TensorList, `[]` for non-tensors), `Input type` (the dtype of a tensor argument,
 `Args` decodes them; `OpCost` is what a formula (readers/torch_flops.py,
 readers/torch_custom_ops.py) makes of one call.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,25 +18,46 @@ from tb_roofline.hlo.shapes import element_bytes
 # Kineto `Input type` strings (c10 scalar type names) → precision names; their element sizes
 # are the one table's (hlo/shapes.py ELEMENT_BYTES).
 _PRECISIONS = {
-    "double": "f64", "float": "f32", "c10::Half": "f16",
-    "c10::BFloat16": "bf16", "c10::Float8_e4m3fn": "f8e4m3",
-    "c10::Float8_e5m2": "f8e5m2", "c10::Float8_e4m3fnuz": "f8e4m3",
-    "c10::Float8_e5m2fnuz": "f8e5m2", "c10::complex<float>": "c64",
-    "c10::complex<double>": "c128", "c10::complex<c10::Half>": "c32",
-    "long int": "s64", "int": "s32", "short int": "s16",
-    "signed char": "s8", "unsigned char": "u8", "bool": "pred",
-    "unsigned int": "u32", "unsigned short": "u16", "unsigned long": "u64",
+    "double": "f64",
+    "float": "f32",
+    "c10::Half": "f16",
+    "c10::BFloat16": "bf16",
+    "c10::Float8_e4m3fn": "f8e4m3",
+    "c10::Float8_e5m2": "f8e5m2",
+    "c10::Float8_e4m3fnuz": "f8e4m3",
+    "c10::Float8_e5m2fnuz": "f8e5m2",
+    "c10::complex<float>": "c64",
+    "c10::complex<double>": "c128",
+    "c10::complex<c10::Half>": "c32",
+    "long int": "s64",
+    "int": "s32",
+    "short int": "s16",
+    "signed char": "s8",
+    "unsigned char": "u8",
+    "bool": "pred",
+    "unsigned int": "u32",
+    "unsigned short": "u16",
+    "unsigned long": "u64",
     # The spellings PyTorch writes depend on the platform's C++ type names (docs/pytorch_traces.md,
     # "Timestamps and type names").
-    "long": "s64", "long long": "s64", "long long int": "s64",
-    "short": "s16", "unsigned long long": "u64", "uint8_t": "u8",
-    "int8_t": "s8", "c10::Float8_e8m0fnu": "f8e8m0",
-    "c10::Float4_e2m1fn_x2": "f4e2m1", "Half": "f16", "BFloat16": "bf16",
-    "at::Half": "f16", "at::BFloat16": "bf16",
+    "long": "s64",
+    "long long": "s64",
+    "long long int": "s64",
+    "short": "s16",
+    "unsigned long long": "u64",
+    "uint8_t": "u8",
+    "int8_t": "s8",
+    "c10::Float8_e8m0fnu": "f8e8m0",
+    "c10::Float4_e2m1fn_x2": "f4e2m1",
+    "Half": "f16",
+    "BFloat16": "bf16",
+    "at::Half": "f16",
+    "at::BFloat16": "bf16",
 }
 DTYPES = {t: (p, element_bytes(p)) for t, p in _PRECISIONS.items()}
-FLOAT_PRECISIONS = frozenset({"f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "c64", "c128",
-                              "c32"})
+FLOAT_PRECISIONS = frozenset(
+    {"f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "c64", "c128", "c32"}
+)
 SIZES = {p: s for p, s in DTYPES.values()}
 
 
@@ -128,16 +150,24 @@ def has_negative_dim(dims) -> bool:
     for s in dims:
         if isinstance(s, list):
             for d in s:
-                if (type(d) is int and d < 0) or (isinstance(d, list) and
-                                                  any(type(x) is int and x < 0 for x in d)):
+                if (type(d) is int and d < 0) or (
+                    isinstance(d, list) and any(type(x) is int and x < 0 for x in d)
+                ):
                     return True
     return False
 
 
 # Integer and boolean tensors run on no floating-point unit: their rows say so ("int",
 # "bool"); 8-bit integers keep their own name (int8 tensor-core ceilings exist).
-INT_LABELS = {"s16": "int", "s32": "int", "s64": "int", "u16": "int", "u32": "int",
-              "u64": "int", "pred": "bool"}
+INT_LABELS = {
+    "s16": "int",
+    "s32": "int",
+    "s64": "int",
+    "u16": "int",
+    "u32": "int",
+    "u64": "int",
+    "pred": "bool",
+}
 
 
 def precision_label(precision: str) -> str:
@@ -172,7 +202,7 @@ def parse_concrete(text):
     try:
         return float(s)
     except ValueError:
-        return s.strip('"\'')
+        return s.strip("\"'")
 
 
 def _tuple(value, n, default):
@@ -199,8 +229,9 @@ def _first_float(tensors) -> str:
 def _cost(category, flops, tensors_in, out: Tensor | list | None, precision=None):
     outs = out if isinstance(out, list) else ([out] if out is not None else [])
     nbytes = sum(t.nbytes for t in tensors_in) + sum(t.nbytes for t in outs)
-    return OpCost(category, float(flops), float(nbytes), precision or _first_float(tensors_in),
-                  "formula")
+    return OpCost(
+        category, float(flops), float(nbytes), precision or _first_float(tensors_in), "formula"
+    )
 
 
 def broadcast(*shapes) -> tuple | None:

@@ -7,6 +7,7 @@ grouped GEMMs and embedding bags in readers/torch_sparse_ops.py.
 readers/torch_flops.py, the others are handled here. Conventions are torch_flops's: FLOPs of the
 products only, bytes = every tensor argument read once + outputs written once.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,11 +20,22 @@ from tb_roofline.readers.torch_flops import Args, OpCost, Tensor
 # c10 ScalarType names as `record_param_comms` writes them (`dtype`) → precision (sizes:
 # hlo/shapes.py ELEMENT_BYTES).
 _SCALAR_PRECISIONS = {
-    "Float": "f32", "Double": "f64", "Half": "f16", "BFloat16": "bf16",
-    "Long": "s64", "Int": "s32", "Short": "s16", "Char": "s8",
-    "Byte": "u8", "Bool": "pred", "Float8_e4m3fn": "f8e4m3",
-    "Float8_e5m2": "f8e5m2", "Float8_e4m3fnuz": "f8e4m3",
-    "Float8_e5m2fnuz": "f8e5m2", "ComplexFloat": "c64", "ComplexDouble": "c128",
+    "Float": "f32",
+    "Double": "f64",
+    "Half": "f16",
+    "BFloat16": "bf16",
+    "Long": "s64",
+    "Int": "s32",
+    "Short": "s16",
+    "Char": "s8",
+    "Byte": "u8",
+    "Bool": "pred",
+    "Float8_e4m3fn": "f8e4m3",
+    "Float8_e5m2": "f8e5m2",
+    "Float8_e4m3fnuz": "f8e4m3",
+    "Float8_e5m2fnuz": "f8e5m2",
+    "ComplexFloat": "c64",
+    "ComplexDouble": "c128",
 }
 SCALAR_TYPES = {t: (p, element_bytes(p)) for t, p in _SCALAR_PRECISIONS.items()}
 
@@ -35,7 +47,7 @@ def op_cost(name: str, args: dict) -> OpCost | None:
     if name.startswith("aten::"):
         cost = torch_flops.op_cost(name, dims, types, concrete)
         if cost is None and dims is not None:
-            cost = more_aten_cost(name[len("aten::"):], Args(dims, types, concrete))
+            cost = more_aten_cost(name[len("aten::") :], Args(dims, types, concrete))
         return cost
     if name.startswith(("_C::", "vllm::unified_kv")):
         cost = vllm_cost(name, Args(dims, types, concrete))
@@ -44,7 +56,7 @@ def op_cost(name: str, args: dict) -> OpCost | None:
     if name.startswith("triton_"):
         return triton_cost(args, Args(dims, types, concrete))
     if name.startswith("flash_attn::"):
-        return flash_attn_cost(name[len("flash_attn::"):], Args(dims, types, concrete))
+        return flash_attn_cost(name[len("flash_attn::") :], Args(dims, types, concrete))
     if "fused_experts" in name or "fused_moe" in name:  # vllm::, sglang:: MoE layers
         return torch_sparse_ops.fused_experts_cost(Args(dims, types, concrete))
     if dims is not None and not torch_flops.COMMUNICATION.search(name):
@@ -56,11 +68,13 @@ def op_cost(name: str, args: dict) -> OpCost | None:
 
 # ------------------------------------------------------------------------------ collectives
 
+
 def comm_op_cost(kind: str, in_bytes: float, out_bytes: float, precision: str) -> OpCost:
     """A collective's cost: 0 FLOPs, local bytes in + out, message size S for the links."""
     size = collectives.message_bytes(kind, in_bytes, out_bytes)
-    return OpCost("communication", 0.0, float(in_bytes + out_bytes), precision, "formula",
-                  (kind, float(size)))
+    return OpCost(
+        "communication", 0.0, float(in_bytes + out_bytes), precision, "formula", (kind, float(size))
+    )
 
 
 def collective_cost(name: str, args: Args) -> OpCost | None:
@@ -71,7 +85,7 @@ def collective_cost(name: str, args: Args) -> OpCost | None:
     if not kind:
         return None
     if name.startswith("c10d::"):
-        positions = collectives.C10D_ARGS.get(name[len("c10d::"):])
+        positions = collectives.C10D_ARGS.get(name[len("c10d::") :])
         if positions is None:
             return None
         out_i, in_i = positions
@@ -134,24 +148,29 @@ def annotation_fact(name: str, args: dict):
     return (kind, float(sum(t.nbytes for t in tensors)), 0.0, 0, tensors[0].precision)
 
 
-def fact_cost(kind: str, in_bytes: float, out_bytes: float, ranks: int,
-              precision: str) -> OpCost:
+def fact_cost(kind: str, in_bytes: float, out_bytes: float, ranks: int, precision: str) -> OpCost:
     """A collective's cost from a fact whose output (or input) size may be missing: all-gather
     writes n × its input, reduce-scatter n times less than it reads, the others as much."""
     n = max(ranks, 1)
     if not out_bytes:
-        out_bytes = in_bytes * n if kind == collectives.ALL_GATHER else (
-            in_bytes / n if kind == collectives.REDUCE_SCATTER else in_bytes)
+        out_bytes = (
+            in_bytes * n
+            if kind == collectives.ALL_GATHER
+            else (in_bytes / n if kind == collectives.REDUCE_SCATTER else in_bytes)
+        )
     if not in_bytes:
-        in_bytes = out_bytes / n if kind == collectives.ALL_GATHER else (
-            out_bytes * n if kind == collectives.REDUCE_SCATTER else out_bytes)
+        in_bytes = (
+            out_bytes / n
+            if kind == collectives.ALL_GATHER
+            else (out_bytes * n if kind == collectives.REDUCE_SCATTER else out_bytes)
+        )
     return comm_op_cost(kind, in_bytes, out_bytes, precision)
 
 
 def _count(value) -> int | None:
-    if type(value) is int and 0 <= value < 2 ** 53:
+    if type(value) is int and 0 <= value < 2**53:
         return value
-    if type(value) is float and value.is_integer() and 0 <= value < 2 ** 53:
+    if type(value) is float and value.is_integer() and 0 <= value < 2**53:
         return int(value)
     return None
 
@@ -174,8 +193,12 @@ def flash_attn_cost(name: str, args: Args) -> OpCost | None:
         return None
     qi, backward = spec
     q, k, v = args.tensor(qi), args.tensor(qi + 1), args.tensor(qi + 2)
-    if q is None or k is None or v is None or not (len(q.shape) == len(k.shape) ==
-                                                   len(v.shape) == 4):
+    if (
+        q is None
+        or k is None
+        or v is None
+        or not (len(q.shape) == len(k.shape) == len(v.shape) == 4)
+    ):
         return None
     b, lq, h, dq = q.shape
     lk, dv = k.shape[1], v.shape[3]
@@ -192,6 +215,7 @@ def flash_attn_cost(name: str, args: Args) -> OpCost | None:
 
 # ------------------------------------------------------------------------------ triton
 
+
 def triton_cost(args: dict, a: Args) -> OpCost | None:
     """An Inductor Triton kernel's launch: FLOPs and bytes from Inductor's own annotations
     (`kernel_flop`, `kernel_num_gb`) when present; else bytes from the kernel's tensor
@@ -201,8 +225,9 @@ def triton_cost(args: dict, a: Args) -> OpCost | None:
     gb = _number(args.get("kernel_num_gb"))
     tensors = a.tensors()
     prec = torch_flops._first_float(tensors) if tensors else ""
-    nbytes = gb * 1e9 if gb is not None else (
-        float(sum(t.nbytes for t in tensors)) if tensors else None)
+    nbytes = (
+        gb * 1e9 if gb is not None else (float(sum(t.nbytes for t in tensors)) if tensors else None)
+    )
     if flop is not None and nbytes is not None:
         return OpCost("fusion", flop, nbytes, prec, "formula")
     if nbytes is not None:
@@ -218,12 +243,13 @@ def _number(value) -> float | None:
 
 # ------------------------------------------------------------------------------ more aten
 
+
 def more_aten_cost(n: str, args: Args) -> OpCost | None:
     """aten families readers/torch_flops.py does not cover: the `_foreach_*` ops (the
     optimizers' multi_tensor_apply kernels), fills, the MSE loss, padding, embedding bags,
     grouped GEMMs and pooling (readers/torch_pool.py)."""
     if n.startswith("_foreach_"):
-        return foreach_cost(n[len("_foreach_"):].rstrip("_"), n.endswith("_"), args)
+        return foreach_cost(n[len("_foreach_") :].rstrip("_"), n.endswith("_"), args)
     if n.startswith("_fused_adam"):
         return fused_adam_cost(args)
     if n in ("fill_", "zero_", "fill", "zero", "ones_like", "zeros_like", "full_like"):
@@ -248,8 +274,13 @@ def pad_cost(args: Args) -> OpCost | None:
     """pad / constant_pad_nd(x, [left, right, ...] from the last dim backwards, ...): a copy
     into the padded shape (0 FLOPs; x read, the padded tensor written)."""
     x, pads = args.tensor(0), args.value(1)
-    if x is None or not isinstance(pads, list) or len(pads) % 2 or \
-            len(pads) // 2 > len(x.shape) or not all(type(p) is int for p in pads):
+    if (
+        x is None
+        or not isinstance(pads, list)
+        or len(pads) % 2
+        or len(pads) // 2 > len(x.shape)
+        or not all(type(p) is int for p in pads)
+    ):
         return None
     shape = list(x.shape)
     for i in range(len(pads) // 2):
@@ -329,11 +360,17 @@ def mse_cost(n: str, args: Args) -> OpCost | None:
         out = Tensor(x.shape if reduction == 0 else (), x.precision)
         flops, inputs = (2 if reduction == 0 else 3) * numel, [x, y]
     nbytes = sum(t.nbytes for t in inputs) + out.nbytes
-    return OpCost("reduction" if not back else "elementwise", float(flops), float(nbytes),
-                  x.precision, "formula")
+    return OpCost(
+        "reduction" if not back else "elementwise",
+        float(flops),
+        float(nbytes),
+        x.precision,
+        "formula",
+    )
 
 
 # ------------------------------------------------------------------------------ vLLM
+
 
 def vllm_cost(name: str, args: Args) -> OpCost | None:
     """vLLM's custom ops whose work follows from their recorded tensors."""
@@ -342,15 +379,25 @@ def vllm_cost(name: str, args: Args) -> OpCost | None:
         if out is None or x is None or w is None:
             return None
         flops = torch_flops.norm_flops_per_element("rms", True, True) * x.numel
-        return OpCost("normalization", float(flops), float(x.nbytes + w.nbytes + out.nbytes),
-                      x.precision, "formula")
+        return OpCost(
+            "normalization",
+            float(flops),
+            float(x.nbytes + w.nbytes + out.nbytes),
+            x.precision,
+            "formula",
+        )
     if name == "_C::fused_add_rms_norm":  # (input, residual, weight, eps), both in place
         x, r, w = args.tensor(0), args.tensor(1), args.tensor(2)
         if x is None or r is None or w is None:
             return None
         flops = (1 + torch_flops.norm_flops_per_element("rms", True, True)) * x.numel
-        return OpCost("normalization", float(flops), float(2 * (x.nbytes + r.nbytes) + w.nbytes),
-                      x.precision, "formula")
+        return OpCost(
+            "normalization",
+            float(flops),
+            float(2 * (x.nbytes + r.nbytes) + w.nbytes),
+            x.precision,
+            "formula",
+        )
     if name == "vllm::unified_kv_cache_update":  # (key, value, layer): k, v into the cache
         k, v = args.tensor(0), args.tensor(1)
         if k is None or v is None:
@@ -359,16 +406,25 @@ def vllm_cost(name: str, args: Args) -> OpCost | None:
     if name == "_C::rotary_embedding":  # (positions, query, key, head_size, cache, is_neox)
         pos, q, k, cache = args.tensor(0), args.tensor(1), args.tensor(2), args.tensor(4)
         head = args.value(3)
-        if None in (pos, q, k, cache) or type(head) is not int or head <= 0 or \
-                len(cache.shape) != 2 or not q.shape or not k.shape:
+        if (
+            None in (pos, q, k, cache)
+            or type(head) is not int
+            or head <= 0
+            or len(cache.shape) != 2
+            or not q.shape
+            or not k.shape
+        ):
             return None
         # each rotated pair: 4 multiplies and 2 adds = 3 FLOPs per rotated element, for the
         # rot_dim (cache width) elements of every query and key head of every token
         heads = (q.numel + k.numel) // head
         flops = 3 * cache.shape[1] * heads
         tokens = pos.numel
-        nbytes = pos.nbytes + 2 * (q.nbytes + k.nbytes) + \
-            tokens * cache.shape[1] * SIZE_OF.get(cache.precision, 4)
+        nbytes = (
+            pos.nbytes
+            + 2 * (q.nbytes + k.nbytes)
+            + tokens * cache.shape[1] * SIZE_OF.get(cache.precision, 4)
+        )
         return OpCost("elementwise", float(flops), float(nbytes), q.precision, "formula")
     if name in ("_C::static_scaled_fp8_quant", "_C::dynamic_scaled_fp8_quant"):
         out, x = args.tensor(0), args.tensor(1)  # (out, input, scale): one multiply each

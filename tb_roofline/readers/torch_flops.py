@@ -18,6 +18,7 @@ Conventions (docs/pytorch_traces.md):
 - `op_cost` returns None when the op is unknown or its arguments are not in the trace; the
   reader then looks at the ops nested inside it instead.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,17 +26,55 @@ import re
 
 from tb_roofline.hlo import attention as hlo_attention
 from tb_roofline.readers.torch_args import (  # noqa: F401 (re-exported)
-    DTYPES, FLOAT_PRECISIONS, SIZES, OpCost, Tensor, Args, has_negative_dim, INT_LABELS,
-    precision_label, parse_concrete, _tuple, _first_float, _cost, broadcast)
+    DTYPES,
+    FLOAT_PRECISIONS,
+    INT_LABELS,
+    SIZES,
+    Args,
+    OpCost,
+    Tensor,
+    _cost,
+    _first_float,
+    _tuple,
+    broadcast,
+    has_negative_dim,
+    parse_concrete,
+    precision_label,
+)
 
-__all__ = ["DTYPES", "FLOAT_PRECISIONS", "SIZES", "OpCost", "Tensor", "Args", "has_negative_dim",
-           "INT_LABELS", "precision_label", "parse_concrete", "broadcast", "op_cost",
-           "precision_of", "category_of", "base_name", "COMMUNICATION", "attention_flops",
-           "norm_flops_per_element", "ELEMENTWISE_1", "ELEMENTWISE_2", "REDUCTIONS",
-           "ATTENTION_OPS", "NORM_OPS", "COPY_OPS", "VIEW_OPS", "matmul_shapes", "conv_flops"]
+__all__ = [
+    "DTYPES",
+    "FLOAT_PRECISIONS",
+    "SIZES",
+    "OpCost",
+    "Tensor",
+    "Args",
+    "has_negative_dim",
+    "INT_LABELS",
+    "precision_label",
+    "parse_concrete",
+    "broadcast",
+    "op_cost",
+    "precision_of",
+    "category_of",
+    "base_name",
+    "COMMUNICATION",
+    "attention_flops",
+    "norm_flops_per_element",
+    "ELEMENTWISE_1",
+    "ELEMENTWISE_2",
+    "REDUCTIONS",
+    "ATTENTION_OPS",
+    "NORM_OPS",
+    "COPY_OPS",
+    "VIEW_OPS",
+    "matmul_shapes",
+    "conv_flops",
+]
 
 
 # ---------------------------------------------------------------- matmul family
+
 
 def matmul_shapes(a: tuple, b: tuple):
     """(batch, M, K, N, output shape) of torch.matmul semantics, or None if they don't fit."""
@@ -71,8 +110,9 @@ def matmul_cost(name: str, args: Args) -> OpCost | None:
         return None
     if name in ("mm", "addmm") and (len(a.shape) != 2 or len(b.shape) != 2):
         return None
-    if name in ("bmm", "baddbmm") and (len(a.shape) != 3 or len(b.shape) != 3 or
-                                       a.shape[0] != b.shape[0]):
+    if name in ("bmm", "baddbmm") and (
+        len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0]
+    ):
         return None
     shapes = matmul_shapes(a.shape, b.shape)
     if shapes is None:
@@ -110,6 +150,7 @@ def einsum_cost(args: Args) -> OpCost | None:
 
 
 # ---------------------------------------------------------------- convolution family
+
 
 def conv_output_spatial(inp, kernel, stride, padding, dilation, transposed, output_padding):
     out = []
@@ -161,8 +202,9 @@ def conv_cost(name: str, args: Args) -> OpCost | None:
     if p is None:
         return None
     x, w, bias, stride, padding, dilation, transposed, output_padding, groups = p
-    spatial = conv_output_spatial(x.shape[2:], w.shape[2:], stride, padding, dilation,
-                                  transposed, output_padding)
+    spatial = conv_output_spatial(
+        x.shape[2:], w.shape[2:], stride, padding, dilation, transposed, output_padding
+    )
     cout = w.shape[1] * groups if transposed else w.shape[0]
     out = Tensor((x.shape[0], cout) + spatial, x.precision)
     flops = conv_flops(x.shape, w.shape, out.shape, transposed)
@@ -196,6 +238,7 @@ def conv_backward_cost(args: Args) -> OpCost | None:
 
 
 # ---------------------------------------------------------------- attention family
+
 
 def _attention_bhsd(q, k, v, layout):
     """(batch, heads, Lq, Lk, Dqk, Dv) from [B, H, S, D] or flash layout [B, S, H, D]."""
@@ -259,7 +302,8 @@ def attention_cost(name: str, args: Args) -> OpCost | None:
 
 # ---------------------------------------------------------------- elementwise and reductions
 
-ELEMENTWISE_1 = frozenset("""
+ELEMENTWISE_1 = frozenset(
+    """
 add sub mul div true_divide floor_divide remainder fmod neg abs exp exp2 expm1 log log2 log10
 log1p sqrt rsqrt pow reciprocal sign sin cos tan asin acos atan atan2 sinh cosh tanh erf erfc
 erfinv sigmoid logit relu relu6 gelu silu mish hardswish hardsigmoid hardtanh leaky_relu elu selu
@@ -270,16 +314,23 @@ nan_to_num isnan isinf isneginf isposinf isfinite
 threshold_backward gelu_backward silu_backward sigmoid_backward tanh_backward
 hardtanh_backward leaky_relu_backward elu_backward hardswish_backward mish_backward
 softplus_backward native_dropout dropout native_dropout_backward bernoulli
-""".split())
+""".split()
+)
 ELEMENTWISE_2 = frozenset({"addcmul", "addcdiv", "lerp"})
-COMPARISONS = frozenset("""gt lt ge le eq ne logical_and logical_or logical_xor logical_not
-isnan isinf isneginf isposinf isfinite""".split())
-REDUCTIONS = frozenset("""sum mean amax amin max min prod norm linalg_vector_norm var std
+COMPARISONS = frozenset(
+    """gt lt ge le eq ne logical_and logical_or logical_xor logical_not
+isnan isinf isneginf isposinf isfinite""".split()
+)
+REDUCTIONS = frozenset(
+    """sum mean amax amin max min prod norm linalg_vector_norm var std
 var_mean std_mean argmax argmin all any logsumexp softmax _softmax log_softmax _log_softmax
-_safe_softmax _softmax_backward_data _log_softmax_backward_data cumsum""".split())
+_safe_softmax _softmax_backward_data _log_softmax_backward_data cumsum""".split()
+)
 # Reductions whose output has the input's shape (the reduction is along one dim).
-SAME_SHAPE_REDUCTIONS = frozenset("""softmax _softmax log_softmax _log_softmax _safe_softmax
-_softmax_backward_data _log_softmax_backward_data cumsum""".split())
+SAME_SHAPE_REDUCTIONS = frozenset(
+    """softmax _softmax log_softmax _log_softmax _safe_softmax
+_softmax_backward_data _log_softmax_backward_data cumsum""".split()
+)
 
 
 def elementwise_cost(name: str, args: Args, inplace: bool) -> OpCost | None:
@@ -295,8 +346,9 @@ def elementwise_cost(name: str, args: Args, inplace: bool) -> OpCost | None:
     prec = "pred" if name in COMPARISONS else _first_float(tensors)
     out = Tensor(out_shape, prec if prec else first.precision)
     per = 2 if name in ELEMENTWISE_2 else 1
-    return _cost("elementwise", per * math.prod(out_shape), tensors, out,
-                 precision=_first_float(tensors))
+    return _cost(
+        "elementwise", per * math.prod(out_shape), tensors, out, precision=_first_float(tensors)
+    )
 
 
 def reduction_cost(name: str, args: Args) -> OpCost | None:
@@ -313,12 +365,19 @@ def reduction_cost(name: str, args: Args) -> OpCost | None:
             dims = [dims]
         if isinstance(dims, list) and dims and len(x.shape):
             axes = {d % len(x.shape) for d in dims}
-            shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape)
-                          if keep is True or i not in axes)
+            shape = tuple(
+                1 if i in axes else s
+                for i, s in enumerate(x.shape)
+                if keep is True or i not in axes
+            )
         else:  # full reduction
             shape = ()
-        out = Tensor(shape, "pred" if name in ("all", "any") else
-                     ("s64" if name in ("argmax", "argmin") else x.precision))
+        out = Tensor(
+            shape,
+            "pred"
+            if name in ("all", "any")
+            else ("s64" if name in ("argmax", "argmin") else x.precision),
+        )
         inputs = [x]
     return _cost("reduction", x.numel, inputs, out, precision=x.precision)
 
@@ -384,6 +443,7 @@ def norm_cost(name: str, args: Args) -> OpCost | None:
 
 # ---------------------------------------------------------------- embedding and copies
 
+
 def embedding_cost(name: str, args: Args) -> OpCost | None:
     if name == "embedding":
         w, idx = args.tensor(0), args.tensor(1)
@@ -391,8 +451,7 @@ def embedding_cost(name: str, args: Args) -> OpCost | None:
             return None
         rows = Tensor(idx.shape + (w.shape[1],), w.precision)
         # A gather: reads the selected rows and the indices, writes them out; no FLOPs.
-        return OpCost("embedding", 0.0, float(idx.nbytes + 2 * rows.nbytes), w.precision,
-                      "formula")
+        return OpCost("embedding", 0.0, float(idx.nbytes + 2 * rows.nbytes), w.precision, "formula")
     # embedding_dense_backward(grad, indices, num_weights, ...): scatter-add of grad rows.
     g, idx = args.tensor(0), args.tensor(1)
     num = args.value(2)
@@ -402,8 +461,19 @@ def embedding_cost(name: str, args: Args) -> OpCost | None:
     return _cost("embedding", g.numel, [g, idx], table, precision=g.precision)
 
 
-COPY_OPS = frozenset({"copy_", "clone", "_to_copy", "cat", "stack", "index_select", "gather",
-                      "_copy_from", "_copy_from_and_resize"})
+COPY_OPS = frozenset(
+    {
+        "copy_",
+        "clone",
+        "_to_copy",
+        "cat",
+        "stack",
+        "index_select",
+        "gather",
+        "_copy_from",
+        "_copy_from_and_resize",
+    }
+)
 
 
 def copy_cost(name: str, args: Args) -> OpCost | None:
@@ -438,24 +508,45 @@ def copy_cost(name: str, args: Args) -> OpCost | None:
     out_prec = x.precision
     if name == "_to_copy":
         code = args.value(1)
-        out_prec = _SCALAR_TYPE_CODES.get(code, x.precision) if isinstance(code, int) else x.precision
+        out_prec = (
+            _SCALAR_TYPE_CODES.get(code, x.precision) if isinstance(code, int) else x.precision
+        )
     out = Tensor(x.shape, out_prec)
     return OpCost("copy", 0.0, float(x.nbytes + out.nbytes), x.precision, "formula")
 
 
 # c10::ScalarType codes as recorded in Concrete Inputs (e.g. `aten::to(x, 6)` = float).
-_SCALAR_TYPE_CODES = {0: "u8", 1: "s8", 2: "s16", 3: "s32", 4: "s64", 5: "f16", 6: "f32",
-                      7: "f64", 8: "c32", 9: "c64", 10: "c128", 11: "pred", 15: "bf16",
-                      23: "f8e5m2", 24: "f8e4m3"}
+_SCALAR_TYPE_CODES = {
+    0: "u8",
+    1: "s8",
+    2: "s16",
+    3: "s32",
+    4: "s64",
+    5: "f16",
+    6: "f32",
+    7: "f64",
+    8: "c32",
+    9: "c64",
+    10: "c128",
+    11: "pred",
+    15: "bf16",
+    23: "f8e5m2",
+    24: "f8e4m3",
+}
 
-VIEW_OPS = frozenset("""view reshape _reshape_alias _unsafe_view as_strided t transpose permute
+VIEW_OPS = frozenset(
+    """view reshape _reshape_alias _unsafe_view as_strided t transpose permute
 expand expand_as select slice squeeze unsqueeze detach alias narrow flatten unflatten split
 split_with_sizes chunk unbind view_as numpy_T contiguous lift_fresh resolve_conj resolve_neg
-empty empty_like empty_strided new_empty new_empty_strided resize_ as_strided_ unfold""".split())
+empty empty_like empty_strided new_empty new_empty_strided resize_ as_strided_ unfold""".split()
+)
 
-COMMUNICATION = re.compile(r"nccl|rccl|c10d::|record_param_comms|all_?reduce|all_?gather|"
-                           r"reduce_?scatter|all_?to_?all|all_?2_?all|"
-                           r"(?<!aten::)broadcast_(?!tensors|to\b)", re.I)
+COMMUNICATION = re.compile(
+    r"nccl|rccl|c10d::|record_param_comms|all_?reduce|all_?gather|"
+    r"reduce_?scatter|all_?to_?all|all_?2_?all|"
+    r"(?<!aten::)broadcast_(?!tensors|to\b)",
+    re.I,
+)
 
 
 def base_name(name: str) -> tuple[str, bool]:
@@ -479,8 +570,16 @@ def op_cost(name: str, dims, types, concrete=None) -> OpCost | None:
         return matmul_cost(n, args)
     if n == "einsum":
         return einsum_cost(args)
-    if n in ("conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d",
-             "conv_transpose2d", "conv_transpose3d"):
+    if n in (
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "convolution",
+        "_convolution",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+    ):
         return conv_cost(n, args)
     if n == "convolution_backward":
         return conv_backward_cost(args)

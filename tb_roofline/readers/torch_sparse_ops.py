@@ -3,6 +3,7 @@ embedding bags"): mixture-of-experts expert GEMMs, grouped GEMMs and embedding-b
 Conventions are torch_flops's: FLOPs of the products only, bytes = what is read once + written
 once. readers/torch_custom_ops.py routes the calls here.
 """
+
 from __future__ import annotations
 
 from tb_roofline.readers.torch_args import FLOAT_PRECISIONS, SIZES, Args, OpCost, Tensor
@@ -17,8 +18,9 @@ def experts_touched(tokens: int, top_k: int, experts: int) -> int:
     return max(0, min(experts, tokens * top_k))
 
 
-def moe_gemm_cost(hidden: Tensor, w1: Tensor, w2: Tensor, top_k: int,
-                  extra: list | None = None) -> OpCost | None:
+def moe_gemm_cost(
+    hidden: Tensor, w1: Tensor, w2: Tensor, top_k: int, extra: list | None = None
+) -> OpCost | None:
     """A fused MoE layer: hidden [T, H], w1 [E, N1, H] (gate and up projections), w2 [E, H, N2]
     (down projection), each token routed to `top_k` experts.
 
@@ -47,14 +49,24 @@ def fused_experts_cost(args: Args) -> OpCost | None:
     weights, a 2-D integer tensor [T, k] the top-k ids (k from its shape)."""
     tensors = [args.tensor(i) for i in range(len(args))]
     tensors = [x for x in tensors if x is not None]
-    hidden = next((x for x in tensors if len(x.shape) == 2 and x.precision in FLOAT_PRECISIONS),
-                  None)
+    hidden = next(
+        (x for x in tensors if len(x.shape) == 2 and x.precision in FLOAT_PRECISIONS), None
+    )
     weights = [x for x in tensors if len(x.shape) == 3]
     ids = next((x for x in tensors if len(x.shape) == 2 and x.precision in _INT), None)
     if hidden is None or len(weights) < 2 or ids is None or ids.shape[0] != hidden.shape[0]:
         return None
-    topk_w = next((x for x in tensors if x is not hidden and len(x.shape) == 2
-                   and x.shape == ids.shape and x.precision in FLOAT_PRECISIONS), None)
+    topk_w = next(
+        (
+            x
+            for x in tensors
+            if x is not hidden
+            and len(x.shape) == 2
+            and x.shape == ids.shape
+            and x.precision in FLOAT_PRECISIONS
+        ),
+        None,
+    )
     extra = [ids] + ([topk_w] if topk_w is not None else [])
     return moe_gemm_cost(hidden, weights[0], weights[1], ids.shape[1], extra)
 

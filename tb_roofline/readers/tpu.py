@@ -13,6 +13,7 @@ described in docs/xspace_format.md.
 - Programs are named by the `XLA Modules` line's events.
 - Op metadata values (FLOPs, bytes) are per execution; the table holds totals.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,16 +26,21 @@ from tb_roofline.devices import datasheets
 from tb_roofline.devices.interconnect import interconnect, link_name
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.readers.common import TIME_LIMIT_PS, corrupt_value_notes  # noqa: F401
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.fingerprint import text_fingerprint
 from tb_roofline.hlo.text import async_role, parse_instruction
-from tb_roofline.table.op_table import (ASYNC_START, ASYNC_WAIT, CONTAINER_CATEGORIES,
-                                        HOST_TRANSFER, NO_STEP, is_infeed_outfeed_category)
 from tb_roofline.protos import memory_access_pb2
-from tb_roofline.readers.hlo_shapes import text_custom_call_shape, text_link, \
-    text_tensor_shape
+from tb_roofline.readers.common import TIME_LIMIT_PS, corrupt_value_notes  # noqa: F401
+from tb_roofline.readers.hlo_shapes import text_custom_call_shape, text_link, text_tensor_shape
 from tb_roofline.readers.shape_facts import tpu_text_shape
+from tb_roofline.table.op_table import (
+    ASYNC_START,
+    ASYNC_WAIT,
+    CONTAINER_CATEGORIES,
+    HOST_TRANSFER,
+    NO_STEP,
+    is_infeed_outfeed_category,
+)
 
 TENSOR_CORE_PLANE = re.compile(r"^/device:TPU:(\d+)$")
 SPARSE_CORE_PLANE = re.compile(r"^/device:TPU:\d+ SparseCore")
@@ -43,32 +49,43 @@ OPS_LINE, STEPS_LINE, MODULES_LINE = "XLA Ops", "Steps", "XLA Modules"
 HBM, CMEM, VMEM = 1, 2, 3
 READ, WRITE = 1, 2
 MAX_OCCURRENCES = 1 << 32  # more executions in one event is a corrupt count
-MAX_CORE = 1 << 31         # a TensorCore numbered beyond this is a corrupt plane name
+MAX_CORE = 1 << 31  # a TensorCore numbered beyond this is a corrupt plane name
 
 
 # ----------------------------------------------------------------------------------------------
 # The device
 
+
 def device_from_plane_stats(stats: dict, num_cores: int) -> DeviceInfo:
     """The device's peaks from a TensorCore plane's stats (the profile's own figures)."""
+
     def num(key):  # a missing, non-numeric or non-finite peak is an unknown one
         v = stats.get(key)
         return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else 0.0
 
     tflops = num("peak_teraflops_per_second")
-    device = DeviceInfo(type=str(stats.get("device_type_string") or "TPU"), kind="tpu",
-                        num_cores=num_cores, megacore=bool(num("has_megacore")),
-                        has_merged_vmem=bool(num("has_merged_vmem")))
-    device.has_cmem = num("peak_cmem_rd_bw_gigabytes_per_second") > 0 or \
-        num("peak_cmem_wr_bw_gigabytes_per_second") > 0
+    device = DeviceInfo(
+        type=str(stats.get("device_type_string") or "TPU"),
+        kind="tpu",
+        num_cores=num_cores,
+        megacore=bool(num("has_megacore")),
+        has_merged_vmem=bool(num("has_merged_vmem")),
+    )
+    device.has_cmem = (
+        num("peak_cmem_rd_bw_gigabytes_per_second") > 0
+        or num("peak_cmem_wr_bw_gigabytes_per_second") > 0
+    )
     if tflops > 0:
         device.compute.append(ComputePeak("default", tflops * 1000.0, "profile"))
-    device.memories.append(MemoryPeak("hbm", "HBM", num("peak_hbm_bw_gigabytes_per_second"),
-                                      "profile"))
-    for mid, name, key in (("cmem_read", "CMEM Read", "peak_cmem_rd_bw_gigabytes_per_second"),
-                           ("cmem_write", "CMEM Write", "peak_cmem_wr_bw_gigabytes_per_second"),
-                           ("vmem_read", "VMEM Read", "peak_vmem_rd_bw_gigabytes_per_second"),
-                           ("vmem_write", "VMEM Write", "peak_vmem_wr_bw_gigabytes_per_second")):
+    device.memories.append(
+        MemoryPeak("hbm", "HBM", num("peak_hbm_bw_gigabytes_per_second"), "profile")
+    )
+    for mid, name, key in (
+        ("cmem_read", "CMEM Read", "peak_cmem_rd_bw_gigabytes_per_second"),
+        ("cmem_write", "CMEM Write", "peak_cmem_wr_bw_gigabytes_per_second"),
+        ("vmem_read", "VMEM Read", "peak_vmem_rd_bw_gigabytes_per_second"),
+        ("vmem_write", "VMEM Write", "peak_vmem_wr_bw_gigabytes_per_second"),
+    ):
         if num(key) > 0 and (mid.startswith("cmem") or device.has_merged_vmem):
             device.memories.append(MemoryPeak(mid, name, num(key), "profile"))
     link = ici_peak(device.type)
@@ -84,12 +101,18 @@ def ici_peak(device_type: str) -> MemoryPeak | None:
     peer = interconnect(spec.key) if spec is not None and spec.kind == "tpu" else None
     if peer is None:
         return None
-    return MemoryPeak("interconnect", link_name(spec.key), peer.value, "datasheet",
-                      note=f"{peer.source}; {peer.note}")
+    return MemoryPeak(
+        "interconnect",
+        link_name(spec.key),
+        peer.value,
+        "datasheet",
+        note=f"{peer.source}; {peer.note}",
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # An op's metadata
+
 
 def breakdown_bytes(raw: bytes | None, total: float) -> tuple:
     """(hbm, cmem_r, cmem_w, vmem_r, vmem_w) bytes per execution; no breakdown = all HBM."""
@@ -117,7 +140,8 @@ def breakdown_bytes(raw: bytes | None, total: float) -> tuple:
 
 def has_breakdown(raw) -> bool:
     return bool(raw) and bool(
-        memory_access_pb2.MemoryAccessBreakdown.FromString(raw).memory_accessed)
+        memory_access_pb2.MemoryAccessBreakdown.FromString(raw).memory_accessed
+    )
 
 
 def _int(v) -> int:
@@ -127,8 +151,17 @@ def _int(v) -> int:
         return 0
 
 
-OP_STATS = ("flops", "model_flops", "bytes_accessed", "hlo_category", "program_id",
-            "memory_access_breakdown", "source", "tf_op", "shape_with_layout")
+OP_STATS = (
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    "hlo_category",
+    "program_id",
+    "memory_access_breakdown",
+    "source",
+    "tf_op",
+    "shape_with_layout",
+)
 
 
 def op_info(ps, md) -> dict:
@@ -149,13 +182,15 @@ def op_info(ps, md) -> dict:
     if breakdown is not None and not isinstance(breakdown, bytes):
         raise ProfileFormatError(
             f"plane {ps.name[:100]!r}, op {md.name[:200]!r}: stat 'memory_access_breakdown' "
-            f"holds a {type(breakdown).__name__}, not a serialized MemoryAccessBreakdown")
+            f"holds a {type(breakdown).__name__}, not a serialized MemoryAccessBreakdown"
+        )
     try:
         mem = breakdown_bytes(breakdown, total)
     except DecodeError:
         raise ProfileFormatError(
             f"plane {ps.name[:100]!r}, op {md.name[:200]!r}: stat 'memory_access_breakdown' "
-            "does not decode") from None
+            "does not decode"
+        ) from None
     category = str(s.get("hlo_category") or "unknown")
     program_id = s.get("program_id")
     # The HLO text in the metadata says where the arrays live and whether this is one half of
@@ -175,16 +210,21 @@ def op_info(ps, md) -> dict:
         "operation": md.display_name or md.name,
         "program_id": "" if program_id is None else str(program_id),
         "category": category,
-        "flops": flops, "model_flops": model_flops, "bytes": total,
-        "mem": mem + (host,), "negative": negative,
+        "flops": flops,
+        "model_flops": model_flops,
+        "bytes": total,
+        "mem": mem + (host,),
+        "negative": negative,
         "source": str(s.get("source") or ""),
         "tf_op": str(s.get("tf_op") or ""),
         "is_infeed_outfeed": is_infeed_outfeed_category(category),
         "is_container": category in CONTAINER_CATEGORIES,
-        "caveat": caveat, "role": role,
+        "caveat": caveat,
+        "role": role,
         "fingerprint": text_fingerprint(md.name),  # "" when the name is not the HLO text
         "start_name": text.operands[-1] if role == "done" and text and text.operands else "",
-        "shape": text_custom_call_shape(md.name) or tpu_text_shape(md.name, category)
+        "shape": text_custom_call_shape(md.name)
+        or tpu_text_shape(md.name, category)
         or text_tensor_shape(md.name, category),
         # a collective's (kind, message bytes, group): its bus bytes once the cores are known
         "link": text_link(md.name) or text_link(fallback),
@@ -204,12 +244,13 @@ def module_program(ps, md) -> tuple[str, str] | None:
         pid = suffix.group(1)
     if pid is None or isinstance(pid, (bytes, float)):
         return None
-    name = md.display_name or (md.name[:suffix.start()] if suffix else md.name)
+    name = md.display_name or (md.name[: suffix.start()] if suffix else md.name)
     return str(pid), name
 
 
 # ----------------------------------------------------------------------------------------------
 # Checks on event values
+
 
 def check_events(events, plane: str, line: str, fixes):
     """A line's event columns (metadata id, begin, duration, group, DMA stall, occurrences)
@@ -231,20 +272,26 @@ def check_events(events, plane: str, line: str, fixes):
         fixes["bad_occurrences"] += int(bad.sum())
         keep = ~bad
         md, begin, dur, group, stall, occ = (a[keep] for a in (md, begin, dur, group, stall, occ))
-    if len(md) and (int(begin.min()) <= -TIME_LIMIT_PS or int(begin.max()) >= TIME_LIMIT_PS or
-                    float(dur.sum(dtype=np.float64)) >= TIME_LIMIT_PS or
-                    float(stall.sum(dtype=np.float64)) >= TIME_LIMIT_PS):
+    if len(md) and (
+        int(begin.min()) <= -TIME_LIMIT_PS
+        or int(begin.max()) >= TIME_LIMIT_PS
+        or float(dur.sum(dtype=np.float64)) >= TIME_LIMIT_PS
+        or float(stall.sum(dtype=np.float64)) >= TIME_LIMIT_PS
+    ):
         raise durations_beyond_limit(plane, line)
     return md, begin, dur, group, stall, occ
 
 
 def durations_beyond_limit(plane: str, line: str) -> ProfileFormatError:
-    return ProfileFormatError(f"plane {plane[:100]!r}, line {line[:100]!r}: event times or "
-                              "durations beyond 2^62 ps (53 days): corrupt offsets or durations")
+    return ProfileFormatError(
+        f"plane {plane[:100]!r}, line {line[:100]!r}: event times or "
+        "durations beyond 2^62 ps (53 days): corrupt offsets or durations"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # Steps
+
 
 def step_spans(marks: list, op_groups: np.ndarray) -> tuple:
     """(group, begin, duration) of each step with both a marker and ops, ascending; `marks`:
@@ -269,14 +316,20 @@ def step_spans(marks: list, op_groups: np.ndarray) -> tuple:
 # ----------------------------------------------------------------------------------------------
 # Diagnostics
 
+
 def link_notes(assumed: int, cores: int) -> list:
     """The diagnostic of collectives whose HLO text names no replica groups."""
     if not assumed:
         return []
-    return [Diagnostic("info", "collective_group_assumed",
-                       f"{assumed} collective op(s) name no replica groups in their HLO text: "
-                       f"their interconnect bytes assume a group of all {cores} TensorCore(s) "
-                       "of the host")]
+    return [
+        Diagnostic(
+            "info",
+            "collective_group_assumed",
+            f"{assumed} collective op(s) name no replica groups in their HLO text: "
+            f"their interconnect bytes assume a group of all {cores} TensorCore(s) "
+            "of the host",
+        )
+    ]
 
 
 def plane_notes(plane_names: list, dropped_ops: int, fixes) -> list:
@@ -285,10 +338,20 @@ def plane_notes(plane_names: list, dropped_ops: int, fixes) -> list:
     notes = []
     sparse = [n for n in plane_names if SPARSE_CORE_PLANE.match(n)]
     if sparse:
-        notes.append(Diagnostic("info", "sparsecore_ignored",
-                                f"{len(sparse)} SparseCore plane(s) ignored: their ops are "
-                                "not part of the TensorCore roofline"))
+        notes.append(
+            Diagnostic(
+                "info",
+                "sparsecore_ignored",
+                f"{len(sparse)} SparseCore plane(s) ignored: their ops are "
+                "not part of the TensorCore roofline",
+            )
+        )
     if dropped_ops:
-        notes.append(Diagnostic("warning", "ops_without_metadata",
-                                f"{dropped_ops} op executions reference missing metadata"))
+        notes.append(
+            Diagnostic(
+                "warning",
+                "ops_without_metadata",
+                f"{dropped_ops} op executions reference missing metadata",
+            )
+        )
     return notes + corrupt_value_notes(fixes)

@@ -12,6 +12,7 @@ with or without the optional `hostnames` field (real profilers omit it). A young
 is still being written (`ProfileIncompleteError`); an old one is read as far as its complete
 planes go, with a `truncated` diagnostic naming what is missing.
 """
+
 from __future__ import annotations
 
 import collections
@@ -24,17 +25,28 @@ import numpy as np
 from tb_roofline import storage
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
-from tb_roofline.table.op_table import (COST_COLUMNS, CONTAINER_CATEGORIES, CoreSpan,
-                                        ProfileData, StepSpans, is_infeed_outfeed_category,
-                                        keyed_table)
-from tb_roofline.table.timeline import Timeline, add_key_shapes
 from tb_roofline.readers import xwire
 from tb_roofline.readers.files import check_profile_file, young_file_s
 from tb_roofline.readers.hlo_shapes import link_bus_bytes, link_collective
-from tb_roofline.readers.tpu import (MAX_CORE, TENSOR_CORE_PLANE, device_from_plane_stats,
-                                     link_notes, plane_notes)
+from tb_roofline.readers.tpu import (
+    MAX_CORE,
+    TENSOR_CORE_PLANE,
+    device_from_plane_stats,
+    link_notes,
+    plane_notes,
+)
 from tb_roofline.readers.tpu_plane import KEY_TEXTS, PlaneResult, clear_info_cache, convert_plane
 from tb_roofline.readers.xplane import DAMAGE
+from tb_roofline.table.op_table import (
+    CONTAINER_CATEGORIES,
+    COST_COLUMNS,
+    CoreSpan,
+    ProfileData,
+    StepSpans,
+    is_infeed_outfeed_category,
+    keyed_table,
+)
+from tb_roofline.table.timeline import Timeline, add_key_shapes
 
 HEAD_BYTES = 4096  # read to find a plane's id and name (fields 1 and 2 come first)
 # A host has a few to a few dozen TensorCores. Each plane costs a fixed ~5 ms to convert
@@ -47,37 +59,42 @@ PLANES, HOSTNAMES = 1, 4  # XSpace's field numbers (errors and warnings are 2 an
 @dataclasses.dataclass
 class FilePlan:
     """Where the planes of one file are, and the file's identity when it was planned."""
+
     path: str
     host: str
     size: int
     version: tuple
     young: bool
     planes: list  # (start, end, name) of every complete plane
-    cores: list   # (core number, start, end) of the complete TensorCore planes, by core
+    cores: list  # (core number, start, end) of the complete TensorCore planes, by core
     buffer: bytes | None = None  # the whole file, when it was read at once (remote files)
     truncation: str = ""  # what the file's end says is missing ("" when it looks whole)
     complete_end: int = 0  # where the last complete top-level field ends
     cut_core: bool = False  # the file ends inside a TensorCore plane
 
 
-def plan_file(path: str, host: str, max_bytes: int | None = None,
-              check_truncation: bool = True) -> FilePlan:
+def plan_file(
+    path: str, host: str, max_bytes: int | None = None, check_truncation: bool = True
+) -> FilePlan:
     """The layout of a local XSpace file from a few small reads (`cores` is empty when it has
     no complete TensorCore plane)."""
     st, young = check_profile_file(path, max_bytes)
     with storage.open_binary(path, size=st.st_size) as f:
+
         def read_at(pos, n):
             f.seek(pos)
             return f.read(n)
-        return _plan(path, host, st.st_size, storage.version(st), young, read_at,
-                     check_truncation)
+
+        return _plan(path, host, st.st_size, storage.version(st), young, read_at, check_truncation)
 
 
-def plan_buffer(path: str, host: str, data: bytes, version: tuple, young: bool,
-                check_truncation: bool = True) -> FilePlan:
+def plan_buffer(
+    path: str, host: str, data: bytes, version: tuple, young: bool, check_truncation: bool = True
+) -> FilePlan:
     """The layout of an XSpace file already read whole."""
-    plan = _plan(path, host, len(data), version, young, lambda pos, n: data[pos:pos + n],
-                 check_truncation)
+    plan = _plan(
+        path, host, len(data), version, young, lambda pos, n: data[pos : pos + n], check_truncation
+    )
     plan.buffer = data
     return plan
 
@@ -88,28 +105,38 @@ def _plan(path, host, size, version, young, read_at, check_truncation) -> FilePl
         planes, complete_end, cut = _layout(read_at, size)
     except DAMAGE as exc:
         raise _from_layout(not_valid(name, exc, young)) from None
-    cores = sorted((int(m.group(1)), s, e) for s, e, plane in planes
-                   if (m := TENSOR_CORE_PLANE.match(plane)))
+    cores = sorted(
+        (int(m.group(1)), s, e) for s, e, plane in planes if (m := TENSOR_CORE_PLANE.match(plane))
+    )
     if cores and cores[-1][0] >= MAX_CORE:
-        raise ProfileFormatError(f"{name}: a TensorCore plane is numbered "
-                                 f"{str(cores[-1][0])[:20]}..., beyond any real core number")
+        raise ProfileFormatError(
+            f"{name}: a TensorCore plane is numbered "
+            f"{str(cores[-1][0])[:20]}..., beyond any real core number"
+        )
     if len(cores) > MAX_TENSOR_CORE_PLANES:
-        raise ProfileTooLargeError(f"{name} holds {len(cores):,} TensorCore planes, more than "
-                                   f"any host has ({MAX_TENSOR_CORE_PLANES:,} at most)")
+        raise ProfileTooLargeError(
+            f"{name} holds {len(cores):,} TensorCore planes, more than "
+            f"any host has ({MAX_TENSOR_CORE_PLANES:,} at most)"
+        )
     plan = FilePlan(path, host, size, version, young, planes, cores, complete_end=complete_end)
     if not check_truncation:
         return plan
     if cut is not None:
         plan.cut_core = bool(TENSOR_CORE_PLANE.match(cut[1]))
-        plan.truncation = (f"the file ends inside {cut[0]} ({cut[2]:,} of its {cut[3]:,} bytes "
-                           f"are there)")
+        plan.truncation = (
+            f"the file ends inside {cut[0]} ({cut[2]:,} of its {cut[3]:,} bytes are there)"
+        )
     if plan.truncation and young:
-        raise _from_layout(ProfileIncompleteError(
-            f"{name} is still being written: {plan.truncation}"))
+        raise _from_layout(
+            ProfileIncompleteError(f"{name} is still being written: {plan.truncation}")
+        )
     if plan.truncation and not planes:
-        raise _from_layout(ProfileFormatError(
-            f"{name} is not a valid XSpace (truncated or corrupt): {plan.truncation}, and no "
-            "plane is complete"))
+        raise _from_layout(
+            ProfileFormatError(
+                f"{name} is not a valid XSpace (truncated or corrupt): {plan.truncation}, and no "
+                "plane is complete"
+            )
+        )
     return plan
 
 
@@ -136,9 +163,14 @@ def truncation_notes(plan: FilePlan) -> list:
         return []
     n = len(plan.cores) if plan.cores else len(plan.planes)
     what = "TensorCore plane(s)" if plan.cores else "plane(s)"
-    return [Diagnostic("warning", "truncated",
-                       f"{os.path.basename(plan.path)} looks cut short: {plan.truncation}; the "
-                       f"answer covers its {n} complete {what} only")]
+    return [
+        Diagnostic(
+            "warning",
+            "truncated",
+            f"{os.path.basename(plan.path)} looks cut short: {plan.truncation}; the "
+            f"answer covers its {n} complete {what} only",
+        )
+    ]
 
 
 def _layout(read_at, size: int):
@@ -218,9 +250,11 @@ def convert_plane_at(path: str, start: int, end: int, core: int, size: int) -> P
             st = os.fstat(f.fileno())
             if st.st_size != size:  # cut short while we read it
                 raise ProfileIncompleteError(
-                    f"{os.path.basename(path)} changed while it was read") from None
-            raise damaged_plane(path, core, exc, time.time() - st.st_mtime < young_file_s()) \
-                from None
+                    f"{os.path.basename(path)} changed while it was read"
+                ) from None
+            raise damaged_plane(
+                path, core, exc, time.time() - st.st_mtime < young_file_s()
+            ) from None
 
 
 def damaged_plane(path: str, core: int, exc, young: bool) -> ProfileFormatError:
@@ -243,19 +277,28 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
     results = sorted(results, key=lambda r: r.core)
     device = device_from_plane_stats(results[0].plane_stats, len(results)) if results else None
     spans = [CoreSpan(host, r.core, int(r.lo), int(r.hi)) for r in results if r.lo is not None]
-    steps = StepSpans(host, np.concatenate([np.full(len(r.steps[0]), r.core) for r in results]
-                                           or [np.zeros(0)]),
-                      *(np.concatenate([r.steps[i] for r in results] or [np.zeros(0)])
-                        for i in range(3)))
+    steps = StepSpans(
+        host,
+        np.concatenate([np.full(len(r.steps[0]), r.core) for r in results] or [np.zeros(0)]),
+        *(np.concatenate([r.steps[i] for r in results] or [np.zeros(0)]) for i in range(3)),
+    )
     fixes = collections.Counter()
     for r in results:
         fixes.update(r.fixes)
     diagnostics = truncation_notes(plan) + plane_notes(
-        [name for _, _, name in plan.planes], sum(r.dropped_ops for r in results), fixes)
+        [name for _, _, name in plan.planes], sum(r.dropped_ops for r in results), fixes
+    )
     timeline = Timeline.merge([r.timeline for r in results])
     table, shapes, link_notes = _table(host, results)
-    return ProfileData(device=device, ops=table, steps=steps, core_spans=spans,
-                       diagnostics=diagnostics + link_notes, timeline=timeline, op_shapes=shapes)
+    return ProfileData(
+        device=device,
+        ops=table,
+        steps=steps,
+        core_spans=spans,
+        diagnostics=diagnostics + link_notes,
+        timeline=timeline,
+        op_shapes=shapes,
+    )
 
 
 _TEXTS = KEY_TEXTS + ("program",)
@@ -275,13 +318,18 @@ def _merged_keys(results: list[PlaneResult]):
     added, index = [], None
     for r in results[1:]:
         k = r.keys
-        if all(k[f] == first[f] for f in _MERGED) and \
-                np.array_equal(k["per_exec"], first["per_exec"]):
+        if all(k[f] == first[f] for f in _MERGED) and np.array_equal(
+            k["per_exec"], first["per_exec"]
+        ):
             maps.append(maps[0])  # the usual case: the same metadata on every core
             continue
         if index is None:
-            index = {t: i for i, t in enumerate(zip(*(cols[f] for f in _MERGED),
-                                                    map(tuple, first["per_exec"].tolist())))}
+            index = {
+                t: i
+                for i, t in enumerate(
+                    zip(*(cols[f] for f in _MERGED), map(tuple, first["per_exec"].tolist()))
+                )
+            }
         m = np.empty(len(k["operation"]), np.int64)
         for i, t in enumerate(zip(*(k[f] for f in _MERGED), map(tuple, k["per_exec"].tolist()))):
             at = index.get(t)
@@ -289,11 +337,12 @@ def _merged_keys(results: list[PlaneResult]):
                 at = index[t] = len(cols["operation"])
                 for f, v in zip(_MERGED, t):
                     cols[f].append(v)
-                added.append(t[len(_MERGED):])
+                added.append(t[len(_MERGED) :])
             m[i] = at
         maps.append(m)
-    unit = np.concatenate([first["per_exec"],
-                           np.array(added, np.float64).reshape(-1, len(COST_COLUMNS))])
+    unit = np.concatenate(
+        [first["per_exec"], np.array(added, np.float64).reshape(-1, len(COST_COLUMNS))]
+    )
     return cols, unit, maps
 
 
@@ -321,14 +370,21 @@ def _table(host: str, results: list[PlaneResult]):
     categories = cols["category"]
     keys = {f: texts(cols[f]) for f in _TEXTS}
     keys["collective"] = texts([link_collective(link, len(results)) for link in cols["link"]])
-    keys.update(host=np.full(len(categories), host, object), flops_source="profile",
-                is_infeed_outfeed=np.array([is_infeed_outfeed_category(c) for c in categories],
-                                           bool).reshape(-1),
-                is_container=np.array([c in CONTAINER_CATEGORIES for c in categories],
-                                      bool).reshape(-1))
+    keys.update(
+        host=np.full(len(categories), host, object),
+        flops_source="profile",
+        is_infeed_outfeed=np.array(
+            [is_infeed_outfeed_category(c) for c in categories], bool
+        ).reshape(-1),
+        is_container=np.array([c in CONTAINER_CATEGORIES for c in categories], bool).reshape(-1),
+    )
     n = sum(len(r.rows["op"]) for r in results)
-    rows = {"op": np.empty(n, np.int64), "core": np.empty(n, np.int64),
-            "step": np.empty(n, np.int64), "occurrences": np.empty(n, np.int64)}
+    rows = {
+        "op": np.empty(n, np.int64),
+        "core": np.empty(n, np.int64),
+        "step": np.empty(n, np.int64),
+        "occurrences": np.empty(n, np.int64),
+    }
     rows.update({c: np.empty(n, np.float64) for c in ("total_time_ps", "self_time_ps")})
     rows.update({c: np.zeros(n, np.float64) for c in ("dma_stall_ps", "async_span_ps")})
     at = 0
@@ -339,8 +395,12 @@ def _table(host: str, results: list[PlaneResult]):
         rows["core"][at:end] = r.core
         rows["step"][at:end] = got["step"]
         rows["occurrences"][at:end] = got["occ"]
-        for c, name in (("total_time_ps", "time"), ("self_time_ps", "self"),
-                        ("dma_stall_ps", "stall"), ("async_span_ps", "span")):
+        for c, name in (
+            ("total_time_ps", "time"),
+            ("self_time_ps", "self"),
+            ("dma_stall_ps", "stall"),
+            ("async_span_ps", "span"),
+        ):
             if got[name] is not None:
                 rows[c][at:end] = got[name]
         r.rows = None  # copied: let the plane's arrays go before the next one's are copied
@@ -353,8 +413,9 @@ def _op_shapes(cols: dict, op, occurrences, time_ps) -> dict:
     """The guidance's op shapes from the merged keys: once per distinct op, not per core."""
     shapes: dict = {}
     program_id, operation = cols["program_id"], cols["operation"]
-    add_key_shapes(shapes, lambda k: (program_id[k], operation[k], ""), cols["shape"], op,
-                   occurrences, time_ps)
+    add_key_shapes(
+        shapes, lambda k: (program_id[k], operation[k], ""), cols["shape"], op, occurrences, time_ps
+    )
     return shapes
 
 
@@ -366,8 +427,11 @@ def convert_plan(plan: FilePlan, progress=None) -> ProfileData:
             progress(done, len(plan.cores))
         if plan.buffer is not None:
             try:
-                results.append(convert_plane(xwire.Source(plan.buffer), start, end, core,
-                                             (plan.path, plan.size)))
+                results.append(
+                    convert_plane(
+                        xwire.Source(plan.buffer), start, end, core, (plan.path, plan.size)
+                    )
+                )
             except ProfileFormatError:
                 raise
             except DAMAGE as exc:

@@ -12,6 +12,7 @@ The rules (op metadata, value checks, steps, program names) are readers/tpu.py's
 wire decoder does not take (string, double or bytes stats, unusual field orders) are decoded
 event by event through protobuf objects (`protobuf_line_events`, the same columns).
 """
+
 from __future__ import annotations
 
 import collections
@@ -21,15 +22,23 @@ import hashlib
 import numpy as np
 
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.table.op_table import COST_COLUMNS, NO_STEP, distinct
-from tb_roofline.table.timeline import TimelineBuilder
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers import xwire
 from tb_roofline.readers.op_rows import OpLine
-from tb_roofline.readers.tpu import (MODULES_LINE, OPS_LINE, STEPS_LINE, TIME_LIMIT_PS,
-                                     check_events, module_program, op_info, step_spans)
+from tb_roofline.readers.tpu import (
+    MODULES_LINE,
+    OPS_LINE,
+    STEPS_LINE,
+    TIME_LIMIT_PS,
+    check_events,
+    module_program,
+    op_info,
+    step_spans,
+)
 from tb_roofline.readers.tpu_timeline import add_core_events, event_facts
 from tb_roofline.readers.xplane import PlaneStats
+from tb_roofline.table.op_table import COST_COLUMNS, NO_STEP, distinct
+from tb_roofline.table.timeline import TimelineBuilder
 
 MAX_RUNS = 16  # layouts per line before the whole line takes the protobuf path
 
@@ -41,20 +50,22 @@ KEY_TEXTS = ("program_id", "operation", "category", "source", "tf_op", "caveat",
 class PlaneResult:
     """What one TensorCore plane contributes to its host's ProfileData (picklable, compact:
     columns, not a dictionary per op)."""
+
     core: int
     plane_stats: dict
     lo: int | None
     hi: int | None
     steps: tuple  # (group ids, begins, durations) of the steps of this core, ascending
-    keys: dict    # per distinct op: KEY_TEXTS, "program", "link" (lists), "per_exec" (ops x costs)
-    rows: dict    # op (index into keys), step, occ, time, self, stall, span (int64)
+    keys: dict  # per distinct op: KEY_TEXTS, "program", "link" (lists), "per_exec" (ops x costs)
+    rows: dict  # op (index into keys), step, occ, time, self, stall, span (int64)
     dropped_ops: int = 0
     fixes: dict = dataclasses.field(default_factory=dict)  # corrupt values (tpu.check_events)
-    timeline: "object | None" = None  # table.timeline.Timeline of this core (the guidance's)
+    timeline: object | None = None  # table.timeline.Timeline of this core (the guidance's)
 
 
 # ----------------------------------------------------------------------------------------------
 # Layout of a plane and its lines
+
 
 def plane_header(src: xwire.Source, start: int, end: int) -> tuple[int, str, list, int]:
     """(id, name, [(line start, end)], where the rest of the plane begins): fields 1-3 walked
@@ -88,6 +99,7 @@ def _line_header(src: xwire.Source, start: int, end: int):
 
 # ----------------------------------------------------------------------------------------------
 # Decoding a line
+
 
 def _collect(src: xwire.Source, start, end, stat_ids, sink):
     """Send every event of the line at [start, end) to `sink` as it is decoded. Returns
@@ -173,7 +185,7 @@ def _line(src: xwire.Source, span, stat_ids):
 # ----------------------------------------------------------------------------------------------
 # A plane
 
-_INFO_CACHE: "collections.OrderedDict" = collections.OrderedDict()  # file -> {metadata: info}
+_INFO_CACHE: collections.OrderedDict = collections.OrderedDict()  # file -> {metadata: info}
 _CACHED_FILES = 2
 _TABLES: dict = {}  # stat table -> small id (part of the cache key)
 
@@ -181,8 +193,10 @@ _TABLES: dict = {}  # stat table -> small id (part of the cache key)
 # name of its `-start` (a `-done`'s), FLOPs and bytes of one execution (COST_COLUMNS float64,
 # as bytes; interconnect bytes 0 until the file's cores are known: `link` holds a collective's
 # message, tpu_file fills them).
-Info = collections.namedtuple("Info", KEY_TEXTS + ("role", "start_name", "per_exec", "negative",
-                                                 "shape", "is_container", "link"))
+Info = collections.namedtuple(
+    "Info",
+    KEY_TEXTS + ("role", "start_name", "per_exec", "negative", "shape", "is_container", "link"),
+)
 
 
 def _infos(ps: PlaneStats, metadata, mids, cache: dict):
@@ -200,16 +214,30 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
         key = (table, hashlib.blake2b(raw, digest_size=16).digest())
         info = cache.get(key)
         if info is None:  # the hosts of a pod run one program: another file's may have it
-            info = next((c[key] for c in tuple(_INFO_CACHE.values())  # (a snapshot: other
-                         if c is not cache and key in c), None)    # requests' threads edit it)
+            info = next(
+                (
+                    c[key]
+                    for c in tuple(_INFO_CACHE.values())  # (a snapshot: other
+                    if c is not cache and key in c
+                ),
+                None,
+            )  # requests' threads edit it)
             if info is not None:
                 cache[key] = info
         if info is None:
             i = op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
-            info = cache[key] = Info(*(i[k] for k in KEY_TEXTS), i["role"], i["start_name"],
-                                     np.array([i["flops"], i["model_flops"], i["bytes"],
-                                               *i["mem"], 0.0], np.float64).tobytes(),
-                                     i["negative"], i["shape"], i["is_container"], i["link"])
+            info = cache[key] = Info(
+                *(i[k] for k in KEY_TEXTS),
+                i["role"],
+                i["start_name"],
+                np.array(
+                    [i["flops"], i["model_flops"], i["bytes"], *i["mem"], 0.0], np.float64
+                ).tobytes(),
+                i["negative"],
+                i["shape"],
+                i["is_container"],
+                i["link"],
+            )
         out.append(info)
     return out
 
@@ -257,10 +285,12 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
     result = _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi)
     result.fixes = dict(fixes)
     result.fixes["negative_costs"] = result.fixes.get("negative_costs", 0) + sum(
-        1 for i in info_of.values() if i is not None and i.negative)
+        1 for i in info_of.values() if i is not None and i.negative
+    )
     if lo is not None and core_events:
-        result.timeline = _timeline(core, (lo, hi), result.steps, core_events, info_of, cache,
-                                    same_as)
+        result.timeline = _timeline(
+            core, (lo, hi), result.steps, core_events, info_of, cache, same_as
+        )
     return result
 
 
@@ -296,8 +326,9 @@ def _step_marks(step_lines, stat_ids, plane_name: str, fixes):
     lo = hi = None
     marks = []
     for b, a, z in step_lines:
-        _, begin, dur, group, _, _ = check_events(_line(b, (a, z), stat_ids)[1], plane_name,
-                                              STEPS_LINE, fixes)
+        _, begin, dur, group, _, _ = check_events(
+            _line(b, (a, z), stat_ids)[1], plane_name, STEPS_LINE, fixes
+        )
         if len(begin):
             lo = int(begin.min()) if lo is None else min(lo, int(begin.min()))
             hi = int((begin + dur).max()) if hi is None else max(hi, int((begin + dur).max()))
@@ -352,8 +383,11 @@ class _Roles:
         by_name = {}
         for m in sorted(self.seen_starts):
             by_name[self.info_of[m].operation] = m
-        return {m: by_name.get(i.start_name) for m, i in self.info_of.items()
-                if i is not None and i.role == "done"}
+        return {
+            m: by_name.get(i.start_name)
+            for m, i in self.info_of.items()
+            if i is not None and i.role == "done"
+        }
 
 
 def _role(info) -> int:
@@ -405,13 +439,16 @@ class _LineCheck:
         self.dur = self.stall = 0.0
 
     def __call__(self, cols):
-        md, begin, dur, group, stall, occ = check_events(tuple(cols), self.plane_name, OPS_LINE,
-                                                     self.fixes)
+        md, begin, dur, group, stall, occ = check_events(
+            tuple(cols), self.plane_name, OPS_LINE, self.fixes
+        )
         self.dur += float(dur.sum(dtype=np.float64))
         self.stall += float(stall.sum(dtype=np.float64))
         if self.dur >= TIME_LIMIT_PS or self.stall >= TIME_LIMIT_PS:
-            raise ProfileFormatError(f"plane {self.plane_name[:100]!r}, line {OPS_LINE!r}: event "
-                                     "durations beyond 2^62 ps (53 days): corrupt durations")
+            raise ProfileFormatError(
+                f"plane {self.plane_name[:100]!r}, line {OPS_LINE!r}: event "
+                "durations beyond 2^62 ps (53 days): corrupt durations"
+            )
         return md, begin, dur, group, stall, occ
 
 
@@ -420,8 +457,11 @@ def _timeline(core, span, steps, core_events, info_of, cache: dict, same_as):
     of its ops are kept with the plane metadata's decoded ops, for the cores that share it."""
     got = cache.get(("timeline", same_as))
     if got is None or got[0] != len(info_of):
-        facts = event_facts((m, i.program_id, i.operation, i.category, i.caveat, i.is_container)
-                            for m, i in info_of.items() if i is not None)
+        facts = event_facts(
+            (m, i.program_id, i.operation, i.category, i.caveat, i.is_container)
+            for m, i in info_of.items()
+            if i is not None
+        )
         cache[("timeline", same_as)] = got = (len(info_of), facts)
     builder = TimelineBuilder()
     core_steps = [(int(g), int(b), int(d)) for g, b, d in zip(*(c.tolist() for c in steps))]
@@ -439,9 +479,17 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
     elif line_rows:
         md = np.concatenate([r[0] for r in line_rows])
         step = np.concatenate([r[1] for r in line_rows])
-        sums = [None if all(r[2][i] is None for r in line_rows) else np.concatenate(
-            [r[2][i] if r[2][i] is not None else np.zeros(len(r[0]), np.int64)
-             for r in line_rows]) for i in range(5)]
+        sums = [
+            None
+            if all(r[2][i] is None for r in line_rows)
+            else np.concatenate(
+                [
+                    r[2][i] if r[2][i] is not None else np.zeros(len(r[0]), np.int64)
+                    for r in line_rows
+                ]
+            )
+            for i in range(5)
+        ]
     else:
         md = step = np.zeros(0, np.int64)
         sums = [np.zeros(0, np.int64)] * 5
@@ -459,15 +507,27 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
     rows = {"op": op, "step": step[keep]}
     for name, col in zip(("time", "self", "stall", "occ", "span"), sums):
         # all-zero stalls and spans (the usual case) travel as None
-        rows[name] = None if col is None or not (name in ("time", "self", "occ") or col.any()) \
-            else col[keep]
+        rows[name] = (
+            None if col is None or not (name in ("time", "self", "occ") or col.any()) else col[keep]
+        )
     fields = dict(zip(Info._fields, zip(*infos))) if infos else dict.fromkeys(Info._fields, ())
     keys = {k: list(fields[k]) for k in KEY_TEXTS + ("shape", "link")}
     keys["program"] = [programs.get(p, "") for p in fields["program_id"]]
-    keys["per_exec"] = np.frombuffer(b"".join(fields["per_exec"]), np.float64).reshape(
-        -1, len(COST_COLUMNS)).copy()
-    return PlaneResult(core=core, plane_stats=ps.as_dict(meta.stats), lo=lo, hi=hi,
-                       steps=steps, keys=keys, rows=rows, dropped_ops=dropped)
+    keys["per_exec"] = (
+        np.frombuffer(b"".join(fields["per_exec"]), np.float64)
+        .reshape(-1, len(COST_COLUMNS))
+        .copy()
+    )
+    return PlaneResult(
+        core=core,
+        plane_stats=ps.as_dict(meta.stats),
+        lo=lo,
+        hi=hi,
+        steps=steps,
+        keys=keys,
+        rows=rows,
+        dropped_ops=dropped,
+    )
 
 
 def _codes(values: np.ndarray):

@@ -5,6 +5,7 @@ container) depends only on its metadata id: `EventFacts` holds those facts once 
 metadata (cores of a program share it), and each event finds them by a dense lookup (a sorted
 search when the ids are sparse), never through a per-event or per-core Python loop.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,8 +56,12 @@ def event_facts(entries) -> EventFacts | None:
     if not mids:
         return None
     mids = np.array(mids, np.int64)
-    cols = [np.array(label, np.int64), np.array(comm, bool), np.array(fusible, bool),
-            np.array(leaf, bool)]
+    cols = [
+        np.array(label, np.int64),
+        np.array(comm, bool),
+        np.array(fusible, bool),
+        np.array(leaf, bool),
+    ]
     slot = known = None
     if 0 <= mids.min() and mids.max() < 4 * len(mids) + 4096:  # ids are small, usually
         slot = np.full(int(mids.max()) + 2, -1, np.int64)
@@ -67,8 +72,9 @@ def event_facts(entries) -> EventFacts | None:
     return EventFacts(list(index), *cols, slot, known)
 
 
-def add_core_events(builder: TimelineBuilder, core, span, core_steps, core_events,
-                    facts: EventFacts | None):
+def add_core_events(
+    builder: TimelineBuilder, core, span, core_steps, core_events, facts: EventFacts | None
+):
     """One core's events: core_events = [(line index, md, begin ps, duration ps)], consumed:
     the list is emptied line by line, so each line's integer columns are freed as its float
     times and label ids (~26 bytes an event, what add_core keeps) are made."""
@@ -90,17 +96,26 @@ def add_core_events(builder: TimelineBuilder, core, span, core_steps, core_event
         end = (begin + dur).astype(np.float64)  # the sum in integers: exact, as before
         del dur
         begin = begin.astype(np.float64)
-        parts.append((np.full(len(pos), line_index, np.int32), label_ids[facts.label[pos]],
-                      facts.comm[pos], facts.fusible[pos],
-                      facts.leaf[pos] if with_leaf else None, begin, end))
+        parts.append(
+            (
+                np.full(len(pos), line_index, np.int32),
+                label_ids[facts.label[pos]],
+                facts.comm[pos],
+                facts.fusible[pos],
+                facts.leaf[pos] if with_leaf else None,
+                begin,
+                end,
+            )
+        )
         del pos, begin, end
     if not parts:
         return
     if len(parts) == 1:
         cols = list(parts.pop())
     else:
-        cols = [None if parts[0][i] is None else np.concatenate([p[i] for p in parts])
-                for i in range(7)]
+        cols = [
+            None if parts[0][i] is None else np.concatenate([p[i] for p in parts]) for i in range(7)
+        ]
         parts.clear()
     lane, op, comm, fusible, leaf, begin, end = cols
     cols.clear()

@@ -6,6 +6,7 @@ is tested against and falls back to for very deep nesting; `parents` gives the d
 by the same peeling. Used by the TPU op rows (readers/op_rows.py) and, through
 readers/common.py `op_nesting`, by the Kineto and XLA GPU/CPU readers.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -109,8 +110,8 @@ def _peel(b, e, d):
     rank_e = np.empty(n, np.int64)
     rank_e[eo] = dense
     idx = np.arange(n)
-    seg_ord = np.zeros(n, np.int64)     # ordinal of the segment (parent) each element is in
-    parent = np.full(n, -1, np.int64)   # -1: top level
+    seg_ord = np.zeros(n, np.int64)  # ordinal of the segment (parent) each element is in
+    parent = np.full(n, -1, np.int64)  # -1: top level
     width = int(dense[-1]) + 1
     rounds = 0
     while len(idx):

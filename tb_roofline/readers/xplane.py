@@ -1,6 +1,7 @@
 """XSpace files (`*.xplane.pb`): reading the bytes safely, parsing them with our own protobuf
 classes, and looking up stat names on a plane. Shared by the TPU reader and the XLA GPU/CPU reader.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,8 @@ def parse_xspace(data: bytes, name: str, young: bool = False) -> xplane_pb2.XSpa
         if young:
             raise ProfileIncompleteError(f"{name} does not parse yet") from None
         raise ProfileFormatError(
-            f"{name} is not a valid XSpace (truncated or corrupt): {exc}") from None
+            f"{name} is not a valid XSpace (truncated or corrupt): {exc}"
+        ) from None
     if not space.planes:
         raise ProfileFormatError(f"{name} holds an empty XSpace (no planes)")
     return space
@@ -46,6 +48,7 @@ def load_xspace(path: str, max_bytes: int | None = None) -> xplane_pb2.XSpace:
     """Parse the whole file with the full schema."""
     data, young = read_profile_bytes(path, max_bytes)
     return parse_xspace(data, os.path.basename(path), young)
+
 
 class PlaneStats:
     """Stat-name lookups for one plane (metadata ids are per plane)."""

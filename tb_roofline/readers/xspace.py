@@ -4,16 +4,17 @@
 `plane_plan` is the one place that decides how a profile file is read; readers/parallel.py asks
 it too, so a file is read the same way in one process and on all cores.
 """
+
 from __future__ import annotations
 
 import os
 
 from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
-from tb_roofline.table.op_table import ProfileData
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers import tpu_file
 from tb_roofline.readers.xplane import DAMAGE, parse_xspace, read_profile_bytes
+from tb_roofline.table.op_table import ProfileData
 
 
 def plane_plan(path: str, fmt: str, host: str, max_bytes: int | None = None):
@@ -32,8 +33,9 @@ def plane_plan(path: str, fmt: str, host: str, max_bytes: int | None = None):
     return plan if plan.cores else None
 
 
-def read_xspace_file(path: str, host: str, max_bytes: int | None = None,
-                     progress=None) -> ProfileData:
+def read_xspace_file(
+    path: str, host: str, max_bytes: int | None = None, progress=None
+) -> ProfileData:
     if progress:
         progress(0, 1)
     plan = plane_plan(path, "xplane", host, max_bytes)
@@ -57,6 +59,7 @@ def read_xspace(space: xplane_pb2.XSpace, host: str, progress=None) -> ProfileDa
     plan = tpu_file.plan_buffer("xspace", host, raw, (), False, check_truncation=False)
     if not plan.cores:
         from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
+
         return read_gpu_cpu_xspace(space, host, progress=progress)
     return tpu_file.convert_plan(plan, progress)
 
@@ -66,13 +69,15 @@ def _read_gpu_cpu(plan: tpu_file.FilePlan, raw: bytes, progress=None) -> Profile
     was cut short)."""
     name = os.path.basename(plan.path)
     if plan.cut_core:  # the only TensorCore plane is the cut one
-        raise ProfileFormatError(f"{name} is not a valid XSpace (truncated or corrupt): "
-                                 f"{plan.truncation}")
+        raise ProfileFormatError(
+            f"{name} is not a valid XSpace (truncated or corrupt): {plan.truncation}"
+        )
     if plan.truncation:
-        raw = raw[:plan.complete_end]
+        raw = raw[: plan.complete_end]
     space = parse_xspace(raw, name, plan.young)
     try:
         from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
+
         data = read_gpu_cpu_xspace(space, plan.host, progress=progress)
     except DAMAGE as exc:  # e.g. a corrupt nested message (an HLO proto), a bad instruction
         if plan.young:

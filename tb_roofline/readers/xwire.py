@@ -17,6 +17,7 @@ protobuf's (docs/xspace_format.md): the last of repeated scalar fields wins, a
 `oneof` keeps its last member, stats are matched in order (the last match wins), a ref value
 reads 0 as an integer, uint64 values at or above 2**63 wrap to int64.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,9 +69,9 @@ def fields(buf, pos: int, end: int):
             value = (pos, pos + n)
             pos += n
         elif wire == 1:
-            value, pos = int.from_bytes(buf[pos:pos + 8], "little"), pos + 8
+            value, pos = int.from_bytes(buf[pos : pos + 8], "little"), pos + 8
         elif wire == 5:
-            value, pos = int.from_bytes(buf[pos:pos + 4], "little"), pos + 4
+            value, pos = int.from_bytes(buf[pos : pos + 4], "little"), pos + 4
         else:
             raise WireError(f"unsupported wire type {wire}")
         if pos > end or field == 0:
@@ -84,7 +85,7 @@ def signed(v: int) -> int:
 
 def text(buf, span) -> str:
     try:
-        return bytes(buf[span[0]:span[1]]).decode("utf-8")
+        return bytes(buf[span[0] : span[1]]).decode("utf-8")
     except UnicodeDecodeError:
         raise WireError("string field is not UTF-8") from None
 
@@ -99,7 +100,7 @@ class Source:
 
     def read(self, pos: int, n: int):
         if self.buf is not None:
-            return self.buf[pos:pos + n]
+            return self.buf[pos : pos + n]
         data = os.pread(self.fd, n, pos)
         if len(data) != n:
             raise WireError("file ended early")
@@ -124,7 +125,7 @@ def fields_at(src: Source, pos: int, end: int):
             width = 8 if wire == 1 else 4
             if len(head) < p + width:
                 raise WireError("truncated field")
-            value, after = int.from_bytes(head[p:p + width], "little"), pos + p + width
+            value, after = int.from_bytes(head[p : p + width], "little"), pos + p + width
         else:
             raise WireError(f"unsupported wire type {wire}")
         if after > end or field == 0:
@@ -140,15 +141,16 @@ def text_at(src: Source, span) -> str:
 # ----------------------------------------------------------------------------------------------
 # Event runs
 
+
 class _Layout:
     """Where each field sits among the varints of one event (framing tag and length included)."""
 
     def __init__(self):
-        self.k = 2                 # varints per event
-        self.tags = [(0, 0x22)]    # (position, tag byte)
-        self.lengths = [(1, None)] # (position of a length, position of the last varint it covers)
+        self.k = 2  # varints per event
+        self.tags = [(0, 0x22)]  # (position, tag byte)
+        self.lengths = [(1, None)]  # (position of a length, position of the last varint it covers)
         self.md = self.offset = self.occ = self.dur = None
-        self.stats = []            # (position of metadata id or None, of value or None)
+        self.stats = []  # (position of metadata id or None, of value or None)
 
     def add(self, tag: int) -> int:
         self.tags.append((self.k, tag))
@@ -221,9 +223,18 @@ def _layout(buf, pos: int, end: int):
 
 _SHIFTS = np.arange(0, 70, 7, dtype=np.uint64)
 _KEEP = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], np.uint64)
-_M = [np.uint64(v) for v in (0x7F7F7F7F7F7F7F7F, 0x007F007F007F007F, 0x7F007F007F007F00,
-                             0x00003FFF00003FFF, 0x3FFF00003FFF0000, 0x000000000FFFFFFF,
-                             0x0FFFFFFF00000000)]
+_M = [
+    np.uint64(v)
+    for v in (
+        0x7F7F7F7F7F7F7F7F,
+        0x007F007F007F007F,
+        0x7F007F007F007F00,
+        0x00003FFF00003FFF,
+        0x3FFF00003FFF0000,
+        0x000000000FFFFFFF,
+        0x0FFFFFFF00000000,
+    )
+]
 _ONE, _TWO, _FOUR = np.uint64(1), np.uint64(2), np.uint64(4)
 
 
@@ -263,7 +274,7 @@ class _Window:
         m = len(last) // k
         if not m:
             return
-        last = last[:m * k]
+        last = last[: m * k]
         sizes = np.empty_like(last)
         sizes[0] = last[0] + 1
         np.subtract(last[1:], last[:-1], out=sizes[1:])
@@ -297,8 +308,9 @@ class _Window:
         return _column(self.b, self.ends[:, j], self.sizes[:, j], self.words).view(np.int64)
 
 
-def decode_events(src: Source, pos: int, end: int, base_ps: int, stat_ids: dict, sink,
-                  window: int | None = None):
+def decode_events(
+    src: Source, pos: int, end: int, base_ps: int, stat_ids: dict, sink, window: int | None = None
+):
     """Decode the run of events that share the layout of the event at `pos`, window by window
     (one read of `window` bytes each); `sink(md, begin, dur, group, stall, occ)` gets each
     window's int64 columns (those of `tpu_plane.protobuf_line_events`). Returns the position after the
@@ -340,8 +352,9 @@ def _columns(w: _Window, lay: _Layout, base_ps: int, targets):
     sids = [col(j) if j is not None else zeros for j, _ in lay.stats]
     # A column every event overrides with a stat (device offset and duration on TPU op lines)
     # needs no decoding of its own.
-    overridden = {i for sid in sids for i, t in enumerate(targets)
-                  if t is not None and bool((sid == t).all())}
+    overridden = {
+        i for sid in sids for i, t in enumerate(targets) if t is not None and bool((sid == t).all())
+    }
     md = col(lay.md) if lay.md is not None else zeros.copy()
     dur = col(lay.dur) if lay.dur is not None and 2 not in overridden else zeros.copy()
     begin = np.full(m, base_ps, np.int64)

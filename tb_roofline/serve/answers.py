@@ -9,6 +9,7 @@ One rule each:
 - numbers in JSON: NaN and ±inf are null (`model/records.json_columns`, the model's own rows
   use the same function), compare answers rounded to 6 significant digits.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,9 @@ SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full
 FILTER_PARAMS = ("categories", "bound_by", "name", "offset", "limit")
 
 
-def filter_mask(columns: dict, n: int, categories=(), bound_by=(), name="",
-                prefixes=("",)) -> np.ndarray:
+def filter_mask(
+    columns: dict, n: int, categories=(), bound_by=(), name="", prefixes=("",)
+) -> np.ndarray:
     """Rows kept by the API's op filters. `prefixes`: the column sets a row has ("" for a
     record table; "base_", "cand_" for a comparison's pairs: either side may match)."""
     mask = np.ones(n, bool)
@@ -39,8 +41,11 @@ def filter_mask(columns: dict, n: int, categories=(), bound_by=(), name="",
     if name:
         needle = name.lower()
         sides = [columns[p + "operation"].tolist() for p in prefixes]
-        mask &= np.fromiter((any(o is not None and needle in str(o).lower() for o in row)
-                             for row in zip(*sides)), bool, count=n)
+        mask &= np.fromiter(
+            (any(o is not None and needle in str(o).lower() for o in row) for row in zip(*sides)),
+            bool,
+            count=n,
+        )
     return mask
 
 
@@ -74,8 +79,11 @@ def columnar(table, digits: int | None = SIGNIFICANT_DIGITS) -> dict:
     significant digits (None: as they are), NaN as null (the fastest JSON for 20,000 rows)."""
     cols = table.columns
     if digits is not None:
-        cols = {k: (round_significant(v, digits) if v.dtype.kind == "f" else v)
-                for k, v in cols.items() if k in table.names}
+        cols = {
+            k: (round_significant(v, digits) if v.dtype.kind == "f" else v)
+            for k, v in cols.items()
+            if k in table.names
+        }
     return {"columns": list(table.names), "values": json_columns(cols, table.names)}
 
 
@@ -107,8 +115,9 @@ def op_table(a, include_io: bool, view: str = "op"):
         return a.ops[include_io]
     if view in a.views:
         return a.views[view][include_io]
-    raise errors.InvalidArgumentError(f"view {view!r} is not available for this run; views: "
-                                      + ", ".join(views_of(a)))
+    raise errors.InvalidArgumentError(
+        f"view {view!r} is not available for this run; views: " + ", ".join(views_of(a))
+    )
 
 
 # --- the single-run answers (what `RooflineService` serves and caches encoded) -------------
@@ -145,10 +154,16 @@ def record_rows(table: RecordTable, derived) -> tuple[list, list]:
 def program_answer(a, run, host, include_infeed_outfeed=True) -> dict:
     table = with_derived(a, a.program[include_infeed_outfeed], ranked=False)
     columns, rows = record_rows(table, PROGRAM_DERIVED)
-    return {"run": run, "host": host or ALL_HOSTS, "columns": columns,
-            "rows": rows, "num_steps": a.num_steps,
-            "has_hw_counters": a.has_hw_counters, "views": views_of(a),
-            "serving_steps": _json_safe(getattr(a, "serving", None) or [])}
+    return {
+        "run": run,
+        "host": host or ALL_HOSTS,
+        "columns": columns,
+        "rows": rows,
+        "num_steps": a.num_steps,
+        "has_hw_counters": a.has_hw_counters,
+        "views": views_of(a),
+        "serving_steps": _json_safe(getattr(a, "serving", None) or []),
+    }
 
 
 def _json_safe(value):
@@ -162,9 +177,19 @@ def _json_safe(value):
     return value
 
 
-def ops_answer(a, run, host, include_infeed_outfeed=True, categories=(), bound_by=(), name="",
-               offset: int = 0, limit: int | None = None, view: str = "op",
-               rows: str = "") -> dict:
+def ops_answer(
+    a,
+    run,
+    host,
+    include_infeed_outfeed=True,
+    categories=(),
+    bound_by=(),
+    name="",
+    offset: int = 0,
+    limit: int | None = None,
+    view: str = "op",
+    rows: str = "",
+) -> dict:
     if rows:  # rows by op, op x input shapes or kernel (model/row_grouping.py)
         try:
             full = row_grouping.grouped_records(a, include_infeed_outfeed, rows)
@@ -177,26 +202,47 @@ def ops_answer(a, run, host, include_infeed_outfeed=True, categories=(), bound_b
     total = len(table)
     table = page(table, offset, limit)
     columns, body = record_rows(table, OPS_DERIVED)
-    return row_grouping.add_extra_columns(a, table, rows, {
-            "run": run, "host": host or ALL_HOSTS, "columns": columns,
-            "rows": body, "total_count": total, "unfiltered_count": len(full),
-            "offset": offset, "view": view, "views": views_of(a),
-            "facets": facets(full.columns)})
+    return row_grouping.add_extra_columns(
+        a,
+        table,
+        rows,
+        {
+            "run": run,
+            "host": host or ALL_HOSTS,
+            "columns": columns,
+            "rows": body,
+            "total_count": total,
+            "unfiltered_count": len(full),
+            "offset": offset,
+            "view": view,
+            "views": views_of(a),
+            "facets": facets(full.columns),
+        },
+    )
 
 
 def diagnostics_answer(a, run, host) -> dict:
-    return {"run": run, "host": host or ALL_HOSTS,
-            "diagnostics": [d.to_json() for d in a.diagnostics]}
+    return {
+        "run": run,
+        "host": host or ALL_HOSTS,
+        "diagnostics": [d.to_json() for d in a.diagnostics],
+    }
 
 
 def comm_answer(a, run, host, include_infeed_outfeed=True) -> dict:
     """The communication roofline's points and link roofs (model/comm.py, docs/http_api.md)."""
     from tb_roofline.model.comm import comm_chart
+
     return {"run": run, "host": host or ALL_HOSTS, **comm_chart(a, include_infeed_outfeed)}
 
 
-ANSWERS = {"device": device_answer, "program": program_answer, "ops": ops_answer,
-           "diagnostics": diagnostics_answer, "comm": comm_answer}
+ANSWERS = {
+    "device": device_answer,
+    "program": program_answer,
+    "ops": ops_answer,
+    "diagnostics": diagnostics_answer,
+    "comm": comm_answer,
+}
 
 
 def is_page_load(params: dict) -> bool:

@@ -9,6 +9,7 @@ is rebuilt as pickle would without running any of its methods — `object.__new_
 state — and only for a class of a tb_roofline module already imported, whose `__new__` is
 object's; anything else in an entry makes it unreadable (a miss).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -30,7 +31,7 @@ class CodecError(ValueError):
     """An entry holds something this encoding does not (a miss, never an error shown)."""
 
 
-MAX_CONSTANT_LEN = 2 ** 40  # a constant column's length (it holds one value, whatever it says)
+MAX_CONSTANT_LEN = 2**40  # a constant column's length (it holds one value, whatever it says)
 
 
 def encode(value) -> bytes:
@@ -50,8 +51,8 @@ def decode(data: bytes):
     if n > len(data) - 8:
         raise CodecError("short entry")
     try:
-        tree = json.loads(data[8:8 + n])
-        with np.load(io.BytesIO(data[8 + n:]), allow_pickle=False) as npz:
+        tree = json.loads(data[8 : 8 + n])
+        with np.load(io.BytesIO(data[8 + n :]), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
         return _dec(tree, arrays)
     except CodecError:
@@ -172,7 +173,11 @@ def _class(name: str) -> type:
     obj = module
     for part in qualname.split("."):
         obj = getattr(obj, part, None) if obj is not None and not part.startswith("__") else None
-    if not isinstance(obj, type) or obj.__module__ != module_name or \
-            obj.__new__ is not object.__new__ or not hasattr(obj, "__dict__"):
+    if (
+        not isinstance(obj, type)
+        or obj.__module__ != module_name
+        or obj.__new__ is not object.__new__
+        or not hasattr(obj, "__dict__")
+    ):
         raise CodecError("unknown class")
     return obj

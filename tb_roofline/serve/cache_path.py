@@ -20,14 +20,19 @@ be a symlink (where the system's own folders are links, as macOS's /tmp -> /priv
 give the real path). The path is resolved by this walk, never by `os.path.realpath`, which
 would follow a link planted anywhere in it.
 """
+
 from __future__ import annotations
 
 import errno
 import os
 import stat
 
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | \
-    getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_DIRECTORY", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 MAX_HOME_LINKS = 40  # as the kernel's own limit on links in one path
 DIR_MODE = 0o700
 
@@ -40,8 +45,10 @@ def _check(st, where: str, last: bool, uid: int, root_may_own: bool = False) -> 
     if st.st_uid not in (uid, 0) or (last and st.st_uid != uid and not root_may_own):
         raise UnsafeDirectory(f"{where} is owned by another user (uid {st.st_uid})")
     if st.st_mode & 0o022 and (last or not st.st_mode & stat.S_ISVTX):
-        raise UnsafeDirectory(f"{where} is writable by group or others and not sticky "
-                              f"(mode {stat.S_IMODE(st.st_mode):o})")
+        raise UnsafeDirectory(
+            f"{where} is writable by group or others and not sticky "
+            f"(mode {stat.S_IMODE(st.st_mode):o})"
+        )
 
 
 def _open_child(fd: int, name: str, where: str, create: bool, uid: int) -> int:
@@ -105,7 +112,7 @@ def resolve(directory: str, home: str | None) -> str:
     home = os.path.normpath(home)
     if directory != home and not directory.startswith(home.rstrip("/") + "/"):
         return directory
-    rest = directory[len(home):].lstrip("/")
+    rest = directory[len(home) :].lstrip("/")
     real_home = _resolve_home(home)
     return os.path.join(real_home, rest) if rest else real_home
 

@@ -4,6 +4,7 @@ two huge ones would, and a long-running TensorBoard still never grows past its b
 Budgets come from `TB_ROOFLINE_MEMORY_CACHE_MB` (default 2048), shared out as
 `MEMORY_SHARES` says: read profiles, analyses, encoded answers.
 """
+
 from __future__ import annotations
 
 import collections
@@ -47,7 +48,7 @@ class ByteLRU:
             self._items.move_to_end(key)
             return item[0]
 
-    def put(self, key, value, size: int, roots: "dict | None" = None) -> bool:
+    def put(self, key, value, size: int, roots: dict | None = None) -> bool:
         """Keep `value` (False: larger than the whole budget, not kept); `roots` (id -> array)
         are buffers it shares with other entries, charged once among them."""
         with self._lock:
@@ -128,7 +129,7 @@ def _root(a):
     return root if root is not None and root.flags.owndata else None
 
 
-def approx_size(obj, _seen=None, _depth=0, roots: "dict | None" = None) -> int:
+def approx_size(obj, _seen=None, _depth=0, roots: dict | None = None) -> int:
     """Bytes an object graph holds, roughly: numpy buffers exactly, object arrays (strings)
     from a sample, containers and dataclasses walked. Cheap enough to run once per entry.
     A view is charged the whole buffer it keeps alive (once); with `roots` given, those
@@ -164,21 +165,34 @@ def approx_size(obj, _seen=None, _depth=0, roots: "dict | None" = None) -> int:
         if len(obj) > _SAMPLE_OVER:  # big maps of similar entries (op shapes per op): a sample
             items = list(items)
             sample = items[:: len(items) // _SAMPLE][:_SAMPLE]
-            return sys.getsizeof(obj) + int(sum(approx_size(k, seen, _depth + 1, roots) +
-                                                approx_size(v, seen, _depth + 1, roots)
-                                                for k, v in sample) / len(sample) * len(items))
-        return sys.getsizeof(obj) + sum(approx_size(k, seen, _depth + 1, roots) +
-                                        approx_size(v, seen, _depth + 1, roots) for k, v in items)
+            return sys.getsizeof(obj) + int(
+                sum(
+                    approx_size(k, seen, _depth + 1, roots)
+                    + approx_size(v, seen, _depth + 1, roots)
+                    for k, v in sample
+                )
+                / len(sample)
+                * len(items)
+            )
+        return sys.getsizeof(obj) + sum(
+            approx_size(k, seen, _depth + 1, roots) + approx_size(v, seen, _depth + 1, roots)
+            for k, v in items
+        )
     if isinstance(obj, (list, tuple, set, frozenset)):
         items = list(obj) if isinstance(obj, (set, frozenset)) else obj
         if len(items) > _SAMPLE_OVER:  # long lists of similar records: measure a sample
             sample = items[:: len(items) // _SAMPLE][:_SAMPLE]
-            return sys.getsizeof(obj) + int(sum(approx_size(v, seen, _depth + 1, roots)
-                                                for v in sample) / len(sample) * len(items))
+            return sys.getsizeof(obj) + int(
+                sum(approx_size(v, seen, _depth + 1, roots) for v in sample)
+                / len(sample)
+                * len(items)
+            )
         return sys.getsizeof(obj) + sum(approx_size(v, seen, _depth + 1, roots) for v in items)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return sys.getsizeof(obj) + sum(approx_size(getattr(obj, f.name), seen, _depth + 1, roots)
-                                        for f in dataclasses.fields(obj))
+        return sys.getsizeof(obj) + sum(
+            approx_size(getattr(obj, f.name), seen, _depth + 1, roots)
+            for f in dataclasses.fields(obj)
+        )
     if hasattr(obj, "__dict__"):
         return sys.getsizeof(obj) + approx_size(vars(obj), seen, _depth + 1, roots)
     return sys.getsizeof(obj)
@@ -200,7 +214,7 @@ class HeldAnalyses:
     def __init__(self, keep: int = 2, hold_s: float = 60.0):
         self.keep, self.hold_s = keep, hold_s
         self._items: collections.OrderedDict = collections.OrderedDict()  # key -> [value,
-        self._lock = threading.Lock()                                     #  size, expires]
+        self._lock = threading.Lock()  #  size, expires]
 
     def get(self, key, now: float):
         with self._lock:
@@ -220,8 +234,10 @@ class HeldAnalyses:
             self._items.pop(key, None)
             if size > max_bytes:
                 return False
-            while self._items and (len(self._items) >= self.keep or
-                                   sum(i[1] for i in self._items.values()) + size > max_bytes):
+            while self._items and (
+                len(self._items) >= self.keep
+                or sum(i[1] for i in self._items.values()) + size > max_bytes
+            ):
                 self._items.popitem(last=False)
             self._items[key] = [value, size, now + self.hold_s]
             return True
@@ -253,5 +269,5 @@ class CompareCache:
 
     def put(self, key, base, cand, value):
         with self._lock:
-            self._items = [x for x in self._items if x[0] != key][-(COMPARE_CACHE_SIZE - 1):]
+            self._items = [x for x in self._items if x[0] != key][-(COMPARE_CACHE_SIZE - 1) :]
             self._items.append((key, base, cand, value))

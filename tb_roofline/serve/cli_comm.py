@@ -9,6 +9,7 @@ the columns of the tab's CSV export (static/comm_chart.js `COMM_COLUMNS`), every
 cells written as `serve/export.py` writes them (never a formula); the text lists the link
 roofs and the points, longest first, as the answer orders them.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,21 +19,52 @@ from tb_roofline.serve.cli_format import _fmt, _table
 from tb_roofline.serve.export import to_csv
 
 # The tab's CSV columns, in its order (static/comm_chart.js COMM_COLUMNS).
-CSV_COLUMNS = ["program", "operation", "kind", "message_bytes", "group_size", "groups",
-               "group_form", "group_assumed", "algorithm", "algorithm_stated", "bus_factor",
-               "occurrences", "total_time_us", "bus_bytes", "bus_bw_gbs", "algo_bw_gbs",
-               "link", "link_gbs", "link_fraction", "exposed_us", "exposed_shared",
-               "bound_by", "caveat"]
-TEXT_COLUMNS = ["operation", "kind", "message_bytes", "group_size", "occurrences",
-                "total_time_us", "bus_bw_gbs", "algo_bw_gbs", "link_fraction", "exposed_us",
-                "algorithm"]
+CSV_COLUMNS = [
+    "program",
+    "operation",
+    "kind",
+    "message_bytes",
+    "group_size",
+    "groups",
+    "group_form",
+    "group_assumed",
+    "algorithm",
+    "algorithm_stated",
+    "bus_factor",
+    "occurrences",
+    "total_time_us",
+    "bus_bytes",
+    "bus_bw_gbs",
+    "algo_bw_gbs",
+    "link",
+    "link_gbs",
+    "link_fraction",
+    "exposed_us",
+    "exposed_shared",
+    "bound_by",
+    "caveat",
+]
+TEXT_COLUMNS = [
+    "operation",
+    "kind",
+    "message_bytes",
+    "group_size",
+    "occurrences",
+    "total_time_us",
+    "bus_bw_gbs",
+    "algo_bw_gbs",
+    "link_fraction",
+    "exposed_us",
+    "algorithm",
+]
 FORMATS = ("text", "json", "csv")
 
 
 def answer(service, run: str, args) -> dict:
     """The `/comm` answer as the HTTP route serves it (the same encoded bytes, decoded)."""
-    body, _ = service.encoded("comm", run, args.host or "", False,
-                              include_infeed_outfeed=not args.exclude_infeed_outfeed)
+    body, _ = service.encoded(
+        "comm", run, args.host or "", False, include_infeed_outfeed=not args.exclude_infeed_outfeed
+    )
     return json.loads(body)
 
 
@@ -52,19 +84,25 @@ def to_text(a: dict) -> str:
     lines = [f"Communication roofline: run {a['run']}  host {a['host']}", ""]
     if a["links"]:
         for link in a["links"]:
-            lines.append(f"Link roof {link['name']} ({link['id']}): {_fmt(link['gbs'])} GB/s "
-                         f"per direction ({link['source']})")
+            lines.append(
+                f"Link roof {link['name']} ({link['id']}): {_fmt(link['gbs'])} GB/s "
+                f"per direction ({link['source']})"
+            )
     else:
-        lines.append("No link roof: the device has no interconnect peak (a device file "
-                     "gives one: docs/device_peaks.md)")
+        lines.append(
+            "No link roof: the device has no interconnect peak (a device file "
+            "gives one: docs/device_peaks.md)"
+        )
     lines.append(f"({a['latency_note']})")
     points = a["points"]
     if not points:
         lines.append("\nNo collectives in this run.")
         return "\n".join(lines) + "\n"
-    lines.append(f"\n{len(points)} collective point(s), kinds: {', '.join(a['kinds'])}; "
-                 "message size S in bytes, bandwidths in GB/s (bus = nccl-tests' bus "
-                 "bandwidth), link_fraction = bus bandwidth / link roof:")
+    lines.append(
+        f"\n{len(points)} collective point(s), kinds: {', '.join(a['kinds'])}; "
+        "message size S in bytes, bandwidths in GB/s (bus = nccl-tests' bus "
+        "bandwidth), link_fraction = bus bandwidth / link roof:"
+    )
     lines.append(_table(TEXT_COLUMNS, [[_whole(p[c]) for c in TEXT_COLUMNS] for p in points]))
     return "\n".join(lines) + "\n"
 
@@ -73,8 +111,7 @@ def render(a: dict, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(a, indent=1, allow_nan=False) + "\n"
     if fmt == "csv":
-        return to_csv(CSV_COLUMNS, [[_csv_value(p[c]) for c in CSV_COLUMNS]
-                                    for p in a["points"]])
+        return to_csv(CSV_COLUMNS, [[_csv_value(p[c]) for c in CSV_COLUMNS] for p in a["points"]])
     return to_text(a)
 
 
@@ -94,13 +131,21 @@ def cmd_comm(service, args, out, pick_run, usage_error):
 
 def add_comm_subparser(sub, common, pick_run, usage_error):
     """`comm` on the CLI's subparsers (`common`: the run, host and infeed options)."""
-    p = sub.add_parser("comm", help="the communication roofline: one point per collective",
-                       description="One point per collective at its message size and bus "
-                                   "bandwidth, under the device's link roofs (as /comm)")
+    p = sub.add_parser(
+        "comm",
+        help="the communication roofline: one point per collective",
+        description="One point per collective at its message size and bus "
+        "bandwidth, under the device's link roofs (as /comm)",
+    )
     common(p)
-    p.add_argument("--format", choices=FORMATS, default="text",
-                   help="text (default), json (the /comm answer) or csv (the tab's export)")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text (default), json (the /comm answer) or csv (the tab's export)",
+    )
     p.add_argument("-o", "--output", help="file to write ('-' = stdout, the default)")
-    p.set_defaults(func=lambda service, args, out: cmd_comm(service, args, out, pick_run,
-                                                            usage_error))
+    p.set_defaults(
+        func=lambda service, args, out: cmd_comm(service, args, out, pick_run, usage_error)
+    )
     return p

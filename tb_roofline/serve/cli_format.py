@@ -1,4 +1,5 @@
 """Plain-text tables for the command line (`tb-roofline report`, `tb-roofline diff`)."""
+
 from __future__ import annotations
 
 
@@ -27,7 +28,9 @@ def _cell(value) -> str:
 def _table(headers: list[str], rows: list[list]) -> str:
     cells = [headers] + [[_cell(v) for v in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                       enumerate(zip(row, widths))) for row in cells]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        for row in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

@@ -5,6 +5,7 @@ the run `<session>` when the profile sits directly under the logdir, else `<tb_r
 hosts are the file names without the suffix. PyTorch traces (`*.pt.trace.json[.gz]`) are found
 too so that later readers can serve them; each directory holding them is one run.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,7 +28,7 @@ ALL_HOSTS = "*"
 class HostFile:
     host: str
     path: str  # a local path, or a URL under a remote logdir
-    stat: "storage.RemoteStat | None" = None  # remote: identity from the last listing
+    stat: storage.RemoteStat | None = None  # remote: identity from the last listing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +45,14 @@ class Run:
         return [f.host for f in self.files]
 
     def to_json(self) -> dict:
-        return {"run": self.run, "tb_run": self.tb_run, "session": self.session,
-                "format": self.format, "hosts": self.hosts, "mtime": self.mtime}
+        return {
+            "run": self.run,
+            "tb_run": self.tb_run,
+            "session": self.session,
+            "format": self.format,
+            "hosts": self.hosts,
+            "mtime": self.mtime,
+        }
 
 
 def _kineto_host(name: str) -> str:
@@ -103,8 +110,9 @@ def scan_logdir_bounded(logdir: str, deadline: float | None = None) -> tuple[lis
         seen.add((st.st_dev, st.st_ino))
         dirnames.sort()
         rel = os.path.relpath(dirpath, logdir).replace(os.sep, "/")
-        runs.extend(_runs_in_dir(rel, filenames,
-                                 lambda host, f: HostFile(host, os.path.join(dirpath, f))))
+        runs.extend(
+            _runs_in_dir(rel, filenames, lambda host, f: HostFile(host, os.path.join(dirpath, f)))
+        )
     return _newest_first(runs), complete
 
 
@@ -126,8 +134,11 @@ def scan_remote(logdir: str) -> RemoteScan:
     for rel in sorted(by_dir):
         entries = by_dir[rel]
         base = root if rel == "." else f"{root}/{rel}"
-        runs.extend(_runs_in_dir(rel, list(entries), lambda host, f: HostFile(
-            host, f"{base}/{f}", entries[f])))
+        runs.extend(
+            _runs_in_dir(
+                rel, list(entries), lambda host, f: HostFile(host, f"{base}/{f}", entries[f])
+            )
+        )
         if DEVICE_FILE_NAME in entries:
             device_files[f"{base}/{DEVICE_FILE_NAME}"] = entries[DEVICE_FILE_NAME]
     return RemoteScan(_newest_first(runs), device_files)
@@ -234,14 +245,18 @@ class RunIndex:
 
     def _maybe_start_background(self):
         with self._lock:
-            if self._scanning or (self._ever_scanned or not self.remote) and \
-                    time.monotonic() - self._scanned_at < self.max_age_s:
+            if (
+                self._scanning
+                or (self._ever_scanned or not self.remote)
+                and time.monotonic() - self._scanned_at < self.max_age_s
+            ):
                 return
             self._scanning = True
             self._scan_done.clear()
         try:
-            threading.Thread(target=self._background_scan, name="tb-roofline-scan",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._background_scan, name="tb-roofline-scan", daemon=True
+            ).start()
         except Exception:  # no thread (out of memory): the next call tries again
             with self._lock:
                 self._scanning = False

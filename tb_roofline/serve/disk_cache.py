@@ -31,6 +31,7 @@ the logdir), so a restarted TensorBoard answers at once for a profile it has see
   the directory; an entry that is truncated, corrupt, forged or unreadable is ignored and
   replaced, never an error.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -45,8 +46,8 @@ import time
 
 import tb_roofline
 from tb_roofline import settings
-from tb_roofline.serve.cache_path import UnsafeDirectory, check_directory_chain, open_subdir
 from tb_roofline.serve import cache_path
+from tb_roofline.serve.cache_path import UnsafeDirectory, check_directory_chain, open_subdir
 
 DIR_ENV = settings.CACHE_DIR
 MAX_MB_ENV = settings.CACHE_MAX_MB.name
@@ -60,8 +61,15 @@ KEY_BYTES = 32
 TMP_PREFIX = ".tmp-"
 STALE_TMP_S = 3600.0  # a temporary file this old was left by a crashed writer
 # Code whose output the cache holds (relative to the package): a change invalidates entries.
-CODE_PATHS = ("readers", "table", "devices", "hlo", "protos", "diagnostics.py",
-              "serve/cache_codec.py")
+CODE_PATHS = (
+    "readers",
+    "table",
+    "devices",
+    "hlo",
+    "protos",
+    "diagnostics.py",
+    "serve/cache_codec.py",
+)
 # Encoded answers also depend on the roofline model and on how the service builds answers.
 ANSWER_CODE_PATHS = CODE_PATHS + ("model", "serve/service.py", "serve/answers.py")
 _FILE_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -69,6 +77,8 @@ logger = logging.getLogger(__name__)
 
 
 ENTRIES_DIR = "entries"
+
+
 @functools.lru_cache(maxsize=4)
 def code_digest(paths: tuple = CODE_PATHS) -> str:
     """SHA-256 over the source of `paths` (once per process, ~1 ms)."""
@@ -76,9 +86,16 @@ def code_digest(paths: tuple = CODE_PATHS) -> str:
     digest = hashlib.sha256()
     for rel in paths:
         path = os.path.join(root, rel)
-        files = [path] if os.path.isfile(path) else sorted(
-            os.path.join(d, f) for d, _, names in os.walk(path) for f in names
-            if f.endswith((".py", ".proto")))
+        files = (
+            [path]
+            if os.path.isfile(path)
+            else sorted(
+                os.path.join(d, f)
+                for d, _, names in os.walk(path)
+                for f in names
+                if f.endswith((".py", ".proto"))
+            )
+        )
         for name in files:
             digest.update(os.path.relpath(name, root).encode() + b"\0")
             with open(name, "rb") as f:
@@ -110,7 +127,7 @@ class DiskCache:
         self._warned: set = set()
 
     @classmethod
-    def from_env(cls, logdir: str | None = None, environ=None) -> "DiskCache | None":
+    def from_env(cls, logdir: str | None = None, environ=None) -> DiskCache | None:
         """The cache the environment asks for, or None (off, or not safe to use)."""
         environ = os.environ if environ is None else environ
         value = environ.get(DIR_ENV, "").strip()
@@ -124,13 +141,19 @@ class DiskCache:
             # The home layout's links followed (checked), nothing else resolved or made yet.
             directory = cache_path.resolve(directory, os.path.expanduser("~"))
             if logdir and "://" not in logdir and _inside(directory, logdir):
-                logger.warning("tb-roofline: cache directory %s is inside the logdir; cache "
-                               "off (nothing is written into a logdir)", directory)
+                logger.warning(
+                    "tb-roofline: cache directory %s is inside the logdir; cache "
+                    "off (nothing is written into a logdir)",
+                    directory,
+                )
                 return None
             directory = cache_path.prepare(directory, None)
         except OSError as exc:
-            logger.warning("tb-roofline: cannot use cache directory %s (%s); cache off",
-                           directory, exc.strerror or exc)
+            logger.warning(
+                "tb-roofline: cannot use cache directory %s (%s); cache off",
+                directory,
+                exc.strerror or exc,
+            )
             return None
         return cls(directory, max_bytes)
 
@@ -139,16 +162,21 @@ class DiskCache:
     def key(*identity) -> str:
         """Entry name for a file identity (path, size, version, format, host, ...)."""
         import numpy as np  # the entries hold its arrays: a key asks for them (imported then)
-        parts = (identity, tb_roofline.__version__, code_digest(), sys.version_info[:2],
-                 np.__version__)
+
+        parts = (
+            identity,
+            tb_roofline.__version__,
+            code_digest(),
+            sys.version_info[:2],
+            np.__version__,
+        )
         return hashlib.sha256(repr(parts).encode("utf-8", "backslashreplace")).hexdigest()
 
     def _warn(self, exc: OSError) -> None:
         reason = str(exc) if isinstance(exc, UnsafeDirectory) else (exc.strerror or str(exc))
         if reason not in self._warned:
             self._warned.add(reason)
-            logger.warning("tb-roofline: cache directory %s not used: %s", self.directory,
-                           reason)
+            logger.warning("tb-roofline: cache directory %s not used: %s", self.directory, reason)
 
     @contextlib.contextmanager
     def _entry_dir(self, keyed: bool):
@@ -190,8 +218,12 @@ class DiskCache:
             return None
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or \
-                    st.st_mode & 0o077 or st.st_size != KEY_BYTES:
+            if (
+                not stat.S_ISREG(st.st_mode)
+                or st.st_uid != os.getuid()
+                or st.st_mode & 0o077
+                or st.st_size != KEY_BYTES
+            ):
                 return None
             key = os.read(fd, KEY_BYTES + 1)
         finally:
@@ -201,8 +233,9 @@ class DiskCache:
     def _new_key(self, dir_fd: int) -> bytes | None:
         tmp = f"{TMP_PREFIX}key-{os.getpid()}-{os.urandom(6).hex()}"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, 0o600,
-                         dir_fd=dir_fd)
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, 0o600, dir_fd=dir_fd
+            )
             try:
                 os.write(fd, os.urandom(KEY_BYTES))
                 os.fchmod(fd, 0o600)
@@ -244,8 +277,11 @@ class DiskCache:
                 return None
             try:
                 st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or \
-                        st.st_size > self.max_bytes:
+                if (
+                    not stat.S_ISREG(st.st_mode)
+                    or st.st_uid != os.getuid()
+                    or st.st_size > self.max_bytes
+                ):
                     return None
                 with os.fdopen(os.dup(fd), "rb") as f:
                     data = f.read()
@@ -270,7 +306,8 @@ class DiskCache:
             return None
         body = memoryview(data)[start:]
         from tb_roofline.serve import cache_codec
-        if not hmac.compare_digest(data[len(MAGIC):start], cls._mac(secret, name, body)):
+
+        if not hmac.compare_digest(data[len(MAGIC) : start], cls._mac(secret, name, body)):
             return None
         try:
             return cache_codec.decode(bytes(body))
@@ -289,6 +326,7 @@ class DiskCache:
     def put(self, key: str, value) -> bool:
         """Store atomically (temporary file + rename); False when it could not be stored."""
         from tb_roofline.serve import cache_codec
+
         try:
             body = cache_codec.encode(value)
         except (cache_codec.CodecError, ValueError, TypeError) as exc:
@@ -303,8 +341,9 @@ class DiskCache:
                 return False
             tmp = f"{TMP_PREFIX}{os.getpid()}-{os.urandom(8).hex()}.part"
             try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, 0o600,
-                             dir_fd=dir_fd)
+                fd = os.open(
+                    tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, 0o600, dir_fd=dir_fd
+                )
                 with os.fdopen(fd, "wb") as f:
                     f.write(MAGIC)
                     f.write(self._mac(secret, name, body))
@@ -312,8 +351,11 @@ class DiskCache:
                 os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
                 tmp = None
             except OSError as exc:
-                logger.warning("tb-roofline: cannot write to the cache %s: %s", self.directory,
-                               exc.strerror or exc)
+                logger.warning(
+                    "tb-roofline: cannot write to the cache %s: %s",
+                    self.directory,
+                    exc.strerror or exc,
+                )
                 return False
             finally:
                 if tmp is not None:
@@ -369,8 +411,11 @@ class DiskCache:
             return False
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or \
-                    os.pread(fd, len(prefix), 0) != prefix:
+            if (
+                not stat.S_ISREG(st.st_mode)
+                or st.st_uid != os.getuid()
+                or os.pread(fd, len(prefix), 0) != prefix
+            ):
                 return False
         except OSError:
             return False
@@ -398,8 +443,11 @@ class DiskCache:
                     if entry.name.startswith(TMP_PREFIX) and entry.name.endswith(".part"):
                         try:
                             st = entry.stat(follow_symlinks=False)
-                            if stat.S_ISREG(st.st_mode) and st.st_uid == uid and \
-                                    now - st.st_mtime > STALE_TMP_S:
+                            if (
+                                stat.S_ISREG(st.st_mode)
+                                and st.st_uid == uid
+                                and now - st.st_mtime > STALE_TMP_S
+                            ):
                                 os.unlink(entry.name, dir_fd=dir_fd)
                         except OSError:
                             pass

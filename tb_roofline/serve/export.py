@@ -7,6 +7,7 @@ rule, as `toCsv` in static/columns.js): a text starting with = + - @ or any cont
 leading ' (a plain number such as -1.5 stays a number); a field holding a comma, a
 quote, a CR or a LF is quoted, so a lone CR cannot split a row.
 """
+
 from __future__ import annotations
 
 import json

@@ -21,6 +21,7 @@ read profiles, the conversion budget, and per-key locks.
 - Locks: one per file being read (`KeyLocks`), taken in one order; two requests for the same
   file convert it once, and requests for other files never wait on it.
 """
+
 from __future__ import annotations
 
 import collections
@@ -30,11 +31,11 @@ import os
 import threading
 import time
 import zlib
+from typing import TYPE_CHECKING
 
 from tb_roofline import errors, settings, storage
 from tb_roofline.allocator import release_free_memory
 from tb_roofline.readers import meter
-from typing import TYPE_CHECKING
 from tb_roofline.serve.caches import ByteLRU, memory_budget_bytes, sized
 from tb_roofline.serve.disk_cache import DiskCache
 
@@ -57,6 +58,7 @@ GROW_WAIT_S = 10.0  # how long a growing conversion waits for the others to leav
 @dataclasses.dataclass
 class HostEntry:
     """A read profile, or the public error reading it gave, for one file signature."""
+
     signature: tuple
     data: ProfileData | None = None
     error: tuple | None = None  # (PublicError class, message): raised anew each time
@@ -64,7 +66,8 @@ class HostEntry:
 
     def valid_for(self, signature) -> bool:
         return self.signature == signature and (
-            self.expires is None or time.monotonic() < self.expires)
+            self.expires is None or time.monotonic() < self.expires
+        )
 
     def result(self) -> ProfileData:
         if self.error is not None:
@@ -80,11 +83,13 @@ def file_signature(hostfile) -> tuple:
     try:
         st = storage.stat(hostfile.path)
     except storage.StorageTimeoutError as exc:  # the store, not the file: a 504
-        raise errors.StorageTimeoutPublicError(f"{os.path.basename(hostfile.path)}: {exc}") \
-            from None
+        raise errors.StorageTimeoutPublicError(
+            f"{os.path.basename(hostfile.path)}: {exc}"
+        ) from None
     except OSError as exc:
-        raise errors.NotFoundError(f"profile file vanished: {os.path.basename(hostfile.path)} "
-                                   f"({exc.strerror})")
+        raise errors.NotFoundError(
+            f"profile file vanished: {os.path.basename(hostfile.path)} ({exc.strerror})"
+        ) from None
     return (hostfile.path,) + storage.version(st)
 
 
@@ -104,9 +109,11 @@ def _tables_consistent(data) -> bool:
     """A disk entry's op tables hold a row per row in every column (a forged or damaged entry
     claiming a constant column of 2**40 rows is a miss, never an allocation)."""
     from tb_roofline.table.op_table import OpTable
+
     tables = [getattr(data, a, None) for a in ("ops", "kernels", "hw_ops")]
-    return tables[0] is not None and \
-        all(t is None or (isinstance(t, OpTable) and t.consistent()) for t in tables)
+    return tables[0] is not None and all(
+        t is None or (isinstance(t, OpTable) and t.consistent()) for t in tables
+    )
 
 
 class KeyLocks:
@@ -143,7 +150,7 @@ class KeyLocks:
 
 
 INFLATE_CHUNK = 1 << 20
-_inflated_sizes: "collections.OrderedDict" = collections.OrderedDict()  # (path, size, mtime)
+_inflated_sizes: collections.OrderedDict = collections.OrderedDict()  # (path, size, mtime)
 _inflated_lock = threading.Lock()
 
 
@@ -216,7 +223,7 @@ class _Grant:
     """One request's share of the budget: what it was admitted with, grown as its
     conversions tell what they build (`readers/meter.py`), one estimate per file."""
 
-    def __init__(self, budget: "ConversionBudget", need: int):
+    def __init__(self, budget: ConversionBudget, need: int):
         self.budget, self.bytes, self.admitted = budget, need, need
         self.files: dict = {}  # key (a file) -> its largest estimate so far
         self.waiting = False
@@ -247,10 +254,11 @@ class ConversionBudget:
         self._mine = threading.local()
 
     def describe(self) -> str:
-        return (f"the memory budget of {self.total / 2**20:.0f} MB "
-                f"({settings.MEMORY_BUDGET_MB.name})")
+        return (
+            f"the memory budget of {self.total / 2**20:.0f} MB ({settings.MEMORY_BUDGET_MB.name})"
+        )
 
-    def grant(self) -> "_Grant | None":
+    def grant(self) -> _Grant | None:
         """This thread's admission, if it holds one."""
         return getattr(self._mine, "grant", None)
 
@@ -260,7 +268,8 @@ class ConversionBudget:
         if small:
             return self.used + need <= self.total
         return self.used + need <= self.total and (
-            not self.big_used or self.big_used + need <= self.total - self.reserve)
+            not self.big_used or self.big_used + need <= self.total - self.reserve
+        )
 
     @contextlib.contextmanager
     def admit(self, need: int):
@@ -301,11 +310,11 @@ class ConversionBudget:
                 others = [g for g in self._grants if g is not grant]
                 # (bounded: another request may hold its share while it waits on a lock
                 # this conversion holds)
-                if not others or all(g.waiting for g in others) or \
-                        time.monotonic() > give_up:
+                if not others or all(g.waiting for g in others) or time.monotonic() > give_up:
                     raise errors.ProfileOutOfMemoryError(
                         f"{meter.over_budget(need, self.total, what)}, with the other "
-                        "conversions in flight (tried again in a while)")
+                        "conversions in flight (tried again in a while)"
+                    )
                 grant.waiting = True
                 self._cond.wait(1.0)
                 grant.waiting = False
@@ -318,10 +327,12 @@ class LoggedProgress:
     `tb_roofline.progress` logger, set to INFO so that they show at TensorBoard's default
     verbosity (WARNING for every other logger); the first after FIRST_S, then at most one per
     EVERY_S, and the last of a read."""
+
     FIRST_S, EVERY_S = 2.0, 5.0
 
     def __init__(self):
         import logging
+
         self.log = logging.getLogger("tb_roofline.progress")
         if self.log.level == logging.NOTSET:
             self.log.setLevel(logging.INFO)
@@ -344,8 +355,15 @@ class LoggedProgress:
             if finished:
                 self.start = None
         if show:
-            self.log.info("tb-roofline: read %d of %d hosts (%s: %d of %d parts; %.1f s)",
-                          hosts_done, hosts_total, host, done, total, took)
+            self.log.info(
+                "tb-roofline: read %d of %d hosts (%s: %d of %d parts; %.1f s)",
+                hosts_done,
+                hosts_total,
+                host,
+                done,
+                total,
+                took,
+            )
 
 
 class ReadProgress:
@@ -369,6 +387,7 @@ class ReadProgress:
         def update(hosts_done: int):
             with self.lock:
                 state[0] = hosts_done
+
         try:
             yield update
         finally:
@@ -384,24 +403,32 @@ class ReadProgress:
         with self.lock:
             states = [list(s) for s in self.runs.get(run_name, {}).values()]
         if not states:
-            return {"reading": False, "hosts_done": None, "hosts_total": None,
-                    "elapsed_s": None}
-        return {"reading": True, "hosts_done": sum(s[0] for s in states),
-                "hosts_total": sum(s[1] for s in states),
-                "elapsed_s": round(time.monotonic() - min(s[2] for s in states), 1)}
+            return {"reading": False, "hosts_done": None, "hosts_total": None, "elapsed_s": None}
+        return {
+            "reading": True,
+            "hosts_done": sum(s[0] for s in states),
+            "hosts_total": sum(s[1] for s in states),
+            "elapsed_s": round(time.monotonic() - min(s[2] for s in states), 1),
+        }
 
 
 class HostReader:
     """Read profiles, cached in memory and on disk, converted under the budget."""
 
-    def __init__(self, max_file_bytes_: int, disk_cache: DiskCache | None, progress=None,
-                 budget_bytes: int | None = None):
+    def __init__(
+        self,
+        max_file_bytes_: int,
+        disk_cache: DiskCache | None,
+        progress=None,
+        budget_bytes: int | None = None,
+    ):
         self.max_file_bytes = max_file_bytes_
         self.disk_cache = disk_cache
         self.progress = progress  # callable(host, done, total, hosts_done, hosts_total)
         self.cache = ByteLRU(memory_budget_bytes("profiles"))  # path -> HostEntry
-        self.budget = ConversionBudget(budget_bytes if budget_bytes is not None
-                                       else settings.mb(settings.MEMORY_BUDGET_MB))
+        self.budget = ConversionBudget(
+            budget_bytes if budget_bytes is not None else settings.mb(settings.MEMORY_BUDGET_MB)
+        )
         self.locks = KeyLocks()
         self.reads = ReadProgress()
 
@@ -413,6 +440,7 @@ class HostReader:
         if self.disk_cache is not None and sig[1] <= self.max_file_bytes:
             data = self.disk_cache.get(DiskCache.key(sig, run.format, hostfile.host))
             from tb_roofline.table.op_table import ProfileData
+
             if isinstance(data, ProfileData) and _tables_consistent(data):
                 entry = HostEntry(sig, data)
                 self.cache.put(hostfile.path, entry, *sized(data))
@@ -422,8 +450,10 @@ class HostReader:
     def remeasure(self, files: list):
         """Charge the cached reads of `files` again (an analysis made their op tables' rows
         views of the run's table: each now keeps that buffer alive, charged once among them)."""
-        self.cache.recharge([f.path for f in files],
-                            lambda entry: sized(entry.data) if entry.data is not None else (0, {}))
+        self.cache.recharge(
+            [f.path for f in files],
+            lambda entry: sized(entry.data) if entry.data is not None else (0, {}),
+        )
 
     def pending_bytes(self, run, files: list) -> int:
         """The estimated memory of reading those of `files` not in the memory cache (what a
@@ -462,19 +492,27 @@ class HostReader:
                     todo.append(i)
             need = {}
             for i in todo:
-                need[i] = estimate_bytes(files[i].path, run.format, sigs[i][1],
-                                         self.budget.total)
+                need[i] = estimate_bytes(files[i].path, run.format, sigs[i][1], self.budget.total)
                 # Can never fit: refused before it is read (a remote .gz's size is a guess:
                 # admitted as the whole budget, and the reader's limit decides).
-                if need[i] > self.budget.total and not (storage.is_remote(files[i].path)
-                                                        and files[i].path.endswith(".gz")):
-                    entries[i] = self._store(run, files[i], sigs[i], errors.ProfileTooLargeError(
-                        f"needs about {need[i] / 2**20:.0f} MB to read, over "
-                        f"{self.budget.describe()}"))
+                if need[i] > self.budget.total and not (
+                    storage.is_remote(files[i].path) and files[i].path.endswith(".gz")
+                ):
+                    entries[i] = self._store(
+                        run,
+                        files[i],
+                        sigs[i],
+                        errors.ProfileTooLargeError(
+                            f"needs about {need[i] / 2**20:.0f} MB to read, over "
+                            f"{self.budget.describe()}"
+                        ),
+                    )
             todo = [i for i in todo if entries[i] is None]
             if todo:
-                with self.budget.admit(sum(need[i] for i in todo)), \
-                        self.reads.reading(run.run, len(files) - len(todo), len(files)) as seen:
+                with (
+                    self.budget.admit(sum(need[i] for i in todo)),
+                    self.reads.reading(run.run, len(files) - len(todo), len(files)) as seen,
+                ):
                     results = self._convert(run, files, todo, seen)
                     results = [self._measured(files[i], r) for i, r in zip(todo, results)]
                 for i, result in zip(todo, results):
@@ -486,14 +524,18 @@ class HostReader:
         distinct ops, steps: an XSpace of 55,000 steps is 7 MB and ~270 MB to analyse), or
         the 413 saying it does not fit."""
         from tb_roofline.table.op_table import ProfileData
+
         grant = self.budget.grant()
         if grant is None or not isinstance(result, ProfileData):
             return result
         rows, steps = len(result.ops), len(result.steps)
         need = meter.estimate(rows, result.ops.num_keys, steps)
         try:
-            grant.charge(need, f"{rows:,} op rows, {result.ops.num_keys:,} distinct ops, "
-                               f"{steps:,} steps", key=hostfile.path)
+            grant.charge(
+                need,
+                f"{rows:,} op rows, {result.ops.num_keys:,} distinct ops, {steps:,} steps",
+                key=hostfile.path,
+            )
         except errors.ProfileTooLargeError as exc:
             return type(exc)(f"{os.path.basename(hostfile.path)} {exc}")
         return result
@@ -502,6 +544,7 @@ class HostReader:
         """Convert files[i] for i in `todo`; `seen(hosts_done)`: how many of `files` are read
         (those not in `todo` were already)."""
         from tb_roofline.readers.parallel import read_files  # late: keeps is_active light
+
         finished: set = set()
         before = len(files) - len(todo)
 
@@ -512,28 +555,43 @@ class HostReader:
                 seen(before + len(finished))
             if self.progress:
                 self.progress(files[todo[j]].host, done, total, len(finished), len(todo))
+
         # The reader stops at what the budget allows, whatever a .gz trailer claimed.
         factor = MEMORY_PER_BYTE.get(run.format, 2.0)
         limit = min(self.max_file_bytes, int(self.budget.total / factor))
-        results = read_files([(files[i].path, run.format, files[i].host, limit) for i in todo],
-                             progress=report)
+        results = read_files(
+            [(files[i].path, run.format, files[i].host, limit) for i in todo], progress=report
+        )
         if limit < self.max_file_bytes:  # a "too large" then means over the budget's share
-            results = [errors.ProfileTooLargeError(
-                f"holds more than {limit / 2**20:.0f} MB of profile data, over "
-                f"{self.budget.describe()}")
+            results = [
+                errors.ProfileTooLargeError(
+                    f"holds more than {limit / 2**20:.0f} MB of profile data, over "
+                    f"{self.budget.describe()}"
+                )
                 if type(r) is errors.ProfileTooLargeError and settings.MAX_FILE_MB.name in str(r)
-                else r for r in results]
+                else r
+                for r in results
+            ]
         return results
 
     def _store(self, run, hostfile, sig, result) -> HostEntry:
         """Keep a conversion's result (or its public error) in the caches."""
         if isinstance(result, errors.ProfileFormatError):
             public = errors.to_public(result, f"run {run.run!r}, host {hostfile.host!r}")
-            retry = INCOMPLETE_RETRY_S if isinstance(result, errors.ProfileIncompleteError) \
-                else MEMORY_RETRY_S if isinstance(result, errors.ProfileOutOfMemoryError) \
-                else REMOTE_ERROR_RETRY_S if storage.is_remote(hostfile.path) else None
-            entry = HostEntry(sig, error=(type(public), str(public)),
-                              expires=None if retry is None else time.monotonic() + retry)
+            retry = (
+                INCOMPLETE_RETRY_S
+                if isinstance(result, errors.ProfileIncompleteError)
+                else MEMORY_RETRY_S
+                if isinstance(result, errors.ProfileOutOfMemoryError)
+                else REMOTE_ERROR_RETRY_S
+                if storage.is_remote(hostfile.path)
+                else None
+            )
+            entry = HostEntry(
+                sig,
+                error=(type(public), str(public)),
+                expires=None if retry is None else time.monotonic() + retry,
+            )
             self.cache.put(hostfile.path, entry, 0)
             return entry
         if isinstance(result, BaseException):
@@ -541,7 +599,10 @@ class HostReader:
         entry = HostEntry(sig, result)
         self.cache.put(hostfile.path, entry, *sized(result))
         # Keep on disk only what was read from the version the key names.
-        if self.disk_cache is not None and sig[1] <= self.max_file_bytes and \
-                current_signature(hostfile) == sig:
+        if (
+            self.disk_cache is not None
+            and sig[1] <= self.max_file_bytes
+            and current_signature(hostfile) == sig
+        ):
             self.disk_cache.put(DiskCache.key(sig, run.format, hostfile.host), result)
         return entry

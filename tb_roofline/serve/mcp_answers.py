@@ -11,6 +11,7 @@
 - diagnostics of many hosts grouped: one entry per (severity, code, message with the host
   named `<host>`), with its count and its first hosts.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ FIRST_HOSTS = 5  # hosts named per grouped diagnostic
 
 def server_version() -> str:
     import tb_roofline
+
     return tb_roofline.__version__
 
 
@@ -35,6 +37,7 @@ def versions() -> dict:
 
 class InternalError(tb_errors.PublicError):
     """A bug, told to the client as one failed call."""
+
     http_code = 500
     code = "internal"
 
@@ -64,8 +67,12 @@ def choose(field: str, wanted, valid, where: str = "this run") -> list:
         else:
             out.append(hit)
     if unknown:
-        raise ChoiceError(f"{field}: {', '.join(map(repr, unknown))} not among the values of "
-                          f"{where}: {', '.join(map(repr, valid)) or 'none'}", field, valid)
+        raise ChoiceError(
+            f"{field}: {', '.join(map(repr, unknown))} not among the values of "
+            f"{where}: {', '.join(map(repr, valid)) or 'none'}",
+            field,
+            valid,
+        )
     return out
 
 
@@ -77,8 +84,9 @@ def _size(answer) -> int:
     return len(json.dumps(answer, separators=(",", ":")))
 
 
-def fit(answer: dict, key: str, offset: int, total: int, cap: int | None = None,
-        paged: bool = True) -> dict:
+def fit(
+    answer: dict, key: str, offset: int, total: int, cap: int | None = None, paged: bool = True
+) -> dict:
     """`answer` with its page `answer[key]` cut so that its JSON fits `cap` bytes; the cut
     answer's `next_offset` is the first row left out and `truncated` says how to go on (a
     list that is not paged, `paged=False`: how to ask for less)."""
@@ -92,7 +100,7 @@ def fit(answer: dict, key: str, offset: int, total: int, cap: int | None = None,
         if used > cap - 400:
             break
         n += 1
-    kept = rows[:max(n, 1)]  # at least one row: a page must move on
+    kept = rows[: max(n, 1)]  # at least one row: a page must move on
     nxt = offset + len(kept)
     out = dict(answer, **{key: kept})
     cut = f"the answer was cut to {len(kept)} of its {len(rows)} {key} to stay under {cap} bytes"
@@ -119,8 +127,9 @@ def group_diagnostics(diags: list, hosts: list) -> list:
         key = (d["severity"], d["code"], general)
         g = groups.get(key)
         if g is None:  # (a host left out: its name is one of `hosts`, not the group's)
-            g = groups[key] = dict({k: v for k, v in d.items() if k != "skipped_host"},
-                                   count=0, hosts=[])
+            g = groups[key] = dict(
+                {k: v for k, v in d.items() if k != "skipped_host"}, count=0, hosts=[]
+            )
         g["count"] += 1
         for h in found[:1]:
             if h not in g["hosts"] and len(g["hosts"]) < FIRST_HOSTS:

@@ -10,6 +10,7 @@ values of the argument at fault (`docs/mcp.md`). A failure, even a bug or runnin
 memory, answers that one call; the server keeps serving. Progress notifications ("k of N
 hosts read") go to a client that gave a progressToken. Read-only: nothing is written.
 """
+
 import contextvars
 import json
 import logging
@@ -59,8 +60,7 @@ CaveatArg = Literal[mcp_tools.CAVEATS]
 Answer = dict[str, Any]  # a JSON object: the structured content of a tool's result
 
 
-_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("tb_roofline_mcp_progress",
-                                                          default=None)
+_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("tb_roofline_mcp_progress", default=None)
 
 
 def _reading(host: str, done: int, total: int, hosts_done=None, hosts_total=None):
@@ -82,18 +82,27 @@ def _notifier(ctx):
         if hosts_total is None or done != total:
             return
         try:
-            anyio.from_thread.run(ctx.report_progress, float(hosts_done), float(hosts_total),
-                                  f"{hosts_done} of {hosts_total} hosts read ({host})")
+            anyio.from_thread.run(
+                ctx.report_progress,
+                float(hosts_done),
+                float(hosts_total),
+                f"{hosts_done} of {hosts_total} hosts read ({host})",
+            )
         except Exception as exc:  # noqa: BLE001 (the client went: the answer still matters)
             logger.debug("tb-roofline mcp: progress not sent (%s)", exc)
+
     return report
 
 
 def _result(structured: dict, is_error: bool = False):
     from mcp.types import CallToolResult, TextContent
+
     text = json.dumps(structured, separators=(",", ":"), allow_nan=False)
-    return CallToolResult(content=[TextContent(type="text", text=text)],
-                          structured_content=structured, is_error=is_error)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=structured,
+        is_error=is_error,
+    )
 
 
 def _error(service, exc, kwargs: dict):
@@ -122,10 +131,14 @@ def call(service, fn, ctx=None, **kwargs):
         return _error(None, exc, kwargs)
     finally:
         _PROGRESS.reset(token)
-    return _error(None, errors.TooLargeError(
-        "not enough memory to answer this request: the profile is too large for this server "
-        "(lower TB_ROOFLINE_MAX_FILE_MB or TB_ROOFLINE_MAX_EVENTS, or give it more memory)"),
-        kwargs)
+    return _error(
+        None,
+        errors.TooLargeError(
+            "not enough memory to answer this request: the profile is too large for this server "
+            "(lower TB_ROOFLINE_MAX_FILE_MB or TB_ROOFLINE_MAX_EVENTS, or give it more memory)"
+        ),
+        kwargs,
+    )
 
 
 def _lower(value):
@@ -144,10 +157,13 @@ def _answer_model():
 
     class ToolAnswer(BaseModel):
         """A tool's answer: its fields (docs/mcp.md) and the versions."""
+
         model_config = ConfigDict(extra="allow")
         server_version: str = Field(description="tb-roofline's version")
-        schema_version: str = Field(description=(
-            "the version of the answers' shape (docs/mcp.md, changelog)"))
+        schema_version: str = Field(
+            description=("the version of the answers' shape (docs/mcp.md, changelog)")
+        )
+
     return ToolAnswer
 
 
@@ -155,36 +171,88 @@ def _types():
     """The argument types the tools share (descriptions, ranges, choices in any case) and
     the answer's: what the input and output schemas publish."""
     from types import SimpleNamespace
-    from pydantic import BeforeValidator, Field
+
     from mcp.server.mcpserver import Context
+    from pydantic import BeforeValidator, Field
+
     Run = Annotated[str, Field(description="run name exactly as list_runs gives it")]
     Host = Annotated[str, Field(description="one host of the run; '' or '*' = all hosts")]
-    Io = Annotated[IoArg, BeforeValidator(_lower),
-                   Field(description="whether infeed/outfeed ops count")]
+    Io = Annotated[
+        IoArg, BeforeValidator(_lower), Field(description="whether infeed/outfeed ops count")
+    ]
     Off = Annotated[int, Field(ge=0, description="rows to skip (paging)")]
-    Lim = Annotated[Optional[int], Field(ge=0, le=mcp_tools.MAX_LIMIT, description=(
-        "rows to return (default 10; 0: the counts only, next_offset null)"))]
-    Cols = Annotated[Optional[list[str]], Field(
-        description="fields to return (HTTP column names or these answers' names); "
-                    "default: the main ones")]
-    Dig = Annotated[Optional[int], Field(ge=0, le=17, description=(
-        "significant digits of every number (default 6; 0 = full precision)"))]
-    View = Annotated[ViewArg, BeforeValidator(_lower), Field(
-        description="op (default), kernel or kernel_hw (PyTorch GPU traces); any case")]
-    Category = Annotated[Optional[list[str]], Field(description=(
-        "keep ops of these categories, any case (the answer's facets.category lists the "
-        "run's; a value the run has not is an error naming them)"))]
-    BoundBy = Annotated[Optional[list[str]], Field(description=(
-        "keep ops bound by these: Compute, HBM, VMEM Read, ..., Unknown, Async; any case "
-        "(facets.bound_by lists the run's; a value the run has not is an error naming them)"))]
+    Lim = Annotated[
+        Optional[int],
+        Field(
+            ge=0,
+            le=mcp_tools.MAX_LIMIT,
+            description=("rows to return (default 10; 0: the counts only, next_offset null)"),
+        ),
+    ]
+    Cols = Annotated[
+        Optional[list[str]],
+        Field(
+            description="fields to return (HTTP column names or these answers' names); "
+            "default: the main ones"
+        ),
+    ]
+    Dig = Annotated[
+        Optional[int],
+        Field(
+            ge=0,
+            le=17,
+            description=("significant digits of every number (default 6; 0 = full precision)"),
+        ),
+    ]
+    View = Annotated[
+        ViewArg,
+        BeforeValidator(_lower),
+        Field(description="op (default), kernel or kernel_hw (PyTorch GPU traces); any case"),
+    ]
+    Category = Annotated[
+        Optional[list[str]],
+        Field(
+            description=(
+                "keep ops of these categories, any case (the answer's facets.category lists the "
+                "run's; a value the run has not is an error naming them)"
+            )
+        ),
+    ]
+    BoundBy = Annotated[
+        Optional[list[str]],
+        Field(
+            description=(
+                "keep ops bound by these: Compute, HBM, VMEM Read, ..., Unknown, Async; any case "
+                "(facets.bound_by lists the run's; a value the run has not is an error naming them)"
+            )
+        ),
+    ]
     Values = Annotated[Optional[list[str]], Field(description="keep rows with one of these")]
     Step = Annotated[Optional[str], Field(description="Total (default), Average or a step")]
-    Caveats = Annotated[Optional[list[CaveatArg]], BeforeValidator(_lower), Field(
-        description="caveat codes to keep, any case; 'none' = rows without a caveat")]
+    Caveats = Annotated[
+        Optional[list[CaveatArg]],
+        BeforeValidator(_lower),
+        Field(description="caveat codes to keep, any case; 'none' = rows without a caveat"),
+    ]
     return SimpleNamespace(
-        Run=Run, Host=Host, Io=Io, Off=Off, Lim=Lim, Cols=Cols, Dig=Dig, View=View,
-        Category=Category, BoundBy=BoundBy, Values=Values, Step=Step, Caveats=Caveats,
-        Answer=_answer_model(), Context=Context, Field=Field, BeforeValidator=BeforeValidator)
+        Run=Run,
+        Host=Host,
+        Io=Io,
+        Off=Off,
+        Lim=Lim,
+        Cols=Cols,
+        Dig=Dig,
+        View=View,
+        Category=Category,
+        BoundBy=BoundBy,
+        Values=Values,
+        Step=Step,
+        Caveats=Caveats,
+        Answer=_answer_model(),
+        Context=Context,
+        Field=Field,
+        BeforeValidator=BeforeValidator,
+    )
 
 
 def build_server(service):
@@ -192,13 +260,14 @@ def build_server(service):
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
-                       version=mcp_answers.server_version())
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
-                                idempotent_hint=True, open_world_hint=False)
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=mcp_answers.server_version())
+    read_only = ToolAnnotations(
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    )
 
     def tool():
         return server.tool(annotations=read_only, structured_output=True)
+
     T = _types()  # noqa: N806
     _run_tools(tool, service, T)
     _op_tools(tool, service, T)
@@ -208,9 +277,13 @@ def build_server(service):
 
 def _run_tools(tool, service, T):  # noqa: N803
     """Runs, hosts, the device, program records, diagnostics, the communication roofline."""
+
     @tool()
-    def list_runs(ctx: T.Context, offset: T.Off = 0, limit: Annotated[Optional[int], T.Field(
-            ge=0, le=mcp_tools.MAX_LIMIT)] = 50) -> T.Answer:
+    def list_runs(
+        ctx: T.Context,
+        offset: T.Off = 0,
+        limit: Annotated[Optional[int], T.Field(ge=0, le=mcp_tools.MAX_LIMIT)] = 50,
+    ) -> T.Answer:
         """Profiling runs in the logdir, newest first, with their hosts and format."""
         return call(service, mcp_tools.list_runs, ctx, offset=offset, limit=limit)
 
@@ -220,112 +293,265 @@ def _run_tools(tool, service, T):  # noqa: N803
         return call(service, mcp_tools.list_hosts, ctx, run=run)
 
     @tool()
-    def get_device(ctx: T.Context, run: T.Run, host: T.Host = "",
-                   significant_digits: T.Dig = None) -> T.Answer:
+    def get_device(
+        ctx: T.Context, run: T.Run, host: T.Host = "", significant_digits: T.Dig = None
+    ) -> T.Answer:
         """The device and its roofs: peak FLOP rate per precision and bandwidth per memory,
         ridge points, each with its source (profile, datasheet, measured, user)."""
-        return call(service, mcp_tools.get_device, ctx, run=run, host=host,
-                    significant_digits=significant_digits)
+        return call(
+            service,
+            mcp_tools.get_device,
+            ctx,
+            run=run,
+            host=host,
+            significant_digits=significant_digits,
+        )
 
     @tool()
-    def get_program(ctx: T.Context, run: T.Run, host: T.Host = "", infeed_outfeed: T.Io = "include",
-                    offset: T.Off = 0, limit: T.Lim = None, columns: T.Cols = None,
-                    significant_digits: T.Dig = None) -> T.Answer:
+    def get_program(
+        ctx: T.Context,
+        run: T.Run,
+        host: T.Host = "",
+        infeed_outfeed: T.Io = "include",
+        offset: T.Off = 0,
+        limit: T.Lim = None,
+        columns: T.Cols = None,
+        significant_digits: T.Dig = None,
+    ) -> T.Answer:
         """Program records: the Total, Total (HW), one per host, Average and each step, with
         rates, intensity, bound-by, efficiency and cost coverage."""
-        return call(service, mcp_tools.get_program, ctx, run=run, host=host,
-                    infeed_outfeed=infeed_outfeed, offset=offset, limit=limit,
-                    columns=columns, significant_digits=significant_digits)
+        return call(
+            service,
+            mcp_tools.get_program,
+            ctx,
+            run=run,
+            host=host,
+            infeed_outfeed=infeed_outfeed,
+            offset=offset,
+            limit=limit,
+            columns=columns,
+            significant_digits=significant_digits,
+        )
 
     @tool()
-    def get_diagnostics(ctx: T.Context, run: T.Run, host: T.Host = "", severity: Annotated[
-            Optional[list[Literal["info", "warning", "error"]]], T.BeforeValidator(_lower),
-            T.Field(description="keep these severities")] = None,
-            offset: T.Off = 0, limit: T.Lim = None) -> T.Answer:
+    def get_diagnostics(
+        ctx: T.Context,
+        run: T.Run,
+        host: T.Host = "",
+        severity: Annotated[
+            Optional[list[Literal["info", "warning", "error"]]],
+            T.BeforeValidator(_lower),
+            T.Field(description="keep these severities"),
+        ] = None,
+        offset: T.Off = 0,
+        limit: T.Lim = None,
+    ) -> T.Answer:
         """What the profile lacks or what was skipped (unknown peaks, low cost coverage, ...),
         one entry per message the hosts share (count, first hosts), paged."""
-        return call(service, mcp_tools.get_diagnostics, ctx, run=run, host=host,
-                    severity=severity, offset=offset, limit=limit)
+        return call(
+            service,
+            mcp_tools.get_diagnostics,
+            ctx,
+            run=run,
+            host=host,
+            severity=severity,
+            offset=offset,
+            limit=limit,
+        )
 
     @tool()
-    def get_comm(ctx: T.Context, run: T.Run, host: T.Host = "", infeed_outfeed: T.Io = "include",
-                 kind: Annotated[Optional[list[str]], T.Field(description=(
-                     "keep these collectives (all-reduce, all-gather, ...), any case (the "
-                     "answer's kinds lists the run's; a value it has not is an error naming "
-                     "them)"))] = None,
-                 offset: T.Off = 0, limit: T.Lim = None,
-                 significant_digits: T.Dig = None) -> T.Answer:
+    def get_comm(
+        ctx: T.Context,
+        run: T.Run,
+        host: T.Host = "",
+        infeed_outfeed: T.Io = "include",
+        kind: Annotated[
+            Optional[list[str]],
+            T.Field(
+                description=(
+                    "keep these collectives (all-reduce, all-gather, ...), any case (the "
+                    "answer's kinds lists the run's; a value it has not is an error naming "
+                    "them)"
+                )
+            ),
+        ] = None,
+        offset: T.Off = 0,
+        limit: T.Lim = None,
+        significant_digits: T.Dig = None,
+    ) -> T.Answer:
         """The communication roofline: one point per collective and message size (message
         bytes, bus and algorithm bandwidth in GB/s, the link roof and its fraction, the
         exposed time, group size, algorithm), longest first, and the device's link roofs."""
-        return call(service, mcp_tools.get_comm, ctx, run=run, host=host,
-                    infeed_outfeed=infeed_outfeed, kind=kind, offset=offset, limit=limit,
-                    significant_digits=significant_digits)
+        return call(
+            service,
+            mcp_tools.get_comm,
+            ctx,
+            run=run,
+            host=host,
+            infeed_outfeed=infeed_outfeed,
+            kind=kind,
+            offset=offset,
+            limit=limit,
+            significant_digits=significant_digits,
+        )
 
 
 def _op_tools(tool, service, T):  # noqa: N803
     """Ops, one op, the guidance, comparisons."""
+
     @tool()
-    def top_ops(ctx: T.Context, run: T.Run, host: T.Host = "", infeed_outfeed: T.Io = "include",
-                view: T.View = "op", category: T.Category = None, bound_by: T.BoundBy = None,
-                name: Annotated[str, T.Field(description="case-insensitive substring")] = "",
-                precision: Annotated[Optional[list[str]], T.Field(description=(
-                    "precisions to keep (bf16, fp32, ...), any case; 'none' = rows without "
-                    "one"))] = None,
-                caveat: T.Caveats = None,
-                order: Annotated[Literal["self_time", "time_saved"], T.BeforeValidator(_lower),
-                                 T.Field(description="self_time (rank) or time_saved "
-                                                   "(the top opportunities only, by "
-                                                   "opportunity_rank)")]
-                = "self_time",
-                offset: T.Off = 0, limit: T.Lim = None, columns: T.Cols = None,
-                significant_digits: T.Dig = None) -> T.Answer:
+    def top_ops(
+        ctx: T.Context,
+        run: T.Run,
+        host: T.Host = "",
+        infeed_outfeed: T.Io = "include",
+        view: T.View = "op",
+        category: T.Category = None,
+        bound_by: T.BoundBy = None,
+        name: Annotated[str, T.Field(description="case-insensitive substring")] = "",
+        precision: Annotated[
+            Optional[list[str]],
+            T.Field(
+                description=(
+                    "precisions to keep (bf16, fp32, ...), any case; 'none' = rows without one"
+                )
+            ),
+        ] = None,
+        caveat: T.Caveats = None,
+        order: Annotated[
+            Literal["self_time", "time_saved"],
+            T.BeforeValidator(_lower),
+            T.Field(
+                description="self_time (rank) or time_saved "
+                "(the top opportunities only, by "
+                "opportunity_rank)"
+            ),
+        ] = "self_time",
+        offset: T.Off = 0,
+        limit: T.Lim = None,
+        columns: T.Cols = None,
+        significant_digits: T.Dig = None,
+    ) -> T.Answer:
         """The top ops by self time or by potential time saved, filtered by category,
         bound_by, name, precision and caveat, paged (next_offset). Each op carries its
         fingerprints (what it computes, as compare's pairs name it)."""
-        return call(service, mcp_tools.top_ops, ctx, run=run, host=host,
-                    infeed_outfeed=infeed_outfeed, view=view, category=category,
-                    bound_by=bound_by, name=name, precision=precision, caveat=caveat,
-                    order=order, offset=offset, limit=limit, columns=columns,
-                    significant_digits=significant_digits)
+        return call(
+            service,
+            mcp_tools.top_ops,
+            ctx,
+            run=run,
+            host=host,
+            infeed_outfeed=infeed_outfeed,
+            view=view,
+            category=category,
+            bound_by=bound_by,
+            name=name,
+            precision=precision,
+            caveat=caveat,
+            order=order,
+            offset=offset,
+            limit=limit,
+            columns=columns,
+            significant_digits=significant_digits,
+        )
 
     @tool()
-    def get_op(ctx: T.Context, run: T.Run, operation: Annotated[str, T.Field(
-            min_length=1, description="the op's exact name, as top_ops gives it")],
-               host: T.Host = "", program_id: Optional[str] = None,
-               precision: Optional[str] = None, view: T.View = "op",
-               infeed_outfeed: T.Io = "include", significant_digits: T.Dig = None) -> T.Answer:
+    def get_op(
+        ctx: T.Context,
+        run: T.Run,
+        operation: Annotated[
+            str, T.Field(min_length=1, description="the op's exact name, as top_ops gives it")
+        ],
+        host: T.Host = "",
+        program_id: Optional[str] = None,
+        precision: Optional[str] = None,
+        view: T.View = "op",
+        infeed_outfeed: T.Io = "include",
+        significant_digits: T.Dig = None,
+    ) -> T.Answer:
         """One op in full: every column of its records, the guidance findings naming it with
         their evidence, the shapes it ran with and the kernels it launched (PyTorch)."""
-        return call(service, mcp_tools.get_op, ctx, run=run, operation=operation, host=host,
-                    program_id=program_id, precision=precision, view=view,
-                    infeed_outfeed=infeed_outfeed, significant_digits=significant_digits)
+        return call(
+            service,
+            mcp_tools.get_op,
+            ctx,
+            run=run,
+            operation=operation,
+            host=host,
+            program_id=program_id,
+            precision=precision,
+            view=view,
+            infeed_outfeed=infeed_outfeed,
+            significant_digits=significant_digits,
+        )
 
     @tool()
-    def get_guidance(ctx: T.Context, run: T.Run, host: T.Host = "",
-                     infeed_outfeed: T.Io = "include", offset: T.Off = 0, limit: T.Lim = None,
-                     significant_digits: T.Dig = None) -> T.Answer:
+    def get_guidance(
+        ctx: T.Context,
+        run: T.Run,
+        host: T.Host = "",
+        infeed_outfeed: T.Io = "include",
+        offset: T.Off = 0,
+        limit: T.Lim = None,
+        significant_digits: T.Dig = None,
+    ) -> T.Answer:
         """What to change: findings (rule, ops, evidence, time saved, suggestion), step time
         by class (compute, memory, communication, idle) and throughput (MFU, HFU)."""
-        return call(service, mcp_tools.get_guidance, ctx, run=run, host=host,
-                    infeed_outfeed=infeed_outfeed, offset=offset, limit=limit,
-                    significant_digits=significant_digits)
+        return call(
+            service,
+            mcp_tools.get_guidance,
+            ctx,
+            run=run,
+            host=host,
+            infeed_outfeed=infeed_outfeed,
+            offset=offset,
+            limit=limit,
+            significant_digits=significant_digits,
+        )
 
     @tool()
-    def compare(ctx: T.Context, base: Annotated[str, T.Field(description="the base run")],
-                run: T.Run, base_host: T.Host = "", host: T.Host = "", base_step: T.Step = None,
-                step: T.Step = None, level: Annotated[Literal["op", "program"],
-                                                    T.BeforeValidator(_lower)] = "op",
-                infeed_outfeed: T.Io = "include", view: T.View = "op", category: T.Category = None,
-                bound_by: T.BoundBy = None, name: str = "", offset: T.Off = 0, limit: T.Lim = None,
-                columns: T.Cols = None, significant_digits: T.Dig = None) -> T.Answer:
+    def compare(
+        ctx: T.Context,
+        base: Annotated[str, T.Field(description="the base run")],
+        run: T.Run,
+        base_host: T.Host = "",
+        host: T.Host = "",
+        base_step: T.Step = None,
+        step: T.Step = None,
+        level: Annotated[Literal["op", "program"], T.BeforeValidator(_lower)] = "op",
+        infeed_outfeed: T.Io = "include",
+        view: T.View = "op",
+        category: T.Category = None,
+        bound_by: T.BoundBy = None,
+        name: str = "",
+        offset: T.Off = 0,
+        limit: T.Lim = None,
+        columns: T.Cols = None,
+        significant_digits: T.Dig = None,
+    ) -> T.Answer:
         """Two runs, two hosts of one run or two steps: the summary (time change, speedup,
         top contributors) first, then one page of matched op (or program) pairs."""
-        return call(service, mcp_tools.compare, ctx, base=base, run=run, base_host=base_host,
-                    host=host, base_step=base_step, step=step, level=level,
-                    infeed_outfeed=infeed_outfeed, view=view, category=category,
-                    bound_by=bound_by, name=name, offset=offset, limit=limit, columns=columns,
-                    significant_digits=significant_digits)
+        return call(
+            service,
+            mcp_tools.compare,
+            ctx,
+            base=base,
+            run=run,
+            base_host=base_host,
+            host=host,
+            base_step=base_step,
+            step=step,
+            level=level,
+            infeed_outfeed=infeed_outfeed,
+            view=view,
+            category=category,
+            bound_by=bound_by,
+            name=name,
+            offset=offset,
+            limit=limit,
+            columns=columns,
+            significant_digits=significant_digits,
+        )
 
 
 def _refuse_unknown_arguments(server):
@@ -333,25 +559,38 @@ def _refuse_unknown_arguments(server):
     model forbids extra fields and its published schema says so (additionalProperties false).
     Reaches into the SDK's tool records; where they differ, extra arguments stay ignored."""
     from pydantic import ConfigDict
+
     try:
         tools = server._tool_manager.list_tools()
         for t in tools:
             base = t.fn_metadata.arg_model
-            strict = type(base.__name__, (base,), {
-                "model_config": ConfigDict(**base.model_config, extra="forbid"),
-                "__module__": base.__module__})
+            strict = type(
+                base.__name__,
+                (base,),
+                {
+                    "model_config": ConfigDict(**base.model_config, extra="forbid"),
+                    "__module__": base.__module__,
+                },
+            )
             t.fn_metadata.arg_model = strict
             t.parameters = strict.model_json_schema(by_alias=True)
     except (AttributeError, TypeError, ValueError) as exc:  # another SDK version
         logger.debug("tb-roofline mcp: extra arguments stay ignored (%s)", exc)
 
 
-def run(logdir: str, http: bool = False, port: int = 8000, device_file: Optional[str] = None,
-        workload_file: Optional[str] = None) -> int:
+def run(
+    logdir: str,
+    http: bool = False,
+    port: int = 8000,
+    device_file: Optional[str] = None,
+    workload_file: Optional[str] = None,
+) -> int:
     """Serve until the client goes (stdio) or Ctrl-C (HTTP, on 127.0.0.1 only)."""
     from tb_roofline.serve.service import RooflineService
-    service = RooflineService(logdir, progress=_reading, device_file=device_file,
-                              workload_file=workload_file)
+
+    service = RooflineService(
+        logdir, progress=_reading, device_file=device_file, workload_file=workload_file
+    )
     server = build_server(service)
     if http:
         server.run("streamable-http", host="127.0.0.1", port=port)
@@ -362,12 +601,18 @@ def run(logdir: str, http: bool = False, port: int = 8000, device_file: Optional
 
 def add_mcp_subparser(subparsers):
     """Add `mcp` to the CLI's subparsers; dispatch with `run_from_args(args, out)`."""
-    p = subparsers.add_parser("mcp", help="serve the analysis to coding agents (MCP server)",
-                              description="An MCP server over the logdir's roofline analysis "
-                                          "(tools: docs/mcp.md); read-only")
+    p = subparsers.add_parser(
+        "mcp",
+        help="serve the analysis to coding agents (MCP server)",
+        description="An MCP server over the logdir's roofline analysis "
+        "(tools: docs/mcp.md); read-only",
+    )
     p.add_argument("logdir", help="TensorBoard logdir (or one run's directory), path or URL")
-    p.add_argument("--http", action="store_true",
-                   help="streamable HTTP on 127.0.0.1 (at /mcp) instead of stdio")
+    p.add_argument(
+        "--http",
+        action="store_true",
+        help="streamable HTTP on 127.0.0.1 (at /mcp) instead of stdio",
+    )
     p.add_argument("--port", type=int, default=8000, help="port for --http (default 8000)")
     p.add_argument("--device-file", help="peaks from a device file for every run")
     p.add_argument("--workload-file", help="model FLOPs / tokens per step, for MFU")
@@ -379,17 +624,19 @@ def run_from_args(args, out=None) -> int:
     import sys
 
     from tb_roofline import storage
+
     try:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError as exc:
-        sys.stderr.write(f"tb-roofline mcp: the MCP SDK is not installed ({exc}); "
-                         "pip install 'tb-roofline[mcp]'\n")
+        sys.stderr.write(
+            f"tb-roofline mcp: the MCP SDK is not installed ({exc}); "
+            "pip install 'tb-roofline[mcp]'\n"
+        )
         return 2
     try:
         is_dir = storage.isdir(args.logdir)
     except OSError as exc:
-        sys.stderr.write(f"tb-roofline mcp: cannot read {args.logdir!r}: "
-                         f"{exc.strerror or exc}\n")
+        sys.stderr.write(f"tb-roofline mcp: cannot read {args.logdir!r}: {exc.strerror or exc}\n")
         return 2
     if not is_dir:
         sys.stderr.write(f"tb-roofline mcp: {args.logdir!r} is not a directory\n")
@@ -397,5 +644,10 @@ def run_from_args(args, out=None) -> int:
     if not 0 < args.port < 65536:
         sys.stderr.write(f"tb-roofline mcp: --port {args.port} is not a port\n")
         return 2
-    return run(args.logdir, http=args.http, port=args.port, device_file=args.device_file,
-               workload_file=args.workload_file)
+    return run(
+        args.logdir,
+        http=args.http,
+        port=args.port,
+        device_file=args.device_file,
+        workload_file=args.workload_file,
+    )

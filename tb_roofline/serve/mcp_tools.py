@@ -17,6 +17,7 @@ it has not is an error naming them: `mcp_answers.choose`); pages are cut to the 
 HTTP answers); `serve/mcp_server.py` turns them into tool results with `isError`, with the
 valid values of the argument at fault (`valid_values`). Nothing here writes anything.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,37 +33,110 @@ from tb_roofline.serve.mcp_answers import choose, fit
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 1000
 
-OP_COLUMNS = ("rank", "operation", "category", "precision", "program", "program_id", "host",
-              "occurrences", "total_self_time_us", "self_time_percent", "flops", "bytes",
-              "flop_rate", "memory_bw", "bottleneck_operational_intensity", "bound_by",
-              "peak_flop_rate", "roofline_efficiency", "potential_time_saved_us", "caveat",
-              "flops_source")
-PROGRAM_COLUMNS = ("record_type", "step", "host", "total_time_per_core_us", "flops", "bytes",
-                   "flop_rate", "hbm_bw", "operational_intensity", "bound_by",
-                   "peak_flop_rate", "roofline_efficiency", "flop_coverage", "bytes_coverage",
-                   "caveat")
-PAIR_COLUMNS = ("status", "match_rule", "change", "program", "base_operation",
-                "cand_operation", "base_precision", "cand_precision", "delta_time_us",
-                "delta_time_percent", "speedup", "share_of_change", "base_total_self_time_us",
-                "cand_total_self_time_us", "base_bound_by", "cand_bound_by",
-                "base_roofline_efficiency", "cand_roofline_efficiency", "delta_flop_rate",
-                "delta_operational_intensity", "bound_by_changed", "roof_changed")
-PROGRAM_PAIR_COLUMNS = ("status", "change", "base_record_type", "base_step", "base_host",
-                        "cand_record_type", "cand_step", "cand_host", "delta_time_us",
-                        "delta_time_percent", "speedup", "base_total_time_per_core_us",
-                        "cand_total_time_per_core_us", "base_bound_by", "cand_bound_by",
-                        "base_roofline_efficiency", "cand_roofline_efficiency",
-                        "delta_flop_rate", "delta_operational_intensity")
+OP_COLUMNS = (
+    "rank",
+    "operation",
+    "category",
+    "precision",
+    "program",
+    "program_id",
+    "host",
+    "occurrences",
+    "total_self_time_us",
+    "self_time_percent",
+    "flops",
+    "bytes",
+    "flop_rate",
+    "memory_bw",
+    "bottleneck_operational_intensity",
+    "bound_by",
+    "peak_flop_rate",
+    "roofline_efficiency",
+    "potential_time_saved_us",
+    "caveat",
+    "flops_source",
+)
+PROGRAM_COLUMNS = (
+    "record_type",
+    "step",
+    "host",
+    "total_time_per_core_us",
+    "flops",
+    "bytes",
+    "flop_rate",
+    "hbm_bw",
+    "operational_intensity",
+    "bound_by",
+    "peak_flop_rate",
+    "roofline_efficiency",
+    "flop_coverage",
+    "bytes_coverage",
+    "caveat",
+)
+PAIR_COLUMNS = (
+    "status",
+    "match_rule",
+    "change",
+    "program",
+    "base_operation",
+    "cand_operation",
+    "base_precision",
+    "cand_precision",
+    "delta_time_us",
+    "delta_time_percent",
+    "speedup",
+    "share_of_change",
+    "base_total_self_time_us",
+    "cand_total_self_time_us",
+    "base_bound_by",
+    "cand_bound_by",
+    "base_roofline_efficiency",
+    "cand_roofline_efficiency",
+    "delta_flop_rate",
+    "delta_operational_intensity",
+    "bound_by_changed",
+    "roof_changed",
+)
+PROGRAM_PAIR_COLUMNS = (
+    "status",
+    "change",
+    "base_record_type",
+    "base_step",
+    "base_host",
+    "cand_record_type",
+    "cand_step",
+    "cand_host",
+    "delta_time_us",
+    "delta_time_percent",
+    "speedup",
+    "base_total_time_per_core_us",
+    "cand_total_time_per_core_us",
+    "base_bound_by",
+    "cand_bound_by",
+    "base_roofline_efficiency",
+    "cand_roofline_efficiency",
+    "delta_flop_rate",
+    "delta_operational_intensity",
+)
 ORDERS = ("self_time", "time_saved")
 NO_VALUE = "none"  # the precision / caveat filter value for rows without one
 FINGERPRINTS = "fingerprints"  # top_ops' own field: the op's fingerprints, as compare's
 VIEWS = ("op", "kernel", "kernel_hw")  # the op table, PyTorch GPU kernels, kernels (HW)
 # Caveat codes (model/records.py, model/roofline.py, table/op_table.py), and NO_VALUE.
-CAVEATS = ("async_start", "async_wait", "host_transfer", "peer_transfer", "no_cost",
-           "above_roof", "container", NO_VALUE)
+CAVEATS = (
+    "async_start",
+    "async_wait",
+    "host_transfer",
+    "peer_transfer",
+    "no_cost",
+    "above_roof",
+    "container",
+    NO_VALUE,
+)
 
 
 # --- shaping --------------------------------------------------------------------------------
+
 
 def unit_name(name: str) -> str:
     """The field name an MCP answer uses: the HTTP API's, with its unit where it lacks one."""
@@ -92,7 +166,8 @@ def _digits(significant_digits) -> int:
         return SIGNIFICANT_DIGITS
     if not 0 <= significant_digits <= 17:
         raise errors.InvalidArgumentError(
-            f"significant_digits must be between 0 and 17, not {significant_digits}")
+            f"significant_digits must be between 0 and 17, not {significant_digits}"
+        )
     return significant_digits
 
 
@@ -124,8 +199,10 @@ def _pick(columns, wanted, default) -> list:
     if unknown:
         raise mcp_answers.ChoiceError(
             f"unknown column(s) {', '.join(map(repr, unknown))}; columns: "
-            + ", ".join(unit_name(c) for c in columns), "columns",
-            [unit_name(c) for c in columns])
+            + ", ".join(unit_name(c) for c in columns),
+            "columns",
+            [unit_name(c) for c in columns],
+        )
     return [by_name[w] for w in wanted]
 
 
@@ -137,7 +214,8 @@ def _records(columns, rows, keep) -> list:
 def _io(infeed_outfeed: str) -> bool:
     if infeed_outfeed not in ("include", "exclude"):
         raise errors.InvalidArgumentError(
-            f"infeed_outfeed must be 'include' or 'exclude', not {infeed_outfeed!r}")
+            f"infeed_outfeed must be 'include' or 'exclude', not {infeed_outfeed!r}"
+        )
     return infeed_outfeed == "include"
 
 
@@ -149,15 +227,25 @@ def _encoded(service, kind, run, host, **params) -> dict:
 
 # --- the tools ------------------------------------------------------------------------------
 
+
 def list_runs(service, offset: int = 0, limit: int | None = 50) -> dict:
     """Runs in the logdir, newest first, each with its hosts and format (`/runs`)."""
     offset, limit = _page(offset, limit)
     answer = service.list_runs()
     runs = answer["runs"]
-    page = [{k: r[k] for k in ("run", "format", "hosts")} for r in runs[offset:offset + limit]]
-    return fit({"runs": page, "total_count": len(runs), "offset": offset,
-                "next_offset": _next(offset, len(page), len(runs)),
-                "scanning": answer["scanning"]}, "runs", offset, len(runs))
+    page = [{k: r[k] for k in ("run", "format", "hosts")} for r in runs[offset : offset + limit]]
+    return fit(
+        {
+            "runs": page,
+            "total_count": len(runs),
+            "offset": offset,
+            "next_offset": _next(offset, len(page), len(runs)),
+            "scanning": answer["scanning"],
+        },
+        "runs",
+        offset,
+        len(runs),
+    )
 
 
 def list_hosts(service, run: str) -> dict:
@@ -170,21 +258,41 @@ def get_device(service, run: str, host: str = "", significant_digits: int | None
     return shape(_encoded(service, "device", run, host), _digits(significant_digits))
 
 
-def get_program(service, run: str, host: str = "", infeed_outfeed: str = "include",
-                offset: int = 0, limit: int | None = None, columns: list | None = None,
-                significant_digits: int | None = None) -> dict:
+def get_program(
+    service,
+    run: str,
+    host: str = "",
+    infeed_outfeed: str = "include",
+    offset: int = 0,
+    limit: int | None = None,
+    columns: list | None = None,
+    significant_digits: int | None = None,
+) -> dict:
     """Program records (`/program`): Total, Total (HW), one per host, Average, each step."""
     offset, limit = _page(offset, limit)
     a = _encoded(service, "program", run, host, include_infeed_outfeed=_io(infeed_outfeed))
     keep = _pick(a["columns"], columns, PROGRAM_COLUMNS)
     rows = a["rows"]
-    page = rows[offset:offset + limit]
-    return fit(shape({"run": a["run"], "host": a["host"], "num_steps": a["num_steps"],
-                      "has_hw_counters": a["has_hw_counters"], "views": a["views"],
-                      "total_count": len(rows), "offset": offset,
-                      "next_offset": _next(offset, len(page), len(rows)),
-                      "records": _records(a["columns"], page, keep)},
-                     _digits(significant_digits)), "records", offset, len(rows))
+    page = rows[offset : offset + limit]
+    return fit(
+        shape(
+            {
+                "run": a["run"],
+                "host": a["host"],
+                "num_steps": a["num_steps"],
+                "has_hw_counters": a["has_hw_counters"],
+                "views": a["views"],
+                "total_count": len(rows),
+                "offset": offset,
+                "next_offset": _next(offset, len(page), len(rows)),
+                "records": _records(a["columns"], page, keep),
+            },
+            _digits(significant_digits),
+        ),
+        "records",
+        offset,
+        len(rows),
+    )
 
 
 def _value_mask(values, wanted) -> np.ndarray:
@@ -217,18 +325,31 @@ def _local_filter(cols, rows, precision, caveat) -> list:
     return [r for r, keep in zip(rows, mask.tolist()) if keep]
 
 
-def top_ops(service, run: str, host: str = "", infeed_outfeed: str = "include",
-            view: str = "op", category: list | None = None, bound_by: list | None = None,
-            name: str = "", precision: list | None = None, caveat: list | None = None,
-            order: str = "self_time", offset: int = 0, limit: int | None = None,
-            columns: list | None = None, significant_digits: int | None = None) -> dict:
+def top_ops(
+    service,
+    run: str,
+    host: str = "",
+    infeed_outfeed: str = "include",
+    view: str = "op",
+    category: list | None = None,
+    bound_by: list | None = None,
+    name: str = "",
+    precision: list | None = None,
+    caveat: list | None = None,
+    order: str = "self_time",
+    offset: int = 0,
+    limit: int | None = None,
+    columns: list | None = None,
+    significant_digits: int | None = None,
+) -> dict:
     """Op records (`/ops`) filtered and paged. `order`: `self_time` (the API's rank order) or
     `time_saved` (the top opportunities, as `tb-roofline report`'s `top_ops` and the tab list
     them: the ops model/rankings.py ranks, by its `opportunity_rank`)."""
     offset, limit = _page(offset, limit)
     if order not in ORDERS:
-        raise errors.InvalidArgumentError(f"order must be one of {', '.join(ORDERS)}, "
-                                          f"not {order!r}")
+        raise errors.InvalidArgumentError(
+            f"order must be one of {', '.join(ORDERS)}, not {order!r}"
+        )
     params = _filters(service, run, host, _io(infeed_outfeed), _view(view), category, bound_by)
     params["name"] = name or ""
     local = bool(precision or caveat) or order != "self_time"
@@ -244,17 +365,32 @@ def top_ops(service, run: str, host: str = "", infeed_outfeed: str = "include",
             i = cols.index(rankings.RANK_COLUMN)
             rows = sorted((r for r in rows if r[i] is not None), key=lambda r: r[i])
         total = len(rows)
-        rows = rows[offset:offset + limit]
+        rows = rows[offset : offset + limit]
     asked = [c for c in columns or () if c != FINGERPRINTS]
     keep = _pick(cols, asked, OP_COLUMNS)
     records = _records(cols, rows, keep)
     if a["view"] == "op" and (FINGERPRINTS in (columns or ()) or not columns):
         records = _with_fingerprints(service, run, host, cols, rows, records)
-    return fit(shape({"run": a["run"], "host": a["host"], "view": a["view"], "order": order,
-                      "total_count": total, "unfiltered_count": a["unfiltered_count"],
-                      "offset": offset, "next_offset": _next(offset, len(rows), total),
-                      "facets": a["facets"], "ops": records},
-                     _digits(significant_digits)), "ops", offset, total)
+    return fit(
+        shape(
+            {
+                "run": a["run"],
+                "host": a["host"],
+                "view": a["view"],
+                "order": order,
+                "total_count": total,
+                "unfiltered_count": a["unfiltered_count"],
+                "offset": offset,
+                "next_offset": _next(offset, len(rows), total),
+                "facets": a["facets"],
+                "ops": records,
+            },
+            _digits(significant_digits),
+        ),
+        "ops",
+        offset,
+        total,
+    )
 
 
 def _with_fingerprints(service, run, host, cols, rows, records) -> list:
@@ -263,23 +399,33 @@ def _with_fingerprints(service, run, host, cols, rows, records) -> list:
     null where the reader knows none."""
     keys = service.analysis(run, host or "").scope.tables["op"].keys
     known: dict = {}
-    for pid, op, fp in zip(keys["program_id"].tolist(), keys["operation"].tolist(),
-                           keys["fingerprint"].tolist()):
+    for pid, op, fp in zip(
+        keys["program_id"].tolist(), keys["operation"].tolist(), keys["fingerprint"].tolist()
+    ):
         if fp:
             known.setdefault((pid, op), set()).add(fp)
     p, o = cols.index("program_id"), cols.index("operation")
-    return [dict(rec, **{FINGERPRINTS: sorted(known[(r[p], r[o])])
-                         if (r[p], r[o]) in known else None})
-            for rec, r in zip(records, rows)]
+    return [
+        dict(rec, **{FINGERPRINTS: sorted(known[(r[p], r[o])]) if (r[p], r[o]) in known else None})
+        for rec, r in zip(records, rows)
+    ]
 
 
 def _op_key(r: dict) -> tuple:
     return (r["program_id"], r["operation"], r["precision"], r["host"])
 
 
-def get_op(service, run: str, operation: str, host: str = "", program_id: str | None = None,
-           precision: str | None = None, view: str = "op", infeed_outfeed: str = "include",
-           significant_digits: int | None = None) -> dict:
+def get_op(
+    service,
+    run: str,
+    operation: str,
+    host: str = "",
+    program_id: str | None = None,
+    precision: str | None = None,
+    view: str = "op",
+    infeed_outfeed: str = "include",
+    significant_digits: int | None = None,
+) -> dict:
     """One op in full: its records (every column; one per program, precision and host it
     ran in), the guidance findings that name it with their evidence, its shapes and the
     kernels it launched (PyTorch traces)."""
@@ -287,33 +433,52 @@ def get_op(service, run: str, operation: str, host: str = "", program_id: str | 
         raise errors.InvalidArgumentError("missing parameter 'operation'")
     io = _io(infeed_outfeed)
     view = _view(view)
-    a = _encoded(service, "ops", run, host, include_infeed_outfeed=io, name=operation,
-                 view=view)
+    a = _encoded(service, "ops", run, host, include_infeed_outfeed=io, name=operation, view=view)
     cols = a["columns"]
     everything = [dict(zip(cols, r)) for r in a["rows"]]
-    records = [r for r in everything if r["operation"] == operation
-               and (program_id is None or r["program_id"] == program_id)
-               and (precision is None or r["precision"] == precision)]
+    records = [
+        r
+        for r in everything
+        if r["operation"] == operation
+        and (program_id is None or r["program_id"] == program_id)
+        and (precision is None or r["precision"] == precision)
+    ]
     if not records:
         exc = errors.NotFoundError(
-            f"no op {operation!r} in run {run!r}" + (f", host {host!r}" if host else "")
+            f"no op {operation!r} in run {run!r}"
+            + (f", host {host!r}" if host else "")
             + (f", program_id {program_id!r}" if program_id is not None else "")
             + (f", precision {precision!r}" if precision is not None else "")
             + (f", view {view!r}" if view != "op" else "")
-            + "; top_ops with name= finds the exact names")
+            + "; top_ops with name= finds the exact names"
+        )
         exc.field = "operation"  # the ops whose names contain it, as candidates
         exc.valid = sorted({r["operation"] for r in everything})[:20]
         raise exc
     keys = {_op_key(r) for r in records}
     g = service.guidance(run, host or "", io)
-    findings = [f for f in g["findings"]
-                if any((o["program_id"], o["operation"], o["precision"], o["host"]) in keys
-                       for o in f["ops"])]
+    findings = [
+        f
+        for f in g["findings"]
+        if any(
+            (o["program_id"], o["operation"], o["precision"], o["host"]) in keys for o in f["ops"]
+        )
+    ]
     shapes = _shapes(service, run, host, records) if view == "op" else []
     kernels = _kernels(service, run, host, records) if view == "op" else []
-    answer = shape({"run": a["run"], "host": a["host"], "view": a["view"],
-                    "operation": operation, "records": records, "findings": findings,
-                    "shapes": shapes, "kernels": kernels}, _digits(significant_digits))
+    answer = shape(
+        {
+            "run": a["run"],
+            "host": a["host"],
+            "view": a["view"],
+            "operation": operation,
+            "records": records,
+            "findings": findings,
+            "shapes": shapes,
+            "kernels": kernels,
+        },
+        _digits(significant_digits),
+    )
     for key in ("findings", "records"):  # one per host it ran on: a pod's can be long
         answer = fit(answer, key, 0, len(answer[key]), paged=False)
     return answer
@@ -323,51 +488,99 @@ def _per_record(service, run, host, records, facts_name: str, row) -> list:
     """`row(record, use)` for each use the analysis facts `facts_name` (op_kernels,
     op_shapes: keyed by program, op and precision) hold for each record's op."""
     uses = getattr(service.analysis(run, host or "").facts, facts_name, None) or {}
-    return [row(r, u) for r in records
-            for u in uses.get((r["program_id"], r["operation"], r["precision"]), [])]
+    return [
+        row(r, u)
+        for r in records
+        for u in uses.get((r["program_id"], r["operation"], r["precision"]), [])
+    ]
 
 
 def _kernels(service, run, host, records) -> list:
     """The kernels each record's op launched, most time first (the reader keeps the top
     table.timeline.MAX_KERNELS_PER_OP per op): name, launches, total and mean time."""
-    return _per_record(service, run, host, records, "op_kernels", lambda r, u: {
-        "program_id": r["program_id"], "precision": r["precision"], "kernel": u.name,
-        "launches": u.launches, "time_us": u.time_ps / 1e6,
-        "mean_time_us": u.time_ps / 1e6 / u.launches if u.launches else None})
+    return _per_record(
+        service,
+        run,
+        host,
+        records,
+        "op_kernels",
+        lambda r, u: {
+            "program_id": r["program_id"],
+            "precision": r["precision"],
+            "kernel": u.name,
+            "launches": u.launches,
+            "time_us": u.time_ps / 1e6,
+            "mean_time_us": u.time_ps / 1e6 / u.launches if u.launches else None,
+        },
+    )
 
 
 def _shapes(service, run, host, records) -> list:
     """The shapes each record's op ran with (the timeline facts the guidance rules read):
     kind (`gemm`: M, N, K; `array`, `tensor`: each array's dims; `copy`; `custom_call`: its
     output arrays, then its operands'), calls and time."""
-    return _per_record(service, run, host, records, "op_shapes", lambda r, u: {
-        "program_id": r["program_id"], "precision": r["precision"], "kind": u.kind,
-        "shape": u.text, "dims": [list(d) if isinstance(d, (list, tuple)) else d
-                                  for d in u.dims],
-        "calls": u.calls, "time_us": u.time_ps / 1e6})
+    return _per_record(
+        service,
+        run,
+        host,
+        records,
+        "op_shapes",
+        lambda r, u: {
+            "program_id": r["program_id"],
+            "precision": r["precision"],
+            "kind": u.kind,
+            "shape": u.text,
+            "dims": [list(d) if isinstance(d, (list, tuple)) else d for d in u.dims],
+            "calls": u.calls,
+            "time_us": u.time_ps / 1e6,
+        },
+    )
 
 
-def get_guidance(service, run: str, host: str = "", infeed_outfeed: str = "include",
-                 offset: int = 0, limit: int | None = None,
-                 significant_digits: int | None = None) -> dict:
+def get_guidance(
+    service,
+    run: str,
+    host: str = "",
+    infeed_outfeed: str = "include",
+    offset: int = 0,
+    limit: int | None = None,
+    significant_digits: int | None = None,
+) -> dict:
     """Guidance (`/guidance`): the findings (rule, ops, evidence, time saved, suggestion),
     time by class and throughput."""
     offset, limit = _page(offset, limit)
     g = service.guidance(run, host or "", _io(infeed_outfeed))
     findings = g["findings"]
     answer = {k: v for k, v in g.items() if k != "findings"}
-    page = findings[offset:offset + limit]
-    answer.update(findings_count=len(findings), offset=offset,
-                  next_offset=_next(offset, len(page), len(findings)), findings=page)
+    page = findings[offset : offset + limit]
+    answer.update(
+        findings_count=len(findings),
+        offset=offset,
+        next_offset=_next(offset, len(page), len(findings)),
+        findings=page,
+    )
     return fit(shape(answer, _digits(significant_digits)), "findings", offset, len(findings))
 
 
-def compare(service, base: str, run: str, base_host: str = "", host: str = "",
-            base_step: str | None = None, step: str | None = None, level: str = "op",
-            infeed_outfeed: str = "include", view: str = "op", category: list | None = None,
-            bound_by: list | None = None, name: str = "", offset: int = 0,
-            limit: int | None = None, columns: list | None = None,
-            significant_digits: int | None = None) -> dict:
+def compare(
+    service,
+    base: str,
+    run: str,
+    base_host: str = "",
+    host: str = "",
+    base_step: str | None = None,
+    step: str | None = None,
+    level: str = "op",
+    infeed_outfeed: str = "include",
+    view: str = "op",
+    category: list | None = None,
+    bound_by: list | None = None,
+    name: str = "",
+    offset: int = 0,
+    limit: int | None = None,
+    columns: list | None = None,
+    significant_digits: int | None = None,
+) -> dict:
     """Two runs, hosts or steps (`/compare`): both sides, the summary and notes first, then
     one page of pairs (ops, or program records with level=program) as objects."""
     offset, limit = _page(offset, limit)
@@ -378,28 +591,54 @@ def compare(service, base: str, run: str, base_host: str = "", host: str = "",
         where = f"runs {base!r} and {run!r}"
         category = choose("category", category, facets.get("category", []), where)
         bound_by = choose("bound_by", bound_by, facets.get("bound_by", []), where)
-    a = service.compare(*args, list(category or []), list(bound_by or []), name or "",
-                        offset, limit)
+    a = service.compare(
+        *args, list(category or []), list(bound_by or []), name or "", offset, limit
+    )
     cols = a["columns"]
     keep = _pick(cols, columns, PAIR_COLUMNS if a["level"] == "op" else PROGRAM_PAIR_COLUMNS)
     index = [cols.index(c) for c in keep]
     n = len(a["values"][0]) if a["values"] else 0
     pairs = [{c: a["values"][i][j] for c, i in zip(keep, index)} for j in range(n)]
-    sides = {side: {k: v for k, v in a[side].items() if k != "device"}
-                   | {"device_type": a[side]["device"]["type"]} for side in ("base", "cand")}
+    sides = {
+        side: {k: v for k, v in a[side].items() if k != "device"}
+        | {"device_type": a[side]["device"]["type"]}
+        for side in ("base", "cand")
+    }
     total = a["total_count"]
-    return fit(shape({**sides, "level": a["level"], "view": a["view"],
-                      "infeed_outfeed": a["infeed_outfeed"], "summary": a["summary"],
-                      "notes": a["notes"], "total_count": total,
-                      "unfiltered_count": a["unfiltered_count"], "offset": offset,
-                      "next_offset": _next(offset, n, total),
-                      "facets": a["facets"], "pairs": pairs}, _digits(significant_digits)),
-               "pairs", offset, total)
+    return fit(
+        shape(
+            {
+                **sides,
+                "level": a["level"],
+                "view": a["view"],
+                "infeed_outfeed": a["infeed_outfeed"],
+                "summary": a["summary"],
+                "notes": a["notes"],
+                "total_count": total,
+                "unfiltered_count": a["unfiltered_count"],
+                "offset": offset,
+                "next_offset": _next(offset, n, total),
+                "facets": a["facets"],
+                "pairs": pairs,
+            },
+            _digits(significant_digits),
+        ),
+        "pairs",
+        offset,
+        total,
+    )
 
 
-def get_comm(service, run: str, host: str = "", infeed_outfeed: str = "include",
-             kind: list | None = None, offset: int = 0, limit: int | None = None,
-             significant_digits: int | None = None) -> dict:
+def get_comm(
+    service,
+    run: str,
+    host: str = "",
+    infeed_outfeed: str = "include",
+    kind: list | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+    significant_digits: int | None = None,
+) -> dict:
     """The communication roofline (`/comm`): the device's link roofs and one point per
     collective and message size, longest first as the HTTP answer orders them, filtered by
     collective kind (matched as `choose` matches), paged."""
@@ -410,27 +649,49 @@ def get_comm(service, run: str, host: str = "", infeed_outfeed: str = "include",
         where = f"run {run!r}" + (f", host {host!r}" if host else "")
         kept = choose("kind", kind, a["kinds"], where)
         points = [p for p in points if p["kind"] in kept]
-    page = points[offset:offset + limit]
-    return fit(shape({"run": a["run"], "host": a["host"], "links": a["links"],
-                      "latency_note": a["latency_note"], "kinds": a["kinds"],
-                      "total_count": len(points), "unfiltered_count": len(a["points"]),
-                      "offset": offset, "next_offset": _next(offset, len(page), len(points)),
-                      "points": page}, _digits(significant_digits)), "points", offset,
-               len(points))
+    page = points[offset : offset + limit]
+    return fit(
+        shape(
+            {
+                "run": a["run"],
+                "host": a["host"],
+                "links": a["links"],
+                "latency_note": a["latency_note"],
+                "kinds": a["kinds"],
+                "total_count": len(points),
+                "unfiltered_count": len(a["points"]),
+                "offset": offset,
+                "next_offset": _next(offset, len(page), len(points)),
+                "points": page,
+            },
+            _digits(significant_digits),
+        ),
+        "points",
+        offset,
+        len(points),
+    )
 
 
 SEVERITIES = ("info", "warning", "error")
 
 
-def get_diagnostics(service, run: str, host: str = "", severity: list | None = None,
-                    offset: int = 0, limit: int | None = None) -> dict:
+def get_diagnostics(
+    service,
+    run: str,
+    host: str = "",
+    severity: list | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+) -> dict:
     """What the profile lacks or what was skipped (`/diagnostics`), one entry per message
     the hosts share (`count`, the first `hosts`), paged."""
     bad = [s for s in severity or [] if s not in SEVERITIES]
     if bad:
-        raise mcp_answers.ChoiceError(f"severity must be among {', '.join(SEVERITIES)}, "
-                                      f"not {', '.join(map(repr, bad))}", "severity",
-                                      SEVERITIES)
+        raise mcp_answers.ChoiceError(
+            f"severity must be among {', '.join(SEVERITIES)}, not {', '.join(map(repr, bad))}",
+            "severity",
+            SEVERITIES,
+        )
     offset, limit = _page(offset, limit)
     a = _encoded(service, "diagnostics", run, host)
     diags = a["diagnostics"]
@@ -438,11 +699,21 @@ def get_diagnostics(service, run: str, host: str = "", severity: list | None = N
         diags = [d for d in diags if d["severity"] in severity]
     hosts = service.hosts(run)["hosts"]
     grouped = mcp_answers.group_diagnostics(diags, hosts)
-    page = grouped[offset:offset + limit]
-    return fit({"run": a["run"], "host": a["host"], "total_count": len(grouped),
-                "diagnostics_count": len(diags), "offset": offset,
-                "next_offset": _next(offset, len(page), len(grouped)), "diagnostics": page},
-               "diagnostics", offset, len(grouped))
+    page = grouped[offset : offset + limit]
+    return fit(
+        {
+            "run": a["run"],
+            "host": a["host"],
+            "total_count": len(grouped),
+            "diagnostics_count": len(diags),
+            "offset": offset,
+            "next_offset": _next(offset, len(page), len(grouped)),
+            "diagnostics": page,
+        },
+        "diagnostics",
+        offset,
+        len(grouped),
+    )
 
 
 def valid_values(service, exc, kwargs: dict) -> dict | None:
@@ -472,10 +743,23 @@ def _valid_names(service, message: str, kwargs: dict) -> dict | None:
                 return {"field": field, "valid_values": hosts}
     if "views:" in message and kwargs.get("run"):
         from tb_roofline.serve.answers import views_of
-        return {"field": "view", "valid_values": views_of(
-            service.analysis(kwargs["run"], kwargs.get("host") or ""))}
+
+        return {
+            "field": "view",
+            "valid_values": views_of(service.analysis(kwargs["run"], kwargs.get("host") or "")),
+        }
     return None
 
 
-TOOLS = (list_runs, list_hosts, get_device, get_program, top_ops, get_op, get_guidance,
-         compare, get_diagnostics, get_comm)
+TOOLS = (
+    list_runs,
+    list_hosts,
+    get_device,
+    get_program,
+    top_ops,
+    get_op,
+    get_guidance,
+    compare,
+    get_diagnostics,
+    get_comm,
+)

@@ -1,4 +1,5 @@
 """The TensorBoard plugin: the Roofline tab, mounting the route table of `serve/routes.py`."""
+
 from __future__ import annotations
 
 from tensorboard.plugins import base_plugin
@@ -14,12 +15,14 @@ class RooflinePlugin(base_plugin.TBPlugin):
 
     def __init__(self, context: base_plugin.TBContext):
         from tb_roofline.serve.hosts import LoggedProgress
+
         self._service = RooflineService(context.logdir or "", progress=LoggedProgress())
         self._routes = RooflineRoutes(self._service)
 
     def frontend_metadata(self):
-        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Roofline",
-                                            disable_reload=False)
+        return base_plugin.FrontendMetadata(
+            es_module_path="/index.js", tab_name="Roofline", disable_reload=False
+        )
 
     def is_active(self):
         """Instant: answers from the last background scan, never walks the logdir here."""

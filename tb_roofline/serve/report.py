@@ -4,6 +4,7 @@ documented schema (docs/guidance.md). Computed from the service's cached analysi
 is kept by the service for that analysis (`RooflineService.derived_answer`), so it goes when
 the profile changes.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,15 +26,17 @@ def workload_for(service, run_name: str, host: str, override: dict | None = None
     path = None
     try:
         path = getattr(service, "workload_file", None) or (
-            workload_file.find_workload_file(files[0].path, service.logdir) if files else None)
+            workload_file.find_workload_file(files[0].path, service.logdir) if files else None
+        )
         base = workload_file.load_workload_file(path) if path else None
     except workload_file.WorkloadFileError as exc:
         raise errors.BadWorkloadFileError(f"workload file: {exc}") from None
     return workload_file.merge(base, override or {}), len(run.files), len(files)
 
 
-def guidance_answer(service, run: str, host: str, include_io: bool = True,
-                    override: dict | None = None) -> dict:
+def guidance_answer(
+    service, run: str, host: str, include_io: bool = True, override: dict | None = None
+) -> dict:
     a = service.analysis(run, host)
     workload, run_hosts, view_hosts = workload_for(service, run, host, override)
     devices = a.device.num_cores * run_hosts // max(view_hosts, 1) if a.device.num_cores else None
@@ -42,8 +45,14 @@ def guidance_answer(service, run: str, host: str, include_io: bool = True,
     return dict(answer, run=run, host=host or ALL_HOSTS)
 
 
-def full_report(service, run: str, host: str, include_io: bool = True, top: int = 20,
-                override: dict | None = None) -> dict:
+def full_report(
+    service,
+    run: str,
+    host: str,
+    include_io: bool = True,
+    top: int = 20,
+    override: dict | None = None,
+) -> dict:
     a = service.analysis(run, host)
     g = guidance_answer(service, run, host, include_io, override)
     prog = answers.program_answer(a, run, host, include_io)
@@ -53,18 +62,27 @@ def full_report(service, run: str, host: str, include_io: bool = True, top: int 
     ops = rankings.ranked_dicts(every)  # the one ranking (model/rankings.py)
     unit = g["unit"]  # the guidance's unit, so top ops and findings read alike
     total_us = g["time"]["total_time_us"]
-    for r in ops[:max(top, 0)]:
+    for r in ops[: max(top, 0)]:
         saved = r["potential_time_saved_us"]
-        r["potential_time_saved_per_unit_us"] = None if saved is None or not total_us else \
-            saved * unit["time_us"] / total_us
+        r["potential_time_saved_per_unit_us"] = (
+            None if saved is None or not total_us else saved * unit["time_us"] / total_us
+        )
     return {
-        "schema": REPORT_SCHEMA, "run": run, "host": host or ALL_HOSTS,
+        "schema": REPORT_SCHEMA,
+        "run": run,
+        "host": host or ALL_HOSTS,
         "include_infeed_outfeed": include_io,
-        "device": a.device.to_json(), "num_steps": a.num_steps,
+        "device": a.device.to_json(),
+        "num_steps": a.num_steps,
         "columns": prog["columns"],
-        "program": program, "top_ops": ops[:max(top, 0)], "top_ops_unit": unit,
-        "op_count": len(every), "opportunity_count": len(ops),
+        "program": program,
+        "top_ops": ops[: max(top, 0)],
+        "top_ops_unit": unit,
+        "op_count": len(every),
+        "opportunity_count": len(ops),
         "guidance": {k: v for k, v in g.items() if k not in ("run", "host")},
         "diagnostics": [d.to_json() for d in a.diagnostics],
-        "files": [os.path.basename(f.path) for f in service.resolve_files(service.resolve_run(run), host)],
+        "files": [
+            os.path.basename(f.path) for f in service.resolve_files(service.resolve_run(run), host)
+        ],
     }

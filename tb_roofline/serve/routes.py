@@ -5,6 +5,7 @@ Like TensorBoard's scalars plugin, each handler parses parameters, calls a plain
 serialises its answer. Errors become JSON with a fitting status, so one bad run never breaks
 the page or the other runs.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -30,8 +31,12 @@ NOSNIFF = ("X-Content-Type-Options", "nosniff")
 
 def _json_response(payload, status=200, headers=None):
     body = payload if isinstance(payload, (bytes, str)) else json.dumps(payload, allow_nan=False)
-    return wrappers.Response(body, status=status, content_type="application/json",
-                             headers=[NOSNIFF] + list(headers or []))
+    return wrappers.Response(
+        body,
+        status=status,
+        content_type="application/json",
+        headers=[NOSNIFF] + list(headers or []),
+    )
 
 
 class _NotModified(wrappers.Response):
@@ -50,8 +55,10 @@ class _NotModified(wrappers.Response):
 
 
 def _error_response(exc: tb_errors.PublicError):
-    return _json_response({"error": {"status": exc.http_code, "code": errors.error_code(exc),
-                                     "message": str(exc)}}, status=exc.http_code)
+    return _json_response(
+        {"error": {"status": exc.http_code, "code": errors.error_code(exc), "message": str(exc)}},
+        status=exc.http_code,
+    )
 
 
 def _handler(fn):
@@ -73,10 +80,13 @@ def _handler(fn):
             err.code = "internal"
             return _error_response(err)
         logger.error("tb-roofline: %s ran out of memory", request.path)
-        return _error_response(errors.TooLargeError(
-            "not enough memory to answer this request: the profile is too large for this "
-            "server (lower TB_ROOFLINE_MEMORY_BUDGET_MB, TB_ROOFLINE_MAX_FILE_MB or "
-            "TB_ROOFLINE_MAX_EVENTS, or give the server more memory)"))
+        return _error_response(
+            errors.TooLargeError(
+                "not enough memory to answer this request: the profile is too large for this "
+                "server (lower TB_ROOFLINE_MEMORY_BUDGET_MB, TB_ROOFLINE_MAX_FILE_MB or "
+                "TB_ROOFLINE_MAX_EVENTS, or give the server more memory)"
+            )
+        )
 
     wrapped.__name__ = fn.__name__
     return wrapped
@@ -116,7 +126,7 @@ class RooflineRoutes:
     @_handler
     def _serve_static(self, request):
         prefix = "/static/"
-        rel = request.path[request.path.index(prefix) + len(prefix):]
+        rel = request.path[request.path.index(prefix) + len(prefix) :]
         return self._static_file(request, rel)
 
     def _static_file(self, request, rel: str):
@@ -140,13 +150,18 @@ class RooflineRoutes:
         content_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
         if path.endswith((".js", ".mjs")):
             content_type = "text/javascript"
-        headers = [NOSNIFF, ("Cache-Control", "no-cache"), ("ETag", f'"{etag}"'),
-                   ("Vary", "Accept-Encoding")]
+        headers = [
+            NOSNIFF,
+            ("Cache-Control", "no-cache"),
+            ("ETag", f'"{etag}"'),
+            ("Vary", "Accept-Encoding"),
+        ]
         if request.if_none_match.contains(etag):
             return _NotModified(content_type, headers)
         if "gzip" in request.headers.get("Accept-Encoding", "") and len(zipped) < len(body):
-            return wrappers.Response(zipped, content_type=content_type,
-                                     headers=headers + [("Content-Encoding", "gzip")])
+            return wrappers.Response(
+                zipped, content_type=content_type, headers=headers + [("Content-Encoding", "gzip")]
+            )
         return wrappers.Response(body, content_type=content_type, headers=headers)
 
     # --- data ---------------------------------------------------------------------------
@@ -160,8 +175,9 @@ class RooflineRoutes:
 
     @_handler
     def _progress(self, request):
-        return _json_response(self._service.reading(_arg(request, "run")),
-                              headers=[("Cache-Control", "no-store")])
+        return _json_response(
+            self._service.reading(_arg(request, "run")), headers=[("Cache-Control", "no-store")]
+        )
 
     @_handler
     def _device(self, request):
@@ -173,8 +189,13 @@ class RooflineRoutes:
 
     @_handler
     def _ops(self, request):
-        return self._encoded(request, "ops", include_infeed_outfeed=_infeed(request),
-                             rows=request.args.get("rows", ""), **_filters(request))
+        return self._encoded(
+            request,
+            "ops",
+            include_infeed_outfeed=_infeed(request),
+            rows=request.args.get("rows", ""),
+            **_filters(request),
+        )
 
     @_handler
     def _diagnostics(self, request):
@@ -201,18 +222,30 @@ class RooflineRoutes:
     def _report(self, request):
         run, host = _run_host(request)
         top = _int_arg(request, "top")
-        return _json_response(self._service.report(run, host, _infeed(request),
-                                                   20 if top is None else top))
+        return _json_response(
+            self._service.report(run, host, _infeed(request), 20 if top is None else top)
+        )
 
     @_handler
     def _compare(self, request):
         run, host = _run_host(request)
         f = _filters(request)
         answer = self._service.compare(
-            _arg(request, "base"), run, request.args.get("base_host", ""), host,
-            request.args.get("base_step"), request.args.get("step"),
-            request.args.get("level", "op"), _infeed(request), f["view"], f["categories"],
-            f["bound_by"], f["name"], f["offset"], f["limit"])
+            _arg(request, "base"),
+            run,
+            request.args.get("base_host", ""),
+            host,
+            request.args.get("base_step"),
+            request.args.get("step"),
+            request.args.get("level", "op"),
+            _infeed(request),
+            f["view"],
+            f["categories"],
+            f["bound_by"],
+            f["name"],
+            f["offset"],
+            f["limit"],
+        )
         return _json_response(answer)
 
     @_handler
@@ -221,9 +254,13 @@ class RooflineRoutes:
         level = request.args.get("level", "op")
         fmt = request.args.get("format", "csv")
         body, content_type, filename = self._service.export(
-            run, host, _infeed(request), level=level, fmt=fmt, **_filters(request))
-        return wrappers.Response(body, content_type=content_type, headers=[
-            NOSNIFF, ("Content-Disposition", _attachment(filename))])
+            run, host, _infeed(request), level=level, fmt=fmt, **_filters(request)
+        )
+        return wrappers.Response(
+            body,
+            content_type=content_type,
+            headers=[NOSNIFF, ("Content-Disposition", _attachment(filename))],
+        )
 
 
 def _attachment(filename: str) -> str:
@@ -232,8 +269,10 @@ def _attachment(filename: str) -> str:
     ascii_name = "".join(c if " " <= c < "\x7f" and c not in '"\\' else "_" for c in filename)
     if ascii_name == filename:
         return f'attachment; filename="{filename}"'
-    return (f'attachment; filename="{ascii_name}"; '
-            f"filename*=UTF-8''{urllib.parse.quote(filename, safe='')}")
+    return (
+        f'attachment; filename="{ascii_name}"; '
+        f"filename*=UTF-8''{urllib.parse.quote(filename, safe='')}"
+    )
 
 
 def _accepts_gzip(request) -> bool:
@@ -255,7 +294,8 @@ def _infeed(request) -> bool:
     value = request.args.get("infeed_outfeed", "include")
     if value not in ("include", "exclude"):
         raise errors.InvalidArgumentError(
-            f"infeed_outfeed must be 'include' or 'exclude', not {value!r}")
+            f"infeed_outfeed must be 'include' or 'exclude', not {value!r}"
+        )
     return value == "include"
 
 
@@ -280,6 +320,11 @@ def _int_arg(request, name):
 
 
 def _filters(request) -> dict:
-    return {"categories": _multi(request, "category"), "bound_by": _multi(request, "bound_by"),
-            "name": request.args.get("name", ""), "offset": _int_arg(request, "offset") or 0,
-            "limit": _int_arg(request, "limit"), "view": request.args.get("view", "op")}
+    return {
+        "categories": _multi(request, "category"),
+        "bound_by": _multi(request, "bound_by"),
+        "name": request.args.get("name", ""),
+        "offset": _int_arg(request, "offset") or 0,
+        "limit": _int_arg(request, "limit"),
+        "view": request.args.get("view", "op"),
+    }

@@ -14,6 +14,7 @@ them, and serve encoded answers, each cached by the identities of the files behi
 - Answer shapes, filters and paging: `serve/answers.py`; exports: `serve/export.py`.
 Nothing is ever written into the logdir.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,14 +23,13 @@ import json
 import os
 import time
 import weakref
-
 from typing import TYPE_CHECKING
 
 from tb_roofline import errors, settings, storage
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.serve import disk_cache, export as export_module
-from tb_roofline.serve.caches import ByteLRU, CompareCache, HeldAnalyses, \
-    memory_budget_bytes, sized
+from tb_roofline.serve import disk_cache
+from tb_roofline.serve import export as export_module
+from tb_roofline.serve.caches import ByteLRU, CompareCache, HeldAnalyses, memory_budget_bytes, sized
 from tb_roofline.serve.discovery import ALL_HOSTS, Run, RunIndex
 from tb_roofline.serve.disk_cache import DiskCache
 from tb_roofline.serve.hosts import HostReader, KeyLocks, file_signature, max_file_bytes
@@ -62,15 +62,26 @@ def _check_name(kind: str, value: str):
     if value is None:
         raise errors.InvalidArgumentError(f"missing parameter '{kind}'")
     parts = value.replace("\\", "/").split("/")
-    if value.startswith(("/", "\\")) or ".." in parts or "\x00" in value or (
-            len(value) > 1 and value[1] == ":"):
+    if (
+        value.startswith(("/", "\\"))
+        or ".." in parts
+        or "\x00" in value
+        or (len(value) > 1 and value[1] == ":")
+    ):
         raise errors.InvalidArgumentError(
-            f"{kind} {value!r} is not a valid name: absolute paths and '..' are not allowed")
+            f"{kind} {value!r} is not a valid name: absolute paths and '..' are not allowed"
+        )
 
 
 class RooflineService:
-    def __init__(self, logdir: str, max_file_mb: float | None = None, progress=None,
-                 device_file: str | None = None, workload_file: str | None = None):
+    def __init__(
+        self,
+        logdir: str,
+        max_file_mb: float | None = None,
+        progress=None,
+        device_file: str | None = None,
+        workload_file: str | None = None,
+    ):
         self.logdir = logdir
         self.device_file = device_file  # overrides the roofline_device.json lookup (CLI flag)
         self.workload_file = workload_file  # overrides the roofline_workload.json lookup
@@ -110,8 +121,11 @@ class RooflineService:
         runs = self.index.refresh() if self.index else []
         if not runs:
             self._raise_storage_error()
-        return {"runs": [r.to_json() for r in runs], "logdir": self.logdir,
-                "scanning": bool(self.index and self.index.scanning)}
+        return {
+            "runs": [r.to_json() for r in runs],
+            "logdir": self.logdir,
+            "scanning": bool(self.index and self.index.scanning),
+        }
 
     def _raise_storage_error(self):
         if self.index and self.index.error:
@@ -126,7 +140,8 @@ class RooflineService:
         if run is None and not self.index.listed:
             raise errors.ListingInProgressError(
                 f"listing in progress: the first listing of {self.logdir} has not finished, "
-                "so no run is known yet; retry shortly")
+                "so no run is known yet; retry shortly"
+            )
         if run is None:
             known = [r.run for r in self.index.runs()]
             if not known:
@@ -153,8 +168,9 @@ class RooflineService:
         for f in run.files:
             if f.host == host:
                 return [f]
-        raise errors.NotFoundError(f"unknown host {host!r} in run {run.run!r}; hosts: "
-                                   + ", ".join(run.hosts))
+        raise errors.NotFoundError(
+            f"unknown host {host!r} in run {run.run!r}; hosts: " + ", ".join(run.hosts)
+        )
 
     _run = resolve_run  # the names tests and older callers know
     _files = resolve_files
@@ -168,12 +184,14 @@ class RooflineService:
 
     def find_device_file(self, profile_path: str):
         from tb_roofline.devices import device_file
+
         if self.device_file:
             return self.device_file
         if storage.is_remote(profile_path):  # the listing knows the device files: no request
             known = self.index.device_files if self.index else {}
-            return device_file.find_device_file(profile_path, self.logdir,
-                                                isfile=known.__contains__)
+            return device_file.find_device_file(
+                profile_path, self.logdir, isfile=known.__contains__
+            )
         return device_file.find_device_file(profile_path, self.logdir)
 
     def _with_device_file(self, hostfile, data: ProfileData) -> ProfileData:
@@ -182,6 +200,7 @@ class RooflineService:
         logdir, else TB_ROOFLINE_DEVICE_FILE (model/device_overrides.py places the rows)."""
         from tb_roofline.devices import device_file
         from tb_roofline.model import device_overrides
+
         if not device_overrides.needs_device_file(data, forced=bool(self.device_file)):
             return data
         path = None
@@ -190,8 +209,7 @@ class RooflineService:
             device = device_file.load_device_file(path) if path else None
         except device_file.DeviceFileError as exc:
             message = str(exc)  # name the file, but not where it lives on the server
-            for full in filter(None, (path, self.device_file,
-                                      settings.text(settings.DEVICE_FILE))):
+            for full in filter(None, (path, self.device_file, settings.text(settings.DEVICE_FILE))):
                 message = message.replace(full, os.path.basename(full))
             raise errors.BadDeviceFileError(f"device file: {message}") from None
         if device is None:
@@ -208,9 +226,17 @@ class RooflineService:
         extra = []
         if len(files) > 1:  # a host file deleted since the last scan: the others still count
             present = [f for f in files if f.stat is not None or os.path.exists(f.path)]
-            extra = [Diagnostic("warning", "host_missing", f"host {f.host!r} skipped: its file "
-                                "is gone", skipped_host=f.host, hosts_total=len(files))
-                     for f in files if f not in present]
+            extra = [
+                Diagnostic(
+                    "warning",
+                    "host_missing",
+                    f"host {f.host!r} skipped: its file is gone",
+                    skipped_host=f.host,
+                    hosts_total=len(files),
+                )
+                for f in files
+                if f not in present
+            ]
             files = present or files
         sigs = tuple(file_signature(f) for f in files) + self._device_file_signatures(files)
         return _Inputs(run, files, extra, sigs)
@@ -223,8 +249,10 @@ class RooflineService:
         if cached is not None:
             return cached
         # Memory before the lock (answer lock, budget, analysis lock, host locks: one order).
-        with self.hosts_reader.budget.admit(self.hosts_reader.pending_bytes(run, files)), \
-                self._locks.hold(("analysis",) + key):
+        with (
+            self.hosts_reader.budget.admit(self.hosts_reader.pending_bytes(run, files)),
+            self._locks.hold(("analysis",) + key),
+        ):
             cached = self._cached_analysis(key, sigs)
             if cached is not None:
                 return cached
@@ -233,6 +261,7 @@ class RooflineService:
     def _analyse(self, inputs: _Inputs, key):
         """Read the files (cached), apply device files, run the model, keep the analysis."""
         from tb_roofline.model import roofline
+
         run, files, sigs = inputs.run, inputs.files, inputs.signatures
         profiles, extra = [], list(inputs.extra)
         hosts_total = len(files) + sum(1 for d in extra if d.skipped_host is not None)
@@ -240,26 +269,41 @@ class RooflineService:
         for f, entry in zip(files, entries):
             try:
                 profiles.append(self._with_device_file(f, entry.result()))
-            except (errors.BadProfileError, errors.ProfileIncompletePublicError,
-                    errors.TooLargeError, errors.StorageTimeoutPublicError) as exc:
+            except (
+                errors.BadProfileError,
+                errors.ProfileIncompletePublicError,
+                errors.TooLargeError,
+                errors.StorageTimeoutPublicError,
+            ) as exc:
                 if len(files) == 1:
                     raise
-                extra.append(Diagnostic("error", exc.code, f"host {f.host!r} skipped: {exc}",
-                                        skipped_host=f.host, hosts_total=hosts_total))
+                extra.append(
+                    Diagnostic(
+                        "error",
+                        exc.code,
+                        f"host {f.host!r} skipped: {exc}",
+                        skipped_host=f.host,
+                        hosts_total=hosts_total,
+                    )
+                )
         if not profiles:
             raise errors.BadProfileError(
-                f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra))
+                f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra)
+            )
         try:
-            result = roofline.analyze(profiles,
-                                      host_label=files[0].host if len(files) == 1 else ALL_HOSTS)
+            result = roofline.analyze(
+                profiles, host_label=files[0].host if len(files) == 1 else ALL_HOSTS
+            )
         finally:  # their rows are views of the run's table now (if it failed, maybe): anew
             if len(files) > 1:
                 try:
                     self.hosts_reader.remeasure(files)
                 except Exception:  # noqa: BLE001 (never in place of the analysis's own error)
                     import logging
+
                     logging.getLogger(__name__).exception(
-                        "tb-roofline: re-measuring the cached hosts failed")
+                        "tb-roofline: re-measuring the cached hosts failed"
+                    )
         result.diagnostics = extra + result.diagnostics
         complete = not extra
         # Replaces an older version's; sized once, here. Too large to keep: held for the
@@ -268,14 +312,17 @@ class RooflineService:
         if not self._analysis_cache.put(key, (sigs, result, complete), size, roots):
             full = size + sum(r.nbytes for r in roots.values())
             limit = self.hosts_reader.budget.total
-            if not self._held.put(key, (sigs, result, complete), full, limit,
-                                  time.monotonic()):
-                result.diagnostics = result.diagnostics + [Diagnostic(
-                    "warning", "analysis_not_kept",
-                    f"this run's analysis takes about {full / 2**20:,.0f} MB, more than the "
-                    f"memory for analyses ({settings.MEMORY_CACHE_MB.name}) and the memory "
-                    f"budget ({settings.MEMORY_BUDGET_MB.name}): it is not kept, so each "
-                    "request analyses it again; raise one of them to keep it")]
+            if not self._held.put(key, (sigs, result, complete), full, limit, time.monotonic()):
+                result.diagnostics = result.diagnostics + [
+                    Diagnostic(
+                        "warning",
+                        "analysis_not_kept",
+                        f"this run's analysis takes about {full / 2**20:,.0f} MB, more than the "
+                        f"memory for analyses ({settings.MEMORY_CACHE_MB.name}) and the memory "
+                        f"budget ({settings.MEMORY_BUDGET_MB.name}): it is not kept, so each "
+                        "request analyses it again; raise one of them to keep it",
+                    )
+                ]
         return result, complete
 
     def _cached_analysis(self, key, sigs):
@@ -289,6 +336,7 @@ class RooflineService:
     def _device_file_signatures(self, files) -> tuple:
         """A new or edited device file must show at once: it is part of the cache key."""
         from tb_roofline.devices import device_file
+
         out = []
         for f in files:
             try:
@@ -308,30 +356,57 @@ class RooflineService:
     # --- API answers ----------------------------------------------------------------------
     def device(self, run: str, host: str) -> dict:
         from tb_roofline.serve import answers
+
         return answers.device_answer(self.analysis(run, host), run, host)
 
     def program(self, run: str, host: str, include_infeed_outfeed: bool = True) -> dict:
         from tb_roofline.serve import answers
+
         return answers.program_answer(self.analysis(run, host), run, host, include_infeed_outfeed)
 
-    def ops(self, run: str, host: str, include_infeed_outfeed: bool = True, categories=(),
-            bound_by=(), name="", offset: int = 0, limit: int | None = None,
-            view: str = "op", rows: str = "") -> dict:
+    def ops(
+        self,
+        run: str,
+        host: str,
+        include_infeed_outfeed: bool = True,
+        categories=(),
+        bound_by=(),
+        name="",
+        offset: int = 0,
+        limit: int | None = None,
+        view: str = "op",
+        rows: str = "",
+    ) -> dict:
         from tb_roofline.serve import answers
-        return answers.ops_answer(self.analysis(run, host), run, host, include_infeed_outfeed,
-                                  categories, bound_by, name, offset, limit, view, rows)
+
+        return answers.ops_answer(
+            self.analysis(run, host),
+            run,
+            host,
+            include_infeed_outfeed,
+            categories,
+            bound_by,
+            name,
+            offset,
+            limit,
+            view,
+            rows,
+        )
 
     def diagnostics(self, run: str, host: str) -> dict:
         from tb_roofline.serve import answers
+
         return answers.diagnostics_answer(self.analysis(run, host), run, host)
 
     def comm(self, run: str, host: str, include_infeed_outfeed: bool = True) -> dict:
         """The communication roofline: one point per collective (model/comm.py)."""
         from tb_roofline.serve import answers
+
         return answers.comm_answer(self.analysis(run, host), run, host, include_infeed_outfeed)
 
-    def encoded(self, kind: str, run: str, host: str, accept_gzip: bool = False,
-                **params) -> tuple[bytes, bool]:
+    def encoded(
+        self, kind: str, run: str, host: str, accept_gzip: bool = False, **params
+    ) -> tuple[bytes, bool]:
         """The JSON answer of `device`, `program`, `ops` or `diagnostics` as bytes
         (gzip-compressed when the client takes it and it is worth it): (body, gzipped).
 
@@ -340,6 +415,7 @@ class RooflineService:
         answers a page load asks for (no filters) also go to the disk cache: after a restart
         they are served without reading the profile or redoing the analysis."""
         from tb_roofline.serve import answers
+
         answer_of = answers.ANSWERS[kind]
         inputs = self._inputs(run, host)
         key = ("answer", kind, run, host or ALL_HOSTS, _hashable(params), bool(accept_gzip))
@@ -356,10 +432,12 @@ class RooflineService:
                 body, zipped = stored
             else:  # the whole conversion (read, analysis, answer) within the memory budget
                 with self.hosts_reader.budget.admit(
-                        self.hosts_reader.pending_bytes(inputs.run, inputs.files)):
+                    self.hosts_reader.pending_bytes(inputs.run, inputs.files)
+                ):
                     a, complete = self._analysis_entry(inputs)
-                    body = json.dumps(answer_of(a, run, host, **params), allow_nan=False,
-                                      separators=(",", ":")).encode()
+                    body = json.dumps(
+                        answer_of(a, run, host, **params), allow_nan=False, separators=(",", ":")
+                    ).encode()
                     del a
                 zipped = bool(accept_gzip) and len(body) >= GZIP_MIN_BYTES
                 if zipped:
@@ -373,10 +451,16 @@ class RooflineService:
         """Disk key of an answer a page load asks for; None for filtered or paged ones (each
         keystroke in a filter box would be a file)."""
         from tb_roofline.serve import answers
+
         if self.disk_cache is None or not answers.is_page_load(params):
             return None
-        return DiskCache.key("answer", key, inputs.signatures, self.max_file_bytes,
-                             disk_cache.code_digest(disk_cache.ANSWER_CODE_PATHS))
+        return DiskCache.key(
+            "answer",
+            key,
+            inputs.signatures,
+            self.max_file_bytes,
+            disk_cache.code_digest(disk_cache.ANSWER_CODE_PATHS),
+        )
 
     def derived_answer(self, analysis, key, make):
         """An answer made from an analysis (the guidance), kept while that analysis is the
@@ -389,43 +473,94 @@ class RooflineService:
         self.derived.put(full_key, (weakref.ref(analysis), value), *sized(value))
         return value
 
-    def compare(self, base: str, run: str, base_host: str = "", host: str = "", base_step=None,
-                step=None, level: str = "op", include_infeed_outfeed: bool = True,
-                view: str = "op", categories=(), bound_by=(), name: str = "", offset: int = 0,
-                limit: int | None = None) -> dict:
+    def compare(
+        self,
+        base: str,
+        run: str,
+        base_host: str = "",
+        host: str = "",
+        base_step=None,
+        step=None,
+        level: str = "op",
+        include_infeed_outfeed: bool = True,
+        view: str = "op",
+        categories=(),
+        bound_by=(),
+        name: str = "",
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> dict:
         """Two runs (hosts, steps) on one roofline: see serve/compare_api.py, docs/compare.md."""
         from tb_roofline.serve import compare_api
-        return compare_api.compare_answer(self, base, run, base_host, host, base_step, step,
-                                          level, include_infeed_outfeed, view, categories,
-                                          bound_by, name, offset, limit)
 
-    def guidance(self, run: str, host: str, include_infeed_outfeed: bool = True,
-                 workload: dict | None = None) -> dict:
+        return compare_api.compare_answer(
+            self,
+            base,
+            run,
+            base_host,
+            host,
+            base_step,
+            step,
+            level,
+            include_infeed_outfeed,
+            view,
+            categories,
+            bound_by,
+            name,
+            offset,
+            limit,
+        )
+
+    def guidance(
+        self, run: str, host: str, include_infeed_outfeed: bool = True, workload: dict | None = None
+    ) -> dict:
         """Findings, time per class and throughput (serve/report.py, docs/guidance.md)."""
         from tb_roofline.serve.report import guidance_answer
+
         return guidance_answer(self, run, host, include_infeed_outfeed, workload)
 
-    def report(self, run: str, host: str, include_infeed_outfeed: bool = True, top: int = 20,
-               workload: dict | None = None) -> dict:
+    def report(
+        self,
+        run: str,
+        host: str,
+        include_infeed_outfeed: bool = True,
+        top: int = 20,
+        workload: dict | None = None,
+    ) -> dict:
         """Everything in one answer, for scripts and agents (docs/guidance.md)."""
         from tb_roofline.serve.report import full_report
+
         return full_report(self, run, host, include_infeed_outfeed, top, workload)
 
-    def export(self, run: str, host: str, include_infeed_outfeed: bool = True, level="op",
-               fmt="csv", categories=(), bound_by=(), name="", offset=0, limit=None, view="op"):
+    def export(
+        self,
+        run: str,
+        host: str,
+        include_infeed_outfeed: bool = True,
+        level="op",
+        fmt="csv",
+        categories=(),
+        bound_by=(),
+        name="",
+        offset=0,
+        limit=None,
+        view="op",
+    ):
         """(text, content type, file name): see serve/export.py."""
         export_module.check(level, fmt)
         if level == "program":
             answer = self.program(run, host, include_infeed_outfeed)
         else:
-            answer = self.ops(run, host, include_infeed_outfeed, categories, bound_by, name,
-                              offset, limit, view)
+            answer = self.ops(
+                run, host, include_infeed_outfeed, categories, bound_by, name, offset, limit, view
+            )
         return export_module.export(answer, run, host, level, fmt)
 
 
 def _hashable(params: dict) -> tuple:
-    return tuple(sorted((k, tuple(v) if isinstance(v, (list, tuple)) else v)
-                        for k, v in params.items()))
+    return tuple(
+        sorted((k, tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in params.items())
+    )
 
 
 csv_cell, to_csv = export_module.csv_cell, export_module.to_csv  # older imports

@@ -7,6 +7,7 @@ serves both. Like `tb-roofline mcp --http`, it is bound to 127.0.0.1 by default 
 requests whose Host or Origin header names another site (DNS rebinding: a page elsewhere
 must not read the profiles through the user's browser).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -23,9 +24,11 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # the names without a port (what a browser sends for port 80).
 LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]")
 LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
-PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-            "img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; "
-            "base-uri 'self'; frame-ancestors 'self'")
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; "
+    "base-uri 'self'; frame-ancestors 'self'"
+)
 
 
 def _matches(value: str, patterns) -> bool:
@@ -64,8 +67,13 @@ class HeaderGuard:
         if not self.any_host and not _matches(host, self.hosts):
             return 421, f"Host {host!r} is not this server's (open it as http://127.0.0.1:PORT/)"
         origin = request.headers.get("Origin")
-        if origin and origin != "null" and not (
-                _matches(origin, self.origins) or origin in (f"http://{host}", f"https://{host}")):
+        if (
+            origin
+            and origin != "null"
+            and not (
+                _matches(origin, self.origins) or origin in (f"http://{host}", f"https://{host}")
+            )
+        ):
             return 403, f"Origin {origin!r} may not read this server"
         return None
 
@@ -86,13 +94,23 @@ class StandaloneApp:
         if refused is not None:
             return _error(*refused, "forbidden")(environ, start_response)
         if request.method not in ("GET", "HEAD"):
-            return _error(405, f"{request.method} is not served here: the API is read-only",
-                          "method_not_allowed")(environ, start_response)
+            return _error(
+                405,
+                f"{request.method} is not served here: the API is read-only",
+                "method_not_allowed",
+            )(environ, start_response)
         path = request.path
         if path in ("/", "/index.html"):
-            return wrappers.Response(self.page, content_type="text/html; charset=utf-8", headers=[
-                NOSNIFF, ("Cache-Control", "no-cache"), ("Content-Security-Policy", PAGE_CSP),
-                ("X-Frame-Options", "SAMEORIGIN")])(environ, start_response)
+            return wrappers.Response(
+                self.page,
+                content_type="text/html; charset=utf-8",
+                headers=[
+                    NOSNIFF,
+                    ("Cache-Control", "no-cache"),
+                    ("Content-Security-Policy", PAGE_CSP),
+                    ("X-Frame-Options", "SAMEORIGIN"),
+                ],
+            )(environ, start_response)
         handler = self.routes.get(path)
         if handler is None and path.startswith("/static/"):
             handler = self.routes["/static/*"]
@@ -103,33 +121,45 @@ class StandaloneApp:
 
 def _error(status: int, message: str, code: str):
     body = json.dumps({"error": {"status": status, "code": code, "message": message}})
-    return wrappers.Response(body, status=status, content_type="application/json",
-                             headers=[NOSNIFF])
+    return wrappers.Response(
+        body, status=status, content_type="application/json", headers=[NOSNIFF]
+    )
 
 
-def serve(logdir: str, host: str = "127.0.0.1", port: int = 6007, device_file=None,
-          workload_file=None, out=None) -> int:
+def serve(
+    logdir: str,
+    host: str = "127.0.0.1",
+    port: int = 6007,
+    device_file=None,
+    workload_file=None,
+    out=None,
+) -> int:
     """Serve until Ctrl-C (or SIGTERM). Port 0 takes a free port; the URL is printed."""
     from werkzeug.serving import make_server
 
     from tb_roofline.serve.service import RooflineService
+
     service = RooflineService(logdir, device_file=device_file, workload_file=workload_file)
     app = StandaloneApp(service, host)
     try:
         server = make_server(host, port, app, threaded=True)
     except OSError as exc:  # an unknown address
-        sys.stderr.write(f"tb-roofline serve: cannot listen on {host}:{port}: "
-                         f"{exc.strerror or exc}\n")
+        sys.stderr.write(
+            f"tb-roofline serve: cannot listen on {host}:{port}: {exc.strerror or exc}\n"
+        )
         return 2
     except SystemExit:  # werkzeug said why (a port in use) and gave up
         sys.stderr.write(f"tb-roofline serve: cannot listen on {host}:{port}\n")
         return 2
     shown = "127.0.0.1" if _is_wildcard(host) else _bracketed(host)
     if app.guard.any_host:
-        sys.stderr.write("tb-roofline serve: listening on all interfaces: anyone who can reach "
-                         "this machine can read the profiles\n")
-    sys.stderr.write(f"tb-roofline serve: {logdir} at http://{shown}:{server.server_port}/ "
-                     "(Ctrl-C to stop)\n")
+        sys.stderr.write(
+            "tb-roofline serve: listening on all interfaces: anyone who can reach "
+            "this machine can read the profiles\n"
+        )
+    sys.stderr.write(
+        f"tb-roofline serve: {logdir} at http://{shown}:{server.server_port}/ (Ctrl-C to stop)\n"
+    )
     sys.stderr.flush()
     _stop_on_sigterm()
     try:
@@ -145,6 +175,7 @@ def _stop_on_sigterm():
     """SIGTERM ends the server as Ctrl-C does (its sockets closed, exit code 0)."""
     import signal
     import threading
+
     if threading.current_thread() is not threading.main_thread():
         return
 
@@ -155,12 +186,17 @@ def _stop_on_sigterm():
 
 
 def add_serve_subparser(subparsers):
-    p = subparsers.add_parser("serve", help="the Roofline tab in a browser, without TensorBoard",
-                              description="Serve the Roofline page and its HTTP API "
-                                          "(docs/http_api.md) for one logdir")
+    p = subparsers.add_parser(
+        "serve",
+        help="the Roofline tab in a browser, without TensorBoard",
+        description="Serve the Roofline page and its HTTP API (docs/http_api.md) for one logdir",
+    )
     p.add_argument("logdir", help="TensorBoard logdir (or one run's directory), path or URL")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only)",
+    )
     p.add_argument("--port", type=int, default=6007, help="port (default 6007; 0 = any free)")
     p.add_argument("--device-file", help="peaks from a device file for every run")
     p.add_argument("--workload-file", help="model FLOPs / tokens per step, for MFU")
@@ -170,11 +206,11 @@ def add_serve_subparser(subparsers):
 
 def run_from_args(args, out=None) -> int:
     from tb_roofline import storage
+
     try:
         is_dir = storage.isdir(args.logdir)
     except OSError as exc:
-        sys.stderr.write(f"tb-roofline serve: cannot read {args.logdir!r}: "
-                         f"{exc.strerror or exc}\n")
+        sys.stderr.write(f"tb-roofline serve: cannot read {args.logdir!r}: {exc.strerror or exc}\n")
         return 2
     if not is_dir:
         sys.stderr.write(f"tb-roofline serve: {args.logdir!r} is not a directory\n")

@@ -20,6 +20,7 @@ Every number must be positive and finite (JSON has no NaN or Infinity; an intege
 30 digits is refused by name), at most MAX_PER_STEP per step and MAX_DEVICES devices; at least
 one of the three per-step numbers must be given.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,15 @@ from tb_roofline.model.throughput import Workload
 
 FILE_NAME = "roofline_workload.json"
 FORMAT_KEY = "tb_roofline_workload_file"
-KEYS = (FORMAT_KEY, "model_flops_per_step", "tokens_per_step", "samples_per_step", "precision",
-        "num_devices", "notes")
+KEYS = (
+    FORMAT_KEY,
+    "model_flops_per_step",
+    "tokens_per_step",
+    "samples_per_step",
+    "precision",
+    "num_devices",
+    "notes",
+)
 MAX_FILE_BYTES = 1 << 20
 MAX_PER_STEP = 1e30  # FLOPs, tokens or samples of one step: far above any model
 MAX_DEVICES = 1 << 24
@@ -46,8 +54,9 @@ def workload_from_dict(data, origin: str) -> Workload:
         raise WorkloadFileError(f"{origin}: the top level must be a JSON object")
     unknown = sorted(set(data) - set(KEYS))
     if unknown:
-        raise WorkloadFileError(f"{origin}: {len(unknown)} unknown key(s); "
-                                f"allowed: {', '.join(KEYS)}")
+        raise WorkloadFileError(
+            f"{origin}: {len(unknown)} unknown key(s); allowed: {', '.join(KEYS)}"
+        )
     if FORMAT_KEY in data and data[FORMAT_KEY] != 1:
         raise WorkloadFileError(f"{origin}: {FORMAT_KEY} must be 1")
     values = {}
@@ -55,16 +64,18 @@ def workload_from_dict(data, origin: str) -> Workload:
         if data.get(key) is not None:
             values[key] = _positive(data[key], f"{origin}: {key}")
     if not values:
-        raise WorkloadFileError(f"{origin}: give at least one of model_flops_per_step, "
-                                "tokens_per_step, samples_per_step")
+        raise WorkloadFileError(
+            f"{origin}: give at least one of model_flops_per_step, "
+            "tokens_per_step, samples_per_step"
+        )
     precision = data.get("precision")
     if precision is not None and precision not in PRECISIONS:
         raise WorkloadFileError(f"{origin}: precision must be one of {', '.join(PRECISIONS)}")
     devices = data.get("num_devices")
-    if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int)
-                                or not 1 <= devices <= MAX_DEVICES):
-        raise WorkloadFileError(f"{origin}: num_devices must be an integer from 1 to "
-                                f"{MAX_DEVICES}")
+    if devices is not None and (
+        isinstance(devices, bool) or not isinstance(devices, int) or not 1 <= devices <= MAX_DEVICES
+    ):
+        raise WorkloadFileError(f"{origin}: num_devices must be an integer from 1 to {MAX_DEVICES}")
     if "notes" in data and not isinstance(data["notes"], str):
         raise WorkloadFileError(f"{origin}: notes must be a string")
     return Workload(precision=precision, num_devices=devices, source=origin, **values)
@@ -72,10 +83,14 @@ def workload_from_dict(data, origin: str) -> Workload:
 
 def _positive(value, where: str) -> float:
     # Compared as numbers, never converted first: a huge integer does not fit a float.
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            not 0 < value <= MAX_PER_STEP:
-        raise WorkloadFileError(f"{where}: must be a positive finite number, at most "
-                                f"{MAX_PER_STEP:.0e}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 < value <= MAX_PER_STEP
+    ):
+        raise WorkloadFileError(
+            f"{where}: must be a positive finite number, at most {MAX_PER_STEP:.0e}"
+        )
     return float(value)
 
 
@@ -115,9 +130,22 @@ def merge(base: Workload | None, override: dict) -> Workload | None:
     given = {k: v for k, v in override.items() if v is not None}
     if not given:
         return base
-    out = Workload(**{k: getattr(base, k) for k in ("model_flops_per_step", "tokens_per_step",
-                                                     "samples_per_step", "precision",
-                                                     "num_devices")}) if base else Workload()
+    out = (
+        Workload(
+            **{
+                k: getattr(base, k)
+                for k in (
+                    "model_flops_per_step",
+                    "tokens_per_step",
+                    "samples_per_step",
+                    "precision",
+                    "num_devices",
+                )
+            }
+        )
+        if base
+        else Workload()
+    )
     for k, v in given.items():
         setattr(out, k, v)
     out.source = "command line" + (f" over {base.source}" if base and base.source else "")

@@ -14,13 +14,21 @@ Readers write it, the model (model/comm.py) reads it; "" for every other op. One
 - algo: the NCCL/RCCL algorithm and protocol the kernel names state (hlo/nccl_algorithm.py);
   absent when they state none.
 """
+
 from __future__ import annotations
 
 _INTS = ("n", "groups", "assumed")
 
 
-def describe(kind: str, message_bytes: float, n: int, groups: int = 0, form: str = "",
-             algorithm: str = "", assumed: bool = False) -> str:
+def describe(
+    kind: str,
+    message_bytes: float,
+    n: int,
+    groups: int = 0,
+    form: str = "",
+    algorithm: str = "",
+    assumed: bool = False,
+) -> str:
     words = [kind, f"S={float(message_bytes):.17g}", f"n={int(n)}"]
     if groups:
         words.append(f"groups={int(groups)}")
@@ -38,8 +46,7 @@ def parse(text: str) -> dict | None:
     words = str(text or "").split()
     if not words:
         return None
-    out = {"kind": words[0], "S": None, "n": 0, "groups": 0, "form": "", "algo": "",
-           "assumed": 0}
+    out = {"kind": words[0], "S": None, "n": 0, "groups": 0, "form": "", "algo": "", "assumed": 0}
     for w in words[1:]:
         k, _, v = w.partition("=")
         if k == "S":

@@ -8,6 +8,7 @@ Two levels, so that a profile with 2,000 ops × 1,000 steps carries 2,000 string
 keys and never touches per-row strings. Readers know nothing of the model; the model knows
 nothing of file formats.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,14 +36,30 @@ MEMORY_COLUMNS = (
 # fusions), `shapes:<input dims>` for PyTorch ops, `grid:<grid>` for GPU kernels (both only
 # meaningful together with the op name). See tb_roofline/hlo/fingerprint.py.
 # `collective`: what one execution of a collective moves (table/collective_info.py), "" else.
-KEY_STRINGS = ("host", "program_id", "program", "operation", "category", "source", "tf_op",
-               "flops_source", "precision", "dtype", "caveat", "fingerprint", "collective")
+KEY_STRINGS = (
+    "host",
+    "program_id",
+    "program",
+    "operation",
+    "category",
+    "source",
+    "tf_op",
+    "flops_source",
+    "precision",
+    "dtype",
+    "caveat",
+    "fingerprint",
+    "collective",
+)
 KEY_FLAGS = ("is_infeed_outfeed", "is_container", "flops_known", "bytes_known")
 KEY_COLUMNS = KEY_STRINGS + KEY_FLAGS
 # Per row.
 INT_COLUMNS = ("core", "step", "occurrences")
-FLOAT_COLUMNS = ("total_time_ps", "self_time_ps", "dma_stall_ps", "flops", "model_flops",
-                 "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS) + ("async_span_ps",)
+FLOAT_COLUMNS = (
+    ("total_time_ps", "self_time_ps", "dma_stall_ps", "flops", "model_flops", "bytes")
+    + tuple(c for c, *_ in MEMORY_COLUMNS)
+    + ("async_span_ps",)
+)
 ROW_COLUMNS = INT_COLUMNS + FLOAT_COLUMNS
 # FLOPs and bytes: what a table with `unit_costs` derives per row.
 COST_COLUMNS = ("flops", "model_flops", "bytes") + tuple(c for c, *_ in MEMORY_COLUMNS)
@@ -74,9 +91,10 @@ class OpTable:
     With `unit_costs` (one row of COST_COLUMNS per key: FLOPs and bytes of one execution), the
     rows hold no cost columns: a row's are its key's times its occurrences, computed when asked
     (`table["flops"]`), so a table of one row per execution stays small."""
+
     keys: dict[str, np.ndarray]
     rows: dict[str, np.ndarray]
-    unit_costs: "np.ndarray | None" = None
+    unit_costs: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.rows["op"])
@@ -100,20 +118,27 @@ class OpTable:
         """Every column per row (key columns gathered): a copy, for inspection."""
         return {k: self[k] for k in ALL_COLUMNS}
 
-    def copy(self) -> "OpTable":
-        return OpTable({k: v.copy() for k, v in self.keys.items()},
-                       {k: v.copy() for k, v in self.rows.items()},
-                       None if self.unit_costs is None else self.unit_costs.copy())
+    def copy(self) -> OpTable:
+        return OpTable(
+            {k: v.copy() for k, v in self.keys.items()},
+            {k: v.copy() for k, v in self.rows.items()},
+            None if self.unit_costs is None else self.unit_costs.copy(),
+        )
 
-    def with_keys(self, **columns) -> "OpTable":
+    def with_keys(self, **columns) -> OpTable:
         """The same rows with some key columns replaced (the rows are shared, not copied)."""
         return OpTable(dict(self.keys, **columns), self.rows, self.unit_costs)
 
-    def select(self, mask) -> "OpTable":
+    def select(self, mask) -> OpTable:
         op = self.rows["op"][mask]
-        return OpTable(self.keys, {k: op if k == "op" else constant(v[0], len(op))
-                                   if is_constant(v) else v[mask] for k, v in self.rows.items()},
-                       self.unit_costs)
+        return OpTable(
+            self.keys,
+            {
+                k: op if k == "op" else constant(v[0], len(op)) if is_constant(v) else v[mask]
+                for k, v in self.rows.items()
+            },
+            self.unit_costs,
+        )
 
     def consistent(self) -> bool:
         """Whether every row column has a row per `op`, each `op` names a key, and every key
@@ -122,34 +147,41 @@ class OpTable:
         try:
             op, m = self.rows["op"], self.num_keys
             n = len(op)
-            return not is_constant(op) and op.dtype.kind == "i" and \
-                (not n or (int(op.min()) >= 0 and int(op.max()) < m)) and \
-                all(v.ndim == 1 and len(v) == n for v in self.rows.values()) and \
-                all(v.ndim == 1 and len(v) == m for v in self.keys.values()) and \
-                (self.unit_costs is None or len(self.unit_costs) == m)
+            return (
+                not is_constant(op)
+                and op.dtype.kind == "i"
+                and (not n or (int(op.min()) >= 0 and int(op.max()) < m))
+                and all(v.ndim == 1 and len(v) == n for v in self.rows.values())
+                and all(v.ndim == 1 and len(v) == m for v in self.keys.values())
+                and (self.unit_costs is None or len(self.unit_costs) == m)
+            )
         except (AttributeError, KeyError, TypeError, ValueError):
             return False
 
     def __getstate__(self):
         """Pickled (to and from worker processes, a cluster) with constant row columns as
         their one value, so they travel as they are held: as nothing."""
-        rows = {k: ("constant", v[:1].copy(), len(v)) if is_constant(v) else v
-                for k, v in self.rows.items()}
+        rows = {
+            k: ("constant", v[:1].copy(), len(v)) if is_constant(v) else v
+            for k, v in self.rows.items()
+        }
         return {"keys": self.keys, "rows": rows, "unit_costs": self.unit_costs}
 
     def __setstate__(self, state):
         self.keys, self.unit_costs = state["keys"], state["unit_costs"]
-        self.rows = {k: constant(v[1][0], v[2]) if isinstance(v, tuple) else v
-                     for k, v in state["rows"].items()}
+        self.rows = {
+            k: constant(v[1][0], v[2]) if isinstance(v, tuple) else v
+            for k, v in state["rows"].items()
+        }
 
-    def explicit(self) -> "OpTable":
+    def explicit(self) -> OpTable:
         """The same table with cost columns in its rows."""
         if self.unit_costs is None:
             return self
         return OpTable(self.keys, dict(self.rows, **{c: self[c] for c in COST_COLUMNS}))
 
     @staticmethod
-    def concat(tables: list["OpTable"], share: bool = False) -> "OpTable":
+    def concat(tables: list[OpTable], share: bool = False) -> OpTable:
         """One table of all the rows, keys offset per table. With `share`, each input's row
         columns (all but `op`, which the result offsets) become views of the result's, made
         column by column: the same values, one copy between a run's table and its hosts',
@@ -161,7 +193,7 @@ class OpTable:
         if not tables:
             return OpTableBuilder().build()
         if len(tables) == 1:  # (shared: its own dict of the same rows, which a later shared
-            t = tables[0]      # concat of this input then re-points without touching it)
+            t = tables[0]  # concat of this input then re-points without touching it)
             return OpTable(t.keys, dict(t.rows), t.unit_costs) if share else t
         unit = all(t.unit_costs is not None for t in tables)
         if not unit:
@@ -234,9 +266,12 @@ class OpTableBuilder:
             rows["op"] = codes
             chunks.insert(0, ({k: arrays[k][first] for k in KEY_COLUMNS}, rows))
         if not chunks:
-            return OpTable({k: _column(k, 0, _DEFAULTS[k]) for k in KEY_COLUMNS},
-                           dict({k: _column(k, 0, _DEFAULTS[k]) for k in ROW_COLUMNS},
-                                op=np.zeros(0, np.int64)))
+            return OpTable(
+                {k: _column(k, 0, _DEFAULTS[k]) for k in KEY_COLUMNS},
+                dict(
+                    {k: _column(k, 0, _DEFAULTS[k]) for k in ROW_COLUMNS}, op=np.zeros(0, np.int64)
+                ),
+            )
         table = OpTable.concat([OpTable(k, r) for k, r in chunks])
         compact_rows(table.rows)
         return table
@@ -259,8 +294,7 @@ def compact_rows(rows: dict) -> dict:
     row, no stall: most columns of most profiles) replaced by `constant`: a table of a
     million rows then holds what varies, not 8 MB a column of zeros. In place; returns it."""
     for k, v in rows.items():
-        if k != "op" and len(v) > 1 and v.strides[0] and v[0] == v[-1] and \
-                not np.any(v != v[0]):
+        if k != "op" and len(v) > 1 and v.strides[0] and v[0] == v[-1] and not np.any(v != v[0]):
             rows[k] = constant(v[0], len(v))
     return rows
 
@@ -276,7 +310,7 @@ def _concat_rows(parts: list) -> np.ndarray:
     return np.concatenate(parts) if len(parts) > 1 else first
 
 
-def keyed_table(keys: dict, rows: dict, unit_costs: "np.ndarray | None" = None) -> OpTable:
+def keyed_table(keys: dict, rows: dict, unit_costs: np.ndarray | None = None) -> OpTable:
     """A table from per-key and per-row columns given as they are (not copied); missing ones
     take their defaults (cost columns come from `unit_costs` when given)."""
     m = len(keys["operation"])
@@ -294,10 +328,12 @@ def _default_flags(keys: dict, given):
     cats = keys["category"]
     if "is_infeed_outfeed" not in given:
         keys["is_infeed_outfeed"] = np.fromiter(
-            (is_infeed_outfeed_category(c) for c in cats.tolist()), bool, len(cats))
+            (is_infeed_outfeed_category(c) for c in cats.tolist()), bool, len(cats)
+        )
     if "is_container" not in given:
         keys["is_container"] = np.fromiter(
-            (c in CONTAINER_CATEGORIES for c in cats.tolist()), bool, len(cats))
+            (c in CONTAINER_CATEGORIES for c in cats.tolist()), bool, len(cats)
+        )
 
 
 def _dtype(key: str):
@@ -325,8 +361,11 @@ def _factorize_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(code of each row, first row of each code) for rows keyed by several columns."""
     index: dict = {}
     n = len(columns[0]) if columns else 0
-    codes = np.fromiter((index.setdefault(k, len(index)) for k in zip(*[c.tolist() for c in columns])),
-                        np.int64, count=n)
+    codes = np.fromiter(
+        (index.setdefault(k, len(index)) for k in zip(*[c.tolist() for c in columns])),
+        np.int64,
+        count=n,
+    )
     first = np.zeros(len(index), np.int64)
     first[codes[::-1]] = np.arange(n)[::-1]
     return codes, first
@@ -336,8 +375,11 @@ def factorize(values: np.ndarray) -> np.ndarray:
     """Integer codes for any values (object strings included), far faster than np.unique on
     object arrays; equal values get equal codes, in order of first appearance."""
     index: dict = {}
-    return np.fromiter((index.setdefault(v, len(index)) for v in values.tolist()),
-                       dtype=np.int64, count=len(values))
+    return np.fromiter(
+        (index.setdefault(v, len(index)) for v in values.tolist()),
+        dtype=np.int64,
+        count=len(values),
+    )
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -349,8 +391,12 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return values[np.concatenate(([True], values[1:] != values[:-1]))]
 
 
-_DEFAULTS = {**{k: "" for k in KEY_STRINGS}, **{k: 0 for k in INT_COLUMNS},
-             **{k: 0.0 for k in FLOAT_COLUMNS}, **{k: False for k in KEY_FLAGS}}
+_DEFAULTS = {
+    **{k: "" for k in KEY_STRINGS},
+    **{k: 0 for k in INT_COLUMNS},
+    **{k: 0.0 for k in FLOAT_COLUMNS},
+    **{k: False for k in KEY_FLAGS},
+}
 _DEFAULTS["step"] = NO_STEP
 _DEFAULTS["flops_source"] = "profile"
 _DEFAULTS["flops_known"] = True
@@ -360,6 +406,7 @@ _DEFAULTS["bytes_known"] = True
 @dataclasses.dataclass
 class StepSpan:
     """One step on one core: where it starts and how long it lasts (ps)."""
+
     host: str
     core: int
     step: int
@@ -375,17 +422,24 @@ class StepSpans:
     def __init__(self, host: str, core, step, start_ps, duration_ps):
         self.host = host
         self.core, self.step, self.start_ps, self.duration_ps = (
-            np.asarray(c, np.int64) for c in (core, step, start_ps, duration_ps))
+            np.asarray(c, np.int64) for c in (core, step, start_ps, duration_ps)
+        )
 
     def __len__(self) -> int:
         return len(self.step)
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return StepSpans(self.host, self.core[i], self.step[i], self.start_ps[i],
-                             self.duration_ps[i])
-        return StepSpan(self.host, int(self.core[i]), int(self.step[i]), int(self.start_ps[i]),
-                        int(self.duration_ps[i]))
+            return StepSpans(
+                self.host, self.core[i], self.step[i], self.start_ps[i], self.duration_ps[i]
+            )
+        return StepSpan(
+            self.host,
+            int(self.core[i]),
+            int(self.step[i]),
+            int(self.start_ps[i]),
+            int(self.duration_ps[i]),
+        )
 
     def __iter__(self):
         cols = (c.tolist() for c in (self.core, self.step, self.start_ps, self.duration_ps))
@@ -402,13 +456,16 @@ class StepSpans:
         """(core, step, duration_ps) arrays of any list of steps."""
         if isinstance(steps, StepSpans):
             return steps.core, steps.step, steps.duration_ps
-        return tuple(np.array([getattr(s, f) for s in steps], np.int64)
-                     for f in ("core", "step", "duration_ps"))
+        return tuple(
+            np.array([getattr(s, f) for s in steps], np.int64)
+            for f in ("core", "step", "duration_ps")
+        )
 
 
 @dataclasses.dataclass
 class CoreSpan:
     """The profiled span of one core (first to last op or step), for the Program record."""
+
     host: str
     core: int
     start_ps: int
@@ -422,9 +479,10 @@ class CoreSpan:
 @dataclasses.dataclass
 class ProfileData:
     """What a reader hands to the model for one host (or several, once merged)."""
-    device: "object"  # tb_roofline.devices.spec.DeviceInfo
+
+    device: object  # tb_roofline.devices.spec.DeviceInfo
     ops: OpTable
-    steps: "list[StepSpan] | StepSpans"
+    steps: list[StepSpan] | StepSpans
     core_spans: list[CoreSpan]
     diagnostics: list[Diagnostic]
     has_hw_counters: bool = False
@@ -433,18 +491,18 @@ class ProfileData:
     allow_tf32: bool = True
     # PyTorch traces: kernel-level rows (a second view), hardware counters (the "Total (HW)"
     # record and per-kernel counter rows), and the rank this file is.
-    kernels: "OpTable | None" = None
-    hw_counters: "object | None" = None
-    hw_ops: "OpTable | None" = None
-    rank: "int | None" = None
-    world_size: "int | None" = None
-    device_properties: "list | None" = None
+    kernels: OpTable | None = None
+    hw_counters: object | None = None
+    hw_ops: OpTable | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    device_properties: list | None = None
     # Timeline facts the op table cannot hold (idle and exposed time per core and step, ops
     # run back to back) and the shapes matmuls and copies ran with: table/timeline.py.
-    timeline: "object | None" = None  # tb_roofline.table.timeline.Timeline
-    op_shapes: "dict | None" = None  # OpLabel -> [ShapeUse]
+    timeline: object | None = None  # tb_roofline.table.timeline.Timeline
+    op_shapes: dict | None = None  # OpLabel -> [ShapeUse]
     # The kernels each op launched (PyTorch traces): OpLabel -> [table.timeline.KernelUse].
-    op_kernels: "dict | None" = None
+    op_kernels: dict | None = None
     # Serving engines' steps (readers/kineto/serving.py): per step its phase, batch, tokens,
     # per-phase sums of query and key lengths, time and tokens/s.
-    serving_steps: "list | None" = None
+    serving_steps: list | None = None

@@ -17,14 +17,20 @@ table), which the model maps to its records. Everything is computed with numpy p
 `op_shapes` (`ShapeUse` per label) carries the GEMM dimensions of matmuls / convolutions and the
 shapes of copies, which the op table does not keep either.
 """
+
 from __future__ import annotations
 
 import dataclasses
 
 import numpy as np
 
-from tb_roofline.table.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, NO_STEP, \
-    PEER_TRANSFER
+from tb_roofline.table.op_table import (
+    ASYNC_START,
+    ASYNC_WAIT,
+    HOST_TRANSFER,
+    NO_STEP,
+    PEER_TRANSFER,
+)
 
 OpLabel = tuple  # (program_id, operation, precision as read)
 
@@ -32,16 +38,43 @@ MAX_PAIRS = 256
 MAX_EXPOSED_OPS = 32
 WINDOW_COLUMNS = ("core", "step", "span_ps", "busy_ps", "compute_ps", "exposed_ps")
 
-_COMM_WORDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective",
-               "send", "recv", "communication", "nccl", "rccl", "infeed", "outfeed")
+_COMM_WORDS = (
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "collective",
+    "send",
+    "recv",
+    "communication",
+    "nccl",
+    "rccl",
+    "infeed",
+    "outfeed",
+)
 _TRANSFER_CAVEATS = frozenset({ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, PEER_TRANSFER})
 # Elementwise and data-movement categories (XLA's and the PyTorch reader's): fusion candidates.
-FUSIBLE_CATEGORIES = frozenset({
-    "loop fusion", "input fusion", "non-fusion elementwise", "data formatting", "copy",
-    "transpose", "broadcast", "reduce", "elementwise", "reduction", "normalization", "memset",
-    "copy fusion", "transpose fusion"})
-COPY_CATEGORIES = frozenset({"data formatting", "copy", "transpose", "copy fusion",
-                             "transpose fusion"})
+FUSIBLE_CATEGORIES = frozenset(
+    {
+        "loop fusion",
+        "input fusion",
+        "non-fusion elementwise",
+        "data formatting",
+        "copy",
+        "transpose",
+        "broadcast",
+        "reduce",
+        "elementwise",
+        "reduction",
+        "normalization",
+        "memset",
+        "copy fusion",
+        "transpose fusion",
+    }
+)
+COPY_CATEGORIES = frozenset(
+    {"data formatting", "copy", "transpose", "copy fusion", "transpose fusion"}
+)
 
 
 def is_communication(category: str, caveat: str = "") -> bool:
@@ -82,6 +115,7 @@ class ShapeUse:
     output channels and K the input channels per group), "array" (dims of each array the op
     reads or writes, TPU: checked against the (8, 128) tile) or "copy" (dims = the copied
     array)."""
+
     kind: str
     dims: tuple
     text: str
@@ -96,6 +130,7 @@ MAX_KERNELS_PER_OP = 20
 @dataclasses.dataclass
 class KernelUse:
     """One kernel an op launched: its name, launches and total time (ps) over the profile."""
+
     name: str
     launches: int
     time_ps: float
@@ -120,7 +155,7 @@ class Timeline:
     cause_span_ps: dict = dataclasses.field(default_factory=dict)
 
     @staticmethod
-    def merge(parts: list["Timeline"]) -> "Timeline | None":
+    def merge(parts: list[Timeline]) -> Timeline | None:
         parts = [p for p in parts if p is not None]
         if not parts:
             return None
@@ -131,8 +166,13 @@ class Timeline:
                 k = (pr.first, pr.second)
                 if k in pairs:
                     q = pairs[k]
-                    pairs[k] = AdjacentPair(q.first, q.second, q.count + pr.count,
-                                            q.gap_ps + pr.gap_ps, q.shorter_ps + pr.shorter_ps)
+                    pairs[k] = AdjacentPair(
+                        q.first,
+                        q.second,
+                        q.count + pr.count,
+                        q.gap_ps + pr.gap_ps,
+                        q.shorter_ps + pr.shorter_ps,
+                    )
                 else:
                     pairs[k] = pr
         exposed: dict = {}
@@ -200,8 +240,7 @@ class _Segments:
             return np.zeros(t.shape)
         i = np.searchsorted(self.starts, t, side="right")  # segments starting at or before t
         j = np.maximum(i - 1, 0)
-        part = np.where(i > 0, np.clip(t - self.starts[j], 0.0, self.ends[j] - self.starts[j]),
-                        0.0)
+        part = np.where(i > 0, np.clip(t - self.starts[j], 0.0, self.ends[j] - self.starts[j]), 0.0)
         return self.cum[j] + part
 
     def between(self, lo, hi) -> np.ndarray:
@@ -234,8 +273,20 @@ class TimelineBuilder:
                 return np.arange(len(labels))
         return np.fromiter((self.label_id(x) for x in labels), np.int64, len(labels))
 
-    def add_core(self, core: int, span: tuple, steps: list, lane, begin, end, op, comm, fusible,
-                 leaf=None, causes=None):
+    def add_core(
+        self,
+        core: int,
+        span: tuple,
+        steps: list,
+        lane,
+        begin,
+        end,
+        op,
+        comm,
+        fusible,
+        leaf=None,
+        causes=None,
+    ):
         """One core's op events (arrays of equal length; `op` holds label ids; `leaf` False for
         containers, which count as busy but take no part in adjacency). `span` = (start, end)
         ps of the core; `steps` = [(step, start ps, duration ps)] on this core. `causes`:
@@ -274,19 +325,28 @@ class TimelineBuilder:
         out_busy = max(0.0, busy_all - float(busy.sum()))
         out_compute = min(out_busy, max(0.0, compute_all - float(compute.sum())))
         n = len(steps)
-        self._windows.append({
-            "core": np.full(n + 1, core, np.int64),
-            "step": np.array([s[0] for s in steps] + [NO_STEP], np.int64),
-            "span_ps": np.r_[se - sb, out_span], "busy_ps": np.r_[busy, out_busy],
-            "compute_ps": np.r_[compute, out_compute],
-            "exposed_ps": np.r_[busy - compute, out_busy - out_compute]})
+        self._windows.append(
+            {
+                "core": np.full(n + 1, core, np.int64),
+                "step": np.array([s[0] for s in steps] + [NO_STEP], np.int64),
+                "span_ps": np.r_[se - sb, out_span],
+                "busy_ps": np.r_[busy, out_busy],
+                "compute_ps": np.r_[compute, out_compute],
+                "exposed_ps": np.r_[busy - compute, out_busy - out_compute],
+            }
+        )
         if has_comm:
             self._add_exposed(begin, end, op, comm, compute_segments)
         del compute_segments
         if leaf is not None and not np.all(leaf):
             leaf = np.asarray(leaf, bool)
-            lane, begin, end, op, fusible = lane[leaf], begin[leaf], end[leaf], op[leaf], \
-                fusible[leaf]
+            lane, begin, end, op, fusible = (
+                lane[leaf],
+                begin[leaf],
+                end[leaf],
+                op[leaf],
+                fusible[leaf],
+            )
         self._add_pairs(lane, begin, end, op, fusible)
 
     def _add_exposed(self, begin, end, op, comm, compute_segments):
@@ -351,8 +411,13 @@ class TimelineBuilder:
         in_order = (lane[1:] > lane[:-1]) | ((lane[1:] == lane[:-1]) & (begin[1:] >= begin[:-1]))
         if not in_order.all():  # each lane's events usually come in order already
             order = np.lexsort((begin, lane))
-            lane, begin, end, op, fusible = lane[order], begin[order], end[order], op[order], \
-                fusible[order]
+            lane, begin, end, op, fusible = (
+                lane[order],
+                begin[order],
+                end[order],
+                op[order],
+                fusible[order],
+            )
         ok = lane[1:] == lane[:-1]
         ok &= begin[1:] >= end[:-1]
         ok &= fusible[1:]
@@ -369,8 +434,9 @@ class TimelineBuilder:
         del code
         inv = inv.reshape(-1)
         gap = np.bincount(inv, weights=begin[b] - end[a], minlength=len(uniq))
-        shorter = np.bincount(inv, weights=np.minimum(end[a] - begin[a], end[b] - begin[b]),
-                              minlength=len(uniq))
+        shorter = np.bincount(
+            inv, weights=np.minimum(end[a] - begin[a], end[b] - begin[b]), minlength=len(uniq)
+        )
         count = np.bincount(inv, minlength=len(uniq)).astype(np.float64)
         self._pairs.append((uniq, count, gap, shorter))
 
@@ -381,22 +447,30 @@ class TimelineBuilder:
         windows = {c: np.concatenate([w[c] for w in self._windows]) for c in WINDOW_COLUMNS}
         pairs = []
         if self._pairs:
-            code, count, gap, shorter = (np.concatenate([p[i] for p in self._pairs])
-                                         for i in range(4))
+            code, count, gap, shorter = (
+                np.concatenate([p[i] for p in self._pairs]) for i in range(4)
+            )
             uniq, inv = np.unique(code, return_inverse=True)
             inv = inv.reshape(-1)
-            sums = [np.bincount(inv, weights=w, minlength=len(uniq))
-                    for w in (count, gap, shorter)]
+            sums = [np.bincount(inv, weights=w, minlength=len(uniq)) for w in (count, gap, shorter)]
             top = np.argsort(-sums[2], kind="stable")[:MAX_PAIRS]
-            pairs = [AdjacentPair(labels[int(u) >> 32], labels[int(u) & 0xFFFFFFFF], int(c), g,
-                                  sh) for u, c, g, sh in zip(uniq[top].tolist(),
-                                                             sums[0][top].tolist(),
-                                                             sums[1][top].tolist(),
-                                                             sums[2][top].tolist())]
+            pairs = [
+                AdjacentPair(labels[int(u) >> 32], labels[int(u) & 0xFFFFFFFF], int(c), g, sh)
+                for u, c, g, sh in zip(
+                    uniq[top].tolist(),
+                    sums[0][top].tolist(),
+                    sums[1][top].tolist(),
+                    sums[2][top].tolist(),
+                )
+            ]
         exposed = sorted(self._exposed.items(), key=lambda kv: -kv[1])[:MAX_EXPOSED_OPS]
-        return Timeline(windows, _top_pairs(pairs),
-                        {labels[o]: v for o, v in exposed if v > 0}, dict(self._causes),
-                        dict(self._cause_spans))
+        return Timeline(
+            windows,
+            _top_pairs(pairs),
+            {labels[o]: v for o, v in exposed if v > 0},
+            dict(self._causes),
+            dict(self._cause_spans),
+        )
 
 
 def paired_spans(names, begin, end, thread, opens: tuple, closes: tuple):
@@ -434,10 +508,20 @@ def paired_spans(names, begin, end, thread, opens: tuple, closes: tuple):
     return np.array(out_b, np.float64), np.array(out_e, np.float64)
 
 
-GRAPH_CAPTURE_CALLS = (("cudaStreamBeginCapture", "hipStreamBeginCapture"),
-                       ("cudaStreamEndCapture", "hipStreamEndCapture"))
-SYNC_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-                        "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize"})
+GRAPH_CAPTURE_CALLS = (
+    ("cudaStreamBeginCapture", "hipStreamBeginCapture"),
+    ("cudaStreamEndCapture", "hipStreamEndCapture"),
+)
+SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+    }
+)
 
 
 def add_shape_use(shapes: dict, label: OpLabel, shape: tuple, calls, time_ps):

@@ -22,6 +22,7 @@ measures, inside the page (performance.now()):
 
 Prints a Markdown table (for docs/benchmarks.md) and writes test-output/bench_frontend.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,11 +39,25 @@ from e2e_helpers import CHROMIUM, CHROMIUM_ARGS, OUT, READY, TensorBoard, wait_j
 
 def make_logdir(path: str, n_ops: int) -> str:
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
+
     # ops_per_step ≈ 6× distinct ops: (1 - e^-6) of the templates get executed at least once.
     distinct = int(n_ops * 1.003) + 8
-    write_tpu_session(path, "bench", "2026_11_29_12_00_00", [SynthConfig(
-        seed=7, distinct_ops=distinct, ops_per_step=distinct * 6, num_steps=1, num_cores=1,
-        with_while=False, with_sparse_core=False)])
+    write_tpu_session(
+        path,
+        "bench",
+        "2026_11_29_12_00_00",
+        [
+            SynthConfig(
+                seed=7,
+                distinct_ops=distinct,
+                ops_per_step=distinct * 6,
+                num_steps=1,
+                num_cores=1,
+                with_while=False,
+                with_sparse_core=False,
+            )
+        ],
+    )
     return path
 
 
@@ -169,9 +184,17 @@ def zoom_cases(page, reps, settle):
     busy = "!!(window.__roofline.opChart.prerendering && window.__roofline.opChart.prerendering())"
     cat = page.evaluate("window.__roofline.categories[0]")
     page.evaluate(TIMED, {"categories": [], "boundBy": [], "name": ""})
-    out = {"settle_ms": settle, "clear": [], "infeed_off": [], "infeed_on": [],
-           "clear_at_once": [], "infeed_off_at_once": [], "infeed_on_at_once": [],
-           "still_prerendering": 0, "zooms_missed": 0}
+    out = {
+        "settle_ms": settle,
+        "clear": [],
+        "infeed_off": [],
+        "infeed_on": [],
+        "clear_at_once": [],
+        "infeed_off_at_once": [],
+        "infeed_on_at_once": [],
+        "still_prerendering": 0,
+        "zooms_missed": 0,
+    }
     step = [0]
 
     def zoom():
@@ -179,14 +202,15 @@ def zoom_cases(page, reps, settle):
         i = step[0]
         step[0] += 1
         before = page.evaluate(domain)
-        page.mouse.move(box["x"] + box["width"] * (0.35 + 0.1 * (i % 3)),
-                        box["y"] + box["height"] * 0.5)
+        page.mouse.move(
+            box["x"] + box["width"] * (0.35 + 0.1 * (i % 3)), box["y"] + box["height"] * 0.5
+        )
         page.mouse.wheel(0, -60 if i % 2 == 0 else 60)
         page.wait_for_timeout(30)
         if page.evaluate(domain) == before:
             out["zooms_missed"] += 1
 
-    for i in range(reps):
+    for _i in range(reps):
         for wait, suffix in ((settle, ""), (50, "_at_once")):
             page.evaluate(TIMED, {"categories": [cat]})
             zoom()
@@ -200,7 +224,8 @@ def zoom_cases(page, reps, settle):
                 if wait == settle and page.evaluate(busy):
                     out["still_prerendering"] += 1
                 out[("infeed_off" if value == "exclude" else "infeed_on") + suffix].append(
-                    page.evaluate(TIMED, {"infeed": value}))
+                    page.evaluate(TIMED, {"infeed": value})
+                )
     return out
 
 
@@ -212,8 +237,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=20000)
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--settle", type=int, default=500,
-                        help="ms between a zoom and the next filter change (settled cases)")
+    parser.add_argument(
+        "--settle",
+        type=int,
+        default=500,
+        help="ms between a zoom and the next filter change (settled cases)",
+    )
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -228,8 +257,14 @@ def main():
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 errors = []
-                page.on("console", lambda m: errors.append(m.text)
-                        if m.type == "error" and "favicon" not in str(m.location) else None)
+                page.on(
+                    "console",
+                    lambda m: (
+                        errors.append(m.text)
+                        if m.type == "error" and "favicon" not in str(m.location)
+                        else None
+                    ),
+                )
                 t0 = time.monotonic()
                 page.goto(server.frame_url())
                 wait_js(page, READY, timeout=300)
@@ -248,7 +283,8 @@ def main():
 
                 # Hover: real mouse moves onto points, until our tooltip holds that datum.
                 page.locator("#op-chart").scroll_into_view_if_needed()
-                points = page.evaluate("""(n) => {
+                points = page.evaluate(
+                    """(n) => {
                   const view = window.__roofline.opChart.view;
                   const items = view.data('ops').filter((r) => !r.at_floor)
                       .sort((a, b) => b.time_fraction - a.time_fraction).slice(0, n);
@@ -256,7 +292,9 @@ def main():
                   const box = view.container().querySelector('canvas').getBoundingClientRect();
                   return items.map((d) => ({x: box.left + ox + view.scale('x')(d.px),
                                             y: box.top + oy + view.scale('y')(d.py)}));
-                }""", 12)
+                }""",
+                    12,
+                )
                 page.evaluate("""() => {
                   const tip = window.__roofline.tooltip;
                   const show = tip.show.bind(tip);
@@ -300,16 +338,25 @@ def main():
             server.stop()
 
     report = {
-        "ops": result["points"], "reps": args.reps, "profile_generation_s": gen_s,
-        "first_load_s": first_load_s, "first_fetch_ms": timings.get("fetchMs"),
-        "first_op_chart_ms": timings.get("opChartMs"), "warm_load_s": warm_load_s,
+        "ops": result["points"],
+        "reps": args.reps,
+        "profile_generation_s": gen_s,
+        "first_load_s": first_load_s,
+        "first_fetch_ms": timings.get("fetchMs"),
+        "first_op_chart_ms": timings.get("opChartMs"),
+        "warm_load_s": warm_load_s,
         "warm_fetch_ms": warm_timings.get("fetchMs"),
-        "op_chart_render_ms": result["chart"], "op_section_render_ms": result["section"],
-        "filters": result["filters"], "typing": result["typing"], "infeed": result["infeed"],
+        "op_chart_render_ms": result["chart"],
+        "op_section_render_ms": result["section"],
+        "filters": result["filters"],
+        "typing": result["typing"],
+        "infeed": result["infeed"],
         "after_zoom": after_zoom,
         "hover_handler_ms": [h[0] for h in hover],
-        "hover_to_frame_ms": [h[1] for h in hover], "hover_wall_ms": hover_wall,
-        "select_wall_ms": select_ms, "console_errors": errors,
+        "hover_to_frame_ms": [h[1] for h in hover],
+        "hover_wall_ms": hover_wall,
+        "select_wall_ms": select_ms,
+        "console_errors": errors,
     }
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "bench_frontend.json"), "w") as f:
@@ -318,43 +365,77 @@ def main():
     def row(label, xs):
         return f"| {label} | {median(xs):.0f} | {max(xs):.0f} |"
 
-    print(f"Op-level chart, {report['ops']:,} points, headless Chromium "
-          f"({args.reps} repetitions; ms)\n")
+    print(
+        f"Op-level chart, {report['ops']:,} points, headless Chromium "
+        f"({args.reps} repetitions; ms)\n"
+    )
     print("| what | median | max |\n|---|---:|---:|")
-    print(row("op chart render (compile + dataflow + canvas, to next frame)",
-              report["op_chart_render_ms"]))
+    print(
+        row(
+            "op chart render (compile + dataflow + canvas, to next frame)",
+            report["op_chart_render_ms"],
+        )
+    )
     print(row("whole op section (chart + category bars + table)", report["op_section_render_ms"]))
     for label, f in report["filters"].items():
         print(row(f"filter {label} ({f['shown']:,} shown)", f["times"]))
         print(row(f"clear that filter (back to {report['ops']:,})", f["clears"]))
-    print(row("(filter states seen before at the same zoom: bitmap reused)",
-              [x for f in report["filters"].values() for x in f["cachedTimes"]]))
-    print(row(f"(clear to {report['ops']:,} with the all-points bitmap reused)",
-              [x for f in report["filters"].values() for x in f["cachedClears"]]))
+    print(
+        row(
+            "(filter states seen before at the same zoom: bitmap reused)",
+            [x for f in report["filters"].values() for x in f["cachedTimes"]],
+        )
+    )
+    print(
+        row(
+            f"(clear to {report['ops']:,} with the all-points bitmap reused)",
+            [x for f in report["filters"].values() for x in f["cachedClears"]],
+        )
+    )
     typing = report["typing"]
-    print(row(f"type \"fusion.1\" (a key every 60 ms): last key → shown and painted "
-              f"({typing['shown']:,} shown)", typing["times"]))
+    print(
+        row(
+            f'type "fusion.1" (a key every 60 ms): last key → shown and painted '
+            f"({typing['shown']:,} shown)",
+            typing["times"],
+        )
+    )
     infeed = report["infeed"]
     how = "prefetched, no re-render" if infeed["fast"] else "refetched and re-rendered"
     print(row(f"infeed/outfeed off ({infeed['shown']:,} shown; {how})", infeed["exclude"]))
     print(row(f"infeed/outfeed on again (back to {report['ops']:,})", infeed["include"]))
-    print(row("(infeed/outfeed off/on, bitmaps reused)",
-              infeed["cachedExclude"] + infeed["cachedInclude"]))
+    print(
+        row(
+            "(infeed/outfeed off/on, bitmaps reused)",
+            infeed["cachedExclude"] + infeed["cachedInclude"],
+        )
+    )
     z = report["after_zoom"]
-    for key, label in (("clear", f"clear a category filter (back to {report['ops']:,})"),
-                       ("infeed_off", "infeed/outfeed off"), ("infeed_on", "infeed/outfeed on")):
+    for key, label in (
+        ("clear", f"clear a category filter (back to {report['ops']:,})"),
+        ("infeed_off", "infeed/outfeed off"),
+        ("infeed_on", "infeed/outfeed on"),
+    ):
         print(row(f"after a zoom, {z['settle_ms']} ms later: {label}", z[key]))
         print(row(f"after a zoom, at once (50 ms): {label}", z[key + "_at_once"]))
-    print(f"| (settled cases with idle pre-rendering still running: {z['still_prerendering']}; "
-          f"zooms that did not change the domain: {z['zooms_missed']}) | | |")
+    print(
+        f"| (settled cases with idle pre-rendering still running: {z['still_prerendering']}; "
+        f"zooms that did not change the domain: {z['zooms_missed']}) | | |"
+    )
     print(row("hover: mousemove → tooltip filled", report["hover_handler_ms"]))
     print(row("hover: mousemove → next frame", report["hover_to_frame_ms"]))
-    print(row("hover: Playwright mouse.move → tooltip visible (wall, incl. CDP)",
-              report["hover_wall_ms"]))
+    print(
+        row(
+            "hover: Playwright mouse.move → tooltip visible (wall, incl. CDP)",
+            report["hover_wall_ms"],
+        )
+    )
     print(row("click point → table row selected (wall, incl. CDP)", report["select_wall_ms"]))
-    print(f"\nFirst open (cold conversion): {first_load_s:.2f} s, of which API "
-          f"{report['first_fetch_ms']:.0f} ms; warm reload {warm_load_s:.2f} s "
-          f"(API {report['warm_fetch_ms']:.0f} ms). Console errors: {len(errors)}.")
+    print(
+        f"\nFirst open (cold conversion): {first_load_s:.2f} s, of which API "
+        f"{report['first_fetch_ms']:.0f} ms; warm reload {warm_load_s:.2f} s "
+        f"(API {report['warm_fetch_ms']:.0f} ms). Console errors: {len(errors)}."
+    )
 
 
 if __name__ == "__main__":

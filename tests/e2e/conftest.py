@@ -4,29 +4,70 @@ Nothing is mocked: the tab talks to the real plugin over HTTP. Every page record
 errors, uncaught exceptions and Content-Security-Policy violations, and the `page` fixture
 fails the test if any were seen (see `e2e_helpers.BrowserLog`).
 """
+
 from __future__ import annotations
 
 import os
 import time
 
 import pytest
-
-from e2e_helpers import (BROKEN_RUN, CHROMIUM, CHROMIUM_ARGS, MAIN_RUN, REPO, V4_RUN,
-                         BrowserLog, TensorBoard, _CSP_PROBE)
+from e2e_helpers import (
+    _CSP_PROBE,
+    BROKEN_RUN,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    MAIN_RUN,
+    REPO,
+    V4_RUN,
+    BrowserLog,
+    TensorBoard,
+)
 
 
 def _write_main_logdir(logdir: str):
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
-    write_tpu_session(logdir, "train", MAIN_RUN.split("/")[1], [
-        SynthConfig(seed=11, chip="v6e", num_cores=2, num_steps=4, ops_per_step=60,
-                    distinct_ops=40, hostname="host0"),
-        SynthConfig(seed=12, chip="v6e", num_cores=2, num_steps=4, ops_per_step=60,
-                    distinct_ops=40, hostname="host1"),
-    ])
-    write_tpu_session(logdir, "eval", V4_RUN.split("/")[1], [
-        SynthConfig(seed=13, chip="v4", num_cores=2, num_steps=3, ops_per_step=30,
-                    distinct_ops=20, hostname="v4host0"),
-    ])
+
+    write_tpu_session(
+        logdir,
+        "train",
+        MAIN_RUN.split("/")[1],
+        [
+            SynthConfig(
+                seed=11,
+                chip="v6e",
+                num_cores=2,
+                num_steps=4,
+                ops_per_step=60,
+                distinct_ops=40,
+                hostname="host0",
+            ),
+            SynthConfig(
+                seed=12,
+                chip="v6e",
+                num_cores=2,
+                num_steps=4,
+                ops_per_step=60,
+                distinct_ops=40,
+                hostname="host1",
+            ),
+        ],
+    )
+    write_tpu_session(
+        logdir,
+        "eval",
+        V4_RUN.split("/")[1],
+        [
+            SynthConfig(
+                seed=13,
+                chip="v4",
+                num_cores=2,
+                num_steps=3,
+                ops_per_step=30,
+                distinct_ops=20,
+                hostname="v4host0",
+            ),
+        ],
+    )
     # A corrupt profile next to the good ones: random bytes, old enough not to be taken for a
     # file still being written.
     broken = os.path.join(logdir, "broken", "plugins", "profile", BROKEN_RUN.split("/")[1])
@@ -77,15 +118,19 @@ def tb_prefixed(main_logdir):
 
 # ------------------------------------------------------------------------- browser
 
+
 @pytest.fixture(scope="session")
 def browser():
     from playwright.sync_api import sync_playwright
+
     if not os.path.exists(CHROMIUM):
         # The README's test command installs it; skipping would let the suite pass untested.
         if os.environ.get("TB_ROOFLINE_SKIP_BROWSER") == "1":
             pytest.skip(f"no Chromium at {CHROMIUM} and TB_ROOFLINE_SKIP_BROWSER=1")
-        pytest.fail(f"no Chromium at {CHROMIUM}: run `apt-get install chromium` "
-                    "(or `bash tools/test.sh`), or set TB_ROOFLINE_SKIP_BROWSER=1 to skip")
+        pytest.fail(
+            f"no Chromium at {CHROMIUM}: run `apt-get install chromium` "
+            "(or `bash tools/test.sh`), or set TB_ROOFLINE_SKIP_BROWSER=1 to skip"
+        )
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
@@ -103,5 +148,3 @@ def page(browser, request):
     problems = pg.log.problems()
     context.close()
     assert not problems, f"browser log has errors or CSP violations: {problems}"
-
-

@@ -1,4 +1,5 @@
 """Helpers of the end-to-end tests: a real TensorBoard process, the browser log, screenshots."""
+
 from __future__ import annotations
 
 import json
@@ -16,20 +17,30 @@ OUT = os.path.join(REPO, "test-output")
 SCREENSHOTS = os.path.join(OUT, "screenshots")
 CHROMIUM = os.environ.get("TB_ROOFLINE_CHROMIUM", "/usr/bin/chromium")
 # Without the background-networking flags Chromium tries connections that are refused here.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
-READY = "['ready', 'partial', 'error', 'empty'].includes(" \
-        "document.querySelector('#roofline-app')?.dataset.status)"
+READY = (
+    "['ready', 'partial', 'error', 'empty'].includes("
+    "document.querySelector('#roofline-app')?.dataset.status)"
+)
 
 # Session names are timestamps; the API lists the newest first.
-MAIN_RUN = "train/2026_11_29_10_00_00"   # v6e, two hosts, 2 cores each
-V4_RUN = "eval/2026_11_29_09_00_00"      # v4 (CMEM, megacore), one host
+MAIN_RUN = "train/2026_11_29_10_00_00"  # v6e, two hosts, 2 cores each
+V4_RUN = "eval/2026_11_29_09_00_00"  # v4 (CMEM, megacore), one host
 BROKEN_RUN = "broken/2020_01_01_00_00_00"  # a corrupt file
 
 
 # ------------------------------------------------------------------------- tensorboard
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -52,13 +63,27 @@ class TensorBoard:
         self.log_path = os.path.join(OUT, f"e2e_{name}_{self.port}.log")
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", "127.0.0.1",
-             "--port", str(self.port), *args],
-            stdout=self._log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "tensorboard.main",
+                "--logdir",
+                logdir,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                *args,
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 90
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"tensorboard exited ({self.proc.returncode}); see {self.log_path}")
+                raise RuntimeError(
+                    f"tensorboard exited ({self.proc.returncode}); see {self.log_path}"
+                )
             try:
                 with urllib.request.urlopen(self.base + "/data/plugins_listing", timeout=5) as r:
                     if r.status == 200:
@@ -191,24 +216,27 @@ def status(frame) -> str:
 def wait_ready(frame, seq_before=None):
     wait_js(frame, READY)
     if seq_before is not None:
-        wait_js(frame, 
-            f"+(document.querySelector('#roofline-app').dataset.filterSeq || 0) > {seq_before}")
+        wait_js(
+            frame,
+            f"+(document.querySelector('#roofline-app').dataset.filterSeq || 0) > {seq_before}",
+        )
 
 
 def filter_seq(frame) -> int:
-    return int(frame.evaluate(
-        "+(document.querySelector('#roofline-app').dataset.filterSeq || 0)"))
+    return int(frame.evaluate("+(document.querySelector('#roofline-app').dataset.filterSeq || 0)"))
 
 
 def point_count(frame, data_name: str) -> int:
     """How many records the chart's dataflow holds for a named data set (what it plots)."""
-    chart = {"ops": "opChart", "program": "opChart", "records": "programChart",
-             "cats": "catChart"}[data_name]
+    chart = {"ops": "opChart", "program": "opChart", "records": "programChart", "cats": "catChart"}[
+        data_name
+    ]
     return frame.evaluate(f"window.__roofline.{chart}.pointCount('{data_name}')")
 
 
-def hover(page, chart_selector: str, locate, tooltip_selector: str = "#chart-tooltip",
-          attempts: int = 4):
+def hover(
+    page, chart_selector: str, locate, tooltip_selector: str = "#chart-tooltip", attempts: int = 4
+):
     """Move the real mouse onto a chart point until its tooltip shows; returns the point.
 
     `locate()` gives the point's viewport position ({x, y, ...}). The chart is scrolled into
@@ -218,6 +246,7 @@ def hover(page, chart_selector: str, locate, tooltip_selector: str = "#chart-too
     from outside the point, a few times, before the tooltip's absence fails the test.
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     tooltip = page.locator(tooltip_selector)
     for attempt in range(attempts):
         page.locator(chart_selector).scroll_into_view_if_needed()

@@ -3,6 +3,7 @@ device file that gives the host a 50 GB/s link: every collective drawn at its me
 (hand-derived from the HLO) and bus bandwidth (the API's), the link roof drawn at 50 GB/s, read
 from the Vega view's scales and scenegraph; the kind and link filters, the CSV export and the
 roof highlight on hover."""
+
 from __future__ import annotations
 
 import csv
@@ -13,7 +14,6 @@ import shutil
 import sys
 
 import pytest
-
 from e2e_helpers import REPO, TensorBoard, hover, open_frame, shot, wait_js
 
 sys.path.insert(0, os.path.join(REPO, "tests"))
@@ -21,10 +21,14 @@ from test_jax_collectives import EXPECTED  # noqa: E402
 
 CASE = "shard_map_1d"
 LINK = "Interconnect (test link)"
-DEVICE = {"tb_roofline_device_file": 1, "type": "test CPU with a link", "kind": "cpu",
-          "num_cores": 1, "compute": {"fp32": 100.0},
-          "memories": {"hbm": {"name": "DRAM", "gbs": 20.0},
-                       "interconnect": {"name": LINK, "gbs": 50.0}}}
+DEVICE = {
+    "tb_roofline_device_file": 1,
+    "type": "test CPU with a link",
+    "kind": "cpu",
+    "num_cores": 1,
+    "compute": {"fp32": 100.0},
+    "memories": {"hbm": {"name": "DRAM", "gbs": 20.0}, "interconnect": {"name": LINK, "gbs": 50.0}},
+}
 READY = "document.querySelector('#comm-section')?.dataset.status === 'ready'"
 
 # The items of a named Vega-Lite layer ("<name>_marks"), with their scale positions.
@@ -90,8 +94,9 @@ def test_points_at_their_size_and_bus_bandwidth_under_the_link_roof(page, tb_com
     assert all(p["y"] > roofs[0]["y"] for p in points)
     labels = page.evaluate(f"({ITEMS})('roof_labels')")
     assert [lb["datum"]["label"] for lb in labels] == [f"{LINK}: 50 GB/s"]
-    exposed = page.eval_on_selector_all("#comm-exposed-table tbody tr",
-                                        "rs => rs.map(r => r.dataset.op)")
+    exposed = page.eval_on_selector_all(
+        "#comm-exposed-table tbody tr", "rs => rs.map(r => r.dataset.op)"
+    )
     assert sorted(exposed) == sorted(EXPECTED[CASE])
     shot(page, "comm_chart")
 
@@ -111,8 +116,7 @@ def test_filters_export_and_roof_highlight(page, tb_comm):
     text = open(info.value.path(), encoding="utf-8").read()
     rows = list(csv.DictReader(io.StringIO(text)))
     _, answer = tb_comm.api("comm", run=run)
-    assert sorted(r["operation"] for r in rows) == sorted(p["operation"]
-                                                           for p in answer["points"])
+    assert sorted(r["operation"] for r in rows) == sorted(p["operation"] for p in answer["points"])
     for r in rows:
         assert float(r["message_bytes"]) == EXPECTED[CASE][r["operation"]][4]
     # hovering a point highlights its link's roof (the binding roof) and shows its tooltip

@@ -1,6 +1,7 @@
 """The compare view in a real TensorBoard and Chromium, on the committed comparison pairs
 (testdata/compare): selector and URL state, what the charts draw vs /compare, hover and click,
 filters vs the API's, sorting, exports, two devices, and TensorBoard's own page."""
+
 from __future__ import annotations
 
 import csv
@@ -12,7 +13,6 @@ import re
 import urllib.parse
 
 import pytest
-
 from e2e_helpers import READY, REPO, TensorBoard, hover, open_frame, shot, wait_js
 
 SECTION = "document.querySelector('#compare-section')"
@@ -47,8 +47,7 @@ def pairs(answer):
 
 
 def drawn(frame, data_name):
-    return frame.evaluate(
-        f"window.__rooflineCompare.opChart.view.data('{data_name}').length")
+    return frame.evaluate(f"window.__rooflineCompare.opChart.view.data('{data_name}').length")
 
 
 def has_rate(p, side):
@@ -64,8 +63,11 @@ def placeable(answer):
     grey = coloured = 0
     for p in pairs(answer):
         for side in ("base", "cand"):
-            if p[f"{side}_total_self_time_us"] is None or p[f"{side}_caveat"] or \
-                    not has_rate(p, side):
+            if (
+                p[f"{side}_total_self_time_us"] is None
+                or p[f"{side}_caveat"]
+                or not has_rate(p, side)
+            ):
                 continue
             if side == "base" and p["status"] == "matched":
                 grey += 1
@@ -81,14 +83,17 @@ def hash_state(frame) -> dict:
 
 def point_xy(frame, data_name="cand_points"):
     """Screen position of the biggest point of a data set not on the axis floor."""
-    return frame.evaluate("""(name) => {
+    return frame.evaluate(
+        """(name) => {
       const view = window.__rooflineCompare.opChart.view;
       const d = view.data(name).filter((r) => !r.at_floor).reduce((a, b) => (b.t > a.t ? b : a));
       const [ox, oy] = view.origin();
       const box = view.container().querySelector('canvas').getBoundingClientRect();
       return {x: box.left + ox + view.scale('x')(d.px), y: box.top + oy + view.scale('y')(d.py),
               index: d.pair._i, operation: d.pair.cand_operation || d.pair.base_operation};
-    }""", data_name)
+    }""",
+        data_name,
+    )
 
 
 def test_comparison_from_the_url_draws_what_the_api_answers(page, tb_compare, runs):
@@ -102,43 +107,62 @@ def test_comparison_from_the_url_draws_what_the_api_answers(page, tb_compare, ru
     assert not page.is_visible("#op-section") and not page.is_visible("#program-section")
     assert page.input_value("#compare-run") == base
     # Every pair in the table, the largest time change first.
-    assert page.evaluate("+document.querySelector('#compare-op-table-wrap .table-count')"
-                         ".dataset.count") == answer["unfiltered_count"]
-    first = page.eval_on_selector("#compare-op-table tbody tr td[data-key=pair_operation]",
-                                  "td => td.textContent")
+    assert (
+        page.evaluate(
+            "+document.querySelector('#compare-op-table-wrap .table-count').dataset.count"
+        )
+        == answer["unfiltered_count"]
+    )
+    first = page.eval_on_selector(
+        "#compare-op-table tbody tr td[data-key=pair_operation]", "td => td.textContent"
+    )
     assert first == (pairs(answer)[0]["cand_operation"] or pairs(answer)[0]["base_operation"])
     # Both sides placed (records with a caveat are not), and the arrows of the largest changes.
     grey, coloured = placeable(answer)
     assert (drawn(page, "base_points"), drawn(page, "cand_points")) == (grey, coloured)
-    arrows = page.evaluate("window.__rooflineCompare.opChart.view.data('arrows')"
-                           ".map((a) => a.pair._i)")
+    arrows = page.evaluate(
+        "window.__rooflineCompare.opChart.view.data('arrows').map((a) => a.pair._i)"
+    )
     assert 0 < len(arrows) <= 200
-    drawable = [i for i, p in enumerate(pairs(answer)) if p["status"] == "matched"
-                and not p["base_caveat"] and not p["cand_caveat"]
-                and has_rate(p, "base") and has_rate(p, "cand")]
-    assert arrows == drawable[:len(arrows)]
+    drawable = [
+        i
+        for i, p in enumerate(pairs(answer))
+        if p["status"] == "matched"
+        and not p["base_caveat"]
+        and not p["cand_caveat"]
+        and has_rate(p, "base")
+        and has_rate(p, "cand")
+    ]
+    assert arrows == drawable[: len(arrows)]
     status_el = page.evaluate("({...document.querySelector('#compare-op-status').dataset})")
     assert int(status_el["caveated"]) == sum(
-        bool(p[f"{s}_caveat"]) for p in pairs(answer) for s in ("base", "cand"))
+        bool(p[f"{s}_caveat"]) for p in pairs(answer) for s in ("base", "cand")
+    )
     assert int(status_el["unplaced"]) == sum(
-        1 for p in pairs(answer) for s in ("base", "cand")
-        if p[f"{s}_total_self_time_us"] is not None and not p[f"{s}_caveat"] and
-        not has_rate(p, s))
+        1
+        for p in pairs(answer)
+        for s in ("base", "cand")
+        if p[f"{s}_total_self_time_us"] is not None and not p[f"{s}_caveat"] and not has_rate(p, s)
+    )
     # Program records: one arrow per matched pair (Total, Average, each step).
     program = answer["program"]
-    assert page.evaluate("window.__rooflineCompare.programChart.view.data('arrows').length") \
-        == len(program["values"][0])
+    assert page.evaluate("window.__rooflineCompare.programChart.view.data('arrows').length") == len(
+        program["values"][0]
+    )
     # The summary says what the API says.
     change = page.text_content("#compare-facts tr[data-key=change] td")
     shown = float(re.match(r"([+-]?[0-9.,]+)%", change).group(1).replace(",", ""))
     assert shown == pytest.approx(answer["summary"]["time_change_percent"], abs=0.006)
     assert "Top contributors" in page.text_content("#compare-summary")
     assert len(page.query_selector_all("#compare-top li")) == len(
-        answer["summary"]["top_contributors"])
+        answer["summary"]["top_contributors"]
+    )
     # Hover: the pair's values; click: its table row.
     target = hover(page, "#compare-op-chart", lambda: point_xy(page), "#compare-tooltip")
     tip = page.text_content("#compare-tooltip")
-    assert "Δ self time" in tip and " µs" in tip and target["operation"] in tip and "candidate" in tip
+    assert (
+        "Δ self time" in tip and " µs" in tip and target["operation"] in tip and "candidate" in tip
+    )
     page.mouse.click(target["x"], target["y"])
     wait_js(page, f"{SECTION}.dataset.selected === '{target['index']}'")
     assert page.is_visible("#compare-op-table tr.selected")
@@ -168,10 +192,17 @@ def test_selector_filters_sort_url_and_exports(page, tb_compare, runs):
     assert page.evaluate(count) == expected > 0
     assert hash_state(page)["compare_name"] == "conv"
     grey = drawn(page, "base_points") + drawn(page, "cand_points")
-    kept = [p for p in pairs(answer) if "conv" in ((p["base_operation"] or "") + "|" +
-                                                   (p["cand_operation"] or "")).lower()]
-    assert grey == sum(1 for p in kept for s in ("base", "cand")
-                       if p[f"{s}_total_self_time_us"] is not None and not p[f"{s}_caveat"])
+    kept = [
+        p
+        for p in pairs(answer)
+        if "conv" in ((p["base_operation"] or "") + "|" + (p["cand_operation"] or "")).lower()
+    ]
+    assert grey == sum(
+        1
+        for p in kept
+        for s in ("base", "cand")
+        if p[f"{s}_total_self_time_us"] is not None and not p[f"{s}_caveat"]
+    )
     filtered(lambda: page.select_option("#compare-change-filter", "slower"))
     assert page.evaluate(count) == sum(1 for p in kept if p["change"] == "slower")
     filtered(lambda: page.click("#compare-clear-filters"))
@@ -180,14 +211,17 @@ def test_selector_filters_sort_url_and_exports(page, tb_compare, runs):
     category = answer["facets"]["category"][0]
     page.click("#compare-category-filter summary")
     filtered(lambda: page.check(f"#compare-category-options input[value='{category}']"))
-    assert page.evaluate(count) == tb_compare.api(
-        "compare", base=base, run=cand, category=category)[1]["total_count"]
+    assert (
+        page.evaluate(count)
+        == tb_compare.api("compare", base=base, run=cand, category=category)[1]["total_count"]
+    )
     filtered(lambda: page.click("#compare-clear-filters"))
     # Sort by Δ self time (%), largest first.
     page.click("#compare-op-table th[data-key=delta_time_percent]")
     top = [p["delta_time_percent"] for p in pairs(answer) if p["delta_time_percent"] is not None]
-    cell = page.eval_on_selector("#compare-op-table tbody tr td[data-key=delta_time_percent]",
-                                 "td => td.textContent")
+    cell = page.eval_on_selector(
+        "#compare-op-table tbody tr td[data-key=delta_time_percent]", "td => td.textContent"
+    )
     assert float(re.sub(r"[^0-9.\-]", "", cell)) == pytest.approx(max(top), rel=1e-3)
 
     def download(button):
@@ -230,8 +264,9 @@ def test_two_devices_and_a_missing_run(page, tb_testdata):
     open_frame(page, tb_testdata, run=v4, compare=v6e)
     assert wait_compare(page) == "ready"
     assert "different devices" in page.text_content("#compare-notes")
-    roofs = page.evaluate("[...new Set(window.__rooflineCompare.opGeometry.roofs"
-                          ".map((r) => r.side))]")
+    roofs = page.evaluate(
+        "[...new Set(window.__rooflineCompare.opGeometry.roofs.map((r) => r.side))]"
+    )
     assert sorted(roofs) == ["base", "cand"]
     shot(page, "compare_two_devices")
     open_frame(page, tb_testdata, run=v4, compare="nope/2020")
@@ -259,8 +294,9 @@ def test_compare_view_under_a_strict_csp(page, tb_compare, runs):
     def strict(route):
         response = route.fetch()
         headers = dict(response.headers)
-        headers["content-security-policy"] = headers.get(
-            "content-security-policy", "").replace("'unsafe-eval'", "")
+        headers["content-security-policy"] = headers.get("content-security-policy", "").replace(
+            "'unsafe-eval'", ""
+        )
         route.fulfill(response=response, headers=headers)
 
     page.route(re.compile(r".*/data/plugin_entry\.html.*"), strict)
@@ -286,4 +322,4 @@ def test_compare_view_under_a_strict_csp(page, tb_compare, runs):
     for angle, dx, dy in heads:
         expected = 90 + math.degrees(math.atan2(dy, dx))
         assert angle == pytest.approx(expected, abs=1e-6)
-    target = hover(page, "#compare-op-chart", lambda: point_xy(page), "#compare-tooltip")
+    hover(page, "#compare-op-chart", lambda: point_xy(page), "#compare-tooltip")

@@ -1,5 +1,6 @@
 """The Roofline tab driven in headless Chromium against a real TensorBoard (frame opened on its
 own: /data/plugin_entry.html?name=roofline, the document TensorBoard puts in the iframe)."""
+
 from __future__ import annotations
 
 import csv
@@ -9,10 +10,20 @@ import re
 import time
 
 import pytest
-
-from e2e_helpers import (BROKEN_RUN, MAIN_RUN, READY, V4_RUN, filter_seq, hover, open_frame,
-                         point_count, shot, wait_js, wait_ready)
 from e2e_helpers import _CSP_PROBE as CSP_PROBE
+from e2e_helpers import (
+    BROKEN_RUN,
+    MAIN_RUN,
+    READY,
+    V4_RUN,
+    filter_seq,
+    hover,
+    open_frame,
+    point_count,
+    shot,
+    wait_js,
+    wait_ready,
+)
 
 
 def load_seq(frame) -> int:
@@ -20,8 +31,7 @@ def load_seq(frame) -> int:
 
 
 def wait_load(frame, before: int):
-    wait_js(frame, 
-        f"+(document.querySelector('#roofline-app').dataset.loadSeq || 0) > {before}")
+    wait_js(frame, f"+(document.querySelector('#roofline-app').dataset.loadSeq || 0) > {before}")
     wait_js(frame, READY)
 
 
@@ -44,7 +54,8 @@ def apply(frame, action):
 
 def op_point_screen_xy(frame, rank=None):
     """Screen position of an op's point (by default the biggest circle)."""
-    return frame.evaluate("""(rank) => {
+    return frame.evaluate(
+        """(rank) => {
       const view = window.__roofline.opChart.view;
       const items = window.__roofline.opChart.shownData('ops');
       let d = rank === null ? null : items.find((r) => r.rank === rank);
@@ -58,10 +69,13 @@ def op_point_screen_xy(frame, rank=None):
       const box = canvas.getBoundingClientRect();
       return {x: box.left + ox + view.scale('x')(d.px), y: box.top + oy + view.scale('y')(d.py),
               rank: d.rank, operation: d.operation};
-    }""", rank)
+    }""",
+        rank,
+    )
 
 
 # ----------------------------------------------------------------------------- selection
+
 
 def test_run_and_host_selectors_follow_api_and_url(page, tb):
     status, runs = tb.api("runs")
@@ -103,10 +117,13 @@ def test_device_panel_matches_api(page, tb):
         assert compute_rows.count() == len(device["compute"])
         for c in device["compute"]:
             row = panel.locator(f"#device-compute tr[data-precision='{c['precision']}']")
-            assert float(row.locator("td[data-field=peak_gflops]").get_attribute("data-value")) \
+            assert (
+                float(row.locator("td[data-field=peak_gflops]").get_attribute("data-value"))
                 == c["peak_gflops"]
-            assert row.locator("[data-field=source]").inner_text() == \
-                {"datasheet": "data sheet"}.get(c["source"], c["source"])
+            )
+            assert row.locator("[data-field=source]").inner_text() == {
+                "datasheet": "data sheet"
+            }.get(c["source"], c["source"])
         mem_rows = panel.locator("#device-memories tbody tr[data-memory]")
         assert mem_rows.count() == len(device["memories"]) > 0
         for m in device["memories"]:
@@ -118,8 +135,11 @@ def test_device_panel_matches_api(page, tb):
             assert row.locator("[data-field=source]").inner_text() in (m["source"], "data sheet")
         # TPU v4 has CMEM read/write, v6e VMEM read/write.
         ids = {m["id"] for m in device["memories"]}
-        assert ({"cmem_read", "cmem_write"} <= ids) if run == V4_RUN else \
-            ({"vmem_read", "vmem_write"} <= ids)
+        assert (
+            ({"cmem_read", "cmem_write"} <= ids)
+            if run == V4_RUN
+            else ({"vmem_read", "vmem_write"} <= ids)
+        )
         # Diagnostics: every entry the API reports is listed.
         _, diags = tb.api("diagnostics", run=run, host="*")
         items = page.locator("#diagnostics li")
@@ -138,7 +158,9 @@ def test_points_match_api(page, tb):
         _, ops = tb.api("ops", run=MAIN_RUN, host=host)
         # Program chart: Total, (Total (HW)), Average and every step.
         kinds = [r[0] for r in program["rows"]]
-        assert "total" in kinds and "average" in kinds and kinds.count("step") == program["num_steps"]
+        assert (
+            "total" in kinds and "average" in kinds and kinds.count("step") == program["num_steps"]
+        )
         assert point_count(page, "records") == len(program["rows"])
         assert page.locator("#program-table tbody tr").count() == len(program["rows"])
         # Op chart: every op (no top-N cut), the Program point marked.
@@ -146,8 +168,9 @@ def test_points_match_api(page, tb):
         assert point_count(page, "ops") == ops["total_count"]
         assert point_count(page, "program") == 1
         assert page.locator("#op-status").get_attribute("data-plotted") == str(ops["total_count"])
-        assert page.locator("#op-table-wrap .table-count").get_attribute("data-count") == \
-            str(ops["total_count"])
+        assert page.locator("#op-table-wrap .table-count").get_attribute("data-count") == str(
+            ops["total_count"]
+        )
         # Category bars: self time per category adds up to the ops' self time.
         cats = page.evaluate("window.__roofline.catChart.view.data('cats')")
         cols = ops["columns"]
@@ -178,11 +201,13 @@ def test_each_filter_matches_api(page, tb):
     cols = excluded["columns"]
     shown = page.evaluate(f"window.__roofline.data.ops.map(r => {json.dumps(cols)}.map(c => r[c]))")
     assert shown == excluded["rows"]
-    assert page.evaluate("window.__roofline.data.program.map(r => r.flop_rate)") == \
-        [r[program_excluded["columns"].index("flop_rate")] for r in program_excluded["rows"]]
+    assert page.evaluate("window.__roofline.data.program.map(r => r.flop_rate)") == [
+        r[program_excluded["columns"].index("flop_rate")] for r in program_excluded["rows"]
+    ]
     assert point_count(page, "records") == len(program_excluded["rows"])
-    assert not any(page.evaluate(
-        "window.__roofline.opChart.shownData('ops').map(r => r.is_infeed_outfeed)"))
+    assert not any(
+        page.evaluate("window.__roofline.opChart.shownData('ops').map(r => r.is_infeed_outfeed)")
+    )
     before = load_seq(page)
     page.check("#infeed-toggle")
     wait_load(page, before)
@@ -194,8 +219,9 @@ def test_each_filter_matches_api(page, tb):
         apply(page, lambda: page.check(f"#category-options input[value='{category}']"))
         expected = tb.api("ops", run=MAIN_RUN, category=category)[1]["total_count"]
         assert count() == expected, category
-        assert set(page.evaluate("window.__roofline.opChart.shownData('ops').map(r => r.category)")) \
-            == {category}
+        assert set(
+            page.evaluate("window.__roofline.opChart.shownData('ops').map(r => r.category)")
+        ) == {category}
         apply(page, lambda: page.uncheck(f"#category-options input[value='{category}']"))
     two = facets["category"][:2]
     for c in two:
@@ -245,8 +271,14 @@ def test_hover_tooltip_and_click_selection(page, tb):
     # The key numbers at once (what binds it, how far from its roof, what it is worth).
     bound_row = tooltip.locator("tr[data-key=bound_by] td")
     assert bound_row.inner_text() == api_row["bound_by"]
-    for key in ("roofline_efficiency", "flop_rate", "potential_time_saved_us",
-                "self_time_percent", "bottleneck_operational_intensity", "category"):
+    for key in (
+        "roofline_efficiency",
+        "flop_rate",
+        "potential_time_saved_us",
+        "self_time_percent",
+        "bottleneck_operational_intensity",
+        "category",
+    ):
         assert tooltip.locator(f"tr[data-key={key}]").count() == 1, key
     assert tooltip.locator("table.tooltip-main tr").count() <= 14  # compact: details on click
     shot(page, "frame_tooltip")
@@ -254,8 +286,11 @@ def test_hover_tooltip_and_click_selection(page, tb):
     # Clicking the point selects its table row (and shows its page), by op identity (in the
     # URL too), and lists every metric.
     page.mouse.click(target["x"], target["y"])
-    key = json.dumps([hovered[k] for k in ("program_id", "operation", "precision", "host")],
-                     separators=(",", ":"), ensure_ascii=False)
+    key = json.dumps(
+        [hovered[k] for k in ("program_id", "operation", "precision", "host")],
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
     wait_js(page, "!!document.querySelector('#op-table tr.selected')")
     assert page.evaluate("document.querySelector('#op-table tr.selected').dataset.key") == key
     assert page.get_attribute("#op-selection", "data-key") == key
@@ -272,8 +307,7 @@ def test_hover_tooltip_and_click_selection(page, tb):
     wait_js(page, "document.querySelector('#op-selection').dataset.key === " + json.dumps(key))
     rank = page.evaluate("window.__roofline.opChart.view.data('selected').map(r => r.rank)")
     assert len(rank) == 1
-    highlighted = page.evaluate(
-        "window.__roofline.opChart.markData('selected').map(r => r.rank)")
+    highlighted = page.evaluate("window.__roofline.opChart.markData('selected').map(r => r.rank)")
     assert highlighted == rank
     # A reload keeps the selection (by identity, from the URL).
     page.reload()
@@ -322,10 +356,13 @@ def test_prerendered_bitmaps_after_zoom(page, tb):
     apply(page, lambda: page.evaluate(f"window.__roofline.setFilter({{categories: ['{cat}']}})"))
     page.mouse.move(box["x"] + box["width"] * 0.45, box["y"] + box["height"] * 0.5)
     page.mouse.wheel(0, -200)
-    wanted = ['', '["exclude",["%s"],[],""]' % cat]
-    wait_js(page, "(() => { const s = window.__roofline.opChart.cachedSubsets(); "
-                  f"return {json.dumps(wanted)}.every((k) => s.includes(k)) && "
-                  "!window.__roofline.opChart.prerendering(); })()")
+    wanted = ["", '["exclude",["%s"],[],""]' % cat]
+    wait_js(
+        page,
+        "(() => { const s = window.__roofline.opChart.cachedSubsets(); "
+        f"return {json.dumps(wanted)}.every((k) => s.includes(k)) && "
+        "!window.__roofline.opChart.prerendering(); })()",
+    )
     apply(page, lambda: page.uncheck("#infeed-toggle"))
     shown = page.evaluate(PIXELS)
     # The same state drawn from scratch (bitmaps dropped, full redraw).
@@ -339,8 +376,10 @@ def test_prerendered_bitmaps_after_zoom(page, tb):
     assert len(shown) == len(fresh)
     diffs = [abs(a - b) for a, b in zip(shown, fresh) if a != b]
     # Bitmaps recorded in chunks may differ in a few anti-aliased edge pixels, by a few levels.
-    assert len(diffs) < len(shown) / 1000 and max(diffs, default=0) <= 16, \
-        (len(diffs), max(diffs, default=0))
+    assert len(diffs) < len(shown) / 1000 and max(diffs, default=0) <= 16, (
+        len(diffs),
+        max(diffs, default=0),
+    )
     apply(page, lambda: page.check("#infeed-toggle"))
     apply(page, lambda: page.evaluate("window.__roofline.setFilter({categories: []})"))
     assert point_count(page, "ops") == page.evaluate("window.__roofline.data.ops.length")
@@ -357,22 +396,40 @@ def test_op_table_sort_search_paginate(page, tb):
     # Sort by potential time saved, descending then ascending.
     header = table.locator("th[data-key=potential_time_saved_us]")
     header.click()
-    values = page.evaluate("window.__roofline.opTable.visibleRows().map(r => r.potential_time_saved_us)")
+    values = page.evaluate(
+        "window.__roofline.opTable.visibleRows().map(r => r.potential_time_saved_us)"
+    )
     known = [v for v in values if v is not None]  # unknown (collectives, async) last either way
     assert values == sorted(known, reverse=True) + [None] * (len(values) - len(known))
     assert header.get_attribute("aria-sort") == "descending"
     header.click()
-    values = page.evaluate("window.__roofline.opTable.visibleRows().map(r => r.potential_time_saved_us)")
+    values = page.evaluate(
+        "window.__roofline.opTable.visibleRows().map(r => r.potential_time_saved_us)"
+    )
     known = [v for v in values if v is not None]
     assert values == sorted(known) + [None] * (len(values) - len(known))
     # Source file:line column (XProf's columns plus time saved and source).
     # Every column is in the chooser (the table shows the essential ones at first).
     headers = page.evaluate("window.__roofline.opTable.allColumns.map((c) => c.key)")
-    for key in ("rank", "category", "operation", "occurrences", "total_time_us",
-                "total_self_time_us", "self_time_percent", "cumulative_self_time_percent",
-                "flop_rate", "hbm_bw", "operational_intensity", "bound_by",
-                "roofline_efficiency", "compute_efficiency", "max_mem_bw_utilization",
-                "potential_time_saved_us", "source"):
+    for key in (
+        "rank",
+        "category",
+        "operation",
+        "occurrences",
+        "total_time_us",
+        "total_self_time_us",
+        "self_time_percent",
+        "cumulative_self_time_percent",
+        "flop_rate",
+        "hbm_bw",
+        "operational_intensity",
+        "bound_by",
+        "roofline_efficiency",
+        "compute_efficiency",
+        "max_mem_bw_utilization",
+        "potential_time_saved_us",
+        "source",
+    ):
         assert key in headers, key
     # Pagination: 50 rows a page.
     pages = -(-n // 50)
@@ -382,10 +439,16 @@ def test_op_table_sort_search_paginate(page, tb):
         assert page.locator(".page-info").get_attribute("data-page") == "2"
     # Search (operation, category, source, ...).
     page.fill("#op-table-wrap .table-search", "layers.py:1")
-    expected = sum(1 for r in ops["rows"] if "layers.py:1" in (r[ops["columns"].index("source")] or "")
-                   or "layers.py:1" in r[ops["columns"].index("operation")])
-    wait_js(page, 
-        f"document.querySelector('#op-table-wrap .table-count').dataset.count === '{expected}'")
+    expected = sum(
+        1
+        for r in ops["rows"]
+        if "layers.py:1" in (r[ops["columns"].index("source")] or "")
+        or "layers.py:1" in r[ops["columns"].index("operation")]
+    )
+    wait_js(
+        page,
+        f"document.querySelector('#op-table-wrap .table-count').dataset.count === '{expected}'",
+    )
 
 
 def test_exports(page, tb):
@@ -405,8 +468,9 @@ def test_exports(page, tb):
     rows = list(csv.reader(io.StringIO(body.decode())))
     assert rows[0] == ops["columns"]
     assert len(rows) - 1 == ops["total_count"]
-    assert [r[ops["columns"].index("operation")] for r in rows[1:]] == \
-        [r[ops["columns"].index("operation")] for r in ops["rows"]]
+    assert [r[ops["columns"].index("operation")] for r in rows[1:]] == [
+        r[ops["columns"].index("operation")] for r in ops["rows"]
+    ]
 
     name, body = download("#program-export-csv")
     rows = list(csv.reader(io.StringIO(body.decode())))
@@ -424,13 +488,19 @@ def test_exports(page, tb):
 
     # The op chart's SVG draws only the ops the filter keeps.
     name, body = download("#op-export-svg")
-    group = re.search(r'<g class="mark-symbol role-mark points_marks"[^>]*>(.*?)</g>',
-                      body.decode(), re.S)
+    group = re.search(
+        r'<g class="mark-symbol role-mark points_marks"[^>]*>(.*?)</g>', body.decode(), re.S
+    )
     assert group and group.group(1).count("<path") == len(doc["rows"])
 
-    for button, kind in (("#op-export-png", "png"), ("#op-export-svg", "svg"),
-                         ("#program-export-png", "png"), ("#program-export-svg", "svg"),
-                         ("#category-export-png", "png"), ("#category-export-svg", "svg")):
+    for button, kind in (
+        ("#op-export-png", "png"),
+        ("#op-export-svg", "svg"),
+        ("#program-export-png", "png"),
+        ("#program-export-svg", "svg"),
+        ("#category-export-png", "png"),
+        ("#category-export-svg", "svg"),
+    ):
         name, body = download(button)
         assert name.endswith("." + kind), name
         if kind == "png":

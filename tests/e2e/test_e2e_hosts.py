@@ -6,13 +6,13 @@
   the host's own error says why;
 - while a pod's hosts are read, the loading line says "reading k of N hosts" (`/progress`).
 """
+
 from __future__ import annotations
 
 import os
 import time
 
 import pytest
-
 from e2e_helpers import TensorBoard, open_frame, point_count, shot, status, wait_js
 
 RUN = "pod/2026_11_30_10_00_00"
@@ -23,20 +23,48 @@ BIG_HOSTS = 32  # enough to take seconds to read, on any machine
 @pytest.fixture(scope="module")
 def tb_pod(tmp_path_factory):
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
+
     logdir = str(tmp_path_factory.mktemp("hosts_banner_logdir"))
-    write_tpu_session(logdir, "pod", RUN.split("/")[1], [
-        SynthConfig(seed=21, chip="v6e", num_cores=2, num_steps=3, ops_per_step=30,
-                    distinct_ops=20, hostname=f"host{i}") for i in range(2)])
+    write_tpu_session(
+        logdir,
+        "pod",
+        RUN.split("/")[1],
+        [
+            SynthConfig(
+                seed=21,
+                chip="v6e",
+                num_cores=2,
+                num_steps=3,
+                ops_per_step=30,
+                distinct_ops=20,
+                hostname=f"host{i}",
+            )
+            for i in range(2)
+        ],
+    )
     # host1's file replaced by bytes that are no XSpace, old enough not to be still written
-    bad = os.path.join(logdir, "pod", "plugins", "profile", RUN.split("/")[1],
-                       "host1.xplane.pb")
+    bad = os.path.join(logdir, "pod", "plugins", "profile", RUN.split("/")[1], "host1.xplane.pb")
     with open(bad, "wb") as f:
         f.write(bytes((i * 7919 + 13) % 251 for i in range(6000)))
     old = time.time() - 3600
     os.utime(bad, (old, old))
-    write_tpu_session(logdir, "bigpod", BIG_RUN.split("/")[1], [
-        SynthConfig(seed=100 + i, chip="v6e", num_cores=2, num_steps=8, ops_per_step=800,
-                    distinct_ops=100, hostname=f"host{i}") for i in range(BIG_HOSTS)])
+    write_tpu_session(
+        logdir,
+        "bigpod",
+        BIG_RUN.split("/")[1],
+        [
+            SynthConfig(
+                seed=100 + i,
+                chip="v6e",
+                num_cores=2,
+                num_steps=8,
+                ops_per_step=800,
+                distinct_ops=100,
+                hostname=f"host{i}",
+            )
+            for i in range(BIG_HOSTS)
+        ],
+    )
     server = TensorBoard(logdir, name="hosts")
     yield server
     server.stop()
@@ -47,7 +75,8 @@ def test_the_banner_names_the_hosts_not_read(page, tb_pod):
     assert code == 200
     skipped = [d for d in answer["diagnostics"] if d.get("skipped_host")]
     assert [(d["skipped_host"], d["hosts_total"], d["severity"]) for d in skipped] == [
-        ("host1", 2, "error")]
+        ("host1", 2, "error")
+    ]
     assert tb_pod.api("device", run=RUN)[1]["device"]["num_hosts"] == 1  # host0 still counts
 
     open_frame(page, tb_pod, run=RUN)
@@ -63,8 +92,7 @@ def test_the_banner_names_the_hosts_not_read(page, tb_pod):
     # the cause is the diagnostic's own words, on hover and in the list
     assert skipped[0]["message"] in line.get_attribute("title")
     # the host's error is not said a second time in the banner
-    assert banner.locator("li").count() == 1 + banner.locator(
-        "li:not(#hosts-not-read)").count()
+    assert banner.locator("li").count() == 1 + banner.locator("li:not(#hosts-not-read)").count()
     assert banner.locator("li", has_text="'host1' skipped").count() == 0
     shot(page, "hosts_not_read_banner", full_page=False)
 
@@ -77,8 +105,11 @@ def test_the_banner_names_the_hosts_not_read(page, tb_pod):
     assert "'host1' skipped" in listed.inner_text()
     # the charts plot what was read: host0's ops (the Vega view's dataflow)
     ops = tb_pod.api("ops", run=RUN)[1]
-    assert ops["total_count"] > 0 and {r[ops["columns"].index("host")] for r in ops["rows"]} \
-        <= {"host0", "*", None}
+    assert ops["total_count"] > 0 and {r[ops["columns"].index("host")] for r in ops["rows"]} <= {
+        "host0",
+        "*",
+        None,
+    }
     assert point_count(page, "ops") == ops["total_count"]
 
 

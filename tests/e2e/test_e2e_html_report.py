@@ -1,6 +1,7 @@
 """`tb-roofline html` / `diff --html`: the one-file report opened from file:// in Chromium with
 every request that is not the file itself aborted and the browser offline. The numbers the
 page holds are compared with the CLI's own export of the same run."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from e2e_helpers import READY, REPO, hover, point_count, shot, wait_js
 
 DEMO = os.path.join(REPO, "testdata", "demo")
@@ -18,15 +18,20 @@ SECTION = "document.querySelector('#compare-section')"
 
 
 def cli(*args) -> str:
-    done = subprocess.run([sys.executable, "-m", "tb_roofline.serve.cli", *args],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "tb_roofline.serve.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 def export(logdir, run, *extra):
-    return json.loads(cli("export", logdir, "--run", run, "--format", "json", "-o", "-",
-                          "--no-progress", *extra))
+    return json.loads(
+        cli("export", logdir, "--run", run, "--format", "json", "-o", "-", "--no-progress", *extra)
+    )
 
 
 def open_offline(page, path):
@@ -56,8 +61,15 @@ def app_rows(page, which):
     return page.evaluate(f"window.__roofline.data.{which}.map(r => ({{...r}}))")
 
 
-KEYS = ("total_self_time_us", "flop_rate", "roofline_efficiency", "bound_by",
-        "operational_intensity", "potential_time_saved_us", "caveat")
+KEYS = (
+    "total_self_time_us",
+    "flop_rate",
+    "roofline_efficiency",
+    "bound_by",
+    "operational_intensity",
+    "potential_time_saved_us",
+    "caveat",
+)
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +104,9 @@ def test_report_offline_shows_what_the_cli_exports(page, demo_report):
             assert mine[key] == row[key], (row["step"], key)
     # Device, diagnostics and Opportunities as the CLI's report has them.
     report = json.loads(cli("report", DEMO, "--run", run, "--format", "json", "--no-progress"))
-    assert page.locator("#device-compute tbody tr[data-precision]").count() == \
-        len(report["device"]["compute"])
+    assert page.locator("#device-compute tbody tr[data-precision]").count() == len(
+        report["device"]["compute"]
+    )
     page.click("#diagnostics-section summary")
     text = page.inner_text("#diagnostics")
     for d in report["diagnostics"]:
@@ -103,11 +116,9 @@ def test_report_offline_shows_what_the_cli_exports(page, demo_report):
     assert findings and page.locator("#opportunities li.opp-item").count() == len(findings)
 
     # Filters work offline: the page holds every op and filters them itself.
-    before = int(page.evaluate("+(document.querySelector('#roofline-app').dataset.filterSeq"
-                               " || 0)"))
+    before = int(page.evaluate("+(document.querySelector('#roofline-app').dataset.filterSeq || 0)"))
     page.fill("#name-filter", "fusion")
-    wait_js(page, f"+(document.querySelector('#roofline-app').dataset.filterSeq || 0) > "
-                  f"{before}")
+    wait_js(page, f"+(document.querySelector('#roofline-app').dataset.filterSeq || 0) > {before}")
     assert point_count(page, "ops") == len(export(DEMO, run, "--name", "fusion")) > 0
 
     # A tooltip on hovering the biggest point of the op chart.
@@ -121,6 +132,7 @@ def test_report_offline_shows_what_the_cli_exports(page, demo_report):
           return {x: box.left + ox + view.scale('x')(d.px),
                   y: box.top + oy + view.scale('y')(d.py)};
         }""")
+
     hover(page, "#op-chart", biggest)
     hovered = page.evaluate("window.__roofline.tooltip.current")
     assert hovered["record_type"] == "op"
@@ -134,15 +146,28 @@ def test_report_caps_op_rows_and_compares(page, tmp_path):
     cand = next(r for r in runs if r.startswith("mlp_b128/"))
     base = next(r for r in runs if r.startswith("mlp_b64/"))
     path = str(tmp_path / "compare.html")
-    cli("html", COMPARE, "--run", cand, "--compare", base, "--max-ops", "5", "-o", path,
-        "--no-progress")
+    cli(
+        "html",
+        COMPARE,
+        "--run",
+        cand,
+        "--compare",
+        base,
+        "--max-ops",
+        "5",
+        "-o",
+        path,
+        "--no-progress",
+    )
     others = open_offline(page, path)
     wait_js(page, f"['ready', 'error'].includes({SECTION}.dataset.status)", timeout=120)
     assert page.evaluate(f"{SECTION}.dataset.status") == "ready"
-    diff = json.loads(cli("diff", COMPARE, "--base-run", base, "--run", cand, "--format",
-                          "json", "--no-progress"))
-    pairs = page.evaluate("+document.querySelector('#compare-op-table-wrap .table-count')"
-                          ".dataset.count")
+    diff = json.loads(
+        cli("diff", COMPARE, "--base-run", base, "--run", cand, "--format", "json", "--no-progress")
+    )
+    pairs = page.evaluate(
+        "+document.querySelector('#compare-op-table-wrap .table-count').dataset.count"
+    )
     assert pairs == len(diff["ops"]) > 5  # the comparison is not capped (one table of pairs)
     # The single-run op table holds the 5 longest ops, and the banner says so.
     ops = export(COMPARE, cand)
@@ -159,27 +184,51 @@ def test_diff_writes_an_html_comparison(page, tmp_path):
     """`diff --html` across two logdirs whose runs have one name (each shown as base: /
     candidate:), on one step as the diff itself compares."""
     import shutil
+
     session = "2026_01_01_00_00_00"
     for side, src in (("base", "mlp_b64"), ("cand", "mlp_b128")):
         profile = os.path.join(COMPARE, src, "plugins", "profile")
-        shutil.copytree(os.path.join(profile, os.listdir(profile)[0]),
-                        tmp_path / side / "mlp" / "plugins" / "profile" / session)
+        shutil.copytree(
+            os.path.join(profile, os.listdir(profile)[0]),
+            tmp_path / side / "mlp" / "plugins" / "profile" / session,
+        )
         shutil.copy(os.path.join(COMPARE, "roofline_device.json"), tmp_path / side)
     path = str(tmp_path / "diff.html")
-    cli("diff", str(tmp_path / "base"), str(tmp_path / "cand"), "--step", "Average",
-        "--html", path, "--no-progress")
-    diff = json.loads(cli("diff", str(tmp_path / "base"), str(tmp_path / "cand"), "--step",
-                          "Average", "--format", "json", "--no-progress"))
+    cli(
+        "diff",
+        str(tmp_path / "base"),
+        str(tmp_path / "cand"),
+        "--step",
+        "Average",
+        "--html",
+        path,
+        "--no-progress",
+    )
+    diff = json.loads(
+        cli(
+            "diff",
+            str(tmp_path / "base"),
+            str(tmp_path / "cand"),
+            "--step",
+            "Average",
+            "--format",
+            "json",
+            "--no-progress",
+        )
+    )
     others = open_offline(page, path)
     wait_js(page, f"['ready', 'error'].includes({SECTION}.dataset.status)", timeout=120)
     assert page.evaluate(f"{SECTION}.dataset.status") == "ready"
     run = f"mlp/{session}"
     assert page.eval_on_selector_all("#run-select option", "os => os.map(o => o.value)") == [
-        f"candidate: {run}", f"base: {run}"]
+        f"candidate: {run}",
+        f"base: {run}",
+    ]
     assert page.input_value("#compare-run") == f"base: {run}"
     assert page.input_value("#compare-step") == "Average"
-    pairs = page.evaluate("+document.querySelector('#compare-op-table-wrap .table-count')"
-                          ".dataset.count")
+    pairs = page.evaluate(
+        "+document.querySelector('#compare-op-table-wrap .table-count').dataset.count"
+    )
     assert pairs == len(diff["ops"]) > 0
     shot(page, "html_report_diff")
     assert others == []
@@ -189,11 +238,14 @@ def test_notebook_repr_renders_the_charts_in_a_frame(page, tmp_path):
     """What Jupyter / VS Code show for an Analysis: the report in a sandboxed srcdoc frame of
     the output cell, working without a server or network."""
     import tb_roofline
+
     a = tb_roofline.load(DEMO)
     path = tmp_path / "cell.html"
-    path.write_text('<!doctype html><html><head><meta charset="utf-8"></head><body>'
-                    f'<div class="output">{a._repr_html_()}</div></body></html>',
-                    encoding="utf-8")
+    path.write_text(
+        '<!doctype html><html><head><meta charset="utf-8"></head><body>'
+        f'<div class="output">{a._repr_html_()}</div></body></html>',
+        encoding="utf-8",
+    )
     others = []
 
     def handle(route):
@@ -210,8 +262,9 @@ def test_notebook_repr_renders_the_charts_in_a_frame(page, tmp_path):
     wait_js(frame, READY, timeout=120)
     assert frame.evaluate("document.querySelector('#roofline-app').dataset.status") == "ready"
     assert frame.evaluate("window.__roofline.opChart.pointCount('ops')") == len(a.ops()) > 0
-    assert frame.evaluate("window.__roofline.programChart.pointCount('records')") == \
-        len(a.program())
+    assert frame.evaluate("window.__roofline.programChart.pointCount('records')") == len(
+        a.program()
+    )
     shot(page, "html_report_notebook_cell")
     assert others == []
 
@@ -237,6 +290,7 @@ def test_report_of_a_pytorch_trace_switches_views_offline(page, tmp_path):
             assert point_count(page, "ops") == len(export(logdir, run, *flag)), view
         else:  # no CLI flag for shapes: the service's own answer
             from tb_roofline.serve.service import RooflineService
+
             shapes = RooflineService(logdir).ops(run, "", rows="shapes")
             assert point_count(page, "ops") == shapes["total_count"]
     assert others == []

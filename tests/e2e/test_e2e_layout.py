@@ -3,12 +3,12 @@ comparison), as an engineer who knows XProf's tool reads the tab: a chart on the
 pages that fit the window, readable numbers, XProf's rule for memory roofs, the binding roof
 named, "—" for what is not a measurement, program records each hoverable, PyTorch rows by
 input shapes. Screenshots in test-output/screenshots/layout_*.png."""
+
 from __future__ import annotations
 
 import re
 
 import pytest
-
 from e2e_helpers import READY, filter_seq, hover, open_frame, point_count, shot, wait_js, wait_ready
 
 A100 = "kineto/a100_80gb_shapes"
@@ -59,8 +59,9 @@ def test_first_screen_fits_and_reads(page, tb_testdata, run, name):
     # XProf's order: device, program roofline, op roofline; a chart on the first screen.
     order = page.evaluate("""[...document.querySelectorAll('#content > *, #content .top-row > *')]
         .filter((e) => !e.hidden && e.id).map((e) => e.id)""")
-    assert order.index("device-section") < order.index("program-section") < order.index(
-        "op-section")
+    assert (
+        order.index("device-section") < order.index("program-section") < order.index("op-section")
+    )
     assert first_chart_top(page, "#program-chart") < 1000 - 200
     shot(page, f"layout_{name}_1600")
     shot(page, f"layout_{name}_1600_first_screen", full_page=False)
@@ -100,6 +101,7 @@ def test_memory_roofs_by_xprofs_rule(page, tb_testdata, run):
     # names a resource by the device's memory name ("Host link (PCIe)") or by its op-table
     # column (table/op_table.py MEMORY_COLUMNS: "Interconnect" for "Interconnect (ICI)").
     from tb_roofline.table.op_table import MEMORY_COLUMNS
+
     bound_ids = {mid for _, name, mid, _ in MEMORY_COLUMNS if name in bound}
     assert "hbm" in drawn
     if run == TPU:  # its all-reduces are bound by the ICI links: that roof is drawn
@@ -114,8 +116,11 @@ def test_memory_roofs_by_xprofs_rule(page, tb_testdata, run):
     labels = page.evaluate("window.__roofline.geometry.labels.map((l) => l.text)")
     assert len(labels) == len(lines)
     # One compute roof per precision peak the ops run at.
-    peaks = {r["peak_flop_rate"] for r in ops if r["peak_flop_rate"] and r["caveat"] not in (
-        "async_start", "async_wait")}
+    peaks = {
+        r["peak_flop_rate"]
+        for r in ops
+        if r["peak_flop_rate"] and r["caveat"] not in ("async_start", "async_wait")
+    }
     computes = page.evaluate("window.__roofline.geometry.computes.map((c) => c.value)")
     assert sorted(computes) == sorted(peaks)
     # Not drawn: named in the legend as available.
@@ -127,10 +132,13 @@ def test_memory_roofs_by_xprofs_rule(page, tb_testdata, run):
 
 def test_tooltip_names_the_binding_roof_and_highlights_it(page, tb_testdata):
     open_frame(page, tb_testdata, run=A100)
-    hover(page, "#op-chart", lambda: screen_xy(page, "opChart", "ops",
-                                               "r.bound_by === 'HBM' && !r.at_floor"))
+    hover(
+        page,
+        "#op-chart",
+        lambda: screen_xy(page, "opChart", "ops", "r.bound_by === 'HBM' && !r.at_floor"),
+    )
     tooltip = page.locator("#chart-tooltip")
-    hovered = page.evaluate("window.__roofline.tooltip.current")
+    page.evaluate("window.__roofline.tooltip.current")
     roof = tooltip.locator("tr[data-key=binding_roof] td").inner_text()
     assert roof == "HBM (2.04 TB/s)", roof  # the A100's 2,039 GB/s
     # The trace has no hardware counters: the tab says why there is no "Total (HW)".
@@ -143,9 +151,11 @@ def test_tooltip_names_the_binding_roof_and_highlights_it(page, tb_testdata):
     if compute:
         r = compute[0]
         # one row per (op, precision): aten::mm ran tf32 (HBM-bound) and fp32 calls
-        text = page.evaluate("""([op, prec]) => window.__roofline.opChart.view.data('ops')
+        text = page.evaluate(
+            """([op, prec]) => window.__roofline.opChart.view.data('ops')
             .find((d) => d.operation === op && d.precision === prec).binding_roof""",
-                             [r["operation"], r["precision"]])
+            [r["operation"], r["precision"]],
+        )
         assert text.startswith("Compute (") and "FLOP/s" in text
     shot(page, "layout_a100_tooltip")
 
@@ -157,21 +167,30 @@ def test_non_measurements_show_a_dash(page, tb_testdata):
     # An issue time over the whole transfer is no rate: the API answers null, the table "—".
     assert starts and all(r["memory_bw"] is None and r["flop_rate"] is None for r in starts)
     # Every column (the table shows the essential ones at first).
-    page.evaluate("window.__roofline.opTable.showColumns("
-                  "window.__roofline.opTable.allColumns.map((c) => c.key))")
+    page.evaluate(
+        "window.__roofline.opTable.showColumns("
+        "window.__roofline.opTable.allColumns.map((c) => c.key))"
+    )
     page.fill("#name-filter", "copy-start")
-    wait_js(page, "document.querySelector('#op-status').dataset.plotted === '%d'" % sum(
-        1 for r in rows if "copy-start" in r["operation"]))
+    wait_js(
+        page,
+        "document.querySelector('#op-status').dataset.plotted === '%d'"
+        % sum(1 for r in rows if "copy-start" in r["operation"]),
+    )
     for key in ("hbm_bw", "flop_rate", "roofline_efficiency", "memory_bw"):
-        cells = page.eval_on_selector_all(f"#op-table td[data-key={key}]",
-                                          "els => els.map((e) => e.innerText)")
+        cells = page.eval_on_selector_all(
+            f"#op-table td[data-key={key}]", "els => els.map((e) => e.innerText)"
+        )
         assert cells and all(c == "—" for c in cells), (key, cells)
     # No-cost ops on the A100: no "0%" and no "0 FLOP/s".
     open_frame(page, tb_testdata, run=A100)
-    keys = page.eval_on_selector_all("#op-table tbody tr", "els => els.map((e) => [" +
-                                     "e.querySelector('[data-key=caveat]').innerText, " +
-                                     "e.querySelector('[data-key=roofline_efficiency]').innerText, "
-                                     "e.querySelector('[data-key=flop_rate]').innerText])")
+    keys = page.eval_on_selector_all(
+        "#op-table tbody tr",
+        "els => els.map((e) => ["
+        + "e.querySelector('[data-key=caveat]').innerText, "
+        + "e.querySelector('[data-key=roofline_efficiency]').innerText, "
+        "e.querySelector('[data-key=flop_rate]').innerText])",
+    )
     no_cost = [k for k in keys if k[0] == "no_cost"]
     assert no_cost and all(k[1] == "—" and k[2] == "—" for k in no_cost)
 
@@ -190,22 +209,26 @@ def test_program_records_each_hoverable(page, tb_testdata):
             assert px == x and py == y, series
     # Hovering Total shows the Total, or the record drawn over it with the Total listed as on
     # the same spot; a click selects the hovered record (table row, ring).
-    target = hover(page, "#program-chart", lambda: screen_xy(
-        page, "programChart", "records", "r.record_type === 'total'"))
+    target = hover(
+        page,
+        "#program-chart",
+        lambda: screen_xy(page, "programChart", "records", "r.record_type === 'total'"),
+    )
     current = page.evaluate("window.__roofline.tooltip.current.series")
     if current != "Total":
         assert "Total" in page.inner_text("#chart-tooltip .tooltip-here")
     page.mouse.click(target["x"], target["y"])
     wait_js(page, "document.querySelector('#program-section').dataset.selected === %r" % current)
-    assert page.evaluate("document.querySelector('#program-table tr.selected').dataset.key") == \
-        current
+    assert (
+        page.evaluate("document.querySelector('#program-table tr.selected').dataset.key") == current
+    )
     # One legend for the records (under the chart, marker and colour of each), none in it.
     legends = page.evaluate("""window.__roofline.programChart.view.scenegraph().root.items[0]
         .items.filter((m) => m.role === 'legend').length""")
     assert legends == 0
-    assert page.eval_on_selector_all("#program-legend .record-item",
-                                     "els => els.map((e) => e.dataset.series)") == \
-        [p[0] for p in pts]
+    assert page.eval_on_selector_all(
+        "#program-legend .record-item", "els => els.map((e) => e.dataset.series)"
+    ) == [p[0] for p in pts]
 
 
 def test_pytorch_rows_by_shapes(page, tb_testdata):
@@ -220,9 +243,12 @@ def test_pytorch_rows_by_shapes(page, tb_testdata):
     assert point_count(page, "ops") == answer["total_count"]
     headers = page.eval_on_selector_all("#op-table th", "els => els.map((e) => e.dataset.key)")
     assert headers.index("shapes") == headers.index("operation") + 1
-    mm = page.eval_on_selector_all("#op-table tbody tr", "els => els.map((e) => [" +
-                                   "e.querySelector('[data-key=operation]').innerText, " +
-                                   "e.querySelector('[data-key=shapes]').innerText])")
+    mm = page.eval_on_selector_all(
+        "#op-table tbody tr",
+        "els => els.map((e) => ["
+        + "e.querySelector('[data-key=operation]').innerText, "
+        + "e.querySelector('[data-key=shapes]').innerText])",
+    )
     expected = {(r["operation"], r["shapes"]) for r in rows_of(answer)}
     assert mm and all((op, sh if sh != "—" else "") in expected for op, sh in mm)
     assert "view=shapes" in page.url
@@ -236,8 +262,12 @@ def test_top_opportunities_follow_filters(page, tb_testdata):
     wait_ready(page, before)
     box = page.locator("#top-ops-box")
     assert box.get_attribute("data-filtered") == "1"
-    ranks = [int(x) for x in page.eval_on_selector_all("#top-ops-box li",
-                                                       "els => els.map((e) => e.dataset.rank)")]
+    ranks = [
+        int(x)
+        for x in page.eval_on_selector_all(
+            "#top-ops-box li", "els => els.map((e) => e.dataset.rank)"
+        )
+    ]
     ops = {r["rank"]: r for r in rows_of(tb_testdata.api("ops", run=A100)[1])}
     assert ranks and all(ops[r]["category"] == "elementwise" for r in ranks)
 
@@ -265,8 +295,9 @@ def test_compare_replaces_the_charts_at_the_top(page, tb_testdata):
     headers = page.evaluate("window.__rooflineCompare.opTable.allColumns.map((c) => c.key)")
     assert headers.index("delta_time_us") < headers.index("base_operation")
     assert headers.index("pair_operation") < headers.index("delta_time_us")
-    names = page.eval_on_selector_all("#compare-op-table td[data-key=pair_operation]",
-                                      "els => els.map((e) => e.innerText)")
+    names = page.eval_on_selector_all(
+        "#compare-op-table td[data-key=pair_operation]", "els => els.map((e) => e.innerText)"
+    )
     assert names and "—" not in names
     for width in (1600, 900):
         at_size(page, width)
@@ -288,7 +319,8 @@ def test_numbers_and_roofs_without_compute_peaks(page, tb_testdata):
     figures the issue quotes."""
     open_frame(page, tb_testdata, run=A100)
     base = f"{tb_testdata.base}/data/plugin/roofline/static"
-    out = page.evaluate("""async (base) => {
+    out = page.evaluate(
+        """async (base) => {
       const cols = await import(base + '/columns.js');
       const roofs = await import(base + '/roofs.js');
       const device = {compute: [], memories: [{id: 'hbm', name: 'HBM', peak_gbs: 1000},
@@ -307,7 +339,9 @@ def test_numbers_and_roofs_without_compute_peaks(page, tb_testdata):
         computes: g.computes.length, hbmLine: g.lines.filter((l) => l.roof === 'memory:hbm').length,
         top: g.yDomain[1], strip: records[1].px <= g.xDomain[0] * (g.xDomain[1] / g.xDomain[0]) ** 0.3,
         colors: [roofs.memoryColor('hbm'), roofs.memoryColor('host'), roofs.memoryColor('l1')]};
-    }""", base)
+    }""",
+        base,
+    )
     assert out["pct"] == "<0.01%" and out["pct2"] == "12.35%"
     assert out["time"] == "363.73 s" and out["ms"] == "1.23 ms" and out["us"] == "12.5 µs"
     assert out["copy"] == out["zero"] == out["eff"] == "—"
@@ -317,9 +351,28 @@ def test_numbers_and_roofs_without_compute_peaks(page, tb_testdata):
     assert out["computes"] == 0 and out["hbmLine"] == 2
     assert out["strip"]
     # Fixed roof colours, none of them a colour of the category palette (tableau20).
-    tableau20 = {"#4c78a8", "#9ecae9", "#f58518", "#ffbf79", "#54a24b", "#88d27a", "#b79a20",
-                 "#f2cf5b", "#439894", "#83bcb6", "#e45756", "#ff9d98", "#79706e", "#bab0ac",
-                 "#d67195", "#fcbfd2", "#b279a2", "#d6a5c9", "#9e765f", "#d8b5a5"}
+    tableau20 = {
+        "#4c78a8",
+        "#9ecae9",
+        "#f58518",
+        "#ffbf79",
+        "#54a24b",
+        "#88d27a",
+        "#b79a20",
+        "#f2cf5b",
+        "#439894",
+        "#83bcb6",
+        "#e45756",
+        "#ff9d98",
+        "#79706e",
+        "#bab0ac",
+        "#d67195",
+        "#fcbfd2",
+        "#b279a2",
+        "#d6a5c9",
+        "#9e765f",
+        "#d8b5a5",
+    }
     assert len(set(out["colors"])) == 3 and not set(out["colors"]) & tableau20
 
 

@@ -4,12 +4,12 @@ its ridge, the Total's tooltip with a bandwidth per memory, no box that cuts its
 op table's default columns within 1280 px. What a point should be and where its roof is are
 worked out here from the API's answers (device, /program, /ops), not read from the page's own
 geometry. Screenshots in test-output/screenshots/exact_*.png."""
+
 from __future__ import annotations
 
 import re
 
 import pytest
-
 from e2e_helpers import hover, open_frame, shot, wait_js
 
 ASYNC = ("async_start", "async_wait")
@@ -31,8 +31,9 @@ def bound_memory(device, bound_by):
     """The device memory a record's `bound_by` names (the op table's column names: "HBM",
     "Interconnect", "Host link"; the device may add the link's kind in brackets)."""
     for m in device.get("memories") or []:
-        if m["peak_gbs"] > 0 and (m["name"] == bound_by or m["id"] == bound_by or
-                                  m["name"].startswith(f"{bound_by} (")):
+        if m["peak_gbs"] > 0 and (
+            m["name"] == bound_by or m["id"] == bound_by or m["name"].startswith(f"{bound_by} (")
+        ):
             return m
     return None
 
@@ -73,11 +74,19 @@ def check_chart(page, chart, records, device, what):
             continue
         roof = own_roof(device, r)
         if roof is not None:  # its roof is on the chart, above it
-            assert lo <= roof <= hi * (1 + 1e-9), (what, r.get("operation") or r["record_type"],
-                                                   roof, lo, hi)
+            assert lo <= roof <= hi * (1 + 1e-9), (
+                what,
+                r.get("operation") or r["record_type"],
+                roof,
+                lo,
+                hi,
+            )
         assert lo <= r["flop_rate"] <= hi
-    peaks = [r["peak_flop_rate"] for r in records if positive(r.get("peak_flop_rate")) and
-             r.get("caveat") not in ASYNC]
+    peaks = [
+        r["peak_flop_rate"]
+        for r in records
+        if positive(r.get("peak_flop_rate")) and r.get("caveat") not in ASYNC
+    ]
     if peaks:
         top = max(peaks)
         assert top <= hi, (what, top, hi)
@@ -148,13 +157,20 @@ def test_every_run_drawn_exactly(page, tb_testdata):
     assert checked >= 10
 
 
-@pytest.mark.parametrize("run", ["kineto/a100_80gb_shapes", "demo/v4_pod/2026_11_29_11_30_00",
-                                 "xla_gpu_mi300_conv/2026_01_01_00_00_00"])
+@pytest.mark.parametrize(
+    "run",
+    [
+        "kineto/a100_80gb_shapes",
+        "demo/v4_pod/2026_11_29_11_30_00",
+        "xla_gpu_mi300_conv/2026_01_01_00_00_00",
+    ],
+)
 def test_total_tooltip_and_coincident_records(page, tb_testdata, run):
     page.set_viewport_size({"width": 1440, "height": 900})
     open_frame(page, tb_testdata, run=run)
-    total = next(r for r in rows_of(tb_testdata.api("program", run=run)[1])
-                 if r["record_type"] == "total")
+    total = next(
+        r for r in rows_of(tb_testdata.api("program", run=run)[1]) if r["record_type"] == "total"
+    )
     device = tb_testdata.api("device", run=run)[1]["device"]
     locate = """(() => {
       const c = window.__roofline.programChart;
@@ -167,20 +183,30 @@ def test_total_tooltip_and_coincident_records(page, tb_testdata, run):
     # Which record the mouse is on: Total, or one drawn on top of it on the same spot.
     current = page.evaluate("window.__roofline.tooltip.current")
     if current["record_type"] == "total":
-        moves = {k[: -len("_bw")] for k, v in total.items() if k.endswith("_bw") and
-                 k != "memory_bw" and k != "transfer_bw" and positive(v)}
+        moves = {
+            k[: -len("_bw")]
+            for k, v in total.items()
+            if k.endswith("_bw") and k != "memory_bw" and k != "transfer_bw" and positive(v)
+        }
         assert moves, "the Total moves bytes in some memory"
-        shown = set(tip.locator("table.tooltip-memories tr[data-memory]").evaluate_all(
-            "rs => rs.map((r) => r.dataset.memory)"))
+        shown = set(
+            tip.locator("table.tooltip-memories tr[data-memory]").evaluate_all(
+                "rs => rs.map((r) => r.dataset.memory)"
+            )
+        )
         assert shown == moves, (shown, moves)
         for mid in moves:
             text = tip.locator(f"tr[data-memory={mid}] td").first.inner_text()
             value = float(text.split()[0].replace(",", ""))
-            assert abs(value - total[f"{mid}_bw"]) <= max(0.006, 0.005 * total[f"{mid}_bw"]), \
-                (mid, text, total[f"{mid}_bw"])
+            assert abs(value - total[f"{mid}_bw"]) <= max(0.006, 0.005 * total[f"{mid}_bw"]), (
+                mid,
+                text,
+                total[f"{mid}_bw"],
+            )
         text = tip.inner_text()
         unit = {"gpu": "GPU", "tpu": "chip" if device.get("megacore") else "TensorCore"}.get(
-            device["kind"], "core")
+            device["kind"], "core"
+        )
         assert "Total time" in text and f"per {unit}" in text
     # Every record on that spot is listed (the points are not moved apart): those drawn at the
     # hovered point's place, and Total's when the hovered one is drawn over it.
@@ -213,8 +239,11 @@ def test_total_tooltip_and_coincident_records(page, tb_testdata, run):
 
 def test_default_op_table_fits_1280(page, tb_testdata):
     page.set_viewport_size({"width": 1280, "height": 900})
-    for run in ("demo/v6e_train/2026_11_29_10_00_00", "kineto/a100_80gb_shapes",
-                "xla_gpu_mi300_conv/2026_01_01_00_00_00"):
+    for run in (
+        "demo/v6e_train/2026_11_29_10_00_00",
+        "kineto/a100_80gb_shapes",
+        "xla_gpu_mi300_conv/2026_01_01_00_00_00",
+    ):
         open_frame(page, tb_testdata, run=run)
         page.wait_for_timeout(300)
         widths = page.evaluate("""(() => {
@@ -234,7 +263,9 @@ def test_default_op_table_fits_1280(page, tb_testdata):
         page.check("#op-table-columns input[data-key=hbm_bw]")
         assert "hbm_bw" in page.evaluate("window.__roofline.opTable.shownKeys()")
         # The identity column stays in view when the table scrolls sideways.
-        page.evaluate("document.querySelector('#op-table').closest('.table-scroll').scrollLeft = 400")
+        page.evaluate(
+            "document.querySelector('#op-table').closest('.table-scroll').scrollLeft = 400"
+        )
         sticky = page.evaluate("""(() => {
           const s = document.querySelector('#op-table').closest('.table-scroll');
           const c = document.querySelector('#op-table tbody td[data-key=operation]');
@@ -272,8 +303,9 @@ def test_compare_places_only_measurements_and_fits(page, tb_testdata):
     page.set_viewport_size({"width": 1280, "height": 900})
     open_frame(page, tb_testdata, run=cand)
     page.select_option("#compare-run", base)
-    wait_js(page, "document.querySelector('#compare-section').dataset.status === 'ready'",
-            timeout=60)
+    wait_js(
+        page, "document.querySelector('#compare-section').dataset.status === 'ready'", timeout=60
+    )
     out = page.evaluate("""(() => {
       const v = window.__rooflineCompare;
       const pts = [...v.opChart.view.data('base_points'), ...v.opChart.view.data('cand_points')];

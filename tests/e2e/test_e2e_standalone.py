@@ -3,6 +3,7 @@
 The server is the real command started as a process; the page is the same frontend the
 plugin serves, opened at the server's root.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ import sys
 import urllib.parse
 
 import pytest
-
 from e2e_helpers import READY, REPO, free_port, hover, point_count, shot, wait_js
 from tb_server import get, server_process
 
@@ -37,8 +37,7 @@ def count(page) -> int:
 
 
 def apply(page, action):
-    before = int(page.evaluate("+(document.querySelector('#roofline-app').dataset.filterSeq"
-                               " || 0)"))
+    before = int(page.evaluate("+(document.querySelector('#roofline-app').dataset.filterSeq || 0)"))
     action()
     wait_js(page, READY)
     wait_js(page, f"+(document.querySelector('#roofline-app').dataset.filterSeq || 0) > {before}")
@@ -78,8 +77,9 @@ def test_serve_filters_hover_and_run_switch(page, standalone):
     page.click("#category-filter summary")
     apply(page, lambda: page.check(f"#category-options input[value='{category}']"))
     assert count(page) == api(standalone, "ops", run=run, category=category)[1]["total_count"]
-    assert set(page.evaluate(
-        "window.__roofline.opChart.shownData('ops').map(r => r.category)")) == {category}
+    assert set(
+        page.evaluate("window.__roofline.opChart.shownData('ops').map(r => r.category)")
+    ) == {category}
     apply(page, lambda: page.uncheck(f"#category-options input[value='{category}']"))
     page.click("#category-filter summary")
     apply(page, lambda: page.fill("#name-filter", "fusion"))
@@ -100,6 +100,7 @@ def test_serve_filters_hover_and_run_switch(page, standalone):
           return {x: box.left + ox + view.scale('x')(d.px),
                   y: box.top + oy + view.scale('y')(d.py)};
         }""")
+
     hover(page, "#op-chart", biggest)
     assert page.evaluate("window.__roofline.tooltip.current.record_type") == "op"
 
@@ -113,6 +114,7 @@ def test_serve_filters_hover_and_run_switch(page, standalone):
 
 def test_serve_refuses_other_sites(standalone):
     import urllib.request
+
     port = urllib.parse.urlsplit(standalone).port
 
     def status(**headers):

@@ -1,5 +1,6 @@
 """The Roofline tab inside TensorBoard's own page (http://127.0.0.1:PORT/#roofline): the plugin
 iframe, state kept in TensorBoard's URL, its reload button, its dark mode and --path_prefix."""
+
 from __future__ import annotations
 
 import time
@@ -67,6 +68,7 @@ def test_tab_in_tensorboard_ui(page, tb, main_logdir):
 
     # TensorBoard's reload button: new sessions appear, the selection survives.
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
+
     write_tpu_session(main_logdir, "late", "2019_06_01_00_00_00", [SynthConfig(seed=21)])
     before = seq(frame, "runsSeq")
     page.click("button.reload-button")
@@ -80,7 +82,9 @@ def test_tab_in_tensorboard_ui(page, tb, main_logdir):
 
 
 def test_dark_mode_follows_tensorboard(page, tb):
-    page.goto(tb.base + f"/?darkMode=true#roofline&p.roofline.run={urllib.parse.quote(V4_RUN, safe='')}")
+    page.goto(
+        tb.base + f"/?darkMode=true#roofline&p.roofline.run={urllib.parse.quote(V4_RUN, safe='')}"
+    )
     frame = roofline_frame(page)
     wait_js(page, "document.body.classList.contains('dark-mode')")
     wait_js(frame, "document.querySelector('#roofline-app').classList.contains('dark')")

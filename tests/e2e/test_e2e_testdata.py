@@ -1,6 +1,6 @@
 """The tab on the repository's committed test data (demo TPU pods, real GPU/CPU profiles)."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 from e2e_helpers import READY, open_frame, point_count, shot, wait_js
 
@@ -23,8 +23,9 @@ def test_demo_runs_and_per_host_points(page, tb_testdata):
         kinds = [r[0] for r in program["rows"]]
         if len(runs[run]["hosts"]) > 1 and "host" in kinds:
             # One point per host in the all-hosts view, named in the table.
-            labels = page.eval_on_selector_all("#program-table tbody tr",
-                                               "rs => rs.map(r => r.dataset.key)")
+            labels = page.eval_on_selector_all(
+                "#program-table tbody tr", "rs => rs.map(r => r.dataset.key)"
+            )
             for host in runs[run]["hosts"]:
                 assert f"Host {host}" in labels
         shot(page, f"testdata_{run.split('/')[1]}")
@@ -38,9 +39,15 @@ def test_gpu_trace_precisions_and_kernel_view(page, tb_testdata):
         _, ops = tb_testdata.api("ops", run=r)
         peak = ops["columns"].index("peak_flop_rate")
         return any(row[peak] for row in ops["rows"])
-    run = next((r for r in candidates
-                if len(tb_testdata.api("device", run=r)[1]["device"]["compute"]) > 1
-                and costed(r)), None)
+
+    run = next(
+        (
+            r
+            for r in candidates
+            if len(tb_testdata.api("device", run=r)[1]["device"]["compute"]) > 1 and costed(r)
+        ),
+        None,
+    )
     assert run is not None, "testdata/kineto holds GPU traces with per-precision peaks"
     open_frame(page, tb_testdata, run=run)
     device = tb_testdata.api("device", run=run)[1]["device"]
@@ -51,8 +58,11 @@ def test_gpu_trace_precisions_and_kernel_view(page, tb_testdata):
     # One solid compute roof per peak the ops run at (their precisions' roofs), labelled.
     peak_col = ops["columns"].index("peak_flop_rate")
     cav_col = ops["columns"].index("caveat")
-    peaks = {r[peak_col] for r in ops["rows"] if r[peak_col] and r[cav_col] not in (
-        "async_start", "async_wait")}
+    peaks = {
+        r[peak_col]
+        for r in ops["rows"]
+        if r[peak_col] and r[cav_col] not in ("async_start", "async_wait")
+    }
     computes = page.evaluate("window.__roofline.geometry.computes.map(c => c.value)")
     assert sorted(computes) == sorted(peaks) and len(computes) > 1
     names = page.evaluate("window.__roofline.geometry.computes.map(c => c.name)")
@@ -84,7 +94,9 @@ def test_profiles_without_peaks_or_ops(page, tb_testdata):
         raise AssertionError("testdata/ holds CPU profiles without peaks")
     open_frame(page, tb_testdata, run=run)
     assert page.evaluate("document.querySelector('#roofline-app').dataset.status") in (
-        "ready", "partial")
+        "ready",
+        "partial",
+    )
     assert page.locator("#device-panel .warning").count() == 1  # "Peaks are not known"
     _, diags = tb_testdata.api("diagnostics", run=run)
     # The peaks_unknown note is said once, in the device panel; the list has the others.
@@ -124,11 +136,13 @@ def test_serving_steps_beside_the_program_chart(page, tb_testdata):
     panel.scroll_into_view_if_needed()
     wait_js(page, "document.querySelector('#serving-steps tbody tr[data-step]') !== null")
     cells = page.eval_on_selector_all(
-        "#serving-steps tbody tr[data-step] td", "tds => tds.map(td => td.textContent)")
+        "#serving-steps tbody tr[data-step] td", "tds => tds.map(td => td.textContent)"
+    )
     assert cells[0] == "0 · decode bs 32" and cells[1] == "decode" and cells[2] == "32"
     ridge = steps[0]["ridge_batch"]
     assert cells[-1] == f"{ridge:.3g}"
-    codes = page.eval_on_selector_all("#serving-steps li[data-code]",
-                                      "ls => ls.map(l => l.dataset.code)")
+    codes = page.eval_on_selector_all(
+        "#serving-steps li[data-code]", "ls => ls.map(l => l.dataset.code)"
+    )
     assert codes == [f["code"] for f in steps[0]["findings"]]
     shot(page, "testdata_serving_steps")

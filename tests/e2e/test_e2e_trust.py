@@ -1,5 +1,6 @@
 """The tab tells measurements from records with a caveat, draws the roofs the table states, and
 says what a view shows (issue #8), on the committed test data in a real TensorBoard."""
+
 from __future__ import annotations
 
 from e2e_helpers import READY, open_frame, shot, wait_js
@@ -34,12 +35,15 @@ def test_caveats_are_marked_and_the_mix_roof_is_drawn(page, tb_testdata):
     # at most two decimals, trailing zeros dropped (static/columns.js fmtNum)
     want = ("%.2f" % (total["peak_flop_rate"] / 1e3)).rstrip("0").rstrip(".")
     assert cell.inner_text() == want + " TFLOP/s"
-    assert total["peak_flop_rate"] not in [c["peak_gflops"] for c in tb_testdata.api(
-        "device", run=A100)[1]["device"]["compute"]]  # a real mix, not one ceiling
+    assert total["peak_flop_rate"] not in [
+        c["peak_gflops"] for c in tb_testdata.api("device", run=A100)[1]["device"]["compute"]
+    ]  # a real mix, not one ceiling
     # Records without a FLOP rate sit in the box at the bottom left, each at its own place
     # (hoverable), not spread along the intensity axis.
     geometry = page.evaluate("window.__roofline.geometry")
-    strip = page.evaluate("window.__roofline.data.ops.filter(r => r.at_floor).map(r => [r.px, r.py])")
+    strip = page.evaluate(
+        "window.__roofline.data.ops.filter(r => r.at_floor).map(r => [r.px, r.py])"
+    )
     assert strip and len({(x, y) for x, y in strip}) == len(strip)
     assert all(y <= geometry["stripTop"] for _, y in strip)
     lo, hi = geometry["xDomain"]
@@ -61,14 +65,22 @@ def test_caveats_are_marked_and_the_mix_roof_is_drawn(page, tb_testdata):
     # Compact: the top 3 shown, up to 10 behind "more".
     assert page.locator("#top-ops-box > ol > li").count() == 3
     top = page.locator("#top-ops li")
-    measured = sorted((r for r in ops if r["potential_time_saved_us"] is not None
-                       and r["potential_time_saved_us"] > 0 and not r["caveat"]),
-                      key=lambda r: -r["potential_time_saved_us"])
+    measured = sorted(
+        (
+            r
+            for r in ops
+            if r["potential_time_saved_us"] is not None
+            and r["potential_time_saved_us"] > 0
+            and not r["caveat"]
+        ),
+        key=lambda r: -r["potential_time_saved_us"],
+    )
     shown = [int(top.nth(i).get_attribute("data-rank")) for i in range(top.count())]
     assert shown == [r["rank"] for r in measured[:10]]
     # ... in the server's order (model/rankings.py), which the tab reads rather than makes
-    ranked = sorted((r for r in ops if r["opportunity_rank"] is not None),
-                    key=lambda r: r["opportunity_rank"])
+    ranked = sorted(
+        (r for r in ops if r["opportunity_rank"] is not None), key=lambda r: r["opportunity_rank"]
+    )
     assert shown == [r["rank"] for r in ranked[:10]]
     shot(page, "trust_a100")
 
@@ -79,8 +91,11 @@ def test_caveat_tooltip_and_cell_say_why(page, tb_testdata):
     wait_rows = [r for r in ops if r["caveat"] == "async_wait"]
     assert wait_rows and all(r["potential_time_saved_us"] is None for r in wait_rows)
     page.fill("#name-filter", "copy-done")
-    wait_js(page, "window.__roofline.filtered.length === " + str(
-        sum("copy-done" in r["operation"] for r in ops)))
+    wait_js(
+        page,
+        "window.__roofline.filtered.length === "
+        + str(sum("copy-done" in r["operation"] for r in ops)),
+    )
     cell = page.locator("#op-table td[data-key=caveat]").first
     assert cell.inner_text() == "async_wait" and "waiting" in cell.get_attribute("title")
     # Hovering the point shows the reason in the compact tooltip.
@@ -93,8 +108,9 @@ def test_caveat_tooltip_and_cell_say_why(page, tb_testdata):
       return {x: box.left + ox + view.scale('x')(d.px), y: box.top + oy + view.scale('y')(d.py)};
     })()""")
     hovered = None
-    for dx, dy in [(0, 0)] + [(dx, dy) for r in (3, 6, 9) for dx in (-r, 0, r)
-                              for dy in (-r, 0, r) if dx or dy]:  # a small diamond: search
+    for dx, dy in [(0, 0)] + [
+        (dx, dy) for r in (3, 6, 9) for dx in (-r, 0, r) for dy in (-r, 0, r) if dx or dy
+    ]:  # a small diamond: search
         page.mouse.move(point["x"] + dx, point["y"] + dy)
         hovered = page.evaluate("window.__roofline.tooltip.current")
         if hovered:

@@ -13,6 +13,7 @@ op": the outermost op around it that has a FLOP formula, else its outermost (top
 kernels launched inside, and on CPU-only traces all CPU time spent inside (minus the time of
 nested row ops), go to that row op. memcpy/memset are rows of their own with measured bytes.
 """
+
 from __future__ import annotations
 
 import json  # tests patch kineto.json.loads
@@ -23,29 +24,71 @@ import numpy as np
 from tb_roofline.devices.gpu_peaks import apply_ceilings
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.table.op_table import OpTableBuilder, ProfileData
 from tb_roofline.readers.common import innermost_enclosing, op_nesting
-from tb_roofline.readers.kineto import (attribution, capture, comms, counters, device,
-                                        serving, tables)
+from tb_roofline.readers.kineto import (
+    attribution,
+    capture,
+    comms,
+    counters,
+    device,
+    serving,
+    tables,
+)
 from tb_roofline.readers.kineto import timeline as kineto_timeline
-from tb_roofline.readers.kineto.counters import (HW_NOTE, HW_PRECISIONS, HW_PREFIX,  # noqa: F401
-                                                 HwCounters, hw_flops_from_metrics)
-from tb_roofline.readers.kineto.events import (GPU_CATEGORIES, KIND_KERNEL,  # noqa: F401
-                                               KIND_MEMCPY, KIND_MEMSET, RUNTIME_CATEGORIES,
-                                               STEP_NAME, Collector, _exact_ns, _int,
-                                               to_columns)
-from tb_roofline.readers.kineto.stream import (CHUNK_CHARS, MAX_EVENTS,  # noqa: F401
-                                               MAX_EVENTS_ENV, load_kineto)
+from tb_roofline.readers.kineto.counters import (  # noqa: F401
+    HW_NOTE,
+    HW_PRECISIONS,
+    HW_PREFIX,
+    HwCounters,
+    hw_flops_from_metrics,
+)
+from tb_roofline.readers.kineto.events import (  # noqa: F401
+    GPU_CATEGORIES,
+    KIND_KERNEL,
+    KIND_MEMCPY,
+    KIND_MEMSET,
+    RUNTIME_CATEGORIES,
+    STEP_NAME,
+    Collector,
+    _exact_ns,
+    _int,
+    to_columns,
+)
+from tb_roofline.readers.kineto.stream import CHUNK_CHARS, MAX_EVENTS, MAX_EVENTS_ENV, load_kineto  # noqa: F401
 from tb_roofline.readers.kineto.tables import KNOWN_SOURCES, div_safe  # noqa: F401
+from tb_roofline.table.op_table import OpTableBuilder, ProfileData
 
 _Collector = Collector
 
 # What other modules and tests use from the package (re-exported from its stages).
-__all__ = ["read_kineto_file", "read_kineto", "load_kineto", "to_columns", "Collector",
-           "HwCounters", "hw_flops_from_metrics", "HW_NOTE", "HW_PRECISIONS", "HW_PREFIX",
-           "GPU_CATEGORIES", "RUNTIME_CATEGORIES", "STEP_NAME", "KIND_KERNEL", "KIND_MEMCPY",
-           "KIND_MEMSET", "CHUNK_CHARS", "MAX_EVENTS", "MAX_EVENTS_ENV", "KNOWN_SOURCES",
-           "div_safe", "json", "_exact_ns", "_op_tree", "_innermost_op", "_Collector"]
+__all__ = [
+    "read_kineto_file",
+    "read_kineto",
+    "load_kineto",
+    "to_columns",
+    "Collector",
+    "HwCounters",
+    "hw_flops_from_metrics",
+    "HW_NOTE",
+    "HW_PRECISIONS",
+    "HW_PREFIX",
+    "GPU_CATEGORIES",
+    "RUNTIME_CATEGORIES",
+    "STEP_NAME",
+    "KIND_KERNEL",
+    "KIND_MEMCPY",
+    "KIND_MEMSET",
+    "CHUNK_CHARS",
+    "MAX_EVENTS",
+    "MAX_EVENTS_ENV",
+    "KNOWN_SOURCES",
+    "div_safe",
+    "json",
+    "_exact_ns",
+    "_op_tree",
+    "_innermost_op",
+    "_Collector",
+]
 
 
 def read_kineto(col: Collector, host: str) -> ProfileData:
@@ -75,33 +118,68 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
             c.op_ic = comms.op_interconnect(c, ranks, c.world, algorithms)
             c.op_coll = comms.op_collectives(c, ranks, c.world, algorithms)
         unattributed, shapes, op_kernels = tables.gpu_rows(
-            builder, kernels, host, c, links, op_step, col.cost_shapes, comms.kernel_costs(c, col))
+            builder, kernels, host, c, links, op_step, col.cost_shapes, comms.kernel_costs(c, col)
+        )
         steps, spans = tables.gpu_spans(host, c, links, step_spans)
         if not c.n_ops:
             diagnostics.append(Diagnostic("warning", NO_CPU_OPS, NO_CPU_OPS_NOTE))
         copy_only = tables.program_devices(c)[1]
         if copy_only:
-            diagnostics.append(Diagnostic(
-                "info", "copy_only_devices",
-                f"device(s) {', '.join(map(str, copy_only))} only copied memory (memcpy / "
-                "memset, no kernel): their copies are in the op table, but they ran no program, "
-                "so they add no device time or idle time"))
+            diagnostics.append(
+                Diagnostic(
+                    "info",
+                    "copy_only_devices",
+                    f"device(s) {', '.join(map(str, copy_only))} only copied memory (memcpy / "
+                    "memset, no kernel): their copies are in the op table, but they ran no program, "
+                    "so they add no device time or idle time",
+                )
+            )
         timeline = kineto_timeline.gpu_timeline(
-            spans, steps, c.gpu_kind, c.gpu_dev, c.gpu_stream * (1 << 20) + c.gpu_dev,
-            c.gpu_ts, c.gpu_dur, links.row, c.gpu_name, c.names, c.op_name, c.op_cost, c.costs,
-            c.name_units, lambda kind, nm: tables.transfers(kind, nm, np.zeros(len(kind)))[2],
-            causes)
+            spans,
+            steps,
+            c.gpu_kind,
+            c.gpu_dev,
+            c.gpu_stream * (1 << 20) + c.gpu_dev,
+            c.gpu_ts,
+            c.gpu_dur,
+            links.row,
+            c.gpu_name,
+            c.names,
+            c.op_name,
+            c.op_cost,
+            c.costs,
+            c.name_units,
+            lambda kind, nm: tables.transfers(kind, nm, np.zeros(len(kind)))[2],
+            causes,
+        )
         diagnostics += tables.cpu_ops_skipped(c, tree, links)
     elif c.n_ops:
         rows, t_ps = tables.cpu_rows(builder, host, c, tree, op_step)
         steps, spans = tables.cpu_spans(host, c, step_spans)
         timeline = kineto_timeline.cpu_timeline(
-            spans, steps, c.op_thread, c.op_ts, c.op_dur, tree.parent, c.names, c.op_name,
-            c.op_cost, c.costs, [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans],
-            causes)
+            spans,
+            steps,
+            c.op_thread,
+            c.op_ts,
+            c.op_dur,
+            tree.parent,
+            c.names,
+            c.op_name,
+            c.op_cost,
+            c.costs,
+            [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans],
+            causes,
+        )
         shapes = kineto_timeline.op_shapes(
-            rows, t_ps[rows], [("", str(c.names[c.op_name[r]]), c.costs[c.op_cost[r]].precision)
-                               for r in rows.tolist()], col.cost_shapes, c.op_cost)
+            rows,
+            t_ps[rows],
+            [
+                ("", str(c.names[c.op_name[r]]), c.costs[c.op_cost[r]].precision)
+                for r in rows.tolist()
+            ],
+            col.cost_shapes,
+            c.op_cost,
+        )
     hw = counters.hw_counters(col, c, tree, step_spans)
     props = device.device_properties(col.meta)
     dev, device_notes = device.device_info(props, spans, has_gpu or bool(hw))
@@ -114,14 +192,24 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
         apply_ceilings(table, dev, allow_tf32=False)
     dist = col.meta.get("distributedInfo") or {}
     return ProfileData(
-        device=dev, ops=ops, steps=steps, core_spans=spans, diagnostics=diagnostics,
-        has_hw_counters=hw is not None, allow_tf32=False, kernels=kernel_table, hw_counters=hw,
+        device=dev,
+        ops=ops,
+        steps=steps,
+        core_spans=spans,
+        diagnostics=diagnostics,
+        has_hw_counters=hw is not None,
+        allow_tf32=False,
+        kernels=kernel_table,
+        hw_counters=hw,
         hw_ops=counters.hw_table(hw, host) if hw is not None else None,
         rank=_int(dist.get("rank"), None) if isinstance(dist, dict) else None,
         world_size=_int(dist.get("world_size"), None) if isinstance(dist, dict) else None,
-        device_properties=props, timeline=timeline, op_shapes=shapes,
+        device_properties=props,
+        timeline=timeline,
+        op_shapes=shapes,
         op_kernels=op_kernels,
-        serving_steps=serving.step_records(serving_steps, steps, c.base_ns) or None)
+        serving_steps=serving.step_records(serving_steps, steps, c.base_ns) or None,
+    )
 
 
 # A GPU trace without one `cpu_op` event (the reader sees them; op names cannot tell: an
@@ -131,7 +219,8 @@ NO_CPU_OPS_NOTE = (
     "this PyTorch trace has device activity but no CPU ops: kernels cannot be named by the "
     "aten op that launched them, so no FLOPs or shapes are known. Record CPU activity too: "
     "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
-    "record_shapes=True)")
+    "record_shapes=True)"
+)
 
 
 def _op_tree(thread, ts, dur):
@@ -148,8 +237,9 @@ def _innermost_op(order, parent, thread_sorted, ts_sorted, end_all, q_thread, q_
     return innermost_enclosing(order, parent, thread, begin, end_all, q_thread, q_ts, q_end)
 
 
-def read_kineto_file(path: str, host: str, max_bytes: int | None = None,
-                     progress=None) -> ProfileData:
+def read_kineto_file(
+    path: str, host: str, max_bytes: int | None = None, progress=None
+) -> ProfileData:
     """Read one `*.pt.trace.json[.gz]` (one worker/rank, one profiling span).
 
     Besides the op table it fills the PyTorch fields of ProfileData: `kernels`, `hw_counters`,
@@ -159,19 +249,27 @@ def read_kineto_file(path: str, host: str, max_bytes: int | None = None,
     if progress:
         progress(0, 1)
     col = load_kineto(path, max_bytes=max_bytes, progress=progress)
-    capture.attach(col, path, lambda f: load_kineto(f, max_bytes=max_bytes,
-                                                    collector=capture.CaptureCollector))
-    negative = sum(int(np.count_nonzero(np.asarray(a) < 0))
-                   for a in (col.op_dur, col.gpu_dur, col.rt_dur) if len(a))
+    capture.attach(
+        col, path, lambda f: load_kineto(f, max_bytes=max_bytes, collector=capture.CaptureCollector)
+    )
+    negative = sum(
+        int(np.count_nonzero(np.asarray(a) < 0))
+        for a in (col.op_dur, col.gpu_dur, col.rt_dur)
+        if len(a)
+    )
     negative += sum(1 for s in col.steps if s[2] < 0)
     try:
         data = read_kineto(col, host)
     except ProfileFormatError as exc:
         raise ProfileFormatError(f"{os.path.basename(path)}: {exc}") from None
     if negative:
-        data.diagnostics.append(Diagnostic(
-            "warning", "negative_durations",
-            f"{negative} events have a negative 'dur'; they count as 0 µs long"))
+        data.diagnostics.append(
+            Diagnostic(
+                "warning",
+                "negative_durations",
+                f"{negative} events have a negative 'dur'; they count as 0 µs long",
+            )
+        )
     if progress:
         progress(1, 1)
     return data

@@ -8,6 +8,7 @@ id` names; it is then charged to that op's row op. Steps are the `ProfilerStep#N
 time; an activity belongs to the step its launch ran in. Nesting comes from one stack walk
 (readers/common.py).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,10 +17,10 @@ import re
 import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.table.op_table import NO_STEP
-from tb_roofline.readers.common import innermost_enclosing, op_nesting
 from tb_roofline.readers import kernel_names
+from tb_roofline.readers.common import innermost_enclosing, op_nesting
 from tb_roofline.readers.kineto.events import KIND_KERNEL, Columns
+from tb_roofline.table.op_table import NO_STEP
 
 _WRAPPER = re.compile(r"^(autograd::|torch::autograd::)|Backward\d*$|^CompiledFunction")
 
@@ -32,14 +33,16 @@ def _is_wrapper(name: str) -> bool:
 @dataclasses.dataclass
 class Nesting:
     """The ops' tree: `order` (by thread, start, -duration), `parent`, each op's `row_op`."""
+
     order: np.ndarray
     parent: np.ndarray
     row_op: np.ndarray
 
     def enclosing(self, c: Columns, q_thread, q_ts, q_end) -> np.ndarray:
         """The innermost op enclosing each (thread, start, end), or -1."""
-        return innermost_enclosing(self.order, self.parent, c.op_thread, c.op_ts,
-                                   c.op_ts + c.op_dur, q_thread, q_ts, q_end)
+        return innermost_enclosing(
+            self.order, self.parent, c.op_thread, c.op_ts, c.op_ts + c.op_dur, q_thread, q_ts, q_end
+        )
 
 
 def op_tree(c: Columns) -> tuple[np.ndarray, np.ndarray]:
@@ -77,6 +80,7 @@ def nesting(c: Columns, order=None, parent=None) -> Nesting:
 @dataclasses.dataclass
 class Steps:
     """The ProfilerStep spans, sorted by start (relative ns)."""
+
     ids: np.ndarray
     begin: np.ndarray
     end: np.ndarray
@@ -100,18 +104,26 @@ def steps(c: Columns, diagnostics: list) -> Steps:
     s_order = np.argsort(step_b, kind="stable")
     out = Steps(c.step_ids[s_order], step_b[s_order], step_e[s_order])
     if c.steps_clipped or c.steps_dropped:
-        diagnostics.append(Diagnostic(
-            "warning", "steps_clipped",
-            f"{c.steps_clipped} ProfilerStep span(s) run past the trace's record window (its "
-            "'Record Window End') and are cut there"
-            + (f"; {c.steps_dropped} starting after it are left out" if c.steps_dropped
-               else "") + ": the profiler recorded nothing later"))
+        diagnostics.append(
+            Diagnostic(
+                "warning",
+                "steps_clipped",
+                f"{c.steps_clipped} ProfilerStep span(s) run past the trace's record window (its "
+                "'Record Window End') and are cut there"
+                + (f"; {c.steps_dropped} starting after it are left out" if c.steps_dropped else "")
+                + ": the profiler recorded nothing later",
+            )
+        )
     overlapping = int(np.count_nonzero(out.begin[1:] < np.maximum.accumulate(out.end)[:-1]))
     if overlapping:
-        diagnostics.append(Diagnostic(
-            "warning", "steps_overlap",
-            f"{overlapping} ProfilerStep spans start before an earlier step ends; each step is "
-            "counted from the end of the previous one"))
+        diagnostics.append(
+            Diagnostic(
+                "warning",
+                "steps_overlap",
+                f"{overlapping} ProfilerStep spans start before an earlier step ends; each step is "
+                "counted from the end of the previous one",
+            )
+        )
     return out
 
 
@@ -120,6 +132,7 @@ class GpuLinks:
     """Per GPU activity: its row op (-1: a row of its own, by name) and its step; `outside`:
     launched outside every op; `own_rows`: Triton kernels whose op has no cost (a compiled
     region), rows of their own instead of lumped into the region."""
+
     row: np.ndarray
     step: np.ndarray
     outside: int = 0
@@ -132,8 +145,9 @@ def gpu_links(c: Columns, tree: Nesting, step_spans: Steps) -> GpuLinks:
     rt_by_corr = {}
     for i, k in enumerate(c.rt_corr.tolist()):
         rt_by_corr.setdefault(k, i)
-    gpu_rt = np.fromiter((rt_by_corr.get(k, -1) for k in c.gpu_corr.tolist()), np.int64,
-                         count=len(c.gpu_corr))
+    gpu_rt = np.fromiter(
+        (rt_by_corr.get(k, -1) for k in c.gpu_corr.tolist()), np.int64, count=len(c.gpu_corr)
+    )
     linked = gpu_rt >= 0
     gpu_op = np.full(len(c.gpu_ts), -1, np.int64)
     if linked.any():
@@ -154,6 +168,7 @@ def gpu_links(c: Columns, tree: Nesting, step_spans: Steps) -> GpuLinks:
     if c.n_ops and own.any():
         own &= ~c.op_has_formula[np.maximum(gpu_row, 0)]
         gpu_row = np.where(own, -1, gpu_row)
-    launch_t = np.where(linked, c.rt_ts[np.maximum(gpu_rt, 0)] if len(c.rt_ts) else c.gpu_ts,
-                        c.gpu_ts)
+    launch_t = np.where(
+        linked, c.rt_ts[np.maximum(gpu_rt, 0)] if len(c.rt_ts) else c.gpu_ts, c.gpu_ts
+    )
     return GpuLinks(gpu_row, step_spans.of(launch_t), outside, int(np.count_nonzero(own)))

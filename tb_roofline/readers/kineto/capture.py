@@ -12,6 +12,7 @@ interleave). The capture window's ops are then added to the execution trace insi
 launch's span (their times scaled into it, nesting kept) on a thread of their own, with one
 launch per replayed kernel, and the reader attributes them as any other kernel.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -22,8 +23,8 @@ import re
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.fingerprint import grid_fingerprint
-from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS
 from tb_roofline.readers.kineto.events import Collector, _args, _dur, _int, _ts
+from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS
 
 CAPTURE_DIRS = ("capture", "capture_traces")
 _BEGIN, _END = frozenset(GRAPH_CAPTURE_CALLS[0]), frozenset(GRAPH_CAPTURE_CALLS[1])
@@ -35,10 +36,10 @@ class CaptureCollector(Collector):
 
     def __init__(self):
         super().__init__()
-        self.raw_ops: list = []    # (thread, ts ns, dur ns, name, args, ext)
+        self.raw_ops: list = []  # (thread, ts ns, dur ns, name, args, ext)
         # (ts ns, dur ns, thread, kernel name, External id, launch grid fingerprint)
         self.launches: list = []
-        self.windows: list = []    # (thread, begin ns, end ns)
+        self.windows: list = []  # (thread, begin ns, end ns)
         self._begin: dict = {}
 
     def add_op(self, thread, ts, dur, name, args, ext):
@@ -55,9 +56,16 @@ class CaptureCollector(Collector):
         elif name in _END and thread in self._begin:
             self.windows.append((thread, self._begin.pop(thread), ts + dur))
         elif "Launch" in name and type(args.get("kernel")) is str:
-            self.launches.append((ts, dur, thread, self.bounded(args["kernel"]),
-                                  _int(args.get("External id"), -1),
-                                  grid_fingerprint(args.get("grid"))))
+            self.launches.append(
+                (
+                    ts,
+                    dur,
+                    thread,
+                    self.bounded(args["kernel"]),
+                    _int(args.get("External id"), -1),
+                    grid_fingerprint(args.get("grid")),
+                )
+            )
 
 
 def capture_files(path: str, rank: int | None = None) -> list[str]:
@@ -68,9 +76,11 @@ def capture_files(path: str, rank: int | None = None) -> list[str]:
     for sub in CAPTURE_DIRS:
         d = os.path.join(here, sub)
         if os.path.isdir(d):
-            out += sorted(os.path.join(d, f) for f in os.listdir(d)
-                          if f.endswith((".json", ".json.gz")) and
-                          f != "execution_details.json")
+            out += sorted(
+                os.path.join(d, f)
+                for f in os.listdir(d)
+                if f.endswith((".json", ".json.gz")) and f != "execution_details.json"
+            )
     if rank is not None:
         mine = [f for f in out if re.search(rf"rank_?{rank}(?!\d)", os.path.basename(f))]
         if mine:
@@ -92,10 +102,16 @@ def _windows(cap: CaptureCollector) -> list[tuple]:
     out = []
     for thread, begin, end in cap.windows:
         lt, ot = l_ts.get(thread, []), o_ts.get(thread, [])
-        mine = launches[thread][bisect.bisect_left(lt, begin):bisect.bisect_right(lt, end)]
+        mine = launches[thread][bisect.bisect_left(lt, begin) : bisect.bisect_right(lt, end)]
         if mine:
-            out.append((begin, end, mine,
-                        ops[thread][bisect.bisect_left(ot, begin):bisect.bisect_right(ot, end)]))
+            out.append(
+                (
+                    begin,
+                    end,
+                    mine,
+                    ops[thread][bisect.bisect_left(ot, begin) : bisect.bisect_right(ot, end)],
+                )
+            )
     return out
 
 
@@ -115,15 +131,15 @@ def _choose(candidates: list, grids: list):
     wanted = collections.Counter(g for g in grids if g)
     if not wanted:
         return None
-    agree = [w for w in candidates if collections.Counter(
-        x[5] for x in w[2] if x[5]) & wanted == wanted]
+    agree = [
+        w for w in candidates if collections.Counter(x[5] for x in w[2] if x[5]) & wanted == wanted
+    ]
     return agree[0] if agree and _same_shapes(agree) else None
 
 
 def _same_shapes(windows: list) -> bool:
     """Whether the windows' ops are the same calls (names and shapes, in order)."""
-    return len({tuple((o[3], repr(o[4].get("Input Dims"))) for o in w[3])
-                for w in windows}) == 1
+    return len({tuple((o[3], repr(o[4].get("Input Dims"))) for o in w[3]) for w in windows}) == 1
 
 
 def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
@@ -143,7 +159,7 @@ def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
     next_corr = max(list(col.rt_corr) + list(col.gpu_corr) + [0]) + 1
     next_ext = max(list(col.op_ext) + list(col.rt_ext) + [0]) + 1
     attributed = replayed = 0
-    for g, (corr, thread, ts, dur) in enumerate(col.graph_launches):
+    for g, (corr, _thread, ts, dur) in enumerate(col.graph_launches):
         kernels = sorted(by_corr.get(corr, []), key=lambda i: col.gpu_ts[i])
         replayed += len(kernels)
         if not kernels:
@@ -166,8 +182,7 @@ def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
         ext_map = {}
         for _, ots, odur, name, args, ext in ops:
             ext_map[ext] = next_ext
-            col.add_op(new_thread, at(ots), max(at(ots + odur) - at(ots), 0), name, args,
-                       next_ext)
+            col.add_op(new_thread, at(ots), max(at(ots + odur) - at(ots), 0), name, args, next_ext)
             next_ext += 1
         queue = collections.defaultdict(collections.deque)
         for x in launches:
@@ -191,12 +206,16 @@ def attach(col: Collector, path: str, load) -> None:
     say in `col.notes` what was matched or why nothing could be."""
     if not col.graph_launches:
         if any(n in _BEGIN for n, *_ in col.host_calls):
-            col.notes.append(Diagnostic(
-                "info", "graph_capture_trace",
-                "this trace records CUDA/HIP graph capture: its launches record graphs, the "
-                "device barely runs, so its time is not the workload's. The execution trace "
-                "(the one with the graph launches) is needed for the serving roofline; this "
-                "one gives it the ops and shapes of the replayed kernels"))
+            col.notes.append(
+                Diagnostic(
+                    "info",
+                    "graph_capture_trace",
+                    "this trace records CUDA/HIP graph capture: its launches record graphs, the "
+                    "device barely runs, so its time is not the workload's. The execution trace "
+                    "(the one with the graph launches) is needed for the serving roofline; this "
+                    "one gives it the ops and shapes of the replayed kernels",
+                )
+            )
         return
     names_of = {i: n for n, i in col.names.items()}
     dist = col.meta.get("distributedInfo")
@@ -211,19 +230,30 @@ def attach(col: Collector, path: str, load) -> None:
     if not replayed:
         replayed = sum(1 for c in col.gpu_corr if c in {g[0] for g in col.graph_launches})
     if done == replayed:
-        col.notes.append(Diagnostic(
-            "info", "graph_capture",
-            f"{done} kernels replayed from {len(col.graph_launches)} graph launches were "
-            f"attributed to the ops recorded when the graphs were captured "
-            f"({', '.join(os.path.basename(f) for f in files)})"))
+        col.notes.append(
+            Diagnostic(
+                "info",
+                "graph_capture",
+                f"{done} kernels replayed from {len(col.graph_launches)} graph launches were "
+                f"attributed to the ops recorded when the graphs were captured "
+                f"({', '.join(os.path.basename(f) for f in files)})",
+            )
+        )
         return
-    why = ("no capture trace beside this one (a capture/ or capture_traces/ folder)"
-           if not files else "no capture window launched the same kernels (or several did, "
-           "with other shapes, and the launch grids do not say which)" +
-           (f"; unreadable: {', '.join(unreadable)}" if unreadable else ""))
-    col.notes.append(Diagnostic(
-        "warning", "graph_replay_without_capture",
-        f"{replayed - done} of {replayed} kernels replay CUDA/HIP graphs whose ops were "
-        f"recorded only when the graphs were captured: {why}. They are rows named after the "
-        "kernel, without FLOPs. Profile the capture too (SGLang and vLLM write a capture "
-        "trace per batch size) and put it in a capture/ folder beside this trace"))
+    why = (
+        "no capture trace beside this one (a capture/ or capture_traces/ folder)"
+        if not files
+        else "no capture window launched the same kernels (or several did, "
+        "with other shapes, and the launch grids do not say which)"
+        + (f"; unreadable: {', '.join(unreadable)}" if unreadable else "")
+    )
+    col.notes.append(
+        Diagnostic(
+            "warning",
+            "graph_replay_without_capture",
+            f"{replayed - done} of {replayed} kernels replay CUDA/HIP graphs whose ops were "
+            f"recorded only when the graphs were captured: {why}. They are rows named after the "
+            "kernel, without FLOPs. Profile the capture too (SGLang and vLLM write a capture "
+            "trace per batch size) and put it in a capture/ folder beside this trace",
+        )
+    )

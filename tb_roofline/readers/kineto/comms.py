@@ -10,14 +10,15 @@ the innermost op enclosing it, the first op with a cost, else the outermost comm
 The ranks n are the fact's group size, else the trace's `distributedInfo.world_size`; the
 bytes over the links are S × the bus factor (readers/collectives.py).
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from tb_roofline.hlo.nccl_algorithm import algorithm_of
 from tb_roofline.readers import collectives, torch_flops
-from tb_roofline.readers.kineto.events import Collector, Columns, _int
 from tb_roofline.readers.common import innermost_enclosing
+from tb_roofline.readers.kineto.events import Collector, Columns, _int
 from tb_roofline.readers.torch_custom_ops import fact_cost
 from tb_roofline.table.collective_info import describe
 
@@ -26,7 +27,7 @@ def world_size(meta: dict) -> int:
     """The trace's world size (0 when it does not say)."""
     dist = meta.get("distributedInfo")
     n = _int(dist.get("world_size"), 0) if isinstance(dist, dict) else 0
-    return n if 0 < n < 2 ** 31 else 0
+    return n if 0 < n < 2**31 else 0
 
 
 def apply_facts(c: Columns, col: Collector, order, parent) -> np.ndarray:
@@ -40,8 +41,16 @@ def apply_facts(c: Columns, col: Collector, order, parent) -> np.ndarray:
     thread = np.array([f[0] for f in facts], np.int64)
     ts = np.array([f[1] for f in facts], np.int64) - c.base_ns
     dur = np.maximum(np.array([f[2] for f in facts], np.int64), 0)
-    inner = innermost_enclosing(order, parent, c.op_thread, c.op_ts, c.op_ts + c.op_dur,
-                                thread, ts.astype(np.float64), (ts + dur).astype(np.float64))
+    inner = innermost_enclosing(
+        order,
+        parent,
+        c.op_thread,
+        c.op_ts,
+        c.op_ts + c.op_dur,
+        thread,
+        ts.astype(np.float64),
+        (ts + dur).astype(np.float64),
+    )
     names = c.names[c.op_name].tolist()
     par = parent.tolist()
     chosen: dict = {}  # op -> fact (the first with a group size wins over one without)
@@ -94,8 +103,9 @@ def op_algorithms(c: Columns, gpu_row: np.ndarray) -> dict:
     if not len(gpu_row) or not kinds:
         return {}
     used = np.unique(c.gpu_name)
-    nccl = {int(i): str(c.names[i]) for i in used.tolist()
-            if algorithm_of([str(c.names[i])])}  # a few distinct kernel names
+    nccl = {
+        int(i): str(c.names[i]) for i in used.tolist() if algorithm_of([str(c.names[i])])
+    }  # a few distinct kernel names
     if not nccl:
         return {}
     stated = np.isin(c.gpu_name, list(nccl)) & (gpu_row >= 0)
@@ -140,8 +150,13 @@ def op_collectives(c: Columns, ranks: np.ndarray, world: int, algorithms=None) -
     algorithms = algorithms or {}
     for op, kind, size in _comm_ops(c):
         n = int(ranks[op])
-        out[op] = describe(kind.replace("_", "-"), size, n or world, algorithm=algorithms.get(
-            op, ""), assumed=not n)
+        out[op] = describe(
+            kind.replace("_", "-"),
+            size,
+            n or world,
+            algorithm=algorithms.get(op, ""),
+            assumed=not n,
+        )
     return out
 
 
@@ -154,8 +169,11 @@ def kernel_costs(c: Columns, col: Collector) -> tuple[np.ndarray, np.ndarray, np
     for i, (kind, in_b, out_b, ranks, prec) in col.kernel_comm.items():
         cost = fact_cost(kind, in_b, out_b, ranks, prec)
         nbytes[i] = cost.bytes
-        ic[i] = collectives.bus_bytes(kind, cost.comm[1], ranks or c.world,
-                                      algorithm_of([str(c.names[c.gpu_name[i]])],
-                                                   kind.replace("_", "-")))
+        ic[i] = collectives.bus_bytes(
+            kind,
+            cost.comm[1],
+            ranks or c.world,
+            algorithm_of([str(c.names[c.gpu_name[i]])], kind.replace("_", "-")),
+        )
         known[i] = True
     return nbytes, ic, known

@@ -1,5 +1,6 @@
 """The Kineto reader's device (data-sheet peaks for the GPU that ran) and its trace-level
 diagnostics."""
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,15 @@ from tb_roofline.readers.kineto.events import MAX_NAME_CHARS, _int
 def device_properties(meta: dict) -> list:
     """The trace's `deviceProperties` entries (dicts), non-finite numbers dropped."""
     props = meta.get("deviceProperties")
-    return [{k: v for k, v in p.items() if not isinstance(v, float) or math.isfinite(v)}
-            for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    return (
+        [
+            {k: v for k, v in p.items() if not isinstance(v, float) or math.isfinite(v)}
+            for p in props
+            if isinstance(p, dict)
+        ]
+        if isinstance(props, list)
+        else []
+    )
 
 
 def device_info(props, spans, gpu: bool) -> tuple[DeviceInfo, list]:
@@ -41,43 +49,75 @@ def trace_notes(col, c, has_gpu: bool, hw, unattributed: int) -> list:
     """What the reader says about the trace as a whole (shapes missing, kernels outside ops,
     counters without timing, skipped events)."""
     out = []
-    if c.n_ops and not any(c.costs[k].source == "formula" for k in set(c.op_cost.tolist())) \
-            and not col.meta.get("record_shapes"):
-        out.append(Diagnostic(
-            "warning", "no_shapes",
-            "the trace was recorded without record_shapes=True: op FLOPs and bytes are unknown "
-            "(profile with torch.profiler.profile(record_shapes=True))"))
+    if (
+        c.n_ops
+        and not any(c.costs[k].source == "formula" for k in set(c.op_cost.tolist()))
+        and not col.meta.get("record_shapes")
+    ):
+        out.append(
+            Diagnostic(
+                "warning",
+                "no_shapes",
+                "the trace was recorded without record_shapes=True: op FLOPs and bytes are unknown "
+                "(profile with torch.profiler.profile(record_shapes=True))",
+            )
+        )
     if unattributed:
-        out.append(Diagnostic(
-            "info", "kernels_without_op",
-            f"{unattributed} kernels were launched outside any aten op; they are listed by "
-            "kernel name without FLOPs"))
+        out.append(
+            Diagnostic(
+                "info",
+                "kernels_without_op",
+                f"{unattributed} kernels were launched outside any aten op; they are listed by "
+                "kernel name without FLOPs",
+            )
+        )
     if hw is not None and not hw.kernel_time_known:
-        out.append(Diagnostic(
-            "info", "hw_counters_without_timing",
-            f"{len(hw.kernels)} kernels carry CUPTI hardware counters, but the range profiler "
-            "does not time kernels: hardware FLOPs are shown without rates"))
+        out.append(
+            Diagnostic(
+                "info",
+                "hw_counters_without_timing",
+                f"{len(hw.kernels)} kernels carry CUPTI hardware counters, but the range profiler "
+                "does not time kernels: hardware FLOPs are shown without rates",
+            )
+        )
     if not has_gpu and hw is not None:
-        out.append(Diagnostic(
-            "warning", "no_kernel_timing",
-            "this GPU trace holds no kernel events (captured with the CUPTI range profiler), so "
-            "op times on the device are unknown"))
+        out.append(
+            Diagnostic(
+                "warning",
+                "no_kernel_timing",
+                "this GPU trace holds no kernel events (captured with the CUPTI range profiler), so "
+                "op times on the device are unknown",
+            )
+        )
     if col.long_names:
-        out.append(Diagnostic(
-            "warning", "long_names",
-            f"{col.long_names} op or kernel names are longer than {MAX_NAME_CHARS:,} characters; "
-            "they were cut there (names that differ only after that share a row)"))
-    negative = col.cost_negative and int(np.count_nonzero(
-        np.array(col.cost_negative, bool)[np.asarray(col.op_cost, np.int64)]))
+        out.append(
+            Diagnostic(
+                "warning",
+                "long_names",
+                f"{col.long_names} op or kernel names are longer than {MAX_NAME_CHARS:,} characters; "
+                "they were cut there (names that differ only after that share a row)",
+            )
+        )
+    negative = col.cost_negative and int(
+        np.count_nonzero(np.array(col.cost_negative, bool)[np.asarray(col.op_cost, np.int64)])
+    )
     if negative:
-        out.append(Diagnostic(
-            "warning", "negative_shapes",
-            f"{negative} op calls record a negative dimension in 'Input Dims' (a corrupt "
-            "shape); they count without FLOPs or bytes"))
+        out.append(
+            Diagnostic(
+                "warning",
+                "negative_shapes",
+                f"{negative} op calls record a negative dimension in 'Input Dims' (a corrupt "
+                "shape); they count without FLOPs or bytes",
+            )
+        )
     if col.bad_events:
-        out.append(Diagnostic("warning", "bad_events",
-                              f"{col.bad_events} events were skipped: a required field "
-                              "was missing or malformed"))
+        out.append(
+            Diagnostic(
+                "warning",
+                "bad_events",
+                f"{col.bad_events} events were skipped: a required field was missing or malformed",
+            )
+        )
     return out
 
 
@@ -86,21 +126,31 @@ def trace_notes(col, c, has_gpu: bool, hw, unattributed: int) -> list:
 _COMPILED = ("CompiledFunction", "CompiledFunctionBackward", "Torch-Compiled Region")
 WHY_NO_COST = {
     "compiled": "a torch.compile region: its kernels carry no Inductor annotations "
-                "(kernel_flop, kernel_num_gb: torch._inductor.config.benchmark_kernel) and no "
-                "shapes of their own",
+    "(kernel_flop, kernel_num_gb: torch._inductor.config.benchmark_kernel) and no "
+    "shapes of their own",
     "kernel": "a kernel whose launch has no recorded op around it (launched before the trace "
-              "began, from a thread without ops, or by a library the profiler does not see)",
+    "began, from a thread without ops, or by a library the profiler does not see)",
     "bytes": "bytes known, FLOPs not",
     "no_shapes": "its calls recorded no shapes (profile with record_shapes=True)",
     "no_formula": "no formula for this op (recording shapes would not give it one)",
     "moe_no_weights": "a fused MoE layer that recorded no expert weights and no top-k (only "
-                      "its hidden states and router logits): its work cannot follow",
+    "its hidden states and router logits): its work cannot follow",
     "no_step_sums": "paged/varlen attention: its work is Σ Sq·Sk over the step's sequences, "
-                    "values no shape holds; the engine's step annotation (SGLang "
-                    "roofline_annotations) gives them",
+    "values no shape holds; the engine's step annotation (SGLang "
+    "roofline_annotations) gives them",
 }
-_FORMULA_FAMILIES = frozenset({"matmul", "convolution", "attention", "normalization",
-                               "elementwise", "reduction", "copy", "embedding"})
+_FORMULA_FAMILIES = frozenset(
+    {
+        "matmul",
+        "convolution",
+        "attention",
+        "normalization",
+        "elementwise",
+        "reduction",
+        "copy",
+        "embedding",
+    }
+)
 
 
 def why_no_cost(name: str, source: str, shapes: bool | None = None) -> str:
@@ -110,11 +160,15 @@ def why_no_cost(name: str, source: str, shapes: bool | None = None) -> str:
         return "bytes"
     if name.startswith(_COMPILED):
         return "compiled"
-    if "(" in name or name.startswith(("void ", "nccl", "triton__", "cutlass", "ampere_",
-                                       "sm80_", "sm90_", "Memcpy", "Memset")):
+    if "(" in name or name.startswith(
+        ("void ", "nccl", "triton__", "cutlass", "ampere_", "sm80_", "sm90_", "Memcpy", "Memset")
+    ):
         return "kernel"
-    if not shapes and name.startswith("aten::") and \
-            torch_flops.category_of(name) in _FORMULA_FAMILIES:
+    if (
+        not shapes
+        and name.startswith("aten::")
+        and torch_flops.category_of(name) in _FORMULA_FAMILIES
+    ):
         return "no_shapes"  # a family with formulas: shapes would have given it one
     if serving_ops.is_serving_attention(name):
         return "no_step_sums"
@@ -137,13 +191,19 @@ def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
     names = np.asarray(ops["operation"], dtype=object)[unknown]
     sources = np.asarray(ops["flops_source"], dtype=object)[unknown]  # "bytes": bytes only
     # Whether any call of a name recorded shapes (its fingerprint holds its input dims).
-    recorded = {n for n, f in zip(names.tolist(), np.asarray(
-        ops["fingerprint"], dtype=object)[unknown].tolist()) if str(f).startswith("shapes:")}
+    recorded = {
+        n
+        for n, f in zip(
+            names.tolist(), np.asarray(ops["fingerprint"], dtype=object)[unknown].tolist()
+        )
+        if str(f).startswith("shapes:")
+    }
     # (object arrays as they are: a fixed-width copy is as wide as the longest name, per row)
     name_u, name_i = np.unique(names, return_inverse=True)
     src_u, src_i = np.unique(sources, return_inverse=True)
-    uniq, inverse = np.unique(name_i.reshape(-1) * len(src_u) + src_i.reshape(-1),
-                              return_inverse=True)
+    uniq, inverse = np.unique(
+        name_i.reshape(-1) * len(src_u) + src_i.reshape(-1), return_inverse=True
+    )
     share = np.bincount(inverse.reshape(-1), weights=t[unknown], minlength=len(uniq)) / total
     order = np.argsort(-share, kind="stable")
     worst = [i for i in order[:top].tolist() if share[i] >= floor]
@@ -156,6 +216,11 @@ def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
         reasons.append(why)
         parts.append(f"{name[:120]} {share[i] * 100:.1f}% ({why})")
     told = "; ".join(f"{k}: {WHY_NO_COST[k]}" for k in dict.fromkeys(reasons))
-    return [Diagnostic("info", "uncosted_ops",
-                       f"ops without a FLOP count, by share of op time: {'; '.join(parts)} "
-                       f"(all ops without one: {share.sum() * 100:.1f}%). Why: {told}")]
+    return [
+        Diagnostic(
+            "info",
+            "uncosted_ops",
+            f"ops without a FLOP count, by share of op time: {'; '.join(parts)} "
+            f"(all ops without one: {share.sum() * 100:.1f}%). Why: {told}",
+        )
+    ]

@@ -12,21 +12,22 @@ Facts used (docs/pytorch_traces.md has the details):
 - Times are µs with ns fractions: kept as exact integer ns (a double loses the ns of epoch
   times), then as float64 ns after the earliest event (exact below 2**53 ns).
 """
+
 from __future__ import annotations
 
 import array
-import hashlib
 import dataclasses
+import hashlib
 import re
 
 import numpy as np
 
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.hlo.fingerprint import grid_fingerprint, shapes_fingerprint
-from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS, SYNC_CALLS
 from tb_roofline.readers import serving_ops, serving_steps, torch_custom_ops, torch_flops
 from tb_roofline.readers.common import kernel_unit_labels
 from tb_roofline.readers.shape_facts import torch_shape
+from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS, SYNC_CALLS
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # The instant event Kineto writes where the profiler stopped recording: no step lasts past it.
@@ -123,16 +124,16 @@ class Collector:
 
     def cost_id(self, name, args) -> int:
         dims = args.get("Input Dims")
-        inductor = name.startswith("triton_") and ("kernel_num_gb" in args or
-                                                    "kernel_flop" in args)
+        inductor = name.startswith("triton_") and ("kernel_num_gb" in args or "kernel_flop" in args)
         if dims is None and not inductor:
             # no shapes recorded: the cost is unknown, the kind of op is not
             key = (name,)
             idx = self._cost_index.get(key)
             if idx is None:
                 idx = self._cost_index[key] = len(self.costs)
-                self.costs.append(torch_flops.OpCost(torch_flops.category_of(name), 0.0, 0.0,
-                                                     "", "none"))
+                self.costs.append(
+                    torch_flops.OpCost(torch_flops.category_of(name), 0.0, 0.0, "", "none")
+                )
                 self.cost_shapes.append(None)
                 self.cost_fingerprints.append("")
                 self.cost_negative.append(False)
@@ -140,7 +141,8 @@ class Collector:
         types = args.get("Input type")
         concrete = args.get("Concrete Inputs")
         key = (name, _bounded_repr(dims), _bounded_repr(types), _bounded_repr(concrete)) + (
-            (repr(args.get("kernel_flop")), repr(args.get("kernel_num_gb"))) if inductor else ())
+            (repr(args.get("kernel_flop")), repr(args.get("kernel_num_gb"))) if inductor else ()
+        )
         idx = self._cost_index.get(key)
         if idx is None:
             negative = torch_flops.has_negative_dim(dims)
@@ -152,8 +154,9 @@ class Collector:
                     cost = None
             if cost is None:
                 precision = torch_flops.precision_of(types)
-                cost = torch_flops.OpCost(torch_flops.category_of(name), 0.0, 0.0, precision,
-                                          "none")
+                cost = torch_flops.OpCost(
+                    torch_flops.category_of(name), 0.0, 0.0, precision, "none"
+                )
             if negative or cost.flops < 0 or cost.bytes < 0:
                 cost = cost._replace(flops=0.0, bytes=0.0, source="none", comm=())
             cost = cost._replace(precision=torch_flops.precision_label(cost.precision))
@@ -172,8 +175,7 @@ class Collector:
         self.n_events += len(batch)
         for ev in batch:
             if type(ev) is not dict or ev.get("ph") != "X":
-                if type(ev) is dict and ev.get("ph") == "i" and \
-                        ev.get("name") == RECORD_WINDOW_END:
+                if type(ev) is dict and ev.get("ph") == "i" and ev.get("name") == RECORD_WINDOW_END:
                     try:
                         self.window_end = _ts(ev.get("ts"))
                     except (_BadEvent, TypeError, ValueError, OverflowError):
@@ -210,8 +212,11 @@ class Collector:
                         # A collective's run on its backend's thread (CPU timeline only).
                         ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
                         thread = self.thread_id(ev.get("pid"), ev.get("tid"))
-                        fact = torch_custom_ops.annotation_fact(name, _args(ev)) \
-                            if name.startswith("nccl:") else None
+                        fact = (
+                            torch_custom_ops.annotation_fact(name, _args(ev))
+                            if name.startswith("nccl:")
+                            else None
+                        )
                         self.comm_spans.append((thread, ts, dur, self.bounded(name)))
                         self._comm_fact(thread, ts, dur, fact)
                 elif cat == "cuda_profiler_range":
@@ -316,11 +321,11 @@ class _BadEvent(Exception):
 
 
 # Limits on event fields: beyond these a value is corrupt (and would overflow int64 ps).
-_MAX_TS_NS = 2 ** 62   # ~2116 in epoch ns
-_MAX_DUR_NS = 10 ** 15  # ~11.6 days
-_MAX_SPAN_NS = 2 ** 52  # ~52 days: exact in float64 ns, and int64 in ps
-_MAX_STEP = 2 ** 62
-_MAX_DEVICE = 2 ** 31
+_MAX_TS_NS = 2**62  # ~2116 in epoch ns
+_MAX_DUR_NS = 10**15  # ~11.6 days
+_MAX_SPAN_NS = 2**52  # ~52 days: exact in float64 ns, and int64 in ps
+_MAX_STEP = 2**62
+_MAX_DEVICE = 2**31
 
 
 class _Exact(float):
@@ -392,17 +397,15 @@ def _args(ev) -> dict:
     return args
 
 
-
 def _int(value, default):
     """An integer JSON value (int, or integral float) that fits in int64, else default."""
     if isinstance(value, bool):
         return default
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, int) and -2 ** 63 <= value < 2 ** 63:
+    if isinstance(value, int) and -(2**63) <= value < 2**63:
         return value
     return default
-
 
 
 def _bounded_repr(value, limit: int = 1024) -> str:
@@ -418,7 +421,8 @@ class Columns:
     """The collected events as numpy arrays; times in float64 ns after `base_ns` (the earliest
     event), durations clipped at 0. Costs are indexed by cost id; an op without one points at
     the extra last entry (unknown cost)."""
-    names: np.ndarray      # name id -> name
+
+    names: np.ndarray  # name id -> name
     base_ns: int
     op_thread: np.ndarray
     op_ts: np.ndarray
@@ -435,17 +439,17 @@ class Columns:
     gpu_name: np.ndarray
     gpu_bytes: np.ndarray
     gpu_stream: np.ndarray
-    gpu_fp: np.ndarray     # per activity: its launch-grid fingerprint
+    gpu_fp: np.ndarray  # per activity: its launch-grid fingerprint
     rt_corr: np.ndarray
     rt_ext: np.ndarray
     rt_thread: np.ndarray
     rt_ts: np.ndarray
     rt_dur: np.ndarray
     rt_launch: np.ndarray
-    step_ids: np.ndarray   # as recorded (not sorted)
-    step_ts: np.ndarray    # relative ns
+    step_ids: np.ndarray  # as recorded (not sorted)
+    step_ts: np.ndarray  # relative ns
     step_dur: np.ndarray
-    costs: list            # torch_flops.OpCost per cost id, plus the unknown one
+    costs: list  # torch_flops.OpCost per cost id, plus the unknown one
     cost_flops: np.ndarray
     cost_bytes: np.ndarray
     cost_fp: np.ndarray
@@ -487,19 +491,26 @@ def to_columns(col: Collector) -> Columns:
     times span more than a trace can: a corrupt 'ts' or 'dur')."""
     names = np.empty(len(col.names), dtype=object)
     names[:] = list(col.names)
-    ts_ns = {k: _int64(getattr(col, k)) for k in ("op_ts", "op_dur", "gpu_ts", "gpu_dur",
-                                                   "rt_ts", "rt_dur")}
+    ts_ns = {
+        k: _int64(getattr(col, k))
+        for k in ("op_ts", "op_dur", "gpu_ts", "gpu_dur", "rt_ts", "rt_dur")
+    }
     step_ids, step_ts, step_dur, clipped, dropped = _steps_in_window(col)
-    starts = [int(a.min()) for a in (ts_ns["op_ts"], ts_ns["gpu_ts"], ts_ns["rt_ts"], step_ts)
-              if len(a)]
+    starts = [
+        int(a.min()) for a in (ts_ns["op_ts"], ts_ns["gpu_ts"], ts_ns["rt_ts"], step_ts) if len(a)
+    ]
     base_ns = min(starts) if starts else 0
-    ends = [int((ts_ns[t] + np.maximum(ts_ns[d], 0)).max()) for t, d in (
-        ("op_ts", "op_dur"), ("gpu_ts", "gpu_dur"), ("rt_ts", "rt_dur")) if len(ts_ns[t])]
+    ends = [
+        int((ts_ns[t] + np.maximum(ts_ns[d], 0)).max())
+        for t, d in (("op_ts", "op_dur"), ("gpu_ts", "gpu_dur"), ("rt_ts", "rt_dur"))
+        if len(ts_ns[t])
+    ]
     ends += [int((step_ts + step_dur).max())] if len(step_ts) else []
     if ends and max(ends) - base_ns > _MAX_SPAN_NS:
         raise ProfileFormatError(
             f"event times span {(max(ends) - base_ns) / 86400e9:.3g} days, more than the "
-            f"{_MAX_SPAN_NS / 86400e9:.0f} days a trace can cover: a 'ts' or 'dur' is corrupt")
+            f"{_MAX_SPAN_NS / 86400e9:.0f} days a trace can cover: a 'ts' or 'dur' is corrupt"
+        )
 
     def rel(key):
         return (ts_ns[key] - base_ns).astype(np.float64)
@@ -515,24 +526,41 @@ def to_columns(col: Collector) -> Columns:
     grids = np.empty(len(col.grids), dtype=object)
     grids[:] = list(col.grids)
     return Columns(
-        names=names, base_ns=base_ns, op_thread=_int64(col.op_thread),
-        op_ts=rel("op_ts"), op_dur=dur("op_dur"), op_name=np.asarray(col.op_name, np.int64),
-        op_ext=np.asarray(col.op_ext, np.int64), op_cost=op_cost,
-        gpu_kind=np.asarray(col.gpu_kind, np.int64), gpu_ts=rel("gpu_ts"),
-        gpu_dur=dur("gpu_dur"), gpu_dev=np.asarray(col.gpu_dev, np.int64),
-        gpu_corr=np.asarray(col.gpu_corr, np.int64), gpu_ext=np.asarray(col.gpu_ext, np.int64),
+        names=names,
+        base_ns=base_ns,
+        op_thread=_int64(col.op_thread),
+        op_ts=rel("op_ts"),
+        op_dur=dur("op_dur"),
+        op_name=np.asarray(col.op_name, np.int64),
+        op_ext=np.asarray(col.op_ext, np.int64),
+        op_cost=op_cost,
+        gpu_kind=np.asarray(col.gpu_kind, np.int64),
+        gpu_ts=rel("gpu_ts"),
+        gpu_dur=dur("gpu_dur"),
+        gpu_dev=np.asarray(col.gpu_dev, np.int64),
+        gpu_corr=np.asarray(col.gpu_corr, np.int64),
+        gpu_ext=np.asarray(col.gpu_ext, np.int64),
         gpu_name=np.asarray(col.gpu_name, np.int64),
         gpu_bytes=np.asarray(col.gpu_bytes, np.float64),
         gpu_stream=np.asarray(col.gpu_stream, np.int64),
         gpu_fp=grids[np.asarray(col.gpu_grid, np.int64)],
-        rt_corr=np.asarray(col.rt_corr, np.int64), rt_ext=np.asarray(col.rt_ext, np.int64),
-        rt_thread=np.asarray(col.rt_thread, np.int64), rt_ts=rel("rt_ts"), rt_dur=dur("rt_dur"),
+        rt_corr=np.asarray(col.rt_corr, np.int64),
+        rt_ext=np.asarray(col.rt_ext, np.int64),
+        rt_thread=np.asarray(col.rt_thread, np.int64),
+        rt_ts=rel("rt_ts"),
+        rt_dur=dur("rt_dur"),
         rt_launch=np.asarray(col.rt_launch, bool),
-        step_ids=step_ids, steps_clipped=clipped, steps_dropped=dropped,
-        step_ts=(step_ts - base_ns).astype(np.float64), step_dur=step_dur.astype(np.float64),
-        costs=costs, cost_flops=np.array([c.flops for c in col.costs] + [0.0]),
+        step_ids=step_ids,
+        steps_clipped=clipped,
+        steps_dropped=dropped,
+        step_ts=(step_ts - base_ns).astype(np.float64),
+        step_dur=step_dur.astype(np.float64),
+        costs=costs,
+        cost_flops=np.array([c.flops for c in col.costs] + [0.0]),
         cost_bytes=np.array([c.bytes for c in col.costs] + [0.0]),
         cost_fp=np.array(col.cost_fingerprints + [""], dtype=object),
         op_has_formula=cost_formula[op_cost],
-        name_units=kernel_unit_labels(names) if len(col.gpu_ts) else
-        np.full(len(names), "", dtype=object))
+        name_units=kernel_unit_labels(names)
+        if len(col.gpu_ts)
+        else np.full(len(names), "", dtype=object),
+    )

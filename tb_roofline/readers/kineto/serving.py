@@ -3,6 +3,7 @@ become steps with facts, and each attention call is costed from the sums of the 
 (readers/serving_ops.py). Runs on the collector, before the columns are made, so the new costs
 go through the reader like any other.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -17,6 +18,7 @@ from tb_roofline.readers.torch_args import Args
 class ServingStep:
     """One forward step of a serving engine: its CPU span (ns, the trace's own clock) and what
     its annotation says; `step` is the step id its ops and kernels are counted under."""
+
     ts: int
     end: int
     facts: serving_steps.StepFacts
@@ -102,12 +104,18 @@ def cost_attention(col, steps: list[ServingStep]) -> list[Diagnostic]:
         entry[0] += 1
     out = []
     for name, (calls, bound) in sorted(bounds.items()):
-        why = ("no serving step annotation with Σ Sq·Sk around it" if not steps else
-               "its step's annotation does not give Σ Sq·Sk for the phases it ran")
-        text = (f"{name}: {calls} calls without a FLOP count ({why}); at most "
-                f"{bound[0]:.4g} FLOPs a call, {bound[1]} (a bound, not a measurement)"
-                if bound else f"{name}: {calls} calls without a FLOP count ({why}); "
-                "no max_seqlen recorded, so not even a bound")
+        why = (
+            "no serving step annotation with Σ Sq·Sk around it"
+            if not steps
+            else "its step's annotation does not give Σ Sq·Sk for the phases it ran"
+        )
+        text = (
+            f"{name}: {calls} calls without a FLOP count ({why}); at most "
+            f"{bound[0]:.4g} FLOPs a call, {bound[1]} (a bound, not a measurement)"
+            if bound
+            else f"{name}: {calls} calls without a FLOP count ({why}); "
+            "no max_seqlen recorded, so not even a bound"
+        )
         out.append(Diagnostic("info", "attention_bound", text))
     return out
 
@@ -123,14 +131,23 @@ def step_records(steps: list[ServingStep], spans, base_ns: int) -> list[dict]:
         f = s.facts
         ps = span_of.get(s.step, (s.end - s.ts) * 1000)
         seconds = ps * 1e-12
-        out.append({
-            "step": s.step, "label": serving_steps.label(s.step, f), "engine": f.engine,
-            "phase": f.phase, "mode": f.mode, "batch": f.batch, "tokens": f.tokens,
-            "context": f.context.as_dict() if f.context else None,
-            "generation": f.generation.as_dict() if f.generation else None,
-            "start_ps": (s.ts - base_ns) * 1000, "time_ps": ps,
-            "tokens_per_s": f.tokens / seconds if f.tokens is not None and seconds > 0 else None,
-            "annotation": f.name,
-        })
+        out.append(
+            {
+                "step": s.step,
+                "label": serving_steps.label(s.step, f),
+                "engine": f.engine,
+                "phase": f.phase,
+                "mode": f.mode,
+                "batch": f.batch,
+                "tokens": f.tokens,
+                "context": f.context.as_dict() if f.context else None,
+                "generation": f.generation.as_dict() if f.generation else None,
+                "start_ps": (s.ts - base_ns) * 1000,
+                "time_ps": ps,
+                "tokens_per_s": f.tokens / seconds
+                if f.tokens is not None and seconds > 0
+                else None,
+                "annotation": f.name,
+            }
+        )
     return out
-

@@ -6,6 +6,7 @@ key whole. Limits: the inflated text (TB_ROOFLINE_MAX_FILE_MB), the number of ev
 (TB_ROOFLINE_MAX_EVENTS), runs of whitespace; a file that is still being written or changes
 while it is read is "incomplete" (503), a malformed one a format error (422).
 """
+
 from __future__ import annotations
 
 import codecs
@@ -15,12 +16,12 @@ import os
 import re
 import zlib
 
-from tb_roofline import storage
+from tb_roofline import settings, storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
-from tb_roofline import settings
 from tb_roofline.readers import meter
 from tb_roofline.readers.files import check_profile_file
-from tb_roofline.readers.kineto.events import Collector, parse_float as _parse_float
+from tb_roofline.readers.kineto.events import Collector
+from tb_roofline.readers.kineto.events import parse_float as _parse_float
 
 CHUNK_CHARS = 4 << 20
 # Memory per trace grows with its events (the trace is streamed, its events kept as columns):
@@ -53,7 +54,8 @@ class _TextSource:
         if self.max_chars is not None and self.read_bytes > self.max_chars:
             raise ProfileTooLargeError(
                 f"holds more than {self.max_chars / 2**20:.0f} MiB of JSON, over the limit "
-                "(set TB_ROOFLINE_MAX_FILE_MB to raise it)")
+                "(set TB_ROOFLINE_MAX_FILE_MB to raise it)"
+            )
         if not data:
             self.eof = True
             return self.decoder.decode(b"", final=True)
@@ -84,7 +86,7 @@ class _JsonStream:
         if not text and self.src.eof:
             return False
         self.shifted += self.pos
-        self.buf = self.buf[self.pos:] + text
+        self.buf = self.buf[self.pos :] + text
         self.pos = 0
         return True
 
@@ -99,15 +101,18 @@ class _JsonStream:
             run += len(self.buf) - self.pos
             self.pos = len(self.buf)
             if run > MAX_WHITESPACE_RUN:
-                raise ProfileFormatError(f"more than {MAX_WHITESPACE_RUN >> 20} MiB of "
-                                         "whitespace in a row in the JSON text")
+                raise ProfileFormatError(
+                    f"more than {MAX_WHITESPACE_RUN >> 20} MiB of "
+                    "whitespace in a row in the JSON text"
+                )
             if not self._more():
                 raise _Truncated("unexpected end of file")
 
     def _expect(self, ch):
         if self._skip_ws() != ch:  # never quote the text: the file may be anything
-            raise ProfileFormatError(f"expected '{ch}' at offset {self.shifted + self.pos} of "
-                                     "the JSON text")
+            raise ProfileFormatError(
+                f"expected '{ch}' at offset {self.shifted + self.pos} of the JSON text"
+            )
         self.pos += 1
 
     def _value(self):
@@ -117,14 +122,17 @@ class _JsonStream:
                 value, end = self.decoder.raw_decode(self.buf, self.pos)
             except ValueError as exc:
                 if not isinstance(exc, json.JSONDecodeError):  # an integer of > 4300 digits
-                    raise ProfileFormatError("invalid JSON: a number too long to convert "
-                                             f"at offset {self.shifted + self.pos}") from None
+                    raise ProfileFormatError(
+                        "invalid JSON: a number too long to convert "
+                        f"at offset {self.shifted + self.pos}"
+                    ) from None
                 # The value may just continue in the next chunk: read on (bounded), then judge.
                 if not self.src.eof and len(self.buf) - self.pos < max(4 * CHUNK_CHARS, 1 << 26):
                     if self._more():
                         continue
-                if self.src.eof and (exc.msg.startswith("Unterminated string") or
-                                     not self.buf[exc.pos:].strip()):
+                if self.src.eof and (
+                    exc.msg.startswith("Unterminated string") or not self.buf[exc.pos :].strip()
+                ):
                     raise _Truncated(str(exc)) from None
                 raise ProfileFormatError(f"invalid JSON: {exc.msg}") from None
             self.pos = end
@@ -141,8 +149,9 @@ class _JsonStream:
                 return
             if not first:
                 if ch != ",":
-                    raise ProfileFormatError("expected ',' between top-level keys at offset "
-                                             f"{self.shifted + self.pos}")
+                    raise ProfileFormatError(
+                        f"expected ',' between top-level keys at offset {self.shifted + self.pos}"
+                    )
                 self.pos += 1
                 if self._skip_ws() == "}":  # tolerate a trailing comma
                     self.pos += 1
@@ -180,7 +189,7 @@ class _JsonStream:
                 if cut < 0:
                     break
                 try:
-                    batch = loads("[" + buf[pos:cut + 1] + "]")
+                    batch = loads("[" + buf[pos : cut + 1] + "]")
                 except ValueError:
                     end = cut
                     continue
@@ -207,9 +216,9 @@ class _JsonStream:
                 return out
 
 
-
-def load_kineto(path: str, max_bytes: int | None = None, progress=None,
-                collector=Collector) -> Collector:
+def load_kineto(
+    path: str, max_bytes: int | None = None, progress=None, collector=Collector
+) -> Collector:
     base = os.path.basename(path)
     before, young = check_profile_file(path, max_bytes)
     col = collector()
@@ -221,13 +230,16 @@ def load_kineto(path: str, max_bytes: int | None = None, progress=None,
         if col.n_events + len(batch) > max_events:
             raise ProfileTooLargeError(
                 f"holds more than {max_events:,} trace events, over the limit (set "
-                f"{MAX_EVENTS_ENV} to raise it)")
+                f"{MAX_EVENTS_ENV} to raise it)"
+            )
         col.on_events(batch)
         # What the conversion builds grows with events, distinct names and steps, whatever
         # the bytes: told to the budget at every batch (a few MB of text).
-        meter.charge(meter.estimate(col.n_events, len(col.names), len(col.steps)),
-                     f"{col.n_events:,} events, {len(col.names):,} distinct names, "
-                     f"{len(col.steps):,} steps", key=path)
+        meter.charge(
+            meter.estimate(col.n_events, len(col.names), len(col.steps)),
+            f"{col.n_events:,} events, {len(col.names):,} distinct names, {len(col.steps):,} steps",
+            key=path,
+        )
         if progress:
             progress(min(raw.tell(), total), total)
 
@@ -281,4 +293,3 @@ def _raise_incomplete(path, before, young, message):
     if young or _changed(path, before):
         raise ProfileIncompleteError(message) from None
     raise ProfileFormatError(message) from None
-

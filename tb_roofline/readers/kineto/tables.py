@@ -7,6 +7,7 @@ call's cost to its main kernel (GEMM-like calls) or shares it by time. CPU-only 
 self time goes to its row op. Steps on a GPU run from the CPU step start to the end of the last
 activity launched in it.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,13 +15,16 @@ import re
 import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.table.op_table import (HOST_TRANSFER, PEER_TRANSFER, ROW_COLUMNS, CoreSpan,
-                                        StepSpan)
 from tb_roofline.readers import kernel_names, torch_flops
-from tb_roofline.readers.common import (group_codes, longest_matmul_unit, op_call_precision,
-                                        self_times)
+from tb_roofline.readers.common import (
+    group_codes,
+    longest_matmul_unit,
+    op_call_precision,
+    self_times,
+)
 from tb_roofline.readers.kineto import timeline as kineto_timeline
 from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
+from tb_roofline.table.op_table import HOST_TRANSFER, PEER_TRANSFER, ROW_COLUMNS, CoreSpan, StepSpan
 
 # The op table's column for bytes over the GPU links, when this version of it has one.
 HAS_INTERCONNECT = "interconnect_bytes" in ROW_COLUMNS
@@ -57,9 +61,26 @@ def accessed_bytes(nbytes: np.ndarray, hbm: np.ndarray) -> np.ndarray:
     return np.maximum(np.asarray(nbytes, np.float64), hbm)
 
 
-def add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbytes, occ,
-                 hbm=None, host_bytes=None, caveat=None, fingerprint=None, interconnect=None,
-                 collective=None):
+def add_grouped(
+    builder,
+    host,
+    core,
+    op,
+    cat,
+    prec,
+    src,
+    step,
+    t_ps,
+    flops,
+    nbytes,
+    occ,
+    hbm=None,
+    host_bytes=None,
+    caveat=None,
+    fingerprint=None,
+    interconnect=None,
+    collective=None,
+):
     """Sum rows sharing (core, op, category, precision, source, caveat, fingerprint, step) and
     add them. `hbm` defaults to all bytes; a cost source says whether FLOPs and bytes are
     known; `fingerprint`: input shapes (ops) or launch grid (kernels), "" when unknown."""
@@ -84,25 +105,69 @@ def add_grouped(builder, host, core, op, cat, prec, src, step, t_ps, flops, nbyt
     extra = {}
     if interconnect is not None and HAS_INTERCONNECT:
         extra["interconnect_bytes"] = total(interconnect)
-    builder.add_columns(n, host=host, core=core[first], program_id="", program="",
-                        operation=op[first], category=cat[first], precision=prec[first],
-                        flops_source=src[first], caveat=caveat[first],
-                        fingerprint=fingerprint[first], collective=collective[first],
-                        flops_known=known,
-                        bytes_known=(known & ~counted) | bytes_only, step=step[first],
-                        occurrences=total(occ).astype(np.int64), total_time_ps=t,
-                        self_time_ps=t, flops=total(flops), bytes=total(nbytes),
-                        hbm_bytes=total(hbm), host_bytes=total(host_bytes), **extra)
+    builder.add_columns(
+        n,
+        host=host,
+        core=core[first],
+        program_id="",
+        program="",
+        operation=op[first],
+        category=cat[first],
+        precision=prec[first],
+        flops_source=src[first],
+        caveat=caveat[first],
+        fingerprint=fingerprint[first],
+        collective=collective[first],
+        flops_known=known,
+        bytes_known=(known & ~counted) | bytes_only,
+        step=step[first],
+        occurrences=total(occ).astype(np.int64),
+        total_time_ps=t,
+        self_time_ps=t,
+        flops=total(flops),
+        bytes=total(nbytes),
+        hbm_bytes=total(hbm),
+        host_bytes=total(host_bytes),
+        **extra,
+    )
 
 
-def _add_rows(builder, host, core, op_names, cost_ids, costs, step, t_ps, flops, nbytes,
-              occurrences, fingerprint=None, interconnect=None, collective=None):
+def _add_rows(
+    builder,
+    host,
+    core,
+    op_names,
+    cost_ids,
+    costs,
+    step,
+    t_ps,
+    flops,
+    nbytes,
+    occurrences,
+    fingerprint=None,
+    interconnect=None,
+    collective=None,
+):
     cats = np.array([costs[c].category for c in cost_ids.tolist()], dtype=object)
     precs = np.array([costs[c].precision for c in cost_ids.tolist()], dtype=object)
     srcs = np.array([costs[c].source for c in cost_ids.tolist()], dtype=object)
-    add_grouped(builder, host, np.asarray(core, np.int64), op_names, cats, precs, srcs, step,
-                 t_ps, flops, nbytes, occurrences, fingerprint=fingerprint,
-                 interconnect=interconnect, collective=collective)
+    add_grouped(
+        builder,
+        host,
+        np.asarray(core, np.int64),
+        op_names,
+        cats,
+        precs,
+        srcs,
+        step,
+        t_ps,
+        flops,
+        nbytes,
+        occurrences,
+        fingerprint=fingerprint,
+        interconnect=interconnect,
+        collective=collective,
+    )
 
 
 def div_safe(a, b):
@@ -111,9 +176,26 @@ def div_safe(a, b):
     return out
 
 
-def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, step, op_cost,
-                 cost_flops, cost_bytes, costs, name_units, grid_fp, op_ic=None,
-                 kernel_comm=None):
+def kernel_view(
+    builder,
+    host,
+    kind,
+    dev,
+    name_ids,
+    names,
+    row,
+    dur,
+    gbytes,
+    step,
+    op_cost,
+    cost_flops,
+    cost_bytes,
+    costs,
+    name_units,
+    grid_fp,
+    op_ic=None,
+    kernel_comm=None,
+):
     """Kernel-level rows: a GEMM-like op call's FLOPs and bytes go to its main kernel (its
     longest GEMM / convolution / attention kernel; helpers such as offset, fill or split-K
     reduction kernels get none, however long they ran); other calls share them by time.
@@ -126,8 +208,9 @@ def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, ste
     flops = np.zeros(n)
     ic = np.zeros(n)
     nbytes = np.where(kind != KIND_KERNEL, gbytes, 0.0)
-    cats = np.array([kernel_names.kernel_category(x) or "other" for x in kernel_name.tolist()],
-                    dtype=object)
+    cats = np.array(
+        [kernel_names.kernel_category(x) or "other" for x in kernel_name.tolist()], dtype=object
+    )
     precs = name_units[name_ids].copy()
     srcs = np.full(n, "none", dtype=object)
     cats[kind == KIND_MEMCPY] = "memcpy"
@@ -146,8 +229,13 @@ def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, ste
         # A GEMM/convolution call: its longest kernel does the math (split-K reductions and
         # offset helpers get none). Any other call: its kernels share its cost by their time,
         # so each runs at the call's own rate.
-        mm_name = np.array([u != "" or kernel_names.is_matmul_kernel(x)
-                            for u, x in zip(name_units.tolist(), names.tolist())], bool)
+        mm_name = np.array(
+            [
+                u != "" or kernel_names.is_matmul_kernel(x)
+                for u, x in zip(name_units.tolist(), names.tolist())
+            ],
+            bool,
+        )
         is_mm = mm_name[name_ids[k]]
         o = np.lexsort((-dur[k], ~is_mm, row[k]))
         ks = k[o]
@@ -159,8 +247,9 @@ def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, ste
         share = np.where(call_time[call_of] > 0, div_safe(dur[k], call_time[call_of]), 0.0)
         is_first = np.zeros(n, bool)
         is_first[firsts] = True
-        share = np.where(gemm[call_of] | (call_time[call_of] <= 0), is_first[k].astype(float),
-                         share)
+        share = np.where(
+            gemm[call_of] | (call_time[call_of] <= 0), is_first[k].astype(float), share
+        )
         c_of_k = op_cost[row[k]]
         flops[k] = cost_flops[c_of_k] * share
         nbytes[k] = cost_bytes[c_of_k] * share
@@ -173,10 +262,25 @@ def kernel_view(builder, host, kind, dev, name_ids, names, row, dur, gbytes, ste
     hbm, host_b, caveat = transfers(kind, kernel_name, gbytes)
     nbytes = np.where(kind == KIND_KERNEL, nbytes, accessed_bytes(nbytes, hbm))
     hbm = np.where(kind == KIND_KERNEL, nbytes, hbm)
-    add_grouped(builder, host, dev, kernel_name, cats, precs, srcs, step, dur * 1e3,
-                 flops, nbytes, np.ones(n, np.int64), hbm=hbm, host_bytes=host_b, caveat=caveat,
-                 fingerprint=grid_fp, interconnect=ic)
-
+    add_grouped(
+        builder,
+        host,
+        dev,
+        kernel_name,
+        cats,
+        precs,
+        srcs,
+        step,
+        dur * 1e3,
+        flops,
+        nbytes,
+        np.ones(n, np.int64),
+        hbm=hbm,
+        host_bytes=host_b,
+        caveat=caveat,
+        fingerprint=grid_fp,
+        interconnect=ic,
+    )
 
 
 def _ns_to_ps(ns: float, base: float) -> int:
@@ -191,8 +295,9 @@ def invocation_units(c, links) -> dict:
     return longest_matmul_unit(links.row[att], c.gpu_dur[att], c.name_units[c.gpu_name[att]])
 
 
-def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
-             kernel_comm) -> tuple[int, dict, dict]:
+def gpu_rows(
+    builder, kernels, host: str, c, links, op_step, cost_shapes, kernel_comm
+) -> tuple[int, dict, dict]:
     """The op rows and kernel rows of a GPU trace; (kernels launched outside every op, the
     op shapes, the kernels each op launched). Kernels without a row op are rows of their own,
     by kernel name, costed when their args name their collective (`kernel_comm`:
@@ -222,34 +327,66 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
         # What ran: a GEMM-like call's unit as its longest kernel names it (with its input
         # type), any other call's input type.
         unit_of_inv = invocation_units(c, links)
-        precs = np.array([op_call_precision(unit_of_inv.get(i, ""), costs[k].precision,
-                                            costs[k].category)
-                          for i, k in zip(inv_u.tolist(), c_ids.tolist())], dtype=object)
+        precs = np.array(
+            [
+                op_call_precision(unit_of_inv.get(i, ""), costs[k].precision, costs[k].category)
+                for i, k in zip(inv_u.tolist(), c_ids.tolist())
+            ],
+            dtype=object,
+        )
         op_names = names[c.op_name[inv_u]]
         labels = list(zip([""] * len(inv_u), op_names.tolist(), precs.tolist()))
         shapes = kineto_timeline.op_shapes(inv_u, t_ps, labels, cost_shapes, op_cost)
-        op_kernels = kineto_timeline.op_kernels(labels, inverse, c.gpu_name[att], names,
-                                                c.gpu_dur[att])
-        add_grouped(builder, host, dev_u, op_names,
-                    np.array([costs[k].category for k in c_ids.tolist()], dtype=object),
-                    precs, np.array([costs[k].source for k in c_ids.tolist()], dtype=object),
-                    op_step[inv_u], t_ps, np.where(owner, c.cost_flops[c_ids], 0.0),
-                    np.where(owner, c.cost_bytes[c_ids], 0.0), owner.astype(np.int64),
-                    fingerprint=c.cost_fp[c_ids],
-                    interconnect=np.where(owner, c.op_ic[inv_u], 0.0),
-                    collective=c.op_coll[inv_u])
+        op_kernels = kineto_timeline.op_kernels(
+            labels, inverse, c.gpu_name[att], names, c.gpu_dur[att]
+        )
+        add_grouped(
+            builder,
+            host,
+            dev_u,
+            op_names,
+            np.array([costs[k].category for k in c_ids.tolist()], dtype=object),
+            precs,
+            np.array([costs[k].source for k in c_ids.tolist()], dtype=object),
+            op_step[inv_u],
+            t_ps,
+            np.where(owner, c.cost_flops[c_ids], 0.0),
+            np.where(owner, c.cost_bytes[c_ids], 0.0),
+            owner.astype(np.int64),
+            fingerprint=c.cost_fp[c_ids],
+            interconnect=np.where(owner, c.op_ic[inv_u], 0.0),
+            collective=c.op_coll[inv_u],
+        )
     if len(unatt):
         nm = names[c.gpu_name[unatt]]
-        cats = np.array([torch_flops.category_of(x) if torch_flops.COMMUNICATION.search(x)
-                         else kernel_names.kernel_category(x) or "other"
-                         for x in nm.tolist()], dtype=object)
+        cats = np.array(
+            [
+                torch_flops.category_of(x)
+                if torch_flops.COMMUNICATION.search(x)
+                else kernel_names.kernel_category(x) or "other"
+                for x in nm.tolist()
+            ],
+            dtype=object,
+        )
         k_bytes, k_ic, k_known = kernel_comm
         srcs = np.where(k_known[unatt], "formula", "none").astype(object)
         cats[k_known[unatt]] = "communication"
-        add_grouped(builder, host, c.gpu_dev[unatt], nm, cats, c.name_units[c.gpu_name[unatt]],
-                    srcs, links.step[unatt], c.gpu_dur[unatt] * 1e3, np.zeros(len(unatt)),
-                    k_bytes[unatt], np.ones(len(unatt), np.int64), fingerprint=c.gpu_fp[unatt],
-                    interconnect=k_ic[unatt])
+        add_grouped(
+            builder,
+            host,
+            c.gpu_dev[unatt],
+            nm,
+            cats,
+            c.name_units[c.gpu_name[unatt]],
+            srcs,
+            links.step[unatt],
+            c.gpu_dur[unatt] * 1e3,
+            np.zeros(len(unatt)),
+            k_bytes[unatt],
+            np.ones(len(unatt), np.int64),
+            fingerprint=c.gpu_fp[unatt],
+            interconnect=k_ic[unatt],
+        )
     # memcpy / memset: measured bytes, own rows.
     m_idx = np.flatnonzero(~is_k)
     if len(m_idx):
@@ -258,13 +395,43 @@ def gpu_rows(builder, kernels, host: str, c, links, op_step, cost_shapes,
         b = c.gpu_bytes[m_idx]
         hbm, host_b, caveat = transfers(kind, names[c.gpu_name[m_idx]], b)
         b = accessed_bytes(b, hbm)
-        add_grouped(builder, host, c.gpu_dev[m_idx], names[c.gpu_name[m_idx]], cats,
-                    np.full(len(m_idx), "", object), np.full(len(m_idx), "measured", object),
-                    links.step[m_idx], c.gpu_dur[m_idx] * 1e3, np.zeros(len(m_idx)), b,
-                    np.ones(len(m_idx), np.int64), hbm=hbm, host_bytes=host_b, caveat=caveat)
-    kernel_view(kernels, host, c.gpu_kind, c.gpu_dev, c.gpu_name, names, links.row, c.gpu_dur,
-                c.gpu_bytes, links.step, op_cost, c.cost_flops, c.cost_bytes, costs,
-                c.name_units, c.gpu_fp, c.op_ic, kernel_comm)
+        add_grouped(
+            builder,
+            host,
+            c.gpu_dev[m_idx],
+            names[c.gpu_name[m_idx]],
+            cats,
+            np.full(len(m_idx), "", object),
+            np.full(len(m_idx), "measured", object),
+            links.step[m_idx],
+            c.gpu_dur[m_idx] * 1e3,
+            np.zeros(len(m_idx)),
+            b,
+            np.ones(len(m_idx), np.int64),
+            hbm=hbm,
+            host_bytes=host_b,
+            caveat=caveat,
+        )
+    kernel_view(
+        kernels,
+        host,
+        c.gpu_kind,
+        c.gpu_dev,
+        c.gpu_name,
+        names,
+        links.row,
+        c.gpu_dur,
+        c.gpu_bytes,
+        links.step,
+        op_cost,
+        c.cost_flops,
+        c.cost_bytes,
+        costs,
+        c.name_units,
+        c.gpu_fp,
+        c.op_ic,
+        kernel_comm,
+    )
     return links.outside, shapes, op_kernels
 
 
@@ -306,13 +473,23 @@ def gpu_spans(host: str, c, links, step_spans) -> tuple[list, list]:
 def cpu_ops_skipped(c, tree, links) -> list:
     """Ops with a formula that launched no GPU work (a GPU trace shows device time only)."""
     n_ops = c.n_ops
-    skipped = int(np.count_nonzero((tree.row_op == np.arange(n_ops)) & c.op_has_formula &
-                                   ~np.isin(np.arange(n_ops), links.row)))
+    skipped = int(
+        np.count_nonzero(
+            (tree.row_op == np.arange(n_ops))
+            & c.op_has_formula
+            & ~np.isin(np.arange(n_ops), links.row)
+        )
+    )
     if not skipped:
         return []
-    return [Diagnostic("info", "cpu_ops_skipped",
-                       f"{skipped} op calls with FLOP formulas launched no GPU work (CPU-side "
-                       "ops); GPU traces show device time only, so they are not in the table")]
+    return [
+        Diagnostic(
+            "info",
+            "cpu_ops_skipped",
+            f"{skipped} op calls with FLOP formulas launched no GPU work (CPU-side "
+            "ops); GPU traces show device time only, so they are not in the table",
+        )
+    ]
 
 
 def cpu_rows(builder, host: str, c, tree, op_step) -> tuple[np.ndarray, np.ndarray]:
@@ -323,10 +500,22 @@ def cpu_rows(builder, host: str, c, tree, op_step) -> tuple[np.ndarray, np.ndarr
     t_ps = np.bincount(tree.row_op, weights=self_ps, minlength=n_ops)
     rows = np.flatnonzero(tree.row_op == np.arange(n_ops))
     c_ids = c.op_cost[rows]
-    _add_rows(builder, host, np.zeros(len(rows), np.int64), c.names[c.op_name[rows]], c_ids,
-              c.costs, op_step[rows], t_ps[rows], c.cost_flops[c_ids], c.cost_bytes[c_ids],
-              occurrences=np.ones(len(rows), np.int64), fingerprint=c.cost_fp[c_ids],
-              interconnect=c.op_ic[rows], collective=c.op_coll[rows])
+    _add_rows(
+        builder,
+        host,
+        np.zeros(len(rows), np.int64),
+        c.names[c.op_name[rows]],
+        c_ids,
+        c.costs,
+        op_step[rows],
+        t_ps[rows],
+        c.cost_flops[c_ids],
+        c.cost_bytes[c_ids],
+        occurrences=np.ones(len(rows), np.int64),
+        fingerprint=c.cost_fp[c_ids],
+        interconnect=c.op_ic[rows],
+        collective=c.op_coll[rows],
+    )
     return rows, t_ps
 
 

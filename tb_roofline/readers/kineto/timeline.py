@@ -5,17 +5,27 @@ labelled as the op table labels it (its row op and the precision its longest ker
 the kernel / memcpy name when no op launched it). CPU-only traces: the lanes are threads and
 the events their top-level ops. Times arrive in ns and leave in ps, like the spans.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.table.timeline import (GRAPH_CAPTURE_CALLS, IDLE_CAPTURE, IDLE_SYNC, SYNC_CALLS,
-                                        ShapeUse, TimelineBuilder, is_communication, is_fusible,
-                                        paired_spans)
-from tb_roofline.table.timeline import MAX_KERNELS_PER_OP, KernelUse
 from tb_roofline.readers import kernel_names, torch_flops
 from tb_roofline.readers.common import longest_matmul_unit, op_call_precision
 from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET  # noqa: F401
+from tb_roofline.table.timeline import (
+    GRAPH_CAPTURE_CALLS,
+    IDLE_CAPTURE,
+    IDLE_SYNC,
+    MAX_KERNELS_PER_OP,
+    SYNC_CALLS,
+    KernelUse,
+    ShapeUse,
+    TimelineBuilder,
+    is_communication,
+    is_fusible,
+    paired_spans,
+)
 
 
 def idle_causes(host_calls, base_ns) -> dict:
@@ -38,8 +48,24 @@ def idle_causes(host_calls, base_ns) -> dict:
     return out
 
 
-def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, names, op_name,
-                 op_cost, costs, name_units, caveat_of, causes=None):
+def gpu_timeline(
+    spans,
+    steps,
+    kind,
+    dev,
+    stream,
+    ts_ns,
+    dur_ns,
+    row,
+    name_ids,
+    names,
+    op_name,
+    op_cost,
+    costs,
+    name_units,
+    caveat_of,
+    causes=None,
+):
     """The timeline of a GPU trace; `caveat_of(kind, names)` gives the memcpy caveats the op
     table uses (host / peer transfers); `causes`: idle_causes(...) (host spans, ps)."""
     n = len(kind)
@@ -61,17 +87,23 @@ def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, 
         facts = []
         for r in invs.tolist():
             cost = costs[op_cost[r]]
-            label = ("", str(names[op_name[r]]),
-                     op_call_precision(unit_of_inv.get(r, ""), cost.precision, cost.category))
-            facts.append((tb.label_id(label), is_communication(cost.category),
-                          is_fusible(cost.category)))
+            label = (
+                "",
+                str(names[op_name[r]]),
+                op_call_precision(unit_of_inv.get(r, ""), cost.precision, cost.category),
+            )
+            facts.append(
+                (tb.label_id(label), is_communication(cost.category), is_fusible(cost.category))
+            )
         f = np.array(facts, np.int64).reshape(-1, 3)[inv_of.reshape(-1)]
         label_ids[att], fusible[att] = f[:, 0], f[:, 2] > 0
         # Communication is what communication kernels run (NCCL / RCCL, named so), not every
         # kernel a communication op launches (its copy and concat kernels are device work).
         used, at = np.unique(name_ids[att], return_inverse=True)
-        comm_name = np.array([kernel_names.kernel_category(str(x)) == "communication"
-                              for x in names[used].tolist()], bool)
+        comm_name = np.array(
+            [kernel_names.kernel_category(str(x)) == "communication" for x in names[used].tolist()],
+            bool,
+        )
         comm[att] = comm_name[at.reshape(-1)]
     # The others (kernels outside any op, memcpy, memset): labelled by their name.
     rest = np.setdiff1d(np.arange(n), att)
@@ -81,8 +113,11 @@ def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, 
         for j in rest[first].tolist():
             nm, k, cav = str(kernel_name[j]), int(kind[j]), caveats[j]
             if k == KIND_KERNEL:
-                cat = "communication" if torch_flops.COMMUNICATION.search(nm) else \
-                    kernel_names.kernel_category(nm) or "other"
+                cat = (
+                    "communication"
+                    if torch_flops.COMMUNICATION.search(nm)
+                    else kernel_names.kernel_category(nm) or "other"
+                )
                 label = ("", nm, name_units[name_ids[j]])
             else:
                 cat, label = ("memcpy" if k == KIND_MEMCPY else "memset"), ("", nm, "")
@@ -94,13 +129,35 @@ def gpu_timeline(spans, steps, kind, dev, stream, ts_ns, dur_ns, row, name_ids, 
     for s in spans:
         m = dev == s.core
         core_steps = [(x.step, x.start_ps, x.duration_ps) for x in steps if x.core == s.core]
-        tb.add_core(s.core, (s.start_ps, s.end_ps), core_steps, stream[m], begin[m], end[m],
-                    label_ids[m], comm[m], fusible[m], causes=causes)
+        tb.add_core(
+            s.core,
+            (s.start_ps, s.end_ps),
+            core_steps,
+            stream[m],
+            begin[m],
+            end[m],
+            label_ids[m],
+            comm[m],
+            fusible[m],
+            causes=causes,
+        )
     return tb.build()
 
 
-def cpu_timeline(spans, steps, thread, ts_ns, dur_ns, parent, names, op_name, op_cost, costs,
-                 comm_spans=(), causes=None):
+def cpu_timeline(
+    spans,
+    steps,
+    thread,
+    ts_ns,
+    dur_ns,
+    parent,
+    names,
+    op_name,
+    op_cost,
+    costs,
+    comm_spans=(),
+    causes=None,
+):
     """The timeline of a CPU-only trace: top-level ops on their threads, plus the collectives'
     annotated runs on their backend threads (`comm_spans`: (thread, ts ns, dur ns, name); the
     op that issues a collective returns before it completes)."""
@@ -116,8 +173,11 @@ def cpu_timeline(spans, steps, thread, ts_ns, dur_ns, parent, names, op_name, op
         cost = costs[op_cost[i]]
         label = ("", str(names[op_name[i]]), cost.precision)
         if label not in facts:
-            facts[label] = (tb.label_id(label), is_communication(cost.category),
-                            is_fusible(cost.category))
+            facts[label] = (
+                tb.label_id(label),
+                is_communication(cost.category),
+                is_fusible(cost.category),
+            )
         ids[j], comm[j], fusible[j] = facts[label]
     begin = np.round(ts_ns[top] * 1000.0)
     end = begin + np.round(dur_ns[top] * 1000.0)
@@ -132,9 +192,18 @@ def cpu_timeline(spans, steps, thread, ts_ns, dur_ns, parent, names, op_name, op
         comm = np.r_[comm, np.ones(len(comm_spans), bool)]
         fusible = np.r_[fusible, np.zeros(len(comm_spans), bool)]
     s = spans[0]
-    tb.add_core(s.core, (s.start_ps, s.end_ps),
-                [(x.step, x.start_ps, x.duration_ps) for x in steps], lanes, begin, end,
-                ids, comm, fusible, causes=causes)
+    tb.add_core(
+        s.core,
+        (s.start_ps, s.end_ps),
+        [(x.step, x.start_ps, x.duration_ps) for x in steps],
+        lanes,
+        begin,
+        end,
+        ids,
+        comm,
+        fusible,
+        causes=causes,
+    )
     return tb.build()
 
 
@@ -155,8 +224,10 @@ def op_kernels(labels, group_of, kernel_name_ids, names, dur_ns) -> dict:
     out: dict = {}
     for k, n, t in zip(uniq.tolist(), launches.tolist(), time_ps.tolist()):
         out.setdefault(by_id[k // n_names], []).append(KernelUse(str(names[k % n_names]), n, t))
-    return {label: sorted(uses, key=lambda u: (-u.time_ps, u.name))[:MAX_KERNELS_PER_OP]
-            for label, uses in out.items()}
+    return {
+        label: sorted(uses, key=lambda u: (-u.time_ps, u.name))[:MAX_KERNELS_PER_OP]
+        for label, uses in out.items()
+    }
 
 
 def op_shapes(invocations, time_ps, labels, cost_shapes, op_cost) -> dict:
@@ -170,6 +241,10 @@ def op_shapes(invocations, time_ps, labels, cost_shapes, op_cost) -> dict:
         per = out.setdefault(label, {})
         calls, total = per.get(text, (0, 0.0))[:2]
         per[text] = (calls + 1, total + t, kind, dims)
-    return {label: [ShapeUse(kind, dims, text, calls, total)
-                    for text, (calls, total, kind, dims) in per.items()]
-            for label, per in out.items()}
+    return {
+        label: [
+            ShapeUse(kind, dims, text, calls, total)
+            for text, (calls, total, kind, dims) in per.items()
+        ]
+        for label, per in out.items()
+    }

@@ -16,6 +16,7 @@ Stages, one module each, composed by `reader.read_gpu_cpu_xspace`:
 
 docs/hlo_cost_model.md gives the rules and choices.
 """
+
 from tb_roofline.readers.xla_gpu_cpu.reader import read_gpu_cpu_xspace
 
 __all__ = ["read_gpu_cpu_xspace"]

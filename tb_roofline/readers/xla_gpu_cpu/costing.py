@@ -7,15 +7,16 @@ attention backward launches one `FmhaBwdDQDKDV` kernel and two fills per call); 
 said by its GEMM / convolution / attention kernel, never by a helper kernel (a split-K
 reduction, a fill), however long it ran.
 """
+
 from __future__ import annotations
 
 import collections
 
+from tb_roofline.devices.spec import with_input_type
 from tb_roofline.hlo.cost_model import module_costs
 from tb_roofline.hlo.fingerprint import instruction_fingerprint
 from tb_roofline.hlo.module import HloIndex
 from tb_roofline.hlo.shapes import largest_in_memory_space
-from tb_roofline.devices.spec import with_input_type
 from tb_roofline.readers.common import longest_kernel_unit
 
 UNATTRIBUTED = "unattributed"
@@ -60,9 +61,13 @@ class Costing:
             if module is not None:
                 mc = module_costs(module, gpu=self.gpu)
                 self.unknown.update(mc.unknown)
-                self.no_trip += sum(1 for c in module.computations for i in c.instructions
-                                    if i.opcode == "while" and b"known_trip_count" not in
-                                    bytes(i.proto.backend_config))
+                self.no_trip += sum(
+                    1
+                    for c in module.computations
+                    for i in c.instructions
+                    if i.opcode == "while"
+                    and b"known_trip_count" not in bytes(i.proto.backend_config)
+                )
             self.costs[pid] = (module, mc)
         return self.costs[pid]
 
@@ -73,9 +78,13 @@ class Costing:
         module, mc = self.module_costs(pid) if e.hlo_op else (None, None)
         ins = module.instruction(e.hlo_op) if module is not None else None
         if ins is None:
-            reason = ("no hlo_op (command buffer, CUDA graph or non-XLA kernel)" if not e.hlo_op
-                      else "program without HLO proto" if module is None
-                      else "op not found in its program's HLO")
+            reason = (
+                "no hlo_op (command buffer, CUDA graph or non-XLA kernel)"
+                if not e.hlo_op
+                else "program without HLO proto"
+                if module is None
+                else "op not found in its program's HLO"
+            )
             self.reasons[reason] += 1
             return (UNATTRIBUTED, pid, e.hlo_op or e.name, e.step), None, None, None
         return ("op", pid, ins.name, e.step), ins, module, mc

@@ -1,4 +1,5 @@
 """The XLA GPU/CPU reader as a composition of its stages (see the package docstring)."""
+
 from __future__ import annotations
 
 import collections
@@ -9,16 +10,15 @@ from tb_roofline.devices.gpu_peaks import apply_ceilings, derive_gpu_peaks
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.hlo.module import METADATA_PLANE, HloIndex
-from tb_roofline.table.op_table import (CONTAINER_CATEGORIES, CoreSpan, OpTableBuilder,
-                                        ProfileData)
-from tb_roofline.table.timeline import TimelineBuilder, is_communication, is_fusible
 from tb_roofline.readers.common import corrupt_value_notes
-from tb_roofline.readers.xla_gpu_cpu.events import HOST_PLANE, check_times, gpu_planes, op_lines
 from tb_roofline.readers.xla_gpu_cpu.costing import UNATTRIBUTED, Costing
+from tb_roofline.readers.xla_gpu_cpu.events import HOST_PLANE, check_times, gpu_planes, op_lines
 from tb_roofline.readers.xla_gpu_cpu.notes import program_notes
 from tb_roofline.readers.xla_gpu_cpu.rows import add_rows, group_events, lanes
 from tb_roofline.readers.xla_gpu_cpu.steps import assign_steps, device_steps, host_steps, step_spans
 from tb_roofline.readers.xplane import PlaneStats
+from tb_roofline.table.op_table import CONTAINER_CATEGORIES, CoreSpan, OpTableBuilder, ProfileData
+from tb_roofline.table.timeline import TimelineBuilder, is_communication, is_fusible
 
 
 class _Read:
@@ -43,8 +43,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     costing = Costing(index, gpu=is_gpu)
     fixes = collections.Counter()
     host_spans = host_steps(space, fixes)
-    cores = gpus if is_gpu else [(0, p) for p in space.planes
-                                 if p.name == HOST_PLANE][:1]
+    cores = gpus if is_gpu else [(0, p) for p in space.planes if p.name == HOST_PLANE][:1]
     out = _Read()
     for done, (core, plane) in enumerate(cores):
         if progress:
@@ -54,16 +53,24 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
         progress(len(cores), len(cores))
     device, diagnostics = _device(space, gpus, is_gpu, out.ran)
     diagnostics += corrupt_value_notes(fixes)
-    diagnostics += program_notes(space, index, costing, out.unattributed_ps, out.all_ps,
-                                 len(cores))
+    diagnostics += program_notes(space, index, costing, out.unattributed_ps, out.all_ps, len(cores))
     ops = out.builder.build()
     apply_ceilings(ops, device, allow_tf32=True)  # XLA runs f32 dots on TF32 by default
     if not len(ops):
-        diagnostics.append(Diagnostic("warning", "no_xla_ops",
-                                      "no XLA op executions found on GPU streams or CPU threads"))
-    return ProfileData(device=device, ops=ops, steps=out.steps, core_spans=out.spans,
-                       diagnostics=diagnostics, timeline=out.timeline.build(),
-                       op_shapes=out.shapes)
+        diagnostics.append(
+            Diagnostic(
+                "warning", "no_xla_ops", "no XLA op executions found on GPU streams or CPU threads"
+            )
+        )
+    return ProfileData(
+        device=device,
+        ops=ops,
+        steps=out.steps,
+        core_spans=out.spans,
+        diagnostics=diagnostics,
+        timeline=out.timeline.build(),
+        op_shapes=out.shapes,
+    )
 
 
 def _read_core(out: _Read, host, core, plane, is_gpu, host_spans, costing, fixes, devices):
@@ -87,9 +94,16 @@ def _read_core(out: _Read, host, core, plane, is_gpu, host_spans, costing, fixes
         out.all_ps += g.total_ps
         if g.key[0] == UNATTRIBUTED:
             out.unattributed_ps += g.total_ps
-    _add_core_timeline(out.timeline, core, (lo, hi),
-                       [(s.step, s.start_ps, s.duration_ps) for s in core_steps],
-                       lane, flat, event_group, labels)
+    _add_core_timeline(
+        out.timeline,
+        core,
+        (lo, hi),
+        [(s.step, s.start_ps, s.duration_ps) for s in core_steps],
+        lane,
+        flat,
+        event_group,
+        labels,
+    )
 
 
 def _device(space, gpus, is_gpu, ran) -> tuple[DeviceInfo, list]:
@@ -101,10 +115,14 @@ def _device(space, gpus, is_gpu, ran) -> tuple[DeviceInfo, list]:
         peaks = derive_gpu_peaks(ps.as_dict(gpus[0][1].stats), max(len(ran), 1))
         notes = list(peaks.diagnostics)
         if ran and len(ran) < len(gpus):
-            notes.append(Diagnostic(
-                "info", "idle_gpus",
-                f"{len(gpus)} GPUs are listed, {len(ran)} ran ops: per-core figures count "
-                f"{len(ran)}"))
+            notes.append(
+                Diagnostic(
+                    "info",
+                    "idle_gpus",
+                    f"{len(gpus)} GPUs are listed, {len(ran)} ran ops: per-core figures count "
+                    f"{len(ran)}",
+                )
+            )
         return peaks.device, notes
     cpu = ""
     for p in space.planes:
@@ -113,14 +131,25 @@ def _device(space, gpus, is_gpu, ran) -> tuple[DeviceInfo, list]:
     return DeviceInfo(type=cpu or "CPU", kind="cpu", num_cores=1, compute=[]), []
 
 
-def _add_core_timeline(timeline: TimelineBuilder, core, span, core_steps, lane, flat,
-                       event_group, labels):
+def _add_core_timeline(
+    timeline: TimelineBuilder, core, span, core_steps, lane, flat, event_group, labels
+):
     """Hand one core's events (lanes = streams or threads) to the timeline summary."""
     begin = np.fromiter((e.begin for e in flat), np.int64, len(flat))
     end = begin + np.fromiter((e.dur for e in flat), np.int64, len(flat))
-    facts = np.array([(timeline.label_id(label), is_communication(category),
-                       is_fusible(category), category not in CONTAINER_CATEGORIES)
-                      for label, category in labels], np.int64).reshape(-1, 4)
+    facts = np.array(
+        [
+            (
+                timeline.label_id(label),
+                is_communication(category),
+                is_fusible(category),
+                category not in CONTAINER_CATEGORIES,
+            )
+            for label, category in labels
+        ],
+        np.int64,
+    ).reshape(-1, 4)
     f = facts[event_group]
-    timeline.add_core(core, span, core_steps, lane, begin, end, f[:, 0], f[:, 1] > 0,
-                      f[:, 2] > 0, f[:, 3] > 0)
+    timeline.add_core(
+        core, span, core_steps, lane, begin, end, f[:, 0], f[:, 1] > 0, f[:, 2] > 0, f[:, 3] > 0
+    )

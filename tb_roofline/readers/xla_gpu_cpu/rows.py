@@ -3,6 +3,7 @@
 Self times come from the nesting of events on their own line (a `while` around its body);
 sums per (op, step) by `readers.common.group_sums`; per-execution costs × executions.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,19 +13,26 @@ import numpy as np
 from tb_roofline.hlo.attention import attention_of
 from tb_roofline.hlo.collectives import transfer
 from tb_roofline.hlo.nccl_algorithm import algorithm_of
-from tb_roofline.table.collective_info import describe
-from tb_roofline.table.op_table import CONTAINER_CATEGORIES, HOST_TRANSFER, OpTableBuilder
-from tb_roofline.table.timeline import add_shape_use
 from tb_roofline.readers.common import group_codes, group_sums, op_nesting, self_times
 from tb_roofline.readers.hlo_shapes import hlo_custom_call_shape, hlo_tensor_shape
 from tb_roofline.readers.shape_facts import hlo_shape
-from tb_roofline.readers.xla_gpu_cpu.costing import (UNATTRIBUTED, Costing, costed, executions,
-                                                     host_bytes, ran_at)
+from tb_roofline.readers.xla_gpu_cpu.costing import (
+    UNATTRIBUTED,
+    Costing,
+    costed,
+    executions,
+    host_bytes,
+    ran_at,
+)
+from tb_roofline.table.collective_info import describe
+from tb_roofline.table.op_table import CONTAINER_CATEGORIES, HOST_TRANSFER, OpTableBuilder
+from tb_roofline.table.timeline import add_shape_use
 
 
 @dataclasses.dataclass
 class Group:
     """The events of one (op, step) on one core."""
+
     key: tuple  # (kind, program id, op name, step)
     ins: object
     module: object
@@ -61,14 +69,31 @@ def group_events(flat, lane, costing: Costing) -> tuple[list[Group], np.ndarray]
     groups = []
     for g, row in enumerate(first.tolist()):
         key, ins, module, mc = matched[row]
-        groups.append(Group(key, ins, module, mc, float(sums["total"][g]),
-                            float(sums["self"][g]), int(sums["events"][g]), kernels[g],
-                            kernel_time[g]))
+        groups.append(
+            Group(
+                key,
+                ins,
+                module,
+                mc,
+                float(sums["total"][g]),
+                float(sums["self"][g]),
+                int(sums["events"][g]),
+                kernels[g],
+                kernel_time[g],
+            )
+        )
     return groups, codes
 
 
-def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
-             costing: Costing, shapes: dict, devices: int) -> list[tuple]:
+def add_rows(
+    builder: OpTableBuilder,
+    groups: list[Group],
+    host: str,
+    core: int,
+    costing: Costing,
+    shapes: dict,
+    devices: int,
+) -> list[tuple]:
     """One op row per group; returns each group's (timeline label, category). `devices`: the
     group of a collective whose HLO names none."""
     labels = []
@@ -78,11 +103,21 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
         program = index.module_name(pid) if pid else ""
         if kind == UNATTRIBUTED:
             labels.append(((pid, opname, ""), opname))
-            builder.add(host=host, core=core, program_id=pid, program=program,
-                        operation=opname, category=UNATTRIBUTED, step=step,
-                        occurrences=g.n_events, total_time_ps=g.total_ps,
-                        self_time_ps=g.self_ps, flops_source="none",
-                        flops_known=False, bytes_known=False)
+            builder.add(
+                host=host,
+                core=core,
+                program_id=pid,
+                program=program,
+                operation=opname,
+                category=UNATTRIBUTED,
+                step=step,
+                occurrences=g.n_events,
+                total_time_ps=g.total_ps,
+                self_time_ps=g.self_ps,
+                flops_source="none",
+                flops_known=False,
+                bytes_known=False,
+            )
             continue
         ins, module, mc = g.ins, g.module, g.mc
         execs = executions(g.kernels, g.kernel_time) if costing.gpu else g.n_events
@@ -93,8 +128,9 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
             costing.uncosted_ps[f"custom-call {target}" if target else ins.opcode] += g.total_ps
         host_moved = host_bytes(ins)
         moved = transfer(ins, devices)
-        algorithm = algorithm_of(g.kernel_time, moved.kind) \
-            if moved is not None and costing.gpu else ""
+        algorithm = (
+            algorithm_of(g.kernel_time, moved.kind) if moved is not None and costing.gpu else ""
+        )
         if algorithm:  # the NCCL kernels name it: it may change the bus factor
             moved = transfer(ins, devices, algorithm)
         link = moved.bus_bytes if moved is not None else 0.0
@@ -107,29 +143,49 @@ def add_rows(builder: OpTableBuilder, groups: list[Group], host: str, core: int,
         hbm = 0.0 if host_moved else c.bytes
         precision = ran_at(g.kernel_time, c.precision) if costing.gpu else c.precision
         labels.append(((pid, opname, precision), c.category))
-        shape = hlo_shape(ins) or hlo_custom_call_shape(ins) or \
-            hlo_tensor_shape(ins, c.category)
+        shape = hlo_shape(ins) or hlo_custom_call_shape(ins) or hlo_tensor_shape(ins, c.category)
         if shape is not None:
             add_shape_use(shapes, (pid, opname, precision), shape, execs, g.total_ps)
-        builder.add(host=host, core=core, program_id=pid, program=program or module.name,
-                    operation=opname, category=c.category, step=step,
-                    occurrences=execs, total_time_ps=g.total_ps, self_time_ps=g.self_ps,
-                    flops=c.flops * execs, model_flops=c.flops * execs,
-                    bytes=max(c.bytes, hbm, host_moved, link) * execs, hbm_bytes=hbm * execs,
-                    host_bytes=host_moved * execs, interconnect_bytes=link * execs,
-                    caveat=HOST_TRANSFER if host_moved else "",
-                    source=module.source_of(ins), tf_op=ins.proto.metadata.op_name,
-                    flops_source="cost_model" if has_cost else "none",
-                    flops_known=has_cost, bytes_known=has_cost,
-                    precision=precision,
-                    fingerprint=costing.fingerprint(pid, ins),
-                    is_container=c.category in CONTAINER_CATEGORIES,
-                    collective=_described(moved, algorithm))
+        builder.add(
+            host=host,
+            core=core,
+            program_id=pid,
+            program=program or module.name,
+            operation=opname,
+            category=c.category,
+            step=step,
+            occurrences=execs,
+            total_time_ps=g.total_ps,
+            self_time_ps=g.self_ps,
+            flops=c.flops * execs,
+            model_flops=c.flops * execs,
+            bytes=max(c.bytes, hbm, host_moved, link) * execs,
+            hbm_bytes=hbm * execs,
+            host_bytes=host_moved * execs,
+            interconnect_bytes=link * execs,
+            caveat=HOST_TRANSFER if host_moved else "",
+            source=module.source_of(ins),
+            tf_op=ins.proto.metadata.op_name,
+            flops_source="cost_model" if has_cost else "none",
+            flops_known=has_cost,
+            bytes_known=has_cost,
+            precision=precision,
+            fingerprint=costing.fingerprint(pid, ins),
+            is_container=c.category in CONTAINER_CATEGORIES,
+            collective=_described(moved, algorithm),
+        )
     return labels
 
 
 def _described(moved, algorithm: str) -> str:
     if moved is None:
         return ""
-    return describe(moved.kind, moved.message_bytes, moved.group, moved.groups, moved.form,
-                    algorithm, not moved.group_known)
+    return describe(
+        moved.kind,
+        moved.message_bytes,
+        moved.group,
+        moved.groups,
+        moved.form,
+        algorithm,
+        not moved.group_known,
+    )

@@ -5,16 +5,17 @@ their step. CPU: JAX's `StepTraceAnnotation` writes a host event with a `step_nu
 spanning the step; an op belongs to the step whose span holds its start. Several markers of one
 step: the longest wins (`readers.common.longest_markers`).
 """
+
 from __future__ import annotations
 
 import bisect
 import collections
 
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.table.op_table import NO_STEP, StepSpan
 from tb_roofline.readers.common import longest_markers
 from tb_roofline.readers.xla_gpu_cpu.events import HOST_PLANE, TIME_LIMIT_PS, stat_int
 from tb_roofline.readers.xplane import PlaneStats
+from tb_roofline.table.op_table import NO_STEP, StepSpan
 
 
 def _markers(plane, stat: str, line_name: str | None = None):
@@ -31,8 +32,13 @@ def _markers(plane, stat: str, line_name: str | None = None):
         for ev in line.events:
             for st in ev.stats:
                 if st.metadata_id == sid:
-                    out.append((stat_int(ps.value(st), plane, line, stat),
-                                base + ev.offset_ps, ev.duration_ps))
+                    out.append(
+                        (
+                            stat_int(ps.value(st), plane, line, stat),
+                            base + ev.offset_ps,
+                            ev.duration_ps,
+                        )
+                    )
     return out
 
 
@@ -43,8 +49,10 @@ def _longest(markers, where: str, fixes: collections.Counter) -> list[tuple[int,
     fixes["negative_durations"] += int((dur < 0).sum())
     out = [(s, b, max(d, 0)) for s, b, d in zip(step.tolist(), begin.tolist(), dur.tolist())]
     if any(not -TIME_LIMIT_PS < b < TIME_LIMIT_PS or d >= TIME_LIMIT_PS for _, b, d in out):
-        raise ProfileFormatError(f"plane {where[:100]!r}: step times or durations beyond "
-                                 "2^62 ps (53 days): corrupt offsets or durations")
+        raise ProfileFormatError(
+            f"plane {where[:100]!r}: step times or durations beyond "
+            "2^62 ps (53 days): corrupt offsets or durations"
+        )
     return out
 
 
@@ -56,8 +64,9 @@ def host_steps(space, fixes: collections.Counter) -> list[tuple[int, int, int]]:
 
 def device_steps(plane, fixes: collections.Counter) -> dict[int, tuple[int, int]]:
     """{group id: (begin ps, duration ps)} from a GPU plane's `Steps` line."""
-    return {g: (b, d) for g, b, d in _longest(_markers(plane, "group_id", "Steps"), plane.name,
-                                               fixes)}
+    return {
+        g: (b, d) for g, b, d in _longest(_markers(plane, "group_id", "Steps"), plane.name, fixes)
+    }
 
 
 def assign_steps(flat, host_spans) -> None:
