@@ -29,8 +29,11 @@ setup(
         "dask": ["distributed>=2023.1"],
         # `tb_roofline.load(...)` tables as DataFrames (numpy record arrays without it):
         "notebook": ["pandas>=1.5"],
+        # The project's habits (CONTRIBUTING.md): lint and format, types, pre-commit hooks.
+        "dev": ["ruff==0.17.6", "mypy>=1.10", "pre-commit>=3"],
         "test": [
             "pytest>=7",
+            "ruff==0.17.6",  # CI checks lint and format (pyproject.toml) before the tests
             "xprof>=2.20",  # the reference converter the conformance tests compare against
             "playwright>=1.40",  # drives Debian's chromium (executable_path), no browser download
             "grpcio-tools>=1.62",  # checks the committed *_pb2.py match the .proto files

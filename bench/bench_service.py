@@ -76,7 +76,8 @@ out["cold_ops_plain_ms"] = cold_plain * 1000  # the analysis cached, encoded ane
 out["json_mb"] = len(r.data) / 2**20
 out["warm_ops_gzip_p50_ms"] = p50([timed(ops, f"/ops?run={run}", GZ)[0] for _ in range(repeat)])
 out["warm_ops_plain_p50_ms"] = p50([timed(ops, f"/ops?run={run}")[0] for _ in range(repeat)])
-out["warm_program_p50_ms"] = p50([timed(program, f"/program?run={run}", GZ)[0] for _ in range(repeat)])
+out["warm_program_p50_ms"] = p50([timed(program, f"/program?run={run}", GZ)[0]
+                                 for _ in range(repeat)])
 # What every /ops request cost before answers were cached: rows and JSON per request.
 service = plugin._service
 t = time.perf_counter()

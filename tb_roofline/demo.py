@@ -1,8 +1,9 @@
 """Write the bundled demo logdir (`testdata/demo`): realistic generated TPU profiles.
 
     python -m tb_roofline.demo testdata/demo
-Two runs: a single-host v6e training run (with host-offload copies), and a two-host v4 run (CMEM, megacore) whose hosts can
-be compared or aggregated. Seeds are fixed, so the files are reproducible byte for byte.
+Two runs: a single-host v6e training run (with host-offload copies), and a two-host v4 run
+(CMEM, megacore) whose hosts can be compared or aggregated. Seeds are fixed, so the files are
+reproducible byte for byte.
 """
 
 from __future__ import annotations

@@ -8,16 +8,16 @@ S3 follows TensorBoard's own conventions: credentials and `AWS_ENDPOINT_URL` as 
 them, and `S3_ENDPOINT` (TensorBoard's variable) when set.
 
 A store that stalls cannot hold a request: S3 requests have a connect timeout, a read timeout
-(TB_ROOFLINE_REMOTE_TIMEOUT_S, 10 s) and at most TB_ROOFLINE_REMOTE_ATTEMPTS (2) attempts,
-so a call gives up within ~25 s with a `StorageTimeoutError` naming the store. A store that
-keeps sending, slowly (a few bytes a second), never trips a read timeout: every remote call
-also has a deadline (`storage_deadline.Deadline`), the earlier of TB_ROOFLINE_READ_DEADLINE_S (300 s) from the
-start of the file's read or listing and the request's own (TB_ROOFLINE_REQUEST_DEADLINE_S,
-600 s, set by `request_deadline`); past it the call is cancelled (its connection dropped) and
-a `StorageDeadlineError` names the store and the setting. A remote
-file's ranged reads are conditional on the ETag its last `stat` saw (S3 `If-Match`): an object
-overwritten between the stat and a read, or between two reads, is a `ProfileIncompleteError`
-("changed while it was read", a 503), never a mix of two versions.
+(TB_ROOFLINE_REMOTE_TIMEOUT_S, 10 s) and at most TB_ROOFLINE_REMOTE_ATTEMPTS (2) attempts, so a call
+gives up within ~25 s with a `StorageTimeoutError` naming the store. A store that keeps sending,
+slowly (a few bytes a second), never trips a read timeout: every remote call also has a deadline
+(`storage_deadline.Deadline`), the earlier of TB_ROOFLINE_READ_DEADLINE_S (300 s) from the start of
+the file's read or listing and the request's own (TB_ROOFLINE_REQUEST_DEADLINE_S, 600 s, set by
+`request_deadline`); past it the call is cancelled (its connection dropped) and a
+`StorageDeadlineError` names the store and the setting. A remote file's ranged reads are conditional
+on the ETag its last `stat` saw (S3 `If-Match`): an object overwritten between the stat and a read,
+or between two reads, is a `ProfileIncompleteError` ("changed while it was read", a 503), never a
+mix of two versions.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Seeded synthetic TPU XSpaces: the demo logdir, the conformance tests and the benchmark.
 
-The layout follows what real TPU profiles carry (docs/xspace_format.md, "The layout"): one `/device:TPU:N` plane per
-TensorCore with its peaks as plane stats, lines `Steps`, `XLA Modules` and `XLA Ops`, op
-metadata with per-execution FLOPs and a `memory_access_breakdown`, nested ops inside `while`
-bodies, infeed/outfeed ops, SparseCore planes and a `Task Environment` plane.
+The layout follows what real TPU profiles carry (docs/xspace_format.md, "The layout"): one
+`/device:TPU:N` plane per TensorCore with its peaks as plane stats, lines `Steps`, `XLA Modules` and
+`XLA Ops`, op metadata with per-execution FLOPs and a `memory_access_breakdown`, nested ops inside
+`while` bodies, infeed/outfeed ops, SparseCore planes and a `Task Environment` plane.
 """
 
 from __future__ import annotations

@@ -372,7 +372,7 @@ def test_nested_ops_do_not_double_count_kernels(tmp_path):
     assert rows == {"aten::linear": (2 * 4 * 8 * 16, 7e6), "aten::dropout": (0.0, 3e6)}
 
 
-# ---------------------------------------------------------------- captured traces vs FlopCounterMode
+# ------------------------------------------------------------ captured traces vs FlopCounterMode
 
 EXPECTED = json.load(open(os.path.join(CAPTURED, "expected_flops.json")))["cases"]
 PRODUCT_FAMILIES = ["matmul", "convolution", "attention"]

@@ -27,7 +27,8 @@ GROUPED = (
         ("%all-reduce.5 = f32[128,1024]{1,0} all-reduce(...)", 2, 524288 * 1.0, True),
         # all-gather: S = operand × n = 4 KiB × 4, × 3/4 (iota groups: 2 groups of 4)
         (
-            "%ag = f32[4096]{0} all-gather(f32[1024]{0} %p), replica_groups=[2,4]<=[8], dimensions={0}",
+            "%ag = f32[4096]{0} all-gather(f32[1024]{0} %p), replica_groups=[2,4]<=[8], "
+            "dimensions={0}",
             1,
             16384 * 0.75,
             False,

@@ -1,6 +1,7 @@
 """The wire-format TPU reader (readers/xwire.py, tpu_plane.py, tpu_file.py) against the
-protobuf-object oracle (tests/tpu_oracle.py): every column of random lines, whole op tables of generated and hand-made
-profiles, with windows and segments small enough that events, nests and steps cross them."""
+protobuf-object oracle (tests/tpu_oracle.py): every column of random lines, whole op tables of
+generated and hand-made profiles, with windows and segments small enough that events, nests and
+steps cross them."""
 
 from __future__ import annotations
 

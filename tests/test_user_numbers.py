@@ -58,7 +58,9 @@ DEVICE_FIELDS = {  # template with the bad number as X -> the field the message 
     '{"kind": "cpu", "compute": {"fp32": {"gflops": X}}}': "compute.fp32.gflops",
     '{"kind": "cpu", "compute": {"fp32": 5}, "memories": {"hbm": {"gbs": X}}}': "memories.hbm.gbs",
     '{"kind": "cpu", "num_cores": X, "compute": {"fp32": 5}}': "num_cores",
-    '{"kind": "cpu", "compute": {"fp32": 5}, "measurement": {"secret_key": [1, X]}}': "measurement.entry 1.item 2",
+    '{"kind": "cpu", "compute": {"fp32": 5}, "measurement": {"secret_key": [1, X]}}': (
+        "measurement.entry 1.item 2"
+    ),
 }
 
 

@@ -1,11 +1,11 @@
 """Decode the `Hlo Proto`s of an XSpace's `/host:metadata` plane and index their instructions.
 
 Facts (docs/hlo_cost_model.md): the metadata plane has one event metadata per compiled program,
-named `<module name>(<program id>)`, with stats `Hlo Proto` (a serialized HloProto) and `program_id`.
-Computations list callees before callers and instructions list operands before users;
+named `<module name>(<program id>)`, with stats `Hlo Proto` (a serialized HloProto) and
+`program_id`. Computations list callees before callers and instructions list operands before users;
 `operand_ids` refer to instructions of the same computation; instruction ids are unique in the
-module. Execution events name their instruction with `hlo_op` (GPU may write `a::b`; the last
-part is the instruction) and their program with `program_id` / `hlo_module`.
+module. Execution events name their instruction with `hlo_op` (GPU may write `a::b`; the last part
+is the instruction) and their program with `program_id` / `hlo_module`.
 """
 
 from __future__ import annotations

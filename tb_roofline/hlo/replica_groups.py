@@ -15,7 +15,7 @@ devices that differ only along the named axes: per group the product of those ax
 sub-axis `'a':(pre)size` counts its `size`), groups = all devices of the mesh / that. A
 collective-permute moves along its source -> target pairs; its "groups" are the pairs.
 No form named (`replica_groups={}`): every device takes part, which the caller must supply.
-"""
+"""  # noqa: E501 (a table)
 
 from __future__ import annotations
 

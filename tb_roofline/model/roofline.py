@@ -462,7 +462,8 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                     f"{t}: {', '.join(h[:3])}{' ...' if len(h) > 3 else ''}"
                     for t, h in kinds.items()
                 )
-                + f"): the aggregate is judged against {device.type}'s peaks; look at each host alone",
+                + f"): the aggregate is judged against {device.type}'s peaks; "
+                "look at each host alone",
             )
         )
     # A profile-derived peak that the profile's own ops beat is the figure in doubt.

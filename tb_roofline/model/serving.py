@@ -173,9 +173,9 @@ def findings(r: dict, batch) -> list[dict]:
                 "code": "batch_below_ridge",
                 "text": (
                     f"decode batch {batch} is below the {rb:.0f} at which its GEMMs would turn "
-                    f"compute-bound: they read the weights once a step ({r['weight_floor_us']:.1f} µs "
-                    "at full HBM bandwidth) whatever the batch, so larger batches raise tokens/s "
-                    "almost for free up to that size"
+                    "compute-bound: they read the weights once a step "
+                    f"({r['weight_floor_us']:.1f} µs at full HBM bandwidth) whatever the batch, "
+                    "so larger batches raise tokens/s almost for free up to that size"
                 ),
                 "bound_us": r["weight_floor_us"],
             }
@@ -204,9 +204,9 @@ def findings(r: dict, batch) -> list[dict]:
                 "code": "unfused_small_ops",
                 "text": (
                     f"norm, activation, RoPE and KV-store ops take {t:.1f} µs ({t / total:.0%} of "
-                    f"the step's op time) for bytes that need {floor:.1f} µs at full HBM bandwidth: "
-                    "separate small kernels, bound by launches and latency rather than memory. Fusing "
-                    f"them into their neighbours saves at most their {t:.1f} µs"
+                    f"the step's op time) for bytes that need {floor:.1f} µs at full HBM "
+                    "bandwidth: separate small kernels, bound by launches and latency rather than "
+                    f"memory. Fusing them into their neighbours saves at most their {t:.1f} µs"
                 ),
                 "bound_us": t,
             }

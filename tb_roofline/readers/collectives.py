@@ -1,4 +1,5 @@
-"""Bytes a collective moves over the GPU-GPU links, as nccl-tests count them (docs/pytorch_traces.md).
+"""Bytes a collective moves over the GPU-GPU links, as nccl-tests count them
+(docs/pytorch_traces.md).
 
 nccl-tests (its `doc/PERFORMANCE.md`) reports an algorithm bandwidth S / t and a *bus*
 bandwidth S / t × factor, the factor making the figure comparable with the link's peak: its

@@ -1,7 +1,7 @@
-"""What a GPU kernel's name says about what ran: the math unit and precision, and the kind of
-work (docs/device_peaks.md, "Precision from kernel names"). A trace's dtypes say what the tensors held; the kernel says how they
-were computed: f32 `aten::mm` runs `cutlass_80_tensorop_s1688gemm_*` on TF32 tensor cores, or
-`ampere_sgemm_*` on the FP32 CUDA cores.
+"""What a GPU kernel's name says about what ran: the math unit and precision, and the kind of work
+(docs/device_peaks.md, "Precision from kernel names"). A trace's dtypes say what the tensors held;
+the kernel says how they were computed: f32 `aten::mm` runs `cutlass_80_tensorop_s1688gemm_*` on
+TF32 tensor cores, or `ampere_sgemm_*` on the FP32 CUDA cores.
 
 `kernel_unit(name)` answers a ceiling name (`tf32`, `fp32`, `fp16`, `bf16`, `fp8`, `fp6`, `fp4`,
 `int8`, `fp64`, `fp64_tc`, `fp32_tc`) or '' when the name does not say. FP4 is E2M1 (NVFP4,

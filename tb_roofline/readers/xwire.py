@@ -311,10 +311,10 @@ class _Window:
 def decode_events(
     src: Source, pos: int, end: int, base_ps: int, stat_ids: dict, sink, window: int | None = None
 ):
-    """Decode the run of events that share the layout of the event at `pos`, window by window
-    (one read of `window` bytes each); `sink(md, begin, dur, group, stall, occ)` gets each
-    window's int64 columns (those of `tpu_plane.protobuf_line_events`). Returns the position after the
-    run, or None when the event at `pos` is not one this path decodes (nothing was sent)."""
+    """Decode the run of events that share the layout of the event at `pos`, window by window (one
+    read of `window` bytes each); `sink(md, begin, dur, group, stall, occ)` gets each window's int64
+    columns (those of `tpu_plane.protobuf_line_events`). Returns the position after the run, or None
+    when the event at `pos` is not one this path decodes (nothing was sent)."""
     head = src.read(pos, min(20, end - pos))
     tag, p = varint(head, 0)
     size, p = varint(head, p)

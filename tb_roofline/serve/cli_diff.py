@@ -379,7 +379,8 @@ def _table_report(cmp, base, cand, gate, args) -> str:
             f"rest (gaps, host) {_fmt(s['other_time_change_us'])} µs"
         )
     lines.append(
-        f"Ops: {s['matched']} matched ({', '.join(f'{n} by {r}' for r, n in s['rules'].items()) or 'none'}), "
+        f"Ops: {s['matched']} matched "
+        f"({', '.join(f'{n} by {r}' for r, n in s['rules'].items()) or 'none'}), "
         f"{s['new']} new ({_fmt(s['new_time_us'])} µs), {s['removed']} removed "
         f"({_fmt(s['removed_time_us'])} µs); {s['faster']} faster, {s['slower']} slower"
     )

@@ -48,7 +48,8 @@ def screen_xy(page, chart, dataset, predicate):
       if (!d) return null;
       const [ox, oy] = c.view.origin();
       const box = c.view.container().querySelector('canvas').getBoundingClientRect();
-      return {{x: box.left + ox + c.view.scale('x')(d.px), y: box.top + oy + c.view.scale('y')(d.py),
+      return {{x: box.left + ox + c.view.scale('x')(d.px),
+               y: box.top + oy + c.view.scale('y')(d.py),
                key: d.series || d.operation}}; }})()""")
 
 
@@ -330,14 +331,16 @@ def test_numbers_and_roofs_without_compute_peaks(page, tb_testdata):
         {bottleneck_operational_intensity: 0, flop_rate: 0, bound_by: 'HBM'}];
       const g = roofs.roofGeometry(device, records, {});
       roofs.placePoints(records, g);
-      return {pct: cols.fmtFrac(6.92e-8), pct2: cols.fmtPct(12.3456), time: cols.fmtTime(363729698.77),
+      return {pct: cols.fmtFrac(6.92e-8), pct2: cols.fmtPct(12.3456),
+        time: cols.fmtTime(363729698.77),
         ms: cols.fmtTime(1234.5), us: cols.fmtTime(12.5),
         copy: cols.COLUMN.hbm_bw.format(833333333, {caveat: 'async_start'}),
         zero: cols.COLUMN.flop_rate.format(0, {flops: 0, flop_coverage: 0}),
         eff: cols.COLUMN.roofline_efficiency.format(0, {peak_flop_rate: 0}),
         drawn: g.drawn.map((m) => m.id), available: g.available.map((m) => m.id),
         computes: g.computes.length, hbmLine: g.lines.filter((l) => l.roof === 'memory:hbm').length,
-        top: g.yDomain[1], strip: records[1].px <= g.xDomain[0] * (g.xDomain[1] / g.xDomain[0]) ** 0.3,
+        top: g.yDomain[1],
+        strip: records[1].px <= g.xDomain[0] * (g.xDomain[1] / g.xDomain[0]) ** 0.3,
         colors: [roofs.memoryColor('hbm'), roofs.memoryColor('host'), roofs.memoryColor('l1')]};
     }""",
         base,

@@ -130,8 +130,8 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
                     "info",
                     "copy_only_devices",
                     f"device(s) {', '.join(map(str, copy_only))} only copied memory (memcpy / "
-                    "memset, no kernel): their copies are in the op table, but they ran no program, "
-                    "so they add no device time or idle time",
+                    "memset, no kernel): their copies are in the op table, but they ran no "
+                    "program, so they add no device time or idle time",
                 )
             )
         timeline = kineto_timeline.gpu_timeline(

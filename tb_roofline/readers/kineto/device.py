@@ -85,8 +85,8 @@ def trace_notes(col, c, has_gpu: bool, hw, unattributed: int) -> list:
             Diagnostic(
                 "warning",
                 "no_kernel_timing",
-                "this GPU trace holds no kernel events (captured with the CUPTI range profiler), so "
-                "op times on the device are unknown",
+                "this GPU trace holds no kernel events (captured with the CUPTI range profiler), "
+                "so op times on the device are unknown",
             )
         )
     if col.long_names:
@@ -94,8 +94,8 @@ def trace_notes(col, c, has_gpu: bool, hw, unattributed: int) -> list:
             Diagnostic(
                 "warning",
                 "long_names",
-                f"{col.long_names} op or kernel names are longer than {MAX_NAME_CHARS:,} characters; "
-                "they were cut there (names that differ only after that share a row)",
+                f"{col.long_names} op or kernel names are longer than {MAX_NAME_CHARS:,} "
+                "characters; they were cut there (names that differ only after that share a row)",
             )
         )
     negative = col.cost_negative and int(

@@ -16,8 +16,8 @@ def program_notes(
             Diagnostic(
                 "warning",
                 "no_hlo_protos",
-                "this profile holds no HLO programs (no `Hlo Proto` on /host:metadata), so no FLOPs "
-                "or bytes can be computed; kernel time is shown as unattributed",
+                "this profile holds no HLO programs (no `Hlo Proto` on /host:metadata), so no "
+                "FLOPs or bytes can be computed; kernel time is shown as unattributed",
             )
         )
     else:
@@ -27,8 +27,8 @@ def program_notes(
                 "info",
                 "cost_model",
                 f"FLOPs and bytes computed by tb-roofline's HLO cost model from {len(used)} of "
-                f"{len(index)} programs' HLO (per execution, × executions); a while loop counts its "
-                "body × the known trip count",
+                f"{len(index)} programs' HLO (per execution, × executions); a while loop counts "
+                "its body × the known trip count",
             )
         )
     for err in index.errors:
@@ -41,9 +41,9 @@ def program_notes(
             Diagnostic(
                 "warning",
                 "unattributed_time",
-                f"{sum(reasons.values())} {what} ({unattributed_ps / 1e6:.3f} µs, {share:.1f}% of op "
-                'time) match no HLO instruction and are shown as category "unattributed" with no '
-                "FLOPs: " + "; ".join(f"{n} {r}" for r, n in reasons.most_common()),
+                f"{sum(reasons.values())} {what} ({unattributed_ps / 1e6:.3f} µs, {share:.1f}% of "
+                'op time) match no HLO instruction and are shown as category "unattributed" with '
+                "no FLOPs: " + "; ".join(f"{n} {r}" for r, n in reasons.most_common()),
             )
         )
     if costing.unknown:
@@ -84,9 +84,9 @@ def program_notes(
             Diagnostic(
                 "info",
                 "attention_mask_not_discounted",
-                f"{len(costing.masked)} fused attention op(s) have a causal or windowed mask; their "
-                "FLOPs are counted as torch.utils.flop_counter counts them, over every (query, key) "
-                "pair (a causal mask does about half that work): "
+                f"{len(costing.masked)} fused attention op(s) have a causal or windowed mask; "
+                "their FLOPs are counted as torch.utils.flop_counter counts them, over every "
+                "(query, key) pair (a causal mask does about half that work): "
                 + "; ".join(f"{op} ({mask})" for (_, op), mask in shown)
                 + (" ..." if len(costing.masked) > 5 else ""),
             )
