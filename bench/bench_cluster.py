@@ -4,7 +4,7 @@ the per-host costs a projection to bigger pods uses (docs/cluster.md).
     python bench/bench_cluster.py [--hosts 64] [--workers 1,2] [--repeat 3] [--data DIR]
 
 A run of `--hosts` generated TPU hosts (1 TensorCore, 500 ops x 100 steps: ~2.2 MB each, as
-issue #18's table) on local disk, which the workers share. For each worker count a real
+the whole-process table) on local disk, which the workers share. For each worker count a real
 `dask scheduler` and that many `dask worker --nthreads 1 --no-nanny` processes are started on
 127.0.0.1; each repetition is a fresh client process (cold: disk cache off) that lists the
 run, converts every host on the cluster and builds the analysis (`RooflineService.analysis`).

@@ -1,4 +1,4 @@
-"""Issue #18's table: whole processes, cold, tb-roofline vs the XProf converter, interleaved.
+"""The whole-process table: whole processes, cold, tb-roofline vs the XProf converter, interleaved.
 
     python bench/bench_cold.py [--repeat 5] [--shapes a,b] [--data DIR]
 
@@ -32,7 +32,7 @@ import bench_xplane  # noqa: E402 (its generator, its sides, its PSS sampler)
 HOST_500x100 = dict(
     num_cores=1, num_steps=100, ops_per_step=500, distinct_ops=500, op_order="cycle"
 )
-SHAPES = {  # issue #18's rows, plus the 200k-event host of #11
+SHAPES = {  # the whole-process table's shapes, plus the 200k-event host
     "32hosts_500x100": (32, HOST_500x100, False),
     "8hosts_500x100": (8, HOST_500x100, False),
     "1core_2000ops_100steps": bench_xplane.SHAPES["1core_2000ops_100steps"],

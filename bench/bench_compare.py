@@ -1,4 +1,4 @@
-"""Speed of the run comparison on two 20,000-op runs (issue #9's targets: the /compare answer in
+"""Speed of the run comparison on two 20,000-op runs (targets: the /compare answer in
 under 0.5 s once both runs are cached; the compare view drawn in under 1.5 s in Chromium).
 
     python bench/bench_compare.py [--ops 20000] [--reps 5] [--frontend] [--keep DIR]

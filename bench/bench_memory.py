@@ -1,4 +1,4 @@
-"""Peak memory of one conversion in one process, over the profile's size (issue #18).
+"""Peak memory of one conversion in one process, over the profile's size.
 
     python bench/bench_memory.py [--repeat 3] [--shapes a,b] [--data DIR] [--trees A,B]
 

@@ -1,4 +1,4 @@
-"""Start-up of `tb-roofline` commands (issue #18): fresh processes, wall time, medians.
+"""Start-up of `tb-roofline` commands: fresh processes, wall time, medians.
 
     python bench/bench_startup.py [--repeat 9] [--tree DIR ...]
 

@@ -1,5 +1,5 @@
-"""Cold conversion of generated TPU profiles: tb-roofline vs the XProf converter, every shape of
-issue #11, side by side in one run.
+"""Cold conversion of generated TPU profiles: tb-roofline vs the XProf converter, every shape,
+side by side in one run.
 
     python bench/bench_xplane.py                     # the normal shapes (about 2 minutes)
     python bench/bench_xplane.py --big               # also 2M unique events and 32 hosts

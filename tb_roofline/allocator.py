@@ -3,7 +3,7 @@
 glibc keeps memory a process frees: large blocks freed between blocks still in use stay
 resident as holes, and memory freed in one thread is kept for that thread's arena. Two places
 free much at once and then allocate differently sized blocks, so the holes would add to the
-peak (docs/benchmarks.md, issue #18): a run's table made from its hosts' (`OpTable.concat` with
+peak (docs/benchmarks.md): a run's table made from its hosts' (`OpTable.concat` with
 `share`: each host's column freed as the run's next one is allocated: 32 hosts peaked 50 MB
 higher without it), and the end of a big conversion (`serve/hosts.py`: four big reads in four
 threads, one after another, held the peak of each). A call walks the heap once (~2 ms for

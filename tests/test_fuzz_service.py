@@ -18,7 +18,7 @@ from fuzz_profiles import XPLANE, damaged_kineto, damaged_xspace, xspace_bases
 from tensorboard import errors as tb_errors
 
 N = int(os.environ.get("TB_ROOFLINE_FUZZ_SEEDS", "300"))
-# Fresh seeds each hardening round (issue 17: from 17,000), besides the first N: a fixed
+# Fresh seeds each hardening round (from 17,000), besides the first N: a fixed
 # range would only ever find what it found once. TB_ROOFLINE_FUZZ_SEED_BASE moves them.
 NEW_SEED_BASE = int(os.environ.get("TB_ROOFLINE_FUZZ_SEED_BASE", "17000"))
 SEEDS = list(range(N)) + list(range(NEW_SEED_BASE, NEW_SEED_BASE + N // 3))

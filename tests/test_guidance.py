@@ -1,4 +1,4 @@
-"""Guidance (issue #10): each rule fires on a profile built to trigger it, with the evidence and
+"""Guidance: each rule fires on a profile built to trigger it, with the evidence and
 time saved computed by hand from the raw trace; nothing fires on clean cases; the invariants
 (real ops, evidence equal to the ops' exported numbers, no caveated op, totals within the step
 time) hold on every committed profile; MFU by hand."""

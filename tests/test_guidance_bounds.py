@@ -1,4 +1,4 @@
-"""Guidance an expert can act on (issue #15): a graph capture read as a capture, collectives as
+"""Guidance an expert can act on: a graph capture read as a capture, collectives as
 communication, integer work without a FLOP roof, one unit per view, capture diagnostics, peaks
 the profile's own ops beat, and the speedup label's sign; each against the raw profile or a
 hand-built op table."""

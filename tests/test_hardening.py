@@ -1,4 +1,4 @@
-"""Hostile cases of issue 17, each reproduced: a disk cache another user plants entries in,
+"""Hostile cases, each reproduced: a disk cache another user plants entries in,
 forged entries, deep JSON in device and workload files, messages about outside files, NUL in
 CSV cells, a names bomb under the memory budget, a too-large analysis and head-of-line
 blocking."""
@@ -192,7 +192,7 @@ def _as_attacker(script: str):
     reason="needs root and setpriv to run the attacker's steps as another user",
 )
 def test_another_user_cannot_plant_entries(logdir, monkeypatch):
-    """The attack of issue 17: the cache under a parent another user may write; they rename
+    """The attack: the cache under a parent another user may write; they rename
     the cache directory, make their own and plant entries under the computable names (a
     pickle payload and forged answers). The next cold requests answer from the profile."""
     area = tempfile.mkdtemp(prefix="tb_roofline_attack_", dir="/tmp")

@@ -1,4 +1,4 @@
-"""Bad input cannot hurt the server (issue #11): bombs, limits, clean errors for damaged files,
+"""Bad input cannot hurt the server: bombs, limits, clean errors for damaged files,
 writers that pause, and the export and CLI paths. Each test pins one finding."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""An op's kernels (issue #19: get_op shows "one op in full (its evidence, shapes, kernels)"):
+"""An op's kernels (get_op shows "one op in full (its evidence, shapes, kernels)"):
 the Kineto reader keeps, per op, the kernels it launched (name, launches, time), and the MCP
 tool's get_op returns them, checked against the raw trace: the kernels whose correlation id is
 that of a runtime launch made inside one of the op's calls (on its thread, within its span)."""

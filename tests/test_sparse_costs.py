@@ -1,4 +1,4 @@
-"""MoE expert GEMMs, grouped GEMMs and embedding bags (issue #16 item 4): each formula of
+"""MoE expert GEMMs, grouped GEMMs and embedding bags: each formula of
 readers/torch_sparse_ops.py pinned by a hand-derived count, through the Kineto reader's entry
 (torch_custom_ops.op_cost, as a `cpu_op` event's args give it)."""
 

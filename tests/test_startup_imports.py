@@ -1,4 +1,4 @@
-"""Issue #18, start-up: each entry point imports what its work needs, when it needs it.
+"""Start-up: each entry point imports what its work needs, when it needs it.
 
 Measured in a fresh interpreter (what a user starts): the modules in `sys.modules` after the
 entry point's own imports, never a timing (docs/benchmarks.md has those). A regression here

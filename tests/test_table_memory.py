@@ -1,4 +1,4 @@
-"""What keeps the op table's memory down (docs/benchmarks.md, issue #18), checked as behaviour:
+"""What keeps the op table's memory down (docs/benchmarks.md), checked as behaviour:
 constant row columns hold one value and stay so through selection, concatenation, pickling
 (worker processes, a cluster) and the disk cache; a run's table and its hosts' share one copy
 of the rows; and the caches charge a shared buffer once, to every entry that keeps it alive."""

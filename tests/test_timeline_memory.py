@@ -1,4 +1,4 @@
-"""What keeps the timeline summary's memory down (docs/benchmarks.md, issue #18), checked as
+"""What keeps the timeline summary's memory down (docs/benchmarks.md), checked as
 behaviour: `tpu_timeline.add_core_events` consumes the events it is handed, and the lighter
 segments and per-core pair sums give the hand-derived and brute-force answers."""
 

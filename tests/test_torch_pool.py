@@ -113,7 +113,7 @@ def test_what_cannot_be_costed_has_no_cost(concrete):
 
 def test_real_cpu_traces_cost_their_max_pools(monkeypatch):
     """The committed PyTorch CPU training steps: the max-pool rows (forward and gradient) now
-    have FLOPs and bytes, and the run's coverage passes issue #16's 0.9."""
+    have FLOPs and bytes, and the run's coverage passes 0.9."""
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     service = RooflineService(os.path.join(REPO, "testdata"))
     for run in (

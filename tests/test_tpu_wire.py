@@ -285,7 +285,7 @@ def test_a_plane_is_read_piece_by_piece(tmp_path, monkeypatch):
 
 
 def test_hosts_of_one_program_decode_its_op_metadata_once(tmp_path, monkeypatch):
-    """Issue #18: a pod's hosts run one program, so each op's metadata is decoded once per
+    """A pod's hosts run one program, so each op's metadata is decoded once per
     process among the files kept, not once per host; the hosts read exactly as one by one,
     and a host of another program (other costs under the same names) keeps its own."""
     from tb_roofline.readers import parallel

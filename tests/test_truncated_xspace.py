@@ -1,4 +1,4 @@
-"""XSpace files cut short (issue #17): real profiles from testdata cut at every plane boundary
+"""XSpace files cut short: real profiles from testdata cut at every plane boundary
 and inside every plane. A young file cut short is still being written (503); an old one is
 read as far as its complete planes go, with a `truncated` diagnostic naming what is missing."""
 

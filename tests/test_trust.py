@@ -1,4 +1,4 @@
-"""Every figure is a measurement under its true roof or says why not (issue #8): one real or
+"""Every figure is a measurement under its true roof or says why not: one real or
 realistic profile per finding, each checked against a reference computed here, plus a suite-wide
 invariant over every profile in testdata/ and every view."""
 

@@ -1,4 +1,4 @@
-"""Issue #16, item 7: the diagnostic that names the ops still without a cost, by share of op
+"""The diagnostic that names the ops still without a cost, by share of op
 time, says why each has none (readers/kineto/device.py WHY_NO_COST), on the real traces."""
 
 from __future__ import annotations

@@ -318,7 +318,7 @@ def test_host_offload_copies_on_gpu_are_host_link_traffic():
     }
 
 
-# ---------------------------------------------------------------------------- GPU costs (issue 16)
+# ---------------------------------------------------------------------------- GPU costs
 def _one_gpu_space(module: hlo_pb2.HloModuleProto, kernels, gpus=1, stats=None):
     """An XSpace with `gpus` GPU planes (A100 stats unless `stats`); `kernels` = [(name, begin,
     duration, hlo_op)] all on GPU:0, stream 1, program 3."""

@@ -284,7 +284,7 @@ def _module_names(space) -> dict:
 @pytest.mark.parametrize("big_id", [False, True])
 def test_program_names_come_from_the_modules_line(tmp_path, big_id):
     """Programs are named by their `XLA Modules` events, `<name>(<program id>)`, also when
-    the events' metadata has no program_id stat nor display name (issue #20)."""
+    the events' metadata has no program_id stat nor display name."""
     space = xplane_pb2.XSpace.FromString(open(V6E, "rb").read())
     expected = _module_names(space)
     assert expected == {"1011": "jit_train_step"}

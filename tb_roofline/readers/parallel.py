@@ -6,7 +6,7 @@ The pool is made on first use and reused; it is shut down after TB_ROOFLINE_POOL
 (60 s) without work and at exit. The CLI answers one command and exits: it sets 0, so the
 workers leave as soon as their conversion is done and their memory (each ~20 MB of its own
 on 8 TPU hosts: what it converted, and the parent's pages it wrote to) is gone before the
-model runs in this process (docs/benchmarks.md, issue #18). Workers are forked (cheap: they
+model runs in this process (docs/benchmarks.md). Workers are forked (cheap: they
 inherit the imported modules) when no thread but ours runs, as in the CLI; beside other
 threads (TensorBoard serves from threads) a fork could copy a lock another thread holds, so
 workers then come from a fork server started once. One unit of work, one core,

@@ -16,8 +16,8 @@ import {OpSection, opKeyOf} from './views/op_section.js';
 import {ProgramSection} from './views/program_section.js';
 import {LoadingIndicator, emptyState, errorBox} from './views/states.js';
 import {Tooltip} from './views/tooltip.js';
-import {OpportunitiesPanel} from './views/opportunities.js';  // guidance (issue #10)
-import {attachCompare} from './views/compare.js';  // "Compare with" (issue #9)
+import {OpportunitiesPanel} from './views/opportunities.js';  // guidance
+import {attachCompare} from './views/compare.js';  // "Compare with"
 import {CommChartSection} from './comm_chart.js';  // the communication roofline
 
 const now = () => performance.now();
@@ -89,7 +89,7 @@ class App {
     this.program = new ProgramSection(ctx);
     this.ops = new OpSection(ctx);
     this.infeed = new InfeedSwitch(ctx, api, {program: this.program, ops: this.ops});
-    // Guidance (issue #10): a compact Opportunities summary beside the device; the throughput
+    // Guidance: a compact Opportunities summary beside the device; the throughput
     // line in the program section.
     this.opportunities = new OpportunitiesPanel({
       findRank: (op) => opKeyOf(this.data && this.data.ops, op),
@@ -306,7 +306,7 @@ class App {
     this.persist();
     const t0 = now();
     if (await this.infeed.switchTo(value)) {
-      this.opportunities.load(this.state);  // guidance (issue #10)
+      this.opportunities.load(this.state);  // guidance
       this.comm.load(this.state);
       this.timings.lastInfeedMs = now() - t0;
       this.bump('filterSeq');
@@ -327,7 +327,7 @@ class App {
     const token = ++this.loadToken;
     try {
       await this._loadView(token, only);
-      this.opportunities.load(this.state);  // guidance (issue #10), in the background
+      this.opportunities.load(this.state);  // guidance, in the background
       this.comm.load(this.state);
     } finally {
       if (token === this.loadToken) this.loaded();
@@ -479,7 +479,7 @@ let app = null;
 export async function start(root) {
   app = new App(root);
   app.build();
-  // "Compare with" (issue #9): its own toolbar controls and section, fed by the app's events.
+  // "Compare with": its own toolbar controls and section, fed by the app's events.
   app.compare = attachCompare({
     events: app.events,
     get state() { return app.state; },

@@ -1,4 +1,4 @@
-"""The Opportunities panel (issue #10) on committed profiles: findings as /guidance ranks them,
+"""The Opportunities panel on committed profiles: findings as /guidance ranks them,
 a link from each finding to its op in the chart and table, the class bar, the throughput line,
 collapse and export."""
 
@@ -64,7 +64,7 @@ def test_mfu_with_a_workload_file(page, tb_testdata):
     open_frame(page, tb_testdata, run=run)
     wait_js(page, READY)
     _, g = tb_testdata.api("guidance", run=run)
-    # A clean matmul loop: only its matmul named as far below its roof (issue #15: every big
+    # A clean matmul loop: only its matmul named as far below its roof (every big
     # op under half its roof is in a finding).
     assert {f["rule"] for f in g["findings"]} <= {"far_below_roof"}
     assert page.eval_on_selector_all("#opportunities-list > li", "els => els.length") == len(

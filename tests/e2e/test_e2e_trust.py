@@ -1,5 +1,5 @@
 """The tab tells measurements from records with a caveat, draws the roofs the table states, and
-says what a view shows (issue #8), on the committed test data in a real TensorBoard."""
+says what a view shows, on the committed test data in a real TensorBoard."""
 
 from __future__ import annotations
 
