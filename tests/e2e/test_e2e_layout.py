@@ -1,8 +1,7 @@
 """Layout and reading on the committed real profiles (an A100 Kineto trace, the TPU v6e demo, a
-torch CPU
-comparison), as an engineer who knows XProf's tool reads the tab: a chart on the first screen,
-pages that fit the window, readable numbers, XProf's rule for memory roofs, the binding roof
-named, "—" for what is not a measurement, program records each hoverable, PyTorch rows by
+torch CPU comparison), as an engineer who knows XProf's tool reads the tab: a chart on the first
+screen, pages that fit the window, readable numbers, XProf's rule for memory roofs, the binding
+roof named, "—" for what is not a measurement, program records each hoverable, PyTorch rows by
 input shapes. Screenshots in test-output/screenshots/layout_*.png."""
 
 from __future__ import annotations
