@@ -28,6 +28,7 @@ stripped. Values are read at each call, so tests and long-running servers see ch
 | TB_ROOFLINE_CLUSTER_CONNECT_S | a scheduler silent this long is unreachable (s) | 10 | > 0 |
 | TB_ROOFLINE_CLUSTER_STALL_S | no conversion unit done and no live worker this long is an error (s) | 60 | > 0 |
 | TB_ROOFLINE_MCP_MAX_ANSWER_KB | largest MCP answer (KB of JSON; a longer page is cut) | 256 | > 0 |
+| TB_ROOFLINE_MAX_ANSWER_MB | largest `/ops` or `/program` answer (MB of JSON; first page) | 32 | > 0 |
 """
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ REQUEST_DEADLINE_S = Number("TB_ROOFLINE_REQUEST_DEADLINE_S", 600.0, 0, exclusiv
 CLUSTER_CONNECT_S = Number("TB_ROOFLINE_CLUSTER_CONNECT_S", 10.0, 0, exclusive=True)
 CLUSTER_STALL_S = Number("TB_ROOFLINE_CLUSTER_STALL_S", 60.0, 0, exclusive=True)
 MCP_MAX_ANSWER_KB = Number("TB_ROOFLINE_MCP_MAX_ANSWER_KB", 256, 0, exclusive=True)
+MAX_ANSWER_MB = Number("TB_ROOFLINE_MAX_ANSWER_MB", 32, 0, exclusive=True)
 
 CACHE_DIR = "TB_ROOFLINE_CACHE_DIR"
 DEVICE_FILE = "TB_ROOFLINE_DEVICE_FILE"
@@ -68,7 +70,7 @@ SCHEDULER = "TB_ROOFLINE_SCHEDULER"
 NUMBERS = (MAX_FILE_MB, MAX_EVENTS, MEMORY_CACHE_MB, MEMORY_BUDGET_MB, CACHE_MAX_MB,
            REMOTE_RESCAN_S, YOUNG_FILE_S, WORKERS, PARALLEL_MIN_MB, POOL_IDLE_S,
            REMOTE_TIMEOUT_S, REMOTE_ATTEMPTS, READ_DEADLINE_S, REQUEST_DEADLINE_S,
-           CLUSTER_CONNECT_S, CLUSTER_STALL_S, MCP_MAX_ANSWER_KB)
+           CLUSTER_CONNECT_S, CLUSTER_STALL_S, MCP_MAX_ANSWER_KB, MAX_ANSWER_MB)
 _warned: set = set()
 
 

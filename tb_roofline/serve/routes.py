@@ -163,7 +163,9 @@ class RooflineRoutes:
 
     @_handler
     def _program(self, request):
-        return self._encoded(request, "program", include_infeed_outfeed=_infeed(request))
+        return self._encoded(request, "program", include_infeed_outfeed=_infeed(request),
+                             offset=_int_arg(request, "offset") or 0,
+                             limit=_int_arg(request, "limit"))
 
     @_handler
     def _ops(self, request):

@@ -301,9 +301,11 @@ class RooflineService:
         from tb_roofline.serve import answers
         return answers.device_answer(self.analysis(run, host), run, host)
 
-    def program(self, run: str, host: str, include_infeed_outfeed: bool = True) -> dict:
+    def program(self, run: str, host: str, include_infeed_outfeed: bool = True,
+                offset: int = 0, limit: int | None = None) -> dict:
         from tb_roofline.serve import answers
-        return answers.program_answer(self.analysis(run, host), run, host, include_infeed_outfeed)
+        return answers.program_answer(self.analysis(run, host), run, host, include_infeed_outfeed,
+                                      offset, limit)
 
     def ops(self, run: str, host: str, include_infeed_outfeed: bool = True, categories=(),
             bound_by=(), name="", offset: int = 0, limit: int | None = None,
@@ -333,6 +335,8 @@ class RooflineService:
         from tb_roofline.serve import answers
         answer_of = answers.ANSWERS[kind]
         inputs = self._inputs(run, host)
+        if kind in answers.CAPPED_KINDS:  # the first page that fits (serve/answers.py)
+            params = {**params, "max_bytes": settings.mb(settings.MAX_ANSWER_MB)}
         key = ("answer", kind, run, host or ALL_HOSTS, _hashable(params), bool(accept_gzip))
         hit = self._answer_cache.get(key)
         if hit is not None and hit[0] == inputs.signatures:
