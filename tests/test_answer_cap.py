@@ -149,3 +149,21 @@ def test_the_http_routes_serve_capped_pages(logdir, monkeypatch):
     assert paged["offset"] == 1 and paged["returned_count"] == 2
     bad = program.get(f"/program?run={RUN}&limit=-1")
     assert bad.status_code == 400 and json.loads(bad.data)["error"]["code"] == "invalid_argument"
+
+
+def test_exports_give_every_row_whatever_the_cap(service, monkeypatch):
+    from tb_roofline.serve.export import to_csv
+    full = service.ops(RUN, "", True)
+    monkeypatch.setenv(settings.MAX_ANSWER_MB.name, "0.01")
+    chunks, ctype, _ = service.export_stream(RUN, "", True, level="op", fmt="csv")
+    pieces = list(chunks)
+    assert ctype.startswith("text/csv") and len(pieces) >= 3  # header, then page by page
+    assert "".join(pieces) == to_csv(full["columns"], full["rows"])
+    text, _, _ = service.export(RUN, "", True, level="op", fmt="json")
+    assert [list(r.values()) for r in json.loads(text)] == full["rows"]
+    # Through the route: streamed, every row.
+    from tensorboard.plugins import base_plugin
+    plugin = RooflinePlugin(base_plugin.TBContext(logdir=str(service.logdir)))
+    got = Client(plugin.get_plugin_apps()["/export"]).get(f"/export?run={RUN}&format=csv")
+    assert got.status_code == 200 and got.is_streamed
+    assert got.get_data(as_text=True).count("\n") == full["total_count"] + 1

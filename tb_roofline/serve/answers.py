@@ -139,7 +139,7 @@ def _dumps(value) -> str:
     return json.dumps(value, allow_nan=False, separators=(",", ":"))
 
 
-def _rows_of(table, extra: list) -> list:
+def rows_of(table, extra: list) -> list:
     """JSON-ready rows of `table` with the extra columns' values appended."""
     rows = table.rows()
     if extra:
@@ -148,15 +148,21 @@ def _rows_of(table, extra: list) -> list:
     return rows
 
 
+def row_pages(table, extra: list):
+    """The rows of `table` (extra columns appended), CHUNK_ROWS at a time (for the exports)."""
+    for start in range(0, len(table), CHUNK_ROWS):
+        yield rows_of(table.select(slice(start, start + CHUNK_ROWS)), extra)
+
+
 def capped_rows(table, extra: list, budget: int | None) -> tuple[list, bool]:
     """(the first rows of `table` whose JSON list takes at most `budget` bytes, at least one;
     whether rows were left out). Encoded CHUNK_ROWS at a time: what is left out is never
     made into Python rows."""
     if budget is None:
-        return _rows_of(table, extra), False
+        return rows_of(table, extra), False
     out, used = [], 2  # the list's brackets
     for start in range(0, len(table), CHUNK_ROWS):
-        rows = _rows_of(table.select(slice(start, start + CHUNK_ROWS)), extra)
+        rows = rows_of(table.select(slice(start, start + CHUNK_ROWS)), extra)
         size = len(_dumps(rows)) - 1  # its rows and commas, and the comma before them
         if used + size <= budget:
             out.extend(rows)

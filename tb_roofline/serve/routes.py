@@ -216,7 +216,8 @@ class RooflineRoutes:
         run, host = _run_host(request)
         level = request.args.get("level", "op")
         fmt = request.args.get("format", "csv")
-        body, content_type, filename = self._service.export(
+        # Streamed: every row, a chunk at a time (serve/export.py), never capped.
+        body, content_type, filename = self._service.export_stream(
             run, host, _infeed(request), level=level, fmt=fmt, **_filters(request))
         return wrappers.Response(body, content_type=content_type, headers=[
             NOSNIFF, ("Content-Disposition", _attachment(filename))])

@@ -409,13 +409,32 @@ class RooflineService:
     def export(self, run: str, host: str, include_infeed_outfeed: bool = True, level="op",
                fmt="csv", categories=(), bound_by=(), name="", offset=0, limit=None, view="op"):
         """(text, content type, file name): see serve/export.py."""
+        chunks, content_type, filename = self.export_stream(
+            run, host, include_infeed_outfeed, level, fmt, categories, bound_by, name, offset,
+            limit, view)
+        return "".join(chunks), content_type, filename
+
+    def export_stream(self, run: str, host: str, include_infeed_outfeed: bool = True,
+                      level="op", fmt="csv", categories=(), bound_by=(), name="", offset=0,
+                      limit=None, view="op"):
+        """(the text's pieces, content type, file name): every row the filters keep, never
+        capped; the analysis is made (and any error raised) before the first piece."""
+        from tb_roofline.model import roofline
+        from tb_roofline.model.row_grouping import extra_columns
+        from tb_roofline.serve import answers
         export_module.check(level, fmt)
+        a = self.analysis(run, host)
         if level == "program":
-            answer = self.program(run, host, include_infeed_outfeed)
+            table = a.program[include_infeed_outfeed]
         else:
-            answer = self.ops(run, host, include_infeed_outfeed, categories, bound_by, name,
-                              offset, limit, view)
-        return export_module.export(answer, run, host, level, fmt)
+            table = answers.page(answers.filtered(answers.op_table(a, include_infeed_outfeed,
+                                                                   view),
+                                                  categories, bound_by, name), offset, limit)
+        extra = extra_columns(table)
+        columns = list(roofline.RECORD_COLUMNS) + extra
+        chunks = export_module.text_chunks(columns, answers.row_pages(table, extra), fmt)
+        return (chunks, export_module.CONTENT_TYPES[fmt],
+                export_module.file_name(run, host, level, fmt))
 
 
 def _hashable(params: dict) -> tuple:
