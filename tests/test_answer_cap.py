@@ -167,3 +167,16 @@ def test_exports_give_every_row_whatever_the_cap(service, monkeypatch):
     got = Client(plugin.get_plugin_apps()["/export"]).get(f"/export?run={RUN}&format=csv")
     assert got.status_code == 200 and got.is_streamed
     assert got.get_data(as_text=True).count("\n") == full["total_count"] + 1
+
+
+def test_the_html_report_of_a_capped_answer_offers_no_next_page(service, monkeypatch):
+    from tb_roofline.serve import html_report
+    monkeypatch.setenv(settings.MAX_ANSWER_MB.name, str(CAP_MB))
+    page = html_report.single_report(service, [RUN])
+    _, body = html_report.unpack(page, "roofline-data")["answers"][
+        f"ops?host=*&infeed_outfeed=include&run={RUN}"]
+    doc = json.loads(body)
+    total = service.ops(RUN, "")["total_count"]
+    assert doc["next_offset"] is None and doc["capped_by"] is None
+    assert 0 < doc["returned_count"] == len(doc["rows"]) < total == doc["capped_from"]
+    assert f'data-capped="{len(doc["rows"])}/{total}"' in page
