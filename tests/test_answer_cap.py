@@ -180,3 +180,16 @@ def test_the_html_report_of_a_capped_answer_offers_no_next_page(service, monkeyp
     assert doc["next_offset"] is None and doc["capped_by"] is None
     assert 0 < doc["returned_count"] == len(doc["rows"]) < total == doc["capped_from"]
     assert f'data-capped="{len(doc["rows"])}/{total}"' in page
+
+
+def test_mcp_tools_that_sort_or_count_every_row_see_them_all(service, monkeypatch):
+    from tb_roofline.serve import mcp_tools
+    full = service.ops(RUN, "", True)
+    monkeypatch.setenv(settings.MAX_ANSWER_MB.name, "0.01")
+    for order in ("self_time", "time_saved"):  # paged by the API; sorted by the tool
+        got = mcp_tools.top_ops(service, RUN, order=order, limit=3)
+        assert got["total_count"] == full["total_count"] and len(got["ops"]) == 3
+    saved = full["columns"].index("potential_time_saved_us")
+    best = max(r[saved] or 0.0 for r in full["rows"])
+    got = mcp_tools.top_ops(service, RUN, order="time_saved", limit=1)
+    assert got["ops"][0]["potential_time_saved_us"] == pytest.approx(best, rel=1e-6)

@@ -25,7 +25,8 @@ export function capNote(d, state, noun, onMore) {
   return h('p', {class: 'notice', id: 'op-cap',
     dataset: {loaded: String(d.ops.length), total: String(cap.total)}},
   `Showing the first ${fmtInt(d.ops.length)} of ${fmtInt(cap.total)} ${noun} by time — ` +
-    `the answer is capped at ${cap.mb} MB (${cap.setting}); use filters or the `,
+    `the answer is capped at ${cap.mb} MB (${cap.setting}). The filters here apply to the ` +
+    `${noun} loaded; load more, filter with the API (/ops?name=…) or use the `,
   h('a', {id: 'op-cap-export', href: api.exportUrl(selOf(state), 'op', 'csv', view)},
       'CSV export of every row'), '. ',
   h('button', {type: 'button', id: 'op-load-more', onclick: onMore}, 'Load more'));
