@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from e2e_helpers import TensorBoard, open_frame, point_count, wait_js
+from e2e_helpers import TensorBoard, open_frame, point_count, shot, wait_js
 
 RUN = "2026_02_02_00_00_00"
 CAP_MB = "0.2"  # the whole answer is ~0.7 MB: a few pages
@@ -59,6 +59,7 @@ def test_the_capped_answer_is_noted_and_its_rows_are_drawn(page, tb_capped):
     assert point_count(page, "ops") == n
     assert sorted(drawn_ops(page)) == sorted(loaded)
     assert page.evaluate("document.querySelector('#op-status').dataset.total") == str(n)
+    shot(note, "answer_cap_note")
 
     status, second = tb_capped.api("ops", run=RUN, offset=first["next_offset"])
     assert status == 200 and second["offset"] == n
@@ -70,3 +71,19 @@ def test_the_capped_answer_is_noted_and_its_rows_are_drawn(page, tb_capped):
         assert page.locator("#op-cap").count() == 0
     else:
         wait_js(page, f"document.querySelector('#op-cap').dataset.loaded === '{more}'")
+
+
+def test_the_infeed_toggle_refetches_a_capped_answer(page, tb_capped):
+    status, excluded = tb_capped.api("ops", run=RUN, infeed_outfeed="exclude")
+    assert status == 200 and excluded["capped_by"] == "TB_ROOFLINE_MAX_ANSWER_MB"
+    open_frame(page, tb_capped, run=RUN)
+    page.locator("#op-cap").scroll_into_view_if_needed()
+    toggle = page.locator("#infeed-toggle")
+    toggle.scroll_into_view_if_needed()
+    toggle.uncheck()
+    n = excluded["returned_count"]
+    wait_js(page, "document.querySelector('#op-cap') && "
+            f"document.querySelector('#op-cap').dataset.loaded === '{n}' && "
+            f"window.__roofline.opChart.pointCount('ops') === {n}", timeout=60)
+    ops_col = excluded["columns"].index("operation")
+    assert sorted(drawn_ops(page)) == sorted(r[ops_col] for r in excluded["rows"])
