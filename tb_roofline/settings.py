@@ -28,7 +28,7 @@ stripped. Values are read at each call, so tests and long-running servers see ch
 | TB_ROOFLINE_CLUSTER_CONNECT_S | a scheduler silent this long is unreachable (s) | 10 | > 0 |
 | TB_ROOFLINE_CLUSTER_STALL_S | no conversion unit done and no live worker this long is an error (s) | 60 | > 0 |
 | TB_ROOFLINE_MCP_MAX_ANSWER_KB | largest MCP answer (KB of JSON; a longer page is cut) | 256 | > 0 |
-| TB_ROOFLINE_MAX_ANSWER_MB | largest `/ops` or `/program` answer (MB of JSON; first page) | 32 | > 0 |
+| TB_ROOFLINE_MAX_ANSWER_MB | largest /ops or /program answer (MB of JSON) | 32 | > 0 |
 """
 from __future__ import annotations
 

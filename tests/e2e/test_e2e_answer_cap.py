@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from e2e_helpers import TensorBoard, open_frame, point_count, shot, wait_js
 
 RUN = "2026_02_02_00_00_00"
