@@ -28,6 +28,7 @@ stripped. Values are read at each call, so tests and long-running servers see ch
 | TB_ROOFLINE_CLUSTER_CONNECT_S | a scheduler silent this long is unreachable (s) | 10 | > 0 |
 | TB_ROOFLINE_CLUSTER_STALL_S | no conversion unit done and no live worker this long is an error (s) | 60 | > 0 |
 | TB_ROOFLINE_MCP_MAX_ANSWER_KB | largest MCP answer (KB of JSON; a longer page is cut) | 256 | > 0 |
+| TB_ROOFLINE_MAX_ANSWER_MB | largest /ops or /program answer (MB of JSON) | 32 | > 0 |
 """  # noqa: E501 (a table)
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ REQUEST_DEADLINE_S = Number("TB_ROOFLINE_REQUEST_DEADLINE_S", 600.0, 0, exclusiv
 CLUSTER_CONNECT_S = Number("TB_ROOFLINE_CLUSTER_CONNECT_S", 10.0, 0, exclusive=True)
 CLUSTER_STALL_S = Number("TB_ROOFLINE_CLUSTER_STALL_S", 60.0, 0, exclusive=True)
 MCP_MAX_ANSWER_KB = Number("TB_ROOFLINE_MCP_MAX_ANSWER_KB", 256, 0, exclusive=True)
+MAX_ANSWER_MB = Number("TB_ROOFLINE_MAX_ANSWER_MB", 32, 0, exclusive=True)
 
 CACHE_DIR = "TB_ROOFLINE_CACHE_DIR"
 DEVICE_FILE = "TB_ROOFLINE_DEVICE_FILE"
@@ -86,6 +88,7 @@ NUMBERS = (
     CLUSTER_CONNECT_S,
     CLUSTER_STALL_S,
     MCP_MAX_ANSWER_KB,
+    MAX_ANSWER_MB,
 )
 _warned: set = set()
 

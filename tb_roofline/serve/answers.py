@@ -6,23 +6,31 @@ One rule each:
   pair: `base_*` or `cand_*`) and the name filter is a case-insensitive substring of its name
   (either side's);
 - paging is `offset`, then at most `limit` rows, after filtering;
+- a row answer (`/ops`, `/program`) is at most `TB_ROOFLINE_MAX_ANSWER_MB` of JSON: when its
+  rows would make it longer it holds the first rows that fit (in its own order, at least one so
+  that paging always moves on) and says so: `capped_by`, `returned_count`, `next_offset`. The
+  rows are encoded a chunk at a time to measure them, never the whole answer first;
 - numbers in JSON: NaN and ±inf are null (`model/records.json_columns`, the model's own rows
   use the same function), compare answers rounded to 6 significant digits.
 """
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 
 from tb_roofline import errors
 from tb_roofline.model import rankings, roofline, row_grouping
-from tb_roofline.model.records import RecordTable, binding_roof_ids, json_columns, json_rows
+from tb_roofline.model.records import RecordTable, binding_roof_ids, json_columns
 from tb_roofline.serve.discovery import ALL_HOSTS
 
 SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full precision)
 FILTER_PARAMS = ("categories", "bound_by", "name", "offset", "limit")
+CAPPED_KINDS = ("program", "ops")  # the answers with rows, bounded by MAX_ANSWER_MB
+CAP_SETTING = "TB_ROOFLINE_MAX_ANSWER_MB"
+CHUNK_ROWS = 2048  # rows encoded at a time to measure an answer against its cap
 
 
 def filter_mask(
@@ -145,25 +153,95 @@ def with_derived(a, table: RecordTable, ranked: bool) -> RecordTable:
     return RecordTable(cols)
 
 
-def record_rows(table: RecordTable, derived) -> tuple[list, list]:
-    """(columns, rows) of an answer: RECORD_COLUMNS, then the derived ones."""
-    names = list(roofline.RECORD_COLUMNS) + list(derived)
-    return names, json_rows(table.columns, names)
-
-
-def program_answer(a, run, host, include_infeed_outfeed=True) -> dict:
+def program_answer(
+    a,
+    run,
+    host,
+    include_infeed_outfeed=True,
+    offset: int = 0,
+    limit: int | None = None,
+    max_bytes: int | None = None,
+) -> dict:
     table = with_derived(a, a.program[include_infeed_outfeed], ranked=False)
-    columns, rows = record_rows(table, PROGRAM_DERIVED)
-    return {
+    total = len(table)
+    derived = list(PROGRAM_DERIVED)
+    answer = {
         "run": run,
         "host": host or ALL_HOSTS,
-        "columns": columns,
-        "rows": rows,
+        "columns": list(roofline.RECORD_COLUMNS) + derived,
+        "rows": [],
+        "total_count": total,
+        "offset": offset,
         "num_steps": a.num_steps,
         "has_hw_counters": a.has_hw_counters,
         "views": views_of(a),
         "serving_steps": _json_safe(getattr(a, "serving", None) or []),
     }
+    return fill_rows(answer, page(table, offset, limit), derived, offset, total, max_bytes)
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, allow_nan=False, separators=(",", ":"))
+
+
+def rows_of(table, extra: list) -> list:
+    """JSON-ready rows of `table` with the extra columns' values appended."""
+    rows = table.rows()
+    if extra:
+        values = [table.columns[c].tolist() for c in extra]
+        rows = [row + [v[i] for v in values] for i, row in enumerate(rows)]
+    return rows
+
+
+def row_pages(table, extra: list):
+    """The rows of `table` (extra columns appended), CHUNK_ROWS at a time (for the exports)."""
+    for start in range(0, len(table), CHUNK_ROWS):
+        yield rows_of(table.select(slice(start, start + CHUNK_ROWS)), extra)
+
+
+def capped_rows(table, extra: list, budget: int | None) -> tuple[list, bool]:
+    """(the first rows of `table` whose JSON list takes at most `budget` bytes, at least one;
+    whether rows were left out). Encoded CHUNK_ROWS at a time: what is left out is never
+    made into Python rows."""
+    if budget is None:
+        return rows_of(table, extra), False
+    out, used = [], 2  # the list's brackets
+    for start in range(0, len(table), CHUNK_ROWS):
+        rows = rows_of(table.select(slice(start, start + CHUNK_ROWS)), extra)
+        size = len(_dumps(rows)) - 1  # its rows and commas, and the comma before them
+        if used + size <= budget:
+            out.extend(rows)
+            used += size
+            continue
+        for row in rows:  # the chunk that does not fit whole: row by row
+            size = len(_dumps(row)) + 1
+            if used + size > budget and out:
+                return out, True
+            out.append(row)
+            used += size
+    return out, False
+
+
+def fill_rows(
+    answer: dict, table, extra: list, offset: int, total: int, max_bytes: int | None
+) -> dict:
+    """`answer` with the rows of `table` (the page asked for) that fit in `max_bytes` of JSON
+    in all, and the counts saying how many it holds and where the next page starts."""
+    # The counts at their longest while the header is measured (no count exceeds `total`).
+    cap_mb = None if max_bytes is None else round(max_bytes / 2**20, 3)
+    answer.update(
+        returned_count=total, next_offset=total, capped_by=CAP_SETTING, max_answer_mb=cap_mb
+    )
+    budget = None if max_bytes is None else max_bytes - len(_dumps(answer))
+    answer["rows"], cut = capped_rows(table, extra, budget)
+    returned = len(answer["rows"])
+    nxt = offset + returned
+    answer["returned_count"] = returned
+    answer["next_offset"] = nxt if nxt < total else None
+    answer["capped_by"] = CAP_SETTING if cut else None
+    if not cut:  # the cap in MB only where it cut (so a whole answer is the same either way)
+        del answer["max_answer_mb"]
+    return answer
 
 
 def _json_safe(value):
@@ -189,6 +267,7 @@ def ops_answer(
     limit: int | None = None,
     view: str = "op",
     rows: str = "",
+    max_bytes: int | None = None,
 ) -> dict:
     if rows:  # rows by op, op x input shapes or kernel (model/row_grouping.py)
         try:
@@ -201,16 +280,18 @@ def ops_answer(
     table = filtered(full, categories, bound_by, name)
     total = len(table)
     table = page(table, offset, limit)
-    columns, body = record_rows(table, OPS_DERIVED)
-    return row_grouping.add_extra_columns(
+    # The header first (no rows: add_extra_columns names the extra columns), then the rows
+    # that fit under the cap; the model's derived columns follow RECORD_COLUMNS.
+    derived = list(OPS_DERIVED)
+    answer = row_grouping.add_extra_columns(
         a,
-        table,
+        table.select(slice(0, 0)),
         rows,
         {
             "run": run,
             "host": host or ALL_HOSTS,
-            "columns": columns,
-            "rows": body,
+            "columns": list(roofline.RECORD_COLUMNS) + derived,
+            "rows": [],
             "total_count": total,
             "unfiltered_count": len(full),
             "offset": offset,
@@ -218,6 +299,9 @@ def ops_answer(
             "views": views_of(a),
             "facets": facets(full.columns),
         },
+    )
+    return fill_rows(
+        answer, table, derived + row_grouping.extra_columns(table), offset, total, max_bytes
     )
 
 

@@ -1,5 +1,7 @@
 """Exports: the program or op records of a run as CSV or JSON files (`/export`,
-`tb-roofline export`), the same rows the API serves.
+`tb-roofline export`), the same rows the API serves: every row, never cut at the answer
+cap (TB_ROOFLINE_MAX_ANSWER_MB), written a chunk of rows at a time (`text_chunks`), so the
+HTTP route streams them and never holds the whole file or every row as Python lists.
 
 CSV cells are written so that a spreadsheet opens them as data, never as a formula (OWASP's
 rule, as `toCsv` in static/columns.js): a text starting with = + - @ or any control character
@@ -60,10 +62,29 @@ def file_name(run: str, host: str, level: str, fmt: str) -> str:
     return f"roofline_{level}_{safe}.{fmt}"
 
 
+CONTENT_TYPES = {"json": "application/json", "csv": "text/csv; charset=utf-8"}
+
+
+def text_chunks(columns, row_pages, fmt: str):
+    """The export's text, a piece per page of rows (`row_pages` yields lists of rows): joined,
+    exactly `json.dumps(rows as objects, indent=1)` or `to_csv(columns, rows)`."""
+    if fmt == "csv":
+        yield to_csv(columns, [])
+        for rows in row_pages:
+            yield "".join(",".join(csv_cell(v) for v in r) + "\n" for r in rows)
+        return
+    first = True
+    for rows in row_pages:
+        parts = []
+        for r in rows:
+            item = json.dumps(dict(zip(columns, r)), allow_nan=False, indent=1)
+            parts.append(("[\n " if first else ",\n ") + item.replace("\n", "\n "))
+            first = False
+        yield "".join(parts)
+    yield "[]" if first else "\n]"
+
+
 def export(answer: dict, run: str, host: str, level: str, fmt: str) -> tuple[str, str, str]:
     """(text, content type, file name) of an answer's rows (`columns` + `rows`)."""
-    filename = file_name(run, host, level, fmt)
-    if fmt == "json":
-        rows = [dict(zip(answer["columns"], r)) for r in answer["rows"]]
-        return json.dumps(rows, allow_nan=False, indent=1), "application/json", filename
-    return to_csv(answer["columns"], answer["rows"]), "text/csv; charset=utf-8", filename
+    text = "".join(text_chunks(answer["columns"], [answer["rows"]], fmt))
+    return text, CONTENT_TYPES[fmt], file_name(run, host, level, fmt)

@@ -155,23 +155,33 @@ class Answers:
     def _cap(self, doc: dict) -> dict:
         """The top `max_ops` rows by self time (the tab filters and sorts what it has)."""
         rows = doc.get("rows") or []
-        if len(rows) <= self.max_ops:
+        # A page of an answer cut at TB_ROOFLINE_MAX_ANSWER_MB left rows out too; the report
+        # has no server to ask for the next page, so its banner says how many.
+        total = max(doc.get("total_count") or 0, len(rows))
+        if len(rows) <= self.max_ops and doc.get("next_offset") is None:
             return doc
-        col = doc["columns"].index("total_self_time_us")
-        kept = sorted(rows, key=lambda r: -(r[col] if r[col] is not None else -1.0))
-        kept = kept[: self.max_ops]
-        order = {id(r): i for i, r in enumerate(rows)}
-        kept.sort(key=lambda r: order[id(r)])  # the API's own order
+        kept = rows
+        if len(rows) > self.max_ops:
+            col = doc["columns"].index("total_self_time_us")
+            kept = sorted(rows, key=lambda r: -(r[col] if r[col] is not None else -1.0))
+            kept = kept[: self.max_ops]
+            order = {id(r): i for i, r in enumerate(rows)}
+            kept.sort(key=lambda r: order[id(r)])  # the API's own order
         run = doc.get("run")
-        if len(rows) > self.capped.get(run, (0, 0))[1]:  # the banner: the largest table's
-            self.capped[run] = (len(kept), len(rows))
-        return {
+        if total > self.capped.get(run, (0, 0))[1]:  # the banner: the largest table's
+            self.capped[run] = (len(kept), total)
+        out = {
             **doc,
             "rows": kept,
             "total_count": len(kept),
             "unfiltered_count": len(kept),
-            "capped_from": len(rows),
+            "capped_from": total,
+            "returned_count": len(kept),
+            "next_offset": None,
+            "capped_by": None,
         }
+        out.pop("max_answer_mb", None)
+        return out
 
 
 def add_run(answers: Answers, service, run: str, host: str, alias: dict | None = None):

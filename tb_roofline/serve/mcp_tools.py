@@ -219,10 +219,15 @@ def _io(infeed_outfeed: str) -> bool:
     return infeed_outfeed == "include"
 
 
-def _encoded(service, kind, run, host, **params) -> dict:
-    """An answer exactly as the HTTP route serves it (the plugin's `_encoded`), decoded."""
+def _encoded(service, kind, run, host, whole: bool = False, **params) -> dict:
+    """An answer exactly as the HTTP route serves it (the plugin's `_encoded`), decoded;
+    `whole`: every row even where the route's answer is cut at TB_ROOFLINE_MAX_ANSWER_MB (a
+    tool that filters, sorts or counts the rows itself; its own cap then pages them)."""
     body, _ = service.encoded(kind, run, host or "", False, **params)
-    return json.loads(body)
+    answer = json.loads(body)
+    if whole and answer.get("capped_by"):
+        answer = getattr(service, kind)(run, host or "", **params)
+    return answer
 
 
 # --- the tools ------------------------------------------------------------------------------
@@ -270,7 +275,9 @@ def get_program(
 ) -> dict:
     """Program records (`/program`): Total, Total (HW), one per host, Average, each step."""
     offset, limit = _page(offset, limit)
-    a = _encoded(service, "program", run, host, include_infeed_outfeed=_io(infeed_outfeed))
+    a = _encoded(
+        service, "program", run, host, whole=True, include_infeed_outfeed=_io(infeed_outfeed)
+    )
     keep = _pick(a["columns"], columns, PROGRAM_COLUMNS)
     rows = a["rows"]
     page = rows[offset : offset + limit]
@@ -354,7 +361,7 @@ def top_ops(
     params["name"] = name or ""
     local = bool(precision or caveat) or order != "self_time"
     if local:  # filters the API has not, or another order: all rows, then filter and page
-        a = _encoded(service, "ops", run, host, offset=0, limit=None, **params)
+        a = _encoded(service, "ops", run, host, whole=True, offset=0, limit=None, **params)
     else:  # the API pages itself: exactly its answer
         a = _encoded(service, "ops", run, host, offset=offset, limit=limit, **params)
     cols, rows = a["columns"], a["rows"]
@@ -433,7 +440,9 @@ def get_op(
         raise errors.InvalidArgumentError("missing parameter 'operation'")
     io = _io(infeed_outfeed)
     view = _view(view)
-    a = _encoded(service, "ops", run, host, include_infeed_outfeed=io, name=operation, view=view)
+    a = _encoded(
+        service, "ops", run, host, whole=True, include_infeed_outfeed=io, name=operation, view=view
+    )
     cols = a["columns"]
     everything = [dict(zip(cols, r)) for r in a["rows"]]
     records = [

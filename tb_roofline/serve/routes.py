@@ -185,7 +185,13 @@ class RooflineRoutes:
 
     @_handler
     def _program(self, request):
-        return self._encoded(request, "program", include_infeed_outfeed=_infeed(request))
+        return self._encoded(
+            request,
+            "program",
+            include_infeed_outfeed=_infeed(request),
+            offset=_int_arg(request, "offset") or 0,
+            limit=_int_arg(request, "limit"),
+        )
 
     @_handler
     def _ops(self, request):
@@ -253,7 +259,8 @@ class RooflineRoutes:
         run, host = _run_host(request)
         level = request.args.get("level", "op")
         fmt = request.args.get("format", "csv")
-        body, content_type, filename = self._service.export(
+        # Streamed: every row, a chunk at a time (serve/export.py), never capped.
+        body, content_type, filename = self._service.export_stream(
             run, host, _infeed(request), level=level, fmt=fmt, **_filters(request)
         )
         return wrappers.Response(

@@ -359,10 +359,19 @@ class RooflineService:
 
         return answers.device_answer(self.analysis(run, host), run, host)
 
-    def program(self, run: str, host: str, include_infeed_outfeed: bool = True) -> dict:
+    def program(
+        self,
+        run: str,
+        host: str,
+        include_infeed_outfeed: bool = True,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> dict:
         from tb_roofline.serve import answers
 
-        return answers.program_answer(self.analysis(run, host), run, host, include_infeed_outfeed)
+        return answers.program_answer(
+            self.analysis(run, host), run, host, include_infeed_outfeed, offset, limit
+        )
 
     def ops(
         self,
@@ -418,6 +427,8 @@ class RooflineService:
 
         answer_of = answers.ANSWERS[kind]
         inputs = self._inputs(run, host)
+        if kind in answers.CAPPED_KINDS:  # the first page that fits (serve/answers.py)
+            params = {**params, "max_bytes": settings.mb(settings.MAX_ANSWER_MB)}
         key = ("answer", kind, run, host or ALL_HOSTS, _hashable(params), bool(accept_gzip))
         hit = self._answer_cache.get(key)
         if hit is not None and hit[0] == inputs.signatures:
@@ -547,14 +558,61 @@ class RooflineService:
         view="op",
     ):
         """(text, content type, file name): see serve/export.py."""
+        chunks, content_type, filename = self.export_stream(
+            run,
+            host,
+            include_infeed_outfeed,
+            level,
+            fmt,
+            categories,
+            bound_by,
+            name,
+            offset,
+            limit,
+            view,
+        )
+        return "".join(chunks), content_type, filename
+
+    def export_stream(
+        self,
+        run: str,
+        host: str,
+        include_infeed_outfeed: bool = True,
+        level="op",
+        fmt="csv",
+        categories=(),
+        bound_by=(),
+        name="",
+        offset=0,
+        limit=None,
+        view="op",
+    ):
+        """(the text's pieces, content type, file name): every row the filters keep, never
+        capped; the analysis is made (and any error raised) before the first piece."""
+        from tb_roofline.model import roofline
+        from tb_roofline.model.row_grouping import extra_columns
+        from tb_roofline.serve import answers
+
         export_module.check(level, fmt)
+        a = self.analysis(run, host)
         if level == "program":
-            answer = self.program(run, host, include_infeed_outfeed)
+            table = a.program[include_infeed_outfeed]
         else:
-            answer = self.ops(
-                run, host, include_infeed_outfeed, categories, bound_by, name, offset, limit, view
+            table = answers.page(
+                answers.filtered(
+                    answers.op_table(a, include_infeed_outfeed, view), categories, bound_by, name
+                ),
+                offset,
+                limit,
             )
-        return export_module.export(answer, run, host, level, fmt)
+        extra = extra_columns(table)
+        columns = list(roofline.RECORD_COLUMNS) + extra
+        chunks = export_module.text_chunks(columns, answers.row_pages(table, extra), fmt)
+        return (
+            chunks,
+            export_module.CONTENT_TYPES[fmt],
+            export_module.file_name(run, host, level, fmt),
+        )
 
 
 def _hashable(params: dict) -> tuple:

@@ -102,7 +102,7 @@ export const api = {
   // op view of the API (kernel, kernel_hw).
   ops: (sel, opts) => getJson('ops', {...commonParams(sel), infeed_outfeed: sel.infeed || 'include',
     view: sel.view && !['op', 'shapes'].includes(sel.view) ? sel.view : undefined,
-    rows: sel.view === 'shapes' ? 'shapes' : undefined}, opts),
+    rows: sel.view === 'shapes' ? 'shapes' : undefined, offset: sel.offset || undefined}, opts),
   diagnostics: (sel, opts) => getJson('diagnostics', commonParams(sel), opts),
   exportUrl: (sel, level, format, filters = {}) => apiUrl('export', {
     ...commonParams(sel), infeed_outfeed: sel.infeed || 'include', level, format, ...filters,

@@ -13,6 +13,7 @@ import {InfeedSwitch} from './infeed_switch.js';
 import {h, setChildren} from './views/dom.js';
 import {renderDeviceSection} from './views/device.js';
 import {OpSection, opKeyOf} from './views/op_section.js';
+import {capOf} from './views/op_cap.js';
 import {ProgramSection} from './views/program_section.js';
 import {LoadingIndicator, emptyState, errorBox} from './views/states.js';
 import {Tooltip} from './views/tooltip.js';
@@ -414,6 +415,7 @@ class App {
       data.rowChoices = ['op', ...(groupings.includes('shapes') ? ['shapes'] : []),
         ...data.views.filter((v) => v !== 'op')];
       data.opsTotal = got.ops.total_count;
+      data.opsCap = capOf(got.ops);  // cut at the server's size cap: the note, "Load more"
     } else if (errors.ops) data.ops = null;
     return data;
   }

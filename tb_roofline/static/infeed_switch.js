@@ -27,7 +27,7 @@ export class InfeedSwitch {
     const d = this.ctx.data;
     const state = this.ctx.state;
     if (!d || !d.ops || !d.ops.length || !d.program || d.errors.ops || d.errors.program ||
-        !this.ops.chart.view) return;
+        d.opsCap || !this.ops.chart.view) return;  // a capped answer: the toggle refetches
     const loaded = state.infeed;
     const other = loaded === 'include' ? 'exclude' : 'include';
     const sel = {run: state.run, host: state.host, infeed: other, view: state.view};

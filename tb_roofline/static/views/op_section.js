@@ -7,6 +7,7 @@ import {OP_COLUMNS, OP_ESSENTIAL, TOOLTIP_COLUMNS, fmtInt, perUnit, visibleColum
 import {exportButtons, h, setChildren} from './dom.js';
 import {roofLegend} from './roof_legend.js';
 import {errorBox} from './states.js';
+import {capNote, loadMore} from './op_cap.js';
 import {DataTable} from './table.js';
 import {detailsTable} from './tooltip.js';
 import {topOpsSummary} from './top_ops.js';
@@ -54,6 +55,7 @@ export class OpSection {
     this.catChartEl = h('div', {id: 'category-chart', class: 'chart'});
     this.tableEl = h('div', {id: 'op-table-wrap'});
     this.errorEl = h('div', {class: 'section-error'});
+    this.capEl = h('div', {id: 'op-cap-wrap'});  // an answer cut at the server's size cap
     this.statusEl = h('div', {id: 'op-status', class: 'muted'});
     this.selectionEl = h('div', {id: 'op-selection', class: 'selection'});
     this.topOpsEl = h('div', {id: 'top-ops', class: 'top-ops'});
@@ -91,7 +93,7 @@ export class OpSection {
             h('button', {type: 'button', id: 'clear-filters', onclick: () => this.clearFilters()},
                 'Clear filters'),
             this.statusEl),
-        this.errorEl, this.emptyFilterEl, this.chartEl, this.legendEl,
+        this.errorEl, this.capEl, this.emptyFilterEl, this.chartEl, this.legendEl,
         h('p', {class: 'hint'}, 'Colour: category · size: share of time · shape: measured ' +
             '(●), not a measurement (◆, see its caveat) or above its roof (▲) · ✚ Program. ' +
             'Scroll to zoom, drag to pan, double-click to reset, click a point for every metric.'),
@@ -161,6 +163,8 @@ export class OpSection {
         el.hidden = hidden;
       }
     };
+    setChildren(this.capEl, d.ops && !d.errors.ops ?
+        capNote(d, this.state, this.opNoun(), () => this.loadMore()) : null);
     if (d.errors.ops || !d.ops) {
       setChildren(this.errorEl, errorBox(d.errors.ops, 'the op-level roofline'));
       this.dispose();
@@ -218,6 +222,20 @@ export class OpSection {
       if (d.ops.some((r) => opKey(r) === this.state.op)) await this.selectOp(this.state.op, {});
       else this.clearSelection();
     }
+  }
+
+  /** The next page of a capped answer, appended; the section drawn again with it. */
+  async loadMore() {
+    const button = this.capEl.querySelector('button');
+    if (button) button.disabled = true;
+    try {
+      await loadMore(this.ctx.data, this.state);
+    } catch (e) {
+      setChildren(this.errorEl, errorBox(e, 'the next page of ' + this.opNoun()));
+      if (button) button.disabled = false;
+      return;
+    }
+    await this.render();
   }
 
   async renderCategories() {
