@@ -595,17 +595,17 @@ class RooflineService:
 
         export_module.check(level, fmt)
         a = self.analysis(run, host)
+        # The same columns as the answers: the records, the model's derived columns, extras.
         if level == "program":
-            table = a.program[include_infeed_outfeed]
+            table = answers.with_derived(a, a.program[include_infeed_outfeed], ranked=False)
+            derived = list(answers.PROGRAM_DERIVED)
         else:
-            table = answers.page(
-                answers.filtered(
-                    answers.op_table(a, include_infeed_outfeed, view), categories, bound_by, name
-                ),
-                offset,
-                limit,
+            full = answers.with_derived(
+                a, answers.op_table(a, include_infeed_outfeed, view), ranked=True
             )
-        extra = extra_columns(table)
+            table = answers.page(answers.filtered(full, categories, bound_by, name), offset, limit)
+            derived = list(answers.OPS_DERIVED)
+        extra = derived + extra_columns(table)
         columns = list(roofline.RECORD_COLUMNS) + extra
         chunks = export_module.text_chunks(columns, answers.row_pages(table, extra), fmt)
         return (
