@@ -45,6 +45,7 @@ setup(
             "mcp>=2,<3",  # the mcp extra, for tests/test_mcp.py (a real MCP client session)
             "distributed>=2023.1",  # the dask extra: tests/test_dask_cluster.py runs a cluster
             "pandas>=1.5",  # the notebook extra: tests/test_notebook.py
+            "pyyaml>=5",  # tests/test_deploy.py parses the Kubernetes manifests in deploy/
         ],
     },
     entry_points={
