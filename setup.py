@@ -49,7 +49,7 @@ setup(
         ],
     },
     entry_points={
-        "tensorboard_plugins": ["roofline = tb_roofline.serve.plugin:RooflinePlugin"],
-        "console_scripts": ["tb-roofline = tb_roofline.serve.cli:main"],
+        "tensorboard_plugins": ["roofline = tb_roofline.serve.web.plugin:RooflinePlugin"],
+        "console_scripts": ["tb-roofline = tb_roofline.serve.cli.main:main"],
     },
 )

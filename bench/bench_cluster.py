@@ -1,4 +1,4 @@
-"""Scaling of conversion on a Dask cluster (readers/cluster.py), measured on this machine, and
+"""Scaling of conversion on a Dask cluster (execute/cluster.py), measured on this machine, and
 the per-host costs a projection to bigger pods uses (docs/cluster.md).
 
     python bench/bench_cluster.py [--hosts 64] [--workers 1,2] [--repeat 3] [--data DIR]
@@ -44,8 +44,10 @@ CLIENT = r"""
 import json, os, sys, time
 os.environ["TB_ROOFLINE_CACHE_DIR"] = "off"
 t0 = time.perf_counter()
-from tb_roofline.serve.service import RooflineService
-from tb_roofline.readers import cluster, parallel, xspace  # noqa: F401
+from tb_roofline.serve.service.core import RooflineService
+from tb_roofline.execute import cluster
+from tb_roofline.execute import pool as parallel
+from tb_roofline.readers.xspace import read as xspace# noqa: F401
 if os.environ.get("TB_ROOFLINE_SCHEDULER"):
     cluster.configure(os.environ["TB_ROOFLINE_SCHEDULER"], strict=True)
     cluster.usable_workers(cluster.get_client(cluster.address()), cluster.address())
@@ -150,7 +152,7 @@ def per_host_costs(logdir: str, session: str) -> dict:
     """In this process: one host converted, its result's pickled size and unpickling."""
     os.environ["TB_ROOFLINE_WORKERS"] = "1"
     from tb_roofline.readers import read_profile_file
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     files = sorted(f for f in os.listdir(session) if f.endswith(".xplane.pb"))
     path = os.path.join(session, files[0])

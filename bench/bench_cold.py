@@ -4,7 +4,7 @@
 
 Each repetition starts a fresh interpreter per side and times it from start to exit (imports
 included: that is what a user waits for). Ours: the service lists the run, converts every host
-(on all cores, `readers/parallel.py`), and builds the program and op answers, disk cache off
+(on all cores, `execute/pool.py`), and builds the program and op answers, disk cache off
 (bench_xplane.py's OURS). XProf 2.24.2: `xspace_to_tool_data(paths, "roofline_model")` on a
 copy (it writes caches beside its input). Peak memory: the summed PSS of the side's process
 tree (bench_xplane.run_side), less the PSS after imports, over the profile's size. Ratios are

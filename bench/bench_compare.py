@@ -61,7 +61,7 @@ def backend(logdir: str, base: str, cand: str, reps: int) -> dict:
     from werkzeug.test import Client
     from werkzeug.wrappers import Response
 
-    from tb_roofline.serve.plugin import RooflinePlugin
+    from tb_roofline.serve.web.plugin import RooflinePlugin
 
     plugin = RooflinePlugin(base_plugin.TBContext(logdir=logdir))
     app = plugin.get_plugin_apps()["/compare"]

@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tb_roofline.hlo import module_costs, parse_module  # noqa: E402
+from tb_roofline.costs.hlo import module_costs, parse_module  # noqa: E402
 from tb_roofline.protos import hlo_pb2  # noqa: E402
 
 F32, S32, PRED, TUPLE = 11, 4, 1, 13
@@ -138,7 +138,7 @@ def main():
     blob = build(args.instructions)
     results = []
     for _ in range(args.repeat):
-        from tb_roofline.hlo import cost_model
+        from tb_roofline.costs.hlo import cost_model
 
         cost_model._GLOBAL_CACHE.clear()
         t0 = time.perf_counter()

@@ -41,9 +41,10 @@ def status(key):
                 return int(line.split()[1])
 
 import tb_roofline
-from tb_roofline.serve.service import RooflineService
-import tb_roofline.readers.parallel, tb_roofline.readers.xspace, tb_roofline.readers.tpu_file
-import tb_roofline.model.roofline, tb_roofline.serve.answers, tb_roofline.readers.cluster
+from tb_roofline.serve.service.core import RooflineService
+import tb_roofline.execute.pool, tb_roofline.readers.xspace.read
+import tb_roofline.readers.xspace.tpu.file
+import tb_roofline.model.roofline, tb_roofline.serve.service.answers, tb_roofline.execute.cluster
 import tb_roofline.devices.device_file, tb_roofline.model.device_overrides
 base = status("VmRSS")
 s = RooflineService(sys.argv[1])

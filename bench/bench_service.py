@@ -33,7 +33,7 @@ import gzip, json, statistics, sys, time
 t0 = time.perf_counter()
 from werkzeug.test import Client
 from tensorboard.plugins import base_plugin
-from tb_roofline.serve.plugin import RooflinePlugin
+from tb_roofline.serve.web.plugin import RooflinePlugin
 import_s = time.perf_counter() - t0
 GZ = {"Accept-Encoding": "gzip"}
 

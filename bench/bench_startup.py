@@ -2,7 +2,7 @@
 
     python bench/bench_startup.py [--repeat 9] [--tree DIR ...]
 
-Each command runs as a new interpreter (`python -m tb_roofline.serve.cli ...` with
+Each command runs as a new interpreter (`python -m tb_roofline.serve.cli.main ...` with
 `PYTHONPATH` the tree measured), the rows interleaved so that a busy machine slows every row
 alike; beside them a bare interpreter and `import numpy`, the floors a reading command cannot
 go under. Give several `--tree`s (git worktrees of two commits) to compare them side by side.
@@ -27,13 +27,13 @@ import bench_env  # noqa: E402 (children run with bytecode, as an installed pack
 ROWS = [
     ("python -c pass", ["-c", "pass"]),
     ("python -c 'import numpy'", ["-c", "import numpy"]),
-    ("tb-roofline --help", ["-m", "tb_roofline.serve.cli", "--help"]),
-    ("tb-roofline runs DEMO", ["-m", "tb_roofline.serve.cli", "runs", "{demo}"]),
+    ("tb-roofline --help", ["-m", "tb_roofline.serve.cli.main", "--help"]),
+    ("tb-roofline runs DEMO", ["-m", "tb_roofline.serve.cli.main", "runs", "{demo}"]),
     (
         "tb-roofline report DEMO --run v6e",
         [
             "-m",
-            "tb_roofline.serve.cli",
+            "tb_roofline.serve.cli.main",
             "report",
             "{demo}",
             "--run",

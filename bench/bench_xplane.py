@@ -97,13 +97,14 @@ OURS = (
     + r"""
 import json, os, sys, time
 os.environ["TB_ROOFLINE_CACHE_DIR"] = "off"
-os.environ.setdefault("TB_ROOFLINE_POOL_IDLE_S", "0")  # as a CLI command runs (serve/cli.py)
+os.environ.setdefault("TB_ROOFLINE_POOL_IDLE_S", "0")  # as a CLI command runs (serve/cli/main.py)
 t0 = time.perf_counter()
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 # Imported on first read anyway: here, so that the PSS base holds the code a read runs and
 # the memory figure is the profile's data alone (the time is the same: whole_s counts both).
-import tb_roofline.readers.parallel, tb_roofline.readers.xspace, tb_roofline.readers.tpu_file
-import tb_roofline.model.roofline, tb_roofline.serve.answers
+import tb_roofline.execute.pool, tb_roofline.readers.xspace.read
+import tb_roofline.readers.xspace.tpu.file
+import tb_roofline.model.roofline, tb_roofline.serve.service.answers
 t1 = time.perf_counter()
 base = _pss_kb()
 s = RooflineService(sys.argv[1])
@@ -118,7 +119,7 @@ t3 = time.perf_counter()
 s.ops(run, "", True, name="fusion")
 t4 = time.perf_counter()
 import resource
-from tb_roofline.readers import parallel
+from tb_roofline.execute import pool as parallel
 parallel.shutdown()  # workers joined: their CPU time counts below
 cpu = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF,
           resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
@@ -170,7 +171,7 @@ print(json.dumps({"import_s": t1 - t0, "convert_s": total, "base_pss_kb": base})
 READER = r"""
 import glob, json, os, sys, time
 os.environ["TB_ROOFLINE_WORKERS"] = "1"
-from tb_roofline.readers.xspace import read_xspace_file
+from tb_roofline.readers.xspace.read import read_xspace_file
 files = sorted(glob.glob(os.path.join(sys.argv[1], "*.xplane.pb")))
 best = {"cpu_s": 1e9, "wall_s": 1e9}
 for _ in range(int(sys.argv[2])):

@@ -1,5 +1,5 @@
 """tb-roofline: roofline analysis of ML profiles, as a TensorBoard plugin, a CLI and a Python
-API for notebooks (`tb_roofline.load(logdir)`, tb_roofline/notebook.py)."""
+API for notebooks (`tb_roofline.load(logdir)`, tb_roofline/serve/notebook.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,6 @@ def load(logdir: str, run: str | None = None, host: str | None = None, **kwargs)
     """The analysis of one run of a logdir: `.device`, `.program()`, `.ops()`, `.guidance()`,
     `.diagnostics()`, `.compare(other)`; shown in Jupyter as the interactive report.
     (Imported when called: `import tb_roofline` stays instant.)"""
-    from tb_roofline.notebook import load as _load
+    from tb_roofline.serve.notebook import load as _load
 
     return _load(logdir, run, host, **kwargs)

@@ -76,7 +76,7 @@ class StorageError(tb_errors.PublicError):
 
 
 # How long a remote file's failure (a timeout, an unreadable object) is remembered before
-# the file is read again (serve/hosts.py), as the message says.
+# the file is read again (serve/service/hosts.py), as the message says.
 REMOTE_ERROR_RETRY_S = 60.0
 
 

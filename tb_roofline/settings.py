@@ -118,7 +118,7 @@ def parse(setting: Number, value: str | None) -> tuple[float, str | None]:
 
 
 # Defaults one call sets for what it runs in its own thread (below the environment): the CLI's
-# for one command (serve/cli.py). Other threads, and the caller after the call, never see them.
+# for one command (serve/cli/main.py). Other threads, and the caller after the call, never see them.
 _call_defaults: contextvars.ContextVar = contextvars.ContextVar(
     "tb_roofline_defaults", default=types.MappingProxyType({})
 )

@@ -13,9 +13,9 @@ import pytest
 from werkzeug.test import Client
 
 from tb_roofline import errors, readers
-from tb_roofline.serve import hosts as service_module
-from tb_roofline.serve.plugin import RooflinePlugin
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service import hosts as service_module
+from tb_roofline.serve.service.core import RooflineService
+from tb_roofline.serve.web.plugin import RooflinePlugin
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
 RUN = "2026_01_01_00_00_00"

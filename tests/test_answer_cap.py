@@ -11,9 +11,9 @@ from werkzeug.test import Client
 
 from tb_roofline import settings
 from tb_roofline.model import records
-from tb_roofline.serve import answers
-from tb_roofline.serve.plugin import RooflinePlugin
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service import answers
+from tb_roofline.serve.service.core import RooflineService
+from tb_roofline.serve.web.plugin import RooflinePlugin
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
 RUN = "2026_01_01_00_00_00"
@@ -173,7 +173,7 @@ def test_the_http_routes_serve_capped_pages(logdir, monkeypatch):
 
 
 def test_exports_give_every_row_whatever_the_cap(service, monkeypatch):
-    from tb_roofline.serve.export import to_csv
+    from tb_roofline.serve.service.export import to_csv
 
     full = service.ops(RUN, "", True)
     monkeypatch.setenv(settings.MAX_ANSWER_MB.name, "0.01")
@@ -193,7 +193,7 @@ def test_exports_give_every_row_whatever_the_cap(service, monkeypatch):
 
 
 def test_the_html_report_of_a_capped_answer_offers_no_next_page(service, monkeypatch):
-    from tb_roofline.serve import html_report
+    from tb_roofline.serve.web import html_report
 
     monkeypatch.setenv(settings.MAX_ANSWER_MB.name, str(CAP_MB))
     page = html_report.single_report(service, [RUN])
@@ -208,7 +208,7 @@ def test_the_html_report_of_a_capped_answer_offers_no_next_page(service, monkeyp
 
 
 def test_mcp_tools_that_sort_or_count_every_row_see_them_all(service, monkeypatch):
-    from tb_roofline.serve import mcp_tools
+    from tb_roofline.serve.mcp import tools as mcp_tools
 
     full = service.ops(RUN, "", True)
     monkeypatch.setenv(settings.MAX_ANSWER_MB.name, "0.01")

@@ -1,4 +1,4 @@
-"""The disk cache's path (serve/cache_path.py): walked with O_NOFOLLOW before anything resolves
+"""The disk cache's path (serve/caches/path.py): walked with O_NOFOLLOW before anything resolves
 it, links refused (but for the user's own home layout), directories made 0700 whatever the
 umask and only under parents that passed the checks, and eviction that never removes a file
 the cache did not write. The attacks run as a second local user where the test runs as root
@@ -17,8 +17,9 @@ import tempfile
 
 import pytest
 
-from tb_roofline.serve import cache_path, disk_cache
-from tb_roofline.serve.disk_cache import DiskCache
+from tb_roofline.serve.caches import disk as disk_cache
+from tb_roofline.serve.caches import path as cache_path
+from tb_roofline.serve.caches.disk import DiskCache
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATTACKER_UID = 54321
@@ -62,7 +63,7 @@ def _unchanged(folder, files) -> bool:
 
 FROM_ENV = """
 import json, os, sys
-from tb_roofline.serve.disk_cache import DiskCache
+from tb_roofline.serve.caches.disk import DiskCache
 cache = DiskCache.from_env()
 ok = bool(cache and cache.put("k", b"v" * 100) and cache.get("k") == b"v" * 100)
 print(json.dumps({"directory": cache.directory if cache else None, "ok": ok}))
@@ -143,7 +144,7 @@ def test_a_symlink_anywhere_in_the_path_is_refused(tmp_path, where):
 
 def test_the_users_own_home_layout_may_be_a_link(tmp_path):
     """A home directory moved to another disk and linked back (the link in a folder only the
-    user or root may write): followed, documented in serve/cache_path.py."""
+    user or root may write): followed, documented in serve/caches/path.py."""
     real = tmp_path / "disk2" / "me"
     real.mkdir(parents=True)
     homes = tmp_path / "homes"

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from tb_roofline.serve.cli import main
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.cli.main import main
+from tb_roofline.serve.service.core import RooflineService
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(REPO, "testdata", "demo")
@@ -75,14 +75,14 @@ def test_export_is_what_the_api_serves(tmp_path):
 
 def test_console_script_and_errors():
     done = subprocess.run(
-        [sys.executable, "-m", "tb_roofline.serve.cli", "runs", DEMO],
+        [sys.executable, "-m", "tb_roofline.serve.cli.main", "runs", DEMO],
         capture_output=True,
         text=True,
         check=True,
     )
     assert "v4_pod/2026_11_29_11_30_00" in done.stdout
     err = subprocess.run(
-        [sys.executable, "-m", "tb_roofline.serve.cli", DEMO, "--run", "nope"],
+        [sys.executable, "-m", "tb_roofline.serve.cli.main", DEMO, "--run", "nope"],
         capture_output=True,
         text=True,
     )
@@ -178,7 +178,7 @@ def _pod(tmp_path, hosts=4) -> tuple[str, str]:
 def test_progress_off_a_terminal_is_k_of_n_host_lines(tmp_path, capsys, monkeypatch):
     """Off a terminal (a CI log, a Kubernetes Job) the CLI's progress is whole lines
     "reading: k of N hosts", the last one when every host is read."""
-    from tb_roofline.serve.cli import _Progress
+    from tb_roofline.serve.cli.main import _Progress
 
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     logdir, run = _pod(tmp_path)
@@ -197,7 +197,7 @@ def test_tensorboard_logs_progress_at_its_default_verbosity(tmp_path, caplog, mo
     "read k of N hosts" shows there."""
     import logging
 
-    from tb_roofline.serve.hosts import LoggedProgress
+    from tb_roofline.serve.service.hosts import LoggedProgress
 
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     logdir, run = _pod(tmp_path)
@@ -240,7 +240,7 @@ def _http_comm(logdir, run, **params):
     from werkzeug.test import Client
     from werkzeug.wrappers import Response
 
-    from tb_roofline.serve.plugin import RooflinePlugin
+    from tb_roofline.serve.web.plugin import RooflinePlugin
 
     app = RooflinePlugin(base_plugin.TBContext(logdir=logdir)).get_plugin_apps()["/comm"]
     r = Client(app, Response).get("/comm", query_string=dict(run=run, **params))
@@ -256,7 +256,7 @@ def test_comm_is_the_http_answer_in_json_csv_and_text(tmp_path):
 
     from test_jax_collectives import EXPECTED
 
-    from tb_roofline.serve.cli_comm import CSV_COLUMNS
+    from tb_roofline.serve.cli.comm import CSV_COLUMNS
 
     logdir = _comm_logdir(tmp_path)
     runs = [r["run"] for r in RooflineService(logdir).list_runs()["runs"]]

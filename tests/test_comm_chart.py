@@ -11,7 +11,7 @@ import shutil
 import pytest
 from test_jax_collectives import DATA, EXPECTED
 
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 
 LINK_GBS = 50.0
 DEVICE = {

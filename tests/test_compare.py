@@ -12,10 +12,10 @@ import shutil
 
 import pytest
 
-from tb_roofline.hlo.fingerprint import text_fingerprint
+from tb_roofline.costs.hlo.fingerprint import text_fingerprint
 from tb_roofline.protos import xplane_pb2
-from tb_roofline.serve.cli import main
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.cli.main import main
+from tb_roofline.serve.service.core import RooflineService
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "testdata", "compare")
@@ -471,7 +471,7 @@ def test_compare_route_answers_and_errors(runs):
     from werkzeug.test import Client
     from werkzeug.wrappers import Response
 
-    from tb_roofline.serve.plugin import RooflinePlugin
+    from tb_roofline.serve.web.plugin import RooflinePlugin
 
     apps = RooflinePlugin(base_plugin.TBContext(logdir=DATA)).get_plugin_apps()
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from tb_roofline.model.roofline import scoped_op_records
-from tb_roofline.serve import compare_api
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service import compare as compare_api
+from tb_roofline.serve.service.core import RooflineService
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "testdata", "compare")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from xprof_reference import COLUMN_MAP, xprof_roofline
 
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
 RTOL = 1e-6

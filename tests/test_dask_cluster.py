@@ -1,4 +1,4 @@
-"""Conversion on a real Dask cluster (readers/cluster.py): a scheduler and two worker processes
+"""Conversion on a real Dask cluster (execute/cluster.py): a scheduler and two worker processes
 started with `distributed`'s own `dask scheduler` / `dask worker` commands on 127.0.0.1, reading
 from the moto S3 server (tests/s3_server.py) as shared storage with their own credentials.
 A 16-host TPU run and a multi-rank PyTorch run answer exactly as converted here; a worker
@@ -30,9 +30,9 @@ pytest.importorskip("moto")
 from s3_server import moto_server  # noqa: E402
 from tb_server import OUTPUT_DIR, free_port  # noqa: E402
 
-from tb_roofline.readers import cluster  # noqa: E402
-from tb_roofline.serve.cli import main  # noqa: E402
-from tb_roofline.serve.service import RooflineService  # noqa: E402
+from tb_roofline.execute import cluster  # noqa: E402
+from tb_roofline.serve.cli.main import main  # noqa: E402
+from tb_roofline.serve.service.core import RooflineService  # noqa: E402
 from tb_roofline.synthetic import SynthConfig, write_tpu_session  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -221,7 +221,7 @@ def test_a_16_host_pod_on_s3_answers_as_converted_here(on_cluster, caplog, monke
     _, url, local, _ = on_cluster
     hosts = [f"tpu-host{h:02d}" for h in range(16)]
     expected = _local_answers(local, TPU_RUN, hosts, monkeypatch)
-    caplog.set_level(logging.INFO, logger="tb_roofline.readers.cluster")
+    caplog.set_level(logging.INFO, logger="tb_roofline.execute.cluster")
     service = RooflineService(url)
     service.list_runs()
     assert _answers(service, TPU_RUN, hosts) == expected
@@ -237,7 +237,7 @@ def test_a_multi_rank_pytorch_run_answers_as_converted_here(on_cluster, caplog, 
         == hosts
     )
     expected = _local_answers(local, KINETO_RUN, hosts, monkeypatch)
-    caplog.set_level(logging.INFO, logger="tb_roofline.readers.cluster")
+    caplog.set_level(logging.INFO, logger="tb_roofline.execute.cluster")
     assert _answers(service, KINETO_RUN, hosts) == expected
     assert _converted(caplog) == len(RANKS)
 
@@ -252,7 +252,7 @@ def test_planes_of_a_shared_path_are_units_too(on_cluster, tmp_path, caplog, mon
     )
     expected = _local_answers(str(tmp_path), "one/2026_01_01_00_00_00", ["solo"], monkeypatch)
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "8")  # fewer files than cores: plane units
-    caplog.set_level(logging.INFO, logger="tb_roofline.readers.cluster")
+    caplog.set_level(logging.INFO, logger="tb_roofline.execute.cluster")
     got = _answers(RooflineService(str(tmp_path)), "one/2026_01_01_00_00_00", ["solo"])
     assert got == expected
     assert _converted(caplog) == 4
@@ -290,7 +290,7 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
         return real(addr, fn, args_list, report, names, paths)
 
     monkeypatch.setattr(cluster, "run_units", kill_after_two)
-    caplog.set_level(logging.INFO, logger="tb_roofline.readers.cluster")
+    caplog.set_level(logging.INFO, logger="tb_roofline.execute.cluster")
     try:
         service = RooflineService(url)
         service.list_runs()

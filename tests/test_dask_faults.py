@@ -34,9 +34,10 @@ from test_dask_cluster import (  # noqa: E402,F401
 )
 
 from tb_roofline.errors import ProfileFormatError  # noqa: E402
-from tb_roofline.readers import cluster, parallel  # noqa: E402
-from tb_roofline.serve.cli import main  # noqa: E402
-from tb_roofline.serve.service import RooflineService  # noqa: E402
+from tb_roofline.execute import cluster
+from tb_roofline.execute import pool as parallel  # noqa: E402
+from tb_roofline.serve.cli.main import main  # noqa: E402
+from tb_roofline.serve.service.core import RooflineService  # noqa: E402
 
 
 def _without_credentials(env: dict) -> dict:
@@ -97,7 +98,8 @@ def test_a_worker_without_credentials_leaves_nothing_out(world, monkeypatch, cap
 
 READ_ONE = """
 import sys
-from tb_roofline.readers import cluster, parallel
+from tb_roofline.execute import cluster
+from tb_roofline.execute import pool as parallel
 cluster.configure(sys.argv[1], strict=True, allow_partial=sys.argv[3] == "partial")
 try:
     (result,) = parallel.read_files([(sys.argv[2], "xplane", "h", None)])
@@ -163,7 +165,7 @@ def test_losing_every_worker_is_one_clear_error_soon(world, tmp_path, monkeypatc
             [
                 sys.executable,
                 "-m",
-                "tb_roofline.serve.cli",
+                "tb_roofline.serve.cli.main",
                 "report",
                 url,
                 "--run",
@@ -366,7 +368,7 @@ def test_a_tls_scheduler_with_dask_s_tls_configuration(world, tmp_path):
     argv = [
         sys.executable,
         "-m",
-        "tb_roofline.serve.cli",
+        "tb_roofline.serve.cli.main",
         "export",
         local,
         "--run",

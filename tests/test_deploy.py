@@ -13,7 +13,7 @@ import re
 import pytest
 
 import tb_roofline
-from tb_roofline.readers.cluster_connect import full_address
+from tb_roofline.execute.cluster_connect import full_address
 
 yaml = pytest.importorskip("yaml")
 

@@ -34,7 +34,7 @@ from tb_roofline.devices.gpu_peaks import (
     kineto_device_peaks,
 )
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo
-from tb_roofline.readers.xplane import PlaneStats, load_xspace
+from tb_roofline.readers.xspace.xplane import PlaneStats, load_xspace
 
 HERE = os.path.dirname(__file__)
 TESTDATA = os.path.join(HERE, "..", "testdata")

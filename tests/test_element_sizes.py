@@ -1,4 +1,4 @@
-"""Element sizes and precision names have one home each: `hlo/shapes.py` ELEMENT_BYTES /
+"""Element sizes and precision names have one home each: `costs/hlo/shapes.py` ELEMENT_BYTES /
 `element_bytes` and `devices/spec.py` `plain_precision`. The readers' dtype tables take their
 sizes from it; each size is checked against numpy's own item size (an independent reference)."""
 
@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tb_roofline.costs.hlo import shapes
+from tb_roofline.costs.hlo.shapes import ELEMENT_BYTES, element_bytes
+from tb_roofline.costs.torch import args as torch_args
+from tb_roofline.costs.torch import custom_ops as torch_custom_ops
 from tb_roofline.devices.spec import plain_precision
-from tb_roofline.hlo import shapes
-from tb_roofline.hlo.shapes import ELEMENT_BYTES, element_bytes
-from tb_roofline.readers import torch_args, torch_custom_ops
 
 # Precision name -> the numpy dtype of the same storage (numpy has no bf16 / fp8: their sizes
 # are the bits their names give).

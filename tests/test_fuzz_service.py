@@ -73,7 +73,7 @@ def serve_everything(service, run: str) -> str:
 
 
 def _fuzz(tmp_path, cases, service_kw=None):
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     logdir = str(tmp_path)
     good = write_case(logdir, "good", XPLANE, xspace_bases()["tpu"])
@@ -144,7 +144,7 @@ def test_odd_numbers_in_device_and_workload_files(tmp_path, capsys):
     from fuzz_profiles import REPO, damaged_user_json
     from test_user_numbers import _client, _query
 
-    from tb_roofline.serve.cli import main
+    from tb_roofline.serve.cli.main import main
 
     routes = (
         "/device",

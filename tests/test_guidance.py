@@ -15,10 +15,10 @@ import pytest
 
 from tb_roofline.model.guidance import guidance
 from tb_roofline.model.roofline import analyze
-from tb_roofline.readers.xspace import read_xspace
-from tb_roofline.serve import cli
-from tb_roofline.serve.service import RooflineService
-from tb_roofline.serve.workload_file import WorkloadFileError, workload_from_dict
+from tb_roofline.readers.xspace.read import read_xspace
+from tb_roofline.serve.cli import main as cli
+from tb_roofline.serve.service.core import RooflineService
+from tb_roofline.serve.service.workload_file import WorkloadFileError, workload_from_dict
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.table.timeline import TimelineBuilder, is_communication

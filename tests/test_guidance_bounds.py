@@ -18,7 +18,7 @@ from tb_roofline.model import peaks, roofline
 from tb_roofline.model.compare import change_label
 from tb_roofline.model.guidance import guidance
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData
 from tb_roofline.table.timeline import (
     GRAPH_CAPTURE_CALLS,
@@ -387,7 +387,7 @@ def test_no_cpu_ops_only_when_the_trace_has_none(tmp_path):
 
 
 def test_broadcast_tensors_is_not_communication():
-    from tb_roofline.readers import torch_flops
+    from tb_roofline.costs.torch import flops as torch_flops
     from tb_roofline.table.timeline import is_communication
 
     for name in ("aten::broadcast_tensors", "aten::broadcast_to"):
@@ -553,7 +553,7 @@ def test_host_offload_overlap_is_bounded_by_the_work_beside_it():
     """A TPU host-offload program (the demo generator's async copies to and from host memory):
     the copies run alone most of the time, but overlap can hide at most the op work there is;
     the rest is the host link itself."""
-    from tb_roofline.readers.xspace import read_xspace
+    from tb_roofline.readers.xspace.read import read_xspace
     from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 
     a = roofline.analyze(

@@ -18,9 +18,10 @@ import time
 import pytest
 
 from tb_roofline import errors
-from tb_roofline.serve import cache_codec, disk_cache
-from tb_roofline.serve.disk_cache import DiskCache, UnsafeDirectory, check_directory_chain
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.caches import codec as cache_codec
+from tb_roofline.serve.caches import disk as disk_cache
+from tb_roofline.serve.caches.disk import DiskCache, UnsafeDirectory, check_directory_chain
+from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
 RUN = "2026_01_01_00_00_00"
@@ -103,7 +104,7 @@ def test_entries_round_trip_as_data_only(logdir, tmp_path, monkeypatch):
         with pytest.raises(Exception):
             pickle.loads(data[len(disk_cache.MAGIC) + disk_cache.MAC_BYTES :])
     restarted = RooflineService(str(logdir))
-    from tb_roofline.readers import parallel
+    from tb_roofline.execute import pool as parallel
 
     monkeypatch.setattr(
         parallel,
@@ -278,7 +279,7 @@ def _client(logdir):
     from werkzeug import test as wtest
     from werkzeug.wrappers import Response
 
-    from tb_roofline.serve.plugin import RooflinePlugin
+    from tb_roofline.serve.web.plugin import RooflinePlugin
 
     apps = RooflinePlugin(base_plugin.TBContext(logdir=str(logdir))).get_plugin_apps()
     return wtest.Client(lambda env, start: apps[env["PATH_INFO"]](env, start), Response)
@@ -309,7 +310,7 @@ def test_deep_device_json_is_a_422_on_every_route_and_a_clean_cli_error(tmp_path
         assert error["code"] == "bad_device_file"
         assert "roofline_device.json" in error["message"] and "nested" in error["message"]
         assert str(tmp_path) not in error["message"]
-    from tb_roofline.serve.cli import main
+    from tb_roofline.serve.cli.main import main
 
     assert main(["report", str(logdir), "--run", run]) == 2
     err = capsys.readouterr().err
@@ -331,7 +332,7 @@ def test_deep_workload_json_is_a_422_and_a_clean_cli_error(tmp_path, capsys):
         assert r.json["error"]["code"] == "bad_workload_file"
         assert "roofline_workload.json" in r.json["error"]["message"]
     assert client.get(_query("/program", run)).status_code == 200
-    from tb_roofline.serve.cli import main
+    from tb_roofline.serve.cli.main import main
 
     assert main(["report", str(logdir), "--run", run]) == 2
     err = capsys.readouterr().err
@@ -377,7 +378,7 @@ def test_errors_never_quote_a_symlinked_files_values_or_keys(tmp_path, secret):
     ],
 )
 def test_workload_errors_never_quote_a_symlinked_files_values(tmp_path, secret):
-    from tb_roofline.serve.workload_file import WorkloadFileError, load_workload_file
+    from tb_roofline.serve.service.workload_file import WorkloadFileError, load_workload_file
 
     elsewhere = tmp_path / "secret.json"
     elsewhere.write_text(json.dumps(secret))
@@ -389,7 +390,7 @@ def test_workload_errors_never_quote_a_symlinked_files_values(tmp_path, secret):
 
 
 def test_a_csv_cell_starting_with_nul_is_escaped(tmp_path):
-    from tb_roofline.serve.export import csv_cell, to_csv
+    from tb_roofline.serve.service.export import csv_cell, to_csv
 
     assert csv_cell("\x00=cmd|' /C calc'!A0") == "'\x00=cmd|' /C calc'!A0"
     assert csv_cell("\x00") == "'\x00"
@@ -430,7 +431,7 @@ def _names_bomb(path, events: int, name_kb: int = 40, tail_member: bool = False)
 RSS_SCRIPT = r"""
 import json, resource, sys, time
 from tb_roofline import errors
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 service = RooflineService(sys.argv[1])
 service.list_runs()
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -537,14 +538,14 @@ def test_small_runs_never_wait_behind_a_slow_conversion(tmp_path, monkeypatch):
     _age_all(logdir)
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     # The slow one would take the whole budget (but 1 KB): the small ones pass in the reserve.
-    from tb_roofline.serve.hosts import estimate_bytes
+    from tb_roofline.serve.service.hosts import estimate_bytes
 
     path = str(logdir / "slow" / "w.pt.trace.json.gz")
     need = estimate_bytes(path, "kineto", os.path.getsize(path))
     monkeypatch.setenv("TB_ROOFLINE_MEMORY_BUDGET_MB", f"{-(-need // 1024) / 1024:.6f}")
     # The reader no longer spends seconds on this bomb (names are cut at 1 KB): hold its
     # conversion until the small runs are done, so it is in flight all the while.
-    from tb_roofline.readers import parallel
+    from tb_roofline.execute import pool as parallel
 
     real_read, release = parallel.read_files, threading.Event()
 
@@ -580,8 +581,8 @@ def test_small_runs_never_wait_behind_a_slow_conversion(tmp_path, monkeypatch):
 
 
 def test_an_analysis_too_large_to_keep_converts_once_per_page_load(logdir, monkeypatch):
+    from tb_roofline.execute import pool as parallel
     from tb_roofline.model import roofline
-    from tb_roofline.readers import parallel
 
     calls = {"read": 0, "analyze": 0}
     real_read, real_analyze = parallel.read_files, roofline.analyze
@@ -606,7 +607,7 @@ def test_an_analysis_too_large_to_keep_converts_once_per_page_load(logdir, monke
 
 
 def test_key_locks_are_per_key_and_go_away():
-    from tb_roofline.serve.hosts import KeyLocks
+    from tb_roofline.serve.service.hosts import KeyLocks
 
     locks = KeyLocks()
     held, go = threading.Event(), threading.Event()
@@ -631,7 +632,7 @@ def test_key_locks_are_per_key_and_go_away():
 
 RSS_CONCURRENT_SCRIPT = r"""
 import json, resource, sys, threading
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 service = RooflineService(sys.argv[1])
 service.list_runs()
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -14,11 +14,11 @@ import os
 
 import pytest
 
-from tb_roofline.hlo import CostModel, HloIndex, module_costs, parse_module
-from tb_roofline.hlo.cost_model import valid_positions
-from tb_roofline.hlo.shapes import BF16, F32, F64, PRED, S8, S32, TUPLE, U8
+from tb_roofline.costs.hlo import CostModel, HloIndex, module_costs, parse_module
+from tb_roofline.costs.hlo.cost_model import valid_positions
+from tb_roofline.costs.hlo.shapes import BF16, F32, F64, PRED, S8, S32, TUPLE, U8
 from tb_roofline.protos import hlo_pb2
-from tb_roofline.readers.xplane import load_xspace
+from tb_roofline.readers.xspace.xplane import load_xspace
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROFILES = sorted(
@@ -110,7 +110,7 @@ def _profiled_program(folder):
     path = glob.glob(os.path.join(folder, "plugins", "profile", "*", "*.xplane.pb"))[0]
     space = load_xspace(path)
     index = HloIndex.from_space(space)
-    from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
+    from tb_roofline.readers.xspace.xla_gpu_cpu import read_gpu_cpu_xspace
 
     data = read_gpu_cpu_xspace(space, "h")
     pids = set(data.ops["program_id"].tolist())
@@ -694,7 +694,7 @@ def test_free_ops_shapes_without_layout_and_tuples():
 def test_sort_and_sub_byte_sizes():
     m = _single("sort", (F32, (1000,)), [(F32, (1000,))])
     assert _cost(m, "op")[0].flops == 1000 * 10
-    from tb_roofline.hlo.shapes import Shape, byte_size
+    from tb_roofline.costs.hlo.shapes import Shape, byte_size
 
     assert byte_size(Shape(21, (9,))) == 9  # s4 takes a byte per element...
     assert byte_size(Shape(21, (9,), bits=4)) == 5  # ...unless packed: ceil(9·4/8)

@@ -13,9 +13,9 @@ import json
 import pytest
 from test_hlo_cost_model import HloBuilder, _cost, _single
 
-from tb_roofline.hlo.attention import attention_flops, attention_of
-from tb_roofline.hlo.collectives import transfer
-from tb_roofline.hlo.shapes import BF16, F32, U8
+from tb_roofline.costs.hlo.attention import attention_flops, attention_of
+from tb_roofline.costs.hlo.collectives import transfer
+from tb_roofline.costs.hlo.shapes import BF16, F32, U8
 from tb_roofline.protos import hlo_pb2
 
 SHAPE = HloBuilder.shape

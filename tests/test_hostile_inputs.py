@@ -14,7 +14,7 @@ from tb_roofline import errors
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.readers import read_profile_file
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.readers.xspace import read_xspace_file
+from tb_roofline.readers.xspace.read import read_xspace_file
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -98,7 +98,7 @@ def _logdir_with(tmp_path, files: dict):
 
 
 def test_a_gzip_bomb_is_refused_by_its_event_count(tmp_path, monkeypatch):
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     monkeypatch.setenv("TB_ROOFLINE_MAX_EVENTS", "100000")
     path = _bomb(tmp_path / "w.pt.trace.json.gz", 64)  # 64 MiB of tiny events, 860k of them
@@ -112,7 +112,7 @@ def test_a_gzip_bomb_is_refused_by_its_event_count(tmp_path, monkeypatch):
 
 
 def test_the_inflated_json_is_limited_like_a_file(tmp_path):
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     _bomb(tmp_path / "w.pt.trace.json.gz", 3, fill=b" " * 1024)  # 3 MiB inflated from 10 kB
     service = RooflineService(str(tmp_path), max_file_mb=1)
@@ -157,7 +157,7 @@ def test_a_failed_read_is_not_repeated_until_the_file_changes(tmp_path, monkeypa
     """The tab asks for the device, program, ops and diagnostics at once: a corrupt file costs
     one read (the service remembers the failure per file version), and a rewrite is read."""
     from tb_roofline.readers import kineto
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     path = tmp_path / "w.pt.trace.json"
     path.write_bytes(b'{"traceEvents": [{"ph": "X"}, nonsense]}')
@@ -179,8 +179,8 @@ def test_a_failed_read_is_not_repeated_until_the_file_changes(tmp_path, monkeypa
 
 def test_running_out_of_memory_is_a_413_and_the_server_keeps_serving(tmp_path, monkeypatch):
     from tb_roofline.readers import kineto
-    from tb_roofline.serve import hosts as service_module
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service import hosts as service_module
+    from tb_roofline.serve.service.core import RooflineService
 
     text = _kineto_text()
     logdir = _logdir_with(
@@ -218,7 +218,7 @@ def _plugin(logdir):
     from werkzeug import test as wtest
     from werkzeug.wrappers import Response
 
-    from tb_roofline.serve.plugin import RooflinePlugin
+    from tb_roofline.serve.web.plugin import RooflinePlugin
 
     plugin = RooflinePlugin(base_plugin.TBContext(logdir=str(logdir)))
     apps = plugin.get_plugin_apps()
@@ -245,7 +245,7 @@ def test_memory_error_in_the_analysis_answers_413(tmp_path, monkeypatch):
 def test_the_background_scan_survives_a_thread_that_cannot_start(tmp_path, monkeypatch):
     import threading
 
-    from tb_roofline.serve.discovery import RunIndex
+    from tb_roofline.serve.service.discovery import RunIndex
 
     _logdir_with(tmp_path, {"run": ("w.pt.trace.json", _kineto_text())})
     index = RunIndex(str(tmp_path))
@@ -487,7 +487,7 @@ def _module_with(opcode, operands=0, **fields):
     """A one-instruction entry computation: `opcode` over `operands` f32[4,4] parameters."""
     from test_hlo_cost_model import HloBuilder
 
-    from tb_roofline.hlo.shapes import F32
+    from tb_roofline.costs.hlo.shapes import F32
 
     b = HloBuilder("bad_module")
     called = [b.adder()]
@@ -518,8 +518,8 @@ def _module_with(opcode, operands=0, **fields):
     ],
 )
 def test_every_opcode_rule_with_too_few_operands(opcode, need):
-    from tb_roofline.hlo import HloModule, module_costs
-    from tb_roofline.hlo.cost_model import HloError
+    from tb_roofline.costs.hlo import HloModule, module_costs
+    from tb_roofline.costs.hlo.cost_model import HloError
 
     for n in range(need):
         module = HloModule(_module_with(opcode, n), "7")
@@ -534,8 +534,8 @@ def test_every_opcode_rule_with_too_few_operands(opcode, need):
 def test_dimension_numbers_an_operand_lacks():
     from test_hlo_cost_model import HloBuilder
 
-    from tb_roofline.hlo import HloModule, module_costs
-    from tb_roofline.hlo.cost_model import HloError
+    from tb_roofline.costs.hlo import HloModule, module_costs
+    from tb_roofline.costs.hlo.cost_model import HloError
     from tb_roofline.protos import hlo_pb2
 
     window = hlo_pb2.Window()  # a cumsum-like window on a third dimension the output lacks
@@ -614,7 +614,7 @@ def test_dimension_numbers_an_operand_lacks():
 
 def test_a_malformed_instruction_through_the_reader_is_a_bad_profile(tmp_path):
     from tb_roofline.protos import hlo_pb2
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     space = _gpu_space()
     meta = space.planes[0]
@@ -641,7 +641,7 @@ def test_a_convolution_window_is_counted_exactly_and_at_once():
     """The (tap, output) count, O(1) per tap, equals the enumeration it replaces."""
     import random
 
-    from tb_roofline.hlo.cost_model import valid_positions
+    from tb_roofline.costs.hlo.cost_model import valid_positions
 
     def enumerate_(in_size, out_size, k_size, stride, pad_lo, wdil, bdil):
         return sum(
@@ -777,7 +777,7 @@ def test_csv_cells_are_never_formulas():
     import csv
     import io
 
-    from tb_roofline.serve.export import csv_cell, to_csv
+    from tb_roofline.serve.service.export import csv_cell, to_csv
 
     for value, expected in CSV_CASES:
         assert csv_cell(value) == expected, value
@@ -794,7 +794,7 @@ def test_exports_of_hostile_op_names(tmp_path):
     import csv
     import io
 
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     doc = json.loads(_kineto_text())
     names = ['=HYPERLINK("http://x")', "@x", "-x", "+x", "a\rb"]
@@ -846,7 +846,7 @@ def test_calibrate_writes_a_file_others_can_read(tmp_path, monkeypatch):
     import io
     import stat
 
-    from tb_roofline.serve.cli import main
+    from tb_roofline.serve.cli.main import main
 
     _fake_calibration(monkeypatch)
     old = os.umask(0o022)
@@ -865,7 +865,7 @@ def test_calibrate_writes_a_file_others_can_read(tmp_path, monkeypatch):
 def test_cli_output_errors_are_one_line_with_exit_code_2(tmp_path, monkeypatch, capsys):
     import io
 
-    from tb_roofline.serve.cli import main
+    from tb_roofline.serve.cli.main import main
 
     _fake_calibration(monkeypatch)
     run = "v6e_train/2026_11_29_10_00_00"
@@ -903,7 +903,7 @@ def test_cli_into_a_closed_pipe_exits_quietly():
         [
             sys.executable,
             "-m",
-            "tb_roofline.serve.cli",
+            "tb_roofline.serve.cli.main",
             "export",
             DEMO,
             "--run",

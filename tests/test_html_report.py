@@ -13,9 +13,10 @@ import urllib.parse
 import pytest
 from werkzeug.test import Client
 
-from tb_roofline.serve import cli, html_report
-from tb_roofline.serve.service import RooflineService
-from tb_roofline.serve.standalone import StandaloneApp
+from tb_roofline.serve.cli import main as cli
+from tb_roofline.serve.service.core import RooflineService
+from tb_roofline.serve.web import html_report
+from tb_roofline.serve.web.standalone import StandaloneApp
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(REPO, "testdata", "demo")

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata")
 # The trace's spelling of an element type -> the label the API gives it (hand-written).

@@ -2,7 +2,7 @@
 every replica-group form XLA writes, read from the HLO protos in the profile and from the HLO
 text, against bytes derived by hand from each capture's `module.hlo.txt`.
 
-nccl-tests' bus bytes (hlo/collectives.py): all-reduce S·2(n-1)/n, all-gather (S = the gathered
+nccl-tests' bus bytes (costs/collectives.py): all-reduce S·2(n-1)/n, all-gather (S = the gathered
 result) and reduce-scatter (S = the input) and all-to-all S·(n-1)/n, collective-permute S.
 """
 
@@ -14,13 +14,13 @@ import os
 import numpy as np
 import pytest
 
-from tb_roofline.hlo import replica_groups
-from tb_roofline.hlo.collectives import transfer
-from tb_roofline.hlo.module import HloIndex
+from tb_roofline.costs.hlo import replica_groups
+from tb_roofline.costs.hlo.collectives import transfer
+from tb_roofline.costs.hlo.module import HloIndex
 from tb_roofline.protos import hlo_pb2
-from tb_roofline.readers.hlo_shapes import link_bus_bytes, text_link
-from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
-from tb_roofline.readers.xplane import load_xspace
+from tb_roofline.readers.xspace.hlo_shapes import link_bus_bytes, text_link
+from tb_roofline.readers.xspace.xla_gpu_cpu import read_gpu_cpu_xspace
+from tb_roofline.readers.xspace.xplane import load_xspace
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "testdata", "jax_cpu_collectives")

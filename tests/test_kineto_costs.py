@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from tb_roofline.readers import collectives, torch_custom_ops
+from tb_roofline.costs import collectives
+from tb_roofline.costs.torch import custom_ops as torch_custom_ops
 from tb_roofline.readers.kineto import attribution, comms, load_kineto, read_kineto_file, to_columns
 
 HERE = os.path.dirname(__file__)
@@ -381,7 +382,7 @@ def test_the_gemm_kernel_decides_the_precision_of_a_split_k_call(tmp_path):
 
 
 def test_integer_and_boolean_rows_say_so():
-    from tb_roofline.readers.torch_flops import precision_label
+    from tb_roofline.costs.torch.flops import precision_label
 
     assert [precision_label(p) for p in ("s64", "s32", "u16", "pred", "s8", "bf16")] == [
         "int",
@@ -465,7 +466,7 @@ def test_flash_attn_ops_count_as_torch_counts_sdpa():
 
 
 def test_aten_sdpa_backends_match_torchs_formula():
-    from tb_roofline.readers.torch_flops import op_cost
+    from tb_roofline.costs.torch.flops import op_cost
 
     q = [4, 8, 256, 64]
     for name, backward in (

@@ -31,8 +31,10 @@ from werkzeug.test import Client
 from werkzeug.wrappers import Response
 
 import tb_roofline
-from tb_roofline.serve import cli, mcp_answers, mcp_tools
-from tb_roofline.serve.plugin import RooflinePlugin
+from tb_roofline.serve.cli import main as cli
+from tb_roofline.serve.mcp import answers as mcp_answers
+from tb_roofline.serve.mcp import tools as mcp_tools
+from tb_roofline.serve.web.plugin import RooflinePlugin
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "testdata")
@@ -181,7 +183,7 @@ async def _session(streams, calls):
 def _stdio_session(logdir, calls):
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "tb_roofline.serve.cli", "mcp", logdir],
+        args=["-m", "tb_roofline.serve.cli.main", "mcp", logdir],
         env=_env(),
         cwd=REPO,
     )
@@ -589,8 +591,8 @@ def test_answers_equal_the_cli_report_json(session, logdir, runs):
     )
     report = json.loads(out.getvalue())
     got = _ok(session, "ops_saved")
-    # the report adds the time saved per unit of its guidance view (serve/report.py); the rest
-    # of each row is the HTTP API's
+    # the report adds the time saved per unit of its guidance view
+    # (serve/service/report.py); the rest of each row is the HTTP API's
     per_unit = "potential_time_saved_per_unit_us"
     assert all(per_unit in r for r in report["top_ops"])
     assert got["ops"] == [
@@ -936,7 +938,7 @@ def test_an_unknown_column_names_the_columns(session):
 
 
 def test_a_bug_or_no_memory_fails_one_call_as_a_tool_error():
-    from tb_roofline.serve import mcp_server
+    from tb_roofline.serve.mcp import server as mcp_server
 
     def bug(service):
         raise KeyError("x")
@@ -971,7 +973,7 @@ def _http_server(logdir, port):
         [
             sys.executable,
             "-m",
-            "tb_roofline.serve.cli",
+            "tb_roofline.serve.cli.main",
             "mcp",
             logdir,
             "--http",
@@ -1075,7 +1077,7 @@ def test_progress_notifications_and_capped_pages(tmp_path):
         command=sys.executable,
         env=env,
         cwd=REPO,
-        args=["-m", "tb_roofline.serve.cli", "mcp", str(tmp_path)],
+        args=["-m", "tb_roofline.serve.cli.main", "mcp", str(tmp_path)],
     )
     heard = []
 
@@ -1143,7 +1145,7 @@ def test_get_op_gives_a_custom_call_s_arrays(tmp_path):
     """A TPU custom call (a Pallas flash-attention kernel's HLO text, as the op metadata
     carries it): get_op's shapes hold its output and operand arrays, as the text names them."""
     from tb_roofline.protos import xplane_pb2  # noqa: F401
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
     from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 
     session = tmp_path / "attn" / "plugins" / "profile" / "2026_01_01_00_00_00"
@@ -1165,12 +1167,12 @@ def test_get_op_gives_a_custom_call_s_arrays(tmp_path):
 def test_an_xla_gpu_custom_call_s_arrays_from_its_hlo():
     """The same from an HLO instruction (XLA GPU: a cuDNN fused attention whose tuple output
     ends with an empty scratch buffer, left out)."""
-    from tb_roofline.hlo.module import HloModule
-    from tb_roofline.hlo.shapes import BF16
-    from tb_roofline.hlo.shapes import TUPLE as tup
-    from tb_roofline.hlo.shapes import U8 as u8
+    from tb_roofline.costs.hlo.module import HloModule
+    from tb_roofline.costs.hlo.shapes import BF16
+    from tb_roofline.costs.hlo.shapes import TUPLE as tup
+    from tb_roofline.costs.hlo.shapes import U8 as u8
     from tb_roofline.protos import hlo_pb2
-    from tb_roofline.readers.hlo_shapes import hlo_custom_call_shape
+    from tb_roofline.readers.xspace.hlo_shapes import hlo_custom_call_shape
 
     bf16 = BF16
     m = hlo_pb2.HloModuleProto(name="m", entry_computation_id=1)
@@ -1208,7 +1210,7 @@ def test_an_xla_gpu_custom_call_s_arrays_from_its_hlo():
 def test_get_op_over_the_cap_is_cut_with_a_hint(logdir, runs, monkeypatch):
     """get_op gives one record per program, precision and host an op ran in (a pod's can be
     many); over the byte cap the records are cut, and the hint says how to ask for less."""
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     service = RooflineService(logdir)
     whole = mcp_tools.get_op(service, runs["conv"], "aten::add_")
@@ -1278,7 +1280,7 @@ def test_comm_filters_pages_rounds_and_names_the_kinds(session, runs, http):
 
 
 def test_comm_over_the_cap_is_cut_with_next_offset(logdir, runs, monkeypatch):
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     service = RooflineService(logdir)
     whole = mcp_tools.get_comm(service, runs["a100"], limit=1000)

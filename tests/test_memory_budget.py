@@ -3,7 +3,7 @@ bytes: real bombs generated here, served in a fresh process at a small budget, e
 answered with a peak RSS (above the imports) of at most 1.5x the budget or refused cleanly (a
 413 naming the budget and the setting). What the conversion builds is counted as it grows
 (readers/meter.py): events, distinct names, steps; an XSpace's steps once read; the real
-inflated size of a multi-member gzip by inflating it (serve/hosts.py).
+inflated size of a multi-member gzip by inflating it (serve/service/hosts.py).
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ SESSION = "2026_01_01_00_00_00"
 RSS_SCRIPT = r"""
 import json, resource, sys, threading, time
 from tb_roofline import errors
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 # What any request imports (the model, readers, answers), before the baseline.
-import numpy, tb_roofline.model.roofline, tb_roofline.readers.kineto, tb_roofline.readers.xspace
-import tb_roofline.table.op_table, tb_roofline.serve.answers, tb_roofline.readers.parallel
+import numpy, tb_roofline.model.roofline, tb_roofline.readers.kineto
+import tb_roofline.readers.xspace.read
+import tb_roofline.table.op_table, tb_roofline.serve.service.answers, tb_roofline.execute.pool
 service = RooflineService(sys.argv[1])
 service.list_runs()
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -180,7 +181,7 @@ def test_multi_member_gzip_is_measured_by_inflating(tmp_path):
     """Traces whose last gzip member is tiny (the trailer claims a few bytes): the estimate
     comes from inflating every member; four at once under a budget that fits one at a time
     hold it (unbounded: all four admitted at once, +736 MB at budget 256)."""
-    from tb_roofline.serve.hosts import MEMORY_PER_BYTE, estimate_bytes
+    from tb_roofline.serve.service.hosts import MEMORY_PER_BYTE, estimate_bytes
 
     logdir = tmp_path / "logs"
     runs = [f"liar{i}" for i in range(4)]
@@ -228,7 +229,7 @@ def _counting_analyses(monkeypatch) -> dict:
 
 
 def _two_runs(tmp_path, monkeypatch):
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     logdir = tmp_path / "logs"
     for i, run in enumerate(("a", "b")):
@@ -265,7 +266,7 @@ def test_two_big_runs_taken_in_turns_are_analysed_once_each(tmp_path, monkeypatc
 
 
 def test_held_analyses_keep_the_last_two_within_the_budget():
-    from tb_roofline.serve.caches import HeldAnalyses
+    from tb_roofline.serve.caches.memory import HeldAnalyses
 
     held = HeldAnalyses(keep=2, hold_s=60)
     assert held.put("a", "A", 40, 100, now=0) and held.put("b", "B", 40, 100, now=1)
@@ -282,9 +283,9 @@ def test_a_file_of_thousands_of_tiny_planes_is_refused_before_converting(tmp_pat
     """Each TensorCore plane costs a fixed ~5 ms whatever it holds (12,000 one-op planes: 17 MB,
     70 s of CPU): more planes than any host has is a 413 at once, the planes not converted."""
     from tb_roofline import errors
-    from tb_roofline.readers import parallel
-    from tb_roofline.readers.tpu_file import MAX_TENSOR_CORE_PLANES
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.execute import pool as parallel
+    from tb_roofline.readers.xspace.tpu.file import MAX_TENSOR_CORE_PLANES
+    from tb_roofline.serve.service.core import RooflineService
 
     logdir = tmp_path / "logs"
     config = dict(

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import tb_roofline
-from tb_roofline.serve import cli
+from tb_roofline.serve.cli import main as cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(REPO, "testdata")

@@ -15,8 +15,8 @@ import shutil
 import pytest
 
 from tb_roofline.model.facts import KernelUse, merge_kernels
-from tb_roofline.serve import mcp_tools
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.mcp import tools as mcp_tools
+from tb_roofline.serve.service.core import RooflineService
 
 KINETO = os.path.join(os.path.dirname(__file__), "..", "testdata", "kineto")
 
@@ -96,7 +96,7 @@ def test_merge_kernels_adds_up_and_keeps_the_top():
 def test_op_kernels_survive_the_disk_cache(alexnet):
     """ProfileData.op_kernels (and the idle causes) through the disk cache's codec."""
     from tb_roofline.readers.kineto import read_kineto_file
-    from tb_roofline.serve import cache_codec
+    from tb_roofline.serve.caches import codec as cache_codec
 
     _, path = alexnet
     data = read_kineto_file(path, "h")

@@ -16,7 +16,7 @@ import os
 import numpy as np
 import pytest
 
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 
 TESTDATA = os.path.join(os.path.dirname(__file__), "..", "testdata")
 GUIDANCE = os.path.join(TESTDATA, "guidance")

@@ -1,4 +1,4 @@
-"""The worker pool (readers/parallel.py): exactly the serial answers, used only where it pays,
+"""The worker pool (execute/pool.py): exactly the serial answers, used only where it pays,
 and gone when it should be (idle, at shutdown, with its parent, inside TensorBoard)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from tb_server import get_json, tensorboard
 
-from tb_roofline.readers import parallel
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.execute import pool as parallel
+from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 from tb_roofline.table.op_table import ALL_COLUMNS
 
@@ -165,7 +165,7 @@ def test_cli_command_in_process_keeps_no_workers_and_leaves_the_environment(
     """A command run in the caller's process (cli.main) lets its workers go at once (the
     variable unset or empty), keeps them when the caller set a time, and never writes the
     caller's environment."""
-    from tb_roofline.serve import cli
+    from tb_roofline.serve.cli import main as cli
 
     for value in (None, ""):
         if value is None:
@@ -407,7 +407,7 @@ def test_cli_with_workers_prints_the_serial_report_and_leaves_none(logdir):
             [
                 sys.executable,
                 "-m",
-                "tb_roofline.serve.cli",
+                "tb_roofline.serve.cli.main",
                 "export",
                 logdir,
                 "--run",

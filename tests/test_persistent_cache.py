@@ -15,10 +15,10 @@ import time
 import pytest
 from tb_server import get, tensorboard
 
-from tb_roofline.readers import parallel
-from tb_roofline.serve import disk_cache
-from tb_roofline.serve.disk_cache import DiskCache
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.execute import pool as parallel
+from tb_roofline.serve.caches import disk as disk_cache
+from tb_roofline.serve.caches.disk import DiskCache
+from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -122,8 +122,19 @@ def test_changed_file_or_code_is_a_miss(logdir, cache_dir, monkeypatch):
 def test_code_digest_covers_the_reader_sources():
     digest = disk_cache.code_digest()
     assert len(digest) == 64 and digest == disk_cache.code_digest()
-    assert {"readers", "table", "devices", "hlo"} <= set(disk_cache.CODE_PATHS)
-    assert {"model", "serve/service.py"} <= set(disk_cache.ANSWER_CODE_PATHS)
+    assert {"readers", "table", "devices", "costs"} <= set(disk_cache.CODE_PATHS)
+    root = os.path.dirname(disk_cache.tb_roofline.__file__)
+    for path in disk_cache.ANSWER_CODE_PATHS:  # a moved module must not fall out of the digest
+        assert os.path.exists(os.path.join(root, path)), path
+    # every module a conversion runs is under one of them (the executors run, never produce)
+    produced = {"readers", "table", "devices", "costs", "protos", "model"}
+    assert {d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))} - produced <= {
+        "serve",
+        "static",
+        "execute",
+        "__pycache__",
+    }
+    assert {"model", "serve/service/core.py"} <= set(disk_cache.ANSWER_CODE_PATHS)
     assert disk_cache.code_digest(disk_cache.ANSWER_CODE_PATHS) != digest
 
 
@@ -256,7 +267,7 @@ def test_two_services_share_the_directory(logdir, cache_dir, monkeypatch):
 
 WORKER = r"""
 import json, sys
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 out = {}
 for _ in range(3):
     s = RooflineService(sys.argv[1])

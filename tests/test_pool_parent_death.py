@@ -1,4 +1,4 @@
-"""Reader-pool workers die with the process that serves (readers/parallel.py): a TensorBoard
+"""Reader-pool workers die with the process that serves (execute/pool.py): a TensorBoard
 killed with SIGKILL leaves no worker behind, even one deep in a C call that holds the GIL
 (where the parent-watch thread cannot run): the kernel's parent-death signal (Linux)."""
 
@@ -17,7 +17,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PARENT = r"""
 import json, re, sys, threading, time
-from tb_roofline.readers import parallel
+from tb_roofline.execute import pool as parallel
 if sys.argv[1] == "forkserver":  # another thread, as TensorBoard has: a fork server's workers
     threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
 pool = parallel._get_pool(2)

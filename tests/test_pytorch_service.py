@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINETO = os.path.join(REPO, "testdata", "kineto")

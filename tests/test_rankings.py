@@ -15,9 +15,10 @@ from werkzeug.test import Client
 from werkzeug.wrappers import Response
 
 from tb_roofline.model import rankings
-from tb_roofline.serve import cli, mcp_tools
-from tb_roofline.serve.plugin import RooflinePlugin
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.cli import main as cli
+from tb_roofline.serve.mcp import tools as mcp_tools
+from tb_roofline.serve.service.core import RooflineService
+from tb_roofline.serve.web.plugin import RooflinePlugin
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINETO = os.path.join(REPO, "testdata", "kineto")

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -22,8 +22,8 @@ from s3_server import moto_server  # noqa: E402
 from tb_server import get, tensorboard  # noqa: E402
 
 from tb_roofline import errors, storage  # noqa: E402
-from tb_roofline.serve.cli import main  # noqa: E402
-from tb_roofline.serve.service import RooflineService  # noqa: E402
+from tb_roofline.serve.cli.main import main  # noqa: E402
+from tb_roofline.serve.service.core import RooflineService  # noqa: E402
 from tb_roofline.synthetic import SynthConfig, write_tpu_session  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -226,7 +226,7 @@ def test_missing_s3_package_says_which_extra_to_install():
 
     code = (
         "import sys; sys.modules['s3fs'] = None\n"
-        "from tb_roofline.serve.cli import main\n"
+        "from tb_roofline.serve.cli.main import main\n"
         "sys.exit(main(['runs', 's3://some-bucket/logs']))"
     )
     out = subprocess.run(
@@ -247,7 +247,7 @@ def test_local_logdirs_never_import_fsspec(tmp_path):
     write_tpu_session(str(tmp_path), "", "2026_01_01_00_00_00", [SynthConfig(seed=1)])
     code = (
         "import sys\n"
-        "from tb_roofline.serve.service import RooflineService\n"
+        "from tb_roofline.serve.service.core import RooflineService\n"
         "s = RooflineService(sys.argv[1])\n"
         "run = s.list_runs()['runs'][0]['run']\n"
         "s.encoded('ops', run, '', True, include_infeed_outfeed=True)\n"

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from tb_roofline import errors
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINETO = os.path.join(REPO, "testdata", "kineto")

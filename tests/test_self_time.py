@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.readers import common, xline_fast
+from tb_roofline.readers import common
+from tb_roofline.readers import self_time as xline_fast
 
 # P [0, 20) holds A [0, 15) and B [5, 20) (overlapping siblings) and C [30, 40) holds D [32, 35)
 BEGIN = np.array([0, 0, 5, 30, 32])

@@ -12,8 +12,8 @@ import pytest
 from tensorboard import errors as tb_errors
 
 from tb_roofline import errors
-from tb_roofline.serve.discovery import scan_logdir
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
+from tb_roofline.serve.service.discovery import scan_logdir
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
 
@@ -183,7 +183,7 @@ def test_cache_follows_file_changes_and_never_writes(logdir):
 
 
 def test_is_active_never_waits_for_a_slow_disk(logdir, monkeypatch):
-    import tb_roofline.serve.discovery as discovery
+    import tb_roofline.serve.service.discovery as discovery
 
     real_scan = discovery.scan_logdir
 
@@ -235,7 +235,7 @@ def test_concurrent_requests_share_one_conversion(logdir):
 
 
 def test_caches_are_bounded_by_bytes(tmp_path, monkeypatch):
-    from tb_roofline.serve.caches import approx_size
+    from tb_roofline.serve.caches.memory import approx_size
 
     for i in range(4):
         write_tpu_session(
@@ -248,7 +248,7 @@ def test_caches_are_bounded_by_bytes(tmp_path, monkeypatch):
     run0 = probe.list_runs()["runs"][0]["run"]
     one = approx_size(probe.analysis(run0, ""))
     # A budget whose analysis share holds two of these analyses, not four.
-    from tb_roofline.serve.caches import MEMORY_SHARES
+    from tb_roofline.serve.caches.memory import MEMORY_SHARES
 
     monkeypatch.setenv(
         "TB_ROOFLINE_MEMORY_CACHE_MB", str(2.5 * one / MEMORY_SHARES["analyses"] / 2**20)
@@ -342,7 +342,7 @@ def test_bad_device_file_is_a_clear_error_without_server_paths(tmp_path):
 
 
 def test_partial_scan_keeps_runs_it_did_not_reach(logdir, monkeypatch):
-    import tb_roofline.serve.discovery as discovery
+    import tb_roofline.serve.service.discovery as discovery
 
     index = discovery.RunIndex(str(logdir))
     full = index.refresh()
@@ -378,7 +378,7 @@ def test_progress_tells_how_many_hosts_are_read_while_they_are(tmp_path, monkeyp
     from werkzeug.test import Client
     from werkzeug.wrappers import Response
 
-    from tb_roofline.serve.routes import RooflineRoutes
+    from tb_roofline.serve.web.routes import RooflineRoutes
 
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     write_tpu_session(

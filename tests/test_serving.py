@@ -11,11 +11,12 @@ import shutil
 import numpy as np
 import pytest
 
+from tb_roofline.costs.torch import serving_ops
+from tb_roofline.costs.torch.args import Args
 from tb_roofline.model.roofline import analyze, scoped_op_records
-from tb_roofline.readers import serving_ops, serving_steps
+from tb_roofline.readers import serving_steps
 from tb_roofline.readers.kernel_names import kernel_unit
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.readers.torch_args import Args
 
 HERE = os.path.dirname(__file__)
 DECODE = os.path.join(HERE, "..", "testdata", "kineto", "sglang_qwen3_8b_decode")
@@ -616,7 +617,7 @@ def test_vllm_capture_trace_alone():
     """A vLLM graph capture trace read on its own says what it is; its wrapped custom ops
     (vLLM's ROCm wrappers around aiter ops) cost the same at every level, so whichever is the
     row, a call counts once with the same numbers."""
-    from tb_roofline.readers import torch_custom_ops
+    from tb_roofline.costs.torch import custom_ops as torch_custom_ops
 
     data = read_kineto_file(MI300X_CAPTURE, "h")
     assert any(d.code == "graph_capture_trace" for d in data.diagnostics)

@@ -138,7 +138,7 @@ def _client(logdir):
     from werkzeug import test as wtest
     from werkzeug.wrappers import Response
 
-    from tb_roofline.serve.plugin import RooflinePlugin
+    from tb_roofline.serve.web.plugin import RooflinePlugin
 
     apps = RooflinePlugin(base_plugin.TBContext(logdir=logdir)).get_plugin_apps()
     return wtest.Client(lambda env, start: apps[env["PATH_INFO"]](env, start), Response)

@@ -1,13 +1,13 @@
 """MoE expert GEMMs, grouped GEMMs and embedding bags: each formula of
-readers/torch_sparse_ops.py pinned by a hand-derived count, through the Kineto reader's entry
+costs/torch/sparse_ops.py pinned by a hand-derived count, through the Kineto reader's entry
 (torch_custom_ops.op_cost, as a `cpu_op` event's args give it)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tb_roofline.readers import torch_custom_ops
-from tb_roofline.readers.torch_sparse_ops import experts_touched
+from tb_roofline.costs.torch import custom_ops as torch_custom_ops
+from tb_roofline.costs.torch.sparse_ops import experts_touched
 
 BF16, F32, S64, S32 = "c10::BFloat16", "float", "long int", "int"
 

@@ -10,9 +10,9 @@ import pytest
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
-from tb_roofline.serve.plugin import RooflinePlugin
-from tb_roofline.serve.service import RooflineService
-from tb_roofline.serve.standalone import HeaderGuard, StandaloneApp
+from tb_roofline.serve.service.core import RooflineService
+from tb_roofline.serve.web.plugin import RooflinePlugin
+from tb_roofline.serve.web.standalone import HeaderGuard, StandaloneApp
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(REPO, "testdata", "demo")
@@ -96,7 +96,7 @@ def test_serve_command_errors_are_one_line(tmp_path):
     import io
     import socket
 
-    from tb_roofline.serve import cli
+    from tb_roofline.serve.cli import main as cli
 
     def run(*args):
         err = io.StringIO()

@@ -22,9 +22,9 @@ HEAVY = (
     "tb_roofline.devices.datasheets",
     "tb_roofline.devices.gpu_peaks",
     "tb_roofline.table.op_table",
-    "tb_roofline.serve.answers",
-    "tb_roofline.serve.compare_api",
-    "tb_roofline.serve.cache_codec",
+    "tb_roofline.serve.service.answers",
+    "tb_roofline.serve.service.compare",
+    "tb_roofline.serve.caches.codec",
     "google.protobuf",
 )
 
@@ -46,7 +46,7 @@ def modules_after(code: str) -> set:
 def test_the_service_and_listing_runs_import_no_model_and_no_numpy(tmp_path):
     loaded = modules_after(
         "import os\nos.environ['TB_ROOFLINE_CACHE_DIR'] = 'off'\n"
-        "from tb_roofline.serve.service import RooflineService\n"
+        "from tb_roofline.serve.service.core import RooflineService\n"
         f"s = RooflineService({os.path.join(REPO, 'testdata', 'demo')!r})\n"
         "assert s.list_runs()['runs']"
     )
@@ -60,7 +60,7 @@ def test_the_cli_runs_command_imports_no_model_and_no_numpy():
         "assert 'v6e_train' in out.getvalue()"
     )
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
-    assert "tb_roofline.readers.cluster" not in loaded  # no --scheduler: no cluster switch
+    assert "tb_roofline.execute.cluster" not in loaded  # no --scheduler: no cluster switch
 
 
 def test_a_tpu_read_imports_no_gpu_reader_no_hlo_protos_no_comparison():
@@ -68,23 +68,23 @@ def test_a_tpu_read_imports_no_gpu_reader_no_hlo_protos_no_comparison():
     cost model, the GPU peak tables and the run comparison stay unimported."""
     loaded = modules_after(
         "import os\nos.environ['TB_ROOFLINE_CACHE_DIR'] = 'off'\n"
-        "from tb_roofline.serve.service import RooflineService\n"
+        "from tb_roofline.serve.service.core import RooflineService\n"
         f"s = RooflineService({os.path.join(REPO, 'testdata', 'demo')!r})\n"
         "run = [r['run'] for r in s.list_runs()['runs'] if 'v6e' in r['run']][0]\n"
         "assert s.ops(run, '')['rows']"
     )
     assert "numpy" in loaded and "tb_roofline.model.roofline" in loaded  # the work needs them
     for name in (
-        "tb_roofline.readers.xla_host_device",
-        "tb_roofline.readers.xla_gpu_cpu",
-        "tb_roofline.hlo.cost_model",
+        "tb_roofline.readers.xspace.xla_gpu_cpu",
+        "tb_roofline.readers.xspace.xla_gpu_cpu",
+        "tb_roofline.costs.hlo.cost_model",
         "tb_roofline.protos.hlo_pb2",
         "tb_roofline.devices.gpu_peaks",
         "tb_roofline.model.compare",
-        "tb_roofline.serve.compare_api",
+        "tb_roofline.serve.service.compare",
     ):
         assert name not in loaded, name
-    # ... nor, with no scheduler set, the cluster's networking (readers/cluster.py asks).
+    # ... nor, with no scheduler set, the cluster's networking (execute/cluster.py asks).
     for name in ("socket", "uuid", "queue", "distributed"):
         assert name not in loaded, name
 
@@ -97,7 +97,7 @@ def test_help_imports_no_dataclasses_and_no_logging():
         "    try:\n        cli.main(['--help'])\n    except SystemExit:\n        pass\n"
         "assert 'report' in out.getvalue()"
     )
-    for name in ("dataclasses", "logging", "numpy", "tb_roofline.serve.service"):
+    for name in ("dataclasses", "logging", "numpy", "tb_roofline.serve.service.core"):
         assert name not in loaded, name
 
 
@@ -115,7 +115,9 @@ def test_import_tb_roofline_is_instant_until_load_is_called():
         f"a = tb_roofline.load({os.path.join(REPO, 'testdata', 'demo')!r})\n"
         "assert a.device['peaks_known']"
     )
-    assert "tb_roofline.notebook" in loaded and "tb_roofline.serve.html_report" not in loaded
+    assert (
+        "tb_roofline.serve.notebook" in loaded and "tb_roofline.serve.web.html_report" not in loaded
+    )
 
 
 def test_serve_and_html_help_import_no_model_and_no_numpy():

@@ -67,7 +67,7 @@ def test_a_stalled_s3_endpoint_times_out_naming_the_store(silent_endpoint):
 
 def test_a_stalled_logdir_listing_is_a_storage_error_soon(silent_endpoint, monkeypatch):
     pytest.importorskip("s3fs")
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     monkeypatch.setenv("TB_ROOFLINE_REMOTE_TIMEOUT_S", "2")
     start = time.monotonic()
@@ -89,7 +89,7 @@ def test_a_profile_on_a_stalled_store_is_a_gateway_timeout_not_a_bad_file(
     pytest.importorskip("s3fs")
     from tb_roofline.readers import read_profile_file
     from tb_roofline.readers.files import check_profile_file
-    from tb_roofline.serve import hosts
+    from tb_roofline.serve.service import hosts
 
     monkeypatch.setenv("TB_ROOFLINE_REMOTE_TIMEOUT_S", "1")
     _, endpoint = silent_endpoint
@@ -106,7 +106,7 @@ def test_a_profile_on_a_stalled_store_is_a_gateway_timeout_not_a_bad_file(
 
 
 def test_storage_errors_survive_pickling():
-    """Dask workers send a unit's error back pickled (readers/cluster.py)."""
+    """Dask workers send a unit's error back pickled (execute/cluster.py)."""
     for exc in (
         storage.StorageError("s3://b/x: gone"),
         storage.StorageTimeoutError("the store s3://b did not answer in time"),
@@ -167,7 +167,7 @@ def test_a_profile_overwritten_mid_read_is_a_503(s3, monkeypatch):
     """A 1.4 MB PyTorch trace read in 1 MiB ranges; the object is replaced after the first
     (without the ETag condition the second range came from the new object: a broken gzip
     stream, answered 422 as if the file were corrupt)."""
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     monkeypatch.setattr(storage, "READ_BLOCK_BYTES", 1 << 20)
     with open(KINETO, "rb") as f:
@@ -197,8 +197,8 @@ def test_one_host_timing_out_is_skipped_like_any_other_bad_host(tmp_path, monkey
     """A multi-host run where one host's store read times out: the others are analysed, the
     timed-out host is named in a diagnostic (as a damaged host is), no 504 for the run."""
     from tb_roofline import errors
-    from tb_roofline.readers import parallel
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.execute import pool as parallel
+    from tb_roofline.serve.service.core import RooflineService
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")

@@ -10,9 +10,9 @@ import pickle
 import numpy as np
 import pytest
 
-from tb_roofline.serve import cache_codec
-from tb_roofline.serve.caches import ByteLRU, approx_size, sized
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.caches import codec as cache_codec
+from tb_roofline.serve.caches.memory import ByteLRU, approx_size, sized
+from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 from tb_roofline.table.op_table import OpTable, OpTableBuilder, constant, is_constant
 
@@ -309,8 +309,8 @@ def test_an_entry_that_cannot_stay_is_reported_not_kept():
 def test_a_disk_entry_whose_table_lies_about_its_rows_is_a_miss(tmp_path, monkeypatch):
     import dataclasses
 
-    from tb_roofline.serve.disk_cache import DiskCache
-    from tb_roofline.serve.hosts import file_signature
+    from tb_roofline.serve.caches.disk import DiskCache
+    from tb_roofline.serve.service.hosts import file_signature
 
     logdir, cache_dir = tmp_path / "logs", tmp_path / "cache"
     cfg = SynthConfig(seed=3, hostname="h0", num_cores=1, num_steps=20)

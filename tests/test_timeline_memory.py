@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.readers import tpu_timeline
+from tb_roofline.readers.xspace.tpu import timeline as tpu_timeline
 from tb_roofline.table.timeline import TimelineBuilder, _Segments
 
 

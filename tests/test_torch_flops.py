@@ -2,7 +2,7 @@
 
 import pytest
 
-from tb_roofline.readers import torch_flops as tf
+from tb_roofline.costs.torch import flops as tf
 
 
 def cost(name, dims, types, concrete=None):

@@ -1,4 +1,4 @@
-"""PyTorch pooling costs (readers/torch_pool.py): output sizes as ATen computes them, FLOPs as
+"""PyTorch pooling costs (costs/torch/pool.py): output sizes as ATen computes them, FLOPs as
 XLA counts the same window reduction (our HLO cost model, itself checked against XLA's
 cost_analysis in tests/test_hlo_cost_model.py), bytes by hand, and the real CPU traces whose
 max-pools had no cost before."""
@@ -10,11 +10,11 @@ import os
 import pytest
 from test_hlo_cost_model import HloBuilder, _cost
 
-from tb_roofline.hlo.shapes import F32
+from tb_roofline.costs.hlo.shapes import F32
+from tb_roofline.costs.torch.custom_ops import op_cost
+from tb_roofline.costs.torch.pool import pool_output_size
 from tb_roofline.protos import hlo_pb2
-from tb_roofline.readers.torch_custom_ops import op_cost
-from tb_roofline.readers.torch_pool import pool_output_size
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCALARS = ["ScalarList"] * 4 + ["Scalar"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tb_roofline.readers.hlo_shapes import link_bus_bytes, text_link
-from tb_roofline.readers.xspace import read_xspace
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.readers.xspace.hlo_shapes import link_bus_bytes, text_link
+from tb_roofline.readers.xspace.read import read_xspace
+from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace, write_tpu_session
 
 GROUPED = (
@@ -102,7 +102,7 @@ def test_group_assumed_is_said():
 def test_v4_gets_its_ici_roof_and_unknown_chips_none():
     v4 = read_xspace(make_tpu_xspace(SynthConfig(seed=4, chip="v4", num_cores=1)), "h")
     assert v4.device.memory("interconnect").gbs == pytest.approx(2400 / 8)
-    from tb_roofline.readers.tpu import ici_peak
+    from tb_roofline.readers.xspace.tpu.rules import ici_peak
 
     assert ici_peak("TPU v9 Ultra") is None and ici_peak("") is None
 

@@ -1,4 +1,4 @@
-"""The wire-format TPU reader (readers/xwire.py, tpu_plane.py, tpu_file.py) against the
+"""The wire-format TPU reader (readers/xspace/wire.py, tpu_plane.py, tpu_file.py) against the
 protobuf-object oracle (tests/tpu_oracle.py): every column of random lines, whole op tables of
 generated and hand-made profiles, with windows and segments small enough that events, nests and
 steps cross them."""
@@ -14,8 +14,12 @@ import tpu_oracle
 from test_xline_fast import _ids, _random_line, _varint
 
 from tb_roofline.protos import xplane_pb2
-from tb_roofline.readers import op_rows, tpu_file, tpu_plane, xspace, xwire
-from tb_roofline.readers.tpu_plane import protobuf_line_events as _line_events
+from tb_roofline.readers.xspace import read as xspace
+from tb_roofline.readers.xspace import wire as xwire
+from tb_roofline.readers.xspace.read import op_rows
+from tb_roofline.readers.xspace.tpu import file as tpu_file
+from tb_roofline.readers.xspace.tpu import plane as tpu_plane
+from tb_roofline.readers.xspace.tpu.plane import protobuf_line_events as _line_events
 from tb_roofline.synthetic import SynthConfig, write_tpu_session, write_xspace
 from tb_roofline.table.op_table import ALL_COLUMNS
 
@@ -257,7 +261,9 @@ def test_tpu_files_take_the_wire_path(tmp_path, monkeypatch):
         raise AssertionError("parsed the whole file")
 
     monkeypatch.setattr(xspace, "parse_xspace", refuse)
-    from tb_roofline.readers import xla_host_device  # imported by xspace when a file needs it
+    from tb_roofline.readers.xspace.read import (
+        xla_gpu_cpu as xla_host_device,  # imported by xspace when a file needs it
+    )
 
     monkeypatch.setattr(xla_host_device, "read_gpu_cpu_xspace", refuse)
     assert len(xspace.read_xspace_file(path, "h").ops)
@@ -288,7 +294,7 @@ def test_hosts_of_one_program_decode_its_op_metadata_once(tmp_path, monkeypatch)
     """A pod's hosts run one program, so each op's metadata is decoded once per
     process among the files kept, not once per host; the hosts read exactly as one by one,
     and a host of another program (other costs under the same names) keeps its own."""
-    from tb_roofline.readers import parallel
+    from tb_roofline.execute import pool as parallel
 
     cfgs = [SynthConfig(seed=5, num_cores=1, hostname=f"h{i}") for i in range(3)] + [
         SynthConfig(seed=6, num_cores=1, hostname="other")

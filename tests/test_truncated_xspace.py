@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
-from tb_roofline.readers import parallel, read_profile_file, xwire
-from tb_roofline.readers.xspace import read_xspace_file
+from tb_roofline.execute import pool as parallel
+from tb_roofline.readers import read_profile_file
+from tb_roofline.readers.xspace import wire as xwire
+from tb_roofline.readers.xspace.read import read_xspace_file
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 V6E = os.path.join(
@@ -142,7 +144,7 @@ def test_every_reading_path_says_the_same(tmp_path, monkeypatch):
 
 def test_the_service_answers_503_then_a_diagnostic(tmp_path):
     from tb_roofline import errors
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     raw = open(V6E, "rb").read()
     planes = [f for f in _fields(raw) if f[0] == 1]
@@ -163,7 +165,7 @@ def test_the_service_answers_503_then_a_diagnostic(tmp_path):
 def test_a_complete_file_without_hostnames_is_read_at_once(tmp_path):
     """A real XSpace without the optional hostnames field, just copied (young): read at once,
     no 503, no `truncated` note, the same answer as the file with hostnames."""
-    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.serve.service.core import RooflineService
 
     raw = open(V6E, "rb").read()
     fields = _fields(raw)

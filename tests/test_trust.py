@@ -13,12 +13,12 @@ import re
 import numpy as np
 import pytest
 
-from tb_roofline.hlo.text import parse_instruction
+from tb_roofline.costs.hlo.text import parse_instruction
+from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.model.guidance import guidance
 from tb_roofline.protos import xplane_pb2
-from tb_roofline.readers import torch_flops
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.serve.service.core import RooflineService
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata")
 A100 = os.path.join(ROOT, "kineto", "a100_80gb_shapes")
@@ -494,7 +494,7 @@ def _unknown_is_null(r: dict, where: str):
 def test_no_cost_ops_are_null_not_zero(a100, testdata):
     """On the A100 trace the ops without a known cost answer null efficiency, FLOPs and rates
     in the API, its exports and the report (sorting by efficiency cannot rank them worst)."""
-    from tb_roofline.serve import export
+    from tb_roofline.serve.service import export
 
     ops = rows(a100.ops[True])
     none = [r for r in ops if r["caveat"] == "no_cost"]

@@ -43,7 +43,7 @@ def _client(logdir):
     from werkzeug import test as wtest
     from werkzeug.wrappers import Response
 
-    from tb_roofline.serve.plugin import RooflinePlugin
+    from tb_roofline.serve.web.plugin import RooflinePlugin
 
     apps = RooflinePlugin(base_plugin.TBContext(logdir=str(logdir))).get_plugin_apps()
     return wtest.Client(lambda env, start: apps[env["PATH_INFO"]](env, start), Response)
@@ -85,7 +85,7 @@ def test_device_file_numbers_out_of_range(tmp_path, capsys, template, number):
     run = client.get("/runs").json["runs"][0]["run"]
     _routes_answer(client, run, "bad_device_file", "roofline_device.json", field)
     assert "secret_key" not in client.get(_query("/program", run)).json["error"]["message"]
-    from tb_roofline.serve.cli import main
+    from tb_roofline.serve.cli.main import main
 
     assert main(["report", str(logdir), "--run", run]) == 2
     err = capsys.readouterr().err
@@ -118,7 +118,7 @@ def test_workload_file_numbers_out_of_range(tmp_path, capsys, key, number):
         routes=("/guidance", "/report"),
     )
     assert client.get(_query("/program", run)).status_code == 200
-    from tb_roofline.serve.cli import main
+    from tb_roofline.serve.cli.main import main
 
     assert main(["report", str(logdir), "--run", run]) == 2
     err = capsys.readouterr().err
@@ -131,7 +131,7 @@ def test_workload_file_numbers_out_of_range(tmp_path, capsys, key, number):
 @pytest.mark.parametrize("number", BAD_NUMBERS + ["0", "-3"], ids=lambda n: n[:12] + f"..{len(n)}")
 def test_cli_per_step_flags_out_of_range_exit_2(tmp_path, capsys, flag, number):
     logdir = _cpu_logdir(tmp_path)
-    from tb_roofline.serve.cli import main
+    from tb_roofline.serve.cli.main import main
 
     with pytest.raises(SystemExit) as done:
         main(["report", str(logdir), flag, number])

@@ -14,11 +14,11 @@ import os
 
 import pytest
 
-from tb_roofline.hlo.module import HloIndex
+from tb_roofline.costs.hlo.module import HloIndex
 from tb_roofline.protos import xplane_pb2
-from tb_roofline.readers.hlo_shapes import text_tensor_shape
-from tb_roofline.readers.xspace import read_xspace
-from tb_roofline.serve.service import RooflineService
+from tb_roofline.readers.xspace.hlo_shapes import text_tensor_shape
+from tb_roofline.readers.xspace.read import read_xspace
+from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 
 TESTDATA = os.path.join(os.path.dirname(__file__), "..", "testdata")

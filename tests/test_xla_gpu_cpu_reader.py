@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from test_hlo_cost_model import HloBuilder
 
-from tb_roofline.hlo.shapes import BF16, S8
+from tb_roofline.costs.hlo.shapes import BF16, S8
 from tb_roofline.model import roofline
 from tb_roofline.protos import hlo_pb2, xplane_pb2
-from tb_roofline.readers.xla_host_device import read_gpu_cpu_xspace
-from tb_roofline.readers.xplane import load_xspace
+from tb_roofline.readers.xspace.xla_gpu_cpu import read_gpu_cpu_xspace
+from tb_roofline.readers.xspace.xplane import load_xspace
 from tb_roofline.synthetic import _Plane, _Ref
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -271,7 +271,7 @@ def test_real_cpu_profile_end_to_end(folder):
 def test_host_offload_copies_on_gpu_are_host_link_traffic():
     """A copy to host memory (layout memory space 5, JAX host offload) moves its array over the
     host link: host bytes, never HBM, with the host_transfer caveat."""
-    from tb_roofline.hlo.shapes import F32
+    from tb_roofline.costs.hlo.shapes import F32
 
     b = HloBuilder("jit_offload")
     b.computation("main")
@@ -396,7 +396,7 @@ def test_executions_count_the_main_kernel_not_its_helpers():
 def test_precision_is_the_gemm_kernels_even_when_a_helper_runs_longer():
     """A split-K f32 gemm whose reduction kernel outlasts the GEMM: the TF32 tensor-op kernel
     says what ran (the longest kernel would say nothing, leaving f32)."""
-    from tb_roofline.hlo.shapes import F32
+    from tb_roofline.costs.hlo.shapes import F32
 
     cfg = {
         "gemm_backend_config": {
@@ -427,7 +427,7 @@ def test_precision_is_the_gemm_kernels_even_when_a_helper_runs_longer():
 def test_collectives_fill_interconnect_bytes_with_bus_bytes():
     """all-reduce-start of f32[1024, 256] in groups of 4, run 3 times: bus bytes =
     S × 2(n−1)/n = 1 MiB × 1.5 per execution; `bytes` is at least every memory's."""
-    from tb_roofline.hlo.shapes import F32
+    from tb_roofline.costs.hlo.shapes import F32
 
     module = _entry_with(
         "all-reduce-start",
@@ -468,7 +468,7 @@ def test_collectives_fill_interconnect_bytes_with_bus_bytes():
     ],
 )
 def test_the_algorithm_the_nccl_kernel_names_sets_the_bus_factor(kernel, algo, factor):
-    from tb_roofline.hlo.shapes import F32
+    from tb_roofline.costs.hlo.shapes import F32
     from tb_roofline.table.collective_info import parse
 
     module = _entry_with(
@@ -493,7 +493,7 @@ def test_the_algorithm_the_nccl_kernel_names_sets_the_bus_factor(kernel, algo, f
 
 
 def test_per_core_figures_count_the_gpus_that_ran():
-    from tb_roofline.hlo.shapes import F32
+    from tb_roofline.costs.hlo.shapes import F32
 
     module = _entry_with("add", (F32, (64,)), [(F32, (64,)), (F32, (64,))])
     data = read_gpu_cpu_xspace(_one_gpu_space(module, [("add_kernel", 0, 10, "op.1")], gpus=8), "h")
@@ -504,7 +504,7 @@ def test_per_core_figures_count_the_gpus_that_ran():
 def test_gfx950_profile_peak_beaten_by_its_own_fusion_is_replaced():
     """gfx950 (MI355X) profiles report 4,096 GB/s; a loop fusion moving 2 × 32 MiB in 10 µs runs
     at 6.7 TB/s, so the model takes the data sheet's 8 TB/s, and the compute peaks are known."""
-    from tb_roofline.hlo.shapes import BF16
+    from tb_roofline.costs.hlo.shapes import BF16
 
     b = HloBuilder("jit_scale")
     fused = b.computation("fused_neg", fusion=True)
@@ -533,7 +533,7 @@ def test_gfx950_profile_peak_beaten_by_its_own_fusion_is_replaced():
 
 
 def test_ops_without_a_cost_rule_are_named_by_share_of_time():
-    from tb_roofline.hlo.shapes import F32
+    from tb_roofline.costs.hlo.shapes import F32
 
     b = HloBuilder("jit_mix")
     entry = b.computation("main")
@@ -551,7 +551,7 @@ def test_an_all_reduce_on_mi300x_is_judged_under_the_infinity_fabric_roof():
     """all-reduce-start of f32[16M] over 8 GPUs, twice, 500 µs each: bus bytes 64 MiB × 2 × 7/8
     = 117.4 MB per call, 234.9 GB/s over 1 ms, 52.4% of the 448 GB/s per direction of 7
     Infinity Fabric links (128 GB/s each, both directions)."""
-    from tb_roofline.hlo.shapes import F32
+    from tb_roofline.costs.hlo.shapes import F32
 
     module = _entry_with(
         "all-reduce-start",

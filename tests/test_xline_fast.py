@@ -1,4 +1,4 @@
-"""Self times (readers/xline_fast.py), and the token decoder and plain sums of the test oracle
+"""Self times (readers/self_time.py), and the token decoder and plain sums of the test oracle
 (tests/tpu_oracle.py), against the per-event protobuf decoding (tpu_plane.protobuf_line_events)."""
 
 import random
@@ -8,10 +8,10 @@ import pytest
 import tpu_oracle as xf
 
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
-from tb_roofline.readers import xline_fast
-from tb_roofline.readers.tpu_plane import protobuf_line_events as _line_events
-from tb_roofline.readers.xline_fast import self_times_by_stack as _self_times
-from tb_roofline.readers.xplane import PlaneStats
+from tb_roofline.readers import self_time as xline_fast
+from tb_roofline.readers.self_time import self_times_by_stack as _self_times
+from tb_roofline.readers.xspace.tpu.plane import protobuf_line_events as _line_events
+from tb_roofline.readers.xspace.xplane import PlaneStats
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.protos import memory_access_pb2, xplane_pb2
-from tb_roofline.readers.xplane import load_xspace
-from tb_roofline.readers.xspace import read_xspace
+from tb_roofline.readers.xspace.read import read_xspace
+from tb_roofline.readers.xspace.xplane import load_xspace
 from tb_roofline.synthetic import _Plane, _Ref
 
 
@@ -220,7 +220,7 @@ def test_damaged_files_give_a_format_error_never_a_crash(tmp_path):
     """Seeded byte flips and truncations: each file reads, or fails as a ProfileFormatError."""
     import random
 
-    from tb_roofline.readers.xspace import read_xspace_file
+    from tb_roofline.readers.xspace.read import read_xspace_file
     from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 
     good = make_tpu_xspace(SynthConfig(seed=3, num_cores=2, num_steps=2, ops_per_step=30))
@@ -310,7 +310,7 @@ def test_program_names_come_from_the_modules_line(tmp_path, big_id):
                 md.display_name = ""
     path = tmp_path / "h.xplane.pb"
     path.write_bytes(space.SerializeToString())
-    from tb_roofline.readers.xspace import read_xspace_file
+    from tb_roofline.readers.xspace.read import read_xspace_file
 
     ops = read_xspace_file(str(path), "h").ops
     assert len(ops) and set(zip(ops["program_id"].tolist(), ops["program"].tolist())) == set(

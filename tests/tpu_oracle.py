@@ -1,10 +1,10 @@
 """The protobuf-object TPU reader, kept as a test oracle for the wire-format reader
-(readers/tpu_file.py): whole planes parsed with protobuf (the token view of
+(readers/xspace/tpu/file.py): whole planes parsed with protobuf (the token view of
 `protos/xplane_view.proto` where the events are varints, else the full schema, event by event),
 op lines reduced with a plain sort per (op, step), async pairs matched by name on the whole
 line, steps from a dictionary of longest markers. It shares only the TPU rules
-(readers/tpu.py: op metadata, device peaks, value checks, diagnostics) and the per-event
-protobuf decoding (`tpu_plane.protobuf_line_events`) with the product, so
+(readers/xspace/tpu/rules.py: op metadata, device peaks, value checks, diagnostics) and the
+per-event protobuf decoding (`tpu_plane.protobuf_line_events`) with the product, so
 tests/test_tpu_wire.py compares two independent decodings and reductions.
 
 `decode_tokens` rebuilds a line's events from the packed-varint token stream: when all events
@@ -23,8 +23,10 @@ from google.protobuf.message import DecodeError
 
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
-from tb_roofline.readers.hlo_shapes import link_bus_bytes, link_collective
-from tb_roofline.readers.tpu import (
+from tb_roofline.readers.self_time import self_times
+from tb_roofline.readers.xspace.hlo_shapes import link_bus_bytes, link_collective
+from tb_roofline.readers.xspace.tpu.plane import protobuf_line_events as _line_events
+from tb_roofline.readers.xspace.tpu.rules import (
     OPS_LINE,
     STEPS_LINE,
     TENSOR_CORE_PLANE,
@@ -33,12 +35,10 @@ from tb_roofline.readers.tpu import (
     module_program,
     plane_notes,
 )
-from tb_roofline.readers.tpu import check_events as _checked
-from tb_roofline.readers.tpu import op_info as _op_info
-from tb_roofline.readers.tpu_plane import protobuf_line_events as _line_events
-from tb_roofline.readers.tpu_timeline import add_core_events, event_facts
-from tb_roofline.readers.xline_fast import self_times
-from tb_roofline.readers.xplane import PlaneStats
+from tb_roofline.readers.xspace.tpu.rules import check_events as _checked
+from tb_roofline.readers.xspace.tpu.rules import op_info as _op_info
+from tb_roofline.readers.xspace.tpu.timeline import add_core_events, event_facts
+from tb_roofline.readers.xspace.xplane import PlaneStats
 from tb_roofline.table.op_table import (
     COST_COLUMNS,
     NO_STEP,
@@ -602,7 +602,7 @@ def _label(info) -> tuple:
 
 
 def _add_core_timeline(timeline: TimelineBuilder, core, span, core_steps, core_events, infos):
-    """Hand one core's op events to the timeline summary (readers/tpu_timeline.py)."""
+    """Hand one core's op events to the timeline summary (readers/xspace/tpu/timeline.py)."""
     facts = event_facts(
         (m, i["program_id"], i["operation"], i["category"], i["caveat"], i["is_container"])
         for m, i in infos.items()

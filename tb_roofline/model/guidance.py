@@ -16,7 +16,7 @@ import json
 
 import numpy as np
 
-from tb_roofline.hlo.shapes import element_bytes
+from tb_roofline.costs.hlo.shapes import element_bytes
 from tb_roofline.model import advice, roofline, rules
 from tb_roofline.model.program_rules import program_findings
 from tb_roofline.model.rules import Context, Finding

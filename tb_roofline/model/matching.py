@@ -1,7 +1,7 @@
 """Pairs the op records of two runs (or hosts, or steps), and says which rule paired each.
 
 Rules, tried in this order on the records not paired yet (docs/compare.md):
-1. `name`: same program, op name and fingerprint (what it computes; see hlo/fingerprint.py),
+1. `name`: same program, op name and fingerprint (what it computes; see costs/hlo/fingerprint.py),
    first at the same precision, then at any precision (a precision change is shown, not hidden);
 2. `fingerprint`: same program and fingerprint under another name, for fingerprints that alone
    identify the work (XLA: fusions renamed between compilations), same order of precisions;
@@ -25,7 +25,7 @@ import re
 
 import numpy as np
 
-from tb_roofline.hlo.fingerprint import SHAPES, is_name_independent
+from tb_roofline.costs.hlo.fingerprint import SHAPES, is_name_independent
 
 NAME, FINGERPRINT, NAME_ONLY = "name", "fingerprint", "name_only"
 OP = "op"  # the op-level pairs of what these rules leave (model/compare.py)

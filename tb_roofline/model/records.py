@@ -199,7 +199,7 @@ def json_rows(columns: dict, names) -> list[list]:
 def json_columns(columns: dict, names) -> list[list]:
     """The named numpy columns as lists for JSON: Python values, NaN/inf as None, and "" as
     None in caveat columns (`caveat`, `base_caveat`, ...) and `dtype`. The one NaN-to-null
-    rule of every answer (record rows here, the columnar answers of serve/answers.py)."""
+    rule of every answer (record rows here, the columnar answers of serve/service/answers.py)."""
     cols = []
     for name in names:
         arr = columns[name]

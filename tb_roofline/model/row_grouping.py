@@ -3,8 +3,8 @@
 
 - `op` (default): one record per (program, op, precision), as `Analysis.ops`;
 - `shapes`: one record per (program, op, precision, input shapes): the op table's `fingerprint`
-  key column holds `shapes:<input dims>` for PyTorch ops (tb_roofline/hlo/fingerprint.py), so the
-  records are split by it; each record then carries a `shapes` column (the input dims as
+  key column holds `shapes:<input dims>` for PyTorch ops (tb_roofline/costs/hlo/fingerprint.py),
+  so the records are split by it; each record then carries a `shapes` column (the input dims as
   recorded, "" when the trace has none);
 - `kernel`: the GPU-kernel records (`Analysis.views["kernel"]`), where the run has them.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.hlo.fingerprint import GRID, SHAPES
+from tb_roofline.costs.hlo.fingerprint import GRID, SHAPES
 from tb_roofline.model import roofline
 from tb_roofline.model.records import RecordTable
 

@@ -14,8 +14,8 @@ import re
 
 import numpy as np
 
+from tb_roofline.costs.hlo.shapes import element_bytes
 from tb_roofline.devices.spec import normalize_precision, plain_precision
-from tb_roofline.hlo.shapes import element_bytes
 from tb_roofline.model import advice
 from tb_roofline.table.timeline import is_communication, is_fusible
 

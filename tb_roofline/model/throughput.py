@@ -6,7 +6,7 @@
 - MFU (model FLOP utilisation, PaLM's definition): the user's model FLOPs per step ÷ (step
   time × peak × devices the step runs on). The user gives model FLOPs, tokens / samples per
   step (and optionally the precision and device count) in a workload file or on the CLI
-  (serve/workload_file.py); without them only HFU is known.
+  (serve/service/workload_file.py); without them only HFU is known.
 
 The peak is per device (core) of the precision the FLOPs run in: the workload's `precision`,
 else the precision with the most FLOPs among the op records.

@@ -42,7 +42,7 @@ def read_profile_file(
 
 def _read(path, fmt, host, max_bytes, progress) -> ProfileData:
     if fmt == "xplane":
-        from tb_roofline.readers.xspace import read_xspace_file
+        from tb_roofline.readers.xspace.read import read_xspace_file
 
         return read_xspace_file(path, host, max_bytes=max_bytes, progress=progress)
     if fmt == "kineto":

@@ -21,7 +21,8 @@ import numpy as np
 
 from tb_roofline.devices.spec import KERNEL_PREFIX, with_input_type
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.readers import kernel_names, xline_fast
+from tb_roofline.readers import kernel_names
+from tb_roofline.readers import self_time as xline_fast
 
 # Times and sums of durations (ps) beyond this would overflow int64: a corrupt profile.
 TIME_LIMIT_PS = 1 << 62
@@ -33,7 +34,7 @@ TIME_LIMIT_PS = 1 << 62
 def op_nesting(thread, begin, dur) -> tuple[np.ndarray, np.ndarray]:
     """(order, parent): the ops sorted by (thread, begin, -duration) and each op's direct
     parent (the innermost op of its thread that encloses it; -1 at top level). Parents come
-    before their children in `order`. Vectorised (readers/xline_fast.py `parents`): each
+    before their children in `order`. Vectorised (readers/self_time.py `parents`): each
     thread's times are laid after the previous thread's, so ops nest only within a thread."""
     thread = np.asarray(thread)
     begin = np.asarray(begin, np.int64)

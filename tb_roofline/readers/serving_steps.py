@@ -12,7 +12,7 @@ shape of the batch (docs/pytorch_traces.md, "Serving steps"):
   as `extra` and not interpreted: vLLM does not say which sum they are.
 
 A step's attention work follows from the sums alone: Q·Kᵀ and P·V over every (query, key) pair
-of every request, 4·H_q·D·Σ Sq·Sk FLOPs (readers/serving_ops.py).
+of every request, 4·H_q·D·Σ Sq·Sk FLOPs (costs/torch/serving_ops.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import json
 import math
 import re
 
-from tb_roofline.hlo.shapes import TUPLE, TYPE_NAMES
+from tb_roofline.costs.hlo.shapes import TUPLE, TYPE_NAMES
 
 _TORCH_MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear"})
 _TORCH_CONV = frozenset(

@@ -368,7 +368,7 @@ const PLAIN_NUMBER = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
 
 /**
  * One CSV field that a spreadsheet opens as data, never as a formula (OWASP's rule, the same
- * as `csv_cell` in serve/service.py): a text starting with = + - @, a tab or a CR gets a
+ * as `csv_cell` in serve/service/core.py): a text starting with = + - @, a tab or a CR gets a
  * leading ' (a plain number such as -1.5 stays a number); a field holding a comma, a quote, a
  * CR or a LF is quoted (RFC 4180), so a lone CR cannot split a row.
  */

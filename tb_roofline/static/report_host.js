@@ -1,4 +1,4 @@
-// Host of the one-file HTML report (`tb-roofline html`, serve/html_report.py): a classic script
+// Host of the one-file HTML report (`tb-roofline html`, serve/web/html_report.py): a classic script
 // inlined into the report. Nothing here renders; it makes the unchanged tab run from file://
 // with the network off:
 //  - the tab's ES modules are inlined (#roofline-modules); each becomes a blob: module whose

@@ -6,12 +6,12 @@ Readers write it, the model (model/comm.py) reads it; "" for every other op. One
 
 - kind: all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute, broadcast,
   reduce, send, recv;
-- S: the message size in bytes, as nccl-tests defines it (hlo/collectives.py);
+- S: the message size in bytes, as nccl-tests defines it (costs/collectives.py);
 - n: devices per group (ranks); `assumed=1` when the profile names no groups and n is the
   profile's device count;
 - groups, form: how many groups (permute pairs) and how the HLO names them (list, iota, mesh,
   pairs); absent when not known;
-- algo: the NCCL/RCCL algorithm and protocol the kernel names state (hlo/nccl_algorithm.py);
+- algo: the NCCL/RCCL algorithm and protocol the kernel names state (costs/hlo/nccl_algorithm.py);
   absent when they state none.
 """
 

@@ -34,7 +34,7 @@ MEMORY_COLUMNS = (
 # `fingerprint`: what the op computes, beyond its name (readers fill it; "" = unknown), so two
 # runs can be compared op by op: `hlo:<hash>` for XLA ops (name-independent: survives renamed
 # fusions), `shapes:<input dims>` for PyTorch ops, `grid:<grid>` for GPU kernels (both only
-# meaningful together with the op name). See tb_roofline/hlo/fingerprint.py.
+# meaningful together with the op name). See tb_roofline/costs/hlo/fingerprint.py.
 # `collective`: what one execution of a collective moves (table/collective_info.py), "" else.
 KEY_STRINGS = (
     "host",
@@ -188,7 +188,7 @@ class OpTable:
         each input's own column let go as soon as the result's exists, and the heap's freed
         pages given back before the next is made (`allocator.py`: else the freed columns stay
         resident as holes too small for the next one). A cache holding the inputs must then
-        measure them again (`serve/caches.py` charges a view its buffer)."""
+        measure them again (`serve/caches/memory.py` charges a view its buffer)."""
         tables = [t for t in tables if t is not None]
         if not tables:
             return OpTableBuilder().build()

@@ -19,7 +19,7 @@ SECTION = "document.querySelector('#compare-section')"
 
 def cli(*args) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "tb_roofline.serve.cli", *args],
+        [sys.executable, "-m", "tb_roofline.serve.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=600,
@@ -289,7 +289,7 @@ def test_report_of_a_pytorch_trace_switches_views_offline(page, tmp_path):
         if flag is not None:
             assert point_count(page, "ops") == len(export(logdir, run, *flag)), view
         else:  # no CLI flag for shapes: the service's own answer
-            from tb_roofline.serve.service import RooflineService
+            from tb_roofline.serve.service.core import RooflineService
 
             shapes = RooflineService(logdir).ops(run, "", rows="shapes")
             assert point_count(page, "ops") == shapes["total_count"]

@@ -21,7 +21,7 @@ DEMO = os.path.join(REPO, "testdata", "demo")
 @pytest.fixture(scope="module")
 def standalone():
     port = free_port()
-    argv = [sys.executable, "-m", "tb_roofline.serve.cli", "serve", DEMO, "--port", str(port)]
+    argv = [sys.executable, "-m", "tb_roofline.serve.cli.main", "serve", DEMO, "--port", str(port)]
     with server_process("serve", argv, port, "/runs", 90) as (base, _log):
         yield base
 

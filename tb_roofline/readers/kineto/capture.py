@@ -20,9 +20,9 @@ import collections
 import os
 import re
 
+from tb_roofline.costs.hlo.fingerprint import grid_fingerprint
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.hlo.fingerprint import grid_fingerprint
 from tb_roofline.readers.kineto.events import Collector, _args, _dur, _int, _ts
 from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS
 

@@ -1,25 +1,26 @@
 """Stage 3b of the Kineto reader: collectives' sizes, and the bytes they move over the links.
 
 A collective's op may record its tensors (`c10d::_allgather_base_`, `vllm::all_reduce`: a cost
-from readers/torch_custom_ops.py), or not (`c10d::allreduce_` takes a TensorList whose shapes
+from costs/torch/custom_ops.py), or not (`c10d::allreduce_` takes a TensorList whose shapes
 older traces leave empty). Two records inside it then give the size: `record_param_comms`
 (newer traces: collective name, element counts, dtype, group size) and the `nccl:<collective>`
 annotation (its Input Dims and type). Each such fact goes to the op it runs in: walking up from
 the innermost op enclosing it, the first op with a cost, else the outermost communication op
 (so the row carries the collective's name, e.g. `c10d::allreduce_`, not `record_param_comms`).
 The ranks n are the fact's group size, else the trace's `distributedInfo.world_size`; the
-bytes over the links are S × the bus factor (readers/collectives.py).
+bytes over the links are S × the bus factor (costs/collectives.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.hlo.nccl_algorithm import algorithm_of
-from tb_roofline.readers import collectives, torch_flops
+from tb_roofline.costs import collectives
+from tb_roofline.costs.hlo.nccl_algorithm import algorithm_of
+from tb_roofline.costs.torch import flops as torch_flops
+from tb_roofline.costs.torch.custom_ops import fact_cost
 from tb_roofline.readers.common import innermost_enclosing
 from tb_roofline.readers.kineto.events import Collector, Columns, _int
-from tb_roofline.readers.torch_custom_ops import fact_cost
 from tb_roofline.table.collective_info import describe
 
 
@@ -96,7 +97,7 @@ def _add_cost(c: Columns, cost, fingerprint: str) -> int:
 
 
 def op_algorithms(c: Columns, gpu_row: np.ndarray) -> dict:
-    """op call -> the NCCL/RCCL algorithm its kernels' names state (hlo/nccl_algorithm.py),
+    """op call -> the NCCL/RCCL algorithm its kernels' names state (costs/hlo/nccl_algorithm.py),
     for the collective calls that launched a kernel of their own collective that states one;
     `gpu_row`: each GPU activity's row op."""
     kinds = {op: kind.replace("_", "-") for op, kind, _ in _comm_ops(c)}

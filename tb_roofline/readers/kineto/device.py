@@ -7,10 +7,11 @@ import math
 
 import numpy as np
 
+from tb_roofline.costs.torch import flops as torch_flops
+from tb_roofline.costs.torch import serving_ops
 from tb_roofline.devices.gpu_peaks import kineto_device_peaks
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.readers import serving_ops, torch_flops
 from tb_roofline.readers.kineto.events import MAX_NAME_CHARS, _int
 
 

@@ -3,7 +3,7 @@ then those columns as numpy arrays on one time base (`to_columns`).
 
 Facts used (docs/pytorch_traces.md has the details):
 - `cpu_op` events are aten ops; with `record_shapes` they carry `Input Dims`, `Input type` and
-  `Concrete Inputs`, from which readers/torch_flops.py derives FLOPs and bytes (one cost per
+  `Concrete Inputs`, from which costs/torch/flops.py derives FLOPs and bytes (one cost per
   distinct (name, dims, types, values)).
 - GPU activity (`kernel`, `gpu_memcpy`, `gpu_memset`) carries `correlation` (its launch on the
   CPU) and often `External id`; runtime events (`cuda_runtime`, ...) are the launches.
@@ -22,9 +22,12 @@ import re
 
 import numpy as np
 
+from tb_roofline.costs.hlo.fingerprint import grid_fingerprint, shapes_fingerprint
+from tb_roofline.costs.torch import custom_ops as torch_custom_ops
+from tb_roofline.costs.torch import flops as torch_flops
+from tb_roofline.costs.torch import serving_ops
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.hlo.fingerprint import grid_fingerprint, shapes_fingerprint
-from tb_roofline.readers import serving_ops, serving_steps, torch_custom_ops, torch_flops
+from tb_roofline.readers import serving_steps
 from tb_roofline.readers.common import kernel_unit_labels
 from tb_roofline.readers.shape_facts import torch_shape
 from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS, SYNC_CALLS

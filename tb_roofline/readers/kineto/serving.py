@@ -1,6 +1,6 @@
 """Serving steps in a Kineto trace: the engines' step annotations (readers/serving_steps.py)
 become steps with facts, and each attention call is costed from the sums of the step it ran in
-(readers/serving_ops.py). Runs on the collector, before the columns are made, so the new costs
+(costs/torch/serving_ops.py). Runs on the collector, before the columns are made, so the new costs
 go through the reader like any other.
 """
 
@@ -9,9 +9,11 @@ from __future__ import annotations
 import bisect
 import dataclasses
 
+from tb_roofline.costs.torch import flops as torch_flops
+from tb_roofline.costs.torch import serving_ops
+from tb_roofline.costs.torch.args import Args
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.readers import serving_ops, serving_steps, torch_flops
-from tb_roofline.readers.torch_args import Args
+from tb_roofline.readers import serving_steps
 
 
 @dataclasses.dataclass

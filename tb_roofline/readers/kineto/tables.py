@@ -14,8 +14,9 @@ import re
 
 import numpy as np
 
+from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.readers import kernel_names, torch_flops
+from tb_roofline.readers import kernel_names
 from tb_roofline.readers.common import (
     group_codes,
     longest_matmul_unit,

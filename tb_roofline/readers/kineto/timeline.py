@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.readers import kernel_names, torch_flops
+from tb_roofline.costs.torch import flops as torch_flops
+from tb_roofline.readers import kernel_names
 from tb_roofline.readers.common import longest_matmul_unit, op_call_precision
 from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET  # noqa: F401
 from tb_roofline.table.timeline import (

@@ -1,0 +1,3 @@
+"""Costs of ops from what a profile records: HLO instructions (`costs/hlo/`), PyTorch calls
+(`torch/`), and the bytes collectives move (`collectives.py`).
+"""

@@ -1,0 +1,492 @@
+"""Conversion units on a Dask `distributed` cluster (`pip install 'tb-roofline[dask]'`).
+
+With `TB_ROOFLINE_SCHEDULER=tcp://host:8786` (TensorBoard) or `--scheduler` (the CLI),
+`execute/pool.py` hands its units of work (one host's file, or one TensorCore plane of a
+file on a path the workers share) to the cluster instead of the local pool: the same pure
+functions, run by the workers, which read the files themselves (s3://, gs://, any fsspec URL,
+or a shared path) with their own credentials. What travels: the unit's arguments (path, host,
+offsets, the size limit) to the workers, the unit's result (the op-table columns of a host or
+a plane, as the local pool returns them) back. Nothing else is sent: no credentials, no
+environment, no code (the workers import their own tb-roofline; `_probe` checks it is the
+same code as ours, so the answer is the local one bit for bit).
+
+Faults: a worker lost mid-conversion has its units rerun on another (the scheduler's own
+rescheduling); a unit that killed workers repeatedly is that file's error (out of memory?).
+A worker that cannot read a unit's file for a reason of its own (no credentials for the
+bucket, a path it does not see, a storage package missing: it cannot even `stat` the file)
+is a `WorkerFault`: the unit is sent again to the workers that have not failed it, and when
+none is left its outcome is the fault, which `execute/pool.py` reads here instead (and
+fails on unless allowed, never a silently partial answer). A scheduler that does not answer
+within TB_ROOFLINE_CLUSTER_CONNECT_S (10 s), no worker, a worker that cannot import this
+tb-roofline, every worker gone for that long, or no unit finishing for
+TB_ROOFLINE_CLUSTER_STALL_S (60 s) is a `ClusterError` naming the scheduler or the worker.
+distributed's own loggers are kept to CRITICAL: a lost cluster is told once, by us, not by
+dozens of its reconnection tracebacks.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+
+from tb_roofline import settings
+from tb_roofline.execute.cluster_connect import ClusterError, connect
+
+__all__ = [
+    "ClusterError",
+    "WorkerFault",
+    "configure",
+    "address",
+    "strict",
+    "allow_partial",
+    "get_client",
+    "close_clients",
+    "usable_workers",
+    "run_units",
+    "code_id",
+]
+
+# (socket, hashlib, queue and uuid are imported by the functions that use them: every read
+# asks `address()`, and only a read with a scheduler set needs more.)
+
+SCHEDULER_ENV = "TB_ROOFLINE_SCHEDULER"
+RETRY_S = 60.0  # TensorBoard: after a failure, convert locally this long before trying again
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_clients: dict = {}
+_setting: tuple | None = None  # (address, strict) given by the CLI
+_failed: dict = {}  # address -> (monotonic time, ClusterError) of its last failure
+
+
+class WorkerFault(RuntimeError):
+    """A worker cannot read a unit's file for a reason of its own (credentials, a path it does
+    not see, a package): not the file's fault. Travels from the worker as its exception."""
+
+    def __init__(self, worker: str, problem: str):
+        super().__init__(worker, problem)
+        self.worker, self.problem = worker, problem
+
+    def __str__(self):
+        return f"Dask worker {self.worker} {self.problem}"
+
+
+def configure(address: str | None, strict: bool = True, allow_partial: bool = False):
+    """The CLI's `--scheduler` (and `--allow-partial`: hosts no worker nor this process can
+    read are skipped, each with its diagnostic, instead of failing the command). None goes
+    back to TB_ROOFLINE_SCHEDULER (where a failure is not strict: the plugin converts
+    locally, with a diagnostic)."""
+    global _setting
+    _setting = (address.strip(), strict, allow_partial) if address and address.strip() else None
+
+
+def address() -> str | None:
+    """The scheduler to use, or None for local conversion."""
+    if _setting is not None:
+        return _setting[0]
+    return settings.text(settings.SCHEDULER) or None
+
+
+def strict() -> bool:
+    """Whether a cluster failure stops the command (CLI) rather than converting locally."""
+    return _setting is not None and _setting[1]
+
+
+def allow_partial() -> bool:
+    """Whether hosts nobody could read may be left out of a strict (CLI) answer."""
+    return _setting is None or _setting[2]
+
+
+def get_client(addr: str):
+    """A connected `distributed.Client` for `addr` (one per address, kept)."""
+    with _lock:
+        client = _clients.get(addr)
+        if client is not None and client.status == "running":
+            return client
+        _clients.pop(addr, None)
+    client = connect(addr, settings.number(settings.CLUSTER_CONNECT_S))
+    with _lock:
+        old = _clients.get(addr)
+        if old is not None and old.status == "running":
+            client.close()
+            return old
+        _clients[addr] = client
+    return client
+
+
+def close_clients():
+    with _lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        try:
+            client.close(timeout=5)
+        except Exception:  # noqa: BLE001 (closing: nothing to tell anyone)
+            pass
+
+
+atexit.register(close_clients)
+
+
+def code_id() -> str:
+    """tb-roofline's version and a digest of its source (the workers must run ours)."""
+    import hashlib
+
+    import tb_roofline
+
+    root = os.path.dirname(os.path.abspath(tb_roofline.__file__))
+    digest = hashlib.sha256()
+    for d, dirs, names in sorted(os.walk(root)):
+        dirs.sort()
+        for name in sorted(names):
+            if name.endswith((".py", ".proto")):
+                path = os.path.join(d, name)
+                digest.update(os.path.relpath(path, root).encode() + b"\0")
+                with open(path, "rb") as f:
+                    digest.update(f.read())
+    return f"{tb_roofline.__version__}+{digest.hexdigest()[:16]}"
+
+
+_CODE_ID: list = []
+_scheduler_ok: set = set()  # scheduler addresses found running our code
+_excluded: dict = {}  # scheduler address -> the workers found running other code
+
+
+def _probe() -> str:
+    """Run on each worker (it imports this module, so tb-roofline is importable there)."""
+    if not _CODE_ID:
+        _CODE_ID.append(code_id())
+    return _CODE_ID[0]
+
+
+def usable_workers(client, addr: str) -> list[str]:
+    """The workers that run our tb-roofline (those that do not are left out, by name, in a
+    warning and in `_excluded[addr]`); a ClusterError when none does."""
+    timeout = settings.number(settings.CLUSTER_CONNECT_S)
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 (TimeoutError, a lost connection)
+        raise ClusterError(
+            f"the Dask cluster {addr} has no worker answering within "
+            f"{timeout:g} s ({type(exc).__name__}: {exc})"
+        ) from None
+    try:
+        answers = client.run(_probe, on_error="return", callback_timeout=timeout)
+    except Exception as exc:  # noqa: BLE001
+        # A worker busy in a long conversion (another request's) may not answer in time: no
+        # reason to give up the cluster. Each unit checks on its worker that the code is ours.
+        log.info(
+            "tb-roofline: not every Dask worker of %s answered the probe within %g s "
+            "(%s): converting there anyway",
+            addr,
+            timeout,
+            type(exc).__name__,
+        )
+        answers = {}
+    ours = _probe()
+    if addr not in _scheduler_ok:  # it unpickles the task graphs: our functions are in them
+        try:
+            theirs = client.run_on_scheduler(_probe)
+        except Exception as exc:  # noqa: BLE001 (ModuleNotFoundError, a deserialization error)
+            raise ClusterError(
+                f"the Dask scheduler {addr} cannot import tb-roofline "
+                f"({type(exc).__name__}: {str(exc)[:200]}): run it from the "
+                "same image as the workers"
+            ) from None
+        if theirs != ours:
+            raise ClusterError(
+                f"the Dask scheduler {addr} runs tb-roofline {theirs}, not this "
+                f"process's {ours}: run it from the same image as the workers"
+            )
+        _scheduler_ok.add(addr)
+    bad = {w: a for w, a in answers.items() if a != ours}
+    _excluded[addr] = set(bad)
+    if bad:
+        worker, answer = sorted(bad.items())[0]
+        why = (
+            f"cannot import tb-roofline ({type(answer).__name__}: {answer})"
+            if isinstance(answer, BaseException)
+            else f"runs tb-roofline {answer}, not this process's {ours}"
+        )
+        words = (
+            f"Dask worker {worker} of {addr} {why}"
+            + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+            + ": install the same tb-roofline on every worker"
+        )
+        if len(bad) == len(answers):
+            raise ClusterError(words)
+        log.warning(
+            "tb-roofline: %s; converting on the other %d worker(s) without %s",
+            words,
+            len(answers) - len(bad),
+            ", ".join(sorted(bad)),
+        )
+    return sorted(w for w in answers if w not in bad)
+
+
+def _worker_name() -> str:
+    from distributed import get_worker
+
+    try:
+        return get_worker().address
+    except ValueError:  # not on a worker (a test calls _unit here)
+        return "(this process)"
+
+
+def _unit(fn, args, code: str | None = None, path: str | None = None):
+    """One unit on a worker: its result, or the exception it raised as a value (a file's
+    error is that file's answer, never a reason to retry). `code`: the caller's `code_id()`;
+    a worker that joined after the probe (a restarted one has a new address) and runs other
+    code fails the unit, which fails the conversion with its words. `path`: the unit's file;
+    when the unit fails and this worker cannot even `stat` it, the worker is at fault
+    (`WorkerFault`, raised: the caller sends the unit elsewhere)."""
+    if code is not None and _probe() != code:  # the caller sends the unit elsewhere
+        raise WorkerFault(
+            _worker_name(),
+            f"runs tb-roofline {_probe()}, not {code}: install "
+            "the same tb-roofline on every worker",
+        )
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001
+        fault = access_fault(exc, path)
+        if fault is not None:
+            raise WorkerFault(_worker_name(), fault) from None
+        import pickle
+
+        try:  # travels, and the caller can import its class (not only this worker)
+            if type(exc).__module__.partition(".")[0] not in ("builtins", "tb_roofline"):
+                raise TypeError
+            pickle.loads(pickle.dumps(exc))
+            return exc
+        except Exception:  # noqa: BLE001 (an exception that cannot travel: its words do)
+            return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def access_fault(exc: Exception, path: str | None) -> str | None:
+    """Why this process (a worker, or the caller reading what no worker could), not the file,
+    made the unit fail (None: the file's own error). A local directory it does not see (not
+    shared), or a file it cannot `stat` (credentials, a storage package it lacks, a store it
+    cannot reach) while the file is not simply gone."""
+    from tb_roofline import storage
+
+    name = str(exc.filename) if isinstance(exc, FileNotFoundError) and exc.filename else ""
+    for p in filter(None, (name, path)):
+        if not storage.is_remote(p) and not os.path.isdir(os.path.dirname(p)):
+            return f"cannot read {p}: {os.strerror(2)} (is the logdir a path every worker shares?)"
+    if path is None or name:
+        return None
+    try:
+        storage.stat(path)
+    except FileNotFoundError:
+        return None  # gone since the listing: the file's
+    except Exception as cause:  # noqa: BLE001 (credentials, a package, the store)
+        return f"cannot read {path}: {getattr(cause, 'strerror', None) or cause}"
+    return None
+
+
+def run_units(addr: str, fn, args_list: list, progress=None, names=None, paths=None) -> list:
+    """fn(*args) for each, as tasks on the cluster at `addr`: each result, or the exception
+    it raised (a `WorkerFault` when no worker could read the unit's file, `paths[k]`);
+    `progress(k)` as unit k finishes, and a log line naming it (`names[k]`). ClusterError
+    when the cluster cannot."""
+    failed = _failed.get(addr)
+    if failed is not None and not strict() and time.monotonic() - failed[0] < RETRY_S:
+        raise ClusterError(
+            f"{failed[1]} ({time.monotonic() - failed[0]:.0f} s ago; tried "
+            f"again {RETRY_S:g} s after)"
+        )
+    try:
+        outcomes = _Batch(addr, fn, args_list, progress, names, paths).run()
+    except ClusterError as exc:
+        _failed[addr] = (time.monotonic(), exc)
+        _scheduler_ok.discard(addr)  # a scheduler restarted there is checked again
+        _drop_client(addr)  # its reconnection attempts end now, not at exit
+        raise
+    _failed.pop(addr, None)
+    return outcomes
+
+
+def _drop_client(addr: str):
+    with _lock:
+        client = _clients.pop(addr, None)
+    if client is not None:
+        threading.Thread(
+            target=_close_quietly, args=(client,), daemon=True, name="tb-roofline-dask-close"
+        ).start()
+
+
+def _close_quietly(client):
+    try:
+        client.close(timeout=2)
+    except Exception:  # noqa: BLE001 (closing a client of a lost cluster: nothing to tell)
+        pass
+
+
+def _live_workers(client) -> set | None:
+    """The addresses of the workers the scheduler knows now; None when it cannot say."""
+    try:
+        return set(client.scheduler_info(n_workers=-1)["workers"])
+    except TypeError:  # an older distributed: no n_workers
+        try:
+            return set(client.scheduler_info()["workers"])
+        except Exception:  # noqa: BLE001
+            return None
+    except Exception:  # noqa: BLE001 (the scheduler is gone too: the stall decides)
+        return None
+
+
+class _Batch:
+    """One batch of units on the cluster: sent, collected as they finish, a unit whose worker
+    cannot read its file sent again to the workers that have not failed it."""
+
+    def __init__(self, addr, fn, args_list, progress, names, paths):
+        import queue
+        import uuid
+
+        self.addr, self.fn, self.args_list = addr, fn, args_list
+        self.progress, self.names = progress, names
+        self.paths = paths or [None] * len(args_list)
+        self.client = get_client(addr)
+        self.workers = usable_workers(self.client, addr)
+        self.batch = uuid.uuid4().hex[:12]
+        # Any worker may run a unit, not only those probed: a worker the nanny restarted
+        # (after an out-of-memory kill) comes back at a new address; `_unit` checks its code.
+        self.code = _probe()
+        self.done: queue.Queue = queue.Queue()
+        self.index: dict = {}  # future key -> unit
+        self.futures: dict = {}  # unit -> its future now
+        self.faults: dict = {}  # unit -> [WorkerFault, ...]
+
+    def _submit(self, k: int, workers=None):
+        if workers is None and _excluded.get(self.addr):  # not on workers of other code
+            workers = self.workers
+        key = f"tb-roofline-{self.batch}-{k}-{len(self.faults.get(k, ()))}"
+        f = self.client.submit(
+            _unit,
+            self.fn,
+            self.args_list[k],
+            self.code,
+            self.paths[k],
+            key=key,
+            pure=False,
+            workers=workers,
+            allow_other_workers=False,
+        )
+        self.index[f.key] = k
+        self.futures[k] = f
+        f.add_done_callback(self.done.put)
+
+    def run(self) -> list:
+        n = len(self.args_list)
+        for k in range(n):
+            self._submit(k)
+        log.info(
+            "tb-roofline: %d conversion units sent to the Dask cluster %s (%s)",
+            n,
+            self.addr,
+            f"{len(self.workers)} workers"
+            if self.workers
+            else "its workers did not all answer the probe",
+        )
+        self.start = self.last = time.monotonic()
+        self.outcomes: list = [None] * n
+        self.pending = set(range(n))
+        try:
+            while self.pending:
+                self._next()
+        finally:
+            # Unfinished units are released by dropping their futures (the client tells the
+            # scheduler without waiting): a blocking cancel on a client closed meanwhile (at
+            # exit, by close_clients) could hang or hide the error being raised.
+            self.futures.clear()
+        return self.outcomes
+
+    def _next(self):
+        """Wait for the next unit to finish (or fail), checking the workers are alive."""
+        import queue
+
+        stall = settings.number(settings.CLUSTER_STALL_S)
+        grace = settings.number(settings.CLUSTER_CONNECT_S)
+        try:
+            f = self.done.get(timeout=min(stall, grace, 5.0))
+        except queue.Empty:
+            self._check_alive(stall, grace)
+            return
+        k = self.index.get(f.key)
+        if k is None or self.futures.get(k) is not f:
+            return  # an earlier try of a unit sent again
+        self._collect(k, f, stall)
+
+    def _check_alive(self, stall: float, grace: float):
+        now = time.monotonic()
+        left = f"{len(self.pending)} of {len(self.outcomes)} left"
+        if now - self.last >= stall:
+            raise ClusterError(
+                f"the Dask cluster {self.addr} finished no conversion in "
+                f"{stall:g} s ({left}): are its workers alive?"
+            )
+        if self.client.status != "running" or _live_workers(self.client) == set():
+            gone = getattr(self, "gone_since", None) or now
+            self.gone_since = gone
+            if now - gone >= grace:
+                raise ClusterError(
+                    f"the Dask cluster {self.addr} has no worker left (none "
+                    f"for {now - gone:.0f} s; {left})"
+                )
+        else:
+            self.gone_since = None
+
+    def _collect(self, k: int, f, stall: float):
+        from distributed.client import FutureCancelledError
+        from distributed.scheduler import KilledWorker
+
+        from tb_roofline.errors import ProfileOutOfMemoryError
+
+        try:
+            self.outcomes[k] = f.result(timeout=stall)
+        except KilledWorker as exc:
+            self.outcomes[k] = ProfileOutOfMemoryError(
+                f"the Dask workers converting it died ({exc}): out of memory?"
+            )
+        except WorkerFault as fault:
+            if self._again(k, fault):
+                return
+            self.outcomes[k] = fault  # no worker can: the caller reads it itself
+        except (FutureCancelledError, TimeoutError, OSError) as exc:
+            raise ClusterError(
+                f"the Dask cluster {self.addr} lost a conversion: {type(exc).__name__}: {exc}"
+            ) from None
+        except Exception as exc:  # noqa: BLE001 (the task itself failed on a worker)
+            raise ClusterError(
+                f"a conversion failed on the Dask cluster {self.addr}: {type(exc).__name__}: {exc}"
+            ) from None
+        self.pending.discard(k)
+        self.futures.pop(k, None)  # its result is here: the cluster may forget it now
+        f.release()
+        self.last = time.monotonic()
+        log.info(
+            "tb-roofline: converted %s on the cluster (%d of %d, %.1f s)",
+            self.names[k] if self.names else f"unit {k}",
+            len(self.outcomes) - len(self.pending),
+            len(self.outcomes),
+            self.last - self.start,
+        )
+        if self.progress:
+            self.progress(k)
+
+    def _again(self, k: int, fault: WorkerFault) -> bool:
+        """Send unit k to a worker that has not failed it; False when none is left."""
+        self.faults.setdefault(k, []).append(fault)
+        tried = {x.worker for x in self.faults[k]} | _excluded.get(self.addr, set())
+        others = sorted((_live_workers(self.client) or set()) - tried)
+        log.warning(
+            "tb-roofline: %s%s", fault, f"; sent to {len(others)} other worker(s)" if others else ""
+        )
+        if not others:
+            return False
+        self._submit(k, others)
+        return True

@@ -1,0 +1,493 @@
+"""Profiles read on all cores: the TensorCore planes of every TPU file and every other file of a
+run are independent units of work, converted by a pool of worker processes and merged in order,
+so the answer is the serial one (`tpu_file.merge_planes` sorts planes by core).
+
+The pool is made on first use and reused; it is shut down after TB_ROOFLINE_POOL_IDLE_S
+(60 s) without work and at exit. The CLI answers one command and exits: it sets 0, so the
+workers leave as soon as their conversion is done and their memory (each ~20 MB of its own
+on 8 TPU hosts: what it converted, and the parent's pages it wrote to) is gone before the
+model runs in this process (docs/benchmarks.md). Workers are forked (cheap: they
+inherit the imported modules) when no thread but ours runs, as in the CLI; beside other
+threads (TensorBoard serves from threads) a fork could copy a lock another thread holds, so
+workers then come from a fork server started once. One unit of work, one core,
+`TB_ROOFLINE_WORKERS=1`, less than `TB_ROOFLINE_PARALLEL_MIN_MB` of profile, a remote logdir,
+or a pool that cannot start: everything in the calling process.
+
+With a Dask scheduler set (TB_ROOFLINE_SCHEDULER, the CLI's --scheduler) the same units run
+on that cluster instead (`execute/cluster.py`); `_execute` is the one place that chooses.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import itertools
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from tb_roofline import settings, storage
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.errors import ProfileFormatError
+from tb_roofline.readers.xspace import read as xspace
+from tb_roofline.readers.xspace.tpu import file as tpu_file
+from tb_roofline.readers.xspace.tpu.plane import clear_info_cache
+from tb_roofline.table.op_table import ProfileData
+
+MIN_PARALLEL_MB = 16.0  # less work than this is done faster than a worker starts (~20 ms)
+_lock = threading.Lock()
+_pool = None
+_pool_size = 0
+_timer = None
+_busy = 0
+_retiring: list = []  # threads stopping pools `_release` let go; joined before the next pool
+log = logging.getLogger(__name__)
+
+
+def workers() -> int:
+    """Worker processes to use: TB_ROOFLINE_WORKERS, else the cores this process may run on."""
+    wanted = int(settings.number(settings.WORKERS))  # 0: not set (or not a count: warned)
+    if wanted >= 1:
+        return wanted
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _min_parallel_bytes() -> float:
+    """TB_ROOFLINE_PARALLEL_MIN_MB (MB of profile below which one process reads), or 16."""
+    return settings.number(settings.PARALLEL_MIN_MB) * 2**20
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: the kernel kills this worker (SIGKILL) the moment its parent dies, even when
+    the worker is deep in a C call that holds the GIL for minutes (a thread cannot run then).
+    The parent is the fork server, or the process itself where the pool forks (then only
+    from a thread that lives as long as the process: `_context`). Elsewhere, a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError, TypeError):
+        return
+    if os.getppid() != parent:  # died before the call: no signal will come
+        os._exit(0)
+
+
+def _let_fork_server_go() -> None:
+    """A fork server's worker holds the server's "alive" pipe (multiprocessing passes it to
+    every child, so the server lives while any of them does); the server waits for all its
+    holders to close it. Closed here, the server ends with the process that started it, and
+    its workers with the server (the parent-death signal): else each kept the other alive,
+    minutes after TensorBoard was killed."""
+    try:
+        from multiprocessing import forkserver
+    except ImportError:
+        return
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int) and os.getppid() != 1:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
+
+
+def _watch_parent(signal_on_death: bool = False):
+    """In each worker: exit once the process that started it is gone (TensorBoard killed,
+    the fork server gone with it), so no worker outlives the server: the kernel's
+    parent-death signal where the thread that started the worker lives as long as its
+    process (`signal_on_death`: the signal follows the thread, not the process), and a thread
+    watching for a new parent."""
+    parent = os.getppid()
+    if signal_on_death:
+        _die_with_parent(parent)
+        _let_fork_server_go()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="tb-roofline-parent-watch", daemon=True).start()
+
+
+def _context():
+    import multiprocessing  # (here: a read that needs no pool does not pay for it)
+
+    methods = multiprocessing.get_all_start_methods()
+    others = [
+        t
+        for t in threading.enumerate()
+        if t is not threading.current_thread() and not t.name.startswith("tb-roofline")
+    ]
+    if "fork" in methods and not others:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["tb_roofline.execute.pool"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _get_pool(n: int):
+    global _pool, _pool_size
+    if _pool is None:
+        # The last pool's threads first: still running, they would count as threads of the
+        # caller's (`_context`: a fork server instead of a fork).
+        _join_retiring()
+        _pool_size = n
+        import concurrent.futures
+
+        ctx = _context()
+        # A fork server's main thread starts its workers; else this thread does (it must be
+        # the main one, or the workers would die with it).
+        lasting = (
+            ctx.get_start_method() == "forkserver"
+            or threading.current_thread() is threading.main_thread()
+        )
+        _pool = concurrent.futures.ProcessPoolExecutor(
+            n, mp_context=ctx, initializer=_watch_parent, initargs=(lasting,)
+        )
+    return _pool
+
+
+def pool_running() -> bool:
+    return _pool is not None
+
+
+def shutdown(only=None):
+    """Stop the workers now (also at exit, and once idle: `_release`). `only`: a pool that
+    failed, stopped alone (by now another batch may run on a new one)."""
+    global _pool, _timer
+    with _lock:
+        pool = _pool if only is None else only
+        if pool is not None and pool is _pool:
+            _pool = None
+            if _timer is not None:
+                _timer.cancel()
+                _timer = None
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+    with _lock:
+        _join_retiring()
+
+
+def _join_retiring():
+    """With `_lock` held: wait for the pools `_release` let go to be stopped (their workers
+    are leaving already: milliseconds)."""
+    while _retiring:
+        _retiring.pop().join()
+
+
+atexit.register(shutdown)
+
+
+def _idle_shutdown():
+    with _lock:
+        if _busy:
+            return
+    shutdown()
+
+
+def _release():
+    """After a batch, with `_lock` held and no other batch running: the workers leave now
+    (TB_ROOFLINE_POOL_IDLE_S 0) or after that many idle seconds."""
+    global _pool, _timer
+    idle_s = settings.number(settings.POOL_IDLE_S)
+    if idle_s <= 0:  # stopped in a thread of ours, whose end says the pool's threads are gone
+        pool, _pool = _pool, None
+        stop = threading.Thread(
+            target=pool.shutdown,
+            kwargs={"cancel_futures": True},
+            name="tb-roofline-pool-release",
+            daemon=True,
+        )
+        stop.start()
+        _retiring.append(stop)
+        return
+    _timer = threading.Timer(idle_s, _idle_shutdown)
+    _timer.name = "tb-roofline-pool-idle"
+    _timer.daemon = True
+    _timer.start()
+
+
+def _run_all(fn, args_list: list, progress=None, used: list | None = None) -> list:
+    """fn(*args) for each, on all cores: workers take units from the front, this process
+    takes the ones no worker has started yet, from the back. Each result, or the exception
+    it raised. The pool it ran on is appended to `used`."""
+    import concurrent.futures
+
+    global _busy, _timer
+    with _lock:
+        pool = _get_pool(max(min(workers(), len(args_list)) - 1, 1))
+        if used is not None:
+            used.append(pool)
+        _busy += 1
+        if _timer is not None:
+            _timer.cancel()
+            _timer = None
+    try:
+        futures = [pool.submit(fn, *args) for args in args_list]
+        outcomes: dict = {}
+        # This process's share first (taken before a worker queues it), then, from the back,
+        # whatever no worker has started once that is done.
+        share = len(futures) // (_pool_size + 1)
+        mine = []
+        for k in reversed(range(len(futures))):
+            if len(mine) >= share:
+                break
+            if futures[k].cancel():
+                mine.append(k)
+        steal = (k for k in reversed(range(len(futures))) if k not in mine and futures[k].cancel())
+        for k in itertools.chain(mine, steal):
+            outcomes[k] = _run_here(fn, [args_list[k]])[0]
+            if progress:
+                progress(k)
+        index = {f: k for k, f in enumerate(futures) if k not in outcomes}
+        for f in concurrent.futures.as_completed(index):
+            outcomes[index[f]] = _outcome(f)
+            if progress:
+                progress(index[f])
+        return [outcomes[k] for k in range(len(futures))]
+    finally:
+        with _lock:
+            _busy -= 1
+            if not _busy and _pool is not None:
+                _release()
+
+
+def _outcome(future):
+    exc = future.exception()
+    return exc if exc is not None else future.result()
+
+
+def _run_here(fn, args_list: list, progress=None) -> list:
+    out = []
+    for i, args in enumerate(args_list):
+        try:
+            out.append(fn(*args))
+        except Exception as exc:  # noqa: BLE001 (each unit's failure is its file's)
+            out.append(exc)
+        if progress:
+            progress(i)
+    return out
+
+
+def _read_whole(path, fmt, host, max_bytes):
+    from tb_roofline.readers import read_profile_file
+
+    return read_profile_file(path, fmt, host, max_bytes=max_bytes)
+
+
+def read_files(jobs: list, progress=None) -> list:
+    """jobs: (path, format, host, max_bytes) each; returns each file's ProfileData or the
+    exception reading it raised. `progress(job index, done, total)` as units finish."""
+    results: list = [None] * len(jobs)
+    plans: dict = {}
+    units = []  # (job index, function, arguments, bytes of work)
+    remote = any(storage.is_remote(job[0]) for job in jobs)
+    for i, (path, fmt, host, max_bytes) in enumerate(jobs):
+        try:
+            plan = xspace.plane_plan(path, fmt, host, max_bytes)
+        except ProfileFormatError as exc:
+            results[i] = exc
+            continue
+        if plan is None:
+            units.append(
+                (i, _read_whole, (path, fmt, host, max_bytes), 0 if remote else _size(path))
+            )
+            continue
+        plans[i] = plan
+    # Enough files to go round: a file's planes in one unit (its op metadata decoded once);
+    # else one unit per plane.
+    whole_files = len(plans) >= workers()
+    for i, plan in plans.items():
+        if whole_files:
+            units.append(
+                (
+                    i,
+                    _convert_planes,
+                    (plan.path, plan.cores, plan.size),
+                    plan.cores[-1][2] - plan.cores[0][1],
+                )
+            )
+            continue
+        for core, start, end in plan.cores:
+            units.append(
+                (
+                    i,
+                    tpu_file.convert_plane_at,
+                    (plan.path, start, end, core, plan.size),
+                    end - start,
+                )
+            )
+    units.sort(key=lambda u: u[0])
+    totals: dict = {}
+    for i, *_ in units:
+        totals[i] = totals.get(i, 0) + 1
+    finished: dict = {}
+
+    def report(k):
+        i = units[k][0]
+        finished[i] = finished.get(i, 0) + 1
+        if progress:
+            progress(i, finished[i], totals[i])
+
+    args = [(fn, a) for _, fn, a, _ in units]
+    try:
+        outcomes, note = _execute(args, units, remote, report, finished)
+    finally:  # (a strict cluster error too: the MCP server lives on after it)
+        clear_info_cache()  # what this process decoded: not kept between requests
+    per_job: dict = {}
+    notes: dict = {}
+    for (i, *_), out in zip(units, outcomes):
+        if isinstance(out, ReadHere):
+            notes.setdefault(i, []).append(out.note)
+            out = out.result
+        per_job.setdefault(i, []).append(out)
+    for i, outs in per_job.items():
+        results[i] = _finish(jobs[i], plans.get(i), outs)
+        extra = ([note] if note is not None else []) + notes.get(i, [])[:1]
+        if extra and isinstance(results[i], ProfileData):
+            results[i] = dataclasses.replace(results[i], diagnostics=results[i].diagnostics + extra)
+    return results
+
+
+def _execute(args: list, units: list, remote: bool, report, finished: dict):
+    """The one choice of executor: (each unit's outcome, a diagnostic for the answers or
+    None). A Dask scheduler when one is set (`execute/cluster.py`; if it fails, the CLI stops
+    with its error and TensorBoard converts here, saying so); else the local pool when the
+    work is worth it; else this process."""
+    from tb_roofline.execute import cluster
+
+    address = cluster.address()
+    note = None
+    if address and units:
+        try:
+            paths = [str(a[1][0]) for a in args]
+            names = [os.path.basename(p) for p in paths]
+            outcomes = cluster.run_units(address, _call, args, report, names, paths)
+            return _read_here_what_no_worker_could(outcomes, args), None
+        except cluster.ClusterError as exc:
+            if cluster.strict():
+                raise
+            log.warning("tb-roofline: converting here, not on the cluster: %s", exc)
+            note = Diagnostic(
+                "warning",
+                "cluster_unavailable",
+                f"converted by this server, not on the Dask cluster: {exc}",
+            )
+            finished.clear()
+    # Remote files stay in this process: their storage clients (and threads) are this one's.
+    parallel = (
+        len(units) > 1
+        and workers() > 1
+        and not remote
+        and sum(u[3] for u in units) >= _min_parallel_bytes()
+    )
+    if parallel:
+        from concurrent.futures.process import BrokenProcessPool
+
+        used: list = []
+        try:
+            outcomes = _run_all(_call, args, report, used)
+            broken = [o for o in outcomes if isinstance(o, BrokenProcessPool)]
+            if broken:
+                raise broken[0]
+            return outcomes, note
+        except (OSError, RuntimeError, BrokenProcessPool) as exc:
+            log.warning("tb-roofline: reading in one process (worker pool failed: %s)", exc)
+            for pool in used:
+                shutdown(only=pool)
+            finished.clear()
+    return _run_here(_call, args, report), note
+
+
+def _call(fn, args):
+    return fn(*args)
+
+
+def _read_here_what_no_worker_could(outcomes: list, args: list) -> list:
+    """Units no worker could read (`cluster.WorkerFault`: credentials, path, package) read in
+    this process. Read here, a unit's file answers with a diagnostic naming the worker; a
+    file found damaged (or gone) here is that file's error, as ever. If this process cannot
+    read it either, the command fails (CLI) naming the worker and its cause, unless partial
+    answers are allowed (TensorBoard, `--allow-partial`): then the file is skipped with an
+    error that names both."""
+    from tb_roofline.execute import cluster
+
+    faults = [k for k, o in enumerate(outcomes) if isinstance(o, cluster.WorkerFault)]
+    if not faults:
+        return outcomes
+    out = list(outcomes)
+    again = _run_here(_call, [args[k] for k in faults])
+    for k, here in zip(faults, again):
+        fault = outcomes[k]
+        if isinstance(here, Exception) and cluster.access_fault(here, str(args[k][1][0])) is None:
+            out[k] = here  # read here, the file itself is at fault (damaged, gone): its error
+            continue
+        if not isinstance(here, Exception):
+            log.warning(
+                "tb-roofline: read %s here: %s", os.path.basename(str(args[k][1][0])), fault
+            )
+            out[k] = ReadHere(
+                here,
+                Diagnostic("warning", "cluster_worker_fault", f"read by this process: {fault}"),
+            )
+            continue
+        if cluster.strict() and not cluster.allow_partial():
+            raise cluster.ClusterError(
+                f"{fault}; reading it here failed too: {here} "
+                "(give the workers access, or --allow-partial)"
+            )
+        out[k] = ProfileFormatError(f"{fault}; reading it here failed too: {here}")
+    return out
+
+
+@dataclasses.dataclass
+class ReadHere:
+    """A unit no worker could do, done by this process: its result and the note saying so."""
+
+    result: object
+    note: Diagnostic
+
+
+def _size(path) -> int:
+    try:
+        return storage.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _convert_planes(path, cores, size) -> list:
+    return [tpu_file.convert_plane_at(path, start, end, core, size) for core, start, end in cores]
+
+
+def _finish(job, plan, outs):
+    """A file's result from its units' outcomes."""
+    if plan is None:
+        return outs[0]
+    if len(outs) == 1 and isinstance(outs[0], list):  # the whole file in one unit
+        outs = outs[0]
+    errors = [o for o in outs if isinstance(o, Exception)]
+    if errors:
+        if any(isinstance(e, ProfileFormatError) for e in errors):
+            return next(e for e in errors if isinstance(e, ProfileFormatError))
+        return errors[0]
+    try:
+        tpu_file.check_unchanged(plan)
+        return tpu_file.merge_planes(plan, outs)
+    except Exception as exc:  # noqa: BLE001
+        return exc

@@ -1,0 +1,165 @@
+"""The XLA GPU/CPU reader as a composition of its stages (see the package docstring)."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from tb_roofline.costs.hlo.module import METADATA_PLANE, HloIndex
+from tb_roofline.devices.gpu_peaks import apply_ceilings, derive_gpu_peaks
+from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.readers.common import corrupt_value_notes
+from tb_roofline.readers.xspace.xla_gpu_cpu.costing import UNATTRIBUTED, Costing
+from tb_roofline.readers.xspace.xla_gpu_cpu.events import (
+    HOST_PLANE,
+    check_times,
+    gpu_planes,
+    op_lines,
+)
+from tb_roofline.readers.xspace.xla_gpu_cpu.notes import program_notes
+from tb_roofline.readers.xspace.xla_gpu_cpu.rows import add_rows, group_events, lanes
+from tb_roofline.readers.xspace.xla_gpu_cpu.steps import (
+    assign_steps,
+    device_steps,
+    host_steps,
+    step_spans,
+)
+from tb_roofline.readers.xspace.xplane import PlaneStats
+from tb_roofline.table.op_table import CONTAINER_CATEGORIES, CoreSpan, OpTableBuilder, ProfileData
+from tb_roofline.table.timeline import TimelineBuilder, is_communication, is_fusible
+
+
+class _Read:
+    """What the cores of one XSpace add up to."""
+
+    def __init__(self):
+        self.builder = OpTableBuilder()
+        self.steps: list = []
+        self.spans: list = []
+        self.timeline = TimelineBuilder()
+        self.shapes: dict = {}
+        self.unattributed_ps = 0.0
+        self.all_ps = 0.0
+        self.ran: list[int] = []  # the cores with op events
+
+
+def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
+    """Op table for an XSpace of XLA on GPU (`/device:GPU:N` streams) or CPU (`/host:CPU`)."""
+    index = HloIndex.from_space(space)
+    gpus = gpu_planes(space)
+    is_gpu = bool(gpus)
+    costing = Costing(index, gpu=is_gpu)
+    fixes = collections.Counter()
+    host_spans = host_steps(space, fixes)
+    cores = gpus if is_gpu else [(0, p) for p in space.planes if p.name == HOST_PLANE][:1]
+    out = _Read()
+    for done, (core, plane) in enumerate(cores):
+        if progress:
+            progress(done, len(cores))
+        _read_core(out, host, core, plane, is_gpu, host_spans, costing, fixes, len(cores))
+    if progress:
+        progress(len(cores), len(cores))
+    device, diagnostics = _device(space, gpus, is_gpu, out.ran)
+    diagnostics += corrupt_value_notes(fixes)
+    diagnostics += program_notes(space, index, costing, out.unattributed_ps, out.all_ps, len(cores))
+    ops = out.builder.build()
+    apply_ceilings(ops, device, allow_tf32=True)  # XLA runs f32 dots on TF32 by default
+    if not len(ops):
+        diagnostics.append(
+            Diagnostic(
+                "warning", "no_xla_ops", "no XLA op executions found on GPU streams or CPU threads"
+            )
+        )
+    return ProfileData(
+        device=device,
+        ops=ops,
+        steps=out.steps,
+        core_spans=out.spans,
+        diagnostics=diagnostics,
+        timeline=out.timeline.build(),
+        op_shapes=out.shapes,
+    )
+
+
+def _read_core(out: _Read, host, core, plane, is_gpu, host_spans, costing, fixes, devices):
+    per_line = op_lines(plane, is_gpu)
+    flat = [e for evs in per_line for e in evs]
+    if not flat:
+        return
+    out.ran.append(core)
+    check_times(flat, plane.name, fixes)
+    dev_steps = device_steps(plane, fixes) if is_gpu else {}
+    assign_steps(flat, host_spans)
+    lane = lanes(per_line)
+    groups, event_group = group_events(flat, lane, costing)
+    core_steps = step_spans(host, core, flat, dev_steps, host_spans)
+    out.steps += core_steps
+    lo = min([e.begin for e in flat] + [s.start_ps for s in core_steps])
+    hi = max([e.begin + e.dur for e in flat] + [s.start_ps + s.duration_ps for s in core_steps])
+    out.spans.append(CoreSpan(host, core, int(lo), int(hi)))
+    labels = add_rows(out.builder, groups, host, core, costing, out.shapes, devices)
+    for g in groups:
+        out.all_ps += g.total_ps
+        if g.key[0] == UNATTRIBUTED:
+            out.unattributed_ps += g.total_ps
+    _add_core_timeline(
+        out.timeline,
+        core,
+        (lo, hi),
+        [(s.step, s.start_ps, s.duration_ps) for s in core_steps],
+        lane,
+        flat,
+        event_group,
+        labels,
+    )
+
+
+def _device(space, gpus, is_gpu, ran) -> tuple[DeviceInfo, list]:
+    """GPU: peaks derived from the device-capability stats, checked against the data sheets;
+    the device counts the GPUs that ran ops (a host lists all its GPUs, one process may use
+    one). CPU: the profile has no peaks (the service applies a device file when there is one)."""
+    if is_gpu:
+        ps = PlaneStats(gpus[0][1])
+        peaks = derive_gpu_peaks(ps.as_dict(gpus[0][1].stats), max(len(ran), 1))
+        notes = list(peaks.diagnostics)
+        if ran and len(ran) < len(gpus):
+            notes.append(
+                Diagnostic(
+                    "info",
+                    "idle_gpus",
+                    f"{len(gpus)} GPUs are listed, {len(ran)} ran ops: per-core figures count "
+                    f"{len(ran)}",
+                )
+            )
+        return peaks.device, notes
+    cpu = ""
+    for p in space.planes:
+        if p.name == METADATA_PLANE:
+            cpu = str(PlaneStats(p).as_dict(p.stats).get("cpu_version") or "")
+    return DeviceInfo(type=cpu or "CPU", kind="cpu", num_cores=1, compute=[]), []
+
+
+def _add_core_timeline(
+    timeline: TimelineBuilder, core, span, core_steps, lane, flat, event_group, labels
+):
+    """Hand one core's events (lanes = streams or threads) to the timeline summary."""
+    begin = np.fromiter((e.begin for e in flat), np.int64, len(flat))
+    end = begin + np.fromiter((e.dur for e in flat), np.int64, len(flat))
+    facts = np.array(
+        [
+            (
+                timeline.label_id(label),
+                is_communication(category),
+                is_fusible(category),
+                category not in CONTAINER_CATEGORIES,
+            )
+            for label, category in labels
+        ],
+        np.int64,
+    ).reshape(-1, 4)
+    f = facts[event_group]
+    timeline.add_core(
+        core, span, core_steps, lane, begin, end, f[:, 0], f[:, 1] > 0, f[:, 2] > 0, f[:, 3] > 0
+    )
