@@ -14,9 +14,9 @@ import tpu_oracle
 from test_xline_fast import _ids, _random_line, _varint
 
 from tb_roofline.protos import xplane_pb2
+from tb_roofline.readers.xspace import op_rows
 from tb_roofline.readers.xspace import read as xspace
 from tb_roofline.readers.xspace import wire as xwire
-from tb_roofline.readers.xspace.read import op_rows
 from tb_roofline.readers.xspace.tpu import file as tpu_file
 from tb_roofline.readers.xspace.tpu import plane as tpu_plane
 from tb_roofline.readers.xspace.tpu.plane import protobuf_line_events as _line_events
@@ -261,11 +261,9 @@ def test_tpu_files_take_the_wire_path(tmp_path, monkeypatch):
         raise AssertionError("parsed the whole file")
 
     monkeypatch.setattr(xspace, "parse_xspace", refuse)
-    from tb_roofline.readers.xspace.read import (
-        xla_gpu_cpu as xla_host_device,  # imported by xspace when a file needs it
-    )
+    from tb_roofline.readers.xspace import xla_gpu_cpu  # imported when a file needs it
 
-    monkeypatch.setattr(xla_host_device, "read_gpu_cpu_xspace", refuse)
+    monkeypatch.setattr(xla_gpu_cpu, "read_gpu_cpu_xspace", refuse)
     assert len(xspace.read_xspace_file(path, "h").ops)
 
 

@@ -1,6 +1,7 @@
-"""Profiles read on all cores: the TensorCore planes of every TPU file and every other file of a
-run are independent units of work, converted by a pool of worker processes and merged in order,
-so the answer is the serial one (`tpu_file.merge_planes` sorts planes by core).
+"""Profiles read on all cores: the readers cut a conversion into independent units of work
+(`readers/units.py`: a TPU file's TensorCore planes, every other file whole), a pool of worker
+processes runs them, and the readers make each file's result from its units' outcomes in
+order, so the answer is the serial one. This module knows no format.
 
 The pool is made on first use and reused; it is shut down after TB_ROOFLINE_POOL_IDLE_S
 (60 s) without work and at exit. The CLI answers one command and exits: it sets 0, so the
@@ -32,9 +33,7 @@ import time
 from tb_roofline import settings, storage
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.readers.xspace import read as xspace
-from tb_roofline.readers.xspace.tpu import file as tpu_file
-from tb_roofline.readers.xspace.tpu.plane import clear_info_cache
+from tb_roofline.readers import units as units_module
 from tb_roofline.table.op_table import ProfileData
 
 MIN_PARALLEL_MB = 16.0  # less work than this is done faster than a worker starts (~20 ms)
@@ -285,101 +284,59 @@ def _run_here(fn, args_list: list, progress=None) -> list:
     return out
 
 
-def _read_whole(path, fmt, host, max_bytes):
-    from tb_roofline.readers import read_profile_file
-
-    return read_profile_file(path, fmt, host, max_bytes=max_bytes)
-
-
 def read_files(jobs: list, progress=None) -> list:
     """jobs: (path, format, host, max_bytes) each; returns each file's ProfileData or the
-    exception reading it raised. `progress(job index, done, total)` as units finish."""
-    results: list = [None] * len(jobs)
-    plans: dict = {}
-    units = []  # (job index, function, arguments, bytes of work)
-    remote = any(storage.is_remote(job[0]) for job in jobs)
-    for i, (path, fmt, host, max_bytes) in enumerate(jobs):
-        try:
-            plan = xspace.plane_plan(path, fmt, host, max_bytes)
-        except ProfileFormatError as exc:
-            results[i] = exc
-            continue
-        if plan is None:
-            units.append(
-                (i, _read_whole, (path, fmt, host, max_bytes), 0 if remote else _size(path))
-            )
-            continue
-        plans[i] = plan
-    # Enough files to go round: a file's planes in one unit (its op metadata decoded once);
-    # else one unit per plane.
-    whole_files = len(plans) >= workers()
-    for i, plan in plans.items():
-        if whole_files:
-            units.append(
-                (
-                    i,
-                    _convert_planes,
-                    (plan.path, plan.cores, plan.size),
-                    plan.cores[-1][2] - plan.cores[0][1],
-                )
-            )
-            continue
-        for core, start, end in plan.cores:
-            units.append(
-                (
-                    i,
-                    tpu_file.convert_plane_at,
-                    (plan.path, start, end, core, plan.size),
-                    end - start,
-                )
-            )
-    units.sort(key=lambda u: u[0])
+    exception reading it raised. `progress(job index, done, total)` as units finish. The
+    readers cut the work into units (`readers/units.py`); this module only runs them."""
+    conversion = units_module.plan(jobs, workers())
+    units = conversion.units
+    results: list = [conversion.early.get(i) for i in range(len(jobs))]
     totals: dict = {}
-    for i, *_ in units:
-        totals[i] = totals.get(i, 0) + 1
+    for unit in units:
+        totals[unit.job] = totals.get(unit.job, 0) + 1
     finished: dict = {}
 
     def report(k):
-        i = units[k][0]
+        i = units[k].job
         finished[i] = finished.get(i, 0) + 1
         if progress:
             progress(i, finished[i], totals[i])
 
-    args = [(fn, a) for _, fn, a, _ in units]
     try:
-        outcomes, note = _execute(args, units, remote, report, finished)
+        outcomes, note = _execute(units, report, finished)
     finally:  # (a strict cluster error too: the MCP server lives on after it)
-        clear_info_cache()  # what this process decoded: not kept between requests
+        conversion.release()
     per_job: dict = {}
     notes: dict = {}
-    for (i, *_), out in zip(units, outcomes):
+    for unit, out in zip(units, outcomes):
         if isinstance(out, ReadHere):
-            notes.setdefault(i, []).append(out.note)
+            notes.setdefault(unit.job, []).append(out.note)
             out = out.result
-        per_job.setdefault(i, []).append(out)
+        per_job.setdefault(unit.job, []).append(out)
     for i, outs in per_job.items():
-        results[i] = _finish(jobs[i], plans.get(i), outs)
+        results[i] = conversion.finish(i, outs)
         extra = ([note] if note is not None else []) + notes.get(i, [])[:1]
         if extra and isinstance(results[i], ProfileData):
             results[i] = dataclasses.replace(results[i], diagnostics=results[i].diagnostics + extra)
     return results
 
 
-def _execute(args: list, units: list, remote: bool, report, finished: dict):
+def _execute(units: list, report, finished: dict):
     """The one choice of executor: (each unit's outcome, a diagnostic for the answers or
     None). A Dask scheduler when one is set (`execute/cluster.py`; if it fails, the CLI stops
     with its error and TensorBoard converts here, saying so); else the local pool when the
     work is worth it; else this process."""
     from tb_roofline.execute import cluster
 
+    args = [(u.fn, u.args) for u in units]
     address = cluster.address()
     note = None
     if address and units:
         try:
-            paths = [str(a[1][0]) for a in args]
+            paths = [u.path for u in units]
             names = [os.path.basename(p) for p in paths]
             outcomes = cluster.run_units(address, _call, args, report, names, paths)
-            return _read_here_what_no_worker_could(outcomes, args), None
+            return _read_here_what_no_worker_could(outcomes, args, paths), None
         except cluster.ClusterError as exc:
             if cluster.strict():
                 raise
@@ -391,11 +348,12 @@ def _execute(args: list, units: list, remote: bool, report, finished: dict):
             )
             finished.clear()
     # Remote files stay in this process: their storage clients (and threads) are this one's.
+    remote = any(storage.is_remote(u.path) for u in units)
     parallel = (
         len(units) > 1
         and workers() > 1
         and not remote
-        and sum(u[3] for u in units) >= _min_parallel_bytes()
+        and sum(u.work for u in units) >= _min_parallel_bytes()
     )
     if parallel:
         from concurrent.futures.process import BrokenProcessPool
@@ -419,7 +377,7 @@ def _call(fn, args):
     return fn(*args)
 
 
-def _read_here_what_no_worker_could(outcomes: list, args: list) -> list:
+def _read_here_what_no_worker_could(outcomes: list, args: list, paths: list) -> list:
     """Units no worker could read (`cluster.WorkerFault`: credentials, path, package) read in
     this process. Read here, a unit's file answers with a diagnostic naming the worker; a
     file found damaged (or gone) here is that file's error, as ever. If this process cannot
@@ -435,13 +393,11 @@ def _read_here_what_no_worker_could(outcomes: list, args: list) -> list:
     again = _run_here(_call, [args[k] for k in faults])
     for k, here in zip(faults, again):
         fault = outcomes[k]
-        if isinstance(here, Exception) and cluster.access_fault(here, str(args[k][1][0])) is None:
+        if isinstance(here, Exception) and cluster.access_fault(here, paths[k]) is None:
             out[k] = here  # read here, the file itself is at fault (damaged, gone): its error
             continue
         if not isinstance(here, Exception):
-            log.warning(
-                "tb-roofline: read %s here: %s", os.path.basename(str(args[k][1][0])), fault
-            )
+            log.warning("tb-roofline: read %s here: %s", os.path.basename(paths[k]), fault)
             out[k] = ReadHere(
                 here,
                 Diagnostic("warning", "cluster_worker_fault", f"read by this process: {fault}"),
@@ -462,32 +418,3 @@ class ReadHere:
 
     result: object
     note: Diagnostic
-
-
-def _size(path) -> int:
-    try:
-        return storage.stat(path).st_size
-    except OSError:
-        return 0
-
-
-def _convert_planes(path, cores, size) -> list:
-    return [tpu_file.convert_plane_at(path, start, end, core, size) for core, start, end in cores]
-
-
-def _finish(job, plan, outs):
-    """A file's result from its units' outcomes."""
-    if plan is None:
-        return outs[0]
-    if len(outs) == 1 and isinstance(outs[0], list):  # the whole file in one unit
-        outs = outs[0]
-    errors = [o for o in outs if isinstance(o, Exception)]
-    if errors:
-        if any(isinstance(e, ProfileFormatError) for e in errors):
-            return next(e for e in errors if isinstance(e, ProfileFormatError))
-        return errors[0]
-    try:
-        tpu_file.check_unchanged(plan)
-        return tpu_file.merge_planes(plan, outs)
-    except Exception as exc:  # noqa: BLE001
-        return exc

@@ -1,0 +1,122 @@
+"""A conversion cut into units of work that any executor runs (execute/pool.py on the local
+cores, execute/cluster.py on a Dask cluster), and each file's result made from its units'
+outcomes. The readers decide here, once, how each file is read; the executors see only
+`Unit`s (a picklable function and its arguments), never a format.
+
+A local XSpace file with TensorCore planes is read plane by plane (`readers/xspace/read.py`
+`plane_plan`): one unit per plane, or one unit for all of a file's planes when there are
+enough files to keep every worker busy (its op metadata is then decoded once). Anything else
+(a Kineto trace, an XLA GPU/CPU XSpace, a remote file) is one unit that reads it whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from tb_roofline import storage
+from tb_roofline.errors import ProfileFormatError
+from tb_roofline.readers.xspace import read as xspace
+from tb_roofline.readers.xspace.tpu import file as tpu_file
+from tb_roofline.readers.xspace.tpu.plane import clear_info_cache
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """One unit of work: `fn(*args)` in any process. `job` is the index of the file it reads,
+    `path` that file (named in progress and in a worker's access fault), `work` its bytes
+    (0 when unknown), which decide whether a pool is worth starting."""
+
+    job: int
+    fn: Callable
+    args: tuple
+    path: str
+    work: int
+
+
+@dataclasses.dataclass
+class Conversion:
+    """The units of a set of files, and how each file's result is made from them."""
+
+    jobs: list
+    units: list
+    early: dict  # job index -> the error found while planning (no unit runs for it)
+    plans: dict  # job index -> its `tpu_file.FilePlan` (planes read apart)
+
+    def finish(self, job: int, outcomes: list):
+        """A file's ProfileData (or the exception to report) from its units' outcomes."""
+        return _finish(self.plans.get(job), outcomes)
+
+    def release(self) -> None:
+        """What this process decoded while planning and running units here: not kept
+        between conversions."""
+        clear_info_cache()
+
+
+def plan(jobs: list, workers: int) -> Conversion:
+    """jobs: (path, format, host, max_bytes) each; `workers` the executor's parallelism."""
+    early: dict = {}
+    plans: dict = {}
+    units: list = []
+    remote = any(storage.is_remote(job[0]) for job in jobs)
+    for i, (path, fmt, host, max_bytes) in enumerate(jobs):
+        try:
+            file_plan = xspace.plane_plan(path, fmt, host, max_bytes)
+        except ProfileFormatError as exc:
+            early[i] = exc
+            continue
+        if file_plan is None:
+            work = 0 if remote else _size(path)
+            units.append(Unit(i, read_whole, (path, fmt, host, max_bytes), str(path), work))
+        else:
+            plans[i] = file_plan
+    whole_files = len(plans) >= workers
+    for i, file_plan in plans.items():
+        units.extend(_plane_units(i, file_plan, whole_files))
+    units.sort(key=lambda u: u.job)
+    return Conversion(list(jobs), units, early, plans)
+
+
+def _plane_units(job: int, file_plan, whole_file: bool) -> list:
+    path, size = file_plan.path, file_plan.size
+    if whole_file:
+        span = file_plan.cores[-1][2] - file_plan.cores[0][1]
+        return [Unit(job, convert_planes, (path, file_plan.cores, size), str(path), span)]
+    return [
+        Unit(job, tpu_file.convert_plane_at, (path, start, end, core, size), str(path), end - start)
+        for core, start, end in file_plan.cores
+    ]
+
+
+def read_whole(path, fmt, host, max_bytes):
+    from tb_roofline.readers import read_profile_file
+
+    return read_profile_file(path, fmt, host, max_bytes=max_bytes)
+
+
+def convert_planes(path, cores, size) -> list:
+    return [tpu_file.convert_plane_at(path, start, end, core, size) for core, start, end in cores]
+
+
+def _size(path) -> int:
+    try:
+        return storage.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _finish(file_plan, outs: list):
+    if file_plan is None:
+        return outs[0]
+    if len(outs) == 1 and isinstance(outs[0], list):  # the whole file in one unit
+        outs = outs[0]
+    errors = [o for o in outs if isinstance(o, Exception)]
+    if errors:
+        if any(isinstance(e, ProfileFormatError) for e in errors):
+            return next(e for e in errors if isinstance(e, ProfileFormatError))
+        return errors[0]
+    try:
+        tpu_file.check_unchanged(file_plan)
+        return tpu_file.merge_planes(file_plan, outs)
+    except Exception as exc:  # noqa: BLE001 (the file's error, reported with its answer)
+        return exc
