@@ -271,7 +271,7 @@ def test_workers_exit_with_their_parent(logdir):
     """A server killed without cleanup (SIGKILL, os._exit) leaves no worker behind."""
     script = (
         "import json, multiprocessing, os, sys\n"
-        "from tb_roofline.readers import parallel\n"
+        "from tb_roofline.execute import pool as parallel\n"
         "jobs = [(p, 'xplane', 'h', None) for p in sys.argv[1:]]\n"
         "parallel.read_files(jobs)\n"
         "print(json.dumps([p.pid for p in multiprocessing.active_children()]), flush=True)\n"

@@ -3,10 +3,11 @@ cores, execute/cluster.py on a Dask cluster), and each file's result made from i
 outcomes. The readers decide here, once, how each file is read; the executors see only
 `Unit`s (a picklable function and its arguments), never a format.
 
-A local XSpace file with TensorCore planes is read plane by plane (`readers/xspace/read.py`
-`plane_plan`): one unit per plane, or one unit for all of a file's planes when there are
-enough files to keep every worker busy (its op metadata is then decoded once). Anything else
-(a Kineto trace, an XLA GPU/CPU XSpace, a remote file) is one unit that reads it whole.
+Each local XSpace file's layout is worked out once (`readers/xspace/read.py` `plane_plan`).
+A file with TensorCore planes is read plane by plane: one unit per plane, or one unit for all
+of a file's planes when there are enough files to keep every worker busy (its op metadata is
+then decoded once). Anything else (a Kineto trace, an XLA GPU/CPU XSpace, which takes its plan
+along, a remote file) is one unit that reads it whole.
 """
 
 from __future__ import annotations
@@ -65,9 +66,10 @@ def plan(jobs: list, workers: int) -> Conversion:
         except ProfileFormatError as exc:
             early[i] = exc
             continue
-        if file_plan is None:
-            work = 0 if remote else _size(path)
-            units.append(Unit(i, read_whole, (path, fmt, host, max_bytes), str(path), work))
+        if file_plan is None or not file_plan.cores:
+            work = file_plan.size if file_plan else 0 if remote else _size(path)
+            args = (path, fmt, host, max_bytes, file_plan)
+            units.append(Unit(i, read_whole, args, str(path), work))
         else:
             plans[i] = file_plan
     whole_files = len(plans) >= workers
@@ -88,10 +90,10 @@ def _plane_units(job: int, file_plan, whole_file: bool) -> list:
     ]
 
 
-def read_whole(path, fmt, host, max_bytes):
+def read_whole(path, fmt, host, max_bytes, file_plan=None):
     from tb_roofline.readers import read_profile_file
 
-    return read_profile_file(path, fmt, host, max_bytes=max_bytes)
+    return read_profile_file(path, fmt, host, max_bytes=max_bytes, plan=file_plan)
 
 
 def convert_planes(path, cores, size) -> list:

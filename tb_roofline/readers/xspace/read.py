@@ -1,8 +1,9 @@
 """XSpace files to `ProfileData`: TPU TensorCore planes through the wire-format TPU reader
 (readers/xspace/tpu/file.py), everything else (XLA on GPU and CPU) through the HLO-costed reader.
 
-`plane_plan` is the one place that decides how a profile file is read; execute/pool.py asks
-it too, so a file is read the same way in one process and on all cores.
+`plane_plan` is the one place that works out a file's layout, once per read: readers/units.py
+asks it to cut a conversion into units and hands the plan to the unit that reads the file, so
+a file is read the same way in one process, on all cores and on a cluster.
 """
 
 from __future__ import annotations
@@ -18,30 +19,34 @@ from tb_roofline.table.op_table import ProfileData
 
 
 def plane_plan(path: str, fmt: str, host: str, max_bytes: int | None = None):
-    """How a profile file is read: a local XSpace file with TensorCore planes plane by plane
-    (its `tpu_file.FilePlan`: the planes are independent units of work); anything else whole,
-    by `readers.read_profile_file` (None), which also says what is wrong with a damaged or
-    cut layout. Raises the errors of the file itself (missing, empty, too large)."""
+    """The layout of a local XSpace file (`tpu_file.FilePlan`: its TensorCore planes, in
+    `cores`, are independent units of work; none for XLA on GPU and CPU). None for anything
+    read whole by `readers.read_profile_file` without a plan: another format, a remote file
+    (fetched in one request, then planned from its bytes), a damaged or cut layout (the whole
+    read says what is wrong). Raises the errors of the file itself (missing, empty, too
+    large)."""
     if fmt != "xplane" or storage.is_remote(path):
-        return None  # (a remote file is fetched in one request, then read plane by plane)
+        return None
     try:
-        plan = tpu_file.plan_file(path, host, max_bytes)
+        return tpu_file.plan_file(path, host, max_bytes)
     except ProfileFormatError as exc:
         if tpu_file.from_layout(exc):
             return None
         raise
-    return plan if plan.cores else None
 
 
 def read_xspace_file(
-    path: str, host: str, max_bytes: int | None = None, progress=None
+    path: str, host: str, max_bytes: int | None = None, progress=None, plan=None
 ) -> ProfileData:
+    """`plan`: the file's `plane_plan`, when the caller has made it (a unit of work)."""
     if progress:
         progress(0, 1)
-    plan = plane_plan(path, "xplane", host, max_bytes)
     if plan is None:
+        plan = plane_plan(path, "xplane", host, max_bytes)
+    if plan is None or not plan.cores:
         raw, young = read_profile_bytes(path, max_bytes)
-        plan = tpu_file.plan_buffer(path, host, raw, (), young)
+        if plan is None or len(raw) != plan.size:  # no plan, or the file changed since
+            plan = tpu_file.plan_buffer(path, host, raw, (), young)
         if not plan.cores:
             data = _read_gpu_cpu(plan, raw, progress)
             if progress:
