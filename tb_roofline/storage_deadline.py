@@ -103,12 +103,7 @@ def fetch_with_deadline(f, fs, p: str, deadline: Deadline) -> None:
         return
     import fsspec.asyn
 
-    inner = None
-    if type(f).__name__ == "S3File":
-        try:
-            from s3fs.core import _inner_fetch as inner
-        except ImportError:
-            inner = None
+    inner = _s3_ranged_fetch() if type(f).__name__ == "S3File" else None
 
     def fetch(start, end):
         if start >= end:
@@ -138,3 +133,12 @@ def fetch_with_deadline(f, fs, p: str, deadline: Deadline) -> None:
             raise
 
     cache.fetcher = fetch
+
+
+def _s3_ranged_fetch():
+    """s3fs's ranged GET that takes the file's ETag (If-Match), or None without s3fs."""
+    try:
+        from s3fs.core import _inner_fetch
+    except ImportError:
+        return None
+    return _inner_fetch

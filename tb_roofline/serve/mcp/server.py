@@ -56,8 +56,10 @@ How to read a roofline:
 """
 
 IoArg = Literal["include", "exclude"]
-ViewArg = Literal[mcp_tools.VIEWS]
-CaveatArg = Literal[mcp_tools.CAVEATS]
+# The choices are the model's tuples, read when the module loads (the schema the SDK builds
+# lists them); a static checker cannot evaluate them.
+ViewArg = Literal[mcp_tools.VIEWS]  # type: ignore[valid-type]
+CaveatArg = Literal[mcp_tools.CAVEATS]  # type: ignore[valid-type]
 Answer = dict[str, Any]  # a JSON object: the structured content of a tool's result
 
 
