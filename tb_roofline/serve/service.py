@@ -500,6 +500,7 @@ class RooflineService:
         name: str = "",
         offset: int = 0,
         limit: int | None = None,
+        change: str = "",
     ) -> dict:
         """Two runs (hosts, steps) on one roofline: see serve/compare_api.py, docs/compare.md."""
         from tb_roofline.serve import compare_api
@@ -520,6 +521,7 @@ class RooflineService:
             name,
             offset,
             limit,
+            change=change,
         )
 
     def guidance(

@@ -25,8 +25,9 @@ export function columnarToObjects(table) {
 }
 
 /**
- * The /compare filters in the browser: the API's rule on either side (filter_rule.js), then
- * the change (faster, slower, same, new, removed, or `matched` for the first three).
+ * The /compare filters in the browser (serve/compare_api.py `filter_pairs`): the API's rule on
+ * either side (filter_rule.js), then the change (faster, slower, same, new, removed, or
+ * `matched`: the pairs both sides have).
  */
 export function filterPairs(rows, {categories = [], boundBy = [], name = '', change = ''} = {}) {
   const kept = filterRows(rows, {categories, boundBy, name}, ['base_', 'cand_']);

@@ -286,12 +286,22 @@ def test_compare_filters_keep_the_apis_pairs(page, tb_testdata):
         json.dumps([p["program"], p["base_operation"], p["cand_operation"], p["match_rule"]]): i
         for i, p in enumerate(pairs_of(full))
     }
-    cases = [{"name": "DOT"}, {"bound_by": [bound]}, {"category": [category], "name": "."}]
+    assert len(index) == full["unfiltered_count"]  # each pair named once
+    cases = [
+        {"name": "DOT"},
+        {"bound_by": [bound]},
+        {"category": [category], "name": "."},
+        {"change": "slower"},
+        {"change": "faster", "bound_by": [bound]},
+        {"change": "matched", "name": "fusion"},
+    ]
+    sizes = set()
     for f in cases:
         state = {
             "name": f.get("name", ""),
             "categories": f.get("category", []),
             "boundBy": f.get("bound_by", []),
+            "change": f.get("change", ""),
         }
         before = int(page.evaluate(f"+({COMPARE}.dataset.filterSeq || 0)"))
         page.evaluate(f"window.__rooflineCompare.setFilter({json.dumps(state)})")
@@ -306,7 +316,9 @@ def test_compare_filters_keep_the_apis_pairs(page, tb_testdata):
             for p in pairs_of(tb_testdata.api("compare", base=base, run=run, **f)[1])
         )
         assert shown == want, f
-    assert page.evaluate("window.__rooflineCompare.filtered.length") == len(want)
+        assert page.evaluate("window.__rooflineCompare.filtered.length") == len(want)
+        sizes.add(len(want))
+    assert len(sizes) >= 4  # the filters did tell pairs apart
 
 
 @pytest.mark.parametrize("run", [V4, A100])
