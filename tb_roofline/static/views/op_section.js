@@ -191,10 +191,10 @@ export class OpSection {
     const g = this.geometry();
     this.geometryNow = g;
     placePoints(d.ops, g);
+    // The filter menus list the server's facets (of every row, not only those loaded).
     const facets = d.facets || {};
-    const uniq = (key) => [...new Set(d.ops.map((r) => r[key]))].filter((x) => x !== null).sort();
-    this.categories = facets.category && facets.category.length ? facets.category : uniq('category');
-    this.bounds = facets.bound_by && facets.bound_by.length ? facets.bound_by : uniq('bound_by');
+    this.categories = facets.category || [];
+    this.bounds = facets.bound_by || [];
     // Drop filter values (e.g. from a link) the run does not have.
     this.state.categories = this.state.categories.filter((c) => this.categories.includes(c));
     this.state.boundBy = this.state.boundBy.filter((c) => this.bounds.includes(c));
