@@ -15,7 +15,7 @@ const NO_ROOF = '(no link roof)';
 export const COMM_COLUMNS = ['program', 'operation', 'kind', 'message_bytes', 'group_size',
   'groups', 'group_form', 'group_assumed', 'algorithm', 'algorithm_stated', 'bus_factor',
   'occurrences', 'total_time_us', 'bus_bytes', 'bus_bw_gbs', 'algo_bw_gbs', 'link',
-  'link_gbs', 'link_fraction', 'exposed_us', 'exposed_shared', 'bound_by', 'caveat'];
+  'link_id', 'link_gbs', 'link_fraction', 'exposed_us', 'exposed_shared', 'bound_by', 'caveat'];
 const LABELS = {message_bytes: 'Message size S', group_size: 'Devices per group',
   groups: 'Groups', group_form: 'Groups named as', algorithm: 'Algorithm',
   bus_factor: 'Bus factor', occurrences: 'Executions', total_time_us: 'Time',
