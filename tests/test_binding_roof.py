@@ -48,3 +48,38 @@ def test_binding_roof_id_is_the_memory_bound_by_names(logdir, run):
                 assert m is not None and rid == m["id"], (r["operation"], bound, rid)
             seen.add(rid)
     assert "compute" in seen or "hbm" in seen
+
+
+@pytest.mark.parametrize(
+    "base,run",
+    [
+        ("v6e_train/2026_11_29_10_00_00", "v4_pod/2026_11_29_11_30_00"),
+        ("v4_pod/2026_11_29_11_30_00", "v4_pod/2026_11_29_11_30_00"),
+    ],
+)
+def test_compare_sides_carry_their_own_devices_roof_ids(base, run):
+    """Each side of a pair names its binding roof by an id of its own device's memories (two
+    devices: v6e base, v4 candidate with CMEM), in op and program pairs; a missing side has
+    none. The browser draws the comparison's roofs from these ids."""
+    s = RooflineService(os.path.join(REPO, "testdata", "demo"))
+    memories = {
+        "base": s.device(base, "")["device"]["memories"],
+        "cand": s.device(run, "")["device"]["memories"],
+    }
+    seen = set()
+    for level in ("op", "program"):
+        answer = s.compare(base, run, level=level)
+        table = answer if level == "op" else answer["program"]
+        assert {"base_binding_roof_id", "cand_binding_roof_id"} <= set(table["columns"])
+        for p in (dict(zip(table["columns"], r)) for r in zip(*table["values"])):
+            for side in ("base", "cand"):
+                rid, bound = p[f"{side}_binding_roof_id"], p[f"{side}_bound_by"]
+                if bound is None or bound in ("Unknown", "Async"):
+                    assert rid is None
+                elif bound == "Compute":
+                    assert rid == "compute"
+                else:
+                    m = _named(memories[side], bound)
+                    assert m is not None and rid == m["id"], (side, bound, rid)
+                seen.add((side, rid))
+    assert ("cand", "cmem_read") in seen and ("base", "hbm") in seen

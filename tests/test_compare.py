@@ -483,6 +483,19 @@ def test_compare_route_answers_and_errors(runs):
     status, a = get(base=base, run=cand, name="DOT", limit=2)
     assert status == 200 and a["total_count"] == 3 and len(a["values"][0]) == 2
     assert all("dot" in p["cand_operation"] for p in pairs(a))
+    # The change filter: each change alone, `matched` for the pairs both sides have.
+    every = pairs(get(base=base, run=cand)[1])
+    for change in ("faster", "slower", "same", "new", "removed", "matched"):
+        status, a = get(base=base, run=cand, change=change, category="loop fusion")
+        want = [
+            p
+            for p in every
+            if (p["status"] if change == "matched" else p["change"]) == change
+            and "loop fusion" in (p["base_category"], p["cand_category"])
+        ]
+        assert status == 200 and a["total_count"] == len(want), change
+        assert pairs(a) == want
+    assert {p["change"] for p in every} >= {"faster", "slower"}
     status, a = get(base=base, run=cand, level="program")
     assert status == 200 and a["level"] == "program" and len(a["values"][0]) == 5
     for params, code in (
@@ -493,6 +506,7 @@ def test_compare_route_answers_and_errors(runs):
         ({"base": base, "run": cand, "view": "kernel"}, 400),
         ({"base": "../x", "run": cand}, 400),
         ({"base": base, "run": cand, "host": "nope"}, 404),
+        ({"base": base, "run": cand, "change": "better"}, 400),
     ):
         status, body = get(**params)
         assert status == code and body["error"]["status"] == code and body["error"]["message"]

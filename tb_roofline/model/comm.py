@@ -113,6 +113,7 @@ def points(a, include_io: bool = True) -> list[dict]:
                 "bus_bw_gbs": bus_gbs,
                 "algo_bw_gbs": algo_gbs,
                 "link": roof["name"] if roof else None,
+                "link_id": roof["id"] if roof else None,
                 "link_gbs": roof["gbs"] if roof else None,
                 "link_fraction": bus_gbs / roof["gbs"] if roof and bus_gbs is not None else None,
                 "exposed_us": exp if exp is not None else (0.0 if complete else None),

@@ -17,7 +17,13 @@ import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.matching import OP, Matching, MatchKeys, match
-from tb_roofline.model.records import RecordTable, div, json_rows, scope_record_type
+from tb_roofline.model.records import (
+    RecordTable,
+    binding_roof_ids,
+    div,
+    json_rows,
+    scope_record_type,
+)
 
 # Per side (prefixed `base_` and `cand_`); a pair's sides always share their program.
 _COMMON = (
@@ -56,9 +62,18 @@ PAIR_COLUMNS = (
     "bound_by_changed",
     "roof_changed",
 )
-OP_COLUMNS = PAIR_COLUMNS + tuple(f"{s}_{c}" for s in ("base", "cand") for c in SIDE_COLUMNS)
-PROGRAM_COLUMNS = PAIR_COLUMNS + tuple(
-    f"{s}_{c}" for s in ("base", "cand") for c in PROGRAM_SIDE_COLUMNS
+# Per side, derived by the model from the side's own device: the roof a record is bound by, as
+# an id ("compute", or a memory id of that device's `memories`: records.binding_roof_ids).
+ROOF_ID_COLUMNS = ("base_binding_roof_id", "cand_binding_roof_id")
+OP_COLUMNS = (
+    PAIR_COLUMNS
+    + tuple(f"{s}_{c}" for s in ("base", "cand") for c in SIDE_COLUMNS)
+    + ROOF_ID_COLUMNS
+)
+PROGRAM_COLUMNS = (
+    PAIR_COLUMNS
+    + tuple(f"{s}_{c}" for s in ("base", "cand") for c in PROGRAM_SIDE_COLUMNS)
+    + ROOF_ID_COLUMNS
 )
 MATCHED, NEW, REMOVED = "matched", "new", "removed"
 _STRING_COLUMNS = frozenset(
@@ -133,6 +148,8 @@ def compare(base: Side, cand: Side, top: int = 10) -> Comparison:
     ops = pair_table(
         base_cols, cand_cols, matching, SIDE_COLUMNS, OP_COLUMNS, "total_self_time_us", change
     )
+    with_roof_ids(ops, base.device, cand.device)
+    with_roof_ids(program, base.device, cand.device)
     order = _largest_change_first(ops)
     ops = ops.select(order)
     summary = _summary(program, ops, time_pair, change, base, cand, top)
@@ -237,6 +254,15 @@ def pair_table(
     same_roof = (pb == pc) | (np.isnan(pb) & np.isnan(pc))
     out["roof_changed"] = np.where(both, ~same_roof, None).astype(object)
     return PairTable(out, tuple(names))
+
+
+def with_roof_ids(table: PairTable, base_device: DeviceInfo, cand_device: DeviceInfo):
+    """Adds each side's binding roof id (ROOF_ID_COLUMNS), judged on that side's device; None
+    on a missing side (no bound-by) and where nothing binds the record."""
+    for prefix, device in (("base", base_device), ("cand", cand_device)):
+        table.columns[f"{prefix}_binding_roof_id"] = binding_roof_ids(
+            table.columns[f"{prefix}_bound_by"], device
+        )
 
 
 def _has(values: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ const NO_ROOF = '(no link roof)';
 export const COMM_COLUMNS = ['program', 'operation', 'kind', 'message_bytes', 'group_size',
   'groups', 'group_form', 'group_assumed', 'algorithm', 'algorithm_stated', 'bus_factor',
   'occurrences', 'total_time_us', 'bus_bytes', 'bus_bw_gbs', 'algo_bw_gbs', 'link',
-  'link_gbs', 'link_fraction', 'exposed_us', 'exposed_shared', 'bound_by', 'caveat'];
+  'link_id', 'link_gbs', 'link_fraction', 'exposed_us', 'exposed_shared', 'bound_by', 'caveat'];
 const LABELS = {message_bytes: 'Message size S', group_size: 'Devices per group',
   groups: 'Groups', group_form: 'Groups named as', algorithm: 'Algorithm',
   bus_factor: 'Bus factor', occurrences: 'Executions', total_time_us: 'Time',
@@ -71,7 +71,7 @@ export function commSpec(hasRoofs) {
     layers.push({name: 'roofs', data: {name: 'roofs'},
       mark: {type: 'rule', strokeDash: [6, 3], tooltip: {content: 'data'}},
       encoding: {y: {field: 'gbs', type: 'quantitative'}, color: {value: '#e45756'},
-        strokeWidth: {condition: {test: 'datum.name === hovered_link', value: 3.5},
+        strokeWidth: {condition: {test: 'datum.id === hovered_link', value: 3.5},
           value: 1.5}}});
     layers.push({name: 'roof_labels', data: {name: 'roofs'},
       mark: {type: 'text', align: 'right', baseline: 'bottom', dy: -3, fontSize: 11},
@@ -154,10 +154,12 @@ export class CommChartSection {
     const kind = this.kindSelect.value;
     setChildren(this.kindSelect, option(ALL, 'All', kind),
         a.kinds.map((k) => option(k, k, kind)));
+    // Links by the server's ids (a point's `link_id` is its roof's `id`), shown by name.
     const link = this.linkSelect.value;
-    const names = a.links.map((l) => l.name);
-    if (a.points.some((p) => !p.link)) names.push(NO_ROOF);
-    setChildren(this.linkSelect, option(ALL, 'All', link), names.map((n) => option(n, n, link)));
+    const links = a.links.map((l) => [l.id, l.name]);
+    if (a.points.some((p) => !p.link_id)) links.push([NO_ROOF, NO_ROOF]);
+    setChildren(this.linkSelect, option(ALL, 'All', link),
+        links.map(([id, name]) => option(id, name, link)));
   }
 
   /** The points and roofs the filters keep: {points (drawable), roofs, undrawn}. */
@@ -166,13 +168,13 @@ export class CommChartSection {
     const kind = this.kindSelect.value;
     const link = this.linkSelect.value;
     const kept = a.points.filter((p) => (!kind || p.kind === kind) &&
-      (!link || (p.link || NO_ROOF) === link));
+      (!link || (p.link_id || NO_ROOF) === link));
     // How the profile names the groups, for the marker ("not named": n assumed or not needed).
     const points = kept.filter((p) => p.message_bytes > 0 && p.bus_bw_gbs > 0)
         .map((p) => ({...p, groups_named: p.group_form || 'not named'}));
     const xmax = Math.max(...points.map((p) => p.message_bytes), 1);
-    const roofs = a.links.filter((l) => !link || l.name === link).map((l) => ({
-      roof: true, name: l.name, gbs: l.gbs, x: xmax, label: `${l.name}: ${fmt(l.gbs)} GB/s`}));
+    const roofs = a.links.filter((l) => !link || l.id === link).map((l) => ({
+      roof: true, id: l.id, name: l.name, gbs: l.gbs, x: xmax, label: `${l.name}: ${fmt(l.gbs)} GB/s`}));
     return {points, roofs, undrawn: kept.length - points.length, kept};
   }
 
@@ -211,7 +213,7 @@ export class CommChartSection {
   highlight(d) {
     const view = this.chart.view;
     if (!view) return;
-    view.signal('hovered_link', d && !d.roof ? (d.link || null) : null).runAsync();
+    view.signal('hovered_link', d && !d.roof ? (d.link_id || null) : null).runAsync();
   }
 
   fileBase(what) {

@@ -2,12 +2,12 @@
 // device's roofs, an arrow from a base record to its candidate coloured by faster / slower. The
 // Vega-Lite specs and the data they draw; views are made with charts.js's Chart. No API access.
 import {X_LABELS, Y_LABELS} from './roofline_specs.js';
-import {boundTo, computeStyle, decades, memoryColor} from './roofs.js';
-import {unitOf} from './columns.js';
+import {decades, roofGeometry} from './roofs.js';
+import {fmtFlopRate, unitOf} from './columns.js';
 
 export const CHANGES = ['faster', 'slower', 'same', 'new', 'removed'];
 const CHANGE_COLORS = ['#2e7d32', '#d32f2f', '#78909c', '#1565c0', '#ef6c00'];
-const ROOF_COLOR = '#7f7f7f';
+const RIDGE_COLOR = '#7f7f7f';
 const BASE_COLOR = '#9e9e9e';
 const X_TITLE = 'Operational intensity (FLOP/byte)';
 const Y_TITLE = 'FLOP rate per core';
@@ -19,104 +19,49 @@ const MAX_ARROWS = 200;
 const positive = (v) => typeof v === 'number' && v > 0;
 
 /**
- * Axis ranges for the points of both sides (objects with `x`, `y`) and the roofs of both
- * devices: the roof lines of a side are drawn only when its device differs (else one set).
+ * The roofs and axis ranges of a comparison: roofs.js's roofGeometry for each side's device
+ * and records (one module draws every roofline's roofs: the same rule, lines and ridges as a
+ * single run's chart), both sides on one set of axes. `records`: sidesXY's record-like sides.
+ * The roofs of a side are drawn once when both devices have the same roofs, else one set per
+ * side (the base's fainter). `mixPeak`: each side's program FLOP-mix roof (program chart).
  */
-export function compareGeometry(baseDevice, candDevice, points) {
-  // XProf's rule (roofs.js): HBM always, another memory only where a record is bound by it.
-  const bound = new Set(points.map((p) => p.bound).filter(Boolean));
-  const memories = (d) => allMemories(d).filter((m) => m.id === 'hbm' ||
-      [...bound].some((b) => boundTo(m, b)));
-  let xMin = Infinity; let xMax = 0; let yMin = Infinity; let yMax = 0;
-  for (const p of points) {
-    if (positive(p.x)) { xMin = Math.min(xMin, p.x); xMax = Math.max(xMax, p.x); }
-    if (positive(p.y)) { yMin = Math.min(yMin, p.y); yMax = Math.max(yMax, p.y); }
-  }
-  const sides = [['cand', candDevice], ['base', baseDevice]];
+export function compareGeometry(baseDevice, candDevice, records, {dark = false,
+  mixPeak = {}} = {}) {
   const same = JSON.stringify(roofKey(baseDevice)) === JSON.stringify(roofKey(candDevice));
-  // One compute roof per precision the side's records run under (their peak_flop_rate), as in
-  // the single-run charts; the device's first peak when no record says.
-  const peaksOf = (side, d) => {
-    const mine = points.filter((p) => same || p.side === side).map((p) => p.peak)
-        .filter(positive);
-    const peaks = [...new Set(mine)].sort((a, b) => b - a);
-    const first = firstPeak(d);
-    return peaks.length ? peaks : (first ? [first] : []);
-  };
-  for (const [side, d] of same ? sides.slice(0, 1) : sides) {
-    const peaks = peaksOf(side, d);
-    if (!peaks.length) continue;
-    yMax = Math.max(yMax, peaks[0]);
-    for (const m of memories(d)) {
-      for (const peak of peaks) {
-        const ridge = peak / m.peak_gbs;
-        xMin = Math.min(xMin, ridge);
-        xMax = Math.max(xMax, ridge);
-      }
-    }
-  }
-  if (!Number.isFinite(xMin)) { xMin = 0.01; xMax = 1000; }
-  if (!Number.isFinite(yMin)) { yMax = yMax || 1000; yMin = yMax / 1e6; }
-  const x0 = xMin / 10;
-  const x1 = xMax * 10;
-  const floorX = xMin / 10;
-  let lowest = yMin;
-  for (const [, d] of sides) for (const m of memories(d)) lowest = Math.min(lowest, m.peak_gbs * x0);
-  const floorY = lowest / 10;
+  const sides = same ? [['cand', candDevice, records]] : [['cand', candDevice], ['base',
+    baseDevice]].map(([side, d]) => [side, d, records.filter((r) => r.side === side)]);
   const roofs = [];
   const ridges = [];
-  for (const [side, d] of same ? sides.slice(0, 1) : sides) {
-    const peaks = peaksOf(side, d);
-    if (!peaks.length) continue;
-    const [peak, ...lower] = peaks;  // each memory roof rises to the highest compute roof
+  let [x0, x1, y0, y1] = [Infinity, 0, Infinity, 0];
+  for (const [side, d, mine] of sides) {
+    // Records with a caveat choose roofs (as in one run) but are not placed: no axis room.
+    const placed = mine.filter((r) => !r.caveat && positive(r.bottleneck_operational_intensity) &&
+        positive(r.flop_rate));
+    const g = roofGeometry(d, placed, {roofRecords: mine, dark,
+      mixPeak: mixPeak[side] ?? null});
+    [x0, x1] = [Math.min(x0, g.xDomain[0]), Math.max(x1, g.xDomain[1])];
+    [y0, y1] = [Math.min(y0, g.yDomain[0]), Math.max(y1, g.yDomain[1])];
     const who = same ? '' : `${side === 'cand' ? 'candidate' : 'base'}: `;
-    const mems = memories(d);
-    // Roofs a placed record is judged against strong, the others faint (as in one run).
-    const mine = points.filter((p) => same || p.side === side);
-    const computeBinds = (v) => mine.some((p) => p.bound === 'Compute' && p.peak === v);
-    const style = (color, dash, strong) => ({color, dash, width: strong ? 2.2 : 1.2,
-      alpha: (strong ? 1 : 0.4) * (side === 'base' && !same ? 0.6 : 1)});
-    for (const m of mems) {
-      const ridge = peak / m.peak_gbs;
-      const name = `${who}${m.name}`;
-      // The memory roof runs on flat along the top compute roof: strong when either binds.
-      const ms = style(memoryColor(m.id), null, mine.some((p) => boundTo(m, p.bound)) ||
-          computeBinds(peak));
-      roofs.push({roof: name, side, order: 0, px: x0, py: m.peak_gbs * x0, ...ms});
-      roofs.push({roof: name, side, order: 1, px: ridge, py: peak, ...ms});
-      roofs.push({roof: name, side, order: 2, px: x1, py: peak, ...ms});
-      ridges.push({side, px: ridge, py: peak,
-        label: `${who}${m.name} ridge ${ridge.toPrecision(4)} FLOP/B, peak ${fmtPeak(peak)}`});
+    const fade = side === 'base' && !same ? 0.6 : 1;
+    const label = new Map(g.roofs.map((r) => [r.id, r.label]));
+    for (const l of g.lines) {
+      roofs.push({roof: `${who}${label.get(l.roof)}`, id: l.roof, side, order: l.order,
+        px: l.px, py: l.py, color: l.color, dash: l.dash, width: l.width,
+        alpha: l.alpha * fade});
     }
-    const hbm = mems.find((m) => m.id === 'hbm') || mems[0];
-    lower.forEach((p, i) => {  // a lower precision's roof: from where HBM meets it
-      const ridge = hbm ? p / hbm.peak_gbs : x0;
-      const name = `${who}compute ${fmtPeak(p)}`;
-      const cs = style(...computeStyle(i + 1, false), computeBinds(p));
-      roofs.push({roof: name, side, order: 0, px: ridge, py: p, ...cs});
-      roofs.push({roof: name, side, order: 1, px: x1, py: p, ...cs});
-      if (hbm) {
-        ridges.push({side, px: ridge, py: p,
-          label: `${who}${hbm.name} ridge ${ridge.toPrecision(4)} FLOP/B, peak ${fmtPeak(p)}`});
-      }
-    });
+    for (const r of g.ridges) {
+      ridges.push({side, roof: r.roof, px: r.px, py: r.py, label: `${who}${r.memory.name} ` +
+        `ridge ${r.px.toPrecision(4)} FLOP/B, peak ${fmtFlopRate(r.peak)}`});
+    }
   }
-  return {same, floorX, floorY, roofs, ridges, yTitle: `FLOP rate per ${unitOf(candDevice)}`, xDomain: [floorX / 2, x1],
-    yDomain: [floorY / 2, Math.max(yMax, 1e-9) * 3]};
+  if (!Number.isFinite(x0)) [x0, x1, y0, y1] = [0.01, 1000, 1e-3, 1000];
+  return {same, roofs, ridges, yTitle: `FLOP rate per ${unitOf(candDevice)}`,
+    xDomain: [x0, x1], yDomain: [y0, y1]};
 }
 
 function roofKey(d) {
   return d ? [(d.compute || []).map((c) => [c.precision, c.peak_gflops]),
-    allMemories(d).map((m) => [m.id, m.peak_gbs])] : null;
-}
-function firstPeak(d) {
-  return d && d.compute && d.compute.length ? d.compute[0].peak_gflops : null;
-}
-function allMemories(d) {
-  return ((d && d.memories) || []).filter((m) => m.peak_gbs > 0);
-}
-function fmtPeak(gflops) {
-  return gflops >= 1e3 ? `${(gflops / 1e3).toPrecision(3)} TFLOP/s` : `${gflops.toPrecision(3)} GFLOP/s`;
+    ((d && d.memories) || []).map((m) => [m.id, m.peak_gbs])] : null;
 }
 
 /**
@@ -215,7 +160,7 @@ function roofLayers(g) {
     },
     {
       data: {values: g.ridges},
-      mark: {type: 'point', shape: 'triangle-down', filled: true, size: 60, color: ROOF_COLOR,
+      mark: {type: 'point', shape: 'triangle-down', filled: true, size: 60, color: RIDGE_COLOR,
              clip: true},
       encoding: {x: xEnc(g), y: yEnc(g), tooltip: {field: 'label'}},
     },
@@ -305,14 +250,21 @@ export function bySide(points) {
   return {base_points: base, cand_points: coloured};
 }
 
-/** Both sides' placed coordinates, for the axis ranges. */
+/**
+ * Each side of each pair as a record of its run (the fields roofs.js reads: intensity, FLOP
+ * rate, compute roof, precision, caveat and the server's `binding_roof_id`), with its `side`;
+ * a side the pair lacks (new, removed) is left out.
+ */
 export function sidesXY(rows) {
   const out = [];
+  const keys = ['bottleneck_operational_intensity', 'flop_rate', 'peak_flop_rate', 'precision',
+    'caveat', 'binding_roof_id', 'record_type'];
   for (const r of rows) {
     for (const side of ['base', 'cand']) {
-      if (r[`${side}_caveat`]) continue;
-      out.push({x: r[`${side}_bottleneck_operational_intensity`], y: r[`${side}_flop_rate`],
-        bound: r[`${side}_bound_by`], side, peak: r[`${side}_peak_flop_rate`]});
+      if (r[`${side}_bound_by`] === null || r[`${side}_bound_by`] === undefined) continue;
+      const rec = {side};
+      for (const k of keys) rec[k] = r[`${side}_${k}`] ?? null;
+      out.push(rec);
     }
   }
   return out;

@@ -2,6 +2,7 @@
 // objects, the browser-side filters (the API's semantics), table columns, CSV. No DOM.
 import {fmtBool, fmtFrac, fmtNum, fmtText, fmtTime, sideColumn, sideMeasured}
   from './columns.js';
+import {filterRows} from './filter_rule.js';
 
 /** `{columns, values}` (one array per column) → row objects, each with its index `_i`. */
 export function columnarToObjects(table) {
@@ -24,21 +25,14 @@ export function columnarToObjects(table) {
 }
 
 /**
- * The /compare filters in the browser: category and bound-by exact on either side, name a
- * case-insensitive substring of either side's op name; plus the change (faster, slower, same,
- * new, removed, or `matched` for the first three).
+ * The /compare filters in the browser (serve/compare_api.py `filter_pairs`): the API's rule on
+ * either side (filter_rule.js), then the change (faster, slower, same, new, removed, or
+ * `matched`: the pairs both sides have).
  */
 export function filterPairs(rows, {categories = [], boundBy = [], name = '', change = ''} = {}) {
-  const cats = categories.length ? new Set(categories) : null;
-  const bounds = boundBy.length ? new Set(boundBy) : null;
-  const needle = (name || '').toLowerCase();
-  if (!cats && !bounds && !needle && !change) return rows;
-  const either = (set, r, key) => set.has(r[`base_${key}`]) || set.has(r[`cand_${key}`]);
-  const has = (v) => v !== null && v !== undefined && String(v).toLowerCase().includes(needle);
-  return rows.filter((r) => (!cats || either(cats, r, 'category')) &&
-      (!bounds || either(bounds, r, 'bound_by')) &&
-      (!needle || has(r.base_operation) || has(r.cand_operation)) &&
-      (!change || (change === 'matched' ? r.status === 'matched' : r.change === change)));
+  const kept = filterRows(rows, {categories, boundBy, name}, ['base_', 'cand_']);
+  if (!change) return kept;
+  return kept.filter((r) => (change === 'matched' ? r.status === 'matched' : r.change === change));
 }
 
 const C = (key, label, format, extra = {}) => ({key, label, format: (v) => format(v),

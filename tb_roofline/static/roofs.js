@@ -55,16 +55,6 @@ function computeRoofs(device, records, mix) {
 }
 
 /**
- * Whether a compare pair's `bound_by` names this memory (the compare answer has no roof ids):
- * the model names a resource as its op-table column does ("HBM", "Host link", "Interconnect");
- * the device may add the link's kind to the name ("Interconnect (ICI)", "Host link (PCIe)").
- */
-export function boundTo(m, boundBy) {
-  return !!boundBy && (m.name === boundBy || m.id === boundBy ||
-    m.name.startsWith(`${boundBy} (`));
-}
-
-/**
  * The device memory a record is bound by: the server's `binding_roof_id` (the model's
  * records.binding_roof_ids), matched by id, never by name; null when compute or nothing binds it.
  */
@@ -173,7 +163,8 @@ function styleComputes(computes, bound, dark) {
  * ranges always hold every point's own roof and the highest compute roof with its ridge
  * (axisRanges). `mixPeak`: the Total's compute roof. `roofRecords`: the records whose roofs
  * are drawn (default: all of `records`). Roofs that bind a record are `strong`, the others
- * drawn faint.
+ * drawn faint. The one home of roof geometry: the single-run charts and the comparison's
+ * (compare_charts.js, once per device) draw what it returns.
  */
 export function roofGeometry(device, records, {mixPeak = null, dark = false,
   roofRecords = null} = {}) {
@@ -185,7 +176,7 @@ export function roofGeometry(device, records, {mixPeak = null, dark = false,
   const placed = records.filter((r) => positive(r.bottleneck_operational_intensity) &&
       positive(r.flop_rate));
   const {x0, x1, yLo, yHi} = axisRanges(device, placed, top, drawn);
-  for (const r of records) {
+  for (const r of new Set([...records, ...judged])) {
     const b = bindingRoof(device, r);
     const c = b && b.id.startsWith('compute:') ?
       computes.find((k) => Math.abs(k.value / r.peak_flop_rate - 1) < SAME_ROOF) : null;
@@ -224,6 +215,13 @@ export function roofGeometry(device, records, {mixPeak = null, dark = false,
         align: 'center', below: false});
     }
   }
+  // Where the roofs meet: each drawn memory the top compute roof, each lower compute roof HBM.
+  const ridges = top ? drawn.map((m) => ({roof: `memory:${m.id}`, px: top / m.peak_gbs, py: top,
+    memory: m, peak: top})) : [];
+  for (const c of hbm ? computes.slice(1) : []) {
+    ridges.push({roof: c.id, px: c.value / hbm.peak_gbs, py: c.value, memory: hbm,
+      peak: c.value});
+  }
   const yDecades = Math.log10(yDomain[1] / yDomain[0]);
   computes.forEach((c, i) => {
     const start = hbm ? c.value / hbm.peak_gbs : x0 / 100;
@@ -239,7 +237,7 @@ export function roofGeometry(device, records, {mixPeak = null, dark = false,
     labels.push({roof: c.id, px: x1 / 1.02, py: c.value, text: c.label, ax: 1, ay: 1, bx: 2,
       by: 1, ...style, alpha: Math.max(style.alpha, 0.7), align: 'right', below});
   });
-  return {peak: top, mixPeak, computes, drawn, available, roofs, lines, labels,
+  return {peak: top, mixPeak, computes, drawn, available, roofs, lines, labels, ridges,
     yTitle: `FLOP rate per ${unitOf(device)}`, floorY, x0, x1, xDomain: [x0, x1], yDomain, stripTop,
     xTicks: decades(x0, x1), yTicks: decades(stripTop || yDomain[0], yDomain[1])};
 }

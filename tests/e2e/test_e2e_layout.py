@@ -380,8 +380,9 @@ def test_numbers_and_roofs_without_compute_peaks(page, tb_testdata):
 
 
 def test_compare_chart_draws_one_compute_roof_per_precision(page, tb_testdata):
-    """The comparison's roofs follow the single-run rule: one compute roof per peak its records
-    run under (an A100 run with fp32 and bf16 work: both), memory roofs up to the highest."""
+    """The comparison's roofs follow the single-run rule (roofs.js draws both): one compute roof
+    per peak its records run under (an A100 run with fp32 and bf16 work: both), memory roofs up
+    to the highest, chosen by the sides' `binding_roof_id`."""
     open_frame(page, tb_testdata, run=CAND)
     roofs = page.evaluate("""async () => {
         const m = await import('./static/compare_charts.js');
@@ -389,14 +390,16 @@ def test_compare_chart_draws_one_compute_roof_per_precision(page, tb_testdata):
                              {precision: 'fp32', peak_gflops: 19500}],
                    memories: [{id: 'hbm', name: 'HBM', peak_gbs: 2039}]};
         const rows = [{base_bottleneck_operational_intensity: 10, base_flop_rate: 1000,
-                       base_bound_by: 'HBM', base_peak_flop_rate: 19500,
+                       base_bound_by: 'HBM', base_binding_roof_id: 'hbm',
+                       base_peak_flop_rate: 19500,
                        cand_bottleneck_operational_intensity: 300, cand_flop_rate: 150000,
-                       cand_bound_by: 'Compute', cand_peak_flop_rate: 312000}];
+                       cand_bound_by: 'Compute', cand_binding_roof_id: 'compute',
+                       cand_peak_flop_rate: 312000}];
         const g = m.compareGeometry(d, d, m.sidesXY(rows));
-        return g.roofs.map((r) => [r.roof, r.px, r.py]);
+        return g.roofs.map((r) => [r.id, r.px, r.py]);
     }""")
     tops = {name: max(py for n, _, py in roofs if n == name) for name, _, _ in roofs}
-    assert tops["HBM"] == 312000  # the memory roof rises to the highest compute roof
-    assert tops["compute 19.5 TFLOP/s"] == 19500  # and the fp32 work has its own
-    fp32 = sorted(px for n, px, _ in roofs if n == "compute 19.5 TFLOP/s")
+    assert tops["memory:hbm"] == 312000  # the memory roof rises to the highest compute roof
+    assert tops["compute:19500"] == 19500  # and the fp32 work has its own
+    fp32 = sorted(px for n, px, _ in roofs if n == "compute:19500")
     assert abs(fp32[0] - 19500 / 2039) < 1e-9  # starting where HBM meets it

@@ -9,7 +9,7 @@ again and an unchanged pair costs a dictionary look-up.
 from __future__ import annotations
 
 from tb_roofline import errors
-from tb_roofline.model.compare import PairTable, Side, compare
+from tb_roofline.model.compare import MATCHED, PairTable, Side, compare
 from tb_roofline.model.op_merge import merged_op_records
 from tb_roofline.model.records import AVERAGE, TOTAL
 from tb_roofline.model.roofline import scoped_op_records
@@ -123,9 +123,24 @@ def _merger(analysis, scope: str, include_io: bool, view: str):
     return merge
 
 
-def filter_pairs(table: PairTable, categories=(), bound_by=(), name="") -> PairTable:
-    """The API's op filters on either side (serve/service/answers.py)."""
-    return answers.filtered(table, categories, bound_by, name, prefixes=SIDES)
+# A pair's `change` (model/compare.py), and `matched` for the first three together.
+CHANGES = ("faster", "slower", "same", "new", "removed", MATCHED)
+
+
+def filter_pairs(table: PairTable, categories=(), bound_by=(), name="", change="") -> PairTable:
+    """The API's op filters on either side (serve/service/answers.py), then the pair's change:
+    `matched` keeps the pairs both sides have, any other value those with that change. The
+    comparison view's filter (static/compare_data.js filterPairs) is this rule."""
+    if change and change not in CHANGES:
+        raise errors.InvalidArgumentError(
+            f"change must be one of {', '.join(CHANGES)}, not {change!r}"
+        )
+    table = answers.filtered(table, categories, bound_by, name, prefixes=SIDES)
+    if not change:
+        return table
+    column = table.columns["status" if change == MATCHED else "change"]
+    mask = column == change
+    return table if mask.all() else table.select(mask)
 
 
 def compare_answer(
@@ -145,6 +160,7 @@ def compare_answer(
     offset: int = 0,
     limit=None,
     base_service=None,
+    change: str = "",
 ) -> dict:
     if base is None:
         raise errors.InvalidArgumentError("missing parameter 'base'")
@@ -163,7 +179,7 @@ def compare_answer(
         base_service=base_service,
     )
     full = cmp.ops if level == "op" else cmp.program
-    table = filter_pairs(full, categories, bound_by, name) if level == "op" else full
+    table = filter_pairs(full, categories, bound_by, name, change) if level == "op" else full
     total = len(table)
     table = answers.page(table, offset, limit)
     facets = answers.facets(full.columns, SIDES) if level == "op" else {}

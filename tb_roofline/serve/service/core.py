@@ -506,6 +506,7 @@ class RooflineService:
         name: str = "",
         offset: int = 0,
         limit: int | None = None,
+        change: str = "",
     ) -> dict:
         """Two runs (hosts, steps) on one roofline: serve/service/compare.py, docs/compare.md."""
         from tb_roofline.serve.service import compare as compare_api
@@ -526,6 +527,7 @@ class RooflineService:
             name,
             offset,
             limit,
+            change=change,
         )
 
     def guidance(

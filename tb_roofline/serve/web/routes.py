@@ -251,6 +251,7 @@ class RooflineRoutes:
             f["name"],
             f["offset"],
             f["limit"],
+            change=request.args.get("change", ""),
         )
         return _json_response(answer)
 

@@ -374,7 +374,13 @@ class CompareView {
 
   async renderProgram() {
     const rows = this.program;
-    const g = compareGeometry(this.answer.base.device, this.answer.cand.device, sidesXY(rows));
+    // Each side's FLOP-mix roof is its Total's compute roof, as in the single-run chart.
+    const total = rows.find((r) => r.cand_record_type === 'total' ||
+        r.base_record_type === 'total');
+    const mixPeak = total ? {base: total.base_peak_flop_rate, cand: total.cand_peak_flop_rate} :
+      {};
+    const g = compareGeometry(this.answer.base.device, this.answer.cand.device, sidesXY(rows),
+        {dark: this.app.dark, mixPeak});
     const {points} = pairPoints(rows, g, 'total_time_us');
     const arrows = pairArrows(points, {all: true});
     const labels = points.filter((p) => p.side === 'cand' && p.pair.cand_record_type === 'total')
@@ -396,7 +402,8 @@ class CompareView {
   }
 
   async renderOps() {
-    const g = compareGeometry(this.answer.base.device, this.answer.cand.device, sidesXY(this.pairs));
+    const g = compareGeometry(this.answer.base.device, this.answer.cand.device,
+        sidesXY(this.pairs), {dark: this.app.dark});
     this.opGeometry = g;
     const {points, caveated, unplaced} = pairPoints(this.pairs, g, 'total_self_time_us');
     this.points = points;

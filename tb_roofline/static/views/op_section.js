@@ -4,6 +4,7 @@
 import {Chart, categorySpec, opSpec, placePoints, POINT_FLAGS, roofGeometry} from '../charts.js';
 import {OP_COLUMNS, OP_ESSENTIAL, TOOLTIP_COLUMNS, fmtInt, perUnit, visibleColumns, withDeviceMemories}
   from '../columns.js';
+import {filterRows} from '../filter_rule.js';
 import {exportButtons, h, setChildren} from './dom.js';
 import {roofLegend} from './roof_legend.js';
 import {errorBox} from './states.js';
@@ -190,10 +191,10 @@ export class OpSection {
     const g = this.geometry();
     this.geometryNow = g;
     placePoints(d.ops, g);
+    // The filter menus list the server's facets (of every row, not only those loaded).
     const facets = d.facets || {};
-    const uniq = (key) => [...new Set(d.ops.map((r) => r[key]))].filter((x) => x !== null).sort();
-    this.categories = facets.category && facets.category.length ? facets.category : uniq('category');
-    this.bounds = facets.bound_by && facets.bound_by.length ? facets.bound_by : uniq('bound_by');
+    this.categories = facets.category || [];
+    this.bounds = facets.bound_by || [];
     // Drop filter values (e.g. from a link) the run does not have.
     this.state.categories = this.state.categories.filter((c) => this.categories.includes(c));
     this.state.boundBy = this.state.boundBy.filter((c) => this.bounds.includes(c));
@@ -277,15 +278,9 @@ export class OpSection {
     setChildren(this.boundSummary, label('Bound by', this.state.boundBy));
   }
 
-  /** The same semantics as the API's filters: exact category/bound_by, name substring. */
+  /** The ops the filters keep: the API's rule (filter_rule.js). */
   applyFilterRows(ops = (this.ctx.data && this.ctx.data.ops) || [], state = this.state) {
-    const cats = state.categories.length ? new Set(state.categories) : null;
-    const bounds = state.boundBy.length ? new Set(state.boundBy) : null;
-    const name = state.name.toLowerCase();
-    if (!cats && !bounds && !name) return ops;
-    return ops.filter((r) => (!cats || cats.has(r.category)) &&
-        (!bounds || bounds.has(r.bound_by)) &&
-        (!name || String(r.operation || '').toLowerCase().includes(name)));
+    return filterRows(ops, state);
   }
 
   /**
