@@ -25,7 +25,7 @@ export function columnarToObjects(table) {
 }
 
 /**
- * The /compare filters in the browser (serve/compare_api.py `filter_pairs`): the API's rule on
+ * The /compare filters in the browser (serve/service/compare.py `filter_pairs`): the API's rule on
  * either side (filter_rule.js), then the change (faster, slower, same, new, removed, or
  * `matched`: the pairs both sides have).
  */

@@ -1,4 +1,4 @@
-// THE op filter, as the API applies it (serve/answers.py `filter_mask`), for the rows the tab
+// THE op filter, as the API applies it (serve/service/answers.py `filter_mask`), for the rows the tab
 // already holds: filtering them here answers a keystroke at once and works in the one-file
 // report, which can answer no new query. A row is kept when its category is among those asked,
 // its bound-by among those asked (an empty list asks for all) and the name filter is a

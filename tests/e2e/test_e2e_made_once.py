@@ -16,7 +16,7 @@ import pytest
 from e2e_helpers import REPO, filter_seq, open_frame, wait_js, wait_ready
 
 sys.path.insert(0, REPO)
-from tb_roofline.serve.answers import filter_mask  # noqa: E402
+from tb_roofline.serve.service.answers import filter_mask  # noqa: E402
 
 V4 = "demo/v4_pod/2026_11_29_11_30_00"  # HBM, CMEM, interconnect and compute roofs
 A100 = "kineto/a100_80gb_shapes"  # four compute roofs, host link and interconnect
