@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from tb_roofline.devices.gpu_peaks import apply_ceilings
+from tb_roofline.devices.precision_ceilings import apply_ceilings
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.readers.common import innermost_enclosing, op_nesting
