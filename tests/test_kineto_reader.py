@@ -14,6 +14,7 @@ from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, Profi
 from tb_roofline.model.roofline import analyze
 from tb_roofline.readers import kineto
 from tb_roofline.readers.kineto import read_kineto_file
+from tb_roofline.readers.kineto.event_fields import exact_ns
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "testdata")
 REAL = os.path.join(ROOT, "kineto")
@@ -901,8 +902,8 @@ def test_ns_timestamps_are_exact(tmp_path):
     assert list(data.ops["operation"]) == ["aten::linear"]
     assert data.ops["total_time_ps"].sum() == 10_000_000
     assert data.core_spans[0].duration_ps == 10_000_000
-    assert kineto._exact_ns("1712181098123456.789") == 1712181098123456789
-    assert kineto._exact_ns("-0.5") == -500 and kineto._exact_ns("3") == 3000
+    assert exact_ns("1712181098123456.789") == 1712181098123456789
+    assert exact_ns("-0.5") == -500 and exact_ns("3") == 3000
 
 
 def test_steps_are_clipped_to_the_record_window(tmp_path):
