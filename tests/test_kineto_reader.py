@@ -13,6 +13,7 @@ import pytest
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.model.roofline import analyze
 from tb_roofline.readers import kineto
+from tb_roofline.readers.common import innermost_enclosing, op_nesting
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.readers.kineto.event_fields import exact_ns
 
@@ -700,15 +701,15 @@ def test_innermost_op_requires_start_before_launch():
     thread = np.array(list(range(60)) + [60, 60])
     ts = np.array([0.0] * 60 + [100.0, 106.0])
     dur = np.array([1.0] * 60 + [5.0, 94.0])
-    order, parent = kineto._op_tree(thread, ts, dur)
+    order, parent = op_nesting(thread, ts, dur)
     end = ts + dur
 
     def find(th, t, e):
-        return kineto._innermost_op(
+        return innermost_enclosing(
             order,
             parent,
-            thread[order],
-            ts[order],
+            thread,
+            ts,
             end,
             np.array([th]),
             np.array([t]),

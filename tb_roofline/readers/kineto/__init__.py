@@ -2,9 +2,11 @@
 
 The reader by stage (docs/pytorch_traces.md has the facts and choices):
 1. `stream`: the JSON text streamed in batches into the collector (limits, truncation);
-2. `events`: events into compact columns, then numpy arrays on one time base;
+2. `events`: events into compact columns (`event_fields` checks each field), then numpy arrays
+   on one time base (`columns`);
 3. `attribution`: the op tree, each op's row op, GPU activity → op, steps;
-4. `tables`: the op table, the kernel table, steps and core spans;
+4. `tables`: the op table, the kernel table (`kernel_table`), steps and core spans, rows grouped
+   by their key in `grouped_rows`;
 5. `counters`: CUPTI hardware counters ("Total (HW counters)");
 and `timeline` (the timeline summary and op shapes), `device` (peaks, trace diagnostics).
 
@@ -25,7 +27,6 @@ import numpy as np
 from tb_roofline.devices.precision_ceilings import apply_ceilings
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.readers.common import innermost_enclosing, op_nesting
 from tb_roofline.readers.kineto import (
     attribution,
     capture,
@@ -58,8 +59,6 @@ from tb_roofline.readers.kineto.grouped_rows import KNOWN_SOURCES, div_safe, tra
 from tb_roofline.readers.kineto.stream import CHUNK_CHARS, MAX_EVENTS, MAX_EVENTS_ENV, load_kineto  # noqa: F401
 from tb_roofline.table.op_table import OpTableBuilder, ProfileData
 
-_Collector = Collector
-
 # What other modules and tests use from the package (re-exported from its stages).
 __all__ = [
     "read_kineto_file",
@@ -84,9 +83,6 @@ __all__ = [
     "KNOWN_SOURCES",
     "div_safe",
     "json",
-    "_op_tree",
-    "_innermost_op",
-    "_Collector",
 ]
 
 
@@ -262,20 +258,6 @@ NO_CPU_OPS_NOTE = (
     "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
     "record_shapes=True)"
 )
-
-
-def _op_tree(thread, ts, dur):
-    """Per-op parent (-1 for top level) and the ops sorted by (thread, start, -duration)."""
-    return op_nesting(thread, ts, dur)
-
-
-def _innermost_op(order, parent, thread_sorted, ts_sorted, end_all, q_thread, q_ts, q_end):
-    """The innermost op enclosing each query (the older signature, kept for tests)."""
-    begin = np.empty(len(order))
-    begin[order] = ts_sorted
-    thread = np.empty(len(order), np.asarray(thread_sorted).dtype)
-    thread[order] = thread_sorted
-    return innermost_enclosing(order, parent, thread, begin, end_all, q_thread, q_ts, q_end)
 
 
 def read_kineto_file(
