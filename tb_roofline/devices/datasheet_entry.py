@@ -14,7 +14,6 @@ cores), `fp32_tc` (FP32 on AMD matrix cores), `tf32`, `bf16`, `fp16` (tensor/mat
 
 Peaks are per *device as the runtime sees it*: one GPU, one AMD GCD (an MI250/MI250X package is
 two devices, so each entry holds half the package numbers), one TPU chip.
-
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from tb_roofline.devices.sources import (
     HGX_PAGE,
 )
 
-# B200's FP32 vector peak, since given on NVIDIA's HGX page (600 TFLOPS per 8-GPU board).
+# B200's FP32 vector peak: the data sheet omits it, NVIDIA's HGX page gives 600 TFLOPS per board.
 B200_FP32 = figure(75, HGX_PAGE, note="board total 600 TFLOPS / 8")
 
 NVIDIA_HOPPER_BLACKWELL: tuple[DeviceSpec, ...] = (
