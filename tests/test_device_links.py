@@ -13,10 +13,10 @@ import pytest
 
 from tb_roofline.devices.datasheets import BY_KEY, lookup
 from tb_roofline.devices.gpu_peaks import (
-    ceiling_precision,
     derive_gpu_peaks,
     device_from_kineto_properties,
 )
+from tb_roofline.devices.precision_ceilings import ceiling_precision
 
 GIB = 1 << 30
 GFX950 = {

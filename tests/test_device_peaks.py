@@ -27,12 +27,12 @@ from tb_roofline.devices.device_file import (
     write_device_file,
 )
 from tb_roofline.devices.gpu_peaks import (
-    ceiling_precision,
     derive_gpu_peaks,
     device_from_kineto_properties,
     gpu_device_from_plane_stats,
     kineto_device_peaks,
 )
+from tb_roofline.devices.precision_ceilings import ceiling_precision
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo
 from tb_roofline.readers.xspace.xplane import PlaneStats, load_xspace
 

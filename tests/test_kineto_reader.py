@@ -13,7 +13,9 @@ import pytest
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.model.roofline import analyze
 from tb_roofline.readers import kineto
+from tb_roofline.readers.common import innermost_enclosing, op_nesting
 from tb_roofline.readers.kineto import read_kineto_file
+from tb_roofline.readers.kineto.event_fields import exact_ns
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "testdata")
 REAL = os.path.join(ROOT, "kineto")
@@ -699,15 +701,15 @@ def test_innermost_op_requires_start_before_launch():
     thread = np.array(list(range(60)) + [60, 60])
     ts = np.array([0.0] * 60 + [100.0, 106.0])
     dur = np.array([1.0] * 60 + [5.0, 94.0])
-    order, parent = kineto._op_tree(thread, ts, dur)
+    order, parent = op_nesting(thread, ts, dur)
     end = ts + dur
 
     def find(th, t, e):
-        return kineto._innermost_op(
+        return innermost_enclosing(
             order,
             parent,
-            thread[order],
-            ts[order],
+            thread,
+            ts,
             end,
             np.array([th]),
             np.array([t]),
@@ -901,8 +903,8 @@ def test_ns_timestamps_are_exact(tmp_path):
     assert list(data.ops["operation"]) == ["aten::linear"]
     assert data.ops["total_time_ps"].sum() == 10_000_000
     assert data.core_spans[0].duration_ps == 10_000_000
-    assert kineto._exact_ns("1712181098123456.789") == 1712181098123456789
-    assert kineto._exact_ns("-0.5") == -500 and kineto._exact_ns("3") == 3000
+    assert exact_ns("1712181098123456.789") == 1712181098123456789
+    assert exact_ns("-0.5") == -500 and exact_ns("3") == 3000
 
 
 def test_steps_are_clipped_to_the_record_window(tmp_path):

@@ -64,7 +64,7 @@ def test_bytes_only_ops_say_so():
     import numpy as np
 
     from tb_roofline.readers.kineto.device import uncosted_ops
-    from tb_roofline.readers.kineto.tables import add_grouped
+    from tb_roofline.readers.kineto.grouped_rows import add_grouped
     from tb_roofline.table.op_table import OpTableBuilder
 
     builder = OpTableBuilder()

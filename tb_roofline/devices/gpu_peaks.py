@@ -8,15 +8,15 @@ and, for AMD, `gpu_device_name` (the gfx name). From these:
     HBM GB/s                  = memory_bandwidth / 1e9
     L1/shared GB/s            = SMs x clock x bytes per clock per SM (`onchip.py`)
 
-Each derived number is compared with the data-sheet table (`device_table`); both are kept
-(`GpuPeaks.checks`) and a disagreement over 10% becomes a warning diagnostic.
+The per-SM rates are in `gpu_arch_rates.py`. Each derived number is compared with the
+data-sheet table (`datasheets.py`); both are kept (`GpuPeaks.checks`) and a disagreement over
+10% becomes a warning diagnostic.
 
 PyTorch (Kineto) traces record no clock: `device_from_kineto_properties` takes the data sheet
 via the table, and an unknown device gets no compute peaks (a "peaks unknown" state) rather
 than a guess.
 
-`ceiling_precision(dtype, is_matmul, device)` says which of a device's ceilings an op belongs
-under (an f32 dot under TF32 where the device has it, bf16 under the bf16 tensor roof, ...).
+Which of these ceilings an op belongs under is `precision_ceilings.py`'s.
 """
 
 from __future__ import annotations
@@ -24,190 +24,26 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
-
-from tb_roofline.devices.datasheets import (
+from tb_roofline.devices.datasheet_entry import (
     DEFAULT_ORDER,
     PRECISIONS,
     DeviceSpec,
-    lookup,
     memory_display_name,
 )
+from tb_roofline.devices.datasheets import lookup
+from tb_roofline.devices.gpu_arch_rates import ArchRates, arch_for, gfx_of
 from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME
 from tb_roofline.devices.host_links import host_link
 from tb_roofline.devices.interconnect import interconnect, link_name
 from tb_roofline.devices.onchip import AMD_ARCH_OF_SPEC, PerClock, per_clock, shared_gbs
-from tb_roofline.devices.sources import CDNA4_WP
-from tb_roofline.devices.spec import (
-    KERNEL_PREFIX,
-    ComputePeak,
-    DeviceInfo,
-    Fallback,
-    MemoryPeak,
-    plain_precision,
-    split_kernel_type,
-)
+from tb_roofline.devices.spec import ComputePeak, DeviceInfo, Fallback, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
 
 MISMATCH_TOLERANCE = 0.10  # derived vs data sheet, relative
-SHARED_BYTES_PER_CLOCK = 128  # NVIDIA: 32 banks x 4 B per clock per SM (see onchip.py)
 PEAKS_UNKNOWN_HINT = (
     "write a device file (roofline_device.json next to the profile, or the "
     "path in TB_ROOFLINE_DEVICE_FILE) to give its peaks"
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class ArchRates:
-    """Dense FLOP per clock per SM (NVIDIA) or CU (AMD) for each precision."""
-
-    name: str
-    rates: dict  # precision -> FLOP/clock/SM
-    source: str
-    shared_bytes_per_clock: int | None = SHARED_BYTES_PER_CLOCK
-    uncertain: tuple = ()  # precisions whose rate is provisional
-    shared_uncertain: bool = False  # the L1/shared (LDS) bytes per clock are provisional
-    note: str = ""
-
-
-_NV = "NVIDIA {} architecture whitepaper; rate = dense data-sheet peak / (SMs x boost clock)"
-_AMD = "AMD {} architecture whitepaper and data sheets; rate = peak / (CUs x peak clock)"
-
-# NVIDIA by compute capability. fp32/fp64 count an FMA as 2 FLOP per lane (CUDA cores);
-# the others are tensor-core rates (FP16 with FP32 accumulate for the data-center parts).
-NVIDIA_ARCHS = {
-    (7, 0): ArchRates("Volta", {"fp64": 64, "fp32": 128, "fp16": 1024}, _NV.format("Volta")),
-    (7, 5): ArchRates(
-        "Turing", {"fp64": 4, "fp32": 128, "fp16": 1024, "int8": 2048}, _NV.format("Turing")
-    ),
-    (8, 0): ArchRates(
-        "Ampere GA100",
-        {
-            "fp64": 64,
-            "fp64_tc": 128,
-            "fp32": 128,
-            "tf32": 1024,
-            "bf16": 2048,
-            "fp16": 2048,
-            "int8": 4096,
-        },
-        _NV.format("Ampere GA100"),
-    ),
-    (8, 6): ArchRates(
-        "Ampere GA10x",
-        {"fp64": 4, "fp32": 256, "tf32": 512, "bf16": 1024, "fp16": 1024, "int8": 2048},
-        _NV.format("Ampere GA102"),
-        note="data-center parts (A10, A40); GeForce cards run FP16 with FP32 "
-        "accumulate at half this rate",
-    ),
-    (8, 9): ArchRates(
-        "Ada",
-        {
-            "fp64": 4,
-            "fp32": 256,
-            "tf32": 512,
-            "bf16": 1024,
-            "fp16": 1024,
-            "fp8": 2048,
-            "int8": 2048,
-        },
-        _NV.format("Ada Lovelace"),
-        note="data-center parts (L4, L40S); GeForce cards differ",
-    ),
-    (9, 0): ArchRates(
-        "Hopper",
-        {
-            "fp64": 128,
-            "fp64_tc": 256,
-            "fp32": 256,
-            "tf32": 2048,
-            "bf16": 4096,
-            "fp16": 4096,
-            "fp8": 8192,
-            "int8": 8192,
-        },
-        _NV.format("Hopper"),
-    ),
-    (10, 0): ArchRates(
-        "Blackwell",
-        {
-            "fp64": 128,
-            "fp32": 256,
-            "tf32": 4096,
-            "bf16": 8192,
-            "fp16": 8192,
-            "fp8": 16384,
-            "int8": 16384,
-            "fp6": 16384,
-            "fp4": 32768,
-        },
-        _NV.format("Blackwell"),
-        uncertain=("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4"),
-        note="Blackwell per-SM rates are provisional",
-    ),
-}
-
-# AMD by gfx name. fp32/fp64: vector ALUs; *_tc: matrix cores.
-AMD_ARCHS = {
-    "gfx908": ArchRates(
-        "CDNA (MI100)",
-        {"fp64": 64, "fp32": 128, "fp32_tc": 256, "fp16": 1024, "bf16": 512, "int8": 1024},
-        _AMD.format("CDNA"),
-        shared_uncertain=True,
-    ),
-    "gfx90a": ArchRates(
-        "CDNA2 (MI200)",
-        {
-            "fp64": 128,
-            "fp64_tc": 256,
-            "fp32": 128,
-            "fp32_tc": 256,
-            "fp16": 1024,
-            "bf16": 1024,
-            "int8": 1024,
-        },
-        _AMD.format("CDNA2"),
-        shared_uncertain=True,
-    ),
-    "gfx942": ArchRates(
-        "CDNA3 (MI300)",
-        {
-            "fp64": 128,
-            "fp64_tc": 256,
-            "fp32": 256,
-            "fp32_tc": 256,
-            "tf32": 1024,
-            "fp16": 2048,
-            "bf16": 2048,
-            "fp8": 4096,
-            "int8": 4096,
-        },
-        _AMD.format("CDNA3"),
-        shared_uncertain=True,
-    ),
-}
-# CDNA 4 (MI350X / MI355X): vector fp64/fp32 as CDNA 3, matrix cores twice as wide for 16- and
-# 8-bit types, FP64 matrix at the vector rate, FP6/FP4 at twice FP8, no TF32 (XProf derives
-# 256 CUs x 2.4 GHz x 4096 = 2,516,582 GFLOP/s bf16 for the MI355X from the same table).
-AMD_ARCHS["gfx950"] = ArchRates(
-    "CDNA4 (MI350)",
-    {
-        "fp64": 128,
-        "fp64_tc": 128,
-        "fp32": 256,
-        "fp16": 4096,
-        "bf16": 4096,
-        "fp8": 8192,
-        "int8": 8192,
-        "fp6": 16384,
-        "fp4": 16384,
-    },
-    CDNA4_WP,
-    shared_bytes_per_clock=256,
-    shared_uncertain=True,
-)
-AMD_ARCHS["gfx940"] = AMD_ARCHS["gfx941"] = AMD_ARCHS["gfx942"]
-_AMD_ARCH_OF_SPEC = AMD_ARCH_OF_SPEC
 
 
 @dataclasses.dataclass
@@ -265,11 +101,6 @@ def _capability(major, minor, types) -> tuple | None:
         return None
 
 
-def _gfx(name) -> str:
-    name = str(name or "").strip().lower()
-    return name.split(":")[0] if name.startswith("gfx") else ""
-
-
 def _is_amd(vendor: str, name: str, gfx: str) -> bool:
     text = f"{vendor} {name}".lower()
     return (
@@ -279,25 +110,6 @@ def _is_amd(vendor: str, name: str, gfx: str) -> bool:
         or "radeon" in text
         or "instinct" in text
     )
-
-
-def arch_for(
-    compute_capability=None,
-    gfx_name: str | None = None,
-    *,
-    amd: bool = False,
-    spec: DeviceSpec | None = None,
-) -> ArchRates | None:
-    """The per-SM rates of an architecture, or None when it is not known."""
-    gfx = _gfx(gfx_name)
-    if gfx:
-        return AMD_ARCHS.get(gfx)
-    if amd:
-        key = _AMD_ARCH_OF_SPEC.get(spec.key) if spec is not None else None
-        return AMD_ARCHS.get(key) if key else None
-    if compute_capability is None:
-        return None
-    return NVIDIA_ARCHS.get(tuple(int(x) for x in compute_capability))
 
 
 def order_compute(peaks: list[ComputePeak]) -> list[ComputePeak]:
@@ -367,7 +179,7 @@ def _identify(stats: dict) -> _Gpu:
     cc = _capability(stats.get("compute_cap_major"), stats.get("compute_cap_minor"), (int, float))
     name = str(stats.get("gpu_device_name") or "")
     vendor = str(stats.get("device_vendor") or "")
-    gfx = _gfx(name)
+    gfx = gfx_of(name)
     amd = _is_amd(vendor, name, gfx)
     spec = lookup(
         name if not gfx else "", cc, memory_bytes, sm_count=sms or None, clock_khz=clock_khz or None
@@ -472,7 +284,7 @@ def _memory_peaks(gpu: _Gpu, stats: dict, checks: list, diags: list) -> list[Mem
     elif arch is not None and arch.shared_bytes_per_clock and gpu.sms > 0 and gpu.hz > 0:
         rate = per_clock(
             "amd" if gpu.amd else "nvidia",
-            gpu.gfx or _AMD_ARCH_OF_SPEC.get(spec.key if spec is not None else "", ""),
+            gpu.gfx or AMD_ARCH_OF_SPEC.get(spec.key if spec is not None else "", ""),
         ) or PerClock(arch.shared_bytes_per_clock, arch.source, arch.shared_uncertain)
         gbs, note = shared_gbs(gpu.sms, gpu.clock_khz / 1e3, rate)
         memories.append(MemoryPeak("shared", "L1/Shared", gbs, "profile", note=note))
@@ -618,144 +430,3 @@ def kineto_device_peaks(props: dict, num_cores: int = 1) -> GpuPeaks:
 def device_from_kineto_properties(props: dict, num_cores: int = 1) -> DeviceInfo:
     """DeviceInfo for a Kineto `deviceProperties` entry; unknown devices get no compute peaks."""
     return kineto_device_peaks(props, num_cores).device
-
-
-# ----------------------------------------------------------------------------- ceilings
-
-_MATMUL_CHAINS = {
-    "fp4": ("fp4", "fp6", "fp8", "fp16", "bf16"),  # no fp4 units: converted up
-    "fp6": ("fp6", "fp8", "fp16", "bf16"),
-    "fp64": ("fp64_tc", "fp64"),
-    "fp32": ("tf32", "fp32_tc", "fp32"),
-    "tf32": ("tf32", "fp32_tc", "fp32"),
-    "bf16": ("bf16", "fp32_tc", "fp32"),  # no bf16 units (V100, T4): XLA computes in f32
-    "fp16": ("fp16", "fp32_tc", "fp32"),
-    "fp8": ("fp8", "fp16", "bf16"),  # no fp8 units: converted to 16-bit
-    "int8": ("int8",),
-}
-_VECTOR_CHAINS = {
-    "fp64": ("fp64",),
-    "fp32": ("fp32",),
-    "tf32": ("fp32",),
-    # Elementwise 16-bit math runs on the vector units (packed, up to 2x the fp32 rate on some
-    # parts); the fp32 roof is the closest ceiling the tables carry.
-    "bf16": ("fp32",),
-    "fp16": ("fp32",),
-    "fp8": ("fp32",),
-    "int8": ("fp32",),
-    "fp6": ("fp32",),
-    "fp4": ("fp32",),
-}
-_DTYPE = {
-    "f64": "fp64",
-    "float64": "fp64",
-    "double": "fp64",
-    "fp64": "fp64",
-    "f32": "fp32",
-    "float32": "fp32",
-    "float": "fp32",
-    "fp32": "fp32",
-    "tf32": "tf32",
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "c10::bfloat16": "bf16",
-    "f16": "fp16",
-    "float16": "fp16",
-    "half": "fp16",
-    "c10::half": "fp16",
-    "fp16": "fp16",
-    "s8": "int8",
-    "u8": "int8",
-    "int8": "int8",
-    "uint8": "int8",
-    "signed char": "int8",
-    "unsigned char": "int8",
-    "fp8": "fp8",
-    "fp6": "fp6",
-    "fp4": "fp4",
-}
-
-
-def dtype_precision(dtype: str) -> str:
-    """HLO (`f32`, `bf16`, `f8e4m3fn`), numpy and PyTorch (`c10::Half`) spellings -> precision."""
-    key = str(dtype or "").strip().lower()
-    if key.startswith(("f8", "float8", "c10::float8")):
-        return "fp8"
-    if key.startswith(("f6e", "float6_")):
-        return "fp6"
-    if key.startswith(("f4e", "float4_")):
-        return "fp4"
-    return _DTYPE.get(key, "")
-
-
-# What a kernel name says ran (readers set `dtype` to "kernel:<this>"): the exact unit, so f32
-# inputs on TF32 tensor cores go under the TF32 roof and SIMT sgemm under the FP32 one.
-_KERNEL_CHAINS = {
-    "tf32": ("tf32", "fp32_tc", "fp32"),
-    "fp32": ("fp32",),
-    "fp32_tc": ("fp32_tc", "fp32"),
-    "fp16": ("fp16", "fp32_tc", "fp32"),
-    "bf16": ("bf16", "fp16", "fp32_tc", "fp32"),
-    "fp8": ("fp8", "fp16", "bf16"),
-    "int8": ("int8",),
-    "fp64": ("fp64",),
-    "fp6": ("fp6", "fp8", "fp16", "bf16"),
-    "fp4": ("fp4", "fp6", "fp8", "fp16", "bf16"),
-    "fp64_tc": ("fp64_tc", "fp64"),
-}
-
-
-def ceiling_precision(
-    dtype: str, is_matmul: bool, device: DeviceInfo, allow_tf32: bool = True
-) -> str:
-    """The precision of the ceiling an op belongs under on this device, '' for the default.
-
-    is_matmul: dots and convolutions (tensor / matrix cores); everything else uses the vector
-    units. allow_tf32: f32 dots whose kernels are not known may run on TF32 tensor cores (XLA's
-    default on Ampere and later; PyTorch's only with `allow_tf32`). A `kernel:` dtype names the
-    unit that ran and is taken as it is.
-    """
-    if dtype.startswith(KERNEL_PREFIX):
-        chain = _KERNEL_CHAINS.get(split_kernel_type(dtype)[0], ())
-    else:
-        p = dtype_precision(dtype)
-        if not p:
-            return ""
-        chain = (_MATMUL_CHAINS if is_matmul else _VECTOR_CHAINS).get(p, ())
-        if not allow_tf32:
-            chain = tuple(c for c in chain if c != "tf32")
-    have = {c.precision for c in device.compute if c.gflops > 0}
-    return next((c for c in chain if c in have), "")
-
-
-_MATMUL_WORDS = ("conv", "dot", "matmul", "gemm", "attention", "einsum", "linear")
-
-
-def apply_ceilings(table, device: DeviceInfo, allow_tf32: bool = True) -> None:
-    """Set each op's `precision` (a key column of the op table) to the ceiling it belongs under
-    on this device (tensor-core roofs for dots and convolutions, vector roofs for the rest, or
-    exactly the unit its kernel names); ops whose precision has no ceiling of its own keep their
-    data type and fall under the default roof. The data type itself stays in `dtype`, so a later
-    device (a device file) can place the ops again."""
-    keys = table.keys
-    if not len(keys["precision"]):
-        return
-    dtypes = keys["dtype"]
-    unset = np.flatnonzero(dtypes == "")  # first call: the reader's precision is the data type
-    dtypes[unset] = keys["precision"][unset]
-    if not device.compute:
-        keys["precision"] = np.array([plain_precision(d) for d in dtypes.tolist()], dtype=object)
-        return
-    cache: dict = {}
-    out = []
-    for dtype, category in zip(dtypes.tolist(), keys["category"].tolist()):
-        key = (dtype, category)
-        if key not in cache:
-            matmul = any(w in category.lower() for w in _MATMUL_WORDS)
-            cache[key] = ceiling_precision(dtype, matmul, device, allow_tf32) or plain_precision(
-                dtype
-            )
-        out.append(cache[key])
-    out_arr = np.empty(len(out), dtype=object)
-    out_arr[:] = out
-    keys["precision"] = out_arr

@@ -1,8 +1,8 @@
 """The documents device figures come from, and `Figure`: one number with its document.
 
-`datasheets.py` (compute, memory), `host_links.py` (PCIe) and `interconnect.py` (NVLink,
-Infinity Fabric, ICI) all cite these; they import this module and nothing of each other's
-tables, so the devices package has no import cycle.
+The data-sheet tables (`datasheets_*.py`: compute, memory), `host_links.py` (PCIe) and
+`interconnect.py` (NVLink, Infinity Fabric, ICI) all cite these; they import this module and
+nothing of each other's tables, so the devices package has no import cycle.
 """
 
 from __future__ import annotations

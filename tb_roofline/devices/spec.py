@@ -43,7 +43,7 @@ _PRECISION_ALIASES = {
 }
 
 # A precision named by the GEMM kernel that ran ("kernel:tf32"), not by the tensors' dtype
-# (readers/common.py sets it, devices/gpu_peaks.py picks the ceiling of it).
+# (readers/common.py sets it, devices/precision_ceilings.py picks the ceiling of it).
 KERNEL_PREFIX = "kernel:"
 # A kernel-named unit may carry the op's recorded input type after it: "kernel:tf32/f32" (f32
 # tensors on TF32 tensor cores), so the roof follows the kernel and the label the inputs.

@@ -46,7 +46,9 @@ def with_device(data: ProfileData, device: DeviceInfo, file_name: str) -> Profil
         table = getattr(data, name)
         if table is not None:
             table = table.copy()
-            from tb_roofline.devices.gpu_peaks import apply_ceilings  # only with a device file
+            from tb_roofline.devices.precision_ceilings import (
+                apply_ceilings,  # only with a device file
+            )
 
             apply_ceilings(table, device, data.allow_tf32)
         placed[name] = table

@@ -2,9 +2,11 @@
 
 The reader by stage (docs/pytorch_traces.md has the facts and choices):
 1. `stream`: the JSON text streamed in batches into the collector (limits, truncation);
-2. `events`: events into compact columns, then numpy arrays on one time base;
+2. `events`: events into compact columns (`event_fields` checks each field), then numpy arrays
+   on one time base (`columns`);
 3. `attribution`: the op tree, each op's row op, GPU activity → op, steps;
-4. `tables`: the op table, the kernel table, steps and core spans;
+4. `tables`: the op table, the kernel table (`kernel_table`), steps and core spans, rows grouped
+   by their key in `grouped_rows`;
 5. `counters`: CUPTI hardware counters ("Total (HW counters)");
 and `timeline` (the timeline summary and op shapes), `device` (peaks, trace diagnostics).
 
@@ -16,15 +18,15 @@ nested row ops), go to that row op. memcpy/memset are rows of their own with mea
 
 from __future__ import annotations
 
+import dataclasses
 import json  # tests patch kineto.json.loads
 import os
 
 import numpy as np
 
-from tb_roofline.devices.gpu_peaks import apply_ceilings
+from tb_roofline.devices.precision_ceilings import apply_ceilings
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.readers.common import innermost_enclosing, op_nesting
 from tb_roofline.readers.kineto import (
     attribution,
     capture,
@@ -35,6 +37,7 @@ from tb_roofline.readers.kineto import (
     tables,
 )
 from tb_roofline.readers.kineto import timeline as kineto_timeline
+from tb_roofline.readers.kineto.columns import to_columns
 from tb_roofline.readers.kineto.counters import (  # noqa: F401
     HW_NOTE,
     HW_PRECISIONS,
@@ -42,6 +45,7 @@ from tb_roofline.readers.kineto.counters import (  # noqa: F401
     HwCounters,
     hw_flops_from_metrics,
 )
+from tb_roofline.readers.kineto.event_fields import int_or
 from tb_roofline.readers.kineto.events import (  # noqa: F401
     GPU_CATEGORIES,
     KIND_KERNEL,
@@ -50,15 +54,10 @@ from tb_roofline.readers.kineto.events import (  # noqa: F401
     RUNTIME_CATEGORIES,
     STEP_NAME,
     Collector,
-    _exact_ns,
-    _int,
-    to_columns,
 )
+from tb_roofline.readers.kineto.grouped_rows import KNOWN_SOURCES, div_safe, transfers  # noqa: F401
 from tb_roofline.readers.kineto.stream import CHUNK_CHARS, MAX_EVENTS, MAX_EVENTS_ENV, load_kineto  # noqa: F401
-from tb_roofline.readers.kineto.tables import KNOWN_SOURCES, div_safe  # noqa: F401
 from tb_roofline.table.op_table import OpTableBuilder, ProfileData
-
-_Collector = Collector
 
 # What other modules and tests use from the package (re-exported from its stages).
 __all__ = [
@@ -84,11 +83,21 @@ __all__ = [
     "KNOWN_SOURCES",
     "div_safe",
     "json",
-    "_exact_ns",
-    "_op_tree",
-    "_innermost_op",
-    "_Collector",
 ]
+
+
+@dataclasses.dataclass
+class _Tables:
+    """What the GPU or the CPU stage builds: op and kernel rows, steps, spans, the timeline."""
+
+    builder: OpTableBuilder
+    kernels: OpTableBuilder
+    timeline: object = None
+    shapes: dict = dataclasses.field(default_factory=dict)
+    steps: list = dataclasses.field(default_factory=list)
+    spans: list = dataclasses.field(default_factory=list)
+    op_kernels: dict = dataclasses.field(default_factory=dict)
+    unattributed: int = 0  # kernels launched outside every op
 
 
 def read_kineto(col: Collector, host: str) -> ProfileData:
@@ -97,96 +106,124 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     serving_steps = serving.steps_of(col)
     serving.assign_steps(col, serving_steps)
     diagnostics += serving.cost_attention(col, serving_steps)
+    c, tree, ranks = _columns(col)
+    step_spans = attribution.steps(c, diagnostics)
+    op_step = step_spans.of(c.op_ts)
+    has_gpu = len(c.gpu_ts) > 0
+    causes = kineto_timeline.idle_causes(col.host_calls, c.base_ns)
+    out = _Tables(OpTableBuilder(), OpTableBuilder())
+    if has_gpu:
+        diagnostics += _gpu_tables(out, col, c, tree, ranks, host, step_spans, op_step, causes)
+    elif c.n_ops:
+        _cpu_tables(out, col, c, tree, host, step_spans, op_step, causes)
+    return _profile(col, c, tree, step_spans, out, host, has_gpu, diagnostics, serving_steps)
+
+
+def _columns(col: Collector):
+    """(the events as columns with their collectives' costs, the op nesting, the ranks of each
+    collective): costs are added before row ops are chosen, since row ops follow formulas."""
     c = to_columns(col)
     order, parent = attribution.op_tree(c)
-    ranks = comms.apply_facts(c, col, order, parent)  # before row ops: it adds costs
+    ranks = comms.apply_facts(c, col, order, parent)
     tree = attribution.nesting(c, order, parent)
     c.world = comms.world_size(col.meta)
     c.op_ic = comms.op_interconnect(c, ranks, c.world)
     c.op_coll = comms.op_collectives(c, ranks, c.world)
-    step_spans = attribution.steps(c, diagnostics)
-    op_step = step_spans.of(c.op_ts)
-    builder, kernels = OpTableBuilder(), OpTableBuilder()
-    timeline, shapes, steps, spans, op_kernels = None, {}, [], [], {}
-    unattributed = 0
-    has_gpu = len(c.gpu_ts) > 0
-    causes = kineto_timeline.idle_causes(col.host_calls, c.base_ns)
-    if has_gpu:
-        links = attribution.gpu_links(c, tree, step_spans)
-        algorithms = comms.op_algorithms(c, links.row)  # as the NCCL kernel names state it
-        if algorithms:
-            c.op_ic = comms.op_interconnect(c, ranks, c.world, algorithms)
-            c.op_coll = comms.op_collectives(c, ranks, c.world, algorithms)
-        unattributed, shapes, op_kernels = tables.gpu_rows(
-            builder, kernels, host, c, links, op_step, col.cost_shapes, comms.kernel_costs(c, col)
-        )
-        steps, spans = tables.gpu_spans(host, c, links, step_spans)
-        if not c.n_ops:
-            diagnostics.append(Diagnostic("warning", NO_CPU_OPS, NO_CPU_OPS_NOTE))
-        copy_only = tables.program_devices(c)[1]
-        if copy_only:
-            diagnostics.append(
-                Diagnostic(
-                    "info",
-                    "copy_only_devices",
-                    f"device(s) {', '.join(map(str, copy_only))} only copied memory (memcpy / "
-                    "memset, no kernel): their copies are in the op table, but they ran no "
-                    "program, so they add no device time or idle time",
-                )
+    return c, tree, ranks
+
+
+def _gpu_tables(out: _Tables, col, c, tree, ranks, host, step_spans, op_step, causes) -> list:
+    """Op and kernel rows, steps, spans and the timeline of a trace with device activity;
+    returns its notes."""
+    notes = []
+    links = attribution.gpu_links(c, tree, step_spans)
+    algorithms = comms.op_algorithms(c, links.row)  # as the NCCL kernel names state it
+    if algorithms:
+        c.op_ic = comms.op_interconnect(c, ranks, c.world, algorithms)
+        c.op_coll = comms.op_collectives(c, ranks, c.world, algorithms)
+    out.unattributed, out.shapes, out.op_kernels = tables.gpu_rows(
+        out.builder,
+        out.kernels,
+        host,
+        c,
+        links,
+        op_step,
+        col.cost_shapes,
+        comms.kernel_costs(c, col),
+    )
+    out.steps, out.spans = tables.gpu_spans(host, c, links, step_spans)
+    if not c.n_ops:
+        notes.append(Diagnostic("warning", NO_CPU_OPS, NO_CPU_OPS_NOTE))
+    copy_only = tables.program_devices(c)[1]
+    if copy_only:
+        notes.append(
+            Diagnostic(
+                "info",
+                "copy_only_devices",
+                f"device(s) {', '.join(map(str, copy_only))} only copied memory (memcpy / "
+                "memset, no kernel): their copies are in the op table, but they ran no "
+                "program, so they add no device time or idle time",
             )
-        timeline = kineto_timeline.gpu_timeline(
-            spans,
-            steps,
-            c.gpu_kind,
-            c.gpu_dev,
-            c.gpu_stream * (1 << 20) + c.gpu_dev,
-            c.gpu_ts,
-            c.gpu_dur,
-            links.row,
-            c.gpu_name,
-            c.names,
-            c.op_name,
-            c.op_cost,
-            c.costs,
-            c.name_units,
-            lambda kind, nm: tables.transfers(kind, nm, np.zeros(len(kind)))[2],
-            causes,
         )
-        diagnostics += tables.cpu_ops_skipped(c, tree, links)
-    elif c.n_ops:
-        rows, t_ps = tables.cpu_rows(builder, host, c, tree, op_step)
-        steps, spans = tables.cpu_spans(host, c, step_spans)
-        timeline = kineto_timeline.cpu_timeline(
-            spans,
-            steps,
-            c.op_thread,
-            c.op_ts,
-            c.op_dur,
-            tree.parent,
-            c.names,
-            c.op_name,
-            c.op_cost,
-            c.costs,
-            [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans],
-            causes,
-        )
-        shapes = kineto_timeline.op_shapes(
-            rows,
-            t_ps[rows],
-            [
-                ("", str(c.names[c.op_name[r]]), c.costs[c.op_cost[r]].precision)
-                for r in rows.tolist()
-            ],
-            col.cost_shapes,
-            c.op_cost,
-        )
+    out.timeline = kineto_timeline.gpu_timeline(
+        out.spans,
+        out.steps,
+        c.gpu_kind,
+        c.gpu_dev,
+        c.gpu_stream * (1 << 20) + c.gpu_dev,
+        c.gpu_ts,
+        c.gpu_dur,
+        links.row,
+        c.gpu_name,
+        c.names,
+        c.op_name,
+        c.op_cost,
+        c.costs,
+        c.name_units,
+        lambda kind, nm: transfers(kind, nm, np.zeros(len(kind)))[2],
+        causes,
+    )
+    return notes + tables.cpu_ops_skipped(c, tree, links)
+
+
+def _cpu_tables(out: _Tables, col, c, tree, host, step_spans, op_step, causes) -> None:
+    """Op rows, steps, the core span, the timeline and op shapes of a CPU-only trace."""
+    rows, t_ps = tables.cpu_rows(out.builder, host, c, tree, op_step)
+    out.steps, out.spans = tables.cpu_spans(host, c, step_spans)
+    out.timeline = kineto_timeline.cpu_timeline(
+        out.spans,
+        out.steps,
+        c.op_thread,
+        c.op_ts,
+        c.op_dur,
+        tree.parent,
+        c.names,
+        c.op_name,
+        c.op_cost,
+        c.costs,
+        [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans],
+        causes,
+    )
+    out.shapes = kineto_timeline.op_shapes(
+        rows,
+        t_ps[rows],
+        [("", str(c.names[c.op_name[r]]), c.costs[c.op_cost[r]].precision) for r in rows.tolist()],
+        col.cost_shapes,
+        c.op_cost,
+    )
+
+
+def _profile(
+    col, c, tree, step_spans, out: _Tables, host, has_gpu, diagnostics, serving_steps
+) -> ProfileData:
+    """The tables built and the device placed under its ceilings, with every note."""
     hw = counters.hw_counters(col, c, tree, step_spans)
     props = device.device_properties(col.meta)
-    dev, device_notes = device.device_info(props, spans, has_gpu or bool(hw))
+    dev, device_notes = device.device_info(props, out.spans, has_gpu or bool(hw))
     diagnostics += device_notes
-    diagnostics += device.trace_notes(col, c, has_gpu, hw, unattributed)
+    diagnostics += device.trace_notes(col, c, has_gpu, hw, out.unattributed)
     diagnostics += counters.negative_counters(col)
-    ops, kernel_table = builder.build(), kernels.build()
+    ops, kernel_table = out.builder.build(), out.kernels.build()
     diagnostics += device.uncosted_ops(ops)
     for table in (ops, kernel_table):  # PyTorch runs f32 matmuls in full f32 unless told otherwise
         apply_ceilings(table, dev, allow_tf32=False)
@@ -194,21 +231,21 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     return ProfileData(
         device=dev,
         ops=ops,
-        steps=steps,
-        core_spans=spans,
+        steps=out.steps,
+        core_spans=out.spans,
         diagnostics=diagnostics,
         has_hw_counters=hw is not None,
         allow_tf32=False,
         kernels=kernel_table,
         hw_counters=hw,
         hw_ops=counters.hw_table(hw, host) if hw is not None else None,
-        rank=_int(dist.get("rank"), None) if isinstance(dist, dict) else None,
-        world_size=_int(dist.get("world_size"), None) if isinstance(dist, dict) else None,
+        rank=int_or(dist.get("rank"), None) if isinstance(dist, dict) else None,
+        world_size=int_or(dist.get("world_size"), None) if isinstance(dist, dict) else None,
         device_properties=props,
-        timeline=timeline,
-        op_shapes=shapes,
-        op_kernels=op_kernels,
-        serving_steps=serving.step_records(serving_steps, steps, c.base_ns) or None,
+        timeline=out.timeline,
+        op_shapes=out.shapes,
+        op_kernels=out.op_kernels,
+        serving_steps=serving.step_records(serving_steps, out.steps, c.base_ns) or None,
     )
 
 
@@ -221,20 +258,6 @@ NO_CPU_OPS_NOTE = (
     "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
     "record_shapes=True)"
 )
-
-
-def _op_tree(thread, ts, dur):
-    """Per-op parent (-1 for top level) and the ops sorted by (thread, start, -duration)."""
-    return op_nesting(thread, ts, dur)
-
-
-def _innermost_op(order, parent, thread_sorted, ts_sorted, end_all, q_thread, q_ts, q_end):
-    """The innermost op enclosing each query (the older signature, kept for tests)."""
-    begin = np.empty(len(order))
-    begin[order] = ts_sorted
-    thread = np.empty(len(order), np.asarray(thread_sorted).dtype)
-    thread[order] = thread_sorted
-    return innermost_enclosing(order, parent, thread, begin, end_all, q_thread, q_ts, q_end)
 
 
 def read_kineto_file(

@@ -19,7 +19,8 @@ import numpy as np
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers import kernel_names
 from tb_roofline.readers.common import innermost_enclosing, op_nesting
-from tb_roofline.readers.kineto.events import KIND_KERNEL, Columns
+from tb_roofline.readers.kineto.columns import Columns
+from tb_roofline.readers.kineto.events import KIND_KERNEL
 from tb_roofline.table.op_table import NO_STEP
 
 _WRAPPER = re.compile(r"^(autograd::|torch::autograd::)|Backward\d*$|^CompiledFunction")

@@ -23,7 +23,8 @@ import re
 from tb_roofline.costs.hlo.fingerprint import grid_fingerprint
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.readers.kineto.events import Collector, _args, _dur, _int, _ts
+from tb_roofline.readers.kineto.event_fields import dur_ns, event_args, int_or, ts_ns
+from tb_roofline.readers.kineto.events import Collector
 from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS
 
 CAPTURE_DIRS = ("capture", "capture_traces")
@@ -48,8 +49,8 @@ class CaptureCollector(Collector):
 
     def _runtime(self, ev):
         super()._runtime(ev)
-        name, args = ev.get("name", ""), _args(ev)
-        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+        name, args = ev.get("name", ""), event_args(ev)
+        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
         thread = self.thread_id(ev.get("pid"), ev.get("tid"))
         if name in _BEGIN:
             self._begin[thread] = ts
@@ -62,7 +63,7 @@ class CaptureCollector(Collector):
                     dur,
                     thread,
                     self.bounded(args["kernel"]),
-                    _int(args.get("External id"), -1),
+                    int_or(args.get("External id"), -1),
                     grid_fingerprint(args.get("grid")),
                 )
             )
@@ -219,7 +220,7 @@ def attach(col: Collector, path: str, load) -> None:
         return
     names_of = {i: n for n, i in col.names.items()}
     dist = col.meta.get("distributedInfo")
-    files = capture_files(path, _int(dist.get("rank"), None) if isinstance(dist, dict) else None)
+    files = capture_files(path, int_or(dist.get("rank"), None) if isinstance(dist, dict) else None)
     captures, unreadable = [], []
     for f in files:
         try:

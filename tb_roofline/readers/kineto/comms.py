@@ -20,14 +20,16 @@ from tb_roofline.costs.hlo.nccl_algorithm import algorithm_of
 from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.costs.torch.custom_ops import fact_cost
 from tb_roofline.readers.common import innermost_enclosing
-from tb_roofline.readers.kineto.events import Collector, Columns, _int
+from tb_roofline.readers.kineto.columns import Columns
+from tb_roofline.readers.kineto.event_fields import int_or
+from tb_roofline.readers.kineto.events import Collector
 from tb_roofline.table.collective_info import describe
 
 
 def world_size(meta: dict) -> int:
     """The trace's world size (0 when it does not say)."""
     dist = meta.get("distributedInfo")
-    n = _int(dist.get("world_size"), 0) if isinstance(dist, dict) else 0
+    n = int_or(dist.get("world_size"), 0) if isinstance(dist, dict) else 0
     return n if 0 < n < 2**31 else 0
 
 

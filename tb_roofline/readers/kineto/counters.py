@@ -15,8 +15,9 @@ import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers.kineto.attribution import Nesting, Steps
-from tb_roofline.readers.kineto.events import Collector, Columns
-from tb_roofline.readers.kineto.tables import add_grouped
+from tb_roofline.readers.kineto.columns import Columns
+from tb_roofline.readers.kineto.events import Collector
+from tb_roofline.readers.kineto.grouped_rows import add_grouped
 from tb_roofline.table.op_table import NO_STEP, OpTable, OpTableBuilder
 
 HW_PREFIX = "smsp__sass_thread_inst_executed_op_"

@@ -12,7 +12,8 @@ from tb_roofline.costs.torch import serving_ops
 from tb_roofline.devices.gpu_peaks import kineto_device_peaks
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.readers.kineto.events import MAX_NAME_CHARS, _int
+from tb_roofline.readers.kineto.event_fields import int_or
+from tb_roofline.readers.kineto.events import MAX_NAME_CHARS
 
 
 def device_properties(meta: dict) -> list:
@@ -34,7 +35,7 @@ def device_info(props, spans, gpu: bool) -> tuple[DeviceInfo, list]:
     trace has no peaks (the service applies a device file when there is one)."""
     if gpu:
         used = {s.core for s in spans}
-        prop = next((p for p in props if _int(p.get("id"), None) in used), None)
+        prop = next((p for p in props if int_or(p.get("id"), None) in used), None)
         if prop is None and props:
             prop = props[0]
         if prop is None:

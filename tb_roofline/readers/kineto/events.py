@@ -1,5 +1,5 @@
-"""Stage 2 of the Kineto reader: events into compact columns (one pass, no event dicts kept),
-then those columns as numpy arrays on one time base (`to_columns`).
+"""Stage 2 of the Kineto reader: events into compact columns (one pass, no event dicts kept);
+`columns.py` turns them into numpy arrays on one time base, `event_fields.py` checks each field.
 
 Facts used (docs/pytorch_traces.md has the details):
 - `cpu_op` events are aten ops; with `record_shapes` they carry `Input Dims`, `Input type` and
@@ -16,19 +16,24 @@ Facts used (docs/pytorch_traces.md has the details):
 from __future__ import annotations
 
 import array
-import dataclasses
-import hashlib
 import re
-
-import numpy as np
 
 from tb_roofline.costs.hlo.fingerprint import grid_fingerprint, shapes_fingerprint
 from tb_roofline.costs.torch import custom_ops as torch_custom_ops
 from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.costs.torch import serving_ops
-from tb_roofline.errors import ProfileFormatError
 from tb_roofline.readers import serving_steps
-from tb_roofline.readers.common import kernel_unit_labels
+from tb_roofline.readers.kineto.event_fields import (
+    MAX_DEVICE,
+    MAX_STEP,
+    BadEvent,
+    bounded_repr,
+    dur_ns,
+    event_args,
+    finite,
+    int_or,
+    ts_ns,
+)
 from tb_roofline.readers.shape_facts import torch_shape
 from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS, SYNC_CALLS
 
@@ -143,7 +148,7 @@ class Collector:
             return idx
         types = args.get("Input type")
         concrete = args.get("Concrete Inputs")
-        key = (name, _bounded_repr(dims), _bounded_repr(types), _bounded_repr(concrete)) + (
+        key = (name, bounded_repr(dims), bounded_repr(types), bounded_repr(concrete)) + (
             (repr(args.get("kernel_flop")), repr(args.get("kernel_num_gb"))) if inductor else ()
         )
         idx = self._cost_index.get(key)
@@ -180,8 +185,8 @@ class Collector:
             if type(ev) is not dict or ev.get("ph") != "X":
                 if type(ev) is dict and ev.get("ph") == "i" and ev.get("name") == RECORD_WINDOW_END:
                     try:
-                        self.window_end = _ts(ev.get("ts"))
-                    except (_BadEvent, TypeError, ValueError, OverflowError):
+                        self.window_end = ts_ns(ev.get("ts"))
+                    except (BadEvent, TypeError, ValueError, OverflowError):
                         self.bad_events += 1
                 continue
             cat = ev.get("cat")
@@ -197,26 +202,26 @@ class Collector:
                 elif cat == "user_annotation":
                     name = ev.get("name")
                     if type(name) is not str:
-                        raise _BadEvent
+                        raise BadEvent
                     m = STEP_NAME.match(name)
                     if m:
                         step = int(m.group(1))
-                        if step > _MAX_STEP:
-                            raise _BadEvent
-                        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+                        if step > MAX_STEP:
+                            raise BadEvent
+                        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
                         self.steps.append((step, ts, dur))
                     elif name.startswith(("step[", "execute_")):
                         facts = serving_steps.parse(name)
                         if facts is not None:
-                            ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+                            ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
                             thread = self.thread_id(ev.get("pid"), ev.get("tid"))
                             self.serving.append((thread, ts, dur, facts))
                     elif torch_flops.COMMUNICATION.search(name) or name.startswith("gloo:"):
                         # A collective's run on its backend's thread (CPU timeline only).
-                        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+                        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
                         thread = self.thread_id(ev.get("pid"), ev.get("tid"))
                         fact = (
-                            torch_custom_ops.annotation_fact(name, _args(ev))
+                            torch_custom_ops.annotation_fact(name, event_args(ev))
                             if name.startswith("nccl:")
                             else None
                         )
@@ -225,20 +230,20 @@ class Collector:
                 elif cat == "cuda_profiler_range":
                     name = ev.get("name", "")
                     if type(name) is not str:
-                        raise _BadEvent
-                    self.hw.append((self.bounded(name), _args(ev)))
-            except (_BadEvent, TypeError, ValueError, OverflowError):
+                        raise BadEvent
+                    self.hw.append((self.bounded(name), event_args(ev)))
+            except (BadEvent, TypeError, ValueError, OverflowError):
                 # TypeError: an unhashable pid/tid; ValueError: a step number of thousands of
                 # digits. Nothing was appended for this event: the columns stay aligned.
                 self.bad_events += 1
 
     def _cpu_op(self, ev):
-        args = _args(ev)
+        args = event_args(ev)
         name = ev.get("name")
         if type(name) is not str:
-            raise _BadEvent
-        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
-        ext = _int(args.get("External id"), -1)
+            raise BadEvent
+        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
+        ext = int_or(args.get("External id"), -1)
         thread = self.thread_id(ev.get("pid"), ev.get("tid"))
         self.add_op(thread, ts, dur, name, args, ext)
 
@@ -262,18 +267,18 @@ class Collector:
             self.comm_facts.append((thread, ts, dur) + fact)
 
     def _runtime(self, ev):
-        args = _args(ev)
+        args = event_args(ev)
         name = ev.get("name", "")
         if type(name) is not str:
-            raise _BadEvent
+            raise BadEvent
         if name in HOST_CAUSE_CALLS:  # kept whether or not it has a correlation id
-            ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+            ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
             self.host_calls.append((name, self.thread_id(ev.get("pid"), ev.get("tid")), ts, dur))
-        corr = _int(args.get("correlation"), -1)
+        corr = int_or(args.get("correlation"), -1)
         if corr < 0:
             return
-        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
-        ext = _int(args.get("External id"), -1)
+        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
+        ext = int_or(args.get("External id"), -1)
         thread = self.thread_id(ev.get("pid"), ev.get("tid"))
         if "GraphLaunch" in name:  # its kernels replay a captured graph (kineto/capture.py)
             self.graph_launches.append((corr, thread, ts, dur))
@@ -285,21 +290,21 @@ class Collector:
         self.rt_launch.append("Launch" in name)
 
     def _gpu(self, ev, kind):
-        args = _args(ev)
+        args = event_args(ev)
         name = ev.get("name", "")
         if type(name) is not str:
-            raise _BadEvent
-        ts, dur = _ts(ev.get("ts")), _dur(ev.get("dur", 0))
+            raise BadEvent
+        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
         dev = args.get("device")
-        dev = 0 if dev is None else _int(dev, None)
-        if dev is None or not -_MAX_DEVICE < dev < _MAX_DEVICE:
-            raise _BadEvent
+        dev = 0 if dev is None else int_or(dev, None)
+        if dev is None or not -MAX_DEVICE < dev < MAX_DEVICE:
+            raise BadEvent
         nbytes = args.get("bytes")
-        nbytes = 0.0 if nbytes is None else _finite(nbytes, 1e18)
+        nbytes = 0.0 if nbytes is None else finite(nbytes, 1e18)
         if nbytes < 0:
-            raise _BadEvent
-        corr = _int(args.get("correlation"), -1)
-        ext = _int(args.get("External id"), -1)
+            raise BadEvent
+        corr = int_or(args.get("correlation"), -1)
+        ext = int_or(args.get("External id"), -1)
         name_i = self.name_id(self.bounded(name))
         grid = grid_fingerprint(args.get("grid")) if kind == KIND_KERNEL else ""
         grid_i = self.grids.setdefault(grid, len(self.grids))
@@ -315,255 +320,5 @@ class Collector:
         self.gpu_ext.append(ext)
         self.gpu_name.append(name_i)
         self.gpu_bytes.append(nbytes)
-        self.gpu_stream.append(_int(args.get("stream"), -1))
+        self.gpu_stream.append(int_or(args.get("stream"), -1))
         self.gpu_grid.append(grid_i)
-
-
-class _BadEvent(Exception):
-    """An event with a missing or malformed field."""
-
-
-# Limits on event fields: beyond these a value is corrupt (and would overflow int64 ps).
-_MAX_TS_NS = 2**62  # ~2116 in epoch ns
-_MAX_DUR_NS = 10**15  # ~11.6 days
-_MAX_SPAN_NS = 2**52  # ~52 days: exact in float64 ns, and int64 in ps
-_MAX_STEP = 2**62
-_MAX_DEVICE = 2**31
-
-
-class _Exact(float):
-    """A JSON number with more digits than a double keeps (epoch µs with ns fractions); its
-    text gives the exact value (docs/pytorch_traces.md, "Timestamps and type names")."""
-
-
-def parse_float(text: str, _float=float):
-    if len(text) < 16:
-        return _float(text)
-    value = _Exact(text)
-    value.text = text
-    return value
-
-
-def _finite(value, limit: float) -> float:
-    """A JSON number (not a bool) as a float with |value| < limit, else _BadEvent."""
-    t = type(value)
-    if t is float or t is _Exact:
-        if -limit < value < limit:  # False for NaN and ±inf
-            return float(value)
-    elif t is int and -limit < value < limit:
-        return float(value)
-    raise _BadEvent
-
-
-def _ns(value, limit: int) -> int:
-    """A time in µs (JSON int or number, maybe with a ns fraction) as exact integer ns."""
-    t = type(value)
-    if t is int:
-        ns = value * 1000
-    elif t is _Exact:
-        ns = _exact_ns(value.text)
-    elif t is float:
-        if value != value:
-            raise _BadEvent
-        ns = round(value * 1000) if -1e18 < value < 1e18 else limit
-    else:
-        raise _BadEvent
-    if not -limit < ns < limit:
-        raise _BadEvent
-    return ns
-
-
-def _exact_ns(text: str) -> int:
-    """'1712181098123456.789' (µs) -> 1712181098123456789 (ns), digits beyond ns dropped."""
-    if "e" in text or "E" in text:
-        return round(float(text) * 1000)
-    whole, _, frac = text.partition(".")
-    neg = whole.startswith("-")
-    ns = abs(int(whole or "0")) * 1000 + int((frac + "000")[:3])
-    return -ns if neg else ns
-
-
-def _ts(value) -> int:
-    return _ns(value, _MAX_TS_NS)
-
-
-def _dur(value) -> int:
-    return _ns(value, _MAX_DUR_NS)
-
-
-def _args(ev) -> dict:
-    args = ev.get("args")
-    if args is None:
-        return {}
-    if type(args) is not dict:
-        raise _BadEvent
-    return args
-
-
-def _int(value, default):
-    """An integer JSON value (int, or integral float) that fits in int64, else default."""
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int) and -(2**63) <= value < 2**63:
-        return value
-    return default
-
-
-def _bounded_repr(value, limit: int = 1024) -> str:
-    """repr(value) for a cache key, a digest when it is long (distinct stays distinct)."""
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    return "#" + hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).hexdigest()
-
-
-@dataclasses.dataclass
-class Columns:
-    """The collected events as numpy arrays; times in float64 ns after `base_ns` (the earliest
-    event), durations clipped at 0. Costs are indexed by cost id; an op without one points at
-    the extra last entry (unknown cost)."""
-
-    names: np.ndarray  # name id -> name
-    base_ns: int
-    op_thread: np.ndarray
-    op_ts: np.ndarray
-    op_dur: np.ndarray
-    op_name: np.ndarray
-    op_ext: np.ndarray
-    op_cost: np.ndarray
-    gpu_kind: np.ndarray
-    gpu_ts: np.ndarray
-    gpu_dur: np.ndarray
-    gpu_dev: np.ndarray
-    gpu_corr: np.ndarray
-    gpu_ext: np.ndarray
-    gpu_name: np.ndarray
-    gpu_bytes: np.ndarray
-    gpu_stream: np.ndarray
-    gpu_fp: np.ndarray  # per activity: its launch-grid fingerprint
-    rt_corr: np.ndarray
-    rt_ext: np.ndarray
-    rt_thread: np.ndarray
-    rt_ts: np.ndarray
-    rt_dur: np.ndarray
-    rt_launch: np.ndarray
-    step_ids: np.ndarray  # as recorded (not sorted)
-    step_ts: np.ndarray  # relative ns
-    step_dur: np.ndarray
-    costs: list  # torch_flops.OpCost per cost id, plus the unknown one
-    cost_flops: np.ndarray
-    cost_bytes: np.ndarray
-    cost_fp: np.ndarray
-    op_has_formula: np.ndarray
-    name_units: np.ndarray  # per name: the unit a GEMM-like kernel name says ran, else ""
-    op_ic: np.ndarray = None  # per op: bytes over the GPU links (collectives; comms stage)
-    world: int = 0  # ranks of the run (distributedInfo.world_size; 0: not said)
-    steps_clipped: int = 0  # step markers cut at the record window's end
-    steps_dropped: int = 0  # step markers starting after it
-
-    @property
-    def n_ops(self) -> int:
-        return len(self.op_ts)
-
-
-def _int64(a) -> np.ndarray:
-    return np.frombuffer(a, np.int64) if len(a) else np.zeros(0, np.int64)
-
-
-def _steps_in_window(col: Collector):
-    """(ids, starts ns, durations ns, how many were clipped, how many dropped) of the step
-    markers within the trace's record window: a step running past the "Record Window End"
-    instant ends there (the profiler recorded nothing later), one starting after it is
-    dropped."""
-    ids = np.array([s[0] for s in col.steps], np.int64)
-    ts = np.array([s[1] for s in col.steps], np.int64)
-    dur = np.maximum(np.array([s[2] for s in col.steps], np.int64), 0)
-    end = col.window_end
-    if end is None or not len(ts):
-        return ids, ts, dur, 0, 0
-    keep = ts < end
-    over = keep & (ts + dur > end)
-    dur = np.where(over, end - ts, dur)
-    return ids[keep], ts[keep], dur[keep], int(over.sum()), int((~keep).sum())
-
-
-def to_columns(col: Collector) -> Columns:
-    """The collector's columns as numpy arrays on one time base (ProfileFormatError when the
-    times span more than a trace can: a corrupt 'ts' or 'dur')."""
-    names = np.empty(len(col.names), dtype=object)
-    names[:] = list(col.names)
-    ts_ns = {
-        k: _int64(getattr(col, k))
-        for k in ("op_ts", "op_dur", "gpu_ts", "gpu_dur", "rt_ts", "rt_dur")
-    }
-    step_ids, step_ts, step_dur, clipped, dropped = _steps_in_window(col)
-    starts = [
-        int(a.min()) for a in (ts_ns["op_ts"], ts_ns["gpu_ts"], ts_ns["rt_ts"], step_ts) if len(a)
-    ]
-    base_ns = min(starts) if starts else 0
-    ends = [
-        int((ts_ns[t] + np.maximum(ts_ns[d], 0)).max())
-        for t, d in (("op_ts", "op_dur"), ("gpu_ts", "gpu_dur"), ("rt_ts", "rt_dur"))
-        if len(ts_ns[t])
-    ]
-    ends += [int((step_ts + step_dur).max())] if len(step_ts) else []
-    if ends and max(ends) - base_ns > _MAX_SPAN_NS:
-        raise ProfileFormatError(
-            f"event times span {(max(ends) - base_ns) / 86400e9:.3g} days, more than the "
-            f"{_MAX_SPAN_NS / 86400e9:.0f} days a trace can cover: a 'ts' or 'dur' is corrupt"
-        )
-
-    def rel(key):
-        return (ts_ns[key] - base_ns).astype(np.float64)
-
-    def dur(key):
-        return np.maximum(ts_ns[key], 0).astype(np.float64)
-
-    n_costs = len(col.costs)
-    costs = col.costs + [torch_flops.OpCost("other", 0.0, 0.0, "", "none")]
-    op_cost = np.asarray(col.op_cost, np.int64)
-    op_cost = np.where(op_cost < 0, n_costs, op_cost)  # the extra last entry
-    cost_formula = np.array([c.source in ("formula", "bytes") for c in col.costs] + [False])
-    grids = np.empty(len(col.grids), dtype=object)
-    grids[:] = list(col.grids)
-    return Columns(
-        names=names,
-        base_ns=base_ns,
-        op_thread=_int64(col.op_thread),
-        op_ts=rel("op_ts"),
-        op_dur=dur("op_dur"),
-        op_name=np.asarray(col.op_name, np.int64),
-        op_ext=np.asarray(col.op_ext, np.int64),
-        op_cost=op_cost,
-        gpu_kind=np.asarray(col.gpu_kind, np.int64),
-        gpu_ts=rel("gpu_ts"),
-        gpu_dur=dur("gpu_dur"),
-        gpu_dev=np.asarray(col.gpu_dev, np.int64),
-        gpu_corr=np.asarray(col.gpu_corr, np.int64),
-        gpu_ext=np.asarray(col.gpu_ext, np.int64),
-        gpu_name=np.asarray(col.gpu_name, np.int64),
-        gpu_bytes=np.asarray(col.gpu_bytes, np.float64),
-        gpu_stream=np.asarray(col.gpu_stream, np.int64),
-        gpu_fp=grids[np.asarray(col.gpu_grid, np.int64)],
-        rt_corr=np.asarray(col.rt_corr, np.int64),
-        rt_ext=np.asarray(col.rt_ext, np.int64),
-        rt_thread=np.asarray(col.rt_thread, np.int64),
-        rt_ts=rel("rt_ts"),
-        rt_dur=dur("rt_dur"),
-        rt_launch=np.asarray(col.rt_launch, bool),
-        step_ids=step_ids,
-        steps_clipped=clipped,
-        steps_dropped=dropped,
-        step_ts=(step_ts - base_ns).astype(np.float64),
-        step_dur=step_dur.astype(np.float64),
-        costs=costs,
-        cost_flops=np.array([c.flops for c in col.costs] + [0.0]),
-        cost_bytes=np.array([c.bytes for c in col.costs] + [0.0]),
-        cost_fp=np.array(col.cost_fingerprints + [""], dtype=object),
-        op_has_formula=cost_formula[op_cost],
-        name_units=kernel_unit_labels(names)
-        if len(col.gpu_ts)
-        else np.full(len(names), "", dtype=object),
-    )

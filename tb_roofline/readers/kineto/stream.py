@@ -20,8 +20,8 @@ from tb_roofline import settings, storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.readers import meter
 from tb_roofline.readers.files import check_profile_file
+from tb_roofline.readers.kineto.event_fields import parse_float as _parse_float
 from tb_roofline.readers.kineto.events import Collector
-from tb_roofline.readers.kineto.events import parse_float as _parse_float
 
 CHUNK_CHARS = 4 << 20
 # Memory per trace grows with its events (the trace is streamed, its events kept as columns):

@@ -74,57 +74,18 @@ def gpu_timeline(
     if not n:
         return tb.build()
     kernel_name = names[name_ids]
-    is_k = kind == KIND_KERNEL
-    att = np.flatnonzero(is_k & (row >= 0))
-    # The precision of each invocation, as the op table labels it (common.op_call_precision).
-    unit_of_inv = longest_matmul_unit(row[att], dur_ns[att], name_units[name_ids[att]])
-    caveats = caveat_of(kind, kernel_name)
-    label_ids = np.empty(n, np.int64)
-    comm = np.zeros(n, bool)
-    fusible = np.zeros(n, bool)
-    # Activities launched by an op: labelled per invocation (its op, its precision).
+    att = np.flatnonzero((kind == KIND_KERNEL) & (row >= 0))
+    labels = (np.empty(n, np.int64), np.zeros(n, bool), np.zeros(n, bool))  # id, comm, fusible
+    # Label ids are given in order of first use: activities launched by ops first.
     if len(att):
-        invs, inv_of = np.unique(row[att], return_inverse=True)
-        facts = []
-        for r in invs.tolist():
-            cost = costs[op_cost[r]]
-            label = (
-                "",
-                str(names[op_name[r]]),
-                op_call_precision(unit_of_inv.get(r, ""), cost.precision, cost.category),
-            )
-            facts.append(
-                (tb.label_id(label), is_communication(cost.category), is_fusible(cost.category))
-            )
-        f = np.array(facts, np.int64).reshape(-1, 3)[inv_of.reshape(-1)]
-        label_ids[att], fusible[att] = f[:, 0], f[:, 2] > 0
-        # Communication is what communication kernels run (NCCL / RCCL, named so), not every
-        # kernel a communication op launches (its copy and concat kernels are device work).
-        used, at = np.unique(name_ids[att], return_inverse=True)
-        comm_name = np.array(
-            [kernel_names.kernel_category(str(x)) == "communication" for x in names[used].tolist()],
-            bool,
-        )
-        comm[att] = comm_name[at.reshape(-1)]
-    # The others (kernels outside any op, memcpy, memset): labelled by their name.
+        # The precision of each invocation, as the op table labels it (op_call_precision).
+        unit_of_inv = longest_matmul_unit(row[att], dur_ns[att], name_units[name_ids[att]])
+        _label_by_op(tb, labels, att, row, name_ids, names, op_name, op_cost, costs, unit_of_inv)
     rest = np.setdiff1d(np.arange(n), att)
     if len(rest):
-        uniq, first, inv_of = np.unique(name_ids[rest], return_index=True, return_inverse=True)
-        facts = []
-        for j in rest[first].tolist():
-            nm, k, cav = str(kernel_name[j]), int(kind[j]), caveats[j]
-            if k == KIND_KERNEL:
-                cat = (
-                    "communication"
-                    if torch_flops.COMMUNICATION.search(nm)
-                    else kernel_names.kernel_category(nm) or "other"
-                )
-                label = ("", nm, name_units[name_ids[j]])
-            else:
-                cat, label = ("memcpy" if k == KIND_MEMCPY else "memset"), ("", nm, "")
-            facts.append((tb.label_id(label), is_communication(cat, cav), is_fusible(cat)))
-        f = np.array(facts, np.int64).reshape(-1, 3)[inv_of.reshape(-1)]
-        label_ids[rest], comm[rest], fusible[rest] = f[:, 0], f[:, 1] > 0, f[:, 2] > 0
+        caveats = caveat_of(kind, kernel_name)
+        _label_by_name(tb, labels, rest, kind, name_ids, kernel_name, name_units, caveats)
+    label_ids, comm, fusible = labels
     begin = np.round(ts_ns * 1000.0)
     end = begin + np.round(dur_ns * 1000.0)
     for s in spans:
@@ -143,6 +104,56 @@ def gpu_timeline(
             causes=causes,
         )
     return tb.build()
+
+
+def _label_by_op(tb, labels, att, row, name_ids, names, op_name, op_cost, costs, unit_of_inv):
+    """Activities `att` launched by an op: labelled per invocation (its op, its precision), in
+    place in `labels` (label id, communication, fusible)."""
+    label_ids, comm, fusible = labels
+    invs, inv_of = np.unique(row[att], return_inverse=True)
+    facts = []
+    for r in invs.tolist():
+        cost = costs[op_cost[r]]
+        label = (
+            "",
+            str(names[op_name[r]]),
+            op_call_precision(unit_of_inv.get(r, ""), cost.precision, cost.category),
+        )
+        facts.append(
+            (tb.label_id(label), is_communication(cost.category), is_fusible(cost.category))
+        )
+    f = np.array(facts, np.int64).reshape(-1, 3)[inv_of.reshape(-1)]
+    label_ids[att], fusible[att] = f[:, 0], f[:, 2] > 0
+    # Communication is what communication kernels run (NCCL / RCCL, named so), not every
+    # kernel a communication op launches (its copy and concat kernels are device work).
+    used, at = np.unique(name_ids[att], return_inverse=True)
+    comm_name = np.array(
+        [kernel_names.kernel_category(str(x)) == "communication" for x in names[used].tolist()],
+        bool,
+    )
+    comm[att] = comm_name[at.reshape(-1)]
+
+
+def _label_by_name(tb, labels, rest, kind, name_ids, kernel_name, name_units, caveats):
+    """The other activities `rest` (kernels outside any op, memcpy, memset): labelled by their
+    name, in place in `labels`."""
+    label_ids, comm, fusible = labels
+    uniq, first, inv_of = np.unique(name_ids[rest], return_index=True, return_inverse=True)
+    facts = []
+    for j in rest[first].tolist():
+        nm, k, cav = str(kernel_name[j]), int(kind[j]), caveats[j]
+        if k == KIND_KERNEL:
+            cat = (
+                "communication"
+                if torch_flops.COMMUNICATION.search(nm)
+                else kernel_names.kernel_category(nm) or "other"
+            )
+            label = ("", nm, name_units[name_ids[j]])
+        else:
+            cat, label = ("memcpy" if k == KIND_MEMCPY else "memset"), ("", nm, "")
+        facts.append((tb.label_id(label), is_communication(cat, cav), is_fusible(cat)))
+    f = np.array(facts, np.int64).reshape(-1, 3)[inv_of.reshape(-1)]
+    label_ids[rest], comm[rest], fusible[rest] = f[:, 0], f[:, 1] > 0, f[:, 2] > 0
 
 
 def cpu_timeline(

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import os
 
-from tb_roofline.devices.datasheets import PRECISIONS
-from tb_roofline.devices.device_file import parse_json_file
+from tb_roofline.devices.bounded_json import parse_json_file
+from tb_roofline.devices.datasheet_entry import PRECISIONS
 from tb_roofline.model.throughput import Workload
 
 FILE_NAME = "roofline_workload.json"

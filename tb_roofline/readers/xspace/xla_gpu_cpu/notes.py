@@ -10,6 +10,16 @@ def program_notes(
     space, index, costing, unattributed_ps: float, all_ps: float, devices: int
 ) -> list:
     """Where the costs came from, and what they could not cover."""
+    return (
+        _cost_source(space, index, costing)
+        + _unattributed(costing, unattributed_ps, all_ps)
+        + _uncovered(costing, all_ps)
+        + _assumptions(costing, devices)
+    )
+
+
+def _cost_source(space, index, costing) -> list:
+    """Whether the profile holds HLO programs to cost, how many were costed, decode errors."""
     out = []
     if not any(p.name == METADATA_PLANE for p in space.planes) or not len(index):
         out.append(
@@ -33,6 +43,12 @@ def program_notes(
         )
     for err in index.errors:
         out.append(Diagnostic("warning", "hlo_decode_error", err))
+    return out
+
+
+def _unattributed(costing, unattributed_ps: float, all_ps: float) -> list:
+    """Events that match no HLO instruction, with why."""
+    out = []
     reasons = costing.reasons
     if reasons:
         share = 100.0 * unattributed_ps / all_ps if all_ps else 0.0
@@ -46,6 +62,12 @@ def program_notes(
                 "no FLOPs: " + "; ".join(f"{n} {r}" for r, n in reasons.most_common()),
             )
         )
+    return out
+
+
+def _uncovered(costing, all_ps: float) -> list:
+    """Operations no cost rule covers, and the op time they take."""
+    out = []
     if costing.unknown:
         out.append(
             Diagnostic(
@@ -67,6 +89,12 @@ def program_notes(
                 ),
             )
         )
+    return out
+
+
+def _assumptions(costing, devices: int) -> list:
+    """What the costs assume where the HLO does not say: replica groups, masks, trip counts."""
+    out = []
     if costing.ungrouped:
         names = sorted(op for _, op in costing.ungrouped)
         out.append(

@@ -7,7 +7,8 @@ import collections
 import numpy as np
 
 from tb_roofline.costs.hlo.module import METADATA_PLANE, HloIndex
-from tb_roofline.devices.gpu_peaks import apply_ceilings, derive_gpu_peaks
+from tb_roofline.devices.gpu_peaks import derive_gpu_peaks
+from tb_roofline.devices.precision_ceilings import apply_ceilings
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers.common import corrupt_value_notes

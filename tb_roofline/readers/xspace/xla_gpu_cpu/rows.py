@@ -99,82 +99,109 @@ def add_rows(
     labels = []
     index = costing.index
     for g in groups:
-        kind, pid, opname, step = g.key
+        kind, pid, opname, _ = g.key
         program = index.module_name(pid) if pid else ""
         if kind == UNATTRIBUTED:
             labels.append(((pid, opname, ""), opname))
-            builder.add(
-                host=host,
-                core=core,
-                program_id=pid,
-                program=program,
-                operation=opname,
-                category=UNATTRIBUTED,
-                step=step,
-                occurrences=g.n_events,
-                total_time_ps=g.total_ps,
-                self_time_ps=g.self_ps,
-                flops_source="none",
-                flops_known=False,
-                bytes_known=False,
-            )
-            continue
-        ins, module, mc = g.ins, g.module, g.mc
-        execs = executions(g.kernels, g.kernel_time) if costing.gpu else g.n_events
-        c = mc.get(opname)
-        has_cost = costed(ins, mc)
-        if not has_cost:
-            target = ins.proto.custom_call_target if ins.opcode == "custom-call" else ""
-            costing.uncosted_ps[f"custom-call {target}" if target else ins.opcode] += g.total_ps
-        host_moved = host_bytes(ins)
-        moved = transfer(ins, devices)
-        algorithm = (
-            algorithm_of(g.kernel_time, moved.kind) if moved is not None and costing.gpu else ""
-        )
-        if algorithm:  # the NCCL kernels name it: it may change the bus factor
-            moved = transfer(ins, devices, algorithm)
-        link = moved.bus_bytes if moved is not None else 0.0
-        if moved is not None and not moved.group_known:
-            costing.ungrouped.add((pid, opname))
-        if c.category == "attention":
-            att = attention_of(ins)
-            if att is not None and att.mask:
-                costing.masked[(pid, opname)] = att.mask
-        hbm = 0.0 if host_moved else c.bytes
-        precision = ran_at(g.kernel_time, c.precision) if costing.gpu else c.precision
-        labels.append(((pid, opname, precision), c.category))
-        shape = hlo_shape(ins) or hlo_custom_call_shape(ins) or hlo_tensor_shape(ins, c.category)
-        if shape is not None:
-            add_shape_use(shapes, (pid, opname, precision), shape, execs, g.total_ps)
-        builder.add(
-            host=host,
-            core=core,
-            program_id=pid,
-            program=program or module.name,
-            operation=opname,
-            category=c.category,
-            step=step,
-            occurrences=execs,
-            total_time_ps=g.total_ps,
-            self_time_ps=g.self_ps,
-            flops=c.flops * execs,
-            model_flops=c.flops * execs,
-            bytes=max(c.bytes, hbm, host_moved, link) * execs,
-            hbm_bytes=hbm * execs,
-            host_bytes=host_moved * execs,
-            interconnect_bytes=link * execs,
-            caveat=HOST_TRANSFER if host_moved else "",
-            source=module.source_of(ins),
-            tf_op=ins.proto.metadata.op_name,
-            flops_source="cost_model" if has_cost else "none",
-            flops_known=has_cost,
-            bytes_known=has_cost,
-            precision=precision,
-            fingerprint=costing.fingerprint(pid, ins),
-            is_container=c.category in CONTAINER_CATEGORIES,
-            collective=_described(moved, algorithm),
-        )
+            _add_unattributed(builder, g, host, core, program)
+        else:
+            labels.append(_add_costed(builder, g, host, core, program, costing, shapes, devices))
     return labels
+
+
+def _add_unattributed(builder: OpTableBuilder, g: Group, host: str, core: int, program: str):
+    """An (op, step) that matches no HLO instruction: its time, no cost."""
+    _, pid, opname, step = g.key
+    builder.add(
+        host=host,
+        core=core,
+        program_id=pid,
+        program=program,
+        operation=opname,
+        category=UNATTRIBUTED,
+        step=step,
+        occurrences=g.n_events,
+        total_time_ps=g.total_ps,
+        self_time_ps=g.self_ps,
+        flops_source="none",
+        flops_known=False,
+        bytes_known=False,
+    )
+
+
+def _add_costed(
+    builder: OpTableBuilder,
+    g: Group,
+    host: str,
+    core: int,
+    program: str,
+    costing: Costing,
+    shapes: dict,
+    devices: int,
+) -> tuple:
+    """An (op, step) matched to its HLO instruction: its per-execution costs × executions;
+    returns its (timeline label, category). Notes what the costs could not cover in `costing`."""
+    _, pid, opname, step = g.key
+    ins, module, mc = g.ins, g.module, g.mc
+    execs = executions(g.kernels, g.kernel_time) if costing.gpu else g.n_events
+    c = mc.get(opname)
+    has_cost = costed(ins, mc)
+    if not has_cost:
+        target = ins.proto.custom_call_target if ins.opcode == "custom-call" else ""
+        costing.uncosted_ps[f"custom-call {target}" if target else ins.opcode] += g.total_ps
+    host_moved = host_bytes(ins)
+    moved, algorithm = _collective(ins, g, costing.gpu, devices)
+    link = moved.bus_bytes if moved is not None else 0.0
+    if moved is not None and not moved.group_known:
+        costing.ungrouped.add((pid, opname))
+    if c.category == "attention":
+        att = attention_of(ins)
+        if att is not None and att.mask:
+            costing.masked[(pid, opname)] = att.mask
+    hbm = 0.0 if host_moved else c.bytes
+    precision = ran_at(g.kernel_time, c.precision) if costing.gpu else c.precision
+    shape = hlo_shape(ins) or hlo_custom_call_shape(ins) or hlo_tensor_shape(ins, c.category)
+    if shape is not None:
+        add_shape_use(shapes, (pid, opname, precision), shape, execs, g.total_ps)
+    builder.add(
+        host=host,
+        core=core,
+        program_id=pid,
+        program=program or module.name,
+        operation=opname,
+        category=c.category,
+        step=step,
+        occurrences=execs,
+        total_time_ps=g.total_ps,
+        self_time_ps=g.self_ps,
+        flops=c.flops * execs,
+        model_flops=c.flops * execs,
+        bytes=max(c.bytes, hbm, host_moved, link) * execs,
+        hbm_bytes=hbm * execs,
+        host_bytes=host_moved * execs,
+        interconnect_bytes=link * execs,
+        caveat=HOST_TRANSFER if host_moved else "",
+        source=module.source_of(ins),
+        tf_op=ins.proto.metadata.op_name,
+        flops_source="cost_model" if has_cost else "none",
+        flops_known=has_cost,
+        bytes_known=has_cost,
+        precision=precision,
+        fingerprint=costing.fingerprint(pid, ins),
+        is_container=c.category in CONTAINER_CATEGORIES,
+        collective=_described(moved, algorithm),
+    )
+    return (pid, opname, precision), c.category
+
+
+def _collective(ins, g: Group, gpu: bool, devices: int):
+    """(what a collective moves, or None for any other op; the algorithm its NCCL kernels name,
+    which may change the bus factor, or "")."""
+    moved = transfer(ins, devices)
+    algorithm = algorithm_of(g.kernel_time, moved.kind) if moved is not None and gpu else ""
+    if algorithm:
+        moved = transfer(ins, devices, algorithm)
+    return moved, algorithm
 
 
 def _described(moved, algorithm: str) -> str:

@@ -1,0 +1,131 @@
+"""The kernel table of a GPU trace: one row per (kernel name, device, step, ...), each op call's
+FLOPs and bytes given to its main kernel (GEMM-like calls) or shared by time."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_roofline.readers import kernel_names
+from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
+from tb_roofline.readers.kineto.grouped_rows import accessed_bytes, add_grouped, div_safe, transfers
+
+
+def kernel_view(
+    builder,
+    host,
+    kind,
+    dev,
+    name_ids,
+    names,
+    row,
+    dur,
+    gbytes,
+    step,
+    op_cost,
+    cost_flops,
+    cost_bytes,
+    costs,
+    name_units,
+    grid_fp,
+    op_ic=None,
+    kernel_comm=None,
+):
+    """Kernel-level rows: a GEMM-like op call's FLOPs and bytes go to its main kernel (its
+    longest GEMM / convolution / attention kernel; helpers such as offset, fill or split-K
+    reduction kernels get none, however long they ran); other calls share them by time.
+    A kernel's precision is what its name says ran, else its op's data type; a kernel outside
+    any known op is categorised by its name."""
+    n = len(kind)
+    if not n:
+        return
+    kernel_name = names[name_ids]
+    flops = np.zeros(n)
+    ic = np.zeros(n)
+    nbytes = np.where(kind != KIND_KERNEL, gbytes, 0.0)
+    cats, precs, srcs = _kernel_labels(kind, kernel_name, name_units[name_ids].copy())
+    k = np.flatnonzero((kind == KIND_KERNEL) & (row >= 0))
+    if len(k):
+        c_of_k = op_cost[row[k]]
+        _label_by_op(k, c_of_k, costs, cats, precs, srcs)
+        share = _cost_shares(k, row, dur, name_ids, names, name_units, n)
+        flops[k] = cost_flops[c_of_k] * share
+        nbytes[k] = cost_bytes[c_of_k] * share
+        if op_ic is not None:
+            ic[k] = op_ic[row[k]] * share
+    if kernel_comm is not None:  # NCCL kernels outside any op that name their collective
+        own = np.flatnonzero((kind == KIND_KERNEL) & (row < 0) & kernel_comm[2])
+        nbytes[own], ic[own] = kernel_comm[0][own], kernel_comm[1][own]
+        srcs[own], cats[own] = "formula", "communication"
+    hbm, host_b, caveat = transfers(kind, kernel_name, gbytes)
+    nbytes = np.where(kind == KIND_KERNEL, nbytes, accessed_bytes(nbytes, hbm))
+    hbm = np.where(kind == KIND_KERNEL, nbytes, hbm)
+    add_grouped(
+        builder,
+        host,
+        dev,
+        kernel_name,
+        cats,
+        precs,
+        srcs,
+        step,
+        dur * 1e3,
+        flops,
+        nbytes,
+        np.ones(n, np.int64),
+        hbm=hbm,
+        host_bytes=host_b,
+        caveat=caveat,
+        fingerprint=grid_fp,
+        interconnect=ic,
+    )
+
+
+def _kernel_labels(kind, kernel_name, precs):
+    """(categories, precisions, cost sources) of activity by its name alone: a kernel's category
+    from its name, its precision the unit its name says ran; copies are measured."""
+    n = len(kind)
+    cats = np.array(
+        [kernel_names.kernel_category(x) or "other" for x in kernel_name.tolist()], dtype=object
+    )
+    srcs = np.full(n, "none", dtype=object)
+    cats[kind == KIND_MEMCPY] = "memcpy"
+    cats[kind == KIND_MEMSET] = "memset"
+    srcs[kind != KIND_KERNEL] = "measured"
+    return cats, precs, srcs
+
+
+def _label_by_op(k, c_ids, costs, cats, precs, srcs) -> None:
+    """Kernels `k` launched inside an op take its category and cost source, and its data type
+    where their name says no unit (in place)."""
+    for j, c in zip(k.tolist(), c_ids.tolist()):
+        cost = costs[c]
+        if cost.category not in ("other", ""):
+            cats[j] = cost.category
+        if not precs[j]:
+            precs[j] = cost.precision
+        srcs[j] = cost.source
+
+
+def _cost_shares(k, row, dur, name_ids, names, name_units, n) -> np.ndarray:
+    """Each kernel's share of its op call's cost. A GEMM/convolution call: its longest kernel
+    does the math (split-K reductions and offset helpers get none). Any other call: its kernels
+    share its cost by their time, so each runs at the call's own rate."""
+    mm_name = np.array(
+        [
+            u != "" or kernel_names.is_matmul_kernel(x)
+            for u, x in zip(name_units.tolist(), names.tolist())
+        ],
+        bool,
+    )
+    is_mm = mm_name[name_ids[k]]
+    o = np.lexsort((-dur[k], ~is_mm, row[k]))
+    ks = k[o]
+    firsts = ks[np.r_[True, row[ks][1:] != row[ks][:-1]]]
+    calls, call_of = np.unique(row[k], return_inverse=True)
+    call_time = np.bincount(call_of, weights=dur[k])
+    main = dict(zip(row[firsts].tolist(), firsts.tolist()))
+    gemm = mm_name[name_ids[np.array([main[c] for c in calls.tolist()], np.int64)]]
+    share = np.where(call_time[call_of] > 0, div_safe(dur[k], call_time[call_of]), 0.0)
+    is_first = np.zeros(n, bool)
+    is_first[firsts] = True
+    return np.where(gemm[call_of] | (call_time[call_of] <= 0), is_first[k].astype(float), share)
