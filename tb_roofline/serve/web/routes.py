@@ -22,7 +22,7 @@ from werkzeug import wrappers
 from tb_roofline import errors, storage
 from tb_roofline.serve.service.core import RooflineService
 
-STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
+STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "static")
 logger = logging.getLogger(__name__)
 
 
