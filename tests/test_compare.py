@@ -212,7 +212,12 @@ def test_deltas_against_each_runs_own_records(service, runs):
         )
         assert p["bound_by_changed"] == (b["bound_by"] != c["bound_by"])
         assert close(p["base_peak_flop_rate"], b["peak_flop_rate"])
-        if b["caveat"] or c["caveat"]:
+        # each side is a measurement exactly when its own run's record is
+        assert (p["base_measurement"], p["cand_measurement"]) == (
+            b["measurement"],
+            c["measurement"],
+        )
+        if not (b["measurement"] and c["measurement"]):
             assert p["delta_roofline_efficiency"] is None  # not a measurement under its roof
         else:
             assert close(

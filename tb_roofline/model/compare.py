@@ -3,9 +3,9 @@ explain the change in time.
 
 Each side keeps its own device and roofs: a point is placed and judged under the roofs of the
 run it comes from, so efficiencies compare how close each side ran to its own limits, and the
-comparison says when the devices or an op's precision (its compute roof) differ. Records with a
-caveat (async halves, transfers, no cost, ...) are compared by time; their efficiency deltas are
-not given. Definitions: docs/compare.md.
+comparison says when the devices or an op's precision (its compute roof) differ. Records that
+are not roofline measurements (records.measurements: async halves, transfers, no cost, ...) are
+compared by time; their efficiency deltas are not given. Definitions: docs/compare.md.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tb_roofline.model.records import (
     binding_roof_ids,
     div,
     json_rows,
+    measurements,
     scope_record_type,
 )
 
@@ -65,10 +66,13 @@ PAIR_COLUMNS = (
 # Per side, derived by the model from the side's own device: the roof a record is bound by, as
 # an id ("compute", or a memory id of that device's `memories`: records.binding_roof_ids).
 ROOF_ID_COLUMNS = ("base_binding_roof_id", "cand_binding_roof_id")
+# Per op side: whether it is a roofline measurement (records.measurements), None when missing.
+MEASUREMENT_COLUMNS = ("base_measurement", "cand_measurement")
 OP_COLUMNS = (
     PAIR_COLUMNS
     + tuple(f"{s}_{c}" for s in ("base", "cand") for c in SIDE_COLUMNS)
     + ROOF_ID_COLUMNS
+    + MEASUREMENT_COLUMNS
 )
 PROGRAM_COLUMNS = (
     PAIR_COLUMNS
@@ -149,6 +153,7 @@ def compare(base: Side, cand: Side, top: int = 10) -> Comparison:
         base_cols, cand_cols, matching, SIDE_COLUMNS, OP_COLUMNS, "total_self_time_us", change
     )
     with_roof_ids(ops, base.device, cand.device)
+    with_measurements(ops)
     with_roof_ids(program, base.device, cand.device)
     order = _largest_change_first(ops)
     ops = ops.select(order)
@@ -243,10 +248,14 @@ def pair_table(
     for c in ("flop_rate", "operational_intensity", "roofline_efficiency"):
         d = out[f"cand_{c}"] - out[f"base_{c}"]
         out[f"delta_{c}"] = np.where(both, d, np.nan)
-    # An efficiency is a measurement under its roof only without a caveat.
+    # An efficiency delta only between two roofline measurements (records.measurements).
     if "base_caveat" in out:
-        caveated = _has(out["base_caveat"]) | _has(out["cand_caveat"])
-        out["delta_roofline_efficiency"][caveated] = np.nan
+        measured = [
+            measurements(out[f"{s}_caveat"], out[f"{s}_roofline_efficiency"], out[f"{s}_bound_by"])
+            for s in ("base", "cand")
+        ]
+        both_measured = measured[0].astype(bool) & measured[1].astype(bool)
+        out["delta_roofline_efficiency"][~both_measured] = np.nan
     out["bound_by_changed"] = np.where(
         both, out["base_bound_by"] != out["cand_bound_by"], None
     ).astype(object)
@@ -265,9 +274,14 @@ def with_roof_ids(table: PairTable, base_device: DeviceInfo, cand_device: Device
         )
 
 
-def _has(values: np.ndarray) -> np.ndarray:
-    """Non-empty entries of an object column (None and "" are empty)."""
-    return values.astype(bool)
+def with_measurements(table: PairTable):
+    """Adds whether each op side is a roofline measurement (MEASUREMENT_COLUMNS: the one rule,
+    records.measurements, on that side's caveat, efficiency and bound-by); None when missing."""
+    c = table.columns
+    for s in ("base", "cand"):
+        c[f"{s}_measurement"] = measurements(
+            c[f"{s}_caveat"], c[f"{s}_roofline_efficiency"], c[f"{s}_bound_by"]
+        )
 
 
 def _largest_change_first(t: PairTable) -> np.ndarray:
@@ -466,11 +480,15 @@ def _notes(base: Side, cand: Side, ops: PairTable) -> list[str]:
     prec = int((matched & (c["base_precision"] != c["cand_precision"])).sum())
     if prec:
         notes.append(f"{prec} matched op(s) ran at another precision (another compute roof)")
-    caveated = int((_has(c["base_caveat"]) | _has(c["cand_caveat"])).sum())
-    if caveated:
+    apart = sum(
+        b is False or c_ is False
+        for b, c_ in zip(c["base_measurement"].tolist(), c["cand_measurement"].tolist())
+    )
+    if apart:
         notes.append(
-            f"{caveated} op pair(s) carry a caveat (async halves, transfers, no cost, "
-            "...): their times are compared, their efficiencies are not"
+            f"{apart} op pair(s) have a side that is not a roofline measurement (async "
+            "halves, transfers, no cost, ...): their times are compared, their efficiencies "
+            "are not"
         )
     return notes
 

@@ -5,11 +5,12 @@ and JSON, the MCP `top_ops` tool with `order=time_saved`) reads this order; none
 Which records are ranked (one rule, `opportunity_mask`): those with a proven saving, i.e.
 - `potential_time_saved_us` is a finite number above 0 (known peaks, a place under a roof;
   containers save 0: their children hold the time), and
-- no caveat at all. A caveat says the record is not a measurement under the device's roofs
-  (async halves, peer copies, no cost, above its roof, containers) or, for `host_transfer`,
-  that its roof is the host link: its saving (when the link speed is known) is real, but it
-  is won by moving less data across the host link, not by a faster kernel, so it is reported
-  by the guidance's findings and the caveat table, not among the kernels to tune.
+- no caveat at all. Records that are not roofline measurements (`records.measurements`:
+  async halves, peer copies, no cost, above their roof) have no saving; of the caveated
+  measurements, containers save 0 (their children hold the time) and a `host_transfer` under
+  a known link speed has a real saving, but it is won by moving less data across the host
+  link, not by a faster kernel, so it is reported by the guidance's findings and the caveat
+  table, not among the kernels to tune.
 
 Order: potential time saved, largest first; ties keep the table's own order (self time rank).
 """

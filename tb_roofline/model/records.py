@@ -20,6 +20,7 @@ from tb_roofline.table.timeline import is_collective
 GIB = 1.073741824  # GB per GiB: XProf's GiB/s = (bytes / ns) / 1.073741824
 ABOVE_ROOF = 1.001  # an efficiency above this is not a measurement under its roof
 NO_COST, ABOVE_ROOF_CAVEAT = "no_cost", "above_roof"
+CONTAINER_CAVEAT = "container"
 ASYNC_CAVEATS = (ASYNC_START, ASYNC_WAIT)
 BOUND_ASYNC = "Async"
 
@@ -249,6 +250,28 @@ def binding_roof_ids(bound_by, device: DeviceInfo) -> np.ndarray:
     out = np.empty(len(bound_by), dtype=object)
     out[:] = [lookup[b] for b in np.asarray(bound_by, dtype=object).tolist()]
     return out
+
+
+def measurements(caveat, roofline_efficiency, bound_by) -> np.ndarray:
+    """THE rule for whether a record is a roofline measurement (the answers' `measurement`;
+    time saved, the tab's point flags and left-out counts and the CLI report read it): True
+    with no caveat; for a container (no figures of its own: its time is its children's, each
+    judged on its own, so none of it is left out); for a host transfer judged under a known
+    host-link roof (a `bound_by` other than Unknown) and not above it. False for async halves,
+    peer transfers, `no_cost` and `above_roof` records, host transfers without a link speed.
+    None on a missing side of a compared pair (no caveat column value and no bound-by)."""
+    cav = np.asarray(caveat, dtype=object).tolist()
+    bound = np.asarray(bound_by, dtype=object)
+    eff = np.nan_to_num(np.asarray(roofline_efficiency, dtype=np.float64))
+    plain = np.array([not c or c == CONTAINER_CAVEAT for c in cav], bool)
+    host = np.array([c == HOST_TRANSFER for c in cav], bool)
+    out = plain | (host & (eff <= ABOVE_ROOF) & (bound != "Unknown"))
+    missing = np.array([b is None for b in bound.tolist()], bool)
+    if not missing.any():
+        return out
+    values = out.astype(object)
+    values[missing] = None
+    return values
 
 
 def call_floors(flops, mem: dict, inv_peak, device: DeviceInfo, link=None):
@@ -533,10 +556,9 @@ def potential_time_saved(
     their roofs, t − Σ max(F_i/P, B_i/BW) (`roof_time_us`: per distinct op, whose calls share
     a shape, so calls in different regimes are not averaged into one floor), µs. Unknown (NaN)
     where nothing places it (no peaks, efficiency 0) or it is not a measurement under its roof
-    (a caveat; a host transfer counts when its link speed is known and it stays under it; a
-    collective only under the interconnect roof); 0 for containers (their children hold the
-    time). Linear in the time and the floors (an Average record's is the Total's over the
-    steps' share)."""
+    (`measurements`; a collective only under the interconnect roof); 0 for containers (their
+    children hold the time). Linear in the time and the floors (an Average record's is the
+    Total's over the steps' share)."""
     eff = np.asarray(cols["roofline_efficiency"], dtype=float)
     saved = np.maximum(
         cols["total_time_us"] - np.nan_to_num(np.asarray(cols["roof_time_us"], dtype=float)), 0.0
@@ -544,12 +566,7 @@ def potential_time_saved(
     saved[~(eff > 0)] = np.nan
     if not device.peaks_known:
         saved[:] = np.nan
-    caveat = cols["caveat"]
-    host = caveat == HOST_TRANSFER
-    measured = (caveat == "") | (
-        host & (np.nan_to_num(eff) <= ABOVE_ROOF) & (cols["bound_by"] != "Unknown")
-    )
-    saved[~measured] = np.nan
+    saved[~measurements(cols["caveat"], eff, cols["bound_by"]).astype(bool)] = np.nan
     if collective is None:
         collective = np.array([is_collective(str(c)) for c in cols["category"].tolist()], bool)
     saved[np.asarray(collective, bool) & (cols["bound_by"] != "Interconnect")] = np.nan

@@ -21,6 +21,7 @@ from tb_roofline.model import serving as serving_model
 from tb_roofline.model import steps as steps_model
 from tb_roofline.model.floors import KeyFloors, Roofs, mixed_regimes, proven_keys
 from tb_roofline.model.records import (
+    CONTAINER_CAVEAT,
     RECORD_COLUMNS,
     SUM_COLUMNS,
     RecordTable,
@@ -42,8 +43,6 @@ from tb_roofline.table.op_table import (
     factorize,
     is_constant,
 )
-
-CONTAINER_CAVEAT = "container"
 
 
 @dataclasses.dataclass

@@ -76,19 +76,17 @@ export const CAVEATS = {
   container: 'Contains other ops (while/call/conditional): its children are the points to ' +
     'look at.',
 };
-// Caveats whose rates are not measurements of the op's work (async halves, no cost).
-const NOT_MEASURED = new Set(['async_start', 'async_wait', 'no_cost']);
-
 /**
- * Whether a record's value of a derived column is a measurement: rates, intensities and
- * efficiencies of an async half or an op without cost are not (an issue time over the bytes
- * of the whole transfer reads 833,333,333 GiB/s); FLOP figures need known FLOPs
- * (`flop_coverage` > 0), bandwidths known bytes (`bytes_coverage` > 0), efficiencies and
- * ridges a known peak.
+ * Whether a record's value of a derived column is a measurement, beyond what the server
+ * already answers null (the model's records._unknown_is_null: the rates and efficiencies of
+ * an async half, whose issue time over the bytes of the whole transfer would read 833,333,333
+ * GiB/s, and of a record with no known cost): FLOP figures need FLOPs (`flop_coverage` and
+ * `flops` not 0), bandwidths bytes, efficiencies and ridges a known peak. No caveat is tested
+ * here: a record that is not a roofline measurement (`measurement` false: above its roof, a
+ * peer copy) keeps its figures, the evidence its caveat is read from.
  */
 export function isMeasurement(row, need) {
   if (!row) return true;
-  if (NOT_MEASURED.has(row.caveat)) return false;
   const zero = (k) => row[k] === 0;
   if (need.includes('flops') && (zero('flop_coverage') || zero('flops'))) return false;
   if (need.includes('bytes') && (zero('bytes_coverage') || zero('bytes'))) return false;
@@ -195,7 +193,7 @@ export const COLUMN = Object.fromEntries([
 
 /**
  * One side of a compared pair (`cand_<key>` / `base_<key>`): the registry's column of `key`,
- * "—" where that side is not a measurement (its own caveat).
+ * "—" where that side's value is not a measurement (sideMeasured).
  */
 export function sideColumn(side, key, extra = {}) {
   const c = COLUMN[key];
@@ -207,12 +205,11 @@ export function sideColumn(side, key, extra = {}) {
 
 /**
  * Whether one side of a compared pair has a measurement for a column that `needs` FLOPs,
- * bytes or a peak: not for an async half or an op without cost, nor where what it needs is
- * zero (no FLOPs: no FLOP rate; no bytes: no bandwidth; no peak: no efficiency).
+ * bytes or a peak: not where what it needs is zero (no FLOPs: no FLOP rate; no bytes: no
+ * bandwidth; no peak: no efficiency); what the model has no value for is null already.
  */
 export function sideMeasured(row, side, needs = ['flops']) {
   if (!row) return true;
-  if (NOT_MEASURED.has(row[`${side}_caveat`])) return false;
   const zero = (k) => row[`${side}_${k}`] === 0;
   if (needs.includes('flops') && (zero('flops') || zero('flop_rate'))) return false;
   if (needs.includes('bytes') && (zero('bytes') || zero('memory_bw'))) return false;

@@ -34,9 +34,10 @@ export function compareGeometry(baseDevice, candDevice, records, {dark = false,
   const ridges = [];
   let [x0, x1, y0, y1] = [Infinity, 0, Infinity, 0];
   for (const [side, d, mine] of sides) {
-    // Records with a caveat choose roofs (as in one run) but are not placed: no axis room.
-    const placed = mine.filter((r) => !r.caveat && positive(r.bottleneck_operational_intensity) &&
-        positive(r.flop_rate));
+    // Records that are not roofline measurements (the server's `measurement`) choose roofs (as
+    // in one run) but are not placed: no axis room.
+    const placed = mine.filter((r) => r.measurement !== false &&
+        positive(r.bottleneck_operational_intensity) && positive(r.flop_rate));
     const g = roofGeometry(d, placed, {roofRecords: mine, dark,
       mixPeak: mixPeak[side] ?? null});
     [x0, x1] = [Math.min(x0, g.xDomain[0]), Math.max(x1, g.xDomain[1])];
@@ -65,8 +66,9 @@ function roofKey(d) {
 }
 
 /**
- * One point per side of each pair that can be placed: records with a caveat are compared in the
- * table but never placed as roofline measurements, nor are records without a FLOP rate or an
+ * One point per side of each pair that can be placed: a side that is not a roofline
+ * measurement (its `measurement` false: the model's records.measurements) is compared in the
+ * table but never placed (`caveated`), nor are records without a FLOP rate or an
  * intensity (no place on a roofline: `unplaced`, listed in the table). A point holds only
  * what the chart encodes (flat objects keep Vega's field access fast) and its `pair`.
  * Returns {points, caveated, unplaced}.
@@ -78,7 +80,7 @@ export function pairPoints(pairs, geometry, timeKey) {
   for (const pair of pairs) {
     for (const side of ['base', 'cand']) {
       if (pair[`${side}_${timeKey}`] === null || pair[`${side}_${timeKey}`] === undefined) continue;
-      if (pair[`${side}_caveat`]) {
+      if (pair[`${side}_measurement`] === false) {
         caveated++;
         continue;
       }
@@ -252,13 +254,13 @@ export function bySide(points) {
 
 /**
  * Each side of each pair as a record of its run (the fields roofs.js reads: intensity, FLOP
- * rate, compute roof, precision, caveat and the server's `binding_roof_id`), with its `side`;
- * a side the pair lacks (new, removed) is left out.
+ * rate, compute roof, precision, caveat, the server's `binding_roof_id` and `measurement`), with
+ * its `side`; a side the pair lacks (new, removed) is left out.
  */
 export function sidesXY(rows) {
   const out = [];
   const keys = ['bottleneck_operational_intensity', 'flop_rate', 'peak_flop_rate', 'precision',
-    'caveat', 'binding_roof_id', 'record_type'];
+    'caveat', 'binding_roof_id', 'measurement', 'record_type'];
   for (const r of rows) {
     for (const side of ['base', 'cand']) {
       if (r[`${side}_bound_by`] === null || r[`${side}_bound_by`] === undefined) continue;

@@ -7,7 +7,7 @@ import {opKey, timeShareOf} from './views/op_section.js';
 // Columns that place, colour or size an op: the infeed/outfeed switch without a re-render
 // needs them equal in both variants (they are: each op's own sums do not change).
 const PLACED = ['operation', 'category', 'bottleneck_operational_intensity', 'flop_rate',
-  'total_time_us', 'px', 'py', 'at_floor', 'caveat'];
+  'total_time_us', 'px', 'py', 'at_floor', 'caveat', 'measurement'];
 
 export class InfeedSwitch {
   /** @param ctx the sections' context (app.js), `api` the data access, `sections`

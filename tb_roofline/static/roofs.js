@@ -278,10 +278,11 @@ export function placePoints(rows, g) {
   return rows;
 }
 
-/** What a point is: a measurement under its roof, or a record with a caveat. */
+/** What a point is: a measurement under its roof (the server's `measurement`, the model's
+ * records.measurements), else a record with a caveat, drawn apart by that caveat. */
 export const POINT_FLAGS = ['measured', 'not a measurement (caveat)', 'above its roof'];
 function pointFlag(r) {
-  if (!r.caveat || r.caveat === 'container') return POINT_FLAGS[0];
+  if (r.measurement) return POINT_FLAGS[0];
   return r.caveat === 'above_roof' ? POINT_FLAGS[2] : POINT_FLAGS[1];
 }
 

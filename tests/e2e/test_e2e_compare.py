@@ -58,14 +58,15 @@ def has_rate(p, side):
 
 
 def placeable(answer):
-    """(grey base points, coloured points) the op chart must draw for an answer: sides with a
-    caveat or without a FLOP rate are listed, never placed."""
+    """(grey base points, coloured points) the op chart must draw for an answer: sides that are
+    not roofline measurements (`measurement` false) or without a FLOP rate are listed, never
+    placed."""
     grey = coloured = 0
     for p in pairs(answer):
         for side in ("base", "cand"):
             if (
                 p[f"{side}_total_self_time_us"] is None
-                or p[f"{side}_caveat"]
+                or p[f"{side}_measurement"] is False
                 or not has_rate(p, side)
             ):
                 continue
@@ -117,7 +118,8 @@ def test_comparison_from_the_url_draws_what_the_api_answers(page, tb_compare, ru
         "#compare-op-table tbody tr td[data-key=pair_operation]", "td => td.textContent"
     )
     assert first == (pairs(answer)[0]["cand_operation"] or pairs(answer)[0]["base_operation"])
-    # Both sides placed (records with a caveat are not), and the arrows of the largest changes.
+    # Both sides placed (those not roofline measurements are not), and the arrows of the largest
+    # changes.
     grey, coloured = placeable(answer)
     assert (drawn(page, "base_points"), drawn(page, "cand_points")) == (grey, coloured)
     arrows = page.evaluate(
@@ -128,21 +130,23 @@ def test_comparison_from_the_url_draws_what_the_api_answers(page, tb_compare, ru
         i
         for i, p in enumerate(pairs(answer))
         if p["status"] == "matched"
-        and not p["base_caveat"]
-        and not p["cand_caveat"]
+        and p["base_measurement"] is not False
+        and p["cand_measurement"] is not False
         and has_rate(p, "base")
         and has_rate(p, "cand")
     ]
     assert arrows == drawable[: len(arrows)]
     status_el = page.evaluate("({...document.querySelector('#compare-op-status').dataset})")
     assert int(status_el["caveated"]) == sum(
-        bool(p[f"{s}_caveat"]) for p in pairs(answer) for s in ("base", "cand")
+        p[f"{s}_measurement"] is False for p in pairs(answer) for s in ("base", "cand")
     )
     assert int(status_el["unplaced"]) == sum(
         1
         for p in pairs(answer)
         for s in ("base", "cand")
-        if p[f"{s}_total_self_time_us"] is not None and not p[f"{s}_caveat"] and not has_rate(p, s)
+        if p[f"{s}_total_self_time_us"] is not None
+        and p[f"{s}_measurement"] is not False
+        and not has_rate(p, s)
     )
     # Program records: one arrow per matched pair (Total, Average, each step).
     program = answer["program"]
@@ -201,7 +205,7 @@ def test_selector_filters_sort_url_and_exports(page, tb_compare, runs):
         1
         for p in kept
         for s in ("base", "cand")
-        if p[f"{s}_total_self_time_us"] is not None and not p[f"{s}_caveat"]
+        if p[f"{s}_total_self_time_us"] is not None and p[f"{s}_measurement"] is not False
     )
     filtered(lambda: page.select_option("#compare-change-filter", "slower"))
     assert page.evaluate(count) == sum(1 for p in kept if p["change"] == "slower")

@@ -334,7 +334,7 @@ def test_numbers_and_roofs_without_compute_peaks(page, tb_testdata):
       return {pct: cols.fmtFrac(6.92e-8), pct2: cols.fmtPct(12.3456),
         time: cols.fmtTime(363729698.77),
         ms: cols.fmtTime(1234.5), us: cols.fmtTime(12.5),
-        copy: cols.COLUMN.hbm_bw.format(833333333, {caveat: 'async_start'}),
+        copy: cols.COLUMN.hbm_bw.format(null, {caveat: 'async_start', bytes: 528482400}),
         zero: cols.COLUMN.flop_rate.format(0, {flops: 0, flop_coverage: 0}),
         eff: cols.COLUMN.roofline_efficiency.format(0, {peak_flop_rate: 0}),
         drawn: g.drawn.map((m) => m.id), available: g.available.map((m) => m.id),

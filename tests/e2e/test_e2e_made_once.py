@@ -3,7 +3,8 @@ chart's roofs are the main chart's (one module, roofs.js, chooses and draws them
 server's memory ids), the filters keep exactly the rows the API's filter keeps, and the Top
 opportunities list is the model's ranking. Each is read from the Vega views' scenegraph and
 checked against the API's own answers (/device, /ops, /compare), never against the page's
-geometry."""
+geometry. Whether a record is a roofline measurement is the server's `measurement` column: the
+chart's point shapes and the counts of ops left out follow it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from tb_roofline.serve.service.answers import filter_mask  # noqa: E402
 
 V4 = "demo/v4_pod/2026_11_29_11_30_00"  # HBM, CMEM, interconnect and compute roofs
 A100 = "kineto/a100_80gb_shapes"  # four compute roofs, host link and interconnect
+V6E = "demo/v6e_train/2026_11_29_10_00_00"  # async halves and a container
+ABOVE = "compare/jax_cpu/mlp_b64/2026_11_30_14_13_09"  # records above their roofs
 COMPARE = "document.querySelector('#compare-section')"
 ASYNC = ("async_start", "async_wait")
 SAME_ROOF = 5e-3  # roofs.js: compute peaks this close are one roof
@@ -352,3 +355,41 @@ def test_top_opportunities_are_the_models_ranking(page, tb_testdata, run):
     )
     want = ranking(category=[category])
     assert want and page.eval_on_selector_all("#top-ops-box li", listed) == want[:10]
+
+
+# Each point of the op chart as drawn: the record's `rank`, its flag and the symbol Vega drew.
+POINTS = """(() => {
+  const mark = window.__roofline.opChart.findMark('points');
+  return (mark && mark.items || []).map((i) => [i.datum.rank, i.datum.flag, i.shape]);
+})()"""
+SHAPES = {"measured": "circle", "not a measurement (caveat)": "diamond"}
+SHAPES["above its roof"] = "triangle-up"
+
+
+@pytest.mark.parametrize("run", [A100, V6E, ABOVE])
+def test_point_flags_and_left_out_counts_are_the_models_column(page, tb_testdata, run):
+    """Every point's flag and symbol, the status line's count of non-measurements and the Top
+    opportunities box's count of ops left out follow the server's `measurement` column (host
+    copies under a known link speed and containers are measurements; async halves, no-cost and
+    above-roof records are not)."""
+    ops = rows_of(tb_testdata.api("ops", run=run)[1])
+    by_rank = {r["rank"]: r for r in ops}
+    left_out = [r for r in ops if r["measurement"] is False]
+    assert left_out and len(left_out) < len(ops)
+    open_frame(page, tb_testdata, run=run)
+    page.locator("#op-chart").scroll_into_view_if_needed()
+    wait_js(page, f"({POINTS}).length === {len(ops)}", timeout=60)
+    points = page.evaluate(POINTS)
+    assert sorted(p[0] for p in points) == sorted(by_rank)
+    for rank, flag, shape in points:
+        r = by_rank[rank]
+        want = "measured" if r["measurement"] else "not a measurement (caveat)"
+        if not r["measurement"] and r["caveat"] == "above_roof":
+            want = "above its roof"
+        assert flag == want and shape == SHAPES[want], (r["operation"], r["caveat"], flag, shape)
+    # The counts the page states: the status line and the Top opportunities box.
+    status = page.inner_text("#op-status")
+    assert f" · {len(left_out)} not a roofline measurement" in status, status
+    share = page.locator("#caveated-share")
+    share.scroll_into_view_if_needed()
+    assert share.inner_text().startswith(f"{len(left_out)} ops ("), share.inner_text()

@@ -20,7 +20,13 @@ def test_caveats_are_marked_and_the_mix_roof_is_drawn(page, tb_testdata):
     shown = page.evaluate("window.__roofline.data.ops.map(r => [r.caveat, r.flag, r.at_floor])")
     for (caveat, flag, _), api in zip(shown, ops):
         assert caveat == api["caveat"]
-        assert (flag == "measured") == (caveat in (None, "container"))
+        # the server's `measurement` (model/records.py measurements): host copies under the
+        # A100's PCIe speed are measurements, no-cost ops are not
+        assert (flag == "measured") == api["measurement"]
+    assert {(r["caveat"], r["measurement"]) for r in ops if r["caveat"]} == {
+        ("host_transfer", True),
+        ("no_cost", False),
+    }
     # Only the point kinds the run has are in the legend.
     domain = page.evaluate("window.__roofline.opChart.view.scale('shape').domain()")
     assert set(domain) == {f for _, f, _ in shown}

@@ -219,7 +219,7 @@ def cmd_report(service, args, out):
         "potential time saved if on their roof (us over the whole profile):\n"
     )
     out.write(_table(OP_COLUMNS, [[r[c] for c in OP_COLUMNS] for r in measured[: args.top]]) + "\n")
-    caveated = [r for r in op_rows if r["caveat"] and r["caveat"] != "container"]
+    caveated = [r for r in op_rows if r["measurement"] is False]  # records.measurements
     if caveated:
         share = sum(r["self_time_percent"] or 0 for r in caveated)
         kinds = sorted({r["caveat"] for r in caveated})

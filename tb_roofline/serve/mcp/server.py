@@ -47,10 +47,11 @@ How to read a roofline:
 - potential_time_saved_us = time x (1 - efficiency): where the time is. Rank by it (top_ops
   order=time_saved: the ranked ops only, those with a proven saving and no caveat, by
   opportunity_rank) rather than by efficiency alone: a slow tiny op matters little.
-- A row with a caveat (async_start, async_wait, host_transfer, peer_transfer, no_cost,
-  above_roof, container) is not a roofline measurement as it stands: count its time, do not
-  judge its efficiency. flop_coverage / bytes_coverage under 1 mean only part of the time has
-  known costs; read get_diagnostics before trusting program-level rates.
+- A row with measurement false (its caveat: async_start, async_wait, peer_transfer, no_cost,
+  above_roof, a host_transfer without a known link roof) is not a roofline measurement as it
+  stands: count its time, do not judge its efficiency. flop_coverage / bytes_coverage under 1
+  mean only part of the time has known costs; read get_diagnostics before trusting
+  program-level rates.
 - Peaks come with a source (profile, datasheet, measured, user): without known peaks
   (peaks_known false) efficiencies are null; a roofline_device.json gives them.
 """

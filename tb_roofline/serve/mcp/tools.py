@@ -54,6 +54,7 @@ OP_COLUMNS = (
     "roofline_efficiency",
     "potential_time_saved_us",
     "caveat",
+    "measurement",
     "flops_source",
 )
 PROGRAM_COLUMNS = (
@@ -72,6 +73,7 @@ PROGRAM_COLUMNS = (
     "flop_coverage",
     "bytes_coverage",
     "caveat",
+    "measurement",
 )
 PAIR_COLUMNS = (
     "status",

@@ -23,7 +23,12 @@ import numpy as np
 
 from tb_roofline import errors
 from tb_roofline.model import rankings, roofline, row_grouping
-from tb_roofline.model.records import RecordTable, binding_roof_ids, json_columns
+from tb_roofline.model.records import (
+    RecordTable,
+    binding_roof_ids,
+    json_columns,
+    measurements,
+)
 from tb_roofline.serve.service.discovery import ALL_HOSTS
 
 SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full precision)
@@ -134,17 +139,22 @@ def device_answer(a, run, host) -> dict:
 
 
 BINDING_COLUMN = "binding_roof_id"
+MEASUREMENT_COLUMN = "measurement"
 # Columns the model derives for an answer, beyond RECORD_COLUMNS (docs/http_api.md).
-PROGRAM_DERIVED = (BINDING_COLUMN,)
-OPS_DERIVED = (BINDING_COLUMN, rankings.RANK_COLUMN)
+PROGRAM_DERIVED = (BINDING_COLUMN, MEASUREMENT_COLUMN)
+OPS_DERIVED = (BINDING_COLUMN, MEASUREMENT_COLUMN, rankings.RANK_COLUMN)
 
 
 def with_derived(a, table: RecordTable, ranked: bool) -> RecordTable:
     """The records with the model's derived columns: the binding roof's id
-    (`records.binding_roof_ids`) and, for op records, their place in the ranking
+    (`records.binding_roof_ids`), whether the record is a roofline measurement
+    (`records.measurements`) and, for op records, their place in the ranking
     (`rankings.opportunity_ranks`, over these records: filter and page after this)."""
     cols = dict(table.columns)
     cols[BINDING_COLUMN] = binding_roof_ids(cols["bound_by"], a.device)
+    cols[MEASUREMENT_COLUMN] = measurements(
+        cols["caveat"], cols["roofline_efficiency"], cols["bound_by"]
+    )
     if ranked:
         ranks = rankings.opportunity_ranks(cols)
         out = np.empty(len(ranks), dtype=object)  # whole numbers in JSON, null unranked

@@ -134,8 +134,8 @@ class CompareView {
     h('p', {class: 'hint'}, 'Grey: an op in the base; coloured: the same op in the candidate ' +
         '(green faster, red slower, grey-blue unchanged), or an op only one side has (blue new, ' +
         'orange removed). Arrows for the pairs that explain most of the time change, the others ' +
-        'as points; ops with a caveat or without a FLOP rate are listed in the table, not ' +
-        'placed. Click a point to find its pair.'),
+        'as points; ops that are not roofline measurements (see their caveat) or have no FLOP ' +
+        'rate are listed in the table, not placed. Click a point to find its pair.'),
     this.opChartEl, this.opTableEl);
     this.app.content.insertBefore(this.section, this.app.content.firstChild);
 
@@ -475,7 +475,8 @@ class CompareView {
         `pairs: ${fmtInt(d.cand)} coloured and ${fmtInt(d.base)} grey base points` +
         (d.limited ? ` (of ${fmtInt(d.baseTotal)}: those with arrows; tick “All base points” ` +
           'to draw every one)' : '') + `, ${fmtInt(this.arrows.length)} arrows`,
-    this.caveated ? ` · ${fmtInt(this.caveated)} records with a caveat listed, not placed` : '',
+    this.caveated ? ` · ${fmtInt(this.caveated)} records that are not roofline measurements ` +
+      'listed, not placed' : '',
     this.unplaced ? ` · ${fmtInt(this.unplaced)} records without a FLOP rate listed, not ` +
       'placed' : '');
     Object.assign(this.opStatusEl.dataset, {pairs: String(this.filtered.length),

@@ -1,7 +1,7 @@
 // "Top opportunities": the ops whose time would shrink most on their roof, in the order the
 // server ranks them (`opportunity_rank`, the same list as the CLI's report and MCP), of the
 // ops shown (it follows the filters), and how much time is in ops that are not roofline
-// measurements (caveats). Compact: the top 3 and their total, the rest on demand.
+// measurements (the server's `measurement`: model/records.py measurements). Compact: the top 3 and their total, the rest on demand.
 import {h} from './dom.js';
 import {fmtPct, fmtTime} from '../columns.js';
 
@@ -17,7 +17,7 @@ export function topOpsSummary(ops, noun, onPick, {filtered = false} = {}) {
   // The server's ranking (model/rankings.py): its rank order over the shown ops is their own.
   const measured = ops.filter((r) => Number.isInteger(r.opportunity_rank));
   measured.sort((a, b) => a.opportunity_rank - b.opportunity_rank);
-  const caveated = ops.filter((r) => r.caveat && r.caveat !== 'container');
+  const caveated = ops.filter((r) => r.measurement === false);
   const share = caveated.reduce((acc, r) => acc + (r.self_time_percent || 0), 0);
   const item = (r) => h('li', {dataset: {rank: String(r.rank)}},
       h('button', {type: 'button', class: 'link op-name', title: `${r.operation}\nShow it in ` +
