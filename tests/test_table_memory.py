@@ -387,7 +387,7 @@ def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
 
     from tb_roofline.model import row_sums, steps
     from tb_roofline.model.floors import Roofs
-    from tb_roofline.model.records import SUM_COLUMNS
+    from tb_roofline.model.record_table import SUM_COLUMNS
     from tb_roofline.readers import read_profile_file
     from tb_roofline.table.op_table import ROW_BLOCK
 

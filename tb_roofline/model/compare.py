@@ -17,7 +17,8 @@ import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.matching import OP, Matching, MatchKeys, match
-from tb_roofline.model.records import RecordTable, div, json_rows, scope_record_type
+from tb_roofline.model.record_table import RecordTable, json_rows, scope_record_type
+from tb_roofline.model.records import div
 
 # Per side (prefixed `base_` and `cand_`); a pair's sides always share their program.
 _COMMON = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline.model.op_records import op_records
-from tb_roofline.model.records import RecordTable
+from tb_roofline.model.record_table import RecordTable
 from tb_roofline.model.roofline import Analysis, per_step, scope_rows, scoped_op_records
 from tb_roofline.model.row_sums import key_sums
 

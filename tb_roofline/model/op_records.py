@@ -12,7 +12,8 @@ import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo, split_kernel_type
 from tb_roofline.model.floors import mixed_regimes
-from tb_roofline.model.records import RecordTable, build_records, compute_roof, div, mixed_roof
+from tb_roofline.model.record_table import RecordTable
+from tb_roofline.model.records import build_records, compute_roof, div, mixed_roof
 from tb_roofline.model.row_sums import group_sums
 from tb_roofline.table.op_table import OpTable, distinct, factorize
 

@@ -10,15 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.records import (
-    RECORD_COLUMNS,
-    SUM_COLUMNS,
-    RecordTable,
-    build_records,
-    compute_roof,
-    div,
-    unknown_bytes,
-)
+from tb_roofline.model.record_table import RECORD_COLUMNS, SUM_COLUMNS, RecordTable
+from tb_roofline.model.records import build_records, compute_roof, div, unknown_bytes
 from tb_roofline.model.row_sums import group_sums
 
 

@@ -30,12 +30,8 @@ from tb_roofline.model.program_records import (
     step_block,
     total_block,
 )
-from tb_roofline.model.records import (
-    RECORD_COLUMNS,
-    RecordTable,
-    call_floors,
-    scope_record_type,
-)
+from tb_roofline.model.record_table import RECORD_COLUMNS, RecordTable, scope_record_type
+from tb_roofline.model.records import call_floors
 from tb_roofline.model.row_sums import key_sums, step_sums
 from tb_roofline.table.op_table import OpTable
 

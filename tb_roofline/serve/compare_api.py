@@ -11,7 +11,7 @@ from __future__ import annotations
 from tb_roofline import errors
 from tb_roofline.model.compare import PairTable, Side, compare
 from tb_roofline.model.op_merge import merged_op_records
-from tb_roofline.model.records import AVERAGE, TOTAL
+from tb_roofline.model.record_table import AVERAGE, TOTAL
 from tb_roofline.model.roofline import scoped_op_records
 from tb_roofline.serve import answers
 from tb_roofline.serve.answers import SIGNIFICANT_DIGITS, columnar, round_significant  # noqa: F401
