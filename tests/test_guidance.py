@@ -614,7 +614,7 @@ def test_exposed_collectives_on_a100_trace():
 def test_element_bytes_of_every_spelling():
     """By hand: the element size of a type as each reader spells it (torch `c10::` names,
     kernel-decided precisions, HLO and Kineto names)."""
-    from tb_roofline.model.rules import element_bytes
+    from tb_roofline.hlo.shapes import element_bytes
 
     cases = {
         "c10::Half": 2,

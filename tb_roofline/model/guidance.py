@@ -19,7 +19,7 @@ import numpy as np
 from tb_roofline.hlo.shapes import element_bytes
 from tb_roofline.model import advice, roofline, rules
 from tb_roofline.model.program_rules import program_findings
-from tb_roofline.model.rules import Context, Finding
+from tb_roofline.model.rule_context import Context, Finding
 from tb_roofline.model.throughput import throughput
 from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.table.timeline import IDLE_CAPTURE, is_communication
