@@ -21,7 +21,8 @@ from tb_roofline.serve.service import RooflineService
 from tb_roofline.serve.workload_file import WorkloadFileError, workload_from_dict
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 from tb_roofline.table.op_table import NO_STEP
-from tb_roofline.table.timeline import TimelineBuilder, is_communication
+from tb_roofline.table.timeline import is_communication
+from tb_roofline.table.timeline_builder import TimelineBuilder
 
 TESTDATA = os.path.join(os.path.dirname(__file__), "..", "testdata")
 GUIDANCE = os.path.join(TESTDATA, "guidance")
@@ -204,7 +205,8 @@ def test_straggler_and_exposed_collectives_across_ranks():
 
 def _a100_like(rows):
     from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
-    from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData
+    from tb_roofline.table.op_table import OpTableBuilder, ProfileData
+    from tb_roofline.table.spans import CoreSpan
 
     d = DeviceInfo(type="A100-like", kind="gpu", num_cores=1)
     d.compute += [

@@ -39,15 +39,10 @@ from tb_roofline.readers.tpu_plane import protobuf_line_events as _line_events
 from tb_roofline.readers.tpu_timeline import add_core_events, event_facts
 from tb_roofline.readers.xline_fast import self_times
 from tb_roofline.readers.xplane import PlaneStats
-from tb_roofline.table.op_table import (
-    COST_COLUMNS,
-    NO_STEP,
-    CoreSpan,
-    OpTableBuilder,
-    ProfileData,
-    StepSpan,
-)
-from tb_roofline.table.timeline import TimelineBuilder, add_key_shapes
+from tb_roofline.table.op_table import COST_COLUMNS, NO_STEP, OpTableBuilder, ProfileData
+from tb_roofline.table.spans import CoreSpan, StepSpan
+from tb_roofline.table.timeline import add_key_shapes
+from tb_roofline.table.timeline_builder import TimelineBuilder
 
 _EVENT_TAGS = (
     0x08,

@@ -24,7 +24,8 @@ from tb_roofline.readers.common import (
 )
 from tb_roofline.readers.kineto import timeline as kineto_timeline
 from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
-from tb_roofline.table.op_table import HOST_TRANSFER, PEER_TRANSFER, ROW_COLUMNS, CoreSpan, StepSpan
+from tb_roofline.table.op_table import HOST_TRANSFER, PEER_TRANSFER, ROW_COLUMNS
+from tb_roofline.table.spans import CoreSpan, StepSpan
 
 # The op table's column for bytes over the GPU links, when this version of it has one.
 HAS_INTERCONNECT = "interconnect_bytes" in ROW_COLUMNS

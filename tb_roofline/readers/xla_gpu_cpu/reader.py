@@ -17,8 +17,10 @@ from tb_roofline.readers.xla_gpu_cpu.notes import program_notes
 from tb_roofline.readers.xla_gpu_cpu.rows import add_rows, group_events, lanes
 from tb_roofline.readers.xla_gpu_cpu.steps import assign_steps, device_steps, host_steps, step_spans
 from tb_roofline.readers.xplane import PlaneStats
-from tb_roofline.table.op_table import CONTAINER_CATEGORIES, CoreSpan, OpTableBuilder, ProfileData
-from tb_roofline.table.timeline import TimelineBuilder, is_communication, is_fusible
+from tb_roofline.table.op_table import CONTAINER_CATEGORIES, OpTableBuilder, ProfileData
+from tb_roofline.table.spans import CoreSpan
+from tb_roofline.table.timeline import is_communication, is_fusible
+from tb_roofline.table.timeline_builder import TimelineBuilder
 
 
 class _Read:
