@@ -360,11 +360,10 @@ def _wall_split(ctx: Context, total_with_io: float) -> dict:
         busy = min(float(self_us[~container].sum()), total)
         exposed = min(float(self_us[comm & ~container].sum()), busy)
         compute, idle, idle_in = busy - exposed, max(0.0, total - busy), 0.0
-    bound = c["bound_by"]
     trusted_class = np.array([not cav for cav in c["caveat"].tolist()], bool)
     work = ~container & ~comm
-    cb = work & trusted_class & (bound == "Compute")
-    mb = work & trusted_class & ~np.isin(bound, ("Compute", "Unknown", "Async"))
+    cb = work & trusted_class & ctx.compute_bound
+    mb = work & trusted_class & ctx.memory_bound
     shares = np.array([self_us[cb].sum(), self_us[mb].sum(), self_us[work & ~cb & ~mb].sum()])
     split = compute * shares / shares.sum() if shares.sum() > 0 else np.array([0, 0, compute])
     return {

@@ -22,6 +22,7 @@ ABOVE_ROOF = 1.001  # an efficiency above this is not a measurement under its ro
 NO_COST, ABOVE_ROOF_CAVEAT = "no_cost", "above_roof"
 ASYNC_CAVEATS = (ASYNC_START, ASYNC_WAIT)
 BOUND_ASYNC = "Async"
+COMPUTE_ROOF = "compute"  # the binding roof id of compute-bound records
 
 _BYTE_COLUMNS = (
     ("bytes",)
@@ -97,11 +98,22 @@ def binding_roof_ids(bound_by, device: DeviceInfo) -> np.ndarray:
     it (Unknown, Async). `bound_by` holds the names `resources` gave `derive`, so the match is
     exact (clients never match names)."""
     ids = {name: col[: -len("_bytes")] for name, col, _ in resources(device)}
-    ids["Compute"] = "compute"
+    ids["Compute"] = COMPUTE_ROOF
     lookup = {b: ids.get(b) for b in set(np.asarray(bound_by, dtype=object).tolist())}
     out = np.empty(len(bound_by), dtype=object)
     out[:] = [lookup[b] for b in np.asarray(bound_by, dtype=object).tolist()]
     return out
+
+
+def bound_classes(bound_by, device: DeviceInfo) -> tuple[np.ndarray, np.ndarray]:
+    """(compute-bound, memory-bound) masks of records, read off their binding roof
+    (`binding_roof_ids`): compute-bound under the compute roof, memory-bound under any
+    memory's (HBM, VMEM, the host link, the interconnect, ...); neither where nothing binds
+    them (Unknown, Async)."""
+    roof = binding_roof_ids(bound_by, device)
+    compute = np.array([r == COMPUTE_ROOF for r in roof.tolist()], bool)
+    memory = np.array([r is not None and r != COMPUTE_ROOF for r in roof.tolist()], bool)
+    return compute, memory
 
 
 def call_floors(flops, mem: dict, inv_peak, device: DeviceInfo, link=None):

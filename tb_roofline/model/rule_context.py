@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from tb_roofline.model import advice
+from tb_roofline.model.records import bound_classes
 from tb_roofline.table.timeline import is_communication
 
 MIN_SHARE = 0.0005  # an op finding must be worth at least 0.05% of the profiled time
@@ -80,6 +81,8 @@ class Context:
             & (c["flops_source"] != "none")
         )
         self.min_us = MIN_SHARE * self.total_time_us
+        # What binds each record, as the model decides it (records.binding_roof_ids).
+        self.compute_bound, self.memory_bound = bound_classes(c["bound_by"], self.device)
 
     def advise(self, rule: str) -> str:
         """The rule's suggestion for the runtime that ran, on this device (model.advice)."""

@@ -141,7 +141,7 @@ def far_below_roof(ctx: Context, covered: set) -> list:
         if i in covered:
             continue
         bound = str(c["bound_by"][i])
-        if bound == "Compute":
+        if ctx.compute_bound[i]:
             what = (
                 f"compute-bound at {eff[i]:.0%} of its {c['precision'][i]} roof "
                 f"({float(c['peak_flop_rate'][i]):,.0f} GFLOP/s)"

@@ -38,7 +38,7 @@ def tiling(ctx: Context) -> list:
     if kind not in ("gpu", "tpu"):
         return []
     c, out = ctx.c, []
-    cand = ctx.trusted & (c["bound_by"] == "Compute") & (per_call_efficiency(ctx) < FAR_BELOW_ROOF)
+    cand = ctx.trusted & ctx.compute_bound & (per_call_efficiency(ctx) < FAR_BELOW_ROOF)
     for i in np.flatnonzero(cand).tolist():
         ident = (c["program_id"][i], c["operation"][i], c["precision"][i])
         uses = [u for u in ctx.facts.op_shapes.get(ident, []) if u.kind in ("gemm", "array")]

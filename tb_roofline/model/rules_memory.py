@@ -11,8 +11,6 @@ from tb_roofline.hlo.shapes import element_bytes
 from tb_roofline.model.rule_context import Context, Finding, us_text
 from tb_roofline.table.timeline import is_fusible
 
-_MEMORY_BOUND_EXCLUDE = ("Compute", "Unknown", "Async")
-
 
 def _shared_tensor(ctx: Context, a: int, b: int):
     """The smallest array both ops touch (the same dims in both ops' recorded shapes), as
@@ -48,9 +46,7 @@ def fusion(ctx: Context) -> list:
         if a is None or b is None or a == b or pair.count < 2:
             continue
         if not all(
-            ctx.trusted[i]
-            and is_fusible(str(c["category"][i]))
-            and c["bound_by"][i] not in _MEMORY_BOUND_EXCLUDE
+            ctx.trusted[i] and is_fusible(str(c["category"][i])) and ctx.memory_bound[i]
             for i in (a, b)
         ):
             continue
