@@ -5,6 +5,12 @@ Knows nothing of file formats: it takes `ProfileData` (an `OpTable`, step and co
 host records group those key sums, and only per-step records take a second pass over the rows
 (`np.bincount` by step). Time is linear in rows, steps and hosts; strings are only touched per
 distinct op.
+
+Here: `analyze` composes the parts of an `Analysis`, each made by one named function (the
+hosts and their spans, the proven gaps, the step sums, the kernel views, the program blocks,
+the model's notes, the scope source, the key floors), and `scoped_op_records` makes op records
+of one step or the average step later. The sums are in model/row_sums.py, the op records in
+model/op_records.py, the program records in model/program_records.py.
 """
 
 from __future__ import annotations
@@ -170,8 +176,18 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
         tables = [getattr(p, attr) for p in profiles if getattr(p, attr, None) is not None]
         if any(len(t) for t in tables):
             kernel_tables[name] = OpTable.concat(tables, share=True)
+    diagnostics = _host_diagnostics(profiles) + _mixed_devices_note(profiles, device)
+    # A profile-derived peak that the profile's own ops beat is the figure in doubt.
+    device, notes = peaks.settle(device, table, kernel_tables.get("kernel"), key_sums)
+    diagnostics += notes
+    return _analyze(profiles, device, table, kernel_tables, host_label, diagnostics)
+
+
+def _host_diagnostics(profiles) -> list:
+    """The readers' diagnostics, each saying which host it is about when several are
+    aggregated."""
     diagnostics = []
-    for p in profiles:  # say which host a diagnostic is about when several are aggregated
+    for p in profiles:
         host = p.core_spans[0].host if p.core_spans else ""
         for d in p.diagnostics:
             diagnostics.append(
@@ -179,29 +195,30 @@ def analyze(profiles: list, host_label: str = "*") -> Analysis:
                 if len(profiles) > 1 and host
                 else d
             )
-    kinds = {}
+    return diagnostics
+
+
+def _mixed_devices_note(profiles, device: DeviceInfo) -> list:
+    """A warning when the hosts of a run report different devices (the aggregate is judged
+    against one device's peaks)."""
+    kinds: dict = {}
     for p in profiles:
         if p.device is not None and p.core_spans:
             kinds.setdefault(p.device.type, []).append(p.core_spans[0].host)
-    if len(kinds) > 1:
-        diagnostics.append(
-            Diagnostic(
-                "warning",
-                "mixed_devices",
-                "the hosts of this run report different devices ("
-                + "; ".join(
-                    f"{t}: {', '.join(h[:3])}{' ...' if len(h) > 3 else ''}"
-                    for t, h in kinds.items()
-                )
-                + f"): the aggregate is judged against {device.type}'s peaks; "
-                "look at each host alone",
+    if len(kinds) <= 1:
+        return []
+    return [
+        Diagnostic(
+            "warning",
+            "mixed_devices",
+            "the hosts of this run report different devices ("
+            + "; ".join(
+                f"{t}: {', '.join(h[:3])}{' ...' if len(h) > 3 else ''}" for t, h in kinds.items()
             )
+            + f"): the aggregate is judged against {device.type}'s peaks; "
+            "look at each host alone",
         )
-    # A profile-derived peak that the profile's own ops beat is the figure in doubt.
-    device, notes = peaks.settle(device, table, kernel_tables.get("kernel"), key_sums)
-    diagnostics += notes
-    analysis = _analyze(profiles, device, table, kernel_tables, host_label, diagnostics)
-    return analysis
+    ]
 
 
 def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) -> Analysis:
