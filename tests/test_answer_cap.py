@@ -10,7 +10,7 @@ import pytest
 from werkzeug.test import Client
 
 from tb_roofline import settings
-from tb_roofline.model import records
+from tb_roofline.model import record_table
 from tb_roofline.serve.service import answers
 from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.serve.web.plugin import RooflinePlugin
@@ -74,13 +74,13 @@ def test_a_long_ops_answer_is_cut_to_the_cap_and_pages_give_every_row_once(servi
     monkeypatch.setenv(settings.MAX_ANSWER_MB.name, str(CAP_MB))
     cap = int(CAP_MB * 2**20)
     made = []  # rows turned into Python lists: never the whole table for one page
-    real_rows = records.RecordTable.rows
+    real_rows = record_table.RecordTable.rows
 
     def counting(table):
         made.append(len(table))
         return real_rows(table)
 
-    monkeypatch.setattr(records.RecordTable, "rows", counting)
+    monkeypatch.setattr(record_table.RecordTable, "rows", counting)
     pages = _pages(service, "ops", include_infeed_outfeed=True)
     assert len(pages) >= 4
     rows = []

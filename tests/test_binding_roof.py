@@ -83,3 +83,41 @@ def test_compare_sides_carry_their_own_devices_roof_ids(base, run):
                     assert m is not None and rid == m["id"], (side, bound, rid)
                 seen.add((side, rid))
     assert ("cand", "cmem_read") in seen and ("base", "hbm") in seen
+
+
+def test_bound_classes_on_hand_made_names():
+    """By hand: every name `resources` gives a memory is memory-bound, "Compute" is
+    compute-bound, Unknown and Async are neither."""
+    from tb_roofline.model.records import bound_classes, resources
+
+    s = RooflineService(os.path.join(REPO, "testdata", "kineto"))
+    device = s.analysis("a100_80gb_shapes", "").device
+    memories = [name for name, _, _ in resources(device)]
+    assert "HBM" in memories and len(memories) >= 2  # (HBM and the host link at least)
+    names = ["Compute", "Unknown", "Async"] + memories
+    compute, memory = bound_classes(names, device)
+    assert compute.tolist() == [True, False, False] + [False] * len(memories)
+    assert memory.tolist() == [False, False, False] + [True] * len(memories)
+
+
+@pytest.mark.parametrize("logdir,run", CASES + [("guidance", "torch/elementwise_chain")])
+def test_the_rules_read_compute_and_memory_bound_off_the_binding_roof(logdir, run):
+    """The guidance rules and the step time's classes take compute- and memory-bound from
+    the records' binding roof (the one sent as `binding_roof_id`), never from names of their
+    own: compute-bound exactly where it is "compute", memory-bound exactly where it is a
+    memory's id."""
+    from tb_roofline.model import advice
+    from tb_roofline.model.rule_context import Context
+
+    s = RooflineService(os.path.join(REPO, "testdata", logdir))
+    a = s.analysis(run, "")
+    answer = s.ops(run, "")
+    ids = [dict(zip(answer["columns"], r))["binding_roof_id"] for r in answer["rows"]]
+    ops = a.ops[True]
+    assert ops.columns["operation"].tolist() == [
+        dict(zip(answer["columns"], r))["operation"] for r in answer["rows"]
+    ]
+    ctx = Context(ops, a.device, a.facts, 1.0, a.num_steps, "xla", advice.XLA)
+    assert ctx.compute_bound.tolist() == [i == "compute" for i in ids]
+    assert ctx.memory_bound.tolist() == [i not in (None, "compute") for i in ids]
+    assert ctx.compute_bound.any() or ctx.memory_bound.any()

@@ -21,7 +21,8 @@ from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.serve.service.workload_file import WorkloadFileError, workload_from_dict
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 from tb_roofline.table.op_table import NO_STEP
-from tb_roofline.table.timeline import TimelineBuilder, is_communication
+from tb_roofline.table.timeline import is_communication
+from tb_roofline.table.timeline_builder import TimelineBuilder
 
 TESTDATA = os.path.join(os.path.dirname(__file__), "..", "testdata")
 GUIDANCE = os.path.join(TESTDATA, "guidance")
@@ -204,7 +205,8 @@ def test_straggler_and_exposed_collectives_across_ranks():
 
 def _a100_like(rows):
     from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
-    from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData
+    from tb_roofline.table.op_table import OpTableBuilder, ProfileData
+    from tb_roofline.table.spans import CoreSpan
 
     d = DeviceInfo(type="A100-like", kind="gpu", num_cores=1)
     d.compute += [
@@ -614,7 +616,7 @@ def test_exposed_collectives_on_a100_trace():
 def test_element_bytes_of_every_spelling():
     """By hand: the element size of a type as each reader spells it (torch `c10::` names,
     kernel-decided precisions, HLO and Kineto names)."""
-    from tb_roofline.model.rules import element_bytes
+    from tb_roofline.costs.hlo.shapes import element_bytes
 
     cases = {
         "c10::Half": 2,

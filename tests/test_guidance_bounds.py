@@ -19,15 +19,16 @@ from tb_roofline.model.compare import change_label
 from tb_roofline.model.guidance import guidance
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.serve.service.core import RooflineService
-from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData
+from tb_roofline.table.op_table import OpTableBuilder, ProfileData
+from tb_roofline.table.spans import CoreSpan
 from tb_roofline.table.timeline import (
     GRAPH_CAPTURE_CALLS,
     IDLE_CAPTURE,
     IDLE_SYNC,
     SYNC_CALLS,
-    TimelineBuilder,
     paired_spans,
 )
+from tb_roofline.table.timeline_builder import TimelineBuilder
 
 TESTDATA = os.path.join(os.path.dirname(__file__), "..", "testdata")
 GUIDANCE = os.path.join(TESTDATA, "guidance")

@@ -6,7 +6,8 @@ import pytest
 
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.model import roofline
-from tb_roofline.table.op_table import CoreSpan, OpTableBuilder, ProfileData, StepSpan
+from tb_roofline.table.op_table import OpTableBuilder, ProfileData
+from tb_roofline.table.spans import CoreSpan, StepSpan
 
 US = 1_000_000  # ps per microsecond
 

@@ -168,7 +168,7 @@ def test_a_runs_hosts_share_its_table_and_the_cache_charges_it_once(tmp_path, mo
 
 def test_sums_over_constant_columns_are_those_of_full_columns_bit_for_bit():
     from tb_roofline.devices.spec import DeviceInfo
-    from tb_roofline.model.roofline import key_sums
+    from tb_roofline.model.row_sums import key_sums
 
     t = _table(5000, stall=-0.0)
     device = DeviceInfo(type="test", kind="tpu", num_cores=1)
@@ -291,10 +291,10 @@ def test_a_table_whose_columns_disagree_on_their_length_is_not_used():
     assert t.consistent()
     t.rows["dma_stall_ps"] = constant(np.float64(0.0), 2**40)  # a forged disk entry's claim
     assert not t.consistent()
-    from tb_roofline.model.roofline import _sum_by
+    from tb_roofline.model.row_sums import sum_by
 
     with pytest.raises(ValueError):  # a length that disagrees is never taken as counts
-        _sum_by(t.rows["op"], constant(np.float64(0.0), 150), 3)
+        sum_by(t.rows["op"], constant(np.float64(0.0), 150), 3)
 
 
 def test_an_entry_that_cannot_stay_is_reported_not_kept():
@@ -379,14 +379,15 @@ def _demo_answers(logdir: str) -> str:
 
 
 def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
-    """The model's per-step sums (`roofline._sum_rows`) and the rows' steps
+    """The model's per-step sums (`row_sums.sum_rows`) and the rows' steps
     (`steps.row_steps`) work in blocks of ROW_BLOCK rows on long tables: the sums are those
     of the whole columns bit for bit, with varying occurrences (an integer column made
     float) and with the derived columns (FLOPs from unit costs, the roofline time)."""
     import os
 
-    from tb_roofline.model import roofline, steps
-    from tb_roofline.model.records import SUM_COLUMNS
+    from tb_roofline.model import row_sums, steps
+    from tb_roofline.model.floors import Roofs
+    from tb_roofline.model.record_table import SUM_COLUMNS
     from tb_roofline.readers import read_profile_file
     from tb_roofline.table.op_table import ROW_BLOCK
 
@@ -400,23 +401,21 @@ def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
     ones = OpTable(t.keys, dict(t.rows, occurrences=constant(1, n)), t.unit_costs)
     inv_peak = 1.0 / (1.0 + rng.random(t.num_keys))
     # (the per-row floors and proven gaps too: some keys collectives, some gaps proven)
-    inv_peak = roofline.Roofs(
-        p.device, inv_peak, rng.random(t.num_keys) < 0.2, rng.random(t.num_keys) < 0.5
-    )
+    inv_peak = Roofs(p.device, inv_peak, rng.random(t.num_keys) < 0.2, rng.random(t.num_keys) < 0.5)
     codes = rng.integers(0, 7, n)
-    monkeypatch.setattr(roofline, "ROW_BLOCK", 3)
+    monkeypatch.setattr(row_sums, "ROW_BLOCK", 3)
     for table in (t, ones):
         for c in SUM_COLUMNS:
-            whole = roofline._sum_by(codes, roofline._row_column(table, c, inv_peak), 7)
-            blocks = roofline._sum_rows(table, c, inv_peak, codes, 7, np.empty(n))
-            assert np.array_equal(whole, roofline._sum_rows(table, c, inv_peak, codes, 7, None))
+            whole = row_sums.sum_by(codes, row_sums.row_column(table, c, inv_peak), 7)
+            blocks = row_sums.sum_rows(table, c, inv_peak, codes, 7, np.empty(n))
+            assert np.array_equal(whole, row_sums.sum_rows(table, c, inv_peak, codes, 7, None))
             assert np.array_equal(whole, blocks) and np.array_equal(
                 np.signbit(whole), np.signbit(blocks)
             ), c
     # Whole answers of a two-host run and a one-host run, in blocks of 3 rows and as usual.
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
-    monkeypatch.setattr(roofline, "ROW_BLOCK", ROW_BLOCK)
+    monkeypatch.setattr(row_sums, "ROW_BLOCK", ROW_BLOCK)
     usual = _demo_answers(demo)
-    monkeypatch.setattr(roofline, "ROW_BLOCK", 3)
+    monkeypatch.setattr(row_sums, "ROW_BLOCK", 3)
     monkeypatch.setattr(steps, "ROW_BLOCK", 3)
     assert _demo_answers(demo) == usual

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline.readers.xspace.tpu import timeline as tpu_timeline
-from tb_roofline.table.timeline import TimelineBuilder, _Segments
+from tb_roofline.table.timeline_builder import TimelineBuilder, _Segments
 
 
 def test_the_timeline_consumes_the_events_it_is_handed():

@@ -39,15 +39,10 @@ from tb_roofline.readers.xspace.tpu.rules import check_events as _checked
 from tb_roofline.readers.xspace.tpu.rules import op_info as _op_info
 from tb_roofline.readers.xspace.tpu.timeline import add_core_events, event_facts
 from tb_roofline.readers.xspace.xplane import PlaneStats
-from tb_roofline.table.op_table import (
-    COST_COLUMNS,
-    NO_STEP,
-    CoreSpan,
-    OpTableBuilder,
-    ProfileData,
-    StepSpan,
-)
-from tb_roofline.table.timeline import TimelineBuilder, add_key_shapes
+from tb_roofline.table.op_table import COST_COLUMNS, NO_STEP, OpTableBuilder, ProfileData
+from tb_roofline.table.spans import CoreSpan, StepSpan
+from tb_roofline.table.timeline import add_key_shapes
+from tb_roofline.table.timeline_builder import TimelineBuilder
 
 _EVENT_TAGS = (
     0x08,

@@ -17,14 +17,8 @@ import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.matching import OP, Matching, MatchKeys, match
-from tb_roofline.model.records import (
-    RecordTable,
-    binding_roof_ids,
-    div,
-    json_rows,
-    measurements,
-    scope_record_type,
-)
+from tb_roofline.model.record_table import RecordTable, json_rows, scope_record_type
+from tb_roofline.model.records import binding_roof_ids, div, measurements
 
 # Per side (prefixed `base_` and `cand_`); a pair's sides always share their program.
 _COMMON = (

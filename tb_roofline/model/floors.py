@@ -16,7 +16,8 @@ import dataclasses
 import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
-from tb_roofline.model.records import RecordTable, call_floors, compute_roof, div
+from tb_roofline.model.record_table import RecordTable
+from tb_roofline.model.records import call_floors, compute_roof, div
 from tb_roofline.table.op_table import OpTable
 from tb_roofline.table.timeline import is_collective
 

@@ -19,7 +19,7 @@ import numpy as np
 from tb_roofline.costs.hlo.shapes import element_bytes
 from tb_roofline.model import advice, roofline, rules
 from tb_roofline.model.program_rules import program_findings
-from tb_roofline.model.rules import Context, Finding
+from tb_roofline.model.rule_context import Context, Finding
 from tb_roofline.model.throughput import throughput
 from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.table.timeline import IDLE_CAPTURE, is_communication
@@ -360,11 +360,10 @@ def _wall_split(ctx: Context, total_with_io: float) -> dict:
         busy = min(float(self_us[~container].sum()), total)
         exposed = min(float(self_us[comm & ~container].sum()), busy)
         compute, idle, idle_in = busy - exposed, max(0.0, total - busy), 0.0
-    bound = c["bound_by"]
     trusted_class = np.array([not cav for cav in c["caveat"].tolist()], bool)
     work = ~container & ~comm
-    cb = work & trusted_class & (bound == "Compute")
-    mb = work & trusted_class & ~np.isin(bound, ("Compute", "Unknown", "Async"))
+    cb = work & trusted_class & ctx.compute_bound
+    mb = work & trusted_class & ctx.memory_bound
     shares = np.array([self_us[cb].sum(), self_us[mb].sum(), self_us[work & ~cb & ~mb].sum()])
     split = compute * shares / shares.sum() if shares.sum() > 0 else np.array([0, 0, compute])
     return {

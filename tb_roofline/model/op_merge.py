@@ -1,6 +1,6 @@
 """Op-level records: every record of one op (program and op name) merged into one, across its
 input shapes and precisions, made again from the op table's key sums by the model's own record
-functions (roofline.op_records, records.build_records), never summed up from derived columns.
+functions (op_records.op_records, records.build_records), never summed up from derived columns.
 
 A run comparison pairs these when the shape records of an op present on both sides do not all
 pair (docs/compare.md, rule `op`).
@@ -10,15 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.model.records import RecordTable
-from tb_roofline.model.roofline import (
-    Analysis,
-    key_sums,
-    op_records,
-    per_step,
-    scope_rows,
-    scoped_op_records,
-)
+from tb_roofline.model.op_records import op_records
+from tb_roofline.model.record_table import RecordTable
+from tb_roofline.model.roofline import Analysis, per_step, scope_rows, scoped_op_records
+from tb_roofline.model.row_sums import key_sums
 
 
 def merged_op_records(

@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.model import advice, rules
-from tb_roofline.model.rules import Context, Finding, _us
+from tb_roofline.model import advice
+from tb_roofline.model.rule_context import (
+    EXPOSED_SHARE,
+    IDLE_SHARE,
+    STRAGGLER_RATIO,
+    Context,
+    Finding,
+    us_text,
+)
 from tb_roofline.table.timeline import IDLE_CAPTURE, IDLE_EDGES, IDLE_SYNC
 
 CAPTURE_DOMINATES = 0.5  # a graph capture explains at least half of the idle time
@@ -35,7 +42,7 @@ def idle_split(ctx: Context, idle_us: float) -> dict:
 def idle(ctx: Context, wall: dict) -> list:
     total = ctx.total_time_us
     t_idle = wall["idle"]
-    if total <= 0 or t_idle < rules.IDLE_SHARE * total:
+    if total <= 0 or t_idle < IDLE_SHARE * total:
         return []
     split = idle_split(ctx, t_idle)
     saved = split["host_bound"] + split[IDLE_SYNC]
@@ -50,9 +57,9 @@ def idle(ctx: Context, wall: dict) -> list:
         "profile_edges_us": split[IDLE_EDGES],
     }
     formula = (
-        f"idle − profile start/end − graph capture = {_us(t_idle)} − "
-        f"{_us(split[IDLE_EDGES])} − {_us(split[IDLE_CAPTURE])} = {_us(saved)} "
-        f"(host-bound {_us(split['host_bound'])}, syncs {_us(split[IDLE_SYNC])})"
+        f"idle − profile start/end − graph capture = {us_text(t_idle)} − "
+        f"{us_text(split[IDLE_EDGES])} − {us_text(split[IDLE_CAPTURE])} = {us_text(saved)} "
+        f"(host-bound {us_text(split['host_bound'])}, syncs {us_text(split[IDLE_SYNC])})"
     )
     if split[IDLE_CAPTURE] >= CAPTURE_DOMINATES * t_idle:
         title = (
@@ -71,12 +78,12 @@ def idle(ctx: Context, wall: dict) -> list:
         text = f"No op runs for this long: {ctx.advise('idle')}."
         if split[IDLE_SYNC] > 0:
             text += (
-                f" {_us(split[IDLE_SYNC])} of it is spent in device syncs "
+                f" {us_text(split[IDLE_SYNC])} of it is spent in device syncs "
                 "(cudaDeviceSynchronize / StreamSynchronize): remove the ones in the step."
             )
     if split[IDLE_EDGES] > 0.25 * t_idle:
         text += (
-            f" {_us(split[IDLE_EDGES])} is before the first op or after the last one: "
+            f" {us_text(split[IDLE_EDGES])} is before the first op or after the last one: "
             "the profile's own start and end, not counted."
         )
     return [
@@ -96,7 +103,7 @@ def idle(ctx: Context, wall: dict) -> list:
 def exposed_communication(ctx: Context, wall: dict) -> list:
     total = ctx.total_time_us
     exposed = wall["exposed"]
-    if total <= 0 or exposed < rules.EXPOSED_SHARE * total:
+    if total <= 0 or exposed < EXPOSED_SHARE * total:
         return []
     work = max(wall["compute"], 0.0)
     saved = min(exposed, work)
@@ -115,7 +122,7 @@ def exposed_communication(ctx: Context, wall: dict) -> list:
     text = advice[:1].upper() + advice[1:] + "."
     if work < exposed:
         text += (
-            f" Only {_us(work)} of work exists to run beside {_us(exposed)} of exposed "
+            f" Only {us_text(work)} of work exists to run beside {us_text(exposed)} of exposed "
             "transfers, so overlap hides at most that; the rest is the link itself: move "
             "fewer bytes (smaller data types, sharding or placement that transfers less, "
             "keeping data on the device) or use a faster link."
@@ -129,8 +136,8 @@ def exposed_communication(ctx: Context, wall: dict) -> list:
             saved,
             text,
             bound_us=saved,
-            formula=f"min(exposed, work beside it) = min({_us(exposed)}, {_us(work)}) = "
-            f"{_us(saved)}",
+            formula=f"min(exposed, work beside it) = min({us_text(exposed)}, {us_text(work)}) = "
+            f"{us_text(saved)}",
         )
     ]
 
@@ -145,7 +152,7 @@ def straggler(ctx: Context) -> list:
     slow = int(np.argmax(mean))
     others = np.median(np.delete(t, slow, axis=0), axis=0)
     ratio = float(mean[slow] / others.mean()) if others.mean() > 0 else 0.0
-    if ratio < rules.STRAGGLER_RATIO:
+    if ratio < STRAGGLER_RATIO:
         return []
     wait_us = (
         float(np.maximum(t[slow] - np.delete(t, slow, axis=0), 0).sum())
@@ -171,7 +178,7 @@ def straggler(ctx: Context) -> list:
             "or exposed-communication time, so it is not added to the total again.",
             bound_us=wait_us,
             formula=f"Σ over steps and hosts of (slowest − own step time) = "
-            f"{_us(wait_us)} (counted 0: already idle / exposed time)",
+            f"{us_text(wait_us)} (counted 0: already idle / exposed time)",
         )
     ]
 

@@ -1,5 +1,6 @@
-"""Records: summed FLOPs, bytes and times in; rates, intensities, bound-by, efficiencies and
-caveats out, as numpy columns in the API's order.
+"""Records: summed FLOPs, bytes and times in; rates, intensities, bound-by, each record's
+binding roof, efficiencies, time saved and caveats out, as numpy columns in the API's order
+(model/record_table.py).
 
 Definitions follow XProf's Roofline Model tool (docs/xprof_differences.md, "Semantics we
 share with XProf") so users see the numbers they
@@ -9,11 +10,10 @@ measurement under its true roof or carries a caveat saying why it is not (docs/h
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo, normalize_precision, plain_precision
+from tb_roofline.model.record_table import MEM_BYTES, MEM_IDS, RECORD_COLUMNS, RecordTable
 from tb_roofline.table.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, MEMORY_COLUMNS
 from tb_roofline.table.timeline import is_collective
 
@@ -23,99 +23,15 @@ NO_COST, ABOVE_ROOF_CAVEAT = "no_cost", "above_roof"
 CONTAINER_CAVEAT = "container"
 ASYNC_CAVEATS = (ASYNC_START, ASYNC_WAIT)
 BOUND_ASYNC = "Async"
-
-_MEM = tuple(c for c, *_ in MEMORY_COLUMNS)
-_MEM_IDS = tuple(mid for _, _, mid, _ in MEMORY_COLUMNS)
-
-# Output columns, in API order (docs/http_api.md).
-RECORD_COLUMNS = (
-    (
-        "record_type",
-        "step",
-        "rank",
-        "category",
-        "operation",
-        "program",
-        "program_id",
-        "occurrences",
-        "total_time_us",
-        "avg_time_us",
-        "total_self_time_us",
-        "avg_self_time_us",
-        "self_time_percent",
-        "cumulative_self_time_percent",
-        "dma_stall_percent",
-        "flops",
-        "model_flops",
-        "bytes",
-    )
-    + _MEM
-    + ("flop_rate", "model_flop_rate", "memory_bw")
-    + tuple(f"{m}_bw" for m in _MEM_IDS)
-    + ("operational_intensity",)
-    + tuple(f"{m}_operational_intensity" for m in _MEM_IDS)
-    + (
-        "bottleneck_operational_intensity",
-        "bound_by",
-        "total_time_per_core_us",
-        "time_fraction",
-        "optimal_flop_rate",
-        "roofline_efficiency",
-        "compute_efficiency",
-        "max_mem_bw_utilization",
-        "potential_time_saved_us",
-        "roof_time_us",
-        "mixed_regimes",
-        "caveat",
-        "flop_coverage",
-        "bytes_coverage",
-        "transfer_time_us",
-        "transfer_bw",
-        "peak_flop_rate",
-        "precision",
-        "dtype",
-        "include_infeed_outfeed",
-        "is_infeed_outfeed",
-        "source",
-        "tf_op",
-        "flops_source",
-        "host",
-    )
-)
-
-# What each row sums (besides the op table's own columns): the time its FLOPs would take on
-# their own precision's roof (ns), the op time whose FLOPs / bytes are known, the time its
-# calls would take on their roofs (`floor_time`, ns: max(F/P, B/BW) of each distinct op, whose
-# calls share one shape, summed) and the proven gap to it (`gap_ps`: program records).
-SUM_COLUMNS = (
-    (
-        "occurrences",
-        "total_time_ps",
-        "self_time_ps",
-        "dma_stall_ps",
-        "flops",
-        "model_flops",
-        "bytes",
-    )
-    + _MEM
-    + (
-        "async_span_ps",
-        "roof_time",
-        "flops_known_ps",
-        "bytes_known_ps",
-        "op_time_ps",
-        "floor_time",
-        "gap_ps",
-    )
-)
+COMPUTE_ROOF = "compute"  # the binding roof id of compute-bound records
 
 _BYTE_COLUMNS = (
     ("bytes",)
-    + _MEM
+    + MEM_BYTES
     + ("memory_bw",)
-    + tuple(f"{m}_bw" for m in _MEM_IDS)
+    + tuple(f"{m}_bw" for m in MEM_IDS)
     + ("operational_intensity",)
-    + tuple(f"{m}_operational_intensity" for m in _MEM_IDS)
+    + tuple(f"{m}_operational_intensity" for m in MEM_IDS)
     + ("bottleneck_operational_intensity", "max_mem_bw_utilization")
 )
 _RATE_COLUMNS = (
@@ -145,7 +61,7 @@ _FLOP_COLUMNS = (
     "model_flop_rate",
     "operational_intensity",
     "compute_efficiency",
-) + tuple(f"{m}_operational_intensity" for m in _MEM_IDS)
+) + tuple(f"{m}_operational_intensity" for m in MEM_IDS)
 _PLACE_COLUMNS = (
     "roofline_efficiency",
     "optimal_flop_rate",
@@ -153,70 +69,8 @@ _PLACE_COLUMNS = (
     "roof_time_us",
 )
 _ASYNC_RATE_COLUMNS = ("flop_rate", "model_flop_rate", "memory_bw") + tuple(
-    f"{m}_bw" for m in _MEM_IDS
+    f"{m}_bw" for m in MEM_IDS
 )
-
-
-@dataclasses.dataclass
-class RecordTable:
-    """Records as numpy columns in `RECORD_COLUMNS` order."""
-
-    columns: dict[str, np.ndarray]
-    # The record of each key of the table the records were made from (-1: left out), op records
-    key_record: np.ndarray | None = None
-
-    def __len__(self):
-        return len(self.columns["operation"])
-
-    def select(self, mask) -> RecordTable:
-        return RecordTable({k: v[mask] for k, v in self.columns.items()})
-
-    def rows(self) -> list[list]:
-        """JSON-ready rows: numpy scalars become Python values, NaN/inf and "" caveats None."""
-        return json_rows(self.columns, RECORD_COLUMNS)
-
-    def row_dicts(self) -> list[dict]:
-        return [dict(zip(RECORD_COLUMNS, r)) for r in self.rows()]
-
-
-TOTAL, AVERAGE = "Total", "Average"  # the scopes that are not one step's label
-SCOPE_RECORD_TYPES = {TOTAL: "total", AVERAGE: "average"}
-
-
-def scope_record_type(scope: str) -> str:
-    """The program record type of a scope: `Total` -> total, `Average` -> average, a step's
-    label -> step (the one mapping from scope names to records)."""
-    if scope.startswith(AVERAGE + " · "):  # one phase's average step (serving traces)
-        return "average"
-    return SCOPE_RECORD_TYPES.get(scope, "step")
-
-
-def json_rows(columns: dict, names) -> list[list]:
-    """Rows of the named numpy columns for JSON (see `json_columns`)."""
-    cols = json_columns(columns, names)
-    return [list(r) for r in zip(*cols)] if cols and len(cols[0]) else []
-
-
-def json_columns(columns: dict, names) -> list[list]:
-    """The named numpy columns as lists for JSON: Python values, NaN/inf as None, and "" as
-    None in caveat columns (`caveat`, `base_caveat`, ...) and `dtype`. The one NaN-to-null
-    rule of every answer (record rows here, the columnar answers of serve/service/answers.py)."""
-    cols = []
-    for name in names:
-        arr = columns[name]
-        if arr.dtype.kind == "f":
-            finite = np.isfinite(arr)
-            if finite.all():
-                cols.append(arr.tolist())
-            else:
-                values = arr.astype(object)
-                values[~finite] = None
-                cols.append(values.tolist())
-        elif name.endswith("caveat") or name == "dtype":  # "" = none / not known
-            cols.append([v or None for v in arr.tolist()])
-        else:
-            cols.append(arr.tolist())
-    return cols
 
 
 def resources(device: DeviceInfo):
@@ -245,33 +99,22 @@ def binding_roof_ids(bound_by, device: DeviceInfo) -> np.ndarray:
     it (Unknown, Async). `bound_by` holds the names `resources` gave `derive`, so the match is
     exact (clients never match names)."""
     ids = {name: col[: -len("_bytes")] for name, col, _ in resources(device)}
-    ids["Compute"] = "compute"
+    ids["Compute"] = COMPUTE_ROOF
     lookup = {b: ids.get(b) for b in set(np.asarray(bound_by, dtype=object).tolist())}
     out = np.empty(len(bound_by), dtype=object)
     out[:] = [lookup[b] for b in np.asarray(bound_by, dtype=object).tolist()]
     return out
 
 
-def measurements(caveat, roofline_efficiency, bound_by) -> np.ndarray:
-    """THE rule for whether a record is a roofline measurement (the answers' `measurement`;
-    time saved, the tab's point flags and left-out counts and the CLI report read it): True
-    with no caveat; for a container (no figures of its own: its time is its children's, each
-    judged on its own, so none of it is left out); for a host transfer judged under a known
-    host-link roof (a `bound_by` other than Unknown) and not above it. False for async halves,
-    peer transfers, `no_cost` and `above_roof` records, host transfers without a link speed.
-    None on a missing side of a compared pair (no caveat column value and no bound-by)."""
-    cav = np.asarray(caveat, dtype=object).tolist()
-    bound = np.asarray(bound_by, dtype=object)
-    eff = np.nan_to_num(np.asarray(roofline_efficiency, dtype=np.float64))
-    plain = np.array([not c or c == CONTAINER_CAVEAT for c in cav], bool)
-    host = np.array([c == HOST_TRANSFER for c in cav], bool)
-    out = plain | (host & (eff <= ABOVE_ROOF) & (bound != "Unknown"))
-    missing = np.array([b is None for b in bound.tolist()], bool)
-    if not missing.any():
-        return out
-    values = out.astype(object)
-    values[missing] = None
-    return values
+def bound_classes(bound_by, device: DeviceInfo) -> tuple[np.ndarray, np.ndarray]:
+    """(compute-bound, memory-bound) masks of records, read off their binding roof
+    (`binding_roof_ids`): compute-bound under the compute roof, memory-bound under any
+    memory's (HBM, VMEM, the host link, the interconnect, ...); neither where nothing binds
+    them (Unknown, Async)."""
+    roof = binding_roof_ids(bound_by, device)
+    compute = np.array([r == COMPUTE_ROOF for r in roof.tolist()], bool)
+    memory = np.array([r is not None and r != COMPUTE_ROOF for r in roof.tolist()], bool)
+    return compute, memory
 
 
 def call_floors(flops, mem: dict, inv_peak, device: DeviceInfo, link=None):
@@ -452,7 +295,7 @@ def build_records(
     cols["total_self_time_us"] = sums["self_time_ps"] / 1e6
     cols["avg_self_time_us"] = div(cols["total_self_time_us"], occ)
     cols["dma_stall_percent"] = div(sums["dma_stall_ps"], sums["total_time_ps"]) * 100.0
-    for c in ("flops", "model_flops", "bytes") + _MEM:
+    for c in ("flops", "model_flops", "bytes") + MEM_BYTES:
         cols[c] = sums[c]
     cols.update(d)
     cols["time_fraction"] = div(sums["total_time_ps"], frac_denominator_ps)
@@ -505,7 +348,7 @@ def _apply_caveats(cols: dict, caveat: np.ndarray, sums: dict, device: DeviceInf
         & (caveat == "")
         & (sums["flops"] <= 0)
         & (sums["bytes"] <= 0)
-        & np.all([sums[c] <= 0 for c in _MEM], axis=0)
+        & np.all([sums[c] <= 0 for c in MEM_BYTES], axis=0)
     )
     unknown = (
         ~is_async
@@ -547,6 +390,28 @@ def _unknown_is_null(cols: dict, sums: dict):
                 cols[c] = np.where(mask, np.nan, np.asarray(cols[c], np.float64))
     if unplaced.any():
         cols["bound_by"] = np.where(unplaced, "Unknown", cols["bound_by"]).astype(object)
+
+
+def measurements(caveat, roofline_efficiency, bound_by) -> np.ndarray:
+    """THE rule for whether a record is a roofline measurement (the answers' `measurement`;
+    time saved, the tab's point flags and left-out counts and the CLI report read it): True
+    with no caveat; for a container (no figures of its own: its time is its children's, each
+    judged on its own, so none of it is left out); for a host transfer judged under a known
+    host-link roof (a `bound_by` other than Unknown) and not above it. False for async halves,
+    peer transfers, `no_cost` and `above_roof` records, host transfers without a link speed.
+    None on a missing side of a compared pair (no caveat column value and no bound-by)."""
+    cav = np.asarray(caveat, dtype=object).tolist()
+    bound = np.asarray(bound_by, dtype=object)
+    eff = np.nan_to_num(np.asarray(roofline_efficiency, dtype=np.float64))
+    plain = np.array([not c or c == CONTAINER_CAVEAT for c in cav], bool)
+    host = np.array([c == HOST_TRANSFER for c in cav], bool)
+    out = plain | (host & (eff <= ABOVE_ROOF) & (bound != "Unknown"))
+    missing = np.array([b is None for b in bound.tolist()], bool)
+    if not missing.any():
+        return out
+    values = out.astype(object)
+    values[missing] = None
+    return values
 
 
 def potential_time_saved(

@@ -13,7 +13,8 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.table.op_table import ROW_BLOCK, StepSpans, distinct
+from tb_roofline.table.op_table import ROW_BLOCK, distinct
+from tb_roofline.table.spans import StepSpans
 
 
 @dataclasses.dataclass

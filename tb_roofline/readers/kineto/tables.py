@@ -26,7 +26,7 @@ from tb_roofline.readers.kineto.grouped_rows import (
     transfers,
 )
 from tb_roofline.readers.kineto.kernel_table import kernel_view
-from tb_roofline.table.op_table import CoreSpan, StepSpan
+from tb_roofline.table.spans import CoreSpan, StepSpan
 
 
 def _ns_to_ps(ns: float, base: float) -> int:

@@ -22,11 +22,11 @@ from tb_roofline.table.timeline import (
     SYNC_CALLS,
     KernelUse,
     ShapeUse,
-    TimelineBuilder,
     is_communication,
     is_fusible,
     paired_spans,
 )
+from tb_roofline.table.timeline_builder import TimelineBuilder
 
 
 def idle_causes(host_calls, base_ns) -> dict:

@@ -10,7 +10,7 @@ One rule each:
   rows would make it longer it holds the first rows that fit (in its own order, at least one so
   that paging always moves on) and says so: `capped_by`, `returned_count`, `next_offset`. The
   rows are encoded a chunk at a time to measure them, never the whole answer first;
-- numbers in JSON: NaN and ±inf are null (`model/records.json_columns`, the model's own rows
+- numbers in JSON: NaN and ±inf are null (`model/record_table.json_columns`, the model's own rows
   use the same function), compare answers rounded to 6 significant digits.
 """
 
@@ -23,12 +23,8 @@ import numpy as np
 
 from tb_roofline import errors
 from tb_roofline.model import rankings, roofline, row_grouping
-from tb_roofline.model.records import (
-    RecordTable,
-    binding_roof_ids,
-    json_columns,
-    measurements,
-)
+from tb_roofline.model.record_table import RecordTable, json_columns
+from tb_roofline.model.records import binding_roof_ids, measurements
 from tb_roofline.serve.service.discovery import ALL_HOSTS
 
 SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full precision)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from tb_roofline import errors
 from tb_roofline.model.compare import MATCHED, PairTable, Side, compare
 from tb_roofline.model.op_merge import merged_op_records
-from tb_roofline.model.records import AVERAGE, TOTAL
+from tb_roofline.model.record_table import AVERAGE, TOTAL
 from tb_roofline.model.roofline import scoped_op_records
 from tb_roofline.serve.caches.memory import CompareCache  # noqa: F401  (the service keeps one)
 from tb_roofline.serve.service import answers

@@ -45,12 +45,11 @@ from tb_roofline.readers.xspace.xplane import DAMAGE
 from tb_roofline.table.op_table import (
     CONTAINER_CATEGORIES,
     COST_COLUMNS,
-    CoreSpan,
     ProfileData,
-    StepSpans,
     is_infeed_outfeed_category,
     keyed_table,
 )
+from tb_roofline.table.spans import CoreSpan, StepSpans
 from tb_roofline.table.timeline import Timeline, add_key_shapes
 
 HEAD_BYTES = 4096  # read to find a plane's id and name (fields 1 and 2 come first)

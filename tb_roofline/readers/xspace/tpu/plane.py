@@ -39,7 +39,7 @@ from tb_roofline.readers.xspace.tpu.rules import (
 from tb_roofline.readers.xspace.tpu.timeline import add_core_events, event_facts
 from tb_roofline.readers.xspace.xplane import PlaneStats
 from tb_roofline.table.op_table import COST_COLUMNS, NO_STEP, distinct
-from tb_roofline.table.timeline import TimelineBuilder
+from tb_roofline.table.timeline_builder import TimelineBuilder
 
 MAX_RUNS = 16  # layouts per line before the whole line takes the protobuf path
 

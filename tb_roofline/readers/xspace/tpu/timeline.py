@@ -12,7 +12,8 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.table.timeline import TimelineBuilder, is_communication, is_fusible
+from tb_roofline.table.timeline import is_communication, is_fusible
+from tb_roofline.table.timeline_builder import TimelineBuilder
 
 
 @dataclasses.dataclass

@@ -28,8 +28,10 @@ from tb_roofline.readers.xspace.xla_gpu_cpu.steps import (
     step_spans,
 )
 from tb_roofline.readers.xspace.xplane import PlaneStats
-from tb_roofline.table.op_table import CONTAINER_CATEGORIES, CoreSpan, OpTableBuilder, ProfileData
-from tb_roofline.table.timeline import TimelineBuilder, is_communication, is_fusible
+from tb_roofline.table.op_table import CONTAINER_CATEGORIES, OpTableBuilder, ProfileData
+from tb_roofline.table.spans import CoreSpan
+from tb_roofline.table.timeline import is_communication, is_fusible
+from tb_roofline.table.timeline_builder import TimelineBuilder
 
 
 class _Read:

@@ -15,7 +15,8 @@ from tb_roofline.errors import ProfileFormatError
 from tb_roofline.readers.common import longest_markers
 from tb_roofline.readers.xspace.xla_gpu_cpu.events import HOST_PLANE, TIME_LIMIT_PS, stat_int
 from tb_roofline.readers.xspace.xplane import PlaneStats
-from tb_roofline.table.op_table import NO_STEP, StepSpan
+from tb_roofline.table.op_table import NO_STEP
+from tb_roofline.table.spans import StepSpan
 
 
 def _markers(plane, stat: str, line_name: str | None = None):

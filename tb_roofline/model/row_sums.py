@@ -1,0 +1,147 @@
+"""Sums of the op table's rows: every SUM_COLUMNS column per key (distinct op) in one pass,
+grouped sums of those, and per-step sums (the one second pass over the rows).
+
+Records that group whole keys (ops, program totals, hosts) are sums over keys
+(`key_sums`, `group_sums`); only per-step records need the rows again (`step_sums`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.model import steps as steps_model
+from tb_roofline.model.floors import Roofs
+from tb_roofline.model.record_table import SUM_COLUMNS
+from tb_roofline.model.records import call_floors, compute_roof, div, resources
+from tb_roofline.table.op_table import COST_COLUMNS, ROW_BLOCK, OpTable, constant, is_constant
+
+
+def key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
+    """The compute ceiling of each key's precision (records.compute_roof; 0 when none)."""
+    return compute_roof(device, table.keys["precision"])
+
+
+ROW_SUM_COLUMNS = tuple(
+    c
+    for c in SUM_COLUMNS
+    if c
+    not in ("roof_time", "flops_known_ps", "bytes_known_ps", "op_time_ps", "floor_time", "gap_ps")
+)
+
+
+def row_column(table: OpTable, c: str, roofs: Roofs | None) -> np.ndarray:
+    """One per-row column of SUM_COLUMNS (float64; the table's own array when it is one)."""
+    rows, keys, op = table.rows, table.keys, table.rows["op"]
+    if c in rows and is_constant(rows[c]):  # (still one value: `sum_by` counts it)
+        return constant(np.float64(rows[c][0]), len(rows[c]))
+    if c in rows or c in COST_COLUMNS:
+        return np.asarray(table[c], np.float64)
+    if c == "roof_time":
+        return table["flops"] * roofs.inv_peak[op]
+    if c in ("floor_time", "gap_ps"):
+        mem = {col: table[col] for _, col, _ in resources(roofs.device)}
+        floor = roofs.floors(table["flops"], mem, op)
+        if c == "floor_time":
+            return floor
+        if roofs.proven is None:
+            return np.zeros(len(op))
+        return (np.asarray(rows["total_time_ps"], np.float64) - floor * 1e3) * roofs.proven[op]
+    time = np.asarray(rows["total_time_ps"], np.float64)
+    if c == "op_time_ps":
+        return time
+    return time * keys["flops_known" if c == "flops_known_ps" else "bytes_known"][op]
+
+
+def sum_rows(
+    table: OpTable, c: str, roofs: Roofs, codes: np.ndarray, n: int, buf: np.ndarray | None
+) -> np.ndarray:
+    """`sum_by(codes, row_column(table, c, roofs), n)`, a derived column made a block of
+    rows at a time into `buf` (as long as the table; None for a table of one block): one such
+    array, not the two or three temporaries of the whole column (`roof_time`: the rows'
+    FLOPs, each row's peak, their product). Each value is computed as the whole column
+    computes it, so the sums are the same."""
+    rows = table.rows
+    own = c == "op_time_ps" or c in rows and (is_constant(rows[c]) or rows[c].dtype == np.float64)
+    if own or buf is None:
+        return sum_by(codes, row_column(table, c, roofs), n)
+    for lo in range(0, len(buf), ROW_BLOCK):
+        part = OpTable(
+            table.keys, {k: v[lo : lo + ROW_BLOCK] for k, v in rows.items()}, table.unit_costs
+        )
+        buf[lo : lo + ROW_BLOCK] = row_column(part, c, roofs)
+    return sum_by(codes, buf, n)
+
+
+def sum_by(codes: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
+    """`np.bincount(codes, weights, n)`; a constant column of zeros or ones (table/op_table.py)
+    as counts, without the full-length copy bincount would make of it (the same sums, exactly:
+    counts of ones are integers)."""
+    if is_constant(weights) and weights[0] in (0, 1) and len(weights) == len(codes):
+        return np.bincount(codes, minlength=n) * (float(weights[0]) + 0.0)  # (never -0.0)
+    return np.bincount(codes, weights=weights, minlength=n)
+
+
+def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
+    """SUM_COLUMNS summed per key (distinct op) in one pass over the rows: every record that
+    groups whole keys (ops, program totals, hosts) is then a sum over keys."""
+    n, op = table.num_keys, table.rows["op"]
+    unit = table.unit_costs
+    out = {
+        c: sum_by(op, row_column(table, c, None), n)
+        for c in ROW_SUM_COLUMNS
+        if unit is None or c not in COST_COLUMNS
+    }
+    if unit is not None:  # a row's costs are its key's times its occurrences
+        for j, c in enumerate(COST_COLUMNS):  # (columns a reader does not give: 0)
+            out[c] = unit[:, j] * out["occurrences"] if j < unit.shape[1] else np.zeros(n)
+    out["roof_time"] = div(out["flops"], key_peaks(table, device))
+    out["flops_known_ps"] = out["total_time_ps"] * table.keys["flops_known"]
+    out["bytes_known_ps"] = out["total_time_ps"] * table.keys["bytes_known"]
+    out["op_time_ps"] = out["total_time_ps"]
+    # A key's calls share one shape (PyTorch keys hold their input shapes, XLA keys are one
+    # instruction): its floor from its sums is the sum of its calls' floors.
+    out["floor_time"], out["bound_code"] = call_floors(
+        out["flops"], out, div(1.0, key_peaks(table, device)), device, Roofs.of(table, device).link
+    )
+    out["gap_ps"] = np.zeros(n)  # (set once the op records say which gaps are proven)
+    return out
+
+
+def group_sums(sums: dict, codes: np.ndarray, n: int, mask=None) -> dict:
+    """Sums grouped by a code per element (elements with mask False left out)."""
+    if mask is not None:
+        codes = codes[mask]
+    return {
+        c: np.bincount(codes, weights=v if mask is None else v[mask], minlength=n)
+        for c, v in sums.items()
+    }
+
+
+def step_sums(
+    table: OpTable,
+    roofs: Roofs,
+    aligned: steps_model.Steps,
+    profile_host: np.ndarray,
+    key_host: np.ndarray,
+) -> dict:
+    """SUM_COLUMNS per (aligned step, infeed/outfeed or not), as (steps, 2) arrays, in one
+    pass over the rows; rows outside complete steps and containers left out."""
+    keys, op = table.keys, table.rows["op"]
+    n_steps = len(aligned)
+    # (in place where it can: a table of millions of rows makes each temporary count)
+    code = steps_model.row_steps(aligned, profile_host, key_host, op, table.rows["step"])
+    left_out = code < 0
+    left_out |= keys["is_container"][op]
+    code *= 2
+    code += keys["is_infeed_outfeed"][op]
+    code[left_out] = 2 * n_steps
+    del left_out
+    buf = np.empty(len(code)) if len(code) > ROW_BLOCK else None
+    by_step = {}
+    for c in SUM_COLUMNS:
+        if c == "floor_time":  # (op records' column: a program's saving is its gap_ps)
+            by_step[c] = np.zeros((n_steps, 2))
+            continue
+        by_step[c] = sum_rows(table, c, roofs, code, 2 * n_steps + 1, buf)[:-1].reshape(n_steps, 2)
+    return by_step

@@ -1,0 +1,305 @@
+"""How readers make the timeline facts (table/timeline.py): they hand each core's op events
+(begin, end, lane, op label) to a `TimelineBuilder`, which keeps only the per-core summaries
+(windows, exposed time per op, back-to-back pairs, idle causes) and builds the `Timeline`.
+Unions of intervals (busy, compute, the causes' spans) are measured by `_Segments`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_roofline.table.op_table import NO_STEP
+from tb_roofline.table.timeline import (
+    IDLE_CAPTURE,
+    IDLE_CAUSES,
+    IDLE_EDGES,
+    IDLE_SYNC,
+    MAX_EXPOSED_OPS,
+    MAX_PAIRS,
+    WINDOW_COLUMNS,
+    AdjacentPair,
+    OpLabel,
+    Timeline,
+    top_pairs,
+)
+
+
+def _ascending(x: np.ndarray) -> bool:
+    return len(x) < 2 or bool((x[1:] >= x[:-1]).all())
+
+
+class _Segments:
+    """Disjoint sorted segments covering some intervals, with their running measure: how much
+    of the union lies before any time, in one search. Holds three floats a segment (starts,
+    ends, running measure); a segment's length is read off the first two when asked."""
+
+    def __init__(self, begin: np.ndarray, end: np.ndarray):
+        keep = end > begin
+        if not keep.all():
+            begin, end = begin[keep], end[keep]
+        del keep
+        if not _ascending(begin):  # events of one line come in order; several lines do not
+            order = np.argsort(begin, kind="stable")
+            begin, end = begin[order], end[order]
+        n = len(begin)
+        if n:
+            reach = np.maximum.accumulate(end)
+            new = np.empty(n, bool)  # an interval that starts after all before it ended
+            new[0] = True
+            np.greater(begin[1:], reach[:-1], out=new[1:])
+            if new.all():  # disjoint already (back-to-back ops): the intervals themselves
+                self.starts, self.ends = begin, reach
+            else:
+                last = np.empty(n, bool)  # the last interval of each segment
+                last[:-1] = new[1:]
+                last[-1] = True
+                self.starts, self.ends = begin[new], reach[last]
+            del reach, new
+        else:
+            self.starts = self.ends = np.zeros(0)
+        self.cum = np.zeros(len(self.starts) + 1)
+        np.subtract(self.ends, self.starts, out=self.cum[1:])
+        np.cumsum(self.cum[1:], out=self.cum[1:])
+
+    def total(self) -> float:
+        """The measure of the union (summed as numpy sums, pairwise)."""
+        return float((self.ends - self.starts).sum())
+
+    def covered(self, t) -> np.ndarray:
+        """The measure of the union up to each time in `t`."""
+        t = np.asarray(t, np.float64)
+        if not len(self.starts):
+            return np.zeros(t.shape)
+        i = np.searchsorted(self.starts, t, side="right")  # segments starting at or before t
+        j = np.maximum(i - 1, 0)
+        part = np.where(i > 0, np.clip(t - self.starts[j], 0.0, self.ends[j] - self.starts[j]), 0.0)
+        return self.cum[j] + part
+
+    def between(self, lo, hi) -> np.ndarray:
+        return self.covered(hi) - self.covered(lo)
+
+
+class TimelineBuilder:
+    """Collects one profile's per-core summaries; `label_id` interns op labels."""
+
+    def __init__(self):
+        self._labels: dict = {}
+        self._windows: list = []
+        self._pairs: list = []  # per core: (pair codes, counts, gaps, shorter times)
+        self._exposed: dict = {}
+        self._causes: dict = {}
+        self._cause_spans: dict = {}
+
+    def label_id(self, label: OpLabel) -> int:
+        idx = self._labels.get(label)
+        if idx is None:
+            idx = self._labels[label] = len(self._labels)
+        return idx
+
+    def label_ids(self, labels: list) -> np.ndarray:
+        """Ids of many labels at once (a fresh builder takes them in order)."""
+        if not self._labels:
+            self._labels = dict.fromkeys(labels)
+            self._labels.update(zip(self._labels, range(len(self._labels))))
+            if len(self._labels) == len(labels):
+                return np.arange(len(labels))
+        return np.fromiter((self.label_id(x) for x in labels), np.int64, len(labels))
+
+    def add_core(
+        self,
+        core: int,
+        span: tuple,
+        steps: list,
+        lane,
+        begin,
+        end,
+        op,
+        comm,
+        fusible,
+        leaf=None,
+        causes=None,
+    ):
+        """One core's op events (arrays of equal length; `op` holds label ids; `leaf` False for
+        containers, which count as busy but take no part in adjacency). `span` = (start, end)
+        ps of the core; `steps` = [(step, start ps, duration ps)] on this core. `causes`:
+        {IDLE_CAPTURE or IDLE_SYNC: (begin ps array, end ps array)} host spans that explain
+        idle time on this core (graph_capture_spans, sync_spans).
+
+        Memory: float64 `begin`/`end` and integer `op`/`lane` of any width are used as given
+        (no copies); one set of segments at a time is held (busy, then compute)."""
+        begin = np.asarray(begin, np.float64)
+        end = np.asarray(end, np.float64)
+        if (end < begin).any():
+            end = np.maximum(end, begin)
+        comm = np.asarray(comm, bool)
+        fusible = np.asarray(fusible, bool)
+        op = np.asarray(op)
+        lane = np.asarray(lane)
+        lo, hi = float(span[0]), float(span[1])
+        steps = sorted(steps, key=lambda s: s[1])
+        sb = np.array([s[1] for s in steps], np.float64)
+        se = sb + np.array([s[2] for s in steps], np.float64)
+        busy_segments = _Segments(begin, end)
+        busy = busy_segments.between(sb, se)
+        busy_all = float(busy_segments.between(lo, hi))
+        self._add_idle_causes(lo, hi, begin, end, busy_segments, causes or {}, sb, se)
+        has_comm = bool(comm.any())
+        if has_comm:
+            del busy_segments
+            keep = ~comm
+            compute_segments = _Segments(begin[keep], end[keep])
+            del keep
+        else:
+            compute_segments = busy_segments
+        compute = compute_segments.between(sb, se)
+        compute_all = float(compute_segments.between(lo, hi))
+        out_span = max(0.0, (hi - lo) - float((se - sb).sum()))
+        out_busy = max(0.0, busy_all - float(busy.sum()))
+        out_compute = min(out_busy, max(0.0, compute_all - float(compute.sum())))
+        n = len(steps)
+        self._windows.append(
+            {
+                "core": np.full(n + 1, core, np.int64),
+                "step": np.array([s[0] for s in steps] + [NO_STEP], np.int64),
+                "span_ps": np.r_[se - sb, out_span],
+                "busy_ps": np.r_[busy, out_busy],
+                "compute_ps": np.r_[compute, out_compute],
+                "exposed_ps": np.r_[busy - compute, out_busy - out_compute],
+            }
+        )
+        if has_comm:
+            self._add_exposed(begin, end, op, comm, compute_segments)
+        del compute_segments
+        if leaf is not None and not np.all(leaf):
+            leaf = np.asarray(leaf, bool)
+            lane, begin, end, op, fusible = (
+                lane[leaf],
+                begin[leaf],
+                end[leaf],
+                op[leaf],
+                fusible[leaf],
+            )
+        self._add_pairs(lane, begin, end, op, fusible)
+
+    def _add_exposed(self, begin, end, op, comm, compute_segments):
+        """Exposed time per communication op, each exposed instant once (to the op whose
+        interval reaches it first): the contributors add up to the core's exposed time (a
+        union), however many lanes or threads ran communication at once."""
+        idx = np.flatnonzero(comm)
+        if not len(idx):
+            return
+        idx = idx[np.argsort(begin[idx], kind="stable")]
+        b, e = begin[idx], end[idx]
+        reach = np.maximum.accumulate(e)
+        start = np.maximum(b, np.r_[-np.inf, reach[:-1]])  # past what earlier ones covered
+        start = np.minimum(start, e)
+        hidden = compute_segments.between(start, e)
+        alone = np.maximum((e - start) - hidden, 0.0)
+        ops, inv = np.unique(op[idx], return_inverse=True)
+        sums = np.bincount(inv.reshape(-1), weights=alone, minlength=len(ops))
+        for o, v in zip(ops.tolist(), sums.tolist()):
+            self._exposed[o] = self._exposed.get(o, 0.0) + v
+
+    def _add_idle_causes(self, lo, hi, begin, end, busy, causes, step_b, step_e):
+        """Idle time of the core inside each cause's spans, in IDLE_CAUSES order (an idle
+        instant counts for the first cause that covers it): measure(union of the spans so far)
+        less the busy time in it, less what the earlier causes took. The profile's edges are
+        the time before the core's first op and after its last one, outside any step (idle in
+        a step is the step's)."""
+        if len(begin):
+            first, last = float(begin.min()), float(end.max())
+            edges_b = np.array([lo, min(max(last, lo), hi)])
+            edges_e = np.array([max(min(first, hi), lo), hi])
+        else:
+            edges_b, edges_e = np.array([lo], np.float64), np.array([hi], np.float64)
+        if len(step_b):  # the edges less the steps: intersect with the gaps between steps
+            st = _Segments(np.asarray(step_b, np.float64), np.asarray(step_e, np.float64))
+            gaps_b, gaps_e = np.r_[lo, st.ends], np.r_[st.starts, hi]
+            b = np.maximum(gaps_b[None, :], edges_b[:, None]).ravel()
+            e = np.minimum(gaps_e[None, :], edges_e[:, None]).ravel()
+            edges_b, edges_e = b[e > b], e[e > b]
+        spans = {IDLE_EDGES: (edges_b, edges_e)}
+        for k in (IDLE_CAPTURE, IDLE_SYNC):
+            if k in causes:
+                b = np.clip(np.asarray(causes[k][0], np.float64), lo, hi)
+                e = np.clip(np.asarray(causes[k][1], np.float64), lo, hi)
+                spans[k] = (b, e)
+                seg = _Segments(b, e)
+                self._cause_spans[k] = self._cause_spans.get(k, 0.0) + seg.total()
+        acc_b, acc_e = np.zeros(0), np.zeros(0)
+        taken = 0.0
+        for k in IDLE_CAUSES:
+            if k not in spans:
+                continue
+            acc_b, acc_e = np.r_[acc_b, spans[k][0]], np.r_[acc_e, spans[k][1]]
+            seg = _Segments(acc_b, acc_e)
+            idle = seg.total() - float(busy.between(seg.starts, seg.ends).sum())
+            self._causes[k] = self._causes.get(k, 0.0) + max(0.0, idle - taken)
+            taken = max(taken, idle)
+
+    def _add_pairs(self, lane, begin, end, op, fusible):
+        if len(begin) < 2:
+            return
+        in_order = (lane[1:] > lane[:-1]) | ((lane[1:] == lane[:-1]) & (begin[1:] >= begin[:-1]))
+        if not in_order.all():  # each lane's events usually come in order already
+            order = np.lexsort((begin, lane))
+            lane, begin, end, op, fusible = (
+                lane[order],
+                begin[order],
+                end[order],
+                op[order],
+                fusible[order],
+            )
+        ok = lane[1:] == lane[:-1]
+        ok &= begin[1:] >= end[:-1]
+        ok &= fusible[1:]
+        ok &= fusible[:-1]
+        a = np.flatnonzero(ok)
+        del ok
+        if not len(a):
+            return
+        b = a + 1
+        code = op[a].astype(np.int64) << 32 | op[b]
+        # Summed per pair of ops here rather than kept per event until build(): the same sums
+        # (exactly for whole-ps times, as XLA's are; to rounding for fractional Kineto times).
+        uniq, inv = np.unique(code, return_inverse=True)
+        del code
+        inv = inv.reshape(-1)
+        gap = np.bincount(inv, weights=begin[b] - end[a], minlength=len(uniq))
+        shorter = np.bincount(
+            inv, weights=np.minimum(end[a] - begin[a], end[b] - begin[b]), minlength=len(uniq)
+        )
+        count = np.bincount(inv, minlength=len(uniq)).astype(np.float64)
+        self._pairs.append((uniq, count, gap, shorter))
+
+    def build(self) -> Timeline | None:
+        if not self._windows:
+            return None
+        labels = list(self._labels)
+        windows = {c: np.concatenate([w[c] for w in self._windows]) for c in WINDOW_COLUMNS}
+        pairs = []
+        if self._pairs:
+            code, count, gap, shorter = (
+                np.concatenate([p[i] for p in self._pairs]) for i in range(4)
+            )
+            uniq, inv = np.unique(code, return_inverse=True)
+            inv = inv.reshape(-1)
+            sums = [np.bincount(inv, weights=w, minlength=len(uniq)) for w in (count, gap, shorter)]
+            top = np.argsort(-sums[2], kind="stable")[:MAX_PAIRS]
+            pairs = [
+                AdjacentPair(labels[int(u) >> 32], labels[int(u) & 0xFFFFFFFF], int(c), g, sh)
+                for u, c, g, sh in zip(
+                    uniq[top].tolist(),
+                    sums[0][top].tolist(),
+                    sums[1][top].tolist(),
+                    sums[2][top].tolist(),
+                )
+            ]
+        exposed = sorted(self._exposed.items(), key=lambda kv: -kv[1])[:MAX_EXPOSED_OPS]
+        return Timeline(
+            windows,
+            top_pairs(pairs),
+            {labels[o]: v for o, v in exposed if v > 0},
+            dict(self._causes),
+            dict(self._cause_spans),
+        )
