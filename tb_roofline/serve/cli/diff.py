@@ -21,7 +21,6 @@ import sys
 from tensorboard import errors as tb_errors
 
 from tb_roofline.serve.cli.format import _fmt, _table
-from tb_roofline.serve.service import compare as compare_api
 from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.serve.service.discovery import KINETO_SUFFIXES, PROFILE_DIR, XPLANE_SUFFIX
 
@@ -110,8 +109,7 @@ def run_diff(args, out) -> int:
             cand_svc, cand_run = base_svc, _pick(base_svc, args.run, cand_path, _run_dir(cand_path))
         else:
             cand_svc, cand_run = _side(cand_path, args.run, device_file)
-        cmp, base_info, cand_info = compare_api.comparison(
-            cand_svc,
+        cmp, base_info, cand_info = cand_svc.comparison(
             base_run,
             cand_run,
             args.base_host,

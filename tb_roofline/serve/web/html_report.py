@@ -160,13 +160,8 @@ class Answers:
         total = max(doc.get("total_count") or 0, len(rows))
         if len(rows) <= self.max_ops and doc.get("next_offset") is None:
             return doc
-        kept = rows
-        if len(rows) > self.max_ops:
-            col = doc["columns"].index("total_self_time_us")
-            kept = sorted(rows, key=lambda r: -(r[col] if r[col] is not None else -1.0))
-            kept = kept[: self.max_ops]
-            order = {id(r): i for i, r in enumerate(rows)}
-            kept.sort(key=lambda r: order[id(r)])  # the API's own order
+        # The answer's rows are in the model's order, by self time (`rank`): the first ones.
+        kept = rows[: self.max_ops]
         run = doc.get("run")
         if total > self.capped.get(run, (0, 0))[1]:  # the banner: the largest table's
             self.capped[run] = (len(kept), total)
@@ -227,8 +222,6 @@ def add_compare(
 ):
     """The comparison the tab opens with `compare=<base>` (and `compare_host`,
     `compare_base_step`, `compare_step` when given), with and without infeed/outfeed."""
-    from tb_roofline.serve.service import compare as compare_api
-
     alias = alias or {}
     rename = {v: k for k, v in alias.items()}
     base_host = "" if base_host in ("", "*") else base_host
@@ -241,15 +234,14 @@ def add_compare(
             {"run": base, "host": base_host or "*", "infeed_outfeed": io},
             alias,
         )
-        doc = compare_api.compare_answer(
-            service,
+        doc = service.compare(
             alias.get(base, base),
             alias.get(run, run),
             base_host,
             host,
             base_step,
             step,
-            include_io=io == "include",
+            include_infeed_outfeed=io == "include",
             base_service=base_service,
         )
         for side in (doc["base"], doc["cand"]):
@@ -502,13 +494,13 @@ def add_html_subparser(sub):
 
 def cmd_html(service, args, out):
     """Run by the CLI with the logdir's service (serve/cli/main.py)."""
-    from tb_roofline.serve.cli.main import _pick_run, _UsageError
+    from tb_roofline.serve.cli.commands import UsageError, pick_run
 
     if args.max_ops < 1:
-        raise _UsageError("--max-ops must be at least 1")
-    runs = args.run or [_pick_run(service, None)]
+        raise UsageError("--max-ops must be at least 1")
+    runs = args.run or [pick_run(service, None)]
     try:
         text = single_report(service, runs, args.host or "*", args.compare, args.max_ops)
         write(args.output, text)
     except ReportError as exc:
-        raise _UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
