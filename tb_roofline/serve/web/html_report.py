@@ -1,12 +1,13 @@
 """`tb-roofline html LOGDIR -o report.html`: the Roofline tab as one self-contained file.
 
 The report is the unchanged frontend (static/*.js, the vendored Vega builds, the CSS) inlined
-as text, plus the HTTP API's answers for the chosen run(s), computed by the same route
-handlers the plugin and `tb-roofline serve` mount (serve/web/routes.py). static/report_host.js
-turns the inlined modules into blob: modules and answers the tab's fetches from the embedded
-answers, so the file opens from disk with the network off; a Content-Security-Policy in the
-file itself forbids any request. Op tables are capped (top `MAX_OPS` by self time, with a
-note) so the file stays small enough to attach to a pull request or a CI run.
+as text (`report_bundle.py`), plus the HTTP API's answers for the chosen run(s), computed by
+the same route handlers the plugin and `tb-roofline serve` mount (serve/web/routes.py).
+static/report_host.js turns the inlined modules into blob: modules and answers the tab's
+fetches from the embedded answers, so the file opens from disk with the network off; a
+Content-Security-Policy in the file itself forbids any request. Op tables are capped (the
+first `MAX_OPS` rows in the model's order, by self time, with a note) so the file stays small
+enough to attach to a pull request or a CI run.
 """
 
 from __future__ import annotations
@@ -21,78 +22,14 @@ import os
 import re
 import sys
 
+from tb_roofline.serve.web.report_bundle import ReportError, frontend_bundle
 from tb_roofline.serve.web.routes import STATIC_DIR
 
-PKG_DIR = os.path.dirname(STATIC_DIR)
-ENTRY = "static/app.js"  # exports start(root)
 MAX_OPS = 5000
-SCHEME = "roofline-report:/"
-TOKEN = "__ROOFLINE_MODULE__({})"
-# A relative module specifier: `from './x.js'`, `import './x.js'`, `import('./x.js')`.
-SPECIFIER = re.compile(r"""(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(['"])(\.\.?/[^'"\n]+)\2""")
-# An asset next to a module: `new URL('./style.css', import.meta.url)`.
-ASSET = re.compile(r"""new URL\(\s*(['"])(\.\.?/[^'"\n]+)\1\s*,\s*import\.meta\.url\s*\)""")
-TYPES = {".js": "text/javascript", ".css": "text/css"}
 MISSING = (
     "not in this report: it holds the answers for the run(s), host and views it was "
     "written for (tb-roofline html --run/--host choose them)"
 )
-
-
-class ReportError(Exception):
-    """The report cannot be written as asked (a message for the command line)."""
-
-
-# --- the frontend, inlined --------------------------------------------------------------------
-
-
-def frontend_bundle() -> dict:
-    """{entry, order, files: {path: [type, text]}}: every file the tab loads from ENTRY, its
-    relative imports and assets turned into tokens report_host.js resolves, dependencies
-    before the files that use them."""
-    files, order, visiting = {}, [], []
-
-    def visit(path):
-        if path in files or path in visiting:
-            if path in visiting:
-                cycle = " -> ".join(visiting[visiting.index(path) :] + [path])
-                raise ReportError(f"the frontend's modules import in a cycle: {cycle}")
-            return
-        ext = os.path.splitext(path)[1]
-        if ext not in TYPES:
-            raise ReportError(f"the frontend loads {path!r}, which a report cannot inline")
-        full = os.path.join(PKG_DIR, *path.split("/"))
-        try:
-            with open(full, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise ReportError(f"the frontend file {path!r} is missing: {exc}") from None
-        visiting.append(path)
-        if ext == ".js":
-            text = _rewrite_module(path, text, visit)
-        visiting.pop()
-        files[path] = [TYPES[ext], text]
-        order.append(path)
-
-    visit(ENTRY)
-    return {"entry": ENTRY, "order": order, "files": files}
-
-
-def _rewrite_module(path: str, text: str, visit) -> str:
-    here = os.path.dirname(path)
-
-    def resolve(rel):
-        target = os.path.normpath(os.path.join(here, rel)).replace(os.sep, "/")
-        if target.startswith(".."):
-            raise ReportError(f"{path} refers outside the package: {rel!r}")
-        visit(target)
-        return TOKEN.format(target)
-
-    text = ASSET.sub(lambda m: f"new URL('{resolve(m.group(2))}')", text)
-    text = SPECIFIER.sub(
-        lambda m: f"{m.group(1)}{m.group(2)}{resolve(m.group(3))}{m.group(2)}", text
-    )
-    return text.replace("import.meta.url", json.dumps(SCHEME + path))
 
 
 # --- the data ---------------------------------------------------------------------------------
