@@ -55,7 +55,7 @@ def test_the_service_and_listing_runs_import_no_model_and_no_numpy(tmp_path):
 
 def test_the_cli_runs_command_imports_no_model_and_no_numpy():
     loaded = modules_after(
-        "import io\nfrom tb_roofline.serve import cli\nout = io.StringIO()\n"
+        "import io\nfrom tb_roofline.serve.cli import main as cli\nout = io.StringIO()\n"
         f"assert cli.main(['runs', {os.path.join(REPO, 'testdata', 'demo')!r}], out=out) == 0\n"
         "assert 'v6e_train' in out.getvalue()"
     )
@@ -92,7 +92,7 @@ def test_a_tpu_read_imports_no_gpu_reader_no_hlo_protos_no_comparison():
 def test_help_imports_no_dataclasses_and_no_logging():
     """`tb-roofline --help` (and an argument error): the parser and the settings it shows."""
     loaded = modules_after(
-        "import contextlib, io\nfrom tb_roofline.serve import cli\n"
+        "import contextlib, io\nfrom tb_roofline.serve.cli import main as cli\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         "    try:\n        cli.main(['--help'])\n    except SystemExit:\n        pass\n"
         "assert 'report' in out.getvalue()"
@@ -123,7 +123,7 @@ def test_import_tb_roofline_is_instant_until_load_is_called():
 def test_serve_and_html_help_import_no_model_and_no_numpy():
     for command in ("serve", "html"):
         loaded = modules_after(
-            "import io, contextlib\nfrom tb_roofline.serve import cli\n"
+            "import io, contextlib\nfrom tb_roofline.serve.cli import main as cli\n"
             "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
             f"    cli.main([{command!r}, '--help'])"
         )

@@ -1,4 +1,4 @@
-"""`tb-roofline mcp LOGDIR`: the tools of `serve/mcp/tools.py` over the official MCP Python SDK
+"""`tb-roofline mcp LOGDIR`: the tools of `serve/mcp/tools.py` and `op_tools.py` over the MCP SDK
 (`pip install 'tb-roofline[mcp]'`), on stdio or on streamable HTTP bound to 127.0.0.1.
 
 Thin wiring only: each tool declares its input schema (`tool_declarations.py`, with the types

@@ -15,7 +15,7 @@ values, shaped for an agent:
 Filter values are matched without regard to case against the values the run has (a value
 it has not is an error naming them: `mcp_answers.choose`); pages are cut to the byte cap
 (`mcp_answers.fit`). Errors are the service's public errors (same classes and messages as the
-HTTP answers); `serve/mcp/server.py` turns them into tool results with `isError`, with the
+HTTP answers); `serve/mcp/calls.py` turns them into tool results with `isError`, with the
 valid values of the argument at fault (`valid_values`). Nothing here writes anything.
 
 The tools over op records (`top_ops`, `get_op`, `compare`) are in `op_tools.py`; what they all
