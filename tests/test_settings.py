@@ -51,7 +51,7 @@ def test_the_service_reads_no_environment_variable_itself():
     for rel in (
         ("readers", "files.py"),
         ("readers", "kineto", "stream.py"),
-        ("readers", "parallel.py"),
+        ("execute", "pool.py"),
     ):
         assert (
             "environ" not in open(os.path.join(REPO, "tb_roofline", *rel), encoding="utf-8").read()

@@ -237,7 +237,7 @@ class RooflineService:
     def encoded(
         self, kind: str, run: str, host: str, accept_gzip: bool = False, **params
     ) -> tuple[bytes, bool]:
-        """The JSON answer of `device`, `program`, `ops` or `diagnostics` as bytes
+        """The JSON answer of `device`, `program`, `ops`, `diagnostics` or `comm` as bytes
         (gzip-compressed when the client takes it and it is worth it): (body, gzipped).
 
         Kept per (run, host, parameters) while the files behind it are unchanged, so a warm
