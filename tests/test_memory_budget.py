@@ -3,7 +3,7 @@ bytes: real bombs generated here, served in a fresh process at a small budget, e
 answered with a peak RSS (above the imports) of at most 1.5x the budget or refused cleanly (a
 413 naming the budget and the setting). What the conversion builds is counted as it grows
 (readers/meter.py): events, distinct names, steps; an XSpace's steps once read; the real
-inflated size of a multi-member gzip by inflating it (serve/service/hosts.py).
+inflated size of a multi-member gzip by inflating it (serve/service/budget.py).
 """
 
 from __future__ import annotations
