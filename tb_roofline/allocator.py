@@ -5,7 +5,7 @@ resident as holes, and memory freed in one thread is kept for that thread's aren
 free much at once and then allocate differently sized blocks, so the holes would add to the
 peak (docs/benchmarks.md): a run's table made from its hosts' (`OpTable.concat` with
 `share`: each host's column freed as the run's next one is allocated: 32 hosts peaked 50 MB
-higher without it), and the end of a big conversion (`serve/service/hosts.py`: four big
+higher without it), and the end of a big conversion (`serve/service/budget.py`: four big
 reads in four threads, one after another, held the peak of each). A call walks the heap once
 (~2 ms for 150 MB); memory given back costs a page fault when used again.
 """

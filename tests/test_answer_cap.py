@@ -208,16 +208,16 @@ def test_the_html_report_of_a_capped_answer_offers_no_next_page(service, monkeyp
 
 
 def test_mcp_tools_that_sort_or_count_every_row_see_them_all(service, monkeypatch):
-    from tb_roofline.serve.mcp import tools as mcp_tools
+    from tb_roofline.serve.mcp import op_tools
 
     full = service.ops(RUN, "", True)
     monkeypatch.setenv(settings.MAX_ANSWER_MB.name, "0.01")
     rank = full["columns"].index("opportunity_rank")
     ranked = [r for r in full["rows"] if r[rank] is not None]  # the model's ranking's ops
     for order, count in (("self_time", full["total_count"]), ("time_saved", len(ranked))):
-        got = mcp_tools.top_ops(service, RUN, order=order, limit=3)  # paged by the API
+        got = op_tools.top_ops(service, RUN, order=order, limit=3)  # paged by the API
         assert got["total_count"] == count and len(got["ops"]) == 3
     saved = full["columns"].index("potential_time_saved_us")
     best = max(r[saved] for r in ranked)
-    got = mcp_tools.top_ops(service, RUN, order="time_saved", limit=1)
+    got = op_tools.top_ops(service, RUN, order="time_saved", limit=1)
     assert got["ops"][0]["potential_time_saved_us"] == pytest.approx(best, rel=1e-6)

@@ -197,7 +197,7 @@ def test_tensorboard_logs_progress_at_its_default_verbosity(tmp_path, caplog, mo
     "read k of N hosts" shows there."""
     import logging
 
-    from tb_roofline.serve.service.hosts import LoggedProgress
+    from tb_roofline.serve.service.progress import LoggedProgress
 
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     logdir, run = _pod(tmp_path)

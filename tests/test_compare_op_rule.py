@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from tb_roofline.model.roofline import scoped_op_records
-from tb_roofline.serve.service import compare as compare_api
 from tb_roofline.serve.service.core import RooflineService
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,7 +26,7 @@ DROPPED = [[10], [10], []]  # the fc bias update of convnet_b16's optimizer step
 
 def _model_pairs(service, base, cand, step=None) -> list[dict]:
     """The comparison's pairs unrounded (the model's columns, not the 6-digit answer)."""
-    cmp, _, _ = compare_api.comparison(service, base, cand, base_step=step, step=step)
+    cmp, _, _ = service.comparison(base, cand, base_step=step, step=step)
     return [{k: v[i] for k, v in cmp.ops.columns.items()} for i in range(len(cmp.ops))]
 
 

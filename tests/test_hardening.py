@@ -538,7 +538,7 @@ def test_small_runs_never_wait_behind_a_slow_conversion(tmp_path, monkeypatch):
     _age_all(logdir)
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
     # The slow one would take the whole budget (but 1 KB): the small ones pass in the reserve.
-    from tb_roofline.serve.service.hosts import estimate_bytes
+    from tb_roofline.serve.service.budget import estimate_bytes
 
     path = str(logdir / "slow" / "w.pt.trace.json.gz")
     need = estimate_bytes(path, "kineto", os.path.getsize(path))

@@ -235,7 +235,7 @@ def test_memory_error_in_the_analysis_answers_413(tmp_path, monkeypatch):
     _logdir_with(tmp_path, {"run": ("w.pt.trace.json", _kineto_text())})
     plugin, client = _plugin(tmp_path)
     monkeypatch.setattr(
-        plugin._service, "_analysis_entry", lambda *a: (_ for _ in ()).throw(MemoryError)
+        plugin._service.analyses, "entry", lambda *a: (_ for _ in ()).throw(MemoryError)
     )
     r = client.get("/program?run=run")
     assert r.status_code == 413 and r.json["error"]["code"] == "too_large"

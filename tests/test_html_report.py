@@ -15,7 +15,7 @@ from werkzeug.test import Client
 
 from tb_roofline.serve.cli import main as cli
 from tb_roofline.serve.service.core import RooflineService
-from tb_roofline.serve.web import html_report
+from tb_roofline.serve.web import html_report, report_bundle
 from tb_roofline.serve.web.standalone import StandaloneApp
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,13 +28,13 @@ def embedded(page: str, element_id: str):
 
 
 def test_the_bundle_holds_every_module_dependencies_first():
-    bundle = html_report.frontend_bundle()
+    bundle = report_bundle.frontend_bundle()
     order = bundle["order"]
     assert bundle["entry"] == order[-1] == "static/app.js"
     position = {p: i for i, p in enumerate(order)}
     for path, (_kind, text) in bundle["files"].items():
         assert "import.meta.url" not in text, path
-        assert not html_report.SPECIFIER.search(text), path  # every relative import a token
+        assert not report_bundle.SPECIFIER.search(text), path  # every relative import a token
         for dep in re.findall(r"__ROOFLINE_MODULE__\(([^)]+)\)", text):
             assert position[dep] < position[path], (path, dep)
     # Every module of the tab is in (the entry points of the other hosts are not).

@@ -33,6 +33,7 @@ from werkzeug.wrappers import Response
 import tb_roofline
 from tb_roofline.serve.cli import main as cli
 from tb_roofline.serve.mcp import answers as mcp_answers
+from tb_roofline.serve.mcp import op_tools, shaping
 from tb_roofline.serve.mcp import tools as mcp_tools
 from tb_roofline.serve.web.plugin import RooflinePlugin
 
@@ -450,7 +451,7 @@ def _ok(session, key):
 
 def _named(record: dict) -> dict:
     """A record as the MCP answers name it (the HTTP name with its unit)."""
-    return {mcp_tools.unit_name(k): v for k, v in record.items()}
+    return {shaping.unit_name(k): v for k, v in record.items()}
 
 
 def _plain(ops):
@@ -479,25 +480,25 @@ def test_tools_are_listed_with_validated_read_only_schemas(session):
     top = session["tools"]["top_ops"].input_schema["properties"]
     assert top["infeed_outfeed"]["enum"] == ["include", "exclude"]
     assert top["view"]["enum"] == ["op", "kernel", "kernel_hw"]
-    assert top["caveat"]["anyOf"][0]["items"]["enum"] == list(mcp_tools.CAVEATS)
+    assert top["caveat"]["anyOf"][0]["items"]["enum"] == list(shaping.CAVEATS)
     assert "roofline" in session["instructions"] and "ridge point" in session["instructions"]
 
 
 def test_unit_names_and_rounding():
-    assert mcp_tools.unit_name("flop_rate") == "flop_rate_gflops"
-    assert mcp_tools.unit_name("delta_flop_rate") == "delta_flop_rate_gflops"
-    assert mcp_tools.unit_name("hbm_bw") == "hbm_bw_gibs"
+    assert shaping.unit_name("flop_rate") == "flop_rate_gflops"
+    assert shaping.unit_name("delta_flop_rate") == "delta_flop_rate_gflops"
+    assert shaping.unit_name("hbm_bw") == "hbm_bw_gibs"
     assert (
-        mcp_tools.unit_name("bottleneck_operational_intensity")
+        shaping.unit_name("bottleneck_operational_intensity")
         == "bottleneck_operational_intensity_flop_per_byte"
     )
-    assert mcp_tools.unit_name("ridge_point") == "ridge_point_flop_per_byte"
+    assert shaping.unit_name("ridge_point") == "ridge_point_flop_per_byte"
     for name in ("total_self_time_us", "peak_gflops", "roofline_efficiency", "flops"):
-        assert mcp_tools.unit_name(name) == name
-    assert mcp_tools.shape({"a": [1234567.891, 0.000123456789, 7, None, True]}, 6) == {
+        assert shaping.unit_name(name) == name
+    assert shaping.shape({"a": [1234567.891, 0.000123456789, 7, None, True]}, 6) == {
         "a": [1234570.0, 0.000123457, 7, None, True]
     }
-    assert mcp_tools.shape({"x": 1.23456789}, 0) == {"x": 1.23456789}
+    assert shaping.shape({"x": 1.23456789}, 0) == {"x": 1.23456789}
 
 
 def test_runs_and_hosts_equal_the_http_api(session, http, runs):
@@ -512,7 +513,7 @@ def test_runs_and_hosts_equal_the_http_api(session, http, runs):
 def test_device_and_roofs_equal_the_http_api(session, http, runs):
     _, want = http("/device", run=runs["b64"])
     got = _ok(session, "device")
-    assert got["device"] == json.loads(json.dumps(mcp_tools.shape(want["device"], 0)))
+    assert got["device"] == json.loads(json.dumps(shaping.shape(want["device"], 0)))
     memory = got["device"]["memories"][0]
     assert memory["ridge_point_flop_per_byte"] == want["device"]["memories"][0]["ridge_point"]
     assert all(c["source"] == "measured" for c in got["device"]["compute"])
@@ -539,7 +540,7 @@ def test_program_records_equal_the_http_api(session, http, runs):
 
 
 def test_top_ops_equal_the_http_api(session, http, runs):
-    cols = list(mcp_tools.OP_COLUMNS)
+    cols = list(shaping.OP_COLUMNS)
     _, everything = http("/ops", run=runs["tpu"])
     default = _ok(session, "ops_default")
     assert len(default["ops"]) == 10 and default["next_offset"] == 10
@@ -629,7 +630,7 @@ def test_one_op_in_full(session, http, runs):
 
 
 def _named_deep(value):
-    return json.loads(json.dumps(mcp_tools.shape(value, 0)))
+    return json.loads(json.dumps(shaping.shape(value, 0)))
 
 
 def test_guidance_equals_the_http_api(session, http, runs):
@@ -655,7 +656,7 @@ def test_compare_equals_the_http_api(session, http, runs):
     _, want = http("/compare", base=runs["b64"], run=runs["b128"], limit=3)
     got = _ok(session, "compare")
     assert got["summary"] == _named_deep(want["summary"]) and got["notes"] == want["notes"]
-    assert got["pairs"] == _pairs(want, mcp_tools.PAIR_COLUMNS)
+    assert got["pairs"] == _pairs(want, shaping.PAIR_COLUMNS)
     assert got["total_count"] == want["total_count"] == 32 and got["next_offset"] == 3
     assert (
         got["base"]["run"] == runs["b64"]
@@ -665,7 +666,7 @@ def test_compare_equals_the_http_api(session, http, runs):
     assert list(got).index("summary") < list(got).index("pairs")
     _, want = http("/compare", base=runs["b64"], run=runs["b128"], level="program")
     got = _ok(session, "compare_program")
-    assert got["pairs"] == _pairs(want, mcp_tools.PROGRAM_PAIR_COLUMNS)[:10]
+    assert got["pairs"] == _pairs(want, shaping.PROGRAM_PAIR_COLUMNS)[:10]
     _, want = http(
         "/compare",
         base=runs["ddp"],
@@ -675,7 +676,7 @@ def test_compare_equals_the_http_api(session, http, runs):
     )
     got = _ok(session, "compare_hosts")
     assert got["summary"] == _named_deep(want["summary"])
-    assert got["pairs"] == _pairs(want, mcp_tools.PAIR_COLUMNS)[:10]
+    assert got["pairs"] == _pairs(want, shaping.PAIR_COLUMNS)[:10]
 
 
 def _close(got, want, path="answer"):
@@ -740,7 +741,7 @@ def test_default_answers_are_small(session, key):
 
 def test_the_rounded_compare_is_the_exact_one_rounded(session):
     exact, rounded = _ok(session, "compare"), _ok(session, "compare_default")
-    assert rounded["pairs"][:3] == json.loads(json.dumps(mcp_tools.shape(exact["pairs"], 6)))
+    assert rounded["pairs"][:3] == json.loads(json.dumps(shaping.shape(exact["pairs"], 6)))
     assert len(rounded["pairs"]) == 10 and rounded["next_offset"] == 10
 
 
@@ -872,7 +873,7 @@ def test_filters_match_any_case_and_name_the_values_a_run_has(session, http, run
         assert kind == "tool_error" and all(w in text for w in words), text
     _, want = http("/compare", base=runs["b64"], run=runs["b128"], bound_by="Compute", limit=1000)
     got = _ok(session, "cmp_lower")
-    assert got["pairs"] == _pairs(want, mcp_tools.PAIR_COLUMNS) and got["pairs"]
+    assert got["pairs"] == _pairs(want, shaping.PAIR_COLUMNS) and got["pairs"]
     error = session["cmp_typo"][2]
     assert error["field"] == "category" and error["valid_values"] == want["facets"]["category"]
 
@@ -938,7 +939,7 @@ def test_an_unknown_column_names_the_columns(session):
 
 
 def test_a_bug_or_no_memory_fails_one_call_as_a_tool_error():
-    from tb_roofline.serve.mcp import server as mcp_server
+    from tb_roofline.serve.mcp import calls as mcp_calls
 
     def bug(service):
         raise KeyError("x")
@@ -946,17 +947,17 @@ def test_a_bug_or_no_memory_fails_one_call_as_a_tool_error():
     def hungry(service):
         raise MemoryError
 
-    result = mcp_server.call(None, bug)
+    result = mcp_calls.call(None, bug)
     assert result.is_error
     assert result.structured_content["error"] == {
         "message": "internal error: KeyError: 'x'",
         "status": 500,
         "code": "internal",
     }
-    result = mcp_server.call(None, hungry)
+    result = mcp_calls.call(None, hungry)
     assert result.is_error and result.structured_content["error"]["code"] == "too_large"
     assert result.structured_content["error"]["status"] == 413
-    result = mcp_server.call(None, lambda service, x: {"x": x}, x=1)
+    result = mcp_calls.call(None, lambda service, x: {"x": x}, x=1)
     assert not result.is_error and _versions(result.structured_content) == {"x": 1}
 
 
@@ -1108,7 +1109,7 @@ def test_progress_notifications_and_capped_pages(tmp_path):
                             "run": by["mlp_b128"],
                             "offset": offset,
                             "limit": 1000,
-                            "columns": list(mcp_tools.PAIR_COLUMNS)
+                            "columns": list(shaping.PAIR_COLUMNS)
                             + ["base_fingerprint", "cand_fingerprint", "base_category"],
                         },
                     )
@@ -1154,7 +1155,7 @@ def test_get_op_gives_a_custom_call_s_arrays(tmp_path):
     (session / "h.xplane.pb").write_bytes(space.SerializeToString())
     _age(session / "h.xplane.pb")
     service = RooflineService(str(tmp_path))
-    got = mcp_tools.get_op(service, "attn/2026_01_01_00_00_00", "loop_fusion.2")
+    got = op_tools.get_op(service, "attn/2026_01_01_00_00_00", "loop_fusion.2")
     (use,) = got["shapes"]
     assert use["kind"] == "custom_call"
     assert use["dims"] == [[8, 1024, 128], [8, 1024, 128], [8, 1024, 128], [8, 1024, 64]]
@@ -1213,11 +1214,11 @@ def test_get_op_over_the_cap_is_cut_with_a_hint(logdir, runs, monkeypatch):
     from tb_roofline.serve.service.core import RooflineService
 
     service = RooflineService(logdir)
-    whole = mcp_tools.get_op(service, runs["conv"], "aten::add_")
+    whole = op_tools.get_op(service, runs["conv"], "aten::add_")
     assert len(whole["records"]) >= 2 and "truncated" not in whole
     size = len(json.dumps(dict(whole, records=whole["records"][:1]), separators=(",", ":")))
     monkeypatch.setenv("TB_ROOFLINE_MCP_MAX_ANSWER_KB", str((size + 600) / 1024))
-    cut = mcp_tools.get_op(service, runs["conv"], "aten::add_")
+    cut = op_tools.get_op(service, runs["conv"], "aten::add_")
     assert cut["records"] == whole["records"][:1]
     assert cut["truncated"]["rows_returned"] == 1 and "one host" in cut["truncated"]["hint"]
     assert len(json.dumps(cut, separators=(",", ":"))) <= (size + 600)
@@ -1263,7 +1264,7 @@ def test_comm_filters_pages_rounds_and_names_the_kinds(session, runs, http):
     whole = _ok(session, "comm_a100")["points"]
     assert len(whole) > 10
     default = _ok(session, "comm_default")
-    assert default["points"] == json.loads(json.dumps(mcp_tools.shape(whole[:10], 6)))
+    assert default["points"] == json.loads(json.dumps(shaping.shape(whole[:10], 6)))
     assert default["next_offset"] == 10 and default["total_count"] == len(whole)
     page = _ok(session, "comm_page")
     assert page["points"] == whole[2:5] and page["next_offset"] == 5 and page["offset"] == 2

@@ -3,7 +3,7 @@ bytes: real bombs generated here, served in a fresh process at a small budget, e
 answered with a peak RSS (above the imports) of at most 1.5x the budget or refused cleanly (a
 413 naming the budget and the setting). What the conversion builds is counted as it grows
 (readers/meter.py): events, distinct names, steps; an XSpace's steps once read; the real
-inflated size of a multi-member gzip by inflating it (serve/service/hosts.py).
+inflated size of a multi-member gzip by inflating it (serve/service/budget.py).
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def test_multi_member_gzip_is_measured_by_inflating(tmp_path):
     """Traces whose last gzip member is tiny (the trailer claims a few bytes): the estimate
     comes from inflating every member; four at once under a budget that fits one at a time
     hold it (unbounded: all four admitted at once, +736 MB at budget 256)."""
-    from tb_roofline.serve.service.hosts import MEMORY_PER_BYTE, estimate_bytes
+    from tb_roofline.serve.service.budget import MEMORY_PER_BYTE, estimate_bytes
 
     logdir = tmp_path / "logs"
     runs = [f"liar{i}" for i in range(4)]

@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 from tb_roofline.model.facts import KernelUse, merge_kernels
-from tb_roofline.serve.mcp import tools as mcp_tools
+from tb_roofline.serve.mcp import op_tools
 from tb_roofline.serve.service.core import RooflineService
 
 KINETO = os.path.join(os.path.dirname(__file__), "..", "testdata", "kineto")
@@ -53,7 +53,7 @@ def alexnet(tmp_path_factory):
 
 def test_get_op_lists_the_kernels_an_op_launched(alexnet):
     service, path = alexnet
-    answer = mcp_tools.get_op(service, "alex", "aten::conv2d")
+    answer = op_tools.get_op(service, "alex", "aten::conv2d")
     got: dict = collections.defaultdict(lambda: [0, 0.0])
     for k in answer["kernels"]:
         assert set(k) == {
@@ -80,9 +80,9 @@ def test_get_op_lists_the_kernels_an_op_launched(alexnet):
 def test_get_op_without_kernels_says_none(alexnet):
     """A memcpy row launches no kernel: an empty list, not an error."""
     service, _ = alexnet
-    ops = mcp_tools.top_ops(service, "alex", category=["memcpy"])["ops"]
+    ops = op_tools.top_ops(service, "alex", category=["memcpy"])["ops"]
     assert ops
-    assert mcp_tools.get_op(service, "alex", ops[0]["operation"])["kernels"] == []
+    assert op_tools.get_op(service, "alex", ops[0]["operation"])["kernels"] == []
 
 
 def test_merge_kernels_adds_up_and_keeps_the_top():

@@ -16,7 +16,7 @@ from werkzeug.wrappers import Response
 
 from tb_roofline.model import rankings
 from tb_roofline.serve.cli import main as cli
-from tb_roofline.serve.mcp import tools as mcp_tools
+from tb_roofline.serve.mcp import op_tools
 from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.serve.web.plugin import RooflinePlugin
 
@@ -125,7 +125,7 @@ def test_every_consumer_lists_the_same_ops_in_the_same_order(http_ops):
     report = json.loads(out.getvalue())
     assert [r["rank"] for r in report["top_ops"]] == want[:top]
     assert report["opportunity_count"] == len(want) < report["op_count"] == len(http_ops)
-    mcp = mcp_tools.top_ops(
+    mcp = op_tools.top_ops(
         RooflineService(KINETO),
         RUN,
         order="time_saved",

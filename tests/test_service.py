@@ -230,7 +230,7 @@ def test_concurrent_requests_share_one_conversion(logdir):
     for job, result in zip(jobs, results):
         by_key.setdefault(job, set()).add(id(result))
     assert all(len(ids) == 1 for ids in by_key.values())
-    cache = service._analysis_cache
+    cache = service.analyses.cache
     assert 0 < cache.bytes <= cache.max_bytes
 
 
@@ -256,7 +256,7 @@ def test_caches_are_bounded_by_bytes(tmp_path, monkeypatch):
     service = RooflineService(str(tmp_path))
     for run in service.list_runs()["runs"]:
         service.program(run["run"], "", True)
-    cache = service._analysis_cache
+    cache = service.analyses.cache
     assert len(cache) == 2 and cache.bytes <= cache.max_bytes
     assert service._host_cache.bytes <= service._host_cache.max_bytes
 

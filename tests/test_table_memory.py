@@ -156,7 +156,7 @@ def test_a_runs_hosts_share_its_table_and_the_cache_charges_it_once(tmp_path, mo
     cache = s.hosts_reader.cache
     assert run_bytes + own <= cache.bytes + 1 <= run_bytes + own + len(entries) * 4096 + 1
     # The analysis gone, one host left: it still keeps the run's rows alive, and is charged so.
-    s._analysis_cache = ByteLRU(s._analysis_cache.max_bytes)
+    s.analyses.cache = ByteLRU(s.analyses.cache.max_bytes)
     for e in entries[1:]:
         cache.pop(e.signature[0])
     assert cache.bytes >= run_bytes
@@ -235,7 +235,7 @@ def _three_host_run(tmp_path, monkeypatch, hosts=3):
 def test_a_single_host_analysis_keeps_its_own_rows_when_the_run_shares_later(tmp_path, monkeypatch):
     s, run = _three_host_run(tmp_path, monkeypatch)
     one = s.analysis(run, "h0").scope.tables["op"]
-    charged = s._analysis_cache.bytes
+    charged = s.analyses.cache.bytes
     everything = s.analysis(run, "").scope.tables["op"]
     assert not any(
         np.shares_memory(one.rows[k], everything.rows[k])

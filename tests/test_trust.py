@@ -176,9 +176,8 @@ def test_host_offload_copies_are_host_traffic_and_async_pairs(testdata):
 
 
 def test_coverage_is_the_share_of_op_time_with_a_known_cost(a100, testdata):
-    data = testdata._read_host(
-        testdata._run("kineto/a100_80gb_shapes"), testdata._run("kineto/a100_80gb_shapes").files[0]
-    )
+    run = testdata.resolve_run("kineto/a100_80gb_shapes")
+    data = testdata.read_host(run, run.files[0])
     t = data.ops
     known = t["flops_known"]
     expected = t["total_time_ps"][known].sum() / t["total_time_ps"].sum()

@@ -48,6 +48,13 @@ def opportunity_ranks(columns: dict) -> np.ndarray:
     return ranks
 
 
+def ranked_rows(columns: list, rows: list) -> list:
+    """Rows (lists) of an answer whose `columns` carry `opportunity_rank`: the ranked ones
+    only, in the ranking's order."""
+    i = columns.index(RANK_COLUMN)
+    return sorted((r for r in rows if r[i] is not None), key=lambda r: r[i])
+
+
 def ranked_dicts(rows: list) -> list:
     """Row dicts of an answer that carries `opportunity_rank`, ranked ones only, in order."""
     kept = [r for r in rows if r.get(RANK_COLUMN) is not None]

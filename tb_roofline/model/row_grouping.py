@@ -9,7 +9,8 @@
 - `kernel`: the GPU-kernel records (`Analysis.views["kernel"]`), where the run has them.
 
 Works on the op table's keys only (scoped_op_records with `split_by`); nothing here knows of
-HTTP.
+HTTP or of an answer's shape: the service's `/ops` answer (serve/service/answers.py) reads the
+records, `extra_columns` and `available_rows`.
 """
 
 from __future__ import annotations
@@ -84,19 +85,3 @@ def shapes_text(fingerprints: np.ndarray) -> np.ndarray:
 def extra_columns(table: RecordTable) -> list[str]:
     """Columns beyond RECORD_COLUMNS an answer carries for these records (`shapes`)."""
     return [SHAPES_COLUMN] if SHAPES_COLUMN in table.columns else []
-
-
-def add_extra_columns(
-    analysis: roofline.Analysis, table: RecordTable, rows: str, answer: dict
-) -> dict:
-    """An `/ops` answer with the extra columns (extra_columns) appended to its `columns` and
-    `rows` (`table`: the filtered, paged records whose rows it holds), the grouping it has
-    (`rows`) and the groupings the run offers (`row_groupings`)."""
-    extra = extra_columns(table)
-    if extra:
-        answer["columns"] = list(answer["columns"]) + extra
-        values = [table.columns[c].tolist() for c in extra]
-        answer["rows"] = [row + [v[i] for v in values] for i, row in enumerate(answer["rows"])]
-    answer["rows_grouping"] = rows or "op"
-    answer["row_groupings"] = available_rows(analysis)
-    return answer

@@ -195,11 +195,8 @@ class Comparison:
     def answer(self, level: str = "op") -> dict:
         """The /compare answer (summary, notes, program pairs and op pairs) as a dict."""
         if level not in self._answers:
-            from tb_roofline.serve.service import compare as compare_api
-
             a = self._args
-            self._answers[level] = compare_api.compare_answer(
-                self.cand.service,
+            self._answers[level] = self.cand.service.compare(
                 self.base.run,
                 self.cand.run,
                 self.base.host,

@@ -15,7 +15,7 @@ from test_hostile_inputs import CSV_CASES  # noqa: E402  (the Python side's case
 
 
 def test_the_tab_csv_neutralises_formulas_like_the_api(page, tb):
-    from tb_roofline.serve.service.core import to_csv
+    from tb_roofline.serve.service.export import to_csv
 
     open_frame(page, tb, run=MAIN_RUN)
     values = [v for v, _ in CSV_CASES if not isinstance(v, bool)]  # JS writes true, not True

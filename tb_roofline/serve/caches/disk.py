@@ -71,7 +71,12 @@ CODE_PATHS = (
     "serve/caches/codec.py",
 )
 # Encoded answers also depend on the roofline model and on how the service builds answers.
-ANSWER_CODE_PATHS = CODE_PATHS + ("model", "serve/service/core.py", "serve/service/answers.py")
+ANSWER_CODE_PATHS = CODE_PATHS + (
+    "model",
+    "serve/service/core.py",
+    "serve/service/analyses.py",
+    "serve/service/answers.py",
+)
 _FILE_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 logger = logging.getLogger(__name__)
 

@@ -1,1 +1,2 @@
-"""`tb-roofline`: the command line (`main.py`), `comm`, `diff` and plain-text tables."""
+"""`tb-roofline`: the entry point (`main.py`), the command line (`parser.py`), the commands
+(`report.py`, `commands.py`: runs, export; `comm.py`, `diff.py`) and plain-text tables."""

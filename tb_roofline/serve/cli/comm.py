@@ -61,11 +61,15 @@ FORMATS = ("text", "json", "csv")
 
 
 def answer(service, run: str, args) -> dict:
-    """The `/comm` answer as the HTTP route serves it (the same encoded bytes, decoded)."""
-    body, _ = service.encoded(
-        "comm", run, args.host or "", False, include_infeed_outfeed=not args.exclude_infeed_outfeed
+    """The `/comm` answer as the HTTP route serves it (the service's plain answer, which the
+    route encodes)."""
+    return service.answer(
+        "comm",
+        run,
+        args.host or "",
+        capped=True,
+        include_infeed_outfeed=not args.exclude_infeed_outfeed,
     )
-    return json.loads(body)
 
 
 def _csv_value(value):

@@ -21,7 +21,6 @@ import sys
 from tensorboard import errors as tb_errors
 
 from tb_roofline.serve.cli.format import _fmt, _table
-from tb_roofline.serve.service import compare as compare_api
 from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.serve.service.discovery import KINETO_SUFFIXES, PROFILE_DIR, XPLANE_SUFFIX
 
@@ -110,8 +109,7 @@ def run_diff(args, out) -> int:
             cand_svc, cand_run = base_svc, _pick(base_svc, args.run, cand_path, _run_dir(cand_path))
         else:
             cand_svc, cand_run = _side(cand_path, args.run, device_file)
-        cmp, base_info, cand_info = compare_api.comparison(
-            cand_svc,
+        cmp, base_info, cand_info = cand_svc.comparison(
             base_run,
             cand_run,
             args.base_host,
@@ -223,63 +221,18 @@ def evaluate_gate(cmp, fail_if_slower, fail_if_op_slower, min_op_time_us) -> dic
     sides have steps, else the Total; an op counts when either side's time reaches the
     minimum."""
     checks, messages, regressions = [], [], []
-    program = cmp.program.row_dicts()
-    pair = next(
-        (r for r in program if r["base_record_type"] == "average" and r["status"] == "matched"),
-        None,
-    )
-    basis = "time per step (Average)"
-    if pair is None:
-        pair = next(
-            (r for r in program if r["base_record_type"] == "total" and r["status"] == "matched"),
-            None,
-        )
-        basis = "Total time"
-    if pair is None and program and program[0]["match_rule"] == "scope":
-        pair, basis = program[0], "time of the compared steps"
     if fail_if_slower is not None:
-        tb = pair and pair["base_total_time_per_core_us"]
-        tc = pair and pair["cand_total_time_per_core_us"]
-        change = 100.0 * (tc - tb) / tb if tb else None
-        passed = change is None or change <= fail_if_slower
-        checks.append(
-            {
-                "threshold": "fail_if_slower",
-                "limit_percent": fail_if_slower,
-                "basis": basis,
-                "base_time_per_core_us": tb,
-                "cand_time_per_core_us": tc,
-                "change_percent": change,
-                "passed": passed,
-            }
-        )
-        if not passed:
+        check = _program_check(cmp, fail_if_slower)
+        checks.append(check)
+        if not check["passed"]:
             messages.append(
-                f"program {basis} per core grew by {change:.2f}% "
-                f"({tb:,.3f} → {tc:,.3f} µs), over --fail-if-slower {fail_if_slower:g}%"
+                f"program {check['basis']} per core grew by {check['change_percent']:.2f}% "
+                f"({check['base_time_per_core_us']:,.3f} → "
+                f"{check['cand_time_per_core_us']:,.3f} µs), over --fail-if-slower "
+                f"{fail_if_slower:g}%"
             )
     if fail_if_op_slower is not None:
-        for r in cmp.ops.row_dicts():
-            if r["status"] != "matched" or r["delta_time_percent"] is None:
-                continue
-            big = max(r["base_total_self_time_us"] or 0, r["cand_total_self_time_us"] or 0)
-            if big >= min_op_time_us and r["delta_time_percent"] > fail_if_op_slower:
-                regressions.append(
-                    {
-                        k: r[k]
-                        for k in (
-                            "program",
-                            "base_operation",
-                            "cand_operation",
-                            "match_rule",
-                            "base_total_self_time_us",
-                            "cand_total_self_time_us",
-                            "delta_time_us",
-                            "delta_time_percent",
-                        )
-                    }
-                )
-        regressions.sort(key=lambda r: -r["delta_time_us"])
+        regressions = _op_regressions(cmp, fail_if_op_slower, min_op_time_us)
         checks.append(
             {
                 "threshold": "fail_if_op_slower",
@@ -304,6 +257,64 @@ def evaluate_gate(cmp, fail_if_slower, fail_if_op_slower, min_op_time_us) -> dic
         "op_regressions": regressions,
         "messages": messages,
     }
+
+
+def _program_pair(cmp):
+    """(the program pair the gate reads, what its time is): Average, else Total, else the
+    compared steps."""
+    program = cmp.program.row_dicts()
+    for kind, basis in (("average", "time per step (Average)"), ("total", "Total time")):
+        pair = next(
+            (r for r in program if r["base_record_type"] == kind and r["status"] == "matched"),
+            None,
+        )
+        if pair is not None:
+            return pair, basis
+    if program and program[0]["match_rule"] == "scope":
+        return program[0], "time of the compared steps"
+    return None, "Total time"
+
+
+def _program_check(cmp, fail_if_slower) -> dict:
+    pair, basis = _program_pair(cmp)
+    tb = pair and pair["base_total_time_per_core_us"]
+    tc = pair and pair["cand_total_time_per_core_us"]
+    change = 100.0 * (tc - tb) / tb if tb else None
+    return {
+        "threshold": "fail_if_slower",
+        "limit_percent": fail_if_slower,
+        "basis": basis,
+        "base_time_per_core_us": tb,
+        "cand_time_per_core_us": tc,
+        "change_percent": change,
+        "passed": change is None or change <= fail_if_slower,
+    }
+
+
+REGRESSION_FIELDS = (
+    "program",
+    "base_operation",
+    "cand_operation",
+    "match_rule",
+    "base_total_self_time_us",
+    "cand_total_self_time_us",
+    "delta_time_us",
+    "delta_time_percent",
+)
+
+
+def _op_regressions(cmp, fail_if_op_slower, min_op_time_us) -> list:
+    """Matched ops over the threshold whose time on either side reaches the minimum, the
+    largest growth first."""
+    regressions = []
+    for r in cmp.ops.row_dicts():
+        if r["status"] != "matched" or r["delta_time_percent"] is None:
+            continue
+        big = max(r["base_total_self_time_us"] or 0, r["cand_total_self_time_us"] or 0)
+        if big >= min_op_time_us and r["delta_time_percent"] > fail_if_op_slower:
+            regressions.append({k: r[k] for k in REGRESSION_FIELDS})
+    regressions.sort(key=lambda r: -r["delta_time_us"])
+    return regressions
 
 
 # --- reports --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""What every MCP answer shares, apart from the numbers (`serve/mcp/tools.py` makes those):
+"""What every MCP answer shares, apart from the numbers (`tools.py`, `op_tools.py` make those):
 
 - versions: `server_version` (tb-roofline's) and `schema_version` (the shape of the tools'
   answers: docs/mcp.md's changelog says what changed) on every answer, errors included;

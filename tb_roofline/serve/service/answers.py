@@ -286,29 +286,25 @@ def ops_answer(
     table = filtered(full, categories, bound_by, name)
     total = len(table)
     table = page(table, offset, limit)
-    # The header first (no rows: add_extra_columns names the extra columns), then the rows
-    # that fit under the cap; the model's derived columns follow RECORD_COLUMNS.
+    # The header first, then the rows that fit under the cap; the model's derived columns
+    # follow RECORD_COLUMNS, then the grouping's own (model/row_grouping.py: `shapes`).
     derived = list(OPS_DERIVED)
-    answer = row_grouping.add_extra_columns(
-        a,
-        table.select(slice(0, 0)),
-        rows,
-        {
-            "run": run,
-            "host": host or ALL_HOSTS,
-            "columns": list(roofline.RECORD_COLUMNS) + derived,
-            "rows": [],
-            "total_count": total,
-            "unfiltered_count": len(full),
-            "offset": offset,
-            "view": view,
-            "views": views_of(a),
-            "facets": facets(full.columns),
-        },
-    )
-    return fill_rows(
-        answer, table, derived + row_grouping.extra_columns(table), offset, total, max_bytes
-    )
+    extra = row_grouping.extra_columns(table)
+    answer = {
+        "run": run,
+        "host": host or ALL_HOSTS,
+        "columns": list(roofline.RECORD_COLUMNS) + derived + extra,
+        "rows": [],
+        "total_count": total,
+        "unfiltered_count": len(full),
+        "offset": offset,
+        "view": view,
+        "views": views_of(a),
+        "facets": facets(full.columns),
+        "rows_grouping": rows or "op",
+        "row_groupings": row_grouping.available_rows(a),
+    }
+    return fill_rows(answer, table, derived + extra, offset, total, max_bytes)
 
 
 def diagnostics_answer(a, run, host) -> dict:

@@ -1,21 +1,23 @@
 """The run comparison behind `/compare` and `tb-roofline diff`: resolve both sides (run, host,
 step), compare them with the model, cache the result, filter and page it, answer JSON.
 
-Both sides come from `RooflineService.analysis` (cached per run and host); a comparison is
-cached by the identity of the two analyses it was made from, so a re-read profile is compared
-again and an unchanged pair costs a dictionary look-up.
+Plain functions of the two sides' analyses: `RooflineService.comparison` and `.compare` look
+the sides up (each analysis cached per run and host) and hand them here; a comparison is
+cached by the identity of the two analyses it was made from (the service's `CompareCache`),
+so a re-read profile is compared again and an unchanged pair costs a dictionary look-up.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from tb_roofline import errors
 from tb_roofline.model.compare import MATCHED, PairTable, Side, compare
 from tb_roofline.model.op_merge import merged_op_records
 from tb_roofline.model.record_table import AVERAGE, TOTAL
 from tb_roofline.model.roofline import scoped_op_records
-from tb_roofline.serve.caches.memory import CompareCache  # noqa: F401  (the service keeps one)
 from tb_roofline.serve.service import answers
-from tb_roofline.serve.service.answers import SIGNIFICANT_DIGITS, columnar, round_significant  # noqa: F401
+from tb_roofline.serve.service.answers import columnar
 from tb_roofline.serve.service.discovery import ALL_HOSTS
 
 LEVELS = ("op", "program")
@@ -46,24 +48,30 @@ def resolve_scopes(base_analysis, cand_analysis, base_step, step):
     return scopes
 
 
+@dataclasses.dataclass
+class SideInput:
+    """One side of a comparison as the service found it: the run, host and format it names
+    and its analysis."""
+
+    run: str
+    host: str
+    format: str
+    analysis: object
+
+
 def comparison(
-    service,
-    base: str,
-    run: str,
-    base_host: str = "",
-    host: str = "",
+    base: SideInput,
+    cand: SideInput,
     base_step=None,
     step=None,
     include_io: bool = True,
     view: str = "op",
+    cache=None,
     top: int = 10,
-    base_service=None,
 ):
-    """(Comparison, base side info, candidate side info). `base_service`: where the base run
-    lives when not in `service`'s logdir (the CLI comparing two logdirs)."""
-    base_service = base_service or service
-    a_base = base_service.analysis(base, base_host)
-    a_cand = service.analysis(run, host)
+    """(Comparison, base side info, candidate side info). `cache`: the service's
+    `CompareCache`, keyed by the two analyses it was made from."""
+    a_base, a_cand = base.analysis, cand.analysis
     for which, a in (("base", a_base), ("run", a_cand)):
         if view != "op" and view not in a.views:
             raise errors.InvalidArgumentError(
@@ -72,17 +80,17 @@ def comparison(
             )
     scope_b, scope_c = resolve_scopes(a_base, a_cand, base_step, step)
     key = (
-        base,
-        base_host or ALL_HOSTS,
-        run,
-        host or ALL_HOSTS,
+        base.run,
+        base.host or ALL_HOSTS,
+        cand.run,
+        cand.host or ALL_HOSTS,
         scope_b,
         scope_c,
         include_io,
         view,
         top,
     )
-    cmp = service.compare_cache.get(key, a_base, a_cand)
+    cmp = cache.get(key, a_base, a_cand) if cache is not None else None
     if cmp is None:
         sides = [
             Side(
@@ -96,20 +104,18 @@ def comparison(
             for a, scope in ((a_base, scope_b), (a_cand, scope_c))
         ]
         cmp = compare(*sides, top=top)
-        service.compare_cache.put(key, a_base, a_cand, cmp)
+        if cache is not None:
+            cache.put(key, a_base, a_cand, cmp)
     info = [
         {
-            "run": r,
-            "host": h or ALL_HOSTS,
-            "step": s,
-            "num_steps": a.num_steps,
-            "format": svc.hosts(r)["format"],
-            "device": a.device.to_json(),
+            "run": side.run,
+            "host": side.host or ALL_HOSTS,
+            "step": scope,
+            "num_steps": side.analysis.num_steps,
+            "format": side.format,
+            "device": side.analysis.device.to_json(),
         }
-        for svc, r, h, s, a in (
-            (base_service, base, base_host, scope_b, a_base),
-            (service, run, host, scope_c, a_cand),
-        )
+        for side, scope in ((base, scope_b), (cand, scope_c))
     ]
     return cmp, info[0], info[1]
 
@@ -143,14 +149,18 @@ def filter_pairs(table: PairTable, categories=(), bound_by=(), name="", change="
     return table if mask.all() else table.select(mask)
 
 
+def check_arguments(base, level: str) -> None:
+    """The arguments a comparison cannot do without, told before any analysis is made."""
+    if base is None:
+        raise errors.InvalidArgumentError("missing parameter 'base'")
+    if level not in LEVELS:
+        raise errors.InvalidArgumentError(f"level must be 'op' or 'program', not {level!r}")
+
+
 def compare_answer(
-    service,
-    base: str,
-    run: str,
-    base_host: str = "",
-    host: str = "",
-    base_step=None,
-    step=None,
+    cmp,
+    base_info: dict,
+    cand_info: dict,
     level: str = "op",
     include_io: bool = True,
     view: str = "op",
@@ -159,25 +169,10 @@ def compare_answer(
     name: str = "",
     offset: int = 0,
     limit=None,
-    base_service=None,
     change: str = "",
 ) -> dict:
-    if base is None:
-        raise errors.InvalidArgumentError("missing parameter 'base'")
-    if level not in LEVELS:
-        raise errors.InvalidArgumentError(f"level must be 'op' or 'program', not {level!r}")
-    cmp, base_info, cand_info = comparison(
-        service,
-        base,
-        run,
-        base_host,
-        host,
-        base_step,
-        step,
-        include_io,
-        view,
-        base_service=base_service,
-    )
+    """The `/compare` answer of a comparison (`comparison`): filtered, paged, columnar."""
+    check_arguments(base_info["run"], level)
     full = cmp.ops if level == "op" else cmp.program
     table = filter_pairs(full, categories, bound_by, name, change) if level == "op" else full
     total = len(table)

@@ -2,43 +2,36 @@
 them, and serve encoded answers, each cached by the identities of the files behind it.
 
 - Run and host lookup: `resolve_run`, `resolve_files` (public: the report uses them too).
-- Reading and caching the profile files: `serve/service/hosts.py` (memory and disk caches, the
-  conversion budget, per-file locks); a device file's peaks: `model/device_overrides.py`.
-- Analyses and encoded answers (JSON, gzipped for browsers) are cached per run, host and
-  parameters in byte-bounded memory caches (`serve/caches/memory.py`); the answers a page load asks
-  for also go to the disk cache (`serve/caches/disk.py`), so a restart answers at once. Analyses
-  too large for their cache are kept for the last two runs in use (`HELD_ANALYSES`, each while
-  asked for within `OVERSIZE_HOLD_S`, together within the conversion budget), so a page load,
-  a compare's two sides and two runs taken in turns convert once each; one over the budget
-  alone says so in its diagnostics (`analysis_not_kept`).
-- Answer shapes, filters and paging: `serve/service/answers.py`; exports: `serve/service/export.py`.
+- Reading and caching the profile files: `serve/service/hosts.py` (memory and disk caches,
+  per-file locks) under the conversion budget (`serve/service/budget.py`).
+- Analyses (`serve/service/analyses.py`: a device file's peaks applied, kept by file identity,
+  those too large for their cache held for the runs in use).
+- Answers, as plain Python (`answer`, `device`, `ops`, ...: what the CLI and MCP read) and
+  encoded (`encoded`: the same answers as JSON, gzipped for browsers, what the HTTP routes
+  serve), cached per run, host and parameters in byte-bounded memory caches
+  (`serve/caches/memory.py`); the answers a page load asks for also go to the disk cache
+  (`serve/caches/disk.py`), so a restart answers at once.
+- Answer shapes, filters and paging: `serve/service/answers.py`; comparisons, the guidance and
+  the report: plain functions of analyses (`compare.py`, `report.py`) this service hands its
+  lookups to; exports: `serve/service/export.py`.
 Nothing is ever written into the logdir.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
-import os
-import time
 import weakref
 from typing import TYPE_CHECKING
 
-from tb_roofline import errors, settings, storage
-from tb_roofline.diagnostics import Diagnostic
+from tb_roofline import errors, settings
 from tb_roofline.serve.caches import disk as disk_cache
 from tb_roofline.serve.caches.disk import DiskCache
-from tb_roofline.serve.caches.memory import (
-    ByteLRU,
-    CompareCache,
-    HeldAnalyses,
-    memory_budget_bytes,
-    sized,
-)
+from tb_roofline.serve.caches.memory import ByteLRU, CompareCache, memory_budget_bytes, sized
 from tb_roofline.serve.service import export as export_module
+from tb_roofline.serve.service.analyses import Analyses, Inputs
 from tb_roofline.serve.service.discovery import ALL_HOSTS, Run, RunIndex
-from tb_roofline.serve.service.hosts import HostReader, KeyLocks, file_signature, max_file_bytes
+from tb_roofline.serve.service.hosts import HostReader, KeyLocks, max_file_bytes
 
 if TYPE_CHECKING:
     from tb_roofline.model.roofline import Analysis
@@ -51,16 +44,6 @@ if TYPE_CHECKING:
 GZIP_LEVEL = 1  # 0.2 s for 30 MB of JSON, 11% larger than level 6 (0.9 s)
 GZIP_MIN_BYTES = 1024
 DISK_PLAIN_MAX_BYTES = 1 << 20  # larger answers go to disk only gzipped (what browsers ask)
-OVERSIZE_HOLD_S = 60.0  # how long an analysis too large for its cache stays unused
-HELD_ANALYSES = 2  # too large for their cache: the last runs asked for (a compare's two sides)
-
-
-@dataclasses.dataclass
-class _Inputs:
-    run: Run
-    files: list
-    extra: list  # diagnostics about files left out (deleted since the last scan)
-    signatures: tuple  # (path, size, version) of each file and device file
 
 
 def _check_name(kind: str, value: str):
@@ -100,14 +83,11 @@ class RooflineService:
         # One lock per answer and per analysis being made (answers take an analysis lock,
         # analyses the host locks, never the reverse).
         self._locks = KeyLocks()
+        self.analyses = Analyses(logdir, self.index, device_file, self.hosts_reader, self._locks)
         # Memory caches bounded by bytes (a long-running TensorBoard must not grow without
         # bound, and twenty small runs must not push each other out):
-        # (run, hosts) -> (signatures, Analysis, whether every host was read)
-        self._analysis_cache = ByteLRU(memory_budget_bytes("analyses"))
         # (kind, run, host, parameters, gzip) -> (signatures, encoded JSON, gzipped)
         self._answer_cache = ByteLRU(memory_budget_bytes("answers"))
-        # Analyses too large for their cache, kept for the last two runs in use.
-        self._held = HeldAnalyses(keep=HELD_ANALYSES, hold_s=OVERSIZE_HOLD_S)
         self.derived = ByteLRU(memory_budget_bytes("answers") // 4)  # guidance answers
         self.compare_cache = CompareCache()  # the last run comparisons
 
@@ -178,192 +158,30 @@ class RooflineService:
             f"unknown host {host!r} in run {run.run!r}; hosts: " + ", ".join(run.hosts)
         )
 
-    _run = resolve_run  # the names tests and older callers know
-    _files = resolve_files
-
     # --- reading and analysis -------------------------------------------------------------
     def read_host(self, run: Run, hostfile) -> ProfileData:
         """One host file's read profile (cached), as the reader gave it."""
         return self.hosts_reader.read(run, [hostfile])[0].result()
 
-    _read_host = read_host
-
-    def find_device_file(self, profile_path: str):
-        from tb_roofline.devices import device_file
-
-        if self.device_file:
-            return self.device_file
-        if storage.is_remote(profile_path):  # the listing knows the device files: no request
-            known = self.index.device_files if self.index else {}
-            return device_file.find_device_file(
-                profile_path, self.logdir, isfile=known.__contains__
-            )
-        return device_file.find_device_file(profile_path, self.logdir)
-
-    def _with_device_file(self, hostfile, data: ProfileData) -> ProfileData:
-        """Profiles without peaks (CPU, unknown GPUs) take them from a device file: the CLI's
-        --device-file, else roofline_device.json next to the profile or above it up to the
-        logdir, else TB_ROOFLINE_DEVICE_FILE (model/device_overrides.py places the rows)."""
-        from tb_roofline.devices import device_file
-        from tb_roofline.model import device_overrides
-
-        if not device_overrides.needs_device_file(data, forced=bool(self.device_file)):
-            return data
-        path = None
-        try:
-            path = self.find_device_file(hostfile.path)
-            device = device_file.load_device_file(path) if path else None
-        except device_file.DeviceFileError as exc:
-            message = str(exc)  # name the file, but not where it lives on the server
-            for full in filter(None, (path, self.device_file, settings.text(settings.DEVICE_FILE))):
-                message = message.replace(full, os.path.basename(full))
-            raise errors.BadDeviceFileError(f"device file: {message}") from None
-        if device is None:
-            return device_overrides.without_peaks(data)
-        return device_overrides.with_device(data, device, os.path.basename(path))
-
     def analysis(self, run_name: str, host: str) -> Analysis:
-        return self._analysis_entry(self._inputs(run_name, host))[0]
+        return self.analyses.entry(self._inputs(run_name, host))[0]
 
-    def _inputs(self, run_name: str, host: str) -> _Inputs:
+    def _inputs(self, run_name: str, host: str) -> Inputs:
         """What an analysis of (run, host) is made from, with the identity of each file."""
         run = self.resolve_run(run_name)
-        files = self.resolve_files(run, host)
-        extra = []
-        if len(files) > 1:  # a host file deleted since the last scan: the others still count
-            present = [f for f in files if f.stat is not None or os.path.exists(f.path)]
-            extra = [
-                Diagnostic(
-                    "warning",
-                    "host_missing",
-                    f"host {f.host!r} skipped: its file is gone",
-                    skipped_host=f.host,
-                    hosts_total=len(files),
-                )
-                for f in files
-                if f not in present
-            ]
-            files = present or files
-        sigs = tuple(file_signature(f) for f in files) + self._device_file_signatures(files)
-        return _Inputs(run, files, extra, sigs)
+        return self.analyses.inputs(run, self.resolve_files(run, host))
 
-    def _analysis_entry(self, inputs: _Inputs):
-        """(Analysis, whether every host was read: only then may answers go to disk)."""
-        run, files, sigs = inputs.run, inputs.files, inputs.signatures
-        key = (run.run, tuple(f.host for f in files))
-        cached = self._cached_analysis(key, sigs)
-        if cached is not None:
-            return cached
-        # Memory before the lock (answer lock, budget, analysis lock, host locks: one order).
-        with (
-            self.hosts_reader.budget.admit(self.hosts_reader.pending_bytes(run, files)),
-            self._locks.hold(("analysis",) + key),
-        ):
-            cached = self._cached_analysis(key, sigs)
-            if cached is not None:
-                return cached
-            return self._analyse(inputs, key)
+    # --- API answers: plain Python (`answer`) or JSON (`encoded`), made by one function each -
+    def answer(self, kind: str, run: str, host: str, capped: bool = False, **params) -> dict:
+        """The answer of `device`, `program`, `ops`, `diagnostics` or `comm` as plain Python:
+        exactly what `encoded` serves as JSON (`capped`: cut at TB_ROOFLINE_MAX_ANSWER_MB as
+        the HTTP route's is; otherwise every row)."""
+        return _answer_of(
+            kind, self.analysis(run, host), run, host, _with_cap(kind, params, capped)
+        )
 
-    def _analyse(self, inputs: _Inputs, key):
-        """Read the files (cached), apply device files, run the model, keep the analysis."""
-        from tb_roofline.model import roofline
-
-        run, files, sigs = inputs.run, inputs.files, inputs.signatures
-        profiles, extra = [], list(inputs.extra)
-        hosts_total = len(files) + sum(1 for d in extra if d.skipped_host is not None)
-        entries = self.hosts_reader.read(run, files)
-        for f, entry in zip(files, entries):
-            try:
-                profiles.append(self._with_device_file(f, entry.result()))
-            except (
-                errors.BadProfileError,
-                errors.ProfileIncompletePublicError,
-                errors.TooLargeError,
-                errors.StorageTimeoutPublicError,
-            ) as exc:
-                if len(files) == 1:
-                    raise
-                extra.append(
-                    Diagnostic(
-                        "error",
-                        exc.code,
-                        f"host {f.host!r} skipped: {exc}",
-                        skipped_host=f.host,
-                        hosts_total=hosts_total,
-                    )
-                )
-        if not profiles:
-            raise errors.BadProfileError(
-                f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra)
-            )
-        try:
-            result = roofline.analyze(
-                profiles, host_label=files[0].host if len(files) == 1 else ALL_HOSTS
-            )
-        finally:  # their rows are views of the run's table now (if it failed, maybe): anew
-            if len(files) > 1:
-                try:
-                    self.hosts_reader.remeasure(files)
-                except Exception:  # noqa: BLE001 (never in place of the analysis's own error)
-                    import logging
-
-                    logging.getLogger(__name__).exception(
-                        "tb-roofline: re-measuring the cached hosts failed"
-                    )
-        result.diagnostics = extra + result.diagnostics
-        complete = not extra
-        # Replaces an older version's; sized once, here. Too large to keep: held for the
-        # runs in use, so a page load, a compare or two runs taken in turns convert once.
-        size, roots = sized(result)
-        if not self._analysis_cache.put(key, (sigs, result, complete), size, roots):
-            full = size + sum(r.nbytes for r in roots.values())
-            limit = self.hosts_reader.budget.total
-            if not self._held.put(key, (sigs, result, complete), full, limit, time.monotonic()):
-                result.diagnostics = result.diagnostics + [
-                    Diagnostic(
-                        "warning",
-                        "analysis_not_kept",
-                        f"this run's analysis takes about {full / 2**20:,.0f} MB, more than the "
-                        f"memory for analyses ({settings.MEMORY_CACHE_MB.name}) and the memory "
-                        f"budget ({settings.MEMORY_BUDGET_MB.name}): it is not kept, so each "
-                        "request analyses it again; raise one of them to keep it",
-                    )
-                ]
-        return result, complete
-
-    def _cached_analysis(self, key, sigs):
-        cached = self._analysis_cache.get(key)
-        if cached is None:
-            cached = self._held.get(key, time.monotonic())
-        if cached is not None and cached[0] == sigs:
-            return cached[1], cached[2]
-        return None
-
-    def _device_file_signatures(self, files) -> tuple:
-        """A new or edited device file must show at once: it is part of the cache key."""
-        from tb_roofline.devices import device_file
-
-        out = []
-        for f in files:
-            try:
-                path = self.find_device_file(f.path)
-            except device_file.DeviceFileError:
-                path = None
-            if not path:
-                continue
-            known = self.index.device_files.get(path) if self.index else None
-            try:
-                st = known if known is not None else storage.stat(path)
-            except OSError:
-                continue
-            out.append((path,) + storage.version(st))
-        return tuple(out)
-
-    # --- API answers ----------------------------------------------------------------------
     def device(self, run: str, host: str) -> dict:
-        from tb_roofline.serve.service import answers
-
-        return answers.device_answer(self.analysis(run, host), run, host)
+        return self.answer("device", run, host)
 
     def program(
         self,
@@ -373,10 +191,13 @@ class RooflineService:
         offset: int = 0,
         limit: int | None = None,
     ) -> dict:
-        from tb_roofline.serve.service import answers
-
-        return answers.program_answer(
-            self.analysis(run, host), run, host, include_infeed_outfeed, offset, limit
+        return self.answer(
+            "program",
+            run,
+            host,
+            include_infeed_outfeed=include_infeed_outfeed,
+            offset=offset,
+            limit=limit,
         )
 
     def ops(
@@ -392,49 +213,39 @@ class RooflineService:
         view: str = "op",
         rows: str = "",
     ) -> dict:
-        from tb_roofline.serve.service import answers
-
-        return answers.ops_answer(
-            self.analysis(run, host),
+        return self.answer(
+            "ops",
             run,
             host,
-            include_infeed_outfeed,
-            categories,
-            bound_by,
-            name,
-            offset,
-            limit,
-            view,
-            rows,
+            include_infeed_outfeed=include_infeed_outfeed,
+            categories=categories,
+            bound_by=bound_by,
+            name=name,
+            offset=offset,
+            limit=limit,
+            view=view,
+            rows=rows,
         )
 
     def diagnostics(self, run: str, host: str) -> dict:
-        from tb_roofline.serve.service import answers
-
-        return answers.diagnostics_answer(self.analysis(run, host), run, host)
+        return self.answer("diagnostics", run, host)
 
     def comm(self, run: str, host: str, include_infeed_outfeed: bool = True) -> dict:
         """The communication roofline: one point per collective (model/comm.py)."""
-        from tb_roofline.serve.service import answers
-
-        return answers.comm_answer(self.analysis(run, host), run, host, include_infeed_outfeed)
+        return self.answer("comm", run, host, include_infeed_outfeed=include_infeed_outfeed)
 
     def encoded(
         self, kind: str, run: str, host: str, accept_gzip: bool = False, **params
     ) -> tuple[bytes, bool]:
-        """The JSON answer of `device`, `program`, `ops` or `diagnostics` as bytes
+        """The JSON answer of `device`, `program`, `ops`, `diagnostics` or `comm` as bytes
         (gzip-compressed when the client takes it and it is worth it): (body, gzipped).
 
         Kept per (run, host, parameters) while the files behind it are unchanged, so a warm
         request costs a stat per file and a lookup, not rows and JSON for every op. The
         answers a page load asks for (no filters) also go to the disk cache: after a restart
         they are served without reading the profile or redoing the analysis."""
-        from tb_roofline.serve.service import answers
-
-        answer_of = answers.ANSWERS[kind]
         inputs = self._inputs(run, host)
-        if kind in answers.CAPPED_KINDS:  # the first page that fits (serve/service/answers.py)
-            params = {**params, "max_bytes": settings.mb(settings.MAX_ANSWER_MB)}
+        params = _with_cap(kind, params, True)
         key = ("answer", kind, run, host or ALL_HOSTS, _hashable(params), bool(accept_gzip))
         hit = self._answer_cache.get(key)
         if hit is not None and hit[0] == inputs.signatures:
@@ -451,9 +262,11 @@ class RooflineService:
                 with self.hosts_reader.budget.admit(
                     self.hosts_reader.pending_bytes(inputs.run, inputs.files)
                 ):
-                    a, complete = self._analysis_entry(inputs)
+                    a, complete = self.analyses.entry(inputs)
                     body = json.dumps(
-                        answer_of(a, run, host, **params), allow_nan=False, separators=(",", ":")
+                        _answer_of(kind, a, run, host, params),
+                        allow_nan=False,
+                        separators=(",", ":"),
                     ).encode()
                     del a
                 zipped = bool(accept_gzip) and len(body) >= GZIP_MIN_BYTES
@@ -464,7 +277,7 @@ class RooflineService:
             self._answer_cache.put(key, (inputs.signatures, body, zipped), len(body))
             return body, zipped
 
-    def _answer_disk_key(self, key, inputs: _Inputs, params: dict) -> str | None:
+    def _answer_disk_key(self, key, inputs: Inputs, params: dict) -> str | None:
         """Disk key of an answer a page load asks for; None for filtered or paged ones (each
         keystroke in a filter box would be a file)."""
         from tb_roofline.serve.service import answers
@@ -490,6 +303,36 @@ class RooflineService:
         self.derived.put(full_key, (weakref.ref(analysis), value), *sized(value))
         return value
 
+    def comparison(
+        self,
+        base: str,
+        run: str,
+        base_host: str = "",
+        host: str = "",
+        base_step=None,
+        step=None,
+        include_infeed_outfeed: bool = True,
+        view: str = "op",
+        base_service: RooflineService | None = None,
+    ):
+        """(Comparison, base side info, candidate side info) of two runs, hosts or steps
+        (serve/service/compare.py). `base_service`: where the base run lives when not in this
+        logdir (the CLI comparing two logdirs)."""
+        from tb_roofline.serve.service import compare as compare_api
+
+        base_service = base_service or self
+        a_base = base_service.analysis(base, base_host)
+        a_cand = self.analysis(run, host)
+        return compare_api.comparison(
+            compare_api.SideInput(base, base_host, base_service.hosts(base)["format"], a_base),
+            compare_api.SideInput(run, host, self.hosts(run)["format"], a_cand),
+            base_step,
+            step,
+            include_infeed_outfeed,
+            view,
+            cache=self.compare_cache,
+        )
+
     def compare(
         self,
         base: str,
@@ -507,18 +350,27 @@ class RooflineService:
         offset: int = 0,
         limit: int | None = None,
         change: str = "",
+        base_service: RooflineService | None = None,
     ) -> dict:
-        """Two runs (hosts, steps) on one roofline: serve/service/compare.py, docs/compare.md."""
+        """Two runs (hosts, steps) on one roofline, the `/compare` answer (docs/compare.md)."""
         from tb_roofline.serve.service import compare as compare_api
 
-        return compare_api.compare_answer(
-            self,
+        compare_api.check_arguments(base, level)
+        cmp, base_info, cand_info = self.comparison(
             base,
             run,
             base_host,
             host,
             base_step,
             step,
+            include_infeed_outfeed,
+            view,
+            base_service=base_service,
+        )
+        return compare_api.compare_answer(
+            cmp,
+            base_info,
+            cand_info,
             level,
             include_infeed_outfeed,
             view,
@@ -533,10 +385,21 @@ class RooflineService:
     def guidance(
         self, run: str, host: str, include_infeed_outfeed: bool = True, workload: dict | None = None
     ) -> dict:
-        """Findings, time per class and throughput (serve/service/report.py, docs/guidance.md)."""
-        from tb_roofline.serve.service.report import guidance_answer
+        """Findings, time per class and throughput (model/guidance.py, docs/guidance.md), kept
+        for the analysis it came from."""
+        from tb_roofline.model.guidance import guidance
+        from tb_roofline.serve.service import report
 
-        return guidance_answer(self, run, host, include_infeed_outfeed, workload)
+        a = self.analysis(run, host)
+        r = self.resolve_run(run)
+        files = self.resolve_files(r, host)
+        wl = report.workload_for(self.workload_file, files, self.logdir, workload)
+        devices = report.devices_in_view(a, len(r.files), len(files))
+        key = ("guidance", include_infeed_outfeed, repr(wl), devices)
+        answer = self.derived_answer(
+            a, key, lambda: guidance(a, include_infeed_outfeed, wl, devices)
+        )
+        return dict(answer, run=run, host=host or ALL_HOSTS)
 
     def report(
         self,
@@ -546,10 +409,13 @@ class RooflineService:
         top: int = 20,
         workload: dict | None = None,
     ) -> dict:
-        """Everything in one answer, for scripts and agents (docs/guidance.md)."""
-        from tb_roofline.serve.service.report import full_report
+        """Everything in one answer, for scripts and agents (serve/service/report.py)."""
+        from tb_roofline.serve.service import report
 
-        return full_report(self, run, host, include_infeed_outfeed, top, workload)
+        a = self.analysis(run, host)
+        guide = self.guidance(run, host, include_infeed_outfeed, workload)
+        files = self.resolve_files(self.resolve_run(run), host)
+        return report.full_report(a, guide, run, host, include_infeed_outfeed, top, files)
 
     def export(
         self,
@@ -597,36 +463,40 @@ class RooflineService:
     ):
         """(the text's pieces, content type, file name): every row the filters keep, never
         capped; the analysis is made (and any error raised) before the first piece."""
-        from tb_roofline.model import roofline
-        from tb_roofline.model.row_grouping import extra_columns
-        from tb_roofline.serve.service import answers
-
         export_module.check(level, fmt)
-        a = self.analysis(run, host)
-        # The same columns as the answers: the records, the model's derived columns, extras.
-        if level == "program":
-            table = answers.with_derived(a, a.program[include_infeed_outfeed], ranked=False)
-            derived = list(answers.PROGRAM_DERIVED)
-        else:
-            full = answers.with_derived(
-                a, answers.op_table(a, include_infeed_outfeed, view), ranked=True
-            )
-            table = answers.page(answers.filtered(full, categories, bound_by, name), offset, limit)
-            derived = list(answers.OPS_DERIVED)
-        extra = derived + extra_columns(table)
-        columns = list(roofline.RECORD_COLUMNS) + extra
-        chunks = export_module.text_chunks(columns, answers.row_pages(table, extra), fmt)
-        return (
-            chunks,
-            export_module.CONTENT_TYPES[fmt],
-            export_module.file_name(run, host, level, fmt),
+        return export_module.export_chunks(
+            self.analysis(run, host),
+            run,
+            host,
+            include_infeed_outfeed,
+            level,
+            fmt,
+            categories,
+            bound_by,
+            name,
+            offset,
+            limit,
+            view,
         )
+
+
+def _with_cap(kind: str, params: dict, capped: bool) -> dict:
+    """The parameters of an answer cut at TB_ROOFLINE_MAX_ANSWER_MB (the first page that
+    fits, serve/service/answers.py), for the kinds with rows."""
+    from tb_roofline.serve.service import answers
+
+    if capped and kind in answers.CAPPED_KINDS:
+        return {**params, "max_bytes": settings.mb(settings.MAX_ANSWER_MB)}
+    return params
+
+
+def _answer_of(kind: str, a, run: str, host: str, params: dict) -> dict:
+    from tb_roofline.serve.service import answers
+
+    return answers.ANSWERS[kind](a, run, host, **params)
 
 
 def _hashable(params: dict) -> tuple:
     return tuple(
         sorted((k, tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in params.items())
     )
-
-
-csv_cell, to_csv = export_module.csv_cell, export_module.to_csv  # older imports

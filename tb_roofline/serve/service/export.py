@@ -88,3 +88,37 @@ def export(answer: dict, run: str, host: str, level: str, fmt: str) -> tuple[str
     """(text, content type, file name) of an answer's rows (`columns` + `rows`)."""
     text = "".join(text_chunks(answer["columns"], [answer["rows"]], fmt))
     return text, CONTENT_TYPES[fmt], file_name(run, host, level, fmt)
+
+
+def export_chunks(
+    a,
+    run: str,
+    host: str,
+    include_io: bool = True,
+    level="op",
+    fmt="csv",
+    categories=(),
+    bound_by=(),
+    name="",
+    offset=0,
+    limit=None,
+    view="op",
+):
+    """(the text's pieces, content type, file name) of an analysis `a`: the answers' columns
+    (the records, the model's derived columns, extras) for every row the filters keep."""
+    from tb_roofline.model import roofline
+    from tb_roofline.model.row_grouping import extra_columns
+    from tb_roofline.serve.service import answers
+
+    check(level, fmt)
+    if level == "program":
+        table = answers.with_derived(a, a.program[include_io], ranked=False)
+        derived = list(answers.PROGRAM_DERIVED)
+    else:
+        full = answers.with_derived(a, answers.op_table(a, include_io, view), ranked=True)
+        table = answers.page(answers.filtered(full, categories, bound_by, name), offset, limit)
+        derived = list(answers.OPS_DERIVED)
+    extra = derived + extra_columns(table)
+    columns = list(roofline.RECORD_COLUMNS) + extra
+    chunks = text_chunks(columns, answers.row_pages(table, extra), fmt)
+    return chunks, CONTENT_TYPES[fmt], file_name(run, host, level, fmt)

@@ -1,8 +1,9 @@
 """The guidance answer (`/guidance`) and the whole report (`/report`, `tb-roofline report
 --format json`): device, program records, top ops, findings, throughput and diagnostics in one
-documented schema (docs/guidance.md). Computed from the service's cached analysis; the guidance
-is kept by the service for that analysis (`RooflineService.derived_answer`), so it goes when
-the profile changes.
+documented schema (docs/guidance.md). Plain functions of an analysis: `RooflineService.guidance`
+and `.report` look up the analysis, the run's files and its workload file and hand them here;
+the service keeps the guidance for that analysis (`RooflineService.derived_answer`), so it
+goes when the profile changes.
 """
 
 from __future__ import annotations
@@ -11,57 +12,49 @@ import os
 
 from tb_roofline import errors
 from tb_roofline.model import rankings
-from tb_roofline.model.guidance import guidance
 from tb_roofline.serve.service import answers, workload_file
 from tb_roofline.serve.service.discovery import ALL_HOSTS
 
 REPORT_SCHEMA = "tb-roofline-report/1"
 
 
-def workload_for(service, run_name: str, host: str, override: dict | None = None):
-    """The workload of a run: the service's --workload-file, else the nearest
-    roofline_workload.json of the run's first profile; the command line's values on top."""
-    run = service.resolve_run(run_name)
-    files = service.resolve_files(run, host)
+def workload_for(explicit_path: str | None, files: list, logdir: str, override: dict | None):
+    """The workload of a run: `explicit_path` (the service's --workload-file), else the
+    nearest roofline_workload.json of the run's first profile; the command line's values on
+    top."""
     path = None
     try:
-        path = getattr(service, "workload_file", None) or (
-            workload_file.find_workload_file(files[0].path, service.logdir) if files else None
+        path = explicit_path or (
+            workload_file.find_workload_file(files[0].path, logdir) if files else None
         )
         base = workload_file.load_workload_file(path) if path else None
     except workload_file.WorkloadFileError as exc:
         raise errors.BadWorkloadFileError(f"workload file: {exc}") from None
-    return workload_file.merge(base, override or {}), len(run.files), len(files)
+    return workload_file.merge(base, override or {})
 
 
-def guidance_answer(
-    service, run: str, host: str, include_io: bool = True, override: dict | None = None
-) -> dict:
-    a = service.analysis(run, host)
-    workload, run_hosts, view_hosts = workload_for(service, run, host, override)
-    devices = a.device.num_cores * run_hosts // max(view_hosts, 1) if a.device.num_cores else None
-    key = ("guidance", include_io, repr(workload), devices)
-    answer = service.derived_answer(a, key, lambda: guidance(a, include_io, workload, devices))
-    return dict(answer, run=run, host=host or ALL_HOSTS)
+def devices_in_view(a, run_hosts: int, view_hosts: int) -> int | None:
+    """The devices the analysed hosts hold: the run's devices in the same share as its hosts."""
+    return a.device.num_cores * run_hosts // max(view_hosts, 1) if a.device.num_cores else None
 
 
 def full_report(
-    service,
+    a,
+    guide: dict,
     run: str,
     host: str,
     include_io: bool = True,
     top: int = 20,
-    override: dict | None = None,
+    files: list = (),
 ) -> dict:
-    a = service.analysis(run, host)
-    g = guidance_answer(service, run, host, include_io, override)
+    """The whole report of an analysis `a`, its guidance answer `guide` and its `files`."""
     prog = answers.program_answer(a, run, host, include_io)
     program = [dict(zip(prog["columns"], r)) for r in prog["rows"]]
     whole = answers.ops_answer(a, run, host, include_io)
     every = [dict(zip(whole["columns"], r)) for r in whole["rows"]]
     ops = rankings.ranked_dicts(every)  # the one ranking (model/rankings.py)
-    unit = g["unit"]  # the guidance's unit, so top ops and findings read alike
-    total_us = g["time"]["total_time_us"]
+    unit = guide["unit"]  # the guidance's unit, so top ops and findings read alike
+    total_us = guide["time"]["total_time_us"]
     for r in ops[: max(top, 0)]:
         saved = r["potential_time_saved_us"]
         r["potential_time_saved_per_unit_us"] = (
@@ -80,9 +73,7 @@ def full_report(
         "top_ops_unit": unit,
         "op_count": len(every),
         "opportunity_count": len(ops),
-        "guidance": {k: v for k, v in g.items() if k not in ("run", "host")},
+        "guidance": {k: v for k, v in guide.items() if k not in ("run", "host")},
         "diagnostics": [d.to_json() for d in a.diagnostics],
-        "files": [
-            os.path.basename(f.path) for f in service.resolve_files(service.resolve_run(run), host)
-        ],
+        "files": [os.path.basename(f.path) for f in files],
     }

@@ -1,12 +1,13 @@
 """`tb-roofline html LOGDIR -o report.html`: the Roofline tab as one self-contained file.
 
 The report is the unchanged frontend (static/*.js, the vendored Vega builds, the CSS) inlined
-as text, plus the HTTP API's answers for the chosen run(s), computed by the same route
-handlers the plugin and `tb-roofline serve` mount (serve/web/routes.py). static/report_host.js
-turns the inlined modules into blob: modules and answers the tab's fetches from the embedded
-answers, so the file opens from disk with the network off; a Content-Security-Policy in the
-file itself forbids any request. Op tables are capped (top `MAX_OPS` by self time, with a
-note) so the file stays small enough to attach to a pull request or a CI run.
+as text (`report_bundle.py`), plus the HTTP API's answers for the chosen run(s), computed by
+the same route handlers the plugin and `tb-roofline serve` mount (serve/web/routes.py).
+static/report_host.js turns the inlined modules into blob: modules and answers the tab's
+fetches from the embedded answers, so the file opens from disk with the network off; a
+Content-Security-Policy in the file itself forbids any request. Op tables are capped (the
+first `MAX_OPS` rows in the model's order, by self time, with a note) so the file stays small
+enough to attach to a pull request or a CI run.
 """
 
 from __future__ import annotations
@@ -21,78 +22,14 @@ import os
 import re
 import sys
 
+from tb_roofline.serve.web.report_bundle import ReportError, frontend_bundle
 from tb_roofline.serve.web.routes import STATIC_DIR
 
-PKG_DIR = os.path.dirname(STATIC_DIR)
-ENTRY = "static/app.js"  # exports start(root)
 MAX_OPS = 5000
-SCHEME = "roofline-report:/"
-TOKEN = "__ROOFLINE_MODULE__({})"
-# A relative module specifier: `from './x.js'`, `import './x.js'`, `import('./x.js')`.
-SPECIFIER = re.compile(r"""(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(['"])(\.\.?/[^'"\n]+)\2""")
-# An asset next to a module: `new URL('./style.css', import.meta.url)`.
-ASSET = re.compile(r"""new URL\(\s*(['"])(\.\.?/[^'"\n]+)\1\s*,\s*import\.meta\.url\s*\)""")
-TYPES = {".js": "text/javascript", ".css": "text/css"}
 MISSING = (
     "not in this report: it holds the answers for the run(s), host and views it was "
     "written for (tb-roofline html --run/--host choose them)"
 )
-
-
-class ReportError(Exception):
-    """The report cannot be written as asked (a message for the command line)."""
-
-
-# --- the frontend, inlined --------------------------------------------------------------------
-
-
-def frontend_bundle() -> dict:
-    """{entry, order, files: {path: [type, text]}}: every file the tab loads from ENTRY, its
-    relative imports and assets turned into tokens report_host.js resolves, dependencies
-    before the files that use them."""
-    files, order, visiting = {}, [], []
-
-    def visit(path):
-        if path in files or path in visiting:
-            if path in visiting:
-                cycle = " -> ".join(visiting[visiting.index(path) :] + [path])
-                raise ReportError(f"the frontend's modules import in a cycle: {cycle}")
-            return
-        ext = os.path.splitext(path)[1]
-        if ext not in TYPES:
-            raise ReportError(f"the frontend loads {path!r}, which a report cannot inline")
-        full = os.path.join(PKG_DIR, *path.split("/"))
-        try:
-            with open(full, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise ReportError(f"the frontend file {path!r} is missing: {exc}") from None
-        visiting.append(path)
-        if ext == ".js":
-            text = _rewrite_module(path, text, visit)
-        visiting.pop()
-        files[path] = [TYPES[ext], text]
-        order.append(path)
-
-    visit(ENTRY)
-    return {"entry": ENTRY, "order": order, "files": files}
-
-
-def _rewrite_module(path: str, text: str, visit) -> str:
-    here = os.path.dirname(path)
-
-    def resolve(rel):
-        target = os.path.normpath(os.path.join(here, rel)).replace(os.sep, "/")
-        if target.startswith(".."):
-            raise ReportError(f"{path} refers outside the package: {rel!r}")
-        visit(target)
-        return TOKEN.format(target)
-
-    text = ASSET.sub(lambda m: f"new URL('{resolve(m.group(2))}')", text)
-    text = SPECIFIER.sub(
-        lambda m: f"{m.group(1)}{m.group(2)}{resolve(m.group(3))}{m.group(2)}", text
-    )
-    return text.replace("import.meta.url", json.dumps(SCHEME + path))
 
 
 # --- the data ---------------------------------------------------------------------------------
@@ -160,13 +97,8 @@ class Answers:
         total = max(doc.get("total_count") or 0, len(rows))
         if len(rows) <= self.max_ops and doc.get("next_offset") is None:
             return doc
-        kept = rows
-        if len(rows) > self.max_ops:
-            col = doc["columns"].index("total_self_time_us")
-            kept = sorted(rows, key=lambda r: -(r[col] if r[col] is not None else -1.0))
-            kept = kept[: self.max_ops]
-            order = {id(r): i for i, r in enumerate(rows)}
-            kept.sort(key=lambda r: order[id(r)])  # the API's own order
+        # The answer's rows are in the model's order, by self time (`rank`): the first ones.
+        kept = rows[: self.max_ops]
         run = doc.get("run")
         if total > self.capped.get(run, (0, 0))[1]:  # the banner: the largest table's
             self.capped[run] = (len(kept), total)
@@ -227,8 +159,6 @@ def add_compare(
 ):
     """The comparison the tab opens with `compare=<base>` (and `compare_host`,
     `compare_base_step`, `compare_step` when given), with and without infeed/outfeed."""
-    from tb_roofline.serve.service import compare as compare_api
-
     alias = alias or {}
     rename = {v: k for k, v in alias.items()}
     base_host = "" if base_host in ("", "*") else base_host
@@ -241,15 +171,14 @@ def add_compare(
             {"run": base, "host": base_host or "*", "infeed_outfeed": io},
             alias,
         )
-        doc = compare_api.compare_answer(
-            service,
+        doc = service.compare(
             alias.get(base, base),
             alias.get(run, run),
             base_host,
             host,
             base_step,
             step,
-            include_io=io == "include",
+            include_infeed_outfeed=io == "include",
             base_service=base_service,
         )
         for side in (doc["base"], doc["cand"]):
@@ -502,13 +431,13 @@ def add_html_subparser(sub):
 
 def cmd_html(service, args, out):
     """Run by the CLI with the logdir's service (serve/cli/main.py)."""
-    from tb_roofline.serve.cli.main import _pick_run, _UsageError
+    from tb_roofline.serve.cli.commands import UsageError, pick_run
 
     if args.max_ops < 1:
-        raise _UsageError("--max-ops must be at least 1")
-    runs = args.run or [_pick_run(service, None)]
+        raise UsageError("--max-ops must be at least 1")
+    runs = args.run or [pick_run(service, None)]
     try:
         text = single_report(service, runs, args.host or "*", args.compare, args.max_ops)
         write(args.output, text)
     except ReportError as exc:
-        raise _UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None

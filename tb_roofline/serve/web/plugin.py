@@ -14,7 +14,7 @@ class RooflinePlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
     def __init__(self, context: base_plugin.TBContext):
-        from tb_roofline.serve.service.hosts import LoggedProgress
+        from tb_roofline.serve.service.progress import LoggedProgress
 
         self._service = RooflineService(context.logdir or "", progress=LoggedProgress())
         self._routes = RooflineRoutes(self._service)

@@ -22,7 +22,10 @@ from werkzeug import wrappers
 from tb_roofline import errors, storage
 from tb_roofline.serve.service.core import RooflineService
 
-STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "static")
+# tb_roofline/static: the package's, three levels above this file (serve/web/routes.py).
+STATIC_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "static"
+)
 logger = logging.getLogger(__name__)
 
 
