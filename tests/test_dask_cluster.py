@@ -276,7 +276,7 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
     killed = []
     real = cluster.run_units
 
-    def kill_after_two(addr, fn, args_list, progress=None, names=None, paths=None):
+    def kill_after_two(addr, fn, args_list, progress=None, names=None, paths=None, arrived=None):
         def report(k):
             if progress:
                 progress(k)
@@ -287,7 +287,7 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
                 killed.append(len(done))
 
         done: list = []
-        return real(addr, fn, args_list, report, names, paths)
+        return real(addr, fn, args_list, report, names, paths, arrived)
 
     monkeypatch.setattr(cluster, "run_units", kill_after_two)
     caplog.set_level(logging.INFO, logger="tb_roofline.readers.cluster")

@@ -245,7 +245,7 @@ def test_a_failed_pool_stops_itself_not_the_next_one(logdir, pooled, monkeypatch
     other = {}
     real_run_all = parallel._run_all
 
-    def broken_run_all(fn, args, progress=None, used=None):
+    def broken_run_all(fn, args, progress=None, used=None, arrived=None):
         real_run_all(abs, [(-1,), (-2,)], None, used)  # a pool, used and let go
         other["pool"] = parallel._get_pool(1)  # another batch's new pool, meanwhile
         raise BrokenProcessPool("a worker died")

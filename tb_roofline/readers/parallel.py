@@ -35,6 +35,7 @@ from tb_roofline.errors import ProfileFormatError
 from tb_roofline.readers import tpu_file, xspace
 from tb_roofline.readers.tpu_plane import clear_info_cache
 from tb_roofline.table.op_table import ProfileData
+from tb_roofline.table.shared_texts import share_texts
 
 MIN_PARALLEL_MB = 16.0  # less work than this is done faster than a worker starts (~20 ms)
 _lock = threading.Lock()
@@ -222,10 +223,11 @@ def _release():
     _timer.start()
 
 
-def _run_all(fn, args_list: list, progress=None, used: list | None = None) -> list:
+def _run_all(fn, args_list: list, progress=None, used: list | None = None, arrived=None) -> list:
     """fn(*args) for each, on all cores: workers take units from the front, this process
     takes the ones no worker has started yet, from the back. Each result, or the exception
-    it raised. The pool it ran on is appended to `used`."""
+    it raised; a worker's result is given to `arrived` (when given) as it comes in, and what
+    that returns kept. The pool it ran on is appended to `used`."""
     import concurrent.futures
 
     global _busy, _timer
@@ -256,7 +258,10 @@ def _run_all(fn, args_list: list, progress=None, used: list | None = None) -> li
                 progress(k)
         index = {f: k for k, f in enumerate(futures) if k not in outcomes}
         for f in concurrent.futures.as_completed(index):
-            outcomes[index[f]] = _outcome(f)
+            out = _outcome(f)
+            outcomes[index[f]] = (
+                out if arrived is None or isinstance(out, Exception) else arrived(out)
+            )
             if progress:
                 progress(index[f])
         return [outcomes[k] for k in range(len(futures))]
@@ -315,12 +320,7 @@ def read_files(jobs: list, progress=None) -> list:
     for i, plan in plans.items():
         if whole_files:
             units.append(
-                (
-                    i,
-                    _convert_planes,
-                    (plan.path, plan.cores, plan.size),
-                    plan.cores[-1][2] - plan.cores[0][1],
-                )
+                (i, _convert_file, (plan.path, plan), plan.cores[-1][2] - plan.cores[0][1])
             )
             continue
         for core, start, end in plan.cores:
@@ -345,8 +345,15 @@ def read_files(jobs: list, progress=None) -> list:
             progress(i, finished[i], totals[i])
 
     args = [(fn, a) for _, fn, a, _ in units]
+    canon: dict = {}  # the strings the hosts share, held once (`table/shared_texts.py`)
+
+    def arrived(out):  # a result made in another process, as it comes in
+        if isinstance(out, ProfileData):
+            share_texts(out, canon)
+        return out
+
     try:
-        outcomes, note = _execute(args, units, remote, report, finished)
+        outcomes, note = _execute(args, units, remote, report, finished, arrived)
     finally:  # (a strict cluster error too: the MCP server lives on after it)
         clear_info_cache()  # what this process decoded: not kept between requests
     per_job: dict = {}
@@ -358,17 +365,21 @@ def read_files(jobs: list, progress=None) -> list:
         per_job.setdefault(i, []).append(out)
     for i, outs in per_job.items():
         results[i] = _finish(jobs[i], plans.get(i), outs)
+        if i in plans and not whole_files and isinstance(results[i], ProfileData):
+            # merged here from its planes' results (which came from other processes)
+            share_texts(results[i], canon)
         extra = ([note] if note is not None else []) + notes.get(i, [])[:1]
         if extra and isinstance(results[i], ProfileData):
             results[i] = dataclasses.replace(results[i], diagnostics=results[i].diagnostics + extra)
     return results
 
 
-def _execute(args: list, units: list, remote: bool, report, finished: dict):
+def _execute(args: list, units: list, remote: bool, report, finished: dict, arrived=None):
     """The one choice of executor: (each unit's outcome, a diagnostic for the answers or
     None). A Dask scheduler when one is set (`readers/cluster.py`; if it fails, the CLI stops
     with its error and TensorBoard converts here, saying so); else the local pool when the
-    work is worth it; else this process."""
+    work is worth it; else this process. `arrived(result)`: each result made in another
+    process, as it comes in (what it returns is kept)."""
     from tb_roofline.readers import cluster
 
     address = cluster.address()
@@ -377,7 +388,7 @@ def _execute(args: list, units: list, remote: bool, report, finished: dict):
         try:
             paths = [str(a[1][0]) for a in args]
             names = [os.path.basename(p) for p in paths]
-            outcomes = cluster.run_units(address, _call, args, report, names, paths)
+            outcomes = cluster.run_units(address, _call, args, report, names, paths, arrived)
             return _read_here_what_no_worker_could(outcomes, args), None
         except cluster.ClusterError as exc:
             if cluster.strict():
@@ -401,7 +412,7 @@ def _execute(args: list, units: list, remote: bool, report, finished: dict):
 
         used: list = []
         try:
-            outcomes = _run_all(_call, args, report, used)
+            outcomes = _run_all(_call, args, report, used, arrived)
             broken = [o for o in outcomes if isinstance(o, BrokenProcessPool)]
             if broken:
                 raise broken[0]
@@ -470,16 +481,27 @@ def _size(path) -> int:
         return 0
 
 
-def _convert_planes(path, cores, size) -> list:
-    return [tpu_file.convert_plane_at(path, start, end, core, size) for core, start, end in cores]
+def _convert_file(path, plan) -> ProfileData:
+    """A whole file in one unit: its planes converted and merged where the unit runs (a
+    worker), so what comes back is the host's table as the model holds it, not its planes'
+    parts for this process to copy into one."""
+    planes = [
+        tpu_file.convert_plane_at(path, start, end, core, plan.size)
+        for core, start, end in plan.cores
+    ]
+    return tpu_file.merge_planes(plan, planes)
 
 
 def _finish(job, plan, outs):
     """A file's result from its units' outcomes."""
     if plan is None:
         return outs[0]
-    if len(outs) == 1 and isinstance(outs[0], list):  # the whole file in one unit
-        outs = outs[0]
+    if len(outs) == 1 and isinstance(outs[0], ProfileData):  # the whole file in one unit
+        try:
+            tpu_file.check_unchanged(plan)
+        except Exception as exc:  # noqa: BLE001
+            return exc
+        return outs[0]
     errors = [o for o in outs if isinstance(o, Exception)]
     if errors:
         if any(isinstance(e, ProfileFormatError) for e in errors):
