@@ -226,8 +226,8 @@ def _release():
 def _run_all(fn, args_list: list, progress=None, used: list | None = None, arrived=None) -> list:
     """fn(*args) for each, on all cores: workers take units from the front, this process
     takes the ones no worker has started yet, from the back. Each result, or the exception
-    it raised; a worker's result is given to `arrived` (when given) as it comes in, and what
-    that returns kept. The pool it ran on is appended to `used`."""
+    it raised; each result is given to `arrived` (when given) as it comes in, and what that
+    returns kept. The pool it ran on is appended to `used`."""
     import concurrent.futures
 
     global _busy, _timer
@@ -253,15 +253,12 @@ def _run_all(fn, args_list: list, progress=None, used: list | None = None, arriv
                 mine.append(k)
         steal = (k for k in reversed(range(len(futures))) if k not in mine and futures[k].cancel())
         for k in itertools.chain(mine, steal):
-            outcomes[k] = _run_here(fn, [args_list[k]])[0]
+            outcomes[k] = _arrived(_run_here(fn, [args_list[k]])[0], arrived)
             if progress:
                 progress(k)
         index = {f: k for k, f in enumerate(futures) if k not in outcomes}
         for f in concurrent.futures.as_completed(index):
-            out = _outcome(f)
-            outcomes[index[f]] = (
-                out if arrived is None or isinstance(out, Exception) else arrived(out)
-            )
+            outcomes[index[f]] = _arrived(_outcome(f), arrived)
             if progress:
                 progress(index[f])
         return [outcomes[k] for k in range(len(futures))]
@@ -270,6 +267,10 @@ def _run_all(fn, args_list: list, progress=None, used: list | None = None, arriv
             _busy -= 1
             if not _busy and _pool is not None:
                 _release()
+
+
+def _arrived(out, arrived):
+    return out if arrived is None or isinstance(out, Exception) else arrived(out)
 
 
 def _outcome(future):
@@ -347,7 +348,7 @@ def read_files(jobs: list, progress=None) -> list:
     args = [(fn, a) for _, fn, a, _ in units]
     canon: dict = {}  # the strings the hosts share, held once (`table/shared_texts.py`)
 
-    def arrived(out):  # a result made in another process, as it comes in
+    def arrived(out):  # a result from a pool or a cluster, as it comes in
         if isinstance(out, ProfileData):
             share_texts(out, canon)
         return out
@@ -378,8 +379,8 @@ def _execute(args: list, units: list, remote: bool, report, finished: dict, arri
     """The one choice of executor: (each unit's outcome, a diagnostic for the answers or
     None). A Dask scheduler when one is set (`readers/cluster.py`; if it fails, the CLI stops
     with its error and TensorBoard converts here, saying so); else the local pool when the
-    work is worth it; else this process. `arrived(result)`: each result made in another
-    process, as it comes in (what it returns is kept)."""
+    work is worth it; else this process. `arrived(result)`: each result of a pool or a
+    cluster, as it comes in (what it returns is kept)."""
     from tb_roofline.readers import cluster
 
     address = cluster.address()
