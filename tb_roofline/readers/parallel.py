@@ -35,7 +35,7 @@ from tb_roofline.errors import ProfileFormatError
 from tb_roofline.readers import tpu_file, xspace
 from tb_roofline.readers.tpu_plane import clear_info_cache
 from tb_roofline.table.op_table import ProfileData
-from tb_roofline.table.shared_texts import share_texts
+from tb_roofline.table.shared_texts import sharer
 
 MIN_PARALLEL_MB = 16.0  # less work than this is done faster than a worker starts (~20 ms)
 _lock = threading.Lock()
@@ -346,13 +346,7 @@ def read_files(jobs: list, progress=None) -> list:
             progress(i, finished[i], totals[i])
 
     args = [(fn, a) for _, fn, a, _ in units]
-    canon: dict = {}  # the strings the hosts share, held once (`table/shared_texts.py`)
-
-    def arrived(out):  # a result from a pool or a cluster, as it comes in
-        if isinstance(out, ProfileData):
-            share_texts(out, canon)
-        return out
-
+    arrived = sharer()  # the strings the hosts share, held once (`table/shared_texts.py`)
     try:
         outcomes, note = _execute(args, units, remote, report, finished, arrived)
     finally:  # (a strict cluster error too: the MCP server lives on after it)
@@ -366,9 +360,8 @@ def read_files(jobs: list, progress=None) -> list:
         per_job.setdefault(i, []).append(out)
     for i, outs in per_job.items():
         results[i] = _finish(jobs[i], plans.get(i), outs)
-        if i in plans and not whole_files and isinstance(results[i], ProfileData):
-            # merged here from its planes' results (which came from other processes)
-            share_texts(results[i], canon)
+        if i in plans and not whole_files:  # merged here from its planes' parts
+            arrived(results[i])
         extra = ([note] if note is not None else []) + notes.get(i, [])[:1]
         if extra and isinstance(results[i], ProfileData):
             results[i] = dataclasses.replace(results[i], diagnostics=results[i].diagnostics + extra)

@@ -14,6 +14,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_roofline.table.op_table import ProfileData
+
+
+def sharer():
+    """A function of one result (a host's ProfileData, or anything, returned as it is) that
+    shares its strings with those of the results given before it (`share_texts`)."""
+    canon: dict = {}
+
+    def arrived(out):
+        if isinstance(out, ProfileData):
+            share_texts(out, canon)
+        return out
+
+    return arrived
+
 
 def share_texts(data, canon: dict) -> None:
     """Replace, in place, the strings of `data` (a ProfileData) that equal one in `canon` by
