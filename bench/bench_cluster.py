@@ -2,7 +2,7 @@
 the per-host costs a projection to bigger pods uses (docs/cluster.md).
 
     python bench/bench_cluster.py [--hosts 64] [--workers 1,2] [--repeat 3] [--data DIR]
-                                  [--tree DIR] [--traced] [--no-per-host]
+                                  [--tree DIR] [--traced] [--no-per-host] [--no-local]
 
 A run of `--hosts` generated TPU hosts (1 TensorCore, 500 ops x 100 steps: ~2.2 MB each, as
 the whole-process table) on local disk, which the workers share. For each worker count a real
@@ -229,6 +229,7 @@ def main():
     parser.add_argument("--tree", default=REPO, help="the tb-roofline tree clients and workers run")
     parser.add_argument("--traced", action="store_true", help="tracemalloc's peaks, not RSS")
     parser.add_argument("--no-per-host", action="store_true", help="skip the per-host costs")
+    parser.add_argument("--no-local", action="store_true", help="only the cluster's rows")
     args = parser.parse_args()
     tree = os.path.abspath(args.tree)
     root = args.data or tempfile.mkdtemp(prefix="tbr_cluster_")
@@ -240,6 +241,7 @@ def main():
     out["measure"] = "traced (tracemalloc)" if args.traced else "resident (RSS)"
     traced = {"BENCH_TRACED": "1"} if args.traced else {}
     configs = [("local, 1 process", None, {"TB_ROOFLINE_WORKERS": "1"}), ("local pool", None, {})]
+    configs = [] if args.no_local else configs
     configs += [
         (f"dask, {n} worker{'s' * (n > 1)}", n, {"TB_ROOFLINE_WORKERS": "1"})
         for n in map(int, args.workers.split(","))
