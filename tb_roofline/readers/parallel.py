@@ -30,6 +30,7 @@ import threading
 import time
 
 from tb_roofline import settings, storage
+from tb_roofline.allocator import release_free_memory
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.readers import tpu_file, xspace
@@ -358,10 +359,12 @@ def read_files(jobs: list, progress=None) -> list:
             notes.setdefault(i, []).append(out.note)
             out = out.result
         per_job.setdefault(i, []).append(out)
-    for i, outs in per_job.items():
-        results[i] = _finish(jobs[i], plans.get(i), outs)
-        if i in plans and not whole_files:  # merged here from its planes' parts
-            arrived(results[i])
+    outcomes = out = None  # (each file's parts are let go as soon as they are merged)
+    for i in list(per_job):
+        results[i] = _finish(jobs[i], plans.get(i), per_job.pop(i))
+        if i in plans and not whole_files:  # merged here from its planes' parts, now freed:
+            arrived(results[i])  # their pages given back before the next file's table is
+            release_free_memory()  # made, else they stay resident (docs/cluster.md)
         extra = ([note] if note is not None else []) + notes.get(i, [])[:1]
         if extra and isinstance(results[i], ProfileData):
             results[i] = dataclasses.replace(results[i], diagnostics=results[i].diagnostics + extra)
