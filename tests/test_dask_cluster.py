@@ -258,6 +258,32 @@ def test_planes_of_a_shared_path_are_units_too(on_cluster, tmp_path, caplog, mon
     assert _converted(caplog) == 4
 
 
+def test_whole_files_of_a_shared_path_come_back_merged_sharing_strings(
+    on_cluster, caplog, monkeypatch
+):
+    """A shared path with a file per worker or more: a unit per file, its planes merged on
+    the worker; each host's strings, its own copies as they arrive, made the objects the
+    hosts already here hold (as in local conversion), the answers unchanged."""
+    _, _, local, _ = on_cluster
+    hosts = [f"tpu-host{h:02d}" for h in range(16)]
+    expected = _local_answers(local, TPU_RUN, hosts, monkeypatch)
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")  # more files than cores: whole files
+    caplog.set_level(logging.INFO, logger="tb_roofline.execute.cluster")
+    service = RooflineService(local)
+    target = service.resolve_run(TPU_RUN)
+    data = [
+        e.result() for e in service.hosts_reader.read(target, service.resolve_files(target, ""))
+    ]
+    assert _converted(caplog) == 16  # one unit per host (2 planes each)
+    names = [d.ops.keys["operation"] for d in data]
+    pairs = [(x, y) for other in names[1:] for x, y in zip(names[0], other) if x == y]
+    assert len(pairs) > 100 and all(x is y for x, y in pairs)
+    labels = [dict(zip(d.op_shapes, d.op_shapes)) for d in data]
+    same = [(k, labels[1][k]) for k in labels[0] if k in labels[1]]
+    assert same and all(x is y for x, y in same)
+    assert _answers(service, TPU_RUN, hosts) == expected
+
+
 def test_the_cli_takes_scheduler_and_shows_progress(world, capsys, monkeypatch):
     _, url, local, c = world
     near, far = io.StringIO(), io.StringIO()
@@ -276,7 +302,7 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
     killed = []
     real = cluster.run_units
 
-    def kill_after_two(addr, fn, args_list, progress=None, names=None, paths=None):
+    def kill_after_two(addr, fn, args_list, progress=None, names=None, paths=None, arrived=None):
         def report(k):
             if progress:
                 progress(k)
@@ -287,7 +313,7 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
                 killed.append(len(done))
 
         done: list = []
-        return real(addr, fn, args_list, report, names, paths)
+        return real(addr, fn, args_list, report, names, paths, arrived)
 
     monkeypatch.setattr(cluster, "run_units", kill_after_two)
     caplog.set_level(logging.INFO, logger="tb_roofline.execute.cluster")

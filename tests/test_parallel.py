@@ -245,7 +245,7 @@ def test_a_failed_pool_stops_itself_not_the_next_one(logdir, pooled, monkeypatch
     other = {}
     real_run_all = parallel._run_all
 
-    def broken_run_all(fn, args, progress=None, used=None):
+    def broken_run_all(fn, args, progress=None, used=None, arrived=None):
         real_run_all(abs, [(-1,), (-2,)], None, used)  # a pool, used and let go
         other["pool"] = parallel._get_pool(1)  # another batch's new pool, meanwhile
         raise BrokenProcessPool("a worker died")
@@ -438,3 +438,35 @@ def _parent_is(pid: str, parent: int) -> bool:
             return int(f.read().rsplit(")", 1)[1].split()[1]) == parent
     except (OSError, ValueError, IndexError):
         return False
+
+
+def _shared_across_hosts(results) -> tuple[int, int]:
+    """(equal strings of the hosts' op keys and shape labels, how many of those are one object)."""
+    equal = same = 0
+    first = results[0]
+    for other in results[1:]:
+        for col, values in first.ops.keys.items():
+            if values.dtype != object:
+                continue
+            for x, y in zip(values, other.ops.keys[col]):
+                if isinstance(x, str) and x == y:
+                    equal, same = equal + 1, same + (x is y)
+        theirs = {k: k for k in other.op_shapes}
+        for label in first.op_shapes:
+            if label in theirs:
+                equal, same = equal + 1, same + (theirs[label] is label)
+    return equal, same
+
+
+@pytest.mark.parametrize("workers", ["2", "5"])  # whole files in a unit; then plane by plane
+def test_hosts_from_the_pool_share_their_strings(logdir, pooled, monkeypatch, workers):
+    """A host converted by a worker process arrives with its own copy of every string; equal
+    ones are made the objects the other hosts hold (as one process's hosts share them),
+    values unchanged."""
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", workers)
+    jobs = [(p, "xplane", f"h{i}", None) for i, p in enumerate(_files(logdir))]
+    got = parallel.read_files(jobs)
+    assert parallel.pool_running()
+    equal, same = _shared_across_hosts(got)
+    assert equal > 100 and same == equal
+    _same_profiles(_serial(monkeypatch, lambda: parallel.read_files(jobs)), got)

@@ -288,11 +288,15 @@ def access_fault(exc: Exception, path: str | None) -> str | None:
     return None
 
 
-def run_units(addr: str, fn, args_list: list, progress=None, names=None, paths=None) -> list:
+def run_units(
+    addr: str, fn, args_list: list, progress=None, names=None, paths=None, arrived=None
+) -> list:
     """fn(*args) for each, as tasks on the cluster at `addr`: each result, or the exception
     it raised (a `WorkerFault` when no worker could read the unit's file, `paths[k]`);
-    `progress(k)` as unit k finishes, and a log line naming it (`names[k]`). ClusterError
-    when the cluster cannot."""
+    `progress(k)` as unit k finishes, and a log line naming it (`names[k]`). `arrived(result)`
+    is given each result the moment it is here, before the next is taken in (what it returns
+    is kept): a caller folds each into what it holds while the others are still on their
+    way. ClusterError when the cluster cannot."""
     failed = _failed.get(addr)
     if failed is not None and not strict() and time.monotonic() - failed[0] < RETRY_S:
         raise ClusterError(
@@ -300,7 +304,7 @@ def run_units(addr: str, fn, args_list: list, progress=None, names=None, paths=N
             f"again {RETRY_S:g} s after)"
         )
     try:
-        outcomes = _Batch(addr, fn, args_list, progress, names, paths).run()
+        outcomes = _Batch(addr, fn, args_list, progress, names, paths, arrived).run()
     except ClusterError as exc:
         _failed[addr] = (time.monotonic(), exc)
         _scheduler_ok.discard(addr)  # a scheduler restarted there is checked again
@@ -343,12 +347,12 @@ class _Batch:
     """One batch of units on the cluster: sent, collected as they finish, a unit whose worker
     cannot read its file sent again to the workers that have not failed it."""
 
-    def __init__(self, addr, fn, args_list, progress, names, paths):
+    def __init__(self, addr, fn, args_list, progress, names, paths, arrived=None):
         import queue
         import uuid
 
         self.addr, self.fn, self.args_list = addr, fn, args_list
-        self.progress, self.names = progress, names
+        self.progress, self.names, self.arrived = progress, names, arrived
         self.paths = paths or [None] * len(args_list)
         self.client = get_client(addr)
         self.workers = usable_workers(self.client, addr)
@@ -447,7 +451,8 @@ class _Batch:
         from tb_roofline.errors import ProfileOutOfMemoryError
 
         try:
-            self.outcomes[k] = f.result(timeout=stall)
+            result = f.result(timeout=stall)
+            self.outcomes[k] = result if self.arrived is None else self.arrived(result)
         except KilledWorker as exc:
             self.outcomes[k] = ProfileOutOfMemoryError(
                 f"the Dask workers converting it died ({exc}): out of memory?"

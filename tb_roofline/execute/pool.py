@@ -31,10 +31,12 @@ import threading
 import time
 
 from tb_roofline import settings, storage
+from tb_roofline.allocator import release_free_memory
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.readers import units as units_module
 from tb_roofline.table.op_table import ProfileData
+from tb_roofline.table.shared_texts import sharer
 
 MIN_PARALLEL_MB = 16.0  # less work than this is done faster than a worker starts (~20 ms)
 _lock = threading.Lock()
@@ -222,10 +224,11 @@ def _release():
     _timer.start()
 
 
-def _run_all(fn, args_list: list, progress=None, used: list | None = None) -> list:
+def _run_all(fn, args_list: list, progress=None, used: list | None = None, arrived=None) -> list:
     """fn(*args) for each, on all cores: workers take units from the front, this process
     takes the ones no worker has started yet, from the back. Each result, or the exception
-    it raised. The pool it ran on is appended to `used`."""
+    it raised; each result is given to `arrived` (when given) as it comes in, and what that
+    returns kept. The pool it ran on is appended to `used`."""
     import concurrent.futures
 
     global _busy, _timer
@@ -251,12 +254,12 @@ def _run_all(fn, args_list: list, progress=None, used: list | None = None) -> li
                 mine.append(k)
         steal = (k for k in reversed(range(len(futures))) if k not in mine and futures[k].cancel())
         for k in itertools.chain(mine, steal):
-            outcomes[k] = _run_here(fn, [args_list[k]])[0]
+            outcomes[k] = _arrived(_run_here(fn, [args_list[k]])[0], arrived)
             if progress:
                 progress(k)
         index = {f: k for k, f in enumerate(futures) if k not in outcomes}
         for f in concurrent.futures.as_completed(index):
-            outcomes[index[f]] = _outcome(f)
+            outcomes[index[f]] = _arrived(_outcome(f), arrived)
             if progress:
                 progress(index[f])
         return [outcomes[k] for k in range(len(futures))]
@@ -265,6 +268,10 @@ def _run_all(fn, args_list: list, progress=None, used: list | None = None) -> li
             _busy -= 1
             if not _busy and _pool is not None:
                 _release()
+
+
+def _arrived(out, arrived):
+    return out if arrived is None or isinstance(out, Exception) else arrived(out)
 
 
 def _outcome(future):
@@ -302,8 +309,9 @@ def read_files(jobs: list, progress=None) -> list:
         if progress:
             progress(i, finished[i], totals[i])
 
+    arrived = sharer()  # the strings the hosts share, held once (`table/shared_texts.py`)
     try:
-        outcomes, note = _execute(units, report, finished)
+        outcomes, note = _execute(units, report, finished, arrived)
     finally:  # (a strict cluster error too: the MCP server lives on after it)
         conversion.release()
     per_job: dict = {}
@@ -313,19 +321,24 @@ def read_files(jobs: list, progress=None) -> list:
             notes.setdefault(unit.job, []).append(out.note)
             out = out.result
         per_job.setdefault(unit.job, []).append(out)
-    for i, outs in per_job.items():
-        results[i] = conversion.finish(i, outs)
+    outcomes = out = None  # (each file's parts are let go as soon as they are merged)
+    for i in list(per_job):
+        results[i] = conversion.finish(i, per_job.pop(i))
+        if conversion.merged_here(i):  # merged here from its planes' parts, now freed:
+            arrived(results[i])  # their pages given back before the next file's table is
+            release_free_memory()  # made, else they stay resident (docs/cluster.md)
         extra = ([note] if note is not None else []) + notes.get(i, [])[:1]
         if extra and isinstance(results[i], ProfileData):
             results[i] = dataclasses.replace(results[i], diagnostics=results[i].diagnostics + extra)
     return results
 
 
-def _execute(units: list, report, finished: dict):
+def _execute(units: list, report, finished: dict, arrived=None):
     """The one choice of executor: (each unit's outcome, a diagnostic for the answers or
     None). A Dask scheduler when one is set (`execute/cluster.py`; if it fails, the CLI stops
     with its error and TensorBoard converts here, saying so); else the local pool when the
-    work is worth it; else this process."""
+    work is worth it; else this process. `arrived(result)`: each result of a pool or a
+    cluster, as it comes in (what it returns is kept)."""
     from tb_roofline.execute import cluster
 
     args = [(u.fn, u.args) for u in units]
@@ -335,7 +348,7 @@ def _execute(units: list, report, finished: dict):
         try:
             paths = [u.path for u in units]
             names = [os.path.basename(p) for p in paths]
-            outcomes = cluster.run_units(address, _call, args, report, names, paths)
+            outcomes = cluster.run_units(address, _call, args, report, names, paths, arrived)
             return _read_here_what_no_worker_could(outcomes, args, paths), None
         except cluster.ClusterError as exc:
             if cluster.strict():
@@ -360,7 +373,7 @@ def _execute(units: list, report, finished: dict):
 
         used: list = []
         try:
-            outcomes = _run_all(_call, args, report, used)
+            outcomes = _run_all(_call, args, report, used, arrived)
             broken = [o for o in outcomes if isinstance(o, BrokenProcessPool)]
             if broken:
                 raise broken[0]

@@ -20,6 +20,7 @@ from tb_roofline.errors import ProfileFormatError
 from tb_roofline.readers.xspace import read as xspace
 from tb_roofline.readers.xspace.tpu import file as tpu_file
 from tb_roofline.readers.xspace.tpu.plane import clear_info_cache
+from tb_roofline.table.op_table import ProfileData
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,10 +44,15 @@ class Conversion:
     units: list
     early: dict  # job index -> the error found while planning (no unit runs for it)
     plans: dict  # job index -> its `tpu_file.FilePlan` (planes read apart)
+    whole_files: bool = False  # each planned file in one unit, merged where the unit runs
 
     def finish(self, job: int, outcomes: list):
         """A file's ProfileData (or the exception to report) from its units' outcomes."""
         return _finish(self.plans.get(job), outcomes)
+
+    def merged_here(self, job: int) -> bool:
+        """Whether `finish` merged the file from its planes' parts in this process."""
+        return job in self.plans and not self.whole_files
 
     def release(self) -> None:
         """What this process decoded while planning and running units here: not kept
@@ -76,14 +82,14 @@ def plan(jobs: list, workers: int) -> Conversion:
     for i, file_plan in plans.items():
         units.extend(_plane_units(i, file_plan, whole_files))
     units.sort(key=lambda u: u.job)
-    return Conversion(list(jobs), units, early, plans)
+    return Conversion(list(jobs), units, early, plans, whole_files)
 
 
 def _plane_units(job: int, file_plan, whole_file: bool) -> list:
     path, size = file_plan.path, file_plan.size
     if whole_file:
         span = file_plan.cores[-1][2] - file_plan.cores[0][1]
-        return [Unit(job, convert_planes, (path, file_plan.cores, size), str(path), span)]
+        return [Unit(job, convert_file, (path, file_plan), str(path), span)]
     return [
         Unit(job, tpu_file.convert_plane_at, (path, start, end, core, size), str(path), end - start)
         for core, start, end in file_plan.cores
@@ -96,8 +102,15 @@ def read_whole(path, fmt, host, max_bytes, file_plan=None):
     return read_profile_file(path, fmt, host, max_bytes=max_bytes, plan=file_plan)
 
 
-def convert_planes(path, cores, size) -> list:
-    return [tpu_file.convert_plane_at(path, start, end, core, size) for core, start, end in cores]
+def convert_file(path, file_plan) -> ProfileData:
+    """A whole file in one unit: its planes converted and merged where the unit runs (a
+    worker), so what comes back is the host's table as the model holds it, not its planes'
+    parts for the calling process to copy into one."""
+    planes = [
+        tpu_file.convert_plane_at(path, start, end, core, file_plan.size)
+        for core, start, end in file_plan.cores
+    ]
+    return tpu_file.merge_planes(file_plan, planes)
 
 
 def _size(path) -> int:
@@ -110,8 +123,12 @@ def _size(path) -> int:
 def _finish(file_plan, outs: list):
     if file_plan is None:
         return outs[0]
-    if len(outs) == 1 and isinstance(outs[0], list):  # the whole file in one unit
-        outs = outs[0]
+    if len(outs) == 1 and isinstance(outs[0], ProfileData):  # the whole file in one unit
+        try:
+            tpu_file.check_unchanged(file_plan)
+        except Exception as exc:  # noqa: BLE001 (the file's error, reported with its answer)
+            return exc
+        return outs[0]
     errors = [o for o in outs if isinstance(o, Exception)]
     if errors:
         if any(isinstance(e, ProfileFormatError) for e in errors):
