@@ -19,6 +19,8 @@ each conversion (`TB_ROOFLINE_POOL_IDLE_S=0`, as the CLI runs), so no worker kee
 decoded of one copy for the next: a conversion that needs workers pays for starting them.
 XProf 2.24.2: `xspace_to_tool_data(paths, "roofline_model", {"use_saved_result": False})`.
 
+CPU time: the child's, its threads' and (ours) its worker processes'.
+
 Memory: the child's high-water RSS during each timed conversion (`VmHWM`, reset before it
 through /proc/self/clear_refs) less its RSS right after the imports ("hwm": a warm process
 keeps heap it freed, XProf's allocator more than ours, so growth during one conversion alone
@@ -87,7 +89,12 @@ def _pss_kb():
                 return int(line.split()[1])
     return 0
 
-def serve(convert):
+def _children_cpu():
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+def serve(convert, after=None):
     print(json.dumps({"rss_kb": _status("VmRSS"), "pss_kb": _pss_kb()}), flush=True)
     for line in sys.stdin:
         path = json.loads(line)["path"]
@@ -96,10 +103,13 @@ def serve(convert):
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # VmHWM := VmRSS
         print(json.dumps({"ready": True, "pss_kb": before_pss}), flush=True)
+        k0 = _children_cpu()
         t0, c0 = time.perf_counter(), time.process_time()
         extra = convert(path)
         t1, c1 = time.perf_counter(), time.process_time()
-        out = {"convert_s": t1 - t0, "cpu_s": c1 - c0, "rss_kb": before_rss,
+        if after is not None:  # (untimed: worker processes joined, their CPU time counted)
+            after()
+        out = {"convert_s": t1 - t0, "cpu_s": c1 - c0 + _children_cpu() - k0, "rss_kb": before_rss,
                "hwm_kb": _status("VmHWM"), "pss_kb": before_pss, **extra}
         del extra
         print(json.dumps(out), flush=True)
@@ -126,7 +136,8 @@ def convert(logdir):
     rows = len(s.ops(run, "", True)["rows"])
     return {"ops": rows}
 
-serve(convert)
+from tb_roofline.readers import parallel
+serve(convert, parallel.shutdown)
 """
 )
 
