@@ -180,13 +180,20 @@ def tpu_text_shape(text: str, category: str) -> tuple | None:
     for copies / transposes the output array."""
     if not text or "=" not in text:
         return None
+    cat = category.lower()
+    matmul = any(w in cat for w in _TPU_MATMUL_WORDS)
+    if (
+        not matmul
+        and cat not in ("data formatting", "copy", "transpose")
+        and "transpose" not in cat
+    ):
+        return None  # (before the arrays: most ops are neither)
     rhs = text.split("=", 1)[1]
     arrays = [(t, tuple(int(d) for d in dims.split(",") if d)) for t, dims in _ARRAY.findall(rhs)]
     arrays = [(t, d) for t, d in arrays if d and t in _TPU_TYPES]
     if not arrays:
         return None
-    cat = category.lower()
-    if any(w in cat for w in _TPU_MATMUL_WORDS):
+    if matmul:
         return (
             "array",
             tuple(d for _, d in arrays),

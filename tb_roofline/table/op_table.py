@@ -110,7 +110,13 @@ class OpTable:
             j = COST_COLUMNS.index(name)
             if j >= self.unit_costs.shape[1]:  # a reader's costs without the newer columns
                 return np.zeros(len(self.rows["op"]))
-            return self.unit_costs[self.rows["op"], j] * self.rows["occurrences"]
+            # One column first, then a 1-D gather (numpy's fast path, twice as fast as a
+            # gather of [rows, j]); a constant one execution a row multiplies by nothing.
+            cost = self.unit_costs[:, j].copy()[self.rows["op"]]
+            occ = self.rows["occurrences"]
+            if is_constant(occ) and occ[0] == 1 and cost.dtype == np.float64:
+                return cost
+            return cost * occ
         return self.keys[name][self.rows["op"]]
 
     @property

@@ -236,6 +236,9 @@ _M = [
     )
 ]
 _ONE, _TWO, _FOUR = np.uint64(1), np.uint64(2), np.uint64(4)
+_KEEP7 = _KEEP & _M[0]  # a varint's bytes, and each byte's 7 bits of value
+# (longest varint the round is needed beyond, low groups, high groups, shift)
+_ROUNDS = ((1, _M[1], _M[2], _ONE), (2, _M[3], _M[4], _TWO), (4, _M[5], _M[6], _FOUR))
 
 
 def _words(b: np.ndarray) -> np.ndarray:
@@ -250,11 +253,19 @@ def _column(b: np.ndarray, last: np.ndarray, size: np.ndarray, words=None) -> np
         return b[last].astype(np.uint64)
     start = last - (size - 1)
     if width <= 8 and words is not None and int(start[-1]) < len(words):
-        # Eight bytes at once; then the 7-bit groups packed together, pairs, quads, halves.
-        x = words[start] & _KEEP[size] & _M[0]
-        x = (x & _M[1]) | ((x & _M[2]) >> _ONE)
-        x = (x & _M[3]) | ((x & _M[4]) >> _TWO)
-        return (x & _M[5]) | ((x & _M[6]) >> _FOUR)
+        # Eight bytes at once; then the 7-bit groups packed together, pairs, quads, halves
+        # (in place, one temporary; a round is skipped where no varint is that long: its
+        # groups are already packed and the round would change nothing).
+        x = words[start]
+        x &= _KEEP7[size]
+        for more_than, low, high, shift in _ROUNDS:
+            if width <= more_than:
+                break
+            t = x & high
+            t >>= shift
+            x &= low
+            x |= t
+        return x
     at = start[:, None] + np.arange(width)
     np.minimum(at, len(b) - 1, out=at)
     g = b[at] & 0x7F

@@ -172,11 +172,13 @@ def op_info(ps, md) -> dict:
     """What the op table needs of one op, from its `XEventMetadata` (`ps`: the plane's
     `xplane.PlaneStats`): key texts, costs of one execution, async role, shape."""
     wanted = ps.wanted(OP_STATS)
+    value = ps.value
     s = {}
     for st in md.stats:
         name = wanted.get(st.metadata_id)
         if name is not None:
-            s[name] = ps.value(st)
+            s[name] = value(st)
+    text_name = md.name  # (each read of a message's string field makes a new str)
     flops = float(_int(s.get("flops")))
     model_flops = float(_int(s.get("model_flops"))) or flops
     total = float(_int(s.get("bytes_accessed")))
@@ -185,14 +187,14 @@ def op_info(ps, md) -> dict:
     breakdown = s.get("memory_access_breakdown")
     if breakdown is not None and not isinstance(breakdown, bytes):
         raise ProfileFormatError(
-            f"plane {ps.name[:100]!r}, op {md.name[:200]!r}: stat 'memory_access_breakdown' "
+            f"plane {ps.name[:100]!r}, op {text_name[:200]!r}: stat 'memory_access_breakdown' "
             f"holds a {type(breakdown).__name__}, not a serialized MemoryAccessBreakdown"
         )
     try:
         mem = breakdown_bytes(breakdown, total)
     except DecodeError:
         raise ProfileFormatError(
-            f"plane {ps.name[:100]!r}, op {md.name[:200]!r}: stat 'memory_access_breakdown' "
+            f"plane {ps.name[:100]!r}, op {text_name[:200]!r}: stat 'memory_access_breakdown' "
             "does not decode"
         ) from None
     category = str(s.get("hlo_category") or "unknown")
@@ -200,7 +202,7 @@ def op_info(ps, md) -> dict:
     # The HLO text in the metadata says where the arrays live and whether this is one half of
     # an asynchronous pair (docs/xspace_format.md, "Asynchronous pairs").
     fallback = f"x = {s.get('shape_with_layout') or ''} {category.replace(' ', '-')}()"
-    text = parse_instruction(md.name) or parse_instruction(fallback)
+    text = parse_instruction(text_name) or parse_instruction(fallback)
     role = async_role(text.opcode if text else "", category)
     host = float(text.host_bytes) if text else 0.0
     caveat = {"start": ASYNC_START, "done": ASYNC_WAIT}.get(role, "")
@@ -211,7 +213,7 @@ def op_info(ps, md) -> dict:
         caveat = caveat or HOST_TRANSFER
     host = 0.0 if role == "start" else host
     return {
-        "operation": md.display_name or md.name,
+        "operation": md.display_name or text_name,
         "program_id": "" if program_id is None else str(program_id),
         "category": category,
         "flops": flops,
@@ -225,13 +227,13 @@ def op_info(ps, md) -> dict:
         "is_container": category in CONTAINER_CATEGORIES,
         "caveat": caveat,
         "role": role,
-        "fingerprint": text_fingerprint(md.name),  # "" when the name is not the HLO text
+        "fingerprint": text_fingerprint(text_name),  # "" when the name is not the HLO text
         "start_name": text.operands[-1] if role == "done" and text and text.operands else "",
-        "shape": text_custom_call_shape(md.name)
-        or tpu_text_shape(md.name, category)
-        or text_tensor_shape(md.name, category),
+        "shape": text_custom_call_shape(text_name)
+        or tpu_text_shape(text_name, category)
+        or text_tensor_shape(text_name, category),
         # a collective's (kind, message bytes, group): its bus bytes once the cores are known
-        "link": text_link(md.name) or text_link(fallback),
+        "link": text_link(text_name) or text_link(fallback),
     }
 
 
