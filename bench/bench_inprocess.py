@@ -13,7 +13,7 @@ interleaved (their order alternating) and medians reported.
 
 Ours: a new `RooflineService` each time (its memory caches are its own), the disk cache off,
 the op-metadata and cost caches of the readers cleared; discovery, reading (on all cores when
-the profile is large enough, `readers/parallel.py`), the roofline model, the program and op
+the profile is large enough, `execute/pool.py`), the roofline model, the program and op
 answers (rows ready to serialise), as bench_xplane.py's "ours". The worker pool leaves after
 each conversion (`TB_ROOFLINE_POOL_IDLE_S=0`, as the CLI runs), so no worker keeps what it
 decoded of one copy for the next: a conversion that needs workers pays for starting them.
@@ -120,9 +120,16 @@ OURS = (
     + r"""
 os.environ["TB_ROOFLINE_CACHE_DIR"] = "off"
 os.environ["TB_ROOFLINE_POOL_IDLE_S"] = "0"
-from tb_roofline.serve.service import RooflineService
-from tb_roofline.readers import kernel_names, tpu_plane
-from tb_roofline.hlo import cost_model
+from tb_roofline.readers import kernel_names
+try:  # this layout, or a checkout from before it (--before)
+    from tb_roofline.serve.service.core import RooflineService
+    from tb_roofline.readers.xspace.tpu import plane as tpu_plane
+    from tb_roofline.costs.hlo import cost_model
+    from tb_roofline.execute import pool as parallel
+except ImportError:
+    from tb_roofline.serve.service import RooflineService
+    from tb_roofline.readers import tpu_plane, parallel
+    from tb_roofline.hlo import cost_model
 
 def convert(logdir):
     tpu_plane.clear_info_cache()
@@ -136,7 +143,6 @@ def convert(logdir):
     rows = len(s.ops(run, "", True)["rows"])
     return {"ops": rows}
 
-from tb_roofline.readers import parallel
 serve(convert, parallel.shutdown)
 """
 )
