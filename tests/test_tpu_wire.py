@@ -19,7 +19,8 @@ from tb_roofline.readers.xspace import read as xspace
 from tb_roofline.readers.xspace import wire as xwire
 from tb_roofline.readers.xspace.tpu import file as tpu_file
 from tb_roofline.readers.xspace.tpu import plane as tpu_plane
-from tb_roofline.readers.xspace.tpu.plane import protobuf_line_events as _line_events
+from tb_roofline.readers.xspace.tpu import plane_lines
+from tb_roofline.readers.xspace.tpu.plane_lines import protobuf_line_events as _line_events
 from tb_roofline.synthetic import SynthConfig, write_tpu_session, write_xspace
 from tb_roofline.table.op_table import ALL_COLUMNS
 
@@ -33,7 +34,7 @@ def windows(request, monkeypatch):
 
 def _wire_columns(data: bytes, ids: dict):
     chunks = []
-    got = tpu_plane._collect(xwire.Source(data), 0, len(data), ids, lambda *c: chunks.append(c))
+    got = plane_lines.collect(xwire.Source(data), 0, len(data), ids, lambda *c: chunks.append(c))
     if got is None:
         return None
     if not chunks:

@@ -1,5 +1,6 @@
 """Self times (readers/self_time.py), and the token decoder and plain sums of the test oracle
-(tests/tpu_oracle.py), against the per-event protobuf decoding (tpu_plane.protobuf_line_events)."""
+(tests/tpu_oracle.py), against the per-event protobuf decoding
+(plane_lines.protobuf_line_events)."""
 
 import random
 
@@ -10,7 +11,7 @@ import tpu_oracle as xf
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers import self_time as xline_fast
 from tb_roofline.readers.self_time import self_times_by_stack as _self_times
-from tb_roofline.readers.xspace.tpu.plane import protobuf_line_events as _line_events
+from tb_roofline.readers.xspace.tpu.plane_lines import protobuf_line_events as _line_events
 from tb_roofline.readers.xspace.xplane import PlaneStats
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 

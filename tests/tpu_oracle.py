@@ -4,7 +4,7 @@
 op lines reduced with a plain sort per (op, step), async pairs matched by name on the whole
 line, steps from a dictionary of longest markers. It shares only the TPU rules
 (readers/xspace/tpu/rules.py: op metadata, device peaks, value checks, diagnostics) and the
-per-event protobuf decoding (`tpu_plane.protobuf_line_events`) with the product, so
+per-event protobuf decoding (`plane_lines.protobuf_line_events`) with the product, so
 tests/test_tpu_wire.py compares two independent decodings and reductions.
 
 `decode_tokens` rebuilds a line's events from the packed-varint token stream: when all events
@@ -25,7 +25,7 @@ from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers.self_time import self_times
 from tb_roofline.readers.xspace.hlo_shapes import link_bus_bytes, link_collective
-from tb_roofline.readers.xspace.tpu.plane import protobuf_line_events as _line_events
+from tb_roofline.readers.xspace.tpu.plane_lines import protobuf_line_events as _line_events
 from tb_roofline.readers.xspace.tpu.rules import (
     OPS_LINE,
     STEPS_LINE,

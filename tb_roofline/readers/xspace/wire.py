@@ -12,7 +12,7 @@ layout (walked in Python, field by field), checks that the following events repe
 and decodes the wanted columns. The run ends at the first event that differs; the caller then
 looks at what follows (another layout, or the line's remaining fields). Anything this module
 cannot prove well formed is reported (`None`: the caller decodes that line through protobuf
-objects, `tpu_plane.protobuf_line_events`; `WireError`: damaged bytes), and the semantics are
+objects, `plane_lines.protobuf_line_events`; `WireError`: damaged bytes), and the semantics are
 protobuf's (docs/xspace_format.md): the last of repeated scalar fields wins, a
 `oneof` keeps its last member, stats are matched in order (the last match wins), a ref value
 reads 0 as an integer, uint64 values at or above 2**63 wrap to int64.
@@ -324,8 +324,8 @@ def decode_events(
 ):
     """Decode the run of events that share the layout of the event at `pos`, window by window (one
     read of `window` bytes each); `sink(md, begin, dur, group, stall, occ)` gets each window's int64
-    columns (those of `tpu_plane.protobuf_line_events`). Returns the position after the run, or None
-    when the event at `pos` is not one this path decodes (nothing was sent)."""
+    columns (those of `plane_lines.protobuf_line_events`). Returns the position after the run, or
+    None when the event at `pos` is not one this path decodes (nothing was sent)."""
     head = src.read(pos, min(20, end - pos))
     tag, p = varint(head, 0)
     size, p = varint(head, p)

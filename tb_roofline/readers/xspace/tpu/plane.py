@@ -9,9 +9,8 @@ events: a line is cut where no earlier event can contain a later one (self times
 cut), and only the clusters of nested events go through the nesting computation.
 
 The rules (op metadata, value checks, steps, program names) are
-readers/xspace/tpu/rules.py's; lines the wire decoder does not take (string, double or bytes
-stats, unusual field orders) are decoded event by event through protobuf objects
-(`protobuf_line_events`, the same columns).
+readers/xspace/tpu/rules.py's; the plane's layout and its lines' events are decoded by
+readers/xspace/tpu/plane_lines.py.
 """
 
 from __future__ import annotations
@@ -26,6 +25,14 @@ from tb_roofline.errors import ProfileFormatError
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers.xspace import wire as xwire
 from tb_roofline.readers.xspace.op_rows import OpLine
+from tb_roofline.readers.xspace.tpu.plane_lines import (
+    collect,
+    concat,
+    fallback_events,
+    line,
+    line_header,
+    plane_header,
+)
 from tb_roofline.readers.xspace.tpu.rules import (
     MODULES_LINE,
     OPS_LINE,
@@ -40,9 +47,6 @@ from tb_roofline.readers.xspace.tpu.timeline import add_core_events, event_facts
 from tb_roofline.readers.xspace.xplane import PlaneStats
 from tb_roofline.table.op_table import COST_COLUMNS, NO_STEP, distinct
 from tb_roofline.table.timeline_builder import TimelineBuilder
-
-MAX_RUNS = 16  # layouts per line before the whole line takes the protobuf path
-
 
 KEY_TEXTS = ("program_id", "operation", "category", "source", "tf_op", "caveat", "fingerprint")
 
@@ -62,125 +66,6 @@ class PlaneResult:
     dropped_ops: int = 0
     fixes: dict = dataclasses.field(default_factory=dict)  # corrupt values (tpu.check_events)
     timeline: object | None = None  # table.timeline.Timeline of this core (the guidance's)
-
-
-# ----------------------------------------------------------------------------------------------
-# Layout of a plane and its lines
-
-
-def plane_header(src: xwire.Source, start: int, end: int) -> tuple[int, str, list, int]:
-    """(id, name, [(line start, end)], where the rest of the plane begins): fields 1-3 walked
-    in Python until the first other field (metadata and stats follow the lines in the order
-    protobuf writes fields; lines written later are found in the rest's parse)."""
-    pid, name, lines = 0, "", []
-    for field, wire, value, at, _ in xwire.fields_at(src, start, end):
-        if field == 1 and wire == 0:
-            pid = xwire.signed(value)
-        elif field == 2 and wire == 2:
-            name = xwire.text_at(src, value)
-        elif field == 3 and wire == 2:
-            lines.append(value)
-        else:
-            return pid, name, lines, at
-    return pid, name, lines, end
-
-
-def _line_header(src: xwire.Source, start: int, end: int):
-    """(name, timestamp_ns, position of the first event or None)."""
-    name, ts = "", 0
-    for field, wire, value, at, _ in xwire.fields_at(src, start, end):
-        if field == 4 and wire == 2:
-            return name, ts, at
-        if field == 2 and wire == 2:
-            name = xwire.text_at(src, value)
-        elif field == 3 and wire == 0:
-            ts = xwire.signed(value)
-    return name, ts, None
-
-
-# ----------------------------------------------------------------------------------------------
-# Decoding a line
-
-
-def _collect(src: xwire.Source, start, end, stat_ids, sink):
-    """Send every event of the line at [start, end) to `sink` as it is decoded. Returns
-    (name, timestamp), or None when the line must take the protobuf path (the sink's state is
-    then to be dropped)."""
-    name, ts, pos = _line_header(src, start, end)
-    if pos is None:
-        return name, ts
-    base = ts * 1000
-    for _ in range(MAX_RUNS):
-        pos = xwire.decode_events(src, pos, end, base, stat_ids, sink)
-        if pos is None:
-            return None
-        # What follows the run: another event (a new layout) or the line's other fields.
-        for field, wire, _, at, _ in xwire.fields_at(src, pos, end):
-            if field == 4 and wire == 2:
-                pos = at
-                break
-            if field in (2, 3):  # a name or timestamp after the events: not the usual order
-                return None
-        else:
-            return name, ts
-    return None
-
-
-def protobuf_line_events(line, stat_ids: dict):
-    """Columns (metadata id, begin ps, duration ps, group id, dma stall ps, occurrences) of
-    an `XLine` object, event by event: for the lines the wire decoder does not take, and the
-    definition the wire decoder is tested against (tests/test_tpu_wire.py)."""
-    base = line.timestamp_ns * 1000
-    gid, doff, ddur, dma = (stat_ids.get(k, -1) for k in xwire.TARGETS)
-    n = len(line.events)
-    md = np.empty(n, np.int64)
-    begin = np.empty(n, np.int64)
-    dur = np.empty(n, np.int64)
-    group = np.full(n, NO_STEP, np.int64)
-    stall = np.zeros(n, np.int64)
-    occ = np.ones(n, np.int64)
-    for i, ev in enumerate(line.events):
-        md[i] = ev.metadata_id
-        b = base + ev.offset_ps
-        d = ev.duration_ps
-        if ev.num_occurrences:
-            occ[i] = ev.num_occurrences
-        for st in ev.stats:
-            sid = st.metadata_id
-            if sid == gid:
-                group[i] = st.int64_value or st.uint64_value
-            elif sid == doff:
-                b = st.int64_value or st.uint64_value
-            elif sid == ddur:
-                d = st.int64_value or st.uint64_value
-            elif sid == dma:
-                stall[i] = st.int64_value or st.uint64_value
-        begin[i] = b
-        dur[i] = d
-    return md, begin, dur, group, stall, occ
-
-
-def _fallback_events(line_bytes: bytes, stat_ids: dict):
-    """(name, columns) of a line the wire decoder does not take."""
-    line = xplane_pb2.XLine.FromString(line_bytes)
-    return line.name, protobuf_line_events(line, stat_ids)
-
-
-def _concat(chunks):
-    if len(chunks) == 1:
-        return chunks[0]
-    return tuple(np.concatenate(cols) for cols in zip(*chunks))
-
-
-def _line(src: xwire.Source, span, stat_ids):
-    """(name, columns) of a whole line (for the short Steps and XLA Modules lines)."""
-    chunks = []
-    got = _collect(src, span[0], span[1], stat_ids, lambda *c: chunks.append(c))
-    if got is None:
-        return _fallback_events(bytes(src.read(span[0], span[1] - span[0])), stat_ids)
-    if not chunks:
-        return got[0], tuple(np.zeros(0, np.int64) for _ in range(6))
-    return got[0], _concat(chunks)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -302,7 +187,7 @@ def _lines_by_name(src: xwire.Source, line_spans, meta) -> dict:
     # lines written after the metadata (unusual)
     located += [(xwire.Source(x), 0, len(x)) for x in meta.lines]
     for where in located:
-        name = _line_header(*where)[0]
+        name = line_header(*where)[0]
         if name in lines:
             lines[name].append(where)
     return lines
@@ -312,7 +197,7 @@ def _programs(ps: PlaneStats, metadata, module_lines) -> dict[str, str]:
     """Program id -> name, from the XLA Modules line's events' metadata."""
     programs: dict[str, str] = {}
     for b, a, z in module_lines:
-        for mid in distinct(_line(b, (a, z), ps.ids)[1][0]).tolist():
+        for mid in distinct(line(b, (a, z), ps.ids)[1][0]).tolist():
             raw = metadata.get(mid)
             if raw is None:
                 continue
@@ -328,7 +213,7 @@ def _step_marks(step_lines, stat_ids, plane_name: str, fixes):
     marks = []
     for b, a, z in step_lines:
         _, begin, dur, group, _, _ = check_events(
-            _line(b, (a, z), stat_ids)[1], plane_name, STEPS_LINE, fixes
+            line(b, (a, z), stat_ids)[1], plane_name, STEPS_LINE, fixes
         )
         if len(begin):
             lo = int(begin.min()) if lo is None else min(lo, int(begin.min()))
@@ -411,8 +296,8 @@ def _op_lines(op_lines, stat_ids, plane_name: str, fixes, roles: _Roles):
             events.append((md, begin, dur))
             acc.add(md, begin, dur, group, stall, occ)
 
-        if _collect(b, a, z, stat_ids, sink) is None:
-            cols = _fallback_events(bytes(b.read(a, z - a)), stat_ids)[1]
+        if collect(b, a, z, stat_ids, sink) is None:
+            cols = fallback_events(bytes(b.read(a, z - a)), stat_ids)[1]
             acc = OpLine(roles)
             acc.ordered = False
             events.clear()
@@ -420,7 +305,7 @@ def _op_lines(op_lines, stat_ids, plane_name: str, fixes, roles: _Roles):
             events.append((md, begin, dur))
             acc.add(md, begin, dur, group, stall, occ)
         if events:
-            core_events.append((line_index, *_concat(events)))
+            core_events.append((line_index, *concat(events)))
             events.clear()  # (the windows' arrays: the line's copy above is what is kept)
         rows = acc.finish(roles.start_of(acc))
         if acc.lo is not None:
