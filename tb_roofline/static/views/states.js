@@ -78,6 +78,7 @@ export class LoadingIndicator {
       this.timer = this.pollTimer = this.ask = this.progress = null;
       this.noteText = this.progressText = '';
       this.el.hidden = true;
+      setChildren(this.el);  // a hidden bar holds no stale "reading k of N" for anyone to read
       this.el.dataset.busy = '0';
       return;
     }
