@@ -18,11 +18,12 @@ atexit.register(shutil.rmtree, _CACHE_DIR, True)
 # Markers by the file a test lives in, so that a new test file is classified here, once
 # (CONTRIBUTING.md: the fast loop is `pytest -m "not slow and not e2e and not cluster"`).
 _NETWORK_FILES = {"test_remote_logdir.py", "test_storage_faults.py"}
-_CLUSTER_FILES = {"test_dask_cluster.py"}
+_CLUSTER_FILES = {"test_dask_cluster.py", "test_dask_faults.py"}
 # Files whose tests take seconds each: real servers or processes, the XProf reference,
 # fuzzing, generated bombs.
 _SLOW_FILES = (
     {
+        "test_answer_cap.py",
         "test_cli.py",
         "test_conformance_xprof.py",
         "test_fuzz_service.py",
@@ -31,9 +32,13 @@ _SLOW_FILES = (
         "test_hostile_inputs.py",
         "test_kineto_fuzz.py",
         "test_mcp.py",
+        "test_memory_budget.py",
+        "test_notebook.py",
         "test_parallel.py",
         "test_persistent_cache.py",
         "test_protos.py",
+        "test_pool_parent_death.py",
+        "test_slow_store.py",
         "test_startup_imports.py",
         "test_tensorboard_server.py",
         "test_table_memory.py",
