@@ -34,13 +34,16 @@ def share_texts(data, canon: dict) -> None:
     """Replace, in place, the strings of `data` (a ProfileData) that equal one in `canon` by
     that one, and add the others to it: the key columns of its op tables, the labels of its
     op shapes and kernels and what those hold. Only which objects hold the values changes."""
+    held = canon.setdefault
     for table in (data.ops, data.kernels, data.hw_ops):
         if table is None:
             continue
         for name, column in table.keys.items():
             if column.dtype == object and len(column):
                 shared = np.empty(len(column), object)
-                shared[:] = [_one(v, canon) for v in column]
+                shared[:] = [
+                    held(v, v) if type(v) is str else _one(v, canon) for v in column.tolist()
+                ]
                 table.keys[name] = shared
     for field in ("op_shapes", "op_kernels"):
         labelled = getattr(data, field)
@@ -62,13 +65,24 @@ def _one(value, canon: dict):
     kind = type(value)
     if kind is str:
         return canon.setdefault(value, value)
-    if kind is not tuple or not all(type(v) in _ATOMS for v in value):
+    if kind is not tuple:
         return value
-    items = tuple(_one(v, canon) for v in value)
+    kinds = set(map(type, value))
+    # The two common shapes first (a key's texts, an array's dimensions), each keyed so that
+    # no other shape's key can equal it: a tuple of texts by itself (no other key is a tuple
+    # of texts only), a tuple of ints after `int`.
+    if kinds <= _TEXT:
+        return canon.setdefault(value, tuple([canon.setdefault(v, v) for v in value]))
+    if kinds == _INT:
+        return canon.setdefault((int, value), value)
+    if not kinds <= _ATOMS:
+        return value
+    items = tuple([_one(v, canon) for v in value])
     # (a held inner tuple stands for itself: its identity, not its value, which `==` would
     # let match a tuple of other types)
-    key = (tuple, tuple(id(v) if type(v) is tuple else (type(v), v) for v in items))
+    key = (tuple, tuple([id(v) if type(v) is tuple else (type(v), v) for v in items]))
     return canon.setdefault(key, items)
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None), tuple})
+_TEXT, _INT = frozenset({str}), {int}

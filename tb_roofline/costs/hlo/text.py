@@ -37,6 +37,18 @@ class InstructionText:
 def split_instruction(text: str) -> tuple | None:
     """(opcode, the text before it: the output shape, the operand list) of an HLO instruction
     text (`name = shape opcode(operands), attributes`); None when it is not one."""
+    last = _last_split
+    if last[0] is text:  # a reader asks several questions of one op's text in turn
+        return last[1]
+    parts = _split(text)
+    globals()["_last_split"] = (text, parts)  # (one tuple replaced whole: safe in threads)
+    return parts
+
+
+_last_split: tuple = (None, None)
+
+
+def _split(text: str) -> tuple | None:
     if not text or "=" not in text:
         return None
     rhs = text.split("=", 1)[1]

@@ -76,5 +76,22 @@ class PlaneStats:
             cache[key] = {self.ids[n]: n for n in names if n in self.ids}
         return cache[key]
 
+    def values_of(self, stats, wanted: dict) -> dict:
+        """{name: value} of the stats `wanted` ({stat id: name}) names, the last of a name
+        winning (`value`, inlined: an op's metadata holds a dozen stats)."""
+        out = {}
+        names = self.names
+        for stat in stats:
+            name = wanted.get(stat.metadata_id)
+            if name is not None:
+                kind = stat.WhichOneof("value")
+                if kind is None:
+                    out[name] = None
+                elif kind == "ref_value":
+                    out[name] = names.get(stat.ref_value, "")
+                else:
+                    out[name] = getattr(stat, kind)
+        return out
+
     def as_dict(self, stats) -> dict:
         return {self.names.get(s.metadata_id, ""): self.value(s) for s in stats}

@@ -129,6 +129,9 @@ def _root(a):
     return root if root is not None and root.flags.owndata else None
 
 
+_SCALARS = frozenset({str, bytes, int, float, bool, type(None)})
+
+
 def approx_size(obj, _seen=None, _depth=0, roots: dict | None = None) -> int:
     """Bytes an object graph holds, roughly: numpy buffers exactly, object arrays (strings)
     from a sample, containers and dataclasses walked. Cheap enough to run once per entry.
@@ -139,8 +142,12 @@ def approx_size(obj, _seen=None, _depth=0, roots: dict | None = None) -> int:
     if id(obj) in seen or _depth > 12:
         return 0
     seen.add(id(obj))
+    if type(obj) in _SCALARS:
+        return sys.getsizeof(obj)
     np = sys.modules.get("numpy")  # no array exists before numpy is imported
     if np is not None and isinstance(obj, np.ndarray):
+        if obj.base is None and obj.dtype != object:  # owns its buffer, no item repeated
+            return obj.nbytes + 112
         size = obj.itemsize  # what it holds: a zero stride repeats one item (a constant column)
         for n, stride in zip(obj.shape, obj.strides):
             size *= n if stride else 1

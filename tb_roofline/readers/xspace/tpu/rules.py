@@ -171,13 +171,7 @@ OP_STATS = (
 def op_info(ps, md) -> dict:
     """What the op table needs of one op, from its `XEventMetadata` (`ps`: the plane's
     `xplane.PlaneStats`): key texts, costs of one execution, async role, shape."""
-    wanted = ps.wanted(OP_STATS)
-    value = ps.value
-    s = {}
-    for st in md.stats:
-        name = wanted.get(st.metadata_id)
-        if name is not None:
-            s[name] = value(st)
+    s = ps.values_of(md.stats, ps.wanted(OP_STATS))
     text_name = md.name  # (each read of a message's string field makes a new str)
     flops = float(_int(s.get("flops")))
     model_flops = float(_int(s.get("model_flops"))) or flops
