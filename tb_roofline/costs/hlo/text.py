@@ -90,20 +90,22 @@ def parse_instruction(text: str) -> InstructionText | None:
 
 def _split_top(args: str) -> list[str]:
     """Split an operand list at top-level commas (shapes hold commas inside [] {} ())."""
-    out, depth, cur = [], 0, []
-    for ch in args:
+    out, depth, start = [], 0, 0
+    for m in _PUNCT.finditer(args):  # (only the brackets and commas, not every character)
+        ch = m.group()
         if ch in "([{":
             depth += 1
         elif ch in ")]}":
             depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if cur:
-        out.append("".join(cur))
+        elif depth == 0:
+            out.append(args[start : m.start()])
+            start = m.end()
+    if start < len(args):
+        out.append(args[start:])
     return out
+
+
+_PUNCT = re.compile(r"[()\[\]{},]")
 
 
 def async_role(opcode: str, category: str = "") -> str:

@@ -13,6 +13,7 @@ and says so).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -62,6 +63,7 @@ TENSOR_WORDS = (
 _NOT_TENSOR_WORDS = ("all-", "reduce-scatter", "collective", "-start", "-done", "send", "recv")
 
 
+@functools.lru_cache(maxsize=512)  # (a profile has a few categories, asked of every op)
 def _tensor_category(category: str) -> bool:
     cat = category.lower()
     return any(w in cat for w in TENSOR_WORDS) and not any(w in cat for w in _NOT_TENSOR_WORDS)
