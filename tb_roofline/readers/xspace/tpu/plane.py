@@ -18,6 +18,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import operator
+import struct
 
 import numpy as np
 
@@ -91,7 +93,8 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
     program: decoded once per (stat table, metadata bytes) among the files kept (info_cache;
     the key holds everything op_info reads, so a hit from another file is the same Info)."""
     table = _TABLES.setdefault(tuple(sorted(ps.names.items())), len(_TABLES))
-    out = []
+    others = [c for c in tuple(_INFO_CACHE.values()) if c is not cache]  # (a snapshot: other
+    out = []  # requests' threads edit it)
     for mid in mids:
         raw = metadata.get(mid)
         if raw is None:
@@ -99,26 +102,17 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
             continue
         key = (table, hashlib.blake2b(raw, digest_size=16).digest())
         info = cache.get(key)
-        if info is None:  # the hosts of a pod run one program: another file's may have it
-            info = next(
-                (
-                    c[key]
-                    for c in tuple(_INFO_CACHE.values())  # (a snapshot: other
-                    if c is not cache and key in c
-                ),
-                None,
-            )  # requests' threads edit it)
+        if info is None and others:  # the hosts of a pod run one program: another file's may
+            info = next((c[key] for c in others if key in c), None)
             if info is not None:
                 cache[key] = info
         if info is None:
             i = op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
             info = cache[key] = Info(
-                *(i[k] for k in KEY_TEXTS),
+                *_key_texts(i),
                 i["role"],
                 i["start_name"],
-                np.array(
-                    [i["flops"], i["model_flops"], i["bytes"], *i["mem"], 0.0], np.float64
-                ).tobytes(),
+                _PER_EXEC.pack(i["flops"], i["model_flops"], i["bytes"], *i["mem"], 0.0),
                 i["negative"],
                 i["shape"],
                 i["is_container"],
@@ -126,6 +120,12 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
             )
         out.append(info)
     return out
+
+
+_key_texts = operator.itemgetter(*KEY_TEXTS)
+# FLOPs, model FLOPs, bytes, the memory breakdown and host bytes, interconnect bytes (0 here):
+# COST_COLUMNS as float64 in this machine's order (what `np.frombuffer` reads back).
+_PER_EXEC = struct.Struct(f"={len(COST_COLUMNS)}d")
 
 
 def info_cache(file_key) -> dict:
