@@ -71,3 +71,19 @@ def test_tuples_are_shared_only_with_items_of_the_same_types():
     share_texts(again, canon)
     assert again.op_shapes[("p", "dot", "")][0].dims is i.dims
     assert np.array_equal(again.ops.keys["operation"], ints.ops.keys["operation"])
+
+
+def test_keys_of_texts_and_of_ints_never_stand_for_other_types():
+    from tb_roofline.table.shared_texts import _one
+
+    canon: dict = {}
+    texts = _one(("p", "dot", ""), canon)
+    assert _one(("p", "dot", ""), canon) is texts  # an equal key: the one held
+    assert _one(("p", "dot", "" + ""), canon)[1] is texts[1]
+    ints = _one((1, 2), canon)
+    for other in ((True, 2), (1.0, 2), (1, 2.0), ("1", "2"), ((1, 2),)):
+        got = _one(other, canon)
+        assert got == other and [type(v) for v in got] == [type(v) for v in other]
+        assert got is not ints
+    assert _one((1, 2), canon) is ints
+    assert _one((), canon) == ()
