@@ -18,7 +18,7 @@ import numpy as np
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.record_table import RecordTable
 from tb_roofline.model.records import call_floors, compute_roof, div
-from tb_roofline.table.op_table import OpTable
+from tb_roofline.table.op_table import OpTable, distinct
 from tb_roofline.table.timeline import is_collective
 
 
@@ -90,5 +90,11 @@ def mixed_regimes(ksums: dict, key_rec: np.ndarray, keep: np.ndarray, n: int) ->
     if code is None or not n:
         return np.zeros(n, bool)
     m = keep & (key_rec >= 0) & (code >= 0)
-    pairs = np.unique(np.stack([key_rec[m], code[m]]), axis=1) if m.any() else np.zeros((2, 0))
-    return np.bincount(pairs[0].astype(np.int64), minlength=n) > 1
+    if not m.any():
+        return np.zeros(n, bool)
+    # distinct (record, code) pairs, each as one integer (`distinct`, not `np.unique`, which
+    # imports numpy.ma in a fresh process: 15 ms of a command's start)
+    codes = code[m].astype(np.int64)
+    width = int(codes.max()) + 1
+    pairs = distinct(key_rec[m].astype(np.int64) * width + codes)
+    return np.bincount(pairs // width, minlength=n) > 1
