@@ -73,9 +73,11 @@ def parse_instruction(text: str) -> InstructionText | None:
         return None
     opcode, _, operand_text = parts
     rhs = text.split("=", 1)[1]
-    operands = tuple(tok.split()[-1].lstrip("%") for tok in _split_top(operand_text) if tok.split())
+    operands = tuple(
+        words[-1].lstrip("%") for words in map(str.split, _split_top(operand_text)) if words
+    )
     spaces: dict = {}
-    for etype, dims, layout in _ARRAY.findall(rhs):
+    for etype, dims, layout in _ARRAY.findall(rhs) if "S(" in rhs else ():  # (spaces named)
         s = _SPACE.search(layout)
         if s is None:
             continue
