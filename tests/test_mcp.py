@@ -556,7 +556,7 @@ def test_top_ops_equal_the_http_api(session, http, runs):
     assert _plain(got["ops"]) == _rows(page, cols)
     assert got["total_count"] == page["total_count"]
 
-    # caveat and precision: filters the HTTP API has not, applied to its rows
+    # caveat and precision: the API's rule (`none`: rows without one), as a hand filter keeps
     _, hbm = http("/ops", run=runs["tpu"], bound_by="HBM")
     c = hbm["columns"].index("caveat")
     keep = [row for row in hbm["rows"] if row[c] in ("async_wait", None)]

@@ -113,3 +113,46 @@ def test_serve_command_errors_are_one_line(tmp_path):
         busy.listen(1)
         code, err = run(DEMO, "--port", str(busy.getsockname()[1]))
     assert code == 2 and "cannot listen on 127.0.0.1" in err
+
+
+def test_precision_and_caveat_filters_are_the_apis_rule_everywhere(app):
+    """`precision` and `caveat` filter `/ops` and `/export` as the other filters do (one rule:
+    serve/service/answers.py `filter_mask`; `none` keeps the rows without one), and the
+    facets list the values there are."""
+    import csv
+    import io
+
+    client = Client(app)
+    run = [r["run"] for r in client.get("/runs").get_json()["runs"] if "v6e" in r["run"]][0]
+    everything = client.get("/ops", query_string={"run": run}).get_json()
+    cols = everything["columns"]
+    p, c = cols.index("precision"), cols.index("caveat")
+    facets = everything["facets"]
+    assert facets["caveat"] and "none" in facets["caveat"] and facets["precision"]
+    caveats = [v for v in facets["caveat"] if v != "none"]
+    for params, keep in (
+        ({"caveat": caveats[0]}, lambda r: r[c] == caveats[0]),
+        ({"caveat": "none"}, lambda r: not r[c]),
+        ({"caveat": f"none,{caveats[0]}"}, lambda r: not r[c] or r[c] == caveats[0]),
+        (
+            {"precision": facets["precision"][0], "caveat": "none"},
+            lambda r: (r[p] or "none") == facets["precision"][0] and not r[c],
+        ),
+    ):
+        want = [r for r in everything["rows"] if keep(r)]
+        assert 0 < len(want) < len(everything["rows"]), params
+        got = client.get("/ops", query_string={"run": run, **params}).get_json()
+        assert got["rows"] == want and got["total_count"] == len(want), params
+        assert got["unfiltered_count"] == len(everything["rows"])
+        exported = client.get("/export", query_string={"run": run, "format": "csv", **params})
+        table = list(csv.DictReader(io.StringIO(exported.get_data(as_text=True))))
+        assert [t["operation"] for t in table] == [r[cols.index("operation")] for r in want]
+    direct = RooflineService(DEMO).ops(
+        run, "", precisions=[facets["precision"][0]], caveats=["none"]
+    )
+    assert (
+        direct["rows"]
+        == client.get(
+            "/ops", query_string={"run": run, "precision": facets["precision"][0], "caveat": "none"}
+        ).get_json()["rows"]
+    )

@@ -147,12 +147,12 @@ def test_compare_chart_roofs_are_the_main_charts(page, tb_testdata, run):
 
 # Rows that tell filter rules apart: case, missing names and categories, names with brackets.
 RULE_ROWS = [
-    {"operation": "Fusion.1", "category": "fusion", "bound_by": "HBM"},
-    {"operation": "fusion.2", "category": "loop fusion", "bound_by": "Compute"},
-    {"operation": None, "category": "fusion", "bound_by": "HBM"},
-    {"operation": "", "category": None, "bound_by": "Unknown"},
+    {"operation": "Fusion.1", "category": "fusion", "bound_by": "HBM", "precision": "bf16"},
+    {"operation": "fusion.2", "category": "loop fusion", "bound_by": "Compute", "caveat": ""},
+    {"operation": None, "category": "fusion", "bound_by": "HBM", "precision": ""},
+    {"operation": "", "category": None, "bound_by": "Unknown", "caveat": "no_cost"},
     {"operation": "ÄRGER.copy", "category": "copy", "bound_by": "Host link (PCIe)"},
-    {"operation": "all-reduce.7", "category": None, "bound_by": "Interconnect"},
+    {"operation": "all-reduce.7", "category": None, "bound_by": "Interconnect", "precision": "f32"},
     {"operation": "convolution", "category": "convolution", "bound_by": "VMEM Read"},
 ]
 RULE_FILTERS = [
@@ -165,16 +165,26 @@ RULE_FILTERS = [
     {"boundBy": ["Host link"]},
     {"categories": ["convolution"], "name": "conv"},
     {"categories": ["missing"]},
+    {"precisions": ["bf16", "none"]},
+    {"precisions": ["f32"], "caveats": ["none"]},
+    {"caveats": ["no_cost"], "boundBy": ["Unknown"]},
 ]
 
 
 def _python_rule(rows, f, prefixes=("",)):
     cols = {}
     for p in prefixes:
-        for k in ("operation", "category", "bound_by"):
+        for k in ("operation", "category", "bound_by", "precision", "caveat"):
             cols[p + k] = np.array([r.get(p + k) for r in rows], dtype=object)
     mask = filter_mask(
-        cols, len(rows), f.get("categories", ()), f.get("boundBy", ()), f.get("name", ""), prefixes
+        cols,
+        len(rows),
+        f.get("categories", ()),
+        f.get("boundBy", ()),
+        f.get("name", ""),
+        prefixes,
+        f.get("precisions", ()),
+        f.get("caveats", ()),
     )
     return [i for i, keep in enumerate(mask.tolist()) if keep]
 

@@ -5,8 +5,6 @@ ranking, paged), `get_op` (one op in full: records, findings, shapes, kernels) a
 
 from __future__ import annotations
 
-import numpy as np
-
 from tb_roofline import errors
 from tb_roofline.model import rankings
 from tb_roofline.serve.mcp.answers import choose, fit
@@ -30,34 +28,25 @@ from tb_roofline.serve.mcp.shaping import (
 )
 
 
-def _value_mask(values, wanted) -> np.ndarray:
-    """Rows whose value is one of `wanted`; NO_VALUE stands for a row without one."""
-    wanted = set(wanted)
-    return np.fromiter(((v or NO_VALUE) in wanted for v in values), bool, count=len(values))
-
-
-def _filters(service, run, host, io, view, category, bound_by, facets=None) -> dict:
-    """The API's filter arguments, each value spelt as the run has it (`choose`)."""
+def _filters(service, run, host, io, view, category, bound_by, precision=(), caveat=()) -> dict:
+    """The API's filter arguments (serve/service/answers.py `filter_mask`, the one rule), each
+    value spelt as the run has it (`choose`): categories, bound-by and precisions among the
+    view's facets (`none`: rows without a precision), caveats among the model's codes."""
     params = dict(include_infeed_outfeed=io, view=view, name="", categories=[], bound_by=[])
-    if category or bound_by:
-        if facets is None:
-            facets = answer_of(service, "ops", run, host, offset=0, limit=0, **params)["facets"]
-        where = f"run {run!r}" + (f", host {host!r}" if host else "")
-        params["categories"] = choose("category", category, facets["category"], where)
-        params["bound_by"] = choose("bound_by", bound_by, facets["bound_by"], where)
+    params.update(precisions=[], caveats=[])
+    if not (category or bound_by or precision or caveat):
+        return params
+    facets = answer_of(service, "ops", run, host, offset=0, limit=0, **params)["facets"]
+    where = f"run {run!r}" + (f", host {host!r}" if host else "")
+    precisions = [v for v in facets.get("precision", []) if v != NO_VALUE] + [NO_VALUE]
+    for arg, field, wanted, valid in (
+        ("categories", "category", category, facets["category"]),
+        ("bound_by", "bound_by", bound_by, facets["bound_by"]),
+        ("precisions", "precision", precision, precisions),
+        ("caveats", "caveat", caveat, list(CAVEATS)),
+    ):
+        params[arg] = choose(field, wanted, valid, where)
     return params
-
-
-def _local_filter(cols, rows, precision, caveat) -> list:
-    """Rows kept by the filters the HTTP API has not (precision, caveat)."""
-    mask = np.ones(len(rows), bool)
-    for values, column, valid in ((precision, "precision", None), (caveat, "caveat", CAVEATS)):
-        if values:
-            i = cols.index(column)
-            if valid is None:
-                valid = sorted({r[i] for r in rows if r[i]}) + [NO_VALUE]
-            mask &= _value_mask([r[i] for r in rows], choose(column, values, valid))
-    return [r for r, keep in zip(rows, mask.tolist()) if keep]
 
 
 def top_ops(
@@ -85,21 +74,18 @@ def top_ops(
         raise errors.InvalidArgumentError(
             f"order must be one of {', '.join(ORDERS)}, not {order!r}"
         )
-    params = _filters(
-        service, run, host, io_flag(infeed_outfeed), view_choice(view), category, bound_by
-    )
+    io, view = io_flag(infeed_outfeed), view_choice(view)
+    params = _filters(service, run, host, io, view, category, bound_by, precision, caveat)
     params["name"] = name or ""
-    local = bool(precision or caveat) or order != "self_time"
-    if local:  # filters the API has not, or another order: all rows, then filter and page
+    local = order != "self_time"
+    if local:  # the model's ranking: all rows the filters keep, then ranked and paged
         a = answer_of(service, "ops", run, host, whole=True, offset=0, limit=None, **params)
     else:  # the API pages itself: exactly its answer
         a = answer_of(service, "ops", run, host, offset=offset, limit=limit, **params)
     cols, rows = a["columns"], a["rows"]
     total = a["total_count"]
-    if local:
-        rows = _local_filter(cols, rows, precision, caveat)
-        if order == "time_saved":  # the one ranking (model/rankings.py): ranked ops only
-            rows = rankings.ranked_rows(cols, rows)
+    if local:  # the one ranking (model/rankings.py): ranked ops only
+        rows = rankings.ranked_rows(cols, rows)
         total = len(rows)
         rows = rows[offset : offset + limit]
     asked = [c for c in columns or () if c != FINGERPRINTS]

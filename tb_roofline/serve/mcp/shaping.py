@@ -10,7 +10,7 @@ import numpy as np
 from tb_roofline import errors
 from tb_roofline.serve.mcp import answers as mcp_answers
 from tb_roofline.serve.mcp.answers import choose
-from tb_roofline.serve.service.answers import SIGNIFICANT_DIGITS, round_significant
+from tb_roofline.serve.service.answers import NO_VALUE, SIGNIFICANT_DIGITS, round_significant
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 1000
@@ -103,7 +103,6 @@ PROGRAM_PAIR_COLUMNS = (
     "delta_operational_intensity",
 )
 ORDERS = ("self_time", "time_saved")
-NO_VALUE = "none"  # the precision / caveat filter value for rows without one
 FINGERPRINTS = "fingerprints"  # top_ops' own field: the op's fingerprints, as compare's
 VIEWS = ("op", "kernel", "kernel_hw")  # the op table, PyTorch GPU kernels, kernels (HW)
 # Caveat codes (model/records.py, model/roofline.py, table/op_table.py), and NO_VALUE.

@@ -2,9 +2,10 @@
 the op filters, paging, facets, and the columnar JSON of numpy columns (NaN as null).
 
 One rule each:
-- a filter keeps a row when its category and bound-by are among those asked (either side of a
-  pair: `base_*` or `cand_*`) and the name filter is a case-insensitive substring of its name
-  (either side's);
+- a filter keeps a row when its category, bound-by, precision and caveat are among those
+  asked (either side of a pair: `base_*` or `cand_*`; `none` asks for rows without a precision
+  or a caveat) and the name filter is a case-insensitive substring of its name (either
+  side's);
 - paging is `offset`, then at most `limit` rows, after filtering;
 - a row answer (`/ops`, `/program`) is at most `TB_ROOFLINE_MAX_ANSWER_MB` of JSON: when its
   rows would make it longer it holds the first rows that fit (in its own order, at least one so
@@ -28,24 +29,44 @@ from tb_roofline.model.records import binding_roof_ids, measurements
 from tb_roofline.serve.service.discovery import ALL_HOSTS
 
 SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full precision)
-FILTER_PARAMS = ("categories", "bound_by", "name", "offset", "limit")
+FILTER_PARAMS = ("categories", "bound_by", "precisions", "caveats", "name", "offset", "limit")
+NO_VALUE = "none"  # the precision / caveat filter value of rows without one
+# (filter argument, column, whether a row may have no value: then it reads NO_VALUE)
+_VALUE_FILTERS = (
+    ("categories", "category", False),
+    ("bound_by", "bound_by", False),
+    ("precisions", "precision", True),
+    ("caveats", "caveat", True),
+)
 CAPPED_KINDS = ("program", "ops")  # the answers with rows, bounded by MAX_ANSWER_MB
 CAP_SETTING = "TB_ROOFLINE_MAX_ANSWER_MB"
 CHUNK_ROWS = 2048  # rows encoded at a time to measure an answer against its cap
 
 
 def filter_mask(
-    columns: dict, n: int, categories=(), bound_by=(), name="", prefixes=("",)
+    columns: dict,
+    n: int,
+    categories=(),
+    bound_by=(),
+    name="",
+    prefixes=("",),
+    precisions=(),
+    caveats=(),
 ) -> np.ndarray:
     """Rows kept by the API's op filters. `prefixes`: the column sets a row has ("" for a
     record table; "base_", "cand_" for a comparison's pairs: either side may match)."""
+    asked = {"categories": categories, "bound_by": bound_by}
+    asked.update(precisions=precisions, caveats=caveats)
     mask = np.ones(n, bool)
-    for values, column in ((categories, "category"), (bound_by, "bound_by")):
-        if values:
-            wanted = list(values)
+    for arg, column, optional in _VALUE_FILTERS:
+        if asked[arg]:
+            wanted = set(asked[arg])
             hit = np.zeros(n, bool)
             for p in prefixes:
-                hit |= np.isin(columns[p + column], wanted)
+                values = columns[p + column].tolist()
+                if optional:
+                    values = [v or NO_VALUE for v in values]
+                hit |= np.fromiter((v in wanted for v in values), bool, count=n)
             mask &= hit
     if name:
         needle = name.lower()
@@ -58,9 +79,11 @@ def filter_mask(
     return mask
 
 
-def filtered(table, categories=(), bound_by=(), name="", prefixes=("",)):
+def filtered(table, categories=(), bound_by=(), name="", prefixes=("",), precisions=(), caveats=()):
     """The table with only the rows the filters keep (the same object when all are kept)."""
-    mask = filter_mask(table.columns, len(table), categories, bound_by, name, prefixes)
+    mask = filter_mask(
+        table.columns, len(table), categories, bound_by, name, prefixes, precisions, caveats
+    )
     return table if mask.all() else table.select(mask)
 
 
@@ -73,12 +96,17 @@ def page(table, offset: int = 0, limit: int | None = None):
 
 
 def facets(columns: dict, prefixes=("",)) -> dict:
-    """The distinct categories and bound-by values (either side), for the filter menus."""
+    """The distinct values of each filtered column (either side), for the filter menus; a
+    precision or caveat missing on some row reads NO_VALUE."""
     out = {}
-    for column in ("category", "bound_by"):
+    for _, column, optional in _VALUE_FILTERS:
+        if not all(p + column in columns for p in prefixes):
+            continue  # (a comparison's pairs have no caveat)
         values = set()
         for p in prefixes:
             values |= set(columns[p + column].tolist())
+        if optional:
+            values = {v or NO_VALUE for v in values}
         out[column] = sorted(v for v in values if v is not None)
     return out
 
@@ -274,6 +302,8 @@ def ops_answer(
     view: str = "op",
     rows: str = "",
     max_bytes: int | None = None,
+    precisions=(),
+    caveats=(),
 ) -> dict:
     if rows:  # rows by op, op x input shapes or kernel (model/row_grouping.py)
         try:
@@ -283,7 +313,7 @@ def ops_answer(
     else:
         full = op_table(a, include_infeed_outfeed, view)
     full = with_derived(a, full, ranked=True)
-    table = filtered(full, categories, bound_by, name)
+    table = filtered(full, categories, bound_by, name, precisions=precisions, caveats=caveats)
     total = len(table)
     table = page(table, offset, limit)
     # The header first, then the rows that fit under the cap; the model's derived columns

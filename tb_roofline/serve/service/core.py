@@ -212,6 +212,8 @@ class RooflineService:
         limit: int | None = None,
         view: str = "op",
         rows: str = "",
+        precisions=(),
+        caveats=(),
     ) -> dict:
         return self.answer(
             "ops",
@@ -225,6 +227,8 @@ class RooflineService:
             limit=limit,
             view=view,
             rows=rows,
+            precisions=precisions,
+            caveats=caveats,
         )
 
     def diagnostics(self, run: str, host: str) -> dict:
@@ -418,65 +422,23 @@ class RooflineService:
         return report.full_report(a, guide, run, host, include_infeed_outfeed, top, files)
 
     def export(
-        self,
-        run: str,
-        host: str,
-        include_infeed_outfeed: bool = True,
-        level="op",
-        fmt="csv",
-        categories=(),
-        bound_by=(),
-        name="",
-        offset=0,
-        limit=None,
-        view="op",
+        self, run: str, host: str, include_infeed_outfeed: bool = True, level="op", fmt="csv", **f
     ):
-        """(text, content type, file name): see serve/service/export.py."""
+        """(text, content type, file name): see serve/service/export.py; `f`: the op filters,
+        paging and view of `ops`."""
         chunks, content_type, filename = self.export_stream(
-            run,
-            host,
-            include_infeed_outfeed,
-            level,
-            fmt,
-            categories,
-            bound_by,
-            name,
-            offset,
-            limit,
-            view,
+            run, host, include_infeed_outfeed, level, fmt, **f
         )
         return "".join(chunks), content_type, filename
 
     def export_stream(
-        self,
-        run: str,
-        host: str,
-        include_infeed_outfeed: bool = True,
-        level="op",
-        fmt="csv",
-        categories=(),
-        bound_by=(),
-        name="",
-        offset=0,
-        limit=None,
-        view="op",
+        self, run: str, host: str, include_infeed_outfeed: bool = True, level="op", fmt="csv", **f
     ):
         """(the text's pieces, content type, file name): every row the filters keep, never
         capped; the analysis is made (and any error raised) before the first piece."""
         export_module.check(level, fmt)
         return export_module.export_chunks(
-            self.analysis(run, host),
-            run,
-            host,
-            include_infeed_outfeed,
-            level,
-            fmt,
-            categories,
-            bound_by,
-            name,
-            offset,
-            limit,
-            view,
+            self.analysis(run, host), run, host, include_infeed_outfeed, level, fmt, **f
         )
 
 

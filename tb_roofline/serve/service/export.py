@@ -103,6 +103,8 @@ def export_chunks(
     offset=0,
     limit=None,
     view="op",
+    precisions=(),
+    caveats=(),
 ):
     """(the text's pieces, content type, file name) of an analysis `a`: the answers' columns
     (the records, the model's derived columns, extras) for every row the filters keep."""
@@ -116,7 +118,8 @@ def export_chunks(
         derived = list(answers.PROGRAM_DERIVED)
     else:
         full = answers.with_derived(a, answers.op_table(a, include_io, view), ranked=True)
-        table = answers.page(answers.filtered(full, categories, bound_by, name), offset, limit)
+        kept = answers.filtered(full, categories, bound_by, name, ("",), precisions, caveats)
+        table = answers.page(kept, offset, limit)
         derived = list(answers.OPS_DERIVED)
     extra = derived + extra_columns(table)
     columns = list(roofline.RECORD_COLUMNS) + extra

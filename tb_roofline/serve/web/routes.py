@@ -334,6 +334,8 @@ def _filters(request) -> dict:
     return {
         "categories": _multi(request, "category"),
         "bound_by": _multi(request, "bound_by"),
+        "precisions": _multi(request, "precision"),
+        "caveats": _multi(request, "caveat"),
         "name": request.args.get("name", ""),
         "offset": _int_arg(request, "offset") or 0,
         "limit": _int_arg(request, "limit"),
