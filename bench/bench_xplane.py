@@ -111,12 +111,16 @@ s = RooflineService(sys.argv[1])
 run = s.list_runs()["runs"][0]["run"]
 s.analysis(run, "")
 analysed, analysed_at = time.perf_counter(), time.time()
-s.program(run, "", True); s.ops(run, "", True)
+s.program(run, "", True); ops = s.ops(run, "", True)
 t2 = time.perf_counter()
-for _ in range(20):
+# "whole": a whole process as a user waits for it (bench_cold.py), ending with the answers;
+# otherwise also the answers asked again and a filtered one, timed apart.
+again = 0 if sys.argv[2:] == ["whole"] else 20
+for _ in range(again):
     s.ops(run, "", True)
 t3 = time.perf_counter()
-s.ops(run, "", True, name="fusion")
+if again:
+    s.ops(run, "", True, name="fusion")
 t4 = time.perf_counter()
 import resource
 from tb_roofline.execute import pool as parallel
@@ -125,9 +129,9 @@ cpu = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF,
           resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
 print(json.dumps({"import_s": t1 - t0, "convert_s": t2 - t1, "analysis_s": analysed - t1,
                   "cpu_s": cpu,
-                  "analysed_at": analysed_at, "cached_ops_s": (t3 - t2) / 20,
+                  "analysed_at": analysed_at, "cached_ops_s": (t3 - t2) / max(again, 1),
                   "filtered_ops_s": t4 - t3, "base_pss_kb": base,
-                  "ops": len(s.ops(run, "", True)["rows"])}))
+                  "ops": len(ops["rows"])}))
 """
 )
 
@@ -247,11 +251,11 @@ def _tree_pss_kb(pid: int) -> int:
     return total
 
 
-def run_side(code: str, arg: str) -> dict:
+def run_side(code: str, arg: str, *more: str) -> dict:
     """Run one side in a fresh interpreter, sampling its tree's PSS."""
     env = bench_env.child_env(REPO)
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, arg],
+        [sys.executable, "-c", code, arg, *more],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
