@@ -37,11 +37,12 @@ class InstructionText:
 def split_instruction(text: str) -> tuple | None:
     """(opcode, the text before it: the output shape, the operand list) of an HLO instruction
     text (`name = shape opcode(operands), attributes`); None when it is not one."""
+    global _last_split
     last = _last_split
     if last[0] is text:  # a reader asks several questions of one op's text in turn
         return last[1]
     parts = _split(text)
-    globals()["_last_split"] = (text, parts)  # (one tuple replaced whole: safe in threads)
+    _last_split = (text, parts)  # (one tuple replaced whole: safe in threads)
     return parts
 
 
