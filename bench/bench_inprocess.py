@@ -62,6 +62,12 @@ SHAPES = {
     "1core_50ops_1000steps": bench_xplane.SHAPES["1core_50ops_1000steps"],
     "1host_200k": bench_xplane.SHAPES["1host_200k"],
     "1core_tiny_events": bench_xplane.SHAPES["1core_tiny_events"],
+    # A pod below the pool's 16 MB: 4 hosts of 4 TensorCores, read in one process.
+    "4hosts_4cores_500x20": (
+        4,
+        dict(num_cores=4, num_steps=20, ops_per_step=500, distinct_ops=500, op_order="cycle"),
+        False,
+    ),
 }
 # The warm-up: another program (its own seed and op count), every code path of a TPU host.
 WARMUP = {
