@@ -300,6 +300,16 @@ def isdir(path: str) -> bool:
         raise _translate(exc, path) from None
 
 
+def directory_problem(path: str) -> str | None:
+    """Why `path` cannot serve as a logdir (unreadable: remote storage unreachable or its
+    package not installed; not a directory), or None: what each command says before it starts."""
+    try:
+        is_dir = isdir(path)
+    except OSError as exc:
+        return f"cannot read {path!r}: {exc.strerror or exc}"
+    return None if is_dir else f"{path!r} is not a directory"
+
+
 def open_binary(path: str, size: int | None = None):
     """A binary file object: `open()` locally; remotely ranged reads of READ_BLOCK_BYTES with
     read-ahead (a streaming reader holds one block, a whole-file read is one request)."""

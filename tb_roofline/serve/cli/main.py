@@ -115,13 +115,9 @@ def _command(args, out) -> int:
 def _run_command(args, out) -> int:
     if getattr(args, "run_standalone", None):
         return args.run_standalone(args, out)
-    try:
-        is_dir = storage.isdir(args.logdir)
-    except OSError as exc:  # remote storage unreachable, or its package not installed
-        sys.stderr.write(f"tb-roofline: cannot read {args.logdir!r}: {exc.strerror or exc}\n")
-        return 2
-    if not is_dir:
-        sys.stderr.write(f"tb-roofline: {args.logdir!r} is not a directory\n")
+    problem = storage.directory_problem(args.logdir)
+    if problem:
+        sys.stderr.write(f"tb-roofline: {problem}\n")
         return 2
     from tensorboard import errors as tb_errors
 

@@ -152,13 +152,9 @@ def run_from_args(args, out=None) -> int:
             "pip install 'tb-roofline[mcp]'\n"
         )
         return 2
-    try:
-        is_dir = storage.isdir(args.logdir)
-    except OSError as exc:
-        sys.stderr.write(f"tb-roofline mcp: cannot read {args.logdir!r}: {exc.strerror or exc}\n")
-        return 2
-    if not is_dir:
-        sys.stderr.write(f"tb-roofline mcp: {args.logdir!r} is not a directory\n")
+    problem = storage.directory_problem(args.logdir)
+    if problem:
+        sys.stderr.write(f"tb-roofline mcp: {problem}\n")
         return 2
     if not 0 < args.port < 65536:
         sys.stderr.write(f"tb-roofline mcp: --port {args.port} is not a port\n")

@@ -207,13 +207,9 @@ def add_serve_subparser(subparsers):
 def run_from_args(args, out=None) -> int:
     from tb_roofline import storage
 
-    try:
-        is_dir = storage.isdir(args.logdir)
-    except OSError as exc:
-        sys.stderr.write(f"tb-roofline serve: cannot read {args.logdir!r}: {exc.strerror or exc}\n")
-        return 2
-    if not is_dir:
-        sys.stderr.write(f"tb-roofline serve: {args.logdir!r} is not a directory\n")
+    problem = storage.directory_problem(args.logdir)
+    if problem:
+        sys.stderr.write(f"tb-roofline serve: {problem}\n")
         return 2
     if not 0 <= args.port < 65536:
         sys.stderr.write(f"tb-roofline serve: --port {args.port} is not a port\n")
