@@ -18,7 +18,6 @@ from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.costs.torch import pool as torch_pool
 from tb_roofline.costs.torch import serving_ops
 from tb_roofline.costs.torch import sparse_ops as torch_sparse_ops
-from tb_roofline.costs.torch.flops import SIZES as SIZE_OF
 from tb_roofline.costs.torch.flops import Args, OpCost, Tensor
 
 # c10 ScalarType names as `record_param_comms` writes them (`dtype`) → precision (sizes:
@@ -408,28 +407,7 @@ def vllm_cost(name: str, args: Args) -> OpCost | None:
             return None
         return OpCost("copy", 0.0, float(2 * (k.nbytes + v.nbytes)), k.precision, "formula")
     if name == "_C::rotary_embedding":  # (positions, query, key, head_size, cache, is_neox)
-        pos, q, k, cache = args.tensor(0), args.tensor(1), args.tensor(2), args.tensor(4)
-        head = args.value(3)
-        if (
-            None in (pos, q, k, cache)
-            or type(head) is not int
-            or head <= 0
-            or len(cache.shape) != 2
-            or not q.shape
-            or not k.shape
-        ):
-            return None
-        # each rotated pair: 4 multiplies and 2 adds = 3 FLOPs per rotated element, for the
-        # rot_dim (cache width) elements of every query and key head of every token
-        heads = (q.numel + k.numel) // head
-        flops = 3 * cache.shape[1] * heads
-        tokens = pos.numel
-        nbytes = (
-            pos.nbytes
-            + 2 * (q.nbytes + k.nbytes)
-            + tokens * cache.shape[1] * SIZE_OF.get(cache.precision, 4)
-        )
-        return OpCost("elementwise", float(flops), float(nbytes), q.precision, "formula")
+        return serving_ops.rotary_cost(args)
     if name in ("_C::static_scaled_fp8_quant", "_C::dynamic_scaled_fp8_quant"):
         out, x = args.tensor(0), args.tensor(1)  # (out, input, scale): one multiply each
         if out is None or x is None:
