@@ -78,7 +78,8 @@ WARMUP = {
     )
 }
 
-CHILD_COMMON = r"""
+CHILD_COMMON = (
+    r"""
 import gc, json, os, sys, time
 
 def _status(key):
@@ -88,13 +89,9 @@ def _status(key):
                 return int(line.split()[1])
     return 0
 
-def _pss_kb():
-    with open("/proc/self/smaps_rollup") as f:
-        for line in f:
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    return 0
-
+"""
+    + bench_xplane.PSS_AFTER_IMPORT
+    + r"""
 def _children_cpu():
     import resource
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -120,6 +117,7 @@ def serve(convert, after=None):
         del extra
         print(json.dumps(out), flush=True)
 """
+)
 
 OURS = (
     CHILD_COMMON
