@@ -301,26 +301,32 @@ def main():
     sides = {n: Side(n, codes[n]) for n in args.sides.split(",")}
     if args.before:
         sides["before"] = Side("before", OURS, os.path.abspath(args.before))
+    run_sides(root, sides, args.shapes.split(","), args.repeat, bench_shape, args.out, args.data)
+
+
+def run_sides(root, sides, shapes, repeat, bench_fn, out, keep_data) -> list:
+    """Warm every side up (twice: lazy imports, pool start), then `bench_fn(root, shape,
+    repeat, sides)` for each shape; the rows printed as they come and written to `out`."""
     rows = []
     try:
         warm_logdir, _ = bench_xplane.make_shape(root, "warmup_2hosts")
-        for _ in range(2):  # the code run once, then once more (lazy imports, pool start)
+        for _ in range(2):
             for n, side in sides.items():
                 copy, copy_session = fresh_copy(root, warm_logdir)
                 side.convert(copy if n != "xprof" else copy_session)
                 shutil.rmtree(copy, ignore_errors=True)
-        for name in args.shapes.split(","):
-            row = bench_shape(root, name, args.repeat, sides)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+        for name in shapes:
+            rows.append(bench_fn(root, name, repeat, sides))
+            print(json.dumps(rows[-1]), flush=True)
     finally:
         for side in sides.values():
             side.close()
-        if not args.data:
+        if not keep_data:
             shutil.rmtree(root, ignore_errors=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
         json.dump(rows, f, indent=1)
+    return rows
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ not seen here. Raw figures: test-output/bench_phases.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -109,25 +108,9 @@ def main():
         "ours": bench_inprocess.Side("ours", ours_code()),
         "xprof": bench_inprocess.Side("xprof", bench_inprocess.XPROF),
     }
-    rows = []
-    try:
-        warm, _ = bench_xplane.make_shape(root, "warmup_2hosts")
-        for _ in range(2):
-            for n, side in sides.items():
-                copy, session = bench_inprocess.fresh_copy(root, warm)
-                side.convert(copy if n == "ours" else session)
-                shutil.rmtree(copy, ignore_errors=True)
-        for name in args.shapes.split(","):
-            rows.append(bench_shape(root, name, args.repeat, sides))
-            print(json.dumps(rows[-1]), flush=True)
-    finally:
-        for side in sides.values():
-            side.close()
-        if not args.data:
-            shutil.rmtree(root, ignore_errors=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(rows, f, indent=1)
+    bench_inprocess.run_sides(
+        root, sides, args.shapes.split(","), args.repeat, bench_shape, args.out, args.data
+    )
 
 
 if __name__ == "__main__":
