@@ -8,7 +8,9 @@ if ! command -v chromium >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq chromium >/dev/null
 fi
-python3 -m pip install -q -e ".[test]"
+# Exact versions of every test and dev tool (tools/test-constraints.txt, refreshed by
+# tools/lock_test_tools.sh): a new release of a test tool cannot change what CI runs.
+python3 -m pip install -q -c tools/test-constraints.txt -e ".[test]"
 mkdir -p test-output
 # Lint, format and types first (pyproject.toml): a failure names the file and line.
 python3 -m ruff check .
