@@ -336,6 +336,10 @@ def session(logdir, runs, http):
         ("s_type", "get_program", {"run": r["tpu"], "offset": "many"}),
         ("s_op", "get_op", {"run": r["chain"], "operation": ""}),
         ("s_column", "top_ops", {"run": r["tpu"], "columns": ["flop_rate_gflops", "nope"]}),
+        # a ranking that is empty says why (a CPU trace without a device file: no peaks)
+        ("n_no_peaks", "top_ops", {"run": r["conv"], "order": "time_saved"}),
+        ("n_no_match", "top_ops", {"run": r["tpu"], "order": "time_saved", "name": "zz_no"}),
+        ("n_ranked", "top_ops", {"run": r["tpu"], "order": "time_saved", "limit": 1}),
         # choices in any case; values the run has not are errors naming those it has
         ("e_host_unknown", "get_device", {"run": r["ddp"], "host": "rank9"}),
         (
@@ -927,9 +931,32 @@ def test_a_damaged_profile_is_an_error_and_the_server_keeps_serving(session, htt
     ],
 )
 def test_the_input_schema_refuses_bad_arguments(session, key, field):
-    kind, *rest = session[key]
-    assert kind == "tool_error", rest
-    assert field in " ".join(map(str, rest))
+    """Refused by the SDK's check of the input schema, answered in the structure of every
+    other error (never pydantic's raw text): code, status, the field at fault."""
+    kind, text, error = session[key]
+    assert kind == "tool_error", text
+    assert error is not None, text  # structured, with the versions (_call checks them)
+    assert (error["code"], error["status"], error["field"]) == ("invalid_argument", 400, field)
+    assert field in error["message"] and "pydantic" not in text and "errors.pydantic" not in text
+
+
+def test_schema_refusals_name_the_valid_values(session):
+    assert session["s_io"][2]["valid_values"] == ["include", "exclude"]
+    assert "time_saved" in session["s_order"][2]["valid_values"]
+    extra = session["s_extra"][2]  # a misspelt argument: the tool's own arguments
+    assert "takes no argument 'limt'" in extra["message"] and "limit" in extra["valid_values"]
+    assert "run is required" in session["s_missing"][2]["message"]
+
+
+def test_an_empty_ranking_says_why(session, runs, http):
+    no_peaks = _ok(session, "n_no_peaks")
+    assert no_peaks["ops"] == [] and no_peaks["total_count"] == 0
+    assert "peaks are unknown" in no_peaks["note"]
+    status, device = http("/device", run=runs["conv"])
+    assert status == 200 and device["device"]["peaks_known"] is False  # the reason holds
+    assert "no op matches the filters" in _ok(session, "n_no_match")["note"]
+    ranked = _ok(session, "n_ranked")
+    assert ranked["ops"] and "note" not in ranked
 
 
 def test_an_unknown_column_names_the_columns(session):

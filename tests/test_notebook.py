@@ -173,3 +173,17 @@ def test_repr_html_is_the_self_contained_report_in_a_frame():
     assert shown.startswith("<iframe") and 'sandbox="allow-scripts' in shown
     assert shown.isascii()
     assert "roofline-report:" in shown and "http://" not in shown.split("srcdoc=")[0]
+
+
+def test_comm_equals_the_http_api_and_filters_by_kind():
+    """`Analysis.comm()` holds `/comm`'s points, row for row; `comm_links()` its roofs."""
+    run_dir = os.path.join(TESTDATA, "jax_cpu_collectives", "jit_2d")
+    a = tb_roofline.load(run_dir)
+    answer = a.service.comm(a.run, a.host)
+    table = a.comm()
+    assert_table_equals(table, answer["points"], lambda t: list(t.columns))
+    assert a.comm_links() == {k: answer[k] for k in ("links", "kinds", "latency_note")}
+    (kind,) = answer["kinds"]
+    assert len(a.comm(kind=kind.upper())) == len(answer["points"])  # any case
+    with pytest.raises(ValueError, match="not among this run's collectives"):
+        a.comm(kind="all-to-all-nope")

@@ -48,6 +48,32 @@ def opportunity_ranks(columns: dict) -> np.ndarray:
     return ranks
 
 
+def none_ranked_reason(columns: dict, peaks_known: bool) -> str | None:
+    """Why the ranking of these records is empty, in words (None when it is not): a saving
+    needs a roof, so without peaks no record has one; otherwise every record is either not a
+    roofline measurement (a caveat) or already on its roof."""
+    if opportunity_mask(columns).any():
+        return None
+    n = len(columns["potential_time_saved_us"])
+    if n == 0:
+        return "no op matches the filters"
+    if not peaks_known:
+        return (
+            "no op has a time saved: the device's peaks are unknown, so no op has a roof to be "
+            "measured against (give the run a device file: roofline_device.json in the logdir, "
+            "--device-file, or `tb-roofline calibrate` for a CPU)"
+        )
+    caveat = np.array([bool(c) for c in np.asarray(columns["caveat"], dtype=object).tolist()])
+    saved = np.asarray(columns["potential_time_saved_us"], dtype=float)
+    unknown = int(np.count_nonzero(~caveat & ~np.isfinite(saved)))
+    on_roof = int(np.count_nonzero(~caveat & np.isfinite(saved)))
+    return (
+        f"no op has a proven time saved: {int(caveat.sum())} of {n} are not roofline "
+        f"measurements as they stand (a caveat), {unknown} have no known cost and {on_roof} "
+        "run on their roof or save nothing (containers)"
+    )
+
+
 def ranked_rows(columns: list, rows: list) -> list:
     """Rows (lists) of an answer whose `columns` carry `opportunity_rank`: the ranked ones
     only, in the ranking's order."""

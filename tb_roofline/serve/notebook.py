@@ -147,6 +147,27 @@ class Analysis:
     def diagnostics(self) -> list:
         return self.service.diagnostics(self.run, self.host)["diagnostics"]
 
+    def comm(self, kind=(), infeed_outfeed: bool = True):
+        """The communication roofline (`/comm`, `tb-roofline comm`): one row per collective
+        and message size (bus bandwidth, link roof, exposed time), longest first; `kind`: a
+        collective kind or a list of them (any case; `comm_links()["kinds"]` lists the run's)."""
+        answer = self.service.comm(self.run, self.host, infeed_outfeed)
+        wanted = {k.lower() for k in _listed(kind)}
+        unknown = wanted - {k.lower() for k in answer["kinds"]}
+        if unknown:
+            raise ValueError(
+                f"kind {sorted(unknown)} not among this run's collectives: {answer['kinds']}"
+            )
+        points = [p for p in answer["points"] if not wanted or p["kind"].lower() in wanted]
+        columns = list(points[0]) if points else []
+        return to_table(columns, [[p[c] for c in columns] for p in points])
+
+    def comm_links(self, infeed_outfeed: bool = True) -> dict:
+        """The communication roofline's link roofs (GB/s per direction, with sources), the
+        run's collective kinds and the note on latency-bound messages."""
+        answer = self.service.comm(self.run, self.host, infeed_outfeed)
+        return {k: answer[k] for k in ("links", "kinds", "latency_note")}
+
     def compare(
         self,
         base: Analysis | str,

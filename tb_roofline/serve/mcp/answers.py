@@ -21,7 +21,7 @@ from tensorboard import errors as tb_errors
 
 from tb_roofline import errors, settings
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 FIRST_HOSTS = 5  # hosts named per grouped diagnostic
 
 

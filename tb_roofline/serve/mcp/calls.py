@@ -70,6 +70,37 @@ def _error(service, exc, kwargs: dict):
     return _result(mcp_answers.error_answer(exc, status, errors.error_code(exc), valid), True)
 
 
+def argument_error(tool: str, exc, parameters: dict | None):
+    """A tool result with isError for arguments the input schema refused (`exc`: pydantic's
+    ValidationError, raised by the SDK before the tool runs), in the structure of every other
+    error: one message naming each field at fault and why, `field`, and `valid_values` (the
+    allowed values of a choice, the tool's arguments for one it does not take)."""
+    properties = sorted((parameters or {}).get("properties", {}))
+    parts, field, valid = [], None, None
+    for err in exc.errors():
+        name = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        if err.get("type") == "extra_forbidden":
+            why, choices = f"{tool} takes no argument {name!r}", properties
+        elif err.get("type") == "missing":
+            why, choices = f"{name} is required", None
+        else:
+            why, choices = f"{name}: {err.get('msg', 'invalid value')}", _choices(err)
+        parts.append(why)
+        if field is None:
+            field, valid = name, choices
+    message = "invalid arguments: " + "; ".join(parts)
+    extra = {"field": field, **({"valid_values": valid} if valid else {})}
+    return _result(mcp_answers.error_answer(message, 400, "invalid_argument", extra), True)
+
+
+def _choices(err: dict) -> list | None:
+    """The allowed values pydantic names for a refused choice (a Literal), else None."""
+    expected = (err.get("ctx") or {}).get("expected")
+    if not isinstance(expected, str) or "'" not in expected:
+        return None
+    return [v for i, v in enumerate(expected.split("'")) if i % 2 == 1]
+
+
 def call(service, fn, ctx=None, **kwargs):
     """Run one tool: its answer with the versions, or a tool result with isError carrying
     the HTTP API's message (a bug or a lack of memory answered as the plugin answers it:

@@ -84,10 +84,13 @@ def top_ops(
         a = answer_of(service, "ops", run, host, offset=offset, limit=limit, **params)
     cols, rows = a["columns"], a["rows"]
     total = a["total_count"]
+    note = None
     if local:  # the one ranking (model/rankings.py): ranked ops only
-        rows = rankings.ranked_rows(cols, rows)
-        total = len(rows)
-        rows = rows[offset : offset + limit]
+        ranked = rankings.ranked_rows(cols, rows)
+        if not ranked:  # an empty page says why (model/rankings.py `none_ranked_reason`)
+            note = _none_ranked(service, run, host, cols, rows)
+        total = len(ranked)
+        rows = ranked[offset : offset + limit]
     asked = [c for c in columns or () if c != FINGERPRINTS]
     keep = pick(cols, asked, OP_COLUMNS)
     records = records_of(cols, rows, keep)
@@ -106,6 +109,7 @@ def top_ops(
                 "next_offset": next_offset(offset, len(rows), total),
                 "facets": a["facets"],
                 "ops": records,
+                **({"note": note} if note else {}),
             },
             digits_of(significant_digits),
         ),
@@ -113,6 +117,15 @@ def top_ops(
         offset,
         total,
     )
+
+
+def _none_ranked(service, run, host, cols, rows) -> str | None:
+    columns = {c: [r[cols.index(c)] for r in rows] for c in ("potential_time_saved_us", "caveat")}
+    columns["potential_time_saved_us"] = [
+        float("nan") if v is None else v for v in columns["potential_time_saved_us"]
+    ]
+    peaks_known = bool(answer_of(service, "device", run, host)["device"]["peaks_known"])
+    return rankings.none_ranked_reason(columns, peaks_known)
 
 
 def _with_fingerprints(service, run, host, cols, rows, records) -> list:

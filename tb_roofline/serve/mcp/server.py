@@ -16,7 +16,7 @@ import logging
 from typing import Optional
 
 from tb_roofline.serve.mcp import answers as mcp_answers
-from tb_roofline.serve.mcp.calls import reading
+from tb_roofline.serve.mcp.calls import argument_error, reading
 from tb_roofline.serve.mcp.tool_declarations import register_tools
 from tb_roofline.serve.mcp.tool_types import arg_types
 
@@ -57,10 +57,11 @@ How to read a roofline:
 
 def build_server(service):
     """The MCPServer with every tool of `mcp_tools`, bound to `service`."""
-    from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=mcp_answers.server_version())
+    server = _server_class()(
+        SERVER_NAME, instructions=INSTRUCTIONS, version=mcp_answers.server_version()
+    )
     read_only = ToolAnnotations(
         read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
     )
@@ -71,6 +72,30 @@ def build_server(service):
     register_tools(tool, service, arg_types())
     _refuse_unknown_arguments(server)
     return server
+
+
+def _server_class():
+    """MCPServer whose refusals of a call's arguments (the SDK checks them against the input
+    schema before the tool runs) are the project's structured errors (`calls.argument_error`),
+    not pydantic's text: the model reads every error the same way."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from pydantic import ValidationError
+
+    class Server(MCPServer):
+        async def call_tool(self, name, arguments, context=None):
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if isinstance(exc, UnexpectedToolError) or not isinstance(
+                    exc.__cause__, ValidationError
+                ):
+                    raise
+                tool = self._tool_manager.get_tool(name)
+                parameters = tool.parameters if tool is not None else None
+                return argument_error(name, exc.__cause__, parameters)
+
+    return Server
 
 
 def _refuse_unknown_arguments(server):
