@@ -41,6 +41,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "testdata")
 TOOLS = {
     "list_runs",
+    "get_summary",
     "list_hosts",
     "get_device",
     "get_program",
@@ -51,6 +52,8 @@ TOOLS = {
     "get_diagnostics",
     "get_comm",
 }
+# an op of the A100 trace that launched 12 distinct kernels
+MANY_KERNELS = "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>"
 COMM_CASES = ("jit_2d", "jit_dp_1d", "jit_dp_2d", "shard_map_1d", "shard_map_2d")
 
 
@@ -218,6 +221,32 @@ def session(logdir, runs, http):
     cat = ops_tpu["facets"]["category"][0]
     calls = [
         ("runs", "list_runs", {}),
+        ("summary", "get_summary", {"run": r["tpu"]}),
+        ("summary_program", "get_program", {"run": r["tpu"], "limit": 1}),
+        ("summary_guidance", "get_guidance", {"run": r["tpu"], "limit": 5}),
+        (
+            "summary_ops",
+            "top_ops",
+            {
+                "run": r["tpu"],
+                "order": "time_saved",
+                "limit": 5,
+                "columns": [
+                    "operation",
+                    "category",
+                    "precision",
+                    "total_self_time_us",
+                    "bound_by",
+                    "roofline_efficiency",
+                    "potential_time_saved_us",
+                ],
+            },
+        ),
+        ("summary_device", "get_device", {"run": r["tpu"]}),
+        ("ops_compact", "top_ops", {"run": r["a100"], "limit": 10}),
+        ("op_compact", "get_op", {"run": r["a100"], "operation": MANY_KERNELS}),
+        ("op_full", "get_op", {"run": r["a100"], "operation": MANY_KERNELS, "detail": "full"}),
+        ("ops_full", "top_ops", {"run": r["a100"], "limit": 10, "detail": "FULL"}),
         ("hosts", "list_hosts", {"run": r["ddp"]}),
         ("device", "get_device", {"run": r["b64"], "significant_digits": 0}),
         ("device_rounded", "get_device", {"run": r["tpu"]}),
@@ -484,7 +513,17 @@ def test_tools_are_listed_with_validated_read_only_schemas(session):
     top = session["tools"]["top_ops"].input_schema["properties"]
     assert top["infeed_outfeed"]["enum"] == ["include", "exclude"]
     assert top["view"]["enum"] == ["op", "kernel", "kernel_hw"]
-    assert top["caveat"]["anyOf"][0]["items"]["enum"] == list(shaping.CAVEATS)
+    assert top["caveat"]["items"]["enum"] == list(shaping.CAVEATS)
+    assert top["detail"]["enum"] == ["compact", "full"] and top["detail"]["default"] == "compact"
+    assert "run" in top and all("title" not in p for p in top.values())
+
+
+def test_the_tool_listing_is_small(session):
+    """The listing is read at every session's start: compact schemas, one-line descriptions
+    (it was 20.8 KB before the schemas were compacted)."""
+    listing = [t.model_dump(by_alias=True, exclude_none=True) for t in session["tools"].values()]
+    assert len(json.dumps(listing)) < 17_000
+    assert all("\n" not in t["description"] for t in listing)
     assert "roofline" in session["instructions"] and "ridge point" in session["instructions"]
 
 
@@ -1318,3 +1357,67 @@ def test_comm_over_the_cap_is_cut_with_next_offset(logdir, runs, monkeypatch):
     assert cut["points"] == whole["points"][:3] and cut["next_offset"] == 3
     assert "offset=3" in cut["truncated"]["hint"]
     assert len(json.dumps(cut, separators=(",", ":"))) <= size + 600
+
+
+def test_the_run_summary_is_the_first_rows_of_each_tool(session):
+    summary = _ok(session, "summary")
+    program = _ok(session, "summary_program")
+    assert summary["total"] == program["records"][0]
+    assert summary["num_steps"] == program["num_steps"]
+    guidance = _ok(session, "summary_guidance")
+    assert summary["classes"] == guidance["classes"]
+    assert summary["findings_count"] == guidance["findings_count"]
+    assert [f["id"] for f in summary["top_findings"]] == [f["id"] for f in guidance["findings"]]
+    for mine, full in zip(summary["top_findings"], guidance["findings"]):
+        assert mine == {k: full.get(k) for k in mine}
+    ops = _ok(session, "summary_ops")
+    assert summary["top_ops"] == ops["ops"] and summary["ranked_ops_count"] == ops["total_count"]
+    device = _ok(session, "summary_device")["device"]
+    assert summary["device"]["type"] == device["type"]
+    assert [m["peak_gbs"] for m in summary["device"]["memories"]] == [
+        m["peak_gbs"] for m in device["memories"]
+    ]
+    assert len(json.dumps(summary)) < 6_000
+
+
+def test_compact_pages_count_what_they_cut(session):
+    compact, full = _ok(session, "ops_compact")["ops"], _ok(session, "ops_full")["ops"]
+    assert [o["operation"] for o in compact] == [o["operation"] for o in full]
+    cut = 0
+    for c, f in zip(compact, full):
+        fps = f["fingerprints"] or []
+        assert c["fingerprints"] == (fps[: op_tools.COMPACT_FINGERPRINTS] or f["fingerprints"])
+        if len(fps) > op_tools.COMPACT_FINGERPRINTS:
+            cut += 1
+            assert c["fingerprints_count"] == len(fps)
+        else:
+            assert "fingerprints_count" not in c
+    assert cut  # the A100 trace has ops with many input shapes
+    assert len(json.dumps(compact)) < len(json.dumps(full))
+
+
+def test_a_compact_op_keeps_its_longest_kernels_and_counts_them(session):
+    compact, full = _ok(session, "op_compact"), _ok(session, "op_full")
+    assert len(full["kernels"]) == 12 and "kernels_count" not in full
+    assert compact["kernels"] == full["kernels"][: op_tools.COMPACT_ITEMS]
+    assert compact["kernels_count"] == 12
+    times = [k["time_us"] for k in full["kernels"]]
+    assert times == sorted(times, reverse=True)  # the ones kept are the longest
+    assert compact["records"] == full["records"] and compact["findings"] == full["findings"]
+
+
+def test_the_agent_skill_names_every_tool_and_only_tools():
+    """skills/tb-roofline/SKILL.md: an Agent Skill (YAML front matter with a name and a
+    description) whose tool names are the server's."""
+    import re
+
+    import yaml
+
+    text = open(os.path.join(REPO, "skills", "tb-roofline", "SKILL.md"), encoding="utf-8").read()
+    _, front, body = text.split("---", 2)
+    meta = yaml.safe_load(front)
+    assert meta["name"] == "tb-roofline" and 50 < len(meta["description"]) <= 1024
+    quoted = set(re.findall(r"`([a-z_]+)`", body))
+    looks_like_a_tool = {n for n in quoted if re.match(r"(list|get|top)_", n)} | {"compare"}
+    assert looks_like_a_tool <= TOOLS, looks_like_a_tool - TOOLS  # no tool that is not there
+    assert TOOLS <= quoted, TOOLS - quoted  # and every tool has its place

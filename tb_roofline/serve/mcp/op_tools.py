@@ -65,6 +65,7 @@ def top_ops(
     limit: int | None = None,
     columns: list | None = None,
     significant_digits: int | None = None,
+    detail: str = "compact",
 ) -> dict:
     """Op records (`/ops`) filtered and paged. `order`: `self_time` (the API's rank order) or
     `time_saved` (the top opportunities, as `tb-roofline report`'s `top_ops` and the tab list
@@ -96,6 +97,8 @@ def top_ops(
     records = records_of(cols, rows, keep)
     if a["view"] == "op" and (FINGERPRINTS in (columns or ()) or not columns):
         records = _with_fingerprints(service, run, host, cols, rows, records)
+        if detail != "full":
+            records = [_first(r, FINGERPRINTS) for r in records]
     return fit(
         shape(
             {
@@ -117,6 +120,22 @@ def top_ops(
         offset,
         total,
     )
+
+
+COMPACT_FINGERPRINTS = 3  # per op in a compact top_ops page
+COMPACT_ITEMS = 10  # shapes and kernels in a compact get_op
+
+
+def _first(record: dict, *keys: str, keep: int = COMPACT_FINGERPRINTS) -> dict:
+    """`record` with each list under `keys` cut to its first `keep` items, and beside a cut
+    one `<key>_count`: how many there are (detail=full gives them all)."""
+    out = dict(record)
+    for key in keys:
+        items = out.get(key)
+        if isinstance(items, list) and len(items) > keep:
+            out[key] = items[:keep]
+            out[f"{key}_count"] = len(items)
+    return out
 
 
 def _none_ranked(service, run, host, cols, rows) -> str | None:
@@ -160,6 +179,7 @@ def get_op(
     view: str = "op",
     infeed_outfeed: str = "include",
     significant_digits: int | None = None,
+    detail: str = "compact",
 ) -> dict:
     """One op in full: its records (every column; one per program, precision and host it
     ran in), the guidance findings that name it with their evidence, its shapes and the
@@ -203,6 +223,14 @@ def get_op(
     ]
     shapes = _shapes(service, run, host, records) if view == "op" else []
     kernels = _kernels(service, run, host, records) if view == "op" else []
+    parts = {"shapes": shapes, "kernels": kernels}
+    if detail != "full":  # the longest first, counted (`*_count`): detail=full has them all
+        parts = _first(
+            {"shapes": sorted(shapes, key=lambda u: -u["time_us"]), "kernels": kernels},
+            "shapes",
+            "kernels",
+            keep=COMPACT_ITEMS,
+        )
     answer = shape(
         {
             "run": a["run"],
@@ -211,8 +239,7 @@ def get_op(
             "operation": operation,
             "records": records,
             "findings": findings,
-            "shapes": shapes,
-            "kernels": kernels,
+            **parts,
         },
         digits_of(significant_digits),
     )

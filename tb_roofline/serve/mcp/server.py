@@ -26,7 +26,8 @@ SERVER_NAME = "tb-roofline"
 
 INSTRUCTIONS = """\
 tb-roofline: roofline analysis of the ML profiles (XLA XSpace for TPU/GPU/CPU, PyTorch Kineto
-traces) in one TensorBoard logdir. Start with list_runs, then get_guidance for the findings
+traces) in one TensorBoard logdir. Start with list_runs, then get_summary (one call: roofs,
+Total, time by class, top findings and ops); get_guidance for the findings
 (what to change, time saved), top_ops for the ops, get_op for one op in full, compare for two
 runs, hosts or steps, get_diagnostics for what the profile lacks, get_comm for the
 collectives (message size, bus bandwidth under the link roof, exposed time). Every number is
@@ -71,7 +72,51 @@ def build_server(service):
 
     register_tools(tool, service, arg_types())
     _refuse_unknown_arguments(server)
+    _compact_listing(server)
     return server
+
+
+def _compact_listing(server):
+    """The tool listing is read by the model at every session's start, so it is kept to what
+    informs a call: descriptions on one line, no generated titles, an optional argument shown
+    as its type (null is its default). The argument models still accept exactly what they did."""
+    import inspect
+
+    try:
+        for t in server._tool_manager.list_tools():
+            t.description = " ".join(inspect.cleandoc(t.description or "").split())
+            t.parameters = compact_schema(t.parameters)
+            if t.fn_metadata.output_schema is not None:
+                t.fn_metadata.output_schema = compact_schema(t.fn_metadata.output_schema)
+    except (AttributeError, TypeError) as exc:  # another SDK version: the full listing
+        logger.debug("tb-roofline mcp: tool listing left as the SDK makes it (%s)", exc)
+
+
+def compact_schema(schema):
+    """`schema` without `title`s and with `anyOf: [X, {"type": "null"}]` (default null) as X,
+    not required."""
+    if isinstance(schema, list):
+        return [compact_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "properties" and isinstance(value, dict):  # names, not schema keywords
+            out[key] = {name: compact_schema(v) for name, v in value.items()}
+        else:
+            out[key] = compact_schema(value)
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        if out.get("default", "absent") is None:
+            (kept,) = [o for o in options if o != {"type": "null"}]
+            out.pop("anyOf")
+            out.pop("default")
+            out = {**kept, **out}
+    if "description" in out and isinstance(out["description"], str):
+        out["description"] = " ".join(out["description"].split())
+    return out
 
 
 def _server_class():

@@ -36,6 +36,21 @@ def _run_tools(tool, service, T):  # noqa: N803
         return call(service, mcp_tools.list_runs, ctx, offset=offset, limit=limit)
 
     @tool()
+    def get_summary(
+        ctx: T.Context, run: T.Run, host: T.Host = "", significant_digits: T.Dig = None
+    ) -> T.Answer:
+        """Start here: a run in one call. Device roofs, the Total record, step time by class,
+        the top findings and top ops by time saved, diagnostics counted by severity."""
+        return call(
+            service,
+            mcp_tools.get_summary,
+            ctx,
+            run=run,
+            host=host,
+            significant_digits=significant_digits,
+        )
+
+    @tool()
     def list_hosts(ctx: T.Context, run: T.Run) -> T.Answer:
         """The hosts of one run ('*' aggregates all)."""
         return call(service, mcp_tools.list_hosts, ctx, run=run)
@@ -187,6 +202,7 @@ def _top_ops_tool(tool, service, T):  # noqa: N803
         limit: T.Lim = None,
         columns: T.Cols = None,
         significant_digits: T.Dig = None,
+        detail: T.Detail = "compact",
     ) -> T.Answer:
         """The top ops by self time or by potential time saved, filtered by category,
         bound_by, name, precision and caveat, paged (next_offset). Each op carries its
@@ -209,6 +225,7 @@ def _top_ops_tool(tool, service, T):  # noqa: N803
             limit=limit,
             columns=columns,
             significant_digits=significant_digits,
+            detail=detail,
         )
 
 
@@ -228,6 +245,7 @@ def _op_and_guidance_tools(tool, service, T):  # noqa: N803
         view: T.View = "op",
         infeed_outfeed: T.Io = "include",
         significant_digits: T.Dig = None,
+        detail: T.Detail = "compact",
     ) -> T.Answer:
         """One op in full: every column of its records, the guidance findings naming it with
         their evidence, the shapes it ran with and the kernels it launched (PyTorch)."""
@@ -243,6 +261,7 @@ def _op_and_guidance_tools(tool, service, T):  # noqa: N803
             view=view,
             infeed_outfeed=infeed_outfeed,
             significant_digits=significant_digits,
+            detail=detail,
         )
 
     @tool()

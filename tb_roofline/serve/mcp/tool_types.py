@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, Optional
 from tb_roofline.serve.mcp.shaping import CAVEATS, MAX_LIMIT, VIEWS
 
 IoArg = Literal["include", "exclude"]
+DetailArg = Literal["compact", "full"]
 # The choices are the model's tuples, read when the module loads (the schema the SDK builds
 # lists them); a static checker cannot evaluate them.
 ViewArg = Literal[VIEWS]  # type: ignore[valid-type]
@@ -30,13 +31,9 @@ def _answer_model():
     from pydantic import BaseModel, ConfigDict, Field
 
     class ToolAnswer(BaseModel):
-        """A tool's answer: its fields (docs/mcp.md) and the versions."""
-
         model_config = ConfigDict(extra="allow")
         server_version: str = Field(description="tb-roofline's version")
-        schema_version: str = Field(
-            description=("the version of the answers' shape (docs/mcp.md, changelog)")
-        )
+        schema_version: str = Field(description="answers' shape (docs/mcp.md, changelog)")
 
     return ToolAnswer
 
@@ -73,25 +70,27 @@ def _common_types(Field, BeforeValidator) -> dict:  # noqa: N803
         Field(
             ge=0,
             le=MAX_LIMIT,
-            description=("rows to return (default 10; 0: the counts only, next_offset null)"),
+            description="rows to return (default 10; 0: counts only)",
         ),
     ]
     Cols = Annotated[
         Optional[list[str]],
-        Field(
-            description="fields to return (HTTP column names or these answers' names); "
-            "default: the main ones"
-        ),
+        Field(description="fields to return; default: the main ones"),
     ]
     Dig = Annotated[
         Optional[int],
         Field(
             ge=0,
             le=17,
-            description=("significant digits of every number (default 6; 0 = full precision)"),
+            description="significant digits (default 6; 0: full precision)",
         ),
     ]
-    return dict(Run=Run, Host=Host, Io=Io, Off=Off, Lim=Lim, Cols=Cols, Dig=Dig)
+    Detail = Annotated[
+        DetailArg,
+        BeforeValidator(lower),
+        Field(description="compact (default): the first shapes and kernels, counted; full: all"),
+    ]
+    return dict(Run=Run, Host=Host, Io=Io, Off=Off, Lim=Lim, Cols=Cols, Dig=Dig, Detail=Detail)
 
 
 def _filter_types(Field, BeforeValidator) -> dict:  # noqa: N803
@@ -103,20 +102,12 @@ def _filter_types(Field, BeforeValidator) -> dict:  # noqa: N803
     ]
     Category = Annotated[
         Optional[list[str]],
-        Field(
-            description=(
-                "keep ops of these categories, any case (the answer's facets.category lists the "
-                "run's; a value the run has not is an error naming them)"
-            )
-        ),
+        Field(description="keep these categories (facets.category lists the run's); any case"),
     ]
     BoundBy = Annotated[
         Optional[list[str]],
         Field(
-            description=(
-                "keep ops bound by these: Compute, HBM, VMEM Read, ..., Unknown, Async; any case "
-                "(facets.bound_by lists the run's; a value the run has not is an error naming them)"
-            )
+            description="keep these: Compute, HBM, ... (facets.bound_by lists the run's); any case"
         ),
     ]
     Values = Annotated[Optional[list[str]], Field(description="keep rows with one of these")]

@@ -109,6 +109,70 @@ def get_program(
     )
 
 
+SUMMARY_TOP = 5  # findings and ops in a run summary
+
+
+def get_summary(service, run: str, host: str = "", significant_digits: int | None = None) -> dict:
+    """The first question in one call: the device's roofs, the Total program record, where
+    the step time goes (classes), the top findings and top ops by time saved, and how many
+    diagnostics of each severity; each part is the first rows of the tool that gives it in
+    full (get_device, get_program, get_guidance, top_ops order=time_saved, get_diagnostics)."""
+    from tb_roofline.serve.mcp import op_tools
+
+    device = answer_of(service, "device", run, host)["device"]
+    program = get_program(service, run, host, limit=1, significant_digits=0)
+    guidance = get_guidance(service, run, host, limit=SUMMARY_TOP, significant_digits=0)
+    ops = op_tools.top_ops(
+        service,
+        run,
+        host,
+        order="time_saved",
+        limit=SUMMARY_TOP,
+        significant_digits=0,
+        columns=[
+            "operation",
+            "category",
+            "precision",
+            "total_self_time_us",
+            "bound_by",
+            "roofline_efficiency",
+            "potential_time_saved_us",
+        ],
+    )
+    diags = answer_of(service, "diagnostics", run, host)["diagnostics"]
+    severities = {s: sum(d["severity"] == s for d in diags) for s in SEVERITIES}
+    answer = {
+        "run": program["run"],
+        "host": program["host"],
+        "device": {
+            k: device.get(k) for k in ("type", "kind", "num_cores", "num_hosts", "peaks_known")
+        }
+        | {
+            "compute": [
+                {"precision": c["precision"], "peak_gflops": c["peak_gflops"]}
+                for c in device.get("compute", [])
+            ],
+            "memories": [
+                {"name": m["name"], "peak_gbs": m["peak_gbs"]} for m in device.get("memories", [])
+            ],
+        },
+        "num_steps": program["num_steps"],
+        "total": program["records"][0] if program["records"] else None,
+        "classes": guidance.get("classes"),
+        "total_time_saved_us": guidance.get("total_time_saved_us"),
+        "findings_count": guidance["findings_count"],
+        "top_findings": [
+            {k: f.get(k) for k in ("id", "rule", "title", "time_saved_us", "percent_of_step")}
+            for f in guidance["findings"]
+        ],
+        "ranked_ops_count": ops["total_count"],
+        "top_ops": ops["ops"],
+        **({"top_ops_note": ops["note"]} if "note" in ops else {}),
+        "diagnostics_by_severity": severities,
+    }
+    return shape(answer, digits_of(significant_digits))
+
+
 def get_guidance(
     service,
     run: str,
