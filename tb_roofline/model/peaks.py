@@ -112,3 +112,36 @@ def _replace(peak, value, rate, op_name, unit, what):
         assert isinstance(peak, MemoryPeak)
         new = dataclasses.replace(peak, gbs=new_value, source=source, note=note)
     return new, Diagnostic("warning", "peak_replaced", f"{what}: {note}")
+
+
+ASYNC_CAVEATS = ("async_start", "async_wait")  # halves of an async op: no rate of their own
+
+
+def run_compute_roofs(columns: dict, device: DeviceInfo) -> list[dict]:
+    """The compute roofs the run's op records sit under, highest first: each distinct peak
+    (GFLOP/s) with the precisions of the records under it and their self time. The first is
+    the run's top roof, the one the device headline quotes and the op chart draws on top
+    (a chip's faster precisions the run never used, fp8 or int8 on a bf16 run, are not it).
+    A roof whose records name no precision (kernels of unknown type, judged under the
+    device's default roof) is named by the device's precisions with that peak, `named_by`
+    "device" (else "records")."""
+    peak = np.asarray(columns["peak_flop_rate"], dtype=float)
+    caveat = np.asarray(columns["caveat"], dtype=object)
+    precision = np.asarray(columns["precision"], dtype=object)
+    time = np.asarray(columns["total_self_time_us"], dtype=float)
+    used = np.isfinite(peak) & (peak > 0) & ~np.isin(caveat, ASYNC_CAVEATS)
+    roofs: dict = {}
+    for value, prec, t in zip(peak[used].tolist(), precision[used].tolist(), time[used].tolist()):
+        roof = roofs.setdefault(value, {"peak_gflops": value, "precisions": [], "time_us": 0.0})
+        if prec and prec != "mixed" and prec not in roof["precisions"]:
+            roof["precisions"].append(prec)
+        roof["time_us"] += t if np.isfinite(t) else 0.0
+    for roof in roofs.values():
+        roof["named_by"] = "records" if roof["precisions"] else "device"
+        if not roof["precisions"]:
+            roof["precisions"] = [
+                c.precision
+                for c in device.compute
+                if abs(c.gflops / roof["peak_gflops"] - 1) < 1e-6
+            ]
+    return sorted(roofs.values(), key=lambda r: -r["peak_gflops"])

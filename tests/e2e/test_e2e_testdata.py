@@ -65,6 +65,11 @@ def test_gpu_trace_precisions_and_kernel_view(page, tb_testdata):
     }
     computes = page.evaluate("window.__roofline.geometry.computes.map(c => c.value)")
     assert sorted(computes) == sorted(peaks) and len(computes) > 1
+    # The headline quotes the run's top roof (the chart's), not the chip's fastest precision.
+    head = page.locator("#headline-peak")
+    assert float(head.get_attribute("data-value")) == max(computes)
+    assert head.get_attribute("data-of-run") == "true"
+    assert max(computes) < max(c["peak_gflops"] for c in device["compute"])  # int8 unused
     names = page.evaluate("window.__roofline.geometry.computes.map(c => c.name)")
     by_peak = {}
     for c in device["compute"]:

@@ -26,6 +26,7 @@ from tb_roofline import errors
 from tb_roofline.model import rankings, roofline, row_grouping
 from tb_roofline.model.record_table import RecordTable, json_columns
 from tb_roofline.model.records import binding_roof_ids, measurements
+from tb_roofline.model.peaks import run_compute_roofs
 from tb_roofline.serve.service.discovery import ALL_HOSTS
 
 SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full precision)
@@ -159,7 +160,14 @@ def op_table(a, include_io: bool, view: str = "op"):
 
 # --- the single-run answers (what `RooflineService` serves and caches encoded) -------------
 def device_answer(a, run, host) -> dict:
-    return {"run": run, "host": host or ALL_HOSTS, "device": a.device.to_json()}
+    """The device and its roofs, and the compute roofs this run's ops sit under
+    (`run_compute`, model/peaks.py `run_compute_roofs`: the headline's)."""
+    roofs = run_compute_roofs(a.ops[True].columns, a.device) if a.device.peaks_known else []
+    return {
+        "run": run,
+        "host": host or ALL_HOSTS,
+        "device": {**a.device.to_json(), "run_compute": roofs},
+    }
 
 
 BINDING_COLUMN = "binding_roof_id"

@@ -59,7 +59,8 @@ export function devicePanel(device, total, peaksNote = null) {
           h('th', {}, 'GFLOP/s'), h('th', {}, 'Source'))),
       h('tbody', {}, compute.length ? compute.map((c) =>
         h('tr', {dataset: {precision: c.precision}},
-            h('td', {}, c.precision),
+            h('td', {}, c.precision === 'default' ?
+              explained('default (all precisions)', TERMS.defaultPrecision) : c.precision),
             h('td', {}, fmtFlopRate(c.peak_gflops)),
             num('peak_gflops', c.peak_gflops, fmtNum(c.peak_gflops)),
             h('td', {title: c.note || null}, source(c.source), c.note ? h('div', {
@@ -103,18 +104,40 @@ export function devicePanel(device, total, peaksNote = null) {
         h('div', {class: 'device-grid'}, factTable, computeTable, memoryTable))];
 }
 
-/** The device in one line: type, how many of its units, its top compute and HBM roofs. */
-function deviceSummary(device) {
-  const unit = unitOf(device);
+/** What a precision name means where the profile gives one figure for every precision. */
+function precisionWords(name) {
+  return name === 'default' ? explained('all precisions', TERMS.defaultPrecision) : name;
+}
+
+/**
+ * The roof the headline quotes: the top compute roof the run's ops sit under (the model's
+ * `run_compute`, the op chart's top roof), not the chip's fastest precision the run never
+ * used; the device's top figure only when no op has a roof.
+ */
+function headlineRoof(device) {
+  const run = (device.run_compute || [])[0];
+  if (run) return {peak_gflops: run.peak_gflops, precisions: run.precisions, ofRun: true};
   const top = (device.compute || []).reduce((a, c) => (!a || c.peak_gflops > a.peak_gflops ?
     c : a), null);
+  return top ? {peak_gflops: top.peak_gflops, precisions: [top.precision], ofRun: false} : null;
+}
+
+/** The device in one line: type, how many of its units, the run's top compute and HBM roofs. */
+function deviceSummary(device) {
+  const unit = unitOf(device);
+  const top = headlineRoof(device);
   const mems = (device.memories || []).filter((m) => m.peak_gbs > 0);
   const hbm = mems.find((m) => m.id === 'hbm') || mems[0];
   const parts = [
     h('strong', {}, fmtText(device.type)),
     `${fmtInt(device.num_cores)} ${unit}${device.num_cores === 1 ? '' : 's'} per host`,
     `${fmtInt(device.num_hosts)} host${device.num_hosts === 1 ? '' : 's'}`,
-    top ? `peak ${fmtFlopRate(top.peak_gflops)} (${top.precision})` : 'peak FLOP rate unknown',
+    top ? h('span', {id: 'headline-peak', dataset: {value: String(top.peak_gflops),
+      precisions: top.precisions.join('/'), ofRun: String(top.ofRun)}},
+    `peak ${fmtFlopRate(top.peak_gflops)} (`,
+    top.precisions.map((p, i) => [i ? '/' : '', precisionWords(p)]),
+    top.ofRun ? ')' : ', the device\'s top: no op of this run has a roof)') :
+      'peak FLOP rate unknown',
     hbm ? `${hbm.name} ${fmtBandwidth(hbm.peak_gbs)}` : null,
     top && hbm ? [explained('ridge point', TERMS.ridge),
       ` ${fmtNum(top.peak_gflops / hbm.peak_gbs)} FLOP/B`] : null,

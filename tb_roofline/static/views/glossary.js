@@ -9,6 +9,8 @@ export const TERMS = {
     'included) ÷ (step time × peak FLOP rate × devices).',
   megacore: 'Megacore: the chip\'s two TensorCores run one program as one core (TPU v4, v5p); ' +
     'per-core figures are then per chip.',
+  defaultPrecision: 'The profile states one peak FLOP rate for the device, not one per ' +
+    'precision (TPU profiles: the matrix units\' bf16 rate); every op is judged under it.',
   ridge: 'Ridge point: the operational intensity (FLOP/byte) where a memory roof meets the ' +
     'compute roof, peak FLOP rate ÷ bandwidth. Ops left of it are bound by that memory, right ' +
     'of it by compute.',
