@@ -24,9 +24,9 @@ import numpy as np
 
 from tb_roofline import errors
 from tb_roofline.model import rankings, roofline, row_grouping
+from tb_roofline.model.peaks import run_compute_roofs
 from tb_roofline.model.record_table import RecordTable, json_columns
 from tb_roofline.model.records import binding_roof_ids, measurements
-from tb_roofline.model.peaks import run_compute_roofs
 from tb_roofline.serve.service.discovery import ALL_HOSTS
 
 SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full precision)
