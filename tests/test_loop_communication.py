@@ -61,14 +61,15 @@ def _opcodes(case) -> dict:
 
 def _union(begin, end) -> float:
     """Measure of a union of intervals, by a sort and a sweep."""
-    total, reach = 0, None
+    total, start, reach = 0, None, None
     for b, e in sorted(zip(begin, end)):
         if reach is None or b > reach:
-            total += 0 if reach is None else reach - start
+            if reach is not None:
+                total += reach - start
             start, reach = b, e
         else:
             reach = max(reach, e)
-    return float(total + (0 if reach is None else reach - start))
+    return float(total + (reach - start if reach is not None else 0))
 
 
 def _text(s, stat) -> str:

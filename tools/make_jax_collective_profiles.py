@@ -142,9 +142,7 @@ def pipeline_scan(jax, jnp):
         jax.shard_map(body, mesh=mesh, in_specs=(P("stage"), P("stage")), out_specs=P("stage"))
     )
     k = jax.random.PRNGKey(2)
-    w = jax.device_put(
-        jax.random.normal(k, (8, 256, 256)) * 0.05, NamedSharding(mesh, P("stage"))
-    )
+    w = jax.device_put(jax.random.normal(k, (8, 256, 256)) * 0.05, NamedSharding(mesh, P("stage")))
     x = jax.device_put(
         jax.random.normal(jax.random.fold_in(k, 1), (8, 128, 256)), NamedSharding(mesh, P("stage"))
     )
@@ -154,7 +152,7 @@ def pipeline_scan(jax, jnp):
 def psum_while(jax, jnp):
     """`lax.while_loop` of 12 iterations (the count carried as data, not a static trip count),
     each a matmul + tanh on the local shard and a `psum` of the result over all 8 devices (the
-carry stays per device: the shard less a tenth of the sum)."""
+    carry stays per device: the shard less a tenth of the sum)."""
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
@@ -171,9 +169,7 @@ carry stays per device: the shard less a tenth of the sum)."""
 
         return jax.lax.while_loop(cond, step, (jnp.int32(0), x))[1]
 
-    fn = jax.jit(
-        jax.shard_map(body, mesh=mesh, in_specs=(P(), P("i"), P()), out_specs=P("i"))
-    )
+    fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P(), P("i"), P()), out_specs=P("i")))
     k = jax.random.PRNGKey(3)
     w = jax.device_put(jax.random.normal(k, (256, 256)) * 0.05, NamedSharding(mesh, P()))
     x = jax.device_put(

@@ -108,6 +108,22 @@ def loop_containers(lane, begin, end, leaf) -> np.ndarray:
     return out
 
 
+def _work_segments(lane, begin, end, comm, leaf, sb, se, span):
+    """(segments of the work, None or the (per step, whole core) measure of communication ∪
+    work when loop containers are left out of it)."""
+    keep = ~comm
+    reach = None
+    if leaf is not None and not np.all(leaf):
+        outer = loop_containers(lane, begin, end, np.asarray(leaf, bool))
+        if outer.any():
+            keep &= ~outer
+            seg = _Segments(begin[~outer], end[~outer])
+            reach = (seg.between(sb, se), float(seg.between(float(span[0]), float(span[1]))))
+            del seg
+        del outer
+    return _Segments(begin[keep], end[keep]), reach
+
+
 class TimelineBuilder:
     """Collects one profile's per-core summaries; `label_id` interns op labels."""
 
@@ -181,42 +197,16 @@ class TimelineBuilder:
         busy_all = float(busy_segments.between(lo, hi))
         self._add_idle_causes(lo, hi, begin, end, busy_segments, causes or {}, sb, se)
         has_comm = bool(comm.any())
-        reach, reach_all = busy, busy_all  # the union of communication and work
+        reach = (busy, busy_all)  # the union of communication and work
         if has_comm:
             del busy_segments
-            keep = ~comm
-            if leaf is not None and not np.all(leaf):
-                outer = loop_containers(lane, begin, end, np.asarray(leaf, bool))
-                if outer.any():
-                    keep &= ~outer
-                    reach_segments = _Segments(begin[~outer], end[~outer])
-                    reach = reach_segments.between(sb, se)
-                    reach_all = float(reach_segments.between(lo, hi))
-                    del reach_segments
-                del outer
-            compute_segments = _Segments(begin[keep], end[keep])
-            del keep
+            compute_segments, loops_reach = _work_segments(
+                lane, begin, end, comm, leaf, sb, se, span
+            )
+            reach = loops_reach or reach
         else:
             compute_segments = busy_segments
-        compute = compute_segments.between(sb, se)
-        compute_all = float(compute_segments.between(lo, hi))
-        out_span = max(0.0, (hi - lo) - float((se - sb).sum()))
-        out_busy = max(0.0, busy_all - float(busy.sum()))
-        out_reach = max(0.0, reach_all - float(reach.sum()))
-        out_compute = min(out_reach, max(0.0, compute_all - float(compute.sum())))
-        exposed = np.r_[reach - compute, out_reach - out_compute]
-        n = len(steps)
-        self._windows.append(
-            {
-                "core": np.full(n + 1, core, np.int64),
-                "step": np.array([s[0] for s in steps] + [NO_STEP], np.int64),
-                "span_ps": np.r_[se - sb, out_span],
-                "busy_ps": np.r_[busy, out_busy],
-                # the work, plus the loop containers' own time (none without loops: `compute`)
-                "compute_ps": np.r_[compute + (busy - reach), out_compute + (out_busy - out_reach)],
-                "exposed_ps": exposed,
-            }
-        )
+        self._add_window(core, steps, sb, se, span, (busy, busy_all), reach, compute_segments)
         if has_comm:
             self._add_exposed(begin, end, op, comm, compute_segments)
         del compute_segments
@@ -230,6 +220,30 @@ class TimelineBuilder:
                 fusible[leaf],
             )
         self._add_pairs(lane, begin, end, op, fusible)
+
+    def _add_window(self, core, steps, sb, se, span, busy, reach, compute_segments):
+        """One row per step and one for the time outside steps: `busy` and `reach` (the union
+        of communication and work) are (per step, whole core) measures."""
+        lo, hi = float(span[0]), float(span[1])
+        (busy, busy_all), (reach, reach_all) = busy, reach
+        compute = compute_segments.between(sb, se)
+        compute_all = float(compute_segments.between(lo, hi))
+        out_span = max(0.0, (hi - lo) - float((se - sb).sum()))
+        out_busy = max(0.0, busy_all - float(busy.sum()))
+        out_reach = max(0.0, reach_all - float(reach.sum()))
+        out_compute = min(out_reach, max(0.0, compute_all - float(compute.sum())))
+        n = len(steps)
+        self._windows.append(
+            {
+                "core": np.full(n + 1, core, np.int64),
+                "step": np.array([s[0] for s in steps] + [NO_STEP], np.int64),
+                "span_ps": np.r_[se - sb, out_span],
+                "busy_ps": np.r_[busy, out_busy],
+                # the work, plus the loop containers' own time (none without loops: `compute`)
+                "compute_ps": np.r_[compute + (busy - reach), out_compute + (out_busy - out_reach)],
+                "exposed_ps": np.r_[reach - compute, out_reach - out_compute],
+            }
+        )
 
     def _add_exposed(self, begin, end, op, comm, compute_segments):
         """Exposed time per communication op, each exposed instant once (to the op whose
