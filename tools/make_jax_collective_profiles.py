@@ -11,7 +11,10 @@ the collectives' bytes from by hand).
 Cases: `jit` + NamedSharding on a 1-D mesh (data parallel: XLA SPMD inserts the gradient
 all-reduce), on a 2-D mesh with the batch over one axis (the all-reduce over that axis, in the
 mesh form with a device order) and on a 2-D mesh (data x model: all-reduces over one axis);
-`shard_map` with psum, all_gather, psum_scatter, ppermute and all_to_all on 1-D and 2-D meshes.
+`shard_map` with psum, all_gather, psum_scatter, ppermute and all_to_all on 1-D and 2-D meshes;
+communication inside loops: a pipeline `ppermute` inside `lax.scan` and a `psum` inside a
+`lax.while_loop` (XLA `while` ops whose events enclose the collectives and the compute of each
+iteration).
 """
 
 import json
@@ -118,12 +121,72 @@ def shard_map_2d(jax, jnp):
     return fn, (v,), {"x": 2, "y": 4}
 
 
+def pipeline_scan(jax, jnp):
+    """A pipeline over 8 stages: `lax.scan` over 16 micro-steps, each a matmul + tanh on the
+    stage's own weights, then `ppermute` of the activations to the next stage (a ring)."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((8,), ("stage",))
+
+    def body(w, x):
+        def micro(h, _):
+            h = jnp.tanh(h @ w[0])
+            h = jax.lax.ppermute(h, "stage", [(j, (j + 1) % 8) for j in range(8)])
+            return h, None
+
+        h, _ = jax.lax.scan(micro, x[0], None, length=16)
+        return h[None]
+
+    fn = jax.jit(
+        jax.shard_map(body, mesh=mesh, in_specs=(P("stage"), P("stage")), out_specs=P("stage"))
+    )
+    k = jax.random.PRNGKey(2)
+    w = jax.device_put(jax.random.normal(k, (8, 256, 256)) * 0.05, NamedSharding(mesh, P("stage")))
+    x = jax.device_put(
+        jax.random.normal(jax.random.fold_in(k, 1), (8, 128, 256)), NamedSharding(mesh, P("stage"))
+    )
+    return fn, (w, x), {"stage": 8}
+
+
+def psum_while(jax, jnp):
+    """`lax.while_loop` of 12 iterations (the count carried as data, not a static trip count),
+    each a matmul + tanh on the local shard and a `psum` of the result over all 8 devices (the
+    carry stays per device: the shard less a tenth of the sum)."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((8,), ("i",))
+
+    def body(w, x, n):
+        def cond(c):
+            return c[0] < n[0]
+
+        def step(c):
+            i, h = c
+            h = jnp.tanh(h @ w)
+            return i + 1, h - 0.1 * jax.lax.psum(h, "i")  # psum's result is device-invariant
+
+        return jax.lax.while_loop(cond, step, (jnp.int32(0), x))[1]
+
+    fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P(), P("i"), P()), out_specs=P("i")))
+    k = jax.random.PRNGKey(3)
+    w = jax.device_put(jax.random.normal(k, (256, 256)) * 0.05, NamedSharding(mesh, P()))
+    x = jax.device_put(
+        jax.random.normal(jax.random.fold_in(k, 1), (1024, 256)), NamedSharding(mesh, P("i"))
+    )
+    n = jax.device_put(jnp.array([12], jnp.int32), NamedSharding(mesh, P()))
+    return fn, (w, x, n), {"i": 8}
+
+
 CASES = {
     "jit_dp_1d": jit_dp_1d,
     "jit_dp_2d": jit_dp_2d,
     "jit_2d": jit_2d,
     "shard_map_1d": shard_map_1d,
     "shard_map_2d": shard_map_2d,
+    "pipeline_scan": pipeline_scan,
+    "psum_while": psum_while,
 }
 
 

@@ -7,8 +7,9 @@ Readers hand their op events (begin, end, lane, op label) to a `TimelineBuilder`
 (docs/guidance.md, "Timeline facts"):
 
 - `windows`: per (core, step) — and per core for the time outside steps — the span, the time
-  any op ran (`busy`), the time a non-communication op ran (`compute`) and the communication /
-  host-transfer time not hidden under compute (`exposed = busy - compute`);
+  any op ran (`busy`), the communication / host-transfer time no work ran beside (`exposed`:
+  work is every other op but a loop container that encloses ops, whose time is its children's)
+  and the rest of the busy time (`compute = busy - exposed`);
 - `pairs`: ops that ran back to back on one lane (stream, op line, thread), both elementwise or
   data movement: how often, the gaps, and the shorter op's time in those pairs;
 - `exposed_by_op`: exposed time per communication / transfer op (the largest few).

@@ -79,6 +79,51 @@ class _Segments:
         return self.covered(hi) - self.covered(lo)
 
 
+def loop_containers(lane, begin, end, leaf) -> np.ndarray:
+    """Which events are containers (`leaf` False: XLA `while`, `conditional`, `call`, TPU
+    megacore fusions) that enclose another op event on their lane. Events in (lane, begin,
+    outer first) order: a container encloses something when the next event on its lane starts
+    before it ends (events on one lane nest). A container that encloses nothing is the only
+    record of what ran then, and stays work."""
+    outer = ~leaf
+    n = len(outer)
+    if n < 2 or not outer.any():
+        return np.zeros(n, bool)
+    same = lane[1:] == lane[:-1]
+    in_order = (lane[1:] > lane[:-1]) | (
+        same & ((begin[1:] > begin[:-1]) | ((begin[1:] == begin[:-1]) & (end[1:] <= end[:-1])))
+    )
+    order = None
+    if not in_order.all():
+        order = np.lexsort((-end, begin, lane))
+        lane, begin, end, outer = lane[order], begin[order], end[order], outer[order]
+        same = lane[1:] == lane[:-1]
+    encloses = np.zeros(n, bool)
+    encloses[:-1] = same & (begin[1:] < end[:-1])
+    encloses &= outer
+    if order is None:
+        return encloses
+    out = np.zeros(n, bool)
+    out[order] = encloses
+    return out
+
+
+def _work_segments(lane, begin, end, comm, leaf, sb, se, span):
+    """(segments of the work, None or the (per step, whole core) measure of communication ∪
+    work when loop containers are left out of it)."""
+    keep = ~comm
+    reach = None
+    if leaf is not None and not np.all(leaf):
+        outer = loop_containers(lane, begin, end, np.asarray(leaf, bool))
+        if outer.any():
+            keep &= ~outer
+            seg = _Segments(begin[~outer], end[~outer])
+            reach = (seg.between(sb, se), float(seg.between(float(span[0]), float(span[1]))))
+            del seg
+        del outer
+    return _Segments(begin[keep], end[keep]), reach
+
+
 class TimelineBuilder:
     """Collects one profile's per-core summaries; `label_id` interns op labels."""
 
@@ -125,8 +170,16 @@ class TimelineBuilder:
         {IDLE_CAPTURE or IDLE_SYNC: (begin ps array, end ps array)} host spans that explain
         idle time on this core (graph_capture_spans, sync_spans).
 
+        Exposed time is the communication that no work ran beside: measure(comm ∪ work) −
+        measure(work). A container that encloses other ops on its lane (an XLA `while`,
+        `conditional` or `call` event: `loop_containers`) is not work: its time is its
+        children's, and counted as work it would hide every collective inside the loop. It
+        still counts as busy; its time outside its children and the communication counts as
+        compute (the loop's own control).
+
         Memory: float64 `begin`/`end` and integer `op`/`lane` of any width are used as given
-        (no copies); one set of segments at a time is held (busy, then compute)."""
+        (no copies); one set of segments at a time is held (busy, then with loop containers
+        communication or work, then compute)."""
         begin = np.asarray(begin, np.float64)
         end = np.asarray(end, np.float64)
         if (end < begin).any():
@@ -144,29 +197,16 @@ class TimelineBuilder:
         busy_all = float(busy_segments.between(lo, hi))
         self._add_idle_causes(lo, hi, begin, end, busy_segments, causes or {}, sb, se)
         has_comm = bool(comm.any())
+        reach = (busy, busy_all)  # the union of communication and work
         if has_comm:
             del busy_segments
-            keep = ~comm
-            compute_segments = _Segments(begin[keep], end[keep])
-            del keep
+            compute_segments, loops_reach = _work_segments(
+                lane, begin, end, comm, leaf, sb, se, span
+            )
+            reach = loops_reach or reach
         else:
             compute_segments = busy_segments
-        compute = compute_segments.between(sb, se)
-        compute_all = float(compute_segments.between(lo, hi))
-        out_span = max(0.0, (hi - lo) - float((se - sb).sum()))
-        out_busy = max(0.0, busy_all - float(busy.sum()))
-        out_compute = min(out_busy, max(0.0, compute_all - float(compute.sum())))
-        n = len(steps)
-        self._windows.append(
-            {
-                "core": np.full(n + 1, core, np.int64),
-                "step": np.array([s[0] for s in steps] + [NO_STEP], np.int64),
-                "span_ps": np.r_[se - sb, out_span],
-                "busy_ps": np.r_[busy, out_busy],
-                "compute_ps": np.r_[compute, out_compute],
-                "exposed_ps": np.r_[busy - compute, out_busy - out_compute],
-            }
-        )
+        self._add_window(core, steps, sb, se, span, (busy, busy_all), reach, compute_segments)
         if has_comm:
             self._add_exposed(begin, end, op, comm, compute_segments)
         del compute_segments
@@ -180,6 +220,30 @@ class TimelineBuilder:
                 fusible[leaf],
             )
         self._add_pairs(lane, begin, end, op, fusible)
+
+    def _add_window(self, core, steps, sb, se, span, busy, reach, compute_segments):
+        """One row per step and one for the time outside steps: `busy` and `reach` (the union
+        of communication and work) are (per step, whole core) measures."""
+        lo, hi = float(span[0]), float(span[1])
+        (busy, busy_all), (reach, reach_all) = busy, reach
+        compute = compute_segments.between(sb, se)
+        compute_all = float(compute_segments.between(lo, hi))
+        out_span = max(0.0, (hi - lo) - float((se - sb).sum()))
+        out_busy = max(0.0, busy_all - float(busy.sum()))
+        out_reach = max(0.0, reach_all - float(reach.sum()))
+        out_compute = min(out_reach, max(0.0, compute_all - float(compute.sum())))
+        n = len(steps)
+        self._windows.append(
+            {
+                "core": np.full(n + 1, core, np.int64),
+                "step": np.array([s[0] for s in steps] + [NO_STEP], np.int64),
+                "span_ps": np.r_[se - sb, out_span],
+                "busy_ps": np.r_[busy, out_busy],
+                # the work, plus the loop containers' own time (none without loops: `compute`)
+                "compute_ps": np.r_[compute + (busy - reach), out_compute + (out_busy - out_reach)],
+                "exposed_ps": np.r_[reach - compute, out_reach - out_compute],
+            }
+        )
 
     def _add_exposed(self, begin, end, op, comm, compute_segments):
         """Exposed time per communication op, each exposed instant once (to the op whose
