@@ -36,6 +36,18 @@ function bytes(v) {
   return `${fmt(v / scale)} ${unit}`;
 }
 
+/** A collective's row: its kind, message size and group size ("all-reduce 1.05 MB, 4 ranks"). */
+function rowName(p) {
+  const group = p.group_size ? `, ${p.group_size} ranks${p.group_assumed ? ' (assumed)' : ''}` : '';
+  return `${p.kind} ${bytes(p.message_bytes)}${group}`;
+}
+
+/** How many groups run the collective, and of what size. */
+function groupText(p) {
+  if (!p.group_size) return '—';
+  return p.groups ? `${p.groups} × ${p.group_size}` : `${p.group_size}`;
+}
+
 function usTime(v) {
   if (v === null || v === undefined) return '—';
   return v >= 1e6 ? `${fmt(v / 1e6)} s` : v >= 1e3 ? `${fmt(v / 1e3)} ms` : `${fmt(v)} µs`;
@@ -113,14 +125,14 @@ export class CommChartSection {
             exportButtons('comm', [['CSV', () => this.exportCsv()],
               ['PNG', () => this.exportImage('png')], ['SVG', () => this.exportImage('svg')]])),
         this.noteEl,
-        h('div', {style: {display: 'flex', gap: '16px', flexWrap: 'wrap'}},
-            // min-width 0: the canvas's width must not hold its box wider than the window
-            // (the chart re-fits to its box: vega-embed's resize observer)
-            h('div', {style: {flex: '3 1 480px', minWidth: '0'}}, this.chartEl),
-            // The exposed-time table scrolls in its own box, as the other tables do.
-            h('div', {style: {flex: '1 1 260px', minWidth: '0'}},
-                h('h3', {}, 'Exposed time'),
-                h('div', {class: 'table-scroll'}, this.exposedEl))));
+        // min-width 0: the canvas's width must not hold its box wider than the window (the
+        // chart re-fits to its box: vega-embed's resize observer)
+        h('div', {style: {minWidth: '0'}}, this.chartEl),
+        // The exposed-time table under the chart at the section's full width (beside it,
+        // it had a third of the width and showed two columns); it scrolls in its own box.
+        h('div', {id: 'comm-exposed-box', style: {minWidth: '0'}},
+            h('h3', {}, 'Exposed time'),
+            h('div', {class: 'table-scroll'}, this.exposedEl)));
     this.el.hidden = true;
   }
 
@@ -201,13 +213,19 @@ export class CommChartSection {
   renderExposed(points) {
     const rows = [...points].sort((p, q) => (q.exposed_us ?? -1) - (p.exposed_us ?? -1));
     setChildren(this.exposedEl, h('table', {class: 'data-table', id: 'comm-exposed-table'},
-        h('thead', {}, h('tr', {}, ['Operation', 'Collective', 'Size', 'Exposed', 'Time']
-            .map((t) => h('th', {}, t)))),
+        h('thead', {}, h('tr', {}, ['Collective', 'Groups', 'Calls', 'Exposed', 'Time',
+          'Operation'].map((t) => h('th', {}, t)))),
         h('tbody', {}, rows.map((p) => h('tr', {dataset: {op: p.operation}},
-            h('td', {}, p.operation), h('td', {}, p.kind), h('td', {}, bytes(p.message_bytes)),
-            h('td', {title: p.exposed_shared ? 'the op\'s exposed time, shared by time ' +
-              'between its message sizes' : null}, usTime(p.exposed_us)),
-            h('td', {}, usTime(p.total_time_us)))))));
+            // What tells rows apart when many share one op name (record_param_comms): the
+            // collective, its message size and its group.
+            h('td', {class: 'comm-row-name'}, rowName(p)),
+            h('td', {class: 'num', title: p.group_assumed ? 'group size assumed' : null},
+                groupText(p)),
+            h('td', {class: 'num'}, p.occurrences ?? '—'),
+            h('td', {class: 'num', title: p.exposed_shared ? 'the op\'s exposed time, shared ' +
+              'by time between its message sizes' : null}, usTime(p.exposed_us)),
+            h('td', {class: 'num'}, usTime(p.total_time_us)),
+            h('td', {class: 'comm-op', title: p.operation}, p.operation))))));
   }
 
   highlight(d) {

@@ -98,6 +98,23 @@ def test_points_at_their_size_and_bus_bandwidth_under_the_link_roof(page, tb_com
         "#comm-exposed-table tbody tr", "rs => rs.map(r => r.dataset.op)"
     )
     assert sorted(exposed) == sorted(EXPECTED[CASE])
+    # The table spans the section under the chart, every column shown, and each row is named
+    # by what tells collectives apart: kind, message size, ranks.
+    box = page.evaluate(
+        """() => {
+        const t = document.querySelector('#comm-exposed-table');
+        const sec = document.querySelector('#comm-section');
+        const scroll = t.parentElement;
+        return {table: t.getBoundingClientRect().width, section: sec.getBoundingClientRect().width,
+                overflow: scroll.scrollWidth - scroll.clientWidth,
+                names: [...t.querySelectorAll('td.comm-row-name')].map(td => td.textContent),
+                ops: [...t.querySelectorAll('tbody tr')].map(r => r.dataset.op)};
+    }"""
+    )
+    assert box["table"] >= 0.9 * box["section"] and box["overflow"] <= 1, box
+    for name, op in zip(box["names"], box["ops"]):
+        kind, n = EXPECTED[CASE][op][0], EXPECTED[CASE][op][1]
+        assert name.startswith(f"{kind} ") and f"{n} ranks" in name, (name, op)
     shot(page, "comm_chart")
 
 
