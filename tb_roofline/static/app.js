@@ -116,11 +116,11 @@ class App {
         h('header', {class: 'toolbar'},
             h('label', {}, 'Run ', this.runSelect),
             h('label', {}, 'Host ', this.hostSelect),
-            this.infeedLabel = h('label', {class: 'check', title: 'Applies to both charts, ' +
-              'the tables and the exports'}, this.infeedToggle,
-            ' Include infeed/outfeed (both charts)',
+            this.infeedLabel = h('label', {class: 'check', title: 'Count infeed/outfeed ops: ' +
+              'applies to both charts, the tables and the exports'}, this.infeedToggle,
+            ' Include infeed/outfeed',
             this.infeedNote = h('span', {class: 'muted', id: 'infeed-note', hidden: true},
-                ' (no infeed/outfeed ops in this run)')),
+                ' (no infeed/outfeed ops)')),
             this.loadingEl),
         this.noticeEl, this.runErrorEl, this.contentEl);
     setChildren(this.root, this.app);

@@ -121,6 +121,9 @@ function titled(text, subtitle) {
   return subtitle ? {text, subtitle, anchor: 'start', fontSize: 13, subtitleFontSize: 11} : text;
 }
 
+/** The program chart's plot height (views/program_section.js fits it to the first screen). */
+export const PLOT_HEIGHT = 300;
+
 const SERIES_COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b',
   '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
 /** The colour of each program record (in order): Vega's category10. */
@@ -141,7 +144,7 @@ export function programSpec(geometry, dark, {series = [], kinds = [], subtitle =
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: titled('Program-level roofline', subtitle),
     width: 'container',
-    height: 300,
+    height: PLOT_HEIGHT,
     autosize: {type: 'fit-x', contains: 'padding'},
     config: themeConfig(dark),
     params: [{name: 'hl_roof', value: ''}],

@@ -172,7 +172,7 @@ export class OpportunitiesPanel {
         h('div', {class: 'opp-head'},
             h('span', {class: 'opp-rule'}, RULES[f.rule] ? explained(f.rule, RULES[f.rule]) :
               f.rule),
-            h('span', {class: 'opp-title'}, f.title),
+            h('span', {class: 'opp-title', title: f.title}, f.title),
             h('span', {class: 'opp-saved', dataset: {us: String(f.time_saved_us)}},
                 `saves ${time(f.time_saved_per_step_us ?? f.time_saved_us)}` +
                 `${this.answer && this.answer.time.num_steps ? ' per step' : ''}` +

@@ -10,6 +10,11 @@ import {servingPanel} from './serving_panel.js';
 import {errorBox} from './states.js';
 import {DataTable} from './table.js';
 import {detailsTable} from './tooltip.js';
+import {PLOT_HEIGHT} from '../roofline_specs.js';
+
+// The least plot height the first screen is fitted to, and the room kept under the x axis.
+const FIRST_SCREEN_MIN = 150;
+const FIRST_SCREEN_MARGIN = 8;
 
 const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', average: 'Average',
                     step: 'Step'};
@@ -111,8 +116,46 @@ export class ProgramSection {
     await this.chart.setSpec(programSpec(g, this.ctx.dark, {series: rows.map((r) => r.series),
       kinds: rows.map((r) => r.kind), subtitle: this.ctx.subtitle()}),
     {records: rows, selected: []});
+    this.fitFirstScreen();
+    this.watchAbove();
     if (this.selected && rows.some((r) => r.series === this.selected)) this.select(this.selected);
     else this.selected = null;
+  }
+
+  /**
+   * The first screen shows the chart with both axes (docs/frontend.md, "Layout"): the plot's
+   * height is what is left of the window under the chart's top, between FIRST_SCREEN_MIN and
+   * the spec's height (PLOT_HEIGHT). When even the least height would not fit (the panels
+   * above were opened), the chart keeps its full height: shrinking it would win nothing.
+   */
+  fitFirstScreen() {
+    const view = this.chart.view;
+    const canvas = this.chartEl.querySelector('canvas');
+    if (!view || !canvas || this.chartEl.hidden) return;
+    const box = canvas.getBoundingClientRect();
+    const plot = view.height();
+    const around = box.height - plot;  // title, axes and padding
+    const room = Math.floor(window.innerHeight - (box.top + window.scrollY) - around -
+      FIRST_SCREEN_MARGIN);
+    const want = room >= FIRST_SCREEN_MIN ? Math.min(PLOT_HEIGHT, room) : PLOT_HEIGHT;
+    if (Math.abs(want - plot) >= 2) view.height(want).runAsync();
+  }
+
+  /** Re-fits when what sits above the chart (banners, device and Opportunities panels) or
+   * the window changes size. */
+  watchAbove() {
+    if (typeof ResizeObserver === 'undefined') return;
+    if (!this.aboveObserver) {
+      this.aboveObserver = new ResizeObserver(() => this.fitFirstScreen());
+      window.addEventListener('resize', () => this.fitFirstScreen());
+    }
+    // Observed at each render: the section may not be in the page at the first one, and
+    // observing an element twice is a no-op.
+    for (let el = this.chartEl; el && el !== document.body; el = el.parentElement) {
+      for (let prev = el.previousElementSibling; prev; prev = prev.previousElementSibling) {
+        this.aboveObserver.observe(prev);
+      }
+    }
   }
 
   /** Replaces the records (infeed/outfeed switch) if they fit the current axes. */
