@@ -11,7 +11,8 @@ the collectives' bytes from by hand).
 Cases: `jit` + NamedSharding on a 1-D mesh (data parallel: XLA SPMD inserts the gradient
 all-reduce), on a 2-D mesh with the batch over one axis (the all-reduce over that axis, in the
 mesh form with a device order) and on a 2-D mesh (data x model: all-reduces over one axis);
-`shard_map` with psum, all_gather, psum_scatter, ppermute and all_to_all on 1-D and 2-D meshes.
+`shard_map` with psum, all_gather, psum_scatter, ppermute and all_to_all on 1-D and 2-D meshes;
+`shard_map` where each device relays out its shard once a step (a copy per device per step).
 """
 
 import json
@@ -118,12 +119,31 @@ def shard_map_2d(jax, jnp):
     return fn, (v,), {"x": 2, "y": 4}
 
 
+def shard_map_relayout(jax, jnp):
+    """Each of the 8 devices transposes its f32[256,512] shard once a step (one copy per device
+    per step: never a repeat within a step), then the shards are all-reduced."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((8,), ("i",))
+
+    def body(v):
+        return jax.lax.psum(jnp.transpose(v), "i")
+
+    fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P()))
+    v = jax.device_put(
+        jax.random.normal(jax.random.PRNGKey(2), (2048, 512)), NamedSharding(mesh, P("i"))
+    )
+    return fn, (v,), {"i": 8}
+
+
 CASES = {
     "jit_dp_1d": jit_dp_1d,
     "jit_dp_2d": jit_dp_2d,
     "jit_2d": jit_2d,
     "shard_map_1d": shard_map_1d,
     "shard_map_2d": shard_map_2d,
+    "shard_map_relayout": shard_map_relayout,
 }
 
 
