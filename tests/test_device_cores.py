@@ -205,3 +205,22 @@ def test_a_copy_each_device_runs_once_a_step_is_no_repeat():
     g = service.guidance(run, "")
     assert g["findings"] and not [f for f in g["findings"] if f["rule"] == "repeated_copy"]
     assert not [f for f in g["findings"] if "copied" in f["title"]]
+
+
+def test_a_copy_of_an_hlo_instruction_is_program_work():
+    """The same profile with GPU:0's copies naming an HLO instruction (`hlo_op`): a copy the
+    program makes is its work, so GPU:0 ran the program and has a span of its own."""
+    from tb_roofline.readers.xspace.xla_gpu_cpu import read_gpu_cpu_xspace
+
+    space = _space(COPY_ONLY)
+    (gpu0,) = [p for p in space.planes if p.name == "/device:GPU:0"]
+    sid = max(gpu0.stat_metadata) + 1
+    gpu0.stat_metadata[sid].id = sid
+    gpu0.stat_metadata[sid].name = "hlo_op"
+    for line in gpu0.lines:
+        for ev in line.events:
+            ev.stats.add(metadata_id=sid, str_value="copy.1")
+    data = read_gpu_cpu_xspace(space, "h")
+    assert sorted(s.core for s in data.core_spans) == [0, 7] and data.device.num_cores == 2
+    assert "copy_only_devices" not in {d.code for d in data.diagnostics}
+    assert "memcpy" not in set(data.ops["category"])

@@ -16,11 +16,7 @@ import numpy as np
 from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers import kernel_names
-from tb_roofline.readers.common import (
-    longest_matmul_unit,
-    op_call_precision,
-    self_times,
-)
+from tb_roofline.readers.common import longest_matmul_unit, op_call_precision, self_times
 from tb_roofline.readers.common import program_devices as common_program_devices
 from tb_roofline.readers.kineto import timeline as kineto_timeline
 from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY

@@ -57,9 +57,10 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     fixes = collections.Counter()
     host_spans = host_steps(space, fixes)
     cores = _cores(space, gpus)
+    # Program work: a kernel, or any event of an HLO instruction (an XLA copy is the program's).
     ran, copy_only = program_devices(
         [c for c, _, lines in cores for evs in lines for _ in evs],
-        [not e.copy for _, _, lines in cores for evs in lines for e in evs],
+        [not e.copy or bool(e.hlo_op) for _, _, lines in cores for evs in lines for e in evs],
     )
     listed = len(gpus) if is_gpu else len(cores)  # the devices a collective without groups spans
     out = _Read()
