@@ -93,7 +93,7 @@ EXPECTED = {
     },
 }
 EXECUTIONS = 5  # one per profiled step
-EVENTS_PER_EXECUTION = 8  # one per CPU device, all on the host's one core
+EVENTS_PER_EXECUTION = 8  # one per CPU device (each its own core)
 
 
 def _xplane(case):

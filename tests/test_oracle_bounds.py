@@ -40,6 +40,8 @@ def _cases():
         (os.path.join(TESTDATA, "demo"), None),
         (GUIDANCE, DEVICE_FILE),
         (os.path.join(TESTDATA, "xla_gpu_mi300_conv"), None),
+        (os.path.join(TESTDATA, "xla_gpu_mi300_copy_only"), None),
+        (os.path.join(TESTDATA, "jax_cpu_collectives"), DEVICE_FILE),
     ]
     cases += [(d, None) for d in sorted(glob.glob(os.path.join(TESTDATA, "kineto", "*")))]
     cases += [(d, DEVICE_FILE) for d in sorted(glob.glob(os.path.join(TESTDATA, "jax_cpu", "*")))]

@@ -211,13 +211,18 @@ def test_profile_without_hlo_shows_all_kernels_unattributed():
     )[0]
     space = load_xspace(path)
     data = read_gpu_cpu_xspace(space, "v100")
-    # 8 GPU planes, 3 with kernels (GPU:1 copies only; 4 and 6 compute): per-core figures
-    # count the 3 that ran, and a note says so.
-    assert data.device.kind == "gpu" and data.device.num_cores == 3
-    assert sorted(s.core for s in data.core_spans) == [1, 4, 6]
+    # 8 GPU planes, 3 with activity: GPU:1 only copies (memcpy_details), 4 and 6 run kernels.
+    # A GPU that only copied ran no program: per-core figures count the 2 that did, GPU:1 has
+    # no span (no device time, no idle), its copies stay in the table; notes say so.
+    assert data.device.kind == "gpu" and data.device.num_cores == 2
+    assert sorted(s.core for s in data.core_spans) == [4, 6]
     (idle,) = [d for d in data.diagnostics if d.code == "idle_gpus"]
-    assert "8 GPUs are listed, 3 ran ops" in idle.message
-    assert len(data.ops) and set(data.ops["category"]) == {"unattributed"}
+    assert "8 GPUs are listed, 2 ran the program" in idle.message
+    (copies,) = [d for d in data.diagnostics if d.code == "copy_only_devices"]
+    assert "device(s) 1 only copied" in copies.message
+    on_1 = data.ops["core"] == 1
+    assert on_1.any() and set(data.ops["category"][on_1]) <= {"memcpy", "memset"}
+    assert set(data.ops["category"][~on_1]) <= {"unattributed", "memcpy", "memset"}
     assert "no_hlo_protos" in [d.code for d in data.diagnostics]
     stream_time = sum(
         ev.duration_ps

@@ -14,7 +14,8 @@ mesh form with a device order) and on a 2-D mesh (data x model: all-reduces over
 `shard_map` with psum, all_gather, psum_scatter, ppermute and all_to_all on 1-D and 2-D meshes;
 communication inside loops: a pipeline `ppermute` inside `lax.scan` and a `psum` inside a
 `lax.while_loop` (XLA `while` ops whose events enclose the collectives and the compute of each
-iteration).
+iteration); `shard_map` where each device relays out its shard once a step (a copy per device
+per step).
 """
 
 import json
@@ -179,6 +180,24 @@ def psum_while(jax, jnp):
     return fn, (w, x, n), {"i": 8}
 
 
+def shard_map_relayout(jax, jnp):
+    """Each of the 8 devices transposes its f32[256,512] shard once a step (one copy per device
+    per step: never a repeat within a step), then the shards are all-reduced."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((8,), ("i",))
+
+    def body(v):
+        return jax.lax.psum(jnp.transpose(v), "i")
+
+    fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P()))
+    v = jax.device_put(
+        jax.random.normal(jax.random.PRNGKey(2), (2048, 512)), NamedSharding(mesh, P("i"))
+    )
+    return fn, (v,), {"i": 8}
+
+
 CASES = {
     "jit_dp_1d": jit_dp_1d,
     "jit_dp_2d": jit_dp_2d,
@@ -187,6 +206,7 @@ CASES = {
     "shard_map_2d": shard_map_2d,
     "pipeline_scan": pipeline_scan,
     "psum_while": psum_while,
+    "shard_map_relayout": shard_map_relayout,
 }
 
 

@@ -9,6 +9,8 @@
   convolution / attention kernel names; helper kernels (split-K reductions, fills, offsets)
   never decide it.
 - `corrupt_value_notes`: the diagnostics for values a reader counted as 0 or skipped.
+- `program_devices` / `copy_only_note`: a device whose only activity is copies (memcpy /
+  memset) ran no program: no core span, no device time, no idle time of its own.
 
 Keep the names stable: other readers import them.
 """
@@ -26,6 +28,39 @@ from tb_roofline.readers import self_time as xline_fast
 
 # Times and sums of durations (ps) beyond this would overflow int64: a corrupt profile.
 TIME_LIMIT_PS = 1 << 62
+
+
+# ------------------------------------------------------------------------------ devices
+
+
+def program_devices(device, ran_program) -> tuple[list, list]:
+    """(the devices that ran the program, the devices whose only activity is copies) from one
+    entry per activity: its device and whether it is program work (a kernel, not a memcpy or
+    memset). A device that only copied runs no program, so it has no span of its own and adds
+    no device time or idle time (its copies stay in the op table). Without program work
+    anywhere, every device counts."""
+    device = np.asarray(device)
+    ran_program = np.asarray(ran_program, bool)
+    every = sorted(set(device.tolist()))
+    ran = set(device[ran_program].tolist())
+    if not ran:
+        return every, []
+    return [d for d in every if d in ran], [d for d in every if d not in ran]
+
+
+def copy_only_note(devices: list) -> list:
+    """The diagnostic naming the devices that only copied (`program_devices`), if any."""
+    if not devices:
+        return []
+    return [
+        Diagnostic(
+            "info",
+            "copy_only_devices",
+            f"device(s) {', '.join(map(str, devices))} only copied memory (memcpy / memset, "
+            "no kernel): their copies are in the op table, but they ran no program, so they "
+            "add no device time or idle time",
+        )
+    ]
 
 
 # ------------------------------------------------------------------------------ nesting

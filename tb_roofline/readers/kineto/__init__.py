@@ -27,6 +27,7 @@ import numpy as np
 from tb_roofline.devices.precision_ceilings import apply_ceilings
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
+from tb_roofline.readers.common import copy_only_note
 from tb_roofline.readers.kineto import (
     attribution,
     capture,
@@ -154,17 +155,7 @@ def _gpu_tables(out: _Tables, col, c, tree, ranks, host, step_spans, op_step, ca
     out.steps, out.spans = tables.gpu_spans(host, c, links, step_spans)
     if not c.n_ops:
         notes.append(Diagnostic("warning", NO_CPU_OPS, NO_CPU_OPS_NOTE))
-    copy_only = tables.program_devices(c)[1]
-    if copy_only:
-        notes.append(
-            Diagnostic(
-                "info",
-                "copy_only_devices",
-                f"device(s) {', '.join(map(str, copy_only))} only copied memory (memcpy / "
-                "memset, no kernel): their copies are in the op table, but they ran no "
-                "program, so they add no device time or idle time",
-            )
-        )
+    notes += copy_only_note(tables.program_devices(c)[1])
     out.timeline = kineto_timeline.gpu_timeline(
         out.spans,
         out.steps,

@@ -17,6 +17,7 @@ from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers import kernel_names
 from tb_roofline.readers.common import longest_matmul_unit, op_call_precision, self_times
+from tb_roofline.readers.common import program_devices as common_program_devices
 from tb_roofline.readers.kineto import timeline as kineto_timeline
 from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY
 from tb_roofline.readers.kineto.grouped_rows import (
@@ -200,13 +201,8 @@ def _copy_rows(builder, host, c, links, m_idx) -> None:
 
 def program_devices(c) -> tuple[list, list]:
     """(the devices that ran the program: a kernel, the devices whose only activity is
-    memcpy / memset). A device that only copied runs no program: no idle time of its own.
-    Without a kernel anywhere, every device counts."""
-    every = sorted(set(c.gpu_dev.tolist()))
-    ran = set(c.gpu_dev[c.gpu_kind == KIND_KERNEL].tolist())
-    if not ran:
-        return every, []
-    return [d for d in every if d in ran], [d for d in every if d not in ran]
+    memcpy / memset): readers.common.program_devices."""
+    return common_program_devices(c.gpu_dev, c.gpu_kind == KIND_KERNEL)
 
 
 def gpu_spans(host: str, c, links, step_spans) -> tuple[list, list]:

@@ -20,6 +20,8 @@ from tb_roofline.devices.spec import with_input_type
 from tb_roofline.readers.common import longest_kernel_unit
 
 UNATTRIBUTED = "unattributed"
+# Row kinds that carry time and no cost: events matching no instruction, runtime copies.
+UNCOSTED = frozenset({UNATTRIBUTED, "memcpy", "memset"})
 
 
 class Costing:
@@ -34,6 +36,7 @@ class Costing:
         self.unknown = collections.Counter()
         self.no_trip = 0
         self.reasons = collections.Counter()  # why events matched no instruction
+        self.copies = collections.Counter()  # runtime copies without hlo_op, by kind
         self.ungrouped: set = set()  # (program, op) of collectives without replica groups
         self.masked: dict = {}  # (program, op) -> mask of attention calls counted unmasked
         self.uncosted_ps = collections.Counter()  # what has no cost rule -> its time (ps)
@@ -73,7 +76,11 @@ class Costing:
 
     def match(self, e):
         """(group key, instruction, module, module costs) of one event; an event that matches
-        no instruction gets an `unattributed` key (its reason tallied)."""
+        no instruction gets an `unattributed` key (its reason tallied); a runtime copy or fill
+        without `hlo_op` is keyed by its kind (`memcpy` / `memset`), a copy, not a kernel."""
+        if e.copy and not e.hlo_op:
+            self.copies[e.copy] += 1
+            return (e.copy, e.program_id, e.name, e.step), None, None, None
         pid = self.program_id(e) if e.hlo_op else e.program_id
         module, mc = self.module_costs(pid) if e.hlo_op else (None, None)
         ins = module.instruction(e.hlo_op) if module is not None else None

@@ -3,7 +3,12 @@
 GPU: one line per stream (`Stream #N(...)`); lines XProf derives from them (`XLA Ops`,
 `Steps`, ...) repeat the kernels and are not read as ops. CPU: the `/host:CPU` threads' events
 that carry an `hlo_op` (one event per execution). Every event keeps the stats the later stages
-need: `hlo_op` (GPU may write `module::op`), `program_id`, `hlo_module`, `group_id`.
+need: `hlo_op` (GPU may write `module::op`), `program_id`, `hlo_module`, `group_id`, and on
+CPU `device_ordinal` (which of the host's XLA devices ran it: the threads are a pool every
+device shares). A GPU event is a copy, not program work, when it carries `memcpy_details` or
+`memset_details` (XProf's stats for runtime copies and fills), or is one of the ROCm runtime's
+blit kernels (`__amd_rocclr_copyBuffer*`, `__amd_rocclr_fillBuffer*`) that implement hipMemcpy /
+hipMemset as kernels.
 """
 
 from __future__ import annotations
@@ -50,10 +55,26 @@ def stat_int(value, plane, line, name: str) -> int:
     )
 
 
-class Event:
-    __slots__ = ("name", "begin", "dur", "hlo_op", "program_id", "module", "group", "step")
+# Copies done by the ROCm runtime as kernels (hipMemcpy / hipMemset): copies, not program work.
+_ROCCLR_BLIT = re.compile(r"^__amd_rocclr_(copy|fill)")
+COPY_STATS = {"memcpy_details": "memcpy", "memset_details": "memset"}
 
-    def __init__(self, name, begin, dur, hlo_op, program_id, module, group):
+
+class Event:
+    __slots__ = (
+        "name",
+        "begin",
+        "dur",
+        "hlo_op",
+        "program_id",
+        "module",
+        "group",
+        "step",
+        "device",
+        "copy",
+    )
+
+    def __init__(self, name, begin, dur, hlo_op, program_id, module, group, device=0, copy=""):
         self.name = name
         self.begin = begin
         self.dur = dur
@@ -62,6 +83,20 @@ class Event:
         self.module = module
         self.group = group
         self.step = NO_STEP
+        self.device = device  # CPU: the XLA device (`device_ordinal`); GPU: 0 (the plane's)
+        self.copy = copy  # "memcpy" / "memset" for a runtime copy or fill, else ""
+
+
+def copy_kind(name: str, vals: dict) -> str:
+    """ "memcpy" / "memset" for a GPU event that copies or fills memory (its stats, or a ROCm
+    runtime blit kernel's name), else "" (program work)."""
+    for stat, kind in COPY_STATS.items():
+        if stat in vals:
+            return kind
+    m = _ROCCLR_BLIT.match(name)
+    if m:
+        return "memcpy" if m.group(1) == "copy" else "memset"
+    return ""
 
 
 def gpu_planes(space) -> list[tuple[int, object]]:
@@ -82,7 +117,8 @@ def op_lines(plane, is_gpu: bool) -> list[list[Event]]:
 
 def _events(plane, lines, ps: PlaneStats, require_hlo: bool) -> list[list[Event]]:
     ids = ps.ids
-    want = {ids.get(k, -1): k for k in ("hlo_op", "program_id", "hlo_module", "group_id")}
+    names = ("hlo_op", "program_id", "hlo_module", "group_id", "device_ordinal", *COPY_STATS)
+    want = {ids.get(k, -1): k for k in names}
     want.pop(-1, None)
     out = []
     for line in lines:
@@ -101,6 +137,7 @@ def _events(plane, lines, ps: PlaneStats, require_hlo: bool) -> list[list[Event]
             name = (md.name or md.display_name) if md is not None else ""
             pid = vals.get("program_id")
             group = vals.get("group_id")
+            ordinal = vals.get("device_ordinal")
             evs.append(
                 Event(
                     name,
@@ -110,6 +147,8 @@ def _events(plane, lines, ps: PlaneStats, require_hlo: bool) -> list[list[Event]
                     "" if pid in (None, "") else str(pid),
                     str(vals.get("hlo_module") or ""),
                     NO_STEP if group is None else stat_int(group, plane, line, "group_id"),
+                    0 if ordinal is None else stat_int(ordinal, plane, line, "device_ordinal"),
+                    "" if require_hlo else copy_kind(name, vals),
                 )
             )
         if evs:

@@ -13,6 +13,7 @@ def program_notes(
     return (
         _cost_source(space, index, costing)
         + _unattributed(costing, unattributed_ps, all_ps)
+        + _copies(costing)
         + _uncovered(costing, all_ps)
         + _assumptions(costing, devices)
     )
@@ -63,6 +64,22 @@ def _unattributed(costing, unattributed_ps: float, all_ps: float) -> list:
             )
         )
     return out
+
+
+def _copies(costing) -> list:
+    """Runtime copies and fills without `hlo_op`: copies, said apart from unattributed kernels."""
+    if not costing.copies:
+        return []
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(costing.copies.items()))
+    return [
+        Diagnostic(
+            "info",
+            "runtime_copies",
+            f"{sum(costing.copies.values())} runtime copies ({kinds}: memcpy_details / "
+            "memset_details, or the ROCm runtime's copy kernels) carry no hlo_op: they are rows "
+            'of category "memcpy" / "memset" with their time and no FLOPs or bytes',
+        )
+    ]
 
 
 def _uncovered(costing, all_ps: float) -> list:

@@ -11,7 +11,7 @@ from tb_roofline.devices.gpu_peaks import derive_gpu_peaks
 from tb_roofline.devices.precision_ceilings import apply_ceilings
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.readers.common import corrupt_value_notes
+from tb_roofline.readers.common import copy_only_note, corrupt_value_notes, program_devices
 from tb_roofline.readers.xspace.xla_gpu_cpu.costing import UNATTRIBUTED, Costing
 from tb_roofline.readers.xspace.xla_gpu_cpu.events import (
     HOST_PLANE,
@@ -45,7 +45,7 @@ class _Read:
         self.shapes: dict = {}
         self.unattributed_ps = 0.0
         self.all_ps = 0.0
-        self.ran: list[int] = []  # the cores with op events
+        self.ran: list[int] = []  # the cores that ran the program
 
 
 def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
@@ -56,17 +56,25 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     costing = Costing(index, gpu=is_gpu)
     fixes = collections.Counter()
     host_spans = host_steps(space, fixes)
-    cores = gpus if is_gpu else [(0, p) for p in space.planes if p.name == HOST_PLANE][:1]
+    cores = _cores(space, gpus)
+    # Program work: a kernel, or any event of an HLO instruction (an XLA copy is the program's).
+    ran, copy_only = program_devices(
+        [c for c, _, lines in cores for evs in lines for _ in evs],
+        [not e.copy or bool(e.hlo_op) for _, _, lines in cores for evs in lines for e in evs],
+    )
+    listed = len(gpus) if is_gpu else len(cores)  # the devices a collective without groups spans
     out = _Read()
-    for done, (core, plane) in enumerate(cores):
+    for done, (core, plane, per_line) in enumerate(cores):
         if progress:
             progress(done, len(cores))
-        _read_core(out, host, core, plane, is_gpu, host_spans, costing, fixes, len(cores))
+        program = core in ran
+        _read_core(out, host, core, plane, per_line, program, host_spans, costing, fixes, listed)
     if progress:
         progress(len(cores), len(cores))
     device, diagnostics = _device(space, gpus, is_gpu, out.ran)
+    diagnostics += copy_only_note(copy_only)
     diagnostics += corrupt_value_notes(fixes)
-    diagnostics += program_notes(space, index, costing, out.unattributed_ps, out.all_ps, len(cores))
+    diagnostics += program_notes(space, index, costing, out.unattributed_ps, out.all_ps, listed)
     ops = out.builder.build()
     apply_ceilings(ops, device, allow_tf32=True)  # XLA runs f32 dots on TF32 by default
     if not len(ops):
@@ -86,27 +94,46 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     )
 
 
-def _read_core(out: _Read, host, core, plane, is_gpu, host_spans, costing, fixes, devices):
-    per_line = op_lines(plane, is_gpu)
+def _cores(space, gpus) -> list[tuple[int, object, list]]:
+    """(core, plane, its op events per line) of every core with op events. GPU: a core per
+    `/device:GPU:N` plane. CPU: a core per XLA device of the host (the events' `device_ordinal`:
+    one thread pool runs every device's ops, so a device's events are spread over threads)."""
+    if gpus:
+        cores = [(core, plane, op_lines(plane, True)) for core, plane in gpus]
+        return [c for c in cores if c[2]]
+    out = []
+    for plane in [p for p in space.planes if p.name == HOST_PLANE][:1]:
+        per_line = op_lines(plane, False)
+        for d in sorted({e.device for evs in per_line for e in evs}):
+            lines = [[e for e in evs if e.device == d] for evs in per_line]
+            out.append((d, plane, [evs for evs in lines if evs]))
+    return out
+
+
+def _read_core(out: _Read, host, core, plane, per_line, program, host_spans, costing, fixes, n):
+    """One core's op rows; a core that ran the program (`program_devices`) also gets its steps,
+    span and timeline, one that only copied has none (no device time, no idle of its own).
+    `n`: the devices listed (those a collective naming no replica groups spans)."""
     flat = [e for evs in per_line for e in evs]
-    if not flat:
-        return
-    out.ran.append(core)
     check_times(flat, plane.name, fixes)
+    is_gpu = costing.gpu
     dev_steps = device_steps(plane, fixes) if is_gpu else {}
     assign_steps(flat, host_spans)
     lane = lanes(per_line)
     groups, event_group = group_events(flat, lane, costing)
+    labels = add_rows(out.builder, groups, host, core, costing, out.shapes, n)
+    for g in groups:
+        out.all_ps += g.total_ps
+        if g.key[0] == UNATTRIBUTED:
+            out.unattributed_ps += g.total_ps
+    if not program:
+        return
+    out.ran.append(core)
     core_steps = step_spans(host, core, flat, dev_steps, host_spans)
     out.steps += core_steps
     lo = min([e.begin for e in flat] + [s.start_ps for s in core_steps])
     hi = max([e.begin + e.dur for e in flat] + [s.start_ps + s.duration_ps for s in core_steps])
     out.spans.append(CoreSpan(host, core, int(lo), int(hi)))
-    labels = add_rows(out.builder, groups, host, core, costing, out.shapes, devices)
-    for g in groups:
-        out.all_ps += g.total_ps
-        if g.key[0] == UNATTRIBUTED:
-            out.unattributed_ps += g.total_ps
     _add_core_timeline(
         out.timeline,
         core,
@@ -121,8 +148,9 @@ def _read_core(out: _Read, host, core, plane, is_gpu, host_spans, costing, fixes
 
 def _device(space, gpus, is_gpu, ran) -> tuple[DeviceInfo, list]:
     """GPU: peaks derived from the device-capability stats, checked against the data sheets;
-    the device counts the GPUs that ran ops (a host lists all its GPUs, one process may use
-    one). CPU: the profile has no peaks (the service applies a device file when there is one)."""
+    the device counts the GPUs that ran the program (a host lists all its GPUs, one process may
+    use one; a GPU that only copied ran none). CPU: the profile has no peaks (the service
+    applies a device file when there is one); a core per XLA device that ran ops."""
     if is_gpu:
         ps = PlaneStats(gpus[0][1])
         peaks = derive_gpu_peaks(ps.as_dict(gpus[0][1].stats), max(len(ran), 1))
@@ -132,8 +160,8 @@ def _device(space, gpus, is_gpu, ran) -> tuple[DeviceInfo, list]:
                 Diagnostic(
                     "info",
                     "idle_gpus",
-                    f"{len(gpus)} GPUs are listed, {len(ran)} ran ops: per-core figures count "
-                    f"{len(ran)}",
+                    f"{len(gpus)} GPUs are listed, {len(ran)} ran the program: per-core "
+                    f"figures count {len(ran)}",
                 )
             )
         return peaks.device, notes
@@ -141,7 +169,7 @@ def _device(space, gpus, is_gpu, ran) -> tuple[DeviceInfo, list]:
     for p in space.planes:
         if p.name == METADATA_PLANE:
             cpu = str(PlaneStats(p).as_dict(p.stats).get("cpu_version") or "")
-    return DeviceInfo(type=cpu or "CPU", kind="cpu", num_cores=1, compute=[]), []
+    return DeviceInfo(type=cpu or "CPU", kind="cpu", num_cores=max(len(ran), 1), compute=[]), []
 
 
 def _add_core_timeline(

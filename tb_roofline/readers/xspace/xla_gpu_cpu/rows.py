@@ -17,7 +17,7 @@ from tb_roofline.readers.common import group_codes, group_sums, op_nesting, self
 from tb_roofline.readers.shape_facts import hlo_shape
 from tb_roofline.readers.xspace.hlo_shapes import hlo_custom_call_shape, hlo_tensor_shape
 from tb_roofline.readers.xspace.xla_gpu_cpu.costing import (
-    UNATTRIBUTED,
+    UNCOSTED,
     Costing,
     costed,
     executions,
@@ -101,7 +101,8 @@ def add_rows(
     for g in groups:
         kind, pid, opname, _ = g.key
         program = index.module_name(pid) if pid else ""
-        if kind == UNATTRIBUTED:
+        if kind in UNCOSTED:
+            # Its name as its category: an NCCL kernel without hlo_op is still communication.
             labels.append(((pid, opname, ""), opname))
             _add_unattributed(builder, g, host, core, program)
         else:
@@ -110,15 +111,16 @@ def add_rows(
 
 
 def _add_unattributed(builder: OpTableBuilder, g: Group, host: str, core: int, program: str):
-    """An (op, step) that matches no HLO instruction: its time, no cost."""
-    _, pid, opname, step = g.key
+    """An (op, step) that matches no HLO instruction, or a runtime copy: its time, no cost
+    (category `unattributed`, `memcpy` or `memset`)."""
+    kind, pid, opname, step = g.key
     builder.add(
         host=host,
         core=core,
         program_id=pid,
         program=program,
         operation=opname,
-        category=UNATTRIBUTED,
+        category=kind,
         step=step,
         occurrences=g.n_events,
         total_time_ps=g.total_ps,
