@@ -160,7 +160,12 @@ def model_cases(torch):
     def extras():
         lstm = torch.nn.LSTM(32, 64, batch_first=True)
         seq, img = torch.randn(4, 16, 32), torch.randn(2, 8, 24, 24)
-        mat, vec, vec2, bias = torch.randn(96, 80), torch.randn(80), torch.randn(96), torch.randn(96)
+        mat, vec, vec2, bias = (
+            torch.randn(96, 80),
+            torch.randn(80),
+            torch.randn(96),
+            torch.randn(96),
+        )
 
         def step():
             with torch.no_grad():
@@ -229,4 +234,6 @@ def capture_models(out_dir: str, only=None, steps: int = 3) -> None:
         with open(os.path.join(d, "flop_counter.json"), "w") as f:
             json.dump(ref, f, indent=1, sort_keys=True)
             f.write("\n")
-        print(f"{name:20s} FlopCounterMode {ref['flop_counter_per_step']['total']}", file=sys.stderr)
+        print(
+            f"{name:20s} FlopCounterMode {ref['flop_counter_per_step']['total']}", file=sys.stderr
+        )

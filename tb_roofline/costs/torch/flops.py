@@ -418,7 +418,18 @@ def precision_of(types) -> str:
 def category_of(name: str) -> str:
     """A category for ops without a formula (their FLOPs are unknown)."""
     n, _ = base_name(name)
-    if n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "einsum", "mv", "addmv"):
+    if n in (
+        "mm",
+        "addmm",
+        "bmm",
+        "baddbmm",
+        "addbmm",
+        "matmul",
+        "linear",
+        "einsum",
+        "mv",
+        "addmv",
+    ):
         return "matmul"
     if n in ("lstm", "gru", "rnn_tanh", "rnn_relu", "mkldnn_rnn_layer", "_cudnn_rnn", "miopen_rnn"):
         return "recurrent"

@@ -70,7 +70,9 @@ def lstm_cost(args: Args) -> OpCost | None:
                 return None
             inp = w_ih.shape[1]
             flops += lstm_layer_flops(steps_rows, inp, hidden, bias)
-            nbytes += _layer_bytes(steps_rows, inp, hidden, bias, batch, Tensor((), x.precision).nbytes)
+            nbytes += _layer_bytes(
+                steps_rows, inp, hidden, bias, batch, Tensor((), x.precision).nbytes
+            )
     return OpCost("recurrent", float(flops), float(nbytes), x.precision, "formula")
 
 
@@ -147,7 +149,9 @@ def upsample_cost(name: str, args: Args) -> OpCost | None:
             return None
         grad_in = Tensor(tuple(size), x.precision)
         flops = 2 * taps * x.numel if taps > 1 else 0
-        return OpCost("resample", float(flops), float(x.nbytes + grad_in.nbytes), x.precision, "formula")
+        return OpCost(
+            "resample", float(flops), float(x.nbytes + grad_in.nbytes), x.precision, "formula"
+        )
     scales = args.value(len(args) - 1)
     if not isinstance(scales, list):
         scales = [args.value(i) for i in range(len(args) - n, len(args))]
