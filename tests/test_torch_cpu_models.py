@@ -84,6 +84,9 @@ def _one(path, name):
     return _dims(e)
 
 
+EXPECTED = json.load(open(os.path.join(CAPTURED, "expected_flops.json")))["cases"]
+
+
 def test_mv_addmv_ger_outer_by_hand():
     for case, name in (("mv", "aten::mv"), ("addmv", "aten::addmv")):
         dims, _, _ = _one(_trace(CAPTURED, case), name)
@@ -93,6 +96,8 @@ def test_mv_addmv_ger_outer_by_hand():
         flops, nbytes, _ = by_op(rows(CAPTURED, case), name)
         vectors = (n + (m if name == "aten::addmv" else 0)) * 4  # x, the bias
         assert (flops, nbytes) == (2 * m * n, m * n * 4 + vectors + m * 4)
+        # FlopCounterMode counts no mv: the same product as an mm / addmm is counted
+        assert flops == EXPECTED[case]["flop_counter_decomposed"]["total"]
     for case in ("ger", "outer"):
         dims, _, _ = _one(_trace(CAPTURED, case), f"aten::{case}")
         (m,), (n,) = dims
@@ -148,7 +153,15 @@ def test_lstm_by_hand(case):
     dims, types, conc = _one(_trace(CAPTURED, case), "aten::lstm")
     assert types[0] == "float"
     t = rows(CAPTURED, case)
-    assert by_op(t, "aten::lstm")[:2] == _lstm_by_hand(dims, conc)
+    flops, nbytes = _lstm_by_hand(dims, conc)
+    assert by_op(t, "aten::lstm")[:2] == (flops, nbytes)
+    # The gate products alone are what FlopCounterMode counts of the same LSTM written with
+    # F.linear (tools/capture_torch_traces.py lstm_by_linears): the rest is 8H (biases) + 9H
+    # (the cell) per layer, time step and row.
+    x, (h0, _), bias, layers = dims[0], dims[1], conc[3] == "True", int(conc[4])
+    hidden, rows_ = h0[-1], math.prod(x[:-1])
+    rest = layers * rows_ * ((8 * hidden if bias else 0) + 9 * hidden)
+    assert flops - rest == EXPECTED[case]["flop_counter_decomposed"]["total"]
     # its layers' time goes to it: no mkldnn_rnn_layer row of its own
     assert "aten::mkldnn_rnn_layer" not in set(t["operation"])
 

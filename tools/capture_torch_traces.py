@@ -147,6 +147,12 @@ def cases():
     lstm_nb = torch.nn.LSTM(12, 20, bias=False)
     lstm_x2 = t(5, 3, 12)
     case("lstm_nobias")(lambda: lstm_nb(lstm_x2))
+    # FlopCounterMode counts none of these on the CPU: the same products written with the ops
+    # it counts (checked to give the same result) are their reference.
+    DECOMPOSED["mv"] = lambda: torch.mm(mv_a, mv_x[:, None])
+    DECOMPOSED["addmv"] = lambda: torch.addmm(mv_b[:, None], mv_a, mv_x[:, None])
+    DECOMPOSED["lstm"] = lambda: lstm_by_linears(torch, lstm, lstm_x, batch_first=True)
+    DECOMPOSED["lstm_nobias"] = lambda: lstm_by_linears(torch, lstm_nb, lstm_x2)
 
     # Backward cases: the forward runs outside the profiler; only backward is profiled.
     def backward_case(name, forward):
@@ -221,6 +227,32 @@ def cases():
     return out
 
 
+DECOMPOSED: dict = {}  # case -> the same products in ops FlopCounterMode counts
+
+
+def lstm_by_linears(torch, lstm, x, batch_first=False):
+    """An nn.LSTM (one direction, no projection) step by step with F.linear; asserts it gives
+    the module's output, so that its FlopCounterMode count is the module's products."""
+    F = torch.nn.functional
+    seq = x.transpose(0, 1) if batch_first else x
+    hidden = lstm.hidden_size
+    for layer in range(lstm.num_layers):
+        w_ih, w_hh = getattr(lstm, f"weight_ih_l{layer}"), getattr(lstm, f"weight_hh_l{layer}")
+        b_ih = getattr(lstm, f"bias_ih_l{layer}", None)
+        b_hh = getattr(lstm, f"bias_hh_l{layer}", None)
+        h = c = torch.zeros(seq.shape[1], hidden)
+        outs = []
+        for step in seq:
+            i, f, g, o = (F.linear(step, w_ih, b_ih) + F.linear(h, w_hh, b_hh)).chunk(4, 1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outs.append(h)
+        seq = torch.stack(outs)
+    want = lstm(x)[0]
+    assert torch.allclose(seq.transpose(0, 1) if batch_first else seq, want, atol=1e-5)
+    return seq
+
+
 def flop_counter(fn) -> dict:
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -269,6 +301,8 @@ def capture(out_dir: str, only=None):
                 math_call = fn() if lazy else fn
             with sdpa_kernel(SDPBackend.MATH):
                 entry["flop_counter_math_backend"] = flop_counter(math_call)
+        if name in DECOMPOSED:
+            entry["flop_counter_decomposed"] = flop_counter(DECOMPOSED[name])
         if only:
             entry["torch_version"] = torch.__version__
         expected["cases"][name] = entry
