@@ -166,6 +166,38 @@ def test_lstm_by_hand(case):
     assert "aten::mkldnn_rnn_layer" not in set(t["operation"])
 
 
+def test_bidirectional_lstm_and_other_resampling_by_hand():
+    """Recorded-args forms the captures do not hold: a bidirectional 2-layer LSTM (the second
+    layer reads both directions, 2H), nearest upsampling (a copy) and the bilinear gradient."""
+    from tb_roofline.costs.torch.custom_ops import op_cost
+
+    i, h, t_, b = 6, 5, 7, 3
+    params = [[4 * h, i], [4 * h, h], [4 * h], [4 * h]] * 2
+    params += [[4 * h, 2 * h], [4 * h, h], [4 * h], [4 * h]] * 2
+    args = {
+        "Input Dims": [[t_, b, i], [[4, b, h], [4, b, h]], params, [], [], [], [], [], []],
+        "Input type": ["float", "TensorList", "TensorList"] + ["Scalar"] * 6,
+        "Concrete Inputs": ["", "", "", "True", "2", "0.", "False", "True", "False"],
+    }
+    rows_ = t_ * b
+    per = 2 * 4 * h * (i + h) + 8 * h + 9 * h, 2 * 4 * h * (2 * h + h) + 8 * h + 9 * h
+    assert op_cost("aten::lstm", args).flops == 2 * rows_ * (per[0] + per[1])
+    near = {
+        "Input Dims": [[2, 3, 4, 5], [], []],
+        "Input type": ["float", "", "ScalarList"],
+        "Concrete Inputs": ["", "", "[3., 2.]"],
+    }
+    c = op_cost("aten::upsample_nearest2d", near)
+    assert (c.flops, c.bytes) == (0, (120 + 2 * 3 * 12 * 10) * 4)
+    grad = {
+        "Input Dims": [[2, 3, 14, 18], [], [], [], [], []],
+        "Input type": ["float", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar"],
+        "Concrete Inputs": ["", "[14, 18]", "[2, 3, 7, 9]", "False", "2.", "2."],
+    }
+    c = op_cost("aten::upsample_bilinear2d_backward", grad)
+    assert (c.flops, c.bytes) == (8 * 2 * 3 * 14 * 18, (2 * 3 * 14 * 18 + 2 * 3 * 7 * 9) * 4)
+
+
 def test_extras_run_costs_each_op():
     """The extras run: LSTM, upsample, addmv, mv and ger each with FLOPs and bytes."""
     t = rows(os.path.join(MODELS, "extras"))

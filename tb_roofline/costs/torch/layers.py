@@ -104,7 +104,6 @@ def mkldnn_layer_cost(args: Args) -> OpCost | None:
 UPSAMPLE_OPS = {
     "upsample_linear1d": (1, 2),
     "upsample_bilinear2d": (2, 4),
-    "_upsample_bilinear2d_aa": (2, 4),
     "upsample_trilinear3d": (3, 8),
     "upsample_bicubic2d": (2, 16),
     "upsample_nearest1d": (1, 1),
