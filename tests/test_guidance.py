@@ -106,8 +106,8 @@ def test_fusion_pairs_on_eager_elementwise_chain():
     for rec in f["evidence"]["records"]:
         assert rec["bound_by"] == "HBM" and rec["category"] == "elementwise"  # main memory
         assert ops[(rec["program_id"], rec["operation"], rec["precision"])]["bound_by"] == "HBM"
-    assert g["groups"] and g["groups"][0]["rule"] == "fusion"  # 3 pairs: one group
-    group = g["groups"][0]
+    # 3 pairs: one group (the ops' own gaps to their roofs, far_below_roof, rank above it)
+    (group,) = [gr for gr in g["groups"] if gr["rule"] == "fusion"]
     assert group["title"].startswith("3 fusion pairs, ") and group["title"].endswith(
         "µs per step in all"
     )
@@ -383,6 +383,10 @@ def _all_runs():
     cases += [
         (os.path.join(TESTDATA, "compare"), DEVICE_FILE),
         (os.path.join(TESTDATA, "kineto_captured"), DEVICE_FILE),
+        (
+            os.path.join(TESTDATA, "torch_cpu"),
+            os.path.join(TESTDATA, "torch_cpu", "roofline_device_amx.json"),
+        ),
         (os.path.join(TESTDATA, "xplane_tf_gpu_v100"), None),
         (os.path.join(GUIDANCE, "vllm"), None),
     ]

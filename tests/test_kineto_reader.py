@@ -393,7 +393,7 @@ def product_flops(data):
 
 # FlopCounterMode does not count matrix-vector products, and counts grouped-convolution weight
 # gradients `groups` times (docs/pytorch_traces.md): those two are checked by hand below.
-DIFFERENT = {"matmul_vector", "conv2d_groups_backward", "sdpa_flash_backward"}
+DIFFERENT = {"matmul_vector", "mv", "addmv", "conv2d_groups_backward", "sdpa_flash_backward"}
 
 
 @pytest.mark.parametrize("case", sorted(c for c in EXPECTED if c not in DIFFERENT))
@@ -415,9 +415,9 @@ def test_fused_attention_backward_counts_the_recomputed_scores():
 
 
 def test_captured_differences_from_flop_counter_mode():
-    data = captured("matmul_vector")
-    assert EXPECTED["matmul_vector"]["flop_counter"]["total"] == 0
-    assert product_flops(data) == 2 * 24 * 40
+    for case in ("matmul_vector", "mv", "addmv"):  # A [24, 40] @ x [40]
+        assert EXPECTED[case]["flop_counter"]["total"] == 0
+        assert product_flops(captured(case)) == 2 * 24 * 40
     data = captured("conv2d_groups_backward")
     fwd = 2 * 2 * 15 * 13 * 9 * 2 * 6  # x [2,4,17,15], w [6,2,3,3], groups 2
     assert product_flops(data) == 2 * fwd

@@ -48,6 +48,10 @@ def _cases():
     cases += [
         (os.path.join(TESTDATA, "compare"), DEVICE_FILE),
         (os.path.join(TESTDATA, "kineto_captured"), DEVICE_FILE),
+        (
+            os.path.join(TESTDATA, "torch_cpu"),
+            os.path.join(TESTDATA, "torch_cpu", "roofline_device_amx.json"),
+        ),
         (os.path.join(TESTDATA, "xplane_tf_gpu_v100"), None),
     ]
     out = []

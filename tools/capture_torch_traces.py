@@ -16,6 +16,14 @@ its own directory (one run each), 3 profiled steps (`ProfilerStep#N`) after two 
 one thread (steadier timings on a shared machine):
 
     python tools/capture_torch_traces.py --compare testdata/compare/torch_cpu --clean
+
+`--models` captures small whole models (tools/torch_cpu_models.py: a GPT-style decoder eager,
+under bf16 autocast and compiled, a ResNet-style convnet, a prefill+decode loop, LSTM /
+upsample / addmv / mv / ger), one run folder each; `--only a,b` captures only those cases (of the
+op cases, `expected_flops.json` keeps the others' entries):
+
+    python tools/capture_torch_traces.py --models testdata/torch_cpu
+    python tools/capture_torch_traces.py testdata/kineto_captured --only lstm,upsample_bilinear
 """
 
 from __future__ import annotations
@@ -121,6 +129,30 @@ def cases():
     case("copy_clone")(lambda: x.clone())
     case("copy_to_bf16")(lambda: x.to(torch.bfloat16))
     case("cat")(lambda: torch.cat([x, y, x], dim=0))
+    mv_a, mv_x, mv_y, mv_b = t(24, 40), t(40), t(24), t(24)
+    case("addmv")(lambda: torch.addmv(mv_b, mv_a, mv_x))
+    case("mv")(lambda: torch.mv(mv_a, mv_x))
+    case("ger")(lambda: torch.ger(mv_y, mv_x))
+    case("outer")(lambda: torch.outer(mv_y, mv_x))
+    up = t(2, 3, 7, 9)
+    case("upsample_bilinear")(
+        lambda: F.interpolate(up, scale_factor=2, mode="bilinear", align_corners=False)
+    )
+    case("upsample_bilinear_size")(
+        lambda: F.interpolate(up, size=(10, 20), mode="bilinear", align_corners=True)
+    )
+    lstm = torch.nn.LSTM(12, 20, num_layers=2, batch_first=True)
+    lstm_x = t(3, 5, 12)
+    case("lstm")(lambda: lstm(lstm_x))
+    lstm_nb = torch.nn.LSTM(12, 20, bias=False)
+    lstm_x2 = t(5, 3, 12)
+    case("lstm_nobias")(lambda: lstm_nb(lstm_x2))
+    # FlopCounterMode counts none of these on the CPU: the same products written with the ops
+    # it counts (checked to give the same result) are their reference.
+    DECOMPOSED["mv"] = lambda: torch.mm(mv_a, mv_x[:, None])
+    DECOMPOSED["addmv"] = lambda: torch.addmm(mv_b[:, None], mv_a, mv_x[:, None])
+    DECOMPOSED["lstm"] = lambda: lstm_by_linears(torch, lstm, lstm_x, batch_first=True)
+    DECOMPOSED["lstm_nobias"] = lambda: lstm_by_linears(torch, lstm_nb, lstm_x2)
 
     # Backward cases: the forward runs outside the profiler; only backward is profiled.
     def backward_case(name, forward):
@@ -195,6 +227,32 @@ def cases():
     return out
 
 
+DECOMPOSED: dict = {}  # case -> the same products in ops FlopCounterMode counts
+
+
+def lstm_by_linears(torch, lstm, x, batch_first=False):
+    """An nn.LSTM (one direction, no projection) step by step with F.linear; asserts it gives
+    the module's output, so that its FlopCounterMode count is the module's products."""
+    F = torch.nn.functional
+    seq = x.transpose(0, 1) if batch_first else x
+    hidden = lstm.hidden_size
+    for layer in range(lstm.num_layers):
+        w_ih, w_hh = getattr(lstm, f"weight_ih_l{layer}"), getattr(lstm, f"weight_hh_l{layer}")
+        b_ih = getattr(lstm, f"bias_ih_l{layer}", None)
+        b_hh = getattr(lstm, f"bias_hh_l{layer}", None)
+        h = c = torch.zeros(seq.shape[1], hidden)
+        outs = []
+        for step in seq:
+            i, f, g, o = (F.linear(step, w_ih, b_ih) + F.linear(h, w_hh, b_hh)).chunk(4, 1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outs.append(h)
+        seq = torch.stack(outs)
+    want = lstm(x)[0]
+    assert torch.allclose(seq.transpose(0, 1) if batch_first else seq, want, atol=1e-5)
+    return seq
+
+
 def flop_counter(fn) -> dict:
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -207,13 +265,21 @@ def flop_counter(fn) -> dict:
     }
 
 
-def capture(out_dir: str):
+def capture(out_dir: str, only=None):
     import torch
     from torch.profiler import ProfilerActivity, profile, tensorboard_trace_handler
 
     torch.manual_seed(0)
     expected = {"torch_version": torch.__version__, "cases": {}}
+    path = os.path.join(out_dir, "expected_flops.json")
+    if only and os.path.exists(path):
+        with open(path) as f:
+            expected = json.load(f)
     for name, (fn, note) in cases().items():
+        if only and name not in only:
+            continue
+        for old in glob.glob(os.path.join(out_dir, f"{name}.*.pt.trace.json*")):
+            os.remove(old)  # the case's earlier capture
         lazy = note in ("backward", "lazy-forward")
         call = fn() if lazy else fn
         # FlopCounterMode first (a second call, same tensors and shapes).
@@ -235,9 +301,13 @@ def capture(out_dir: str):
                 math_call = fn() if lazy else fn
             with sdpa_kernel(SDPBackend.MATH):
                 entry["flop_counter_math_backend"] = flop_counter(math_call)
+        if name in DECOMPOSED:
+            entry["flop_counter_decomposed"] = flop_counter(DECOMPOSED[name])
+        if only:
+            entry["torch_version"] = torch.__version__
         expected["cases"][name] = entry
         print(f"{name:28s} FlopCounterMode {ref['total']}", file=sys.stderr)
-    with open(os.path.join(out_dir, "expected_flops.json"), "w") as f:
+    with open(path, "w") as f:
         json.dump(expected, f, indent=1, sort_keys=True)
         f.write("\n")
 
@@ -310,18 +380,31 @@ def main(argv=None):
         action="store_true",
         help="capture the comparison pairs (COMPARE_CASES) instead",
     )
+    ap.add_argument(
+        "--models",
+        action="store_true",
+        help="capture the small whole-model runs (tools/torch_cpu_models.py) instead",
+    )
+    ap.add_argument("--only", default="", help="comma-separated cases to capture (the rest kept)")
     args = ap.parse_args(argv)
+    only = {x for x in args.only.split(",") if x}
     os.makedirs(args.out_dir, exist_ok=True)
+    if args.models:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from torch_cpu_models import capture_models
+
+        capture_models(args.out_dir, only)
+        return
     if args.compare:
         capture_compare(args.out_dir, args.clean)
         return
-    if args.clean:
+    if args.clean and not only:
         for f in glob.glob(os.path.join(args.out_dir, "**", "*.pt.trace.json*"), recursive=True):
             os.remove(f)
     if args.guidance:
         capture_guidance(args.out_dir)
     else:
-        capture(args.out_dir)
+        capture(args.out_dir, only)
 
 
 # ------------------------------------------------------------------------------------------

@@ -68,10 +68,11 @@ ADVICE = {
         XLA: "jax.default_matmul_precision('tensorfloat32') (or precision=HIGH on the dot) for "
         "tf32, else bf16 operands (cast weights and activations)",
         EAGER: "torch.backends.cuda.matmul.allow_tf32 = True (or "
-        "torch.set_float32_matmul_precision('high')) for tf32, else torch.autocast(dtype="
-        "torch.bfloat16)",
+        "torch.set_float32_matmul_precision('high')) for tf32, else "
+        "torch.autocast(device_type='cuda', dtype=torch.bfloat16)",
         COMPILE: "torch.set_float32_matmul_precision('high') before torch.compile (Inductor then "
-        "picks tf32 GEMM templates), else torch.autocast(dtype=torch.bfloat16)",
+        "picks tf32 GEMM templates), else torch.autocast(device_type='cuda', "
+        "dtype=torch.bfloat16)",
         GRAPHS: "serve the model in bf16 / fp16 (the engine's dtype setting); the captured graphs "
         "replay the kernels chosen at capture time",
     },
@@ -147,8 +148,31 @@ ADVICE = {
 }
 
 
-# Where the device changes the advice (rule, runtime, device kind).
+# Where the device changes the advice (rule, runtime, device kind). A CPU runs no CUDA: no
+# Nsight, cuBLAS/cuDNN, TF32, Triton or pinned-memory advice on a CPU trace.
 ADVICE_BY_DEVICE = {
+    ("precision", EAGER, "cpu"): "torch.autocast(device_type='cpu', dtype=torch.bfloat16) "
+    "around the forward pass (oneDNN runs bf16 matmuls and convolutions on the CPU's bf16 "
+    "units, AMX or AVX-512 BF16)",
+    ("precision", COMPILE, "cpu"): "torch.autocast(device_type='cpu', dtype=torch.bfloat16) "
+    "around the compiled model's forward pass (Inductor's CPU backend keeps the bf16 "
+    "matmuls on oneDNN)",
+    ("fusion", EAGER, "cpu"): "torch.compile fuses chains of elementwise ops into one C++ "
+    "loop (Inductor's CPU backend), or use a fused implementation of the pair",
+    ("far_below_roof", EAGER, "cpu"): "profile it alone with the shapes it ran with "
+    "(torch.profiler, record_shapes=True): check the threads it ran on "
+    "(torch.get_num_threads()), the memory format (channels_last for convolutions), and "
+    "the oneDNN primitive it used (ONEDNN_VERBOSE=1)",
+    ("far_below_roof", COMPILE, "cpu"): "look at the C++ kernel Inductor generated for it "
+    "(TORCH_LOGS=output_code) and the threads it ran on (torch.get_num_threads())",
+    ("exposed_communication", EAGER, "cpu"): "overlap them with compute: DDP bucketing "
+    "(bucket_cap_mb) / FSDP prefetch, so the gloo collectives run while the backward "
+    "pass computes",
+    ("exposed_communication", COMPILE, "cpu"): "overlap them with compute: DDP/FSDP with "
+    "torch.compile (compiled_autograd, bucketing)",
+    ("idle", COMPILE, "cpu"): "no op runs on the CPU threads: graph breaks and "
+    "recompilations run Python between compiled regions (TORCH_LOGS=recompiles), data "
+    "preparation in the step (DataLoader workers), and waits",
     ("precision", XLA, "tpu"): "bf16 operands (the MXU multiplies bf16; f32 dots run as several "
     "bf16 passes): jax.default_matmul_precision('bfloat16') or cast "
     "the weights and activations",

@@ -78,7 +78,6 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
     findings = []
     for rule in rules.OP_RULES:
         findings += rule(ctx)
-    findings += rules.far_below_roof(ctx, {i for f in findings for i in f.rows})
     findings += program_findings(ctx, wall)
     _count(findings, ctx, wall)
     findings.sort(key=lambda f: (-f.time_saved_us, f.rule, f.title))

@@ -127,9 +127,20 @@ def tiny_ops(ctx: Context) -> list:
     return out
 
 
-def far_below_roof(ctx: Context, covered: set) -> list:
+def memory_label(ctx: Context, bound: str) -> str:
+    """The memory a record is bound by, as the device names it: a CPU's main memory is its
+    DRAM (its device file's `hbm` entry), never HBM."""
+    if bound != "HBM" or getattr(ctx.device, "kind", "") != "cpu":
+        return bound
+    hbm = next((m for m in getattr(ctx.device, "memories", []) if m.id == "hbm"), None)
+    return hbm.name if hbm is not None and hbm.name and hbm.name != "HBM" else "main memory"
+
+
+def far_below_roof(ctx: Context) -> list:
     """Big ops (>= 5% of the op self time, or a gap to their roof >= 2% of the profiled time)
-    under half their roof that no other rule explains: the gap to the roof, and what bounds it."""
+    under half their roof: the gap to the roof, and what bounds it. Another rule naming the op
+    does not hide this one: each is its own bound, the union counts the op once (its largest
+    claim) and the ranking shows the largest first."""
     c, out = ctx.c, []
     eff = per_call_efficiency(ctx)
     gap = np.nan_to_num(c["potential_time_saved_us"].astype(float))
@@ -138,8 +149,6 @@ def far_below_roof(ctx: Context, covered: set) -> list:
     )
     cand = ctx.trusted & (eff < FAR_BELOW_ROOF) & (eff > 0) & big & (gap >= ctx.min_us)
     for i in np.flatnonzero(cand).tolist():
-        if i in covered:
-            continue
         bound = str(c["bound_by"][i])
         if ctx.compute_bound[i]:
             what = (
@@ -147,7 +156,7 @@ def far_below_roof(ctx: Context, covered: set) -> list:
                 f"({float(c['peak_flop_rate'][i]):,.0f} GFLOP/s)"
             )
         else:
-            what = f"bound by {bound} at {eff[i]:.0%} of its bandwidth"
+            what = f"bound by {memory_label(ctx, bound)} at {eff[i]:.0%} of its bandwidth"
         facts = {
             "roofline_efficiency": float(np.nan_to_num(c["roofline_efficiency"][i])),
             "floor_efficiency": float(eff[i]),
@@ -173,4 +182,4 @@ def far_below_roof(ctx: Context, covered: set) -> list:
     return out
 
 
-OP_RULES = (tiling, precision, tiny_ops, fusion, repeated_copy)
+OP_RULES = (tiling, precision, tiny_ops, fusion, repeated_copy, far_below_roof)

@@ -247,6 +247,7 @@ NO_GEMM_CATEGORIES = frozenset(
         "normalization",
         "copy",
         "embedding",
+        "resample",
         "view",
         "memcpy",
         "memset",

@@ -15,6 +15,7 @@ import math
 from tb_roofline.costs import collectives
 from tb_roofline.costs.hlo.shapes import element_bytes
 from tb_roofline.costs.torch import flops as torch_flops
+from tb_roofline.costs.torch import layers as torch_layers
 from tb_roofline.costs.torch import pool as torch_pool
 from tb_roofline.costs.torch import serving_ops
 from tb_roofline.costs.torch import sparse_ops as torch_sparse_ops
@@ -250,7 +251,7 @@ def _number(value) -> float | None:
 def more_aten_cost(n: str, args: Args) -> OpCost | None:
     """aten families costs/torch/flops.py does not cover: the `_foreach_*` ops (the
     optimizers' multi_tensor_apply kernels), fills, the MSE loss, padding, embedding bags,
-    grouped GEMMs and pooling (costs/torch/pool.py)."""
+    grouped GEMMs, pooling (costs/torch/pool.py), LSTMs and upsampling (costs/torch/layers.py)."""
     if n.startswith("_foreach_"):
         return foreach_cost(n[len("_foreach_") :].rstrip("_"), n.endswith("_"), args)
     if n.startswith("_fused_adam"):
@@ -270,6 +271,12 @@ def more_aten_cost(n: str, args: Args) -> OpCost | None:
         return torch_sparse_ops.grouped_mm_cost(args)
     if n in torch_pool.POOL_OPS:
         return torch_pool.pool_cost(n, args)
+    if n == "lstm":
+        return torch_layers.lstm_cost(args)
+    if n == "mkldnn_rnn_layer":
+        return torch_layers.mkldnn_layer_cost(args)
+    if n.removesuffix("_backward") in torch_layers.UPSAMPLE_OPS:
+        return torch_layers.upsample_cost(n, args)
     return None
 
 

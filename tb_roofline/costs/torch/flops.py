@@ -349,8 +349,10 @@ def op_cost(name: str, dims, types, concrete=None) -> OpCost | None:
     args = Args(dims, types, concrete)
     if not args.types:
         return None
-    if n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear"):
+    if n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "mv", "addmv"):
         return matmul_cost(n, args)
+    if n in OUTER_PRODUCTS:
+        return outer_cost(n, args)
     if n == "einsum":
         return einsum_cost(args)
     if n in (
@@ -381,6 +383,24 @@ def op_cost(name: str, dims, types, concrete=None) -> OpCost | None:
     return None
 
 
+# Outer products (BLAS ger): one multiply per output element; addr also adds its input.
+OUTER_PRODUCTS = frozenset({"ger", "outer", "addr"})
+
+
+def outer_cost(name: str, args: Args) -> OpCost | None:
+    """ger / outer(u, v) = u ⊗ v: len(u)·len(v) multiplies; addr(M, u, v) adds M: 2 per
+    element (beta and alpha scalings, 1 by default, are not counted). Elementwise work: the
+    vectors and M read, the product written."""
+    first = 1 if name == "addr" else 0
+    u, v = args.tensor(first), args.tensor(first + 1)
+    if u is None or v is None or len(u.shape) != 1 or len(v.shape) != 1:
+        return None
+    out = Tensor((u.shape[0], v.shape[0]), _first_float([u, v]) or u.precision)
+    inputs = args.tensors()[: first + 2]
+    per = 2 if name == "addr" else 1
+    return _cost("elementwise", per * out.numel, inputs, out)
+
+
 def precision_of(types) -> str:
     """The precision of an op: its first floating-point tensor argument, else its first tensor."""
     if not isinstance(types, list):
@@ -398,8 +418,23 @@ def precision_of(types) -> str:
 def category_of(name: str) -> str:
     """A category for ops without a formula (their FLOPs are unknown)."""
     n, _ = base_name(name)
-    if n in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "einsum"):
+    if n in (
+        "mm",
+        "addmm",
+        "bmm",
+        "baddbmm",
+        "addbmm",
+        "matmul",
+        "linear",
+        "einsum",
+        "mv",
+        "addmv",
+    ):
         return "matmul"
+    if n in ("lstm", "gru", "rnn_tanh", "rnn_relu", "mkldnn_rnn_layer", "_cudnn_rnn", "miopen_rnn"):
+        return "recurrent"
+    if n.startswith(("upsample", "_upsample")):
+        return "resample"
     if "conv" in n:
         return "convolution"
     if "attention" in n:

@@ -127,6 +127,7 @@ def _columns(col: Collector):
     order, parent = attribution.op_tree(c)
     ranks = comms.apply_facts(c, col, order, parent)
     tree = attribution.nesting(c, order, parent)
+    attribution.inner_precision(c, tree, comms._add_cost, col.cost_shapes)
     c.world = comms.world_size(col.meta)
     c.op_ic = comms.op_interconnect(c, ranks, c.world)
     c.op_coll = comms.op_collectives(c, ranks, c.world)

@@ -1,7 +1,10 @@
 """Stage 3 of the Kineto reader: who did what, and in which step.
 
 Every op is charged to one "row op": the outermost op around it that has a FLOP formula, else
-its outermost op that is not an autograd/compiled-graph wrapper. A GPU activity belongs to the
+its outermost op that is not an autograd/compiled-graph wrapper. A row op's precision is the one
+its innermost call of the same contraction ran in (`inner_precision`): under autocast the
+profiler records the outer call with the caller's fp32 tensors around the bf16 call autocast
+makes. A GPU activity belongs to the
 innermost op enclosing its launch (the runtime event with its correlation id) on the launching
 thread, else (newer traces only, where launches carry their op's id) to the op its `External
 id` names; it is then charged to that op's row op. Steps are the `ProfilerStep#N` spans in CPU
@@ -76,6 +79,59 @@ def nesting(c: Columns, order=None, parent=None) -> Nesting:
     if n_ops:
         row_op = np.asarray(row_l, np.int64)
     return Nesting(order, parent, row_op)
+
+
+# Categories whose precision picks the compute roof: the innermost call of one of them decides.
+CONTRACTIONS = frozenset({"matmul", "convolution", "attention", "recurrent"})
+
+
+def depths(parent: np.ndarray) -> np.ndarray:
+    """Each op's nesting depth (0: no parent), one vectorised step per level."""
+    depth = np.zeros(len(parent), np.int64)
+    up = parent.copy()
+    while len(up) and (up >= 0).any():
+        on = up >= 0
+        depth += on
+        up[on] = parent[up[on]]
+    return depth
+
+
+def inner_precision(c: Columns, tree: Nesting, add_cost, cost_shapes: list) -> int:
+    """Give each contraction row op the precision of its deepest nested call of the same
+    category with a formula, where that differs: a new cost id (`add_cost(c, cost,
+    fingerprint)`) with the row op's FLOPs, bytes and shapes (`cost_shapes`, by cost id,
+    extended) and that precision. The FLOPs are the same; the bytes stay the outer call's.
+    Returns the row ops changed."""
+    n = c.n_ops
+    if not n:
+        return 0
+    cats = np.array([k.category for k in c.costs], dtype=object)
+    precs = np.array([k.precision for k in c.costs], dtype=object)
+    row_cat = cats[c.op_cost[tree.row_op]]
+    inner = (
+        c.op_has_formula
+        & (tree.row_op != np.arange(n))
+        & (cats[c.op_cost] == row_cat)
+        & np.isin(row_cat, list(CONTRACTIONS))
+    )
+    cand = np.flatnonzero(inner)
+    if not len(cand):
+        return 0
+    rows = tree.row_op[cand]
+    o = np.lexsort((depths(tree.parent)[cand], rows))  # by row, deepest last
+    last = np.r_[rows[o][1:] != rows[o][:-1], True]
+    rows, deepest = rows[o][last], cand[o][last]
+    want = precs[c.op_cost[deepest]]
+    change = want != precs[c.op_cost[rows]]
+    made: dict = {}
+    for r, p in zip(rows[change].tolist(), want[change].tolist()):
+        key = (int(c.op_cost[r]), p)
+        if key not in made:
+            made[key] = add_cost(c, c.costs[key[0]]._replace(precision=p), c.cost_fp[key[0]])
+            shape = cost_shapes[key[0]] if key[0] < len(cost_shapes) else None
+            cost_shapes.extend([None] * (made[key] - len(cost_shapes)) + [shape])
+        c.op_cost[r] = made[key]
+    return int(np.count_nonzero(change))
 
 
 @dataclasses.dataclass

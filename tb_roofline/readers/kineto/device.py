@@ -151,6 +151,8 @@ _FORMULA_FAMILIES = frozenset(
         "reduction",
         "copy",
         "embedding",
+        "recurrent",
+        "resample",
     }
 )
 
