@@ -177,6 +177,8 @@ def decode_roofline(s: dict, mm, att, sums: dict, device, bw) -> dict:
         "gemm_time_us": gemm["time_ps"] / 1e6,
         "weight_floor_us": None,
         "ridge_batch": None,
+        "matmul_intensity": None,
+        "ridge_flops_per_byte": None,
         "bytes_floor_us": sums["bytes"] / bw / 1e3,
         "kv_share": att[1] / sums["bytes"] if sums["bytes"] > 0 else None,
     }
