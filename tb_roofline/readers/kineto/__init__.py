@@ -200,7 +200,7 @@ def _replayed_without_op(col, c, links) -> frozenset:
         return frozenset()
     corr = np.array([g[0] for g in col.graph_launches])
     m = np.isin(c.gpu_corr, corr) & (links.row < 0)
-    return frozenset(str(x) for x in c.names[c.gpu_name[m]].tolist())
+    return frozenset(str(x) for x in c.names[np.unique(c.gpu_name[m])].tolist())
 
 
 def _cpu_tables(out: _Tables, col, c, tree, host, step_spans, op_step, causes) -> None:

@@ -158,10 +158,10 @@ def window_notes(c, links, steps: list[ServingStep]) -> list[Diagnostic]:
     window to clamp to."""
     if not steps or not len(links.row):
         return []
-    names = c.names[c.gpu_name]
-    windowed = np.array([bool(_WINDOWED.search(str(n))) for n in names.tolist()], bool)
-    rows = links.row[windowed & (links.row >= 0)]
-    rows = np.unique(rows)
+    # per distinct name, not per event
+    by_name = np.array([bool(_WINDOWED.search(str(n))) for n in c.names.tolist()], bool)
+    windowed = by_name[c.gpu_name]
+    rows = np.unique(links.row[windowed & (links.row >= 0)])
     calls = [
         r
         for r in rows.tolist()
@@ -170,8 +170,9 @@ def window_notes(c, links, steps: list[ServingStep]) -> list[Diagnostic]:
     ]
     if not calls:
         return []
-    kernel = str(names[windowed][0])
-    op = str(c.names[c.op_name[calls[0]]])
+    first = np.flatnonzero(windowed & np.isin(links.row, calls))[0]
+    kernel = str(c.names[c.gpu_name[first]])
+    op = ", ".join(sorted({str(c.names[c.op_name[r]]) for r in calls}))
     return [
         Diagnostic(
             "info",
