@@ -50,10 +50,20 @@ KERNEL_PREFIX = "kernel:"
 INPUT_SEPARATOR = "/"
 
 
+_SIXTEEN_BIT = {
+    (prefix + unit, inputs): prefix + recorded
+    for prefix in ("", KERNEL_PREFIX)
+    for unit, inputs, recorded in (("fp16", "bf16", "bf16"), ("bf16", "f16", "fp16"))
+}
+
+
 def with_input_type(unit: str, input_type: str) -> str:
-    """A kernel-named unit with the input type recorded beside it (either may be "")."""
+    """A kernel-named unit with the input type recorded beside it (either may be ""). Between
+    the two 16-bit float formats the recorded inputs decide: a GEMM or attention kernel computes
+    in the format its operands hold, and a name's `f16` also matches bf16 spellings."""
     if not unit:
         return input_type
+    unit = _SIXTEEN_BIT.get((unit, input_type), unit)
     return unit + INPUT_SEPARATOR + input_type if input_type else unit
 
 

@@ -70,7 +70,7 @@ def _hbm_gbs(device) -> float | None:
 
 
 def _step_sums(p, step: int) -> dict:
-    """FLOPs, bytes and time of one step's rows, by category."""
+    """FLOPs, bytes and time of one step's rows, by category, and its GEMM rows' coverage."""
     t = p.ops
     rows = t.rows
     sel = np.asarray(rows["step"]) == step
@@ -90,6 +90,36 @@ def _step_sums(p, step: int) -> dict:
         "matmul_precision": str(main),
         "bytes": float(nbytes.sum()),
         "time_ps": float(time.sum()),
+        "gemm": gemm_coverage(t, sel, op, cat, nbytes, time),
+    }
+
+
+def _is_gemm_row(t, op, cat) -> np.ndarray:
+    """GEMM rows: category `matmul` (an op with a GEMM formula, or a kernel row whose name is
+    a GEMM's: a replay without its capture), or an op of no known category whose longest
+    kernel is a GEMM naming its unit (its dtype `kernel:…`: a fused MoE without its weights)."""
+    dtype = np.asarray(t.keys["dtype"], dtype=object)[op]
+    named = np.array([str(d).startswith("kernel:") for d in dtype.tolist()], bool)
+    return (cat == "matmul") | ((cat == "other") & named)
+
+
+def gemm_coverage(t, sel, op, cat, nbytes, time) -> dict:
+    """The step's GEMM device time and the share of it whose bytes (in decode: the weights)
+    are counted; the uncounted rows, longest first."""
+    gemm = _is_gemm_row(t, op, cat)
+    known = np.asarray(t.keys["flops_known"], bool)[op] & (nbytes > 0)
+    total = float(time[gemm].sum())
+    covered = float(time[gemm & known].sum())
+    names = np.asarray(t.keys["operation"], dtype=object)[op]
+    missing = np.flatnonzero(gemm & ~known)
+    by_name: dict = {}
+    for i in missing.tolist():
+        by_name[str(names[i])] = by_name.get(str(names[i]), 0.0) + float(time[i])
+    return {
+        "time_ps": total,
+        "covered_ps": covered,
+        "coverage": covered / total if total > 0 else None,
+        "uncovered": sorted(by_name.items(), key=lambda kv: -kv[1]),
     }
 
 
@@ -133,28 +163,66 @@ def decode_roofline(s: dict, mm, att, sums: dict, device, bw) -> dict:
       bandwidth), I the GEMMs' FLOPs per byte at this batch B. GEMM FLOPs grow with B while
       the weights do not, so I grows at most linearly with B: the GEMMs stay memory-bound
       below this batch (a lower bound on the batch that turns them compute-bound).
-    - `kv_share`: the attention's share of the step's bytes (the KV cache read)."""
-    if s.get("phase") != "decode" or not bw or mm[1] <= 0 or mm[0] <= 0:
+    - `kv_share`: the attention's share of the step's bytes (the KV cache read);
+    - `weight_coverage`: the share of the step's GEMM time whose bytes are counted. Below
+      MIN_WEIGHT_COVERAGE the weight floor, ridge batch and KV share are None and
+      `weight_floor_reason` says what is not counted: a floor from the few costed GEMMs would
+      describe them, not the model."""
+    if s.get("phase") != "decode" or not bw:
         return {}
-    peak = float(compute_roof(device, [sums["matmul_precision"]])[0])  # GFLOP/s
-    ridge = peak / bw if peak > 0 else None
-    intensity = mm[0] / mm[1]
+    gemm = sums["gemm"]
     batch = s.get("batch")
-    out = {
-        "weight_floor_us": mm[1] / bw / 1e3,
+    out: dict = {
+        "weight_coverage": gemm["coverage"],
+        "gemm_time_us": gemm["time_ps"] / 1e6,
+        "weight_floor_us": None,
+        "ridge_batch": None,
+        "matmul_intensity": None,
+        "ridge_flops_per_byte": None,
         "bytes_floor_us": sums["bytes"] / bw / 1e3,
-        "matmul_intensity": intensity,
-        "ridge_flops_per_byte": ridge,
         "kv_share": att[1] / sums["bytes"] if sums["bytes"] > 0 else None,
     }
-    if ridge and batch:
-        out["ridge_batch"] = batch * ridge / intensity
+    refused = _floor_refused(gemm, mm)
+    if refused:
+        out["weight_floor_reason"] = refused
+        out["kv_share"] = None  # a share of bytes whose weights are mostly not counted
+    else:
+        peak = float(compute_roof(device, [sums["matmul_precision"]])[0])  # GFLOP/s
+        ridge = peak / bw if peak > 0 else None
+        intensity = mm[0] / mm[1]
+        out["weight_floor_us"] = mm[1] / bw / 1e3
+        out["matmul_intensity"] = intensity
+        out["ridge_flops_per_byte"] = ridge
+        if ridge and batch:
+            out["ridge_batch"] = batch * ridge / intensity
     small = [sums["by_category"].get(c, (0.0, 0.0, 0.0)) for c in _SMALL]
     out["small_ops_us"] = sum(x[2] for x in small) / 1e6
     out["small_ops_floor_us"] = sum(x[1] for x in small) / bw / 1e3
     out["op_time_us"] = sums["time_ps"] / 1e6
     out["findings"] = findings(out, batch)
     return out
+
+
+# The least share of the step's GEMM time whose weights must be counted for a weight floor and
+# ridge batch to be the model's: below it they would describe the few GEMMs with a cost (an LM
+# head), not the layers.
+MIN_WEIGHT_COVERAGE = 0.8
+
+
+def _floor_refused(gemm: dict, mm) -> str:
+    """Why no weight floor is stated for this step ('' when one is)."""
+    cov = gemm["coverage"]
+    if cov is None:
+        return "no GEMM ran in this step"
+    if cov < MIN_WEIGHT_COVERAGE or mm[1] <= 0 or mm[0] <= 0:
+        top = ", ".join(f"{n[:80]} ({t / 1e6:,.0f} µs)" for n, t in gemm["uncovered"][:3])
+        return (
+            f"the GEMMs whose weights are counted ran {cov:.1%} of the step's GEMM time "
+            f"({gemm['covered_ps'] / 1e6:,.0f} of {gemm['time_ps'] / 1e6:,.0f} µs), under the "
+            f"{MIN_WEIGHT_COVERAGE:.0%} a floor of the model needs; not counted: {top} "
+            "(uncosted_ops says why each has no cost)"
+        )
+    return ""
 
 
 # The ops between the GEMMs of a layer: norms, activations, RoPE, KV-cache stores, casts.
@@ -166,6 +234,15 @@ def findings(r: dict, batch) -> list[dict]:
     than the weight floor: more requests per step are nearly free), KV reads dominating,
     unfused small ops (the time fusing could save is at most theirs)."""
     out = []
+    if r.get("weight_floor_reason"):
+        out.append(
+            {
+                "code": "decode_floor_unknown",
+                "text": "no weight floor or compute-bound batch for this decode step: "
+                + r["weight_floor_reason"],
+                "bound_us": None,
+            }
+        )
     rb = r.get("ridge_batch")
     if rb is not None and batch and batch < rb:
         out.append(
@@ -174,7 +251,9 @@ def findings(r: dict, batch) -> list[dict]:
                 "text": (
                     f"decode batch {batch} is below the {rb:.0f} at which its GEMMs would turn "
                     "compute-bound: they read the weights once a step "
-                    f"({r['weight_floor_us']:.1f} µs at full HBM bandwidth) whatever the batch, "
+                    f"({r['weight_floor_us']:.1f} µs at full HBM bandwidth; their weights "
+                    f"cover {r['weight_coverage']:.0%} of the step's GEMM time) whatever the "
+                    "batch, "
                     "so larger batches raise tokens/s almost for free up to that size"
                 ),
                 "bound_us": r["weight_floor_us"],

@@ -19,7 +19,10 @@ _UNIT_RULES = [
     (re.compile(r"e2m1|nvfp4|mxfp4|fp4"), "fp4"),
     (re.compile(r"e2m3|e3m2|mxfp6|fp6"), "fp6"),
     (re.compile(r"e4m3|e5m2|fp8|f8f8|_f8_|qkve4m3"), "fp8"),
-    (re.compile(r"bf16|bfloat16"), "bf16"),
+    # `DF16b` is the Itanium mangling of std::bfloat16_t (aiter's and CK's templated kernels:
+    # `add_rmsnorm_quant_kernelIDF16bDF16b…`); `DF16_` is _Float16. Before the fp16 rule,
+    # whose `f16` would match both.
+    (re.compile(r"bf16|bfloat16|df16b"), "bf16"),
     (re.compile(r"fp16|f16|half|[_a-z]h884|[_a-z]h1688|[_a-z]h16816|hgemm|hmma"), "fp16"),
     (re.compile(r"tf32|xf32"), "tf32"),
     (re.compile(r"i8816|i8832|imma|int8|s8s8|i8i8|igemm"), "int8"),

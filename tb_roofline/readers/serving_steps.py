@@ -4,9 +4,10 @@ Serving engines name each forward step with a `record_function` span whose name 
 shape of the batch (docs/pytorch_traces.md, "Serving steps"):
 
 - SGLang: `step[EXTEND bs=15 toks=15360]`, `step[DECODE bs=32]` (the forward mode, the batch);
-- SGLang/ATOM roofline annotations: `execute_<tokens>_context_<n>(sq…sk…sqsq…sqsk…)_generation_
-  <m>(sq…sk…sqsq…sqsk…)`: per phase (context = prefill/extend, generation = decode) the request
-  count and the sums over its requests of the query length Sq, the key length Sk, Sq² and Sq·Sk;
+- roofline annotations (SGLang, ATOM and vLLM write them): `execute_<tokens>_context_<n>(sq…sk…
+  sqsq…sqsk…)_generation_<m>(sq…sk…sqsq…sqsk…)`: per phase (context = prefill/extend,
+  generation = decode) the request count and the sums over its requests of the query length
+  Sq, the key length Sk, Sq² and Sq·Sk;
 - vLLM: `execute_context_<n>(<tokens>)_generation_<m>(<tokens>)`: per phase the request count
   and its tokens (Σ Sq). Numbers after a `_` inside the parentheses (`(888_788544)`) are kept
   as `extra` and not interpreted: vLLM does not say which sum they are.
@@ -61,7 +62,7 @@ class PhaseSums:
 class StepFacts:
     """What one step annotation says (times are filled in by the reader)."""
 
-    engine: str  # "sglang" or "vllm"
+    engine: str  # "sglang", "vllm", "unknown"; "" until the trace's ops decide (with_engine)
     phase: str  # "prefill", "decode", "mixed", "idle"
     batch: int | None  # requests in the step
     tokens: int | None  # tokens in the step
@@ -124,7 +125,7 @@ def _parse(name: str) -> StepFacts | None:
         ctx = PhaseSums(g[1], *g[2:6])
         gen = PhaseSums(g[6], *g[7:11])
         return StepFacts(
-            "sglang",
+            "",  # SGLang, ATOM and vLLM write this form: the trace's ops say (engine_of)
             _phase_of(ctx.requests, gen.requests),
             ctx.requests + gen.requests,
             g[0],
@@ -154,6 +155,37 @@ def _parse(name: str) -> StepFacts | None:
         toks = _num(fields["toks"]) if "toks" in fields else None
         return StepFacts("sglang", _MODES.get(mode, mode.lower()), bs, toks, mode=mode, name=name)
     return None
+
+
+# Op namespaces each engine registers (vLLM: `vllm::unified_attention`, `_C::rms_norm`,
+# `_C_cache_ops::reshape_and_cache_flash`, `_moe_C::topk_softmax`, `_rocm_C::paged_attention`;
+# SGLang: `sglang::`, `sgl_kernel::`, its profiler's `sglang_profiler::` wrappers). Kernel names
+# do not decide: SGLang on ROCm runs vLLM's paged-attention kernels.
+_ENGINE_OPS = {
+    "vllm": ("vllm::", "_C::", "_C_cache_ops::", "_moe_C::", "_rocm_C::", "_vllm_fa"),
+    "sglang": ("sglang::", "sgl_kernel::", "sglang_profiler::"),
+}
+
+
+def engine_of(op_names) -> str:
+    """The engine whose ops the trace ran ("vllm", "sglang"), or "" when neither or both."""
+    found = {
+        engine
+        for name in op_names
+        for engine, prefixes in _ENGINE_OPS.items()
+        if name.startswith(prefixes)
+    }
+    return found.pop() if len(found) == 1 else ""
+
+
+def with_engine(facts: StepFacts, op_names) -> StepFacts:
+    """An `execute_<tokens>_context_…` step (a form several engines write) with its engine:
+    SGLang's when its `step[MODE …]` span was beside it, else the one whose ops the trace ran
+    ("unknown" when the ops do not say)."""
+    if facts.engine:
+        return facts
+    engine = "sglang" if facts.mode else engine_of(op_names) or "unknown"
+    return dataclasses.replace(facts, engine=engine)
 
 
 def merge(exec_facts: StepFacts, mode_facts: StepFacts) -> StepFacts:

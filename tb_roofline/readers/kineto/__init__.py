@@ -99,6 +99,9 @@ class _Tables:
     spans: list = dataclasses.field(default_factory=list)
     op_kernels: dict = dataclasses.field(default_factory=dict)
     unattributed: int = 0  # kernels launched outside every op
+    links: object = None  # GPU activity → op row, step, launch time (attribution.GpuLinks)
+    replayed: frozenset = frozenset()  # kernels replayed from graphs with no op attributed
+    serving_spans: list = dataclasses.field(default_factory=list)  # per serving step
 
 
 def read_kineto(col: Collector, host: str) -> ProfileData:
@@ -115,6 +118,8 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     out = _Tables(OpTableBuilder(), OpTableBuilder())
     if has_gpu:
         diagnostics += _gpu_tables(out, col, c, tree, ranks, host, step_spans, op_step, causes)
+        out.serving_spans = serving.device_spans(serving_steps, c, out.links.launch)
+        diagnostics += serving.window_notes(c, out.links, serving_steps)
     elif c.n_ops:
         _cpu_tables(out, col, c, tree, host, step_spans, op_step, causes)
     return _profile(col, c, tree, step_spans, out, host, has_gpu, diagnostics, serving_steps)
@@ -139,6 +144,8 @@ def _gpu_tables(out: _Tables, col, c, tree, ranks, host, step_spans, op_step, ca
     returns its notes."""
     notes = []
     links = attribution.gpu_links(c, tree, step_spans)
+    out.links = links
+    out.replayed = _replayed_without_op(col, c, links)
     algorithms = comms.op_algorithms(c, links.row)  # as the NCCL kernel names state it
     if algorithms:
         c.op_ic = comms.op_interconnect(c, ranks, c.world, algorithms)
@@ -176,6 +183,16 @@ def _gpu_tables(out: _Tables, col, c, tree, ranks, host, step_spans, op_step, ca
         causes,
     )
     return notes + tables.cpu_ops_skipped(c, tree, links)
+
+
+def _replayed_without_op(col, c, links) -> frozenset:
+    """Names of the kernels replayed from a graph launch that no captured op was attributed
+    to (readers/kineto/capture.py)."""
+    if not col.graph_launches:
+        return frozenset()
+    corr = np.array([g[0] for g in col.graph_launches])
+    m = np.isin(c.gpu_corr, corr) & (links.row < 0)
+    return frozenset(str(x) for x in c.names[np.unique(c.gpu_name[m])].tolist())
 
 
 def _cpu_tables(out: _Tables, col, c, tree, host, step_spans, op_step, causes) -> None:
@@ -216,7 +233,7 @@ def _profile(
     diagnostics += device.trace_notes(col, c, has_gpu, hw, out.unattributed)
     diagnostics += counters.negative_counters(col)
     ops, kernel_table = out.builder.build(), out.kernels.build()
-    diagnostics += device.uncosted_ops(ops)
+    diagnostics += device.uncosted_ops(ops, replayed=out.replayed)
     for table in (ops, kernel_table):  # PyTorch runs f32 matmuls in full f32 unless told otherwise
         apply_ceilings(table, dev, allow_tf32=False)
     dist = col.meta.get("distributedInfo") or {}
@@ -237,7 +254,7 @@ def _profile(
         timeline=out.timeline,
         op_shapes=out.shapes,
         op_kernels=out.op_kernels,
-        serving_steps=serving.step_records(serving_steps, out.steps, c.base_ns) or None,
+        serving_steps=serving.step_records(serving_steps, out.serving_spans, c.base_ns) or None,
     )
 
 

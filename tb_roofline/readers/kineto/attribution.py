@@ -194,6 +194,7 @@ class GpuLinks:
     step: np.ndarray
     outside: int = 0
     own_rows: int = 0
+    launch: np.ndarray | None = None  # launch time (relative ns; its own start when unmatched)
 
 
 def gpu_links(c: Columns, tree: Nesting, step_spans: Steps) -> GpuLinks:
@@ -228,4 +229,4 @@ def gpu_links(c: Columns, tree: Nesting, step_spans: Steps) -> GpuLinks:
     launch_t = np.where(
         linked, c.rt_ts[np.maximum(gpu_rt, 0)] if len(c.rt_ts) else c.gpu_ts, c.gpu_ts
     )
-    return GpuLinks(gpu_row, step_spans.of(launch_t), outside, int(np.count_nonzero(own)))
+    return GpuLinks(gpu_row, step_spans.of(launch_t), outside, int(np.count_nonzero(own)), launch_t)

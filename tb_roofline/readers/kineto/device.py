@@ -133,6 +133,9 @@ WHY_NO_COST = {
     "kernel": "a kernel whose launch has no recorded op around it (launched before the trace "
     "began, from a thread without ops, or by a library the profiler does not see)",
     "bytes": "bytes known, FLOPs not",
+    "graph_replay": "a kernel replayed from a CUDA/HIP graph: its op and shapes were recorded "
+    "only when the graph was captured; put that capture trace beside this one "
+    "(graph_replay_without_capture)",
     "no_shapes": "its calls recorded no shapes (profile with record_shapes=True)",
     "no_formula": "no formula for this op (recording shapes would not give it one)",
     "moe_no_weights": "a fused MoE layer that recorded no expert weights and no top-k (only "
@@ -157,9 +160,13 @@ _FORMULA_FAMILIES = frozenset(
 )
 
 
-def why_no_cost(name: str, source: str, shapes: bool | None = None) -> str:
+def why_no_cost(name: str, source: str, shapes: bool | None = None, replayed: bool = False) -> str:
     """The WHY_NO_COST key of an op row without FLOPs, from the real cause: `shapes` whether
-    its calls recorded input shapes (None: not known, judged by the op's family)."""
+    its calls recorded input shapes (None: not known, judged by the op's family); `replayed`
+    a kernel row replayed from a graph whose capture is not there (whatever its name says:
+    `kernel_unified_attention_3d` lacks its op, not its step's sums)."""
+    if replayed:
+        return "graph_replay"
     if source == "bytes":
         return "bytes"
     if name.startswith(_COMPILED):
@@ -181,10 +188,11 @@ def why_no_cost(name: str, source: str, shapes: bool | None = None) -> str:
     return "no_formula"
 
 
-def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
+def uncosted_ops(ops, top: int = 5, floor: float = 0.01, replayed=frozenset()) -> list:
     """The ops that still have no FLOP count, by their share of the op time (the largest few,
     each at least `floor` of it), each with why (WHY_NO_COST), so a reader knows where the
-    roofline is blind and what would light it."""
+    roofline is blind and what would light it. `replayed`: names of kernels replayed from a
+    CUDA/HIP graph with no op attributed (no capture trace for them)."""
     t = np.asarray(ops["total_time_ps"], np.float64)
     total = float(t.sum())
     if total <= 0:
@@ -216,7 +224,7 @@ def uncosted_ops(ops, top: int = 5, floor: float = 0.01) -> list:
     parts, reasons = [], []
     for i in worst:  # the few listed (at most `top`), not every op
         name, source = str(name_u[uniq[i] // len(src_u)]), str(src_u[uniq[i] % len(src_u)])
-        why = why_no_cost(name, source, name in recorded)
+        why = why_no_cost(name, source, name in recorded, name in replayed)
         reasons.append(why)
         parts.append(f"{name[:120]} {share[i] * 100:.1f}% ({why})")
     told = "; ".join(f"{k}: {WHY_NO_COST[k]}" for k in dict.fromkeys(reasons))

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import re
+
+import numpy as np
 
 from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.costs.torch import serving_ops
@@ -45,6 +48,10 @@ def steps_of(col) -> list[ServingStep]:
         out.append(ServingStep(ts, end, f))
     out += [ServingStep(ts, end, f) for j, (ts, end, f) in enumerate(modes) if j not in used]
     out.sort(key=lambda s: s.ts)
+    if any(not s.facts.engine for s in out):
+        ops = [n for n in col.names if "::" in n]
+        for s in out:
+            s.facts = serving_steps.with_engine(s.facts, ops)
     return out
 
 
@@ -122,16 +129,75 @@ def cost_attention(col, steps: list[ServingStep]) -> list[Diagnostic]:
     return out
 
 
-def step_records(steps: list[ServingStep], spans, base_ns: int) -> list[dict]:
-    """The facts of each serving step for the model: id, label, phase, batch, tokens, the
-    per-phase sums, its time (the step span of its device, else its CPU span) and tokens/s."""
-    span_of = {}
-    for sp in spans:
-        span_of.setdefault(sp.step, sp.duration_ps)
-    out = []
+def device_spans(steps: list[ServingStep], c, launch) -> list:
+    """Per serving step, (first start, last end) in relative ns of the device activity
+    (kernels, copies) launched inside its CPU span, or None when it launched none: the step's
+    device span, without the host's time before its first launch or after its last kernel."""
+    if launch is None or not len(launch):
+        return [None] * len(steps)
+    order = np.argsort(launch, kind="stable")
+    at = np.asarray(launch, np.float64)[order]
+    begin = np.asarray(c.gpu_ts, np.float64)[order]
+    end = begin + np.asarray(c.gpu_dur, np.float64)[order]
+    out: list = []
     for s in steps:
+        lo = int(np.searchsorted(at, s.ts - c.base_ns, side="left"))
+        hi = int(np.searchsorted(at, s.end - c.base_ns, side="right"))
+        out.append((float(begin[lo:hi].min()), float(end[lo:hi].max())) if hi > lo else None)
+    return out
+
+
+# Attention kernels whose names say they mask to a sliding window or chunk (FlashInfer/TRT-LLM
+# `…SlidingOrChunkedCausal…`, `swa`, `sliding_window`): the window size is not in the name.
+_WINDOWED = re.compile(r"sliding|chunked|_swa_|swa_|window", re.I)
+
+
+def window_notes(c, links, steps: list[ServingStep]) -> list[Diagnostic]:
+    """Attention calls costed from their step's sums whose kernel masks a sliding window: the
+    count assumes every (query, key) pair, which over-counts them, and the trace records no
+    window to clamp to."""
+    if not steps or not len(links.row):
+        return []
+    # per distinct name, not per event
+    by_name = np.array([bool(_WINDOWED.search(str(n))) for n in c.names.tolist()], bool)
+    windowed = by_name[c.gpu_name]
+    rows = np.unique(links.row[windowed & (links.row >= 0)])
+    calls = [
+        r
+        for r in rows.tolist()
+        if c.costs[c.op_cost[r]].category == "attention"
+        and c.costs[c.op_cost[r]].source == "formula"
+    ]
+    if not calls:
+        return []
+    first = np.flatnonzero(windowed & np.isin(links.row, calls))[0]
+    kernel = str(c.names[c.gpu_name[first]])
+    op = ", ".join(sorted({str(c.names[c.op_name[r]]) for r in calls}))
+    return [
+        Diagnostic(
+            "info",
+            "attention_sliding_window",
+            f"{len(calls)} {op} calls ran sliding-window or chunked attention kernels "
+            f"({kernel[:100]}): their FLOPs and KV bytes count every (query, key) pair of the "
+            "step, full attention, since the trace records no window to clamp each query's "
+            "keys to; for them the counts are upper bounds",
+        )
+    ]
+
+
+def step_records(steps: list[ServingStep], spans: list, base_ns: int) -> list[dict]:
+    """The facts of each serving step for the model: id, label, phase, batch, tokens, the
+    per-phase sums, its time and tokens/s. The time is the step's device span (`spans`, from
+    `device_spans`: first activity start to last activity end); a step that launched no device
+    work keeps its CPU span, and `time_source` says which one it is."""
+    out = []
+    for i, s in enumerate(steps):
         f = s.facts
-        ps = span_of.get(s.step, (s.end - s.ts) * 1000)
+        span = spans[i] if i < len(spans) else None
+        if span is not None:
+            ps, start_ps, source = (span[1] - span[0]) * 1000, span[0] * 1000, "device"
+        else:
+            ps, start_ps, source = (s.end - s.ts) * 1000, (s.ts - base_ns) * 1000, "cpu_span"
         seconds = ps * 1e-12
         out.append(
             {
@@ -144,8 +210,10 @@ def step_records(steps: list[ServingStep], spans, base_ns: int) -> list[dict]:
                 "tokens": f.tokens,
                 "context": f.context.as_dict() if f.context else None,
                 "generation": f.generation.as_dict() if f.generation else None,
-                "start_ps": (s.ts - base_ns) * 1000,
+                "start_ps": start_ps,
                 "time_ps": ps,
+                "time_source": source,
+                "cpu_span_ps": (s.end - s.ts) * 1000,
                 "tokens_per_s": f.tokens / seconds
                 if f.tokens is not None and seconds > 0
                 else None,
