@@ -251,3 +251,19 @@ def test_launch_split_by_hand():
         "no_launch": 100.0,
     }
     assert sum(v for k, v in got.items() if k != "event_wait_host_blocked") == 650.0
+    # A launch recorded after its activity started (clocks that disagree) proves nothing.
+    tb = TimelineBuilder()
+    tb.add_core(
+        0,
+        (0, 300 * us),
+        [(1, 0, 300 * us)],
+        lane=[0, 0],
+        begin=[0, 200 * us],
+        end=[100 * us, 300 * us],
+        op=[a, a],
+        comm=[False] * 2,
+        fusible=[False] * 2,
+        launch=([0.0, 250 * us], [1.0, 251 * us], [False, False]),
+    )
+    got = {k: v / us for k, v in tb.build().idle_causes.items() if v}
+    assert got == {"no_launch": 100.0}

@@ -245,7 +245,8 @@ def _undetermined(ctx: Context, split: dict, facts: dict, total: float) -> Findi
     if none > 0:
         text += (
             f" for {us_text(none)} the next work has no launch call in the trace (no "
-            "runtime event with its correlation id: record CPU and runtime activity too);"
+            "runtime event with its correlation id: record CPU and runtime activity too), or "
+            "one recorded after the work started (host and device clocks disagree);"
         )
     text = text.rstrip(";") + ". The saving is the idle time, whatever its cause."
     formula = (

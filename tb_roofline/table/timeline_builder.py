@@ -279,7 +279,8 @@ class TimelineBuilder:
         issue to LAUNCH_LATENCY_PS after it, or the call's return if later, the launch itself;
         after that the stream waited (an event, else a sync or a blocking copy the host sat
         in, else nothing the trace shows). The idle after the core's last activity is the
-        host's when any launch is known; without a launch the cause is undetermined."""
+        host's when any launch is known; without a launch (or with one recorded after its
+        activity started) the cause is undetermined."""
         ce, ces, all_host = (
             _Segments(*(np.concatenate(x) for x in zip(*(spans[k] for k in keys if k in spans))))
             for keys in (
@@ -297,7 +298,8 @@ class TimelineBuilder:
         l0 = np.r_[issue[nxt].astype(np.float64), np.nan]
         l1 = np.r_[np.fmax(ret[nxt].astype(np.float64), l0[:n] + LAUNCH_LATENCY_PS), np.nan]
         w = np.r_[np.asarray(waited, bool)[nxt], False]
-        known = ~np.isnan(l0)
+        # A launch recorded after its activity started: the clocks disagree, nothing is known.
+        known = ~np.isnan(l0) & (np.nan_to_num(l0) <= ge)
         if n and known[:n].any():  # nothing more is launched after the last activity
             known[n], l0[n], l1[n] = True, hi, hi
         a = np.where(known, np.clip(np.nan_to_num(l0), gb, ge), ge)
