@@ -201,7 +201,7 @@ def _waited(ctx: Context, split: dict, facts: dict, total: float) -> Finding:
         )
     text = (
         f"The work was launched and queued, and the device still waited: {parts}. This is a "
-        f"dependency, not input loading: {_advise(ctx, 'idle_wait')}."
+        f"dependency, not input loading. {_sentence(_advise(ctx, 'idle_wait'))}"
     )
     formula = (
         f"Σ over idle gaps of the time after the next activity's launch (and its "
