@@ -145,6 +145,34 @@ ADVICE = {
         "request batching); overlap the scheduler with the replay (async output "
         "processing) or batch more requests per step",
     },
+    "idle_wait": {
+        XLA: "find what the program waits for: a host callback, a transfer from the host or a "
+        "collective with another device",
+        EAGER: "a stream waiting for an event recorded on another stream waits for that "
+        "stream's work (record the event right after the work it guards, or drop the wait); "
+        "a host blocked in .item() / .cpu() / .tolist() or a synchronous copy waits for the "
+        "whole queue (copy non_blocking into pinned memory and read it a step later)",
+        COMPILE: "a stream waiting for an event recorded on another stream, or the host "
+        "blocked in a synchronous copy (.item(), .cpu()): record events right after the "
+        "work they guard, copy non_blocking into pinned memory and read the result later",
+        GRAPHS: "in a serving engine this is scheduling: the next batch waits for the previous "
+        "one (its outputs copied back to the host for sampling and the scheduler): overlap "
+        "the scheduler with the device (SGLang's overlap scheduler, vLLM's async scheduling "
+        "and async output processing) so the next batch is launched before the previous one's "
+        "results are read",
+    },
+    "launch_latency": {
+        XLA: "fewer, larger programs (jit larger regions)",
+        EAGER: "fewer launches: CUDA/HIP graphs (torch.cuda.graphs, torch.compile "
+        "mode='reduce-overhead') or fused kernels (torch.compile); a launch call of "
+        "milliseconds is a first launch loading its kernel's code (lazy loading): warm up "
+        "before profiling",
+        COMPILE: "fewer launches: mode='reduce-overhead' (CUDA graphs) or fewer graph breaks; "
+        "a launch call of milliseconds is a first launch loading its code: warm up before "
+        "profiling",
+        GRAPHS: "the graph launch itself (a hipGraphLaunch submits its nodes one by one on "
+        "ROCm): fewer nodes per graph (fused kernels) or one graph for more of the step",
+    },
 }
 
 

@@ -70,6 +70,7 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
         getattr(analysis, "floors", None),
         include_io,
         _step_ops(analysis, include_io) if framework == advice.XLA else {},
+        bool(getattr(analysis, "serving", None)),
     )
     full = next(
         (r for r in analysis.program[True].row_dicts() if r["record_type"] == "total"), None

@@ -1,103 +1,23 @@
 """The program-level guidance rules: idle time, exposed communication, a straggler host.
 
-Each states the bound its model proves (docs/guidance.md, "Rules"): idle time the host could
-fill is the idle time less the profile's edges and graph captures; overlap hides at most the
-exposed communication or the work that could run beside it, whichever is less; a straggler's
-cost is the others' wait, already in their idle / exposed time.
+Each states the bound its model proves (docs/guidance.md, "Rules"): idle time by its cause
+(model/idle_rules.py); overlap hides at most the exposed communication or the work that could
+run beside it, whichever is less; a straggler's cost is the others' wait, already in their
+idle / exposed time.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.model import advice
+from tb_roofline.model.idle_rules import idle, idle_split  # noqa: F401
 from tb_roofline.model.rule_context import (
     EXPOSED_SHARE,
-    IDLE_SHARE,
     STRAGGLER_RATIO,
     Context,
     Finding,
     us_text,
 )
-from tb_roofline.table.timeline import IDLE_CAPTURE, IDLE_EDGES, IDLE_SYNC
-
-CAPTURE_DOMINATES = 0.5  # a graph capture explains at least half of the idle time
-
-
-def idle_split(ctx: Context, idle_us: float) -> dict:
-    """The idle time split by cause (µs, core-time): graph capture, device syncs, the
-    profile's start / end, and the rest (the host not feeding the device). Each idle instant
-    counts once (timeline.IDLE_CAUSES order); the parts add up to `idle_us`."""
-    tl = ctx.facts.timeline if ctx.facts is not None else None
-    causes = tl.idle_causes if tl is not None else {}
-    left = max(idle_us, 0.0)
-    out = {}
-    for key in (IDLE_CAPTURE, IDLE_SYNC, IDLE_EDGES):
-        out[key] = min(float(causes.get(key, 0.0)) / 1e6, left)
-        left -= out[key]
-    out["host_bound"] = left
-    return out
-
-
-def idle(ctx: Context, wall: dict) -> list:
-    total = ctx.total_time_us
-    t_idle = wall["idle"]
-    if total <= 0 or t_idle < IDLE_SHARE * total:
-        return []
-    split = idle_split(ctx, t_idle)
-    saved = split["host_bound"] + split[IDLE_SYNC]
-    facts = {
-        "idle_us": t_idle,
-        "idle_in_steps_us": wall["idle_in_steps"],
-        "idle_outside_steps_us": t_idle - wall["idle_in_steps"],
-        "idle_share": t_idle / total,
-        "host_bound_us": split["host_bound"],
-        "graph_capture_us": split[IDLE_CAPTURE],
-        "sync_us": split[IDLE_SYNC],
-        "profile_edges_us": split[IDLE_EDGES],
-    }
-    formula = (
-        f"idle − profile start/end − graph capture = {us_text(t_idle)} − "
-        f"{us_text(split[IDLE_EDGES])} − {us_text(split[IDLE_CAPTURE])} = {us_text(saved)} "
-        f"(host-bound {us_text(split['host_bound'])}, syncs {us_text(split[IDLE_SYNC])})"
-    )
-    if split[IDLE_CAPTURE] >= CAPTURE_DOMINATES * t_idle:
-        title = (
-            f"The device is idle {t_idle / total:.0%} of the time, mostly while CUDA/HIP "
-            f"graphs are captured ({split[IDLE_CAPTURE] / total:.0%})"
-        )
-        text = (
-            "A graph capture records launches without running them: this profile shows the "
-            "capture, not the workload. "
-            + advice.CAPTURE_NOTES["graph_capture"][0].upper()
-            + advice.CAPTURE_NOTES["graph_capture"][1:]
-            + "."
-        )
-    else:
-        title = f"The device is idle {t_idle / total:.0%} of the time"
-        text = f"No op runs for this long: {ctx.advise('idle')}."
-        if split[IDLE_SYNC] > 0:
-            text += (
-                f" {us_text(split[IDLE_SYNC])} of it is spent in device syncs "
-                "(cudaDeviceSynchronize / StreamSynchronize): remove the ones in the step."
-            )
-    if split[IDLE_EDGES] > 0.25 * t_idle:
-        text += (
-            f" {us_text(split[IDLE_EDGES])} is before the first op or after the last one: "
-            "the profile's own start and end, not counted."
-        )
-    return [
-        Finding(
-            "idle",
-            title,
-            [],
-            facts,
-            saved,
-            text,
-            bound_us=t_idle - split[IDLE_EDGES] - split[IDLE_CAPTURE],
-            formula=formula,
-        )
-    ]
 
 
 def exposed_communication(ctx: Context, wall: dict) -> list:

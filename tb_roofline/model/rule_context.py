@@ -19,6 +19,7 @@ from tb_roofline.table.timeline import is_communication
 MIN_SHARE = 0.0005  # an op finding must be worth at least 0.05% of the profiled time
 FAR_BELOW_ROOF = 0.5  # compute-bound and under half its roof
 IDLE_SHARE = 0.10
+IDLE_CLASS_SHARE = 0.02  # one cause of idle time (model/idle_rules.py) worth its own finding
 EXPOSED_SHARE = 0.05
 STRAGGLER_RATIO = 1.15
 
@@ -56,6 +57,7 @@ class Context:
     include_io: bool = True
     # identity -> (time µs, calls) of the op within complete steps (repeated_copy)
     step_ops: dict = dataclasses.field(default_factory=dict)
+    serving: bool = False  # a serving engine's steps (model/serving.py): scheduling advice
 
     def __post_init__(self):
         c = self.ops.columns

@@ -11,9 +11,18 @@ import numpy as np
 from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.table.timeline import (
     IDLE_CAPTURE,
-    IDLE_CAUSES,
+    IDLE_COPY,
     IDLE_EDGES,
+    IDLE_EVENT,
+    IDLE_EVENT_BLOCKED,
+    IDLE_HOST,
+    IDLE_LAUNCH,
+    IDLE_NO_LAUNCH,
+    IDLE_QUEUED,
     IDLE_SYNC,
+    IDLE_WAIT_COPY,
+    IDLE_WAIT_SYNC,
+    LAUNCH_LATENCY_PS,
     MAX_EXPOSED_OPS,
     MAX_PAIRS,
     WINDOW_COLUMNS,
@@ -124,6 +133,32 @@ def _work_segments(lane, begin, end, comm, leaf, sb, se, span):
     return _Segments(begin[keep], end[keep]), reach
 
 
+def _edges(lo, hi, begin, end, step_b, step_e):
+    """The profile's edges on a core: before its first op and after its last one, outside
+    every step."""
+    if len(begin):
+        first, last = float(begin.min()), float(end.max())
+        edges_b = np.array([lo, min(max(last, lo), hi)])
+        edges_e = np.array([max(min(first, hi), lo), hi])
+    else:
+        edges_b, edges_e = np.array([lo], np.float64), np.array([hi], np.float64)
+    if len(step_b):  # the edges less the steps: intersect with the gaps between steps
+        st = _Segments(np.asarray(step_b, np.float64), np.asarray(step_e, np.float64))
+        gaps_b, gaps_e = np.r_[lo, st.ends], np.r_[st.starts, hi]
+        b = np.maximum(gaps_b[None, :], edges_b[:, None]).ravel()
+        e = np.minimum(gaps_e[None, :], edges_e[:, None]).ravel()
+        edges_b, edges_e = b[e > b], e[e > b]
+    return edges_b, edges_e
+
+
+def _gaps(lo, hi, busy: _Segments):
+    """The idle gaps of a core, clipped to its span: before each busy segment (from the end of
+    the one before, or `lo`), then from the last one's end to `hi`."""
+    gb = np.clip(np.r_[lo, busy.ends], lo, hi)
+    ge = np.clip(np.r_[busy.starts, hi], lo, hi)
+    return gb, np.maximum(ge, gb)
+
+
 class TimelineBuilder:
     """Collects one profile's per-core summaries; `label_id` interns op labels."""
 
@@ -163,6 +198,7 @@ class TimelineBuilder:
         fusible,
         leaf=None,
         causes=None,
+        launch=None,
     ):
         """One core's op events (arrays of equal length; `op` holds label ids; `leaf` False for
         containers, which count as busy but take no part in adjacency). `span` = (start, end)
@@ -195,7 +231,7 @@ class TimelineBuilder:
         busy_segments = _Segments(begin, end)
         busy = busy_segments.between(sb, se)
         busy_all = float(busy_segments.between(lo, hi))
-        self._add_idle_causes(lo, hi, begin, end, busy_segments, causes or {}, sb, se)
+        self._add_idle_causes(lo, hi, begin, end, busy_segments, causes or {}, sb, se, launch)
         has_comm = bool(comm.any())
         reach = (busy, busy_all)  # the union of communication and work
         if has_comm:
@@ -264,26 +300,15 @@ class TimelineBuilder:
         for o, v in zip(ops.tolist(), sums.tolist()):
             self._exposed[o] = self._exposed.get(o, 0.0) + v
 
-    def _add_idle_causes(self, lo, hi, begin, end, busy, causes, step_b, step_e):
-        """Idle time of the core inside each cause's spans, in IDLE_CAUSES order (an idle
-        instant counts for the first cause that covers it): measure(union of the spans so far)
-        less the busy time in it, less what the earlier causes took. The profile's edges are
-        the time before the core's first op and after its last one, outside any step (idle in
-        a step is the step's)."""
-        if len(begin):
-            first, last = float(begin.min()), float(end.max())
-            edges_b = np.array([lo, min(max(last, lo), hi)])
-            edges_e = np.array([max(min(first, hi), lo), hi])
-        else:
-            edges_b, edges_e = np.array([lo], np.float64), np.array([hi], np.float64)
-        if len(step_b):  # the edges less the steps: intersect with the gaps between steps
-            st = _Segments(np.asarray(step_b, np.float64), np.asarray(step_e, np.float64))
-            gaps_b, gaps_e = np.r_[lo, st.ends], np.r_[st.starts, hi]
-            b = np.maximum(gaps_b[None, :], edges_b[:, None]).ravel()
-            e = np.minimum(gaps_e[None, :], edges_e[:, None]).ravel()
-            edges_b, edges_e = b[e > b], e[e > b]
-        spans = {IDLE_EDGES: (edges_b, edges_e)}
-        for k in (IDLE_CAPTURE, IDLE_SYNC):
+    def _add_idle_causes(self, lo, hi, begin, end, busy, causes, step_b, step_e, launch=None):
+        """Idle time of the core by cause, each idle instant once: inside graph captures, then
+        at the profile's edges, then by `launch` where the reader gives it (_add_launch_causes),
+        else inside syncs and blocking copies (`sync`; the rest is left to the model as
+        host-bound). Each is measure(union of the spans so far) less the busy time in it, less
+        what the earlier causes took. The profile's edges are the time before the core's first
+        op and after its last one, outside any step (idle in a step is the step's)."""
+        spans = {IDLE_EDGES: _edges(lo, hi, begin, end, step_b, step_e)}
+        for k in (IDLE_CAPTURE, IDLE_SYNC, IDLE_COPY):
             if k in causes:
                 b = np.clip(np.asarray(causes[k][0], np.float64), lo, hi)
                 e = np.clip(np.asarray(causes[k][1], np.float64), lo, hi)
@@ -292,14 +317,79 @@ class TimelineBuilder:
                 self._cause_spans[k] = self._cause_spans.get(k, 0.0) + seg.total()
         acc_b, acc_e = np.zeros(0), np.zeros(0)
         taken = 0.0
-        for k in IDLE_CAUSES:
-            if k not in spans:
-                continue
-            acc_b, acc_e = np.r_[acc_b, spans[k][0]], np.r_[acc_e, spans[k][1]]
+        for key, group in (
+            (IDLE_CAPTURE, (IDLE_CAPTURE,)),
+            (IDLE_EDGES, (IDLE_EDGES,)),
+            (IDLE_SYNC, (IDLE_SYNC, IDLE_COPY)),
+        ):
+            present = [k for k in group if k in spans]
+            for k in present:
+                acc_b, acc_e = np.r_[acc_b, spans[k][0]], np.r_[acc_e, spans[k][1]]
             seg = _Segments(acc_b, acc_e)
+            if not present or (launch is not None and key == IDLE_SYNC):
+                continue
             idle = seg.total() - float(busy.between(seg.starts, seg.ends).sum())
-            self._causes[k] = self._causes.get(k, 0.0) + max(0.0, idle - taken)
+            self._causes[key] = self._causes.get(key, 0.0) + max(0.0, idle - taken)
             taken = max(taken, idle)
+        if launch is not None:
+            self._add_launch_causes(lo, hi, begin, busy, launch, spans)
+
+    def _add_launch_causes(self, lo, hi, begin, busy, launch, spans):
+        """Idle time after the captures and edges (`spans`: the host spans of each cause),
+        split by when the activity that ends each gap was launched (`launch` = issue ps,
+        return ps, waited: arrays along `begin`, NaN where no launch is known; `waited`: a
+        wait-for-event call preceded the launch on its stream): before the issue the host had
+        not launched it (`sync` inside syncs and blocking copies, else host-bound); from the
+        issue to LAUNCH_LATENCY_PS after it, or the call's return if later, the launch itself;
+        after that the stream waited (an event, else a sync or a blocking copy the host sat
+        in, else nothing the trace shows). The idle after the core's last activity is the
+        host's when any launch is known; without a launch (or with one recorded after its
+        activity started) the cause is undetermined."""
+        ce, ces, all_host = (
+            _Segments(*(np.concatenate(x) for x in zip(*(spans[k] for k in keys if k in spans))))
+            for keys in (
+                (IDLE_CAPTURE, IDLE_EDGES),
+                (IDLE_CAPTURE, IDLE_EDGES, IDLE_SYNC),
+                (IDLE_CAPTURE, IDLE_EDGES, IDLE_SYNC, IDLE_COPY),
+            )
+        )
+        issue, ret, waited = (np.asarray(x) for x in launch)
+        gb, ge = _gaps(lo, hi, busy)
+        order = np.argsort(begin, kind="stable")
+        at = np.minimum(np.searchsorted(begin[order], busy.starts, "left"), len(order) - 1)
+        nxt = order[at] if len(order) else np.zeros(0, np.int64)
+        n = len(nxt)  # gaps before an activity; the last gap (to `hi`) has none
+        l0 = np.r_[issue[nxt].astype(np.float64), np.nan]
+        l1 = np.r_[np.fmax(ret[nxt].astype(np.float64), l0[:n] + LAUNCH_LATENCY_PS), np.nan]
+        w = np.r_[np.asarray(waited, bool)[nxt], False]
+        # A launch recorded after its activity started: the clocks disagree, nothing is known.
+        known = ~np.isnan(l0) & (np.nan_to_num(l0) <= ge)
+        if n and known[:n].any():  # nothing more is launched after the last activity
+            known[n], l0[n], l1[n] = True, hi, hi
+        a = np.where(known, np.clip(np.nan_to_num(l0), gb, ge), ge)
+        c = np.where(known, np.clip(np.nan_to_num(l1), gb, ge), ge)
+        before, latency, after = (np.where(known, gb, ge), a), (a, c), (c, ge)
+        unknown = (np.where(known, ge, gb), ge)
+
+        def free(x, seg=ce):  # idle in x outside the captures and edges (or `seg`)
+            return float((x[1] - x[0]).sum() - seg.between(*x).sum())
+
+        queued = (np.where(w, ge, after[0]), ge)
+        waited_x = (np.where(w, after[0], ge), ge)
+        in_host = free(before) - free(before, all_host)
+        add = {
+            IDLE_HOST: free(before, all_host),
+            IDLE_SYNC: in_host,
+            IDLE_LAUNCH: free(latency),
+            IDLE_EVENT: free(waited_x),
+            IDLE_EVENT_BLOCKED: free(waited_x) - free(waited_x, all_host),
+            IDLE_WAIT_SYNC: free(queued) - free(queued, ces),
+            IDLE_WAIT_COPY: free(queued, ces) - free(queued, all_host),
+            IDLE_QUEUED: free(queued, all_host),
+            IDLE_NO_LAUNCH: free(unknown),
+        }
+        for k, v in add.items():
+            self._causes[k] = self._causes.get(k, 0.0) + max(0.0, v)
 
     def _add_pairs(self, lane, begin, end, op, fusible):
         if len(begin) < 2:

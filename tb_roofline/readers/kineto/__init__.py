@@ -181,6 +181,7 @@ def _gpu_tables(out: _Tables, col, c, tree, ranks, host, step_spans, op_step, ca
         c.name_units,
         lambda kind, nm: transfers(kind, nm, np.zeros(len(kind)))[2],
         causes,
+        kineto_timeline.gpu_launches(c, col.launch_alias, col.host_calls),
     )
     return notes + tables.cpu_ops_skipped(c, tree, links)
 

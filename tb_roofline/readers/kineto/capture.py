@@ -191,6 +191,7 @@ def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
         for i, name in zip(kernels, names):
             lts, ldur, _, _, lext, _ = queue[name].popleft()
             col.gpu_corr[i] = next_corr
+            col.launch_alias[next_corr] = corr
             col.rt_corr.append(next_corr)
             col.rt_ext.append(ext_map.get(lext, -1))
             col.rt_thread.append(new_thread)

@@ -35,15 +35,26 @@ from tb_roofline.readers.kineto.event_fields import (
     ts_ns,
 )
 from tb_roofline.readers.shape_facts import torch_shape
-from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS, SYNC_CALLS
+from tb_roofline.table.timeline import (
+    BLOCKING_COPY_CALLS,
+    GRAPH_CAPTURE_CALLS,
+    SYNC_CALLS,
+    WAIT_CALLS,
+)
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # The instant event Kineto writes where the profiler stopped recording: no step lasts past it.
 RECORD_WINDOW_END = "Record Window End"
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"})
-# Runtime calls kept for the timeline's idle causes (graph capture begin/end, syncs).
-HOST_CAUSE_CALLS = frozenset(GRAPH_CAPTURE_CALLS[0] + GRAPH_CAPTURE_CALLS[1]) | SYNC_CALLS
+# Runtime calls kept for the timeline's idle causes (graph capture begin/end, syncs, blocking
+# copies, waits for events).
+HOST_CAUSE_CALLS = (
+    frozenset(GRAPH_CAPTURE_CALLS[0] + GRAPH_CAPTURE_CALLS[1])
+    | SYNC_CALLS
+    | BLOCKING_COPY_CALLS
+    | WAIT_CALLS
+)
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 # Longer names are cut (with a diagnostic): what a trace keeps per distinct name is bounded.
 MAX_NAME_CHARS = 1024
@@ -88,8 +99,12 @@ class Collector:
         self.rt_dur = array.array("q")  # ns
         self.rt_launch = array.array("b")
         # host calls that explain device idle time: (name, thread, ts ns, dur ns) of graph
-        # capture begin/end and device/stream/event syncs (table/timeline.py's lists)
+        # capture begin/end, device/stream/event syncs, blocking copies and waits for events
+        # (table/timeline.py's lists)
         self.host_calls: list = []
+        # correlation id of a replayed kernel's launch made up from its capture trace -> that
+        # of the graph launch that really ran it (kineto/capture.py)
+        self.launch_alias: dict = {}
         # steps (cpu time) and hardware ranges
         self.steps: list[tuple[int, int, int]] = []  # (step, ts ns, dur ns)
         self.comm_spans: list = []  # (thread, ts ns, dur ns, name) of collective annotations

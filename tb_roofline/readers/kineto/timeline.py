@@ -15,11 +15,14 @@ from tb_roofline.readers import kernel_names
 from tb_roofline.readers.common import longest_matmul_unit, op_call_precision
 from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET  # noqa: F401
 from tb_roofline.table.timeline import (
+    BLOCKING_COPY_CALLS,
     GRAPH_CAPTURE_CALLS,
     IDLE_CAPTURE,
+    IDLE_COPY,
     IDLE_SYNC,
     MAX_KERNELS_PER_OP,
     SYNC_CALLS,
+    WAIT_CALLS,
     KernelUse,
     ShapeUse,
     is_communication,
@@ -29,23 +32,85 @@ from tb_roofline.table.timeline import (
 from tb_roofline.table.timeline_builder import TimelineBuilder
 
 
-def idle_causes(host_calls, base_ns) -> dict:
-    """The host spans that explain device idle time, in ps on the op events' clock (ns after
-    `base_ns`, times 1000): graph captures (Begin .. EndCapture on one thread, paired by
-    model/timeline.paired_spans) and sync calls. `host_calls`: (name, thread, ts ns, dur ns)."""
-    if not host_calls:
-        return {}
+def _host_call_columns(host_calls, base_ns):
+    """(names, threads, begin ps, end ps) of the kept host calls on the op events' clock (ns
+    after `base_ns`, times 1000). `host_calls`: (name, thread, ts ns, dur ns)."""
     names = np.array([c[0] for c in host_calls], dtype=object)
     thread = np.array([c[1] for c in host_calls], np.int64)
     begin = (np.array([c[2] for c in host_calls], np.int64) - base_ns).astype(np.float64) * 1e3
     end = begin + np.array([max(c[3], 0) for c in host_calls], np.float64) * 1e3
+    return names, thread, begin, end
+
+
+def idle_causes(host_calls, base_ns) -> dict:
+    """The host spans that explain device idle time, in ps on the op events' clock: graph
+    captures (Begin .. EndCapture on one thread, paired by model/timeline.paired_spans), sync
+    calls and blocking copies."""
+    if not host_calls:
+        return {}
+    names, thread, begin, end = _host_call_columns(host_calls, base_ns)
     out = {}
     cap_b, cap_e = paired_spans(names, begin, end, thread, *GRAPH_CAPTURE_CALLS)
     if len(cap_b):
         out[IDLE_CAPTURE] = (cap_b, cap_e)
-    sync = np.isin(names, list(SYNC_CALLS))
-    if sync.any():
-        out[IDLE_SYNC] = (begin[sync], end[sync])
+    for key, calls in ((IDLE_SYNC, SYNC_CALLS), (IDLE_COPY, BLOCKING_COPY_CALLS)):
+        sel = np.isin(names, list(calls))
+        if sel.any():
+            out[key] = (begin[sel], end[sel])
+    return out
+
+
+def gpu_launches(c, alias: dict, host_calls) -> tuple:
+    """Per GPU activity of the columns `c`: (issue ps, return ps, launching thread) of the
+    runtime call with its correlation id (the first one, as attribution.gpu_links takes it;
+    a kernel replayed from a graph: the graph launch, through `alias`), NaN / -1 where the
+    trace has none; and the waits for events (thread, issue ps) of `host_calls`."""
+    n = len(c.gpu_ts)
+    issue, ret = np.full(n, np.nan), np.full(n, np.nan)
+    thread = np.full(n, -1, np.int64)
+    corr = c.gpu_corr
+    if alias:
+        k = np.fromiter(alias.keys(), np.int64, len(alias))
+        v = np.fromiter(alias.values(), np.int64, len(alias))
+        o = np.argsort(k)
+        k, v = k[o], v[o]
+        j = np.minimum(np.searchsorted(k, corr), len(k) - 1)
+        corr = np.where(k[j] == corr, v[j], corr)
+    if n and len(c.rt_corr):
+        uniq, first = np.unique(c.rt_corr, return_index=True)
+        j = np.minimum(np.searchsorted(uniq, corr), len(uniq) - 1)
+        hit = (uniq[j] == corr) & (corr >= 0)
+        r = first[j[hit]]
+        issue[hit] = np.round(c.rt_ts[r] * 1000.0)
+        ret[hit] = np.round((c.rt_ts[r] + c.rt_dur[r]) * 1000.0)
+        thread[hit] = c.rt_thread[r]
+    waits = (np.zeros(0, np.int64), np.zeros(0))
+    if host_calls:
+        names, t, b, _ = _host_call_columns(host_calls, c.base_ns)
+        sel = np.isin(names, list(WAIT_CALLS))
+        waits = (t[sel], np.round(b[sel]))
+    return issue, ret, thread, waits
+
+
+def waited_for_event(lane, begin, issue, thread, waits) -> np.ndarray:
+    """Per activity: whether its launching thread called a wait for an event after the launch
+    of the activity before it on its lane (stream) and before its own launch: the stream may
+    have been told to wait there (the trace does not record which stream a wait targets)."""
+    n = len(lane)
+    out = np.zeros(n, bool)
+    w_thread, w_ts = waits
+    if not n or not len(w_ts):
+        return out
+    order = np.lexsort((begin, lane))
+    prev = np.full(n, -np.inf)
+    same = np.r_[False, lane[order][1:] == lane[order][:-1]]
+    before = np.r_[-np.inf, np.nan_to_num(issue[order][:-1], nan=-np.inf)]
+    prev[order] = np.where(same, before, -np.inf)
+    for t in np.unique(w_thread).tolist():
+        sel = np.flatnonzero((thread == t) & ~np.isnan(issue))
+        w = np.sort(w_ts[w_thread == t])
+        count = np.searchsorted(w, issue[sel], "left") - np.searchsorted(w, prev[sel], "right")
+        out[sel] = count > 0
     return out
 
 
@@ -66,9 +131,11 @@ def gpu_timeline(
     name_units,
     caveat_of,
     causes=None,
+    launches=None,
 ):
     """The timeline of a GPU trace; `caveat_of(kind, names)` gives the memcpy caveats the op
-    table uses (host / peer transfers); `causes`: idle_causes(...) (host spans, ps)."""
+    table uses (host / peer transfers); `causes`: idle_causes(...) (host spans, ps);
+    `launches`: gpu_launches(...) (when each activity was launched)."""
     n = len(kind)
     tb = TimelineBuilder()
     if not n:
@@ -88,6 +155,10 @@ def gpu_timeline(
     label_ids, comm, fusible = labels
     begin = np.round(ts_ns * 1000.0)
     end = begin + np.round(dur_ns * 1000.0)
+    launch = None
+    if launches is not None:
+        issue, ret, thread, waits = launches
+        launch = (issue, ret, waited_for_event(stream, begin, issue, thread, waits))
     for s in spans:
         m = dev == s.core
         core_steps = [(x.step, x.start_ps, x.duration_ps) for x in steps if x.core == s.core]
@@ -102,6 +173,7 @@ def gpu_timeline(
             comm[m],
             fusible[m],
             causes=causes,
+            launch=None if launch is None else tuple(x[m] for x in launch),
         )
     return tb.build()
 

@@ -30,8 +30,14 @@ export const RULES = {
     'dispatch overhead rather than work.',
   far_below_roof: 'An op under half its roof (roofline efficiency < 50%) with a large share ' +
     'of the time that no other rule named: the gap to its roof.',
-  idle: 'Time no op ran on a core (host-bound input, synchronisations, graph capture, the ' +
-    'profile\'s start and end).',
+  idle: 'Time no op ran on a core while its next work was not launched yet (host-bound: ' +
+    'input, synchronisations), or idle time of a graph capture.',
+  idle_wait: 'Idle time after the next work was launched, while its stream waited for an ' +
+    'event, or the host for a sync or blocking copy: a dependency, not input loading.',
+  launch_latency: 'Idle time from a launch call to its kernel\'s start (up to 50 µs, or the ' +
+    'whole call when it lasts longer).',
+  idle_undetermined: 'Idle time the trace cannot explain: work launched but not run with no ' +
+    'recorded wait, or work without a launch in the trace.',
   exposed_communication: 'Collectives, transfers and waits that ran while no compute op did: ' +
     'time that overlap could hide.',
   straggler: 'One host\'s step takes at least 1.15× the median of the others: the others wait ' +
