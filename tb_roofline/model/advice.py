@@ -204,6 +204,12 @@ ADVICE_BY_DEVICE = {
     ("precision", XLA, "tpu"): "bf16 operands (the MXU multiplies bf16; f32 dots run as several "
     "bf16 passes): jax.default_matmul_precision('bfloat16') or cast "
     "the weights and activations",
+    # A CPU trace has no kernel launches, so no launch-latency class; said for completeness.
+    ("launch_latency", EAGER, "cpu"): "fewer, larger ops: torch.compile fuses small ops into "
+    "one loop; a first call of milliseconds is one-time set-up (oneDNN primitive creation): "
+    "warm up before profiling",
+    ("launch_latency", COMPILE, "cpu"): "fewer graph breaks between compiled regions; a first "
+    "call of milliseconds is one-time set-up: warm up before profiling",
     ("tiny_ops", EAGER, "cpu"): "fuse the small ops (torch.compile) or raise the batch size so "
     "each call does more work",
     ("tiny_ops", COMPILE, "cpu"): "remove the graph breaks that leave small eager ops between "
