@@ -66,9 +66,12 @@ def gpu_timeline(
     name_units,
     caveat_of,
     causes=None,
+    cost_fp=None,
 ):
     """The timeline of a GPU trace; `caveat_of(kind, names)` gives the memcpy caveats the op
-    table uses (host / peer transfers); `causes`: idle_causes(...) (host spans, ps)."""
+    table uses (host / peer transfers); `causes`: idle_causes(...) (host spans, ps); `cost_fp`:
+    per cost id, the `shapes:` fingerprint of the call's recorded tensors (pairs of kernels
+    are told apart by the calls that launched them)."""
     n = len(kind)
     tb = TimelineBuilder()
     if not n:
@@ -86,6 +89,10 @@ def gpu_timeline(
         caveats = caveat_of(kind, kernel_name)
         _label_by_name(tb, labels, rest, kind, name_ids, kernel_name, name_units, caveats)
     label_ids, comm, fusible = labels
+    shape = np.zeros(n, np.int64)
+    if len(att) and cost_fp is not None:
+        invs, inv_of = np.unique(row[att], return_inverse=True)
+        shape[att] = tb.shape_ids(cost_fp[op_cost[invs]].tolist())[inv_of.reshape(-1)]
     begin = np.round(ts_ns * 1000.0)
     end = begin + np.round(dur_ns * 1000.0)
     for s in spans:
@@ -102,6 +109,7 @@ def gpu_timeline(
             comm[m],
             fusible[m],
             causes=causes,
+            shape=shape[m],
         )
     return tb.build()
 
@@ -169,10 +177,11 @@ def cpu_timeline(
     costs,
     comm_spans=(),
     causes=None,
+    cost_fp=None,
 ):
     """The timeline of a CPU-only trace: top-level ops on their threads, plus the collectives'
     annotated runs on their backend threads (`comm_spans`: (thread, ts ns, dur ns, name); the
-    op that issues a collective returns before it completes)."""
+    op that issues a collective returns before it completes). `cost_fp`: as gpu_timeline."""
     tb = TimelineBuilder()
     top = np.flatnonzero(parent < 0)
     if not len(top) or not spans:
@@ -194,6 +203,11 @@ def cpu_timeline(
     begin = np.round(ts_ns[top] * 1000.0)
     end = begin + np.round(dur_ns[top] * 1000.0)
     lanes = thread[top]
+    shape = (
+        tb.shape_ids(cost_fp[op_cost[top]].tolist())
+        if cost_fp is not None
+        else np.zeros(len(top), np.int64)
+    )
     if comm_spans:
         c_ids = [tb.label_id(("", n, "")) for *_, n in comm_spans]
         c_begin = np.round(np.array([a for _, a, _, _ in comm_spans], np.float64) * 1000.0)
@@ -203,6 +217,7 @@ def cpu_timeline(
         ids = np.r_[ids, c_ids]
         comm = np.r_[comm, np.ones(len(comm_spans), bool)]
         fusible = np.r_[fusible, np.zeros(len(comm_spans), bool)]
+        shape = np.r_[shape, np.zeros(len(comm_spans), np.int64)]
     s = spans[0]
     tb.add_core(
         s.core,
@@ -215,6 +230,7 @@ def cpu_timeline(
         comm,
         fusible,
         causes=causes,
+        shape=shape,
     )
     return tb.build()
 
