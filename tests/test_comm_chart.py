@@ -77,6 +77,11 @@ def test_one_point_per_collective_at_its_size_and_bus_bandwidth(tmp_path, case):
         # under the link roof, judged there (not on DRAM)
         assert r["bound_by"] == "Interconnect" and p["bound_by"] == "Interconnect"
         assert p["exposed_us"] is not None and 0 <= p["exposed_us"] <= r["total_time_us"] * 1.001
+        # one unit for link bandwidth: the op table's interconnect_bw is /comm's GB/s
+        assert r["interconnect_bw"] == pytest.approx(
+            bus * r["occurrences"] / (r["total_time_us"] * 1e3)
+        )
+        assert r["interconnect_bw"] == pytest.approx(p["bus_bw_gbs"], rel=1e-9)
     assert answer["kinds"] == sorted({k for k, *_ in EXPECTED[case].values()})
 
 
