@@ -136,8 +136,7 @@ def _label_by_op(tb, labels, att, row, name_ids, names, op_name, op_cost, costs,
     # kernel a communication op launches (its copy and concat kernels are device work).
     used, at = np.unique(name_ids[att], return_inverse=True)
     comm_name = np.array(
-        [kernel_names.kernel_category(str(x)) == "communication" for x in names[used].tolist()],
-        bool,
+        [kernel_names.is_communication_kernel(str(x)) for x in names[used].tolist()], bool
     )
     comm[att] = comm_name[at.reshape(-1)]
 
