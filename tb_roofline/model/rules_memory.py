@@ -81,9 +81,9 @@ def _ident(ctx: Context, i: int) -> tuple:
 
 def _pair_tensors(ctx: Context) -> dict:
     """(first record, second record) -> [(pair, dims, bytes)]: the fusible back-to-back pairs
-    of memory-bound trusted ops and the tensor each hands on. Pairs whose calls recorded their
-    tensors (PyTorch) are judged call by call (`_call_shared_tensor`); the others by the
-    shapes the two ops recorded (`_shared_tensor`)."""
+    of memory-bound trusted ops and the tensor each hands on. PyTorch pairs are judged call by
+    call, from the tensors both calls recorded (`_call_shared_tensor`); XLA pairs by the shapes
+    of the two instructions (`_shared_tensor`: one instruction has one shape)."""
     c, out = ctx.c, {}
     for pair in ctx.facts.timeline.pairs:
         a, b = ctx.index.get(pair.first), ctx.index.get(pair.second)
@@ -94,10 +94,10 @@ def _pair_tensors(ctx: Context) -> dict:
             for i in (a, b)
         ):
             continue
-        if pair.first_shape.startswith(SHAPES) and pair.second_shape.startswith(SHAPES):
-            shared = _call_shared_tensor(ctx, a, b, pair)
-        else:
+        if ctx.framework == "xla":
             shared = _shared_tensor(ctx, a, b)
+        else:  # a PyTorch pair with a call that recorded no shapes shares no known tensor
+            shared = _call_shared_tensor(ctx, a, b, pair)
         if shared is not None:
             out.setdefault((a, b), []).append((pair, *shared))
     return out
