@@ -15,8 +15,8 @@ A group of devices reaches its peers over only some of those links (`TOPOLOGY`,
 `LinkTopology.group_links`): behind an NVSwitch every GPU reaches any peer over all its
 NVLinks; in a DGX-1V hybrid cube-mesh (V100 SXM2, 6 NVLinks) a pair is joined by 1 or 2 links;
 an 8-GPU AMD platform (MI300X and later, 7 Infinity Fabric links) is fully connected, one link
-to each peer; a TPU torus chip has an ICI port to each neighbour (4 on v5e / v6e, 6 on v4 /
-v5p), two neighbours sharing one. The roof of a group is the figure × links it can use ÷ the
+to each peer; a v5e / v6e chip (2-D torus) has an ICI port to each of 4 neighbours, two
+neighbours sharing one. The roof of a group is the figure × links it can use ÷ the
 device's links, with the topology it assumes stated (an upper bound: never below what the
 group could reach).
 """
@@ -179,8 +179,10 @@ TOPOLOGY = {
     **{k: LinkTopology("switch", 18) for k in ("b200", "gb200", "b300", "gb300")},
     **{k: LinkTopology("bridge", 1) for k in ("h100-nvl", "h200-nvl")},
     **{k: LinkTopology("full_mesh", 7) for k in ("mi300x", "mi325x", "mi350x", "mi355x")},
+    # 2-D tori of 4 ICI ports. v4 and v5p slices are 3-D tori wired by optical switches
+    # (wraparound and twisted links can join a pair by several ports): without the slice's
+    # shape their groups keep the chip's whole figure.
     **{k: LinkTopology("torus", 4) for k in ("tpu-v5e", "tpu-v6e")},
-    **{k: LinkTopology("torus", 6) for k in ("tpu-v4", "tpu-v5p")},
 }
 
 

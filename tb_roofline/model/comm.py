@@ -41,8 +41,8 @@ def group_roof(memory, n) -> tuple[float, int | None, str]:
             memory.gbs,
             None,
             (
-                "the link's whole figure for every group (no topology known for this device: a "
-                "device file's figure, or a single link)"
+                "no link topology known for this device (a single PCIe link, a 3-D TPU "
+                "torus, a device file's figure without one): the whole figure for every group"
             ),
         )
     return topo.group_gbs(memory.gbs, n)
