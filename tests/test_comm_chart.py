@@ -77,6 +77,11 @@ def test_one_point_per_collective_at_its_size_and_bus_bandwidth(tmp_path, case):
         # under the link roof, judged there (not on DRAM)
         assert r["bound_by"] == "Interconnect" and p["bound_by"] == "Interconnect"
         assert p["exposed_us"] is not None and 0 <= p["exposed_us"] <= r["total_time_us"] * 1.001
+        # one unit for link bandwidth: the op table's interconnect_bw is /comm's GB/s
+        assert r["interconnect_bw"] == pytest.approx(
+            bus * r["occurrences"] / (r["total_time_us"] * 1e3)
+        )
+        assert r["interconnect_bw"] == pytest.approx(p["bus_bw_gbs"], rel=1e-9)
     assert answer["kinds"] == sorted({k for k, *_ in EXPECTED[case].values()})
 
 
@@ -131,3 +136,85 @@ def test_an_op_at_several_sizes_is_a_point_per_size(tmp_path):
     # all-to-all runs as grouped send/recv: its SendRecv kernels state its algorithm
     a2a = [p for p in service.comm(run, "")["points"] if p["kind"] == "all-to-all"]
     assert a2a and {p["algorithm"] for p in a2a} == {"RING_SIMPLE"}
+
+
+# A v6e-like torus link (4 ICI ports) given by a device file: each point's roof is the link's
+# figure × the ports its group can use ÷ 4, worked out here from the group sizes of the HLO
+# (test_jax_collectives.EXPECTED, by hand), never from the model's topology code.
+TORUS_PORTS = 4
+PORTS_BY_GROUP = {2: 1, 4: TORUS_PORTS, 8: TORUS_PORTS}
+
+
+def test_link_roof_is_the_links_a_group_can_use(tmp_path):
+    device = json.loads(json.dumps(DEVICE))
+    device["memories"]["interconnect"].update(topology="torus", links=TORUS_PORTS)
+    shutil.copytree(f"{DATA}/shard_map_2d", tmp_path / "shard_map_2d")
+    (tmp_path / "shard_map_2d" / "roofline_device.json").write_text(json.dumps(device))
+    service = RooflineService(str(tmp_path))
+    run = service.list_runs()["runs"][0]["run"]
+    points = {p["operation"]: p for p in service.comm(run, "")["points"]}
+    for name, (_, n, *_) in EXPECTED["shard_map_2d"].items():
+        p = points[name]
+        ports = PORTS_BY_GROUP[n]
+        assert p["group_size"] == n
+        assert p["link_gbs"] == pytest.approx(LINK_GBS * ports / TORUS_PORTS, rel=1e-12)
+        assert (p["link_count"], p["link_count_of"]) == (ports, TORUS_PORTS)
+        assert p["link_fraction"] == pytest.approx(p["bus_bw_gbs"] / p["link_gbs"], rel=1e-12)
+        assert "ICI torus" in p["link_assumption"]
+    # a pair of chips: one port, and the answer says why
+    assert "share one of the 4 ports" in points["ppermute.3"]["link_assumption"]
+
+
+def test_without_a_topology_the_whole_link_and_the_assumption_says_so(tmp_path):
+    service, run = _service(tmp_path, "shard_map_2d")
+    for p in service.comm(run, "")["points"]:
+        assert p["link_gbs"] == LINK_GBS and p["link_count"] is None
+        assert "whole figure for every group" in p["link_assumption"]
+
+
+@pytest.mark.parametrize(
+    ("device", "n", "gbs", "links", "words"),
+    [
+        # DGX-1V hybrid cube-mesh: 6 NVLink 2 links of 25 GB/s per direction (150 in all)
+        ("Tesla V100-SXM2-16GB", 2, 50.0, 2, "1 or 2 of the 6 NVLinks"),
+        ("Tesla V100-SXM2-16GB", 4, 100.0, 4, "one quad"),
+        ("Tesla V100-SXM2-16GB", 8, 150.0, 6, "both quads"),
+        # NVSwitch: all 18 NVLink 4 links (450 GB/s per direction) for any group
+        ("NVIDIA H100 80GB HBM3", 2, 450.0, 18, "NVSwitch"),
+        # MI300X: 7 Infinity Fabric links of 64 GB/s per direction, one to each peer
+        ("AMD Instinct MI300X", 2, 64.0, 1, "1 of the 7 links"),
+        ("AMD Instinct MI300X", 8, 448.0, 7, "7 of the 7 links"),
+        # TPU v6e: 4 ICI ports, 400 GB/s per direction in all
+        ("TPU v6e", 2, 100.0, 1, "one of the 4 ports"),
+    ],
+)
+def test_data_sheet_group_roofs(device, n, gbs, links, words):
+    from tb_roofline.devices import datasheets
+    from tb_roofline.devices.interconnect import interconnect, topology
+    from tb_roofline.devices.spec import MemoryPeak
+    from tb_roofline.model.comm import group_roof
+
+    spec = datasheets.lookup(device)
+    link = MemoryPeak("interconnect", "", interconnect(spec.key).value, "datasheet")
+    link.topology = topology(spec.key)
+    got, used, why = group_roof(link, n)
+    assert got == pytest.approx(gbs, rel=1e-12) and used == links and words in why
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        ({"topology": "ring", "links": 4}, "topology must be one of switch, bridge"),
+        ({"topology": "torus", "links": 0}, "links must be a positive whole number"),
+        ({"topology": "torus"}, "links must be a positive whole number"),
+    ],
+)
+def test_a_bad_link_topology_in_a_device_file_is_named(tmp_path, entry, words):
+    from tb_roofline.devices.device_file import DeviceFileError, load_device_file
+
+    device = json.loads(json.dumps(DEVICE))
+    device["memories"]["interconnect"].update(entry)
+    path = tmp_path / "roofline_device.json"
+    path.write_text(json.dumps(device))
+    with pytest.raises(DeviceFileError, match="memories.interconnect: " + words):
+        load_device_file(str(path))

@@ -133,6 +133,65 @@ def test_no_fusion_for_adjacent_ops_that_share_no_tensor(tmp_path):
     assert pairs == {("aten::relu", "aten::mul")}
 
 
+def _call_pairs(path):
+    """(first, second, shared dims or None, shorter µs) of each back-to-back pair of top-level
+    ops in the raw trace: the first call's output is its largest recorded array; it is shared
+    when the second call records an array of that shape."""
+    with gzip.open(path, "rt") as f:
+        events = [
+            e
+            for e in json.load(f)["traceEvents"]
+            if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+        ]
+    events.sort(key=lambda e: (e["ts"], -e["dur"]))
+    top, end = [], -math.inf
+    for e in events:
+        if e["ts"] >= end:
+            top.append(e)
+            end = e["ts"] + e["dur"]
+    out = []
+    for a, b in zip(top, top[1:]):
+        dims_a = [tuple(d) for d in a["args"]["Input Dims"] if d]
+        dims_b = {tuple(d) for d in b["args"]["Input Dims"] if d}
+        produced = max(dims_a, key=math.prod)
+        shared = produced if produced in dims_b else None
+        out.append((a["name"], b["name"], shared, min(a["dur"], b["dur"])))
+    return out
+
+
+def test_fusion_bills_each_pair_at_the_tensor_its_calls_share():
+    """q [2048, 4096] and k [2048, 1024] each cloned then scaled (SGLang's per-head q/k norm
+    pattern): clone → mul is billed at q for the q calls and at k for the k calls, and
+    mul(q) → clone(k), back to back but sharing no tensor, is not reported. Worked out from
+    the raw events (shapes in call order), not from the op names."""
+    s, run, g = _answer(GUIDANCE, "torch/qk_clone_norm", DEVICE_FILE)
+    fusion = {
+        (f["ops"][0]["operation"], f["ops"][1]["operation"]): f for f in _by_rule(g, "fusion")
+    }
+    assert set(fusion) == {("aten::clone", "aten::mul")}
+    pairs = _call_pairs(_trace("torch/qk_clone_norm"))
+    assert any(p[:2] == ("aten::mul", "aten::clone") and p[2] is None for p in pairs)
+    gbs = _device_hbm_gbs()
+    terms: dict = {}
+    for first, second, shared, shorter in pairs:
+        if (first, second) == ("aten::clone", "aten::mul") and shared is not None:
+            n, t = terms.get(shared, (0, 0.0))
+            terms[shared] = (n + 1, t + shorter)
+    assert set(terms) == {(2048, 4096), (2048, 1024)}
+    bounds = {d: n * 2 * math.prod(d) * 4 / (gbs * 1e3) for d, (n, _) in terms.items()}
+    f = fusion[("aten::clone", "aten::mul")]
+    assert f["bound_us"] == pytest.approx(sum(bounds.values()), rel=1e-9)
+    saved = sum(min(bounds[d], t) for d, (_, t) in terms.items())
+    assert f["time_saved_us"] == pytest.approx(saved, rel=1e-6)
+    facts = f["evidence"]["facts"]
+    assert facts["pairs"] == 8 and facts["shared_shape"] == [2048, 4096]
+    assert {tuple(t["shape"]): t["pairs"] for t in facts["tensors"]} == {
+        (2048, 4096): 4,
+        (2048, 1024): 4,
+    }
+    assert "(4 × 2 × 33,554,432 B + 4 × 2 × 8,388,608 B)" in f["bound_formula"]
+
+
 def test_tiny_ops_on_small_tensor_loop():
     s, run, g = _answer(GUIDANCE, "torch/tiny_ops")
     ops = _ops_by_identity(s, run)

@@ -531,6 +531,7 @@ def test_unit_names_and_rounding():
     assert shaping.unit_name("flop_rate") == "flop_rate_gflops"
     assert shaping.unit_name("delta_flop_rate") == "delta_flop_rate_gflops"
     assert shaping.unit_name("hbm_bw") == "hbm_bw_gibs"
+    assert shaping.unit_name("interconnect_bw") == "interconnect_bw_gbs"  # links: GB/s
     assert (
         shaping.unit_name("bottleneck_operational_intensity")
         == "bottleneck_operational_intensity_flop_per_byte"

@@ -376,6 +376,11 @@ def main(argv=None):
         help="capture the guidance cases (one run folder each) instead",
     )
     ap.add_argument(
+        "--case",
+        action="append",
+        help="with --guidance: capture only this case (repeatable)",
+    )
+    ap.add_argument(
         "--compare",
         action="store_true",
         help="capture the comparison pairs (COMPARE_CASES) instead",
@@ -400,9 +405,10 @@ def main(argv=None):
         return
     if args.clean and not only:
         for f in glob.glob(os.path.join(args.out_dir, "**", "*.pt.trace.json*"), recursive=True):
-            os.remove(f)
+            if not args.case or any(f"{os.sep}{c}{os.sep}" in f for c in args.case):
+                os.remove(f)
     if args.guidance:
-        capture_guidance(args.out_dir)
+        capture_guidance(args.out_dir, args.case)
     else:
         capture(args.out_dir, only)
 
@@ -465,8 +471,20 @@ def guidance_cases():
     def clean():
         return torch.mm(torch.mm(a, b), b)
 
+    # Per-head q and k norms as a serving model runs them (SGLang's Qwen3 q/k norm): one op
+    # name on two tensors of different shapes, back to back. Only clone → mul on one tensor
+    # hands an intermediate on; mul(q) → clone(k) shares none.
+    q, k = torch.randn(2048, 4096), torch.randn(2048, 1024)
+    wq, wk = torch.randn(4096), torch.randn(1024)
+
+    def qk_clone_norm():
+        qn = q.clone() * wq
+        kn = k.clone() * wk
+        return qn, kn
+
     return {
         "elementwise_chain": elementwise_chain,
+        "qk_clone_norm": qk_clone_norm,
         "tiny_ops": tiny_ops,
         "host_bound": host_bound,
         "clean_matmul": clean,
@@ -495,16 +513,20 @@ def _ddp_worker(rank, world, out_dir, port):
     dist.destroy_process_group()
 
 
-def capture_guidance(out_dir: str):
+def capture_guidance(out_dir: str, only=None):
     import torch
     import torch.multiprocessing as mp
 
     torch.set_num_threads(1)
     for name, fn in guidance_cases().items():
+        if only and name not in only:
+            continue
         d = os.path.join(out_dir, name)
         os.makedirs(d, exist_ok=True)
         _profiled_steps(d, name, fn)
         print(f"{name:20s} written", file=sys.stderr)
+    if only and "ddp_straggler" not in only:
+        return
     d = os.path.join(out_dir, "ddp_straggler")
     os.makedirs(d, exist_ok=True)
     mp.spawn(_ddp_worker, args=(2, d, 29517), nprocs=2, join=True)

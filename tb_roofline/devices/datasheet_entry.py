@@ -22,7 +22,7 @@ import dataclasses
 
 from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME
 from tb_roofline.devices.host_links import host_link
-from tb_roofline.devices.interconnect import interconnect, link_name
+from tb_roofline.devices.interconnect import interconnect, link_name, topology
 from tb_roofline.devices.onchip import AMD_ARCH_OF_SPEC, per_clock, shared_gbs
 from tb_roofline.devices.sources import Figure
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
@@ -169,6 +169,7 @@ def datasheet_memories(spec: DeviceSpec) -> list[MemoryPeak]:
                 peer.value,
                 "datasheet",
                 note=f"{peer.source}; {peer.note}",
+                topology=topology(spec.key),
             )
         )
     return out

@@ -41,6 +41,7 @@ import tempfile
 from tb_roofline import settings, storage
 from tb_roofline.devices.bounded_json import parse_json_file
 from tb_roofline.devices.datasheet_entry import PRECISIONS
+from tb_roofline.devices.interconnect import TOPOLOGY_KINDS, LinkTopology
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 
 FILE_NAME = "roofline_device.json"
@@ -231,11 +232,17 @@ def _memory_entries(data: dict, origin: str, default_source: str, kind: str) -> 
         # A memory id is named when it is one tb-roofline knows, else by its position.
         where = f"{origin}: memories." + (mid if mid in KNOWN_MEMORY_IDS else f"entry {i + 1}")
         default_name = ("DRAM" if kind == "cpu" else "HBM") if mid == "hbm" else mid.upper()
-        name, src = default_name, default_source
+        name, src, topo = default_name, default_source, None
         if isinstance(entry, dict):
-            extra = sorted(set(entry) - {"gbs", "name", "source"})
+            allowed = {"gbs", "name", "source"} | (
+                {"topology", "links"} if mid in _LINKS else set()
+            )
+            extra = sorted(set(entry) - allowed)
             if extra:
-                raise DeviceFileError(f"{where}: {_unknown(extra)}; allowed: gbs, name, source")
+                raise DeviceFileError(
+                    f"{where}: {_unknown(extra)}; allowed: {', '.join(sorted(allowed))}"
+                )
+            topo = _topology(entry, where)
             if "gbs" not in entry:
                 raise DeviceFileError(f"{where}: missing gbs")
             name = entry.get("name", default_name)
@@ -243,8 +250,24 @@ def _memory_entries(data: dict, origin: str, default_source: str, kind: str) -> 
                 raise DeviceFileError(f"{where}: name must be a non-empty string")
             src = _source(entry.get("source", default_source), where)
             entry = entry["gbs"]
-        memories.append(MemoryPeak(mid, name, _positive(entry, where, "GB/s"), src))
+        memories.append(MemoryPeak(mid, name, _positive(entry, where, "GB/s"), src, topology=topo))
     return memories
+
+
+_LINKS = ("interconnect",)
+
+
+def _topology(entry: dict, where: str) -> LinkTopology | None:
+    """A link's topology (`"topology": "torus", "links": 4`: devices/interconnect.py), None
+    when the entry gives none (the link's figure then holds for every group)."""
+    if "topology" not in entry and "links" not in entry:
+        return None
+    kind, links = entry.get("topology"), entry.get("links")
+    if kind not in TOPOLOGY_KINDS:
+        raise DeviceFileError(f"{where}: topology must be one of {', '.join(TOPOLOGY_KINDS)}")
+    if type(links) is not int or links < 1:
+        raise DeviceFileError(f"{where}: links must be a positive whole number of links")
+    return LinkTopology(kind, links)
 
 
 def load_device_file(path: str) -> DeviceInfo:

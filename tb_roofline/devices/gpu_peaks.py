@@ -34,7 +34,7 @@ from tb_roofline.devices.datasheets import lookup
 from tb_roofline.devices.gpu_arch_rates import ArchRates, arch_for, gfx_of
 from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME
 from tb_roofline.devices.host_links import host_link
-from tb_roofline.devices.interconnect import interconnect, link_name
+from tb_roofline.devices.interconnect import interconnect, link_name, topology
 from tb_roofline.devices.onchip import AMD_ARCH_OF_SPEC, PerClock, per_clock, shared_gbs
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, Fallback, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
@@ -304,6 +304,7 @@ def _memory_peaks(gpu: _Gpu, stats: dict, checks: list, diags: list) -> list[Mem
                 peer.value,
                 "datasheet",
                 note=f"{peer.source}; {peer.note}".rstrip("; "),
+                topology=topology(spec.key),
             )
         )
     return memories

@@ -122,6 +122,8 @@ class MemoryPeak:
     source: str
     fallback: Fallback | None = None
     note: str = ""
+    # Links between devices: how they reach a group's peers (devices/interconnect.LinkTopology).
+    topology: object = None
 
     @property
     def gibs(self) -> float:

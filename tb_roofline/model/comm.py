@@ -10,6 +10,10 @@ A point is an op record (model/records.py) of the op-table keys that carry one `
 (table/collective_info.py): records are split by it, so an op that ran at several message
 sizes is a point per size; its numbers are the record's (summed over its executions). The
 exposed time is kept per op: an op at several sizes shares it by time (`exposed_shared`).
+
+A point's roof is its group's (`group_roof`): the link figure × the links a group of its size
+can use ÷ the device's links (devices/interconnect.LinkTopology), with the topology it assumes
+in `link_assumption`.
 """
 
 from __future__ import annotations
@@ -26,6 +30,22 @@ NO_LATENCY = (
     "no data sheet or calibration in this profile gives a link latency: the "
     "latency-bound region is not drawn"
 )
+
+
+def group_roof(memory, n) -> tuple[float, int | None, str]:
+    """(GB/s per direction, links used or None, the assumption in words) of a group of n
+    devices on a link roof (a MemoryPeak)."""
+    topo = getattr(memory, "topology", None)
+    if topo is None:
+        return (
+            memory.gbs,
+            None,
+            (
+                "no link topology known for this device (a single PCIe link, a 3-D TPU "
+                "torus, a device file's figure without one): the whole figure for every group"
+            ),
+        )
+    return topo.group_gbs(memory.gbs, n)
 
 
 def links(device) -> list[dict]:
@@ -74,7 +94,7 @@ def points(a, include_io: bool = True) -> list[dict]:
     if not records:
         return []
     exposed, complete = _exposed(a)
-    roof = next((m for m in links(a.device) if m["id"] == "interconnect"), None)
+    roof = next((m for m in a.device.memories if m.id == "interconnect"), None)
     label_time: dict = {}
     for r, _ in records:
         label = (r["program_id"], r["operation"], r["precision"] or "")
@@ -92,6 +112,7 @@ def points(a, include_io: bool = True) -> list[dict]:
         shared = label_time[label] > time_us * (1 + 1e-9)
         if exp is not None and shared:
             exp = exp * time_us / label_time[label] if label_time[label] > 0 else None
+        link_gbs, used, why = group_roof(roof, info["n"]) if roof else (None, None, None)
         out.append(
             {
                 "program": r["program"],
@@ -112,10 +133,13 @@ def points(a, include_io: bool = True) -> list[dict]:
                 "bus_bytes": bus,
                 "bus_bw_gbs": bus_gbs,
                 "algo_bw_gbs": algo_gbs,
-                "link": roof["name"] if roof else None,
-                "link_id": roof["id"] if roof else None,
-                "link_gbs": roof["gbs"] if roof else None,
-                "link_fraction": bus_gbs / roof["gbs"] if roof and bus_gbs is not None else None,
+                "link": roof.name if roof else None,
+                "link_id": roof.id if roof else None,
+                "link_gbs": link_gbs,
+                "link_count": used,
+                "link_count_of": roof.topology.links if roof and roof.topology else None,
+                "link_assumption": why,
+                "link_fraction": bus_gbs / link_gbs if link_gbs and bus_gbs is not None else None,
                 "exposed_us": exp if exp is not None else (0.0 if complete else None),
                 "exposed_shared": shared,
                 "bound_by": r["bound_by"],

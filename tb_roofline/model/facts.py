@@ -56,7 +56,7 @@ def collect(profiles, table, steps: list) -> Facts:
         timeline = Timeline(
             timeline.windows,
             [
-                AdjacentPair(resolve(p.first), resolve(p.second), p.count, p.gap_ps, p.shorter_ps)
+                dataclasses.replace(p, first=resolve(p.first), second=resolve(p.second))
                 for p in timeline.pairs
             ],
             _resolved_sums(timeline.exposed_by_op, resolve),

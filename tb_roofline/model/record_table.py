@@ -15,6 +15,9 @@ from tb_roofline.table.op_table import MEMORY_COLUMNS
 # The memory traffic columns of the op table, and their memories' ids.
 MEM_BYTES = tuple(c for c, *_ in MEMORY_COLUMNS)
 MEM_IDS = tuple(mid for _, _, mid, _ in MEMORY_COLUMNS)
+# Links between devices: their `<id>_bw` is in GB/s (1e9 B/s), like the link data sheets and
+# the communication roofline (`/comm`); every memory's is in GiB/s, as XProf writes them.
+GBS_MEM_IDS = ("interconnect",)
 
 # Output columns, in API order (docs/http_api.md).
 RECORD_COLUMNS = (

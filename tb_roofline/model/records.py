@@ -13,7 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo, normalize_precision, plain_precision
-from tb_roofline.model.record_table import MEM_BYTES, MEM_IDS, RECORD_COLUMNS, RecordTable
+from tb_roofline.model.record_table import (
+    GBS_MEM_IDS,
+    MEM_BYTES,
+    MEM_IDS,
+    RECORD_COLUMNS,
+    RecordTable,
+)
 from tb_roofline.table.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, MEMORY_COLUMNS
 from tb_roofline.table.timeline import is_collective
 
@@ -170,7 +176,7 @@ def derive(
     out["memory_bw"] = div(sums["bytes"], time_ns) / GIB
     out["operational_intensity"] = div(sums["flops"], sums["bytes"])
     for col, _name, mid, _ in MEMORY_COLUMNS:
-        out[f"{mid}_bw"] = div(sums[col], time_ns) / GIB
+        out[f"{mid}_bw"] = div(sums[col], time_ns) / (1.0 if mid in GBS_MEM_IDS else GIB)
         out[f"{mid}_operational_intensity"] = div(sums["flops"], sums[col])
 
     n = len(time_ns)

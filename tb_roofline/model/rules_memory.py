@@ -5,6 +5,7 @@ would write and read it once less (`fusion`), and one copy run several times a s
 
 from __future__ import annotations
 
+import json
 import math
 
 from tb_roofline.costs.hlo.shapes import element_bytes
@@ -32,16 +33,59 @@ def _shared_tensor(ctx: Context, a: int, b: int):
     return best
 
 
-def fusion(ctx: Context) -> list:
-    """Memory-bound elementwise / data-movement ops that ran back to back on one stream and
-    share a tensor (the producer's output is the consumer's input, by shape): fused, the
-    intermediate is written and read once less. Saves that traffic at the memory roof."""
-    tl = ctx.facts.timeline
-    hbm = ctx.device.memory("hbm")
-    if tl is None or hbm is None or not hbm.gbs > 0:
+SHAPES = "shapes:"
+
+
+def _call_arrays(fingerprint: str) -> list:
+    """The arrays one op call recorded, in argument order (a `shapes:` fingerprint of PyTorch's
+    `Input Dims`; TensorLists flattened), or [] when unknown."""
+    try:
+        value = json.loads(fingerprint[len(SHAPES) :])
+    except ValueError:
         return []
-    c, out = ctx.c, []
-    for pair in tl.pairs:
+    out: list = []
+
+    def walk(v):
+        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+            out.append(tuple(v))
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(value)
+    return out
+
+
+def _call_shared_tensor(ctx: Context, a: int, b: int, pair):
+    """The tensor the first call of a back-to-back pair hands the second, from the shapes both
+    calls recorded: the producer's output is its largest array (an elementwise op's
+    broadcast result, the normalised or rotated array; a copy's one array), and the consumer
+    must read an array of that shape. (dims, bytes), or None when the calls share none."""
+    produced, consumed = _call_arrays(pair.first_shape), _call_arrays(pair.second_shape)
+    if not produced or not consumed:
+        return None
+    largest = max(math.prod(d) for d in produced)
+    outputs = {d for d in produced if math.prod(d) == largest}
+    best = None
+    for dims in outputs & set(consumed):
+        sizes = [ctx.tensors.get(_ident(ctx, i), {}).get(dims) for i in (a, b)]
+        size = sizes[0] or sizes[1] or element_bytes(str(ctx.c["precision"][a]))
+        if size and (best is None or math.prod(dims) * size < best[1]):
+            best = (dims, math.prod(dims) * size)
+    return best
+
+
+def _ident(ctx: Context, i: int) -> tuple:
+    return tuple(str(ctx.c[k][i]) for k in ("program_id", "operation", "precision"))
+
+
+def _pair_tensors(ctx: Context) -> dict:
+    """(first record, second record) -> [(pair, dims, bytes)]: the fusible back-to-back pairs
+    of memory-bound trusted ops and the tensor each hands on. PyTorch pairs are judged call by
+    call, from the tensors both calls recorded (`_call_shared_tensor`); XLA pairs by the shapes
+    of the two instructions (`_shared_tensor`: one instruction has one shape)."""
+    c, out = ctx.c, {}
+    for pair in ctx.facts.timeline.pairs:
         a, b = ctx.index.get(pair.first), ctx.index.get(pair.second)
         if a is None or b is None or a == b or pair.count < 2:
             continue
@@ -50,35 +94,60 @@ def fusion(ctx: Context) -> list:
             for i in (a, b)
         ):
             continue
-        shared = _shared_tensor(ctx, a, b)
-        if shared is None:
-            continue
-        dims, nbytes = shared
-        bound = pair.count * 2.0 * nbytes / (hbm.gbs * 1e3)  # µs
-        saved = min(bound, pair.shorter_ps / 1e6)
+        if ctx.framework == "xla":
+            shared = _shared_tensor(ctx, a, b)
+        else:  # a PyTorch pair with a call that recorded no shapes shares no known tensor
+            shared = _call_shared_tensor(ctx, a, b, pair)
+        if shared is not None:
+            out.setdefault((a, b), []).append((pair, *shared))
+    return out
+
+
+def fusion(ctx: Context) -> list:
+    """Memory-bound elementwise / data-movement ops that ran back to back on one stream, the
+    first call's output the second's input (by the recorded shapes, call by call where the
+    trace records them): fused, the intermediate is written and read once less. Saves that
+    traffic at the memory roof, per tensor at most the shorter op's time in those pairs."""
+    tl = ctx.facts.timeline
+    hbm = ctx.device.memory("hbm")
+    if tl is None or hbm is None or not hbm.gbs > 0:
+        return []
+    c, out = ctx.c, []
+    for (a, b), terms in _pair_tensors(ctx).items():
+        terms.sort(key=lambda t: -t[0].count * t[2])
+        bounds = [p.count * 2.0 * nbytes / (hbm.gbs * 1e3) for p, _, nbytes in terms]  # µs
+        bound = sum(bounds)
+        saved = sum(min(x, p.shorter_ps / 1e6) for x, (p, _, _) in zip(bounds, terms))
         if saved < ctx.min_us:
             continue
+        pair, dims, nbytes = terms[0]
+        count = sum(p.count for p, _, _ in terms)
+        shorter = sum(p.shorter_ps for p, _, _ in terms) / 1e6
         claim = a if float(c["total_time_us"][a]) <= float(c["total_time_us"][b]) else b
         facts = {
-            "pairs": pair.count,
-            "pairs_per_step": ctx.per_step(pair.count),
-            "mean_gap_us": pair.gap_ps / pair.count / 1e6,
-            "shorter_op_time_us": pair.shorter_ps / 1e6,
+            "pairs": count,
+            "pairs_per_step": ctx.per_step(count),
+            "mean_gap_us": sum(p.gap_ps for p, _, _ in terms) / count / 1e6,
+            "shorter_op_time_us": shorter,
             "shared_shape": list(dims),
             "intermediate_bytes": nbytes,
+            "tensors": [
+                {"shape": list(d), "bytes": n, "pairs": p.count, "bound_us": x}
+                for (p, d, n), x in zip(terms, bounds)
+            ],
             "memory_roof_gbs": hbm.gbs,
         }
-        formula = (
-            f"pairs × 2 × S ÷ BW = {pair.count:,} × 2 × {nbytes:,} B ÷ "
-            f"{hbm.gbs:,.0f} GB/s = {us_text(bound)}"
-        )
+        sizes = " + ".join(f"{p.count:,} × 2 × {n:,} B" for p, _, n in terms)
+        sizes = f"({sizes})" if len(terms) > 1 else sizes
+        formula = f"Σ pairs × 2 × S ÷ BW = {sizes} ÷ {hbm.gbs:,.0f} GB/s = {us_text(bound)}"
         if saved < bound:
-            formula += f", capped at the shorter op's {us_text(pair.shorter_ps / 1e6)}"
+            formula += f", each tensor capped at the shorter op's time: {us_text(saved)}"
+        shapes = ", ".join(str(list(d)) for _, d, _ in terms)
         out.append(
             Finding(
                 "fusion",
                 f"{c['operation'][a]} → {c['operation'][b]}: memory-bound ops back to "
-                f"back on one {list(dims)} tensor",
+                + (f"back on one {list(dims)} tensor" if len(terms) == 1 else f"back on {shapes}"),
                 [a, b],
                 facts,
                 saved,

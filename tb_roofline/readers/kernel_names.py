@@ -97,6 +97,13 @@ def kernel_category(name: str) -> str:
     return ""
 
 
+def is_communication_kernel(name: str) -> bool:
+    """A kernel that moves a collective's data between devices (NCCL / RCCL, named so): the one
+    rule for what counts as communication time (a collective's copy and concat kernels are
+    device work), for the timeline's exposed time and the communication roofline alike."""
+    return kernel_category(name) == "communication"
+
+
 def is_matmul_kernel(name: str) -> bool:
     return kernel_category(name) in ("matmul", "convolution", "attention")
 

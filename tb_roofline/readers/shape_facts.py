@@ -14,6 +14,8 @@ import math
 import re
 
 from tb_roofline.costs.hlo.shapes import TUPLE, TYPE_NAMES
+from tb_roofline.costs.torch.args import Args
+from tb_roofline.costs.torch.contractions import conv_gemm
 
 _TORCH_MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear"})
 _TORCH_CONV = frozenset(
@@ -21,11 +23,15 @@ _TORCH_CONV = frozenset(
         "conv1d",
         "conv2d",
         "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
         "convolution",
         "_convolution",
         "cudnn_convolution",
         "mkldnn_convolution",
         "miopen_convolution",
+        "miopen_depthwise_convolution",
     }
 )
 _TORCH_COPY = frozenset({"copy_", "clone", "contiguous", "_to_copy", "to", "transpose", "permute"})
@@ -43,10 +49,11 @@ def _gemm(m: int, n: int, k: int, text: str):
     return "gemm", (int(m), int(n), int(k)), f"M={m} N={n} K={k} ({text})"
 
 
-def torch_shape(name: str, dims) -> tuple | None:
-    """From an aten op's `Input Dims`: GEMM dims of the matmul family and convolutions (a
-    convolution's N = output channels, K = input channels per group: the dims cuDNN tiles), the
-    array of copy-family ops."""
+def torch_shape(name: str, dims, types=None, concrete=None) -> tuple | None:
+    """From an aten op's `Input Dims` (and, for convolutions, its `Input type` and `Concrete
+    Inputs`: stride, padding, dilation, groups): GEMM dims of the matmul family and the
+    implicit GEMM of convolutions (costs/torch/contractions.conv_gemm: the product cuDNN,
+    MIOpen and oneDNN tile), the array of copy-family ops."""
     if not isinstance(dims, list) or not name.startswith("aten::"):
         return None
     n = name[len("aten::") :]
@@ -63,10 +70,8 @@ def torch_shape(name: str, dims) -> tuple | None:
             return _gemm(math.prod(a[:-1]), b[0], a[-1], text)
         return _gemm(math.prod(a[:-1]), b[-1], a[-1], text)
     if n in _TORCH_CONV:
-        if len(shapes) < 2 or not shapes[0] or not shapes[1] or len(shapes[1]) < 3:
-            return None
-        x, w = shapes[0], shapes[1]
-        return _gemm(x[0] * math.prod(x[2:]), w[0], w[1], text)
+        mnk = conv_gemm(n, Args(dims, types, concrete))
+        return None if mnk is None else _gemm(*mnk, text)
     if n in _TORCH_COPY and shapes and shapes[0]:
         return "copy", shapes[0], str(list(shapes[0]))
     return None
@@ -85,7 +90,8 @@ def _free(dims: tuple, used) -> int:
 
 def hlo_shape(ins) -> tuple | None:
     """From an HLO instruction (module.Instruction): dot / convolution (also inside a fusion,
-    and cuBLAS / cuDNN custom calls) → GEMM dims; copy / transpose → the copied array."""
+    and cuBLAS / cuDNN custom calls) → GEMM dims (a convolution's implicit GEMM); copy /
+    transpose → the copied array."""
     op = ins.opcode
     if op == "fusion" and ins.called:
         inner = [i for i in ins.called[0].instructions if i.opcode in ("dot", "convolution")]
@@ -134,10 +140,12 @@ def hlo_shape(ins) -> tuple | None:
             if dn.kernel_output_feature_dimension < len(w)
             else 0
         )
+        # The implicit GEMM: M = batch × output positions, K = input features × filter taps.
+        taps = math.prod(w[i] for i in dn.kernel_spatial_dimensions if i < len(w))
         out = _array_dims(ins.shape)
         m = math.prod(d for i, d in enumerate(out) if i != dn.output_feature_dimension)
         text = f"{_text(ins.operands[0].shape)} * {_text(ins.operands[1].shape)}"
-        return _gemm(m, cout, cin, text)
+        return _gemm(m, cout, cin * taps, text)
     if op in ("copy", "transpose"):
         return "copy", _array_dims(ins.shape), _text(ins.shape)
     return None

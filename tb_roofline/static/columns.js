@@ -114,7 +114,10 @@ function C(key, label, format, extra = {}) {
 const MEMORIES = [['hbm', 'HBM'], ['cmem_read', 'CMEM Read'], ['cmem_write', 'CMEM Write'],
   ['vmem_read', 'VMEM Read'], ['vmem_write', 'VMEM Write'], ['host', 'Host link']];
 export const KNOWN_MEMORY_IDS = new Set(MEMORIES.map(([id]) => id));
-const memoryBw = (id, name) => C(`${id}_bw`, `${name} BW (GiB/s)`, fmtNum,
+/** Links between devices (the API's `interconnect_bw`): GB/s, like /comm; memories: GiB/s. */
+export const GBS_MEMORY_IDS = new Set(['interconnect']);
+const bwUnit = (id) => (GBS_MEMORY_IDS.has(id) ? 'GB/s' : 'GiB/s');
+const memoryBw = (id, name) => C(`${id}_bw`, `${name} BW (${bwUnit(id)})`, fmtNum,
   {memory: id, needs: ['bytes']});
 const memoryOi = (id, name) => C(`${id}_operational_intensity`, `${name} op. intensity (FLOP/B)`,
   fmtNum, {memory: id, needs: ['flops', 'bytes']});
@@ -245,9 +248,10 @@ export function memoryName(id, device) {
 }
 
 /**
- * The memories a record moves bytes in, each with its bandwidth (GiB/s, the API's unit), its
- * share of the memory's peak and the record's intensity against it: [{id, name, bw, util,
- * intensity}]. None for a record whose bytes are not a measurement (isMeasurement).
+ * The memories a record moves bytes in, each with its bandwidth (the API's unit: GiB/s, GB/s
+ * for links, `unit`), its share of the memory's peak and the record's intensity against it:
+ * [{id, name, bw, unit, util, intensity}]. None for a record whose bytes are not a
+ * measurement (isMeasurement).
  */
 export function recordMemories(row, device) {
   if (!isMeasurement(row, ['bytes'])) return [];
@@ -259,8 +263,9 @@ export function recordMemories(row, device) {
     if (!(typeof bw === 'number' && bw > 0)) continue;
     const m = ((device && device.memories) || []).find((x) => x.id === id);
     const intensity = row[`${id}_operational_intensity`];
-    out.push({id, name: memoryName(id, device), bw,
-      util: m && m.peak_gibs > 0 ? bw / m.peak_gibs : null,
+    const peak = m && (GBS_MEMORY_IDS.has(id) ? m.peak_gbs : m.peak_gibs);
+    out.push({id, name: memoryName(id, device), bw, unit: bwUnit(id),
+      util: peak > 0 ? bw / peak : null,
       intensity: isMeasurement(row, ['flops', 'bytes']) && intensity > 0 ? intensity : null});
   }
   return out;

@@ -15,12 +15,14 @@ const NO_ROOF = '(no link roof)';
 export const COMM_COLUMNS = ['program', 'operation', 'kind', 'message_bytes', 'group_size',
   'groups', 'group_form', 'group_assumed', 'algorithm', 'algorithm_stated', 'bus_factor',
   'occurrences', 'total_time_us', 'bus_bytes', 'bus_bw_gbs', 'algo_bw_gbs', 'link',
-  'link_id', 'link_gbs', 'link_fraction', 'exposed_us', 'exposed_shared', 'bound_by', 'caveat'];
+  'link_id', 'link_gbs', 'link_count', 'link_count_of', 'link_assumption', 'link_fraction',
+  'exposed_us', 'exposed_shared', 'bound_by', 'caveat'];
 const LABELS = {message_bytes: 'Message size S', group_size: 'Devices per group',
   groups: 'Groups', group_form: 'Groups named as', algorithm: 'Algorithm',
   bus_factor: 'Bus factor', occurrences: 'Executions', total_time_us: 'Time',
   bus_bw_gbs: 'Bus bandwidth', algo_bw_gbs: 'Algorithm bandwidth', link: 'Link',
   link_gbs: 'Link roof', link_fraction: 'Of the roof', exposed_us: 'Exposed time',
+  link_count: 'Links used', link_assumption: 'Topology assumed',
   operation: 'Operation', kind: 'Collective'};
 
 function fmt(v, digits = 3) {
@@ -66,7 +68,8 @@ class CommTooltip extends Tooltip {
   render(d) {
     if (d.roof) return h('div', {}, `${d.name}: ${fmt(d.gbs)} GB/s per direction`);
     const keys = ['kind', 'operation', 'message_bytes', 'group_size', 'groups', 'group_form',
-      'algorithm', 'bus_bw_gbs', 'link_gbs', 'link_fraction', 'exposed_us', 'total_time_us'];
+      'algorithm', 'bus_bw_gbs', 'link_gbs', 'link_count', 'link_assumption', 'link_fraction',
+      'exposed_us', 'total_time_us'];
     return h('table', {}, h('tbody', {}, keys.filter((k) => d[k] !== undefined).map((k) =>
       h('tr', {dataset: {key: k}}, h('th', {}, LABELS[k] || k), h('td', {}, shown(k, d[k]))))));
   }

@@ -108,6 +108,10 @@ class AdjacentPair:
     count: int  # times `second` started right after `first` ended on the same lane
     gap_ps: float  # summed gaps between them
     shorter_ps: float  # summed time of the shorter op of each pair
+    # The tensors each op's calls in these pairs recorded (PyTorch `shapes:` fingerprints of
+    # `Input Dims`); "" where the reader has none (XLA: one instruction has one shape).
+    first_shape: str = ""
+    second_shape: str = ""
 
 
 @dataclasses.dataclass
@@ -196,15 +200,14 @@ class Timeline:
         pairs: dict = {}
         for p in parts:
             for pr in p.pairs:
-                k = (pr.first, pr.second)
+                k = (pr.first, pr.second, pr.first_shape, pr.second_shape)
                 if k in pairs:
                     q = pairs[k]
-                    pairs[k] = AdjacentPair(
-                        q.first,
-                        q.second,
-                        q.count + pr.count,
-                        q.gap_ps + pr.gap_ps,
-                        q.shorter_ps + pr.shorter_ps,
+                    pairs[k] = dataclasses.replace(
+                        q,
+                        count=q.count + pr.count,
+                        gap_ps=q.gap_ps + pr.gap_ps,
+                        shorter_ps=q.shorter_ps + pr.shorter_ps,
                     )
                 else:
                     pairs[k] = pr

@@ -164,6 +164,7 @@ class TimelineBuilder:
 
     def __init__(self):
         self._labels: dict = {}
+        self._shapes: dict = {"": 0}  # the tensors an op call recorded, interned ("" unknown)
         self._windows: list = []
         self._pairs: list = []  # per core: (pair codes, counts, gaps, shorter times)
         self._exposed: dict = {}
@@ -175,6 +176,13 @@ class TimelineBuilder:
         if idx is None:
             idx = self._labels[label] = len(self._labels)
         return idx
+
+    def shape_ids(self, texts) -> np.ndarray:
+        """Ids of the tensor shapes op calls recorded (`shapes:` fingerprints, "" unknown), for
+        `add_core`'s `shape`: back-to-back pairs are told apart by them."""
+        return np.fromiter(
+            (self._shapes.setdefault(t or "", len(self._shapes)) for t in texts), np.int64
+        )
 
     def label_ids(self, labels: list) -> np.ndarray:
         """Ids of many labels at once (a fresh builder takes them in order)."""
@@ -199,12 +207,14 @@ class TimelineBuilder:
         leaf=None,
         causes=None,
         launch=None,
+        shape=None,
     ):
         """One core's op events (arrays of equal length; `op` holds label ids; `leaf` False for
         containers, which count as busy but take no part in adjacency). `span` = (start, end)
         ps of the core; `steps` = [(step, start ps, duration ps)] on this core. `causes`:
         {IDLE_CAPTURE or IDLE_SYNC: (begin ps array, end ps array)} host spans that explain
-        idle time on this core (graph_capture_spans, sync_spans).
+        idle time on this core (graph_capture_spans, sync_spans). `shape`: per event, the id
+        (`shape_ids`) of the tensors its op call recorded, where the reader knows them.
 
         Exposed time is the communication that no work ran beside: measure(comm ∪ work) −
         measure(work). A container that encloses other ops on its lane (an XLA `while`,
@@ -246,16 +256,18 @@ class TimelineBuilder:
         if has_comm:
             self._add_exposed(begin, end, op, comm, compute_segments)
         del compute_segments
+        shape = np.zeros(len(op), np.int64) if shape is None else np.asarray(shape, np.int64)
         if leaf is not None and not np.all(leaf):
             leaf = np.asarray(leaf, bool)
-            lane, begin, end, op, fusible = (
+            lane, begin, end, op, fusible, shape = (
                 lane[leaf],
                 begin[leaf],
                 end[leaf],
                 op[leaf],
                 fusible[leaf],
+                shape[leaf],
             )
-        self._add_pairs(lane, begin, end, op, fusible)
+        self._add_pairs(lane, begin, end, op, fusible, shape)
 
     def _add_window(self, core, steps, sb, se, span, busy, reach, compute_segments):
         """One row per step and one for the time outside steps: `busy` and `reach` (the union
@@ -391,18 +403,21 @@ class TimelineBuilder:
         for k, v in add.items():
             self._causes[k] = self._causes.get(k, 0.0) + max(0.0, v)
 
-    def _add_pairs(self, lane, begin, end, op, fusible):
+    def _add_pairs(self, lane, begin, end, op, fusible, shape):
+        """Back-to-back pairs per (first op, second op, first call's shapes, second call's
+        shapes): a pair of ops is only as fusible as the tensors its calls share."""
         if len(begin) < 2:
             return
         in_order = (lane[1:] > lane[:-1]) | ((lane[1:] == lane[:-1]) & (begin[1:] >= begin[:-1]))
         if not in_order.all():  # each lane's events usually come in order already
             order = np.lexsort((begin, lane))
-            lane, begin, end, op, fusible = (
+            lane, begin, end, op, fusible, shape = (
                 lane[order],
                 begin[order],
                 end[order],
                 op[order],
                 fusible[order],
+                shape[order],
             )
         ok = lane[1:] == lane[:-1]
         ok &= begin[1:] >= end[:-1]
@@ -416,7 +431,12 @@ class TimelineBuilder:
         code = op[a].astype(np.int64) << 32 | op[b]
         # Summed per pair of ops here rather than kept per event until build(): the same sums
         # (exactly for whole-ps times, as XLA's are; to rounding for fractional Kineto times).
-        uniq, inv = np.unique(code, return_inverse=True)
+        if shape[a].any() or shape[b].any():
+            codes = np.stack([code, shape[a] << 32 | shape[b]], axis=1)
+            uniq, inv = np.unique(codes, axis=0, return_inverse=True)
+        else:  # no shapes (XLA: one instruction, one shape): the faster 1-D unique
+            u1, inv = np.unique(code, return_inverse=True)
+            uniq = np.stack([u1, np.zeros(len(u1), np.int64)], axis=1)
         del code
         inv = inv.reshape(-1)
         gap = np.bincount(inv, weights=begin[b] - end[a], minlength=len(uniq))
@@ -436,13 +456,22 @@ class TimelineBuilder:
             code, count, gap, shorter = (
                 np.concatenate([p[i] for p in self._pairs]) for i in range(4)
             )
-            uniq, inv = np.unique(code, return_inverse=True)
+            uniq, inv = np.unique(code, axis=0, return_inverse=True)
             inv = inv.reshape(-1)
             sums = [np.bincount(inv, weights=w, minlength=len(uniq)) for w in (count, gap, shorter)]
             top = np.argsort(-sums[2], kind="stable")[:MAX_PAIRS]
+            shapes = list(self._shapes)
             pairs = [
-                AdjacentPair(labels[int(u) >> 32], labels[int(u) & 0xFFFFFFFF], int(c), g, sh)
-                for u, c, g, sh in zip(
+                AdjacentPair(
+                    labels[u >> 32],
+                    labels[u & 0xFFFFFFFF],
+                    int(c),
+                    g,
+                    sh,
+                    shapes[s >> 32],
+                    shapes[s & 0xFFFFFFFF],
+                )
+                for (u, s), c, g, sh in zip(
                     uniq[top].tolist(),
                     sums[0][top].tolist(),
                     sums[1][top].tolist(),

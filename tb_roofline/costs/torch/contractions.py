@@ -156,6 +156,52 @@ def conv_cost(name: str, args: Args) -> OpCost | None:
     return _cost("convolution", flops, [t for t in (x, w, bias) if t is not None], out)
 
 
+# The backends' convolutions take padding before stride (and cuDNN's no bias): the positions
+# of (padding, stride, dilation, groups) in their argument lists.
+_BACKEND_CONV_ARGS = {
+    "mkldnn_convolution": (3, 4, 5, 6),
+    "miopen_convolution": (3, 4, 5, 6),
+    "miopen_depthwise_convolution": (3, 4, 5, 6),
+    "cudnn_convolution": (2, 3, 4, 5),
+}
+
+
+def _backend_conv_params(name: str, args: Args):
+    """_conv_params for the backends' own convolution ops (never transposed)."""
+    x, w = args.tensor(0), args.tensor(1)
+    if x is None or w is None or len(x.shape) < 3 or len(w.shape) != len(x.shape):
+        return None
+    n = len(x.shape) - 2
+    pad, stride, dil, groups = (args.value(i) for i in _BACKEND_CONV_ARGS[name])
+    if isinstance(pad, str) or None in (pad, stride, dil):
+        return None
+    stride, pad, dil = _tuple(stride, n, 1), _tuple(pad, n, 0), _tuple(dil, n, 1)
+    if None in (stride, pad, dil):
+        return None
+    groups = int(groups) if isinstance(groups, (int, float)) else 1
+    return x, w, None, stride, pad, dil, False, (0,) * n, groups
+
+
+def conv_gemm(name: str, args: Args) -> tuple | None:
+    """The implicit GEMM a convolution runs as (cuDNN, MIOpen and oneDNN tile this product),
+    (M, N, K): M = batch × output positions, N = output channels, K = input channels per
+    group × filter positions. A transposed convolution runs as the data gradient of the
+    forward one: its output positions and channels, the input channels per group. None when
+    the trace does not record stride, padding and dilation (the output size is then unknown)."""
+    p = _backend_conv_params(name, args) if name in _BACKEND_CONV_ARGS else _conv_params(name, args)
+    if p is None:
+        return None
+    x, w, _, stride, padding, dilation, transposed, output_padding, groups = p
+    spatial = conv_output_spatial(
+        x.shape[2:], w.shape[2:], stride, padding, dilation, transposed, output_padding
+    )
+    if transposed:
+        cout, cin_per_group = w.shape[1] * groups, w.shape[0] // max(groups, 1)
+    else:
+        cout, cin_per_group = w.shape[0], w.shape[1]
+    return x.shape[0] * math.prod(spatial), cout, cin_per_group * math.prod(w.shape[2:])
+
+
 def conv_backward_cost(args: Args) -> OpCost | None:
     """convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, dilation,
     transposed, output_padding, groups, output_mask): grad_input and grad_weight each cost one

@@ -181,7 +181,8 @@ def _gpu_tables(out: _Tables, col, c, tree, ranks, host, step_spans, op_step, ca
         c.name_units,
         lambda kind, nm: transfers(kind, nm, np.zeros(len(kind)))[2],
         causes,
-        kineto_timeline.gpu_launches(c, col.launch_alias, col.host_calls),
+        launches=kineto_timeline.gpu_launches(c, col.launch_alias, col.host_calls),
+        cost_fp=c.cost_fp,
     )
     return notes + tables.cpu_ops_skipped(c, tree, links)
 
@@ -213,6 +214,7 @@ def _cpu_tables(out: _Tables, col, c, tree, host, step_spans, op_step, causes) -
         c.costs,
         [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans],
         causes,
+        c.cost_fp,
     )
     out.shapes = kineto_timeline.op_shapes(
         rows,

@@ -185,7 +185,7 @@ class Collector:
             cost = cost._replace(precision=torch_flops.precision_label(cost.precision))
             idx = self._cost_index[key] = len(self.costs)
             self.costs.append(cost)
-            self.cost_shapes.append(None if negative else torch_shape(name, dims))
+            self.cost_shapes.append(None if negative else torch_shape(name, dims, types, concrete))
             self.cost_fingerprints.append(shapes_fingerprint(dims))
             self.cost_negative.append(negative)
             if not negative and cost.source == "none" and serving_ops.is_serving_attention(name):

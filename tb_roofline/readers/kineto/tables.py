@@ -91,17 +91,20 @@ def _op_call_rows(builder, host, c, links, att, op_step, cost_shapes) -> tuple[d
     names, costs, op_cost = c.names, c.costs, c.op_cost
     inv = links.row[att]
     dev = c.gpu_dev[att]
-    # One group per (invocation, device); device ids may be any int32 (even negative).
+    side = _collective_side_kernels(c, att, inv)
+    # One group per (invocation, device, side); device ids may be any int32 (even negative).
     d0 = dev - int(dev.min())
-    key = inv * (int(d0.max()) + 1) + d0
+    key = (inv * (int(d0.max()) + 1) + d0) * 2 + side
     uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     t_ps = np.bincount(inverse, weights=c.gpu_dur[att] * 1e3, minlength=len(uniq))
-    inv_u, dev_u = inv[first], dev[first]
-    # FLOPs go to one device per invocation: the first in key order.
-    _, first_dev = np.unique(inv_u, return_index=True)
+    inv_u, dev_u, side_u = inv[first], dev[first], side[first]
+    # FLOPs go to one device per invocation: the first in key order (a collective's
+    # communication kernels, never its side kernels: they have a group of their own).
+    _, first_dev = np.unique(np.where(side_u, -1, inv_u), return_index=True)
     owner = np.zeros(len(uniq), bool)
     owner[first_dev] = True
+    owner &= ~side_u
     c_ids = op_cost[inv_u]
     # What ran: a GEMM-like call's unit as its longest kernel names it (with its input
     # type), any other call's input type.
@@ -132,9 +135,27 @@ def _op_call_rows(builder, host, c, links, att, op_step, cost_shapes) -> tuple[d
         owner.astype(np.int64),
         fingerprint=c.cost_fp[c_ids],
         interconnect=np.where(owner, c.op_ic[inv_u], 0.0),
-        collective=c.op_coll[inv_u],
+        collective=np.where(side_u, "", c.op_coll[inv_u]),
     )
     return shapes, op_kernels
+
+
+def _collective_side_kernels(c, att, inv) -> np.ndarray:
+    """Per kernel of `att`: whether it is a collective call's side work (its copy and concat
+    kernels, kernel_names.is_communication_kernel false) in a call that ran communication
+    kernels too. Such kernels stay in the op's time but not in the collective's (the op
+    table's `collective` key is "" on them): a collective's time and bus bandwidth are those
+    of its communication kernels, as the timeline's exposed communication counts them."""
+    side = np.zeros(len(att), bool)
+    coll = c.op_coll[inv] != ""
+    if not coll.any():
+        return side
+    used, at = np.unique(c.gpu_name[att], return_inverse=True)
+    is_comm = np.array(
+        [kernel_names.is_communication_kernel(str(x)) for x in c.names[used].tolist()], bool
+    )[at.reshape(-1)]
+    calls_with_comm = np.unique(inv[coll & is_comm])
+    return coll & ~is_comm & np.isin(inv, calls_with_comm)
 
 
 def _outside_kernel_rows(builder, host, c, links, unatt, kernel_comm) -> None:

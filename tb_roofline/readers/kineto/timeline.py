@@ -132,10 +132,13 @@ def gpu_timeline(
     caveat_of,
     causes=None,
     launches=None,
+    cost_fp=None,
 ):
     """The timeline of a GPU trace; `caveat_of(kind, names)` gives the memcpy caveats the op
     table uses (host / peer transfers); `causes`: idle_causes(...) (host spans, ps);
-    `launches`: gpu_launches(...) (when each activity was launched)."""
+    `launches`: gpu_launches(...) (when each activity was launched); `cost_fp`: per cost id,
+    the `shapes:` fingerprint of the call's recorded tensors (pairs of kernels are told apart
+    by the calls that launched them)."""
     n = len(kind)
     tb = TimelineBuilder()
     if not n:
@@ -153,6 +156,10 @@ def gpu_timeline(
         caveats = caveat_of(kind, kernel_name)
         _label_by_name(tb, labels, rest, kind, name_ids, kernel_name, name_units, caveats)
     label_ids, comm, fusible = labels
+    shape = np.zeros(n, np.int64)
+    if len(att) and cost_fp is not None:
+        invs, inv_of = np.unique(row[att], return_inverse=True)
+        shape[att] = tb.shape_ids(cost_fp[op_cost[invs]].tolist())[inv_of.reshape(-1)]
     begin = np.round(ts_ns * 1000.0)
     end = begin + np.round(dur_ns * 1000.0)
     launch = None
@@ -174,6 +181,7 @@ def gpu_timeline(
             fusible[m],
             causes=causes,
             launch=None if launch is None else tuple(x[m] for x in launch),
+            shape=shape[m],
         )
     return tb.build()
 
@@ -200,8 +208,7 @@ def _label_by_op(tb, labels, att, row, name_ids, names, op_name, op_cost, costs,
     # kernel a communication op launches (its copy and concat kernels are device work).
     used, at = np.unique(name_ids[att], return_inverse=True)
     comm_name = np.array(
-        [kernel_names.kernel_category(str(x)) == "communication" for x in names[used].tolist()],
-        bool,
+        [kernel_names.is_communication_kernel(str(x)) for x in names[used].tolist()], bool
     )
     comm[att] = comm_name[at.reshape(-1)]
 
@@ -241,10 +248,11 @@ def cpu_timeline(
     costs,
     comm_spans=(),
     causes=None,
+    cost_fp=None,
 ):
     """The timeline of a CPU-only trace: top-level ops on their threads, plus the collectives'
     annotated runs on their backend threads (`comm_spans`: (thread, ts ns, dur ns, name); the
-    op that issues a collective returns before it completes)."""
+    op that issues a collective returns before it completes). `cost_fp`: as gpu_timeline."""
     tb = TimelineBuilder()
     top = np.flatnonzero(parent < 0)
     if not len(top) or not spans:
@@ -266,6 +274,11 @@ def cpu_timeline(
     begin = np.round(ts_ns[top] * 1000.0)
     end = begin + np.round(dur_ns[top] * 1000.0)
     lanes = thread[top]
+    shape = (
+        tb.shape_ids(cost_fp[op_cost[top]].tolist())
+        if cost_fp is not None
+        else np.zeros(len(top), np.int64)
+    )
     if comm_spans:
         c_ids = [tb.label_id(("", n, "")) for *_, n in comm_spans]
         c_begin = np.round(np.array([a for _, a, _, _ in comm_spans], np.float64) * 1000.0)
@@ -275,6 +288,7 @@ def cpu_timeline(
         ids = np.r_[ids, c_ids]
         comm = np.r_[comm, np.ones(len(comm_spans), bool)]
         fusible = np.r_[fusible, np.zeros(len(comm_spans), bool)]
+        shape = np.r_[shape, np.zeros(len(comm_spans), np.int64)]
     s = spans[0]
     tb.add_core(
         s.core,
@@ -287,6 +301,7 @@ def cpu_timeline(
         comm,
         fusible,
         causes=causes,
+        shape=shape,
     )
     return tb.build()
 

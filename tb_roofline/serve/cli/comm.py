@@ -38,6 +38,9 @@ CSV_COLUMNS = [
     "algo_bw_gbs",
     "link",
     "link_gbs",
+    "link_count",
+    "link_count_of",
+    "link_assumption",
     "link_fraction",
     "exposed_us",
     "exposed_shared",
@@ -53,6 +56,7 @@ TEXT_COLUMNS = [
     "total_time_us",
     "bus_bw_gbs",
     "algo_bw_gbs",
+    "link_gbs",
     "link_fraction",
     "exposed_us",
     "algorithm",
@@ -105,9 +109,14 @@ def to_text(a: dict) -> str:
     lines.append(
         f"\n{len(points)} collective point(s), kinds: {', '.join(a['kinds'])}; "
         "message size S in bytes, bandwidths in GB/s (bus = nccl-tests' bus "
-        "bandwidth), link_fraction = bus bandwidth / link roof:"
+        "bandwidth), link_gbs = the roof of the links the group can use, link_fraction = bus "
+        "bandwidth / that roof:"
     )
     lines.append(_table(TEXT_COLUMNS, [[_whole(p[c]) for c in TEXT_COLUMNS] for p in points]))
+    assumed = sorted({p["link_assumption"] for p in points if p.get("link_assumption")})
+    if assumed:
+        lines.append("\nLinks a group can use (topology assumed):")
+        lines.extend(f"  {why}" for why in assumed)
     return "\n".join(lines) + "\n"
 
 

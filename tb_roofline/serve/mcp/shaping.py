@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline import errors
+from tb_roofline.model.record_table import GBS_MEM_IDS
 from tb_roofline.serve.mcp import answers as mcp_answers
 from tb_roofline.serve.mcp.answers import choose
 from tb_roofline.serve.service.answers import NO_VALUE, SIGNIFICANT_DIGITS, round_significant
@@ -118,10 +119,15 @@ CAVEATS = (
 )
 
 
+GBS_FIELDS = frozenset(f"{m}_bw" for m in GBS_MEM_IDS)
+
+
 def unit_name(name: str) -> str:
     """The field name an MCP answer uses: the HTTP API's, with its unit where it lacks one."""
     if name.endswith("flop_rate"):
         return name + "_gflops"  # GFLOP/s
+    if name in GBS_FIELDS:
+        return name + "_gbs"  # GB/s: the links (model/record_table.GBS_MEM_IDS)
     if name.endswith("_bw"):
         return name + "_gibs"  # GiB/s
     if name.endswith("operational_intensity") or name == "ridge_point":

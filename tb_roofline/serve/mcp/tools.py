@@ -10,6 +10,7 @@ values, shaped for an agent:
 - records as objects (`{"operation": ..., ...}`) instead of the API's column arrays;
 - a unit in every field name: the HTTP API's name, with the unit appended where the name
   lacks one (`unit_name`): `flop_rate` -> `flop_rate_gflops`, `hbm_bw` -> `hbm_bw_gibs`,
+  `interconnect_bw` -> `interconnect_bw_gbs` (links in GB/s),
   `operational_intensity` -> `operational_intensity_flop_per_byte`.
 
 Filter values are matched without regard to case against the values the run has (a value

@@ -132,7 +132,7 @@ export class Tooltip {
         h('thead', {}, h('tr', {}, h('th', {}, 'Memory'), h('th', {}, 'Bandwidth'),
             h('th', {}, 'of peak'), h('th', {}, 'Intensity'))),
         h('tbody', {}, memories.map((m) => h('tr', {dataset: {memory: m.id}},
-            h('th', {}, m.name), h('td', {}, `${fmtNum(m.bw)} GiB/s`),
+            h('th', {}, m.name), h('td', {}, `${fmtNum(m.bw)} ${m.unit}`),
             h('td', {}, fmtFrac(m.util)),
             h('td', {}, m.intensity === null ? '—' : `${fmtNum(m.intensity)} FLOP/B`))))) :
       null;

@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError
 from tb_roofline.costs.hlo.fingerprint import text_fingerprint
 from tb_roofline.costs.hlo.text import async_role, parse_instruction
 from tb_roofline.devices import datasheets
-from tb_roofline.devices.interconnect import interconnect, link_name
+from tb_roofline.devices.interconnect import interconnect, link_name, topology
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
@@ -111,6 +111,7 @@ def ici_peak(device_type: str) -> MemoryPeak | None:
         peer.value,
         "datasheet",
         note=f"{peer.source}; {peer.note}",
+        topology=topology(spec.key),
     )
 
 
