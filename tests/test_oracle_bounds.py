@@ -183,10 +183,12 @@ def _check_finding(f, oracle, ops, g, windows, a):
             assert a.num_steps > 0
             in_steps = sum(oracle.in_steps_us[k] for k in oracle.keys[ident])
             assert f["bound_us"] <= in_steps * (1 + REL)
-        if f["rule"] == "fusion":
+        if f["rule"] == "fusion":  # Σ over the tensors the pairs hand on: pairs × 2 × S ÷ BW
             hbm = a.device.memory("hbm").gbs
+            tensors = facts["tensors"]
+            assert sum(t["pairs"] for t in tensors) == facts["pairs"]
             assert f["bound_us"] == pytest.approx(
-                facts["pairs"] * 2 * facts["intermediate_bytes"] / hbm / 1e3, rel=REL
+                sum(t["pairs"] * 2 * t["bytes"] / hbm / 1e3 for t in tensors), rel=REL
             )
         if f["rule"] != "fusion":
             assert f["time_saved_us"] <= t * (1 + REL)
