@@ -56,6 +56,8 @@ class Context:
     include_io: bool = True
     # identity -> (time µs, calls) of the op within complete steps (repeated_copy)
     step_ops: dict = dataclasses.field(default_factory=dict)
+    # the run's sampled counters, model/counter_records.RunCounters (clock_throttled)
+    counters: object = None
 
     def __post_init__(self):
         c = self.ops.columns

@@ -439,3 +439,5 @@ class ProfileData:
     # Serving engines' steps (readers/kineto/serving.py): per step its phase, batch, tokens,
     # per-phase sums of query and key lengths, time and tokens/s.
     serving_steps: list | None = None
+    # Sampled device counters (PM sampling, clocks, power): table/counter_series.py.
+    counter_series: object | None = None
