@@ -265,7 +265,7 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
         ops=ops,
         diagnostics=diagnostics,
         num_steps=len(steps),
-        has_hw_counters=bool(hw),
+        has_hw_counters=bool(hw) or measured,
         views=views,
         scope=_scope_source(
             profiles, table, kernel_tables, hosts, steps, step_ps, num_cores, host_label

@@ -12,14 +12,15 @@ import {DataTable} from './table.js';
 import {detailsTable} from './tooltip.js';
 
 const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', average: 'Average',
-                    step: 'Step'};
+                    step: 'Step', step_hw: 'Step (HW counters)'};
 
 /** Labels of program records: `kind` (Total, Step, ...) and `series` (Total, Step 3, ...). */
 export function decorateProgram(rows) {
   for (const r of rows) {
     r.kind = KIND_LABEL[r.record_type] || r.record_type;
     r.series = r.record_type === 'host' ? `Host ${r.host}` :
-      r.record_type === 'step' ? `Step ${r.step}` : r.step;
+      r.record_type === 'step' ? `Step ${r.step}` :
+      r.record_type === 'step_hw' ? `Step ${r.step} (HW counters)` : r.step;
   }
   return rows;
 }
