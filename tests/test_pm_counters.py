@@ -218,3 +218,16 @@ def test_fixture_builder_is_reproducible(tmp_path):
             built = json.load(f)
         assert built == _trace(run), run
     shutil.rmtree(tmp_path)
+
+
+def test_counter_series_survive_the_disk_cache_encoding():
+    """The disk cache's data-only codec keeps the sampled series (a fresh process reads them)."""
+    from tb_roofline.readers.kineto import read_kineto_file
+    from tb_roofline.serve.caches import codec
+
+    data = read_kineto_file(os.path.join(KINETO, "pm_sampling_pytorch", FILE), "h")
+    back = codec.decode(codec.encode(data)).counter_series
+    cs = data.counter_series
+    assert back.names == cs.names and back.quantities == cs.quantities
+    assert np.array_equal(back.value, cs.value) and np.array_equal(back.ts_ps, cs.ts_ps)
+    assert back.rated_clock_mhz == cs.rated_clock_mhz == RATED_MHZ

@@ -17,6 +17,7 @@ import numpy as np
 
 from tb_roofline.allocator import release_free_memory
 from tb_roofline.diagnostics import Diagnostic  # noqa: F401 (readers build ProfileData with it)
+from tb_roofline.table.counter_series import CounterSeries
 from tb_roofline.table.spans import CoreSpan, StepSpan, StepSpans
 
 # Memory traffic columns: (column, display name, memory id, direction). `host` is traffic
@@ -440,4 +441,4 @@ class ProfileData:
     # per-phase sums of query and key lengths, time and tokens/s.
     serving_steps: list | None = None
     # Sampled device counters (PM sampling, clocks, power): table/counter_series.py.
-    counter_series: object | None = None
+    counter_series: CounterSeries | None = None
