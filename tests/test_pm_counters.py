@@ -231,3 +231,28 @@ def test_counter_series_survive_the_disk_cache_encoding():
     assert back.names == cs.names and back.quantities == cs.quantities
     assert np.array_equal(back.value, cs.value) and np.array_equal(back.ts_ps, cs.ts_ps)
     assert back.rated_clock_mhz == cs.rated_clock_mhz == RATED_MHZ
+
+
+def test_two_ranks_add_up(tmp_path):
+    """Two ranks (the fixture as worker0 and worker1): the Total (HW counters) and each step's
+    measured record hold both ranks' bytes over both ranks' time, as the analytic records do."""
+    run = tmp_path / "two"
+    run.mkdir()
+    for w in ("worker0", "worker1"):
+        shutil.copy(
+            os.path.join(KINETO, "pm_sampling_pytorch", FILE), run / f"{w}.1.pt.trace.json.gz"
+        )
+    service = RooflineService(str(tmp_path))
+    prog = service.program("two", "", True)
+    two = {
+        (r["record_type"], r["step"]): r
+        for r in (dict(zip(prog["columns"], x)) for x in prog["rows"])
+    }
+    _, one = _program("pm_sampling_pytorch")
+    single = {(r["record_type"], r["step"]): r for r in one}
+    key = ("total_hw", "Total (HW counters)")
+    assert two[key]["bytes"] == pytest.approx(2 * single[key]["bytes"], rel=1e-12)
+    assert two[key]["total_time_us"] == pytest.approx(2 * 15000.0)
+    for i in range(3):  # steps aligned by position; single-host labels are the step ids
+        both, alone = two[("step_hw", str(i))], single[("step_hw", str(i + 1))]
+        assert both["bytes"] == pytest.approx(2 * alone["bytes"], rel=1e-12)

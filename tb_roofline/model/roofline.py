@@ -241,7 +241,7 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     hw = [p.hw_counters for p in profiles if getattr(p, "hw_counters", None) is not None]
     counters = counter_records.run_counters(
         profiles,
-        [steps.aligned.ids[h] for h in hosts.profile_host.tolist()],
+        list(steps.aligned.ids),  # one row per profile
         steps.labels,
         device,
     )
