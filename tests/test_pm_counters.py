@@ -75,7 +75,7 @@ def test_kineto_bytes_and_flops_over_total_and_steps():
     series = _series(trace)
     steps = _steps(trace)
     windows = [("Total (HW counters)", steps[0][0], steps[-1][1])] + [
-        (str(i + 1), lo, hi) for i, (lo, hi) in enumerate(steps)
+        (f"{i + 1} (HW counters)", lo, hi) for i, (lo, hi) in enumerate(steps)
     ]
     service, rows = _program(run)
     by_label = {r["step"]: r for r in rows if r["record_type"] in ("total_hw", "step_hw")}
@@ -96,7 +96,9 @@ def test_kineto_bytes_and_flops_over_total_and_steps():
         assert r["memory_bw"] == pytest.approx((read[0] + write[0]) / seconds / 2**30, rel=1e-9)
         assert r["bytes_coverage"] == pytest.approx(read[2] / (hi - lo), rel=1e-12)
         assert r["flops_source"] == "counter" and r["potential_time_saved_us"] is None
-    assert by_label["1"]["bytes_coverage"] == pytest.approx(0.5)  # samples from 2.5 ms
+    assert by_label["1 (HW counters)"]["bytes_coverage"] == pytest.approx(
+        0.5
+    )  # samples from 2.5 ms
     assert by_label["Total (HW counters)"]["bytes_coverage"] == pytest.approx(12.5 / 15)
     codes = {d["code"]: d["message"] for d in service.diagnostics(run, "")["diagnostics"]}
     assert "1 ms" in codes["pm_counters"] and "83.3%" in codes["pm_counters"]
@@ -254,5 +256,6 @@ def test_two_ranks_add_up(tmp_path):
     assert two[key]["bytes"] == pytest.approx(2 * single[key]["bytes"], rel=1e-12)
     assert two[key]["total_time_us"] == pytest.approx(2 * 15000.0)
     for i in range(3):  # steps aligned by position; single-host labels are the step ids
-        both, alone = two[("step_hw", str(i))], single[("step_hw", str(i + 1))]
+        both = two[("step_hw", f"{i} (HW counters)")]
+        alone = single[("step_hw", f"{i + 1} (HW counters)")]
         assert both["bytes"] == pytest.approx(2 * alone["bytes"], rel=1e-12)

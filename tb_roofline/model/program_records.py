@@ -1,4 +1,5 @@
-"""Program records: the Total, Total (HW), per-host, Average and per-step records of a run.
+"""Program records: the Total, Total (HW), Total (HW counters), per-host, Average, per-step and
+measured per-step records of a run.
 
 Each kind of record is a block (record types, step labels, times in ps, sums, hosts) made by
 its own builder; `program_records` turns the blocks into records, and `coverage_notes` says
@@ -15,7 +16,8 @@ from tb_roofline.model.records import build_records, compute_roof, div, unknown_
 from tb_roofline.model.row_sums import group_sums
 
 HW_LABEL = "Total (HW)"
-PM_LABEL = "Total (HW counters)"
+PM_SUFFIX = "(HW counters)"
+PM_LABEL = f"Total {PM_SUFFIX}"
 # Records measured by hardware counters: no time saved (their roofs are the analytic records')
 MEASURED_KINDS = ("total_hw", "step_hw")
 
@@ -38,9 +40,10 @@ def counter_total_block(sums: dict, span_ps: float, host_label: str) -> tuple:
 
 
 def counter_step_block(step_sums: list, step_ps, label, host_label: str) -> tuple:
-    """One measured record per complete step that sampled counters cover (`step_hw`)."""
+    """One measured record per complete step (`step_hw`), labelled "<step> (HW counters)"."""
     n = len(step_sums)
     sums = {c: np.concatenate([s[c] for s in step_sums]) for c in SUM_COLUMNS}
+    label = [f"{x} {PM_SUFFIX}" for x in np.asarray(label).astype(str).tolist()]
     kinds, labels, times, _, hosts = step_block(sums, step_ps, label, host_label)
     return np.full(n, "step_hw", object), labels, times, sums, hosts
 

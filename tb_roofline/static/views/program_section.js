@@ -20,7 +20,7 @@ export function decorateProgram(rows) {
     r.kind = KIND_LABEL[r.record_type] || r.record_type;
     r.series = r.record_type === 'host' ? `Host ${r.host}` :
       r.record_type === 'step' ? `Step ${r.step}` :
-      r.record_type === 'step_hw' ? `Step ${r.step} (HW counters)` : r.step;
+      r.record_type === 'step_hw' ? `Step ${r.step}` : r.step;
   }
   return rows;
 }
