@@ -188,15 +188,16 @@ def test_no_rated_clock_says_scaling_unknown(tmp_path):
 
 def test_malformed_counter_events_are_counted_not_fatal(tmp_path):
     def corrupt(trace):
-        bad = [e for e in trace["traceEvents"] if e.get("ph") == "C"][:3]
+        bad = [e for e in trace["traceEvents"] if e.get("ph") == "C"][:4]
         bad[0]["args"] = {"": "fast"}
         bad[1]["args"] = {"": -5.0}
         bad[2]["ts"] = "soon"
+        bad[3]["args"] = {"": 1e300}  # no counter reaches it: sums would overflow
 
     service = RooflineService(_variant(tmp_path, corrupt))
     run = service.list_runs()["runs"][0]["run"]
     notes = {d["code"]: d["message"] for d in service.diagnostics(run, "")["diagnostics"]}
-    assert notes["bad_events"].startswith("3 events were skipped")
+    assert notes["bad_events"].startswith("4 events were skipped")
     rows = service.program(run, "", True)["rows"]
     assert rows  # still analysed
 

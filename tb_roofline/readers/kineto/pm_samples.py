@@ -47,6 +47,7 @@ ENV = (
     (("temperature",), "temperature_c", {"c": 1.0, "": 1.0}),
 )
 UNIT = re.compile(r"\(([^)]*)\)\s*$")
+MAX_VALUE = 1e18
 
 
 def quantity_of(name: str) -> tuple[str, float]:
@@ -94,7 +95,9 @@ class PmCollector:
         if type(name) is not str or type(args) is not dict or device >= MAX_DEVICE:
             raise BadEvent
         v = args.get("") if "" in args or len(args) != 1 else next(iter(args.values()))
-        if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
+        # a counter counts, and no sampled counter reaches 1e18 in one sample (bytes, SASS
+        # instructions, %, MHz, W): larger values are corrupt and would overflow sums
+        if type(v) not in (int, float) or not math.isfinite(v) or not 0 <= v <= MAX_VALUE:
             raise BadEvent
         ts = ts_ns(ev.get("ts"))
         key = (device, name[:256])
