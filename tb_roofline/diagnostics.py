@@ -28,16 +28,17 @@ def no_hw_counters_note(pytorch_gpu: bool) -> Diagnostic:
     if pytorch_gpu:
         text = (
             'no hardware counters in this trace, so there is no "Total (HW counters)" '
-            "record: it needs CUPTI's SASS FLOP counters per kernel "
-            "(smsp__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on.sum), which "
-            "torch.profiler records with the CUPTI range profiler (experimental_config="
-            "torch._C._profiler._ExperimentalConfig(profiler_metrics=[...], "
-            "profiler_measure_per_kernel=True)); see docs/pytorch_traces.md"
+            "record: it needs PM-sampling counters (counter events of a 'GPU N Counters' "
+            "process: DRAM bytes or throughput %, SASS FLOP counts), which a 2026 torch.profiler "
+            "records when given a performance-metrics config, or, in older traces, CUPTI "
+            "range-profiler SASS FLOP counters per kernel "
+            "(smsp__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on.sum); see "
+            "docs/pytorch_traces.md"
         )
     else:
         text = (
             'no "Total (HW counters)" record: this profile format carries no hardware '
-            "FLOP counters (only PyTorch GPU traces captured with CUPTI's range profiler do); "
+            "counters (only PyTorch GPU traces with PM sampling or CUPTI's range profiler do); "
             "the FLOPs shown are the profile's or the cost model's"
         )
     return Diagnostic("info", "no_hw_counters", text)

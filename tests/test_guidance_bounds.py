@@ -1,7 +1,7 @@
 """Guidance an expert can act on: a graph capture read as a capture, collectives as
 communication, integer work without a FLOP roof, one unit per view, capture diagnostics, peaks
-the profile's own ops beat, and the speedup label's sign; each against the raw profile or a
-hand-built op table."""
+the profile's own ops beat, the speedup label's sign and a throttled clock's bound; each
+against the raw profile or a hand-built op table."""
 
 from __future__ import annotations
 
@@ -569,3 +569,37 @@ def test_host_offload_overlap_is_bounded_by_the_work_beside_it():
     assert f["counted_us"] <= work - sum(x["counted_us"] for x in g["findings"] if x["ops"]) + 1e-6
     assert "link itself" in f["suggestion"] and "DataLoader" not in f["suggestion"]
     assert g["runtime"] == "xla" and "ICI" in f["suggestion"]
+
+
+def test_clock_throttled_bound_from_the_raw_clock_samples():
+    """clock_throttled: the bound Σ overlap × (1 − clock / rated) over the SM-clock samples below
+    99% of the H100 SXM's rated 1,980 MHz (its whitepaper), recomputed from the counter events."""
+    run = os.path.join(TESTDATA, "kineto", "pm_sampling_pytorch")
+    (path,) = glob.glob(os.path.join(run, "*.pt.trace.json.gz"))
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    clock = sorted(
+        (e["ts"], e["args"][""])
+        for e in events
+        if e.get("ph") == "C" and e.get("name") == "SM Clock (MHz)"
+    )
+    ts, mhz = (np.array(c, float) for c in zip(*clock))
+    interval = float(np.median(np.diff(ts)))
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("name", "").startswith("ProfilerStep#")
+    )
+    bound = 0.0
+    for lo, hi in steps:
+        ov = np.clip(np.minimum(ts + interval, hi) - np.maximum(ts, lo), 0, None)
+        slow = mhz < 0.99 * 1980.0
+        bound += float((ov * (1 - mhz / 1980.0))[slow].sum())
+    s = RooflineService(os.path.join(TESTDATA, "kineto"))
+    (f,) = [
+        f
+        for f in s.guidance("pm_sampling_pytorch", "")["findings"]
+        if f["rule"] == "clock_throttled"
+    ]
+    assert bound > 0 and f["bound_us"] == pytest.approx(bound, rel=1e-9)
+    assert f["time_saved_us"] == f["bound_us"] and f["counted_us"] == 0.0

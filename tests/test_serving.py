@@ -527,6 +527,13 @@ def test_capture_windows_of_several_batches(tmp_path):
     data = read_kineto_file(str(tmp_path / "b" / "w.pt.trace.json.gz"), "h")
     note = next(d for d in data.diagnostics if d.code == "graph_replay_without_capture")
     assert "8 of 8" in note.message and "several did" in note.message
+    # the tie is named: both buckets' first ops, none picked
+    tie = next(d for d in data.diagnostics if d.code == "graph_capture_tie")
+    assert tie.message.startswith("8 replayed kernels match 2 capture windows")
+    assert "[[8, 2880]" in tie.message and "[[16, 2880]" in tie.message
+    assert "none was picked" in tie.message
+    decided = read_kineto_file(str(tmp_path / "a" / "w.pt.trace.json.gz"), "h")
+    assert not any(d.code == "graph_capture_tie" for d in decided.diagnostics)
 
 
 def test_serving_steps_inside_profiler_steps(tmp_path):
@@ -889,3 +896,21 @@ def test_sglang_prefill_step_of_the_issue(tmp_path):
     total = next(r for r in a.program[True].row_dicts() if r["record_type"] == "total")
     assert total["flop_coverage"] >= 0.95
     assert total["flops"] == att[4] + gemm[4] + norm[4]
+
+
+def test_capture_batch_label_checked_against_the_replaying_steps(tmp_path):
+    """SGLang can label a capture trace with the wrong batch size (one bucket capturing two
+    graphs): the label is checked against the batch of the steps that replay the graph, and
+    the shapes recorded at capture are said to be what was used."""
+    shutil.copytree(DECODE, tmp_path / "run")
+    data = read_kineto_file(str(tmp_path / "run" / "worker0.pt.trace.json.gz"), "h")
+    assert not any(d.code == "capture_batch_label" for d in data.diagnostics)  # 32 and bs=32
+    details = tmp_path / "run" / "capture" / "execution_details.json"
+    entries = json.loads(details.read_text())
+    entries[0]["batch_size"] = 16
+    details.write_text(json.dumps(entries))
+    data = read_kineto_file(str(tmp_path / "run" / "worker0.pt.trace.json.gz"), "h")
+    note = next(d for d in data.diagnostics if d.code == "capture_batch_label")
+    assert "labelled batch 16" in note.message and "run batch 32" in note.message
+    assert "shapes recorded at capture were used" in note.message
+    assert any(d.code == "graph_capture" and "544 kernels" in d.message for d in data.diagnostics)

@@ -71,6 +71,7 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
         include_io,
         _step_ops(analysis, include_io) if framework == advice.XLA else {},
         bool(getattr(analysis, "serving", None)),
+        getattr(analysis, "counters", None),
     )
     full = next(
         (r for r in analysis.program[True].row_dicts() if r["record_type"] == "total"), None
@@ -400,7 +401,7 @@ def _count(findings: list, ctx: Context, wall: dict):
         ops_total = max(wall["compute"], 0.0)
     for f in findings:
         if f.claim < 0:
-            if f.rule == "straggler":
+            if f.rule in ("straggler", "clock_throttled"):
                 f.counted_us = 0.0
             elif f.rule == "exposed_communication":
                 f.counted_us = min(f.time_saved_us, max(0.0, wall["compute"] - ops_total))

@@ -1,4 +1,5 @@
-"""Program records: the Total, Total (HW), per-host, Average and per-step records of a run.
+"""Program records: the Total, Total (HW), Total (HW counters), per-host, Average, per-step and
+measured per-step records of a run.
 
 Each kind of record is a block (record types, step labels, times in ps, sums, hosts) made by
 its own builder; `program_records` turns the blocks into records, and `coverage_notes` says
@@ -14,6 +15,12 @@ from tb_roofline.model.record_table import RECORD_COLUMNS, SUM_COLUMNS, RecordTa
 from tb_roofline.model.records import build_records, compute_roof, div, unknown_bytes
 from tb_roofline.model.row_sums import group_sums
 
+HW_LABEL = "Total (HW)"
+PM_SUFFIX = "(HW counters)"
+PM_LABEL = f"Total {PM_SUFFIX}"
+# Records measured by hardware counters: no time saved (their roofs are the analytic records')
+MEASURED_KINDS = ("total_hw", "step_hw")
+
 
 def total_block(ksums: dict, keep, span_ps: float, host_label: str) -> tuple:
     """The Total record: every (kept) op of every core, host and step."""
@@ -23,7 +30,22 @@ def total_block(ksums: dict, keep, span_ps: float, host_label: str) -> tuple:
 
 def hw_block(hw, device, span_ps: float, host_label: str) -> tuple:
     """The Total (HW) record: FLOPs the hardware counted."""
-    return ["total_hw"], ["Total (HW)"], [span_ps], _hw_sums(hw, device), [host_label]
+    return ["total_hw"], [HW_LABEL], [span_ps], _hw_sums(hw, device), [host_label]
+
+
+def counter_total_block(sums: dict, span_ps: float, host_label: str) -> tuple:
+    """The Total (HW counters) record: what PM-sampling counters measured over the Total's time
+    (model/counter_records.py)."""
+    return ["total_hw"], [PM_LABEL], [span_ps], sums, [host_label]
+
+
+def counter_step_block(step_sums: list, step_ps, label, host_label: str) -> tuple:
+    """One measured record per complete step (`step_hw`), labelled "<step> (HW counters)"."""
+    n = len(step_sums)
+    sums = {c: np.concatenate([s[c] for s in step_sums]) for c in SUM_COLUMNS}
+    label = [f"{x} {PM_SUFFIX}" for x in np.asarray(label).astype(str).tolist()]
+    kinds, labels, times, _, hosts = step_block(sums, step_ps, label, host_label)
+    return np.full(n, "step_hw", object), labels, times, sums, hosts
 
 
 def host_block(ksums: dict, keep, key_host, host_names: list, span_ps) -> tuple:
@@ -78,31 +100,38 @@ def program_records(blocks, profiles, device, num_cores, include_io, flops_sourc
     merged["self_time_ps"] = np.zeros(n)
     merged["occurrences"] = np.ones(n)
     merged["floor_time"] = np.zeros(n)  # (op records' column: a program's saving is gap_ps)
+    steps = cat(1, object)
+    # The range profiler's record (the PM-sampling ones are "Total (HW counters)", "step_hw")
+    legacy = (kinds == "total_hw") & (steps == HW_LABEL)
     timed = np.ones(n, bool)
     if not all(
         h.kernel_time_known for h in (p.hw_counters for p in profiles if p.hw_counters is not None)
     ):
-        timed = kinds != "total_hw"
+        timed = ~legacy
     merged["total_time_ps"] = np.where(timed, cat(2, np.float64), 0.0)
     hosts = cat(4, object)
-    labels = _program_labels(kinds, cat(1, object), hosts, flops_source)
+    labels = _program_labels(kinds, steps, hosts, flops_source)
     prog = build_records(merged, device, num_cores, labels, n, include_io, merged["total_time_ps"])
     # A program's time saved on the roof is what its ops prove: the sum of their gaps (async
     # halves, unknown costs, caveated ops and idle time left out; Opportunities adds idle and
     # exposed communication as findings of their own).
     prog.columns["potential_time_saved_us"] = np.where(
-        device.peaks_known & (kinds != "total_hw") & (prog.columns["caveat"] != "no_cost"),
+        device.peaks_known
+        & ~np.isin(kinds, MEASURED_KINDS)
+        & (prog.columns["caveat"] != "no_cost"),
         merged["gap_ps"] / 1e6,
         np.nan,
     )
     prog.columns["roof_time_us"] = np.full(n, np.nan)
     _host_time_per_core(prog, kinds, hosts, merged, profiles)
-    for i in np.flatnonzero(kinds == "total_hw").tolist():
+    for i in np.flatnonzero(legacy).tolist():
         # counters give FLOPs only: bytes (and untimed rates) unknown
         unknown_bytes(prog, i, timed=bool(timed[i]))
-        prog.columns["flops_source"][i] = "counter"
         prog.columns["flop_coverage"][i] = np.nan
         prog.columns["bytes_coverage"][i] = np.nan
+    # Measured records' coverages are the share of their window the samples cover.
+    for i in np.flatnonzero(np.isin(kinds, MEASURED_KINDS)).tolist():
+        prog.columns["flops_source"][i] = "counter"
     prog.columns["self_time_percent"] = np.zeros(n)
     prog.columns["cumulative_self_time_percent"] = np.zeros(n)
     return prog

@@ -1,15 +1,18 @@
-"""The program-level guidance rules: idle time, exposed communication, a straggler host.
+"""The program-level guidance rules: idle time, exposed communication, a straggler host, a
+throttled clock.
 
 Each states the bound its model proves (docs/guidance.md, "Rules"): idle time by its cause
 (model/idle_rules.py); overlap hides at most the exposed communication or the work that could
 run beside it, whichever is less; a straggler's cost is the others' wait, already in their
-idle / exposed time.
+idle / exposed time; a throttled clock's, at most Σ overlap × (1 − clock / rated) over the
+samples below the rated clock.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tb_roofline.model.counter_records import THROTTLE_RATIO, summary
 from tb_roofline.model.idle_rules import idle, idle_split  # noqa: F401
 from tb_roofline.model.rule_context import (
     EXPOSED_SHARE,
@@ -103,5 +106,47 @@ def straggler(ctx: Context) -> list:
     ]
 
 
+def clock_throttled(ctx: Context) -> list:
+    """Windows (steps, else the Total) whose sampled SM clock was below the rated clock: the
+    share of the covered time throttled, and the bound Σ overlap × (1 − clock / rated) over
+    the throttled samples (nothing runs faster than in proportion to the clock)."""
+    rc = ctx.counters
+    if rc is None or not rc.total.rated_clock_mhz:
+        return []
+    windows = [(lab, w) for lab, w in zip(rc.labels, rc.steps) if w is not None] or [
+        ("Total", rc.total)
+    ]
+    hit = [(lab, w) for lab, w in windows if w.throttled_ps > 0]
+    if not hit:
+        return []
+    lab, worst = max(hit, key=lambda lw: lw[1].throttled_share)
+    bound_us = sum(w.clock_bound_ps for _, w in hit) / 1e6
+    which = f"step {lab}" if lab != "Total" else "the profile"
+    more = f" (and {len(hit) - 1} more steps)" if len(hit) > 1 else ""
+    return [
+        Finding(
+            "clock_throttled",
+            f"SM clock throttled {worst.throttled_share:.0%} of {which}{more}",
+            [],
+            {
+                "rated_clock_mhz": worst.rated_clock_mhz,
+                "windows": [summary(w, lb) for lb, w in hit],
+            },
+            bound_us,
+            "The GPU ran below its rated SM clock (thermal or power limits, or clocks set low): "
+            "check cooling, the power cap (nvidia-smi -q -d PERFORMANCE shows the throttle "
+            "reasons) and application clocks. Its steps are judged under compute roofs scaled "
+            "to the clock they ran at. Part of this time is already in the ops' gaps to their "
+            "roofs, so it is not added to the total.",
+            bound_us=bound_us,
+            formula=f"Σ over samples below {THROTTLE_RATIO:.0%} of the rated "
+            f"{worst.rated_clock_mhz:.0f} MHz of overlap × (1 − clock / rated) = "
+            f"{us_text(bound_us)} (counted 0: within the ops' gaps)",
+        )
+    ]
+
+
 def program_findings(ctx: Context, wall: dict) -> list:
-    return idle(ctx, wall) + exposed_communication(ctx, wall) + straggler(ctx)
+    return (
+        idle(ctx, wall) + exposed_communication(ctx, wall) + straggler(ctx) + clock_throttled(ctx)
+    )

@@ -21,14 +21,16 @@ import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
+from tb_roofline.model import counter_records, peaks
 from tb_roofline.model import facts as timeline_facts
-from tb_roofline.model import peaks
 from tb_roofline.model import serving as serving_model
 from tb_roofline.model import steps as steps_model
 from tb_roofline.model.floors import KeyFloors, Roofs, proven_keys
 from tb_roofline.model.op_records import op_records
 from tb_roofline.model.program_records import (
     average_block,
+    counter_step_block,
+    counter_total_block,
     coverage_notes,
     host_block,
     hw_block,
@@ -57,6 +59,8 @@ class Analysis:
     scope: ScopeSource | None = None  # what op records of one step need (scoped_op_records)
     serving: list = dataclasses.field(default_factory=list)  # model/serving.py summary
     floors: KeyFloors | None = None  # per-call floors of the op records (guidance rules)
+    # sampled counters (model/counter_records.py): the Total's and each step's window
+    counters: counter_records.RunCounters | None = None
 
 
 @dataclasses.dataclass
@@ -235,22 +239,33 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
     steps = _step_sums(profiles, table, roofs, hosts)
     views = _kernel_views(kernel_tables, device, num_cores, host_label, hosts)
     hw = [p.hw_counters for p in profiles if getattr(p, "hw_counters", None) is not None]
+    counters = counter_records.run_counters(
+        profiles,
+        list(steps.aligned.ids),  # one row per profile
+        steps.labels,
+        device,
+    )
     program, step_ps = {}, {}
     for io in (True, False):
         blocks, step_ps[io] = _program_blocks(
-            io, ksums, table, steps, hosts, hw, device, host_label
+            io, ksums, table, steps, hosts, (hw, counters), device, host_label
         )
         program[io] = program_records(
             blocks, profiles, device, num_cores, io, table.keys["flops_source"]
         )
-    diagnostics += _model_notes(device, table, diagnostics, program, steps, hw, kernel_tables)
+    measured = counters is not None and counters.measured
+    diagnostics += _model_notes(
+        device, table, diagnostics, program, steps, (hw, measured), kernel_tables
+    )
+    if counters is not None:
+        diagnostics += counter_records.counter_notes(counters, device, steps.labels)
     return Analysis(
         device=device,
         program=program,
         ops=ops,
         diagnostics=diagnostics,
         num_steps=len(steps),
-        has_hw_counters=bool(hw),
+        has_hw_counters=bool(hw) or measured,
         views=views,
         scope=_scope_source(
             profiles, table, kernel_tables, hosts, steps, step_ps, num_cores, host_label
@@ -258,6 +273,7 @@ def _analyze(profiles, device, table, kernel_tables, host_label, diagnostics) ->
         facts=timeline_facts.collect(profiles, table, _step_members(hosts, steps)),
         floors=_key_floors(ksums, table, device, roofs, ops),
         serving=serving_model.summary(profiles, device),
+        counters=counters,
     )
 
 
@@ -356,8 +372,10 @@ def _kernel_views(kernel_tables: dict, device, num_cores, host_label, hosts: _Ho
 
 
 def _program_blocks(io, ksums, table, steps: _StepSums, hosts: _Hosts, hw, device, host_label):
-    """(the blocks of one infeed/outfeed choice's program records: Total, Total (HW), one per
-    host, Average, the serving phases' averages, one per step; its steps' times in ps)."""
+    """(the blocks of one infeed/outfeed choice's program records: Total, Total (HW), Total (HW
+    counters), one per host, Average, the serving phases' averages, one per step and one
+    measured per step; its steps' times in ps). `hw`: (range-profiler counters, RunCounters)."""
+    hw, counters = hw
     keys = table.keys
     inner = ~keys["is_container"]
     keep = inner if io else inner & ~keys["is_infeed_outfeed"]
@@ -365,6 +383,10 @@ def _program_blocks(io, ksums, table, steps: _StepSums, hosts: _Hosts, hw, devic
     blocks = [total_block(ksums, keep, denominator, host_label)]
     if hw:
         blocks.append(hw_block(hw, device, denominator, host_label))
+    measured = counters is not None and counters.measured
+    if measured:
+        sums = counter_records.counter_sums(counters.total, device)
+        blocks.append(counter_total_block(sums, denominator, host_label))
     single_host = len(hosts.profile_host) == 1
     if not single_host:  # one point per host (rank), so a straggler shows
         span = hosts.host_span - (0.0 if io else hosts.io_host)
@@ -377,13 +399,32 @@ def _program_blocks(io, ksums, table, steps: _StepSums, hosts: _Hosts, hw, devic
     blocks.append(average_block(sums, step_ps, len(steps), host_label))
     blocks += serving_model.phase_average_blocks(steps.phases, sums, step_ps, host_label)
     label = steps.labels if single_host else np.arange(len(steps))
-    blocks.append(step_block(sums, step_ps, label, host_label))
+    scales = counters.step_scales() if counters is not None else np.ones(len(steps))
+    # A step that ran below the rated clock is judged under compute roofs scaled to its clock.
+    blocks.append(
+        step_block(dict(sums, roof_time=sums["roof_time"] / scales), step_ps, label, host_label)
+    )
+    if measured:
+        blocks.append(_counter_steps(counters, device, step_ps, label, host_label))
     return blocks, step_ps
+
+
+def _counter_steps(counters, device, step_ps, label, host_label):
+    """The measured step records (`step_hw`) under the same, clock-scaled, roofs."""
+    scales = counters.step_scales()
+    empty = counter_records.WindowCounters()
+    sums = [
+        counter_records.counter_sums(w if w is not None else empty, device, float(k))
+        for w, k in zip(counters.steps, scales)
+    ]
+    return counter_step_block(sums, step_ps, label, host_label)
 
 
 def _model_notes(device, table, diagnostics, program, steps, hw, kernel_tables) -> list:
     """What the model says about the run besides the readers' diagnostics: no steps, no
-    peaks, no ops, low cost coverage, and whether hardware counters were read."""
+    peaks, no ops, low cost coverage, and whether hardware counters were read. `hw`: (the
+    range profiler's counters, whether sampled counters measured a record)."""
+    hw, measured = hw
     notes = []
     if not len(steps):
         notes.append(
@@ -413,7 +454,7 @@ def _model_notes(device, table, diagnostics, program, steps, hw, kernel_tables) 
     notes += coverage_notes(program[True])
     if hw:
         notes.append(Diagnostic("info", "hw_counters", hw[0].note))
-    else:
+    elif not measured:
         notes.append(no_hw_counters_note("kernel" in kernel_tables))
     return notes
 

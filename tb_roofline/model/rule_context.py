@@ -58,6 +58,8 @@ class Context:
     # identity -> (time µs, calls) of the op within complete steps (repeated_copy)
     step_ops: dict = dataclasses.field(default_factory=dict)
     serving: bool = False  # a serving engine's steps (model/serving.py): scheduling advice
+    # the run's sampled counters, model/counter_records.RunCounters (clock_throttled)
+    counters: object = None
 
     def __post_init__(self):
         c = self.ops.columns

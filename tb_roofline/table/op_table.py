@@ -17,6 +17,7 @@ import numpy as np
 
 from tb_roofline.allocator import release_free_memory
 from tb_roofline.diagnostics import Diagnostic  # noqa: F401 (readers build ProfileData with it)
+from tb_roofline.table.counter_series import CounterSeries
 from tb_roofline.table.spans import CoreSpan, StepSpan, StepSpans
 
 # Memory traffic columns: (column, display name, memory id, direction). `host` is traffic
@@ -439,3 +440,5 @@ class ProfileData:
     # Serving engines' steps (readers/kineto/serving.py): per step its phase, batch, tokens,
     # per-phase sums of query and key lengths, time and tokens/s.
     serving_steps: list | None = None
+    # Sampled device counters (PM sampling, clocks, power): table/counter_series.py.
+    counter_series: CounterSeries | None = None

@@ -34,6 +34,7 @@ from tb_roofline.readers.kineto import (
     comms,
     counters,
     device,
+    pm_samples,
     serving,
     tables,
 )
@@ -258,6 +259,11 @@ def _profile(
         op_shapes=out.shapes,
         op_kernels=out.op_kernels,
         serving_steps=serving.step_records(serving_steps, out.serving_spans, c.base_ns) or None,
+        counter_series=(
+            col.pm.build(c.base_ns, pm_samples.rated_clock_mhz(props, out.spans))
+            if len(col.pm.series)
+            else None
+        ),
     )
 
 

@@ -10,13 +10,17 @@ to the capture window whose launched kernels are the same multiset of names; the
 of a kernel name is the k-th launch of that name at capture (so kernels of several streams may
 interleave). The capture window's ops are then added to the execution trace inside the graph
 launch's span (their times scaled into it, nesting kept) on a thread of their own, with one
-launch per replayed kernel, and the reader attributes them as any other kernel.
+launch per replayed kernel, and the reader attributes them as any other kernel. Windows that
+tie (same kernels, other shapes, grids undecided) are named, never picked; a capture trace's
+batch label (SGLang's `execution_details.json`) is checked against the replaying steps' batch.
 """
 
 from __future__ import annotations
 
 import bisect
 import collections
+import dataclasses
+import json
 import os
 import re
 
@@ -143,13 +147,35 @@ def _same_shapes(windows: list) -> bool:
     return len({tuple((o[3], repr(o[4].get("Input Dims"))) for o in w[3]) for w in windows}) == 1
 
 
-def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
+def _first_op(window) -> str:
+    """A tied window's first captured op and its input dims, to tell the windows apart."""
+    ops = window[3]
+    if not ops:
+        return "no ops"
+    return f"{ops[0][3]} {str(ops[0][4].get('Input Dims'))[:60]}"
+
+
+@dataclasses.dataclass
+class Merged:
+    """What `merge` did: kernels attributed and replayed, the ties (per undecided launch group:
+    its kernels, the tied windows' first ops) and, per capture used, its graph launches' times."""
+
+    attributed: int = 0
+    replayed: int = 0
+    ties: list = dataclasses.field(default_factory=list)
+    used: dict = dataclasses.field(default_factory=dict)  # capture index -> [launch ts ns]
+
+
+def merge(col: Collector, captures: list, names_of) -> Merged:
     """Attribute the replayed kernels of `col` to the ops of matching capture windows
-    (`captures`: CaptureCollectors). Returns (kernels attributed, kernels replayed)."""
+    (`captures`: CaptureCollectors)."""
     windows = collections.defaultdict(list)  # the multiset of kernel names -> windows
-    for cap in captures:
+    source: dict = {}  # id of a window -> the index of its capture
+    for ci, cap in enumerate(captures):
         for w in _windows(cap):
             windows[_names_key(x[3] for x in w[2])].append(w)
+            source[id(w)] = ci
+    used: dict = collections.defaultdict(list)
     by_corr = collections.defaultdict(list)
     launch_corrs = {corr for corr, *_ in col.graph_launches}
     for i, corr in enumerate(col.gpu_corr):
@@ -160,6 +186,7 @@ def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
     next_corr = max(list(col.rt_corr) + list(col.gpu_corr) + [0]) + 1
     next_ext = max(list(col.op_ext) + list(col.rt_ext) + [0]) + 1
     attributed = replayed = 0
+    ties: dict = {}
     for g, (corr, _thread, ts, dur) in enumerate(col.graph_launches):
         kernels = sorted(by_corr.get(corr, []), key=lambda i: col.gpu_ts[i])
         replayed += len(kernels)
@@ -172,7 +199,14 @@ def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
             chosen[(key, grids)] = _choose(windows.get(key, []), grids)
         w = chosen[(key, grids)]
         if w is None:
+            # several windows launched these kernels with other shapes (batch-size buckets)
+            # and nothing decided between them: a tie, said, never picked
+            tied = windows.get(key, [])
+            if len(tied) > 1:
+                n, firsts = ties.get((key, grids), (0, [_first_op(t) for t in tied]))
+                ties[(key, grids)] = (n + len(kernels), firsts)
             continue
+        used[source[id(w)]].append(ts)
         begin, end, launches, ops = w
         span = max(end - begin, 1)
 
@@ -200,7 +234,70 @@ def merge(col: Collector, captures: list, names_of) -> tuple[int, int]:
             col.rt_launch.append(True)
             next_corr += 1
             attributed += 1
-    return attributed, replayed
+    return Merged(attributed, replayed, list(ties.values()), dict(used))
+
+
+def _stem(name: str) -> str:
+    """A capture file's name without its trace suffixes (`bs_32_rank0.pt.trace.json.gz` and
+    SGLang's listing of it, `bs_32_rank0.json.gz`, are one file)."""
+    name = os.path.basename(name)
+    for suffix in (".gz", ".json", ".pt.trace"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def batch_labels(files: list) -> dict:
+    """The batch size SGLang's `execution_details.json` (beside its capture traces) gives each
+    capture file: stem -> batch; {} when there is none or it cannot be read."""
+    out: dict = {}
+    for d in {os.path.dirname(f) for f in files}:
+        try:
+            with open(os.path.join(d, "execution_details.json"), "rb") as fh:
+                entries = json.loads(fh.read(1 << 20))
+        except (OSError, ValueError):
+            continue
+        for e in entries if isinstance(entries, list) else []:
+            if isinstance(e, dict) and isinstance(e.get("file"), str):
+                batch = int_or(e.get("batch_size"), None)
+                if batch is not None:
+                    out[_stem(e["file"])] = batch
+    return out
+
+
+def _label_notes(col: Collector, used: dict, files: list, labels: dict) -> list:
+    """Cross-check a capture trace's batch label against the batch of the steps replaying its
+    graphs (SGLang labels a capture trace with the wrong batch size when one bucket captures
+    two graphs): the windows are matched by their kernels and their recorded shapes are what
+    is used, never the label; say so where the two disagree."""
+    steps = [(ts, ts + dur, f.batch) for _, ts, dur, f in col.serving if f.batch is not None]
+    out = []
+    for ci, launches in sorted(used.items()):
+        label = labels.get(_stem(files[ci]))
+        batches = sorted({b for t in launches for lo, hi, b in steps if lo <= t <= hi})
+        if label is None or not batches or batches == [label]:
+            continue
+        out.append(
+            Diagnostic(
+                "warning",
+                "capture_batch_label",
+                f"capture trace {os.path.basename(files[ci])} is labelled batch {label} "
+                "(execution_details.json), but the steps replaying its graphs run batch "
+                f"{', '.join(map(str, batches))}: its windows were matched by their kernels "
+                "(and launch grids) and the shapes recorded at capture were used, not the label",
+            )
+        )
+    return out
+
+
+def _tie_note(kernels: int, firsts: list) -> Diagnostic:
+    return Diagnostic(
+        "warning",
+        "graph_capture_tie",
+        f"{kernels} replayed kernels match {len(firsts)} capture windows that launched the same "
+        f"kernels with other shapes (batch-size buckets: {'; '.join(firsts)}); the launch "
+        "grids do not decide and the trace carries no graph node ids to join by, so none was "
+        "picked: these kernels stay unattributed rather than costed with another batch's shapes",
+    )
 
 
 def attach(col: Collector, path: str, load) -> None:
@@ -222,13 +319,17 @@ def attach(col: Collector, path: str, load) -> None:
     names_of = {i: n for n, i in col.names.items()}
     dist = col.meta.get("distributedInfo")
     files = capture_files(path, int_or(dist.get("rank"), None) if isinstance(dist, dict) else None)
-    captures, unreadable = [], []
-    for f in files:
+    captures, unreadable, readable = [], [], []
+    for i, f in enumerate(files):
         try:
             captures.append(load(f))
+            readable.append(i)
         except (ProfileFormatError, OSError) as exc:
             unreadable.append(f"{os.path.basename(f)} ({exc})")
-    done, replayed = merge(col, captures, names_of) if captures else (0, 0)
+    merged = merge(col, captures, names_of) if captures else Merged()
+    done, replayed = merged.attributed, merged.replayed
+    col.notes += [_tie_note(n, firsts) for n, firsts in merged.ties]
+    col.notes += _label_notes(col, merged.used, [files[i] for i in readable], batch_labels(files))
     if not replayed:
         replayed = sum(1 for c in col.gpu_corr if c in {g[0] for g in col.graph_launches})
     if done == replayed:

@@ -23,6 +23,7 @@ from tb_roofline.costs.torch import custom_ops as torch_custom_ops
 from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.costs.torch import serving_ops
 from tb_roofline.readers import serving_steps
+from tb_roofline.readers.kineto import pm_samples
 from tb_roofline.readers.kineto.event_fields import (
     MAX_DEVICE,
     MAX_STEP,
@@ -109,6 +110,7 @@ class Collector:
         self.steps: list[tuple[int, int, int]] = []  # (step, ts ns, dur ns)
         self.comm_spans: list = []  # (thread, ts ns, dur ns, name) of collective annotations
         self.hw: list[tuple[str, dict]] = []
+        self.pm = pm_samples.PmCollector()  # PM-sampling and environment counter events
         # collectives' sizes: (thread, ts ns, dur ns, kind, in bytes, out bytes, ranks,
         # precision) from `record_param_comms` fields and `nccl:*` annotations
         self.comm_facts: list = []
@@ -198,11 +200,17 @@ class Collector:
         self.n_events += len(batch)
         for ev in batch:
             if type(ev) is not dict or ev.get("ph") != "X":
-                if type(ev) is dict and ev.get("ph") == "i" and ev.get("name") == RECORD_WINDOW_END:
-                    try:
+                try:
+                    if type(ev) is dict and ev.get("ph") == "C":
+                        self.pm.add(ev)
+                    elif (
+                        type(ev) is dict
+                        and ev.get("ph") == "i"
+                        and ev.get("name") == RECORD_WINDOW_END
+                    ):
                         self.window_end = ts_ns(ev.get("ts"))
-                    except (BadEvent, TypeError, ValueError, OverflowError):
-                        self.bad_events += 1
+                except (BadEvent, TypeError, ValueError, OverflowError):
+                    self.bad_events += 1
                 continue
             cat = ev.get("cat")
             if type(cat) is not str:

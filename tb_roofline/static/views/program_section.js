@@ -17,14 +17,15 @@ const FIRST_SCREEN_MIN = 150;
 const FIRST_SCREEN_MARGIN = 8;
 
 const KIND_LABEL = {total: 'Total', total_hw: 'Total (HW)', host: 'Host', average: 'Average',
-                    step: 'Step'};
+                    step: 'Step', step_hw: 'Step (HW counters)'};
 
 /** Labels of program records: `kind` (Total, Step, ...) and `series` (Total, Step 3, ...). */
 export function decorateProgram(rows) {
   for (const r of rows) {
     r.kind = KIND_LABEL[r.record_type] || r.record_type;
     r.series = r.record_type === 'host' ? `Host ${r.host}` :
-      r.record_type === 'step' ? `Step ${r.step}` : r.step;
+      r.record_type === 'step' ? `Step ${r.step}` :
+      r.record_type === 'step_hw' ? `Step ${r.step}` : r.step;
   }
   return rows;
 }
