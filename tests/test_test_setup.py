@@ -75,3 +75,21 @@ def test_tools_test_sh_installs_under_the_constraints():
     installs = [line for line in script.splitlines() if "pip install" in line]
     assert installs and all("-c tools/test-constraints.txt" in line for line in installs)
     assert "bash tools/test.sh" in _read(".ci", "run")
+
+
+def test_no_tracked_file_holds_merge_conflict_markers():
+    import subprocess
+
+    files = subprocess.run(
+        ["git", "ls-files", "*.py", "*.md", "*.js", "*.css", "*.html", "*.toml", "*.sh", "*.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    marked = []
+    for name in files:
+        with open(os.path.join(REPO, name), encoding="utf-8", errors="replace") as f:
+            if re.search(r"^(<<<<<<<|>>>>>>>) ", f.read(), re.M):
+                marked.append(name)
+    assert not marked, marked
