@@ -27,6 +27,14 @@ export function fmtNum(value, digits = 2) {
   return formatter(digits).format(value);
 }
 
+/** A number to `digits` significant figures ("0.0216", "1,640"): small rates keep their
+ * figures, which fixed decimals would round away. */
+export function fmtSig(value, digits = 3) {
+  if (!isNum(value)) return value === null || value === undefined || value === '' ? EMPTY :
+    String(value);
+  return value.toLocaleString('en-US', {maximumSignificantDigits: digits});
+}
+
 export const fmtInt = (v) => fmtNum(v, 0);
 /** A value already in percent, fixed point: "12.34%", "<0.01%". */
 export const fmtPct = (v) => (isNum(v) ? `${fmtNum(v, 2)}%` : EMPTY);
@@ -116,6 +124,8 @@ const MEMORIES = [['hbm', 'HBM'], ['cmem_read', 'CMEM Read'], ['cmem_write', 'CM
 export const KNOWN_MEMORY_IDS = new Set(MEMORIES.map(([id]) => id));
 /** Links between devices (the API's `interconnect_bw`): GB/s, like /comm; memories: GiB/s. */
 export const GBS_MEMORY_IDS = new Set(['interconnect']);
+/** GB/s in one GiB/s (2^30 / 1e9). */
+export const GB_PER_GIB = 1.073741824;
 const bwUnit = (id) => (GBS_MEMORY_IDS.has(id) ? 'GB/s' : 'GiB/s');
 const memoryBw = (id, name) => C(`${id}_bw`, `${name} BW (${bwUnit(id)})`, fmtNum,
   {memory: id, needs: ['bytes']});
@@ -249,8 +259,8 @@ export function memoryName(id, device) {
 
 /**
  * The memories a record moves bytes in, each with its bandwidth (the API's unit: GiB/s, GB/s
- * for links, `unit`), its share of the memory's peak and the record's intensity against it:
- * [{id, name, bw, unit, util, intensity}]. None for a record whose bytes are not a
+ * for links, `unit`; and in GB/s, `gbs`), its share of the memory's peak and the record's
+ * intensity against it: [{id, name, bw, unit, gbs, util, intensity}]. None for a record whose bytes are not a
  * measurement (isMeasurement).
  */
 export function recordMemories(row, device) {
@@ -264,7 +274,9 @@ export function recordMemories(row, device) {
     const m = ((device && device.memories) || []).find((x) => x.id === id);
     const intensity = row[`${id}_operational_intensity`];
     const peak = m && (GBS_MEMORY_IDS.has(id) ? m.peak_gbs : m.peak_gibs);
-    out.push({id, name: memoryName(id, device), bw, unit: bwUnit(id),
+    // GB/s as the roofs and the device panel say it (the API's memory columns are GiB/s).
+    const gbs = GBS_MEMORY_IDS.has(id) ? bw : bw * GB_PER_GIB;
+    out.push({id, name: memoryName(id, device), bw, unit: bwUnit(id), gbs,
       util: peak > 0 ? bw / peak : null,
       intensity: isMeasurement(row, ['flops', 'bytes']) && intensity > 0 ? intensity : null});
   }

@@ -2,7 +2,7 @@
 // far from its roof, what it is worth, whether it is a measurement); every metric is in the
 // details of a selected point (detailsTable).
 import {h, setChildren} from './dom.js';
-import {CAVEATS, TOOLTIP_COLUMNS, fmtFlopRate, fmtFrac, fmtNum, fmtTime, recordMemories}
+import {CAVEATS, TOOLTIP_COLUMNS, fmtFlopRate, fmtFrac, fmtSig, fmtTime, recordMemories}
   from '../columns.js';
 
 // Records under the cursor besides the hovered one: items of the same mark whose marker
@@ -132,9 +132,9 @@ export class Tooltip {
         h('thead', {}, h('tr', {}, h('th', {}, 'Memory'), h('th', {}, 'Bandwidth'),
             h('th', {}, 'of peak'), h('th', {}, 'Intensity'))),
         h('tbody', {}, memories.map((m) => h('tr', {dataset: {memory: m.id}},
-            h('th', {}, m.name), h('td', {}, `${fmtNum(m.bw)} ${m.unit}`),
+            h('th', {}, m.name), h('td', {}, `${fmtSig(m.gbs)} GB/s`),
             h('td', {}, fmtFrac(m.util)),
-            h('td', {}, m.intensity === null ? '—' : `${fmtNum(m.intensity)} FLOP/B`))))) :
+            h('td', {}, m.intensity === null ? '—' : `${fmtSig(m.intensity)} FLOP/B`))))) :
       null;
     const here = this.here.slice(0, MAX_LISTED);
     const more = this.here.length - here.length;
