@@ -138,3 +138,15 @@ def test_html_command_errors_are_one_line(tmp_path):
     assert code == 1 and "not a valid XSpace" in err and not (tmp_path / "b.html").exists()
     code, err = run_cli("html", DEMO, "-o", str(tmp_path / "r.html"), "--no-progress")
     assert code == 0 and os.path.getsize(tmp_path / "r.html") > 500_000
+
+
+def test_the_readme_states_the_demo_report_size(tmp_path):
+    """README: "about X MB for a demo run" is what `tb-roofline html` writes for the newest
+    demo run, within a quarter."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        (stated,) = re.findall(r"about ([0-9.]+) MB for a demo run", f.read())
+    out = io.StringIO()
+    path = str(tmp_path / "report.html")
+    assert cli.main(["html", DEMO, "-o", path], out=out) == 0
+    size_mb = os.path.getsize(path) / 1e6
+    assert abs(size_mb - float(stated)) <= 0.25 * size_mb, (stated, size_mb)
