@@ -11,7 +11,7 @@ from tb_roofline.costs.hlo import shapes
 from tb_roofline.costs.hlo.shapes import ELEMENT_BYTES, element_bytes
 from tb_roofline.costs.torch import args as torch_args
 from tb_roofline.costs.torch import custom_ops as torch_custom_ops
-from tb_roofline.devices.spec import plain_precision
+from tb_roofline.devices.precision import plain_precision
 
 # Precision name -> the numpy dtype of the same storage (numpy has no bf16 / fp8: their sizes
 # are the bits their names give).

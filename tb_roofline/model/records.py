@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.devices.spec import DeviceInfo, normalize_precision, plain_precision
+from tb_roofline.devices.precision import normalize_precision, plain_precision
+from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.record_table import MEM_BYTES, MEM_IDS, RECORD_COLUMNS, RecordTable
 from tb_roofline.table.op_table import ASYNC_START, ASYNC_WAIT, HOST_TRANSFER, MEMORY_COLUMNS
 from tb_roofline.table.timeline import is_collective

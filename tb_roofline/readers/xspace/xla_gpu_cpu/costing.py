@@ -16,7 +16,7 @@ from tb_roofline.costs.hlo.cost_model import module_costs
 from tb_roofline.costs.hlo.fingerprint import instruction_fingerprint
 from tb_roofline.costs.hlo.module import HloIndex
 from tb_roofline.costs.hlo.shapes import largest_in_memory_space
-from tb_roofline.devices.spec import with_input_type
+from tb_roofline.devices.precision import with_input_type
 from tb_roofline.readers.common import longest_kernel_unit
 
 UNATTRIBUTED = "unattributed"
