@@ -10,8 +10,9 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 python3 -m pip install -q -e ".[test]"
 mkdir -p test-output
-# Lint, format and types first (pyproject.toml): a failure names the file and line.
+# Lint, format, types and import contracts first (pyproject.toml): a failure names the file and line.
 python3 -m ruff check .
 python3 -m ruff format --check .
 python3 -m mypy  # tb_roofline/ at the level pyproject.toml sets (~30 s)
+lint-imports  # the import contracts of pyproject.toml: the flow goes one way (seconds)
 python3 -m pytest -q "$@"
