@@ -17,6 +17,7 @@ from tb_roofline.devices.precision import (
 )
 from tb_roofline.devices.precision_ceilings import ceiling_precision
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo
+from tb_roofline.model.records import is_integer_precision
 from tb_roofline.readers import kernel_names
 from tb_roofline.readers.kineto import counters
 
@@ -153,3 +154,15 @@ def test_roof_lookup_and_ceiling_placement_agree():
             assert ceiling_precision(spelling, True, device) == precision, spelling
         if precision not in roof:
             assert ceiling_precision(spelling, True, device) == "", spelling
+
+
+def test_integer_work_is_told_by_the_vocabulary():
+    """The model's integer test (no floating-point roof) agrees with the hand-written precision
+    of every emitted spelling, and of PyTorch's C++ spellings."""
+    cpp = {"int": True, "long": True, "short": True, "unsigned char": True, "bool": True}
+    cpp.update({"c10::Half": False, "double": False, "float": False})
+    for spelling in _emitted():
+        integer = EXPECTED[spelling] == "pred" or EXPECTED[spelling].startswith("int")
+        assert is_integer_precision(spelling) == integer, spelling
+    for spelling, integer in cpp.items():
+        assert is_integer_precision(spelling) == integer, spelling
