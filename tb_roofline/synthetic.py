@@ -196,7 +196,10 @@ def _link_time_ps(cfg: SynthConfig, nbytes: int) -> float:
     rows = max(1, nbytes // 8192) if cfg.fixed_program else 128
     n = max(cfg.num_cores, 1)
     bus = rows * 1024 * 4 * 2.0 * (n - 1) / n
-    return bus / (interconnect(f"tpu-{cfg.chip}").value / 1000)
+    link = interconnect(f"tpu-{cfg.chip}")
+    if link is None:
+        raise ValueError(f"no ICI figure for chip {cfg.chip!r} (devices/interconnect.py)")
+    return bus / (link.value / 1000)
 
 
 def _op_templates(rng: random.Random, cfg: SynthConfig, program_id: int):

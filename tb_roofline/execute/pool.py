@@ -97,7 +97,7 @@ def _let_fork_server_go() -> None:
         return
     server = getattr(forkserver, "_forkserver", None)
     fd = getattr(server, "_forkserver_alive_fd", None)
-    if isinstance(fd, int) and os.getppid() != 1:
+    if server is not None and isinstance(fd, int) and os.getppid() != 1:
         try:
             os.close(fd)
         except OSError:

@@ -39,7 +39,7 @@ def merged_op_records(
         else np.full(len(kr), -1, np.int64)
     )
     table, denominator, n_steps = scope_rows(analysis, scope, include_io, view)
-    src = analysis.scope
+    src = analysis.scope_source()
     rec = op_records(
         table,
         key_sums(table, analysis.device),

@@ -356,7 +356,7 @@ def mse_cost(n: str, args: Args) -> OpCost | None:
         return None
     reduction = args.value(3 if back else 2, 1)
     numel = x.numel
-    if back:
+    if back and g is not None:  # (a backward without its gradient returned above)
         out = Tensor(x.shape, x.precision)
         flops, inputs = 3 * numel, [g, x, y]
     else:

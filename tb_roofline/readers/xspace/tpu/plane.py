@@ -268,7 +268,9 @@ class _Roles:
             self.seen_starts.update(distinct(md[role == 1]).tolist())
         by_name = {}
         for m in sorted(self.seen_starts):
-            by_name[self.info_of[m].operation] = m
+            info = self.info_of[m]
+            if info is not None:  # a start has metadata (its role came from it)
+                by_name[info.operation] = m
         return {
             m: by_name.get(i.start_name)
             for m, i in self.info_of.items()
