@@ -151,7 +151,7 @@ class _Gpu:
     clock_khz: float
     bandwidth: float  # B/s, 0 when the profile has none
     spec: DeviceSpec | None
-    arch: object  # the architecture's per-SM rates (arch_for), or None
+    arch: ArchRates | None  # the architecture's per-SM rates (arch_for)
 
     @property
     def hz(self) -> float:

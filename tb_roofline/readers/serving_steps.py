@@ -121,8 +121,8 @@ def _parse(name: str) -> StepFacts | None:
     m = _SGLANG_EXEC.match(name)
     if m:
         g = [_num(x) for x in m.groups()]
-        ctx = PhaseSums(g[1], *g[2:6])
-        gen = PhaseSums(g[6], *g[7:11])
+        ctx = PhaseSums(g[1], g[2], g[3], g[4], g[5])
+        gen = PhaseSums(g[6], g[7], g[8], g[9], g[10])
         return StepFacts(
             "sglang",
             _phase_of(ctx.requests, gen.requests),

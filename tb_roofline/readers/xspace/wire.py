@@ -101,6 +101,8 @@ class Source:
     def read(self, pos: int, n: int):
         if self.buf is not None:
             return self.buf[pos : pos + n]
+        if self.fd is None:
+            raise WireError("a source with neither bytes nor a file")
         data = os.pread(self.fd, n, pos)
         if len(data) != n:
             raise WireError("file ended early")

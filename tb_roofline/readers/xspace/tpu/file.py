@@ -280,7 +280,11 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
     host = plan.host
     results = sorted(results, key=lambda r: r.core)
     device = device_from_plane_stats(results[0].plane_stats, len(results)) if results else None
-    spans = [CoreSpan(host, r.core, int(r.lo), int(r.hi)) for r in results if r.lo is not None]
+    spans = [
+        CoreSpan(host, r.core, int(r.lo), int(r.hi))
+        for r in results
+        if r.lo is not None and r.hi is not None  # (both set, or neither: a plane with no ops)
+    ]
     steps = StepSpans(
         host,
         np.concatenate([np.full(len(r.steps[0]), r.core) for r in results] or [np.zeros(0)]),

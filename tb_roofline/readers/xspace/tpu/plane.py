@@ -358,8 +358,8 @@ def _timeline(core, span, steps, core_events, info_of, cache: dict, same_as):
 
 
 def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -> PlaneResult:
-    op_groups = [distinct(r[1][r[1] != NO_STEP]) for r in line_rows]
-    op_groups = distinct(np.concatenate(op_groups)) if op_groups else np.zeros(0, np.int64)
+    per_line = [distinct(r[1][r[1] != NO_STEP]) for r in line_rows]
+    op_groups = distinct(np.concatenate(per_line)) if per_line else np.zeros(0, np.int64)
     steps = step_spans(marks, op_groups)
     # One key per distinct known op of the plane; rows of unknown ops are dropped (counted).
     if len(line_rows) == 1:

@@ -35,8 +35,10 @@ class EventFacts:
                 idx = np.where(md < 0, last, idx)
             pos = self.slot[idx]
             return pos, pos >= 0
-        pos = np.minimum(np.searchsorted(self.known, md), len(self.known) - 1)
-        return pos, self.known[pos] == md
+        known = self.known
+        assert known is not None, "event facts have slots or known ids"
+        pos = np.minimum(np.searchsorted(known, md), len(known) - 1)
+        return pos, known[pos] == md
 
 
 def event_facts(entries) -> EventFacts | None:

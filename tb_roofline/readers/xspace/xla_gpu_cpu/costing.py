@@ -90,7 +90,7 @@ class Costing:
         return ("op", pid, ins.name, e.step), ins, module, mc
 
 
-def executions(kernels: collections.Counter, kernel_time: dict) -> int:
+def executions(kernels: dict, kernel_time: dict) -> int:
     """Executions of a GPU op: the launches of its main kernel, the one that ran longest (ties:
     the most launched). A call launches its main kernel once; helpers (fills, split-K
     reductions) may run several times per call."""

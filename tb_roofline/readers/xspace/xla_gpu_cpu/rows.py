@@ -12,6 +12,7 @@ import numpy as np
 
 from tb_roofline.costs.hlo.attention import attention_of
 from tb_roofline.costs.hlo.collectives import transfer
+from tb_roofline.costs.hlo.module import Instruction
 from tb_roofline.costs.hlo.nccl_algorithm import algorithm_of
 from tb_roofline.readers.common import group_codes, group_sums, op_nesting, self_times
 from tb_roofline.readers.shape_facts import hlo_shape
@@ -34,7 +35,7 @@ class Group:
     """The events of one (op, step) on one core."""
 
     key: tuple  # (kind, program id, op name, step)
-    ins: object
+    ins: Instruction
     module: object
     mc: object
     total_ps: float
