@@ -222,7 +222,9 @@ def pair_table(
             program[present] = cols["program"][idx[present]]
     out["program"] = program
     out["status"] = np.where(both, MATCHED, np.where(m.base >= 0, REMOVED, NEW)).astype(object)
-    out["match_rule"] = np.where(both, m.rule, None).astype(object)
+    rule = np.asarray(m.rule, dtype=object).copy()
+    rule[~both] = None
+    out["match_rule"] = rule
     tb = np.nan_to_num(out[f"base_{time_column}"])
     tc = np.nan_to_num(out[f"cand_{time_column}"])
     delta = tc - tb

@@ -121,8 +121,8 @@ def fields_at(src: Source, pos: int, end: int):
             after = pos + p
         elif wire == 2:
             n, p = varint(head, p)
-            value = (pos + p, pos + p + n)
-            after = value[1]
+            after = pos + p + n
+            value = (pos + p, after)
         elif wire in (1, 5):
             width = 8 if wire == 1 else 4
             if len(head) < p + width:

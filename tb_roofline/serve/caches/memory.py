@@ -170,8 +170,8 @@ def approx_size(obj, _seen=None, _depth=0, roots: dict | None = None) -> int:
     if isinstance(obj, dict):
         items = obj.items()
         if len(obj) > _SAMPLE_OVER:  # big maps of similar entries (op shapes per op): a sample
-            items = list(items)
-            sample = items[:: len(items) // _SAMPLE][:_SAMPLE]
+            pairs = list(items)
+            sample = pairs[:: len(pairs) // _SAMPLE][:_SAMPLE]
             return sys.getsizeof(obj) + int(
                 sum(
                     approx_size(k, seen, _depth + 1, roots)
@@ -179,22 +179,22 @@ def approx_size(obj, _seen=None, _depth=0, roots: dict | None = None) -> int:
                     for k, v in sample
                 )
                 / len(sample)
-                * len(items)
+                * len(pairs)
             )
         return sys.getsizeof(obj) + sum(
             approx_size(k, seen, _depth + 1, roots) + approx_size(v, seen, _depth + 1, roots)
             for k, v in items
         )
     if isinstance(obj, (list, tuple, set, frozenset)):
-        items = list(obj) if isinstance(obj, (set, frozenset)) else obj
-        if len(items) > _SAMPLE_OVER:  # long lists of similar records: measure a sample
-            sample = items[:: len(items) // _SAMPLE][:_SAMPLE]
+        seq = list(obj) if isinstance(obj, (set, frozenset)) else obj
+        if len(seq) > _SAMPLE_OVER:  # long lists of similar records: measure a sample
+            sample = seq[:: len(seq) // _SAMPLE][:_SAMPLE]
             return sys.getsizeof(obj) + int(
                 sum(approx_size(v, seen, _depth + 1, roots) for v in sample)
                 / len(sample)
-                * len(items)
+                * len(seq)
             )
-        return sys.getsizeof(obj) + sum(approx_size(v, seen, _depth + 1, roots) for v in items)
+        return sys.getsizeof(obj) + sum(approx_size(v, seen, _depth + 1, roots) for v in seq)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return sys.getsizeof(obj) + sum(
             approx_size(getattr(obj, f.name), seen, _depth + 1, roots)

@@ -108,7 +108,7 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
                 cache[key] = info
         if info is None:
             i = op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
-            info = cache[key] = Info(
+            info = cache[key] = Info(  # type: ignore[call-arg]  # (fields from KEY_TEXTS)
                 *_key_texts(i),
                 i["role"],
                 i["start_name"],

@@ -72,7 +72,8 @@ def event_facts(entries) -> EventFacts | None:
     else:
         order = np.argsort(mids, kind="stable")
         known, cols = mids[order], [c[order] for c in cols]
-    return EventFacts(list(index), *cols, slot, known)
+    label_of, comm_of, fusible_of, leaf_of = cols
+    return EventFacts(list(index), label_of, comm_of, fusible_of, leaf_of, slot, known)
 
 
 def add_core_events(
