@@ -60,8 +60,8 @@ class ByteLRU:
         leave an older measurement), and evicting only after: entries that now share a
         buffer are not evicted one by one while the others still carry their old sizes."""
         with self._lock:
-            items = [(k, self._items.get(k)) for k in dict.fromkeys(keys)]
-            items = [(k, item[0]) + tuple(measure(item[0])) for k, item in items if item]
+            held = [(k, self._items.get(k)) for k in dict.fromkeys(keys)]
+            items = [(k, item[0]) + tuple(measure(item[0])) for k, item in held if item]
             for k, *_ in items:
                 self._release(self._items[k])
             for k, value, size, roots in items:

@@ -296,7 +296,7 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
     diagnostics = truncation_notes(plan) + plane_notes(
         [name for _, _, name in plan.planes], sum(r.dropped_ops for r in results), fixes
     )
-    timeline = Timeline.merge([r.timeline for r in results])
+    timeline = Timeline.merge([r.timeline for r in results if r.timeline is not None])
     table, shapes, link_notes = _table(host, results)
     return ProfileData(
         device=device,

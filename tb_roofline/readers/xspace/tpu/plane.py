@@ -48,6 +48,7 @@ from tb_roofline.readers.xspace.tpu.rules import (
 from tb_roofline.readers.xspace.tpu.timeline import add_core_events, event_facts
 from tb_roofline.readers.xspace.xplane import PlaneStats
 from tb_roofline.table.op_table import COST_COLUMNS, NO_STEP, distinct
+from tb_roofline.table.timeline import Timeline
 from tb_roofline.table.timeline_builder import TimelineBuilder
 
 KEY_TEXTS = ("program_id", "operation", "category", "source", "tf_op", "caveat", "fingerprint")
@@ -67,7 +68,7 @@ class PlaneResult:
     rows: dict  # op (index into keys), step, occ, time, self, stall, span (int64)
     dropped_ops: int = 0
     fixes: dict = dataclasses.field(default_factory=dict)  # corrupt values (tpu.check_events)
-    timeline: object | None = None  # table.timeline.Timeline of this core (the guidance's)
+    timeline: Timeline | None = None  # this core's timeline facts (the guidance's)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -81,7 +82,7 @@ _TABLES: dict = {}  # stat table -> small id (part of the cache key)
 # name of its `-start` (a `-done`'s), FLOPs and bytes of one execution (COST_COLUMNS float64,
 # as bytes; interconnect bytes 0 until the file's cores are known: `link` holds a collective's
 # message, tpu_file fills them).
-Info = collections.namedtuple(
+Info = collections.namedtuple(  # type: ignore[misc]  # (fields from KEY_TEXTS)
     "Info",
     KEY_TEXTS + ("role", "start_name", "per_exec", "negative", "shape", "is_container", "link"),
 )
@@ -151,7 +152,7 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
         src = xwire.Source(src)
     cache = info_cache(file_key)
     _, plane_name, line_spans, rest = plane_header(src, start, end)
-    fixes: collections.Counter = collections.Counter()
+    fixes: collections.Counter[str] = collections.Counter()
     meta_bytes = src.read(rest, end - rest)
     meta = xplane_view_pb2.XPlaneMetaView.FromString(meta_bytes)
     # Cores of one program repeat the same metadata, byte for byte: a plane whose metadata
@@ -170,9 +171,8 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
     info_of = roles.info_of
     result = _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi)
     result.fixes = dict(fixes)
-    result.fixes["negative_costs"] = result.fixes.get("negative_costs", 0) + sum(
-        1 for i in info_of.values() if i is not None and i.negative
-    )
+    negative = len([i for i in info_of.values() if i is not None and i.negative])
+    result.fixes["negative_costs"] = result.fixes.get("negative_costs", 0) + negative
     if lo is not None and core_events:
         result.timeline = _timeline(
             core, (lo, hi), result.steps, core_events, info_of, cache, same_as
