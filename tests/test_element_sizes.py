@@ -1,5 +1,5 @@
 """Element sizes and precision names have one home each: `costs/hlo/shapes.py` ELEMENT_BYTES /
-`element_bytes` and `devices/spec.py` `plain_precision`. The readers' dtype tables take their
+`element_bytes` and `devices/precision.py` `plain_precision`. The readers' dtype tables take their
 sizes from it; each size is checked against numpy's own item size (an independent reference)."""
 
 from __future__ import annotations
