@@ -14,5 +14,7 @@ mkdir -p test-output
 python3 -m ruff check .
 python3 -m ruff format --check .
 python3 -m mypy  # tb_roofline/ at the level pyproject.toml sets (~30 s)
-lint-imports  # the import contracts of pyproject.toml: the flow goes one way (seconds)
+# The import contracts of pyproject.toml (the flow goes one way; seconds): `lint-imports`, run
+# through this python3 as the tools above are, whether or not its scripts are on PATH.
+python3 -c "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"
 python3 -m pytest -q "$@"
