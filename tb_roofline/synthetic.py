@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+from typing import Any
 
 from tb_roofline.devices.interconnect import interconnect
 from tb_roofline.protos import memory_access_pb2, xplane_pb2
@@ -19,7 +20,7 @@ HBM, CMEM, VMEM = 1, 2, 3
 READ, WRITE = 1, 2
 
 # Per-TensorCore peaks as real profiles report them (TFLOP/s, GB/s).
-CHIPS = {
+CHIPS: dict[str, dict[str, Any]] = {
     "v6e": dict(
         device_type_string="TPU v6 Lite",
         peak_teraflops_per_second=918.0,

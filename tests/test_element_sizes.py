@@ -46,6 +46,13 @@ def test_reader_tables_take_the_one_size(table):
         assert size == ELEMENT_BYTES[precision] == _reference(precision), spelling
 
 
+def test_every_torch_precision_has_a_whole_byte_size():
+    """The size tables keep only whole-byte precisions: none may be left out of them."""
+    assert set(torch_args.SIZES) == {p for p, _ in torch_args.DTYPES.values()}
+    assert None not in {size for _, size in torch_args.DTYPES.values()}
+    assert len(torch_custom_ops.SCALAR_TYPES) == len(torch_custom_ops._SCALAR_PRECISIONS)
+
+
 def test_hlo_type_widths_and_the_names_the_model_reads():
     for t, name in shapes.TYPE_NAMES.items():
         if name in NUMPY:

@@ -135,13 +135,14 @@ def _parse(name: str) -> StepFacts | None:
     m = _VLLM_EXEC.match(name)
     if m:
         n, ntok, nextra, k, ktok, kextra = m.groups()
-        ctx = PhaseSums(_num(n), _num(ntok), extra=tuple(_num(x) for x in nextra.split("_")[1:]))
-        gen = PhaseSums(_num(k), _num(ktok), extra=tuple(_num(x) for x in kextra.split("_")[1:]))
+        ctx_tokens, gen_tokens = _num(ntok), _num(ktok)
+        ctx = PhaseSums(_num(n), ctx_tokens, extra=tuple(_num(x) for x in nextra.split("_")[1:]))
+        gen = PhaseSums(_num(k), gen_tokens, extra=tuple(_num(x) for x in kextra.split("_")[1:]))
         return StepFacts(
             "vllm",
             _phase_of(ctx.requests, gen.requests),
             ctx.requests + gen.requests,
-            ctx.sq + gen.sq,
+            ctx_tokens + gen_tokens,
             ctx,
             gen,
             name=name,

@@ -40,7 +40,9 @@ _SCALAR_PRECISIONS = {
     "ComplexFloat": "c64",
     "ComplexDouble": "c128",
 }
-SCALAR_TYPES = {t: (p, element_bytes(p)) for t, p in _SCALAR_PRECISIONS.items()}
+SCALAR_TYPES: dict[str, tuple[str, int]] = {
+    t: (p, size) for t, p in _SCALAR_PRECISIONS.items() if (size := element_bytes(p)) is not None
+}
 
 
 def op_cost(name: str, args: dict) -> OpCost | None:
