@@ -157,7 +157,7 @@ def timeouts() -> tuple[float, float, int]:
 
 def _options(protocol: str) -> dict:
     # Listings change under us (new sessions): never answer from fsspec's listing cache.
-    options = {"use_listings_cache": False}
+    options: dict = {"use_listings_cache": False}
     if protocol in ("s3", "s3a"):
         endpoint = os.environ.get("S3_ENDPOINT", "").strip()  # TensorBoard's own variable
         if endpoint:
@@ -202,7 +202,7 @@ def _stat_of(info: dict) -> RemoteStat:
     return RemoteStat(int(info.get("size") or 0), mtime, token or f"mtime={mtime!r}")
 
 
-def _is_timeout(exc: BaseException) -> bool:
+def _is_timeout(exc: BaseException | None) -> bool:
     seen = 0
     while exc is not None and seen < 8:  # the error, or what caused it (s3fs wraps them)
         if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
@@ -309,7 +309,7 @@ def open_binary(path: str, size: int | None = None):
     return _RemoteFile(f, path, deadline)
 
 
-def _changed_error(exc: BaseException) -> bool:
+def _changed_error(exc: BaseException | None) -> bool:
     """s3fs's FileExpired, or the 412 an If-Match GET gets for an overwritten object."""
     seen = 0
     while exc is not None and seen < 8:

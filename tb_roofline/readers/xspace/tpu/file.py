@@ -192,6 +192,7 @@ def _layout(read_at, size: int):
             return planes, pos, (f"field {len(planes) + 1}", "", size - pos, 0)
         start, end = pos + start, pos + end
         if end > size:
+            name: str | None
             what, name = "the hostnames field" if field == HOSTNAMES else f"field {field}", ""
             if field == PLANES:
                 name = _plane_name(read_at(start, min(HEAD_BYTES, size - start))) or ""
@@ -411,7 +412,7 @@ def _table(host: str, results: list[PlaneResult]):
         ):
             if got[name] is not None:
                 rows[c][at:end] = got[name]
-        r.rows = None  # copied: let the plane's arrays go before the next one's are copied
+        r.rows = {}  # copied: let the plane's arrays go before the next one's are copied
         at = end
     shapes = _op_shapes(cols, rows["op"], rows["occurrences"], rows["total_time_ps"])
     return keyed_table(keys, rows, unit), shapes, link_notes(assumed, len(results))

@@ -399,7 +399,7 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
             None if col is None or not (name in ("time", "self", "occ") or col.any()) else col[keep]
         )
     fields = dict(zip(Info._fields, zip(*infos))) if infos else dict.fromkeys(Info._fields, ())
-    keys = {k: list(fields[k]) for k in KEY_TEXTS + ("shape", "link")}
+    keys: dict = {k: list(fields[k]) for k in KEY_TEXTS + ("shape", "link")}
     keys["program"] = [programs.get(p, "") for p in fields["program_id"]]
     keys["per_exec"] = (
         np.frombuffer(b"".join(fields["per_exec"]), np.float64)

@@ -58,7 +58,7 @@ def event_facts(entries) -> EventFacts | None:
         leaf.append(not container)
     if not mids:
         return None
-    mids = np.array(mids, np.int64)
+    ids = np.array(mids, np.int64)
     cols = [
         np.array(label, np.int64),
         np.array(comm, bool),
@@ -66,12 +66,12 @@ def event_facts(entries) -> EventFacts | None:
         np.array(leaf, bool),
     ]
     slot = known = None
-    if 0 <= mids.min() and mids.max() < 4 * len(mids) + 4096:  # ids are small, usually
-        slot = np.full(int(mids.max()) + 2, -1, np.int64)
-        slot[mids] = np.arange(len(mids))
+    if 0 <= ids.min() and ids.max() < 4 * len(ids) + 4096:  # ids are small, usually
+        slot = np.full(int(ids.max()) + 2, -1, np.int64)
+        slot[ids] = np.arange(len(ids))
     else:
-        order = np.argsort(mids, kind="stable")
-        known, cols = mids[order], [c[order] for c in cols]
+        order = np.argsort(ids, kind="stable")
+        known, cols = ids[order], [c[order] for c in cols]
     label_of, comm_of, fusible_of, leaf_of = cols
     return EventFacts(list(index), label_of, comm_of, fusible_of, leaf_of, slot, known)
 

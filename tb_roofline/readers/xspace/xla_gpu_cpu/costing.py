@@ -36,7 +36,8 @@ class Costing:
         self.reasons = collections.Counter()  # why events matched no instruction
         self.ungrouped: set = set()  # (program, op) of collectives without replica groups
         self.masked: dict = {}  # (program, op) -> mask of attention calls counted unmasked
-        self.uncosted_ps = collections.Counter()  # what has no cost rule -> its time (ps)
+        # what has no cost rule -> its time (ps, a float: a Counter for its most_common)
+        self.uncosted_ps: collections.Counter = collections.Counter()
         self._name_to_pid = {}
 
     def program_id(self, ev) -> str:

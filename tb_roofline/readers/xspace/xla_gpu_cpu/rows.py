@@ -149,7 +149,8 @@ def _add_costed(
     has_cost = costed(ins, mc)
     if not has_cost:
         target = ins.proto.custom_call_target if ins.opcode == "custom-call" else ""
-        costing.uncosted_ps[f"custom-call {target}" if target else ins.opcode] += g.total_ps
+        uncosted = f"custom-call {target}" if target else ins.opcode
+        costing.uncosted_ps[uncosted] += g.total_ps  # type: ignore[assignment]  # (float ps)
     host_moved = host_bytes(ins)
     moved, algorithm = _collective(ins, g, costing.gpu, devices)
     link = moved.bus_bytes if moved is not None else 0.0
