@@ -89,7 +89,7 @@ def missing_figures(chip: Chip) -> list[str]:
     """What this chip needs and no table gives: a GPU needs its architecture's rates (SMs or
     CUs x clock peaks) and its L1 / shared bytes per clock; an AMD GPU its gfx name, whose LDS
     rate must be known."""
-    out = []
+    out: list = []
     if chip.spec.kind != "gpu":
         return out
     if chip.spec.vendor == "amd":

@@ -246,7 +246,7 @@ def _run_all(fn, args_list: list, progress=None, used: list | None = None, arriv
         # This process's share first (taken before a worker queues it), then, from the back,
         # whatever no worker has started once that is done.
         share = len(futures) // (_pool_size + 1)
-        mine = []
+        mine: list = []
         for k in reversed(range(len(futures))):
             if len(mine) >= share:
                 break

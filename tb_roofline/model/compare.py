@@ -381,7 +381,7 @@ def _summary(
     n_top = min(top, len(ops))
     top_rows = ops.select(np.arange(n_top)).row_dicts()  # ops are in largest-change order
     explained = float(delta[:n_top].sum()) / change if np.isfinite(change) and change else None
-    rules = {}
+    rules: dict = {}
     for r in c["match_rule"][status == MATCHED].tolist():
         rules[r] = rules.get(r, 0) + 1
     return {

@@ -81,7 +81,7 @@ def _merge(parts: list) -> list:
         p[0] = p[1] = None
     g = Grouping(md, group)
     del md, group
-    sums = []
+    sums: list = []
     for i in range(len(SUMS)):
         pieces = [p[2][i] for p in parts]
         for p in parts:

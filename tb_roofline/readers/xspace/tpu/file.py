@@ -180,7 +180,7 @@ def truncation_notes(plan: FilePlan) -> list:
 def _layout(read_at, size: int):
     """([(start, end, name) of every complete plane], where the last complete field ends, and
     (what, its name, bytes there, its length) of the field the file's end cuts, or None)."""
-    planes = []
+    planes: list = []
     pos = 0
     while pos < size:
         head = read_at(pos, min(20, size - pos))
@@ -291,7 +291,7 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
         np.concatenate([np.full(len(r.steps[0]), r.core) for r in results] or [np.zeros(0)]),
         *(np.concatenate([r.steps[i] for r in results] or [np.zeros(0)]) for i in range(3)),
     )
-    fixes = collections.Counter()
+    fixes: collections.Counter = collections.Counter()
     for r in results:
         fixes.update(r.fixes)
     diagnostics = truncation_notes(plan) + plane_notes(

@@ -95,7 +95,7 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
     the key holds everything op_info reads, so a hit from another file is the same Info)."""
     table = _TABLES.setdefault(tuple(sorted(ps.names.items())), len(_TABLES))
     others = [c for c in tuple(_INFO_CACHE.values()) if c is not cache]  # (a snapshot: other
-    out = []  # requests' threads edit it)
+    out: list = []  # requests' threads edit it)
     for mid in mids:
         raw = metadata.get(mid)
         if raw is None:
@@ -290,7 +290,7 @@ def _op_lines(op_lines, stat_ids, plane_name: str, fixes, roles: _Roles):
     core_events = []  # (line, md, begin, duration) of every op event
     for line_index, (b, a, z) in enumerate(op_lines):
         acc = OpLine(roles)
-        events = []
+        events: list = []
         check = _LineCheck(plane_name, fixes)
 
         def sink(*cols, acc=acc, events=events, check=check):

@@ -28,17 +28,19 @@ class Costing:
     def __init__(self, index: HloIndex, gpu: bool):
         self.index = index
         self.gpu = gpu
-        self.costs = {}
+        self.costs: dict = {}
         self.fingerprints: dict = {}  # program id -> {op name: fingerprint}
         self._signatures: dict = {}  # computation signatures, shared by the programs
-        self.unknown = collections.Counter()
+        self.unknown: collections.Counter = collections.Counter()
         self.no_trip = 0
-        self.reasons = collections.Counter()  # why events matched no instruction
+        self.reasons: collections.Counter = (
+            collections.Counter()
+        )  # why events matched no instruction
         self.ungrouped: set = set()  # (program, op) of collectives without replica groups
         self.masked: dict = {}  # (program, op) -> mask of attention calls counted unmasked
         # what has no cost rule -> its time (ps, a float: a Counter for its most_common)
         self.uncosted_ps: collections.Counter = collections.Counter()
-        self._name_to_pid = {}
+        self._name_to_pid: dict = {}
 
     def program_id(self, ev) -> str:
         if ev.program_id:

@@ -54,7 +54,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     gpus = gpu_planes(space)
     is_gpu = bool(gpus)
     costing = Costing(index, gpu=is_gpu)
-    fixes = collections.Counter()
+    fixes: collections.Counter = collections.Counter()
     host_spans = host_steps(space, fixes)
     cores = gpus if is_gpu else [(0, p) for p in space.planes if p.name == HOST_PLANE][:1]
     out = _Read()

@@ -61,8 +61,8 @@ def group_events(flat, lane, costing: Costing) -> tuple[list[Group], np.ndarray]
     sums = group_sums(codes, n, total=dur, self=selft, events=np.ones(len(flat)))
     kcodes, kfirst = group_codes(codes, [e.name for e in flat])
     ksums = group_sums(kcodes, len(kfirst), time=dur, launches=np.ones(len(flat)))
-    kernels = [{} for _ in range(n)]
-    kernel_time = [{} for _ in range(n)]
+    kernels: list[dict] = [{} for _ in range(n)]
+    kernel_time: list[dict] = [{} for _ in range(n)]
     for k, row in enumerate(kfirst.tolist()):
         g, name = int(codes[row]), flat[row].name
         kernels[g][name] = int(ksums["launches"][k])
