@@ -30,12 +30,13 @@ setup(
         # `tb_roofline.load(...)` tables as DataFrames (numpy record arrays without it):
         "notebook": ["pandas>=1.5"],
         # The project's habits (CONTRIBUTING.md): lint and format, types, pre-commit hooks.
-        "dev": ["ruff==0.17.6", "mypy==2.4.1", "pre-commit>=3"],
+        "dev": ["ruff==0.17.6", "mypy==2.4.1", "import-linter==2.17", "pre-commit>=3"],
         "test": [
             "pytest>=7",
             "ruff==0.17.6",  # CI checks lint and format (pyproject.toml) before the tests
             "mypy==2.4.1",  # and types at the level pyproject.toml sets (pinned: a new release
             # may find new errors in unchanged code)
+            "import-linter==2.17",  # and the import contracts of pyproject.toml (lint-imports)
             "xprof>=2.20",  # the reference converter the conformance tests compare against
             "playwright>=1.40",  # drives Debian's chromium (executable_path), no browser download
             "grpcio-tools>=1.62",  # checks the committed *_pb2.py match the .proto files

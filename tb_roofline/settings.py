@@ -6,30 +6,10 @@ the variable, the value and the default, and the default is used: a bad environm
 must never stop TensorBoard from loading the plugin. Text settings (paths) are taken as given,
 stripped. Values are read at each call, so tests and long-running servers see changes.
 
-| variable | meaning | default | minimum |
-|---|---|---|---|
-| TB_ROOFLINE_MAX_FILE_MB | largest profile file read (MB) | 4096 | > 0 |
-| TB_ROOFLINE_MAX_EVENTS | most trace events in a PyTorch trace | 5,000,000 | 1 |
-| TB_ROOFLINE_MEMORY_CACHE_MB | memory for cached profiles, analyses, answers (MB) | 2048 | 0 |
-| TB_ROOFLINE_MEMORY_BUDGET_MB | memory conversions in flight may take (MB) | 8192 | > 0 |
-| TB_ROOFLINE_CACHE_DIR | disk cache directory, or off | ~/.cache/tb-roofline | |
-| TB_ROOFLINE_CACHE_MAX_MB | disk cache size (MB; 0 = off) | 2048 | 0 |
-| TB_ROOFLINE_DEVICE_FILE | a device file for profiles without peaks | | |
-| TB_ROOFLINE_REMOTE_RESCAN_S | least seconds between listings of a remote logdir | 15 | 0 |
-| TB_ROOFLINE_YOUNG_FILE_S | a file younger than this may still be written (s) | 30 | > 0 |
-| TB_ROOFLINE_WORKERS | reader processes | the usable cores | 1 |
-| TB_ROOFLINE_PARALLEL_MIN_MB | profile size below which one process reads (MB) | 16 | 0 |
-| TB_ROOFLINE_POOL_IDLE_S | seconds idle reader processes wait for more work (CLI: 0) | 60 | 0 |
-| TB_ROOFLINE_REMOTE_TIMEOUT_S | a remote store silent this long has failed (s) | 10 | > 0 |
-| TB_ROOFLINE_REMOTE_ATTEMPTS | attempts of one remote request | 2 | 1 |
-| TB_ROOFLINE_READ_DEADLINE_S | one remote file's read or one listing, start to end (s) | 300 | > 0 |
-| TB_ROOFLINE_REQUEST_DEADLINE_S | what one request may wait on a remote store in all (s) | 600 | > 0 |
-| TB_ROOFLINE_SCHEDULER | a Dask scheduler to convert on (tcp://HOST:8786; docs/cluster.md) | | |
-| TB_ROOFLINE_CLUSTER_CONNECT_S | a scheduler silent this long is unreachable (s) | 10 | > 0 |
-| TB_ROOFLINE_CLUSTER_STALL_S | no conversion unit done and no live worker this long is an error (s) | 60 | > 0 |
-| TB_ROOFLINE_MCP_MAX_ANSWER_KB | largest MCP answer (KB of JSON; a longer page is cut) | 256 | > 0 |
-| TB_ROOFLINE_MAX_ANSWER_MB | largest /ops or /program answer (MB of JSON) | 32 | > 0 |
-"""  # noqa: E501 (a table)
+Every setting, its default, minimum and meaning: the README's table ("Caches and limits"),
+which `markdown_table()` writes from `ROWS` below (`python3 tools/settings_table.py --write`;
+tests/test_settings.py checks the README holds it).
+"""
 
 from __future__ import annotations
 
@@ -157,3 +137,141 @@ def text(name: str, environ=None) -> str:
 def mb(setting: Number, environ=None) -> int:
     """A size setting in bytes."""
     return int(number(setting, environ) * (1 << 20))
+
+
+# The README's settings table, in its order: (setting, meaning, default where the number alone
+# does not say it). A new setting gets a row here; `markdown_table` renders them.
+ROWS = (
+    (
+        CACHE_DIR,
+        "the disk cache; `off` turns it off. Created `0700` (whatever the umask, each missing "
+        "parent too, only under parents that pass the checks); refused (cache off, with a "
+        "warning) when a component is a symlink (but for the home directory's own links, "
+        "docs/design.md), another user owns it or others may write to it, or when it lies "
+        "inside the logdir. Entries live in its `entries/` subfolder",
+        "`$XDG_CACHE_HOME/tb-roofline`, else `~/.cache/tb-roofline`",
+    ),
+    (
+        CACHE_MAX_MB,
+        "disk cache size; least recently used entries go first. Several TensorBoard servers "
+        "may share it",
+        None,
+    ),
+    (
+        MEMORY_CACHE_MB,
+        "memory for the caches of one server, by bytes: 35% read profiles, 45% analyses, 20% "
+        "encoded answers (a 5,000-op run takes about 10 MB of analysis, a 50,000-op one about "
+        "100 MB)",
+        None,
+    ),
+    (
+        MEMORY_BUDGET_MB,
+        "memory the conversions in flight may take together, apart from the caches; a profile "
+        "estimated or measured past it is refused (`413 too_large` naming this setting), and a "
+        "server that runs out of memory says to lower it (docs/design.md)",
+        None,
+    ),
+    (REMOTE_RESCAN_S, "seconds between listings of a remote logdir", None),
+    (
+        REMOTE_TIMEOUT_S,
+        "a remote store silent this long (connect or read) has failed: the request is tried "
+        "again, up to `TB_ROOFLINE_REMOTE_ATTEMPTS` times, then `504 storage_timeout` names "
+        "the store",
+        None,
+    ),
+    (REMOTE_ATTEMPTS, "attempts of one remote request", None),
+    (
+        READ_DEADLINE_S,
+        "seconds one remote file's read (or one listing) may take in all: a store that sends a "
+        "few bytes a second never trips the read timeout (`TB_ROOFLINE_REMOTE_TIMEOUT_S`, "
+        "10 s), so the whole read is cut here (`504 storage_timeout` naming the store and "
+        "this setting)",
+        None,
+    ),
+    (
+        REQUEST_DEADLINE_S,
+        "seconds one HTTP request may wait on a remote store in all (its stats and reads), "
+        "whatever the files' own deadlines",
+        None,
+    ),
+    (MAX_FILE_MB, "larger profiles are refused (`413 too_large`)", None),
+    (
+        MAX_EVENTS,
+        "a PyTorch trace with more events is refused (`413 too_large`); a server that runs "
+        "out of memory says to lower it",
+        None,
+    ),
+    (
+        YOUNG_FILE_S,
+        "seconds after its last change a file that does not parse is taken as still being "
+        "written (`503 profile_incomplete`, retried later), not as corrupt",
+        None,
+    ),
+    (
+        DEVICE_FILE,
+        "a device file for profiles without peaks, where no `roofline_device.json` lies "
+        "beside the profile or above it in the logdir (docs/device_peaks.md)",
+        "",
+    ),
+    (
+        WORKERS,
+        "processes that read TPU planes and hosts at once (the reading one and its workers); "
+        "`1`: no workers",
+        "the cores this process may use",
+    ),
+    (
+        PARALLEL_MIN_MB,
+        "profiles (all hosts of a request together) smaller than this are read without workers",
+        None,
+    ),
+    (
+        POOL_IDLE_S,
+        "seconds idle workers wait for the next conversion before they exit; `0`: they leave "
+        "as soon as one is done (less memory while the model runs, a new worker per "
+        "conversion)",
+        "60 (the CLI: 0)",
+    ),
+    (SCHEDULER, "a Dask scheduler to convert on (`docs/cluster.md`)", ""),
+    (
+        CLUSTER_CONNECT_S,
+        "a scheduler silent this long is unreachable; a cluster without any worker this long "
+        "has failed",
+        None,
+    ),
+    (
+        CLUSTER_STALL_S,
+        "a cluster that finishes no conversion this long has failed (CLI: exit 2; "
+        "TensorBoard: converts locally)",
+        None,
+    ),
+    (
+        MCP_MAX_ANSWER_KB,
+        "the largest MCP answer; a longer page is cut, with `next_offset` and a hint",
+        None,
+    ),
+    (
+        MAX_ANSWER_MB,
+        "the largest `/ops` or `/program` answer (JSON); a longer one holds the first rows "
+        "that fit and says so (`capped_by`, `next_offset`; `docs/http_api.md`); the tab notes "
+        "it and loads more; `/export` is never capped",
+        None,
+    ),
+)
+
+
+def _shown(value: float) -> str:
+    return f"{value:,.0f}" if value == int(value) and value >= 10_000 else f"{value:g}"
+
+
+def _row(setting, meaning: str, default: str | None) -> str:
+    if isinstance(setting, str):  # a text setting: no number, no minimum
+        return f"| `{setting}` | {default or ''} | | {meaning} |"
+    minimum = ("> " if setting.exclusive else "") + _shown(setting.minimum)
+    shown = _shown(setting.default) if default is None else default
+    return f"| `{setting.name}` | {shown} | {minimum} | {meaning} |"
+
+
+def markdown_table() -> str:
+    """The README's table of every setting (its variable, default, minimum and meaning)."""
+    head = "| variable | default | minimum | meaning |\n|---|---|---|---|\n"
+    return head + "\n".join(_row(*r) for r in ROWS) + "\n"

@@ -29,42 +29,24 @@ import posixpath
 import threading
 from collections import OrderedDict
 
-READ_BLOCK_BYTES = 8 << 20  # ranged reads of this size (streamed readers keep one block)
-CONNECT_TIMEOUT_S = 5.0
-
-
-class StorageError(OSError):
-    """Remote storage is not usable (missing package, bad URL, unreachable service)."""
-
-    code = errno.EIO
-
-    def __init__(self, message, *more):
-        if isinstance(message, int) and more:  # unpickled (OSError pickles (errno, text))
-            message = more[0]
-        super().__init__(self.code, message)
-
-    def __str__(self):
-        return self.strerror
-
-
-class StorageTimeoutError(StorageError):
-    """The store did not answer in time (connect or read timeout, after the retries)."""
-
-    code = errno.ETIMEDOUT
-
-
-class StorageDeadlineError(StorageTimeoutError):
-    """The store kept answering, too slowly: a read or listing ran past its deadline."""
-
-
-# Imported here, below the errors storage_deadline raises (it imports them from this module);
-# request_deadline is for the plugin and MCP.
-from tb_roofline.storage_deadline import (  # noqa: E402
+# The errors and deadlines live in modules of their own (storage_deadline raises the errors
+# without importing this module); they are used as `storage.<name>`, and request_deadline by
+# the plugin and MCP.
+from tb_roofline.storage_deadline import (
     Deadline,  # noqa: F401
     fetch_with_deadline,
     request_deadline,  # noqa: F401
 )
-from tb_roofline.storage_deadline import is_async as _is_async  # noqa: E402
+from tb_roofline.storage_deadline import is_async as _is_async
+from tb_roofline.storage_errors import (
+    StorageDeadlineError,  # noqa: F401
+    StorageError,
+    StorageTimeoutError,
+    store_name,
+)
+
+READ_BLOCK_BYTES = 8 << 20  # ranged reads of this size (streamed readers keep one block)
+CONNECT_TIMEOUT_S = 5.0
 
 
 class RemoteStat(tuple):
@@ -175,7 +157,7 @@ def timeouts() -> tuple[float, float, int]:
 
 def _options(protocol: str) -> dict:
     # Listings change under us (new sessions): never answer from fsspec's listing cache.
-    options = {"use_listings_cache": False}
+    options: dict = {"use_listings_cache": False}
     if protocol in ("s3", "s3a"):
         endpoint = os.environ.get("S3_ENDPOINT", "").strip()  # TensorBoard's own variable
         if endpoint:
@@ -191,18 +173,6 @@ def _options(protocol: str) -> dict:
             "retries": {"total_max_attempts": 1},
         }
     return options
-
-
-def store_name(url: str) -> str:
-    """The store a URL is read from, for messages: the endpoint and the bucket."""
-    protocol, _, rest = str(url).partition("://")
-    bucket = rest.split("/", 1)[0]
-    endpoint = ""
-    if protocol in ("s3", "s3a"):
-        endpoint = (
-            os.environ.get("S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL") or ""
-        ).strip()
-    return f"{protocol}://{bucket}" + (f" at {endpoint}" if endpoint else "")
 
 
 def _mtime(info: dict) -> float:
@@ -232,7 +202,7 @@ def _stat_of(info: dict) -> RemoteStat:
     return RemoteStat(int(info.get("size") or 0), mtime, token or f"mtime={mtime!r}")
 
 
-def _is_timeout(exc: BaseException) -> bool:
+def _is_timeout(exc: BaseException | None) -> bool:
     seen = 0
     while exc is not None and seen < 8:  # the error, or what caused it (s3fs wraps them)
         if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
@@ -339,7 +309,7 @@ def open_binary(path: str, size: int | None = None):
     return _RemoteFile(f, path, deadline)
 
 
-def _changed_error(exc: BaseException) -> bool:
+def _changed_error(exc: BaseException | None) -> bool:
     """s3fs's FileExpired, or the 412 an If-Match GET gets for an overwritten object."""
     seen = 0
     while exc is not None and seen < 8:

@@ -3,7 +3,7 @@ read timeout, so every remote stat, listing and read has a deadline: the earlier
 TB_ROOFLINE_READ_DEADLINE_S from the start of that read or listing and the request's own
 (TB_ROOFLINE_REQUEST_DEADLINE_S from the request's start, `request_deadline`). Past it the call
 is cancelled where fsspec can (an asynchronous file system: the request's coroutine, and its
-connection, go) and a `storage.StorageDeadlineError` names the store and the setting.
+connection, go) and a `storage_errors.StorageDeadlineError` names the store and the setting.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import time
+
+from tb_roofline.storage_errors import StorageDeadlineError, store_name
 
 # (monotonic time, seconds, setting name) of the deadline of the request this context serves.
 _request_deadline: contextvars.ContextVar = contextvars.ContextVar(
@@ -65,8 +67,6 @@ class Deadline:
         return time.monotonic() >= self.at
 
     def error(self):
-        from tb_roofline.storage import StorageDeadlineError, store_name
-
         return StorageDeadlineError(
             f"the store {store_name(self.url)} is too slow: {self.what} {self.url} was not done "
             f"within {self.seconds:g} s ({self.setting})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+from typing import Any
 
 from tb_roofline.devices.interconnect import interconnect
 from tb_roofline.protos import memory_access_pb2, xplane_pb2
@@ -19,7 +20,7 @@ HBM, CMEM, VMEM = 1, 2, 3
 READ, WRITE = 1, 2
 
 # Per-TensorCore peaks as real profiles report them (TFLOP/s, GB/s).
-CHIPS = {
+CHIPS: dict[str, dict[str, Any]] = {
     "v6e": dict(
         device_type_string="TPU v6 Lite",
         peak_teraflops_per_second=918.0,
@@ -196,7 +197,10 @@ def _link_time_ps(cfg: SynthConfig, nbytes: int) -> float:
     rows = max(1, nbytes // 8192) if cfg.fixed_program else 128
     n = max(cfg.num_cores, 1)
     bus = rows * 1024 * 4 * 2.0 * (n - 1) / n
-    return bus / (interconnect(f"tpu-{cfg.chip}").value / 1000)
+    link = interconnect(f"tpu-{cfg.chip}")
+    if link is None:
+        raise ValueError(f"no ICI figure for chip {cfg.chip!r} (devices/interconnect.py)")
+    return bus / (link.value / 1000)
 
 
 def _op_templates(rng: random.Random, cfg: SynthConfig, program_id: int):

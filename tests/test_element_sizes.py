@@ -1,5 +1,5 @@
 """Element sizes and precision names have one home each: `costs/hlo/shapes.py` ELEMENT_BYTES /
-`element_bytes` and `devices/spec.py` `plain_precision`. The readers' dtype tables take their
+`element_bytes` and `devices/precision.py` `plain_precision`. The readers' dtype tables take their
 sizes from it; each size is checked against numpy's own item size (an independent reference)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from tb_roofline.costs.hlo import shapes
 from tb_roofline.costs.hlo.shapes import ELEMENT_BYTES, element_bytes
 from tb_roofline.costs.torch import args as torch_args
 from tb_roofline.costs.torch import custom_ops as torch_custom_ops
-from tb_roofline.devices.spec import plain_precision
+from tb_roofline.devices.precision import plain_precision
 
 # Precision name -> the numpy dtype of the same storage (numpy has no bf16 / fp8: their sizes
 # are the bits their names give).
@@ -44,6 +44,13 @@ def _reference(precision: str) -> int:
 def test_reader_tables_take_the_one_size(table):
     for spelling, (precision, size) in table.items():
         assert size == ELEMENT_BYTES[precision] == _reference(precision), spelling
+
+
+def test_every_torch_precision_has_a_whole_byte_size():
+    """The size tables keep only whole-byte precisions: none may be left out of them."""
+    assert set(torch_args.SIZES) == {p for p, _ in torch_args.DTYPES.values()}
+    assert None not in {size for _, size in torch_args.DTYPES.values()}
+    assert len(torch_custom_ops.SCALAR_TYPES) == len(torch_custom_ops._SCALAR_PRECISIONS)
 
 
 def test_hlo_type_widths_and_the_names_the_model_reads():

@@ -56,3 +56,42 @@ def test_the_service_reads_no_environment_variable_itself():
         assert (
             "environ" not in open(os.path.join(REPO, "tb_roofline", *rel), encoding="utf-8").read()
         )
+
+
+def _tool():
+    import importlib.util
+
+    path = os.path.join(REPO, "tools", "settings_table.py")
+    spec = importlib.util.spec_from_file_location("settings_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_table_is_the_generated_one():
+    """README.md's settings table is what settings.py renders (python3 tools/settings_table.py
+    --write rewrites it)."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    assert _tool().readme_table(readme) == settings.markdown_table()
+
+
+def test_every_setting_has_one_row():
+    source = open(settings.__file__, encoding="utf-8").read()
+    named = set(re.findall(r'"(TB_ROOFLINE_[A-Z0-9_]+)"', source))
+    rows = [r[0] if isinstance(r[0], str) else r[0].name for r in settings.ROWS]
+    assert sorted(rows) == sorted(named)  # each once, none missing
+    assert {s.name for s in settings.NUMBERS} <= set(rows)
+    table = settings.markdown_table()
+    for name in named:
+        assert table.count(f"| `{name}` |") == 1, name
+
+
+def test_the_table_shows_each_numbers_default_and_minimum(monkeypatch):
+    table = settings.markdown_table()
+    assert "| `TB_ROOFLINE_MAX_EVENTS` | 5,000,000 | 1 |" in table
+    assert "| `TB_ROOFLINE_MEMORY_BUDGET_MB` | 8192 | > 0 |" in table
+    changed = settings.MAX_FILE_MB._replace(default=1024)
+    rows = tuple((changed, *r[1:]) if r[0] is settings.MAX_FILE_MB else r for r in settings.ROWS)
+    monkeypatch.setattr(settings, "ROWS", rows)
+    assert "| `TB_ROOFLINE_MAX_FILE_MB` | 1024 | > 0 |" in settings.markdown_table()

@@ -12,8 +12,11 @@ fi
 # tools/lock_test_tools.sh): a new release of a test tool cannot change what CI runs.
 python3 -m pip install -q -c tools/test-constraints.txt -e ".[test]"
 mkdir -p test-output
-# Lint, format and types first (pyproject.toml): a failure names the file and line.
+# Lint, format, types and import contracts first (pyproject.toml): a failure names the file and line.
 python3 -m ruff check .
 python3 -m ruff format --check .
 python3 -m mypy  # tb_roofline/ at the level pyproject.toml sets (~30 s)
+# The import contracts of pyproject.toml (the flow goes one way; seconds): `lint-imports`, run
+# through this python3 as the tools above are, whether or not its scripts are on PATH.
+python3 -c "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"
 python3 -m pytest -q "$@"

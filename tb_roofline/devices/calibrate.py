@@ -306,9 +306,9 @@ def measure(
     )
     if ratio < 2:
         notes += " Warning: arrays under 2x the last-level cache; bandwidth may include cache hits."
-    details["warnings"] = plausibility(fp64, fp32, bw)
-    if details["warnings"]:
-        notes += " Warning: " + "; ".join(details["warnings"]) + "."
+    warnings = details["warnings"] = plausibility(fp64, fp32, bw)
+    if warnings:
+        notes += " Warning: " + "; ".join(warnings) + "."
     return Calibration(device, details, notes)
 
 

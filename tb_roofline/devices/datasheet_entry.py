@@ -7,7 +7,7 @@ the dense ones) for Ampere and later; where a data sheet only gives the sparse f
 stores half of it and says so (`basis="sparse_halved"`). Numbers that are not on a data sheet
 but follow from the architecture (rate per clock × units × clock) say `basis="derived"`.
 
-Precision keys (the same spellings as `tb_roofline.devices.spec.normalize_precision`):
+Precision keys (`CEILING_PRECISIONS` of `devices/precision.py`, the one vocabulary):
 `fp64` (vector/CUDA cores), `fp64_tc` (FP64 on tensor / matrix cores), `fp32` (vector/CUDA
 cores), `fp32_tc` (FP32 on AMD matrix cores), `tf32`, `bf16`, `fp16` (tensor/matrix cores),
 `fp8`, `int8` (tensor/matrix cores).
@@ -24,22 +24,10 @@ from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME
 from tb_roofline.devices.host_links import host_link
 from tb_roofline.devices.interconnect import interconnect, link_name, topology
 from tb_roofline.devices.onchip import AMD_ARCH_OF_SPEC, per_clock, shared_gbs
+from tb_roofline.devices.precision import CEILING_PRECISIONS
 from tb_roofline.devices.sources import Figure
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 
-PRECISIONS = (
-    "fp64",
-    "fp64_tc",
-    "fp32",
-    "fp32_tc",
-    "tf32",
-    "bf16",
-    "fp16",
-    "fp8",
-    "int8",
-    "fp6",
-    "fp4",
-)
 # The precision whose roof is the default (first) ceiling of a device: the headline ML roof.
 DEFAULT_ORDER = (
     "bf16",
@@ -135,7 +123,7 @@ class DeviceSpec:
 
 def datasheet_compute(spec: DeviceSpec) -> list[ComputePeak]:
     default = spec.default_precision()
-    order = ([default] if default else []) + [p for p in PRECISIONS if p != default]
+    order = ([default] if default else []) + [p for p in CEILING_PRECISIONS if p != default]
     return [
         ComputePeak(p, spec.compute[p].value * 1000.0, "datasheet")
         for p in order

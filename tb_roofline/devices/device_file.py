@@ -40,8 +40,8 @@ import tempfile
 
 from tb_roofline import settings, storage
 from tb_roofline.devices.bounded_json import parse_json_file
-from tb_roofline.devices.datasheet_entry import PRECISIONS
 from tb_roofline.devices.interconnect import TOPOLOGY_KINDS, LinkTopology
+from tb_roofline.devices.precision import CEILING_PRECISIONS
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 
 FILE_NAME = "roofline_device.json"
@@ -62,7 +62,7 @@ TOP_KEYS = (
     "notes",
     "measurement",
 )
-COMPUTE_PRECISIONS = PRECISIONS + ("default",)
+COMPUTE_PRECISIONS = CEILING_PRECISIONS + ("default",)
 _MEMORY_ID = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 MAX_FILE_BYTES = 1 << 20
 PEAKS_UNKNOWN_MESSAGE = (

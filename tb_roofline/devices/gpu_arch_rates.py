@@ -30,7 +30,7 @@ _AMD = "AMD {} architecture whitepaper and data sheets; rate = peak / (CUs x pea
 
 # NVIDIA by compute capability. fp32/fp64 count an FMA as 2 FLOP per lane (CUDA cores);
 # the others are tensor-core rates (FP16 with FP32 accumulate for the data-center parts).
-NVIDIA_ARCHS = {
+NVIDIA_ARCHS: dict[tuple[int, ...], ArchRates] = {
     (7, 0): ArchRates("Volta", {"fp64": 64, "fp32": 128, "fp16": 1024}, _NV.format("Volta")),
     (7, 5): ArchRates(
         "Turing", {"fp64": 4, "fp32": 128, "fp16": 1024, "int8": 2048}, _NV.format("Turing")

@@ -26,7 +26,6 @@ import math
 
 from tb_roofline.devices.datasheet_entry import (
     DEFAULT_ORDER,
-    PRECISIONS,
     DeviceSpec,
     memory_display_name,
 )
@@ -36,6 +35,7 @@ from tb_roofline.devices.host_links import NAME as HOST_LINK_NAME
 from tb_roofline.devices.host_links import host_link
 from tb_roofline.devices.interconnect import interconnect, link_name, topology
 from tb_roofline.devices.onchip import AMD_ARCH_OF_SPEC, PerClock, per_clock, shared_gbs
+from tb_roofline.devices.precision import CEILING_PRECISIONS
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, Fallback, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
 
@@ -113,11 +113,12 @@ def _is_amd(vendor: str, name: str, gfx: str) -> bool:
 
 
 def order_compute(peaks: list[ComputePeak]) -> list[ComputePeak]:
-    """Default ceiling first (the headline ML precision), then the others in PRECISIONS order."""
+    """Default ceiling first (the headline ML precision), then the others in
+    CEILING_PRECISIONS order."""
     by = {c.precision: c for c in peaks}
     default = next((p for p in DEFAULT_ORDER if p in by), None)
-    rest = [by[p] for p in PRECISIONS if p in by and p != default]
-    extra = [c for c in peaks if c.precision not in PRECISIONS and c.precision != default]
+    rest = [by[p] for p in CEILING_PRECISIONS if p in by and p != default]
+    extra = [c for c in peaks if c.precision not in CEILING_PRECISIONS and c.precision != default]
     return ([by[default]] if default else []) + rest + extra
 
 
@@ -150,7 +151,7 @@ class _Gpu:
     clock_khz: float
     bandwidth: float  # B/s, 0 when the profile has none
     spec: DeviceSpec | None
-    arch: object  # the architecture's per-SM rates (arch_for), or None
+    arch: ArchRates | None  # the architecture's per-SM rates (arch_for)
 
     @property
     def hz(self) -> float:
@@ -202,7 +203,7 @@ def _compute_peaks(gpu: _Gpu, stats: dict, checks: list, diags: list):
     derived = {}
     if arch is not None and gpu.sms > 0 and gpu.hz > 0:
         derived = {p: gpu.sms * gpu.hz * r / 1e9 for p, r in arch.rates.items()}
-    for p in PRECISIONS:
+    for p in CEILING_PRECISIONS:
         sheet = spec.compute.get(p) if spec is not None else None
         if p in derived:
             compute.append(

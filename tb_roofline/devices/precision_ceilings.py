@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.devices.spec import KERNEL_PREFIX, DeviceInfo, plain_precision, split_kernel_type
+from tb_roofline.devices.precision import (
+    KERNEL_PREFIX,
+    normalize_precision,
+    plain_precision,
+    split_kernel_type,
+)
+from tb_roofline.devices.spec import DeviceInfo
 
 _MATMUL_CHAINS = {
     "fp4": ("fp4", "fp6", "fp8", "fp16", "bf16"),  # no fp4 units: converted up
@@ -35,48 +41,6 @@ _VECTOR_CHAINS = {
     "fp6": ("fp32",),
     "fp4": ("fp32",),
 }
-_DTYPE = {
-    "f64": "fp64",
-    "float64": "fp64",
-    "double": "fp64",
-    "fp64": "fp64",
-    "f32": "fp32",
-    "float32": "fp32",
-    "float": "fp32",
-    "fp32": "fp32",
-    "tf32": "tf32",
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "c10::bfloat16": "bf16",
-    "f16": "fp16",
-    "float16": "fp16",
-    "half": "fp16",
-    "c10::half": "fp16",
-    "fp16": "fp16",
-    "s8": "int8",
-    "u8": "int8",
-    "int8": "int8",
-    "uint8": "int8",
-    "signed char": "int8",
-    "unsigned char": "int8",
-    "fp8": "fp8",
-    "fp6": "fp6",
-    "fp4": "fp4",
-}
-
-
-def dtype_precision(dtype: str) -> str:
-    """HLO (`f32`, `bf16`, `f8e4m3fn`), numpy and PyTorch (`c10::Half`) spellings -> precision."""
-    key = str(dtype or "").strip().lower()
-    if key.startswith(("f8", "float8", "c10::float8")):
-        return "fp8"
-    if key.startswith(("f6e", "float6_")):
-        return "fp6"
-    if key.startswith(("f4e", "float4_")):
-        return "fp4"
-    return _DTYPE.get(key, "")
-
-
 # What a kernel name says ran (readers set `dtype` to "kernel:<this>"): the exact unit, so f32
 # inputs on TF32 tensor cores go under the TF32 roof and SIMT sgemm under the FP32 one.
 _KERNEL_CHAINS = {
@@ -107,7 +71,7 @@ def ceiling_precision(
     if dtype.startswith(KERNEL_PREFIX):
         chain = _KERNEL_CHAINS.get(split_kernel_type(dtype)[0], ())
     else:
-        p = dtype_precision(dtype)
+        p = normalize_precision(dtype)
         if not p:
             return ""
         chain = (_MATMUL_CHAINS if is_matmul else _VECTOR_CHAINS).get(p, ())

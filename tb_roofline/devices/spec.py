@@ -9,85 +9,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from tb_roofline.devices.precision import normalize_precision
+
 GIB_PER_GB = 1e9 / (1 << 30)  # 1 GB/s = 0.931... GiB/s (XProf divides GB/s by 1.073741824)
-
-# Spellings of one precision in HLO (f32, s8), PyTorch (float, c10::Half) and data sheets (fp32).
-_PRECISION_ALIASES = {
-    "f64": "fp64",
-    "double": "fp64",
-    "float64": "fp64",
-    "f32": "fp32",
-    "float": "fp32",
-    "float32": "fp32",
-    "tf32": "tf32",
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "c10::bfloat16": "bf16",
-    "f16": "fp16",
-    "half": "fp16",
-    "float16": "fp16",
-    "c10::half": "fp16",
-    "f8": "fp8",
-    "fp8": "fp8",
-    "f8e4m3fn": "fp8",
-    "f8e5m2": "fp8",
-    "float8_e4m3fn": "fp8",
-    "float8_e5m2": "fp8",
-    "s8": "int8",
-    "u8": "int8",
-    "int8": "int8",
-    "f6e2m3fn": "fp6",
-    "f6e3m2fn": "fp6",
-    "f4e2m1fn": "fp4",
-    "float4_e2m1fn_x2": "fp4",
-}
-
-# A precision named by the GEMM kernel that ran ("kernel:tf32"), not by the tensors' dtype
-# (readers/common.py sets it, devices/precision_ceilings.py picks the ceiling of it).
-KERNEL_PREFIX = "kernel:"
-# A kernel-named unit may carry the op's recorded input type after it: "kernel:tf32/f32" (f32
-# tensors on TF32 tensor cores), so the roof follows the kernel and the label the inputs.
-INPUT_SEPARATOR = "/"
-
-
-_SIXTEEN_BIT = {
-    (prefix + unit, inputs): prefix + recorded
-    for prefix in ("", KERNEL_PREFIX)
-    for unit, inputs, recorded in (("fp16", "bf16", "bf16"), ("bf16", "f16", "fp16"))
-}
-
-
-def with_input_type(unit: str, input_type: str) -> str:
-    """A kernel-named unit with the input type recorded beside it (either may be ""). Between
-    the two 16-bit float formats the recorded inputs decide: a GEMM or attention kernel computes
-    in the format its operands hold, and a name's `f16` also matches bf16 spellings."""
-    if not unit:
-        return input_type
-    unit = _SIXTEEN_BIT.get((unit, input_type), unit)
-    return unit + INPUT_SEPARATOR + input_type if input_type else unit
-
-
-def split_kernel_type(dtype: str) -> tuple[str, str]:
-    """(kernel-named unit or "", recorded input type or "") of a reader's `dtype` key."""
-    d = str(dtype or "")
-    if not d.startswith(KERNEL_PREFIX):
-        return "", d
-    unit, _, inputs = d[len(KERNEL_PREFIX) :].partition(INPUT_SEPARATOR)
-    return unit, inputs
-
-
-def plain_precision(name: str) -> str:
-    """A precision without its source prefix and recorded input type ("kernel:tf32" and
-    "kernel:tf32/f32" -> "tf32"): THE one place the prefix is stripped."""
-    return split_kernel_type(name)[0] if name.startswith(KERNEL_PREFIX) else name
-
-
-def normalize_precision(name: str) -> str:
-    """One spelling per precision ('fp32', 'bf16', ...); '' when unknown or not given."""
-    if not name:
-        return ""
-    key = name.strip().lower()
-    return _PRECISION_ALIASES.get(key, key if key.startswith(("fp", "int", "tf", "bf")) else "")
 
 
 def _finite(value):

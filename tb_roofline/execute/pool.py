@@ -97,7 +97,7 @@ def _let_fork_server_go() -> None:
         return
     server = getattr(forkserver, "_forkserver", None)
     fd = getattr(server, "_forkserver_alive_fd", None)
-    if isinstance(fd, int) and os.getppid() != 1:
+    if server is not None and isinstance(fd, int) and os.getppid() != 1:
         try:
             os.close(fd)
         except OSError:
@@ -246,7 +246,7 @@ def _run_all(fn, args_list: list, progress=None, used: list | None = None, arriv
         # This process's share first (taken before a worker queues it), then, from the back,
         # whatever no worker has started once that is done.
         share = len(futures) // (_pool_size + 1)
-        mine = []
+        mine: list = []
         for k in reversed(range(len(futures))):
             if len(mine) >= share:
                 break

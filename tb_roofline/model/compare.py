@@ -222,7 +222,9 @@ def pair_table(
             program[present] = cols["program"][idx[present]]
     out["program"] = program
     out["status"] = np.where(both, MATCHED, np.where(m.base >= 0, REMOVED, NEW)).astype(object)
-    out["match_rule"] = np.where(both, m.rule, None).astype(object)
+    rule = np.asarray(m.rule, dtype=object).copy()
+    rule[~both] = None
+    out["match_rule"] = rule
     tb = np.nan_to_num(out[f"base_{time_column}"])
     tc = np.nan_to_num(out[f"cand_{time_column}"])
     delta = tc - tb
@@ -379,7 +381,7 @@ def _summary(
     n_top = min(top, len(ops))
     top_rows = ops.select(np.arange(n_top)).row_dicts()  # ops are in largest-change order
     explained = float(delta[:n_top].sum()) / change if np.isfinite(change) and change else None
-    rules = {}
+    rules: dict = {}
     for r in c["match_rule"][status == MATCHED].tolist():
         rules[r] = rules.get(r, 0) + 1
     return {

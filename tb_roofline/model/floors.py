@@ -78,6 +78,8 @@ def proven_keys(ops: RecordTable, device: DeviceInfo) -> np.ndarray:
     if not device.peaks_known:
         ok[:] = False
     rec = ops.key_record
+    if rec is None:
+        raise ValueError("proven keys need op records made from keys (key_record)")
     return (
         np.where(rec >= 0, ok[np.maximum(rec, 0)], False) if len(ok) else np.zeros(len(rec), bool)
     )

@@ -121,8 +121,8 @@ def match(base: MatchKeys, cand: MatchKeys) -> Matching:
         left_c = np.setdiff1d(left_c, cc[ic], assume_unique=True)
     pb = np.concatenate(pairs_b + [left_b, np.full(len(left_c), -1)]).astype(np.int64)
     pc = np.concatenate(pairs_c + [np.full(len(left_b), -1), left_c]).astype(np.int64)
-    rule = np.concatenate(rules + [np.full(len(left_b) + len(left_c), "", dtype=object)])
-    return Matching(pb, pc, rule.astype(object))
+    rule_of = np.concatenate(rules + [np.full(len(left_b) + len(left_c), "", dtype=object)])
+    return Matching(pb, pc, rule_of.astype(object))
 
 
 def _independent(fingerprints: np.ndarray) -> np.ndarray:

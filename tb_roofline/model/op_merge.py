@@ -39,7 +39,7 @@ def merged_op_records(
         else np.full(len(kr), -1, np.int64)
     )
     table, denominator, n_steps = scope_rows(analysis, scope, include_io, view)
-    src = analysis.scope
+    src = analysis.scope_source()
     rec = op_records(
         table,
         key_sums(table, analysis.device),
@@ -56,6 +56,8 @@ def merged_op_records(
     first = np.full(len(groups), -1, np.int64)
     valid = np.flatnonzero(group >= 0)
     first[group[valid[::-1]]] = valid[::-1]
+    if rec.key_record is None:
+        raise ValueError("merged op records need records made from keys (key_record)")
     order = rec.key_record[first]
     rec = rec.select(order)
     # Several shapes: no one shape names the merged record.

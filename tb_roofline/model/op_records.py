@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.devices.spec import DeviceInfo, split_kernel_type
+from tb_roofline.devices.precision import split_kernel_type
+from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.floors import mixed_regimes
 from tb_roofline.model.record_table import RecordTable
 from tb_roofline.model.records import (

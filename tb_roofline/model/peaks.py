@@ -59,20 +59,20 @@ def settle(device: DeviceInfo, table, kernels, key_sums) -> tuple[DeviceInfo, li
                 f"{peak.precision} compute peak",
             )
             notes.append(note)
-    for i, peak in enumerate(memories):
-        col = f"{peak.id}_bytes"
-        if peak not in doubtful or col not in vals or not peak.gbs > 0:
+    for i, mem in enumerate(memories):
+        col = f"{mem.id}_bytes"
+        if mem not in doubtful or col not in vals or not mem.gbs > 0:
             continue
         rate = div(vals[col], time_ns)  # GB/s
         worst = _worst(rate, trusted)
-        if worst is not None and rate[worst] > peak.gbs * ABOVE_ROOF:
+        if worst is not None and rate[worst] > mem.gbs * ABOVE_ROOF:
             memories[i], note = _replace(
-                peak,
-                peak.gbs,
+                mem,
+                mem.gbs,
                 rate[worst],
                 keys["operation"][worst],
                 "GB/s",
-                f"{peak.name} bandwidth",
+                f"{mem.name} bandwidth",
             )
             notes.append(note)
     if not notes:

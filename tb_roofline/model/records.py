@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.devices.spec import DeviceInfo, normalize_precision, plain_precision
+from tb_roofline.devices.precision import INTEGER_PRECISIONS, normalize_precision, plain_precision
+from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.record_table import (
     GBS_MEM_IDS,
     MEM_BYTES,
@@ -217,16 +218,11 @@ def derive(
     return out
 
 
-_INTEGER_PREFIXES = ("s", "u", "int", "uint")
-
-
 def is_integer_precision(precision: str) -> bool:
     """Integer and boolean data (HLO s32 / u8 / pred, PyTorch int / long / bool): no
-    floating-point roof applies to them."""
-    p = plain_precision(precision).strip().lower()
-    if p in ("int", "bool", "pred", "long", "short", "char", "byte", "integer", "boolean"):
-        return True
-    return any(p.startswith(x) and p[len(x) :].isdigit() for x in _INTEGER_PREFIXES)
+    floating-point roof applies to them. The one vocabulary (devices/precision.py) says which."""
+    p = normalize_precision(precision)
+    return p == "pred" or p in INTEGER_PRECISIONS
 
 
 def compute_roof(device: DeviceInfo, precisions) -> np.ndarray:

@@ -62,6 +62,12 @@ class Analysis:
     # sampled counters (model/counter_records.py): the Total's and each step's window
     counters: counter_records.RunCounters | None = None
 
+    def scope_source(self) -> ScopeSource:
+        """The op tables behind the analysis, which scoped records are made from."""
+        if self.scope is None:
+            raise ValueError("this analysis was built without its op tables (no scopes)")
+        return self.scope
+
 
 @dataclasses.dataclass
 class ScopeSource:
@@ -119,7 +125,7 @@ def scoped_op_records(
     complete steps, extensive columns divided by the step count: per step) or a step label as
     the program records name it. `split_by`: a key column whose values split records further
     (`fingerprint`: one record per PyTorch input shape). Cached on the analysis."""
-    src = analysis.scope
+    src = analysis.scope_source()
     key = (scope, include_io, view, split_by)
     if key in src.cache:
         return src.cache[key]
@@ -150,7 +156,7 @@ def per_step(rec: RecordTable, scope: str, n_steps: int):
 
 def scope_rows(analysis: Analysis, scope: str, include_io: bool, view: str):
     """(the view's table cut to a scope's rows, the scope's time in ps, its step count)."""
-    src = analysis.scope
+    src = analysis.scope_source()
     kind = scope_record_type(scope)
     table, row_step = src.tables[view], src.row_steps(view)
     n_steps = len(src.step_labels)

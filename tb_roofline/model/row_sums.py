@@ -37,20 +37,28 @@ def row_column(table: OpTable, c: str, roofs: Roofs | None) -> np.ndarray:
         return constant(np.float64(rows[c][0]), len(rows[c]))
     if c in rows or c in COST_COLUMNS:
         return np.asarray(table[c], np.float64)
-    if c == "roof_time":
-        return table["flops"] * roofs.inv_peak[op]
-    if c in ("floor_time", "gap_ps"):
-        mem = {col: table[col] for _, col, _ in resources(roofs.device)}
-        floor = roofs.floors(table["flops"], mem, op)
-        if c == "floor_time":
-            return floor
-        if roofs.proven is None:
-            return np.zeros(len(op))
-        return (np.asarray(rows["total_time_ps"], np.float64) - floor * 1e3) * roofs.proven[op]
+    if c in ("roof_time", "floor_time", "gap_ps"):
+        if roofs is None:
+            raise ValueError(f"the {c} column needs the device's roofs")
+        return _roof_column(table, c, roofs)
     time = np.asarray(rows["total_time_ps"], np.float64)
     if c == "op_time_ps":
         return time
     return time * keys["flops_known" if c == "flops_known_ps" else "bytes_known"][op]
+
+
+def _roof_column(table: OpTable, c: str, roofs: Roofs) -> np.ndarray:
+    """roof_time, floor_time or gap_ps of each row."""
+    op = table.rows["op"]
+    if c == "roof_time":
+        return table["flops"] * roofs.inv_peak[op]
+    mem = {col: table[col] for _, col, _ in resources(roofs.device)}
+    floor = roofs.floors(table["flops"], mem, op)
+    if c == "floor_time":
+        return floor
+    if roofs.proven is None:
+        return np.zeros(len(op))
+    return (np.asarray(table.rows["total_time_ps"], np.float64) - floor * 1e3) * roofs.proven[op]
 
 
 def sum_rows(

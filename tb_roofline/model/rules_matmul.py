@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from tb_roofline.costs.hlo.shapes import element_bytes
-from tb_roofline.devices.spec import normalize_precision, plain_precision
+from tb_roofline.devices.precision import normalize_precision, plain_precision
 from tb_roofline.model.rule_context import (
     FAR_BELOW_ROOF,
     Context,

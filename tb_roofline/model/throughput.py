@@ -18,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from tb_roofline.devices.spec import normalize_precision
+from tb_roofline.devices.precision import normalize_precision
 
 HOW_TO_MFU = (
     "MFU needs the model's FLOPs per step: write roofline_workload.json next to the "

@@ -21,7 +21,7 @@ import collections
 
 import numpy as np
 
-from tb_roofline.devices.spec import KERNEL_PREFIX, with_input_type
+from tb_roofline.devices.precision import KERNEL_PREFIX, with_input_type
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers import kernel_names
 from tb_roofline.readers import self_time as xline_fast

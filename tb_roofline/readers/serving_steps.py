@@ -122,8 +122,8 @@ def _parse(name: str) -> StepFacts | None:
     m = _SGLANG_EXEC.match(name)
     if m:
         g = [_num(x) for x in m.groups()]
-        ctx = PhaseSums(g[1], *g[2:6])
-        gen = PhaseSums(g[6], *g[7:11])
+        ctx = PhaseSums(g[1], g[2], g[3], g[4], g[5])
+        gen = PhaseSums(g[6], g[7], g[8], g[9], g[10])
         return StepFacts(
             "",  # SGLang, ATOM and vLLM write this form: the trace's ops say (engine_of)
             _phase_of(ctx.requests, gen.requests),
@@ -136,13 +136,14 @@ def _parse(name: str) -> StepFacts | None:
     m = _VLLM_EXEC.match(name)
     if m:
         n, ntok, nextra, k, ktok, kextra = m.groups()
-        ctx = PhaseSums(_num(n), _num(ntok), extra=tuple(_num(x) for x in nextra.split("_")[1:]))
-        gen = PhaseSums(_num(k), _num(ktok), extra=tuple(_num(x) for x in kextra.split("_")[1:]))
+        ctx_tokens, gen_tokens = _num(ntok), _num(ktok)
+        ctx = PhaseSums(_num(n), ctx_tokens, extra=tuple(_num(x) for x in nextra.split("_")[1:]))
+        gen = PhaseSums(_num(k), gen_tokens, extra=tuple(_num(x) for x in kextra.split("_")[1:]))
         return StepFacts(
             "vllm",
             _phase_of(ctx.requests, gen.requests),
             ctx.requests + gen.requests,
-            ctx.sq + gen.sq,
+            ctx_tokens + gen_tokens,
             ctx,
             gen,
             name=name,

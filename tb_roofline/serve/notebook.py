@@ -74,8 +74,8 @@ def _records(columns: list, rows: list):
         else:
             arrays.append(np.array(values, dtype=object))
     if not rows:
-        return np.rec.fromarrays([np.array([], dtype=object) for _ in columns], names=columns)
-    return np.rec.fromarrays(arrays, names=columns)
+        arrays = [np.array([], dtype=object) for _ in columns]
+    return np.rec.fromarrays(arrays, formats=[a.dtype for a in arrays], names=columns)
 
 
 def _columnar(answer: dict):

@@ -46,7 +46,15 @@ def parse(text: str) -> dict | None:
     words = str(text or "").split()
     if not words:
         return None
-    out = {"kind": words[0], "S": None, "n": 0, "groups": 0, "form": "", "algo": "", "assumed": 0}
+    out: dict = {
+        "kind": words[0],
+        "S": None,
+        "n": 0,
+        "groups": 0,
+        "form": "",
+        "algo": "",
+        "assumed": 0,
+    }
     for w in words[1:]:
         k, _, v = w.partition("=")
         if k == "S":

@@ -150,7 +150,8 @@ class CostModel:
         return t
 
     def module_totals(self) -> Totals:
-        return self.computation_totals(self.module.entry)
+        entry = self.module.entry
+        return Totals() if entry is None else self.computation_totals(entry)  # empty: nothing
 
     def all_costs(self) -> dict[str, Cost]:
         """Every instruction of the module by name (nested computations included)."""

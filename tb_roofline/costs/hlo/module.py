@@ -146,7 +146,7 @@ class HloModule:
             self.entry = (
                 named[0] if named else (self.computations[-1] if self.computations else None)
             )
-        self._costs = {}
+        self._costs: dict = {}
 
     def instruction(self, hlo_op: str) -> Instruction | None:
         """The instruction an event's `hlo_op` names (`a::b` names `b`)."""

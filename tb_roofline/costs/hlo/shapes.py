@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from tb_roofline.devices.spec import normalize_precision, split_kernel_type
+from tb_roofline.devices.precision import normalize_precision, split_kernel_type
 
 # PrimitiveType numbers (xla_data.proto).
 PRED, S8, S16, S32, S64, U8, U16, U32, U64, F16, F32, F64 = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12

@@ -288,4 +288,5 @@ def attention_cost(name: str, args: Args) -> OpCost | None:
         outs = [q, k, v]  # gradients of q, k and v
     else:
         outs = [Tensor(out_shape, q.precision)]
-    return _cost("attention", attention_flops(*dims, backward=backward), inputs, outs)
+    flops = attention_flops(b, h, lq, lk, dq, dv, backward=backward)
+    return _cost("attention", flops, inputs, outs)

@@ -41,7 +41,9 @@ _SCALAR_PRECISIONS = {
     "ComplexFloat": "c64",
     "ComplexDouble": "c128",
 }
-SCALAR_TYPES = {t: (p, element_bytes(p)) for t, p in _SCALAR_PRECISIONS.items()}
+SCALAR_TYPES: dict[str, tuple[str, int]] = {
+    t: (p, size) for t, p in _SCALAR_PRECISIONS.items() if (size := element_bytes(p)) is not None
+}
 
 
 def op_cost(name: str, args: dict) -> OpCost | None:
@@ -363,7 +365,7 @@ def mse_cost(n: str, args: Args) -> OpCost | None:
         return None
     reduction = args.value(3 if back else 2, 1)
     numel = x.numel
-    if back:
+    if back and g is not None:  # (a backward without its gradient returned above)
         out = Tensor(x.shape, x.precision)
         flops, inputs = 3 * numel, [g, x, y]
     else:

@@ -120,7 +120,10 @@ def rotary_cost(args: Args) -> OpCost | None:
     pos, q, k, cache = args.tensor(0), args.tensor(1), args.tensor(2), args.tensor(4)
     head = args.value(3)
     if (
-        None in (pos, q, k, cache)
+        pos is None
+        or q is None
+        or k is None
+        or cache is None
         or type(head) is not int
         or head <= 0
         or len(cache.shape) != 2

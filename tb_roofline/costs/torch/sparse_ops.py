@@ -47,8 +47,7 @@ def fused_experts_cost(args: Args) -> OpCost | None:
     """vLLM / SGLang `fused_experts`-style ops (hidden_states, w1, w2, topk_weights, topk_ids,
     ...): the first 2-D float tensor is the hidden states, the first two 3-D tensors the expert
     weights, a 2-D integer tensor [T, k] the top-k ids (k from its shape)."""
-    tensors = [args.tensor(i) for i in range(len(args))]
-    tensors = [x for x in tensors if x is not None]
+    tensors = [x for x in map(args.tensor, range(len(args))) if x is not None]
     hidden = next(
         (x for x in tensors if len(x.shape) == 2 and x.precision in FLOAT_PRECISIONS), None
     )

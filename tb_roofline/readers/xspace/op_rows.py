@@ -57,7 +57,7 @@ class Grouping:
             return np.bincount(self.key, weights=w, minlength=self.size)[self.present].astype(
                 np.int64
             )
-        if self.perm is None:  # a sum too large for float64: sort after all (same rows)
+        if self.perm is None and self.key is not None:  # a sum too large for float64: sort
             md = self.md[np.searchsorted(self.present, self.key)]
             self._sort(md, self.group[np.searchsorted(self.present, self.key)])
         return np.add.reduceat(np.asarray(w, np.int64)[self.perm], self.starts)
@@ -81,7 +81,7 @@ def _merge(parts: list) -> list:
         p[0] = p[1] = None
     g = Grouping(md, group)
     del md, group
-    sums = []
+    sums: list = []
     for i in range(len(SUMS)):
         pieces = [p[2][i] for p in parts]
         for p in parts:

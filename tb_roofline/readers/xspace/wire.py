@@ -58,6 +58,7 @@ def varint(buf, pos: int) -> tuple[int, int]:
 def fields(buf, pos: int, end: int):
     """(field number, wire type, value, start, position after) of each field in buf[pos:end];
     the value of a length-delimited field is its (start, end)."""
+    value: int | tuple[int, int]
     while pos < end:
         start = pos
         tag, pos = varint(buf, pos)
@@ -101,6 +102,8 @@ class Source:
     def read(self, pos: int, n: int):
         if self.buf is not None:
             return self.buf[pos : pos + n]
+        if self.fd is None:
+            raise WireError("a source with neither bytes nor a file")
         data = os.pread(self.fd, n, pos)
         if len(data) != n:
             raise WireError("file ended early")
@@ -110,6 +113,7 @@ class Source:
 def fields_at(src: Source, pos: int, end: int):
     """`fields` over a Source: one small read per field (for the few fields of a plane's or
     a line's head and tail); values of length-delimited fields are (start, end) spans."""
+    value: int | tuple[int, int]
     while pos < end:
         head = src.read(pos, min(20, end - pos))
         tag, p = varint(head, 0)
@@ -119,8 +123,8 @@ def fields_at(src: Source, pos: int, end: int):
             after = pos + p
         elif wire == 2:
             n, p = varint(head, p)
-            value = (pos + p, pos + p + n)
-            after = value[1]
+            after = pos + p + n
+            value = (pos + p, after)
         elif wire in (1, 5):
             width = 8 if wire == 1 else 4
             if len(head) < p + width:
@@ -348,7 +352,7 @@ def decode_events(
         pos += int(w.ends[-1, -1]) + 1
         if w.rows < w.complete:
             break  # the next event differs from the layout
-        w = b = None  # (else this window's arrays live on while the next one is decoded)
+        del w, b  # (else this window's arrays live on while the next one is decoded)
     return pos
 
 

@@ -79,7 +79,7 @@ class PlaneStats:
     def values_of(self, stats, wanted: dict) -> dict:
         """{name: value} of the stats `wanted` ({stat id: name}) names, the last of a name
         winning (`value`, inlined: an op's metadata holds a dozen stats)."""
-        out = {}
+        out: dict = {}
         names = self.names
         for stat in stats:
             name = wanted.get(stat.metadata_id)

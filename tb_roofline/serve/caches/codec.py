@@ -143,7 +143,7 @@ def _dec(node, arrays):
     raise CodecError("bad node")
 
 
-def _object_items(items: list) -> list:
+def _object_items(items: list) -> np.ndarray:
     """Items for an object array (a tuple item must stay one element, not a row)."""
     holder = np.empty(len(items), dtype=object)
     for i, x in enumerate(items):

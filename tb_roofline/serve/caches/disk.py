@@ -345,6 +345,7 @@ class DiskCache:
             if dir_fd is None:
                 return False
             tmp = f"{TMP_PREFIX}{os.getpid()}-{os.urandom(8).hex()}.part"
+            placed = False
             try:
                 fd = os.open(
                     tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, 0o600, dir_fd=dir_fd
@@ -354,7 +355,7 @@ class DiskCache:
                     f.write(self._mac(secret, name, body))
                     f.write(body)
                 os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-                tmp = None
+                placed = True
             except OSError as exc:
                 logger.warning(
                     "tb-roofline: cannot write to the cache %s: %s",
@@ -363,7 +364,7 @@ class DiskCache:
                 )
                 return False
             finally:
-                if tmp is not None:
+                if not placed:
                     try:
                         os.unlink(tmp, dir_fd=dir_fd)
                     except OSError:

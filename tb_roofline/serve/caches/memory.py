@@ -60,8 +60,8 @@ class ByteLRU:
         leave an older measurement), and evicting only after: entries that now share a
         buffer are not evicted one by one while the others still carry their old sizes."""
         with self._lock:
-            items = [(k, self._items.get(k)) for k in dict.fromkeys(keys)]
-            items = [(k, item[0]) + tuple(measure(item[0])) for k, item in items if item]
+            held = [(k, self._items.get(k)) for k in dict.fromkeys(keys)]
+            items = [(k, item[0]) + tuple(measure(item[0])) for k, item in held if item]
             for k, *_ in items:
                 self._release(self._items[k])
             for k, value, size, roots in items:
@@ -170,8 +170,8 @@ def approx_size(obj, _seen=None, _depth=0, roots: dict | None = None) -> int:
     if isinstance(obj, dict):
         items = obj.items()
         if len(obj) > _SAMPLE_OVER:  # big maps of similar entries (op shapes per op): a sample
-            items = list(items)
-            sample = items[:: len(items) // _SAMPLE][:_SAMPLE]
+            pairs = list(items)
+            sample = pairs[:: len(pairs) // _SAMPLE][:_SAMPLE]
             return sys.getsizeof(obj) + int(
                 sum(
                     approx_size(k, seen, _depth + 1, roots)
@@ -179,22 +179,22 @@ def approx_size(obj, _seen=None, _depth=0, roots: dict | None = None) -> int:
                     for k, v in sample
                 )
                 / len(sample)
-                * len(items)
+                * len(pairs)
             )
         return sys.getsizeof(obj) + sum(
             approx_size(k, seen, _depth + 1, roots) + approx_size(v, seen, _depth + 1, roots)
             for k, v in items
         )
     if isinstance(obj, (list, tuple, set, frozenset)):
-        items = list(obj) if isinstance(obj, (set, frozenset)) else obj
-        if len(items) > _SAMPLE_OVER:  # long lists of similar records: measure a sample
-            sample = items[:: len(items) // _SAMPLE][:_SAMPLE]
+        seq = list(obj) if isinstance(obj, (set, frozenset)) else obj
+        if len(seq) > _SAMPLE_OVER:  # long lists of similar records: measure a sample
+            sample = seq[:: len(seq) // _SAMPLE][:_SAMPLE]
             return sys.getsizeof(obj) + int(
                 sum(approx_size(v, seen, _depth + 1, roots) for v in sample)
                 / len(sample)
-                * len(items)
+                * len(seq)
             )
-        return sys.getsizeof(obj) + sum(approx_size(v, seen, _depth + 1, roots) for v in items)
+        return sys.getsizeof(obj) + sum(approx_size(v, seen, _depth + 1, roots) for v in seq)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return sys.getsizeof(obj) + sum(
             approx_size(getattr(obj, f.name), seen, _depth + 1, roots)

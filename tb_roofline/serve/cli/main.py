@@ -91,6 +91,7 @@ def _main(argv=None, out=None) -> int:
     )
     try:
         addr = cluster.address()  # (stripped, as the environment variable is)
+        assert addr is not None, "configure() set the scheduler"
         if args.command not in ("runs", "calibrate"):
             cluster.usable_workers(cluster.get_client(addr), addr)
         return _command(args, out)

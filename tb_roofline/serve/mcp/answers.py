@@ -56,7 +56,7 @@ def choose(field: str, wanted, valid, where: str = "this run") -> list:
     ChoiceError listing `valid` for any value not among them."""
     if not wanted:
         return []
-    by_lower = {}
+    by_lower: dict = {}
     for v in valid:
         by_lower.setdefault(str(v).lower(), v)
     out, unknown = [], []

@@ -15,7 +15,7 @@ from tb_roofline import errors
 from tb_roofline.model.compare import MATCHED, PairTable, Side, compare
 from tb_roofline.model.op_merge import merged_op_records
 from tb_roofline.model.record_table import AVERAGE, TOTAL
-from tb_roofline.model.roofline import scoped_op_records
+from tb_roofline.model.roofline import Analysis, scoped_op_records
 from tb_roofline.serve.service import answers
 from tb_roofline.serve.service.answers import columnar
 from tb_roofline.serve.service.discovery import ALL_HOSTS
@@ -56,7 +56,7 @@ class SideInput:
     run: str
     host: str
     format: str
-    analysis: object
+    analysis: Analysis
 
 
 def comparison(
@@ -103,7 +103,7 @@ def comparison(
             )
             for a, scope in ((a_base, scope_b), (a_cand, scope_c))
         ]
-        cmp = compare(*sides, top=top)
+        cmp = compare(sides[0], sides[1], top=top)
         if cache is not None:
             cache.put(key, a_base, a_cand, cmp)
     info = [

@@ -101,7 +101,7 @@ class RooflineService:
 
     # --- discovery ------------------------------------------------------------------------
     def has_profiles(self) -> bool:
-        return bool(self.index) and self.index.has_any()
+        return self.index is not None and bool(self.index) and self.index.has_any()
 
     def list_runs(self) -> dict:
         runs = self.index.refresh() if self.index else []
@@ -259,7 +259,8 @@ class RooflineService:
             if hit is not None and hit[0] == inputs.signatures:
                 return hit[1], hit[2]
             disk_key = self._answer_disk_key(key, inputs, params)
-            stored = self.disk_cache.get(disk_key) if disk_key else None
+            disk = self.disk_cache if disk_key else None  # a key only where there is a cache
+            stored = disk.get(disk_key) if disk is not None and disk_key else None
             if isinstance(stored, tuple) and len(stored) == 2 and isinstance(stored[0], bytes):
                 body, zipped = stored
             else:  # the whole conversion (read, analysis, answer) within the memory budget
@@ -276,8 +277,9 @@ class RooflineService:
                 zipped = bool(accept_gzip) and len(body) >= GZIP_MIN_BYTES
                 if zipped:
                     body = gzip.compress(body, GZIP_LEVEL, mtime=0)
-                if disk_key and complete and (zipped or len(body) <= DISK_PLAIN_MAX_BYTES):
-                    self.disk_cache.put(disk_key, (body, zipped))
+                plain_fits = zipped or len(body) <= DISK_PLAIN_MAX_BYTES
+                if disk is not None and disk_key and complete and plain_fits:
+                    disk.put(disk_key, (body, zipped))
             self._answer_cache.put(key, (inputs.signatures, body, zipped), len(body))
             return body, zipped
 

@@ -66,6 +66,7 @@ class HostEntry:
         if self.error is not None:
             cls, message = self.error
             raise cls(message)
+        assert self.data is not None, "an entry holds a profile or the error reading it gave"
         return self.data
 
 

@@ -45,7 +45,7 @@ def full_report(
     host: str,
     include_io: bool = True,
     top: int = 20,
-    files: list = (),
+    files: list | tuple = (),
 ) -> dict:
     """The whole report of an analysis `a`, its guidance answer `guide` and its `files`."""
     prog = answers.program_answer(a, run, host, include_io)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 
 from tb_roofline.devices.bounded_json import parse_json_file
-from tb_roofline.devices.datasheet_entry import PRECISIONS
+from tb_roofline.devices.precision import CEILING_PRECISIONS
 from tb_roofline.model.throughput import Workload
 
 FILE_NAME = "roofline_workload.json"
@@ -69,8 +69,10 @@ def workload_from_dict(data, origin: str) -> Workload:
             "tokens_per_step, samples_per_step"
         )
     precision = data.get("precision")
-    if precision is not None and precision not in PRECISIONS:
-        raise WorkloadFileError(f"{origin}: precision must be one of {', '.join(PRECISIONS)}")
+    if precision is not None and precision not in CEILING_PRECISIONS:
+        raise WorkloadFileError(
+            f"{origin}: precision must be one of {', '.join(CEILING_PRECISIONS)}"
+        )
     devices = data.get("num_devices")
     if devices is not None and (
         isinstance(devices, bool) or not isinstance(devices, int) or not 1 <= devices <= MAX_DEVICES

@@ -30,7 +30,8 @@ def frontend_bundle() -> dict:
     """{entry, order, files: {path: [type, text]}}: every file the tab loads from ENTRY, its
     relative imports and assets turned into tokens report_host.js resolves, dependencies
     before the files that use them."""
-    files, order, visiting = {}, [], []
+    files, order = {}, []
+    visiting: list = []
 
     def visit(path):
         if path in files or path in visiting:

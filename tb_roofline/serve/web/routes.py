@@ -311,7 +311,7 @@ def _infeed(request) -> bool:
 
 
 def _multi(request, name) -> list[str]:
-    values = []
+    values: list = []
     for v in request.args.getlist(name):
         values.extend(x for x in v.split(",") if x)
     return values

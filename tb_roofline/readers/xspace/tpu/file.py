@@ -180,7 +180,7 @@ def truncation_notes(plan: FilePlan) -> list:
 def _layout(read_at, size: int):
     """([(start, end, name) of every complete plane], where the last complete field ends, and
     (what, its name, bytes there, its length) of the field the file's end cuts, or None)."""
-    planes = []
+    planes: list = []
     pos = 0
     while pos < size:
         head = read_at(pos, min(20, size - pos))
@@ -192,6 +192,7 @@ def _layout(read_at, size: int):
             return planes, pos, (f"field {len(planes) + 1}", "", size - pos, 0)
         start, end = pos + start, pos + end
         if end > size:
+            name: str | None
             what, name = "the hostnames field" if field == HOSTNAMES else f"field {field}", ""
             if field == PLANES:
                 name = _plane_name(read_at(start, min(HEAD_BYTES, size - start))) or ""
@@ -280,19 +281,23 @@ def merge_planes(plan: FilePlan, results: list[PlaneResult]) -> ProfileData:
     host = plan.host
     results = sorted(results, key=lambda r: r.core)
     device = device_from_plane_stats(results[0].plane_stats, len(results)) if results else None
-    spans = [CoreSpan(host, r.core, int(r.lo), int(r.hi)) for r in results if r.lo is not None]
+    spans = [
+        CoreSpan(host, r.core, int(r.lo), int(r.hi))
+        for r in results
+        if r.lo is not None and r.hi is not None  # (both set, or neither: a plane with no ops)
+    ]
     steps = StepSpans(
         host,
         np.concatenate([np.full(len(r.steps[0]), r.core) for r in results] or [np.zeros(0)]),
         *(np.concatenate([r.steps[i] for r in results] or [np.zeros(0)]) for i in range(3)),
     )
-    fixes = collections.Counter()
+    fixes: collections.Counter = collections.Counter()
     for r in results:
         fixes.update(r.fixes)
     diagnostics = truncation_notes(plan) + plane_notes(
         [name for _, _, name in plan.planes], sum(r.dropped_ops for r in results), fixes
     )
-    timeline = Timeline.merge([r.timeline for r in results])
+    timeline = Timeline.merge([r.timeline for r in results if r.timeline is not None])
     table, shapes, link_notes = _table(host, results)
     return ProfileData(
         device=device,
@@ -407,7 +412,7 @@ def _table(host: str, results: list[PlaneResult]):
         ):
             if got[name] is not None:
                 rows[c][at:end] = got[name]
-        r.rows = None  # copied: let the plane's arrays go before the next one's are copied
+        r.rows = {}  # copied: let the plane's arrays go before the next one's are copied
         at = end
     shapes = _op_shapes(cols, rows["op"], rows["occurrences"], rows["total_time_ps"])
     return keyed_table(keys, rows, unit), shapes, link_notes(assumed, len(results))

@@ -48,6 +48,7 @@ from tb_roofline.readers.xspace.tpu.rules import (
 from tb_roofline.readers.xspace.tpu.timeline import add_core_events, event_facts
 from tb_roofline.readers.xspace.xplane import PlaneStats
 from tb_roofline.table.op_table import COST_COLUMNS, NO_STEP, distinct
+from tb_roofline.table.timeline import Timeline
 from tb_roofline.table.timeline_builder import TimelineBuilder
 
 KEY_TEXTS = ("program_id", "operation", "category", "source", "tf_op", "caveat", "fingerprint")
@@ -67,7 +68,7 @@ class PlaneResult:
     rows: dict  # op (index into keys), step, occ, time, self, stall, span (int64)
     dropped_ops: int = 0
     fixes: dict = dataclasses.field(default_factory=dict)  # corrupt values (tpu.check_events)
-    timeline: object | None = None  # table.timeline.Timeline of this core (the guidance's)
+    timeline: Timeline | None = None  # this core's timeline facts (the guidance's)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -81,7 +82,7 @@ _TABLES: dict = {}  # stat table -> small id (part of the cache key)
 # name of its `-start` (a `-done`'s), FLOPs and bytes of one execution (COST_COLUMNS float64,
 # as bytes; interconnect bytes 0 until the file's cores are known: `link` holds a collective's
 # message, tpu_file fills them).
-Info = collections.namedtuple(
+Info = collections.namedtuple(  # type: ignore[misc]  # (fields from KEY_TEXTS)
     "Info",
     KEY_TEXTS + ("role", "start_name", "per_exec", "negative", "shape", "is_container", "link"),
 )
@@ -94,7 +95,7 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
     the key holds everything op_info reads, so a hit from another file is the same Info)."""
     table = _TABLES.setdefault(tuple(sorted(ps.names.items())), len(_TABLES))
     others = [c for c in tuple(_INFO_CACHE.values()) if c is not cache]  # (a snapshot: other
-    out = []  # requests' threads edit it)
+    out: list = []  # requests' threads edit it)
     for mid in mids:
         raw = metadata.get(mid)
         if raw is None:
@@ -108,7 +109,7 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
                 cache[key] = info
         if info is None:
             i = op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
-            info = cache[key] = Info(
+            info = cache[key] = Info(  # type: ignore[call-arg]  # (fields from KEY_TEXTS)
                 *_key_texts(i),
                 i["role"],
                 i["start_name"],
@@ -151,7 +152,7 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
         src = xwire.Source(src)
     cache = info_cache(file_key)
     _, plane_name, line_spans, rest = plane_header(src, start, end)
-    fixes: collections.Counter = collections.Counter()
+    fixes: collections.Counter[str] = collections.Counter()
     meta_bytes = src.read(rest, end - rest)
     meta = xplane_view_pb2.XPlaneMetaView.FromString(meta_bytes)
     # Cores of one program repeat the same metadata, byte for byte: a plane whose metadata
@@ -170,9 +171,8 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
     info_of = roles.info_of
     result = _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi)
     result.fixes = dict(fixes)
-    result.fixes["negative_costs"] = result.fixes.get("negative_costs", 0) + sum(
-        1 for i in info_of.values() if i is not None and i.negative
-    )
+    negative = len([i for i in info_of.values() if i is not None and i.negative])
+    result.fixes["negative_costs"] = result.fixes.get("negative_costs", 0) + negative
     if lo is not None and core_events:
         result.timeline = _timeline(
             core, (lo, hi), result.steps, core_events, info_of, cache, same_as
@@ -268,7 +268,9 @@ class _Roles:
             self.seen_starts.update(distinct(md[role == 1]).tolist())
         by_name = {}
         for m in sorted(self.seen_starts):
-            by_name[self.info_of[m].operation] = m
+            info = self.info_of[m]
+            if info is not None:  # a start has metadata (its role came from it)
+                by_name[info.operation] = m
         return {
             m: by_name.get(i.start_name)
             for m, i in self.info_of.items()
@@ -288,7 +290,7 @@ def _op_lines(op_lines, stat_ids, plane_name: str, fixes, roles: _Roles):
     core_events = []  # (line, md, begin, duration) of every op event
     for line_index, (b, a, z) in enumerate(op_lines):
         acc = OpLine(roles)
-        events = []
+        events: list = []
         check = _LineCheck(plane_name, fixes)
 
         def sink(*cols, acc=acc, events=events, check=check):
@@ -356,8 +358,8 @@ def _timeline(core, span, steps, core_events, info_of, cache: dict, same_as):
 
 
 def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -> PlaneResult:
-    op_groups = [distinct(r[1][r[1] != NO_STEP]) for r in line_rows]
-    op_groups = distinct(np.concatenate(op_groups)) if op_groups else np.zeros(0, np.int64)
+    per_line = [distinct(r[1][r[1] != NO_STEP]) for r in line_rows]
+    op_groups = distinct(np.concatenate(per_line)) if per_line else np.zeros(0, np.int64)
     steps = step_spans(marks, op_groups)
     # One key per distinct known op of the plane; rows of unknown ops are dropped (counted).
     if len(line_rows) == 1:
@@ -397,7 +399,7 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
             None if col is None or not (name in ("time", "self", "occ") or col.any()) else col[keep]
         )
     fields = dict(zip(Info._fields, zip(*infos))) if infos else dict.fromkeys(Info._fields, ())
-    keys = {k: list(fields[k]) for k in KEY_TEXTS + ("shape", "link")}
+    keys: dict = {k: list(fields[k]) for k in KEY_TEXTS + ("shape", "link")}
     keys["program"] = [programs.get(p, "") for p in fields["program_id"]]
     keys["per_exec"] = (
         np.frombuffer(b"".join(fields["per_exec"]), np.float64)

@@ -102,7 +102,9 @@ def ici_peak(device_type: str) -> MemoryPeak | None:
     """The chip's inter-chip interconnect (ICI) roof from its data sheet (the profile gives
     none): the roof of the collectives' bus bytes; None for chips not listed."""
     spec = datasheets.lookup(device_type)
-    peer = interconnect(spec.key) if spec is not None and spec.kind == "tpu" else None
+    if spec is None or spec.kind != "tpu":
+        return None
+    peer = interconnect(spec.key)
     if peer is None:
         return None
     return MemoryPeak(

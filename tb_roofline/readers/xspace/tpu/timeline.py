@@ -35,8 +35,10 @@ class EventFacts:
                 idx = np.where(md < 0, last, idx)
             pos = self.slot[idx]
             return pos, pos >= 0
-        pos = np.minimum(np.searchsorted(self.known, md), len(self.known) - 1)
-        return pos, self.known[pos] == md
+        known = self.known
+        assert known is not None, "event facts have slots or known ids"
+        pos = np.minimum(np.searchsorted(known, md), len(known) - 1)
+        return pos, known[pos] == md
 
 
 def event_facts(entries) -> EventFacts | None:
@@ -56,7 +58,7 @@ def event_facts(entries) -> EventFacts | None:
         leaf.append(not container)
     if not mids:
         return None
-    mids = np.array(mids, np.int64)
+    ids = np.array(mids, np.int64)
     cols = [
         np.array(label, np.int64),
         np.array(comm, bool),
@@ -64,13 +66,14 @@ def event_facts(entries) -> EventFacts | None:
         np.array(leaf, bool),
     ]
     slot = known = None
-    if 0 <= mids.min() and mids.max() < 4 * len(mids) + 4096:  # ids are small, usually
-        slot = np.full(int(mids.max()) + 2, -1, np.int64)
-        slot[mids] = np.arange(len(mids))
+    if 0 <= ids.min() and ids.max() < 4 * len(ids) + 4096:  # ids are small, usually
+        slot = np.full(int(ids.max()) + 2, -1, np.int64)
+        slot[ids] = np.arange(len(ids))
     else:
-        order = np.argsort(mids, kind="stable")
-        known, cols = mids[order], [c[order] for c in cols]
-    return EventFacts(list(index), *cols, slot, known)
+        order = np.argsort(ids, kind="stable")
+        known, cols = ids[order], [c[order] for c in cols]
+    label_of, comm_of, fusible_of, leaf_of = cols
+    return EventFacts(list(index), label_of, comm_of, fusible_of, leaf_of, slot, known)
 
 
 def add_core_events(

@@ -16,7 +16,7 @@ from tb_roofline.costs.hlo.cost_model import module_costs
 from tb_roofline.costs.hlo.fingerprint import instruction_fingerprint
 from tb_roofline.costs.hlo.module import HloIndex
 from tb_roofline.costs.hlo.shapes import largest_in_memory_space
-from tb_roofline.devices.spec import with_input_type
+from tb_roofline.devices.precision import with_input_type
 from tb_roofline.readers.common import longest_kernel_unit
 
 UNATTRIBUTED = "unattributed"
@@ -30,17 +30,20 @@ class Costing:
     def __init__(self, index: HloIndex, gpu: bool):
         self.index = index
         self.gpu = gpu
-        self.costs = {}
+        self.costs: dict = {}
         self.fingerprints: dict = {}  # program id -> {op name: fingerprint}
         self._signatures: dict = {}  # computation signatures, shared by the programs
-        self.unknown = collections.Counter()
+        self.unknown: collections.Counter = collections.Counter()
         self.no_trip = 0
-        self.reasons = collections.Counter()  # why events matched no instruction
-        self.copies = collections.Counter()  # runtime copies without hlo_op, by kind
+        self.reasons: collections.Counter = (
+            collections.Counter()
+        )  # why events matched no instruction
+        self.copies: collections.Counter = collections.Counter()  # runtime copies without hlo_op
         self.ungrouped: set = set()  # (program, op) of collectives without replica groups
         self.masked: dict = {}  # (program, op) -> mask of attention calls counted unmasked
-        self.uncosted_ps = collections.Counter()  # what has no cost rule -> its time (ps)
-        self._name_to_pid = {}
+        # what has no cost rule -> its time (ps, a float: a Counter for its most_common)
+        self.uncosted_ps: collections.Counter = collections.Counter()
+        self._name_to_pid: dict = {}
 
     def program_id(self, ev) -> str:
         if ev.program_id:
@@ -97,7 +100,7 @@ class Costing:
         return ("op", pid, ins.name, e.step), ins, module, mc
 
 
-def executions(kernels: collections.Counter, kernel_time: dict) -> int:
+def executions(kernels: dict, kernel_time: dict) -> int:
     """Executions of a GPU op: the launches of its main kernel, the one that ran longest (ties:
     the most launched). A call launches its main kernel once; helpers (fills, split-K
     reductions) may run several times per call."""

@@ -54,7 +54,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
     gpus = gpu_planes(space)
     is_gpu = bool(gpus)
     costing = Costing(index, gpu=is_gpu)
-    fixes = collections.Counter()
+    fixes: collections.Counter = collections.Counter()
     host_spans = host_steps(space, fixes)
     cores = _cores(space, gpus)
     # Program work: a kernel, or any event of an HLO instruction (an XLA copy is the program's).

@@ -12,6 +12,7 @@ import numpy as np
 
 from tb_roofline.costs.hlo.attention import attention_of
 from tb_roofline.costs.hlo.collectives import transfer
+from tb_roofline.costs.hlo.module import Instruction
 from tb_roofline.costs.hlo.nccl_algorithm import algorithm_of
 from tb_roofline.readers.common import group_codes, group_sums, op_nesting, self_times
 from tb_roofline.readers.shape_facts import hlo_shape
@@ -34,7 +35,7 @@ class Group:
     """The events of one (op, step) on one core."""
 
     key: tuple  # (kind, program id, op name, step)
-    ins: object
+    ins: Instruction
     module: object
     mc: object
     total_ps: float
@@ -60,8 +61,8 @@ def group_events(flat, lane, costing: Costing) -> tuple[list[Group], np.ndarray]
     sums = group_sums(codes, n, total=dur, self=selft, events=np.ones(len(flat)))
     kcodes, kfirst = group_codes(codes, [e.name for e in flat])
     ksums = group_sums(kcodes, len(kfirst), time=dur, launches=np.ones(len(flat)))
-    kernels = [{} for _ in range(n)]
-    kernel_time = [{} for _ in range(n)]
+    kernels: list[dict] = [{} for _ in range(n)]
+    kernel_time: list[dict] = [{} for _ in range(n)]
     for k, row in enumerate(kfirst.tolist()):
         g, name = int(codes[row]), flat[row].name
         kernels[g][name] = int(ksums["launches"][k])
@@ -150,7 +151,8 @@ def _add_costed(
     has_cost = costed(ins, mc)
     if not has_cost:
         target = ins.proto.custom_call_target if ins.opcode == "custom-call" else ""
-        costing.uncosted_ps[f"custom-call {target}" if target else ins.opcode] += g.total_ps
+        uncosted = f"custom-call {target}" if target else ins.opcode
+        costing.uncosted_ps[uncosted] += g.total_ps  # type: ignore[assignment]  # (float ps)
     host_moved = host_bytes(ins)
     moved, algorithm = _collective(ins, g, costing.gpu, devices)
     link = moved.bus_bytes if moved is not None else 0.0

@@ -23,7 +23,7 @@ def _markers(plane, stat: str, line_name: str | None = None):
     """(step, begin ps, duration ps) of every event of `plane` carrying `stat`."""
     ps = PlaneStats(plane)
     sid = ps.ids.get(stat)
-    out = []
+    out: list = []
     if sid is None:
         return out
     for line in plane.lines:
