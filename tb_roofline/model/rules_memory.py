@@ -84,7 +84,8 @@ def _pair_tensors(ctx: Context) -> dict:
     of memory-bound trusted ops and the tensor each hands on. PyTorch pairs are judged call by
     call, from the tensors both calls recorded (`_call_shared_tensor`); XLA pairs by the shapes
     of the two instructions (`_shared_tensor`: one instruction has one shape)."""
-    c, out = ctx.c, {}
+    c = ctx.c
+    out: dict = {}
     for pair in ctx.facts.timeline.pairs:
         a, b = ctx.index.get(pair.first), ctx.index.get(pair.second)
         if a is None or b is None or a == b or pair.count < 2:

@@ -71,7 +71,10 @@ def torch_shape(name: str, dims, types=None, concrete=None) -> tuple | None:
         return _gemm(math.prod(a[:-1]), b[-1], a[-1], text)
     if n in _TORCH_CONV:
         mnk = conv_gemm(n, Args(dims, types, concrete))
-        return None if mnk is None else _gemm(*mnk, text)
+        if mnk is None:
+            return None
+        gm, gn, gk = mnk
+        return _gemm(gm, gn, gk, text)
     if n in _TORCH_COPY and shapes and shapes[0]:
         return "copy", shapes[0], str(list(shapes[0]))
     return None

@@ -97,7 +97,9 @@ class PmCollector:
         v = args.get("") if "" in args or len(args) != 1 else next(iter(args.values()))
         # a counter counts, and no sampled counter reaches 1e18 in one sample (bytes, SASS
         # instructions, %, MHz, W): larger values are corrupt and would overflow sums
-        if type(v) not in (int, float) or not math.isfinite(v) or not 0 <= v <= MAX_VALUE:
+        if not isinstance(v, (int, float)) or type(v) is bool:
+            raise BadEvent
+        if not math.isfinite(v) or not 0 <= v <= MAX_VALUE:
             raise BadEvent
         ts = ts_ns(ev.get("ts"))
         key = (device, name[:256])
