@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from tb_roofline.devices.spec import with_input_type
+from tb_roofline.devices.precision import with_input_type
 from tb_roofline.model.roofline import analyze
 from tb_roofline.model.serving import MIN_WEIGHT_COVERAGE
 from tb_roofline.readers.kernel_names import kernel_unit

@@ -79,10 +79,13 @@ def _step_sums(p, step: int) -> dict:
     prec = np.asarray(t.keys["precision"], dtype=object)[op]
     flops, nbytes = np.asarray(t["flops"])[sel], np.asarray(t["bytes"])[sel]
     time = np.asarray(rows["total_time_ps"], np.float64)[sel]
+    known = np.asarray(t.keys["flops_known"], bool)[op]
     out = {}
     for c in set(cat.tolist()):
         m = cat == c
-        out[c] = (float(flops[m].sum()), float(nbytes[m].sum()), float(time[m].sum()))
+        # a category none of whose rows has a known cost has unknown FLOPs and bytes, not 0
+        f, b = (float(flops[m].sum()), float(nbytes[m].sum())) if known[m].any() else (None, None)
+        out[c] = (f, b, float(time[m].sum()))
     mm = cat == "matmul"
     main = prec[mm][np.argmax(flops[mm])] if mm.any() else ""
     return {
@@ -133,8 +136,10 @@ def summary(profiles, device) -> list[dict]:
             out.append(dict(s))
             continue
         sums = _step_sums(profiles[0], int(s["step"]))
-        mm = sums["by_category"].get("matmul", (0.0, 0.0, 0.0))
-        att = sums["by_category"].get("attention", (0.0, 0.0, 0.0))
+        # a step with no row of a category: its work there is unknown (attention always runs
+        # in a serving step; its kernels may be rows of no category, e.g. replays)
+        mm = sums["by_category"].get("matmul", (None, None, 0.0))
+        att = sums["by_category"].get("attention", (None, None, 0.0))
         rec = dict(
             s,
             matmul_flops=mm[0],
@@ -180,7 +185,7 @@ def decode_roofline(s: dict, mm, att, sums: dict, device, bw) -> dict:
         "matmul_intensity": None,
         "ridge_flops_per_byte": None,
         "bytes_floor_us": sums["bytes"] / bw / 1e3,
-        "kv_share": att[1] / sums["bytes"] if sums["bytes"] > 0 else None,
+        "kv_share": att[1] / sums["bytes"] if att[1] is not None and sums["bytes"] > 0 else None,
     }
     refused = _floor_refused(gemm, mm)
     if refused:
@@ -197,7 +202,8 @@ def decode_roofline(s: dict, mm, att, sums: dict, device, bw) -> dict:
             out["ridge_batch"] = batch * ridge / intensity
     small = [sums["by_category"].get(c, (0.0, 0.0, 0.0)) for c in _SMALL]
     out["small_ops_us"] = sum(x[2] for x in small) / 1e6
-    out["small_ops_floor_us"] = sum(x[1] for x in small) / bw / 1e3
+    floors = [x[1] for x in small]
+    out["small_ops_floor_us"] = None if any(v is None for v in floors) else sum(floors) / bw / 1e3
     out["op_time_us"] = sums["time_ps"] / 1e6
     out["findings"] = findings(out, batch)
     return out
@@ -214,7 +220,7 @@ def _floor_refused(gemm: dict, mm) -> str:
     cov = gemm["coverage"]
     if cov is None:
         return "no GEMM ran in this step"
-    if cov < MIN_WEIGHT_COVERAGE or mm[1] <= 0 or mm[0] <= 0:
+    if cov < MIN_WEIGHT_COVERAGE or not (mm[1] or 0) > 0 or not (mm[0] or 0) > 0:
         top = ", ".join(f"{n[:80]} ({t / 1e6:,.0f} µs)" for n, t in gemm["uncovered"][:3])
         return (
             f"the GEMMs whose weights are counted ran {cov:.1%} of the step's GEMM time "
@@ -277,7 +283,7 @@ def findings(r: dict, batch) -> list[dict]:
         r.get("small_ops_floor_us", 0.0),
         r.get("op_time_us", 0.0),
     )
-    if total > 0 and t >= 0.1 * total and t > 2 * floor:
+    if floor is not None and total > 0 and t >= 0.1 * total and t > 2 * floor:
         out.append(
             {
                 "code": "unfused_small_ops",
