@@ -31,7 +31,7 @@ from tb_roofline.serve.caches.memory import ByteLRU, CompareCache, memory_budget
 from tb_roofline.serve.service import export as export_module
 from tb_roofline.serve.service.analyses import Analyses, Inputs
 from tb_roofline.serve.service.discovery import ALL_HOSTS, Run, RunIndex
-from tb_roofline.serve.service.hosts import HostReader, KeyLocks, max_file_bytes
+from tb_roofline.serve.service.hosts import HostReader, KeyLocks, SingleFlight, max_file_bytes
 
 if TYPE_CHECKING:
     from tb_roofline.model.roofline import Analysis
@@ -83,6 +83,7 @@ class RooflineService:
         # One lock per answer and per analysis being made (answers take an analysis lock,
         # analyses the host locks, never the reverse).
         self._locks = KeyLocks()
+        self._flights = SingleFlight()  # derived answers being made, shared by their askers
         self.analyses = Analyses(logdir, self.index, device_file, self.hosts_reader, self._locks)
         # Memory caches bounded by bytes (a long-running TensorBoard must not grow without
         # bound, and twenty small runs must not push each other out):
@@ -298,14 +299,20 @@ class RooflineService:
 
     def derived_answer(self, analysis, key, make):
         """An answer made from an analysis (the guidance), kept while that analysis is the
-        cached one: keyed by the analysis object, so a re-read profile makes it anew."""
+        cached one: keyed by the analysis object, so a re-read profile makes it anew. Made
+        once however many requests ask at the same time: the others wait for it and take the
+        one made, kept or not (each making its own would multiply the memory)."""
         full_key = (id(analysis),) + tuple(key)
         hit = self.derived.get(full_key)
         if hit is not None and hit[0]() is analysis:
             return hit[1]
-        value = make()  # held by a weak reference: the analysis cache decides its lifetime
-        self.derived.put(full_key, (weakref.ref(analysis), value), *sized(value))
-        return value
+
+        def made():
+            value = make()  # held by a weak reference: the analysis cache decides its lifetime
+            self.derived.put(full_key, (weakref.ref(analysis), value), *sized(value))
+            return value
+
+        return self._flights.run(full_key, made)
 
     def comparison(
         self,
