@@ -283,6 +283,12 @@ def test_deleted_host_file_leaves_the_others(logdir):
     service = RooflineService(str(logdir))
     run = "train/a/2026_02_01_00_00_00"
     assert service.device(run, "")["device"]["num_hosts"] == 2
+    # what `/progress` (the tab) and a command's exit status name: the host and why
+    (why,) = service.reading(run)["hosts_not_read"].values()
+    assert list(service.reading(run)["hosts_not_read"]) == ["h2"] and "not a valid XSpace" in why
+    assert service.hosts_not_read() == {run: {"h2": why}}
+    service.device(run, "h0")  # a whole answer of one host: the run's partial one still told
+    assert list(service.hosts_not_read(run)[run]) == ["h2"]
     os.remove(
         logdir / "train" / "a" / "plugins" / "profile" / "2026_02_01_00_00_00" / "h1.xplane.pb"
     )
@@ -317,6 +323,12 @@ def test_a_corrupt_host_is_named_with_the_run_s_host_count(tmp_path):
     assert "'h2' skipped" in skipped[0]["message"]
     assert all("hosts_total" not in d for d in diags if d not in skipped)
     assert service.device(run, "")["device"]["num_hosts"] == 2
+    # what `/progress` (the tab) and a command's exit status name: the host and why
+    (why,) = service.reading(run)["hosts_not_read"].values()
+    assert list(service.reading(run)["hosts_not_read"]) == ["h2"] and "not a valid XSpace" in why
+    assert service.hosts_not_read() == {run: {"h2": why}}
+    service.device(run, "h0")  # a whole answer of one host: the run's partial one still told
+    assert list(service.hosts_not_read(run)[run]) == ["h2"]
 
 
 def test_bad_size_limit_variable_falls_back(logdir, monkeypatch):
@@ -411,6 +423,7 @@ def test_progress_tells_how_many_hosts_are_read_while_they_are(tmp_path, monkeyp
         "hosts_done": None,
         "hosts_total": None,
         "elapsed_s": None,
+        "hosts_not_read": {},
     }
     assert route() == idle
     service.analysis(run, "h0")  # one host read first: cached for the whole run's read

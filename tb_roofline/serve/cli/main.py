@@ -1,7 +1,9 @@
 """`tb-roofline`: the entry point. Parses the command line (`parser.py`, whose text is the
 `--help`), runs one command against a `RooflineService` (its conversions on a Dask cluster with
 --scheduler), and turns the service's public errors into one line on stderr and an exit
-status: 0, 1 for a profile that cannot be analysed, 2 for a bad command line or input file.
+status: 0, 1 for a profile that cannot be analysed, 2 for a bad command line or input file, 3
+for a partial answer (hosts of a run not read, or read in part from a file cut short: each
+named on stderr with why; --allow-partial accepts it, still naming them).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from tb_roofline.serve.cli.commands import USER_FILE_ERRORS, UsageError
 from tb_roofline.serve.cli.parser import build_parser
 
 COMMANDS = ("report", "runs", "export", "comm", "calibrate", "diff", "mcp", "serve", "html")
+EXIT_PARTIAL = 3  # an answer that leaves hosts out, unless --allow-partial
 LONG_LIVED = ("mcp", "serve")  # servers: their reader processes stay between requests
 
 
@@ -145,7 +148,23 @@ def _run_command(args, out) -> int:
         progress.finish()
         raise
     progress.finish()
-    return 0
+    return partial_status(service.hosts_not_read(), getattr(args, "allow_partial", False))
+
+
+def partial_status(missing: dict, allowed: bool, prog: str = "tb-roofline") -> int:
+    """Each run's hosts not read, named on stderr with why; EXIT_PARTIAL unless `allowed`
+    (a CI job must not take 47 hosts of 48 for the pod)."""
+    for run, hosts in sorted(missing.items()):
+        sys.stderr.write(
+            f"{prog}: run {run!r}: partial answer: {len(hosts)} host(s) not read or read "
+            "in part: "
+            + ", ".join(sorted(hosts))
+            + ("" if allowed else " (--allow-partial accepts a partial answer)")
+            + "\n"
+        )
+        for host, why in sorted(hosts.items()):
+            sys.stderr.write(f"{prog}:   {why}\n")
+    return EXIT_PARTIAL if missing and not allowed else 0
 
 
 if __name__ == "__main__":

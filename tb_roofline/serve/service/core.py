@@ -143,9 +143,19 @@ class RooflineService:
 
     def reading(self, run: str) -> dict:
         """Whether the run's hosts are being read now, and how far (`/progress`): what the
-        tab shows while its requests wait. Cheap: the scan's index and a lookup."""
+        tab shows while its requests wait; and the hosts its last answers left out (with
+        why). Cheap: the scan's index and lookups."""
         r = self.resolve_run(run)
-        return {"run": r.run, **self.hosts_reader.reads.of(r.run)}
+        return {
+            "run": r.run,
+            **self.hosts_reader.reads.of(r.run),
+            "hosts_not_read": self.hosts_not_read(r.run).get(r.run, {}),
+        }
+
+    def hosts_not_read(self, run: str | None = None) -> dict:
+        """{run: {host: why}}: the hosts the last answers of a run (all runs, or `run`) left
+        out, each with its error (damaged, too large, gone, unreadable)."""
+        return self.analyses.hosts_not_read(run)
 
     def resolve_files(self, run: Run, host: str) -> list:
         """The run's files for a host ("" or ALL_HOSTS: every host)."""
