@@ -283,12 +283,6 @@ def test_deleted_host_file_leaves_the_others(logdir):
     service = RooflineService(str(logdir))
     run = "train/a/2026_02_01_00_00_00"
     assert service.device(run, "")["device"]["num_hosts"] == 2
-    # what `/progress` (the tab) and a command's exit status name: the host and why
-    (why,) = service.reading(run)["hosts_not_read"].values()
-    assert list(service.reading(run)["hosts_not_read"]) == ["h2"] and "not a valid XSpace" in why
-    assert service.hosts_not_read() == {run: {"h2": why}}
-    service.device(run, "h0")  # a whole answer of one host: the run's partial one still told
-    assert list(service.hosts_not_read(run)[run]) == ["h2"]
     os.remove(
         logdir / "train" / "a" / "plugins" / "profile" / "2026_02_01_00_00_00" / "h1.xplane.pb"
     )
@@ -323,6 +317,12 @@ def test_a_corrupt_host_is_named_with_the_run_s_host_count(tmp_path):
     assert "'h2' skipped" in skipped[0]["message"]
     assert all("hosts_total" not in d for d in diags if d not in skipped)
     assert service.device(run, "")["device"]["num_hosts"] == 2
+    # what `/progress` (the tab) and a command's exit status name: the host and why
+    (why,) = service.reading(run)["hosts_not_read"].values()
+    assert list(service.reading(run)["hosts_not_read"]) == ["h2"] and "not a valid XSpace" in why
+    assert service.hosts_not_read() == {run: {"h2": why}}
+    service.device(run, "h0")  # a whole answer of one host: the run's partial one still told
+    assert list(service.hosts_not_read(run)[run]) == ["h2"]
     # what `/progress` (the tab) and a command's exit status name: the host and why
     (why,) = service.reading(run)["hosts_not_read"].values()
     assert list(service.reading(run)["hosts_not_read"]) == ["h2"] and "not a valid XSpace" in why
