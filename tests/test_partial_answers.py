@@ -79,3 +79,45 @@ def test_a_whole_pod_and_one_good_host_exit_0(damaged_pod, capsys):
     assert code == 0 and "not read" not in err
     code, _, err = _run(["report", str(damaged_pod), "--host", "h2"], capsys)
     assert code == 3 and "read in part: h2" in err  # its complete planes only
+
+
+def _garbage(path):
+    """A host file that is not an XSpace at all (a failed copy), written an hour ago."""
+    path.write_bytes(bytes(range(256)) * 20)
+    os.utime(path, (time.time() - 3600,) * 2)
+
+
+@pytest.fixture
+def two_pods(tmp_path, monkeypatch):
+    """The same 4-host program as base and candidate (the candidate's own timings)."""
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    return base, _pod(base), cand, _pod(cand, seed=0)
+
+
+def test_diff_refuses_a_candidate_with_a_host_not_read(two_pods, capsys):
+    base, _, cand, cand_dir = two_pods
+    gate = ["--fail-if-slower", "5", "--fail-if-op-slower", "1"]
+    code, out, err = _run(["diff", str(base), str(cand)] + gate, capsys)
+    assert code == 0, err  # the same profiles: nothing slower
+    _garbage(cand_dir / "h3.xplane.pb")
+    code, out, err = _run(["diff", str(base), str(cand)] + gate, capsys)
+    assert code == 3 and out == "", err  # refused: no report a CI step could read as passed
+    assert f"candidate: run {RUN!r}: partial answer: 1 host(s) not read or read in part: h3" in err
+    assert "base 4 host(s), 8 device(s); candidate 3 host(s), 6 device(s)" in err
+    # allowed partial, the sides still cover different devices: still refused
+    code, out, err = _run(["diff", str(base), str(cand), "--allow-partial"] + gate, capsys)
+    assert code == 3 and "do not cover the same devices" in err
+    # one host of each: the same devices, compared
+    one = ["--base-host", "h1", "--host", "h1"]
+    code, out, err = _run(["diff", str(base), str(cand)] + one + gate, capsys)
+    assert code == 0, err
+
+
+def test_diff_names_hosts_missing_from_one_side(two_pods, capsys):
+    base, _, cand, cand_dir = two_pods
+    os.remove(cand_dir / "h2.xplane.pb")
+    code, out, err = _run(["diff", str(base), str(cand)], capsys)
+    assert code == 3 and out == ""
+    assert "base 4 host(s), 8 device(s); candidate 3 host(s), 6 device(s)" in err
+    assert "hosts only in the base: h2" in err
