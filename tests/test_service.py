@@ -424,6 +424,7 @@ def test_progress_tells_how_many_hosts_are_read_while_they_are(tmp_path, monkeyp
         "hosts_total": None,
         "elapsed_s": None,
         "hosts_not_read": {},
+        "cluster": None,
     }
     assert route() == idle
     service.analysis(run, "h0")  # one host read first: cached for the whole run's read

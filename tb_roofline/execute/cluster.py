@@ -39,6 +39,8 @@ __all__ = [
     "ClusterError",
     "WorkerFault",
     "configure",
+    "note_unavailable",
+    "local_fallback",
     "address",
     "strict",
     "allow_partial",
@@ -81,6 +83,28 @@ def configure(address: str | None, strict: bool = True, allow_partial: bool = Fa
     locally, with a diagnostic)."""
     global _setting
     _setting = (address.strip(), strict, allow_partial) if address and address.strip() else None
+
+
+def note_unavailable(addr: str, exc: ClusterError):
+    """A server found the cluster down at its start: conversions go to this process (saying
+    so) until RETRY_S has passed, as after a failure mid-run, rather than each request
+    waiting for the connection to time out first."""
+    _failed[addr] = (time.monotonic(), exc)
+
+
+def local_fallback() -> dict | None:
+    """What `/progress` says of the cluster: None without a scheduler; else its address and,
+    while a failure has conversions done by this process instead, since when and why."""
+    addr = address()
+    if not addr:
+        return None
+    failed = _failed.get(addr)
+    return {
+        "scheduler": addr,
+        "converting_here": failed is not None,
+        "since_s": None if failed is None else round(time.monotonic() - failed[0], 1),
+        "reason": None if failed is None else str(failed[1]),
+    }
 
 
 def address() -> str | None:

@@ -89,19 +89,42 @@ def _main(argv=None, out=None) -> int:
         return _command(args, out)
     from tb_roofline.execute import cluster
 
+    # A server outlives the cluster's faults: it converts here, saying so in its log and in
+    # `/progress`, as TensorBoard does; a one-shot command stops with the cluster's error.
+    serving = args.command in LONG_LIVED
     cluster.configure(
-        args.scheduler, strict=True, allow_partial=getattr(args, "allow_partial", False)
+        args.scheduler, strict=not serving, allow_partial=getattr(args, "allow_partial", False)
     )
     try:
         addr = cluster.address()  # (stripped, as the environment variable is)
         if args.command not in ("runs", "calibrate"):
-            cluster.usable_workers(cluster.get_client(addr), addr)
+            _check_cluster(cluster, addr, args.command, serving)
         return _command(args, out)
     except cluster.ClusterError as exc:  # no hang, no traceback: what is wrong, exit 2
         sys.stderr.write(f"tb-roofline: {exc}\n")
         return 2
     finally:
         cluster.configure(None)
+
+
+def _check_cluster(cluster, addr: str, command: str, serving: bool):
+    """The cluster answers with a worker running our code; else its ClusterError, which a
+    server (mcp, serve) only logs: it converts here until the cluster answers again."""
+    try:
+        cluster.usable_workers(cluster.get_client(addr), addr)
+    except cluster.ClusterError as exc:
+        if not serving:
+            raise
+        cluster.note_unavailable(addr, exc)
+        import logging
+
+        logging.getLogger("tb_roofline").warning(
+            "tb-roofline %s: %s: converting in this process instead (the cluster is tried "
+            "again %g s after a failure; /progress says which)",
+            command,
+            exc,
+            cluster.RETRY_S,
+        )
 
 
 def _command(args, out) -> int:
@@ -162,7 +185,7 @@ def partial_status(missing: dict, allowed: bool, prog: str = "tb-roofline") -> i
             + ("" if allowed else " (--allow-partial accepts a partial answer)")
             + "\n"
         )
-        for host, why in sorted(hosts.items()):
+        for why in (hosts[h] for h in sorted(hosts)):
             sys.stderr.write(f"{prog}:   {why}\n")
     return EXIT_PARTIAL if missing and not allowed else 0
 

@@ -143,13 +143,15 @@ class RooflineService:
 
     def reading(self, run: str) -> dict:
         """Whether the run's hosts are being read now, and how far (`/progress`): what the
-        tab shows while its requests wait; and the hosts its last answers left out (with
-        why). Cheap: the scan's index and lookups."""
+        tab shows while its requests wait; the hosts its last answers left out (with why);
+        and whether a Dask cluster's conversions are done here instead (it is down). Cheap:
+        the scan's index and lookups."""
         r = self.resolve_run(run)
         return {
             "run": r.run,
             **self.hosts_reader.reads.of(r.run),
             "hosts_not_read": self.hosts_not_read(r.run).get(r.run, {}),
+            "cluster": _cluster_state(),
         }
 
     def hosts_not_read(self, run: str | None = None) -> dict:
@@ -457,6 +459,15 @@ class RooflineService:
         return export_module.export_chunks(
             self.analysis(run, host), run, host, include_infeed_outfeed, level, fmt, **f
         )
+
+
+def _cluster_state() -> dict | None:
+    """The Dask cluster's state for `/progress` (`execute/cluster.py` `local_fallback`): None
+    when no conversion has asked for a cluster yet (its module is not even imported)."""
+    import sys
+
+    cluster = sys.modules.get("tb_roofline.execute.cluster")
+    return cluster.local_fallback() if cluster is not None else None
 
 
 def _with_cap(kind: str, params: dict, capped: bool) -> dict:
