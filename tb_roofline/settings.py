@@ -16,7 +16,7 @@ stripped. Values are read at each call, so tests and long-running servers see ch
 | TB_ROOFLINE_CACHE_MAX_MB | disk cache size (MB; 0 = off) | 2048 | 0 |
 | TB_ROOFLINE_DEVICE_FILE | a device file for profiles without peaks | | |
 | TB_ROOFLINE_REMOTE_RESCAN_S | least seconds between listings of a remote logdir | 15 | 0 |
-| TB_ROOFLINE_YOUNG_FILE_S | a file younger than this may still be written (s) | 30 | > 0 |
+| TB_ROOFLINE_YOUNG_FILE_S | a file younger than this that fails to parse is watched for 1 s: still being written if it grows (s) | 30 | > 0 |
 | TB_ROOFLINE_WORKERS | reader processes | the usable cores | 1 |
 | TB_ROOFLINE_PARALLEL_MIN_MB | profile size below which one process reads (MB) | 16 | 0 |
 | TB_ROOFLINE_POOL_IDLE_S | seconds idle reader processes wait for more work (CLI: 0) | 60 | 0 |

@@ -159,9 +159,14 @@ def test_one_bad_host_is_skipped_in_the_aggregate(logdir):
 def test_profile_being_written_and_size_limit(logdir):
     session = logdir / "live" / "plugins" / "profile" / "2026_05_01_00_00_00"
     session.mkdir(parents=True)
-    (session / "h.xplane.pb").write_bytes(b"\x0a\x05\x12")  # fresh and incomplete
+    from writer import being_written
+
+    (session / "h.xplane.pb").write_bytes(b"\x0a\x05\x12")  # incomplete, and growing
     service = RooflineService(str(logdir))
-    with pytest.raises(errors.ProfileIncompletePublicError, match="still being written"):
+    with (
+        being_written(session / "h.xplane.pb"),
+        pytest.raises(errors.ProfileIncompletePublicError, match="still being written"),
+    ):
         service.program("live/2026_05_01_00_00_00", "", True)
     small = RooflineService(str(logdir), max_file_mb=0.001)
     with pytest.raises(errors.TooLargeError, match="TB_ROOFLINE_MAX_FILE_MB"):
