@@ -121,3 +121,18 @@ def test_diff_names_hosts_missing_from_one_side(two_pods, capsys):
     assert code == 3 and out == ""
     assert "base 4 host(s), 8 device(s); candidate 3 host(s), 6 device(s)" in err
     assert "hosts only in the base: h2" in err
+
+
+def test_a_host_cut_short_seconds_ago_is_damaged_not_being_written(tmp_path, capsys, monkeypatch):
+    """The first 30 s after a crashed writer: the host file does not grow, so it is named as
+    a host read in part (not left out as "still being written"); while it grows it is."""
+    from writer import being_written
+
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    host = _pod(tmp_path) / "h2.xplane.pb"
+    _cut(host, old=False)
+    code, _, err = _run([str(tmp_path)], capsys)
+    assert code == 3 and "read in part: h2" in err and "looks cut short" in err, err
+    with being_written(host):
+        code, _, err = _run([str(tmp_path)], capsys)
+    assert code == 3 and "still being written" in err, err
