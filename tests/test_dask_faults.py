@@ -75,7 +75,10 @@ def test_a_worker_without_credentials_leaves_nothing_out(world, monkeypatch, cap
         finally:
             cluster.configure(None)
     faults = _faults(caplog)
-    assert faults and all("Dask worker" in m and "s3://" in m for m in faults)
+    assert faults and all("Dask worker bare" in m and "s3://" in m for m in faults)
+    # found before the units are sent (it gets none) and told once, never a line per unit;
+    # named by its Dask name (its IP:port says nothing to whoever runs the cluster)
+    assert len(faults) == 1 and "no units go to it" in faults[0], faults
     assert _converted(caplog) == 16  # every host on the cluster: the good worker
 
     caplog.clear()
@@ -95,6 +98,10 @@ def test_a_worker_without_credentials_leaves_nothing_out(world, monkeypatch, cap
     assert strip == [a for a in want if "diagnostics" not in a]
     named = [d for d in notes if d["code"] == "cluster_worker_fault"]
     assert len(named) == 16 and all("cannot read s3://" in d["message"] for d in named)
+    # every worker fails: a line when found, one summing its units up, one for those read here
+    faults = _faults(caplog)
+    assert len(faults) == 3 and all("Dask worker bare" in m for m in faults), faults
+    assert "16 unit(s) of 16 failed there" in faults[1] and "read 16 unit(s) here" in faults[2]
 
 
 READ_ONE = """

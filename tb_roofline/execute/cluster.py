@@ -68,12 +68,13 @@ class WorkerFault(RuntimeError):
     """A worker cannot read a unit's file for a reason of its own (credentials, a path it does
     not see, a package): not the file's fault. Travels from the worker as its exception."""
 
-    def __init__(self, worker: str, problem: str):
-        super().__init__(worker, problem)
-        self.worker, self.problem = worker, problem
+    def __init__(self, worker: str, problem: str, name: str | None = None):
+        super().__init__(worker, problem, name)
+        self.worker, self.problem = worker, problem  # its address: where units are sent
+        self.name = name or worker  # its Dask name (`--name`): what people call it
 
     def __str__(self):
-        return f"Dask worker {self.worker} {self.problem}"
+        return f"Dask worker {self.name} {self.problem}"
 
 
 def configure(address: str | None, strict: bool = True, allow_partial: bool = False):
@@ -251,13 +252,23 @@ def usable_workers(client, addr: str) -> list[str]:
     return sorted(w for w in answers if w not in bad)
 
 
-def _worker_name() -> str:
+def _worker_name() -> tuple[str, str]:
+    """(address, Dask name) of the worker running this."""
     from distributed import get_worker
 
     try:
-        return get_worker().address
+        worker = get_worker()
     except ValueError:  # not on a worker (a test calls _unit here)
-        return "(this process)"
+        return "(this process)", "(this process)"
+    return worker.address, str(worker.name)
+
+
+def _can_read(path: str, dask_worker=None) -> tuple | None:
+    """Run on each worker (`client.run` gives it `dask_worker`): None when it can read
+    `path`, else (its Dask name, why not)."""
+    problem = access_fault(RuntimeError(), path)
+    name = str(getattr(dask_worker, "name", None) or "(this process)")
+    return None if problem is None else (name, problem)
 
 
 def _unit(fn, args, code: str | None = None, path: str | None = None):
@@ -268,17 +279,20 @@ def _unit(fn, args, code: str | None = None, path: str | None = None):
     when the unit fails and this worker cannot even `stat` it, the worker is at fault
     (`WorkerFault`, raised: the caller sends the unit elsewhere)."""
     if code is not None and _probe() != code:  # the caller sends the unit elsewhere
+        address, name = _worker_name()
         raise WorkerFault(
-            _worker_name(),
-            f"runs tb-roofline {_probe()}, not {code}: install "
-            "the same tb-roofline on every worker",
+            address,
+            f"runs tb-roofline {_probe()}, not {code}: install the same tb-roofline on every "
+            "worker",
+            name,
         )
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001
         fault = access_fault(exc, path)
         if fault is not None:
-            raise WorkerFault(_worker_name(), fault) from None
+            address, name = _worker_name()
+            raise WorkerFault(address, fault, name) from None
         import pickle
 
         try:  # travels, and the caller can import its class (not only this worker)
@@ -388,11 +402,14 @@ class _Batch:
         self.index: dict = {}  # future key -> unit
         self.futures: dict = {}  # unit -> its future now
         self.faults: dict = {}  # unit -> [WorkerFault, ...]
+        self.failing: dict = {}  # worker address -> [its first WorkerFault, units it failed]
+        self.sent: dict = {}  # unit -> how many times it was sent
 
     def _submit(self, k: int, workers=None):
         if workers is None and _excluded.get(self.addr):  # not on workers of other code
             workers = self.workers
-        key = f"tb-roofline-{self.batch}-{k}-{len(self.faults.get(k, ()))}"
+        self.sent[k] = self.sent.get(k, 0) + 1
+        key = f"tb-roofline-{self.batch}-{k}-{self.sent[k]}"
         f = self.client.submit(
             _unit,
             self.fn,
@@ -410,8 +427,9 @@ class _Batch:
 
     def run(self) -> list:
         n = len(self.args_list)
+        good = self._workers_that_can_read()
         for k in range(n):
-            self._submit(k)
+            self._submit(k, good)
         log.info(
             "tb-roofline: %d conversion units sent to the Dask cluster %s (%s)",
             n,
@@ -426,6 +444,7 @@ class _Batch:
         try:
             while self.pending:
                 self._next()
+            self._tell_failing()
         finally:
             # Unfinished units are released by dropping their futures (the client tells the
             # scheduler without waiting): a blocking cancel on a client closed meanwhile (at
@@ -508,14 +527,79 @@ class _Batch:
             self.progress(k)
 
     def _again(self, k: int, fault: WorkerFault) -> bool:
-        """Send unit k to a worker that has not failed it; False when none is left."""
+        """Send unit k to a worker that has not failed it; False when none is left. A worker's
+        first fault (it cannot read: credentials, a path, a package) is told once, and it gets
+        no more units: those not yet started go to the others at once (else a worker failing
+        fast takes most of a batch, each unit failing there first)."""
         self.faults.setdefault(k, []).append(fault)
-        tried = {x.worker for x in self.faults[k]} | _excluded.get(self.addr, set())
+        first = fault.worker not in self.failing
+        self.failing.setdefault(fault.worker, [fault, 0])[1] += 1
+        avoid = set(self.failing) | _excluded.get(self.addr, set())
+        tried = {x.worker for x in self.faults[k]} | avoid
         others = sorted((_live_workers(self.client) or set()) - tried)
-        log.warning(
-            "tb-roofline: %s%s", fault, f"; sent to {len(others)} other worker(s)" if others else ""
-        )
+        log.debug("tb-roofline: %s (unit %d; %d other worker(s) left)", fault, k, len(others))
+        if first:
+            log.warning(
+                "tb-roofline: %s; no more units go to it%s",
+                fault,
+                f" ({len(others)} other worker(s) take them)" if others else "",
+            )
+            self._move_waiting(k, avoid)
         if not others:
             return False
         self._submit(k, others)
         return True
+
+    def _workers_that_can_read(self) -> list | None:
+        """The workers that can read the batch's first file, asked before anything is sent:
+        one without the bucket's credentials (or the path, or a package) would otherwise take
+        most units of a batch, failing each fast. Those that cannot are told once and get no
+        unit; None (any worker) when all can, none can, or they cannot all say in time."""
+        path = next((p for p in self.paths if p), None)
+        if path is None:
+            return None
+        timeout = settings.number(settings.CLUSTER_CONNECT_S)
+        try:
+            answers = self.client.run(_can_read, path, on_error="return", callback_timeout=timeout)
+        except Exception:  # noqa: BLE001 (a busy worker: each unit still checks for itself)
+            return None
+        bad = {w: a for w, a in answers.items() if isinstance(a, tuple)}
+        good = sorted(w for w, a in answers.items() if a is None)
+        if not bad or not good:
+            return None
+        for address, (name, problem) in sorted(bad.items()):
+            fault = WorkerFault(address, problem, name)
+            self.failing[address] = [fault, 0]
+            log.warning(
+                "tb-roofline: %s; no units go to it (%d other worker(s) take them)",
+                fault,
+                len(good),
+            )
+        return good
+
+    def _move_waiting(self, k: int, avoid: set):
+        """The pending units other than k that no good worker has started, sent again to
+        the good workers only (dropping a future releases its task when nobody started it)."""
+        good = sorted((_live_workers(self.client) or set()) - avoid)
+        if not good:
+            return
+        try:
+            processing = self.client.processing()
+        except Exception:  # noqa: BLE001 (the scheduler cannot say: leave the units as they are)
+            return
+        started = {key for w, keys in processing.items() if w not in avoid for key in keys}
+        for j in sorted(self.pending - {k}):
+            f = self.futures.get(j)
+            if f is not None and not f.done() and f.key not in started:
+                self._submit(j, good)
+
+    def _tell_failing(self):
+        """One line per worker that could not read its units: how many, and why."""
+        for fault, count in self.failing.values():
+            if count:
+                log.warning(
+                    "tb-roofline: %s: %d unit(s) of %d failed there and went elsewhere",
+                    fault,
+                    count,
+                    len(self.outcomes),
+                )
