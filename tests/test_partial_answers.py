@@ -136,3 +136,16 @@ def test_a_host_cut_short_seconds_ago_is_damaged_not_being_written(tmp_path, cap
     with being_written(host):
         code, _, err = _run([str(tmp_path)], capsys)
     assert code == 3 and "still being written" in err, err
+
+
+def test_a_restarted_server_still_names_a_host_read_in_part(tmp_path, monkeypatch):
+    """A partial answer never goes to the disk cache: a restarted server (the tab's answers,
+    `/progress`) would otherwise serve it without knowing the hosts it leaves out."""
+    from tb_roofline.serve.service.core import RooflineService
+
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", str(tmp_path / "cache"))
+    _cut(_pod(tmp_path / "logs") / "h2.xplane.pb")
+    for _ in range(2):  # the second service: a restart over the same disk cache
+        service = RooflineService(str(tmp_path / "logs"))
+        service.encoded("program", RUN, "")
+        assert list(service.reading(RUN)["hosts_not_read"]) == ["h2"]

@@ -162,7 +162,9 @@ class Analyses:
                         "tb-roofline: re-measuring the cached hosts failed"
                     )
         result.diagnostics = extra + result.diagnostics
-        complete = not extra
+        # Every host read whole: only then may answers go to disk (one served from there
+        # would not tell a command or `/progress` the hosts it leaves out).
+        complete = not extra and not any(d.partial_host for d in result.diagnostics)
         # Replaces an older version's; sized once, here. Too large to keep: held for the
         # runs in use, so a page load, a compare or two runs taken in turns convert once.
         size, roots = sized(result)
