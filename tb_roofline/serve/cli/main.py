@@ -119,10 +119,12 @@ def _check_cluster(cluster, addr: str, command: str, serving: bool):
         import logging
 
         logging.getLogger("tb_roofline").warning(
-            "tb-roofline %s: %s: converting in this process instead (the cluster is tried "
-            "again %g s after a failure; /progress says which)",
+            "tb-roofline %s: %s: converting in this process instead, as each answer's "
+            "diagnostics say (cluster_unavailable)%s; the cluster is tried again %g s after "
+            "a failure",
             command,
             exc,
+            " and /progress" if command == "serve" else "",
             cluster.RETRY_S,
         )
 
