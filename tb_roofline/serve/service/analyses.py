@@ -91,10 +91,12 @@ class Analyses:
                 self.locks.hold(("analysis",) + key),
             ):
                 made = self._cached(key, sigs) or self._analyse(inputs, key)
-        self._note_partial(key, *made)
+        self._note_partial(key, made[0])
         return made
 
-    def _note_partial(self, key, analysis, complete: bool):
+    def _note_partial(self, key, analysis):
+        """Remember the hosts this analysis leaves out or reads in part (or that it has
+        none), by their diagnostics."""
         skipped = {
             d.skipped_host or d.partial_host: d.message
             for d in analysis.diagnostics
