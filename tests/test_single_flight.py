@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import tracemalloc
 import urllib.request
 
@@ -46,24 +47,33 @@ def _serve(service):
     return server
 
 
-def guidance_peak(logdir: str, n: int) -> tuple[int, list]:
-    """(peak bytes allocated while `n` requests for /guidance run at once, their answers)
+def guidance_peak(logdir: str, n: int) -> tuple[int, list, int]:
+    """(peak bytes allocated while `n` requests for /guidance run at once, their answers,
+    the guidance computations they made)
     on a fresh server whose analysis is already made and guidance modules imported (what is
     measured is the guidance)."""
     service = RooflineService(logdir)
-    service.analysis(RUN, "")
     server = _serve(service)
     url = f"http://127.0.0.1:{server.server_port}/guidance?run={RUN}"
-    # The modules a guidance request imports (the server's and the model's), imported before
-    # measuring: one host's guidance, another analysis, so not the answer measured.
-    with urllib.request.urlopen(url + "&host=h0", timeout=120) as r:
-        assert r.status == 200
+
+    def get(query=""):
+        with urllib.request.urlopen(url + query, timeout=120) as r:
+            answer = r.status, json.loads(r.read())
+            # Closed once the server is done with it: werkzeug drains a connection the client
+            # has closed with a 10 MB read buffer (any route's, not the guidance's).
+            time.sleep(0.2)
+            return answer
+
+    # What a first guidance request of this process makes once (the server's and the model's
+    # modules, their lazy tables), made before measuring: the run's guidance without
+    # infeed/outfeed, another question, so not the answer measured.
+    assert get("&infeed_outfeed=exclude")[0] == 200
+    made = service._flights.made
     barrier = threading.Barrier(n)
 
-    def get(_):
+    def at_once(_):
         barrier.wait()
-        with urllib.request.urlopen(url, timeout=120) as r:
-            return r.status, json.loads(r.read())
+        return get()
 
     gc.collect()
     gc.disable()  # what a request allocates, not when the collector happens to run
@@ -72,43 +82,46 @@ def guidance_peak(logdir: str, n: int) -> tuple[int, list]:
         tracemalloc.reset_peak()
         base = tracemalloc.get_traced_memory()[0]
         with concurrent.futures.ThreadPoolExecutor(n) as pool:
-            answers = list(pool.map(get, range(n)))
+            answers = list(pool.map(at_once, range(n)))
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
         gc.enable()
         server.shutdown()
-    return peak, answers
+    return peak, answers, service._flights.made - made
 
 
-def _measured(logdir: str, n: int) -> tuple[int, list]:
-    """`guidance_peak` in a process of its own: no other test's threads allocate meanwhile."""
+def _measured(logdir: str, n: int, rounds: int = 3) -> list:
+    """`guidance_peak` `rounds` times, each on a fresh server, in a process of its own (no
+    other test's threads allocate meanwhile)."""
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); import test_single_flight as t; "
-        "print(json.dumps(t.guidance_peak(sys.argv[2], int(sys.argv[3]))))"
+        "print(json.dumps([t.guidance_peak(sys.argv[2], int(sys.argv[3])) "
+        "for _ in range(int(sys.argv[4]))]))"
     )
     env = dict(os.environ, TB_ROOFLINE_CACHE_DIR="off")
     done = subprocess.run(
-        [sys.executable, "-c", code, os.path.dirname(__file__), logdir, str(n)],
+        [sys.executable, "-c", code, os.path.dirname(__file__), logdir, str(n), str(rounds)],
         capture_output=True,
         text=True,
         timeout=300,
         env=env,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    peak, answers = json.loads(done.stdout.splitlines()[-1])
-    return peak, answers
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def test_concurrent_guidance_requests_share_one_computation(pod):
-    one, (single,) = _measured(pod, 1)
-    eight, answers = _measured(pod, 8)
-    assert all(status == 200 for status, _ in answers) and single[0] == 200
-    assert all(body == single[1] for _, body in answers)  # one answer, the single one's
-    # Eight at once cost what one costs (plus the eight responses' JSON), not eight times it.
-    body_bytes = len(json.dumps(single[1]))
-    print("peak of one request", one, "of eight at once", eight, "body", body_bytes)
-    assert eight < 1.5 * one + 8 * 4 * body_bytes, (eight, one, body_bytes)
+    ones, eights = _measured(pod, 1), _measured(pod, 8)
+    (single,) = ones[0][1]
+    for _, answers, made in eights:  # eight requests at once: one computation, one answer
+        assert made == 1 and [a for a in answers] == [single] * 8
+    # Their memory: what one request's is, not eight times it. The least of three rounds:
+    # werkzeug drains each closed connection with a 10 MB read buffer, now and then
+    # inside the measured window (the same for any route).
+    one, eight = min(r[0] for r in ones), min(r[0] for r in eights)
+    print("peak of one request", one, "of eight at once", eight)  # shown with pytest -s
+    assert eight < one + 2 * 2**20, (eight, one)
 
 
 def test_single_flight_shares_results_and_errors():

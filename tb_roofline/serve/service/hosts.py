@@ -150,6 +150,7 @@ class SingleFlight:
     def __init__(self):
         self._guard = threading.Lock()
         self._running: dict = {}  # key -> Future of the computation under way
+        self.made = 0  # computations run (each shared by whoever asked while it ran)
 
     def run(self, key, make):
         from concurrent.futures import Future
@@ -161,6 +162,7 @@ class SingleFlight:
                 future = self._running[key] = Future()
         if not owner:
             return future.result()
+        self.made += 1
         try:
             value = make()
         except BaseException as exc:
