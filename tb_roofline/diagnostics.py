@@ -14,10 +14,13 @@ class Diagnostic:
     # hosts the run has: what the tab's banner counts and names. Only on such a diagnostic.
     skipped_host: str | None = None
     hosts_total: int | None = None
+    # A host of the run read in part only (its file cut short: its complete planes are in
+    # the answer, the others not). Only on such a diagnostic.
+    partial_host: str | None = None
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
-        for key in ("skipped_host", "hosts_total"):
+        for key in ("skipped_host", "hosts_total", "partial_host"):
             if out[key] is None:
                 del out[key]
         return out

@@ -203,8 +203,10 @@ ROWS = (
     ),
     (
         YOUNG_FILE_S,
-        "seconds after its last change a file that does not parse is taken as still being "
-        "written (`503 profile_incomplete`, retried later), not as corrupt",
+        "a file changed within this many seconds that does not parse is watched for 1 s: "
+        "still being written (`503 profile_incomplete`, retried later) if it grows or its "
+        "mtime moves, else damaged (a host not read: the CLI exits 3 naming it); age alone "
+        "never decides",
         None,
     ),
     (

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from werkzeug.test import Client
+from writer import being_written
 
 from tb_roofline import errors, readers
 from tb_roofline.serve.service import hosts as service_module
@@ -124,11 +125,15 @@ def test_a_file_still_being_written_is_judged_again(logdir, reads, monkeypatch):
     live.parent.mkdir(parents=True)
     live.write_bytes(b"\x0a\x05\x12")
     service = RooflineService(str(logdir))
-    for _ in range(3):
-        with pytest.raises(errors.ProfileIncompletePublicError):
-            service.program("live/" + RUN, "", True)
-    assert len(reads) == 1
-    time.sleep(0.25)
-    with pytest.raises(errors.ProfileIncompletePublicError):
+    with being_written(live):  # growing while read: still being written, each time
+        for _ in range(2):
+            with pytest.raises(errors.ProfileIncompletePublicError):
+                service.program("live/" + RUN, "", True)
+    time.sleep(0.25)  # (past INCOMPLETE_RETRY_S, had the version held)
+    with pytest.raises(errors.BadProfileError) as exc:  # judged again: no longer growing
         service.program("live/" + RUN, "", True)
-    assert len(reads) == 2
+    assert not isinstance(exc.value, errors.ProfileIncompletePublicError)
+    judged = len(reads)
+    with pytest.raises(errors.BadProfileError):  # damaged: kept while the version holds
+        service.program("live/" + RUN, "", True)
+    assert len(reads) == judged

@@ -38,6 +38,7 @@ from tb_roofline.execute import cluster
 from tb_roofline.execute import pool as parallel  # noqa: E402
 from tb_roofline.serve.cli.main import main  # noqa: E402
 from tb_roofline.serve.service.core import RooflineService  # noqa: E402
+from tb_roofline.synthetic import SynthConfig, write_tpu_session  # noqa: E402
 
 
 def _without_credentials(env: dict) -> dict:
@@ -74,7 +75,10 @@ def test_a_worker_without_credentials_leaves_nothing_out(world, monkeypatch, cap
         finally:
             cluster.configure(None)
     faults = _faults(caplog)
-    assert faults and all("Dask worker" in m and "s3://" in m for m in faults)
+    assert faults and all("Dask worker bare" in m and "s3://" in m for m in faults)
+    # found before the units are sent (it gets none) and told once, never a line per unit;
+    # named by its Dask name (its IP:port says nothing to whoever runs the cluster)
+    assert len(faults) == 1 and "no units go to it" in faults[0], faults
     assert _converted(caplog) == 16  # every host on the cluster: the good worker
 
     caplog.clear()
@@ -94,6 +98,10 @@ def test_a_worker_without_credentials_leaves_nothing_out(world, monkeypatch, cap
     assert strip == [a for a in want if "diagnostics" not in a]
     named = [d for d in notes if d["code"] == "cluster_worker_fault"]
     assert len(named) == 16 and all("cannot read s3://" in d["message"] for d in named)
+    # every worker fails: a line when found, one summing its units up, one for those read here
+    faults = _faults(caplog)
+    assert len(faults) == 3 and all("Dask worker bare" in m for m in faults), faults
+    assert "16 unit(s) of 16 failed there" in faults[1] and "read 16 unit(s) here" in faults[2]
 
 
 READ_ONE = """
@@ -140,7 +148,7 @@ def test_a_host_nobody_can_read_fails_the_conversion_by_name(world):
     strict, partial = run
     assert strict.returncode == 2, strict.stderr
     words = strict.stdout
-    assert "ClusterError: Dask worker tcp://127.0.0.1:" in words
+    assert "ClusterError: Dask worker bare cannot read" in words  # by its Dask name
     assert words.count("NoCredentialsError") == 2  # the worker's, then this process's
     assert "reading it here failed too" in words and "--allow-partial" in words
     assert partial.returncode == 0 and partial.stdout.startswith(
@@ -394,3 +402,90 @@ def test_a_tls_scheduler_with_dask_s_tls_configuration(world, tmp_path):
             log.close()
     assert far.returncode == 0, far.stderr
     assert near.returncode == 0 and far.stdout == near.stdout
+
+
+def _start_serve(logdir: str, scheduler: str, env: dict):
+    """`tb-roofline serve LOGDIR --scheduler S` on a free port: (process, its URL)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tb_roofline.serve.cli.main", "serve", logdir, "--port", "0"]
+        + ["--scheduler", scheduler],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, "".join(lines)
+        lines.append(line)
+        if " at http://" in line:
+            return proc, line.split(" at ", 1)[1].split("/ ", 1)[0], lines
+    raise AssertionError("".join(lines))
+
+
+def _get(url: str, path: str, **query) -> dict:
+    import json
+    import urllib.parse
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}{path}?{urllib.parse.urlencode(query)}", timeout=120) as r:
+        assert r.status == 200
+        return json.loads(r.read())
+
+
+def _stop(proc) -> str:
+    proc.terminate()
+    return proc.communicate(timeout=30)[1]
+
+
+def test_servers_keep_answering_when_the_scheduler_is_down_or_dies(tmp_path, monkeypatch):
+    """`tb-roofline serve --scheduler`: a scheduler down at its start, or dying while it
+    serves, leaves it answering every run, converted here (the same answer), saying so in
+    its log, the answer's diagnostics and `/progress`."""
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
+    for run in ("a", "b"):
+        write_tpu_session(
+            str(tmp_path), run, "2026_01_01_00_00_00", [SynthConfig(seed=5, hostname="h0")]
+        )
+    runs = ["a/2026_01_01_00_00_00", "b/2026_01_01_00_00_00"]
+    local = [RooflineService(str(tmp_path)).program(r, "", True)["rows"] for r in runs]
+    env = _env({"TB_ROOFLINE_CLUSTER_CONNECT_S": "3", "TB_ROOFLINE_CACHE_DIR": "off"})
+
+    dead = f"tcp://127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    proc, url, started = _start_serve(str(tmp_path), dead, env)
+    try:
+        assert _get(url, "/program", run=runs[0])["rows"] == local[0]
+        notes = _get(url, "/diagnostics", run=runs[0])["diagnostics"]
+        assert "cluster_unavailable" in [d["code"] for d in notes]
+        state = _get(url, "/progress", run=runs[0])["cluster"]
+        assert state["scheduler"] == dead and state["converting_here"] is True
+        assert "unreachable" in state["reason"]
+        assert time.monotonic() - start < 30
+    finally:
+        err = "".join(started) + _stop(proc)
+    assert "tb-roofline serve: Dask scheduler" in err and dead in err
+    assert "converting in this process instead" in err
+
+    with dask_cluster(_env({}), workers=("s1",)) as c:
+        proc, url, _ = _start_serve(str(tmp_path), c.address, env)
+        try:
+            assert _get(url, "/program", run=runs[0])["rows"] == local[0]  # on the cluster
+            notes = _get(url, "/diagnostics", run=runs[0])["diagnostics"]
+            assert "cluster_unavailable" not in [d["code"] for d in notes]
+            assert _get(url, "/progress", run=runs[0])["cluster"]["converting_here"] is False
+            c.kill("s1")
+            c.kill("scheduler")
+            died = time.monotonic()
+            assert _get(url, "/program", run=runs[1])["rows"] == local[1]  # here, not a 500
+            took = time.monotonic() - died
+            notes = _get(url, "/diagnostics", run=runs[1])["diagnostics"]
+            assert "cluster_unavailable" in [d["code"] for d in notes]
+            assert _get(url, "/progress", run=runs[1])["cluster"]["converting_here"] is True
+            print(f"scheduler killed: the next run answered in {took:.1f} s")  # pytest -s
+            assert took < 30
+        finally:
+            err = _stop(proc)
+        assert "converting here, not on the cluster" in err

@@ -33,29 +33,30 @@ def _kineto_text():
 
 
 # ------------------------------------------------------------------------------------------
-# 9. A writer that pauses for more than 2 s: still being written (503), not corrupt (422).
+# 9. A file that grows is still being written (503); one cut short that does not grow is
+# damaged (422), however recently it was written: age alone decides nothing.
 
 
-def test_a_truncated_file_written_seconds_ago_is_still_being_written(tmp_path, monkeypatch):
+def test_a_truncated_file_is_still_being_written_only_while_it_grows(tmp_path, monkeypatch):
+    from writer import being_written
+
     good = make_tpu_xspace(SynthConfig(seed=1, num_cores=1, num_steps=1)).SerializeToString()
     x = tmp_path / "h.xplane.pb"
     x.write_bytes(good[: len(good) // 2])
     k = tmp_path / "h.pt.trace.json"
     k.write_bytes(_kineto_text()[:5000])
     for path, fmt in ((x, "xplane"), (k, "kineto")):
-        with pytest.raises(ProfileIncompleteError):  # the writer paused 5 s
-            read_profile_file(_age(path, 5), fmt, "h")
-        with pytest.raises(ProfileFormatError) as exc:  # nothing for 10 minutes: corrupt
-            read_profile_file(_age(path, 600), fmt, "h")
-        assert not isinstance(exc.value, ProfileIncompleteError)
-    monkeypatch.setenv("TB_ROOFLINE_YOUNG_FILE_S", "2")
-    for path, fmt in ((x, "xplane"), (k, "kineto")):
-        with pytest.raises(ProfileFormatError) as exc:
-            read_profile_file(_age(path, 5), fmt, "h")
-        assert not isinstance(exc.value, ProfileIncompleteError)
-    monkeypatch.setenv("TB_ROOFLINE_YOUNG_FILE_S", "bogus")  # a typo keeps the default
-    with pytest.raises(ProfileIncompleteError):
-        read_profile_file(_age(x, 5), "xplane", "h")
+        with being_written(_age(path, 5)), pytest.raises(ProfileIncompleteError):
+            read_profile_file(str(path), fmt, "h")  # the writer is at work
+        for age in (5, 600):  # written 5 s or 10 minutes ago, not growing: damaged
+            with pytest.raises(ProfileFormatError) as exc:
+                read_profile_file(_age(path, age), fmt, "h")
+            assert not isinstance(exc.value, ProfileIncompleteError)
+    monkeypatch.setenv("TB_ROOFLINE_YOUNG_FILE_S", "2")  # older than this: never watched
+    start = time.monotonic()
+    with pytest.raises(ProfileFormatError) as exc:
+        read_profile_file(_age(k, 5), "kineto", "h")
+    assert not isinstance(exc.value, ProfileIncompleteError) and time.monotonic() - start < 1
 
 
 # ------------------------------------------------------------------------------------------

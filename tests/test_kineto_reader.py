@@ -525,8 +525,13 @@ def test_truncated_files(tmp_path):
     data = gzip.decompress(open(real("mi250"), "rb").read())
     p = tmp_path / "cut.pt.trace.json"
     p.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ProfileIncompleteError):  # young: probably still being written
+    from writer import being_written
+
+    with being_written(p), pytest.raises(ProfileIncompleteError):  # growing: being written
         read_kineto_file(str(p), "h")
+    with pytest.raises(ProfileFormatError) as exc:  # just written, not growing: damaged
+        read_kineto_file(str(p), "h")
+    assert not isinstance(exc.value, ProfileIncompleteError)
     _old(p)
     with pytest.raises(ProfileFormatError) as exc:
         read_kineto_file(str(p), "h")

@@ -1422,3 +1422,30 @@ def test_the_agent_skill_names_every_tool_and_only_tools():
     looks_like_a_tool = {n for n in quoted if re.match(r"(list|get|top)_", n)} | {"compare"}
     assert looks_like_a_tool <= TOOLS, looks_like_a_tool - TOOLS  # no tool that is not there
     assert TOOLS <= quoted, TOOLS - quoted  # and every tool has its place
+
+
+def test_a_scheduler_down_at_start_leaves_the_server_answering(tmp_path):
+    """`tb-roofline mcp --scheduler` with nothing listening there: the server starts and
+    answers every run, converted here, each answer's diagnostics saying so (a one-shot
+    command exits 2 instead: tests/test_dask_cluster.py)."""
+    shutil.copytree(os.path.join(DATA, "compare/jax_cpu/mlp_b64"), tmp_path / "mlp_b64")
+    env = dict(_env(), TB_ROOFLINE_CACHE_DIR="off", TB_ROOFLINE_CLUSTER_CONNECT_S="2")
+    dead = f"tcp://127.0.0.1:{free_port()}"
+    params = StdioServerParameters(
+        command=sys.executable,
+        env=env,
+        cwd=REPO,
+        args=["-m", "tb_roofline.serve.cli.main", "mcp", str(tmp_path), "--scheduler", dead],
+    )
+
+    async def main():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                runs = (await _call(session, "list_runs", {}))[1]["runs"]
+                return await _call(session, "get_diagnostics", {"run": runs[0]["run"]})
+
+    kind, answer = _run(main)
+    assert kind == "ok", answer
+    notes = [d for d in answer["diagnostics"] if d["code"] == "cluster_unavailable"]
+    assert notes and dead in notes[0]["message"]

@@ -159,9 +159,14 @@ def test_one_bad_host_is_skipped_in_the_aggregate(logdir):
 def test_profile_being_written_and_size_limit(logdir):
     session = logdir / "live" / "plugins" / "profile" / "2026_05_01_00_00_00"
     session.mkdir(parents=True)
-    (session / "h.xplane.pb").write_bytes(b"\x0a\x05\x12")  # fresh and incomplete
+    from writer import being_written
+
+    (session / "h.xplane.pb").write_bytes(b"\x0a\x05\x12")  # incomplete, and growing
     service = RooflineService(str(logdir))
-    with pytest.raises(errors.ProfileIncompletePublicError, match="still being written"):
+    with (
+        being_written(session / "h.xplane.pb"),
+        pytest.raises(errors.ProfileIncompletePublicError, match="still being written"),
+    ):
         service.program("live/2026_05_01_00_00_00", "", True)
     small = RooflineService(str(logdir), max_file_mb=0.001)
     with pytest.raises(errors.TooLargeError, match="TB_ROOFLINE_MAX_FILE_MB"):
@@ -317,6 +322,18 @@ def test_a_corrupt_host_is_named_with_the_run_s_host_count(tmp_path):
     assert "'h2' skipped" in skipped[0]["message"]
     assert all("hosts_total" not in d for d in diags if d not in skipped)
     assert service.device(run, "")["device"]["num_hosts"] == 2
+    # what `/progress` (the tab) and a command's exit status name: the host and why
+    (why,) = service.reading(run)["hosts_not_read"].values()
+    assert list(service.reading(run)["hosts_not_read"]) == ["h2"] and "not a valid XSpace" in why
+    assert service.hosts_not_read() == {run: {"h2": why}}
+    service.device(run, "h0")  # a whole answer of one host: the run's partial one still told
+    assert list(service.hosts_not_read(run)[run]) == ["h2"]
+    # what `/progress` (the tab) and a command's exit status name: the host and why
+    (why,) = service.reading(run)["hosts_not_read"].values()
+    assert list(service.reading(run)["hosts_not_read"]) == ["h2"] and "not a valid XSpace" in why
+    assert service.hosts_not_read() == {run: {"h2": why}}
+    service.device(run, "h0")  # a whole answer of one host: the run's partial one still told
+    assert list(service.hosts_not_read(run)[run]) == ["h2"]
 
 
 def test_bad_size_limit_variable_falls_back(logdir, monkeypatch):
@@ -411,6 +428,8 @@ def test_progress_tells_how_many_hosts_are_read_while_they_are(tmp_path, monkeyp
         "hosts_done": None,
         "hosts_total": None,
         "elapsed_s": None,
+        "hosts_not_read": {},
+        "cluster": None,
     }
     assert route() == idle
     service.analysis(run, "h0")  # one host read first: cached for the whole run's read

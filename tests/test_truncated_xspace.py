@@ -1,6 +1,7 @@
 """XSpace files cut short: real profiles from testdata cut at every plane boundary
-and inside every plane. A young file cut short is still being written (503); an old one is
-read as far as its complete planes go, with a `truncated` diagnostic naming what is missing."""
+and inside every plane. A file cut short that grows is still being written (503); one that
+does not, just written or old, is read as far as its complete planes go, with a `truncated`
+diagnostic naming what is missing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from writer import being_written
 
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
 from tb_roofline.execute import pool as parallel
@@ -84,8 +86,9 @@ def test_v6e_cut_inside_each_plane(tmp_path):
     fields = _fields(raw)
     for k, (field, start, end) in enumerate(fields):
         cut = raw[: (start + end) // 2]
-        with pytest.raises(ProfileIncompleteError, match="still being written"):
-            read_xspace_file(_write(tmp_path, cut, 1), "h")
+        growing = _write(tmp_path, cut, 1)
+        with being_written(growing), pytest.raises(ProfileIncompleteError):
+            read_xspace_file(growing, "h")
         if k == 0:  # not one complete plane: a format error (422), never an empty answer
             with pytest.raises(ProfileFormatError, match="truncated or corrupt") as exc:
                 read_xspace_file(_write(tmp_path, cut, 3600), "h")
@@ -106,11 +109,13 @@ def test_gpu_profile_cut_short(tmp_path):
     planes = [f for f in _fields(raw) if f[0] == 1]
     _, start, end = planes[-1]
     for cut in (raw[: (start + end) // 2], raw[: start + 3]):
-        with pytest.raises(ProfileIncompleteError, match="still being written"):
-            read_xspace_file(_write(tmp_path, cut, 1), "h")
-        data = read_xspace_file(_write(tmp_path, cut, 3600), "h")
-        assert "truncated" in _codes(data)
-        assert len(data.ops) <= len(whole.ops)
+        growing = _write(tmp_path, cut, 1)
+        with being_written(growing), pytest.raises(ProfileIncompleteError):
+            read_xspace_file(growing, "h")
+        for age in (1, 3600):  # not growing: cut short, just now or long ago
+            data = read_xspace_file(_write(tmp_path, cut, age), "h")
+            assert "truncated" in _codes(data)
+            assert len(data.ops) <= len(whole.ops)
     for cut in (raw[:end], raw[:start]):  # ends at a field boundary: whole, young or old
         for age in (1, 3600):
             data = read_xspace_file(_write(tmp_path, cut, age), "h")
@@ -135,11 +140,17 @@ def test_every_reading_path_says_the_same(tmp_path, monkeypatch):
     assert "truncated" in _codes(ref)
     parallel.shutdown()
     young = _write(tmp_path, cut, 1, "young.xplane.pb")
-    assert isinstance(
-        parallel.read_files([(young, "xplane", "h", None)])[0], ProfileIncompleteError
-    )
-    with pytest.raises(ProfileIncompleteError):
-        read_profile_file(young, "xplane", "h")
+    with being_written(young):
+        assert isinstance(
+            parallel.read_files([(young, "xplane", "h", None)])[0], ProfileIncompleteError
+        )
+        with pytest.raises(ProfileIncompleteError):
+            read_profile_file(young, "xplane", "h")
+    # just written and not growing: cut short, the same answer as the old file's
+    got = parallel.read_files([(young, "xplane", "h", None)])[0]
+    assert [d.message.replace("young.", "h.") for d in got.diagnostics] == [
+        d.message for d in ref.diagnostics
+    ]
 
 
 def test_the_service_answers_503_then_a_diagnostic(tmp_path):
@@ -153,11 +164,9 @@ def test_the_service_answers_503_then_a_diagnostic(tmp_path):
     path = _write(run, raw[: (planes[4][1] + planes[4][2]) // 2], 1, "host0.xplane.pb")
     service = RooflineService(str(tmp_path / "logs"))
     name = service.list_runs()["runs"][0]["run"]
-    with pytest.raises(errors.ProfileIncompletePublicError, match="retry"):
+    with being_written(path), pytest.raises(errors.ProfileIncompletePublicError, match="retry"):
         service.program(name, "")
-    past = time.time() - 3600
-    os.utime(path, (past, past))
-    service = RooflineService(str(tmp_path / "logs"))
+    service = RooflineService(str(tmp_path / "logs"))  # it stopped growing: cut short
     got = service.diagnostics(name, "")
     assert "truncated" in [d["code"] for d in got["diagnostics"]]
 

@@ -181,12 +181,17 @@ def test_corrupt_truncated_and_empty_files(tmp_path):
         load_xspace(_old(str(no_planes)))
 
 
-def test_young_unparsable_file_is_incomplete_and_size_limit(tmp_path):
+def test_a_growing_unparsable_file_is_incomplete_and_size_limit(tmp_path):
+    from writer import being_written
+
     good = _tpu_space([("fusion.2", "loop fusion", 0, 10, 0, 1, 1)]).SerializeToString()
     writing = tmp_path / "writing.xplane.pb"
-    writing.write_bytes(good[:7])  # just written, does not parse: still being written
-    with pytest.raises(ProfileIncompleteError):
+    writing.write_bytes(good[:7])  # does not parse, and grows: still being written
+    with being_written(writing), pytest.raises(ProfileIncompleteError):
         load_xspace(str(writing))
+    with pytest.raises(ProfileFormatError) as exc:  # just written, not growing: damaged
+        load_xspace(str(writing))
+    assert not isinstance(exc.value, ProfileIncompleteError)
     big = tmp_path / "big.xplane.pb"
     big.write_bytes(good)
     with pytest.raises(ProfileTooLargeError, match="over the limit"):

@@ -28,17 +28,26 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import threading
 import time
 
 from tb_roofline import settings
 from tb_roofline.execute.cluster_connect import ClusterError, connect
+from tb_roofline.execute.cluster_worker import (
+    WorkerFault,
+    _can_read,
+    _probe,
+    _unit,
+    access_fault,
+    code_id,
+)
 
 __all__ = [
     "ClusterError",
     "WorkerFault",
     "configure",
+    "note_unavailable",
+    "local_fallback",
     "address",
     "strict",
     "allow_partial",
@@ -47,6 +56,7 @@ __all__ = [
     "usable_workers",
     "run_units",
     "code_id",
+    "access_fault",
 ]
 
 # (socket, hashlib, queue and uuid are imported by the functions that use them: every read
@@ -62,18 +72,6 @@ _setting: tuple | None = None  # (address, strict) given by the CLI
 _failed: dict = {}  # address -> (monotonic time, ClusterError) of its last failure
 
 
-class WorkerFault(RuntimeError):
-    """A worker cannot read a unit's file for a reason of its own (credentials, a path it does
-    not see, a package): not the file's fault. Travels from the worker as its exception."""
-
-    def __init__(self, worker: str, problem: str):
-        super().__init__(worker, problem)
-        self.worker, self.problem = worker, problem
-
-    def __str__(self):
-        return f"Dask worker {self.worker} {self.problem}"
-
-
 def configure(address: str | None, strict: bool = True, allow_partial: bool = False):
     """The CLI's `--scheduler` (and `--allow-partial`: hosts no worker nor this process can
     read are skipped, each with its diagnostic, instead of failing the command). None goes
@@ -81,6 +79,28 @@ def configure(address: str | None, strict: bool = True, allow_partial: bool = Fa
     locally, with a diagnostic)."""
     global _setting
     _setting = (address.strip(), strict, allow_partial) if address and address.strip() else None
+
+
+def note_unavailable(addr: str, exc: ClusterError):
+    """A server found the cluster down at its start: conversions go to this process (saying
+    so) until RETRY_S has passed, as after a failure mid-run, rather than each request
+    waiting for the connection to time out first."""
+    _failed[addr] = (time.monotonic(), exc)
+
+
+def local_fallback() -> dict | None:
+    """What `/progress` says of the cluster: None without a scheduler; else its address and,
+    while a failure has conversions done by this process instead, since when and why."""
+    addr = address()
+    if not addr:
+        return None
+    failed = _failed.get(addr)
+    return {
+        "scheduler": addr,
+        "converting_here": failed is not None,
+        "since_s": None if failed is None else round(time.monotonic() - failed[0], 1),
+        "reason": None if failed is None else str(failed[1]),
+    }
 
 
 def address() -> str | None:
@@ -131,35 +151,8 @@ def close_clients():
 atexit.register(close_clients)
 
 
-def code_id() -> str:
-    """tb-roofline's version and a digest of its source (the workers must run ours)."""
-    import hashlib
-
-    import tb_roofline
-
-    root = os.path.dirname(os.path.abspath(tb_roofline.__file__))
-    digest = hashlib.sha256()
-    for d, dirs, names in sorted(os.walk(root)):
-        dirs.sort()
-        for name in sorted(names):
-            if name.endswith((".py", ".proto")):
-                path = os.path.join(d, name)
-                digest.update(os.path.relpath(path, root).encode() + b"\0")
-                with open(path, "rb") as f:
-                    digest.update(f.read())
-    return f"{tb_roofline.__version__}+{digest.hexdigest()[:16]}"
-
-
-_CODE_ID: list = []
 _scheduler_ok: set = set()  # scheduler addresses found running our code
 _excluded: dict = {}  # scheduler address -> the workers found running other code
-
-
-def _probe() -> str:
-    """Run on each worker (it imports this module, so tb-roofline is importable there)."""
-    if not _CODE_ID:
-        _CODE_ID.append(code_id())
-    return _CODE_ID[0]
 
 
 def usable_workers(client, addr: str) -> list[str]:
@@ -225,67 +218,6 @@ def usable_workers(client, addr: str) -> list[str]:
             ", ".join(sorted(bad)),
         )
     return sorted(w for w in answers if w not in bad)
-
-
-def _worker_name() -> str:
-    from distributed import get_worker
-
-    try:
-        return get_worker().address
-    except ValueError:  # not on a worker (a test calls _unit here)
-        return "(this process)"
-
-
-def _unit(fn, args, code: str | None = None, path: str | None = None):
-    """One unit on a worker: its result, or the exception it raised as a value (a file's
-    error is that file's answer, never a reason to retry). `code`: the caller's `code_id()`;
-    a worker that joined after the probe (a restarted one has a new address) and runs other
-    code fails the unit, which fails the conversion with its words. `path`: the unit's file;
-    when the unit fails and this worker cannot even `stat` it, the worker is at fault
-    (`WorkerFault`, raised: the caller sends the unit elsewhere)."""
-    if code is not None and _probe() != code:  # the caller sends the unit elsewhere
-        raise WorkerFault(
-            _worker_name(),
-            f"runs tb-roofline {_probe()}, not {code}: install "
-            "the same tb-roofline on every worker",
-        )
-    try:
-        return fn(*args)
-    except Exception as exc:  # noqa: BLE001
-        fault = access_fault(exc, path)
-        if fault is not None:
-            raise WorkerFault(_worker_name(), fault) from None
-        import pickle
-
-        try:  # travels, and the caller can import its class (not only this worker)
-            if type(exc).__module__.partition(".")[0] not in ("builtins", "tb_roofline"):
-                raise TypeError
-            pickle.loads(pickle.dumps(exc))
-            return exc
-        except Exception:  # noqa: BLE001 (an exception that cannot travel: its words do)
-            return RuntimeError(f"{type(exc).__name__}: {exc}")
-
-
-def access_fault(exc: Exception, path: str | None) -> str | None:
-    """Why this process (a worker, or the caller reading what no worker could), not the file,
-    made the unit fail (None: the file's own error). A local directory it does not see (not
-    shared), or a file it cannot `stat` (credentials, a storage package it lacks, a store it
-    cannot reach) while the file is not simply gone."""
-    from tb_roofline import storage
-
-    name = str(exc.filename) if isinstance(exc, FileNotFoundError) and exc.filename else ""
-    for p in filter(None, (name, path)):
-        if not storage.is_remote(p) and not os.path.isdir(os.path.dirname(p)):
-            return f"cannot read {p}: {os.strerror(2)} (is the logdir a path every worker shares?)"
-    if path is None or name:
-        return None
-    try:
-        storage.stat(path)
-    except FileNotFoundError:
-        return None  # gone since the listing: the file's
-    except Exception as cause:  # noqa: BLE001 (credentials, a package, the store)
-        return f"cannot read {path}: {getattr(cause, 'strerror', None) or cause}"
-    return None
 
 
 def run_units(
@@ -364,11 +296,14 @@ class _Batch:
         self.index: dict = {}  # future key -> unit
         self.futures: dict = {}  # unit -> its future now
         self.faults: dict = {}  # unit -> [WorkerFault, ...]
+        self.failing: dict = {}  # worker address -> [its first WorkerFault, units it failed]
+        self.sent: dict = {}  # unit -> how many times it was sent
 
     def _submit(self, k: int, workers=None):
         if workers is None and _excluded.get(self.addr):  # not on workers of other code
             workers = self.workers
-        key = f"tb-roofline-{self.batch}-{k}-{len(self.faults.get(k, ()))}"
+        self.sent[k] = self.sent.get(k, 0) + 1
+        key = f"tb-roofline-{self.batch}-{k}-{self.sent[k]}"
         f = self.client.submit(
             _unit,
             self.fn,
@@ -386,8 +321,9 @@ class _Batch:
 
     def run(self) -> list:
         n = len(self.args_list)
+        good = self._workers_that_can_read()
         for k in range(n):
-            self._submit(k)
+            self._submit(k, good)
         log.info(
             "tb-roofline: %d conversion units sent to the Dask cluster %s (%s)",
             n,
@@ -402,6 +338,7 @@ class _Batch:
         try:
             while self.pending:
                 self._next()
+            self._tell_failing()
         finally:
             # Unfinished units are released by dropping their futures (the client tells the
             # scheduler without waiting): a blocking cancel on a client closed meanwhile (at
@@ -451,7 +388,7 @@ class _Batch:
         from tb_roofline.errors import ProfileOutOfMemoryError
 
         try:
-            result = f.result(timeout=stall)
+            result = self._result(f, stall)
             self.outcomes[k] = result if self.arrived is None else self.arrived(result)
         except KilledWorker as exc:
             self.outcomes[k] = ProfileOutOfMemoryError(
@@ -483,15 +420,100 @@ class _Batch:
         if self.progress:
             self.progress(k)
 
+    def _result(self, f, stall: float):
+        """A finished unit's result, fetched from its worker. Waited for in steps of
+        TB_ROOFLINE_CLUSTER_CONNECT_S: a result lost with every worker (they all died after it
+        finished) is "no worker left" within that time, not a timeout after the stall's."""
+        grace = settings.number(settings.CLUSTER_CONNECT_S)
+        deadline = time.monotonic() + stall
+        while True:
+            try:
+                return f.result(timeout=max(0.1, min(grace, deadline - time.monotonic())))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+                if self.client.status != "running" or _live_workers(self.client) == set():
+                    raise ClusterError(
+                        f"the Dask cluster {self.addr} has no worker left (a finished unit's "
+                        f"result was lost with its worker; {len(self.pending)} of "
+                        f"{len(self.outcomes)} left)"
+                    ) from None
+
     def _again(self, k: int, fault: WorkerFault) -> bool:
-        """Send unit k to a worker that has not failed it; False when none is left."""
+        """Send unit k to a worker that has not failed it; False when none is left. A worker's
+        first fault (it cannot read: credentials, a path, a package) is told once, and it gets
+        no more units: those not yet started go to the others at once (else a worker failing
+        fast takes most of a batch, each unit failing there first)."""
         self.faults.setdefault(k, []).append(fault)
-        tried = {x.worker for x in self.faults[k]} | _excluded.get(self.addr, set())
+        first = fault.worker not in self.failing
+        self.failing.setdefault(fault.worker, [fault, 0])[1] += 1
+        avoid = set(self.failing) | _excluded.get(self.addr, set())
+        tried = {x.worker for x in self.faults[k]} | avoid
         others = sorted((_live_workers(self.client) or set()) - tried)
-        log.warning(
-            "tb-roofline: %s%s", fault, f"; sent to {len(others)} other worker(s)" if others else ""
-        )
+        log.debug("tb-roofline: %s (unit %d; %d other worker(s) left)", fault, k, len(others))
+        if first:
+            log.warning(
+                "tb-roofline: %s; no more units go to it%s",
+                fault,
+                f" ({len(others)} other worker(s) take them)" if others else "",
+            )
+            self._move_waiting(k, avoid)
         if not others:
             return False
         self._submit(k, others)
         return True
+
+    def _workers_that_can_read(self) -> list | None:
+        """The workers that can read the batch's first file, asked before anything is sent:
+        one without the bucket's credentials (or the path, or a package) would otherwise take
+        most units of a batch, failing each fast. Those that cannot are told once and get no
+        unit; None (any worker) when all can, none can, or they cannot all say in time."""
+        path = next((p for p in self.paths if p), None)
+        if path is None:
+            return None
+        timeout = settings.number(settings.CLUSTER_CONNECT_S)
+        try:
+            answers = self.client.run(_can_read, path, on_error="return", callback_timeout=timeout)
+        except Exception:  # noqa: BLE001 (a busy worker: each unit still checks for itself)
+            return None
+        bad = {w: a for w, a in answers.items() if isinstance(a, tuple)}
+        good = sorted(w for w, a in answers.items() if a is None)
+        if not bad or not good:
+            return None
+        for address, (name, problem) in sorted(bad.items()):
+            fault = WorkerFault(address, problem, name)
+            self.failing[address] = [fault, 0]
+            log.warning(
+                "tb-roofline: %s; no units go to it (%d other worker(s) take them)",
+                fault,
+                len(good),
+            )
+        return good
+
+    def _move_waiting(self, k: int, avoid: set):
+        """The pending units other than k that no good worker has started, sent again to
+        the good workers only (dropping a future releases its task when nobody started it)."""
+        good = sorted((_live_workers(self.client) or set()) - avoid)
+        if not good:
+            return
+        try:
+            processing = self.client.processing()
+        except Exception:  # noqa: BLE001 (the scheduler cannot say: leave the units as they are)
+            return
+        started = {key for w, keys in processing.items() if w not in avoid for key in keys}
+        for j in sorted(self.pending - {k}):
+            f = self.futures.get(j)
+            if f is not None and not f.done() and f.key not in started:
+                self._submit(j, good)
+
+    def _tell_failing(self):
+        """One line per worker that could not read its units: how many, and why."""
+        for fault, count in self.failing.values():
+            if count:
+                log.warning(
+                    "tb-roofline: %s: %d unit(s) of %d failed there (each sent to another worker, "
+                    "else read here)",
+                    fault,
+                    count,
+                    len(self.outcomes),
+                )

@@ -404,13 +404,20 @@ def _read_here_what_no_worker_could(outcomes: list, args: list, paths: list) -> 
         return outcomes
     out = list(outcomes)
     again = _run_here(_call, [args[k] for k in faults])
+    here_ok = [k for k, here in zip(faults, again) if not isinstance(here, Exception)]
+    if here_ok:  # one line, not one per unit
+        log.warning(
+            "tb-roofline: read %d unit(s) here that no Dask worker could (%s%s)",
+            len(here_ok),
+            outcomes[here_ok[0]],
+            f"; and {len(here_ok) - 1} more" if len(here_ok) > 1 else "",
+        )
     for k, here in zip(faults, again):
         fault = outcomes[k]
         if isinstance(here, Exception) and cluster.access_fault(here, paths[k]) is None:
             out[k] = here  # read here, the file itself is at fault (damaged, gone): its error
             continue
         if not isinstance(here, Exception):
-            log.warning("tb-roofline: read %s here: %s", os.path.basename(paths[k]), fault)
             out[k] = ReadHere(
                 here,
                 Diagnostic("warning", "cluster_worker_fault", f"read by this process: {fault}"),

@@ -201,7 +201,7 @@ def _host_diagnostics(profiles) -> list:
         host = p.core_spans[0].host if p.core_spans else ""
         for d in p.diagnostics:
             diagnostics.append(
-                Diagnostic(d.severity, d.code, f"host {host}: {d.message}")
+                dataclasses.replace(d, message=f"host {host}: {d.message}")
                 if len(profiles) > 1 and host
                 else d
             )

@@ -11,15 +11,15 @@ from google.protobuf.message import DecodeError
 from tb_roofline import storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
 from tb_roofline.protos import xplane_pb2
-from tb_roofline.readers.files import check_profile_file
+from tb_roofline.readers.files import StillWritten, check_profile_file
 
 # What a damaged nested record raises while it is decoded or read.
 DAMAGE = (DecodeError, RuntimeError, ValueError, OverflowError)
 
 
-def read_profile_bytes(path: str, max_bytes: int | None = None) -> tuple[bytes, bool]:
-    """(file contents, whether the file is young), telling "still being written" and "too
-    large" apart from the rest."""
+def read_profile_bytes(path: str, max_bytes: int | None = None) -> tuple[bytes, StillWritten]:
+    """(file contents, whether it is still being written: asked when a parse fails), telling
+    "still being written" and "too large" apart from the rest."""
     before, young = check_profile_file(path, max_bytes)
     with storage.open_binary(path, size=before.st_size) as f:
         data = f.read()
@@ -29,7 +29,7 @@ def read_profile_bytes(path: str, max_bytes: int | None = None) -> tuple[bytes, 
     return data, young
 
 
-def parse_xspace(data: bytes, name: str, young: bool = False) -> xplane_pb2.XSpace:
+def parse_xspace(data: bytes, name: str, young: StillWritten | bool = False) -> xplane_pb2.XSpace:
     space = xplane_pb2.XSpace()
     try:
         space.ParseFromString(data)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -25,7 +26,7 @@ from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.serve.service.discovery import KINETO_SUFFIXES, PROFILE_DIR, XPLANE_SUFFIX
 
 SCHEMA = "tb-roofline.compare/1"
-EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_PARTIAL = 0, 1, 2, 3
 
 
 class BadInput(Exception):
@@ -120,12 +121,19 @@ def run_diff(args, out) -> int:
             args.view,
             base_service=base_svc,
         )
+        sides = (
+            _Side(base_svc, base_run, args.base_host, "base"),
+            _Side(cand_svc, cand_run, args.host, "candidate"),
+        )
+        refused = _coverage(sides, getattr(args, "allow_partial", False))
     except BadInput as exc:
         sys.stderr.write(f"tb-roofline diff: {exc}\n")
         return EXIT_BAD_INPUT
     except tb_errors.PublicError as exc:
         sys.stderr.write(f"tb-roofline diff: {exc}\n")
         return EXIT_BAD_INPUT
+    if refused:
+        return EXIT_PARTIAL
     gate = evaluate_gate(cmp, args.fail_if_slower, args.fail_if_op_slower, args.min_op_time_us)
     if args.html:
         from tb_roofline.serve.web import html_report
@@ -211,6 +219,57 @@ def _pick(service, run, path, own) -> str:
             f"{runs[0]['run']} (choose with --base-run / --run)\n"
         )
     return runs[0]["run"]
+
+
+# --- what the two sides cover ---------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Side:
+    service: RooflineService
+    run: str
+    host: str
+    label: str
+
+    def coverage(self) -> tuple[set, int, int, dict]:
+        """(the run's hosts compared, the hosts and devices the answer counts, {host: why} of
+        those not read or read in part)."""
+        missing = self.service.hosts_not_read(self.run).get(self.run, {})
+        hosts = [self.host] if self.host not in ("", "*") else self.service.hosts(self.run)["hosts"]
+        device = self.service.device(self.run, self.host)["device"]
+        missing = {h: why for h, why in missing.items() if h in hosts}
+        return set(hosts), device["num_hosts"], device["num_cores"], missing
+
+
+def _coverage(sides, allow_partial: bool) -> bool:
+    """Whether the comparison is refused: a side's hosts not all read (unless allowed), or
+    the two sides over different numbers of hosts or devices (op times are summed over a
+    side's devices: 185 cores against 192 would read as 4% faster). Says why on stderr."""
+    from tb_roofline.serve.cli.main import partial_status
+
+    (b_names, b_hosts, b_dev, b_missing), (c_names, c_hosts, c_dev, c_missing) = (
+        s.coverage() for s in sides
+    )
+    refused = False
+    for side, missing in zip(sides, (b_missing, c_missing)):
+        if missing:
+            label = f"tb-roofline diff: {side.label}"
+            refused |= bool(partial_status({side.run: missing}, allow_partial, label))
+    if b_hosts != c_hosts or b_dev != c_dev:
+        only = [
+            f"hosts only in the {label}: {', '.join(sorted(extra)[:10])}"
+            for label, extra in (("base", b_names - c_names), ("candidate", c_names - b_names))
+            if extra and b_names & c_names
+        ]
+        sys.stderr.write(
+            "tb-roofline diff: the two sides do not cover the same devices, so their times "
+            f"(summed over devices) do not compare: base {b_hosts} host(s), {b_dev} "
+            f"device(s); candidate {c_hosts} host(s), {c_dev} device(s)"
+            + "".join(f"; {o}" for o in only)
+            + " (compare one host of each with --base-host / --host)\n"
+        )
+        refused = True
+    return refused
 
 
 # --- the gate -------------------------------------------------------------------------------

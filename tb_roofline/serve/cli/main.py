@@ -1,7 +1,9 @@
 """`tb-roofline`: the entry point. Parses the command line (`parser.py`, whose text is the
 `--help`), runs one command against a `RooflineService` (its conversions on a Dask cluster with
 --scheduler), and turns the service's public errors into one line on stderr and an exit
-status: 0, 1 for a profile that cannot be analysed, 2 for a bad command line or input file.
+status: 0, 1 for a profile that cannot be analysed, 2 for a bad command line or input file, 3
+for a partial answer (hosts of a run not read, or read in part from a file cut short: each
+named on stderr with why; --allow-partial accepts it, still naming them).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from tb_roofline.serve.cli.commands import USER_FILE_ERRORS, UsageError
 from tb_roofline.serve.cli.parser import build_parser
 
 COMMANDS = ("report", "runs", "export", "comm", "calibrate", "diff", "mcp", "serve", "html")
+EXIT_PARTIAL = 3  # an answer that leaves hosts out, unless --allow-partial
 LONG_LIVED = ("mcp", "serve")  # servers: their reader processes stay between requests
 
 
@@ -86,20 +89,45 @@ def _main(argv=None, out=None) -> int:
         return _command(args, out)
     from tb_roofline.execute import cluster
 
+    # A server outlives the cluster's faults: it converts here, saying so in its log and in
+    # `/progress`, as TensorBoard does; a one-shot command stops with the cluster's error.
+    serving = args.command in LONG_LIVED
     cluster.configure(
-        args.scheduler, strict=True, allow_partial=getattr(args, "allow_partial", False)
+        args.scheduler, strict=not serving, allow_partial=getattr(args, "allow_partial", False)
     )
     try:
         addr = cluster.address()  # (stripped, as the environment variable is)
         assert addr is not None, "configure() set the scheduler"
         if args.command not in ("runs", "calibrate"):
-            cluster.usable_workers(cluster.get_client(addr), addr)
+            _check_cluster(cluster, addr, args.command, serving)
         return _command(args, out)
     except cluster.ClusterError as exc:  # no hang, no traceback: what is wrong, exit 2
         sys.stderr.write(f"tb-roofline: {exc}\n")
         return 2
     finally:
         cluster.configure(None)
+
+
+def _check_cluster(cluster, addr: str, command: str, serving: bool):
+    """The cluster answers with a worker running our code; else its ClusterError, which a
+    server (mcp, serve) only logs: it converts here until the cluster answers again."""
+    try:
+        cluster.usable_workers(cluster.get_client(addr), addr)
+    except cluster.ClusterError as exc:
+        if not serving:
+            raise
+        cluster.note_unavailable(addr, exc)
+        import logging
+
+        logging.getLogger("tb_roofline").warning(
+            "tb-roofline %s: %s: converting in this process instead, as each answer's "
+            "diagnostics say (cluster_unavailable)%s; the cluster is tried again %g s after "
+            "a failure",
+            command,
+            exc,
+            " and /progress" if command == "serve" else "",
+            cluster.RETRY_S,
+        )
 
 
 def _command(args, out) -> int:
@@ -146,7 +174,23 @@ def _run_command(args, out) -> int:
         progress.finish()
         raise
     progress.finish()
-    return 0
+    return partial_status(service.hosts_not_read(), getattr(args, "allow_partial", False))
+
+
+def partial_status(missing: dict, allowed: bool, prog: str = "tb-roofline") -> int:
+    """Each run's hosts not read, named on stderr with why; EXIT_PARTIAL unless `allowed`
+    (a CI job must not take 47 hosts of 48 for the pod)."""
+    for run, hosts in sorted(missing.items()):
+        sys.stderr.write(
+            f"{prog}: run {run!r}: partial answer: {len(hosts)} host(s) not read or read "
+            "in part: "
+            + ", ".join(sorted(hosts))
+            + ("" if allowed else " (--allow-partial accepts a partial answer)")
+            + "\n"
+        )
+        for why in (hosts[h] for h in sorted(hosts)):
+            sys.stderr.write(f"{prog}:   {why}\n")
+    return EXIT_PARTIAL if missing and not allowed else 0
 
 
 if __name__ == "__main__":

@@ -206,7 +206,7 @@ def _add_cluster_args(p):
     p.add_argument(
         "--allow-partial",
         action="store_true",
-        help="with --scheduler: skip hosts that neither a worker nor this "
-        "process can read (each named in the diagnostics) instead of "
-        "failing",
+        help="accept an answer that leaves out hosts that cannot be read (damaged, "
+        "too large, gone; with --scheduler also those neither a worker nor this process "
+        "can read): each is still named on stderr, but the exit status is 0, not 3",
     )

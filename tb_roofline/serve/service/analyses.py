@@ -55,6 +55,9 @@ class Analyses:
         self.cache = ByteLRU(memory_budget_bytes("analyses"))
         # Analyses too large for their cache, kept for the last two runs in use.
         self.held = HeldAnalyses(keep=HELD_ANALYSES, hold_s=OVERSIZE_HOLD_S)
+        # (run, hosts) -> {host: why} of the last analysis handed out that left hosts out:
+        # what a command's exit status and `/progress` name (one entry per selection asked).
+        self.partial: dict = {}
 
     def inputs(self, run: Run, files: list) -> Inputs:
         """What an analysis of these files of `run` is made from, with each file's identity."""
@@ -80,18 +83,39 @@ class Analyses:
         """(Analysis, whether every host was read: only then may answers go to disk)."""
         run, files, sigs = inputs.run, inputs.files, inputs.signatures
         key = (run.run, tuple(f.host for f in files))
-        cached = self._cached(key, sigs)
-        if cached is not None:
-            return cached
-        # Memory before the lock (answer lock, budget, analysis lock, host locks: one order).
-        with (
-            self.hosts_reader.budget.admit(self.hosts_reader.pending_bytes(run, files)),
-            self.locks.hold(("analysis",) + key),
-        ):
-            cached = self._cached(key, sigs)
-            if cached is not None:
-                return cached
-            return self._analyse(inputs, key)
+        made = self._cached(key, sigs)
+        if made is None:
+            # Memory before the lock (answer lock, budget, analysis lock, host locks: one order).
+            with (
+                self.hosts_reader.budget.admit(self.hosts_reader.pending_bytes(run, files)),
+                self.locks.hold(("analysis",) + key),
+            ):
+                made = self._cached(key, sigs) or self._analyse(inputs, key)
+        self._note_partial(key, made[0])
+        return made
+
+    def _note_partial(self, key, analysis):
+        """Remember the hosts this analysis leaves out or reads in part (or that it has
+        none), by their diagnostics."""
+        skipped = {
+            d.skipped_host or d.partial_host: d.message
+            for d in analysis.diagnostics
+            if (d.skipped_host or d.partial_host) is not None
+        }
+        if not skipped:
+            self.partial.pop(key, None)
+        else:
+            self.partial[key] = skipped
+
+    def hosts_not_read(self, run_name: str | None = None) -> dict:
+        """{run: {host: why}} of the analyses handed out (of `run_name` only, if given) that
+        left hosts out (a file damaged, too large, gone or unreadable) or read them in part (a
+        file cut short: its complete planes only)."""
+        out: dict = {}
+        for (run, _), skipped in list(self.partial.items()):
+            if run_name is None or run == run_name:
+                out.setdefault(run, {}).update(skipped)
+        return out
 
     def _analyse(self, inputs: Inputs, key):
         """Read the files (cached), apply device files, run the model, keep the analysis."""
@@ -103,7 +127,7 @@ class Analyses:
         entries = self.hosts_reader.read(run, files)
         for f, entry in zip(files, entries):
             try:
-                profiles.append(self._with_device_file(f, entry.result()))
+                profiles.append(_host_named(self._with_device_file(f, entry.result()), f.host))
             except (
                 errors.BadProfileError,
                 errors.ProfileIncompletePublicError,
@@ -140,7 +164,9 @@ class Analyses:
                         "tb-roofline: re-measuring the cached hosts failed"
                     )
         result.diagnostics = extra + result.diagnostics
-        complete = not extra
+        # Every host read whole: only then may answers go to disk (one served from there
+        # would not tell a command or `/progress` the hosts it leaves out).
+        complete = not extra and not any(d.partial_host for d in result.diagnostics)
         # Replaces an older version's; sized once, here. Too large to keep: held for the
         # runs in use, so a page load, a compare or two runs taken in turns convert once.
         size, roots = sized(result)
@@ -221,3 +247,16 @@ class Analyses:
         if device is None:
             return device_overrides.without_peaks(data)
         return device_overrides.with_device(data, device, os.path.basename(path))
+
+
+def _host_named(data: ProfileData, host: str) -> ProfileData:
+    """The profile with its `truncated` diagnostics naming the host they leave in part."""
+    if not any(d.code == "truncated" and d.partial_host is None for d in data.diagnostics):
+        return data
+    return dataclasses.replace(
+        data,
+        diagnostics=[
+            dataclasses.replace(d, partial_host=host) if d.code == "truncated" else d
+            for d in data.diagnostics
+        ],
+    )

@@ -31,7 +31,7 @@ from tb_roofline.serve.caches.memory import ByteLRU, CompareCache, memory_budget
 from tb_roofline.serve.service import export as export_module
 from tb_roofline.serve.service.analyses import Analyses, Inputs
 from tb_roofline.serve.service.discovery import ALL_HOSTS, Run, RunIndex
-from tb_roofline.serve.service.hosts import HostReader, KeyLocks, max_file_bytes
+from tb_roofline.serve.service.hosts import HostReader, KeyLocks, SingleFlight, max_file_bytes
 
 if TYPE_CHECKING:
     from tb_roofline.model.roofline import Analysis
@@ -83,6 +83,7 @@ class RooflineService:
         # One lock per answer and per analysis being made (answers take an analysis lock,
         # analyses the host locks, never the reverse).
         self._locks = KeyLocks()
+        self._flights = SingleFlight()  # derived answers being made, shared by their askers
         self.analyses = Analyses(logdir, self.index, device_file, self.hosts_reader, self._locks)
         # Memory caches bounded by bytes (a long-running TensorBoard must not grow without
         # bound, and twenty small runs must not push each other out):
@@ -142,9 +143,21 @@ class RooflineService:
 
     def reading(self, run: str) -> dict:
         """Whether the run's hosts are being read now, and how far (`/progress`): what the
-        tab shows while its requests wait. Cheap: the scan's index and a lookup."""
+        tab shows while its requests wait; the hosts its last answers left out (with why);
+        and whether a Dask cluster's conversions are done here instead (it is down). Cheap:
+        the scan's index and lookups."""
         r = self.resolve_run(run)
-        return {"run": r.run, **self.hosts_reader.reads.of(r.run)}
+        return {
+            "run": r.run,
+            **self.hosts_reader.reads.of(r.run),
+            "hosts_not_read": self.hosts_not_read(r.run).get(r.run, {}),
+            "cluster": _cluster_state(),
+        }
+
+    def hosts_not_read(self, run: str | None = None) -> dict:
+        """{run: {host: why}}: the hosts the last answers of a run (all runs, or `run`) left
+        out, each with its error (damaged, too large, gone, unreadable)."""
+        return self.analyses.hosts_not_read(run)
 
     def resolve_files(self, run: Run, host: str) -> list:
         """The run's files for a host ("" or ALL_HOSTS: every host)."""
@@ -300,14 +313,20 @@ class RooflineService:
 
     def derived_answer(self, analysis, key, make):
         """An answer made from an analysis (the guidance), kept while that analysis is the
-        cached one: keyed by the analysis object, so a re-read profile makes it anew."""
+        cached one: keyed by the analysis object, so a re-read profile makes it anew. Made
+        once however many requests ask at the same time: the others wait for it and take the
+        one made, kept or not (each making its own would multiply the memory)."""
         full_key = (id(analysis),) + tuple(key)
         hit = self.derived.get(full_key)
         if hit is not None and hit[0]() is analysis:
             return hit[1]
-        value = make()  # held by a weak reference: the analysis cache decides its lifetime
-        self.derived.put(full_key, (weakref.ref(analysis), value), *sized(value))
-        return value
+
+        def made():
+            value = make()  # held by a weak reference: the analysis cache decides its lifetime
+            self.derived.put(full_key, (weakref.ref(analysis), value), *sized(value))
+            return value
+
+        return self._flights.run(full_key, made)
 
     def comparison(
         self,
@@ -442,6 +461,15 @@ class RooflineService:
         return export_module.export_chunks(
             self.analysis(run, host), run, host, include_infeed_outfeed, level, fmt, **f
         )
+
+
+def _cluster_state() -> dict | None:
+    """The Dask cluster's state for `/progress` (`execute/cluster.py` `local_fallback`): None
+    when no conversion has asked for a cluster yet (its module is not even imported)."""
+    import sys
+
+    cluster = sys.modules.get("tb_roofline.execute.cluster")
+    return cluster.local_fallback() if cluster is not None else None
 
 
 def _with_cap(kind: str, params: dict, capped: bool) -> dict:

@@ -143,6 +143,43 @@ class KeyLocks:
         return len(self._locks)
 
 
+class SingleFlight:
+    """One computation per key at a time, its result (or error) handed to every caller that
+    asked while it ran: eight concurrent requests for a run's guidance make it once, not
+    eight times at once (whether or not a cache then keeps it)."""
+
+    def __init__(self):
+        self._guard = threading.Lock()
+        self._running: dict = {}  # key -> Future of the computation under way
+        self.made = 0  # computations run (each shared by whoever asked while it ran)
+
+    def run(self, key, make):
+        from concurrent.futures import Future
+
+        with self._guard:
+            future = self._running.get(key)
+            owner = future is None
+            if owner:
+                future = self._running[key] = Future()
+        if not owner:
+            return future.result()
+        self.made += 1
+        try:
+            value = make()
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        else:
+            future.set_result(value)
+            return value
+        finally:
+            with self._guard:
+                self._running.pop(key, None)
+
+    def __len__(self):
+        return len(self._running)
+
+
 class HostReader:
     """Read profiles, cached in memory and on disk, converted under the budget."""
 

@@ -58,8 +58,11 @@ export class LoadingIndicator {
     }
     if (ask !== this.ask || !this.pending.size) return;
     this.progress = answer && answer.reading && answer.hosts_total ? answer : null;
+    // A server whose Dask cluster is down reads the hosts itself (slower): say so.
+    const here = answer && answer.cluster && answer.cluster.converting_here ?
+      ' on this server (its Dask cluster is unavailable)' : '';
     this.progressText = this.progress ? `reading ${answer.hosts_done} of ` +
-      `${answer.hosts_total} host${answer.hosts_total === 1 ? '' : 's'}` +
+      `${answer.hosts_total} host${answer.hosts_total === 1 ? '' : 's'}${here}` +
       ` (${Math.round(answer.elapsed_s || 0)} s)` : '';
     this._update();
     this.pollTimer = setTimeout(() => this._poll(ask), PROGRESS_EVERY_MS);

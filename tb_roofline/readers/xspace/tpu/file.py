@@ -8,9 +8,10 @@ identity (size, modification time) is checked before and after: a file rewritten
 
 The layout also tells a file cut short (docs/xspace_format.md, "Truncated files"): a top-level
 field that runs past the end of the file. A file whose fields end exactly at its end is whole,
-with or without the optional `hostnames` field (real profilers omit it). A young file cut short
-is still being written (`ProfileIncompleteError`); an old one is read as far as its complete
-planes go, with a `truncated` diagnostic naming what is missing.
+with or without the optional `hostnames` field (real profilers omit it). A file cut short
+that grows is still being written (`ProfileIncompleteError`, `readers/files.py` `StillWritten`);
+one that does not is read as far as its complete planes go, with a `truncated` diagnostic
+naming what is missing.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import time
 
 import numpy as np
 
 from tb_roofline import storage
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
-from tb_roofline.readers.files import check_profile_file, young_file_s
+from tb_roofline.readers.files import StillWritten, check_profile_file
 from tb_roofline.readers.xspace import wire as xwire
 from tb_roofline.readers.xspace.hlo_shapes import link_bus_bytes, link_collective
 from tb_roofline.readers.xspace.tpu.plane import (
@@ -68,7 +68,7 @@ class FilePlan:
     host: str
     size: int
     version: tuple
-    young: bool
+    young: StillWritten | bool  # asked when a parse fails: is the file growing?
     planes: list  # (start, end, name) of every complete plane
     cores: list  # (core number, start, end) of the complete TensorCore planes, by core
     buffer: bytes | None = None  # the whole file, when it was read at once (remote files)
@@ -93,7 +93,12 @@ def plan_file(
 
 
 def plan_buffer(
-    path: str, host: str, data: bytes, version: tuple, young: bool, check_truncation: bool = True
+    path: str,
+    host: str,
+    data: bytes,
+    version: tuple,
+    young: StillWritten | bool,
+    check_truncation: bool = True,
 ) -> FilePlan:
     """The layout of an XSpace file already read whole."""
     plan = _plan(
@@ -154,7 +159,7 @@ def from_layout(exc: Exception) -> bool:
     return getattr(exc, "from_layout", False)
 
 
-def not_valid(name: str, exc, young: bool) -> ProfileFormatError:
+def not_valid(name: str, exc, young) -> ProfileFormatError:
     """The error of a file whose bytes are not a well-formed XSpace."""
     if young:
         return ProfileIncompleteError(f"{name} does not parse yet")
@@ -257,12 +262,10 @@ def convert_plane_at(path: str, start: int, end: int, core: int, size: int) -> P
                 raise ProfileIncompleteError(
                     f"{os.path.basename(path)} changed while it was read"
                 ) from None
-            raise damaged_plane(
-                path, core, exc, time.time() - st.st_mtime < young_file_s()
-            ) from None
+            raise damaged_plane(path, core, exc, StillWritten(path, st)) from None
 
 
-def damaged_plane(path: str, core: int, exc, young: bool) -> ProfileFormatError:
+def damaged_plane(path: str, core: int, exc, young) -> ProfileFormatError:
     """The error of a TensorCore plane whose bytes do not decode."""
     name = os.path.basename(path)
     if young:
