@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from tb_roofline.serve.cli.main import EXIT_PARTIAL, main
+from tb_roofline.serve.cli.main import main
+from tb_roofline.serve.cli.partial import EXIT_PARTIAL
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
 RUN = "pod/2026_01_01_00_00_00"

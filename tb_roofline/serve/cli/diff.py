@@ -245,7 +245,7 @@ def _coverage(sides, allow_partial: bool) -> bool:
     """Whether the comparison is refused: a side's hosts not all read (unless allowed), or
     the two sides over different numbers of hosts or devices (op times are summed over a
     side's devices: 185 cores against 192 would read as 4% faster). Says why on stderr."""
-    from tb_roofline.serve.cli.main import partial_status
+    from tb_roofline.serve.cli.partial import partial_status
 
     (b_names, b_hosts, b_dev, b_missing), (c_names, c_hosts, c_dev, c_missing) = (
         s.coverage() for s in sides

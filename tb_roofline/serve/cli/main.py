@@ -15,9 +15,9 @@ import time
 from tb_roofline import settings, storage
 from tb_roofline.serve.cli.commands import USER_FILE_ERRORS, UsageError
 from tb_roofline.serve.cli.parser import build_parser
+from tb_roofline.serve.cli.partial import partial_status
 
 COMMANDS = ("report", "runs", "export", "comm", "calibrate", "diff", "mcp", "serve", "html")
-EXIT_PARTIAL = 3  # an answer that leaves hosts out, unless --allow-partial
 LONG_LIVED = ("mcp", "serve")  # servers: their reader processes stay between requests
 
 
@@ -175,22 +175,6 @@ def _run_command(args, out) -> int:
         raise
     progress.finish()
     return partial_status(service.hosts_not_read(), getattr(args, "allow_partial", False))
-
-
-def partial_status(missing: dict, allowed: bool, prog: str = "tb-roofline") -> int:
-    """Each run's hosts not read, named on stderr with why; EXIT_PARTIAL unless `allowed`
-    (a CI job must not take 47 hosts of 48 for the pod)."""
-    for run, hosts in sorted(missing.items()):
-        sys.stderr.write(
-            f"{prog}: run {run!r}: partial answer: {len(hosts)} host(s) not read or read "
-            "in part: "
-            + ", ".join(sorted(hosts))
-            + ("" if allowed else " (--allow-partial accepts a partial answer)")
-            + "\n"
-        )
-        for why in (hosts[h] for h in sorted(hosts)):
-            sys.stderr.write(f"{prog}:   {why}\n")
-    return EXIT_PARTIAL if missing and not allowed else 0
 
 
 if __name__ == "__main__":
