@@ -225,10 +225,10 @@ def _comm_logdir(tmp_path):
     import shutil
 
     from test_comm_chart import DEVICE
-    from test_jax_collectives import DATA
+    from test_jax_collectives import DATA, EXPECTED
 
     root = tmp_path / "comm"
-    for case in sorted(os.listdir(DATA)):
+    for case in sorted(EXPECTED):  # the captures whose collectives are derived by hand
         shutil.copytree(os.path.join(DATA, case), root / "jax" / case)
     (root / "jax" / "roofline_device.json").write_text(json.dumps(DEVICE))
     shutil.copytree(os.path.join(REPO, "testdata", "kineto", "a100_80gb_shapes"), root / "a100")

@@ -14,8 +14,6 @@ import math
 import re
 
 from tb_roofline.costs.hlo.shapes import TUPLE, TYPE_NAMES
-from tb_roofline.costs.torch.args import Args
-from tb_roofline.costs.torch.contractions import conv_gemm
 
 _TORCH_MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear"})
 _TORCH_CONV = frozenset(
@@ -70,6 +68,10 @@ def torch_shape(name: str, dims, types=None, concrete=None) -> tuple | None:
             return _gemm(math.prod(a[:-1]), b[0], a[-1], text)
         return _gemm(math.prod(a[:-1]), b[-1], a[-1], text)
     if n in _TORCH_CONV:
+        # PyTorch's cost rules, imported for PyTorch traces only (a TPU read loads none)
+        from tb_roofline.costs.torch.args import Args
+        from tb_roofline.costs.torch.contractions import conv_gemm
+
         mnk = conv_gemm(n, Args(dims, types, concrete))
         if mnk is None:
             return None
