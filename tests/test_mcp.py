@@ -311,7 +311,11 @@ def session(logdir, runs, http):
                 "columns": [c for c in ops_tpu["columns"] if c != "opportunity_rank"],
             },
         ),
-        ("guidance_b64", "get_guidance", {"run": r["b64"], "limit": 1000, "significant_digits": 0}),
+        (
+            "guidance_b64",
+            "get_guidance",
+            {"run": r["b64"], "limit": 1000, "significant_digits": 0, "detail": "full"},
+        ),
         ("diagnostics_b64", "get_diagnostics", {"run": r["b64"]}),
         ("op_mm", "get_op", {"run": r["clean"], "operation": "aten::mm", "significant_digits": 0}),
         (
@@ -319,7 +323,11 @@ def session(logdir, runs, http):
             "get_op",
             {"run": r["chain"], "operation": "aten::mul", "significant_digits": 0},
         ),
-        ("guidance", "get_guidance", {"run": r["chain"], "limit": 1000, "significant_digits": 0}),
+        (
+            "guidance",
+            "get_guidance",
+            {"run": r["chain"], "limit": 1000, "significant_digits": 0, "detail": "full"},
+        ),
         ("guidance_default", "get_guidance", {"run": r["chain"]}),
         (
             "compare",
@@ -688,6 +696,11 @@ def test_guidance_equals_the_http_api(session, http, runs):
     } == _named_deep({k: v for k, v in want.items() if k != "findings"})
     default = _ok(session, "guidance_default")
     assert [f["id"] for f in default["findings"]] == [f["id"] for f in want["findings"]][:10]
+    for f, full in zip(default["findings"], got["findings"]):  # compact: no records, counted
+        ev, full_ev = f["evidence"], full["evidence"]
+        assert "records" not in ev and ev["records_count"] == len(full_ev.get("records") or [])
+        assert set(full_ev) - {"records", "bound_formula"} == set(ev) - {"records_count"}
+        assert f["bound_formula"] == full["bound_formula"]  # said once, beside the bound
 
 
 def _pairs(answer, keep):

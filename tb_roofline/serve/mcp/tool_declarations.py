@@ -273,6 +273,7 @@ def _op_and_guidance_tools(tool, service, T):  # noqa: N803
         offset: T.Off = 0,
         limit: T.Lim = None,
         significant_digits: T.Dig = None,
+        detail: T.Detail = "compact",
     ) -> T.Answer:
         """What to change: findings (rule, ops, evidence, time saved, suggestion), step time
         by class (compute, memory, communication, idle) and throughput (MFU, HFU)."""
@@ -286,6 +287,7 @@ def _op_and_guidance_tools(tool, service, T):  # noqa: N803
             offset=offset,
             limit=limit,
             significant_digits=significant_digits,
+            detail=detail,
         )
 
 

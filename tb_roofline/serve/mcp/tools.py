@@ -182,14 +182,18 @@ def get_guidance(
     offset: int = 0,
     limit: int | None = None,
     significant_digits: int | None = None,
+    detail: str = "compact",
 ) -> dict:
     """Guidance (`/guidance`): the findings (rule, ops, evidence, time saved, suggestion),
-    time by class and throughput."""
+    time by class and throughput. `detail` compact (default): each finding's evidence without
+    its ops' records (get_op has them) nor the formula said twice; full: as `/guidance`."""
     offset, limit = paging(offset, limit)
     g = service.guidance(run, host or "", io_flag(infeed_outfeed))
     findings = g["findings"]
     answer = {k: v for k, v in g.items() if k != "findings"}
     page = findings[offset : offset + limit]
+    if detail != "full":
+        page = [_compact_finding(f) for f in page]
     answer.update(
         findings_count=len(findings),
         offset=offset,
@@ -240,6 +244,18 @@ def get_comm(
         offset,
         len(points),
     )
+
+
+def _compact_finding(f: dict) -> dict:
+    """A finding without the records of its ops in its evidence (`records_count` says how
+    many; get_op gives them) and without the evidence's copy of `bound_formula`."""
+    ev = f.get("evidence")
+    if not isinstance(ev, dict):
+        return f
+    slim = {k: v for k, v in ev.items() if k != "records" and k != "bound_formula"}
+    if "records" in ev:
+        slim["records_count"] = len(ev["records"] or [])
+    return {**f, "evidence": slim}
 
 
 SEVERITIES = ("info", "warning", "error")

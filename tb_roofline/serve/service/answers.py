@@ -159,15 +159,16 @@ def op_table(a, include_io: bool, view: str = "op"):
 
 
 # --- the single-run answers (what `RooflineService` serves and caches encoded) -------------
-def device_answer(a, run, host) -> dict:
+def device_json(a) -> dict:
     """The device and its roofs, and the compute roofs this run's ops sit under
-    (`run_compute`, model/peaks.py `run_compute_roofs`: the headline's)."""
+    (`run_compute`, model/peaks.py `run_compute_roofs`: the headline's): THE device object of
+    every answer that holds one (/device, the report, the comparison's sides)."""
     roofs = run_compute_roofs(a.ops[True].columns, a.device) if a.device.peaks_known else []
-    return {
-        "run": run,
-        "host": host or ALL_HOSTS,
-        "device": {**a.device.to_json(), "run_compute": roofs},
-    }
+    return {**a.device.to_json(), "run_compute": roofs}
+
+
+def device_answer(a, run, host) -> dict:
+    return {"run": run, "host": host or ALL_HOSTS, "device": device_json(a)}
 
 
 BINDING_COLUMN = "binding_roof_id"

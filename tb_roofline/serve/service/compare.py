@@ -113,7 +113,7 @@ def comparison(
             "step": scope,
             "num_steps": side.analysis.num_steps,
             "format": side.format,
-            "device": side.analysis.device.to_json(),
+            "device": answers.device_json(side.analysis),
         }
         for side, scope in ((base, scope_b), (cand, scope_c))
     ]

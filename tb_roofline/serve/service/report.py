@@ -65,7 +65,7 @@ def full_report(
         "run": run,
         "host": host or ALL_HOSTS,
         "include_infeed_outfeed": include_io,
-        "device": a.device.to_json(),
+        "device": answers.device_json(a),
         "num_steps": a.num_steps,
         "columns": prog["columns"],
         "program": program,
