@@ -201,7 +201,7 @@ def _flop_counts(torch, step) -> dict:
 
 def capture_models(out_dir: str, only=None, steps: int = 3) -> None:
     import torch
-    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+    from capture_torch_traces import _profiled_steps  # the one profiling loop of the captures
 
     torch.set_num_threads(1)
     for name, make in model_cases(torch).items():
@@ -216,16 +216,7 @@ def capture_models(out_dir: str, only=None, steps: int = 3) -> None:
             continue
         d = os.path.join(out_dir, name)
         os.makedirs(d, exist_ok=True)
-        handler = tensorboard_trace_handler(d, worker_name=name, use_gzip=True)
-        with profile(
-            activities=[ProfilerActivity.CPU],
-            record_shapes=True,
-            on_trace_ready=handler,
-            schedule=schedule(wait=0, warmup=1, active=steps),
-        ) as prof:
-            for _ in range(steps + 1):
-                step()
-                prof.step()
+        _profiled_steps(d, name, step, steps=steps)
         ref = {
             "torch_version": torch.__version__,
             "steps": steps,
