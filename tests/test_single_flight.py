@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import gc
+import http.client
 import json
 import os
 import subprocess
 import sys
 import threading
-import time
 import tracemalloc
-import urllib.request
 
 import pytest
 
@@ -39,10 +38,31 @@ def pod(tmp_path_factory):
     return str(logdir)
 
 
-def _serve(service):
-    from werkzeug.serving import make_server
+# Each connection's server-side end, by the client's port: set once the server handled it
+# (werkzeug then reads what is left on the socket with a 10 MB buffer when the client has
+# already closed it; closing only after the server is done keeps that out of the measure).
+_DONE: dict = {}
+_DONE_LOCK = threading.Lock()
 
-    server = make_server("127.0.0.1", 0, StandaloneApp(service), threaded=True)
+
+def _done_event(port: int) -> threading.Event:
+    with _DONE_LOCK:
+        return _DONE.setdefault(port, threading.Event())
+
+
+def _serve(service):
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class Handler(WSGIRequestHandler):
+        def handle(self):
+            try:
+                super().handle()
+            finally:
+                _done_event(self.client_address[1]).set()
+
+    server = make_server(
+        "127.0.0.1", 0, StandaloneApp(service), threaded=True, request_handler=Handler
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -54,15 +74,19 @@ def guidance_peak(logdir: str, n: int) -> tuple[int, list, int]:
     measured is the guidance)."""
     service = RooflineService(logdir)
     server = _serve(service)
-    url = f"http://127.0.0.1:{server.server_port}/guidance?run={RUN}"
 
     def get(query=""):
-        with urllib.request.urlopen(url + query, timeout=120) as r:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=120)
+        try:
+            conn.connect()
+            done = _done_event(conn.sock.getsockname()[1])
+            conn.request("GET", f"/guidance?run={RUN}{query}")
+            r = conn.getresponse()
             answer = r.status, json.loads(r.read())
-            # Closed once the server is done with it: werkzeug drains a connection the client
-            # has closed with a 10 MB read buffer (any route's, not the guidance's).
-            time.sleep(0.2)
+            assert done.wait(60)  # closed once the server is done with the connection
             return answer
+        finally:
+            conn.close()
 
     # What a first guidance request of this process makes once (the server's and the model's
     # modules, their lazy tables), made before measuring: the run's guidance without
