@@ -426,6 +426,19 @@ class RooflineService:
         )
         return dict(answer, run=run, host=host or ALL_HOSTS)
 
+    def encoded_guidance(self, run: str, host: str, include_infeed_outfeed: bool = True) -> bytes:
+        """`guidance` as the HTTP route sends it (JSON bytes), encoded once per analysis and
+        question however many requests ask at the same time, as the answer itself is."""
+        a = self.analysis(run, host)
+        key = ("guidance-json", run, host or ALL_HOSTS, include_infeed_outfeed)
+        return self.derived_answer(
+            a,
+            key,
+            lambda: json.dumps(
+                self.guidance(run, host, include_infeed_outfeed), allow_nan=False
+            ).encode(),
+        )
+
     def report(
         self,
         run: str,

@@ -225,7 +225,7 @@ class RooflineRoutes:
     @_handler
     def _guidance(self, request):
         run, host = _run_host(request)
-        return _json_response(self._service.guidance(run, host, _infeed(request)))
+        return _json_response(self._service.encoded_guidance(run, host, _infeed(request)))
 
     @_handler
     def _report(self, request):
