@@ -230,16 +230,8 @@ def session(logdir, runs, http):
             {
                 "run": r["tpu"],
                 "order": "time_saved",
-                "limit": 5,
-                "columns": [
-                    "operation",
-                    "category",
-                    "precision",
-                    "total_self_time_us",
-                    "bound_by",
-                    "roofline_efficiency",
-                    "potential_time_saved_us",
-                ],
+                "limit": mcp_tools.SUMMARY_TOP,
+                "columns": list(mcp_tools.SUMMARY_OP_COLUMNS),
             },
         ),
         ("summary_device", "get_device", {"run": r["tpu"]}),

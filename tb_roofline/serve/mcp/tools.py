@@ -111,6 +111,16 @@ def get_program(
 
 
 SUMMARY_TOP = 5  # findings and ops in a run summary
+# What a run summary says of each top op (top_ops gives every column)
+SUMMARY_OP_COLUMNS = (
+    "operation",
+    "category",
+    "precision",
+    "total_self_time_us",
+    "bound_by",
+    "roofline_efficiency",
+    "potential_time_saved_us",
+)
 
 
 def get_summary(service, run: str, host: str = "", significant_digits: int | None = None) -> dict:
@@ -130,15 +140,7 @@ def get_summary(service, run: str, host: str = "", significant_digits: int | Non
         order="time_saved",
         limit=SUMMARY_TOP,
         significant_digits=0,
-        columns=[
-            "operation",
-            "category",
-            "precision",
-            "total_self_time_us",
-            "bound_by",
-            "roofline_efficiency",
-            "potential_time_saved_us",
-        ],
+        columns=list(SUMMARY_OP_COLUMNS),
     )
     diags = answer_of(service, "diagnostics", run, host)["diagnostics"]
     severities = {s: sum(d["severity"] == s for d in diags) for s in SEVERITIES}
