@@ -12,14 +12,12 @@ the step time.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from tb_roofline.costs.hlo.shapes import element_bytes
 from tb_roofline.model import advice, roofline, rules
 from tb_roofline.model.program_rules import program_findings
-from tb_roofline.model.rule_context import Context, Finding
+from tb_roofline.model.rule_context import Context, Finding, recorded_arrays
 from tb_roofline.model.throughput import throughput
 from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.table.timeline import IDLE_CAPTURE, is_communication
@@ -178,7 +176,7 @@ def tensor_shapes(analysis) -> dict:
         ):
             if isinstance(fp, str) and fp.startswith("shapes:"):
                 size = element_bytes(dt or p)
-                for d in _dims(fp[len("shapes:") :]):
+                for d in recorded_arrays(fp):
                     out.setdefault((pid, op, p), {}).setdefault(d, size)
     facts = analysis.facts
     for ident, uses in ((facts.op_shapes if facts is not None else {}) or {}).items():
@@ -213,24 +211,6 @@ def tensor_flows(analysis) -> dict:
                 if " from " in (u.text or ""):
                     names.update(u.text.split(" from ", 1)[1].split())
     return out
-
-
-def _dims(text: str) -> set:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return set()
-    found = set()
-
-    def walk(v):
-        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
-            found.add(tuple(v))
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-
-    walk(value)
-    return found
 
 
 def guidance_diagnostics(analysis, rt: str) -> list:

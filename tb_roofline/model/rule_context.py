@@ -8,6 +8,7 @@ docs/guidance.md.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -130,3 +131,28 @@ def gap_formula(ctx: Context, i: int) -> str:
         f"t − Σ max(F_i/P, B_i/BW) = {us_text(t)} − {us_text(floor_us(ctx, i))} = "
         f"{us_text(float(ctx.c['potential_time_saved_us'][i]))}" + regimes_note(ctx, i)
     )
+
+
+SHAPES = "shapes:"
+
+
+def recorded_arrays(fingerprint: str) -> list:
+    """The arrays one op call recorded, in argument order (a `shapes:` fingerprint of PyTorch's
+    `Input Dims`; TensorLists flattened), or [] when unknown."""
+    if not fingerprint.startswith(SHAPES):
+        return []
+    try:
+        value = json.loads(fingerprint[len(SHAPES) :])
+    except ValueError:
+        return []
+    out: list = []
+
+    def walk(v):
+        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+            out.append(tuple(v))
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(value)
+    return out

@@ -5,11 +5,10 @@ would write and read it once less (`fusion`), and one copy run several times a s
 
 from __future__ import annotations
 
-import json
 import math
 
 from tb_roofline.costs.hlo.shapes import element_bytes
-from tb_roofline.model.rule_context import Context, Finding, us_text
+from tb_roofline.model.rule_context import Context, Finding, recorded_arrays, us_text
 from tb_roofline.table.timeline import is_fusible
 
 
@@ -33,35 +32,12 @@ def _shared_tensor(ctx: Context, a: int, b: int):
     return best
 
 
-SHAPES = "shapes:"
-
-
-def _call_arrays(fingerprint: str) -> list:
-    """The arrays one op call recorded, in argument order (a `shapes:` fingerprint of PyTorch's
-    `Input Dims`; TensorLists flattened), or [] when unknown."""
-    try:
-        value = json.loads(fingerprint[len(SHAPES) :])
-    except ValueError:
-        return []
-    out: list = []
-
-    def walk(v):
-        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
-            out.append(tuple(v))
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-
-    walk(value)
-    return out
-
-
 def _call_shared_tensor(ctx: Context, a: int, b: int, pair):
     """The tensor the first call of a back-to-back pair hands the second, from the shapes both
     calls recorded: the producer's output is its largest array (an elementwise op's
     broadcast result, the normalised or rotated array; a copy's one array), and the consumer
     must read an array of that shape. (dims, bytes), or None when the calls share none."""
-    produced, consumed = _call_arrays(pair.first_shape), _call_arrays(pair.second_shape)
+    produced, consumed = recorded_arrays(pair.first_shape), recorded_arrays(pair.second_shape)
     if not produced or not consumed:
         return None
     largest = max(math.prod(d) for d in produced)
