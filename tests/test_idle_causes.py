@@ -35,6 +35,8 @@ TRACES = {
     "a100_shapes": "a100_80gb_shapes/rank0.pt.trace.json.gz",
     "a100_alexnet": "a100_alexnet/worker0.1695835535.pt.trace.json.gz",
     "mi250": "mi250/worker0.pt.trace.json.gz",
+    "h200_idle": "h200_idle_causes/h200.1764870900000.pt.trace.json.gz",
+    "h200_graph": "h200_decode_graph/h200.1764870795000.pt.trace.json.gz",
 }
 
 
@@ -174,6 +176,22 @@ def test_sglang_wait_on_the_previous_batch_is_not_host_bound():
     host = rules.get("idle")
     assert host is None or host["time_saved_us"] < 0.01 * hand["event_wait"]
     assert wait["bound_us"] == pytest.approx(wait["time_saved_us"])
+
+
+def test_h200_host_sleep_is_host_bound():
+    """The H200 capture sleeps 3 ms on the host before each step's first launch (5 steps), then
+    queues a GEMM, a side-stream GEMM behind an event, a pageable copy and `.item()`: the sleeps
+    are host-bound time, before any launch, and the finding's advice is the host's."""
+    events = _events("h200_idle")
+    steps = [e for e in events if e.get("cat") == "user_annotation" and "Step#" in e["name"]]
+    assert len(steps) == 5
+    hand = by_hand(events)
+    assert hand["before"] >= 5 * 3000
+    g, facts = _product("h200_idle")
+    (idle,) = [f for f in g["findings"] if f["rule"] == "idle"]
+    assert facts["host_bound_us"] >= 5 * 3000
+    assert idle["time_saved_us"] == pytest.approx(idle["bound_us"], rel=1e-6)
+    assert "DataLoader" in idle["suggestion"]
 
 
 def test_first_launch_loading_code_is_launch_latency():
