@@ -71,6 +71,21 @@ class CaptureCollector(Collector):
                     grid_fingerprint(args.get("grid")),
                 )
             )
+        elif is_node_call(name):
+            # CUDA's launch calls name no kernel: the node is known by its place in the window
+            self.launches.append((ts, dur, thread, None, int_or(args.get("External id"), -1), ""))
+
+
+def is_node_call(name: str) -> bool:
+    """A runtime or driver call that adds one node to a graph being captured: a kernel launch
+    (`cudaLaunchKernel`, `cudaLaunchKernelExC`, `cuLaunchKernelEx`, ...), an async copy or set."""
+    if "GraphLaunch" in name:
+        return False
+    return (
+        "LaunchKernel" in name
+        or "LaunchCooperativeKernel" in name
+        or (("Memcpy" in name or "Memset" in name) and "Async" in name)
+    )
 
 
 def capture_files(path: str, rank: int | None = None) -> list[str]:
@@ -98,7 +113,7 @@ def _windows(cap: CaptureCollector) -> list[tuple]:
     in per-thread time order (a vLLM capture trace holds a window per graph piece and batch
     size)."""
     launches, ops = collections.defaultdict(list), collections.defaultdict(list)
-    for x in sorted(cap.launches):
+    for x in sorted(cap.launches, key=lambda x: x[:3]):
         launches[x[2]].append(x)
     for o in sorted(cap.raw_ops, key=lambda o: (o[0], o[1])):
         ops[o[0]].append(o)
@@ -108,6 +123,8 @@ def _windows(cap: CaptureCollector) -> list[tuple]:
     for thread, begin, end in cap.windows:
         lt, ot = l_ts.get(thread, []), o_ts.get(thread, [])
         mine = launches[thread][bisect.bisect_left(lt, begin) : bisect.bisect_right(lt, end)]
+        named = [x for x in mine if x[3] is not None]
+        mine = named or mine  # unnamed nodes count only where no launch names its kernel
         if mine:
             out.append(
                 (
@@ -121,6 +138,9 @@ def _windows(cap: CaptureCollector) -> list[tuple]:
 
 
 def _names_key(names) -> tuple:
+    names = list(names)
+    if names and names[0] is None:  # a CUDA window: its nodes are known by count and order
+        return (("", len(names)),)
     return tuple(sorted(collections.Counter(names).items()))
 
 
@@ -166,9 +186,43 @@ class Merged:
     used: dict = dataclasses.field(default_factory=dict)  # capture index -> [launch ts ns]
 
 
-def merge(col: Collector, captures: list, names_of) -> Merged:
+def _by_position(col, windows, batches: dict, source: dict, kernels, ts, graphs: int):
+    """The capture window for one graph launch whose capture names no kernels (CUDA): the
+    windows of as many nodes as the launch replayed kernels, on one stream (so replay order is
+    capture order). One such window, or windows of the same shapes, are taken where the trace
+    replays one graph of that size (`graphs`: how many kernel sequences of that length it
+    replays; two could be two buckets, one of them not captured); of several with other
+    shapes, the one whose batch label (`batches`: capture index -> batch) is the batch of the
+    serving step replaying it and the leading dimension of its first op's input; else None, and the tie is said. Returns (window, tied)."""
+    if len({col.gpu_stream[i] for i in kernels}) != 1:
+        return None, []
+    found = windows.get(_names_key([None] * len(kernels)), [])
+    if (len(found) == 1 or (found and _same_shapes(found))) and graphs == 1:
+        return found[0], []
+    step = [f.batch for _, s, d, f in col.serving if f.batch is not None and s <= ts <= s + d]
+    agree = [
+        w
+        for w in found
+        if step and batches.get(source[id(w)]) == step[0] and _leading_dim(w) == step[0]
+    ]
+    if len(agree) == 1:
+        return agree[0], []
+    return None, found
+
+
+def _leading_dim(window) -> int | None:
+    """The first dimension of the window's first op's first input: a decode step's batch (a
+    label SGLang can get wrong is taken only when the recorded shapes bear it out)."""
+    for op in window[3]:
+        dims = op[4].get("Input Dims")
+        if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]:
+            return int_or(dims[0][0], None)
+    return None
+
+
+def merge(col: Collector, captures: list, names_of, batches: dict | None = None) -> Merged:
     """Attribute the replayed kernels of `col` to the ops of matching capture windows
-    (`captures`: CaptureCollectors)."""
+    (`captures`: CaptureCollectors; `batches`: capture index -> the batch its label states)."""
     windows = collections.defaultdict(list)  # the multiset of kernel names -> windows
     source: dict = {}  # id of a window -> the index of its capture
     for ci, cap in enumerate(captures):
@@ -187,6 +241,10 @@ def merge(col: Collector, captures: list, names_of) -> Merged:
     next_ext = max(list(col.op_ext) + list(col.rt_ext) + [0]) + 1
     attributed = replayed = 0
     ties: dict = {}
+    sequences = collections.defaultdict(set)  # kernels per replay -> the name sequences
+    for corr, *_ in col.graph_launches:
+        order = sorted(by_corr.get(corr, []), key=lambda i: col.gpu_ts[i])
+        sequences[len(order)].add(tuple(col.gpu_name[i] for i in order))
     for g, (corr, _thread, ts, dur) in enumerate(col.graph_launches):
         kernels = sorted(by_corr.get(corr, []), key=lambda i: col.gpu_ts[i])
         replayed += len(kernels)
@@ -195,13 +253,19 @@ def merge(col: Collector, captures: list, names_of) -> Merged:
         names = [names_of[col.gpu_name[i]] for i in kernels]
         key = _names_key(names)
         grids = tuple(grid_names.get(col.gpu_grid[i], "") for i in kernels)
+        tied = windows.get(key, [])
         if (key, grids) not in chosen:  # a step's graph replays alike: decide once
-            chosen[(key, grids)] = _choose(windows.get(key, []), grids)
-        w = chosen[(key, grids)]
+            chosen[(key, grids)] = (
+                (_choose(tied, grids), tied)
+                if tied
+                else _by_position(
+                    col, windows, batches or {}, source, kernels, ts, len(sequences[len(names)])
+                )
+            )
+        w, tied = chosen[(key, grids)]
         if w is None:
             # several windows launched these kernels with other shapes (batch-size buckets)
             # and nothing decided between them: a tie, said, never picked
-            tied = windows.get(key, [])
             if len(tied) > 1:
                 n, firsts = ties.get((key, grids), (0, [_first_op(t) for t in tied]))
                 ties[(key, grids)] = (n + len(kernels), firsts)
@@ -223,7 +287,7 @@ def merge(col: Collector, captures: list, names_of) -> Merged:
         for x in launches:
             queue[x[3]].append(x)
         for i, name in zip(kernels, names):
-            lts, ldur, _, _, lext, _ = queue[name].popleft()
+            lts, ldur, _, _, lext, _ = queue[name if None not in queue else None].popleft()
             col.gpu_corr[i] = next_corr
             col.launch_alias[next_corr] = corr
             col.rt_corr.append(next_corr)
@@ -262,6 +326,16 @@ def batch_labels(files: list) -> dict:
                 if batch is not None:
                     out[_stem(e["file"])] = batch
     return out
+
+
+def file_batch(path: str, labels: dict) -> int | None:
+    """The batch a capture file states: SGLang's `execution_details.json` label, else a
+    `bs<N>` / `bs_<N>` in its name (SGLang's `bs_32_rank0`); None when neither says."""
+    got = labels.get(_stem(path))
+    if got is not None:
+        return got
+    m = re.search(r"(?:^|[^a-z0-9])bs_?(\d+)(?!\d)", os.path.basename(path), re.I)
+    return int(m.group(1)) if m else None
 
 
 def _label_notes(col: Collector, used: dict, files: list, labels: dict) -> list:
@@ -326,10 +400,14 @@ def attach(col: Collector, path: str, load) -> None:
             readable.append(i)
         except (ProfileFormatError, OSError) as exc:
             unreadable.append(f"{os.path.basename(f)} ({exc})")
-    merged = merge(col, captures, names_of) if captures else Merged()
+    labels = batch_labels(files)
+    batches = {
+        k: b for k, i in enumerate(readable) if (b := file_batch(files[i], labels)) is not None
+    }
+    merged = merge(col, captures, names_of, batches) if captures else Merged()
     done, replayed = merged.attributed, merged.replayed
     col.notes += [_tie_note(n, firsts) for n, firsts in merged.ties]
-    col.notes += _label_notes(col, merged.used, [files[i] for i in readable], batch_labels(files))
+    col.notes += _label_notes(col, merged.used, [files[i] for i in readable], labels)
     if not replayed:
         replayed = sum(1 for c in col.gpu_corr if c in {g[0] for g in col.graph_launches})
     if done == replayed:
@@ -347,7 +425,9 @@ def attach(col: Collector, path: str, load) -> None:
         "no capture trace beside this one (a capture/ or capture_traces/ folder)"
         if not files
         else "no capture window launched the same kernels (or several did, "
-        "with other shapes, and the launch grids do not say which)"
+        "with other shapes, and the launch grids do not say which; a CUDA capture trace names "
+        "no kernels, so its windows are matched by their node count, one stream, and where "
+        "several tie by the batch their file and the replaying serving step state)"
         + (f"; unreadable: {', '.join(unreadable)}" if unreadable else "")
     )
     col.notes.append(

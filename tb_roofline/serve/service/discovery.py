@@ -22,6 +22,7 @@ KINETO_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 PROFILE_DIR = "plugins/profile"
 DEVICE_FILE_NAME = "roofline_device.json"  # devices.device_file.FILE_NAME
 ALL_HOSTS = "*"
+CAPTURE_DIRS = ("capture", "capture_traces")  # readers/kineto/capture.py CAPTURE_DIRS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,8 +146,14 @@ def scan_remote(logdir: str) -> RemoteScan:
 
 
 def _newest_first(runs: list[Run]) -> list[Run]:
-    # Session names are timestamps (YYYY_MM_DD_HH_MM_SS): sort on them, then on mtime.
-    return sorted(runs, key=lambda r: (r.session, r.mtime, r.run), reverse=True)
+    # Session names are timestamps (YYYY_MM_DD_HH_MM_SS): sort on them, then on mtime. A
+    # serving engine's graph-capture traces (a capture/ folder beside its execution trace) come
+    # after every run: they feed the execution trace's run and are not the workload's time.
+    return sorted(runs, key=lambda r: (not _is_capture(r), r.session, r.mtime, r.run), reverse=True)
+
+
+def _is_capture(run: Run) -> bool:
+    return run.format == "kineto" and posixpath.basename(run.run) in CAPTURE_DIRS
 
 
 def _newest_mtime(files) -> float:
