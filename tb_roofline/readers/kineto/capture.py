@@ -193,7 +193,8 @@ def _by_position(col, windows, batches: dict, source: dict, kernels, ts, graphs:
     replays one graph of that size (`graphs`: how many kernel sequences of that length it
     replays; two could be two buckets, one of them not captured); of several with other
     shapes, the one whose batch label (`batches`: capture index -> batch) is the batch of the
-    serving step replaying it and the leading dimension of its first op's input; else None, and the tie is said. Returns (window, tied)."""
+    serving step replaying it and the leading dimension of its first op's input; else None,
+    and the tie is said. Returns (window, tied)."""
     if len({col.gpu_stream[i] for i in kernels}) != 1:
         return None, []
     found = windows.get(_names_key([None] * len(kernels)), [])
