@@ -375,6 +375,13 @@ def test_h200_fp8_gemms_count_in_the_gemm_time(h200_eager):
     }
     costed = {"aten::mm" if n == "aten::matmul" else n for n in costed}
     assert "aten::mm" in costed
+    # costed or not, the fp8 calls are GEMM rows: their longest kernel is cuBLASLt's nvjet GEMM
+    cats = {
+        str(c)
+        for n, c in zip(data.ops.keys["operation"], data.ops.keys["category"])
+        if n == "aten::_scaled_mm"
+    }
+    assert cats == {"matmul"}
     ref = json.load(open(os.path.join(H200_EAGER, "flop_counter.json")))
     size = {"bf16": 2, "float8_e4m3fn": 1}
     weights = 0
