@@ -326,3 +326,40 @@ def test_a_bad_link_topology_in_a_device_file_is_named(tmp_path, entry, words):
     path.write_text(json.dumps(device))
     with pytest.raises(DeviceFileError, match="memories.interconnect: " + words):
         load_device_file(str(path))
+
+
+DDP = os.path.join(REPO, "testdata", "guidance", "torch", "ddp_straggler")
+DDP_DEVICE = os.path.join(REPO, "testdata", "guidance", "roofline_device.json")
+
+
+def test_ddp_allreduce_is_judged_on_its_pairs_link(tmp_path):
+    """The real 2-rank PyTorch DDP trace (gloo `c10d::allreduce_`), with its measured CPU
+    device file given a fully connected link of 4 links: a pair (its one process group's
+    size, `distributedInfo` `pg_config`, read here from the raw files) reaches its one peer
+    over one of them, a quarter of the figure, and its op record says so."""
+    sizes = set()
+    for name in os.listdir(DDP):
+        with gzip.open(os.path.join(DDP, name), "rt") as f:
+            info = json.load(f)["distributedInfo"]
+        sizes |= {g["pg_size"] for g in info["pg_config"]}
+    assert sizes == {2}
+    device = json.loads(open(DDP_DEVICE).read())
+    device["memories"]["interconnect"] = {
+        "name": "Interconnect (mesh)",
+        "gbs": 400.0,
+        "topology": "full_mesh",
+        "links": 4,
+    }
+    path = tmp_path / "device.json"
+    path.write_text(json.dumps(device))
+    service = RooflineService(DDP, device_file=str(path))
+    run = service.list_runs()["runs"][0]["run"]
+    r = _ops(service, run)["c10d::allreduce_"]
+    bw = r["interconnect_bytes"] / (r["total_time_us"] * 1e3)
+    assert r["link_roof_gbs"] == pytest.approx(400.0 / 4, rel=1e-12)
+    assert r["interconnect_bw"] == pytest.approx(bw, rel=1e-9)
+    assert r["bound_by"] == "Interconnect"
+    assert r["roofline_efficiency"] == pytest.approx(bw / 100.0, rel=1e-9)
+    assert r["link_assumption"].startswith("group of 2: 1 of 4 links")
+    (p,) = service.comm(run, "")["points"]
+    assert p["link_gbs"] == pytest.approx(100.0, rel=1e-12) and p["link_count"] == 1
