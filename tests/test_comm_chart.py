@@ -5,7 +5,9 @@ bus bytes over its time, recomputed here from the op records), under the link's 
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import shutil
 
 import pytest
@@ -13,6 +15,7 @@ from test_jax_collectives import DATA, EXPECTED
 
 from tb_roofline.serve.service.core import RooflineService
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINK_GBS = 50.0
 DEVICE = {
     "tb_roofline_device_file": 1,
@@ -165,11 +168,116 @@ def test_link_roof_is_the_links_a_group_can_use(tmp_path):
     assert "share one of the 4 ports" in points["ppermute.3"]["link_assumption"]
 
 
+def test_op_records_are_judged_on_the_links_their_group_can_use(tmp_path):
+    """The op table judges a collective as /comm does: its interconnect utilisation, bound,
+    time on the roof and time saved are against its group's link roof (the figure × the
+    ports the group can use ÷ 4, from the HLO's group sizes by hand), and the row says which
+    topology it assumed. A pair's all-reduce on one of 4 ports reaches a quarter of the figure
+    at most: against the whole figure it would read 4× further from its roof."""
+    device = json.loads(json.dumps(DEVICE))
+    device["memories"]["interconnect"].update(topology="torus", links=TORUS_PORTS)
+    shutil.copytree(f"{DATA}/shard_map_2d", tmp_path / "shard_map_2d")
+    (tmp_path / "shard_map_2d" / "roofline_device.json").write_text(json.dumps(device))
+    service = RooflineService(str(tmp_path))
+    run = service.list_runs()["runs"][0]["run"]
+    ops = _ops(service, run)
+    points = {p["operation"]: p for p in service.comm(run, "")["points"]}
+    for name, (_, n, _count, _form, _message, bus) in EXPECTED["shard_map_2d"].items():
+        r = ops[name]
+        roof = LINK_GBS * PORTS_BY_GROUP[n] / TORUS_PORTS
+        link_bytes = bus * r["occurrences"]
+        time_ns = r["total_time_us"] * 1e3
+        assert r["link_roof_gbs"] == pytest.approx(roof, rel=1e-12)
+        assert r["interconnect_bw"] == pytest.approx(link_bytes / time_ns, rel=1e-9)  # GB/s
+        assert r["bound_by"] == "Interconnect"
+        assert r["roofline_efficiency"] == pytest.approx(link_bytes / time_ns / roof, rel=1e-9)
+        assert r["roof_time_us"] == pytest.approx(link_bytes / roof / 1e3, rel=1e-9)
+        assert r["potential_time_saved_us"] == pytest.approx(
+            r["total_time_us"] - link_bytes / roof / 1e3, rel=1e-9
+        )
+        assert r["link_assumption"].startswith(f"group of {n}: {PORTS_BY_GROUP[n]} of 4 links")
+        assert "ICI torus" in r["link_assumption"]
+        # one rule: the op record's efficiency is the /comm point's share of its link
+        assert r["roofline_efficiency"] == pytest.approx(points[name]["link_fraction"], rel=1e-9)
+        assert r["link_roof_gbs"] == pytest.approx(points[name]["link_gbs"], rel=1e-12)
+    # rows without link bytes have no link roof
+    assert all(r["link_roof_gbs"] is None for r in ops.values() if not r["interconnect_bytes"])
+
+
 def test_without_a_topology_the_whole_link_and_the_assumption_says_so(tmp_path):
     service, run = _service(tmp_path, "shard_map_2d")
     for p in service.comm(run, "")["points"]:
         assert p["link_gbs"] == LINK_GBS and p["link_count"] is None
         assert "whole figure for every group" in p["link_assumption"]
+    ops = _ops(service, run)
+    for name in EXPECTED["shard_map_2d"]:
+        assert ops[name]["link_roof_gbs"] == LINK_GBS
+        assert "whole figure for every group" in ops[name]["link_assumption"]
+
+
+B200 = os.path.join(
+    REPO, "testdata", "kineto", "b200_eager", "worker0.1773700000000.pt.trace.json.gz"
+)
+# A device file for the B200 trace whose link is a full mesh of 16 links: a group of 8 reaches
+# its 7 peers over 7 of them (B200's own NVSwitch gives every group all 18: no difference to
+# see). The figure and links are the file's; the group size the trace's.
+MESH_GBS, MESH_LINKS = 800.0, 16
+
+
+def test_kineto_collectives_are_judged_on_their_groups_links(tmp_path):
+    """The real B200 vLLM trace's collectives (NCCL all-gather, vLLM's custom all-reduce): the
+    group size each call recorded (`record_param_comms` `Group size`, read here from the raw
+    events) sets the links its op record is judged on, as its /comm points are."""
+    with gzip.open(B200, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    sizes = {e["args"]["Group size"] for e in events if e.get("name") == "record_param_comms"}
+    assert sizes == {8}
+    roof = MESH_GBS * min(8 - 1, MESH_LINKS) / MESH_LINKS
+    device = {
+        "tb_roofline_device_file": 1,
+        "type": "test GPU with a 16-link mesh",
+        "kind": "gpu",
+        "num_cores": 1,
+        "compute": {"bf16": 2.25e6, "fp32": 8e4},
+        "memories": {
+            "hbm": {"name": "HBM", "gbs": 8000.0},
+            "interconnect": {
+                "name": "Interconnect (mesh)",
+                "gbs": MESH_GBS,
+                "topology": "full_mesh",
+                "links": MESH_LINKS,
+            },
+        },
+    }
+    run_dir = tmp_path / "b200"
+    run_dir.mkdir()
+    shutil.copy(B200, run_dir / os.path.basename(B200))
+    device_file = tmp_path / "mesh_device.json"
+    device_file.write_text(json.dumps(device))
+    service = RooflineService(str(tmp_path), device_file=str(device_file))  # (B200 known: forced)
+    run = service.list_runs()["runs"][0]["run"]
+    ops = _ops(service, run)
+    points = service.comm(run, "")["points"]
+    comm = {n: r for n, r in ops.items() if r["interconnect_bytes"]}
+    assert (
+        set(comm)
+        == {p["operation"] for p in points}
+        == {
+            "vllm::all_reduce",
+            "c10d::_allgather_base_",
+        }
+    )
+    for name, r in comm.items():
+        bw = r["interconnect_bytes"] / (r["total_time_us"] * 1e3)
+        assert r["interconnect_bw"] == pytest.approx(bw, rel=1e-9)
+        assert r["link_roof_gbs"] == pytest.approx(roof, rel=1e-12)
+        assert r["roofline_efficiency"] == pytest.approx(bw / roof, rel=1e-9)
+        assert r["link_assumption"].startswith("group of 8: 7 of 16 links")
+        mine = [p for p in points if p["operation"] == name]
+        assert [p["link_gbs"] for p in mine] == pytest.approx([roof] * len(mine), rel=1e-12)
+        # an op at several sizes: its record's bytes over its time, as its points' together
+        both = sum(p["bus_bytes"] for p in mine) / sum(p["total_time_us"] * 1e3 for p in mine)
+        assert r["roofline_efficiency"] == pytest.approx(both / roof, rel=1e-9)
 
 
 @pytest.mark.parametrize(
@@ -218,3 +326,40 @@ def test_a_bad_link_topology_in_a_device_file_is_named(tmp_path, entry, words):
     path.write_text(json.dumps(device))
     with pytest.raises(DeviceFileError, match="memories.interconnect: " + words):
         load_device_file(str(path))
+
+
+DDP = os.path.join(REPO, "testdata", "guidance", "torch", "ddp_straggler")
+DDP_DEVICE = os.path.join(REPO, "testdata", "guidance", "roofline_device.json")
+
+
+def test_ddp_allreduce_is_judged_on_its_pairs_link(tmp_path):
+    """The real 2-rank PyTorch DDP trace (gloo `c10d::allreduce_`), with its measured CPU
+    device file given a fully connected link of 4 links: a pair (its one process group's
+    size, `distributedInfo` `pg_config`, read here from the raw files) reaches its one peer
+    over one of them, a quarter of the figure, and its op record says so."""
+    sizes = set()
+    for name in os.listdir(DDP):
+        with gzip.open(os.path.join(DDP, name), "rt") as f:
+            info = json.load(f)["distributedInfo"]
+        sizes |= {g["pg_size"] for g in info["pg_config"]}
+    assert sizes == {2}
+    device = json.loads(open(DDP_DEVICE).read())
+    device["memories"]["interconnect"] = {
+        "name": "Interconnect (mesh)",
+        "gbs": 400.0,
+        "topology": "full_mesh",
+        "links": 4,
+    }
+    path = tmp_path / "device.json"
+    path.write_text(json.dumps(device))
+    service = RooflineService(DDP, device_file=str(path))
+    run = service.list_runs()["runs"][0]["run"]
+    r = _ops(service, run)["c10d::allreduce_"]
+    bw = r["interconnect_bytes"] / (r["total_time_us"] * 1e3)
+    assert r["link_roof_gbs"] == pytest.approx(400.0 / 4, rel=1e-12)
+    assert r["interconnect_bw"] == pytest.approx(bw, rel=1e-9)
+    assert r["bound_by"] == "Interconnect"
+    assert r["roofline_efficiency"] == pytest.approx(bw / 100.0, rel=1e-9)
+    assert r["link_assumption"].startswith("group of 2: 1 of 4 links")
+    (p,) = service.comm(run, "")["points"]
+    assert p["link_gbs"] == pytest.approx(100.0, rel=1e-12) and p["link_count"] == 1

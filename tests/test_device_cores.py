@@ -108,6 +108,14 @@ def test_a_gpu_that_only_copied_adds_no_device_time_or_idle():
     idle = next(c for c in g["classes"] if c["class"] == "idle")
     assert idle["time_us"] == pytest.approx(idle_ps / 1e6, rel=1e-9)
     assert sum(c["time_us"] for c in g["classes"]) == pytest.approx(span_ps / 1e6, rel=1e-9)
+    # GPU:7's busy time is all its ops' (fusions and a cuDNN convolution, each with an HLO
+    # cost) and goes to the bound classes; GPU:0's copies take no share of any class (weighed
+    # in, they would put 712 µs of GPU:7's time in "unknown")
+    classes = {c["class"]: c["time_us"] for c in g["classes"]}
+    busy_ps = _union_ps([(b, e) for b, e, _, _ in program])
+    bound = classes["compute_bound"] + classes["memory_bound"]
+    assert bound == pytest.approx(busy_ps / 1e6, rel=1e-9)
+    assert classes["unknown"] == pytest.approx(0.0, abs=1e-9)
     for f in g["findings"]:
         assert f["percent_of_step"] <= 100.0
         if f["rule"] == "idle":

@@ -18,6 +18,7 @@ in `link_assumption`.
 
 from __future__ import annotations
 
+from tb_roofline.model.link_roofs import group_roof
 from tb_roofline.model.roofline import scoped_op_records
 from tb_roofline.table.collective_info import parse
 from tb_roofline.table.timeline import MAX_EXPOSED_OPS
@@ -30,22 +31,6 @@ NO_LATENCY = (
     "no data sheet or calibration in this profile gives a link latency: the "
     "latency-bound region is not drawn"
 )
-
-
-def group_roof(memory, n) -> tuple[float, int | None, str]:
-    """(GB/s per direction, links used or None, the assumption in words) of a group of n
-    devices on a link roof (a MemoryPeak)."""
-    topo = getattr(memory, "topology", None)
-    if topo is None:
-        return (
-            memory.gbs,
-            None,
-            (
-                "no link topology known for this device (a single PCIe link, a 3-D TPU "
-                "torus, a device file's figure without one): the whole figure for every group"
-            ),
-        )
-    return topo.group_gbs(memory.gbs, n)
 
 
 def links(device) -> list[dict]:

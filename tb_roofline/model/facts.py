@@ -28,6 +28,9 @@ class Facts:
     host_step_ps: dict  # host -> its own time of each aligned step (ps), when several hosts
     hosts: list  # the hosts of this view
     op_kernels: dict = dataclasses.field(default_factory=dict)  # same keys -> [KernelUse]
+    # same keys -> self time (ps) on devices that ran no program (readers.common
+    # .program_devices: a GPU that only copied has no core span): in no device time or class
+    off_program_self_ps: dict = dataclasses.field(default_factory=dict)
 
 
 def merge_kernels(parts: list) -> dict:
@@ -81,7 +84,39 @@ def collect(profiles, table, steps: list) -> Facts:
             host_step_ps[h] = np.array(
                 [float(wall.get(members[i], 0)) if i < len(members) else 0.0 for members in steps]
             )
-    return Facts(timeline, shapes, host_step_ps, hosts, kernels)
+    return Facts(timeline, shapes, host_step_ps, hosts, kernels, _off_program_self(profiles))
+
+
+def off_program_rows(p) -> np.ndarray:
+    """The op-table rows of a profile on a device with no core span: one that ran no program
+    (the readers' program_devices leave it out of the spans; its rows stay in the table)."""
+    cores = {s.core for s in p.core_spans or ()}
+    core = np.asarray(p.ops.rows["core"])
+    if not cores or not len(core):
+        return np.zeros(len(core), bool)
+    return ~np.isin(core, sorted(cores))
+
+
+def _off_program_self(profiles) -> dict:
+    """(program_id, operation, precision) -> self time (ps) of its rows on devices that ran no
+    program, summed over the profiles."""
+    out: dict = {}
+    for p in profiles:
+        off = off_program_rows(p)
+        if not off.any():
+            continue
+        keys, rows = p.ops.keys, p.ops.rows
+        op = np.asarray(rows["op"])[off]
+        self_ps = np.asarray(rows["self_time_ps"], np.float64)[off]
+        per_key = np.bincount(op, weights=self_ps, minlength=len(keys["operation"]))
+        for k in np.flatnonzero(per_key).tolist():
+            label = (
+                str(keys["program_id"][k]),
+                str(keys["operation"][k]),
+                str(keys["precision"][k]),
+            )
+            out[label] = out.get(label, 0.0) + float(per_key[k])
+    return out
 
 
 def _own_step_time(profiles) -> dict:

@@ -16,6 +16,7 @@ import dataclasses
 import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.model.link_roofs import link_scales
 from tb_roofline.model.record_table import RecordTable
 from tb_roofline.model.records import call_floors, compute_roof, div
 from tb_roofline.table.op_table import OpTable, distinct
@@ -32,6 +33,8 @@ class Roofs:
     inv_peak: np.ndarray
     link: np.ndarray
     proven: np.ndarray | None = None
+    # the share of the link figure each key's group can use (model/link_roofs.py)
+    link_scale: np.ndarray | None = None
 
     @staticmethod
     def of(table: OpTable, device: DeviceInfo) -> Roofs:
@@ -41,12 +44,14 @@ class Roofs:
             device,
             div(1.0, compute_roof(device, table.keys["precision"])),
             np.array([kinds[c] for c in cats.tolist()], bool),
+            link_scale=link_scales(table.keys["collective"], device),
         )
 
     def floors(self, flops, mem: dict, keys) -> np.ndarray:
         """The floor (ns) of rows or keys (`keys`: each one's key, or None for every key)."""
         pick = (lambda a: a) if keys is None else (lambda a: a[keys])
-        return call_floors(flops, mem, pick(self.inv_peak), self.device, pick(self.link))[0]
+        scale = None if self.link_scale is None else pick(self.link_scale)
+        return call_floors(flops, mem, pick(self.inv_peak), self.device, pick(self.link), scale)[0]
 
 
 @dataclasses.dataclass

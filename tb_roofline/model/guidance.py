@@ -316,7 +316,7 @@ def _wall_split(ctx: Context, total_with_io: float) -> dict:
     view's Total leaves their time out."""
     c = ctx.c
     total = ctx.total_time_us
-    self_us = c["total_self_time_us"].astype(float)
+    self_us = _program_self_us(ctx)
     container = c["caveat"] == "container"
     comm = np.array(
         [
@@ -360,6 +360,22 @@ def _wall_split(ctx: Context, total_with_io: float) -> dict:
         "idle_in_steps": min(idle_in, idle),
         "exposed": exposed,
     }
+
+
+def _program_self_us(ctx: Context) -> np.ndarray:
+    """Each record's self time (µs) on the devices that ran the program: a device that only
+    copied has no span, so its copies take no share of any class (the one rule of
+    readers.common.program_devices, which keeps it out of the Total and idle)."""
+    self_us = ctx.c["total_self_time_us"].astype(float)
+    off = getattr(ctx.facts, "off_program_self_ps", None) or {}
+    if not off:
+        return self_us
+    out = self_us.copy()
+    for label, ps in off.items():
+        i = ctx.index.get(label)
+        if i is not None:
+            out[i] = max(0.0, out[i] - ps / 1e6)
+    return out
 
 
 def _count(findings: list, ctx: Context, wall: dict):

@@ -13,6 +13,7 @@ import numpy as np
 from tb_roofline.devices.precision import split_kernel_type
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.floors import mixed_regimes
+from tb_roofline.model.link_roofs import link_assumption, link_scales
 from tb_roofline.model.record_table import RecordTable
 from tb_roofline.model.records import (
     CONTAINER_CAVEAT,
@@ -58,12 +59,14 @@ def op_records(
     keys = table.keys
     keep, key_rec, n = record_of_key(table, include_io, split_by, group)
     sums = group_sums(ksums, key_rec, n, keep) if n else {c: np.zeros(0) for c in ksums}
+    sums["link_scale"], assumed = record_links(keys, ksums, key_rec, keep, n, device)
     mixed = mixed_regimes(ksums, key_rec, keep, n)
     first_key = labelling_keys(key_rec, n)
     cav = record_caveats(keys, key_rec, first_key, n)
     order = self_time_order(keys, first_key, sums, n)
     first_key, sums, cav = first_key[order], {k: v[order] for k, v in sums.items()}, cav[order]
     labels = record_labels(keys, first_key, mixed[order], host_label, n)
+    labels["link_assumption"] = assumed[order]
     if group is not None:
         sums = _mixed_precisions(sums, labels, keys["precision"], key_rec, order, device)
     rec = build_records(
@@ -112,6 +115,29 @@ def record_of_key(
     remap[present] = np.arange(len(present))
     key_rec = remap[rec_of_key] if group is None else np.where(keep, remap[rec_of_key], -1)
     return keep, key_rec, len(present)
+
+
+def record_links(keys: dict, ksums: dict, key_rec, keep, n: int, device) -> tuple:
+    """(the share of the link figure each record's collectives can use, the topology that
+    assumes, in words; None for records without link bytes). A record's share weighs its keys
+    by their link bytes: its roof is the rate at which all of them would run, each at its own
+    group's roof (model/link_roofs.py)."""
+    assumed = np.full(n, None, dtype=object)
+    link_bytes = ksums.get("interconnect_bytes")
+    if link_bytes is None or not n:
+        return np.ones(n), assumed
+    scale = link_scales(keys["collective"], device)
+    m = keep & (key_rec >= 0) & (link_bytes > 0)
+    on_link = np.bincount(key_rec[m], weights=link_bytes[m], minlength=n)
+    at_roof = np.bincount(key_rec[m], weights=(link_bytes / scale)[m], minlength=n)
+    texts: dict = {}
+    for k in np.flatnonzero(m & (keys["collective"] != "")).tolist():
+        words = link_assumption(str(keys["collective"][k]), device)
+        if words:
+            texts.setdefault(int(key_rec[k]), []).append(words)
+    for r, words in texts.items():
+        assumed[r] = "; ".join(dict.fromkeys(words))
+    return np.where(at_roof > 0, div(on_link, at_roof), 1.0), assumed
 
 
 def labelling_keys(key_rec: np.ndarray, n: int) -> np.ndarray:

@@ -63,6 +63,8 @@ RECORD_COLUMNS = (
         "bytes_coverage",
         "transfer_time_us",
         "transfer_bw",
+        "link_roof_gbs",
+        "link_assumption",
         "peak_flop_rate",
         "precision",
         "dtype",

@@ -124,14 +124,15 @@ def bound_classes(bound_by, device: DeviceInfo) -> tuple[np.ndarray, np.ndarray]
     return compute, memory
 
 
-def call_floors(flops, mem: dict, inv_peak, device: DeviceInfo, link=None):
+def call_floors(flops, mem: dict, inv_peak, device: DeviceInfo, link=None, link_scale=None):
     """(floor ns, bound code) of ops whose calls share one shape: the time their FLOPs and
     bytes take at their roofs, max(F / P, B_m / BW_m over the memories of `resources`), and
     which of those binds it (0 compute, j the j-th memory of `resources` + 1, -1 nothing).
     Summed over distinct ops (per-call floors, Σ max(F_i/P, B_i/BW)), it is never below the
     floor of the summed FLOPs and bytes, which undercuts it when the calls differ in regime.
     `link`: collectives (per element), judged on the interconnect alone where they have link
-    bytes and the device a link roof (as `derive`)."""
+    bytes and the device a link roof (as `derive`); `link_scale`: the share of the link figure
+    each element's group can use (model/link_roofs.py `link_scales`; None: all of it)."""
     best = np.asarray(flops, np.float64) * inv_peak  # FLOPs / (GFLOP/s) = ns
     code = np.zeros(len(best), np.int64)
     link_time = None
@@ -140,6 +141,8 @@ def call_floors(flops, mem: dict, inv_peak, device: DeviceInfo, link=None):
             continue
         t = np.asarray(mem[col], np.float64) / gbs  # bytes / (GB/s) = ns
         if name == "Interconnect":
+            if link_scale is not None:
+                t = t / np.asarray(link_scale, np.float64)
             link_time = (t, j)
         more = t > best
         best = np.where(more, t, best)
@@ -191,7 +194,11 @@ def derive(
     intensities = [out["operational_intensity"]]
     for name, col, peak_gbs in resources(device):
         mid = col[: -len("_bytes")]
-        utils.append(div(div(sums[col], time_ns), np.full(n, peak_gbs)))  # GB/s over GB/s
+        roof = np.full(n, peak_gbs)
+        if name == "Interconnect":  # each record's group's links (model/link_roofs.py)
+            roof = roof * sums.get("link_scale", 1.0)
+            out["link_roof_gbs"] = np.where(sums[col] > 0, roof, np.nan)
+        utils.append(div(div(sums[col], time_ns), roof))  # GB/s over GB/s
         names.append(name)
         intensities.append(out[f"{mid}_operational_intensity"])
     util = np.nan_to_num(np.vstack(utils), nan=0.0, posinf=0.0)  # resources × rows
@@ -282,6 +289,9 @@ def build_records(
         kinds = {c: is_collective(str(c)) for c in set(category.tolist())}
         sums = dict(sums, collective=np.array([kinds[c] for c in category.tolist()], bool))
     d = derive(sums, device, num_cores)
+    d.setdefault("link_roof_gbs", np.full(n, np.nan))
+    if "link_assumption" not in labels:
+        labels = dict(labels, link_assumption=None)
     occ = sums["occurrences"]
     cols = {}
     for key, value in labels.items():

@@ -499,7 +499,9 @@ def _step_members(hosts: _Hosts, steps: _StepSums) -> list:
 
 def _key_floors(ksums, table, device, roofs: Roofs, ops: dict) -> KeyFloors:
     """Each key's FLOPs and the time its bytes take at their roofs, with its op records."""
-    memory_ns = call_floors(ksums["flops"], ksums, np.zeros(table.num_keys), device, roofs.link)[0]
+    memory_ns = call_floors(
+        ksums["flops"], ksums, np.zeros(table.num_keys), device, roofs.link, roofs.link_scale
+    )[0]
     return KeyFloors(ksums["flops"], memory_ns, {io: ops[io].key_record for io in ops})
 
 

@@ -109,8 +109,9 @@ def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
     out["op_time_ps"] = out["total_time_ps"]
     # A key's calls share one shape (PyTorch keys hold their input shapes, XLA keys are one
     # instruction): its floor from its sums is the sum of its calls' floors.
+    roofs = Roofs.of(table, device)
     out["floor_time"], out["bound_code"] = call_floors(
-        out["flops"], out, div(1.0, key_peaks(table, device)), device, Roofs.of(table, device).link
+        out["flops"], out, div(1.0, key_peaks(table, device)), device, roofs.link, roofs.link_scale
     )
     out["gap_ps"] = np.zeros(n)  # (set once the op records say which gaps are proven)
     return out

@@ -180,6 +180,10 @@ def decode_roofline(s: dict, mm, att, sums: dict, device, bw) -> dict:
     out: dict = {
         "weight_coverage": gemm["coverage"],
         "gemm_time_us": gemm["time_ps"] / 1e6,
+        "covered_gemm_us": gemm["covered_ps"] / 1e6,
+        "uncounted_gemms": _uncounted(gemm),
+        "hbm_gbs": bw,
+        "weight_bytes": None,
         "weight_floor_us": None,
         "ridge_batch": None,
         "matmul_intensity": None,
@@ -196,6 +200,7 @@ def decode_roofline(s: dict, mm, att, sums: dict, device, bw) -> dict:
         ridge = peak / bw if peak > 0 else None
         intensity = mm[0] / mm[1]
         out["weight_floor_us"] = mm[1] / bw / 1e3
+        out["weight_bytes"] = mm[1]
         out["matmul_intensity"] = intensity
         out["ridge_flops_per_byte"] = ridge
         if ridge and batch:
@@ -221,7 +226,7 @@ def _floor_refused(gemm: dict, mm) -> str:
     if cov is None:
         return "no GEMM ran in this step"
     if cov < MIN_WEIGHT_COVERAGE or not (mm[1] or 0) > 0 or not (mm[0] or 0) > 0:
-        top = ", ".join(f"{n[:80]} ({t / 1e6:,.0f} µs)" for n, t in gemm["uncovered"][:3])
+        top = _uncounted(gemm)
         return (
             f"the GEMMs whose weights are counted ran {cov:.1%} of the step's GEMM time "
             f"({gemm['covered_ps'] / 1e6:,.0f} of {gemm['time_ps'] / 1e6:,.0f} µs), under the "
@@ -229,6 +234,31 @@ def _floor_refused(gemm: dict, mm) -> str:
             "(uncosted_ops says why each has no cost)"
         )
     return ""
+
+
+def _ridge_text(r: dict, batch, rb: float) -> str:
+    """The batch-below-ridge finding's words: the weights are the model's only when every GEMM's
+    are counted; otherwise the text names the share counted and the floor is a lower bound."""
+    floor = f"{r['weight_floor_us']:.1f} µs at full HBM bandwidth"
+    tail = " whatever the batch, so larger batches raise tokens/s almost for free up to that size"
+    if r["weight_coverage"] >= 1.0:
+        return (
+            f"decode batch {batch} is below the {rb:.0f} at which its GEMMs would turn "
+            f"compute-bound: they read their weights once a step ({floor}; every GEMM of the "
+            "step counted)" + tail
+        )
+    return (
+        f"decode batch {batch} is below the {rb:.0f} at which the GEMMs whose weights are "
+        f"counted ({r['weight_coverage']:.1%} of the step's GEMM time) would turn compute-bound: "
+        f"those GEMMs read their weights once a step ({floor}; a lower bound on the model's, "
+        f"the uncounted GEMMs' weights only add to it: {r['uncounted_gemms']})" + tail
+    )
+
+
+def _uncounted(gemm: dict) -> str:
+    """The GEMM rows whose weights are not counted, the three longest, with their time."""
+    top = ", ".join(f"{n[:80]} ({t / 1e6:,.0f} µs)" for n, t in gemm["uncovered"][:3])
+    return top or "none"
 
 
 # The ops between the GEMMs of a layer: norms, activations, RoPE, KV-cache stores, casts.
@@ -254,15 +284,14 @@ def findings(r: dict, batch) -> list[dict]:
         out.append(
             {
                 "code": "batch_below_ridge",
-                "text": (
-                    f"decode batch {batch} is below the {rb:.0f} at which its GEMMs would turn "
-                    "compute-bound: they read the weights once a step "
-                    f"({r['weight_floor_us']:.1f} µs at full HBM bandwidth; their weights "
-                    f"cover {r['weight_coverage']:.0%} of the step's GEMM time) whatever the "
-                    "batch, "
-                    "so larger batches raise tokens/s almost for free up to that size"
-                ),
+                "text": _ridge_text(r, batch, rb),
                 "bound_us": r["weight_floor_us"],
+                "formula": (
+                    f"weight_floor_us = GEMM bytes / HBM bandwidth = {r['weight_bytes']:,.0f} B / "
+                    f"{r['hbm_gbs']:,.0f} GB/s; ridge_batch = B·R/I = {batch}·"
+                    f"{r['ridge_flops_per_byte']:.1f}/{r['matmul_intensity']:.2f}; "
+                    f"coverage = {r['covered_gemm_us']:,.1f} / {r['gemm_time_us']:,.1f} µs"
+                ),
             }
         )
     share = r.get("kv_share")

@@ -182,6 +182,11 @@ export const COLUMN = Object.fromEntries([
   C('transfer_time_us', 'Transfer time', fmtTime,
     {title: 'async copies: from issue to end of the transfer, summed'}),
   C('transfer_bw', 'Transfer BW (GiB/s)', fmtNum),
+  C('link_roof_gbs', 'Link roof of its group (GB/s)', fmtNum,
+    {title: 'a collective: the link figure × the links its group can use ÷ the device\'s ' +
+      'links, the roof its interconnect efficiency is judged against (as /comm)'}),
+  C('link_assumption', 'Link topology assumed', fmtText, {wide: true,
+    title: 'the group size and the links it assumes the group can use'}),
   C('operational_intensity', 'Operational intensity (FLOP/B)', fmtNum,
     {needs: ['flops', 'bytes']}),
   ...MEMORIES.map(([id, name]) => memoryOi(id, name)),
@@ -273,7 +278,10 @@ export function recordMemories(row, device) {
     if (!(typeof bw === 'number' && bw > 0)) continue;
     const m = ((device && device.memories) || []).find((x) => x.id === id);
     const intensity = row[`${id}_operational_intensity`];
-    const peak = m && (GBS_MEMORY_IDS.has(id) ? m.peak_gbs : m.peak_gibs);
+    // a collective's link roof is its group's (the server's `link_roof_gbs`), as its
+    // roofline efficiency is judged
+    const link = id === 'interconnect' && row.link_roof_gbs > 0 ? row.link_roof_gbs : null;
+    const peak = link || (m && (GBS_MEMORY_IDS.has(id) ? m.peak_gbs : m.peak_gibs));
     // GB/s as the roofs and the device panel say it (the API's memory columns are GiB/s).
     const gbs = GBS_MEMORY_IDS.has(id) ? bw : bw * GB_PER_GIB;
     out.push({id, name: memoryName(id, device), bw, unit: bwUnit(id), gbs,
@@ -303,9 +311,9 @@ export const OP_COLUMNS = columns(['rank', 'operation', 'shapes', 'bound_by', 'r
   'occurrences', 'total_time_us', 'avg_time_us', 'total_self_time_us', 'avg_self_time_us',
   'cumulative_self_time_percent', 'dma_stall_percent', 'flop_rate',
   'bottleneck_operational_intensity', 'model_flop_rate', 'memory_bw', ...MEMORY_BW_KEYS,
-  'transfer_time_us', 'transfer_bw', 'operational_intensity', ...MEMORY_OI_KEYS,
-  'peak_flop_rate', 'compute_efficiency', 'max_mem_bw_utilization', 'flop_coverage',
-  'include_infeed_outfeed', 'source']);
+  'transfer_time_us', 'transfer_bw', 'link_roof_gbs', 'link_assumption', 'operational_intensity',
+  ...MEMORY_OI_KEYS, 'peak_flop_rate', 'compute_efficiency', 'max_mem_bw_utilization',
+  'flop_coverage', 'include_infeed_outfeed', 'source']);
 
 /** The op table's columns at first (the rest in its column chooser): they fit 1280 px. */
 export const OP_ESSENTIAL = ['rank', 'operation', 'shapes', 'bound_by', 'roofline_efficiency',
@@ -372,7 +380,8 @@ export function visibleColumns(list, memoryIds, rows, apiColumns, kind = null) {
     if (c.memory && !ids.has(c.memory)) return false;
     if (c.tpu && kind && kind !== 'tpu') return false;
     if (['dma_stall_percent', 'source', 'model_flop_rate', 'precision', 'caveat',
-      'transfer_time_us', 'transfer_bw', 'program', 'shapes'].includes(c.key)) return has(c.key);
+      'transfer_time_us', 'transfer_bw', 'link_roof_gbs', 'link_assumption', 'program',
+      'shapes'].includes(c.key)) return has(c.key);
     return true;
   });
 }

@@ -83,8 +83,17 @@ export function bindingRoof(device, r) {
       label: `Compute (${p}${fmtFlopRate(r.peak_flop_rate)})`};
   }
   const m = boundMemory(memoriesOf(device), r);
-  if (m) return {id: `memory:${m.id}`, label: `${m.name} (${fmtBandwidth(m.peak_gbs)})`};
+  if (m) return {id: `memory:${m.id}`, label: `${m.name} (${fmtBandwidth(memoryRoof(m, r))})`};
   return null;
+}
+
+/**
+ * A memory roof's bandwidth for a record: a collective's link roof is its group's (the
+ * server's `link_roof_gbs`: the links its group can use, model/link_roofs.py), never the
+ * whole figure; any other memory's is the device's.
+ */
+function memoryRoof(m, r) {
+  return m.id === 'interconnect' && positive(r.link_roof_gbs) ? r.link_roof_gbs : m.peak_gbs;
 }
 
 function span(values) {
@@ -113,7 +122,7 @@ export function roofAt(device, r) {
     return positive(r.peak_flop_rate) ? r.peak_flop_rate : null;
   }
   const m = boundMemory(memoriesOf(device), r);
-  return m ? m.peak_gbs * r.bottleneck_operational_intensity : null;
+  return m ? memoryRoof(m, r) * r.bottleneck_operational_intensity : null;
 }
 
 /**

@@ -125,7 +125,7 @@ def _op_call_rows(builder, host, c, links, att, op_step, cost_shapes) -> tuple[d
         host,
         dev_u,
         op_names,
-        np.array([costs[k].category for k in c_ids.tolist()], dtype=object),
+        _call_categories(c, links, inv_u, c_ids),
         precs,
         np.array([costs[k].source for k in c_ids.tolist()], dtype=object),
         op_step[inv_u],
@@ -138,6 +138,40 @@ def _op_call_rows(builder, host, c, links, att, op_step, cost_shapes) -> tuple[d
         collective=np.where(side_u, "", c.op_coll[inv_u]),
     )
     return shapes, op_kernels
+
+
+def _call_categories(c, links, inv_u, c_ids) -> np.ndarray:
+    """The category of each op call: its cost's; a call with no formula at all (`other`,
+    source `none`) whose longest kernel is a GEMM by name is `matmul`, as the kernel rows of a
+    replay are, so the GEMM time a decode floor must cover holds it (an fp8 `_scaled_mm` or a
+    fused MoE without a cost: their kernels, not their FLOPs, say they are GEMMs)."""
+    costs = c.costs
+    cats = np.array([costs[k].category for k in c_ids.tolist()], dtype=object)
+    open_ = np.array(
+        [costs[k].category == "other" and costs[k].source == "none" for k in c_ids.tolist()],
+        bool,
+    )
+    if not open_.any():
+        return cats
+    gemm = longest_kernel_is_gemm(c, links)
+    cats[open_ & np.isin(inv_u, gemm)] = "matmul"
+    return cats
+
+
+def longest_kernel_is_gemm(c, links) -> np.ndarray:
+    """The row-op calls whose longest kernel is a GEMM by its name (kernel_names
+    .kernel_category), helpers such as split-K reductions being shorter."""
+    att = np.flatnonzero((c.gpu_kind == KIND_KERNEL) & (links.row >= 0))
+    if not len(att):
+        return np.zeros(0, np.int64)
+    used, at = np.unique(c.gpu_name[att], return_inverse=True)
+    is_gemm = np.array(
+        [kernel_names.kernel_category(str(x)) == "matmul" for x in c.names[used].tolist()], bool
+    )[at.reshape(-1)]
+    row, dur = links.row[att], c.gpu_dur[att]
+    o = np.lexsort((-dur, row))
+    first = o[np.r_[True, row[o][1:] != row[o][:-1]]]
+    return row[first][is_gemm[first]]
 
 
 def _collective_side_kernels(c, att, inv) -> np.ndarray:
