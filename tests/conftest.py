@@ -26,6 +26,7 @@ _SLOW_FILES = (
         "test_answer_cap.py",
         "test_cli.py",
         "test_conformance_xprof.py",
+        "test_xla_gpu_h200_xprof.py",
         "test_fuzz_service.py",
         "test_fuzz_tensorboard.py",
         "test_hardening.py",
