@@ -36,6 +36,7 @@ _SLOW_FILES = (
         "test_memory_budget.py",
         "test_notebook.py",
         "test_parallel.py",
+        "test_parallel_testdata.py",
         "test_persistent_cache.py",
         "test_protos.py",
         "test_pool_parent_death.py",

@@ -44,6 +44,7 @@ class Costing:
         # what has no cost rule -> its time (ps, a float: a Counter for its most_common)
         self.uncosted_ps: collections.Counter = collections.Counter()
         self._name_to_pid: dict = {}
+        self.op_facts: dict = {}  # (program id, op name) -> what its instruction alone says
 
     def program_id(self, ev) -> str:
         if ev.program_id:

@@ -125,11 +125,7 @@ def _events(plane, lines, ps: PlaneStats, require_hlo: bool) -> list[list[Event]
         base = line.timestamp_ns * 1000
         evs = []
         for ev in line.events:
-            vals = {}
-            for st in ev.stats:
-                key = want.get(st.metadata_id)
-                if key is not None:
-                    vals[key] = ps.value(st)
+            vals = ps.values_of(ev.stats, want)
             hlo_op = vals.get("hlo_op")
             if require_hlo and not hlo_op:
                 continue

@@ -132,6 +132,60 @@ def _add_unattributed(builder: OpTableBuilder, g: Group, host: str, core: int, p
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class OpFacts:
+    """What an instruction alone says, the same for each of its (op, step) rows on every core
+    (a CPU host's devices all run the program): worked out once per op, not once per row."""
+
+    c: object  # its per-execution costs (costs/hlo/cost_model.py)
+    has_cost: bool
+    uncosted: str  # what has no cost rule ("" when it has one)
+    host_moved: int
+    moved: object  # its collective transfer without an algorithm named, or None
+    mask: str  # the mask of an attention call counted unmasked ("" for any other)
+    shape: tuple | None
+    source: str
+    tf_op: str
+    fingerprint: str
+    described: str  # `moved` described
+
+
+def op_facts(pid: str, opname: str, ins, module, mc, costing: Costing, devices: int) -> OpFacts:
+    key = (pid, opname)
+    facts = costing.op_facts.get(key)
+    if facts is None:
+        facts = costing.op_facts[key] = _op_facts(pid, opname, ins, module, mc, costing, devices)
+    return facts
+
+
+def _op_facts(pid, opname, ins, module, mc, costing: Costing, devices: int) -> OpFacts:
+    c = mc.get(opname)
+    has_cost = costed(ins, mc)
+    uncosted = ""
+    if not has_cost:
+        target = ins.proto.custom_call_target if ins.opcode == "custom-call" else ""
+        uncosted = f"custom-call {target}" if target else ins.opcode
+    mask = ""
+    if c.category == "attention":
+        att = attention_of(ins)
+        if att is not None and att.mask:
+            mask = att.mask
+    moved = transfer(ins, devices)
+    return OpFacts(
+        c=c,
+        has_cost=has_cost,
+        uncosted=uncosted,
+        host_moved=host_bytes(ins),
+        moved=moved,
+        mask=mask,
+        shape=hlo_shape(ins) or hlo_custom_call_shape(ins) or hlo_tensor_shape(ins, c.category),
+        source=module.source_of(ins),
+        tf_op=ins.proto.metadata.op_name,
+        fingerprint=costing.fingerprint(pid, ins),
+        described=_described(moved, ""),
+    )
+
+
 def _add_costed(
     builder: OpTableBuilder,
     g: Group,
@@ -146,27 +200,26 @@ def _add_costed(
     returns its (timeline label, category). Notes what the costs could not cover in `costing`."""
     _, pid, opname, step = g.key
     ins, module, mc = g.ins, g.module, g.mc
+    f = op_facts(pid, opname, ins, module, mc, costing, devices)
+    c = f.c
     execs = executions(g.kernels, g.kernel_time) if costing.gpu else g.n_events
-    c = mc.get(opname)
-    has_cost = costed(ins, mc)
-    if not has_cost:
-        target = ins.proto.custom_call_target if ins.opcode == "custom-call" else ""
-        uncosted = f"custom-call {target}" if target else ins.opcode
-        costing.uncosted_ps[uncosted] += g.total_ps  # type: ignore[assignment]  # (float ps)
-    host_moved = host_bytes(ins)
-    moved, algorithm = _collective(ins, g, costing.gpu, devices)
+    if f.uncosted:
+        costing.uncosted_ps[f.uncosted] += g.total_ps  # type: ignore[assignment]  # (float ps)
+    host_moved = f.host_moved
+    moved, described = f.moved, f.described
+    algorithm = algorithm_of(g.kernel_time, moved.kind) if moved is not None and costing.gpu else ""
+    if algorithm:  # the bus factor the kernels' algorithm gives
+        moved = transfer(ins, devices, algorithm)
+        described = _described(moved, algorithm)
     link = moved.bus_bytes if moved is not None else 0.0
     if moved is not None and not moved.group_known:
         costing.ungrouped.add((pid, opname))
-    if c.category == "attention":
-        att = attention_of(ins)
-        if att is not None and att.mask:
-            costing.masked[(pid, opname)] = att.mask
+    if f.mask:
+        costing.masked[(pid, opname)] = f.mask
     hbm = 0.0 if host_moved else c.bytes
     precision = ran_at(g.kernel_time, c.precision) if costing.gpu else c.precision
-    shape = hlo_shape(ins) or hlo_custom_call_shape(ins) or hlo_tensor_shape(ins, c.category)
-    if shape is not None:
-        add_shape_use(shapes, (pid, opname, precision), shape, execs, g.total_ps)
+    if f.shape is not None:
+        add_shape_use(shapes, (pid, opname, precision), f.shape, execs, g.total_ps)
     builder.add(
         host=host,
         core=core,
@@ -185,27 +238,17 @@ def _add_costed(
         host_bytes=host_moved * execs,
         interconnect_bytes=link * execs,
         caveat=HOST_TRANSFER if host_moved else "",
-        source=module.source_of(ins),
-        tf_op=ins.proto.metadata.op_name,
-        flops_source="cost_model" if has_cost else "none",
-        flops_known=has_cost,
-        bytes_known=has_cost,
+        source=f.source,
+        tf_op=f.tf_op,
+        flops_source="cost_model" if f.has_cost else "none",
+        flops_known=f.has_cost,
+        bytes_known=f.has_cost,
         precision=precision,
-        fingerprint=costing.fingerprint(pid, ins),
+        fingerprint=f.fingerprint,
         is_container=c.category in CONTAINER_CATEGORIES,
-        collective=_described(moved, algorithm),
+        collective=described,
     )
     return (pid, opname, precision), c.category
-
-
-def _collective(ins, g: Group, gpu: bool, devices: int):
-    """(what a collective moves, or None for any other op; the algorithm its NCCL kernels name,
-    which may change the bus factor, or "")."""
-    moved = transfer(ins, devices)
-    algorithm = algorithm_of(g.kernel_time, moved.kind) if moved is not None and gpu else ""
-    if algorithm:
-        moved = transfer(ins, devices, algorithm)
-    return moved, algorithm
 
 
 def _described(moved, algorithm: str) -> str:
