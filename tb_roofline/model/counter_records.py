@@ -2,8 +2,8 @@
 
 The reader gives each counter series the quantity it measures (table/counter_series.py); here
 the series are integrated over windows: the Total's (each device's profiled span) and each
-complete step's. A sample covers [ts, ts + interval) and is taken as even over it, so a window
-gets each sample's share of overlap. What each window yields:
+complete step's. A sample covers [ts, ts + interval) (cut at the next sample's start) and is
+taken as even over it, so a window gets each sample's share of overlap. What each window yields:
 
 - DRAM bytes: the `dram_*_bytes` sums where sampled ("bytes counters"), else the mean DRAM
   throughput % × the device's HBM peak × the covered time ("% of peak × HBM peak");
@@ -80,7 +80,10 @@ class WindowCounters:
 
 
 def _overlap(ts, interval, lo, hi) -> np.ndarray:
-    return np.clip(np.minimum(ts + interval, hi) - np.maximum(ts, lo), 0.0, None)
+    """Each sample's time in [lo, hi): a sample covers [ts, ts + interval), cut at the next
+    sample's start (the spacing jitters by a few ns: samples never cover a time twice)."""
+    end = np.minimum(ts + interval, np.append(ts[1:], np.inf))
+    return np.clip(np.minimum(end, hi) - np.maximum(ts, lo), 0.0, None)
 
 
 def _integral(cs, i: int, lo: float, hi: float) -> tuple[float, float, float]:
