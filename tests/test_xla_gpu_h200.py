@@ -348,7 +348,7 @@ def test_mlp_step_flops_are_its_dots_and_xla_cost_analysis_leaves_out_cublas(ser
 ABOVE_HBM = {"attention": {"wrapped_transpose"}, "attention_cmdbuf": {"wrapped_transpose"}}
 
 
-@pytest.mark.parametrize("run", ["mlp", "mlp_pm_sampling", "attention"])
+@pytest.mark.parametrize("run", ["mlp", "mlp_pm_sampling", "attention", "attention_cmdbuf"])
 def test_every_op_point_is_under_the_h200_roofs(service, run):
     """Every measured op point of the real profiles is under its roofs: its FLOP rate under its
     precision's peak, its bandwidth under the plane's `memory_bandwidth` (4,814.3 GB/s, the
@@ -397,3 +397,100 @@ def test_a_slice_of_a_bitcast_parameter_reads_its_slice(service):
         r = rows[name]
         assert r["bytes"] / r["occurrences"] == 2 * out, name
         assert r["measurement"] and r["memory_bw"] * GIB < 4814.304e9
+
+
+# ------------------------------------------------------------------ command buffers
+
+
+def _kernels(run: str) -> list:
+    """(name, hlo_op, duration ps) of every kernel and memset on the GPU's stream lines."""
+    gpu = _plane(_space(run), "/device:GPU:0")
+    names = {k: v.name for k, v in gpu.stat_metadata.items()}
+    out = []
+    for line in gpu.lines:
+        if line.name == "_counters_":
+            continue
+        for ev in line.events:
+            hlo_op = next(
+                gpu.stat_metadata[st.ref_value].name
+                for st in ev.stats
+                if names[st.metadata_id] == "hlo_op"
+            )
+            out.append((gpu.event_metadata[ev.metadata_id].name, hlo_op, ev.duration_ps))
+    return out
+
+
+def test_command_buffer_kernels_are_attributed_by_their_names(service):
+    """XLA's command buffers (its default) put the program's kernels in a CUDA graph: every
+    kernel's hlo_op is the buffer (`command_buffer_1`), which the HLO does not hold. A kernel
+    XLA generated is named after its instruction ("input_transpose_fusion.3" →
+    `input_transpose_fusion_3`) and is attributed by that name; cuBLAS kernels and memsets
+    carry no instruction's name and stay unattributed. Against the same program without
+    command buffers (`attention`): ops of one name cost the same per call; a kernel XLA shares
+    between two identical fusions counts for the one it is named after; the kernel time per
+    step agrees; the step's FLOPs are what XLA's cost analysis of that compile says (it leaves
+    the cuBLAS calls out too: 71,992,868,864, capture_log.txt)."""
+    raw = _kernels("attention_cmdbuf")
+    assert {h for _, h, _ in raw} == {"command_buffer_1"}
+    hlo_names = {
+        i.name for c in _hlo("attention_cmdbuf", "jit_f").computations for i in c.instructions
+    }
+    assert "command_buffer_1" not in hlo_names
+    named = {n.replace(".", "_").replace("-", "_"): n for n in hlo_names}
+    library = [(n, d) for n, _, d in raw if n not in named]
+    assert {n.split(" ")[0].split("_")[0] for n, _ in library} == {"nvjet", "Memset"}
+
+    def ops(run):
+        o = service.ops(_run_id(service, run), "", True)
+        return {r[4]: dict(zip(o["columns"], r)) for r in o["rows"]}
+
+    cmd, plain = ops("attention_cmdbuf"), ops("attention")
+    (lost,) = [r for r in cmd.values() if r["category"] == "unattributed"]
+    assert lost["occurrences"] == len(library) == 60  # 7 cuBLAS calls and 5 memsets a step
+    assert lost["total_time_us"] == pytest.approx(sum(d for _, d in library) / 1e6, rel=1e-12)
+    shared = {"input_transpose_fusion.2": "input_transpose_fusion"}
+    shared["loop_transpose_fusion.1"] = "loop_transpose_fusion"
+    for name, r in cmd.items():
+        if r["category"] == "unattributed":
+            continue
+        p = plain[name]
+        for col in ("flops", "bytes"):
+            assert r[col] / r["occurrences"] == p[col] / p["occurrences"], (name, col)
+        assert r["occurrences"] == p["occurrences"] + (5 if name in shared else 0), name
+    assert all(n not in cmd for n in shared.values())
+    per_step = [sum(r["total_time_us"] for r in t.values()) / 5 for t in (cmd, plain)]
+    assert per_step[0] == pytest.approx(per_step[1], rel=0.01)
+    with open(os.path.join(H200, "capture_log.txt")) as f:
+        line = next(x for x in f if x.startswith("jax attention flags='' "))
+    xla = float(line.split("'flops': ")[1].split(",")[0])
+    for r in _records(service, "attention_cmdbuf").values():
+        if r["record_type"] == "step":
+            assert r["flops"] == pytest.approx(xla, rel=1e-6)
+    notes = {
+        d["code"]: d["message"]
+        for d in service.diagnostics(_run_id(service, "attention_cmdbuf"), "")["diagnostics"]
+    }
+    assert "60 in a command buffer" in notes["unattributed_time"]
+
+
+def test_memset_details_stat_names_a_memset():
+    """XLA writes a memset's details under `Memset_details` (capital M): a memset without an
+    hlo_op is a runtime fill, not a kernel of the program."""
+    from tb_roofline.readers.xspace.xla_gpu_cpu.events import copy_kind
+
+    gpu = _plane(_space("mlp"), "/device:GPU:0")
+    assert "Memset_details" in {m.name for m in gpu.stat_metadata.values()}
+    assert copy_kind("Memset 3", {"Memset_details": "size:1024"}) == "memset"
+
+
+def test_xla_counter_series_survive_the_disk_cache_encoding():
+    """The disk cache's codec keeps the `_counters_` series of an XSpace read."""
+    from tb_roofline.readers.xspace.read import read_xspace_file
+    from tb_roofline.serve.caches import codec
+
+    data = read_xspace_file(_path("mlp_pm_sampling"), "h200")
+    cs = data.counter_series
+    back = codec.decode(codec.encode(data)).counter_series
+    assert back.names == cs.names and back.quantities == cs.quantities
+    assert np.array_equal(back.value, cs.value) and np.array_equal(back.ts_ps, cs.ts_ps)
+    assert back.rated_clock_mhz == cs.rated_clock_mhz == 1980.0
