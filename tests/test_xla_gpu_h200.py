@@ -494,3 +494,27 @@ def test_xla_counter_series_survive_the_disk_cache_encoding():
     assert back.names == cs.names and back.quantities == cs.quantities
     assert np.array_equal(back.value, cs.value) and np.array_equal(back.ts_ps, cs.ts_ps)
     assert back.rated_clock_mhz == cs.rated_clock_mhz == 1980.0
+
+
+def test_damaged_counter_lines_are_left_out_and_said():
+    """A `_counters_` line whose samples hold no value, a negative or a NaN one, or times
+    beyond 2^62 ps is read without failing: those samples are left out and counted; a line
+    with none left gives no series (no measured record with 0 bytes)."""
+    from tb_roofline.readers.xspace.xla_gpu_cpu import read_gpu_cpu_xspace
+
+    space = _space("mlp_pm_sampling")
+    line = next(x for x in _plane(space, "/device:GPU:0").lines if x.name == "_counters_")
+    del line.events[0].stats[:]
+    line.events[1].stats[0].double_value = -1.0
+    line.events[2].stats[0].double_value = float("nan")
+    line.events[3].offset_ps = 2**63 - 1
+    data = read_gpu_cpu_xspace(space, "h")
+    (note,) = [d for d in data.diagnostics if d.code == "counter_samples_dropped"]
+    assert note.message.startswith("6 PM-sampling")  # 4 damaged, 2 stamped before the first
+    assert len(data.counter_series.ts_ps) == 402 - 6
+    line.timestamp_ns = 2**62
+    data = read_gpu_cpu_xspace(space, "h")
+    assert data.counter_series is None
+    assert [d.message[:18] for d in data.diagnostics if d.code == "counter_samples_dropped"] == [
+        "402 PM-sampling co"
+    ]

@@ -121,6 +121,8 @@ def _add_window(out: WindowCounters, cs, device: int, lo: float, hi: float, hbm_
 
 
 def _add_bytes(out: WindowCounters, nbytes: float, covered: float, source: str):
+    if covered <= 0:  # no sample in the window: its bytes stay unknown, not 0
+        return
     out.dram_bytes = (0.0 if math.isnan(out.dram_bytes) else out.dram_bytes) + nbytes
     out.covered_ps += covered
     out.bytes_source = source if out.bytes_source in ("", source) else "mixed"

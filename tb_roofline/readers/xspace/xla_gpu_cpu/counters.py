@@ -21,6 +21,7 @@ import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.protos import xplane_pb2
+from tb_roofline.readers.common import TIME_LIMIT_PS
 from tb_roofline.readers.cupti_metrics import cupti_quantity
 from tb_roofline.readers.xspace.wire import _column, _words
 from tb_roofline.table.counter_series import CounterSeries, build_series
@@ -49,11 +50,11 @@ def counter_series(gpus, rated_clock_mhz: float | None) -> tuple[CounterSeries |
             series = np.asarray(ids, np.int64)[np.searchsorted(uniq, md)]
             parts.append((series, ts, value))
     if not keys:
-        return None, []
+        return None, _dropped_note(dropped)
     series, ts, value = (np.concatenate([p[i] for p in parts]) for i in range(3))
     names = list(keys)
     quantities = [cupti_quantity(name) for _, name in names]
-    cs = build_series(names, quantities, series, ts.astype(np.float64), value, rated_clock_mhz)
+    cs = build_series(names, quantities, series, ts, value, rated_clock_mhz)
     return cs, _dropped_note(dropped)
 
 
@@ -63,12 +64,13 @@ def _metric_name(plane, metadata_id: int) -> str:
 
 
 def _kept(md, ts, value) -> np.ndarray:
-    """Samples to keep: a finite value in [0, MAX_VALUE], and a start not before the previous
-    sample of its metric (XLA's sampler may stamp a last, partial sample far before the first:
-    it covers nothing the profile shows)."""
+    """Samples to keep: a finite value in [0, MAX_VALUE], a time within ±2^62 ps, and a start
+    not before the previous sample of its metric (XLA's sampler may stamp a last, partial
+    sample far before the first: it covers nothing the profile shows)."""
     keep = np.isfinite(value) & (value >= 0) & (value <= MAX_VALUE)
+    keep &= np.abs(ts) < TIME_LIMIT_PS
     for m in np.unique(md).tolist():
-        at = np.flatnonzero(md == m)
+        at = np.flatnonzero((md == m) & keep)  # (a corrupt time must not hide those after it)
         t = ts[at]
         behind = np.zeros(len(t), bool)
         behind[1:] = t[1:] < np.maximum.accumulate(t)[:-1]
@@ -91,7 +93,8 @@ def _dropped_note(n: int) -> list:
 
 
 def _columns(line) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(metadata id, start ps on the line's time base, value) of each event of the line."""
+    """(metadata id, start ps on the line's time base as float64, value) of each event of the
+    line (float times: a corrupt offset cannot overflow; exact to the ps below 2^53 ps)."""
     cols = _fast_columns(line)
     return cols if cols is not None else _protobuf_columns(line)
 
@@ -101,12 +104,12 @@ def _protobuf_columns(line) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     the definition it is tested against. An event's value is its last stat's."""
     n = len(line.events)
     md = np.empty(n, np.int64)
-    ts = np.empty(n, np.int64)
+    ts = np.empty(n, np.float64)
     value = np.full(n, math.nan)
     base = line.timestamp_ns * 1000
     for i, ev in enumerate(line.events):
         md[i] = ev.metadata_id
-        ts[i] = base + ev.offset_ps
+        ts[i] = float(base + ev.offset_ps)
         for st in ev.stats:
             kind = st.WhichOneof("value")
             if kind in ("double_value", "int64_value", "uint64_value"):
@@ -161,7 +164,7 @@ def _fast_columns(line) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         return None
     b, base = region
     if not len(b):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
     by = _Bytes(b)
     starts = _event_starts(by)
     if starts is None:
@@ -237,4 +240,4 @@ def _event_fields(by: _Bytes, starts: np.ndarray, base: int):
         return None
     raw = by.padded[at[:, None] + np.arange(8)]
     value = raw.copy().view("<f8").reshape(-1)
-    return md, base + offset, value
+    return md, float(base) + offset.astype(np.float64), value
