@@ -518,3 +518,57 @@ def test_damaged_counter_lines_are_left_out_and_said():
     assert [d.message[:18] for d in data.diagnostics if d.code == "counter_samples_dropped"] == [
         "402 PM-sampling co"
     ]
+
+
+# ------------------------------------------------------------- the same model, PyTorch traces
+
+
+def _kineto_activity(run: str, metric: str) -> list:
+    """(label, mean % over the covered time) of the Total and each ProfilerStep of a Kineto
+    PM-sampling fixture, from its raw counter events."""
+    import gzip
+
+    path = os.path.join(REPO, "testdata", "kineto", run, "worker0.1700000000000.pt.trace.json.gz")
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    ts, v = np.array(
+        sorted(
+            (e["ts"], e["args"][""])
+            for e in events
+            if e.get("ph") == "C" and e.get("pid") == "GPU 0 Counters" and e["name"] == metric
+        )
+    ).T
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    )
+    windows = [("Total", steps[0][0], steps[-1][1])]
+    windows += [(str(i + 1), lo, hi) for i, (lo, hi) in enumerate(steps)]
+    out = []
+    for label, lo, hi in windows:
+        _, weighted, covered = _integrate(ts, v, float(np.median(np.diff(ts))), lo, hi)
+        out.append((label, weighted / covered))
+    return out
+
+
+@pytest.mark.parametrize(
+    "run, metric, words",
+    [
+        (
+            "pm_sampling_kineto",
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+            "tensor pipes busy",
+        ),
+        ("pm_sampling_pytorch", "SM Active (%)", "SMs active"),
+    ],
+)
+def test_kineto_activity_shares_come_from_the_same_model(run, metric, words):
+    """PyTorch traces' SM Active % and tensor-pipe % series: time-weighted means over the
+    Total's and each step's covered time, in the `pm_counters` note."""
+    service = RooflineService(os.path.join(REPO, "testdata", "kineto"))
+    notes = {d["code"]: d["message"] for d in service.diagnostics(run, "")["diagnostics"]}
+    text = notes["pm_counters"]
+    (total, *steps) = _kineto_activity(run, metric)
+    assert f"{words} {total[1] / 100:.1%}" in text
+    assert "per step: " + ", ".join(f"{s} {p / 100:.1%}" for s, p in steps) in text

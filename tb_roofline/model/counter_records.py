@@ -56,6 +56,8 @@ class WindowCounters:
     sm_active_ps: float = 0.0  # Σ active share × covered time (of the SM activity series)
     sm_covered_ps: float = 0.0
     sm_source: str = ""  # "SM active %", "active cycles ÷ (rated clock × time)" or "mixed"
+    tensor_ps: float = 0.0  # Σ tensor-pipe busy share × covered time
+    tensor_covered_ps: float = 0.0
 
     @property
     def coverage(self) -> float:
@@ -73,6 +75,13 @@ class WindowCounters:
     def sm_active(self) -> float:
         """The share of the covered time the SMs were active (NaN when not sampled)."""
         return self.sm_active_ps / self.sm_covered_ps if self.sm_covered_ps > 0 else math.nan
+
+    @property
+    def tensor_active(self) -> float:
+        """The tensor pipes' busy share of the covered time (NaN when not sampled)."""
+        if self.tensor_covered_ps <= 0:
+            return math.nan
+        return self.tensor_ps / self.tensor_covered_ps
 
     @property
     def throttled_share(self) -> float:
@@ -118,6 +127,7 @@ def _add_window(out: WindowCounters, cs, device: int, lo: float, hi: float, hbm_
     _add_flops(out, cs, device, lo, hi)
     _add_clock(out, cs, device, lo, hi)
     _add_sm_active(out, cs, device, lo, hi)
+    _add_tensor(out, cs, device, lo, hi)
 
 
 def _add_bytes(out: WindowCounters, nbytes: float, covered: float, source: str):
@@ -192,6 +202,18 @@ def _add_sm_active(out: WindowCounters, cs, device: int, lo: float, hi: float):
     out.sm_source = source if out.sm_source in ("", source) else "mixed"
 
 
+def _add_tensor(out: WindowCounters, cs, device: int, lo: float, hi: float):
+    """The tensor pipes' busy %: time-weighted mean (busy cycles, not FLOPs: the counter does
+    not say which precision ran)."""
+    series = _series(cs, "tensor_pipe_pct", device)
+    if not series:
+        return
+    _, weighted, covered = _integral(cs, series[0], lo, hi)
+    if covered > 0:
+        out.tensor_ps += weighted / 100.0
+        out.tensor_covered_ps += covered
+
+
 def window_counters(profiles, windows, hbm_gbs: float) -> WindowCounters | None:
     """The counters of one window over profiles: `windows[j]` is profile j's list of (device,
     lo ps, hi ps). None when no profile has sampled counters."""
@@ -262,6 +284,7 @@ def summary(w: WindowCounters, label: str) -> dict:
         "clock_bound_us": w.clock_bound_ps / 1e6,
         "sm_active": w.sm_active,
         "sm_active_source": w.sm_source,
+        "tensor_active": w.tensor_active,
     }
 
 
@@ -364,22 +387,34 @@ def _peak_text(t: WindowCounters, device) -> str:
 
 
 def _sm_text(rc: RunCounters, step_labels: list) -> str:
-    """SM activity over the Total and each step, and how it was measured."""
+    """SM and tensor-pipe activity over the Total and each step, and how they were measured."""
     t = rc.total
-    if math.isnan(t.sm_active):
-        return ""
-    how = t.sm_source
-    if how.startswith("active cycles"):
-        how = f"sm__cycles_active.avg ÷ ({t.rated_clock_mhz:.0f} MHz rated clock × time): a "
-        how += "lower bound when the clock ran lower"
-    steps = [
-        f"{label} {s.sm_active:.1%}"
+    parts = []
+    if not math.isnan(t.sm_active):
+        how = t.sm_source
+        if how.startswith("active cycles"):
+            how = f"sm__cycles_active.avg ÷ ({t.rated_clock_mhz:.0f} MHz rated clock × time): "
+            how += "a lower bound when the clock ran lower"
+        parts.append(
+            f"SMs active {t.sm_active:.1%} of the sampled time ({how})"
+            + _per_step(rc, step_labels, "sm_active")
+        )
+    if not math.isnan(t.tensor_active):
+        parts.append(
+            f"tensor pipes busy {t.tensor_active:.1%} of the sampled time (busy cycles, not "
+            "FLOPs: the counter does not say which precision ran)"
+            + _per_step(rc, step_labels, "tensor_active")
+        )
+    return "; ".join(parts)
+
+
+def _per_step(rc: RunCounters, step_labels: list, what: str) -> str:
+    shares = [
+        f"{label} {getattr(s, what):.1%}"
         for label, s in zip(step_labels, rc.steps)
-        if s is not None and not math.isnan(s.sm_active)
+        if s is not None and not math.isnan(getattr(s, what))
     ]
-    return f"SMs active {t.sm_active:.1%} of the sampled time ({how})" + (
-        f"; per step: {', '.join(steps)}" if steps else ""
-    )
+    return f"; per step: {', '.join(shares)}" if shares else ""
 
 
 def _clock_notes(rc: RunCounters, device, step_labels: list) -> list:
