@@ -1,11 +1,12 @@
 """Stage 3 of the XLA GPU/CPU reader: events matched to HLO instructions, and their costs.
 
 The programs' HLO is in `/host:metadata` (`Hlo Proto`, by `program_id`); FLOPs, bytes and
-precision come from `tb_roofline.costs.hlo` (per execution) × executions. An HLO op that launches
-several kernels runs once per launch of its MAIN kernel (its longest-running one: a fused
-attention backward launches one `FmhaBwdDQDKDV` kernel and two fills per call); what ran is
-said by its GEMM / convolution / attention kernel, never by a helper kernel (a split-K
-reduction, a fill), however long it ran.
+precision come from `tb_roofline.costs.hlo` (per execution) × executions. A kernel whose
+`hlo_op` the HLO lacks (a command buffer's) is matched by its own name, which XLA derives from
+its instruction's. An HLO op that launches several kernels runs once per launch of its MAIN
+kernel (its longest-running one: a fused attention backward launches one `FmhaBwdDQDKDV`
+kernel and two fills per call); what ran is said by its GEMM / convolution / attention kernel,
+never by a helper kernel (a split-K reduction, a fill), however long it ran.
 """
 
 from __future__ import annotations
