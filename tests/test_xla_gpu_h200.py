@@ -471,6 +471,7 @@ def test_command_buffer_kernels_are_attributed_by_their_names(service):
         for d in service.diagnostics(_run_id(service, "attention_cmdbuf"), "")["diagnostics"]
     }
     assert "60 in a command buffer" in notes["unattributed_time"]
+    assert notes["kernels_by_name"].startswith(f"{len(raw) - 60} kernels name an op")
 
 
 def test_memset_details_stat_names_a_memset():
