@@ -268,8 +268,8 @@ def counter_sums(w: WindowCounters, device, scale: float = 1.0) -> dict:
 
 
 def summary(w: WindowCounters, label: str) -> dict:
-    """A window's counters as plain facts (diagnostics, the clock finding)."""
-    return {
+    """A window's counters as plain facts (diagnostics, the clock finding); unknown is None."""
+    facts = {
         "window": label,
         "window_us": w.window_ps / 1e6,
         "coverage": w.coverage,
@@ -286,6 +286,7 @@ def summary(w: WindowCounters, label: str) -> dict:
         "sm_active_source": w.sm_source,
         "tensor_active": w.tensor_active,
     }
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in facts.items()}
 
 
 @dataclasses.dataclass
