@@ -65,8 +65,8 @@ def _metric_name(plane, metadata_id: int) -> str:
 
 def _kept(md, ts, value) -> np.ndarray:
     """Samples to keep: a finite value in [0, MAX_VALUE], a time within ±2^62 ps, and a start
-    not before the previous sample of its metric (XLA's sampler may stamp a last, partial
-    sample far before the first: it covers nothing the profile shows)."""
+    not before the previous sample of its metric (the last sample of each metric in the H200
+    capture is stamped 420 ms before the first: it covers nothing the profile shows)."""
     keep = np.isfinite(value) & (value >= 0) & (value <= MAX_VALUE)
     keep &= np.abs(ts) < TIME_LIMIT_PS
     for m in np.unique(md).tolist():
@@ -87,7 +87,7 @@ def _dropped_note(n: int) -> list:
             "counter_samples_dropped",
             f"{n} PM-sampling counter sample(s) of the '{COUNTERS_LINE}' line were left out: "
             "a value that is not a finite count or percentage, or a sample stamped before the "
-            "one it follows (the sampler's last, partial sample)",
+            "one it follows (XLA's sampler writes its last sample so)",
         )
     ]
 
