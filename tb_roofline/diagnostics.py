@@ -26,8 +26,9 @@ class Diagnostic:
         return out
 
 
-def no_hw_counters_note(pytorch_gpu: bool) -> Diagnostic:
-    """Why the program table has no "Total (HW counters)" record."""
+def no_hw_counters_note(pytorch_gpu: bool, gpu: bool = False) -> Diagnostic:
+    """Why the program table has no "Total (HW counters)" record. `pytorch_gpu`: a PyTorch
+    trace of a GPU; `gpu`: another GPU profile (XLA's)."""
     if pytorch_gpu:
         text = (
             'no hardware counters in this trace, so there is no "Total (HW counters)" '
@@ -38,10 +39,20 @@ def no_hw_counters_note(pytorch_gpu: bool) -> Diagnostic:
             "(smsp__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on.sum); see "
             "docs/pytorch_traces.md"
         )
+    elif gpu:
+        text = (
+            'no hardware counters in this profile, so there is no "Total (HW counters)" '
+            "record: an XLA GPU profile has them when captured with CUPTI PM sampling (a "
+            "'_counters_' line on the GPU plane measuring DRAM throughput % or bytes, e.g. "
+            "jax.profiler.ProfileOptions().advanced_configuration = {'gpu_pm_sample_counters': "
+            "'dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg'}); "
+            "the FLOPs shown are the cost model's; see docs/pytorch_traces.md"
+        )
     else:
         text = (
             'no "Total (HW counters)" record: this profile format carries no hardware '
-            "counters (only PyTorch GPU traces with PM sampling or CUPTI's range profiler do); "
-            "the FLOPs shown are the profile's or the cost model's"
+            "counters (only GPU profiles do: PyTorch traces with PM sampling or CUPTI's range "
+            "profiler, XLA GPU profiles with PM sampling); the FLOPs shown are the profile's "
+            "or the cost model's"
         )
     return Diagnostic("info", "no_hw_counters", text)

@@ -2,13 +2,17 @@
 
 The reader gives each counter series the quantity it measures (table/counter_series.py); here
 the series are integrated over windows: the Total's (each device's profiled span) and each
-complete step's. A sample covers [ts, ts + interval) and is taken as even over it, so a window
-gets each sample's share of overlap. What each window yields:
+complete step's. A sample covers [ts, ts + interval) (cut at the next sample's start) and is
+taken as even over it, so a window gets each sample's share of overlap. What each window yields:
 
 - DRAM bytes: the `dram_*_bytes` sums where sampled ("bytes counters"), else the mean DRAM
   throughput % × the device's HBM peak × the covered time ("% of peak × HBM peak");
 - FLOPs per precision from SASS instruction counts (add + mul + 2·fma), when sampled;
 - coverage: the share of the window that samples cover (bytes and FLOPs are over that part);
+- SM activity: the share of the covered time the SMs were active, from an "SM active %" series
+  (time-weighted mean) or from `sm__cycles_active.avg` (active cycles per SM, summed) ÷ (the
+  rated clock × the covered time): a lower bound of the true share when the clock ran below
+  the rated one (fewer cycles fit in the time);
 - the SM clock (time-weighted mean) and the share of the covered time below the rated clock.
 
 Samples (1 ms by default) are far longer than ops, so they are never attributed to ops.
@@ -49,6 +53,11 @@ class WindowCounters:
     throttled_ps: float = 0.0  # covered time whose SM clock was below THROTTLE_RATIO × rated
     clock_bound_ps: float = 0.0  # Σ overlap × (1 − clock / rated) of throttled samples
     rated_clock_mhz: float | None = None
+    sm_active_ps: float = 0.0  # Σ active share × covered time (of the SM activity series)
+    sm_covered_ps: float = 0.0
+    sm_source: str = ""  # "SM active %", "active cycles ÷ (rated clock × time)" or "mixed"
+    tensor_ps: float = 0.0  # Σ tensor-pipe busy share × covered time
+    tensor_covered_ps: float = 0.0
 
     @property
     def coverage(self) -> float:
@@ -63,12 +72,27 @@ class WindowCounters:
         return min(1.0, self.clock_mhz / self.rated_clock_mhz)
 
     @property
+    def sm_active(self) -> float:
+        """The share of the covered time the SMs were active (NaN when not sampled)."""
+        return self.sm_active_ps / self.sm_covered_ps if self.sm_covered_ps > 0 else math.nan
+
+    @property
+    def tensor_active(self) -> float:
+        """The tensor pipes' busy share of the covered time (NaN when not sampled)."""
+        if self.tensor_covered_ps <= 0:
+            return math.nan
+        return self.tensor_ps / self.tensor_covered_ps
+
+    @property
     def throttled_share(self) -> float:
         return self.throttled_ps / self.clock_covered_ps if self.clock_covered_ps > 0 else math.nan
 
 
 def _overlap(ts, interval, lo, hi) -> np.ndarray:
-    return np.clip(np.minimum(ts + interval, hi) - np.maximum(ts, lo), 0.0, None)
+    """Each sample's time in [lo, hi): a sample covers [ts, ts + interval), cut at the next
+    sample's start (the spacing jitters by a few ns: samples never cover a time twice)."""
+    end = np.minimum(ts + interval, np.append(ts[1:], np.inf))
+    return np.clip(np.minimum(end, hi) - np.maximum(ts, lo), 0.0, None)
 
 
 def _integral(cs, i: int, lo: float, hi: float) -> tuple[float, float, float]:
@@ -102,9 +126,13 @@ def _add_window(out: WindowCounters, cs, device: int, lo: float, hi: float, hbm_
         _add_bytes(out, weighted / 100.0 * hbm_gbs * 1e-3, covered, "% of peak × HBM peak")
     _add_flops(out, cs, device, lo, hi)
     _add_clock(out, cs, device, lo, hi)
+    _add_sm_active(out, cs, device, lo, hi)
+    _add_tensor(out, cs, device, lo, hi)
 
 
 def _add_bytes(out: WindowCounters, nbytes: float, covered: float, source: str):
+    if covered <= 0:  # no sample in the window: its bytes stay unknown, not 0
+        return
     out.dram_bytes = (0.0 if math.isnan(out.dram_bytes) else out.dram_bytes) + nbytes
     out.covered_ps += covered
     out.bytes_source = source if out.bytes_source in ("", source) else "mixed"
@@ -148,6 +176,42 @@ def _add_clock(out: WindowCounters, cs, device: int, lo: float, hi: float):
         slow = v < THROTTLE_RATIO * rated
         out.throttled_ps += float(ov[slow].sum())
         out.clock_bound_ps += float((ov * np.clip(1.0 - v / rated, 0.0, None))[slow].sum())
+
+
+def _add_sm_active(out: WindowCounters, cs, device: int, lo: float, hi: float):
+    """SM activity: a % series' time-weighted mean, else active cycles per SM over the cycles
+    the rated clock fits in the covered time."""
+    pct = _series(cs, "sm_active_pct", device)
+    cycles = _series(cs, "sm_active_cycles", device)
+    if pct:
+        _, weighted, covered = _integral(cs, pct[0], lo, hi)
+        active_ps, source = weighted / 100.0, "SM active %"
+    elif cycles and cs.rated_clock_mhz:
+        amount, _, covered = _integral(cs, cycles[0], lo, hi)
+        # cycles ÷ (MHz × 1e6 /s) = s; × 1e12 ps/s
+        active_ps, source = (
+            amount / (cs.rated_clock_mhz * 1e6) * 1e12,
+            ("active cycles ÷ (rated clock × time)"),
+        )
+    else:
+        return
+    if covered <= 0:
+        return
+    out.sm_active_ps += active_ps
+    out.sm_covered_ps += covered
+    out.sm_source = source if out.sm_source in ("", source) else "mixed"
+
+
+def _add_tensor(out: WindowCounters, cs, device: int, lo: float, hi: float):
+    """The tensor pipes' busy %: time-weighted mean (busy cycles, not FLOPs: the counter does
+    not say which precision ran)."""
+    series = _series(cs, "tensor_pipe_pct", device)
+    if not series:
+        return
+    _, weighted, covered = _integral(cs, series[0], lo, hi)
+    if covered > 0:
+        out.tensor_ps += weighted / 100.0
+        out.tensor_covered_ps += covered
 
 
 def window_counters(profiles, windows, hbm_gbs: float) -> WindowCounters | None:
@@ -204,8 +268,8 @@ def counter_sums(w: WindowCounters, device, scale: float = 1.0) -> dict:
 
 
 def summary(w: WindowCounters, label: str) -> dict:
-    """A window's counters as plain facts (diagnostics, the clock finding)."""
-    return {
+    """A window's counters as plain facts (diagnostics, the clock finding); unknown is None."""
+    facts = {
         "window": label,
         "window_us": w.window_ps / 1e6,
         "coverage": w.coverage,
@@ -218,7 +282,11 @@ def summary(w: WindowCounters, label: str) -> dict:
         "throttled_share": w.throttled_share,
         "throttled_us": w.throttled_ps / 1e6,
         "clock_bound_us": w.clock_bound_ps / 1e6,
+        "sm_active": w.sm_active,
+        "sm_active_source": w.sm_source,
+        "tensor_active": w.tensor_active,
     }
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in facts.items()}
 
 
 @dataclasses.dataclass
@@ -274,14 +342,15 @@ def _interval_text(intervals_ps: list) -> str:
 
 def counter_notes(rc: RunCounters, device, step_labels: list) -> list:
     """What the model says about sampled counters: the measured record's sampling, its
-    coverage and bytes' source; steps judged under clock-scaled roofs; clocks without a rated
-    clock to compare with."""
+    coverage and bytes' source (the HBM peak a % of peak is taken of); SM activity; steps
+    judged under clock-scaled roofs; clocks without a rated clock to compare with."""
     notes = []
     t = rc.total
+    sm = _sm_text(rc, step_labels)
     if rc.measured:
         what = []
         if not math.isnan(t.dram_bytes):
-            what.append(f"DRAM bytes from {t.bytes_source}")
+            what.append(f"DRAM bytes from {t.bytes_source}{_peak_text(t, device)}")
         if t.flops:
             what.append("FLOPs from SASS counts (add + mul + 2·fma; tensor-core work uncounted)")
         notes.append(
@@ -292,11 +361,61 @@ def counter_notes(rc: RunCounters, device, step_labels: list) -> list:
                 f"samples cover {t.coverage:.1%} of the Total's time; {'; '.join(what)}; "
                 "bytes and FLOPs are those of the covered time, over the whole window's time "
                 "(a lower bound of the rate when coverage is below 100%). "
+                + (f"{sm}. " if sm else "")
+                + COARSE_NOTE.format(interval=_interval_text(rc.intervals_ps)),
+            )
+        )
+    elif sm:
+        notes.append(
+            Diagnostic(
+                "info",
+                "pm_counters",
+                f"PM sampling every {_interval_text(rc.intervals_ps)} measured no DRAM traffic "
+                f"or FLOPs (no measured record); {sm}. "
                 + COARSE_NOTE.format(interval=_interval_text(rc.intervals_ps)),
             )
         )
     notes += _clock_notes(rc, device, step_labels)
     return notes
+
+
+def _peak_text(t: WindowCounters, device) -> str:
+    """The HBM peak a "% of peak" is taken of, and where that figure comes from."""
+    hbm = device.memory("hbm")
+    if t.bytes_source != "% of peak × HBM peak" or hbm is None:
+        return ""
+    return f" ({hbm.gbs:,.1f} GB/s, source: {hbm.source})"
+
+
+def _sm_text(rc: RunCounters, step_labels: list) -> str:
+    """SM and tensor-pipe activity over the Total and each step, and how they were measured."""
+    t = rc.total
+    parts = []
+    if not math.isnan(t.sm_active):
+        how = t.sm_source
+        if how.startswith("active cycles"):
+            how = f"sm__cycles_active.avg ÷ ({t.rated_clock_mhz:.0f} MHz rated clock × time): "
+            how += "a lower bound when the clock ran lower"
+        parts.append(
+            f"SMs active {t.sm_active:.1%} of the sampled time ({how})"
+            + _per_step(rc, step_labels, "sm_active")
+        )
+    if not math.isnan(t.tensor_active):
+        parts.append(
+            f"tensor pipes busy {t.tensor_active:.1%} of the sampled time (busy cycles, not "
+            "FLOPs: the counter does not say which precision ran)"
+            + _per_step(rc, step_labels, "tensor_active")
+        )
+    return "; ".join(parts)
+
+
+def _per_step(rc: RunCounters, step_labels: list, what: str) -> str:
+    shares = [
+        f"{label} {getattr(s, what):.1%}"
+        for label, s in zip(step_labels, rc.steps)
+        if s is not None and not math.isnan(getattr(s, what))
+    ]
+    return f"; per step: {', '.join(shares)}" if shares else ""
 
 
 def _clock_notes(rc: RunCounters, device, step_labels: list) -> list:

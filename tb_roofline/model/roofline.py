@@ -461,7 +461,7 @@ def _model_notes(device, table, diagnostics, program, steps, hw, kernel_tables) 
     if hw:
         notes.append(Diagnostic("info", "hw_counters", hw[0].note))
     elif not measured:
-        notes.append(no_hw_counters_note("kernel" in kernel_tables))
+        notes.append(no_hw_counters_note("kernel" in kernel_tables, device.kind == "gpu"))
     return notes
 
 

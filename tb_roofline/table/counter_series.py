@@ -19,6 +19,8 @@ QUANTITIES = {
     "dram_bytes": "amount",
     "dram_pct": "level",  # DRAM throughput, % of peak
     "sm_active_pct": "level",
+    # sm__cycles_active.avg: cycles an SM was active in the sample, averaged over the SMs
+    "sm_active_cycles": "amount",
     "tensor_pipe_pct": "level",
     "sm_clock_mhz": "level",
     "mem_clock_mhz": "level",
@@ -59,3 +61,36 @@ class CounterSeries:
         """(start times in ps, values) of series i."""
         lo, hi = np.searchsorted(self.series, [i, i + 1])
         return self.ts_ps[lo:hi], self.value[lo:hi]
+
+
+def build_series(keys: list, quantities: list, series, ts_ps, value, rated_clock_mhz=None):
+    """CounterSeries from unsorted samples: `keys[i]` = (device, metric name) of series i,
+    `quantities[i]` its quantity; `series`, `ts_ps` (float ps on the op table's time base) and
+    `value` per sample."""
+    series = np.asarray(series, np.int64)
+    ts_ps = np.asarray(ts_ps, np.float64)
+    order = np.lexsort((ts_ps, series))
+    series, ts_ps = series[order], ts_ps[order]
+    return CounterSeries(
+        names=[name for _, name in keys],
+        quantities=list(quantities),
+        devices=np.array([d for d, _ in keys], np.int64).reshape(-1),
+        interval_ps=intervals(series, ts_ps, len(keys)),
+        series=series,
+        ts_ps=ts_ps,
+        value=np.asarray(value, np.float64)[order],
+        rated_clock_mhz=rated_clock_mhz,
+    )
+
+
+def intervals(series: np.ndarray, ts_ps: np.ndarray, n: int) -> np.ndarray:
+    """Each series' sampling period: the median spacing of its samples (NaN when fewer than
+    two distinct times); `series` and `ts_ps` sorted by (series, ts)."""
+    out = np.full(n, np.nan)
+    bounds = np.searchsorted(series, np.arange(n + 1))
+    for i in range(n):
+        gaps = np.diff(ts_ps[bounds[i] : bounds[i + 1]])
+        gaps = gaps[gaps > 0]
+        if len(gaps):
+            out[i] = float(np.median(gaps))
+    return out

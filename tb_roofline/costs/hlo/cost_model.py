@@ -331,7 +331,9 @@ class CostModel:
                         c.flops, c.transcendentals, c.read, c.written, c.precision, category_of(ins)
                     )
         sub = self.computation_totals(comp)
-        read = fusion_read_bytes(comp, self.constant_max_elements)
+        # GPU: a bitcast is looked through (fusion_bytes.py); CPU keeps XLA's rule exactly
+        through = self.gpu and not self.xla_compatible
+        read = fusion_read_bytes(comp, self.constant_max_elements, through)
         written = fusion_written_bytes(ins, comp)
         return Cost(
             sub.flops,

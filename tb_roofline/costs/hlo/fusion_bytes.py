@@ -1,6 +1,13 @@
 """Bytes a fusion reads and writes: each fused parameter as its users read it (a slice reads
 its slice, a dynamic-slice of the parameter its window, nested fusions looked into), big
-constants, and the result (a dynamic-update-slice root writes its update only)."""
+constants, and the result (a dynamic-update-slice root writes its update only).
+
+Bitcasts of a parameter are looked through (`through_bitcasts`): a bitcast moves no data, so a
+slice of a bitcast of the parameter reads its slice, as a slice of the parameter does. XLA's
+cost analysis counts the whole parameter there (a bitcast is a user like any other), which
+puts a kernel that reads a third of its operand (JAX's q/k/v split of a fused projection) at
+up to twice the HBM peak. `CostModel` looks through them on GPU (where an op's bytes are judged
+against HBM kernel by kernel); on CPU and with `xla_compatible=True` it keeps XLA's rule."""
 
 from __future__ import annotations
 
@@ -8,30 +15,43 @@ from tb_roofline.costs.hlo.module import Instruction
 from tb_roofline.costs.hlo.shapes import TUPLE, byte_size, leaf_bytes
 
 
-def param_read_bytes(p: Instruction) -> float:
+def _users(p: Instruction, through_bitcasts: bool):
+    """(user, the instruction it reads: `p` or a bitcast of it) of `p`'s users; with
+    `through_bitcasts`, a bitcast's users stand for it."""
+    out, todo = [], [(u, p) for u in p.users]
+    while todo:
+        u, via = todo.pop(0)
+        if through_bitcasts and u.opcode == "bitcast":
+            todo.extend((uu, u) for uu in u.users)
+        else:
+            out.append((u, via))
+    return out
+
+
+def param_read_bytes(p: Instruction, through_bitcasts: bool = False) -> float:
     """Bytes a fused parameter (or a tuple parameter's element) is read with, by its users."""
     size = byte_size(p.shape)
     total = 0
     shared = False
-    for u in p.users:
+    for u, via in _users(p, through_bitcasts):
         op = u.opcode
         if op == "slice":
             total += byte_size(u.shape)
         elif op == "dynamic-slice":
-            if u.operands and u.operands[0] is p:
+            if u.operands and u.operands[0] is via:
                 total += byte_size(u.shape)
             elif not shared:
                 shared = True
                 total += size
         elif op == "dynamic-update-slice":
-            if not (u.operands and u.operands[0] is p) and not shared:
+            if not (u.operands and u.operands[0] is via) and not shared:
                 shared = True
                 total += size
         elif op in ("broadcast", "reshape"):
             total += size
         elif op == "fusion" and u.called:
             nested = u.called[0].parameters()
-            for idx in u.operand_indices(p):
+            for idx in u.operand_indices(via):
                 if idx >= len(nested):
                     continue
                 np_ = nested[idx]
@@ -62,7 +82,7 @@ def param_read_bytes(p: Instruction) -> float:
     return float(total)
 
 
-def fusion_read_bytes(comp, constant_max_elements: int) -> float:
+def fusion_read_bytes(comp, constant_max_elements: int, through_bitcasts: bool = False) -> float:
     """Bytes a fusion reads: constants above `constant_max_elements` elements, and each
     parameter (or tuple parameter's element) as its users read it."""
     read = 0.0
@@ -75,11 +95,11 @@ def fusion_read_bytes(comp, constant_max_elements: int) -> float:
             read += byte_size(inner.shape)
     for p in comp.parameters():
         if p.shape.etype != TUPLE:
-            read += param_read_bytes(p)
+            read += param_read_bytes(p, through_bitcasts)
         else:
             for u in p.users:
                 if u.opcode == "get-tuple-element" and u.shape.etype != TUPLE:
-                    read += param_read_bytes(u)
+                    read += param_read_bytes(u, through_bitcasts)
     return read
 
 

@@ -20,23 +20,12 @@ import re
 import numpy as np
 
 from tb_roofline.devices.gpu_peaks import kineto_device_peaks
+from tb_roofline.readers.cupti_metrics import cupti_quantity
 from tb_roofline.readers.kineto.event_fields import MAX_DEVICE, BadEvent, ts_ns
-from tb_roofline.table.counter_series import CounterSeries
+from tb_roofline.table.counter_series import CounterSeries, build_series
 
 COUNTER_PROCESS = re.compile(r"^GPU (\d+) Counters$")
-SASS = re.compile(r"^smsp__sass_thread_inst_executed_op_([dfh])(add|mul|fma)_pred_on\.sum$")
-SASS_PRECISION = {"d": "f64", "f": "f32", "h": "f16"}
-RAW_BYTES = {
-    "dram__bytes_read.sum": "dram_read_bytes",
-    "dram__bytes_write.sum": "dram_write_bytes",
-    "dram__bytes.sum": "dram_bytes",
-}
-# PyTorch's labels of "% of peak" rollups, and the CUPTI metric bases they stand for.
-PCT_BASES = {
-    "dram__throughput": "dram_pct",
-    "gpu__dram_throughput": "dram_pct",
-    "sm__cycles_active": "sm_active_pct",
-}
+# PyTorch's labels of "% of peak" rollups.
 PCT_LABELS = {"hbm bw": "dram_pct", "dram bw": "dram_pct", "sm active": "sm_active_pct"}
 # Environment counters: (words in the lower-case label, quantity, unit scales to the quantity's).
 ENV = (
@@ -52,17 +41,9 @@ MAX_VALUE = 1e18
 
 def quantity_of(name: str) -> tuple[str, float]:
     """(the quantity a counter's name measures, the factor to its unit); ("", 1) when unused."""
-    if name in RAW_BYTES:
-        return RAW_BYTES[name], 1.0
-    m = SASS.match(name)
-    if m:
-        return f"sass_{SASS_PRECISION[m.group(1)]}_{m.group(2)}", 1.0
-    base, _, rollup = name.partition(".")
-    if "pct_of_peak" in rollup:
-        if base in PCT_BASES:
-            return PCT_BASES[base], 1.0
-        if base.startswith("sm__pipe_tensor"):
-            return "tensor_pipe_pct", 1.0
+    quantity = cupti_quantity(name)
+    if quantity:
+        return quantity, 1.0
     low = name.strip().lower()
     unit_m = UNIT.search(low)
     unit = unit_m.group(1).strip() if unit_m else ""
@@ -112,38 +93,12 @@ class PmCollector:
         """The series on the op table's time base (ps after `base_ns`); None without samples."""
         if not len(self.series):
             return None
+        keys = [key for key, _ in sorted(self.keys.items(), key=lambda kv: kv[1])]
+        quantities, factors = zip(*(quantity_of(name) for _, name in keys))
         series = np.frombuffer(self.series, np.int64)
-        ts = np.frombuffer(self.ts, np.int64)
-        order = np.lexsort((ts, series))
-        series, ts = series[order], ts[order]
-        value = np.frombuffer(self.value, np.float64)[order].copy()
-        keys = sorted(self.keys.items(), key=lambda kv: kv[1])
-        quantities, factors = zip(*(quantity_of(name) for (_, name), _ in keys))
-        value *= np.asarray(factors)[series]
-        ts_ps = (ts - base_ns).astype(np.float64) * 1e3
-        return CounterSeries(
-            names=[name for (_, name), _ in keys],
-            quantities=list(quantities),
-            devices=np.array([d for (d, _), _ in keys], np.int64),
-            interval_ps=_intervals(series, ts_ps, len(keys)),
-            series=series,
-            ts_ps=ts_ps,
-            value=value,
-            rated_clock_mhz=rated_clock_mhz,
-        )
-
-
-def _intervals(series: np.ndarray, ts_ps: np.ndarray, n: int) -> np.ndarray:
-    """Each series' sampling period: the median spacing of its samples (NaN when fewer than
-    two distinct times)."""
-    out = np.full(n, np.nan)
-    bounds = np.searchsorted(series, np.arange(n + 1))
-    for i in range(n):
-        gaps = np.diff(ts_ps[bounds[i] : bounds[i + 1]])
-        gaps = gaps[gaps > 0]
-        if len(gaps):
-            out[i] = float(np.median(gaps))
-    return out
+        value = np.frombuffer(self.value, np.float64) * np.asarray(factors)[series]
+        ts_ps = (np.frombuffer(self.ts, np.int64) - base_ns).astype(np.float64) * 1e3
+        return build_series(keys, list(quantities), series, ts_ps, value, rated_clock_mhz)
 
 
 def rated_clock_mhz(props: list, spans) -> float | None:

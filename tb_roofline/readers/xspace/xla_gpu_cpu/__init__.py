@@ -13,6 +13,8 @@ Stages, one module each, composed by `reader.read_gpu_cpu_xspace`:
    as rows of category "unattributed" (zero FLOPs).
 5. `reader`: the device (GPU peaks from the plane's capability stats), the timeline summary.
 6. `notes`: the diagnostics.
+7. `counters`: PM-sampling counters of a GPU plane's `_counters_` line as the op table's
+   `CounterSeries` (the measured "Total (HW counters)" records; docs/pytorch_traces.md).
 
 docs/hlo_cost_model.md gives the rules and choices.
 """

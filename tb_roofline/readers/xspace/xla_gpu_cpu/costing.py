@@ -1,16 +1,18 @@
 """Stage 3 of the XLA GPU/CPU reader: events matched to HLO instructions, and their costs.
 
 The programs' HLO is in `/host:metadata` (`Hlo Proto`, by `program_id`); FLOPs, bytes and
-precision come from `tb_roofline.costs.hlo` (per execution) × executions. An HLO op that launches
-several kernels runs once per launch of its MAIN kernel (its longest-running one: a fused
-attention backward launches one `FmhaBwdDQDKDV` kernel and two fills per call); what ran is
-said by its GEMM / convolution / attention kernel, never by a helper kernel (a split-K
-reduction, a fill), however long it ran.
+precision come from `tb_roofline.costs.hlo` (per execution) × executions. A kernel whose
+`hlo_op` the HLO lacks (a command buffer's) is matched by its own name, which XLA derives from
+its instruction's. An HLO op that launches several kernels runs once per launch of its MAIN
+kernel (its longest-running one: a fused attention backward launches one `FmhaBwdDQDKDV`
+kernel and two fills per call); what ran is said by its GEMM / convolution / attention kernel,
+never by a helper kernel (a split-K reduction, a fill), however long it ran.
 """
 
 from __future__ import annotations
 
 import collections
+import re
 
 from tb_roofline.costs.hlo.cost_model import module_costs
 from tb_roofline.costs.hlo.fingerprint import instruction_fingerprint
@@ -20,6 +22,12 @@ from tb_roofline.devices.precision import with_input_type
 from tb_roofline.readers.common import longest_kernel_unit
 
 UNATTRIBUTED = "unattributed"
+# XLA names a kernel after its HLO instruction with the characters a symbol cannot hold as "_".
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+IN_COMMAND_BUFFER = (
+    "in a command buffer (its hlo_op names the buffer, which the HLO lacks) and not named after "
+    "an instruction (a cuBLAS kernel or a memset)"
+)
 # Row kinds that carry time and no cost: events matching no instruction, runtime copies.
 UNCOSTED = frozenset({UNATTRIBUTED, "memcpy", "memset"})
 
@@ -45,6 +53,8 @@ class Costing:
         self.uncosted_ps: collections.Counter = collections.Counter()
         self._name_to_pid: dict = {}
         self.op_facts: dict = {}  # (program id, op name) -> what its instruction alone says
+        self._kernel_names: dict = {}  # program id -> {kernel name: instruction}
+        self.by_kernel_name = 0  # events in command buffers matched by their kernel's name
 
     def program_id(self, ev) -> str:
         if ev.program_id:
@@ -88,17 +98,37 @@ class Costing:
         pid = self.program_id(e) if e.hlo_op else e.program_id
         module, mc = self.module_costs(pid) if e.hlo_op else (None, None)
         ins = module.instruction(e.hlo_op) if module is not None else None
+        if ins is None and module is not None:
+            ins = self._kernel_names_of(pid, module).get(e.name)
+            self.by_kernel_name += ins is not None
         if ins is None:
             reason = (
                 "no hlo_op (command buffer, CUDA graph or non-XLA kernel)"
                 if not e.hlo_op
                 else "program without HLO proto"
                 if module is None
+                else IN_COMMAND_BUFFER
+                if e.hlo_op.startswith("command_buffer")
                 else "op not found in its program's HLO"
             )
             self.reasons[reason] += 1
             return (UNATTRIBUTED, pid, e.hlo_op or e.name, e.step), None, None, None
         return ("op", pid, ins.name, e.step), ins, module, mc
+
+    def _kernel_names_of(self, pid: str, module) -> dict:
+        """{kernel name: instruction} of a program: an XLA kernel is named after the
+        instruction it computes, "." and "-" written "_" (names two instructions would share
+        are left out). What identifies the kernels of a command buffer, whose events' hlo_op
+        names the buffer: the thunk that XLA's HLO does not hold."""
+        names = self._kernel_names.get(pid)
+        if names is None:
+            seen: dict = {}
+            for comp in module.computations:
+                for ins in comp.instructions:
+                    seen.setdefault(_UNSAFE.sub("_", ins.name), []).append(ins)
+            names = {k: v[0] for k, v in seen.items() if len(v) == 1}
+            self._kernel_names[pid] = names
+        return names
 
 
 def executions(kernels: dict, kernel_time: dict) -> int:

@@ -6,9 +6,9 @@ that carry an `hlo_op` (one event per execution). Every event keeps the stats th
 need: `hlo_op` (GPU may write `module::op`), `program_id`, `hlo_module`, `group_id`, and on
 CPU `device_ordinal` (which of the host's XLA devices ran it: the threads are a pool every
 device shares). A GPU event is a copy, not program work, when it carries `memcpy_details` or
-`memset_details` (XProf's stats for runtime copies and fills), or is one of the ROCm runtime's
-blit kernels (`__amd_rocclr_copyBuffer*`, `__amd_rocclr_fillBuffer*`) that implement hipMemcpy /
-hipMemset as kernels.
+`Memset_details` (XProf's stats for runtime copies and fills; `memset_details` read too), or is
+one of the ROCm runtime's blit kernels (`__amd_rocclr_copyBuffer*`, `__amd_rocclr_fillBuffer*`)
+that implement hipMemcpy / hipMemset as kernels.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def stat_int(value, plane, line, name: str) -> int:
 
 # Copies done by the ROCm runtime as kernels (hipMemcpy / hipMemset): copies, not program work.
 _ROCCLR_BLIT = re.compile(r"^__amd_rocclr_(copy|fill)")
-COPY_STATS = {"memcpy_details": "memcpy", "memset_details": "memset"}
+# XLA's profiler writes "memcpy_details" and "Memset_details" (capital M); both spellings read.
+COPY_STATS = {"memcpy_details": "memcpy", "memset_details": "memset", "Memset_details": "memset"}
 
 
 class Event:

@@ -13,6 +13,7 @@ def program_notes(
     return (
         _cost_source(space, index, costing)
         + _unattributed(costing, unattributed_ps, all_ps)
+        + _by_kernel_name(costing)
         + _copies(costing)
         + _uncovered(costing, all_ps)
         + _assumptions(costing, devices)
@@ -64,6 +65,22 @@ def _unattributed(costing, unattributed_ps: float, all_ps: float) -> list:
             )
         )
     return out
+
+
+def _by_kernel_name(costing) -> list:
+    """Kernels whose hlo_op the HLO lacks (command buffers) matched by their own names."""
+    if not costing.by_kernel_name:
+        return []
+    return [
+        Diagnostic(
+            "info",
+            "kernels_by_name",
+            f"{costing.by_kernel_name} kernels name an op the HLO lacks (an XLA command buffer: "
+            "the profile names the buffer, not the ops in it) and were matched to the "
+            "instructions their kernel names are made from; a kernel XLA shares between "
+            "identical fusions counts for the one it is named after (docs/hlo_cost_model.md)",
+        )
+    ]
 
 
 def _copies(costing) -> list:

@@ -13,6 +13,7 @@ from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers.common import copy_only_note, corrupt_value_notes, program_devices
 from tb_roofline.readers.xspace.xla_gpu_cpu.costing import UNATTRIBUTED, Costing
+from tb_roofline.readers.xspace.xla_gpu_cpu.counters import counter_series
 from tb_roofline.readers.xspace.xla_gpu_cpu.events import (
     HOST_PLANE,
     check_times,
@@ -71,7 +72,9 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
         _read_core(out, host, core, plane, per_line, program, host_spans, costing, fixes, listed)
     if progress:
         progress(len(cores), len(cores))
-    device, diagnostics = _device(space, gpus, is_gpu, out.ran)
+    device, diagnostics, rated_mhz = _device(space, gpus, is_gpu, out.ran)
+    counters, counter_notes = counter_series(gpus, rated_mhz)
+    diagnostics += counter_notes
     diagnostics += copy_only_note(copy_only)
     diagnostics += corrupt_value_notes(fixes)
     diagnostics += program_notes(space, index, costing, out.unattributed_ps, out.all_ps, listed)
@@ -91,6 +94,7 @@ def read_gpu_cpu_xspace(space, host: str, progress=None) -> ProfileData:
         diagnostics=diagnostics,
         timeline=out.timeline.build(),
         op_shapes=out.shapes,
+        counter_series=counters,
     )
 
 
@@ -146,11 +150,12 @@ def _read_core(out: _Read, host, core, plane, per_line, program, host_spans, cos
     )
 
 
-def _device(space, gpus, is_gpu, ran) -> tuple[DeviceInfo, list]:
-    """GPU: peaks derived from the device-capability stats, checked against the data sheets;
-    the device counts the GPUs that ran the program (a host lists all its GPUs, one process may
-    use one; a GPU that only copied ran none). CPU: the profile has no peaks (the service
-    applies a device file when there is one); a core per XLA device that ran ops."""
+def _device(space, gpus, is_gpu, ran) -> tuple[DeviceInfo, list, float | None]:
+    """(device, notes, the data sheet's boost clock in MHz or None). GPU: peaks derived from
+    the device-capability stats, checked against the data sheets; the device counts the GPUs
+    that ran the program (a host lists all its GPUs, one process may use one; a GPU that only
+    copied ran none). CPU: the profile has no peaks (the service applies a device file when
+    there is one); a core per XLA device that ran ops."""
     if is_gpu:
         ps = PlaneStats(gpus[0][1])
         peaks = derive_gpu_peaks(ps.as_dict(gpus[0][1].stats), max(len(ran), 1))
@@ -164,12 +169,13 @@ def _device(space, gpus, is_gpu, ran) -> tuple[DeviceInfo, list]:
                     f"figures count {len(ran)}",
                 )
             )
-        return peaks.device, notes
+        return peaks.device, notes, peaks.spec.clock_mhz if peaks.spec is not None else None
     cpu = ""
     for p in space.planes:
         if p.name == METADATA_PLANE:
             cpu = str(PlaneStats(p).as_dict(p.stats).get("cpu_version") or "")
-    return DeviceInfo(type=cpu or "CPU", kind="cpu", num_cores=max(len(ran), 1), compute=[]), []
+    device = DeviceInfo(type=cpu or "CPU", kind="cpu", num_cores=max(len(ran), 1), compute=[])
+    return device, [], None
 
 
 def _add_core_timeline(
