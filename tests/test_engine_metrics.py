@@ -191,3 +191,17 @@ def test_plugin_routes_say_what_is_wrong_with_the_file(tmp_path):
     assert r.json["error"]["code"] == "bad_engine_metrics_file"
     assert "engine_metrics.prom line 31: 'oops' is not a number" in r.json["error"]["message"]
     assert client().get(f"/program?run={run}").status_code == 200
+
+
+def test_mcp_and_the_json_report_carry_the_same_figures(tmp_path):
+    from tb_roofline.serve.mcp.tools import get_guidance
+
+    service = RooflineService(_logdir(tmp_path))
+    run = service.list_runs()["runs"][0]["run"]
+    plain = service.guidance(run, "")["engine_figures"]
+    mcp = get_guidance(service, run)["engine_figures"]
+    # MCP rounds numbers to significant digits (docs/mcp.md)
+    assert mcp["engine_per_step"]["flops"] == pytest.approx(plain["engine_per_step"]["flops"], 1e-5)
+    assert mcp["notes"] == plain["notes"]
+    report = service.report(run, "")
+    assert report["guidance"]["engine_figures"] == plain
