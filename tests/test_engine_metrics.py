@@ -205,3 +205,28 @@ def test_mcp_and_the_json_report_carry_the_same_figures(tmp_path):
     assert mcp["notes"] == plain["notes"]
     report = service.report(run, "")
     assert report["guidance"]["engine_figures"] == plain
+
+
+def test_vllm_step_count_divides_the_window(tmp_path):
+    """vLLM exports its step count (the iteration histogram): the window's figures are per
+    engine step, and a count other than the profile's serving steps is said."""
+    flops, nbytes = _engine_step()
+    labels = '{engine="0",model_name="Qwen/Qwen3-8B"}'
+
+    def scrape(steps: int, n: int) -> str:
+        return (
+            f"vllm:estimated_flops_per_gpu_total{labels} {float(flops * n)}\n"
+            f"vllm:estimated_read_bytes_per_gpu_total{labels} {float(nbytes * n)}\n"
+            f"vllm:estimated_write_bytes_per_gpu_total{labels} 0.0\n"
+            f"vllm:iteration_tokens_total_count{labels} {float(steps)}\n"
+        )
+
+    prom = tmp_path / "vllm.prom"
+    prom.write_text(scrape(10, 10) + scrape(13, 13))
+    service = RooflineService(_logdir(tmp_path), engine_metrics_file=str(prom))
+    run = service.list_runs()["runs"][0]["run"]
+    e = service.guidance(run, "")["engine_figures"]
+    theirs = e["engine_per_step"]
+    assert (theirs["steps"], theirs["steps_from"]) == (3, "engine")
+    assert (theirs["flops"], theirs["bytes"]) == (flops, nbytes)
+    assert any("the engine counted 3 steps" in n and "holds 1" in n for n in e["notes"])
