@@ -58,6 +58,13 @@ class BadWorkloadFileError(tb_errors.PublicError):
     code = "bad_workload_file"
 
 
+class BadEngineMetricsFileError(tb_errors.PublicError):
+    """An engine metrics file (engine_metrics.prom, --engine-metrics) that cannot be used."""
+
+    http_code = 422
+    code = "bad_engine_metrics_file"
+
+
 class ProfileIncompletePublicError(tb_errors.PublicError):
     http_code = 503
     code = "profile_incomplete"

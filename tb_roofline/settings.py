@@ -49,6 +49,7 @@ MAX_ANSWER_MB = Number("TB_ROOFLINE_MAX_ANSWER_MB", 32, 0, exclusive=True)
 
 CACHE_DIR = "TB_ROOFLINE_CACHE_DIR"
 DEVICE_FILE = "TB_ROOFLINE_DEVICE_FILE"
+ENGINE_METRICS = "TB_ROOFLINE_ENGINE_METRICS"
 SCHEDULER = "TB_ROOFLINE_SCHEDULER"
 NUMBERS = (
     MAX_FILE_MB,
@@ -213,6 +214,13 @@ ROWS = (
         DEVICE_FILE,
         "a device file for profiles without peaks, where no `roofline_device.json` lies "
         "beside the profile or above it in the logdir (docs/device_peaks.md)",
+        "",
+    ),
+    (
+        ENGINE_METRICS,
+        "a serving engine's saved `/metrics` (vLLM or SGLang with `--enable-mfu-metrics`) whose "
+        "FLOP and byte counters the guidance sets beside the profile's, per serving step, "
+        "where no `engine_metrics.prom` lies beside the profile or above it (docs/serving.md)",
         "",
     ),
     (

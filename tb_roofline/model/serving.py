@@ -91,6 +91,7 @@ def _step_sums(p, step: int) -> dict:
     return {
         "by_category": out,
         "matmul_precision": str(main),
+        "flops": float(flops.sum()),
         "bytes": float(nbytes.sum()),
         "time_ps": float(time.sum()),
         "gemm": gemm_coverage(t, sel, op, cat, nbytes, time),
@@ -146,6 +147,7 @@ def summary(profiles, device) -> list[dict]:
             matmul_bytes=mm[1],
             attention_flops=att[0],
             attention_bytes=att[1],
+            op_flops=sums["flops"],
             op_bytes=sums["bytes"],
             op_time_ps=sums["time_ps"],
             tokens_per_s_busy=(

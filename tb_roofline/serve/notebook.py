@@ -30,6 +30,7 @@ def load(
     *,
     device_file: str | None = None,
     workload_file: str | None = None,
+    engine_metrics_file: str | None = None,
 ) -> Analysis:
     """The analysis of one run (default: the newest) on one host (default: all hosts) of a
     logdir (a path or an fsspec URL such as s3://bucket/logs)."""
@@ -38,7 +39,12 @@ def load(
 
     if not storage.isdir(logdir):
         raise errors.NotFoundError(f"{logdir!r} is not a directory")
-    service = RooflineService(logdir, device_file=device_file, workload_file=workload_file)
+    service = RooflineService(
+        logdir,
+        device_file=device_file,
+        workload_file=workload_file,
+        engine_metrics_file=engine_metrics_file,
+    )
     runs = service.list_runs()["runs"]
     if not runs:
         raise errors.NotFoundError(f"no profiles found under {logdir!r}")

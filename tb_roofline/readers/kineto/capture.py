@@ -370,8 +370,9 @@ def _tie_note(kernels: int, firsts: list) -> Diagnostic:
         "graph_capture_tie",
         f"{kernels} replayed kernels match {len(firsts)} capture windows that launched the same "
         f"kernels with other shapes (batch-size buckets: {'; '.join(firsts)}); the launch "
-        "grids do not decide and the trace carries no graph node ids to join by, so none was "
-        "picked: these kernels stay unattributed rather than costed with another batch's shapes",
+        "grids do not decide and no capture record names the op of a graph node id "
+        "(docs/serving.md), so none was picked: these kernels stay unattributed rather than "
+        "costed with another batch's shapes",
     )
 
 

@@ -20,8 +20,8 @@ import re
 
 from tb_roofline.costs.hlo.fingerprint import grid_fingerprint, shapes_fingerprint
 from tb_roofline.costs.torch import custom_ops as torch_custom_ops
+from tb_roofline.costs.torch import engine_labels, serving_ops
 from tb_roofline.costs.torch import flops as torch_flops
-from tb_roofline.costs.torch import serving_ops
 from tb_roofline.readers import serving_steps
 from tb_roofline.readers.kineto import pm_samples
 from tb_roofline.readers.kineto.event_fields import (
@@ -46,6 +46,8 @@ from tb_roofline.table.timeline import (
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # The instant event Kineto writes where the profiler stopped recording: no step lasts past it.
 RECORD_WINDOW_END = "Record Window End"
+# the args an engine label's op carries: a key no trace writes, so only labels are costed so
+ENGINE_LABEL = "tb_roofline engine label"
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"})
 # Runtime calls kept for the timeline's idle causes (graph capture begin/end, syncs, blocking
@@ -151,13 +153,15 @@ class Collector:
         dims = args.get("Input Dims")
         inductor = name.startswith("triton_") and ("kernel_num_gb" in args or "kernel_flop" in args)
         if dims is None and not inductor:
-            # no shapes recorded: the cost is unknown, the kind of op is not
+            # no shapes recorded: the cost is unknown (unless an engine's scope name gives the
+            # shapes), the kind of op is not
             key = (name,)
             idx = self._cost_index.get(key)
             if idx is None:
                 idx = self._cost_index[key] = len(self.costs)
+                label = engine_labels.label_cost(name) if args.get(ENGINE_LABEL) else None
                 self.costs.append(
-                    torch_flops.OpCost(torch_flops.category_of(name), 0.0, 0.0, "", "none")
+                    label or torch_flops.OpCost(torch_flops.category_of(name), 0.0, 0.0, "", "none")
                 )
                 self.cost_shapes.append(None)
                 self.cost_fingerprints.append("")
@@ -239,6 +243,12 @@ class Collector:
                             ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
                             thread = self.thread_id(ev.get("pid"), ev.get("tid"))
                             self.serving.append((thread, ts, dur, facts))
+                    elif engine_labels.parse(name) is not None:
+                        # an engine's scope naming its GEMM's shapes: an op of its own, costed
+                        # from the label, the row of the kernels launched inside it
+                        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
+                        thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+                        self.add_op(thread, ts, dur, name, {ENGINE_LABEL: True}, -1)
                     elif torch_flops.COMMUNICATION.search(name) or name.startswith("gloo:"):
                         # A collective's run on its backend's thread (CPU timeline only).
                         ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-USER_FILE_ERRORS = ("bad_device_file", "bad_workload_file")
+USER_FILE_ERRORS = ("bad_device_file", "bad_workload_file", "bad_engine_metrics_file")
 
 
 class UsageError(Exception):

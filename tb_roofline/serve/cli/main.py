@@ -158,6 +158,7 @@ def _run_command(args, out) -> int:
         progress=progress,
         device_file=getattr(args, "device_file", None),
         workload_file=getattr(args, "workload_file", None),
+        engine_metrics_file=getattr(args, "engine_metrics", None),
     )
     try:
         args.func(service, args, out)

@@ -128,6 +128,11 @@ def _add_report(sub):
         "--workload-file",
         help="model FLOPs / tokens per step for MFU (default: the nearest roofline_workload.json)",
     )
+    rep.add_argument(
+        "--engine-metrics",
+        help="a vLLM/SGLang /metrics saved before and after profiling (--enable-mfu-metrics): "
+        "its FLOPs and bytes beside the profile's (default: the nearest engine_metrics.prom)",
+    )
     rep.add_argument("--model-flops-per-step", type=_per_step, help="model FLOPs of one step")
     rep.add_argument("--tokens-per-step", type=_per_step, help="tokens processed per step")
     rep.add_argument("--samples-per-step", type=_per_step, help="samples processed per step")

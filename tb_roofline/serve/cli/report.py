@@ -71,6 +71,7 @@ def cmd_report(service, args, out):
     _write_program(service, args, run, include, out)
     guide = service.guidance(run, args.host, include, _workload_flags(args))
     out.write(_throughput_line(guide["throughput"]) + "\n")
+    _write_engine_figures(guide.get("engine_figures"), out)
     ops = service.ops(run, args.host, include, view=args.view)
     op_rows = [dict(zip(ops["columns"], r)) for r in ops["rows"]]
     what = "kernels" if args.view.startswith("kernel") else "ops"
@@ -202,6 +203,35 @@ def _throughput_line(t: dict) -> str:
     if peak:
         line += f" (peak {peak:,.0f} GFLOP/s per device, {t['precision'] or 'default'})"
     return line + (f"\n  {t['note']}" if t["note"] else "")
+
+
+def _figure(value, unit: str, scale: float) -> str:
+    return "unknown" if value is None else f"{value / scale:,.2f} {unit}"
+
+
+def _write_engine_figures(e: dict | None, out):
+    """The engine's own FLOPs and bytes per step beside the profile's (model/engine_figures.py),
+    and what each counts."""
+    if not e:
+        return
+    eng, mine, ratio = e["engine_per_step"], e["ours_per_step"], e["ratio"]
+    out.write(
+        f"\nEngine figures ({e['engine']['engine']}, {e['engine']['source']}), per step:\n"
+        f"  engine  {_figure(eng['flops'], 'GFLOP', 1e9)}, {_figure(eng['bytes'], 'GB', 1e9)}\n"
+        f"  profile {_figure(mine['flops'], 'GFLOP', 1e9)} (GEMMs and attention "
+        f"{_figure(mine['model_flops'], 'GFLOP', 1e9)}), {_figure(mine['bytes'], 'GB', 1e9)}\n"
+    )
+    if ratio["flops"] is not None:
+        out.write(
+            f"  profile / engine: FLOPs {ratio['flops']:.3f} (GEMMs and attention "
+            f"{_ratio(ratio['model_flops'])}), bytes {_ratio(ratio['bytes'])}\n"
+        )
+    for note in e["notes"]:
+        out.write(f"  - {note}\n")
+
+
+def _ratio(value) -> str:
+    return "unknown" if value is None else f"{value:.3f}"
 
 
 def _write_guidance(g: dict, out):

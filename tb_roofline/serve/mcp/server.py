@@ -173,12 +173,17 @@ def run(
     port: int = 8000,
     device_file: Optional[str] = None,
     workload_file: Optional[str] = None,
+    engine_metrics_file: Optional[str] = None,
 ) -> int:
     """Serve until the client goes (stdio) or Ctrl-C (HTTP, on 127.0.0.1 only)."""
     from tb_roofline.serve.service.core import RooflineService
 
     service = RooflineService(
-        logdir, progress=reading, device_file=device_file, workload_file=workload_file
+        logdir,
+        progress=reading,
+        device_file=device_file,
+        workload_file=workload_file,
+        engine_metrics_file=engine_metrics_file,
     )
     server = build_server(service)
     if http:
@@ -205,6 +210,9 @@ def add_mcp_subparser(subparsers):
     p.add_argument("--port", type=int, default=8000, help="port for --http (default 8000)")
     p.add_argument("--device-file", help="peaks from a device file for every run")
     p.add_argument("--workload-file", help="model FLOPs / tokens per step, for MFU")
+    p.add_argument(
+        "--engine-metrics", help="a vLLM/SGLang /metrics file whose FLOPs/bytes to set beside ours"
+    )
     p.set_defaults(run_standalone=run_from_args)
     return p
 
@@ -235,4 +243,5 @@ def run_from_args(args, out=None) -> int:
         port=args.port,
         device_file=args.device_file,
         workload_file=args.workload_file,
+        engine_metrics_file=args.engine_metrics,
     )

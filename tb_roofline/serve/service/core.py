@@ -70,8 +70,10 @@ class RooflineService:
         progress=None,
         device_file: str | None = None,
         workload_file: str | None = None,
+        engine_metrics_file: str | None = None,
     ):
         self.logdir = logdir
+        self.engine_metrics_file = engine_metrics_file  # overrides engine_metrics.prom
         self.device_file = device_file  # overrides the roofline_device.json lookup (CLI flag)
         self.workload_file = workload_file  # overrides the roofline_workload.json lookup
         self.index = RunIndex(logdir) if logdir else None
@@ -412,6 +414,7 @@ class RooflineService:
     ) -> dict:
         """Findings, time per class and throughput (model/guidance.py, docs/guidance.md), kept
         for the analysis it came from."""
+        from tb_roofline.model.engine_figures import engine_comparison
         from tb_roofline.model.guidance import guidance
         from tb_roofline.serve.service import report
 
@@ -424,7 +427,13 @@ class RooflineService:
         answer = self.derived_answer(
             a, key, lambda: guidance(a, include_infeed_outfeed, wl, devices)
         )
-        return dict(answer, run=run, host=host or ALL_HOSTS)
+        engine = report.engine_for(self.engine_metrics_file, files, self.logdir)
+        return dict(
+            answer,
+            run=run,
+            host=host or ALL_HOSTS,
+            engine_figures=engine_comparison(engine, a.serving or []),
+        )
 
     def encoded_guidance(self, run: str, host: str, include_infeed_outfeed: bool = True) -> bytes:
         """`guidance` as the HTTP route sends it (JSON bytes), encoded once per analysis and

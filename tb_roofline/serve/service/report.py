@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 
-from tb_roofline import errors
+from tb_roofline import errors, settings
 from tb_roofline.model import rankings
+from tb_roofline.readers import engine_metrics
 from tb_roofline.serve.service import answers, workload_file
 from tb_roofline.serve.service.discovery import ALL_HOSTS
 
@@ -31,6 +32,21 @@ def workload_for(explicit_path: str | None, files: list, logdir: str, override: 
     except workload_file.WorkloadFileError as exc:
         raise errors.BadWorkloadFileError(f"workload file: {exc}") from None
     return workload_file.merge(base, override or {})
+
+
+def engine_for(explicit_path: str | None, files: list, logdir: str) -> dict | None:
+    """The engine's own FLOP and byte counters for a run (readers/engine_metrics.py):
+    `explicit_path` (the service's --engine-metrics), else TB_ROOFLINE_ENGINE_METRICS, else
+    the nearest engine_metrics.prom of the run's first profile; None when there is none."""
+    path = explicit_path or settings.text(settings.ENGINE_METRICS) or None
+    if path is None and files:
+        path = workload_file.nearest_file(files[0].path, logdir, engine_metrics.FILE_NAME)
+    if path is None:
+        return None
+    try:
+        return engine_metrics.load(path).as_dict()
+    except engine_metrics.EngineMetricsError as exc:
+        raise errors.BadEngineMetricsFileError(f"engine metrics: {exc}") from None
 
 
 def devices_in_view(a, run_hosts: int, view_hosts: int) -> int | None:

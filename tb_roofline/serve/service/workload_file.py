@@ -113,10 +113,15 @@ def load_workload_file(path: str) -> Workload:
 
 def find_workload_file(profile_path: str, logdir: str | None) -> str | None:
     """The nearest `roofline_workload.json` from the profile's folder up to the logdir."""
+    return nearest_file(profile_path, logdir, FILE_NAME)
+
+
+def nearest_file(profile_path: str, logdir: str | None, file_name: str) -> str | None:
+    """The nearest file named `file_name` from the profile's folder up to the logdir."""
     folder = os.path.dirname(os.path.realpath(profile_path))
     root = os.path.realpath(logdir) if logdir else None
     while True:
-        candidate = os.path.join(folder, FILE_NAME)
+        candidate = os.path.join(folder, file_name)
         if os.path.isfile(candidate):
             return candidate
         if root is None or folder == root or not folder.startswith(root + os.sep):

@@ -425,6 +425,11 @@ def add_html_subparser(sub):
         "--workload-file",
         help="model FLOPs / tokens per step, for MFU (default: the nearest roofline_workload.json)",
     )
+    p.add_argument(
+        "--engine-metrics",
+        help="a vLLM/SGLang /metrics file whose FLOPs/bytes to set beside ours "
+        "(default: the nearest engine_metrics.prom)",
+    )
     p.set_defaults(func=cmd_html)
     return p
 

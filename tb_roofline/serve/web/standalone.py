@@ -133,13 +133,19 @@ def serve(
     device_file=None,
     workload_file=None,
     out=None,
+    engine_metrics_file=None,
 ) -> int:
     """Serve until Ctrl-C (or SIGTERM). Port 0 takes a free port; the URL is printed."""
     from werkzeug.serving import make_server
 
     from tb_roofline.serve.service.core import RooflineService
 
-    service = RooflineService(logdir, device_file=device_file, workload_file=workload_file)
+    service = RooflineService(
+        logdir,
+        device_file=device_file,
+        workload_file=workload_file,
+        engine_metrics_file=engine_metrics_file,
+    )
     app = StandaloneApp(service, host)
     try:
         server = make_server(host, port, app, threaded=True)
@@ -200,6 +206,9 @@ def add_serve_subparser(subparsers):
     p.add_argument("--port", type=int, default=6007, help="port (default 6007; 0 = any free)")
     p.add_argument("--device-file", help="peaks from a device file for every run")
     p.add_argument("--workload-file", help="model FLOPs / tokens per step, for MFU")
+    p.add_argument(
+        "--engine-metrics", help="a vLLM/SGLang /metrics file whose FLOPs/bytes to set beside ours"
+    )
     p.set_defaults(run_standalone=run_from_args)
     return p
 
@@ -214,4 +223,11 @@ def run_from_args(args, out=None) -> int:
     if not 0 <= args.port < 65536:
         sys.stderr.write(f"tb-roofline serve: --port {args.port} is not a port\n")
         return 2
-    return serve(args.logdir, args.host, args.port, args.device_file, args.workload_file)
+    return serve(
+        args.logdir,
+        args.host,
+        args.port,
+        args.device_file,
+        args.workload_file,
+        engine_metrics_file=args.engine_metrics,
+    )

@@ -135,7 +135,27 @@ export class OpportunitiesPanel {
     if (this.throughputKey !== key) {
       this.throughputKey = key;
       this.renderThroughput(g.throughput);
+      this.renderEngine(g.engine_figures);
     }
+  }
+
+  /** The serving engine's own FLOPs and bytes per step beside the profile's (docs/serving.md,
+   * "Engine MFU figures"), what each counts on hover; nothing without an engine metrics file. */
+  renderEngine(e) {
+    if (!e) return;
+    const eng = e.engine_per_step;
+    const ours = e.ours_per_step;
+    const gflop = (v) => (v === null ? '—' : `${num(v / 1e9, 2)} GFLOP`);
+    const gb = (v) => (v === null ? '—' : `${num(v / 1e9, 2)} GB`);
+    const ratio = (v) => (v === null ? '—' : num(v, 3));
+    this.throughputEl.appendChild(h('div', {id: 'engine-figures',
+      dataset: {flopsRatio: String(e.ratio.flops)}},
+    h('strong', {}, `Engine (${e.engine.engine}): `),
+    h('abbr', {class: 'explained', title: e.notes.join('\n\n')},
+        `${gflop(eng.flops)}, ${gb(eng.bytes)} per step`),
+    ` · profile ${gflop(ours.flops)} (GEMMs and attention ${gflop(ours.model_flops)}), ` +
+      `${gb(ours.bytes)} · profile / engine: FLOPs ${ratio(e.ratio.flops)}, ` +
+      `bytes ${ratio(e.ratio.bytes)}`));
   }
 
   renderClasses(g) {
