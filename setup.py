@@ -45,10 +45,10 @@ setup(
             # upload with it). boto3 is not listed itself: a newer boto3 than aiobotocore's
             # botocore range makes pip backtrack s3fs to a release whose fsspec is yanked.
             "moto[server]>=5",
-            "mcp>=2,<3",  # the mcp extra, for tests/test_mcp.py (a real MCP client session)
-            "distributed>=2023.1",  # the dask extra: tests/test_dask_cluster.py runs a cluster
-            "pandas>=1.5",  # the notebook extra: tests/test_notebook.py
-            "pyyaml>=5",  # tests/test_deploy.py parses the Kubernetes manifests in deploy/
+            "mcp>=2,<3",  # the mcp extra: tests/serve/mcp/test_mcp.py (a real MCP client)
+            "distributed>=2023.1",  # the dask extra: tests/execute/test_dask_cluster.py
+            "pandas>=1.5",  # the notebook extra: tests/serve/notebook/test_notebook.py
+            "pyyaml>=5",  # tests/execute/test_deploy.py parses the Kubernetes manifests in deploy/
         ],
     },
     entry_points={

@@ -5,7 +5,7 @@ op lines reduced with a plain sort per (op, step), async pairs matched by name o
 line, steps from a dictionary of longest markers. It shares only the TPU rules
 (readers/xspace/tpu/rules.py: op metadata, device peaks, value checks, diagnostics) and the
 per-event protobuf decoding (`plane_lines.protobuf_line_events`) with the product, so
-tests/test_tpu_wire.py compares two independent decodings and reductions.
+tests/readers/xspace/test_tpu_wire.py compares two independent decodings and reductions.
 
 `decode_tokens` rebuilds a line's events from the packed-varint token stream: when all events
 share one tag sequence the (tag, value) pairs form an events x fields table; otherwise events

@@ -9,7 +9,7 @@ per-CU rates (`gpu_arch_rates.py`) and LDS bytes per clock; an NVIDIA chip's per
 its compute capability (`gpu_arch_rates.py`); every document in `sources.py`. The side tables
 are keyed by the spec's key, so a typo there would silently drop a roof: `unknown_keys()` lists
 such keys and `missing_figures()` what a chip needs and no table gives
-(tests/test_chip_records.py keeps both empty).
+(tests/devices/test_chip_records.py keeps both empty).
 """
 
 from __future__ import annotations

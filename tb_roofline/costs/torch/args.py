@@ -58,7 +58,7 @@ DTYPES = {t: (p, element_bytes(p)) for t, p in _PRECISIONS.items()}
 FLOAT_PRECISIONS = frozenset(
     {"f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "c64", "c128", "c32"}
 )
-# Every precision here has a whole-byte element (tests/test_element_sizes.py checks them).
+# Every precision here has a whole-byte element (tests/devices/test_element_sizes.py checks them).
 SIZES: dict[str, int] = {p: s for p, s in DTYPES.values() if s is not None}
 
 

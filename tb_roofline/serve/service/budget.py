@@ -20,7 +20,8 @@ from tb_roofline.allocator import release_free_memory
 from tb_roofline.readers import meter
 
 # What a reader keeps in memory per byte of (inflated) profile, at its peak: measured on
-# traces with long distinct names (80 MB of JSON: 445 MB peak RSS; tests/test_hardening.py).
+# traces with long distinct names (80 MB of JSON: 445 MB peak RSS;
+# tests/serve/service/test_hardening.py).
 MEMORY_PER_BYTE = {"kineto": 5.0, "xplane": 2.0}
 SMALL_SHARE = 1 / 16  # a conversion this small may use the reserve
 RESERVE_SHARE = 1 / 8  # of the budget, kept for small conversions (counted all the same)

@@ -80,7 +80,7 @@ def collect(src: xwire.Source, start, end, stat_ids, sink):
 def protobuf_line_events(line, stat_ids: dict):
     """Columns (metadata id, begin ps, duration ps, group id, dma stall ps, occurrences) of
     an `XLine` object, event by event: for the lines the wire decoder does not take, and the
-    definition the wire decoder is tested against (tests/test_tpu_wire.py)."""
+    definition the wire decoder is tested against (tests/readers/xspace/test_tpu_wire.py)."""
     base = line.timestamp_ns * 1000
     gid, doff, ddur, dma = (stat_ids.get(k, -1) for k in xwire.TARGETS)
     n = len(line.events)

@@ -1,0 +1,170 @@
+"""Answers are made once, as plain Python, by the service: the HTTP routes encode them
+(`RooflineService.encoded`), the CLI and the MCP tools read them as they are (never a JSON body
+decoded again), and the comparison and the report are plain functions of the analyses the
+service hands them (serve/service/compare.py, serve/service/report.py)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+
+import pytest
+from testpaths import TESTS
+
+from tb_roofline.model import roofline, row_grouping
+from tb_roofline.serve.mcp import op_tools, shaping
+from tb_roofline.serve.mcp import tools as mcp_tools
+from tb_roofline.serve.service import answers
+from tb_roofline.serve.service import compare as compare_api
+from tb_roofline.serve.service import report as report_api
+from tb_roofline.serve.service.core import RooflineService
+
+REPO = os.path.dirname(TESTS)
+PACKAGE = os.path.join(REPO, "tb_roofline")
+DEMO = os.path.join(REPO, "testdata", "demo")
+TORCH = os.path.join(REPO, "testdata", "compare", "torch_cpu")
+PLAIN = (dict, list, str, int, float, bool, type(None))
+
+
+@pytest.fixture(scope="module")
+def demo():
+    service = RooflineService(DEMO)
+    return service, [r["run"] for r in service.list_runs()["runs"]]
+
+
+@pytest.fixture(scope="module")
+def torch():
+    service = RooflineService(TORCH)
+    return service, [r["run"] for r in service.list_runs()["runs"]]
+
+
+def _plain(value, where="answer"):
+    """Only JSON's own types, exactly (no numpy scalar, no tuple): what json.loads gives."""
+    assert type(value) in PLAIN, (where, type(value))
+    if isinstance(value, dict):
+        for k, v in value.items():
+            assert type(k) is str, (where, k)
+            _plain(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _plain(v, f"{where}[{i}]")
+
+
+CASES = (
+    ("device", {}),
+    ("diagnostics", {}),
+    ("comm", {"include_infeed_outfeed": True}),
+    ("program", {"include_infeed_outfeed": False}),
+    ("ops", {"include_infeed_outfeed": True}),
+    ("ops", {"include_infeed_outfeed": True, "offset": 2, "limit": 3, "name": "o"}),
+)
+
+
+@pytest.mark.parametrize("fixture", ["demo", "torch"])
+def test_the_plain_answer_is_what_the_route_encodes(fixture, request):
+    service, runs = request.getfixturevalue(fixture)
+    for run in runs[:2]:
+        for kind, params in CASES:
+            plain = service.answer(kind, run, "", capped=True, **params)
+            _plain(plain)
+            body, zipped = service.encoded(kind, run, "", False, **params)
+            assert not zipped
+            assert json.loads(body) == plain, (run, kind, params)
+
+
+def test_rows_grouped_by_shapes_carry_their_column(torch):
+    service, runs = torch
+    a = service.analysis(runs[0], "")
+    assert "shapes" in row_grouping.available_rows(a)
+    got = service.answer("ops", runs[0], "", rows="shapes")
+    grouped = row_grouping.grouped_records(a, True, "shapes")
+    want = list(roofline.RECORD_COLUMNS) + list(answers.OPS_DERIVED) + ["shapes"]
+    assert got["columns"] == want and got["rows_grouping"] == "shapes"
+    assert len(got["rows"]) == len(grouped) and got["row_groupings"][:2] == ["op", "shapes"]
+    shapes = got["columns"].index("shapes")
+    assert sorted(r[shapes] for r in got["rows"]) == sorted(grouped.columns["shapes"].tolist())
+
+
+def test_mcp_answers_are_the_service_answers_shaped(demo):
+    service, runs = demo
+    run = runs[0]
+    assert mcp_tools.get_device(service, run, significant_digits=0)["device"] == shaping.shape(
+        service.device(run, "")["device"], 0
+    )
+    prog = service.program(run, "")
+    got = mcp_tools.get_program(
+        service, run, limit=1000, columns=prog["columns"], significant_digits=0
+    )
+    assert got["records"] == [shaping.shape(dict(zip(prog["columns"], r)), 0) for r in prog["rows"]]
+    ops = service.ops(run, "", offset=0, limit=10)
+    got = op_tools.top_ops(service, run, columns=ops["columns"], significant_digits=0)
+    assert got["ops"] == [shaping.shape(dict(zip(ops["columns"], r)), 0) for r in ops["rows"]]
+    assert got["total_count"] == ops["total_count"] and got["facets"] == ops["facets"]
+    want = service.ops(run, "")
+    rank = want["columns"].index("opportunity_rank")
+    ranked = sorted((r for r in want["rows"] if r[rank] is not None), key=lambda r: r[rank])
+    got = op_tools.top_ops(
+        service, run, order="time_saved", limit=1000, columns=["rank"], significant_digits=0
+    )
+    assert [o["rank"] for o in got["ops"]] == [r[want["columns"].index("rank")] for r in ranked]
+
+
+def _calls(path: str) -> set:
+    """`module.function` names a file calls (json.loads, service.encoded, ...)."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if isinstance(node.func.value, ast.Name):
+                out.add(f"{node.func.value.id}.{node.func.attr}")
+    return out
+
+
+def test_mcp_and_the_cli_never_decode_what_the_service_encoded():
+    for sub in ("mcp", "cli"):
+        folder = os.path.join(PACKAGE, "serve", sub)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                calls = _calls(os.path.join(folder, name))
+                assert not calls & {"json.loads", "json.load", "service.encoded"}, (sub, name)
+
+
+def test_compare_and_report_are_functions_of_analyses(torch):
+    """Neither module takes the service: the service looks the sides up and hands them in."""
+    for module in (compare_api, report_api):
+        tree = ast.parse(open(module.__file__, encoding="utf-8").read())
+        names = {
+            a.arg
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef)
+            for a in node.args.args + node.args.kwonlyargs
+        }
+        assert not names & {"service", "base_service"}, module.__name__
+    service, runs = torch
+    base, cand = runs[1], runs[0]
+    cmp, base_info, cand_info = compare_api.comparison(
+        compare_api.SideInput(base, "", "kineto", service.analysis(base, "")),
+        compare_api.SideInput(cand, "", "kineto", service.analysis(cand, "")),
+    )
+    got = compare_api.compare_answer(cmp, base_info, cand_info, "op")
+    assert got == service.compare(base, cand)
+    a = service.analysis(cand, "")
+    files = service.resolve_files(service.resolve_run(cand), "")
+    report = report_api.full_report(a, service.guidance(cand, ""), cand, "", True, 20, files)
+    assert json.dumps(report, sort_keys=True) == json.dumps(
+        service.report(cand, ""), sort_keys=True
+    )
+
+
+def test_the_model_shapes_no_answer():
+    """Model functions return records and facts; the answers' fields are the service's."""
+    folder = os.path.join(PACKAGE, "model")
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py"):
+            continue
+        tree = ast.parse(open(os.path.join(folder, name), encoding="utf-8").read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                args = {a.arg for a in node.args.args + node.args.kwonlyargs}
+                assert "answer" not in args, (name, node.name)
