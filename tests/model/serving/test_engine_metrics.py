@@ -10,11 +10,12 @@ import subprocess
 import sys
 
 import pytest
+from testpaths import TESTS
 
 from tb_roofline.readers import engine_metrics
 from tb_roofline.serve.service.core import RooflineService
 
-HERE = os.path.dirname(__file__)
+HERE = TESTS
 REPO = os.path.join(HERE, "..")
 DECODE = os.path.join(REPO, "testdata", "kineto", "sglang_qwen3_8b_decode")
 FIXTURE = os.path.join(REPO, "testdata", "engine_metrics", "sglang_qwen3_8b_decode.prom")

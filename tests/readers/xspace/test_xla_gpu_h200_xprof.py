@@ -14,12 +14,13 @@ import glob
 import os
 
 import pytest
+from testpaths import TESTS
 from xprof_reference import xprof_roofline
 
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.serve.service.core import RooflineService
 
-RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "xla_gpu_h200")
+RUN = os.path.join(TESTS, "..", "testdata", "xla_gpu_h200")
 RUN = os.path.join(RUN, "mlp")
 
 

@@ -12,11 +12,12 @@ import os
 
 import numpy as np
 import pytest
+from testpaths import TESTS
 
 from tb_roofline.costs.torch import engine_labels
 from tb_roofline.readers.kineto import read_kineto_file
 
-HERE = os.path.dirname(__file__)
+HERE = TESTS
 KINETO = os.path.join(HERE, "..", "testdata", "kineto")
 (LABELS,) = glob.glob(os.path.join(KINETO, "h200_decode_labels", "*.pt.trace.json.gz"))
 FLOP_COUNTER = os.path.join(KINETO, "h200_decode_eager", "flop_counter.json")

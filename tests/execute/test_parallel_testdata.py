@@ -10,11 +10,12 @@ import os
 
 import numpy as np
 import pytest
+from testpaths import TESTS
 
 from tb_roofline.execute import pool as parallel
 from tb_roofline.table.op_table import ALL_COLUMNS, ProfileData
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(TESTS)
 FILES = sorted(glob.glob(os.path.join(REPO, "testdata", "**", "*.xplane.pb"), recursive=True))
 
 

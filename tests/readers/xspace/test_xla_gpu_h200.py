@@ -16,11 +16,12 @@ import sys
 
 import numpy as np
 import pytest
+from testpaths import TESTS
 
 from tb_roofline.protos import hlo_pb2, xplane_pb2
 from tb_roofline.serve.service.core import RooflineService
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(TESTS)
 H200 = os.path.join(REPO, "testdata", "xla_gpu_h200")
 GIB = 2**30
 
