@@ -65,6 +65,7 @@ RECORD_COLUMNS = (
         "transfer_bw",
         "peak_flop_rate",
         "precision",
+        "roof_precision",
         "dtype",
         "include_infeed_outfeed",
         "is_infeed_outfeed",
@@ -157,7 +158,10 @@ def json_columns(columns: dict, names) -> list[list]:
                 values = arr.astype(object)
                 values[~finite] = None
                 cols.append(values.tolist())
-        elif name.endswith("caveat") or name == "dtype":  # "" = none / not known
+        elif name.endswith("caveat") or name in (
+            "dtype",
+            "roof_precision",
+        ):  # "" = none / not known
             cols.append([v or None for v in arr.tolist()])
         else:
             cols.append(arr.tolist())
