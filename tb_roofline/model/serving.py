@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_roofline.costs.weight_formats import weight_bytes_per_element
 from tb_roofline.model.records import compute_roof
 
 AVERAGE_PREFIX = "Average · "
@@ -221,7 +222,9 @@ def _floor_refused(gemm: dict, mm) -> str:
     if cov is None:
         return "no GEMM ran in this step"
     if cov < MIN_WEIGHT_COVERAGE or not (mm[1] or 0) > 0 or not (mm[0] or 0) > 0:
-        top = ", ".join(f"{n[:80]} ({t / 1e6:,.0f} µs)" for n, t in gemm["uncovered"][:3])
+        top = ", ".join(
+            f"{n[:80]} ({t / 1e6:,.0f} µs{weight_format_note(n)})" for n, t in gemm["uncovered"][:3]
+        )
         return (
             f"the GEMMs whose weights are counted ran {cov:.1%} of the step's GEMM time "
             f"({gemm['covered_ps'] / 1e6:,.0f} of {gemm['time_ps'] / 1e6:,.0f} µs), under the "
@@ -229,6 +232,13 @@ def _floor_refused(gemm: dict, mm) -> str:
             "(uncosted_ops says why each has no cost)"
         )
     return ""
+
+
+def weight_format_note(kernel: str) -> str:
+    """What a GEMM kernel's name says each of its weights costs (costs/weight_formats.py):
+    its weights' count is what the trace lacks for the floor to include them."""
+    b = weight_bytes_per_element(kernel)
+    return "" if b is None else f"; its name says {b:g} B per weight, their count is not recorded"
 
 
 # The ops between the GEMMs of a layer: norms, activations, RoPE, KV-cache stores, casts.
