@@ -1,9 +1,9 @@
 """Quantized GEMM kernels named by what they read (costs/weight_formats.py,
-readers/kernel_names.py): cuBLAS's `nvjet_…qq…` kernels take two fp8 operands, checked on the real H200 decode traces
-(testdata/kineto/h200_decode_eager: which op launched each kernel, by External id, and that op's
-recorded input types; h200_decode_graph: the same kernels replayed without their ops), and
-the bytes per weight of the MXFP4 kernels of the real vLLM traces (b200_eager,
-mi300x_vllm_graph_capture)."""
+readers/kernel_names.py): cuBLAS's `nvjet_…qq…` kernels take two fp8 operands, checked on the
+real H200 decode traces (testdata/kineto/h200_decode_eager: which op launched each kernel, by
+External id, and that op's recorded input types; h200_decode_graph: the same kernels replayed
+without their ops), and the bytes per weight of the MXFP4 kernels of the real vLLM traces
+(b200_eager, mi300x_vllm_graph_capture)."""
 
 from __future__ import annotations
 
