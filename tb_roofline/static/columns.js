@@ -308,8 +308,8 @@ export const OP_COLUMNS = columns(['rank', 'operation', 'shapes', 'bound_by', 'r
   'cumulative_self_time_percent', 'dma_stall_percent', 'flop_rate',
   'bottleneck_operational_intensity', 'model_flop_rate', 'memory_bw', ...MEMORY_BW_KEYS,
   'transfer_time_us', 'transfer_bw', 'operational_intensity', ...MEMORY_OI_KEYS,
-  'peak_flop_rate', 'compute_efficiency', 'max_mem_bw_utilization', 'flop_coverage',
-  'include_infeed_outfeed', 'source']);
+  'peak_flop_rate', 'roof_precision', 'compute_efficiency', 'max_mem_bw_utilization',
+  'flop_coverage', 'include_infeed_outfeed', 'source']);
 
 /** The op table's columns at first (the rest in its column chooser): they fit 1280 px. */
 export const OP_ESSENTIAL = ['rank', 'operation', 'shapes', 'bound_by', 'roofline_efficiency',
