@@ -134,3 +134,13 @@ def test_scaled_grouped_mm_and_packed_fp4_by_hand():
     c = _cost("aten::_scaled_mm", dims, types, conc)
     assert (c.flops, c.bytes, c.precision) == (384, 97, "f4e2m1")
     assert _cost("aten::_scaled_mm", dims, types, conc[:6] + ["99", "False"]) is None
+
+
+def test_scaled_mm_without_concrete_inputs_is_not_costed():
+    """Without `Concrete Inputs` the out_dtype is unknown, so is the output's size: no cost
+    (never the input type guessed); recorded empty (None passed), the output is in a's type."""
+    dims = [[16, 32], [32, 8], [], [], [], [], [], []]
+    types = [E4M3, E4M3, F32, F32, "", "", "Scalar", "Scalar"]
+    assert _cost("aten::_scaled_mm", dims, types) is None
+    c = _cost("aten::_scaled_mm", dims, types, [""] * 6 + ["", "False"])
+    assert (c.flops, c.bytes) == (2 * 16 * 32 * 8, 16 * 32 + 32 * 8 + 8 + 16 * 8)

@@ -86,9 +86,13 @@ _PACKED_VALUES = {"f4e2m1": 2}
 
 
 def scaled_out_precision(name: str, args: Args, a: Tensor) -> str | None:
-    """The output's precision: the recorded `out_dtype` code, else the first matrix's type
-    (the op's default); None for a code the table does not know."""
-    code = args.value(SCALED_MM_OPS[name][1])
+    """The output's precision: the recorded `out_dtype` code, else (recorded as None) the
+    first matrix's type, the op's default; None for a code the table does not know and when
+    the trace records no scalar values (`Concrete Inputs`): the output's size is unknown."""
+    index = SCALED_MM_OPS[name][1]
+    if index >= len(args.concrete):
+        return None
+    code = args.value(index)
     if code is None:
         return a.precision
     return SCALAR_TYPE_CODES.get(code) if isinstance(code, int) else None
