@@ -95,7 +95,7 @@ def scaled_out_precision(name: str, args: Args, a: Tensor) -> str | None:
     code = args.value(index)
     if code is None:
         return a.precision
-    return SCALAR_TYPE_CODES.get(code) if isinstance(code, int) else None
+    return SCALAR_TYPE_CODES.get(code) if type(code) is int else None
 
 
 def scaled_mm_cost(name: str, args: Args) -> OpCost | None:
