@@ -144,3 +144,24 @@ def test_scaled_mm_without_concrete_inputs_is_not_costed():
     assert _cost("aten::_scaled_mm", dims, types) is None
     c = _cost("aten::_scaled_mm", dims, types, [""] * 6 + ["", "False"])
     assert (c.flops, c.bytes) == (2 * 16 * 32 * 8, 16 * 32 + 32 * 8 + 8 + 16 * 8)
+
+
+def test_scaled_mm_v2_scales_sized_by_their_recipe():
+    """_scaled_mm_v2(a [16, 64] e4m3, b [64, 32] e4m3, scale_a [[16, 2]], recipe [3] =
+    BlockWise1x32 (e8m0 scales, 1 B), [], scale_b [[32, 2]], [3], [], None, 15 = bf16, [],
+    False): 2·16·64·32 = 65,536 FLOPs; bytes a 1,024 + b 2,048 + scales 32 + 64 + out
+    16·32·2 = 1,024 → 4,192. Tensorwise recipes (0) are fp32 scalars: 4 B each. A
+    contraction_dim other than [] or an unknown recipe: no cost."""
+    dims = [[16, 64], [64, 32], [[16, 2]], [], [], [[32, 2]], [], [], [], [], [], []]
+    types = [E4M3, E4M3, "TensorList", "ScalarList", "ScalarList", "TensorList"]
+    types += ["ScalarList", "ScalarList", "", "Scalar", "ScalarList", "Scalar"]
+    conc = ["", "", "", "[3]", "[]", "", "[3]", "[]", "", "15", "[]", "False"]
+    c = _cost("aten::_scaled_mm_v2", dims, types, conc)
+    assert (c.flops, c.bytes, c.category, c.precision) == (65536, 4192, "matmul", "f8e4m3")
+    tensorwise = dims[:2] + [[[]], [], [], [[]]] + dims[6:]
+    c = _cost(
+        "aten::_scaled_mm_v2", tensorwise, types, conc[:3] + ["[0]", "[]", "", "[0]"] + conc[7:]
+    )
+    assert c.bytes == 1024 + 2048 + 4 + 4 + 1024
+    assert _cost("aten::_scaled_mm_v2", dims, types, conc[:10] + ["[0]", "False"]) is None
+    assert _cost("aten::_scaled_mm_v2", dims, types, conc[:3] + ["[9]"] + conc[4:]) is None

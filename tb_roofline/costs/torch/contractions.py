@@ -10,7 +10,6 @@ import math
 
 from tb_roofline.costs.hlo import attention as hlo_attention
 from tb_roofline.costs.torch.args import (
-    SCALAR_TYPE_CODES,
     Args,
     OpCost,
     Tensor,
@@ -68,70 +67,6 @@ def matmul_cost(name: str, args: Args) -> OpCost | None:
         out_shape = (m, n)
     out = Tensor(out_shape, a.precision)
     return _cost("matmul", 2 * batch * m * k * n, [t for t in inputs if t is not None], out)
-
-
-# The scaled (fp8 / fp4) GEMMs' argument positions, from their schemas (torch 2.14's
-# `aten::_scaled_mm(Tensor self, Tensor mat2, Tensor scale_a, Tensor scale_b, Tensor? bias,
-# Tensor? scale_result, ScalarType? out_dtype, bool use_fast_accum)` and
-# `aten::_scaled_grouped_mm(self, mat2, scale_a, scale_b, Tensor? offs, Tensor? bias,
-# Tensor? scale_result, ScalarType? out_dtype, use_fast_accum)`): the tensors read besides the
-# two matrices, and where the output's ScalarType code is.
-SCALED_MM_OPS = {
-    "_scaled_mm": ((2, 3, 4, 5), 6),
-    "_scaled_grouped_mm": ((2, 3, 4, 5, 6), 7),
-}
-# Float4_e2m1fn_x2 packs two fp4 values in each recorded element: the contraction is twice
-# the recorded K (its bytes are the recorded elements', one byte each).
-_PACKED_VALUES = {"f4e2m1": 2}
-
-
-def scaled_out_precision(name: str, args: Args, a: Tensor) -> str | None:
-    """The output's precision: the recorded `out_dtype` code, else (recorded as None) the
-    first matrix's type, the op's default; None for a code the table does not know and when
-    the trace records no scalar values (`Concrete Inputs`): the output's size is unknown."""
-    index = SCALED_MM_OPS[name][1]
-    if index >= len(args.concrete):
-        return None
-    code = args.value(index)
-    if code is None:
-        return a.precision
-    return SCALAR_TYPE_CODES.get(code) if type(code) is int else None
-
-
-def scaled_mm_cost(name: str, args: Args) -> OpCost | None:
-    """aten::_scaled_mm / _scaled_grouped_mm: a quantized GEMM (fp8 e4m3/e5m2, or packed fp4)
-    with its dequantization scales. FLOPs 2·M·N·K of the products (FlopCounterMode's count;
-    K counts the values of a packed type); bytes: both matrices at their element size (1 B
-    for fp8), the scales, bias and scale_result as recorded, the output written in out_dtype.
-    The precision is the matrices' (the fp8 tensor-core roof for fp8)."""
-    a, b = args.tensor(0), args.tensor(1)
-    if a is None or b is None:
-        return None
-    shape = _scaled_gemm_shape(name, a.shape, b.shape)
-    out_precision = scaled_out_precision(name, args, a)
-    if shape is None or out_precision is None:
-        return None
-    m, k, n, out_shape = shape
-    k *= _PACKED_VALUES.get(a.precision, 1)
-    extra = [t for t in map(args.tensor, SCALED_MM_OPS[name][0]) if t is not None]
-    return _cost("matmul", 2 * m * k * n, [a, b, *extra], Tensor(out_shape, out_precision))
-
-
-def _scaled_gemm_shape(name: str, a: tuple, b: tuple):
-    """(rows M summed over groups, K, N, output shape) of a [M, K] @ b [K, N], or of a grouped
-    GEMM: a [M, K] over b [G, K, N] (each row meets its group's matrix), a [G, M, K] @
-    b [G, K, N], or a [M, ΣK] @ b [ΣK, N] split along K into G outputs (G unknown from shapes
-    alone: the FLOPs are the same, the output [G, M, N] is not, so that form is not costed)."""
-    if name == "_scaled_mm" and len(a) == 2 and len(b) == 2 and a[1] == b[0]:
-        return a[0], a[1], b[1], (a[0], b[1])
-    if name != "_scaled_grouped_mm" or len(b) != 3:
-        return None
-    g, k, n = b
-    if len(a) == 2 and a[1] == k:
-        return a[0], k, n, (a[0], n)
-    if len(a) == 3 and a[0] == g and a[2] == k:
-        return g * a[1], k, n, (g, a[1], n)
-    return None
 
 
 def einsum_cost(args: Args) -> OpCost | None:

@@ -19,8 +19,8 @@ from tb_roofline.costs.torch import layers as torch_layers
 from tb_roofline.costs.torch import pool as torch_pool
 from tb_roofline.costs.torch import serving_ops
 from tb_roofline.costs.torch import sparse_ops as torch_sparse_ops
-from tb_roofline.costs.torch.contractions import SCALED_MM_OPS, scaled_mm_cost
 from tb_roofline.costs.torch.flops import Args, OpCost, Tensor
+from tb_roofline.costs.torch.scaled_mm import SCALED_MM_OPS, scaled_mm_cost
 
 # c10 ScalarType names as `record_param_comms` writes them (`dtype`) → precision (sizes:
 # costs/hlo/shapes.py ELEMENT_BYTES).
