@@ -82,14 +82,58 @@ def ceiling_precision(
 
 
 _MATMUL_WORDS = ("conv", "dot", "matmul", "gemm", "attention", "einsum", "linear")
+# Data precisions a vector-unit op is labelled by (its roof is the vector ceiling they run on).
+_FLOAT_DATA = frozenset({"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4"})
+
+
+def is_matmul_category(category: str) -> bool:
+    """Dots, convolutions and attention: work for the tensor / matrix cores."""
+    low = str(category).lower()
+    return any(w in low for w in _MATMUL_WORDS)
+
+
+def roof_precision(precision: str, category: str, dtype: str, device: DeviceInfo) -> str:
+    """The ceiling whose peak an op of this precision key (apply_ceilings'), category and
+    `dtype` key is judged under: its precision for dots and convolutions and for a unit its
+    kernel names (both already ceilings); for the other ops, the vector units' ceiling of
+    their data (bf16 elementwise math runs on the CUDA cores in fp32: the fp32 roof), or the
+    precision itself when the device has none."""
+    if is_matmul_category(category) or str(dtype).startswith(KERNEL_PREFIX):
+        return precision
+    if normalize_precision(precision) not in _FLOAT_DATA:  # integer work: records.compute_roof
+        return precision
+    return ceiling_precision(precision, False, device) or precision
+
+
+def roof_precisions(keys: dict, device: DeviceInfo) -> np.ndarray:
+    """`roof_precision` of each key of an op table (its `precision`, `category`, `dtype`)."""
+    triples = list(
+        zip(keys["precision"].tolist(), keys["category"].tolist(), keys["dtype"].tolist())
+    )
+    names = {t: roof_precision(str(t[0]), str(t[1]), str(t[2]), device) for t in set(triples)}
+    out = np.empty(len(triples), dtype=object)
+    out[:] = [names[t] for t in triples]
+    return out
+
+
+def _placed(dtype: str, matmul: bool, device: DeviceInfo, allow_tf32: bool) -> str:
+    """An op's precision key: the ceiling of a dot or convolution (or of the unit its kernel
+    names); for another op on floating-point data, that data's precision (the label says what
+    it moved and computed; roof_precision gives the vector roof it is judged under)."""
+    ceiling = ceiling_precision(dtype, matmul, device, allow_tf32)
+    data = normalize_precision(dtype) if not dtype.startswith(KERNEL_PREFIX) else ""
+    if ceiling and not matmul and data in _FLOAT_DATA:
+        return data
+    return ceiling or plain_precision(dtype)
 
 
 def apply_ceilings(table, device: DeviceInfo, allow_tf32: bool = True) -> None:
-    """Set each op's `precision` (a key column of the op table) to the ceiling it belongs under
-    on this device (tensor-core roofs for dots and convolutions, vector roofs for the rest, or
-    exactly the unit its kernel names); ops whose precision has no ceiling of its own keep their
-    data type and fall under the default roof. The data type itself stays in `dtype`, so a later
-    device (a device file) can place the ops again."""
+    """Set each op's `precision` (a key column of the op table): for dots and convolutions the
+    ceiling they belong under on this device (tensor-core roofs, or exactly the unit its kernel
+    names); for the other ops their data's precision, judged under the vector roof
+    `roof_precision` names; ops whose precision has no ceiling of its own keep their data type
+    and fall under the default roof. The data type itself stays in `dtype`, so a later device
+    (a device file) can place the ops again."""
     keys = table.keys
     if not len(keys["precision"]):
         return
@@ -104,10 +148,7 @@ def apply_ceilings(table, device: DeviceInfo, allow_tf32: bool = True) -> None:
     for dtype, category in zip(dtypes.tolist(), keys["category"].tolist()):
         key = (dtype, category)
         if key not in cache:
-            matmul = any(w in category.lower() for w in _MATMUL_WORDS)
-            cache[key] = ceiling_precision(dtype, matmul, device, allow_tf32) or plain_precision(
-                dtype
-            )
+            cache[key] = _placed(dtype, is_matmul_category(category), device, allow_tf32)
         out.append(cache[key])
     out_arr = np.empty(len(out), dtype=object)
     out_arr[:] = out

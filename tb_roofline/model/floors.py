@@ -15,6 +15,7 @@ import dataclasses
 
 import numpy as np
 
+from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.link_roofs import link_scales
 from tb_roofline.model.record_table import RecordTable
@@ -42,7 +43,7 @@ class Roofs:
         kinds = {c: is_collective(str(c)) for c in set(cats.tolist())}
         return Roofs(
             device,
-            div(1.0, compute_roof(device, table.keys["precision"])),
+            div(1.0, compute_roof(device, roof_precisions(table.keys, device))),
             np.array([kinds[c] for c in cats.tolist()], bool),
             link_scale=link_scales(table.keys["collective"], device),
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline.devices.precision import split_kernel_type
+from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.floors import mixed_regimes
 from tb_roofline.model.link_roofs import link_assumption, link_scales
@@ -67,6 +68,7 @@ def op_records(
     first_key, sums, cav = first_key[order], {k: v[order] for k, v in sums.items()}, cav[order]
     labels = record_labels(keys, first_key, mixed[order], host_label, n)
     labels["link_assumption"] = assumed[order]
+    labels["roof_precision"] = roof_precisions(keys, device)[first_key]
     if group is not None:
         sums = _mixed_precisions(sums, labels, keys["precision"], key_rec, order, device)
     rec = build_records(
@@ -218,14 +220,14 @@ def _mixed_precisions(
     for r, p in zip(key_rec.tolist(), precision.tolist()):
         if r >= 0:
             seen.setdefault(int(rank[r]), set()).add(str(p))
-    label = labels["precision"].copy()
-    peak = compute_roof(device, label)
+    label, roof = labels["precision"].copy(), labels["roof_precision"].copy()
+    peak = compute_roof(device, roof)
     mix = mixed_roof(sums["flops"], sums["roof_time"], device)
     for i, ps in seen.items():
         if len(ps) > 1:
-            label[i] = "+".join(sorted(ps))
+            label[i], roof[i] = "+".join(sorted(ps)), ""
             peak[i] = mix[i]
-    labels["precision"] = label
+    labels["precision"], labels["roof_precision"] = label, roof
     return dict(sums, peak=peak)
 
 

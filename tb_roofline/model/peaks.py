@@ -14,6 +14,7 @@ import dataclasses
 
 import numpy as np
 
+from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.model.records import ABOVE_ROOF, compute_roof, div
@@ -50,7 +51,7 @@ def settle(device: DeviceInfo, table, kernels, key_sums) -> tuple[DeviceInfo, li
         if peak not in doubtful or not peak.gflops > 0:
             continue
         # The rows judged against this ceiling (any precision whose roof it is).
-        mine = compute_roof(device, keys["precision"]) == peak.gflops
+        mine = compute_roof(device, roof_precisions(keys, device)) == peak.gflops
         rate = div(vals["flops"], time_ns)
         worst = _worst(rate, trusted & mine)
         if worst is not None and rate[worst] > peak.gflops * ABOVE_ROOF:
@@ -137,7 +138,11 @@ def run_compute_roofs(columns: dict, device: DeviceInfo) -> list[dict]:
     "device" (else "records")."""
     peak = np.asarray(columns["peak_flop_rate"], dtype=float)
     caveat = np.asarray(columns["caveat"], dtype=object)
-    precision = np.asarray(columns["precision"], dtype=object)
+    # named by the ceiling each record is judged under (a bf16 elementwise op: fp32)
+    roof_names = columns.get("roof_precision")
+    precision = np.asarray(
+        roof_names if roof_names is not None else columns["precision"], dtype=object
+    )
     time = np.asarray(columns["total_self_time_us"], dtype=float)
     used = np.isfinite(peak) & (peak > 0) & ~np.isin(caveat, ASYNC_CAVEATS)
     roofs: dict = {}

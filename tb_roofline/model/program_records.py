@@ -155,6 +155,7 @@ def _program_labels(kinds, steps, hosts, flops_source) -> dict:
         "tf_op": "",
         "flops_source": distinct.pop() if len(distinct) == 1 else ("mixed" if distinct else "none"),
         "precision": "mixed",
+        "roof_precision": "",
         "dtype": "",
         "host": hosts,
     }

@@ -67,6 +67,7 @@ RECORD_COLUMNS = (
         "link_assumption",
         "peak_flop_rate",
         "precision",
+        "roof_precision",
         "dtype",
         "include_infeed_outfeed",
         "is_infeed_outfeed",
@@ -159,7 +160,10 @@ def json_columns(columns: dict, names) -> list[list]:
                 values = arr.astype(object)
                 values[~finite] = None
                 cols.append(values.tolist())
-        elif name.endswith("caveat") or name == "dtype":  # "" = none / not known
+        elif name.endswith("caveat") or name in (
+            "dtype",
+            "roof_precision",
+        ):  # "" = none / not known
             cols.append([v or None for v in arr.tolist()])
         else:
             cols.append(arr.tolist())

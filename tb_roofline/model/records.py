@@ -280,7 +280,7 @@ def build_records(
     """Records from group sums. `labels`: a value per column (scalar or array of n);
     `caveats`: the reader's caveat per record ("" for none), op-level records only;
     `containers`: records that only hold other ops (no time of their own to save)."""
-    precision = labels.get("precision")
+    precision = labels.get("roof_precision", labels.get("precision"))
     if isinstance(precision, np.ndarray) and "peak" not in sums:  # rows of one precision
         # each: exactly its ceiling (a caller that merged precisions gives their mixed roof)
         sums = dict(sums, peak=compute_roof(device, precision))

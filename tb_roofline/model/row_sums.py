@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model import steps as steps_model
 from tb_roofline.model.floors import Roofs
@@ -18,8 +19,9 @@ from tb_roofline.table.op_table import COST_COLUMNS, ROW_BLOCK, OpTable, constan
 
 
 def key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
-    """The compute ceiling of each key's precision (records.compute_roof; 0 when none)."""
-    return compute_roof(device, table.keys["precision"])
+    """The compute ceiling each key is judged under (records.compute_roof of its
+    precision_ceilings.roof_precisions; 0 when none)."""
+    return compute_roof(device, roof_precisions(table.keys, device))
 
 
 ROW_SUM_COLUMNS = tuple(

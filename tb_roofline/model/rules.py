@@ -152,7 +152,7 @@ def far_below_roof(ctx: Context) -> list:
         bound = str(c["bound_by"][i])
         if ctx.compute_bound[i]:
             what = (
-                f"compute-bound at {eff[i]:.0%} of its {c['precision'][i]} roof "
+                f"compute-bound at {eff[i]:.0%} of its {roof_name(c, i)} "
                 f"({float(c['peak_flop_rate'][i]):,.0f} GFLOP/s)"
             )
         else:
@@ -180,6 +180,14 @@ def far_below_roof(ctx: Context) -> list:
             )
         )
     return out
+
+
+def roof_name(c, i: int) -> str:
+    """'fp32 roof', or for an op judged under the vector ceiling of other data 'fp32 roof
+    (bf16 data on the vector units)'."""
+    prec = str(c["precision"][i])
+    roof = str(c["roof_precision"][i] or prec) if "roof_precision" in c else prec
+    return f"{roof} roof" + (f" ({prec} data on the vector units)" if roof != prec else "")
 
 
 OP_RULES = (tiling, precision, tiny_ops, fusion, repeated_copy, far_below_roof)

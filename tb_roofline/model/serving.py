@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_roofline.costs.weight_formats import weight_bytes_per_element
 from tb_roofline.model.records import compute_roof
 
 AVERAGE_PREFIX = "Average · "
@@ -259,8 +260,17 @@ def _ridge_text(r: dict, batch, rb: float) -> str:
 
 def _uncounted(gemm: dict) -> str:
     """The GEMM rows whose weights are not counted, the three longest, with their time."""
-    top = ", ".join(f"{n[:80]} ({t / 1e6:,.0f} µs)" for n, t in gemm["uncovered"][:3])
+    top = ", ".join(
+        f"{n[:80]} ({t / 1e6:,.0f} µs{weight_format_note(n)})" for n, t in gemm["uncovered"][:3]
+    )
     return top or "none"
+
+
+def weight_format_note(kernel: str) -> str:
+    """What a GEMM kernel's name says each of its weights costs (costs/weight_formats.py):
+    its weights' count is what the trace lacks for the floor to include them."""
+    b = weight_bytes_per_element(kernel)
+    return "" if b is None else f"; its name says {b:g} B per weight, their count is not recorded"
 
 
 # The ops between the GEMMs of a layer: norms, activations, RoPE, KV-cache stores, casts.

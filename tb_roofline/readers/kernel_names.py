@@ -13,12 +13,15 @@ from __future__ import annotations
 import functools
 import re
 
+from tb_roofline.costs.weight_formats import NVJET_FP8
+
 # Order matters: the first rule that matches wins (bf16 before f16; explicit types before the
 # generic tensor-op shapes).
 _UNIT_RULES = [
     (re.compile(r"e2m1|nvfp4|mxfp4|fp4"), "fp4"),
     (re.compile(r"e2m3|e3m2|mxfp6|fp6"), "fp6"),
-    (re.compile(r"e4m3|e5m2|fp8|f8f8|_f8_|qkve4m3"), "fp8"),
+    # cuBLAS `nvjet_…qq…`: two fp8 operands (costs/weight_formats.py says how that is known).
+    (re.compile(r"e4m3|e5m2|fp8|f8f8|_f8_|qkve4m3|" + NVJET_FP8), "fp8"),
     # `DF16b` is the Itanium mangling of std::bfloat16_t (aiter's and CK's templated kernels:
     # `add_rmsnorm_quant_kernelIDF16bDF16b…`); `DF16_` is _Float16. Before the fp16 rule,
     # whose `f16` would match both.

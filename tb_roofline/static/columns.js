@@ -161,9 +161,13 @@ export const COLUMN = Object.fromEntries([
     {title: "share of all ops' self time (the column sums to 100%)"}),
   C('category', 'Category', fmtText),
   C('precision', 'Precision', fmtText,
-    {title: 'the precision that ran (from the kernel name on GPU, else the data type)'}),
+    {title: 'the precision that ran: a GEMM\'s from its kernel name on GPU, else the data ' +
+      'type it moved and computed'}),
+  C('roof_precision', 'Roof', fmtText,
+    {title: 'the compute ceiling it is judged under: the precision for dots and ' +
+      'convolutions, the vector units\' ceiling for other ops (bf16 elementwise: fp32)'}),
   C('dtype', 'Input data type', fmtText,
-    {title: 'the data type of its inputs as recorded (the precision names the roof it is under)'}),
+    {title: 'the data type of its inputs as recorded'}),
   C('program', 'Program', fmtText, {wide: true}),
   C('occurrences', '# Occurrences', fmtInt),
   C('total_time_us', 'Total time', fmtTime),
@@ -312,7 +316,8 @@ export const OP_COLUMNS = columns(['rank', 'operation', 'shapes', 'bound_by', 'r
   'cumulative_self_time_percent', 'dma_stall_percent', 'flop_rate',
   'bottleneck_operational_intensity', 'model_flop_rate', 'memory_bw', ...MEMORY_BW_KEYS,
   'transfer_time_us', 'transfer_bw', 'link_roof_gbs', 'link_assumption', 'operational_intensity',
-  ...MEMORY_OI_KEYS, 'peak_flop_rate', 'compute_efficiency', 'max_mem_bw_utilization',
+  ...MEMORY_OI_KEYS, 'peak_flop_rate', 'roof_precision', 'compute_efficiency',
+  'max_mem_bw_utilization',
   'flop_coverage', 'include_infeed_outfeed', 'source']);
 
 /** The op table's columns at first (the rest in its column chooser): they fit 1280 px. */
@@ -335,16 +340,17 @@ export const PROGRAM_ESSENTIAL = ['series', 'bound_by', 'roofline_efficiency', '
   'bottleneck_operational_intensity', 'memory_bw', 'hbm_bw', 'peak_flop_rate'];
 
 /** What the chart tooltip shows at once (details: click the point). */
-export const TOOLTIP_KEYS = ['category', 'precision', 'bound_by', 'binding_roof',
-  'roofline_efficiency', 'potential_time_saved_us', 'total_time_us', 'total_time_per_core_us',
-  'time_fraction', 'self_time_percent', 'flop_rate', 'bottleneck_operational_intensity',
-  'flop_coverage', 'host'];
+export const TOOLTIP_KEYS = ['category', 'precision', 'roof_precision', 'bound_by',
+  'binding_roof', 'roofline_efficiency', 'potential_time_saved_us', 'total_time_us',
+  'total_time_per_core_us', 'time_fraction', 'self_time_percent', 'flop_rate',
+  'bottleneck_operational_intensity', 'flop_coverage', 'host'];
 
 /** Every metric of a record, for the details of a selected point (in this order). */
 export const TOOLTIP_COLUMNS = columns([...new Set(['series', 'operation', 'shapes', 'step',
   'category', 'program', 'bound_by', 'binding_roof', 'bottleneck_operational_intensity',
   'flop_rate', 'time_fraction', ...OP_COLUMNS.map((c) => c.key).filter((k) =>
-    !['include_infeed_outfeed'].includes(k)), 'dtype', 'roof_time_us', 'mixed_regimes',
+    !['include_infeed_outfeed'].includes(k)), 'roof_precision', 'dtype', 'roof_time_us',
+  'mixed_regimes',
   'bytes_coverage', 'total_time_per_core_us', 'flops', 'bytes', 'tf_op', 'flops_source',
   'host'])]);
 

@@ -33,7 +33,9 @@ function computeRoofs(device, records, mix) {
     const v = r.peak_flop_rate;
     if (!positive(v) || r.caveat === 'async_start' || r.caveat === 'async_wait') continue;
     if (!byValue.has(v)) byValue.set(v, new Set());
-    if (r.precision && r.precision !== 'mixed') byValue.get(v).add(r.precision);
+    // named by the ceiling the record is judged under (a bf16 elementwise op: fp32)
+    const p = r.roof_precision || r.precision;
+    if (p && p !== 'mixed') byValue.get(v).add(p);
   }
   if (!byValue.size && compute.length && positive(compute[0].peak_gflops)) {
     byValue.set(compute[0].peak_gflops, new Set());
@@ -78,7 +80,8 @@ export function drawnMemories(device, records) {
 /** The binding roof of a record: {id, label} of the memory or compute roof it is bound by. */
 export function bindingRoof(device, r) {
   if (r.binding_roof_id === 'compute' && positive(r.peak_flop_rate)) {
-    const p = r.precision && r.precision !== 'mixed' ? `${r.precision} ` : '';
+    const roof = r.roof_precision || r.precision;
+    const p = roof && roof !== 'mixed' ? `${roof} ` : '';
     return {id: `compute:${r.peak_flop_rate}`,
       label: `Compute (${p}${fmtFlopRate(r.peak_flop_rate)})`};
   }

@@ -72,7 +72,7 @@ def _emitted() -> dict[str, str]:
         out[p] = "costs/torch/args.py DTYPES"
     for p, _size in custom_ops.SCALAR_TYPES.values():
         out[p] = "costs/torch/custom_ops.py SCALAR_TYPES"
-    for p in flops._SCALAR_TYPE_CODES.values():
+    for p in flops.SCALAR_TYPE_CODES.values():
         out[p] = "costs/torch/flops.py scalar type codes"
     for p in args.FLOAT_PRECISIONS:
         out[p] = "costs/torch/args.py FLOAT_PRECISIONS"

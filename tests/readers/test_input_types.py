@@ -79,13 +79,15 @@ def test_b200_labels_are_the_recorded_input_types(service):
             checked += 1
     assert checked >= 15
     # bf16 inputs by hand: the gather, the norm (its kernel is templated on `_typeConvert`, no
-    # convolution) and the KV-cache write (`..._flash`, no attention) are labelled bf16 and sit
-    # under the vector units' roof (fp32 on this part), not a tensor-core one.
+    # convolution) and the KV-cache write (`..._flash`, no attention) are labelled bf16 (the
+    # data they moved) and sit under the vector units' roof (fp32 on this part, named in
+    # `roof_precision`), not a tensor-core one.
     a = service.analysis(run, "")
     for name in ("aten::index", "_C::fused_add_rms_norm", "_C_cache_ops::reshape_and_cache_flash"):
         assert raw[name] == {"c10::BFloat16": raw[name]["c10::BFloat16"]}
         assert rows[name]["dtype"] == "bf16", name
-        assert rows[name]["precision"] == "fp32", name
+        assert rows[name]["precision"] == "bf16", name
+        assert rows[name]["roof_precision"] == "fp32", name
         assert rows[name]["peak_flop_rate"] == pytest.approx(peak_of(a, "fp32"), rel=1e-9)
     # A GEMM keeps the unit its kernel names (an FP4 block-scaled bmm) and carries its bf16
     # inputs beside it.

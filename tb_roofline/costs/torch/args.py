@@ -58,6 +58,24 @@ DTYPES = {t: (p, element_bytes(p)) for t, p in _PRECISIONS.items()}
 FLOAT_PRECISIONS = frozenset(
     {"f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "c64", "c128", "c32"}
 )
+# c10::ScalarType codes as recorded in Concrete Inputs (e.g. `aten::to(x, 6)` = float).
+SCALAR_TYPE_CODES = {
+    0: "u8",
+    1: "s8",
+    2: "s16",
+    3: "s32",
+    4: "s64",
+    5: "f16",
+    6: "f32",
+    7: "f64",
+    8: "c32",
+    9: "c64",
+    10: "c128",
+    11: "pred",
+    15: "bf16",
+    23: "f8e5m2",
+    24: "f8e4m3",
+}
 # Every precision here has a whole-byte element (tests/devices/test_element_sizes.py checks them).
 SIZES: dict[str, int] = {p: s for p, s in DTYPES.values() if s is not None}
 

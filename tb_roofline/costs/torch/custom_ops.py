@@ -20,6 +20,7 @@ from tb_roofline.costs.torch import pool as torch_pool
 from tb_roofline.costs.torch import serving_ops
 from tb_roofline.costs.torch import sparse_ops as torch_sparse_ops
 from tb_roofline.costs.torch.flops import Args, OpCost, Tensor
+from tb_roofline.costs.torch.scaled_mm import SCALED_MM_OPS, scaled_mm_cost
 
 # c10 ScalarType names as `record_param_comms` writes them (`dtype`) → precision (sizes:
 # costs/hlo/shapes.py ELEMENT_BYTES).
@@ -271,6 +272,8 @@ def more_aten_cost(n: str, args: Args) -> OpCost | None:
         return torch_sparse_ops.embedding_bag_cost(args)
     if n == "_grouped_mm":
         return torch_sparse_ops.grouped_mm_cost(args)
+    if n in SCALED_MM_OPS:
+        return scaled_mm_cost(n, args)
     if n in torch_pool.POOL_OPS:
         return torch_pool.pool_cost(n, args)
     if n == "lstm":

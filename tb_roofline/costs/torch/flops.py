@@ -28,6 +28,7 @@ from tb_roofline.costs.torch.args import (  # noqa: F401 (re-exported)
     DTYPES,
     FLOAT_PRECISIONS,
     INT_LABELS,
+    SCALAR_TYPE_CODES,
     SIZES,
     Args,
     OpCost,
@@ -292,30 +293,11 @@ def copy_cost(name: str, args: Args) -> OpCost | None:
     if name == "_to_copy":
         code = args.value(1)
         out_prec = (
-            _SCALAR_TYPE_CODES.get(code, x.precision) if isinstance(code, int) else x.precision
+            SCALAR_TYPE_CODES.get(code, x.precision) if isinstance(code, int) else x.precision
         )
     out = Tensor(x.shape, out_prec)
     return OpCost("copy", 0.0, float(x.nbytes + out.nbytes), x.precision, "formula")
 
-
-# c10::ScalarType codes as recorded in Concrete Inputs (e.g. `aten::to(x, 6)` = float).
-_SCALAR_TYPE_CODES = {
-    0: "u8",
-    1: "s8",
-    2: "s16",
-    3: "s32",
-    4: "s64",
-    5: "f16",
-    6: "f32",
-    7: "f64",
-    8: "c32",
-    9: "c64",
-    10: "c128",
-    11: "pred",
-    15: "bf16",
-    23: "f8e5m2",
-    24: "f8e4m3",
-}
 
 VIEW_OPS = frozenset(
     """view reshape _reshape_alias _unsafe_view as_strided t transpose permute
@@ -429,6 +411,11 @@ def category_of(name: str) -> str:
         "einsum",
         "mv",
         "addmv",
+        "_scaled_mm",
+        "_scaled_mm_v2",
+        "_grouped_mm",
+        "_scaled_grouped_mm",
+        "_scaled_grouped_mm_v2",
     ):
         return "matmul"
     if n in ("lstm", "gru", "rnn_tanh", "rnn_relu", "mkldnn_rnn_layer", "_cudnn_rnn", "miopen_rnn"):

@@ -34,6 +34,7 @@ OP_COLUMNS = (
     "bottleneck_operational_intensity",
     "bound_by",
     "peak_flop_rate",
+    "roof_precision",
     "roofline_efficiency",
     "potential_time_saved_us",
     "caveat",

@@ -110,3 +110,58 @@ def test_embedding_bag_by_hand():
         [F32, S64, S64, "Scalar", "Scalar"],
     )
     assert c.bytes == pytest.approx(960 + 120 + 320)
+
+
+E4M3, FP4X2 = "c10::Float8_e4m3fn", "c10::Float4_e2m1fn_x2"
+
+
+def test_scaled_grouped_mm_and_packed_fp4_by_hand():
+    """_scaled_grouped_mm(a [M=10, K=8] e4m3, b [G=3, K, N=4] e4m3, scale_a [10] f32,
+    scale_b [3, 4] f32, offs [3] s32, None, None, out_dtype 15 = bf16): 2·10·8·4 = 640 FLOPs;
+    bytes a 80 + b 96 + scales 40 + 48 + offs 12 + out [10, 4] bf16 80 = 356.
+    _scaled_mm(a [2, 16] fp4x2, b [16, 3] fp4x2, e8m0 scales [2, 1] and [1, 3], out_dtype
+    bf16): two fp4 values per recorded element, K = 32: 2·2·32·3 = 384 FLOPs; bytes a 32 +
+    b 48 + scales 2 + 3 + out 12 = 97. An out_dtype code not in the table: no cost."""
+    dims = [[10, 8], [3, 8, 4], [10], [3, 4], [3], [], [], [], []]
+    types = [E4M3, E4M3, F32, F32, S32, "", "", "Scalar", "Scalar"]
+    conc = ["", "", "", "", "", "", "", "15", "False"]
+    c = _cost("aten::_scaled_grouped_mm", dims, types, conc)
+    assert (c.flops, c.bytes, c.category, c.precision) == (640, 356, "matmul", "f8e4m3")
+    e8m0 = "c10::Float8_e8m0fnu"
+    dims = [[2, 16], [16, 3], [2, 1], [1, 3], [], [], [], []]
+    types = [FP4X2, FP4X2, e8m0, e8m0, "", "", "Scalar", "Scalar"]
+    conc = ["", "", "", "", "", "", "15", "False"]
+    c = _cost("aten::_scaled_mm", dims, types, conc)
+    assert (c.flops, c.bytes, c.precision) == (384, 97, "f4e2m1")
+    assert _cost("aten::_scaled_mm", dims, types, conc[:6] + ["99", "False"]) is None
+
+
+def test_scaled_mm_without_concrete_inputs_is_not_costed():
+    """Without `Concrete Inputs` the out_dtype is unknown, so is the output's size: no cost
+    (never the input type guessed); recorded empty (None passed), the output is in a's type."""
+    dims = [[16, 32], [32, 8], [], [], [], [], [], []]
+    types = [E4M3, E4M3, F32, F32, "", "", "Scalar", "Scalar"]
+    assert _cost("aten::_scaled_mm", dims, types) is None
+    c = _cost("aten::_scaled_mm", dims, types, [""] * 6 + ["", "False"])
+    assert (c.flops, c.bytes) == (2 * 16 * 32 * 8, 16 * 32 + 32 * 8 + 8 + 16 * 8)
+
+
+def test_scaled_mm_v2_scales_sized_by_their_recipe():
+    """_scaled_mm_v2(a [16, 64] e4m3, b [64, 32] e4m3, scale_a [[16, 2]], recipe [3] =
+    BlockWise1x32 (e8m0 scales, 1 B), [], scale_b [[32, 2]], [3], [], None, 15 = bf16, [],
+    False): 2·16·64·32 = 65,536 FLOPs; bytes a 1,024 + b 2,048 + scales 32 + 64 + out
+    16·32·2 = 1,024 → 4,192. Tensorwise recipes (0) are fp32 scalars: 4 B each. A
+    contraction_dim other than [] or an unknown recipe: no cost."""
+    dims = [[16, 64], [64, 32], [[16, 2]], [], [], [[32, 2]], [], [], [], [], [], []]
+    types = [E4M3, E4M3, "TensorList", "ScalarList", "ScalarList", "TensorList"]
+    types += ["ScalarList", "ScalarList", "", "Scalar", "ScalarList", "Scalar"]
+    conc = ["", "", "", "[3]", "[]", "", "[3]", "[]", "", "15", "[]", "False"]
+    c = _cost("aten::_scaled_mm_v2", dims, types, conc)
+    assert (c.flops, c.bytes, c.category, c.precision) == (65536, 4192, "matmul", "f8e4m3")
+    tensorwise = dims[:2] + [[[]], [], [], [[]]] + dims[6:]
+    c = _cost(
+        "aten::_scaled_mm_v2", tensorwise, types, conc[:3] + ["[0]", "[]", "", "[0]"] + conc[7:]
+    )
+    assert c.bytes == 1024 + 2048 + 4 + 4 + 1024
+    assert _cost("aten::_scaled_mm_v2", dims, types, conc[:10] + ["[0]", "False"]) is None
+    assert _cost("aten::_scaled_mm_v2", dims, types, conc[:3] + ["[9]"] + conc[4:]) is None

@@ -40,7 +40,9 @@ def test_run_roofs_are_the_ops_roofs(logdir, run):
     assert [r["peak_gflops"] for r in roofs] == peaks
     for roof in roofs:
         under = [r for r in rows if r[col["peak_flop_rate"]] == roof["peak_gflops"]]
-        named = {r[col["precision"]] for r in under} - {"", None, "mixed"}
+        # named by the ceiling each row is judged under (`roof_precision`: a bf16 elementwise
+        # op's is the vector units' fp32)
+        named = {r[col["roof_precision"]] for r in under} - {"", None, "mixed"}
         time = sum(r[col["total_self_time_us"]] or 0 for r in under)
         assert roof["time_us"] == pytest.approx(time, rel=1e-9)
         if named:

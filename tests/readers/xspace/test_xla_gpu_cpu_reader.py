@@ -17,6 +17,7 @@ from test_hlo_cost_model import HloBuilder
 from testpaths import TESTS
 
 from tb_roofline.costs.hlo.shapes import BF16, S8
+from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.model import roofline
 from tb_roofline.protos import hlo_pb2, xplane_pb2
 from tb_roofline.readers.xspace.xla_gpu_cpu import read_gpu_cpu_xspace
@@ -165,8 +166,12 @@ def test_fusion_rows_and_derived_lines_not_double_counted(gpu):
     for r in rows:
         assert r["occurrences"] == 1 and r["total_time_ps"] == 20
         assert r["flops"] == FUSION_FLOPS and r["bytes"] == FUSION_BYTES
-        # bf16 elementwise work sits under the vector (CUDA-core) roof, not the tensor-core one.
-        assert r["category"] == "loop fusion" and r["precision"] == "fp32"
+        # bf16 elementwise work is labelled by its data and sits under the vector (CUDA-core)
+        # roof, not the tensor-core one.
+        assert r["category"] == "loop fusion" and r["precision"] == "bf16"
+        keys = {"precision": np.array(["bf16"]), "category": np.array(["loop fusion"])}
+        keys["dtype"] = np.array(["bf16"])
+        assert roof_precisions(keys, gpu.device).tolist() == ["fp32"]
     # `a::b` names the instruction b; GPU:1 is core 1.
     (r1,) = _rows(gpu, core=1)
     assert r1["operation"] == "fusion.1" and r1["flops"] == FUSION_FLOPS and r1["step"] == 0
