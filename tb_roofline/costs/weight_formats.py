@@ -9,7 +9,7 @@ stored in a block-scaled or 8-bit format, scales included.
 - FP8 (E4M3 / E5M2, per-tensor or per-row scales: negligible per weight): 1 B. Names: `fp8`,
   `e4m3`, `e5m2`, and cuBLAS `nvjet_…qq…` (two fp8 operands: on the H200 decode trace every
   `nvjet_sm90_qqtst_*` kernel was launched by an `aten::_scaled_mm` of float8_e4m3fn tensors,
-  every bf16 `aten::mm` ran `nvjet_sm90_tst_*`; tests/test_weight_formats.py).
+  every bf16 `aten::mm` ran `nvjet_sm90_tst_*`; tests/costs/test_weight_formats.py).
 
 None when the name does not say (a bf16 or unknown GEMM: its recorded tensors decide).
 """

@@ -13,10 +13,11 @@ import json
 import os
 
 import pytest
+from testpaths import TESTS
 
 from tb_roofline.serve.service.core import RooflineService
 
-KINETO = os.path.join(os.path.dirname(__file__), "..", "testdata", "kineto")
+KINETO = os.path.join(TESTS, "..", "testdata", "kineto")
 RUN = "h200_decode_eager"
 PRECISION = {"c10::BFloat16": "bf16", "c10::Float8_e4m3fn": "fp8"}
 VECTOR_OPS = ("aten::add", "aten::mul", "aten::sigmoid", "aten::silu", "aten::rms_norm")

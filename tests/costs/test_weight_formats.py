@@ -13,12 +13,13 @@ import json
 import os
 
 import pytest
+from testpaths import TESTS
 
 from tb_roofline.costs.weight_formats import weight_bytes_per_element
 from tb_roofline.readers.kernel_names import kernel_unit
 from tb_roofline.readers.kineto import read_kineto_file
 
-KINETO = os.path.join(os.path.dirname(__file__), "..", "testdata", "kineto")
+KINETO = os.path.join(TESTS, "..", "testdata", "kineto")
 
 
 def _events(case: str, pattern: str = "*.pt.trace.json.gz") -> list:

@@ -11,9 +11,11 @@ import json
 import math
 import os
 
+from testpaths import TESTS
+
 from tb_roofline.readers.kineto import read_kineto_file
 
-EAGER = os.path.join(os.path.dirname(__file__), "..", "testdata", "kineto", "h200_decode_eager")
+EAGER = os.path.join(TESTS, "..", "testdata", "kineto", "h200_decode_eager")
 # Element sizes of the recorded `Input type`s and of c10::ScalarType code 15 (BFloat16).
 SIZE = {"c10::Float8_e4m3fn": 1, "c10::BFloat16": 2, "float": 4}
 OUT_CODE_SIZE = {"15": 2}
