@@ -12,10 +12,11 @@ import shutil
 
 import pytest
 from test_jax_collectives import DATA, EXPECTED
+from testpaths import TESTS
 
 from tb_roofline.serve.service.core import RooflineService
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(TESTS)
 LINK_GBS = 50.0
 DEVICE = {
     "tb_roofline_device_file": 1,
