@@ -15,6 +15,7 @@ dtype or fused instruction changes the fingerprint.
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import json
 import re
@@ -84,6 +85,25 @@ def shapes_fingerprint(dims) -> str:
         return SHAPES + json.dumps(dims, separators=(",", ":"))
     except (TypeError, ValueError):
         return SHAPES + repr(dims)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def recorded_dims(fingerprint: str) -> tuple | None:
+    """The `Input Dims` a `shapes:` fingerprint was written from, lists as tuples (hashable,
+    shared); None for any other fingerprint. The one reader of the text `shapes_fingerprint`
+    writes: each distinct fingerprint is parsed once per process, however many ops, rules and
+    comparisons ask."""
+    if not fingerprint.startswith(SHAPES):
+        return None
+    try:
+        value = json.loads(fingerprint[len(SHAPES) :])
+    except ValueError:
+        return None
+    return _as_tuples(value) if isinstance(value, list) else None
+
+
+def _as_tuples(value):
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def grid_fingerprint(grid) -> str:
