@@ -153,7 +153,12 @@ def test_mcp_and_the_cli_never_decode_what_the_service_encoded(demo, decodes):
     assert mcp_tools.get_program(service, run)["records"]
     assert mcp_tools.get_diagnostics(service, run) is not None
     assert mcp_tools.get_comm(service, run) is not None
-    assert op_tools.top_ops(service, run)["ops"]
+    top = op_tools.top_ops(service, run)["ops"]
+    assert top and op_tools.get_op(service, run, top[0]["operation"])["records"]
+    assert op_tools.compare(service, runs[1], run)["pairs"]
+    assert mcp_tools.get_device(service, run)["device"]
+    assert mcp_tools.list_hosts(service, run)["hosts"]
+    assert mcp_tools.list_runs(service)["runs"]
     env = {"TB_ROOFLINE_CACHE_DIR": "off"}  # a profile read back from disk is no answer
     for args in (
         ["report", DEMO, "--run", run],
