@@ -1,6 +1,7 @@
 """Shapes as values: the Kineto reader makes the `shapes:` and `grid:` text of each distinct
 recorded value once (not once per call or kernel), and the model reads a `shapes:` text back
-through one function (`costs/hlo/fingerprint.recorded_dims`), each distinct text parsed once.
+through one function (`costs/hlo/fingerprint.recorded_dims`), each distinct text parsed once
+(texts up to `SHAPES_CACHED_CHARS`; the cache's memory stays bounded).
 Checked on a real A100 trace against its raw events, read here with gzip and json alone."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 
 import pytest
 
+from tb_roofline.costs.hlo import fingerprint
 from tb_roofline.costs.hlo.fingerprint import SHAPES, recorded_dims, shapes_fingerprint
 from tb_roofline.model.rule_context import recorded_arrays
 from tb_roofline.readers.kineto import read_kineto_file
@@ -73,6 +75,11 @@ def test_recorded_dims_read_back_what_was_written(raw):
         got = recorded_dims(SHAPES + text)
         assert got == _tuples(value) and shapes_fingerprint(got) == SHAPES + text
     assert recorded_dims("grid:[1,1,1]") is None and recorded_dims("shapes:[[1,") is None
+    # A long text is read each time it is asked, never kept: the cache's memory is bounded.
+    long = [[4096] * 300]
+    held = fingerprint._cached_dims.cache_info().currsize
+    assert recorded_dims(shapes_fingerprint(long)) == ((4096,) * 300,)
+    assert fingerprint._cached_dims.cache_info().currsize == held
     assert recorded_arrays("shapes:[[8,3],[[2],[4,4]],[],null]") == [(8, 3), (2,), (4, 4)]
 
 
@@ -92,11 +99,12 @@ def test_the_model_parses_each_shape_text_once(monkeypatch):
         parsed.append(text)
         return real(text, *args, **kwargs)
 
-    recorded_dims.cache_clear()
+    fingerprint._cached_dims.cache_clear()
     monkeypatch.setattr(json, "loads", loads)
     service.guidance(run, "")
     service.guidance(run, "", False)
     service.compare(run, run)
     monkeypatch.undo()
-    assert parsed and len(parsed) == len(set(parsed))
+    kept = [p for p in parsed if len(SHAPES + p) <= fingerprint.SHAPES_CACHED_CHARS]
+    assert kept and len(kept) == len(set(kept))  # longer texts are read each time, not kept
     assert {SHAPES + p for p in parsed} <= shapes

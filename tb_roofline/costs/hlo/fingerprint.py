@@ -87,19 +87,33 @@ def shapes_fingerprint(dims) -> str:
         return SHAPES + repr(dims)
 
 
-@functools.lru_cache(maxsize=1 << 16)
+# Kept: the recorded dims of this many distinct texts of at most SHAPES_CACHED_CHARS each
+# (~8 bytes a character as tuples: at most ~32 MB, whatever a trace holds).
+SHAPES_CACHE = 4096
+SHAPES_CACHED_CHARS = 1024
+
+
 def recorded_dims(fingerprint: str) -> tuple | None:
     """The `Input Dims` a `shapes:` fingerprint was written from, lists as tuples (hashable,
     shared); None for any other fingerprint. The one reader of the text `shapes_fingerprint`
-    writes: each distinct fingerprint is parsed once per process, however many ops, rules and
-    comparisons ask."""
+    writes: each distinct text is parsed once per process however many ops, rules and
+    comparisons ask (a longer text than SHAPES_CACHED_CHARS each time it is asked)."""
     if not fingerprint.startswith(SHAPES):
         return None
+    if len(fingerprint) > SHAPES_CACHED_CHARS:
+        return _parsed_dims(fingerprint)
+    return _cached_dims(fingerprint)
+
+
+def _parsed_dims(fingerprint: str) -> tuple | None:
     try:
         value = json.loads(fingerprint[len(SHAPES) :])
     except ValueError:
         return None
     return _as_tuples(value) if isinstance(value, list) else None
+
+
+_cached_dims = functools.lru_cache(maxsize=SHAPES_CACHE)(_parsed_dims)
 
 
 def _as_tuples(value):
