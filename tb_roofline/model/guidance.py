@@ -12,6 +12,8 @@ the step time.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from tb_roofline.costs.hlo.shapes import element_bytes
@@ -24,20 +26,6 @@ from tb_roofline.table.timeline import IDLE_CAPTURE, is_communication
 
 GROUP_MIN = 3  # this many findings of one rule are shown as one group
 FULL_CAPTURE = 0.9  # graph captures spanning this much of a trace: the trace is one capture
-UNION_NOTE = (
-    "the union of the findings: an op counts once (its largest claim), op savings "
-    "within the time non-communication ops ran, overlap within the work left beside "
-    "the communication, idle time apart from both; a straggler's wait is counted 0"
-)
-
-OPS_SAVED_NOTE = (
-    "the program record's time saved on the roof: every op's proven gap to its "
-    "roofs summed, t − Σ max(F_i/P, B_i/BW) per op (async halves, ops of unknown "
-    "cost and idle time left out); the findings' total counts the gaps and "
-    "savings its rules name, each op once, plus idle and exposed communication"
-)
-
-SCHEMA = "tb-roofline-guidance/1"
 CLASSES = (
     ("compute_bound", "Compute-bound ops"),
     ("memory_bound", "Memory-bound ops"),
@@ -47,7 +35,71 @@ CLASSES = (
 )
 
 
-def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=None) -> dict:
+@dataclasses.dataclass
+class FindingRecord:
+    """One finding with its numbers: over the whole profile, per unit (step or profile) and
+    as a share of the profiled time; `records`: its op records' evidence columns."""
+
+    rule: str
+    title: str
+    records: list  # {column: value} of each op record the finding is about
+    facts: dict
+    formula: str
+    time_saved_us: float
+    time_saved_per_unit_us: float | None
+    percent_of_step: float | None
+    counted_us: float
+    counted_per_unit_us: float | None
+    bound_us: float | None  # None: the rule proves no finite bound
+    suggestion: str
+
+
+@dataclasses.dataclass
+class GroupRecord:
+    """GROUP_MIN or more findings of one op rule, with their union."""
+
+    rule: str
+    title: str
+    members: list  # indices into Guidance.findings
+    counted_us: float
+    counted_per_unit_us: float
+    time_saved_us: float
+
+
+@dataclasses.dataclass
+class ClassTime:
+    key: str
+    label: str
+    time_us: float
+    percent: float | None
+
+
+@dataclasses.dataclass
+class Guidance:
+    """What `guidance` finds in an analysis: findings ranked by time saved, their groups, the
+    time per class, the totals and throughput."""
+
+    framework: str
+    runtime: str
+    runtime_label: str
+    unit_name: str  # "step" (the profile has complete steps) or "profile"
+    unit_label: str
+    step_us: float  # the unit's time
+    total_time_us: float
+    num_steps: int
+    timeline: bool
+    classes: list  # ClassTime, in CLASSES order
+    findings: list  # FindingRecord, most time saved first
+    groups: list  # GroupRecord, most counted first
+    total_time_saved_us: float
+    total_time_saved_per_step_us: float | None
+    total_percent_of_step: float | None
+    ops_time_saved_us: float | None
+    diagnostics: list  # {severity, code, message}
+    throughput: dict
+
+
+def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=None) -> Guidance:
     ops = analysis.ops[include_io]
     program = analysis.program[include_io].row_dicts()
     total = next((r for r in program if r["record_type"] == "total"), None)
@@ -82,46 +134,31 @@ def guidance(analysis, include_io: bool = True, workload=None, devices_in_run=No
     _count(findings, ctx, wall)
     findings.sort(key=lambda f: (-f.time_saved_us, f.rule, f.title))
     step_us = float(average["total_time_us"]) if average else total_us
-    unit = {
-        "name": "step" if average else "profile",
-        "label": "per step" if average else "over the whole profile",
-        "time_us": step_us,
-    }
     counted = sum(f.counted_us for f in findings)
-    host = ops.columns["host"][0] if len(ops) else ""
-    items = [_finding_json(f, n, ctx, host, step_us) for n, f in enumerate(findings)]
-    return {
-        "schema": SCHEMA,
-        "framework": framework,
-        "runtime": rt,
-        "runtime_label": advice.RUNTIME_LABELS[rt],
-        "unit": unit,
-        "time": {
-            "total_time_us": total_us,
-            "step_time_us": step_us,
-            "num_steps": analysis.num_steps,
-            "timeline": analysis.facts is not None and analysis.facts.timeline is not None,
-        },
-        "classes": [
-            {
-                "class": k,
-                "label": label,
-                "time_us": wall["classes"][k],
-                "percent": _pct(wall["classes"][k], total_us),
-            }
+    items = [_finding_record(f, ctx, step_us) for f in findings]
+    return Guidance(
+        framework=framework,
+        runtime=rt,
+        runtime_label=advice.RUNTIME_LABELS[rt],
+        unit_name="step" if average else "profile",
+        unit_label="per step" if average else "over the whole profile",
+        step_us=step_us,
+        total_time_us=total_us,
+        num_steps=analysis.num_steps,
+        timeline=analysis.facts is not None and analysis.facts.timeline is not None,
+        classes=[
+            ClassTime(k, label, wall["classes"][k], _pct(wall["classes"][k], total_us))
             for k, label in CLASSES
         ],
-        "findings": items,
-        "groups": _groups(items, unit),
-        "total_time_saved_us": counted,
-        "total_time_saved_per_step_us": _per_step(counted, total_us, step_us),
-        "total_percent_of_step": _pct(counted, total_us),
-        "total_note": UNION_NOTE,
-        "ops_time_saved_us": _ops_saved(total),
-        "ops_time_saved_note": OPS_SAVED_NOTE,
-        "diagnostics": guidance_diagnostics(analysis, rt),
-        "throughput": throughput(analysis, include_io, workload, devices_in_run),
-    }
+        findings=items,
+        groups=_groups(items, "per step" if average else "over the whole profile"),
+        total_time_saved_us=counted,
+        total_time_saved_per_step_us=_per_step(counted, total_us, step_us),
+        total_percent_of_step=_pct(counted, total_us),
+        ops_time_saved_us=_ops_saved(total),
+        diagnostics=guidance_diagnostics(analysis, rt),
+        throughput=throughput(analysis, include_io, workload, devices_in_run),
+    )
 
 
 def _step_ops(analysis, include_io: bool) -> dict:
@@ -262,12 +299,12 @@ def _fingerprints(analysis) -> list:
     return [str(f) for f in scope.tables["op"].keys["fingerprint"].tolist()]
 
 
-def _groups(items: list, unit: dict) -> list:
+def _groups(items: list, unit_label: str) -> list:
     """Findings of one op rule, GROUP_MIN or more: one group each, with their union."""
     by_rule: dict = {}
-    for f in items:
-        if f["scope"] == "op":
-            by_rule.setdefault(f["rule"], []).append(f)
+    for n, f in enumerate(items):
+        if f.records:
+            by_rule.setdefault(f.rule, []).append(n)
     out = []
     nouns = {
         "fusion": "fusion pairs",
@@ -277,27 +314,22 @@ def _groups(items: list, unit: dict) -> list:
         "precision": "f32 ops with a faster roof",
         "far_below_roof": "ops far below their roof",
     }
-    for rule, fs in by_rule.items():
-        if len(fs) < GROUP_MIN:
+    for rule, members in by_rule.items():
+        if len(members) < GROUP_MIN:
             continue
-        counted = sum(f["counted_us"] for f in fs)
-        per_unit = sum(f["counted_per_unit_us"] or 0.0 for f in fs)
-        gid = f"group-{rule}"
-        for f in fs:
-            f["group"] = gid
+        fs = [items[n] for n in members]
+        per_unit = sum(f.counted_per_unit_us or 0.0 for f in fs)
         out.append(
-            {
-                "id": gid,
-                "rule": rule,
-                "title": f"{len(fs)} {nouns.get(rule, rule)}, {per_unit:,.0f} µs "
-                f"{unit['label']} in all",
-                "findings": [f["id"] for f in fs],
-                "counted_us": counted,
-                "counted_per_unit_us": per_unit,
-                "time_saved_us": sum(f["time_saved_us"] for f in fs),
-            }
+            GroupRecord(
+                rule=rule,
+                title=f"{len(fs)} {nouns.get(rule, rule)}, {per_unit:,.0f} µs {unit_label} in all",
+                members=members,
+                counted_us=sum(f.counted_us for f in fs),
+                counted_per_unit_us=per_unit,
+                time_saved_us=sum(f.time_saved_us for f in fs),
+            )
         )
-    out.sort(key=lambda g: -g["counted_us"])
+    out.sort(key=lambda g: -g.counted_us)
     return out
 
 
@@ -405,7 +437,7 @@ def _count(findings: list, ctx: Context, wall: dict):
                 f.counted_us = f.time_saved_us
 
 
-def _finding_json(f: Finding, n: int, ctx: Context, host: str, step_us: float) -> dict:
+def _finding_record(f: Finding, ctx: Context, step_us: float) -> FindingRecord:
     c = ctx.c
     cols = rules.OP_COLUMNS.get(f.rule, ())
     records = []
@@ -420,26 +452,20 @@ def _finding_json(f: Finding, n: int, ctx: Context, host: str, step_us: float) -
             }
         )
         records.append(row)
-    return {
-        "id": f"{f.rule}-{n + 1}",
-        "rule": f.rule,
-        "title": f.title,
-        "scope": "op" if f.rows else "program",
-        "ops": [
-            {k: r[k] for k in ("program_id", "operation", "precision", "host")} for r in records
-        ],
-        "evidence": {"records": records, "facts": f.facts, "bound_formula": f.formula},
-        "time_saved_us": f.time_saved_us,
-        "time_saved_per_step_us": _per_step(f.time_saved_us, ctx.total_time_us, step_us),
-        "time_saved_per_unit_us": _per_step(f.time_saved_us, ctx.total_time_us, step_us),
-        "percent_of_step": _pct(f.time_saved_us, ctx.total_time_us),
-        "counted_us": f.counted_us,
-        "counted_per_unit_us": _per_step(f.counted_us, ctx.total_time_us, step_us),
-        "bound_us": f.bound_us if np.isfinite(f.bound_us) else None,
-        "bound_formula": f.formula,
-        "group": None,
-        "suggestion": f.suggestion,
-    }
+    return FindingRecord(
+        rule=f.rule,
+        title=f.title,
+        records=records,
+        facts=f.facts,
+        formula=f.formula,
+        time_saved_us=f.time_saved_us,
+        time_saved_per_unit_us=_per_step(f.time_saved_us, ctx.total_time_us, step_us),
+        percent_of_step=_pct(f.time_saved_us, ctx.total_time_us),
+        counted_us=f.counted_us,
+        counted_per_unit_us=_per_step(f.counted_us, ctx.total_time_us, step_us),
+        bound_us=f.bound_us if np.isfinite(f.bound_us) else None,
+        suggestion=f.suggestion,
+    )
 
 
 def _value(v):

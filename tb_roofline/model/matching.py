@@ -20,12 +20,11 @@ an op left here while the other side runs it too are merged into one per side an
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 
 import numpy as np
 
-from tb_roofline.costs.hlo.fingerprint import SHAPES, is_name_independent
+from tb_roofline.costs.hlo.fingerprint import is_name_independent, recorded_dims
 
 NAME, FINGERPRINT, NAME_ONLY = "name", "fingerprint", "name_only"
 OP = "op"  # the op-level pairs of what these rules leave (model/compare.py)
@@ -195,7 +194,6 @@ def _pair_similar(
         if g is not None:
             g[1].append(j)
     pb, pc = [], []
-    dims: dict = {}
     for bs, cs in groups.values():
         if not cs:
             continue
@@ -207,7 +205,7 @@ def _pair_similar(
         cs = sorted(cs, key=lambda j: order_c[j])
         scored = sorted(
             (
-                (-_common_dims(_dims(fp_b[i], dims), _dims(fp_c[j], dims)), abs(x - y), x, y)
+                (-_common_dims(recorded_dims(fp_b[i]), recorded_dims(fp_c[j])), abs(x - y), x, y)
                 for x, i in enumerate(bs)
                 for y, j in enumerate(cs)
             )
@@ -222,26 +220,13 @@ def _pair_similar(
     return np.asarray(pb, np.int64), np.asarray(pc, np.int64)
 
 
-def _dims(fingerprint: str, cache: dict):
-    """The input dimensions a `shapes:` fingerprint lists (None for other fingerprints)."""
-    if fingerprint not in cache:
-        value = None
-        if fingerprint.startswith(SHAPES):
-            try:
-                value = json.loads(fingerprint[len(SHAPES) :])
-            except ValueError:
-                value = None
-        cache[fingerprint] = value if isinstance(value, list) else None
-    return cache[fingerprint]
-
-
 def _common_dims(a, b) -> int:
     """How many input dimensions two shape lists share, position by position."""
     if a is None or b is None or len(a) != len(b):
         return 0
     n = 0
     for x, y in zip(a, b):
-        if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+        if isinstance(x, tuple) and isinstance(y, tuple) and len(x) == len(y):
             n += 1 + sum(1 for u, v in zip(x, y) if u == v)
     return n
 

@@ -8,11 +8,11 @@ docs/guidance.md.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 
 import numpy as np
 
+from tb_roofline.costs.hlo.fingerprint import recorded_dims
 from tb_roofline.model import advice
 from tb_roofline.model.records import bound_classes
 from tb_roofline.table.timeline import is_communication
@@ -133,26 +133,17 @@ def gap_formula(ctx: Context, i: int) -> str:
     )
 
 
-SHAPES = "shapes:"
-
-
 def recorded_arrays(fingerprint: str) -> list:
     """The arrays one op call recorded, in argument order (a `shapes:` fingerprint of PyTorch's
     `Input Dims`; TensorLists flattened), or [] when unknown."""
-    if not fingerprint.startswith(SHAPES):
-        return []
-    try:
-        value = json.loads(fingerprint[len(SHAPES) :])
-    except ValueError:
-        return []
     out: list = []
 
     def walk(v):
-        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
-            out.append(tuple(v))
-        elif isinstance(v, list):
+        if isinstance(v, tuple) and v and all(isinstance(x, int) for x in v):
+            out.append(v)
+        elif isinstance(v, tuple):
             for x in v:
                 walk(x)
 
-    walk(value)
+    walk(recorded_dims(fingerprint))
     return out

@@ -29,7 +29,7 @@
     return params.length ? `${route}?${params.map(([k, v]) => `${k}=${v}`).join('&')}` : route;
   }
 
-  // {answers: {key: [status, body]}, missing: text, hash: the view it was written for}
+  // {answers: {key: [status, answer]}, missing: text, hash: the view it was written for}
   const dataReady = unpack('roofline-data');
   const realFetch = window.fetch.bind(window);
   window.fetch = async (input, init) => {
@@ -41,9 +41,10 @@
     }
     const data = await dataReady;
     const key = keyOf(new URL(url));
-    const [status, body] = data.answers[key] || [404, JSON.stringify({error: {status: 404,
-      code: 'not_found', message: `${data.missing} (${key})`}})];
-    return new Response(body, {status, headers: {'Content-Type': 'application/json'}});
+    const [status, answer] = data.answers[key] || [404, {error: {status: 404,
+      code: 'not_found', message: `${data.missing} (${key})`}}];
+    // Answers are embedded as JSON values (the report's data is encoded once, as a whole).
+    return new Response(JSON.stringify(answer), {status, headers: {'Content-Type': 'application/json'}});
   };
 
   async function start() {

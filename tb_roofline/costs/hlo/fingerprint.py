@@ -15,6 +15,7 @@ dtype or fused instruction changes the fingerprint.
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import json
 import re
@@ -84,6 +85,39 @@ def shapes_fingerprint(dims) -> str:
         return SHAPES + json.dumps(dims, separators=(",", ":"))
     except (TypeError, ValueError):
         return SHAPES + repr(dims)
+
+
+# Kept: the recorded dims of this many distinct texts of at most SHAPES_CACHED_CHARS each
+# (~8 bytes a character as tuples: at most ~32 MB, whatever a trace holds).
+SHAPES_CACHE = 4096
+SHAPES_CACHED_CHARS = 1024
+
+
+def recorded_dims(fingerprint: str) -> tuple | None:
+    """The `Input Dims` a `shapes:` fingerprint was written from, lists as tuples (hashable,
+    shared); None for any other fingerprint. The one reader of the text `shapes_fingerprint`
+    writes: each distinct text is parsed once per process however many ops, rules and
+    comparisons ask (a longer text than SHAPES_CACHED_CHARS each time it is asked)."""
+    if not fingerprint.startswith(SHAPES):
+        return None
+    if len(fingerprint) > SHAPES_CACHED_CHARS:
+        return _parsed_dims(fingerprint)
+    return _cached_dims(fingerprint)
+
+
+def _parsed_dims(fingerprint: str) -> tuple | None:
+    try:
+        value = json.loads(fingerprint[len(SHAPES) :])
+    except ValueError:
+        return None
+    return _as_tuples(value) if isinstance(value, list) else None
+
+
+_cached_dims = functools.lru_cache(maxsize=SHAPES_CACHE)(_parsed_dims)
+
+
+def _as_tuples(value):
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def grid_fingerprint(grid) -> str:

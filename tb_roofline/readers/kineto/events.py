@@ -94,6 +94,8 @@ class Collector:
         self.gpu_stream = array.array("q")
         self.gpu_grid = array.array("q")  # index into `grids`
         self.grids: dict[str, int] = {"": 0}
+        self._grid_values: dict[tuple, int] = {}  # a grid of ints -> its id in `grids`
+        self._shape_texts: dict[str, str] = {}  # repr of recorded dims -> their `shapes:` text
         # runtime (launch) events
         self.rt_corr = array.array("q")
         self.rt_ext = array.array("q")
@@ -169,7 +171,8 @@ class Collector:
             return idx
         types = args.get("Input type")
         concrete = args.get("Concrete Inputs")
-        key = (name, bounded_repr(dims), bounded_repr(types), bounded_repr(concrete)) + (
+        dims_key = bounded_repr(dims)
+        key = (name, dims_key, bounded_repr(types), bounded_repr(concrete)) + (
             (repr(args.get("kernel_flop")), repr(args.get("kernel_num_gb"))) if inductor else ()
         )
         idx = self._cost_index.get(key)
@@ -192,11 +195,30 @@ class Collector:
             idx = self._cost_index[key] = len(self.costs)
             self.costs.append(cost)
             self.cost_shapes.append(None if negative else torch_shape(name, dims, types, concrete))
-            self.cost_fingerprints.append(shapes_fingerprint(dims))
+            self.cost_fingerprints.append(self.shapes_text(dims, dims_key))
             self.cost_negative.append(negative)
             if not negative and cost.source == "none" and serving_ops.is_serving_attention(name):
                 self.attention_calls[idx] = (name, args)
         return idx
+
+    def shapes_text(self, dims, dims_key: str) -> str:
+        """The `shapes:` text of an op's recorded dims, made once per distinct dims (`dims_key`:
+        their repr, which tells apart what JSON does) and shared by every cost that has them."""
+        text = self._shape_texts.get(dims_key)
+        if text is None:
+            text = self._shape_texts[dims_key] = shapes_fingerprint(dims)
+        return text
+
+    def grid_id(self, grid) -> int:
+        """The id of a kernel's launch grid in `grids`, looked up by its value: its text
+        (`grid:[...]`) is made once per distinct grid, not once per kernel."""
+        key = tuple(grid) if type(grid) is list and all(type(x) is int for x in grid) else None
+        i = self._grid_values.get(key) if key is not None else None
+        if i is None:
+            i = self.grids.setdefault(grid_fingerprint(grid), len(self.grids))
+            if key is not None:
+                self._grid_values[key] = i
+        return i
 
     def on_events(self, batch):
         """Add one batch of events. Each event is read and checked whole before anything is
@@ -339,8 +361,7 @@ class Collector:
         corr = int_or(args.get("correlation"), -1)
         ext = int_or(args.get("External id"), -1)
         name_i = self.name_id(self.bounded(name))
-        grid = grid_fingerprint(args.get("grid")) if kind == KIND_KERNEL else ""
-        grid_i = self.grids.setdefault(grid, len(self.grids))
+        grid_i = self.grid_id(args.get("grid")) if kind == KIND_KERNEL else 0
         if kind == KIND_KERNEL and "Collective name" in args:  # newer traces: NCCL kernels
             fact = torch_custom_ops.param_comms_fact(args)
             if fact is not None:

@@ -44,7 +44,7 @@ def _host_call_columns(host_calls, base_ns):
 
 def idle_causes(host_calls, base_ns) -> dict:
     """The host spans that explain device idle time, in ps on the op events' clock: graph
-    captures (Begin .. EndCapture on one thread, paired by model/timeline.paired_spans), sync
+    captures (Begin .. EndCapture on one thread, paired by table/timeline.paired_spans), sync
     calls and blocking copies."""
     if not host_calls:
         return {}

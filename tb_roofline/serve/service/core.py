@@ -417,6 +417,7 @@ class RooflineService:
         from tb_roofline.model.engine_figures import engine_comparison
         from tb_roofline.model.guidance import guidance
         from tb_roofline.serve.service import report
+        from tb_roofline.serve.service.guidance import guidance_answer
 
         a = self.analysis(run, host)
         r = self.resolve_run(run)
@@ -425,7 +426,7 @@ class RooflineService:
         devices = report.devices_in_view(a, len(r.files), len(files))
         key = ("guidance", include_infeed_outfeed, repr(wl), devices)
         answer = self.derived_answer(
-            a, key, lambda: guidance(a, include_infeed_outfeed, wl, devices)
+            a, key, lambda: guidance_answer(guidance(a, include_infeed_outfeed, wl, devices))
         )
         engine = report.engine_for(self.engine_metrics_file, files, self.logdir)
         return dict(

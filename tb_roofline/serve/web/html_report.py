@@ -1,8 +1,10 @@
 """`tb-roofline html LOGDIR -o report.html`: the Roofline tab as one self-contained file.
 
 The report is the unchanged frontend (static/*.js, the vendored Vega builds, the CSS) inlined
-as text (`report_bundle.py`), plus the HTTP API's answers for the chosen run(s), computed by
-the same route handlers the plugin and `tb-roofline serve` mount (serve/web/routes.py).
+as text (`report_bundle.py`), plus the HTTP API's answers for the chosen run(s): what the
+route handlers the plugin and `tb-roofline serve` mount would send, from the same parameters
+(serve/web/routes.py, `plain_answer`), taken as plain Python and encoded once, with the rest
+of the page's data.
 static/report_host.js turns the inlined modules into blob: modules and answers the tab's
 fetches from the embedded answers, so the file opens from disk with the network off; a
 Content-Security-Policy in the file itself forbids any request. Op tables are capped (the
@@ -23,7 +25,7 @@ import re
 import sys
 
 from tb_roofline.serve.web.report_bundle import ReportError, frontend_bundle
-from tb_roofline.serve.web.routes import STATIC_DIR
+from tb_roofline.serve.web.routes import STATIC_DIR, plain_answer
 
 MAX_OPS = 5000
 MISSING = (
@@ -43,48 +45,34 @@ def answer_key(route: str, params: dict) -> str:
 
 
 class Answers:
-    """The API answers a report embeds, asked of the real route handlers."""
+    """The API answers a report embeds: each route's answer as plain Python, the one its
+    handler would send (`routes.plain_answer`), encoded once with the whole page's data."""
 
     def __init__(self, max_ops: int = MAX_OPS):
         self.max_ops = max_ops
-        self.answers: dict = {}
+        self.answers: dict = {}  # key -> [status, answer]
         self.capped: dict = {}  # run -> (kept, of)
-        self._routes: dict = {}
-
-    def routes(self, service):
-        from tb_roofline.serve.web.routes import RooflineRoutes
-
-        key = id(service)
-        if key not in self._routes:
-            self._routes[key] = (service, RooflineRoutes(service).table())
-        return self._routes[key][1]
 
     def ask(self, service, route: str, params: dict, alias: dict | None = None):
         """Store the route's answer under the report's key (`alias`: report run name -> the
-        service's, for runs of two logdirs with one name); returns (status, JSON or None)."""
-        from werkzeug.test import Client
-
+        service's, for runs of two logdirs with one name); returns (status, answer)."""
         alias = alias or {}
         real = {k: alias.get(v, v) if k in ("run", "base") else v for k, v in params.items()}
         query = {k: v for k, v in real.items() if v not in (None, "")}
-        resp = Client(self.routes(service)[f"/{route}"]).get(f"/{route}", query_string=query)
-        body = resp.get_data(as_text=True)
-        doc = json.loads(body) if resp.mimetype == "application/json" else None
-        if doc is not None and resp.status_code == 200 and (alias or route == "ops"):
-            shaped = self._shape(route, doc, {v: k for k, v in alias.items()})
-            if shaped is not doc or alias:  # re-encoded only when changed (large answers)
-                body = json.dumps(shaped, allow_nan=False)
-            doc = shaped
-        self.answers[answer_key(route, params)] = [resp.status_code, body]
-        return resp.status_code, doc
+        status, doc = plain_answer(service, route, query)
+        if status == 200 and isinstance(doc, dict):
+            doc = self._shape(route, doc, {v: k for k, v in alias.items()})
+        self.answers[answer_key(route, params)] = [status, doc]
+        return status, doc
 
     def put(self, route: str, params: dict, doc: dict):
-        self.answers[answer_key(route, params)] = [200, json.dumps(doc, allow_nan=False)]
+        self.answers[answer_key(route, params)] = [200, doc]
 
     def _shape(self, route: str, doc: dict, rename: dict) -> dict:
-        for obj in (doc, doc.get("base"), doc.get("cand")):
-            if isinstance(obj, dict) and obj.get("run") in rename:
-                obj["run"] = rename[obj["run"]]
+        """The answer under the report's run names, its op rows capped; a new dict where it
+        changes, never the service's."""
+        if doc.get("run") in rename:
+            doc = {**doc, "run": rename[doc["run"]]}
         if route == "ops":
             doc = self._cap(doc)
         return doc

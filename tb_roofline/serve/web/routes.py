@@ -57,11 +57,23 @@ class _NotModified(wrappers.Response):
         return headers
 
 
+def error_answer(exc: tb_errors.PublicError) -> tuple[int, dict]:
+    """(status, JSON body as plain Python) of a request that raised `exc`."""
+    body = {"error": {"status": exc.http_code, "code": errors.error_code(exc), "message": str(exc)}}
+    return exc.http_code, body
+
+
 def _error_response(exc: tb_errors.PublicError):
-    return _json_response(
-        {"error": {"status": exc.http_code, "code": errors.error_code(exc), "message": str(exc)}},
-        status=exc.http_code,
-    )
+    status, body = error_answer(exc)
+    return _json_response(body, status=status)
+
+
+def internal_error(exc: Exception) -> tb_errors.PublicError:
+    """A bug, as the 500 that names it."""
+    err = tb_errors.PublicError(f"internal error: {type(exc).__name__}: {exc}")
+    err.http_code = 500
+    err.code = "internal"
+    return err
 
 
 def _handler(fn):
@@ -78,10 +90,7 @@ def _handler(fn):
             pass  # answered below, outside this block: the failed request's memory is free
         except Exception as exc:  # a bug: say what, keep serving
             logger.exception("tb-roofline: %s failed", request.path)
-            err = tb_errors.PublicError(f"internal error: {type(exc).__name__}: {exc}")
-            err.http_code = 500
-            err.code = "internal"
-            return _error_response(err)
+            return _error_response(internal_error(exc))
         logger.error("tb-roofline: %s ran out of memory", request.path)
         return _error_response(
             errors.TooLargeError(
@@ -188,23 +197,11 @@ class RooflineRoutes:
 
     @_handler
     def _program(self, request):
-        return self._encoded(
-            request,
-            "program",
-            include_infeed_outfeed=_infeed(request),
-            offset=_int_arg(request, "offset") or 0,
-            limit=_int_arg(request, "limit"),
-        )
+        return self._encoded(request, "program")
 
     @_handler
     def _ops(self, request):
-        return self._encoded(
-            request,
-            "ops",
-            include_infeed_outfeed=_infeed(request),
-            rows=request.args.get("rows", ""),
-            **_filters(request),
-        )
+        return self._encoded(request, "ops")
 
     @_handler
     def _diagnostics(self, request):
@@ -212,12 +209,13 @@ class RooflineRoutes:
 
     @_handler
     def _comm(self, request):
-        return self._encoded(request, "comm", include_infeed_outfeed=_infeed(request))
+        return self._encoded(request, "comm")
 
-    def _encoded(self, request, kind: str, **params):
+    def _encoded(self, request, kind: str):
         """An answer the service keeps encoded (and gzipped for clients that take it, as
         browsers do): a warm request costs a lookup, not JSON for every op."""
         run, host = _run_host(request)
+        params = _kind_params(request, kind)
         body, zipped = self._service.encoded(kind, run, host, _accepts_gzip(request), **params)
         headers = [("Vary", "Accept-Encoding")] + ([("Content-Encoding", "gzip")] if zipped else [])
         return _json_response(body, headers=headers)
@@ -272,6 +270,56 @@ class RooflineRoutes:
             content_type=content_type,
             headers=[NOSNIFF, ("Content-Disposition", _attachment(filename))],
         )
+
+
+PLAIN_ROUTES = ("hosts", "device", "program", "ops", "diagnostics", "comm", "guidance")
+
+
+def plain_answer(service: RooflineService, route: str, query: dict) -> tuple[int, object]:
+    """(status, body as plain Python) of a GET of a data route in PLAIN_ROUTES with `query`:
+    what its handler would send, the same parameters and errors, never encoded (the HTML
+    report embeds it and encodes the whole once)."""
+    from werkzeug.test import EnvironBuilder
+
+    request = EnvironBuilder(path=f"/{route}", query_string=query).get_request()
+    try:
+        with storage.request_deadline():
+            return 200, _plain(service, route, request)
+    except tb_errors.PublicError as exc:
+        return error_answer(exc)
+    except Exception as exc:  # a bug: the answer names it, as the route's would
+        logger.exception("tb-roofline: %s failed", route)
+        return error_answer(internal_error(exc))
+
+
+def _plain(service: RooflineService, route: str, request):
+    if route not in PLAIN_ROUTES:
+        raise ValueError(f"no plain answer for the route {route!r}")
+    if route == "hosts":
+        return service.hosts(_arg(request, "run"))
+    run, host = _run_host(request)
+    if route == "guidance":
+        return service.guidance(run, host, _infeed(request))
+    return service.answer(route, run, host, capped=True, **_kind_params(request, route))
+
+
+def _kind_params(request, kind: str) -> dict:
+    """The service's parameters of an answer of `kind` (`RooflineService.encoded`)."""
+    if kind == "program":
+        return {
+            "include_infeed_outfeed": _infeed(request),
+            "offset": _int_arg(request, "offset") or 0,
+            "limit": _int_arg(request, "limit"),
+        }
+    if kind == "ops":
+        return {
+            "include_infeed_outfeed": _infeed(request),
+            "rows": request.args.get("rows", ""),
+            **_filters(request),
+        }
+    if kind == "comm":
+        return {"include_infeed_outfeed": _infeed(request)}
+    return {}
 
 
 def _attachment(filename: str) -> str:

@@ -14,16 +14,23 @@ import os
 import pytest
 from testpaths import TESTS
 
-from tb_roofline.model.guidance import guidance
+from tb_roofline.model.guidance import guidance as model_guidance
 from tb_roofline.model.roofline import analyze
 from tb_roofline.readers.xspace.read import read_xspace
 from tb_roofline.serve.cli import main as cli
 from tb_roofline.serve.service.core import RooflineService
+from tb_roofline.serve.service.guidance import guidance_answer
 from tb_roofline.serve.service.workload_file import WorkloadFileError, workload_from_dict
 from tb_roofline.synthetic import SynthConfig, make_tpu_xspace
 from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.table.timeline import is_communication
 from tb_roofline.table.timeline_builder import TimelineBuilder
+
+
+def guidance(analysis, *args):
+    """The `/guidance` answer the service lays out from the model's record."""
+    return guidance_answer(model_guidance(analysis, *args))
+
 
 TESTDATA = os.path.join(TESTS, "..", "testdata")
 GUIDANCE = os.path.join(TESTDATA, "guidance")

@@ -17,9 +17,10 @@ from testpaths import TESTS
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, Fallback, MemoryPeak
 from tb_roofline.model import peaks, roofline
 from tb_roofline.model.compare import change_label
-from tb_roofline.model.guidance import guidance
+from tb_roofline.model.guidance import guidance as model_guidance
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.serve.service.core import RooflineService
+from tb_roofline.serve.service.guidance import guidance_answer
 from tb_roofline.table.op_table import OpTableBuilder, ProfileData
 from tb_roofline.table.spans import CoreSpan
 from tb_roofline.table.timeline import (
@@ -30,6 +31,12 @@ from tb_roofline.table.timeline import (
     paired_spans,
 )
 from tb_roofline.table.timeline_builder import TimelineBuilder
+
+
+def guidance(analysis, *args):
+    """The `/guidance` answer the service lays out from the model's record."""
+    return guidance_answer(model_guidance(analysis, *args))
+
 
 TESTDATA = os.path.join(TESTS, "..", "testdata")
 GUIDANCE = os.path.join(TESTDATA, "guidance")

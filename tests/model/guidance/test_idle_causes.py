@@ -21,8 +21,15 @@ import pytest
 from testpaths import TESTS
 
 from tb_roofline.model import roofline
-from tb_roofline.model.guidance import guidance
+from tb_roofline.model.guidance import guidance as model_guidance
 from tb_roofline.readers.kineto import read_kineto_file
+from tb_roofline.serve.service.guidance import guidance_answer
+
+
+def guidance(analysis, *args):
+    """The `/guidance` answer the service lays out from the model's record."""
+    return guidance_answer(model_guidance(analysis, *args))
+
 
 HERE = TESTS
 KINETO = os.path.join(HERE, "..", "testdata", "kineto")

@@ -16,10 +16,17 @@ from testpaths import TESTS
 
 from tb_roofline.costs.hlo.text import parse_instruction
 from tb_roofline.costs.torch import flops as torch_flops
-from tb_roofline.model.guidance import guidance
+from tb_roofline.model.guidance import guidance as model_guidance
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.serve.service.core import RooflineService
+from tb_roofline.serve.service.guidance import guidance_answer
+
+
+def guidance(analysis, *args):
+    """The `/guidance` answer the service lays out from the model's record."""
+    return guidance_answer(model_guidance(analysis, *args))
+
 
 ROOT = os.path.join(os.path.dirname(TESTS), "testdata")
 A100 = os.path.join(ROOT, "kineto", "a100_80gb_shapes")

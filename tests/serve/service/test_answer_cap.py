@@ -197,10 +197,9 @@ def test_the_html_report_of_a_capped_answer_offers_no_next_page(service, monkeyp
 
     monkeypatch.setenv(settings.MAX_ANSWER_MB.name, str(CAP_MB))
     page = html_report.single_report(service, [RUN])
-    _, body = html_report.unpack(page, "roofline-data")["answers"][
+    _, doc = html_report.unpack(page, "roofline-data")["answers"][
         f"ops?host=*&infeed_outfeed=include&run={RUN}"
     ]
-    doc = json.loads(body)
     total = service.ops(RUN, "")["total_count"]
     assert doc["next_offset"] is None and doc["capped_by"] is None
     assert 0 < doc["returned_count"] == len(doc["rows"]) < total == doc["capped_from"]

@@ -77,14 +77,14 @@ def test_embedded_answers_are_the_http_api_answers(demo):
     ):
         assert key in answers, key
     client = Client(StandaloneApp(RooflineService(DEMO)))
-    for key, (status, body) in answers.items():
+    for key, (status, answer) in answers.items():
         if key == "runs":
-            listed = json.loads(body)["runs"]
+            listed = answer["runs"]
             assert [r["run"] for r in listed] == [run]
             continue
         route, _, query = key.partition("?")
         resp = client.get(f"/{route}", query_string=dict(urllib.parse.parse_qsl(query)))
-        assert (resp.status_code, json.loads(body)) == (status, resp.get_json()), key
+        assert (resp.status_code, answer) == (status, resp.get_json()), key
     assert data["hash"] == "run=" + urllib.parse.quote(run, safe="")
     # No URL of any kind to fetch: the CSP forbids requests, the page names none.
     head = page.split("<body>")[0]
@@ -92,14 +92,43 @@ def test_embedded_answers_are_the_http_api_answers(demo):
     assert not re.search(r'(src|href)="(https?:)?//', page)
 
 
+def test_each_answer_is_encoded_once_with_the_page(demo, monkeypatch):
+    """The report takes each answer as plain Python and encodes it once, inside the page's
+    data: no JSON is decoded, and no answer is encoded whole apart from that one call (the
+    service's size cap measures a paged answer's header while its rows are still empty)."""
+    given = []  # (object, its rows then) of every json.dumps; kept alive, so ids stay theirs
+    decoded = []
+    real_dumps, real_loads = json.dumps, json.loads
+
+    def dumps(obj, *args, **kwargs):
+        given.append((obj, len(obj["rows"]) if isinstance(obj, dict) and "rows" in obj else None))
+        return real_dumps(obj, *args, **kwargs)
+
+    def loads(*args, **kwargs):
+        decoded.append(args)
+        return real_loads(*args, **kwargs)
+
+    monkeypatch.setattr(json, "dumps", dumps)
+    monkeypatch.setattr(json, "loads", loads)
+    service, run = demo
+    page = html_report.single_report(service, [run])
+    monkeypatch.undo()
+    assert not decoded
+    (data,) = [o for o, _ in given if isinstance(o, dict) and "answers" in o]
+    answers = {id(doc): doc for _, doc in data["answers"].values()}
+    assert len(answers) > 10 and all(isinstance(doc, dict) for doc in answers.values())
+    measured = [rows for o, rows in given if id(o) in answers]
+    assert measured and set(measured) == {0}
+    assert embedded(page, "roofline-data") == data
+
+
 def test_op_rows_are_capped_longest_first(demo):
     service, run = demo
     full = service.ops(run, "")
     page = html_report.single_report(service, [run], max_ops=5)
-    status, body = embedded(page, "roofline-data")["answers"][
+    status, capped = embedded(page, "roofline-data")["answers"][
         f"ops?host=*&infeed_outfeed=include&run={run}"
     ]
-    capped = json.loads(body)
     col = full["columns"].index("total_self_time_us")
     longest = sorted((r[col] for r in full["rows"]), reverse=True)[:5]
     assert sorted((r[col] for r in capped["rows"]), reverse=True) == longest
