@@ -1,6 +1,6 @@
 """Every file the docs and the package's docstrings and comments cite exists: a path under one
-of the repository's folders (`docs/guidance.md`, `tests/test_cli.py::test_...`), a path in the
-package written from its folders (`serve/web/routes.py`, `model/guidance.py`), a module's name
+of the repository's folders (`docs/guidance.md`, `tests/serve/cli/test_cli.py::test_...`), a
+path in the package written from its folders (`serve/web/routes.py`, `model/guidance.py`), a module's name
 (`table/timeline.paired_spans`: the module and that name in it) or a test file's bare name."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def test_every_cited_file_exists():
 
 def test_the_check_finds_a_stale_citation():
     assert _exists("docs/guidance.md") and _exists("serve/web/routes.py")
-    assert _exists("table/timeline.paired_spans") and _exists("tests/test_cli.py::test_x")
+    assert _exists("table/timeline.paired_spans") and _exists("tests/serve/cli/test_cli.py::test_x")
     assert not _exists("model/timeline.paired_spans")  # the module moved to table/
     assert not _exists("table/timeline.no_such_name")
     assert not _exists("docs/no_such_doc.md")

@@ -11,6 +11,7 @@ import json
 import os
 
 import pytest
+from testpaths import TESTS
 
 from tb_roofline.costs.hlo import fingerprint
 from tb_roofline.costs.hlo.fingerprint import SHAPES, recorded_dims, shapes_fingerprint
@@ -18,7 +19,7 @@ from tb_roofline.model.rule_context import recorded_arrays
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.serve.service.core import RooflineService
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(TESTS)
 A100 = os.path.join(REPO, "testdata", "kineto", "a100_80gb_shapes")
 TRACE = os.path.join(A100, "rank0.pt.trace.json.gz")
 
