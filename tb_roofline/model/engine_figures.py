@@ -1,5 +1,5 @@
 """The serving engine's own FLOP and byte estimates (vLLM's / SGLang's `--enable-mfu-metrics`
-counters, readers/engine_metrics.py) beside the project's, per step, and why they differ
+counters, readers/metrics/engine.py) beside the project's, per step, and why they differ
 (docs/serving.md, "Engine MFU figures").
 
 Input: the engine's figures as a plain dict (`EngineMetrics.as_dict`) and the serving step

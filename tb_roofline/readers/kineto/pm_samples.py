@@ -20,8 +20,8 @@ import re
 import numpy as np
 
 from tb_roofline.devices.gpu_peaks import kineto_device_peaks
-from tb_roofline.readers.cupti_metrics import cupti_quantity
 from tb_roofline.readers.kineto.event_fields import MAX_DEVICE, BadEvent, ts_ns
+from tb_roofline.readers.metrics.cupti import cupti_quantity
 from tb_roofline.table.counter_series import CounterSeries, build_series
 
 COUNTER_PROCESS = re.compile(r"^GPU (\d+) Counters$")

@@ -12,7 +12,7 @@ import os
 
 from tb_roofline import errors, settings
 from tb_roofline.model import rankings
-from tb_roofline.readers import engine_metrics
+from tb_roofline.readers.metrics import engine as engine_metrics
 from tb_roofline.serve.service import answers, workload_file
 from tb_roofline.serve.service.discovery import ALL_HOSTS
 
@@ -35,7 +35,7 @@ def workload_for(explicit_path: str | None, files: list, logdir: str, override: 
 
 
 def engine_for(explicit_path: str | None, files: list, logdir: str) -> dict | None:
-    """The engine's own FLOP and byte counters for a run (readers/engine_metrics.py):
+    """The engine's own FLOP and byte counters for a run (readers/metrics/engine.py):
     `explicit_path` (the service's --engine-metrics), else TB_ROOFLINE_ENGINE_METRICS, else
     the nearest engine_metrics.prom of the run's first profile; None when there is none."""
     path = explicit_path or settings.text(settings.ENGINE_METRICS) or None

@@ -1,5 +1,5 @@
 """A serving engine's own FLOP and byte counters (`--enable-mfu-metrics`, the Prometheus text
-format: readers/engine_metrics.py) beside the profile's per serving step (model/engine_figures.py)
+format: readers/metrics/engine.py) beside the profile's per serving step (model/engine_figures.py)
 on the real SGLang Qwen3-8B decode trace. The engine's figures are worked out here from the
 model's config and the step annotation, with vLLM's estimator formulas (vllm/v1/metrics/perf.py),
 without the reader or the model; the fixture was built by tools/build_engine_metrics_fixture.py."""
@@ -12,7 +12,7 @@ import sys
 import pytest
 from testpaths import TESTS
 
-from tb_roofline.readers import engine_metrics
+from tb_roofline.readers.metrics import engine as engine_metrics
 from tb_roofline.serve.service.core import RooflineService
 
 HERE = TESTS

@@ -22,7 +22,7 @@ import numpy as np
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers.common import TIME_LIMIT_PS
-from tb_roofline.readers.cupti_metrics import cupti_quantity
+from tb_roofline.readers.metrics.cupti import cupti_quantity
 from tb_roofline.readers.xspace.wire import _column, _words
 from tb_roofline.table.counter_series import CounterSeries, build_series
 
