@@ -80,7 +80,11 @@ def dur_ns(value) -> int:
 
 
 def event_args(ev) -> dict:
-    args = ev.get("args")
+    return args_dict(ev.get("args"))
+
+
+def args_dict(args) -> dict:
+    """An event's `args` ({} when it has none), BadEvent when it is not an object."""
     if args is None:
         return {}
     if type(args) is not dict:
