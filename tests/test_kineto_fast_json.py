@@ -139,5 +139,10 @@ def test_damaged_json_is_judged_by_the_standard_path(tmp_path, monkeypatch):
 
 
 def test_as_dict_gives_the_fields_the_event_has():
-    (ev,) = fast_json.decoder()('[{"ph": "X", "name": null, "args": {"a": [1]}, "id": 3}]')
-    assert fast_json.as_dict(ev) == {"ph": "X", "name": None, "args": {"a": [1]}}
+    (ev,) = fast_json.decoder()(
+        '[{"ph": "X", "cat": "kernel", "name": null, "args": {"a": [1]}, "id": 3}]'
+    )
+    assert fast_json.as_dict(ev) == {
+        **{"ph": "X", "cat": "kernel", "name": None, "args": {"a": [1]}},
+        **{"pid": None, "tid": None, "ts": None, "dur": 0},  # what get() defaults them to
+    }

@@ -94,6 +94,8 @@ def args_dict(args) -> dict:
 
 def int_or(value, default):
     """An integer JSON value (int, or integral float) that fits in int64, else default."""
+    if type(value) is int:  # the usual case first (ids, devices, streams)
+        return value if -(2**63) <= value < 2**63 else default
     if isinstance(value, bool):
         return default
     if isinstance(value, float) and value.is_integer():

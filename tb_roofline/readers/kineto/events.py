@@ -215,20 +215,16 @@ class Collector:
             cat = ev.cat
             if type(cat) is not str:
                 continue
-            pid, tid, dur, args = ev.pid, ev.tid, ev.dur, ev.args
-            pid = None if pid is missing else pid
-            tid = None if tid is missing else tid
-            dur = 0 if dur is missing else dur
-            args = None if args is missing else args
             try:
                 if cat == "cpu_op":
-                    self._cpu_op(ev.name, pid, tid, ev.ts, dur, args)
+                    self._cpu_op(ev.name, ev.pid, ev.tid, ev.ts, ev.dur, ev.args)
                 elif cat in RUNTIME_CATEGORIES:
                     name = "" if ev.name is missing else ev.name
-                    self._runtime(name, pid, tid, ev.ts, dur, args)
+                    self._runtime(name, ev.pid, ev.tid, ev.ts, ev.dur, ev.args)
                 elif cat in GPU_CATEGORIES:
                     name = "" if ev.name is missing else ev.name
-                    self._gpu(name, pid, tid, ev.ts, dur, args, GPU_CATEGORIES.index(cat))
+                    kind = GPU_CATEGORIES.index(cat)
+                    self._gpu(name, ev.pid, ev.tid, ev.ts, ev.dur, ev.args, kind)
                 elif cat == "user_annotation" or cat == "cuda_profiler_range":
                     self._event(fast_json.as_dict(ev))
             except (BadEvent, TypeError, ValueError, OverflowError):
