@@ -187,6 +187,7 @@ class _JsonStream:
                     break
             batch = structs = None
             buf, pos = self.buf, self.pos
+            text = ""
             end = len(buf)
             for _ in range(4):
                 cut = buf.rfind("},", pos, end)
@@ -206,6 +207,7 @@ class _JsonStream:
                         continue
                 self.pos = cut + 2
                 break
+            text = ""  # a few MB not kept while the batch is collected
             if batch is None:
                 batch, structs = self._slow_batch(), False
             on_events(batch, structs)
