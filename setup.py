@@ -29,6 +29,9 @@ setup(
         "dask": ["distributed>=2023.1"],
         # `tb_roofline.load(...)` tables as DataFrames (numpy record arrays without it):
         "notebook": ["pandas>=1.5"],
+        # PyTorch traces decoded by msgspec's compiled, typed JSON decoder (only the fields the
+        # reader uses; readers/kineto/fast_json.py); the standard library without it:
+        "fast": ["msgspec>=0.18"],
         # The project's habits (CONTRIBUTING.md): lint and format, types, pre-commit hooks.
         "dev": ["ruff==0.17.6", "mypy==2.4.1", "import-linter==2.17", "pre-commit>=3"],
         "test": [
@@ -49,6 +52,7 @@ setup(
             "distributed>=2023.1",  # the dask extra: tests/execute/test_dask_cluster.py
             "pandas>=1.5",  # the notebook extra: tests/serve/notebook/test_notebook.py
             "pyyaml>=5",  # tests/execute/test_deploy.py parses the Kubernetes manifests in deploy/
+            "msgspec>=0.18",  # the fast extra: tests/readers/kineto/test_kineto_fast_json.py
         ],
     },
     entry_points={

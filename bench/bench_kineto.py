@@ -27,7 +27,9 @@ import bench_env  # noqa: E402 (children run with bytecode, as an installed pack
 SOURCE = glob.glob(os.path.join(ROOT, "testdata", "kineto", "a100_80gb_shapes", "*.json.gz"))[0]
 
 
-def generate(path: str, target_mb: float) -> int:
+def generate(path: str, target_mb: float, repeats: int | None = None) -> int:
+    """Writes the trace (the source's events over and over, each copy later in time, until
+    `target_mb` of JSON, or `repeats` copies); returns its size in bytes."""
     with gzip.open(SOURCE, "rt") as f:
         doc = json.load(f)
     events = doc.pop("traceEvents")
@@ -43,7 +45,7 @@ def generate(path: str, target_mb: float) -> int:
         out.write('  "traceEvents": [\n')
         rep = 0
         first = True
-        while out.tell() < target:
+        while (rep < repeats) if repeats else (out.tell() < target):
             for e in events:
                 if rep and e.get("ph") == "M":
                     continue

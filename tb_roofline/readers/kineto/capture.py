@@ -27,7 +27,7 @@ import re
 from tb_roofline.costs.hlo.fingerprint import grid_fingerprint
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.readers.kineto.event_fields import dur_ns, event_args, int_or, ts_ns
+from tb_roofline.readers.kineto.event_fields import args_dict, dur_ns, int_or, ts_ns
 from tb_roofline.readers.kineto.events import Collector
 from tb_roofline.table.timeline import GRAPH_CAPTURE_CALLS
 
@@ -51,11 +51,11 @@ class CaptureCollector(Collector):
         super().add_op(thread, ts, dur, name, args, ext)
         self.raw_ops.append((thread, ts, dur, name, args, ext))
 
-    def _runtime(self, ev):
-        super()._runtime(ev)
-        name, args = ev.get("name", ""), event_args(ev)
-        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
-        thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+    def _runtime(self, name, pid, tid, ts, dur, args):
+        super()._runtime(name, pid, tid, ts, dur, args)
+        args = args_dict(args)
+        ts, dur = ts_ns(ts), dur_ns(dur)
+        thread = self.thread_id(pid, tid)
         if name in _BEGIN:
             self._begin[thread] = ts
         elif name in _END and thread in self._begin:

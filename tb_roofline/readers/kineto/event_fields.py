@@ -80,7 +80,11 @@ def dur_ns(value) -> int:
 
 
 def event_args(ev) -> dict:
-    args = ev.get("args")
+    return args_dict(ev.get("args"))
+
+
+def args_dict(args) -> dict:
+    """An event's `args` ({} when it has none), BadEvent when it is not an object."""
     if args is None:
         return {}
     if type(args) is not dict:
@@ -90,6 +94,8 @@ def event_args(ev) -> dict:
 
 def int_or(value, default):
     """An integer JSON value (int, or integral float) that fits in int64, else default."""
+    if type(value) is int:  # the usual case first (ids, devices, streams)
+        return value if -(2**63) <= value < 2**63 else default
     if isinstance(value, bool):
         return default
     if isinstance(value, float) and value.is_integer():

@@ -23,11 +23,12 @@ from tb_roofline.costs.torch import custom_ops as torch_custom_ops
 from tb_roofline.costs.torch import engine_labels, serving_ops
 from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.readers import serving_steps
-from tb_roofline.readers.kineto import pm_samples
+from tb_roofline.readers.kineto import fast_json, pm_samples
 from tb_roofline.readers.kineto.event_fields import (
     MAX_DEVICE,
     MAX_STEP,
     BadEvent,
+    args_dict,
     bounded_repr,
     dur_ns,
     event_args,
@@ -221,85 +222,117 @@ class Collector:
         return i
 
     def on_events(self, batch):
-        """Add one batch of events. Each event is read and checked whole before anything is
-        appended, so a malformed event (counted in `bad_events`) leaves the columns aligned."""
+        """Add one batch of events (dicts). Each event is read and checked whole before anything
+        is appended, so a malformed event (counted in `bad_events`) leaves the columns aligned."""
         self.n_events += len(batch)
         for ev in batch:
-            if type(ev) is not dict or ev.get("ph") != "X":
-                try:
-                    if type(ev) is dict and ev.get("ph") == "C":
-                        self.pm.add(ev)
-                    elif (
-                        type(ev) is dict
-                        and ev.get("ph") == "i"
-                        and ev.get("name") == RECORD_WINDOW_END
-                    ):
-                        self.window_end = ts_ns(ev.get("ts"))
-                except (BadEvent, TypeError, ValueError, OverflowError):
-                    self.bad_events += 1
+            self._event(ev)
+
+    def on_structs(self, batch):
+        """Add one batch of fast_json.Event: what `on_events` does with the same events as
+        dicts, the frequent kinds read from the structs' fields, the others as dicts."""
+        self.n_events += len(batch)
+        missing = fast_json.MISSING
+        for ev in batch:
+            if ev.ph != "X":
+                if ev.ph == "C" or ev.ph == "i":
+                    self._event(fast_json.as_dict(ev))
                 continue
-            cat = ev.get("cat")
+            cat = ev.cat
             if type(cat) is not str:
                 continue
             try:
                 if cat == "cpu_op":
-                    self._cpu_op(ev)
+                    self._cpu_op(ev.name, ev.pid, ev.tid, ev.ts, ev.dur, ev.args)
                 elif cat in RUNTIME_CATEGORIES:
-                    self._runtime(ev)
+                    name = "" if ev.name is missing else ev.name
+                    self._runtime(name, ev.pid, ev.tid, ev.ts, ev.dur, ev.args)
                 elif cat in GPU_CATEGORIES:
-                    self._gpu(ev, GPU_CATEGORIES.index(cat))
-                elif cat == "user_annotation":
-                    name = ev.get("name")
-                    if type(name) is not str:
-                        raise BadEvent
-                    m = STEP_NAME.match(name)
-                    if m:
-                        step = int(m.group(1))
-                        if step > MAX_STEP:
-                            raise BadEvent
-                        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
-                        self.steps.append((step, ts, dur))
-                    elif name.startswith(("step[", "execute_")):
-                        facts = serving_steps.parse(name)
-                        if facts is not None:
-                            ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
-                            thread = self.thread_id(ev.get("pid"), ev.get("tid"))
-                            self.serving.append((thread, ts, dur, facts))
-                    elif engine_labels.parse(name) is not None:
-                        # an engine's scope naming its GEMM's shapes: an op of its own, costed
-                        # from the label, the row of the kernels launched inside it
-                        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
-                        thread = self.thread_id(ev.get("pid"), ev.get("tid"))
-                        self.add_op(thread, ts, dur, name, {ENGINE_LABEL: True}, -1)
-                    elif torch_flops.COMMUNICATION.search(name) or name.startswith("gloo:"):
-                        # A collective's run on its backend's thread (CPU timeline only).
-                        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
-                        thread = self.thread_id(ev.get("pid"), ev.get("tid"))
-                        fact = (
-                            torch_custom_ops.annotation_fact(name, event_args(ev))
-                            if name.startswith("nccl:")
-                            else None
-                        )
-                        self.comm_spans.append((thread, ts, dur, self.bounded(name)))
-                        self._comm_fact(thread, ts, dur, fact)
-                elif cat == "cuda_profiler_range":
-                    name = ev.get("name", "")
-                    if type(name) is not str:
-                        raise BadEvent
-                    self.hw.append((self.bounded(name), event_args(ev)))
+                    name = "" if ev.name is missing else ev.name
+                    kind = GPU_CATEGORIES.index(cat)
+                    self._gpu(name, ev.pid, ev.tid, ev.ts, ev.dur, ev.args, kind)
+                elif cat == "user_annotation" or cat == "cuda_profiler_range":
+                    self._event(fast_json.as_dict(ev))
             except (BadEvent, TypeError, ValueError, OverflowError):
-                # TypeError: an unhashable pid/tid; ValueError: a step number of thousands of
-                # digits. Nothing was appended for this event: the columns stay aligned.
                 self.bad_events += 1
 
-    def _cpu_op(self, ev):
-        args = event_args(ev)
+    def _event(self, ev):
+        """One event as the standard library decodes it (anything JSON can be)."""
+        if type(ev) is not dict or ev.get("ph") != "X":
+            try:
+                if type(ev) is dict and ev.get("ph") == "C":
+                    self.pm.add(ev)
+                elif (
+                    type(ev) is dict and ev.get("ph") == "i" and ev.get("name") == RECORD_WINDOW_END
+                ):
+                    self.window_end = ts_ns(ev.get("ts"))
+            except (BadEvent, TypeError, ValueError, OverflowError):
+                self.bad_events += 1
+            return
+        cat = ev.get("cat")
+        if type(cat) is not str:
+            return
+        try:
+            if cat == "cpu_op":
+                self._cpu_op(*_fields(ev, None))
+            elif cat in RUNTIME_CATEGORIES:
+                self._runtime(*_fields(ev, ""))
+            elif cat in GPU_CATEGORIES:
+                self._gpu(*_fields(ev, ""), GPU_CATEGORIES.index(cat))
+            elif cat == "user_annotation":
+                self._annotation(ev)
+            elif cat == "cuda_profiler_range":
+                name = ev.get("name", "")
+                if type(name) is not str:
+                    raise BadEvent
+                self.hw.append((self.bounded(name), event_args(ev)))
+        except (BadEvent, TypeError, ValueError, OverflowError):
+            # TypeError: an unhashable pid/tid; ValueError: a step number of thousands of
+            # digits. Nothing was appended for this event: the columns stay aligned.
+            self.bad_events += 1
+
+    def _annotation(self, ev):
         name = ev.get("name")
         if type(name) is not str:
             raise BadEvent
-        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
+        m = STEP_NAME.match(name)
+        if m:
+            step = int(m.group(1))
+            if step > MAX_STEP:
+                raise BadEvent
+            ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
+            self.steps.append((step, ts, dur))
+        elif name.startswith(("step[", "execute_")):
+            facts = serving_steps.parse(name)
+            if facts is not None:
+                ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
+                thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+                self.serving.append((thread, ts, dur, facts))
+        elif engine_labels.parse(name) is not None:
+            # an engine's scope naming its GEMM's shapes: an op of its own, costed from the
+            # label, the row of the kernels launched inside it
+            ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
+            thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+            self.add_op(thread, ts, dur, name, {ENGINE_LABEL: True}, -1)
+        elif torch_flops.COMMUNICATION.search(name) or name.startswith("gloo:"):
+            # A collective's run on its backend's thread (CPU timeline only).
+            ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
+            thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+            fact = (
+                torch_custom_ops.annotation_fact(name, event_args(ev))
+                if name.startswith("nccl:")
+                else None
+            )
+            self.comm_spans.append((thread, ts, dur, self.bounded(name)))
+            self._comm_fact(thread, ts, dur, fact)
+
+    def _cpu_op(self, name, pid, tid, ts, dur, args):
+        args = args_dict(args)
+        if type(name) is not str:
+            raise BadEvent
+        ts, dur = ts_ns(ts), dur_ns(dur)
         ext = int_or(args.get("External id"), -1)
-        thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+        thread = self.thread_id(pid, tid)
         self.add_op(thread, ts, dur, name, args, ext)
 
     def add_op(self, thread: int, ts: int, dur: int, name: str, args: dict, ext: int):
@@ -321,20 +354,20 @@ class Collector:
         if fact is not None:
             self.comm_facts.append((thread, ts, dur) + fact)
 
-    def _runtime(self, ev):
-        args = event_args(ev)
-        name = ev.get("name", "")
+    def _runtime(self, name, pid, tid, ts, dur, args):
+        """A runtime call (a launch, a sync...): its fields as the event gives them."""
+        args = args_dict(args)
         if type(name) is not str:
             raise BadEvent
         if name in HOST_CAUSE_CALLS:  # kept whether or not it has a correlation id
-            ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
-            self.host_calls.append((name, self.thread_id(ev.get("pid"), ev.get("tid")), ts, dur))
+            t_ns, d_ns = ts_ns(ts), dur_ns(dur)
+            self.host_calls.append((name, self.thread_id(pid, tid), t_ns, d_ns))
         corr = int_or(args.get("correlation"), -1)
         if corr < 0:
             return
-        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
+        ts, dur = ts_ns(ts), dur_ns(dur)
         ext = int_or(args.get("External id"), -1)
-        thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+        thread = self.thread_id(pid, tid)
         if "GraphLaunch" in name:  # its kernels replay a captured graph (kineto/capture.py)
             self.graph_launches.append((corr, thread, ts, dur))
         self.rt_corr.append(corr)
@@ -344,12 +377,12 @@ class Collector:
         self.rt_dur.append(dur)
         self.rt_launch.append("Launch" in name)
 
-    def _gpu(self, ev, kind):
-        args = event_args(ev)
-        name = ev.get("name", "")
+    def _gpu(self, name, pid, tid, ts, dur, args, kind):
+        """Device activity (kernel, memcpy, memset); pid and tid are not read."""
+        args = args_dict(args)
         if type(name) is not str:
             raise BadEvent
-        ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
+        ts, dur = ts_ns(ts), dur_ns(dur)
         dev = args.get("device")
         dev = 0 if dev is None else int_or(dev, None)
         if dev is None or not -MAX_DEVICE < dev < MAX_DEVICE:
@@ -376,3 +409,16 @@ class Collector:
         self.gpu_bytes.append(nbytes)
         self.gpu_stream.append(int_or(args.get("stream"), -1))
         self.gpu_grid.append(grid_i)
+
+
+def _fields(ev: dict, name_default):
+    """(name, pid, tid, ts, dur, args) of an event dict, as the field handlers take them."""
+    get = ev.get
+    return (
+        get("name", name_default),
+        get("pid"),
+        get("tid"),
+        get("ts"),
+        get("dur", 0),
+        get("args"),
+    )

@@ -20,6 +20,7 @@ from tb_roofline import settings, storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.readers import meter
 from tb_roofline.readers.files import check_profile_file
+from tb_roofline.readers.kineto import fast_json
 from tb_roofline.readers.kineto.event_fields import parse_float as _parse_float
 from tb_roofline.readers.kineto.events import Collector
 
@@ -66,9 +67,10 @@ class _JsonStream:
     """An incremental reader of `{ "key": value, ..., "traceEvents": [ {...}, ... ], ... }`.
 
     Values other than traceEvents are decoded whole (they are small); the events array is
-    decoded in batches of complete elements with one `json.loads` per few MB (fast path: the
-    text up to the last `},` that ends a top-level element), falling back to `raw_decode` one
-    element at a time when a batch boundary is ambiguous. Only a few MB of text are held.
+    decoded in batches of complete elements with one decode per few MB (fast path: the text up
+    to the last `},` that ends a top-level element; msgspec's typed decoder when installed,
+    fast_json.py, else `json.loads`), falling back to `raw_decode` one element at a time when a
+    batch boundary is ambiguous. Only a few MB of text are held.
     """
 
     WS = " \t\r\n"
@@ -139,7 +141,8 @@ class _JsonStream:
             return value
 
     def parse(self, on_key, on_events):
-        """Calls on_key(key, value) for plain keys and on_events(list) per batch of events."""
+        """Calls on_key(key, value) for plain keys and on_events(list, structs) per batch of
+        events (structs: fast_json.Event items, else the standard library's dicts)."""
         self._expect("{")
         first = True
         while True:
@@ -170,6 +173,7 @@ class _JsonStream:
 
     def _events(self, on_events):
         loads = json.JSONDecoder(parse_float=_parse_float).decode
+        typed = fast_json.decoder()
         while True:
             ch = self._skip_ws()
             if ch == "]":
@@ -181,23 +185,32 @@ class _JsonStream:
             while len(self.buf) - self.pos < CHUNK_CHARS and not self.src.eof:
                 if not self._more():
                     break
-            batch = None
+            batch = structs = None
             buf, pos = self.buf, self.pos
+            text = ""
             end = len(buf)
             for _ in range(4):
                 cut = buf.rfind("},", pos, end)
                 if cut < 0:
                     break
-                try:
-                    batch = loads("[" + buf[pos : cut + 1] + "]")
-                except ValueError:
-                    end = cut
-                    continue
+                text = "[" + buf[pos : cut + 1] + "]"
+                if typed is not None:
+                    try:
+                        batch, structs = typed(text), True
+                    except fast_json.DecodeError:  # what it refuses, the standard path judges
+                        pass
+                if batch is None:
+                    try:
+                        batch, structs = loads(text), False
+                    except ValueError:
+                        end = cut
+                        continue
                 self.pos = cut + 2
                 break
+            text = ""  # a few MB not kept while the batch is collected
             if batch is None:
-                batch = self._slow_batch()
-            on_events(batch)
+                batch, structs = self._slow_batch(), False
+            on_events(batch, structs)
 
     def _slow_batch(self) -> list:
         """Elements one by one (raw_decode) up to about one chunk; stops before the ']'.
@@ -226,13 +239,16 @@ def load_kineto(
 
     max_events = int(settings.number(settings.MAX_EVENTS))
 
-    def on_events(batch):
+    def on_events(batch, structs):
         if col.n_events + len(batch) > max_events:
             raise ProfileTooLargeError(
                 f"holds more than {max_events:,} trace events, over the limit (set "
                 f"{MAX_EVENTS_ENV} to raise it)"
             )
-        col.on_events(batch)
+        if structs:
+            col.on_structs(batch)
+        else:
+            col.on_events(batch)
         # What the conversion builds grows with events, distinct names and steps, whatever
         # the bytes: told to the budget at every batch (a few MB of text).
         meter.charge(
