@@ -12,13 +12,14 @@ import os
 
 import numpy as np
 import pytest
+from testpaths import TESTS
 
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.readers.kineto import Collector, fast_json, load_kineto, read_kineto_file
 
 pytest.importorskip("msgspec")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(TESTS)
 TRACES = sorted(
     {
         os.path.realpath(p)
