@@ -202,9 +202,8 @@ def test_total_tooltip_and_coincident_records(page, tb_testdata, run):
             gbs = total[f"{mid}_bw"] * (1 if mid == "interconnect" else 2**30 / 1e9)
             assert abs(float(value.replace(",", "")) - gbs) <= 0.005 * gbs, (mid, text, gbs)
         text = tip.inner_text()
-        unit = {"gpu": "GPU", "tpu": "chip" if device.get("megacore") else "TensorCore"}.get(
-            device["kind"], "core"
-        )
+        unit = {"gpu": "GPU", "tpu": "TensorCore"}.get(device["kind"], "core")
+        assert unit == device["unit"]
         assert "Total time" in text and f"per {unit}" in text
     # Every record on that spot is listed (the points are not moved apart): those drawn at the
     # hovered point's place, and Total's when the hovered one is drawn over it.
