@@ -162,7 +162,30 @@ def compare(base: Side, cand: Side, top: int = 10) -> Comparison:
     order = _largest_change_first(ops)
     ops = ops.select(order)
     summary = _summary(program, ops, time_pair, change, base, cand, top)
-    return Comparison(program, ops, summary, _notes(base, cand, ops))
+    notes = _notes(base, cand, ops)
+    if summary["within_one_call"]:
+        notes.append(
+            f"the time per core changed by {_us(summary['time_change_per_core_us'])}, no more "
+            f"than the longest single op call ({_us(summary['longest_call_us'])}): one call "
+            "more or less, not a speedup or slowdown the profiles can tell"
+        )
+    return Comparison(program, ops, summary, notes)
+
+
+def _us(v: float) -> str:
+    return f"{abs(v):,.3g} µs"
+
+
+def longest_call_us(ops: PairTable) -> float | None:
+    """The longest single call of any op on either side, µs: an op record's self time over its
+    calls (`total_self_time_us / occurrences`); None when no record has a call."""
+    c = ops.columns
+    per_call = [
+        div(np.nan_to_num(c[f"{s}_total_self_time_us"]), np.nan_to_num(c[f"{s}_occurrences"]))
+        for s in ("base", "cand")
+    ]
+    values = np.concatenate(per_call) if len(ops) else np.zeros(0)
+    return float(values.max()) if values.size and values.max() > 0 else None
 
 
 def _op_level(base: Side, cand: Side, keys_b: MatchKeys, keys_c: MatchKeys, m: Matching):
@@ -424,6 +447,8 @@ def _summary(
     rules: dict = {}
     for r in c["match_rule"][status == MATCHED].tolist():
         rules[r] = rules.get(r, 0) + 1
+    longest = longest_call_us(ops)
+    per_core_change = wc - wb if wb is not None and wc is not None else None
     return {
         "scope": {"base": base.scope, "cand": cand.scope},
         "num_steps": {"base": base.num_steps, "cand": cand.num_steps},
@@ -432,6 +457,14 @@ def _summary(
         "base_time_per_core_us": _num(pair, "base_total_time_per_core_us"),
         "cand_time_per_core_us": _num(pair, "cand_total_time_per_core_us"),
         "time_change_us": change if np.isfinite(change) else None,
+        "time_change_per_core_us": per_core_change,
+        # A change no larger than one call is one kernel more or less, not a speedup.
+        "longest_call_us": longest,
+        "within_one_call": (
+            0 < abs(per_core_change) <= longest
+            if per_core_change is not None and longest is not None
+            else None
+        ),
         "time_change_percent": 100.0 * (wc - wb) / wb if wb and wc is not None else None,
         "speedup": wb / wc if wb and wc else None,
         **change_label(100.0 * (wc - wb) / wb if wb and wc is not None else None),

@@ -176,8 +176,9 @@ def test_total_tooltip_and_coincident_records(page, tb_testdata, run):
       const c = window.__roofline.programChart;
       const item = c.findMark('points').items.find((i) => i.datum.record_type === 'total');
       const [ox, oy] = c.view.origin();
+      const pad = c.view.padding();
       const box = c.view.container().querySelector('canvas').getBoundingClientRect();
-      return {x: box.left + ox + item.x, y: box.top + oy + item.y}; })()"""
+      return {x: box.left + pad.left + ox + item.x, y: box.top + pad.top + oy + item.y}; })()"""
     hover(page, "#program-chart", lambda: page.evaluate(locate))
     tip = page.locator("#chart-tooltip")
     # Which record the mouse is on: Total, or one drawn on top of it on the same spot.
