@@ -62,3 +62,19 @@ def test_a_comparison_with_points_keeps_its_charts(page, tb_testdata):
         c = _chart(page, which)
         assert not c["empty"] and c["points"] > 0 and c["drawn"] > 0, (which, c)
         assert c["height"] > 200 and c["note"] is None, (which, c)
+
+
+def test_a_change_within_one_call_quotes_no_speedup(page, tb_testdata):
+    """Steps 2 and 4 of the real H200 decode trace differ by less than its longest op call:
+    the summary gives the change against that call (the API's within_one_call), no speedup."""
+    run = "kineto/h200_decode_eager"
+    _, answer = tb_testdata.api("compare", base=run, run=run, base_step="2", step="4")
+    s = answer["summary"]
+    assert s["within_one_call"] is True, s
+    open_frame(page, tb_testdata, run=run, compare=run, compare_base_step="2", compare_step="4")
+    assert _wait(page) == "ready"
+    text = page.locator("#compare-facts tr[data-key=change] td").inner_text()
+    assert "within one op call's time" in text and "×" not in text, text  # no "speedup 1.001×"
+    assert f"{s['time_change_per_core_us']:.2f} µs" in text, (text, s)
+    notes = page.locator("#compare-notes").inner_text()
+    assert "no more than the longest single op call" in notes, notes
