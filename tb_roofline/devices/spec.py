@@ -54,6 +54,10 @@ class MemoryPeak:
         return self.gbs * GIB_PER_GB
 
 
+# A megacore chip (TPU v4, v5p) is two TensorCores acting as one device.
+TENSOR_CORES_PER_MEGACORE_CHIP = 2
+
+
 @dataclasses.dataclass
 class DeviceInfo:
     type: str = "Unknown"
@@ -92,13 +96,40 @@ class DeviceInfo:
                 return m
         return None
 
+    @property
+    def unit(self) -> str:
+        """What one core of the per-core figures is: a GPU, a TPU TensorCore (one
+        `/device:TPU:N` plane, whose peaks the profile states, megacore or not), else a core."""
+        return {"gpu": "GPU", "tpu": "TensorCore"}.get(self.kind, "core")
+
+    def per_chip(self) -> dict | None:
+        """A megacore TPU's figures per chip: its two TensorCores run one program as one JAX
+        device, the profile keeps a plane and peaks per TensorCore, and the data sheet gives
+        the chip's compute and HBM bandwidth, twice those (v4: 2 x 137.5 = 275 TFLOP/s, 2 x 600
+        = 1,200 GB/s). Other memories (CMEM, VMEM) are not summed: no document gives them per
+        chip. None for any other device."""
+        if self.kind != "tpu" or not self.megacore:
+            return None
+        n = TENSOR_CORES_PER_MEGACORE_CHIP
+        hbm = self.memory("hbm")
+        return {
+            "tensor_cores": n,
+            "compute": [
+                {"precision": c.precision, "peak_gflops": _finite(n * c.gflops)}
+                for c in self.compute
+            ],
+            "hbm_gbs": _finite(n * hbm.gbs) if hbm is not None and hbm.gbs > 0 else None,
+        }
+
     def to_json(self) -> dict:
         return {
             "type": self.type,
             "kind": self.kind,
+            "unit": self.unit,
             "num_cores": self.num_cores,
             "num_hosts": self.num_hosts,
             "megacore": self.megacore,
+            "per_chip": self.per_chip(),
             "has_cmem": self.has_cmem,
             "has_merged_vmem": self.has_merged_vmem,
             "time_scale_multiplier": self.time_scale_multiplier,

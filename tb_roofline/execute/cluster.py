@@ -347,13 +347,15 @@ class _Batch:
         return self.outcomes
 
     def _next(self):
-        """Wait for the next unit to finish (or fail), checking the workers are alive."""
+        """Wait for the next unit to finish (or fail), checking every second that the workers
+        are alive: losing them all is told TB_ROOFLINE_CLUSTER_CONNECT_S after it happened, not
+        up to a polling interval later."""
         import queue
 
         stall = settings.number(settings.CLUSTER_STALL_S)
         grace = settings.number(settings.CLUSTER_CONNECT_S)
         try:
-            f = self.done.get(timeout=min(stall, grace, 5.0))
+            f = self.done.get(timeout=min(stall, grace, 1.0))
         except queue.Empty:
             self._check_alive(stall, grace)
             return

@@ -40,6 +40,7 @@ SIDE_COLUMNS = (
     "caveat",
     "fingerprint",
     "total_self_time_us",
+    "self_time_per_core_us",
 ) + _COMMON
 PROGRAM_SIDE_COLUMNS = ("record_type", "step", "host", "total_time_per_core_us") + _COMMON
 PAIR_COLUMNS = (
@@ -48,6 +49,7 @@ PAIR_COLUMNS = (
     "change",
     "program",
     "delta_time_us",
+    "delta_time_per_core_us",
     "delta_time_percent",
     "speedup",
     "share_of_change",
@@ -143,8 +145,16 @@ def compare(base: Side, cand: Side, top: int = 10) -> Comparison:
     )
     keys_b, keys_c = MatchKeys.of(base.ops.columns), MatchKeys.of(cand.ops.columns)
     base_cols, cand_cols, matching = _op_level(base, cand, keys_b, keys_c, match(keys_b, keys_c))
+    base_cols = with_time_per_core(base_cols, base.device.num_cores)
+    cand_cols = with_time_per_core(cand_cols, cand.device.num_cores)
     ops = pair_table(
-        base_cols, cand_cols, matching, SIDE_COLUMNS, OP_COLUMNS, "total_self_time_us", change
+        base_cols,
+        cand_cols,
+        matching,
+        SIDE_COLUMNS,
+        OP_COLUMNS,
+        ("total_self_time_us", "self_time_per_core_us"),
+        change,
     )
     with_roof_ids(ops, base.device, cand.device)
     with_measurements(ops)
@@ -152,7 +162,30 @@ def compare(base: Side, cand: Side, top: int = 10) -> Comparison:
     order = _largest_change_first(ops)
     ops = ops.select(order)
     summary = _summary(program, ops, time_pair, change, base, cand, top)
-    return Comparison(program, ops, summary, _notes(base, cand, ops))
+    notes = _notes(base, cand, ops)
+    if summary["within_one_call"]:
+        notes.append(
+            f"the time per core changed by {_us(summary['time_change_per_core_us'])}, no more "
+            f"than the longest single op call ({_us(summary['longest_call_us'])}): one call "
+            "more or less, not a speedup or slowdown the profiles can tell"
+        )
+    return Comparison(program, ops, summary, notes)
+
+
+def _us(v: float) -> str:
+    return f"{abs(v):,.3g} µs"
+
+
+def longest_call_us(ops: PairTable) -> float | None:
+    """The longest single call of any op on either side, µs: an op record's self time over its
+    calls (`total_self_time_us / occurrences`); None when no record has a call."""
+    c = ops.columns
+    per_call = [
+        div(np.nan_to_num(c[f"{s}_total_self_time_us"]), np.nan_to_num(c[f"{s}_occurrences"]))
+        for s in ("base", "cand")
+    ]
+    values = np.concatenate(per_call) if len(ops) else np.zeros(0)
+    return float(values.max()) if values.size and values.max() > 0 else None
 
 
 def _op_level(base: Side, cand: Side, keys_b: MatchKeys, keys_c: MatchKeys, m: Matching):
@@ -195,10 +228,32 @@ def _append(cols: dict, more: dict) -> dict:
     return {k: np.concatenate([v, more[k]]) for k, v in cols.items() if k in more}
 
 
+def with_time_per_core(cols: dict, num_cores: int) -> dict:
+    """Op record columns with each record's self time per core (per chip, GPU, ...): its self
+    time summed over the side's cores divided by their number, NaN when the side counts none.
+    The verdicts of a pair are read from it, so a side over fewer cores is not faster for it."""
+    per_core = (
+        np.asarray(cols["total_self_time_us"], np.float64) / num_cores
+        if num_cores
+        else np.full(len(cols["total_self_time_us"]), np.nan)
+    )
+    return {**cols, "self_time_per_core_us": per_core}
+
+
 def pair_table(
-    base: dict, cand: dict, m: Matching, side_columns, names, time_column: str, total_change: float
+    base: dict,
+    cand: dict,
+    m: Matching,
+    side_columns,
+    names,
+    time_columns: tuple[str, str],
+    total_change: float,
 ) -> PairTable:
-    """Both sides' columns for each pair (None / NaN on a missing side) and the deltas."""
+    """Both sides' columns for each pair (None / NaN on a missing side) and the deltas.
+    `time_columns`: (the time summed over a side's cores, the same per core). `delta_time_us`
+    is of the sums (the pairs' deltas add up to the program's); the per-core delta, the percent,
+    the speedup and the faster/slower verdict are of the times per core, so two sides over
+    different numbers of cores compare by what each core spent."""
     out = {}
     for prefix, cols, idx in (("base", base, m.base), ("cand", cand, m.cand)):
         present = idx >= 0
@@ -225,11 +280,14 @@ def pair_table(
     rule = np.asarray(m.rule, dtype=object).copy()
     rule[~both] = None
     out["match_rule"] = rule
-    tb = np.nan_to_num(out[f"base_{time_column}"])
-    tc = np.nan_to_num(out[f"cand_{time_column}"])
-    delta = tc - tb
+    summed, per_core = time_columns
+    delta = np.nan_to_num(out[f"cand_{summed}"]) - np.nan_to_num(out[f"base_{summed}"])
     out["delta_time_us"] = delta
-    out["delta_time_percent"] = np.where(both & (tb > 0), div(delta, tb) * 100.0, np.nan)
+    tb = np.nan_to_num(out[f"base_{per_core}"])
+    tc = np.nan_to_num(out[f"cand_{per_core}"])
+    delta_core = tc - tb
+    out["delta_time_per_core_us"] = delta_core
+    out["delta_time_percent"] = np.where(both & (tb > 0), div(delta_core, tb) * 100.0, np.nan)
     out["speedup"] = np.where(both & (tc > 0), div(tb, tc), np.nan)
     out["share_of_change"] = (
         delta / total_change
@@ -237,7 +295,7 @@ def pair_table(
         else np.full(len(delta), np.nan)
     )
     out["change"] = np.select(
-        [~both & (m.base < 0), ~both, delta < 0, delta > 0],
+        [~both & (m.base < 0), ~both, delta_core < 0, delta_core > 0],
         [NEW, REMOVED, "faster", "slower"],
         "same",
     ).astype(object)
@@ -309,10 +367,15 @@ def _pair_program(base: Side, cand: Side) -> PairTable:
     bi = np.array([p[0] for p in pairs], np.int64)
     ci = np.array([p[1] for p in pairs], np.int64)
     rule = np.array([p[2] for p in pairs], dtype=object)
-    t = pair_table(
-        b, c, Matching(bi, ci, rule), PROGRAM_SIDE_COLUMNS, PROGRAM_COLUMNS, "total_time_us", np.nan
+    return pair_table(
+        b,
+        c,
+        Matching(bi, ci, rule),
+        PROGRAM_SIDE_COLUMNS,
+        PROGRAM_COLUMNS,
+        ("total_time_us", "total_time_per_core_us"),
+        np.nan,
     )
-    return t
 
 
 def _find(cols: dict, column: str, value) -> int:
@@ -384,6 +447,8 @@ def _summary(
     rules: dict = {}
     for r in c["match_rule"][status == MATCHED].tolist():
         rules[r] = rules.get(r, 0) + 1
+    longest = longest_call_us(ops)
+    per_core_change = wc - wb if wb is not None and wc is not None else None
     return {
         "scope": {"base": base.scope, "cand": cand.scope},
         "num_steps": {"base": base.num_steps, "cand": cand.num_steps},
@@ -392,6 +457,14 @@ def _summary(
         "base_time_per_core_us": _num(pair, "base_total_time_per_core_us"),
         "cand_time_per_core_us": _num(pair, "cand_total_time_per_core_us"),
         "time_change_us": change if np.isfinite(change) else None,
+        "time_change_per_core_us": per_core_change,
+        # A change no larger than one call is one kernel more or less, not a speedup.
+        "longest_call_us": longest,
+        "within_one_call": (
+            0 < abs(per_core_change) <= longest
+            if per_core_change is not None and longest is not None
+            else None
+        ),
         "time_change_percent": 100.0 * (wc - wb) / wb if wb and wc is not None else None,
         "speedup": wb / wc if wb and wc else None,
         **change_label(100.0 * (wc - wb) / wb if wb and wc is not None else None),
@@ -462,8 +535,8 @@ def _notes(base: Side, cand: Side, ops: PairTable) -> list[str]:
     if db.num_cores != dc.num_cores:
         notes.append(
             f"the base has {db.num_cores} core(s) and the candidate {dc.num_cores}: op "
-            "times are summed over cores (as in the op table), the program's time "
-            "change in percent and its speedup are per core"
+            "times are summed over cores (as in the op table); every change in percent, "
+            "speedup and faster/slower verdict is of the time per core"
         )
     if base.scope == cand.scope == "Total" and base.num_steps != cand.num_steps:
         notes.append(

@@ -9,6 +9,7 @@
 // once under a CSP without 'unsafe-eval' and asserts there is no violation.
 
 import {LAYER_CACHE, LayerCache, installLayerCache} from './layer_cache.js';
+import {cursorAt, pickAt} from './pick.js';
 
 export * from './roofline_specs.js';
 
@@ -68,7 +69,8 @@ export class Chart {
     this.view = this.result.view;
     if (this.onClick) {
       this.view.addEventListener('click', (event, item) => {
-        this.onClick(item && item.datum ? item.datum : null, item, event);
+        const picked = this.pick(event, item);
+        this.onClick(picked && picked.datum ? picked.datum : null, picked, event);
       });
     }
     if (this.onHover) {
@@ -78,10 +80,17 @@ export class Chart {
         last = datum;
         this.onHover(datum);
       };
-      this.view.addEventListener('mousemove', (event, item) => hover(item && item.datum ?
-        item.datum : null));
+      this.view.addEventListener('mousemove', (event, item) => {
+        const picked = this.pick(event, item);
+        hover(picked && picked.datum ? picked.datum : null);
+      });
       this.view.addEventListener('mouseout', () => hover(null));
     }
+  }
+
+  /** The item the cursor is on (pick.js: the nearest centre among overlapping points). */
+  pick(event, item) {
+    return item ? pickAt(item, cursorAt(this.view, event, item)) : item;
   }
 
   /**

@@ -240,13 +240,15 @@ export function sideMeasured(row, side, needs = ['flops']) {
 }
 
 /**
- * What one "core" of the per-core figures is on this device, in the words its users read: a
- * GPU, a TPU chip (megacore: two TensorCores work as one) or TensorCore, a CPU core.
+ * What one "core" of the per-core figures is on this device, in the words its users read (the
+ * API's `unit`, devices/spec.py): a GPU, a TPU TensorCore (megacore or not: the profile's
+ * planes and peaks are per TensorCore, a megacore chip is two of them), a CPU core.
  */
 export function unitOf(device) {
+  if (device && device.unit) return device.unit;
   const kind = device && device.kind;
   if (kind === 'gpu') return 'GPU';
-  if (kind === 'tpu') return device.megacore ? 'chip' : 'TensorCore';
+  if (kind === 'tpu') return 'TensorCore';
   return 'core';
 }
 

@@ -288,7 +288,8 @@ def main():
                   const view = window.__roofline.opChart.view;
                   const items = view.data('ops').filter((r) => !r.at_floor)
                       .sort((a, b) => b.time_fraction - a.time_fraction).slice(0, n);
-                  const [ox, oy] = view.origin();
+                  const [ox, oy] = [view.origin()[0] + view.padding().left,
+        view.origin()[1] + view.padding().top];
                   const box = view.container().querySelector('canvas').getBoundingClientRect();
                   return items.map((d) => ({x: box.left + ox + view.scale('x')(d.px),
                                             y: box.top + oy + view.scale('y')(d.py)}));

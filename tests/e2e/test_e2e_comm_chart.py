@@ -142,7 +142,7 @@ def test_filters_export_and_roof_highlight(page, tb_comm):
       const p = ({ITEMS})('points').find(q => q.datum.operation === '{target}');
       const box = document.querySelector('#comm-chart canvas').getBoundingClientRect();
       const view = window.__roofline.commChart.view;
-      const o = view.origin();
+      const o = [view.origin()[0] + view.padding().left, view.origin()[1] + view.padding().top];
       return {{x: box.left + o[0] + p.x, y: box.top + o[1] + p.y}};
     }}"""
     hover(page, "#comm-chart", lambda: page.evaluate(locate), tooltip_selector="#comm-tooltip")

@@ -88,7 +88,8 @@ def point_xy(frame, data_name="cand_points"):
         """(name) => {
       const view = window.__rooflineCompare.opChart.view;
       const d = view.data(name).filter((r) => !r.at_floor).reduce((a, b) => (b.t > a.t ? b : a));
-      const [ox, oy] = view.origin();
+      const [ox, oy] = [view.origin()[0] + view.padding().left,
+        view.origin()[1] + view.padding().top];
       const box = view.container().querySelector('canvas').getBoundingClientRect();
       return {x: box.left + ox + view.scale('x')(d.px), y: box.top + oy + view.scale('y')(d.py),
               index: d.pair._i, operation: d.pair.cand_operation || d.pair.base_operation};

@@ -64,7 +64,8 @@ def op_point_screen_xy(frame, rank=None):
         d = items.filter((r) => !r.at_floor)
             .reduce((a, b) => (b.time_fraction > a.time_fraction ? b : a));
       }
-      const [ox, oy] = view.origin();
+      const [ox, oy] = [view.origin()[0] + view.padding().left,
+        view.origin()[1] + view.padding().top];
       const canvas = view.container().querySelector('canvas');
       const box = canvas.getBoundingClientRect();
       return {x: box.left + ox + view.scale('x')(d.px), y: box.top + oy + view.scale('y')(d.py),

@@ -46,7 +46,8 @@ def screen_xy(page, chart, dataset, predicate):
       const c = window.__roofline.{chart};
       const d = c.view.data('{dataset}').find((r) => {predicate});
       if (!d) return null;
-      const [ox, oy] = c.view.origin();
+      const [ox, oy] = [c.view.origin()[0] + c.view.padding().left,
+        c.view.origin()[1] + c.view.padding().top];
       const box = c.view.container().querySelector('canvas').getBoundingClientRect();
       return {{x: box.left + ox + c.view.scale('x')(d.px),
                y: box.top + oy + c.view.scale('y')(d.py),

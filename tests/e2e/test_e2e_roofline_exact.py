@@ -176,8 +176,9 @@ def test_total_tooltip_and_coincident_records(page, tb_testdata, run):
       const c = window.__roofline.programChart;
       const item = c.findMark('points').items.find((i) => i.datum.record_type === 'total');
       const [ox, oy] = c.view.origin();
+      const pad = c.view.padding();
       const box = c.view.container().querySelector('canvas').getBoundingClientRect();
-      return {x: box.left + ox + item.x, y: box.top + oy + item.y}; })()"""
+      return {x: box.left + pad.left + ox + item.x, y: box.top + pad.top + oy + item.y}; })()"""
     hover(page, "#program-chart", lambda: page.evaluate(locate))
     tip = page.locator("#chart-tooltip")
     # Which record the mouse is on: Total, or one drawn on top of it on the same spot.
@@ -202,9 +203,8 @@ def test_total_tooltip_and_coincident_records(page, tb_testdata, run):
             gbs = total[f"{mid}_bw"] * (1 if mid == "interconnect" else 2**30 / 1e9)
             assert abs(float(value.replace(",", "")) - gbs) <= 0.005 * gbs, (mid, text, gbs)
         text = tip.inner_text()
-        unit = {"gpu": "GPU", "tpu": "chip" if device.get("megacore") else "TensorCore"}.get(
-            device["kind"], "core"
-        )
+        unit = {"gpu": "GPU", "tpu": "TensorCore"}.get(device["kind"], "core")
+        assert unit == device["unit"]
         assert "Total time" in text and f"per {unit}" in text
     # Every record on that spot is listed (the points are not moved apart): those drawn at the
     # hovered point's place, and Total's when the hovered one is drawn over it.

@@ -95,7 +95,8 @@ def test_serve_filters_hover_and_run_switch(page, standalone):
           const view = window.__roofline.opChart.view;
           const d = window.__roofline.opChart.shownData('ops').filter((r) => !r.at_floor)
               .reduce((a, b) => (b.time_fraction > a.time_fraction ? b : a));
-          const [ox, oy] = view.origin();
+          const [ox, oy] = [view.origin()[0] + view.padding().left,
+        view.origin()[1] + view.padding().top];
           const box = view.container().querySelector('canvas').getBoundingClientRect();
           return {x: box.left + ox + view.scale('x')(d.px),
                   y: box.top + oy + view.scale('y')(d.py)};

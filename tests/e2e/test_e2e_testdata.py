@@ -28,7 +28,27 @@ def test_demo_runs_and_per_host_points(page, tb_testdata):
             )
             for host in runs[run]["hosts"]:
                 assert f"Host {host}" in labels
+        _per_tensorcore_words(page, tb_testdata.api("device", run=run)[1]["device"])
         shot(page, f"testdata_{run.split('/')[1]}")
+
+
+def _per_tensorcore_words(page, device):
+    """A TPU's figures are per TensorCore, megacore or not (the profile's planes and peaks
+    are), said so on the chart and in the headline; a megacore chip's own figures (twice the
+    TensorCore's, what data sheets quote) sit beside them."""
+    n, hosts = device["num_cores"], device["num_hosts"]
+    summary = page.locator("#device-summary").inner_text()
+    assert f"{n} TensorCores on {hosts} host{'s' if hosts > 1 else ''}" in summary, summary
+    assert page.evaluate("window.__roofline.geometry.yTitle") == "FLOP rate per TensorCore"
+    chip = page.locator("#per-chip")
+    if not device["megacore"]:
+        assert chip.count() == 0
+        return
+    top = float(page.locator("#headline-peak").get_attribute("data-value"))
+    hbm = next(m["peak_gbs"] for m in device["memories"] if m["id"] == "hbm")
+    assert float(chip.get_attribute("data-peak")) == 2 * top
+    assert float(chip.get_attribute("data-hbm")) == 2 * hbm
+    assert "per chip (2 TensorCores)" in chip.inner_text()
 
 
 def test_gpu_trace_precisions_and_kernel_view(page, tb_testdata):

@@ -109,7 +109,8 @@ def test_caveat_tooltip_and_cell_say_why(page, tb_testdata):
     point = page.evaluate("""(() => {
       const view = window.__roofline.opChart.view;
       const d = window.__roofline.filtered[0];
-      const [ox, oy] = view.origin();
+      const [ox, oy] = [view.origin()[0] + view.padding().left,
+        view.origin()[1] + view.padding().top];
       const box = view.container().querySelector('canvas').getBoundingClientRect();
       return {x: box.left + ox + view.scale('x')(d.px), y: box.top + oy + view.scale('y')(d.py)};
     })()""")

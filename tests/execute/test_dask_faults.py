@@ -159,15 +159,15 @@ def test_a_host_nobody_can_read_fails_the_conversion_by_name(world):
 
 
 def test_losing_every_worker_is_one_clear_error_soon(world, tmp_path, monkeypatch):
-    """Every worker killed while the CLI converts: exit 2 within seconds (no worker for
-    TB_ROOFLINE_CLUSTER_CONNECT_S), one line on stderr, no tornado tracebacks; TensorBoard's
-    service then converts here with its diagnostic, as soon."""
+    """Every worker killed while the CLI converts: exit 2 about TB_ROOFLINE_CLUSTER_CONNECT_S
+    (its default, 10 s, as docs/cluster.md says) later, "no worker left" in one line on stderr,
+    never a timeout nor a tornado traceback; TensorBoard's service then converts here with its
+    diagnostic, as soon."""
     from distributed import Client
 
     server, url, local, _ = world
-    env = _env(
-        {**server.env(), "TB_ROOFLINE_CLUSTER_CONNECT_S": "3", "TB_ROOFLINE_CACHE_DIR": "off"}
-    )
+    env = _env({**server.env(), "TB_ROOFLINE_CACHE_DIR": "off"})
+    env.pop("TB_ROOFLINE_CLUSTER_CONNECT_S", None)
     with dask_cluster(_env(server.env()), workers=("k1", "k2")) as c:
         proc = subprocess.Popen(
             [
@@ -201,8 +201,10 @@ def test_losing_every_worker_is_one_clear_error_soon(world, tmp_path, monkeypatc
             f"{len(err)} bytes of stderr: {err.strip()}"
         )  # shown with pytest -s
         assert proc.returncode == 2, err
-        assert took < 30 and len(err) < 500 and "Traceback" not in err, (took, err)
-        assert c.address in err and "no worker" in err
+        # typically 10-12 s; the bound is generous for a loaded CI machine
+        assert 9 < took < 30 and len(err) < 500 and "Traceback" not in err, (took, err)
+        assert f"the Dask cluster {c.address} has no worker left (none for 1" in err, err
+        assert "Timeout" not in err and "timed out" not in err, err
         # TensorBoard: the scheduler is there, its workers are not: converted here
         monkeypatch.setenv(cluster.SCHEDULER_ENV, c.address)
         monkeypatch.setenv("TB_ROOFLINE_CLUSTER_CONNECT_S", "3")

@@ -71,14 +71,14 @@ def add_diff_subparser(sub):
         "--fail-if-op-slower",
         type=float,
         metavar="PCT",
-        help="exit 1 when a matched op's time grew by more than PCT percent",
+        help="exit 1 when a matched op's self time per core grew by more than PCT percent",
     )
     p.add_argument(
         "--min-op-time-us",
         type=float,
         default=0.0,
         metavar="US",
-        help="--fail-if-op-slower ignores ops under US µs on both sides (default 0)",
+        help="--fail-if-op-slower ignores ops under US µs per core on both sides (default 0)",
     )
     p.add_argument("--device-file", help="peaks for both sides (as `tb-roofline calibrate` writes)")
     p.add_argument("--base-device-file", help="peaks for the base only")
@@ -304,8 +304,8 @@ def evaluate_gate(cmp, fail_if_slower, fail_if_op_slower, min_op_time_us) -> dic
         for r in regressions:
             messages.append(
                 f"op {r['cand_operation']} ({r['program'] or 'no program'}) grew by "
-                f"{r['delta_time_percent']:.2f}% ({r['base_total_self_time_us']:,.3f} → "
-                f"{r['cand_total_self_time_us']:,.3f} µs), over --fail-if-op-slower "
+                f"{r['delta_time_percent']:.2f}% per core ({r['base_self_time_per_core_us']:,.3f} "
+                f"→ {r['cand_self_time_per_core_us']:,.3f} µs), over --fail-if-op-slower "
                 f"{fail_if_op_slower:g}%"
             )
     passed = all(c["passed"] for c in checks)
@@ -357,7 +357,10 @@ REGRESSION_FIELDS = (
     "match_rule",
     "base_total_self_time_us",
     "cand_total_self_time_us",
+    "base_self_time_per_core_us",
+    "cand_self_time_per_core_us",
     "delta_time_us",
+    "delta_time_per_core_us",
     "delta_time_percent",
 )
 
@@ -369,10 +372,10 @@ def _op_regressions(cmp, fail_if_op_slower, min_op_time_us) -> list:
     for r in cmp.ops.row_dicts():
         if r["status"] != "matched" or r["delta_time_percent"] is None:
             continue
-        big = max(r["base_total_self_time_us"] or 0, r["cand_total_self_time_us"] or 0)
+        big = max(r["base_self_time_per_core_us"] or 0, r["cand_self_time_per_core_us"] or 0)
         if big >= min_op_time_us and r["delta_time_percent"] > fail_if_op_slower:
             regressions.append({k: r[k] for k in REGRESSION_FIELDS})
-    regressions.sort(key=lambda r: -r["delta_time_us"])
+    regressions.sort(key=lambda r: -r["delta_time_per_core_us"])
     return regressions
 
 
@@ -441,12 +444,14 @@ def _table_report(cmp, base, cand, gate, args) -> str:
     for note in cmp.notes:
         lines.append(f"  note: {note}")
     lines.append("")
-    if s["time_change_us"] is not None:
+    if s["time_change_us"] is not None and s["time_change_percent"] is not None:
         lines.append(
-            f"Time ({s['scope']['cand']}): {_fmt(s['base_time_us'])} → "
-            f"{_fmt(s['cand_time_us'])} µs ({s['time_change_percent']:+.2f}%, speedup "
-            f"{s['speedup']:.3f}×); ops explain {_fmt(s['op_time_change_us'])} µs, the "
-            f"rest (gaps, host) {_fmt(s['other_time_change_us'])} µs"
+            f"Time per core ({s['scope']['cand']}): {_fmt(s['base_time_per_core_us'])} → "
+            f"{_fmt(s['cand_time_per_core_us'])} µs ({s['time_change_percent']:+.2f}%, speedup "
+            f"{s['speedup']:.3f}×); summed over cores {_fmt(s['base_time_us'])} → "
+            f"{_fmt(s['cand_time_us'])} µs, of which ops explain "
+            f"{_fmt(s['op_time_change_us'])} µs, the rest (gaps, host) "
+            f"{_fmt(s['other_time_change_us'])} µs"
         )
     lines.append(
         f"Ops: {s['matched']} matched "
@@ -484,9 +489,9 @@ def _table_report(cmp, base, cand, gate, args) -> str:
             "match_rule",
             "base_operation",
             "cand_operation",
-            "base_total_self_time_us",
-            "cand_total_self_time_us",
-            "delta_time_us",
+            "base_self_time_per_core_us",
+            "cand_self_time_per_core_us",
+            "delta_time_per_core_us",
             "delta_time_percent",
             "speedup",
             "base_bound_by",
@@ -496,7 +501,7 @@ def _table_report(cmp, base, cand, gate, args) -> str:
         rows = _op_rows(cmp, args)
         lines += [
             "",
-            f"Top {len(rows)} of {len(cmp.ops)} op pairs by time change (self time, µs):",
+            f"Top {len(rows)} of {len(cmp.ops)} op pairs by time change (self time per core, µs):",
             _table(op_cols, [[r[c] for c in op_cols] for r in rows]),
         ]
     if gate["checks"]:

@@ -128,12 +128,22 @@ def _write_device(service, args, run: str, out):
         )
     out.write("\n")
     out.write(
-        f"Device: {dev['type']} ({dev['kind']}), {dev['num_cores']} core(s) on "
-        f"{dev['num_hosts']} host(s), megacore: {_fmt(dev['megacore'])}\n"
+        f"Device: {dev['type']} ({dev['kind']}), {dev['num_cores']} {dev['unit']}(s) on "
+        f"{dev['num_hosts']} host(s), megacore: {_fmt(dev['megacore'])}; peaks per "
+        f"{dev['unit']}\n"
     )
     for c in dev["compute"]:
         out.write(
             f"  peak compute [{c['precision']}]: {_fmt(c['peak_gflops'])} GFLOP/s ({c['source']})\n"
+        )
+    chip = dev["per_chip"]
+    if chip:
+        figures = [f"{_fmt(c['peak_gflops'])} GFLOP/s [{c['precision']}]" for c in chip["compute"]]
+        if chip["hbm_gbs"]:
+            figures.append(f"HBM {_fmt(chip['hbm_gbs'])} GB/s")
+        out.write(
+            f"  per chip (megacore: {chip['tensor_cores']} TensorCores as one device; data "
+            f"sheets quote these): {', '.join(figures)}\n"
         )
     for m in dev["memories"]:
         out.write(

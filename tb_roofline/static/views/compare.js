@@ -42,6 +42,19 @@ export function attachCompare(host) {
   return view;
 }
 
+/**
+ * A chart with no point either run can place (no pair has a FLOP rate and an intensity: graph
+ * replays, ops without cost) shrinks to nothing and a line says why, instead of an empty
+ * full-size plot. Filters never collapse it: `count` is every placeable point.
+ */
+function collapseIfEmpty(chartEl, noteEl, count, what) {
+  chartEl.classList.toggle('chart-empty', count === 0);
+  chartEl.dataset.points = String(count);
+  noteEl.hidden = count > 0;
+  setChildren(noteEl, count > 0 ? [] : `No ${what} of either run has a FLOP rate and an ` +
+    'intensity to place on a roofline (no known cost): the table below lists them by time.');
+}
+
 class CompareView {
   constructor(app) {
     this.app = app;
@@ -82,6 +95,8 @@ class CompareView {
     this.programChartEl = h('div', {id: 'compare-program-chart', class: 'chart'});
     this.programTableEl = h('div', {id: 'compare-program-table-wrap'});
     this.opChartEl = h('div', {id: 'compare-op-chart', class: 'chart'});
+    this.programEmptyEl = h('p', {id: 'compare-program-empty', class: 'muted', hidden: true});
+    this.opEmptyEl = h('p', {id: 'compare-op-empty', class: 'muted', hidden: true});
     this.opTableEl = h('div', {id: 'compare-op-table-wrap'});
     this.opStatusEl = h('div', {id: 'compare-op-status', class: 'muted'});
     this.categoryMenu = h('div', {class: 'menu-list', id: 'compare-category-options'});
@@ -116,7 +131,7 @@ class CompareView {
     h('p', {class: 'hint'}, 'Grey: a record in the base; an arrow to its candidate, coloured ' +
         "(green faster, red slower). Each side under its own device's roofs. Scroll to zoom, " +
         'drag to pan, double-click to reset.'),
-    this.programChartEl, this.programTableEl,
+    this.programEmptyEl, this.programChartEl, this.programTableEl,
     h('div', {class: 'section-head'}, h('h3', {}, 'Ops'),
         exportButtons('compare-op', [
           ['PNG', () => this.exportChart(this.opChart, 'ops', 'png')],
@@ -136,7 +151,7 @@ class CompareView {
         'orange removed). Arrows for the pairs that explain most of the time change, the others ' +
         'as points; ops that are not roofline measurements (see their caveat) or have no FLOP ' +
         'rate are listed in the table, not placed. Click a point to find its pair.'),
-    this.opChartEl, this.opTableEl);
+    this.opEmptyEl, this.opChartEl, this.opTableEl);
     this.app.content.insertBefore(this.section, this.app.content.firstChild);
 
     this.tooltip = new Tooltip();
@@ -386,6 +401,7 @@ class CompareView {
     const labels = points.filter((p) => p.side === 'cand' && p.pair.cand_record_type === 'total')
         .map((p) => ({px: p.px, py: p.py, label: p.pair.label}));
     this.programTable.setRows(rows);
+    collapseIfEmpty(this.programChartEl, this.programEmptyEl, points.length, 'record');
     await this.programChart.setSpec(compareSpec(g, this.app.dark, {height: 340, labels: true,
       sizeTitle: 'Time (µs)'}), {...bySide(points), arrows, selected: [], labels});
     this.hover(this.programChart);
@@ -409,6 +425,7 @@ class CompareView {
     this.points = points;
     this.caveated = caveated;
     this.unplaced = unplaced;
+    collapseIfEmpty(this.opChartEl, this.opEmptyEl, points.length, 'op');
     this.renderFilterMenus();
     this.filtered = filterPairs(this.pairs, this.state);
     const kept = new Set(this.filtered);

@@ -6,6 +6,13 @@ import {h} from './dom.js';
 const pct = (v) => (v === null || v === undefined ? '—' : `${v > 0 ? '+' : ''}${fmtNum(v)}%`);
 const us = (v) => fmtTime(v);
 
+/** A change no larger than one op call (the model's `within_one_call`): no speedup quoted. */
+function withinOneCall(s) {
+  return `${us(s.time_change_per_core_us)}: within one op call's time ` +
+    `(the longest takes ${us(s.longest_call_us)}), not a speedup or slowdown the profiles ` +
+    `can tell (${pct(s.time_change_percent)})`;
+}
+
 /** The panel's elements for a /compare summary and its two sides. */
 export function summaryPanel(s, base, cand) {
   const rules = Object.entries(s.rules || {}).map(([r, n]) => `${fmtInt(n)} by ${r}`).join(', ');
@@ -14,8 +21,9 @@ export function summaryPanel(s, base, cand) {
   const facts = [
     ['Device', devices],
     [`Time per ${unitOf(cand.device)}`, `${us(s.base_time_per_core_us)} → ${us(s.cand_time_per_core_us)}`, 'time'],
-    ['Time change', `${pct(s.time_change_percent)} (speedup ${s.speedup ? fmtNum(s.speedup, 3) : '—'}×)`,
-      'change'],
+    ['Time change', s.within_one_call ? withinOneCall(s) :
+      `${pct(s.time_change_percent)} (speedup ${s.speedup ? fmtNum(s.speedup, 3) : '—'}×)`,
+    'change'],
     ['Explained by op self times', `${us(s.op_time_change_us)}; gaps and host ` +
       `${us(s.other_time_change_us)}`],
     ['Pairs', `${fmtInt(s.matched)} matched${rules ? ` (${rules})` : ''}, ${fmtInt(s.new)} new ` +

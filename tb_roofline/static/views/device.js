@@ -36,7 +36,7 @@ export function devicePanel(device, total, peaksNote = null) {
   const facts = [
     ['Device type', 'type', fmtText(device.type)],
     ['Kind', 'kind', fmtText(device.kind)],
-    [`${cap(unitOf(device))}s (per host)`, 'num_cores', fmtInt(device.num_cores)],
+    [`${cap(unitOf(device))}s (all hosts)`, 'num_cores', fmtInt(device.num_cores)],
     ['Hosts', 'num_hosts', fmtInt(device.num_hosts)],
   ];
   if (device.kind === 'tpu') {  // TensorCore facts: meaningless on GPUs and CPUs
@@ -122,6 +122,22 @@ function headlineRoof(device) {
   return top ? {peak_gflops: top.peak_gflops, precisions: [top.precision], ofRun: false} : null;
 }
 
+/**
+ * A megacore chip's own figures (the API's `per_chip`: its two TensorCores' peaks added), beside
+ * the per-TensorCore ones every chart uses, so a reader holding the data sheet finds its figure.
+ */
+function chipFigures(device, top, hbm) {
+  const chip = device.per_chip;
+  if (!chip) return null;
+  const roof = top && (chip.compute || []).find((c) => top.precisions.includes(c.precision));
+  const figures = [roof ? fmtFlopRate(roof.peak_gflops) : null,
+    hbm && hbm.id === 'hbm' && chip.hbm_gbs ? `HBM ${fmtBandwidth(chip.hbm_gbs)}` : null]
+      .filter(Boolean).join(', ');
+  return h('span', {id: 'per-chip', dataset: {peak: roof ? String(roof.peak_gflops) : '',
+    hbm: String(chip.hbm_gbs ?? '')}}, explained('megacore', TERMS.megacore),
+  `: per chip (${chip.tensor_cores} TensorCores)${figures ? ` ${figures}` : ''}`);
+}
+
 /** The device in one line: type, how many of its units, the run's top compute and HBM roofs. */
 function deviceSummary(device) {
   const unit = unitOf(device);
@@ -130,8 +146,8 @@ function deviceSummary(device) {
   const hbm = mems.find((m) => m.id === 'hbm') || mems[0];
   const parts = [
     h('strong', {}, fmtText(device.type)),
-    `${fmtInt(device.num_cores)} ${unit}${device.num_cores === 1 ? '' : 's'} per host`,
-    `${fmtInt(device.num_hosts)} host${device.num_hosts === 1 ? '' : 's'}`,
+    `${fmtInt(device.num_cores)} ${unit}${device.num_cores === 1 ? '' : 's'} on ` +
+      `${fmtInt(device.num_hosts)} host${device.num_hosts === 1 ? '' : 's'}`,
     top ? h('span', {id: 'headline-peak', dataset: {value: String(top.peak_gflops),
       precisions: top.precisions.join('/'), ofRun: String(top.ofRun)}},
     `peak ${fmtFlopRate(top.peak_gflops)} (`,
@@ -141,7 +157,7 @@ function deviceSummary(device) {
     hbm ? `${hbm.name} ${fmtBandwidth(hbm.peak_gbs)}` : null,
     top && hbm ? [explained('ridge point', TERMS.ridge),
       ` ${fmtNum(top.peak_gflops / hbm.peak_gbs)} FLOP/B`] : null,
-    device.kind === 'tpu' && device.megacore ? explained('megacore', TERMS.megacore) : null,
+    chipFigures(device, top, hbm),
   ].filter(Boolean);
   return h('p', {id: 'device-summary'}, parts.map((p, i) => [i ? ' · ' : '', p]));
 }

@@ -7,8 +7,10 @@ export const TERMS = {
     'profile) ÷ (step time × peak FLOP rate × devices). Rematerialised work does not count.',
   hfu: 'Hardware FLOPs utilisation: the FLOPs the profile counts per step (rematerialisation ' +
     'included) ÷ (step time × peak FLOP rate × devices).',
-  megacore: 'Megacore: the chip\'s two TensorCores run one program as one core (TPU v4, v5p); ' +
-    'per-core figures are then per chip.',
+  megacore: 'Megacore: the chip\'s two TensorCores run one program as one device (TPU v4, ' +
+    'v5p). The profile still times and rates each TensorCore, so every figure here is per ' +
+    'TensorCore; the chip (what data sheets quote) has twice its peak FLOP rate and HBM ' +
+    'bandwidth.',
   defaultPrecision: 'The profile states one peak FLOP rate for the device, not one per ' +
     'precision (TPU profiles: the matrix units\' bf16 rate); every op is judged under it.',
   ridge: 'Ridge point: the operational intensity (FLOP/byte) where a memory roof meets the ' +

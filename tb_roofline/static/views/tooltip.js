@@ -4,28 +4,13 @@
 import {h, setChildren} from './dom.js';
 import {CAVEATS, TOOLTIP_COLUMNS, fmtFlopRate, fmtFrac, fmtSig, fmtTime, recordMemories}
   from '../columns.js';
+import {cursorAt, pickAt, reach} from '../pick.js';
 
 // Records under the cursor besides the hovered one: items of the same mark whose marker
 // covers the cursor, or that sit within this many pixels of the hovered one (records on one
 // spot are drawn on one spot; the tooltip names each).
 const SAME_SPOT_PX = 4;
 const MAX_LISTED = 12;
-
-/** The cursor in the coordinates of `item` (its mark's group), or null. */
-function cursorAt(view, event, item) {
-  if (!view || !event || typeof event.clientX !== 'number' || !view.container) return null;
-  const canvas = view.container() && view.container().querySelector('canvas');
-  if (!canvas) return null;
-  const box = canvas.getBoundingClientRect();
-  const [ox, oy] = view.origin();
-  let gx = 0;
-  let gy = 0;
-  for (let g = item.mark && item.mark.group; g; g = g.mark && g.mark.group) {
-    gx += g.x || 0;
-    gy += g.y || 0;
-  }
-  return {x: event.clientX - box.left - ox - gx, y: event.clientY - box.top - oy - gy};
-}
 
 /** The data of the other items of `item`'s mark under the cursor or on the same spot. */
 export function itemsAt(item, cursor = null) {
@@ -36,8 +21,7 @@ export function itemsAt(item, cursor = null) {
     if (o === item || !o.datum || o.datum === item.datum) continue;
     const near = Math.abs(o.x - item.x) <= SAME_SPOT_PX && Math.abs(o.y - item.y) <= SAME_SPOT_PX;
     // A point mark's size is its area in px²: the cursor is on it within that radius.
-    const r = Math.sqrt(o.size || 64) / 2 + 1;
-    const under = cursor && Math.hypot(o.x - cursor.x, o.y - cursor.y) <= r;
+    const under = cursor && Math.hypot(o.x - cursor.x, o.y - cursor.y) <= reach(o);
     if (near || under) out.push(o.datum);
   }
   return out;
@@ -56,6 +40,7 @@ export class Tooltip {
     this.keys = null;  // The columns shown at once (null: every one of `columns`).
     this.device = null;  // The run's device: memory names and peaks of the memory rows.
     this.here = [];  // The other records on the hovered spot.
+    this.cursor = null;  // The cursor in the hovered mark's coordinates.
     // The signature vega-embed expects for a custom tooltip handler; Vega calls it with the
     // view as `this`.
     const self = this;
@@ -64,15 +49,19 @@ export class Tooltip {
     };
   }
 
-  show(event, datum, item = null, view = null) {
-    if (!datum || typeof datum !== 'object') {
+  show(event, value, item = null, view = null) {
+    if (!value || typeof value !== 'object') {
       this.hide();
       return;
     }
+    // A record: the point nearest the cursor among those under it (pick.js), as a click.
+    const cursor = item && value.record_type !== undefined ? cursorAt(view, event, item) : null;
+    this.cursor = cursor;  // in the hovered mark's coordinates (read by the browser tests)
+    const picked = cursor ? pickAt(item, cursor) : item;
+    const datum = picked && picked !== item && picked.datum ? picked.datum : value;
     if (datum !== this.current) {
       this.current = datum;
-      this.here = datum.record_type !== undefined ?
-        itemsAt(item, item ? cursorAt(view, event, item) : null) : [];
+      this.here = datum.record_type !== undefined ? itemsAt(picked, cursor) : [];
       setChildren(this.el, this.render(datum));
     }
     this.el.hidden = false;
