@@ -10,12 +10,11 @@ import json
 import os
 
 import pytest
+from testpaths import TESTS
 
 from tb_roofline.serve.cli.main import main
 
-RUN = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "kineto", "h200_decode_eager"
-)
+RUN = os.path.join(TESTS, "..", "testdata", "kineto", "h200_decode_eager")
 
 
 def _longest_kernel_per_step() -> dict[int, float]:

@@ -13,11 +13,12 @@ import os
 import shutil
 
 import pytest
+from testpaths import TESTS
 
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.serve.cli.main import main
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = TESTS
 POD = os.path.join(HERE, "..", "testdata", "demo", "v4_pod")
 SESSION = os.path.join(POD, "plugins", "profile", "2026_11_29_11_30_00")
 

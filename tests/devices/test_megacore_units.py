@@ -11,12 +11,13 @@ import io
 import os
 
 import pytest
+from testpaths import TESTS
 
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.serve.cli.main import main
 from tb_roofline.serve.service.core import RooflineService
 
-DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "demo")
+DEMO = os.path.join(TESTS, "..", "testdata", "demo")
 # Google Cloud TPU system architecture documentation, TPU v4: per chip 275 TFLOP/s (bf16),
 # HBM 1,200 GB/s.
 V4_CHIP_TFLOPS, V4_CHIP_HBM_GBS = 275.0, 1200.0
