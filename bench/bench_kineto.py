@@ -78,7 +78,7 @@ CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.model.roofline import analyze
+from tb_roofline.model.records.roofline import analyze
 t1 = time.perf_counter()
 data = read_kineto_file(sys.argv[1], "rank0")
 t2 = time.perf_counter()
@@ -98,7 +98,7 @@ def measure(path: str) -> dict:
             sys.executable,
             "-c",
             "import resource, numpy, tb_roofline.readers.kineto, "
-            "tb_roofline.model.roofline; print(resource.getrusage("
+            "tb_roofline.model.records.roofline; print(resource.getrusage("
             "resource.RUSAGE_SELF).ru_maxrss / 1024)",
         ],
         capture_output=True,

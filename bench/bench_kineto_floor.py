@@ -63,7 +63,7 @@ MEASURES = {
     "imports alone (ours)": """
 t0, c0 = time.perf_counter(), time.process_time()
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.model.roofline import analyze
+from tb_roofline.model.records.roofline import analyze
 done(t0)""",
     "json.load": """
 t0, c0 = time.perf_counter(), time.process_time()
@@ -71,13 +71,13 @@ json.load(open(path))
 done(t0)""",
     "ours (msgspec)": """
 from tb_roofline.readers.kineto import read_kineto_file
-from tb_roofline.model.roofline import analyze
+from tb_roofline.model.records.roofline import analyze
 t0, c0 = time.perf_counter(), time.process_time()
 analyze([read_kineto_file(path, "rank0")])
 done(t0)""",
     "ours (standard library)": """
 from tb_roofline.readers.kineto import fast_json, read_kineto_file
-from tb_roofline.model.roofline import analyze
+from tb_roofline.model.records.roofline import analyze
 fast_json._decoder = None
 t0, c0 = time.perf_counter(), time.process_time()
 analyze([read_kineto_file(path, "rank0")])

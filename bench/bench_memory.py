@@ -44,8 +44,9 @@ import tb_roofline
 from tb_roofline.serve.service.core import RooflineService
 import tb_roofline.execute.pool, tb_roofline.readers.xspace.read
 import tb_roofline.readers.xspace.tpu.file
-import tb_roofline.model.roofline, tb_roofline.serve.service.answers, tb_roofline.execute.cluster
-import tb_roofline.devices.device_file, tb_roofline.model.device_overrides
+import tb_roofline.model.records.roofline, tb_roofline.serve.service.answers
+import tb_roofline.execute.cluster, tb_roofline.devices.device_file
+import tb_roofline.model.records.device_overrides
 base = status("VmRSS")
 s = RooflineService(sys.argv[1])
 run = s.list_runs()["runs"][0]["run"]

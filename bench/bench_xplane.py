@@ -104,7 +104,7 @@ from tb_roofline.serve.service.core import RooflineService
 # the memory figure is the profile's data alone (the time is the same: whole_s counts both).
 import tb_roofline.execute.pool, tb_roofline.readers.xspace.read
 import tb_roofline.readers.xspace.tpu.file
-import tb_roofline.model.roofline, tb_roofline.serve.service.answers
+import tb_roofline.model.records.roofline, tb_roofline.serve.service.answers
 t1 = time.perf_counter()
 base = _pss_kb()
 s = RooflineService(sys.argv[1])

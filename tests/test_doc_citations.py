@@ -1,7 +1,7 @@
 """Every file the docs and the package's docstrings and comments cite exists: a path under one
 of the repository's folders (`docs/guidance.md`, `tests/serve/cli/test_cli.py::test_...`), a
-path in the package written from its folders (`serve/web/routes.py`, `model/guidance.py`), a
-module's name (`table/timeline.paired_spans`: the module and that name in it) or a test file's
+path in the package written from its folders (`serve/web/routes.py`, `model/guidance/findings.py`),
+a module's name (`table/timeline.paired_spans`: the module and that name in it) or a test file's
 bare name."""
 
 from __future__ import annotations

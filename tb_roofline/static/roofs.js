@@ -92,7 +92,7 @@ export function bindingRoof(device, r) {
 
 /**
  * A memory roof's bandwidth for a record: a collective's link roof is its group's (the
- * server's `link_roof_gbs`: the links its group can use, model/link_roofs.py), never the
+ * server's `link_roof_gbs`: the links its group can use, model/records/link_roofs.py), never the
  * whole figure; any other memory's is the device's.
  */
 function memoryRoof(m, r) {

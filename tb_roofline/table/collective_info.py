@@ -1,6 +1,6 @@
 """The `collective` key column of the op table: what one execution of a collective moves.
 
-Readers write it, the model (model/comm.py) reads it; "" for every other op. One line of
+Readers write it, the model (model/records/comm.py) reads it; "" for every other op. One line of
 `key=value` words after the kind, e.g.
 `all-reduce S=2097156 n=8 groups=1 form=mesh algo=RING_LL`:
 

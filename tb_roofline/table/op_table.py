@@ -69,7 +69,7 @@ ALL_COLUMNS = KEY_COLUMNS + ROW_COLUMNS
 
 NO_STEP = -1
 # Rows one temporary covers where a long table's derived columns are made a block at a time
-# (model/steps.py, model/roofline.py): each whole-table temporary is 8 bytes a row.
+# (model/records/steps.py, model/records/roofline.py): each whole-table temporary is 8 bytes a row.
 ROW_BLOCK = 1 << 16
 
 # Categories that only contain other ops; the Program record skips them (their children count).

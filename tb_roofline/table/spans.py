@@ -1,7 +1,7 @@
 """Where a profile's steps and cores ran: one step on one core (`StepSpan`), a host's steps as
 columns (`StepSpans`), and the profiled span of one core (`CoreSpan`). Readers make them; the
-model aligns steps across hosts (model/steps.py) and takes the Program record's time from the
-core spans.
+model aligns steps across hosts (model/records/steps.py) and takes the Program record's time from
+the core spans.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def test_decode_floor_names_the_weight_format_of_replayed_fp8_gemms(tmp_path):
     its batch (16 requests, 16 tokens; every recorded event unchanged): its GEMMs are replays
     without ops, so no weights are counted and no floor is drawn; the finding names the
     longest GEMM kernels and, for the fp8 ones, the bytes per weight their names say."""
-    from tb_roofline.model.roofline import analyze
+    from tb_roofline.model.records.roofline import analyze
 
     (path,) = glob.glob(os.path.join(KINETO, "h200_decode_graph", "*.pt.trace.json.gz"))
     with gzip.open(path, "rt") as f:

@@ -17,7 +17,7 @@ from tb_roofline.devices.precision import (
 )
 from tb_roofline.devices.precision_ceilings import ceiling_precision
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo
-from tb_roofline.model.records import is_integer_precision
+from tb_roofline.model.records.records import is_integer_precision
 from tb_roofline.readers import kernel_names
 from tb_roofline.readers.kineto import counters
 

@@ -20,7 +20,7 @@ def test_caveats_are_marked_and_the_mix_roof_is_drawn(page, tb_testdata):
     shown = page.evaluate("window.__roofline.data.ops.map(r => [r.caveat, r.flag, r.at_floor])")
     for (caveat, flag, _), api in zip(shown, ops):
         assert caveat == api["caveat"]
-        # the server's `measurement` (model/records.py measurements): host copies under the
+        # the server's `measurement` (model/records/records.py measurements): host copies under the
         # A100's PCIe speed are measurements, no-cost ops are not
         assert (flag == "measured") == api["measurement"]
     assert {(r["caveat"], r["measurement"]) for r in ops if r["caveat"]} == {
@@ -83,7 +83,7 @@ def test_caveats_are_marked_and_the_mix_roof_is_drawn(page, tb_testdata):
     )
     shown = [int(top.nth(i).get_attribute("data-rank")) for i in range(top.count())]
     assert shown == [r["rank"] for r in measured[:10]]
-    # ... in the server's order (model/rankings.py), which the tab reads rather than makes
+    # ... in the server's order (model/records/rankings.py), which the tab reads rather than makes
     ranked = sorted(
         (r for r in ops if r["opportunity_rank"] is not None), key=lambda r: r["opportunity_rank"]
     )

@@ -709,7 +709,7 @@ def test_tpu_negative_durations_and_absurd_occurrences(tmp_path, full_path):
     t = data.ops
     assert t["operation"].tolist() == ["fusion.2"]
     assert (t["total_time_ps"] >= 0).all() and t["occurrences"].tolist() == [1]
-    from tb_roofline.model.roofline import analyze
+    from tb_roofline.model.records.roofline import analyze
 
     analyze([data])
 

@@ -1,4 +1,4 @@
-"""`tb-roofline comm`: the communication roofline (`/comm`, model/comm.py) in the terminal.
+"""`tb-roofline comm`: the communication roofline (`/comm`, model/records/comm.py) in the terminal.
 
     tb-roofline comm LOGDIR --run R --host H           # links, then one line per collective
     tb-roofline comm LOGDIR --format json -o comm.json # the HTTP answer, value for value

@@ -168,9 +168,9 @@ def _write_program(service, args, run: str, include: bool, out):
 
 
 def _write_top_ops(op_rows: list, what: str, top: int, out):
-    from tb_roofline.model import rankings
+    from tb_roofline.model.records import rankings
 
-    measured = rankings.ranked_dicts(op_rows)  # the one ranking (model/rankings.py)
+    measured = rankings.ranked_dicts(op_rows)  # the one ranking (model/records/rankings.py)
     out.write(
         f"\nTop opportunities: {min(top, len(measured))} of {len(op_rows)} {what} by "
         "potential time saved if on their roof (us over the whole profile):\n"
@@ -220,8 +220,8 @@ def _figure(value, unit: str, scale: float) -> str:
 
 
 def _write_engine_figures(e: dict | None, out):
-    """The engine's own FLOPs and bytes per step beside the profile's (model/engine_figures.py),
-    and what each counts."""
+    """The engine's own FLOPs and bytes per step beside the profile's
+    (model/serving/engine_figures.py), and what each counts."""
     if not e:
         return
     eng, mine, ratio = e["engine_per_step"], e["ours_per_step"], e["ratio"]

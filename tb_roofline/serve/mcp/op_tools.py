@@ -6,7 +6,7 @@ ranking, paged), `get_op` (one op in full: records, findings, shapes, kernels) a
 from __future__ import annotations
 
 from tb_roofline import errors
-from tb_roofline.model import rankings
+from tb_roofline.model.records import rankings
 from tb_roofline.serve.mcp.answers import choose, fit
 from tb_roofline.serve.mcp.shaping import (
     CAVEATS,
@@ -69,7 +69,7 @@ def top_ops(
 ) -> dict:
     """Op records (`/ops`) filtered and paged. `order`: `self_time` (the API's rank order) or
     `time_saved` (the top opportunities, as `tb-roofline report`'s `top_ops` and the tab list
-    them: the ops model/rankings.py ranks, by its `opportunity_rank`)."""
+    them: the ops model/records/rankings.py ranks, by its `opportunity_rank`)."""
     offset, limit = paging(offset, limit)
     if order not in ORDERS:
         raise errors.InvalidArgumentError(
@@ -86,9 +86,9 @@ def top_ops(
     cols, rows = a["columns"], a["rows"]
     total = a["total_count"]
     note = None
-    if local:  # the one ranking (model/rankings.py): ranked ops only
+    if local:  # the one ranking (model/records/rankings.py): ranked ops only
         ranked = rankings.ranked_rows(cols, rows)
-        if not ranked:  # an empty page says why (model/rankings.py `none_ranked_reason`)
+        if not ranked:  # an empty page says why (model/records/rankings.py `none_ranked_reason`)
             note = _none_ranked(service, run, host, cols, rows)
         total = len(ranked)
         rows = ranked[offset : offset + limit]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline import errors
-from tb_roofline.model.record_table import GBS_MEM_IDS
+from tb_roofline.model.records.record_table import GBS_MEM_IDS
 from tb_roofline.serve.mcp import answers as mcp_answers
 from tb_roofline.serve.mcp.answers import choose
 from tb_roofline.serve.service.answers import NO_VALUE, SIGNIFICANT_DIGITS, round_significant
@@ -107,7 +107,8 @@ PROGRAM_PAIR_COLUMNS = (
 ORDERS = ("self_time", "time_saved")
 FINGERPRINTS = "fingerprints"  # top_ops' own field: the op's fingerprints, as compare's
 VIEWS = ("op", "kernel", "kernel_hw")  # the op table, PyTorch GPU kernels, kernels (HW)
-# Caveat codes (model/records.py, model/roofline.py, table/op_table.py), and NO_VALUE.
+# Caveat codes (model/records/records.py, model/records/roofline.py, table/op_table.py), and
+# NO_VALUE.
 CAVEATS = (
     "async_start",
     "async_wait",

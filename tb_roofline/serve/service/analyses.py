@@ -1,6 +1,6 @@
 """Analyses of (run, hosts) for the service: made from the read profiles (`hosts.py`) with a
-device file's peaks where a profile lacks them (`model/device_overrides.py`), and kept by the
-identities of every file behind them.
+device file's peaks where a profile lacks them (`model/records/device_overrides.py`), and kept by
+the identities of every file behind them.
 
 Analyses sit in a byte-bounded memory cache; those too large for it are held for the last
 runs in use (`HELD_ANALYSES`, each while asked for within `OVERSIZE_HOLD_S`, together within
@@ -119,7 +119,7 @@ class Analyses:
 
     def _analyse(self, inputs: Inputs, key):
         """Read the files (cached), apply device files, run the model, keep the analysis."""
-        from tb_roofline.model import roofline
+        from tb_roofline.model.records import roofline
 
         run, files, sigs = inputs.run, inputs.files, inputs.signatures
         profiles, extra = [], list(inputs.extra)
@@ -229,9 +229,9 @@ class Analyses:
     def _with_device_file(self, hostfile, data: ProfileData) -> ProfileData:
         """Profiles without peaks (CPU, unknown GPUs) take them from a device file: the CLI's
         --device-file, else roofline_device.json next to the profile or above it up to the
-        logdir, else TB_ROOFLINE_DEVICE_FILE (model/device_overrides.py places the rows)."""
+        logdir, else TB_ROOFLINE_DEVICE_FILE (model/records/device_overrides.py places the rows)."""
         from tb_roofline.devices import device_file
-        from tb_roofline.model import device_overrides
+        from tb_roofline.model.records import device_overrides
 
         if not device_overrides.needs_device_file(data, forced=bool(self.device_file)):
             return data

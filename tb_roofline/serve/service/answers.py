@@ -23,10 +23,10 @@ import math
 import numpy as np
 
 from tb_roofline import errors
-from tb_roofline.model import rankings, roofline, row_grouping
-from tb_roofline.model.peaks import run_compute_roofs
-from tb_roofline.model.record_table import RecordTable, json_columns
-from tb_roofline.model.records import binding_roof_ids, measurements
+from tb_roofline.model.records import rankings, roofline, row_grouping
+from tb_roofline.model.records.peaks import run_compute_roofs
+from tb_roofline.model.records.record_table import RecordTable, json_columns
+from tb_roofline.model.records.records import binding_roof_ids, measurements
 from tb_roofline.serve.service.discovery import ALL_HOSTS
 
 SIGNIFICANT_DIGITS = 6  # numbers in /compare answers (the CLI's JSON keeps full precision)
@@ -161,8 +161,8 @@ def op_table(a, include_io: bool, view: str = "op"):
 # --- the single-run answers (what `RooflineService` serves and caches encoded) -------------
 def device_json(a) -> dict:
     """The device and its roofs, and the compute roofs this run's ops sit under
-    (`run_compute`, model/peaks.py `run_compute_roofs`: the headline's): THE device object of
-    every answer that holds one (/device, the report, the comparison's sides)."""
+    (`run_compute`, model/records/peaks.py `run_compute_roofs`: the headline's): THE device object
+    of every answer that holds one (/device, the report, the comparison's sides)."""
     roofs = run_compute_roofs(a.ops[True].columns, a.device) if a.device.peaks_known else []
     return {**a.device.to_json(), "run_compute": roofs}
 
@@ -314,7 +314,7 @@ def ops_answer(
     precisions=(),
     caveats=(),
 ) -> dict:
-    if rows:  # rows by op, op x input shapes or kernel (model/row_grouping.py)
+    if rows:  # rows by op, op x input shapes or kernel (model/records/row_grouping.py)
         try:
             full = row_grouping.grouped_records(a, include_infeed_outfeed, rows)
         except ValueError as e:
@@ -326,7 +326,7 @@ def ops_answer(
     total = len(table)
     table = page(table, offset, limit)
     # The header first, then the rows that fit under the cap; the model's derived columns
-    # follow RECORD_COLUMNS, then the grouping's own (model/row_grouping.py: `shapes`).
+    # follow RECORD_COLUMNS, then the grouping's own (model/records/row_grouping.py: `shapes`).
     derived = list(OPS_DERIVED)
     extra = row_grouping.extra_columns(table)
     answer = {
@@ -355,8 +355,9 @@ def diagnostics_answer(a, run, host) -> dict:
 
 
 def comm_answer(a, run, host, include_infeed_outfeed=True) -> dict:
-    """The communication roofline's points and link roofs (model/comm.py, docs/http_api.md)."""
-    from tb_roofline.model.comm import comm_chart
+    """The communication roofline's points and link roofs (model/records/comm.py,
+    docs/http_api.md)."""
+    from tb_roofline.model.records.comm import comm_chart
 
     return {"run": run, "host": host or ALL_HOSTS, **comm_chart(a, include_infeed_outfeed)}
 

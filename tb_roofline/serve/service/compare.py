@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 
 from tb_roofline import errors
-from tb_roofline.model.compare import MATCHED, PairTable, Side, compare
-from tb_roofline.model.op_merge import merged_op_records
-from tb_roofline.model.record_table import AVERAGE, TOTAL
-from tb_roofline.model.roofline import Analysis, scoped_op_records
+from tb_roofline.model.compare.comparison import MATCHED, PairTable, Side, compare
+from tb_roofline.model.compare.op_merge import merged_op_records
+from tb_roofline.model.records.record_table import AVERAGE, TOTAL
+from tb_roofline.model.records.roofline import Analysis, scoped_op_records
 from tb_roofline.serve.service import answers
 from tb_roofline.serve.service.answers import columnar
 from tb_roofline.serve.service.discovery import ALL_HOSTS
@@ -121,7 +121,7 @@ def comparison(
 
 
 def _merger(analysis, scope: str, include_io: bool, view: str):
-    """Side.merge of one side: its op-level records (model/op_merge.py)."""
+    """Side.merge of one side: its op-level records (model/compare/op_merge.py)."""
 
     def merge(groups):
         return merged_op_records(analysis, scope, include_io, view, "fingerprint", groups)
@@ -129,7 +129,7 @@ def _merger(analysis, scope: str, include_io: bool, view: str):
     return merge
 
 
-# A pair's `change` (model/compare.py), and `matched` for the first three together.
+# A pair's `change` (model/compare/comparison.py), and `matched` for the first three together.
 CHANGES = ("faster", "slower", "same", "new", "removed", MATCHED)
 
 

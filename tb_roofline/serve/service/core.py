@@ -34,7 +34,7 @@ from tb_roofline.serve.service.discovery import ALL_HOSTS, Run, RunIndex
 from tb_roofline.serve.service.hosts import HostReader, KeyLocks, SingleFlight, max_file_bytes
 
 if TYPE_CHECKING:
-    from tb_roofline.model.roofline import Analysis
+    from tb_roofline.model.records.roofline import Analysis
     from tb_roofline.table.op_table import ProfileData
 
 # The model, the device data sheets, numpy and the comparison are imported by the methods
@@ -250,7 +250,7 @@ class RooflineService:
         return self.answer("diagnostics", run, host)
 
     def comm(self, run: str, host: str, include_infeed_outfeed: bool = True) -> dict:
-        """The communication roofline: one point per collective (model/comm.py)."""
+        """The communication roofline: one point per collective (model/records/comm.py)."""
         return self.answer("comm", run, host, include_infeed_outfeed=include_infeed_outfeed)
 
     def encoded(
@@ -412,10 +412,10 @@ class RooflineService:
     def guidance(
         self, run: str, host: str, include_infeed_outfeed: bool = True, workload: dict | None = None
     ) -> dict:
-        """Findings, time per class and throughput (model/guidance.py, docs/guidance.md), kept
-        for the analysis it came from."""
-        from tb_roofline.model.engine_figures import engine_comparison
-        from tb_roofline.model.guidance import guidance
+        """Findings, time per class and throughput (model/guidance/findings.py, docs/guidance.md),
+        kept for the analysis it came from."""
+        from tb_roofline.model.guidance.findings import guidance
+        from tb_roofline.model.serving.engine_figures import engine_comparison
         from tb_roofline.serve.service import report
         from tb_roofline.serve.service.guidance import guidance_answer
 

@@ -108,8 +108,8 @@ def export_chunks(
 ):
     """(the text's pieces, content type, file name) of an analysis `a`: the answers' columns
     (the records, the model's derived columns, extras) for every row the filters keep."""
-    from tb_roofline.model import roofline
-    from tb_roofline.model.row_grouping import extra_columns
+    from tb_roofline.model.records import roofline
+    from tb_roofline.model.records.row_grouping import extra_columns
     from tb_roofline.serve.service import answers
 
     check(level, fmt)

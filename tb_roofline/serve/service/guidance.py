@@ -1,10 +1,10 @@
-"""The `/guidance` answer: the model's `Guidance` record (model/guidance.py, where every number
-is made) laid out as the JSON docs/guidance.md describes: finding ids, each finding's ops and
+"""The `/guidance` answer: the model's `Guidance` record (model/guidance/findings.py, where every
+number is made) laid out as the JSON docs/guidance.md describes: finding ids, each finding's ops and
 evidence, its group, the notes that say how the totals are made. Nothing is computed here."""
 
 from __future__ import annotations
 
-from tb_roofline.model.guidance import FindingRecord, GroupRecord, Guidance
+from tb_roofline.model.guidance.findings import FindingRecord, GroupRecord, Guidance
 
 SCHEMA = "tb-roofline-guidance/1"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from tb_roofline import errors, settings
-from tb_roofline.model import rankings
+from tb_roofline.model.records import rankings
 from tb_roofline.readers.metrics import engine as engine_metrics
 from tb_roofline.serve.service import answers, workload_file
 from tb_roofline.serve.service.discovery import ALL_HOSTS
@@ -68,7 +68,7 @@ def full_report(
     program = [dict(zip(prog["columns"], r)) for r in prog["rows"]]
     whole = answers.ops_answer(a, run, host, include_io)
     every = [dict(zip(whole["columns"], r)) for r in whole["rows"]]
-    ops = rankings.ranked_dicts(every)  # the one ranking (model/rankings.py)
+    ops = rankings.ranked_dicts(every)  # the one ranking (model/records/rankings.py)
     unit = guide["unit"]  # the guidance's unit, so top ops and findings read alike
     total_us = guide["time"]["total_time_us"]
     for r in ops[: max(top, 0)]:

@@ -27,7 +27,7 @@ import os
 
 from tb_roofline.devices.bounded_json import parse_json_file
 from tb_roofline.devices.precision import CEILING_PRECISIONS
-from tb_roofline.model.throughput import Workload
+from tb_roofline.model.records.throughput import Workload
 
 FILE_NAME = "roofline_workload.json"
 FORMAT_KEY = "tb_roofline_workload_file"

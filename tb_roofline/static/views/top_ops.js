@@ -1,7 +1,7 @@
 // "Top opportunities": the ops whose time would shrink most on their roof, in the order the
 // server ranks them (`opportunity_rank`, the same list as the CLI's report and MCP), of the
 // ops shown (it follows the filters), and how much time is in ops that are not roofline
-// measurements (the server's `measurement`: model/records.py measurements). Compact: the top 3 and their total, the rest on demand.
+// measurements (the server's `measurement`: model/records/records.py measurements). Compact: the top 3 and their total, the rest on demand.
 import {h} from './dom.js';
 import {fmtPct, fmtTime} from '../columns.js';
 
@@ -14,7 +14,7 @@ const MORE = 10;
  * @param {(row) => void} onPick selects an op (chart, table, details)
  */
 export function topOpsSummary(ops, noun, onPick, {filtered = false} = {}) {
-  // The server's ranking (model/rankings.py): its rank order over the shown ops is their own.
+  // The server's ranking (model/records/rankings.py): its rank order over the shown ops is their own.
   const measured = ops.filter((r) => Number.isInteger(r.opportunity_rank));
   measured.sort((a, b) => a.opportunity_rank - b.opportunity_rank);
   const caveated = ops.filter((r) => r.measurement === false);

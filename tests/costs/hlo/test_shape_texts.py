@@ -15,7 +15,7 @@ from testpaths import TESTS
 
 from tb_roofline.costs.hlo import fingerprint
 from tb_roofline.costs.hlo.fingerprint import SHAPES, recorded_dims, shapes_fingerprint
-from tb_roofline.model.rule_context import recorded_arrays
+from tb_roofline.model.guidance.rule_context import recorded_arrays
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.serve.service.core import RooflineService
 

@@ -611,7 +611,7 @@ def test_negative_dims_give_no_negative_costs(tmp_path):
 
 
 def test_a_negative_cupti_counter_is_rejected(tmp_path):
-    from tb_roofline.model.roofline import analyze
+    from tb_roofline.model.records.roofline import analyze
 
     metric = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
     ev = [

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from testpaths import TESTS
 
-from tb_roofline.model.roofline import scoped_op_records
+from tb_roofline.model.records.roofline import scoped_op_records
 from tb_roofline.serve.service.core import RooflineService
 
 REPO = os.path.dirname(TESTS)

@@ -1,5 +1,5 @@
-"""Every line of code the guidance suggests (model/advice.py) runs: each `torch.…` / `jax.…`
-expression or assignment in an advice text is found by a scan of the text written here, then
+"""Every line of code the guidance suggests (model/guidance/advice.py) runs: each `torch.…` /
+`jax.…` expression or assignment in an advice text is found by a scan of the text written here, then
 compiled, and, where the library is installed, executed (torch: `torch.autocast(...)` built,
 settings assigned and restored)."""
 
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tb_roofline.model import advice
+from tb_roofline.model.guidance import advice
 
 START = re.compile(r"\b(torch|jax)\.[A-Za-z_]")
 

@@ -14,8 +14,8 @@ import os
 import pytest
 from testpaths import TESTS
 
-from tb_roofline.model.guidance import guidance as model_guidance
-from tb_roofline.model.roofline import analyze
+from tb_roofline.model.guidance.findings import guidance as model_guidance
+from tb_roofline.model.records.roofline import analyze
 from tb_roofline.readers.xspace.read import read_xspace
 from tb_roofline.serve.cli import main as cli
 from tb_roofline.serve.service.core import RooflineService
@@ -616,7 +616,7 @@ def test_repeated_copies_of_one_instruction_on_tpu(tmp_path):
     within a step (the same data), never by equal shapes across instructions; k and the bound
     by hand from the op's occurrences and time within the steps (its Average record × steps).
     The demo's fixed program has one copy of each shape a step per core: no finding."""
-    from tb_roofline.model.roofline import scoped_op_records
+    from tb_roofline.model.records.roofline import scoped_op_records
     from tb_roofline.synthetic import write_tpu_session
 
     write_tpu_session(

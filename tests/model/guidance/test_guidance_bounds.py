@@ -15,9 +15,9 @@ import pytest
 from testpaths import TESTS
 
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, Fallback, MemoryPeak
-from tb_roofline.model import peaks, roofline
-from tb_roofline.model.compare import change_label
-from tb_roofline.model.guidance import guidance as model_guidance
+from tb_roofline.model.compare.comparison import change_label
+from tb_roofline.model.guidance.findings import guidance as model_guidance
+from tb_roofline.model.records import peaks, roofline
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.serve.service.guidance import guidance_answer

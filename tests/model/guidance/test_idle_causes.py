@@ -20,8 +20,8 @@ import os
 import pytest
 from testpaths import TESTS
 
-from tb_roofline.model import roofline
-from tb_roofline.model.guidance import guidance as model_guidance
+from tb_roofline.model.guidance.findings import guidance as model_guidance
+from tb_roofline.model.records import roofline
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.serve.service.guidance import guidance_answer
 

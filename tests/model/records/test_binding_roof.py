@@ -89,7 +89,7 @@ def test_compare_sides_carry_their_own_devices_roof_ids(base, run):
 def test_bound_classes_on_hand_made_names():
     """By hand: every name `resources` gives a memory is memory-bound, "Compute" is
     compute-bound, Unknown and Async are neither."""
-    from tb_roofline.model.records import bound_classes, resources
+    from tb_roofline.model.records.records import bound_classes, resources
 
     s = RooflineService(os.path.join(REPO, "testdata", "kineto"))
     device = s.analysis("a100_80gb_shapes", "").device
@@ -107,8 +107,8 @@ def test_the_rules_read_compute_and_memory_bound_off_the_binding_roof(logdir, ru
     the records' binding roof (the one sent as `binding_roof_id`), never from names of their
     own: compute-bound exactly where it is "compute", memory-bound exactly where it is a
     memory's id."""
-    from tb_roofline.model import advice
-    from tb_roofline.model.rule_context import Context
+    from tb_roofline.model.guidance import advice
+    from tb_roofline.model.guidance.rule_context import Context
 
     s = RooflineService(os.path.join(REPO, "testdata", logdir))
     a = s.analysis(run, "")

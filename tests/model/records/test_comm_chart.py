@@ -1,4 +1,5 @@
-"""The communication roofline answer (`/comm`, model/comm.py) on real JAX captures over 8 CPU
+"""The communication roofline answer (`/comm`, model/records/comm.py) on real JAX captures over 8
+CPU
 devices (testdata/jax_cpu_collectives), with a device file that gives the host a link roof:
 one point per collective at its message size (from the HLO, by hand) and bus bandwidth (its
 bus bytes over its time, recomputed here from the op records), under the link's roof."""
@@ -301,7 +302,7 @@ def test_data_sheet_group_roofs(device, n, gbs, links, words):
     from tb_roofline.devices import datasheets
     from tb_roofline.devices.interconnect import interconnect, topology
     from tb_roofline.devices.spec import MemoryPeak
-    from tb_roofline.model.comm import group_roof
+    from tb_roofline.model.records.comm import group_roof
 
     spec = datasheets.lookup(device)
     link = MemoryPeak("interconnect", "", interconnect(spec.key).value, "datasheet")

@@ -1,4 +1,4 @@
-"""Whether a record is a roofline measurement is decided once (model/records.py
+"""Whether a record is a roofline measurement is decided once (model/records/records.py
 `measurements`, sent as `measurement`): each caveat on real profiles gives the answer the
 rule in docs/http_api.md#caveats states, the time saved, the program answer, the exports and
 the CLI report's left-out list all read the same column."""
@@ -14,7 +14,7 @@ import os
 import numpy as np
 from testpaths import TESTS
 
-from tb_roofline.model import records
+from tb_roofline.model.records import records
 from tb_roofline.serve.cli.main import main as cli_main
 from tb_roofline.serve.service.core import RooflineService
 

@@ -1,5 +1,6 @@
-"""The top opportunities are ranked once (model/rankings.py): the HTTP answer the tab reads, the
-CLI report (text and JSON) and MCP `top_ops order=time_saved` list the same ops in the same
+"""The top opportunities are ranked once (model/records/rankings.py): the HTTP answer the tab
+reads, the CLI report (text and JSON) and MCP `top_ops order=time_saved` list the same ops in the
+same
 order, and host transfers (whose saving is won on the host link) are in none of them."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from testpaths import TESTS
 from werkzeug.test import Client
 from werkzeug.wrappers import Response
 
-from tb_roofline.model import rankings
+from tb_roofline.model.records import rankings
 from tb_roofline.serve.cli import main as cli
 from tb_roofline.serve.mcp import op_tools
 from tb_roofline.serve.service.core import RooflineService

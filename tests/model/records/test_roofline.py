@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
-from tb_roofline.model import roofline
+from tb_roofline.model.records import roofline
 from tb_roofline.table.op_table import OpTableBuilder, ProfileData
 from tb_roofline.table.spans import CoreSpan, StepSpan
 

@@ -1,4 +1,4 @@
-"""`/ops?rows=op|shapes|kernel` (model/row_grouping.py): PyTorch rows by op, by op × input
+"""`/ops?rows=op|shapes|kernel` (model/records/row_grouping.py): PyTorch rows by op, by op × input
 shapes, or by GPU kernel; the shape rows checked against the trace's own `Input Dims`."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The run's compute roofs (`/device`'s `run_compute`, model/peaks.py `run_compute_roofs`): the
-roofs the run's ops sit under, highest first, checked against the `/ops` answer's own rows. The
+"""The run's compute roofs (`/device`'s `run_compute`, model/records/peaks.py `run_compute_roofs`):
+the roofs the run's ops sit under, highest first, checked against the `/ops` answer's own rows. The
 device headline quotes the first: on an A100 trace whose ops never ran int8 it is not the chip's
 int8 figure."""
 

@@ -169,7 +169,7 @@ def test_a_runs_hosts_share_its_table_and_the_cache_charges_it_once(tmp_path, mo
 
 def test_sums_over_constant_columns_are_those_of_full_columns_bit_for_bit():
     from tb_roofline.devices.spec import DeviceInfo
-    from tb_roofline.model.row_sums import key_sums
+    from tb_roofline.model.records.row_sums import key_sums
 
     t = _table(5000, stall=-0.0)
     device = DeviceInfo(type="test", kind="tpu", num_cores=1)
@@ -258,7 +258,7 @@ def test_a_host_of_no_rows_is_charged_the_run_rows_it_keeps():
 
 
 def test_hosts_are_charged_anew_even_when_the_analysis_fails(tmp_path, monkeypatch):
-    from tb_roofline.model import roofline
+    from tb_roofline.model.records import roofline
 
     s, run = _three_host_run(tmp_path, monkeypatch)
 
@@ -292,7 +292,7 @@ def test_a_table_whose_columns_disagree_on_their_length_is_not_used():
     assert t.consistent()
     t.rows["dma_stall_ps"] = constant(np.float64(0.0), 2**40)  # a forged disk entry's claim
     assert not t.consistent()
-    from tb_roofline.model.row_sums import sum_by
+    from tb_roofline.model.records.row_sums import sum_by
 
     with pytest.raises(ValueError):  # a length that disagrees is never taken as counts
         sum_by(t.rows["op"], constant(np.float64(0.0), 150), 3)
@@ -386,9 +386,9 @@ def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
     float) and with the derived columns (FLOPs from unit costs, the roofline time)."""
     import os
 
-    from tb_roofline.model import row_sums, steps
-    from tb_roofline.model.floors import Roofs
-    from tb_roofline.model.record_table import SUM_COLUMNS
+    from tb_roofline.model.records import row_sums, steps
+    from tb_roofline.model.records.floors import Roofs
+    from tb_roofline.model.records.record_table import SUM_COLUMNS
     from tb_roofline.readers import read_profile_file
     from tb_roofline.table.op_table import ROW_BLOCK
 

@@ -16,7 +16,7 @@ from testpaths import TESTS
 
 from tb_roofline.costs.hlo.text import parse_instruction
 from tb_roofline.costs.torch import flops as torch_flops
-from tb_roofline.model.guidance import guidance as model_guidance
+from tb_roofline.model.guidance.findings import guidance as model_guidance
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.serve.service.core import RooflineService

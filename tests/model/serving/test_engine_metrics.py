@@ -1,6 +1,7 @@
 """A serving engine's own FLOP and byte counters (`--enable-mfu-metrics`, the Prometheus text
-format: readers/metrics/engine.py) beside the profile's per serving step (model/engine_figures.py)
-on the real SGLang Qwen3-8B decode trace. The engine's figures are worked out here from the
+format: readers/metrics/engine.py) beside the profile's per serving step
+(model/serving/engine_figures.py) on the real SGLang Qwen3-8B decode trace. The engine's figures
+are worked out here from the
 model's config and the step annotation, with vLLM's estimator formulas (vllm/v1/metrics/perf.py),
 without the reader or the model; the fixture was built by tools/build_engine_metrics_fixture.py."""
 

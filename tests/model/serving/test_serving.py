@@ -14,7 +14,7 @@ from testpaths import TESTS
 
 from tb_roofline.costs.torch import serving_ops
 from tb_roofline.costs.torch.args import Args
-from tb_roofline.model.roofline import analyze, scoped_op_records
+from tb_roofline.model.records.roofline import analyze, scoped_op_records
 from tb_roofline.readers import serving_steps
 from tb_roofline.readers.kernel_names import kernel_unit
 from tb_roofline.readers.kineto import read_kineto_file

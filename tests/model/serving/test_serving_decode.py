@@ -15,8 +15,8 @@ import pytest
 from testpaths import TESTS
 
 from tb_roofline.devices.precision import with_input_type
-from tb_roofline.model.roofline import analyze
-from tb_roofline.model.serving import MIN_WEIGHT_COVERAGE
+from tb_roofline.model.records.roofline import analyze
+from tb_roofline.model.serving.phases import MIN_WEIGHT_COVERAGE
 from tb_roofline.readers.kernel_names import kernel_unit
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.readers.kineto.device import why_no_cost

@@ -18,7 +18,7 @@ import pytest
 from testpaths import TESTS
 
 from tb_roofline.errors import ProfileFormatError
-from tb_roofline.model.roofline import analyze
+from tb_roofline.model.records.roofline import analyze
 from tb_roofline.readers.kineto import read_kineto_file
 from tb_roofline.table.op_table import ProfileData
 

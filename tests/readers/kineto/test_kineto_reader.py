@@ -12,7 +12,7 @@ import pytest
 from testpaths import TESTS
 
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
-from tb_roofline.model.roofline import analyze
+from tb_roofline.model.records.roofline import analyze
 from tb_roofline.readers import kineto
 from tb_roofline.readers.common import innermost_enclosing, op_nesting
 from tb_roofline.readers.kineto import read_kineto_file

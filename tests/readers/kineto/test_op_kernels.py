@@ -15,7 +15,7 @@ import shutil
 import pytest
 from testpaths import TESTS
 
-from tb_roofline.model.facts import KernelUse, merge_kernels
+from tb_roofline.model.guidance.facts import KernelUse, merge_kernels
 from tb_roofline.serve.mcp import op_tools
 from tb_roofline.serve.service.core import RooflineService
 

@@ -18,7 +18,7 @@ from testpaths import TESTS
 
 from tb_roofline.costs.hlo.shapes import BF16, S8
 from tb_roofline.devices.precision_ceilings import roof_precisions
-from tb_roofline.model import roofline
+from tb_roofline.model.records import roofline
 from tb_roofline.protos import hlo_pb2, xplane_pb2
 from tb_roofline.readers.xspace.xla_gpu_cpu import read_gpu_cpu_xspace
 from tb_roofline.readers.xspace.xplane import load_xspace

@@ -19,8 +19,8 @@ from testpaths import TESTS
 REPO = os.path.dirname(TESTS)
 HEAVY = (
     "numpy",
-    "tb_roofline.model.roofline",
-    "tb_roofline.model.compare",
+    "tb_roofline.model.records.roofline",
+    "tb_roofline.model.compare.comparison",
     "tb_roofline.devices.datasheets",
     "tb_roofline.devices.datasheets_nvidia_volta_ada",
     "tb_roofline.devices.datasheets_nvidia_hopper_blackwell",
@@ -81,7 +81,9 @@ def test_a_tpu_read_imports_no_gpu_reader_no_hlo_protos_no_comparison():
         "run = [r['run'] for r in s.list_runs()['runs'] if 'v6e' in r['run']][0]\n"
         "assert s.ops(run, '')['rows']"
     )
-    assert "numpy" in loaded and "tb_roofline.model.roofline" in loaded  # the work needs them
+    assert (
+        "numpy" in loaded and "tb_roofline.model.records.roofline" in loaded
+    )  # the work needs them
     for name in (
         "tb_roofline.readers.xspace.xla_gpu_cpu",
         "tb_roofline.readers.xspace.xla_gpu_cpu",
@@ -90,7 +92,7 @@ def test_a_tpu_read_imports_no_gpu_reader_no_hlo_protos_no_comparison():
         "tb_roofline.devices.gpu_peaks",
         "tb_roofline.devices.gpu_arch_rates",
         "tb_roofline.devices.precision_ceilings",
-        "tb_roofline.model.compare",
+        "tb_roofline.model.compare.comparison",
         "tb_roofline.serve.service.compare",
         "numpy.ma",  # (numpy's plain `unique` imports it: 15 ms of a command's start)
     ):

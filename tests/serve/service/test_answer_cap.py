@@ -10,7 +10,7 @@ import pytest
 from werkzeug.test import Client
 
 from tb_roofline import settings
-from tb_roofline.model import record_table
+from tb_roofline.model.records import record_table
 from tb_roofline.serve.service import answers
 from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.serve.web.plugin import RooflinePlugin

@@ -583,7 +583,7 @@ def test_small_runs_never_wait_behind_a_slow_conversion(tmp_path, monkeypatch):
 
 def test_an_analysis_too_large_to_keep_converts_once_per_page_load(logdir, monkeypatch):
     from tb_roofline.execute import pool as parallel
-    from tb_roofline.model import roofline
+    from tb_roofline.model.records import roofline
 
     calls = {"read": 0, "analyze": 0}
     real_read, real_analyze = parallel.read_files, roofline.analyze

@@ -28,7 +28,7 @@ import json, resource, sys, threading, time
 from tb_roofline import errors
 from tb_roofline.serve.service.core import RooflineService
 # What any request imports (the model, readers, answers), before the baseline.
-import numpy, tb_roofline.model.roofline, tb_roofline.readers.kineto
+import numpy, tb_roofline.model.records.roofline, tb_roofline.readers.kineto
 import tb_roofline.readers.xspace.read
 import tb_roofline.table.op_table, tb_roofline.serve.service.answers, tb_roofline.execute.pool
 service = RooflineService(sys.argv[1])
@@ -216,7 +216,7 @@ def test_multi_member_gzip_is_measured_by_inflating(tmp_path):
 
 
 def _counting_analyses(monkeypatch) -> dict:
-    from tb_roofline.model import roofline
+    from tb_roofline.model.records import roofline
 
     calls = {"analyze": 0}
     real = roofline.analyze

@@ -14,7 +14,7 @@ import os
 import pytest
 from testpaths import TESTS
 
-from tb_roofline.model import roofline, row_grouping
+from tb_roofline.model.records import roofline, row_grouping
 from tb_roofline.serve.mcp import op_tools, shaping
 from tb_roofline.serve.mcp import tools as mcp_tools
 from tb_roofline.serve.service import answers
@@ -238,8 +238,8 @@ GUIDANCE_RUNS = (
 def test_the_model_gives_guidance_records_and_the_service_lays_them_out():
     """The model returns a record, never an answer; every number of the `/guidance` answer is
     one of the record's (the service computes none), and the answer is the route's."""
-    from tb_roofline.model.guidance import Guidance
-    from tb_roofline.model.guidance import guidance as model_guidance
+    from tb_roofline.model.guidance.findings import Guidance
+    from tb_roofline.model.guidance.findings import guidance as model_guidance
     from tb_roofline.serve.service.guidance import guidance_answer
 
     found = grouped = 0
@@ -250,7 +250,8 @@ def test_the_model_gives_guidance_records_and_the_service_lays_them_out():
         assert json.loads(service.encoded_guidance(run, "")) == answer
         # Throughput depends on how many devices the run's view holds, which the service
         # tells the model; the engine's own figures are a record of their own
-        # (model/engine_figures.py) the service sets beside; the rest is the record laid out.
+        # (model/serving/engine_figures.py) the service sets beside; the rest is the record laid
+        # out.
         skip = ("run", "host", "throughput", "engine_figures")
         answer = {k: v for k, v in answer.items() if k not in skip}
         assert {k: v for k, v in guidance_answer(record).items() if k != "throughput"} == answer

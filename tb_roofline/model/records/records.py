@@ -1,6 +1,6 @@
 """Records: summed FLOPs, bytes and times in; rates, intensities, bound-by, each record's
 binding roof, efficiencies, time saved and caveats out, as numpy columns in the API's order
-(model/record_table.py).
+(model/records/record_table.py).
 
 Definitions follow XProf's Roofline Model tool (docs/xprof_differences.md, "Semantics we
 share with XProf") so users see the numbers they
@@ -14,7 +14,7 @@ import numpy as np
 
 from tb_roofline.devices.precision import INTEGER_PRECISIONS, normalize_precision, plain_precision
 from tb_roofline.devices.spec import DeviceInfo
-from tb_roofline.model.record_table import (
+from tb_roofline.model.records.record_table import (
     GBS_MEM_IDS,
     MEM_BYTES,
     MEM_IDS,
@@ -132,7 +132,7 @@ def call_floors(flops, mem: dict, inv_peak, device: DeviceInfo, link=None, link_
     floor of the summed FLOPs and bytes, which undercuts it when the calls differ in regime.
     `link`: collectives (per element), judged on the interconnect alone where they have link
     bytes and the device a link roof (as `derive`); `link_scale`: the share of the link figure
-    each element's group can use (model/link_roofs.py `link_scales`; None: all of it)."""
+    each element's group can use (model/records/link_roofs.py `link_scales`; None: all of it)."""
     best = np.asarray(flops, np.float64) * inv_peak  # FLOPs / (GFLOP/s) = ns
     code = np.zeros(len(best), np.int64)
     link_time = None
@@ -195,7 +195,7 @@ def derive(
     for name, col, peak_gbs in resources(device):
         mid = col[: -len("_bytes")]
         roof = np.full(n, peak_gbs)
-        if name == "Interconnect":  # each record's group's links (model/link_roofs.py)
+        if name == "Interconnect":  # each record's group's links (model/records/link_roofs.py)
             roof = roof * sums.get("link_scale", 1.0)
             out["link_roof_gbs"] = np.where(sums[col] > 0, roof, np.nan)
         utils.append(div(div(sums[col], time_ns), roof))  # GB/s over GB/s

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from tb_roofline.costs.hlo.shapes import element_bytes
-from tb_roofline.model.rule_context import Context, Finding, recorded_arrays, us_text
+from tb_roofline.model.guidance.rule_context import Context, Finding, recorded_arrays, us_text
 from tb_roofline.table.timeline import is_fusible
 
 

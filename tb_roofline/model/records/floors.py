@@ -17,9 +17,9 @@ import numpy as np
 
 from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.devices.spec import DeviceInfo
-from tb_roofline.model.link_roofs import link_scales
-from tb_roofline.model.record_table import RecordTable
-from tb_roofline.model.records import call_floors, compute_roof, div
+from tb_roofline.model.records.link_roofs import link_scales
+from tb_roofline.model.records.record_table import RecordTable
+from tb_roofline.model.records.records import call_floors, compute_roof, div
 from tb_roofline.table.op_table import OpTable, distinct
 from tb_roofline.table.timeline import is_collective
 
@@ -34,7 +34,7 @@ class Roofs:
     inv_peak: np.ndarray
     link: np.ndarray
     proven: np.ndarray | None = None
-    # the share of the link figure each key's group can use (model/link_roofs.py)
+    # the share of the link figure each key's group can use (model/records/link_roofs.py)
     link_scale: np.ndarray | None = None
 
     @staticmethod

@@ -13,14 +13,16 @@ import math
 import numpy as np
 
 from tb_roofline.costs.hlo.fingerprint import recorded_dims
-from tb_roofline.model import advice
-from tb_roofline.model.records import bound_classes
+from tb_roofline.model.guidance import advice
+from tb_roofline.model.records.records import bound_classes
 from tb_roofline.table.timeline import is_communication
 
 MIN_SHARE = 0.0005  # an op finding must be worth at least 0.05% of the profiled time
 FAR_BELOW_ROOF = 0.5  # compute-bound and under half its roof
 IDLE_SHARE = 0.10
-IDLE_CLASS_SHARE = 0.02  # one cause of idle time (model/idle_rules.py) worth its own finding
+IDLE_CLASS_SHARE = (
+    0.02  # one cause of idle time (model/guidance/idle_rules.py) worth its own finding
+)
 EXPOSED_SHARE = 0.05
 STRAGGLER_RATIO = 1.15
 
@@ -58,7 +60,7 @@ class Context:
     include_io: bool = True
     # identity -> (time µs, calls) of the op within complete steps (repeated_copy)
     step_ops: dict = dataclasses.field(default_factory=dict)
-    serving: bool = False  # a serving engine's steps (model/serving.py): scheduling advice
+    serving: bool = False  # a serving engine's steps (model/serving/phases.py): scheduling advice
     # the run's sampled counters, model/counter_records.RunCounters (clock_throttled)
     counters: object = None
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from tb_roofline.costs.hlo.shapes import element_bytes
 from tb_roofline.devices.precision import normalize_precision, plain_precision
-from tb_roofline.model.rule_context import (
+from tb_roofline.model.guidance.rule_context import (
     FAR_BELOW_ROOF,
     Context,
     Finding,

@@ -26,8 +26,8 @@ import math
 import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.record_table import SUM_COLUMNS
-from tb_roofline.model.records import compute_roof, div
+from tb_roofline.model.records.record_table import SUM_COLUMNS
+from tb_roofline.model.records.records import compute_roof, div
 
 # A sample below this share of the rated clock counts as throttled (clocks step in ~15 MHz bins).
 THROTTLE_RATIO = 0.99

@@ -16,9 +16,9 @@ from typing import Callable
 import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
-from tb_roofline.model.matching import OP, Matching, MatchKeys, match
-from tb_roofline.model.record_table import RecordTable, json_rows, scope_record_type
-from tb_roofline.model.records import binding_roof_ids, div, measurements
+from tb_roofline.model.compare.matching import OP, Matching, MatchKeys, match
+from tb_roofline.model.records.record_table import RecordTable, json_rows, scope_record_type
+from tb_roofline.model.records.records import binding_roof_ids, div, measurements
 
 # Per side (prefixed `base_` and `cand_`); a pair's sides always share their program.
 _COMMON = (
@@ -97,7 +97,7 @@ class Side:
     """One side: its device, program records, and op records in the compared scope (`Total`,
     `Average` or a step label; op records carry a `fingerprint` column). `merge`: groups of op
     records (lists of indices) -> one record per group holding all their calls, made by the
-    model from the op table (model/op_merge.py)."""
+    model from the op table (model/compare/op_merge.py)."""
 
     device: DeviceInfo
     program: RecordTable

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.model.op_records import op_records
-from tb_roofline.model.record_table import RecordTable
-from tb_roofline.model.roofline import Analysis, per_step, scope_rows, scoped_op_records
-from tb_roofline.model.row_sums import key_sums
+from tb_roofline.model.records.op_records import op_records
+from tb_roofline.model.records.record_table import RecordTable
+from tb_roofline.model.records.roofline import Analysis, per_step, scope_rows, scoped_op_records
+from tb_roofline.model.records.row_sums import key_sums
 
 
 def merged_op_records(

@@ -9,8 +9,8 @@ distinct op.
 Here: `analyze` composes the parts of an `Analysis`, each made by one named function (the
 hosts and their spans, the proven gaps, the step sums, the kernel views, the program blocks,
 the model's notes, the scope source, the key floors), and `scoped_op_records` makes op records
-of one step or the average step later. The sums are in model/row_sums.py, the op records in
-model/op_records.py, the program records in model/program_records.py.
+of one step or the average step later. The sums are in model/records/row_sums.py, the op records in
+model/records/op_records.py, the program records in model/records/program_records.py.
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ import numpy as np
 
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.diagnostics import Diagnostic, no_hw_counters_note
-from tb_roofline.model import counter_records, peaks
-from tb_roofline.model import facts as timeline_facts
-from tb_roofline.model import serving as serving_model
-from tb_roofline.model import steps as steps_model
-from tb_roofline.model.floors import KeyFloors, Roofs, proven_keys
-from tb_roofline.model.op_records import op_records
-from tb_roofline.model.program_records import (
+from tb_roofline.model.guidance import facts as timeline_facts
+from tb_roofline.model.records import counter_records, peaks
+from tb_roofline.model.records import steps as steps_model
+from tb_roofline.model.records.floors import KeyFloors, Roofs, proven_keys
+from tb_roofline.model.records.op_records import op_records
+from tb_roofline.model.records.program_records import (
     average_block,
     counter_step_block,
     counter_total_block,
@@ -38,9 +37,10 @@ from tb_roofline.model.program_records import (
     step_block,
     total_block,
 )
-from tb_roofline.model.record_table import RECORD_COLUMNS, RecordTable, scope_record_type
-from tb_roofline.model.records import call_floors
-from tb_roofline.model.row_sums import key_sums, step_sums
+from tb_roofline.model.records.record_table import RECORD_COLUMNS, RecordTable, scope_record_type
+from tb_roofline.model.records.records import call_floors
+from tb_roofline.model.records.row_sums import key_sums, step_sums
+from tb_roofline.model.serving import phases as serving_model
 from tb_roofline.table.op_table import OpTable
 
 
@@ -57,9 +57,9 @@ class Analysis:
     views: dict = dataclasses.field(default_factory=dict)  # "kernel", "kernel_hw" -> {io: table}
     facts: timeline_facts.Facts | None = None  # timeline facts for the guidance rules
     scope: ScopeSource | None = None  # what op records of one step need (scoped_op_records)
-    serving: list = dataclasses.field(default_factory=list)  # model/serving.py summary
+    serving: list = dataclasses.field(default_factory=list)  # model/serving/phases.py summary
     floors: KeyFloors | None = None  # per-call floors of the op records (guidance rules)
-    # sampled counters (model/counter_records.py): the Total's and each step's window
+    # sampled counters (model/records/counter_records.py): the Total's and each step's window
     counters: counter_records.RunCounters | None = None
 
     def scope_source(self) -> ScopeSource:

@@ -13,8 +13,8 @@ whose shapes all changed, e.g. every `aten::conv2d` of a model at another batch 
 record pairs with the most similar one of the other side: the most input dimensions in common
 (`[[8,16,32,32],[32,16,3,3]]` and `[[16,16,32,32],[32,16,3,3]]` share 7 of 8), ties by work per
 execution (FLOPs, then bytes). Whatever is left is new (candidate only) or removed (base only):
-nothing is dropped. The comparison (model/compare.py) then applies rule 4, `op`: the records of
-an op left here while the other side runs it too are merged into one per side and paired.
+nothing is dropped. The comparison (model/compare/comparison.py) then applies rule 4, `op`: the
+records of an op left here while the other side runs it too are merged into one per side and paired.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 from tb_roofline.costs.hlo.fingerprint import is_name_independent, recorded_dims
 
 NAME, FINGERPRINT, NAME_ONLY = "name", "fingerprint", "name_only"
-OP = "op"  # the op-level pairs of what these rules leave (model/compare.py)
+OP = "op"  # the op-level pairs of what these rules leave (model/compare/comparison.py)
 _DIGITS = re.compile(r"(\d+)")
 
 

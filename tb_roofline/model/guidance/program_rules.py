@@ -2,8 +2,8 @@
 throttled clock.
 
 Each states the bound its model proves (docs/guidance.md, "Rules"): idle time by its cause
-(model/idle_rules.py); overlap hides at most the exposed communication or the work that could
-run beside it, whichever is less; a straggler's cost is the others' wait, already in their
+(model/guidance/idle_rules.py); overlap hides at most the exposed communication or the work that
+could run beside it, whichever is less; a straggler's cost is the others' wait, already in their
 idle / exposed time; a throttled clock's, at most Σ overlap × (1 − clock / rated) over the
 samples below the rated clock.
 """
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.model.counter_records import THROTTLE_RATIO, summary
-from tb_roofline.model.idle_rules import idle, idle_split  # noqa: F401
-from tb_roofline.model.rule_context import (
+from tb_roofline.model.guidance.idle_rules import idle, idle_split  # noqa: F401
+from tb_roofline.model.guidance.rule_context import (
     EXPOSED_SHARE,
     STRAGGLER_RATIO,
     Context,
     Finding,
     us_text,
 )
+from tb_roofline.model.records.counter_records import THROTTLE_RATIO, summary
 
 
 def exposed_communication(ctx: Context, wall: dict) -> list:

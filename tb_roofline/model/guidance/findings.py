@@ -17,10 +17,11 @@ import dataclasses
 import numpy as np
 
 from tb_roofline.costs.hlo.shapes import element_bytes
-from tb_roofline.model import advice, roofline, rules
-from tb_roofline.model.program_rules import program_findings
-from tb_roofline.model.rule_context import Context, Finding, recorded_arrays
-from tb_roofline.model.throughput import throughput
+from tb_roofline.model.guidance import advice, rules
+from tb_roofline.model.guidance.program_rules import program_findings
+from tb_roofline.model.guidance.rule_context import Context, Finding, recorded_arrays
+from tb_roofline.model.records import roofline
+from tb_roofline.model.records.throughput import throughput
 from tb_roofline.table.op_table import NO_STEP
 from tb_roofline.table.timeline import IDLE_CAPTURE, is_communication
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline.costs.hlo.fingerprint import GRID, SHAPES
-from tb_roofline.model import roofline
-from tb_roofline.model.record_table import RecordTable
+from tb_roofline.model.records import roofline
+from tb_roofline.model.records.record_table import RecordTable
 
 ROWS = ("op", "shapes", "kernel")
 SHAPES_COLUMN = "shapes"

@@ -1,5 +1,5 @@
 """Op records: one per (program, op, precision) over all cores, hosts and steps, grouped from
-the key sums (model/row_sums.py), ranked by self time.
+the key sums (model/records/row_sums.py), ranked by self time.
 
 Each derived part has its own function: which record each key belongs to, the key that
 labels each record, its caveat, the self-time order, the labels, the precisions of a merged
@@ -13,17 +13,17 @@ import numpy as np
 from tb_roofline.devices.precision import split_kernel_type
 from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.devices.spec import DeviceInfo
-from tb_roofline.model.floors import mixed_regimes
-from tb_roofline.model.link_roofs import link_assumption, link_scales
-from tb_roofline.model.record_table import RecordTable
-from tb_roofline.model.records import (
+from tb_roofline.model.records.floors import mixed_regimes
+from tb_roofline.model.records.link_roofs import link_assumption, link_scales
+from tb_roofline.model.records.record_table import RecordTable
+from tb_roofline.model.records.records import (
     CONTAINER_CAVEAT,
     build_records,
     compute_roof,
     div,
     mixed_roof,
 )
-from tb_roofline.model.row_sums import group_sums
+from tb_roofline.model.records.row_sums import group_sums
 from tb_roofline.table.op_table import OpTable, distinct, factorize
 
 # Key columns an op record takes from the key that labels it.
@@ -123,7 +123,7 @@ def record_links(keys: dict, ksums: dict, key_rec, keep, n: int, device) -> tupl
     """(the share of the link figure each record's collectives can use, the topology that
     assumes, in words; None for records without link bytes). A record's share weighs its keys
     by their link bytes: its roof is the rate at which all of them would run, each at its own
-    group's roof (model/link_roofs.py)."""
+    group's roof (model/records/link_roofs.py)."""
     assumed = np.full(n, None, dtype=object)
     link_bytes = ksums.get("interconnect_bytes")
     if link_bytes is None or not n:

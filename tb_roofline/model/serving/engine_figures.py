@@ -3,7 +3,7 @@ counters, readers/metrics/engine.py) beside the project's, per step, and why the
 (docs/serving.md, "Engine MFU figures").
 
 Input: the engine's figures as a plain dict (`EngineMetrics.as_dict`) and the serving step
-records of the analysis (model/serving.py `summary`). Every figure here is made once:
+records of the analysis (model/serving/phases.py `summary`). Every figure here is made once:
 `engine_per_step`, `ours_per_step`, `ratios`; front ends print them as they are.
 """
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.record_table import RECORD_COLUMNS, SUM_COLUMNS, RecordTable
-from tb_roofline.model.records import build_records, compute_roof, div, unknown_bytes
-from tb_roofline.model.row_sums import group_sums
+from tb_roofline.model.records.record_table import RECORD_COLUMNS, SUM_COLUMNS, RecordTable
+from tb_roofline.model.records.records import build_records, compute_roof, div, unknown_bytes
+from tb_roofline.model.records.row_sums import group_sums
 
 HW_LABEL = "Total (HW)"
 PM_SUFFIX = "(HW counters)"
@@ -35,7 +35,7 @@ def hw_block(hw, device, span_ps: float, host_label: str) -> tuple:
 
 def counter_total_block(sums: dict, span_ps: float, host_label: str) -> tuple:
     """The Total (HW counters) record: what PM-sampling counters measured over the Total's time
-    (model/counter_records.py)."""
+    (model/records/counter_records.py)."""
     return ["total_hw"], [PM_LABEL], [span_ps], sums, [host_label]
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.devices.spec import ComputePeak, DeviceInfo, MemoryPeak
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.model.records import ABOVE_ROOF, compute_roof, div
+from tb_roofline.model.records.records import ABOVE_ROOF, compute_roof, div
 
 MIN_TIME_PS = 1e6  # ops shorter than 1 µs in total are too coarse to judge a peak by
 # A memory peak the profile and the data sheet agree on within this is confirmed: an op above

@@ -11,10 +11,10 @@ import numpy as np
 
 from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.devices.spec import DeviceInfo
-from tb_roofline.model import steps as steps_model
-from tb_roofline.model.floors import Roofs
-from tb_roofline.model.record_table import SUM_COLUMNS
-from tb_roofline.model.records import call_floors, compute_roof, div, resources
+from tb_roofline.model.records import steps as steps_model
+from tb_roofline.model.records.floors import Roofs
+from tb_roofline.model.records.record_table import SUM_COLUMNS
+from tb_roofline.model.records.records import call_floors, compute_roof, div, resources
 from tb_roofline.table.op_table import COST_COLUMNS, ROW_BLOCK, OpTable, constant, is_constant
 
 

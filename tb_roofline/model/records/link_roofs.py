@@ -1,7 +1,7 @@
 """The link roof of a collective: the device's interconnect figure × the links a group of its
 size can use ÷ the device's links (devices/interconnect.LinkTopology), with the topology it
-assumes in words. One rule for the communication roofline (`/comm`, model/comm.py) and the op
-records' interconnect efficiency, bound and time saved (model/records.py `derive`,
+assumes in words. One rule for the communication roofline (`/comm`, model/records/comm.py) and the
+op records' interconnect efficiency, bound and time saved (model/records/records.py `derive`,
 `call_floors`): a collective op is judged against the roof of its group, never the whole
 figure its group cannot reach.
 """

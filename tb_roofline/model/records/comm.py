@@ -6,7 +6,7 @@ device link (memory ids `interconnect` and `dcn*` of the device: GB/s per direct
 docs/device_peaks.md). Beside it, the exposed time of each collective: the time it ran with
 no compute under it on its core (table/timeline.py; null where the timeline does not keep it).
 
-A point is an op record (model/records.py) of the op-table keys that carry one `collective`
+A point is an op record (model/records/records.py) of the op-table keys that carry one `collective`
 (table/collective_info.py): records are split by it, so an op that ran at several message
 sizes is a point per size; its numbers are the record's (summed over its executions). The
 exposed time is kept per op: an op at several sizes shares it by time (`exposed_shared`).
@@ -18,8 +18,8 @@ in `link_assumption`.
 
 from __future__ import annotations
 
-from tb_roofline.model.link_roofs import group_roof
-from tb_roofline.model.roofline import scoped_op_records
+from tb_roofline.model.records.link_roofs import group_roof
+from tb_roofline.model.records.roofline import scoped_op_records
 from tb_roofline.table.collective_info import parse
 from tb_roofline.table.timeline import MAX_EXPOSED_OPS
 

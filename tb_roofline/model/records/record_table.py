@@ -1,7 +1,7 @@
 """The records' shape: their columns in the API's order (`RECORD_COLUMNS`), what op-table rows
 sum into them (`SUM_COLUMNS`), the table they are held in (`RecordTable`, numpy columns), the
 scopes they are made for (Total, Average, one step) and the one NaN-to-null rule of every
-answer (`json_columns`). The numbers in them are derived in model/records.py.
+answer (`json_columns`). The numbers in them are derived in model/records/records.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The op-level guidance rules: each looks at op records (and the timeline facts) and returns
-findings. The matmul rules are in model/rules_matmul.py, the memory traffic rules in
-model/rules_memory.py; here the rules over any op (`tiny_ops`, `far_below_roof`), the
+findings. The matmul rules are in model/guidance/rules_matmul.py, the memory traffic rules in
+model/guidance/rules_memory.py; here the rules over any op (`tiny_ops`, `far_below_roof`), the
 evidence columns each rule's findings show (`OP_COLUMNS`) and the rules in the order they run
 (`OP_RULES`).
 
@@ -16,7 +16,7 @@ import re
 
 import numpy as np
 
-from tb_roofline.model.rule_context import (
+from tb_roofline.model.guidance.rule_context import (
     FAR_BELOW_ROOF,
     Context,
     Finding,
@@ -24,8 +24,8 @@ from tb_roofline.model.rule_context import (
     gap_formula,
     per_call_efficiency,
 )
-from tb_roofline.model.rules_matmul import precision, tiling
-from tb_roofline.model.rules_memory import fusion, repeated_copy
+from tb_roofline.model.guidance.rules_matmul import precision, tiling
+from tb_roofline.model.guidance.rules_memory import fusion, repeated_copy
 
 TINY_CALL_US = 5.0  # a call shorter than this is mostly launch / dispatch overhead
 TINY_CALLS_PER_STEP = 20

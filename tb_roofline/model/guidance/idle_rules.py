@@ -12,8 +12,14 @@ profile's edges, the rest host-bound.
 
 from __future__ import annotations
 
-from tb_roofline.model import advice
-from tb_roofline.model.rule_context import IDLE_CLASS_SHARE, IDLE_SHARE, Context, Finding, us_text
+from tb_roofline.model.guidance import advice
+from tb_roofline.model.guidance.rule_context import (
+    IDLE_CLASS_SHARE,
+    IDLE_SHARE,
+    Context,
+    Finding,
+    us_text,
+)
 from tb_roofline.table.timeline import (
     IDLE_CAPTURE,
     IDLE_EDGES,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline.costs.weight_formats import weight_bytes_per_element
-from tb_roofline.model.records import compute_roof
+from tb_roofline.model.records.records import compute_roof
 
 AVERAGE_PREFIX = "Average · "
 

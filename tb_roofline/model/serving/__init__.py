@@ -1,0 +1,1 @@
+"""Serving: phases of serving steps (prefill, decode) and the decode roofline."""
