@@ -61,7 +61,7 @@ class Context:
     # identity -> (time µs, calls) of the op within complete steps (repeated_copy)
     step_ops: dict = dataclasses.field(default_factory=dict)
     serving: bool = False  # a serving engine's steps (model/serving/phases.py): scheduling advice
-    # the run's sampled counters, model/counter_records.RunCounters (clock_throttled)
+    # the run's sampled counters, model/records/counter_records.RunCounters (clock_throttled)
     counters: object = None
 
     def __post_init__(self):

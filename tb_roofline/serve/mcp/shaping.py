@@ -129,7 +129,7 @@ def unit_name(name: str) -> str:
     if name.endswith("flop_rate"):
         return name + "_gflops"  # GFLOP/s
     if name in GBS_FIELDS:
-        return name + "_gbs"  # GB/s: the links (model/record_table.GBS_MEM_IDS)
+        return name + "_gbs"  # GB/s: the links (model/records/record_table.GBS_MEM_IDS)
     if name.endswith("_bw"):
         return name + "_gibs"  # GiB/s
     if name.endswith("operational_intensity") or name == "ridge_point":

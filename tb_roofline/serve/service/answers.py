@@ -11,8 +11,8 @@ One rule each:
   rows would make it longer it holds the first rows that fit (in its own order, at least one so
   that paging always moves on) and says so: `capped_by`, `returned_count`, `next_offset`. The
   rows are encoded a chunk at a time to measure them, never the whole answer first;
-- numbers in JSON: NaN and ±inf are null (`model/record_table.json_columns`, the model's own rows
-  use the same function), compare answers rounded to 6 significant digits.
+- numbers in JSON: NaN and ±inf are null (`model/records/record_table.json_columns`, the
+  model's own rows use the same function), compare answers rounded to 6 significant digits.
 """
 
 from __future__ import annotations
