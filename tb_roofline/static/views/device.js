@@ -236,8 +236,11 @@ function warningsBanner(el, diags, summary) {
   el.hidden = !kinds.length && !hosts;
   const shown = kinds.slice(0, BANNER_MAX);
   const hidden = kinds.slice(BANNER_MAX).reduce((n, k) => n + k.length, 0);
+  // One line each, cut with an ellipsis (the whole text on hover, or opened by a click): the
+  // banner must leave the first screen to the program chart (docs/frontend.md, "Layout").
   setChildren(el, h('ul', {}, hosts, shown.map(([x, ...more]) => h('li', {
-    class: `diag-${x.severity}`, dataset: {code: x.code}},
+    class: `diag-${x.severity}`, dataset: {code: x.code}, title: x.message,
+    onclick: (ev) => ev.currentTarget.classList.toggle('open')},
   h('span', {class: 'diag-severity'}, x.severity), x.message,
   more.length ? h('span', {class: 'muted'}, ` (and ${more.length} more like it)`) : null))),
   hidden ? h('div', {class: 'muted'}, `and ${hidden} more under Diagnostics (Device section)`) :
