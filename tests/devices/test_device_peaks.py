@@ -662,6 +662,7 @@ def test_device_from_dict_default_order_is_file_order():
 # ------------------------------------------------------------------ calibrate
 
 
+@pytest.mark.slow
 def test_calibrate_quick_writes_a_valid_measured_device_file(tmp_path, capsys):
     out = tmp_path / FILE_NAME
     assert calibrate_mod.main(["--quick", "-o", str(out)]) == 0

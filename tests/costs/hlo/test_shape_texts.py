@@ -44,6 +44,7 @@ def raw():
     return grids, dims, kernels
 
 
+@pytest.mark.slow
 def test_each_distinct_grid_and_shape_is_written_once(raw, monkeypatch):
     grids, dims, kernels = raw
     written = []

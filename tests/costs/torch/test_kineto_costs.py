@@ -276,6 +276,7 @@ def test_vllm_all_reduce_costs_its_buffer():
     assert cost.comm == ("all_reduce", float(size))
 
 
+@pytest.mark.slow
 def test_a100_collectives_match_the_raw_annotations():
     """Independent count: every nccl:all_reduce annotation in the raw file is one
     c10d::allreduce_ call reading and writing its buffer once."""
@@ -627,6 +628,7 @@ def test_a_negative_cupti_counter_is_rejected(tmp_path):
     assert hw and all(prog.columns["flops"][i] >= 0 for i in hw)
 
 
+@pytest.mark.slow
 def test_long_names_are_cut_and_memory_stays_bounded(tmp_path):
     """5,000 events with distinct 40 KB names (200 MB of JSON): before the cut the reader kept
     207 MB and peaked 970 MB above its start (78 s with the model); now it keeps the first

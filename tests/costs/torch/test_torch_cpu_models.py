@@ -237,6 +237,7 @@ def _attention_by_hand(ev):
     return total
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case", ["gpt_eager", "gpt_autocast_bf16", "gpt_compiled", "convnet", "prefill_decode"]
 )

@@ -66,6 +66,7 @@ def test_every_suggested_line_compiles(where, code):
     compile(code, where, "exec")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where,code", [(w, c) for w, c in FRAGMENTS if c.startswith("torch.")])
 def test_every_suggested_torch_line_runs(where, code):
     torch = pytest.importorskip("torch")

@@ -466,6 +466,7 @@ def _all_runs():
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("logdir,device_file,run", _all_runs())
 def test_invariants(logdir, device_file, run):
     s = _service(logdir, device_file)

@@ -354,6 +354,7 @@ def test_diagnostics_say_what_to_capture(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_a_trace_inside_one_capture_is_named_a_full_capture(tmp_path):
     """The vLLM trace made into one capture that began before the trace did: its captures'
     Begin calls removed and one EndCapture (no Begin) after its last event. The capture spans

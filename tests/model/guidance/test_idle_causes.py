@@ -140,6 +140,7 @@ def _outer(events) -> float:
     return (first - min(starts)) + (max(ends) - last)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(TRACES))
 def test_idle_split_by_launch_matches_the_raw_events(name):
     events = _events(name)

@@ -105,6 +105,7 @@ def test_no_link_roof_and_no_collectives(tmp_path):
 REPO_JAX_CPU = DATA.replace("jax_cpu_collectives", "jax_cpu")
 
 
+@pytest.mark.slow
 def test_an_op_at_several_sizes_is_a_point_per_size(tmp_path):
     """Real A100 trace (rank 0 of 16): c10d::allreduce_ ran 5 times on 1,465,344 B and 5 times
     on 1,791,693,584 B (the raw `nccl:all_reduce` annotations' f32 Input Dims, counted here):

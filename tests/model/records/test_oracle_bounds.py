@@ -137,6 +137,7 @@ def _ident(op: dict):
     return (op["program_id"], op["operation"], op["precision"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("logdir,device_file,run", _cases())
 def test_every_bound_recomputed_from_per_call_floors(logdir, device_file, run):
     s = RooflineService(logdir, device_file=device_file)

@@ -74,6 +74,7 @@ def test_the_traces_are_found():
     assert len(TRACES) >= 15
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: os.path.relpath(p, "/work"))
 def test_same_profile_with_and_without_msgspec(path, monkeypatch):
     fast, plain, typed = _both(lambda: read_kineto_file(path, "h"), monkeypatch)
@@ -81,6 +82,7 @@ def test_same_profile_with_and_without_msgspec(path, monkeypatch):
     _same(fast, plain, "profile")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: os.path.relpath(p, "/work"))
 def test_same_collected_events_with_and_without_msgspec(path, monkeypatch):
     fast, plain, typed = _both(lambda: load_kineto(path), monkeypatch)

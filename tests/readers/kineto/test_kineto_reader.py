@@ -615,6 +615,7 @@ MUTATIONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "cat,mutation",
     [

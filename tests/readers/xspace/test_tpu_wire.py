@@ -42,6 +42,7 @@ def _wire_columns(data: bytes, ids: dict):
     return tuple(np.concatenate(c) for c in zip(*chunks))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kinds", [("int64", "uint64", "ref"), ("int64", "uint64", "ref", "double", "str", "bytes")]
 )

@@ -104,6 +104,7 @@ def test_v6e_cut_inside_each_plane(tmp_path):
         assert _cores(data) == list(range(min((k + 1) // 2, 4)))
 
 
+@pytest.mark.slow
 def test_gpu_profile_cut_short(tmp_path):
     raw = open(GPU, "rb").read()
     whole = read_xspace_file(_write(tmp_path, raw, 3600, "whole.xplane.pb"), "h")

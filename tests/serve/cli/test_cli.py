@@ -90,6 +90,7 @@ def test_console_script_and_errors():
     assert err.returncode == 1 and "unknown run 'nope'" in err.stderr
 
 
+@pytest.mark.slow
 def test_calibrate_then_cpu_profile_gets_a_roof(tmp_path):
     """`calibrate` writes a device file; a CPU profile beside it gets peaks and efficiencies."""
     import shutil
@@ -249,6 +250,7 @@ def _http_comm(logdir, run, **params):
     return json.loads(r.data)
 
 
+@pytest.mark.slow
 def test_comm_is_the_http_answer_in_json_csv_and_text(tmp_path):
     """`tb-roofline comm` gives /comm's values: its JSON is the HTTP answer, its CSV the
     points in the tab's columns, its text each point; on the JAX captures the message sizes

@@ -502,6 +502,7 @@ def _rows(answer, columns=None):
 # --- the session, the tools, the instructions ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_tools_are_listed_with_validated_read_only_schemas(session):
     assert set(session["tools"]) == TOOLS
     for tool in session["tools"].values():

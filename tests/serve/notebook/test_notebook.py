@@ -72,6 +72,7 @@ def analyses():
     return {run: tb_roofline.load(TESTDATA, run=run) for run in RUNS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", RUNS)
 def test_api_tables_equal_the_cli_export(run, analyses):
     pd = pytest.importorskip("pandas")

@@ -119,6 +119,7 @@ def test_a_corrupt_file_is_parsed_once_for_concurrent_requests(logdir, reads):
     assert reads == [str(bad)] * 2
 
 
+@pytest.mark.slow
 def test_a_file_still_being_written_is_judged_again(logdir, reads, monkeypatch):
     monkeypatch.setattr(service_module, "INCOMPLETE_RETRY_S", 0.2)
     live = logdir / "live" / "plugins" / "profile" / RUN / "h.xplane.pb"

@@ -144,6 +144,7 @@ def _measured(logdir: str, n: int, rounds: int = 3) -> list:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_concurrent_guidance_requests_share_one_computation(pod):
     ones, eights = _measured(pod, 1), _measured(pod, 8)
     (single,) = ones[0][1]
