@@ -6,11 +6,27 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 
 MAX_JSON_DEPTH = 32  # a device or workload file nests 4 levels; 1,000 `[` must not recurse
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def read_small_text(path: str, max_bytes: int, error, what: str) -> str:
+    """A local file of at most `max_bytes` as UTF-8 text; `error` (an exception class) names the
+    file and what is wrong with it (`what`: the kind of file, for the message)."""
+    name = os.path.basename(path)
+    try:
+        if os.path.getsize(path) > max_bytes:
+            raise error(f"{name}: too large for {what}")
+        with open(path, encoding="utf-8") as f:
+            return f.read(max_bytes + 1)
+    except OSError as exc:
+        raise error(f"{name}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise error(f"{name}: not UTF-8 text") from None
 
 
 def json_depth(text: str) -> int:

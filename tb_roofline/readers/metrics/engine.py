@@ -29,6 +29,8 @@ import math
 import os
 import re
 
+from tb_roofline.devices.bounded_json import read_small_text
+
 FILE_NAME = "engine_metrics.prom"
 MAX_FILE_BYTES = 16 << 20
 ENGINES = ("vllm", "sglang")
@@ -162,14 +164,5 @@ def parse(text: str, name: str) -> EngineMetrics:
 
 
 def load(path: str) -> EngineMetrics:
-    name = os.path.basename(path)
-    try:
-        if os.path.getsize(path) > MAX_FILE_BYTES:
-            raise EngineMetricsError(f"{name}: too large for an engine metrics file")
-        with open(path, encoding="utf-8") as f:
-            text = f.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise EngineMetricsError(f"{name}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise EngineMetricsError(f"{name}: not UTF-8 text") from None
-    return parse(text, name)
+    text = read_small_text(path, MAX_FILE_BYTES, EngineMetricsError, "an engine metrics file")
+    return parse(text, os.path.basename(path))

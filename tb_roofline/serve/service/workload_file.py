@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 
-from tb_roofline.devices.bounded_json import parse_json_file
+from tb_roofline.devices.bounded_json import parse_json_file, read_small_text
 from tb_roofline.devices.precision import CEILING_PRECISIONS
 from tb_roofline.model.records.throughput import Workload
 
@@ -98,15 +98,7 @@ def _positive(value, where: str) -> float:
 
 def load_workload_file(path: str) -> Workload:
     name = os.path.basename(path)
-    try:
-        if os.path.getsize(path) > MAX_FILE_BYTES:
-            raise WorkloadFileError(f"{name}: too large for a workload file")
-        with open(path, encoding="utf-8") as f:
-            text = f.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise WorkloadFileError(f"{name}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise WorkloadFileError(f"{name}: not UTF-8 text") from None
+    text = read_small_text(path, MAX_FILE_BYTES, WorkloadFileError, "a workload file")
     data = parse_json_file(text, name, WorkloadFileError, frozenset(KEYS))
     return workload_from_dict(data, name)
 
