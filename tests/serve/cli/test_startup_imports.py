@@ -91,7 +91,6 @@ def test_a_tpu_read_imports_no_gpu_reader_no_hlo_protos_no_comparison():
         "tb_roofline.protos.hlo_pb2",
         "tb_roofline.devices.gpu_peaks",
         "tb_roofline.devices.gpu_arch_rates",
-        "tb_roofline.devices.precision_ceilings",
         "tb_roofline.model.compare.comparison",
         "tb_roofline.serve.service.compare",
         "numpy.ma",  # (numpy's plain `unique` imports it: 15 ms of a command's start)
