@@ -9,7 +9,9 @@
   (serve/service/workload_file.py); without them only HFU is known.
 
 The peak is per device (core) of the precision the FLOPs run in: the workload's `precision`,
-else the precision with the most FLOPs among the op records.
+else the precision with the most FLOPs among the op records, else (no op has counted FLOPs) the
+device's first compute ceiling, the one `DeviceSpec.peak_for` falls back to (devices/spec.py), named
+so that every consumer shows which roof it is.
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ def dominant_precision(ops) -> str:
     return best
 
 
+def throughput_precision(device, workload_precision: str | None, ops) -> str:
+    """The precision whose peak HFU and MFU divide by (see the module docstring)."""
+    chosen = workload_precision or dominant_precision(ops)
+    if not chosen and device.compute:
+        chosen = device.compute[0].precision
+    return chosen
+
+
 def throughput(
     analysis, include_io: bool, workload: Workload | None, devices_in_run: int | None
 ) -> dict:
@@ -62,7 +72,7 @@ def throughput(
     device = analysis.device
     cores = max(device.num_cores, 1)
     w = workload or Workload()
-    precision = w.precision or dominant_precision(analysis.ops[include_io])
+    precision = throughput_precision(device, w.precision, analysis.ops[include_io])
     peak = device.peak_for(precision) if device.peaks_known else None  # GFLOP/s per device
     num_devices = w.num_devices or devices_in_run or cores
     out = {
