@@ -1,0 +1,107 @@
+"""The precision of ops costed from an engine's shape labels (costs/torch/engine_labels.py).
+
+vLLM's GEMM labels name the shapes, not the dtype: its skinny kinds and the W4A16 MoE run in
+bf16 or fp16, its `BLAS` fallback in any dtype. What the label wraps may say which, in this
+order: the recorded dtype of the nearest op inside it (`record_shapes=True`), else the names
+of the kernels launched inside it, when they name one float type between them (`__hip_bfloat16`,
+`Cijk_…_BBS_…`, `__half`: readers/kernel_names.py). A label then gets that precision (the roof
+it is judged under); a `BLAS` label is costed only with one (its bytes depend on it). Runs on
+the columns before row ops are chosen, since a `BLAS` label that gets a cost becomes one.
+Attention labels carry their dtype and are left as they are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_roofline.costs.torch import engine_labels
+from tb_roofline.readers import kernel_names
+from tb_roofline.readers.common import innermost_enclosing
+from tb_roofline.readers.kineto.columns import Columns
+from tb_roofline.readers.kineto.events import KIND_KERNEL
+
+# Float precisions a label may take: what bf16/fp16/fp32 GEMMs and their activations hold.
+_FLOATS = frozenset({"bf16", "f16", "f32"})
+# kernel_names.kernel_unit → precision (TF32 math and FP32 tensor cores read f32 tensors).
+_UNITS = {"bf16": "bf16", "fp16": "f16", "fp32": "f32", "tf32": "f32", "fp32_tc": "f32"}
+
+
+def _label_ops(c: Columns) -> dict[int, str]:
+    """op → its name, for the ops whose name is a GEMM label (not attention)."""
+    names = c.names.tolist()
+    kinds = {
+        i: n
+        for i, n in enumerate(names)
+        if (lab := engine_labels.parse(str(n))) is not None
+        and lab.kind not in engine_labels.ATTENTION
+    }
+    if not kinds:
+        return {}
+    ops = np.flatnonzero(np.isin(c.op_name, list(kinds)))
+    return {int(i): str(kinds[int(c.op_name[i])]) for i in ops}
+
+
+def _from_ops_inside(c: Columns, parent: np.ndarray, labels: dict) -> dict[int, str]:
+    """label op → the float precision of its nearest descendant that recorded one."""
+    out: dict[int, tuple[int, str]] = {}  # label → (depth below it, precision)
+    precs = [k.precision for k in c.costs]
+    for j in np.flatnonzero(parent >= 0).tolist():
+        p = precs[int(c.op_cost[j])]
+        if p not in _FLOATS:
+            continue
+        up, depth = int(parent[j]), 1
+        while up >= 0 and up not in labels:
+            up, depth = int(parent[up]), depth + 1
+        if up >= 0 and (up not in out or depth < out[up][0]):
+            out[up] = (depth, p)
+    return {op: p for op, (_, p) in out.items()}
+
+
+def _from_kernels(c: Columns, order, parent, labels: dict) -> dict[int, str]:
+    """label op → the one float precision the kernels launched inside it name (none when
+    they name none or several)."""
+    rt_by_corr: dict = {}
+    for i, k in enumerate(c.rt_corr.tolist()):
+        rt_by_corr.setdefault(k, i)
+    ks = np.flatnonzero(c.gpu_kind == KIND_KERNEL)
+    rt = np.array([rt_by_corr.get(k, -1) for k in c.gpu_corr[ks].tolist()], np.int64)
+    ks, rt = ks[rt >= 0], rt[rt >= 0]
+    end, q_ts = c.op_ts + c.op_dur, c.rt_ts[rt]
+    op = innermost_enclosing(
+        order, parent, c.op_thread, c.op_ts, end, c.rt_thread[rt], q_ts, q_ts + c.rt_dur[rt]
+    )
+    seen: dict[int, set] = {}
+    for k, o in zip(ks.tolist(), op.tolist()):
+        while o >= 0 and o not in labels:
+            o = int(parent[o])
+        unit = _UNITS.get(kernel_names.kernel_unit(str(c.names[c.gpu_name[k]])))
+        if o >= 0 and unit:
+            seen.setdefault(o, set()).add(unit)
+    return {o: next(iter(u)) for o, u in seen.items() if len(u) == 1}
+
+
+def apply(c: Columns, order, parent, add_cost) -> tuple[int, int]:
+    """Give label ops the precision found (module docstring): a new cost id (`add_cost(c, cost,
+    fingerprint)`) per label name and precision. Returns (labels given a precision, `BLAS`
+    labels left without a cost)."""
+    labels = _label_ops(c)
+    if not labels:
+        return 0, 0
+    found = _from_kernels(c, order, parent, labels)
+    found.update(_from_ops_inside(c, parent, labels))  # a recorded dtype wins
+    made: dict = {}
+    given = 0
+    for op, name in labels.items():
+        p = found.get(op, "")
+        cost = engine_labels.label_cost(name, p) if p else None
+        if cost is None:
+            continue
+        key = (name, p)
+        if key not in made:
+            made[key] = add_cost(c, cost, "")
+        c.op_cost[op] = made[key]
+        c.op_has_formula[op] = True
+        given += 1
+    blas = {op for op, n in labels.items() if n.startswith("BLAS ")}
+    uncosted = sum(1 for op in blas if not c.op_has_formula[op])
+    return given, uncosted
