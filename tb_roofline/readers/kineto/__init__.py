@@ -132,9 +132,7 @@ def _columns(col: Collector, diagnostics: list):
     collective): costs are added before row ops are chosen, since row ops follow formulas."""
     c = to_columns(col)
     order, parent = attribution.op_tree(c)
-    _, blas_uncosted = label_precision.apply(c, order, parent, comms._add_cost)
-    if blas_uncosted:
-        diagnostics.append(Diagnostic("info", "blas_label_no_dtype", BLAS_NO_DTYPE % blas_uncosted))
+    diagnostics += label_precision.notes(c, order, parent, comms._add_cost)
     ranks = comms.apply_facts(c, col, order, parent)
     tree = attribution.nesting(c, order, parent)
     attribution.inner_precision(c, tree, comms._add_cost, col.cost_shapes)
@@ -279,11 +277,6 @@ NO_CPU_OPS_NOTE = (
     "aten op that launched them, so no FLOPs or shapes are known. Record CPU activity too: "
     "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
     "record_shapes=True)"
-)
-
-BLAS_NO_DTYPE = (
-    "%d `BLAS n×m×k` scope label(s) of vLLM left without a cost: the label gives no dtype, and "
-    "neither an op inside it recorded one (record_shapes) nor its kernels' names say one"
 )
 
 

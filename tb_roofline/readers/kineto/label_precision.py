@@ -7,7 +7,8 @@ of the kernels launched inside it, when they name one float type between them (`
 `Cijk_…_BBS_…`, `__half`: readers/kernel_names.py). A label then gets that precision (the roof
 it is judged under); a `BLAS` label is costed only with one (its bytes depend on it). Runs on
 the columns before row ops are chosen, since a `BLAS` label that gets a cost becomes one.
-Attention labels carry their dtype and are left as they are.
+Attention labels carry their dtype and keep their cost; one of a batch of several sequences is
+costed from the batch's longest query and KV length, an upper bound, which a note says.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline.costs.torch import engine_labels
+from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers import kernel_names
 from tb_roofline.readers.common import innermost_enclosing
 from tb_roofline.readers.kineto.columns import Columns
@@ -78,6 +80,43 @@ def _from_kernels(c: Columns, order, parent, labels: dict) -> dict[int, str]:
         if o >= 0 and unit:
             seen.setdefault(o, set()).add(unit)
     return {o: next(iter(u)) for o, u in seen.items() if len(u) == 1}
+
+
+BLAS_NO_DTYPE = (
+    "%d `BLAS n×m×k` scope label(s) of vLLM left without a cost: the label gives no dtype, and "
+    "neither an op inside it recorded one (record_shapes) nor its kernels' names say one"
+)
+ATTENTION_BOUND = (
+    "%d vLLM attention scope label(s) of batches of several sequences costed from the batch's "
+    "longest query (Q) and KV length (S): their FLOPs and bytes are upper bounds unless every "
+    "sequence has the same lengths"
+)
+
+
+def notes(c: Columns, order, parent, add_cost) -> list[Diagnostic]:
+    """`apply`, and what it leaves uncosted or bounded, said."""
+    _, uncosted = apply(c, order, parent, add_cost)
+    out = []
+    if uncosted:
+        out.append(Diagnostic("info", "blas_label_no_dtype", BLAS_NO_DTYPE % uncosted))
+    bounded = _bounded_attention(c)
+    if bounded:
+        out.append(Diagnostic("info", "attention_label_bound", ATTENTION_BOUND % bounded))
+    return out
+
+
+def _bounded_attention(c: Columns) -> int:
+    """Costed attention label calls of more than one sequence (B > 1)."""
+    batched = [
+        i
+        for i, n in enumerate(c.names.tolist())
+        if (lab := engine_labels.parse(str(n))) is not None
+        and lab.kind in engine_labels.ATTENTION
+        and lab.fields["B"] > 1
+    ]
+    if not batched:
+        return 0
+    return int(np.count_nonzero(np.isin(c.op_name, batched) & c.op_has_formula))
 
 
 def apply(c: Columns, order, parent, add_cost) -> tuple[int, int]:

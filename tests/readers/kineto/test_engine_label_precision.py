@@ -103,12 +103,23 @@ def engine_name(name):
     return name.split(" ")[0] in ("BLAS", "wvSplitKrc", "attn_non_causal", "attn_causal")
 
 
-def _rows(path):
-    t = read_kineto_file(path, "h").ops
+def _read(path):
+    data = read_kineto_file(path, "h")
+    t = data.ops
     key = np.asarray(t.rows["op"])
     names = np.asarray(t.keys["operation"], dtype=object)[key]
     precisions = np.asarray(t.keys["precision"], dtype=object)[key]
-    return names, precisions, np.asarray(t["flops"]), np.asarray(t["bytes"])
+    return names, precisions, np.asarray(t["flops"]), np.asarray(t["bytes"]), data.diagnostics
+
+
+def _rows(path):
+    return _read(path)[:4]
+
+
+def _note_count(diagnostics, code):
+    """The count a note starts with (0 when the note is absent)."""
+    said = [d.message for d in diagnostics if d.code == code]
+    return int(said[0].split()[0]) if said else 0
 
 
 def _expected(name, precision):
@@ -129,9 +140,10 @@ def _bf16_named(kernels):
 @pytest.mark.parametrize("variant", ["shapes", "no_shapes"])
 def test_block_labels_costed_where_a_dtype_is_known(variant):
     path = _trace(os.path.join(BLOCK, variant))
-    names, precisions, flops, nbytes = _rows(path)
+    names, precisions, flops, nbytes, diagnostics = _read(path)
     raw = _raw_labels(path)
     assert len(raw) == 15  # 3 steps × (4 linears + 1 attention)
+    uncosted = 0
     for name in {r[0] for r in raw}:
         calls = [r for r in raw if r[0] == name]
         rows = names == name
@@ -148,6 +160,10 @@ def test_block_labels_costed_where_a_dtype_is_known(variant):
             assert set(precisions[rows]) == {"bf16"}, name
         else:
             assert flops[rows].sum() == 0, name
+            uncosted += len(calls)
+    assert _note_count(diagnostics, "blas_label_no_dtype") == uncosted
+    batched = [r for r in raw if r[0].startswith("attn_") and int(r[0].split()[1][2:]) > 1]
+    assert _note_count(diagnostics, "attention_label_bound") == len(batched) == 3
     if variant == "shapes":
         assert all(r[1] == "c10::BFloat16" for r in raw)  # every label was costed
     else:
