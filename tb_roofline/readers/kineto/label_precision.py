@@ -43,25 +43,38 @@ def _label_ops(c: Columns) -> dict[int, str]:
     return {int(i): str(kinds[int(c.op_name[i])]) for i in ops}
 
 
-def _from_ops_inside(c: Columns, parent: np.ndarray, labels: dict) -> dict[int, str]:
+def _label_above(parent: np.ndarray, is_label: np.ndarray, start: np.ndarray):
+    """For each op of `start` (-1: none): the nearest label op at or above it (-1: none) and
+    how many steps up it is; one vectorised step per nesting level."""
+    cur, steps = start.astype(np.int64), np.zeros(len(start), np.int64)
+    found = np.full(len(start), -1, np.int64)
+    active = cur >= 0
+    while active.any():
+        hit = active & is_label[np.maximum(cur, 0)]
+        found[hit] = cur[hit]
+        active &= ~hit
+        cur[active] = parent[cur[active]]
+        steps[active] += 1
+        active &= cur >= 0
+    return found, steps
+
+
+def _from_ops_inside(c: Columns, parent: np.ndarray, is_label: np.ndarray) -> dict[int, str]:
     """label op → the float precision of its nearest descendant that recorded one."""
-    out: dict[int, tuple[int, str]] = {}  # label → (depth below it, precision)
-    precs = [k.precision for k in c.costs]
-    for j in np.flatnonzero(parent >= 0).tolist():
-        p = precs[int(c.op_cost[j])]
-        if p not in _FLOATS:
-            continue
-        up, depth = int(parent[j]), 1
-        while up >= 0 and up not in labels:
-            up, depth = int(parent[up]), depth + 1
-        if up >= 0 and (up not in out or depth < out[up][0]):
-            out[up] = (depth, p)
-    return {op: p for op, (_, p) in out.items()}
+    precs = np.array([k.precision for k in c.costs], dtype=object)[c.op_cost]
+    ops = np.flatnonzero((parent >= 0) & np.isin(precs, list(_FLOATS)))
+    label, steps = _label_above(parent, is_label, parent[ops])
+    keep = label >= 0
+    ops, label, steps = ops[keep], label[keep], steps[keep]
+    out: dict[int, str] = {}
+    for i in np.lexsort((-steps, label)).tolist():  # per label, nearest last: it wins
+        out[int(label[i])] = str(precs[ops[i]])
+    return out
 
 
-def _from_kernels(c: Columns, order, parent, labels: dict) -> dict[int, str]:
-    """label op → the one float precision the kernels launched inside it name (none when
-    they name none or several)."""
+def _kernel_ops(c: Columns, order, parent) -> tuple[np.ndarray, np.ndarray]:
+    """(kernels, the innermost op enclosing each one's launch) for the kernels whose launch is
+    in the trace."""
     rt_by_corr: dict = {}
     for i, k in enumerate(c.rt_corr.tolist()):
         rt_by_corr.setdefault(k, i)
@@ -72,13 +85,20 @@ def _from_kernels(c: Columns, order, parent, labels: dict) -> dict[int, str]:
     op = innermost_enclosing(
         order, parent, c.op_thread, c.op_ts, end, c.rt_thread[rt], q_ts, q_ts + c.rt_dur[rt]
     )
+    return ks, op
+
+
+def _from_kernels(c: Columns, order, parent, is_label: np.ndarray) -> dict[int, str]:
+    """label op → the one float precision the kernels launched inside it name (none when
+    they name none or several)."""
+    ks, op = _kernel_ops(c, order, parent)
+    label, _ = _label_above(parent, is_label, op)
+    names = c.gpu_name[ks[label >= 0]]
+    units = {i: _UNITS.get(kernel_names.kernel_unit(str(c.names[i]))) for i in np.unique(names)}
     seen: dict[int, set] = {}
-    for k, o in zip(ks.tolist(), op.tolist()):
-        while o >= 0 and o not in labels:
-            o = int(parent[o])
-        unit = _UNITS.get(kernel_names.kernel_unit(str(c.names[c.gpu_name[k]])))
-        if o >= 0 and unit:
-            seen.setdefault(o, set()).add(unit)
+    for lab, n in zip(label[label >= 0].tolist(), names.tolist()):
+        if units[n]:
+            seen.setdefault(lab, set()).add(units[n])
     return {o: next(iter(u)) for o, u in seen.items() if len(u) == 1}
 
 
@@ -126,8 +146,10 @@ def apply(c: Columns, order, parent, add_cost) -> tuple[int, int]:
     labels = _label_ops(c)
     if not labels:
         return 0, 0
-    found = _from_kernels(c, order, parent, labels)
-    found.update(_from_ops_inside(c, parent, labels))  # a recorded dtype wins
+    is_label = np.zeros(c.n_ops, bool)
+    is_label[list(labels)] = True
+    found = _from_kernels(c, order, parent, is_label)
+    found.update(_from_ops_inside(c, parent, is_label))  # a recorded dtype wins
     made: dict = {}
     given = 0
     for op, name in labels.items():

@@ -15,7 +15,7 @@ import pytest
 from testpaths import TESTS
 
 from tb_roofline.costs.torch import engine_labels
-from tb_roofline.readers.kineto import read_kineto_file
+from tb_roofline.readers.kineto import label_precision, read_kineto_file
 
 KINETO = os.path.join(TESTS, "..", "testdata", "kineto")
 BLOCK = os.path.join(KINETO, "h200_block_labels")
@@ -178,3 +178,12 @@ def test_decode_labels_take_the_precision_their_kernels_name():
         want = "bf16" if all(_bf16_named(r[2]) for r in raw if r[0] == name) else ""
         assert set(precisions[names == name]) == {want}, name
     assert {"bf16", ""} <= set(precisions[np.char.startswith(names.astype(str), "wvSplitKrc")])
+
+
+def test_the_nearest_label_above_an_op():
+    # ops: 0 ⊃ 1 (a label) ⊃ 2; 3 ⊃ 4 with no label
+    parent = np.array([-1, 0, 1, -1, 3])
+    is_label = np.array([False, True, False, False, False])
+    found, steps = label_precision._label_above(parent, is_label, np.array([2, 4, 1, -1, 0]))
+    assert found.tolist() == [1, -1, 1, -1, -1]
+    assert steps[[0, 2]].tolist() == [1, 0]
