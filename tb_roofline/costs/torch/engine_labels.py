@@ -3,17 +3,20 @@
 
 vLLM on ROCm wraps its skinny GEMM and W4A16 MoE kernels in `record_function` scopes named
 after the problem (`user_annotation` events in the trace), so a trace recorded without shapes
-still says what each call computed. One grammar:
+still says what each call computed. One grammar, two forms:
 
-    label  = kind " " A "x" B "x" C { " " field }
-    field  = name "=" integer | "[" tag "]" | any other word (kept, not read)
+    label  = kind " " A "x" B "x" C { " " word } | kind { " " word }
+    word   = name "=" integer | name "=" text | "[" tag "]" | any other word
+
+`name=integer` words are read into `fields`, `name=text` words kept in `text`, the rest
+skipped; a field a kind does not use is kept, not read.
 
 - linear layers (vllm/model_executor/layers/utils.py, `rocm_unquantized_gemm_impl`):
   kinds `wvSplitK`, `wvSplitKrc`, `LLMM1`, `DOT` (and `BLAS`), A = n the input rows, B = m the
   weight's output features, C = k its input features: 2·n·m·k FLOPs; x [n, k] and the weight
   [m, k] read, [n, m] written. The skinny kinds run only on fp16/bf16 inputs (their dispatch
   conditions), so 2 B per element; `BLAS` (the `F.linear` fallback) runs in any dtype, which the
-  label does not say: it is parsed but not costed (the op inside, with shapes, is).
+  label does not say: costed only with a precision found elsewhere (below).
 - W4A16 MoE GEMMs (vllm/model_executor/layers/fused_moe/hybrid_w4a16_moe.py, ROCm/vllm):
   `fused_moe_wvsplitk_int4 MxNxK E=<experts> top_k=<k>`, M the tokens, N the output and K the
   input features of one expert's GEMM; each token meets top_k experts: 2·M·top_k·N·K FLOPs;
@@ -22,7 +25,7 @@ still says what each call computed. One grammar:
   group of `group_size=` weights where the label gives it (the scales are not counted
   otherwise: the bytes are then a lower bound, which the cost's name says).
 - attention (vllm/v1/utils.py `create_attention_profiler_scope`, ROCm/vllm, called by the
-  TRITON_ATTN and ROCM_ATTN backends): a second form, `kind { name "=" value }` with kinds
+  TRITON_ATTN and ROCM_ATTN backends): the second form, with kinds
   `attn_causal`, `attn_non_causal` and fields B (sequences), Q (the longest query), S (the
   longest key/value length), H, D, KV_H (query heads, head dim, KV heads), DT (the query's
   torch dtype) and BE (the backend). 4·B·Q·S·H·D FLOPs (Q·Kᵀ and P·V over every (query, key)
