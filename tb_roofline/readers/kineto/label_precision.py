@@ -2,9 +2,10 @@
 
 vLLM's GEMM labels name the shapes, not the dtype: its skinny kinds and the W4A16 MoE run in
 bf16 or fp16, its `BLAS` fallback in any dtype. What the label wraps may say which, in this
-order: the recorded dtype of the nearest op inside it (`record_shapes=True`), else the names
-of the kernels launched inside it, when they name one float type between them (`__hip_bfloat16`,
-`Cijk_…_BBS_…`, `__half`: readers/kernel_names.py). A label then gets that precision (the roof
+order: the recorded dtype of the deepest GEMM call inside it, else of the nearest op inside it
+that recorded one (`record_shapes=True`), else the names of the kernels launched inside it,
+when they name one float type between them (`__hip_bfloat16`, `Cijk_…_BBS_…`, `__half`:
+readers/kernel_names.py). A label then gets that precision (the roof
 it is judged under); a `BLAS` label is costed only with one (its bytes depend on it). Runs on
 the columns before row ops are chosen, since a `BLAS` label that gets a cost becomes one.
 Attention labels carry their dtype and keep their cost; one of a batch of several sequences is
@@ -60,14 +61,19 @@ def _label_above(parent: np.ndarray, is_label: np.ndarray, start: np.ndarray):
 
 
 def _from_ops_inside(c: Columns, parent: np.ndarray, is_label: np.ndarray) -> dict[int, str]:
-    """label op → the float precision of its nearest descendant that recorded one."""
+    """label op → the float precision recorded inside it: its deepest GEMM call's (under
+    autocast the outer call records the caller's fp32 tensors around the bf16 call autocast
+    makes), else its nearest descendant's that recorded one."""
     precs = np.array([k.precision for k in c.costs], dtype=object)[c.op_cost]
+    gemm = np.array([k.category == "matmul" for k in c.costs], bool)[c.op_cost]
     ops = np.flatnonzero((parent >= 0) & np.isin(precs, list(_FLOATS)))
     label, steps = _label_above(parent, is_label, parent[ops])
     keep = label >= 0
     ops, label, steps = ops[keep], label[keep], steps[keep]
     out: dict[int, str] = {}
-    for i in np.lexsort((-steps, label)).tolist():  # per label, nearest last: it wins
+    # per label the winner comes last: nearest among the others, then deepest among GEMMs
+    rank = np.where(gemm[ops], steps, -steps - (1 << 40))
+    for i in np.lexsort((rank, label)).tolist():
         out[int(label[i])] = str(precs[ops[i]])
     return out
 

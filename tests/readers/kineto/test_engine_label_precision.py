@@ -187,3 +187,46 @@ def test_the_nearest_label_above_an_op():
     found, steps = label_precision._label_above(parent, is_label, np.array([2, 4, 1, -1, 0]))
     assert found.tolist() == [1, -1, 1, -1, -1]
     assert steps[[0, 2]].tolist() == [1, 0]
+
+
+def _event(cat, name, ts, dur, **args):
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0,
+        "tid": 7,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
+
+
+def test_blas_under_autocast_takes_the_gemm_calls_dtype(tmp_path):
+    # autocast records the outer aten::linear with the caller's fp32 tensors around the bf16
+    # aten::mm it makes: the GEMM's dtype is the one the label ran in
+    events = [
+        _event("user_annotation", "BLAS 4x8x16", 0, 100),
+        _event(
+            "cpu_op",
+            "aten::linear",
+            1,
+            98,
+            **{"Input Dims": [[4, 16], [8, 16]], "Input type": ["float", "float"]},
+        ),
+        _event(
+            "cpu_op",
+            "aten::mm",
+            10,
+            50,
+            **{"Input Dims": [[4, 16], [16, 8]], "Input type": ["c10::BFloat16", "c10::BFloat16"]},
+        ),
+        _event("cuda_runtime", "cudaLaunchKernel", 20, 5, correlation=100),
+        _event("kernel", "gemm", 30, 7, correlation=100, device=0),
+    ]
+    path = tmp_path / "w.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    names, precisions, flops, nbytes = _rows(str(path))
+    row = names == "BLAS 4x8x16"
+    assert (flops[row].sum(), nbytes[row].sum()) == (2 * 4 * 8 * 16, 2 * (4 * 16 + 8 * 16 + 4 * 8))
+    assert set(precisions[row]) == {"bf16"}
