@@ -230,3 +230,30 @@ def test_blas_under_autocast_takes_the_gemm_calls_dtype(tmp_path):
     row = names == "BLAS 4x8x16"
     assert (flops[row].sum(), nbytes[row].sum()) == (2 * 4 * 8 * 16, 2 * (4 * 16 + 8 * 16 + 4 * 8))
     assert set(precisions[row]) == {"bf16"}
+
+
+# The kernel as ROCm vLLM's `moe_wvSplitK_int4_hf_sml_<scalar_t, THRDS, YTILE, WvPrGrp, A_CHUNK,
+# UNRL, N, GROUP_SIZE, HAS_ZERO_POINTS, FUSED_SILU_MUL>` template instantiates for bf16.
+MOE_KERNEL = (
+    "void moe_wvSplitK_int4_hf_sml_<__hip_bfloat16, 64, 2, 16, 16, 4, 1, 128, false, false>"
+    "(int, int, unsigned char const*, __hip_bfloat16 const*, __hip_bfloat16 const*, "
+    "unsigned int const*, __hip_bfloat16*, int const*, int const*, int, long, long, long, "
+    "int, int, int)"
+)
+
+
+def test_int4_moe_label_takes_its_activations_precision_from_the_kernel(tmp_path):
+    label = "fused_moe_wvsplitk_int4 1x2048x768 E=8 top_k=2"
+    events = [
+        _event("user_annotation", label, 0, 100),
+        _event("cuda_runtime", "hipLaunchKernel", 20, 5, correlation=100),
+        _event("kernel", MOE_KERNEL, 30, 7, correlation=100, device=0),
+    ]
+    path = tmp_path / "w.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    names, precisions, flops, nbytes = _rows(str(path))
+    row = names == label
+    # 1 token × top-2 of 8 experts; activations in 16 bits, 2 experts' int4 weights at 0.5 B
+    assert flops[row].sum() == 2 * 1 * 2 * 2048 * 768
+    assert nbytes[row].sum() == 2 * (1 * 768 + 2 * 2048) + 2 * 2048 * 768 / 2
+    assert set(precisions[row]) == {"bf16"}
