@@ -34,6 +34,7 @@ from tb_roofline.readers.kineto import (
     comms,
     counters,
     device,
+    label_precision,
     pm_samples,
     serving,
     tables,
@@ -111,7 +112,7 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     serving_steps = serving.steps_of(col)
     serving.assign_steps(col, serving_steps)
     diagnostics += serving.cost_attention(col, serving_steps)
-    c, tree, ranks = _columns(col)
+    c, tree, ranks = _columns(col, diagnostics)
     step_spans = attribution.steps(c, diagnostics)
     op_step = step_spans.of(c.op_ts)
     has_gpu = len(c.gpu_ts) > 0
@@ -126,11 +127,12 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     return _profile(col, c, tree, step_spans, out, host, has_gpu, diagnostics, serving_steps)
 
 
-def _columns(col: Collector):
+def _columns(col: Collector, diagnostics: list):
     """(the events as columns with their collectives' costs, the op nesting, the ranks of each
     collective): costs are added before row ops are chosen, since row ops follow formulas."""
     c = to_columns(col)
     order, parent = attribution.op_tree(c)
+    diagnostics += label_precision.notes(c, order, parent, comms._add_cost)
     ranks = comms.apply_facts(c, col, order, parent)
     tree = attribution.nesting(c, order, parent)
     attribution.inner_precision(c, tree, comms._add_cost, col.cost_shapes)
