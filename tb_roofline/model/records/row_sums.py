@@ -2,7 +2,9 @@
 grouped sums of those, and per-step sums (the one second pass over the rows).
 
 Records that group whole keys (ops, program totals, hosts) are sums over keys
-(`key_sums`, `group_sums`); only per-step records need the rows again (`step_sums`).
+(`key_sums`, `group_sums`); only per-step records need the rows again (`step_sums`). Both
+passes go a block of rows at a time (`block_sums`), with the sums of one pass over the whole
+columns, bit for bit.
 """
 
 from __future__ import annotations
