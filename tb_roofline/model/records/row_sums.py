@@ -74,7 +74,9 @@ def block_sums(table: OpTable, columns, roofs: Roofs | None, codes_of, n: int) -
     held three or four such arrays at once (the codes, a column made float, its product)."""
     rows = table.rows
     counted = {c for c in columns if _counted(rows.get(c))}
-    sums = {c: np.zeros(n, np.int64 if c in counted else np.float64) for c in columns}
+    sums: dict[str, np.ndarray] = {
+        c: np.zeros(n, np.int64 if c in counted else np.float64) for c in columns
+    }
     for lo in range(0, len(table), ROW_BLOCK):
         part = OpTable(
             table.keys, {k: v[lo : lo + ROW_BLOCK] for k, v in rows.items()}, table.unit_costs
