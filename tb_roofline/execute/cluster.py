@@ -380,6 +380,7 @@ class _Batch:
         now = time.monotonic()
         left = f"{len(self.pending)} of {len(self.outcomes)} left"
         if now - self.last >= stall:
+            left += ": " + self._pending_names()
             raise ClusterError(
                 f"the Dask cluster {self.addr} finished no conversion in "
                 f"{stall:g} s ({left}): are its workers alive?"
@@ -394,6 +395,13 @@ class _Batch:
                 )
         else:
             self.gone_since = None
+
+    def _pending_names(self, most: int = 3) -> str:
+        """The units not finished, by name (the hosts' files), the first few."""
+        pending = sorted(self.pending)
+        names = [self.names[k] if self.names else f"unit {k}" for k in pending[:most]]
+        more = len(pending) - most
+        return ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
     def _collect(self, k: int, f, stall: float):
         from distributed.client import FutureCancelledError

@@ -221,7 +221,9 @@ def test_a_scheduler_frozen_mid_batch_is_a_clear_error_within_the_deadline(world
     nothing closes them): the batch ends with a ClusterError naming it within
     TB_ROOFLINE_CLUSTER_STALL_S and TB_ROOFLINE_CLUSTER_CONNECT_S, never a hang on a
     question to it (each asked with a deadline of its own: the workers it knows, the units
-    they run)."""
+    they run); the error names the hosts it was waiting for."""
+    from distributed import Client
+
     server = world[0]
     monkeypatch.setenv("TB_ROOFLINE_CLUSTER_CONNECT_S", "2")
     monkeypatch.setenv("TB_ROOFLINE_CLUSTER_STALL_S", "4")
@@ -230,13 +232,18 @@ def test_a_scheduler_frozen_mid_batch_is_a_clear_error_within_the_deadline(world
 
         def go():
             try:
-                result["out"] = cluster.run_units(c.address, time.sleep, [(2.0,)] * 8)
+                names = [f"host{k:02d}.xplane.pb" for k in range(8)]
+                result["out"] = cluster.run_units(c.address, time.sleep, [(2.0,)] * 8, names=names)
             except Exception as exc:  # noqa: BLE001 (the test reads it)
                 result["error"] = exc
 
         thread = threading.Thread(target=go, daemon=True)
         thread.start()
-        time.sleep(1.5)  # connected, probed, the first unit running
+        with Client(c.address, timeout=30, set_as_default=False) as watcher:
+            deadline = time.monotonic() + WAIT_S
+            while not any(watcher.processing().values()):  # the first unit running
+                assert thread.is_alive() and time.monotonic() < deadline, result
+                time.sleep(0.05)
         os.killpg(c.procs["scheduler"].pid, signal.SIGSTOP)
         frozen = time.monotonic()
         try:
@@ -248,6 +255,8 @@ def test_a_scheduler_frozen_mid_batch_is_a_clear_error_within_the_deadline(world
     assert not thread.is_alive(), "the wait on a frozen scheduler never ended"
     error = result.get("error")
     assert isinstance(error, cluster.ClusterError) and c.address in str(error), result
+    assert "host07.xplane.pb" not in str(error) and "host00.xplane.pb" in str(error), error
+    assert "and 5 more" in str(error), error  # the hosts it waited for, the first few named
     # stall (4 s) after the last progress, plus at most one question's deadline (2 s)
     assert took < 4 + 2 + 5, (took, error)
 
