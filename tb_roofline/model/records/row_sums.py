@@ -149,10 +149,11 @@ def step_sums(
     """SUM_COLUMNS per (aligned step, infeed/outfeed or not), as (steps, 2) arrays, in one
     pass over the rows; rows outside complete steps and containers left out."""
     keys, n_steps = table.keys, len(aligned)
+    coder = steps_model.step_coder(aligned, profile_host, key_host, table.rows["step"])
 
     def codes(part: OpTable) -> np.ndarray:  # (in place where it can)
         op = part.rows["op"]
-        code = steps_model.row_steps(aligned, profile_host, key_host, op, part.rows["step"])
+        code = coder(op, part.rows["step"])
         left_out = code < 0
         left_out |= keys["is_container"][op]
         code *= 2
