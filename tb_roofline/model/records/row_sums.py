@@ -73,22 +73,20 @@ def block_sums(table: OpTable, columns, roofs: Roofs | None, codes_of, n: int) -
     64 hosts is 3.2 million rows, 25 MB per float64 column, and one pass over whole columns
     held three or four such arrays at once (the codes, a column made float, its product)."""
     rows = table.rows
-    counted = {c for c in columns if _counted(rows.get(c))}
-    sums: dict[str, np.ndarray] = {
-        c: np.zeros(n, np.int64 if c in counted else np.float64) for c in columns
-    }
+    counted = [c for c in columns if _counted(rows.get(c))]
+    sums: dict[str, np.ndarray] = {c: np.zeros(n) for c in columns if c not in counted}
+    counts = np.zeros(n, np.int64)  # rows per code: what every counted column sums to
     for lo in range(0, len(table), ROW_BLOCK):
         part = OpTable(
             table.keys, {k: v[lo : lo + ROW_BLOCK] for k, v in rows.items()}, table.unit_costs
         )
         code = codes_of(part)
-        for c in columns:
-            if c in counted:
-                sums[c] += np.bincount(code, minlength=n)
-            else:
-                np.add.at(sums[c], code, row_column(part, c, roofs))
+        if counted:
+            counts += np.bincount(code, minlength=n)
+        for c, total in sums.items():
+            np.add.at(total, code, row_column(part, c, roofs))
     for c in counted:  # (as `sum_by`: the counts times the one value, never -0.0)
-        sums[c] = sums[c] * (float(rows[c][0]) + 0.0)
+        sums[c] = counts * (float(rows[c][0]) + 0.0)
     return sums
 
 
