@@ -37,6 +37,7 @@ from tb_roofline.execute.cluster_worker import (
     WorkerFault,
     _can_read,
     _probe,
+    _scheduler_workers,
     _unit,
     access_fault,
     code_id,
@@ -182,7 +183,7 @@ def usable_workers(client, addr: str) -> list[str]:
     ours = _probe()
     if addr not in _scheduler_ok:  # it unpickles the task graphs: our functions are in them
         try:
-            theirs = client.run_on_scheduler(_probe)
+            theirs = client.run_on_scheduler(_probe, callback_timeout=timeout)
         except Exception as exc:  # noqa: BLE001 (ModuleNotFoundError, a deserialization error)
             raise ClusterError(
                 f"the Dask scheduler {addr} cannot import tb-roofline "
@@ -263,16 +264,27 @@ def _close_quietly(client):
 
 
 def _live_workers(client) -> set | None:
-    """The addresses of the workers the scheduler knows now; None when it cannot say."""
+    """The addresses of the workers the scheduler knows now; None when it cannot say within
+    TB_ROOFLINE_CLUSTER_CONNECT_S (`scheduler_info` takes no deadline: a scheduler that
+    stopped answering, its connection still open, would hold the wait for ever)."""
     try:
-        return set(client.scheduler_info(n_workers=-1)["workers"])
-    except TypeError:  # an older distributed: no n_workers
-        try:
-            return set(client.scheduler_info()["workers"])
-        except Exception:  # noqa: BLE001
-            return None
-    except Exception:  # noqa: BLE001 (the scheduler is gone too: the stall decides)
+        return set(
+            client.run_on_scheduler(
+                _scheduler_workers, callback_timeout=settings.number(settings.CLUSTER_CONNECT_S)
+            )
+        )
+    except Exception:  # noqa: BLE001 (the scheduler is gone or silent: the stall decides)
         return None
+
+
+def _processing(client) -> dict:
+    """`client.processing()` (the keys each worker runs) within TB_ROOFLINE_CLUSTER_CONNECT_S
+    (the method itself takes no deadline)."""
+    return client.sync(
+        client.scheduler.processing,
+        workers=None,
+        callback_timeout=settings.number(settings.CLUSTER_CONNECT_S),
+    )
 
 
 class _Batch:
@@ -368,6 +380,7 @@ class _Batch:
         now = time.monotonic()
         left = f"{len(self.pending)} of {len(self.outcomes)} left"
         if now - self.last >= stall:
+            left += ": " + self._pending_names()
             raise ClusterError(
                 f"the Dask cluster {self.addr} finished no conversion in "
                 f"{stall:g} s ({left}): are its workers alive?"
@@ -382,6 +395,13 @@ class _Batch:
                 )
         else:
             self.gone_since = None
+
+    def _pending_names(self, most: int = 3) -> str:
+        """The units not finished, by name (the hosts' files), the first few."""
+        pending = sorted(self.pending)
+        names = [self.names[k] if self.names else f"unit {k}" for k in pending[:most]]
+        more = len(pending) - most
+        return ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
     def _collect(self, k: int, f, stall: float):
         from distributed.client import FutureCancelledError
@@ -499,7 +519,7 @@ class _Batch:
         if not good:
             return
         try:
-            processing = self.client.processing()
+            processing = _processing(self.client)
         except Exception:  # noqa: BLE001 (the scheduler cannot say: leave the units as they are)
             return
         started = {key for w, keys in processing.items() if w not in avoid for key in keys}

@@ -1,8 +1,9 @@
 """What runs on a Dask worker (`execute/cluster.py` sends it): one unit of work (`_unit`),
 the check that the worker runs our code (`_probe`, `code_id`) and can read a batch's files
-(`_can_read`), and the `WorkerFault` a worker raises when it cannot read a unit's file for a
-reason of its own (`access_fault`: credentials, a path it does not see, a package). Imports
-nothing of Dask at module level: the workers import it, the caller only names it."""
+(`_can_read`), what the scheduler is asked with a deadline (`_scheduler_workers`), and the
+`WorkerFault` a worker raises when it cannot read a unit's file for a reason of its own
+(`access_fault`: credentials, a path it does not see, a package). Imports nothing of Dask at
+module level: the workers import it, the caller only names it."""
 
 from __future__ import annotations
 
@@ -49,6 +50,12 @@ def _probe() -> str:
     if not _CODE_ID:
         _CODE_ID.append(code_id())
     return _CODE_ID[0]
+
+
+def _scheduler_workers(dask_scheduler=None) -> list[str]:
+    """Run on the scheduler (`client.run_on_scheduler` gives it `dask_scheduler`): the
+    addresses of the workers it knows."""
+    return list(dask_scheduler.workers)
 
 
 def _worker_name() -> tuple[str, str]:

@@ -219,9 +219,11 @@ class OpTable:
                         t.rows[k] = rows[k][lo:hi]
         if share:
             release_free_memory()
-        rows["op"] = np.concatenate([t.rows["op"] + off for t, off in zip(tables, offsets)])
-        if share:  # (the offset copies of the inputs' op codes)
-            release_free_memory()
+        # Offset in place into the result: no copy of every input's codes beside it.
+        kind = np.result_type(offsets, *(t.rows["op"] for t in tables))
+        op = rows["op"] = np.empty(bounds[-1], kind)
+        for t, off, lo, hi in zip(tables, offsets.tolist(), bounds[:-1], bounds[1:]):
+            np.add(t.rows["op"], off, out=op[lo:hi], casting="unsafe")
         return OpTable(keys, rows, np.concatenate([t.unit_costs for t in tables]) if unit else None)
 
 

@@ -1,7 +1,8 @@
 """Conversion on a real Dask cluster (execute/cluster.py): a scheduler and two worker processes
 started with `distributed`'s own `dask scheduler` / `dask worker` commands on 127.0.0.1, reading
 from the moto S3 server (tests/s3_server.py) as shared storage with their own credentials.
-A 16-host TPU run and a multi-rank PyTorch run answer exactly as converted here; a worker
+A 16-host TPU run and a multi-rank PyTorch run answer exactly as converted here (program
+records with every step's, op records, device, diagnostics and guidance); a worker
 killed mid-run changes nothing; a scheduler that is not there, or does not answer, or a worker
 without tb-roofline, is a clear error at once (CLI exit 2), and TensorBoard's service converts
 locally saying so."""
@@ -201,6 +202,7 @@ def _answers(service: RooflineService, run: str, hosts: list) -> list:
         out.append(service.ops(run, host, True))
         out.append(service.device(run, host))
         out.append(service.diagnostics(run, host))
+        out.append(service.guidance(run, host, True))  # the findings, from the same sums
     return out
 
 

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -213,6 +214,51 @@ def test_losing_every_worker_is_one_clear_error_soon(world, tmp_path, monkeypatc
         notes = RooflineService(local).diagnostics(TPU_RUN, "tpu-host02")["diagnostics"]
         assert "cluster_unavailable" in [d["code"] for d in notes]
         assert time.monotonic() - start < 20
+
+
+def test_a_scheduler_frozen_mid_batch_is_a_clear_error_within_the_deadline(world, monkeypatch):
+    """The scheduler stops answering while units run (SIGSTOP: its connections stay open,
+    nothing closes them): the batch ends with a ClusterError naming it within
+    TB_ROOFLINE_CLUSTER_STALL_S and TB_ROOFLINE_CLUSTER_CONNECT_S, never a hang on a
+    question to it (each asked with a deadline of its own: the workers it knows, the units
+    they run); the error names the hosts it was waiting for."""
+    from distributed import Client
+
+    server = world[0]
+    monkeypatch.setenv("TB_ROOFLINE_CLUSTER_CONNECT_S", "2")
+    monkeypatch.setenv("TB_ROOFLINE_CLUSTER_STALL_S", "4")
+    result: dict = {}
+    with dask_cluster(_env(server.env()), workers=("z1",)) as c:
+
+        def go():
+            try:
+                names = [f"host{k:02d}.xplane.pb" for k in range(8)]
+                result["out"] = cluster.run_units(c.address, time.sleep, [(2.0,)] * 8, names=names)
+            except Exception as exc:  # noqa: BLE001 (the test reads it)
+                result["error"] = exc
+
+        thread = threading.Thread(target=go, daemon=True)
+        thread.start()
+        with Client(c.address, timeout=30, set_as_default=False) as watcher:
+            deadline = time.monotonic() + WAIT_S
+            while not any(watcher.processing().values()):  # the first unit running
+                assert thread.is_alive() and time.monotonic() < deadline, result
+                time.sleep(0.05)
+        os.killpg(c.procs["scheduler"].pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+        try:
+            thread.join(40)
+            took = time.monotonic() - frozen
+        finally:
+            os.killpg(c.procs["scheduler"].pid, signal.SIGCONT)
+        cluster._failed.pop(c.address, None)
+    assert not thread.is_alive(), "the wait on a frozen scheduler never ended"
+    error = result.get("error")
+    assert isinstance(error, cluster.ClusterError) and c.address in str(error), result
+    assert "host07.xplane.pb" not in str(error) and "host00.xplane.pb" in str(error), error
+    assert "and 5 more" in str(error), error  # the hosts it waited for, the first few named
+    # stall (4 s) after the last progress, plus at most one question's deadline (2 s)
+    assert took < 4 + 2 + 5, (took, error)
 
 
 def test_a_worker_of_other_code_is_left_out_by_name(world, caplog):

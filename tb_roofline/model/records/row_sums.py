@@ -2,7 +2,9 @@
 grouped sums of those, and per-step sums (the one second pass over the rows).
 
 Records that group whole keys (ops, program totals, hosts) are sums over keys
-(`key_sums`, `group_sums`); only per-step records need the rows again (`step_sums`).
+(`key_sums`, `group_sums`); only per-step records need the rows again (`step_sums`). Both
+passes go a block of rows at a time (`block_sums`), with the sums of one pass over the whole
+columns, bit for bit.
 """
 
 from __future__ import annotations
@@ -63,24 +65,34 @@ def _roof_column(table: OpTable, c: str, roofs: Roofs) -> np.ndarray:
     return (np.asarray(table.rows["total_time_ps"], np.float64) - floor * 1e3) * roofs.proven[op]
 
 
-def sum_rows(
-    table: OpTable, c: str, roofs: Roofs, codes: np.ndarray, n: int, buf: np.ndarray | None
-) -> np.ndarray:
-    """`sum_by(codes, row_column(table, c, roofs), n)`, a derived column made a block of
-    rows at a time into `buf` (as long as the table; None for a table of one block): one such
-    array, not the two or three temporaries of the whole column (`roof_time`: the rows'
-    FLOPs, each row's peak, their product). Each value is computed as the whole column
-    computes it, so the sums are the same."""
+def block_sums(table: OpTable, columns, roofs: Roofs | None, codes_of, n: int) -> dict:
+    """Each of `columns` (SUM_COLUMNS, per row as `row_column` makes them) summed by a code per
+    row into `n` sums, ROW_BLOCK rows at a time: `codes_of(part)` gives the codes of a block's
+    rows. `np.add.at` adds each row in turn, as `np.bincount` does over a whole column, so
+    the sums are `sum_by`'s bit for bit, while no temporary is longer than a block: a run of
+    64 hosts is 3.2 million rows, 25 MB per float64 column, and one pass over whole columns
+    held three or four such arrays at once (the codes, a column made float, its product)."""
     rows = table.rows
-    own = c == "op_time_ps" or c in rows and (is_constant(rows[c]) or rows[c].dtype == np.float64)
-    if own or buf is None:
-        return sum_by(codes, row_column(table, c, roofs), n)
-    for lo in range(0, len(buf), ROW_BLOCK):
+    counted = [c for c in columns if _counted(rows.get(c))]
+    sums: dict[str, np.ndarray] = {c: np.zeros(n) for c in columns if c not in counted}
+    counts = np.zeros(n, np.int64)  # rows per code: what every counted column sums to
+    for lo in range(0, len(table), ROW_BLOCK):
         part = OpTable(
             table.keys, {k: v[lo : lo + ROW_BLOCK] for k, v in rows.items()}, table.unit_costs
         )
-        buf[lo : lo + ROW_BLOCK] = row_column(part, c, roofs)
-    return sum_by(codes, buf, n)
+        code = codes_of(part)
+        if counted:
+            counts += np.bincount(code, minlength=n)
+        for c, total in sums.items():
+            np.add.at(total, code, row_column(part, c, roofs))
+    for c in counted:  # (as `sum_by`: the counts times the one value, never -0.0)
+        sums[c] = counts * (float(rows[c][0]) + 0.0)
+    return sums
+
+
+def _counted(column) -> bool:
+    """A constant row column of zeros or ones: summed as counts (`sum_by`)."""
+    return column is not None and is_constant(column) and column[0] in (0, 1)
 
 
 def sum_by(codes: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
@@ -95,13 +107,9 @@ def sum_by(codes: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
 def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
     """SUM_COLUMNS summed per key (distinct op) in one pass over the rows: every record that
     groups whole keys (ops, program totals, hosts) is then a sum over keys."""
-    n, op = table.num_keys, table.rows["op"]
-    unit = table.unit_costs
-    out = {
-        c: sum_by(op, row_column(table, c, None), n)
-        for c in ROW_SUM_COLUMNS
-        if unit is None or c not in COST_COLUMNS
-    }
+    n, unit = table.num_keys, table.unit_costs
+    columns = [c for c in ROW_SUM_COLUMNS if unit is None or c not in COST_COLUMNS]
+    out = block_sums(table, columns, None, lambda part: part.rows["op"], n)
     if unit is not None:  # a row's costs are its key's times its occurrences
         for j, c in enumerate(COST_COLUMNS):  # (columns a reader does not give: 0)
             out[c] = unit[:, j] * out["occurrences"] if j < unit.shape[1] else np.zeros(n)
@@ -138,21 +146,23 @@ def step_sums(
 ) -> dict:
     """SUM_COLUMNS per (aligned step, infeed/outfeed or not), as (steps, 2) arrays, in one
     pass over the rows; rows outside complete steps and containers left out."""
-    keys, op = table.keys, table.rows["op"]
-    n_steps = len(aligned)
-    # (in place where it can: a table of millions of rows makes each temporary count)
-    code = steps_model.row_steps(aligned, profile_host, key_host, op, table.rows["step"])
-    left_out = code < 0
-    left_out |= keys["is_container"][op]
-    code *= 2
-    code += keys["is_infeed_outfeed"][op]
-    code[left_out] = 2 * n_steps
-    del left_out
-    buf = np.empty(len(code)) if len(code) > ROW_BLOCK else None
-    by_step = {}
-    for c in SUM_COLUMNS:
-        if c == "floor_time":  # (op records' column: a program's saving is its gap_ps)
-            by_step[c] = np.zeros((n_steps, 2))
-            continue
-        by_step[c] = sum_rows(table, c, roofs, code, 2 * n_steps + 1, buf)[:-1].reshape(n_steps, 2)
-    return by_step
+    keys, n_steps = table.keys, len(aligned)
+    coder = steps_model.step_coder(aligned, profile_host, key_host, table.rows["step"])
+
+    def codes(part: OpTable) -> np.ndarray:  # (in place where it can)
+        op = part.rows["op"]
+        code = coder(op, part.rows["step"])
+        left_out = code < 0
+        left_out |= keys["is_container"][op]
+        code *= 2
+        code += keys["is_infeed_outfeed"][op]
+        code[left_out] = 2 * n_steps
+        return code
+
+    # (floor_time is the op records' column: a program's saving is its gap_ps)
+    summed = [c for c in SUM_COLUMNS if c != "floor_time"]
+    sums = block_sums(table, summed, roofs, codes, 2 * n_steps + 1)
+    return {
+        c: sums[c][:-1].reshape(n_steps, 2) if c in sums else np.zeros((n_steps, 2))
+        for c in SUM_COLUMNS
+    }

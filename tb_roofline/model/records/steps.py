@@ -66,9 +66,16 @@ def row_steps(
     """The aligned step of each row (-1 when its (host, step) is not a complete step).
     `host_of_profile[j]`: the host code of profile j; `key_host`: the host code of each key
     (rows point at keys with `op`)."""
+    return step_coder(steps, host_of_profile, key_host, row_step)(op, row_step)
+
+
+def step_coder(steps: Steps, host_of_profile: np.ndarray, key_host: np.ndarray, row_step):
+    """`row_steps` as a function of (op, row_step) for rows whose step ids are among those of
+    `row_step` (a table's whole column; then blocks of it): the complete steps sorted once,
+    not once per block (a profile of 55,000 steps: a sort of 55,000 per block)."""
     n_hosts, k = steps.ids.shape
     if not len(row_step) or not k:
-        return np.full(len(row_step), -1, np.int64)
+        return lambda op, rs: np.full(len(rs), -1, np.int64)
     member_host = np.repeat(host_of_profile, k)
     member_step = steps.ids.reshape(-1)
     member_index = np.tile(np.arange(k), n_hosts)
@@ -77,24 +84,46 @@ def row_steps(
     hi = max(int(row_step.max()), int(member_step.max()))
     width = hi - lo + 1
     top = int(max(key_host.max(initial=0), member_host.max(initial=0)))
-    if width * (top + 1) < 2**62:
-        member = member_host * width + (member_step - lo)
-        rows = row_step - lo  # a new array: the table's stays as it is
+    if width * (top + 1) >= 2**62:  # step ids too far apart for one key: rank them per call
+        return lambda op, rs: _ranked_row_steps(
+            member_host, member_step, member_index, key_host, op, rs
+        )
+    member = member_host * width + (member_step - lo)
+    member, member_index = _last_members(member, member_index)
+
+    def codes(op: np.ndarray, rs: np.ndarray) -> np.ndarray:
+        rows = rs - lo  # a new array: the table's stays as it is
         if not one_host:
             rows += key_host[op] * width
         elif key_host[0]:
             rows += int(key_host[0]) * width
-    else:  # step ids too far apart for one key: rank them first
-        uniq, inv = np.unique(np.concatenate([member_step, row_step]), return_inverse=True)
-        inv = inv.reshape(-1)
-        width = len(uniq)
-        member = member_host * width + inv[: len(member_step)]
-        rows = key_host[op] * width + inv[len(member_step) :]
+        return _look_up(member, member_index, rows)
+
+    return codes
+
+
+def _ranked_row_steps(member_host, member_step, member_index, key_host, op, row_step):
+    """`row_steps` with the step ids ranked first (ids too far apart to make one key)."""
+    uniq, inv = np.unique(np.concatenate([member_step, row_step]), return_inverse=True)
+    inv = inv.reshape(-1)
+    width = len(uniq)
+    member = member_host * width + inv[: len(member_step)]
+    rows = key_host[op] * width + inv[len(member_step) :]
+    member, member_index = _last_members(member, member_index)
+    return _look_up(member, member_index, rows)
+
+
+def _last_members(member: np.ndarray, member_index: np.ndarray):
+    """The (host, step) keys sorted, with their aligned index; two profiles of one host name:
+    the last one's step wins (as a dictionary would keep it)."""
     order = np.argsort(member, kind="stable")
     member, member_index = member[order], member_index[order]
-    # Two profiles of one host name: the last one's step wins (as a dictionary would keep it).
     last = np.concatenate((member[1:] != member[:-1], [True]))
-    member, member_index = member[last], member_index[last]
+    return member[last], member_index[last]
+
+
+def _look_up(member: np.ndarray, member_index: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The aligned index of each row's (host, step) key, -1 where it is no member."""
     at = np.searchsorted(member, rows)
     np.minimum(at, len(member) - 1, out=at)
     # (in blocks: `member[at]` whole would be a third array as long as the table)

@@ -380,7 +380,7 @@ def _demo_answers(logdir: str) -> str:
 
 
 def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
-    """The model's per-step sums (`row_sums.sum_rows`) and the rows' steps
+    """The model's sums (`row_sums.block_sums`, per key and per step) and the rows' steps
     (`steps.row_steps`) work in blocks of ROW_BLOCK rows on long tables: the sums are those
     of the whole columns bit for bit, with varying occurrences (an integer column made
     float) and with the derived columns (FLOPs from unit costs, the roofline time)."""
@@ -403,15 +403,18 @@ def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
     inv_peak = 1.0 / (1.0 + rng.random(t.num_keys))
     # (the per-row floors and proven gaps too: some keys collectives, some gaps proven)
     inv_peak = Roofs(p.device, inv_peak, rng.random(t.num_keys) < 0.2, rng.random(t.num_keys) < 0.5)
-    codes = rng.integers(0, 7, n)
+
+    def codes_of(part):  # a code per row from its own columns, so a block has its own
+        return (part.rows["op"] * 3 + part.rows["step"]) % 7
+
     monkeypatch.setattr(row_sums, "ROW_BLOCK", 3)
     for table in (t, ones):
+        codes = codes_of(table)
+        blocks = row_sums.block_sums(table, SUM_COLUMNS, inv_peak, codes_of, 7)
         for c in SUM_COLUMNS:
             whole = row_sums.sum_by(codes, row_sums.row_column(table, c, inv_peak), 7)
-            blocks = row_sums.sum_rows(table, c, inv_peak, codes, 7, np.empty(n))
-            assert np.array_equal(whole, row_sums.sum_rows(table, c, inv_peak, codes, 7, None))
-            assert np.array_equal(whole, blocks) and np.array_equal(
-                np.signbit(whole), np.signbit(blocks)
+            assert np.array_equal(whole, blocks[c]) and np.array_equal(
+                np.signbit(whole), np.signbit(blocks[c])
             ), c
     # Whole answers of a two-host run and a one-host run, in blocks of 3 rows and as usual.
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
