@@ -209,14 +209,15 @@ def _release():
     idle_s = settings.number(settings.POOL_IDLE_S)
     if idle_s <= 0:  # stopped in a thread of ours, whose end says the pool's threads are gone
         pool, _pool = _pool, None
-        stop = threading.Thread(
-            target=pool.shutdown,
-            kwargs={"cancel_futures": True},
-            name="tb-roofline-pool-release",
-            daemon=True,
-        )
-        stop.start()
-        _retiring.append(stop)
+        if pool is not None:  # (a failed batch's `shutdown(only=...)` may have stopped it)
+            stop = threading.Thread(
+                target=pool.shutdown,
+                kwargs={"cancel_futures": True},
+                name="tb-roofline-pool-release",
+                daemon=True,
+            )
+            stop.start()
+            _retiring.append(stop)
         return
     _timer = threading.Timer(idle_s, _idle_shutdown)
     _timer.name = "tb-roofline-pool-idle"

@@ -200,7 +200,7 @@ class GpuLinks:
 def gpu_links(c: Columns, tree: Nesting, step_spans: Steps) -> GpuLinks:
     """GPU activity → launching runtime event → enclosing op → row op; its step from the
     launch time (the activity's own start when no launch matches)."""
-    rt_by_corr = {}
+    rt_by_corr: dict[int, int] = {}
     for i, k in enumerate(c.rt_corr.tolist()):
         rt_by_corr.setdefault(k, i)
     gpu_rt = np.fromiter(

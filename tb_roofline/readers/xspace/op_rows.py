@@ -28,7 +28,9 @@ class Grouping:
 
     def __init__(self, md: np.ndarray, group: np.ndarray):
         self.n = n = len(md)
-        self.key = self.perm = None
+        # The dense table's key per event, or the sort's order: whichever way was taken
+        self.key: np.ndarray | None = None
+        self.perm: np.ndarray | None = None
         if not n:
             self.md, self.group = md[:0], group[:0]
             return

@@ -120,10 +120,10 @@ class KeyLocks:
 
     @contextlib.contextmanager
     def hold(self, *keys):
-        keys = sorted(set(keys), key=repr)  # one order: two holders never wait on each other
+        ordered = sorted(set(keys), key=repr)  # one order: two holders never wait on each other
         taken = []
         try:
-            for key in keys:
+            for key in ordered:
                 with self._guard:
                     item = self._locks.setdefault(key, [threading.Lock(), 0])
                     item[1] += 1
@@ -157,20 +157,20 @@ class SingleFlight:
         from concurrent.futures import Future
 
         with self._guard:
-            future = self._running.get(key)
-            owner = future is None
-            if owner:
-                future = self._running[key] = Future()
-        if not owner:
-            return future.result()
+            other = self._running.get(key)  # another caller's computation under way
+            if other is None:
+                mine: Future = Future()
+                self._running[key] = mine
+        if other is not None:
+            return other.result()
         self.made += 1
         try:
             value = make()
         except BaseException as exc:
-            future.set_exception(exc)
+            mine.set_exception(exc)
             raise
         else:
-            future.set_result(value)
+            mine.set_result(value)
             return value
         finally:
             with self._guard:

@@ -318,3 +318,9 @@ def test_hosts_of_one_program_decode_its_op_metadata_once(tmp_path, monkeypatch)
         _same_columns(b, a)
     # The other program's costs are its own, not the first program's.
     assert not np.array_equal(_canonical(alone[0])["flops"], _canonical(alone[3])["flops"])
+
+
+def test_an_op_info_holds_every_key_text():
+    """A plane's op keys are read from its Infos by the KEY_TEXTS names (and the file's by
+    the same names): each must be a field of the Info."""
+    assert set(tpu_plane.KEY_TEXTS) <= set(tpu_plane.Info._fields)
