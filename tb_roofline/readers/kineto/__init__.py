@@ -100,6 +100,8 @@ class _Tables:
     spans: list = dataclasses.field(default_factory=list)
     op_kernels: dict = dataclasses.field(default_factory=dict)
     unattributed: int = 0  # kernels launched outside every op
+    # GPU activity → op row, step, launch time: none until the GPU stage links them
+    links: attribution.GpuLinks = dataclasses.field(default_factory=attribution.no_links)
     replayed: frozenset = frozenset()  # kernels replayed from graphs with no op attributed
     serving_spans: list = dataclasses.field(default_factory=list)  # per serving step
 
@@ -117,12 +119,9 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     causes = kineto_timeline.idle_causes(col.host_calls, c.base_ns)
     out = _Tables(OpTableBuilder(), OpTableBuilder())
     if has_gpu:
-        links = attribution.gpu_links(c, tree, step_spans)
-        diagnostics += _gpu_tables(
-            out, links, col, c, tree, ranks, host, step_spans, op_step, causes
-        )
-        out.serving_spans = serving.device_spans(serving_steps, c, links.launch)
-        diagnostics += serving.window_notes(c, links, serving_steps)
+        diagnostics += _gpu_tables(out, col, c, tree, ranks, host, step_spans, op_step, causes)
+        out.serving_spans = serving.device_spans(serving_steps, c, out.links.launch)
+        diagnostics += serving.window_notes(c, out.links, serving_steps)
     elif c.n_ops:
         _cpu_tables(out, col, c, tree, host, step_spans, op_step, causes)
     return _profile(col, c, tree, step_spans, out, host, has_gpu, diagnostics, serving_steps)
@@ -142,21 +141,12 @@ def _columns(col: Collector):
     return c, tree, ranks
 
 
-def _gpu_tables(
-    out: _Tables,
-    links: attribution.GpuLinks,
-    col,
-    c,
-    tree,
-    ranks,
-    host,
-    step_spans,
-    op_step,
-    causes,
-) -> list:
-    """Op and kernel rows, steps, spans and the timeline of a trace with device activity
-    (`links`: its GPU activity's ops and steps); returns its notes."""
+def _gpu_tables(out: _Tables, col, c, tree, ranks, host, step_spans, op_step, causes) -> list:
+    """Op and kernel rows, steps, spans and the timeline of a trace with device activity;
+    returns its notes."""
     notes = []
+    links = attribution.gpu_links(c, tree, step_spans)
+    out.links = links
     out.replayed = _replayed_without_op(col, c, links)
     algorithms = comms.op_algorithms(c, links.row)  # as the NCCL kernel names state it
     if algorithms:
