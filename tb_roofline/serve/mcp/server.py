@@ -15,7 +15,7 @@ hosts read") go to a client that gave a progressToken. Read-only: nothing is wri
 import logging
 from typing import Optional, cast
 
-from tb_roofline.serve.mcp import answers as mcp_answers
+from tb_roofline.serve.mcp import envelope
 from tb_roofline.serve.mcp.calls import argument_error, reading
 from tb_roofline.serve.mcp.tool_declarations import register_tools
 from tb_roofline.serve.mcp.tool_types import arg_types
@@ -61,7 +61,7 @@ def build_server(service):
     from mcp.types import ToolAnnotations
 
     server = _server_class()(
-        SERVER_NAME, instructions=INSTRUCTIONS, version=mcp_answers.server_version()
+        SERVER_NAME, instructions=INSTRUCTIONS, version=envelope.server_version()
     )
     read_only = ToolAnnotations(
         read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False

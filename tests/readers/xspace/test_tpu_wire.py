@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 import tpu_oracle
-from test_xline_fast import _ids, _random_line, _varint
+from test_line_decoding import _ids, _random_line, _varint
 
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers.xspace import op_rows
