@@ -1,7 +1,7 @@
-"""The wire-format TPU reader (readers/xspace/wire.py, tpu_plane.py, tpu_file.py) against the
-protobuf-object oracle (tests/tpu_oracle.py): every column of random lines, whole op tables of
-generated and hand-made profiles, with windows and segments small enough that events, nests and
-steps cross them."""
+"""The wire-format TPU reader (readers/xspace/wire.py, readers/xspace/tpu/plane.py,
+readers/xspace/tpu/file.py) against the protobuf-object oracle (tests/tpu_oracle.py): every
+column of random lines, whole op tables of generated and hand-made profiles, with windows and
+segments small enough that events, nests and steps cross them."""
 
 from __future__ import annotations
 

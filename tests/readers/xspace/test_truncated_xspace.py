@@ -125,7 +125,7 @@ def test_gpu_profile_cut_short(tmp_path):
 
 
 def test_every_reading_path_says_the_same(tmp_path, monkeypatch):
-    """The plane-by-plane readers of parallel.py (one process, and workers) give the same
+    """The plane-by-plane readers of execute/pool.py (one process, and workers) give the same
     answer and diagnostics as read_xspace_file for a file cut inside a plane."""
     raw = open(V6E, "rb").read()
     planes = [f for f in _fields(raw) if f[0] == 1]
