@@ -294,7 +294,7 @@ def test_hosts_of_one_program_decode_its_op_metadata_once(tmp_path, monkeypatch)
     """A pod's hosts run one program, so each op's metadata is decoded once per
     process among the files kept, not once per host; the hosts read exactly as one by one,
     and a host of another program (other costs under the same names) keeps its own."""
-    from tb_roofline.execute import pool as parallel
+    from tb_roofline.execute import pool
 
     cfgs = [SynthConfig(seed=5, num_cores=1, hostname=f"h{i}") for i in range(3)] + [
         SynthConfig(seed=6, num_cores=1, hostname="other")
@@ -304,7 +304,7 @@ def test_hosts_of_one_program_decode_its_op_metadata_once(tmp_path, monkeypatch)
     real = tpu_plane.op_info
     monkeypatch.setattr(tpu_plane, "op_info", lambda ps, md: calls.append(1) or real(ps, md))
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")  # this process: the calls are countable
-    together = parallel.read_files([(p, "xplane", os.path.basename(p), None) for p in paths])
+    together = pool.read_files([(p, "xplane", os.path.basename(p), None) for p in paths])
     shared = len(calls)
     alone, per_file = [], []
     for p in paths:  # one by one: each file decodes its own
