@@ -157,20 +157,20 @@ class SingleFlight:
         from concurrent.futures import Future
 
         with self._guard:
-            other = self._running.get(key)  # another caller's computation under way
-            if other is None:
-                mine: Future = Future()
-                self._running[key] = mine
-        if other is not None:
-            return other.result()
+            future = self._running.get(key)
+            owner = future is None
+            if future is None:
+                future = self._running[key] = Future()
+        if not owner:
+            return future.result()
         self.made += 1
         try:
             value = make()
         except BaseException as exc:
-            mine.set_exception(exc)
+            future.set_exception(exc)
             raise
         else:
-            mine.set_result(value)
+            future.set_result(value)
             return value
         finally:
             with self._guard:
