@@ -12,6 +12,10 @@ from tensorboard import errors as tb_errors
 class ProfileFormatError(ValueError):
     """The file is not a readable profile (corrupt, truncated, empty, wrong format)."""
 
+    # Whether the file's layout itself says so (damaged, or cut short), rather than what a
+    # reader found in its contents: readers/xspace/tpu/file.py sets it.
+    from_layout: bool = False
+
 
 class ProfileIncompleteError(ProfileFormatError):
     """The file changed while we read it, or is too young to judge: it is still being written."""

@@ -1,8 +1,8 @@
-"""Every file the docs and the package's docstrings and comments cite exists: a path under one
-of the repository's folders (`docs/guidance.md`, `tests/serve/cli/test_cli.py::test_...`), a
-path in the package written from its folders (`serve/web/routes.py`, `model/guidance/findings.py`),
-a module's name (`table/timeline.paired_spans`: the module and that name in it) or a test file's
-bare name."""
+"""Every file the docs, the package's and the tests' docstrings and comments and the .proto
+files' comments cite exists: a path under one of the repository's folders (`docs/guidance.md`,
+`tests/serve/cli/test_cli.py::test_...`), a path in the package written from its folders
+(`serve/web/routes.py`, `model/guidance/findings.py`), a module's name
+(`table/timeline.paired_spans`: the module and that name in it) or a test file's bare name."""
 
 from __future__ import annotations
 
@@ -39,14 +39,20 @@ def _docstrings_and_comments(path: str):
 
 
 def _texts():
-    """(file, text) of every docstring and comment of the package and every doc."""
-    for root, dirs, files in os.walk(PACKAGE):
-        dirs[:] = [d for d in dirs if d not in ("vendor", "__pycache__")]
-        for name in files:
-            if name.endswith(".py") and not name.endswith("_pb2.py"):
+    """(file, text) of every docstring and comment of the package and the tests, of every
+    .proto file's comments and of every doc."""
+    for top in (PACKAGE, os.path.join(REPO, "tests")):
+        for root, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if d not in ("vendor", "__pycache__")]
+            for name in files:
                 path = os.path.join(root, name)
-                for text in _docstrings_and_comments(path):
-                    yield os.path.relpath(path, REPO), text
+                if name.endswith(".py") and not name.endswith("_pb2.py"):
+                    for text in _docstrings_and_comments(path):
+                        yield os.path.relpath(path, REPO), text
+                elif name.endswith(".proto"):
+                    for line in open(path, encoding="utf-8").read().splitlines():
+                        if "//" in line:
+                            yield os.path.relpath(path, REPO), line[line.index("//") :]
     docs = [os.path.join(REPO, "docs", f) for f in os.listdir(os.path.join(REPO, "docs"))]
     for path in docs + [os.path.join(REPO, f) for f in ("README.md", "CONTRIBUTING.md")]:
         if path.endswith(".md"):

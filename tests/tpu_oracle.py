@@ -299,7 +299,7 @@ class _FullPlane:
 
 
 class _TokenLine:
-    """A line of a TPU plane read as a varint token stream (see xline_fast.decode_tokens)."""
+    """A line of a TPU plane read as a varint token stream (see `decode_tokens` above)."""
 
     def __init__(self, full: _FullPlane, index: int, line):
         self._full, self._index = full, index

@@ -380,7 +380,7 @@ def find_device_file(
     if storage.is_remote(profile_path):
         found = _find_remote(profile_path, logdir, isfile or _remote_isfile)
     else:
-        found = _find_local(profile_path, logdir)
+        found = nearest_file(profile_path, logdir, FILE_NAME)
     if found:
         return found
     env_path = settings.text(ENV_VAR, environ)
@@ -394,14 +394,17 @@ def find_device_file(
     return None
 
 
-def _find_local(profile_path: str, logdir: str | None) -> str | None:
+def nearest_file(profile_path: str, logdir: str | None, file_name: str) -> str | None:
+    """The nearest local file named `file_name` from the profile's folder (the folder itself
+    when `profile_path` is one) up to and including the logdir, never above it: how the
+    device, workload and engine-metrics files that apply to a profile are found."""
     start = os.path.realpath(profile_path)
     if not os.path.isdir(start):
         start = os.path.dirname(start)
     root = os.path.realpath(logdir) if logdir else None
     folder = start
     while True:
-        candidate = os.path.join(folder, FILE_NAME)
+        candidate = os.path.join(folder, file_name)
         if os.path.isfile(candidate):
             return candidate
         if root is None or folder == root or not _is_within(folder, root):

@@ -125,14 +125,15 @@ def order_compute(peaks: list[ComputePeak]) -> list[ComputePeak]:
 def _compare(checks, diagnostics, resource, unit, derived, spec_value, source, what):
     check = PeakCheck(resource, unit, derived, spec_value, source)
     checks.append(check)
-    if check.agrees is False:
+    difference = check.relative_difference
+    if check.agrees is False and difference is not None:
         diagnostics.append(
             Diagnostic(
                 "warning",
                 "peak_datasheet_mismatch",
                 f"{what} derived from the profile ({derived:,.0f} {unit}) differs from the data "
                 f"sheet ({spec_value:,.0f} {unit}; {source}) by "
-                f"{check.relative_difference * 100:+.1f}%; the profile's value is used unless the "
+                f"{difference * 100:+.1f}%; the profile's value is used unless the "
                 "profile's own ops beat it",
             )
         )

@@ -80,7 +80,9 @@ def security(addr_full: str):
     from distributed.security import Security
 
     sec = Security()
-    if not sec.tls_ca_file or not sec.tls_client_cert:
+    # Dask sets the TLS fields by name at run time; its role view is the typed way to read them.
+    tls = sec.get_tls_config_for_role("client")
+    if not tls["ca_file"] or not tls["cert"]:
         raise ClusterError(
             f"the Dask scheduler {addr_full} speaks TLS: set Dask's TLS configuration for this "
             f"client ({', '.join(_TLS_KEYS)}; e.g. the environment variables "

@@ -202,13 +202,13 @@ def _idle_shutdown():
     shutdown()
 
 
-def _release():
-    """After a batch, with `_lock` held and no other batch running: the workers leave now
-    (TB_ROOFLINE_POOL_IDLE_S 0) or after that many idle seconds."""
+def _release(pool) -> None:
+    """After a batch, with `_lock` held and no other batch running: the workers of `pool` (the
+    current one) leave now (TB_ROOFLINE_POOL_IDLE_S 0) or after that many idle seconds."""
     global _pool, _timer
     idle_s = settings.number(settings.POOL_IDLE_S)
     if idle_s <= 0:  # stopped in a thread of ours, whose end says the pool's threads are gone
-        pool, _pool = _pool, None
+        _pool = None
         stop = threading.Thread(
             target=pool.shutdown,
             kwargs={"cancel_futures": True},
@@ -267,7 +267,7 @@ def _run_all(fn, args_list: list, progress=None, used: list | None = None, arriv
         with _lock:
             _busy -= 1
             if not _busy and _pool is not None:
-                _release()
+                _release(_pool)
 
 
 def _arrived(out, arrived):

@@ -23,8 +23,7 @@ import numpy as np
 
 from tb_roofline.devices.precision import KERNEL_PREFIX, with_input_type
 from tb_roofline.diagnostics import Diagnostic
-from tb_roofline.readers import kernel_names
-from tb_roofline.readers import self_time as xline_fast
+from tb_roofline.readers import kernel_names, self_time
 
 # Times and sums of durations (ps) beyond this would overflow int64: a corrupt profile.
 TIME_LIMIT_PS = 1 << 62
@@ -89,14 +88,14 @@ def op_nesting(thread, begin, dur) -> tuple[np.ndarray, np.ndarray]:
             [  # absurd times: no shifting, each thread on its own
                 np.where(p >= 0, p + i, -1)
                 for i, p in (
-                    (i, xline_fast.parents(b[i:j], d[i:j]))
+                    (i, self_time.parents(b[i:j], d[i:j]))
                     for i, j in zip(cut.tolist(), cut[1:].tolist() + [n])
                 )
             ]
         )
     else:
         offset = np.concatenate(([0], np.cumsum(reach)[:-1])) - first
-        pos = xline_fast.parents(b + np.repeat(offset, np.diff(np.append(cut, n))), d)
+        pos = self_time.parents(b + np.repeat(offset, np.diff(np.append(cut, n))), d)
     parent = np.full(n, -1, np.int64)
     inner = pos >= 0
     parent[order[inner]] = order[pos[inner]]
@@ -104,13 +103,13 @@ def op_nesting(thread, begin, dur) -> tuple[np.ndarray, np.ndarray]:
 
 
 def self_times(parent, dur) -> np.ndarray:
-    """Each op's self time (`xline_fast.self_time`, the one definition) from its direct
+    """Each op's self time (`self_time.self_time`, the one definition) from its direct
     parents (`op_nesting`)."""
     parent = np.asarray(parent, np.int64)
     dur = np.asarray(dur, np.float64)
     nested = parent >= 0
     child = np.bincount(parent[nested], weights=dur[nested], minlength=len(dur))
-    return xline_fast.self_time(dur, child)
+    return self_time.self_time(dur, child)
 
 
 def innermost_enclosing(order, parent, thread, begin, end, q_thread, q_begin, q_end):

@@ -6,7 +6,7 @@ Readers write it, the model (model/records/comm.py) reads it; "" for every other
 
 - kind: all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute, broadcast,
   reduce, send, recv;
-- S: the message size in bytes, as nccl-tests defines it (costs/collectives.py);
+- S: the message size in bytes, as nccl-tests defines it (costs/collective_bytes.py);
 - n: devices per group (ranks); `assumed=1` when the profile names no groups and n is the
   profile's device count;
 - groups, form: how many groups (permute pairs) and how the HLO names them (list, iota, mesh,

@@ -12,6 +12,7 @@ nothing of file formats.
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol
 
 import numpy as np
 
@@ -412,11 +413,22 @@ _DEFAULTS["flops_known"] = True
 _DEFAULTS["bytes_known"] = True
 
 
+class Device(Protocol):
+    """What the model reads of a profile's device before placing it under its peaks. Readers
+    give a tb_roofline/devices/spec.py `DeviceInfo`; the table sits below devices, so it names
+    the shape it carries rather than the class."""
+
+    num_cores: int
+
+    @property
+    def peaks_known(self) -> bool: ...
+
+
 @dataclasses.dataclass
 class ProfileData:
     """What a reader hands to the model for one host (or several, once merged)."""
 
-    device: object  # tb_roofline.devices.spec.DeviceInfo
+    device: Device | None  # None until a reader knows the device
     ops: OpTable
     steps: list[StepSpan] | StepSpans
     core_spans: list[CoreSpan]

@@ -35,8 +35,7 @@ from test_dask_cluster import (  # noqa: E402,F401
 )
 
 from tb_roofline.errors import ProfileFormatError  # noqa: E402
-from tb_roofline.execute import cluster
-from tb_roofline.execute import pool as parallel  # noqa: E402
+from tb_roofline.execute import cluster, pool  # noqa: E402
 from tb_roofline.serve.cli.main import main  # noqa: E402
 from tb_roofline.serve.service.core import RooflineService  # noqa: E402
 from tb_roofline.synthetic import SynthConfig, write_tpu_session  # noqa: E402
@@ -108,10 +107,10 @@ def test_a_worker_without_credentials_leaves_nothing_out(world, monkeypatch, cap
 READ_ONE = """
 import sys
 from tb_roofline.execute import cluster
-from tb_roofline.execute import pool as parallel
+from tb_roofline.execute import pool
 cluster.configure(sys.argv[1], strict=True, allow_partial=sys.argv[3] == "partial")
 try:
-    (result,) = parallel.read_files([(sys.argv[2], "xplane", "h", None)])
+    (result,) = pool.read_files([(sys.argv[2], "xplane", "h", None)])
 except cluster.ClusterError as exc:
     print("ClusterError:", exc)
     sys.exit(2)
@@ -143,7 +142,7 @@ def test_a_host_nobody_can_read_fails_the_conversion_by_name(world):
         ]
         cluster.configure(c.address, strict=True)
         try:  # this process has credentials: a file gone from the bucket is the file's
-            (gone,) = parallel.read_files([(path.replace("host03", "host99"), "xplane", "h", None)])
+            (gone,) = pool.read_files([(path.replace("host03", "host99"), "xplane", "h", None)])
         finally:
             cluster.configure(None)
     strict, partial = run

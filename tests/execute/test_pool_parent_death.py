@@ -18,15 +18,15 @@ REPO = os.path.dirname(TESTS)
 
 PARENT = r"""
 import json, re, sys, threading, time
-from tb_roofline.execute import pool as parallel
+from tb_roofline.execute import pool
 if sys.argv[1] == "forkserver":  # another thread, as TensorBoard has: a fork server's workers
     threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
-pool = parallel._get_pool(2)
+workers = pool._get_pool(2)
 # Catastrophic backtracking: the C regex engine holds the GIL for ever.
-futures = [pool.submit(re.match, r"(a+)+$", "a" * 64 + "b") for _ in range(2)]
+futures = [workers.submit(re.match, r"(a+)+$", "a" * 64 + "b") for _ in range(2)]
 time.sleep(1.5)
-print(json.dumps({"method": pool._mp_context.get_start_method(),
-                  "pids": sorted(pool._processes)}), flush=True)
+print(json.dumps({"method": workers._mp_context.get_start_method(),
+                  "pids": sorted(workers._processes)}), flush=True)
 time.sleep(600)
 """
 

@@ -181,7 +181,7 @@ def test_a_failed_read_is_not_repeated_until_the_file_changes(tmp_path, monkeypa
 
 def test_running_out_of_memory_is_a_413_and_the_server_keeps_serving(tmp_path, monkeypatch):
     from tb_roofline.readers import kineto
-    from tb_roofline.serve.service import hosts as service_module
+    from tb_roofline.serve.service import hosts
     from tb_roofline.serve.service.core import RooflineService
 
     text = _kineto_text()
@@ -205,9 +205,9 @@ def test_running_out_of_memory_is_a_413_and_the_server_keeps_serving(tmp_path, m
         service.program("big", "", True)
     assert service.program("small", "", True)["rows"]  # ...while the others are served
     monkeypatch.setattr(
-        service_module.time,
+        hosts.time,
         "monotonic",
-        lambda: real_monotonic() + service_module.MEMORY_RETRY_S + 1,
+        lambda: real_monotonic() + hosts.MEMORY_RETRY_S + 1,
     )
     assert service.program("big", "", True)["rows"]  # read again a while later
 

@@ -104,7 +104,7 @@ def _nesting_by_stack(thread, begin, dur):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_vectorised_nesting_is_the_stack_walk(seed):
-    """op_nesting (vectorised: threads laid end to end, xline_fast.parents) nests exactly as
+    """op_nesting (vectorised: threads laid end to end, self_time.parents) nests exactly as
     the stack walk: random ops on a few threads, ties, zero and negative durations (the Kineto
     reader keeps them: none may reach into another thread), epoch-ns times, times near 2^62
     (no shifting then) and nesting too deep to peel."""

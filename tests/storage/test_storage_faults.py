@@ -198,7 +198,7 @@ def test_one_host_timing_out_is_skipped_like_any_other_bad_host(tmp_path, monkey
     """A multi-host run where one host's store read times out: the others are analysed, the
     timed-out host is named in a diagnostic (as a damaged host is), no 504 for the run."""
     from tb_roofline import errors
-    from tb_roofline.execute import pool as parallel
+    from tb_roofline.execute import pool
     from tb_roofline.serve.service.core import RooflineService
     from tb_roofline.synthetic import SynthConfig, write_tpu_session
 
@@ -209,7 +209,7 @@ def test_one_host_timing_out_is_skipped_like_any_other_bad_host(tmp_path, monkey
         "s",
         [SynthConfig(seed=1, hostname="h0"), SynthConfig(seed=1, hostname="h1")],
     )
-    real = parallel.read_files
+    real = pool.read_files
 
     def h1_times_out(jobs, progress=None):
         got = real(jobs, progress)
@@ -220,7 +220,7 @@ def test_one_host_timing_out_is_skipped_like_any_other_bad_host(tmp_path, monkey
             for job, r in zip(jobs, got)
         ]
 
-    monkeypatch.setattr(parallel, "read_files", h1_times_out)
+    monkeypatch.setattr(pool, "read_files", h1_times_out)
     service = RooflineService(str(tmp_path))
     run = service.list_runs()["runs"][0]["run"]
     assert service.device(run, "")["device"]

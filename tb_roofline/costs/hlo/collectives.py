@@ -1,5 +1,5 @@
 """Collectives in HLO: the bytes one execution of a collective instruction moves over the device
-links. The bus factor (nccl-tests' table) is costs/collectives.py's, the one definition every
+links. The bus factor (nccl-tests' table) is costs/collective_bytes.py's, the one definition every
 reader uses.
 
 Message size S from the operands: all-reduce, reduce-scatter, all-to-all, collective-permute,
@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from tb_roofline.costs.collectives import ONE_KINDS, bus_factor
+from tb_roofline.costs.collective_bytes import ONE_KINDS, bus_factor
 from tb_roofline.costs.hlo.replica_groups import from_proto
 from tb_roofline.costs.hlo.shapes import byte_size
 

@@ -46,14 +46,14 @@ class Instruction:
         self.operands: list[Instruction] = []
         self.called: list[Computation] = []
         self.computation = computation
-        self._users = None
+        self._users: list[Instruction] | None = None  # made for the computation at first use
 
     @property
     def users(self) -> list[Instruction]:
         """Distinct users inside the same computation, in instruction order."""
         if self._users is None:
-            self.computation._index_users()
-        return self._users
+            self.computation._index_users()  # gives each of its instructions a list
+        return self._users or []
 
     def operand_indices(self, operand: Instruction) -> list[int]:
         return [i for i, o in enumerate(self.operands) if o is operand]

@@ -9,7 +9,7 @@ nccl-tests' (docs/hlo_cost_model.md).
 
 The algorithm matters for the bytes over the links of an all-reduce only: with NVLink SHARP
 (NVLS, NVLS_TREE) the switch reduces, so each GPU sends its buffer once and receives the result
-once, S per direction (bus factor 1, costs/collectives.py) instead of a ring's 2(n-1)/n.
+once, S per direction (bus factor 1, costs/collective_bytes.py) instead of a ring's 2(n-1)/n.
 """
 
 from __future__ import annotations

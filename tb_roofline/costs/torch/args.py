@@ -88,7 +88,7 @@ class OpCost(NamedTuple):
     # "formula" (FLOPs and bytes from a formula; 0 is a real 0 for copies), "bytes" (bytes
     # known, FLOPs not) or "none"
     source: str
-    # A collective: (kind, message bytes S) as costs/collectives.py defines them; the bytes
+    # A collective: (kind, message bytes S) as costs/collective_bytes.py defines them; the bytes
     # over the links follow once the number of ranks is known.
     comm: tuple = ()
 

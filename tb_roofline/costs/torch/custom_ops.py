@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import math
 
-from tb_roofline.costs import collectives
+from tb_roofline.costs import collective_bytes
 from tb_roofline.costs.hlo.shapes import element_bytes
 from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.costs.torch import layers as torch_layers
-from tb_roofline.costs.torch import pool as torch_pool
-from tb_roofline.costs.torch import serving_ops
+from tb_roofline.costs.torch import pooling, serving_ops
 from tb_roofline.costs.torch import sparse_ops as torch_sparse_ops
 from tb_roofline.costs.torch.flops import Args, OpCost, Tensor
 from tb_roofline.costs.torch.scaled_mm import SCALED_MM_OPS, scaled_mm_cost
@@ -78,7 +77,7 @@ def op_cost(name: str, args: dict) -> OpCost | None:
 
 def comm_op_cost(kind: str, in_bytes: float, out_bytes: float, precision: str) -> OpCost:
     """A collective's cost: 0 FLOPs, local bytes in + out, message size S for the links."""
-    size = collectives.message_bytes(kind, in_bytes, out_bytes)
+    size = collective_bytes.message_bytes(kind, in_bytes, out_bytes)
     return OpCost(
         "communication", 0.0, float(in_bytes + out_bytes), precision, "formula", (kind, float(size))
     )
@@ -88,11 +87,11 @@ def collective_cost(name: str, args: Args) -> OpCost | None:
     """c10d collectives from their tensors (output and input positions in C10D_ARGS); other
     namespaces' all-reduces (vLLM, symmetric memory) from their first tensor, reduced in
     place or into a buffer of the same size."""
-    kind = collectives.kind_of(name)
+    kind = collective_bytes.kind_of(name)
     if not kind:
         return None
     if name.startswith("c10d::"):
-        positions = collectives.C10D_ARGS.get(name[len("c10d::") :])
+        positions = collective_bytes.C10D_ARGS.get(name[len("c10d::") :])
         if positions is None:
             return None
         out_i, in_i = positions
@@ -106,7 +105,7 @@ def collective_cost(name: str, args: Args) -> OpCost | None:
             out_b = in_b
         prec = next((t.precision for t in args.tensors()), "")
         return comm_op_cost(kind, in_b, out_b, prec) if (in_b or out_b) else None
-    if kind != collectives.ALL_REDUCE:
+    if kind != collective_bytes.ALL_REDUCE:
         return None
     t = args.tensor(0)
     if t is None or not t.numel:
@@ -131,7 +130,7 @@ def _tensor_bytes(args: Args, i: int) -> float | None:
 def param_comms_fact(args: dict):
     """(kind, in bytes, out bytes, ranks, precision) from `record_param_comms` fields
     (`Collective name`, `In msg nelems`, `Out msg nelems`, `dtype`, `Group size`), or None."""
-    kind = collectives.kind_of(str(args.get("Collective name") or ""))
+    kind = collective_bytes.kind_of(str(args.get("Collective name") or ""))
     info = SCALAR_TYPES.get(str(args.get("dtype") or ""))
     if not kind or info is None:
         return None
@@ -145,7 +144,7 @@ def param_comms_fact(args: dict):
 def annotation_fact(name: str, args: dict):
     """(kind, in bytes, 0, 0, precision) of an `nccl:<collective>` annotation from its
     `Input Dims` and `Input type` (the tensor it sends), or None."""
-    kind = collectives.kind_of(name)
+    kind = collective_bytes.kind_of(name)
     if not kind:
         return None
     a = Args(args.get("Input Dims"), args.get("Input type"))
@@ -162,14 +161,14 @@ def fact_cost(kind: str, in_bytes: float, out_bytes: float, ranks: int, precisio
     if not out_bytes:
         out_bytes = (
             in_bytes * n
-            if kind == collectives.ALL_GATHER
-            else (in_bytes / n if kind == collectives.REDUCE_SCATTER else in_bytes)
+            if kind == collective_bytes.ALL_GATHER
+            else (in_bytes / n if kind == collective_bytes.REDUCE_SCATTER else in_bytes)
         )
     if not in_bytes:
         in_bytes = (
             out_bytes / n
-            if kind == collectives.ALL_GATHER
-            else (out_bytes * n if kind == collectives.REDUCE_SCATTER else out_bytes)
+            if kind == collective_bytes.ALL_GATHER
+            else (out_bytes * n if kind == collective_bytes.REDUCE_SCATTER else out_bytes)
         )
     return comm_op_cost(kind, in_bytes, out_bytes, precision)
 
@@ -254,7 +253,8 @@ def _number(value) -> float | None:
 def more_aten_cost(n: str, args: Args) -> OpCost | None:
     """aten families costs/torch/flops.py does not cover: the `_foreach_*` ops (the
     optimizers' multi_tensor_apply kernels), fills, the MSE loss, padding, embedding bags,
-    grouped GEMMs, pooling (costs/torch/pool.py), LSTMs and upsampling (costs/torch/layers.py)."""
+    grouped GEMMs, pooling (costs/torch/pooling.py), LSTMs and upsampling
+    (costs/torch/layers.py)."""
     if n.startswith("_foreach_"):
         return foreach_cost(n[len("_foreach_") :].rstrip("_"), n.endswith("_"), args)
     if n.startswith("_fused_adam"):
@@ -274,8 +274,8 @@ def more_aten_cost(n: str, args: Args) -> OpCost | None:
         return torch_sparse_ops.grouped_mm_cost(args)
     if n in SCALED_MM_OPS:
         return scaled_mm_cost(n, args)
-    if n in torch_pool.POOL_OPS:
-        return torch_pool.pool_cost(n, args)
+    if n in pooling.POOL_OPS:
+        return pooling.pool_cost(n, args)
     if n == "lstm":
         return torch_layers.lstm_cost(args)
     if n == "mkldnn_rnn_layer":

@@ -310,13 +310,19 @@ def pair_table(
         ]
         both_measured = measured[0].astype(bool) & measured[1].astype(bool)
         out["delta_roofline_efficiency"][~both_measured] = np.nan
-    out["bound_by_changed"] = np.where(
-        both, out["base_bound_by"] != out["cand_bound_by"], None
-    ).astype(object)
+    out["bound_by_changed"] = _on_pairs(both, out["base_bound_by"] != out["cand_bound_by"])
     pb, pc = out["base_peak_flop_rate"], out["cand_peak_flop_rate"]
     same_roof = (pb == pc) | (np.isnan(pb) & np.isnan(pc))
-    out["roof_changed"] = np.where(both, ~same_roof, None).astype(object)
+    out["roof_changed"] = _on_pairs(both, ~same_roof)
     return PairTable(out, tuple(names))
+
+
+def _on_pairs(both: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """An object column of `values` where both sides are present and None (unknown) on a
+    missing side."""
+    out = np.asarray(values).astype(object)
+    out[~both] = None
+    return out
 
 
 def with_roof_ids(table: PairTable, base_device: DeviceInfo, cand_device: DeviceInfo):

@@ -143,7 +143,7 @@ def _resolver(table):
     keys = table.keys
     dtype = keys["dtype"].tolist()
     precision = keys["precision"].tolist()
-    mapping = {}
+    mapping: dict[tuple, str] = {}
     for pid, op, d, p in zip(
         keys["program_id"].tolist(), keys["operation"].tolist(), dtype, precision
     ):

@@ -30,7 +30,7 @@ def exposed_communication(ctx: Context, wall: dict) -> list:
         return []
     work = max(wall["compute"], 0.0)
     saved = min(exposed, work)
-    tl = ctx.facts.timeline
+    tl = ctx.facts.timeline if ctx.facts is not None else None
     top = sorted((tl.exposed_by_op if tl else {}).items(), key=lambda kv: -kv[1])[:5]
     facts = {
         "exposed_us": exposed,

@@ -13,7 +13,12 @@ import math
 import numpy as np
 
 from tb_roofline.costs.hlo.fingerprint import recorded_dims
+from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.guidance import advice
+from tb_roofline.model.guidance.facts import Facts
+from tb_roofline.model.records.counter_records import RunCounters
+from tb_roofline.model.records.floors import KeyFloors
+from tb_roofline.model.records.record_table import RecordTable
 from tb_roofline.model.records.records import bound_classes
 from tb_roofline.table.timeline import is_communication
 
@@ -43,9 +48,9 @@ class Finding:
 
 @dataclasses.dataclass
 class Context:
-    ops: object  # RecordTable (one infeed/outfeed variant)
-    device: object
-    facts: object  # model.facts.Facts
+    ops: RecordTable  # one infeed/outfeed variant
+    device: DeviceInfo
+    facts: Facts | None  # None when the analysis has no timeline facts
     total_time_us: float
     num_steps: int
     framework: str  # "pytorch" or "xla"
@@ -56,13 +61,12 @@ class Context:
     # an operand of the consumer (two ops writing, or both reading, one shape share no
     # intermediate), and, where operand names are known, the producer is one of them.
     flows: dict = dataclasses.field(default_factory=dict)
-    floors: object = None  # model.roofline.KeyFloors: each record's per-call floor parts
+    floors: KeyFloors | None = None  # each record's per-call floor parts
     include_io: bool = True
     # identity -> (time µs, calls) of the op within complete steps (repeated_copy)
     step_ops: dict = dataclasses.field(default_factory=dict)
     serving: bool = False  # a serving engine's steps (model/serving/phases.py): scheduling advice
-    # the run's sampled counters, model/records/counter_records.RunCounters (clock_throttled)
-    counters: object = None
+    counters: RunCounters | None = None  # the run's sampled counters (clock_throttled)
 
     def __post_init__(self):
         c = self.ops.columns

@@ -39,13 +39,15 @@ def tiling(ctx: Context) -> list:
         return []
     c, out = ctx.c, []
     cand = ctx.trusted & ctx.compute_bound & (per_call_efficiency(ctx) < FAR_BELOW_ROOF)
+    op_shapes = ctx.facts.op_shapes if ctx.facts is not None else {}
     for i in np.flatnonzero(cand).tolist():
         ident = (c["program_id"][i], c["operation"][i], c["precision"][i])
-        uses = [u for u in ctx.facts.op_shapes.get(ident, []) if u.kind in ("gemm", "array")]
+        uses = [u for u in op_shapes.get(ident, []) if u.kind in ("gemm", "array")]
         total = sum(u.time_ps for u in uses)
         if not uses or total <= 0:
             continue
-        bad, tile = [], None
+        bad: list = []
+        tile: tuple[int, int] | int | None = None  # TPU_TILE, or a GPU tile of elements
         for u in uses:
             if u.kind == "array":
                 tile = TPU_TILE

@@ -9,7 +9,7 @@ import math
 
 from tb_roofline.costs.hlo.shapes import element_bytes
 from tb_roofline.model.guidance.rule_context import Context, Finding, recorded_arrays, us_text
-from tb_roofline.table.timeline import is_fusible
+from tb_roofline.table.timeline import Timeline, is_fusible
 
 
 def _shared_tensor(ctx: Context, a: int, b: int):
@@ -55,14 +55,14 @@ def _ident(ctx: Context, i: int) -> tuple:
     return tuple(str(ctx.c[k][i]) for k in ("program_id", "operation", "precision"))
 
 
-def _pair_tensors(ctx: Context) -> dict:
+def _pair_tensors(ctx: Context, tl: Timeline) -> dict:
     """(first record, second record) -> [(pair, dims, bytes)]: the fusible back-to-back pairs
     of memory-bound trusted ops and the tensor each hands on. PyTorch pairs are judged call by
     call, from the tensors both calls recorded (`_call_shared_tensor`); XLA pairs by the shapes
     of the two instructions (`_shared_tensor`: one instruction has one shape)."""
     c = ctx.c
     out: dict = {}
-    for pair in ctx.facts.timeline.pairs:
+    for pair in tl.pairs:
         a, b = ctx.index.get(pair.first), ctx.index.get(pair.second)
         if a is None or b is None or a == b or pair.count < 2:
             continue
@@ -85,12 +85,12 @@ def fusion(ctx: Context) -> list:
     first call's output the second's input (by the recorded shapes, call by call where the
     trace records them): fused, the intermediate is written and read once less. Saves that
     traffic at the memory roof, per tensor at most the shorter op's time in those pairs."""
-    tl = ctx.facts.timeline
+    tl = ctx.facts.timeline if ctx.facts is not None else None
     hbm = ctx.device.memory("hbm")
     if tl is None or hbm is None or not hbm.gbs > 0:
         return []
     c, out = ctx.c, []
-    for (a, b), terms in _pair_tensors(ctx).items():
+    for (a, b), terms in _pair_tensors(ctx, tl).items():
         terms.sort(key=lambda t: -t[0].count * t[2])
         bounds = [p.count * 2.0 * nbytes / (hbm.gbs * 1e3) for p, _, nbytes in terms]  # µs
         bound = sum(bounds)
@@ -147,7 +147,7 @@ def repeated_copy(ctx: Context) -> list:
     if ctx.num_steps <= 0 or ctx.framework != "xla":
         return []
     c, out = ctx.c, []
-    for ident, uses in ctx.facts.op_shapes.items():
+    for ident, uses in (ctx.facts.op_shapes if ctx.facts is not None else {}).items():
         i = ctx.index.get(ident)
         steps = ctx.step_ops.get(ident)
         if i is None or not ctx.trusted[i] or not steps:

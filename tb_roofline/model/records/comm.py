@@ -1,6 +1,7 @@
 """The communication roofline: one point per collective, as nccl-tests plots a benchmark.
 
-x = the message size S of one execution (bytes, as nccl-tests defines it: costs/collectives.py),
+x = the message size S of one execution (bytes, as nccl-tests defines it:
+costs/collective_bytes.py),
 y = the achieved bus bandwidth = bus bytes / time (GB/s = bytes per ns), under the roof of each
 device link (memory ids `interconnect` and `dcn*` of the device: GB/s per direction,
 docs/device_peaks.md). Beside it, the exposed time of each collective: the time it ran with
@@ -25,7 +26,7 @@ from tb_roofline.table.timeline import MAX_EXPOSED_OPS
 
 LINK_IDS = ("interconnect",)
 # What a point says when no kernel name states the algorithm (the bus factor is then
-# nccl-tests' own, which assumes a ring: costs/collectives.py).
+# nccl-tests' own, which assumes a ring: costs/collective_bytes.py).
 DEFAULT_ALGORITHM = "not stated: nccl-tests' bus factor"
 NO_LATENCY = (
     "no data sheet or calibration in this profile gives a link latency: the "

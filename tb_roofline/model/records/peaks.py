@@ -117,6 +117,7 @@ def _replace(peak, value, rate, op_name, unit, what):
             f"{beaten}, and {why}: that op's rate is used, a lower bound on the true peak "
             "(give the real one in a device file)"
         )
+    new: ComputePeak | MemoryPeak
     if isinstance(peak, ComputePeak):
         new = dataclasses.replace(peak, gflops=new_value, source=source, note=note)
     else:

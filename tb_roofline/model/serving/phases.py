@@ -26,7 +26,7 @@ def _steps_of(profiles) -> list[dict]:
 def step_labels(profiles, ids) -> list[str]:
     """The program record label of each aligned step: `134 · decode bs 32` where the step is a
     serving step, else its id."""
-    by_id = {}
+    by_id: dict[int, str] = {}
     for s in _steps_of(profiles):
         by_id.setdefault(int(s["step"]), s["label"])
     return [by_id.get(int(i), str(i)) for i in ids]
@@ -34,7 +34,7 @@ def step_labels(profiles, ids) -> list[str]:
 
 def phase_steps(profiles, ids) -> dict:
     """Phase → the aligned step indices of that phase (serving traces only)."""
-    phase_of = {}
+    phase_of: dict[int, str] = {}
     for s in _steps_of(profiles):
         phase_of.setdefault(int(s["step"]), s["phase"])
     out: dict = {}

@@ -101,7 +101,8 @@ class _Tables:
     spans: list = dataclasses.field(default_factory=list)
     op_kernels: dict = dataclasses.field(default_factory=dict)
     unattributed: int = 0  # kernels launched outside every op
-    links: object = None  # GPU activity → op row, step, launch time (attribution.GpuLinks)
+    # GPU activity → op row, step, launch time: none until the GPU stage links them
+    links: attribution.GpuLinks = dataclasses.field(default_factory=attribution.no_links)
     replayed: frozenset = frozenset()  # kernels replayed from graphs with no op attributed
     serving_spans: list = dataclasses.field(default_factory=list)  # per serving step
 

@@ -197,10 +197,15 @@ class GpuLinks:
     launch: np.ndarray | None = None  # launch time (relative ns; its own start when unmatched)
 
 
+def no_links() -> GpuLinks:
+    """The links of a trace without GPU activity: none."""
+    return GpuLinks(np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
 def gpu_links(c: Columns, tree: Nesting, step_spans: Steps) -> GpuLinks:
     """GPU activity → launching runtime event → enclosing op → row op; its step from the
     launch time (the activity's own start when no launch matches)."""
-    rt_by_corr = {}
+    rt_by_corr: dict[int, int] = {}
     for i, k in enumerate(c.rt_corr.tolist()):
         rt_by_corr.setdefault(k, i)
     gpu_rt = np.fromiter(

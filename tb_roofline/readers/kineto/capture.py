@@ -144,7 +144,7 @@ def _names_key(names) -> tuple:
     return tuple(sorted(collections.Counter(names).items()))
 
 
-def _choose(candidates: list, grids: list):
+def _choose(candidates: list, grids: tuple[str, ...]):
     """The capture window for one graph launch among those launching the same kernel names:
     any when their ops have the same shapes (pieces of one graph), else the one whose launch
     grids agree with the replayed kernels' (where the trace records them); None when that
@@ -284,7 +284,9 @@ def merge(col: Collector, captures: list, names_of, batches: dict | None = None)
             ext_map[ext] = next_ext
             col.add_op(new_thread, at(ots), max(at(ots + odur) - at(ots), 0), name, args, next_ext)
             next_ext += 1
-        queue = collections.defaultdict(collections.deque)
+        queue: collections.defaultdict[str | None, collections.deque] = collections.defaultdict(
+            collections.deque
+        )
         for x in launches:
             queue[x[3]].append(x)
         for i, name in zip(kernels, names):

@@ -53,7 +53,10 @@ class Columns:
     cost_fp: np.ndarray
     op_has_formula: np.ndarray
     name_units: np.ndarray  # per name: the unit a GEMM-like kernel name says ran, else ""
-    op_ic: np.ndarray = None  # per op: bytes over the GPU links (collectives; comms stage)
+    # Set by the comms stage (readers/kineto/comms.py), empty before it: per op, the bytes over
+    # the GPU links and the collective it runs ("" for none).
+    op_ic: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    op_coll: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, object))
     world: int = 0  # ranks of the run (distributedInfo.world_size; 0: not said)
     steps_clipped: int = 0  # step markers cut at the record window's end
     steps_dropped: int = 0  # step markers starting after it

@@ -8,14 +8,14 @@ annotation (its Input Dims and type). Each such fact goes to the op it runs in: 
 the innermost op enclosing it, the first op with a cost, else the outermost communication op
 (so the row carries the collective's name, e.g. `c10d::allreduce_`, not `record_param_comms`).
 The ranks n are the fact's group size, else the trace's `distributedInfo.world_size`; the
-bytes over the links are S × the bus factor (costs/collectives.py).
+bytes over the links are S × the bus factor (costs/collective_bytes.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.costs import collectives
+from tb_roofline.costs import collective_bytes
 from tb_roofline.costs.hlo.nccl_algorithm import algorithm_of
 from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.costs.torch.custom_ops import fact_cost
@@ -142,7 +142,7 @@ def op_interconnect(c: Columns, ranks: np.ndarray, world: int, algorithms=None) 
     algorithms = algorithms or {}
     for op, kind, size in _comm_ops(c):
         n = int(ranks[op]) or world
-        out[op] = collectives.bus_bytes(kind, size, n, algorithms.get(op, ""))
+        out[op] = collective_bytes.bus_bytes(kind, size, n, algorithms.get(op, ""))
     return out
 
 
@@ -172,7 +172,7 @@ def kernel_costs(c: Columns, col: Collector) -> tuple[np.ndarray, np.ndarray, np
     for i, (kind, in_b, out_b, ranks, prec) in col.kernel_comm.items():
         cost = fact_cost(kind, in_b, out_b, ranks, prec)
         nbytes[i] = cost.bytes
-        ic[i] = collectives.bus_bytes(
+        ic[i] = collective_bytes.bus_bytes(
             kind,
             cost.comm[1],
             ranks or c.world,

@@ -23,6 +23,8 @@ class Exact(float):
     """A JSON number with more digits than a double keeps (epoch µs with ns fractions); its
     text gives the exact value (docs/pytorch_traces.md, "Timestamps and type names")."""
 
+    text: str  # the number as written, set by parse_float
+
 
 def parse_float(text: str, _float=float):
     if len(text) < 16:

@@ -158,7 +158,7 @@ class Collector:
         if dims is None and not inductor:
             # no shapes recorded: the cost is unknown (unless an engine's scope name gives the
             # shapes), the kind of op is not
-            key = (name,)
+            key: tuple = (name,)
             idx = self._cost_index.get(key)
             if idx is None:
                 idx = self._cost_index[key] = len(self.costs)
@@ -411,8 +411,9 @@ class Collector:
         self.gpu_grid.append(grid_i)
 
 
-def _fields(ev: dict, name_default):
-    """(name, pid, tid, ts, dur, args) of an event dict, as the field handlers take them."""
+def _fields(ev: dict, name_default) -> tuple[object, object, object, object, object, object]:
+    """(name, pid, tid, ts, dur, args) of an event dict, as the field handlers take them (JSON
+    values, checked there)."""
     get = ev.get
     return (
         get("name", name_default),

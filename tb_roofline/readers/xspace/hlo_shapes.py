@@ -3,7 +3,7 @@ TPU collective moves over the chip links (from the op metadata's HLO text) and t
 elementwise / fusion op writes and reads (the guidance's `tensor` shapes, so the fusion rule
 can tell a producer -> consumer pair that shares an array from two unrelated ops).
 
-Collectives: nccl-tests' bus bytes, as costs/collectives.py defines them (its bus factors are
+Collectives: nccl-tests' bus bytes, as costs/collective_bytes.py defines them (its bus factors are
 reused here): message size S from the operand arrays the text names, else from the output
 (all-reduce, all-to-all, collective-permute: the output's size; all-gather: the gathered
 output; reduce-scatter: output × n); n from `replica_groups` in any of XLA's forms (lists,
@@ -17,7 +17,7 @@ import functools
 import math
 import re
 
-from tb_roofline.costs.collectives import bus_factor
+from tb_roofline.costs.collective_bytes import bus_factor
 from tb_roofline.costs.hlo.collectives import (
     KINDS,
     MESSAGE_IS_FIRST_OPERAND,

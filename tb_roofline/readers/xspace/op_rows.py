@@ -5,7 +5,7 @@ Events come window by window (readers/xspace/wire.py). The line is cut where no 
 contain a later one (self times never cross a cut) and reduced a segment at a time: only the
 clusters of nested events go through the nesting computation. Segments' rows are merged one
 column at a time, so a line of one row per event (every op once per step) needs little more
-than its rows. Self times are `xline_fast.self_times`'; async transfer spans pair each `-done`
+than its rows. Self times are `self_time.self_times`'; async transfer spans pair each `-done`
 with its `-start` in order (docs/xspace_format.md, "Asynchronous pairs"); tests/tpu_oracle.py
 is the plain reduction this one is tested against.
 """
@@ -28,7 +28,9 @@ class Grouping:
 
     def __init__(self, md: np.ndarray, group: np.ndarray):
         self.n = n = len(md)
-        self.key = self.perm = None
+        # The dense table's key per event, or the sort's order: whichever way was taken
+        self.key: np.ndarray | None = None
+        self.perm: np.ndarray | None = None
         if not n:
             self.md, self.group = md[:0], group[:0]
             return

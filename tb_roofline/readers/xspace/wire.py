@@ -149,12 +149,22 @@ def text_at(src: Source, span) -> str:
 class _Layout:
     """Where each field sits among the varints of one event (framing tag and length included)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.k = 2  # varints per event
         self.tags = [(0, 0x22)]  # (position, tag byte)
-        self.lengths = [(1, None)]  # (position of a length, position of the last varint it covers)
-        self.md = self.offset = self.occ = self.dur = None
-        self.stats = []  # (position of metadata id or None, of value or None)
+        # (position of a length, position of the last varint it covers): the event's own
+        # length first, whose end is known once the event is read whole
+        self.lengths: list[tuple[int, int]] = [(1, 1)]
+        self.md: int | None = None
+        self.offset: int | None = None
+        self.occ: int | None = None
+        self.dur: int | None = None
+        self.stats: list[tuple[int | None, int | None]] = []  # (metadata id, value) positions
+        # Once the event is read whole (_layout): the tag bytes and where each length sits
+        # and ends, as the batch decoder compares them.
+        self.tag_row = np.zeros(0, np.uint8)
+        self.length_at: list[int] = []
+        self.length_covered: list[int] = []
 
     def add(self, tag: int) -> int:
         self.tags.append((self.k, tag))

@@ -137,7 +137,7 @@ def _dec(node, arrays):
         state = _dec(node["st"], arrays)
         if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
             raise CodecError("bad state")
-        obj = object.__new__(cls)
+        obj: object = object.__new__(cls)
         obj.__dict__.update(state)
         return obj
     raise CodecError("bad node")

@@ -12,7 +12,7 @@ import logging
 from tensorboard import errors as tb_errors
 
 from tb_roofline import errors, storage
-from tb_roofline.serve.mcp import answers as mcp_answers
+from tb_roofline.serve.mcp import envelope
 from tb_roofline.serve.mcp import tools as mcp_tools
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def _error(service, exc, kwargs: dict):
     code, and the valid values of the argument at fault where they are known."""
     status = getattr(exc, "http_code", 500)
     valid = mcp_tools.valid_values(service, exc, kwargs) if service is not None else None
-    return _result(mcp_answers.error_answer(exc, status, errors.error_code(exc), valid), True)
+    return _result(envelope.error_answer(exc, status, errors.error_code(exc), valid), True)
 
 
 def argument_error(tool: str, exc, parameters: dict | None):
@@ -90,7 +90,7 @@ def argument_error(tool: str, exc, parameters: dict | None):
             field, valid = name, choices
     message = "invalid arguments: " + "; ".join(parts)
     extra = {"field": field, **({"valid_values": valid} if valid else {})}
-    return _result(mcp_answers.error_answer(message, 400, "invalid_argument", extra), True)
+    return _result(envelope.error_answer(message, 400, "invalid_argument", extra), True)
 
 
 def _choices(err: dict) -> list | None:
@@ -108,14 +108,14 @@ def call(service, fn, ctx=None, **kwargs):
     token = _PROGRESS.set(_notifier(ctx))
     try:
         with storage.request_deadline():  # a slow store cannot hold a tool call for ever
-            return _result({**fn(service, **kwargs), **mcp_answers.versions()})
+            return _result({**fn(service, **kwargs), **envelope.versions()})
     except tb_errors.PublicError as exc:
         return _error(service, exc, kwargs)
     except MemoryError:
         pass  # answered below, outside this block: the failed call's memory is free
     except Exception as exc:  # a bug: say what, keep serving
         logger.exception("tb-roofline mcp: %s failed", fn.__name__)
-        exc = mcp_answers.InternalError(f"internal error: {type(exc).__name__}: {exc}")
+        exc = envelope.InternalError(f"internal error: {type(exc).__name__}: {exc}")
         return _error(None, exc, kwargs)
     finally:
         _PROGRESS.reset(token)

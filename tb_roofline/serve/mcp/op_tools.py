@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tb_roofline import errors
 from tb_roofline.model.records import rankings
-from tb_roofline.serve.mcp.answers import choose, fit
+from tb_roofline.serve.mcp.envelope import choose, fit
 from tb_roofline.serve.mcp.shaping import (
     CAVEATS,
     FINGERPRINTS,

@@ -13,9 +13,9 @@ hosts read") go to a client that gave a progressToken. Read-only: nothing is wri
 """
 
 import logging
-from typing import Optional
+from typing import Optional, cast
 
-from tb_roofline.serve.mcp import answers as mcp_answers
+from tb_roofline.serve.mcp import envelope
 from tb_roofline.serve.mcp.calls import argument_error, reading
 from tb_roofline.serve.mcp.tool_declarations import register_tools
 from tb_roofline.serve.mcp.tool_types import arg_types
@@ -61,7 +61,7 @@ def build_server(service):
     from mcp.types import ToolAnnotations
 
     server = _server_class()(
-        SERVER_NAME, instructions=INSTRUCTIONS, version=mcp_answers.server_version()
+        SERVER_NAME, instructions=INSTRUCTIONS, version=envelope.server_version()
     )
     read_only = ToolAnnotations(
         read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -147,19 +147,23 @@ def _refuse_unknown_arguments(server):
     """A misspelt argument (`limt`) is an error, not a silent default: each tool's argument
     model forbids extra fields and its published schema says so (additionalProperties false).
     Reaches into the SDK's tool records; where they differ, extra arguments stay ignored."""
-    from pydantic import ConfigDict
+    from pydantic import BaseModel, ConfigDict
 
     try:
         tools = server._tool_manager.list_tools()
         for t in tools:
             base = t.fn_metadata.arg_model
-            strict = type(
-                base.__name__,
-                (base,),
-                {
-                    "model_config": ConfigDict(**base.model_config, extra="forbid"),
-                    "__module__": base.__module__,
-                },
+            # A subclass of a pydantic model is one: `type` dispatches to pydantic's metaclass.
+            strict = cast(
+                "type[BaseModel]",
+                type(
+                    base.__name__,
+                    (base,),
+                    {
+                        "model_config": ConfigDict(**base.model_config, extra="forbid"),
+                        "__module__": base.__module__,
+                    },
+                ),
             )
             t.fn_metadata.arg_model = strict
             t.parameters = strict.model_json_schema(by_alias=True)

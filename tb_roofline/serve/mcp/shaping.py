@@ -9,8 +9,8 @@ import numpy as np
 
 from tb_roofline import errors
 from tb_roofline.model.records.record_table import GBS_MEM_IDS
-from tb_roofline.serve.mcp import answers as mcp_answers
-from tb_roofline.serve.mcp.answers import choose
+from tb_roofline.serve.mcp import envelope
+from tb_roofline.serve.mcp.envelope import choose
 from tb_roofline.serve.service.answers import NO_VALUE, SIGNIFICANT_DIGITS, round_significant
 
 DEFAULT_LIMIT = 10
@@ -185,7 +185,7 @@ def pick(columns, wanted, default) -> list:
     by_name = {unit_name(c): c for c in columns} | {c: c for c in columns}
     unknown = [w for w in wanted if w not in by_name]
     if unknown:
-        raise mcp_answers.ChoiceError(
+        raise envelope.ChoiceError(
             f"unknown column(s) {', '.join(map(repr, unknown))}; columns: "
             + ", ".join(unit_name(c) for c in columns),
             "columns",

@@ -14,8 +14,8 @@ values, shaped for an agent:
   `operational_intensity` -> `operational_intensity_flop_per_byte`.
 
 Filter values are matched without regard to case against the values the run has (a value
-it has not is an error naming them: `mcp_answers.choose`); pages are cut to the byte cap
-(`mcp_answers.fit`). Errors are the service's public errors (same classes and messages as the
+it has not is an error naming them: `envelope.choose`); pages are cut to the byte cap
+(`envelope.fit`). Errors are the service's public errors (same classes and messages as the
 HTTP answers); `serve/mcp/calls.py` turns them into tool results with `isError`, with the
 valid values of the argument at fault (`valid_values`). Nothing here writes anything.
 
@@ -25,8 +25,8 @@ share (columns, units, rounding, paging) in `shaping.py`.
 
 from __future__ import annotations
 
-from tb_roofline.serve.mcp import answers as mcp_answers
-from tb_roofline.serve.mcp.answers import choose, fit
+from tb_roofline.serve.mcp import envelope
+from tb_roofline.serve.mcp.envelope import choose, fit
 from tb_roofline.serve.mcp.op_tools import compare, get_op, top_ops
 from tb_roofline.serve.mcp.shaping import (
     PROGRAM_COLUMNS,
@@ -275,7 +275,7 @@ def get_diagnostics(
     the hosts share (`count`, the first `hosts`), paged."""
     bad = [s for s in severity or [] if s not in SEVERITIES]
     if bad:
-        raise mcp_answers.ChoiceError(
+        raise envelope.ChoiceError(
             f"severity must be among {', '.join(SEVERITIES)}, not {', '.join(map(repr, bad))}",
             "severity",
             SEVERITIES,
@@ -286,7 +286,7 @@ def get_diagnostics(
     if severity:
         diags = [d for d in diags if d["severity"] in severity]
     hosts = service.hosts(run)["hosts"]
-    grouped = mcp_answers.group_diagnostics(diags, hosts)
+    grouped = envelope.group_diagnostics(diags, hosts)
     page = grouped[offset : offset + limit]
     return fit(
         {

@@ -120,10 +120,10 @@ class KeyLocks:
 
     @contextlib.contextmanager
     def hold(self, *keys):
-        keys = sorted(set(keys), key=repr)  # one order: two holders never wait on each other
+        ordered = sorted(set(keys), key=repr)  # one order: two holders never wait on each other
         taken = []
         try:
-            for key in keys:
+            for key in ordered:
                 with self._guard:
                     item = self._locks.setdefault(key, [threading.Lock(), 0])
                     item[1] += 1
@@ -159,7 +159,7 @@ class SingleFlight:
         with self._guard:
             future = self._running.get(key)
             owner = future is None
-            if owner:
+            if future is None:
                 future = self._running[key] = Future()
         if not owner:
             return future.result()

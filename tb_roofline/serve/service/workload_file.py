@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 
 from tb_roofline.devices.bounded_json import parse_json_file, read_small_text
+from tb_roofline.devices.device_file import nearest_file  # the service's files are found alike
 from tb_roofline.devices.precision import CEILING_PRECISIONS
 from tb_roofline.model.records.throughput import Workload
 
@@ -106,22 +107,6 @@ def load_workload_file(path: str) -> Workload:
 def find_workload_file(profile_path: str, logdir: str | None) -> str | None:
     """The nearest `roofline_workload.json` from the profile's folder up to the logdir."""
     return nearest_file(profile_path, logdir, FILE_NAME)
-
-
-def nearest_file(profile_path: str, logdir: str | None, file_name: str) -> str | None:
-    """The nearest file named `file_name` from the profile's folder up to the logdir."""
-    folder = os.path.dirname(os.path.realpath(profile_path))
-    root = os.path.realpath(logdir) if logdir else None
-    while True:
-        candidate = os.path.join(folder, file_name)
-        if os.path.isfile(candidate):
-            return candidate
-        if root is None or folder == root or not folder.startswith(root + os.sep):
-            return None
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
 
 
 def merge(base: Workload | None, override: dict) -> Workload | None:

@@ -79,7 +79,9 @@ def internal_error(exc: Exception) -> tb_errors.PublicError:
 def _handler(fn):
     """Wrap a route: public errors become JSON errors, bugs a JSON 500 naming the exception."""
 
-    @wrappers.Request.application
+    # werkzeug's stub names a function of the request alone; at run time it passes the
+    # arguments before the request through, so a method (self, request) is what it documents.
+    @wrappers.Request.application  # type: ignore[arg-type]
     def wrapped(self, request):
         try:
             with storage.request_deadline():  # a slow store cannot hold the request forever

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from testpaths import TESTS
 
-from tb_roofline.costs import collectives
+from tb_roofline.costs import collective_bytes
 from tb_roofline.costs.torch import custom_ops as torch_custom_ops
 from tb_roofline.readers.kineto import attribution, comms, load_kineto, read_kineto_file, to_columns
 
@@ -96,12 +96,12 @@ def _interconnect(path):
 def test_bus_factors_are_nccl_tests_ones():
     # nccl-tests doc/PERFORMANCE.md: all-reduce 2(n-1)/n; all-gather, reduce-scatter,
     # all-to-all (n-1)/n; broadcast, reduce, send/recv 1.
-    assert collectives.bus_factor("all_reduce", 8) == 2 * 7 / 8
+    assert collective_bytes.bus_factor("all_reduce", 8) == 2 * 7 / 8
     for kind in ("all_gather", "reduce_scatter", "all_to_all"):
-        assert collectives.bus_factor(kind, 4) == 3 / 4
+        assert collective_bytes.bus_factor(kind, 4) == 3 / 4
     for kind in ("broadcast", "reduce", "send", "recv"):
-        assert collectives.bus_factor(kind, 16) == 1
-    assert collectives.bus_factor("all_reduce", 0) == 0  # unknown ranks: not claimed
+        assert collective_bytes.bus_factor(kind, 16) == 1
+    assert collective_bytes.bus_factor("all_reduce", 0) == 0  # unknown ranks: not claimed
 
 
 @pytest.mark.parametrize(
@@ -123,7 +123,7 @@ def test_bus_factors_are_nccl_tests_ones():
     ],
 )
 def test_collective_kinds(name, kind):
-    assert collectives.kind_of(name) == kind
+    assert collective_bytes.kind_of(name) == kind
 
 
 def test_an_allreduce_without_shapes_takes_its_size_from_the_nccl_annotation(tmp_path):

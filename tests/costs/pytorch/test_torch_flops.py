@@ -2,24 +2,24 @@
 
 import pytest
 
-from tb_roofline.costs.torch import flops as tf
+from tb_roofline.costs.torch import flops as torch_flops
 
 
 def cost(name, dims, types, concrete=None):
-    return tf.op_cost(name, dims, types, concrete)
+    return torch_flops.op_cost(name, dims, types, concrete)
 
 
 F32, BF16 = "float", "c10::BFloat16"
 
 
 def test_parse_concrete():
-    assert tf.parse_concrete("[1, 2]") == [1, 2]
-    assert tf.parse_concrete("[]") == []
-    assert tf.parse_concrete("3") == 3
-    assert tf.parse_concrete("0.5") == 0.5
-    assert tf.parse_concrete("False") is False
-    assert tf.parse_concrete("[True, True, False]") == [True, True, False]
-    assert tf.parse_concrete("") is None
+    assert torch_flops.parse_concrete("[1, 2]") == [1, 2]
+    assert torch_flops.parse_concrete("[]") == []
+    assert torch_flops.parse_concrete("3") == 3
+    assert torch_flops.parse_concrete("0.5") == 0.5
+    assert torch_flops.parse_concrete("False") is False
+    assert torch_flops.parse_concrete("[True, True, False]") == [True, True, False]
+    assert torch_flops.parse_concrete("") is None
 
 
 def test_mm_addmm_bmm_baddbmm():
@@ -141,7 +141,7 @@ def test_conv_transpose():
     # 2 * N * Hin * Win * Kh * Kw * Cin * Cout/groups
     dims = [[2, 4, 17, 15], [4, 3, 3, 3], [], [], [], [], [], []]
     types = [F32, F32, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList"]
-    c = tf.op_cost(
+    c = torch_flops.op_cost(
         "aten::conv_transpose2d",
         dims,
         types,
@@ -151,7 +151,7 @@ def test_conv_transpose():
     # output: (17-1)*2 - 2 + 2 + 1 + 1 = 34, (15-1)*2 - 2 + 2 + 1 + 1 = 30, channels 3
     assert c.bytes == (2 * 4 * 17 * 15 + 4 * 3 * 9 + 2 * 3 * 34 * 30) * 4
     # groups=2: output channels = 3 * 2
-    c = tf.op_cost(
+    c = torch_flops.op_cost(
         "aten::conv_transpose2d",
         dims,
         types,
@@ -293,11 +293,11 @@ def test_embedding_and_copies():
 def test_unknown_ops_and_categories():
     assert cost("aten::max_pool2d", [[1, 2, 4, 4]], [F32]) is None
     assert cost("aten::mm", [], []) is None
-    assert tf.category_of("aten::max_pool2d") == "other"
-    assert tf.category_of("aten::view") == "view"
-    assert tf.category_of("c10d::allreduce_") == "communication"
-    assert tf.category_of("aten::cudnn_convolution") == "convolution"
-    assert tf.precision_of(["long int", "c10::Half"]) == "f16"
+    assert torch_flops.category_of("aten::max_pool2d") == "other"
+    assert torch_flops.category_of("aten::view") == "view"
+    assert torch_flops.category_of("c10d::allreduce_") == "communication"
+    assert torch_flops.category_of("aten::cudnn_convolution") == "convolution"
+    assert torch_flops.precision_of(["long int", "c10::Half"]) == "f16"
 
 
 @pytest.mark.parametrize(
@@ -305,4 +305,4 @@ def test_unknown_ops_and_categories():
     [(((2, 1, 3), (4, 1)), (2, 4, 3)), (((3,), (2, 3)), (2, 3)), (((2, 3), (4, 3)), None)],
 )
 def test_broadcast(shapes, expected):
-    assert tf.broadcast(*shapes) == expected
+    assert torch_flops.broadcast(*shapes) == expected

@@ -2,8 +2,8 @@
 every replica-group form XLA writes, read from the HLO protos in the profile and from the HLO
 text, against bytes derived by hand from each capture's `module.hlo.txt`.
 
-nccl-tests' bus bytes (costs/collectives.py): all-reduce S·2(n-1)/n, all-gather (S = the gathered
-result) and reduce-scatter (S = the input) and all-to-all S·(n-1)/n, collective-permute S.
+nccl-tests' bus bytes (costs/collective_bytes.py): all-reduce S·2(n-1)/n, all-gather (S = the
+gathered result) and reduce-scatter (S = the input) and all-to-all S·(n-1)/n, collective-permute S.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The wire-format TPU reader (readers/xspace/wire.py, tpu_plane.py, tpu_file.py) against the
-protobuf-object oracle (tests/tpu_oracle.py): every column of random lines, whole op tables of
-generated and hand-made profiles, with windows and segments small enough that events, nests and
-steps cross them."""
+"""The wire-format TPU reader (readers/xspace/wire.py, readers/xspace/tpu/plane.py,
+readers/xspace/tpu/file.py) against the protobuf-object oracle (tests/tpu_oracle.py): every
+column of random lines, whole op tables of generated and hand-made profiles, with windows and
+segments small enough that events, nests and steps cross them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 import tpu_oracle
-from test_xline_fast import _ids, _random_line, _varint
+from test_line_decoding import _ids, _random_line, _varint
 
 from tb_roofline.protos import xplane_pb2
 from tb_roofline.readers.xspace import op_rows
@@ -294,7 +294,7 @@ def test_hosts_of_one_program_decode_its_op_metadata_once(tmp_path, monkeypatch)
     """A pod's hosts run one program, so each op's metadata is decoded once per
     process among the files kept, not once per host; the hosts read exactly as one by one,
     and a host of another program (other costs under the same names) keeps its own."""
-    from tb_roofline.execute import pool as parallel
+    from tb_roofline.execute import pool
 
     cfgs = [SynthConfig(seed=5, num_cores=1, hostname=f"h{i}") for i in range(3)] + [
         SynthConfig(seed=6, num_cores=1, hostname="other")
@@ -304,7 +304,7 @@ def test_hosts_of_one_program_decode_its_op_metadata_once(tmp_path, monkeypatch)
     real = tpu_plane.op_info
     monkeypatch.setattr(tpu_plane, "op_info", lambda ps, md: calls.append(1) or real(ps, md))
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")  # this process: the calls are countable
-    together = parallel.read_files([(p, "xplane", os.path.basename(p), None) for p in paths])
+    together = pool.read_files([(p, "xplane", os.path.basename(p), None) for p in paths])
     shared = len(calls)
     alone, per_file = [], []
     for p in paths:  # one by one: each file decodes its own
@@ -318,3 +318,9 @@ def test_hosts_of_one_program_decode_its_op_metadata_once(tmp_path, monkeypatch)
         _same_columns(b, a)
     # The other program's costs are its own, not the first program's.
     assert not np.array_equal(_canonical(alone[0])["flops"], _canonical(alone[3])["flops"])
+
+
+def test_an_op_info_holds_every_key_text():
+    """A plane's op keys are read from its Infos by the KEY_TEXTS names (and the file's by
+    the same names): each must be a field of the Info."""
+    assert set(tpu_plane.KEY_TEXTS) <= set(tpu_plane.Info._fields)

@@ -14,7 +14,7 @@ from testpaths import TESTS
 from writer import being_written
 
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError
-from tb_roofline.execute import pool as parallel
+from tb_roofline.execute import pool
 from tb_roofline.readers import read_profile_file
 from tb_roofline.readers.xspace import wire as xwire
 from tb_roofline.readers.xspace.read import read_xspace_file
@@ -125,7 +125,7 @@ def test_gpu_profile_cut_short(tmp_path):
 
 
 def test_every_reading_path_says_the_same(tmp_path, monkeypatch):
-    """The plane-by-plane readers of parallel.py (one process, and workers) give the same
+    """The plane-by-plane readers of execute/pool.py (one process, and workers) give the same
     answer and diagnostics as read_xspace_file for a file cut inside a plane."""
     raw = open(V6E, "rb").read()
     planes = [f for f in _fields(raw) if f[0] == 1]
@@ -135,21 +135,21 @@ def test_every_reading_path_says_the_same(tmp_path, monkeypatch):
     monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "0")
     for workers in ("1", "2"):
         monkeypatch.setenv("TB_ROOFLINE_WORKERS", workers)
-        got = parallel.read_files([(path, "xplane", "h", None)])[0]
+        got = pool.read_files([(path, "xplane", "h", None)])[0]
         assert not isinstance(got, Exception), got
         assert [d.to_json() for d in got.diagnostics] == [d.to_json() for d in ref.diagnostics]
         np.testing.assert_array_equal(got.ops["total_time_ps"], ref.ops["total_time_ps"])
     assert "truncated" in _codes(ref)
-    parallel.shutdown()
+    pool.shutdown()
     young = _write(tmp_path, cut, 1, "young.xplane.pb")
     with being_written(young):
         assert isinstance(
-            parallel.read_files([(young, "xplane", "h", None)])[0], ProfileIncompleteError
+            pool.read_files([(young, "xplane", "h", None)])[0], ProfileIncompleteError
         )
         with pytest.raises(ProfileIncompleteError):
             read_profile_file(young, "xplane", "h")
     # just written and not growing: cut short, the same answer as the old file's
-    got = parallel.read_files([(young, "xplane", "h", None)])[0]
+    got = pool.read_files([(young, "xplane", "h", None)])[0]
     assert [d.message.replace("young.", "h.") for d in got.diagnostics] == [
         d.message for d in ref.diagnostics
     ]

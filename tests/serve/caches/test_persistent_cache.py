@@ -16,7 +16,7 @@ import pytest
 from tb_server import get, tensorboard
 from testpaths import TESTS
 
-from tb_roofline.execute import pool as parallel
+from tb_roofline.execute import pool
 from tb_roofline.serve.caches import disk as disk_cache
 from tb_roofline.serve.caches.disk import DiskCache
 from tb_roofline.serve.service.core import RooflineService
@@ -92,7 +92,7 @@ def test_restart_answers_from_the_cache_and_never_writes_the_logdir(logdir, cach
     assert _tree(logdir) == before
     restarted = RooflineService(str(logdir))
     with monkeypatch.context() as m:  # no file is read: only the cache can answer
-        m.setattr(parallel, "read_files", lambda *a, **k: pytest.fail("read a cached file"))
+        m.setattr(pool, "read_files", lambda *a, **k: pytest.fail("read a cached file"))
         assert _answers(restarted, runs) == expected
     assert _tree(logdir) == before
     # A rewrite keeping size and mtime (cp -p) is a new version (its ctime moved): read, and
@@ -164,7 +164,7 @@ def test_page_load_answers_survive_a_restart_without_the_profile(logdir, cache_d
             entry.unlink()
     restarted = RooflineService(str(logdir))
     monkeypatch.setattr(
-        parallel,
+        pool,
         "read_files",  # no file is read: only the cache answers
         lambda jobs, progress=None: [errors.ProfileFormatError("not read")] * len(jobs),
     )
@@ -259,8 +259,8 @@ def test_two_services_share_the_directory(logdir, cache_dir, monkeypatch):
             service.diagnostics(run, ""),
         )
 
-    with concurrent.futures.ThreadPoolExecutor(6) as pool:
-        for run, answer in pool.map(work, range(36)):
+    with concurrent.futures.ThreadPoolExecutor(6) as threads:
+        for run, answer in threads.map(work, range(36)):
             assert answer == expected[run]
     assert not list(cache_dir.glob(".tmp-*"))
     assert len(list((cache_dir / disk_cache.ENTRIES_DIR).glob("*" + disk_cache.SUFFIX))) == 2

@@ -33,8 +33,7 @@ from werkzeug.wrappers import Response
 
 import tb_roofline
 from tb_roofline.serve.cli import main as cli
-from tb_roofline.serve.mcp import answers as mcp_answers
-from tb_roofline.serve.mcp import op_tools, shaping
+from tb_roofline.serve.mcp import envelope, op_tools, shaping
 from tb_roofline.serve.mcp import tools as mcp_tools
 from tb_roofline.serve.web.plugin import RooflinePlugin
 
@@ -148,7 +147,7 @@ def _versions(answer: dict) -> dict:
     """The answer without its versions, which every answer carries."""
     answer = dict(answer)
     assert answer.pop("server_version") == tb_roofline.__version__
-    assert answer.pop("schema_version") == mcp_answers.SCHEMA_VERSION
+    assert answer.pop("schema_version") == envelope.SCHEMA_VERSION
     return answer
 
 
@@ -819,7 +818,7 @@ def test_diagnostics_equal_the_http_api_grouped_by_host(session, http, runs):
             ]
             assert same and same[0]["message"] == g["message"] and g["count"] == len(same)
             named = [h for d in same for h in hosts if h in d["message"]]
-            assert g["hosts"] == list(dict.fromkeys(named))[: mcp_answers.FIRST_HOSTS]
+            assert g["hosts"] == list(dict.fromkeys(named))[: envelope.FIRST_HOSTS]
     _, want = http("/diagnostics", run=runs["tpu"])
     warnings = [d for d in want["diagnostics"] if d["severity"] == "warning"]
     got = _ok(session, "diagnostics_warn")["diagnostics"]
@@ -843,7 +842,7 @@ def test_hosts_left_out_are_one_entry_naming_them():
         }
         for h in ("h1", "h3")
     ]
-    (entry,) = mcp_answers.group_diagnostics(diags, hosts)
+    (entry,) = envelope.group_diagnostics(diags, hosts)
     assert (entry["count"], entry["hosts"], entry["hosts_total"]) == (2, ["h1", "h3"], 4)
     assert "skipped_host" not in entry
 
@@ -859,7 +858,7 @@ def test_a_pod_s_shared_diagnostics_are_one_entry():
         for h in hosts
     ]
     diags.append({"severity": "info", "code": "no_hw_counters", "message": "no counters"})
-    (one, other) = mcp_answers.group_diagnostics(diags, hosts)
+    (one, other) = envelope.group_diagnostics(diags, hosts)
     assert one["count"] == 240 and one["hosts"] == hosts[:5]
     assert one["message"] == diags[0]["message"]
     assert other == dict(diags[-1], count=1, hosts=[])

@@ -14,7 +14,7 @@ from werkzeug.test import Client
 from writer import being_written
 
 from tb_roofline import errors, readers
-from tb_roofline.serve.service import hosts as service_module
+from tb_roofline.serve.service import hosts
 from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.serve.web.plugin import RooflinePlugin
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
@@ -121,7 +121,7 @@ def test_a_corrupt_file_is_parsed_once_for_concurrent_requests(logdir, reads):
 
 @pytest.mark.slow
 def test_a_file_still_being_written_is_judged_again(logdir, reads, monkeypatch):
-    monkeypatch.setattr(service_module, "INCOMPLETE_RETRY_S", 0.2)
+    monkeypatch.setattr(hosts, "INCOMPLETE_RETRY_S", 0.2)
     live = logdir / "live" / "plugins" / "profile" / RUN / "h.xplane.pb"
     live.parent.mkdir(parents=True)
     live.write_bytes(b"\x0a\x05\x12")

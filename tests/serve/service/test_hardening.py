@@ -105,10 +105,10 @@ def test_entries_round_trip_as_data_only(logdir, tmp_path, monkeypatch):
         with pytest.raises(Exception):
             pickle.loads(data[len(disk_cache.MAGIC) + disk_cache.MAC_BYTES :])
     restarted = RooflineService(str(logdir))
-    from tb_roofline.execute import pool as parallel
+    from tb_roofline.execute import pool
 
     monkeypatch.setattr(
-        parallel,
+        pool,
         "read_files",  # no file is read: only the cache can answer
         lambda jobs, progress=None: [errors.ProfileFormatError("not read")] * len(jobs),
     )
@@ -546,16 +546,16 @@ def test_small_runs_never_wait_behind_a_slow_conversion(tmp_path, monkeypatch):
     monkeypatch.setenv("TB_ROOFLINE_MEMORY_BUDGET_MB", f"{-(-need // 1024) / 1024:.6f}")
     # The reader no longer spends seconds on this bomb (names are cut at 1 KB): hold its
     # conversion until the small runs are done, so it is in flight all the while.
-    from tb_roofline.execute import pool as parallel
+    from tb_roofline.execute import pool
 
-    real_read, release = parallel.read_files, threading.Event()
+    real_read, release = pool.read_files, threading.Event()
 
     def read(jobs, *a, **k):
         if any("slow" in job[0] for job in jobs):
             release.wait(120)
         return real_read(jobs, *a, **k)
 
-    monkeypatch.setattr(parallel, "read_files", read)
+    monkeypatch.setattr(pool, "read_files", read)
     service = RooflineService(str(logdir))
     service.list_runs()
     slow = threading.Thread(target=lambda: service.program("slow", "", True))
@@ -582,11 +582,11 @@ def test_small_runs_never_wait_behind_a_slow_conversion(tmp_path, monkeypatch):
 
 
 def test_an_analysis_too_large_to_keep_converts_once_per_page_load(logdir, monkeypatch):
-    from tb_roofline.execute import pool as parallel
+    from tb_roofline.execute import pool
     from tb_roofline.model.records import roofline
 
     calls = {"read": 0, "analyze": 0}
-    real_read, real_analyze = parallel.read_files, roofline.analyze
+    real_read, real_analyze = pool.read_files, roofline.analyze
 
     def read(jobs, *a, **k):
         calls["read"] += len(jobs)
@@ -596,7 +596,7 @@ def test_an_analysis_too_large_to_keep_converts_once_per_page_load(logdir, monke
         calls["analyze"] += 1
         return real_analyze(*a, **k)
 
-    monkeypatch.setattr(parallel, "read_files", read)
+    monkeypatch.setattr(pool, "read_files", read)
     monkeypatch.setattr(roofline, "analyze", analyze)
     monkeypatch.setenv("TB_ROOFLINE_MEMORY_CACHE_MB", "0.001")  # nothing fits
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")

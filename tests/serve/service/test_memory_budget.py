@@ -284,7 +284,7 @@ def test_a_file_of_thousands_of_tiny_planes_is_refused_before_converting(tmp_pat
     """Each TensorCore plane costs a fixed ~5 ms whatever it holds (12,000 one-op planes: 17 MB,
     70 s of CPU): more planes than any host has is a 413 at once, the planes not converted."""
     from tb_roofline import errors
-    from tb_roofline.execute import pool as parallel
+    from tb_roofline.execute import pool
     from tb_roofline.readers.xspace.tpu.file import MAX_TENSOR_CORE_PLANES
     from tb_roofline.serve.service.core import RooflineService
 
@@ -308,7 +308,7 @@ def test_a_file_of_thousands_of_tiny_planes_is_refused_before_converting(tmp_pat
     _age(logdir)
     path = next((logdir / "many").rglob("*.xplane.pb"))
     t = time.monotonic()
-    result = parallel.read_files([(str(path), "xplane", "h", 1 << 32)])[0]
+    result = pool.read_files([(str(path), "xplane", "h", 1 << 32)])[0]
     assert isinstance(result, errors.ProfileTooLargeError), result
     assert f"{MAX_TENSOR_CORE_PLANES + 1:,} TensorCore planes" in str(result)
     assert time.monotonic() - t < 2.0

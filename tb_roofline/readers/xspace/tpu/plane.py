@@ -18,8 +18,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
-import operator
 import struct
+from typing import NamedTuple
 
 import numpy as np
 
@@ -78,14 +78,27 @@ _INFO_CACHE: collections.OrderedDict = collections.OrderedDict()  # file -> {met
 _CACHED_FILES = 2
 _TABLES: dict = {}  # stat table -> small id (part of the cache key)
 
-# What a plane keeps of each op's metadata (tpu.op_info): its key texts, async role, the
-# name of its `-start` (a `-done`'s), FLOPs and bytes of one execution (COST_COLUMNS float64,
-# as bytes; interconnect bytes 0 until the file's cores are known: `link` holds a collective's
-# message, tpu_file fills them).
-Info = collections.namedtuple(  # type: ignore[misc]  # (fields from KEY_TEXTS)
-    "Info",
-    KEY_TEXTS + ("role", "start_name", "per_exec", "negative", "shape", "is_container", "link"),
-)
+
+class Info(NamedTuple):
+    """What a plane keeps of each op's metadata (tpu.op_info): its key texts (KEY_TEXTS), async
+    role, the name of its `-start` (a `-done`'s), FLOPs and bytes of one
+    execution (COST_COLUMNS float64, as bytes; interconnect bytes 0 until the file's cores are
+    known: `link` holds a collective's message, tpu_file fills them)."""
+
+    program_id: str
+    operation: str
+    category: str
+    source: str
+    tf_op: str
+    caveat: str
+    fingerprint: str
+    role: str  # "start", "done" or ""
+    start_name: str
+    per_exec: bytes
+    negative: bool
+    shape: tuple | None
+    is_container: bool
+    link: tuple | None  # a collective's (kind, message bytes, group)
 
 
 def _infos(ps: PlaneStats, metadata, mids, cache: dict):
@@ -109,21 +122,26 @@ def _infos(ps: PlaneStats, metadata, mids, cache: dict):
                 cache[key] = info
         if info is None:
             i = op_info(ps, xplane_pb2.XEventMetadata.FromString(raw))
-            info = cache[key] = Info(  # type: ignore[call-arg]  # (fields from KEY_TEXTS)
-                *_key_texts(i),
-                i["role"],
-                i["start_name"],
-                _PER_EXEC.pack(i["flops"], i["model_flops"], i["bytes"], *i["mem"], 0.0),
-                i["negative"],
-                i["shape"],
-                i["is_container"],
-                i["link"],
+            info = cache[key] = Info(
+                program_id=i["program_id"],
+                operation=i["operation"],
+                category=i["category"],
+                source=i["source"],
+                tf_op=i["tf_op"],
+                caveat=i["caveat"],
+                fingerprint=i["fingerprint"],
+                role=i["role"],
+                start_name=i["start_name"],
+                per_exec=_PER_EXEC.pack(i["flops"], i["model_flops"], i["bytes"], *i["mem"], 0.0),
+                negative=i["negative"],
+                shape=i["shape"],
+                is_container=i["is_container"],
+                link=i["link"],
             )
         out.append(info)
     return out
 
 
-_key_texts = operator.itemgetter(*KEY_TEXTS)
 # FLOPs, model FLOPs, bytes, the memory breakdown and host bytes, interconnect bytes (0 here):
 # COST_COLUMNS as float64 in this machine's order (what `np.frombuffer` reads back).
 _PER_EXEC = struct.Struct(f"={len(COST_COLUMNS)}d")

@@ -11,8 +11,10 @@ import dataclasses
 import numpy as np
 
 from tb_roofline.costs.hlo.attention import attention_of
-from tb_roofline.costs.hlo.collectives import transfer
-from tb_roofline.costs.hlo.module import Instruction
+from tb_roofline.costs.hlo.collectives import Transfer, transfer
+from tb_roofline.costs.hlo.cost_basics import Cost
+from tb_roofline.costs.hlo.cost_model import ModuleCosts
+from tb_roofline.costs.hlo.module import HloModule, Instruction
 from tb_roofline.costs.hlo.nccl_algorithm import algorithm_of
 from tb_roofline.readers.common import group_codes, group_sums, op_nesting, self_times
 from tb_roofline.readers.shape_facts import hlo_shape
@@ -35,9 +37,10 @@ class Group:
     """The events of one (op, step) on one core."""
 
     key: tuple  # (kind, program id, op name, step)
-    ins: Instruction
-    module: object
-    mc: object
+    # What it matched (Costing.match): None for the UNCOSTED kinds, which matched none
+    ins: Instruction | None
+    module: HloModule | None
+    mc: ModuleCosts | None
     total_ps: float
     self_ps: float
     n_events: int
@@ -137,11 +140,11 @@ class OpFacts:
     """What an instruction alone says, the same for each of its (op, step) rows on every core
     (a CPU host's devices all run the program): worked out once per op, not once per row."""
 
-    c: object  # its per-execution costs (costs/hlo/cost_model.py)
+    c: Cost  # its per-execution costs (costs/hlo/cost_model.py)
     has_cost: bool
     uncosted: str  # what has no cost rule ("" when it has one)
     host_moved: int
-    moved: object  # its collective transfer without an algorithm named, or None
+    moved: Transfer | None  # its collective transfer without an algorithm named
     mask: str  # the mask of an attention call counted unmasked ("" for any other)
     shape: tuple | None
     source: str
@@ -200,6 +203,7 @@ def _add_costed(
     returns its (timeline label, category). Notes what the costs could not cover in `costing`."""
     _, pid, opname, step = g.key
     ins, module, mc = g.ins, g.module, g.mc
+    assert ins is not None and module is not None and mc is not None, "only matched ops cost"
     f = op_facts(pid, opname, ins, module, mc, costing, devices)
     c = f.c
     execs = executions(g.kernels, g.kernel_time) if costing.gpu else g.n_events

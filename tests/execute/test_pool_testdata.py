@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from testpaths import TESTS
 
-from tb_roofline.execute import pool as parallel
+from tb_roofline.execute import pool
 from tb_roofline.table.op_table import ALL_COLUMNS, ProfileData
 
 REPO = os.path.dirname(TESTS)
@@ -25,7 +25,7 @@ def _jobs(files):
 
 def _read(monkeypatch, files, workers: int) -> list:
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", str(workers))
-    return parallel.read_files(_jobs(files))
+    return pool.read_files(_jobs(files))
 
 
 def _same_arrays(a: dict, b: dict, what: str):
@@ -64,9 +64,9 @@ def _same(x, y, name: str):
 def two_workers(monkeypatch):
     monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "0")
     monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "60")
-    parallel.shutdown()
+    pool.shutdown()
     yield
-    parallel.shutdown()
+    pool.shutdown()
 
 
 def test_testdata_has_xspace_files_of_every_reader():
@@ -81,10 +81,10 @@ def test_each_file_on_all_cores_is_the_serial_read(two_workers, monkeypatch):
     split = 0
     for path in FILES:
         serial = _read(monkeypatch, [path], 1)
-        assert not parallel.pool_running()
+        assert not pool.pool_running()
         pooled = _read(monkeypatch, [path], 2)
-        split += parallel.pool_running()
-        parallel.shutdown()
+        split += pool.pool_running()
+        pool.shutdown()
         _same(serial[0], pooled[0], os.path.relpath(path, REPO))
     assert split >= 3  # the TPU files with several TensorCore planes went through the pool
 
@@ -93,6 +93,6 @@ def test_all_files_at_once_on_all_cores_are_the_serial_read(two_workers, monkeyp
     """A batch: each file is one unit, read whole (its planes merged where it ran)."""
     serial = _read(monkeypatch, FILES, 1)
     pooled = _read(monkeypatch, FILES, 2)
-    assert parallel.pool_running()
+    assert pool.pool_running()
     for path, x, y in zip(FILES, serial, pooled):
         _same(x, y, os.path.relpath(path, REPO))

@@ -9,7 +9,7 @@ import pytest
 import tpu_oracle as xf
 
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
-from tb_roofline.readers import self_time as xline_fast
+from tb_roofline.readers import self_time
 from tb_roofline.readers.self_time import self_times_by_stack as _self_times
 from tb_roofline.readers.xspace.tpu.plane_lines import protobuf_line_events as _line_events
 from tb_roofline.readers.xspace.xplane import PlaneStats
@@ -62,7 +62,7 @@ def _check_space(space):
         for line in plane.lines:
             ref, got = _check_raw(line.SerializeToString(), ids)
             assert got is not None, "synthetic TPU lines must take the token path"
-            _same(_self_times(ref[1], ref[2]), xline_fast.self_times(got[1], got[2]))
+            _same(_self_times(ref[1], ref[2]), self_time.self_times(got[1], got[2]))
             n += len(ref[0])
     return n
 
@@ -244,16 +244,16 @@ def _random_intervals(rng, n):
 def test_self_times_random_intervals(seed):
     rng = random.Random(seed)
     begin, dur = _random_intervals(rng, rng.choice([1, 2, 5, 50, 400]))
-    _same(_self_times(begin, dur), xline_fast.self_times(begin, dur))
+    _same(_self_times(begin, dur), self_time.self_times(begin, dur))
     order = np.lexsort((-dur, begin))  # already sorted input takes the no-sort path
-    _same(_self_times(begin[order], dur[order]), xline_fast.self_times(begin[order], dur[order]))
+    _same(_self_times(begin[order], dur[order]), self_time.self_times(begin[order], dur[order]))
 
 
 def test_self_times_deep_nesting_and_edges():
     n = 300  # deeper than the peeling limit: the stack fallback
     begin = np.arange(n, dtype=np.int64)
     dur = np.arange(2 * n, 0, -2, dtype=np.int64)
-    _same(_self_times(begin, dur), xline_fast.self_times(begin, dur))
+    _same(_self_times(begin, dur), self_time.self_times(begin, dur))
     for b, d in (
         ([], []),
         ([5], [0]),
@@ -262,7 +262,7 @@ def test_self_times_deep_nesting_and_edges():
         ([0, 1, 2], [-1, 5, -3]),
     ):
         b, d = np.array(b, np.int64), np.array(d, np.int64)
-        _same(_self_times(b, d), xline_fast.self_times(b, d))
+        _same(_self_times(b, d), self_time.self_times(b, d))
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -377,4 +377,4 @@ def test_self_times_deep_nesting_uses_the_stack_walk():
     # 100 events each inside the one before (deeper than the peeling rounds), plus siblings.
     begin = np.array([i for i in range(100)] + [200 + i for i in range(80)], np.int64)
     dur = np.array([1000 - 2 * i for i in range(100)] + [1] * 80, np.int64)
-    _same(_self_times(begin, dur), xline_fast.self_times(begin, dur))
+    _same(_self_times(begin, dur), self_time.self_times(begin, dur))

@@ -1,4 +1,4 @@
-"""PyTorch pooling costs (costs/torch/pool.py): output sizes as ATen computes them, FLOPs as
+"""PyTorch pooling costs (costs/torch/pooling.py): output sizes as ATen computes them, FLOPs as
 XLA counts the same window reduction (our HLO cost model, itself checked against XLA's
 cost_analysis in tests/costs/hlo/test_hlo_cost_model.py), bytes by hand, and the real CPU
 traces whose max-pools had no cost before."""
@@ -13,7 +13,7 @@ from testpaths import TESTS
 
 from tb_roofline.costs.hlo.shapes import F32
 from tb_roofline.costs.torch.custom_ops import op_cost
-from tb_roofline.costs.torch.pool import pool_output_size
+from tb_roofline.costs.torch.pooling import pool_output_size
 from tb_roofline.protos import hlo_pb2
 from tb_roofline.serve.service.core import RooflineService
 

@@ -1,4 +1,5 @@
-"""What every MCP answer shares, apart from the numbers (`tools.py`, `op_tools.py` make those):
+"""The envelope of every MCP answer: what each shares apart from the numbers (`tools.py`,
+`op_tools.py` make those):
 
 - versions: `server_version` (tb-roofline's) and `schema_version` (the shape of the tools'
   answers: docs/mcp.md's changelog says what changed) on every answer, errors included;

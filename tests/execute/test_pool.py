@@ -16,7 +16,7 @@ import pytest
 from tb_server import get_json, tensorboard
 from testpaths import TESTS
 
-from tb_roofline.execute import pool as parallel
+from tb_roofline.execute import pool
 from tb_roofline.serve.service.core import RooflineService
 from tb_roofline.synthetic import SynthConfig, write_tpu_session
 from tb_roofline.table.op_table import ALL_COLUMNS
@@ -28,7 +28,7 @@ SESSION = RUN + "/2026_01_01_00_00_00"  # the run as the service names it
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("parallel"))
+    root = str(tmp_path_factory.mktemp("pool"))
     cfgs = [
         SynthConfig(
             seed=30 + h,
@@ -57,9 +57,9 @@ def pooled(monkeypatch):
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "2")
     monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "0")
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
-    parallel.shutdown()
+    pool.shutdown()
     yield
-    parallel.shutdown()
+    pool.shutdown()
 
 
 def _answers(logdir) -> str:
@@ -98,10 +98,10 @@ def _same_profiles(a, b):
 
 def test_pool_gives_exactly_the_serial_answers(logdir, pooled, monkeypatch):
     jobs = [(p, "xplane", f"h{i}", None) for i, p in enumerate(_files(logdir))]
-    serial = _serial(monkeypatch, lambda: parallel.read_files(jobs))
-    assert not parallel.pool_running()
-    pooled_data = parallel.read_files(jobs)
-    assert parallel.pool_running()
+    serial = _serial(monkeypatch, lambda: pool.read_files(jobs))
+    assert not pool.pool_running()
+    pooled_data = pool.read_files(jobs)
+    assert pool.pool_running()
     _same_profiles(serial, pooled_data)
     expected = _serial(monkeypatch, lambda: _answers(logdir))
     assert _answers(logdir) == expected
@@ -109,38 +109,38 @@ def test_pool_gives_exactly_the_serial_answers(logdir, pooled, monkeypatch):
 
 def test_pool_only_where_it_pays(logdir, tmp_path, monkeypatch):
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
-    parallel.shutdown()
+    pool.shutdown()
     one_plane = str(tmp_path)
     path = write_tpu_session(one_plane, "", "s", [SynthConfig(seed=1, num_cores=1)])[0]
     monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "0")
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "2")
-    parallel.read_files([(path, "xplane", "h", None)])  # one unit of work
-    assert not parallel.pool_running()
+    pool.read_files([(path, "xplane", "h", None)])  # one unit of work
+    assert not pool.pool_running()
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")  # one core
-    parallel.read_files([(p, "xplane", "h", None) for p in _files(logdir)])
-    assert not parallel.pool_running()
+    pool.read_files([(p, "xplane", "h", None) for p in _files(logdir)])
+    assert not pool.pool_running()
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "2")
     monkeypatch.delenv("TB_ROOFLINE_PARALLEL_MIN_MB")  # small files: not worth the workers
-    parallel.read_files([(p, "xplane", "h", None) for p in _files(logdir)])
-    assert not parallel.pool_running()
+    pool.read_files([(p, "xplane", "h", None) for p in _files(logdir)])
+    assert not pool.pool_running()
     assert not multiprocessing.active_children()
 
 
 def test_shutdown_and_idle_stop_the_workers(logdir, pooled, monkeypatch):
     jobs = [(p, "xplane", "h", None) for p in _files(logdir)]
-    parallel.read_files(jobs)
-    assert parallel.pool_running() and multiprocessing.active_children()
-    parallel.shutdown()
-    assert not parallel.pool_running() and not multiprocessing.active_children()
+    pool.read_files(jobs)
+    assert pool.pool_running() and multiprocessing.active_children()
+    pool.shutdown()
+    assert not pool.pool_running() and not multiprocessing.active_children()
     monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "0.2")
-    parallel.read_files(jobs)
-    assert parallel.pool_running()
+    pool.read_files(jobs)
+    assert pool.pool_running()
     deadline = time.monotonic() + 10
     while (
-        parallel.pool_running() or multiprocessing.active_children()
+        pool.pool_running() or multiprocessing.active_children()
     ) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not parallel.pool_running() and not multiprocessing.active_children()
+    assert not pool.pool_running() and not multiprocessing.active_children()
 
 
 def test_idle_zero_lets_the_workers_go_once_a_conversion_is_done(logdir, pooled, monkeypatch):
@@ -149,10 +149,10 @@ def test_idle_zero_lets_the_workers_go_once_a_conversion_is_done(logdir, pooled,
     and the answers are the serial ones."""
     monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "0")
     jobs = [(p, "xplane", f"h{i}", None) for i, p in enumerate(_files(logdir))]
-    serial = _serial(monkeypatch, lambda: parallel.read_files(jobs))
+    serial = _serial(monkeypatch, lambda: pool.read_files(jobs))
     for _ in range(2):
-        got = parallel.read_files(jobs)
-        assert not parallel.pool_running()
+        got = pool.read_files(jobs)
+        assert not pool.pool_running()
         _same_profiles(serial, got)
         deadline = time.monotonic() + 10
         while multiprocessing.active_children() and time.monotonic() < deadline:
@@ -174,11 +174,11 @@ def test_cli_command_in_process_keeps_no_workers_and_leaves_the_environment(
         else:
             monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", value)
         assert cli.main(["report", logdir, "--run", SESSION, "--no-progress"]) == 0
-        assert not parallel.pool_running()
+        assert not pool.pool_running()
         assert os.environ.get("TB_ROOFLINE_POOL_IDLE_S") == value
     monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "30")
     assert cli.main(["report", logdir, "--run", SESSION, "--no-progress"]) == 0
-    assert parallel.pool_running()  # the caller asked for idle workers to wait
+    assert pool.pool_running()  # the caller asked for idle workers to wait
     assert os.environ["TB_ROOFLINE_POOL_IDLE_S"] == "30"
     assert capsys.readouterr().out
 
@@ -223,17 +223,17 @@ def test_back_to_back_conversions_fork_each_new_pool(logdir, pooled, monkeypatch
     still running would make the next pool come from a fork server, which would stay."""
     monkeypatch.setenv("TB_ROOFLINE_POOL_IDLE_S", "0")
     chosen = []
-    context = parallel._context
+    context = pool._context
 
     def spy():
         ctx = context()
         chosen.append(ctx.get_start_method())
         return ctx
 
-    monkeypatch.setattr(parallel, "_context", spy)
+    monkeypatch.setattr(pool, "_context", spy)
     jobs = [(p, "xplane", "h", None) for p in _files(logdir)]
     for _ in range(3):
-        parallel.read_files(jobs)
+        pool.read_files(jobs)
     assert len(chosen) == 3 and len(set(chosen)) == 1, chosen
 
 
@@ -244,20 +244,20 @@ def test_a_failed_pool_stops_itself_not_the_next_one(logdir, pooled, monkeypatch
     from concurrent.futures.process import BrokenProcessPool
 
     other = {}
-    real_run_all = parallel._run_all
+    real_run_all = pool._run_all
 
     def broken_run_all(fn, args, progress=None, used=None, arrived=None):
         real_run_all(abs, [(-1,), (-2,)], None, used)  # a pool, used and let go
-        other["pool"] = parallel._get_pool(1)  # another batch's new pool, meanwhile
+        other["pool"] = pool._get_pool(1)  # another batch's new pool, meanwhile
         raise BrokenProcessPool("a worker died")
 
-    monkeypatch.setattr(parallel, "_run_all", broken_run_all)
+    monkeypatch.setattr(pool, "_run_all", broken_run_all)
     jobs = [(p, "xplane", f"h{i}", None) for i, p in enumerate(_files(logdir))]
-    got = parallel.read_files(jobs)  # read here instead, as before
-    assert parallel._pool is other["pool"]
+    got = pool.read_files(jobs)  # read here instead, as before
+    assert pool._pool is other["pool"]
     assert other["pool"].submit(abs, -2).result(timeout=30) == 2  # still serving
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")
-    _same_profiles(parallel.read_files(jobs), got)
+    _same_profiles(pool.read_files(jobs), got)
 
 
 def _gone(pid: int) -> bool:
@@ -272,9 +272,9 @@ def test_workers_exit_with_their_parent(logdir):
     """A server killed without cleanup (SIGKILL, os._exit) leaves no worker behind."""
     script = (
         "import json, multiprocessing, os, sys\n"
-        "from tb_roofline.execute import pool as parallel\n"
+        "from tb_roofline.execute import pool\n"
         "jobs = [(p, 'xplane', 'h', None) for p in sys.argv[1:]]\n"
-        "parallel.read_files(jobs)\n"
+        "pool.read_files(jobs)\n"
         "print(json.dumps([p.pid for p in multiprocessing.active_children()]), flush=True)\n"
         "os._exit(0)\n"
     )
@@ -304,12 +304,12 @@ def test_fork_only_without_other_threads():
         if t is not threading.current_thread() and not t.name.startswith("tb-roofline")
     ]
     if not foreign:  # (an earlier test may have left a thread of its own running)
-        assert parallel._context().get_start_method() == "fork"
+        assert pool._context().get_start_method() == "fork"
     stop = threading.Event()
     other = threading.Thread(target=stop.wait, name="someone-else")
     other.start()
     try:
-        assert parallel._context().get_start_method() == "forkserver"
+        assert pool._context().get_start_method() == "forkserver"
     finally:
         stop.set()
         other.join()
@@ -317,13 +317,13 @@ def test_fork_only_without_other_threads():
 
 def test_a_pool_that_cannot_start_reads_in_process(logdir, pooled, monkeypatch):
     jobs = [(p, "xplane", "h", None) for p in _files(logdir)]
-    expected = _serial(monkeypatch, lambda: parallel.read_files(jobs))
+    expected = _serial(monkeypatch, lambda: pool.read_files(jobs))
 
     def refuse(n):
         raise OSError("no semaphores here")
 
-    monkeypatch.setattr(parallel, "_get_pool", refuse)
-    _same_profiles(expected, parallel.read_files(jobs))
+    monkeypatch.setattr(pool, "_get_pool", refuse)
+    _same_profiles(expected, pool.read_files(jobs))
 
 
 def test_damaged_host_in_the_pool_is_that_host_alone(tmp_path, pooled, monkeypatch):
@@ -466,8 +466,8 @@ def test_hosts_from_the_pool_share_their_strings(logdir, pooled, monkeypatch, wo
     values unchanged."""
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", workers)
     jobs = [(p, "xplane", f"h{i}", None) for i, p in enumerate(_files(logdir))]
-    got = parallel.read_files(jobs)
-    assert parallel.pool_running()
+    got = pool.read_files(jobs)
+    assert pool.pool_running()
     equal, same = _shared_across_hosts(got)
     assert equal > 100 and same == equal
-    _same_profiles(_serial(monkeypatch, lambda: parallel.read_files(jobs)), got)
+    _same_profiles(_serial(monkeypatch, lambda: pool.read_files(jobs)), got)
