@@ -39,10 +39,6 @@ def available_rows(analysis: roofline.Analysis) -> list[str]:
     return out
 
 
-def distinct_strings(values: np.ndarray) -> list:
-    return list(dict.fromkeys(values.tolist()))
-
-
 def grouped_records(analysis: roofline.Analysis, include_io: bool, rows: str) -> RecordTable:
     """The op records of `analysis` grouped as `rows` asks (see the module docstring);
     ValueError naming the choices for a grouping the run does not have."""
