@@ -1,7 +1,8 @@
 """The common op table every reader produces and the roofline model consumes.
 
 Two levels, so that a profile with 2,000 ops × 1,000 steps carries 2,000 strings, not 2 million:
-- `keys`: one entry per distinct op of one host (its names, category, precision, flags);
+- `keys`: one entry per distinct op of one host (its names, category, precision, flags, the
+  input dims it recorded as data);
 - `rows`: one row per (op, core, step): the index of its key (`op`) and numbers summed over that
   group (executions, times; FLOPs and bytes as totals over those executions).
 `table["category"]` gathers a key column per row when a caller wants it; the model groups on the
@@ -39,6 +40,10 @@ MEMORY_COLUMNS = (
 # fusions), `shapes:<input dims>` for PyTorch ops, `grid:<grid>` for GPU kernels (both only
 # meaningful together with the op name). See tb_roofline/costs/hlo/fingerprint.py.
 # `collective`: what one execution of a collective moves (table/collective_info.py), "" else.
+# `input_dims`: the dims a PyTorch op recorded (`Input Dims`), as data: a tuple per argument
+# (a tuple of ints per tensor, nested for a list of tensors, () for a non-tensor), None when
+# unknown (no shapes recorded; XLA ops, kernels). The model reads shapes here, never from the
+# `fingerprint` text, which renders them (costs/hlo/fingerprint.py `shapes_fingerprint`).
 KEY_STRINGS = (
     "host",
     "program_id",
@@ -54,8 +59,9 @@ KEY_STRINGS = (
     "fingerprint",
     "collective",
 )
+KEY_DATA = ("input_dims",)  # Python values per key (hashable), None = unknown
 KEY_FLAGS = ("is_infeed_outfeed", "is_container", "flops_known", "bytes_known")
-KEY_COLUMNS = KEY_STRINGS + KEY_FLAGS
+KEY_COLUMNS = KEY_STRINGS + KEY_DATA + KEY_FLAGS
 # Per row.
 INT_COLUMNS = ("core", "step", "occurrences")
 FLOAT_COLUMNS = (
@@ -347,7 +353,7 @@ def _default_flags(keys: dict, given):
 
 
 def _dtype(key: str):
-    if key in KEY_STRINGS:
+    if key in KEY_STRINGS or key in KEY_DATA:
         return object
     if key in INT_COLUMNS or key == "op":
         return np.int64
@@ -360,10 +366,23 @@ def _column(key: str, n: int, value) -> np.ndarray:
     if isinstance(value, np.ndarray):
         return value.astype(_dtype(key), copy=False)
     arr = np.empty(n, dtype=_dtype(key))
+    if key in KEY_DATA:
+        return _data_column(arr, value)
     if isinstance(value, (list, tuple)):
         arr[:] = list(value)
     else:
         arr[:] = value
+    return arr
+
+
+def _data_column(arr: np.ndarray, value) -> np.ndarray:
+    """A KEY_DATA column: a list holds one value per row, anything else (a tuple, None) is
+    every row's value; filled item by item, so that a tuple stays one value, not a row."""
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            arr[i] = v
+    else:
+        arr.fill(value)
     return arr
 
 
@@ -406,6 +425,7 @@ _DEFAULTS = {
     **{k: 0 for k in INT_COLUMNS},
     **{k: 0.0 for k in FLOAT_COLUMNS},
     **{k: False for k in KEY_FLAGS},
+    **{k: None for k in KEY_DATA},
 }
 _DEFAULTS["step"] = NO_STEP
 _DEFAULTS["flops_source"] = "profile"

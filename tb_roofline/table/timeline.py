@@ -108,10 +108,11 @@ class AdjacentPair:
     count: int  # times `second` started right after `first` ended on the same lane
     gap_ps: float  # summed gaps between them
     shorter_ps: float  # summed time of the shorter op of each pair
-    # The tensors each op's calls in these pairs recorded (PyTorch `shapes:` fingerprints of
-    # `Input Dims`); "" where the reader has none (XLA: one instruction has one shape).
-    first_shape: str = ""
-    second_shape: str = ""
+    # The tensors each op's calls in these pairs recorded (PyTorch's `Input Dims` as data, the
+    # op table's `input_dims`); None where the reader has none (XLA: one instruction has one
+    # shape).
+    first_dims: tuple | None = None
+    second_dims: tuple | None = None
 
 
 @dataclasses.dataclass
@@ -200,7 +201,7 @@ class Timeline:
         pairs: dict = {}
         for p in parts:
             for pr in p.pairs:
-                k = (pr.first, pr.second, pr.first_shape, pr.second_shape)
+                k = (pr.first, pr.second, pr.first_dims, pr.second_dims)
                 if k in pairs:
                     q = pairs[k]
                     pairs[k] = dataclasses.replace(

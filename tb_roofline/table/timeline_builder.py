@@ -178,7 +178,7 @@ class TimelineBuilder:
 
     def __init__(self):
         self._labels: dict = {}
-        self._shapes: dict = {"": 0}  # the tensors an op call recorded, interned ("" unknown)
+        self._shapes: dict = {None: 0}  # the tensors an op call recorded, interned (None unknown)
         self._windows: list = []
         self._pairs: list = []  # per core: (pair codes, counts, gaps, shorter times)
         self._exposed: dict = {}
@@ -191,12 +191,10 @@ class TimelineBuilder:
             idx = self._labels[label] = len(self._labels)
         return idx
 
-    def shape_ids(self, texts) -> np.ndarray:
-        """Ids of the tensor shapes op calls recorded (`shapes:` fingerprints, "" unknown), for
-        `add_core`'s `shape`: back-to-back pairs are told apart by them."""
-        return np.fromiter(
-            (self._shapes.setdefault(t or "", len(self._shapes)) for t in texts), np.int64
-        )
+    def shape_ids(self, dims) -> np.ndarray:
+        """Ids of the tensor shapes op calls recorded (their input dims as data, None unknown),
+        for `add_core`'s `shape`: back-to-back pairs are told apart by them."""
+        return np.fromiter((self._shapes.setdefault(d, len(self._shapes)) for d in dims), np.int64)
 
     def label_ids(self, labels: list) -> np.ndarray:
         """Ids of many labels at once (a fresh builder takes them in order)."""

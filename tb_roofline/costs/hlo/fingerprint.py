@@ -7,7 +7,8 @@ do not (XLA renames fusions between compilations: `fusion.12` becomes `fusion.14
   nested calls included. From the HloProto (GPU/CPU) or from the instruction's HLO text (TPU op
   metadata, which holds no fused computation: there the shapes and attributes decide).
 - `shapes:<input dims>` (PyTorch ops) and `grid:<grid>` (GPU kernels): readable, and only
-  meaningful together with the op or kernel name.
+  meaningful together with the op or kernel name. The dims themselves travel as data (the op
+  table's `input_dims` column, tuples); this text is rendered from them and never read back.
 Two ops with equal `hlo:` fingerprints do the same work on the same shapes; a changed shape,
 dtype or fused instruction changes the fingerprint.
 """
@@ -15,7 +16,6 @@ dtype or fused instruction changes the fingerprint.
 from __future__ import annotations
 
 import collections
-import functools
 import hashlib
 import json
 import re
@@ -80,54 +80,53 @@ def text_fingerprint(text: str) -> str:
 
 
 def shapes_fingerprint(dims) -> str:
-    """`shapes:[[8,3,32,32],[16,3,3,3],[16]]`: a PyTorch op's recorded `Input Dims`."""
-    try:
-        return SHAPES + json.dumps(dims, separators=(",", ":"))
-    except (TypeError, ValueError):
-        return SHAPES + repr(dims)
-
-
-# Kept: the recorded dims of this many distinct texts of at most SHAPES_CACHED_CHARS each
-# (~8 bytes a character as tuples: at most ~32 MB, whatever a trace holds).
-SHAPES_CACHE = 4096
-SHAPES_CACHED_CHARS = 1024
-
-
-def recorded_dims(fingerprint: str) -> tuple | None:
-    """The `Input Dims` a `shapes:` fingerprint was written from, lists as tuples (hashable,
-    shared); None for any other fingerprint. The one reader of the text `shapes_fingerprint`
-    writes: each distinct text is parsed once per process however many ops, rules and
-    comparisons ask (a longer text than SHAPES_CACHED_CHARS each time it is asked)."""
-    if not fingerprint.startswith(SHAPES):
-        return None
-    if len(fingerprint) > SHAPES_CACHED_CHARS:
-        return _parsed_dims(fingerprint)
-    return _cached_dims(fingerprint)
-
-
-def _parsed_dims(fingerprint: str) -> tuple | None:
-    try:
-        value = json.loads(fingerprint[len(SHAPES) :])
-    except ValueError:
-        return None
-    return _as_tuples(value) if isinstance(value, list) else None
-
-
-_cached_dims = functools.lru_cache(maxsize=SHAPES_CACHE)(_parsed_dims)
-
-
-def _as_tuples(value):
-    return tuple(_as_tuples(v) for v in value) if isinstance(value, list) else value
+    """`shapes:[[8,3,32,32],[16,3,3,3],[16]]`: the text of a PyTorch op's input dims, as data
+    (`input_dims`: tuples). The one place that text is made: the op table's `fingerprint`
+    renders what its `input_dims` column holds, so runs compare by it and exports show it."""
+    return SHAPES + dims_text(dims)
 
 
 def grid_fingerprint(grid) -> str:
     """`grid:[128,1,1]`: a GPU kernel's launch grid ("" when the trace does not say)."""
     if grid is None:
         return ""
+    return GRID + dims_text(grid)
+
+
+def input_dims(recorded) -> tuple | None:
+    """A recorded `Input Dims` value as data: lists as tuples (hashable, so a key column can
+    hold it), numbers and other JSON scalars as they are; None when it is not a list or holds
+    something no shape does (an object)."""
+    if type(recorded) is not list:
+        return None
     try:
-        return GRID + json.dumps(grid, separators=(",", ":"))
+        return _as_tuples(recorded)
+    except TypeError:
+        return None
+
+
+def _as_tuples(value):
+    if type(value) is list:
+        return tuple([_as_tuples(v) for v in value])
+    if value is None or type(value) in _SCALARS:
+        return value
+    raise TypeError(type(value).__name__)
+
+
+_SCALARS = (int, float, str, bool)
+
+
+def dims_text(dims) -> str:
+    """Dims as compact JSON (`[[8,3],[3]]`, what `json.dumps(..., separators=(",", ":"))`
+    writes of the list they were read from): integers by `str`, other scalars by JSON."""
+    if type(dims) is tuple or type(dims) is list:
+        return "[" + ",".join([dims_text(d) for d in dims]) + "]"
+    if type(dims) is int:
+        return str(dims)
+    try:
+        return json.dumps(dims)
     except (TypeError, ValueError):
-        return GRID + repr(grid)
+        return json.dumps(repr(dims))
 
 
 def is_name_independent(fingerprint: str) -> bool:

@@ -24,7 +24,7 @@ import re
 
 import numpy as np
 
-from tb_roofline.costs.hlo.fingerprint import is_name_independent, recorded_dims
+from tb_roofline.costs.hlo.fingerprint import is_name_independent
 
 NAME, FINGERPRINT, NAME_ONLY = "name", "fingerprint", "name_only"
 OP = "op"  # the op-level pairs of what these rules leave (model/compare/comparison.py)
@@ -50,6 +50,7 @@ class MatchKeys:
     operation: np.ndarray
     precision: np.ndarray
     fingerprint: np.ndarray
+    input_dims: np.ndarray  # what a PyTorch record's fingerprint renders, as data (None: none)
     flops_per_call: np.ndarray
     bytes_per_call: np.ndarray
 
@@ -61,12 +62,13 @@ class MatchKeys:
         program = np.where(names != "", names, np.char.add("#", ids.astype(str))).astype(object)
         program[(names == "") & (ids == "")] = ""
         occ = np.maximum(np.asarray(columns["occurrences"], np.float64), 1e-300)
-        fp = columns.get("fingerprint")
+        fp, dims = columns.get("fingerprint"), columns.get("input_dims")
         return MatchKeys(
             program,
             columns["operation"],
             columns["precision"],
             fp if fp is not None else np.full(n, "", dtype=object),
+            dims if dims is not None else np.full(n, None, dtype=object),
             np.nan_to_num(columns["flops"] / occ),
             np.nan_to_num(columns["bytes"] / occ),
         )
@@ -104,8 +106,8 @@ def match(base: MatchKeys, cand: MatchKeys) -> Matching:
             ib, ic = _pair_similar(
                 fb,
                 fc,
-                base.fingerprint[cb],
-                cand.fingerprint[cc],
+                base.input_dims[cb],
+                cand.input_dims[cc],
                 order_b.get()[cb],
                 order_c.get()[cc],
             )
@@ -179,8 +181,8 @@ def _pair_round(
 def _pair_similar(
     fields_b: list,
     fields_c: list,
-    fp_b: np.ndarray,
-    fp_c: np.ndarray,
+    dims_b: np.ndarray,
+    dims_c: np.ndarray,
     order_b: np.ndarray,
     order_c: np.ndarray,
 ):
@@ -205,7 +207,7 @@ def _pair_similar(
         cs = sorted(cs, key=lambda j: order_c[j])
         scored = sorted(
             (
-                (-_common_dims(recorded_dims(fp_b[i]), recorded_dims(fp_c[j])), abs(x - y), x, y)
+                (-_common_dims(dims_b[i], dims_c[j]), abs(x - y), x, y)
                 for x, i in enumerate(bs)
                 for y, j in enumerate(cs)
             )

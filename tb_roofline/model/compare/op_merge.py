@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.model.records.op_records import op_records
+from tb_roofline.model.records.op_records import SPLIT_DATA, op_records
 from tb_roofline.model.records.record_table import RecordTable
 from tb_roofline.model.records.roofline import Analysis, per_step, scope_rows, scoped_op_records
 from tb_roofline.model.records.row_sums import key_sums
@@ -63,4 +63,6 @@ def merged_op_records(
     # Several shapes: no one shape names the merged record.
     if split_by in rec.columns:
         rec.columns[split_by] = np.full(len(rec), "", dtype=object)
+    for column in SPLIT_DATA.get(split_by, ()):
+        rec.columns[column] = np.full(len(rec), None, dtype=object)
     return rec

@@ -197,7 +197,7 @@ def runtime_of(analysis) -> str:
 
 def tensor_shapes(analysis) -> dict:
     """Record identity -> {array dims: element bytes (None: unknown)} of the arrays it touched:
-    the PyTorch inputs recorded in `shapes:` fingerprints (elementwise outputs have their
+    the PyTorch inputs recorded (the op table's `input_dims`; elementwise outputs have their
     inputs' shape; the element size from the op's data type), the copied array of `copy`
     shapes, and every array of `array` / `tensor` shapes (an op's output and operands from its
     HLO text: readers that give them let XLA pairs be checked too)."""
@@ -205,16 +205,16 @@ def tensor_shapes(analysis) -> dict:
     scope = getattr(analysis, "scope", None)
     if scope is not None and "op" in scope.tables:
         keys = scope.tables["op"].keys
-        for pid, op, p, dt, fp in zip(
+        for pid, op, p, dt, dims in zip(
             keys["program_id"].tolist(),
             keys["operation"].tolist(),
             keys["precision"].tolist(),
             keys["dtype"].tolist(),
-            keys["fingerprint"].tolist(),
+            keys["input_dims"].tolist(),
         ):
-            if isinstance(fp, str) and fp.startswith("shapes:"):
+            if dims is not None:
                 size = element_bytes(dt or p)
-                for d in recorded_arrays(fp):
+                for d in recorded_arrays(dims):
                     out.setdefault((pid, op, p), {}).setdefault(d, size)
     facts = analysis.facts
     for ident, uses in ((facts.op_shapes if facts is not None else {}) or {}).items():
@@ -282,7 +282,7 @@ def guidance_diagnostics(analysis, rt: str) -> list:
                     "message": advice.CAPTURE_NOTES["no_cpu_ops"],
                 }
             )
-        elif names and not any(fp.startswith("shapes:") for fp in _fingerprints(analysis)):
+        elif names and not any(d is not None for d in _input_dims(analysis)):
             out.append(
                 {
                     "severity": "warning",
@@ -293,11 +293,11 @@ def guidance_diagnostics(analysis, rt: str) -> list:
     return out
 
 
-def _fingerprints(analysis) -> list:
+def _input_dims(analysis) -> list:
     scope = getattr(analysis, "scope", None)
     if scope is None or "op" not in scope.tables:
         return []
-    return [str(f) for f in scope.tables["op"].keys["fingerprint"].tolist()]
+    return scope.tables["op"].keys["input_dims"].tolist()
 
 
 def _groups(items: list, unit_label: str) -> list:

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from tb_roofline.costs.hlo.fingerprint import recorded_dims
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.guidance import advice
 from tb_roofline.model.guidance.facts import Facts
@@ -139,9 +138,9 @@ def gap_formula(ctx: Context, i: int) -> str:
     )
 
 
-def recorded_arrays(fingerprint: str) -> list:
-    """The arrays one op call recorded, in argument order (a `shapes:` fingerprint of PyTorch's
-    `Input Dims`; TensorLists flattened), or [] when unknown."""
+def recorded_arrays(input_dims) -> list:
+    """The arrays one op call recorded, in argument order (PyTorch's `Input Dims` as data, the
+    op table's `input_dims`; TensorLists flattened), or [] when unknown (None)."""
     out: list = []
 
     def walk(v):
@@ -151,5 +150,5 @@ def recorded_arrays(fingerprint: str) -> list:
             for x in v:
                 walk(x)
 
-    walk(recorded_dims(fingerprint))
+    walk(input_dims)
     return out

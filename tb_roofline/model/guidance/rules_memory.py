@@ -37,7 +37,7 @@ def _call_shared_tensor(ctx: Context, a: int, b: int, pair):
     calls recorded: the producer's output is its largest array (an elementwise op's
     broadcast result, the normalised or rotated array; a copy's one array), and the consumer
     must read an array of that shape. (dims, bytes), or None when the calls share none."""
-    produced, consumed = recorded_arrays(pair.first_shape), recorded_arrays(pair.second_shape)
+    produced, consumed = recorded_arrays(pair.first_dims), recorded_arrays(pair.second_dims)
     if not produced or not consumed:
         return None
     largest = max(math.prod(d) for d in produced)

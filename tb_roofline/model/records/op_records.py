@@ -26,6 +26,9 @@ from tb_roofline.model.records.records import (
 from tb_roofline.model.records.row_sums import group_sums
 from tb_roofline.table.op_table import OpTable, distinct, factorize
 
+# What records split by a key column carry besides it: the data its text stands for (a
+# `fingerprint` renders its key's `input_dims`, so one fingerprint has one value of them).
+SPLIT_DATA = {"fingerprint": ("input_dims",)}
 # Key columns an op record takes from the key that labels it.
 _LABEL_COLUMNS = (
     "category",
@@ -54,9 +57,10 @@ def op_records(
     """One record per (program, op, precision) over all cores, hosts and steps; ranked by self
     time, ties by name. A row merges only calls that ran in one precision (its roof).
     `ksums`: `key_sums` of the table. `split_by`: a key column that splits records further;
-    its values are then in the records (an extra column). `group`: a record code per key (-1:
-    left out) in place of that key (`merged_op_records`); a record whose keys ran in several
-    precisions is labelled with all of them (`bf16+f32`) and sits under their mixed roof."""
+    its values are then in the records (an extra column, with those SPLIT_DATA names).
+    `group`: a record code per key (-1: left out) in place of that key (`merged_op_records`);
+    a record whose keys ran in several precisions is labelled with all of them (`bf16+f32`)
+    and sits under their mixed roof."""
     keys = table.keys
     keep, key_rec, n = record_of_key(table, include_io, split_by, group)
     sums = group_sums(ksums, key_rec, n, keep) if n else {c: np.zeros(0) for c in ksums}
@@ -87,7 +91,8 @@ def op_records(
     rec.columns["self_time_percent"] = self_pct
     rec.columns["cumulative_self_time_percent"] = np.cumsum(self_pct)
     if split_by:
-        rec.columns[split_by] = keys[split_by][first_key]
+        for column in (split_by,) + SPLIT_DATA.get(split_by, ()):
+            rec.columns[column] = keys[column][first_key]
     rec.key_record = key_records(key_rec, order, n)
     return rec
 

@@ -2,10 +2,10 @@
  requests"; to go into docs/http_api.md).
 
 - `op` (default): one record per (program, op, precision), as `Analysis.ops`;
-- `shapes`: one record per (program, op, precision, input shapes): the op table's `fingerprint`
-  key column holds `shapes:<input dims>` for PyTorch ops (tb_roofline/costs/hlo/fingerprint.py),
-  so the records are split by it; each record then carries a `shapes` column (the input dims as
-  recorded, "" when the trace has none);
+- `shapes`: one record per (program, op, precision, input shapes): split by the op table's
+  `fingerprint` key (what the op computes: its input dims for PyTorch ops), each record carries
+  its key's `input_dims` (the dims as data, table/op_table.py) and a `shapes` column, their
+  text (`[[8,3],[3]]`; a kernel outside any op shows its launch grid; "" when unknown);
 - `kernel`: the GPU-kernel records (`Analysis.views["kernel"]`), where the run has them.
 
 Works on the op table's keys only (scoped_op_records with `split_by`); nothing here knows of
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.costs.hlo.fingerprint import GRID, SHAPES
+from tb_roofline.costs.hlo.fingerprint import GRID, dims_text
 from tb_roofline.model.records import roofline
 from tb_roofline.model.records.record_table import RecordTable
 
@@ -32,16 +32,11 @@ def available_rows(analysis: roofline.Analysis) -> list[str]:
     src = analysis.scope
     table = src.tables.get("op") if src is not None else None
     if table is not None and table.num_keys:
-        fp = table.keys["fingerprint"]
-        if any(str(f).startswith(SHAPES) for f in distinct_strings(fp)):
+        if any(d is not None for d in table.keys["input_dims"].tolist()):
             out.append("shapes")
     if "kernel" in analysis.views:
         out.append("kernel")
     return out
-
-
-def distinct_strings(values: np.ndarray) -> list:
-    return list(dict.fromkeys(values.tolist()))
 
 
 def grouped_records(analysis: roofline.Analysis, include_io: bool, rows: str) -> RecordTable:
@@ -60,25 +55,24 @@ def grouped_records(analysis: roofline.Analysis, include_io: bool, rows: str) ->
         return analysis.views["kernel"][include_io]
     rec = roofline.scoped_op_records(analysis, "Total", include_io, "op", split_by="fingerprint")
     if SHAPES_COLUMN not in rec.columns:
-        rec.columns[SHAPES_COLUMN] = shapes_text(rec.columns["fingerprint"])
+        columns = rec.columns
+        columns[SHAPES_COLUMN] = shapes_text(columns["input_dims"], columns["fingerprint"])
     return rec
 
 
-def shapes_text(fingerprints: np.ndarray) -> np.ndarray:
-    """The input dims of `shapes:` fingerprints (`[[8,3],[3]]`), the grid of `grid:` ones
-    (`grid [128,1,1]`), "" for the others."""
-    lookup = {}
-    for f in distinct_strings(fingerprints):
-        s = str(f)
-        lookup[f] = (
-            s[len(SHAPES) :]
-            if s.startswith(SHAPES)
-            else "grid " + s[len(GRID) :]
-            if s.startswith(GRID)
-            else ""
-        )
-    out = np.empty(len(fingerprints), dtype=object)
-    out[:] = [lookup[f] for f in fingerprints.tolist()]
+def shapes_text(dims: np.ndarray, fingerprints: np.ndarray) -> np.ndarray:
+    """Per record the text of its input dims (`[[8,3],[3]]`); where it has none, the launch
+    grid a kernel's `grid:` fingerprint names (`grid [128,1,1]`: kernels keep no grid as
+    data); "" for the others."""
+    out = np.empty(len(dims), dtype=object)
+    out[:] = [
+        dims_text(d)
+        if d is not None
+        else "grid " + f[len(GRID) :]
+        if str(f).startswith(GRID)
+        else ""
+        for d, f in zip(dims.tolist(), fingerprints.tolist())
+    ]
     return out
 
 

@@ -186,7 +186,7 @@ def _gpu_tables(out: _Tables, col, c, tree, ranks, host, step_spans, op_step, ca
         lambda kind, nm: transfers(kind, nm, np.zeros(len(kind)))[2],
         causes,
         launches=kineto_timeline.gpu_launches(c, col.launch_alias, col.host_calls),
-        cost_fp=c.cost_fp,
+        cost_dims=c.cost_dims,
     )
     return notes + tables.cpu_ops_skipped(c, tree, links)
 
@@ -218,7 +218,7 @@ def _cpu_tables(out: _Tables, col, c, tree, host, step_spans, op_step, causes) -
         c.costs,
         [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans],
         causes,
-        c.cost_fp,
+        c.cost_dims,
     )
     out.shapes = kineto_timeline.op_shapes(
         rows,

@@ -98,10 +98,10 @@ def depths(parent: np.ndarray) -> np.ndarray:
 
 def inner_precision(c: Columns, tree: Nesting, add_cost, cost_shapes: list) -> int:
     """Give each contraction row op the precision of its deepest nested call of the same
-    category with a formula, where that differs: a new cost id (`add_cost(c, cost,
-    fingerprint)`) with the row op's FLOPs, bytes and shapes (`cost_shapes`, by cost id,
-    extended) and that precision. The FLOPs are the same; the bytes stay the outer call's.
-    Returns the row ops changed."""
+    category with a formula, where that differs: a new cost id (`add_cost(c, cost, base
+    cost id)`, its input dims kept) with the row op's FLOPs, bytes and shapes (`cost_shapes`,
+    by cost id, extended) and that precision. The FLOPs are the same; the bytes stay the
+    outer call's. Returns the row ops changed."""
     n = c.n_ops
     if not n:
         return 0
@@ -127,7 +127,7 @@ def inner_precision(c: Columns, tree: Nesting, add_cost, cost_shapes: list) -> i
     for r, p in zip(rows[change].tolist(), want[change].tolist()):
         key = (int(c.op_cost[r]), p)
         if key not in made:
-            made[key] = add_cost(c, c.costs[key[0]]._replace(precision=p), c.cost_fp[key[0]])
+            made[key] = add_cost(c, c.costs[key[0]]._replace(precision=p), key[0])
             shape = cost_shapes[key[0]] if key[0] < len(cost_shapes) else None
             cost_shapes.extend([None] * (made[key] - len(cost_shapes)) + [shape])
         c.op_cost[r] = made[key]

@@ -50,7 +50,8 @@ class Columns:
     costs: list  # torch_flops.OpCost per cost id, plus the unknown one
     cost_flops: np.ndarray
     cost_bytes: np.ndarray
-    cost_fp: np.ndarray
+    cost_fp: np.ndarray  # per cost id: the `shapes:` text of its input dims, "" unknown
+    cost_dims: np.ndarray  # per cost id: its input dims as data (tuples), None unknown
     op_has_formula: np.ndarray
     name_units: np.ndarray  # per name: the unit a GEMM-like kernel name says ran, else ""
     # Set by the comms stage (readers/kineto/comms.py), empty before it: per op, the bytes over
@@ -64,6 +65,14 @@ class Columns:
     @property
     def n_ops(self) -> int:
         return len(self.op_ts)
+
+
+def values_array(values: list) -> np.ndarray:
+    """An object array of one item per value (a tuple stays one item, not a row)."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
 
 
 def _int64(a) -> np.ndarray:
@@ -160,6 +169,7 @@ def to_columns(col: Collector) -> Columns:
         cost_flops=np.array([c.flops for c in col.costs] + [0.0]),
         cost_bytes=np.array([c.bytes for c in col.costs] + [0.0]),
         cost_fp=np.array(col.cost_fingerprints + [""], dtype=object),
+        cost_dims=values_array(col.cost_dims + [None]),
         op_has_formula=cost_formula[op_cost],
         name_units=kernel_unit_labels(names)
         if len(col.gpu_ts)

@@ -83,18 +83,20 @@ def apply_facts(c: Columns, col: Collector, order, parent) -> np.ndarray:
         if cid is None:
             cost = fact_cost(kind, in_b, out_b, n, prec)
             cost = cost._replace(precision=torch_flops.precision_label(cost.precision))
-            cid = made[key] = _add_cost(c, cost, fingerprint)
+            cid = made[key] = _add_cost(c, cost, c.op_cost[op])
         c.op_cost[op] = cid
         c.op_has_formula[op] = True
     return ranks
 
 
-def _add_cost(c: Columns, cost, fingerprint: str) -> int:
-    """Append a cost id (after the unknown-cost entry, which keeps its id)."""
+def _add_cost(c: Columns, cost, base: int) -> int:
+    """Append a cost id (after the unknown-cost entry, which keeps its id) with the input
+    dims, and their text, of cost id `base`."""
     c.costs.append(cost)
     c.cost_flops = np.r_[c.cost_flops, cost.flops]
     c.cost_bytes = np.r_[c.cost_bytes, cost.bytes]
-    c.cost_fp = np.r_[c.cost_fp, np.array([fingerprint], dtype=object)]
+    c.cost_fp = np.r_[c.cost_fp, c.cost_fp[base : base + 1]]
+    c.cost_dims = np.r_[c.cost_dims, c.cost_dims[base : base + 1]]
     return len(c.costs) - 1
 
 

@@ -202,13 +202,11 @@ def uncosted_ops(ops, top: int = 5, floor: float = 0.01, replayed=frozenset()) -
         return []
     names = np.asarray(ops["operation"], dtype=object)[unknown]
     sources = np.asarray(ops["flops_source"], dtype=object)[unknown]  # "bytes": bytes only
-    # Whether any call of a name recorded shapes (its fingerprint holds its input dims).
+    # Whether any call of a name recorded shapes (input dims known).
     recorded = {
         n
-        for n, f in zip(
-            names.tolist(), np.asarray(ops["fingerprint"], dtype=object)[unknown].tolist()
-        )
-        if str(f).startswith("shapes:")
+        for n, d in zip(names.tolist(), np.asarray(ops["input_dims"], dtype=object)[unknown])
+        if d is not None
     }
     # (object arrays as they are: a fixed-width copy is as wide as the longest name, per row)
     name_u, name_i = np.unique(names, return_inverse=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import array
 import re
 
-from tb_roofline.costs.hlo.fingerprint import grid_fingerprint, shapes_fingerprint
+from tb_roofline.costs.hlo.fingerprint import grid_fingerprint, input_dims, shapes_fingerprint
 from tb_roofline.costs.torch import custom_ops as torch_custom_ops
 from tb_roofline.costs.torch import engine_labels, serving_ops
 from tb_roofline.costs.torch import flops as torch_flops
@@ -81,7 +81,8 @@ class Collector:
         self.op_cost = array.array("q")
         self.costs: list = []
         self.cost_shapes: list = []  # per cost: shape_facts.torch_shape(...) or None
-        self.cost_fingerprints: list[str] = []  # per cost id: the op's input shapes
+        self.cost_fingerprints: list[str] = []  # per cost id: its input dims' `shapes:` text
+        self.cost_dims: list = []  # per cost id: its input dims as tuples, None unknown
         self._cost_index: dict = {}
         # gpu activity
         self.gpu_kind = array.array("b")
@@ -96,7 +97,8 @@ class Collector:
         self.gpu_grid = array.array("q")  # index into `grids`
         self.grids: dict[str, int] = {"": 0}
         self._grid_values: dict[tuple, int] = {}  # a grid of ints -> its id in `grids`
-        self._shape_texts: dict[str, str] = {}  # repr of recorded dims -> their `shapes:` text
+        # repr of recorded dims -> (the dims as tuples, their `shapes:` text)
+        self._recorded_dims: dict[str, tuple] = {}
         # runtime (launch) events
         self.rt_corr = array.array("q")
         self.rt_ext = array.array("q")
@@ -168,6 +170,7 @@ class Collector:
                 )
                 self.cost_shapes.append(None)
                 self.cost_fingerprints.append("")
+                self.cost_dims.append(None)
                 self.cost_negative.append(False)
             return idx
         types = args.get("Input type")
@@ -196,19 +199,24 @@ class Collector:
             idx = self._cost_index[key] = len(self.costs)
             self.costs.append(cost)
             self.cost_shapes.append(None if negative else torch_shape(name, dims, types, concrete))
-            self.cost_fingerprints.append(self.shapes_text(dims, dims_key))
+            dims_data, text = self.recorded_dims(dims, dims_key)
+            self.cost_fingerprints.append(text)
+            self.cost_dims.append(dims_data)
             self.cost_negative.append(negative)
             if not negative and cost.source == "none" and serving_ops.is_serving_attention(name):
                 self.attention_calls[idx] = (name, args)
         return idx
 
-    def shapes_text(self, dims, dims_key: str) -> str:
-        """The `shapes:` text of an op's recorded dims, made once per distinct dims (`dims_key`:
-        their repr, which tells apart what JSON does) and shared by every cost that has them."""
-        text = self._shape_texts.get(dims_key)
-        if text is None:
-            text = self._shape_texts[dims_key] = shapes_fingerprint(dims)
-        return text
+    def recorded_dims(self, dims, dims_key: str) -> tuple:
+        """(the dims as data, their `shapes:` text) of an op's recorded `Input Dims`, made once
+        per distinct dims (`dims_key`: their repr, which tells apart what JSON does) and shared
+        by every cost that has them; (None, "") when they hold no dims (not a list)."""
+        made = self._recorded_dims.get(dims_key)
+        if made is None:
+            data = input_dims(dims)
+            made = (data, shapes_fingerprint(data) if data is not None else "")
+            self._recorded_dims[dims_key] = made
+        return made
 
     def grid_id(self, grid) -> int:
         """The id of a kernel's launch grid in `grids`, looked up by its value: its text

@@ -65,10 +65,12 @@ def add_grouped(
     fingerprint=None,
     interconnect=None,
     collective=None,
+    input_dims=None,
 ):
     """Sum rows sharing (core, op, category, precision, source, caveat, fingerprint, step) and
     add them. `hbm` defaults to all bytes; a cost source says whether FLOPs and bytes are
-    known; `fingerprint`: input shapes (ops) or launch grid (kernels), "" when unknown."""
+    known; `fingerprint`: input shapes (ops) or launch grid (kernels), "" when unknown;
+    `input_dims`: the ops' input dims as data (one per fingerprint: the text renders them)."""
     if not len(op):
         return
     n_rows = len(op)
@@ -102,6 +104,7 @@ def add_grouped(
         flops_source=src[first],
         caveat=caveat[first],
         fingerprint=fingerprint[first],
+        input_dims=None if input_dims is None else input_dims[first],
         collective=collective[first],
         flops_known=known,
         bytes_known=(known & ~counted) | bytes_only,
@@ -132,6 +135,7 @@ def add_cost_rows(
     fingerprint=None,
     interconnect=None,
     collective=None,
+    input_dims=None,
 ):
     """Rows labelled by their cost ids (category, precision, cost source), grouped."""
     cats = np.array([costs[c].category for c in cost_ids.tolist()], dtype=object)
@@ -153,6 +157,7 @@ def add_cost_rows(
         fingerprint=fingerprint,
         interconnect=interconnect,
         collective=collective,
+        input_dims=input_dims,
     )
 
 

@@ -86,6 +86,7 @@ def _add_cost(col, key, cost, base: int) -> int:
         col.costs.append(cost)
         col.cost_shapes.append(col.cost_shapes[base])
         col.cost_fingerprints.append(col.cost_fingerprints[base])
+        col.cost_dims.append(col.cost_dims[base])
         col.cost_negative.append(False)
     return idx
 

@@ -134,6 +134,7 @@ def _op_call_rows(builder, host, c, links, att, op_step, cost_shapes) -> tuple[d
         np.where(owner, c.cost_bytes[c_ids], 0.0),
         owner.astype(np.int64),
         fingerprint=c.cost_fp[c_ids],
+        input_dims=c.cost_dims[c_ids],
         interconnect=np.where(owner, c.op_ic[inv_u], 0.0),
         collective=np.where(side_u, "", c.op_coll[inv_u]),
     )
@@ -327,6 +328,7 @@ def cpu_rows(builder, host: str, c, tree, op_step) -> tuple[np.ndarray, np.ndarr
         c.cost_bytes[c_ids],
         occurrences=np.ones(len(rows), np.int64),
         fingerprint=c.cost_fp[c_ids],
+        input_dims=c.cost_dims[c_ids],
         interconnect=c.op_ic[rows],
         collective=c.op_coll[rows],
     )

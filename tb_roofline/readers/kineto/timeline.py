@@ -12,7 +12,7 @@ import numpy as np
 
 from tb_roofline.costs.torch import flops as torch_flops
 from tb_roofline.readers import kernel_names
-from tb_roofline.readers.common import longest_matmul_unit, op_call_precision
+from tb_roofline.readers.common import group_codes, longest_matmul_unit, op_call_precision
 from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET  # noqa: F401
 from tb_roofline.table.timeline import (
     BLOCKING_COPY_CALLS,
@@ -132,13 +132,13 @@ def gpu_timeline(
     caveat_of,
     causes=None,
     launches=None,
-    cost_fp=None,
+    cost_dims=None,
 ):
     """The timeline of a GPU trace; `caveat_of(kind, names)` gives the memcpy caveats the op
     table uses (host / peer transfers); `causes`: idle_causes(...) (host spans, ps);
-    `launches`: gpu_launches(...) (when each activity was launched); `cost_fp`: per cost id,
-    the `shapes:` fingerprint of the call's recorded tensors (pairs of kernels are told apart
-    by the calls that launched them)."""
+    `launches`: gpu_launches(...) (when each activity was launched); `cost_dims`: per cost id,
+    the input dims the call recorded, as data (pairs of kernels are told apart by the calls
+    that launched them)."""
     n = len(kind)
     tb = TimelineBuilder()
     if not n:
@@ -157,9 +157,9 @@ def gpu_timeline(
         _label_by_name(tb, labels, rest, kind, name_ids, kernel_name, name_units, caveats)
     label_ids, comm, fusible = labels
     shape = np.zeros(n, np.int64)
-    if len(att) and cost_fp is not None:
+    if len(att) and cost_dims is not None:
         invs, inv_of = np.unique(row[att], return_inverse=True)
-        shape[att] = tb.shape_ids(cost_fp[op_cost[invs]].tolist())[inv_of.reshape(-1)]
+        shape[att] = _shape_ids(tb, cost_dims, op_cost[invs])[inv_of.reshape(-1)]
     begin = np.round(ts_ns * 1000.0)
     end = begin + np.round(dur_ns * 1000.0)
     launch = None
@@ -248,11 +248,11 @@ def cpu_timeline(
     costs,
     comm_spans=(),
     causes=None,
-    cost_fp=None,
+    cost_dims=None,
 ):
     """The timeline of a CPU-only trace: top-level ops on their threads, plus the collectives'
     annotated runs on their backend threads (`comm_spans`: (thread, ts ns, dur ns, name); the
-    op that issues a collective returns before it completes). `cost_fp`: as gpu_timeline."""
+    op that issues a collective returns before it completes). `cost_dims`: as gpu_timeline."""
     tb = TimelineBuilder()
     top = np.flatnonzero(parent < 0)
     if not len(top) or not spans:
@@ -275,8 +275,8 @@ def cpu_timeline(
     end = begin + np.round(dur_ns[top] * 1000.0)
     lanes = thread[top]
     shape = (
-        tb.shape_ids(cost_fp[op_cost[top]].tolist())
-        if cost_fp is not None
+        _shape_ids(tb, cost_dims, op_cost[top])
+        if cost_dims is not None
         else np.zeros(len(top), np.int64)
     )
     if comm_spans:
@@ -304,6 +304,13 @@ def cpu_timeline(
         shape=shape,
     )
     return tb.build()
+
+
+def _shape_ids(tb: TimelineBuilder, cost_dims: np.ndarray, cost_ids: np.ndarray) -> np.ndarray:
+    """`tb.shape_ids` of these calls' input dims, each distinct cost id's dims interned once (in
+    order of first call): a tuple is hashed again each time, unlike a string."""
+    codes, first = group_codes(cost_ids)
+    return tb.shape_ids(cost_dims[cost_ids[first]].tolist())[codes]
 
 
 def op_kernels(labels, group_of, kernel_name_ids, names, dur_ns) -> dict:
