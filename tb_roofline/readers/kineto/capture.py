@@ -39,6 +39,8 @@ class CaptureCollector(Collector):
     """A collector that also keeps what a capture trace needs: each op event, each kernel
     launch with its kernel name, and the capture windows."""
 
+    COLUMNS = False  # its own add_op and _runtime read each event
+
     def __init__(self):
         super().__init__()
         self.raw_ops: list = []  # (thread, ts ns, dur ns, name, args, ext)
