@@ -53,6 +53,8 @@ CATEGORY = {
     "cuda_profiler_range": SIDE,
 }
 SIDE_PHASES = frozenset({"C", "i"})  # counters, the record window's end
+COMM_OP = "record_param_comms"
+_CLASS = {("X", cat): code for cat, code in CATEGORY.items()}  # (ph, cat) -> its class
 _PH, _CAT, _NAME = (operator.attrgetter(k) for k in ("ph", "cat", "name"))
 _PID, _TID, _TS, _DUR, _ARGS = (operator.attrgetter(k) for k in ("pid", "tid", "ts", "dur", "args"))
 _EXT, _CORR, _COLL = (operator.attrgetter(k) for k in ("ext", "corr", "collective"))
@@ -88,26 +90,27 @@ def decoder(columns: bool = True):
     return decode_batch if columns else decode_structs
 
 
-def decode_structs(text: str) -> list:
+def decode_structs(text: str, known: dict | None = None) -> list:
     return fast_json.batch_structs(fast_json.decode(text))
 
 
-def decode_batch(text: str):
+def decode_batch(text: str, known: dict | None = None):
     batch = fast_json.decode(text)
     try:
-        prepared = prepare(batch)
+        prepared = prepare(batch, known)
     except (TypeError, ValueError, OverflowError, BadEvent):
         raise fast_json.Refused from None
     return fast_json.batch_structs(batch) if prepared is None else prepared
 
 
-def prepare(batch: list) -> Prepared | None:
-    """The batch as columns (raises what refuses it; None: left to the per-event path)."""
+def prepare(batch: list, known: dict | None = None) -> Prepared | None:
+    """The batch as columns (raises what refuses it; None: left to the per-event path).
+    `known`: the cost keys the collector has met (read, not changed)."""
     n = len(batch)
     phs = list(map(_PH, batch))
-    code = np.fromiter(map(CATEGORY.get, map(_CAT, batch), repeat(0)), np.int8, n)
-    code[~np.fromiter(map(operator.eq, phs, repeat("X")), bool, n)] = 0
-    code[np.fromiter(map(SIDE_PHASES.__contains__, phs), bool, n)] = SIDE
+    code = np.fromiter(map(_CLASS.get, zip(phs, map(_CAT, batch)), repeat(0)), np.int8, n)
+    if "C" in phs or "i" in phs:
+        code[np.fromiter(map(SIDE_PHASES.__contains__, phs), bool, n)] = SIDE
     side_pos = np.flatnonzero(code == SIDE)
     side = _pick(batch, side_pos)
     kinds = list(map(_annotation_kind, side))
@@ -118,9 +121,9 @@ def prepare(batch: list) -> Prepared | None:
     cpu_ev, rt_ev, gpu_ev = _pick(batch, cpu), _pick(batch, rt), _pick(batch, gpu)
     cpu_args = _args(cpu_ev, "cpu")
     gpu_args = _args(gpu_ev, "gpu")
-    if any(map(bytes, map(_COLL, cpu_args))) or any(map(bytes, map(_COLL, gpu_args))):
-        return None
     cpu_names, long_cpu = _names(cpu_ev, None)
+    if _has_collective(cpu_args, cpu_names) or any(map(bytes, map(_COLL, gpu_args))):
+        return None
     gpu_names, long_gpu = _names(gpu_ev, "")
     c = _cpu(cpu_ev, cpu_args, cpu_names)
     r = _runtime(rt_ev)
@@ -133,7 +136,7 @@ def prepare(batch: list) -> Prepared | None:
         long_names=long_cpu + long_gpu,
         threads=_first_met((c["keys"], cpu.tolist()), (rt_keys, rt_pos), (side_keys, side_threads)),
         names=_first_met((cpu_names, cpu.tolist()), (gpu_names, gpu.tolist())),
-        new_costs=_new_keys(c["cost_keys"], cpu_ev, lambda i: cpu_names[i]),
+        new_costs=_new_keys(c["cost_keys"], cpu_ev, cpu_names, known or {}),
         new_grids=[(k, fast_json._args(k) if k else None) for k in dict.fromkeys(g["grids"])],
         cpu=c,
         rt=r,
@@ -143,6 +146,14 @@ def prepare(batch: list) -> Prepared | None:
 
 def _category_masks(code):
     return code == CPU, code == RUNTIME, (code >= KERNEL) & (code <= MEMSET)
+
+
+def _has_collective(args: list, names: list) -> bool:
+    """Whether an op names the collective it runs (`record_param_comms` with a "Collective
+    name": the per-event path adds its fact in event order among the annotations')."""
+    if COMM_OP not in names:
+        return False
+    return any(bytes(a.collective) for a, x in zip(args, names) if x == COMM_OP)
 
 
 def _annotation_kind(ev) -> int:
@@ -205,10 +216,16 @@ def _ns(values: list, limit: int) -> np.ndarray:
     """Times (µs ints, or ns already: event_fields.Ns) as int64 ns; any other value, or one
     out of range, refuses the batch (the per-event path would count a bad event)."""
     n = len(values)
-    if not set(map(type, values)) <= {int, Ns}:
+    types = set(map(type, values))
+    if not types <= {int, Ns}:
         raise BadEvent
     raw = np.fromiter(values, np.int64, n)
-    is_ns = np.fromiter(map(isinstance, values, repeat(Ns)), bool, n)
+    if Ns not in types:  # µs only (ints)
+        is_ns = np.zeros(n, bool)
+    elif int not in types:  # ns only (the JSON had floats)
+        is_ns = np.ones(n, bool)
+    else:
+        is_ns = np.fromiter(map(isinstance, values, repeat(Ns)), bool, n)
     if np.any(np.abs(raw[~is_ns]) >= 2**53):
         raise BadEvent
     ns = np.where(is_ns, raw, raw * 1000)
@@ -227,7 +244,9 @@ def _times(events: list) -> tuple[np.ndarray, np.ndarray]:
 
 def _cpu(events: list, args: list, names: list) -> dict:
     ts, dur = _times(events)
-    texts = [list(map(bytes, map(get, args))) for get in _COST_KEY]
+    # an inductor kernel's cost also depends on its kernel_flop and kernel_num_gb
+    inductor = any(map(operator.methodcaller("startswith", "triton_"), names))
+    texts = [list(map(bytes, map(get, args))) for get in _COST_KEY[: 5 if inductor else 3]]
     return {
         "ts": ts,
         "dur": dur,
@@ -294,14 +313,16 @@ def _first_met(*sources) -> list:
     return sorted(first, key=first.__getitem__)
 
 
-def _new_keys(keys: list, events: list, name_of) -> list:
-    """(key, name, args dict) of each distinct cost key's first op in the batch."""
+def _new_keys(keys: list, events: list, names: list, known: dict) -> list:
+    """(key, name, args dict) of the first op in the batch of each cost key not `known`."""
     first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
     out = []
     for k in dict.fromkeys(keys):
+        if k in known:
+            continue
         raw = events[first[k]].args
         args = {} if raw is fast_json.NO_VALUE else fast_json._args(raw)
-        out.append((k, name_of(first[k]), args))
+        out.append((k, names[first[k]], args))
     return out
 
 

@@ -123,6 +123,12 @@ else:
     DecodeError = (ValueError,)
 
 
+def truncated(exc: Exception) -> bool:
+    """Whether msgspec refused a text for ending inside a value (the batch was cut inside a
+    string): text that no JSON parser reads."""
+    return type(exc) is not Refused and str(exc).startswith("Input data was truncated")
+
+
 def decode(text: str) -> list:
     """The Events of a JSON array's text (DecodeError when msgspec refuses it)."""
     return _decoder.decode(text)
