@@ -413,7 +413,8 @@ def attach(col: Collector, path: str, load) -> None:
     col.notes += [_tie_note(n, firsts) for n, firsts in merged.ties]
     col.notes += _label_notes(col, merged.used, [files[i] for i in readable], labels)
     if not replayed:
-        replayed = sum(1 for c in col.gpu_corr if c in {g[0] for g in col.graph_launches})
+        graphs = {g[0] for g in col.graph_launches}  # once, not once per kernel
+        replayed = sum(1 for c in col.gpu_corr if c in graphs)
     if done == replayed:
         col.notes.append(
             Diagnostic(
