@@ -10,7 +10,8 @@ and only json.load and ours: the libraries that build the whole document would n
 - `ours`: read_kineto_file + analyze, with msgspec (the `fast` extra) and without it;
 - `decode+fields` for each JSON library importable here: the file decoded and the fields the
   reader uses read from every event (what choosing a library is about): the standard library,
-  orjson, msgspec typed decoding (readers/kineto/fast_json.py over the whole text), and
+  orjson, msgspec typed decoding (readers/kineto/fast_json.py `decode` and `batch_structs`
+  over the whole text), and
   pysimdjson's lazy parser;
 - HTA's `TraceAnalysis` when it is importable.
 
@@ -100,7 +101,7 @@ t0, c0 = time.perf_counter(), time.process_time()
 text = open(path).read()
 start = text.index("[", text.index('"traceEvents"'))
 end = text.rindex("]")
-events = fast_json.decode_batch(text[start : end + 1])
+events = fast_json.batch_structs(fast_json.decode(text[start : end + 1]))
 done(t0, n=len(events), version=msgspec.__version__)""",
     "pysimdjson lazy decode+fields": """
 import simdjson
