@@ -160,6 +160,16 @@ def measure(path: str, runs: int, env: dict, names) -> dict:
     }
 
 
+def settle(path: str) -> None:
+    """The new trace written back to disk and read once, before any measure: otherwise the
+    first measures run while the kernel writes its dirty pages back (seconds for hundreds of
+    MB), and each measure would pay for it unequally."""
+    os.sync()
+    with open(path, "rb") as f:
+        while f.read(1 << 24):
+            pass
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", default="5,20", help="copies of the source trace, per trace")
@@ -178,6 +188,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="bench_kineto_floor_") as tmp:
             path = os.path.join(tmp, "rank0.pt.trace.json")
             size = bench_kineto.generate(path, 0, repeats=rep)
+            settle(path)
             runs = 1 if rep in once else args.runs
             # the libraries that hold the whole document are measured on the smaller traces
             big = [n for n in names if n in ("json.load",) or n.startswith("ours")]
