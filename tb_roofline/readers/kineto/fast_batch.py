@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 
 import numpy as np
 
@@ -90,22 +90,24 @@ def decoder(columns: bool = True):
     return decode_batch if columns else decode_structs
 
 
-def decode_structs(text: str, known: dict | None = None) -> list:
+def decode_structs(text: str, seen: Collector | None = None) -> list:
     return fast_json.batch_structs(fast_json.decode(text))
 
 
-def decode_batch(text: str, known: dict | None = None):
+def decode_batch(text: str, seen: Collector | None = None):
     batch = fast_json.decode(text)
     try:
-        prepared = prepare(batch, known)
+        prepared = prepare(batch, seen)
     except (TypeError, ValueError, OverflowError, BadEvent):
         raise fast_json.Refused from None
     return fast_json.batch_structs(batch) if prepared is None else prepared
 
 
-def prepare(batch: list, known: dict | None = None) -> Prepared | None:
+def prepare(batch: list, seen: Collector | None = None) -> Prepared | None:
     """The batch as columns (raises what refuses it; None: left to the per-event path).
-    `known`: the cost keys the collector has met (read, not changed)."""
+    `seen`: the collector the batch goes to, read (not changed) for the threads, names and
+    costs it has already met."""
+    seen = seen or Collector()
     n = len(batch)
     phs = list(map(_PH, batch))
     code = np.fromiter(map(_CLASS.get, zip(phs, map(_CAT, batch)), repeat(0)), np.int8, n)
@@ -129,14 +131,16 @@ def prepare(batch: list, known: dict | None = None) -> Prepared | None:
     r = _runtime(rt_ev)
     g = _gpu(gpu_ev, gpu_args, gpu_names, code[gpu] - KERNEL)
     rt_keys = list(compress(r["keys"], r["registers"].tolist()))
-    rt_pos = rt[r["registers"]].tolist()
+    rt_pos = rt[r["registers"]]
     return Prepared(
         n=n,
         side=list(map(fast_json.read_dict, side)),
         long_names=long_cpu + long_gpu,
-        threads=_first_met((c["keys"], cpu.tolist()), (rt_keys, rt_pos), (side_keys, side_threads)),
-        names=_first_met((cpu_names, cpu.tolist()), (gpu_names, gpu.tolist())),
-        new_costs=_new_keys(c["cost_keys"], cpu_ev, cpu_names, known or {}),
+        threads=_first_met(
+            seen.threads, (c["keys"], cpu), (rt_keys, rt_pos), (side_keys, side_threads)
+        ),
+        names=_first_met(seen.names, (cpu_names, cpu), (gpu_names, gpu)),
+        new_costs=_new_keys(c["cost_keys"], cpu_ev, cpu_names, seen.raw_costs),
         new_grids=[(k, fast_json._args(k) if k else None) for k in dict.fromkeys(g["grids"])],
         cpu=c,
         rt=r,
@@ -163,7 +167,7 @@ def _annotation_kind(ev) -> int:
     return annotation_kind(ev.name)
 
 
-def _side_threads(side: list, kinds: list, positions: list) -> tuple[list, list]:
+def _side_threads(side: list, kinds: list, positions: list) -> tuple[list, np.ndarray]:
     """(pid, tid) and batch position of each annotation that registers its thread (a serving
     step's, a collective's run), where the per-event path registers it: after its times
     pass."""
@@ -176,7 +180,7 @@ def _side_threads(side: list, kinds: list, positions: list) -> tuple[list, list]
                 continue
             keys.append((ev.pid, ev.tid))
             pos.append(p)
-    return keys, pos
+    return keys, np.asarray(pos, np.int64)
 
 
 def _pick(batch: list, idx) -> list:
@@ -302,24 +306,28 @@ def _gpu(events: list, args: list, names: list, kind) -> dict:
     }
 
 
-def _first_met(*sources) -> list:
-    """The distinct keys of several (keys, event positions) sources, in the order of their
-    first event in the batch."""
+def _first_met(seen: dict, *sources) -> list:
+    """The distinct keys of several (keys, event positions) sources not `seen`, in the order
+    of their first event in the batch."""
+    new = [k for k in dict.fromkeys(chain.from_iterable(k for k, _ in sources)) if k not in seen]
+    if not new:  # the usual case after the first batches
+        return []
     first: dict = {}
     for keys, pos in sources:
-        for k, p in dict(zip(reversed(keys), reversed(pos))).items():
+        for k, p in dict(zip(reversed(keys), reversed(pos.tolist()))).items():
             if p < first.get(k, p + 1):
                 first[k] = p
-    return sorted(first, key=first.__getitem__)
+    return sorted(new, key=first.__getitem__)
 
 
 def _new_keys(keys: list, events: list, names: list, known: dict) -> list:
     """(key, name, args dict) of the first op in the batch of each cost key not `known`."""
+    new = [k for k in dict.fromkeys(keys) if k not in known]
+    if not new:
+        return []
     first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
     out = []
-    for k in dict.fromkeys(keys):
-        if k in known:
-            continue
+    for k in new:
         raw = events[first[k]].args
         args = {} if raw is fast_json.NO_VALUE else fast_json._args(raw)
         out.append((k, names[first[k]], args))

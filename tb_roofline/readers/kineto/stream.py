@@ -83,7 +83,7 @@ class _JsonStream:
         self.saw_events = False
         self.shifted = 0  # characters dropped from the front of buf so far
         self.columns = True  # batches may be appended as columns (Collector.COLUMNS)
-        self.known_costs: dict = {}  # the collector's cost keys (fast_batch.prepare)
+        self.collector = None  # what the batches go to (fast_batch.prepare reads what it met)
 
     def _more(self) -> bool:
         text = self.src.read()
@@ -198,7 +198,7 @@ class _JsonStream:
                 text = "[" + buf[pos : cut + 1] + "]"
                 if typed is not None:
                     try:
-                        batch, structs = typed(text, self.known_costs), True
+                        batch, structs = typed(text, self.collector), True
                     except fast_json.DecodeError as exc:  # what it refuses, the standard
                         if fast_json.truncated(exc):  # path judges; but a cut inside a
                             end = cut  # string is no batch for either: cut earlier
@@ -274,7 +274,7 @@ def load_kineto(
             # The JSON text a .gz inflates to is limited like a file: it is what costs time.
             src = _TextSource(f, max_bytes)
             stream = _JsonStream(src)
-            stream.columns, stream.known_costs = col.COLUMNS, col.raw_costs
+            stream.columns, stream.collector = col.COLUMNS, col
             stream.parse(on_key, on_events)
     except ProfileTooLargeError as exc:  # (its kind kept: out of memory is retried later)
         raise type(exc)(f"{base} {exc}") from None
