@@ -202,10 +202,13 @@ class Collector:
             if negative or cost.flops < 0 or cost.bytes < 0:
                 cost = cost._replace(flops=0.0, bytes=0.0, source="none", comm=())
             cost = cost._replace(precision=torch_flops.precision_label(cost.precision))
+            # all made before any is kept: what raises (a malformed event) registers nothing
+            shape = None if negative else torch_shape(name, dims, types, concrete)
+            fingerprint = self.shapes_text(dims, dims_key)
             idx = self._cost_index[key] = len(self.costs)
             self.costs.append(cost)
-            self.cost_shapes.append(None if negative else torch_shape(name, dims, types, concrete))
-            self.cost_fingerprints.append(self.shapes_text(dims, dims_key))
+            self.cost_shapes.append(shape)
+            self.cost_fingerprints.append(fingerprint)
             self.cost_negative.append(negative)
             if not negative and cost.source == "none" and serving_ops.is_serving_attention(name):
                 self.attention_calls[idx] = (name, args)

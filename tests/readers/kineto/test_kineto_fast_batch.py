@@ -119,6 +119,16 @@ def test_odd_values_collect_alike(tmp_path, monkeypatch, odd):
     _same(_collected(fast), _collected(plain), "collector")
 
 
+def test_a_cost_that_raises_registers_nothing_either_way(tmp_path, monkeypatch):
+    """A cost whose inputs raise while it is worked out leaves nothing half-registered: every
+    op with those inputs is a bad event, on both paths."""
+    odd = _op("aten::conv2d", 7, 3, {"Input Dims": [[1], [2]], "Input type": [["a"]]})
+    path = _write(tmp_path / "w.pt.trace.json", (_crafted() + [odd]) * 50)
+    fast, plain, _ = _both(lambda: load_kineto(path), monkeypatch)
+    _same(_collected(fast), _collected(plain), "collector")
+    assert fast.bad_events == 50 and len(fast.costs) == len(fast.cost_shapes)
+
+
 def _outcome(path: str):
     """The collector, or the error, a read gives."""
     try:
