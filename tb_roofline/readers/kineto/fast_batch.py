@@ -7,9 +7,10 @@ judge otherwise (a missing time, a value out of range, an id beyond int64, JSON 
 library reads differently...) refuses the batch, which the standard library then decodes: so
 a damaged file gives the same events, counts and messages either way. Names, threads, costs
 and launch grids are interned in the order the per-event path meets them (each registered at
-its first event), so the ids, and everything built on them, are the same. A batch holding
-events whose effects interleave with the columns (collective facts, engine labels, serving
-steps, collectives' annotations) is left to the per-event path (`prepare` returns None).
+its first event, threads first met by a serving step's or a collective's annotation
+included), so the ids, and everything built on them, are the same. A batch holding events
+whose effects interleave with the columns (an op or NCCL kernel naming its collective, an
+engine label's op) is left to the per-event path (`prepare` returns None).
 """
 
 from __future__ import annotations
