@@ -10,7 +10,8 @@ and only json.load and ours: the libraries that build the whole document would n
 - `ours`: read_kineto_file + analyze, with msgspec (the `fast` extra) and without it;
 - `decode+fields` for each JSON library importable here: the file decoded and the fields the
   reader uses read from every event (what choosing a library is about): the standard library,
-  orjson, msgspec typed decoding (readers/kineto/fast_json.py over the whole text), and
+  orjson, msgspec typed decoding (readers/kineto/fast_json.py `decode` and `batch_structs`
+  over the whole text), and
   pysimdjson's lazy parser;
 - HTA's `TraceAnalysis` when it is importable.
 
@@ -100,7 +101,7 @@ t0, c0 = time.perf_counter(), time.process_time()
 text = open(path).read()
 start = text.index("[", text.index('"traceEvents"'))
 end = text.rindex("]")
-events = fast_json.decode_batch(text[start : end + 1])
+events = fast_json.batch_structs(fast_json.decode(text[start : end + 1]))
 done(t0, n=len(events), version=msgspec.__version__)""",
     "pysimdjson lazy decode+fields": """
 import simdjson
@@ -159,6 +160,16 @@ def measure(path: str, runs: int, env: dict, names) -> dict:
     }
 
 
+def settle(path: str) -> None:
+    """The new trace written back to disk and read once, before any measure: otherwise the
+    first measures run while the kernel writes its dirty pages back (seconds for hundreds of
+    MB), and each measure would pay for it unequally."""
+    os.sync()
+    with open(path, "rb") as f:
+        while f.read(1 << 24):
+            pass
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", default="5,20", help="copies of the source trace, per trace")
@@ -177,6 +188,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="bench_kineto_floor_") as tmp:
             path = os.path.join(tmp, "rank0.pt.trace.json")
             size = bench_kineto.generate(path, 0, repeats=rep)
+            settle(path)
             runs = 1 if rep in once else args.runs
             # the libraries that hold the whole document are measured on the smaller traces
             big = [n for n in names if n in ("json.load",) or n.startswith("ours")]

@@ -164,9 +164,9 @@ def group_codes(*keys) -> tuple[np.ndarray, np.ndarray]:
     """(codes, first): per row the index of its group (groups numbered in order of first
     appearance) and per group its first row. `keys`: equal-length sequences of hashables."""
     n_rows = len(keys[0]) if keys else 0
-    index: dict = {}
-    rows = zip(*(k.tolist() if isinstance(k, np.ndarray) else list(k) for k in keys))
-    codes = np.fromiter((index.setdefault(k, len(index)) for k in rows), np.int64, count=n_rows)
+    rows = list(zip(*(k.tolist() if isinstance(k, np.ndarray) else list(k) for k in keys)))
+    index = {k: i for i, k in enumerate(dict.fromkeys(rows))}  # in order of first appearance
+    codes = np.fromiter(map(index.__getitem__, rows), np.int64, count=n_rows)
     first = np.zeros(len(index), np.int64)
     first[codes[::-1]] = np.arange(n_rows)[::-1]
     return codes, first

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from itertools import repeat
 
 import numpy as np
 
@@ -205,11 +206,11 @@ def no_links() -> GpuLinks:
 def gpu_links(c: Columns, tree: Nesting, step_spans: Steps) -> GpuLinks:
     """GPU activity → launching runtime event → enclosing op → row op; its step from the
     launch time (the activity's own start when no launch matches)."""
-    rt_by_corr: dict[int, int] = {}
-    for i, k in enumerate(c.rt_corr.tolist()):
-        rt_by_corr.setdefault(k, i)
+    corr = c.rt_corr.tolist()
+    # each correlation id's first runtime event (the later of a pair is written last)
+    rt_by_corr = dict(zip(reversed(corr), range(len(corr) - 1, -1, -1)))
     gpu_rt = np.fromiter(
-        (rt_by_corr.get(k, -1) for k in c.gpu_corr.tolist()), np.int64, count=len(c.gpu_corr)
+        map(rt_by_corr.get, c.gpu_corr.tolist(), repeat(-1)), np.int64, count=len(c.gpu_corr)
     )
     linked = gpu_rt >= 0
     gpu_op = np.full(len(c.gpu_ts), -1, np.int64)

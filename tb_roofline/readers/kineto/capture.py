@@ -39,6 +39,8 @@ class CaptureCollector(Collector):
     """A collector that also keeps what a capture trace needs: each op event, each kernel
     launch with its kernel name, and the capture windows."""
 
+    COLUMNS = False  # its own add_op and _runtime read each event
+
     def __init__(self):
         super().__init__()
         self.raw_ops: list = []  # (thread, ts ns, dur ns, name, args, ext)
@@ -413,7 +415,8 @@ def attach(col: Collector, path: str, load) -> None:
     col.notes += [_tie_note(n, firsts) for n, firsts in merged.ties]
     col.notes += _label_notes(col, merged.used, [files[i] for i in readable], labels)
     if not replayed:
-        replayed = sum(1 for c in col.gpu_corr if c in {g[0] for g in col.graph_launches})
+        graphs = {g[0] for g in col.graph_launches}  # once, not once per kernel
+        replayed = sum(1 for c in col.gpu_corr if c in graphs)
     if done == replayed:
         col.notes.append(
             Diagnostic(

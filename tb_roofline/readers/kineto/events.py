@@ -60,12 +60,17 @@ HOST_CAUSE_CALLS = (
     | WAIT_CALLS
 )
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
+ANNOTATION_NONE, ANNOTATION_STEP, ANNOTATION_SERVING, ANNOTATION_LABEL, ANNOTATION_COMM = range(5)
 # Longer names are cut (with a diagnostic): what a trace keeps per distinct name is bounded.
 MAX_NAME_CHARS = 1024
 
 
 class Collector:
     """The events of one trace as columns (array.array), names and costs interned."""
+
+    # Batches may be appended whole as columns (fast_batch.py): False in a subclass that
+    # reads each event in its own methods.
+    COLUMNS = True
 
     def __init__(self):
         self.meta: dict = {}
@@ -84,6 +89,10 @@ class Collector:
         self.cost_fingerprints: list[str] = []  # per cost id: its input dims' `shapes:` text
         self.cost_dims: list = []  # per cost id: its input dims as tuples, None unknown
         self._cost_index: dict = {}
+        # the compiled path's keys (fast_batch.py): an op's name and cost inputs as JSON text,
+        # a kernel's grid as JSON text -> the id the per-event path gives them (-1: bad event)
+        self.raw_costs: dict = {}
+        self.raw_grids: dict = {}
         # gpu activity
         self.gpu_kind = array.array("b")
         self.gpu_ts = array.array("q")  # ns
@@ -196,11 +205,13 @@ class Collector:
             if negative or cost.flops < 0 or cost.bytes < 0:
                 cost = cost._replace(flops=0.0, bytes=0.0, source="none", comm=())
             cost = cost._replace(precision=torch_flops.precision_label(cost.precision))
+            # all made before any is kept: what raises (a malformed event) registers nothing
+            shape = None if negative else torch_shape(name, dims, types, concrete)
+            dims_data, fingerprint = self.recorded_dims(dims, dims_key)
             idx = self._cost_index[key] = len(self.costs)
             self.costs.append(cost)
-            self.cost_shapes.append(None if negative else torch_shape(name, dims, types, concrete))
-            dims_data, text = self.recorded_dims(dims, dims_key)
-            self.cost_fingerprints.append(text)
+            self.cost_shapes.append(shape)
+            self.cost_fingerprints.append(fingerprint)
             self.cost_dims.append(dims_data)
             self.cost_negative.append(negative)
             if not negative and cost.source == "none" and serving_ops.is_serving_attention(name):
@@ -303,26 +314,24 @@ class Collector:
         name = ev.get("name")
         if type(name) is not str:
             raise BadEvent
-        m = STEP_NAME.match(name)
-        if m:
-            step = int(m.group(1))
+        kind = annotation_kind(name)
+        if kind == ANNOTATION_STEP:
+            step = int(STEP_NAME.match(name).group(1))  # type: ignore[union-attr]
             if step > MAX_STEP:
                 raise BadEvent
             ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
             self.steps.append((step, ts, dur))
-        elif name.startswith(("step[", "execute_")):
-            facts = serving_steps.parse(name)
-            if facts is not None:
-                ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
-                thread = self.thread_id(ev.get("pid"), ev.get("tid"))
-                self.serving.append((thread, ts, dur, facts))
-        elif engine_labels.parse(name) is not None:
+        elif kind == ANNOTATION_SERVING:
+            ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
+            thread = self.thread_id(ev.get("pid"), ev.get("tid"))
+            self.serving.append((thread, ts, dur, serving_steps.parse(name)))
+        elif kind == ANNOTATION_LABEL:
             # an engine's scope naming its GEMM's shapes: an op of its own, costed from the
             # label, the row of the kernels launched inside it
             ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
             thread = self.thread_id(ev.get("pid"), ev.get("tid"))
             self.add_op(thread, ts, dur, name, {ENGINE_LABEL: True}, -1)
-        elif torch_flops.COMMUNICATION.search(name) or name.startswith("gloo:"):
+        elif kind == ANNOTATION_COMM:
             # A collective's run on its backend's thread (CPU timeline only).
             ts, dur = ts_ns(ev.get("ts")), dur_ns(ev.get("dur", 0))
             thread = self.thread_id(ev.get("pid"), ev.get("tid"))
@@ -417,6 +426,20 @@ class Collector:
         self.gpu_bytes.append(nbytes)
         self.gpu_stream.append(int_or(args.get("stream"), -1))
         self.gpu_grid.append(grid_i)
+
+
+def annotation_kind(name: str) -> int:
+    """What a `user_annotation` of this name adds: a step marker, a serving step, an engine
+    label's op, a collective's run, or nothing (ANNOTATION_NONE)."""
+    if STEP_NAME.match(name):
+        return ANNOTATION_STEP
+    if name.startswith(("step[", "execute_")):
+        return ANNOTATION_NONE if serving_steps.parse(name) is None else ANNOTATION_SERVING
+    if engine_labels.parse(name) is not None:
+        return ANNOTATION_LABEL
+    if torch_flops.COMMUNICATION.search(name) or name.startswith("gloo:"):
+        return ANNOTATION_COMM
+    return ANNOTATION_NONE
 
 
 def _fields(ev: dict, name_default) -> tuple[object, object, object, object, object, object]:

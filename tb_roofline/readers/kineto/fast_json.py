@@ -22,7 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tb_roofline.readers.kineto.event_fields import parse_float
+from tb_roofline.readers.kineto.event_fields import ns_hook, parse_float
+
+
+class Refused(Exception):
+    """A batch the compiled path does not take (a value of a type or range it does not
+    handle): the standard library decodes it."""
+
 
 try:
     import msgspec
@@ -47,47 +53,95 @@ READ_CATEGORIES = frozenset(
 
 if msgspec is not None:
     MISSING: Any = msgspec.UNSET
+    NO_VALUE = msgspec.Raw(b"")  # a key the args lack (JSON null is b"null")
 
     class Event(msgspec.Struct, gc=False):
         """One trace event: the keys the collector reads; where the event has none, what the
         collector's `ev.get(key, default)` reads (None, `dur` 0), and MISSING for `name`,
-        whose default depends on the category. `args` is its JSON text until `decode_batch`
-        decodes it."""
+        whose default depends on the category. Times are exact ns (`event_fields.Ns`) where
+        the JSON has a float, µs where an int. `args` is its JSON text until it is read. Types
+        are what real traces write: any other value refuses the batch (the standard path
+        then judges it)."""
 
-        ph: Any = None
-        cat: Any = None
-        name: Any = msgspec.UNSET
-        pid: Any = None
-        tid: Any = None
+        ph: str | None = None
+        cat: str | None = None
+        name: str | msgspec.UnsetType = msgspec.UNSET
+        pid: int | str | None = None
+        tid: int | str | None = None
         ts: Any = None
         dur: Any = 0
-        args: msgspec.Raw = None  # type: ignore[assignment]
+        args: msgspec.Raw = NO_VALUE
+
+    def _arg(key: str, default: Any = NO_VALUE) -> Any:
+        return msgspec.field(name=key, default=default)
+
+    class CpuArgs(msgspec.Struct, gc=False):
+        """What a `cpu_op` collects from its args (the cost's inputs as JSON text: the key of
+        its cost, decoded once per distinct key)."""
+
+        ext: int = _arg("External id", -1)
+        dims: msgspec.Raw = _arg("Input Dims")
+        types: msgspec.Raw = _arg("Input type")
+        concrete: msgspec.Raw = _arg("Concrete Inputs")
+        flop: msgspec.Raw = _arg("kernel_flop")
+        gb: msgspec.Raw = _arg("kernel_num_gb")
+        collective: msgspec.Raw = _arg("Collective name")
+
+    class RuntimeArgs(msgspec.Struct, gc=False):
+        """What a runtime call collects from its args."""
+
+        corr: int = _arg("correlation", -1)
+        ext: int = _arg("External id", -1)
+
+    class GpuArgs(msgspec.Struct, gc=False):
+        """What device activity collects from its args (`grid` as its JSON text: interned
+        by it)."""
+
+        device: int = _arg("device", 0)
+        nbytes: float = _arg("bytes", 0.0)
+        corr: int = _arg("correlation", -1)
+        ext: int = _arg("External id", -1)
+        stream: int = _arg("stream", -1)
+        grid: msgspec.Raw = _arg("grid")
+        collective: msgspec.Raw = _arg("Collective name")
 
     FIELDS: tuple = Event.__struct_fields__
-    _decoder: Any = msgspec.json.Decoder(list[Event], float_hook=parse_float)
+    _decoder: Any = msgspec.json.Decoder(list[Event], float_hook=ns_hook)
     _args = msgspec.json.Decoder(float_hook=parse_float).decode
-    DecodeError: Any = msgspec.DecodeError
+    ARGS_DECODERS: dict = {
+        kind: msgspec.json.Decoder(t).decode
+        for kind, t in (("cpu", CpuArgs), ("runtime", RuntimeArgs), ("gpu", GpuArgs))
+    }
+    DecodeError: Any = (msgspec.DecodeError, Refused)
 else:
     MISSING = object()
+    NO_VALUE = None
     FIELDS = ()
     _decoder = None
-    DecodeError = ValueError
+    _args = None
+    ARGS_DECODERS = {}
+    DecodeError = (ValueError,)
 
 
-def decoder():
-    """The batch decoder (text -> list of Event, DecodeError for what it refuses), or None
-    without msgspec."""
-    return None if _decoder is None else decode_batch
+def truncated(exc: Exception) -> bool:
+    """Whether msgspec refused a text for ending inside a value (the batch was cut inside a
+    string): text that no JSON parser reads."""
+    return type(exc) is not Refused and str(exc).startswith("Input data was truncated")
 
 
-def decode_batch(text: str) -> list:
-    """The events of a JSON array's text, each read event's `args` decoded (DecodeError when
-    one refuses: the caller then gives the whole batch to the standard library)."""
-    batch = _decoder.decode(text)
+def decode(text: str) -> list:
+    """The Events of a JSON array's text (DecodeError when msgspec refuses it)."""
+    return _decoder.decode(text)
+
+
+def batch_structs(batch: list) -> list:
+    """The Events with each read event's `args` decoded (those of the others dropped):
+    what `Collector.on_structs` reads."""
     read, decode = READ_CATEGORIES, _args
     for ev in batch:
         raw = ev.args
-        if raw is None:
+        if raw is NO_VALUE:
+            ev.args = None
             continue
         ph = ev.ph
         if ph == "C" or (ph == "X" and type(ev.cat) is str and ev.cat in read):
@@ -101,3 +155,10 @@ def as_dict(ev) -> dict:
     """An Event as a dict the collector reads as it reads the standard path's (a key the
     event lacks is left out, or holds what `get` would default it to)."""
     return {k: v for k in FIELDS if (v := getattr(ev, k)) is not MISSING}
+
+
+def read_dict(ev) -> dict:
+    """An Event whose `args` is still its JSON text as the standard path's dict."""
+    d = as_dict(ev)
+    d["args"] = None if d["args"] is NO_VALUE else _args(d["args"])
+    return d

@@ -18,6 +18,19 @@ _HOST_COPY = re.compile(r"htod|dtoh|htoh|hosttodevice|devicetohost|hosttohost", 
 _PEER_COPY = re.compile(r"ptop|peer", re.I)
 
 
+_DEVICE, _TO_HOST, _PEER = 0, 1, 2
+
+
+def _copy_route(name: str) -> int:
+    """Where a memcpy of this name copies: between host and device, between devices (peer),
+    or within one device."""
+    if _HOST_COPY.search(name):
+        return _TO_HOST
+    if _PEER_COPY.search(name):
+        return _PEER
+    return _DEVICE
+
+
 def transfers(kind: np.ndarray, names: np.ndarray, nbytes: np.ndarray):
     """(HBM bytes, host-link bytes, caveat) of memcpy/memset activity: a host copy crosses the
     host link (never HBM), a device copy reads and writes HBM, a memset writes it, a peer copy
@@ -26,16 +39,17 @@ def transfers(kind: np.ndarray, names: np.ndarray, nbytes: np.ndarray):
     n = len(kind)
     hbm, host = np.zeros(n), np.zeros(n)
     caveat = np.full(n, "", dtype=object)
-    for i, (k, name, b) in enumerate(zip(kind.tolist(), names.tolist(), nbytes.tolist())):
-        if k == KIND_MEMSET:
-            hbm[i] = b
-        elif k == KIND_MEMCPY:
-            if _HOST_COPY.search(name):
-                host[i], caveat[i] = b, HOST_TRANSFER
-            elif _PEER_COPY.search(name):
-                caveat[i] = PEER_TRANSFER
-            else:
-                hbm[i] = 2 * b
+    b = np.asarray(nbytes, np.float64)
+    memset = np.asarray(kind) == KIND_MEMSET
+    hbm[memset] = b[memset]
+    copies = np.flatnonzero(np.asarray(kind) == KIND_MEMCPY)
+    copy_names = np.asarray(names, dtype=object)[copies].tolist()
+    routes = {x: _copy_route(x) for x in dict.fromkeys(copy_names)}  # once per distinct name
+    route = np.fromiter(map(routes.__getitem__, copy_names), np.int8, len(copies))
+    to_host, peer, device = (copies[route == r] for r in (_TO_HOST, _PEER, _DEVICE))
+    host[to_host], caveat[to_host] = b[to_host], HOST_TRANSFER
+    caveat[peer] = PEER_TRANSFER
+    hbm[device] = 2 * b[device]
     return hbm, host, caveat
 
 

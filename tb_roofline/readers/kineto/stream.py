@@ -20,7 +20,7 @@ from tb_roofline import settings, storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.readers import meter
 from tb_roofline.readers.files import check_profile_file
-from tb_roofline.readers.kineto import fast_json
+from tb_roofline.readers.kineto import fast_batch, fast_json
 from tb_roofline.readers.kineto.event_fields import parse_float as _parse_float
 from tb_roofline.readers.kineto.events import Collector
 
@@ -82,6 +82,8 @@ class _JsonStream:
         self.decoder = json.JSONDecoder(parse_float=_parse_float)
         self.saw_events = False
         self.shifted = 0  # characters dropped from the front of buf so far
+        self.columns = True  # batches may be appended as columns (Collector.COLUMNS)
+        self.collector = None  # what the batches go to (fast_batch.prepare reads what it met)
 
     def _more(self) -> bool:
         text = self.src.read()
@@ -173,7 +175,7 @@ class _JsonStream:
 
     def _events(self, on_events):
         loads = json.JSONDecoder(parse_float=_parse_float).decode
-        typed = fast_json.decoder()
+        typed = fast_batch.decoder(self.columns)
         while True:
             ch = self._skip_ws()
             if ch == "]":
@@ -196,9 +198,11 @@ class _JsonStream:
                 text = "[" + buf[pos : cut + 1] + "]"
                 if typed is not None:
                     try:
-                        batch, structs = typed(text), True
-                    except fast_json.DecodeError:  # what it refuses, the standard path judges
-                        pass
+                        batch, structs = typed(text, self.collector), True
+                    except fast_json.DecodeError as exc:  # what it refuses, the standard
+                        if fast_json.truncated(exc):  # path judges; but a cut inside a
+                            end = cut  # string is no batch for either: cut earlier
+                            continue
                 if batch is None:
                     try:
                         batch, structs = loads(text), False
@@ -245,7 +249,9 @@ def load_kineto(
                 f"holds more than {max_events:,} trace events, over the limit (set "
                 f"{MAX_EVENTS_ENV} to raise it)"
             )
-        if structs:
+        if isinstance(batch, fast_batch.Prepared):
+            fast_batch.commit(col, batch)
+        elif structs:
             col.on_structs(batch)
         else:
             col.on_events(batch)
@@ -268,6 +274,7 @@ def load_kineto(
             # The JSON text a .gz inflates to is limited like a file: it is what costs time.
             src = _TextSource(f, max_bytes)
             stream = _JsonStream(src)
+            stream.columns, stream.collector = col.COLUMNS, col
             stream.parse(on_key, on_events)
     except ProfileTooLargeError as exc:  # (its kind kept: out of memory is retried later)
         raise type(exc)(f"{base} {exc}") from None

@@ -193,20 +193,22 @@ def _collective_side_kernels(c, att, inv) -> np.ndarray:
     return coll & ~is_comm & np.isin(inv, calls_with_comm)
 
 
+def _kernel_category(name: str) -> str:
+    """The category of a kernel launched outside every op, by its name."""
+    if torch_flops.COMMUNICATION.search(name):
+        return torch_flops.category_of(name)
+    return kernel_names.kernel_category(name) or "other"
+
+
 def _outside_kernel_rows(builder, host, c, links, unatt, kernel_comm) -> None:
     """Rows of the kernels `unatt` launched outside every op, by kernel name; costed when their
     args name their collective (`kernel_comm`: comms.kernel_costs)."""
     names = c.names
     nm = names[c.gpu_name[unatt]]
-    cats = np.array(
-        [
-            torch_flops.category_of(x)
-            if torch_flops.COMMUNICATION.search(x)
-            else kernel_names.kernel_category(x) or "other"
-            for x in nm.tolist()
-        ],
-        dtype=object,
-    )
+    # judged once per distinct kernel name (names are long: a regex per kernel is slow)
+    used, at = np.unique(c.gpu_name[unatt], return_inverse=True)
+    judged = np.array([_kernel_category(x) for x in names[used].tolist()], dtype=object)
+    cats = judged[at.reshape(-1)]
     k_bytes, k_ic, k_known = kernel_comm
     srcs = np.where(k_known[unatt], "formula", "none").astype(object)
     cats[k_known[unatt]] = "communication"

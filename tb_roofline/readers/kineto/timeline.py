@@ -192,16 +192,19 @@ def _label_by_op(tb, labels, att, row, name_ids, names, op_name, op_cost, costs,
     label_ids, comm, fusible = labels
     invs, inv_of = np.unique(row[att], return_inverse=True)
     facts = []
-    for r in invs.tolist():
-        cost = costs[op_cost[r]]
-        label = (
-            "",
-            str(names[op_name[r]]),
-            op_call_precision(unit_of_inv.get(r, ""), cost.precision, cost.category),
-        )
-        facts.append(
-            (tb.label_id(label), is_communication(cost.category), is_fusible(cost.category))
-        )
+    memo: dict = {}  # (name, cost, unit) -> its facts: judged once per distinct call
+    for r, nm, ci in zip(invs.tolist(), op_name[invs].tolist(), op_cost[invs].tolist()):
+        unit = unit_of_inv.get(r, "")
+        fact = memo.get((nm, ci, unit))
+        if fact is None:
+            cost = costs[ci]
+            label = ("", str(names[nm]), op_call_precision(unit, cost.precision, cost.category))
+            fact = memo[nm, ci, unit] = (
+                tb.label_id(label),
+                is_communication(cost.category),
+                is_fusible(cost.category),
+            )
+        facts.append(fact)
     f = np.array(facts, np.int64).reshape(-1, 3)[inv_of.reshape(-1)]
     label_ids[att], fusible[att] = f[:, 0], f[:, 2] > 0
     # Communication is what communication kernels run (NCCL / RCCL, named so), not every
