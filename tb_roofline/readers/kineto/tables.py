@@ -81,6 +81,7 @@ def gpu_rows(
         c.gpu_fp,
         c.op_ic,
         kernel_comm,
+        c.op_coll,
     )
     return links.outside, shapes, op_kernels
 
@@ -206,7 +207,7 @@ def _outside_kernel_rows(builder, host, c, links, unatt, kernel_comm) -> None:
         ],
         dtype=object,
     )
-    k_bytes, k_ic, k_known = kernel_comm
+    k_bytes, k_ic, k_known, k_coll = kernel_comm
     srcs = np.where(k_known[unatt], "formula", "none").astype(object)
     cats[k_known[unatt]] = "communication"
     add_grouped(
@@ -224,6 +225,7 @@ def _outside_kernel_rows(builder, host, c, links, unatt, kernel_comm) -> None:
         np.ones(len(unatt), np.int64),
         fingerprint=c.gpu_fp[unatt],
         interconnect=k_ic[unatt],
+        collective=k_coll[unatt],
     )
 
 
