@@ -1,10 +1,10 @@
-"""Sliding-window attention clamped from the model's Hugging Face config (readers/model_config.py,
-readers/kineto/serving.py `layers_of_calls`, costs/torch/serving_ops.py `windowed_sums`) on the
-real B200 gpt-oss-120b vLLM prefill step (36 layers, alternate ones windowed to 128 keys). The
-expected counts are worked out here from the raw trace (the step's sums, each attention call's
-recorded shapes, the config's JSON) with vLLM's rule (tokens × min(context, window) per request),
-without the reader or the model; which calls are windowed is checked against the kernels the
-trace says each call launched."""
+"""Sliding-window attention clamped from the model's Hugging Face config
+(readers/model_config.py, readers/kineto/attention_windows.py `layers_of_calls`,
+costs/torch/serving_ops.py `windowed_sums`) on the real B200 gpt-oss-120b vLLM prefill step
+(36 layers, alternate ones windowed to 128 keys). The expected counts are worked out here from
+the raw trace (the step's sums, each attention call's recorded shapes, the config's JSON) with
+vLLM's rule (tokens × min(context, window) per request), without the reader or the model;
+which calls are windowed is checked against the kernels the trace says each call launched."""
 
 import json
 import os
