@@ -96,6 +96,12 @@ def current_signature(hostfile) -> tuple | None:
         return None
 
 
+def _same_version(current: tuple | None, sig: tuple) -> bool:
+    """Whether the file's identity asked now is the one `sig` (file identity, then its model
+    config's) was read from."""
+    return current is not None and sig[: len(current)] == current
+
+
 def max_file_bytes(max_file_mb: float | None = None) -> int:
     return int((max_file_mb or settings.number(settings.MAX_FILE_MB)) * (1 << 20))
 
@@ -393,7 +399,7 @@ class HostReader:
         if (
             self.disk_cache is not None
             and sig[1] <= self.max_file_bytes
-            and current_signature(hostfile) == sig[:3]
+            and _same_version(current_signature(hostfile), sig)
         ):
             self.disk_cache.put(DiskCache.key(sig, run.format, hostfile.host), result)
         return entry

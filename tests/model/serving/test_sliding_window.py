@@ -262,3 +262,28 @@ def test_windowed_sums_exact_or_bound():
     # contexts 10 and 200 under window 64: true Σ min = 74; the sums give min(210, 128) = 128
     mixed = PhaseSums(2, sq=2, sk=210, sqsq=2, sqsk=210)
     assert windowed_sums(mixed, 64) == (128, 128, False)
+
+
+def test_disk_cache_keys_hold_the_config(tmp_path, relabelled, cfg, monkeypatch):
+    """A converted trace goes to the disk cache under its file's identity and its config's: a
+    restart with the same config reads nothing, an edited config is a new conversion."""
+    from tb_roofline.execute import pool
+
+    monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", str(tmp_path / "cache"))
+    logdir = _logdir(tmp_path, relabelled)
+    first = RooflineService(logdir)
+    run = first.list_runs()["runs"][0]["run"]
+    flops, _ = _expected(_load(B200)["traceEvents"], cfg)
+    assert first.analysis(run, "").serving[0]["attention_flops"] == flops
+    with monkeypatch.context() as m:  # only the disk cache can answer
+        m.setattr(pool, "read_files", lambda *a, **k: pytest.fail("read a cached file"))
+        again = RooflineService(logdir)
+        assert again.analysis(run, "").serving[0]["attention_flops"] == flops
+    path = os.path.join(logdir, "gpt_oss", model_config.FILE_NAME)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({**cfg, "sliding_window": 64}, f)
+    read = []
+    real = pool.read_files
+    monkeypatch.setattr(pool, "read_files", lambda jobs, **k: read.append(jobs) or real(jobs, **k))
+    edited = RooflineService(logdir).analysis(run, "").serving[0]["attention_flops"]
+    assert len(read) == 1 and edited == 18 * 4 * 8 * 64 * (SQSK + SQ * 64)
