@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 
 from tb_roofline import errors, settings, storage
-from tb_roofline.readers import model_config
-from tb_roofline.serve.service import workload_file
+
+# readers/model_config.py FILE_NAME: the readers package loads numpy, which listing runs must not
+FILE_NAME = "model_config.json"
 
 
 def config_path(explicit: str | None, run, profile_path: str, logdir: str | None) -> str | None:
@@ -21,7 +22,9 @@ def config_path(explicit: str | None, run, profile_path: str, logdir: str | None
         return None
     path = explicit or settings.text(settings.MODEL_CONFIG) or None
     if path is None and not storage.is_remote(profile_path):
-        path = workload_file.nearest_file(profile_path, logdir, model_config.FILE_NAME)
+        from tb_roofline.serve.service import workload_file  # late: it loads the model
+
+        path = workload_file.nearest_file(profile_path, logdir, FILE_NAME)
     return path
 
 
@@ -41,6 +44,8 @@ def windows(path: str | None):
     user's error, naming it."""
     if path is None:
         return None
+    from tb_roofline.readers import model_config  # late: listing runs needs no reader
+
     try:
         return model_config.load(path)
     except model_config.ModelConfigError as exc:

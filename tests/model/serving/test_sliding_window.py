@@ -287,3 +287,9 @@ def test_disk_cache_keys_hold_the_config(tmp_path, relabelled, cfg, monkeypatch)
     monkeypatch.setattr(pool, "read_files", lambda jobs, **k: read.append(jobs) or real(jobs, **k))
     edited = RooflineService(logdir).analysis(run, "").serving[0]["attention_flops"]
     assert len(read) == 1 and edited == 18 * 4 * 8 * 64 * (SQSK + SQ * 64)
+
+
+def test_the_service_looks_for_the_readers_file_name():
+    from tb_roofline.serve.service import model_config_file
+
+    assert model_config_file.FILE_NAME == model_config.FILE_NAME
