@@ -69,6 +69,13 @@ class BadEngineMetricsFileError(tb_errors.PublicError):
     code = "bad_engine_metrics_file"
 
 
+class BadModelConfigFileError(tb_errors.PublicError):
+    """A model config (model_config.json, --model-config) that cannot be used."""
+
+    http_code = 422
+    code = "bad_model_config_file"
+
+
 class ProfileIncompletePublicError(tb_errors.PublicError):
     http_code = 503
     code = "profile_incomplete"

@@ -50,6 +50,7 @@ MAX_ANSWER_MB = Number("TB_ROOFLINE_MAX_ANSWER_MB", 32, 0, exclusive=True)
 CACHE_DIR = "TB_ROOFLINE_CACHE_DIR"
 DEVICE_FILE = "TB_ROOFLINE_DEVICE_FILE"
 ENGINE_METRICS = "TB_ROOFLINE_ENGINE_METRICS"
+MODEL_CONFIG = "TB_ROOFLINE_MODEL_CONFIG"
 SCHEDULER = "TB_ROOFLINE_SCHEDULER"
 NUMBERS = (
     MAX_FILE_MB,
@@ -221,6 +222,13 @@ ROWS = (
         "a serving engine's saved `/metrics` (vLLM or SGLang with `--enable-mfu-metrics`) whose "
         "FLOP and byte counters the guidance sets beside the profile's, per serving step, "
         "where no `engine_metrics.prom` lies beside the profile or above it (docs/serving.md)",
+        "",
+    ),
+    (
+        MODEL_CONFIG,
+        "a serving model's Hugging Face `config.json` whose sliding-window layers clamp the "
+        "attention counts of a PyTorch serving trace, in place of the nearest "
+        "`model_config.json` beside the profile or above it (docs/serving.md)",
         "",
     ),
     (

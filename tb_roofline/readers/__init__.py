@@ -17,17 +17,24 @@ if TYPE_CHECKING:  # numpy is imported by the reader that runs, not by this pack
 
 
 def read_profile_file(
-    path: str, fmt: str, host: str, max_bytes: int | None = None, progress=None, plan=None
+    path: str,
+    fmt: str,
+    host: str,
+    max_bytes: int | None = None,
+    progress=None,
+    plan=None,
+    windows=None,
 ) -> ProfileData:
     """`progress(done, total)`, when given, is called as the reader advances; `plan` is an
-    XSpace file's layout when the caller has worked it out (readers/units.py).
+    XSpace file's layout when the caller has worked it out (readers/units.py); `windows` a
+    serving model's sliding-window layers (readers/model_config.py, Kineto traces only).
 
     Running out of memory is a `ProfileOutOfMemoryError` (a 413: the server keeps serving the
     rest; the service remembers failures per file version, so a file that takes a lot of
     memory to refuse is not read again by every request)."""
     out_of_memory = False
     try:
-        return _read(path, fmt, host, max_bytes, progress, plan)
+        return _read(path, fmt, host, max_bytes, progress, plan, windows)
     except storage.StorageTimeoutError as exc:  # the store stalled mid-read: a 504, not a 422
         raise ProfileStoreTimeoutError(f"{os.path.basename(path)}: {exc}") from None
     except MemoryError:
@@ -41,7 +48,7 @@ def read_profile_file(
     )
 
 
-def _read(path, fmt, host, max_bytes, progress, plan=None) -> ProfileData:
+def _read(path, fmt, host, max_bytes, progress, plan=None, windows=None) -> ProfileData:
     if fmt == "xplane":
         from tb_roofline.readers.xspace.read import read_xspace_file
 
@@ -49,5 +56,5 @@ def _read(path, fmt, host, max_bytes, progress, plan=None) -> ProfileData:
     if fmt == "kineto":
         from tb_roofline.readers.kineto import read_kineto_file
 
-        return read_kineto_file(path, host, max_bytes=max_bytes, progress=progress)
+        return read_kineto_file(path, host, max_bytes=max_bytes, progress=progress, windows=windows)
     raise ProfileFormatError(f"{fmt} profiles are not supported")

@@ -61,12 +61,13 @@ class Conversion:
 
 
 def plan(jobs: list, workers: int) -> Conversion:
-    """jobs: (path, format, host, max_bytes) each; `workers` the executor's parallelism."""
+    """jobs: (path, format, host, max_bytes[, windows]) each (`windows`: a serving model's
+    sliding-window layers, readers/model_config.py); `workers` the executor's parallelism."""
     early: dict = {}
     plans: dict = {}
     units: list = []
     remote = any(storage.is_remote(job[0]) for job in jobs)
-    for i, (path, fmt, host, max_bytes) in enumerate(jobs):
+    for i, (path, fmt, host, max_bytes, *extra) in enumerate(jobs):
         try:
             file_plan = xspace.plane_plan(path, fmt, host, max_bytes)
         except ProfileFormatError as exc:
@@ -74,7 +75,7 @@ def plan(jobs: list, workers: int) -> Conversion:
             continue
         if file_plan is None or not file_plan.cores:
             work = file_plan.size if file_plan else 0 if remote else _size(path)
-            args = (path, fmt, host, max_bytes, file_plan)
+            args = (path, fmt, host, max_bytes, file_plan, extra[0] if extra else None)
             units.append(Unit(i, read_whole, args, str(path), work))
         else:
             plans[i] = file_plan
@@ -96,10 +97,10 @@ def _plane_units(job: int, file_plan, whole_file: bool) -> list:
     ]
 
 
-def read_whole(path, fmt, host, max_bytes, file_plan=None):
+def read_whole(path, fmt, host, max_bytes, file_plan=None, windows=None):
     from tb_roofline.readers import read_profile_file
 
-    return read_profile_file(path, fmt, host, max_bytes=max_bytes, plan=file_plan)
+    return read_profile_file(path, fmt, host, max_bytes=max_bytes, plan=file_plan, windows=windows)
 
 
 def convert_file(path, file_plan) -> ProfileData:

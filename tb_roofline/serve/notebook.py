@@ -31,6 +31,7 @@ def load(
     device_file: str | None = None,
     workload_file: str | None = None,
     engine_metrics_file: str | None = None,
+    model_config_file: str | None = None,
 ) -> Analysis:
     """The analysis of one run (default: the newest) on one host (default: all hosts) of a
     logdir (a path or an fsspec URL such as s3://bucket/logs)."""
@@ -44,6 +45,7 @@ def load(
         device_file=device_file,
         workload_file=workload_file,
         engine_metrics_file=engine_metrics_file,
+        model_config_file=model_config_file,
     )
     runs = service.list_runs()["runs"]
     if not runs:

@@ -230,21 +230,38 @@ def phases_of_call(q_tokens: int, facts) -> tuple | None:
     return None
 
 
-def attention_cost(args: Args, facts) -> OpCost | None:
+def windowed_sums(phase, window: int | None) -> tuple[int, int, bool]:
+    """(Σ Sq·min(Sk, W), Σ min(Sk, W), exact) of one phase on a layer whose queries see at most
+    W keys: vLLM's rule (vllm/v1/metrics/perf.py, `total_token_context_product(sliding_window)`:
+    each request's tokens × its context clamped to the window). The annotation gives sums, not
+    each request's Sk, so the clamp is min(Σ Sq·Sk, W·Σ Sq) and min(Σ Sk, W·requests): exact
+    for one request, or when every request's Sk ≤ W (Σ Sk − (requests − 1) ≤ W, each other
+    request holding at least one key); else an upper bound. W None: the sums as they are."""
+    if window is None:
+        return phase.sqsk, phase.sk, True
+    exact = phase.requests <= 1 or phase.sk - (phase.requests - 1) <= window
+    return min(phase.sqsk, window * phase.sq), min(phase.sk, window * phase.requests), exact
+
+
+def attention_cost(args: Args, facts, window: int | None = None) -> OpCost | None:
     """One attention call of a step whose annotation gives Σ Sq·Sk per phase: FLOPs
     2·H_q·(D_qk + D_v)·Σ Sq·Sk (= 4·H_q·D·Σ Sq·Sk; every (query, key) pair, a causal prefill
     counted in full as the training rule counts causal attention); bytes: Q read and O written
     (the call's tensors), and the keys and values of Σ Sk tokens read (H_kv heads, the cache's
-    element type), not the whole cache."""
+    element type), not the whole cache. On a sliding-window layer (`window` keys) the sums are
+    the clamped ones (`windowed_sums`)."""
     geo = attention_geometry(args)
     if geo is None:
         return None
     q, hq, d, hkv, kv = geo
     phases = phases_of_call(q.shape[0], facts)
-    if phases is None or any(p.sqsk is None or p.sk is None for p in phases if p.requests):
+    if phases is None or any(
+        p.sqsk is None or p.sk is None or p.sq is None for p in phases if p.requests
+    ):
         return None
-    sqsk = sum(p.sqsk for p in phases if p.requests)
-    sk = sum(p.sk for p in phases if p.requests)
+    sums = [windowed_sums(p, window) for p in phases if p.requests]
+    sqsk = sum(s[0] for s in sums)
+    sk = sum(s[1] for s in sums)
     kv_size = SIZES.get(kv.precision, 2) if kv is not None else SIZES.get(q.precision, 2)
     flops = 4 * hq * d * sqsk
     nbytes = 2 * q.nbytes + 2 * sk * hkv * d * kv_size

@@ -14,7 +14,7 @@ from tb_roofline.devices.precision import split_kernel_type
 from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.records.floors import mixed_regimes
-from tb_roofline.model.records.link_roofs import link_assumption, link_scales
+from tb_roofline.model.records.link_roofs import link_assumption
 from tb_roofline.model.records.record_table import RecordTable
 from tb_roofline.model.records.records import (
     CONTAINER_CAVEAT,
@@ -64,7 +64,7 @@ def op_records(
     keys = table.keys
     keep, key_rec, n = record_of_key(table, include_io, split_by, group)
     sums = group_sums(ksums, key_rec, n, keep) if n else {c: np.zeros(0) for c in ksums}
-    sums["link_scale"], assumed = record_links(keys, ksums, key_rec, keep, n, device)
+    assumed = record_links(keys, ksums, key_rec, keep, n, device)
     mixed = mixed_regimes(ksums, key_rec, keep, n)
     first_key = labelling_keys(key_rec, n)
     cav = record_caveats(keys, key_rec, first_key, n)
@@ -124,19 +124,16 @@ def record_of_key(
     return keep, key_rec, len(present)
 
 
-def record_links(keys: dict, ksums: dict, key_rec, keep, n: int, device) -> tuple:
-    """(the share of the link figure each record's collectives can use, the topology that
-    assumes, in words; None for records without link bytes). A record's share weighs its keys
-    by their link bytes: its roof is the rate at which all of them would run, each at its own
-    group's roof (model/records/link_roofs.py)."""
+def record_links(keys: dict, ksums: dict, key_rec, keep, n: int, device) -> np.ndarray:
+    """The topology each record's link roof assumes, in words (None for records without link
+    bytes). The roof itself is its keys' `link_roof_bytes` sums' share (records.py `derive`,
+    model/records/link_roofs.py `link_share`): the rate at which all of them would run, each
+    at its own group's roof."""
     assumed = np.full(n, None, dtype=object)
     link_bytes = ksums.get("interconnect_bytes")
     if link_bytes is None or not n:
-        return np.ones(n), assumed
-    scale = link_scales(keys["collective"], device)
+        return assumed
     m = keep & (key_rec >= 0) & (link_bytes > 0)
-    on_link = np.bincount(key_rec[m], weights=link_bytes[m], minlength=n)
-    at_roof = np.bincount(key_rec[m], weights=(link_bytes / scale)[m], minlength=n)
     texts: dict = {}
     for k in np.flatnonzero(m & (keys["collective"] != "")).tolist():
         words = link_assumption(str(keys["collective"][k]), device)
@@ -144,7 +141,7 @@ def record_links(keys: dict, ksums: dict, key_rec, keep, n: int, device) -> tupl
             texts.setdefault(int(key_rec[k]), []).append(words)
     for r, words in texts.items():
         assumed[r] = "; ".join(dict.fromkeys(words))
-    return np.where(at_roof > 0, div(on_link, at_roof), 1.0), assumed
+    return assumed
 
 
 def labelling_keys(key_rec: np.ndarray, n: int) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_roofline.diagnostics import Diagnostic
+from tb_roofline.model.records.link_roofs import program_link_assumption
 from tb_roofline.model.records.record_table import RECORD_COLUMNS, SUM_COLUMNS, RecordTable
 from tb_roofline.model.records.records import build_records, compute_roof, div, unknown_bytes
 from tb_roofline.model.records.row_sums import group_sums
@@ -111,6 +112,9 @@ def program_records(blocks, profiles, device, num_cores, include_io, flops_sourc
     merged["total_time_ps"] = np.where(timed, cat(2, np.float64), 0.0)
     hosts = cat(4, object)
     labels = _program_labels(kinds, steps, hosts, flops_source)
+    assumed = np.full(n, None, dtype=object)
+    assumed[merged["interconnect_bytes"] > 0] = program_link_assumption(device)
+    labels["link_assumption"] = assumed
     prog = build_records(merged, device, num_cores, labels, n, include_io, merged["total_time_ps"])
     # A program's time saved on the roof is what its ops prove: the sum of their gaps (async
     # halves, unknown costs, caveated ops and idle time left out; Opportunities adds idle and

@@ -101,6 +101,9 @@ SUM_COLUMNS = (
         "op_time_ps",
         "floor_time",
         "gap_ps",
+        # interconnect bytes ÷ the share of the link figure their group can use
+        # (model/records/link_roofs.py `link_share`)
+        "link_roof_bytes",
     )
 )
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from tb_roofline.devices.precision import INTEGER_PRECISIONS, normalize_precision, plain_precision
 from tb_roofline.devices.spec import DeviceInfo
+from tb_roofline.model.records.link_roofs import link_share
 from tb_roofline.model.records.record_table import (
     GBS_MEM_IDS,
     MEM_BYTES,
@@ -196,7 +197,7 @@ def derive(
         mid = col[: -len("_bytes")]
         roof = np.full(n, peak_gbs)
         if name == "Interconnect":  # each record's group's links (model/records/link_roofs.py)
-            roof = roof * sums.get("link_scale", 1.0)
+            roof = roof * link_share(sums[col], sums.get("link_roof_bytes", sums[col]))
             out["link_roof_gbs"] = np.where(sums[col] > 0, roof, np.nan)
         utils.append(div(div(sums[col], time_ns), roof))  # GB/s over GB/s
         names.append(name)

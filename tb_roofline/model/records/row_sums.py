@@ -30,7 +30,15 @@ ROW_SUM_COLUMNS = tuple(
     c
     for c in SUM_COLUMNS
     if c
-    not in ("roof_time", "flops_known_ps", "bytes_known_ps", "op_time_ps", "floor_time", "gap_ps")
+    not in (
+        "roof_time",
+        "flops_known_ps",
+        "bytes_known_ps",
+        "op_time_ps",
+        "floor_time",
+        "gap_ps",
+        "link_roof_bytes",
+    )
 )
 
 
@@ -41,7 +49,7 @@ def row_column(table: OpTable, c: str, roofs: Roofs | None) -> np.ndarray:
         return constant(np.float64(rows[c][0]), len(rows[c]))
     if c in rows or c in COST_COLUMNS:
         return np.asarray(table[c], np.float64)
-    if c in ("roof_time", "floor_time", "gap_ps"):
+    if c in ("roof_time", "floor_time", "gap_ps", "link_roof_bytes"):
         if roofs is None:
             raise ValueError(f"the {c} column needs the device's roofs")
         return _roof_column(table, c, roofs)
@@ -52,10 +60,12 @@ def row_column(table: OpTable, c: str, roofs: Roofs | None) -> np.ndarray:
 
 
 def _roof_column(table: OpTable, c: str, roofs: Roofs) -> np.ndarray:
-    """roof_time, floor_time or gap_ps of each row."""
+    """roof_time, floor_time, gap_ps or link_roof_bytes of each row."""
     op = table.rows["op"]
     if c == "roof_time":
         return table["flops"] * roofs.inv_peak[op]
+    if c == "link_roof_bytes":
+        return link_roof_bytes(table["interconnect_bytes"], roofs, op)
     mem = {col: table[col] for _, col, _ in resources(roofs.device)}
     floor = roofs.floors(table["flops"], mem, op)
     if c == "floor_time":
@@ -63,6 +73,16 @@ def _roof_column(table: OpTable, c: str, roofs: Roofs) -> np.ndarray:
     if roofs.proven is None:
         return np.zeros(len(op))
     return (np.asarray(table.rows["total_time_ps"], np.float64) - floor * 1e3) * roofs.proven[op]
+
+
+def link_roof_bytes(link_bytes, roofs: Roofs, keys) -> np.ndarray:
+    """Interconnect bytes ÷ the share of the link figure their key's group can use (per row,
+    `keys` its key; None: per key): summed over a record, `link_roofs.link_share` of it is the
+    record's share."""
+    scale = roofs.link_scale
+    if scale is None:
+        return np.asarray(link_bytes, np.float64)
+    return div(link_bytes, scale if keys is None else scale[keys])
 
 
 def block_sums(table: OpTable, columns, roofs: Roofs | None, codes_of, n: int) -> dict:
@@ -120,6 +140,7 @@ def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
     # A key's calls share one shape (PyTorch keys hold their input shapes, XLA keys are one
     # instruction): its floor from its sums is the sum of its calls' floors.
     roofs = Roofs.of(table, device)
+    out["link_roof_bytes"] = link_roof_bytes(out["interconnect_bytes"], roofs, None)
     out["floor_time"], out["bound_code"] = call_floors(
         out["flops"], out, div(1.0, key_peaks(table, device)), device, roofs.link, roofs.link_scale
     )

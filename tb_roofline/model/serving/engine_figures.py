@@ -21,7 +21,8 @@ ENGINE_COUNTS = (
 OURS_COUNT = (
     "the profile counts every op it recorded, costed from its shapes: GEMMs at the batch they "
     "ran with (a replayed graph's captured, padded batch), attention from the step annotation's "
-    "sums (the window where the kernel says it is sliding), and every norm, RoPE, activation, "
+    "sums (clamped to the window on the layers a given model config makes sliding-window), "
+    "and every norm, RoPE, activation, "
     "copy and KV store; bytes are each op's inputs and outputs, with no reuse across ops"
 )
 

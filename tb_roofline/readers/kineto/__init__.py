@@ -107,12 +107,14 @@ class _Tables:
     serving_spans: list = dataclasses.field(default_factory=list)  # per serving step
 
 
-def read_kineto(col: Collector, host: str) -> ProfileData:
-    """The profile of one collected trace: the stages in order."""
+def read_kineto(col: Collector, host: str, windows=None) -> ProfileData:
+    """The profile of one collected trace: the stages in order; `windows`: the model's
+    sliding-window layers (readers/model_config.py), when the user gave its config."""
     diagnostics: list[Diagnostic] = list(col.notes)
     serving_steps = serving.steps_of(col)
     serving.assign_steps(col, serving_steps)
-    diagnostics += serving.cost_attention(col, serving_steps)
+    diagnostics += serving.cost_attention(col, serving_steps, windows)
+    windows_said = any(d.code in serving.WINDOW_CODES for d in diagnostics)
     c, tree, ranks = _columns(col, diagnostics)
     step_spans = attribution.steps(c, diagnostics)
     op_step = step_spans.of(c.op_ts)
@@ -122,7 +124,8 @@ def read_kineto(col: Collector, host: str) -> ProfileData:
     if has_gpu:
         diagnostics += _gpu_tables(out, col, c, tree, ranks, host, step_spans, op_step, causes)
         out.serving_spans = serving.device_spans(serving_steps, c, out.links.launch)
-        diagnostics += serving.window_notes(c, out.links, serving_steps)
+        if not windows_said:  # the config's windows, else the kernels' names
+            diagnostics += serving.window_notes(c, out.links, serving_steps)
     elif c.n_ops:
         _cpu_tables(out, col, c, tree, host, step_spans, op_step, causes)
     return _profile(col, c, tree, step_spans, out, host, has_gpu, diagnostics, serving_steps)
@@ -282,7 +285,7 @@ NO_CPU_OPS_NOTE = (
 
 
 def read_kineto_file(
-    path: str, host: str, max_bytes: int | None = None, progress=None
+    path: str, host: str, max_bytes: int | None = None, progress=None, windows=None
 ) -> ProfileData:
     """Read one `*.pt.trace.json[.gz]` (one worker/rank, one profiling span).
 
@@ -303,7 +306,7 @@ def read_kineto_file(
     )
     negative += sum(1 for s in col.steps if s[2] < 0)
     try:
-        data = read_kineto(col, host)
+        data = read_kineto(col, host, windows)
     except ProfileFormatError as exc:
         raise ProfileFormatError(f"{os.path.basename(path)}: {exc}") from None
     if negative:

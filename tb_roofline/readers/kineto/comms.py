@@ -165,20 +165,25 @@ def op_collectives(c: Columns, ranks: np.ndarray, world: int, algorithms=None) -
     return out
 
 
-def kernel_costs(c: Columns, col: Collector) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(local bytes, bytes over the links, has a cost) per GPU activity, for the NCCL kernels
-    whose args carry the collective (newer traces: `Collective name`, `In msg nelems`, ...);
-    used where the kernel has no op to take the cost from."""
+def kernel_costs(c: Columns, col: Collector) -> tuple:
+    """(local bytes, bytes over the links, has a cost, its `collective` text) per GPU activity,
+    for the NCCL kernels whose args carry the collective (newer traces: `Collective name`,
+    `In msg nelems`, ...); used where the kernel has no op to take the cost from. The text
+    (table/collective_info.py) gives the group its link roof is judged on."""
     n = len(c.gpu_ts)
     nbytes, ic, known = np.zeros(n), np.zeros(n), np.zeros(n, bool)
+    texts = np.full(n, "", dtype=object)
     for i, (kind, in_b, out_b, ranks, prec) in col.kernel_comm.items():
         cost = fact_cost(kind, in_b, out_b, ranks, prec)
+        algorithm = algorithm_of([str(c.names[c.gpu_name[i]])], kind.replace("_", "-"))
         nbytes[i] = cost.bytes
-        ic[i] = collective_bytes.bus_bytes(
-            kind,
+        ic[i] = collective_bytes.bus_bytes(kind, cost.comm[1], ranks or c.world, algorithm)
+        texts[i] = describe(
+            kind.replace("_", "-"),
             cost.comm[1],
             ranks or c.world,
-            algorithm_of([str(c.names[c.gpu_name[i]])], kind.replace("_", "-")),
+            algorithm=algorithm,
+            assumed=not ranks,
         )
         known[i] = True
-    return nbytes, ic, known
+    return nbytes, ic, known, texts

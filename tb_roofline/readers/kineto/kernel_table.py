@@ -29,18 +29,22 @@ def kernel_view(
     grid_fp,
     op_ic=None,
     kernel_comm=None,
+    op_coll=None,
 ):
     """Kernel-level rows: a GEMM-like op call's FLOPs and bytes go to its main kernel (its
     longest GEMM / convolution / attention kernel; helpers such as offset, fill or split-K
     reduction kernels get none, however long they ran); other calls share them by time.
     A kernel's precision is what its name says ran, else its op's data type; a kernel outside
-    any known op is categorised by its name."""
+    any known op is categorised by its name. A kernel with link bytes carries its collective
+    (its op's, `op_coll`, or its own args', `kernel_comm`): it is judged on its group's links,
+    as its op is (model/records/link_roofs.py)."""
     n = len(kind)
     if not n:
         return
     kernel_name = names[name_ids]
     flops = np.zeros(n)
     ic = np.zeros(n)
+    coll = np.full(n, "", dtype=object)
     nbytes = np.where(kind != KIND_KERNEL, gbytes, 0.0)
     cats, precs, srcs = _kernel_labels(kind, kernel_name, name_units[name_ids].copy())
     k = np.flatnonzero((kind == KIND_KERNEL) & (row >= 0))
@@ -52,9 +56,13 @@ def kernel_view(
         nbytes[k] = cost_bytes[c_of_k] * share
         if op_ic is not None:
             ic[k] = op_ic[row[k]] * share
+        if op_coll is not None:
+            coll[k] = np.where(ic[k] > 0, op_coll[row[k]], "")
     if kernel_comm is not None:  # NCCL kernels outside any op that name their collective
         own = np.flatnonzero((kind == KIND_KERNEL) & (row < 0) & kernel_comm[2])
         nbytes[own], ic[own] = kernel_comm[0][own], kernel_comm[1][own]
+        if len(kernel_comm) > 3:
+            coll[own] = kernel_comm[3][own]
         srcs[own], cats[own] = "formula", "communication"
     hbm, host_b, caveat = transfers(kind, kernel_name, gbytes)
     nbytes = np.where(kind == KIND_KERNEL, nbytes, accessed_bytes(nbytes, hbm))
@@ -77,6 +85,7 @@ def kernel_view(
         caveat=caveat,
         fingerprint=grid_fp,
         interconnect=ic,
+        collective=coll,
     )
 
 

@@ -17,6 +17,7 @@ from tb_roofline.costs.torch import serving_ops
 from tb_roofline.costs.torch.args import Args
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.readers import serving_steps
+from tb_roofline.readers.kineto import attention_windows
 
 
 @dataclasses.dataclass
@@ -91,27 +92,44 @@ def _add_cost(col, key, cost, base: int) -> int:
     return idx
 
 
-def cost_attention(col, steps: list[ServingStep]) -> list[Diagnostic]:
+def cost_attention(col, steps: list[ServingStep], windows=None) -> list[Diagnostic]:
     """Attention calls costed from the step they ran in; calls outside an annotated step get
-    no cost, and a diagnostic gives the bound their shapes allow, with its formula."""
+    no cost, and a diagnostic gives the bound their shapes allow, with its formula. With the
+    model's `windows` (readers/model_config.py), calls on its sliding-window layers count each
+    request's context clamped to the window (readers/kineto/attention_windows.py says which
+    layer a call is)."""
     if not col.attention_calls:
         return []
     bounds: dict = {}
     starts = [s.ts for s in steps]
-    for i, cid in enumerate(col.op_cost):
-        call = col.attention_calls.get(cid)
-        if call is None:
-            continue
-        name, args = call
+    step_of = {
+        i: _step_at(steps, starts, col.op_ts[i])
+        for i, cid in enumerate(col.op_cost)
+        if cid in col.attention_calls
+    }
+    layer_of, notes = attention_windows.layers_of_calls(col, steps, step_of, windows)
+    clamped: dict = {}
+    for i, k in step_of.items():
+        cid = col.op_cost[i]
+        name, args = col.attention_calls[cid]
         a = Args(args.get("Input Dims"), args.get("Input type"), args.get("Concrete Inputs"))
-        k = _step_at(steps, starts, col.op_ts[i])
-        cost = serving_ops.attention_cost(a, steps[k].facts) if k >= 0 else None
+        layer = layer_of.get(i)
+        window = windows.window if layer is not None and windows.windowed[layer] else None
+        cost = serving_ops.attention_cost(a, steps[k].facts, window) if k >= 0 else None
         if cost is not None:
-            col.op_cost[i] = _add_cost(col, ("serving", cid, k), cost, cid)
+            col.op_cost[i] = _add_cost(col, ("serving", cid, k, window), cost, cid)
+            if window is not None and layer is not None:
+                attention_windows.count_clamp(clamped, name, layer, steps[k].facts, window)
             continue
         bound = serving_ops.attention_bound(a)
         entry = bounds.setdefault(name, [0, bound])
         entry[0] += 1
+    if clamped:
+        notes.append(attention_windows.clamp_note(clamped, windows))
+    return notes + _bound_notes(bounds, steps)
+
+
+def _bound_notes(bounds: dict, steps: list[ServingStep]) -> list[Diagnostic]:
     out = []
     for name, (calls, bound) in sorted(bounds.items()):
         why = (
@@ -150,6 +168,7 @@ def device_spans(steps: list[ServingStep], c, launch) -> list:
 
 # Attention kernels whose names say they mask to a sliding window or chunk (FlashInfer/TRT-LLM
 # `…SlidingOrChunkedCausal…`, `swa`, `sliding_window`): the window size is not in the name.
+WINDOW_CODES = ("attention_sliding_window", "attention_window_layers")
 _WINDOWED = re.compile(r"sliding|chunked|_swa_|swa_|window", re.I)
 
 

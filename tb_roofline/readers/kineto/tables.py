@@ -81,6 +81,7 @@ def gpu_rows(
         c.gpu_fp,
         c.op_ic,
         kernel_comm,
+        c.op_coll,
     )
     return links.outside, shapes, op_kernels
 
@@ -209,7 +210,7 @@ def _outside_kernel_rows(builder, host, c, links, unatt, kernel_comm) -> None:
     used, at = np.unique(c.gpu_name[unatt], return_inverse=True)
     judged = np.array([_kernel_category(x) for x in names[used].tolist()], dtype=object)
     cats = judged[at.reshape(-1)]
-    k_bytes, k_ic, k_known = kernel_comm
+    k_bytes, k_ic, k_known, k_coll = kernel_comm
     srcs = np.where(k_known[unatt], "formula", "none").astype(object)
     cats[k_known[unatt]] = "communication"
     add_grouped(
@@ -227,6 +228,7 @@ def _outside_kernel_rows(builder, host, c, links, unatt, kernel_comm) -> None:
         np.ones(len(unatt), np.int64),
         fingerprint=c.gpu_fp[unatt],
         interconnect=k_ic[unatt],
+        collective=k_coll[unatt],
     )
 
 

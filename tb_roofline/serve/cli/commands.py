@@ -6,7 +6,12 @@ from __future__ import annotations
 import json
 import sys
 
-USER_FILE_ERRORS = ("bad_device_file", "bad_workload_file", "bad_engine_metrics_file")
+USER_FILE_ERRORS = (
+    "bad_device_file",
+    "bad_workload_file",
+    "bad_engine_metrics_file",
+    "bad_model_config_file",
+)
 
 
 class UsageError(Exception):

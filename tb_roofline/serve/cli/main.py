@@ -159,6 +159,7 @@ def _run_command(args, out) -> int:
         device_file=getattr(args, "device_file", None),
         workload_file=getattr(args, "workload_file", None),
         engine_metrics_file=getattr(args, "engine_metrics", None),
+        model_config_file=getattr(args, "model_config", None),
     )
     try:
         args.func(service, args, out)

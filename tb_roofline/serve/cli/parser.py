@@ -100,6 +100,11 @@ def _common(p):
         "--device-file",
         help="peaks for this run from a device file (as `tb-roofline calibrate` writes)",
     )
+    p.add_argument(
+        "--model-config",
+        help="a serving model's Hugging Face config.json: its sliding-window layers clamp the "
+        "attention counts (default: the nearest model_config.json)",
+    )
 
 
 def _add_report(sub):

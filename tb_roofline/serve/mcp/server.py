@@ -178,6 +178,7 @@ def run(
     device_file: Optional[str] = None,
     workload_file: Optional[str] = None,
     engine_metrics_file: Optional[str] = None,
+    model_config_file: Optional[str] = None,
 ) -> int:
     """Serve until the client goes (stdio) or Ctrl-C (HTTP, on 127.0.0.1 only)."""
     from tb_roofline.serve.service.core import RooflineService
@@ -188,6 +189,7 @@ def run(
         device_file=device_file,
         workload_file=workload_file,
         engine_metrics_file=engine_metrics_file,
+        model_config_file=model_config_file,
     )
     server = build_server(service)
     if http:
@@ -216,6 +218,11 @@ def add_mcp_subparser(subparsers):
     p.add_argument("--workload-file", help="model FLOPs / tokens per step, for MFU")
     p.add_argument(
         "--engine-metrics", help="a vLLM/SGLang /metrics file whose FLOPs/bytes to set beside ours"
+    )
+    p.add_argument(
+        "--model-config",
+        help="a serving model's Hugging Face config.json: its sliding-window layers clamp the "
+        "attention counts (default: the nearest model_config.json)",
     )
     p.set_defaults(run_standalone=run_from_args)
     return p
@@ -248,4 +255,5 @@ def run_from_args(args, out=None) -> int:
         device_file=args.device_file,
         workload_file=args.workload_file,
         engine_metrics_file=args.engine_metrics,
+        model_config_file=args.model_config,
     )

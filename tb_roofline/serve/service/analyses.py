@@ -19,7 +19,7 @@ from tb_roofline import errors, settings, storage
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.serve.caches.memory import ByteLRU, HeldAnalyses, memory_budget_bytes, sized
 from tb_roofline.serve.service.discovery import ALL_HOSTS, Run
-from tb_roofline.serve.service.hosts import HostReader, KeyLocks, file_signature
+from tb_roofline.serve.service.hosts import HostReader, KeyLocks
 
 if TYPE_CHECKING:
     from tb_roofline.table.op_table import ProfileData
@@ -76,7 +76,8 @@ class Analyses:
                 if f not in present
             ]
             files = present or files
-        sigs = tuple(file_signature(f) for f in files) + self._device_file_signatures(files)
+        sigs = tuple(self.hosts_reader.signature(run, f) for f in files)
+        sigs += self._device_file_signatures(files)
         return Inputs(run, files, extra, sigs)
 
     def entry(self, inputs: Inputs):

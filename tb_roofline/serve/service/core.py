@@ -71,6 +71,7 @@ class RooflineService:
         device_file: str | None = None,
         workload_file: str | None = None,
         engine_metrics_file: str | None = None,
+        model_config_file: str | None = None,
     ):
         self.logdir = logdir
         self.engine_metrics_file = engine_metrics_file  # overrides engine_metrics.prom
@@ -81,7 +82,13 @@ class RooflineService:
             self.index.has_any()  # start the first scan now, so is_active() knows by page load
         self.max_file_bytes = max_file_bytes(max_file_mb)
         self.disk_cache = DiskCache.from_env(logdir)
-        self.hosts_reader = HostReader(self.max_file_bytes, self.disk_cache, progress)
+        self.hosts_reader = HostReader(
+            self.max_file_bytes,
+            self.disk_cache,
+            progress,
+            logdir=logdir,
+            model_config_file=model_config_file,  # overrides model_config.json
+        )
         # One lock per answer and per analysis being made (answers take an analysis lock,
         # analyses the host locks, never the reverse).
         self._locks = KeyLocks()

@@ -35,6 +35,7 @@ from tb_roofline import errors, settings, storage
 from tb_roofline.readers import meter
 from tb_roofline.serve.caches.disk import DiskCache
 from tb_roofline.serve.caches.memory import ByteLRU, memory_budget_bytes, sized
+from tb_roofline.serve.service import model_config_file
 from tb_roofline.serve.service.budget import MEMORY_PER_BYTE, ConversionBudget, estimate_bytes
 from tb_roofline.serve.service.progress import ReadProgress
 
@@ -93,6 +94,12 @@ def current_signature(hostfile) -> tuple | None:
         return (hostfile.path,) + storage.version(storage.stat(hostfile.path))
     except OSError:
         return None
+
+
+def _same_version(current: tuple | None, sig: tuple) -> bool:
+    """Whether the file's identity asked now is the one `sig` (file identity, then its model
+    config's) was read from."""
+    return current is not None and sig[: len(current)] == current
 
 
 def max_file_bytes(max_file_mb: float | None = None) -> int:
@@ -189,8 +196,12 @@ class HostReader:
         disk_cache: DiskCache | None,
         progress=None,
         budget_bytes: int | None = None,
+        logdir: str | None = None,
+        model_config_file: str | None = None,
     ):
         self.max_file_bytes = max_file_bytes_
+        self.logdir = logdir
+        self.model_config_file = model_config_file  # overrides the model_config.json lookup
         self.disk_cache = disk_cache
         self.progress = progress  # callable(host, done, total, hosts_done, hosts_total)
         self.cache = ByteLRU(memory_budget_bytes("profiles"))  # path -> HostEntry
@@ -215,6 +226,16 @@ class HostReader:
                 return entry
         return None
 
+    def config_of(self, run, hostfile) -> str | None:
+        """The model config that applies to this profile (serve/service/model_config_file.py)."""
+        return model_config_file.config_path(
+            self.model_config_file, run, hostfile.path, self.logdir
+        )
+
+    def signature(self, run, hostfile) -> tuple:
+        """What a read of this file depends on: the file's identity, then its model config's."""
+        return file_signature(hostfile) + model_config_file.signature(self.config_of(run, hostfile))
+
     def remeasure(self, files: list):
         """Charge the cached reads of `files` again (an analysis made their op tables' rows
         views of the run's table: each now keeps that buffer alive, charged once among them)."""
@@ -229,7 +250,7 @@ class HostReader:
         total = 0
         for f in files:
             try:
-                sig = file_signature(f)
+                sig = self.signature(run, f)
             except errors.NotFoundError:
                 continue
             cached = self.cache.get(f.path)
@@ -244,7 +265,7 @@ class HostReader:
         not cached are converted together, on all cores (`execute/pool.py`), each under its
         own lock, within the conversion budget."""
         entries: list = [None] * len(files)
-        sigs = [file_signature(f) for f in files]
+        sigs = [self.signature(run, f) for f in files]
         missing = []
         for i, f in enumerate(files):
             entries[i] = self._cached(run, f, sigs[i])
@@ -327,9 +348,17 @@ class HostReader:
         # The reader stops at what the budget allows, whatever a .gz trailer claimed.
         factor = MEMORY_PER_BYTE.get(run.format, 2.0)
         limit = min(self.max_file_bytes, int(self.budget.total / factor))
-        results = read_files(
-            [(files[i].path, run.format, files[i].host, limit) for i in todo], progress=report
-        )
+        jobs = [
+            (
+                files[i].path,
+                run.format,
+                files[i].host,
+                limit,
+                model_config_file.windows(self.config_of(run, files[i])),
+            )
+            for i in todo
+        ]
+        results = read_files(jobs, progress=report)
         if limit < self.max_file_bytes:  # a "too large" then means over the budget's share
             results = [
                 errors.ProfileTooLargeError(
@@ -370,7 +399,7 @@ class HostReader:
         if (
             self.disk_cache is not None
             and sig[1] <= self.max_file_bytes
-            and current_signature(hostfile) == sig
+            and _same_version(current_signature(hostfile), sig)
         ):
             self.disk_cache.put(DiskCache.key(sig, run.format, hostfile.host), result)
         return entry

@@ -418,6 +418,11 @@ def add_html_subparser(sub):
         help="a vLLM/SGLang /metrics file whose FLOPs/bytes to set beside ours "
         "(default: the nearest engine_metrics.prom)",
     )
+    p.add_argument(
+        "--model-config",
+        help="a serving model's Hugging Face config.json: its sliding-window layers clamp the "
+        "attention counts (default: the nearest model_config.json)",
+    )
     p.set_defaults(func=cmd_html)
     return p
 

@@ -134,6 +134,7 @@ def serve(
     workload_file=None,
     out=None,
     engine_metrics_file=None,
+    model_config_file=None,
 ) -> int:
     """Serve until Ctrl-C (or SIGTERM). Port 0 takes a free port; the URL is printed."""
     from werkzeug.serving import make_server
@@ -145,6 +146,7 @@ def serve(
         device_file=device_file,
         workload_file=workload_file,
         engine_metrics_file=engine_metrics_file,
+        model_config_file=model_config_file,
     )
     app = StandaloneApp(service, host)
     try:
@@ -209,6 +211,11 @@ def add_serve_subparser(subparsers):
     p.add_argument(
         "--engine-metrics", help="a vLLM/SGLang /metrics file whose FLOPs/bytes to set beside ours"
     )
+    p.add_argument(
+        "--model-config",
+        help="a serving model's Hugging Face config.json: its sliding-window layers clamp the "
+        "attention counts (default: the nearest model_config.json)",
+    )
     p.set_defaults(run_standalone=run_from_args)
     return p
 
@@ -230,4 +237,5 @@ def run_from_args(args, out=None) -> int:
         args.device_file,
         args.workload_file,
         engine_metrics_file=args.engine_metrics,
+        model_config_file=args.model_config,
     )

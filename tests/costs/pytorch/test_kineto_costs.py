@@ -696,8 +696,10 @@ def test_an_nccl_kernel_outside_any_op_is_costed_from_its_own_args(tmp_path):
     assert row[:5] == ("communication", 0.0, 2.0 * 2**21, True, "formula")
     col = load_kineto(path)
     c = to_columns(col)
-    nbytes, ic, known = comms.kernel_costs(c, col)
+    nbytes, ic, known, coll = comms.kernel_costs(c, col)
     assert known.tolist() == [True] and ic[0] == pytest.approx(2**21 * 2 * 7 / 8)
+    # the group its link roof is judged on: the 8 ranks the kernel's args name
+    assert coll[0].startswith("all-reduce S=2097152 n=8")
     k = data.kernels
     assert k["bytes"].tolist() == [2.0 * 2**21] and k["flops_known"].tolist() == [True]
 

@@ -207,6 +207,39 @@ def test_op_records_are_judged_on_the_links_their_group_can_use(tmp_path):
     assert all(r["link_roof_gbs"] is None for r in ops.values() if not r["interconnect_bytes"])
 
 
+def test_program_records_weigh_each_collective_at_its_groups_links(tmp_path):
+    """The Total and the Average hold collectives of groups of 2, 4 and 8: their link roof is
+    the rate at which all their link bytes would move, each collective at its own group's
+    roof (Σ bytes ÷ Σ bytes_k / roof_k, the HLO's group sizes and bus bytes by hand), never
+    the whole figure the pairs cannot reach; the record says what it assumes."""
+    device = json.loads(json.dumps(DEVICE))
+    device["memories"]["interconnect"].update(topology="torus", links=TORUS_PORTS)
+    shutil.copytree(f"{DATA}/shard_map_2d", tmp_path / "shard_map_2d")
+    (tmp_path / "shard_map_2d" / "roofline_device.json").write_text(json.dumps(device))
+    service = RooflineService(str(tmp_path))
+    run = service.list_runs()["runs"][0]["run"]
+    ops = _ops(service, run)
+    on_link = at_roof = 0.0
+    for name, (_, n, _count, _form, _message, bus) in EXPECTED["shard_map_2d"].items():
+        link_bytes = bus * ops[name]["occurrences"]
+        on_link += link_bytes
+        at_roof += link_bytes / (LINK_GBS * PORTS_BY_GROUP[n] / TORUS_PORTS)
+    roof = on_link / at_roof
+    assert LINK_GBS / 4 < roof < LINK_GBS  # pairs on one port pull it below the figure
+    prog = service.program(run, "")
+    records = {
+        r[prog["columns"].index("step")]: dict(zip(prog["columns"], r)) for r in prog["rows"]
+    }
+    total, average = records["Total"], records["Average"]
+    assert total["interconnect_bytes"] == pytest.approx(on_link, rel=1e-12)
+    for r in (total, average):
+        assert r["link_roof_gbs"] == pytest.approx(roof, rel=1e-12)
+        assert "each at its group's link roof" in r["link_assumption"]
+        assert r["interconnect_bw"] == pytest.approx(
+            r["interconnect_bytes"] / (r["total_time_us"] * 1e3), rel=1e-9
+        )
+
+
 def test_without_a_topology_the_whole_link_and_the_assumption_says_so(tmp_path):
     service, run = _service(tmp_path, "shard_map_2d")
     for p in service.comm(run, "")["points"]:
@@ -281,6 +314,25 @@ def test_kineto_collectives_are_judged_on_their_groups_links(tmp_path):
         # an op at several sizes: its record's bytes over its time, as its points' together
         both = sum(p["bus_bytes"] for p in mine) / sum(p["total_time_us"] * 1e3 for p in mine)
         assert r["roofline_efficiency"] == pytest.approx(both / roof, rel=1e-9)
+    # the kernel view judges each collective kernel on the same group's links (its op's, or
+    # its own args'), and so does the program's Total
+    kernels = service.ops(run, "", view="kernel")
+    rows = [dict(zip(kernels["columns"], r)) for r in kernels["rows"]]
+    linked = [r for r in rows if r["interconnect_bytes"]]
+    names = sorted(r["operation"] for r in linked)
+    assert len(names) == 2 and names[0].startswith("ncclDevKernel_AllGather_RING_LL")
+    assert "multimem_all_reduce_kernel" in names[1]
+    assert sum(r["interconnect_bytes"] for r in linked) == pytest.approx(
+        sum(r["interconnect_bytes"] for r in comm.values()), rel=1e-12
+    )
+    for r in linked:
+        assert r["link_roof_gbs"] == pytest.approx(roof, rel=1e-12)
+        assert r["link_assumption"].startswith("group of 8: 7 of 16 links")
+        bw = r["interconnect_bytes"] / (r["total_time_us"] * 1e3)
+        assert r["roofline_efficiency"] == pytest.approx(bw / roof, rel=1e-9)
+    prog = service.program(run, "")
+    total = dict(zip(prog["columns"], prog["rows"][0]))
+    assert total["step"] == "Total" and total["link_roof_gbs"] == pytest.approx(roof, rel=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -407,6 +407,72 @@ def test_h200_fp8_gemms_count_in_the_gemm_time(h200_eager):
             assert s["weight_floor_us"] == pytest.approx(nbytes / bw / 1e3, rel=1e-4)
 
 
+LM_HEAD = [[16, 4096], [4096, 32000]]  # the H200 model's LM head GEMM, as recorded
+
+
+def _lm_head_without_shapes(tmp_path):
+    """The H200 eager decode steps with the LM head's `aten::matmul` and `aten::mm` recorded
+    without shapes (every other event unchanged): its weights cannot be counted."""
+    path = _as_decode_steps(tmp_path, H200_EAGER)
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e["args"].get("Input Dims", [])[:2] == LM_HEAD:
+            for k in ("Input Dims", "Input type", "Input Strides", "Concrete Inputs"):
+                e["args"].pop(k, None)
+    with gzip.open(path, "wt", compresslevel=1) as f:
+        json.dump(doc, f)
+    return str(path)
+
+
+def _scale_bytes(op) -> int:
+    """`_scaled_mm`'s scale_a and scale_b: recorded 0-d (`[]`, one element) in their type."""
+    if op["name"] != "aten::_scaled_mm":
+        return 0
+    return sum(ELEMENT_BYTES[op["args"]["Input type"][i]] for i in (2, 3))
+
+
+def test_h200_partial_coverage_draws_the_floor_and_says_its_share(tmp_path):
+    """Between MIN_WEIGHT_COVERAGE and every GEMM: the floor of the GEMMs whose weights are
+    counted is drawn, named a lower bound, with the share of GEMM time it covers and the GEMM
+    left out. Expected from the raw events: each GEMM call's kernels (launched inside it on its
+    thread) and its bytes from its shapes, the LM head's left out."""
+    a = analyze([read_kineto_file(_lm_head_without_shapes(tmp_path), "h")], "h")
+    ev = _load(_trace(H200_EAGER))["traceEvents"]
+    ops = [e for e in ev if e.get("cat") == "cpu_op" and e["name"] in GEMM_OPS]
+    bw = a.device.memory("hbm").gbs
+    assert len(a.serving) == len(_steps(ev)) == 5
+    for s, st in zip(a.serving, _steps(ev)):
+        lo, hi = st["ts"], st["ts"] + st["dur"]
+        calls = [o for o in ops if lo <= o["ts"] <= hi]
+        time = {id(o): 0.0 for o in calls}
+        for k, r in _launched_in(ev, lo, hi):
+            owner = [
+                o
+                for o in calls
+                if o["tid"] == r["tid"] and o["ts"] <= r["ts"] <= o["ts"] + o["dur"]
+            ]
+            if owner:
+                time[id(owner[0])] += k["dur"]
+        head = [o for o in calls if o["args"]["Input Dims"][:2] == LM_HEAD]
+        assert len(head) == 1
+        gemm = sum(time.values())
+        covered = gemm - time[id(head[0])]
+        nbytes = sum(_gemm_bytes(o) + _scale_bytes(o) for o in calls if o is not head[0])
+        cov = covered / gemm
+        assert MIN_WEIGHT_COVERAGE <= cov < 1.0  # 83% here: the band this test is about
+        assert s["weight_coverage"] == pytest.approx(cov, rel=1e-9)
+        assert s["weight_floor_us"] == pytest.approx(nbytes / bw / 1e3, rel=1e-9)
+        assert f"aten::matmul ({time[id(head[0])]:,.0f} µs)" == s["uncounted_gemms"]
+        codes = [f["code"] for f in s["findings"]]
+        assert "decode_floor_unknown" not in codes
+        (f,) = [f for f in s["findings"] if f["code"] == "batch_below_ridge"]
+        assert f"({cov:.1%} of the step's GEMM time)" in f["text"]
+        assert "a lower bound on the model's" in f["text"] and "every GEMM" not in f["text"]
+        assert f"coverage = {covered:,.1f} / {gemm:,.1f} µs" in f["formula"]
+        assert f"{nbytes:,.0f} B" in f["formula"]
+
+
 def test_h200_eager_step_time_is_its_device_span(h200_eager):
     _, a = h200_eager
     raw = _h200_eager_steps(_load(_trace(H200_EAGER))["traceEvents"])
