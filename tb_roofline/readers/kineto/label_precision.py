@@ -147,7 +147,8 @@ def _bounded_attention(c: Columns) -> int:
 
 def apply(c: Columns, order, parent, add_cost) -> tuple[int, int]:
     """Give label ops the precision found (module docstring): a new cost id (`add_cost(c, cost,
-    fingerprint)`) per label name and precision. Returns (labels given a precision, `BLAS`
+    base)`, with the input dims of the label op's own cost id `base`: a scope records none) per
+    label name and precision. Returns (labels given a precision, `BLAS`
     labels left without a cost)."""
     labels = _label_ops(c)
     if not labels:
@@ -165,7 +166,7 @@ def apply(c: Columns, order, parent, add_cost) -> tuple[int, int]:
             continue
         key = (name, p)
         if key not in made:
-            made[key] = add_cost(c, cost, "")
+            made[key] = add_cost(c, cost, int(c.op_cost[op]))
         c.op_cost[op] = made[key]
         c.op_has_formula[op] = True
         given += 1
