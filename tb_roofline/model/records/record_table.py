@@ -82,6 +82,19 @@ RECORD_COLUMNS = (
 # their own precision's roof (ns), the op time whose FLOPs / bytes are known, the time its
 # calls would take on their roofs (`floor_time`, ns: max(F/P, B/BW) of each distinct op, whose
 # calls share one shape, summed) and the proven gap to it (`gap_ps`: program records).
+# Sums derived from the rows with the device's roofs or the op's cost flags (row_sums.row_column),
+# not read off a row column.
+DERIVED_SUM_COLUMNS = (
+    "roof_time",
+    "flops_known_ps",
+    "bytes_known_ps",
+    "op_time_ps",
+    "floor_time",
+    "gap_ps",
+    # interconnect bytes ÷ the share of the link figure their group can use
+    # (model/records/link_roofs.py `link_share`)
+    "link_roof_bytes",
+)
 SUM_COLUMNS = (
     (
         "occurrences",
@@ -93,18 +106,8 @@ SUM_COLUMNS = (
         "bytes",
     )
     + MEM_BYTES
-    + (
-        "async_span_ps",
-        "roof_time",
-        "flops_known_ps",
-        "bytes_known_ps",
-        "op_time_ps",
-        "floor_time",
-        "gap_ps",
-        # interconnect bytes ÷ the share of the link figure their group can use
-        # (model/records/link_roofs.py `link_share`)
-        "link_roof_bytes",
-    )
+    + ("async_span_ps",)
+    + DERIVED_SUM_COLUMNS
 )
 
 

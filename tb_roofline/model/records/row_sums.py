@@ -15,7 +15,7 @@ from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.records import steps as steps_model
 from tb_roofline.model.records.floors import Roofs
-from tb_roofline.model.records.record_table import SUM_COLUMNS
+from tb_roofline.model.records.record_table import DERIVED_SUM_COLUMNS, SUM_COLUMNS
 from tb_roofline.model.records.records import call_floors, compute_roof, div, resources
 from tb_roofline.table.op_table import COST_COLUMNS, ROW_BLOCK, OpTable, constant, is_constant
 
@@ -26,20 +26,7 @@ def key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
     return compute_roof(device, roof_precisions(table.keys, device))
 
 
-ROW_SUM_COLUMNS = tuple(
-    c
-    for c in SUM_COLUMNS
-    if c
-    not in (
-        "roof_time",
-        "flops_known_ps",
-        "bytes_known_ps",
-        "op_time_ps",
-        "floor_time",
-        "gap_ps",
-        "link_roof_bytes",
-    )
-)
+ROW_SUM_COLUMNS = tuple(c for c in SUM_COLUMNS if c not in DERIVED_SUM_COLUMNS)
 
 
 def row_column(table: OpTable, c: str, roofs: Roofs | None) -> np.ndarray:
