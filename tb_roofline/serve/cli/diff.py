@@ -94,80 +94,100 @@ def add_diff_subparser(sub):
 
 def run_diff(args, out) -> int:
     try:
-        if args.top is not None and args.top < 0:
-            raise BadInput("--top must not be negative")
-        for flag in ("fail_if_slower", "fail_if_op_slower", "min_op_time_us"):
-            value = getattr(args, flag)
-            if value is not None and value < 0:
-                raise BadInput(f"--{flag.replace('_', '-')} must not be negative")
-        cand_path = args.candidate or args.base
-        device_file = args.device_file
-        base_svc, base_run = _side(args.base, args.base_run, args.base_device_file or device_file)
-        if (
-            os.path.realpath(cand_path) == os.path.realpath(args.base)
-            and (args.base_device_file or device_file) == device_file
-        ):
-            cand_svc, cand_run = base_svc, _pick(base_svc, args.run, cand_path, _run_dir(cand_path))
-        else:
-            cand_svc, cand_run = _side(cand_path, args.run, device_file)
-        cmp, base_info, cand_info = cand_svc.comparison(
-            base_run,
-            cand_run,
-            args.base_host,
-            args.host,
-            args.base_step,
-            args.step,
-            not args.exclude_infeed_outfeed,
-            args.view,
-            base_service=base_svc,
-        )
-        sides = (
-            _Side(base_svc, base_run, args.base_host, "base"),
-            _Side(cand_svc, cand_run, args.host, "candidate"),
-        )
+        _check_flags(args)
+        cmp, base_info, cand_info, sides = _compare(args)
         refused = _coverage(sides, getattr(args, "allow_partial", False))
-    except BadInput as exc:
-        sys.stderr.write(f"tb-roofline diff: {exc}\n")
-        return EXIT_BAD_INPUT
-    except tb_errors.PublicError as exc:
+    except (BadInput, tb_errors.PublicError) as exc:
         sys.stderr.write(f"tb-roofline diff: {exc}\n")
         return EXIT_BAD_INPUT
     if refused:
         return EXIT_PARTIAL
     gate = evaluate_gate(cmp, args.fail_if_slower, args.fail_if_op_slower, args.min_op_time_us)
-    if args.html:
-        from tb_roofline.serve.web import html_report
-
-        try:
-            html_report.write(
-                args.html,
-                html_report.diff_report(
-                    base_svc,
-                    base_run,
-                    cand_svc,
-                    cand_run,
-                    args.base_host,
-                    args.host,
-                    args.base_step,
-                    args.step,
-                ),
-            )
-        except html_report.ReportError as exc:
-            sys.stderr.write(f"tb-roofline diff: {exc}\n")
-            return EXIT_BAD_INPUT
+    if args.html and not _write_html(args, sides):
+        return EXIT_BAD_INPUT
     report = {"json": _json_report, "csv": _csv_report, "table": _table_report}[args.format](
         cmp, base_info, cand_info, gate, args
     )
+    _emit(report, args, out)
+    if not gate["passed"] and args.format != "table":  # the table says it in its last lines
+        for line in gate["messages"]:
+            sys.stderr.write(f"tb-roofline diff: {line}\n")
+    return EXIT_OK if gate["passed"] else EXIT_REGRESSION
+
+
+def _check_flags(args) -> None:
+    if args.top is not None and args.top < 0:
+        raise BadInput("--top must not be negative")
+    for flag in ("fail_if_slower", "fail_if_op_slower", "min_op_time_us"):
+        value = getattr(args, flag)
+        if value is not None and value < 0:
+            raise BadInput(f"--{flag.replace('_', '-')} must not be negative")
+
+
+def _compare(args):
+    """The comparison of the two sides, with each side's service and run; one service when both
+    sides are the same logdir under the same device file (its caches serve both)."""
+    cand_path = args.candidate or args.base
+    device_file = args.device_file
+    base_svc, base_run = _side(args.base, args.base_run, args.base_device_file or device_file)
+    if (
+        os.path.realpath(cand_path) == os.path.realpath(args.base)
+        and (args.base_device_file or device_file) == device_file
+    ):
+        cand_svc, cand_run = base_svc, _pick(base_svc, args.run, cand_path, _run_dir(cand_path))
+    else:
+        cand_svc, cand_run = _side(cand_path, args.run, device_file)
+    cmp, base_info, cand_info = cand_svc.comparison(
+        base_run,
+        cand_run,
+        args.base_host,
+        args.host,
+        args.base_step,
+        args.step,
+        not args.exclude_infeed_outfeed,
+        args.view,
+        base_service=base_svc,
+    )
+    sides = (
+        _Side(base_svc, base_run, args.base_host, "base"),
+        _Side(cand_svc, cand_run, args.host, "candidate"),
+    )
+    return cmp, base_info, cand_info, sides
+
+
+def _write_html(args, sides) -> bool:
+    """The one-file HTML diff report at `--html`; False (the reason on stderr) when it cannot
+    be made."""
+    from tb_roofline.serve.web import html_report
+
+    base, cand = sides
+    try:
+        html_report.write(
+            args.html,
+            html_report.diff_report(
+                base.service,
+                base.run,
+                cand.service,
+                cand.run,
+                args.base_host,
+                args.host,
+                args.base_step,
+                args.step,
+            ),
+        )
+    except html_report.ReportError as exc:
+        sys.stderr.write(f"tb-roofline diff: {exc}\n")
+        return False
+    return True
+
+
+def _emit(report: str, args, out) -> None:
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(report)
         sys.stderr.write(f"wrote {args.output}\n")
     else:
         out.write(report)
-    if not gate["passed"] and args.format != "table":  # the table says it in its last lines
-        for line in gate["messages"]:
-            sys.stderr.write(f"tb-roofline diff: {line}\n")
-    return EXIT_OK if gate["passed"] else EXIT_REGRESSION
 
 
 # --- the two sides --------------------------------------------------------------------------
@@ -432,8 +452,61 @@ def _record(r: dict, side: str):
     return r[f"{side}_step"]
 
 
+PROGRAM_TABLE_COLUMNS = (
+    "base_total_time_per_core_us",
+    "cand_total_time_per_core_us",
+    "delta_time_percent",
+    "speedup",
+    "base_bound_by",
+    "cand_bound_by",
+    "base_roofline_efficiency",
+    "cand_roofline_efficiency",
+)
+OP_TABLE_COLUMNS = (
+    "status",
+    "match_rule",
+    "base_operation",
+    "cand_operation",
+    "base_self_time_per_core_us",
+    "cand_self_time_per_core_us",
+    "delta_time_per_core_us",
+    "delta_time_percent",
+    "speedup",
+    "base_bound_by",
+    "cand_bound_by",
+    "delta_roofline_efficiency",
+)
+
+
 def _table_report(cmp, base, cand, gate, args) -> str:
-    s = cmp.summary
+    lines = _sides_lines(cmp, base, cand) + [""] + _summary_lines(cmp.summary)
+    program = cmp.program.row_dicts()
+    lines += [
+        "",
+        "Program records (time per core, µs):",
+        _table(
+            ["base", "candidate", *PROGRAM_TABLE_COLUMNS],
+            [
+                [_record(r, "base"), _record(r, "cand")] + [r[c] for c in PROGRAM_TABLE_COLUMNS]
+                for r in program
+            ],
+        ),
+    ]
+    if args.level == "op":
+        rows = _op_rows(cmp, args)
+        lines += [
+            "",
+            f"Top {len(rows)} of {len(cmp.ops)} op pairs by time change (self time per core, µs):",
+            _table(list(OP_TABLE_COLUMNS), [[r[c] for c in OP_TABLE_COLUMNS] for r in rows]),
+        ]
+    if gate["checks"]:
+        lines.append("")
+        lines.append("Gate: " + ("passed" if gate["passed"] else "REGRESSION"))
+        lines += [f"  {m}" for m in gate["messages"]]
+    return "\n".join(lines) + "\n"
+
+
+def _sides_lines(cmp, base, cand) -> list[str]:
     lines = []
     for label, side in (("Base", base), ("Candidate", cand)):
         dev = side["device"]
@@ -441,9 +514,11 @@ def _table_report(cmp, base, cand, gate, args) -> str:
             f"{label:9s}  {side['run']}  host {side['host']}  step {side['step']}  "
             f"({dev['type']}, {side['num_steps']} steps)"
         )
-    for note in cmp.notes:
-        lines.append(f"  note: {note}")
-    lines.append("")
+    return lines + [f"  note: {note}" for note in cmp.notes]
+
+
+def _summary_lines(s: dict) -> list[str]:
+    lines = []
     if s["time_change_us"] is not None and s["time_change_percent"] is not None:
         lines.append(
             f"Time per core ({s['scope']['cand']}): {_fmt(s['base_time_per_core_us'])} → "
@@ -464,48 +539,4 @@ def _table_report(cmp, base, cand, gate, args) -> str:
             f"The top {len(s['top_contributors'])} ops explain "
             f"{100 * s['explained_share']:.1f}% of the time change"
         )
-    prog_cols = [
-        "base_total_time_per_core_us",
-        "cand_total_time_per_core_us",
-        "delta_time_percent",
-        "speedup",
-        "base_bound_by",
-        "cand_bound_by",
-        "base_roofline_efficiency",
-        "cand_roofline_efficiency",
-    ]
-    program = cmp.program.row_dicts()
-    lines += [
-        "",
-        "Program records (time per core, µs):",
-        _table(
-            ["base", "candidate"] + prog_cols,
-            [[_record(r, "base"), _record(r, "cand")] + [r[c] for c in prog_cols] for r in program],
-        ),
-    ]
-    if args.level == "op":
-        op_cols = [
-            "status",
-            "match_rule",
-            "base_operation",
-            "cand_operation",
-            "base_self_time_per_core_us",
-            "cand_self_time_per_core_us",
-            "delta_time_per_core_us",
-            "delta_time_percent",
-            "speedup",
-            "base_bound_by",
-            "cand_bound_by",
-            "delta_roofline_efficiency",
-        ]
-        rows = _op_rows(cmp, args)
-        lines += [
-            "",
-            f"Top {len(rows)} of {len(cmp.ops)} op pairs by time change (self time per core, µs):",
-            _table(op_cols, [[r[c] for c in op_cols] for r in rows]),
-        ]
-    if gate["checks"]:
-        lines.append("")
-        lines.append("Gate: " + ("passed" if gate["passed"] else "REGRESSION"))
-        lines += [f"  {m}" for m in gate["messages"]]
-    return "\n".join(lines) + "\n"
+    return lines
