@@ -78,27 +78,8 @@ def top_ops(
     io, view = io_flag(infeed_outfeed), view_choice(view)
     params = _filters(service, run, host, io, view, category, bound_by, precision, caveat)
     params["name"] = name or ""
-    local = order != "self_time"
-    if local:  # the model's ranking: all rows the filters keep, then ranked and paged
-        a = answer_of(service, "ops", run, host, whole=True, offset=0, limit=None, **params)
-    else:  # the API pages itself: exactly its answer
-        a = answer_of(service, "ops", run, host, offset=offset, limit=limit, **params)
-    cols, rows = a["columns"], a["rows"]
-    total = a["total_count"]
-    note = None
-    if local:  # the one ranking (model/records/rankings.py): ranked ops only
-        ranked = rankings.ranked_rows(cols, rows)
-        if not ranked:  # an empty page says why (model/records/rankings.py `none_ranked_reason`)
-            note = _none_ranked(service, run, host, cols, rows)
-        total = len(ranked)
-        rows = ranked[offset : offset + limit]
-    asked = [c for c in columns or () if c != FINGERPRINTS]
-    keep = pick(cols, asked, OP_COLUMNS)
-    records = records_of(cols, rows, keep)
-    if a["view"] == "op" and (FINGERPRINTS in (columns or ()) or not columns):
-        records = _with_fingerprints(service, run, host, cols, rows, records)
-        if detail != "full":
-            records = [_first(r, FINGERPRINTS) for r in records]
+    a, rows, total, note = _page(service, run, host, order, offset, limit, params)
+    records = _op_records(service, run, host, a, rows, columns, detail)
     return fit(
         shape(
             {
@@ -120,6 +101,34 @@ def top_ops(
         offset,
         total,
     )
+
+
+def _page(service, run, host, order, offset, limit, params):
+    """(the ops answer, the page's rows, the count they are a page of, why none is ranked).
+    `self_time` is the API's own order and paging; any other order is the model's ranking of
+    every row the filters keep (model/records/rankings.py), paged here."""
+    if order == "self_time":
+        a = answer_of(service, "ops", run, host, offset=offset, limit=limit, **params)
+        return a, a["rows"], a["total_count"], None
+    a = answer_of(service, "ops", run, host, whole=True, offset=0, limit=None, **params)
+    cols, rows = a["columns"], a["rows"]
+    ranked = rankings.ranked_rows(cols, rows)
+    # an empty page says why (model/records/rankings.py `none_ranked_reason`)
+    note = None if ranked else _none_ranked(service, run, host, cols, rows)
+    return a, ranked[offset : offset + limit], len(ranked), note
+
+
+def _op_records(service, run, host, a, rows, columns, detail) -> list:
+    """The page's rows as records of the asked columns, with their fingerprints in the op view
+    (all of them in `full` detail, the first few in `compact`)."""
+    cols = a["columns"]
+    asked = [c for c in columns or () if c != FINGERPRINTS]
+    records = records_of(cols, rows, pick(cols, asked, OP_COLUMNS))
+    if a["view"] == "op" and (FINGERPRINTS in (columns or ()) or not columns):
+        records = _with_fingerprints(service, run, host, cols, rows, records)
+        if detail != "full":
+            records = [_first(r, FINGERPRINTS) for r in records]
+    return records
 
 
 COMPACT_FINGERPRINTS = 3  # per op in a compact top_ops page
@@ -191,27 +200,7 @@ def get_op(
     a = answer_of(
         service, "ops", run, host, whole=True, include_infeed_outfeed=io, name=operation, view=view
     )
-    cols = a["columns"]
-    everything = [dict(zip(cols, r)) for r in a["rows"]]
-    records = [
-        r
-        for r in everything
-        if r["operation"] == operation
-        and (program_id is None or r["program_id"] == program_id)
-        and (precision is None or r["precision"] == precision)
-    ]
-    if not records:
-        exc = errors.NotFoundError(
-            f"no op {operation!r} in run {run!r}"
-            + (f", host {host!r}" if host else "")
-            + (f", program_id {program_id!r}" if program_id is not None else "")
-            + (f", precision {precision!r}" if precision is not None else "")
-            + (f", view {view!r}" if view != "op" else "")
-            + "; top_ops with name= finds the exact names"
-        )
-        exc.field = "operation"  # the ops whose names contain it, as candidates
-        exc.valid = sorted({r["operation"] for r in everything})[:20]
-        raise exc
+    records = _records_named(a, run, operation, host, program_id, precision, view)
     keys = {_op_key(r) for r in records}
     g = service.guidance(run, host or "", io)
     findings = [
@@ -246,6 +235,32 @@ def get_op(
     for key in ("findings", "records"):  # one per host it ran on: a pod's can be long
         answer = fit(answer, key, 0, len(answer[key]), paged=False)
     return answer
+
+
+def _records_named(a, run, operation, host, program_id, precision, view) -> list:
+    """The records of `operation` in an ops answer (narrowed by program and precision when
+    given); none is a not-found error listing the names that contain it."""
+    everything = [dict(zip(a["columns"], r)) for r in a["rows"]]
+    records = [
+        r
+        for r in everything
+        if r["operation"] == operation
+        and (program_id is None or r["program_id"] == program_id)
+        and (precision is None or r["precision"] == precision)
+    ]
+    if records:
+        return records
+    exc = errors.NotFoundError(
+        f"no op {operation!r} in run {run!r}"
+        + (f", host {host!r}" if host else "")
+        + (f", program_id {program_id!r}" if program_id is not None else "")
+        + (f", precision {precision!r}" if precision is not None else "")
+        + (f", view {view!r}" if view != "op" else "")
+        + "; top_ops with name= finds the exact names"
+    )
+    exc.field = "operation"  # the ops whose names contain it, as candidates
+    exc.valid = sorted({r["operation"] for r in everything})[:20]
+    raise exc
 
 
 def _per_record(service, run, host, records, facts_name: str, row) -> list:
