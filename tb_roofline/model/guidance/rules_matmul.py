@@ -46,61 +46,20 @@ def tiling(ctx: Context) -> list:
         total = sum(u.time_ps for u in uses)
         if not uses or total <= 0:
             continue
-        bad: list = []
-        tile: tuple[int, int] | int | None = None  # TPU_TILE, or a GPU tile of elements
-        for u in uses:
-            if u.kind == "array":
-                tile = TPU_TILE
-                miss = _tpu_waste(u.dims)
-            else:
-                p = normalize_precision(plain_precision(c["precision"][i]))
-                width = element_bytes(p) if p in _TENSOR_CORE else None
-                if width is None:
-                    continue
-                tile = max(GPU_TILE_BYTES // width, 1)
-                miss = [d for d in u.dims if d % tile]
-            if miss:
-                bad.append((u, miss))
+        bad, tile = _misaligned(uses, c["precision"][i])
         share = sum(u.time_ps for u, _ in bad) / total
-        saved = float(c["potential_time_saved_us"][i]) * share
+        gap = float(c["potential_time_saved_us"][i])
+        saved = gap * share
         if share < MISALIGNED_SHARE or saved < ctx.min_us:
             continue
-        worst = max(bad, key=lambda b: b[0].time_ps)
-        facts = {
-            "tile": list(tile) if isinstance(tile, tuple) else tile,
-            "misaligned_time_share": share,
-            "shape": worst[0].text,
-            "shapes": [
-                {
-                    "shape": u.text,
-                    "calls": u.calls,
-                    "time_us": u.time_ps / 1e6,
-                    "misaligned": m if isinstance(m, list) else None,
-                    "padding_share": m if isinstance(m, float) else None,
-                }
-                for u, m in bad[:8]
-            ],
-        }
-        if kind == "tpu":
-            text = (
-                f"pad the arrays' last dimension to a multiple of 128 and the second-to-last "
-                f"to a multiple of 8: XLA stores TPU arrays in (8, 128) tiles and feeds the "
-                f"MXU 128 wide, so the padding of {worst[0].text} is work for nothing"
-            )
-        else:
-            text = (
-                f"pad M, N and K to multiples of {tile} for {c['precision'][i]}: tensor "
-                f"cores multiply {GPU_TILE_BYTES}-byte-aligned tiles, and cuBLAS/cuDNN fall "
-                f"back to slower kernels otherwise ({worst[0].text}; e.g. round vocabulary, "
-                "hidden and batch sizes up)"
-            )
-        gap = float(c["potential_time_saved_us"][i])
+        worst = max(bad, key=lambda b: b[0].time_ps)[0].text
+        text = _tiling_advice(kind, tile, c["precision"][i], worst)
         out.append(
             Finding(
                 "tiling",
                 f"{c['operation'][i]}: shapes do not fill the matrix tiles",
                 [i],
-                facts,
+                _tiling_facts(tile, share, worst, bad),
                 saved,
                 text[0].upper() + text[1:] + ".",
                 i,
@@ -111,6 +70,61 @@ def tiling(ctx: Context) -> list:
             )
         )
     return out
+
+
+def _misaligned(uses, precision: str) -> tuple[list, tuple[int, int] | int | None]:
+    """([(use, what misses the tile)] of the uses whose shapes do not fill it, the tile): TPU
+    arrays against TPU_TILE (the padding share), GPU GEMMs against a tile of GPU_TILE_BYTES
+    in the op's element width (the dims that are not a multiple), for tensor-core precisions."""
+    bad: list = []
+    tile: tuple[int, int] | int | None = None
+    for u in uses:
+        if u.kind == "array":
+            tile = TPU_TILE
+            miss = _tpu_waste(u.dims)
+        else:
+            p = normalize_precision(plain_precision(precision))
+            width = element_bytes(p) if p in _TENSOR_CORE else None
+            if width is None:
+                continue
+            tile = max(GPU_TILE_BYTES // width, 1)
+            miss = [d for d in u.dims if d % tile]
+        if miss:
+            bad.append((u, miss))
+    return bad, tile
+
+
+def _tiling_facts(tile, share: float, worst: str, bad: list) -> dict:
+    return {
+        "tile": list(tile) if isinstance(tile, tuple) else tile,
+        "misaligned_time_share": share,
+        "shape": worst,
+        "shapes": [
+            {
+                "shape": u.text,
+                "calls": u.calls,
+                "time_us": u.time_ps / 1e6,
+                "misaligned": m if isinstance(m, list) else None,
+                "padding_share": m if isinstance(m, float) else None,
+            }
+            for u, m in bad[:8]
+        ],
+    }
+
+
+def _tiling_advice(kind: str, tile, precision: str, worst: str) -> str:
+    if kind == "tpu":
+        return (
+            f"pad the arrays' last dimension to a multiple of 128 and the second-to-last "
+            f"to a multiple of 8: XLA stores TPU arrays in (8, 128) tiles and feeds the "
+            f"MXU 128 wide, so the padding of {worst} is work for nothing"
+        )
+    return (
+        f"pad M, N and K to multiples of {tile} for {precision}: tensor "
+        f"cores multiply {GPU_TILE_BYTES}-byte-aligned tiles, and cuBLAS/cuDNN fall "
+        f"back to slower kernels otherwise ({worst}; e.g. round vocabulary, "
+        "hidden and batch sizes up)"
+    )
 
 
 def _tpu_waste(arrays) -> float | list:
