@@ -146,63 +146,58 @@ def approx_size(obj, _seen=None, _depth=0, roots: dict | None = None) -> int:
         return sys.getsizeof(obj)
     np = sys.modules.get("numpy")  # no array exists before numpy is imported
     if np is not None and isinstance(obj, np.ndarray):
-        if obj.base is None and obj.dtype != object:  # owns its buffer, no item repeated
-            return obj.nbytes + 112
-        size = obj.itemsize  # what it holds: a zero stride repeats one item (a constant column)
-        for n, stride in zip(obj.shape, obj.strides):
-            size *= n if stride else 1
-        repeats = any(n > 1 and not stride for n, stride in zip(obj.shape, obj.strides))
-        root = None if repeats else _root(obj)  # (a constant's base is its one value)
-        if root is not None:
-            if roots is not None:
-                roots[id(root)] = root
-                size = 0
-            else:
-                size = 0 if id(root) in seen else root.nbytes
-                seen.add(id(root))
-        if obj.dtype == object and obj.size:
-            flat = obj.ravel()
-            sample = flat[:: max(1, flat.size // 64)][:64]
-            size += int(sum(sys.getsizeof(v) for v in sample) / len(sample) * flat.size)
-        return size + 112
+        return _array_size(obj, seen, roots)
     if isinstance(obj, (str, bytes, bytearray, int, float, bool)) or obj is None:
         return sys.getsizeof(obj)
+
+    def size_of(v) -> int:
+        return approx_size(v, seen, _depth + 1, roots)
+
     if isinstance(obj, dict):
-        items = obj.items()
-        if len(obj) > _SAMPLE_OVER:  # big maps of similar entries (op shapes per op): a sample
-            pairs = list(items)
-            sample = pairs[:: len(pairs) // _SAMPLE][:_SAMPLE]
-            return sys.getsizeof(obj) + int(
-                sum(
-                    approx_size(k, seen, _depth + 1, roots)
-                    + approx_size(v, seen, _depth + 1, roots)
-                    for k, v in sample
-                )
-                / len(sample)
-                * len(pairs)
-            )
-        return sys.getsizeof(obj) + sum(
-            approx_size(k, seen, _depth + 1, roots) + approx_size(v, seen, _depth + 1, roots)
-            for k, v in items
+        return sys.getsizeof(obj) + _sampled_sum(
+            list(obj.items()), lambda kv: size_of(kv[0]) + size_of(kv[1])
         )
     if isinstance(obj, (list, tuple, set, frozenset)):
         seq = list(obj) if isinstance(obj, (set, frozenset)) else obj
-        if len(seq) > _SAMPLE_OVER:  # long lists of similar records: measure a sample
-            sample = seq[:: len(seq) // _SAMPLE][:_SAMPLE]
-            return sys.getsizeof(obj) + int(
-                sum(approx_size(v, seen, _depth + 1, roots) for v in sample)
-                / len(sample)
-                * len(seq)
-            )
-        return sys.getsizeof(obj) + sum(approx_size(v, seen, _depth + 1, roots) for v in seq)
+        return sys.getsizeof(obj) + _sampled_sum(seq, size_of)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return sys.getsizeof(obj) + sum(
-            approx_size(getattr(obj, f.name), seen, _depth + 1, roots)
-            for f in dataclasses.fields(obj)
+            size_of(getattr(obj, f.name)) for f in dataclasses.fields(obj)
         )
     if hasattr(obj, "__dict__"):
-        return sys.getsizeof(obj) + approx_size(vars(obj), seen, _depth + 1, roots)
+        return sys.getsizeof(obj) + size_of(vars(obj))
     return sys.getsizeof(obj)
+
+
+def _sampled_sum(seq, size_of) -> int:
+    """Σ size_of over a sequence; over _SAMPLE_OVER items (big maps and long lists of similar
+    records: op shapes per op), a sample's mean times the length."""
+    if len(seq) <= _SAMPLE_OVER:
+        return sum(size_of(v) for v in seq)
+    sample = seq[:: len(seq) // _SAMPLE][:_SAMPLE]
+    return int(sum(size_of(v) for v in sample) / len(sample) * len(seq))
+
+
+def _array_size(obj, seen: set, roots: dict | None) -> int:
+    if obj.base is None and obj.dtype != object:  # owns its buffer, no item repeated
+        return obj.nbytes + 112
+    size = obj.itemsize  # what it holds: a zero stride repeats one item (a constant column)
+    for n, stride in zip(obj.shape, obj.strides):
+        size *= n if stride else 1
+    repeats = any(n > 1 and not stride for n, stride in zip(obj.shape, obj.strides))
+    root = None if repeats else _root(obj)  # (a constant's base is its one value)
+    if root is not None:
+        if roots is not None:
+            roots[id(root)] = root
+            size = 0
+        else:
+            size = 0 if id(root) in seen else root.nbytes
+            seen.add(id(root))
+    if obj.dtype == object and obj.size:
+        flat = obj.ravel()
+        sample = flat[:: max(1, flat.size // 64)][:64]
+        size += int(sum(sys.getsizeof(v) for v in sample) / len(sample) * flat.size)
+    return size + 112
 
 
 def sized(obj) -> tuple:
