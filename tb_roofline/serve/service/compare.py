@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 
 from tb_roofline import errors
-from tb_roofline.model.compare.comparison import MATCHED, PairTable, Side, compare
+from tb_roofline.model.compare.comparison import Side, compare
 from tb_roofline.model.compare.op_merge import merged_op_records
+from tb_roofline.model.compare.pairs import MATCHED, PairTable
 from tb_roofline.model.records.record_table import AVERAGE, TOTAL
 from tb_roofline.model.records.roofline import Analysis, scoped_op_records
 from tb_roofline.serve.service import answers
