@@ -252,14 +252,10 @@ def measure(
         raise ValueError("seconds_budget must be positive")
     threads = threads or _threads()
     llc = last_level_cache_bytes()
-    factor = 2 if quick else 4
     if array_bytes is None:
-        array_bytes = max(factor * llc, (128 if quick else 256) * MIB)
-        avail = _available_bytes()
-        if avail:  # three arrays; leave half of the free memory alone
-            array_bytes = min(array_bytes, avail // 6)
-    max_n = 2048 if quick else 4096
+        array_bytes = _stream_bytes(llc, quick)
     started = time.perf_counter()
+    max_n = 2048 if quick else 4096
     fp64 = measure_matmul(np.float64, 0.25 * seconds_budget, max_n)
     fp32 = measure_matmul(np.float32, 0.25 * seconds_budget, max_n)
     bw = measure_bandwidth(0.5 * seconds_budget, array_bytes, threads)
@@ -268,9 +264,8 @@ def measure(
     for label, v in (("fp64", fp64["gflops"]), ("fp32", fp32["gflops"]), ("DRAM", dram)):
         if not (math.isfinite(v) and v > 0):
             raise RuntimeError(f"calibration of {label} gave {v!r}")
-    name = f"{cpu_name()} ({threads} threads)"
     device = DeviceInfo(
-        type=name,
+        type=f"{cpu_name()} ({threads} threads)",
         kind="cpu",
         num_cores=1,
         compute=[
@@ -296,6 +291,21 @@ def measure(
         "stream": bw | {"array_over_llc": round(ratio, 2)},
         "not_measured": list(NOT_MEASURABLE),
     }
+    details["warnings"] = plausibility(fp64, fp32, bw)
+    return Calibration(device, details, _calibration_notes(bw, threads, ratio, details["warnings"]))
+
+
+def _stream_bytes(llc: int, quick: bool) -> int:
+    """Bytes of each bandwidth array: several times the last-level cache (so the copies reach
+    DRAM), at least 128/256 MiB, and the three arrays within half of the free memory."""
+    array_bytes = max((2 if quick else 4) * llc, (128 if quick else 256) * MIB)
+    avail = _available_bytes()
+    if avail:
+        array_bytes = min(array_bytes, avail // 6)
+    return array_bytes
+
+
+def _calibration_notes(bw: dict, threads: int, ratio: float, warnings: list) -> str:
     notes = (
         f"Measured with numpy {np.__version__}: fp64/fp32 = best dense matmul rate "
         f"(BLAS, all threads); DRAM ('hbm') = best of STREAM-like copy "
@@ -306,10 +316,9 @@ def measure(
     )
     if ratio < 2:
         notes += " Warning: arrays under 2x the last-level cache; bandwidth may include cache hits."
-    warnings = details["warnings"] = plausibility(fp64, fp32, bw)
     if warnings:
         notes += " Warning: " + "; ".join(warnings) + "."
-    return Calibration(device, details, notes)
+    return notes
 
 
 def _blas_name() -> str:
