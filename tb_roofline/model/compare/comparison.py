@@ -308,30 +308,47 @@ def _scope_pair(program: PairTable, scope: str):
 def _summary(
     program: PairTable, ops: PairTable, pair, change: float, base: Side, cand: Side, top: int
 ) -> dict:
-    c = ops.columns
-    status = c["status"]
-    delta = c["delta_time_us"]
+    delta = ops.columns["delta_time_us"]
     op_change = float(delta.sum())
-    tb = float(pair["base_total_time_us"]) if pair is not None else None
-    tc = float(pair["cand_total_time_us"]) if pair is not None else None
-    # Percent and speedup of the wall time (per core): the same as of the sums over cores when
-    # both sides have as many cores.
-    wb, wc = _num(pair, "base_total_time_per_core_us"), _num(pair, "cand_total_time_per_core_us")
     n_top = min(top, len(ops))
     top_rows = ops.select(np.arange(n_top)).row_dicts()  # ops are in largest-change order
-    explained = float(delta[:n_top].sum()) / change if np.isfinite(change) and change else None
-    rules: dict = {}
-    for r in c["match_rule"][status == MATCHED].tolist():
-        rules[r] = rules.get(r, 0) + 1
-    longest = longest_call_us(ops)
-    per_core_change = wc - wb if wb is not None and wc is not None else None
     return {
         "scope": {"base": base.scope, "cand": cand.scope},
         "num_steps": {"base": base.num_steps, "cand": cand.num_steps},
-        "base_time_us": tb,
-        "cand_time_us": tc,
-        "base_time_per_core_us": _num(pair, "base_total_time_per_core_us"),
-        "cand_time_per_core_us": _num(pair, "cand_total_time_per_core_us"),
+        **_time_summary(pair, change, longest_call_us(ops)),
+        "op_time_change_us": op_change,
+        "other_time_change_us": change - op_change if np.isfinite(change) else None,
+        **_pair_counts(ops.columns),
+        "top_contributors": [{k: r[k] for k in _CONTRIBUTOR_KEYS} for r in top_rows],
+        "explained_share": (
+            float(delta[:n_top].sum()) / change if np.isfinite(change) and change else None
+        ),
+    }
+
+
+_CONTRIBUTOR_KEYS = (
+    "status",
+    "match_rule",
+    "program",
+    "base_operation",
+    "cand_operation",
+    "delta_time_us",
+    "share_of_change",
+)
+
+
+def _time_summary(pair, change: float, longest: float | None) -> dict:
+    """The scope's time on each side, summed over cores and per core, and its change. Percent
+    and speedup are of the wall time (per core): the same as of the sums over cores when both
+    sides have as many cores."""
+    wb, wc = _num(pair, "base_total_time_per_core_us"), _num(pair, "cand_total_time_per_core_us")
+    per_core_change = wc - wb if wb is not None and wc is not None else None
+    percent = 100.0 * (wc - wb) / wb if wb and wc is not None else None
+    return {
+        "base_time_us": float(pair["base_total_time_us"]) if pair is not None else None,
+        "cand_time_us": float(pair["cand_total_time_us"]) if pair is not None else None,
+        "base_time_per_core_us": wb,
+        "cand_time_per_core_us": wc,
         "time_change_us": change if np.isfinite(change) else None,
         "time_change_per_core_us": per_core_change,
         # A change no larger than one call is one kernel more or less, not a speedup.
@@ -341,11 +358,19 @@ def _summary(
             if per_core_change is not None and longest is not None
             else None
         ),
-        "time_change_percent": 100.0 * (wc - wb) / wb if wb and wc is not None else None,
+        "time_change_percent": percent,
         "speedup": wb / wc if wb and wc else None,
-        **change_label(100.0 * (wc - wb) / wb if wb and wc is not None else None),
-        "op_time_change_us": op_change,
-        "other_time_change_us": change - op_change if np.isfinite(change) else None,
+        **change_label(percent),
+    }
+
+
+def _pair_counts(c: dict) -> dict:
+    """How many pairs of each status, rule and change, and the time of the new and removed."""
+    status = c["status"]
+    rules: dict = {}
+    for r in c["match_rule"][status == MATCHED].tolist():
+        rules[r] = rules.get(r, 0) + 1
+    return {
         "matched": int((status == MATCHED).sum()),
         "new": int((status == NEW).sum()),
         "removed": int((status == REMOVED).sum()),
@@ -355,22 +380,6 @@ def _summary(
         "same": int((c["change"] == "same").sum()),
         "new_time_us": float(np.nansum(c["cand_total_self_time_us"][status == NEW])),
         "removed_time_us": float(np.nansum(c["base_total_self_time_us"][status == REMOVED])),
-        "top_contributors": [
-            {
-                k: r[k]
-                for k in (
-                    "status",
-                    "match_rule",
-                    "program",
-                    "base_operation",
-                    "cand_operation",
-                    "delta_time_us",
-                    "share_of_change",
-                )
-            }
-            for r in top_rows
-        ],
-        "explained_share": explained,
     }
 
 
