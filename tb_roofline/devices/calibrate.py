@@ -291,8 +291,8 @@ def measure(
         "stream": bw | {"array_over_llc": round(ratio, 2)},
         "not_measured": list(NOT_MEASURABLE),
     }
-    details["warnings"] = plausibility(fp64, fp32, bw)
-    return Calibration(device, details, _calibration_notes(bw, threads, ratio, details["warnings"]))
+    warnings = details["warnings"] = plausibility(fp64, fp32, bw)
+    return Calibration(device, details, _calibration_notes(bw, threads, ratio, warnings))
 
 
 def _stream_bytes(llc: int, quick: bool) -> int:
