@@ -103,6 +103,10 @@ class OpTable:
     keys: dict[str, np.ndarray]
     rows: dict[str, np.ndarray]
     unit_costs: np.ndarray | None = None
+    # Row columns summed per key where the table was read (table/key_sums.py `with_row_sums`),
+    # so an analysis need not pass over the rows for them; None: not made. Every new table
+    # made from this one's rows starts without them.
+    row_sums: dict | None = None
 
     def __len__(self) -> int:
         return len(self.rows["op"])
@@ -141,7 +145,7 @@ class OpTable:
 
     def with_keys(self, **columns) -> OpTable:
         """The same rows with some key columns replaced (the rows are shared, not copied)."""
-        return OpTable(dict(self.keys, **columns), self.rows, self.unit_costs)
+        return OpTable(dict(self.keys, **columns), self.rows, self.unit_costs, self.row_sums)
 
     def select(self, mask) -> OpTable:
         op = self.rows["op"][mask]
@@ -156,7 +160,7 @@ class OpTable:
 
     def consistent(self) -> bool:
         """Whether every row column has a row per `op`, each `op` names a key, and every key
-        column has a value per key (what a table read back from the disk cache must show
+        column and key sum has a value per key (what a table read back from the disk cache must show
         before it is used; a malformed one is not)."""
         try:
             op, m = self.rows["op"], self.num_keys
@@ -168,6 +172,7 @@ class OpTable:
                 and all(v.ndim == 1 and len(v) == n for v in self.rows.values())
                 and all(v.ndim == 1 and len(v) == m for v in self.keys.values())
                 and (self.unit_costs is None or len(self.unit_costs) == m)
+                and (self.row_sums is None or all(len(v) == m for v in self.row_sums.values()))
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             return False
@@ -179,10 +184,16 @@ class OpTable:
             k: ("constant", v[:1].copy(), len(v)) if is_constant(v) else v
             for k, v in self.rows.items()
         }
-        return {"keys": self.keys, "rows": rows, "unit_costs": self.unit_costs}
+        return {
+            "keys": self.keys,
+            "rows": rows,
+            "unit_costs": self.unit_costs,
+            "row_sums": self.row_sums,
+        }
 
     def __setstate__(self, state):
         self.keys, self.unit_costs = state["keys"], state["unit_costs"]
+        self.row_sums = state.get("row_sums")
         self.rows = {
             k: constant(v[1][0], v[2]) if isinstance(v, tuple) else v
             for k, v in state["rows"].items()
@@ -208,7 +219,7 @@ class OpTable:
             return OpTableBuilder().build()
         if len(tables) == 1:  # (shared: its own dict of the same rows, which a later shared
             t = tables[0]  # concat of this input then re-points without touching it)
-            return OpTable(t.keys, dict(t.rows), t.unit_costs) if share else t
+            return OpTable(t.keys, dict(t.rows), t.unit_costs, t.row_sums) if share else t
         unit = all(t.unit_costs is not None for t in tables)
         if not unit:
             tables = [t.explicit() for t in tables]
@@ -231,7 +242,8 @@ class OpTable:
         op = rows["op"] = np.empty(bounds[-1], kind)
         for t, off, lo, hi in zip(tables, offsets.tolist(), bounds[:-1], bounds[1:]):
             np.add(t.rows["op"], off, out=op[lo:hi], casting="unsafe")
-        return OpTable(keys, rows, np.concatenate([t.unit_costs for t in tables]) if unit else None)
+        unit_costs = np.concatenate([t.unit_costs for t in tables]) if unit else None
+        return OpTable(keys, rows, unit_costs, _concat_sums(tables, share))
 
 
 class OpTableBuilder:
@@ -313,6 +325,20 @@ def compact_rows(rows: dict) -> dict:
         if k != "op" and len(v) > 1 and v.strides[0] and v[0] == v[-1] and not np.any(v != v[0]):
             rows[k] = constant(v[0], len(v))
     return rows
+
+
+def _concat_sums(tables: list, share: bool) -> dict | None:
+    """The inputs' per-key row sums side by side (a run's keys are its inputs' in order, each
+    key's sum its own input's), when every input carries them; with `share` each input's
+    become views of the result's."""
+    if any(t.row_sums is None for t in tables):
+        return None
+    out = {c: np.concatenate([t.row_sums[c] for t in tables]) for c in tables[0].row_sums}
+    if share:
+        bounds = np.cumsum([0] + [t.num_keys for t in tables]).tolist()
+        for t, lo, hi in zip(tables, bounds[:-1], bounds[1:]):
+            t.row_sums = {c: v[lo:hi] for c, v in out.items()}
+    return out
 
 
 def _concat_rows(parts: list) -> np.ndarray:
