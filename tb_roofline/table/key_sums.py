@@ -22,6 +22,7 @@ from tb_roofline.table.op_table import (
     OpTable,
     constant,
     is_constant,
+    narrow_codes,
 )
 
 # The row columns the model sums per key; the model adds the sums it derives with the roofs
@@ -89,7 +90,18 @@ def row_key_sums(table: OpTable) -> dict:
 
 
 def with_row_sums(table: OpTable | None) -> OpTable | None:
-    """The table carrying its `row_key_sums`, made now (where its rows are)."""
+    """The table carrying its `row_key_sums`, made now (where its rows are), its `op` codes
+    as narrow as its keys allow (`op_table.narrow_codes`: what travels and is kept)."""
     if table is not None and table.row_sums is None:
-        table.row_sums = row_key_sums(table)
+        table.row_sums = row_key_sums(narrow_codes(table))
     return table
+
+
+def keys_with_rows(table: OpTable) -> np.ndarray:
+    """Whether each key has a row, a block of rows at a time: numpy makes int64 indices of
+    narrow codes, which over a whole run's column is a copy of 8 bytes a row."""
+    seen = np.zeros(table.num_keys, bool)
+    op = table.rows["op"]
+    for lo in range(0, len(op), ROW_BLOCK):
+        seen[op[lo : lo + ROW_BLOCK]] = True
+    return seen

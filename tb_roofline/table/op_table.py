@@ -238,8 +238,7 @@ class OpTable:
         if share:
             release_free_memory()
         # Offset in place into the result: no copy of every input's codes beside it.
-        kind = np.result_type(offsets, *(t.rows["op"] for t in tables))
-        op = rows["op"] = np.empty(bounds[-1], kind)
+        op = rows["op"] = np.empty(bounds[-1], code_type(len(keys["operation"])))
         for t, off, lo, hi in zip(tables, offsets.tolist(), bounds[:-1], bounds[1:]):
             np.add(t.rows["op"], off, out=op[lo:hi], casting="unsafe")
         unit_costs = np.concatenate([t.unit_costs for t in tables]) if unit else None
@@ -315,6 +314,21 @@ def constant(value, n: int) -> np.ndarray:
 def is_constant(column: np.ndarray) -> bool:
     """Whether a row column is one value repeated (made by `constant`)."""
     return column.ndim == 1 and len(column) > 1 and column.strides[0] == 0
+
+
+def code_type(num_keys: int) -> type:
+    """The integer type of a table's `op` codes: int32 while its keys fit (4 bytes a row less
+    than int64, in every host's table and the run's), int64 beyond."""
+    return np.int32 if num_keys < 2**31 else np.int64
+
+
+def narrow_codes(table: OpTable) -> OpTable:
+    """The table with its `op` codes as `code_type` (in place; returns it)."""
+    op = table.rows["op"]
+    kind = code_type(table.num_keys)
+    if op.dtype != kind and not is_constant(op):
+        table.rows["op"] = op.astype(kind)
+    return table
 
 
 def compact_rows(rows: dict) -> dict:

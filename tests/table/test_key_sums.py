@@ -111,3 +111,28 @@ def test_an_analysis_is_the_same_with_the_sums_carried_or_made_over_the_rows(tmp
     same(answers(carried), answers(bare))
     trace = [read_profile_file(TRACE, "kineto", "r")]
     same(answers([summed(read_profile_file(TRACE, "kineto", "r"))]), answers(trace))
+
+
+def test_op_codes_are_as_narrow_as_the_keys_allow_and_read_the_same(tmp_path, monkeypatch):
+    from tb_roofline.table import key_sums
+    from tb_roofline.table.key_sums import keys_with_rows
+    from tb_roofline.table.op_table import code_type
+
+    wide = _hosts(tmp_path / "w", 2)
+    assert all(p.ops.rows["op"].dtype == np.int64 for p in wide)  # as the readers make them
+    hosts = [summed(p) for p in _hosts(tmp_path / "n", 2)]
+    assert all(p.ops.rows["op"].dtype == np.int32 and p.ops.consistent() for p in hosts)
+    for a, b in zip(wide, hosts):
+        assert a.ops.rows["op"].tolist() == b.ops.rows["op"].tolist()
+    run = OpTable.concat([p.ops for p in hosts], share=True)
+    assert run.rows["op"].dtype == np.int32
+    assert run.rows["op"].tolist() == OpTable.concat([p.ops for p in wide]).rows["op"].tolist()
+    assert code_type(2**31 - 1) is np.int32 and code_type(2**31) is np.int64
+    # Keys with rows, a block at a time: those a plain count over the rows finds.
+    monkeypatch.setattr(key_sums, "ROW_BLOCK", 7)
+    some = run.select(run.rows["op"] % 3 == 0)
+    counted = [0] * some.num_keys
+    for o in some.rows["op"].tolist():
+        counted[o] += 1
+    assert keys_with_rows(some).tolist() == [n > 0 for n in counted]
+    assert 0 < sum(keys_with_rows(some)) < some.num_keys
