@@ -22,7 +22,7 @@ from tb_roofline.table.op_table import (
     OpTable,
     constant,
     is_constant,
-    narrow_codes,
+    narrow_ints,
 )
 
 # The row columns the model sums per key; the model adds the sums it derives with the roofs
@@ -90,10 +90,11 @@ def row_key_sums(table: OpTable) -> dict:
 
 
 def with_row_sums(table: OpTable | None) -> OpTable | None:
-    """The table carrying its `row_key_sums`, made now (where its rows are), its `op` codes
-    as narrow as its keys allow (`op_table.narrow_codes`: what travels and is kept)."""
+    """The table carrying its `row_key_sums`, made now (where its rows are), its integer row
+    columns as narrow as their values allow (`op_table.narrow_ints`: what travels and is
+    kept)."""
     if table is not None and table.row_sums is None:
-        table.row_sums = row_key_sums(narrow_codes(table))
+        table.row_sums = row_key_sums(narrow_ints(table))
     return table
 
 

@@ -322,12 +322,23 @@ def code_type(num_keys: int) -> type:
     return np.int32 if num_keys < 2**31 else np.int64
 
 
-def narrow_codes(table: OpTable) -> OpTable:
-    """The table with its `op` codes as `code_type` (in place; returns it)."""
-    op = table.rows["op"]
-    kind = code_type(table.num_keys)
-    if op.dtype != kind and not is_constant(op):
-        table.rows["op"] = op.astype(kind)
+def narrow_ints(table: OpTable) -> OpTable:
+    """The table with its integer row columns (`op`, `core`, `step`, `occurrences`) as int32
+    where they fit (`op`: `code_type` of its keys), in place; returns it. A host's rows are 40
+    bytes, 24 of them these columns where they vary: what every host's table and the run's
+    (its rows are views of the hosts') hold for a run, and what a worker sends back."""
+    rows = table.rows
+    for k in ("op",) + INT_COLUMNS:
+        v = rows.get(k)
+        if v is None or is_constant(v) or v.dtype.kind != "i" or v.dtype.itemsize <= 4:
+            continue
+        if k == "op":
+            kind: type = code_type(table.num_keys)
+        else:
+            fits = not len(v) or (int(v.min()) >= -(2**31) and int(v.max()) < 2**31)
+            kind = np.int32 if fits else np.int64
+        if v.dtype != kind:
+            rows[k] = v.astype(kind)
     return table
 
 
