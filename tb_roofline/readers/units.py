@@ -8,6 +8,9 @@ A file with TensorCore planes is read plane by plane: one unit per plane, or one
 of a file's planes when there are enough files to keep every worker busy (its op metadata is
 then decoded once). Anything else (a Kineto trace, an XLA GPU/CPU XSpace, which takes its plan
 along, a remote file) is one unit that reads it whole.
+
+Each file's tables leave with their rows summed per key (`summed`, table/key_sums.py), made
+where the rows are: what a worker sends back is then all the analysis's key sums need.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from tb_roofline.errors import ProfileFormatError
 from tb_roofline.readers.xspace import read as xspace
 from tb_roofline.readers.xspace.tpu import file as tpu_file
 from tb_roofline.readers.xspace.tpu.plane import clear_info_cache
+from tb_roofline.table.key_sums import with_row_sums
 from tb_roofline.table.op_table import ProfileData
 
 
@@ -100,7 +104,9 @@ def _plane_units(job: int, file_plan, whole_file: bool) -> list:
 def read_whole(path, fmt, host, max_bytes, file_plan=None, windows=None):
     from tb_roofline.readers import read_profile_file
 
-    return read_profile_file(path, fmt, host, max_bytes=max_bytes, plan=file_plan, windows=windows)
+    return summed(
+        read_profile_file(path, fmt, host, max_bytes=max_bytes, plan=file_plan, windows=windows)
+    )
 
 
 def convert_file(path, file_plan) -> ProfileData:
@@ -111,7 +117,14 @@ def convert_file(path, file_plan) -> ProfileData:
         tpu_file.convert_plane_at(path, start, end, core, file_plan.size)
         for core, start, end in file_plan.cores
     ]
-    return tpu_file.merge_planes(file_plan, planes)
+    return summed(tpu_file.merge_planes(file_plan, planes))
+
+
+def summed(p: ProfileData) -> ProfileData:
+    """The profile with each of its tables' rows summed per key (`with_row_sums`)."""
+    for table in (p.ops, p.kernels, p.hw_ops):
+        with_row_sums(table)
+    return p
 
 
 def _size(path) -> int:
@@ -137,6 +150,6 @@ def _finish(file_plan, outs: list):
         return errors[0]
     try:
         tpu_file.check_unchanged(file_plan)
-        return tpu_file.merge_planes(file_plan, outs)
+        return summed(tpu_file.merge_planes(file_plan, outs))
     except Exception as exc:  # noqa: BLE001 (the file's error, reported with its answer)
         return exc

@@ -103,6 +103,10 @@ class OpTable:
     keys: dict[str, np.ndarray]
     rows: dict[str, np.ndarray]
     unit_costs: np.ndarray | None = None
+    # Row columns summed per key where the table was read (table/key_sums.py `with_row_sums`),
+    # so an analysis need not pass over the rows for them; None: not made. Every new table
+    # made from this one's rows starts without them.
+    row_sums: dict | None = None
 
     def __len__(self) -> int:
         return len(self.rows["op"])
@@ -141,7 +145,7 @@ class OpTable:
 
     def with_keys(self, **columns) -> OpTable:
         """The same rows with some key columns replaced (the rows are shared, not copied)."""
-        return OpTable(dict(self.keys, **columns), self.rows, self.unit_costs)
+        return OpTable(dict(self.keys, **columns), self.rows, self.unit_costs, self.row_sums)
 
     def select(self, mask) -> OpTable:
         op = self.rows["op"][mask]
@@ -156,7 +160,7 @@ class OpTable:
 
     def consistent(self) -> bool:
         """Whether every row column has a row per `op`, each `op` names a key, and every key
-        column has a value per key (what a table read back from the disk cache must show
+        column and key sum has a value per key (what a table read back from the disk cache must show
         before it is used; a malformed one is not)."""
         try:
             op, m = self.rows["op"], self.num_keys
@@ -168,6 +172,7 @@ class OpTable:
                 and all(v.ndim == 1 and len(v) == n for v in self.rows.values())
                 and all(v.ndim == 1 and len(v) == m for v in self.keys.values())
                 and (self.unit_costs is None or len(self.unit_costs) == m)
+                and (self.row_sums is None or all(len(v) == m for v in self.row_sums.values()))
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             return False
@@ -179,10 +184,16 @@ class OpTable:
             k: ("constant", v[:1].copy(), len(v)) if is_constant(v) else v
             for k, v in self.rows.items()
         }
-        return {"keys": self.keys, "rows": rows, "unit_costs": self.unit_costs}
+        return {
+            "keys": self.keys,
+            "rows": rows,
+            "unit_costs": self.unit_costs,
+            "row_sums": self.row_sums,
+        }
 
     def __setstate__(self, state):
         self.keys, self.unit_costs = state["keys"], state["unit_costs"]
+        self.row_sums = state.get("row_sums")
         self.rows = {
             k: constant(v[1][0], v[2]) if isinstance(v, tuple) else v
             for k, v in state["rows"].items()
@@ -208,7 +219,7 @@ class OpTable:
             return OpTableBuilder().build()
         if len(tables) == 1:  # (shared: its own dict of the same rows, which a later shared
             t = tables[0]  # concat of this input then re-points without touching it)
-            return OpTable(t.keys, dict(t.rows), t.unit_costs) if share else t
+            return OpTable(t.keys, dict(t.rows), t.unit_costs, t.row_sums) if share else t
         unit = all(t.unit_costs is not None for t in tables)
         if not unit:
             tables = [t.explicit() for t in tables]
@@ -227,11 +238,11 @@ class OpTable:
         if share:
             release_free_memory()
         # Offset in place into the result: no copy of every input's codes beside it.
-        kind = np.result_type(offsets, *(t.rows["op"] for t in tables))
-        op = rows["op"] = np.empty(bounds[-1], kind)
+        op = rows["op"] = np.empty(bounds[-1], code_type(len(keys["operation"])))
         for t, off, lo, hi in zip(tables, offsets.tolist(), bounds[:-1], bounds[1:]):
             np.add(t.rows["op"], off, out=op[lo:hi], casting="unsafe")
-        return OpTable(keys, rows, np.concatenate([t.unit_costs for t in tables]) if unit else None)
+        unit_costs = np.concatenate([t.unit_costs for t in tables]) if unit else None
+        return OpTable(keys, rows, unit_costs, _concat_sums(tables, share))
 
 
 class OpTableBuilder:
@@ -305,6 +316,32 @@ def is_constant(column: np.ndarray) -> bool:
     return column.ndim == 1 and len(column) > 1 and column.strides[0] == 0
 
 
+def code_type(num_keys: int) -> type:
+    """The integer type of a table's `op` codes: int32 while its keys fit (4 bytes a row less
+    than int64, in every host's table and the run's), int64 beyond."""
+    return np.int32 if num_keys < 2**31 else np.int64
+
+
+def narrow_ints(table: OpTable) -> OpTable:
+    """The table with its integer row columns (`op`, `core`, `step`, `occurrences`) as int32
+    where they fit (`op`: `code_type` of its keys), in place; returns it. A host's rows are 40
+    bytes, 24 of them these columns where they vary: what every host's table and the run's
+    (its rows are views of the hosts') hold for a run, and what a worker sends back."""
+    rows = table.rows
+    for k in ("op",) + INT_COLUMNS:
+        v = rows.get(k)
+        if v is None or is_constant(v) or v.dtype.kind != "i" or v.dtype.itemsize <= 4:
+            continue
+        if k == "op":
+            kind: type = code_type(table.num_keys)
+        else:
+            fits = not len(v) or (int(v.min()) >= -(2**31) and int(v.max()) < 2**31)
+            kind = np.int32 if fits else np.int64
+        if v.dtype != kind:
+            rows[k] = v.astype(kind)
+    return table
+
+
 def compact_rows(rows: dict) -> dict:
     """The row columns with each that holds one value throughout (one core, one execution a
     row, no stall: most columns of most profiles) replaced by `constant`: a table of a
@@ -313,6 +350,20 @@ def compact_rows(rows: dict) -> dict:
         if k != "op" and len(v) > 1 and v.strides[0] and v[0] == v[-1] and not np.any(v != v[0]):
             rows[k] = constant(v[0], len(v))
     return rows
+
+
+def _concat_sums(tables: list, share: bool) -> dict | None:
+    """The inputs' per-key row sums side by side (a run's keys are its inputs' in order, each
+    key's sum its own input's), when every input carries them; with `share` each input's
+    become views of the result's."""
+    if any(t.row_sums is None for t in tables):
+        return None
+    out = {c: np.concatenate([t.row_sums[c] for t in tables]) for c in tables[0].row_sums}
+    if share:
+        bounds = np.cumsum([0] + [t.num_keys for t in tables]).tolist()
+        for t, lo, hi in zip(tables, bounds[:-1], bounds[1:]):
+            t.row_sums = {c: v[lo:hi] for c, v in out.items()}
+    return out
 
 
 def _concat_rows(parts: list) -> np.ndarray:

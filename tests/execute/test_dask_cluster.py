@@ -2,7 +2,8 @@
 started with `distributed`'s own `dask scheduler` / `dask worker` commands on 127.0.0.1, reading
 from the moto S3 server (tests/s3_server.py) as shared storage with their own credentials.
 A 16-host TPU run and a multi-rank PyTorch run answer exactly as converted here (program
-records with every step's, op records, device, diagnostics and guidance); a worker
+records with every step's, op records, device, diagnostics and guidance, and the drill-downs
+that read the rows again: one step's and the average step's op records, row groupings); a worker
 killed mid-run changes nothing; a scheduler that is not there, or does not answer, or a worker
 without tb-roofline, is a clear error at once (CLI exit 2), and TensorBoard's service converts
 locally saying so."""
@@ -203,6 +204,23 @@ def _answers(service: RooflineService, run: str, hosts: list) -> list:
         out.append(service.device(run, host))
         out.append(service.diagnostics(run, host))
         out.append(service.guidance(run, host, True))  # the findings, from the same sums
+        out += _drill_downs(service, run, host)
+    return out
+
+
+def _drill_downs(service: RooflineService, run: str, host: str) -> list:
+    """What needs a host's rows again after the analysis: the average step's and two steps'
+    op records (a comparison of two steps of the run) and every other row grouping offered
+    (`shapes`: op × input shapes; `kernel`)."""
+    program = service.program(run, host, True)
+    kind, step = (program["columns"].index(c) for c in ("record_type", "step"))
+    labels = [r[step] for r in program["rows"] if r[kind] == "step"]
+    out = []
+    if len(labels) >= 2:  # (a run of no complete steps has only its Total)
+        out.append(service.compare(run, run, host, host, base_step="Average", step=labels[0]))
+        out.append(service.compare(run, run, host, host, base_step=labels[0], step=labels[-1]))
+    groupings = service.ops(run, host, True, limit=1)["row_groupings"]
+    out += [service.ops(run, host, True, rows=g) for g in groupings if g != "op"]
     return out
 
 

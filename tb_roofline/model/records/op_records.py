@@ -24,6 +24,7 @@ from tb_roofline.model.records.records import (
     mixed_roof,
 )
 from tb_roofline.model.records.row_sums import group_sums
+from tb_roofline.table.key_sums import keys_with_rows
 from tb_roofline.table.op_table import OpTable, distinct, factorize
 
 # What records split by a key column carry besides it: the data its text stands for (a
@@ -105,7 +106,7 @@ def record_of_key(
     `group` code. Keys without rows, and infeed/outfeed without `include_io`, are left out."""
     keys = table.keys
     keep = np.ones(table.num_keys, bool) if include_io else ~keys["is_infeed_outfeed"]
-    keep &= np.bincount(table.rows["op"], minlength=table.num_keys) > 0
+    keep &= keys_with_rows(table)
     if group is not None:
         keep &= group >= 0
         rec_of_key = np.where(group >= 0, group, 0)

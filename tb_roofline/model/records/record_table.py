@@ -10,6 +10,7 @@ import dataclasses
 
 import numpy as np
 
+from tb_roofline.table.key_sums import ROW_SUM_COLUMNS
 from tb_roofline.table.op_table import MEMORY_COLUMNS
 
 # The memory traffic columns of the op table, and their memories' ids.
@@ -95,20 +96,7 @@ DERIVED_SUM_COLUMNS = (
     # (model/records/link_roofs.py `link_share`)
     "link_roof_bytes",
 )
-SUM_COLUMNS = (
-    (
-        "occurrences",
-        "total_time_ps",
-        "self_time_ps",
-        "dma_stall_ps",
-        "flops",
-        "model_flops",
-        "bytes",
-    )
-    + MEM_BYTES
-    + ("async_span_ps",)
-    + DERIVED_SUM_COLUMNS
-)
+SUM_COLUMNS = ROW_SUM_COLUMNS + DERIVED_SUM_COLUMNS
 
 
 @dataclasses.dataclass

@@ -1,10 +1,11 @@
-"""Sums of the op table's rows: every SUM_COLUMNS column per key (distinct op) in one pass,
-grouped sums of those, and per-step sums (the one second pass over the rows).
+"""Sums of the op table's rows: every SUM_COLUMNS column per key (distinct op), grouped sums
+of those, and per-step sums (the one pass over the rows the analysis makes itself).
 
 Records that group whole keys (ops, program totals, hosts) are sums over keys
-(`key_sums`, `group_sums`); only per-step records need the rows again (`step_sums`). Both
-passes go a block of rows at a time (`block_sums`), with the sums of one pass over the whole
-columns, bit for bit.
+(`key_sums`, `group_sums`): the row columns' part of them is made where each host was read
+(table/key_sums.py `row_key_sums`) and finished here with the device's roofs and the cost
+flags. Only per-step records need the rows again (`step_sums`), a block of rows at a time
+(`block_sums`), with the sums of one pass over the whole columns, bit for bit.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from tb_roofline.devices.precision_ceilings import roof_precisions
 from tb_roofline.devices.spec import DeviceInfo
 from tb_roofline.model.records import steps as steps_model
 from tb_roofline.model.records.floors import Roofs
-from tb_roofline.model.records.record_table import DERIVED_SUM_COLUMNS, SUM_COLUMNS
+from tb_roofline.model.records.record_table import SUM_COLUMNS
 from tb_roofline.model.records.records import call_floors, compute_roof, div, resources
-from tb_roofline.table.op_table import COST_COLUMNS, ROW_BLOCK, OpTable, constant, is_constant
+from tb_roofline.table import key_sums as table_sums
+from tb_roofline.table.key_sums import row_key_sums, row_values
+from tb_roofline.table.op_table import COST_COLUMNS, OpTable, is_constant
 
 
 def key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
@@ -26,16 +29,11 @@ def key_peaks(table: OpTable, device: DeviceInfo) -> np.ndarray:
     return compute_roof(device, roof_precisions(table.keys, device))
 
 
-ROW_SUM_COLUMNS = tuple(c for c in SUM_COLUMNS if c not in DERIVED_SUM_COLUMNS)
-
-
 def row_column(table: OpTable, c: str, roofs: Roofs | None) -> np.ndarray:
     """One per-row column of SUM_COLUMNS (float64; the table's own array when it is one)."""
     rows, keys, op = table.rows, table.keys, table.rows["op"]
-    if c in rows and is_constant(rows[c]):  # (still one value: `sum_by` counts it)
-        return constant(np.float64(rows[c][0]), len(rows[c]))
-    if c in rows or c in COST_COLUMNS:
-        return np.asarray(table[c], np.float64)
+    if c in rows or c in COST_COLUMNS:  # (one of one value stays so: `sum_by` counts it)
+        return row_values(table, c)
     if c in ("roof_time", "floor_time", "gap_ps", "link_roof_bytes"):
         if roofs is None:
             raise ValueError(f"the {c} column needs the device's roofs")
@@ -74,32 +72,11 @@ def link_roof_bytes(link_bytes, roofs: Roofs, keys) -> np.ndarray:
 
 def block_sums(table: OpTable, columns, roofs: Roofs | None, codes_of, n: int) -> dict:
     """Each of `columns` (SUM_COLUMNS, per row as `row_column` makes them) summed by a code per
-    row into `n` sums, ROW_BLOCK rows at a time: `codes_of(part)` gives the codes of a block's
-    rows. `np.add.at` adds each row in turn, as `np.bincount` does over a whole column, so
-    the sums are `sum_by`'s bit for bit, while no temporary is longer than a block: a run of
-    64 hosts is 3.2 million rows, 25 MB per float64 column, and one pass over whole columns
-    held three or four such arrays at once (the codes, a column made float, its product)."""
-    rows = table.rows
-    counted = [c for c in columns if _counted(rows.get(c))]
-    sums: dict[str, np.ndarray] = {c: np.zeros(n) for c in columns if c not in counted}
-    counts = np.zeros(n, np.int64)  # rows per code: what every counted column sums to
-    for lo in range(0, len(table), ROW_BLOCK):
-        part = OpTable(
-            table.keys, {k: v[lo : lo + ROW_BLOCK] for k, v in rows.items()}, table.unit_costs
-        )
-        code = codes_of(part)
-        if counted:
-            counts += np.bincount(code, minlength=n)
-        for c, total in sums.items():
-            np.add.at(total, code, row_column(part, c, roofs))
-    for c in counted:  # (as `sum_by`: the counts times the one value, never -0.0)
-        sums[c] = counts * (float(rows[c][0]) + 0.0)
-    return sums
-
-
-def _counted(column) -> bool:
-    """A constant row column of zeros or ones: summed as counts (`sum_by`)."""
-    return column is not None and is_constant(column) and column[0] in (0, 1)
+    row into `n` sums, a block of rows at a time (table/key_sums.py `block_sums`: `sum_by`'s
+    sums bit for bit, no temporary longer than a block)."""
+    return table_sums.block_sums(
+        table, columns, lambda part, c: row_column(part, c, roofs), codes_of, n
+    )
 
 
 def sum_by(codes: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
@@ -112,11 +89,11 @@ def sum_by(codes: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
 
 
 def key_sums(table: OpTable, device: DeviceInfo) -> dict[str, np.ndarray]:
-    """SUM_COLUMNS summed per key (distinct op) in one pass over the rows: every record that
-    groups whole keys (ops, program totals, hosts) is then a sum over keys."""
+    """SUM_COLUMNS summed per key (distinct op): every record that groups whole keys (ops,
+    program totals, hosts) is then a sum over keys. The row columns' sums are the ones made
+    where the hosts were read when the table carries them, else one pass over its rows."""
     n, unit = table.num_keys, table.unit_costs
-    columns = [c for c in ROW_SUM_COLUMNS if unit is None or c not in COST_COLUMNS]
-    out = block_sums(table, columns, None, lambda part: part.rows["op"], n)
+    out = row_key_sums(table)
     if unit is not None:  # a row's costs are its key's times its occurrences
         for j, c in enumerate(COST_COLUMNS):  # (columns a reader does not give: 0)
             out[c] = unit[:, j] * out["occurrences"] if j < unit.shape[1] else np.zeros(n)

@@ -92,7 +92,7 @@ def step_coder(steps: Steps, host_of_profile: np.ndarray, key_host: np.ndarray, 
     member, member_index = _last_members(member, member_index)
 
     def codes(op: np.ndarray, rs: np.ndarray) -> np.ndarray:
-        rows = rs - lo  # a new array: the table's stays as it is
+        rows = np.subtract(rs, lo, dtype=np.int64)  # (a new array; the column may be int32)
         if not one_host:
             rows += key_host[op] * width
         elif key_host[0]:

@@ -380,16 +380,18 @@ def _demo_answers(logdir: str) -> str:
 
 
 def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
-    """The model's sums (`row_sums.block_sums`, per key and per step) and the rows' steps
-    (`steps.row_steps`) work in blocks of ROW_BLOCK rows on long tables: the sums are those
-    of the whole columns bit for bit, with varying occurrences (an integer column made
-    float) and with the derived columns (FLOPs from unit costs, the roofline time)."""
+    """The sums (`key_sums.block_sums`: per key where a host is read, per step in the model)
+    and the rows' steps (`steps.row_steps`) work in blocks of ROW_BLOCK rows on long tables:
+    the sums are those of the whole columns bit for bit, with varying occurrences (an
+    integer column made float) and with the derived columns (FLOPs from unit costs, the
+    roofline time)."""
     import os
 
     from tb_roofline.model.records import row_sums, steps
     from tb_roofline.model.records.floors import Roofs
     from tb_roofline.model.records.record_table import SUM_COLUMNS
     from tb_roofline.readers import read_profile_file
+    from tb_roofline.table import key_sums
     from tb_roofline.table.op_table import ROW_BLOCK
 
     demo = os.path.join(TESTS, "..", "testdata", "demo")
@@ -407,7 +409,7 @@ def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
     def codes_of(part):  # a code per row from its own columns, so a block has its own
         return (part.rows["op"] * 3 + part.rows["step"]) % 7
 
-    monkeypatch.setattr(row_sums, "ROW_BLOCK", 3)
+    monkeypatch.setattr(key_sums, "ROW_BLOCK", 3)
     for table in (t, ones):
         codes = codes_of(table)
         blocks = row_sums.block_sums(table, SUM_COLUMNS, inv_peak, codes_of, 7)
@@ -418,8 +420,8 @@ def test_columns_made_a_block_at_a_time_sum_as_the_whole_columns(monkeypatch):
             ), c
     # Whole answers of a two-host run and a one-host run, in blocks of 3 rows and as usual.
     monkeypatch.setenv("TB_ROOFLINE_CACHE_DIR", "off")
-    monkeypatch.setattr(row_sums, "ROW_BLOCK", ROW_BLOCK)
+    monkeypatch.setattr(key_sums, "ROW_BLOCK", ROW_BLOCK)
     usual = _demo_answers(demo)
-    monkeypatch.setattr(row_sums, "ROW_BLOCK", 3)
+    monkeypatch.setattr(key_sums, "ROW_BLOCK", 3)
     monkeypatch.setattr(steps, "ROW_BLOCK", 3)
     assert _demo_answers(demo) == usual
