@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tb_roofline.allocator import release_free_memory
 from tb_roofline.errors import ProfileFormatError
 from tb_roofline.protos import xplane_pb2, xplane_view_pb2
 from tb_roofline.readers.xspace import wire as xwire
@@ -195,6 +196,7 @@ def convert_plane(src, start: int, end: int, core: int, file_key=None) -> PlaneR
         result.timeline = _timeline(
             core, (lo, hi), result.steps, core_events, info_of, cache, same_as
         )
+    release_free_memory()
     return result
 
 
