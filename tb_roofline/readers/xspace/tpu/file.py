@@ -31,6 +31,7 @@ from tb_roofline.readers.xspace import wire as xwire
 from tb_roofline.readers.xspace.hlo_shapes import link_bus_bytes, link_collective
 from tb_roofline.readers.xspace.tpu.plane import (
     KEY_TEXTS,
+    TRIM_ROWS,
     PlaneResult,
     clear_info_cache,
     convert_plane,
@@ -419,7 +420,8 @@ def _table(host: str, results: list[PlaneResult]):
         # copied: the plane's arrays let go, and their pages given back (allocator.py: they
         # are heap blocks, the host's columns fresh mappings that could not reuse them)
         r.rows = got = {}
-        release_free_memory()
+        if n >= TRIM_ROWS:
+            release_free_memory()
         at = end
     shapes = _op_shapes(cols, rows["op"], rows["occurrences"], rows["total_time_ps"])
     return keyed_table(keys, rows, unit), shapes, link_notes(assumed, len(results))
