@@ -105,11 +105,16 @@ def make_host(path: str, mb: float) -> None:
     with open(path + ".part", "wb") as out:
         for plane in space.planes:
             names = {k: v.name for k, v in plane.stat_metadata.items()}
-            head = xplane_pb2.XPlane()
-            head.CopyFrom(plane)
-            del head.lines[:]
+            # In protobuf's field order, as profilers write it: id and name, the lines, then
+            # the metadata and stats (serialized messages concatenate into one)
+            head = xplane_pb2.XPlane(id=plane.id, name=plane.name)
+            rest = xplane_pb2.XPlane()
+            rest.CopyFrom(plane)
+            del rest.lines[:]
+            rest.id, rest.name = 0, ""
             lines = b"".join(_field(3, _line_bytes(ln, copies, names)) for ln in plane.lines)
-            out.write(_field(1, head.SerializeToString() + lines))
+            body = head.SerializeToString() + lines + rest.SerializeToString()
+            out.write(_field(1, body))
     os.replace(path + ".part", path)
 
 

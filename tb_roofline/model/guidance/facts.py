@@ -94,7 +94,13 @@ def off_program_rows(p) -> np.ndarray:
     core = np.asarray(p.ops.rows["core"])
     if not cores or not len(core):
         return np.zeros(len(core), bool)
-    return ~np.isin(core, sorted(cores))
+    lo, hi = int(core.min()), int(core.max())
+    if lo < 0 or hi >= 1 << 20:
+        return ~np.isin(core, sorted(cores))
+    # A table per core number (`np.isin` of a row per event held three of the rows' copies)
+    off = np.ones(hi + 1, bool)
+    off[[c for c in cores if 0 <= c <= hi]] = False
+    return off[core] if off[lo:].any() else np.zeros(len(core), bool)
 
 
 def _off_program_self(profiles) -> dict:

@@ -45,11 +45,20 @@ class Grouping:
         self._sort(md, group)
 
     def _sort(self, md, group):
-        order = np.lexsort((group, md))
-        m, g = md[order], group[order]
-        first = np.concatenate(([True], (m[1:] != m[:-1]) | (g[1:] != g[:-1])))
+        key = _pair_key(md, group)
+        if key is None:
+            order = np.lexsort((group, md))
+            m, g = md[order], group[order]
+            first = np.concatenate(([True], (m[1:] != m[:-1]) | (g[1:] != g[:-1])))
+        else:  # one stable sort of one key: the same order, faster, one array less held
+            order = np.argsort(key, kind="stable")
+            k = key[order]
+            del key
+            first = np.concatenate(([True], k[1:] != k[:-1]))
+            del k
         self.perm, self.starts = order, np.flatnonzero(first)
-        self.md, self.group = m[self.starts], g[self.starts]
+        at = order[self.starts]
+        self.md, self.group = md[at], group[at]
 
     def sum(self, w: np.ndarray | None) -> np.ndarray | None:
         """Per-row sums of w (None for an all-zero column, kept None)."""
@@ -63,6 +72,20 @@ class Grouping:
             md = self.md[np.searchsorted(self.present, self.key)]
             self._sort(md, self.group[np.searchsorted(self.present, self.key)])
         return np.add.reduceat(np.asarray(w, np.int64)[self.perm], self.starts)
+
+
+def _pair_key(md: np.ndarray, group: np.ndarray) -> np.ndarray | None:
+    """One int64 per (md, group) pair that orders as the pairs do, or None when their ranges
+    are too wide for one."""
+    mlo, glo = int(md.min()), int(group.min())
+    width = int(group.max()) - glo + 1
+    if (int(md.max()) - mlo + 1) * width >= 2**62:
+        return None
+    key = md - mlo
+    key *= width
+    key += group
+    key -= glo
+    return key
 
 
 def _rows(md, group, **sums) -> list:

@@ -23,6 +23,7 @@ import os
 import numpy as np
 
 from tb_roofline import storage
+from tb_roofline.allocator import release_free_memory
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.readers.files import StillWritten, check_profile_file
@@ -30,6 +31,7 @@ from tb_roofline.readers.xspace import wire as xwire
 from tb_roofline.readers.xspace.hlo_shapes import link_bus_bytes, link_collective
 from tb_roofline.readers.xspace.tpu.plane import (
     KEY_TEXTS,
+    TRIM_ROWS,
     PlaneResult,
     clear_info_cache,
     convert_plane,
@@ -415,7 +417,11 @@ def _table(host: str, results: list[PlaneResult]):
         ):
             if got[name] is not None:
                 rows[c][at:end] = got[name]
-        r.rows = {}  # copied: let the plane's arrays go before the next one's are copied
+        # copied: the plane's arrays let go, and their pages given back (allocator.py: they
+        # are heap blocks, the host's columns fresh mappings that could not reuse them)
+        r.rows = got = {}
+        if n >= TRIM_ROWS:
+            release_free_memory()
         at = end
     shapes = _op_shapes(cols, rows["op"], rows["occurrences"], rows["total_time_ps"])
     return keyed_table(keys, rows, unit), shapes, link_notes(assumed, len(results))
