@@ -195,7 +195,7 @@ class _JsonStream:
                 cut = buf.rfind("},", pos, end)
                 if cut < 0:
                     break
-                text = "[" + buf[pos : cut + 1] + "]"
+                text = "".join(("[", buf[pos : cut + 1], "]"))  # one copy fewer than +
                 if typed is not None:
                     try:
                         batch, structs = typed(text, self.collector), True
