@@ -125,7 +125,10 @@ def prepare(batch: list, seen: Collector | None = None) -> Prepared | None:
     cpu_args = _args(cpu_ev, "cpu")
     gpu_args = _args(gpu_ev, "gpu")
     cpu_names, long_cpu = _names(cpu_ev, None)
-    if _has_collective(cpu_args, cpu_names) or any(map(len, map(_COLL, gpu_args))):
+    cpu_name_ids = _ids(seen.names, cpu_names)
+    if _has_collective(cpu_args, cpu_names, cpu_name_ids, seen.names) or any(
+        map(len, map(_COLL, gpu_args))
+    ):
         return None
     gpu_names, long_gpu = _names(gpu_ev, "")
     c = _cpu(cpu_ev, cpu_args, cpu_names)
@@ -134,7 +137,7 @@ def prepare(batch: list, seen: Collector | None = None) -> Prepared | None:
     rt_keys = list(compress(r["keys"], r["registers"].tolist()))
     rt_pos = rt[r["registers"]]
     c["thread_ids"], r["thread_ids"] = _ids(seen.threads, c["keys"]), _ids(seen.threads, rt_keys)
-    c["name_ids"], g["name_ids"] = _ids(seen.names, cpu_names), _ids(seen.names, gpu_names)
+    c["name_ids"], g["name_ids"] = cpu_name_ids, _ids(seen.names, gpu_names)
     c["cost_ids"] = _ids(seen.raw_costs, c["cost_keys"], UNMET)
     return Prepared(
         n=n,
@@ -161,10 +164,15 @@ def _category_masks(code):
     return code == CPU, code == RUNTIME, (code >= KERNEL) & (code <= MEMSET)
 
 
-def _has_collective(args: list, names: list) -> bool:
+def _has_collective(args: list, names: list, ids, seen: dict) -> bool:
     """Whether an op names the collective it runs (`record_param_comms` with a "Collective
-    name": the per-event path adds its fact in event order among the annotations')."""
-    if COMM_OP not in names:
+    name": the per-event path adds its fact in event order among the annotations'). `ids`:
+    the names' ids in `seen` when it has them all (then compared as numbers)."""
+    if ids is not None:
+        comm = seen.get(COMM_OP)
+        if comm is None or not np.any(ids == comm):
+            return False
+    elif COMM_OP not in names:
         return False
     return any(len(a.collective) for a, x in zip(args, names) if x == COMM_OP)
 
