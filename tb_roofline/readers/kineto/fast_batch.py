@@ -168,13 +168,12 @@ def _has_collective(args: list, names: list, ids, seen: dict) -> bool:
     """Whether an op names the collective it runs (`record_param_comms` with a "Collective
     name": the per-event path adds its fact in event order among the annotations'). `ids`:
     the names' ids in `seen` when it has them all (then compared as numbers)."""
-    if ids is not None:
+    if ids is None:
+        at = [i for i, x in enumerate(names) if x == COMM_OP] if COMM_OP in names else []
+    else:
         comm = seen.get(COMM_OP)
-        if comm is None or not np.any(ids == comm):
-            return False
-    elif COMM_OP not in names:
-        return False
-    return any(len(a.collective) for a, x in zip(args, names) if x == COMM_OP)
+        at = [] if comm is None else np.flatnonzero(ids == comm).tolist()
+    return any(len(args[i].collective) for i in at)
 
 
 def _annotation_kind(ev) -> int:
@@ -266,7 +265,7 @@ def _times(events: list) -> tuple[np.ndarray, np.ndarray]:
 def _cpu(events: list, args: list, names: list) -> dict:
     ts, dur = _times(events)
     # an inductor kernel's cost also depends on its kernel_flop and kernel_num_gb
-    inductor = any(map(operator.methodcaller("startswith", "triton_"), names))
+    inductor = any(x.startswith("triton_") for x in set(names))
     texts = [list(map(bytes, map(get, args))) for get in _COST_KEY[: 5 if inductor else 3]]
     return {
         "ts": ts,
