@@ -142,11 +142,13 @@ BEFORE = " (before)"  # a measure of ours run on the `--before` tree
 
 
 def measure(path: str, runs: int, env: dict, names, before_env: dict | None = None) -> dict:
-    """Each measure `runs` times, alternated; {name: (median s, median peak MiB, extra)}.
+    """Each measure `runs` times, alternated, in turn forwards and backwards (a measure is
+    not always the one after another); {name: (median s, median CPU s, median peak MiB,
+    version, CPU s of each run)}.
     A name ending in BEFORE runs its measure with `before_env` (an earlier tree)."""
     got: dict = {n: [] for n in names}
-    for _ in range(runs):
-        for n in names:
+    for run in range(runs):
+        for n in names if run % 2 == 0 else names[::-1]:  # each order as often: A B, B A
             if got[n] is None:
                 continue
             if n.endswith(BEFORE):
@@ -163,6 +165,7 @@ def measure(path: str, runs: int, env: dict, names, before_env: dict | None = No
             statistics.median(r["cpu_s"] for r in rs),
             statistics.median(r["peak_mb"] for r in rs),
             rs[0].get("version", ""),
+            [r["cpu_s"] for r in rs],
         )
         for n, rs in got.items()
         if rs
@@ -214,12 +217,14 @@ def main(argv=None) -> int:
             print(f"\n×{rep}: {size / 1e6:.0f} MB of JSON, {runs} run(s), medians")
             head = ("what", "wall s", "CPU s", "json.load CPU / CPU", "peak MiB", "/ file")
             print("{:36} {:>7} {:>7} {:>20} {:>9} {:>7}".format(*head))
-            for n, (s, cpu, mb, version) in res.items():
+            for n, (s, cpu, mb, version, _) in res.items():
                 ratio = f"{floor / cpu:.2f}" if floor and cpu > 0 else ""
                 label = f"{n} {version}".strip()
                 print(
                     f"{label:36} {s:7.2f} {cpu:7.2f} {ratio:>20} {mb:9.0f} {mb * 2**20 / size:7.2f}"
                 )
+            for n, (*_, cpus) in res.items():  # the spread under a shared machine's load
+                print(f"  {n}: CPU s of each run " + ", ".join(f"{c:.2f}" for c in cpus))
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     return 0
 
