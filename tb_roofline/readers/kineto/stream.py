@@ -190,8 +190,13 @@ class _JsonStream:
         loads = json.JSONDecoder(parse_float=_parse_float).decode
         typed = fast_batch.decoder(self.columns)
         while True:
-            if typed is not None and self.src.ascii:
-                self._ascii_batches(on_events, typed, loads)
+            if (
+                typed is not None
+                and self.src.ascii
+                and self._ascii_batches(on_events, typed, loads)
+            ):
+                on_events(self._slow_batch(), False)  # what the loop below would come to
+                continue
             ch = self._skip_ws()
             if ch == "]":
                 self.pos += 1
@@ -231,16 +236,16 @@ class _JsonStream:
                 batch, structs = self._slow_batch(), False
             on_events(batch, structs)
 
-    def _ascii_batches(self, on_events, typed, loads) -> None:
+    def _ascii_batches(self, on_events, typed, loads) -> bool:
         """The batches of the compiled decoder while the text is ASCII, cut and decoded in
         place as bytes: the text is copied once (into `data`), where as text it would be
         decoded, joined and sliced. `data[1:]` is what `buf` would hold, read at the same
         points; each batch is `data[pos - 1 : cut + 2]` with its first and last bytes
         (whitespace or commas between elements) made its brackets while it is decoded.
         Returns, the text in `buf` as the text loop would have it, at the array's end, at a
-        chunk that is not ASCII, or where the text loop judges what comes (whitespace to read
-        on, no batch to cut)."""
-        shifted = self.shifted
+        chunk that is not ASCII, or where the text loop judges what comes: whitespace to read
+        on, or (True) an element no batch can be cut from, for `_slow_batch`."""
+        shifted, got = self.shifted, ()
         data, pos = _joined(b"", self.buf.encode("ascii")), self.pos + 1
         while True:
             m = _NOT_WS_BYTES.search(data, pos)
@@ -255,15 +260,16 @@ class _JsonStream:
                 shifted += pos - 1  # as `_more` drops the text before pos
                 if isinstance(more, str):  # not ASCII: read on as text
                     self.buf, self.pos, self.shifted = data[pos:].decode("ascii") + more, 0, shifted
-                    return
+                    return False
                 data, pos = _joined(memoryview(data)[pos:], more), 1
             got = self._ascii_batch(data, pos, typed, loads)
-            if got is None:
+            if got is None:  # at an element no batch can be cut from
                 break
             batch, structs, pos = got
             on_events(batch, structs)
             batch = None
         self.buf, self.pos, self.shifted = data[1:].decode("ascii"), pos - 1, shifted
+        return got is None
 
     def _ascii_batch(self, data: bytearray, pos: int, typed, loads):
         """(batch, structs, where the next begins) of the elements from `pos` to the last `},`

@@ -105,3 +105,15 @@ def test_a_file_cut_short_fails_alike(tmp_path, small_chunks, monkeypatch):
     os.utime(path, (1, 1))
     messages = _messages(path, monkeypatch)
     assert messages[0] == messages[1] and "ends early" in messages[0]
+
+
+def test_no_batch_to_cut_goes_element_by_element_alike(tmp_path, small_chunks, monkeypatch):
+    """Names full of `},` leave no cut either decoder reads: those elements are read one by
+    one (`_slow_batch`), at once, with what the standard path collects."""
+    events = _events(150) + _events(150, "n" + "},{" * 8) + _events(150)
+    path = tmp_path / "w.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}, indent=1))
+    fast, plain, _ = _both(lambda: load_kineto(str(path)), monkeypatch)
+    _same(_collected(fast), _collected(plain), "collector")
+    assert fast.n_events == len(events)
+    assert True in small_chunks and False in small_chunks  # batches cut, and none to cut
