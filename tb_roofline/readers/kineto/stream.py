@@ -83,7 +83,8 @@ class _JsonStream:
     decoded in batches of complete elements with one decode per few MB (fast path: the text up
     to the last `},` that ends a top-level element; msgspec's typed decoder when installed,
     fast_json.py, else `json.loads`), falling back to `raw_decode` one element at a time when a
-    batch boundary is ambiguous. Only a few MB of text are held.
+    batch boundary is ambiguous. With msgspec, while the text is ASCII, the batches are cut
+    from its bytes (`_ascii_batches`). Only a few MB of text are held.
     """
 
     WS = " \t\r\n"
@@ -215,7 +216,7 @@ class _JsonStream:
                 cut = buf.rfind("},", pos, end)
                 if cut < 0:
                     break
-                text = "".join(("[", buf[pos : cut + 1], "]"))  # one copy fewer than +
+                text = "[" + buf[pos : cut + 1] + "]"
                 if typed is not None:
                     try:
                         batch, structs = typed(text, self.collector), True
