@@ -16,8 +16,10 @@ and only json.load and ours: the libraries that build the whole document would n
 - HTA's `TraceAnalysis` when it is importable.
 
     python bench/bench_kineto_floor.py [--repeats 5,20] [--once 20] [--runs 3] [--libs DIR]
+        [--before DIR]
 
-`--libs DIR` puts DIR on the children's path (JSON libraries installed with
+`--before DIR` also runs each `ours` measure on an earlier tree (before and after side by
+side, alternated). `--libs DIR` puts DIR on the children's path (JSON libraries installed with
 `pip install --target DIR` for the comparison, not into the environment).
 """
 
@@ -136,14 +138,23 @@ def _run(name: str, path: str, env: dict) -> dict | None:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(path: str, runs: int, env: dict, names) -> dict:
-    """Each measure `runs` times, alternated; {name: (median s, median peak MiB, extra)}."""
+BEFORE = " (before)"  # a measure of ours run on the `--before` tree
+
+
+def measure(path: str, runs: int, env: dict, names, before_env: dict | None = None) -> dict:
+    """Each measure `runs` times, alternated, in turn forwards and backwards (a measure is
+    not always the one after another); {name: (median s, median CPU s, median peak MiB,
+    version, CPU s of each run)}.
+    A name ending in BEFORE runs its measure with `before_env` (an earlier tree)."""
     got: dict = {n: [] for n in names}
-    for _ in range(runs):
-        for n in names:
+    for run in range(runs):
+        for n in names if run % 2 == 0 else names[::-1]:  # each order as often: A B, B A
             if got[n] is None:
                 continue
-            r = _run(n, path, env)
+            if n.endswith(BEFORE):
+                r = _run(n.removesuffix(BEFORE), path, before_env or env)
+            else:
+                r = _run(n, path, env)
             if r is None:
                 got[n] = None
             else:
@@ -154,6 +165,7 @@ def measure(path: str, runs: int, env: dict, names) -> dict:
             statistics.median(r["cpu_s"] for r in rs),
             statistics.median(r["peak_mb"] for r in rs),
             rs[0].get("version", ""),
+            [r["cpu_s"] for r in rs],
         )
         for n, rs in got.items()
         if rs
@@ -177,11 +189,19 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--libs", help="a folder of JSON libraries put on the children's path")
     ap.add_argument("--only", help="comma-separated measures (default: all)")
+    ap.add_argument(
+        "--before",
+        help="an earlier tree (`git archive COMMIT | tar -x -C DIR`): each `ours` measure is "
+        "also run on it, alternated with this one's",
+    )
     args = ap.parse_args(argv)
     env = bench_env.child_env(ROOT)
     if args.libs:
         env["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + args.libs
     names = args.only.split(",") if args.only else list(MEASURES)
+    before_env = bench_env.child_env(os.path.abspath(args.before)) if args.before else None
+    if before_env is not None:
+        names = [m for n in names for m in ([n + BEFORE, n] if n.startswith("ours") else [n])]
     once = {int(x) for x in args.once.split(",") if x}
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     for rep in (int(x) for x in args.repeats.split(",")):
@@ -192,17 +212,19 @@ def main(argv=None) -> int:
             runs = 1 if rep in once else args.runs
             # the libraries that hold the whole document are measured on the smaller traces
             big = [n for n in names if n in ("json.load",) or n.startswith("ours")]
-            res = measure(path, runs, env, big if rep in once else names)
+            res = measure(path, runs, env, big if rep in once else names, before_env)
             floor = res.get("json.load", (None, None))[1]
             print(f"\n×{rep}: {size / 1e6:.0f} MB of JSON, {runs} run(s), medians")
             head = ("what", "wall s", "CPU s", "json.load CPU / CPU", "peak MiB", "/ file")
             print("{:36} {:>7} {:>7} {:>20} {:>9} {:>7}".format(*head))
-            for n, (s, cpu, mb, version) in res.items():
+            for n, (s, cpu, mb, version, _) in res.items():
                 ratio = f"{floor / cpu:.2f}" if floor and cpu > 0 else ""
                 label = f"{n} {version}".strip()
                 print(
                     f"{label:36} {s:7.2f} {cpu:7.2f} {ratio:>20} {mb:9.0f} {mb * 2**20 / size:7.2f}"
                 )
+            for n, (*_, cpus) in res.items():  # the spread under a shared machine's load
+                print(f"  {n}: CPU s of each run " + ", ".join(f"{c:.2f}" for c in cpus))
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -53,11 +53,14 @@ CATEGORY = {
     "user_annotation": SIDE,
     "cuda_profiler_range": SIDE,
 }
-SIDE_PHASES = frozenset({"C", "i"})  # counters, the record window's end
 COMM_OP = "record_param_comms"
-_CLASS = {("X", cat): code for cat, code in CATEGORY.items()}  # (ph, cat) -> its class
-_PH, _CAT, _NAME = (operator.attrgetter(k) for k in ("ph", "cat", "name"))
-_PID, _TID, _TS, _DUR, _ARGS = (operator.attrgetter(k) for k in ("pid", "tid", "ts", "dur", "args"))
+UNMET = -2  # no id: the ids of costs include -1 (an op the per-event path finds bad)
+# An event's class by its `cat` alone: an unread phase's is None, that of counters and instants
+# (the record window's end) MISSING, so only complete events have a category (fast_json.py).
+_CLASS = {**CATEGORY, fast_json.MISSING: SIDE}
+_CAT, _NAME = (operator.attrgetter(k) for k in ("cat", "name"))
+_TS, _DUR, _ARGS = (operator.attrgetter(k) for k in ("ts", "dur", "args"))
+_THREAD = operator.attrgetter("pid", "tid")  # an event's thread key
 _EXT, _CORR, _COLL = (operator.attrgetter(k) for k in ("ext", "corr", "collective"))
 _COST_KEY = tuple(operator.attrgetter(k) for k in ("dims", "types", "concrete", "flop", "gb"))
 _GPU_FIELDS = {k: operator.attrgetter(k) for k in ("device", "stream", "grid", "nbytes")}
@@ -110,10 +113,7 @@ def prepare(batch: list, seen: Collector | None = None) -> Prepared | None:
     costs it has already met."""
     seen = seen or Collector()
     n = len(batch)
-    phs = list(map(_PH, batch))
-    code = np.fromiter(map(_CLASS.get, zip(phs, map(_CAT, batch)), repeat(0)), np.int8, n)
-    if "C" in phs or "i" in phs:
-        code[np.fromiter(map(SIDE_PHASES.__contains__, phs), bool, n)] = SIDE
+    code = np.fromiter(map(_CLASS.get, map(_CAT, batch), repeat(0)), np.int8, n)
     side_pos = np.flatnonzero(code == SIDE)
     side = _pick(batch, side_pos)
     kinds = list(map(_annotation_kind, side))
@@ -125,7 +125,10 @@ def prepare(batch: list, seen: Collector | None = None) -> Prepared | None:
     cpu_args = _args(cpu_ev, "cpu")
     gpu_args = _args(gpu_ev, "gpu")
     cpu_names, long_cpu = _names(cpu_ev, None)
-    if _has_collective(cpu_args, cpu_names) or any(map(bytes, map(_COLL, gpu_args))):
+    cpu_name_ids = _ids(seen.names, cpu_names)
+    if _has_collective(cpu_args, cpu_names, cpu_name_ids, seen.names) or any(
+        map(len, map(_COLL, gpu_args))
+    ):
         return None
     gpu_names, long_gpu = _names(gpu_ev, "")
     c = _cpu(cpu_ev, cpu_args, cpu_names)
@@ -133,15 +136,23 @@ def prepare(batch: list, seen: Collector | None = None) -> Prepared | None:
     g = _gpu(gpu_ev, gpu_args, gpu_names, code[gpu] - KERNEL)
     rt_keys = list(compress(r["keys"], r["registers"].tolist()))
     rt_pos = rt[r["registers"]]
+    c["thread_ids"], r["thread_ids"] = _ids(seen.threads, c["keys"]), _ids(seen.threads, rt_keys)
+    c["name_ids"], g["name_ids"] = cpu_name_ids, _ids(seen.names, gpu_names)
+    c["cost_ids"] = _ids(seen.raw_costs, c["cost_keys"], UNMET)
     return Prepared(
         n=n,
         side=list(map(fast_json.read_dict, side)),
         long_names=long_cpu + long_gpu,
         threads=_first_met(
-            seen.threads, (c["keys"], cpu), (rt_keys, rt_pos), (side_keys, side_threads)
+            seen.threads,
+            (c["keys"], cpu, c["thread_ids"]),
+            (rt_keys, rt_pos, r["thread_ids"]),
+            (side_keys, side_threads, _ids(seen.threads, side_keys)),
         ),
-        names=_first_met(seen.names, (cpu_names, cpu), (gpu_names, gpu)),
-        new_costs=_new_keys(c["cost_keys"], cpu_ev, cpu_names, seen.raw_costs),
+        names=_first_met(
+            seen.names, (cpu_names, cpu, c["name_ids"]), (gpu_names, gpu, g["name_ids"])
+        ),
+        new_costs=_new_keys(c["cost_keys"], cpu_ev, cpu_names, seen.raw_costs, c["cost_ids"]),
         new_grids=[(k, fast_json._args(k) if k else None) for k in dict.fromkeys(g["grids"])],
         cpu=c,
         rt=r,
@@ -153,12 +164,16 @@ def _category_masks(code):
     return code == CPU, code == RUNTIME, (code >= KERNEL) & (code <= MEMSET)
 
 
-def _has_collective(args: list, names: list) -> bool:
+def _has_collective(args: list, names: list, ids, seen: dict) -> bool:
     """Whether an op names the collective it runs (`record_param_comms` with a "Collective
-    name": the per-event path adds its fact in event order among the annotations')."""
-    if COMM_OP not in names:
-        return False
-    return any(bytes(a.collective) for a, x in zip(args, names) if x == COMM_OP)
+    name": the per-event path adds its fact in event order among the annotations'). `ids`:
+    the names' ids in `seen` when it has them all (then compared as numbers)."""
+    if ids is None:
+        at = [i for i, x in enumerate(names) if x == COMM_OP] if COMM_OP in names else []
+    else:
+        comm = seen.get(COMM_OP)
+        at = [] if comm is None else np.flatnonzero(ids == comm).tolist()
+    return any(len(args[i].collective) for i in at)
 
 
 def _annotation_kind(ev) -> int:
@@ -250,13 +265,13 @@ def _times(events: list) -> tuple[np.ndarray, np.ndarray]:
 def _cpu(events: list, args: list, names: list) -> dict:
     ts, dur = _times(events)
     # an inductor kernel's cost also depends on its kernel_flop and kernel_num_gb
-    inductor = any(map(operator.methodcaller("startswith", "triton_"), names))
+    inductor = any(x.startswith("triton_") for x in set(names))
     texts = [list(map(bytes, map(get, args))) for get in _COST_KEY[: 5 if inductor else 3]]
     return {
         "ts": ts,
         "dur": dur,
         "ext": _ints(map(_EXT, args), len(args)),
-        "keys": list(zip(map(_PID, events), map(_TID, events))),
+        "keys": list(map(_THREAD, events)),
         "names": names,
         "cost_keys": list(zip(names, *texts)),
     }
@@ -272,7 +287,7 @@ def _runtime(events: list) -> dict:
     ts, dur = _times(events)
     return {
         "names": names,
-        "keys": list(zip(map(_PID, events), map(_TID, events))),
+        "keys": list(map(_THREAD, events)),
         "registers": host | keep,
         "host": host,
         "keep": keep,
@@ -307,22 +322,37 @@ def _gpu(events: list, args: list, names: list, kind) -> dict:
     }
 
 
+def _ids(seen: dict, keys: list, unmet: int = -1) -> np.ndarray | None:
+    """The ids `seen` gives the keys (the usual case after the first batches: commit then
+    looks nothing up again), None when one is not there yet (`unmet`: an id no key has)."""
+    ids = _ints(map(seen.get, keys, repeat(unmet)), len(keys))
+    return None if np.any(ids == unmet) else ids
+
+
 def _first_met(seen: dict, *sources) -> list:
-    """The distinct keys of several (keys, event positions) sources not `seen`, in the order
-    of their first event in the batch."""
-    new = [k for k in dict.fromkeys(chain.from_iterable(k for k, _ in sources)) if k not in seen]
-    if not new:  # the usual case after the first batches
+    """The distinct keys of several (keys, event positions, their ids in `seen` or None)
+    sources not `seen`, in the order of their first event in the batch."""
+    if all(ids is not None for _, _, ids in sources):
         return []
+    new = [k for k in dict.fromkeys(chain.from_iterable(k for k, _, _ in sources)) if k not in seen]
     first: dict = {}
-    for keys, pos in sources:
+    for keys, pos, _ in sources:
         for k, p in dict(zip(reversed(keys), reversed(pos.tolist()))).items():
             if p < first.get(k, p + 1):
                 first[k] = p
     return sorted(new, key=first.__getitem__)
 
 
-def _new_keys(keys: list, events: list, names: list, known: dict) -> list:
-    """(key, name, args dict) of the first op in the batch of each cost key not `known`."""
+def _known(table: dict, keys: list, ids: np.ndarray | None) -> np.ndarray:
+    """The ids of keys all registered in `table` (those prepare found, when it found all)."""
+    return ids if ids is not None else _ints(map(table.__getitem__, keys), len(keys))
+
+
+def _new_keys(keys: list, events: list, names: list, known: dict, ids) -> list:
+    """(key, name, args dict) of the first op in the batch of each cost key not `known`
+    (none when prepare found the `ids` of all)."""
+    if ids is not None:
+        return []
     new = [k for k in dict.fromkeys(keys) if k not in known]
     if not new:
         return []
@@ -371,13 +401,13 @@ def _extend(column, values: np.ndarray) -> None:
 
 def _commit_cpu(col: Collector, c: dict) -> None:
     n = len(c["names"])
-    cost = _ints(map(col.raw_costs.__getitem__, c["cost_keys"]), n)
+    cost = _known(col.raw_costs, c["cost_keys"], c["cost_ids"])
     ok = cost >= 0
     col.bad_events += int(n - ok.sum())
-    _extend(col.op_thread, _ints(map(col.threads.__getitem__, c["keys"]), n)[ok])
+    _extend(col.op_thread, _known(col.threads, c["keys"], c["thread_ids"])[ok])
     _extend(col.op_ts, c["ts"][ok])
     _extend(col.op_dur, c["dur"][ok])
-    _extend(col.op_name, _ints(map(col.names.__getitem__, c["names"]), n)[ok])
+    _extend(col.op_name, _known(col.names, c["names"], c["name_ids"])[ok])
     _extend(col.op_ext, c["ext"][ok])
     _extend(col.op_cost, cost[ok])
 
@@ -385,23 +415,29 @@ def _commit_cpu(col: Collector, c: dict) -> None:
 def _commit_runtime(col: Collector, r: dict) -> None:
     reg = r["registers"]
     thread = np.full(len(reg), -1, np.int64)
-    keys = list(compress(r["keys"], reg.tolist()))
-    thread[reg] = _ints(map(col.threads.__getitem__, keys), len(keys))
+    thread[reg] = _known(col.threads, list(compress(r["keys"], reg.tolist())), r["thread_ids"])
     names, ts, dur = r["names"], r["ts"], r["dur"]
     for i in np.flatnonzero(r["host"]).tolist():
         col.host_calls.append((names[i], int(thread[i]), int(ts[i]), int(dur[i])))
     keep = np.flatnonzero(r["keep"])
-    launch = {x: ("Launch" in x, "GraphLaunch" in x) for x in dict.fromkeys(names)}
-    flags = [launch[names[i]] for i in keep.tolist()]
-    for i, (_, graph) in zip(keep.tolist(), flags):
-        if graph:
+    kept = _pick(names, keep)
+    distinct = dict.fromkeys(kept)
+    launch = np.fromiter(map({x: "Launch" in x for x in distinct}.__getitem__, kept), bool)
+    graph = _graph_launches(distinct)
+    if graph:  # in the events' order, as the per-event path appends them
+        for i in keep[np.fromiter(map(graph.__contains__, kept), bool, len(kept))].tolist():
             col.graph_launches.append((int(r["corr"][i]), int(thread[i]), int(ts[i]), int(dur[i])))
     _extend(col.rt_corr, r["corr"][keep])
     _extend(col.rt_ext, r["ext"][keep])
     _extend(col.rt_thread, thread[keep])
     _extend(col.rt_ts, ts[keep])
     _extend(col.rt_dur, dur[keep])
-    _extend(col.rt_launch, np.array([f[0] for f in flags], np.int8))
+    _extend(col.rt_launch, launch)
+
+
+def _graph_launches(names) -> frozenset:
+    """Those of the names that launch a captured graph (kineto/capture.py)."""
+    return frozenset(x for x in names if "GraphLaunch" in x)
 
 
 def _commit_gpu(col: Collector, g: dict) -> None:
@@ -421,6 +457,6 @@ def _commit_gpu(col: Collector, g: dict) -> None:
         (col.gpu_stream, "stream"),
     ):
         _extend(column, g[key][ok])
-    _extend(col.gpu_name, _ints(map(col.names.__getitem__, g["names"]), n)[ok])
+    _extend(col.gpu_name, _known(col.names, g["names"], g["name_ids"])[ok])
     col.gpu_bytes.frombytes(g["bytes"][ok].astype(np.float64).tobytes())
     _extend(col.gpu_grid, grid[ok])

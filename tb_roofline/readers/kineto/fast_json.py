@@ -1,26 +1,28 @@
 """The optional compiled decoder of the Kineto reader's event batches (the `fast` extra).
 
 With msgspec installed (`pip install tb-roofline[fast]`), a batch of events is decoded straight
-into `Event` structs holding only the fields the collector reads: every other key of an event
-(`id`, `bp`, `s`, flow fields...) is skipped inside the compiled parser and never becomes a
-Python object. An event's `args` is first kept as its JSON text and decoded (as the standard
-library would) only for the events the collector reads: complete events of the categories it
-keeps and counter events; flow events' and other categories' args are checked as JSON and
-dropped.
+into structs holding only the fields the collector reads: every other key of an event (`id`,
+`bp`, `s`...) is skipped inside the compiled parser and never becomes a Python object, and an
+event of a phase the collector never reads (flows, a third of a training trace; metadata) is
+told by its `ph` and keeps no field at all. An event's `args` is first kept as its JSON text
+and decoded (as the standard library would) only for the events the collector reads: complete
+events of the categories it keeps and counter events; other categories' args are checked as
+JSON and dropped.
 
-Without msgspec, or for a batch it refuses (anything but a list of objects, NaN, numbers beyond
-a double or int64, invalid escapes, deep nesting...), the reader decodes the batch with the
-standard library as before, so a damaged file gives the same events, errors and messages
-either way. The one difference: values the reader never reads (the keys above, the args of
-events it skips) are checked for JSON syntax only, so a number too long to convert there does
-not refuse the file. Floats go through the same `parse_float` as the standard path: epoch
-times keep their nanoseconds (event_fields.Exact). docs/benchmarks.md has the measurements
-behind the choice of msgspec over orjson and pysimdjson.
+Without msgspec, or for a batch it refuses (anything but a list of objects, an event without a
+known `ph`, NaN, numbers beyond a double or int64, invalid escapes, deep nesting...), the
+reader decodes the batch with the standard library as before, so a damaged file gives the
+same events, errors and messages either way. The one difference: values the reader never
+reads (the keys above, the args of events it skips, every field of the phases it skips) are
+checked for JSON syntax only, so a number too long to convert there does not refuse the file.
+Floats go through the same `parse_float` as the standard path: epoch times keep their
+nanoseconds (event_fields.Exact). docs/benchmarks.md has the measurements behind the choice of
+msgspec over orjson and pysimdjson.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Union
 
 from tb_roofline.readers.kineto.event_fields import ns_hook, parse_float
 
@@ -55,22 +57,58 @@ if msgspec is not None:
     MISSING: Any = msgspec.UNSET
     NO_VALUE = msgspec.Raw(b"")  # a key the args lack (JSON null is b"null")
 
-    class Event(msgspec.Struct, gc=False):
-        """One trace event: the keys the collector reads; where the event has none, what the
-        collector's `ev.get(key, default)` reads (None, `dur` 0), and MISSING for `name`,
+    class _Tagged(msgspec.Struct, gc=False, tag_field="ph"):
+        """An event, its struct chosen by its `ph` (msgspec reads it before the rest): an
+        event of a phase the collector never reads keeps no field. An event without `ph`, or
+        of a phase not named here, refuses the batch (the standard path then judges it)."""
+
+    class _Read(_Tagged):
+        """The keys the collector reads of an event it reads; where the event has none, what
+        the collector's `ev.get(key, default)` reads (None, `dur` 0), and MISSING for `name`,
         whose default depends on the category. Times are exact ns (`event_fields.Ns`) where
         the JSON has a float, µs where an int. `args` is its JSON text until it is read. Types
-        are what real traces write: any other value refuses the batch (the standard path
-        then judges it)."""
+        are what real traces write: any other value refuses the batch (the standard path then
+        judges it)."""
 
-        ph: str | None = None
-        cat: str | None = None
         name: str | msgspec.UnsetType = msgspec.UNSET
         pid: int | str | None = None
         tid: int | str | None = None
         ts: Any = None
         dur: Any = 0
         args: msgspec.Raw = NO_VALUE
+
+    class Event(_Read, tag="X"):
+        """One complete ("X") event: its category tells what the collector reads of it."""
+
+        ph: ClassVar[str] = "X"
+        cat: str | None = None
+
+    class _Counter(_Read, tag="C"):
+        """A counter event (PM sampling, environment counters): read whole (pm_samples.py),
+        all but its category, which nothing reads (MISSING: a key the dict leaves out)."""
+
+        ph: ClassVar[str] = "C"
+        cat: ClassVar[Any] = MISSING
+
+    class _Instant(_Read, tag="i"):
+        """An instant event: the record window's end is one (its category is not read)."""
+
+        ph: ClassVar[str] = "i"
+        cat: ClassVar[Any] = MISSING
+
+    def _unread(phase: str) -> type:
+        """The struct of a phase the collector skips (flows, metadata, async and object
+        events...): no field is decoded; what the collector would read of it is None."""
+        attrs = {"ph": phase, "cat": None, "name": MISSING, "pid": None, "tid": None}
+        attrs.update(ts=None, dur=0, args=None)
+        return msgspec.defstruct(
+            f"Unread_{ord(phase)}", [], bases=(_Tagged,), tag=phase, namespace=attrs
+        )
+
+    # Every other phase of the Trace Event Format (Kineto writes "s" and "f" flows, "M"
+    # metadata): skipped whole by the collector, whatever their fields hold.
+    UNREAD_PHASES = "BEIbneSTpFstfPONDMVvRc()"
+    EVENT_TYPES: tuple = (Event, _Counter, _Instant) + tuple(map(_unread, UNREAD_PHASES))
 
     def _arg(key: str, default: Any = NO_VALUE) -> Any:
         return msgspec.field(name=key, default=default)
@@ -105,8 +143,9 @@ if msgspec is not None:
         grid: msgspec.Raw = _arg("grid")
         collective: msgspec.Raw = _arg("Collective name")
 
-    FIELDS: tuple = Event.__struct_fields__
-    _decoder: Any = msgspec.json.Decoder(list[Event], float_hook=ns_hook)
+    FIELDS: tuple = ("ph", "cat") + _Read.__struct_fields__
+    _any_event: Any = Union[EVENT_TYPES]  # a union built from a tuple
+    _decoder: Any = msgspec.json.Decoder(list[_any_event], float_hook=ns_hook)
     _args = msgspec.json.Decoder(float_hook=parse_float).decode
     ARGS_DECODERS: dict = {
         kind: msgspec.json.Decoder(t).decode
@@ -140,6 +179,8 @@ def batch_structs(batch: list) -> list:
     read, decode = READ_CATEGORIES, _args
     for ev in batch:
         raw = ev.args
+        if raw is None:  # an unread phase's event: it keeps no field
+            continue
         if raw is NO_VALUE:
             ev.args = None
             continue

@@ -31,6 +31,7 @@ MAX_EVENTS = int(settings.MAX_EVENTS.default)  # TB_ROOFLINE_MAX_EVENTS, read by
 MAX_EVENTS_ENV = settings.MAX_EVENTS.name
 MAX_WHITESPACE_RUN = 16 << 20  # no trace has this much whitespace in a row: a padded bomb
 _NOT_WS = re.compile(r"[^ \t\r\n]")
+_NOT_WS_BYTES = re.compile(rb"[^ \t\r\n]")
 
 
 class _Truncated(Exception):
@@ -46,10 +47,9 @@ class _TextSource:
         self.eof = False
         self.read_bytes = 0
         self.max_chars = max_chars
+        self.ascii = True  # every chunk read so far is ASCII (its characters are its bytes)
 
-    def read(self) -> str:
-        if self.eof:
-            return ""
+    def _chunk(self) -> bytes:
         data = self.f.read(CHUNK_CHARS)
         self.read_bytes += len(data)
         if self.max_chars is not None and self.read_bytes > self.max_chars:
@@ -57,10 +57,23 @@ class _TextSource:
                 f"holds more than {self.max_chars / 2**20:.0f} MiB of JSON, over the limit "
                 "(set TB_ROOFLINE_MAX_FILE_MB to raise it)"
             )
-        if not data:
-            self.eof = True
-            return self.decoder.decode(b"", final=True)
-        return self.decoder.decode(data)
+        self.eof = not data
+        self.ascii = self.ascii and data.isascii()
+        return data
+
+    def read(self) -> str:
+        if self.eof:
+            return ""
+        data = self._chunk()
+        return self.decoder.decode(data, final=self.eof)
+
+    def read_ascii(self) -> bytes | str:
+        """The next chunk as bytes while the text is ASCII; decoded from the first chunk that
+        is not (the stream reads on as text)."""
+        if self.eof:
+            return b""
+        data = self._chunk()
+        return data if self.ascii else self.decoder.decode(data, final=self.eof)
 
 
 class _JsonStream:
@@ -70,7 +83,8 @@ class _JsonStream:
     decoded in batches of complete elements with one decode per few MB (fast path: the text up
     to the last `},` that ends a top-level element; msgspec's typed decoder when installed,
     fast_json.py, else `json.loads`), falling back to `raw_decode` one element at a time when a
-    batch boundary is ambiguous. Only a few MB of text are held.
+    batch boundary is ambiguous. With msgspec, while the text is ASCII, the batches are cut
+    from its bytes (`_ascii_batches`). Only a few MB of text are held.
     """
 
     WS = " \t\r\n"
@@ -177,6 +191,13 @@ class _JsonStream:
         loads = json.JSONDecoder(parse_float=_parse_float).decode
         typed = fast_batch.decoder(self.columns)
         while True:
+            if (
+                typed is not None
+                and self.src.ascii
+                and self._ascii_batches(on_events, typed, loads)
+            ):
+                on_events(self._slow_batch(), False)  # what the loop below would come to
+                continue
             ch = self._skip_ws()
             if ch == "]":
                 self.pos += 1
@@ -216,6 +237,65 @@ class _JsonStream:
                 batch, structs = self._slow_batch(), False
             on_events(batch, structs)
 
+    def _ascii_batches(self, on_events, typed, loads) -> bool:
+        """The batches of the compiled decoder while the text is ASCII, cut and decoded in
+        place as bytes: the text is copied once (into `data`), where as text it would be
+        decoded, joined and sliced. `data[1:]` is what `buf` would hold, read at the same
+        points; each batch is `data[pos - 1 : cut + 2]` with its first and last bytes
+        (whitespace or commas between elements) made its brackets while it is decoded.
+        Returns, the text in `buf` as the text loop would have it, at the array's end, at a
+        chunk that is not ASCII, or where the text loop judges what comes: whitespace to read
+        on, or (True) an element no batch can be cut from, for `_slow_batch`."""
+        shifted, got = self.shifted, ()
+        data, pos = _joined(b"", self.buf.encode("ascii")), self.pos + 1
+        while True:
+            m = _NOT_WS_BYTES.search(data, pos)
+            if m is None or data[m.start()] == 0x5D:  # "]"
+                break
+            pos = m.start()
+            if data[pos] == 0x2C:  # ","
+                pos += 1
+                continue
+            while len(data) - pos < CHUNK_CHARS and not self.src.eof:
+                more = self.src.read_ascii()
+                shifted += pos - 1  # as `_more` drops the text before pos
+                if isinstance(more, str):  # not ASCII: read on as text
+                    self.buf, self.pos, self.shifted = data[pos:].decode("ascii") + more, 0, shifted
+                    return False
+                data, pos = _joined(memoryview(data)[pos:], more), 1
+            got = self._ascii_batch(data, pos, typed, loads)
+            if got is None:  # at an element no batch can be cut from
+                break
+            batch, structs, pos = got
+            on_events(batch, structs)
+            batch = None
+        self.buf, self.pos, self.shifted = data[1:].decode("ascii"), pos - 1, shifted
+        return got is None
+
+    def _ascii_batch(self, data: bytearray, pos: int, typed, loads):
+        """(batch, structs, where the next begins) of the elements from `pos` to the last `},`
+        that cuts a batch either decoder reads, as the text loop cuts them; None: none."""
+        end = len(data)
+        for _ in range(4):
+            cut = data.rfind(b"},", pos, end)
+            if cut < 0:
+                return None
+            around = data[pos - 1], data[cut + 1]
+            data[pos - 1], data[cut + 1] = 0x5B, 0x5D  # "[", "]"
+            text = memoryview(data)[pos - 1 : cut + 2]
+            try:
+                return typed(text, self.collector), True, cut + 2
+            except fast_json.DecodeError as exc:  # what it refuses, the standard path
+                if not fast_json.truncated(exc):  # judges (a cut inside a string: neither)
+                    try:
+                        return loads(bytes(text).decode("ascii")), False, cut + 2
+                    except ValueError:
+                        pass
+            finally:  # the text as it was: the text loop may read it again
+                data[pos - 1], data[cut + 1] = around
+            end = cut
+        return None
+
     def _slow_batch(self) -> list:
         """Elements one by one (raw_decode) up to about one chunk; stops before the ']'.
         At least a chunk of text, so that the fast path's failed tries stay a bounded share of
@@ -231,6 +311,14 @@ class _JsonStream:
             ch = self._skip_ws()
             if ch == "]":
                 return out
+
+
+def _joined(rest, more: bytes) -> bytearray:
+    """`[`, then the text left, then the next chunk: one copy of each."""
+    data = bytearray(b"[")
+    data += rest
+    data += more
+    return data
 
 
 def load_kineto(
