@@ -56,24 +56,31 @@ def op_tree(c: Columns) -> tuple[np.ndarray, np.ndarray]:
 
 
 def nesting(c: Columns, order=None, parent=None) -> Nesting:
-    """Each op's parent and row op (the rule in the module docstring), one nesting level at a
-    time (an op's row op depends on its parent's only)."""
+    """Each op's parent and row op (the rule in the module docstring), in one pass in tree
+    order: not level by level, whose cost grows with the depth (a chain of nested ops of
+    equal spans is as deep as it is long)."""
     n_ops = c.n_ops
     if order is None:
         order, parent = op_tree(c)
+    row_op = np.arange(n_ops)
+    par_l = parent.tolist()
+    formula_l = c.op_has_formula.tolist()
     wrapper_names = np.array([_is_wrapper(x) for x in c.names.tolist()] + [False], bool)
-    wrapper = wrapper_names[c.op_name] if n_ops else np.zeros(0, bool)
-    formula = np.asarray(c.op_has_formula, bool)
-    top = np.arange(n_ops)  # outermost non-wrapper op (else the op itself)
-    first = np.where(formula, top, -1)  # outermost op with a formula, else -1
-    depth = depths(parent)
-    by_depth = np.argsort(depth, kind="stable")
-    starts = np.searchsorted(depth[by_depth], np.arange(1, int(depth.max(initial=0)) + 1))
-    for level in np.split(by_depth, starts)[1:]:  # depth 0 keeps its own values
-        p = parent[level]
-        top[level] = np.where(wrapper[top[p]], level, top[p])
-        first[level] = np.where(first[p] >= 0, first[p], first[level])
-    row_op = np.where(first >= 0, first, top)
+    wrap_l = wrapper_names[c.op_name].tolist() if n_ops else []
+    row_l = [0] * n_ops
+    top_l = [0] * n_ops  # outermost non-wrapper op (else the op itself)
+    fanc_l = [-1] * n_ops
+    for i in order.tolist():  # parents come before their children in this order
+        p = par_l[i]
+        if p < 0:
+            top_l[i] = i
+            fanc_l[i] = i if formula_l[i] else -1
+        else:
+            top_l[i] = i if wrap_l[top_l[p]] else top_l[p]
+            fanc_l[i] = fanc_l[p] if fanc_l[p] >= 0 else (i if formula_l[i] else -1)
+        row_l[i] = fanc_l[i] if fanc_l[i] >= 0 else top_l[i]
+    if n_ops:
+        row_op = np.asarray(row_l, np.int64)
     return Nesting(order, parent, row_op)
 
 
