@@ -342,12 +342,18 @@ def _member(data: bytes) -> bytes:
 
 
 def kineto_bomb(kind: str, mib: int) -> bytes:
-    """A gzip (members concatenated) that inflates to `mib` MiB: tiny events, whitespace, or
-    events whose strings hold '},' (the fast batch path's worst case)."""
+    """A gzip (members concatenated) that inflates to `mib` MiB: tiny events, whitespace,
+    events whose strings hold '},' (the fast batch path's worst case), or matrix products of
+    equal spans (a chain of nested contraction calls, as deep as it is long, whose
+    precisions alternate)."""
     fill = {
         "events": b'{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":1,"dur":1},',
         "braces": b'{"ph":"X","cat":"cpu_op","name":"a},},},},","ts":1,"dur":1,"pid":1,"tid":1},',
         "whitespace": b" " * 4096,
+        "matmuls": b'{"ph":"X","cat":"cpu_op","name":"aten::mm","ts":1,"dur":1,"pid":1,"tid":1,'
+        b'"args":{"Input Dims":[[8,8],[8,8]],"Input type":["float","float"]}},'
+        b'{"ph":"X","cat":"cpu_op","name":"aten::mm","ts":1,"dur":1,"pid":1,"tid":1,'
+        b'"args":{"Input Dims":[[8,8],[8,8]],"Input type":["c10::BFloat16","c10::BFloat16"]}},',
     }[kind]
     block = _member(fill * ((1 << 20) // len(fill)))
     return _member(b'{"traceEvents": [') + block * mib + _member(b"1]}")

@@ -37,11 +37,13 @@ def _is_wrapper(name: str) -> bool:
 
 @dataclasses.dataclass
 class Nesting:
-    """The ops' tree: `order` (by thread, start, -duration), `parent`, each op's `row_op`."""
+    """The ops' tree: `order` (by thread, start, -duration), `parent`, each op's `row_op` and
+    `depth` (0: no parent)."""
 
     order: np.ndarray
     parent: np.ndarray
     row_op: np.ndarray
+    depth: np.ndarray
 
     def enclosing(self, c: Columns, q_thread, q_ts, q_end) -> np.ndarray:
         """The innermost op enclosing each (thread, start, end), or -1."""
@@ -56,13 +58,14 @@ def op_tree(c: Columns) -> tuple[np.ndarray, np.ndarray]:
 
 
 def nesting(c: Columns, order=None, parent=None) -> Nesting:
-    """Each op's parent and row op (the rule in the module docstring), in one pass in tree
-    order: not level by level, whose cost grows with the depth (a chain of nested ops of
+    """Each op's parent, row op (the rule in the module docstring) and depth, in one pass in
+    tree order: not level by level, whose cost grows with the depth (a chain of nested ops of
     equal spans is as deep as it is long)."""
     n_ops = c.n_ops
     if order is None:
         order, parent = op_tree(c)
     row_op = np.arange(n_ops)
+    depth = np.zeros(n_ops, np.int64)
     par_l = parent.tolist()
     formula_l = c.op_has_formula.tolist()
     wrapper_names = np.array([_is_wrapper(x) for x in c.names.tolist()] + [False], bool)
@@ -70,6 +73,7 @@ def nesting(c: Columns, order=None, parent=None) -> Nesting:
     row_l = [0] * n_ops
     top_l = [0] * n_ops  # outermost non-wrapper op (else the op itself)
     fanc_l = [-1] * n_ops
+    depth_l = [0] * n_ops
     for i in order.tolist():  # parents come before their children in this order
         p = par_l[i]
         if p < 0:
@@ -77,26 +81,17 @@ def nesting(c: Columns, order=None, parent=None) -> Nesting:
             fanc_l[i] = i if formula_l[i] else -1
         else:
             top_l[i] = i if wrap_l[top_l[p]] else top_l[p]
+            depth_l[i] = depth_l[p] + 1
             fanc_l[i] = fanc_l[p] if fanc_l[p] >= 0 else (i if formula_l[i] else -1)
         row_l[i] = fanc_l[i] if fanc_l[i] >= 0 else top_l[i]
     if n_ops:
         row_op = np.asarray(row_l, np.int64)
-    return Nesting(order, parent, row_op)
+        depth = np.asarray(depth_l, np.int64)
+    return Nesting(order, parent, row_op, depth)
 
 
 # Categories whose precision picks the compute roof: the innermost call of one of them decides.
 CONTRACTIONS = frozenset({"matmul", "convolution", "attention", "recurrent"})
-
-
-def depths(parent: np.ndarray) -> np.ndarray:
-    """Each op's nesting depth (0: no parent), one vectorised step per level."""
-    depth = np.zeros(len(parent), np.int64)
-    up = parent.copy()
-    while len(up) and (up >= 0).any():
-        on = up >= 0
-        depth += on
-        up[on] = parent[up[on]]
-    return depth
 
 
 def inner_precision(c: Columns, tree: Nesting, add_cost, cost_shapes: list) -> int:
@@ -121,7 +116,7 @@ def inner_precision(c: Columns, tree: Nesting, add_cost, cost_shapes: list) -> i
     if not len(cand):
         return 0
     rows = tree.row_op[cand]
-    o = np.lexsort((depths(tree.parent)[cand], rows))  # by row, deepest last
+    o = np.lexsort((tree.depth[cand], rows))  # by row, deepest last
     last = np.r_[rows[o][1:] != rows[o][:-1], True]
     rows, deepest = rows[o][last], cand[o][last]
     want = precs[c.op_cost[deepest]]

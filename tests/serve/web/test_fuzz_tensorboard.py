@@ -63,6 +63,7 @@ def _cases():
         ("bomb_events", KINETO_GZ, kineto_bomb("events", 256)),  # 256 MiB, 3.4 M events
         ("bomb_spaces", KINETO_GZ, kineto_bomb("whitespace", 1024)),  # 1 GiB of spaces
         ("bomb_braces", KINETO_GZ, kineto_bomb("braces", 16)),
+        ("bomb_matmuls", KINETO_GZ, kineto_bomb("matmuls", 16)),
         ("deep", KINETO, b'{"traceEvents": [' + b"[" * 100000 + b"]" * 100000 + b"]}"),
         ("long_int", KINETO, b'{"traceEvents": [{"ts": ' + b"9" * 6000 + b"}]}"),
     ]
