@@ -233,23 +233,17 @@ def merge(col: Collector, captures: list, names_of, batches: dict | None = None)
             windows[_names_key(x[3] for x in w[2])].append(w)
             source[id(w)] = ci
     used: dict = collections.defaultdict(list)
-    by_corr = collections.defaultdict(list)
-    launch_corrs = {corr for corr, *_ in col.graph_launches}
-    for i, corr in enumerate(col.gpu_corr):
-        if corr in launch_corrs:
-            by_corr[corr].append(i)
+    by_corr, sequences = _replays(col)
     grid_names = {v: k for k, v in col.grids.items()}
     chosen: dict = {}
-    next_corr = max(list(col.rt_corr) + list(col.gpu_corr) + [0]) + 1
-    next_ext = max(list(col.op_ext) + list(col.rt_ext) + [0]) + 1
+    ids = _NextIds(
+        max(list(col.rt_corr) + list(col.gpu_corr) + [0]) + 1,
+        max(list(col.op_ext) + list(col.rt_ext) + [0]) + 1,
+    )
     attributed = replayed = 0
     ties: dict = {}
-    sequences = collections.defaultdict(set)  # kernels per replay -> the name sequences
-    for corr, *_ in col.graph_launches:
-        order = sorted(by_corr.get(corr, []), key=lambda i: col.gpu_ts[i])
-        sequences[len(order)].add(tuple(col.gpu_name[i] for i in order))
     for g, (corr, _thread, ts, dur) in enumerate(col.graph_launches):
-        kernels = sorted(by_corr.get(corr, []), key=lambda i: col.gpu_ts[i])
+        kernels = by_corr.get(corr, [])
         replayed += len(kernels)
         if not kernels:
             continue
@@ -274,36 +268,69 @@ def merge(col: Collector, captures: list, names_of, batches: dict | None = None)
                 ties[(key, grids)] = (n + len(kernels), firsts)
             continue
         used[source[id(w)]].append(ts)
-        begin, end, launches, ops = w
-        span = max(end - begin, 1)
-
-        def at(t, ts=ts, dur=dur, begin=begin, span=span):
-            return ts + (t - begin) * dur // span
-
-        new_thread = col.thread_id(("graph capture", g), 0)
-        ext_map = {}
-        for _, ots, odur, name, args, ext in ops:
-            ext_map[ext] = next_ext
-            col.add_op(new_thread, at(ots), max(at(ots + odur) - at(ots), 0), name, args, next_ext)
-            next_ext += 1
-        queue: collections.defaultdict[str | None, collections.deque] = collections.defaultdict(
-            collections.deque
-        )
-        for x in launches:
-            queue[x[3]].append(x)
-        for i, name in zip(kernels, names):
-            lts, ldur, _, _, lext, _ = queue[name if None not in queue else None].popleft()
-            col.gpu_corr[i] = next_corr
-            col.launch_alias[next_corr] = corr
-            col.rt_corr.append(next_corr)
-            col.rt_ext.append(ext_map.get(lext, -1))
-            col.rt_thread.append(new_thread)
-            col.rt_ts.append(at(lts))
-            col.rt_dur.append(max(at(lts + ldur) - at(lts), 0))
-            col.rt_launch.append(True)
-            next_corr += 1
-            attributed += 1
+        _replay_window(col, ids, w, (g, corr, ts, dur), kernels, names)
+        attributed += len(kernels)
     return Merged(attributed, replayed, list(ties.values()), dict(used))
+
+
+def _replays(col: Collector) -> tuple[dict, dict]:
+    """(each graph launch's correlation -> its replayed kernels by start, the number of
+    kernels of a replay -> the name sequences replays of that many kernels ran)."""
+    by_corr = collections.defaultdict(list)
+    launch_corrs = {corr for corr, *_ in col.graph_launches}
+    for i, corr in enumerate(col.gpu_corr):
+        if corr in launch_corrs:
+            by_corr[corr].append(i)
+    for kernels in by_corr.values():
+        kernels.sort(key=lambda i: col.gpu_ts[i])
+    sequences = collections.defaultdict(set)
+    for corr, *_ in col.graph_launches:
+        order = by_corr.get(corr, [])
+        sequences[len(order)].add(tuple(col.gpu_name[i] for i in order))
+    return by_corr, sequences
+
+
+@dataclasses.dataclass
+class _NextIds:
+    """The next correlation and external ids free for the ops and launches a replay gets."""
+
+    corr: int
+    ext: int
+
+
+def _replay_window(col: Collector, ids: _NextIds, w, launch, kernels: list, names: list):
+    """Copy window `w`'s ops onto a thread of graph launch `launch` (index, correlation,
+    start, duration), scaled into its span, and give each replayed kernel a launch of its
+    own, matched to the window's launches by kernel name in order."""
+    g, corr, ts, dur = launch
+    begin, end, launches, ops = w
+    span = max(end - begin, 1)
+
+    def at(t):
+        return ts + (t - begin) * dur // span
+
+    new_thread = col.thread_id(("graph capture", g), 0)
+    ext_map = {}
+    for _, ots, odur, name, args, ext in ops:
+        ext_map[ext] = ids.ext
+        col.add_op(new_thread, at(ots), max(at(ots + odur) - at(ots), 0), name, args, ids.ext)
+        ids.ext += 1
+    queue: collections.defaultdict[str | None, collections.deque] = collections.defaultdict(
+        collections.deque
+    )
+    for x in launches:
+        queue[x[3]].append(x)
+    for i, name in zip(kernels, names):
+        lts, ldur, _, _, lext, _ = queue[name if None not in queue else None].popleft()
+        col.gpu_corr[i] = ids.corr
+        col.launch_alias[ids.corr] = corr
+        col.rt_corr.append(ids.corr)
+        col.rt_ext.append(ext_map.get(lext, -1))
+        col.rt_thread.append(new_thread)
+        col.rt_ts.append(at(lts))
+        col.rt_dur.append(max(at(lts + ldur) - at(lts), 0))
+        col.rt_launch.append(True)
+        ids.corr += 1
 
 
 def _stem(name: str) -> str:

@@ -10,83 +10,75 @@ from tb_roofline.readers.kineto.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEM
 from tb_roofline.readers.kineto.grouped_rows import accessed_bytes, add_grouped, div_safe, transfers
 
 
-def kernel_view(
-    builder,
-    host,
-    kind,
-    dev,
-    name_ids,
-    names,
-    row,
-    dur,
-    gbytes,
-    step,
-    op_cost,
-    cost_flops,
-    cost_bytes,
-    costs,
-    name_units,
-    grid_fp,
-    op_ic=None,
-    kernel_comm=None,
-    op_coll=None,
-):
-    """Kernel-level rows: a GEMM-like op call's FLOPs and bytes go to its main kernel (its
-    longest GEMM / convolution / attention kernel; helpers such as offset, fill or split-K
-    reduction kernels get none, however long they ran); other calls share them by time.
-    A kernel's precision is what its name says ran, else its op's data type; a kernel outside
-    any known op is categorised by its name. A kernel with link bytes carries its collective
-    (its op's, `op_coll`, or its own args', `kernel_comm`): it is judged on its group's links,
-    as its op is (model/records/link_roofs.py)."""
+def kernel_view(builder, host: str, c, links, kernel_comm=None) -> None:
+    """Kernel-level rows of trace columns `c` (readers/kineto/columns.py) with the kernels'
+    row ops and steps (`links`): a GEMM-like op call's FLOPs and bytes go to its main kernel
+    (its longest GEMM / convolution / attention kernel; helpers such as offset, fill or
+    split-K reduction kernels get none, however long they ran); other calls share them by
+    time. A kernel's precision is what its name says ran, else its op's data type; a kernel
+    outside any known op is categorised by its name. A kernel with link bytes carries its
+    collective (its op's, `c.op_coll`, or its own args', `kernel_comm`): it is judged on its
+    group's links, as its op is (model/records/link_roofs.py)."""
+    kind = c.gpu_kind
     n = len(kind)
     if not n:
         return
-    kernel_name = names[name_ids]
-    flops = np.zeros(n)
-    ic = np.zeros(n)
-    coll = np.full(n, "", dtype=object)
-    nbytes = np.where(kind != KIND_KERNEL, gbytes, 0.0)
-    cats, precs, srcs = _kernel_labels(kind, kernel_name, name_units[name_ids].copy())
-    k = np.flatnonzero((kind == KIND_KERNEL) & (row >= 0))
-    if len(k):
-        c_of_k = op_cost[row[k]]
-        _label_by_op(k, c_of_k, costs, cats, precs, srcs)
-        share = _cost_shares(k, row, dur, name_ids, names, name_units, n)
-        flops[k] = cost_flops[c_of_k] * share
-        nbytes[k] = cost_bytes[c_of_k] * share
-        if op_ic is not None:
-            ic[k] = op_ic[row[k]] * share
-        if op_coll is not None:
-            coll[k] = np.where(ic[k] > 0, op_coll[row[k]], "")
+    kernel_name = c.names[c.gpu_name]
+    cats, precs, srcs = _kernel_labels(kind, kernel_name, c.name_units[c.gpu_name].copy())
+    flops, nbytes, ic, coll = _op_shares(c, links, cats, precs, srcs)
     if kernel_comm is not None:  # NCCL kernels outside any op that name their collective
-        own = np.flatnonzero((kind == KIND_KERNEL) & (row < 0) & kernel_comm[2])
+        own = np.flatnonzero((kind == KIND_KERNEL) & (links.row < 0) & kernel_comm[2])
         nbytes[own], ic[own] = kernel_comm[0][own], kernel_comm[1][own]
         if len(kernel_comm) > 3:
             coll[own] = kernel_comm[3][own]
         srcs[own], cats[own] = "formula", "communication"
-    hbm, host_b, caveat = transfers(kind, kernel_name, gbytes)
+    hbm, host_b, caveat = transfers(kind, kernel_name, c.gpu_bytes)
     nbytes = np.where(kind == KIND_KERNEL, nbytes, accessed_bytes(nbytes, hbm))
     hbm = np.where(kind == KIND_KERNEL, nbytes, hbm)
     add_grouped(
         builder,
         host,
-        dev,
+        c.gpu_dev,
         kernel_name,
         cats,
         precs,
         srcs,
-        step,
-        dur * 1e3,
+        links.step,
+        c.gpu_dur * 1e3,
         flops,
         nbytes,
         np.ones(n, np.int64),
         hbm=hbm,
         host_bytes=host_b,
         caveat=caveat,
-        fingerprint=grid_fp,
+        fingerprint=c.gpu_fp,
         interconnect=ic,
         collective=coll,
     )
+
+
+def _op_shares(c, links, cats, precs, srcs) -> tuple:
+    """(FLOPs, bytes, link bytes, collective) of each activity: a kernel inside a costed op
+    gets its share of the op call's (`_cost_shares`) and its labels from the op where its
+    name says nothing (`_label_by_op`, which fills `cats`, `precs`, `srcs`); a memcpy or
+    memset keeps its own bytes."""
+    kind, row, n = c.gpu_kind, links.row, len(c.gpu_kind)
+    flops = np.zeros(n)
+    ic = np.zeros(n)
+    coll = np.full(n, "", dtype=object)
+    nbytes = np.where(kind != KIND_KERNEL, c.gpu_bytes, 0.0)
+    k = np.flatnonzero((kind == KIND_KERNEL) & (row >= 0))
+    if len(k):
+        c_of_k = c.op_cost[row[k]]
+        _label_by_op(k, c_of_k, c.costs, cats, precs, srcs)
+        share = _cost_shares(k, row, c.gpu_dur, c.gpu_name, c.names, c.name_units, n)
+        flops[k] = c.cost_flops[c_of_k] * share
+        nbytes[k] = c.cost_bytes[c_of_k] * share
+        if c.op_ic is not None:
+            ic[k] = c.op_ic[row[k]] * share
+        if c.op_coll is not None:
+            coll[k] = np.where(ic[k] > 0, c.op_coll[row[k]], "")
+    return flops, nbytes, ic, coll
 
 
 def _kernel_labels(kind, kernel_name, precs):

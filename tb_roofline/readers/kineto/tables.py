@@ -62,27 +62,7 @@ def gpu_rows(
     m_idx = np.flatnonzero(~is_k)
     if len(m_idx):
         _copy_rows(builder, host, c, links, m_idx)
-    kernel_view(
-        kernels,
-        host,
-        c.gpu_kind,
-        c.gpu_dev,
-        c.gpu_name,
-        c.names,
-        links.row,
-        c.gpu_dur,
-        c.gpu_bytes,
-        links.step,
-        c.op_cost,
-        c.cost_flops,
-        c.cost_bytes,
-        c.costs,
-        c.name_units,
-        c.gpu_fp,
-        c.op_ic,
-        kernel_comm,
-        c.op_coll,
-    )
+    kernel_view(kernels, host, c, links, kernel_comm)
     return links.outside, shapes, op_kernels
 
 
