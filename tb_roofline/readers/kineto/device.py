@@ -50,6 +50,11 @@ def device_info(props, spans, gpu: bool) -> tuple[DeviceInfo, list]:
 def trace_notes(col, c, has_gpu: bool, hw, unattributed: int) -> list:
     """What the reader says about the trace as a whole (shapes missing, kernels outside ops,
     counters without timing, skipped events)."""
+    return _op_notes(col, c, unattributed) + _counter_notes(has_gpu, hw) + _cut_notes(col)
+
+
+def _op_notes(col, c, unattributed: int) -> list:
+    """Op costs unknown: shapes not recorded, kernels outside every op."""
     out = []
     if (
         c.n_ops
@@ -73,6 +78,12 @@ def trace_notes(col, c, has_gpu: bool, hw, unattributed: int) -> list:
                 "kernel name without FLOPs",
             )
         )
+    return out
+
+
+def _counter_notes(has_gpu: bool, hw) -> list:
+    """Hardware counters without kernel times."""
+    out = []
     if hw is not None and not hw.kernel_time_known:
         out.append(
             Diagnostic(
@@ -91,6 +102,12 @@ def trace_notes(col, c, has_gpu: bool, hw, unattributed: int) -> list:
                 "so op times on the device are unknown",
             )
         )
+    return out
+
+
+def _cut_notes(col) -> list:
+    """Names cut, shapes recorded negative, events skipped."""
+    out = []
     if col.long_names:
         out.append(
             Diagnostic(
