@@ -174,22 +174,11 @@ def _gpu_tables(out: _Tables, col, c, tree, ranks, host, step_spans, op_step, ca
     out.timeline = kineto_timeline.gpu_timeline(
         out.spans,
         out.steps,
-        c.gpu_kind,
-        c.gpu_dev,
-        c.gpu_stream * (1 << 20) + c.gpu_dev,
-        c.gpu_ts,
-        c.gpu_dur,
+        c,
         links.row,
-        c.gpu_name,
-        c.names,
-        c.op_name,
-        c.op_cost,
-        c.costs,
-        c.name_units,
         lambda kind, nm: transfers(kind, nm, np.zeros(len(kind)))[2],
         causes,
         launches=kineto_timeline.gpu_launches(c, col.launch_alias, col.host_calls),
-        cost_dims=c.cost_dims,
     )
     return notes + tables.cpu_ops_skipped(c, tree, links)
 
@@ -211,17 +200,10 @@ def _cpu_tables(out: _Tables, col, c, tree, host, step_spans, op_step, causes) -
     out.timeline = kineto_timeline.cpu_timeline(
         out.spans,
         out.steps,
-        c.op_thread,
-        c.op_ts,
-        c.op_dur,
+        c,
         tree.parent,
-        c.names,
-        c.op_name,
-        c.op_cost,
-        c.costs,
         [(t, a - c.base_ns, d, n) for t, a, d, n in col.comm_spans],
         causes,
-        c.cost_dims,
     )
     out.shapes = kineto_timeline.op_shapes(
         rows,

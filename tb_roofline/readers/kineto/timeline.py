@@ -114,31 +114,16 @@ def waited_for_event(lane, begin, issue, thread, waits) -> np.ndarray:
     return out
 
 
-def gpu_timeline(
-    spans,
-    steps,
-    kind,
-    dev,
-    stream,
-    ts_ns,
-    dur_ns,
-    row,
-    name_ids,
-    names,
-    op_name,
-    op_cost,
-    costs,
-    name_units,
-    caveat_of,
-    causes=None,
-    launches=None,
-    cost_dims=None,
-):
-    """The timeline of a GPU trace; `caveat_of(kind, names)` gives the memcpy caveats the op
-    table uses (host / peer transfers); `causes`: idle_causes(...) (host spans, ps);
-    `launches`: gpu_launches(...) (when each activity was launched); `cost_dims`: per cost id,
-    the input dims the call recorded, as data (pairs of kernels are told apart by the calls
-    that launched them)."""
+def gpu_timeline(spans, steps, c, row, caveat_of, causes=None, launches=None):
+    """The timeline of a GPU trace's activity (trace columns `c`, readers/kineto/columns.py;
+    `row`: each activity's row op, or -1); `caveat_of(kind, names)` gives the memcpy caveats
+    the op table uses (host / peer transfers); `causes`: idle_causes(...) (host spans, ps);
+    `launches`: gpu_launches(...) (when each activity was launched). Pairs of kernels are told
+    apart by the input dims of the calls that launched them (`c.cost_dims`)."""
+    kind, dev, name_ids, names = c.gpu_kind, c.gpu_dev, c.gpu_name, c.names
+    stream = c.gpu_stream * (1 << 20) + c.gpu_dev
+    ts_ns, dur_ns, op_name, op_cost = c.gpu_ts, c.gpu_dur, c.op_name, c.op_cost
+    costs, name_units, cost_dims = c.costs, c.name_units, c.cost_dims
     n = len(kind)
     tb = TimelineBuilder()
     if not n:
@@ -238,24 +223,13 @@ def _label_by_name(tb, labels, rest, kind, name_ids, kernel_name, name_units, ca
     label_ids[rest], comm[rest], fusible[rest] = f[:, 0], f[:, 1] > 0, f[:, 2] > 0
 
 
-def cpu_timeline(
-    spans,
-    steps,
-    thread,
-    ts_ns,
-    dur_ns,
-    parent,
-    names,
-    op_name,
-    op_cost,
-    costs,
-    comm_spans=(),
-    causes=None,
-    cost_dims=None,
-):
-    """The timeline of a CPU-only trace: top-level ops on their threads, plus the collectives'
-    annotated runs on their backend threads (`comm_spans`: (thread, ts ns, dur ns, name); the
-    op that issues a collective returns before it completes). `cost_dims`: as gpu_timeline."""
+def cpu_timeline(spans, steps, c, parent, comm_spans=(), causes=None):
+    """The timeline of a CPU-only trace (trace columns `c`, readers/kineto/columns.py; each
+    op's `parent`, or -1): top-level ops on their threads, plus the collectives' annotated
+    runs on their backend threads (`comm_spans`: (thread, ts ns, dur ns, name); the op that
+    issues a collective returns before it completes); shapes as gpu_timeline tells them."""
+    thread, ts_ns, dur_ns, names = c.op_thread, c.op_ts, c.op_dur, c.names
+    op_name, op_cost, costs, cost_dims = c.op_name, c.op_cost, c.costs, c.cost_dims
     tb = TimelineBuilder()
     top = np.flatnonzero(parent < 0)
     if not len(top) or not spans:
