@@ -106,6 +106,7 @@ class Source:
             return self.buf[pos : pos + n]
         if self.fd is None:
             raise WireError("a source with neither bytes nor a file")
+        data: bytes | memoryview
         if scratch is None or not hasattr(os, "preadv"):  # (preadv: not on every system)
             data = os.pread(self.fd, n, pos)
             got = len(data)
