@@ -378,15 +378,16 @@ def _concat_rows(parts: list) -> np.ndarray:
 
 
 def keyed_table(keys: dict, rows: dict, unit_costs: np.ndarray | None = None) -> OpTable:
-    """A table from per-key and per-row columns given as they are (not copied); missing ones
-    take their defaults (cost columns come from `unit_costs` when given)."""
+    """A table from per-key and per-row columns given as they are (not copied; integer row
+    columns narrower than int64 kept so: `narrow_ints`' types); missing ones take their
+    defaults (cost columns come from `unit_costs` when given)."""
     m = len(keys["operation"])
     full = {k: _column(k, m, keys.get(k, _DEFAULTS[k])) for k in KEY_COLUMNS}
     _default_flags(full, keys)
     n = len(rows["op"])
     wanted = [c for c in ROW_COLUMNS if unit_costs is None or c not in COST_COLUMNS]
-    out = {k: _column(k, n, rows.get(k, _DEFAULTS[k])) for k in wanted}
-    out["op"] = np.asarray(rows["op"], np.int64)
+    out = {k: _row_column(k, n, rows.get(k, _DEFAULTS[k])) for k in wanted}
+    out["op"] = _row_column("op", n, rows["op"])
     return OpTable(full, compact_rows(out), unit_costs)
 
 
@@ -411,6 +412,12 @@ def _dtype(key: str):
     if key in KEY_FLAGS:
         return bool
     return np.float64
+
+
+def _row_column(key: str, n: int, value) -> np.ndarray:
+    """A row column; an integer one given as int64 or int32 (`narrow_ints`' types) as it is."""
+    narrow = isinstance(value, np.ndarray) and value.dtype in (np.int32, np.int64)
+    return value if narrow and (key == "op" or key in INT_COLUMNS) else _column(key, n, value)
 
 
 def _column(key: str, n: int, value) -> np.ndarray:

@@ -119,9 +119,53 @@ def block_sums(table: OpTable, columns, roofs: Roofs | None, codes_of, n: int) -
     """Each of `columns` (SUM_COLUMNS, per row as `row_column` makes them) summed by a code per
     row into `n` sums, a block of rows at a time (table/key_sums.py `block_sums`: `sum_by`'s
     sums bit for bit, no temporary longer than a block)."""
-    return table_sums.block_sums(
-        table, columns, lambda part, c: row_column(part, c, roofs), codes_of, n
+    same = same_rows(table, columns, roofs)
+    sums = table_sums.block_sums(
+        table,
+        [c for c in columns if c not in same],
+        lambda part, c: row_column(part, c, roofs),
+        codes_of,
+        n,
     )
+    for c, like in same.items():  # (the same values added in the same order: the same sums)
+        sums[c] = np.zeros(n) if like is None else sums[like].copy()
+    return sums
+
+
+def same_rows(table: OpTable, columns, roofs: Roofs | None) -> dict:
+    """The columns of `columns` whose per-row values `row_column` makes equal to an earlier
+    column's, bit for bit, or to zero (None), so their sums need no pass of their own: the op
+    time is the total time; a cost flag set on every key multiplies the time by one; a cost
+    column whose unit costs are all zero or another's (the CMEM columns of a TPU without CMEM);
+    link roof bytes without link scales are the interconnect bytes."""
+    unit, keys = table.unit_costs, table.keys
+    made: dict = {}  # a recipe of row values -> the first column made by it
+    same: dict = {}
+    for c in columns:
+        recipe: object = c
+        if c in ("op_time_ps", "flops_known_ps", "bytes_known_ps"):
+            flag = "flops_known" if c == "flops_known_ps" else "bytes_known"
+            if c == "op_time_ps" or bool(np.all(keys[flag] == 1)):
+                recipe = "total_time_ps"
+        elif c == "link_roof_bytes" and roofs is not None and roofs.link_scale is None:
+            recipe = "interconnect_bytes"
+        elif c in COST_COLUMNS and c not in table.rows and _plain_units(unit):
+            assert unit is not None
+            j = COST_COLUMNS.index(c)
+            col = unit[:, j] if j < unit.shape[1] else None
+            recipe = None if col is None or not col.any() else ("unit", col.tobytes())
+        if recipe is None:
+            same[c] = None
+        elif recipe in made:
+            same[c] = made[recipe]
+        else:
+            made[recipe] = c
+    return same
+
+
+def _plain_units(unit) -> bool:
+    """Unit costs whose equal bytes make equal row values (finite float64: no NaN payloads)."""
+    return unit is not None and unit.dtype == np.float64 and bool(np.isfinite(unit).all())
 
 
 def sum_by(codes: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:

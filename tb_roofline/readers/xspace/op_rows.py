@@ -24,20 +24,22 @@ SUMS = ("time", "self", "stall", "occ", "span")
 class Grouping:
     """Rows of (md, group) pairs, ascending, and exact int64 sums per row: by counting into a
     dense table when the ranges are small and a sum stays exact in float64 (below 2**53),
-    else by sorting (the order and values of a plain sort by (md, group))."""
+    else by sorting (the order and values of a plain sort by (md, group)). Pieces already
+    sorted (`runs`: the segments' rows merged) go by sorting: a stable sort merges the runs
+    at little cost, where the dense table of a whole line is mostly empty."""
 
-    def __init__(self, md: np.ndarray, group: np.ndarray):
+    def __init__(self, md: np.ndarray, group: np.ndarray, runs: bool = False):
         self.n = n = len(md)
-        # The dense table's key per event, or the sort's order: whichever way was taken
+        # The dense table's key per event, or the sort's rows: whichever way was taken
         self.key: np.ndarray | None = None
-        self.perm: np.ndarray | None = None
+        self.first: np.ndarray | None = None
         if not n:
             self.md, self.group = md[:0], group[:0]
             return
         mlo, glo = int(md.min()), int(group.min())
         self.width = width = int(group.max()) - glo + 1
         self.size = size = (int(md.max()) - mlo + 1) * width
-        if size <= max(4 * n, 1 << 16):
+        if size <= max(4 * n, 1 << 16) and not runs:
             self.key = (md - mlo) * width + (group - glo)
             self.present = np.flatnonzero(np.bincount(self.key, minlength=size))
             self.md, self.group = self.present // width + mlo, self.present % width + glo
@@ -45,20 +47,34 @@ class Grouping:
         self._sort(md, group)
 
     def _sort(self, md, group):
+        """Each row's first event (`first`), and the events after the first of a row (`more`,
+        `more_row` their rows): a row's sum is its first event's value plus the others' (none
+        where every pair is one event's, as when each op runs once a step)."""
         key = _pair_key(md, group)
+        if key is not None and _ascending(key):  # already in order, every pair once
+            self.first = np.arange(len(key))
+            self.more = self.more_row = self.first[:0]
+            self.md, self.group = md, group
+            return
         if key is None:
             order = np.lexsort((group, md))
             m, g = md[order], group[order]
-            first = np.concatenate(([True], (m[1:] != m[:-1]) | (g[1:] != g[:-1])))
+            new = np.concatenate(([True], (m[1:] != m[:-1]) | (g[1:] != g[:-1])))
+            del m, g
         else:  # one stable sort of one key: the same order, faster, one array less held
             order = np.argsort(key, kind="stable")
             k = key[order]
             del key
-            first = np.concatenate(([True], k[1:] != k[:-1]))
+            new = np.concatenate(([True], k[1:] != k[:-1]))
             del k
-        self.perm, self.starts = order, np.flatnonzero(first)
-        at = order[self.starts]
-        self.md, self.group = md[at], group[at]
+        self.first = order[new]
+        if len(self.first) == len(order):
+            self.more = self.more_row = order[:0]
+        else:
+            again = ~new
+            self.more_row = (np.cumsum(new) - 1)[again]
+            self.more = order[again]
+        self.md, self.group = md[self.first], group[self.first]
 
     def sum(self, w: np.ndarray | None) -> np.ndarray | None:
         """Per-row sums of w (None for an all-zero column, kept None)."""
@@ -68,10 +84,20 @@ class Grouping:
             return np.bincount(self.key, weights=w, minlength=self.size)[self.present].astype(
                 np.int64
             )
-        if self.perm is None and self.key is not None:  # a sum too large for float64: sort
+        if self.first is None and self.key is not None:  # a sum too large for float64: sort
             md = self.md[np.searchsorted(self.present, self.key)]
             self._sort(md, self.group[np.searchsorted(self.present, self.key)])
-        return np.add.reduceat(np.asarray(w, np.int64)[self.perm], self.starts)
+        assert self.first is not None
+        w = np.asarray(w, np.int64)
+        out = w[self.first]
+        if len(self.more):  # (int64 sums are exact in any order)
+            np.add.at(out, self.more_row, w[self.more])
+        return out
+
+
+def _ascending(key: np.ndarray) -> bool:
+    """Whether the keys strictly ascend (one comparison pass, no sort)."""
+    return len(key) < 2 or bool((key[1:] > key[:-1]).all())
 
 
 def _pair_key(md: np.ndarray, group: np.ndarray) -> np.ndarray | None:
@@ -104,7 +130,7 @@ def _merge(parts: list) -> list:
     group = np.concatenate([p[1] for p in parts])
     for p in parts:
         p[0] = p[1] = None
-    g = Grouping(md, group)
+    g = Grouping(md, group, runs=True)
     del md, group
     sums: list = []
     for i in range(len(SUMS)):

@@ -99,13 +99,24 @@ class Source:
         self.buf = memoryview(buf) if buf is not None else None
         self.fd = fd
 
-    def read(self, pos: int, n: int):
+    def read(self, pos: int, n: int, scratch: dict | None = None):
+        """n bytes at `pos`; from a file, into `scratch["read"]` when given (a buffer reused
+        read after read: valid until the next read with it)."""
         if self.buf is not None:
             return self.buf[pos : pos + n]
         if self.fd is None:
             raise WireError("a source with neither bytes nor a file")
-        data = os.pread(self.fd, n, pos)
-        if len(data) != n:
+        data: bytes | memoryview
+        if scratch is None or not hasattr(os, "preadv"):  # (preadv: not on every system)
+            data = os.pread(self.fd, n, pos)
+            got = len(data)
+        else:
+            have = scratch.get("read")
+            if have is None or len(have) < n:
+                have = scratch["read"] = bytearray(n)
+            data = memoryview(have)[:n]
+            got = os.preadv(self.fd, [data], pos)
+        if got != n:
             raise WireError("file ended early")
         return data
 
@@ -292,15 +303,15 @@ class _Window:
     of them, out of `complete` events' worth of varints; ends[i, j] is the byte where varint j
     of event i ends, sizes[i, j] its length."""
 
-    def __init__(self, b: np.ndarray, lay: _Layout):
+    def __init__(self, b: np.ndarray, lay: _Layout, scratch: dict | None = None):
         self.b, self.rows, self.complete = b, 0, 0
-        last = np.flatnonzero(b < 0x80)
+        last = np.flatnonzero(np.less(b, 0x80, out=_scratch(scratch, "ends", len(b), bool)))
         k = lay.k
         m = len(last) // k
         if not m:
             return
         last = last[: m * k]
-        sizes = np.empty_like(last)
+        sizes = _scratch(scratch, "sizes", len(last), np.int64)
         sizes[0] = last[0] + 1
         np.subtract(last[1:], last[:-1], out=sizes[1:])
         limit = m
@@ -333,6 +344,20 @@ class _Window:
         return _column(self.b, self.ends[:, j], self.sizes[:, j], self.words).view(np.int64)
 
 
+def _scratch(scratch: dict | None, name: str, n: int, dtype) -> np.ndarray:
+    """n items of the array `scratch[name]` (grown when short; no scratch: a fresh array).
+    What a window's checks write goes there, window after window of a run: a fresh megabyte
+    each window cost its page faults every time (the allocator gave the pages back in
+    between), more than the work written into it. A view of it is valid until the next
+    window of the run is read."""
+    if scratch is None:
+        return np.empty(n, dtype)
+    have = scratch.get(name)
+    if have is None or len(have) < n:
+        have = scratch[name] = np.empty(n, dtype)
+    return have[:n]
+
+
 def decode_events(
     src: Source, pos: int, end: int, base_ps: int, stat_ids: dict, sink, window: int | None = None
 ):
@@ -350,9 +375,10 @@ def decode_events(
         return None
     targets = [stat_ids.get(name) for name in TARGETS]
     window = window or WINDOW
+    scratch: dict = {}  # (reused by each window: `_scratch`)
     while pos < end:
-        b = np.frombuffer(src.read(pos, min(window, end - pos)), np.uint8)
-        w = _Window(b, lay)
+        b = np.frombuffer(src.read(pos, min(window, end - pos), scratch), np.uint8)
+        w = _Window(b, lay, scratch)
         if not w.rows:
             if not w.complete and pos + window < end:  # an event larger than the window
                 window *= 2
@@ -374,12 +400,10 @@ def _columns(w: _Window, lay: _Layout, base_ps: int, targets):
     m = w.rows
     col = w.col
     zeros = np.zeros(m, np.int64)
-    sids = [col(j) if j is not None else zeros for j, _ in lay.stats]
+    hits = [_hits(w, j, zeros, targets) for j, _ in lay.stats]
     # A column every event overrides with a stat (device offset and duration on TPU op lines)
     # needs no decoding of its own.
-    overridden = {
-        i for sid in sids for i, t in enumerate(targets) if t is not None and bool((sid == t).all())
-    }
+    overridden = {i for h in hits for i, hit in enumerate(h) if hit is True}
     md = col(lay.md) if lay.md is not None else zeros.copy()
     dur = col(lay.dur) if lay.dur is not None and 2 not in overridden else zeros.copy()
     begin = np.full(m, base_ps, np.int64)
@@ -393,18 +417,35 @@ def _columns(w: _Window, lay: _Layout, base_ps: int, targets):
     group = np.full(m, NO_STEP, np.int64)
     stall = np.zeros(m, np.int64)
     outputs = (group, begin, dur, stall)
-    for sid, (_, val_pos) in zip(sids, lay.stats):  # in order: the last matching stat wins
+    for stat_hits, (_, val_pos) in zip(hits, lay.stats):  # in order: the last match wins
         val = None
-        for target, out in zip(targets, outputs):
-            if target is None:
-                continue
-            hit = sid == target
-            if not hit.any():
+        for hit, out in zip(stat_hits, outputs):
+            if hit is None:
                 continue
             if val is None:
                 val = col(val_pos) if val_pos is not None else zeros
-            if hit.all():
+            if hit is True:
                 out[:] = val
             else:
                 out[hit] = val[hit]
     return md, begin, dur, group, stall, occ
+
+
+def _hits(w: _Window, j: int | None, zeros: np.ndarray, targets) -> list:
+    """Per target: None where no event's stat at varint `j` names it, True where every event's
+    does, else the events' mask. Metadata ids of one byte each (the usual stat table) are
+    compared as the bytes themselves, not decoded."""
+    if j is None:
+        sid = zeros  # (no metadata id: protobuf reads 0)
+    elif int(w.sizes[:, j].max(initial=1)) == 1:
+        sid = w.b[w.ends[:, j]]  # a one-byte varint is its value
+    else:
+        sid = w.col(j)
+    out: list = []
+    for target in targets:
+        if target is None or (sid.dtype == np.uint8 and not 0 <= target < 0x80):
+            out.append(None)
+            continue
+        hit = sid == target
+        out.append(None if not hit.any() else True if hit.all() else hit)
+    return out

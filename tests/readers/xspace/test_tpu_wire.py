@@ -278,9 +278,9 @@ def test_a_plane_is_read_piece_by_piece(tmp_path, monkeypatch):
     reads = []
     real = xwire.Source.read
 
-    def read(self, pos, n):
+    def read(self, pos, n, scratch=None):
         reads.append(n)
-        return real(self, pos, n)
+        return real(self, pos, n, scratch)
 
     monkeypatch.setattr(xwire.Source, "read", read)
     monkeypatch.setattr(xwire, "WINDOW", 1 << 14)
