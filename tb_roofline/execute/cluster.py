@@ -6,9 +6,10 @@ file on a path the workers share) to the cluster instead of the local pool: the 
 functions, run by the workers, which read the files themselves (s3://, gs://, any fsspec URL,
 or a shared path) with their own credentials. What travels: the unit's arguments (path, host,
 offsets, the size limit) to the workers, the unit's result (the op-table columns of a host or
-a plane, as the local pool returns them) back. Nothing else is sent: no credentials, no
-environment, no code (the workers import their own tb-roofline; `_probe` checks it is the
-same code as ours, so the answer is the local one bit for bit).
+a plane, as the local pool returns them) back, or, asked so (`summarize`), a summary of it
+made there while the result stays on the worker (execute/cluster_held.py). Nothing else is
+sent: no credentials, no environment, no code (the workers import their own tb-roofline;
+`_probe` checks it is the same code as ours, so the answer is the local one bit for bit).
 
 Faults: a worker lost mid-conversion has its units rerun on another (the scheduler's own
 rescheduling); a unit that killed workers repeatedly is that file's error (out of memory?).
@@ -546,7 +547,10 @@ class _Batch:
         started = {key for w, keys in processing.items() if w not in avoid for key in keys}
         for j in sorted(self.pending - {k}):
             f = self.futures.get(j)
-            if f is not None and not f.done() and f.key not in started:
+            if f is None or f.done():
+                continue
+            unit = self.kept.get(j, f)  # (kept results: the unit's own task, not its summary's)
+            if unit.key not in started:
                 self._submit(j, good)
 
     def _tell_failing(self):
