@@ -1,7 +1,8 @@
 """What keeping the hosts' tables on the Dask workers saves the client (execute/cluster_held.py),
-measured on this machine: the same generated hosts as bench/bench_cluster.py, one worker.
+measured on this machine: the same generated hosts as bench/bench_cluster.py, one worker
+(`--workers`).
 
-    python bench/bench_held.py [--hosts 64] [--repeat 3] [--data DIR]
+    python bench/bench_held.py [--hosts 64] [--repeat 3] [--data DIR] [--workers 1]
 
 Two client processes, each fresh (median of `--repeat`), after `distributed` is imported and
 the client connected: "rows" gets every host's table (`cluster.run_units`, as conversion does
@@ -70,7 +71,7 @@ t = time.perf_counter()
 if mode == "rows":
     got = cluster.run_units(addr, _call, args, names=names, arrived=sharer())
 else:
-    got = cluster.run_units(addr, _call, args, names=names, summarize=summarize)
+    got = cluster.run_units(addr, _call, args, names=names, arrived=sharer(), summarize=summarize)
 times["read"] = time.perf_counter() - t
 assert not any(isinstance(g, BaseException) for g in got), got
 phase[0] = "steps"
@@ -119,6 +120,7 @@ def main():
     parser.add_argument("--hosts", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--data", default="")
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     root = args.data or tempfile.mkdtemp(prefix="tbr_held_")
     name = f"{args.hosts}hosts_500x100"
@@ -130,7 +132,8 @@ def main():
     with open(pass_file, "rb") as f:
         pass_bytes = len(f.read())
     out: dict = {"hosts": args.hosts, "step_pass_bytes": pass_bytes, "rows": []}
-    with bench_cluster.dask_cluster(1) as addr:
+    out["workers"] = args.workers
+    with bench_cluster.dask_cluster(args.workers) as addr:
         for mode in ("rows", "held"):
             runs = [
                 json.loads(child(CLIENT, [mode, addr, pass_file, *paths]))

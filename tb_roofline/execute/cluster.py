@@ -240,7 +240,8 @@ def run_units(
     is given each result the moment it is here, before the next is taken in (what it returns
     is kept): a caller folds each into what it holds while the others are still on their
     way. With `summarize`, each result stays on the worker that made it and what comes back
-    is a `Held`: its future and `summarize(result)`, made there (execute/cluster_held.py).
+    is a `Held`: its future and `summarize(result)`, made there (execute/cluster_held.py), the
+    summary given to `arrived`.
     ClusterError when the cluster cannot."""
     failed = _failed.get(addr)
     if failed is not None and not strict() and time.monotonic() - failed[0] < RETRY_S:
@@ -431,9 +432,11 @@ class _Batch:
 
         try:
             result = self._result(f, stall)
+            if self.arrived is not None:
+                result = self.arrived(result)
             if self.summarize is not None and not isinstance(result, BaseException):
                 result = Held(self.kept[k], result, self.names[k] if self.names else f"unit {k}")
-            self.outcomes[k] = result if self.arrived is None else self.arrived(result)
+            self.outcomes[k] = result
         except KilledWorker as exc:
             self.outcomes[k] = ProfileOutOfMemoryError(
                 f"the Dask workers converting it died ({exc}): out of memory?"

@@ -36,19 +36,51 @@ class Held:
 
 def fold_held(helds: list, step, start):
     """`step(value, k, result_k)` over the held results in order, each call on the worker that
-    holds result k (the scheduler sends a task where its largest input is), `start` the first
-    value: the last value, here. `step` may change its value in place: each call gets its own
-    copy."""
+    holds result k, `start` the first value: the last value, here. Consecutive results held
+    by one worker are added in one task there (a task is a round trip through the scheduler:
+    tens of milliseconds); the scheduler sends each task where its largest inputs are. `step`
+    may change its value in place: each task adds onto its own copy."""
     if not helds:
         return start
     client = helds[0].future.client
     fold = uuid.uuid4().hex[:12]
     value = start
-    for k, held in enumerate(helds):
+    for first, results in _runs(client, helds):
         value = client.submit(
-            _fold_step, step, value, k, held.future, key=f"tb-roofline-fold-{fold}-{k}", pure=False
+            _fold_steps,
+            step,
+            value,
+            first,
+            *results,
+            key=f"tb-roofline-fold-{fold}-{first}",
+            pure=False,
         )
     return _wait(value, client, f"adding {len(helds)} results held on the workers")
+
+
+def _runs(client, helds: list) -> list:
+    """(index of the first, their futures) of each run of consecutive results one worker holds
+    now (each result alone when the scheduler cannot say within TB_ROOFLINE_CLUSTER_CONNECT_S:
+    where a result is is only where its task is sent, never what it adds)."""
+    futures = [h.future for h in helds]
+    try:
+        where = client.sync(
+            client.scheduler.who_has,
+            keys=[f.key for f in futures],
+            callback_timeout=settings.number(settings.CLUSTER_CONNECT_S),
+        )
+    except Exception:  # noqa: BLE001 (a silent scheduler: one task per result; `_wait` decides)
+        where = {}
+    runs: list = []
+    last = None
+    for k, f in enumerate(futures):
+        holder = tuple(sorted(where.get(f.key) or ())) or None
+        if runs and holder is not None and holder == last:
+            runs[-1][1].append(f)
+        else:
+            runs.append((k, [f]))
+        last = holder
+    return runs
 
 
 def fetch_held(held: Held):
@@ -56,8 +88,11 @@ def fetch_held(held: Held):
     return _wait(held.future, held.future.client, f"fetching {held.name} from its worker")
 
 
-def _fold_step(step, value, k: int, result):
-    return step(copy.deepcopy(value), k, result)
+def _fold_steps(step, value, first: int, *results):
+    value = copy.deepcopy(value)
+    for k, result in enumerate(results, first):
+        value = step(value, k, result)
+    return value
 
 
 def _wait(future, client, what: str):

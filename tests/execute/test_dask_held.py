@@ -21,7 +21,7 @@ pytest.importorskip("distributed")
 from test_dask_cluster import _env, dask_cluster  # noqa: E402
 
 from tb_roofline.execute import cluster  # noqa: E402
-from tb_roofline.execute.cluster_held import Held, fetch_held, fold_held  # noqa: E402
+from tb_roofline.execute.cluster_held import Held, _runs, fetch_held, fold_held  # noqa: E402
 from tb_roofline.execute.pool import _call  # noqa: E402
 from tb_roofline.model.records.roofline import analyze  # noqa: E402
 from tb_roofline.model.records.row_sums import step_sums  # noqa: E402
@@ -31,6 +31,7 @@ from tb_roofline.readers.units import summed  # noqa: E402
 from tb_roofline.synthetic import SynthConfig, write_tpu_session  # noqa: E402
 from tb_roofline.table.host_summary import HostSummary, summarize  # noqa: E402
 from tb_roofline.table.op_table import OpTable  # noqa: E402
+from tb_roofline.table.shared_texts import sharer  # noqa: E402
 
 HOSTS = [f"held-host{h}" for h in range(6)]
 
@@ -64,7 +65,13 @@ def _held(paths, address) -> list:
     assert [u.job for u in units] == list(range(len(paths)))
     args = [(u.fn, u.args) for u in units]
     return cluster.run_units(
-        address, _call, args, names=list(HOSTS), paths=[u.path for u in units], summarize=summarize
+        address,
+        _call,
+        args,
+        names=list(HOSTS),
+        paths=[u.path for u in units],
+        arrived=sharer(),  # the hosts' equal strings held once, as for whole tables
+        summarize=summarize,
     )
 
 
@@ -111,6 +118,12 @@ def test_hosts_held_on_workers_answer_as_local_conversion(pod):
         for col, v in p.ops.row_sums.items():
             assert _bits(s.ops.row_sums[col]) == _bits(v), col
         assert s.core_spans == p.core_spans
+    programs = [s.ops.keys["program"][0] for s in summaries]
+    assert len(set(programs)) == 1 and all(p is programs[0] for p in programs)  # held once
+    # Consecutive hosts one worker holds are added in one task there, in the run's order.
+    runs = _runs(held[0].future.client, held)
+    assert [k for k, _ in runs] == sorted(k for k, _ in runs)
+    assert [f for _, fs in runs for f in fs] == [h.future for h in held]
     # The per-step sums: host by host on the workers = one pass over the run's table here.
     sp = _step_pass(local)
     run = OpTable.concat([p.ops for p in local])

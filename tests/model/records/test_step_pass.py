@@ -6,6 +6,8 @@ those of the tables concatenated, whichever of them hold a column as one repeate
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from testpaths import TESTS
@@ -123,3 +125,12 @@ def test_tables_added_onto_others_sums_are_their_concatenation(tmp_path):
             block_sums(t, cols, row_values, codes, 12, sums)
         for c in cols:
             assert _bits(sums[c]) == _bits(whole[c]), (order, c)
+
+
+def test_sums_that_came_pickled_are_added_onto_as_numpys_own_float64():
+    t = _table(np.ones(10) / 3, np.ones(10, np.int64), 7)
+    sums = pickle.loads(pickle.dumps({c: np.zeros(12) for c in ("total_time_ps",)}))
+    assert sums["total_time_ps"].dtype is not np.dtype(np.float64)  # (what pickling gives)
+    block_sums(t, ("total_time_ps",), row_values, lambda p: p.rows["step"] * 3, 12, sums)
+    assert sums["total_time_ps"].dtype is np.dtype(np.float64)
+    assert sums["total_time_ps"].sum() == pytest.approx(10 / 3)
