@@ -18,7 +18,7 @@ atexit.register(shutil.rmtree, _CACHE_DIR, True)
 # Markers by the file a test lives in, so that a new test file is classified here, once
 # (CONTRIBUTING.md: the fast loop is `pytest -m "not slow and not e2e and not cluster"`).
 _NETWORK_FILES = {"test_remote_logdir.py", "test_storage_faults.py"}
-_CLUSTER_FILES = {"test_dask_cluster.py", "test_dask_faults.py"}
+_CLUSTER_FILES = {"test_dask_cluster.py", "test_dask_faults.py", "test_dask_held.py"}
 # Files whose tests all take seconds each: real servers or processes, the XProf reference,
 # fuzzing, generated bombs. Elsewhere a test that takes seconds carries @pytest.mark.slow itself,
 # so the fast subset keeps every front end (CLI, MCP, notebook) and stays under 2 minutes.

@@ -6,9 +6,10 @@ file on a path the workers share) to the cluster instead of the local pool: the 
 functions, run by the workers, which read the files themselves (s3://, gs://, any fsspec URL,
 or a shared path) with their own credentials. What travels: the unit's arguments (path, host,
 offsets, the size limit) to the workers, the unit's result (the op-table columns of a host or
-a plane, as the local pool returns them) back. Nothing else is sent: no credentials, no
-environment, no code (the workers import their own tb-roofline; `_probe` checks it is the
-same code as ours, so the answer is the local one bit for bit).
+a plane, as the local pool returns them) back, or, asked so (`summarize`), a summary of it
+made there while the result stays on the worker (execute/cluster_held.py). Nothing else is
+sent: no credentials, no environment, no code (the workers import their own tb-roofline;
+`_probe` checks it is the same code as ours, so the answer is the local one bit for bit).
 
 Faults: a worker lost mid-conversion has its units rerun on another (the scheduler's own
 rescheduling); a unit that killed workers repeatedly is that file's error (out of memory?).
@@ -33,11 +34,13 @@ import time
 
 from tb_roofline import settings
 from tb_roofline.execute.cluster_connect import ClusterError, connect
+from tb_roofline.execute.cluster_held import Held
 from tb_roofline.execute.cluster_worker import (
     WorkerFault,
     _can_read,
     _probe,
     _scheduler_workers,
+    _summary,
     _unit,
     access_fault,
     code_id,
@@ -222,14 +225,24 @@ def usable_workers(client, addr: str) -> list[str]:
 
 
 def run_units(
-    addr: str, fn, args_list: list, progress=None, names=None, paths=None, arrived=None
+    addr: str,
+    fn,
+    args_list: list,
+    progress=None,
+    names=None,
+    paths=None,
+    arrived=None,
+    summarize=None,
 ) -> list:
     """fn(*args) for each, as tasks on the cluster at `addr`: each result, or the exception
     it raised (a `WorkerFault` when no worker could read the unit's file, `paths[k]`);
     `progress(k)` as unit k finishes, and a log line naming it (`names[k]`). `arrived(result)`
     is given each result the moment it is here, before the next is taken in (what it returns
     is kept): a caller folds each into what it holds while the others are still on their
-    way. ClusterError when the cluster cannot."""
+    way. With `summarize`, each result stays on the worker that made it and what comes back
+    is a `Held`: its future and `summarize(result)`, made there (execute/cluster_held.py), the
+    summary given to `arrived`.
+    ClusterError when the cluster cannot."""
     failed = _failed.get(addr)
     if failed is not None and not strict() and time.monotonic() - failed[0] < RETRY_S:
         raise ClusterError(
@@ -237,7 +250,9 @@ def run_units(
             f"again {RETRY_S:g} s after)"
         )
     try:
-        outcomes = _Batch(addr, fn, args_list, progress, names, paths, arrived).run()
+        batch = _Batch(addr, fn, args_list, progress, names, paths, arrived)
+        batch.summarize = summarize
+        outcomes = batch.run()
     except ClusterError as exc:
         _failed[addr] = (time.monotonic(), exc)
         _scheduler_ok.discard(addr)  # a scheduler restarted there is checked again
@@ -310,6 +325,8 @@ class _Batch:
         self.faults: dict = {}  # unit -> [WorkerFault, ...]
         self.failing: dict = {}  # worker address -> [its first WorkerFault, units it failed]
         self.sent: dict = {}  # unit -> how many times it was sent
+        self.summarize = None  # when set: results kept on the workers, summaries fetched
+        self.kept: dict = {}  # unit -> the future of its result, kept on its worker
 
     def _submit(self, k: int, workers=None):
         if workers is None and _excluded.get(self.addr):  # not on workers of other code
@@ -327,6 +344,9 @@ class _Batch:
             workers=workers,
             allow_other_workers=False,
         )
+        if self.summarize is not None:  # the result stays there; its summary is what comes
+            self.kept[k] = f
+            f = self.client.submit(_summary, self.summarize, f, key=key + "-summary", pure=False)
         self.index[f.key] = k
         self.futures[k] = f
         f.add_done_callback(self.done.put)
@@ -356,6 +376,7 @@ class _Batch:
             # scheduler without waiting): a blocking cancel on a client closed meanwhile (at
             # exit, by close_clients) could hang or hide the error being raised.
             self.futures.clear()
+            self.kept.clear()  # (each `Held` outcome keeps its own)
         return self.outcomes
 
     def _next(self):
@@ -411,7 +432,11 @@ class _Batch:
 
         try:
             result = self._result(f, stall)
-            self.outcomes[k] = result if self.arrived is None else self.arrived(result)
+            if self.arrived is not None:
+                result = self.arrived(result)
+            if self.summarize is not None and not isinstance(result, BaseException):
+                result = Held(self.kept[k], result, self.names[k] if self.names else f"unit {k}")
+            self.outcomes[k] = result
         except KilledWorker as exc:
             self.outcomes[k] = ProfileOutOfMemoryError(
                 f"the Dask workers converting it died ({exc}): out of memory?"
@@ -525,7 +550,10 @@ class _Batch:
         started = {key for w, keys in processing.items() if w not in avoid for key in keys}
         for j in sorted(self.pending - {k}):
             f = self.futures.get(j)
-            if f is not None and not f.done() and f.key not in started:
+            if f is None or f.done():
+                continue
+            unit = self.kept.get(j, f)  # (kept results: the unit's own task, not its summary's)
+            if unit.key not in started:
                 self._submit(j, good)
 
     def _tell_failing(self):

@@ -110,6 +110,12 @@ def _unit(fn, args, code: str | None = None, path: str | None = None):
             return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
+def _summary(summarize, result):
+    """On the worker holding a unit's result: what `summarize` makes of it (a unit's error
+    as it is)."""
+    return result if isinstance(result, BaseException) else summarize(result)
+
+
 def access_fault(exc: Exception, path: str | None) -> str | None:
     """Why this process (a worker, or the caller reading what no worker could), not the file,
     made the unit fail (None: the file's own error). A local directory it does not see (not

@@ -43,15 +43,24 @@ def row_values(table: OpTable, c: str) -> np.ndarray:
     return np.asarray(table[c], np.float64)
 
 
-def block_sums(table: OpTable, columns, column_of: Callable, codes_of: Callable, n: int) -> dict:
+def block_sums(
+    table: OpTable, columns, column_of: Callable, codes_of: Callable, n: int, onto=None
+) -> dict:
     """Each of `columns` (per row as `column_of(part, c)` makes them) summed by a code per row
     into `n` sums, ROW_BLOCK rows at a time: `codes_of(part)` gives the codes of a block's
     rows. `np.add.at` adds each row in turn, as `np.bincount` does over a whole column, so the
     sums are one pass's over whole columns bit for bit, while no temporary is longer than a
-    block: a run of 64 hosts is 3.2 million rows, 25 MB per float64 column."""
+    block: a run of 64 hosts is 3.2 million rows, 25 MB per float64 column.
+
+    `onto`: the sums so far (of the tables before this one, in a run's order), added to in
+    place: a run's tables summed one after the other so are the run's table summed at once,
+    bit for bit (`_exact_count`), without their rows in one place."""
     rows = table.rows
-    counted = [c for c in columns if _counted(rows.get(c))]
+    counted = [c for c in columns if _counted(rows.get(c)) and _exact_count(onto, c, rows)]
     sums: dict[str, np.ndarray] = {c: np.zeros(n) for c in columns if c not in counted}
+    if onto is not None:
+        _native(onto)
+        sums = {c: onto[c] for c in sums}
     counts = np.zeros(n, np.int64)  # rows per code: what every counted column sums to
     for lo in range(0, len(table), ROW_BLOCK):
         part = OpTable(
@@ -64,7 +73,32 @@ def block_sums(table: OpTable, columns, column_of: Callable, codes_of: Callable,
             np.add.at(total, code, column_of(part, c))
     for c in counted:  # (the counts times the one value, never -0.0)
         sums[c] = counts * (float(rows[c][0]) + 0.0)
-    return sums
+        if onto is not None:
+            sums[c] = onto[c] + sums[c]
+            onto[c] = sums[c]
+    return sums if onto is None else onto
+
+
+def _native(sums: dict) -> None:
+    """Sums that came pickled (from another worker) as float64 arrays of numpy's own float64
+    type, in place: an unpickled dtype is an equal copy, not numpy's instance, and `np.add.at`
+    into an array of it takes its general path, 10 to 50 times slower (the same values)."""
+    for c, v in sums.items():
+        if v.dtype is not _FLOAT64:
+            sums[c] = v.astype(np.float64)
+
+
+_FLOAT64 = np.dtype(np.float64)
+
+
+def _exact_count(onto, c: str, rows: dict) -> bool:
+    """Whether a counted column's rows may be added as their count onto the sums so far: adding
+    zeros is exact, and so is adding ones onto whole numbers below 2**53; ones onto a sum with
+    a fraction round as each is added, so those are added one by one, as the run's pass does."""
+    if onto is None or float(rows[c][0]) == 0.0:
+        return True
+    so_far = onto[c]
+    return bool(np.all((so_far == np.floor(so_far)) & (np.abs(so_far) < 2.0**52)))
 
 
 def _counted(column) -> bool:

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_roofline.table.host_summary import HostSummary
 from tb_roofline.table.op_table import ProfileData
 
 
 def sharer():
-    """A function of one result (a host's ProfileData, or anything, returned as it is) that
-    shares its strings with those of the results given before it (`share_texts`)."""
+    """A function of one result (a host's ProfileData or HostSummary, or anything, returned as
+    it is) that shares its strings with those of the results given before it (`share_texts`)."""
     canon: dict = {}
 
     def arrived(out):
-        if isinstance(out, ProfileData):
+        if isinstance(out, (ProfileData, HostSummary)):
             share_texts(out, canon)
         return out
 
@@ -31,9 +32,10 @@ def sharer():
 
 
 def share_texts(data, canon: dict) -> None:
-    """Replace, in place, the strings of `data` (a ProfileData) that equal one in `canon` by
-    that one, and add the others to it: the key columns of its op tables, the labels of its
-    op shapes and kernels and what those hold. Only which objects hold the values changes."""
+    """Replace, in place, the strings of `data` (a ProfileData or HostSummary) that equal one
+    in `canon` by that one, and add the others to it: the key columns of its op tables, the
+    labels of its op shapes and kernels and what those hold. Only which objects hold the
+    values changes."""
     held = canon.setdefault
     for table in (data.ops, data.kernels, data.hw_ops):
         if table is None:
@@ -46,7 +48,7 @@ def share_texts(data, canon: dict) -> None:
                 ]
                 table.keys[name] = shared
     for field in ("op_shapes", "op_kernels"):
-        labelled = getattr(data, field)
+        labelled = getattr(data, field, None)
         if not labelled:
             continue
         for uses in labelled.values():

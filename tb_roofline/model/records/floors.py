@@ -48,6 +48,17 @@ class Roofs:
             link_scale=link_scales(table.keys["collective"], device),
         )
 
+    def sliced(self, lo: int, hi: int) -> Roofs:
+        """The roofs of keys lo..hi only (one host's keys of a run: its table's own codes)."""
+        proven, scale = self.proven, self.link_scale
+        return Roofs(
+            self.device,
+            self.inv_peak[lo:hi],
+            self.link[lo:hi],
+            None if proven is None else proven[lo:hi],
+            None if scale is None else scale[lo:hi],
+        )
+
     def floors(self, flops, mem: dict, keys) -> np.ndarray:
         """The floor (ns) of rows or keys (`keys`: each one's key, or None for every key)."""
         pick = (lambda a: a) if keys is None else (lambda a: a[keys])

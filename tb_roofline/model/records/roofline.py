@@ -39,7 +39,7 @@ from tb_roofline.model.records.program_records import (
 )
 from tb_roofline.model.records.record_table import RECORD_COLUMNS, RecordTable, scope_record_type
 from tb_roofline.model.records.records import call_floors
-from tb_roofline.model.records.row_sums import key_sums, step_sums
+from tb_roofline.model.records.row_sums import StepPass, key_sums, step_sums
 from tb_roofline.model.serving import phases as serving_model
 from tb_roofline.table.op_table import OpTable
 
@@ -85,6 +85,8 @@ class ScopeSource:
     host_label: str
     cache: dict = dataclasses.field(default_factory=dict)
     phase_steps: dict = dataclasses.field(default_factory=dict)  # serving phase -> indices
+    # the per-step sums made host by host where the hosts' rows are (None: no complete step)
+    step_pass: StepPass | None = None
 
     def row_steps(self, view: str) -> np.ndarray:
         """The aligned step of each row of a view's table (-1: outside complete steps),
@@ -334,6 +336,7 @@ class _StepSums:
     labels: list
     phases: dict
     by_step: dict
+    step_pass: StepPass | None = None
 
     def __len__(self) -> int:
         return len(self.aligned)
@@ -352,7 +355,9 @@ def _step_sums(profiles, table: OpTable, roofs: Roofs, hosts: _Hosts) -> _StepSu
     )
     phases = serving_model.phase_steps(profiles, single_ids)
     by_step = step_sums(table, roofs, aligned, hosts.profile_host, hosts.key_host)
-    return _StepSums(aligned, labels, phases, by_step)
+    bounds = np.cumsum([0] + [p.ops.num_keys for p in profiles])
+    step_pass = StepPass(roofs, aligned, hosts.profile_host, hosts.key_host, bounds)
+    return _StepSums(aligned, labels, phases, by_step, step_pass)
 
 
 def _proven_roofs(table: OpTable, device: DeviceInfo, ops: dict, ksums: dict) -> Roofs:
@@ -485,6 +490,7 @@ def _scope_source(
         num_cores=num_cores,
         host_label=host_label,
         phase_steps={serving_model.AVERAGE_PREFIX + k: v for k, v in steps.phases.items()},
+        step_pass=steps.step_pass,
     )
 
 

@@ -10,6 +10,8 @@ flags. Only per-step records need the rows again (`step_sums`), a block of rows 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from tb_roofline.devices.precision_ceilings import roof_precisions
@@ -115,17 +117,20 @@ def link_roof_bytes(link_bytes, roofs: Roofs, keys) -> np.ndarray:
     return div(link_bytes, scale if keys is None else scale[keys])
 
 
-def block_sums(table: OpTable, columns, roofs: Roofs | None, codes_of, n: int) -> dict:
+def block_sums(table: OpTable, columns, roofs: Roofs | None, codes_of, n: int, onto=None) -> dict:
     """Each of `columns` (SUM_COLUMNS, per row as `row_column` makes them) summed by a code per
     row into `n` sums, a block of rows at a time (table/key_sums.py `block_sums`: `sum_by`'s
-    sums bit for bit, no temporary longer than a block)."""
-    same = same_rows(table, columns, roofs)
+    sums bit for bit, no temporary longer than a block); `onto`: the sums so far, added to
+    (then every column gets its own pass: a column equal to another on this table may not
+    have been on the tables summed before)."""
+    same = same_rows(table, columns, roofs) if onto is None else {}
     sums = table_sums.block_sums(
         table,
         [c for c in columns if c not in same],
         lambda part, c: row_column(part, c, roofs),
         codes_of,
         n,
+        onto,
     )
     for c, like in same.items():  # (the same values added in the same order: the same sums)
         sums[c] = np.zeros(n) if like is None else sums[like].copy()
@@ -220,23 +225,69 @@ def step_sums(
 ) -> dict:
     """SUM_COLUMNS per (aligned step, infeed/outfeed or not), as (steps, 2) arrays, in one
     pass over the rows; rows outside complete steps and containers left out."""
-    keys, n_steps = table.keys, len(aligned)
-    coder = steps_model.step_coder(aligned, profile_host, key_host, table.rows["step"])
+    one = StepPass(roofs, aligned, profile_host, key_host, np.zeros(2, np.int64))
+    one.bounds[1] = table.num_keys
+    return one.finish(one.add(one.start(), 0, table))
 
-    def codes(part: OpTable) -> np.ndarray:  # (in place where it can)
-        op = part.rows["op"]
-        code = coder(op, part.rows["step"])
-        left_out = code < 0
-        left_out |= keys["is_container"][op]
-        code *= 2
-        code += keys["is_infeed_outfeed"][op]
-        code[left_out] = 2 * n_steps
-        return code
 
-    # (floor_time is the op records' column: a program's saving is its gap_ps)
-    summed = [c for c in SUM_COLUMNS if c != "floor_time"]
-    sums = block_sums(table, summed, roofs, codes, 2 * n_steps + 1)
-    return {
-        c: sums[c][:-1].reshape(n_steps, 2) if c in sums else np.zeros((n_steps, 2))
-        for c in SUM_COLUMNS
-    }
+# (floor_time is the op records' column: a program's saving is its gap_ps)
+STEP_SUMMED = tuple(c for c in SUM_COLUMNS if c != "floor_time")
+
+
+@dataclasses.dataclass
+class StepPass:
+    """The per-step sums of a run made host by host, where each host's rows are (a Dask worker
+    holding its table): `start()` the sums before any row, `add(sums, h, table)` host h's rows
+    added onto them in place (hosts in the run's order), `finish(sums)` the (steps, 2) arrays
+    `step_sums` gives. Adding each host's rows onto the sums so far adds every row in the order
+    one pass over the run's table does (table/key_sums.py `block_sums`), so the sums are
+    `step_sums`'s bit for bit; what travels between hosts is the sums (kilobytes), not rows.
+    Every array here is the run's, per key: `bounds[h]:bounds[h + 1]` are host h's keys."""
+
+    roofs: Roofs
+    aligned: steps_model.Steps
+    profile_host: np.ndarray
+    key_host: np.ndarray
+    bounds: np.ndarray  # the run's key offset of each host's table, and the key count last
+
+    @property
+    def n_codes(self) -> int:
+        return 2 * len(self.aligned) + 1
+
+    def start(self) -> dict:
+        return {c: np.zeros(self.n_codes) for c in STEP_SUMMED}
+
+    def add(self, sums: dict, h: int, table: OpTable) -> dict:
+        """Host h's rows (`table`, its own keys: the run's keys of host h) added onto `sums`."""
+        lo, hi = int(self.bounds[h]), int(self.bounds[h + 1])
+        if hi - lo != table.num_keys:
+            raise ValueError(
+                f"host {h}'s table has {table.num_keys} keys, the run has {hi - lo} for it"
+            )
+        keys, n_steps = table.keys, len(self.aligned)
+        coder = steps_model.step_coder(
+            self.aligned, self.profile_host, self.key_host[lo:hi], table.rows["step"]
+        )
+
+        def codes(part: OpTable) -> np.ndarray:  # (in place where it can)
+            op = part.rows["op"]
+            code = coder(op, part.rows["step"])
+            left_out = code < 0
+            left_out |= keys["is_container"][op]
+            code *= 2
+            code += keys["is_infeed_outfeed"][op]
+            code[left_out] = 2 * n_steps
+            return code
+
+        return block_sums(table, STEP_SUMMED, self.roofs.sliced(lo, hi), codes, self.n_codes, sums)
+
+    def add_host(self, sums: dict, h: int, profile) -> dict:
+        """`add` of host h's profile (its `ProfileData`, where it is held)."""
+        return self.add(sums, h, profile.ops)
+
+    def finish(self, sums: dict) -> dict:
+        n_steps = len(self.aligned)
+        return {
+            c: sums[c][:-1].reshape(n_steps, 2) if c in sums else np.zeros((n_steps, 2))
+            for c in SUM_COLUMNS
+        }
