@@ -1,0 +1,94 @@
+"""The Kineto reader's batches decoded and prepared on all cores.
+
+One process cannot decode and prepare a big trace's events much faster than the standard
+library parses it (every pass over an event's fields costs tens of ns in CPython), but the
+batches are independent until they are committed: worker processes decode and prepare them
+(`prepare_apart`: msgspec's decode and fast_batch.prepare, each event's keys sent as codes,
+batch_codes.py) while the reading process cuts the text and commits the results in file
+order (stream._JsonStream._ascii_batches_apart). A batch a worker does not prepare (refused,
+or left to the per-event path) is done by the reading process as before, so the events,
+ids, errors and messages are those of one process.
+
+Only where it pays (`worker_count`): msgspec installed, a collector that takes columns, at
+least TB_ROOFLINE_PARALLEL_MIN_MB (16) of file, more than one worker allowed
+(TB_ROOFLINE_WORKERS, else the cores), and not already in a worker process (the file pool of
+execute/pool.py reads several files at once there). The workers live for one file: stopped
+when it is read, or fails.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import threading
+from typing import Any
+
+from tb_roofline import settings
+from tb_roofline.readers import processes
+from tb_roofline.readers.kineto import batch_codes, fast_batch, fast_json
+
+IN_FLIGHT_PER_WORKER = 2  # batches sent and not committed yet: the text kept is bounded
+
+
+def worker_count(size: int, columns: bool) -> int:
+    """How many worker processes read a file of `size` bytes (0: this process alone)."""
+    if fast_json._decoder is None or not columns or multiprocessing.parent_process() is not None:
+        return 0
+    n = processes.workers()
+    if n < 2 or size < settings.number(settings.PARALLEL_MIN_MB) * 2**20:
+        return 0
+    return n
+
+
+class Workers:
+    """A pool of `n` worker processes for one file's batches, started at the first batch."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.window = IN_FLIGHT_PER_WORKER * n
+        self._pool: Any = None
+
+    def submit(self, text: bytearray):
+        if self._pool is None:
+            self._pool = _start(self.n)
+        return self._pool.submit(prepare_apart, text)
+
+    def close(self) -> None:
+        """Stop the workers (waits for the batch each is on: milliseconds)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _start(n: int):
+    import concurrent.futures
+
+    ctx = processes.context(["tb_roofline.readers.kineto.batch_workers"])
+    lasting = (
+        ctx.get_start_method() == "forkserver"
+        or threading.current_thread() is threading.main_thread()
+    )
+    return concurrent.futures.ProcessPoolExecutor(
+        n, mp_context=ctx, initializer=_worker_start, initargs=(lasting,)
+    )
+
+
+def _worker_start(lasting: bool) -> None:
+    """In each worker, first: the objects it inherits are left out of its garbage collections
+    (a collection writes to every object it visits: each page of the parent's it would copy),
+    and it ends with its parent."""
+    gc.freeze()
+    processes.watch_parent(lasting)
+
+
+def prepare_apart(text: bytearray):
+    """In a worker: the batch of elements `text` holds between its first and last bytes (the
+    separators around them, made its brackets here), decoded and prepared with its keys as
+    codes; None for a batch the reading process must do itself (whatever refuses it there
+    is judged there: the errors and messages are its own)."""
+    text[0], text[-1] = 0x5B, 0x5D  # "[", "]"
+    try:
+        prepared = fast_batch.prepare(fast_json.decode(text), None)
+        return None if prepared is None else batch_codes.coded(prepared)
+    except Exception:  # noqa: BLE001 (judged again by the reading process)
+        return None
