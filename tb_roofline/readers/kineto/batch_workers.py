@@ -10,16 +10,20 @@ or left to the per-event path) is done by the reading process as before, so the 
 ids, errors and messages are those of one process.
 
 Only where it pays (`worker_count`): msgspec installed, a collector that takes columns, at
-least TB_ROOFLINE_PARALLEL_MIN_MB (16) of file, more than one worker allowed
-(TB_ROOFLINE_WORKERS, else the cores), and not already in a worker process (the file pool of
-execute/pool.py reads several files at once there). The workers live for one file: stopped
-when it is read, or fails.
+least TB_ROOFLINE_PARALLEL_MIN_MB (16) of file, more than one process allowed
+(TB_ROOFLINE_WORKERS, else the cores no other job keeps busy: `idle_cores`), and not
+already in a worker process (the file pool of execute/pool.py reads several files at once
+there). The reading process counts as one of them: it prepares a share of the batches
+itself while the workers are busy. The workers live for one file: stopped when it is read,
+or fails.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import gc
 import multiprocessing
+import os
 import threading
 from typing import Any
 
@@ -34,10 +38,22 @@ def worker_count(size: int, columns: bool) -> int:
     """How many worker processes read a file of `size` bytes (0: this process alone)."""
     if fast_json._decoder is None or not columns or multiprocessing.parent_process() is not None:
         return 0
-    n = processes.workers()
-    if n < 2 or size < settings.number(settings.PARALLEL_MIN_MB) * 2**20:
+    if size < settings.number(settings.PARALLEL_MIN_MB) * 2**20:
         return 0
-    return n
+    n = processes.workers() if settings.number(settings.WORKERS) >= 1 else idle_cores()
+    return n - 1 if n >= 2 else 0  # this process prepares batches too, while workers are busy
+
+
+def idle_cores() -> int:
+    """The cores this process may run on less the load average (a worker on a core that
+    other jobs keep busy only adds the cost of sending batches to it): TB_ROOFLINE_WORKERS
+    unset, the cores the reader's workers may use."""
+    cores = processes.workers()
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return cores
+    return max(min(cores, round(cores - load)), 1)
 
 
 class Workers:
@@ -45,10 +61,23 @@ class Workers:
 
     def __init__(self, n: int):
         self.n = n
-        self.window = IN_FLIGHT_PER_WORKER * n
+        self.window = IN_FLIGHT_PER_WORKER * n  # batches in flight before this process waits
         self._pool: Any = None
+        self._batches = self._here = 0
 
-    def submit(self, text: bytearray):
+    def submit(self, text: bytearray, in_flight):
+        """The future of the batch `text`: prepared here at once when the workers have all
+        the batches in flight they take and the first is not done (this process would
+        wait), and this process has prepared less than its share (it also cuts the text and
+        commits every batch: a share as large as a worker's would keep the workers
+        waiting), else by a worker."""
+        self._batches += 1
+        share = self._here * (self.n + 2) < self._batches
+        if share and len(in_flight) >= self.window and not in_flight[0][0].done():
+            self._here += 1
+            done: concurrent.futures.Future = concurrent.futures.Future()
+            done.set_result(prepare_apart(text))
+            return done
         if self._pool is None:
             self._pool = _start(self.n)
         return self._pool.submit(prepare_apart, text)
@@ -61,8 +90,6 @@ class Workers:
 
 
 def _start(n: int):
-    import concurrent.futures
-
     ctx = processes.context(["tb_roofline.readers.kineto.batch_workers"])
     lasting = (
         ctx.get_start_method() == "forkserver"

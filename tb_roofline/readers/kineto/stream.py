@@ -317,10 +317,11 @@ class _JsonStream:
                     cut = data.rfind(b"},", pos, end - shifted + 1)
                     at_cut = cut >= 0
                 if at_cut:
-                    sent = pool.submit(data[pos - 1 : cut + 2])
+                    sent = pool.submit(data[pos - 1 : cut + 2], flight)
                     flight.append([sent, shifted + pos - 1, shifted + cut - 1, end])
                     pos = cut + 2
-                back = self._settle(flight, kept, on_events, typed, loads, pool.window * at_cut)
+                window = 2 * pool.window * at_cut  # (0: all, at the end)
+                back = self._settle(flight, kept, on_events, typed, loads, window)
                 if back is not None:  # cut again from there (None: no batch can be cut)
                     at, got = back
                     data, pos = _joined(b"", _text(kept, at, ends[-1])), 1

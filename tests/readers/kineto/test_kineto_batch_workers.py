@@ -158,10 +158,11 @@ def test_too_many_events_fails_alike(tmp_path, apart, monkeypatch):
 
 
 def test_workers_only_where_they_pay(monkeypatch):
+    """The reading process is one of the processes allowed: two allowed, one worker."""
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "2")
     monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "16")
     big = 16 << 20
-    assert batch_workers.worker_count(big, True) == 2
+    assert batch_workers.worker_count(big, True) == 1
     assert batch_workers.worker_count(big - 1, True) == 0  # small: one process
     assert batch_workers.worker_count(big, False) == 0  # a collector that reads each event
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")
@@ -169,6 +170,15 @@ def test_workers_only_where_they_pay(monkeypatch):
     monkeypatch.setenv("TB_ROOFLINE_WORKERS", "2")
     monkeypatch.setattr(fast_json, "_decoder", None)
     assert batch_workers.worker_count(big, True) == 0  # no msgspec
+
+
+@pytest.mark.parametrize("load, workers", [(0.2, 3), (1.2, 2), (2.6, 0), (9.0, 0)])
+def test_unset_the_cores_other_jobs_leave_idle(monkeypatch, load, workers):
+    monkeypatch.delenv("TB_ROOFLINE_WORKERS", raising=False)
+    monkeypatch.setenv("TB_ROOFLINE_PARALLEL_MIN_MB", "0")
+    monkeypatch.setattr(batch_workers.processes, "workers", lambda: 4)
+    monkeypatch.setattr(batch_workers.os, "getloadavg", lambda: (load, 0.0, 0.0))
+    assert batch_workers.worker_count(1, True) == workers
 
 
 def test_a_worker_prepares_nothing_it_would_refuse():
