@@ -57,16 +57,19 @@ def idle_cores() -> int:
 
 
 class Workers:
-    """A pool of `n` worker processes for one file's batches, started at the first batch."""
+    """A pool of `n` worker processes for one file's batches, started at the first batch.
+    `path`: a local file whose bytes are its text (not compressed), which the workers read
+    themselves (the reading process then sends them offsets, not MBs through a pipe)."""
 
-    def __init__(self, n: int):
-        self.n = n
+    def __init__(self, n: int, path: str | None = None):
+        self.n, self.path = n, path
         self.window = IN_FLIGHT_PER_WORKER * n  # batches in flight before this process waits
         self._pool: Any = None
         self._batches = self._here = 0
 
-    def submit(self, text: bytearray, in_flight):
-        """The future of the batch `text`: prepared here at once when the workers have all
+    def submit(self, data: bytearray, lo: int, hi: int, at: int, in_flight):
+        """The future of the batch `data[lo:hi]`, at offset `at` of the file's text (ASCII
+        so far: its bytes' offset): prepared here at once when the workers have all
         the batches in flight they take and the first is not done (this process would
         wait), and this process has prepared less than its share (it also cuts the text and
         commits every batch: a share as large as a worker's would keep the workers
@@ -76,11 +79,13 @@ class Workers:
         if share and len(in_flight) >= self.window and not in_flight[0][0].done():
             self._here += 1
             done: concurrent.futures.Future = concurrent.futures.Future()
-            done.set_result(prepare_apart(text))
+            done.set_result(prepare_apart(data[lo:hi]))
             return done
         if self._pool is None:
             self._pool = _start(self.n)
-        return self._pool.submit(prepare_apart, text)
+        if self.path is not None:
+            return self._pool.submit(prepare_read, self.path, at, hi - lo)
+        return self._pool.submit(prepare_apart, data[lo:hi])
 
     def close(self) -> None:
         """Stop the workers (waits for the batch each is on: milliseconds)."""
@@ -106,6 +111,14 @@ def _worker_start(lasting: bool) -> None:
     and it ends with its parent."""
     gc.freeze()
     processes.watch_parent(lasting)
+
+
+def prepare_read(path: str, at: int, length: int):
+    """`prepare_apart` of the `length` bytes at offset `at` of the file (None where they are
+    not all there: the file changed, which the reading process then reports)."""
+    with open(path, "rb") as f:
+        text = bytearray(os.pread(f.fileno(), length, at))
+    return prepare_apart(text) if len(text) == length else None
 
 
 def prepare_apart(text: bytearray):

@@ -317,7 +317,7 @@ class _JsonStream:
                     cut = data.rfind(b"},", pos, end - shifted + 1)
                     at_cut = cut >= 0
                 if at_cut:
-                    sent = pool.submit(data[pos - 1 : cut + 2], flight)
+                    sent = pool.submit(data, pos - 1, cut + 2, shifted + pos - 2, flight)
                     flight.append([sent, shifted + pos - 1, shifted + cut - 1, end])
                     pos = cut + 2
                 window = 2 * pool.window * at_cut  # (0: all, at the end)
@@ -480,7 +480,8 @@ def load_kineto(
             stream = _JsonStream(src)
             stream.columns, stream.collector = col.COLUMNS, col
             workers = batch_workers.worker_count(total, col.COLUMNS)
-            stream.workers = batch_workers.Workers(workers) if workers else None
+            own = None if f is not raw or storage.is_remote(path) else storage.local_path(path)
+            stream.workers = batch_workers.Workers(workers, own) if workers else None
             try:
                 stream.parse(on_key, on_events)
             finally:

@@ -7,6 +7,7 @@ read."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import multiprocessing
 import os
@@ -77,6 +78,21 @@ def test_every_trace_collects_alike(path, apart):
 def test_the_same_profile(path, apart):
     one, other, coded = apart(lambda: read_kineto_file(path, "h"))
     assert coded > 0
+    _same(one, other, "profile")
+
+
+def test_an_uncompressed_trace_the_workers_read_themselves(tmp_path, apart, monkeypatch):
+    """A plain local file: the workers read their batches' bytes from it (offsets sent)."""
+    with gzip.open(TRACES[0], "rb") as f:
+        (tmp_path / "w.pt.trace.json").write_bytes(f.read())
+    paths = []
+    real = batch_workers.Workers.__init__
+    monkeypatch.setattr(
+        batch_workers.Workers, "__init__", lambda w, n, p=None: paths.append(p) or real(w, n, p)
+    )
+    path = str(tmp_path / "w.pt.trace.json")
+    one, other, coded = apart(lambda: read_kineto_file(path, "h"))
+    assert paths == [path] and coded > 0
     _same(one, other, "profile")
 
 
