@@ -320,7 +320,7 @@ class _JsonStream:
                     sent = pool.submit(data, pos - 1, cut + 2, shifted + pos - 2, flight)
                     flight.append([sent, shifted + pos - 1, shifted + cut - 1, end])
                     pos = cut + 2
-                window = 2 * pool.window * at_cut  # (0: all, at the end)
+                window = pool.window * at_cut  # (0: all, at the end)
                 back = self._settle(flight, kept, on_events, typed, loads, window)
                 if back is not None:  # cut again from there (None: no batch can be cut)
                     at, got = back
