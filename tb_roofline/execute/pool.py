@@ -31,8 +31,8 @@ from tb_roofline import settings, storage
 from tb_roofline.allocator import release_free_memory
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
+from tb_roofline.processes import context, watch_parent, workers
 from tb_roofline.readers import units as units_module
-from tb_roofline.readers.processes import context, watch_parent, workers
 from tb_roofline.table.op_table import ProfileData
 from tb_roofline.table.shared_texts import sharer
 

@@ -27,8 +27,7 @@ import os
 import threading
 from typing import Any
 
-from tb_roofline import settings
-from tb_roofline.readers import processes
+from tb_roofline import processes, settings
 from tb_roofline.readers.kineto import batch_codes, fast_batch, fast_json
 
 IN_FLIGHT_PER_WORKER = 2  # batches sent and not committed yet: the text kept is bounded
@@ -66,6 +65,7 @@ class Workers:
         self.window = IN_FLIGHT_PER_WORKER * n  # batches in flight before this process waits
         self._pool: Any = None
         self._batches = self._here = 0
+        self._broken = False  # the pool could not start or lost a worker: all done here
 
     def submit(self, data: bytearray, lo: int, hi: int, at: int, in_flight):
         """The future of the batch `data[lo:hi]`, at offset `at` of the file's text (ASCII
@@ -76,11 +76,18 @@ class Workers:
         waiting), else by a worker."""
         self._batches += 1
         share = self._here * (self.n + 2) < self._batches
-        if share and len(in_flight) >= self.window and not in_flight[0][0].done():
-            self._here += 1
-            done: concurrent.futures.Future = concurrent.futures.Future()
-            done.set_result(prepare_apart(data[lo:hi]))
-            return done
+        if not (share and len(in_flight) >= self.window and not in_flight[0][0].done()):
+            try:
+                if not self._broken:
+                    return self._sent(data, lo, hi, at)
+            except (OSError, RuntimeError):  # (BrokenProcessPool is one)
+                self._broken = True
+        self._here += 1
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        done.set_result(prepare_apart(data[lo:hi]))
+        return done
+
+    def _sent(self, data: bytearray, lo: int, hi: int, at: int):
         if self._pool is None:
             self._pool = _start(self.n)
         if self.path is not None:

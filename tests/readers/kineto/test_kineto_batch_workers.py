@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import multiprocessing
+import multiprocessing as mp
 import os
 
 import pytest
@@ -94,6 +95,20 @@ def test_an_uncompressed_trace_the_workers_read_themselves(tmp_path, apart, monk
     one, other, coded = apart(lambda: read_kineto_file(path, "h"))
     assert paths == [path] and coded > 0
     _same(one, other, "profile")
+
+
+def _die(lasting: bool) -> None:
+    os._exit(1)
+
+
+def test_workers_that_die_leave_the_batches_to_the_reader(apart, monkeypatch):
+    """A pool whose workers die at once (killed, out of memory): every batch is done by the
+    reading process, with the same events, and the read does not fail."""
+    monkeypatch.setattr(batch_workers.processes, "context", lambda preload: mp.get_context("fork"))
+    monkeypatch.setattr(batch_workers, "_worker_start", _die)
+    one, other, coded = apart(lambda: load_kineto(TRACES[0]))
+    _alike(one, other)
+    assert coded > 0
 
 
 def _write(tmp_path, text: str | bytes):
