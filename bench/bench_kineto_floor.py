@@ -16,7 +16,7 @@ and only json.load and ours: the libraries that build the whole document would n
 - HTA's `TraceAnalysis` when it is importable.
 
     python bench/bench_kineto_floor.py [--repeats 5,20] [--once 20] [--runs 3] [--libs DIR]
-        [--before DIR]
+        [--before DIR] [--pss]
 
 `--before DIR` also runs each `ours` measure on an earlier tree (before and after side by
 side, alternated). `--libs DIR` puts DIR on the children's path (JSON libraries installed with
@@ -40,13 +40,40 @@ import bench_env  # noqa: E402
 import bench_kineto  # noqa: E402
 
 PRELUDE = r"""
-import json, resource, sys, time
+import json, os, resource, sys, threading, time
 path = sys.argv[1]
 c0 = time.process_time()
+def _children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+k0 = _children_cpu()
 def done(t0, **kw):  # wall and CPU seconds since t0, c0 (set together), peak RSS
-    kw.update(s=time.perf_counter() - t0, cpu_s=time.process_time() - c0,
-              peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    kw.update(s=time.perf_counter() - t0, cpu_s=time.process_time() - c0 + _children_cpu() - k0,
+              peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+              child_peak_mb=children.ru_maxrss / 1024, pss_mb=_pss[0])
     print(json.dumps(kw))
+_pss = [None]
+def _pss_of(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(x.split()[1]) for x in f if x.startswith("Pss:")) / 1024
+    except (OSError, StopIteration):
+        return 0.0
+def _children():
+    kids = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            kids += open(f"/proc/self/task/{t}/children").read().split()
+        except OSError:
+            pass
+    return kids
+def _sample():  # the summed PSS of this process and its children, every 10 ms
+    while True:
+        _pss[0] = max(_pss[0] or 0.0, _pss_of("self") + sum(map(_pss_of, _children())))
+        time.sleep(0.01)
+if os.environ.get("BENCH_PSS"):  # (its name: the reader's workers are still forked beside it)
+    threading.Thread(target=_sample, name="tb-roofline-bench-pss", daemon=True).start()
 """
 
 READ_FIELDS = r"""
@@ -128,8 +155,14 @@ done(t0)""",
 
 def _run(name: str, path: str, env: dict) -> dict | None:
     code = PRELUDE + MEASURES[name]
+    # (run from the trace's folder: `-c` puts the working directory first on the path, and
+    # run from a tree's root, that tree's package would shadow PYTHONPATH's `--before` tree)
     out = subprocess.run(
-        [sys.executable, "-c", code, path], capture_output=True, text=True, env=env
+        [sys.executable, "-c", code, path],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=os.path.dirname(path),
     )
     if out.returncode != 0:
         if "ModuleNotFoundError" in out.stderr or "ImportError" in out.stderr:
@@ -144,7 +177,8 @@ BEFORE = " (before)"  # a measure of ours run on the `--before` tree
 def measure(path: str, runs: int, env: dict, names, before_env: dict | None = None) -> dict:
     """Each measure `runs` times, alternated, in turn forwards and backwards (a measure is
     not always the one after another); {name: (median s, median CPU s, median peak MiB,
-    version, CPU s of each run)}.
+    version, CPU s of each run, median workers' peak MiB, median summed PSS MiB or None,
+    wall s of each run)}.
     A name ending in BEFORE runs its measure with `before_env` (an earlier tree)."""
     got: dict = {n: [] for n in names}
     for run in range(runs):
@@ -166,6 +200,9 @@ def measure(path: str, runs: int, env: dict, names, before_env: dict | None = No
             statistics.median(r["peak_mb"] for r in rs),
             rs[0].get("version", ""),
             [r["cpu_s"] for r in rs],
+            statistics.median(r.get("child_peak_mb", 0.0) for r in rs),
+            None if rs[0].get("pss_mb") is None else statistics.median(r["pss_mb"] for r in rs),
+            [r["s"] for r in rs],
         )
         for n, rs in got.items()
         if rs
@@ -194,12 +231,24 @@ def main(argv=None) -> int:
         help="an earlier tree (`git archive COMMIT | tar -x -C DIR`): each `ours` measure is "
         "also run on it, alternated with this one's",
     )
+    ap.add_argument(
+        "--pss",
+        action="store_true",
+        help="also sample the summed PSS of each measure's process and its workers (every "
+        "10 ms, in a thread: it costs some CPU)",
+    )
     args = ap.parse_args(argv)
-    env = bench_env.child_env(ROOT)
+    env = bench_env.child_env(ROOT, **({"BENCH_PSS": "1"} if args.pss else {}))
     if args.libs:
         env["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + args.libs
     names = args.only.split(",") if args.only else list(MEASURES)
-    before_env = bench_env.child_env(os.path.abspath(args.before)) if args.before else None
+    before_env = (
+        bench_env.child_env(
+            os.path.abspath(args.before), **({"BENCH_PSS": "1"} if args.pss else {})
+        )
+        if args.before
+        else None
+    )
     if before_env is not None:
         names = [m for n in names for m in ([n + BEFORE, n] if n.startswith("ours") else [n])]
     once = {int(x) for x in args.once.split(",") if x}
@@ -215,16 +264,26 @@ def main(argv=None) -> int:
             res = measure(path, runs, env, big if rep in once else names, before_env)
             floor = res.get("json.load", (None, None))[1]
             print(f"\n×{rep}: {size / 1e6:.0f} MB of JSON, {runs} run(s), medians")
-            head = ("what", "wall s", "CPU s", "json.load CPU / CPU", "peak MiB", "/ file")
-            print("{:36} {:>7} {:>7} {:>20} {:>9} {:>7}".format(*head))
-            for n, (s, cpu, mb, version, _) in res.items():
+            wall_floor = res.get("json.load", (None,))[0]
+            head = ("what", "wall s", "CPU s", "json.load CPU / CPU", "json.load wall / wall")
+            head += ("peak MiB", "/ file", "worker MiB", "PSS MiB")
+            print("{:36} {:>7} {:>7} {:>20} {:>21} {:>9} {:>7} {:>10} {:>8}".format(*head))
+            for n, (s, cpu, mb, version, _, child, pss, _) in res.items():
                 ratio = f"{floor / cpu:.2f}" if floor and cpu > 0 else ""
+                wall = f"{wall_floor / s:.2f}" if wall_floor and s > 0 else ""
                 label = f"{n} {version}".strip()
+                pss_text = "" if pss is None else f"{pss:.0f}"
                 print(
-                    f"{label:36} {s:7.2f} {cpu:7.2f} {ratio:>20} {mb:9.0f} {mb * 2**20 / size:7.2f}"
+                    f"{label:36} {s:7.2f} {cpu:7.2f} {ratio:>20} {wall:>21} {mb:9.0f} "
+                    f"{mb * 2**20 / size:7.2f} {child:10.0f} {pss_text:>8}"
                 )
-            for n, (*_, cpus) in res.items():  # the spread under a shared machine's load
-                print(f"  {n}: CPU s of each run " + ", ".join(f"{c:.2f}" for c in cpus))
+            for n, (*_, cpus, _, _, walls) in res.items():  # the spread under a shared load
+                print(
+                    f"  {n}: wall s of each run "
+                    + ", ".join(f"{w:.2f}" for w in walls)
+                    + "; CPU s "
+                    + ", ".join(f"{c:.2f}" for c in cpus)
+                )
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     return 0
 

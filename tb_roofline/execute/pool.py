@@ -25,15 +25,13 @@ import dataclasses
 import itertools
 import logging
 import os
-import signal
-import sys
 import threading
-import time
 
 from tb_roofline import settings, storage
 from tb_roofline.allocator import release_free_memory
 from tb_roofline.diagnostics import Diagnostic
 from tb_roofline.errors import ProfileFormatError
+from tb_roofline.processes import context, watch_parent, workers
 from tb_roofline.readers import units as units_module
 from tb_roofline.table.op_table import ProfileData
 from tb_roofline.table.shared_texts import sharer
@@ -48,98 +46,13 @@ _retiring: list = []  # threads stopping pools `_release` let go; joined before 
 log = logging.getLogger(__name__)
 
 
-def workers() -> int:
-    """Worker processes to use: TB_ROOFLINE_WORKERS, else the cores this process may run on."""
-    wanted = int(settings.number(settings.WORKERS))  # 0: not set (or not a count: warned)
-    if wanted >= 1:
-        return wanted
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def _min_parallel_bytes() -> float:
     """TB_ROOFLINE_PARALLEL_MIN_MB (MB of profile below which one process reads), or 16."""
     return settings.number(settings.PARALLEL_MIN_MB) * 2**20
 
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux: the kernel kills this worker (SIGKILL) the moment its parent dies, even when
-    the worker is deep in a C call that holds the GIL for minutes (a thread cannot run then).
-    The parent is the fork server, or the process itself where the pool forks (then only
-    from a thread that lives as long as the process: `_context`). Elsewhere, a no-op."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError, TypeError):
-        return
-    if os.getppid() != parent:  # died before the call: no signal will come
-        os._exit(0)
-
-
-def _let_fork_server_go() -> None:
-    """A fork server's worker holds the server's "alive" pipe (multiprocessing passes it to
-    every child, so the server lives while any of them does); the server waits for all its
-    holders to close it. Closed here, the server ends with the process that started it, and
-    its workers with the server (the parent-death signal): else each kept the other alive,
-    minutes after TensorBoard was killed."""
-    try:
-        from multiprocessing import forkserver
-    except ImportError:
-        return
-    server = getattr(forkserver, "_forkserver", None)
-    fd = getattr(server, "_forkserver_alive_fd", None)
-    if server is not None and isinstance(fd, int) and os.getppid() != 1:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-        server._forkserver_alive_fd = None
-
-
-def _watch_parent(signal_on_death: bool = False):
-    """In each worker: exit once the process that started it is gone (TensorBoard killed,
-    the fork server gone with it), so no worker outlives the server: the kernel's
-    parent-death signal where the thread that started the worker lives as long as its
-    process (`signal_on_death`: the signal follows the thread, not the process), and a thread
-    watching for a new parent."""
-    parent = os.getppid()
-    if signal_on_death:
-        _die_with_parent(parent)
-        _let_fork_server_go()
-
-    def watch():
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="tb-roofline-parent-watch", daemon=True).start()
-
-
 def _context():
-    import multiprocessing  # (here: a read that needs no pool does not pay for it)
-
-    methods = multiprocessing.get_all_start_methods()
-    others = [
-        t
-        for t in threading.enumerate()
-        if t is not threading.current_thread() and not t.name.startswith("tb-roofline")
-    ]
-    if "fork" in methods and not others:
-        return multiprocessing.get_context("fork")
-    if "forkserver" in methods:
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["tb_roofline.execute.pool"])
-        return ctx
-    return multiprocessing.get_context("spawn")
+    return context(["tb_roofline.execute.pool"])
 
 
 def _get_pool(n: int):
@@ -159,7 +72,7 @@ def _get_pool(n: int):
             or threading.current_thread() is threading.main_thread()
         )
         _pool = concurrent.futures.ProcessPoolExecutor(
-            n, mp_context=ctx, initializer=_watch_parent, initargs=(lasting,)
+            n, mp_context=ctx, initializer=watch_parent, initargs=(lasting,)
         )
     return _pool
 

@@ -21,7 +21,7 @@ from itertools import chain, compress, repeat
 
 import numpy as np
 
-from tb_roofline.readers.kineto import fast_json
+from tb_roofline.readers.kineto import batch_codes, fast_json
 from tb_roofline.readers.kineto.event_fields import (
     MAX_DEVICE,
     MAX_DUR_NS,
@@ -80,6 +80,7 @@ class Prepared:
     cpu: dict
     rt: dict
     gpu: dict
+    coded: bool = False  # its keys as codes into the lists above (batch_codes.py)
 
     def __len__(self) -> int:
         return self.n
@@ -367,6 +368,19 @@ def _new_keys(keys: list, events: list, names: list, known: dict, ids) -> list:
 
 def commit(col: Collector, p: Prepared) -> None:
     """Append a prepared batch: what `Collector.on_events` appends for the same events."""
+    register(col, p)
+    if p.coded:
+        batch_codes.decode_ids(col, p)
+    _commit_cpu(col, p.cpu)
+    _commit_runtime(col, p.rt)
+    _commit_gpu(col, p.gpu)
+    for ev in p.side:
+        col._event(ev)
+
+
+def register(col: Collector, p: Prepared) -> None:
+    """The batch's counts, and its threads, names, costs and grids not met before, registered
+    in the order the per-event path meets them."""
     col.n_events += p.n
     col.long_names += p.long_names
     for pid, tid in p.threads:
@@ -380,11 +394,6 @@ def commit(col: Collector, p: Prepared) -> None:
     for key, value in p.new_grids:
         if key not in grids:
             grids[key] = _registered(lambda: col.grid_id(value))
-    _commit_cpu(col, p.cpu)
-    _commit_runtime(col, p.rt)
-    _commit_gpu(col, p.gpu)
-    for ev in p.side:
-        col._event(ev)
 
 
 def _registered(register) -> int:
@@ -400,7 +409,7 @@ def _extend(column, values: np.ndarray) -> None:
 
 
 def _commit_cpu(col: Collector, c: dict) -> None:
-    n = len(c["names"])
+    n = len(c["ts"])
     cost = _known(col.raw_costs, c["cost_keys"], c["cost_ids"])
     ok = cost >= 0
     col.bad_events += int(n - ok.sum())
@@ -415,7 +424,10 @@ def _commit_cpu(col: Collector, c: dict) -> None:
 def _commit_runtime(col: Collector, r: dict) -> None:
     reg = r["registers"]
     thread = np.full(len(reg), -1, np.int64)
-    thread[reg] = _known(col.threads, list(compress(r["keys"], reg.tolist())), r["thread_ids"])
+    ids = r["thread_ids"]
+    if ids is None:
+        ids = _known(col.threads, list(compress(r["keys"], reg.tolist())), None)
+    thread[reg] = ids
     names, ts, dur = r["names"], r["ts"], r["dur"]
     for i in np.flatnonzero(r["host"]).tolist():
         col.host_calls.append((names[i], int(thread[i]), int(ts[i]), int(dur[i])))
@@ -441,10 +453,13 @@ def _graph_launches(names) -> frozenset:
 
 
 def _commit_gpu(col: Collector, g: dict) -> None:
-    n = len(g["names"])
+    n = len(g["ts"])
     grid = np.zeros(n, np.int64)
     kernel = g["kernel"]
-    grid[kernel] = _ints(map(col.raw_grids.__getitem__, g["grids"]), int(kernel.sum()))
+    ids = g.get("grid_ids")
+    if ids is None:
+        ids = _ints(map(col.raw_grids.__getitem__, g["grids"]), int(kernel.sum()))
+    grid[kernel] = ids
     ok = grid >= 0
     col.bad_events += int(n - ok.sum())
     _extend(col.gpu_kind, g["kind"][ok])

@@ -168,7 +168,7 @@ def truncated(exc: Exception) -> bool:
     return type(exc) is not Refused and str(exc).startswith("Input data was truncated")
 
 
-def decode(text: str) -> list:
+def decode(text: str | bytes | bytearray | memoryview) -> list:
     """The Events of a JSON array's text (DecodeError when msgspec refuses it)."""
     return _decoder.decode(text)
 

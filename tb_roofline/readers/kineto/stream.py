@@ -9,7 +9,9 @@ while it is read is "incomplete" (503), a malformed one a format error (422).
 
 from __future__ import annotations
 
+import bisect
 import codecs
+import collections
 import gzip
 import json
 import os
@@ -20,7 +22,7 @@ from tb_roofline import settings, storage
 from tb_roofline.errors import ProfileFormatError, ProfileIncompleteError, ProfileTooLargeError
 from tb_roofline.readers import meter
 from tb_roofline.readers.files import check_profile_file
-from tb_roofline.readers.kineto import fast_batch, fast_json
+from tb_roofline.readers.kineto import batch_workers, fast_batch, fast_json
 from tb_roofline.readers.kineto.event_fields import parse_float as _parse_float
 from tb_roofline.readers.kineto.events import Collector
 
@@ -98,6 +100,7 @@ class _JsonStream:
         self.shifted = 0  # characters dropped from the front of buf so far
         self.columns = True  # batches may be appended as columns (Collector.COLUMNS)
         self.collector = None  # what the batches go to (fast_batch.prepare reads what it met)
+        self.workers: batch_workers.Workers | None = None  # prepare the batches apart
 
     def _more(self) -> bool:
         text = self.src.read()
@@ -191,11 +194,8 @@ class _JsonStream:
         loads = json.JSONDecoder(parse_float=_parse_float).decode
         typed = fast_batch.decoder(self.columns)
         while True:
-            if (
-                typed is not None
-                and self.src.ascii
-                and self._ascii_batches(on_events, typed, loads)
-            ):
+            batches = self._ascii_batches if self.workers is None else self._ascii_batches_apart
+            if typed is not None and self.src.ascii and batches(on_events, typed, loads):
                 on_events(self._slow_batch(), False)  # what the loop below would come to
                 continue
             ch = self._skip_ws()
@@ -272,10 +272,104 @@ class _JsonStream:
         self.buf, self.pos, self.shifted = data[1:].decode("ascii"), pos - 1, shifted
         return got is None
 
-    def _ascii_batch(self, data: bytearray, pos: int, typed, loads):
+    def _ascii_batches_apart(self, on_events, typed, loads) -> bool:
+        """`_ascii_batches` with the batches decoded and prepared by worker processes
+        (batch_workers.py), cut where the text loop cuts them (a batch ends at the first
+        chunk end a chunk past its start, `_batch_end`, as the text loop's buffer) and
+        committed in file order (`_settle`). Positions in flight are offsets in the text
+        (`data[i]` is at `shifted + i - 1`); the chunks read since the first batch in flight
+        are kept (`kept`), so that a batch no worker prepared is cut and decoded here as
+        before. Returns as `_ascii_batches` does."""
+        pool = self.workers
+        if pool is None:
+            return self._ascii_batches(on_events, typed, loads)
+        shifted = self.shifted
+        got: tuple | None = ()
+        first = self.buf.encode("ascii")
+        data, pos = _joined(b"", first), self.pos + 1
+        kept = collections.deque([(shifted, first)])  # (offset, bytes): the text kept
+        ends = [shifted + len(first)]  # the offset where each chunk read ends
+        flight: collections.deque = collections.deque()  # [future, start, cut, end] each
+        try:
+            while True:
+                m = _NOT_WS_BYTES.search(data, pos)
+                ended = m is None or data[m.start()] == 0x5D  # "]": the array's end
+                at_cut = False
+                if m is not None and not ended:
+                    pos = m.start()
+                    if data[pos] == 0x2C:  # ","
+                        pos += 1
+                        continue
+                    while _batch_end(ends, shifted + pos - 1) is None and not self.src.eof:
+                        more = self.src.read_ascii()
+                        if isinstance(more, str):  # not ASCII: read on as text
+                            back = self._settle(flight, kept, on_events, typed, loads, 0)
+                            at = shifted + pos - 1 if back is None else back[0]
+                            text = _text(kept, at, shifted + len(data) - 1).decode("ascii")
+                            self.buf, self.pos, self.shifted = text + more, 0, at
+                            return back is not None and back[1] is None
+                        shifted += pos - 1  # as `_more` drops the text before pos
+                        data, pos = _joined(memoryview(data)[pos:], more), 1
+                        kept.append((ends[-1], more))
+                        ends.append(ends[-1] + len(more))
+                        _let_go(kept, flight[0][1] if flight else shifted)
+                    end = _batch_end(ends, shifted + pos - 1) or ends[-1]
+                    cut = data.rfind(b"},", pos, end - shifted + 1)
+                    at_cut = cut >= 0
+                if at_cut:
+                    sent = pool.submit(data, pos - 1, cut + 2, shifted + pos - 2, flight)
+                    flight.append([sent, shifted + pos - 1, shifted + cut - 1, end])
+                    pos = cut + 2
+                window = pool.window * at_cut  # (0: all, at the end)
+                back = self._settle(flight, kept, on_events, typed, loads, window)
+                if back is not None:  # cut again from there (None: no batch can be cut)
+                    at, got = back
+                    data, pos = _joined(b"", _text(kept, at, ends[-1])), 1
+                    shifted = at
+                elif not at_cut:  # the array's end, whitespace, or no batch to cut
+                    got = () if ended else None
+                if got is None or (back is None and not at_cut):
+                    break
+        finally:
+            for entry in flight:  # after an error: not waited for
+                entry[0].cancel()
+        self.buf, self.pos, self.shifted = data[1:].decode("ascii"), pos - 1, shifted
+        return got is None
+
+    def _settle(self, flight, kept, on_events, typed, loads, window: int):
+        """Commits the batches in flight, in order: those done, and the first ones while more
+        than `window` are in flight (0: all). A batch no worker prepared is done here from the
+        text `kept`; where it is cut earlier than the worker's (a `},` inside a string), or no
+        batch can be cut from it, the batches after it are dropped: then (the offset where
+        the next batch begins, () or None where no batch can be cut) for the text to be cut
+        again from there; else None."""
+        while flight and (len(flight) > window or flight[0][0].done()):
+            future, start, cut, end = flight.popleft()
+            try:
+                prepared = future.result()
+            except Exception:  # noqa: BLE001 (a worker gone: the batch is done here)
+                prepared = None
+            if prepared is not None:
+                on_events(prepared, True)
+                continue
+            data = _joined(b"", _text(kept, start, end))
+            got = self._ascii_batch(data, 1, typed, loads)
+            if got is not None:
+                batch, structs, after = got
+                on_events(batch, structs)
+                if start + after - 1 == cut + 2:
+                    continue
+            for entry in flight:  # cut after where the text is cut again now
+                entry[0].cancel()
+            flight.clear()
+            return (start, None) if got is None else (start + after - 1, ())
+        return None
+
+    def _ascii_batch(self, data: bytearray, pos: int, typed, loads, end: int | None = None):
         """(batch, structs, where the next begins) of the elements from `pos` to the last `},`
-        that cuts a batch either decoder reads, as the text loop cuts them; None: none."""
-        end = len(data)
+        before `end` (the data's end) that cuts a batch either decoder reads, as the text loop
+        cuts them; None: none."""
+        end = len(data) if end is None else end
         for _ in range(4):
             cut = data.rfind(b"},", pos, end)
             if cut < 0:
@@ -311,6 +405,28 @@ class _JsonStream:
             ch = self._skip_ws()
             if ch == "]":
                 return out
+
+
+def _batch_end(ends: list, at: int) -> int | None:
+    """The first chunk end at least a chunk past offset `at`: where the text loop's buffer
+    ends when it cuts a batch there; None: more text is needed first."""
+    i = bisect.bisect_left(ends, at + CHUNK_CHARS)
+    return ends[i] if i < len(ends) else None
+
+
+def _text(kept: collections.deque, start: int, end: int) -> bytes:
+    """The kept text from offset `start` to `end`."""
+    return b"".join(
+        memoryview(chunk)[max(start - at, 0) : end - at]
+        for at, chunk in kept
+        if at < end and at + len(chunk) > start
+    )
+
+
+def _let_go(kept: collections.deque, start: int) -> None:
+    """The kept chunks that end before offset `start` let go."""
+    while len(kept) > 1 and kept[0][0] + len(kept[0][1]) <= start:
+        kept.popleft()
 
 
 def _joined(rest, more: bytes) -> bytearray:
@@ -363,7 +479,14 @@ def load_kineto(
             src = _TextSource(f, max_bytes)
             stream = _JsonStream(src)
             stream.columns, stream.collector = col.COLUMNS, col
-            stream.parse(on_key, on_events)
+            workers = batch_workers.worker_count(total, col.COLUMNS)
+            own = None if f is not raw or storage.is_remote(path) else storage.local_path(path)
+            stream.workers = batch_workers.Workers(workers, own) if workers else None
+            try:
+                stream.parse(on_key, on_events)
+            finally:
+                if stream.workers is not None:
+                    stream.workers.close()
     except ProfileTooLargeError as exc:  # (its kind kept: out of memory is retried later)
         raise type(exc)(f"{base} {exc}") from None
     except _Truncated as exc:
