@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-import uuid
 from typing import Any
 
 from tb_roofline import settings
@@ -42,6 +41,8 @@ def fold_held(helds: list, step, start):
     may change its value in place: each task adds onto its own copy."""
     if not helds:
         return start
+    import uuid  # (here: every read imports this module, few fold; execute/cluster.py)
+
     client = helds[0].future.client
     fold = uuid.uuid4().hex[:12]
     value = start
