@@ -31,6 +31,9 @@ from tb_roofline import processes, settings
 from tb_roofline.readers.kineto import batch_codes, fast_batch, fast_json
 
 IN_FLIGHT_PER_WORKER = 2  # batches sent and not committed yet: the text kept is bounded
+# A batch takes a worker milliseconds; one stopped or stuck for this long has its batch done
+# by the reading process instead, so a read never waits on a worker without end.
+BATCH_DEADLINE_S = 60.0
 
 
 def worker_count(size: int, columns: bool) -> int:
@@ -93,6 +96,16 @@ class Workers:
         if self.path is not None:
             return self._pool.submit(prepare_read, self.path, at, hi - lo)
         return self._pool.submit(prepare_apart, data[lo:hi])
+
+    def abandon(self) -> None:
+        """Stop workers that kept a batch past BATCH_DEADLINE_S (stopped or stuck: waiting for
+        them would never end) without waiting; every later batch is done here."""
+        self._broken = True
+        if self._pool is not None:
+            for proc in list(getattr(self._pool, "_processes", {}).values()):
+                proc.kill()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def close(self) -> None:
         """Stop the workers (waits for the batch each is on: milliseconds)."""

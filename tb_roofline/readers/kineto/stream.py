@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import codecs
 import collections
+import concurrent.futures
 import gzip
 import json
 import os
@@ -346,7 +347,11 @@ class _JsonStream:
         while flight and (len(flight) > window or flight[0][0].done()):
             future, start, cut, end = flight.popleft()
             try:
-                prepared = future.result()
+                prepared = future.result(timeout=batch_workers.BATCH_DEADLINE_S)
+            except concurrent.futures.TimeoutError:
+                prepared = None
+                if self.workers is not None:
+                    self.workers.abandon()
             except Exception:  # noqa: BLE001 (a worker gone: the batch is done here)
                 prepared = None
             if prepared is not None:

@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import multiprocessing as mp
 import os
+import time
 
 import pytest
 from test_kineto_ascii_batches import _events
@@ -109,6 +110,22 @@ def test_workers_that_die_leave_the_batches_to_the_reader(apart, monkeypatch):
     one, other, coded = apart(lambda: load_kineto(TRACES[0]))
     _alike(one, other)
     assert coded > 0
+
+
+def _stuck(lasting: bool) -> None:
+    time.sleep(3600)
+
+
+def test_workers_that_hang_leave_the_batches_to_the_reader(apart, monkeypatch):
+    """Workers that never answer (stopped, stuck): past the deadline they are stopped, every
+    batch is done by the reading process, with the same events, and the read ends."""
+    monkeypatch.setattr(batch_workers.processes, "context", lambda preload: mp.get_context("fork"))
+    monkeypatch.setattr(batch_workers, "_worker_start", _stuck)
+    monkeypatch.setattr(batch_workers, "BATCH_DEADLINE_S", 0.5)
+    t = time.monotonic()
+    one, other, _ = apart(lambda: load_kineto(TRACES[0]))
+    assert time.monotonic() - t < 60
+    _alike(one, other)
 
 
 def _write(tmp_path, text: str | bytes):
