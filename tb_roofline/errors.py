@@ -112,6 +112,15 @@ class StorageTimeoutPublicError(tb_errors.PublicError):
     code = "storage_timeout"
 
 
+class RowsUnavailableError(tb_errors.PublicError):
+    """Op rows kept where a host was read (a Dask worker: table/held_rows.py) could not be
+    brought here: the cluster or the worker is gone. The hosts are read again on the next
+    request."""
+
+    http_code = 503
+    code = "rows_unavailable"
+
+
 def to_public(exc: ProfileFormatError, what: str) -> tb_errors.PublicError:
     """Name the file (`what`) in the message users see."""
     if isinstance(exc, ProfileStoreTimeoutError):

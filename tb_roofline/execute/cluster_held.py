@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from tb_roofline import settings
+from tb_roofline.errors import RowsUnavailableError
 from tb_roofline.execute.cluster_connect import ClusterError
 from tb_roofline.execute.cluster_worker import _scheduler_workers
 
@@ -29,8 +30,26 @@ class Held:
     the unit's name (its file) for errors."""
 
     future: Any  # distributed.Future
-    summary: object
+    summary: Any  # what `summarize` made of the result there
     name: str
+
+    def fetch(self):
+        """The result, brought here (`table/held_rows.py` `RowHolder`)."""
+        try:
+            return fetch_held(self)
+        except ClusterError as exc:
+            raise _unavailable(exc) from None
+
+    def fold(self, holders: list, step, start):
+        """`fold_held` over `holders` (Held, this one among them)."""
+        try:
+            return fold_held(holders, step, start)
+        except ClusterError as exc:
+            raise _unavailable(exc) from None
+
+
+def _unavailable(exc: ClusterError) -> RowsUnavailableError:
+    return RowsUnavailableError(f"{exc}; its hosts are read again on the next request")
 
 
 def fold_held(helds: list, step, start):

@@ -224,7 +224,7 @@ def read_files(jobs: list, progress=None) -> list:
 
     arrived = sharer()  # the strings the hosts share, held once (`table/shared_texts.py`)
     try:
-        outcomes, note = _execute(units, report, finished, arrived)
+        outcomes, note = _execute(units, report, finished, arrived, conversion.one_unit_each)
     finally:  # (a strict cluster error too: the MCP server lives on after it)
         conversion.release()
     per_job: dict = {}
@@ -246,12 +246,14 @@ def read_files(jobs: list, progress=None) -> list:
     return results
 
 
-def _execute(units: list, report, finished: dict, arrived=None):
+def _execute(units: list, report, finished: dict, arrived=None, whole: bool = False):
     """The one choice of executor: (each unit's outcome, a diagnostic for the answers or
     None). A Dask scheduler when one is set (`execute/cluster.py`; if it fails, the CLI stops
     with its error and TensorBoard converts here, saying so); else the local pool when the
     work is worth it; else this process. `arrived(result)`: each result of a pool or a
-    cluster, as it comes in (what it returns is kept)."""
+    cluster, as it comes in (what it returns is kept). `whole`: each unit is a whole file,
+    so on a cluster its result stays on the worker and what comes back is its summary, rows
+    fetched when first used (`_held`)."""
     from tb_roofline.execute import cluster
 
     args = [(u.fn, u.args) for u in units]
@@ -261,8 +263,11 @@ def _execute(units: list, report, finished: dict, arrived=None):
         try:
             paths = [u.path for u in units]
             names = [os.path.basename(p) for p in paths]
-            outcomes = cluster.run_units(address, _call, args, report, names, paths, arrived)
-            return _read_here_what_no_worker_could(outcomes, args, paths), None
+            summarize = _summarize() if whole else None
+            outcomes = cluster.run_units(
+                address, _call, args, report, names, paths, arrived, summarize=summarize
+            )
+            return _read_here_what_no_worker_could(_held(outcomes), args, paths), None
         except cluster.ClusterError as exc:
             if cluster.strict():
                 raise
@@ -297,6 +302,21 @@ def _execute(units: list, report, finished: dict, arrived=None):
                 shutdown(only=pool)
             finished.clear()
     return _run_here(_call, args, report), note
+
+
+def _summarize():
+    from tb_roofline.table.host_summary import summarize
+
+    return summarize
+
+
+def _held(outcomes: list) -> list:
+    """Each result kept on a worker as its summary, its rows fetched from there when first
+    used (table/host_summary.py `attach`)."""
+    from tb_roofline.execute.cluster_held import Held
+    from tb_roofline.table.host_summary import attach
+
+    return [attach(o.summary, o) if isinstance(o, Held) else o for o in outcomes]
 
 
 def _call(fn, args):

@@ -54,6 +54,11 @@ class Conversion:
         """A file's ProfileData (or the exception to report) from its units' outcomes."""
         return _finish(self.plans.get(job), outcomes)
 
+    @property
+    def one_unit_each(self) -> bool:
+        """Whether every file is read by one unit (its result is the file's whole profile)."""
+        return len(self.units) == len({u.job for u in self.units})
+
     def merged_here(self, job: int) -> bool:
         """Whether `finish` merged the file from its planes' parts in this process."""
         return job in self.plans and not self.whole_files

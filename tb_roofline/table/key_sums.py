@@ -11,10 +11,12 @@ uses too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Callable
 
 import numpy as np
 
+from tb_roofline.table.held_rows import is_held
 from tb_roofline.table.op_table import (
     COST_COLUMNS,
     MEMORY_COLUMNS,
@@ -91,7 +93,7 @@ def _native(sums: dict) -> None:
 _FLOAT64 = np.dtype(np.float64)
 
 
-def _exact_count(onto, c: str, rows: dict) -> bool:
+def _exact_count(onto, c: str, rows: Mapping) -> bool:
     """Whether a counted column's rows may be added as their count onto the sums so far: adding
     zeros is exact, and so is adding ones onto whole numbers below 2**53; ones onto a sum with
     a fraction round as each is added, so those are added one by one, as the run's pass does."""
@@ -134,7 +136,10 @@ def with_row_sums(table: OpTable | None) -> OpTable | None:
 
 def keys_with_rows(table: OpTable) -> np.ndarray:
     """Whether each key has a row, a block of rows at a time: numpy makes int64 indices of
-    narrow codes, which over a whole run's column is a copy of 8 bytes a row."""
+    narrow codes, which over a whole run's column is a copy of 8 bytes a row. Rows kept
+    elsewhere: as summarized where they are (table/held_rows.py)."""
+    if is_held(table.rows):
+        return table.rows.key_rows
     seen = np.zeros(table.num_keys, bool)
     op = table.rows["op"]
     for lo in range(0, len(op), ROW_BLOCK):

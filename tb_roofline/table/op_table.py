@@ -20,6 +20,7 @@ import numpy as np
 from tb_roofline.allocator import release_free_memory
 from tb_roofline.diagnostics import Diagnostic  # noqa: F401 (readers build ProfileData with it)
 from tb_roofline.table.counter_series import CounterSeries
+from tb_roofline.table.held_rows import HeldRows, is_held
 from tb_roofline.table.spans import CoreSpan, StepSpan, StepSpans
 
 # Memory traffic columns: (column, display name, memory id, direction). `host` is traffic
@@ -101,7 +102,7 @@ class OpTable:
     (`table["flops"]`), so a table of one row per execution stays small."""
 
     keys: dict[str, np.ndarray]
-    rows: dict[str, np.ndarray]
+    rows: dict[str, np.ndarray] | HeldRows  # (HeldRows: kept where the table was read)
     unit_costs: np.ndarray | None = None
     # Row columns summed per key where the table was read (table/key_sums.py `with_row_sums`),
     # so an analysis need not pass over the rows for them; None: not made. Every new table
@@ -109,6 +110,8 @@ class OpTable:
     row_sums: dict | None = None
 
     def __len__(self) -> int:
+        if isinstance(self.rows, HeldRows):  # (kept elsewhere: counted, not fetched)
+            return self.rows.num_rows
         return len(self.rows["op"])
 
     @property
@@ -179,11 +182,16 @@ class OpTable:
 
     def __getstate__(self):
         """Pickled (to and from worker processes, a cluster) with constant row columns as
-        their one value, so they travel as they are held: as nothing."""
-        rows = {
-            k: ("constant", v[:1].copy(), len(v)) if is_constant(v) else v
-            for k, v in self.rows.items()
-        }
+        their one value, so they travel as they are held: as nothing. Rows kept elsewhere
+        travel as what stands for them (table/held_rows.py)."""
+        rows = (
+            self.rows
+            if isinstance(self.rows, HeldRows)
+            else {
+                k: ("constant", v[:1].copy(), len(v)) if is_constant(v) else v
+                for k, v in self.rows.items()
+            }
+        )
         return {
             "keys": self.keys,
             "rows": rows,
@@ -194,6 +202,9 @@ class OpTable:
     def __setstate__(self, state):
         self.keys, self.unit_costs = state["keys"], state["unit_costs"]
         self.row_sums = state.get("row_sums")
+        if isinstance(state["rows"], HeldRows):
+            self.rows = state["rows"]
+            return
         self.rows = {
             k: constant(v[1][0], v[2]) if isinstance(v, tuple) else v
             for k, v in state["rows"].items()
@@ -219,7 +230,10 @@ class OpTable:
             return OpTableBuilder().build()
         if len(tables) == 1:  # (shared: its own dict of the same rows, which a later shared
             t = tables[0]  # concat of this input then re-points without touching it)
-            return OpTable(t.keys, dict(t.rows), t.unit_costs, t.row_sums) if share else t
+            rows = t.rows if isinstance(t.rows, HeldRows) else dict(t.rows)
+            return OpTable(t.keys, rows, t.unit_costs, t.row_sums) if share else t
+        if any(is_held(t.rows) for t in tables):
+            return _held_concat(tables)
         unit = all(t.unit_costs is not None for t in tables)
         if not unit:
             tables = [t.explicit() for t in tables]
@@ -300,6 +314,7 @@ class OpTableBuilder:
                 ),
             )
         table = OpTable.concat([OpTable(k, r) for k, r in chunks])
+        assert isinstance(table.rows, dict)  # (made here from plain rows)
         compact_rows(table.rows)
         return table
 
@@ -350,6 +365,36 @@ def compact_rows(rows: dict) -> dict:
         if k != "op" and len(v) > 1 and v.strides[0] and v[0] == v[-1] and not np.any(v != v[0]):
             rows[k] = constant(v[0], len(v))
     return rows
+
+
+def _held_concat(tables: list) -> OpTable:
+    """`OpTable.concat` of tables some of whose rows are kept elsewhere: the keys, unit costs,
+    key sums and which keys have rows side by side now; the rows themselves made from the
+    inputs' (fetched, for those kept elsewhere) when first asked for, as `concat` makes them."""
+    unit = all(t.unit_costs is not None for t in tables)
+    keys = {k: np.concatenate([t.keys[k] for t in tables]) for k in KEY_COLUMNS}
+    key_rows = np.concatenate([_key_rows(t) for t in tables])
+
+    def fetch() -> dict:
+        parts = [
+            OpTable(t.keys, t.rows.peek() if isinstance(t.rows, HeldRows) else t.rows, t.unit_costs)
+            for t in tables
+        ]
+        return dict(OpTable.concat(parts).rows)
+
+    parts = [t.rows for t in tables if isinstance(t.rows, HeldRows)]
+    rows = HeldRows(sum(len(t) for t in tables), key_rows, "ops", fetch=fetch, parts=parts)
+    unit_costs = np.concatenate([t.unit_costs for t in tables]) if unit else None
+    return OpTable(keys, rows, unit_costs, _concat_sums(tables, False))
+
+
+def _key_rows(table: OpTable) -> np.ndarray:
+    """Whether each key of the table has a row."""
+    if isinstance(table.rows, HeldRows) and not table.rows.fetched:
+        return table.rows.key_rows
+    seen = np.zeros(table.num_keys, bool)
+    seen[table.rows["op"]] = True
+    return seen
 
 
 def _concat_sums(tables: list, share: bool) -> dict | None:

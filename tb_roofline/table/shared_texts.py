@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_roofline.table.host_summary import HostSummary
 from tb_roofline.table.op_table import ProfileData
 
 
 def sharer():
-    """A function of one result (a host's ProfileData or HostSummary, or anything, returned as
+    """A function of one result (a host's ProfileData, its rows or not, or anything, returned as
     it is) that shares its strings with those of the results given before it (`share_texts`)."""
     canon: dict = {}
 
     def arrived(out):
-        if isinstance(out, (ProfileData, HostSummary)):
+        if isinstance(out, ProfileData):
             share_texts(out, canon)
         return out
 
@@ -32,7 +31,7 @@ def sharer():
 
 
 def share_texts(data, canon: dict) -> None:
-    """Replace, in place, the strings of `data` (a ProfileData or HostSummary) that equal one
+    """Replace, in place, the strings of `data` (a ProfileData) that equal one
     in `canon` by that one, and add the others to it: the key columns of its op tables, the
     labels of its op shapes and kernels and what those hold. Only which objects hold the
     values changes."""

@@ -323,7 +323,9 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
     killed = []
     real = cluster.run_units
 
-    def kill_after_two(addr, fn, args_list, progress=None, names=None, paths=None, arrived=None):
+    def kill_after_two(
+        addr, fn, args_list, progress=None, names=None, paths=None, arrived=None, summarize=None
+    ):
         def report(k):
             if progress:
                 progress(k)
@@ -334,7 +336,7 @@ def test_a_worker_killed_mid_run_changes_nothing(world, monkeypatch, caplog):
                 killed.append(len(done))
 
         done: list = []
-        return real(addr, fn, args_list, report, names, paths, arrived)
+        return real(addr, fn, args_list, report, names, paths, arrived, summarize)
 
     monkeypatch.setattr(cluster, "run_units", kill_after_two)
     caplog.set_level(logging.INFO, logger="tb_roofline.execute.cluster")

@@ -1,7 +1,8 @@
 """Hosts' tables kept on the Dask workers that read them (execute/cluster_held.py): the client
-gets each host's summary (keys, key sums, steps, spans, device: table/host_summary.py) and no
-rows; the per-step sums made host by host on the workers (model/records/row_sums.py
-`StepPass`, the sums travelling from worker to worker in the run's order) are local
+gets each host's summary (its profile less its rows: keys, key sums, steps, spans, device,
+timeline facts; table/host_summary.py) and no rows; the per-step sums made host by host on
+the workers (model/records/row_sums.py `StepPass`, the sums travelling from worker to worker
+in the run's order) are local
 conversion's bit for bit; a host's rows fetched for a drill-down are the ones read here; a
 worker lost while it holds a host has that host read again; no worker left is a clear error
 within the cluster's deadline. A real scheduler and two workers on 127.0.0.1, the hosts on
@@ -18,8 +19,9 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from test_dask_cluster import _env, dask_cluster  # noqa: E402
+from test_dask_cluster import _answers, _env, _local_answers, dask_cluster  # noqa: E402
 
+from tb_roofline import errors  # noqa: E402
 from tb_roofline.execute import cluster  # noqa: E402
 from tb_roofline.execute.cluster_held import Held, _runs, fetch_held, fold_held  # noqa: E402
 from tb_roofline.execute.pool import _call  # noqa: E402
@@ -28,9 +30,11 @@ from tb_roofline.model.records.row_sums import step_sums  # noqa: E402
 from tb_roofline.readers import read_profile_file  # noqa: E402
 from tb_roofline.readers import units as units_module  # noqa: E402
 from tb_roofline.readers.units import summed  # noqa: E402
+from tb_roofline.serve.service.core import RooflineService  # noqa: E402
 from tb_roofline.synthetic import SynthConfig, write_tpu_session  # noqa: E402
-from tb_roofline.table.host_summary import HostSummary, summarize  # noqa: E402
-from tb_roofline.table.op_table import OpTable  # noqa: E402
+from tb_roofline.table.held_rows import HeldRows, is_held  # noqa: E402
+from tb_roofline.table.host_summary import summarize  # noqa: E402
+from tb_roofline.table.op_table import OpTable, ProfileData  # noqa: E402
 from tb_roofline.table.shared_texts import sharer  # noqa: E402
 
 HOSTS = [f"held-host{h}" for h in range(6)]
@@ -58,6 +62,18 @@ def pod(tmp_path_factory):
             yield paths, c
 
 
+RUN = "pod/2026_01_01_00_00_00"
+
+
+def _logdir(paths) -> str:
+    return paths[0].split("/pod/")[0]
+
+
+def _host_data(service: RooflineService) -> list:
+    run = service.resolve_run(RUN)
+    return [e.data for e in service.hosts_reader.read(run, service.resolve_files(run, ""))]
+
+
 def _held(paths, address) -> list:
     jobs = [(p, "xplane", h, None) for p, h in zip(paths, HOSTS)]
     conversion = units_module.plan(jobs, 1)  # one unit a host: the host's whole table
@@ -83,7 +99,7 @@ def _tables_here() -> list:
     """The op tables with rows of this run's hosts that this process holds."""
     found = []
     for o in gc.get_objects():
-        if isinstance(o, OpTable) and len(o) and len(o.keys["host"]):
+        if isinstance(o, OpTable) and not is_held(o.rows) and len(o) and len(o.keys["host"]):
             if set(o.keys["host"].tolist()) & set(HOSTS):
                 found.append(o)
     return found
@@ -106,14 +122,15 @@ def test_hosts_held_on_workers_answer_as_local_conversion(pod):
     held = _held(paths, c.address)
     assert all(isinstance(h, Held) for h in held), held
     summaries = [h.summary for h in held]
-    assert all(isinstance(s, HostSummary) for s in summaries)
+    assert all(isinstance(s, ProfileData) for s in summaries)
+    assert all(isinstance(s.ops.rows, HeldRows) and is_held(s.ops.rows) for s in summaries)
     gc.collect()
     assert _tables_here() == []  # what came back holds no row
     local = _local(paths)
     for s, p in zip(summaries, local):  # (these hosts are small: 1,000 rows each)
         assert len(pickle.dumps(s)) < len(pickle.dumps(p))
     for s, p in zip(summaries, local):  # the keys and key sums made there are local ones
-        assert s.ops.num_rows == len(p.ops) and s.ops.num_keys == p.ops.num_keys
+        assert len(s.ops) == len(p.ops) and s.ops.num_keys == p.ops.num_keys
         assert s.ops.keys["operation"].tolist() == p.ops.keys["operation"].tolist()
         for col, v in p.ops.row_sums.items():
             assert _bits(s.ops.row_sums[col]) == _bits(v), col
@@ -142,6 +159,82 @@ def test_hosts_held_on_workers_answer_as_local_conversion(pod):
         assert np.asarray(fetched.ops.rows[k]).tolist() == np.asarray(v).tolist(), k
 
 
+def _plain(service: RooflineService) -> list:
+    out = []
+    for host in [""] + HOSTS:
+        out += [
+            service.program(RUN, host, True),
+            service.ops(RUN, host, True),
+            service.device(RUN, host),
+            service.diagnostics(RUN, host),
+            service.guidance(RUN, host, True),
+        ]
+    return out
+
+
+def test_a_pod_opened_through_the_cluster_keeps_its_rows_on_the_workers(pod, monkeypatch):
+    """The service's default open of a pod through a cluster: every answer (the run's and
+    each host's program, ops, device, diagnostics, guidance; then the drill-downs: steps
+    compared, other row groupings) as local conversion's, with no op table holding rows in
+    this process and every host's rows still on the workers; a host's rows asked for are
+    fetched from its worker, the ones read here."""
+    paths, c = pod
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")  # (a unit per file: the files are few)
+    expected_plain = _plain(RooflineService(_logdir(paths)))
+    expected = _local_answers(_logdir(paths), RUN, HOSTS, monkeypatch)
+    gc.collect()
+    cluster.configure(c.address, strict=True)
+    try:
+        service = RooflineService(_logdir(paths))
+        service.list_runs()
+        assert _plain(service) == expected_plain
+        gc.collect()
+        assert _tables_here() == []  # no row came here for these
+        data = _host_data(service)
+        assert all(is_held(d.ops.rows) for d in data)
+        assert all(isinstance(d.ops.rows.holder, Held) for d in data)
+        assert _answers(service, RUN, HOSTS) == expected  # the drill-downs too
+        gc.collect()
+        assert _tables_here() == []  # (their key sums made on the workers too)
+        local = _local(paths)
+        fetched = data[3].ops.rows  # rows asked for: fetched from the worker, then kept
+        for k, v in local[3].ops.rows.items():
+            assert np.asarray(fetched[k]).tolist() == np.asarray(v).tolist(), k
+        assert not is_held(data[3].ops.rows) and is_held(data[2].ops.rows)
+    finally:
+        cluster.configure(None)
+
+
+def test_rows_on_a_cluster_that_is_gone_are_a_503_then_read_again(pod, monkeypatch):
+    """Every worker holding the pod's rows gone after the analysis: an answer that needs
+    them (two steps compared) is a clear 503 within the cluster's deadline, never a hang or
+    a 500; the next request, workers back, reads the hosts again and answers as local
+    conversion does."""
+    paths, c = pod
+    monkeypatch.setenv("TB_ROOFLINE_WORKERS", "1")
+    local = RooflineService(_logdir(paths))
+    expected = local.compare(RUN, RUN, "", "", base_step="0", step="5")
+    monkeypatch.setenv("TB_ROOFLINE_CLUSTER_CONNECT_S", "2")
+    monkeypatch.setenv("TB_ROOFLINE_CLUSTER_STALL_S", "30")
+    cluster.configure(c.address, strict=False)
+    try:
+        service = RooflineService(_logdir(paths))
+        service.list_runs()
+        service.program(RUN, "", True)
+        for name in ("w1", "w2"):
+            c.kill(name)
+        t0 = time.monotonic()
+        with pytest.raises(errors.RowsUnavailableError, match="read again on the next request"):
+            service.compare(RUN, RUN, "", "", base_step="0", step="5")
+        assert time.monotonic() - t0 < 20
+        for name in ("w1", "w2"):
+            c.start_worker(name, _env({}))
+        c.wait_for({"w1", "w2"})
+        assert service.compare(RUN, RUN, "", "", base_step="0", step="5") == expected
+    finally:
+        cluster.configure(None)
+
+
 def _worker_of(c, held: Held) -> str:
     client = held.future.client
     where = client.who_has([held.future])[held.future.key]
@@ -155,7 +248,8 @@ def test_a_lost_workers_hosts_are_read_again(pod):
     held = _held(paths, c.address)
     local = _local(paths)
     sp = _step_pass(local)
-    expected = sp.finish(fold_held(held, sp.add_host, sp.start()))
+    run = OpTable.concat([p.ops for p in local])  # (here: a fold first may copy a host)
+    expected = step_sums(run, sp.roofs, sp.aligned, sp.profile_host, sp.key_host)
     victim = _worker_of(c, held[2])
     c.kill(victim)
     try:

@@ -19,6 +19,7 @@ from tb_roofline.table.timeline import (  # noqa: F401
     Timeline,
     merge_shapes,
 )
+from tb_roofline.table.unspanned import unspanned_self_ps
 
 
 @dataclasses.dataclass
@@ -87,34 +88,15 @@ def collect(profiles, table, steps: list) -> Facts:
     return Facts(timeline, shapes, host_step_ps, hosts, kernels, _off_program_self(profiles))
 
 
-def off_program_rows(p) -> np.ndarray:
-    """The op-table rows of a profile on a device with no core span: one that ran no program
-    (the readers' program_devices leave it out of the spans; its rows stay in the table)."""
-    cores = {s.core for s in p.core_spans or ()}
-    core = np.asarray(p.ops.rows["core"])
-    if not cores or not len(core):
-        return np.zeros(len(core), bool)
-    lo, hi = int(core.min()), int(core.max())
-    if lo < 0 or hi >= 1 << 20:
-        return ~np.isin(core, sorted(cores))
-    # A table per core number (`np.isin` of a row per event held three of the rows' copies)
-    off = np.ones(hi + 1, bool)
-    off[[c for c in cores if 0 <= c <= hi]] = False
-    return off[core] if off[lo:].any() else np.zeros(len(core), bool)
-
-
 def _off_program_self(profiles) -> dict:
     """(program_id, operation, precision) -> self time (ps) of its rows on devices that ran no
-    program, summed over the profiles."""
+    program, summed over the profiles (table/unspanned.py)."""
     out: dict = {}
     for p in profiles:
-        off = off_program_rows(p)
-        if not off.any():
+        per_key = unspanned_self_ps(p)
+        if per_key is None:
             continue
-        keys, rows = p.ops.keys, p.ops.rows
-        op = np.asarray(rows["op"])[off]
-        self_ps = np.asarray(rows["self_time_ps"], np.float64)[off]
-        per_key = np.bincount(op, weights=self_ps, minlength=len(keys["operation"]))
+        keys = p.ops.keys
         for k in np.flatnonzero(per_key).tolist():
             label = (
                 str(keys["program_id"][k]),

@@ -39,8 +39,11 @@ from tb_roofline.model.records.program_records import (
 )
 from tb_roofline.model.records.record_table import RECORD_COLUMNS, RecordTable, scope_record_type
 from tb_roofline.model.records.records import call_floors
-from tb_roofline.model.records.row_sums import StepPass, key_sums, step_sums
+from tb_roofline.model.records.row_sums import ScopePass, StepPass, key_sums, step_sums
 from tb_roofline.model.serving import phases as serving_model
+from tb_roofline.table.held_rows import HeldRows, is_held
+from tb_roofline.table.host_summary import all_held, held_fold
+from tb_roofline.table.key_sums import summed_columns
 from tb_roofline.table.op_table import OpTable
 
 
@@ -87,6 +90,9 @@ class ScopeSource:
     phase_steps: dict = dataclasses.field(default_factory=dict)  # serving phase -> indices
     # the per-step sums made host by host where the hosts' rows are (None: no complete step)
     step_pass: StepPass | None = None
+    # the run's profiles when a cluster keeps all their rows (table/host_summary.py): a
+    # scope's key sums are then made there (`ScopePass`), its rows fetched only if asked for
+    held: list | None = None
 
     def row_steps(self, view: str) -> np.ndarray:
         """The aligned step of each row of a view's table (-1: outside complete steps),
@@ -160,23 +166,46 @@ def scope_rows(analysis: Analysis, scope: str, include_io: bool, view: str):
     """(the view's table cut to a scope's rows, the scope's time in ps, its step count)."""
     src = analysis.scope_source()
     kind = scope_record_type(scope)
-    table, row_step = src.tables[view], src.row_steps(view)
+    table = src.tables[view]
     n_steps = len(src.step_labels)
     if kind == "total":
-        mask, denominator = None, src.span_ps[include_io]
-    elif kind == "average" and scope in src.phase_steps:  # `Average · decode`
+        return table, src.span_ps[include_io], n_steps
+    if kind == "average" and scope in src.phase_steps:  # `Average · decode`
         idx = np.asarray(src.phase_steps[scope], np.int64)
         n_steps = len(idx)
-        mask = np.isin(row_step, idx)
         denominator = float(src.step_ps[include_io][idx].sum())
     elif kind == "average":
-        mask, denominator = row_step >= 0, float(src.step_ps[include_io].sum())
+        idx, denominator = np.arange(n_steps), float(src.step_ps[include_io].sum())
     else:
         i = src.step_labels.index(scope)  # the caller checks the label
-        mask, denominator = row_step == i, float(src.step_ps[include_io][i])
-    if mask is not None:
-        table = table.select(mask)
-    return table, denominator, n_steps
+        idx, denominator = np.array([i]), float(src.step_ps[include_io][i])
+    if src.held is not None and src.step_pass is not None and view == "op" and is_held(table.rows):
+        return _held_scope(src, table, idx), denominator, n_steps
+    row_step = src.row_steps(view)
+    if kind == "average" and scope not in src.phase_steps:
+        mask = row_step >= 0
+    else:
+        mask = row_step == idx[0] if kind != "average" else np.isin(row_step, idx)
+    return table.select(mask), denominator, n_steps
+
+
+def _held_scope(src: ScopeSource, table: OpTable, idx: np.ndarray) -> OpTable:
+    """The run's table cut to the rows of aligned steps `idx`, its rows kept where they are:
+    its key sums and row counts made there (`ScopePass`), its rows (the run's, fetched, then
+    cut) only if asked for."""
+    assert src.step_pass is not None and src.held is not None
+    sp = src.step_pass
+    scope = ScopePass(
+        sp.aligned, sp.profile_host, sp.key_host, sp.bounds, idx, tuple(summed_columns(table))
+    )
+    sums, counts = scope.finish(held_fold(src.held, scope.add_host, scope.start()))
+    row_step = src.row_steps  # (bound now: the rows, if ever asked for, are the run's cut)
+
+    def fetch() -> dict:
+        return dict(table.select(np.isin(row_step("op"), idx)).rows)
+
+    rows = HeldRows(int(counts.sum()), counts > 0, "ops", fetch=fetch, parts=[table.rows])
+    return OpTable(table.keys, rows, table.unit_costs, sums)
 
 
 def analyze(profiles: list, host_label: str = "*") -> Analysis:
@@ -354,9 +383,15 @@ def _step_sums(profiles, table: OpTable, roofs: Roofs, hosts: _Hosts) -> _StepSu
         else [str(x) for x in range(n_steps)]
     )
     phases = serving_model.phase_steps(profiles, single_ids)
-    by_step = step_sums(table, roofs, aligned, hosts.profile_host, hosts.key_host)
     bounds = np.cumsum([0] + [p.ops.num_keys for p in profiles])
     step_pass = StepPass(roofs, aligned, hosts.profile_host, hosts.key_host, bounds)
+    # Hosts whose rows are kept where they were read add them there, host by host: the
+    # same sums bit for bit, and only the sums travel (table/host_summary.py).
+    folded = held_fold(profiles, step_pass.add_host, step_pass.start())
+    if folded is not None:
+        by_step = step_pass.finish(folded)
+    else:
+        by_step = step_sums(table, roofs, aligned, hosts.profile_host, hosts.key_host)
     return _StepSums(aligned, labels, phases, by_step, step_pass)
 
 
@@ -491,6 +526,7 @@ def _scope_source(
         host_label=host_label,
         phase_steps={serving_model.AVERAGE_PREFIX + k: v for k, v in steps.phases.items()},
         step_pass=steps.step_pass,
+        held=profiles if all_held(profiles) else None,
     )
 
 

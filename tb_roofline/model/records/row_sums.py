@@ -291,3 +291,59 @@ class StepPass:
             c: sums[c][:-1].reshape(n_steps, 2) if c in sums else np.zeros((n_steps, 2))
             for c in SUM_COLUMNS
         }
+
+
+ROW_COUNT = "rows"  # (ScopePass: the rows of each key, summed as ones)
+
+
+@dataclasses.dataclass
+class ScopePass:
+    """The op table's row columns summed per key over the rows of some complete steps (a
+    step's or the average step's op records), made host by host where the hosts' rows are
+    kept, as `StepPass` makes the per-step sums: `add_host(sums, h, profile)` adds host h's
+    rows onto the sums so far (hosts in the run's order), `finish(sums)` gives the run's key
+    sums and each key's row count. A key's rows are its host's, added in their order, so the
+    sums are those of the run's table cut to those rows, bit for bit."""
+
+    aligned: steps_model.Steps
+    profile_host: np.ndarray
+    key_host: np.ndarray
+    bounds: np.ndarray  # the run's key offset of each host's table, and the key count last
+    steps: np.ndarray  # the aligned steps whose rows are summed
+    columns: tuple  # table/key_sums.py `summed_columns` of the run's table
+
+    def start(self) -> dict:
+        n = int(self.bounds[-1]) + 1  # (the last: rows of no wanted step)
+        return {c: np.zeros(n) for c in self.columns + (ROW_COUNT,)}
+
+    def add_host(self, sums: dict, h: int, profile) -> dict:
+        table = profile.ops
+        lo, hi = int(self.bounds[h]), int(self.bounds[h + 1])
+        if hi - lo != table.num_keys:
+            raise ValueError(
+                f"host {h}'s table has {table.num_keys} keys, the run has {hi - lo} for it"
+            )
+        coder = steps_model.step_coder(
+            self.aligned, self.profile_host, self.key_host[lo:hi], table.rows["step"]
+        )
+        wanted = np.zeros(len(self.aligned) + 1, bool)  # (-1, no complete step: the last)
+        wanted[self.steps] = True
+        dump = int(self.bounds[-1])
+
+        def codes(part: OpTable) -> np.ndarray:
+            op = part.rows["op"]
+            keep = wanted[coder(op, part.rows["step"])]
+            return np.where(keep, np.add(op, lo, dtype=np.int64), dump)
+
+        def values(part: OpTable, c: str) -> np.ndarray:
+            return np.ones(len(part)) if c == ROW_COUNT else row_values(part, c)
+
+        columns = list(self.columns) + [ROW_COUNT]
+        return table_sums.block_sums(table, columns, values, codes, dump + 1, sums)
+
+    def finish(self, sums: dict) -> tuple:
+        """(the key sums of `columns`, each key's row count)."""
+        return (
+            {c: sums[c][:-1] for c in self.columns},
+            sums[ROW_COUNT][:-1].astype(np.int64),
+        )

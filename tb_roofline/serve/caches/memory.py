@@ -160,6 +160,8 @@ def approx_size(obj, _seen=None, _depth=0, roots: dict | None = None) -> int:
     if isinstance(obj, (list, tuple, set, frozenset)):
         seq = list(obj) if isinstance(obj, (set, frozenset)) else obj
         return sys.getsizeof(obj) + _sampled_sum(seq, size_of)
+    if hasattr(obj, "held_here"):  # rows kept elsewhere (table/held_rows.py): what is here
+        return sys.getsizeof(obj) + size_of(obj.held_here())
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return sys.getsizeof(obj) + sum(
             size_of(getattr(obj, f.name)) for f in dataclasses.fields(obj)

@@ -91,7 +91,10 @@ class Analyses:
                 self.hosts_reader.budget.admit(self.hosts_reader.pending_bytes(run, files)),
                 self.locks.hold(("analysis",) + key),
             ):
-                made = self._cached(key, sigs) or self._analyse(inputs, key)
+                try:
+                    made = self._cached(key, sigs) or self._analyse(inputs, key)
+                except errors.RowsUnavailableError:  # a worker holding rows is gone: its
+                    made = self._analyse(inputs, key)  # hosts (marked lost) are read again
         self._note_partial(key, made[0])
         return made
 
@@ -191,7 +194,7 @@ class Analyses:
         cached = self.cache.get(key)
         if cached is None:
             cached = self.held.get(key, time.monotonic())
-        if cached is not None and cached[0] == sigs:
+        if cached is not None and cached[0] == sigs and not _rows_lost(cached[1]):
             return cached[1], cached[2]
         return None
 
@@ -248,6 +251,15 @@ class Analyses:
         if device is None:
             return device_overrides.without_peaks(data)
         return device_overrides.with_device(data, device, os.path.basename(path))
+
+
+def _rows_lost(analysis) -> bool:
+    """Whether rows the analysis fetches for its drill-downs were kept on a Dask worker that
+    is gone (then the run is read and analysed again)."""
+    from tb_roofline.table.held_rows import lost
+
+    scope = analysis.scope
+    return scope is not None and any(lost(t) for t in scope.tables.values())
 
 
 def _host_named(data: ProfileData, host: str) -> ProfileData:

@@ -117,6 +117,18 @@ def _tables_consistent(data) -> bool:
     )
 
 
+def _rows_lost(data) -> bool:
+    from tb_roofline.table.host_summary import rows_lost
+
+    return data is not None and rows_lost(data)
+
+
+def _kept_elsewhere(data) -> bool:
+    from tb_roofline.table.host_summary import kept_elsewhere
+
+    return kept_elsewhere(data)
+
+
 class KeyLocks:
     """A lock per key, made when first asked for and dropped when nobody holds or waits on it
     (so a thousand runs do not keep a thousand locks, and two keys never share one)."""
@@ -214,7 +226,7 @@ class HostReader:
     def _cached(self, run, hostfile, sig) -> HostEntry | None:
         """The memory cache's entry, else the disk cache's (then kept in memory too)."""
         cached = self.cache.get(hostfile.path)
-        if cached is not None and cached.valid_for(sig):
+        if cached is not None and cached.valid_for(sig) and not _rows_lost(cached.data):
             return cached
         if self.disk_cache is not None and sig[1] <= self.max_file_bytes:
             data = self.disk_cache.get(DiskCache.key(sig, run.format, hostfile.host))
@@ -318,7 +330,8 @@ class HostReader:
         if grant is None or not isinstance(result, ProfileData):
             return result
         rows, steps = len(result.ops), len(result.steps)
-        need = meter.estimate(rows, result.ops.num_keys, steps)
+        # Rows a Dask worker keeps take no memory here (their sums are per key and step).
+        need = meter.estimate(0 if _kept_elsewhere(result) else rows, result.ops.num_keys, steps)
         try:
             grant.charge(
                 need,
@@ -395,9 +408,11 @@ class HostReader:
             raise result
         entry = HostEntry(sig, result)
         self.cache.put(hostfile.path, entry, *sized(result))
-        # Keep on disk only what was read from the version the key names.
+        # Keep on disk only what was read from the version the key names, rows and all (a
+        # profile whose rows a Dask worker keeps is kept in memory only).
         if (
             self.disk_cache is not None
+            and not _kept_elsewhere(result)
             and sig[1] <= self.max_file_bytes
             and _same_version(current_signature(hostfile), sig)
         ):

@@ -1,5 +1,5 @@
-"""Which rows ran on a device with no core span (`facts.off_program_rows`): the rows whose
-core is not among the profile's core spans, for small, sparse, negative and huge core
+"""Which rows ran on a device with no core span (`table/unspanned.py` `unspanned_rows`): the
+rows whose core is not among the profile's core spans, for small, sparse, negative and huge core
 numbers and a constant core column, against membership worked out here in Python."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import types
 import numpy as np
 import pytest
 
-from tb_roofline.model.guidance.facts import off_program_rows
 from tb_roofline.table.op_table import constant
 from tb_roofline.table.spans import CoreSpan
+from tb_roofline.table.unspanned import unspanned_rows as off_program_rows
 
 
 def _profile(core: np.ndarray, spans: list):
