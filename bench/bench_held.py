@@ -5,16 +5,17 @@ measured on this machine: the same generated hosts as bench/bench_cluster.py, on
     python bench/bench_held.py [--hosts 64] [--repeat 3] [--data DIR] [--workers 1]
 
 Two client processes, each fresh (median of `--repeat`), after `distributed` is imported and
-the client connected: "rows" gets every host's table (`cluster.run_units`, as conversion does
-today) and sums the run's per-step sums here (`row_sums.step_sums` over the run's table);
-"held" keeps each table on the worker that read it (`run_units(summarize=)`: each host's
-summary, table/host_summary.py, comes back) and has the workers add the per-step sums host by
-host (`fold_held` of `StepPass.add_host`). The step sums' roofs and aligned steps (what the
-model makes from the key sums) are made beforehand in another process and handed to both:
-the model does not yet make them from summaries (docs/cluster.md). Each client reports its
-peak resident memory, its peak once connected, each phase's peak (every 2 ms) and time, and
-the sum of its per-step sums' bytes, which must be equal. Raw figures:
-test-output/bench_held.json.
+the client connected: "rows" gets every host's table (`cluster.run_units`, as conversion
+did before the service kept rows on the workers) and sums the run's per-step sums here
+(`row_sums.step_sums` over the run's table); "held" keeps each table on the worker that read
+it (`run_units(summarize=)`: each host's summary, table/host_summary.py, its profile less its
+rows, comes back) and has the workers add the per-step sums host by host (`fold_held` of
+`StepPass.add_host`). The step sums' roofs and aligned steps (what the model makes from the
+key sums) are made beforehand in another process and handed to both, so this times the fold
+alone; the service's whole open through Dask is bench/bench_cluster.py's (docs/cluster.md).
+Each client reports its peak resident memory, its peak once connected, each phase's peak
+(every 2 ms) and time, and the sum of its per-step sums' bytes, which must be equal. Raw
+figures: test-output/bench_held.json.
 """
 
 from __future__ import annotations
