@@ -47,9 +47,10 @@ def attach(summary: ProfileData, holder: RowHolder) -> ProfileData:
 
 
 def holder_of(p: ProfileData) -> RowHolder | None:
-    """The holder of a profile's op rows when they are kept elsewhere, not fetched."""
+    """The holder of a profile's op rows when they are kept elsewhere (fetched here too, or
+    not: a fold still runs where they are kept)."""
     rows = p.ops.rows
-    return rows.holder if is_held(rows) else None
+    return rows.holder if isinstance(rows, HeldRows) else None
 
 
 def kept_elsewhere(p) -> bool:
@@ -64,7 +65,7 @@ def rows_lost(p) -> bool:
 
 
 def all_held(profiles: list) -> bool:
-    """Whether every profile's op rows are kept elsewhere, none fetched."""
+    """Whether every profile's op rows are kept elsewhere."""
     return bool(profiles) and all(holder_of(p) is not None for p in profiles)
 
 

@@ -179,13 +179,15 @@ def scope_rows(analysis: Analysis, scope: str, include_io: bool, view: str):
     else:
         i = src.step_labels.index(scope)  # the caller checks the label
         idx, denominator = np.array([i]), float(src.step_ps[include_io][i])
-    if src.held is not None and src.step_pass is not None and view == "op" and is_held(table.rows):
+    if src.held is not None and view == "op" and is_held(table.rows):
         return _held_scope(src, table, idx), denominator, n_steps
     row_step = src.row_steps(view)
-    if kind == "average" and scope not in src.phase_steps:
+    if kind == "step":
+        mask = row_step == idx[0]
+    elif scope in src.phase_steps:
+        mask = np.isin(row_step, idx)
+    else:  # the average of every complete step
         mask = row_step >= 0
-    else:
-        mask = row_step == idx[0] if kind != "average" else np.isin(row_step, idx)
     return table.select(mask), denominator, n_steps
 
 
@@ -193,18 +195,20 @@ def _held_scope(src: ScopeSource, table: OpTable, idx: np.ndarray) -> OpTable:
     """The run's table cut to the rows of aligned steps `idx`, its rows kept where they are:
     its key sums and row counts made there (`ScopePass`), its rows (the run's, fetched, then
     cut) only if asked for."""
-    assert src.step_pass is not None and src.held is not None
-    sp = src.step_pass
-    scope = ScopePass(
-        sp.aligned, sp.profile_host, sp.key_host, sp.bounds, idx, tuple(summed_columns(table))
-    )
-    sums, counts = scope.finish(held_fold(src.held, scope.add_host, scope.start()))
+    assert src.held is not None
+    sp, columns = src.step_pass, tuple(summed_columns(table))
+    if sp is None or not len(idx):  # no complete step: no row
+        sums, counts = {c: np.zeros(table.num_keys) for c in columns}, np.zeros(0, np.int64)
+    else:
+        scope = ScopePass(sp.aligned, sp.profile_host, sp.key_host, sp.bounds, idx, columns)
+        sums, counts = scope.finish(held_fold(src.held, scope.add_host, scope.start()))
     row_step = src.row_steps  # (bound now: the rows, if ever asked for, are the run's cut)
 
     def fetch() -> dict:
         return dict(table.select(np.isin(row_step("op"), idx)).rows)
 
-    rows = HeldRows(int(counts.sum()), counts > 0, "ops", fetch=fetch, parts=[table.rows])
+    key_rows = counts > 0 if len(counts) else np.zeros(table.num_keys, bool)
+    rows = HeldRows(int(counts.sum()), key_rows, "ops", fetch=fetch, parts=[table.rows])
     return OpTable(table.keys, rows, table.unit_costs, sums)
 
 
