@@ -19,9 +19,9 @@ import time
 from typing import Any
 
 from tb_roofline import settings
-from tb_roofline.errors import RowsUnavailableError
+from tb_roofline.errors import ProfileFormatError, RowsUnavailableError
 from tb_roofline.execute.cluster_connect import ClusterError
-from tb_roofline.execute.cluster_worker import _scheduler_workers
+from tb_roofline.execute.cluster_worker import WorkerFault, _scheduler_workers
 
 
 @dataclasses.dataclass
@@ -65,17 +65,24 @@ def fold_held(helds: list, step, start):
     client = helds[0].future.client
     fold = uuid.uuid4().hex[:12]
     value = start
-    for first, results in _runs(client, helds):
-        value = client.submit(
-            _fold_steps,
-            step,
-            value,
-            first,
-            *results,
-            key=f"tb-roofline-fold-{fold}-{first}",
-            pure=False,
-        )
-    return _wait(value, client, f"adding {len(helds)} results held on the workers")
+    what = f"adding {len(helds)} results held on the workers"
+    try:
+        for first, results in _runs(client, helds):
+            value = client.submit(
+                _fold_steps,
+                step,
+                value,
+                first,
+                *results,
+                key=f"tb-roofline-fold-{fold}-{first}",
+                pure=False,
+            )
+    except Exception as exc:  # noqa: BLE001 (a client closed or cut off: nothing was sent)
+        addr = getattr(client.scheduler, "address", "?")
+        raise ClusterError(
+            f"the Dask cluster {addr} could not take {what}: {type(exc).__name__}: {exc}"
+        ) from None
+    return _wait(value, client, what)
 
 
 def _runs(client, helds: list) -> list:
@@ -141,10 +148,26 @@ def _wait(future, client, what: str):
                 gone = None
         except ClusterError:
             raise
-        except Exception as exc:  # noqa: BLE001 (the task failed, or its result was lost)
+        except Exception as exc:  # noqa: BLE001 (its result lost, or the task's own error)
+            if not _lost(exc):
+                raise  # a fault of the task itself: reading the hosts again would not mend it
             raise ClusterError(
                 f"the Dask cluster {addr} failed {what}: {type(exc).__name__}: {exc}"
             ) from None
+
+
+def _lost(exc: Exception) -> bool:
+    """Whether a future failed because a held result (or the cluster) is gone, not because its
+    own task raised: a worker killed while it ran it, the result released or cancelled, the
+    connection to the scheduler closed, or a lost host read again on another worker and found
+    changed, damaged or unreadable there (reading the hosts again answers for those)."""
+    from concurrent.futures import CancelledError
+
+    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker
+
+    lost = (FutureCancelledError, KilledWorker, CancelledError, OSError)
+    return isinstance(exc, lost + (ProfileFormatError, WorkerFault))
 
 
 def _no_workers(client, grace: float) -> bool:

@@ -12,6 +12,7 @@ is its row count, its keys, unit costs and key sums are here.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Callable, Protocol, TypeGuard
 
@@ -30,6 +31,15 @@ class RowHolder(Protocol):
         """`step(value, k, profile_k)` over the profiles of `holders` (this one among them)
         in order, each call where profile k is kept, `start` the first value: the last
         value, here."""
+
+
+_fetched = [0]  # rows fetched in this process so far (`fetch_count`)
+
+
+def fetch_count() -> int:
+    """How many times rows kept elsewhere were fetched and kept here: a cache holding tables
+    whose rows may have been fetched measures them again when this changes."""
+    return _fetched[0]
 
 
 class HeldRows(Mapping):
@@ -56,6 +66,7 @@ class HeldRows(Mapping):
         self.parts = parts or []  # the HeldRows a run's rows are made from (`fetch`)
         self._rows: dict | None = None
         self._lost = False
+        self._lock = threading.Lock()  # (two requests asking at once fetch once)
 
     @property
     def lost(self) -> bool:
@@ -73,7 +84,10 @@ class HeldRows(Mapping):
     def rows(self) -> dict:
         """The row columns, fetched once and kept."""
         if self._rows is None:
-            self._rows = self.peek()
+            with self._lock:
+                if self._rows is None:
+                    self._rows = self.peek()
+                    _fetched[0] += 1
         return self._rows
 
     def peek(self) -> dict:
@@ -84,6 +98,7 @@ class HeldRows(Mapping):
         if self._fetch is not None:
             return self._fetch()
         if self.holder is None:
+            self._lost = True
             raise RowsUnavailableError(
                 f"the rows of this {self.attr} table are kept where it was read, "
                 "and nothing here can fetch them"
@@ -95,6 +110,7 @@ class HeldRows(Mapping):
             raise
         rows = dict(table.rows)
         if len(rows.get("op", ())) != self.num_rows:
+            self._lost = True
             raise RowsUnavailableError(
                 f"the {self.attr} table fetched has {len(rows.get('op', ()))} rows, "
                 f"{self.num_rows} were summarized"
@@ -123,7 +139,7 @@ class HeldRows(Mapping):
 
     def __getstate__(self):
         """Pickled as what was summarized: never the holder (a future of this process's
-        client) nor fetched rows."""
+        client), its lock, nor fetched rows."""
         return {
             "num_rows": self.num_rows,
             "key_rows": self.key_rows,

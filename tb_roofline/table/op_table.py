@@ -385,7 +385,10 @@ def _held_concat(tables: list) -> OpTable:
     parts = [t.rows for t in tables if isinstance(t.rows, HeldRows)]
     rows = HeldRows(sum(len(t) for t in tables), key_rows, "ops", fetch=fetch, parts=parts)
     unit_costs = np.concatenate([t.unit_costs for t in tables]) if unit else None
-    return OpTable(keys, rows, unit_costs, _concat_sums(tables, False))
+    # Tables of unit costs carry no cost columns' sums; beside a table without, the run's are
+    # summed from its rows (fetched), as `concat` makes them explicit.
+    uniform = unit or all(t.unit_costs is None for t in tables)
+    return OpTable(keys, rows, unit_costs, _concat_sums(tables, False) if uniform else None)
 
 
 def _key_rows(table: OpTable) -> np.ndarray:

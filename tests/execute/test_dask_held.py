@@ -197,10 +197,14 @@ def test_a_pod_opened_through_the_cluster_keeps_its_rows_on_the_workers(pod, mon
         gc.collect()
         assert _tables_here() == []  # (their key sums made on the workers too)
         local = _local(paths)
+        charged = service.hosts_reader.cache.bytes
         fetched = data[3].ops.rows  # rows asked for: fetched from the worker, then kept
         for k, v in local[3].ops.rows.items():
             assert np.asarray(fetched[k]).tolist() == np.asarray(v).tolist(), k
         assert not is_held(data[3].ops.rows) and is_held(data[2].ops.rows)
+        service.program(RUN, "", True)  # the next request charges the rows fetched
+        rows = sum(np.asarray(v).nbytes for v in data[3].ops.rows.values() if v.strides[0])
+        assert service.hosts_reader.cache.bytes >= charged + rows
     finally:
         cluster.configure(None)
 

@@ -106,6 +106,10 @@ class ByteLRU:
                 self.bytes -= held[0].nbytes
                 del self._roots[i]
 
+    def keys(self) -> list:
+        with self._lock:
+            return list(self._items)
+
     def pop(self, key):
         with self._lock:
             item = self._items.pop(key, None)

@@ -55,6 +55,7 @@ class Analyses:
         self.cache = ByteLRU(memory_budget_bytes("analyses"))
         # Analyses too large for their cache, kept for the last two runs in use.
         self.held = HeldAnalyses(keep=HELD_ANALYSES, hold_s=OVERSIZE_HOLD_S)
+        self._fetches = 0  # rows kept on a cluster fetched so far (`_remeasure_fetched`)
         # (run, hosts) -> {host: why} of the last analysis handed out that left hosts out:
         # what a command's exit status and `/progress` name (one entry per selection asked).
         self.partial: dict = {}
@@ -84,6 +85,7 @@ class Analyses:
         """(Analysis, whether every host was read: only then may answers go to disk)."""
         run, files, sigs = inputs.run, inputs.files, inputs.signatures
         key = (run.run, tuple(f.host for f in files))
+        self._remeasure_fetched()
         made = self._cached(key, sigs)
         if made is None:
             # Memory before the lock (answer lock, budget, analysis lock, host locks: one order).
@@ -97,6 +99,22 @@ class Analyses:
                     made = self._analyse(inputs, key)  # hosts (marked lost) are read again
         self._note_partial(key, made[0])
         return made
+
+    def _remeasure_fetched(self):
+        """Charge the caches again once rows kept on a Dask cluster were fetched into their
+        entries (a drill-down into a run whose rows the workers keep: table/held_rows.py), so
+        what those rows take counts against the caches' bytes as a local conversion's does."""
+        from tb_roofline.table.held_rows import fetch_count
+
+        now = fetch_count()
+        if now == self._fetches:
+            return
+        self._fetches = now
+        self.cache.recharge(self.cache.keys(), lambda v: sized(v[1]))
+        self.hosts_reader.cache.recharge(
+            self.hosts_reader.cache.keys(),
+            lambda entry: sized(entry.data) if entry.data is not None else (0, {}),
+        )
 
     def _note_partial(self, key, analysis):
         """Remember the hosts this analysis leaves out or reads in part (or that it has

@@ -132,3 +132,19 @@ def test_rows_asked_for_are_the_hosts_and_a_summary_travels_without_them(tmp_pat
     assert is_held(held.ops.rows) and held.ops.rows.holder is not None
     for k, v in profiles[1].ops.rows.items():
         assert np.array_equal(np.asarray(held.ops.rows[k]), np.asarray(v)), k
+
+
+def test_hosts_with_and_without_unit_costs_answer_the_same(tmp_path):
+    """A run mixing a table of unit costs with one of explicit costs: the run's cost sums
+    are then made from its rows (fetched), as concatenating the whole tables makes them."""
+    profiles = _tpu_pod(tmp_path)[:2]
+    profiles[1] = dataclasses.replace(profiles[1], ops=summed_explicit(profiles[1].ops))
+    expected = _answers(analyze(profiles))
+    assert _answers(analyze(_summaries(profiles))) == expected
+
+
+def summed_explicit(table):
+    """The table with its costs in its rows (no unit costs), its row sums made anew."""
+    from tb_roofline.table.key_sums import with_row_sums
+
+    return with_row_sums(table.explicit())
