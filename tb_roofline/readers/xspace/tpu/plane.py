@@ -56,6 +56,7 @@ from tb_roofline.table.timeline_builder import TimelineBuilder
 # events' arrays leave holes of tens of MB); below, the page faults of reusing pages given
 # back cost more than the holes (8 small hosts: 15% more CPU when every plane gave back).
 TRIM_ROWS = 1 << 20
+BATCH_EVENTS = 1 << 14  # events of an op line checked and reduced at a time (`_Batches`)
 KEY_TEXTS = ("program_id", "operation", "category", "source", "tf_op", "caveat", "fingerprint")
 
 
@@ -323,7 +324,8 @@ def _op_lines(op_lines, stat_ids, plane_name: str, fixes, roles: _Roles):
             events.append((md, begin, dur))
             acc.add(md, begin, dur, group, stall, occ)
 
-        if collect(b, a, z, stat_ids, sink) is None:
+        batches = _Batches(sink)
+        if collect(b, a, z, stat_ids, batches) is None:
             cols = fallback_events(bytes(b.read(a, z - a)), stat_ids)[1]
             acc = OpLine(roles)
             acc.ordered = False
@@ -331,6 +333,8 @@ def _op_lines(op_lines, stat_ids, plane_name: str, fixes, roles: _Roles):
             md, begin, dur, group, stall, occ = _LineCheck(plane_name, fixes)(cols)
             events.append((md, begin, dur))
             acc.add(md, begin, dur, group, stall, occ)
+        else:
+            batches.flush()
         if events:
             core_events.append((line_index, *concat(events)))
             events.clear()  # (the windows' arrays: the line's copy above is what is kept)
@@ -341,6 +345,28 @@ def _op_lines(op_lines, stat_ids, plane_name: str, fixes, roles: _Roles):
         if rows is not None:
             line_rows.append(rows)
     return line_rows, core_events, (lo, hi)
+
+
+class _Batches:
+    """Windows' columns handed on `BATCH_EVENTS` events at a time: the checks and the reduction
+    cost a few dozen numpy calls per batch, whatever its size, and a window (small, to stay in
+    the CPU caches) holds a few thousand events. The reduction concatenates its pending events
+    anyway, so a batch adds no copy."""
+
+    def __init__(self, sink):
+        self.sink, self.chunks, self.n = sink, [], 0
+
+    def __call__(self, *cols):
+        self.chunks.append(cols)
+        self.n += len(cols[0])
+        if self.n >= BATCH_EVENTS:
+            self.flush()
+
+    def flush(self):
+        if self.chunks:
+            cols = concat(self.chunks)
+            self.chunks, self.n = [], 0
+            self.sink(*cols)
 
 
 class _LineCheck:
