@@ -155,3 +155,25 @@ def test_integer_columns_are_as_narrow_as_their_values_allow(tmp_path, monkeypat
         counted[o] += 1
     assert keys_with_rows(some).tolist() == [n > 0 for n in counted]
     assert 0 < sum(keys_with_rows(some)) < some.num_keys
+
+
+def test_blocks_of_rows_add_as_one_pass(tmp_path, monkeypatch):
+    # Blocks of 7 rows, their op codes made numpy's index type (`_block`): each key's sums are
+    # still its rows added in order, and every block's rows are the table's.
+    from tb_roofline.table import key_sums
+
+    monkeypatch.setattr(key_sums, "ROW_BLOCK", 7)
+    seen: list = []
+    table = _hosts(tmp_path, 1)[0].ops
+    assert table.rows["op"].dtype == np.int32
+
+    def column_of(part, c):
+        seen.append(part.rows["op"])
+        return key_sums.row_values(part, c)
+
+    got = key_sums.block_sums(
+        table, ["total_time_ps"], column_of, lambda part: part.rows["op"], table.num_keys
+    )
+    assert all(op.dtype == np.intp for op in seen) and len(seen) == -(-len(table) // 7)
+    assert np.concatenate(seen).tolist() == table.rows["op"].tolist()
+    assert _bits(got["total_time_ps"]) == _bits(_loop_sums(table, "total_time_ps"))

@@ -30,7 +30,8 @@ def _expected(results, name: str) -> list:
 def test_columns_are_made_narrow_where_they_fit():
     for shift in (0, 2**31):
         plan, results = _planes()
-        results[-1].rows["step"] = results[-1].rows["step"] + shift  # one core's step ids
+        # one core's step ids (a plane sends int32 where they fit, int64 beyond)
+        results[-1].rows["step"] = results[-1].rows["step"].astype(np.int64) + shift
         want = {"step": _expected(results, "step"), "occurrences": _expected(results, "occ")}
         rows = tpu_file.merge_planes(plan, results).ops.rows
         assert rows["op"].dtype == np.int32 and rows["core"].dtype == np.int32

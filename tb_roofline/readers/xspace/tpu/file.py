@@ -33,6 +33,7 @@ from tb_roofline.readers.xspace.tpu.plane import (
     KEY_TEXTS,
     TRIM_ROWS,
     PlaneResult,
+    Sparse,
     clear_info_cache,
     convert_plane,
 )
@@ -414,8 +415,7 @@ def _table(host: str, results: list[PlaneResult]):
             ("dma_stall_ps", "stall"),
             ("async_span_ps", "span"),
         ):
-            if got[name] is not None:
-                rows[c][at:end] = got[name]
+            _put(rows[c][at:end], got, name, zeroed=c in ("dma_stall_ps", "async_span_ps"))
         # copied: the plane's arrays let go, and their pages given back (allocator.py: they
         # are heap blocks, the host's columns fresh mappings that could not reuse them)
         r.rows = got = {}
@@ -428,6 +428,24 @@ def _table(host: str, results: list[PlaneResult]):
         if is_constant(table.rows[c]):
             table.rows[c] = constant(np.int64(table.rows[c][0]), n)
     return table, shapes, link_notes(assumed, len(results))
+
+
+def _put(out: np.ndarray, got: dict, name: str, zeroed: bool) -> None:
+    """A plane's row column `name` written into its rows of the host's column (`zeroed`: made
+    by np.zeros, whose pages stay untouched where nothing is written)."""
+    value = got[name]
+    if value is None:
+        if not zeroed:
+            out[:] = 0
+        return
+    if not isinstance(value, Sparse):
+        out[:] = value
+        return
+    if value.like is not None:
+        out[:] = got[value.like]
+    elif not zeroed:
+        out[:] = 0
+    out[value.at] = value.values
 
 
 def _int_types(results: list[PlaneResult], num_keys: int) -> dict:

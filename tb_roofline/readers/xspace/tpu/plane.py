@@ -56,6 +56,7 @@ from tb_roofline.table.timeline_builder import TimelineBuilder
 # events' arrays leave holes of tens of MB); below, the page faults of reusing pages given
 # back cost more than the holes (8 small hosts: 15% more CPU when every plane gave back).
 TRIM_ROWS = 1 << 20
+BATCH_EVENTS = 1 << 14  # events of an op line checked and reduced at a time (`_Batches`)
 KEY_TEXTS = ("program_id", "operation", "category", "source", "tf_op", "caveat", "fingerprint")
 
 
@@ -70,7 +71,9 @@ class PlaneResult:
     hi: int | None
     steps: tuple  # (group ids, begins, durations) of the steps of this core, ascending
     keys: dict  # per distinct op: KEY_TEXTS, "program", "link" (lists), "per_exec" (ops x costs)
-    rows: dict  # op (index into keys), step, occ, time, self, stall, span (int64)
+    # op (index into keys), step, occ (int32 where they fit), time, self, stall, span (int64;
+    # self, stall and span may be `Sparse`)
+    rows: dict
     dropped_ops: int = 0
     fixes: dict = dataclasses.field(default_factory=dict)  # corrupt values (tpu.check_events)
     timeline: Timeline | None = None  # this core's timeline facts (the guidance's)
@@ -323,7 +326,8 @@ def _op_lines(op_lines, stat_ids, plane_name: str, fixes, roles: _Roles):
             events.append((md, begin, dur))
             acc.add(md, begin, dur, group, stall, occ)
 
-        if collect(b, a, z, stat_ids, sink) is None:
+        batches = _Batches(sink)
+        if collect(b, a, z, stat_ids, batches) is None:
             cols = fallback_events(bytes(b.read(a, z - a)), stat_ids)[1]
             acc = OpLine(roles)
             acc.ordered = False
@@ -331,6 +335,8 @@ def _op_lines(op_lines, stat_ids, plane_name: str, fixes, roles: _Roles):
             md, begin, dur, group, stall, occ = _LineCheck(plane_name, fixes)(cols)
             events.append((md, begin, dur))
             acc.add(md, begin, dur, group, stall, occ)
+        else:
+            batches.flush()
         if events:
             core_events.append((line_index, *concat(events)))
             events.clear()  # (the windows' arrays: the line's copy above is what is kept)
@@ -341,6 +347,28 @@ def _op_lines(op_lines, stat_ids, plane_name: str, fixes, roles: _Roles):
         if rows is not None:
             line_rows.append(rows)
     return line_rows, core_events, (lo, hi)
+
+
+class _Batches:
+    """Windows' columns handed on `BATCH_EVENTS` events at a time: the checks and the reduction
+    cost a few dozen numpy calls per batch, whatever its size, and a window (small, to stay in
+    the CPU caches) holds a few thousand events. The reduction concatenates its pending events
+    anyway, so a batch adds no copy."""
+
+    def __init__(self, sink):
+        self.sink, self.chunks, self.n = sink, [], 0
+
+    def __call__(self, *cols):
+        self.chunks.append(cols)
+        self.n += len(cols[0])
+        if self.n >= BATCH_EVENTS:
+            self.flush()
+
+    def flush(self):
+        if self.chunks:
+            cols = concat(self.chunks)
+            self.chunks, self.n = [], 0
+            self.sink(*cols)
 
 
 class _LineCheck:
@@ -417,12 +445,16 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
         dropped = int(sums[3][~known].sum())
         op = (np.cumsum(known_key) - 1)[op[known]]
         keep = known
-    rows = {"op": op, "step": step[keep]}
+    rows: dict = {"op": _narrow(op), "step": _narrow(step[keep])}
     for name, col in zip(("time", "self", "stall", "occ", "span"), sums):
         # all-zero stalls and spans (the usual case) travel as None
         rows[name] = (
             None if col is None or not (name in ("time", "self", "occ") or col.any()) else col[keep]
         )
+    rows["occ"] = _narrow(rows["occ"])
+    rows["self"] = _sparse(rows["self"], rows["time"], "time")
+    for name in ("stall", "span"):
+        rows[name] = _sparse(rows[name], None, None)
     fields = dict(zip(Info._fields, zip(*infos))) if infos else dict.fromkeys(Info._fields, ())
     keys: dict = {k: list(fields[k]) for k in KEY_TEXTS + ("shape", "link")}
     keys["program"] = [programs.get(p, "") for p in fields["program_id"]]
@@ -441,6 +473,42 @@ def _plane_result(core, ps, meta, programs, marks, line_rows, info_of, lo, hi) -
         rows=rows,
         dropped_ops=dropped,
     )
+
+
+class Sparse(NamedTuple):
+    """A row column sent as its `values` at the rows `at` where it differs from another column
+    of the plane (`like`; None: from zero): self time is the total time on most rows (ops that
+    nest nothing), transfer spans are zero but on async ops' rows. A worker then sends back
+    less (1.5 million rows: 29 MB, not 51), and the host's merge writes the column as it
+    would (`tpu_file._put`)."""
+
+    at: np.ndarray
+    values: np.ndarray
+    like: str | None
+
+
+def _sparse(column, like_column, like: str | None):
+    """`column` as a `Sparse` where it differs from `like_column` (None: zeros) on under a
+    third of its rows, else as it is."""
+    if column is None or not len(column):
+        return column
+    differ = column != like_column if like_column is not None else column != 0
+    index = np.flatnonzero(differ)
+    del differ
+    if 3 * len(index) >= len(column):
+        return column
+    return Sparse(_narrow(index), column[index], like)
+
+
+def _narrow(column: np.ndarray) -> np.ndarray:
+    """An integer column as int32 where its values fit: what a worker sends back is a
+    quarter smaller (op, step and executions of 1.5 million rows: 18 of 68 MB), and the
+    host's table holds them so anyway (`tpu_file._int_types`)."""
+    if not len(column) or column.dtype == np.int32:
+        return column
+    if int(column.min()) >= -(2**31) and int(column.max()) < 2**31:
+        return column.astype(np.int32)
+    return column
 
 
 def _codes(values: np.ndarray):
