@@ -45,7 +45,7 @@ def row_values(table: OpTable, c: str) -> np.ndarray:
     return np.asarray(table[c], np.float64)
 
 
-def _block(rows: dict, lo: int) -> dict:
+def _block(rows: Mapping, lo: int) -> dict:
     """The rows of one block, its `op` codes as numpy's index type: a block's columns are
     gathered by them a dozen times (unit costs, key flags, roofs), and a gather by int32
     codes converts them each time (65,536 rows: 135 us a gather, 37 us by intp codes)."""
