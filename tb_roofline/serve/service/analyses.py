@@ -141,9 +141,19 @@ class Analyses:
 
     def _analyse(self, inputs: Inputs, key):
         """Read the files (cached), apply device files, run the model, keep the analysis."""
-        from tb_roofline.model.records import roofline
+        profiles, extra = self._profiles(inputs)
+        result = self._model(profiles, inputs.files)
+        result.diagnostics = extra + result.diagnostics
+        # Every host read whole: only then may answers go to disk (one served from there
+        # would not tell a command or `/progress` the hosts it leaves out).
+        complete = not extra and not any(d.partial_host for d in result.diagnostics)
+        self._keep(key, inputs.signatures, result, complete)
+        return result, complete
 
-        run, files, sigs = inputs.run, inputs.files, inputs.signatures
+    def _profiles(self, inputs: Inputs) -> tuple[list, list]:
+        """(the hosts' profiles, device files applied; the diagnostics with a line for each
+        host of a pod that could not be read). One file that cannot be read raises."""
+        run, files = inputs.run, inputs.files
         profiles, extra = [], list(inputs.extra)
         hosts_total = len(files) + sum(1 for d in extra if d.skipped_host is not None)
         entries = self.hosts_reader.read(run, files)
@@ -171,8 +181,14 @@ class Analyses:
             raise errors.BadProfileError(
                 f"run {run.run!r}: no host could be read: " + "; ".join(d.message for d in extra)
             )
+        return profiles, extra
+
+    def _model(self, profiles: list, files: list):
+        """The model's analysis of the hosts; a pod's cached hosts measured again after it."""
+        from tb_roofline.model.records import roofline
+
         try:
-            result = roofline.analyze(
+            return roofline.analyze(
                 profiles, host_label=files[0].host if len(files) == 1 else ALL_HOSTS
             )
         finally:  # their rows are views of the run's table now (if it failed, maybe): anew
@@ -185,28 +201,27 @@ class Analyses:
                     logging.getLogger(__name__).exception(
                         "tb-roofline: re-measuring the cached hosts failed"
                     )
-        result.diagnostics = extra + result.diagnostics
-        # Every host read whole: only then may answers go to disk (one served from there
-        # would not tell a command or `/progress` the hosts it leaves out).
-        complete = not extra and not any(d.partial_host for d in result.diagnostics)
-        # Replaces an older version's; sized once, here. Too large to keep: held for the
-        # runs in use, so a page load, a compare or two runs taken in turns convert once.
+
+    def _keep(self, key, sigs, result, complete: bool) -> None:
+        """The analysis into the cache (replacing an older version's; sized once, here), or,
+        too large for it, held for the runs in use, so a page load, a compare or two runs
+        taken in turns convert once; too large for both, a warning on the result."""
         size, roots = sized(result)
-        if not self.cache.put(key, (sigs, result, complete), size, roots):
-            full = size + sum(r.nbytes for r in roots.values())
-            limit = self.hosts_reader.budget.total
-            if not self.held.put(key, (sigs, result, complete), full, limit, time.monotonic()):
-                result.diagnostics = result.diagnostics + [
-                    Diagnostic(
-                        "warning",
-                        "analysis_not_kept",
-                        f"this run's analysis takes about {full / 2**20:,.0f} MB, more than the "
-                        f"memory for analyses ({settings.MEMORY_CACHE_MB.name}) and the memory "
-                        f"budget ({settings.MEMORY_BUDGET_MB.name}): it is not kept, so each "
-                        "request analyses it again; raise one of them to keep it",
-                    )
-                ]
-        return result, complete
+        if self.cache.put(key, (sigs, result, complete), size, roots):
+            return
+        full = size + sum(r.nbytes for r in roots.values())
+        limit = self.hosts_reader.budget.total
+        if not self.held.put(key, (sigs, result, complete), full, limit, time.monotonic()):
+            result.diagnostics = result.diagnostics + [
+                Diagnostic(
+                    "warning",
+                    "analysis_not_kept",
+                    f"this run's analysis takes about {full / 2**20:,.0f} MB, more than the "
+                    f"memory for analyses ({settings.MEMORY_CACHE_MB.name}) and the memory "
+                    f"budget ({settings.MEMORY_BUDGET_MB.name}): it is not kept, so each "
+                    "request analyses it again; raise one of them to keep it",
+                )
+            ]
 
     def _cached(self, key, sigs):
         cached = self.cache.get(key)
