@@ -5,8 +5,8 @@ measured on this machine: the same generated hosts as bench/bench_cluster.py, on
     python bench/bench_held.py [--hosts 64] [--repeat 3] [--data DIR] [--workers 1]
 
 Two client processes, each fresh (median of `--repeat`), after `distributed` is imported and
-the client connected: "rows" gets every host's table (`cluster.run_units`, as conversion
-did before the service kept rows on the workers) and sums the run's per-step sums here
+the client connected: "rows" gets every host's table (`cluster.run_units` returning
+whole profiles) and sums the run's per-step sums here
 (`row_sums.step_sums` over the run's table); "held" keeps each table on the worker that read
 it (`run_units(summarize=)`: each host's summary, table/host_summary.py, its profile less its
 rows, comes back) and has the workers add the per-step sums host by host (`fold_held` of

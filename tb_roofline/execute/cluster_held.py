@@ -78,6 +78,8 @@ def fold_held(helds: list, step, start):
                 pure=False,
             )
     except Exception as exc:  # noqa: BLE001 (a client closed or cut off: nothing was sent)
+        if not _lost(exc) and client.status == "running":
+            raise  # the fold's own fault (a step that cannot be sent): no re-read mends it
         addr = getattr(client.scheduler, "address", "?")
         raise ClusterError(
             f"the Dask cluster {addr} could not take {what}: {type(exc).__name__}: {exc}"
@@ -161,13 +163,11 @@ def _lost(exc: Exception) -> bool:
     own task raised: a worker killed while it ran it, the result released or cancelled, the
     connection to the scheduler closed, or a lost host read again on another worker and found
     changed, damaged or unreadable there (reading the hosts again answers for those)."""
-    from concurrent.futures import CancelledError
+    from concurrent.futures import CancelledError  # (distributed's FutureCancelledError too)
 
-    from distributed.client import FutureCancelledError
     from distributed.scheduler import KilledWorker
 
-    lost = (FutureCancelledError, KilledWorker, CancelledError, OSError)
-    return isinstance(exc, lost + (ProfileFormatError, WorkerFault))
+    return isinstance(exc, (KilledWorker, CancelledError, OSError, ProfileFormatError, WorkerFault))
 
 
 def _no_workers(client, grace: float) -> bool:

@@ -34,6 +34,7 @@ class RowHolder(Protocol):
 
 
 _fetched = [0]  # rows fetched in this process so far (`fetch_count`)
+_fetched_lock = threading.Lock()  # (each HeldRows holds only its own lock while it fetches)
 
 
 def fetch_count() -> int:
@@ -87,7 +88,8 @@ class HeldRows(Mapping):
             with self._lock:
                 if self._rows is None:
                     self._rows = self.peek()
-                    _fetched[0] += 1
+                    with _fetched_lock:
+                        _fetched[0] += 1
         return self._rows
 
     def peek(self) -> dict:

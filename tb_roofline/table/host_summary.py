@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from tb_roofline.errors import RowsUnavailableError
 from tb_roofline.table.held_rows import HeldRows, RowHolder, is_held, lost
-from tb_roofline.table.key_sums import keys_with_rows, with_row_sums
-from tb_roofline.table.op_table import OpTable, ProfileData
+from tb_roofline.table.key_sums import with_row_sums
+from tb_roofline.table.op_table import OpTable, ProfileData, keys_with_rows
 from tb_roofline.table.unspanned import summarized
 
 TABLES = ("ops", "kernels", "hw_ops")

@@ -16,7 +16,6 @@ from typing import Callable
 
 import numpy as np
 
-from tb_roofline.table.held_rows import is_held
 from tb_roofline.table.op_table import (
     COST_COLUMNS,
     MEMORY_COLUMNS,
@@ -141,16 +140,3 @@ def with_row_sums(table: OpTable | None) -> OpTable | None:
     if table is not None and table.row_sums is None:
         table.row_sums = row_key_sums(narrow_ints(table))
     return table
-
-
-def keys_with_rows(table: OpTable) -> np.ndarray:
-    """Whether each key has a row, a block of rows at a time: numpy makes int64 indices of
-    narrow codes, which over a whole run's column is a copy of 8 bytes a row. Rows kept
-    elsewhere: as summarized where they are (table/held_rows.py)."""
-    if is_held(table.rows):
-        return table.rows.key_rows
-    seen = np.zeros(table.num_keys, bool)
-    op = table.rows["op"]
-    for lo in range(0, len(op), ROW_BLOCK):
-        seen[op[lo : lo + ROW_BLOCK]] = True
-    return seen

@@ -373,7 +373,7 @@ def _held_concat(tables: list) -> OpTable:
     inputs' (fetched, for those kept elsewhere) when first asked for, as `concat` makes them."""
     unit = all(t.unit_costs is not None for t in tables)
     keys = {k: np.concatenate([t.keys[k] for t in tables]) for k in KEY_COLUMNS}
-    key_rows = np.concatenate([_key_rows(t) for t in tables])
+    key_rows = np.concatenate([keys_with_rows(t) for t in tables])
 
     def fetch() -> dict:
         parts = [
@@ -383,7 +383,7 @@ def _held_concat(tables: list) -> OpTable:
         return dict(OpTable.concat(parts).rows)
 
     parts = [t.rows for t in tables if isinstance(t.rows, HeldRows)]
-    rows = HeldRows(sum(len(t) for t in tables), key_rows, "ops", fetch=fetch, parts=parts)
+    rows = HeldRows(sum(len(t) for t in tables), key_rows, parts[0].attr, fetch=fetch, parts=parts)
     unit_costs = np.concatenate([t.unit_costs for t in tables]) if unit else None
     # Tables of unit costs carry no cost columns' sums; beside a table without, the run's are
     # summed from its rows (fetched), as `concat` makes them explicit.
@@ -391,12 +391,16 @@ def _held_concat(tables: list) -> OpTable:
     return OpTable(keys, rows, unit_costs, _concat_sums(tables, False) if uniform else None)
 
 
-def _key_rows(table: OpTable) -> np.ndarray:
-    """Whether each key of the table has a row."""
-    if isinstance(table.rows, HeldRows) and not table.rows.fetched:
+def keys_with_rows(table: OpTable) -> np.ndarray:
+    """Whether each key has a row, a block of rows at a time: numpy makes int64 indices of
+    narrow codes, which over a whole run's column is a copy of 8 bytes a row. Rows kept
+    elsewhere: as summarized where they are (table/held_rows.py)."""
+    if is_held(table.rows):
         return table.rows.key_rows
     seen = np.zeros(table.num_keys, bool)
-    seen[table.rows["op"]] = True
+    op = table.rows["op"]
+    for lo in range(0, len(op), ROW_BLOCK):
+        seen[op[lo : lo + ROW_BLOCK]] = True
     return seen
 
 

@@ -24,8 +24,7 @@ from tb_roofline.model.records.records import (
     mixed_roof,
 )
 from tb_roofline.model.records.row_sums import group_sums
-from tb_roofline.table.key_sums import keys_with_rows
-from tb_roofline.table.op_table import OpTable, distinct, factorize
+from tb_roofline.table.op_table import OpTable, distinct, factorize, keys_with_rows
 
 # What records split by a key column carry besides it: the data its text stands for (a
 # `fingerprint` renders its key's `input_dims`, so one fingerprint has one value of them).

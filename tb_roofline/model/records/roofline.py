@@ -196,9 +196,18 @@ def _held_scope(src: ScopeSource, table: OpTable, idx: np.ndarray) -> OpTable:
     its key sums and row counts made there (`ScopePass`), its rows (the run's, fetched, then
     cut) only if asked for."""
     assert src.held is not None
+    key = ("held scope", idx.tobytes())  # (one fold a scope, whatever its records' options)
+    if key not in src.cache:
+        src.cache[key] = _held_scope_table(src, table, idx)
+    return src.cache[key]
+
+
+def _held_scope_table(src: ScopeSource, table: OpTable, idx: np.ndarray) -> OpTable:
+    assert src.held is not None
     sp, columns = src.step_pass, tuple(summed_columns(table))
     if sp is None or not len(idx):  # no complete step: no row
-        sums, counts = {c: np.zeros(table.num_keys) for c in columns}, np.zeros(0, np.int64)
+        sums = {c: np.zeros(table.num_keys) for c in columns}
+        counts = np.zeros(table.num_keys, np.int64)
     else:
         scope = ScopePass(sp.aligned, sp.profile_host, sp.key_host, sp.bounds, idx, columns)
         sums, counts = scope.finish(held_fold(src.held, scope.add_host, scope.start()))
@@ -207,8 +216,7 @@ def _held_scope(src: ScopeSource, table: OpTable, idx: np.ndarray) -> OpTable:
     def fetch() -> dict:
         return dict(table.select(np.isin(row_step("op"), idx)).rows)
 
-    key_rows = counts > 0 if len(counts) else np.zeros(table.num_keys, bool)
-    rows = HeldRows(int(counts.sum()), key_rows, "ops", fetch=fetch, parts=[table.rows])
+    rows = HeldRows(int(counts.sum()), counts > 0, "ops", fetch=fetch, parts=[table.rows])
     return OpTable(table.keys, rows, table.unit_costs, sums)
 
 

@@ -59,8 +59,12 @@ class HostEntry:
     expires: float | None = None  # monotonic time; None = while the signature holds
 
     def valid_for(self, signature) -> bool:
-        return self.signature == signature and (
-            self.expires is None or time.monotonic() < self.expires
+        """Whether the entry answers for that file version (a profile whose rows a lost Dask
+        worker kept does not: its host is read again, and reserved for)."""
+        return (
+            self.signature == signature
+            and (self.expires is None or time.monotonic() < self.expires)
+            and not _rows_lost(self.data)
         )
 
     def result(self) -> ProfileData:
@@ -226,7 +230,7 @@ class HostReader:
     def _cached(self, run, hostfile, sig) -> HostEntry | None:
         """The memory cache's entry, else the disk cache's (then kept in memory too)."""
         cached = self.cache.get(hostfile.path)
-        if cached is not None and cached.valid_for(sig) and not _rows_lost(cached.data):
+        if cached is not None and cached.valid_for(sig):
             return cached
         if self.disk_cache is not None and sig[1] <= self.max_file_bytes:
             data = self.disk_cache.get(DiskCache.key(sig, run.format, hostfile.host))
