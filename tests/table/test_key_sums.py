@@ -124,8 +124,7 @@ def test_an_analysis_is_the_same_with_the_sums_carried_or_made_over_the_rows(tmp
 
 def test_integer_columns_are_as_narrow_as_their_values_allow(tmp_path, monkeypatch):
     from tb_roofline.table import key_sums
-    from tb_roofline.table.op_table import keys_with_rows
-    from tb_roofline.table.op_table import code_type
+    from tb_roofline.table.op_table import code_type, keys_with_rows
 
     read = _hosts(tmp_path / "w", 2)
     read_types = [{c: v.dtype for c, v in p.ops.rows.items()} for p in read]
